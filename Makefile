@@ -1,0 +1,91 @@
+# SPDX-License-Identifier: Apache-2.0
+# Tollgate: routed alias-IP CNI plugin with per-namespace accounting.
+
+PREFIX     ?= /usr/local
+CNI_BINDIR ?= /opt/cni/bin
+DESTDIR    ?=
+VERSION    ?= 0.1.0
+
+ifeq ($(SAN),1)
+BUILD      ?= build-san
+SANFLAGS   := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+else
+BUILD      ?= build
+SANFLAGS   :=
+endif
+
+CC       ?= cc
+PKGS     := libnl-3.0 libnl-route-3.0 libnftnl libmnl json-c
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null)
+
+WARN     := -Wall -Wextra -Werror -Wmissing-prototypes -Wshadow -Wformat=2 -Wvla \
+            -Wno-unused-parameter
+CFLAGS   ?= -O2 -g
+CFLAGS   += -std=gnu11 $(WARN) $(SANFLAGS) -I. $(PKG_CFLAGS) -DTG_VERSION='"$(VERSION)"' \
+            -D_GNU_SOURCE -MMD -MP
+LDFLAGS  += $(SANFLAGS)
+
+ifneq ($(V),1)
+Q := @
+endif
+
+LIB_SRC  := $(wildcard lib/*.c)
+IPAM_SRC := $(filter-out ipam/cli.c,$(wildcard ipam/*.c))
+ACCT_SRC := $(wildcard accounting/*.c)
+CNI_SRC  := $(filter-out cni/main.c,$(wildcard cni/*.c))
+
+CORE_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRC) $(IPAM_SRC) $(ACCT_SRC) $(CNI_SRC))
+PLUGIN_OBJ := $(BUILD)/obj/cni/main.o $(CORE_OBJ)
+
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit_%,$(UNIT_SRC))
+
+BINS := $(BUILD)/tollgate
+
+.PHONY: all clean install test unit demo bench deps san
+all: $(BINS) $(UNIT_BIN)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/tollgate: $(PLUGIN_OBJ)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+$(BUILD)/tests/unit_%: tests/unit/%.c $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	@echo "  TEST    $@"
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(CMOCKA_LIBS)
+
+san:
+	$(MAKE) SAN=1
+
+# Installs every Debian package that the build, tests, demo and bench need.
+deps:
+	@scripts/deps.sh
+
+install: $(BINS)
+	install -d $(DESTDIR)$(CNI_BINDIR)
+	install -m 0755 $(BUILD)/tollgate $(DESTDIR)$(CNI_BINDIR)/tollgate
+
+test: deps
+	$(MAKE) all
+	$(MAKE) SAN=1 all
+	tests/run.sh build build-san
+
+demo: deps
+	$(MAKE) all
+	scripts/demo.sh
+
+bench: deps
+	$(MAKE) all
+	tests/bench/bench.sh build
+
+clean:
+	rm -rf build build-san
+
+-include $(shell find build build-san -name '*.d' 2>/dev/null)

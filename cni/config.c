@@ -1,0 +1,336 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The network configuration on stdin. Every key is checked before the first
+ * kernel change; unknown keys are ignored (CNI convention), a known key of the
+ * wrong type or with an invalid value is error 7 naming the key.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cni/internal.h"
+#include "lib/cleanup.h"
+#include "lib/jsonx.h"
+#include "lib/util.h"
+
+const char *const cni_supported_versions[] = { "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0", NULL };
+
+int cni_version_parse(const char *v)
+{
+	static const int codes[] = { 300, 301, 400, 10000, 10100 };
+
+	for (size_t i = 0; cni_supported_versions[i]; i++)
+		if (v && strcmp(v, cni_supported_versions[i]) == 0)
+			return codes[i];
+	return -1;
+}
+
+static int copy_path(json_object *o, const char *key, char *dst, size_t size, const char *dflt,
+		     struct tg_err *e)
+{
+	const char *v = dflt;
+	int r = jx_string(o, "", key, &v, e);
+
+	if (r < 0)
+		return r;
+	if (!v)
+		return 0;
+	if (v[0] != '/')
+		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL, "%s \"%.128s\" must be an absolute path",
+			       key, v);
+	if (strlen(v) >= size - 64 || strstr(v, "/../") ||
+	    (strlen(v) >= 3 && strcmp(v + strlen(v) - 3, "/..") == 0))
+		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL, "%s \"%.128s\" is not a usable path", key, v);
+	snprintf(dst, size, "%s", v);
+	return 0;
+}
+
+static int cmp_cidr(const void *a, const void *b)
+{
+	const struct cidr4 *x = a, *y = b;
+
+	return x->net < y->net ? -1 : x->net > y->net;
+}
+
+static int parse_internal(json_object *root, struct tg_config *cfg, struct tg_err *e)
+{
+	json_object *arr = NULL;
+	size_t i, n;
+	int r;
+
+	r = jx_string_array(root, "", "internalCIDRs", &arr, e);
+	if (r < 0)
+		return r;
+	if (r == 0) {
+		cfg->internal[0] = (struct cidr4){ .net = 0x0a000000, .prefix = 8 };
+		cfg->n_internal = 1;
+		return 0;
+	}
+	n = json_object_array_length(arr);
+	if (n == 0)
+		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+			       "internalCIDRs is empty: list at least one CIDR (default 10.0.0.0/8)");
+	if (n > ACCT_MAX_INTERNAL)
+		return tg_fail(e, CNI_ERR_CONFIG, -E2BIG, "internalCIDRs lists more than %d CIDRs",
+			       ACCT_MAX_INTERNAL);
+	for (i = 0; i < n; i++) {
+		const char *s = json_object_get_string(json_object_array_get_idx(arr, i));
+
+		if (cidr4_parse(s, &cfg->internal[i]) < 0)
+			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+				       "internalCIDRs[%zu] \"%.64s\" is not an IPv4 CIDR (a.b.c.d/len, no host bits)",
+				       i, s);
+	}
+	qsort(cfg->internal, n, sizeof(cfg->internal[0]), cmp_cidr);
+	for (i = 1; i < n; i++) {
+		if (cfg->internal[i].net <= cidr4_last(&cfg->internal[i - 1])) {
+			char a[CIDR4_STRLEN], b[CIDR4_STRLEN];
+
+			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL, "internalCIDRs: %s overlaps %s",
+				       cidr4_format(&cfg->internal[i], a),
+				       cidr4_format(&cfg->internal[i - 1], b));
+		}
+	}
+	cfg->n_internal = n;
+	return 0;
+}
+
+static int parse_ipam(json_object *root, enum cni_cmd cmd, struct tg_config *cfg,
+		      struct tg_err *e)
+{
+	json_object *ipam = NULL, *addresses = NULL, *exclude = NULL;
+	const char *source = NULL;
+	int64_t cooldown = IPAM_DEFAULT_COOLDOWN_MS / 1000;
+	int r;
+
+	if ((r = jx_object(root, "", "ipam", &ipam, e)) < 0)
+		return r;
+	if (!ipam)
+		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL, "ipam is missing");
+	if (jx_string(ipam, "ipam", "source", &source, e) < 0 ||
+	    jx_string(ipam, "ipam", "imdsURL", &cfg->imds_url, e) < 0 ||
+	    jx_string_array(ipam, "ipam", "addresses", &addresses, e) < 0 ||
+	    jx_string_array(ipam, "ipam", "exclude", &exclude, e) < 0 ||
+	    jx_int(ipam, "ipam", "cooldownSeconds", 0, 86400, &cooldown, e) < 0)
+		return -EINVAL;
+	cfg->cooldown_ms = cooldown * 1000;
+	if (!source)
+		source = addresses ? "static" : "imds";
+	if (strcmp(source, "static") == 0) {
+		cfg->source = IPAM_SOURCE_STATIC;
+		if (!addresses || json_object_array_length(addresses) == 0)
+			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+				       "ipam.addresses must list the node's addresses when ipam.source is \"static\"");
+		r = ipam_pool_parse(addresses, exclude, "ipam", &cfg->pool, &cfg->n_pool, e);
+		if (r < 0)
+			return r;
+		if (cfg->n_pool == 0)
+			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+				       "ipam.addresses minus ipam.exclude leaves no address");
+	} else if (strcmp(source, "imds") == 0) {
+		cfg->source = IPAM_SOURCE_IMDS;
+		/* exclude is applied by `tollgate-ipam sync`; check its syntax here all the same. */
+		r = ipam_pool_parse(exclude, NULL, "ipam", &cfg->pool, &cfg->n_pool, e);
+		free(cfg->pool);
+		cfg->pool = NULL;
+		cfg->n_pool = 0;
+		if (r < 0) {
+			snprintf(e->msg, sizeof(e->msg), "ipam.exclude: an entry is not an IPv4 address, a-b range or CIDR");
+			return r;
+		}
+	} else {
+		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+			       "ipam.source \"%.32s\" is not \"static\" or \"imds\"", source);
+	}
+	(void)cmd;
+	return 0;
+}
+
+static int parse_accounting(json_object *root, struct tg_config *cfg, struct tg_err *e)
+{
+	json_object *acct = NULL, *mark;
+	int r;
+
+	cfg->acct_enabled = true;
+	cfg->internet_mark = 0x10000;
+	if ((r = jx_object(root, "", "accounting", &acct, e)) <= 0)
+		return r;
+	if (jx_bool(acct, "accounting", "enabled", &cfg->acct_enabled, e) < 0 ||
+	    jx_bool(acct, "accounting", "perPod", &cfg->acct_per_pod, e) < 0)
+		return -EINVAL;
+	if (json_object_object_get_ex(acct, "internetMark", &mark) && mark) {
+		unsigned long long v;
+		char *end = NULL;
+
+		if (json_object_is_type(mark, json_type_string)) {
+			const char *s = json_object_get_string(mark);
+
+			errno = 0;
+			v = strtoull(s, &end, 0);
+			if (errno || !*s || *end || v > UINT32_MAX)
+				return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+					       "accounting.internetMark \"%.32s\" is not a 32-bit number",
+					       s);
+		} else if (json_object_is_type(mark, json_type_int)) {
+			int64_t n = json_object_get_int64(mark);
+
+			if (n < 0 || n > UINT32_MAX)
+				return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+					       "accounting.internetMark is out of range");
+			v = (unsigned long long)n;
+		} else {
+			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+				       "accounting.internetMark must be a string like \"0x10000\"");
+		}
+		if (v == 0)
+			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+				       "accounting.internetMark must not be 0");
+		if (v & 0xc000)
+			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+				       "accounting.internetMark 0x%llx collides with kube-proxy's mark bits 0x4000/0x8000",
+				       v);
+		cfg->internet_mark = (uint32_t)v;
+	}
+	return 0;
+}
+
+static int parse_gc_list(json_object *root, struct tg_config *cfg, struct tg_err *e)
+{
+	json_object *arr;
+	size_t i, n;
+
+	if (!json_object_object_get_ex(root, "cni.dev/valid-attachments", &arr) || !arr)
+		return 0;
+	if (!json_object_is_type(arr, json_type_array))
+		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+			       "cni.dev/valid-attachments must be an array");
+	n = json_object_array_length(arr);
+	for (i = 0; i < n; i++) {
+		json_object *o = json_object_array_get_idx(arr, i);
+		const char *cid = NULL, *ifn = NULL;
+
+		if (!json_object_is_type(o, json_type_object) ||
+		    jx_string(o, "cni.dev/valid-attachments[]", "containerID", &cid, e) < 0 ||
+		    jx_string(o, "cni.dev/valid-attachments[]", "ifname", &ifn, e) < 0 || !cid ||
+		    !ifn)
+			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+				       "cni.dev/valid-attachments[%zu] must be an object with string "
+				       "containerID and ifname",
+				       i);
+	}
+	cfg->valid_attachments = arr;
+	return 0;
+}
+
+int cni_config_parse(const char *text, size_t len, enum cni_cmd cmd, struct tg_config *cfg,
+		     struct tg_err *e)
+{
+	json_tokener *tok;
+	json_object *root, *shaping = NULL;
+	const char *uplink = NULL;
+	int64_t mtu = 0;
+	int r;
+
+	memset(cfg, 0, sizeof(*cfg));
+	if (len == 0)
+		return tg_fail(e, CNI_ERR_DECODE, -ENODATA, "no network configuration on stdin");
+	if (len > CNI_STDIN_MAX)
+		return tg_fail(e, CNI_ERR_DECODE, -E2BIG,
+			       "the network configuration is larger than %d bytes", CNI_STDIN_MAX);
+	tok = json_tokener_new();
+	if (!tok)
+		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+	root = json_tokener_parse_ex(tok, text, (int)len);
+	if (!root || json_tokener_get_error(tok) != json_tokener_success) {
+		const char *why = json_tokener_error_desc(json_tokener_get_error(tok));
+		size_t at = (size_t)tok->char_offset;
+
+		json_tokener_free(tok);
+		json_object_put(root);
+		return tg_fail(e, CNI_ERR_DECODE, -EBADMSG,
+			       "the network configuration is not valid JSON: %s at byte %zu", why, at);
+	}
+	for (size_t i = (size_t)tok->char_offset; i < len; i++)
+		if (text[i] != ' ' && text[i] != '\n' && text[i] != '\t' && text[i] != '\r') {
+			json_tokener_free(tok);
+			json_object_put(root);
+			return tg_fail(e, CNI_ERR_DECODE, -EBADMSG,
+				       "the network configuration has trailing data at byte %zu", i);
+		}
+	json_tokener_free(tok);
+	cfg->root = root;
+	if (!json_object_is_type(root, json_type_object))
+		return tg_fail(e, CNI_ERR_DECODE, -EBADMSG,
+			       "the network configuration must be a JSON object");
+
+	if ((r = jx_string(root, "", "cniVersion", &cfg->cni_version, e)) < 0)
+		return r;
+	if (r == 0)
+		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL, "cniVersion is missing");
+	cfg->version = cni_version_parse(cfg->cni_version);
+	if (cfg->version < 0)
+		return tg_fail(e, CNI_ERR_VERSION, -EPROTONOSUPPORT,
+			       "cniVersion \"%.32s\" is not supported (supported: 0.3.0, 0.3.1, "
+			       "0.4.0, 1.0.0, 1.1.0)",
+			       cfg->cni_version);
+	if (cmd == CMD_VERSION)
+		return 0;
+	if (cmd == CMD_CHECK && cfg->version < 400)
+		return tg_fail(e, CNI_ERR_VERSION, -EPROTONOSUPPORT,
+			       "CHECK needs cniVersion 0.4.0 or later, the config says %s",
+			       cfg->cni_version);
+	if ((cmd == CMD_STATUS || cmd == CMD_GC) && cfg->version < 10100)
+		return tg_fail(e, CNI_ERR_VERSION, -EPROTONOSUPPORT,
+			       "%s needs cniVersion 1.1.0, the config says %s",
+			       cmd == CMD_GC ? "GC" : "STATUS", cfg->cni_version);
+
+	if ((r = jx_string(root, "", "name", &cfg->name, e)) < 0)
+		return r;
+	if (r == 0)
+		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL, "name is missing");
+	if (!name_is_safe(cfg->name, TG_NETWORK_NAME_MAX))
+		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+			       "name \"%.64s\" must match [A-Za-z0-9][A-Za-z0-9_.-]* (at most %d characters)",
+			       cfg->name, TG_NETWORK_NAME_MAX);
+	if (jx_int(root, "", "mtu", 68, 65535, &mtu, e) < 0)
+		return -EINVAL;
+	cfg->mtu = (int)mtu;
+	if ((r = jx_string(root, "", "uplink", &uplink, e)) < 0)
+		return r;
+	if (uplink) {
+		if (!*uplink || strlen(uplink) >= IFNAMSIZ || strchr(uplink, '/'))
+			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+				       "uplink \"%.32s\" is not a valid interface name", uplink);
+		snprintf(cfg->uplink, sizeof(cfg->uplink), "%s", uplink);
+	}
+	if ((r = parse_internal(root, cfg, e)) < 0)
+		return r;
+	cfg->masquerade = true;
+	if (jx_bool(root, "", "masquerade", &cfg->masquerade, e) < 0)
+		return -EINVAL;
+	if (copy_path(root, "dataDir", cfg->data_dir, sizeof(cfg->data_dir), "/run/tollgate", e) < 0 ||
+	    copy_path(root, "logFile", cfg->log_file, sizeof(cfg->log_file), NULL, e) < 0)
+		return -EINVAL;
+	if ((r = parse_ipam(root, cmd, cfg, e)) < 0)
+		return r;
+	if ((r = parse_accounting(root, cfg, e)) < 0)
+		return r;
+	if (jx_object(root, "", "shaping", &shaping, e) < 0 ||
+	    jx_object(root, "", "runtimeConfig", &cfg->runtime_config, e) < 0)
+		return -EINVAL;
+	if (json_object_object_get_ex(root, "prevResult", &cfg->prev_result) && cfg->prev_result &&
+	    !json_object_is_type(cfg->prev_result, json_type_object))
+		return tg_fail(e, CNI_ERR_DECODE, -EBADMSG, "prevResult must be a result object");
+	if ((r = parse_gc_list(root, cfg, e)) < 0)
+		return r;
+	return 0;
+}
+
+void cni_config_free(struct tg_config *cfg)
+{
+	free(cfg->pool);
+	if (cfg->root)
+		json_object_put(cfg->root);
+	memset(cfg, 0, sizeof(*cfg));
+}

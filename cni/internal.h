@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef TG_CNI_INTERNAL_H
+#define TG_CNI_INTERNAL_H
+
+#include <limits.h>
+#include <net/if.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <json-c/json.h>
+
+#include "accounting/accounting.h"
+#include "ipam/ipam.h"
+#include "lib/err.h"
+#include "lib/ip4.h"
+
+#define CNI_STDIN_MAX (1 << 20)
+#define TG_GATEWAY 0xa9fe0101u /* 169.254.1.1: every pod's on-link next hop */
+#define TG_NETWORK_NAME_MAX 128
+
+enum cni_cmd { CMD_ADD, CMD_DEL, CMD_CHECK, CMD_STATUS, CMD_GC, CMD_VERSION };
+
+/* ---- versions ---- */
+/* Encodes "a.b.c" as a*10000+b*100+c; -1 when not a version Tollgate speaks. */
+int cni_version_parse(const char *v);
+extern const char *const cni_supported_versions[];
+
+/* ---- environment ---- */
+struct cni_env {
+	enum cni_cmd cmd;
+	const char *cmd_name;
+	const char *container_id;
+	const char *netns;	/* may be empty on DEL */
+	const char *ifname;
+	const char *path;
+	char k8s_namespace[IPAM_K8S_NAMESPACE_MAX + 1];
+	char pod[IPAM_K8S_POD_MAX + 1];
+};
+
+/* Reads CNI_COMMAND only: the rest depends on the command and the config. */
+int cni_env_command(struct cni_env *env, struct tg_err *e);
+int cni_env_parse(struct cni_env *env, struct tg_err *e);
+
+/* ---- configuration ---- */
+enum ipam_source { IPAM_SOURCE_STATIC, IPAM_SOURCE_IMDS };
+
+struct tg_config {
+	json_object *root;		/* owns every json_object below */
+	const char *cni_version;
+	int version;
+	const char *name;
+	int mtu;			/* 0: the uplink's */
+	char uplink[IFNAMSIZ];
+	struct cidr4 internal[ACCT_MAX_INTERNAL];
+	size_t n_internal;
+	bool masquerade;
+	char data_dir[PATH_MAX];
+	char log_file[PATH_MAX];
+	enum ipam_source source;
+	const char *imds_url;
+	uint32_t *pool;			/* static source: the expanded address list */
+	size_t n_pool;
+	int64_t cooldown_ms;
+	bool acct_enabled, acct_per_pod;
+	uint32_t internet_mark;
+	json_object *prev_result;
+	json_object *runtime_config;
+	json_object *valid_attachments;
+};
+
+/* Decodes and validates the whole config before anything is changed. */
+int cni_config_parse(const char *text, size_t len, enum cni_cmd cmd, struct tg_config *cfg,
+		     struct tg_err *e);
+void cni_config_free(struct tg_config *cfg);
+
+/* ---- results ---- */
+struct cni_add_result {
+	const char *host_veth;
+	const uint8_t *host_mac;
+	const char *ifname;
+	const uint8_t *pod_mac;
+	const char *netns;
+	uint32_t ip;
+	int mtu;
+};
+
+json_object *cni_result_render(const char *cni_version, int version,
+			       const struct cni_add_result *r);
+json_object *cni_error_render(const char *cni_version, const struct tg_err *e);
+/* The IPv4 address of interface `ifname` in a prevResult, if it names one. */
+int cni_prev_result_ip(json_object *prev, const char *ifname, uint32_t *ret);
+
+/* ---- plumbing (netns and links) ---- */
+struct nl_sock;
+
+struct plumb_req {
+	const char *host_ifname;
+	const char *pod_ifname;
+	int netns_fd;
+	uint32_t ip;
+	int mtu;
+	uint8_t pod_mac[6];
+};
+
+extern const uint8_t plumb_host_mac[6];
+void plumb_host_veth_name(const char *container_id, const char *ifname, char ret[IFNAMSIZ]);
+void plumb_pod_mac(const char *container_id, const char *ifname, uint8_t ret[6]);
+int plumb_uplink_mtu(struct nl_sock *sk, const char *uplink, int *ret, struct tg_err *e);
+int plumb_enable_forwarding(struct tg_err *e);
+int plumb_add(struct nl_sock *sk, const struct plumb_req *rq, struct tg_err *e);
+/* Deletes the host veth (the pod end goes with it); already gone is success. */
+int plumb_del(struct nl_sock *sk, const char *host_ifname, struct tg_err *e);
+/* 0 when everything is in place, TG_ERR_DRIFT naming the first difference otherwise. */
+int plumb_check(struct nl_sock *sk, const struct plumb_req *rq, struct tg_err *e);
+
+/* ---- commands ---- */
+int cmd_add(const struct cni_env *env, const struct tg_config *cfg, json_object **ret,
+	    char ret_ip[IP4_STRLEN], struct tg_err *e);
+int cmd_del(const struct cni_env *env, const struct tg_config *cfg, char ret_ip[IP4_STRLEN],
+	    struct tg_err *e);
+int cmd_check(const struct cni_env *env, const struct tg_config *cfg, char ret_ip[IP4_STRLEN],
+	      struct tg_err *e);
+int cmd_status(const struct tg_config *cfg, struct tg_err *e);
+int cmd_gc(const struct tg_config *cfg, struct tg_err *e);
+
+/* ---- the per-command log line ---- */
+void cni_log(const char *log_file, const struct cni_env *env, const char *ip, int64_t dur_ns,
+	     const struct tg_err *e);
+
+#endif

@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: Apache-2.0
+/* One line per command in logFile, written with a single append. Never stdout. */
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cni/internal.h"
+
+/* Quotes a message so that one record stays on one line. */
+static void quote(char *dst, size_t size, const char *src)
+{
+	size_t o = 0;
+
+	if (size < 3)
+		return;
+	dst[o++] = '"';
+	for (; *src && o + 3 < size; src++) {
+		char c = *src;
+
+		if (c == '"' || c == '\\') {
+			dst[o++] = '\\';
+			dst[o++] = c;
+		} else if ((unsigned char)c < 0x20) {
+			dst[o++] = ' ';
+		} else {
+			dst[o++] = c;
+		}
+	}
+	dst[o++] = '"';
+	dst[o] = '\0';
+}
+
+void cni_log(const char *log_file, const struct cni_env *env, const char *ip, int64_t dur_ns,
+	     const struct tg_err *e)
+{
+	char line[1024], ts[32], msg[600], tail[640] = "ok";
+	struct timeval tv;
+	struct tm tm;
+	int fd, n;
+
+	if (!log_file || !*log_file)
+		return;
+	gettimeofday(&tv, NULL);
+	gmtime_r(&tv.tv_sec, &tm);
+	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
+	if (e && e->code) {
+		quote(msg, sizeof(msg), e->msg);
+		snprintf(tail, sizeof(tail), "error code=%d msg=%s", e->code, msg);
+	}
+	n = snprintf(line, sizeof(line),
+		     "%s.%03ldZ cmd=%s container=%.64s ifname=%s pod=%s/%s ip=%s duration_ms=%.2f "
+		     "result=%s\n",
+		     ts, (long)(tv.tv_usec / 1000), env->cmd_name ? env->cmd_name : "?",
+		     env->container_id && *env->container_id ? env->container_id : "-",
+		     env->ifname && *env->ifname ? env->ifname : "-", env->k8s_namespace,
+		     env->pod, ip && *ip ? ip : "-", (double)dur_ns / 1e6, tail);
+	if (n < 0)
+		return;
+	if ((size_t)n >= sizeof(line))
+		n = sizeof(line) - 1, line[n - 1] = '\n';
+	fd = open(log_file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return;
+	if (write(fd, line, (size_t)n) < 0) {
+		/* Logging must never fail the command. */
+	}
+	close(fd);
+}

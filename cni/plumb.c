@@ -1,0 +1,441 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * One pod's routed data path, through libnl-route-3:
+ *   host: tgXXXXXXXXXXXX (veth) ── route IP/32 scope link, permanent neighbour
+ *   pod:  eth0 IP/32 ── 169.254.1.1 on-link (permanent neighbour), default via it
+ * Static neighbours on both ends: no ARP, no proxy_arp, no bridge.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/neighbour.h>
+#include <linux/rtnetlink.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <netlink/route/addr.h>
+#include <netlink/route/link.h>
+#include <netlink/route/link/veth.h>
+#include <netlink/route/neighbour.h>
+#include <netlink/route/route.h>
+
+#include "cni/internal.h"
+#include "lib/cleanup.h"
+#include "lib/nl.h"
+#include "lib/util.h"
+
+/* One fixed, locally administered MAC for every host end, as Calico does. */
+const uint8_t plumb_host_mac[6] = { 0xee, 0xee, 0xee, 0xee, 0xee, 0xee };
+
+static uint64_t attachment_hash(const char *container_id, const char *ifname)
+{
+	uint64_t h = hash_fnv1a64(container_id, strlen(container_id) + 1, FNV1A64_INIT);
+
+	return hash_fnv1a64(ifname, strlen(ifname), h);
+}
+
+void plumb_host_veth_name(const char *container_id, const char *ifname, char ret[IFNAMSIZ])
+{
+	snprintf(ret, IFNAMSIZ, "tg%012llx",
+		 (unsigned long long)(attachment_hash(container_id, ifname) & 0xffffffffffffULL));
+}
+
+void plumb_pod_mac(const char *container_id, const char *ifname, uint8_t ret[6])
+{
+	uint64_t h = attachment_hash(container_id, ifname) >> 16;
+
+	ret[0] = 0x0a; /* locally administered, unicast */
+	for (int i = 5; i >= 1; i--, h >>= 8)
+		ret[i] = (uint8_t)h;
+}
+
+static int __attribute__((format(printf, 3, 4))) nl_fail(struct tg_err *e, int nlerr,
+							      const char *fmt, ...)
+{
+	int r = nl_to_errno(nlerr);
+	char what[200];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	return tg_fail(e, CNI_ERR_IO, r, "%s: %s", what, strerror(-r));
+}
+
+int plumb_uplink_mtu(struct nl_sock *sk, const char *uplink, int *ret, struct tg_err *e)
+{
+	struct rtnl_link *link = NULL;
+	int r;
+
+	if (uplink[0]) {
+		r = rtnl_link_get_kernel(sk, 0, uplink, &link);
+		if (r < 0)
+			return nl_fail(e, r, "uplink \"%s\" not found", uplink);
+	} else {
+		/* No uplink configured: the interface of the IPv4 default route. */
+		struct nl_cache *routes = NULL;
+		struct nl_object *obj;
+		int ifindex = 0;
+
+		r = rtnl_route_alloc_cache(sk, AF_INET, 0, &routes);
+		if (r < 0)
+			return nl_fail(e, r, "%s", "cannot read the routing table");
+		for (obj = nl_cache_get_first(routes); obj; obj = nl_cache_get_next(obj)) {
+			struct rtnl_route *rt = (struct rtnl_route *)obj;
+			struct nl_addr *dst = rtnl_route_get_dst(rt);
+
+			if (rtnl_route_get_table(rt) == RT_TABLE_MAIN &&
+			    (!dst || nl_addr_get_prefixlen(dst) == 0) && rtnl_route_get_nnexthops(rt)) {
+				ifindex = rtnl_route_nh_get_ifindex(rtnl_route_nexthop_n(rt, 0));
+				break;
+			}
+		}
+		nl_cache_free(routes);
+		if (!ifindex) {
+			*ret = 1500;
+			return 0;
+		}
+		r = rtnl_link_get_kernel(sk, ifindex, NULL, &link);
+		if (r < 0)
+			return nl_fail(e, r, "%s", "cannot read the default route's interface");
+	}
+	*ret = (int)rtnl_link_get_mtu(link);
+	rtnl_link_put(link);
+	return 0;
+}
+
+int plumb_enable_forwarding(struct tg_err *e)
+{
+	static const char path[] = "/proc/sys/net/ipv4/ip_forward";
+	char cur[8];
+	int fd;
+
+	if (read_line_file(path, cur, sizeof(cur)) > 0 && strcmp(cur, "1") == 0)
+		return 0;
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || write(fd, "1\n", 2) != 2) {
+		int r = -errno;
+
+		if (fd >= 0)
+			close(fd);
+		return tg_fail(e, CNI_ERR_IO, r, "cannot enable IPv4 forwarding: %s", strerror(-r));
+	}
+	close(fd);
+	return 0;
+}
+
+static int get_ifindex(struct nl_sock *sk, const char *name, unsigned int *flags, int *ret)
+{
+	struct rtnl_link *link = NULL;
+	int r = rtnl_link_get_kernel(sk, 0, name, &link);
+
+	if (r < 0)
+		return nl_to_errno(r);
+	*ret = rtnl_link_get_ifindex(link);
+	if (flags)
+		*flags = rtnl_link_get_flags(link);
+	rtnl_link_put(link);
+	return 0;
+}
+
+static int add_neigh(struct nl_sock *sk, int ifindex, uint32_t ip, const uint8_t mac[6])
+{
+	struct rtnl_neigh *n = rtnl_neigh_alloc();
+	struct nl_addr *dst = nl_addr_ip4(ip, 32);
+	struct nl_addr *ll = nl_addr_build(AF_LLC, mac, 6);
+	int r = -NLE_NOMEM;
+
+	if (n && dst && ll) {
+		rtnl_neigh_set_ifindex(n, ifindex);
+		rtnl_neigh_set_family(n, AF_INET);
+		rtnl_neigh_set_dst(n, dst);
+		rtnl_neigh_set_lladdr(n, ll);
+		rtnl_neigh_set_state(n, NUD_PERMANENT);
+		r = rtnl_neigh_add(sk, n, NLM_F_CREATE | NLM_F_REPLACE);
+	}
+	nl_addr_put(dst);
+	nl_addr_put(ll);
+	if (n)
+		rtnl_neigh_put(n);
+	return r;
+}
+
+static int add_route(struct nl_sock *sk, int ifindex, uint32_t dst_ip, int prefix, uint32_t gw,
+		     uint8_t scope)
+{
+	struct rtnl_route *rt = rtnl_route_alloc();
+	struct rtnl_nexthop *nh = rtnl_route_nh_alloc();
+	struct nl_addr *dst = nl_addr_ip4(dst_ip, prefix);
+	struct nl_addr *via = gw ? nl_addr_ip4(gw, 32) : NULL;
+	int r = -NLE_NOMEM;
+
+	if (rt && nh && dst && (!gw || via)) {
+		rtnl_route_set_family(rt, AF_INET);
+		rtnl_route_set_table(rt, RT_TABLE_MAIN);
+		rtnl_route_set_scope(rt, scope);
+		rtnl_route_set_protocol(rt, RTPROT_STATIC);
+		rtnl_route_set_dst(rt, dst);
+		rtnl_route_nh_set_ifindex(nh, ifindex);
+		if (via)
+			rtnl_route_nh_set_gateway(nh, via);
+		rtnl_route_add_nexthop(rt, nh);
+		nh = NULL; /* owned by the route now */
+		r = rtnl_route_add(sk, rt, NLM_F_CREATE | NLM_F_REPLACE);
+	}
+	if (nh)
+		rtnl_route_nh_free(nh);
+	nl_addr_put(dst);
+	nl_addr_put(via);
+	if (rt)
+		rtnl_route_put(rt);
+	return r;
+}
+
+static int create_veth(struct nl_sock *sk, const struct plumb_req *rq)
+{
+	struct rtnl_link *veth = rtnl_link_veth_alloc();
+	struct rtnl_link *peer;
+	struct nl_addr *hmac = nl_addr_build(AF_LLC, plumb_host_mac, 6);
+	struct nl_addr *pmac = nl_addr_build(AF_LLC, rq->pod_mac, 6);
+	int r = -NLE_NOMEM;
+
+	if (veth && hmac && pmac) {
+		rtnl_link_set_name(veth, rq->host_ifname);
+		rtnl_link_set_mtu(veth, (unsigned int)rq->mtu);
+		rtnl_link_set_addr(veth, hmac);
+		rtnl_link_set_flags(veth, IFF_UP);
+		peer = rtnl_link_veth_get_peer(veth);
+		/* The pod end is born in the pod's namespace under its final name. */
+		rtnl_link_set_name(peer, rq->pod_ifname);
+		rtnl_link_set_mtu(peer, (unsigned int)rq->mtu);
+		rtnl_link_set_addr(peer, pmac);
+		rtnl_link_set_ns_fd(peer, rq->netns_fd);
+		rtnl_link_put(peer);
+		r = rtnl_link_add(sk, veth, NLM_F_CREATE | NLM_F_EXCL);
+	}
+	nl_addr_put(hmac);
+	nl_addr_put(pmac);
+	if (veth)
+		rtnl_link_veth_release(veth);
+	return r;
+}
+
+static int pod_side(const struct plumb_req *rq, struct tg_err *e)
+{
+	struct nl_sock *sk = NULL;
+	struct rtnl_addr *addr = NULL;
+	struct nl_addr *local = NULL;
+	unsigned int flags = 0;
+	int ifindex, r;
+
+	r = nl_route_open_in(rq->netns_fd, &sk);
+	if (r < 0)
+		return tg_fail(e, CNI_ERR_IO, r, "cannot enter the pod's network namespace: %s",
+			       strerror(-r));
+	r = get_ifindex(sk, rq->pod_ifname, &flags, &ifindex);
+	if (r < 0) {
+		tg_fail(e, CNI_ERR_IO, r, "pod interface %s vanished: %s", rq->pod_ifname,
+			strerror(-r));
+		goto out;
+	}
+	if (!(flags & IFF_UP)) {
+		struct rtnl_link *chg = rtnl_link_alloc(), *cur = rtnl_link_alloc();
+
+		rtnl_link_set_ifindex(cur, ifindex);
+		rtnl_link_set_flags(chg, IFF_UP);
+		r = rtnl_link_change(sk, cur, chg, 0);
+		rtnl_link_put(chg);
+		rtnl_link_put(cur);
+		if (r < 0) {
+			r = nl_fail(e, r, "cannot bring %s up in the pod", rq->pod_ifname);
+			goto out;
+		}
+	}
+	addr = rtnl_addr_alloc();
+	local = nl_addr_ip4(rq->ip, 32);
+	if (!addr || !local) {
+		r = tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+		goto out;
+	}
+	rtnl_addr_set_ifindex(addr, ifindex);
+	rtnl_addr_set_family(addr, AF_INET);
+	rtnl_addr_set_local(addr, local);
+	rtnl_addr_set_prefixlen(addr, 32);
+	r = rtnl_addr_add(sk, addr, NLM_F_REPLACE);
+	if (r < 0) {
+		r = nl_fail(e, r, "cannot add the pod address on %s", rq->pod_ifname);
+		goto out;
+	}
+	r = add_neigh(sk, ifindex, TG_GATEWAY, plumb_host_mac);
+	if (r == 0)
+		r = add_route(sk, ifindex, TG_GATEWAY, 32, 0, RT_SCOPE_LINK);
+	if (r == 0)
+		r = add_route(sk, ifindex, 0, 0, TG_GATEWAY, RT_SCOPE_UNIVERSE);
+	if (r < 0)
+		r = nl_fail(e, r, "cannot add the pod's gateway routes on %s", rq->pod_ifname);
+out:
+	nl_addr_put(local);
+	if (addr)
+		rtnl_addr_put(addr);
+	nl_socket_free(sk);
+	return r;
+}
+
+int plumb_add(struct nl_sock *sk, const struct plumb_req *rq, struct tg_err *e)
+{
+	int r, ifindex = 0;
+
+	r = create_veth(sk, rq);
+	if (r == -NLE_EXIST) {
+		/* A veth left by a crashed ADD, or the pod already has this ifname. */
+		int gone = plumb_del(sk, rq->host_ifname, NULL);
+
+		r = gone == 0 ? create_veth(sk, rq) : r;
+	}
+	if (r == -NLE_EXIST)
+		return tg_fail(e, CNI_ERR_IO, -EEXIST,
+			       "cannot create the veth pair: the pod already has an interface named %s",
+			       rq->pod_ifname);
+	if (r < 0)
+		return nl_fail(e, r, "cannot create veth %s", rq->host_ifname);
+	r = get_ifindex(sk, rq->host_ifname, NULL, &ifindex);
+	if (r < 0)
+		return tg_fail(e, CNI_ERR_IO, r, "host veth %s vanished: %s", rq->host_ifname,
+			       strerror(-r));
+	r = pod_side(rq, e);
+	if (r < 0)
+		return r;
+	r = add_neigh(sk, ifindex, rq->ip, rq->pod_mac);
+	if (r < 0)
+		return nl_fail(e, r, "cannot add the pod's neighbour entry on %s", rq->host_ifname);
+	r = add_route(sk, ifindex, rq->ip, 32, 0, RT_SCOPE_LINK);
+	if (r < 0)
+		return nl_fail(e, r, "cannot add the host route via %s", rq->host_ifname);
+	return 0;
+}
+
+int plumb_del(struct nl_sock *sk, const char *host_ifname, struct tg_err *e)
+{
+	struct rtnl_link *link = rtnl_link_alloc();
+	int r;
+
+	if (!link)
+		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+	rtnl_link_set_name(link, host_ifname);
+	r = rtnl_link_delete(sk, link);
+	rtnl_link_put(link);
+	if (r == -NLE_NODEV || r == -NLE_OBJ_NOTFOUND)
+		return 0;
+	if (r < 0)
+		return nl_fail(e, r, "cannot delete veth %s", host_ifname);
+	return 0;
+}
+
+static bool has_route(struct nl_sock *sk, int ifindex, uint32_t dst_ip, int prefix, uint32_t gw)
+{
+	struct nl_cache *routes = NULL;
+	struct nl_object *obj;
+	bool found = false;
+
+	if (rtnl_route_alloc_cache(sk, AF_INET, 0, &routes) < 0)
+		return false;
+	for (obj = nl_cache_get_first(routes); obj && !found; obj = nl_cache_get_next(obj)) {
+		struct rtnl_route *rt = (struct rtnl_route *)obj;
+		struct nl_addr *dst = rtnl_route_get_dst(rt);
+		struct rtnl_nexthop *nh;
+		uint32_t be;
+
+		if (rtnl_route_get_table(rt) != RT_TABLE_MAIN || rtnl_route_get_nnexthops(rt) != 1)
+			continue;
+		if ((dst ? nl_addr_get_prefixlen(dst) : 0) != (unsigned)prefix)
+			continue;
+		if (prefix) {
+			memcpy(&be, nl_addr_get_binary_addr(dst), 4);
+			if (ntohl(be) != dst_ip)
+				continue;
+		}
+		nh = rtnl_route_nexthop_n(rt, 0);
+		if (rtnl_route_nh_get_ifindex(nh) != ifindex)
+			continue;
+		if (gw) {
+			struct nl_addr *via = rtnl_route_nh_get_gateway(nh);
+
+			if (!via || nl_addr_get_len(via) != 4)
+				continue;
+			memcpy(&be, nl_addr_get_binary_addr(via), 4);
+			if (ntohl(be) != gw)
+				continue;
+		}
+		found = true;
+	}
+	nl_cache_free(routes);
+	return found;
+}
+
+static bool has_addr(struct nl_sock *sk, int ifindex, uint32_t ip)
+{
+	struct nl_cache *addrs = NULL;
+	struct nl_object *obj;
+	bool found = false;
+
+	if (rtnl_addr_alloc_cache(sk, &addrs) < 0)
+		return false;
+	for (obj = nl_cache_get_first(addrs); obj && !found; obj = nl_cache_get_next(obj)) {
+		struct rtnl_addr *a = (struct rtnl_addr *)obj;
+		struct nl_addr *local = rtnl_addr_get_local(a);
+		uint32_t be;
+
+		if (rtnl_addr_get_ifindex(a) != ifindex || rtnl_addr_get_family(a) != AF_INET ||
+		    !local || rtnl_addr_get_prefixlen(a) != 32)
+			continue;
+		memcpy(&be, nl_addr_get_binary_addr(local), 4);
+		found = ntohl(be) == ip;
+	}
+	nl_cache_free(addrs);
+	return found;
+}
+
+static int __attribute__((format(printf, 2, 3))) drift(struct tg_err *e, const char *fmt, ...)
+{
+	char what[300];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	return tg_fail(e, TG_ERR_DRIFT, -ENOENT, "drift: %s", what);
+}
+
+int plumb_check(struct nl_sock *sk, const struct plumb_req *rq, struct tg_err *e)
+{
+	struct nl_sock *psk = NULL;
+	char ip[IP4_STRLEN];
+	unsigned int flags;
+	int ifindex, pidx, r;
+
+	ip4_format(rq->ip, ip);
+	if (get_ifindex(sk, rq->host_ifname, &flags, &ifindex) < 0)
+		return drift(e, "host veth %s is missing", rq->host_ifname);
+	if (!(flags & IFF_UP))
+		return drift(e, "host veth %s is down", rq->host_ifname);
+	if (!has_route(sk, ifindex, rq->ip, 32, 0))
+		return drift(e, "host route %s/32 dev %s is missing", ip, rq->host_ifname);
+	r = nl_route_open_in(rq->netns_fd, &psk);
+	if (r < 0)
+		return tg_fail(e, CNI_ERR_IO, r, "cannot enter the pod's network namespace: %s",
+			       strerror(-r));
+	r = 0;
+	if (get_ifindex(psk, rq->pod_ifname, &flags, &pidx) < 0)
+		r = drift(e, "pod interface %s is missing", rq->pod_ifname);
+	else if (!(flags & IFF_UP))
+		r = drift(e, "pod interface %s is down", rq->pod_ifname);
+	else if (!has_addr(psk, pidx, rq->ip))
+		r = drift(e, "pod address %s/32 is missing on %s", ip, rq->pod_ifname);
+	else if (!has_route(psk, pidx, 0, 0, TG_GATEWAY))
+		r = drift(e, "the pod's default route via 169.254.1.1 dev %s is missing",
+			  rq->pod_ifname);
+	nl_socket_free(psk);
+	return r;
+}

@@ -1,0 +1,145 @@
+// SPDX-License-Identifier: Apache-2.0
+/* The plugin: read env and stdin, dispatch, print one JSON document. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cni/cni.h"
+#include "cni/internal.h"
+#include "lib/cleanup.h"
+#include "lib/util.h"
+
+static int read_all(FILE *in, char **ret, size_t *ret_len)
+{
+	size_t cap = 8192, len = 0;
+	char *buf = malloc(cap);
+
+	if (!buf)
+		return -ENOMEM;
+	for (;;) {
+		size_t n;
+
+		if (len == cap) {
+			char *grown;
+
+			if (cap > CNI_STDIN_MAX) {
+				free(buf);
+				return -E2BIG;
+			}
+			grown = realloc(buf, cap * 2);
+			if (!grown) {
+				free(buf);
+				return -ENOMEM;
+			}
+			buf = grown;
+			cap *= 2;
+		}
+		n = fread(buf + len, 1, cap - len, in);
+		len += n;
+		if (n == 0)
+			break;
+	}
+	if (ferror(in)) {
+		free(buf);
+		return -EIO;
+	}
+	*ret = buf;
+	*ret_len = len;
+	return 0;
+}
+
+static void print_json(FILE *out, json_object *o)
+{
+	fputs(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE), out);
+	fputc('\n', out);
+}
+
+static json_object *version_info(const char *cni_version)
+{
+	json_object *o = json_object_new_object(), *arr = json_object_new_array();
+
+	for (size_t i = 0; cni_supported_versions[i]; i++)
+		json_object_array_add(arr, json_object_new_string(cni_supported_versions[i]));
+	json_object_object_add(o, "cniVersion", json_object_new_string(cni_version));
+	json_object_object_add(o, "supportedVersions", arr);
+	return o;
+}
+
+int cni_run(FILE *in, FILE *out)
+{
+	struct tg_err err = { 0 };
+	struct cni_env env;
+	struct tg_config cfg = { 0 };
+	_cleanup_free_ char *text = NULL;
+	_cleanup_json_ json_object *result = NULL;
+	char ip[IP4_STRLEN] = "";
+	const char *version = NULL;
+	int64_t t0 = time_mono_ns();
+	size_t len = 0;
+	int r;
+
+	r = cni_env_command(&env, &err);
+	if (r < 0)
+		goto done;
+	r = read_all(in, &text, &len);
+	if (r == -E2BIG) {
+		r = tg_fail(&err, CNI_ERR_DECODE, r, "the network configuration is larger than %d bytes",
+			    CNI_STDIN_MAX);
+		goto done;
+	} else if (r < 0) {
+		r = tg_fail(&err, CNI_ERR_IO, r, "cannot read stdin: %s", strerror(-r));
+		goto done;
+	}
+	if (env.cmd == CMD_VERSION) {
+		/* VERSION answers even without a usable config. */
+		if (len && cni_config_parse(text, len, CMD_VERSION, &cfg, NULL) == 0)
+			version = cfg.cni_version;
+		result = version_info(version ? version : CNI_SPEC_VERSION);
+		goto done;
+	}
+	r = cni_env_parse(&env, &err);
+	if (r < 0)
+		goto done;
+	r = cni_config_parse(text, len, env.cmd, &cfg, &err);
+	if (cfg.version > 0)
+		version = cfg.cni_version;
+	if (r < 0)
+		goto done;
+
+	switch (env.cmd) {
+	case CMD_ADD:
+		r = cmd_add(&env, &cfg, &result, ip, &err);
+		break;
+	case CMD_DEL:
+		r = cmd_del(&env, &cfg, ip, &err);
+		break;
+	case CMD_CHECK:
+		r = cmd_check(&env, &cfg, ip, &err);
+		break;
+	case CMD_STATUS:
+		r = cmd_status(&cfg, &err);
+		break;
+	case CMD_GC:
+		r = cmd_gc(&cfg, &err);
+		break;
+	case CMD_VERSION:
+		break;
+	}
+done:
+	if (r < 0) {
+		_cleanup_json_ json_object *eo = NULL;
+
+		if (!err.code)
+			tg_fail(&err, CNI_ERR_IO, r, "%s", strerror(-r));
+		eo = cni_error_render(version, &err);
+		if (eo)
+			print_json(out, eo);
+	} else if (result) {
+		print_json(out, result);
+	}
+	fflush(out);
+	if (env.cmd_name && env.cmd != CMD_VERSION)
+		cni_log(cfg.log_file, &env, ip, time_mono_ns() - t0, r < 0 ? &err : NULL);
+	cni_config_free(&cfg);
+	return r < 0 ? 1 : 0;
+}

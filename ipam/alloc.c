@@ -1,0 +1,225 @@
+// SPDX-License-Identifier: Apache-2.0
+/* The allocator: pure functions over struct ipam_state, no I/O. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ipam/ipam.h"
+#include "lib/cleanup.h"
+#include "lib/ip4.h"
+#include "lib/util.h"
+
+void ipam_state_init(struct ipam_state *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->version = IPAM_STATE_VERSION;
+}
+
+void ipam_state_free(struct ipam_state *st)
+{
+	free(st->pool);
+	free(st->cooling);
+	free(st->att);
+	ipam_state_init(st);
+}
+
+const struct ipam_attachment *ipam_find(const struct ipam_state *st, const char *container_id,
+					const char *ifname)
+{
+	for (size_t i = 0; i < st->n_att; i++)
+		if (strcmp(st->att[i].container_id, container_id) == 0 &&
+		    strcmp(st->att[i].ifname, ifname) == 0)
+			return &st->att[i];
+	return NULL;
+}
+
+const struct ipam_attachment *ipam_find_ip(const struct ipam_state *st, uint32_t ip)
+{
+	for (size_t i = 0; i < st->n_att; i++)
+		if (st->att[i].ip == ip)
+			return &st->att[i];
+	return NULL;
+}
+
+void ipam_set_pool(struct ipam_state *st, const char *source, uint32_t *pool, size_t n)
+{
+	free(st->pool);
+	st->pool = pool;
+	st->n_pool = n;
+	snprintf(st->source, sizeof(st->source), "%s", source);
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static bool in_pool(const struct ipam_state *st, uint32_t ip)
+{
+	return bsearch(&ip, st->pool, st->n_pool, sizeof(ip), cmp_u32) != NULL;
+}
+
+static bool cooling(const struct ipam_cooling *c, int64_t now_ms, int64_t cooldown_ms)
+{
+	return now_ms - c->released_ms < cooldown_ms && now_ms >= c->released_ms;
+}
+
+void ipam_expire_cooling(struct ipam_state *st, int64_t now_ms, int64_t cooldown_ms)
+{
+	size_t i, out = 0;
+
+	for (i = 0; i < st->n_cooling; i++)
+		if (cooling(&st->cooling[i], now_ms, cooldown_ms))
+			st->cooling[out++] = st->cooling[i];
+	st->n_cooling = out;
+}
+
+/* Sorted list of addresses that must not be handed out now: in use or cooling down. */
+static uint32_t *busy_list(const struct ipam_state *st, int64_t now_ms, int64_t cooldown_ms,
+			   size_t *ret_n)
+{
+	uint32_t *busy = malloc((st->n_att + st->n_cooling + 1) * sizeof(*busy));
+	size_t n = 0, i;
+
+	if (!busy)
+		return NULL;
+	for (i = 0; i < st->n_att; i++)
+		busy[n++] = st->att[i].ip;
+	for (i = 0; i < st->n_cooling; i++)
+		if (cooling(&st->cooling[i], now_ms, cooldown_ms))
+			busy[n++] = st->cooling[i].ip;
+	qsort(busy, n, sizeof(*busy), cmp_u32);
+	*ret_n = n;
+	return busy;
+}
+
+int ipam_assign(struct ipam_state *st, const struct ipam_attachment *req, int64_t now_ms,
+		int64_t cooldown_ms, struct ipam_attachment *ret, bool *ret_existing,
+		struct tg_err *e)
+{
+	const struct ipam_attachment *old = ipam_find(st, req->container_id, req->ifname);
+	_cleanup_free_ uint32_t *busy = NULL;
+	struct ipam_attachment *grown;
+	size_t n_busy, start = 0, k;
+	struct ipam_counts c;
+
+	if (old) {
+		*ret = *old;
+		*ret_existing = true;
+		return 0;
+	}
+	if (st->n_pool == 0)
+		return tg_fail(e, CNI_ERR_TRY_AGAIN, -ENOSPC,
+			       "the address pool is empty: run `tollgate-ipam sync` or set ipam.addresses");
+	if (st->n_att >= IPAM_ATTACHMENTS_MAX)
+		return tg_fail(e, CNI_ERR_TRY_AGAIN, -ENOSPC, "too many attachments (%d)",
+			       IPAM_ATTACHMENTS_MAX);
+	busy = busy_list(st, now_ms, cooldown_ms, &n_busy);
+	if (!busy)
+		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+
+	/* Start after the last address handed out so a released one rests as long as possible. */
+	while (start < st->n_pool && st->pool[start] <= st->last_ip)
+		start++;
+	for (k = 0; k < st->n_pool; k++) {
+		uint32_t ip = st->pool[(start + k) % st->n_pool];
+
+		if (bsearch(&ip, busy, n_busy, sizeof(ip), cmp_u32))
+			continue;
+		grown = realloc(st->att, (st->n_att + 1) * sizeof(*st->att));
+		if (!grown)
+			return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+		st->att = grown;
+		st->att[st->n_att] = *req;
+		st->att[st->n_att].ip = ip;
+		*ret = st->att[st->n_att];
+		st->n_att++;
+		st->last_ip = ip;
+		*ret_existing = false;
+		return 0;
+	}
+	ipam_count(st, now_ms, cooldown_ms, &c);
+	return tg_fail(e, CNI_ERR_TRY_AGAIN, -ENOSPC,
+		       "no free address: %zu of %zu in use, %zu cooling down after release "
+		       "(see `tollgate-ipam list`)",
+		       c.allocated, c.total, c.cooling);
+}
+
+int ipam_release(struct ipam_state *st, const char *container_id, const char *ifname,
+		 int64_t now_ms, bool cool, struct ipam_attachment *ret_removed)
+{
+	const struct ipam_attachment *a = ipam_find(st, container_id, ifname);
+	size_t idx;
+
+	if (!a)
+		return 0;
+	idx = (size_t)(a - st->att);
+	if (ret_removed)
+		*ret_removed = *a;
+	if (cool) {
+		struct ipam_cooling *grown =
+			realloc(st->cooling, (st->n_cooling + 1) * sizeof(*st->cooling));
+
+		/* Without memory for the record the address is simply free at once. */
+		if (grown) {
+			st->cooling = grown;
+			st->cooling[st->n_cooling].ip = a->ip;
+			st->cooling[st->n_cooling].released_ms = now_ms;
+			st->n_cooling++;
+		}
+	}
+	memmove(&st->att[idx], &st->att[idx + 1], (st->n_att - idx - 1) * sizeof(*st->att));
+	st->n_att--;
+	return 1;
+}
+
+void ipam_count(const struct ipam_state *st, int64_t now_ms, int64_t cooldown_ms,
+		struct ipam_counts *ret)
+{
+	size_t i;
+
+	memset(ret, 0, sizeof(*ret));
+	ret->total = st->n_pool;
+	for (i = 0; i < st->n_att; i++) {
+		if (in_pool(st, st->att[i].ip))
+			ret->allocated++;
+		else
+			ret->retired++;
+	}
+	for (i = 0; i < st->n_cooling; i++)
+		if (cooling(&st->cooling[i], now_ms, cooldown_ms) &&
+		    in_pool(st, st->cooling[i].ip) && !ipam_find_ip(st, st->cooling[i].ip))
+			ret->cooling++;
+	ret->free = ret->total - ret->allocated - ret->cooling;
+}
+
+size_t ipam_check_boot(struct ipam_state *st, const char *boot_id)
+{
+	size_t dropped = 0;
+
+	if (strcmp(st->boot_id, boot_id) == 0)
+		return 0;
+	if (st->boot_id[0]) {
+		dropped = st->n_att;
+		st->n_att = 0;
+		st->n_cooling = 0;
+	}
+	snprintf(st->boot_id, sizeof(st->boot_id), "%s", boot_id);
+	return dropped;
+}
+
+int ipam_read_boot_id(char *buf, size_t size)
+{
+	const char *path = getenv("TOLLGATE_BOOT_ID_FILE");
+	int r;
+
+	if (!path || !*path)
+		path = "/proc/sys/kernel/random/boot_id";
+	r = read_line_file(path, buf, size);
+	if (r == 0)
+		return -ENODATA;
+	return r < 0 ? r : 0;
+}

@@ -1,0 +1,152 @@
+// SPDX-License-Identifier: Apache-2.0
+/* Address lists: "a-b" ranges, CIDRs and single addresses. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ipam/ipam.h"
+#include "lib/cleanup.h"
+#include "lib/ip4.h"
+
+struct span {
+	uint32_t lo, hi;
+};
+
+static int parse_entry(const char *s, bool is_exclude, struct span *ret)
+{
+	struct cidr4 c;
+	const char *dash = strchr(s, '-');
+
+	if (dash) {
+		char a[IP4_STRLEN];
+		size_t n = (size_t)(dash - s);
+		uint32_t lo, hi;
+
+		if (n == 0 || n >= sizeof(a))
+			return -EINVAL;
+		memcpy(a, s, n);
+		a[n] = '\0';
+		if (ip4_parse(a, &lo) < 0 || ip4_parse(dash + 1, &hi) < 0)
+			return -EINVAL;
+		if (lo > hi)
+			return -ERANGE;
+		ret->lo = lo;
+		ret->hi = hi;
+		return 0;
+	}
+	if (strchr(s, '/')) {
+		if (cidr4_parse(s, &c) < 0)
+			return -EINVAL;
+		ret->lo = c.net;
+		ret->hi = cidr4_last(&c);
+		/* Like host-local: a subnet's network and broadcast addresses are not for pods. */
+		if (!is_exclude && c.prefix <= 30) {
+			ret->lo++;
+			ret->hi--;
+		}
+		return 0;
+	}
+	if (ip4_parse(s, &ret->lo) < 0)
+		return -EINVAL;
+	ret->hi = ret->lo;
+	return 0;
+}
+
+static int parse_list(json_object *list, const char *where, const char *key, bool is_exclude,
+		      struct span **ret, size_t *ret_n, struct tg_err *e)
+{
+	size_t i, n = list ? json_object_array_length(list) : 0;
+	_cleanup_free_ struct span *spans = NULL;
+
+	spans = calloc(n ? n : 1, sizeof(*spans));
+	if (!spans)
+		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+	for (i = 0; i < n; i++) {
+		const char *s = json_object_get_string(json_object_array_get_idx(list, i));
+		int r = parse_entry(s, is_exclude, &spans[i]);
+
+		if (r == -ERANGE)
+			return tg_fail(e, CNI_ERR_CONFIG, r,
+				       "%s.%s[%zu] \"%s\": range start is after its end", where, key,
+				       i, s);
+		if (r < 0)
+			return tg_fail(e, CNI_ERR_CONFIG, r,
+				       "%s.%s[%zu] \"%s\" is not an IPv4 address, a-b range or CIDR",
+				       where, key, i, s);
+	}
+	*ret = TAKE_PTR(spans);
+	*ret_n = n;
+	return 0;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+int ipam_pool_parse(json_object *addresses, json_object *exclude, const char *where,
+		    uint32_t **ret_pool, size_t *ret_n, struct tg_err *e)
+{
+	_cleanup_free_ struct span *add = NULL, *exc = NULL;
+	_cleanup_free_ uint32_t *pool = NULL;
+	size_t n_add, n_exc, i, j, n = 0, out = 0;
+	uint64_t total = 0;
+	int r;
+
+	r = parse_list(addresses, where, "addresses", false, &add, &n_add, e);
+	if (r < 0)
+		return r;
+	r = parse_list(exclude, where, "exclude", true, &exc, &n_exc, e);
+	if (r < 0)
+		return r;
+	for (i = 0; i < n_add; i++) {
+		total += (uint64_t)add[i].hi - add[i].lo + 1;
+		if (total > IPAM_POOL_MAX)
+			return tg_fail(e, CNI_ERR_CONFIG, -E2BIG,
+				       "%s.addresses holds more than %d addresses", where,
+				       IPAM_POOL_MAX);
+	}
+	pool = malloc((total ? total : 1) * sizeof(*pool));
+	if (!pool)
+		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+	for (i = 0; i < n_add; i++)
+		for (uint64_t a = add[i].lo; a <= add[i].hi; a++)
+			pool[n++] = (uint32_t)a;
+	qsort(pool, n, sizeof(*pool), cmp_u32);
+	for (i = 0; i < n; i++) {
+		bool excluded = false;
+
+		if (out > 0 && pool[out - 1] == pool[i])
+			continue;
+		for (j = 0; j < n_exc && !excluded; j++)
+			excluded = pool[i] >= exc[j].lo && pool[i] <= exc[j].hi;
+		if (!excluded)
+			pool[out++] = pool[i];
+	}
+	*ret_pool = TAKE_PTR(pool);
+	*ret_n = out;
+	return 0;
+}
+
+json_object *ipam_pool_to_ranges(const uint32_t *pool, size_t n)
+{
+	json_object *arr = json_object_new_array();
+	size_t i = 0;
+
+	if (!arr)
+		return NULL;
+	while (i < n) {
+		char lo[IP4_STRLEN], hi[IP4_STRLEN], buf[2 * IP4_STRLEN + 1];
+		size_t j = i;
+
+		while (j + 1 < n && pool[j + 1] == pool[j] + 1)
+			j++;
+		snprintf(buf, sizeof(buf), "%s-%s", ip4_format(pool[i], lo), ip4_format(pool[j], hi));
+		json_object_array_add(arr, json_object_new_string(buf));
+		i = j + 1;
+	}
+	return arr;
+}

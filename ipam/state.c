@@ -1,0 +1,210 @@
+// SPDX-License-Identifier: Apache-2.0
+/* state.json <-> struct ipam_state. The format is documented in the README. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ipam/ipam.h"
+#include "lib/cleanup.h"
+#include "lib/ip4.h"
+#include "lib/jsonx.h"
+
+static void add_str(json_object *o, const char *k, const char *v)
+{
+	json_object_object_add(o, k, json_object_new_string(v));
+}
+
+static void add_ip(json_object *o, const char *k, uint32_t ip)
+{
+	char buf[IP4_STRLEN];
+
+	add_str(o, k, ip4_format(ip, buf));
+}
+
+json_object *ipam_state_to_json(const struct ipam_state *st)
+{
+	json_object *root = json_object_new_object();
+	json_object *pool = json_object_new_object();
+	json_object *cooling = json_object_new_array();
+	json_object *atts = json_object_new_array();
+	size_t i;
+
+	if (!root || !pool || !cooling || !atts) {
+		json_object_put(root);
+		json_object_put(pool);
+		json_object_put(cooling);
+		json_object_put(atts);
+		return NULL;
+	}
+	json_object_object_add(root, "version", json_object_new_int(IPAM_STATE_VERSION));
+	add_str(root, "bootId", st->boot_id);
+	add_str(pool, "source", st->source);
+	json_object_object_add(pool, "lastSyncMs", json_object_new_int64(st->last_sync_ms));
+	json_object_object_add(pool, "addresses", ipam_pool_to_ranges(st->pool, st->n_pool));
+	json_object_object_add(root, "pool", pool);
+	add_ip(root, "lastIp", st->last_ip);
+	for (i = 0; i < st->n_cooling; i++) {
+		json_object *c = json_object_new_object();
+
+		add_ip(c, "ip", st->cooling[i].ip);
+		json_object_object_add(c, "releasedMs",
+				       json_object_new_int64(st->cooling[i].released_ms));
+		json_object_array_add(cooling, c);
+	}
+	json_object_object_add(root, "cooling", cooling);
+	for (i = 0; i < st->n_att; i++) {
+		const struct ipam_attachment *a = &st->att[i];
+		json_object *o = json_object_new_object();
+
+		add_str(o, "containerId", a->container_id);
+		add_str(o, "ifname", a->ifname);
+		add_ip(o, "ip", a->ip);
+		add_str(o, "netns", a->netns);
+		add_str(o, "namespace", a->k8s_namespace);
+		add_str(o, "pod", a->pod);
+		add_str(o, "hostVeth", a->host_veth);
+		json_object_object_add(o, "created", json_object_new_int64(a->created));
+		json_object_array_add(atts, o);
+	}
+	json_object_object_add(root, "attachments", atts);
+	return root;
+}
+
+static int copy_str(json_object *o, const char *where, const char *key, char *dst, size_t size,
+		    bool required, struct tg_err *e)
+{
+	const char *v = NULL;
+	int r = jx_string(o, where, key, &v, e);
+
+	if (r < 0)
+		return r;
+	if (r == 0) {
+		if (required)
+			return tg_fail(e, CNI_ERR_IO, -EBADMSG, "%s.%s is missing", where, key);
+		dst[0] = '\0';
+		return 0;
+	}
+	if (strlen(v) >= size)
+		return tg_fail(e, CNI_ERR_IO, -EBADMSG, "%s.%s is too long", where, key);
+	memcpy(dst, v, strlen(v) + 1);
+	return 0;
+}
+
+static int get_ip(json_object *o, const char *where, const char *key, uint32_t *ret,
+		  struct tg_err *e)
+{
+	char buf[IP4_STRLEN];
+	int r = copy_str(o, where, key, buf, sizeof(buf), true, e);
+
+	if (r < 0)
+		return r;
+	if (ip4_parse(buf, ret) < 0)
+		return tg_fail(e, CNI_ERR_IO, -EBADMSG, "%s.%s \"%s\" is not an IPv4 address",
+			       where, key, buf);
+	return 0;
+}
+
+int ipam_state_from_json(json_object *root, struct ipam_state *st, struct tg_err *e)
+{
+	json_object *pool = NULL, *arr = NULL;
+	int64_t n64;
+	size_t i, n;
+	int r;
+
+	ipam_state_init(st);
+	if (!json_object_is_type(root, json_type_object))
+		return tg_fail(e, CNI_ERR_IO, -EBADMSG, "the top level is not an object");
+	r = jx_int(root, "state", "version", 1, 1000, &n64, e);
+	if (r <= 0)
+		return r < 0 ? r : tg_fail(e, CNI_ERR_IO, -EBADMSG, "state.version is missing");
+	if (n64 != IPAM_STATE_VERSION)
+		return tg_fail(e, CNI_ERR_IO, -EPROTO,
+			       "state version %lld is not supported (this build reads %d)",
+			       (long long)n64, IPAM_STATE_VERSION);
+	if ((r = copy_str(root, "state", "bootId", st->boot_id, sizeof(st->boot_id), false, e)) < 0)
+		goto fail;
+	if (jx_object(root, "state", "pool", &pool, e) < 0)
+		goto fail;
+	if (pool) {
+		if ((r = copy_str(pool, "state.pool", "source", st->source, sizeof(st->source),
+				  false, e)) < 0)
+			goto fail;
+		if (jx_int(pool, "state.pool", "lastSyncMs", 0, INT64_MAX, &st->last_sync_ms, e) < 0)
+			goto fail;
+		if (jx_string_array(pool, "state.pool", "addresses", &arr, e) < 0)
+			goto fail;
+		if (arr && ipam_pool_parse(arr, NULL, "state.pool", &st->pool, &st->n_pool, e) < 0)
+			goto fail;
+	}
+	if (json_object_object_get_ex(root, "lastIp", NULL) &&
+	    get_ip(root, "state", "lastIp", &st->last_ip, e) < 0)
+		goto fail;
+
+	arr = NULL;
+	json_object_object_get_ex(root, "cooling", &arr);
+	if (arr && !json_object_is_type(arr, json_type_array)) {
+		tg_fail(e, CNI_ERR_IO, -EBADMSG, "state.cooling is not an array");
+		goto fail;
+	}
+	n = arr ? json_object_array_length(arr) : 0;
+	st->cooling = calloc(n ? n : 1, sizeof(*st->cooling));
+	if (!st->cooling)
+		goto nomem;
+	for (i = 0; i < n; i++) {
+		json_object *c = json_object_array_get_idx(arr, i);
+
+		if (get_ip(c, "state.cooling[]", "ip", &st->cooling[i].ip, e) < 0 ||
+		    jx_int(c, "state.cooling[]", "releasedMs", 0, INT64_MAX,
+			   &st->cooling[i].released_ms, e) < 0)
+			goto fail;
+	}
+	st->n_cooling = n;
+
+	arr = NULL;
+	if (!json_object_object_get_ex(root, "attachments", &arr) ||
+	    !json_object_is_type(arr, json_type_array)) {
+		tg_fail(e, CNI_ERR_IO, -EBADMSG, "state.attachments is missing or not an array");
+		goto fail;
+	}
+	n = json_object_array_length(arr);
+	if (n > IPAM_ATTACHMENTS_MAX) {
+		tg_fail(e, CNI_ERR_IO, -EBADMSG, "state holds too many attachments");
+		goto fail;
+	}
+	st->att = calloc(n ? n : 1, sizeof(*st->att));
+	if (!st->att)
+		goto nomem;
+	for (i = 0; i < n; i++) {
+		json_object *o = json_object_array_get_idx(arr, i);
+		struct ipam_attachment *a = &st->att[i];
+		const char *w = "state.attachments[]";
+
+		if (!json_object_is_type(o, json_type_object)) {
+			tg_fail(e, CNI_ERR_IO, -EBADMSG, "state.attachments[%zu] is not an object", i);
+			goto fail;
+		}
+		if (copy_str(o, w, "containerId", a->container_id, sizeof(a->container_id), true,
+			     e) < 0 ||
+		    copy_str(o, w, "ifname", a->ifname, sizeof(a->ifname), true, e) < 0 ||
+		    get_ip(o, w, "ip", &a->ip, e) < 0 ||
+		    copy_str(o, w, "netns", a->netns, sizeof(a->netns), false, e) < 0 ||
+		    copy_str(o, w, "namespace", a->k8s_namespace, sizeof(a->k8s_namespace), false,
+			     e) < 0 ||
+		    copy_str(o, w, "pod", a->pod, sizeof(a->pod), false, e) < 0 ||
+		    copy_str(o, w, "hostVeth", a->host_veth, sizeof(a->host_veth), false, e) < 0 ||
+		    jx_int(o, w, "created", 0, INT64_MAX, &a->created, e) < 0)
+			goto fail;
+	}
+	st->n_att = n;
+	return 0;
+
+nomem:
+	tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+fail:
+	/* Validation errors from jx_* carry code 7; in a state file they mean corruption. */
+	if (e)
+		e->code = CNI_ERR_IO;
+	ipam_state_free(st);
+	return -EBADMSG;
+}

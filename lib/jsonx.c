@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <errno.h>
+#include <strings.h>
+
+#include "lib/jsonx.h"
+
+static const char *type_name(json_type t)
+{
+	switch (t) {
+	case json_type_boolean:
+		return "a boolean";
+	case json_type_double:
+	case json_type_int:
+		return "a number";
+	case json_type_object:
+		return "an object";
+	case json_type_array:
+		return "an array";
+	case json_type_string:
+		return "a string";
+	default:
+		return "null";
+	}
+}
+
+static int lookup(json_object *obj, const char *key, json_object **ret)
+{
+	json_object *v = NULL;
+
+	if (!obj || !json_object_object_get_ex(obj, key, &v) || !v)
+		return 0;
+	*ret = v;
+	return 1;
+}
+
+static int wrong_type(struct tg_err *e, const char *where, const char *key, const char *want,
+		      json_object *v)
+{
+	return tg_fail(e, CNI_ERR_CONFIG, -EINVAL, "%s%s%s must be %s, not %s", where,
+		       *where ? "." : "", key, want, type_name(json_object_get_type(v)));
+}
+
+int jx_string(json_object *obj, const char *where, const char *key, const char **ret,
+	      struct tg_err *e)
+{
+	json_object *v;
+
+	if (!lookup(obj, key, &v))
+		return 0;
+	if (!json_object_is_type(v, json_type_string))
+		return wrong_type(e, where, key, "a string", v);
+	*ret = json_object_get_string(v);
+	return 1;
+}
+
+int jx_bool(json_object *obj, const char *where, const char *key, bool *ret, struct tg_err *e)
+{
+	json_object *v;
+
+	if (!lookup(obj, key, &v))
+		return 0;
+	if (!json_object_is_type(v, json_type_boolean))
+		return wrong_type(e, where, key, "true or false", v);
+	*ret = json_object_get_boolean(v);
+	return 1;
+}
+
+int jx_int(json_object *obj, const char *where, const char *key, int64_t min, int64_t max,
+	   int64_t *ret, struct tg_err *e)
+{
+	json_object *v;
+	int64_t n;
+
+	if (!lookup(obj, key, &v))
+		return 0;
+	if (!json_object_is_type(v, json_type_int))
+		return wrong_type(e, where, key, "an integer", v);
+	errno = 0;
+	n = json_object_get_int64(v);
+	if (errno || n < min || n > max)
+		return tg_fail(e, CNI_ERR_CONFIG, -ERANGE, "%s%s%s is %s, must be %lld..%lld", where,
+			       *where ? "." : "", key, json_object_to_json_string(v),
+			       (long long)min, (long long)max);
+	*ret = n;
+	return 1;
+}
+
+int jx_object(json_object *obj, const char *where, const char *key, json_object **ret,
+	      struct tg_err *e)
+{
+	json_object *v;
+
+	if (!lookup(obj, key, &v))
+		return 0;
+	if (!json_object_is_type(v, json_type_object))
+		return wrong_type(e, where, key, "an object", v);
+	*ret = v;
+	return 1;
+}
+
+int jx_string_array(json_object *obj, const char *where, const char *key, json_object **ret,
+		    struct tg_err *e)
+{
+	json_object *v;
+	size_t i, n;
+
+	if (!lookup(obj, key, &v))
+		return 0;
+	if (!json_object_is_type(v, json_type_array))
+		return wrong_type(e, where, key, "an array of strings", v);
+	n = json_object_array_length(v);
+	for (i = 0; i < n; i++) {
+		json_object *el = json_object_array_get_idx(v, i);
+
+		if (!json_object_is_type(el, json_type_string))
+			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+				       "%s%s%s[%zu] must be a string, not %s", where,
+				       *where ? "." : "", key, i,
+				       type_name(json_object_get_type(el)));
+	}
+	*ret = v;
+	return 1;
+}
+
+json_object *jx_get_nocase(json_object *obj, const char *key)
+{
+	if (!obj || !json_object_is_type(obj, json_type_object))
+		return NULL;
+	json_object_object_foreach(obj, k, v) {
+		if (strcasecmp(k, key) == 0)
+			return v;
+	}
+	return NULL;
+}

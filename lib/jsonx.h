@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef TG_LIB_JSONX_H
+#define TG_LIB_JSONX_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <json-c/json.h>
+
+#include "lib/err.h"
+
+/*
+ * Typed, validated reads of JSON members. Each returns 1 when the key is
+ * present and valid, 0 when it is absent (or null), and a negative errno with
+ * a CNI code 7 error naming "<where>.<key>" when it has the wrong type or an
+ * invalid value. Unknown keys are never looked at, as the CNI spec asks.
+ */
+
+int jx_string(json_object *obj, const char *where, const char *key, const char **ret,
+	      struct tg_err *e);
+int jx_bool(json_object *obj, const char *where, const char *key, bool *ret, struct tg_err *e);
+int jx_int(json_object *obj, const char *where, const char *key, int64_t min, int64_t max,
+	   int64_t *ret, struct tg_err *e);
+int jx_object(json_object *obj, const char *where, const char *key, json_object **ret,
+	      struct tg_err *e);
+/* An array whose every element is a string. */
+int jx_string_array(json_object *obj, const char *where, const char *key, json_object **ret,
+		    struct tg_err *e);
+/* Member lookup ignoring ASCII case, as Go's JSON decoder does for runtimeConfig. */
+json_object *jx_get_nocase(json_object *obj, const char *key);
+
+#endif

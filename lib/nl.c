@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <fcntl.h>
+#include <linux/nsfs.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <netlink/addr.h>
+#include <netlink/errno.h>
+#include <netlink/socket.h>
+
+#include "lib/cleanup.h"
+#include "lib/nl.h"
+
+int nl_to_errno(int nlerr)
+{
+	static const int map[][2] = {
+		{ NLE_NOMEM, ENOMEM },	     { NLE_EXIST, EEXIST },	  { NLE_INVAL, EINVAL },
+		{ NLE_RANGE, ERANGE },	     { NLE_OPNOTSUPP, EOPNOTSUPP }, { NLE_AGAIN, EAGAIN },
+		{ NLE_BUSY, EBUSY },	     { NLE_NODEV, ENODEV },	  { NLE_OBJ_NOTFOUND, ENOENT },
+		{ NLE_PERM, EPERM },	     { NLE_NOACCESS, EACCES },	  { NLE_NOADDR, EADDRNOTAVAIL },
+		{ NLE_SRCRT_NOSUPPORT, EOPNOTSUPP }, { NLE_MSGSIZE, EMSGSIZE },
+		{ NLE_INTR, EINTR },	     { NLE_BAD_SOCK, EBADF },	  { NLE_AF_NOSUPPORT, EAFNOSUPPORT },
+		{ NLE_PROTO_MISMATCH, EPROTO }, { NLE_NOATTR, ENODATA },	  { NLE_MSG_TRUNC, EMSGSIZE },
+		{ NLE_IMMUTABLE, EPERM },    { NLE_DUMP_INTR, EINTR },
+	};
+	int code = nlerr < 0 ? -nlerr : nlerr;
+
+	if (code == 0)
+		return 0;
+	for (size_t i = 0; i < ARRAY_SIZE(map); i++)
+		if (map[i][0] == code)
+			return -map[i][1];
+	fprintf(stderr, "libnl: %s\n", nl_geterror(nlerr));
+	return -EIO;
+}
+
+int nl_route_open(struct nl_sock **ret)
+{
+	struct nl_sock *sk = nl_socket_alloc();
+	int r;
+
+	if (!sk)
+		return -ENOMEM;
+	r = nl_connect(sk, NETLINK_ROUTE);
+	if (r < 0) {
+		nl_socket_free(sk);
+		return nl_to_errno(r);
+	}
+	*ret = sk;
+	return 0;
+}
+
+int nl_route_open_in(int netns_fd, struct nl_sock **ret)
+{
+	_cleanup_close_ int self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	int r, back;
+
+	if (self < 0)
+		return -errno;
+	/* A socket stays in the namespace it was created in: enter, connect, come back. */
+	if (setns(netns_fd, CLONE_NEWNET) < 0)
+		return -errno;
+	r = nl_route_open(ret);
+	back = setns(self, CLONE_NEWNET);
+	if (back < 0) {
+		/* Staying in the pod's namespace would be far worse than failing. */
+		if (r == 0)
+			nl_socket_free(*ret);
+		return -errno;
+	}
+	return r;
+}
+
+struct nl_addr *nl_addr_ip4(uint32_t ip, int prefix)
+{
+	uint32_t be = htonl(ip);
+	struct nl_addr *a = nl_addr_build(AF_INET, &be, sizeof(be));
+
+	if (a)
+		nl_addr_set_prefixlen(a, prefix);
+	return a;
+}
+
+int netns_open(const char *path, int *ret_fd)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	if (ioctl(fd, NS_GET_NSTYPE) != CLONE_NEWNET) {
+		close(fd);
+		return -EINVAL;
+	}
+	*ret_fd = fd;
+	return 0;
+}

@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef TG_LIB_NL_H
+#define TG_LIB_NL_H
+
+/* libnl-route helpers shared by the plugin, the CLI and the exporter. */
+
+#include <stdint.h>
+#include <netlink/netlink.h>
+
+/* The one place where libnl's -NLE_* codes become negative errno values. */
+int nl_to_errno(int nlerr);
+/* A connected NETLINK_ROUTE socket in the current network namespace. */
+int nl_route_open(struct nl_sock **ret);
+/* A connected NETLINK_ROUTE socket inside the network namespace `netns_fd`. */
+int nl_route_open_in(int netns_fd, struct nl_sock **ret);
+/* An nl_addr for an IPv4 host-order address with a prefix length. */
+struct nl_addr *nl_addr_ip4(uint32_t ip, int prefix);
+
+/* Opens a network namespace path, checking that it really is one. */
+int netns_open(const char *path, int *ret_fd);
+
+#endif

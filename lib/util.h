@@ -1,0 +1,20 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef TG_LIB_UTIL_H
+#define TG_LIB_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+int64_t time_now_ms(void);		/* wall clock, for records that outlive the process */
+int64_t time_mono_ns(void);		/* for durations */
+uint64_t hash_fnv1a64(const void *data, size_t len, uint64_t seed);
+#define FNV1A64_INIT 0xcbf29ce484222325ULL
+/* Strict name check: [A-Za-z0-9][A-Za-z0-9_.-]* up to max bytes. */
+bool name_is_safe(const char *s, size_t max);
+/* Reads a small text file (one line), trimmed. */
+int read_line_file(const char *path, char *buf, size_t size);
+/* mkdir -p with the given mode for each created component. */
+int mkdir_p(const char *path, unsigned mode);
+
+#endif

@@ -1,0 +1,21 @@
+#!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
+# Installs the Debian packages Tollgate's build, tests, demo and bench need.
+# Runs apt-get only when something is missing, so repeated `make test` is quick.
+set -eu
+PKGS="build-essential pkg-config libnl-3-dev libnl-route-3-dev libnftnl-dev libmnl-dev
+libjson-c-dev libmicrohttpd-dev libcurl4-openssl-dev libcmocka-dev iproute2 nftables
+iperf3 jq containernetworking-plugins valgrind procps"
+missing=""
+for p in $PKGS; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+	echo "deps: missing packages:$missing (run as root to install them)" >&2
+	exit 1
+fi
+echo "deps: installing$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends $missing

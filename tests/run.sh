@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Tollgate test runner.
+#
+#   tests/run.sh [BUILD_DIR...]        (default: build; `make test` passes build build-san)
+#
+# For each BUILD_DIR: runs every unit test binary BUILD_DIR/tests/unit_* (cmocka,
+# TAP output) and every tests/integration/test_*.sh with TOLLGATE_BIN_DIR=BUILD_DIR.
+# Counts TAP lines: `ok ...` passes, `not ok ...` fails. A file that exits
+# non-zero without printing a `not ok` counts one failure; a file that prints
+# no test line at all counts one failure. A skipped test (`ok ... # SKIP`,
+# cmocka's `not ok N # SKIP`, or a line starting with `skip`) is reported as
+# skipped, and counts as a failure when CI=true.
+# The last line is always `N passed, M failed`; exit status 1 when M > 0.
+#
+# Env: TG_TEST_FILTER=regex  run only files whose name matches
+#      TG_TEST_TIMEOUT=secs  per-file time limit (default 300)
+set -u
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT" || exit 1
+
+if [ "$(id -u)" -ne 0 ]; then
+	echo "tests/run.sh: must run as root (the integration tests create network namespaces)" >&2
+	echo "0 passed, 1 failed"
+	exit 1
+fi
+
+[ $# -gt 0 ] || set -- build
+FILTER=${TG_TEST_FILTER:-}
+TIMEOUT=${TG_TEST_TIMEOUT:-300}
+CI_MODE=0
+[ "${CI:-}" = true ] && CI_MODE=1
+
+PASS=0 FAIL=0 SKIP=0
+FAILED_FILES=()
+LOG=$(mktemp /tmp/tollgate-run.XXXXXX)
+trap 'rm -f "$LOG"' EXIT
+trap 'echo "tests/run.sh: interrupted"; echo "$PASS passed, $((FAIL + 1)) failed"; exit 130' INT TERM
+
+# run_one LABEL CMD... : run one test file, stream its output, count its lines.
+run_one() {
+	local label=$1
+	shift
+	local t0=$SECONDS rc p f s
+	echo "=== $label"
+	timeout --foreground -k 10 "$TIMEOUT" "$@" 2>&1 | tee "$LOG"
+	rc=${PIPESTATUS[0]}
+	# skips first (cmocka prints them as `not ok N # SKIP name`)
+	s=$(grep -Eci '^((not )?ok\b.*#[[:space:]]*skip)|^skip\b' "$LOG")
+	p=$(grep -E '^ok\b' "$LOG" | grep -Evci '#[[:space:]]*skip')
+	f=$(grep -E '^not ok\b' "$LOG" | grep -Evci '#[[:space:]]*skip')
+	local why=""
+	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+		f=1
+		why=" (exit status $rc without a 'not ok'$([ "$rc" = 124 ] && echo ": timed out after ${TIMEOUT}s"))"
+	fi
+	if [ $((p + f + s)) -eq 0 ]; then
+		f=1
+		why=" (printed no test result)"
+	fi
+	if [ "$CI_MODE" = 1 ] && [ "$s" -gt 0 ]; then
+		f=$((f + s))
+		why="$why (CI=true: $s skipped counted as failed)"
+		s=0
+	fi
+	PASS=$((PASS + p)) FAIL=$((FAIL + f)) SKIP=$((SKIP + s))
+	[ "$f" -eq 0 ] || FAILED_FILES+=("$label")
+	echo "--- $label: ok=$p not_ok=$f skipped=$s in $((SECONDS - t0))s$why"
+}
+
+for build in "$@"; do
+	bdir=$build
+	case $bdir in /*) ;; *) bdir=$ROOT/$bdir ;; esac
+	echo "##### build dir: $build"
+	if [ ! -x "$bdir/tollgate" ]; then
+		echo "not ok - $build/tollgate: plugin binary missing (run make)"
+		FAIL=$((FAIL + 1))
+		FAILED_FILES+=("$build/tollgate")
+	fi
+	units=0
+	for u in "$bdir"/tests/unit_*; do
+		[ -f "$u" ] && [ -x "$u" ] || continue
+		[ -z "$FILTER" ] || [[ $u =~ $FILTER ]] || continue
+		units=$((units + 1))
+		CMOCKA_MESSAGE_OUTPUT=TAP run_one "$build/tests/$(basename "$u")" "$u"
+	done
+	[ "$units" -gt 0 ] || echo "# no unit test binaries in $build/tests"
+	for t in tests/integration/test_*.sh; do
+		[ -f "$t" ] || continue
+		[ -z "$FILTER" ] || [[ $t =~ $FILTER ]] || continue
+		TOLLGATE_BIN_DIR=$bdir run_one "$t [$build]" bash "$t"
+	done
+done
+
+echo
+[ "${#FAILED_FILES[@]}" -eq 0 ] || printf 'failed: %s\n' "${FAILED_FILES[@]}"
+[ "$SKIP" -eq 0 ] || echo "skipped: $SKIP"
+echo "$PASS passed, $FAIL failed"
+[ "$FAIL" -eq 0 ]
