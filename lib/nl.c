@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <arpa/inet.h>
 #include <errno.h>
-#include <stdio.h>
 #include <fcntl.h>
 #include <linux/nsfs.h>
 #include <sched.h>
@@ -35,7 +34,6 @@ int nl_to_errno(int nlerr)
 	for (size_t i = 0; i < ARRAY_SIZE(map); i++)
 		if (map[i][0] == code)
 			return -map[i][1];
-	fprintf(stderr, "libnl: %s\n", nl_geterror(nlerr));
 	return -EIO;
 }
 

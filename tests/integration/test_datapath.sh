@@ -56,7 +56,7 @@ for s in a b; do
 	[[ $v =~ ^tg[0-9a-f]{12}$ ]] || t_fail "host veth name '$v' is not tg+12 hex"
 	ip -n "$TG_NODE" link show "$v" >/dev/null 2>&1 || t_fail "no link $v in node"
 	r=$(ip -n "$TG_NODE" -4 route show "$ip/32")
-	[[ $r == "$ip dev $v scope link"* ]] || t_fail "route for $ip: '$r'"
+	[[ $r == "$ip dev $v "* && $r == *" scope link"* ]] || t_fail "route for $ip: '$r'"
 	ip -n "$TG_NODE" neigh show "$ip" dev "$v" nud permanent | grep -q . || t_fail "no permanent neighbour $ip on $v"
 	[ "$(ip -n "$TG_NODE" -j link show "$v" | jq -r '.[0].operstate')" = UP ] || t_fail "$v not UP"
 done
@@ -210,6 +210,27 @@ t_expect "tg links" "$(node_links_tg | tr '\n' ' ')" ""
 t_expect "/32 routes" "$(node_host_routes | tr '\n' ' ')" ""
 t_expect "attachments" "$(state_count)" 0
 t_expect "@pods" "$(ip netns exec "$TG_NODE" nft list set inet tollgate pods 2>/dev/null | grep -c 'elements')" 0
+t_end
+
+# ---------------------------------------------------------------- masquerade, other order
+# On a fresh node the first ADD comes from a masquerade:false config; a later
+# masquerade:true pod must still be masqueraded.
+t_begin "fresh node: masquerade:false pod first, then a masquerade:true pod"
+topo_down
+topo_up || tap_bail "could not rebuild the topology"
+NOMASQ=$(tg_conf '.masquerade=false')
+CONF=$(tg_conf)
+if pod_add n research "$NOMASQ" && pod_add a research "$CONF"; then
+	pingq "$TG_ID-n" "$TG_INET_IP" 1 && t_fail "masquerade:false pod reaches inet"
+	pingq "$TG_ID-a" "$TG_INET_IP" || t_fail "masquerade:true pod cannot reach inet"
+	pingq "$TG_ID-a" "${POD_IP[n]}" || t_fail "a -> n fails"
+	[ -z "$T_ERRS" ] || diag "$(ip netns exec "$TG_NODE" nft list table inet tollgate)"
+	pod_del n "$NOMASQ" || t_fail "DEL n rc=$TG_RC"
+	pod_del a "$CONF" || t_fail "DEL a rc=$TG_RC"
+else
+	t_fail "ADD rc=$TG_RC $TG_OUT"
+	tg_diag_last
+fi
 t_end
 
 tap_done
