@@ -71,8 +71,25 @@ static void conn_close(struct nft_conn *c)
 	c->nl = NULL;
 }
 
+static void batch_stop(struct batch *bt)
+{
+	if (bt->b)
+		mnl_nlmsg_batch_stop(bt->b);
+	bt->b = NULL;
+}
+
+static void batch_freep(struct batch **bt)
+{
+	if (*bt)
+		batch_stop(*bt);
+	free(*bt);
+}
+
 static void batch_start(struct batch *bt)
 {
+	batch_stop(bt);
+	/* Zeroed so that attribute padding never carries stale bytes to the kernel. */
+	memset(bt->buf, 0, sizeof(bt->buf));
 	bt->seq = (uint32_t)time(NULL);
 	bt->acks = 0;
 	bt->b = mnl_nlmsg_batch_start(bt->buf, sizeof(bt->buf));
@@ -354,7 +371,7 @@ static int fail_nft(struct tg_err *e, int r, const char *what, const char *why)
 int acct_pod_add(const struct acct_config *cfg, uint32_t ip, struct tg_err *e)
 {
 	struct nft_conn c = { 0 };
-	_cleanup_free_ struct batch *bt = malloc(sizeof(*bt));
+	_cleanup_(batch_freep) struct batch *bt = calloc(1, sizeof(*bt));
 	char why[256] = "";
 	int r, attempt;
 
@@ -393,7 +410,7 @@ int acct_pod_add(const struct acct_config *cfg, uint32_t ip, struct tg_err *e)
 int acct_pod_del(uint32_t ip, struct tg_err *e)
 {
 	struct nft_conn c = { 0 };
-	_cleanup_free_ struct batch *bt = malloc(sizeof(*bt));
+	_cleanup_(batch_freep) struct batch *bt = calloc(1, sizeof(*bt));
 	char why[256] = "";
 	int r;
 
@@ -416,7 +433,7 @@ int acct_pod_del(uint32_t ip, struct tg_err *e)
 
 int acct_pod_check(uint32_t ip, struct tg_err *e)
 {
-	char buf[NFT_RECV_SIZE];
+	char buf[NFT_RECV_SIZE] = { 0 };
 	struct nft_conn c = { 0 };
 	struct nftnl_set *s;
 	struct nlmsghdr *nlh;
