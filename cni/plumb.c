@@ -15,6 +15,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <netlink/attr.h>
+#include <netlink/msg.h>
 #include <netlink/route/addr.h>
 #include <netlink/route/link.h>
 #include <netlink/route/link/veth.h>
@@ -64,36 +66,77 @@ static int __attribute__((format(printf, 3, 4))) nl_fail(struct tg_err *e, int n
 	return tg_fail(e, CNI_ERR_IO, r, "%s: %s", what, strerror(-r));
 }
 
+static int route_oif_cb(struct nl_msg *msg, void *arg)
+{
+	struct nlmsghdr *nlh = nlmsg_hdr(msg);
+	struct nlattr *tb[RTA_MAX + 1];
+
+	if (nlh->nlmsg_type == RTM_NEWROUTE &&
+	    nlmsg_parse(nlh, sizeof(struct rtmsg), tb, RTA_MAX, NULL) == 0 && tb[RTA_OIF])
+		*(int *)arg = (int)nla_get_u32(tb[RTA_OIF]);
+	return NL_STOP;
+}
+
+/*
+ * The interface the node would use for internet traffic: one FIB lookup
+ * (RTM_GETROUTE without NLM_F_DUMP; no packet is sent). A dump of the main
+ * table would cost O(pods), since every pod has a /32 route there.
+ */
+static int default_route_ifindex(struct nl_sock *sk, int *ret)
+{
+	struct rtmsg rtm = { .rtm_family = AF_INET, .rtm_dst_len = 32 };
+	uint32_t probe = htonl(0xc6336401); /* 198.51.100.1 (TEST-NET-2), looked up only */
+	struct nl_msg *msg = nlmsg_alloc_simple(RTM_GETROUTE, 0);
+	struct nl_cb *cb = NULL;
+	int oif = 0, r = -NLE_NOMEM;
+
+	if (!msg)
+		return r;
+	if (nlmsg_append(msg, &rtm, sizeof(rtm), NLMSG_ALIGNTO) < 0 ||
+	    nla_put_u32(msg, RTA_DST, probe) < 0)
+		goto out;
+	cb = nl_socket_get_cb(sk);
+	if (!cb)
+		goto out;
+	{
+		struct nl_cb *mine = nl_cb_clone(cb);
+
+		nl_cb_put(cb);
+		cb = mine;
+	}
+	if (!cb)
+		goto out;
+	nl_cb_set(cb, NL_CB_VALID, NL_CB_CUSTOM, route_oif_cb, &oif);
+	r = nl_send_auto(sk, msg);
+	if (r >= 0)
+		r = nl_recvmsgs(sk, cb);
+	/* libnl asked for an ACK too: consume it so the next request reads its own answer. */
+	if (r >= 0)
+		r = nl_wait_for_ack(sk);
+	if (r >= 0)
+		*ret = oif;
+out:
+	if (cb)
+		nl_cb_put(cb);
+	nlmsg_free(msg);
+	return r < 0 ? r : 0;
+}
+
 int plumb_uplink_mtu(struct nl_sock *sk, const char *uplink, int *ret, struct tg_err *e)
 {
 	struct rtnl_link *link = NULL;
-	int r;
+	int ifindex = 0, r;
 
 	if (uplink[0]) {
 		r = rtnl_link_get_kernel(sk, 0, uplink, &link);
+		if (r == -NLE_NODEV || r == -NLE_OBJ_NOTFOUND)
+			return tg_fail(e, CNI_ERR_CONFIG, -ENODEV,
+				       "uplink \"%s\" does not exist on this node", uplink);
 		if (r < 0)
-			return nl_fail(e, r, "uplink \"%s\" not found", uplink);
+			return nl_fail(e, r, "cannot read uplink \"%s\"", uplink);
 	} else {
-		/* No uplink configured: the interface of the IPv4 default route. */
-		struct nl_cache *routes = NULL;
-		struct nl_object *obj;
-		int ifindex = 0;
-
-		r = rtnl_route_alloc_cache(sk, AF_INET, 0, &routes);
-		if (r < 0)
-			return nl_fail(e, r, "%s", "cannot read the routing table");
-		for (obj = nl_cache_get_first(routes); obj; obj = nl_cache_get_next(obj)) {
-			struct rtnl_route *rt = (struct rtnl_route *)obj;
-			struct nl_addr *dst = rtnl_route_get_dst(rt);
-
-			if (rtnl_route_get_table(rt) == RT_TABLE_MAIN &&
-			    (!dst || nl_addr_get_prefixlen(dst) == 0) && rtnl_route_get_nnexthops(rt)) {
-				ifindex = rtnl_route_nh_get_ifindex(rtnl_route_nexthop_n(rt, 0));
-				break;
-			}
-		}
-		nl_cache_free(routes);
-		if (!ifindex) {
+		/* No uplink configured: the interface of the default route, else 1500. */
+		if (default_route_ifindex(sk, &ifindex) < 0 || ifindex == 0) {
 			*ret = 1500;
 			return 0;
 		}
