@@ -42,7 +42,7 @@ PLUGIN_OBJ := $(BUILD)/obj/cni/main.o $(CORE_OBJ)
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit_%,$(UNIT_SRC))
 
-BINS := $(BUILD)/tollgate
+BINS := $(BUILD)/tollgate $(BUILD)/tollgate-ipam
 
 .PHONY: all clean install test unit demo bench deps san
 all: $(BINS) $(UNIT_BIN)
@@ -53,6 +53,10 @@ $(BUILD)/obj/%.o: %.c
 	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
 
 $(BUILD)/tollgate: $(PLUGIN_OBJ)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+
+$(BUILD)/tollgate-ipam: $(BUILD)/obj/ipam/cli.o $(CORE_OBJ)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
@@ -71,6 +75,8 @@ deps:
 install: $(BINS)
 	install -d $(DESTDIR)$(CNI_BINDIR)
 	install -m 0755 $(BUILD)/tollgate $(DESTDIR)$(CNI_BINDIR)/tollgate
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(BUILD)/tollgate-ipam $(DESTDIR)$(PREFIX)/bin/tollgate-ipam
 
 test: deps
 	$(MAKE) all
