@@ -279,8 +279,9 @@ int cmd_del(const struct cni_env *env, const struct tg_config *cfg, char ret_ip[
 	a = ipam_find(&s.state, env->container_id, env->ifname);
 	if (a)
 		ip = a->ip;
-	else
-		cni_prev_result_ip(cfg->prev_result, env->ifname, &ip);
+	else if (cni_prev_result_ip(cfg->prev_result, env->ifname, &ip) == 0 &&
+		 ipam_find_ip(&s.state, ip))
+		ip = 0; /* a repeated DEL: the address already belongs to another pod */
 
 	r = open_route_socket(&s, e);
 	if (r < 0)

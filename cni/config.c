@@ -136,7 +136,13 @@ static int parse_ipam(json_object *root, enum cni_cmd cmd, struct tg_config *cfg
 		cfg->pool = NULL;
 		cfg->n_pool = 0;
 		if (r < 0) {
-			snprintf(e->msg, sizeof(e->msg), "ipam.exclude: an entry is not an IPv4 address, a-b range or CIDR");
+			/* The parser named it "ipam.addresses[i]": this list is ipam.exclude. */
+			if (e) {
+				char *at = strstr(e->msg, "ipam.addresses");
+
+				if (at)
+					memcpy(at, "ipam.exclude  ", 14);
+			}
 			return r;
 		}
 	} else {
@@ -241,6 +247,8 @@ int cni_config_parse(const char *text, size_t len, enum cni_cmd cmd, struct tg_c
 	tok = json_tokener_new();
 	if (!tok)
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+	/* Strict: single quotes, trailing commas and the like are not JSON. */
+	json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
 	root = json_tokener_parse_ex(tok, text, (int)len);
 	if (!root || json_tokener_get_error(tok) != json_tokener_success) {
 		const char *why = json_tokener_error_desc(json_tokener_get_error(tok));

@@ -54,6 +54,27 @@ static const char *need(const char *name, bool required, struct tg_err *e, int *
 	return v ? v : "";
 }
 
+/*
+ * Kubernetes names: a namespace is a DNS-1123 label, a pod name a DNS-1123
+ * subdomain (lowercase alphanumerics and '-', plus '.' for subdomains,
+ * alphanumeric at both ends).
+ */
+static bool k8s_name_valid(const char *s, bool subdomain)
+{
+	size_t n = strlen(s);
+
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+
+		if (!alnum && !(c == '-' || (subdomain && c == '.')))
+			return false;
+		if ((i == 0 || i == n - 1) && !alnum)
+			return false;
+	}
+	return true;
+}
+
 /* K8S_POD_NAMESPACE / K8S_POD_NAME out of "K=V;K=V"; other keys are ignored. */
 static int parse_args(const char *args, struct cni_env *env, struct tg_err *e)
 {
@@ -89,7 +110,7 @@ static int parse_args(const char *args, struct cni_env *env, struct tg_err *e)
 						       (int)klen, p, max);
 				memcpy(dst, eq + 1, vlen);
 				dst[vlen] = '\0';
-				if (vlen && !name_is_safe(dst, max))
+				if (vlen && !k8s_name_valid(dst, dst == env->pod))
 					return tg_fail(e, CNI_ERR_ENV, -EINVAL,
 						       "CNI_ARGS: %.*s \"%.64s\" is not a valid Kubernetes name",
 						       (int)klen, p, dst);

@@ -91,7 +91,9 @@ int cni_prev_result_ip(json_object *prev, const char *ifname, uint32_t *ret)
 	if (!prev || !json_object_object_get_ex(prev, "ips", &ips) ||
 	    !json_object_is_type(ips, json_type_array))
 		return -ENOENT;
-	json_object_object_get_ex(prev, "interfaces", &ifs);
+	if (json_object_object_get_ex(prev, "interfaces", &ifs) &&
+	    !json_object_is_type(ifs, json_type_array))
+		ifs = NULL;
 	n = json_object_array_length(ips);
 	for (i = 0; i < n; i++) {
 		json_object *ip = json_object_array_get_idx(ips, i), *v;
@@ -109,6 +111,7 @@ int cni_prev_result_ip(json_object *prev, const char *ifname, uint32_t *ret)
 			json_object *name;
 
 			if (!itf || !json_object_object_get_ex(itf, "name", &name) ||
+			    !json_object_is_type(name, json_type_string) ||
 			    strcmp(json_object_get_string(name), ifname) != 0)
 				continue;
 		}

@@ -59,6 +59,8 @@ static int cmp_u32(const void *a, const void *b)
 
 static bool in_pool(const struct ipam_state *st, uint32_t ip)
 {
+	if (!st->n_pool)
+		return false;
 	return bsearch(&ip, st->pool, st->n_pool, sizeof(ip), cmp_u32) != NULL;
 }
 
@@ -118,6 +120,7 @@ int ipam_assign(struct ipam_state *st, const struct ipam_attachment *req, int64_
 		return tg_fail(e, CNI_ERR_TRY_AGAIN, -ENOSPC, "too many attachments (%d)",
 			       IPAM_ATTACHMENTS_MAX);
 	busy = busy_list(st, now_ms, cooldown_ms, &n_busy);
+	/* bsearch() must not see a NULL array, even an empty one. */
 	if (!busy)
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
 

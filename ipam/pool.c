@@ -9,6 +9,8 @@
 #include "lib/cleanup.h"
 #include "lib/ip4.h"
 
+#define POOL_EXPAND_MAX (1 << 20)
+
 struct span {
 	uint32_t lo, hi;
 };
@@ -102,12 +104,13 @@ int ipam_pool_parse(json_object *addresses, json_object *exclude, const char *wh
 	r = parse_list(exclude, where, "exclude", true, &exc, &n_exc, e);
 	if (r < 0)
 		return r;
+	/* Bound the expansion first; the pool limit applies after duplicates and excludes. */
 	for (i = 0; i < n_add; i++) {
 		total += (uint64_t)add[i].hi - add[i].lo + 1;
-		if (total > IPAM_POOL_MAX)
+		if (total > POOL_EXPAND_MAX)
 			return tg_fail(e, CNI_ERR_CONFIG, -E2BIG,
-				       "%s.addresses holds more than %d addresses", where,
-				       IPAM_POOL_MAX);
+				       "%s.addresses spans more than %d addresses", where,
+				       POOL_EXPAND_MAX);
 	}
 	pool = malloc((total ? total : 1) * sizeof(*pool));
 	if (!pool)
@@ -126,6 +129,10 @@ int ipam_pool_parse(json_object *addresses, json_object *exclude, const char *wh
 		if (!excluded)
 			pool[out++] = pool[i];
 	}
+	if (out > IPAM_POOL_MAX)
+		return tg_fail(e, CNI_ERR_CONFIG, -E2BIG,
+			       "%s.addresses holds %zu addresses, more than %d", where, out,
+			       IPAM_POOL_MAX);
 	*ret_pool = TAKE_PTR(pool);
 	*ret_n = out;
 	return 0;

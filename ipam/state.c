@@ -116,12 +116,15 @@ int ipam_state_from_json(json_object *root, struct ipam_state *st, struct tg_err
 	if (!json_object_is_type(root, json_type_object))
 		return tg_fail(e, CNI_ERR_IO, -EBADMSG, "the top level is not an object");
 	r = jx_int(root, "state", "version", 1, 1000, &n64, e);
+	if (r == 0)
+		tg_fail(e, CNI_ERR_IO, -EBADMSG, "state.version is missing");
 	if (r <= 0)
-		return r < 0 ? r : tg_fail(e, CNI_ERR_IO, -EBADMSG, "state.version is missing");
-	if (n64 != IPAM_STATE_VERSION)
-		return tg_fail(e, CNI_ERR_IO, -EPROTO,
-			       "state version %lld is not supported (this build reads %d)",
-			       (long long)n64, IPAM_STATE_VERSION);
+		goto fail;
+	if (n64 != IPAM_STATE_VERSION) {
+		tg_fail(e, CNI_ERR_IO, -EPROTO, "state version %lld is not supported (this build reads %d)",
+			(long long)n64, IPAM_STATE_VERSION);
+		goto fail;
+	}
 	if ((r = copy_str(root, "state", "bootId", st->boot_id, sizeof(st->boot_id), false, e)) < 0)
 		goto fail;
 	if (jx_object(root, "state", "pool", &pool, e) < 0)

@@ -112,6 +112,7 @@ int ipam_store_load(const struct ipam_store *s, struct ipam_state *st, struct tg
 	tok = json_tokener_new();
 	if (!tok)
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+	json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
 	root = json_tokener_parse_ex(tok, buf, (int)got);
 	if (!root || json_tokener_get_error(tok) != json_tokener_success ||
 	    tok->char_offset != (int)got) {

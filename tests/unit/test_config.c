@@ -1,0 +1,799 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * cni_config_parse(): the network configuration on stdin.
+ *
+ * Valid configs parse into the right fields and defaults; every known key of
+ * the wrong JSON type, or with an invalid value, is error 7 naming the key;
+ * input that is not a JSON object is error 6; unsupported cniVersions are 1.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "cni/internal.h"
+
+/* ---- helpers ---- */
+
+#define assert_contains(hay, needle)                                                     \
+	do {                                                                             \
+		const char *h_ = (hay), *n_ = (needle);                                  \
+		if (!h_ || !strstr(h_, n_))                                              \
+			fail_msg("\"%s\" does not contain \"%s\"", h_ ? h_ : "(null)", n_); \
+	} while (0)
+
+static int parse_cmd(const char *json, enum cni_cmd cmd, struct tg_config *cfg, struct tg_err *e)
+{
+	memset(e, 0, sizeof(*e));
+	return cni_config_parse(json, strlen(json), cmd, cfg, e);
+}
+
+static int parse(const char *json, struct tg_config *cfg, struct tg_err *e)
+{
+	return parse_cmd(json, CMD_ADD, cfg, e);
+}
+
+static void expect_ok_cmd(const char *json, enum cni_cmd cmd)
+{
+	struct tg_config cfg;
+	struct tg_err e;
+	int r = parse_cmd(json, cmd, &cfg, &e);
+
+	if (r != 0)
+		fail_msg("config rejected (r=%d code=%d): %s\n  config: %s", r, e.code, e.msg, json);
+	assert_int_equal(e.code, 0);
+	cni_config_free(&cfg);
+}
+
+static uint32_t ip(const char *s)
+{
+	uint32_t a = 0;
+
+	assert_int_equal(ip4_parse(s, &a), 0);
+	return a;
+}
+
+/* A minimal valid config and builders that put one key in a chosen place. */
+#define HEAD "{\"cniVersion\":\"1.1.0\",\"name\":\"net\",\"type\":\"tollgate\""
+#define IPAM_OK "\"ipam\":{\"source\":\"static\",\"addresses\":[\"10.1.0.10-10.1.0.40\"]}"
+#define MINIMAL HEAD "," IPAM_OK "}"
+#define TOP(kv) HEAD "," kv "," IPAM_OK "}"
+#define IPAM(kv) HEAD ",\"ipam\":{" kv "}}"
+#define IPAM_STATIC(kv) IPAM("\"source\":\"static\",\"addresses\":[\"10.1.0.10-10.1.0.40\"]," kv)
+#define ACCT(kv) HEAD "," IPAM_OK ",\"accounting\":{" kv "}}"
+#define VERSIONED(v, rest) "{\"cniVersion\":\"" v "\",\"name\":\"net\",\"type\":\"tollgate\"," rest "}"
+
+/* ---- table-driven rejections: each row becomes its own test case ---- */
+
+struct bad_case {
+	const char *name;
+	const char *json;
+	enum cni_cmd cmd;
+	int code;
+	const char *needle; /* must appear in the message */
+};
+
+static void t_bad(void **state)
+{
+	const struct bad_case *c = *state;
+	struct tg_config cfg;
+	struct tg_err e;
+	int r = parse_cmd(c->json, c->cmd, &cfg, &e);
+
+	cni_config_free(&cfg); /* before any assertion: a failing case must not leak */
+	if (r >= 0)
+		fail_msg("accepted, want code %d naming \"%s\"\n  config: %s", c->code, c->needle,
+			 c->json);
+	if (e.code != c->code)
+		fail_msg("code %d, want %d (msg: %s)\n  config: %s", e.code, c->code, e.msg, c->json);
+	assert_contains(e.msg, c->needle);
+}
+
+static const struct bad_case bad_cases[] = {
+	/* ---- wrong JSON type of a known key: 7, naming the key ---- */
+	{ "type: cniVersion number", "{\"cniVersion\":1,\"name\":\"net\"," IPAM_OK "}", CMD_ADD, 7, "cniVersion" },
+	{ "type: name number", "{\"cniVersion\":\"1.1.0\",\"name\":5," IPAM_OK "}", CMD_ADD, 7, "name" },
+	{ "type: mtu string", TOP("\"mtu\":\"1500\""), CMD_ADD, 7, "mtu" },
+	{ "type: mtu float", TOP("\"mtu\":1500.5"), CMD_ADD, 7, "mtu" },
+	{ "type: mtu bool", TOP("\"mtu\":true"), CMD_ADD, 7, "mtu" },
+	{ "type: uplink number", TOP("\"uplink\":5"), CMD_ADD, 7, "uplink" },
+	{ "type: internalCIDRs string", TOP("\"internalCIDRs\":\"10.0.0.0/8\""), CMD_ADD, 7, "internalCIDRs" },
+	{ "type: internalCIDRs element number", TOP("\"internalCIDRs\":[8]"), CMD_ADD, 7, "internalCIDRs[0]" },
+	{ "type: internalCIDRs object", TOP("\"internalCIDRs\":{}"), CMD_ADD, 7, "internalCIDRs" },
+	{ "type: masquerade string", TOP("\"masquerade\":\"yes\""), CMD_ADD, 7, "masquerade" },
+	{ "type: masquerade number", TOP("\"masquerade\":1"), CMD_ADD, 7, "masquerade" },
+	{ "type: dataDir number", TOP("\"dataDir\":5"), CMD_ADD, 7, "dataDir" },
+	{ "type: dataDir array", TOP("\"dataDir\":[\"/run/tollgate\"]"), CMD_ADD, 7, "dataDir" },
+	{ "type: logFile bool", TOP("\"logFile\":false"), CMD_ADD, 7, "logFile" },
+	{ "type: ipam string", HEAD ",\"ipam\":\"static\"}", CMD_ADD, 7, "ipam" },
+	{ "type: ipam array", HEAD ",\"ipam\":[]}", CMD_ADD, 7, "ipam" },
+	{ "type: ipam.source number", IPAM("\"source\":1,\"addresses\":[\"10.1.0.1\"]"), CMD_ADD, 7, "ipam.source" },
+	{ "type: ipam.imdsURL number", IPAM_STATIC("\"imdsURL\":80"), CMD_ADD, 7, "ipam.imdsURL" },
+	{ "type: ipam.addresses number", IPAM("\"source\":\"static\",\"addresses\":5"), CMD_ADD, 7, "ipam.addresses" },
+	{ "type: ipam.addresses string", IPAM("\"source\":\"static\",\"addresses\":\"10.1.0.1\""), CMD_ADD, 7, "ipam.addresses" },
+	{ "type: ipam.addresses element number", IPAM("\"source\":\"static\",\"addresses\":[\"10.1.0.1\",5]"), CMD_ADD, 7, "ipam.addresses[1]" },
+	{ "type: ipam.exclude string", IPAM_STATIC("\"exclude\":\"10.1.0.11\""), CMD_ADD, 7, "ipam.exclude" },
+	{ "type: ipam.exclude element null", IPAM_STATIC("\"exclude\":[null]"), CMD_ADD, 7, "ipam.exclude[0]" },
+	{ "type: ipam.cooldownSeconds string", IPAM_STATIC("\"cooldownSeconds\":\"30\""), CMD_ADD, 7, "ipam.cooldownSeconds" },
+	{ "type: ipam.cooldownSeconds float", IPAM_STATIC("\"cooldownSeconds\":1.5"), CMD_ADD, 7, "ipam.cooldownSeconds" },
+	{ "type: accounting array", HEAD "," IPAM_OK ",\"accounting\":[]}", CMD_ADD, 7, "accounting" },
+	{ "type: accounting.enabled string", ACCT("\"enabled\":\"true\""), CMD_ADD, 7, "accounting.enabled" },
+	{ "type: accounting.perPod number", ACCT("\"perPod\":1"), CMD_ADD, 7, "accounting.perPod" },
+	{ "type: accounting.internetMark bool", ACCT("\"internetMark\":true"), CMD_ADD, 7, "accounting.internetMark" },
+	{ "type: accounting.internetMark array", ACCT("\"internetMark\":[65536]"), CMD_ADD, 7, "accounting.internetMark" },
+	{ "type: shaping string", TOP("\"shaping\":\"fast\""), CMD_ADD, 7, "shaping" },
+	{ "type: runtimeConfig array", TOP("\"runtimeConfig\":[]"), CMD_ADD, 7, "runtimeConfig" },
+	{ "type: runtimeConfig string", TOP("\"runtimeConfig\":\"x\""), CMD_ADD, 7, "runtimeConfig" },
+	{ "type: valid-attachments object", TOP("\"cni.dev/valid-attachments\":{}"), CMD_GC, 7, "cni.dev/valid-attachments" },
+	{ "type: valid-attachments element string", TOP("\"cni.dev/valid-attachments\":[\"abc\"]"), CMD_GC, 7, "cni.dev/valid-attachments[0]" },
+	{ "type: valid-attachments element without ifname", TOP("\"cni.dev/valid-attachments\":[{\"containerID\":\"a\",\"ifname\":\"eth0\"},{\"containerID\":\"b\"}]"), CMD_GC, 7, "cni.dev/valid-attachments[1]" },
+	{ "type: valid-attachments containerID number", TOP("\"cni.dev/valid-attachments\":[{\"containerID\":1,\"ifname\":\"eth0\"}]"), CMD_GC, 7, "containerID" },
+	/* prevResult that is not an object cannot be decoded: 6 (contract) */
+	{ "type: prevResult array is 6", TOP("\"prevResult\":[]"), CMD_DEL, 6, "prevResult" },
+	{ "type: prevResult string is 6", TOP("\"prevResult\":\"x\""), CMD_CHECK, 6, "prevResult" },
+
+	/* ---- missing required keys ---- */
+	{ "missing: cniVersion", "{\"name\":\"net\"," IPAM_OK "}", CMD_ADD, 7, "cniVersion" },
+	{ "missing: name", "{\"cniVersion\":\"1.1.0\"," IPAM_OK "}", CMD_ADD, 7, "name" },
+	{ "missing: ipam", HEAD "}", CMD_ADD, 7, "ipam" },
+	{ "null: name", "{\"cniVersion\":\"1.1.0\",\"name\":null," IPAM_OK "}", CMD_ADD, 7, "name" },
+
+	/* ---- cniVersion ---- */
+	{ "version: 9.9.9 is 1", VERSIONED("9.9.9", IPAM_OK), CMD_ADD, 1, "9.9.9" },
+	{ "version: empty is 1", VERSIONED("", IPAM_OK), CMD_ADD, 1, "cniVersion" },
+	{ "version: 0.2.0 is 1", VERSIONED("0.2.0", IPAM_OK), CMD_ADD, 1, "0.2.0" },
+	{ "version: 1.1 is 1", VERSIONED("1.1", IPAM_OK), CMD_ADD, 1, "cniVersion" },
+	{ "version: 1.2.0 is 1", VERSIONED("1.2.0", IPAM_OK), CMD_ADD, 1, "1.2.0" },
+	{ "version: 1.1.0 with a space is 1", VERSIONED("1.1.0 ", IPAM_OK), CMD_ADD, 1, "cniVersion" },
+	{ "version: 9.9.9 on VERSION is 1", VERSIONED("9.9.9", IPAM_OK), CMD_VERSION, 1, "9.9.9" },
+	{ "version: CHECK with 0.3.1 is 1", VERSIONED("0.3.1", IPAM_OK), CMD_CHECK, 1, "CHECK" },
+	{ "version: CHECK with 0.3.0 is 1", VERSIONED("0.3.0", IPAM_OK), CMD_CHECK, 1, "CHECK" },
+	{ "version: STATUS with 1.0.0 is 1", VERSIONED("1.0.0", IPAM_OK), CMD_STATUS, 1, "STATUS" },
+	{ "version: GC with 1.0.0 is 1", VERSIONED("1.0.0", IPAM_OK), CMD_GC, 1, "GC" },
+	{ "version: STATUS with 0.4.0 is 1", VERSIONED("0.4.0", IPAM_OK), CMD_STATUS, 1, "STATUS" },
+	{ "version: GC with 0.3.1 is 1", VERSIONED("0.3.1", IPAM_OK), CMD_GC, 1, "GC" },
+
+	/* ---- invalid values: 7, naming the key ---- */
+	{ "value: mtu 0", TOP("\"mtu\":0"), CMD_ADD, 7, "mtu" },
+	{ "value: mtu 67", TOP("\"mtu\":67"), CMD_ADD, 7, "mtu" },
+	{ "value: mtu 65536", TOP("\"mtu\":65536"), CMD_ADD, 7, "mtu" },
+	{ "value: mtu -1500", TOP("\"mtu\":-1500"), CMD_ADD, 7, "mtu" },
+	{ "value: mtu 2^63 overflow", TOP("\"mtu\":9223372036854775808"), CMD_ADD, 7, "mtu" },
+	{ "value: uplink empty", TOP("\"uplink\":\"\""), CMD_ADD, 7, "uplink" },
+	{ "value: uplink 16 chars", TOP("\"uplink\":\"abcdefghijklmnop\""), CMD_ADD, 7, "uplink" },
+	{ "value: uplink with slash", TOP("\"uplink\":\"eth/0\""), CMD_ADD, 7, "uplink" },
+	{ "value: internalCIDRs bad prefix", TOP("\"internalCIDRs\":[\"10.0.0.0/33\"]"), CMD_ADD, 7, "internalCIDRs[0]" },
+	{ "value: internalCIDRs not a CIDR", TOP("\"internalCIDRs\":[\"10.0.0.0/8\",\"banana\"]"), CMD_ADD, 7, "internalCIDRs[1]" },
+	{ "value: internalCIDRs bare address", TOP("\"internalCIDRs\":[\"10.0.0.0\"]"), CMD_ADD, 7, "internalCIDRs[0]" },
+	{ "value: internalCIDRs host bits set", TOP("\"internalCIDRs\":[\"10.1.2.3/8\"]"), CMD_ADD, 7, "internalCIDRs[0]" },
+	{ "value: internalCIDRs overlapping", TOP("\"internalCIDRs\":[\"10.0.0.0/8\",\"10.1.0.0/16\"]"), CMD_ADD, 7, "internalCIDRs" },
+	{ "value: internalCIDRs overlapping, reversed order", TOP("\"internalCIDRs\":[\"192.168.1.0/24\",\"172.16.0.0/12\",\"192.168.0.0/16\"]"), CMD_ADD, 7, "internalCIDRs" },
+	{ "value: internalCIDRs duplicate", TOP("\"internalCIDRs\":[\"10.0.0.0/8\",\"10.0.0.0/8\"]"), CMD_ADD, 7, "internalCIDRs" },
+	{ "value: internalCIDRs empty", TOP("\"internalCIDRs\":[]"), CMD_ADD, 7, "internalCIDRs" },
+	{ "value: dataDir relative", TOP("\"dataDir\":\"run/tollgate\""), CMD_ADD, 7, "dataDir" },
+	{ "value: dataDir empty", TOP("\"dataDir\":\"\""), CMD_ADD, 7, "dataDir" },
+	{ "value: dataDir with ..", TOP("\"dataDir\":\"/run/../etc\""), CMD_ADD, 7, "dataDir" },
+	{ "value: dataDir ending in /..", TOP("\"dataDir\":\"/run/tollgate/..\""), CMD_ADD, 7, "dataDir" },
+	{ "value: logFile relative", TOP("\"logFile\":\"tollgate.log\""), CMD_ADD, 7, "logFile" },
+	{ "value: name with slash", "{\"cniVersion\":\"1.1.0\",\"name\":\"a/b\"," IPAM_OK "}", CMD_ADD, 7, "name" },
+	{ "value: name empty", "{\"cniVersion\":\"1.1.0\",\"name\":\"\"," IPAM_OK "}", CMD_ADD, 7, "name" },
+	{ "value: name ..", "{\"cniVersion\":\"1.1.0\",\"name\":\"..\"," IPAM_OK "}", CMD_ADD, 7, "name" },
+	{ "value: name leading dot", "{\"cniVersion\":\"1.1.0\",\"name\":\".net\"," IPAM_OK "}", CMD_ADD, 7, "name" },
+	{ "value: name with space", "{\"cniVersion\":\"1.1.0\",\"name\":\"my net\"," IPAM_OK "}", CMD_ADD, 7, "name" },
+	{ "value: name 129 chars",
+	  "{\"cniVersion\":\"1.1.0\",\"name\":\""
+	  "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	  "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"," IPAM_OK "}",
+	  CMD_ADD, 7, "name" },
+	{ "value: ipam.source unknown", IPAM("\"source\":\"dhcp\",\"addresses\":[\"10.1.0.1\"]"), CMD_ADD, 7, "ipam.source" },
+	{ "value: ipam.source empty", IPAM("\"source\":\"\",\"addresses\":[\"10.1.0.1\"]"), CMD_ADD, 7, "ipam.source" },
+	{ "value: static without addresses", IPAM("\"source\":\"static\""), CMD_ADD, 7, "ipam.addresses" },
+	{ "value: static with empty addresses", IPAM("\"source\":\"static\",\"addresses\":[]"), CMD_ADD, 7, "ipam.addresses" },
+	{ "value: ipam.addresses bad entry", IPAM("\"source\":\"static\",\"addresses\":[\"10.1.0.1\",\"10.1.0.300\"]"), CMD_ADD, 7, "ipam.addresses[1]" },
+	{ "value: ipam.addresses reversed range", IPAM("\"source\":\"static\",\"addresses\":[\"10.1.0.9-10.1.0.1\"]"), CMD_ADD, 7, "ipam.addresses[0]" },
+	{ "value: ipam.addresses CIDR with host bits", IPAM("\"source\":\"static\",\"addresses\":[\"10.1.0.1/24\"]"), CMD_ADD, 7, "ipam.addresses[0]" },
+	{ "value: ipam.addresses too many", IPAM("\"source\":\"static\",\"addresses\":[\"10.0.0.0/8\"]"), CMD_ADD, 7, "ipam.addresses" },
+	{ "value: ipam.exclude bad entry", IPAM_STATIC("\"exclude\":[\"10.1.0.11\",\"nope\"]"), CMD_ADD, 7, "ipam.exclude[1]" },
+	{ "value: ipam.exclude bad entry, imds source", IPAM("\"source\":\"imds\",\"exclude\":[\"nope\"]"), CMD_ADD, 7, "ipam.exclude" },
+	{ "value: exclude removes every address", IPAM("\"source\":\"static\",\"addresses\":[\"10.1.0.10-10.1.0.20\"],\"exclude\":[\"10.1.0.0/24\"]"), CMD_ADD, 7, "ipam.exclude" },
+	{ "value: ipam.cooldownSeconds negative", IPAM_STATIC("\"cooldownSeconds\":-1"), CMD_ADD, 7, "ipam.cooldownSeconds" },
+	{ "value: ipam.cooldownSeconds over a day", IPAM_STATIC("\"cooldownSeconds\":86401"), CMD_ADD, 7, "ipam.cooldownSeconds" },
+	{ "value: internetMark \"0\"", ACCT("\"internetMark\":\"0\""), CMD_ADD, 7, "accounting.internetMark" },
+	{ "value: internetMark 0", ACCT("\"internetMark\":0"), CMD_ADD, 7, "accounting.internetMark" },
+	{ "value: internetMark \"0x4000\"", ACCT("\"internetMark\":\"0x4000\""), CMD_ADD, 7, "accounting.internetMark" },
+	{ "value: internetMark 0x4000 as a number", ACCT("\"internetMark\":16384"), CMD_ADD, 7, "accounting.internetMark" },
+	{ "value: internetMark \"0x8000\"", ACCT("\"internetMark\":\"0x8000\""), CMD_ADD, 7, "accounting.internetMark" },
+	{ "value: internetMark \"0x1c000\"", ACCT("\"internetMark\":\"0x1c000\""), CMD_ADD, 7, "accounting.internetMark" },
+	{ "value: internetMark \"junk\"", ACCT("\"internetMark\":\"junk\""), CMD_ADD, 7, "accounting.internetMark" },
+	{ "value: internetMark \"0x10000junk\"", ACCT("\"internetMark\":\"0x10000junk\""), CMD_ADD, 7, "accounting.internetMark" },
+	{ "value: internetMark empty", ACCT("\"internetMark\":\"\""), CMD_ADD, 7, "accounting.internetMark" },
+	{ "value: internetMark over 32 bits", ACCT("\"internetMark\":\"0x100000000\""), CMD_ADD, 7, "accounting.internetMark" },
+	{ "value: internetMark negative number", ACCT("\"internetMark\":-1"), CMD_ADD, 7, "accounting.internetMark" },
+	{ "value: internetMark number over 32 bits", ACCT("\"internetMark\":4294967296"), CMD_ADD, 7, "accounting.internetMark" },
+
+	/* ---- not a JSON object: 6 ---- */
+	{ "decode: malformed", "{\"cniVersion\":", CMD_ADD, 6, "JSON" },
+	{ "decode: not json at all", "cniVersion=1.1.0", CMD_ADD, 6, "JSON" },
+	{ "decode: missing value", "{\"cniVersion\":}", CMD_ADD, 6, "JSON" },
+	{ "decode: trailing garbage", MINIMAL " x", CMD_ADD, 6, "not valid JSON" },
+	{ "decode: two documents", MINIMAL "{}", CMD_ADD, 6, "not valid JSON" },
+	{ "decode: array top level", "[" MINIMAL "]", CMD_ADD, 6, "object" },
+	{ "decode: string top level", "\"1.1.0\"", CMD_ADD, 6, "object" },
+	{ "decode: number top level", "42", CMD_ADD, 6, "configuration" },
+	{ "decode: null top level", "null", CMD_ADD, 6, "configuration" },
+	{ "decode: whitespace only", "   \n", CMD_ADD, 6, "configuration" },
+	{ "decode: single-quoted strings are not JSON", "{'cniVersion':'1.1.0','name':'net'," IPAM_OK "}", CMD_ADD, 6, "JSON" },
+	{ "decode: trailing comma is not JSON", HEAD "," IPAM_OK ",}", CMD_ADD, 6, "JSON" },
+};
+
+/* ---- valid configs ---- */
+
+#define FULL_BODY                                                                          \
+	"\"mtu\":1500,\"uplink\":\"eth0\",\"internalCIDRs\":[\"10.0.0.0/8\"],"              \
+	"\"masquerade\":true,\"dataDir\":\"/run/tollgate\","                                \
+	"\"logFile\":\"/var/log/tollgate.log\","                                            \
+	"\"ipam\":{\"source\":\"%s\",\"imdsURL\":\"http://169.254.169.254\","               \
+	"\"addresses\":[\"10.1.0.10-10.1.0.40\",\"10.1.0.64/28\"],"                        \
+	"\"exclude\":[\"10.1.0.11\"],\"cooldownSeconds\":45},"                              \
+	"\"accounting\":{\"enabled\":true,\"perPod\":false,\"internetMark\":\"0x10000\"},"  \
+	"\"shaping\":{\"internetEgress\":{\"node\":\"10G\",\"namespaceDefault\":\"2G\","     \
+	"\"podDefault\":\"1G\",\"namespaces\":{\"datasets\":\"5G\"}},"                      \
+	"\"internetIngress\":{\"podDefault\":\"500M\",\"namespaces\":{\"datasets\":\"2G\"}}}," \
+	"\"capabilities\":{\"bandwidth\":true,\"io.kubernetes.cri.pod-annotations\":true}"
+
+static void full_config(char *buf, size_t size, const char *source)
+{
+	snprintf(buf, size, "{\"cniVersion\":\"1.1.0\",\"name\":\"tollgate\",\"type\":\"tollgate\"," FULL_BODY "}",
+		 source);
+}
+
+static void t_full_config_static(void **state)
+{
+	struct tg_config cfg;
+	struct tg_err e;
+	char json[4096];
+
+	full_config(json, sizeof(json), "static");
+	assert_int_equal(parse(json, &cfg, &e), 0);
+	assert_string_equal(cfg.cni_version, "1.1.0");
+	assert_int_equal(cfg.version, 10100);
+	assert_string_equal(cfg.name, "tollgate");
+	assert_int_equal(cfg.mtu, 1500);
+	assert_string_equal(cfg.uplink, "eth0");
+	assert_int_equal(cfg.n_internal, 1);
+	assert_int_equal(cfg.internal[0].net, ip("10.0.0.0"));
+	assert_int_equal(cfg.internal[0].prefix, 8);
+	assert_true(cfg.masquerade);
+	assert_string_equal(cfg.data_dir, "/run/tollgate");
+	assert_string_equal(cfg.log_file, "/var/log/tollgate.log");
+	assert_int_equal(cfg.source, IPAM_SOURCE_STATIC);
+	assert_non_null(cfg.imds_url);
+	assert_string_equal(cfg.imds_url, "http://169.254.169.254");
+	assert_int_equal(cfg.cooldown_ms, 45000);
+	assert_true(cfg.acct_enabled);
+	assert_false(cfg.acct_per_pod);
+	assert_int_equal(cfg.internet_mark, 0x10000);
+	/* 10.1.0.10-40 is 31 addresses, minus .11; 10.1.0.64/28 gives .65-.78 */
+	assert_int_equal(cfg.n_pool, 30 + 14);
+	assert_int_equal(cfg.pool[0], ip("10.1.0.10"));
+	assert_int_equal(cfg.pool[1], ip("10.1.0.12"));
+	assert_int_equal(cfg.pool[29], ip("10.1.0.40"));
+	assert_int_equal(cfg.pool[30], ip("10.1.0.65"));
+	assert_int_equal(cfg.pool[43], ip("10.1.0.78"));
+	for (size_t i = 1; i < cfg.n_pool; i++)
+		assert_true(cfg.pool[i - 1] < cfg.pool[i]);
+	assert_null(cfg.prev_result);
+	assert_null(cfg.runtime_config);
+	assert_null(cfg.valid_attachments);
+	cni_config_free(&cfg);
+}
+
+static void t_full_config_imds(void **state)
+{
+	struct tg_config cfg;
+	struct tg_err e;
+	char json[4096];
+
+	full_config(json, sizeof(json), "imds");
+	assert_int_equal(parse(json, &cfg, &e), 0);
+	assert_int_equal(cfg.source, IPAM_SOURCE_IMDS);
+	assert_string_equal(cfg.imds_url, "http://169.254.169.254");
+	/* the pool of the imds source comes from `tollgate-ipam sync`, not the config */
+	assert_int_equal(cfg.n_pool, 0);
+	assert_int_equal(cfg.cooldown_ms, 45000);
+	assert_int_equal(cfg.mtu, 1500);
+	cni_config_free(&cfg);
+}
+
+static void t_full_config_as_conflist_entry_every_version(void **state)
+{
+	static const char *const versions[] = { "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0" };
+	static const int codes[] = { 300, 301, 400, 10000, 10100 };
+
+	for (size_t i = 0; i < 5; i++) {
+		struct tg_config cfg;
+		struct tg_err e;
+		char json[4096];
+
+		snprintf(json, sizeof(json),
+			 "{\"cniVersion\":\"%s\",\"name\":\"tollgate\",\"type\":\"tollgate\"," FULL_BODY "}",
+			 versions[i], "static");
+		assert_int_equal(parse(json, &cfg, &e), 0);
+		assert_string_equal(cfg.cni_version, versions[i]);
+		assert_int_equal(cfg.version, codes[i]);
+		cni_config_free(&cfg);
+	}
+}
+
+static void t_non_default_values(void **state)
+{
+	struct tg_config cfg;
+	struct tg_err e;
+	const char *json =
+		"{\"cniVersion\":\"1.0.0\",\"name\":\"net-2_a.b\",\"type\":\"tollgate\",\"mtu\":9000,"
+		"\"uplink\":\"bond0.100\",\"internalCIDRs\":[\"192.168.0.0/16\",\"10.0.0.0/8\",\"172.16.0.0/12\"],"
+		"\"masquerade\":false,\"dataDir\":\"/var/lib/tollgate\",\"logFile\":\"/tmp/tg.log\","
+		"\"ipam\":{\"addresses\":[\"10.2.0.1\",\"10.2.0.3\"],\"cooldownSeconds\":0},"
+		"\"accounting\":{\"enabled\":false,\"perPod\":true,\"internetMark\":\"0x200000\"},"
+		"\"runtimeConfig\":{\"bandwidth\":{\"ingressRate\":1000}},"
+		"\"prevResult\":{\"cniVersion\":\"1.0.0\",\"ips\":[]}}";
+
+	assert_int_equal(parse(json, &cfg, &e), 0);
+	assert_string_equal(cfg.name, "net-2_a.b");
+	assert_int_equal(cfg.version, 10000);
+	assert_int_equal(cfg.mtu, 9000);
+	assert_string_equal(cfg.uplink, "bond0.100");
+	assert_false(cfg.masquerade);
+	assert_string_equal(cfg.data_dir, "/var/lib/tollgate");
+	assert_string_equal(cfg.log_file, "/tmp/tg.log");
+	/* source defaults to static when addresses are listed */
+	assert_int_equal(cfg.source, IPAM_SOURCE_STATIC);
+	assert_int_equal(cfg.n_pool, 2);
+	assert_int_equal(cfg.cooldown_ms, 0);
+	assert_false(cfg.acct_enabled);
+	assert_true(cfg.acct_per_pod);
+	assert_int_equal(cfg.internet_mark, 0x200000);
+	/* internal CIDRs are kept sorted */
+	assert_int_equal(cfg.n_internal, 3);
+	assert_int_equal(cfg.internal[0].net, ip("10.0.0.0"));
+	assert_int_equal(cfg.internal[0].prefix, 8);
+	assert_int_equal(cfg.internal[1].net, ip("172.16.0.0"));
+	assert_int_equal(cfg.internal[1].prefix, 12);
+	assert_int_equal(cfg.internal[2].net, ip("192.168.0.0"));
+	assert_int_equal(cfg.internal[2].prefix, 16);
+	assert_non_null(cfg.runtime_config);
+	assert_true(json_object_is_type(cfg.runtime_config, json_type_object));
+	assert_non_null(cfg.prev_result);
+	assert_true(json_object_is_type(cfg.prev_result, json_type_object));
+	cni_config_free(&cfg);
+}
+
+static void t_defaults(void **state)
+{
+	struct tg_config cfg;
+	struct tg_err e;
+
+	assert_int_equal(parse(MINIMAL, &cfg, &e), 0);
+	assert_int_equal(cfg.n_internal, 1);
+	assert_int_equal(cfg.internal[0].net, ip("10.0.0.0"));
+	assert_int_equal(cfg.internal[0].prefix, 8);
+	assert_true(cfg.masquerade);
+	assert_string_equal(cfg.data_dir, "/run/tollgate");
+	assert_int_equal(cfg.cooldown_ms, 30000);
+	assert_int_equal(cfg.cooldown_ms, IPAM_DEFAULT_COOLDOWN_MS);
+	assert_int_equal(cfg.mtu, 0);
+	assert_string_equal(cfg.uplink, "");
+	assert_string_equal(cfg.log_file, "");
+	assert_true(cfg.acct_enabled);
+	assert_false(cfg.acct_per_pod);
+	assert_int_equal(cfg.internet_mark, 0x10000);
+	assert_null(cfg.prev_result);
+	assert_null(cfg.runtime_config);
+	assert_null(cfg.valid_attachments);
+	cni_config_free(&cfg);
+}
+
+static void t_ipam_source_defaults_to_imds_without_addresses(void **state)
+{
+	struct tg_config cfg;
+	struct tg_err e;
+
+	assert_int_equal(parse(IPAM("\"imdsURL\":\"http://127.0.0.1:8080\""), &cfg, &e), 0);
+	assert_int_equal(cfg.source, IPAM_SOURCE_IMDS);
+	assert_int_equal(cfg.n_pool, 0);
+	cni_config_free(&cfg);
+}
+
+static void t_empty_ipam_object_is_imds(void **state)
+{
+	struct tg_config cfg;
+	struct tg_err e;
+
+	assert_int_equal(parse(IPAM(""), &cfg, &e), 0);
+	assert_int_equal(cfg.source, IPAM_SOURCE_IMDS);
+	cni_config_free(&cfg);
+}
+
+static void t_imds_exclude_syntax_ok(void **state)
+{
+	expect_ok_cmd(IPAM("\"source\":\"imds\",\"exclude\":[\"10.1.0.4\",\"10.1.0.0/30\",\"10.1.0.8-10.1.0.9\"]"),
+		      CMD_ADD);
+}
+
+static void t_each_version_accepted(void **state)
+{
+	expect_ok_cmd(VERSIONED("0.3.0", IPAM_OK), CMD_ADD);
+	expect_ok_cmd(VERSIONED("0.3.1", IPAM_OK), CMD_ADD);
+	expect_ok_cmd(VERSIONED("0.4.0", IPAM_OK), CMD_ADD);
+	expect_ok_cmd(VERSIONED("1.0.0", IPAM_OK), CMD_ADD);
+	expect_ok_cmd(VERSIONED("1.1.0", IPAM_OK), CMD_ADD);
+}
+
+static void t_each_version_accepted_on_del(void **state)
+{
+	expect_ok_cmd(VERSIONED("0.3.0", IPAM_OK), CMD_DEL);
+	expect_ok_cmd(VERSIONED("0.3.1", IPAM_OK), CMD_DEL);
+	expect_ok_cmd(VERSIONED("0.4.0", IPAM_OK), CMD_DEL);
+	expect_ok_cmd(VERSIONED("1.0.0", IPAM_OK), CMD_DEL);
+	expect_ok_cmd(VERSIONED("1.1.0", IPAM_OK), CMD_DEL);
+}
+
+static void t_check_needs_0_4_0(void **state)
+{
+	expect_ok_cmd(VERSIONED("0.4.0", IPAM_OK), CMD_CHECK);
+	expect_ok_cmd(VERSIONED("1.0.0", IPAM_OK), CMD_CHECK);
+	expect_ok_cmd(VERSIONED("1.1.0", IPAM_OK), CMD_CHECK);
+}
+
+static void t_status_gc_with_1_1_0(void **state)
+{
+	expect_ok_cmd(VERSIONED("1.1.0", IPAM_OK), CMD_STATUS);
+	expect_ok_cmd(VERSIONED("1.1.0", IPAM_OK), CMD_GC);
+}
+
+static void t_version_only_needs_cni_version(void **state)
+{
+	struct tg_config cfg;
+	struct tg_err e;
+
+	/* VERSION decodes only cniVersion: no name, no ipam, odd keys are fine. */
+	assert_int_equal(parse_cmd("{\"cniVersion\":\"0.4.0\",\"mtu\":\"x\"}", CMD_VERSION, &cfg, &e), 0);
+	assert_int_equal(cfg.version, 400);
+	cni_config_free(&cfg);
+}
+
+static void t_mtu_bounds_accepted(void **state)
+{
+	struct tg_config cfg;
+	struct tg_err e;
+
+	assert_int_equal(parse(TOP("\"mtu\":68"), &cfg, &e), 0);
+	assert_int_equal(cfg.mtu, 68);
+	cni_config_free(&cfg);
+	assert_int_equal(parse(TOP("\"mtu\":65535"), &cfg, &e), 0);
+	assert_int_equal(cfg.mtu, 65535);
+	cni_config_free(&cfg);
+}
+
+static void t_null_values_mean_absent(void **state)
+{
+	struct tg_config cfg;
+	struct tg_err e;
+
+	assert_int_equal(parse(TOP("\"mtu\":null,\"masquerade\":null,\"dataDir\":null,\"internalCIDRs\":null"),
+			       &cfg, &e),
+			 0);
+	assert_int_equal(cfg.mtu, 0);
+	assert_true(cfg.masquerade);
+	assert_string_equal(cfg.data_dir, "/run/tollgate");
+	assert_int_equal(cfg.n_internal, 1);
+	cni_config_free(&cfg);
+}
+
+static void t_name_128_chars_accepted(void **state)
+{
+	struct tg_config cfg;
+	struct tg_err e;
+	char name[129], json[1024];
+
+	memset(name, 'n', 128);
+	name[128] = '\0';
+	snprintf(json, sizeof(json), "{\"cniVersion\":\"1.1.0\",\"name\":\"%s\"," IPAM_OK "}", name);
+	assert_int_equal(parse(json, &cfg, &e), 0);
+	assert_string_equal(cfg.name, name);
+	cni_config_free(&cfg);
+}
+
+static void t_internet_mark_forms(void **state)
+{
+	struct tg_config cfg;
+	struct tg_err e;
+
+	assert_int_equal(parse(ACCT("\"internetMark\":\"65536\""), &cfg, &e), 0);
+	assert_int_equal(cfg.internet_mark, 0x10000);
+	cni_config_free(&cfg);
+	assert_int_equal(parse(ACCT("\"internetMark\":131072"), &cfg, &e), 0);
+	assert_int_equal(cfg.internet_mark, 0x20000);
+	cni_config_free(&cfg);
+	assert_int_equal(parse(ACCT("\"internetMark\":\"0x1\""), &cfg, &e), 0);
+	assert_int_equal(cfg.internet_mark, 1);
+	cni_config_free(&cfg);
+	assert_int_equal(parse(ACCT("\"internetMark\":\"0xffff0000\""), &cfg, &e), 0);
+	assert_int_equal(cfg.internet_mark, 0xffff0000u);
+	cni_config_free(&cfg);
+}
+
+static void t_cooldown_bounds(void **state)
+{
+	struct tg_config cfg;
+	struct tg_err e;
+
+	assert_int_equal(parse(IPAM_STATIC("\"cooldownSeconds\":0"), &cfg, &e), 0);
+	assert_int_equal(cfg.cooldown_ms, 0);
+	cni_config_free(&cfg);
+	assert_int_equal(parse(IPAM_STATIC("\"cooldownSeconds\":86400"), &cfg, &e), 0);
+	assert_int_equal(cfg.cooldown_ms, 86400000);
+	cni_config_free(&cfg);
+}
+
+static void t_unknown_keys_ignored(void **state)
+{
+	struct tg_config cfg;
+	struct tg_err e;
+	const char *json =
+		"{\"cniVersion\":\"1.1.0\",\"name\":\"net\",\"type\":\"tollgate\","
+		"\"someFutureKey\":{\"nested\":[1,2,{\"x\":null}]},\"mtu2\":\"big\",\"MTU\":\"x\","
+		"\"ipam\":{\"type\":\"tollgate\",\"addresses\":[\"10.1.0.1\"],\"ranges\":[[{}]],\"routes\":5},"
+		"\"accounting\":{\"colour\":\"blue\"},"
+		"\"dns\":{\"nameservers\":[\"10.0.0.10\"]},\"args\":{\"cni\":{\"labels\":[]}},"
+		"\"capabilities\":{\"portMappings\":true}}";
+
+	assert_int_equal(parse(json, &cfg, &e), 0);
+	assert_int_equal(e.code, 0);
+	assert_int_equal(cfg.mtu, 0);
+	assert_int_equal(cfg.n_pool, 1);
+	cni_config_free(&cfg);
+}
+
+static void t_trailing_whitespace_ok(void **state)
+{
+	expect_ok_cmd(MINIMAL "\n \t\r\n", CMD_ADD);
+}
+
+static void t_empty_input_is_6(void **state)
+{
+	struct tg_config cfg;
+	struct tg_err e;
+
+	memset(&e, 0, sizeof(e));
+	assert_true(cni_config_parse("", 0, CMD_ADD, &cfg, &e) < 0);
+	assert_int_equal(e.code, 6);
+	cni_config_free(&cfg);
+}
+
+static void t_over_one_mib_is_6(void **state)
+{
+	struct tg_config cfg;
+	struct tg_err e;
+	size_t len = CNI_STDIN_MAX + 1;
+	char *big = malloc(len + 1);
+	size_t head = strlen(MINIMAL) - 1; /* without the closing brace */
+
+	assert_non_null(big);
+	memcpy(big, MINIMAL, head);
+	/* pad with an unknown key so the document stays valid JSON */
+	memcpy(big + head, ",\"pad\":\"", 8);
+	memset(big + head + 8, 'x', len - head - 8 - 2);
+	big[len - 2] = '"';
+	big[len - 1] = '}';
+	big[len] = '\0';
+	memset(&e, 0, sizeof(e));
+	assert_true(cni_config_parse(big, len, CMD_ADD, &cfg, &e) < 0);
+	assert_int_equal(e.code, 6);
+	cni_config_free(&cfg);
+	free(big);
+}
+
+static void t_len_bounds_the_input(void **state)
+{
+	struct tg_config cfg;
+	struct tg_err e;
+	/* Only `len` bytes are the config: what follows must not be read. */
+	char text[256];
+
+	snprintf(text, sizeof(text), "%s garbage", MINIMAL);
+	memset(&e, 0, sizeof(e));
+	assert_int_equal(cni_config_parse(text, strlen(MINIMAL), CMD_ADD, &cfg, &e), 0);
+	cni_config_free(&cfg);
+}
+
+static void t_valid_attachments_kept(void **state)
+{
+	struct tg_config cfg;
+	struct tg_err e;
+
+	assert_int_equal(parse_cmd(TOP("\"cni.dev/valid-attachments\":[{\"containerID\":\"abc\",\"ifname\":\"eth0\"}]"),
+				   CMD_GC, &cfg, &e),
+			 0);
+	assert_non_null(cfg.valid_attachments);
+	assert_int_equal(json_object_array_length(cfg.valid_attachments), 1);
+	cni_config_free(&cfg);
+	assert_int_equal(parse_cmd(TOP("\"cni.dev/valid-attachments\":[]"), CMD_GC, &cfg, &e), 0);
+	assert_non_null(cfg.valid_attachments);
+	assert_int_equal(json_object_array_length(cfg.valid_attachments), 0);
+	cni_config_free(&cfg);
+}
+
+static void t_free_is_idempotent(void **state)
+{
+	struct tg_config cfg;
+	struct tg_err e;
+
+	assert_int_equal(parse(MINIMAL, &cfg, &e), 0);
+	cni_config_free(&cfg);
+	assert_null(cfg.root);
+	assert_null(cfg.pool);
+	cni_config_free(&cfg);
+}
+
+static void t_failed_parse_can_be_freed(void **state)
+{
+	struct tg_config cfg;
+	struct tg_err e;
+
+	/* the pool was expanded before the accounting section failed */
+	assert_true(parse(ACCT("\"internetMark\":\"junk\""), &cfg, &e) < 0);
+	cni_config_free(&cfg);
+	assert_true(parse("{", &cfg, &e) < 0);
+	cni_config_free(&cfg);
+}
+
+static void t_first_error_wins(void **state)
+{
+	struct tg_config cfg;
+	struct tg_err e;
+
+	/* mtu is checked before ipam: its error is reported, not overwritten */
+	assert_true(parse(HEAD ",\"mtu\":1,\"ipam\":{\"source\":\"dhcp\"}}", &cfg, &e) < 0);
+	assert_int_equal(e.code, 7);
+	assert_contains(e.msg, "mtu");
+	assert_null(strstr(e.msg, "ipam"));
+	cni_config_free(&cfg);
+}
+
+static void internal_cidrs_config(char *buf, size_t size, int n)
+{
+	size_t off = (size_t)snprintf(buf, size, HEAD ",\"internalCIDRs\":[");
+
+	for (int i = 0; i < n; i++)
+		off += (size_t)snprintf(buf + off, size - off, "%s\"10.%d.%d.0/24\"", i ? "," : "",
+					i / 256, i % 256);
+	snprintf(buf + off, size - off, "]," IPAM_OK "}");
+}
+
+static void t_internal_cidrs_limit(void **state)
+{
+	struct tg_config cfg;
+	struct tg_err e;
+	char json[8192];
+
+	internal_cidrs_config(json, sizeof(json), ACCT_MAX_INTERNAL);
+	assert_int_equal(parse(json, &cfg, &e), 0);
+	assert_int_equal(cfg.n_internal, ACCT_MAX_INTERNAL);
+	cni_config_free(&cfg);
+	internal_cidrs_config(json, sizeof(json), ACCT_MAX_INTERNAL + 1);
+	assert_true(parse(json, &cfg, &e) < 0);
+	cni_config_free(&cfg);
+	assert_int_equal(e.code, 7);
+	assert_contains(e.msg, "internalCIDRs");
+}
+
+/* cmocka catches SIGSEGV and friends: a crashing child must die, not run the suite. */
+static void child_default_signals(void)
+{
+	signal(SIGSEGV, SIG_DFL);
+	signal(SIGBUS, SIG_DFL);
+	signal(SIGILL, SIG_DFL);
+	signal(SIGFPE, SIG_DFL);
+	signal(SIGSYS, SIG_DFL);
+}
+
+/*
+ * err.h documents struct tg_err as optional: a NULL error must not crash.
+ * Run in a child process so that a crash fails this case only.
+ */
+static void t_null_err_tolerated(void **state)
+{
+	static const char *const jsons[] = {
+		TOP("\"mtu\":\"1500\""),
+		IPAM("\"source\":\"imds\",\"exclude\":[\"nope\"]"),
+		IPAM("\"source\":\"static\",\"addresses\":[\"bad\"]"),
+		"[]",
+		"{",
+	};
+	int status;
+	pid_t pid;
+
+	fflush(NULL);
+	pid = fork();
+
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		child_default_signals();
+		for (size_t i = 0; i < sizeof(jsons) / sizeof(jsons[0]); i++) {
+			struct tg_config cfg;
+
+			if (cni_config_parse(jsons[i], strlen(jsons[i]), CMD_ADD, &cfg, NULL) >= 0)
+				_exit(10 + (int)i);
+			cni_config_free(&cfg);
+		}
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	if (WIFSIGNALED(status))
+		fail_msg("cni_config_parse(..., e=NULL) crashed with signal %d", WTERMSIG(status));
+	if (WEXITSTATUS(status) >= 10)
+		fail_msg("config %d accepted", WEXITSTATUS(status) - 10);
+	if (WEXITSTATUS(status) != 0)
+		fail_msg("child exited %d (a sanitizer report is above)", WEXITSTATUS(status));
+}
+
+/* ---- the group ---- */
+
+#define MAX_TESTS 256
+static struct CMUnitTest tests[MAX_TESTS];
+static size_t n_tests;
+
+static void add_test(const char *name, CMUnitTestFunction fn, void *st)
+{
+	if (n_tests >= MAX_TESTS)
+		abort();
+	tests[n_tests++] = (struct CMUnitTest){ .name = name, .test_func = fn, .initial_state = st };
+}
+
+#define ADD(fn) add_test(#fn, fn, NULL)
+
+int main(void)
+{
+	ADD(t_full_config_static);
+	ADD(t_full_config_imds);
+	ADD(t_full_config_as_conflist_entry_every_version);
+	ADD(t_non_default_values);
+	ADD(t_defaults);
+	ADD(t_ipam_source_defaults_to_imds_without_addresses);
+	ADD(t_empty_ipam_object_is_imds);
+	ADD(t_imds_exclude_syntax_ok);
+	ADD(t_each_version_accepted);
+	ADD(t_each_version_accepted_on_del);
+	ADD(t_check_needs_0_4_0);
+	ADD(t_status_gc_with_1_1_0);
+	ADD(t_version_only_needs_cni_version);
+	ADD(t_mtu_bounds_accepted);
+	ADD(t_null_values_mean_absent);
+	ADD(t_name_128_chars_accepted);
+	ADD(t_internet_mark_forms);
+	ADD(t_cooldown_bounds);
+	ADD(t_unknown_keys_ignored);
+	ADD(t_trailing_whitespace_ok);
+	ADD(t_empty_input_is_6);
+	ADD(t_over_one_mib_is_6);
+	ADD(t_len_bounds_the_input);
+	ADD(t_valid_attachments_kept);
+	ADD(t_free_is_idempotent);
+	ADD(t_failed_parse_can_be_freed);
+	ADD(t_first_error_wins);
+	ADD(t_internal_cidrs_limit);
+	ADD(t_null_err_tolerated);
+	for (size_t i = 0; i < sizeof(bad_cases) / sizeof(bad_cases[0]); i++)
+		add_test(bad_cases[i].name, t_bad, (void *)&bad_cases[i]);
+	return _cmocka_run_group_tests("config", tests, n_tests, NULL, NULL);
+}

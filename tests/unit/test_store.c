@@ -1,0 +1,901 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * state.json serialisation (ipam_state_to_json / ipam_state_from_json) and
+ * the on-disk store (ipam_store_open / lock / load / save): round trips,
+ * modes, corrupt files that must be refused and left untouched, and many
+ * processes updating one store under the lock without losing an update.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <linux/magic.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "ipam/ipam.h"
+#include "lib/ip4.h"
+
+#define assert_contains(hay, needle)                                                     \
+	do {                                                                             \
+		const char *h_ = (hay), *n_ = (needle);                                  \
+		if (!h_ || !strstr(h_, n_))                                              \
+			fail_msg("\"%s\" does not contain \"%s\"", h_ ? h_ : "(null)", n_); \
+	} while (0)
+
+#define T0 1700000000000LL
+
+static uint32_t ip(const char *s)
+{
+	uint32_t a = 0;
+
+	if (ip4_parse(s, &a) != 0)
+		fail_msg("ip4_parse(\"%s\") failed", s);
+	return a;
+}
+
+/* ---- temp dirs ---- */
+
+struct fx {
+	char tmp[64];	  /* mkdtemp */
+	char data[128];	  /* <tmp>/data (created by the store) */
+	char dir[256];	  /* <data>/net */
+	char path[320];	  /* <dir>/state.json */
+	const void *row;  /* the table row of a table-driven case */
+};
+
+static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+	return remove(p);
+}
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+
+	if (!f)
+		return -1;
+	f->row = *state; /* cmocka hands the case's initial state to setup */
+	snprintf(f->tmp, sizeof(f->tmp), "/tmp/tg-unit-store.XXXXXX");
+	if (!mkdtemp(f->tmp))
+		return -1;
+	snprintf(f->data, sizeof(f->data), "%s/data", f->tmp);
+	snprintf(f->dir, sizeof(f->dir), "%s/net", f->data);
+	snprintf(f->path, sizeof(f->path), "%s/state.json", f->dir);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+
+	nftw(f->tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	free(f);
+	return 0;
+}
+
+static void write_file(const char *path, const char *data, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, data, len), (ssize_t)len);
+	assert_int_equal(close(fd), 0);
+}
+
+/* Reads a whole file; *len gets its size. Caller frees. */
+static char *read_file(const char *path, size_t *len)
+{
+	struct stat sb;
+	char *buf;
+	int fd = open(path, O_RDONLY);
+
+	assert_true(fd >= 0);
+	assert_int_equal(fstat(fd, &sb), 0);
+	buf = malloc((size_t)sb.st_size + 1);
+	assert_non_null(buf);
+	assert_int_equal(read(fd, buf, (size_t)sb.st_size), sb.st_size);
+	buf[sb.st_size] = '\0';
+	close(fd);
+	*len = (size_t)sb.st_size;
+	return buf;
+}
+
+static void open_store(struct fx *f, struct ipam_store *s)
+{
+	struct tg_err e = { 0 };
+
+	if (ipam_store_open(s, f->data, "net", &e) != 0)
+		fail_msg("ipam_store_open: code %d: %s", e.code, e.msg);
+}
+
+/* ---- a rich state ---- */
+
+static void add_att(struct ipam_state *st, const char *cid, const char *ifname, const char *a)
+{
+	struct ipam_attachment *x;
+
+	st->att = realloc(st->att, (st->n_att + 1) * sizeof(*st->att));
+	assert_non_null(st->att);
+	x = &st->att[st->n_att++];
+	memset(x, 0, sizeof(*x));
+	snprintf(x->container_id, sizeof(x->container_id), "%s", cid);
+	snprintf(x->ifname, sizeof(x->ifname), "%s", ifname);
+	x->ip = ip(a);
+	snprintf(x->netns, sizeof(x->netns), "/var/run/netns/cni-%s", cid);
+	snprintf(x->k8s_namespace, sizeof(x->k8s_namespace), "team-%s", cid);
+	snprintf(x->pod, sizeof(x->pod), "trainer-%s-0", cid);
+	snprintf(x->host_veth, sizeof(x->host_veth), "tg%012x", (unsigned)st->n_att);
+	x->created = 1700000000 + (int64_t)st->n_att;
+}
+
+static void rich_state(struct ipam_state *st)
+{
+	uint32_t *pool = malloc(40 * sizeof(*pool));
+	size_t n = 0;
+
+	ipam_state_init(st);
+	assert_non_null(pool);
+	for (uint32_t i = 10; i <= 40; i++)
+		if (i != 11)
+			pool[n++] = ip("10.1.0.0") + i;
+	for (uint32_t i = 65; i <= 70; i++)
+		pool[n++] = ip("10.1.0.0") + i;
+	ipam_set_pool(st, "static", pool, n);
+	snprintf(st->boot_id, sizeof(st->boot_id), "3c2e6e5e-1111-2222-3333-444455556666");
+	st->last_sync_ms = T0 - 5000;
+	st->last_ip = ip("10.1.0.14");
+	add_att(st, "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", "eth0",
+		"10.1.0.10");
+	add_att(st, "c2", "net1", "10.1.0.12");
+	add_att(st, "c3", "eth0", "10.1.0.99"); /* retired: outside the pool */
+	/* an attachment with empty optional fields (pod without CNI_ARGS names) */
+	add_att(st, "c4", "eth0", "10.1.0.13");
+	st->att[3].k8s_namespace[0] = '\0';
+	st->att[3].pod[0] = '\0';
+	st->att[3].netns[0] = '\0';
+	st->cooling = calloc(2, sizeof(*st->cooling));
+	assert_non_null(st->cooling);
+	st->cooling[0] = (struct ipam_cooling){ .ip = ip("10.1.0.14"), .released_ms = T0 - 100 };
+	st->cooling[1] = (struct ipam_cooling){ .ip = ip("10.1.0.66"), .released_ms = T0 };
+	st->n_cooling = 2;
+}
+
+static void assert_state_equal(const struct ipam_state *a, const struct ipam_state *b)
+{
+	assert_int_equal(a->version, b->version);
+	assert_string_equal(a->boot_id, b->boot_id);
+	assert_string_equal(a->source, b->source);
+	assert_int_equal(a->last_sync_ms, b->last_sync_ms);
+	assert_int_equal(a->last_ip, b->last_ip);
+	assert_int_equal(a->n_pool, b->n_pool);
+	if (a->n_pool)
+		assert_memory_equal(a->pool, b->pool, a->n_pool * sizeof(*a->pool));
+	assert_int_equal(a->n_cooling, b->n_cooling);
+	for (size_t i = 0; i < a->n_cooling; i++) {
+		assert_int_equal(a->cooling[i].ip, b->cooling[i].ip);
+		assert_int_equal(a->cooling[i].released_ms, b->cooling[i].released_ms);
+	}
+	assert_int_equal(a->n_att, b->n_att);
+	for (size_t i = 0; i < a->n_att; i++) {
+		const struct ipam_attachment *x = &a->att[i], *y = &b->att[i];
+
+		assert_string_equal(x->container_id, y->container_id);
+		assert_string_equal(x->ifname, y->ifname);
+		assert_int_equal(x->ip, y->ip);
+		assert_string_equal(x->netns, y->netns);
+		assert_string_equal(x->k8s_namespace, y->k8s_namespace);
+		assert_string_equal(x->pod, y->pod);
+		assert_string_equal(x->host_veth, y->host_veth);
+		assert_int_equal(x->created, y->created);
+	}
+}
+
+/* ---- serialisation ---- */
+
+static void t_json_round_trip(void **state)
+{
+	struct ipam_state a, b;
+	struct tg_err e = { 0 };
+	json_object *j;
+
+	rich_state(&a);
+	j = ipam_state_to_json(&a);
+	assert_non_null(j);
+	assert_int_equal(ipam_state_from_json(j, &b, &e), 0);
+	assert_int_equal(e.code, 0);
+	assert_state_equal(&a, &b);
+	json_object_put(j);
+	ipam_state_free(&a);
+	ipam_state_free(&b);
+}
+
+static void t_json_round_trip_through_text(void **state)
+{
+	struct ipam_state a, b;
+	struct tg_err e = { 0 };
+	json_object *j, *k;
+
+	rich_state(&a);
+	/* odd but legal characters in free-text fields survive */
+	snprintf(a.att[1].netns, sizeof(a.att[1].netns), "/proc/123/ns/net \"quoted\" \\ é");
+	snprintf(a.att[1].pod, sizeof(a.att[1].pod), "p.o-d_1");
+	memset(a.att[2].container_id, 'x', IPAM_CONTAINER_ID_MAX);
+	a.att[2].container_id[IPAM_CONTAINER_ID_MAX] = '\0';
+	memset(a.att[2].pod, 'p', IPAM_K8S_POD_MAX);
+	a.att[2].pod[IPAM_K8S_POD_MAX] = '\0';
+	memset(a.att[2].k8s_namespace, 'n', IPAM_K8S_NAMESPACE_MAX);
+	a.att[2].k8s_namespace[IPAM_K8S_NAMESPACE_MAX] = '\0';
+	snprintf(a.att[2].ifname, sizeof(a.att[2].ifname), "abcdefghijklmno");
+	j = ipam_state_to_json(&a);
+	k = json_tokener_parse(json_object_to_json_string_ext(j, JSON_C_TO_STRING_PRETTY));
+	assert_non_null(k);
+	assert_int_equal(ipam_state_from_json(k, &b, &e), 0);
+	assert_state_equal(&a, &b);
+	json_object_put(j);
+	json_object_put(k);
+	ipam_state_free(&a);
+	ipam_state_free(&b);
+}
+
+static void t_json_round_trip_empty(void **state)
+{
+	struct ipam_state a, b;
+	struct tg_err e = { 0 };
+	json_object *j;
+
+	ipam_state_init(&a);
+	j = ipam_state_to_json(&a);
+	assert_non_null(j);
+	assert_int_equal(ipam_state_from_json(j, &b, &e), 0);
+	assert_state_equal(&a, &b);
+	json_object_put(j);
+	ipam_state_free(&b);
+}
+
+static void t_json_shape(void **state)
+{
+	struct ipam_state a;
+	json_object *j, *v, *pool, *arr, *att;
+
+	rich_state(&a);
+	j = ipam_state_to_json(&a);
+	assert_true(json_object_object_get_ex(j, "version", &v));
+	assert_int_equal(json_object_get_int(v), IPAM_STATE_VERSION);
+	assert_true(json_object_object_get_ex(j, "bootId", &v));
+	assert_string_equal(json_object_get_string(v), "3c2e6e5e-1111-2222-3333-444455556666");
+	assert_true(json_object_object_get_ex(j, "pool", &pool));
+	assert_true(json_object_object_get_ex(pool, "source", &v));
+	assert_string_equal(json_object_get_string(v), "static");
+	assert_true(json_object_object_get_ex(pool, "addresses", &arr));
+	/* compact ranges: 10-10, 12-40, 65-70 */
+	assert_int_equal(json_object_array_length(arr), 3);
+	assert_string_equal(json_object_get_string(json_object_array_get_idx(arr, 0)),
+			    "10.1.0.10-10.1.0.10");
+	assert_string_equal(json_object_get_string(json_object_array_get_idx(arr, 1)),
+			    "10.1.0.12-10.1.0.40");
+	assert_true(json_object_object_get_ex(j, "cooling", &arr));
+	assert_int_equal(json_object_array_length(arr), 2);
+	assert_true(json_object_object_get_ex(json_object_array_get_idx(arr, 0), "ip", &v));
+	assert_string_equal(json_object_get_string(v), "10.1.0.14");
+	assert_true(json_object_object_get_ex(json_object_array_get_idx(arr, 0), "releasedMs", &v));
+	assert_int_equal(json_object_get_int64(v), T0 - 100);
+	assert_true(json_object_object_get_ex(j, "attachments", &arr));
+	assert_int_equal(json_object_array_length(arr), 4);
+	att = json_object_array_get_idx(arr, 1);
+	assert_true(json_object_object_get_ex(att, "containerId", &v));
+	assert_string_equal(json_object_get_string(v), "c2");
+	assert_true(json_object_object_get_ex(att, "ifname", &v));
+	assert_string_equal(json_object_get_string(v), "net1");
+	assert_true(json_object_object_get_ex(att, "ip", &v));
+	assert_string_equal(json_object_get_string(v), "10.1.0.12");
+	assert_true(json_object_object_get_ex(att, "netns", &v));
+	assert_true(json_object_object_get_ex(att, "namespace", &v));
+	assert_string_equal(json_object_get_string(v), "team-c2");
+	assert_true(json_object_object_get_ex(att, "pod", &v));
+	assert_true(json_object_object_get_ex(att, "hostVeth", &v));
+	assert_true(json_object_object_get_ex(att, "created", &v));
+	json_object_put(j);
+	ipam_state_free(&a);
+}
+
+/* Every malformed document is refused with code 5 (I/O: a corrupt store). */
+struct bad_doc {
+	const char *name;
+	const char *json;
+};
+
+static const struct bad_doc bad_docs[] = {
+	{ "from_json: array", "[]" },
+	{ "from_json: no version", "{\"attachments\":[]}" },
+	{ "from_json: version 2", "{\"version\":2,\"attachments\":[]}" },
+	{ "from_json: version 0", "{\"version\":0,\"attachments\":[]}" },
+	{ "from_json: version string", "{\"version\":\"1\",\"attachments\":[]}" },
+	{ "from_json: no attachments", "{\"version\":1}" },
+	{ "from_json: attachments object", "{\"version\":1,\"attachments\":{}}" },
+	{ "from_json: attachment not object", "{\"version\":1,\"attachments\":[5]}" },
+	{ "from_json: attachment bad ip", "{\"version\":1,\"attachments\":[{\"containerId\":\"a\",\"ifname\":\"eth0\",\"ip\":\"10.1.0.300\"}]}" },
+	{ "from_json: attachment ip number", "{\"version\":1,\"attachments\":[{\"containerId\":\"a\",\"ifname\":\"eth0\",\"ip\":167837706}]}" },
+	{ "from_json: attachment without ip", "{\"version\":1,\"attachments\":[{\"containerId\":\"a\",\"ifname\":\"eth0\"}]}" },
+	{ "from_json: attachment without containerId", "{\"version\":1,\"attachments\":[{\"ifname\":\"eth0\",\"ip\":\"10.1.0.1\"}]}" },
+	{ "from_json: attachment ifname too long", "{\"version\":1,\"attachments\":[{\"containerId\":\"a\",\"ifname\":\"abcdefghijklmnop\",\"ip\":\"10.1.0.1\"}]}" },
+	{ "from_json: attachment created negative", "{\"version\":1,\"attachments\":[{\"containerId\":\"a\",\"ifname\":\"eth0\",\"ip\":\"10.1.0.1\",\"created\":-1}]}" },
+	{ "from_json: attachment created string", "{\"version\":1,\"attachments\":[{\"containerId\":\"a\",\"ifname\":\"eth0\",\"ip\":\"10.1.0.1\",\"created\":\"now\"}]}" },
+	{ "from_json: pool addresses bad", "{\"version\":1,\"pool\":{\"addresses\":[\"10.1.0.1-x\"]},\"attachments\":[]}" },
+	{ "from_json: pool not object", "{\"version\":1,\"pool\":[],\"attachments\":[]}" },
+	{ "from_json: cooling not array", "{\"version\":1,\"cooling\":{},\"attachments\":[]}" },
+	{ "from_json: cooling bad ip", "{\"version\":1,\"cooling\":[{\"ip\":\"x\",\"releasedMs\":1}],\"attachments\":[]}" },
+	{ "from_json: cooling element not object", "{\"version\":1,\"cooling\":[\"10.1.0.1\"],\"attachments\":[]}" },
+	{ "from_json: lastIp bad", "{\"version\":1,\"lastIp\":\"10.1\",\"attachments\":[]}" },
+	{ "from_json: bootId number", "{\"version\":1,\"bootId\":7,\"attachments\":[]}" },
+};
+
+static void t_from_json_bad(void **state)
+{
+	const struct bad_doc *d = *state;
+	json_object *j = json_tokener_parse(d->json);
+	struct ipam_state st;
+	struct tg_err e = { 0 };
+
+	size_t n_att, n_pool;
+	int r;
+
+	assert_non_null(j);
+	r = ipam_state_from_json(j, &st, &e);
+	/* the state is left empty and freeable */
+	n_att = st.n_att;
+	n_pool = st.n_pool;
+	ipam_state_free(&st);
+	json_object_put(j); /* before any assertion: a failing case must not leak */
+	if (r >= 0)
+		fail_msg("accepted: %s", d->json);
+	if (e.code != CNI_ERR_IO)
+		fail_msg("code %d, want 5 (%s) for %s", e.code, e.msg, d->json);
+	assert_true(e.msg[0] != '\0');
+	assert_int_equal(n_att, 0);
+	assert_int_equal(n_pool, 0);
+}
+
+static void t_from_json_minimal(void **state)
+{
+	json_object *j = json_tokener_parse("{\"version\":1,\"attachments\":[],\"unknownKey\":{}}");
+	struct ipam_state st;
+	struct tg_err e = { 0 };
+
+	assert_int_equal(ipam_state_from_json(j, &st, &e), 0);
+	assert_int_equal(st.version, 1);
+	assert_int_equal(st.n_att, 0);
+	assert_int_equal(st.n_pool, 0);
+	assert_int_equal(st.n_cooling, 0);
+	assert_string_equal(st.boot_id, "");
+	ipam_state_free(&st);
+	json_object_put(j);
+}
+
+/* ---- the store ---- */
+
+static void t_open_creates_dir_and_lock(void **state)
+{
+	struct fx *f = *state;
+	struct ipam_store s;
+	struct stat sb;
+	char lock[400];
+
+	open_store(f, &s);
+	assert_string_equal(s.dir, f->dir);
+	assert_string_equal(s.path, f->path);
+	assert_int_equal(stat(f->dir, &sb), 0);
+	assert_true(S_ISDIR(sb.st_mode));
+	assert_int_equal(sb.st_mode & 07777, 0700);
+	assert_int_equal(stat(f->data, &sb), 0); /* created on the way */
+	snprintf(lock, sizeof(lock), "%s/lock", f->dir);
+	assert_int_equal(stat(lock, &sb), 0);
+	assert_true(S_ISREG(sb.st_mode));
+	assert_int_equal(sb.st_mode & 07777, 0600);
+	assert_true(s.lock_fd >= 0);
+	assert_false(s.locked);
+	/* no state file until the first save */
+	assert_int_equal(access(f->path, F_OK), -1);
+	ipam_store_close(&s);
+	assert_int_equal(s.lock_fd, -1);
+}
+
+static void t_open_existing_dir(void **state)
+{
+	struct fx *f = *state;
+	struct ipam_store s;
+
+	open_store(f, &s);
+	ipam_store_close(&s);
+	open_store(f, &s);
+	ipam_store_close(&s);
+}
+
+static void t_open_fails_under_a_file(void **state)
+{
+	struct fx *f = *state;
+	struct ipam_store s;
+	struct tg_err e = { 0 };
+	char file[128];
+
+	snprintf(file, sizeof(file), "%s/plainfile", f->tmp);
+	write_file(file, "x", 1);
+	assert_true(ipam_store_open(&s, file, "net", &e) < 0);
+	assert_int_equal(e.code, CNI_ERR_IO);
+	assert_contains(e.msg, file);
+	ipam_store_close(&s);
+}
+
+static void t_open_too_long(void **state)
+{
+	struct ipam_store s;
+	struct tg_err e = { 0 };
+	char *dir = malloc(5000);
+
+	assert_non_null(dir);
+	dir[0] = '/';
+	memset(dir + 1, 'd', 4990);
+	dir[4991] = '\0';
+	assert_true(ipam_store_open(&s, dir, "net", &e) < 0);
+	assert_true(e.code == CNI_ERR_CONFIG || e.code == CNI_ERR_IO);
+	ipam_store_close(&s);
+	free(dir);
+}
+
+static void t_load_missing_is_empty(void **state)
+{
+	struct fx *f = *state;
+	struct ipam_store s;
+	struct ipam_state st;
+	struct tg_err e = { 0 };
+
+	open_store(f, &s);
+	assert_int_equal(ipam_store_load(&s, &st, &e), 0);
+	assert_int_equal(e.code, 0);
+	assert_int_equal(st.version, IPAM_STATE_VERSION);
+	assert_int_equal(st.n_att, 0);
+	assert_int_equal(st.n_pool, 0);
+	assert_int_equal(st.n_cooling, 0);
+	assert_string_equal(st.boot_id, "");
+	ipam_state_free(&st);
+	ipam_store_close(&s);
+}
+
+static void t_save_load_round_trip(void **state)
+{
+	struct fx *f = *state;
+	struct ipam_store s;
+	struct ipam_state a, b;
+	struct tg_err e = { 0 };
+	struct stat sb;
+	char tmp[400];
+
+	rich_state(&a);
+	open_store(f, &s);
+	assert_int_equal(ipam_store_lock(&s, &e), 0);
+	assert_true(s.locked);
+	assert_int_equal(ipam_store_save(&s, &a, &e), 0);
+	ipam_store_unlock(&s);
+	assert_false(s.locked);
+	assert_int_equal(stat(f->path, &sb), 0);
+	assert_int_equal(sb.st_mode & 07777, 0600);
+	/* no temp file left behind */
+	snprintf(tmp, sizeof(tmp), "%s.tmp", f->path);
+	assert_int_equal(access(tmp, F_OK), -1);
+	assert_int_equal(ipam_store_load(&s, &b, &e), 0);
+	assert_state_equal(&a, &b);
+	ipam_state_free(&a);
+	ipam_state_free(&b);
+	ipam_store_close(&s);
+}
+
+static void t_saved_file_is_json_with_version(void **state)
+{
+	struct fx *f = *state;
+	struct ipam_store s;
+	struct ipam_state a;
+	struct tg_err e = { 0 };
+	json_object *j, *v;
+	size_t len;
+	char *text;
+
+	rich_state(&a);
+	open_store(f, &s);
+	assert_int_equal(ipam_store_save(&s, &a, &e), 0);
+	text = read_file(f->path, &len);
+	assert_true(len > 0);
+	assert_int_equal(text[len - 1], '\n');
+	j = json_tokener_parse(text);
+	assert_non_null(j);
+	assert_true(json_object_object_get_ex(j, "version", &v));
+	assert_int_equal(json_object_get_int(v), 1);
+	json_object_put(j);
+	free(text);
+	ipam_state_free(&a);
+	ipam_store_close(&s);
+}
+
+static void t_save_replaces(void **state)
+{
+	struct fx *f = *state;
+	struct ipam_store s;
+	struct ipam_state a, b;
+	struct tg_err e = { 0 };
+
+	rich_state(&a);
+	open_store(f, &s);
+	assert_int_equal(ipam_store_save(&s, &a, &e), 0);
+	assert_int_equal(ipam_release(&a, "c2", "net1", T0, true, NULL), 1);
+	assert_int_equal(ipam_store_save(&s, &a, &e), 0);
+	assert_int_equal(ipam_store_load(&s, &b, &e), 0);
+	assert_int_equal(b.n_att, 3);
+	assert_null(ipam_find(&b, "c2", "net1"));
+	assert_int_equal(b.n_cooling, 3);
+	ipam_state_free(&a);
+	ipam_state_free(&b);
+	ipam_store_close(&s);
+}
+
+static void t_save_restores_mode(void **state)
+{
+	struct fx *f = *state;
+	struct ipam_store s;
+	struct ipam_state a;
+	struct tg_err e = { 0 };
+	struct stat sb;
+
+	ipam_state_init(&a);
+	open_store(f, &s);
+	assert_int_equal(ipam_store_save(&s, &a, &e), 0);
+	assert_int_equal(chmod(f->path, 0644), 0);
+	assert_int_equal(ipam_store_save(&s, &a, &e), 0);
+	assert_int_equal(stat(f->path, &sb), 0);
+	assert_int_equal(sb.st_mode & 07777, 0600);
+	ipam_store_close(&s);
+}
+
+static void t_save_load_tolerates_trailing_whitespace(void **state)
+{
+	struct fx *f = *state;
+	struct ipam_store s;
+	struct ipam_state st;
+	struct tg_err e = { 0 };
+	const char *doc = "{\"version\":1,\"attachments\":[]}\n\n  \n";
+
+	open_store(f, &s);
+	write_file(f->path, doc, strlen(doc));
+	assert_int_equal(ipam_store_load(&s, &st, &e), 0);
+	ipam_state_free(&st);
+	ipam_store_close(&s);
+}
+
+static void t_lock_is_exclusive(void **state)
+{
+	struct fx *f = *state;
+	struct ipam_store s;
+	struct tg_err e = { 0 };
+	char lock[400];
+	int fd;
+
+	open_store(f, &s);
+	snprintf(lock, sizeof(lock), "%s/lock", f->dir);
+	fd = open(lock, O_RDWR);
+	assert_true(fd >= 0);
+	assert_int_equal(ipam_store_lock(&s, &e), 0);
+	/* another open file description cannot take it */
+	assert_int_equal(flock(fd, LOCK_EX | LOCK_NB), -1);
+	assert_int_equal(errno, EWOULDBLOCK);
+	ipam_store_unlock(&s);
+	assert_int_equal(flock(fd, LOCK_EX | LOCK_NB), 0);
+	assert_int_equal(flock(fd, LOCK_UN), 0);
+	/* close releases a held lock too */
+	assert_int_equal(ipam_store_lock(&s, &e), 0);
+	ipam_store_close(&s);
+	assert_int_equal(flock(fd, LOCK_EX | LOCK_NB), 0);
+	close(fd);
+}
+
+static void t_unlock_twice_is_harmless(void **state)
+{
+	struct fx *f = *state;
+	struct ipam_store s;
+
+	open_store(f, &s);
+	ipam_store_unlock(&s);
+	ipam_store_unlock(&s);
+	ipam_store_close(&s);
+	ipam_store_close(&s);
+}
+
+/* fsync only where it buys something: not on tmpfs (the default /run/tollgate). */
+static void t_durable_follows_filesystem(void **state)
+{
+	struct fx *f = *state;
+	struct ipam_store s;
+	struct statfs sfs;
+	struct tg_err e = { 0 };
+	char shm[] = "/dev/shm/tg-unit-store.XXXXXX";
+
+	open_store(f, &s);
+	assert_int_equal(statfs(f->dir, &sfs), 0);
+	assert_int_equal(s.durable, !(sfs.f_type == TMPFS_MAGIC || sfs.f_type == RAMFS_MAGIC));
+	ipam_store_close(&s);
+	if (statfs("/dev/shm", &sfs) != 0 || sfs.f_type != TMPFS_MAGIC || !mkdtemp(shm))
+		skip();
+	assert_int_equal(ipam_store_open(&s, shm, "net", &e), 0);
+	assert_false(s.durable);
+	ipam_store_close(&s);
+	nftw(shm, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* ---- corrupt files: refused with code 5, never replaced ---- */
+
+struct corrupt {
+	const char *name;
+	const char *text; /* NULL: special, see t_corrupt */
+};
+
+static const struct corrupt corrupts[] = {
+	{ "corrupt: garbage", "this is not json\n" },
+	{ "corrupt: binary", "\x7f" "ELF\x02\x01\x01\x00\x00\x00" },
+	{ "corrupt: empty file", "" },
+	{ "corrupt: truncated", NULL },
+	{ "corrupt: wrong version", "{\"version\":2,\"bootId\":\"x\",\"attachments\":[]}\n" },
+	{ "corrupt: attachment with bad ip",
+	  "{\"version\":1,\"attachments\":[{\"containerId\":\"a\",\"ifname\":\"eth0\",\"ip\":\"10.1.0.999\"}]}\n" },
+	{ "corrupt: trailing garbage", "{\"version\":1,\"attachments\":[]}\nxyz" },
+	{ "corrupt: two documents", "{\"version\":1,\"attachments\":[]}{\"version\":1,\"attachments\":[]}" },
+	{ "corrupt: top-level array", "[{\"version\":1,\"attachments\":[]}]\n" },
+	{ "corrupt: attachments missing", "{\"version\":1}\n" },
+	{ "corrupt: version 0", "{\"version\":0,\"attachments\":[]}\n" },
+};
+
+static void t_corrupt(void **state)
+{
+	struct fx *f = *state;
+	const struct corrupt *c = f->row;
+	struct ipam_store s;
+	struct ipam_state st;
+	struct tg_err e = { 0 };
+	char *before, *after, tmp[400];
+	size_t n_before, n_after;
+	struct stat sb1, sb2;
+
+	open_store(f, &s);
+	if (c->text) {
+		write_file(f->path, c->text, strlen(c->text));
+	} else {
+		/* a valid file cut in the middle */
+		struct ipam_state a;
+		char *full;
+		size_t len;
+
+		rich_state(&a);
+		assert_int_equal(ipam_store_save(&s, &a, &e), 0);
+		ipam_state_free(&a);
+		full = read_file(f->path, &len);
+		write_file(f->path, full, len / 2);
+		free(full);
+	}
+	before = read_file(f->path, &n_before);
+	assert_int_equal(stat(f->path, &sb1), 0);
+
+	assert_int_equal(ipam_store_lock(&s, &e), 0);
+	if (ipam_store_load(&s, &st, &e) >= 0)
+		fail_msg("a corrupt state file was loaded");
+	ipam_store_unlock(&s);
+	assert_int_equal(e.code, CNI_ERR_IO);
+	assert_contains(e.msg, f->path);
+	assert_contains(e.msg, "corrupt");
+	assert_contains(e.msg, "tollgate-ipam doctor");
+	/* nothing was allocated that needs freeing, and freeing is harmless */
+	assert_int_equal(st.n_att, 0);
+	ipam_state_free(&st);
+
+	after = read_file(f->path, &n_after);
+	assert_int_equal(stat(f->path, &sb2), 0);
+	assert_int_equal(n_before, n_after);
+	assert_memory_equal(before, after, n_before);
+	assert_int_equal(sb1.st_ino, sb2.st_ino); /* not replaced either */
+	snprintf(tmp, sizeof(tmp), "%s.tmp", f->path);
+	assert_int_equal(access(tmp, F_OK), -1);
+	free(before);
+	free(after);
+	ipam_store_close(&s);
+}
+
+static void t_unreadable_is_an_error(void **state)
+{
+	struct fx *f = *state;
+	struct ipam_store s;
+	struct ipam_state st;
+	struct tg_err e = { 0 };
+
+	open_store(f, &s);
+	/* a directory where the file should be: open works, read fails */
+	assert_int_equal(mkdir(f->path, 0700), 0);
+	assert_true(ipam_store_load(&s, &st, &e) < 0);
+	assert_int_equal(e.code, CNI_ERR_IO);
+	ipam_state_free(&st);
+	ipam_store_close(&s);
+}
+
+static void t_symlink_not_followed(void **state)
+{
+	struct fx *f = *state;
+	struct ipam_store s;
+	struct ipam_state st;
+	struct tg_err e = { 0 };
+	char target[128];
+
+	open_store(f, &s);
+	snprintf(target, sizeof(target), "%s/elsewhere.json", f->tmp);
+	write_file(target, "{\"version\":1,\"attachments\":[]}", 31);
+	assert_int_equal(symlink(target, f->path), 0);
+	assert_true(ipam_store_load(&s, &st, &e) < 0);
+	assert_int_equal(e.code, CNI_ERR_IO);
+	ipam_state_free(&st);
+	ipam_store_close(&s);
+}
+
+/* ---- concurrent writers ---- */
+
+#define WRITERS 8
+#define ROUNDS 25
+
+static int writer(const char *data_dir, int id)
+{
+	struct ipam_store s;
+	struct tg_err e = { 0 };
+
+	if (ipam_store_open(&s, data_dir, "net", &e) < 0)
+		return 2;
+	for (int r = 0; r < ROUNDS; r++) {
+		struct ipam_state st;
+		struct ipam_attachment rq, got;
+		bool ex = true;
+
+		memset(&rq, 0, sizeof(rq));
+		snprintf(rq.container_id, sizeof(rq.container_id), "w%d-r%d", id, r);
+		snprintf(rq.ifname, sizeof(rq.ifname), "eth0");
+		if (ipam_store_lock(&s, &e) < 0)
+			return 3;
+		if (ipam_store_load(&s, &st, &e) < 0)
+			return 4;
+		if (ipam_assign(&st, &rq, T0, 0, &got, &ex, &e) < 0 || ex)
+			return 5;
+		if (ipam_store_save(&s, &st, &e) < 0)
+			return 6;
+		ipam_store_unlock(&s);
+		ipam_state_free(&st);
+		if (r % 3 == id % 3)
+			usleep(100);
+	}
+	ipam_store_close(&s);
+	return 0;
+}
+
+static void t_concurrent_writers(void **state)
+{
+	struct fx *f = *state;
+	struct ipam_store s;
+	struct ipam_state st;
+	struct tg_err e = { 0 };
+	pid_t pids[WRITERS];
+	uint32_t *pool = malloc(65534 * sizeof(*pool));
+
+	/* seed the store with a big pool (10.8.0.1 - 10.8.255.254) */
+	assert_non_null(pool);
+	for (uint32_t i = 0; i < 65534; i++)
+		pool[i] = ip("10.8.0.1") + i;
+	ipam_state_init(&st);
+	ipam_set_pool(&st, "static", pool, 65534);
+	open_store(f, &s);
+	assert_int_equal(ipam_store_save(&s, &st, &e), 0);
+	ipam_state_free(&st);
+
+	for (int i = 0; i < WRITERS; i++) {
+		pids[i] = fork();
+		assert_true(pids[i] >= 0);
+		if (pids[i] == 0)
+			_exit(writer(f->data, i));
+	}
+	for (int i = 0; i < WRITERS; i++) {
+		int status;
+
+		assert_int_equal(waitpid(pids[i], &status, 0), pids[i]);
+		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+			fail_msg("writer %d failed (status 0x%x)", i, status);
+	}
+
+	assert_int_equal(ipam_store_load(&s, &st, &e), 0);
+	assert_int_equal(st.n_pool, 65534);
+	assert_int_equal(st.n_att, WRITERS * ROUNDS);
+	for (int i = 0; i < WRITERS; i++)
+		for (int r = 0; r < ROUNDS; r++) {
+			char cid[32];
+
+			snprintf(cid, sizeof(cid), "w%d-r%d", i, r);
+			if (!ipam_find(&st, cid, "eth0"))
+				fail_msg("attachment %s was lost", cid);
+		}
+	/* 200 distinct addresses: sort a copy and look for neighbours */
+	uint32_t ips[WRITERS * ROUNDS];
+	for (size_t i = 0; i < st.n_att; i++)
+		ips[i] = st.att[i].ip;
+	for (size_t i = 1; i < st.n_att; i++)
+		for (size_t j = i; j > 0 && ips[j - 1] > ips[j]; j--) {
+			uint32_t t = ips[j];
+
+			ips[j] = ips[j - 1];
+			ips[j - 1] = t;
+		}
+	for (size_t i = 1; i < st.n_att; i++)
+		assert_true(ips[i - 1] != ips[i]);
+	/* round robin from the start of the pool: exactly the first 200 addresses */
+	assert_int_equal(ips[0], ip("10.8.0.1"));
+	assert_int_equal(ips[WRITERS * ROUNDS - 1], ip("10.8.0.1") + WRITERS * ROUNDS - 1);
+	ipam_state_free(&st);
+	ipam_store_close(&s);
+}
+
+/* ---- the group ---- */
+
+#define MAX_TESTS 128
+static struct CMUnitTest tests[MAX_TESTS];
+static size_t n_tests;
+
+static void add_test(const char *name, CMUnitTestFunction fn, CMFixtureFunction su,
+		     CMFixtureFunction td, void *st)
+{
+	if (n_tests >= MAX_TESTS)
+		abort();
+	tests[n_tests++] = (struct CMUnitTest){ .name = name, .test_func = fn, .setup_func = su,
+						.teardown_func = td, .initial_state = st };
+}
+
+#define ADD(fn) add_test(#fn, fn, setup, teardown, NULL)
+#define ADD_PLAIN(fn) add_test(#fn, fn, NULL, NULL, NULL)
+
+int main(void)
+{
+	ADD_PLAIN(t_json_round_trip);
+	ADD_PLAIN(t_json_round_trip_through_text);
+	ADD_PLAIN(t_json_round_trip_empty);
+	ADD_PLAIN(t_json_shape);
+	ADD_PLAIN(t_from_json_minimal);
+	for (size_t i = 0; i < sizeof(bad_docs) / sizeof(bad_docs[0]); i++)
+		add_test(bad_docs[i].name, t_from_json_bad, NULL, NULL, (void *)&bad_docs[i]);
+	ADD(t_open_creates_dir_and_lock);
+	ADD(t_open_existing_dir);
+	ADD(t_open_fails_under_a_file);
+	ADD(t_open_too_long);
+	ADD(t_load_missing_is_empty);
+	ADD(t_save_load_round_trip);
+	ADD(t_saved_file_is_json_with_version);
+	ADD(t_save_replaces);
+	ADD(t_save_restores_mode);
+	ADD(t_save_load_tolerates_trailing_whitespace);
+	ADD(t_lock_is_exclusive);
+	ADD(t_unlock_twice_is_harmless);
+	ADD(t_durable_follows_filesystem);
+	for (size_t i = 0; i < sizeof(corrupts) / sizeof(corrupts[0]); i++)
+		add_test(corrupts[i].name, t_corrupt, setup, teardown, (void *)&corrupts[i]);
+	ADD(t_unreadable_is_an_error);
+	ADD(t_symlink_not_followed);
+	ADD(t_concurrent_writers);
+	return _cmocka_run_group_tests("store", tests, n_tests, NULL, NULL);
+}
