@@ -8,8 +8,9 @@
  *
  *   set internal  { type ipv4_addr; flags interval; }   internalCIDRs
  *   set pods      { type ipv4_addr; }                   every pod address
+ *   set masq      { type ipv4_addr; }                   pods whose config says masquerade
  *   chain postrouting { type nat hook postrouting priority srcnat;
- *       ip saddr @pods ip daddr != @internal masquerade }   (when masquerade)
+ *       ip saddr @masq ip daddr != @internal masquerade }
  *
  * Per-pod objects are set elements, so the per-packet cost does not grow
  * with the number of pods.
@@ -35,7 +36,7 @@ struct acct_config {
 int acct_pod_add(const struct acct_config *cfg, uint32_t ip, struct tg_err *e);
 /* Removes the pod's elements; elements or a table already gone are fine. */
 int acct_pod_del(uint32_t ip, struct tg_err *e);
-/* 1 when the pod's elements are present, 0 when not, negative on error. */
-int acct_pod_check(uint32_t ip, struct tg_err *e);
+/* 1 when the pod's elements are as configured, 0 when not, negative on error. */
+int acct_pod_check(uint32_t ip, bool masquerade, struct tg_err *e);
 
 #endif

@@ -24,10 +24,12 @@
 
 #define SET_INTERNAL "internal"
 #define SET_PODS "pods"
+#define SET_MASQ "masq"
 #define CHAIN_POSTROUTING "postrouting"
 #define NFT_TYPE_IPADDR 7 /* nft's datatype id for ipv4_addr, so `nft list` prints addresses */
 #define SET_ID_INTERNAL 1
 #define SET_ID_PODS 2
+#define SET_ID_MASQ 3
 #define BATCH_SIZE (64 * 1024)
 #define NFT_RECV_SIZE 16384 /* MNL_SOCKET_BUFFER_SIZE is a runtime value (page size) */
 
@@ -239,7 +241,7 @@ static struct nftnl_expr *expr_lookup(const char *set, uint32_t id, bool invert)
 	return ex;
 }
 
-/* ip saddr @pods ip daddr != @internal masquerade (after `meta nfproto ipv4`). */
+/* ip saddr @masq ip daddr != @internal masquerade (after `meta nfproto ipv4`). */
 static struct nftnl_rule *masquerade_rule(void)
 {
 	struct nftnl_rule *r = nftnl_rule_alloc();
@@ -261,14 +263,14 @@ static struct nftnl_rule *masquerade_rule(void)
 	nftnl_expr_set(ex, NFTNL_EXPR_CMP_DATA, &v4, sizeof(v4));
 	put_expr(r, ex);
 	put_expr(r, expr_payload_ip(12));
-	put_expr(r, expr_lookup(SET_PODS, SET_ID_PODS, false));
+	put_expr(r, expr_lookup(SET_MASQ, SET_ID_MASQ, false));
 	put_expr(r, expr_payload_ip(16));
 	put_expr(r, expr_lookup(SET_INTERNAL, SET_ID_INTERNAL, true));
 	put_expr(r, nftnl_expr_alloc("masq"));
 	return r;
 }
 
-static int add_pod_elem(struct batch *bt, uint32_t ip, uint16_t type)
+static int add_pod_elem(struct batch *bt, const char *set, uint32_t ip, uint16_t type)
 {
 	struct nftnl_set *s = nftnl_set_alloc();
 	struct nlmsghdr *nlh;
@@ -276,7 +278,7 @@ static int add_pod_elem(struct batch *bt, uint32_t ip, uint16_t type)
 	if (!s)
 		return -ENOMEM;
 	nftnl_set_set_str(s, NFTNL_SET_TABLE, ACCT_TABLE);
-	nftnl_set_set_str(s, NFTNL_SET_NAME, SET_PODS);
+	nftnl_set_set_str(s, NFTNL_SET_NAME, set);
 	set_add_key(s, ip, false);
 	nlh = batch_msg(bt, type, type == NFT_MSG_NEWSETELEM ? NLM_F_CREATE : 0);
 	nftnl_set_elems_nlmsg_build_payload(nlh, s);
@@ -284,28 +286,47 @@ static int add_pod_elem(struct batch *bt, uint32_t ip, uint16_t type)
 	return batch_next(bt) ? 0 : -ENOBUFS;
 }
 
-/* The whole table in one batch. NLM_F_EXCL on the table makes a racing creator fail cleanly. */
+/* Removes every element of a set: DELSETELEM without an element list. */
+static bool flush_set(struct batch *bt, const char *set)
+{
+	struct nlmsghdr *nlh = batch_msg(bt, NFT_MSG_DELSETELEM, 0);
+
+	mnl_attr_put_strz(nlh, NFTA_SET_ELEM_LIST_TABLE, ACCT_TABLE);
+	mnl_attr_put_strz(nlh, NFTA_SET_ELEM_LIST_SET, set);
+	return batch_next(bt);
+}
+
+/*
+ * The table as the config declares it: created where missing, the internal
+ * set and the postrouting rules replaced, all in the caller's transaction, so
+ * no packet ever sees a half-built table and a changed config (masquerade,
+ * internalCIDRs) reaches the kernel with the next ADD. The pods set keeps its
+ * elements.
+ */
 static int build_table(struct batch *bt, const struct acct_config *cfg)
 {
 	struct nftnl_table *t = nftnl_table_alloc();
 	struct nftnl_chain *ch = nftnl_chain_alloc();
 	struct nftnl_set *internal = set_new(SET_INTERNAL, SET_ID_INTERNAL, NFT_SET_INTERVAL);
 	struct nftnl_set *pods = set_new(SET_PODS, SET_ID_PODS, 0);
-	struct nftnl_rule *rule = cfg->masquerade ? masquerade_rule() : NULL;
+	struct nftnl_set *masq = set_new(SET_MASQ, SET_ID_MASQ, 0);
+	struct nftnl_rule *rule = masquerade_rule();
+	struct nftnl_rule *flush;
 	struct nlmsghdr *nlh;
 	int r = -ENOMEM;
 	size_t i;
 
-	if (!t || !ch || !internal || !pods || (cfg->masquerade && !rule))
+	if (!t || !ch || !internal || !pods || !masq || !rule)
 		goto out;
 	nftnl_table_set_str(t, NFTNL_TABLE_NAME, ACCT_TABLE);
-	nlh = batch_msg(bt, NFT_MSG_NEWTABLE, NLM_F_CREATE | NLM_F_EXCL);
+	nlh = batch_msg(bt, NFT_MSG_NEWTABLE, NLM_F_CREATE);
 	nftnl_table_nlmsg_build_payload(nlh, t);
 	batch_next(bt);
 
 	nlh = batch_msg(bt, NFT_MSG_NEWSET, NLM_F_CREATE);
 	nftnl_set_nlmsg_build_payload(nlh, internal);
 	batch_next(bt);
+	flush_set(bt, SET_INTERNAL);
 	/*
 	 * Interval sets take boundaries: a start key, and the key after the last
 	 * address flagged as an end. Like nft, open with an end at 0.0.0.0 so the
@@ -331,6 +352,9 @@ static int build_table(struct batch *bt, const struct acct_config *cfg)
 	nlh = batch_msg(bt, NFT_MSG_NEWSET, NLM_F_CREATE);
 	nftnl_set_nlmsg_build_payload(nlh, pods);
 	batch_next(bt);
+	nlh = batch_msg(bt, NFT_MSG_NEWSET, NLM_F_CREATE);
+	nftnl_set_nlmsg_build_payload(nlh, masq);
+	batch_next(bt);
 
 	nftnl_chain_set_str(ch, NFTNL_CHAIN_TABLE, ACCT_TABLE);
 	nftnl_chain_set_str(ch, NFTNL_CHAIN_NAME, CHAIN_POSTROUTING);
@@ -340,6 +364,17 @@ static int build_table(struct batch *bt, const struct acct_config *cfg)
 	nftnl_chain_set_u32(ch, NFTNL_CHAIN_POLICY, NF_ACCEPT);
 	nlh = batch_msg(bt, NFT_MSG_NEWCHAIN, NLM_F_CREATE);
 	nftnl_chain_nlmsg_build_payload(nlh, ch);
+	batch_next(bt);
+
+	/* Flush the chain: a rule without a handle names every rule of the chain. */
+	flush = nftnl_rule_alloc();
+	if (!flush)
+		goto out;
+	nftnl_rule_set_str(flush, NFTNL_RULE_TABLE, ACCT_TABLE);
+	nftnl_rule_set_str(flush, NFTNL_RULE_CHAIN, CHAIN_POSTROUTING);
+	nlh = batch_msg(bt, NFT_MSG_DELRULE, 0);
+	nftnl_rule_nlmsg_build_payload(nlh, flush);
+	nftnl_rule_free(flush);
 	batch_next(bt);
 
 	if (rule) {
@@ -357,6 +392,8 @@ out:
 		nftnl_set_free(internal);
 	if (pods)
 		nftnl_set_free(pods);
+	if (masq)
+		nftnl_set_free(masq);
 	if (rule)
 		nftnl_rule_free(rule);
 	return r;
@@ -373,34 +410,22 @@ int acct_pod_add(const struct acct_config *cfg, uint32_t ip, struct tg_err *e)
 	struct nft_conn c = { 0 };
 	_cleanup_(batch_freep) struct batch *bt = calloc(1, sizeof(*bt));
 	char why[256] = "";
-	int r, attempt;
+	int r;
 
 	if (!bt)
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
 	r = conn_open(&c, e);
 	if (r < 0)
 		return r;
-	/*
-	 * Common case: one batch that adds the element. When the table is
-	 * missing, create it with the element; when a concurrent ADD created it
-	 * first (EEXIST on the exclusive table), add the element again.
-	 */
-	for (attempt = 0; attempt < 3; attempt++) {
-		batch_start(bt);
-		r = add_pod_elem(bt, ip, NFT_MSG_NEWSETELEM);
-		if (r == 0)
-			r = batch_send(&c, bt, why, sizeof(why));
-		if (r != -ENOENT)
-			break;
-		batch_start(bt);
-		r = build_table(bt, cfg);
-		if (r == 0)
-			r = add_pod_elem(bt, ip, NFT_MSG_NEWSETELEM);
-		if (r == 0)
-			r = batch_send(&c, bt, why, sizeof(why));
-		if (r != -EEXIST)
-			break;
-	}
+	/* One transaction: the table as configured, plus this pod's element. */
+	batch_start(bt);
+	r = build_table(bt, cfg);
+	if (r == 0)
+		r = add_pod_elem(bt, SET_PODS, ip, NFT_MSG_NEWSETELEM);
+	if (r == 0 && cfg->masquerade)
+		r = add_pod_elem(bt, SET_MASQ, ip, NFT_MSG_NEWSETELEM);
+	if (r == 0)
+		r = batch_send(&c, bt, why, sizeof(why));
 	conn_close(&c);
 	if (r < 0)
 		return fail_nft(e, r, "adding the pod to table inet " ACCT_TABLE, why);
@@ -419,19 +444,26 @@ int acct_pod_del(uint32_t ip, struct tg_err *e)
 	r = conn_open(&c, e);
 	if (r < 0)
 		return r;
-	batch_start(bt);
-	r = add_pod_elem(bt, ip, NFT_MSG_DELSETELEM);
-	if (r == 0)
-		r = batch_send(&c, bt, why, sizeof(why));
+	/*
+	 * One transaction per set: a missing element fails its whole
+	 * transaction with ENOENT, and "already gone" is success here.
+	 */
+	for (size_t i = 0; i < 2; i++) {
+		batch_start(bt);
+		r = add_pod_elem(bt, i == 0 ? SET_MASQ : SET_PODS, ip, NFT_MSG_DELSETELEM);
+		if (r == 0)
+			r = batch_send(&c, bt, why, sizeof(why));
+		if (r < 0 && r != -ENOENT)
+			break;
+		r = 0;
+	}
 	conn_close(&c);
-	if (r == -ENOENT)
-		return 0; /* element or table already gone */
 	if (r < 0)
 		return fail_nft(e, r, "removing the pod from table inet " ACCT_TABLE, why);
 	return 0;
 }
 
-int acct_pod_check(uint32_t ip, struct tg_err *e)
+static int elem_present(const char *set, uint32_t ip, struct tg_err *e)
 {
 	char buf[NFT_RECV_SIZE] = { 0 };
 	struct nft_conn c = { 0 };
@@ -448,7 +480,7 @@ int acct_pod_check(uint32_t ip, struct tg_err *e)
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
 	}
 	nftnl_set_set_str(s, NFTNL_SET_TABLE, ACCT_TABLE);
-	nftnl_set_set_str(s, NFTNL_SET_NAME, SET_PODS);
+	nftnl_set_set_str(s, NFTNL_SET_NAME, set);
 	set_add_key(s, ip, false);
 	nlh = nftnl_nlmsg_build_hdr(buf, NFT_MSG_GETSETELEM, NFPROTO_INET, NLM_F_ACK, 1);
 	nftnl_set_elems_nlmsg_build_payload(nlh, s);
@@ -477,4 +509,13 @@ int acct_pod_check(uint32_t ip, struct tg_err *e)
 	if (r < 0)
 		return fail_nft(e, r, "looking up the pod in table inet " ACCT_TABLE, "");
 	return 1;
+}
+
+int acct_pod_check(uint32_t ip, bool masquerade, struct tg_err *e)
+{
+	int r = elem_present(SET_PODS, ip, e);
+
+	if (r == 1)
+		r = elem_present(SET_MASQ, ip, e) == (masquerade ? 1 : 0);
+	return r;
 }

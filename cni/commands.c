@@ -221,7 +221,7 @@ int cmd_add(const struct cni_env *env, const struct tg_config *cfg, json_object 
 	if (r < 0)
 		goto undo;
 	/* A repeated ADD leaves a healthy attachment as it is. */
-	if (ac.existing && plumb_check(s.sk, &rq, NULL) == 0 && acct_pod_check(ac.got.ip, NULL) == 1)
+	if (ac.existing && plumb_check(s.sk, &rq, NULL) == 0 && acct_pod_check(ac.got.ip, cfg->masquerade, NULL) == 1)
 		goto done;
 	r = plumb_add(s.sk, &rq, e);
 	if (r < 0)
@@ -350,10 +350,12 @@ int cmd_check(const struct cni_env *env, const struct tg_config *cfg, char ret_i
 	r = plumb_check(s.sk, &rq, e);
 	if (r < 0)
 		goto out;
-	r = acct_pod_check(a->ip, e);
+	r = acct_pod_check(a->ip, cfg->masquerade, e);
 	if (r == 0)
 		r = tg_fail(e, TG_ERR_DRIFT, -ENOENT,
-			    "drift: %s is missing from set pods of table inet tollgate", ret_ip);
+			    "drift: the elements of %s in sets pods/masq of table inet tollgate do not "
+			    "match the config (masquerade %s)",
+			    ret_ip, cfg->masquerade ? "true" : "false");
 	r = r < 0 ? r : 0;
 out:
 	session_end(&s);

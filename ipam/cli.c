@@ -324,7 +324,8 @@ static int verb_show(struct cli *c, const char *key)
 	o = attachment_json(a, time(NULL));
 	nl_route_open(&sk);
 	veth = link_exists(sk, a->host_veth);
-	elem = acct_pod_check(a->ip, NULL) == 1;
+	/* In set pods, whichever its masquerade setting. */
+	elem = acct_pod_check(a->ip, false, NULL) == 1 || acct_pod_check(a->ip, true, NULL) == 1;
 	ns = a->netns[0] && stat(a->netns, &sb) == 0;
 	if (sk)
 		nl_socket_free(sk);

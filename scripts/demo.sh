@@ -18,6 +18,7 @@
 # deleted on exit, even when interrupted.
 #
 #   scripts/demo.sh            (TOLLGATE_BIN_DIR=build by default)
+# shellcheck disable=SC2016,SC2015,SC2004,SC2001,SC1091  # jq filters with $vars; associative arrays
 set -u
 . "$(dirname "$0")/../tests/integration/lib.sh"
 
@@ -44,6 +45,7 @@ say "inet   $TG_INET: 203.0.113.10, route back only to 10.0.0.0/24"
 say "fabric $TG_FABRIC: routes 10.1.0.0/24 -> 10.0.0.1, 10.2.0.0/24 -> 10.0.1.1"
 say "plugin $TG_BIN"
 
+TG_NETNAME=tollgate
 CONF=$(tg_conf | jq .)
 PODS=("research/train-0" "research/train-1" "datasets/fetch-0")
 declare -A SHORT=()
@@ -131,10 +133,18 @@ section "Accounting and the exporter"
 #   tollgate_namespace_bytes_total lines for research and datasets.
 say "  (tollgate-exporter is not part of this build yet)"
 
-section "IPAM debug CLI"
-# TODO(tollgate-ipam): show `tollgate-ipam --data-dir "$TG_TMP/data" --network $TG_NETNAME status`,
-#   `list`, `show research/train-0` and `doctor` here.
-say "  (tollgate-ipam is not part of this build yet)"
+section "IPAM debug CLI: tollgate-ipam"
+IPAM_BIN=$TOLLGATE_BIN_DIR/tollgate-ipam
+if [ -x "$IPAM_BIN" ]; then
+	# run in the node namespace: `show` looks for the veth and the nft element there
+	ipam() { show ip netns exec "$TG_NODE" "$IPAM_BIN" --data-dir "$TG_TMP/data" --network "$TG_NETNAME" "$@"; }
+	ipam status
+	ipam list
+	ipam show research/train-0
+	# TODO(tollgate-ipam): add `doctor` here once it exists.
+else
+	say "  ($IPAM_BIN not built)"
+fi
 
 section "DEL every pod"
 for p in "${PODS[@]}"; do

@@ -79,7 +79,7 @@ for build in "$@"; do
 	fi
 	units=0
 	for u in "$bdir"/tests/unit_*; do
-		[ -f "$u" ] && [ -x "$u" ] || continue
+		{ [ -f "$u" ] && [ -x "$u" ]; } || continue
 		[ -z "$FILTER" ] || [[ $u =~ $FILTER ]] || continue
 		units=$((units + 1))
 		CMOCKA_MESSAGE_OUTPUT=TAP run_one "$build/tests/$(basename "$u")" "$u"

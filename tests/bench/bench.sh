@@ -154,6 +154,16 @@ if [[ ${1:-} == __worker ]]; then
         echo "true $(( ${t1//[!0-9]/} - ${t0//[!0-9]/} ))" >&5
         echo ok >&4
     }
+    w_version() { # plugin start-up cost: CNI_COMMAND=VERSION (exec, dynamic linking / runtime init, exit)
+        local t0 t1 rc out=$W_DIR/out/version
+        t0=$EPOCHREALTIME
+        CNI_COMMAND=VERSION "$W_BIN" <"$W_CONF" >"$out" 2>"$out.err"
+        rc=$?
+        t1=$EPOCHREALTIME
+        echo "version $(( ${t1//[!0-9]/} - ${t0//[!0-9]/} ))" >&5
+        if [[ $rc != 0 ]]; then w_fail "VERSION exited $rc" "$out" "$out.err"; return; fi
+        echo ok >&4
+    }
     w_veth() { # pairs: 1 -> one `ip -batch` process each for create and delete
         local k=$1 i t0 t1 rc1 rc2 d1 d2
         if [[ ! -e $W_DIR/vc$k ]]; then
@@ -180,6 +190,7 @@ if [[ ${1:-} == __worker ]]; then
             del) w_del "$a" "$b" "$c" ;;
             burst) w_burst "$a" "$b" "$c" ;;
             true) w_true ;;
+            version) w_version ;;
             veth) w_veth "$a" ;;
             quit) echo ok >&4; exit 0 ;;
             *) w_fail "unknown worker command '$op'" ;;
@@ -190,6 +201,7 @@ fi
 
 # ------------------------------------------------------------ controller --
 T_START=$EPOCHREALTIME
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 BIN_DIR=${1:-${TOLLGATE_BIN_DIR:-build}}
@@ -288,19 +300,31 @@ start_worker() { # kind node bin cnipath ipre fdw fdr
         CMD_FIFO=$WORK/$kind/cmd ACK_FIFO=$WORK/$kind/ack RUN=$RUN RUNHEX=$RUNHEX \
         ip netns exec "$node" bash "$HERE/bench.sh" __worker </dev/null &
     WORKER_PIDS+=($!)
+    WPID[$kind]=$!
 }
+declare -A WPID=()
 start_worker tg "$NTG" "$TG_BIN" "$BIN_DIR" '^10\.1\.[0-3]\.[0-9]+$'
 start_worker ref "$NREF" "$REF_DIR/ptp" "$REF_DIR" '^10\.2\.[0-3]\.[0-9]+$'
-exec 13>"$WORK/tg/cmd" 14<"$WORK/tg/ack" 15>"$WORK/ref/cmd" 16<"$WORK/ref/ack"
+# read-write opens never block, so a worker that dies before opening its FIFOs is noticed
+exec 13<>"$WORK/tg/cmd" 14<>"$WORK/tg/ack" 15<>"$WORK/ref/cmd" 16<>"$WORK/ref/ack"
 declare -A WFD_OUT=([tg]=13 [ref]=15) WFD_IN=([tg]=14 [ref]=16)
+reply_of() { # worker what -> sets REPLY_LINE; dies if the worker exits or stays silent for 300 s
+    local w=$1 s
+    for ((s = 0; s < 300; s++)); do
+        read -r -t 1 REPLY_LINE <&"${WFD_IN[$w]}" && return 0
+        kill -0 "${WPID[$w]}" 2>/dev/null || die "worker $w exited during '$2'"
+    done
+    die "worker $w: no answer to '$2' within 300 s"
+}
 for w in tg ref; do
-    read -r -t 30 reply <&"${WFD_IN[$w]}" && [[ $reply == ready ]] || die "worker $w did not start"
+    reply_of "$w" start
+    [[ $REPLY_LINE == ready ]] || die "worker $w did not start (said '$REPLY_LINE')"
 done
 
 ask() { # worker command...
     local w=$1 reply; shift
     echo "$*" >&"${WFD_OUT[$w]}"
-    if ! read -r -t 120 reply <&"${WFD_IN[$w]}"; then die "worker $w: no answer to '$*'"; fi
+    reply_of "$w" "$*"; reply=$REPLY_LINE
     if [[ $reply != ok ]]; then
         printf '\nbench: ABORT: a plugin invocation failed (%s)\n' "$*" >&2
         cat "$WORK/$w/fail.txt" >&2 2>/dev/null
@@ -323,10 +347,15 @@ for ((i = 1; i <= N; i++)); do
     ask "$first" add "$RUN-${first:0:1}$i" "$id" "pod-$i"
     ask "$second" add "$RUN-${second:0:1}$i" "$id" "pod-$i"
     ask "$first" true
+    ask "$second" version
+    ask "$first" version
 done
 
 # data path sanity (not timed): first pod of each plugin reaches the "internet" host
 NOTES=()
+if awk -v l="${LOAD_START%% *}" -v n="$(nproc)" 'BEGIN { exit !(l > n) }'; then
+    NOTES+=("machine busy at start (1-min load ${LOAD_START%% *} > $(nproc) CPUs): absolute times inflated; interleaving keeps the ratios comparable, not exact")
+fi
 if command -v ping >/dev/null; then
     for w in tg ref; do
         if ip netns exec "$RUN-${w:0:1}1" ping -c1 -W2 -q 203.0.113.1 >/dev/null 2>&1; then
@@ -364,6 +393,8 @@ st=$WORK/tgdata/tgbench/state.json
 if [[ -f $st ]]; then
     att=$(grep -o '"containerId"' "$st" | wc -l)
     ((att)) && NOTES+=("after all DELs state.json still lists $att attachments")
+    cool=$(grep -o '"releasedMs"' "$st" | wc -l)
+    ((cool > 1)) && NOTES+=("after all DELs (cooldownSeconds 0) state.json keeps $cool cooling entries ($(stat -c %s "$st") bytes)")
 else
     NOTES+=("no state file at <dataDir>/tgbench/state.json")
 fi
@@ -399,6 +430,8 @@ read -r n_tadd tadd_med tadd_p99 < <(stats "$WORK/tg/times" add)
 read -r n_radd radd_med radd_p99 < <(stats "$WORK/ref/times" add)
 read -r _ tdel_med tdel_p99 < <(stats "$WORK/tg/times" del)
 read -r _ rdel_med rdel_p99 < <(stats "$WORK/ref/times" del)
+read -r _ tver_med tver_p99 < <(stats "$WORK/tg/times" version)
+read -r _ rver_med rver_p99 < <(stats "$WORK/ref/times" version)
 read -r _ tba_med tba_p99 < <(stats "$WORK/tg/times" burst_add)
 read -r _ rba_med rba_p99 < <(stats "$WORK/ref/times" burst_add)
 read -r _ tbd_med tbd_p99 < <(stats "$WORK/tg/times" burst_del)
@@ -424,7 +457,7 @@ t1=$(chk "$add_ratio >= 5"); t1b=$(chk "$add_ratio >= 10"); t2=$(chk "$burst_rat
 t3=$(chk "$tdel_med <= $rdel_med"); t4=$(chk "$del_gap <= $SLACK_MS")
 
 report() {
-    echo "## Tollgate benchmark ($(date -u +%Y-%m-%dT%H:%MZ), kernel $(uname -r), $(nproc) CPUs, ${ELAPSED}s)"
+    echo "## Tollgate benchmark ($(date -u +%Y-%m-%dT%H:%MZ), kernel $(uname -r), $(nproc) CPUs, load avg at start $LOAD_START, ${ELAPSED}s)"
     echo
     echo "tollgate: \`$TG_BIN\`, static pool 10.1.0.0/22, masquerade true, cooldownSeconds 0, dataDir+logFile on tmpfs."
     echo "reference: containernetworking-plugins $(dpkg-query -W -f='${Version}' containernetworking-plugins 2>/dev/null) ptp + host-local, 10.2.0.0/22, $masq_txt, host-local dataDir on tmpfs."
@@ -437,6 +470,7 @@ report() {
     row "ADD p99" "$tadd_p99" "$radd_p99"
     row "DEL median" "$tdel_med" "$rdel_med"
     row "DEL p99" "$tdel_p99" "$rdel_p99"
+    row "plugin start+exit (CNI_COMMAND=VERSION) median" "$tver_med" "$rver_med"
     row "burst $K ADD wall (median of $R)" "$tba_med" "$rba_med"
     row "burst $K ADD wall (worst of $R)" "$tba_p99" "$rba_p99"
     row "burst $K DEL wall (median of $R)" "$tbd_med" "$rbd_med"

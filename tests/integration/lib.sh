@@ -208,9 +208,13 @@ tg_traps() {
 }
 
 # ---------------------------------------------------------------- helpers
-# pingq NETNS DST [COUNT]: bounded ping, true if any reply.
+# pingq NETNS DST [1]: bounded ping, true if a reply comes back. One echo
+# (1 s timeout), and when that fails a second try of two echoes; with a third
+# argument "1" only the single echo (for checks that expect no reply).
 pingq() {
-	ip netns exec "$1" ping -n -q -c "${3:-2}" -i 0.2 -W 1 "$2" >/dev/null 2>&1
+	ip netns exec "$1" ping -n -q -c 1 -W 1 "$2" >/dev/null 2>&1 && return 0
+	[ "${3:-}" = 1 ] && return 1
+	ip netns exec "$1" ping -n -q -c 2 -i 0.2 -W 1 "$2" >/dev/null 2>&1
 }
 
 # wait_for SECONDS CMD...: poll CMD until it succeeds or time runs out.
@@ -266,19 +270,20 @@ tg_run() {
 	return "$TG_RC"
 }
 
-# is_cni_error CODE: TG_RC==1 and stdout is exactly one error object with that code.
-# Prints the reason when it is not.
+# cni_error_problem CODE: prints why the last run (TG_RC, TG_OUT) is not a
+# proper CNI error with that code: exit status 1 and stdout exactly one error
+# object {cniVersion, code, msg}. Prints nothing when it is.
 cni_error_problem() {
-	local want=$1
-	[ "$TG_RC" -eq 1 ] || { echo "exit status $TG_RC, expected 1"; return; }
-	local n
-	n=$(printf '%s' "$TG_OUT" | jq -s 'length' 2>/dev/null) || { echo "stdout is not JSON: ${TG_OUT:0:200}"; return; }
-	[ "$n" = 1 ] || { echo "stdout holds $n JSON values, expected 1: ${TG_OUT:0:200}"; return; }
-	printf '%s' "$TG_OUT" | jq -e 'type=="object" and (.cniVersion|type)=="string" and (.code|type)=="number" and (.msg|type)=="string" and (.msg|length)>0' >/dev/null ||
-		{ echo "not an error object {cniVersion,code,msg}: ${TG_OUT:0:200}"; return; }
-	local code
-	code=$(printf '%s' "$TG_OUT" | jq '.code')
-	[ "$code" = "$want" ] || { echo "code $code, expected $want (msg: $(printf '%s' "$TG_OUT" | jq -r .msg))"; return; }
+	local want=$1 r
+	[ "$TG_RC" -eq 1 ] || { echo "exit status $TG_RC, expected 1 (stdout: ${TG_OUT:0:200})"; return; }
+	r=$(printf '%s' "$TG_OUT" | jq -rs --argjson want "$want" '
+		if length != 1 then "stdout holds \(length) JSON values, expected 1"
+		elif (.[0] | type) != "object" or (.[0].cniVersion | type) != "string"
+			or (.[0].code | type) != "number" or (.[0].msg | type) != "string" or (.[0].msg | length) == 0
+		then "not an error object {cniVersion,code,msg}"
+		elif .[0].code != $want then "code \(.[0].code), expected \($want) (msg: \(.[0].msg))"
+		else "" end' 2>/dev/null) || r="stdout is not JSON"
+	[ -z "$r" ] || echo "$r: ${TG_OUT:0:300}"
 }
 
 # ------------------------------------------------------------------- pods
@@ -341,19 +346,17 @@ node_host_routes() { ip -n "$TG_NODE" -4 route show | grep -E '^[0-9.]+ dev ' ||
 tg_snapshot() {
 	local n filter='{pool, attachments: ((.attachments // []) | sort_by(.containerId))}'
 	filter=${TG_SNAP_STATE_FILTER:-$filter}
-	echo "## links"
-	ip -n "$TG_NODE" -d link show | sed -E 's/ +$//'
-	echo "## addresses"
-	ip -n "$TG_NODE" addr show
-	echo "## routes"
-	ip -n "$TG_NODE" -4 route show table all
-	ip -n "$TG_NODE" -6 route show table all
-	echo "## rules"
-	ip -n "$TG_NODE" -4 rule show
-	echo "## neighbours (permanent, proxy)"
-	ip -n "$TG_NODE" -4 neigh show nud permanent
-	ip -n "$TG_NODE" -6 neigh show nud permanent
-	ip -n "$TG_NODE" neigh show proxy
+	# one ip process instead of six (this runs after every bad-input case);
+	# with no -4/-6, routes and neighbours of both families are listed
+	echo "## kernel"
+	ip -n "$TG_NODE" -d -batch - <<-'EOF'
+		link show
+		addr show
+		route show table all
+		rule show
+		neigh show nud permanent
+		neigh show proxy
+	EOF
 	echo "## nftables"
 	ip netns exec "$TG_NODE" nft list ruleset | sed -E 's/packets [0-9]+ bytes [0-9]+/packets N bytes N/g'
 	echo "## state"

@@ -9,6 +9,7 @@
 #               node 10.0.0.1 -- fabric -- peer / inet  (topology in lib.sh)
 #
 # Standalone: TOLLGATE_BIN_DIR=build bash tests/integration/test_badinput.sh
+# shellcheck disable=SC2016,SC2015,SC2004,SC1091  # jq filters with $vars; associative arrays
 set -u
 . "$(dirname "$0")/lib.sh"
 tg_require
@@ -114,6 +115,8 @@ bad "malformed JSON" 6 '{"cniVersion": "1.1.0", "name": '
 bad "JSON array instead of object" 6 '[]'
 bad "JSON string instead of object" 6 '"tollgate"'
 bad "empty stdin" 6 ''
+bad "trailing garbage after the config" 6 "$CONF xyz"
+bad "two JSON documents" 6 "$CONF $CONF"
 bad "stdin larger than 1 MiB" 6 "@$TG_TMP/big.json"
 bad "STATUS with empty stdin" 6 '' CNI_COMMAND=STATUS
 bad "CHECK with undecodable prevResult" 6 "$(c '.prevResult=42')" CNI_COMMAND=CHECK CNI_CONTAINERID="$GOOD_CID" CNI_NETNS="$GOOD_NS"
@@ -147,6 +150,10 @@ bad "ipam.addresses open range" 7 "$(c '.ipam.addresses=["10.1.0.10-"]')"
 bad "ipam.addresses invalid IP" 7 "$(c '.ipam.addresses=["10.1.0.256"]')"
 bad "ipam.exclude invalid IP" 7 "$(c '.ipam.exclude=["not-an-ip"]')"
 bad "ipam.cooldownSeconds is a string" 7 "$(c '.ipam.cooldownSeconds="30"')"
+bad "ipam.cooldownSeconds -1" 7 "$(c '.ipam.cooldownSeconds=-1')"
+bad "ipam.cooldownSeconds 86401 (README: 0..86400)" 7 "$(c '.ipam.cooldownSeconds=86401')"
+bad "internalCIDRs overlapping (README: non-overlapping)" 7 "$(c '.internalCIDRs=["10.0.0.0/8","10.1.0.0/16"]')"
+bad "dataDir relative (README: absolute path)" 7 "$(c '.dataDir="data"')"
 bad "unknown ipam.source" 7 "$(c '.ipam.source="dhcp"')"
 bad "static source without addresses" 7 "$(c 'del(.ipam.addresses)')"
 

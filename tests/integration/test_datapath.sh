@@ -12,6 +12,7 @@
 #                                                  (route only to 10.0.0.0/24)
 #
 # Standalone: TOLLGATE_BIN_DIR=build bash tests/integration/test_datapath.sh
+# shellcheck disable=SC2016,SC2015,SC2004,SC1091  # jq filters with $vars; associative arrays
 set -u
 . "$(dirname "$0")/lib.sh"
 tg_require
@@ -81,7 +82,8 @@ nft_txt=$(ip netns exec "$TG_NODE" nft list table inet tollgate 2>&1)
 nft_set_has pods "$A" || t_fail "$A not in @pods"
 nft_set_has pods "$B" || t_fail "$B not in @pods"
 ip netns exec "$TG_NODE" nft list set inet tollgate internal 2>/dev/null | grep -q '10\.0\.0\.0/8' || t_fail "10.0.0.0/8 not in @internal"
-grep -Eq 'ip saddr @pods ip daddr != @internal .*masquerade' <<<"$nft_txt" || t_fail "no masquerade rule"
+grep -Eq 'ip saddr @masq ip daddr != @internal .*masquerade' <<<"$nft_txt" || t_fail "no masquerade rule"
+nft_set_has masq "$A" || t_fail "$A not in @masq"
 [ "$(ip netns exec "$TG_NODE" nft list tables | grep -vc '^table inet tollgate$')" = 0 ] || t_fail "other nft tables created: $(ip netns exec "$TG_NODE" nft list tables | tr '\n' ' ')"
 [ -z "$T_ERRS" ] || diag "$nft_txt"
 t_end
@@ -139,6 +141,49 @@ nft_set_has pods "$B" && t_fail "$B still in @pods"
 state_has_ip "$B" && t_fail "$B still in state"
 t_end
 
+# ---------------------------------------------------------------- real conflist chaining
+# conflist [tollgate, tuning]: the reference Go plugin must parse tollgate's
+# result as prevResult; tollgate then gets the chained result back on CHECK/DEL.
+REF=${TG_REF_CNI_DIR:-/usr/lib/cni}
+for v in 1.0.0 0.4.0; do
+	t_begin "conflist with the reference tuning plugin (cniVersion $v)"
+	if [ ! -x "$REF/tuning" ]; then
+		echo "ok - conflist with the reference tuning plugin ($v) # SKIP $REF/tuning missing (containernetworking-plugins)"
+		T_NAME=""
+		continue
+	fi
+	s=chain${v//./}
+	c1=$(tg_conf '.cniVersion=$v' --arg v "$v")
+	if pod_add "$s" research "$c1"; then
+		cid=${POD_CID[$s]} path=${POD_NETNS[$s]} args=$(k8s_args research "$s" "$cid")
+		tun=$(jq -c -n --arg v "$v" --argjson p "$TG_OUT" \
+			'{cniVersion: $v, name: "tgtest", type: "tuning", sysctl: {"net.core.somaxconn": "512"}, prevResult: $p}')
+		chained=$(ip netns exec "$TG_NODE" env -i PATH="$TG_PATH" CNI_COMMAND=ADD CNI_CONTAINERID="$cid" CNI_NETNS="$path" \
+			CNI_IFNAME=eth0 CNI_ARGS="$args" CNI_PATH="$REF:$TOLLGATE_BIN_DIR" "$REF/tuning" <<<"$tun" 2>&1)
+		rc=$?
+		if [ "$rc" != 0 ]; then
+			t_fail "tuning ADD with tollgate's prevResult failed: $chained"
+		else
+			t_expect "pod somaxconn (set by tuning)" "$(ip netns exec "$TG_ID-$s" cat /proc/sys/net/core/somaxconn)" 512
+			t_expect "chained result IP" "$(jq -r '.ips[0].address' <<<"$chained")" "${POD_IP[$s]}/32"
+			cc=$(tg_conf '.cniVersion=$v | .prevResult=$p' --arg v "$v" --argjson p "$chained")
+			tg_run CHECK "$cid" eth0 "$path" "$args" <<<"$cc"
+			[ "$TG_RC" = 0 ] || { t_fail "tollgate CHECK with the chained prevResult rc=$TG_RC $TG_OUT"; tg_diag_last; }
+			ip netns exec "$TG_NODE" env -i PATH="$TG_PATH" CNI_COMMAND=DEL CNI_CONTAINERID="$cid" CNI_NETNS="$path" \
+				CNI_IFNAME=eth0 CNI_ARGS="$args" CNI_PATH="$REF:$TOLLGATE_BIN_DIR" "$REF/tuning" <<<"$tun" >/dev/null 2>&1 ||
+				t_fail "tuning DEL failed"
+			tg_run DEL "$cid" eth0 "$path" "$args" <<<"$cc"
+			[ "$TG_RC" = 0 ] || { t_fail "tollgate DEL with the chained prevResult rc=$TG_RC $TG_OUT"; tg_diag_last; }
+			state_has_ip "${POD_IP[$s]}" && t_fail "${POD_IP[$s]} still allocated"
+		fi
+		[ "$rc" = 0 ] || pod_del "$s" "$c1"
+	else
+		t_fail "ADD rc=$TG_RC $TG_OUT"
+		tg_diag_last
+	fi
+	t_end
+done
+
 # ---------------------------------------------------------------- result shapes
 for v in 1.1.0 1.0.0 0.4.0 0.3.1 0.3.0; do
 	t_begin "ADD result shape for cniVersion $v"
@@ -189,6 +234,64 @@ else
 fi
 t_end
 
+# ---------------------------------------------------------------- defaults, runtime-style config
+t_begin "defaults: no mtu/uplink/internalCIDRs/masquerade -> uplink of the default route and its MTU"
+ip -n "$TG_NODE" link set eth0 mtu 1450
+DEFC=$(tg_conf 'del(.mtu, .uplink, .internalCIDRs, .masquerade)')
+if pod_add d research "$DEFC"; then
+	t_expect "pod eth0 mtu" "$(ip -n "$TG_ID-d" -j link show eth0 | jq '.[0].mtu')" 1450
+	t_expect "host veth mtu" "$(ip -n "$TG_NODE" -j link show "${POD_VETH[d]}" | jq '.[0].mtu')" 1450
+	pingq "$TG_ID-d" "$TG_INET_IP" || t_fail "d -> inet fails (masquerade should default to true)"
+	pingq "$TG_ID-d" "$TG_PEER_POD_IP" || t_fail "d -> peer pod fails"
+	pod_del d "$DEFC" || t_fail "DEL rc=$TG_RC $TG_OUT"
+else
+	t_fail "ADD rc=$TG_RC $TG_OUT"
+	tg_diag_last
+fi
+ip -n "$TG_NODE" link set eth0 mtu 1500
+t_end
+
+t_begin "config as libcni sends it (capabilities, runtimeConfig, unknown keys) is accepted"
+RTC=$(tg_conf '.capabilities={portMappings: true} | .runtimeConfig={portMappings: []} | .someFutureKey={x: 1} | .ipam.futureKey="y"')
+if pod_add u research "$RTC"; then
+	pod_del u "$RTC" || t_fail "DEL rc=$TG_RC $TG_OUT"
+else
+	t_fail "ADD rc=$TG_RC $TG_OUT"
+	tg_diag_last
+fi
+t_end
+
+t_begin "pod without K8S_POD_NAMESPACE/K8S_POD_NAME is recorded under namespace \"\""
+pod_ns_add anon
+cid=$(cid_for anon)
+tg_run ADD "$cid" eth0 "$(netns_path anon)" "" <<<"$CONF"
+if [ "$TG_RC" = 0 ]; then
+	tg_state | jq -e --arg c "$cid" 'any(.attachments[]; .containerId==$c and .namespace=="" and .pod=="")' >/dev/null ||
+		t_fail "attachment: $(tg_state | jq -c --arg c "$cid" '.attachments[] | select(.containerId==$c)')"
+	tg_run DEL "$cid" eth0 "$(netns_path anon)" "" <<<"$CONF" || t_fail "DEL rc=$TG_RC $TG_OUT"
+else
+	t_fail "ADD with empty CNI_ARGS rc=$TG_RC $TG_OUT"
+	tg_diag_last
+fi
+t_end
+
+t_begin "two interfaces in one pod (same container, eth0 and net1)"
+if pod_add two research "$CONF" eth0 && r0=$TG_OUT && pod_add two research "$CONF" net1; then
+	r1=$TG_OUT
+	ip0=$(jq -r '.ips[0].address' <<<"$r0") ip1=$(jq -r '.ips[0].address' <<<"$r1")
+	v0=$(jq -r '.interfaces[0].name' <<<"$r0") v1=$(jq -r '.interfaces[0].name' <<<"$r1")
+	[ "$ip0" != "$ip1" ] || t_fail "both interfaces got $ip0"
+	[ "$v0" != "$v1" ] || t_fail "both interfaces got host veth $v0"
+	ip -n "$TG_ID-two" link show net1 >/dev/null 2>&1 || t_fail "no net1 in the pod"
+	pod_del two "$CONF" net1 || t_fail "DEL net1 rc=$TG_RC"
+	ip -n "$TG_ID-two" link show eth0 >/dev/null 2>&1 || t_fail "DEL of net1 removed eth0"
+	pod_del two "$CONF" eth0 || t_fail "DEL eth0 rc=$TG_RC"
+else
+	t_fail "ADD rc=$TG_RC $TG_OUT"
+	tg_diag_last
+fi
+t_end
+
 # ---------------------------------------------------------------- masquerade off
 t_begin "masquerade:false: internet host unreachable, internal traffic fine"
 NOMASQ=$(tg_conf '.masquerade=false')
@@ -227,6 +330,22 @@ if pod_add n research "$NOMASQ" && pod_add a research "$CONF"; then
 	[ -z "$T_ERRS" ] || diag "$(ip netns exec "$TG_NODE" nft list table inet tollgate)"
 	pod_del n "$NOMASQ" || t_fail "DEL n rc=$TG_RC"
 	pod_del a "$CONF" || t_fail "DEL a rc=$TG_RC"
+else
+	t_fail "ADD rc=$TG_RC $TG_OUT"
+	tg_diag_last
+fi
+t_end
+
+t_begin "fresh node: a destination inside internalCIDRs is not masqueraded"
+topo_down
+topo_up || tap_bail "could not rebuild the topology"
+INTC=$(tg_conf '.internalCIDRs=["10.0.0.0/8", "203.0.113.0/24"]')
+if pod_add i research "$INTC"; then
+	ip netns exec "$TG_NODE" nft list set inet tollgate internal 2>/dev/null | grep -q '203\.0\.113\.0/24' ||
+		t_fail "203.0.113.0/24 not in @internal"
+	pingq "$TG_ID-i" "$TG_INET_IP" 1 && t_fail "pod reaches inet: it was masqueraded although 203.0.113.0/24 is internal"
+	pingq "$TG_ID-i" "$TG_PEER_POD_IP" || t_fail "i -> peer pod fails"
+	pod_del i "$INTC" || t_fail "DEL rc=$TG_RC"
 else
 	t_fail "ADD rc=$TG_RC $TG_OUT"
 	tg_diag_last

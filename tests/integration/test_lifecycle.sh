@@ -8,12 +8,14 @@
 #
 #   network   pool                         used by
 #   tgtest    10.1.0.10-40, 10.1.0.64/28   DEL/CHECK sections
+#   tgroll    10.1.0.240 (1, 30 s)         rollback of a failed ADD
 #   tgsmall   10.1.0.200-201 (2)           STATUS / exhausted pool
 #   tggc      10.1.0.210-212 (3)           GC
 #   tgcool    10.1.0.220-221 (2, 30 s)     cool-down   (tgcool0: 222-223, 0 s)
 #   tgboot    10.1.0.230-231 (2)           reboot (TOLLGATE_BOOT_ID_FILE)
 #
 # Standalone: TOLLGATE_BIN_DIR=build bash tests/integration/test_lifecycle.sh
+# shellcheck disable=SC2016,SC2015,SC2004,SC1091  # jq filters with $vars; associative arrays
 set -u
 . "$(dirname "$0")/lib.sh"
 tg_require
@@ -22,13 +24,13 @@ t_begin topology
 topo_up || tap_bail "could not build the namespace topology"
 
 CONF=$(tg_conf)
-ALLNETS=(tgtest tgsmall tggc tgcool tgcool0 tgboot)
+ALLNETS=(tgtest tgroll tgsmall tggc tgcool tgcool0 tgboot)
 snap() { tg_snapshot "${ALLNETS[@]}"; }
 # for comparisons across sections: a network's pool is recorded in its store
 # at first use, so only the attachments are compared there.
 snap0() { TG_SNAP_STATE_FILTER='(.attachments // []) | sort_by(.containerId)' tg_snapshot "${ALLNETS[@]}"; }
 # kernel-only part of a snapshot (drops the nftables and state sections)
-kernel_part() { sed '/^## nftables/,$d' <<<"$1"; }
+kernel_part() { sed "/^## nftables/,\$d" <<<"$1"; }
 net_conf() { # NAME ADDRESS-RANGE [extra jq]
 	tg_conf ".name=\$n | .ipam.addresses=[\$a] | .ipam.exclude=[] ${3:+| $3}" --arg n "$1" --arg a "$2"
 }
@@ -98,6 +100,32 @@ if pod_add q research "$CONF"; then
 else
 	t_fail "ADD rc=$TG_RC $TG_OUT"
 	tg_diag_last
+fi
+t_end
+
+t_begin "ADD failing half-way (pod already has an eth0) undoes everything"
+# one-address pool with a 30 s cool-down: a leaked or cooling address shows at once
+ROLL=$(net_conf tgroll 10.1.0.240 '.ipam.cooldownSeconds=30')
+pod_ns_add busy
+ip -n "$TG_ID-busy" link add eth0 type veth peer name busypeer
+before=$(snap0)
+pod_add busy research "$ROLL"
+if [ "$TG_RC" = 0 ]; then
+	t_fail "ADD succeeded although eth0 exists in the pod"
+	pod_del busy "$ROLL"
+else
+	r=$(cni_error_problem "$(jq '.code' <<<"$TG_OUT" 2>/dev/null || echo 0)")
+	[ -z "$r" ] || t_fail "$r"
+	d=$(snap_diff "$before" "$(snap0)")
+	[ -z "$d" ] || { t_fail "node not restored"; diag "$d"; }
+	st=$(tg_state tgroll)
+	jq -e '(.attachments // []) == [] and ((.cooling // []) | length) == 0' <<<"$st" >/dev/null ||
+		t_fail "store not as it was: $(jq -c '{attachments, cooling}' <<<"$st")"
+	t_expect "pod links" "$(ip -n "$TG_ID-busy" -o link show | grep -v ': lo:' | awk -F': ' '{print $2}' | sed 's/@.*//' | sort | tr '\n' ' ')" "busypeer eth0 "
+	ip -n "$TG_ID-busy" link del eth0
+	pod_add busy research "$ROLL" || t_fail "retry after removing the obstacle: rc=$TG_RC $TG_OUT"
+	t_expect "retry got the only address" "${POD_IP[busy]:-}" 10.1.0.240
+	pod_del busy "$ROLL"
 fi
 t_end
 
