@@ -19,11 +19,14 @@ PKGS     := libnl-3.0 libnl-route-3.0 libnftnl libmnl json-c
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null)
+# Only tollgate-ipam talks HTTP: the plugin binary never links libcurl.
+CURL_CFLAGS := $(shell pkg-config --cflags libcurl 2>/dev/null)
+CURL_LIBS := $(shell pkg-config --libs libcurl 2>/dev/null)
 
 WARN     := -Wall -Wextra -Werror -Wmissing-prototypes -Wshadow -Wformat=2 -Wvla \
             -Wno-unused-parameter
 CFLAGS   ?= -O2 -g
-CFLAGS   += -std=gnu11 $(WARN) $(SANFLAGS) -I. $(PKG_CFLAGS) -DTG_VERSION='"$(VERSION)"' \
+CFLAGS   += -std=gnu11 $(WARN) $(SANFLAGS) -I. $(PKG_CFLAGS) $(CURL_CFLAGS) -DTG_VERSION='"$(VERSION)"' \
             -D_GNU_SOURCE -MMD -MP
 LDFLAGS  += $(SANFLAGS)
 
@@ -32,12 +35,13 @@ Q := @
 endif
 
 LIB_SRC  := $(wildcard lib/*.c)
-IPAM_SRC := $(filter-out ipam/cli.c,$(wildcard ipam/*.c))
+IPAM_SRC := $(filter-out ipam/cli.c ipam/imds.c,$(wildcard ipam/*.c))
 ACCT_SRC := $(wildcard accounting/*.c)
 CNI_SRC  := $(filter-out cni/main.c,$(wildcard cni/*.c))
 
 CORE_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRC) $(IPAM_SRC) $(ACCT_SRC) $(CNI_SRC))
 PLUGIN_OBJ := $(BUILD)/obj/cni/main.o $(CORE_OBJ)
+IMDS_OBJ := $(BUILD)/obj/ipam/imds.o
 
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit_%,$(UNIT_SRC))
@@ -56,14 +60,14 @@ $(BUILD)/tollgate: $(PLUGIN_OBJ)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
 
-$(BUILD)/tollgate-ipam: $(BUILD)/obj/ipam/cli.o $(CORE_OBJ)
+$(BUILD)/tollgate-ipam: $(BUILD)/obj/ipam/cli.o $(IMDS_OBJ) $(CORE_OBJ)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(CURL_LIBS)
 
-$(BUILD)/tests/unit_%: tests/unit/%.c $(CORE_OBJ)
+$(BUILD)/tests/unit_%: tests/unit/%.c $(CORE_OBJ) $(IMDS_OBJ)
 	@mkdir -p $(dir $@)
 	@echo "  TEST    $@"
-	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(CMOCKA_LIBS)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(CMOCKA_LIBS) $(CURL_LIBS)
 
 san:
 	$(MAKE) SAN=1

@@ -39,4 +39,7 @@ int acct_pod_del(uint32_t ip, struct tg_err *e);
 /* 1 when the pod's elements are as configured, 0 when not, negative on error. */
 int acct_pod_check(uint32_t ip, bool masquerade, struct tg_err *e);
 
+/* Every element of set `set` ("pods", "masq"); -ENOENT when the table or set is missing. */
+int acct_list_set(const char *set, uint32_t **ret, size_t *ret_n, struct tg_err *e);
+
 #endif

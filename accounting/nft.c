@@ -519,3 +519,101 @@ int acct_pod_check(uint32_t ip, bool masquerade, struct tg_err *e)
 		r = elem_present(SET_MASQ, ip, e) == (masquerade ? 1 : 0);
 	return r;
 }
+
+struct dump_ctx {
+	uint32_t *ips;
+	size_t n, cap;
+	int err;
+};
+
+static int collect_elem(struct nftnl_set_elem *el, void *p)
+{
+	struct dump_ctx *d = p;
+	uint32_t len = 0;
+	const void *key = nftnl_set_elem_get(el, NFTNL_SET_ELEM_KEY, &len);
+	uint32_t be;
+
+	if (!key || len != 4)
+		return 0;
+	if (d->n == d->cap) {
+		size_t cap = d->cap ? d->cap * 2 : 64;
+		uint32_t *grown = realloc(d->ips, cap * sizeof(*grown));
+
+		if (!grown) {
+			d->err = -ENOMEM;
+			return -1;
+		}
+		d->ips = grown;
+		d->cap = cap;
+	}
+	memcpy(&be, key, 4);
+	d->ips[d->n++] = ntohl(be);
+	return 0;
+}
+
+static int elems_cb(const struct nlmsghdr *nlh, void *p)
+{
+	struct nftnl_set *s = nftnl_set_alloc();
+	int r = MNL_CB_OK;
+
+	if (!s)
+		return MNL_CB_ERROR;
+	if (nftnl_set_elems_nlmsg_parse(nlh, s) == 0)
+		nftnl_set_elem_foreach(s, collect_elem, p);
+	else
+		r = MNL_CB_ERROR;
+	nftnl_set_free(s);
+	return r;
+}
+
+int acct_list_set(const char *set, uint32_t **ret, size_t *ret_n, struct tg_err *e)
+{
+	char buf[NFT_RECV_SIZE] = { 0 };
+	struct dump_ctx d = { 0 };
+	struct nft_conn c = { 0 };
+	struct nftnl_set *s;
+	struct nlmsghdr *nlh;
+	int r;
+
+	r = conn_open(&c, e);
+	if (r < 0)
+		return r;
+	s = nftnl_set_alloc();
+	if (!s) {
+		conn_close(&c);
+		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+	}
+	nftnl_set_set_str(s, NFTNL_SET_TABLE, ACCT_TABLE);
+	nftnl_set_set_str(s, NFTNL_SET_NAME, set);
+	nlh = nftnl_nlmsg_build_hdr(buf, NFT_MSG_GETSETELEM, NFPROTO_INET, NLM_F_DUMP | NLM_F_ACK, 1);
+	nftnl_set_elems_nlmsg_build_payload(nlh, s);
+	nftnl_set_free(s);
+	r = 0;
+	if (mnl_socket_sendto(c.nl, nlh, nlh->nlmsg_len) < 0)
+		r = -errno;
+	while (r == 0) {
+		ssize_t n = mnl_socket_recvfrom(c.nl, buf, sizeof(buf));
+
+		if (n < 0) {
+			r = -errno;
+			break;
+		}
+		r = mnl_cb_run(buf, (size_t)n, 1, c.portid, elems_cb, &d);
+		if (r < 0)
+			r = d.err ? d.err : -errno;
+		else if (r == MNL_CB_STOP)
+			break;
+		else
+			r = 0;
+	}
+	conn_close(&c);
+	if (r < 0) {
+		free(d.ips);
+		if (r == -ENOENT)
+			return r; /* no table or no set: the caller decides what that means */
+		return fail_nft(e, r, "listing set", set);
+	}
+	*ret = d.ips;
+	*ret_n = d.n;
+	return 0;
+}

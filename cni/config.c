@@ -115,6 +115,7 @@ static int parse_ipam(json_object *root, enum cni_cmd cmd, struct tg_config *cfg
 	    jx_int(ipam, "ipam", "cooldownSeconds", 0, 86400, &cooldown, e) < 0)
 		return -EINVAL;
 	cfg->cooldown_ms = cooldown * 1000;
+	cfg->exclude = exclude;
 	if (!source)
 		source = addresses ? "static" : "imds";
 	if (strcmp(source, "static") == 0) {
@@ -341,4 +342,44 @@ void cni_config_free(struct tg_config *cfg)
 	if (cfg->root)
 		json_object_put(cfg->root);
 	memset(cfg, 0, sizeof(*cfg));
+}
+
+int cni_config_load_file(const char *path, struct tg_config *cfg, struct tg_err *e)
+{
+	_cleanup_json_ json_object *root = json_object_from_file(path);
+	json_object *plugins, *entry = NULL, *v;
+	const char *text;
+
+	memset(cfg, 0, sizeof(*cfg));
+	if (!root || !json_object_is_type(root, json_type_object))
+		return tg_fail(e, CNI_ERR_DECODE, -EBADMSG, "%s is not a JSON object", path);
+	if (json_object_object_get_ex(root, "plugins", &plugins) &&
+	    json_object_is_type(plugins, json_type_array)) {
+		for (size_t i = 0; i < json_object_array_length(plugins) && !entry; i++) {
+			json_object *p = json_object_array_get_idx(plugins, i), *type;
+
+			if (json_object_object_get_ex(p, "type", &type) &&
+			    json_object_is_type(type, json_type_string) &&
+			    strcmp(json_object_get_string(type), "tollgate") == 0)
+				entry = p;
+		}
+		if (!entry)
+			return tg_fail(e, CNI_ERR_CONFIG, -ENOENT,
+				       "%s has no plugin of type \"tollgate\"", path);
+		/* As the runtime does: the list's name and version go into the entry. */
+		entry = json_object_get(entry);
+		if (json_object_object_get_ex(root, "name", &v))
+			json_object_object_add(entry, "name", json_object_get(v));
+		if (json_object_object_get_ex(root, "cniVersion", &v))
+			json_object_object_add(entry, "cniVersion", json_object_get(v));
+	} else {
+		entry = json_object_get(root);
+	}
+	text = json_object_to_json_string_ext(entry, JSON_C_TO_STRING_PLAIN);
+	{
+		int r = cni_config_parse(text, strlen(text), CMD_ADD, cfg, e);
+
+		json_object_put(entry);
+		return r;
+	}
 }

@@ -66,62 +66,6 @@ static int __attribute__((format(printf, 3, 4))) nl_fail(struct tg_err *e, int n
 	return tg_fail(e, CNI_ERR_IO, r, "%s: %s", what, strerror(-r));
 }
 
-static int route_oif_cb(struct nl_msg *msg, void *arg)
-{
-	struct nlmsghdr *nlh = nlmsg_hdr(msg);
-	struct nlattr *tb[RTA_MAX + 1];
-
-	if (nlh->nlmsg_type == RTM_NEWROUTE &&
-	    nlmsg_parse(nlh, sizeof(struct rtmsg), tb, RTA_MAX, NULL) == 0 && tb[RTA_OIF])
-		*(int *)arg = (int)nla_get_u32(tb[RTA_OIF]);
-	return NL_STOP;
-}
-
-/*
- * The interface the node would use for internet traffic: one FIB lookup
- * (RTM_GETROUTE without NLM_F_DUMP; no packet is sent). A dump of the main
- * table would cost O(pods), since every pod has a /32 route there.
- */
-static int default_route_ifindex(struct nl_sock *sk, int *ret)
-{
-	struct rtmsg rtm = { .rtm_family = AF_INET, .rtm_dst_len = 32 };
-	uint32_t probe = htonl(0xc6336401); /* 198.51.100.1 (TEST-NET-2), looked up only */
-	struct nl_msg *msg = nlmsg_alloc_simple(RTM_GETROUTE, 0);
-	struct nl_cb *cb = NULL;
-	int oif = 0, r = -NLE_NOMEM;
-
-	if (!msg)
-		return r;
-	if (nlmsg_append(msg, &rtm, sizeof(rtm), NLMSG_ALIGNTO) < 0 ||
-	    nla_put_u32(msg, RTA_DST, probe) < 0)
-		goto out;
-	cb = nl_socket_get_cb(sk);
-	if (!cb)
-		goto out;
-	{
-		struct nl_cb *mine = nl_cb_clone(cb);
-
-		nl_cb_put(cb);
-		cb = mine;
-	}
-	if (!cb)
-		goto out;
-	nl_cb_set(cb, NL_CB_VALID, NL_CB_CUSTOM, route_oif_cb, &oif);
-	r = nl_send_auto(sk, msg);
-	if (r >= 0)
-		r = nl_recvmsgs(sk, cb);
-	/* libnl asked for an ACK too: consume it so the next request reads its own answer. */
-	if (r >= 0)
-		r = nl_wait_for_ack(sk);
-	if (r >= 0)
-		*ret = oif;
-out:
-	if (cb)
-		nl_cb_put(cb);
-	nlmsg_free(msg);
-	return r < 0 ? r : 0;
-}
-
 int plumb_uplink_mtu(struct nl_sock *sk, const char *uplink, int *ret, struct tg_err *e)
 {
 	struct rtnl_link *link = NULL;
@@ -136,7 +80,7 @@ int plumb_uplink_mtu(struct nl_sock *sk, const char *uplink, int *ret, struct tg
 			return nl_fail(e, r, "cannot read uplink \"%s\"", uplink);
 	} else {
 		/* No uplink configured: the interface of the default route, else 1500. */
-		if (default_route_ifindex(sk, &ifindex) < 0 || ifindex == 0) {
+		if (nl_default_route_ifindex(sk, &ifindex) < 0 || ifindex == 0) {
 			*ret = 1500;
 			return 0;
 		}

@@ -19,6 +19,7 @@ void ipam_state_init(struct ipam_state *st)
 void ipam_state_free(struct ipam_state *st)
 {
 	free(st->pool);
+	free(st->pending);
 	free(st->cooling);
 	free(st->att);
 	ipam_state_init(st);
@@ -225,4 +226,52 @@ int ipam_read_boot_id(char *buf, size_t size)
 	if (r == 0)
 		return -ENODATA;
 	return r < 0 ? r : 0;
+}
+
+static bool contains(const uint32_t *sorted, size_t n, uint32_t ip)
+{
+	return n && bsearch(&ip, sorted, n, sizeof(ip), cmp_u32) != NULL;
+}
+
+int ipam_reconcile(struct ipam_state *st, const uint32_t *seen, size_t n, int64_t now_ms,
+		   struct ipam_sync_report *ret, struct tg_err *e)
+{
+	_cleanup_free_ uint32_t *pool = malloc((st->n_pool + n + 1) * sizeof(*pool));
+	_cleanup_free_ uint32_t *pending = malloc((n + 1) * sizeof(*pending));
+	bool first = st->n_pool == 0;
+	size_t i, n_pool = 0, n_pending = 0;
+
+	memset(ret, 0, sizeof(*ret));
+	if (!pool || !pending)
+		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+	for (i = 0; i < n; i++) {
+		if (first || contains(st->pool, st->n_pool, seen[i])) {
+			pool[n_pool++] = seen[i];
+		} else if (contains(st->pending, st->n_pending, seen[i])) {
+			pool[n_pool++] = seen[i]; /* seen twice in a row: real */
+			ret->added++;
+		} else {
+			pending[n_pending++] = seen[i];
+		}
+	}
+	if (first)
+		ret->added = n_pool;
+	for (i = 0; i < st->n_pool; i++) {
+		if (contains(seen, n, st->pool[i]))
+			continue;
+		ret->removed++;
+		if (ipam_find_ip(st, st->pool[i]))
+			ret->retired++;
+	}
+	qsort(pool, n_pool, sizeof(*pool), cmp_u32);
+	free(st->pool);
+	free(st->pending);
+	st->pool = TAKE_PTR(pool);
+	st->n_pool = n_pool;
+	st->pending = TAKE_PTR(pending);
+	st->n_pending = n_pending;
+	st->last_sync_ms = now_ms;
+	snprintf(st->source, sizeof(st->source), "imds");
+	ret->pending = n_pending;
+	return 0;
 }

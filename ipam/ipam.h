@@ -19,6 +19,7 @@
 #include <json-c/json.h>
 
 #include "lib/err.h"
+#include "lib/ip4.h"
 
 #define IPAM_STATE_VERSION 1
 #define IPAM_POOL_MAX 65536		/* addresses in one pool */
@@ -53,6 +54,10 @@ struct ipam_state {
 	uint32_t last_ip;		/* round-robin hint: reuse the longest-free address */
 	uint32_t *pool;			/* sorted, unique */
 	size_t n_pool;
+	uint32_t *pending;		/* seen by one sync, not yet in the pool */
+	size_t n_pending;
+	uint32_t node_ip;		/* imds: the uplink's own address, never a pod's */
+	struct cidr4 subnet;		/* imds: the uplink's subnet */
 	struct ipam_cooling *cooling;
 	size_t n_cooling;
 	struct ipam_attachment *att;
@@ -112,6 +117,39 @@ int ipam_read_boot_id(char *buf, size_t size);
 
 json_object *ipam_state_to_json(const struct ipam_state *st);
 int ipam_state_from_json(json_object *root, struct ipam_state *st, struct tg_err *e);
+
+/* ---- the pool from Azure IMDS ---- */
+
+struct imds_network {
+	uint32_t node_ip;		/* the uplink's first address: the node's own */
+	struct cidr4 subnet;
+	uint32_t *addrs;		/* the other addresses, sorted */
+	size_t n_addrs;
+};
+
+/* Picks the interface whose MAC is `mac` out of an IMDS network document. */
+int imds_parse_network(const char *body, size_t len, const uint8_t mac[6],
+		       struct imds_network *ret, struct tg_err *e);
+void imds_network_free(struct imds_network *n);
+/*
+ * GETs the network document, retrying 429, 410, 5xx and timeouts with
+ * exponential back-off (1 s doubling to 10 s, or Retry-After) for at most
+ * budget_s seconds. Never more than one request a second.
+ */
+int imds_fetch(const char *base_url, int budget_s, char **ret_body, size_t *ret_len,
+	       int *ret_attempts, struct tg_err *e);
+
+/*
+ * Folds one sync's addresses into the pool. The first sync of an empty pool
+ * takes them all; after that a new address joins only when seen in two syncs
+ * in a row (one glitch must not create a false address). Addresses that left
+ * are dropped from the pool; one still in use stays with its pod (retired).
+ */
+struct ipam_sync_report {
+	size_t added, pending, removed, retired;
+};
+int ipam_reconcile(struct ipam_state *st, const uint32_t *seen, size_t n, int64_t now_ms,
+		   struct ipam_sync_report *ret, struct tg_err *e);
 
 /* ---- the store: <dataDir>/<network>/{state.json,lock} ---- */
 

@@ -42,6 +42,14 @@ json_object *ipam_state_to_json(const struct ipam_state *st)
 	add_str(pool, "source", st->source);
 	json_object_object_add(pool, "lastSyncMs", json_object_new_int64(st->last_sync_ms));
 	json_object_object_add(pool, "addresses", ipam_pool_to_ranges(st->pool, st->n_pool));
+	json_object_object_add(pool, "pending", ipam_pool_to_ranges(st->pending, st->n_pending));
+	if (st->node_ip)
+		add_ip(pool, "nodeIp", st->node_ip);
+	if (st->subnet.prefix || st->subnet.net) {
+		char c[CIDR4_STRLEN];
+
+		add_str(pool, "subnet", cidr4_format(&st->subnet, c));
+	}
 	json_object_object_add(root, "pool", pool);
 	add_ip(root, "lastIp", st->last_ip);
 	for (i = 0; i < st->n_cooling; i++) {
@@ -139,6 +147,24 @@ int ipam_state_from_json(json_object *root, struct ipam_state *st, struct tg_err
 			goto fail;
 		if (arr && ipam_pool_parse(arr, NULL, "state.pool", &st->pool, &st->n_pool, e) < 0)
 			goto fail;
+		arr = NULL;
+		if (jx_string_array(pool, "state.pool", "pending", &arr, e) < 0)
+			goto fail;
+		if (arr && ipam_pool_parse(arr, NULL, "state.pool", &st->pending, &st->n_pending, e) < 0)
+			goto fail;
+		if (json_object_object_get_ex(pool, "nodeIp", NULL) &&
+		    get_ip(pool, "state.pool", "nodeIp", &st->node_ip, e) < 0)
+			goto fail;
+		{
+			const char *sn = NULL;
+
+			if (jx_string(pool, "state.pool", "subnet", &sn, e) < 0)
+				goto fail;
+			if (sn && cidr4_parse(sn, &st->subnet) < 0) {
+				tg_fail(e, CNI_ERR_IO, -EBADMSG, "state.pool.subnet \"%s\" is not a CIDR", sn);
+				goto fail;
+			}
+		}
 	}
 	if (json_object_object_get_ex(root, "lastIp", NULL) &&
 	    get_ip(root, "state", "lastIp", &st->last_ip, e) < 0)

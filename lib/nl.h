@@ -16,6 +16,9 @@ int nl_route_open_in(int netns_fd, struct nl_sock **ret);
 /* An nl_addr for an IPv4 host-order address with a prefix length. */
 struct nl_addr *nl_addr_ip4(uint32_t ip, int prefix);
 
+/* The interface of the IPv4 default route (one FIB lookup, no dump); 0 when none. */
+int nl_default_route_ifindex(struct nl_sock *sk, int *ret);
+
 /* Opens a network namespace path, checking that it really is one. */
 int netns_open(const char *path, int *ret_fd);
 

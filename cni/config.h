@@ -1,0 +1,69 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef TG_CNI_CONFIG_H
+#define TG_CNI_CONFIG_H
+
+/*
+ * The network configuration, as the plugin reads it from stdin and as
+ * tollgate-ipam reads it from a conflist (--config): one parser for both.
+ */
+
+#include <limits.h>
+#include <net/if.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <json-c/json.h>
+
+#include "accounting/accounting.h"
+#include "lib/err.h"
+#include "lib/ip4.h"
+
+#define CNI_STDIN_MAX (1 << 20)
+#define TG_NETWORK_NAME_MAX 128
+
+enum cni_cmd { CMD_ADD, CMD_DEL, CMD_CHECK, CMD_STATUS, CMD_GC, CMD_VERSION };
+
+/* ---- versions ---- */
+/* Encodes "a.b.c" as a*10000+b*100+c; -1 when not a version Tollgate speaks. */
+int cni_version_parse(const char *v);
+extern const char *const cni_supported_versions[];
+
+/* ---- configuration ---- */
+enum ipam_source { IPAM_SOURCE_STATIC, IPAM_SOURCE_IMDS };
+
+struct tg_config {
+	json_object *root;		/* owns every json_object below */
+	const char *cni_version;
+	int version;
+	const char *name;
+	int mtu;			/* 0: the uplink's */
+	char uplink[IFNAMSIZ];
+	struct cidr4 internal[ACCT_MAX_INTERNAL];
+	size_t n_internal;
+	bool masquerade;
+	char data_dir[PATH_MAX];
+	char log_file[PATH_MAX];
+	enum ipam_source source;
+	const char *imds_url;
+	json_object *exclude;		/* ipam.exclude as given */
+	uint32_t *pool;			/* static source: the expanded address list */
+	size_t n_pool;
+	int64_t cooldown_ms;
+	bool acct_enabled, acct_per_pod;
+	uint32_t internet_mark;
+	json_object *prev_result;
+	json_object *runtime_config;
+	json_object *valid_attachments;
+};
+
+/* Decodes and validates the whole config before anything is changed. */
+int cni_config_parse(const char *text, size_t len, enum cni_cmd cmd, struct tg_config *cfg,
+		     struct tg_err *e);
+void cni_config_free(struct tg_config *cfg);
+
+/*
+ * A conflist's Tollgate entry (the plugin whose "type" is "tollgate", with the
+ * list's name and cniVersion) or a single plugin config, from a file.
+ */
+int cni_config_load_file(const char *path, struct tg_config *cfg, struct tg_err *e);
+
+#endif

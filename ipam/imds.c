@@ -1,0 +1,310 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The node's alias pool from Azure IMDS:
+ *   GET {imdsURL}/metadata/instance/network?api-version=2021-02-01
+ *   Metadata: true
+ * All values are strings; interfaces come in no guaranteed order, so the
+ * uplink is found by MAC (written without separators, "000D3AF806EC"). The
+ * interface's first address is the node's own and is never a pod's.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <curl/curl.h>
+
+#include "ipam/ipam.h"
+#include "lib/cleanup.h"
+#include "lib/ip4.h"
+
+#define IMDS_PATH "/metadata/instance/network?api-version=2021-02-01"
+#define IMDS_BODY_MAX (1 << 20)
+
+static int parse_mac(const char *s, uint8_t mac[6])
+{
+	int n = 0;
+
+	/* IMDS omits separators; tolerate ':' and '-' all the same. */
+	for (; *s && n < 12; s++) {
+		int v;
+
+		if (*s == ':' || *s == '-')
+			continue;
+		if (!isxdigit((unsigned char)*s))
+			return -EINVAL;
+		v = isdigit((unsigned char)*s) ? *s - '0' : (tolower((unsigned char)*s) - 'a' + 10);
+		if (n % 2 == 0)
+			mac[n / 2] = (uint8_t)(v << 4);
+		else
+			mac[n / 2] |= (uint8_t)v;
+		n++;
+	}
+	return n == 12 && !*s ? 0 : -EINVAL;
+}
+
+static const char *get_str(json_object *o, const char *key)
+{
+	json_object *v;
+
+	if (!o || !json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
+		return NULL;
+	return json_object_get_string(v);
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static int __attribute__((format(printf, 2, 3))) bad(struct tg_err *e, const char *fmt, ...)
+{
+	char msg[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	return tg_fail(e, CNI_ERR_IO, -EBADMSG, "IMDS answer: %s", msg);
+}
+
+int imds_parse_network(const char *body, size_t len, const uint8_t mac[6],
+		       struct imds_network *ret, struct tg_err *e)
+{
+	_cleanup_json_ json_object *root = NULL;
+	json_object *ifs, *nic = NULL, *ipv4, *addrs, *subnets;
+	json_tokener *tok;
+	char macs[256] = "";
+	size_t i, n;
+	_cleanup_free_ uint32_t *out = NULL;
+	size_t n_out = 0;
+
+	memset(ret, 0, sizeof(*ret));
+	tok = json_tokener_new();
+	if (!tok)
+		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+	json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
+	root = json_tokener_parse_ex(tok, body, (int)len);
+	if (!root || json_tokener_get_error(tok) != json_tokener_success) {
+		json_tokener_free(tok);
+		return tg_fail(e, CNI_ERR_IO, -EBADMSG,
+			       "IMDS answer is not valid JSON (%zu bytes; cut short?)", len);
+	}
+	json_tokener_free(tok);
+	if (!json_object_is_type(root, json_type_object) ||
+	    !json_object_object_get_ex(root, "interface", &ifs) ||
+	    !json_object_is_type(ifs, json_type_array))
+		return bad(e, "%s", "no \"interface\" list");
+	n = json_object_array_length(ifs);
+	for (i = 0; i < n && !nic; i++) {
+		json_object *it = json_object_array_get_idx(ifs, i);
+		const char *m = get_str(it, "macAddress");
+		uint8_t got[6];
+
+		if (!m)
+			continue;
+		if (strlen(macs) + strlen(m) + 2 < sizeof(macs))
+			snprintf(macs + strlen(macs), sizeof(macs) - strlen(macs), "%s%s",
+				 macs[0] ? " " : "", m);
+		if (parse_mac(m, got) == 0 && memcmp(got, mac, 6) == 0)
+			nic = it;
+	}
+	if (!nic) {
+		char want[18];
+
+		snprintf(want, sizeof(want), "%02X%02X%02X%02X%02X%02X", mac[0], mac[1], mac[2],
+			 mac[3], mac[4], mac[5]);
+		return tg_fail(e, CNI_ERR_IO, -ENOENT,
+			       "IMDS lists no interface with the uplink's MAC %s (it lists: %s)", want,
+			       macs[0] ? macs : "none");
+	}
+	if (!json_object_object_get_ex(nic, "ipv4", &ipv4) ||
+	    !json_object_object_get_ex(ipv4, "ipAddress", &addrs) ||
+	    !json_object_is_type(addrs, json_type_array))
+		return bad(e, "%s", "the uplink's interface has no ipv4.ipAddress list");
+	n = json_object_array_length(addrs);
+	if (n == 0)
+		return bad(e, "%s", "the uplink's ipv4.ipAddress list is empty");
+	if (n > IPAM_POOL_MAX)
+		return bad(e, "%s", "the uplink lists too many addresses");
+	out = calloc(n, sizeof(*out));
+	if (!out)
+		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+	for (i = 0; i < n; i++) {
+		const char *s = get_str(json_object_array_get_idx(addrs, i), "privateIpAddress");
+		uint32_t ip;
+
+		if (!s)
+			return bad(e, "%s", "an ipAddress entry has no privateIpAddress string");
+		if (ip4_parse(s, &ip) < 0)
+			return bad(e, "privateIpAddress \"%.40s\" is not an IPv4 address", s);
+		if (i == 0)
+			ret->node_ip = ip; /* the primary: the node's own */
+		else
+			out[n_out++] = ip;
+	}
+	if (!json_object_object_get_ex(ipv4, "subnet", &subnets) ||
+	    !json_object_is_type(subnets, json_type_array) ||
+	    json_object_array_length(subnets) == 0)
+		return bad(e, "%s", "the uplink's interface has no ipv4.subnet");
+	{
+		json_object *sn = json_object_array_get_idx(subnets, 0), *pv;
+		const char *a = get_str(sn, "address");
+		char cidr[40];
+		long prefix = -1;
+
+		if (json_object_object_get_ex(sn, "prefix", &pv)) {
+			/* A string in practice; accept a number too. */
+			if (json_object_is_type(pv, json_type_string)) {
+				char *end;
+
+				prefix = strtol(json_object_get_string(pv), &end, 10);
+				if (*end || end == json_object_get_string(pv))
+					prefix = -1;
+			} else if (json_object_is_type(pv, json_type_int)) {
+				prefix = json_object_get_int(pv);
+			}
+		}
+		if (!a || prefix < 0 || prefix > 32)
+			return bad(e, "%s", "ipv4.subnet needs an address and a prefix of 0..32");
+		snprintf(cidr, sizeof(cidr), "%s/%ld", a, prefix);
+		if (cidr4_parse(cidr, &ret->subnet) < 0)
+			return bad(e, "ipv4.subnet \"%s\" is not a valid subnet", cidr);
+	}
+	qsort(out, n_out, sizeof(*out), cmp_u32);
+	ret->addrs = TAKE_PTR(out);
+	ret->n_addrs = n_out;
+	return 0;
+}
+
+void imds_network_free(struct imds_network *n)
+{
+	free(n->addrs);
+	memset(n, 0, sizeof(*n));
+}
+
+struct body {
+	char *buf;
+	size_t len;
+	bool overflow;
+};
+
+static size_t on_body(char *data, size_t size, size_t nmemb, void *p)
+{
+	struct body *b = p;
+	size_t n = size * nmemb;
+	char *grown;
+
+	if (b->len + n > IMDS_BODY_MAX) {
+		b->overflow = true;
+		return 0;
+	}
+	grown = realloc(b->buf, b->len + n + 1);
+	if (!grown)
+		return 0;
+	b->buf = grown;
+	memcpy(b->buf + b->len, data, n);
+	b->len += n;
+	b->buf[b->len] = '\0';
+	return n;
+}
+
+static void sleep_ms(int64_t ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000 };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int imds_fetch(const char *base_url, int budget_s, char **ret_body, size_t *ret_len,
+	       int *ret_attempts, struct tg_err *e)
+{
+	char url[1024];
+	int64_t start = mono_ms(), backoff = 1000;
+	int attempts = 0;
+	CURL *c;
+
+	if (strlen(base_url) + sizeof(IMDS_PATH) >= sizeof(url))
+		return tg_fail(e, CNI_ERR_CONFIG, -ENAMETOOLONG, "IMDS URL is too long");
+	snprintf(url, sizeof(url), "%s%s", base_url, IMDS_PATH);
+	if (curl_global_init(CURL_GLOBAL_NOTHING) != CURLE_OK)
+		return tg_fail(e, CNI_ERR_IO, -EIO, "cannot initialise libcurl");
+	c = curl_easy_init();
+	if (!c) {
+		curl_global_cleanup();
+		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "cannot initialise libcurl");
+	}
+	for (;;) {
+		struct curl_slist *hdr = curl_slist_append(NULL, "Metadata: true");
+		struct body b = { 0 };
+		long status = 0;
+		curl_off_t retry_after = 0;
+		CURLcode cr;
+		char why[160];
+		bool retry;
+		int64_t wait;
+
+		attempts++;
+		curl_easy_reset(c);
+		curl_easy_setopt(c, CURLOPT_URL, url);
+		curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
+		/* IMDS is link-local: never through a proxy, never redirected. */
+		curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+		curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+		curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
+		curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);
+		curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+		curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+		cr = curl_easy_perform(c);
+		curl_slist_free_all(hdr);
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+		curl_easy_getinfo(c, CURLINFO_RETRY_AFTER, &retry_after);
+		if (cr == CURLE_OK && status == 200) {
+			curl_easy_cleanup(c);
+			curl_global_cleanup();
+			*ret_body = b.buf;
+			*ret_len = b.len;
+			if (ret_attempts)
+				*ret_attempts = attempts;
+			return 0;
+		}
+		free(b.buf);
+		if (b.overflow)
+			snprintf(why, sizeof(why), "the answer is larger than %d bytes", IMDS_BODY_MAX);
+		else if (cr != CURLE_OK)
+			snprintf(why, sizeof(why), "%s", curl_easy_strerror(cr));
+		else
+			snprintf(why, sizeof(why), "HTTP %ld", status);
+		/*
+		 * IMDS allows 5 requests/s per VM: 429 (throttled), 410 (not ready
+		 * yet, retry for up to 70 s), 5xx and timeouts are retried with
+		 * exponential back-off from 1 s, honouring Retry-After, within the
+		 * budget. Anything else will not get better by asking again.
+		 */
+		retry = !b.overflow && (cr != CURLE_OK || status == 429 || status == 410 || status >= 500);
+		wait = retry_after > 0 ? (int64_t)retry_after * 1000 : backoff;
+		if (!retry || mono_ms() - start + wait > (int64_t)budget_s * 1000) {
+			curl_easy_cleanup(c);
+			curl_global_cleanup();
+			return tg_fail(e, CNI_ERR_IO, -EIO, "IMDS %s: %s (after %d request%s)", url, why,
+				       attempts, attempts == 1 ? "" : "s");
+		}
+		sleep_ms(wait);
+		backoff = backoff * 2 > 10000 ? 10000 : backoff * 2;
+	}
+}
