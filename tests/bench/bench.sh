@@ -37,7 +37,8 @@ export LC_ALL=C
 if [[ ${1:-} == __worker ]]; then
     set +e
     exec 3<"$CMD_FIFO" 4>"$ACK_FIFO" 5>>"$W_DIR/times"
-    trap 'j=$(jobs -p); [[ -n $j ]] && kill $j 2>/dev/null; exit 143' TERM INT
+    w_stop() { local j; j=$(jobs -p); [[ -n $j ]] && kill $j 2>/dev/null; exit 143; }
+    trap w_stop TERM INT
     CONF=$(<"$W_CONF")
     CONF_HEAD=${CONF%\}}               # config without its closing brace
     declare -A IP_OF=() OWNER_OF=()
@@ -86,7 +87,9 @@ if [[ ${1:-} == __worker ]]; then
         if [[ $2 != 0 ]]; then
             w_fail "DEL $1 exited $2" "$out.del" "$out.del.err"; return 1
         fi
-        unset 'OWNER_OF[${IP_OF[$1]}]' 'IP_OF[$1]'
+        local ip=${IP_OF[$1]:-}
+        [[ -n $ip ]] && unset "OWNER_OF[$ip]"
+        unset "IP_OF[$1]"
     }
 
     w_add() { # ns id pod
@@ -278,7 +281,10 @@ for pair in "$NTG:10.240.0:10.1.0.0/22" "$NREF:10.240.1:10.2.0.0/22"; do
 done
 
 # ----------------------------------------------------------------- configs
-mkdir -p "$WORK/tg" "$WORK/ref" "$WORK/tgdata" "$WORK/hl"
+mkdir -p "$WORK/tg" "$WORK/ref" "$WORK/tgdata" "$WORK/hl" "$WORK/bin"
+# Snapshot the plugin: a rebuild of $BIN_DIR during the run must not mix binaries.
+cp "$TG_BIN" "$WORK/bin/tollgate" || die "cannot copy $TG_BIN"
+TG_SHA=$(sha256sum "$WORK/bin/tollgate" | cut -c1-12)
 if [[ $REF_IPMASQ == auto ]]; then
     if command -v iptables >/dev/null && ip netns exec "$NREF" iptables -w 5 -t nat -S >/dev/null 2>&1; then
         REF_IPMASQ=1
@@ -303,7 +309,7 @@ start_worker() { # kind node bin cnipath ipre fdw fdr
     WPID[$kind]=$!
 }
 declare -A WPID=()
-start_worker tg "$NTG" "$TG_BIN" "$BIN_DIR" '^10\.1\.[0-3]\.[0-9]+$'
+start_worker tg "$NTG" "$WORK/bin/tollgate" "$WORK/bin" '^10\.1\.[0-3]\.[0-9]+$'
 start_worker ref "$NREF" "$REF_DIR/ptp" "$REF_DIR" '^10\.2\.[0-3]\.[0-9]+$'
 # read-write opens never block, so a worker that dies before opening its FIFOs is noticed
 exec 13<>"$WORK/tg/cmd" 14<>"$WORK/tg/ack" 15<>"$WORK/ref/cmd" 16<>"$WORK/ref/ack"
@@ -386,8 +392,10 @@ left_route=$(ip -n "$NTG" -4 route show | grep -c '^10\.1\.')
 ((left_route)) && NOTES+=("after all DELs $left_route 10.1.x host routes remain in the tollgate node")
 ((left_ref)) && NOTES+=("after all DELs $left_ref veths remain in the reference node")
 if command -v nft >/dev/null; then
-    nft_left=$(ip netns exec "$NTG" nft list set inet tollgate pods 2>/dev/null | grep -o '10\.1\.[0-9]*\.[0-9]*' | wc -l)
-    ((nft_left)) && NOTES+=("after all DELs the nft set inet tollgate pods still has $nft_left elements")
+    for set in pods masq; do
+        nft_left=$(ip netns exec "$NTG" nft list set inet tollgate "$set" 2>/dev/null | grep -o '10\.1\.[0-9]*\.[0-9]*' | wc -l)
+        ((nft_left)) && NOTES+=("after all DELs the nft set inet tollgate $set still has $nft_left elements")
+    done
 fi
 st=$WORK/tgdata/tgbench/state.json
 if [[ -f $st ]]; then
@@ -427,15 +435,15 @@ stats() { # file metric
 }
 cat "$WORK/tg/times" "$WORK/ref/times" >"$WORK/all.times"
 read -r n_tadd tadd_med tadd_p99 < <(stats "$WORK/tg/times" add)
-read -r n_radd radd_med radd_p99 < <(stats "$WORK/ref/times" add)
+read -r _ radd_med radd_p99 < <(stats "$WORK/ref/times" add)
 read -r _ tdel_med tdel_p99 < <(stats "$WORK/tg/times" del)
 read -r _ rdel_med rdel_p99 < <(stats "$WORK/ref/times" del)
-read -r _ tver_med tver_p99 < <(stats "$WORK/tg/times" version)
-read -r _ rver_med rver_p99 < <(stats "$WORK/ref/times" version)
+read -r _ tver_med _ < <(stats "$WORK/tg/times" version)
+read -r _ rver_med _ < <(stats "$WORK/ref/times" version)
 read -r _ tba_med tba_p99 < <(stats "$WORK/tg/times" burst_add)
 read -r _ rba_med rba_p99 < <(stats "$WORK/ref/times" burst_add)
-read -r _ tbd_med tbd_p99 < <(stats "$WORK/tg/times" burst_del)
-read -r _ rbd_med rbd_p99 < <(stats "$WORK/ref/times" burst_del)
+read -r _ tbd_med _ < <(stats "$WORK/tg/times" burst_del)
+read -r _ rbd_med _ < <(stats "$WORK/ref/times" burst_del)
 read -r n_true true_med true_p99 < <(stats "$WORK/all.times" true)
 read -r n_v1 vc1_med vc1_p99 < <(stats "$WORK/all.times" vethc1)
 read -r _ vd1_med vd1_p99 < <(stats "$WORK/all.times" vethd1)
@@ -459,7 +467,7 @@ t3=$(chk "$tdel_med <= $rdel_med"); t4=$(chk "$del_gap <= $SLACK_MS")
 report() {
     echo "## Tollgate benchmark ($(date -u +%Y-%m-%dT%H:%MZ), kernel $(uname -r), $(nproc) CPUs, load avg at start $LOAD_START, ${ELAPSED}s)"
     echo
-    echo "tollgate: \`$TG_BIN\`, static pool 10.1.0.0/22, masquerade true, cooldownSeconds 0, dataDir+logFile on tmpfs."
+    echo "tollgate: \`$TG_BIN\` (sha256 $TG_SHA..., run from a snapshot copy), static pool 10.1.0.0/22, masquerade true, cooldownSeconds 0, dataDir+logFile on tmpfs."
     echo "reference: containernetworking-plugins $(dpkg-query -W -f='${Version}' containernetworking-plugins 2>/dev/null) ptp + host-local, 10.2.0.0/22, $masq_txt, host-local dataDir on tmpfs."
     echo "Both: cniVersion 1.0.0, mtu 1500, own node netns (uplink eth0 veth to a shared wan netns), one fresh netns per pod, DEL $([[ $BENCH_DEL_PREVRESULT == 1 ]] && echo with || echo without) prevResult; runs interleaved (alternating first)."
     echo "Sequential: $n_tadd pods per plugin (ADD all, then DEL all). Burst: $K concurrent ADDs (then $K concurrent DELs), $R rounds, median round shown. Times include fork+exec of the plugin."

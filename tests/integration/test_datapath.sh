@@ -82,8 +82,15 @@ nft_txt=$(ip netns exec "$TG_NODE" nft list table inet tollgate 2>&1)
 nft_set_has pods "$A" || t_fail "$A not in @pods"
 nft_set_has pods "$B" || t_fail "$B not in @pods"
 ip netns exec "$TG_NODE" nft list set inet tollgate internal 2>/dev/null | grep -q '10\.0\.0\.0/8' || t_fail "10.0.0.0/8 not in @internal"
-grep -Eq 'ip saddr @masq ip daddr != @internal .*masquerade' <<<"$nft_txt" || t_fail "no masquerade rule"
-nft_set_has masq "$A" || t_fail "$A not in @masq"
+# The masquerade rule names the set of pods to masquerade: @pods in the first
+# contract, @masq since masquerade became per attachment (README).
+masq_set=$(sed -nE 's/.*ip saddr @([A-Za-z0-9_]+) ip daddr != @internal .*masquerade.*/\1/p' <<<"$nft_txt" | head -n1)
+if [ -z "$masq_set" ]; then
+	t_fail "no 'ip saddr @SET ip daddr != @internal masquerade' rule"
+else
+	nft_set_has "$masq_set" "$A" || t_fail "$A not in @$masq_set (masquerade rule)"
+	nft_set_has "$masq_set" "$B" || t_fail "$B not in @$masq_set (masquerade rule)"
+fi
 [ "$(ip netns exec "$TG_NODE" nft list tables | grep -vc '^table inet tollgate$')" = 0 ] || t_fail "other nft tables created: $(ip netns exec "$TG_NODE" nft list tables | tr '\n' ' ')"
 [ -z "$T_ERRS" ] || diag "$nft_txt"
 t_end
