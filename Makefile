@@ -19,6 +19,11 @@ PKGS     := libnl-3.0 libnl-route-3.0 libnftnl libmnl json-c
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null)
+# The binaries link libnl, libnftnl and json-c statically: a CNI plugin is a
+# short-lived process started per pod event, and resolving libnl-route's
+# symbols at every start cost more than half of its start-up instructions
+# (callgrind: 604k -> 242k per start). libmnl ships no static archive.
+BIN_LIBS := -Wl,-Bstatic -lnl-route-3 -lnl-3 -lnftnl -ljson-c -Wl,-Bdynamic -lmnl -lpthread -lm
 # Only tollgate-ipam talks HTTP: the plugin binary never links libcurl.
 CURL_CFLAGS := $(shell pkg-config --cflags libcurl 2>/dev/null)
 CURL_LIBS := $(shell pkg-config --libs libcurl 2>/dev/null)
@@ -58,11 +63,11 @@ $(BUILD)/obj/%.o: %.c
 
 $(BUILD)/tollgate: $(PLUGIN_OBJ)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BIN_LIBS)
 
 $(BUILD)/tollgate-ipam: $(BUILD)/obj/ipam/cli.o $(IMDS_OBJ) $(CORE_OBJ)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(CURL_LIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BIN_LIBS) $(CURL_LIBS)
 
 $(BUILD)/tests/unit_%: tests/unit/%.c $(CORE_OBJ) $(IMDS_OBJ)
 	@mkdir -p $(dir $@)
@@ -98,4 +103,4 @@ bench: deps
 clean:
 	rm -rf build build-san
 
--include $(shell find build build-san -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
