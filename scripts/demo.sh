@@ -127,12 +127,6 @@ show ls -l "$(dirname "$(tg_state_file)")"
 tg_state | jq -r '"version \(.version), bootId \(.bootId), pool \(.pool.source) \(.pool.addresses | join(" ")), \(.attachments|length) attachments, \(.cooling|length) cooling"' | sed 's/^/    /'
 tg_state | jq -r '.attachments[] | "    \(.ip)\t\(.namespace)/\(.pod)\t\(.hostVeth)\t\(.containerId[0:12])…"'
 
-section "Accounting and the exporter"
-# TODO(exporter): start build/tollgate-exporter --listen 127.0.0.1:<port> --data-dir "$TG_TMP/data"
-#   inside the node namespace (background, PID in TG_PIDS), curl /metrics and show the
-#   tollgate_namespace_bytes_total lines for research and datasets.
-say "  (tollgate-exporter is not part of this build yet)"
-
 section "IPAM debug CLI: tollgate-ipam"
 IPAM_BIN=$TOLLGATE_BIN_DIR/tollgate-ipam
 if [ -x "$IPAM_BIN" ]; then
@@ -141,7 +135,11 @@ if [ -x "$IPAM_BIN" ]; then
 	ipam status
 	ipam list
 	ipam show research/train-0
-	# TODO(tollgate-ipam): add `doctor` here once it exists.
+	# a veth nobody owns, as a crashed runtime might leave: doctor finds it and says how to fix it
+	ip -n "$TG_NODE" link add tg0000deadbeef type veth peer name tgdemo-peer
+	ipam doctor || true
+	ip -n "$TG_NODE" link del tg0000deadbeef
+	ipam doctor
 else
 	say "  ($IPAM_BIN not built)"
 fi
