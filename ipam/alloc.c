@@ -233,17 +233,25 @@ static bool contains(const uint32_t *sorted, size_t n, uint32_t ip)
 	return n && bsearch(&ip, sorted, n, sizeof(ip), cmp_u32) != NULL;
 }
 
-int ipam_reconcile(struct ipam_state *st, const uint32_t *seen, size_t n, int64_t now_ms,
+int ipam_reconcile(struct ipam_state *st, const uint32_t *seen_in, size_t n_in, int64_t now_ms,
 		   struct ipam_sync_report *ret, struct tg_err *e)
 {
-	_cleanup_free_ uint32_t *pool = malloc((st->n_pool + n + 1) * sizeof(*pool));
-	_cleanup_free_ uint32_t *pending = malloc((n + 1) * sizeof(*pending));
+	_cleanup_free_ uint32_t *pool = malloc((st->n_pool + n_in + 1) * sizeof(*pool));
+	_cleanup_free_ uint32_t *pending = malloc((n_in + 1) * sizeof(*pending));
+	_cleanup_free_ uint32_t *seen = malloc((n_in + 1) * sizeof(*seen));
 	bool first = st->n_pool == 0;
-	size_t i, n_pool = 0, n_pending = 0;
+	size_t i, n = 0, n_pool = 0, n_pending = 0;
 
 	memset(ret, 0, sizeof(*ret));
-	if (!pool || !pending)
+	if (!pool || !pending || !seen)
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+	/* Sorted and unique, whatever order the source listed them in. */
+	if (n_in)
+		memcpy(seen, seen_in, n_in * sizeof(*seen));
+	qsort(seen, n_in, sizeof(*seen), cmp_u32);
+	for (i = 0; i < n_in; i++)
+		if (n == 0 || seen[n - 1] != seen[i])
+			seen[n++] = seen[i];
 	for (i = 0; i < n; i++) {
 		if (first || contains(st->pool, st->n_pool, seen[i])) {
 			pool[n_pool++] = seen[i];
