@@ -6,14 +6,18 @@
  * The nftables table `inet tollgate`, owned wholly by Tollgate and changed
  * only in atomic batches (libnftnl + libmnl, never the nft binary):
  *
- *   set internal  { type ipv4_addr; flags interval; }   internalCIDRs
- *   set pods      { type ipv4_addr; }                   every pod address
- *   set masq      { type ipv4_addr; }                   pods whose config says masquerade
- *   chain postrouting { type nat hook postrouting priority srcnat;
- *       ip saddr @masq ip daddr != @internal masquerade }
+ *   set internal { type ipv4_addr; flags interval; }    internalCIDRs
+ *   set pods, set masq { type ipv4_addr; }              every pod / pods to masquerade
+ *   map ns_<class>  { type ipv4_addr : counter; }       pod address -> its namespace's counter
+ *   map pod_<class> { type ipv4_addr : counter; }       pod address -> its own (accounting.perPod)
+ *   counter ns_<namespace>_<class>, host_<class>, pod_<host veth>_<class>
+ *   chain prerouting, output: internet-bound packets get internetMark
+ *   chain forward, input, output: counting; chain postrouting: masquerade
  *
- * Per-pod objects are set elements, so the per-packet cost does not grow
- * with the number of pods.
+ * <class> is egress_internal, egress_internet, ingress_internal or
+ * ingress_internet. A packet costs one hash lookup per map, whatever the
+ * number of pods. Namespace counters outlive their pods: bytes stay with
+ * the namespace until the node reboots.
  */
 
 #include <stdbool.h>
@@ -25,21 +29,62 @@
 
 #define ACCT_TABLE "tollgate"
 #define ACCT_MAX_INTERNAL 64
+#define ACCT_COUNTER_NAME_MAX 128
+
+enum acct_class {
+	ACCT_EGRESS_INTERNAL,
+	ACCT_EGRESS_INTERNET,
+	ACCT_INGRESS_INTERNAL,
+	ACCT_INGRESS_INTERNET,
+	ACCT_CLASSES,
+};
+
+/* "egress_internal", ... in enum order */
+extern const char *const acct_class_names[ACCT_CLASSES];
 
 struct acct_config {
 	const struct cidr4 *internal;	/* sorted, non-overlapping */
 	size_t n_internal;
 	bool masquerade;
+	bool enabled;			/* counting rules */
+	bool per_pod;
+	uint32_t internet_mark;
 };
 
-/* Adds the pod's elements, creating the table first when it is missing. */
-int acct_pod_add(const struct acct_config *cfg, uint32_t ip, struct tg_err *e);
-/* Removes the pod's elements; elements or a table already gone are fine. */
-int acct_pod_del(uint32_t ip, struct tg_err *e);
-/* 1 when the pod's elements are as configured, 0 when not, negative on error. */
-int acct_pod_check(uint32_t ip, bool masquerade, struct tg_err *e);
+struct acct_pod {
+	uint32_t ip;
+	const char *k8s_namespace;	/* "" when the runtime did not say */
+	const char *host_veth;		/* names the pod's own counters */
+};
 
+/* Counter names: ns_<namespace>_<class> and pod_<host veth>_<class>. */
+void acct_ns_counter_name(const char *k8s_namespace, enum acct_class c,
+			  char ret[ACCT_COUNTER_NAME_MAX]);
+void acct_pod_counter_name(const char *host_veth, enum acct_class c,
+			   char ret[ACCT_COUNTER_NAME_MAX]);
+
+/*
+ * Declares the table as cfg says and adds the pod, in one transaction. When
+ * the table was missing (flushed by someone), every pod in `all` is put back
+ * in the same transaction.
+ */
+int acct_pod_add(const struct acct_config *cfg, const struct acct_pod *pod,
+		 const struct acct_pod *all, size_t n_all, struct tg_err *e);
+/* Rebuilds the table with every pod in `all` (doctor --fix). */
+int acct_rebuild(const struct acct_config *cfg, const struct acct_pod *all, size_t n_all,
+		 struct tg_err *e);
+/* Removes the pod's elements and own counters; anything already gone is fine. */
+int acct_pod_del(const struct acct_pod *pod, struct tg_err *e);
+/* 1 when the pod's elements are as configured, 0 when not, negative on error. */
+int acct_pod_check(const struct acct_pod *pod, bool masquerade, struct tg_err *e);
 /* Every element of set `set` ("pods", "masq"); -ENOENT when the table or set is missing. */
 int acct_list_set(const char *set, uint32_t **ret, size_t *ret_n, struct tg_err *e);
+
+struct acct_counter {
+	char name[ACCT_COUNTER_NAME_MAX];
+	uint64_t packets, bytes;
+};
+/* Every counter of the table in one dump; -ENOENT when the table is missing. */
+int acct_list_counters(struct acct_counter **ret, size_t *ret_n, struct tg_err *e);
 
 #endif

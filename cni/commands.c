@@ -58,8 +58,31 @@ static struct acct_config acct_config_of(const struct tg_config *cfg)
 		.internal = cfg->internal,
 		.n_internal = cfg->n_internal,
 		.masquerade = cfg->masquerade,
+		.enabled = cfg->acct_enabled,
+		.per_pod = cfg->acct_per_pod,
+		.internet_mark = cfg->internet_mark,
 	};
 	return a;
+}
+
+static struct acct_pod acct_pod_of(const struct ipam_attachment *a)
+{
+	struct acct_pod p = {
+		.ip = a->ip,
+		.k8s_namespace = a->k8s_namespace,
+		.host_veth = a->host_veth,
+	};
+	return p;
+}
+
+/* Every attachment of the store, for rebuilding a table somebody flushed. */
+static struct acct_pod *acct_pods_of(const struct ipam_state *st)
+{
+	struct acct_pod *all = calloc(st->n_att + 1, sizeof(*all));
+
+	for (size_t i = 0; all && i < st->n_att; i++)
+		all[i] = acct_pod_of(&st->att[i]);
+	return all;
 }
 
 static int open_netns(struct session *s, const char *path, struct tg_err *e)
@@ -182,6 +205,8 @@ int cmd_add(const struct cni_env *env, const struct tg_config *cfg, json_object 
 	struct acct_config acct = acct_config_of(cfg);
 	struct plumb_req rq = { 0 };
 	struct cni_add_result res;
+	struct acct_pod me;
+	_cleanup_free_ struct acct_pod *all = NULL;
 	int mtu = cfg->mtu, r;
 
 	r = session_begin(&s, cfg, e);
@@ -209,6 +234,12 @@ int cmd_add(const struct cni_env *env, const struct tg_config *cfg, json_object 
 	if (r < 0)
 		goto out;
 	ip4_format(ac.got.ip, ret_ip);
+	me = acct_pod_of(&ac.got);
+	all = acct_pods_of(&s.state);
+	if (!all) {
+		r = tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+		goto undo;
+	}
 
 	rq.host_ifname = ac.got.host_veth;
 	rq.pod_ifname = env->ifname;
@@ -221,12 +252,13 @@ int cmd_add(const struct cni_env *env, const struct tg_config *cfg, json_object 
 	if (r < 0)
 		goto undo;
 	/* A repeated ADD leaves a healthy attachment as it is. */
-	if (ac.existing && plumb_check(s.sk, &rq, NULL) == 0 && acct_pod_check(ac.got.ip, cfg->masquerade, NULL) == 1)
+	if (ac.existing && plumb_check(s.sk, &rq, NULL) == 0 &&
+	    acct_pod_check(&me, cfg->masquerade, NULL) == 1)
 		goto done;
 	r = plumb_add(s.sk, &rq, e);
 	if (r < 0)
 		goto undo;
-	r = acct_pod_add(&acct, ac.got.ip, e);
+	r = acct_pod_add(&acct, &me, all, s.state.n_att, e);
 	if (r < 0)
 		goto undo;
 done:
@@ -246,7 +278,8 @@ done:
 
 undo:
 	/* Put the node back as it was: kernel objects first, then the address. */
-	acct_pod_del(ac.got.ip, NULL);
+	if (!ac.existing)
+		acct_pod_del(&me, NULL);
 	plumb_del(s.sk, ac.got.host_veth, NULL);
 	if (!ac.existing) {
 		struct release_ctx rc = { env->container_id, env->ifname, false, 0 };
@@ -289,7 +322,9 @@ int cmd_del(const struct cni_env *env, const struct tg_config *cfg, char ret_ip[
 	/* Every step runs; the first error is the one reported. */
 	if (ip) {
 		ip4_format(ip, ret_ip);
-		first = acct_pod_del(ip, e);
+		struct acct_pod p = { .ip = ip, .k8s_namespace = "", .host_veth = host_veth };
+
+		first = acct_pod_del(&p, e);
 	}
 	r = plumb_del(s.sk, host_veth, e);
 	if (r < 0 && !first)
@@ -350,11 +385,15 @@ int cmd_check(const struct cni_env *env, const struct tg_config *cfg, char ret_i
 	r = plumb_check(s.sk, &rq, e);
 	if (r < 0)
 		goto out;
-	r = acct_pod_check(a->ip, cfg->masquerade, e);
+	{
+		struct acct_pod p = acct_pod_of(a);
+
+		r = acct_pod_check(&p, cfg->masquerade, e);
+	}
 	if (r == 0)
 		r = tg_fail(e, TG_ERR_DRIFT, -ENOENT,
-			    "drift: the elements of %s in sets pods/masq of table inet tollgate do not "
-			    "match the config (masquerade %s)",
+			    "drift: the elements of %s in table inet tollgate (sets pods, masq, map "
+			    "ns_egress_internal) do not match the config (masquerade %s)",
 			    ret_ip, cfg->masquerade ? "true" : "false");
 	r = r < 0 ? r : 0;
 out:
@@ -456,7 +495,9 @@ int cmd_gc(const struct tg_config *cfg, struct tg_err *e)
 	if (r < 0)
 		goto out;
 	for (size_t i = 0; i < gc.n_stale; i++) {
-		r = acct_pod_del(gc.stale[i].ip, e);
+		struct acct_pod p = acct_pod_of(&gc.stale[i]);
+
+		r = acct_pod_del(&p, e);
 		if (r < 0 && !first)
 			first = r;
 		r = plumb_del(s.sk, gc.stale[i].host_veth, e);

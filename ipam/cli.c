@@ -553,7 +553,12 @@ static int teardown(const struct ipam_attachment *a)
 	struct rtnl_link *link;
 	int r;
 
-	r = acct_pod_del(a->ip, &e);
+	{
+		struct acct_pod p = { .ip = a->ip, .k8s_namespace = a->k8s_namespace,
+				      .host_veth = a->host_veth };
+
+		r = acct_pod_del(&p, &e);
+	}
 	if (r < 0) {
 		fprintf(stderr, "tollgate-ipam: %s\n", e.msg);
 		return r;

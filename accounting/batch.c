@@ -1,0 +1,210 @@
+// SPDX-License-Identifier: Apache-2.0
+/* nftables transport: atomic batches over libmnl, answers and extack collected. */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include <linux/netfilter.h>
+#include <libnftnl/common.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <linux/netfilter/nf_tables.h>
+
+#include "accounting/internal.h"
+
+int nft_conn_open(struct nft_conn *c, size_t bufsize, struct tg_err *e)
+{
+	int one = 1;
+
+	c->nl = mnl_socket_open(NETLINK_NETFILTER);
+	if (!c->nl)
+		return tg_fail(e, CNI_ERR_IO, -errno, "cannot open nftables netlink socket: %m");
+	if (mnl_socket_bind(c->nl, 0, MNL_SOCKET_AUTOPID) < 0) {
+		int r = -errno;
+
+		mnl_socket_close(c->nl);
+		c->nl = NULL;
+		return tg_fail(e, CNI_ERR_IO, r, "cannot bind nftables netlink socket: %s",
+			       strerror(-r));
+	}
+	/* Ask for the kernel's own words on failures (extended ack). */
+	mnl_socket_setsockopt(c->nl, NETLINK_EXT_ACK, &one, sizeof(one));
+	if (bufsize > 200000) {
+		/* A rebuild of thousands of pods is one large message: make room (root may force). */
+		int sz = (int)(bufsize + 65536);
+
+		setsockopt(mnl_socket_get_fd(c->nl), SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz));
+		setsockopt(mnl_socket_get_fd(c->nl), SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof(sz));
+	}
+	c->portid = mnl_socket_get_portid(c->nl);
+	return 0;
+}
+
+void nft_conn_close(struct nft_conn *c)
+{
+	if (c->nl)
+		mnl_socket_close(c->nl);
+	c->nl = NULL;
+}
+
+struct batch *batch_new(size_t size)
+{
+	struct batch *bt = calloc(1, sizeof(*bt));
+
+	if (!bt)
+		return NULL;
+	/* Zeroed so that attribute padding never carries stale bytes to the kernel. */
+	bt->buf = calloc(1, size);
+	if (!bt->buf) {
+		free(bt);
+		return NULL;
+	}
+	bt->size = size;
+	return bt;
+}
+
+static void batch_stop(struct batch *bt)
+{
+	if (bt->b)
+		mnl_nlmsg_batch_stop(bt->b);
+	bt->b = NULL;
+}
+
+void batch_free(struct batch *bt)
+{
+	if (!bt)
+		return;
+	batch_stop(bt);
+	free(bt->buf);
+	free(bt);
+}
+
+void batch_start(struct batch *bt)
+{
+	batch_stop(bt);
+	memset(bt->buf, 0, bt->size);
+	bt->seq = (uint32_t)time(NULL);
+	bt->acks = 0;
+	bt->full = false;
+	/* libmnl writes a message that crosses the limit before refusing it: limit = half. */
+	bt->b = mnl_nlmsg_batch_start(bt->buf, bt->size / 2);
+	nftnl_batch_begin(mnl_nlmsg_batch_current(bt->b), bt->seq++);
+	mnl_nlmsg_batch_next(bt->b);
+}
+
+struct nlmsghdr *batch_msg(struct batch *bt, uint16_t type, uint16_t flags)
+{
+	struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(bt->b), type,
+						     NFPROTO_INET, flags | NLM_F_ACK, bt->seq++);
+
+	bt->acks++;
+	return nlh;
+}
+
+void batch_next(struct batch *bt)
+{
+	if (!mnl_nlmsg_batch_next(bt->b))
+		bt->full = true;
+}
+
+/* Extracts the extended-ack message, if the kernel sent one. */
+static const char *extack_msg(const struct nlmsghdr *nlh)
+{
+	const struct nlmsgerr *err = mnl_nlmsg_get_payload(nlh);
+	const struct nlattr *attr;
+	size_t off;
+
+	if (!(nlh->nlmsg_flags & NLM_F_ACK_TLVS))
+		return NULL;
+	off = sizeof(*err);
+	if (!(nlh->nlmsg_flags & NLM_F_CAPPED))
+		off += err->msg.nlmsg_len - sizeof(err->msg);
+	mnl_attr_for_each(attr, nlh, off) {
+		if (mnl_attr_get_type(attr) == NLMSGERR_ATTR_MSG &&
+		    mnl_attr_validate(attr, MNL_TYPE_NUL_STRING) == 0)
+			return mnl_attr_get_str(attr);
+	}
+	return NULL;
+}
+
+/*
+ * Sends the batch and collects one answer per message. nfnetlink handles a
+ * batch inside sendmsg(), so every answer is queued when it returns.
+ */
+int batch_send(struct nft_conn *c, struct batch *bt, char *why, size_t why_len)
+{
+	char buf[NFT_RECV_SIZE];
+	unsigned int got = 0;
+	int first = 0;
+
+	if (bt->full)
+		return -ENOBUFS;
+	nftnl_batch_end(mnl_nlmsg_batch_current(bt->b), bt->seq++);
+	batch_next(bt);
+	if (bt->full)
+		return -ENOBUFS;
+	if (mnl_socket_sendto(c->nl, mnl_nlmsg_batch_head(bt->b), mnl_nlmsg_batch_size(bt->b)) < 0)
+		return -errno;
+	while (got < bt->acks) {
+		struct pollfd p = { .fd = mnl_socket_get_fd(c->nl), .events = POLLIN };
+		struct nlmsghdr *nlh;
+		ssize_t n;
+		int len;
+
+		if (poll(&p, 1, 5000) <= 0)
+			return first ? first : -ETIMEDOUT;
+		n = mnl_socket_recvfrom(c->nl, buf, sizeof(buf));
+		if (n < 0)
+			return first ? first : -errno;
+		len = (int)n;
+		for (nlh = (struct nlmsghdr *)buf; mnl_nlmsg_ok(nlh, len);
+		     nlh = mnl_nlmsg_next(nlh, &len)) {
+			const struct nlmsgerr *err;
+
+			if (nlh->nlmsg_pid != c->portid || nlh->nlmsg_type != NLMSG_ERROR)
+				continue;
+			got++;
+			err = mnl_nlmsg_get_payload(nlh);
+			if (err->error && !first) {
+				const char *m = extack_msg(nlh);
+
+				first = err->error;
+				if (why && m)
+					snprintf(why, why_len, "%s", m);
+			}
+		}
+	}
+	return first;
+}
+
+int nft_get(struct nft_conn *c, uint16_t type, void (*build)(struct nlmsghdr *, const void *),
+	    const void *arg)
+{
+	char buf[NFT_RECV_SIZE] = { 0 };
+	struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(buf, type, NFPROTO_INET, NLM_F_ACK, 1);
+	int r = 0;
+
+	build(nlh, arg);
+	if (mnl_socket_sendto(c->nl, nlh, nlh->nlmsg_len) < 0)
+		return -errno;
+	while (r == 0) {
+		ssize_t n = mnl_socket_recvfrom(c->nl, buf, sizeof(buf));
+
+		if (n < 0)
+			return -errno;
+		r = mnl_cb_run(buf, (size_t)n, 1, c->portid, NULL, NULL);
+		if (r < 0)
+			return -errno;
+		r = r == MNL_CB_STOP ? 1 : 0;
+	}
+	return 0;
+}
+
+int nft_fail(struct tg_err *e, int r, const char *what, const char *why)
+{
+	return tg_fail(e, CNI_ERR_IO, r, "nftables: %s failed: %s%s%s", what, strerror(-r),
+		       why && why[0] ? ": " : "", why ? why : "");
+}

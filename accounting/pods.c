@@ -1,0 +1,450 @@
+// SPDX-License-Identifier: Apache-2.0
+/* Per-pod elements and counters of table inet tollgate, and the dumps that read them. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <linux/netfilter.h>
+#include <linux/netfilter/nf_tables.h>
+#include <libnftnl/object.h>
+
+#include "accounting/internal.h"
+
+#define BATCH_BASE (128 * 1024)
+#define BATCH_PER_POD 2048	/* generous: ~10 elements and 8 counters */
+
+void acct_ns_counter_name(const char *k8s_namespace, enum acct_class c,
+			  char ret[ACCT_COUNTER_NAME_MAX])
+{
+	/* Namespaces are DNS labels: no '_', so the name splits back unambiguously. */
+	snprintf(ret, ACCT_COUNTER_NAME_MAX, "ns_%s_%s", k8s_namespace, acct_class_names[c]);
+}
+
+void acct_pod_counter_name(const char *host_veth, enum acct_class c,
+			   char ret[ACCT_COUNTER_NAME_MAX])
+{
+	snprintf(ret, ACCT_COUNTER_NAME_MAX, "pod_%s_%s", host_veth, acct_class_names[c]);
+}
+
+static struct nftnl_set *set_ref(const char *name)
+{
+	struct nftnl_set *s = nftnl_set_alloc();
+
+	if (!s)
+		return NULL;
+	nftnl_set_set_str(s, NFTNL_SET_TABLE, ACCT_TABLE);
+	nftnl_set_set_str(s, NFTNL_SET_NAME, name);
+	return s;
+}
+
+/* One element message: `ip` into set `set`, or `ip : counter` into a map. */
+static int put_elem(struct batch *bt, uint16_t type, const char *set, uint32_t ip,
+		    const char *counter)
+{
+	struct nftnl_set *s = set_ref(set);
+	struct nftnl_set_elem *el = nftnl_set_elem_alloc();
+	uint32_t key = htonl(ip);
+	struct nlmsghdr *nlh;
+
+	if (!s || !el) {
+		if (s)
+			nftnl_set_free(s);
+		if (el)
+			nftnl_set_elem_free(el);
+		return -ENOMEM;
+	}
+	nftnl_set_elem_set(el, NFTNL_SET_ELEM_KEY, &key, sizeof(key));
+	if (counter)
+		nftnl_set_elem_set_str(el, NFTNL_SET_ELEM_OBJREF, counter);
+	nftnl_set_elem_add(s, el);
+	nlh = batch_msg(bt, type, type == NFT_MSG_NEWSETELEM ? NLM_F_CREATE : 0);
+	nftnl_set_elems_nlmsg_build_payload(nlh, s);
+	nftnl_set_free(s);
+	batch_next(bt);
+	return 0;
+}
+
+static int put_pod(struct batch *bt, const struct acct_config *cfg, const struct acct_pod *p)
+{
+	char name[ACCT_COUNTER_NAME_MAX];
+	int r = 0;
+
+	r |= put_elem(bt, NFT_MSG_NEWSETELEM, SET_PODS, p->ip, NULL);
+	if (cfg->masquerade)
+		r |= put_elem(bt, NFT_MSG_NEWSETELEM, SET_MASQ, p->ip, NULL);
+	for (int c = 0; c < ACCT_CLASSES; c++) {
+		/* The namespace's counters appear with its first pod and stay. */
+		acct_ns_counter_name(p->k8s_namespace, c, name);
+		r |= acct_put_counter(bt, name);
+		r |= put_elem(bt, NFT_MSG_NEWSETELEM, acct_ns_maps[c], p->ip, name);
+		if (cfg->per_pod) {
+			acct_pod_counter_name(p->host_veth, c, name);
+			r |= acct_put_counter(bt, name);
+			r |= put_elem(bt, NFT_MSG_NEWSETELEM, acct_pod_maps[c], p->ip, name);
+		}
+	}
+	return r ? -ENOMEM : 0;
+}
+
+static void build_getset(struct nlmsghdr *nlh, const void *arg)
+{
+	struct nftnl_set *s = set_ref(arg);
+
+	if (s) {
+		nftnl_set_nlmsg_build_payload(nlh, s);
+		nftnl_set_free(s);
+	}
+}
+
+static int send_declared(const struct acct_config *cfg, const struct acct_pod *pod,
+			 const struct acct_pod *all, size_t n_all, bool force_rebuild,
+			 struct tg_err *e)
+{
+	struct nft_conn c = { 0 };
+	struct batch *bt = NULL;
+	char why[256] = "";
+	bool rebuild = force_rebuild;
+	size_t size = BATCH_BASE;
+	int r;
+
+	r = nft_conn_open(&c, BATCH_BASE + n_all * BATCH_PER_POD, e);
+	if (r < 0)
+		return r;
+	/* A table somebody flushed is put back whole, from the store. */
+	if (!rebuild && n_all && nft_get(&c, NFT_MSG_GETSET, build_getset, SET_PODS) == -ENOENT)
+		rebuild = true;
+	if (rebuild)
+		size += n_all * BATCH_PER_POD;
+	bt = batch_new(2 * size);
+	if (!bt) {
+		nft_conn_close(&c);
+		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+	}
+	batch_start(bt);
+	r = table_declare(bt, cfg);
+	for (size_t i = 0; rebuild && r == 0 && i < n_all; i++)
+		r = put_pod(bt, cfg, &all[i]);
+	if (r == 0 && pod)
+		r = put_pod(bt, cfg, pod);
+	if (r == 0)
+		r = batch_send(&c, bt, why, sizeof(why));
+	batch_free(bt);
+	nft_conn_close(&c);
+	if (r < 0)
+		return nft_fail(e, r, "updating table inet " ACCT_TABLE, why);
+	return 0;
+}
+
+int acct_pod_add(const struct acct_config *cfg, const struct acct_pod *pod,
+		 const struct acct_pod *all, size_t n_all, struct tg_err *e)
+{
+	return send_declared(cfg, pod, all, n_all, false, e);
+}
+
+int acct_rebuild(const struct acct_config *cfg, const struct acct_pod *all, size_t n_all,
+		 struct tg_err *e)
+{
+	return send_declared(cfg, NULL, all, n_all, true, e);
+}
+
+static int put_pod_removal(struct batch *bt, const struct acct_pod *p, uint16_t del_elem,
+			   uint16_t del_obj, int only)
+{
+	char name[ACCT_COUNTER_NAME_MAX];
+	int r = 0, i = 0;
+
+	/* Elements first: a counter that a map still points at cannot go. */
+#define STEP(x) do { if (only < 0 || only == i) r |= (x); i++; } while (0)
+	STEP(put_elem(bt, del_elem, SET_MASQ, p->ip, NULL));
+	STEP(put_elem(bt, del_elem, SET_PODS, p->ip, NULL));
+	for (int c = 0; c < ACCT_CLASSES; c++) {
+		STEP(put_elem(bt, del_elem, acct_ns_maps[c], p->ip, NULL));
+		STEP(put_elem(bt, del_elem, acct_pod_maps[c], p->ip, NULL));
+	}
+	for (int c = 0; c < ACCT_CLASSES; c++) {
+		struct nftnl_obj *o = nftnl_obj_alloc();
+		struct nlmsghdr *nlh;
+
+		if (!o)
+			return -ENOMEM;
+		acct_pod_counter_name(p->host_veth, c, name);
+		nftnl_obj_set_str(o, NFTNL_OBJ_TABLE, ACCT_TABLE);
+		nftnl_obj_set_str(o, NFTNL_OBJ_NAME, name);
+		nftnl_obj_set_u32(o, NFTNL_OBJ_TYPE, NFT_OBJECT_COUNTER);
+		if (only < 0 || only == i) {
+			nlh = batch_msg(bt, del_obj, 0);
+			nftnl_obj_nlmsg_build_payload(nlh, o);
+			batch_next(bt);
+		}
+		nftnl_obj_free(o);
+		i++;
+	}
+#undef STEP
+	return r ? -ENOMEM : i;
+}
+
+int acct_pod_del(const struct acct_pod *pod, struct tg_err *e)
+{
+	struct nft_conn c = { 0 };
+	struct batch *bt = batch_new(2 * BATCH_BASE);
+	char why[256] = "";
+	int r, steps;
+
+	if (!bt)
+		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+	r = nft_conn_open(&c, 0, e);
+	if (r < 0) {
+		batch_free(bt);
+		return r;
+	}
+	/* One transaction of "destroy" messages: each is fine when its object is gone. */
+	batch_start(bt);
+	steps = put_pod_removal(bt, pod, NFT_MSG_DESTROYSETELEM, NFT_MSG_DESTROYOBJ, -1);
+	r = steps < 0 ? steps : batch_send(&c, bt, why, sizeof(why));
+	if (r == -EINVAL || r == -EOPNOTSUPP) {
+		/* A kernel before 6.3 has no destroy: delete step by step, ENOENT is fine. */
+		for (int i = 0; i < steps; i++) {
+			batch_start(bt);
+			put_pod_removal(bt, pod, NFT_MSG_DELSETELEM, NFT_MSG_DELOBJ, i);
+			r = batch_send(&c, bt, why, sizeof(why));
+			if (r < 0 && r != -ENOENT)
+				break;
+			r = 0;
+		}
+	}
+	batch_free(bt);
+	nft_conn_close(&c);
+	if (r == -ENOENT)
+		return 0; /* the whole table is gone */
+	if (r < 0)
+		return nft_fail(e, r, "removing the pod from table inet " ACCT_TABLE, why);
+	return 0;
+}
+
+struct elem_query {
+	const char *set;
+	uint32_t ip;
+};
+
+static void build_getelem(struct nlmsghdr *nlh, const void *arg)
+{
+	const struct elem_query *q = arg;
+	struct nftnl_set *s = set_ref(q->set);
+
+	if (!s)
+		return;
+	set_add_key(s, q->ip, false);
+	nftnl_set_elems_nlmsg_build_payload(nlh, s);
+	nftnl_set_free(s);
+}
+
+static int elem_present(struct nft_conn *c, const char *set, uint32_t ip)
+{
+	struct elem_query q = { set, ip };
+	int r = nft_get(c, NFT_MSG_GETSETELEM, build_getelem, &q);
+
+	return r == 0 ? 1 : r == -ENOENT ? 0 : r;
+}
+
+int acct_pod_check(const struct acct_pod *pod, bool masquerade, struct tg_err *e)
+{
+	struct nft_conn c = { 0 };
+	int r;
+
+	r = nft_conn_open(&c, 0, e);
+	if (r < 0)
+		return r;
+	r = elem_present(&c, SET_PODS, pod->ip);
+	if (r == 1)
+		r = elem_present(&c, acct_ns_maps[ACCT_EGRESS_INTERNAL], pod->ip);
+	if (r == 1)
+		r = elem_present(&c, SET_MASQ, pod->ip) == (masquerade ? 1 : 0);
+	nft_conn_close(&c);
+	if (r < 0)
+		return nft_fail(e, r, "looking up the pod in table inet " ACCT_TABLE, "");
+	return r;
+}
+
+/* ---- dumps ---- */
+
+struct dump_ctx {
+	uint32_t *ips;
+	struct acct_counter *ctrs;
+	size_t n, cap;
+	int err;
+};
+
+static bool grow(struct dump_ctx *d, size_t elem)
+{
+	void **arr = d->ips ? (void **)&d->ips : (void **)&d->ctrs;
+	size_t cap;
+	void *grown;
+
+	if (d->n < d->cap)
+		return true;
+	cap = d->cap ? d->cap * 2 : 64;
+	grown = realloc(*arr, cap * elem);
+	if (!grown) {
+		d->err = -ENOMEM;
+		return false;
+	}
+	*arr = grown;
+	d->cap = cap;
+	return true;
+}
+
+static int collect_elem(struct nftnl_set_elem *el, void *p)
+{
+	struct dump_ctx *d = p;
+	uint32_t len = 0, be;
+	const void *key = nftnl_set_elem_get(el, NFTNL_SET_ELEM_KEY, &len);
+
+	if (!key || len != 4)
+		return 0;
+	if (!grow(d, sizeof(*d->ips)))
+		return -1;
+	memcpy(&be, key, 4);
+	d->ips[d->n++] = ntohl(be);
+	return 0;
+}
+
+static int elems_cb(const struct nlmsghdr *nlh, void *p)
+{
+	struct nftnl_set *s = nftnl_set_alloc();
+	int r = MNL_CB_OK;
+
+	if (!s)
+		return MNL_CB_ERROR;
+	if (nftnl_set_elems_nlmsg_parse(nlh, s) == 0)
+		nftnl_set_elem_foreach(s, collect_elem, p);
+	else
+		r = MNL_CB_ERROR;
+	nftnl_set_free(s);
+	return r;
+}
+
+static int counters_cb(const struct nlmsghdr *nlh, void *p)
+{
+	struct dump_ctx *d = p;
+	struct nftnl_obj *o = nftnl_obj_alloc();
+	const char *name, *table;
+
+	if (!o)
+		return MNL_CB_ERROR;
+	if (nftnl_obj_nlmsg_parse(nlh, o) == 0 &&
+	    nftnl_obj_get_u32(o, NFTNL_OBJ_TYPE) == NFT_OBJECT_COUNTER &&
+	    (table = nftnl_obj_get_str(o, NFTNL_OBJ_TABLE)) && strcmp(table, ACCT_TABLE) == 0 &&
+	    (name = nftnl_obj_get_str(o, NFTNL_OBJ_NAME)) && grow(d, sizeof(*d->ctrs))) {
+		struct acct_counter *ctr = &d->ctrs[d->n++];
+
+		snprintf(ctr->name, sizeof(ctr->name), "%s", name);
+		ctr->packets = nftnl_obj_get_u64(o, NFTNL_OBJ_CTR_PKTS);
+		ctr->bytes = nftnl_obj_get_u64(o, NFTNL_OBJ_CTR_BYTES);
+	}
+	nftnl_obj_free(o);
+	return d->err ? MNL_CB_ERROR : MNL_CB_OK;
+}
+
+static int dump(struct nlmsghdr *(*build)(char *buf, const void *arg), const void *arg,
+		mnl_cb_t cb, struct dump_ctx *d)
+{
+	char buf[NFT_RECV_SIZE] = { 0 };
+	struct nft_conn c = { 0 };
+	struct nlmsghdr *nlh;
+	int r;
+
+	r = nft_conn_open(&c, 0, NULL);
+	if (r < 0)
+		return r;
+	nlh = build(buf, arg);
+	r = 0;
+	if (mnl_socket_sendto(c.nl, nlh, nlh->nlmsg_len) < 0)
+		r = -errno;
+	while (r == 0) {
+		ssize_t n = mnl_socket_recvfrom(c.nl, buf, sizeof(buf));
+
+		if (n < 0) {
+			r = -errno;
+			break;
+		}
+		r = mnl_cb_run(buf, (size_t)n, 1, c.portid, cb, d);
+		if (r < 0)
+			r = d->err ? d->err : -errno;
+		else if (r == MNL_CB_STOP)
+			break;
+		else
+			r = 0;
+	}
+	nft_conn_close(&c);
+	return r;
+}
+
+static struct nlmsghdr *build_elems_dump(char *buf, const void *set)
+{
+	struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(buf, NFT_MSG_GETSETELEM, NFPROTO_INET,
+						     NLM_F_DUMP | NLM_F_ACK, 1);
+	struct nftnl_set *s = set_ref(set);
+
+	if (s) {
+		nftnl_set_elems_nlmsg_build_payload(nlh, s);
+		nftnl_set_free(s);
+	}
+	return nlh;
+}
+
+int acct_list_set(const char *set, uint32_t **ret, size_t *ret_n, struct tg_err *e)
+{
+	struct dump_ctx d = { 0 };
+	int r;
+
+	/* grow() extends whichever array is set. */
+	d.ips = malloc(64 * sizeof(*d.ips));
+	if (!d.ips)
+		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+	d.cap = 64;
+	r = dump(build_elems_dump, set, elems_cb, &d);
+	if (r < 0) {
+		free(d.ips);
+		return r == -ENOENT ? r : nft_fail(e, r, "listing a set", set);
+	}
+	*ret = d.ips;
+	*ret_n = d.n;
+	return 0;
+}
+
+static struct nlmsghdr *build_counters_dump(char *buf, const void *unused)
+{
+	struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(buf, NFT_MSG_GETOBJ, NFPROTO_INET,
+						     NLM_F_DUMP | NLM_F_ACK, 1);
+	struct nftnl_obj *o = nftnl_obj_alloc();
+
+	if (o) {
+		/* The kernel filters the dump by table and object type. */
+		nftnl_obj_set_str(o, NFTNL_OBJ_TABLE, ACCT_TABLE);
+		nftnl_obj_set_u32(o, NFTNL_OBJ_TYPE, NFT_OBJECT_COUNTER);
+		nftnl_obj_nlmsg_build_payload(nlh, o);
+		nftnl_obj_free(o);
+	}
+	return nlh;
+}
+
+int acct_list_counters(struct acct_counter **ret, size_t *ret_n, struct tg_err *e)
+{
+	struct dump_ctx d = { 0 };
+	int r;
+
+	d.ctrs = malloc(64 * sizeof(*d.ctrs));
+	if (!d.ctrs)
+		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+	d.cap = 64;
+	r = dump(build_counters_dump, NULL, counters_cb, &d);
+	if (r < 0) {
+		free(d.ctrs);
+		return r == -ENOENT ? r : nft_fail(e, r, "listing counters", "");
+	}
+	*ret = d.ctrs;
+	*ret_n = d.n;
+	return 0;
+}

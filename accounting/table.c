@@ -1,0 +1,451 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The declaration of table `inet tollgate` (see accounting.h for the whole
+ * picture). Declared again in every ADD's transaction: objects are created
+ * where missing, the internal set and every chain's rules are replaced, and
+ * per-pod elements and counters are left as they are.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <linux/netfilter.h>
+#include <linux/netfilter/nf_tables.h>
+#include <libnftnl/chain.h>
+#include <libnftnl/expr.h>
+#include <libnftnl/object.h>
+#include <libnftnl/rule.h>
+#include <libnftnl/table.h>
+
+#include "accounting/internal.h"
+
+const char *const acct_ns_maps[ACCT_CLASSES] = {
+	"ns_egress_internal", "ns_egress_internet", "ns_ingress_internal", "ns_ingress_internet",
+};
+const char *const acct_pod_maps[ACCT_CLASSES] = {
+	"pod_egress_internal", "pod_egress_internet", "pod_ingress_internal", "pod_ingress_internet",
+};
+const char *const acct_class_names[ACCT_CLASSES] = {
+	"egress_internal", "egress_internet", "ingress_internal", "ingress_internet",
+};
+
+/* Set ids let rules in the same transaction refer to sets created in it. */
+enum { ID_INTERNAL = 1, ID_PODS, ID_MASQ, ID_NS_MAPS, ID_POD_MAPS = ID_NS_MAPS + ACCT_CLASSES };
+
+struct chain_def {
+	const char *name;
+	const char *type;
+	uint32_t hook;
+	int32_t prio;
+};
+
+static const struct chain_def chains[] = {
+	{ "prerouting", "filter", NF_INET_PRE_ROUTING, -150 }, /* mangle: before routing */
+	{ "forward", "filter", NF_INET_FORWARD, -150 },
+	{ "input", "filter", NF_INET_LOCAL_IN, -150 },
+	{ "output", "route", NF_INET_LOCAL_OUT, -150 },	/* route: a new mark re-routes */
+	{ "postrouting", "nat", NF_INET_POST_ROUTING, 100 }, /* srcnat */
+};
+
+void set_add_key(struct nftnl_set *s, uint32_t ip_host, bool interval_end)
+{
+	struct nftnl_set_elem *el = nftnl_set_elem_alloc();
+	uint32_t key = htonl(ip_host);
+
+	if (!el)
+		return;
+	nftnl_set_elem_set(el, NFTNL_SET_ELEM_KEY, &key, sizeof(key));
+	if (interval_end)
+		nftnl_set_elem_set_u32(el, NFTNL_SET_ELEM_FLAGS, NFT_SET_ELEM_INTERVAL_END);
+	nftnl_set_elem_add(s, el);
+}
+
+static struct nftnl_set *set_new(const char *name, uint32_t id, uint32_t flags)
+{
+	struct nftnl_set *s = nftnl_set_alloc();
+
+	if (!s)
+		return NULL;
+	nftnl_set_set_str(s, NFTNL_SET_TABLE, ACCT_TABLE);
+	nftnl_set_set_str(s, NFTNL_SET_NAME, name);
+	nftnl_set_set_u32(s, NFTNL_SET_FAMILY, NFPROTO_INET);
+	nftnl_set_set_u32(s, NFTNL_SET_KEY_LEN, 4);
+	nftnl_set_set_u32(s, NFTNL_SET_KEY_TYPE, NFT_TYPE_IPADDR);
+	nftnl_set_set_u32(s, NFTNL_SET_ID, id);
+	if (flags)
+		nftnl_set_set_u32(s, NFTNL_SET_FLAGS, flags);
+	if (flags & NFT_SET_OBJECT)
+		nftnl_set_set_u32(s, NFTNL_SET_OBJ_TYPE, NFT_OBJECT_COUNTER);
+	return s;
+}
+
+static int put_set(struct batch *bt, const char *name, uint32_t id, uint32_t flags)
+{
+	struct nftnl_set *s = set_new(name, id, flags);
+	struct nlmsghdr *nlh;
+
+	if (!s)
+		return -ENOMEM;
+	nlh = batch_msg(bt, NFT_MSG_NEWSET, NLM_F_CREATE);
+	nftnl_set_nlmsg_build_payload(nlh, s);
+	nftnl_set_free(s);
+	batch_next(bt);
+	return 0;
+}
+
+/* Removes every element of a set: DELSETELEM without an element list. */
+static void flush_set(struct batch *bt, const char *set)
+{
+	struct nlmsghdr *nlh = batch_msg(bt, NFT_MSG_DELSETELEM, 0);
+
+	mnl_attr_put_strz(nlh, NFTA_SET_ELEM_LIST_TABLE, ACCT_TABLE);
+	mnl_attr_put_strz(nlh, NFTA_SET_ELEM_LIST_SET, set);
+	batch_next(bt);
+}
+
+static int put_internal_elems(struct batch *bt, const struct acct_config *cfg)
+{
+	struct nftnl_set *s = set_new(SET_INTERNAL, ID_INTERNAL, NFT_SET_INTERVAL);
+	struct nlmsghdr *nlh;
+
+	if (!s)
+		return -ENOMEM;
+	/*
+	 * Interval sets take boundaries: a start key, and the key after the last
+	 * address flagged as an end. Like nft, open with an end at 0.0.0.0 so the
+	 * space below the first range is outside the set.
+	 */
+	if (cfg->internal[0].net != 0)
+		set_add_key(s, 0, true);
+	for (size_t i = 0; i < cfg->n_internal; i++) {
+		uint32_t last = cidr4_last(&cfg->internal[i]);
+
+		set_add_key(s, cfg->internal[i].net, false);
+		if (last != UINT32_MAX)
+			set_add_key(s, last + 1, true);
+	}
+	nlh = batch_msg(bt, NFT_MSG_NEWSETELEM, NLM_F_CREATE);
+	nftnl_set_elems_nlmsg_build_payload(nlh, s);
+	nftnl_set_free(s);
+	batch_next(bt);
+	return 0;
+}
+
+int acct_put_counter(struct batch *bt, const char *name)
+{
+	struct nftnl_obj *o = nftnl_obj_alloc();
+	struct nlmsghdr *nlh;
+
+	if (!o)
+		return -ENOMEM;
+	nftnl_obj_set_str(o, NFTNL_OBJ_TABLE, ACCT_TABLE);
+	nftnl_obj_set_str(o, NFTNL_OBJ_NAME, name);
+	nftnl_obj_set_u32(o, NFTNL_OBJ_TYPE, NFT_OBJECT_COUNTER);
+	nftnl_obj_set_u32(o, NFTNL_OBJ_FAMILY, NFPROTO_INET);
+	/* No NLM_F_EXCL: an existing counter is kept as it is, bytes and all. */
+	nlh = batch_msg(bt, NFT_MSG_NEWOBJ, NLM_F_CREATE);
+	nftnl_obj_nlmsg_build_payload(nlh, o);
+	nftnl_obj_free(o);
+	batch_next(bt);
+	return 0;
+}
+
+/* ---- rule building ---- */
+
+static void put(struct nftnl_rule *r, struct nftnl_expr *ex)
+{
+	if (ex)
+		nftnl_rule_add_expr(r, ex);
+}
+
+static struct nftnl_expr *meta_load(uint32_t key)
+{
+	struct nftnl_expr *ex = nftnl_expr_alloc("meta");
+
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_META_KEY, key);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_META_DREG, NFT_REG_1);
+	return ex;
+}
+
+static struct nftnl_expr *cmp_eq(const void *data, uint32_t len)
+{
+	struct nftnl_expr *ex = nftnl_expr_alloc("cmp");
+
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_CMP_SREG, NFT_REG_1);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_CMP_OP, NFT_CMP_EQ);
+	nftnl_expr_set(ex, NFTNL_EXPR_CMP_DATA, data, len);
+	return ex;
+}
+
+/* 12: ip saddr, 16: ip daddr */
+static struct nftnl_expr *load_ip(uint32_t offset)
+{
+	struct nftnl_expr *ex = nftnl_expr_alloc("payload");
+
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_PAYLOAD_BASE, NFT_PAYLOAD_NETWORK_HEADER);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_PAYLOAD_OFFSET, offset);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_PAYLOAD_LEN, 4);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_PAYLOAD_DREG, NFT_REG_1);
+	return ex;
+}
+
+static struct nftnl_expr *lookup(const char *set, uint32_t id, bool invert)
+{
+	struct nftnl_expr *ex = nftnl_expr_alloc("lookup");
+
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_LOOKUP_SREG, NFT_REG_1);
+	nftnl_expr_set_str(ex, NFTNL_EXPR_LOOKUP_SET, set);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_LOOKUP_SET_ID, id);
+	if (invert)
+		nftnl_expr_set_u32(ex, NFTNL_EXPR_LOOKUP_FLAGS, NFT_LOOKUP_F_INV);
+	return ex;
+}
+
+/* counter name <reg1> map @set */
+static struct nftnl_expr *counter_map(const char *set, uint32_t id)
+{
+	struct nftnl_expr *ex = nftnl_expr_alloc("objref");
+
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_OBJREF_SET_SREG, NFT_REG_1);
+	nftnl_expr_set_str(ex, NFTNL_EXPR_OBJREF_SET_NAME, set);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_OBJREF_SET_ID, id);
+	return ex;
+}
+
+/* counter name "<name>" */
+static struct nftnl_expr *counter_named(const char *name)
+{
+	struct nftnl_expr *ex = nftnl_expr_alloc("objref");
+
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_OBJREF_IMM_TYPE, NFT_OBJECT_COUNTER);
+	nftnl_expr_set_str(ex, NFTNL_EXPR_OBJREF_IMM_NAME, name);
+	return ex;
+}
+
+static struct nftnl_rule *rule_new(const char *chain)
+{
+	struct nftnl_rule *r = nftnl_rule_alloc();
+	uint8_t v4 = NFPROTO_IPV4;
+
+	if (!r)
+		return NULL;
+	nftnl_rule_set_str(r, NFTNL_RULE_TABLE, ACCT_TABLE);
+	nftnl_rule_set_str(r, NFTNL_RULE_CHAIN, chain);
+	nftnl_rule_set_u32(r, NFTNL_RULE_FAMILY, NFPROTO_INET);
+	/* meta nfproto ipv4: what nft adds for `ip ...` matches in an inet table */
+	put(r, meta_load(NFT_META_NFPROTO));
+	put(r, cmp_eq(&v4, sizeof(v4)));
+	return r;
+}
+
+static int put_rule(struct batch *bt, struct nftnl_rule *r)
+{
+	struct nlmsghdr *nlh;
+
+	if (!r)
+		return -ENOMEM;
+	nlh = batch_msg(bt, NFT_MSG_NEWRULE, NLM_F_CREATE | NLM_F_APPEND);
+	nftnl_rule_nlmsg_build_payload(nlh, r);
+	nftnl_rule_free(r);
+	batch_next(bt);
+	return 0;
+}
+
+/* `iif lo return` / `oif lo return`: loopback is neither internal nor internet traffic. */
+static struct nftnl_rule *skip_loopback(const char *chain, uint32_t meta_key)
+{
+	struct nftnl_rule *r = rule_new(chain);
+	struct nftnl_expr *verdict;
+	uint32_t lo = 1; /* the loopback device is ifindex 1 in every namespace */
+
+	if (!r)
+		return NULL;
+	put(r, meta_load(meta_key));
+	put(r, cmp_eq(&lo, sizeof(lo)));
+	verdict = nftnl_expr_alloc("immediate");
+	nftnl_expr_set_u32(verdict, NFTNL_EXPR_IMM_DREG, NFT_REG_VERDICT);
+	nftnl_expr_set_u32(verdict, NFTNL_EXPR_IMM_VERDICT, NFT_RETURN);
+	put(r, verdict);
+	return r;
+}
+
+/*
+ * A counting rule: classify on one address against @internal, then count
+ * into the object that a map keyed by the other (pod) address names, or into
+ * a named host counter.
+ */
+static struct nftnl_rule *count_rule(const char *chain, uint32_t class_off, bool internet,
+				     uint32_t key_off, const char *map, uint32_t map_id,
+				     const char *named)
+{
+	struct nftnl_rule *r = rule_new(chain);
+
+	if (!r)
+		return NULL;
+	put(r, load_ip(class_off));
+	put(r, lookup(SET_INTERNAL, ID_INTERNAL, internet));
+	if (map) {
+		put(r, load_ip(key_off));
+		put(r, counter_map(map, map_id));
+	} else {
+		put(r, counter_named(named));
+	}
+	return r;
+}
+
+/* meta mark set meta mark | M: (mark & ~M) ^ M sets M and keeps every other bit. */
+static struct nftnl_rule *mark_rule(const char *chain, bool pods_only, uint32_t mark)
+{
+	struct nftnl_rule *r = rule_new(chain);
+	struct nftnl_expr *ex;
+	uint32_t mask = ~mark, xor = mark;
+
+	if (!r)
+		return NULL;
+	if (pods_only) {
+		put(r, load_ip(12));
+		put(r, lookup(SET_PODS, ID_PODS, false));
+	}
+	put(r, load_ip(16));
+	put(r, lookup(SET_INTERNAL, ID_INTERNAL, true));
+	put(r, meta_load(NFT_META_MARK));
+	ex = nftnl_expr_alloc("bitwise");
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_BITWISE_SREG, NFT_REG_1);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_BITWISE_DREG, NFT_REG_1);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_BITWISE_LEN, sizeof(uint32_t));
+	nftnl_expr_set(ex, NFTNL_EXPR_BITWISE_MASK, &mask, sizeof(mask));
+	nftnl_expr_set(ex, NFTNL_EXPR_BITWISE_XOR, &xor, sizeof(xor));
+	put(r, ex);
+	ex = nftnl_expr_alloc("meta");
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_META_KEY, NFT_META_MARK);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_META_SREG, NFT_REG_1);
+	put(r, ex);
+	return r;
+}
+
+static struct nftnl_rule *masquerade_rule(void)
+{
+	struct nftnl_rule *r = rule_new("postrouting");
+
+	if (!r)
+		return NULL;
+	put(r, load_ip(12));
+	put(r, lookup(SET_MASQ, ID_MASQ, false));
+	put(r, load_ip(16));
+	put(r, lookup(SET_INTERNAL, ID_INTERNAL, true));
+	put(r, nftnl_expr_alloc("masq"));
+	return r;
+}
+
+static int put_chain(struct batch *bt, const struct chain_def *d)
+{
+	struct nftnl_chain *ch = nftnl_chain_alloc();
+	struct nftnl_rule *flush = nftnl_rule_alloc();
+	struct nlmsghdr *nlh;
+
+	if (!ch || !flush) {
+		if (ch)
+			nftnl_chain_free(ch);
+		if (flush)
+			nftnl_rule_free(flush);
+		return -ENOMEM;
+	}
+	nftnl_chain_set_str(ch, NFTNL_CHAIN_TABLE, ACCT_TABLE);
+	nftnl_chain_set_str(ch, NFTNL_CHAIN_NAME, d->name);
+	nftnl_chain_set_u32(ch, NFTNL_CHAIN_HOOKNUM, d->hook);
+	nftnl_chain_set_s32(ch, NFTNL_CHAIN_PRIO, d->prio);
+	nftnl_chain_set_str(ch, NFTNL_CHAIN_TYPE, d->type);
+	nftnl_chain_set_u32(ch, NFTNL_CHAIN_POLICY, NF_ACCEPT);
+	nlh = batch_msg(bt, NFT_MSG_NEWCHAIN, NLM_F_CREATE);
+	nftnl_chain_nlmsg_build_payload(nlh, ch);
+	nftnl_chain_free(ch);
+	batch_next(bt);
+	/* Flush it: a rule without a handle names every rule of the chain. */
+	nftnl_rule_set_str(flush, NFTNL_RULE_TABLE, ACCT_TABLE);
+	nftnl_rule_set_str(flush, NFTNL_RULE_CHAIN, d->name);
+	nlh = batch_msg(bt, NFT_MSG_DELRULE, 0);
+	nftnl_rule_nlmsg_build_payload(nlh, flush);
+	nftnl_rule_free(flush);
+	batch_next(bt);
+	return 0;
+}
+
+/* The pod counting rules of one chain: egress keyed by saddr, ingress by daddr. */
+static int put_pod_counting(struct batch *bt, const char *chain, bool egress, bool ingress,
+			    const char *const maps[], uint32_t first_id)
+{
+	int r = 0;
+
+	if (egress) {
+		r |= put_rule(bt, count_rule(chain, 16, false, 12, maps[ACCT_EGRESS_INTERNAL],
+					     first_id + ACCT_EGRESS_INTERNAL, NULL));
+		r |= put_rule(bt, count_rule(chain, 16, true, 12, maps[ACCT_EGRESS_INTERNET],
+					     first_id + ACCT_EGRESS_INTERNET, NULL));
+	}
+	if (ingress) {
+		r |= put_rule(bt, count_rule(chain, 12, false, 16, maps[ACCT_INGRESS_INTERNAL],
+					     first_id + ACCT_INGRESS_INTERNAL, NULL));
+		r |= put_rule(bt, count_rule(chain, 12, true, 16, maps[ACCT_INGRESS_INTERNET],
+					     first_id + ACCT_INGRESS_INTERNET, NULL));
+	}
+	return r ? -ENOMEM : 0;
+}
+
+int table_declare(struct batch *bt, const struct acct_config *cfg)
+{
+	struct nftnl_table *t = nftnl_table_alloc();
+	struct nlmsghdr *nlh;
+	char name[64];
+	int r = 0;
+	size_t i;
+
+	if (!t)
+		return -ENOMEM;
+	nftnl_table_set_str(t, NFTNL_TABLE_NAME, ACCT_TABLE);
+	nlh = batch_msg(bt, NFT_MSG_NEWTABLE, NLM_F_CREATE);
+	nftnl_table_nlmsg_build_payload(nlh, t);
+	nftnl_table_free(t);
+	batch_next(bt);
+
+	r |= put_set(bt, SET_INTERNAL, ID_INTERNAL, NFT_SET_INTERVAL);
+	flush_set(bt, SET_INTERNAL);
+	r |= put_internal_elems(bt, cfg);
+	r |= put_set(bt, SET_PODS, ID_PODS, 0);
+	r |= put_set(bt, SET_MASQ, ID_MASQ, 0);
+	for (i = 0; i < ACCT_CLASSES; i++) {
+		r |= put_set(bt, acct_ns_maps[i], ID_NS_MAPS + (uint32_t)i, NFT_SET_OBJECT);
+		r |= put_set(bt, acct_pod_maps[i], ID_POD_MAPS + (uint32_t)i, NFT_SET_OBJECT);
+		snprintf(name, sizeof(name), "host_%s", acct_class_names[i]);
+		r |= acct_put_counter(bt, name);
+	}
+	for (i = 0; i < sizeof(chains) / sizeof(chains[0]); i++)
+		r |= put_chain(bt, &chains[i]);
+
+	/* Internet-bound packets carry the mark from before routing on. */
+	r |= put_rule(bt, skip_loopback("output", NFT_META_OIF));
+	if (cfg->internet_mark) {
+		r |= put_rule(bt, mark_rule("prerouting", true, cfg->internet_mark));
+		r |= put_rule(bt, mark_rule("output", false, cfg->internet_mark));
+	}
+	if (cfg->enabled) {
+		/* Pods: forwarded traffic both ways, and their traffic with the node itself. */
+		r |= put_pod_counting(bt, "forward", true, true, acct_ns_maps, ID_NS_MAPS);
+		if (cfg->per_pod)
+			r |= put_pod_counting(bt, "forward", true, true, acct_pod_maps, ID_POD_MAPS);
+		r |= put_rule(bt, skip_loopback("input", NFT_META_IIF));
+		r |= put_pod_counting(bt, "input", true, false, acct_ns_maps, ID_NS_MAPS);
+		if (cfg->per_pod)
+			r |= put_pod_counting(bt, "input", true, false, acct_pod_maps, ID_POD_MAPS);
+		r |= put_rule(bt, count_rule("input", 12, false, 0, NULL, 0, "host_ingress_internal"));
+		r |= put_rule(bt, count_rule("input", 12, true, 0, NULL, 0, "host_ingress_internet"));
+		r |= put_pod_counting(bt, "output", false, true, acct_ns_maps, ID_NS_MAPS);
+		if (cfg->per_pod)
+			r |= put_pod_counting(bt, "output", false, true, acct_pod_maps, ID_POD_MAPS);
+		r |= put_rule(bt, count_rule("output", 16, false, 0, NULL, 0, "host_egress_internal"));
+		r |= put_rule(bt, count_rule("output", 16, true, 0, NULL, 0, "host_egress_internet"));
+	}
+	r |= put_rule(bt, masquerade_rule());
+	return r ? -ENOMEM : 0;
+}
