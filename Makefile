@@ -51,7 +51,10 @@ IMDS_OBJ := $(BUILD)/obj/ipam/imds.o
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit_%,$(UNIT_SRC))
 
-BINS := $(BUILD)/tollgate $(BUILD)/tollgate-ipam
+EXPORTER_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out exporter/main.c,$(wildcard exporter/*.c)))
+MHD_LIBS := $(shell pkg-config --libs libmicrohttpd 2>/dev/null)
+
+BINS := $(BUILD)/tollgate $(BUILD)/tollgate-ipam $(BUILD)/tollgate-exporter
 
 .PHONY: all clean install test unit demo bench deps san
 all: $(BINS) $(UNIT_BIN)
@@ -69,7 +72,11 @@ $(BUILD)/tollgate-ipam: $(BUILD)/obj/ipam/cli.o $(IMDS_OBJ) $(CORE_OBJ)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BIN_LIBS) $(CURL_LIBS)
 
-$(BUILD)/tests/unit_%: tests/unit/%.c $(CORE_OBJ) $(IMDS_OBJ)
+$(BUILD)/tollgate-exporter: $(BUILD)/obj/exporter/main.o $(EXPORTER_OBJ) $(CORE_OBJ)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BIN_LIBS) $(MHD_LIBS) -lpthread
+
+$(BUILD)/tests/unit_%: tests/unit/%.c $(CORE_OBJ) $(IMDS_OBJ) $(EXPORTER_OBJ)
 	@mkdir -p $(dir $@)
 	@echo "  TEST    $@"
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(CMOCKA_LIBS) $(CURL_LIBS)
@@ -86,6 +93,7 @@ install: $(BINS)
 	install -m 0755 $(BUILD)/tollgate $(DESTDIR)$(CNI_BINDIR)/tollgate
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(BUILD)/tollgate-ipam $(DESTDIR)$(PREFIX)/bin/tollgate-ipam
+	install -m 0755 $(BUILD)/tollgate-exporter $(DESTDIR)$(PREFIX)/bin/tollgate-exporter
 
 test: deps
 	$(MAKE) all

@@ -1,0 +1,49 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef TG_EXPORTER_H
+#define TG_EXPORTER_H
+
+/*
+ * tollgate-exporter's collectors and its Prometheus text-format writer
+ * (exposition format 0.0.4). The HTTP side lives in exporter/main.c.
+ *
+ * A scrape reads the nftables counters in one netlink dump and the store
+ * only when it changed; labels come from the store (written at ADD time from
+ * CNI_ARGS), never from the API server.
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- the text writer ---- */
+
+struct expo {
+	char *buf;
+	size_t len, cap, max;
+	bool overflow;		/* past `max`: the page is cut and the scrape fails */
+};
+
+void expo_init(struct expo *x, size_t max);
+void expo_free(struct expo *x);
+void expo_reset(struct expo *x);
+/* # HELP and # TYPE lines of a family. */
+void expo_family(struct expo *x, const char *name, const char *type, const char *help);
+/*
+ * One sample. `labels` alternates names and values, NULL-terminated; values
+ * are escaped (backslash, double quote, newline) as the format requires.
+ */
+void expo_sample(struct expo *x, const char *name, const char *const *labels, double value);
+void expo_sample_u64(struct expo *x, const char *name, const char *const *labels, uint64_t value);
+/* Escapes a label value into `out` (always NUL-terminated, cut to fit). */
+void expo_escape(const char *in, char *out, size_t size);
+
+/* ---- collectors ---- */
+
+struct exporter;
+
+struct exporter *exporter_new(const char *data_dir, const char *network);
+void exporter_free(struct exporter *ex);
+/* Renders every family into x. Returns 0, or -EIO when nothing could be collected. */
+int exporter_render(struct exporter *ex, struct expo *x);
+
+#endif
