@@ -106,7 +106,7 @@ demo: deps
 
 bench: deps
 	$(MAKE) all
-	tests/bench/bench.sh build
+	@for b in tests/bench/bench*.sh; do echo "== $$b"; $$b build || exit 1; done
 
 clean:
 	rm -rf build build-san
