@@ -119,6 +119,29 @@ result $? "peer node -> research/train-0 (${POD_IP[$A]}): pods are routable by t
 pingq "$TG_ID-$C" "$TG_INET_IP"
 result $? "datasets/fetch-0 -> internet host $TG_INET_IP, masqueraded to the node's 10.0.0.1"
 
+section "Accounting: bytes per Kubernetes namespace, internal vs internet"
+say "  research/train-0 sends 20 x 1000-byte pings to research/train-1 (internal),"
+say "  datasets/fetch-0 sends 10 x 1400-byte pings to the internet host:"
+ip netns exec "$TG_ID-$A" ping -q -c 20 -i 0.01 -s 972 -W 1 "${POD_IP[$Bp]}" >/dev/null
+ip netns exec "$TG_ID-$C" ping -q -c 10 -i 0.01 -s 1372 -W 1 "$TG_INET_IP" >/dev/null
+show ip netns exec "$TG_NODE" nft list counters table inet tollgate
+EXPORTER_BIN=$TOLLGATE_BIN_DIR/tollgate-exporter
+if [ -x "$EXPORTER_BIN" ]; then
+	port=$((20000 + RANDOM % 20000))
+	ip -n "$TG_NODE" link set lo up
+	ip netns exec "$TG_NODE" "$EXPORTER_BIN" --listen "127.0.0.1:$port" --data-dir "$TG_TMP/data" \
+		--network "$TG_NETNAME" --log-level warn &
+	TG_PIDS+=("$!")
+	for _ in $(seq 50); do
+		ip netns exec "$TG_NODE" curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && break
+		sleep 0.1
+	done
+	say "$ curl http://127.0.0.1:$port/metrics   (tollgate-exporter in the node namespace)"
+	ip netns exec "$TG_NODE" curl -sf "http://127.0.0.1:$port/metrics" |
+		grep -E '^tollgate_(namespace_bytes|host_bytes|ipam_addresses|collector_up|scrape)' |
+		sed 's/^/    /'
+fi
+
 section "nftables on the node: nft list table inet tollgate"
 show ip netns exec "$TG_NODE" nft list table inet tollgate
 
