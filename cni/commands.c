@@ -52,19 +52,6 @@ static int open_route_socket(struct session *s, struct tg_err *e)
 	return 0;
 }
 
-static struct acct_config acct_config_of(const struct tg_config *cfg)
-{
-	struct acct_config a = {
-		.internal = cfg->internal,
-		.n_internal = cfg->n_internal,
-		.masquerade = cfg->masquerade,
-		.enabled = cfg->acct_enabled,
-		.per_pod = cfg->acct_per_pod,
-		.internet_mark = cfg->internet_mark,
-	};
-	return a;
-}
-
 static struct acct_pod acct_pod_of(const struct ipam_attachment *a)
 {
 	struct acct_pod p = {
@@ -202,7 +189,7 @@ int cmd_add(const struct cni_env *env, const struct tg_config *cfg, json_object 
 {
 	struct session s;
 	struct assign_ctx ac = { .cfg = cfg };
-	struct acct_config acct = acct_config_of(cfg);
+	struct acct_config acct = cni_config_acct(cfg);
 	struct plumb_req rq = { 0 };
 	struct cni_add_result res;
 	struct acct_pod me;

@@ -383,3 +383,16 @@ int cni_config_load_file(const char *path, struct tg_config *cfg, struct tg_err 
 		return r;
 	}
 }
+
+struct acct_config cni_config_acct(const struct tg_config *cfg)
+{
+	struct acct_config a = {
+		.internal = cfg->internal,
+		.n_internal = cfg->n_internal,
+		.masquerade = cfg->masquerade,
+		.enabled = cfg->acct_enabled,
+		.per_pod = cfg->acct_per_pod,
+		.internet_mark = cfg->internet_mark,
+	};
+	return a;
+}

@@ -65,5 +65,7 @@ void cni_config_free(struct tg_config *cfg);
  * list's name and cniVersion) or a single plugin config, from a file.
  */
 int cni_config_load_file(const char *path, struct tg_config *cfg, struct tg_err *e);
+/* What the accounting module needs of the config. */
+struct acct_config cni_config_acct(const struct tg_config *cfg);
 
 #endif

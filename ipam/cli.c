@@ -44,6 +44,7 @@ struct cli {
 	int retry_budget_s;
 	bool json;
 	bool imds_check;
+	bool fix;
 	int64_t cooldown_ms;
 	json_object *exclude;
 	struct tg_config cfg;
@@ -65,7 +66,7 @@ static void usage(FILE *f)
 	      "  release IP|CONTAINERID [--force]\n"
 	      "                               give an address back (--force tears down a live veth)\n"
 	      "  gc [--dry-run]               release attachments whose network namespace is gone\n"
-	      "  doctor [--imds]              store vs kernel (and IMDS): leaks, orphans, fixes\n"
+	      "  doctor [--imds] [--fix]      store vs kernel (and IMDS): leaks, orphans, fixes\n"
 	      "\n"
 	      "defaults: --data-dir /run/tollgate --network tollgate; --config reads both, the\n"
 	      "uplink, imdsURL and exclude from a conflist. `tollgate-ipam VERB --help` describes a verb.\n"
@@ -104,11 +105,13 @@ static const char *verb_help(const char *verb)
 		       "Releases every attachment whose network namespace path no longer exists,\n"
 		       "tearing down what is left of it. --dry-run only lists them.\n";
 	if (strcmp(verb, "doctor") == 0)
-		return "usage: tollgate-ipam doctor [--imds]\n"
+		return "usage: tollgate-ipam doctor [--imds] [--fix]\n"
 		       "Cross-checks the store against the kernel of this network namespace: tg*\n"
 		       "veths, host routes, the inet tollgate table and its elements, and pool\n"
 		       "addresses configured on the uplink. --imds also compares the pool with IMDS.\n"
-		       "Each finding comes with the command that repairs it. Exit 1 on findings.\n";
+		       "Each finding comes with the command that repairs it. Exit 1 on findings.\n"
+		       "--fix (with --config) declares the nftables table again with every pod of\n"
+		       "the store: the repair for missing-table and missing-nft-element.\n";
 	return NULL;
 }
 
@@ -353,7 +356,12 @@ static int verb_status(struct cli *c)
 	struct ipam_counts n;
 	char boot[64] = "", ip[IP4_STRLEN], cidr[CIDR4_STRLEN];
 	int64_t now = time_now_ms();
+	bool stale = ipam_read_boot_id(boot, sizeof(boot)) == 0 && c->state.boot_id[0] &&
+		     strcmp(boot, c->state.boot_id) != 0;
 
+	/* After a reboot the recorded attachments are gone: count them as the next ADD will. */
+	if (stale)
+		ipam_check_boot(&c->state, boot);
 	ipam_count(&c->state, now, c->cooldown_ms, &n);
 	json_object_object_add(o, "network", json_object_new_string(c->network));
 	json_object_object_add(o, "source", json_object_new_string(c->state.source));
@@ -377,8 +385,7 @@ static int verb_status(struct cli *c)
 	if (n.retired)
 		json_object_array_add(warn, json_object_new_string(
 			"pods hold addresses that left the pool; they are not handed out again"));
-	if (ipam_read_boot_id(boot, sizeof(boot)) == 0 && c->state.boot_id[0] &&
-	    strcmp(boot, c->state.boot_id) != 0)
+	if (stale)
 		json_object_array_add(warn, json_object_new_string(
 			"the store is from an earlier boot: its attachments are stale and go at the next ADD"));
 	json_object_object_add(o, "warnings", warn);
@@ -416,9 +423,9 @@ static void print_table_row(json_object *a)
 	snprintf(pod, sizeof(pod), "%s/%s", str(a, "namespace"), str(a, "pod"));
 	snprintf(cid, sizeof(cid), "%.12s", str(a, "containerId"));
 	format_age(num(a, "ageSeconds"), age, sizeof(age));
-	printf("%-15s  %-36.36s  %-12s  %-6.6s  %-14s  %5s%s\n", str(a, "ip"), pod, cid,
+	printf("%-15s  %-30.30s  %-12s  %-6.6s  %-14s  %5s%s\n", str(a, "ip"), pod, cid,
 	       str(a, "ifname"), str(a, "hostVeth"), age,
-	       json_object_object_get_ex(a, "retired", NULL) ? "  retired" : "");
+	       json_object_object_get_ex(a, "retired", NULL) ? " retired" : "");
 }
 
 static int verb_list(struct cli *c)
@@ -437,7 +444,7 @@ static int verb_list(struct cli *c)
 		print_json(arr);
 		return 0;
 	}
-	printf("%-15s  %-36s  %-12s  %-6s  %-14s  %5s\n", "IP", "NAMESPACE/POD", "CONTAINER",
+	printf("%-15s  %-30s  %-12s  %-6s  %-14s  %5s\n", "IP", "NAMESPACE/POD", "CONTAINER",
 	       "IFNAME", "HOST VETH", "AGE");
 	for (size_t i = 0; i < json_object_array_length(arr); i++)
 		print_table_row(json_object_array_get_idx(arr, i));
@@ -617,7 +624,8 @@ static int verb_release(struct cli *c, const char *key, bool force)
 			ip4_format(a.ip, ip), a.host_veth);
 		return EXIT_PROBLEMS;
 	}
-	if (force && teardown(&a) < 0)
+	/* Without a veth only the nft elements are left; with --force the veth goes too. */
+	if ((force || !live) && teardown(&a) < 0)
 		return EXIT_PROBLEMS;
 	if (release_one(c, a.container_id, a.ifname) < 0)
 		return EXIT_PROBLEMS;
@@ -858,8 +866,68 @@ finding(json_object *arr, const char *kind, const char *object, const char *deta
 	json_object_array_add(arr, f);
 }
 
+/* Prints a shell command within 100 columns, continuing long ones with " \\". */
+static void print_command(const char *lead, const char *cmd)
+{
+	size_t col = strlen(lead), width = 98; /* room for " \\" */
+	const char *p = cmd;
+
+	fputs(lead, stdout);
+	while (*p) {
+		const char *sp = strchr(p, ' ');
+		size_t word = sp ? (size_t)(sp - p) : strlen(p);
+
+		if (col > 8 && col + 1 + word > width) {
+			fputs(" \\\n        ", stdout);
+			col = 8;
+		} else if (p != cmd) {
+			fputc(' ', stdout);
+			col++;
+		}
+		fwrite(p, 1, word, stdout);
+		col += word;
+		p += word;
+		while (*p == ' ')
+			p++;
+	}
+	fputc('\n', stdout);
+}
+
+/* doctor --fix: puts the table back with every pod of the store (needs the config). */
+static int doctor_fix(struct cli *c)
+{
+	struct acct_config acct = cni_config_acct(&c->cfg);
+	struct acct_pod *all = calloc(c->state.n_att + 1, sizeof(*all));
+	struct tg_err e = { 0 };
+	int r;
+
+	if (!all)
+		return -ENOMEM;
+	for (size_t i = 0; i < c->state.n_att; i++) {
+		all[i].ip = c->state.att[i].ip;
+		all[i].k8s_namespace = c->state.att[i].k8s_namespace;
+		all[i].host_veth = c->state.att[i].host_veth;
+	}
+	r = acct_rebuild(&acct, all, c->state.n_att, &e);
+	free(all);
+	if (r < 0)
+		fprintf(stderr, "tollgate-ipam: %s\n", e.msg);
+	return r;
+}
+
 static int verb_doctor(struct cli *c, bool store_ok, const char *store_error)
 {
+	char fix_config[1200];
+
+	/* The repair command names this store, not the default one. */
+	snprintf(fix_config, sizeof(fix_config), "%s%s%s%s",
+		 c->config_path ? c->config_path : "/etc/cni/net.d/10-tollgate.conflist",
+		 strcmp(c->data_dir, "/run/tollgate") ? " --data-dir " : "",
+		 strcmp(c->data_dir, "/run/tollgate") ? c->data_dir : "",
+		 strcmp(c->network, "tollgate") ? " --network " : "");
+	if (strcmp(c->network, "tollgate"))
+		snprintf(fix_config + strlen(fix_config), sizeof(fix_config) - strlen(fix_config),
+			 "%s", c->network);
 	_cleanup_json_ json_object *o = json_object_new_object();
 	json_object *arr = json_object_new_array();
 	const struct ipam_state *st = &c->state;
@@ -905,15 +973,13 @@ static int verb_doctor(struct cli *c, bool store_ok, const char *store_error)
 	if (!kv.table && st->n_att)
 		finding(arr, "missing-table", "inet tollgate",
 			"the nftables table is gone (flushed?) while pods exist",
-			"the next ADD recreates it; re-add each pod's element: nft add element inet "
-			"tollgate pods { <ip> }");
+			"tollgate-ipam --config %s doctor --fix", fix_config);
 	for (i = 0; i < kv.n_pods && kv.table && store_ok; i++)
 		if (!ipam_find_ip(st, kv.pods[i]))
 			finding(arr, "orphan-nft-element", ip4_format(kv.pods[i], ip),
 				"an element of set pods that no attachment holds",
-				"nft delete element inet tollgate pods { %s }; nft delete element inet "
-				"tollgate masq { %s }",
-				ip, ip);
+				"for s in pods masq; do nft delete element inet tollgate $s { %s }; done",
+				ip);
 	for (i = 0; i < st->n_att; i++) {
 		const struct ipam_attachment *a = &st->att[i];
 		int ifindex = kview_veth(&kv, a->host_veth);
@@ -938,7 +1004,7 @@ static int verb_doctor(struct cli *c, bool store_ok, const char *store_error)
 		}
 		if (kv.table && !kview_pod(&kv, a->ip))
 			finding(arr, "missing-nft-element", ip, "the pod is missing from set pods",
-				"nft add element inet tollgate pods { %s }", ip);
+				"tollgate-ipam --config %s doctor --fix", fix_config);
 	}
 	for (i = 0; i < kv.n_uplink; i++) {
 		if (!in_pool(st, kv.uplink_addrs[i]) || kv.uplink_addrs[i] == st->node_ip)
@@ -950,6 +1016,18 @@ static int verb_doctor(struct cli *c, bool store_ok, const char *store_error)
 			"ip addr del %s  # and stop cloud-init from adding it", buf);
 	}
 	kview_free(&kv);
+	if (c->fix && store_ok) {
+		if (!c->config_path) {
+			fprintf(stderr, "tollgate-ipam: doctor --fix needs --config (the table follows the "
+					"network config)\n");
+			return EXIT_USAGE;
+		}
+		if (doctor_fix(c) < 0)
+			return EXIT_PROBLEMS;
+		if (!c->json)
+			printf("fixed: table inet tollgate declared again with the store's %zu pods\n",
+			       st->n_att);
+	}
 	if (c->imds_check && store_ok) {
 		_cleanup_free_ char *body = NULL;
 		struct imds_network net = { 0 };
@@ -999,8 +1077,8 @@ static int verb_doctor(struct cli *c, bool store_ok, const char *store_error)
 		for (i = 0; i < json_object_array_length(arr); i++) {
 			json_object *f = json_object_array_get_idx(arr, i);
 
-			printf("%-20s %s\n  %s\n  fix: %s\n", str(f, "kind"), str(f, "object"),
-			       str(f, "detail"), str(f, "fix"));
+			printf("%-20s %s\n  %s\n", str(f, "kind"), str(f, "object"), str(f, "detail"));
+			print_command("  fix: ", str(f, "fix"));
 		}
 	}
 	return json_object_array_length(arr) ? EXIT_PROBLEMS : 0;
@@ -1048,6 +1126,7 @@ int main(int argc, char **argv)
 		{ "uplink", required_argument, NULL, 'U' },
 		{ "retry-budget", required_argument, NULL, 'b' },
 		{ "imds", no_argument, NULL, 'I' },
+		{ "fix", no_argument, NULL, 'X' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct cli c = { .data_dir = "/run/tollgate", .network = "tollgate",
@@ -1099,6 +1178,9 @@ int main(int argc, char **argv)
 		case 'I':
 			c.imds_check = true;
 			break;
+		case 'X':
+			c.fix = true;
+			break;
 		case 'b':
 			c.retry_budget_s = (int)strtol(optarg, &end, 10);
 			if (*end || c.retry_budget_s < 0 || c.retry_budget_s > 600) {
@@ -1136,7 +1218,7 @@ int main(int argc, char **argv)
 	}
 	needs_arg = verb_is(verb, "show") || verb_is(verb, "release");
 	if (needs_arg != !!arg || (force && !verb_is(verb, "release")) ||
-	    (dry_run && !verb_is(verb, "gc")) || (c.imds_check && !verb_is(verb, "doctor")) ||
+	    (dry_run && !verb_is(verb, "gc")) || ((c.imds_check || c.fix) && !verb_is(verb, "doctor")) ||
 	    ((c.from_file || c.retry_budget_s != 70) && !verb_is(verb, "sync"))) {
 		fputs(verb_help(verb), stderr);
 		return EXIT_USAGE;

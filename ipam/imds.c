@@ -265,8 +265,14 @@ int imds_fetch(const char *base_url, int budget_s, char **ret_body, size_t *ret_
 		/* IMDS is link-local: never through a proxy, never redirected. */
 		curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
 		curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
-		curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
-		curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 5000L);
+		/* A request never outlives the budget: 5 s at most, less when less is left. */
+		{
+			int64_t left = (int64_t)budget_s * 1000 - (mono_ms() - start);
+			long total = left < 5000 ? (long)(left > 200 ? left : 200) : 5000L;
+
+			curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, total < 2000 ? total : 2000L);
+			curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, total);
+		}
 		curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
 		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
 		curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);

@@ -1,0 +1,120 @@
+// SPDX-License-Identifier: Apache-2.0
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "lib/rate.h"
+
+static const struct {
+	const char *suffix;
+	uint64_t mult;
+} units[] = {
+	{ "Ki", 1ULL << 10 }, { "Mi", 1ULL << 20 }, { "Gi", 1ULL << 30 }, { "Ti", 1ULL << 40 },
+	{ "k", 1000ULL },     { "M", 1000000ULL },  { "G", 1000000000ULL }, { "T", 1000000000000ULL },
+	{ "", 1 },
+};
+
+int rate_parse(const char *s, uint64_t *ret_bps)
+{
+	uint64_t whole = 0, frac = 0, frac_div = 1, mult = 0, value;
+	const char *p = s;
+	int exp10 = 0;
+	size_t i;
+
+	if (!s || !*s)
+		return -EINVAL;
+	if (*p == '+')
+		p++;
+	if (*p < '0' || *p > '9')
+		return -EINVAL; /* also rejects a sign '-' */
+	for (; *p >= '0' && *p <= '9'; p++) {
+		if (whole > (UINT64_MAX - 9) / 10)
+			return -ERANGE;
+		whole = whole * 10 + (uint64_t)(*p - '0');
+	}
+	if (*p == '.') {
+		p++;
+		if (*p < '0' || *p > '9')
+			return -EINVAL;
+		for (; *p >= '0' && *p <= '9'; p++)
+			if (frac_div < 1000000000000ULL) {
+				frac = frac * 10 + (uint64_t)(*p - '0');
+				frac_div *= 10;
+			}
+	}
+	if ((*p == 'e' || *p == 'E') && p[1] >= '0' && p[1] <= '9') {
+		for (p++; *p >= '0' && *p <= '9'; p++) {
+			exp10 = exp10 * 10 + (*p - '0');
+			if (exp10 > 18)
+				return -ERANGE;
+		}
+		if (*p)
+			return -EINVAL;
+		mult = 1;
+		while (exp10--)
+			mult *= 10;
+	} else {
+		for (i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+			if (strcmp(p, units[i].suffix) == 0) {
+				mult = units[i].mult;
+				break;
+			}
+		if (!mult)
+			return -EINVAL; /* "10Mbps", "1m" (milli), "5 M" ... */
+	}
+	if (whole > RATE_MAX_BPS || (mult > 1 && whole > RATE_MAX_BPS / mult))
+		return -ERANGE;
+	value = whole * mult + frac * mult / frac_div;
+	if (frac * mult % frac_div)
+		return -EINVAL; /* a fraction of a bit per second */
+	if (value < RATE_MIN_BPS || value > RATE_MAX_BPS)
+		return -ERANGE;
+	*ret_bps = value;
+	return 0;
+}
+
+int rate_from_json(json_object *v, const char *where, uint64_t *ret_bps, struct tg_err *e)
+{
+	int r;
+
+	if (json_object_is_type(v, json_type_int)) {
+		int64_t n;
+
+		errno = 0;
+		n = json_object_get_int64(v);
+		if (errno || n < (int64_t)RATE_MIN_BPS || (uint64_t)n > RATE_MAX_BPS)
+			return tg_fail(e, CNI_ERR_CONFIG, -ERANGE,
+				       "%s is %s bit/s: rates must be %llu..%llu bit/s", where,
+				       json_object_to_json_string(v), (unsigned long long)RATE_MIN_BPS,
+				       (unsigned long long)RATE_MAX_BPS);
+		*ret_bps = (uint64_t)n;
+		return 0;
+	}
+	if (!json_object_is_type(v, json_type_string))
+		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+			       "%s must be a rate in bit/s (an integer, or a string like \"500M\")",
+			       where);
+	r = rate_parse(json_object_get_string(v), ret_bps);
+	if (r == -ERANGE)
+		return tg_fail(e, CNI_ERR_CONFIG, r, "%s \"%.32s\" is out of range (1k..32G bit/s)",
+			       where, json_object_get_string(v));
+	if (r < 0)
+		return tg_fail(e, CNI_ERR_CONFIG, r,
+			       "%s \"%.32s\" is not a rate: use bits per second, optionally with k, M, "
+			       "G, T, Ki, Mi, Gi, Ti (\"500M\", \"1.5G\")",
+			       where, json_object_get_string(v));
+	return 0;
+}
+
+const char *rate_format(uint64_t bps, char *buf, size_t size)
+{
+	if (bps >= 1000000000ULL && bps % 10000000ULL == 0)
+		snprintf(buf, size, "%g" "G", (double)bps / 1e9);
+	else if (bps >= 1000000ULL && bps % 10000ULL == 0)
+		snprintf(buf, size, "%g" "M", (double)bps / 1e6);
+	else if (bps >= 1000ULL && bps % 10ULL == 0)
+		snprintf(buf, size, "%g" "k", (double)bps / 1e3);
+	else
+		snprintf(buf, size, "%llu", (unsigned long long)bps);
+	return buf;
+}

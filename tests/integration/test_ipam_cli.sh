@@ -1,0 +1,759 @@
+#!/usr/bin/env bash
+# tollgate-ipam, the operator CLI: `sync` against a fake Azure IMDS (success,
+# 429/410 back-off, 500, hang, cut body, malformed answers), pool growth and
+# shrink with pods running, the plugin on an empty IMDS pool, and every verb
+# (status, list, show, release, gc, doctor) in human and --json form.
+#
+#   node ($TG_ID-node, topology from lib.sh)
+#     eth0  MAC 00:0d:3a:f8:06:ec (as in tests/fixtures/imds/*.json),
+#           10.0.0.1/24 + 10.0.0.4/24 (the fixtures' primary: the node's own)
+#     lo    127.0.0.1:$IMDS_PORT  fake_imds.py (this netns only)
+#
+#   network    store under $TG_TMP/data      used by
+#   tgimds     one_nic.json: 10.0.0.5-12     sync cases, pods, growth/shrink, verbs, doctor
+#   tgnics     three_nics.json               uplink picked by MAC (last of three NICs)
+#   tglower    mac_lowercase.json            lowercase MAC
+#   tgv6       ipv6.json                     IPv6 entries ignored
+#   tgfile     --from-file                   no HTTP at all
+#   tgdefup    no --uplink                   uplink = interface of the default route
+#   tgconf     --config conflist             imdsURL, uplink, exclude from the conflist
+#   tgmac      dummy uplink, unknown MAC     no NIC with the uplink's MAC
+#   tgempty    never synced                  plugin ADD on an empty pool: code 11
+#   tgbroken   garbage state.json            corrupt store
+#
+# Standalone: TOLLGATE_BIN_DIR=build bash tests/integration/test_ipam_cli.sh
+# shellcheck disable=SC2016,SC2015,SC1091,SC2001  # jq filters with $vars
+set -u
+. "$(dirname "$0")/lib.sh"
+tg_require
+tg_traps
+
+IPAM_BIN=$TOLLGATE_BIN_DIR/tollgate-ipam
+FIX=$TG_ROOT/tests/fixtures/imds
+FAKE=$TG_LIB_DIR/fake_imds.py
+IMDS_PORT=18080
+IMDS_URL=http://127.0.0.1:$IMDS_PORT
+UPLINK_MAC=00:0d:3a:f8:06:ec
+NET=tgimds
+WIDTH=100
+
+if [ ! -x "$IPAM_BIN" ]; then
+	echo "not ok - preconditions: $IPAM_BIN not found (run make)"
+	exit 1
+fi
+command -v python3 >/dev/null || { echo "not ok - preconditions: python3 not installed"; exit 1; }
+
+t_begin topology
+topo_up || tap_bail "could not build the namespace topology"
+ip -n "$TG_NODE" link set eth0 address "$UPLINK_MAC" || tap_bail "cannot set the node's eth0 MAC"
+ip -n "$TG_NODE" addr add 10.0.0.4/24 dev eth0 || tap_bail "cannot add 10.0.0.4 to eth0"
+DATA=$TG_TMP/data
+CTL=$TG_TMP/imds.ctl
+ILOG=$TG_TMP/imds.log
+WIDE=$TG_TMP/wide.txt
+: >"$WIDE"
+
+# ------------------------------------------------------------------ helpers
+# ipam ARGS...: tollgate-ipam in the node netns on $NET (unless --network is
+# given again later: the last one wins); sets IPAM_RC, IPAM_OUT, IPAM_ERR.
+# Human output (no --json among the args) is checked against $WIDTH columns.
+IPAM_RC=0 IPAM_OUT="" IPAM_ERR=""
+ipam_net() {
+	local net=$1
+	shift
+	ip netns exec "$TG_NODE" env -i PATH="$TG_PATH" "${TG_EXTRA_ENV[@]}" \
+		"$IPAM_BIN" --data-dir "$DATA" --network "$net" "$@" >"$TG_TMP/ipam.out" 2>"$TG_TMP/ipam.err"
+	IPAM_RC=$?
+	IPAM_OUT=$(cat "$TG_TMP/ipam.out")
+	IPAM_ERR=$(cat "$TG_TMP/ipam.err")
+	case " $* " in
+	*" --json "*) ;;
+	*) # measured as if --data-dir were the default /run/tollgate: a fix naming
+		# the store must not be held against the width because of $TG_TMP's length
+		awk -v w="$WIDTH" -v what="tollgate-ipam $*" -v d="$DATA" '{
+			l = $0
+			while ((i = index(l, d)) > 0) l = substr(l, 1, i - 1) "/run/tollgate" substr(l, i + length(d))
+			if (length(l) > w) printf "%s: %d columns: %s\n", what, length(l), l
+		}' "$TG_TMP/ipam.out" >>"$WIDE" ;;
+	esac
+	return "$IPAM_RC"
+}
+ipam() { ipam_net "$NET" "$@"; }
+ipam_diag() {
+	diag "rc=$IPAM_RC stdout=${IPAM_OUT:0:600}"
+	[ -z "$IPAM_ERR" ] || diag "stderr: ${IPAM_ERR:0:600}"
+	return 0
+}
+# jq_ok FILTER [jq args]: the last stdout is one JSON document and FILTER holds
+jq_ok() {
+	local f=$1
+	shift
+	jq -e -s "$@" "length == 1 and (.[0] | $f)" <<<"$IPAM_OUT" >/dev/null 2>&1
+}
+# json_check WHAT FILTER [jq args]: t_fail unless jq_ok
+json_check() {
+	local what=$1
+	shift
+	jq_ok "$@" || { t_fail "$what: '$1' does not hold on: $(tr -d '\n\t' <<<"${IPAM_OUT:0:500}")"; }
+}
+# is_one_json: stdout is exactly one JSON document
+is_one_json() { jq -e -s 'length == 1' <<<"$IPAM_OUT" >/dev/null 2>&1; }
+
+state_file() { echo "$DATA/${1:-$NET}/state.json"; }
+# store_fp: fingerprint of the store directory (names, modes, content)
+store_fp() {
+	local d=$DATA/$NET
+	[ -d "$d" ] || { echo "no store dir"; return; }
+	find "$d" -mindepth 1 -maxdepth 1 -printf '%f %m %s\n' | sort
+	sha256sum <"$d/state.json" 2>/dev/null
+}
+
+# ---- the fake IMDS
+imds_ctl() { # JSON: written atomically, read by the fake at every request
+	printf '%s\n' "$1" >"$CTL.tmp" && mv -f "$CTL.tmp" "$CTL"
+}
+imds_serve() { # FIXTURE [extra control JSON fields]
+	imds_ctl "$(jq -cn --arg f "$1" --argjson x "${2:-{\}}" '{fixture: $f, mode: "normal", statuses: [200]} + $x')"
+	: >"$ILOG"
+}
+imds_count() { wc -l <"$ILOG" | tr -d ' '; }
+# smallest gap between consecutive logged requests, in ms (99999 with < 2)
+imds_min_gap_ms() {
+	awk 'NR > 1 { g = ($1 - p) * 1000; if (m == "" || g < m) m = g } { p = $1 }
+	     END { printf "%d\n", m == "" ? 99999 : m }' "$ILOG"
+}
+imds_gaps() { awk 'NR > 1 { printf "%.2fs ", $1 - p } { p = $1 }' "$ILOG"; }
+imds_answers() { awk '{ printf "%s ", $2 }' "$ILOG"; }
+imds_up() { ip netns exec "$TG_NODE" bash -c "exec 3<>/dev/tcp/127.0.0.1/$IMDS_PORT" 2>/dev/null; }
+
+# sync_timed [NET] ARGS...: sync against the fake; ELAPSED_MS gets the wall time
+ELAPSED_MS=0
+sync_timed() {
+	local t0=${EPOCHREALTIME/./} t1
+	ipam sync --imds-url "$IMDS_URL" --uplink eth0 "$@"
+	t1=${EPOCHREALTIME/./}
+	ELAPSED_MS=$(((t1 - t0) / 1000))
+	return "$IPAM_RC"
+}
+
+# ---- fixtures derived from one_nic.json (written to $TG_TMP)
+with_extra() { # OUT ADDR...: one_nic.json plus these secondaries
+	local out=$1
+	shift
+	jq --args '.interface[0].ipv4.ipAddress += [$ARGS.positional[] | {privateIpAddress: ., publicIpAddress: ""}]' \
+		"$@" <"$FIX/one_nic.json" >"$out"
+}
+without() { # IN OUT ADDR: IN minus one secondary
+	jq --arg a "$3" '.interface[0].ipv4.ipAddress |= map(select(.privateIpAddress != $a))' <"$1" >"$2"
+}
+
+imds_conf() { # NAME: plugin config with ipam.source imds
+	tg_conf '.name=$n | .ipam={source: "imds", imdsURL: $u, cooldownSeconds: 0}' --arg n "$1" --arg u "$IMDS_URL"
+}
+CONF=$(imds_conf "$NET")
+pod_ip_of() { jq -r --arg c "$1" '.attachments[] | select(.containerId == $c) | .ip' "$(state_file)"; }
+veth_present() { ip -n "$TG_NODE" link show "$1" >/dev/null 2>&1; }
+route_present() { ip -n "$TG_NODE" -4 route show "$1/32" | grep -q .; }
+
+# ---- start the fake IMDS inside the node netns
+imds_serve "$FIX/one_nic.json"
+ip netns exec "$TG_NODE" python3 "$FAKE" --port "$IMDS_PORT" --fixture "$FIX/one_nic.json" \
+	--log "$ILOG" --control "$CTL" --hang-seconds 20 2>"$TG_TMP/imds.err" &
+TG_PIDS+=($!)
+wait_for 10 imds_up || tap_bail "fake IMDS did not start: $(cat "$TG_TMP/imds.err")"
+t_end
+
+# =================================================================== sync
+t_begin "sync: first sync takes every secondary address of the uplink (JSON)"
+imds_serve "$FIX/one_nic.json"
+if sync_timed --json; then
+	json_check sync '.network == "tgimds" and .source == "imds" and .nodeIp == "10.0.0.4"
+		and .subnet == "10.0.0.0/24" and .seen == 8 and .added == 8 and .pending == 0
+		and .removed == 0 and .retired == 0 and .total == 8 and .attempts == 1'
+	t_expect "IMDS requests" "$(imds_count)" 1
+	grep -qv 'metadata=true' "$ILOG" && t_fail "a request without 'Metadata: true': $(cat "$ILOG")"
+	grep -q 'api-version=2021-02-01' "$ILOG" || t_fail "no api-version=2021-02-01 in $(cat "$ILOG")"
+	st=$(cat "$(state_file)")
+	t_expect "state pool" "$(jq -c '.pool.addresses' <<<"$st")" '["10.0.0.5-10.0.0.12"]'
+	t_expect "state source" "$(jq -r '.pool.source' <<<"$st")" imds
+	t_expect "state.json mode" "$(stat -c %a "$(state_file)")" 600
+	t_expect "store dir mode" "$(stat -c %a "$DATA/$NET")" 700
+else
+	t_fail "sync rc=$IPAM_RC"
+	ipam_diag
+fi
+t_end
+
+t_begin "status after the first sync (JSON and human)"
+now_ms=$(($(date +%s) * 1000))
+ipam status --json
+t_expect "status --json rc" "$IPAM_RC" 0
+json_check status '.network == "tgimds" and .source == "imds" and .total == 8 and .allocated == 0
+	and .free == 8 and .cooling == 0 and .retired == 0 and .pending == 0 and .nodeIp == "10.0.0.4"
+	and .subnet == "10.0.0.0/24" and .warnings == []
+	and (.lastSyncMs | type == "number" and . > $now - 120000 and . < $now + 60000)' --argjson now "$now_ms"
+ipam status
+t_expect "status rc" "$IPAM_RC" 0
+grep -q imds <<<"$IPAM_OUT" || t_fail "human status does not name the source: $IPAM_OUT"
+grep -qw 8 <<<"$IPAM_OUT" || t_fail "human status does not show 8: $IPAM_OUT"
+ipam list --json
+t_expect "list --json rc" "$IPAM_RC" 0
+json_check "empty list" '. == []'
+t_end
+
+t_begin "sync again (human): nothing changes, output fits $WIDTH columns"
+before=$(jq -c .pool.addresses "$(state_file)")
+if sync_timed; then
+	[ -n "$IPAM_OUT" ] || t_fail "human sync printed nothing"
+	t_expect "pool" "$(jq -c '.pool.addresses' "$(state_file)")" '["10.0.0.5-10.0.0.12"]'
+	[ "$before" = "$(jq -c '.pool.addresses' "$(state_file)")" ] || t_fail "pool changed"
+else
+	t_fail "sync rc=$IPAM_RC"
+	ipam_diag
+fi
+t_end
+
+# ---- back-off: answered with retries, spaced, within the budget
+t_begin "sync: 429, 429, 200 is retried with back-off and succeeds"
+imds_serve "$FIX/one_nic.json" '{"statuses": [429, 429, 200]}'
+sync_timed --json --retry-budget 5
+if [ "$IPAM_RC" = 0 ]; then
+	json_check sync '.attempts == 3 and .total == 8'
+else
+	t_fail "rc=$IPAM_RC"
+	ipam_diag
+fi
+t_expect "requests" "$(imds_count)" 3
+t_expect "answers" "$(imds_answers)" "429 429 200 "
+[ "$(imds_min_gap_ms)" -ge 900 ] || t_fail "retry storm: gaps $(imds_gaps)"
+[ "$ELAPSED_MS" -le 6500 ] || t_fail "took ${ELAPSED_MS} ms with a 5 s budget"
+t_end
+
+t_begin "sync: 410, 410, 200 (IMDS not ready yet) is retried and succeeds"
+imds_serve "$FIX/one_nic.json" '{"statuses": [410, 410, 200]}'
+sync_timed --json --retry-budget 5
+if [ "$IPAM_RC" = 0 ]; then
+	json_check sync '.attempts >= 3 and .total == 8'
+else
+	t_fail "rc=$IPAM_RC"
+	ipam_diag
+fi
+n=$(imds_count)
+[ "$n" -ge 3 ] || t_fail "only $n requests (answers: $(imds_answers))"
+[ "$(imds_min_gap_ms)" -ge 900 ] || t_fail "retry storm: gaps $(imds_gaps)"
+[ "$ELAPSED_MS" -le 6500 ] || t_fail "took ${ELAPSED_MS} ms with a 5 s budget"
+t_end
+
+t_begin "sync: Retry-After is honoured"
+imds_serve "$FIX/one_nic.json" '{"statuses": [429, 200], "retryAfter": 2}'
+sync_timed --json --retry-budget 5
+[ "$IPAM_RC" = 0 ] || { t_fail "rc=$IPAM_RC"; ipam_diag; }
+t_expect "requests" "$(imds_count)" 2
+[ "$(imds_min_gap_ms)" -ge 1900 ] || t_fail "Retry-After: 2 ignored: gaps $(imds_gaps)"
+t_end
+
+# ---- failures: exit 1, clear message, store byte-identical
+# sync_fails NAME BUDGET CONTROL-JSON [STDERR-REGEX]
+sync_fails() {
+	local name=$1 budget=$2 ctl=$3 re=${4:-}
+	t_begin "sync: $name gives exit 1 within the budget, store untouched"
+	imds_serve "$FIX/one_nic.json" "$ctl"
+	local fp
+	fp=$(store_fp)
+	sync_timed --retry-budget "$budget"
+	t_expect "rc" "$IPAM_RC" 1
+	[ -n "$IPAM_ERR" ] || t_fail "no message on stderr"
+	[ -z "$re" ] || grep -Eqi -- "$re" <<<"$IPAM_ERR" || t_fail "stderr does not match /$re/: $IPAM_ERR"
+	[ "$ELAPSED_MS" -le $((budget * 1000 + 1500)) ] ||
+		t_fail "took ${ELAPSED_MS} ms with a ${budget} s budget (requests: $(imds_answers))"
+	[ "$(store_fp)" = "$fp" ] || { t_fail "store changed"; diag "$(diff <(echo "$fp") <(store_fp))"; }
+	[ "$(imds_min_gap_ms)" -ge 900 ] || t_fail "retry storm: gaps $(imds_gaps)"
+}
+sync_fails "500 forever" 4 '{"statuses": [500]}' '500'
+n=$(imds_count)
+[ "$n" -ge 2 ] || t_fail "500 not retried ($n request)"
+t_end
+sync_fails "a server that never answers" 3 '{"mode": "hang"}'
+[ "$(imds_count)" -ge 1 ] || t_fail "no request reached the fake"
+t_end
+sync_fails "a body cut short (Content-Length larger than sent)" 3 '{"mode": "cut"}'
+t_end
+sync_fails "403 (not retried)" 4 '{"statuses": [403, 200]}' '403'
+t_expect "requests" "$(imds_count)" 1
+t_end
+for bad in garbage:'json' truncated:'json' missing_subnet:'subnet' empty_ipaddress:'empty|ipAddress'; do
+	f=${bad%%:*} re=${bad#*:}
+	sync_fails "$f.json" 3 "$(jq -cn --arg f "$FIX/$f.json" '{fixture: $f}')" "$re"
+	t_end
+done
+
+t_begin "sync: no IMDS interface with the uplink's MAC: exit 1, names the MAC"
+ip -n "$TG_NODE" link add upl0 address 02:00:00:00:be:ef type veth peer name upl1 ||
+	t_fail "cannot add a second interface"
+imds_serve "$FIX/one_nic.json"
+ipam_net tgmac sync --imds-url "$IMDS_URL" --uplink upl0
+t_expect "rc" "$IPAM_RC" 1
+grep -qi '02000000BEEF\|02:00:00:00:be:ef' <<<"$IPAM_ERR" || t_fail "message does not name the MAC: $IPAM_ERR"
+[ -e "$(state_file tgmac)" ] && t_fail "a store was written: $(cat "$(state_file tgmac)")"
+ip -n "$TG_NODE" link del upl0
+t_end
+
+t_begin "sync: the uplink is matched by MAC among three NICs (not the first)"
+imds_serve "$FIX/three_nics.json"
+ipam_net tgnics --json sync --imds-url "$IMDS_URL" --uplink eth0
+t_expect "rc" "$IPAM_RC" 0
+json_check sync '.nodeIp == "10.0.0.4" and .subnet == "10.0.0.0/24" and .total == 3'
+t_expect "pool" "$(jq -c '.pool.addresses' "$(state_file tgnics)")" '["10.0.0.20-10.0.0.22"]'
+t_end
+
+t_begin "sync: IMDS MAC in lowercase"
+imds_serve "$FIX/mac_lowercase.json"
+ipam_net tglower --json sync --imds-url "$IMDS_URL" --uplink eth0
+t_expect "rc" "$IPAM_RC" 0
+json_check sync '.total == 8 and .nodeIp == "10.0.0.4"'
+t_end
+
+t_begin "sync: IPv6 addresses are ignored"
+imds_serve "$FIX/ipv6.json"
+ipam_net tgv6 --json sync --imds-url "$IMDS_URL" --uplink eth0
+t_expect "rc" "$IPAM_RC" 0
+json_check sync '.total == 2 and .seen == 2'
+t_expect "pool" "$(jq -c '.pool.addresses' "$(state_file tgv6)" 2>/dev/null)" '["10.0.0.5-10.0.0.6"]'
+t_end
+
+t_begin "sync --from-file: no HTTP request"
+: >"$ILOG"
+ipam_net tgfile --json sync --from-file "$FIX/three_nics.json" --uplink eth0
+t_expect "rc" "$IPAM_RC" 0
+json_check sync '.total == 3'
+t_expect "IMDS requests" "$(imds_count)" 0
+t_end
+
+t_begin "sync without --uplink uses the interface of the default route"
+imds_serve "$FIX/one_nic.json"
+ipam_net tgdefup --json sync --imds-url "$IMDS_URL"
+t_expect "rc" "$IPAM_RC" 0
+json_check sync '.total == 8 and .nodeIp == "10.0.0.4"'
+t_end
+
+t_begin "--config conflist: network, dataDir, uplink, imdsURL and ipam.exclude"
+# as on a node: the network name is the conflist's (the runtime hands it to the plugin)
+jq -n --arg dd "$DATA" --arg u "$IMDS_URL" '{cniVersion: "1.1.0", name: "tgconf", plugins: [
+	{type: "tollgate", uplink: "eth0", dataDir: $dd,
+	 ipam: {source: "imds", imdsURL: $u, exclude: ["10.0.0.5", "10.0.0.12"], cooldownSeconds: 0}},
+	{type: "portmap", capabilities: {portMappings: true}}]}' >"$TG_TMP/conflist.json"
+imds_serve "$FIX/one_nic.json"
+ip netns exec "$TG_NODE" env -i PATH="$TG_PATH" "$IPAM_BIN" --config "$TG_TMP/conflist.json" sync --json \
+	>"$TG_TMP/ipam.out" 2>"$TG_TMP/ipam.err"
+IPAM_RC=$? IPAM_OUT=$(cat "$TG_TMP/ipam.out") IPAM_ERR=$(cat "$TG_TMP/ipam.err")
+t_expect "rc" "$IPAM_RC" 0
+[ "$IPAM_RC" = 0 ] || ipam_diag
+json_check sync '.network == "tgconf" and .total == 6'
+t_expect "IMDS requests" "$(imds_count)" 1
+t_expect "pool" "$(jq -c '.pool.addresses' "$(state_file tgconf)" 2>/dev/null)" '["10.0.0.6-10.0.0.11"]'
+# options after the verb, and an explicit flag wins over the conflist
+ip netns exec "$TG_NODE" env -i PATH="$TG_PATH" "$IPAM_BIN" status --config "$TG_TMP/conflist.json" \
+	--json --network tgimds >"$TG_TMP/ipam.out" 2>"$TG_TMP/ipam.err"
+IPAM_OUT=$(cat "$TG_TMP/ipam.out")
+json_check "status --network wins over --config" '.network == "tgimds" and .total == 8'
+t_end
+
+# ================================================= the plugin and the pool
+t_begin "plugin ADD on an empty IMDS pool: code 11, tells to run tollgate-ipam sync"
+pod_add empty research "$(imds_conf tgempty)"
+r=$(cni_error_problem 11)
+[ -z "$r" ] || t_fail "$r"
+grep -q 'tollgate-ipam sync' <<<"$(jq -r '.msg + " " + (.details // "")' <<<"$TG_OUT" 2>/dev/null)" ||
+	t_fail "message does not mention 'tollgate-ipam sync': $TG_OUT"
+ipam_net tgempty status --json
+t_expect "status rc on an empty pool" "$IPAM_RC" 1
+json_check status '.total == 0 and (.warnings | length) >= 1'
+pod_ns_del empty
+t_end
+
+t_begin "8 pods take the 8 synced addresses; the 9th ADD fails with code 11"
+ips=""
+for i in 1 2 3 4 5 6 7 8; do
+	pod_add "p$i" research "$CONF" || { t_fail "ADD p$i rc=$TG_RC $TG_OUT"; tg_diag_last; }
+	ips+="${POD_IP[p$i]:-none} "
+done
+t_expect "addresses" "$(tr ' ' '\n' <<<"$ips" | grep . | sort -t. -k4n | tr '\n' ' ')" \
+	"10.0.0.5 10.0.0.6 10.0.0.7 10.0.0.8 10.0.0.9 10.0.0.10 10.0.0.11 10.0.0.12 "
+pod_add p9 research "$CONF"
+r=$(cni_error_problem 11)
+[ -z "$r" ] || t_fail "9th ADD: $r"
+ipam status --json
+t_expect "status rc (no free address)" "$IPAM_RC" 1
+json_check status '.allocated == 8 and .free == 0 and (.warnings | length) >= 1'
+t_end
+
+t_begin "pool growth: a new address is usable only after the second sync"
+with_extra "$TG_TMP/grown.json" 10.0.0.13
+imds_serve "$TG_TMP/grown.json"
+sync_timed --json
+t_expect "first sync rc" "$IPAM_RC" 0
+json_check "first sync" '.seen == 9 and .added == 0 and .pending == 1 and .total == 8'
+ipam status --json
+json_check status '.pending == 1 and .total == 8'
+pod_add p9 research "$CONF"
+r=$(cni_error_problem 11)
+[ -z "$r" ] || t_fail "ADD after one sync: $r"
+sync_timed --json
+t_expect "second sync rc" "$IPAM_RC" 0
+json_check "second sync" '.added == 1 and .pending == 0 and .total == 9'
+pod_add p9 research "$CONF" || { t_fail "ADD after two syncs rc=$TG_RC $TG_OUT"; tg_diag_last; }
+t_expect "p9 address" "${POD_IP[p9]:-}" 10.0.0.13
+t_end
+
+t_begin "pool shrink with the pod running: the pod keeps its IP, status/list/show flag it retired"
+X=${POD_IP[p3]:-10.0.0.7}
+without "$TG_TMP/grown.json" "$TG_TMP/shrunk.json" "$X"
+imds_serve "$TG_TMP/shrunk.json"
+sync_timed --json
+t_expect "sync rc" "$IPAM_RC" 0
+json_check sync '.removed == 1 and .retired == 1 and .total == 8'
+t_expect "p3 still holds" "$(pod_ip_of "${POD_CID[p3]}")" "$X"
+route_present "$X" || t_fail "host route $X/32 gone"
+ip -n "$TG_ID-p3" -4 addr show dev eth0 | grep -q "inet $X/32" || t_fail "pod lost $X"
+ipam status --json
+t_expect "status rc (retired address)" "$IPAM_RC" 1
+json_check status '.retired == 1 and .total == 8 and .allocated == 8 and .free == 0 and (.warnings | length) >= 1'
+ipam status
+grep -qi retired <<<"$IPAM_OUT" || t_fail "human status does not mention retired: $IPAM_OUT"
+ipam list --json
+json_check list '[.[] | select(.retired == true) | .ip] == [$x] and length == 9' --arg x "$X"
+ipam list
+grep "^$X " <<<"$IPAM_OUT" | grep -qi retired || t_fail "human list does not flag $X: $IPAM_OUT"
+[ "$(grep -ci retired <<<"$IPAM_OUT")" = 1 ] || t_fail "human list flags more than $X: $IPAM_OUT"
+ipam show "$X" --json
+json_check show '.inPool == false and .ip == $x' --arg x "$X"
+t_end
+
+t_begin "shrink: after DEL the retired address is never handed out again"
+pod_del p3 "$CONF" || { t_fail "DEL p3 rc=$TG_RC $TG_OUT"; tg_diag_last; }
+ipam status --json
+json_check status '.retired == 0 and .total == 8 and .allocated == 8 and .free == 0'
+pod_add p10 research "$CONF"
+r=$(cni_error_problem 11)
+[ -z "$r" ] || t_fail "ADD with the retired address as the only unused one: $r"
+pod_del p10 "$CONF"
+pod_del p1 "$CONF" || t_fail "DEL p1 rc=$TG_RC"
+pod_add p10 research "$CONF" || { t_fail "ADD p10 rc=$TG_RC $TG_OUT"; tg_diag_last; }
+t_expect "p10 gets p1's address, not $X" "${POD_IP[p10]:-}" "${POD_IP[p1]:-}"
+pod_ns_del p10 2>/dev/null # becomes the gc victim below
+ipam status --json
+json_check status '.retired == 0'
+t_end
+
+# ========================================================= the other verbs
+t_begin "list: JSON fields and human table"
+ipam list --json
+t_expect "rc" "$IPAM_RC" 0
+json_check list 'length == 8 and all(.[]; (.ip | type == "string") and .namespace == "research"
+	and (.pod | type == "string") and (.containerId | length == 64) and .ifname == "eth0"
+	and (.hostVeth | test("^tg[0-9a-f]{12}$")) and (.netns | startswith("/var/run/netns/"))
+	and (.created | type == "number") and (.ageSeconds | type == "number" and . >= 0)
+	and (has("retired") | not))'
+json_check "p2 listed" 'any(.[]; .containerId == $c and .ip == $ip and .pod == "p2")' \
+	--arg c "${POD_CID[p2]}" --arg ip "${POD_IP[p2]}"
+ipam list
+t_expect "rc" "$IPAM_RC" 0
+t_expect "human rows" "$(grep -c '^10\.0\.0\.' <<<"$IPAM_OUT")" 8
+grep "^${POD_IP[p2]} " <<<"$IPAM_OUT" | grep -q "research/p2" || t_fail "no row 'IP research/p2': $IPAM_OUT"
+t_end
+
+# show_ok KEY: show finds p2 with every kernel object present
+show_ok() {
+	ipam show "$1" --json
+	t_expect "show $1 rc" "$IPAM_RC" 0
+	json_check "show $1" '.containerId == $c and .ip == $ip and .namespace == "research" and .pod == "p2"
+		and .inPool == true and .kernel == {hostVeth: true, hostRoute: true, nftElement: true, netns: true}' \
+		--arg c "${POD_CID[p2]}" --arg ip "${POD_IP[p2]}"
+}
+t_begin "show by IP, NAMESPACE/POD and container-ID prefix (JSON and human)"
+show_ok "${POD_IP[p2]}"
+show_ok research/p2
+show_ok "${POD_CID[p2]:0:12}"
+show_ok "${POD_CID[p2]}"
+ipam show research/p2
+t_expect "human rc" "$IPAM_RC" 0
+grep -q "${POD_IP[p2]}" <<<"$IPAM_OUT" || t_fail "human show lacks the IP"
+grep -q "${POD_VETH[p2]}" <<<"$IPAM_OUT" || t_fail "human show lacks the veth"
+ipam show 10.0.0.99 --json
+t_expect "unknown IP rc" "$IPAM_RC" 1
+ipam show research/nosuch
+t_expect "unknown pod rc" "$IPAM_RC" 1
+t_end
+
+t_begin "show exit 1 when a kernel object is missing (host route deleted)"
+ip -n "$TG_NODE" route del "${POD_IP[p2]}/32"
+ipam show research/p2 --json
+t_expect "rc" "$IPAM_RC" 1
+json_check show '.kernel.hostRoute == false and .kernel.hostVeth == true'
+ip -n "$TG_NODE" route add "${POD_IP[p2]}/32" dev "${POD_VETH[p2]}" scope link
+t_end
+
+t_begin "release: refuses while the veth exists, --force tears it down"
+V=${POD_VETH[p4]} Y=${POD_IP[p4]}
+fp=$(store_fp)
+ipam release "$Y"
+t_expect "release without --force rc" "$IPAM_RC" 1
+grep -q -- --force <<<"$IPAM_ERR" || t_fail "refusal does not mention --force: $IPAM_ERR"
+[ "$(store_fp)" = "$fp" ] || t_fail "refused release changed the store"
+veth_present "$V" || t_fail "refused release removed $V"
+ipam release "$Y" --json
+t_expect "release --json without --force rc" "$IPAM_RC" 1
+ipam release "$Y" --force --json
+t_expect "release --force rc" "$IPAM_RC" 0
+json_check release '.ip == $ip' --arg ip "$Y"
+veth_present "$V" && t_fail "$V still exists"
+nft_set_has pods "$Y" && t_fail "$Y still in @pods"
+state_has_ip "$Y" "$NET" && t_fail "$Y still in the store"
+route_present "$Y" && t_fail "route $Y/32 remains"
+ipam release "$Y" --force
+t_expect "release of a released IP rc" "$IPAM_RC" 1
+# human form, by container ID, after the pod's netns (and veth) is gone
+pod_ns_del p5
+wait_for 5 sh -c "! ip -n $TG_NODE link show ${POD_VETH[p5]} >/dev/null 2>&1" || t_fail "veth survived its netns"
+ipam release "${POD_CID[p5]}"
+t_expect "release by container ID rc" "$IPAM_RC" 0
+grep -q "${POD_IP[p5]}" <<<"$IPAM_OUT" || t_fail "human release does not name the IP: $IPAM_OUT"
+state_has_ip "${POD_IP[p5]}" "$NET" && t_fail "${POD_IP[p5]} still in the store"
+if nft_set_has pods "${POD_IP[p5]}"; then
+	t_fail "${POD_IP[p5]} left in @pods after its release (doctor: orphan-nft-element)"
+	# keep the doctor cases below independent of this failure
+	ip netns exec "$TG_NODE" nft delete element inet tollgate pods "{ ${POD_IP[p5]} }"
+	ip netns exec "$TG_NODE" nft delete element inet tollgate masq "{ ${POD_IP[p5]} }" 2>/dev/null
+fi
+pod_del p4 "$CONF"
+pod_del p5 "$CONF"
+t_end
+
+t_begin "gc --dry-run lists the pod whose netns is gone, gc releases it"
+G=${POD_IP[p10]}
+fp=$(store_fp)
+ipam gc --dry-run --json
+t_expect "dry-run rc" "$IPAM_RC" 0
+json_check "dry-run" '[.[].ip] == [$g]' --arg g "$G"
+ipam gc --dry-run
+t_expect "human dry-run rc" "$IPAM_RC" 0
+grep -q "$G" <<<"$IPAM_OUT" || t_fail "human dry-run does not name $G: $IPAM_OUT"
+[ "$(store_fp)" = "$fp" ] || t_fail "dry-run changed the store"
+ipam gc --json
+t_expect "gc rc" "$IPAM_RC" 0
+json_check gc '[.[].ip] == [$g]' --arg g "$G"
+state_has_ip "$G" "$NET" && t_fail "$G still in the store"
+nft_set_has pods "$G" && t_fail "$G still in @pods"
+ipam gc
+t_expect "second gc rc" "$IPAM_RC" 0
+grep -q "$G" <<<"$IPAM_OUT" && t_fail "second gc still names $G"
+pod_del p10 "$CONF"
+t_end
+
+# ================================================================= doctor
+DOC_FIX_RUN=0
+# doctor_finding KIND OBJECT-REGEX: doctor --json reports it (rc 1) with a fix;
+# runs the fix when it is a plain `ip`/`nft` command (inside the node netns)
+doctor_finding() {
+	local kind=$1 re=$2 fixes f
+	ipam doctor --json
+	t_expect "doctor rc" "$IPAM_RC" 1
+	json_check doctor '.ok == false and any(.findings[]; .kind == $k and (.object | test($re))
+		and (.fix | type == "string" and length > 0) and (.detail | type == "string"))' \
+		--arg k "$kind" --arg re "$re"
+	ipam doctor
+	t_expect "human doctor rc" "$IPAM_RC" 1
+	grep -q -- "$kind" <<<"$IPAM_OUT" || t_fail "human doctor does not name $kind: ${IPAM_OUT:0:300}"
+	ipam doctor --json
+	fixes=$(jq -r --arg k "$kind" '.findings[] | select(.kind == $k) | .fix' <<<"$IPAM_OUT" 2>/dev/null)
+	while IFS= read -r f; do
+		[[ $f == *tollgate-ipam* ]] && [[ $f != *"$DATA"* ]] &&
+			t_fail "fix '$f' does not name --data-dir $DATA: it would act on the default store"
+		[[ $f =~ \<[a-zA-Z_-]+\> ]] && t_fail "fix '$f' is not an exact command (placeholder ${BASH_REMATCH[0]})"
+	done <<<"$fixes"
+	DOC_FIX_RUN=0
+	fixes=$(sed 's/[[:space:]]*#.*//' <<<"$fixes" | tr ';' '\n' | sed 's/^[[:space:]]*//; s/[[:space:]]*$//')
+	while IFS= read -r f; do
+		[ -n "$f" ] || continue
+		if [[ $f =~ ^(ip|nft)\ [^\;\&\|\`\$\<\>]*$ ]] && [[ ! $f =~ (netns|\ -n\ |\ -netns) ]]; then
+			ip netns exec "$TG_NODE" sh -c "$f" >/dev/null 2>"$TG_TMP/fix.err" ||
+				t_fail "fix '$f' failed: $(cat "$TG_TMP/fix.err")"
+			DOC_FIX_RUN=1
+		else
+			diag "not run (not a plain ip/nft command): $f"
+		fi
+	done <<<"$fixes"
+}
+doctor_clean() { # WHAT
+	ipam doctor --json
+	[ "$IPAM_RC" = 0 ] && jq_ok '.ok == true and .findings == []' ||
+		t_fail "$1: doctor not clean: rc=$IPAM_RC $(tr -d '\n\t' <<<"${IPAM_OUT:0:400}")"
+}
+
+t_begin "doctor: clean store and kernel (JSON and human)"
+doctor_clean "healthy node"
+ipam doctor
+t_expect "human rc" "$IPAM_RC" 0
+t_end
+
+t_begin "doctor: orphan-veth (a tg* veth with no attachment), with its fix"
+ip -n "$TG_NODE" link add tgdeadbeef0001 type veth peer name x
+doctor_finding orphan-veth tgdeadbeef0001
+jq -e '[.findings[] | select(.kind == "orphan-veth") | .fix] | any(test("tgdeadbeef0001"))' <<<"$IPAM_OUT" >/dev/null ||
+	t_fail "fix does not name tgdeadbeef0001"
+[ "$DOC_FIX_RUN" = 1 ] || ip -n "$TG_NODE" link del tgdeadbeef0001 2>/dev/null
+doctor_clean "after the fix"
+t_end
+
+t_begin "doctor: missing-route (a pod's host route deleted), with its fix"
+ip -n "$TG_NODE" route del "${POD_IP[p6]}/32"
+doctor_finding missing-route "${POD_IP[p6]//./\\.}"
+[ "$DOC_FIX_RUN" = 1 ] || ip -n "$TG_NODE" route add "${POD_IP[p6]}/32" dev "${POD_VETH[p6]}" scope link
+route_present "${POD_IP[p6]}" || t_fail "route not back"
+doctor_clean "after the fix"
+t_end
+
+t_begin "doctor: missing-nft-element (set pods flushed), one per pod, with fixes"
+ip netns exec "$TG_NODE" nft flush set inet tollgate pods
+ipam status --json
+n=$(jq '.allocated + .retired' <<<"$IPAM_OUT")
+ipam doctor --json
+t_expect "missing-nft-element findings" \
+	"$(jq '[.findings[] | select(.kind == "missing-nft-element")] | length' <<<"$IPAM_OUT" 2>/dev/null)" "$n"
+doctor_finding missing-nft-element '10\.0\.0\.'
+[ "$DOC_FIX_RUN" = 1 ] || for s in p2 p6 p7 p8 p9; do
+	ip netns exec "$TG_NODE" nft add element inet tollgate pods "{ ${POD_IP[$s]} }"
+done
+doctor_clean "after the fixes"
+for s in p2 p6 p7 p8 p9; do nft_set_has pods "${POD_IP[$s]}" || t_fail "${POD_IP[$s]} not back in @pods"; done
+t_end
+
+t_begin "doctor: uplink-address (a pool address on eth0), with its fix"
+U=$(jq -r '.pool.addresses[0] | split("-")[0]' "$(state_file)")
+ip -n "$TG_NODE" addr add "$U/32" dev eth0
+doctor_finding uplink-address "${U//./\\.}"
+[ "$DOC_FIX_RUN" = 1 ] || ip -n "$TG_NODE" addr del "$U/32" dev eth0
+ip -n "$TG_NODE" -4 addr show dev eth0 | grep -q "inet $U/" && t_fail "$U still on eth0"
+doctor_clean "after the fix"
+t_end
+
+t_begin "doctor: orphan-nft-element (an element no attachment holds), with its fix"
+ip netns exec "$TG_NODE" nft add element inet tollgate pods "{ 10.0.0.200 }"
+ip netns exec "$TG_NODE" nft add element inet tollgate masq "{ 10.0.0.200 }" 2>/dev/null
+doctor_finding orphan-nft-element '10\.0\.0\.200'
+if [ "$DOC_FIX_RUN" != 1 ]; then
+	ip netns exec "$TG_NODE" nft delete element inet tollgate pods "{ 10.0.0.200 }"
+	ip netns exec "$TG_NODE" nft delete element inet tollgate masq "{ 10.0.0.200 }" 2>/dev/null
+fi
+doctor_clean "after the fix"
+t_end
+
+t_begin "doctor: orphan-route (a /32 via a tg* veth with no attachment), with its fix"
+ip -n "$TG_NODE" route add 10.0.0.201/32 dev "${POD_VETH[p6]}" scope link
+doctor_finding orphan-route '10\.0\.0\.201'
+[ "$DOC_FIX_RUN" = 1 ] || ip -n "$TG_NODE" route del 10.0.0.201/32
+route_present 10.0.0.201 && t_fail "route 10.0.0.201/32 still there"
+doctor_clean "after the fix"
+t_end
+
+t_begin "doctor: missing-veth (a pod's host veth deleted)"
+ip -n "$TG_NODE" link del "${POD_VETH[p7]}"
+doctor_finding missing-veth "${POD_VETH[p7]}|${POD_IP[p7]//./\\.}"
+pod_del p7 "$CONF" || t_fail "DEL p7 rc=$TG_RC"
+doctor_clean "after DEL"
+t_end
+
+t_begin "doctor: stale-netns (a pod's netns gone, attachment left), gc repairs"
+pod_ns_del p8
+doctor_finding stale-netns "${POD_CID[p8]:0:12}|${POD_IP[p8]//./\\.}|$TG_ID-p8"
+ipam gc
+t_expect "gc rc" "$IPAM_RC" 0
+doctor_clean "after gc"
+pod_del p8 "$CONF"
+t_end
+
+t_begin "doctor --imds: pool-drift when IMDS and the pool disagree"
+jq -n --arg dd "$DATA" --arg u "$IMDS_URL" '{cniVersion: "1.1.0", name: "tgimds", type: "tollgate",
+	uplink: "eth0", dataDir: $dd, ipam: {source: "imds", imdsURL: $u}}' >"$TG_TMP/imds-conf.json"
+imds_serve "$TG_TMP/shrunk.json"
+ip netns exec "$TG_NODE" env -i PATH="$TG_PATH" "$IPAM_BIN" --config "$TG_TMP/imds-conf.json" --json doctor --imds \
+	>"$TG_TMP/ipam.out" 2>"$TG_TMP/ipam.err"
+IPAM_RC=$? IPAM_OUT=$(cat "$TG_TMP/ipam.out") IPAM_ERR=$(cat "$TG_TMP/ipam.err")
+t_expect "rc in agreement" "$IPAM_RC" 0
+json_check "in agreement" '.ok == true'
+imds_serve "$FIX/one_nic.json" # lists the retired address again, lacks 10.0.0.13
+ip netns exec "$TG_NODE" env -i PATH="$TG_PATH" "$IPAM_BIN" --config "$TG_TMP/imds-conf.json" --json doctor --imds \
+	>"$TG_TMP/ipam.out" 2>"$TG_TMP/ipam.err"
+IPAM_RC=$? IPAM_OUT=$(cat "$TG_TMP/ipam.out") IPAM_ERR=$(cat "$TG_TMP/ipam.err")
+t_expect "rc with drift" "$IPAM_RC" 1
+json_check "drift" 'any(.findings[]; .kind == "pool-drift")'
+[ "$(imds_count)" -ge 1 ] || t_fail "doctor --imds made no IMDS request"
+t_end
+
+t_begin "doctor: missing-table (the nftables table deleted)"
+ip netns exec "$TG_NODE" nft delete table inet tollgate
+doctor_finding missing-table 'tollgate'
+t_end
+
+t_begin "corrupt store: status and doctor exit 1, the file is never replaced"
+mkdir -p "$DATA/tgbroken" && chmod 700 "$DATA/tgbroken"
+printf '{"version":1,"pool":{"addresses":["10.0.0.5-' >"$(state_file tgbroken)"
+chmod 600 "$(state_file tgbroken)"
+fp=$(stat -c '%i %s %a' "$(state_file tgbroken)"; sha256sum <"$(state_file tgbroken)")
+ipam_net tgbroken status --json
+t_expect "status rc" "$IPAM_RC" 1
+[ -n "$IPAM_ERR" ] || t_fail "status: no message"
+ipam_net tgbroken doctor --json
+t_expect "doctor rc" "$IPAM_RC" 1
+json_check doctor 'any(.findings[]; .kind == "corrupt-store" and (.fix | length > 0))'
+imds_serve "$FIX/one_nic.json"
+ipam_net tgbroken sync --imds-url "$IMDS_URL" --uplink eth0
+t_expect "sync rc" "$IPAM_RC" 1
+[ "$(stat -c '%i %s %a' "$(state_file tgbroken)"; sha256sum <"$(state_file tgbroken)")" = "$fp" ] ||
+	t_fail "corrupt store replaced or changed"
+t_end
+
+# =============================================================== usage
+t_begin "VERB --help exits 0 for every verb; usage errors exit 2"
+for v in status list show release gc sync doctor; do
+	ipam "$v" --help
+	[ "$IPAM_RC" = 0 ] && [ -n "$IPAM_OUT" ] || t_fail "$v --help: rc=$IPAM_RC, stdout ${#IPAM_OUT} bytes"
+	grep -q "$v" <<<"$IPAM_OUT" || t_fail "$v --help does not name the verb"
+done
+ipam --help
+t_expect "--help rc" "$IPAM_RC" 0
+ipam frobnicate
+t_expect "unknown verb rc" "$IPAM_RC" 2
+[ -n "$IPAM_ERR" ] || t_fail "unknown verb: no message"
+ipam
+t_expect "no verb rc" "$IPAM_RC" 2
+ipam status --no-such-option
+t_expect "unknown option rc" "$IPAM_RC" 2
+ipam show
+t_expect "show without argument rc" "$IPAM_RC" 2
+ipam gc --force
+t_expect "gc --force rc" "$IPAM_RC" 2
+ipam sync --retry-budget abc --imds-url "$IMDS_URL"
+t_expect "sync --retry-budget abc rc" "$IPAM_RC" 2
+ipam_net '../x' status
+t_expect "--network ../x rc" "$IPAM_RC" 2
+t_end
+
+t_begin "--json prints exactly one JSON document for every verb"
+for args in "status" "list" "show research/p2" "gc --dry-run" "doctor" \
+	"sync --imds-url $IMDS_URL --uplink eth0"; do
+	# shellcheck disable=SC2086
+	ipam --json $args
+	is_one_json || t_fail "--json $args: not one JSON document: ${IPAM_OUT:0:200}"
+done
+t_end
+
+t_begin "human output fits $WIDTH columns"
+if [ -s "$WIDE" ]; then
+	t_fail "$(wc -l <"$WIDE") lines wider than $WIDTH columns"
+	diag "$(head -n 10 "$WIDE")"
+fi
+t_end
+
+for s in p2 p6 p9; do pod_del "$s" "$CONF" >/dev/null; done
+tap_done
