@@ -42,9 +42,10 @@ endif
 LIB_SRC  := $(wildcard lib/*.c)
 IPAM_SRC := $(filter-out ipam/cli.c ipam/imds.c,$(wildcard ipam/*.c))
 ACCT_SRC := $(wildcard accounting/*.c)
+SHAPER_SRC := $(wildcard shaper/*.c)
 CNI_SRC  := $(filter-out cni/main.c,$(wildcard cni/*.c))
 
-CORE_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRC) $(IPAM_SRC) $(ACCT_SRC) $(CNI_SRC))
+CORE_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRC) $(IPAM_SRC) $(ACCT_SRC) $(SHAPER_SRC) $(CNI_SRC))
 PLUGIN_OBJ := $(BUILD)/obj/cni/main.o $(CORE_OBJ)
 IMDS_OBJ := $(BUILD)/obj/ipam/imds.o
 

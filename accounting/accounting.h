@@ -11,7 +11,9 @@
  *   map ns_<class>  { type ipv4_addr : counter; }       pod address -> its namespace's counter
  *   map pod_<class> { type ipv4_addr : counter; }       pod address -> its own (accounting.perPod)
  *   counter ns_<namespace>_<class>, host_<class>, pod_<host veth>_<class>
+ *   map egress_class { type ipv4_addr : classid; }     pod -> its uplink HTB class
  *   chain prerouting, output: internet-bound packets get internetMark
+ *   chain forward: `meta priority` picks the shaper's HTB class (see shaper.h)
  *   chain forward, input, output: counting; chain postrouting: masquerade
  *
  * <class> is egress_internal, egress_internet, ingress_internal or
@@ -55,6 +57,7 @@ struct acct_pod {
 	uint32_t ip;
 	const char *k8s_namespace;	/* "" when the runtime did not say */
 	const char *host_veth;		/* names the pod's own counters */
+	uint32_t egress_classid;	/* uplink HTB class of its internet traffic, 0: none */
 };
 
 /* Counter names: ns_<namespace>_<class> and pod_<host veth>_<class>. */

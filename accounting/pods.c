@@ -66,12 +66,40 @@ static int put_elem(struct batch *bt, uint16_t type, const char *set, uint32_t i
 	return 0;
 }
 
+static int put_class_elem(struct batch *bt, uint32_t ip, uint32_t classid)
+{
+	struct nftnl_set *s = set_ref(MAP_EGRESS_CLASS);
+	struct nftnl_set_elem *el = nftnl_set_elem_alloc();
+	uint32_t key = htonl(ip);
+	struct nlmsghdr *nlh;
+
+	if (!s || !el) {
+		if (s)
+			nftnl_set_free(s);
+		if (el)
+			nftnl_set_elem_free(el);
+		return -ENOMEM;
+	}
+	nftnl_set_elem_set(el, NFTNL_SET_ELEM_KEY, &key, sizeof(key));
+	/* meta priority is host-endian */
+	nftnl_set_elem_set(el, NFTNL_SET_ELEM_DATA, &classid, sizeof(classid));
+	nftnl_set_elem_add(s, el);
+	/* NLM_F_REPLACE: a reshape may move the pod to another class. */
+	nlh = batch_msg(bt, NFT_MSG_NEWSETELEM, NLM_F_CREATE | NLM_F_REPLACE);
+	nftnl_set_elems_nlmsg_build_payload(nlh, s);
+	nftnl_set_free(s);
+	batch_next(bt);
+	return 0;
+}
+
 static int put_pod(struct batch *bt, const struct acct_config *cfg, const struct acct_pod *p)
 {
 	char name[ACCT_COUNTER_NAME_MAX];
 	int r = 0;
 
 	r |= put_elem(bt, NFT_MSG_NEWSETELEM, SET_PODS, p->ip, NULL);
+	if (p->egress_classid)
+		r |= put_class_elem(bt, p->ip, p->egress_classid);
 	if (cfg->masquerade)
 		r |= put_elem(bt, NFT_MSG_NEWSETELEM, SET_MASQ, p->ip, NULL);
 	for (int c = 0; c < ACCT_CLASSES; c++) {
@@ -159,6 +187,7 @@ static int put_pod_removal(struct batch *bt, const struct acct_pod *p, uint16_t 
 #define STEP(x) do { if (only < 0 || only == i) r |= (x); i++; } while (0)
 	STEP(put_elem(bt, del_elem, SET_MASQ, p->ip, NULL));
 	STEP(put_elem(bt, del_elem, SET_PODS, p->ip, NULL));
+	STEP(put_elem(bt, del_elem, MAP_EGRESS_CLASS, p->ip, NULL));
 	for (int c = 0; c < ACCT_CLASSES; c++) {
 		STEP(put_elem(bt, del_elem, acct_ns_maps[c], p->ip, NULL));
 		STEP(put_elem(bt, del_elem, acct_pod_maps[c], p->ip, NULL));

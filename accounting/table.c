@@ -32,7 +32,14 @@ const char *const acct_class_names[ACCT_CLASSES] = {
 };
 
 /* Set ids let rules in the same transaction refer to sets created in it. */
-enum { ID_INTERNAL = 1, ID_PODS, ID_MASQ, ID_NS_MAPS, ID_POD_MAPS = ID_NS_MAPS + ACCT_CLASSES };
+enum {
+	ID_INTERNAL = 1,
+	ID_PODS,
+	ID_MASQ,
+	ID_EGRESS_CLASS,
+	ID_NS_MAPS,
+	ID_POD_MAPS = ID_NS_MAPS + ACCT_CLASSES,
+};
 
 struct chain_def {
 	const char *name;
@@ -78,6 +85,15 @@ static struct nftnl_set *set_new(const char *name, uint32_t id, uint32_t flags)
 		nftnl_set_set_u32(s, NFTNL_SET_FLAGS, flags);
 	if (flags & NFT_SET_OBJECT)
 		nftnl_set_set_u32(s, NFTNL_SET_OBJ_TYPE, NFT_OBJECT_COUNTER);
+	if (flags & NFT_SET_MAP) {
+		/* ipv4_addr : classid, with nft's byte-order notes so `nft list` reads it right. */
+		static const uint8_t udata[] = { 0x00, 0x04, 0x02, 0x00, 0x00, 0x00, 0x01, 0x04, 0x01,
+						 0x00, 0x00, 0x00, 0x06, 0x04, 0x00, 0x00, 0x00, 0x00 };
+
+		nftnl_set_set_u32(s, NFTNL_SET_DATA_TYPE, NFT_TYPE_CLASSID);
+		nftnl_set_set_u32(s, NFTNL_SET_DATA_LEN, 4);
+		nftnl_set_set_data(s, NFTNL_SET_USERDATA, udata, sizeof(udata));
+	}
 	return s;
 }
 
@@ -325,6 +341,57 @@ static struct nftnl_rule *mark_rule(const char *chain, bool pods_only, uint32_t 
 	return r;
 }
 
+static struct nftnl_expr *meta_set_priority(void)
+{
+	struct nftnl_expr *ex = nftnl_expr_alloc("meta");
+
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_META_KEY, NFT_META_PRIORITY);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_META_SREG, NFT_REG_1);
+	return ex;
+}
+
+/* ip saddr != @internal ip daddr @pods meta priority set 1:2 (the pod's internet ingress class) */
+static struct nftnl_rule *inet_ingress_class_rule(void)
+{
+	struct nftnl_rule *r = rule_new("forward");
+	struct nftnl_expr *imm;
+	uint32_t classid = INET_INGRESS_CLASSID;
+
+	if (!r)
+		return NULL;
+	put(r, load_ip(12));
+	put(r, lookup(SET_INTERNAL, ID_INTERNAL, true));
+	put(r, load_ip(16));
+	put(r, lookup(SET_PODS, ID_PODS, false));
+	imm = nftnl_expr_alloc("immediate");
+	nftnl_expr_set_u32(imm, NFTNL_EXPR_IMM_DREG, NFT_REG_1);
+	nftnl_expr_set(imm, NFTNL_EXPR_IMM_DATA, &classid, sizeof(classid));
+	put(r, imm);
+	put(r, meta_set_priority());
+	return r;
+}
+
+/* ip daddr != @internal meta priority set ip saddr map @egress_class */
+static struct nftnl_rule *inet_egress_class_rule(void)
+{
+	struct nftnl_rule *r = rule_new("forward");
+	struct nftnl_expr *ex;
+
+	if (!r)
+		return NULL;
+	put(r, load_ip(16));
+	put(r, lookup(SET_INTERNAL, ID_INTERNAL, true));
+	put(r, load_ip(12));
+	ex = nftnl_expr_alloc("lookup");
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_LOOKUP_SREG, NFT_REG_1);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_LOOKUP_DREG, NFT_REG_1);
+	nftnl_expr_set_str(ex, NFTNL_EXPR_LOOKUP_SET, MAP_EGRESS_CLASS);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_LOOKUP_SET_ID, ID_EGRESS_CLASS);
+	put(r, ex);
+	put(r, meta_set_priority());
+	return r;
+}
+
 static struct nftnl_rule *masquerade_rule(void)
 {
 	struct nftnl_rule *r = rule_new("postrouting");
@@ -414,6 +481,7 @@ int table_declare(struct batch *bt, const struct acct_config *cfg)
 	r |= put_internal_elems(bt, cfg);
 	r |= put_set(bt, SET_PODS, ID_PODS, 0);
 	r |= put_set(bt, SET_MASQ, ID_MASQ, 0);
+	r |= put_set(bt, MAP_EGRESS_CLASS, ID_EGRESS_CLASS, NFT_SET_MAP);
 	for (i = 0; i < ACCT_CLASSES; i++) {
 		r |= put_set(bt, acct_ns_maps[i], ID_NS_MAPS + (uint32_t)i, NFT_SET_OBJECT);
 		r |= put_set(bt, acct_pod_maps[i], ID_POD_MAPS + (uint32_t)i, NFT_SET_OBJECT);
@@ -429,6 +497,9 @@ int table_declare(struct batch *bt, const struct acct_config *cfg)
 		r |= put_rule(bt, mark_rule("prerouting", true, cfg->internet_mark));
 		r |= put_rule(bt, mark_rule("output", false, cfg->internet_mark));
 	}
+	/* The shaper's classes for internet traffic (see shaper.h). */
+	r |= put_rule(bt, inet_ingress_class_rule());
+	r |= put_rule(bt, inet_egress_class_rule());
 	if (cfg->enabled) {
 		/* Pods: forwarded traffic both ways, and their traffic with the node itself. */
 		r |= put_pod_counting(bt, "forward", true, true, acct_ns_maps, ID_NS_MAPS);

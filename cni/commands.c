@@ -58,8 +58,24 @@ static struct acct_pod acct_pod_of(const struct ipam_attachment *a)
 		.ip = a->ip,
 		.k8s_namespace = a->k8s_namespace,
 		.host_veth = a->host_veth,
+		.egress_classid = a->shaping.pod_class ? (1u << 16) | a->shaping.pod_class : 0,
 	};
 	return p;
+}
+
+/* Internet shaping sits on the uplink: it must exist before anything is changed. */
+static bool uplink_known(struct nl_sock *sk, const struct tg_config *cfg, struct tg_err *e)
+{
+	int ifindex = 0;
+
+	int mtu;
+
+	if (!cfg->uplink[0] && (nl_default_route_ifindex(sk, &ifindex) < 0 || !ifindex)) {
+		tg_fail(e, CNI_ERR_CONFIG, -ENODEV,
+			"shaping.internetEgress needs an uplink: set \"uplink\" or a default route");
+		return false;
+	}
+	return !cfg->uplink[0] || plumb_uplink_mtu(sk, cfg->uplink, &mtu, e) == 0;
 }
 
 /* Every attachment of the store, for rebuilding a table somebody flushed. */
@@ -162,11 +178,28 @@ struct assign_ctx {
 static int assign_fn(struct ipam_state *st, void *p, struct tg_err *e)
 {
 	struct assign_ctx *c = p;
+	struct ipam_attachment *a;
+	struct ipam_shaping before;
 	int r = ipam_assign(st, &c->req, time_now_ms(), c->cfg->cooldown_ms, &c->got, &c->existing, e);
 
 	if (r < 0)
 		return r;
-	return c->existing ? 0 : 1;
+	/* The shaping this ADD asks for replaces the recorded one; its classes stay. */
+	a = (struct ipam_attachment *)ipam_find(st, c->req.container_id, c->req.ifname);
+	before = a->shaping;
+	a->shaping = c->req.shaping;
+	a->shaping.ns_class = before.ns_class;
+	a->shaping.pod_class = before.pod_class;
+	if (cni_shaping_classes(st, a) < 0) {
+		if (!c->existing)
+			ipam_release(st, a->container_id, a->ifname, time_now_ms(), false, NULL);
+		else
+			a->shaping = before;
+		return tg_fail(e, CNI_ERR_TRY_AGAIN, -ENOSPC,
+			       "no free traffic class on the uplink for internet shaping");
+	}
+	c->got = *a;
+	return !c->existing || memcmp(&before, &a->shaping, sizeof(before)) != 0;
 }
 
 struct release_ctx {
@@ -193,6 +226,7 @@ int cmd_add(const struct cni_env *env, const struct tg_config *cfg, json_object 
 	struct plumb_req rq = { 0 };
 	struct cni_add_result res;
 	struct acct_pod me;
+	struct shaper_spec spec;
 	_cleanup_free_ struct acct_pod *all = NULL;
 	int mtu = cfg->mtu, r;
 
@@ -216,11 +250,18 @@ int cmd_add(const struct cni_env *env, const struct tg_config *cfg, json_object 
 	snprintf(ac.req.pod, sizeof(ac.req.pod), "%s", env->pod);
 	plumb_host_veth_name(env->container_id, env->ifname, ac.req.host_veth);
 	ac.req.created = time(NULL);
+	cni_shaping_of_request(cfg, env->k8s_namespace, &ac.req.shaping);
+	spec = cni_shaper_spec(&ac.req.shaping);
+	if (shaper_inet_egress(&spec) && !uplink_known(s.sk, cfg, e)) {
+		r = -ENODEV;
+		goto out;
+	}
 
 	r = store_update(&s, cfg, assign_fn, &ac, e);
 	if (r < 0)
 		goto out;
 	ip4_format(ac.got.ip, ret_ip);
+	spec = cni_shaper_spec(&ac.got.shaping);
 	me = acct_pod_of(&ac.got);
 	all = acct_pods_of(&s.state);
 	if (!all) {
@@ -240,11 +281,18 @@ int cmd_add(const struct cni_env *env, const struct tg_config *cfg, json_object 
 		goto undo;
 	/* A repeated ADD leaves a healthy attachment as it is. */
 	if (ac.existing && plumb_check(s.sk, &rq, NULL) == 0 &&
-	    acct_pod_check(&me, cfg->masquerade, NULL) == 1)
+	    acct_pod_check(&me, cfg->masquerade, NULL) == 1 &&
+	    shaper_pod_check(s.sk, ac.got.host_veth, cfg->uplink, &spec, NULL) == 0)
 		goto done;
 	r = plumb_add(s.sk, &rq, e);
 	if (r < 0)
 		goto undo;
+	if (shaper_any(&spec)) {
+		r = shaper_pod_add(s.sk, ac.got.host_veth, cfg->uplink, &spec, cfg->shaping.queue_ms,
+				   mtu, e);
+		if (r < 0)
+			goto undo;
+	}
 	r = acct_pod_add(&acct, &me, all, s.state.n_att, e);
 	if (r < 0)
 		goto undo;
@@ -267,6 +315,8 @@ undo:
 	/* Put the node back as it was: kernel objects first, then the address. */
 	if (!ac.existing)
 		acct_pod_del(&me, NULL);
+	shaper_pod_del(s.sk, ac.got.host_veth, cfg->uplink, &spec,
+		       !ac.existing && cni_shaping_last_of_namespace(&s.state, &ac.got), NULL);
 	plumb_del(s.sk, ac.got.host_veth, NULL);
 	if (!ac.existing) {
 		struct release_ctx rc = { env->container_id, env->ifname, false, 0 };
@@ -285,6 +335,7 @@ int cmd_del(const struct cni_env *env, const struct tg_config *cfg, char ret_ip[
 	struct release_ctx rc = { env->container_id, env->ifname, true, 0 };
 	char host_veth[IFNAMSIZ];
 	const struct ipam_attachment *a;
+	struct shaper_spec spec = { 0 };
 	uint32_t ip = 0;
 	int r, first = 0;
 
@@ -297,6 +348,8 @@ int cmd_del(const struct cni_env *env, const struct tg_config *cfg, char ret_ip[
 		goto out;
 	plumb_host_veth_name(env->container_id, env->ifname, host_veth);
 	a = ipam_find(&s.state, env->container_id, env->ifname);
+	if (a)
+		spec = cni_shaper_spec(&a->shaping);
 	if (a)
 		ip = a->ip;
 	else if (cni_prev_result_ip(cfg->prev_result, env->ifname, &ip) == 0 &&
@@ -313,6 +366,11 @@ int cmd_del(const struct cni_env *env, const struct tg_config *cfg, char ret_ip[
 
 		first = acct_pod_del(&p, e);
 	}
+	/* The IFB goes even without a record; uplink classes need the record's ids. */
+	r = shaper_pod_del(s.sk, host_veth, cfg->uplink, a ? &spec : NULL,
+			   a && cni_shaping_last_of_namespace(&s.state, a), e);
+	if (r < 0 && !first)
+		first = r;
 	r = plumb_del(s.sk, host_veth, e);
 	if (r < 0 && !first)
 		first = r;
@@ -372,6 +430,27 @@ int cmd_check(const struct cni_env *env, const struct tg_config *cfg, char ret_i
 	r = plumb_check(s.sk, &rq, e);
 	if (r < 0)
 		goto out;
+	{
+		/* The recorded shaping must be what this config asks for, and be in the kernel. */
+		struct ipam_shaping want;
+		struct shaper_spec spec = cni_shaper_spec(&a->shaping);
+
+		cni_shaping_of_request(cfg, a->k8s_namespace, &want);
+		if (want.ingress_bps != a->shaping.ingress_bps ||
+		    want.egress_bps != a->shaping.egress_bps ||
+		    want.inet_ingress_bps != a->shaping.inet_ingress_bps ||
+		    want.inet_egress_bps != a->shaping.inet_egress_bps ||
+		    want.ns_egress_bps != a->shaping.ns_egress_bps ||
+		    want.node_egress_bps != a->shaping.node_egress_bps) {
+			r = tg_fail(e, TG_ERR_DRIFT, -EINVAL,
+				    "drift: the pod's shaping differs from its config (run "
+				    "`tollgate-ipam reshape` after a policy change)");
+			goto out;
+		}
+		r = shaper_pod_check(s.sk, a->host_veth, cfg->uplink, &spec, e);
+		if (r < 0)
+			goto out;
+	}
 	{
 		struct acct_pod p = acct_pod_of(a);
 
@@ -487,6 +566,14 @@ int cmd_gc(const struct tg_config *cfg, struct tg_err *e)
 		r = acct_pod_del(&p, e);
 		if (r < 0 && !first)
 			first = r;
+		{
+			struct shaper_spec spec = cni_shaper_spec(&gc.stale[i].shaping);
+
+			r = shaper_pod_del(s.sk, gc.stale[i].host_veth, cfg->uplink, &spec,
+					   cni_shaping_last_of_namespace(&s.state, &gc.stale[i]), e);
+			if (r < 0 && !first)
+				first = r;
+		}
 		r = plumb_del(s.sk, gc.stale[i].host_veth, e);
 		if (r < 0 && !first)
 			first = r;

@@ -12,6 +12,7 @@
 #include "cni/internal.h"
 #include "lib/cleanup.h"
 #include "lib/jsonx.h"
+#include "lib/rate.h"
 #include "lib/util.h"
 
 const char *const cni_supported_versions[] = { "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0", NULL };
@@ -202,6 +203,156 @@ static int parse_accounting(json_object *root, struct tg_config *cfg, struct tg_
 	return 0;
 }
 
+/* A rate key of an object: absent is 0. */
+static int get_rate(json_object *o, const char *where, const char *key, uint64_t *ret,
+		    struct tg_err *e)
+{
+	json_object *v;
+	char path[160];
+
+	if (!json_object_object_get_ex(o, key, &v) || !v)
+		return 0;
+	snprintf(path, sizeof(path), "%s.%s", where, key);
+	return rate_from_json(v, path, ret, e);
+}
+
+/* {"namespace": rate, ...}: every key a namespace name, every value a rate. */
+static int check_rate_map(json_object *o, const char *where, struct tg_err *e)
+{
+	json_object_object_foreach(o, k, v) {
+		char path[200];
+		uint64_t bps;
+
+		snprintf(path, sizeof(path), "%s[\"%.63s\"]", where, k);
+		if (!*k || strlen(k) > 63)
+			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL, "%s: not a namespace name", path);
+		if (rate_from_json(v, path, &bps, e) < 0)
+			return -EINVAL;
+	}
+	return 0;
+}
+
+static int parse_shaping(json_object *root, struct tg_config *cfg, struct tg_err *e)
+{
+	json_object *sh = NULL, *eg = NULL, *in = NULL;
+	int64_t q = 20;
+	int r;
+
+	cfg->shaping.queue_ms = 20;
+	if ((r = jx_object(root, "", "shaping", &sh, e)) <= 0)
+		return r;
+	if (jx_object(sh, "shaping", "internetEgress", &eg, e) < 0 ||
+	    jx_object(sh, "shaping", "internetIngress", &in, e) < 0 ||
+	    jx_int(sh, "shaping", "queueLatencyMs", 1, 1000, &q, e) < 0)
+		return -EINVAL;
+	cfg->shaping.queue_ms = (uint32_t)q;
+	if (eg) {
+		if (get_rate(eg, "shaping.internetEgress", "node", &cfg->shaping.node_egress, e) < 0 ||
+		    get_rate(eg, "shaping.internetEgress", "namespaceDefault",
+			     &cfg->shaping.ns_egress_default, e) < 0 ||
+		    get_rate(eg, "shaping.internetEgress", "podDefault",
+			     &cfg->shaping.pod_egress_default, e) < 0 ||
+		    jx_object(eg, "shaping.internetEgress", "namespaces", &cfg->shaping.ns_egress,
+			      e) < 0)
+			return -EINVAL;
+		if (cfg->shaping.ns_egress &&
+		    check_rate_map(cfg->shaping.ns_egress, "shaping.internetEgress.namespaces", e) < 0)
+			return -EINVAL;
+	}
+	if (in) {
+		if (get_rate(in, "shaping.internetIngress", "podDefault",
+			     &cfg->shaping.pod_ingress_default, e) < 0 ||
+		    jx_object(in, "shaping.internetIngress", "namespaces", &cfg->shaping.ns_ingress,
+			      e) < 0)
+			return -EINVAL;
+		if (cfg->shaping.ns_ingress &&
+		    check_rate_map(cfg->shaping.ns_ingress, "shaping.internetIngress.namespaces", e) < 0)
+			return -EINVAL;
+	}
+	return 0;
+}
+
+/* containerd's "no burst" (2^32-1 bits, ~512 MiB) would leave short transfers unshaped. */
+#define BURST_UNSET 4294967295ULL
+#define BURST_MAX (512ULL * 1024 * 1024 * 8)
+
+static int bw_pair(json_object *bw, const char *rate_key, const char *burst_key,
+		   uint64_t *ret_rate, uint64_t *ret_burst, struct tg_err *e)
+{
+	json_object *rv = jx_get_nocase(bw, rate_key), *bv = jx_get_nocase(bw, burst_key);
+	char path[80];
+	int64_t burst;
+
+	if (bv && json_object_is_type(bv, json_type_null))
+		bv = NULL;
+	if (rv && json_object_is_type(rv, json_type_null))
+		rv = NULL;
+	if (rv) {
+		snprintf(path, sizeof(path), "runtimeConfig.bandwidth.%s", rate_key);
+		if (rate_from_json(rv, path, ret_rate, e) < 0)
+			return -EINVAL;
+	}
+	if (!bv)
+		return 0;
+	if (!json_object_is_type(bv, json_type_int))
+		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+			       "runtimeConfig.bandwidth.%s must be an integer number of bits", burst_key);
+	burst = json_object_get_int64(bv);
+	if (burst <= 0)
+		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+			       "runtimeConfig.bandwidth.%s must be positive", burst_key);
+	if ((uint64_t)burst == BURST_UNSET)
+		return 0;
+	if (!rv)
+		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+			       "runtimeConfig.bandwidth.%s is set without %s", burst_key, rate_key);
+	if ((uint64_t)burst > BURST_MAX)
+		return tg_fail(e, CNI_ERR_CONFIG, -ERANGE,
+			       "runtimeConfig.bandwidth.%s is larger than %llu bits (512 MiB)", burst_key,
+			       (unsigned long long)BURST_MAX);
+	*ret_burst = (uint64_t)burst;
+	return 0;
+}
+
+static int parse_runtime(struct tg_config *cfg, struct tg_err *e)
+{
+	json_object *bw = jx_get_nocase(cfg->runtime_config, "bandwidth");
+	json_object *ann = jx_get_nocase(cfg->runtime_config, "io.kubernetes.cri.pod-annotations");
+
+	if (bw && !json_object_is_type(bw, json_type_null)) {
+		if (!json_object_is_type(bw, json_type_object))
+			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+				       "runtimeConfig.bandwidth must be an object");
+		if (bw_pair(bw, "ingressRate", "ingressBurst", &cfg->bandwidth.ingress_rate,
+			    &cfg->bandwidth.ingress_burst, e) < 0 ||
+		    bw_pair(bw, "egressRate", "egressBurst", &cfg->bandwidth.egress_rate,
+			    &cfg->bandwidth.egress_burst, e) < 0)
+			return -EINVAL;
+	}
+	if (ann && !json_object_is_type(ann, json_type_null)) {
+		static const char *const keys[] = { "tollgate.io/internet-egress-bandwidth",
+						    "tollgate.io/internet-ingress-bandwidth" };
+		uint64_t *dst[] = { &cfg->annot_inet_egress, &cfg->annot_inet_ingress };
+		json_object *v;
+
+		if (!json_object_is_type(ann, json_type_object))
+			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+				       "runtimeConfig[\"io.kubernetes.cri.pod-annotations\"] must be an object");
+		for (int i = 0; i < 2; i++) {
+			char path[120];
+
+			if (!json_object_object_get_ex(ann, keys[i], &v) || !v)
+				continue;
+			snprintf(path, sizeof(path), "pod annotation %s", keys[i]);
+			if (!json_object_is_type(v, json_type_string))
+				return tg_fail(e, CNI_ERR_CONFIG, -EINVAL, "%s must be a string", path);
+			if (rate_from_json(v, path, dst[i], e) < 0)
+				return -EINVAL;
+		}
+	}
+	return 0;
+}
+
 static int parse_gc_list(json_object *root, struct tg_config *cfg, struct tg_err *e)
 {
 	json_object *arr;
@@ -325,9 +476,13 @@ int cni_config_parse(const char *text, size_t len, enum cni_cmd cmd, struct tg_c
 		return r;
 	if ((r = parse_accounting(root, cfg, e)) < 0)
 		return r;
-	if (jx_object(root, "", "shaping", &shaping, e) < 0 ||
-	    jx_object(root, "", "runtimeConfig", &cfg->runtime_config, e) < 0)
+	(void)shaping;
+	if ((r = parse_shaping(root, cfg, e)) < 0)
+		return r;
+	if (jx_object(root, "", "runtimeConfig", &cfg->runtime_config, e) < 0)
 		return -EINVAL;
+	if ((r = parse_runtime(cfg, e)) < 0)
+		return r;
 	if (json_object_object_get_ex(root, "prevResult", &cfg->prev_result) && cfg->prev_result &&
 	    !json_object_is_type(cfg->prev_result, json_type_object))
 		return tg_fail(e, CNI_ERR_DECODE, -EBADMSG, "prevResult must be a result object");

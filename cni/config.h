@@ -30,6 +30,23 @@ extern const char *const cni_supported_versions[];
 /* ---- configuration ---- */
 enum ipam_source { IPAM_SOURCE_STATIC, IPAM_SOURCE_IMDS };
 
+/* shaping.* : internet caps, bits per second, 0 = none. */
+struct tg_shaping {
+	uint64_t node_egress;		/* internetEgress.node */
+	uint64_t ns_egress_default;	/* internetEgress.namespaceDefault */
+	uint64_t pod_egress_default;	/* internetEgress.podDefault */
+	json_object *ns_egress;		/* internetEgress.namespaces {ns: rate}, validated */
+	uint64_t pod_ingress_default;	/* internetIngress.podDefault */
+	json_object *ns_ingress;	/* internetIngress.namespaces: per-pod cap in that namespace */
+	uint32_t queue_ms;		/* queueLatencyMs: leaf queues hold this much at the rate */
+};
+
+/* runtimeConfig.bandwidth (kubelet's annotations): bits/s and bits, 0 = unset. */
+struct tg_bandwidth {
+	uint64_t ingress_rate, ingress_burst;
+	uint64_t egress_rate, egress_burst;
+};
+
 struct tg_config {
 	json_object *root;		/* owns every json_object below */
 	const char *cni_version;
@@ -50,6 +67,10 @@ struct tg_config {
 	int64_t cooldown_ms;
 	bool acct_enabled, acct_per_pod;
 	uint32_t internet_mark;
+	struct tg_shaping shaping;
+	struct tg_bandwidth bandwidth;
+	uint64_t annot_inet_egress;	/* tollgate.io/internet-egress-bandwidth */
+	uint64_t annot_inet_ingress;	/* tollgate.io/internet-ingress-bandwidth */
 	json_object *prev_result;
 	json_object *runtime_config;
 	json_object *valid_attachments;
@@ -65,6 +86,12 @@ void cni_config_free(struct tg_config *cfg);
  * list's name and cniVersion) or a single plugin config, from a file.
  */
 int cni_config_load_file(const char *path, struct tg_config *cfg, struct tg_err *e);
+struct ipam_shaping;
+struct shaper_spec;
+/* Fills the caps of `s` from the config, keeping its pod-specific inputs (reshape). */
+void cni_shaping_resolve(const struct tg_config *cfg, const char *ns, struct ipam_shaping *s);
+/* What the shaper module needs of a stored shaping record. */
+struct shaper_spec cni_shaper_spec(const struct ipam_shaping *s);
 /* What the accounting module needs of the config. */
 struct acct_config cni_config_acct(const struct tg_config *cfg);
 

@@ -13,6 +13,7 @@
 #include "ipam/ipam.h"
 #include "lib/err.h"
 #include "lib/ip4.h"
+#include "shaper/shaper.h"
 
 #define TG_GATEWAY 0xa9fe0101u /* 169.254.1.1: every pod's on-link next hop */
 
@@ -71,6 +72,13 @@ int plumb_add(struct nl_sock *sk, const struct plumb_req *rq, struct tg_err *e);
 int plumb_del(struct nl_sock *sk, const char *host_ifname, struct tg_err *e);
 /* 0 when everything is in place, TG_ERR_DRIFT naming the first difference otherwise. */
 int plumb_check(struct nl_sock *sk, const struct plumb_req *rq, struct tg_err *e);
+
+/* ---- shaping policy (shaping.c) ---- */
+/* The pod-specific inputs (runtimeConfig, annotations) and the caps they resolve to. */
+void cni_shaping_of_request(const struct tg_config *cfg, const char *ns, struct ipam_shaping *s);
+/* Uplink HTB classes for a pod with internet egress shaping (under the store lock). */
+int cni_shaping_classes(const struct ipam_state *st, struct ipam_attachment *a);
+bool cni_shaping_last_of_namespace(const struct ipam_state *st, const struct ipam_attachment *a);
 
 /* ---- commands ---- */
 int cmd_add(const struct cni_env *env, const struct tg_config *cfg, json_object **ret,

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /* state.json <-> struct ipam_state. The format is documented in the README. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,61 @@ static void add_ip(json_object *o, const char *k, uint32_t ip)
 	char buf[IP4_STRLEN];
 
 	add_str(o, k, ip4_format(ip, buf));
+}
+
+static const struct {
+	const char *key;
+	size_t off;
+} shaping_keys[] = {
+	{ "ingressRate", offsetof(struct ipam_shaping, ingress_bps) },
+	{ "ingressBurst", offsetof(struct ipam_shaping, ingress_burst) },
+	{ "egressRate", offsetof(struct ipam_shaping, egress_bps) },
+	{ "egressBurst", offsetof(struct ipam_shaping, egress_burst) },
+	{ "annotationInternetEgress", offsetof(struct ipam_shaping, annot_inet_egress) },
+	{ "annotationInternetIngress", offsetof(struct ipam_shaping, annot_inet_ingress) },
+	{ "internetIngress", offsetof(struct ipam_shaping, inet_ingress_bps) },
+	{ "internetEgress", offsetof(struct ipam_shaping, inet_egress_bps) },
+	{ "namespaceInternetEgress", offsetof(struct ipam_shaping, ns_egress_bps) },
+	{ "nodeInternetEgress", offsetof(struct ipam_shaping, node_egress_bps) },
+};
+
+static json_object *shaping_to_json(const struct ipam_shaping *s)
+{
+	json_object *o = json_object_new_object();
+
+	for (size_t i = 0; i < sizeof(shaping_keys) / sizeof(shaping_keys[0]); i++) {
+		uint64_t v = *(const uint64_t *)((const char *)s + shaping_keys[i].off);
+
+		if (v)
+			json_object_object_add(o, shaping_keys[i].key, json_object_new_int64((int64_t)v));
+	}
+	if (s->pod_class) {
+		json_object_object_add(o, "namespaceClass", json_object_new_int(s->ns_class));
+		json_object_object_add(o, "podClass", json_object_new_int(s->pod_class));
+	}
+	return o;
+}
+
+static int shaping_from_json(json_object *o, struct ipam_shaping *s, struct tg_err *e)
+{
+	int64_t v;
+
+	for (size_t i = 0; i < sizeof(shaping_keys) / sizeof(shaping_keys[0]); i++) {
+		v = 0;
+		if (jx_int(o, "state.attachments[].shaping", shaping_keys[i].key, 0, INT64_MAX, &v,
+			   e) < 0)
+			return -EBADMSG;
+		*(uint64_t *)((char *)s + shaping_keys[i].off) = (uint64_t)v;
+	}
+	v = 0;
+	if (jx_int(o, "state.attachments[].shaping", "namespaceClass", 0, 0xffff, &v, e) < 0)
+		return -EBADMSG;
+	s->ns_class = (uint16_t)v;
+	v = 0;
+	if (jx_int(o, "state.attachments[].shaping", "podClass", 0, 0xffff, &v, e) < 0)
+		return -EBADMSG;
+	s->pod_class = (uint16_t)v;
+	return 0;
 }
 
 json_object *ipam_state_to_json(const struct ipam_state *st)
@@ -73,6 +129,8 @@ json_object *ipam_state_to_json(const struct ipam_state *st)
 		add_str(o, "pod", a->pod);
 		add_str(o, "hostVeth", a->host_veth);
 		json_object_object_add(o, "created", json_object_new_int64(a->created));
+		if (memcmp(&a->shaping, &(struct ipam_shaping){ 0 }, sizeof(a->shaping)) != 0)
+			json_object_object_add(o, "shaping", shaping_to_json(&a->shaping));
 		json_object_array_add(atts, o);
 	}
 	json_object_object_add(root, "attachments", atts);
@@ -224,6 +282,13 @@ int ipam_state_from_json(json_object *root, struct ipam_state *st, struct tg_err
 		    copy_str(o, w, "hostVeth", a->host_veth, sizeof(a->host_veth), false, e) < 0 ||
 		    jx_int(o, w, "created", 0, INT64_MAX, &a->created, e) < 0)
 			goto fail;
+		{
+			json_object *sh = NULL;
+
+			if (jx_object(o, w, "shaping", &sh, e) < 0 ||
+			    (sh && shaping_from_json(sh, &a->shaping, e) < 0))
+				goto fail;
+		}
 	}
 	st->n_att = n;
 	return 0;

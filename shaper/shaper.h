@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef TG_SHAPER_H
+#define TG_SHAPER_H
+
+/*
+ * tc shaping of one pod's traffic, through libnl-route-3 (HTB, bfifo, IFB,
+ * u32 + mirred; nothing this kernel family lacks):
+ *
+ *   to the pod      host veth tgX, root HTB 1:
+ *                     1:1 the pod's whole ingress (runtimeConfig.bandwidth ingressRate)
+ *                     1:2 internet -> pod (internetIngress cap)   <- nft sets priority 1:2
+ *                     1:3 internal (default when a whole-pod limit exists; else unshaped)
+ *   from the pod    tgX ingress -> u32 match-all -> mirred -> IFB tiX, root HTB 1:
+ *                     1:1 egressRate (only with a Kubernetes egress limit)
+ *   to the internet uplink, root HTB 1: (unclassified traffic is sent direct, unshaped)
+ *                     1:1 node cap -> 1:<ns> namespace cap -> 1:<pod> pod cap
+ *                     <- nft sets priority 1:<pod> on the pod's internet-bound packets
+ *
+ * Caps nest through HTB borrowing: a class is guaranteed 1% of its ceiling
+ * and borrows the rest from its parent, so siblings share what is free in
+ * proportion to equal quanta, and no parent's ceiling is ever exceeded.
+ */
+
+#include <net/if.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "lib/err.h"
+
+#define SHAPER_INET_INGRESS_CLASS 0x00010002u	/* 1:2 on the host veth */
+#define SHAPER_LINE_BPS 32000000000ULL		/* "unlimited": the most HTB takes via libnl */
+#define SHAPER_NS_CLASS_MIN 0x0002
+#define SHAPER_NS_CLASS_MAX 0x7ffe
+#define SHAPER_POD_CLASS_BASE 0x8000
+
+struct shaper_spec {
+	uint64_t ingress_bps, ingress_burst_bits;	/* Kubernetes: all traffic to the pod */
+	uint64_t egress_bps, egress_burst_bits;		/* Kubernetes: all traffic from the pod */
+	uint64_t inet_ingress_bps;			/* internet -> pod */
+	uint64_t inet_egress_bps;			/* pod -> internet */
+	uint64_t ns_egress_bps;				/* the namespace's internet egress cap */
+	uint64_t node_egress_bps;			/* the node's internet egress cap */
+	uint16_t ns_class, pod_class;			/* uplink HTB minors, 0 when unused */
+};
+
+static inline bool shaper_pod_ingress(const struct shaper_spec *s)
+{
+	return s->ingress_bps || s->inet_ingress_bps;
+}
+
+static inline bool shaper_inet_egress(const struct shaper_spec *s)
+{
+	return s->inet_egress_bps || s->ns_egress_bps || s->node_egress_bps;
+}
+
+static inline bool shaper_any(const struct shaper_spec *s)
+{
+	return shaper_pod_ingress(s) || s->egress_bps || shaper_inet_egress(s);
+}
+
+struct nl_sock;
+
+/* The IFB of a pod: its host veth's name with "ti" for "tg". */
+void shaper_ifb_name(const char *host_veth, char ret[IFNAMSIZ]);
+/*
+ * Installs (or replaces) every qdisc, class and filter the spec asks for.
+ * `uplink` is the interface internet traffic leaves by. queue_ms sizes the
+ * leaf queues; mtu sizes bursts and quanta.
+ */
+int shaper_pod_add(struct nl_sock *sk, const char *host_veth, const char *uplink,
+		   const struct shaper_spec *s, uint32_t queue_ms, int mtu, struct tg_err *e);
+/* Removes the pod's IFB and uplink classes (the veth's qdiscs go with the veth). */
+int shaper_pod_del(struct nl_sock *sk, const char *host_veth, const char *uplink,
+		   const struct shaper_spec *s, bool last_of_namespace, struct tg_err *e);
+/* 0 when the kernel holds what the spec asks for, TG_ERR_DRIFT naming the difference. */
+int shaper_pod_check(struct nl_sock *sk, const char *host_veth, const char *uplink,
+		     const struct shaper_spec *s, struct tg_err *e);
+
+struct shaper_stats {
+	uint32_t classid;
+	char where[IFNAMSIZ];
+	uint64_t rate_bps, ceil_bps;
+	uint64_t bytes, packets, drops, overlimits;
+};
+/* Statistics of the pod's classes; returns how many were filled (at most max). */
+int shaper_pod_stats(struct nl_sock *sk, const char *host_veth, const char *uplink,
+		     const struct shaper_spec *s, struct shaper_stats *ret, int max);
+
+#endif

@@ -1,0 +1,475 @@
+// SPDX-License-Identifier: Apache-2.0
+/* The tc objects of shaper.h, through libnl-route-3. */
+#include <errno.h>
+#include <linux/if_ether.h>
+#include <linux/pkt_cls.h>
+#include <linux/pkt_sched.h>
+#include <linux/tc_act/tc_mirred.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <netlink/route/act/mirred.h>
+#include <netlink/route/action.h>
+#include <netlink/route/class.h>
+#include <netlink/route/classifier.h>
+#include <netlink/route/cls/u32.h>
+#include <netlink/route/link.h>
+#include <netlink/route/qdisc.h>
+#include <netlink/route/qdisc/fifo.h>
+#include <netlink/route/qdisc/htb.h>
+#include <netlink/route/tc.h>
+
+#include "lib/nl.h"
+#include "shaper/shaper.h"
+
+#define H(maj, min) (((uint32_t)(maj) << 16) | (uint32_t)(min))
+#define INGRESS_HANDLE 0xffff0000u
+
+static int __attribute__((format(printf, 3, 4))) tc_fail(struct tg_err *e, int nlerr,
+							  const char *fmt, ...)
+{
+	int r = nl_to_errno(nlerr);
+	char what[200];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	return tg_fail(e, CNI_ERR_IO, r, "tc: %s: %s", what, strerror(-r));
+}
+
+void shaper_ifb_name(const char *host_veth, char ret[IFNAMSIZ])
+{
+	snprintf(ret, IFNAMSIZ, "ti%s", host_veth + (host_veth[0] && host_veth[1] ? 2 : 0));
+}
+
+static int ifindex_of(struct nl_sock *sk, const char *name)
+{
+	struct rtnl_link *l = NULL;
+	int idx;
+
+	if (!name || !*name)
+		return nl_default_route_ifindex(sk, &idx) < 0 ? 0 : idx;
+	if (rtnl_link_get_kernel(sk, 0, name, &l) < 0)
+		return 0;
+	idx = rtnl_link_get_ifindex(l);
+	rtnl_link_put(l);
+	return idx;
+}
+
+static uint32_t bytes_per_s(uint64_t bps)
+{
+	uint64_t b = bps / 8;
+
+	return b > UINT32_MAX ? UINT32_MAX : (uint32_t)b;
+}
+
+static uint32_t clamp32(uint64_t v, uint64_t lo, uint64_t hi)
+{
+	return (uint32_t)(v < lo ? lo : v > hi ? hi : v);
+}
+
+/*
+ * An HTB class: `ceil_bps` is the cap; the guaranteed rate is 1% of it unless
+ * `rate_bps` says otherwise. Bursts of 4 ms at the ceiling (at least two
+ * packets) keep accuracy at high rates without letting short transfers run
+ * unshaped; quanta follow the ceiling so siblings share evenly.
+ */
+static int put_class(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t id,
+		     uint64_t rate_bps, uint64_t ceil_bps, uint64_t burst_bits, int mtu)
+{
+	struct rtnl_class *c = rtnl_class_alloc();
+	uint32_t ceil = bytes_per_s(ceil_bps);
+	uint32_t rate = bytes_per_s(rate_bps ? rate_bps : ceil_bps / 100);
+	uint64_t pkt = (uint64_t)mtu + 14;
+	uint32_t burst = burst_bits ? clamp32(burst_bits / 8, pkt, UINT32_MAX)
+				    : clamp32((uint64_t)ceil * 4 / 1000, 2 * pkt, UINT32_MAX);
+	int r;
+
+	if (!c)
+		return -NLE_NOMEM;
+	if (rate < 125)
+		rate = 125; /* 1 kbit/s: HTB needs a positive rate */
+	rtnl_tc_set_ifindex(TC_CAST(c), ifindex);
+	rtnl_tc_set_parent(TC_CAST(c), parent);
+	rtnl_tc_set_handle(TC_CAST(c), id);
+	r = rtnl_tc_set_kind(TC_CAST(c), "htb");
+	if (r == 0) {
+		rtnl_htb_set_rate(c, rate);
+		rtnl_htb_set_ceil(c, ceil);
+		rtnl_htb_set_rbuffer(c, burst);
+		rtnl_htb_set_cbuffer(c, burst);
+		rtnl_htb_set_quantum(c, clamp32(ceil / 1000, pkt, 200000));
+		r = rtnl_class_add(sk, c, NLM_F_CREATE | NLM_F_REPLACE);
+	}
+	rtnl_class_put(c);
+	return r;
+}
+
+static int put_htb_root(struct nl_sock *sk, int ifindex, uint32_t defcls)
+{
+	struct rtnl_qdisc *q = rtnl_qdisc_alloc();
+	int r;
+
+	if (!q)
+		return -NLE_NOMEM;
+	rtnl_tc_set_ifindex(TC_CAST(q), ifindex);
+	rtnl_tc_set_parent(TC_CAST(q), TC_H_ROOT);
+	rtnl_tc_set_handle(TC_CAST(q), H(1, 0));
+	r = rtnl_tc_set_kind(TC_CAST(q), "htb");
+	if (r == 0) {
+		/* A default that names no class sends unclassified packets direct, unshaped. */
+		rtnl_htb_set_defcls(q, defcls);
+		rtnl_htb_set_rate2quantum(q, 10);
+		r = rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_REPLACE);
+	}
+	rtnl_qdisc_put(q);
+	return r;
+}
+
+/* A leaf's queue: bfifo holding queue_ms at the class's ceiling (at least 10 packets). */
+static int put_leaf_queue(struct nl_sock *sk, int ifindex, uint32_t classid, uint64_t ceil_bps,
+			  uint32_t queue_ms, int mtu)
+{
+	struct rtnl_qdisc *q = rtnl_qdisc_alloc();
+	uint64_t limit = (uint64_t)bytes_per_s(ceil_bps) * queue_ms / 1000;
+	int r;
+
+	if (!q)
+		return -NLE_NOMEM;
+	if (limit < 10ULL * ((uint64_t)mtu + 14))
+		limit = 10ULL * ((uint64_t)mtu + 14);
+	rtnl_tc_set_ifindex(TC_CAST(q), ifindex);
+	/* No handle: the kernel picks a free one (1:1's leaf must not be "1:"). */
+	rtnl_tc_set_parent(TC_CAST(q), classid);
+	r = rtnl_tc_set_kind(TC_CAST(q), "bfifo");
+	if (r == 0) {
+		rtnl_qdisc_fifo_set_limit(q, (int)(limit > INT32_MAX ? INT32_MAX : limit));
+		r = rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_REPLACE);
+	}
+	rtnl_qdisc_put(q);
+	return r;
+}
+
+static int ensure_ifb(struct nl_sock *sk, const char *name, int mtu, int *ret_ifindex)
+{
+	struct rtnl_link *l = rtnl_link_alloc();
+	int r;
+
+	if (!l)
+		return -NLE_NOMEM;
+	rtnl_link_set_name(l, name);
+	rtnl_link_set_type(l, "ifb");
+	rtnl_link_set_mtu(l, (unsigned int)mtu);
+	rtnl_link_set_flags(l, IFF_UP);
+	r = rtnl_link_add(sk, l, NLM_F_CREATE | NLM_F_EXCL);
+	rtnl_link_put(l);
+	if (r < 0 && r != -NLE_EXIST)
+		return r;
+	*ret_ifindex = ifindex_of(sk, name);
+	if (!*ret_ifindex)
+		return -NLE_NODEV;
+	if (r == -NLE_EXIST) {
+		/* Left by an earlier ADD of this attachment: make sure it is up. */
+		struct rtnl_link *cur = rtnl_link_alloc(), *chg = rtnl_link_alloc();
+
+		rtnl_link_set_ifindex(cur, *ret_ifindex);
+		rtnl_link_set_flags(chg, IFF_UP);
+		r = rtnl_link_change(sk, cur, chg, 0);
+		rtnl_link_put(cur);
+		rtnl_link_put(chg);
+		return r;
+	}
+	return 0;
+}
+
+/* tgX ingress: every packet from the pod goes through the IFB (redirected, then shaped). */
+static int redirect_to_ifb(struct nl_sock *sk, int ifindex, int ifb_index)
+{
+	struct rtnl_qdisc *q = rtnl_qdisc_alloc();
+	struct rtnl_cls *cls = NULL;
+	struct rtnl_act *act = NULL;
+	int r;
+
+	if (!q)
+		return -NLE_NOMEM;
+	rtnl_tc_set_ifindex(TC_CAST(q), ifindex);
+	rtnl_tc_set_parent(TC_CAST(q), TC_H_INGRESS);
+	rtnl_tc_set_handle(TC_CAST(q), INGRESS_HANDLE);
+	r = rtnl_tc_set_kind(TC_CAST(q), "ingress");
+	if (r == 0)
+		r = rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_REPLACE);
+	rtnl_qdisc_put(q);
+	if (r < 0)
+		return r;
+	cls = rtnl_cls_alloc();
+	act = rtnl_act_alloc();
+	if (!cls || !act) {
+		r = -NLE_NOMEM;
+		goto out;
+	}
+	rtnl_tc_set_ifindex(TC_CAST(cls), ifindex);
+	rtnl_tc_set_parent(TC_CAST(cls), INGRESS_HANDLE);
+	rtnl_tc_set_handle(TC_CAST(cls), 0x80000800u); /* 800::800, fixed: a repeat replaces it */
+	r = rtnl_tc_set_kind(TC_CAST(cls), "u32");
+	if (r < 0)
+		goto out;
+	rtnl_cls_set_prio(cls, 1);
+	rtnl_cls_set_protocol(cls, ETH_P_ALL);
+	rtnl_u32_add_key_uint32(cls, 0, 0, 0, 0); /* matches every packet */
+	rtnl_u32_set_cls_terminal(cls);
+	r = rtnl_tc_set_kind(TC_CAST(act), "mirred");
+	if (r < 0)
+		goto out;
+	rtnl_mirred_set_action(act, TCA_EGRESS_REDIR);
+	rtnl_mirred_set_policy(act, TC_ACT_STOLEN);
+	rtnl_mirred_set_ifindex(act, (uint32_t)ifb_index);
+	r = rtnl_u32_add_action(cls, act);
+	if (r == 0)
+		r = rtnl_cls_add(sk, cls, NLM_F_CREATE | NLM_F_REPLACE);
+out:
+	if (act)
+		rtnl_act_put(act);
+	if (cls)
+		rtnl_cls_put(cls);
+	return r;
+}
+
+static uint64_t min_nz(uint64_t a, uint64_t b)
+{
+	if (!a)
+		return b;
+	if (!b)
+		return a;
+	return a < b ? a : b;
+}
+
+int shaper_pod_add(struct nl_sock *sk, const char *host_veth, const char *uplink,
+		   const struct shaper_spec *s, uint32_t queue_ms, int mtu, struct tg_err *e)
+{
+	int veth = ifindex_of(sk, host_veth), r;
+
+	if (!veth)
+		return tg_fail(e, CNI_ERR_IO, -ENODEV, "tc: host veth %s is missing", host_veth);
+	if (shaper_pod_ingress(s)) {
+		uint64_t total = s->ingress_bps ? s->ingress_bps : SHAPER_LINE_BPS;
+		uint64_t inet = min_nz(s->inet_ingress_bps, total);
+
+		/* Internal traffic is only classified (1:3) when a whole-pod limit applies. */
+		r = put_htb_root(sk, veth, s->ingress_bps ? 3 : 0);
+		if (r == 0)
+			r = put_class(sk, veth, H(1, 0), H(1, 1), total, total,
+				      s->ingress_burst_bits, mtu);
+		if (r == 0)
+			r = put_class(sk, veth, H(1, 1), H(1, 2), 0, inet, 0, mtu);
+		if (r == 0)
+			r = put_leaf_queue(sk, veth, H(1, 2), inet, queue_ms, mtu);
+		if (r == 0 && s->ingress_bps)
+			r = put_class(sk, veth, H(1, 1), H(1, 3), 0, total, 0, mtu);
+		if (r == 0 && s->ingress_bps)
+			r = put_leaf_queue(sk, veth, H(1, 3), total, queue_ms, mtu);
+		if (r < 0)
+			return tc_fail(e, r, "shaping traffic to the pod on %s", host_veth);
+	}
+	if (s->egress_bps) {
+		char ifb[IFNAMSIZ];
+		int ifb_index = 0;
+
+		shaper_ifb_name(host_veth, ifb);
+		r = ensure_ifb(sk, ifb, mtu, &ifb_index);
+		if (r < 0)
+			return tc_fail(e, r, "creating %s", ifb);
+		r = put_htb_root(sk, ifb_index, 1);
+		if (r == 0)
+			r = put_class(sk, ifb_index, H(1, 0), H(1, 1), s->egress_bps, s->egress_bps,
+				      s->egress_burst_bits, mtu);
+		if (r == 0)
+			r = put_leaf_queue(sk, ifb_index, H(1, 1), s->egress_bps, queue_ms, mtu);
+		if (r == 0)
+			r = redirect_to_ifb(sk, veth, ifb_index);
+		if (r < 0)
+			return tc_fail(e, r, "shaping traffic from the pod through %s", ifb);
+	}
+	if (shaper_inet_egress(s)) {
+		int up = ifindex_of(sk, uplink);
+		uint64_t node = s->node_egress_bps ? s->node_egress_bps : SHAPER_LINE_BPS;
+		uint64_t ns = min_nz(s->ns_egress_bps, node);
+		uint64_t pod = min_nz(s->inet_egress_bps, ns);
+
+		if (!up)
+			return tg_fail(e, CNI_ERR_CONFIG, -ENODEV,
+				       "tc: the uplink \"%s\" for internet shaping does not exist",
+				       uplink && *uplink ? uplink : "(default route)");
+		r = put_htb_root(sk, up, 0);
+		if (r == 0)
+			r = put_class(sk, up, H(1, 0), H(1, 1), node, node, 0, mtu);
+		if (r == 0)
+			r = put_class(sk, up, H(1, 1), H(1, s->ns_class), 0, ns, 0, mtu);
+		if (r == 0)
+			r = put_class(sk, up, H(1, s->ns_class), H(1, s->pod_class), 0, pod, 0, mtu);
+		if (r == 0)
+			r = put_leaf_queue(sk, up, H(1, s->pod_class), pod, queue_ms, mtu);
+		if (r < 0)
+			return tc_fail(e, r, "shaping internet traffic on the uplink");
+	}
+	return 0;
+}
+
+static int del_class(struct nl_sock *sk, int ifindex, uint32_t id)
+{
+	struct rtnl_class *c = rtnl_class_alloc();
+	int r;
+
+	if (!c)
+		return -NLE_NOMEM;
+	rtnl_tc_set_ifindex(TC_CAST(c), ifindex);
+	rtnl_tc_set_handle(TC_CAST(c), id);
+	rtnl_tc_set_kind(TC_CAST(c), "htb");
+	r = rtnl_class_delete(sk, c);
+	rtnl_class_put(c);
+	return r == -NLE_OBJ_NOTFOUND || r == -NLE_NODEV || r == -NLE_INVAL ? 0 : r;
+}
+
+int shaper_pod_del(struct nl_sock *sk, const char *host_veth, const char *uplink,
+		   const struct shaper_spec *s, bool last_of_namespace, struct tg_err *e)
+{
+	char ifb[IFNAMSIZ];
+	struct rtnl_link *l = rtnl_link_alloc();
+	int r = 0, first = 0;
+
+	/* The IFB is deleted whatever the spec says: DEL must work without the store too. */
+	shaper_ifb_name(host_veth, ifb);
+	if (l) {
+		rtnl_link_set_name(l, ifb);
+		r = rtnl_link_delete(sk, l);
+		rtnl_link_put(l);
+		if (r < 0 && r != -NLE_NODEV && r != -NLE_OBJ_NOTFOUND)
+			first = tc_fail(e, r, "deleting %s", ifb);
+	}
+	if (s && s->pod_class) {
+		int up = ifindex_of(sk, uplink);
+
+		if (up) {
+			r = del_class(sk, up, H(1, s->pod_class));
+			if (r < 0 && !first)
+				first = tc_fail(e, r, "deleting class 1:%x on the uplink", s->pod_class);
+			/* A class with children refuses to go: another pod joined meanwhile. */
+			if (last_of_namespace && s->ns_class)
+				del_class(sk, up, H(1, s->ns_class));
+		}
+	}
+	return first;
+}
+
+static int find_class(struct nl_sock *sk, int ifindex, uint32_t id, struct shaper_stats *st)
+{
+	struct nl_cache *cache = NULL;
+	struct rtnl_class *c;
+	int found = 0;
+
+	if (rtnl_class_alloc_cache(sk, ifindex, &cache) < 0)
+		return 0;
+	c = rtnl_class_get(cache, ifindex, id);
+	if (c) {
+		found = 1;
+		if (st) {
+			st->classid = id;
+			st->rate_bps = (uint64_t)rtnl_htb_get_rate(c) * 8;
+			st->ceil_bps = (uint64_t)rtnl_htb_get_ceil(c) * 8;
+			st->bytes = rtnl_tc_get_stat(TC_CAST(c), RTNL_TC_BYTES);
+			st->packets = rtnl_tc_get_stat(TC_CAST(c), RTNL_TC_PACKETS);
+			st->drops = rtnl_tc_get_stat(TC_CAST(c), RTNL_TC_DROPS);
+			st->overlimits = rtnl_tc_get_stat(TC_CAST(c), RTNL_TC_OVERLIMITS);
+		}
+		rtnl_class_put(c);
+	}
+	nl_cache_free(cache);
+	return found;
+}
+
+static bool ceil_is(const struct shaper_stats *st, uint64_t bps)
+{
+	/* HTB keeps bytes/s: compare at that resolution. */
+	return st->ceil_bps / 8 == bps / 8;
+}
+
+int shaper_pod_check(struct nl_sock *sk, const char *host_veth, const char *uplink,
+		     const struct shaper_spec *s, struct tg_err *e)
+{
+	struct shaper_stats st;
+	int veth = ifindex_of(sk, host_veth);
+
+	if (shaper_pod_ingress(s)) {
+		uint64_t total = s->ingress_bps ? s->ingress_bps : SHAPER_LINE_BPS;
+
+		if (!find_class(sk, veth, H(1, 2), &st) ||
+		    !ceil_is(&st, min_nz(s->inet_ingress_bps, total)))
+			return tg_fail(e, TG_ERR_DRIFT, -ENOENT,
+				       "drift: class 1:2 on %s (traffic to the pod) is missing or has "
+				       "another rate",
+				       host_veth);
+		if (s->ingress_bps && (!find_class(sk, veth, H(1, 1), &st) || !ceil_is(&st, total)))
+			return tg_fail(e, TG_ERR_DRIFT, -ENOENT,
+				       "drift: class 1:1 on %s (the pod's ingress limit) is missing or "
+				       "has another rate",
+				       host_veth);
+	}
+	if (s->egress_bps) {
+		char ifb[IFNAMSIZ];
+		int ifb_index;
+
+		shaper_ifb_name(host_veth, ifb);
+		ifb_index = ifindex_of(sk, ifb);
+		if (!ifb_index || !find_class(sk, ifb_index, H(1, 1), &st) ||
+		    !ceil_is(&st, s->egress_bps))
+			return tg_fail(e, TG_ERR_DRIFT, -ENOENT,
+				       "drift: %s or its class 1:1 (the pod's egress limit) is missing "
+				       "or has another rate",
+				       ifb);
+	}
+	if (shaper_inet_egress(s)) {
+		int up = ifindex_of(sk, uplink);
+
+		if (!up || !find_class(sk, up, H(1, s->pod_class), &st) ||
+		    !find_class(sk, up, H(1, s->ns_class), NULL))
+			return tg_fail(e, TG_ERR_DRIFT, -ENOENT,
+				       "drift: uplink class 1:%x (the pod's internet egress) or 1:%x "
+				       "(its namespace) is missing",
+				       s->pod_class, s->ns_class);
+	}
+	return 0;
+}
+
+int shaper_pod_stats(struct nl_sock *sk, const char *host_veth, const char *uplink,
+		     const struct shaper_spec *s, struct shaper_stats *ret, int max)
+{
+	int n = 0, veth = ifindex_of(sk, host_veth);
+
+	if (shaper_pod_ingress(s) && n < max && find_class(sk, veth, H(1, 2), &ret[n]))
+		snprintf(ret[n++].where, IFNAMSIZ, "%s", host_veth);
+	if (s->ingress_bps && n < max && find_class(sk, veth, H(1, 1), &ret[n]))
+		snprintf(ret[n++].where, IFNAMSIZ, "%s", host_veth);
+	if (s->egress_bps && n < max) {
+		char ifb[IFNAMSIZ];
+
+		shaper_ifb_name(host_veth, ifb);
+		if (find_class(sk, ifindex_of(sk, ifb), H(1, 1), &ret[n]))
+			snprintf(ret[n++].where, IFNAMSIZ, "%s", ifb);
+	}
+	if (shaper_inet_egress(s) && n < max) {
+		int up = ifindex_of(sk, uplink);
+
+		if (up && find_class(sk, up, H(1, s->pod_class), &ret[n])) {
+			struct rtnl_link *l = NULL;
+
+			snprintf(ret[n].where, IFNAMSIZ, "%s", uplink && *uplink ? uplink : "uplink");
+			if (rtnl_link_get_kernel(sk, up, NULL, &l) == 0) {
+				snprintf(ret[n].where, IFNAMSIZ, "%s", rtnl_link_get_name(l));
+				rtnl_link_put(l);
+			}
+			n++;
+		}
+	}
+	return n;
+}
