@@ -90,6 +90,11 @@ struct ipam_shaping;
 struct shaper_spec;
 /* Fills the caps of `s` from the config, keeping its pod-specific inputs (reshape). */
 void cni_shaping_resolve(const struct tg_config *cfg, const char *ns, struct ipam_shaping *s);
+struct ipam_state;
+struct ipam_attachment;
+/* Uplink HTB classes for a pod with internet egress shaping (under the store lock). */
+int cni_shaping_classes(const struct ipam_state *st, struct ipam_attachment *a);
+bool cni_shaping_last_of_namespace(const struct ipam_state *st, const struct ipam_attachment *a);
 /* What the shaper module needs of a stored shaping record. */
 struct shaper_spec cni_shaper_spec(const struct ipam_shaping *s);
 /* What the accounting module needs of the config. */

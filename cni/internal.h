@@ -76,9 +76,6 @@ int plumb_check(struct nl_sock *sk, const struct plumb_req *rq, struct tg_err *e
 /* ---- shaping policy (shaping.c) ---- */
 /* The pod-specific inputs (runtimeConfig, annotations) and the caps they resolve to. */
 void cni_shaping_of_request(const struct tg_config *cfg, const char *ns, struct ipam_shaping *s);
-/* Uplink HTB classes for a pod with internet egress shaping (under the store lock). */
-int cni_shaping_classes(const struct ipam_state *st, struct ipam_attachment *a);
-bool cni_shaping_last_of_namespace(const struct ipam_state *st, const struct ipam_attachment *a);
 
 /* ---- commands ---- */
 int cmd_add(const struct cni_env *env, const struct tg_config *cfg, json_object **ret,

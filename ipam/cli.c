@@ -29,7 +29,9 @@
 #include "lib/cleanup.h"
 #include "lib/ip4.h"
 #include "lib/nl.h"
+#include "lib/rate.h"
 #include "lib/util.h"
+#include "shaper/shaper.h"
 
 #define EXIT_PROBLEMS 1
 #define EXIT_USAGE 2
@@ -67,6 +69,7 @@ static void usage(FILE *f)
 	      "                               give an address back (--force tears down a live veth)\n"
 	      "  gc [--dry-run]               release attachments whose network namespace is gone\n"
 	      "  doctor [--imds] [--fix]      store vs kernel (and IMDS): leaks, orphans, fixes\n"
+	      "  reshape [--dry-run]          apply the config's shaping policy to running pods\n"
 	      "\n"
 	      "defaults: --data-dir /run/tollgate --network tollgate; --config reads both, the\n"
 	      "uplink, imdsURL and exclude from a conflist. `tollgate-ipam VERB --help` describes a verb.\n"
@@ -104,6 +107,13 @@ static const char *verb_help(const char *verb)
 		return "usage: tollgate-ipam gc [--dry-run]\n"
 		       "Releases every attachment whose network namespace path no longer exists,\n"
 		       "tearing down what is left of it. --dry-run only lists them.\n";
+	if (strcmp(verb, "reshape") == 0)
+		return "usage: tollgate-ipam --config FILE reshape [--dry-run]\n"
+		       "Applies the shaping policy of FILE (shaping.internetEgress/internetIngress)\n"
+		       "to every running pod without restarting it: recomputes each pod's caps (its\n"
+		       "own runtimeConfig limits and annotations are kept), replaces its tc classes\n"
+		       "and its nftables class element, and records the result in the store. The\n"
+		       "node agent runs it when the CNI config changes.\n";
 	if (strcmp(verb, "doctor") == 0)
 		return "usage: tollgate-ipam doctor [--imds] [--fix]\n"
 		       "Cross-checks the store against the kernel of this network namespace: tg*\n"
@@ -501,6 +511,36 @@ static bool link_exists(struct nl_sock *sk, const char *name)
 	return true;
 }
 
+static json_object *shaping_json(const struct ipam_shaping *s)
+{
+	json_object *o = json_object_new_object();
+	struct {
+		const char *key;
+		uint64_t v;
+	} f[] = {
+		{ "ingressRate", s->ingress_bps },	    { "egressRate", s->egress_bps },
+		{ "internetIngress", s->inet_ingress_bps }, { "internetEgress", s->inet_egress_bps },
+		{ "namespaceInternetEgress", s->ns_egress_bps },
+		{ "nodeInternetEgress", s->node_egress_bps },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(f); i++)
+		json_object_object_add(o, f[i].key, json_object_new_int64((int64_t)f[i].v));
+	return o;
+}
+
+static void shaping_line(const struct ipam_shaping *s, char *buf, size_t size)
+{
+	char a[24], b[24], c[24], d[24];
+
+	snprintf(buf, size, "internet egress %s (namespace %s), internet ingress %s, pod %s in / %s out",
+		 s->inet_egress_bps ? rate_format(s->inet_egress_bps, a, sizeof(a)) : "-",
+		 s->ns_egress_bps ? rate_format(s->ns_egress_bps, b, sizeof(b)) : "-",
+		 s->inet_ingress_bps ? rate_format(s->inet_ingress_bps, c, sizeof(c)) : "-",
+		 s->ingress_bps ? rate_format(s->ingress_bps, d, sizeof(d)) : "-",
+		 s->egress_bps ? rate_format(s->egress_bps, a, sizeof(a)) : "-");
+}
+
 static int verb_show(struct cli *c, const char *key)
 {
 	_cleanup_json_ json_object *o = NULL;
@@ -534,6 +574,37 @@ static int verb_show(struct cli *c, const char *key)
 	json_object_object_add(k, "nftElement", json_object_new_boolean(elem));
 	json_object_object_add(o, "inPool", json_object_new_boolean(pooled));
 	json_object_object_add(o, "kernel", k);
+	{
+		struct shaper_spec sp = cni_shaper_spec(&a->shaping);
+		struct shaper_stats stats[4];
+		struct nl_sock *sk = NULL;
+		json_object *sh = shaping_json(&a->shaping), *sa = json_object_new_array();
+		int n = 0;
+
+		if (shaper_any(&sp) && nl_route_open(&sk) == 0) {
+			n = shaper_pod_stats(sk, a->host_veth, c->uplink, &sp, stats, 4);
+			nl_socket_free(sk);
+		}
+		for (int i = 0; i < n; i++) {
+			json_object *so = json_object_new_object();
+			char cls[16];
+
+			snprintf(cls, sizeof(cls), "%x:%x", stats[i].classid >> 16,
+				 stats[i].classid & 0xffff);
+			json_object_object_add(so, "device", json_object_new_string(stats[i].where));
+			json_object_object_add(so, "class", json_object_new_string(cls));
+			json_object_object_add(so, "ceil", json_object_new_int64((int64_t)stats[i].ceil_bps));
+			json_object_object_add(so, "bytes", json_object_new_int64((int64_t)stats[i].bytes));
+			json_object_object_add(so, "packets",
+					       json_object_new_int64((int64_t)stats[i].packets));
+			json_object_object_add(so, "drops", json_object_new_int64((int64_t)stats[i].drops));
+			json_object_object_add(so, "overlimits",
+					       json_object_new_int64((int64_t)stats[i].overlimits));
+			json_object_array_add(sa, so);
+		}
+		json_object_object_add(sh, "classes", sa);
+		json_object_object_add(o, "shaping", sh);
+	}
 	if (!veth || !route || !elem || !ns)
 		rc = EXIT_PROBLEMS;
 	if (c->json) {
@@ -550,6 +621,27 @@ static int verb_show(struct cli *c, const char *key)
 	       route ? "present" : "MISSING");
 	printf("nft element %s in set inet tollgate pods (%s)\n", str(o, "ip"),
 	       elem ? "present" : "MISSING");
+	{
+		json_object *sh, *cls;
+		char line[200];
+
+		shaping_line(&a->shaping, line, sizeof(line));
+		printf("shaping     %s\n", line);
+		json_object_object_get_ex(o, "shaping", &sh);
+		json_object_object_get_ex(sh, "classes", &cls);
+		for (size_t i = 0; i < json_object_array_length(cls); i++) {
+			json_object *x = json_object_array_get_idx(cls, i);
+			char ceil[24];
+
+			printf("  class %-7s on %-15s ceil %-6s sent %llu B %llu pkt, dropped %llu, "
+			       "overlimits %llu\n",
+			       str(x, "class"), str(x, "device"),
+			       rate_format((uint64_t)num(x, "ceil"), ceil, sizeof(ceil)),
+			       (unsigned long long)num(x, "bytes"), (unsigned long long)num(x, "packets"),
+			       (unsigned long long)num(x, "drops"),
+			       (unsigned long long)num(x, "overlimits"));
+		}
+	}
 	return rc;
 }
 
@@ -1084,6 +1176,114 @@ static int verb_doctor(struct cli *c, bool store_ok, const char *store_error)
 	return json_object_array_length(arr) ? EXIT_PROBLEMS : 0;
 }
 
+/* ---- reshape ---- */
+
+static int verb_reshape(struct cli *c, bool dry_run)
+{
+	_cleanup_json_ json_object *arr = json_object_new_array();
+	_cleanup_free_ struct ipam_shaping *before = NULL;
+	struct acct_config acct = cni_config_acct(&c->cfg);
+	struct nl_sock *sk = NULL;
+	struct tg_err e = { 0 };
+	size_t i, changed = 0;
+	int rc = 0;
+
+	if (ipam_store_lock(&c->store, &e) < 0)
+		goto fail;
+	ipam_state_free(&c->state);
+	if (ipam_store_load(&c->store, &c->state, &e) < 0)
+		goto fail;
+	before = calloc(c->state.n_att + 1, sizeof(*before));
+	if (!before)
+		goto fail;
+	for (i = 0; i < c->state.n_att; i++) {
+		struct ipam_attachment *a = &c->state.att[i];
+
+		before[i] = a->shaping;
+		cni_shaping_resolve(&c->cfg, a->k8s_namespace, &a->shaping);
+		if (cni_shaping_classes(&c->state, a) < 0) {
+			tg_fail(&e, CNI_ERR_IO, -ENOSPC, "no free uplink class for %s/%s",
+				a->k8s_namespace, a->pod);
+			goto fail;
+		}
+		changed += memcmp(&before[i], &a->shaping, sizeof(before[i])) != 0;
+	}
+	if (!dry_run && changed && ipam_store_save(&c->store, &c->state, &e) < 0)
+		goto fail;
+	ipam_store_unlock(&c->store);
+
+	if (!dry_run && changed && nl_route_open(&sk) < 0) {
+		fprintf(stderr, "tollgate-ipam: cannot open a netlink socket\n");
+		return EXIT_PROBLEMS;
+	}
+	for (i = 0; i < c->state.n_att; i++) {
+		struct ipam_attachment *a = &c->state.att[i];
+		bool diff = memcmp(&before[i], &a->shaping, sizeof(before[i])) != 0;
+		json_object *o = attachment_json(a, time(NULL));
+		char line[200];
+
+		json_object_object_add(o, "changed", json_object_new_boolean(diff));
+		json_object_object_add(o, "shaping", shaping_json(&a->shaping));
+		json_object_array_add(arr, o);
+		if (!diff || dry_run)
+			continue;
+		{
+			struct shaper_spec old = cni_shaper_spec(&before[i]);
+			struct shaper_spec now = cni_shaper_spec(&a->shaping);
+			int mtu = c->cfg.mtu ? c->cfg.mtu : 1500;
+
+			/* Old classes out, new ones in: a pod is unshaped for a few ms at most. */
+			if (old.pod_class && old.pod_class != now.pod_class)
+				shaper_pod_del(sk, a->host_veth, c->cfg.uplink, &old, false, NULL);
+			if (shaper_pod_reset(sk, a->host_veth, &e) < 0 ||
+			    (!now.egress_bps && shaper_pod_del(sk, a->host_veth, c->cfg.uplink, NULL,
+								false, &e) < 0) ||
+			    (shaper_any(&now) &&
+			     shaper_pod_add(sk, a->host_veth, c->cfg.uplink, &now,
+					    c->cfg.shaping.queue_ms, mtu, &e) < 0)) {
+				fprintf(stderr, "tollgate-ipam: %s/%s: %s\n", a->k8s_namespace, a->pod,
+					e.msg);
+				memset(&e, 0, sizeof(e));
+				rc = EXIT_PROBLEMS;
+			}
+		}
+		shaping_line(&a->shaping, line, sizeof(line));
+		if (!c->json)
+			printf("%-15s %s/%s: %s\n", str(o, "ip"), a->k8s_namespace, a->pod, line);
+	}
+	if (!dry_run && changed) {
+		/* The pods' class elements (and the rest of the table) as the store now says. */
+		struct acct_pod *all = calloc(c->state.n_att + 1, sizeof(*all));
+
+		for (i = 0; all && i < c->state.n_att; i++) {
+			const struct ipam_attachment *a = &c->state.att[i];
+
+			all[i] = (struct acct_pod){ .ip = a->ip, .k8s_namespace = a->k8s_namespace,
+						    .host_veth = a->host_veth,
+						    .egress_classid = a->shaping.pod_class
+									      ? (1u << 16) | a->shaping.pod_class
+									      : 0 };
+		}
+		if (!all || acct_rebuild(&acct, all, c->state.n_att, &e) < 0) {
+			fprintf(stderr, "tollgate-ipam: %s\n", e.msg[0] ? e.msg : "out of memory");
+			rc = EXIT_PROBLEMS;
+		}
+		free(all);
+	}
+	if (sk)
+		nl_socket_free(sk);
+	if (c->json)
+		print_json(arr);
+	else
+		printf("%zu of %zu pods %s\n", changed, c->state.n_att,
+		       dry_run ? "would change (dry run)" : "reshaped");
+	return rc;
+fail:
+	ipam_store_unlock(&c->store);
+	fprintf(stderr, "tollgate-ipam: %s\n", e.msg[0] ? e.msg : "out of memory");
+	return EXIT_PROBLEMS;
+}
+
 static bool verb_is(const char *verb, const char *name)
 {
 	return strcmp(verb, name) == 0;
@@ -1218,7 +1418,7 @@ int main(int argc, char **argv)
 	}
 	needs_arg = verb_is(verb, "show") || verb_is(verb, "release");
 	if (needs_arg != !!arg || (force && !verb_is(verb, "release")) ||
-	    (dry_run && !verb_is(verb, "gc")) || ((c.imds_check || c.fix) && !verb_is(verb, "doctor")) ||
+	    (dry_run && !verb_is(verb, "gc") && !verb_is(verb, "reshape")) || ((c.imds_check || c.fix) && !verb_is(verb, "doctor")) ||
 	    ((c.from_file || c.retry_budget_s != 70) && !verb_is(verb, "sync"))) {
 		fputs(verb_help(verb), stderr);
 		return EXIT_USAGE;
@@ -1235,7 +1435,13 @@ int main(int argc, char **argv)
 		cni_config_free(&c.cfg);
 		return EXIT_USAGE;
 	}
-	if (verb_is(verb, "sync") || verb_is(verb, "release") || verb_is(verb, "gc")) {
+	if (verb_is(verb, "reshape") && !c.config_path) {
+		fputs("tollgate-ipam: reshape needs --config (the policy to apply)\n", stderr);
+		cni_config_free(&c.cfg);
+		return EXIT_USAGE;
+	}
+	if (verb_is(verb, "sync") || verb_is(verb, "release") || verb_is(verb, "gc") ||
+	    verb_is(verb, "reshape")) {
 		struct tg_err e = { 0 };
 
 		if (ipam_store_open(&c.store, c.data_dir, c.network, &e) < 0) {
@@ -1265,6 +1471,8 @@ int main(int argc, char **argv)
 		rc = verb_gc(&c, dry_run);
 	else if (verb_is(verb, "sync"))
 		rc = verb_sync(&c);
+	else if (verb_is(verb, "reshape"))
+		rc = verb_reshape(&c, dry_run);
 	else
 		rc = verb_doctor(&c, store_ok, store_error);
 	ipam_state_free(&c.state);

@@ -72,6 +72,8 @@ int shaper_pod_add(struct nl_sock *sk, const char *host_veth, const char *uplink
 /* Removes the pod's IFB and uplink classes (the veth's qdiscs go with the veth). */
 int shaper_pod_del(struct nl_sock *sk, const char *host_veth, const char *uplink,
 		   const struct shaper_spec *s, bool last_of_namespace, struct tg_err *e);
+/* Removes the qdiscs on the pod's host veth (a reshape installs them again). */
+int shaper_pod_reset(struct nl_sock *sk, const char *host_veth, struct tg_err *e);
 /* 0 when the kernel holds what the spec asks for, TG_ERR_DRIFT naming the difference. */
 int shaper_pod_check(struct nl_sock *sk, const char *host_veth, const char *uplink,
 		     const struct shaper_spec *s, struct tg_err *e);

@@ -107,10 +107,17 @@ static int put_class(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t 
 	return r;
 }
 
+static int find_class(struct nl_sock *sk, int ifindex, uint32_t id, struct shaper_stats *st);
+
+/*
+ * HTB cannot change its own parameters in place, so an existing root is kept
+ * when it is ours (HTB 1: with class 1:1) and replaced when it is anything
+ * else (the uplink's default qdisc, say).
+ */
 static int put_htb_root(struct nl_sock *sk, int ifindex, uint32_t defcls)
 {
 	struct rtnl_qdisc *q = rtnl_qdisc_alloc();
-	int r;
+	int r, flags = NLM_F_CREATE | NLM_F_EXCL;
 
 	if (!q)
 		return -NLE_NOMEM;
@@ -122,7 +129,11 @@ static int put_htb_root(struct nl_sock *sk, int ifindex, uint32_t defcls)
 		/* A default that names no class sends unclassified packets direct, unshaped. */
 		rtnl_htb_set_defcls(q, defcls);
 		rtnl_htb_set_rate2quantum(q, 10);
-		r = rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_REPLACE);
+		r = rtnl_qdisc_add(sk, q, flags);
+		if (r == -NLE_EXIST && !find_class(sk, ifindex, H(1, 1), NULL))
+			r = rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_REPLACE);
+		else if (r == -NLE_EXIST)
+			r = 0;
 	}
 	rtnl_qdisc_put(q);
 	return r;
@@ -360,6 +371,32 @@ int shaper_pod_del(struct nl_sock *sk, const char *host_veth, const char *uplink
 		}
 	}
 	return first;
+}
+
+static int del_qdisc(struct nl_sock *sk, int ifindex, uint32_t parent)
+{
+	struct rtnl_qdisc *q = rtnl_qdisc_alloc();
+	int r;
+
+	if (!q)
+		return -NLE_NOMEM;
+	rtnl_tc_set_ifindex(TC_CAST(q), ifindex);
+	rtnl_tc_set_parent(TC_CAST(q), parent);
+	r = rtnl_qdisc_delete(sk, q);
+	rtnl_qdisc_put(q);
+	return r == -NLE_OBJ_NOTFOUND || r == -NLE_INVAL || r == -NLE_NODEV ? 0 : r;
+}
+
+int shaper_pod_reset(struct nl_sock *sk, const char *host_veth, struct tg_err *e)
+{
+	int veth = ifindex_of(sk, host_veth), r;
+
+	if (!veth)
+		return 0;
+	r = del_qdisc(sk, veth, TC_H_ROOT);
+	if (r == 0)
+		r = del_qdisc(sk, veth, TC_H_INGRESS);
+	return r < 0 ? tc_fail(e, r, "removing the qdiscs of %s", host_veth) : 0;
 }
 
 static int find_class(struct nl_sock *sk, int ifindex, uint32_t id, struct shaper_stats *st)
