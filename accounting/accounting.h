@@ -83,6 +83,9 @@ int acct_pod_check(const struct acct_pod *pod, bool masquerade, struct tg_err *e
 /* Every element of set `set` ("pods", "masq"); -ENOENT when the table or set is missing. */
 int acct_list_set(const char *set, uint32_t **ret, size_t *ret_n, struct tg_err *e);
 
+/* How many rules the table's chains hold (0 after `nft flush table`). */
+int acct_count_rules(size_t *ret);
+
 struct acct_counter {
 	char name[ACCT_COUNTER_NAME_MAX];
 	uint64_t packets, bytes;

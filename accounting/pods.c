@@ -477,3 +477,31 @@ int acct_list_counters(struct acct_counter **ret, size_t *ret_n, struct tg_err *
 	*ret_n = d.n;
 	return 0;
 }
+
+static int count_cb(const struct nlmsghdr *nlh, void *p)
+{
+	(void)nlh;
+	((struct dump_ctx *)p)->n++;
+	return MNL_CB_OK;
+}
+
+static struct nlmsghdr *build_rules_dump(char *buf, const void *unused)
+{
+	struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(buf, NFT_MSG_GETRULE, NFPROTO_INET,
+						     NLM_F_DUMP | NLM_F_ACK, 1);
+
+	(void)unused;
+	mnl_attr_put_strz(nlh, NFTA_RULE_TABLE, ACCT_TABLE);
+	return nlh;
+}
+
+int acct_count_rules(size_t *ret)
+{
+	struct dump_ctx d = { 0 };
+	int r = dump(build_rules_dump, NULL, count_cb, &d);
+
+	if (r < 0)
+		return r;
+	*ret = d.n;
+	return 0;
+}

@@ -1066,6 +1066,15 @@ static int verb_doctor(struct cli *c, bool store_ok, const char *store_error)
 		finding(arr, "missing-table", "inet tollgate",
 			"the nftables table is gone (flushed?) while pods exist",
 			"tollgate-ipam --config %s doctor --fix", fix_config);
+	if (kv.table && st->n_att) {
+		size_t rules = 0;
+
+		if (acct_count_rules(&rules) == 0 && rules == 0)
+			finding(arr, "missing-rules", "inet tollgate",
+				"the table's chains are empty (flushed?): no counting, marking, shaping "
+				"classes or masquerade",
+				"tollgate-ipam --config %s doctor --fix", fix_config);
+	}
 	for (i = 0; i < kv.n_pods && kv.table && store_ok; i++)
 		if (!ipam_find_ip(st, kv.pods[i]))
 			finding(arr, "orphan-nft-element", ip4_format(kv.pods[i], ip),
