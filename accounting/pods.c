@@ -459,10 +459,26 @@ static struct nlmsghdr *build_counters_dump(char *buf, const void *unused)
 	return nlh;
 }
 
+static void build_gettable(struct nlmsghdr *nlh, const void *unused)
+{
+	(void)unused;
+	mnl_attr_put_strz(nlh, NFTA_TABLE_NAME, ACCT_TABLE);
+}
+
 int acct_list_counters(struct acct_counter **ret, size_t *ret_n, struct tg_err *e)
 {
 	struct dump_ctx d = { 0 };
+	struct nft_conn c = { 0 };
 	int r;
+
+	/* A filtered dump of a missing table is merely empty: ask for the table itself. */
+	r = nft_conn_open(&c, 0, e);
+	if (r < 0)
+		return r;
+	r = nft_get(&c, NFT_MSG_GETTABLE, build_gettable, NULL);
+	nft_conn_close(&c);
+	if (r < 0)
+		return r == -ENOENT ? r : nft_fail(e, r, "looking up table inet " ACCT_TABLE, "");
 
 	d.ctrs = malloc(64 * sizeof(*d.ctrs));
 	if (!d.ctrs)
