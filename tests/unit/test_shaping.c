@@ -1,0 +1,231 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * Rates (lib/rate.c), the shaping keys of the config and runtimeConfig, and
+ * how a pod's caps are resolved (cni/shaping.c): no kernel needed.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "cni/internal.h"
+#include "lib/rate.h"
+
+static void t_rate_valid(void **state)
+{
+	static const struct {
+		const char *in;
+		uint64_t bps;
+	} ok[] = {
+		{ "500M", 500000000ULL }, { "1.5G", 1500000000ULL }, { "100Mi", 104857600ULL },
+		{ "10k", 10000ULL },	   { "2e9", 2000000000ULL },  { "1000", 1000ULL },
+		{ "32G", 32000000000ULL }, { "1.25k", 1250ULL },      { "+5M", 5000000ULL },
+	};
+	(void)state;
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		uint64_t v = 0;
+
+		if (rate_parse(ok[i].in, &v) != 0 || v != ok[i].bps)
+			fail_msg("rate_parse(\"%s\") = %llu, want %llu", ok[i].in,
+				 (unsigned long long)v, (unsigned long long)ok[i].bps);
+	}
+}
+
+static void t_rate_invalid(void **state)
+{
+	static const char *const bad[] = { "",	    "-5",     "0",	  "10Mbps", "1m",  "abc",
+					   "1.5",   "5 M",    "M",	  "1e",	    "1e99", "33G",
+					   "99999999999999999999", "100", "0.5k",  "1..5M" };
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		uint64_t v = 0;
+
+		if (rate_parse(bad[i], &v) == 0)
+			fail_msg("rate_parse(\"%s\") accepted as %llu", bad[i], (unsigned long long)v);
+	}
+}
+
+static void t_rate_format(void **state)
+{
+	char buf[32];
+
+	(void)state;
+	assert_string_equal(rate_format(100000000ULL, buf, sizeof(buf)), "100M");
+	assert_string_equal(rate_format(1500000000ULL, buf, sizeof(buf)), "1.5G");
+	assert_string_equal(rate_format(64000ULL, buf, sizeof(buf)), "64k");
+	assert_string_equal(rate_format(1234ULL, buf, sizeof(buf)), "1234");
+}
+
+#define BASE "{\"cniVersion\":\"1.1.0\",\"name\":\"n\",\"ipam\":{\"addresses\":[\"10.1.0.1\"]}"
+
+static int parse(const char *json, struct tg_config *cfg, struct tg_err *e)
+{
+	memset(e, 0, sizeof(*e));
+	return cni_config_parse(json, strlen(json), CMD_ADD, cfg, e);
+}
+
+static void t_shaping_parsed(void **state)
+{
+	const char *json = BASE ",\"shaping\":{\"internetEgress\":{\"node\":\"10G\","
+			   "\"namespaceDefault\":\"2G\",\"podDefault\":1000000000,"
+			   "\"namespaces\":{\"datasets\":\"5G\"}},"
+			   "\"internetIngress\":{\"podDefault\":\"500M\",\"namespaces\":{\"datasets\":\"2G\"}},"
+			   "\"queueLatencyMs\":15}}";
+	struct tg_config cfg;
+	struct tg_err e;
+	struct ipam_shaping s;
+
+	(void)state;
+	assert_int_equal(parse(json, &cfg, &e), 0);
+	assert_int_equal(cfg.shaping.node_egress, 10000000000ULL);
+	assert_int_equal(cfg.shaping.ns_egress_default, 2000000000ULL);
+	assert_int_equal(cfg.shaping.pod_egress_default, 1000000000ULL);
+	assert_int_equal(cfg.shaping.pod_ingress_default, 500000000ULL);
+	assert_int_equal(cfg.shaping.queue_ms, 15);
+	/* The namespace override wins over the default; other namespaces get the default. */
+	cni_shaping_of_request(&cfg, "datasets", &s);
+	assert_int_equal(s.ns_egress_bps, 5000000000ULL);
+	assert_int_equal(s.inet_ingress_bps, 2000000000ULL);
+	assert_int_equal(s.inet_egress_bps, 1000000000ULL);
+	assert_int_equal(s.node_egress_bps, 10000000000ULL);
+	cni_shaping_of_request(&cfg, "research", &s);
+	assert_int_equal(s.ns_egress_bps, 2000000000ULL);
+	assert_int_equal(s.inet_ingress_bps, 500000000ULL);
+	cni_config_free(&cfg);
+}
+
+static void t_bandwidth_any_case(void **state)
+{
+	static const char *const spellings[] = {
+		BASE ",\"runtimeConfig\":{\"bandwidth\":{\"ingressRate\":100000000,"
+		     "\"ingressBurst\":200000,\"egressRate\":50000000,\"egressBurst\":4294967295}}}",
+		BASE ",\"runtimeConfig\":{\"Bandwidth\":{\"IngressRate\":100000000,"
+		     "\"IngressBurst\":200000,\"EgressRate\":50000000,\"EgressBurst\":4294967295}}}",
+	};
+	(void)state;
+	for (size_t i = 0; i < 2; i++) {
+		struct tg_config cfg;
+		struct tg_err e;
+
+		assert_int_equal(parse(spellings[i], &cfg, &e), 0);
+		assert_int_equal(cfg.bandwidth.ingress_rate, 100000000ULL);
+		assert_int_equal(cfg.bandwidth.ingress_burst, 200000ULL);
+		assert_int_equal(cfg.bandwidth.egress_rate, 50000000ULL);
+		/* containerd's 2^32-1 bits means "no burst given": derived from the rate */
+		assert_int_equal(cfg.bandwidth.egress_burst, 0);
+		cni_config_free(&cfg);
+	}
+}
+
+static void t_annotations(void **state)
+{
+	const char *json = BASE ",\"shaping\":{\"internetEgress\":{\"podDefault\":\"1G\"}},"
+			   "\"runtimeConfig\":{\"io.kubernetes.cri.pod-annotations\":{"
+			   "\"tollgate.io/internet-egress-bandwidth\":\"50M\","
+			   "\"tollgate.io/internet-ingress-bandwidth\":\"20M\",\"other\":\"x\"}}}";
+	struct tg_config cfg;
+	struct tg_err e;
+	struct ipam_shaping s;
+
+	(void)state;
+	assert_int_equal(parse(json, &cfg, &e), 0);
+	cni_shaping_of_request(&cfg, "research", &s);
+	assert_int_equal(s.inet_egress_bps, 50000000ULL);
+	assert_int_equal(s.inet_ingress_bps, 20000000ULL);
+	cni_config_free(&cfg);
+}
+
+static void t_bad_inputs(void **state)
+{
+	static const struct {
+		const char *json, *names;
+	} bad[] = {
+		{ BASE ",\"shaping\":{\"internetEgress\":{\"node\":\"-1G\"}}}", "internetEgress.node" },
+		{ BASE ",\"shaping\":{\"internetEgress\":{\"podDefault\":0}}}", "podDefault" },
+		{ BASE ",\"shaping\":{\"internetEgress\":{\"namespaceDefault\":\"10Mbps\"}}}",
+		  "namespaceDefault" },
+		{ BASE ",\"shaping\":{\"internetEgress\":{\"namespaces\":{\"a\":\"fast\"}}}}",
+		  "namespaces" },
+		{ BASE ",\"shaping\":{\"internetIngress\":{\"podDefault\":\"999999999999G\"}}}",
+		  "internetIngress.podDefault" },
+		{ BASE ",\"shaping\":{\"internetIngress\":{\"podDefault\":true}}}", "podDefault" },
+		{ BASE ",\"shaping\":{\"queueLatencyMs\":0}}", "queueLatencyMs" },
+		{ BASE ",\"shaping\":[]}", "shaping" },
+		{ BASE ",\"runtimeConfig\":{\"bandwidth\":{\"ingressBurst\":1000}}}", "ingressRate" },
+		{ BASE ",\"runtimeConfig\":{\"bandwidth\":{\"egressRate\":-5}}}", "egressRate" },
+		{ BASE ",\"runtimeConfig\":{\"bandwidth\":{\"egressRate\":\"abc\"}}}", "egressRate" },
+		{ BASE ",\"runtimeConfig\":{\"bandwidth\":{\"ingressRate\":1000000,"
+		       "\"ingressBurst\":9999999999}}}",
+		  "ingressBurst" },
+		{ BASE ",\"runtimeConfig\":{\"bandwidth\":{\"ingressRate\":1000000,\"ingressBurst\":0}}}",
+		  "ingressBurst" },
+		{ BASE ",\"runtimeConfig\":{\"bandwidth\":7}}", "bandwidth" },
+		{ BASE ",\"runtimeConfig\":{\"io.kubernetes.cri.pod-annotations\":{"
+		       "\"tollgate.io/internet-egress-bandwidth\":\"fast\"}}}",
+		  "internet-egress-bandwidth" },
+	};
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct tg_config cfg;
+		struct tg_err e;
+		int r = parse(bad[i].json, &cfg, &e);
+
+		if (r == 0 || e.code != CNI_ERR_CONFIG || !strstr(e.msg, bad[i].names))
+			fail_msg("case %zu: r=%d code=%d msg=\"%s\" (want code 7 naming %s)", i, r,
+				 e.code, e.msg, bad[i].names);
+		cni_config_free(&cfg);
+	}
+}
+
+static void t_classes(void **state)
+{
+	struct ipam_state st;
+	struct ipam_attachment a[3];
+
+	(void)state;
+	ipam_state_init(&st);
+	memset(a, 0, sizeof(a));
+	for (int i = 0; i < 3; i++) {
+		a[i].ip = 0x0a010000u + (uint32_t)i;
+		snprintf(a[i].container_id, sizeof(a[i].container_id), "c%d", i);
+		snprintf(a[i].k8s_namespace, sizeof(a[i].k8s_namespace), "%s", i < 2 ? "research" : "datasets");
+		a[i].shaping.inet_egress_bps = 100000000ULL;
+	}
+	st.att = a;
+	st.n_att = 3;
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(cni_shaping_classes(&st, &a[i]), 0);
+	/* One class per namespace, one per pod, pods above the namespace range. */
+	assert_int_equal(a[0].shaping.ns_class, a[1].shaping.ns_class);
+	assert_int_not_equal(a[0].shaping.ns_class, a[2].shaping.ns_class);
+	assert_int_not_equal(a[0].shaping.pod_class, a[1].shaping.pod_class);
+	for (int i = 0; i < 3; i++) {
+		assert_true(a[i].shaping.ns_class >= SHAPER_NS_CLASS_MIN &&
+			    a[i].shaping.ns_class <= SHAPER_NS_CLASS_MAX);
+		assert_true(a[i].shaping.pod_class >= SHAPER_POD_CLASS_BASE &&
+			    a[i].shaping.pod_class < 0xffff);
+	}
+	assert_false(cni_shaping_last_of_namespace(&st, &a[0]));
+	assert_true(cni_shaping_last_of_namespace(&st, &a[2]));
+	/* No internet egress cap: no classes. */
+	a[2].shaping.inet_egress_bps = 0;
+	assert_int_equal(cni_shaping_classes(&st, &a[2]), 0);
+	assert_int_equal(a[2].shaping.pod_class, 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(t_rate_valid),	       cmocka_unit_test(t_rate_invalid),
+		cmocka_unit_test(t_rate_format),       cmocka_unit_test(t_shaping_parsed),
+		cmocka_unit_test(t_bandwidth_any_case), cmocka_unit_test(t_annotations),
+		cmocka_unit_test(t_bad_inputs),	       cmocka_unit_test(t_classes),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
