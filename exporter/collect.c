@@ -29,6 +29,7 @@ struct exporter {
 	char data_dir[2048];
 	char network[160];
 	struct ipam_state state;
+	const struct ipam_attachment **by_veth;	/* state's attachments sorted by host veth */
 	bool state_loaded;
 	struct stat state_stat;
 	struct mono *mono;		/* open addressing, power-of-two size */
@@ -53,6 +54,7 @@ void exporter_free(struct exporter *ex)
 	if (!ex)
 		return;
 	ipam_state_free(&ex->state);
+	free(ex->by_veth);
 	free(ex->mono);
 	free(ex);
 }
@@ -139,6 +141,24 @@ static void mono_compact(struct exporter *ex)
 	free(old);
 }
 
+static int cmp_veth(const void *a, const void *b)
+{
+	return strcmp((*(const struct ipam_attachment *const *)a)->host_veth,
+		      (*(const struct ipam_attachment *const *)b)->host_veth);
+}
+
+/* Pod counters are named by host veth: index the attachments once per store load. */
+static void index_by_veth(struct exporter *ex)
+{
+	free(ex->by_veth);
+	ex->by_veth = calloc(ex->state.n_att + 1, sizeof(*ex->by_veth));
+	if (!ex->by_veth)
+		return;
+	for (size_t i = 0; i < ex->state.n_att; i++)
+		ex->by_veth[i] = &ex->state.att[i];
+	qsort(ex->by_veth, ex->state.n_att, sizeof(*ex->by_veth), cmp_veth);
+}
+
 /* Re-reads state.json only when it was replaced (rename gives it a new inode). */
 static int refresh_store(struct exporter *ex)
 {
@@ -156,6 +176,7 @@ static int refresh_store(struct exporter *ex)
 		ipam_state_free(&ex->state);
 		ex->state_loaded = true;
 		memset(&ex->state_stat, 0, sizeof(ex->state_stat));
+		index_by_veth(ex);
 		return 0;
 	}
 	if (ex->state_loaded && sb.st_ino == ex->state_stat.st_ino &&
@@ -169,6 +190,7 @@ static int refresh_store(struct exporter *ex)
 	ex->state = fresh;
 	ex->state_stat = sb;
 	ex->state_loaded = true;
+	index_by_veth(ex);
 	return 0;
 }
 
@@ -202,12 +224,16 @@ static bool split_name(const char *name, const char *prefix, char *middle, size_
 	return false;
 }
 
-static const struct ipam_attachment *by_veth(const struct ipam_state *st, const char *veth)
+static const struct ipam_attachment *by_veth(const struct exporter *ex, const char *veth)
 {
-	for (size_t i = 0; i < st->n_att; i++)
-		if (strcmp(st->att[i].host_veth, veth) == 0)
-			return &st->att[i];
-	return NULL;
+	struct ipam_attachment key;
+	const struct ipam_attachment *kp = &key, *const *hit;
+
+	if (!ex->by_veth || strlen(veth) >= sizeof(key.host_veth))
+		return NULL;
+	memcpy(key.host_veth, veth, strlen(veth) + 1);
+	hit = bsearch(&kp, ex->by_veth, ex->state.n_att, sizeof(*ex->by_veth), cmp_veth);
+	return hit ? *hit : NULL;
 }
 
 static void render_counters(struct exporter *ex, struct expo *x, struct acct_counter *ctr,
@@ -236,7 +262,7 @@ static void render_counters(struct exporter *ex, struct expo *x, struct acct_cou
 			  : "IP packets by pod (accounting.perPod), direction and traffic class.");
 	for (i = 0; i < n; i++)
 		if (split_name(ctr[i].name, "pod_", middle, sizeof(middle), &cls)) {
-			const struct ipam_attachment *a = by_veth(&ex->state, middle);
+			const struct ipam_attachment *a = by_veth(ex, middle);
 			const char *l[] = { "namespace", a ? a->k8s_namespace : "", "pod",
 					    a ? a->pod : "", "direction", directions[cls],
 					    "traffic", traffics[cls], NULL };

@@ -39,7 +39,9 @@ static void put(struct expo *x, const char *s, size_t n)
 
 		while (cap < x->len + n + 1)
 			cap *= 2;
-		if (cap > x->max || !(grown = realloc(x->buf, cap))) {
+		if (cap > x->max)
+			cap = x->max;
+		if (x->len + n + 1 > cap || !(grown = realloc(x->buf, cap))) {
 			x->overflow = true;
 			return;
 		}
@@ -73,15 +75,25 @@ void expo_escape(const char *in, char *out, size_t size)
 {
 	size_t o = 0;
 
-	for (; *in && o + 3 < size; in++) {
-		if (*in == '\\' || *in == '"') {
+	if (!size)
+		return;
+	for (; *in; in++) {
+		unsigned char c = (unsigned char)*in;
+		size_t need = (c == '\\' || c == '"' || c == '\n') ? 2 : 1;
+
+		/* a UTF-8 lead byte: the whole sequence fits or none of it */
+		if (c >= 0xc0) {
+			size_t len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
+			if (o + len + 1 > size)
+				break;
+		}
+		if (o + need + 1 > size)
+			break;
+		if (need == 2) {
 			out[o++] = '\\';
-			out[o++] = *in;
-		} else if (*in == '\n') {
-			out[o++] = '\\';
-			out[o++] = 'n';
+			out[o++] = c == '\n' ? 'n' : (char)c;
 		} else {
-			out[o++] = *in;
+			out[o++] = (char)c;
 		}
 	}
 	out[o] = '\0';

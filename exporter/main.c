@@ -266,6 +266,7 @@ int main(int argc, char **argv)
 	d = MHD_start_daemon(MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
 			     on_request, &srv, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
 			     MHD_OPTION_CONNECTION_LIMIT, (unsigned int)CONNECTIONS_MAX,
+			     MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)16,
 			     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)CONNECTION_TIMEOUT_S,
 			     MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
 			     MHD_OPTION_END);
