@@ -283,9 +283,12 @@ static int bw_pair(json_object *bw, const char *rate_key, const char *burst_key,
 	char path[80];
 	int64_t burst;
 
-	if (bv && json_object_is_type(bv, json_type_null))
+	/* containerd sends all four keys; 0 (like null) means "no limit", as for the Go plugin. */
+	if (bv && (json_object_is_type(bv, json_type_null) ||
+		   (json_object_is_type(bv, json_type_int) && json_object_get_int64(bv) == 0)))
 		bv = NULL;
-	if (rv && json_object_is_type(rv, json_type_null))
+	if (rv && (json_object_is_type(rv, json_type_null) ||
+		   (json_object_is_type(rv, json_type_int) && json_object_get_int64(rv) == 0)))
 		rv = NULL;
 	if (rv) {
 		snprintf(path, sizeof(path), "runtimeConfig.bandwidth.%s", rate_key);

@@ -122,6 +122,22 @@ static void t_bandwidth_any_case(void **state)
 	}
 }
 
+/* containerd's go-cni sends every key; zeros mean "no limit" for that direction. */
+static void t_bandwidth_zero_is_unset(void **state)
+{
+	const char *json = BASE ",\"runtimeConfig\":{\"bandwidth\":{\"IngressRate\":0,"
+			   "\"IngressBurst\":0,\"EgressRate\":30000000,\"EgressBurst\":4294967295}}}";
+	struct tg_config cfg;
+	struct tg_err e;
+
+	(void)state;
+	assert_int_equal(parse(json, &cfg, &e), 0);
+	assert_int_equal(cfg.bandwidth.ingress_rate, 0);
+	assert_int_equal(cfg.bandwidth.ingress_burst, 0);
+	assert_int_equal(cfg.bandwidth.egress_rate, 30000000ULL);
+	cni_config_free(&cfg);
+}
+
 static void t_annotations(void **state)
 {
 	const char *json = BASE ",\"shaping\":{\"internetEgress\":{\"podDefault\":\"1G\"}},"
@@ -162,7 +178,7 @@ static void t_bad_inputs(void **state)
 		{ BASE ",\"runtimeConfig\":{\"bandwidth\":{\"ingressRate\":1000000,"
 		       "\"ingressBurst\":9999999999}}}",
 		  "ingressBurst" },
-		{ BASE ",\"runtimeConfig\":{\"bandwidth\":{\"ingressRate\":1000000,\"ingressBurst\":0}}}",
+		{ BASE ",\"runtimeConfig\":{\"bandwidth\":{\"ingressRate\":1000000,\"ingressBurst\":-1}}}",
 		  "ingressBurst" },
 		{ BASE ",\"runtimeConfig\":{\"bandwidth\":7}}", "bandwidth" },
 		{ BASE ",\"runtimeConfig\":{\"io.kubernetes.cri.pod-annotations\":{"
@@ -225,6 +241,7 @@ int main(void)
 		cmocka_unit_test(t_rate_format),       cmocka_unit_test(t_shaping_parsed),
 		cmocka_unit_test(t_bandwidth_any_case), cmocka_unit_test(t_annotations),
 		cmocka_unit_test(t_bad_inputs),	       cmocka_unit_test(t_classes),
+		cmocka_unit_test(t_bandwidth_zero_is_unset),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,205 @@
+# shellcheck shell=bash
+# Traffic helpers for test_shaping.sh (sourced after lib.sh): bounded iperf3
+# runs between the topology's namespaces and rates read from the kernel's
+# byte counters over the steady part of each run.
+#
+#   sh_measure "COUNTER..." "FLOW..."  runs the flows concurrently, samples
+#       the counters WARMUP s after the start and WINDOW s later, and sets
+#       SH_RATE[i] (Mbit/s of IP bytes, counter i) and SH_GOOD[j] (iperf3
+#       receiver goodput in Mbit/s, flow j; "err" when iperf3 failed) and
+#       SH_RETR[j] (TCP retransmissions of the sender, whole run).
+#   SH_DURING, when set, is a command run (eval) between the two samples
+#   instead of sleeping SH_WINDOW (for a ping under load).
+#   COUNTER  tc/DEV/CLASSID   an HTB class in the node namespace; tc counts
+#                              L2 bytes and one packet per GSO segment, so IP
+#                              bytes = bytes - 14 x packets
+#            nft/NAME          a named counter of table inet tollgate (IP bytes)
+#   FLOW     "POD SRV_NS SRV_IP PORT [R]"  iperf3 client in the pod's netns
+#            ($TG_ID-POD), server started here with -1 in SRV_NS bound to
+#            SRV_IP; R = reverse (server sends, i.e. traffic to the pod)
+#
+# Every process started here is killed by its PID (never by name) and reaped:
+# sh_cleanup (EXIT trap) kills the ones still running, then tears the topology
+# down.
+
+SH_DURATION=${SH_DURATION:-4}   # iperf3 -t (house rule: at most 5)
+SH_WARMUP=${SH_WARMUP:-1.3}     # seconds before the first sample (slow start, connect)
+SH_WINDOW=${SH_WINDOW:-2.2}     # seconds between the two samples
+SH_PIDS=()                      # unreaped background processes of ours
+declare -a SH_RATE=() SH_GOOD=() SH_RETR=()
+
+sh_forget_pid() { # PID: drop from SH_PIDS once reaped
+	local p keep=()
+	for p in "${SH_PIDS[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done
+	SH_PIDS=("${keep[@]}")
+}
+
+sh_kill_all() {
+	local p
+	for p in "${SH_PIDS[@]}"; do kill "$p" 2>/dev/null; done
+	for p in "${SH_PIDS[@]}"; do wait "$p" 2>/dev/null; done
+	SH_PIDS=()
+}
+
+sh_cleanup() { sh_kill_all; topo_down; }
+sh_traps() {
+	trap sh_cleanup EXIT
+	trap 'echo "# interrupted" >&2; exit 130' INT
+	trap 'echo "# terminated" >&2; exit 143' TERM
+}
+
+# sh_port_listening NS PORT
+sh_port_listening() { ip netns exec "$1" ss -Hltn "sport = :$2" 2>/dev/null | grep -q .; }
+
+# sh_server NS IP PORT: one-shot iperf3 server; its PID in SH_LAST_PID (not
+# printed: a command substitution would make it a grandchild nobody reaps).
+# Fails if it does not listen within 3 s.
+SH_LAST_PID=""
+sh_server() {
+	local ns=$1 ip=$2 port=$3 pid
+	ip netns exec "$ns" iperf3 -s -1 -B "$ip" -p "$port" >"$TG_TMP/srv-$port.log" 2>&1 &
+	pid=$!
+	SH_PIDS+=("$pid")
+	SH_LAST_PID=$pid
+	if ! wait_for 3 sh_port_listening "$ns" "$port"; then
+		kill "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+		sh_forget_pid "$pid"
+		return 1
+	fi
+}
+
+# sh_sample COUNTER...: prints "BYTES" per counter (IP bytes), one a line,
+# then the sample's time (midpoint of the reads, seconds).
+sh_sample() {
+	local t0 t1 s kind dev cls name out
+	declare -A tcdump=()
+	t0=$EPOCHREALTIME
+	for s in "$@"; do
+		[ "${s%%/*}" = tc ] || continue
+		dev=${s#tc/}
+		dev=${dev%%/*}
+		[ -n "${tcdump[$dev]+x}" ] && continue
+		tcdump[$dev]=$(ip netns exec "$TG_NODE" tc -s class show dev "$dev" 2>/dev/null |
+			awk '/^class/ {id=$3} /^ Sent/ {print id, $2, $4}')
+	done
+	local nftdump=""
+	for s in "$@"; do
+		if [ "${s%%/*}" = nft ]; then
+			nftdump=$(ip netns exec "$TG_NODE" nft list counters table inet tollgate 2>/dev/null |
+				awk '/counter / {n=$2} /packets/ {for (i=1;i<NF;i++) if ($i=="bytes") print n, $(i+1)}')
+			break
+		fi
+	done
+	t1=$EPOCHREALTIME
+	for s in "$@"; do
+		kind=${s%%/*}
+		if [ "$kind" = tc ]; then
+			dev=${s#tc/}
+			cls=${dev#*/}
+			dev=${dev%%/*}
+			out=$(awk -v c="$cls" '$1 == c {print $2 - 14 * $3; f=1} END {if (!f) print "NA"}' <<<"${tcdump[$dev]}")
+		else
+			name=${s#nft/}
+			out=$(awk -v c="$name" '$1 == c {print $2; f=1} END {if (!f) print "NA"}' <<<"$nftdump")
+		fi
+		echo "$out"
+	done
+	awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.6f\n", (a + b) / 2}'
+}
+
+# sh_measure "COUNTER ..." "FLOW" "FLOW" ...   (see the header)
+sh_measure() {
+	local -a ctrs flows srv=() cli=() a b
+	read -r -a ctrs <<<"$1"
+	shift
+	flows=("$@")
+	SH_RATE=() SH_GOOD=() SH_RETR=()
+	local i f pod sns sip port rev pid n=${#ctrs[@]}
+	for ((i = 0; i < n; i++)); do SH_RATE[i]=NA; done # until measured
+	for i in "${!flows[@]}"; do SH_GOOD[i]=err SH_RETR[i]="?"; done
+	for i in "${!flows[@]}"; do
+		read -r pod sns sip port rev <<<"${flows[i]}"
+		if ! sh_server "$sns" "$sip" "$port"; then
+			echo "# iperf3 server $sns:$port did not start" >&2
+			for pid in "${srv[@]}"; do kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; sh_forget_pid "$pid"; done
+			return 1
+		fi
+		srv+=("$SH_LAST_PID")
+	done
+	for i in "${!flows[@]}"; do
+		read -r pod sns sip port rev <<<"${flows[i]}"
+		f=()
+		[ "${rev:-}" = R ] && f=(-R)
+		ip netns exec "$TG_ID-$pod" iperf3 -c "$sip" -p "$port" -t "$SH_DURATION" --connect-timeout 2000 \
+			-J "${f[@]}" >"$TG_TMP/cli-$i.json" 2>"$TG_TMP/cli-$i.err" &
+		cli+=("$!")
+		SH_PIDS+=("$!")
+	done
+	sleep "$SH_WARMUP"
+	mapfile -t a < <(sh_sample "${ctrs[@]}")
+	if [ -n "${SH_DURING:-}" ]; then
+		eval "$SH_DURING" # e.g. a ping that lasts about SH_WINDOW
+	else
+		sleep "$SH_WINDOW"
+	fi
+	mapfile -t b < <(sh_sample "${ctrs[@]}")
+	for pid in "${cli[@]}" "${srv[@]}"; do
+		# iperf3 ends by itself within DURATION + a little; never wait forever
+		wait_for $((SH_DURATION + 4)) sh_pid_gone "$pid" || kill "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+		sh_forget_pid "$pid"
+	done
+	for ((i = 0; i < n; i++)); do
+		# shellcheck disable=SC2034  # read by the test script
+		SH_RATE[i]=$(awk -v x="${a[i]}" -v y="${b[i]}" -v t0="${a[n]}" -v t1="${b[n]}" \
+			'BEGIN { if (x == "NA" || y == "NA") print "NA"; else printf "%.1f\n", (y - x) * 8 / (t1 - t0) / 1e6 }')
+	done
+	for i in "${!flows[@]}"; do
+		SH_GOOD[i]=$(jq -r 'if .error then "err" else ((.end.sum_received.bits_per_second // 0) / 1e6 * 10 | round / 10 | tostring) end' \
+			"$TG_TMP/cli-$i.json" 2>/dev/null) || SH_GOOD[i]=err
+		[ -n "${SH_GOOD[i]}" ] || SH_GOOD[i]=err
+		# shellcheck disable=SC2034  # read by the test script
+		SH_RETR[i]=$(jq -r '.end.sum_sent.retransmits // "?"' "$TG_TMP/cli-$i.json" 2>/dev/null) || SH_RETR[i]="?"
+		[ "${SH_GOOD[i]}" = err ] && echo "# iperf3 flow '${flows[i]}' failed: $(jq -r '.error // empty' "$TG_TMP/cli-$i.json" 2>/dev/null) $(head -c 300 "$TG_TMP/cli-$i.err")" >&2
+	done
+	return 0
+}
+
+sh_pid_gone() { ! kill -0 "$1" 2>/dev/null || [ "$(ps -o stat= -p "$1" 2>/dev/null | cut -c1)" = Z ]; }
+
+# sh_within VALUE TARGET TOLERANCE: |VALUE/TARGET - 1| <= TOLERANCE
+sh_within() { awk -v v="$1" -v t="$2" -v e="$3" 'BEGIN { exit !(v != "NA" && v != "err" && (v / t - 1 <= e) && (1 - v / t <= e)) }'; }
+# sh_cmp A OP B (awk numeric comparison; false when either is not a number)
+sh_cmp() { awk -v a="$1" -v b="$3" -v op="$2" 'BEGIN {
+	if (a !~ /^-?[0-9.]+$/ || b !~ /^-?[0-9.]+$/) exit 1
+	if (op == ">=") exit !(a >= b); if (op == "<=") exit !(a <= b)
+	if (op == ">") exit !(a > b); if (op == "<") exit !(a < b); exit 1 }'; }
+sh_mul() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f\n", a * b }'; }
+
+# sh_att_shaping POD: the pod's "shaping" object from state.json
+sh_att_shaping() { tg_state | jq -c --arg c "${POD_CID[$1]}" '.attachments[] | select(.containerId == $c) | .shaping // {}'; }
+# sh_pod_class POD / sh_ns_class POD: uplink class ids ("1:hex"), empty if none
+sh_pod_class() { sh_hexcls "$(sh_att_shaping "$1" | jq -r '.podClass // 0')"; }
+sh_ns_class() { sh_hexcls "$(sh_att_shaping "$1" | jq -r '.namespaceClass // 0')"; }
+sh_hexcls() { [[ $1 =~ ^[0-9]+$ ]] && [ "$1" != 0 ] && printf '1:%x\n' "$1"; return 0; }
+sh_ifb() { echo "ti${1#tg}"; }
+
+# sh_tc_classes DEV: "class htb ..." lines (no stats) of a node device, leaf
+# qdisc handles (kernel-chosen) masked, sorted
+sh_tc_classes() {
+	ip netns exec "$TG_NODE" tc class show dev "$1" 2>/dev/null | sed -E 's/ leaf [0-9a-f]+:/ leaf X:/' | sort
+}
+
+# sh_tc_snapshot: every qdisc, class and filter of every node device (one tc
+# process for the classes and filters, device by device in `ip link` order;
+# direct_packets_stat masked: stray ND packets move it)
+sh_tc_snapshot() {
+	local d
+	{
+		echo "qdisc show"
+		for d in $(ip -n "$TG_NODE" -o link show | awk -F': ' '{print $2}' | sed 's/@.*//'); do
+			printf 'class show dev %s\nfilter show dev %s\nfilter show dev %s ingress\n' "$d" "$d" "$d"
+		done
+	} | ip netns exec "$TG_NODE" tc -batch - 2>&1 | sed -E 's/direct_packets_stat [0-9]+/direct_packets_stat N/'
+}
