@@ -46,7 +46,8 @@ say "fabric $TG_FABRIC: routes 10.1.0.0/24 -> 10.0.0.1, 10.2.0.0/24 -> 10.0.1.1"
 say "plugin $TG_BIN"
 
 TG_NETNAME=tollgate
-CONF=$(tg_conf | jq .)
+# The datasets namespace may send at most 50 Mbit/s to the internet; nothing else is capped.
+CONF=$(tg_conf '.shaping = {internetEgress: {namespaces: {datasets: "50M"}}}' | jq .)
 PODS=("research/train-0" "research/train-1" "datasets/fetch-0")
 declare -A SHORT=()
 
@@ -141,6 +142,26 @@ if [ -x "$EXPORTER_BIN" ]; then
 		grep -E '^tollgate_(namespace_bytes|host_bytes|ipam_addresses|collector_up|scrape)' |
 		sed 's/^/    /'
 fi
+
+section "Shaping: datasets' internet traffic held to its 50M cap, internal traffic at full speed"
+iperf_to() { # NETNS_FROM SERVER_NETNS SERVER_IP: Mbit/s received in 2 s
+	local port=$((30000 + RANDOM % 20000)) pid bps
+	ip netns exec "$2" iperf3 -s -1 -B "$3" -p "$port" >/dev/null 2>&1 &
+	pid=$!
+	TG_PIDS+=("$pid")
+	for _ in $(seq 50); do
+		ip netns exec "$2" ss -ltn 2>/dev/null | grep -q ":$port " && break
+		sleep 0.1
+	done
+	bps=$(ip netns exec "$1" iperf3 -c "$3" -p "$port" -t 2 -J 2>/dev/null |
+		jq -r '.end.sum_received.bits_per_second // 0')
+	wait "$pid" 2>/dev/null
+	awk -v b="${bps:-0}" 'BEGIN { printf "%.1f", b / 1e6 }'
+}
+say "  datasets/fetch-0 -> internet host:    $(iperf_to "$TG_ID-$C" "$TG_INET" "$TG_INET_IP") Mbit/s (cap 50M)"
+say "  datasets/fetch-0 -> research/train-0: $(iperf_to "$TG_ID-$C" "$TG_ID-$A" "${POD_IP[$A]}") Mbit/s (internal: not capped)"
+say "  research/train-1 -> internet host:    $(iperf_to "$TG_ID-$Bp" "$TG_INET" "$TG_INET_IP") Mbit/s (research has no cap)"
+show ip netns exec "$TG_NODE" tc class show dev eth0
 
 section "nftables on the node: nft list table inet tollgate"
 show ip netns exec "$TG_NODE" nft list table inet tollgate
