@@ -12,9 +12,12 @@
  *                     1:3 internal (default when a whole-pod limit exists; else unshaped)
  *   from the pod    tgX ingress -> u32 match-all -> mirred -> IFB tiX, root HTB 1:
  *                     1:1 egressRate (only with a Kubernetes egress limit)
- *   to the internet uplink, root HTB 1: (unclassified traffic is sent direct, unshaped)
+ *   to the internet uplink clsact egress: u32 pass for each internal CIDR, then
+ *                     every other IPv4 packet -> mirred -> IFB tollgate-inet, root HTB 1:
+ *                     (unclassified traffic is sent direct, unshaped)
  *                     1:1 node cap -> 1:<ns> namespace cap -> 1:<pod> pod cap
  *                     <- nft sets priority 1:<pod> on the pod's internet-bound packets
+ *                     The uplink's own root qdisc is never touched.
  *
  * Caps nest through HTB borrowing: a class is guaranteed 1% of its ceiling
  * and borrows the rest from its parent, so siblings share what is free in
@@ -26,8 +29,11 @@
 #include <stdint.h>
 
 #include "lib/err.h"
+#include "lib/ip4.h"
 
 #define SHAPER_INET_INGRESS_CLASS 0x00010002u	/* 1:2 on the host veth */
+#define SHAPER_INET_IFB "tollgate-inet"		/* the uplink's internet traffic, shaped */
+#define SHAPER_REDIRECT_PRIO 0xfff			/* u32 node after the internal CIDRs' */
 #define SHAPER_LINE_BPS 32000000000ULL		/* "unlimited": the most HTB takes via libnl */
 #define SHAPER_NS_CLASS_MIN 0x0002
 #define SHAPER_NS_CLASS_MAX 0x7ffe
@@ -68,7 +74,8 @@ void shaper_ifb_name(const char *host_veth, char ret[IFNAMSIZ]);
  * leaf queues; mtu sizes bursts and quanta.
  */
 int shaper_pod_add(struct nl_sock *sk, const char *host_veth, const char *uplink,
-		   const struct shaper_spec *s, uint32_t queue_ms, int mtu, struct tg_err *e);
+		   const struct shaper_spec *s, const struct cidr4 *internal, size_t n_internal,
+		   uint32_t queue_ms, int mtu, struct tg_err *e);
 /* Removes the pod's IFB and uplink classes (the veth's qdiscs go with the veth). */
 int shaper_pod_del(struct nl_sock *sk, const char *host_veth, const char *uplink,
 		   const struct shaper_spec *s, bool last_of_namespace, struct tg_err *e);

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /* The tc objects of shaper.h, through libnl-route-3. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <linux/if_ether.h>
 #include <linux/pkt_cls.h>
@@ -262,8 +263,102 @@ static uint64_t min_nz(uint64_t a, uint64_t b)
 	return a < b ? a : b;
 }
 
+/*
+ * A u32 node on the uplink's clsact egress hook: `dst` matches pass, NULL
+ * redirects all. Every node sits in one hash table (800:), in the order of
+ * their fixed handles 800::<node>, so a repeat replaces rather than adds.
+ */
+static int put_u32(struct nl_sock *sk, int ifindex, uint16_t node, const struct cidr4 *dst,
+		   int redirect_to)
+{
+	struct rtnl_cls *cls = rtnl_cls_alloc();
+	struct rtnl_act *act = NULL;
+	int r;
+
+	if (!cls)
+		return -NLE_NOMEM;
+	rtnl_tc_set_ifindex(TC_CAST(cls), ifindex);
+	rtnl_tc_set_parent(TC_CAST(cls), TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS));
+	rtnl_tc_set_handle(TC_CAST(cls), 0x80000000u | node);
+	r = rtnl_tc_set_kind(TC_CAST(cls), "u32");
+	if (r < 0)
+		goto out;
+	rtnl_cls_set_prio(cls, 1);
+	rtnl_cls_set_protocol(cls, ETH_P_IP);
+	if (dst)
+		/* libnl takes the key and mask in host order */
+		rtnl_u32_add_key_uint32(cls, dst->net, cidr4_mask(dst->prefix), 16, 0);
+	else
+		rtnl_u32_add_key_uint32(cls, 0, 0, 0, 0);
+	rtnl_u32_set_cls_terminal(cls);
+	/* u32 keeps an existing node's keys on replace: delete it, then add it anew. */
+	r = rtnl_cls_delete(sk, cls, 0);
+	if (r < 0 && r != -NLE_OBJ_NOTFOUND && r != -NLE_INVAL && r != -NLE_NODEV)
+		goto out;
+	if (redirect_to) {
+		act = rtnl_act_alloc();
+		if (!act || rtnl_tc_set_kind(TC_CAST(act), "mirred") < 0) {
+			r = -NLE_NOMEM;
+			goto out;
+		}
+		rtnl_mirred_set_action(act, TCA_EGRESS_REDIR);
+		rtnl_mirred_set_policy(act, TC_ACT_STOLEN);
+		rtnl_mirred_set_ifindex(act, (uint32_t)redirect_to);
+		r = rtnl_u32_add_action(cls, act);
+		if (r < 0)
+			goto out;
+	}
+	r = rtnl_cls_add(sk, cls, NLM_F_CREATE | NLM_F_EXCL);
+	if (r == -NLE_EXIST)
+		r = 0; /* a concurrent ADD put the same node back first */
+out:
+	if (act)
+		rtnl_act_put(act);
+	rtnl_cls_put(cls);
+	return r;
+}
+
+/*
+ * Internet-bound packets leave the uplink through IFB tollgate-inet, where the HTB
+ * tree shapes them; internal ones never meet a queue. On the uplink's clsact
+ * egress hook (its root qdisc untouched): one u32 filter per internal CIDR
+ * lets matching packets pass, the last one redirects every other IPv4 packet.
+ */
+static int inet_path(struct nl_sock *sk, int up, const struct cidr4 *internal, size_t n,
+		     int mtu, int *ret_ifb)
+{
+	struct rtnl_qdisc *q = rtnl_qdisc_alloc();
+	int r;
+
+	if (!q)
+		return -NLE_NOMEM;
+	r = ensure_ifb(sk, SHAPER_INET_IFB, mtu, ret_ifb);
+	if (r < 0) {
+		rtnl_qdisc_put(q);
+		return r;
+	}
+	rtnl_tc_set_ifindex(TC_CAST(q), up);
+	rtnl_tc_set_parent(TC_CAST(q), TC_H_CLSACT);
+	rtnl_tc_set_handle(TC_CAST(q), INGRESS_HANDLE);
+	r = rtnl_tc_set_kind(TC_CAST(q), "clsact");
+	if (r == 0)
+		r = rtnl_qdisc_add(sk, q, NLM_F_CREATE);
+	rtnl_qdisc_put(q);
+	if (r < 0 && r != -NLE_EXIST)
+		return r;
+	for (size_t i = 0; i < n; i++) {
+		if (internal[i].prefix == 0)
+			continue;
+		r = put_u32(sk, up, (uint16_t)(1 + i), &internal[i], 0);
+		if (r < 0)
+			return r;
+	}
+	return put_u32(sk, up, SHAPER_REDIRECT_PRIO, NULL, *ret_ifb);
+}
+
 int shaper_pod_add(struct nl_sock *sk, const char *host_veth, const char *uplink,
-		   const struct shaper_spec *s, uint32_t queue_ms, int mtu, struct tg_err *e)
+		   const struct shaper_spec *s, const struct cidr4 *internal, size_t n_internal,
+		   uint32_t queue_ms, int mtu, struct tg_err *e)
 {
 	int veth = ifindex_of(sk, host_veth), r;
 
@@ -309,7 +404,7 @@ int shaper_pod_add(struct nl_sock *sk, const char *host_veth, const char *uplink
 			return tc_fail(e, r, "shaping traffic from the pod through %s", ifb);
 	}
 	if (shaper_inet_egress(s)) {
-		int up = ifindex_of(sk, uplink);
+		int up = ifindex_of(sk, uplink), inet = 0;
 		uint64_t node = s->node_egress_bps ? s->node_egress_bps : SHAPER_LINE_BPS;
 		uint64_t ns = min_nz(s->ns_egress_bps, node);
 		uint64_t pod = min_nz(s->inet_egress_bps, ns);
@@ -318,6 +413,11 @@ int shaper_pod_add(struct nl_sock *sk, const char *host_veth, const char *uplink
 			return tg_fail(e, CNI_ERR_CONFIG, -ENODEV,
 				       "tc: the uplink \"%s\" for internet shaping does not exist",
 				       uplink && *uplink ? uplink : "(default route)");
+		r = inet_path(sk, up, internal, n_internal, mtu, &inet);
+		if (r < 0)
+			return tc_fail(e, r, "steering internet traffic of the uplink to %s",
+				       SHAPER_INET_IFB);
+		up = inet; /* the classes live on the IFB */
 		r = put_htb_root(sk, up, 0);
 		if (r == 0)
 			r = put_class(sk, up, H(1, 0), H(1, 1), node, node, 0, mtu);
@@ -365,7 +465,7 @@ int shaper_pod_del(struct nl_sock *sk, const char *host_veth, const char *uplink
 			first = tc_fail(e, r, "deleting %s", ifb);
 	}
 	if (s && s->pod_class) {
-		int up = ifindex_of(sk, uplink);
+		int up = ifindex_of(sk, SHAPER_INET_IFB);
 
 		if (up) {
 			r = del_class(sk, up, H(1, s->pod_class));
@@ -472,8 +572,7 @@ int shaper_pod_check(struct nl_sock *sk, const char *host_veth, const char *upli
 				       ifb);
 	}
 	if (shaper_inet_egress(s)) {
-		int up = ifindex_of(sk, uplink);
-
+		int up = ifindex_of(sk, SHAPER_INET_IFB);
 		uint64_t node = s->node_egress_bps ? s->node_egress_bps : SHAPER_LINE_BPS;
 		uint64_t ns = min_nz(s->ns_egress_bps, node);
 		struct shaper_stats nst, nodest;
@@ -512,7 +611,7 @@ int shaper_pod_stats(struct nl_sock *sk, const char *host_veth, const char *upli
 			snprintf(ret[n++].where, IFNAMSIZ, "%s", ifb);
 	}
 	if (shaper_inet_egress(s) && n < max) {
-		int up = ifindex_of(sk, uplink);
+		int up = ifindex_of(sk, SHAPER_INET_IFB);
 
 		if (up && find_class(sk, up, H(1, s->pod_class), &ret[n])) {
 			struct rtnl_link *l = NULL;

@@ -6,7 +6,8 @@
 #
 #   pods (one k8s namespace per case) -- tgX (HTB 1: to the pod; ingress ->
 #        |                               mirred -> IFB tiX, HTB 1: from the pod)
-#   node 10.0.0.1, uplink eth0 (HTB 1: node 1:1 -> namespace -> pod + bfifo;
+#   node 10.0.0.1, uplink eth0 (clsact: internet traffic -> IFB tollgate-inet,
+#   where HTB 1: node 1:1 -> namespace -> pod + bfifo;
 #        |                      nft sets meta priority on internet-bound packets)
 #   fabric -- peer 10.2.0.5 (internal: only Kubernetes limits apply)
 #          -- inet 203.0.113.10 (internet: pods reach it masqueraded)
@@ -21,6 +22,7 @@
 # shellcheck disable=SC2016,SC2015,SC2004,SC1091,SC2034  # jq filters with $vars; associative arrays; SH_* read by shaping_lib.sh
 set -u
 . "$(dirname "$0")/lib.sh"
+UPQ=tollgate-inet # where the internet egress classes live (shaper.h)
 . "$(dirname "$0")/shaping_lib.sh"
 tg_require
 for t in iperf3 tc ss; do
@@ -117,16 +119,17 @@ iso_round() {
 		# back to a node without shaping: the pod goes, and so does the
 		# uplink's HTB root, which Tollgate leaves behind for future pods
 		sdel iso || t_fail "DEL iso rc=$TG_RC $TG_OUT"
-		ip netns exec "$TG_NODE" tc qdisc del dev eth0 root 2>/dev/null
+		ip netns exec "$TG_NODE" tc qdisc del dev eth0 clsact 2>/dev/null
+		ip -n "$TG_NODE" link del "$UPQ" 2>/dev/null
 	fi
 	sh_measure "nft/ns_plain_egress_internal" "plain $PEER 5201" || t_fail "iperf3 did not start"
 	diag "round $1: unshaped pod -> peer ${SH_RATE[0]} Mbit/s IP (nft), goodput ${SH_GOOD[0]}"
 	sh_cmp "${SH_RATE[0]}" ">" "$U_BEST" && U_BEST=${SH_RATE[0]}
 	spod_ns iso iso '{"internetEgress": {"podDefault": "100M"}}' || { tg_diag_last; tap_bail "ADD iso: rc=$TG_RC"; }
 	ISO_PC=$(sh_pod_class iso)
-	[ -n "$ISO_PC" ] && [ "$(class_ceil eth0 "$ISO_PC")" = 100Mbit ] ||
-		t_fail "iso: no uplink class with ceil 100Mbit (class '$ISO_PC': $(class_line eth0 "$ISO_PC"))"
-	sh_measure "nft/ns_iso_egress_internal tc/eth0/$ISO_PC" "iso $PEER 5201" || t_fail "iperf3 did not start"
+	[ -n "$ISO_PC" ] && [ "$(class_ceil "$UPQ" "$ISO_PC")" = 100Mbit ] ||
+		t_fail "iso: no uplink class with ceil 100Mbit (class '$ISO_PC': $(class_line "$UPQ" "$ISO_PC"))"
+	sh_measure "nft/ns_iso_egress_internal tc/$UPQ/$ISO_PC" "iso $PEER 5201" || t_fail "iperf3 did not start"
 	diag "round $1: capped pod -> peer ${SH_RATE[0]} Mbit/s IP (nft), goodput ${SH_GOOD[0]} (its internet class saw ${SH_RATE[1]})"
 	sh_cmp "${SH_RATE[0]}" ">" "$S_BEST" && S_BEST=${SH_RATE[0]}
 	sh_cmp "${SH_RATE[1]}" "<" 1 || t_fail "internal traffic went through the pod's internet class (${SH_RATE[1]} Mbit/s)"
@@ -145,10 +148,10 @@ t_begin "latency: RTT to the internet host while saturating a 100M internet cap 
 ip netns exec "$TG_ID-iso" ping -n -c 10 -i 0.1 -W 1 "$TG_INET_IP" >"$TG_TMP/ping-idle.txt" 2>&1
 read -r IDLE_N IDLE_MIN IDLE_AVG IDLE_MED IDLE_MAX < <(ping_stats "$TG_TMP/ping-idle.txt")
 SH_DURING="ip netns exec $TG_ID-iso ping -n -c 20 -i 0.1 -W 1 $TG_INET_IP >$TG_TMP/ping-load.txt 2>&1"
-sh_measure "tc/eth0/$ISO_PC" "iso $INET 5201" || t_fail "iperf3 did not start"
+sh_measure "tc/$UPQ/$ISO_PC" "iso $INET 5201" || t_fail "iperf3 did not start"
 SH_DURING=""
 read -r LOAD_N LOAD_MIN LOAD_AVG LOAD_MED LOAD_MAX < <(ping_stats "$TG_TMP/ping-load.txt")
-LIM=$(leaf_limit eth0 "$ISO_PC")
+LIM=$(leaf_limit "$UPQ" "$ISO_PC")
 diag "idle RTT: $IDLE_N replies, min/avg/median/max $IDLE_MIN/$IDLE_AVG/$IDLE_MED/$IDLE_MAX ms"
 diag "loaded RTT: $LOAD_N/20 replies, min/avg/median/max $LOAD_MIN/$LOAD_AVG/$LOAD_MED/$LOAD_MAX ms"
 diag "while the pod sent ${SH_RATE[0]} Mbit/s IP (goodput ${SH_GOOD[0]}); leaf bfifo limit $LIM (100M x 20 ms = 250000b)"
@@ -181,9 +184,9 @@ for R in 10M 100M 1G; do
 	p=eg$r
 	spod_ns "$p" "$p" "$(jq -nc --arg r "$R" '{internetEgress: {podDefault: $r}}')" || { t_fail "ADD rc=$TG_RC $TG_OUT"; t_end; continue; }
 	pc=$(sh_pod_class "$p")
-	t_expect "uplink class ceil" "$(class_ceil eth0 "$pc")" "${R}bit"
+	t_expect "uplink class ceil" "$(class_ceil "$UPQ" "$pc")" "${R}bit"
 	CAP_MBIT=$mbit
-	try2 "internet egress $R" chk_cap "tc/eth0/$pc" "$p $INET 5201"
+	try2 "internet egress $R" chk_cap "tc/$UPQ/$pc" "$p $INET 5201"
 	acc_report "internet egress $R" "$mbit" "${SH_RATE[0]}" "${SH_GOOD[0]}" "uplink class $pc"
 	sdel "$p" || t_fail "DEL rc=$TG_RC $TG_OUT"
 	t_end
@@ -248,7 +251,7 @@ if spod_ns loose loose '{"internetEgress": {"podDefault": "50M"}}' '{"bandwidth"
 	d=$(snap_diff "$before" "$(sh_tc_snapshot)")
 	[ -z "$d" ] || { t_fail "host-side tc objects changed"; diag "$d"; }
 	CAP_MBIT=50
-	try2 "internet egress 50M after the pod's tc changes" chk_cap "tc/eth0/$pc" "loose $INET 5201"
+	try2 "internet egress 50M after the pod's tc changes" chk_cap "tc/$UPQ/$pc" "loose $INET 5201"
 	acc_report "internet egress 50M after the pod's tc changes" 50 "${SH_RATE[0]}" "${SH_GOOD[0]}" "uplink class $pc"
 	sdel loose || t_fail "DEL rc=$TG_RC $TG_OUT"
 else
@@ -317,11 +320,11 @@ t_begin "pod annotations override podDefault (internet egress 50M, ingress 20M)"
 AN_SH='{"internetEgress": {"podDefault": "100M"}, "internetIngress": {"podDefault": "100M"}}'
 AN_RC='{"io.kubernetes.cri.pod-annotations": {"tollgate.io/internet-egress-bandwidth": "50M", "tollgate.io/internet-ingress-bandwidth": "20M", "kubectl.kubernetes.io/last-applied-configuration": "{\"apiVersion\":\"v1\"}"}}'
 if spod_ns annot annot "$AN_SH" "$AN_RC" && spod_ns plainannot annot "$AN_SH"; then
-	t_expect "annotated pod: uplink class ceil" "$(class_ceil eth0 "$(sh_pod_class annot)")" 50Mbit
-	t_expect "annotated pod: leaf bfifo limit (50M x 20 ms = 125000b, raised to the 192 KiB floor)" "$(leaf_limit eth0 "$(sh_pod_class annot)")" 192Kb
+	t_expect "annotated pod: uplink class ceil" "$(class_ceil "$UPQ" "$(sh_pod_class annot)")" 50Mbit
+	t_expect "annotated pod: leaf bfifo limit (50M x 20 ms = 125000b, raised to the 192 KiB floor)" "$(leaf_limit "$UPQ" "$(sh_pod_class annot)")" 192Kb
 	t_expect "annotated pod: class 1:2 ceil on the host veth" "$(class_ceil "${POD_VETH[annot]}" 1:2)" 20Mbit
 	t_expect "annotated pod: state internetEgress" "$(sh_att_shaping annot | jq '.internetEgress')" 50000000
-	t_expect "pod without annotation: uplink class ceil" "$(class_ceil eth0 "$(sh_pod_class plainannot)")" 100Mbit
+	t_expect "pod without annotation: uplink class ceil" "$(class_ceil "$UPQ" "$(sh_pod_class plainannot)")" 100Mbit
 	t_expect "pod without annotation: class 1:2 ceil" "$(class_ceil "${POD_VETH[plainannot]}" 1:2)" 100Mbit
 else
 	t_fail "ADD rc=$TG_RC $TG_OUT"
@@ -337,21 +340,21 @@ if spod_ns gone1 gone "$FULL_SH" "$FULL_RC" && spod_ns gone2 gone "$FULL_SH" "$F
 	pc1=$(sh_pod_class gone1) pc2=$(sh_pod_class gone2) nc=$(sh_ns_class gone1)
 	v1=${POD_VETH[gone1]} v2=${POD_VETH[gone2]} f1=$(sh_ifb "${POD_VETH[gone1]}") f2=$(sh_ifb "${POD_VETH[gone2]}")
 	t_expect "both pods share the namespace class" "$(sh_ns_class gone2)" "$nc"
-	for o in "$pc1" "$pc2" "$nc"; do [ -n "$(class_line eth0 "$o")" ] || t_fail "class $o missing after ADD"; done
+	for o in "$pc1" "$pc2" "$nc"; do [ -n "$(class_line "$UPQ" "$o")" ] || t_fail "class $o missing after ADD"; done
 	link_exists "$f1" && link_exists "$f2" || t_fail "IFBs missing after ADD"
 	scheck gone1 || t_fail "CHECK gone1 rc=$TG_RC $TG_OUT"
 	sdel gone1 || t_fail "DEL gone1 rc=$TG_RC $TG_OUT"
-	[ -z "$(class_line eth0 "$pc1")" ] || t_fail "class $pc1 of gone1 still on the uplink"
-	[ -z "$(leaf_limit eth0 "$pc1")" ] || t_fail "bfifo of $pc1 still on the uplink"
-	[ -n "$(class_line eth0 "$nc")" ] || t_fail "namespace class $nc removed although gone2 still uses it"
-	[ -n "$(class_line eth0 "$pc2")" ] || t_fail "class $pc2 of gone2 removed by DEL of gone1"
+	[ -z "$(class_line "$UPQ" "$pc1")" ] || t_fail "class $pc1 of gone1 still on the uplink"
+	[ -z "$(leaf_limit "$UPQ" "$pc1")" ] || t_fail "bfifo of $pc1 still on the uplink"
+	[ -n "$(class_line "$UPQ" "$nc")" ] || t_fail "namespace class $nc removed although gone2 still uses it"
+	[ -n "$(class_line "$UPQ" "$pc2")" ] || t_fail "class $pc2 of gone2 removed by DEL of gone1"
 	link_exists "$f1" && t_fail "IFB $f1 still exists"
 	link_exists "$v1" && t_fail "veth $v1 still exists"
 	egress_map_has "${POD_IP[gone1]}" && t_fail "${POD_IP[gone1]} still in map egress_class"
 	scheck gone2 || t_fail "CHECK gone2 after DEL gone1 rc=$TG_RC $TG_OUT"
 	sdel gone2 || t_fail "DEL gone2 rc=$TG_RC $TG_OUT"
-	[ -z "$(class_line eth0 "$pc2")" ] || t_fail "class $pc2 of gone2 still on the uplink"
-	[ -z "$(class_line eth0 "$nc")" ] || t_fail "namespace class $nc still on the uplink after its last pod"
+	[ -z "$(class_line "$UPQ" "$pc2")" ] || t_fail "class $pc2 of gone2 still on the uplink"
+	[ -z "$(class_line "$UPQ" "$nc")" ] || t_fail "namespace class $nc still on the uplink after its last pod"
 	link_exists "$f2" && t_fail "IFB $f2 still exists"
 	link_exists "$v2" && t_fail "veth $v2 still exists"
 	egress_map_has "${POD_IP[gone2]}" && t_fail "${POD_IP[gone2]} still in map egress_class"
@@ -366,7 +369,7 @@ t_end
 t_begin "CHECK passes on a shaped pod and reports code 100 after 'tc class del' of its uplink class"
 if spod_ns drift1 drift "$FULL_SH" "$FULL_RC"; then
 	scheck drift1 || t_fail "CHECK before the change rc=$TG_RC $TG_OUT"
-	ip netns exec "$TG_NODE" tc class del dev eth0 classid "$(sh_pod_class drift1)" || t_fail "tc class del failed"
+	ip netns exec "$TG_NODE" tc class del dev "$UPQ" classid "$(sh_pod_class drift1)" || t_fail "tc class del failed"
 	scheck drift1
 	r=$(cni_error_problem 100)
 	[ -z "$r" ] || t_fail "CHECK after tc class del: $r"
@@ -392,9 +395,9 @@ t_end
 t_begin "CHECK reports code 100 when the uplink class's ceiling was changed (100Mbit -> 10Gbit)"
 if spod_ns drift3 drift "$FULL_SH" "$FULL_RC"; then
 	pc=$(sh_pod_class drift3) nc=$(sh_ns_class drift3)
-	ip netns exec "$TG_NODE" tc class change dev eth0 parent "$nc" classid "$pc" htb rate 1Mbit ceil 10Gbit ||
+	ip netns exec "$TG_NODE" tc class change dev "$UPQ" parent "$nc" classid "$pc" htb rate 1Mbit ceil 10Gbit ||
 		t_fail "tc class change failed"
-	diag "after the change: $(class_line eth0 "$pc")"
+	diag "after the change: $(class_line "$UPQ" "$pc")"
 	scheck drift3
 	r=$(cni_error_problem 100)
 	[ -z "$r" ] || t_fail "CHECK after the change: $r"
@@ -517,11 +520,11 @@ NEST_SH='{"internetEgress": {"namespaceDefault": "150M", "podDefault": "1G", "na
 NEST_SH_NODE='{"internetEgress": {"node": "300M", "namespaceDefault": "150M", "podDefault": "1G", "namespaces": {"nsa": "200M"}}}'
 t_begin "nesting: setup (nsa: a1, a2; nsb: b1)"
 spod_ns a1 nsa "$NEST_SH" && spod_ns a2 nsa "$NEST_SH" && spod_ns b1 nsb "$NEST_SH" || { tg_diag_last; tap_bail "ADD rc=$TG_RC $TG_OUT"; }
-t_expect "nsa class ceil" "$(class_ceil eth0 "$(sh_ns_class a1)")" 200Mbit
-t_expect "nsb class ceil" "$(class_ceil eth0 "$(sh_ns_class b1)")" 150Mbit
+t_expect "nsa class ceil" "$(class_ceil "$UPQ" "$(sh_ns_class a1)")" 200Mbit
+t_expect "nsb class ceil" "$(class_ceil "$UPQ" "$(sh_ns_class b1)")" 150Mbit
 t_end
-CA1=tc/eth0/$(sh_pod_class a1) CA2=tc/eth0/$(sh_pod_class a2) CB1=tc/eth0/$(sh_pod_class b1)
-CNA=tc/eth0/$(sh_ns_class a1) CNB=tc/eth0/$(sh_ns_class b1)
+CA1=tc/$UPQ/$(sh_pod_class a1) CA2=tc/$UPQ/$(sh_pod_class a2) CB1=tc/$UPQ/$(sh_pod_class b1)
+CNA=tc/$UPQ/$(sh_ns_class a1) CNB=tc/$UPQ/$(sh_ns_class b1)
 
 t_begin "nesting: one pod of a 200M namespace alone gets >= 180 Mbit/s"
 chk_alone() {
@@ -566,8 +569,8 @@ chk_node() {
 	sh_cmp "$sum" ">=" 270 || { echo "sum $sum Mbit/s: the node's 300M are not used (work conservation)"; return 1; }
 }
 if spod_ns a1 nsa "$NEST_SH_NODE" && spod_ns a2 nsa "$NEST_SH_NODE" && spod_ns b1 nsb "$NEST_SH_NODE"; then
-	t_expect "node class 1:1 ceil" "$(class_ceil eth0 1:1)" 300Mbit
-	try2 "node cap 300M" chk_node "tc/eth0/$(sh_pod_class a1) tc/eth0/$(sh_pod_class a2) tc/eth0/$(sh_pod_class b1) tc/eth0/1:1" \
+	t_expect "node class 1:1 ceil" "$(class_ceil "$UPQ" 1:1)" 300Mbit
+	try2 "node cap 300M" chk_node "tc/$UPQ/$(sh_pod_class a1) tc/$UPQ/$(sh_pod_class a2) tc/$UPQ/$(sh_pod_class b1) tc/$UPQ/1:1" \
 		"a1 $INET 5201" "a2 $INET 5202" "b1 $INET 5203"
 	diag "a1 ${SH_RATE[0]}, a2 ${SH_RATE[1]}, b1 ${SH_RATE[2]} Mbit/s IP (goodput ${SH_GOOD[0]}, ${SH_GOOD[1]}, ${SH_GOOD[2]}); node class 1:1 ${SH_RATE[3]}"
 	for p in a1 a2 b1; do sdel "$p" || t_fail "DEL $p rc=$TG_RC"; done
