@@ -39,9 +39,12 @@ static struct nftnl_set *set_ref(const char *name)
 	return s;
 }
 
-/* One element message: `ip` into set `set`, or `ip : counter` into a map. */
-static int put_elem(struct batch *bt, uint16_t type, const char *set, uint32_t ip,
-		    const char *counter)
+/*
+ * One element message: `ip` into set `set`, `ip : counter` into an objref
+ * map, or `ip : classid` into map egress_class (classid non-zero).
+ */
+static int put_elem_data(struct batch *bt, uint16_t type, const char *set, uint32_t ip,
+			 const char *counter, uint32_t classid)
 {
 	struct nftnl_set *s = set_ref(set);
 	struct nftnl_set_elem *el = nftnl_set_elem_alloc();
@@ -58,38 +61,23 @@ static int put_elem(struct batch *bt, uint16_t type, const char *set, uint32_t i
 	nftnl_set_elem_set(el, NFTNL_SET_ELEM_KEY, &key, sizeof(key));
 	if (counter)
 		nftnl_set_elem_set_str(el, NFTNL_SET_ELEM_OBJREF, counter);
+	if (classid) /* meta priority is host-endian */
+		nftnl_set_elem_set(el, NFTNL_SET_ELEM_DATA, &classid, sizeof(classid));
 	nftnl_set_elem_add(s, el);
-	nlh = batch_msg(bt, type, type == NFT_MSG_NEWSETELEM ? NLM_F_CREATE : 0);
+	/* NLM_F_REPLACE for classes: a reshape may move the pod to another one. */
+	nlh = batch_msg(bt, type, type != NFT_MSG_NEWSETELEM ? 0
+				  : classid			? NLM_F_CREATE | NLM_F_REPLACE
+								: NLM_F_CREATE);
 	nftnl_set_elems_nlmsg_build_payload(nlh, s);
 	nftnl_set_free(s);
 	batch_next(bt);
 	return 0;
 }
 
-static int put_class_elem(struct batch *bt, uint32_t ip, uint32_t classid)
+static int put_elem(struct batch *bt, uint16_t type, const char *set, uint32_t ip,
+		    const char *counter)
 {
-	struct nftnl_set *s = set_ref(MAP_EGRESS_CLASS);
-	struct nftnl_set_elem *el = nftnl_set_elem_alloc();
-	uint32_t key = htonl(ip);
-	struct nlmsghdr *nlh;
-
-	if (!s || !el) {
-		if (s)
-			nftnl_set_free(s);
-		if (el)
-			nftnl_set_elem_free(el);
-		return -ENOMEM;
-	}
-	nftnl_set_elem_set(el, NFTNL_SET_ELEM_KEY, &key, sizeof(key));
-	/* meta priority is host-endian */
-	nftnl_set_elem_set(el, NFTNL_SET_ELEM_DATA, &classid, sizeof(classid));
-	nftnl_set_elem_add(s, el);
-	/* NLM_F_REPLACE: a reshape may move the pod to another class. */
-	nlh = batch_msg(bt, NFT_MSG_NEWSETELEM, NLM_F_CREATE | NLM_F_REPLACE);
-	nftnl_set_elems_nlmsg_build_payload(nlh, s);
-	nftnl_set_free(s);
-	batch_next(bt);
-	return 0;
+	return put_elem_data(bt, type, set, ip, counter, 0);
 }
 
 static int put_pod(struct batch *bt, const struct acct_config *cfg, const struct acct_pod *p)
@@ -99,7 +87,8 @@ static int put_pod(struct batch *bt, const struct acct_config *cfg, const struct
 
 	r |= put_elem(bt, NFT_MSG_NEWSETELEM, SET_PODS, p->ip, NULL);
 	if (p->egress_classid)
-		r |= put_class_elem(bt, p->ip, p->egress_classid);
+		r |= put_elem_data(bt, NFT_MSG_NEWSETELEM, MAP_EGRESS_CLASS, p->ip, NULL,
+				   p->egress_classid);
 	if (cfg->masquerade)
 		r |= put_elem(bt, NFT_MSG_NEWSETELEM, SET_MASQ, p->ip, NULL);
 	for (int c = 0; c < ACCT_CLASSES; c++) {

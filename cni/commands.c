@@ -288,8 +288,8 @@ int cmd_add(const struct cni_env *env, const struct tg_config *cfg, json_object 
 	if (r < 0)
 		goto undo;
 	if (shaper_any(&spec)) {
-		r = shaper_pod_add(s.sk, ac.got.host_veth, cfg->uplink, &spec, cfg->shaping.queue_ms,
-				   mtu, e);
+		r = shaper_pod_add(s.sk, ac.got.host_veth, cfg->uplink, &spec, cfg->internal,
+				   cfg->n_internal, cfg->shaping.queue_ms, mtu, e);
 		if (r < 0)
 			goto undo;
 	}

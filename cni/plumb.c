@@ -53,18 +53,6 @@ void plumb_pod_mac(const char *container_id, const char *ifname, uint8_t ret[6])
 		ret[i] = (uint8_t)h;
 }
 
-static int __attribute__((format(printf, 3, 4))) nl_fail(struct tg_err *e, int nlerr,
-							      const char *fmt, ...)
-{
-	int r = nl_to_errno(nlerr);
-	char what[200];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(what, sizeof(what), fmt, ap);
-	va_end(ap);
-	return tg_fail(e, CNI_ERR_IO, r, "%s: %s", what, strerror(-r));
-}
 
 int plumb_uplink_mtu(struct nl_sock *sk, const char *uplink, int *ret, struct tg_err *e)
 {
@@ -77,7 +65,7 @@ int plumb_uplink_mtu(struct nl_sock *sk, const char *uplink, int *ret, struct tg
 			return tg_fail(e, CNI_ERR_CONFIG, -ENODEV,
 				       "uplink \"%s\" does not exist on this node", uplink);
 		if (r < 0)
-			return nl_fail(e, r, "cannot read uplink \"%s\"", uplink);
+			return tg_fail_nl(e, r, "cannot read uplink \"%s\"", uplink);
 	} else {
 		/* No uplink configured: the interface of the default route, else 1500. */
 		if (nl_default_route_ifindex(sk, &ifindex) < 0 || ifindex == 0) {
@@ -86,7 +74,7 @@ int plumb_uplink_mtu(struct nl_sock *sk, const char *uplink, int *ret, struct tg
 		}
 		r = rtnl_link_get_kernel(sk, ifindex, NULL, &link);
 		if (r < 0)
-			return nl_fail(e, r, "%s", "cannot read the default route's interface");
+			return tg_fail_nl(e, r, "%s", "cannot read the default route's interface");
 	}
 	*ret = (int)rtnl_link_get_mtu(link);
 	rtnl_link_put(link);
@@ -236,7 +224,7 @@ static int pod_side(const struct plumb_req *rq, struct tg_err *e)
 		rtnl_link_put(chg);
 		rtnl_link_put(cur);
 		if (r < 0) {
-			r = nl_fail(e, r, "cannot bring %s up in the pod", rq->pod_ifname);
+			r = tg_fail_nl(e, r, "cannot bring %s up in the pod", rq->pod_ifname);
 			goto out;
 		}
 	}
@@ -252,7 +240,7 @@ static int pod_side(const struct plumb_req *rq, struct tg_err *e)
 	rtnl_addr_set_prefixlen(addr, 32);
 	r = rtnl_addr_add(sk, addr, NLM_F_REPLACE);
 	if (r < 0) {
-		r = nl_fail(e, r, "cannot add the pod address on %s", rq->pod_ifname);
+		r = tg_fail_nl(e, r, "cannot add the pod address on %s", rq->pod_ifname);
 		goto out;
 	}
 	r = add_neigh(sk, ifindex, TG_GATEWAY, plumb_host_mac);
@@ -261,7 +249,7 @@ static int pod_side(const struct plumb_req *rq, struct tg_err *e)
 	if (r == 0)
 		r = add_route(sk, ifindex, 0, 0, TG_GATEWAY, RT_SCOPE_UNIVERSE);
 	if (r < 0)
-		r = nl_fail(e, r, "cannot add the pod's gateway routes on %s", rq->pod_ifname);
+		r = tg_fail_nl(e, r, "cannot add the pod's gateway routes on %s", rq->pod_ifname);
 out:
 	nl_addr_put(local);
 	if (addr)
@@ -286,7 +274,7 @@ int plumb_add(struct nl_sock *sk, const struct plumb_req *rq, struct tg_err *e)
 			       "cannot create the veth pair: the pod already has an interface named %s",
 			       rq->pod_ifname);
 	if (r < 0)
-		return nl_fail(e, r, "cannot create veth %s", rq->host_ifname);
+		return tg_fail_nl(e, r, "cannot create veth %s", rq->host_ifname);
 	r = get_ifindex(sk, rq->host_ifname, NULL, &ifindex);
 	if (r < 0)
 		return tg_fail(e, CNI_ERR_IO, r, "host veth %s vanished: %s", rq->host_ifname,
@@ -296,10 +284,10 @@ int plumb_add(struct nl_sock *sk, const struct plumb_req *rq, struct tg_err *e)
 		return r;
 	r = add_neigh(sk, ifindex, rq->ip, rq->pod_mac);
 	if (r < 0)
-		return nl_fail(e, r, "cannot add the pod's neighbour entry on %s", rq->host_ifname);
+		return tg_fail_nl(e, r, "cannot add the pod's neighbour entry on %s", rq->host_ifname);
 	r = add_route(sk, ifindex, rq->ip, 32, 0, RT_SCOPE_LINK);
 	if (r < 0)
-		return nl_fail(e, r, "cannot add the host route via %s", rq->host_ifname);
+		return tg_fail_nl(e, r, "cannot add the host route via %s", rq->host_ifname);
 	return 0;
 }
 
@@ -316,7 +304,7 @@ int plumb_del(struct nl_sock *sk, const char *host_ifname, struct tg_err *e)
 	if (r == -NLE_NODEV || r == -NLE_OBJ_NOTFOUND)
 		return 0;
 	if (r < 0)
-		return nl_fail(e, r, "cannot delete veth %s", host_ifname);
+		return tg_fail_nl(e, r, "cannot delete veth %s", host_ifname);
 	return 0;
 }
 

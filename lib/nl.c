@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
 #include <fcntl.h>
 #include <linux/nsfs.h>
 #include <sched.h>
@@ -157,3 +160,15 @@ out:
 	return r < 0 ? nl_to_errno(r) : 0;
 }
 
+
+int tg_fail_nl(struct tg_err *e, int nlerr, const char *fmt, ...)
+{
+	int r = nl_to_errno(nlerr);
+	char what[200];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	return tg_fail(e, CNI_ERR_IO, r, "%s: %s", what, strerror(-r));
+}

@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <netlink/netlink.h>
 
+#include "lib/err.h"
+
 /* The one place where libnl's -NLE_* codes become negative errno values. */
 int nl_to_errno(int nlerr);
 /* A connected NETLINK_ROUTE socket in the current network namespace. */
@@ -18,6 +20,10 @@ struct nl_addr *nl_addr_ip4(uint32_t ip, int prefix);
 
 /* The interface of the IPv4 default route (one FIB lookup, no dump); 0 when none. */
 int nl_default_route_ifindex(struct nl_sock *sk, int *ret);
+
+/* Records a failed netlink step ("<what>: <strerror>", CNI code 5); returns -errno. */
+int tg_fail_nl(struct tg_err *e, int nlerr, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 /* Opens a network namespace path, checking that it really is one. */
 int netns_open(const char *path, int *ret_fd);

@@ -27,18 +27,8 @@
 #define H(maj, min) (((uint32_t)(maj) << 16) | (uint32_t)(min))
 #define INGRESS_HANDLE 0xffff0000u
 
-static int __attribute__((format(printf, 3, 4))) tc_fail(struct tg_err *e, int nlerr,
-							  const char *fmt, ...)
-{
-	int r = nl_to_errno(nlerr);
-	char what[200];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(what, sizeof(what), fmt, ap);
-	va_end(ap);
-	return tg_fail(e, CNI_ERR_IO, r, "tc: %s: %s", what, strerror(-r));
-}
+/* Failures read "tc: <what>: <strerror>". */
+#define tc_fail(e, nlerr, fmt, ...) tg_fail_nl(e, nlerr, "tc: " fmt, ##__VA_ARGS__)
 
 void shaper_ifb_name(const char *host_veth, char ret[IFNAMSIZ])
 {
