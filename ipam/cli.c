@@ -1248,8 +1248,8 @@ static int verb_reshape(struct cli *c, bool dry_run)
 			    (!now.egress_bps && shaper_pod_del(sk, a->host_veth, c->cfg.uplink, NULL,
 								false, &e) < 0) ||
 			    (shaper_any(&now) &&
-			     shaper_pod_add(sk, a->host_veth, c->cfg.uplink, &now,
-					    c->cfg.shaping.queue_ms, mtu, &e) < 0)) {
+			     shaper_pod_add(sk, a->host_veth, c->cfg.uplink, &now, c->cfg.internal,
+					    c->cfg.n_internal, c->cfg.shaping.queue_ms, mtu, &e) < 0)) {
 				fprintf(stderr, "tollgate-ipam: %s/%s: %s\n", a->k8s_namespace, a->pod,
 					e.msg);
 				memset(&e, 0, sizeof(e));
