@@ -52,23 +52,10 @@ static int open_route_socket(struct session *s, struct tg_err *e)
 	return 0;
 }
 
-static struct acct_pod acct_pod_of(const struct ipam_attachment *a)
-{
-	struct acct_pod p = {
-		.ip = a->ip,
-		.k8s_namespace = a->k8s_namespace,
-		.host_veth = a->host_veth,
-		.egress_classid = a->shaping.pod_class ? (1u << 16) | a->shaping.pod_class : 0,
-	};
-	return p;
-}
-
 /* Internet shaping sits on the uplink: it must exist before anything is changed. */
 static bool uplink_known(struct nl_sock *sk, const struct tg_config *cfg, struct tg_err *e)
 {
-	int ifindex = 0;
-
-	int mtu;
+	int ifindex = 0, mtu;
 
 	if (!cfg->uplink[0] && (nl_default_route_ifindex(sk, &ifindex) < 0 || !ifindex)) {
 		tg_fail(e, CNI_ERR_CONFIG, -ENODEV,
@@ -76,16 +63,6 @@ static bool uplink_known(struct nl_sock *sk, const struct tg_config *cfg, struct
 		return false;
 	}
 	return !cfg->uplink[0] || plumb_uplink_mtu(sk, cfg->uplink, &mtu, e) == 0;
-}
-
-/* Every attachment of the store, for rebuilding a table somebody flushed. */
-static struct acct_pod *acct_pods_of(const struct ipam_state *st)
-{
-	struct acct_pod *all = calloc(st->n_att + 1, sizeof(*all));
-
-	for (size_t i = 0; all && i < st->n_att; i++)
-		all[i] = acct_pod_of(&st->att[i]);
-	return all;
 }
 
 static int open_netns(struct session *s, const char *path, struct tg_err *e)
@@ -262,8 +239,8 @@ int cmd_add(const struct cni_env *env, const struct tg_config *cfg, json_object 
 		goto out;
 	ip4_format(ac.got.ip, ret_ip);
 	spec = cni_shaper_spec(&ac.got.shaping);
-	me = acct_pod_of(&ac.got);
-	all = acct_pods_of(&s.state);
+	me = cni_acct_pod(&ac.got);
+	all = cni_acct_pods(&s.state);
 	if (!all) {
 		r = tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
 		goto undo;
@@ -452,7 +429,7 @@ int cmd_check(const struct cni_env *env, const struct tg_config *cfg, char ret_i
 			goto out;
 	}
 	{
-		struct acct_pod p = acct_pod_of(a);
+		struct acct_pod p = cni_acct_pod(a);
 
 		r = acct_pod_check(&p, cfg->masquerade, e);
 	}
@@ -561,7 +538,7 @@ int cmd_gc(const struct tg_config *cfg, struct tg_err *e)
 	if (r < 0)
 		goto out;
 	for (size_t i = 0; i < gc.n_stale; i++) {
-		struct acct_pod p = acct_pod_of(&gc.stale[i]);
+		struct acct_pod p = cni_acct_pod(&gc.stale[i]);
 
 		r = acct_pod_del(&p, e);
 		if (r < 0 && !first)

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cni/internal.h"
+#include "ipam/ipam.h"
 #include "lib/cleanup.h"
 #include "lib/jsonx.h"
 #include "lib/rate.h"
@@ -553,4 +554,24 @@ struct acct_config cni_config_acct(const struct tg_config *cfg)
 		.internet_mark = cfg->internet_mark,
 	};
 	return a;
+}
+
+struct acct_pod cni_acct_pod(const struct ipam_attachment *a)
+{
+	struct acct_pod p = {
+		.ip = a->ip,
+		.k8s_namespace = a->k8s_namespace,
+		.host_veth = a->host_veth,
+		.egress_classid = a->shaping.pod_class ? (1u << 16) | a->shaping.pod_class : 0,
+	};
+	return p;
+}
+
+struct acct_pod *cni_acct_pods(const struct ipam_state *st)
+{
+	struct acct_pod *all = calloc(st->n_att + 1, sizeof(*all));
+
+	for (size_t i = 0; all && i < st->n_att; i++)
+		all[i] = cni_acct_pod(&st->att[i]);
+	return all;
 }

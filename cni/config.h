@@ -97,6 +97,9 @@ int cni_shaping_classes(const struct ipam_state *st, struct ipam_attachment *a);
 bool cni_shaping_last_of_namespace(const struct ipam_state *st, const struct ipam_attachment *a);
 /* What the shaper module needs of a stored shaping record. */
 struct shaper_spec cni_shaper_spec(const struct ipam_shaping *s);
+/* What the accounting module needs of an attachment (the table is rebuilt from all of them). */
+struct acct_pod cni_acct_pod(const struct ipam_attachment *a);
+struct acct_pod *cni_acct_pods(const struct ipam_state *st);
 /* What the accounting module needs of the config. */
 struct acct_config cni_config_acct(const struct tg_config *cfg);
 

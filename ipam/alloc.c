@@ -58,7 +58,7 @@ static int cmp_u32(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static bool in_pool(const struct ipam_state *st, uint32_t ip)
+bool ipam_in_pool(const struct ipam_state *st, uint32_t ip)
 {
 	if (!st->n_pool)
 		return false;
@@ -188,14 +188,14 @@ void ipam_count(const struct ipam_state *st, int64_t now_ms, int64_t cooldown_ms
 	memset(ret, 0, sizeof(*ret));
 	ret->total = st->n_pool;
 	for (i = 0; i < st->n_att; i++) {
-		if (in_pool(st, st->att[i].ip))
+		if (ipam_in_pool(st, st->att[i].ip))
 			ret->allocated++;
 		else
 			ret->retired++;
 	}
 	for (i = 0; i < st->n_cooling; i++)
 		if (cooling(&st->cooling[i], now_ms, cooldown_ms) &&
-		    in_pool(st, st->cooling[i].ip) && !ipam_find_ip(st, st->cooling[i].ip))
+		    ipam_in_pool(st, st->cooling[i].ip) && !ipam_find_ip(st, st->cooling[i].ip))
 			ret->cooling++;
 	ret->free = ret->total - ret->allocated - ret->cooling;
 }

@@ -199,13 +199,6 @@ static json_object *attachment_json(const struct ipam_attachment *a, int64_t now
 	return o;
 }
 
-static bool in_pool(const struct ipam_state *st, uint32_t ip)
-{
-	for (size_t i = 0; i < st->n_pool; i++)
-		if (st->pool[i] == ip)
-			return true;
-	return false;
-}
 
 /* ---- what the kernel of this network namespace holds ---- */
 
@@ -446,7 +439,7 @@ static int verb_list(struct cli *c)
 	for (size_t i = 0; i < c->state.n_att; i++) {
 		json_object *a = attachment_json(&c->state.att[i], now);
 
-		if (!in_pool(&c->state, c->state.att[i].ip))
+		if (!ipam_in_pool(&c->state, c->state.att[i].ip))
 			json_object_object_add(a, "retired", json_object_new_boolean(true));
 		json_object_array_add(arr, a);
 	}
@@ -564,7 +557,7 @@ static int verb_show(struct cli *c, const char *key)
 	route = veth && kview_route(&kv, a->ip, ifindex);
 	elem = kview_pod(&kv, a->ip);
 	ns = a->netns[0] && stat(a->netns, &sb) == 0;
-	pooled = in_pool(&c->state, a->ip);
+	pooled = ipam_in_pool(&c->state, a->ip);
 	kview_free(&kv);
 	o = attachment_json(a, time(NULL));
 	k = json_object_new_object();
@@ -989,17 +982,12 @@ static void print_command(const char *lead, const char *cmd)
 static int doctor_fix(struct cli *c)
 {
 	struct acct_config acct = cni_config_acct(&c->cfg);
-	struct acct_pod *all = calloc(c->state.n_att + 1, sizeof(*all));
+	struct acct_pod *all = cni_acct_pods(&c->state);
 	struct tg_err e = { 0 };
 	int r;
 
 	if (!all)
 		return -ENOMEM;
-	for (size_t i = 0; i < c->state.n_att; i++) {
-		all[i].ip = c->state.att[i].ip;
-		all[i].k8s_namespace = c->state.att[i].k8s_namespace;
-		all[i].host_veth = c->state.att[i].host_veth;
-	}
 	r = acct_rebuild(&acct, all, c->state.n_att, &e);
 	free(all);
 	if (r < 0)
@@ -1108,7 +1096,7 @@ static int verb_doctor(struct cli *c, bool store_ok, const char *store_error)
 				"tollgate-ipam --config %s doctor --fix", fix_config);
 	}
 	for (i = 0; i < kv.n_uplink; i++) {
-		if (!in_pool(st, kv.uplink_addrs[i]) || kv.uplink_addrs[i] == st->node_ip)
+		if (!ipam_in_pool(st, kv.uplink_addrs[i]) || kv.uplink_addrs[i] == st->node_ip)
 			continue;
 		snprintf(buf, sizeof(buf), "%s/%u dev %s", ip4_format(kv.uplink_addrs[i], ip),
 			 kv.uplink_prefixes[i], kv.uplink);
@@ -1146,7 +1134,7 @@ static int verb_doctor(struct cli *c, bool store_ok, const char *store_error)
 			size_t missing = 0, extra = 0;
 
 			for (i = 0; i < net.n_addrs; i++)
-				if (!in_pool(st, net.addrs[i]) && net.addrs[i] != net.node_ip)
+				if (!ipam_in_pool(st, net.addrs[i]) && net.addrs[i] != net.node_ip)
 					missing++;
 			for (i = 0; i < st->n_pool; i++) {
 				bool seen = false;
@@ -1262,17 +1250,8 @@ static int verb_reshape(struct cli *c, bool dry_run)
 	}
 	if (!dry_run && changed) {
 		/* The pods' class elements (and the rest of the table) as the store now says. */
-		struct acct_pod *all = calloc(c->state.n_att + 1, sizeof(*all));
+		struct acct_pod *all = cni_acct_pods(&c->state);
 
-		for (i = 0; all && i < c->state.n_att; i++) {
-			const struct ipam_attachment *a = &c->state.att[i];
-
-			all[i] = (struct acct_pod){ .ip = a->ip, .k8s_namespace = a->k8s_namespace,
-						    .host_veth = a->host_veth,
-						    .egress_classid = a->shaping.pod_class
-									      ? (1u << 16) | a->shaping.pod_class
-									      : 0 };
-		}
 		if (!all || acct_rebuild(&acct, all, c->state.n_att, &e) < 0) {
 			fprintf(stderr, "tollgate-ipam: %s\n", e.msg[0] ? e.msg : "out of memory");
 			rc = EXIT_PROBLEMS;

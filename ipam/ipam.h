@@ -95,6 +95,7 @@ void ipam_state_free(struct ipam_state *st);
 const struct ipam_attachment *ipam_find(const struct ipam_state *st, const char *container_id,
 					const char *ifname);
 const struct ipam_attachment *ipam_find_ip(const struct ipam_state *st, uint32_t ip);
+bool ipam_in_pool(const struct ipam_state *st, uint32_t ip);
 /* Replaces the pool (taking ownership of `pool`). In-use addresses outside it stay with their pods. */
 void ipam_set_pool(struct ipam_state *st, const char *source, uint32_t *pool, size_t n);
 /*
