@@ -86,11 +86,22 @@ int acct_list_set(const char *set, uint32_t **ret, size_t *ret_n, struct tg_err 
 /* How many rules the table's chains hold (0 after `nft flush table`). */
 int acct_count_rules(size_t *ret);
 
-struct acct_counter {
-	char name[ACCT_COUNTER_NAME_MAX];
-	uint64_t packets, bytes;
-};
-/* Every counter of the table in one dump; -ENOENT when the table is missing. */
-int acct_list_counters(struct acct_counter **ret, size_t *ret_n, struct tg_err *e);
+/*
+ * Reads the table's counters (the exporter keeps one open across scrapes).
+ * One dump per read, parsed in place: `fn` gets each counter's name (not
+ * NUL-terminated beyond name_len; valid only during the call) and values.
+ */
+struct acct_reader;
+typedef void (*acct_counter_fn)(const char *name, size_t name_len, uint64_t packets,
+				uint64_t bytes, void *arg);
+struct acct_reader *acct_reader_new(void);
+void acct_reader_free(struct acct_reader *rd);
+/*
+ * One dump of every counter of the table. Returns 0, -ENOENT when the table
+ * is missing, or another negative errno. A dump the kernel interrupted
+ * (the table changed under it) is run again, so fn may see a counter twice:
+ * the later call carries the newer values.
+ */
+int acct_reader_read(struct acct_reader *rd, acct_counter_fn fn, void *arg);
 
 #endif

@@ -289,26 +289,24 @@ int acct_pod_check(const struct acct_pod *pod, bool masquerade, struct tg_err *e
 
 struct dump_ctx {
 	uint32_t *ips;
-	struct acct_counter *ctrs;
 	size_t n, cap;
 	int err;
 };
 
-static bool grow(struct dump_ctx *d, size_t elem)
+static bool grow(struct dump_ctx *d)
 {
-	void **arr = d->ips ? (void **)&d->ips : (void **)&d->ctrs;
 	size_t cap;
 	void *grown;
 
 	if (d->n < d->cap)
 		return true;
 	cap = d->cap ? d->cap * 2 : 64;
-	grown = realloc(*arr, cap * elem);
+	grown = realloc(d->ips, cap * sizeof(*d->ips));
 	if (!grown) {
 		d->err = -ENOMEM;
 		return false;
 	}
-	*arr = grown;
+	d->ips = grown;
 	d->cap = cap;
 	return true;
 }
@@ -321,7 +319,7 @@ static int collect_elem(struct nftnl_set_elem *el, void *p)
 
 	if (!key || len != 4)
 		return 0;
-	if (!grow(d, sizeof(*d->ips)))
+	if (!grow(d))
 		return -1;
 	memcpy(&be, key, 4);
 	d->ips[d->n++] = ntohl(be);
@@ -341,28 +339,6 @@ static int elems_cb(const struct nlmsghdr *nlh, void *p)
 		r = MNL_CB_ERROR;
 	nftnl_set_free(s);
 	return r;
-}
-
-static int counters_cb(const struct nlmsghdr *nlh, void *p)
-{
-	struct dump_ctx *d = p;
-	struct nftnl_obj *o = nftnl_obj_alloc();
-	const char *name, *table;
-
-	if (!o)
-		return MNL_CB_ERROR;
-	if (nftnl_obj_nlmsg_parse(nlh, o) == 0 &&
-	    nftnl_obj_get_u32(o, NFTNL_OBJ_TYPE) == NFT_OBJECT_COUNTER &&
-	    (table = nftnl_obj_get_str(o, NFTNL_OBJ_TABLE)) && strcmp(table, ACCT_TABLE) == 0 &&
-	    (name = nftnl_obj_get_str(o, NFTNL_OBJ_NAME)) && grow(d, sizeof(*d->ctrs))) {
-		struct acct_counter *ctr = &d->ctrs[d->n++];
-
-		snprintf(ctr->name, sizeof(ctr->name), "%s", name);
-		ctr->packets = nftnl_obj_get_u64(o, NFTNL_OBJ_CTR_PKTS);
-		ctr->bytes = nftnl_obj_get_u64(o, NFTNL_OBJ_CTR_BYTES);
-	}
-	nftnl_obj_free(o);
-	return d->err ? MNL_CB_ERROR : MNL_CB_OK;
 }
 
 static int dump(struct nlmsghdr *(*build)(char *buf, const void *arg), const void *arg,
@@ -417,7 +393,6 @@ int acct_list_set(const char *set, uint32_t **ret, size_t *ret_n, struct tg_err 
 	struct dump_ctx d = { 0 };
 	int r;
 
-	/* grow() extends whichever array is set. */
 	d.ips = malloc(64 * sizeof(*d.ips));
 	if (!d.ips)
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
@@ -428,57 +403,6 @@ int acct_list_set(const char *set, uint32_t **ret, size_t *ret_n, struct tg_err 
 		return r == -ENOENT ? r : nft_fail(e, r, "listing a set", set);
 	}
 	*ret = d.ips;
-	*ret_n = d.n;
-	return 0;
-}
-
-static struct nlmsghdr *build_counters_dump(char *buf, const void *unused)
-{
-	struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(buf, NFT_MSG_GETOBJ, NFPROTO_INET,
-						     NLM_F_DUMP | NLM_F_ACK, 1);
-	struct nftnl_obj *o = nftnl_obj_alloc();
-
-	if (o) {
-		/* The kernel filters the dump by table and object type. */
-		nftnl_obj_set_str(o, NFTNL_OBJ_TABLE, ACCT_TABLE);
-		nftnl_obj_set_u32(o, NFTNL_OBJ_TYPE, NFT_OBJECT_COUNTER);
-		nftnl_obj_nlmsg_build_payload(nlh, o);
-		nftnl_obj_free(o);
-	}
-	return nlh;
-}
-
-static void build_gettable(struct nlmsghdr *nlh, const void *unused)
-{
-	(void)unused;
-	mnl_attr_put_strz(nlh, NFTA_TABLE_NAME, ACCT_TABLE);
-}
-
-int acct_list_counters(struct acct_counter **ret, size_t *ret_n, struct tg_err *e)
-{
-	struct dump_ctx d = { 0 };
-	struct nft_conn c = { 0 };
-	int r;
-
-	/* A filtered dump of a missing table is merely empty: ask for the table itself. */
-	r = nft_conn_open(&c, 0, e);
-	if (r < 0)
-		return r;
-	r = nft_get(&c, NFT_MSG_GETTABLE, build_gettable, NULL);
-	nft_conn_close(&c);
-	if (r < 0)
-		return r == -ENOENT ? r : nft_fail(e, r, "looking up table inet " ACCT_TABLE, "");
-
-	d.ctrs = malloc(64 * sizeof(*d.ctrs));
-	if (!d.ctrs)
-		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
-	d.cap = 64;
-	r = dump(build_counters_dump, NULL, counters_cb, &d);
-	if (r < 0) {
-		free(d.ctrs);
-		return r == -ENOENT ? r : nft_fail(e, r, "listing counters", "");
-	}
-	*ret = d.ctrs;
 	*ret_n = d.n;
 	return 0;
 }

@@ -14,15 +14,25 @@
 #define EXPORTER_VERSION TG_VERSION
 
 /*
- * Counters never go backwards while the node runs. The kernel's do when the
- * table is flushed and rebuilt; then the last value seen is carried as an
- * offset, per counter name.
+ * One series per nftables counter, kept across scrapes: its labels are
+ * written once (again only when the store changes, for pods), so a scrape
+ * copies one prepared string per sample. Counters never go backwards while
+ * the node runs; the kernel's do when the table is flushed and rebuilt, and
+ * then the last value seen is carried as an offset.
  */
-struct mono {
+enum series_kind { SERIES_OTHER, SERIES_NS, SERIES_POD, SERIES_HOST };
+
+struct series {
 	char name[ACCT_COUNTER_NAME_MAX];
+	size_t name_len;
+	enum series_kind kind;
+	enum acct_class cls;
+	char *labels;			/* {...} as written after the family name; NULL: not shown */
+	size_t labels_len;
+	uint64_t labels_store;		/* store generation they were written for (pods only) */
 	uint64_t last_bytes, last_packets, off_bytes, off_packets;
+	uint64_t bytes, packets;	/* this scrape, with offsets */
 	uint64_t seen;			/* scrape generation */
-	bool used;
 };
 
 struct exporter {
@@ -32,8 +42,16 @@ struct exporter {
 	const struct ipam_attachment **by_veth;	/* state's attachments sorted by host veth */
 	bool state_loaded;
 	struct stat state_stat;
-	struct mono *mono;		/* open addressing, power-of-two size */
-	size_t mono_cap, mono_used;
+	uint64_t store_generation;	/* bumped on every store load */
+	struct acct_reader *reader;
+	struct series *series;		/* dense; index[] maps names to positions */
+	size_t n_series, cap_series;
+	uint32_t *index;		/* open addressing: position + 1, 0 = empty */
+	size_t index_cap;
+	uint32_t *order;		/* this scrape's series, in the kernel's order */
+	size_t n_order, cap_order;
+	size_t n_prev;			/* order[] entries still valid from the last scrape */
+	int read_err;
 	uint64_t generation;
 };
 
@@ -46,7 +64,23 @@ struct exporter *exporter_new(const char *data_dir, const char *network)
 	snprintf(ex->data_dir, sizeof(ex->data_dir), "%s", data_dir);
 	snprintf(ex->network, sizeof(ex->network), "%s", network);
 	ipam_state_init(&ex->state);
+	ex->reader = acct_reader_new();
+	if (!ex->reader) {
+		free(ex);
+		return NULL;
+	}
 	return ex;
+}
+
+static void series_clear(struct exporter *ex)
+{
+	for (size_t i = 0; i < ex->n_series; i++)
+		free(ex->series[i].labels);
+	free(ex->series);
+	free(ex->index);
+	ex->series = NULL;
+	ex->index = NULL;
+	ex->n_series = ex->cap_series = ex->index_cap = 0;
 }
 
 void exporter_free(struct exporter *ex)
@@ -55,90 +89,230 @@ void exporter_free(struct exporter *ex)
 		return;
 	ipam_state_free(&ex->state);
 	free(ex->by_veth);
-	free(ex->mono);
+	series_clear(ex);
+	free(ex->order);
+	acct_reader_free(ex->reader);
 	free(ex);
 }
 
-static struct mono *mono_slot(struct exporter *ex, const char *name)
+static const char *const directions[ACCT_CLASSES] = { "egress", "egress", "ingress", "ingress" };
+static const char *const traffics[ACCT_CLASSES] = { "internal", "internet", "internal",
+						     "internet" };
+
+/* Splits "<prefix><middle>_<class>" into middle and class. */
+static bool split_name(const char *name, const char *prefix, char *middle, size_t size,
+		       enum acct_class *cls)
 {
-	size_t mask, i;
+	size_t plen = strlen(prefix), nlen = strlen(name);
 
-	if (ex->mono_used * 2 >= ex->mono_cap) {
-		size_t cap = ex->mono_cap ? ex->mono_cap * 2 : 256;
-		struct mono *old = ex->mono, *grown = calloc(cap, sizeof(*grown));
-		size_t old_cap = ex->mono_cap;
+	if (strncmp(name, prefix, plen) != 0)
+		return false;
+	for (int c = 0; c < ACCT_CLASSES; c++) {
+		size_t clen = strlen(acct_class_names[c]);
 
-		if (!grown)
-			return NULL;
-		ex->mono = grown;
-		ex->mono_cap = cap;
-		ex->mono_used = 0;
-		for (i = 0; i < old_cap; i++)
-			if (old[i].used) {
-				struct mono *m = mono_slot(ex, old[i].name);
+		if (nlen >= plen + clen + 1 && strcmp(name + nlen - clen, acct_class_names[c]) == 0 &&
+		    name[nlen - clen - 1] == '_') {
+			size_t mlen = nlen - plen - clen - 1;
 
-				if (m)
-					*m = old[i];
-			}
-		free(old);
-	}
-	mask = ex->mono_cap - 1;
-	for (i = hash_fnv1a64(name, strlen(name), FNV1A64_INIT) & mask;; i = (i + 1) & mask) {
-		struct mono *m = &ex->mono[i];
-
-		if (!m->used) {
-			memset(m, 0, sizeof(*m));
-			snprintf(m->name, sizeof(m->name), "%s", name);
-			m->used = true;
-			ex->mono_used++;
-			return m;
+			if (mlen >= size)
+				return false;
+			memcpy(middle, name + plen, mlen);
+			middle[mlen] = '\0';
+			*cls = (enum acct_class)c;
+			return true;
 		}
-		if (strcmp(m->name, name) == 0)
-			return m;
+	}
+	return false;
+}
+
+/* Writes the series' label set; labels NULL when it is not to be shown. */
+static void set_labels(struct series *s, const char *const *labels)
+{
+	struct expo x;
+
+	free(s->labels);
+	s->labels = NULL;
+	s->labels_len = 0;
+	if (!labels)
+		return;
+	expo_init(&x, 8192);
+	expo_labels(&x, labels);
+	/* Kept for the life of the series: exactly as long as it is. */
+	if (!x.overflow && x.buf && (s->labels = strndup(x.buf, x.len)))
+		s->labels_len = x.len;
+	expo_free(&x);
+}
+
+static const struct ipam_attachment *by_veth(const struct exporter *ex, const char *veth);
+
+/* What a counter's name says: namespace, pod (labels from the store) or the node. */
+static void classify(struct exporter *ex, struct series *s)
+{
+	char middle[ACCT_COUNTER_NAME_MAX];
+
+	s->kind = SERIES_OTHER;
+	if (split_name(s->name, "ns_", middle, sizeof(middle), &s->cls)) {
+		const char *l[] = { "namespace", middle, "direction", directions[s->cls],
+				    "traffic", traffics[s->cls], NULL };
+
+		s->kind = SERIES_NS;
+		set_labels(s, l);
+	} else if (split_name(s->name, "pod_", middle, sizeof(middle), &s->cls)) {
+		const struct ipam_attachment *a = by_veth(ex, middle);
+		const char *l[] = { "namespace", a ? a->k8s_namespace : "", "pod", a ? a->pod : "",
+				    "direction", directions[s->cls], "traffic", traffics[s->cls],
+				    NULL };
+
+		s->kind = SERIES_POD;
+		s->labels_store = ex->store_generation;
+		/* A counter whose pod the store no longer has is not shown. */
+		set_labels(s, a ? l : NULL);
+	} else if (split_name(s->name, "host", middle, sizeof(middle), &s->cls) && !middle[0]) {
+		const char *l[] = { "direction", directions[s->cls], "traffic", traffics[s->cls],
+				    NULL };
+
+		s->kind = SERIES_HOST;
+		set_labels(s, l);
 	}
 }
 
-static void monotonic(struct exporter *ex, struct acct_counter *c)
+static uint64_t name_hash(const char *name, size_t len)
 {
-	struct mono *m = mono_slot(ex, c->name);
+	return hash_fnv1a64(name, len, FNV1A64_INIT);
+}
 
-	if (!m)
-		return;
-	if (m->seen && (c->bytes < m->last_bytes || c->packets < m->last_packets)) {
-		m->off_bytes += m->last_bytes;
-		m->off_packets += m->last_packets;
+static int index_rebuild(struct exporter *ex, size_t cap)
+{
+	uint32_t *idx = calloc(cap, sizeof(*idx));
+
+	if (!idx)
+		return -ENOMEM;
+	for (size_t i = 0; i < ex->n_series; i++) {
+		size_t mask = cap - 1, j;
+
+		for (j = name_hash(ex->series[i].name, ex->series[i].name_len) & mask; idx[j];
+		     j = (j + 1) & mask)
+			;
+		idx[j] = (uint32_t)i + 1;
 	}
-	m->last_bytes = c->bytes;
-	m->last_packets = c->packets;
-	m->seen = ex->generation;
-	c->bytes += m->off_bytes;
-	c->packets += m->off_packets;
+	free(ex->index);
+	ex->index = idx;
+	ex->index_cap = cap;
+	return 0;
+}
+
+/* The series of a counter, made (and classified) on first sight; -1 when out of memory. */
+static long series_get(struct exporter *ex, const char *name, size_t len)
+{
+	size_t mask, j;
+	struct series *s;
+
+	if (ex->index_cap) {
+		mask = ex->index_cap - 1;
+		for (j = name_hash(name, len) & mask; ex->index[j]; j = (j + 1) & mask) {
+			s = &ex->series[ex->index[j] - 1];
+			if (s->name_len == len && memcmp(s->name, name, len) == 0)
+				return (long)ex->index[j] - 1;
+		}
+	}
+	if (ex->n_series == ex->cap_series) {
+		size_t cap = ex->cap_series ? ex->cap_series * 2 : 256;
+		struct series *grown = realloc(ex->series, cap * sizeof(*grown));
+
+		if (!grown)
+			return -1;
+		ex->series = grown;
+		ex->cap_series = cap;
+	}
+	if ((ex->n_series + 1) * 2 > ex->index_cap &&
+	    index_rebuild(ex, ex->index_cap ? ex->index_cap * 2 : 512) < 0)
+		return -1;
+	s = &ex->series[ex->n_series];
+	memset(s, 0, sizeof(*s));
+	memcpy(s->name, name, len);
+	s->name[len] = '\0';
+	s->name_len = len;
+	classify(ex, s);
+	mask = ex->index_cap - 1;
+	for (j = name_hash(name, len) & mask; ex->index[j]; j = (j + 1) & mask)
+		;
+	ex->index[j] = (uint32_t)ex->n_series + 1;
+	return (long)ex->n_series++;
+}
+
+static void on_counter(const char *name, size_t len, uint64_t packets, uint64_t bytes, void *arg)
+{
+	struct exporter *ex = arg;
+	struct series *s;
+	long i;
+
+	if (len >= ACCT_COUNTER_NAME_MAX)
+		return;
+	/* The kernel lists the counters in the same order every time: try last scrape's. */
+	i = -1;
+	if (ex->n_order < ex->n_prev) {
+		uint32_t k = ex->order[ex->n_order];
+
+		if (k < ex->n_series && ex->series[k].name_len == len &&
+		    memcmp(ex->series[k].name, name, len) == 0)
+			i = k;
+	}
+	if (i < 0)
+		i = series_get(ex, name, len);
+	if (i < 0) {
+		ex->read_err = -ENOMEM;
+		return;
+	}
+	s = &ex->series[i];
+	if (s->seen != ex->generation) {
+		if (ex->n_order == ex->cap_order) {
+			size_t cap = ex->cap_order ? ex->cap_order * 2 : 256;
+			uint32_t *grown = realloc(ex->order, cap * sizeof(*grown));
+
+			if (!grown) {
+				ex->read_err = -ENOMEM;
+				return;
+			}
+			ex->order = grown;
+			ex->cap_order = cap;
+		}
+		ex->order[ex->n_order++] = (uint32_t)i;
+	}
+	if (s->seen && (bytes < s->last_bytes || packets < s->last_packets)) {
+		s->off_bytes += s->last_bytes;
+		s->off_packets += s->last_packets;
+	}
+	s->last_bytes = bytes;
+	s->last_packets = packets;
+	s->seen = ex->generation;
+	s->bytes = bytes + s->off_bytes;
+	s->packets = packets + s->off_packets;
 }
 
 /*
  * Forgets counters the kernel no longer has (deleted pods), so memory follows
- * the live set: when they are half the table, rebuild it with the rest.
+ * the live set: when they are half the series, keep only the rest.
  */
-static void mono_compact(struct exporter *ex)
+static void series_compact(struct exporter *ex)
 {
-	struct mono *old = ex->mono;
-	size_t old_cap = ex->mono_cap, gone = 0, i;
+	size_t gone = 0, kept = 0, i;
 
-	for (i = 0; i < old_cap; i++)
-		gone += old[i].used && old[i].seen != ex->generation;
-	if (gone == 0 || gone * 2 < ex->mono_used)
+	for (i = 0; i < ex->n_series; i++)
+		gone += ex->series[i].seen != ex->generation;
+	if (gone == 0 || gone * 2 < ex->n_series)
 		return;
-	ex->mono = NULL;
-	ex->mono_cap = 0;
-	ex->mono_used = 0;
-	for (i = 0; i < old_cap; i++)
-		if (old[i].used && old[i].seen == ex->generation) {
-			struct mono *m = mono_slot(ex, old[i].name);
-
-			if (m)
-				*m = old[i];
-		}
-	free(old);
+	for (i = 0; i < ex->n_series; i++) {
+		if (ex->series[i].seen == ex->generation)
+			ex->series[kept++] = ex->series[i];
+		else
+			free(ex->series[i].labels);
+	}
+	ex->n_series = kept;
+	if (index_rebuild(ex, ex->index_cap) < 0) {
+		/* Without an index the series cannot be found: start them afresh. */
+		series_clear(ex);
+	}
+	ex->n_order = 0; /* positions moved */
 }
 
 static int cmp_veth(const void *a, const void *b)
@@ -173,10 +347,13 @@ static int refresh_store(struct exporter *ex)
 		if (errno != ENOENT)
 			return -errno;
 		/* No store yet: a node without pods. */
+		if (ex->state_loaded && ex->state_stat.st_ino == 0)
+			return 0;
 		ipam_state_free(&ex->state);
 		ex->state_loaded = true;
 		memset(&ex->state_stat, 0, sizeof(ex->state_stat));
 		index_by_veth(ex);
+		ex->store_generation++;
 		return 0;
 	}
 	if (ex->state_loaded && sb.st_ino == ex->state_stat.st_ino &&
@@ -191,37 +368,8 @@ static int refresh_store(struct exporter *ex)
 	ex->state_stat = sb;
 	ex->state_loaded = true;
 	index_by_veth(ex);
+	ex->store_generation++;
 	return 0;
-}
-
-static const char *const directions[ACCT_CLASSES] = { "egress", "egress", "ingress", "ingress" };
-static const char *const traffics[ACCT_CLASSES] = { "internal", "internet", "internal",
-						     "internet" };
-
-/* Splits "<prefix><middle>_<class>" into middle and class. */
-static bool split_name(const char *name, const char *prefix, char *middle, size_t size,
-		       enum acct_class *cls)
-{
-	size_t plen = strlen(prefix), nlen = strlen(name);
-
-	if (strncmp(name, prefix, plen) != 0)
-		return false;
-	for (int c = 0; c < ACCT_CLASSES; c++) {
-		size_t clen = strlen(acct_class_names[c]);
-
-		if (nlen >= plen + clen + 1 && strcmp(name + nlen - clen, acct_class_names[c]) == 0 &&
-		    name[nlen - clen - 1] == '_') {
-			size_t mlen = nlen - plen - clen - 1;
-
-			if (mlen >= size)
-				return false;
-			memcpy(middle, name + plen, mlen);
-			middle[mlen] = '\0';
-			*cls = (enum acct_class)c;
-			return true;
-		}
-	}
-	return false;
 }
 
 static const struct ipam_attachment *by_veth(const struct exporter *ex, const char *veth)
@@ -236,79 +384,81 @@ static const struct ipam_attachment *by_veth(const struct exporter *ex, const ch
 	return hit ? *hit : NULL;
 }
 
-static void render_counters(struct exporter *ex, struct expo *x, struct acct_counter *ctr,
-			    size_t n, bool bytes)
+/* Pod labels follow the store: rewritten when it was loaded again. */
+static void relabel_pods(struct exporter *ex)
 {
-	const char *kind = bytes ? "bytes" : "packets";
-	char family[64], middle[ACCT_COUNTER_NAME_MAX];
-	enum acct_class cls;
-	size_t i;
+	for (size_t k = 0; k < ex->n_order; k++) {
+		struct series *s = &ex->series[ex->order[k]];
 
-	snprintf(family, sizeof(family), "tollgate_namespace_%s_total", kind);
-	expo_family(x, family, "counter",
-		    bytes ? "IP bytes of pods by Kubernetes namespace, direction and traffic class "
-			    "(internal: destination or source in internalCIDRs)."
-			  : "IP packets of pods by Kubernetes namespace, direction and traffic class.");
-	for (i = 0; i < n; i++)
-		if (split_name(ctr[i].name, "ns_", middle, sizeof(middle), &cls)) {
-			const char *l[] = { "namespace", middle, "direction", directions[cls],
-					    "traffic", traffics[cls], NULL };
+		if (s->kind == SERIES_POD && s->labels_store != ex->store_generation)
+			classify(ex, s);
+	}
+}
 
-			expo_sample_u64(x, family, l, bytes ? ctr[i].bytes : ctr[i].packets);
-		}
-	snprintf(family, sizeof(family), "tollgate_pod_%s_total", kind);
-	expo_family(x, family, "counter",
-		    bytes ? "IP bytes by pod (accounting.perPod), direction and traffic class."
-			  : "IP packets by pod (accounting.perPod), direction and traffic class.");
-	for (i = 0; i < n; i++)
-		if (split_name(ctr[i].name, "pod_", middle, sizeof(middle), &cls)) {
-			const struct ipam_attachment *a = by_veth(ex, middle);
-			const char *l[] = { "namespace", a ? a->k8s_namespace : "", "pod",
-					    a ? a->pod : "", "direction", directions[cls],
-					    "traffic", traffics[cls], NULL };
+static void render_kind(struct exporter *ex, struct expo *x, enum series_kind kind, bool bytes,
+			const char *family, const char *help)
+{
+	size_t flen = strlen(family);
 
-			if (a)
-				expo_sample_u64(x, family, l, bytes ? ctr[i].bytes : ctr[i].packets);
-		}
-	snprintf(family, sizeof(family), "tollgate_host_%s_total", kind);
-	expo_family(x, family, "counter",
-		    bytes ? "IP bytes of the node itself (and hostNetwork pods) by direction and "
-			    "traffic class."
-			  : "IP packets of the node itself by direction and traffic class.");
-	for (i = 0; i < n; i++)
-		if (split_name(ctr[i].name, "host", middle, sizeof(middle), &cls) && !middle[0]) {
-			const char *l[] = { "direction", directions[cls], "traffic", traffics[cls],
-					    NULL };
+	expo_family(x, family, "counter", help);
+	for (size_t k = 0; k < ex->n_order; k++) {
+		const struct series *s = &ex->series[ex->order[k]];
 
-			expo_sample_u64(x, family, l, bytes ? ctr[i].bytes : ctr[i].packets);
-		}
+		if (s->kind == kind && s->labels)
+			expo_series_u64(x, family, flen, s->labels, s->labels_len,
+					bytes ? s->bytes : s->packets);
+	}
+}
+
+static void render_counters(struct exporter *ex, struct expo *x, bool bytes)
+{
+	if (bytes) {
+		render_kind(ex, x, SERIES_NS, true, "tollgate_namespace_bytes_total",
+			    "IP bytes of pods by Kubernetes namespace, direction and traffic class "
+			    "(internal: destination or source in internalCIDRs).");
+		render_kind(ex, x, SERIES_POD, true, "tollgate_pod_bytes_total",
+			    "IP bytes by pod (accounting.perPod), direction and traffic class.");
+		render_kind(ex, x, SERIES_HOST, true, "tollgate_host_bytes_total",
+			    "IP bytes of the node itself (and hostNetwork pods) by direction and "
+			    "traffic class.");
+	} else {
+		render_kind(ex, x, SERIES_NS, false, "tollgate_namespace_packets_total",
+			    "IP packets of pods by Kubernetes namespace, direction and traffic "
+			    "class.");
+		render_kind(ex, x, SERIES_POD, false, "tollgate_pod_packets_total",
+			    "IP packets by pod (accounting.perPod), direction and traffic class.");
+		render_kind(ex, x, SERIES_HOST, false, "tollgate_host_packets_total",
+			    "IP packets of the node itself by direction and traffic class.");
+	}
 }
 
 int exporter_render(struct exporter *ex, struct expo *x)
 {
 	int64_t t0 = time_mono_ns(), t1, t2;
-	struct acct_counter *ctr = NULL;
-	size_t n = 0;
 	int nft_r, ipam_r;
 	const char *up_nft[] = { "collector", "nftables", NULL };
 	const char *up_ipam[] = { "collector", "ipam", NULL };
 	const char *version[] = { "version", EXPORTER_VERSION, NULL };
 
 	ex->generation++;
-	nft_r = acct_list_counters(&ctr, &n, NULL);
+	ex->n_prev = ex->n_order;
+	ex->n_order = 0;
+	ex->read_err = 0;
+	nft_r = acct_reader_read(ex->reader, on_counter, ex);
+	if (nft_r == 0)
+		nft_r = ex->read_err;
 	t1 = time_mono_ns();
 	ipam_r = refresh_store(ex);
 	t2 = time_mono_ns();
+	if (nft_r == 0)
+		relabel_pods(ex);
 
 	expo_family(x, "tollgate_build_info", "gauge", "Tollgate build; the value is always 1.");
 	expo_sample(x, "tollgate_build_info", version, 1);
 	if (nft_r == 0) {
-		for (size_t i = 0; i < n; i++)
-			monotonic(ex, &ctr[i]);
-		render_counters(ex, x, ctr, n, true);
-		render_counters(ex, x, ctr, n, false);
+		render_counters(ex, x, true);
+		render_counters(ex, x, false);
 	}
-	free(ctr);
 	if (ipam_r == 0) {
 		struct ipam_counts c;
 		const char *states[] = { "total", "allocated", "free", "cooling", "retired" };
@@ -344,6 +494,6 @@ int exporter_render(struct exporter *ex, struct expo *x)
 	expo_sample(x, "tollgate_scrape_duration_seconds", NULL, (double)(time_mono_ns() - t0) / 1e9);
 
 	if (nft_r == 0)
-		mono_compact(ex);
+		series_compact(ex);
 	return x->overflow ? -ENOBUFS : 0;
 }

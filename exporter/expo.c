@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
 /* Prometheus text exposition format 0.0.4, written into one bounded buffer. */
-#include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -29,12 +28,26 @@ void expo_reset(struct expo *x)
 		x->buf[0] = '\0';
 }
 
-static void put(struct expo *x, const char *s, size_t n)
+char *expo_take(struct expo *x, size_t *len)
+{
+	char *buf = x->buf;
+
+	*len = x->len;
+	/* A little room over the last size: the next page may have grown. */
+	x->hint = x->len + x->len / 8;
+	x->buf = NULL;
+	x->len = x->cap = 0;
+	x->overflow = false;
+	return buf;
+}
+
+/* Room for n more bytes and the NUL after them; NULL once the page is past max. */
+static char *reserve(struct expo *x, size_t n)
 {
 	if (x->overflow)
-		return;
+		return NULL;
 	if (x->len + n + 1 > x->cap) {
-		size_t cap = x->cap ? x->cap : 4096;
+		size_t cap = x->cap ? x->cap : x->hint > 4096 ? x->hint : 4096;
 		char *grown;
 
 		while (cap < x->len + n + 1)
@@ -43,14 +56,38 @@ static void put(struct expo *x, const char *s, size_t n)
 			cap = x->max;
 		if (x->len + n + 1 > cap || !(grown = realloc(x->buf, cap))) {
 			x->overflow = true;
-			return;
+			return NULL;
 		}
 		x->buf = grown;
 		x->cap = cap;
 	}
-	memcpy(x->buf + x->len, s, n);
+	return x->buf + x->len;
+}
+
+static void put(struct expo *x, const char *s, size_t n)
+{
+	char *p = reserve(x, n);
+
+	if (!p)
+		return;
+	memcpy(p, s, n);
 	x->len += n;
 	x->buf[x->len] = '\0';
+}
+
+void expo_put(struct expo *x, const char *s, size_t n)
+{
+	put(x, s, n);
+}
+
+/* Decimal digits of v, written backwards ending at end; returns the first. */
+static char *u64_digits(uint64_t v, char *end)
+{
+	do {
+		*--end = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	return end;
 }
 
 static void puts_(struct expo *x, const char *s)
@@ -120,24 +157,29 @@ void expo_family(struct expo *x, const char *name, const char *type, const char 
 	put(x, "\n", 1);
 }
 
+void expo_labels(struct expo *x, const char *const *labels)
+{
+	if (!labels || !labels[0])
+		return;
+	put(x, "{", 1);
+	for (size_t i = 0; labels[i] && labels[i + 1]; i += 2) {
+		char esc[1024];
+
+		if (i)
+			put(x, ",", 1);
+		expo_escape(labels[i + 1], esc, sizeof(esc));
+		puts_(x, labels[i]);
+		puts_(x, "=\"");
+		puts_(x, esc);
+		put(x, "\"", 1);
+	}
+	put(x, "}", 1);
+}
+
 static void put_name_labels(struct expo *x, const char *name, const char *const *labels)
 {
 	puts_(x, name);
-	if (labels && labels[0]) {
-		put(x, "{", 1);
-		for (size_t i = 0; labels[i] && labels[i + 1]; i += 2) {
-			char esc[1024];
-
-			if (i)
-				put(x, ",", 1);
-			expo_escape(labels[i + 1], esc, sizeof(esc));
-			puts_(x, labels[i]);
-			puts_(x, "=\"");
-			puts_(x, esc);
-			put(x, "\"", 1);
-		}
-		put(x, "}", 1);
-	}
+	expo_labels(x, labels);
 	put(x, " ", 1);
 }
 
@@ -155,7 +197,31 @@ void expo_sample(struct expo *x, const char *name, const char *const *labels, do
 
 void expo_sample_u64(struct expo *x, const char *name, const char *const *labels, uint64_t value)
 {
+	char digits[24], *d = u64_digits(value, digits + sizeof(digits));
+
 	put_name_labels(x, name, labels);
-	printf_(x, "%" PRIu64, value);
+	put(x, d, (size_t)(digits + sizeof(digits) - d));
 	put(x, "\n", 1);
+}
+
+void expo_series_u64(struct expo *x, const char *name, size_t name_len, const char *labels,
+		     size_t labels_len, uint64_t value)
+{
+	char digits[24], *d = u64_digits(value, digits + sizeof(digits));
+	size_t n_digits = (size_t)(digits + sizeof(digits) - d);
+	size_t n = name_len + labels_len + 1 + n_digits + 1;
+	char *p = reserve(x, n);
+
+	if (!p)
+		return;
+	memcpy(p, name, name_len);
+	p += name_len;
+	memcpy(p, labels, labels_len);
+	p += labels_len;
+	*p++ = ' ';
+	memcpy(p, d, n_digits);
+	p += n_digits;
+	*p++ = '\n';
+	*p = '\0';
+	x->len += n;
 }

@@ -20,12 +20,18 @@
 struct expo {
 	char *buf;
 	size_t len, cap, max;
+	size_t hint;		/* first allocation: the size the last page needed */
 	bool overflow;		/* past `max`: the page is cut and the scrape fails */
 };
 
 void expo_init(struct expo *x, size_t max);
 void expo_free(struct expo *x);
 void expo_reset(struct expo *x);
+/*
+ * Hands the page over (the caller frees it) and leaves x empty, ready for a
+ * page of about the same size in one allocation. NULL when nothing was written.
+ */
+char *expo_take(struct expo *x, size_t *len);
 /* # HELP and # TYPE lines of a family. */
 void expo_family(struct expo *x, const char *name, const char *type, const char *help);
 /*
@@ -34,6 +40,16 @@ void expo_family(struct expo *x, const char *name, const char *type, const char 
  */
 void expo_sample(struct expo *x, const char *name, const char *const *labels, double value);
 void expo_sample_u64(struct expo *x, const char *name, const char *const *labels, uint64_t value);
+/* Raw bytes, already in the format. */
+void expo_put(struct expo *x, const char *s, size_t n);
+/* A label set as it appears after a metric name: {a="1",b="2"}; nothing when empty. */
+void expo_labels(struct expo *x, const char *const *labels);
+/*
+ * One sample from a label set written earlier by expo_labels: the hot path of
+ * a scrape, one copy per sample.
+ */
+void expo_series_u64(struct expo *x, const char *name, size_t name_len, const char *labels,
+		     size_t labels_len, uint64_t value);
 /* Escapes a label value into `out` (always NUL-terminated, cut to fit). */
 void expo_escape(const char *in, char *out, size_t size);
 

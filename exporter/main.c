@@ -86,6 +86,26 @@ static enum MHD_Result reply(struct MHD_Connection *conn, unsigned int status, c
 	return r;
 }
 
+/* The page goes to MHD as it is (no copy of a page of hundreds of kB); MHD frees it. */
+static enum MHD_Result reply_page(struct MHD_Connection *conn, struct expo *page)
+{
+	struct MHD_Response *resp;
+	enum MHD_Result r;
+	size_t len;
+	char *body = expo_take(page, &len);
+
+	resp = MHD_create_response_from_buffer_with_free_callback(len, body, free);
+	if (!resp) {
+		free(body);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+				"text/plain; version=0.0.4; charset=utf-8");
+	r = MHD_queue_response(conn, MHD_HTTP_OK, resp);
+	MHD_destroy_response(resp);
+	return r;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
 				  const char *method, const char *version,
 				  const char *upload_data, size_t *upload_size, void **con_cls)
@@ -117,8 +137,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			logf_(LOG_ERROR, "msg=\"scrape failed\" err=\"%s\"", strerror(-r));
 			return reply(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, text, "scrape failed\n", 14);
 		}
-		return reply(conn, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8",
-			     srv->page.buf, srv->page.len);
+		return reply_page(conn, &srv->page);
 	}
 	if (strcmp(url, "/healthz") == 0)
 		return reply(conn, MHD_HTTP_OK, text, "ok\n", 3);

@@ -1,0 +1,167 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The exporter's read of the table's counters: one filtered dump per scrape
+ * on a socket kept open, parsed attribute by attribute with libmnl straight
+ * from the receive buffer. libnftnl's object parser would allocate and copy
+ * each of the thousands of objects on every scrape.
+ */
+#include <arpa/inet.h>
+#include <endian.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <linux/netfilter.h>
+#include <linux/netfilter/nf_tables.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <libnftnl/common.h>
+
+#include "accounting/internal.h"
+
+/* The kernel fills a dump message of at most 32 KiB; a buffer that large takes one whole. */
+#define READER_RECV_SIZE 32768
+#define READER_TRIES 3
+
+struct acct_reader {
+	struct nft_conn c;
+	uint32_t seq;
+	char buf[READER_RECV_SIZE];
+};
+
+struct read_ctx {
+	acct_counter_fn fn;
+	void *arg;
+	size_t seen;
+};
+
+struct acct_reader *acct_reader_new(void)
+{
+	return calloc(1, sizeof(struct acct_reader));
+}
+
+static void reader_close(struct acct_reader *rd)
+{
+	nft_conn_close(&rd->c);
+	memset(&rd->c, 0, sizeof(rd->c));
+}
+
+void acct_reader_free(struct acct_reader *rd)
+{
+	if (!rd)
+		return;
+	reader_close(rd);
+	free(rd);
+}
+
+static uint64_t be64_attr(const struct nlattr *a)
+{
+	return a ? be64toh(mnl_attr_get_u64(a)) : 0;
+}
+
+/*
+ * One counter object. The attributes are walked in place (mnl_attr_for_each)
+ * and only the five used are validated: this runs for every counter of
+ * every scrape.
+ */
+static int counter_cb(const struct nlmsghdr *nlh, void *p)
+{
+	struct read_ctx *ctx = p;
+	const struct nlattr *a, *name = NULL, *table = NULL, *type = NULL, *data = NULL;
+	const struct nlattr *bytes = NULL, *packets = NULL;
+
+	mnl_attr_for_each(a, nlh, sizeof(struct nfgenmsg)) {
+		switch (mnl_attr_get_type(a)) {
+		case NFTA_OBJ_NAME:
+			name = a;
+			break;
+		case NFTA_OBJ_TABLE:
+			table = a;
+			break;
+		case NFTA_OBJ_TYPE:
+			type = a;
+			break;
+		case NFTA_OBJ_DATA:
+			data = a;
+			break;
+		default:
+			break;
+		}
+	}
+	if (!name || !table || !type || !data || mnl_attr_validate(name, MNL_TYPE_NUL_STRING) < 0 ||
+	    mnl_attr_validate(table, MNL_TYPE_NUL_STRING) < 0 ||
+	    mnl_attr_validate(type, MNL_TYPE_U32) < 0)
+		return MNL_CB_ERROR;
+	/* The kernel filters by table and type; older kernels did not. */
+	if (ntohl(mnl_attr_get_u32(type)) != NFT_OBJECT_COUNTER ||
+	    strcmp(mnl_attr_get_str(table), ACCT_TABLE) != 0)
+		return MNL_CB_OK;
+	mnl_attr_for_each_nested(a, data) {
+		uint16_t t = mnl_attr_get_type(a);
+
+		if (t != NFTA_COUNTER_BYTES && t != NFTA_COUNTER_PACKETS)
+			continue;
+		if (mnl_attr_validate(a, MNL_TYPE_U64) < 0)
+			return MNL_CB_ERROR;
+		*(t == NFTA_COUNTER_BYTES ? &bytes : &packets) = a;
+	}
+	ctx->fn(mnl_attr_get_str(name), strnlen(mnl_attr_get_str(name), mnl_attr_get_payload_len(name)),
+		be64_attr(packets), be64_attr(bytes), ctx->arg);
+	ctx->seen++;
+	return MNL_CB_OK;
+}
+
+/* Sends one request built into rd->buf and runs cb over the answer until its end. */
+static int request(struct acct_reader *rd, struct nlmsghdr *nlh, mnl_cb_t cb, void *arg)
+{
+	int r;
+
+	if (mnl_socket_sendto(rd->c.nl, nlh, nlh->nlmsg_len) < 0)
+		return -errno;
+	for (;;) {
+		ssize_t n = mnl_socket_recvfrom(rd->c.nl, rd->buf, sizeof(rd->buf));
+
+		if (n < 0)
+			return -errno;
+		errno = 0;
+		r = mnl_cb_run(rd->buf, (size_t)n, rd->seq, rd->c.portid, cb, arg);
+		if (r < 0)
+			return errno ? -errno : -EIO;
+		if (r == MNL_CB_STOP)
+			return 0;
+	}
+}
+
+static struct nlmsghdr *start(struct acct_reader *rd, uint16_t type, uint16_t flags)
+{
+	struct nlmsghdr *nlh;
+
+	memset(rd->buf, 0, 256);
+	nlh = nftnl_nlmsg_build_hdr(rd->buf, type, NFPROTO_INET, flags, ++rd->seq);
+	mnl_attr_put_strz(nlh, type == NFT_MSG_GETOBJ ? NFTA_OBJ_TABLE : NFTA_TABLE_NAME, ACCT_TABLE);
+	if (type == NFT_MSG_GETOBJ)
+		mnl_attr_put_u32(nlh, NFTA_OBJ_TYPE, htonl(NFT_OBJECT_COUNTER));
+	return nlh;
+}
+
+int acct_reader_read(struct acct_reader *rd, acct_counter_fn fn, void *arg)
+{
+	struct read_ctx ctx = { .fn = fn, .arg = arg };
+	int r = -EINTR;
+
+	for (int i = 0; i < READER_TRIES && r == -EINTR; i++) {
+		if (!rd->c.nl && (r = nft_conn_open(&rd->c, 0, NULL)) < 0)
+			return r;
+		ctx.seen = 0;
+		r = request(rd, start(rd, NFT_MSG_GETOBJ, NLM_F_DUMP | NLM_F_ACK), counter_cb, &ctx);
+		/* A failed read may leave answers queued: the next one starts on a fresh socket. */
+		if (r < 0)
+			reader_close(rd);
+	}
+	if (r == 0 && ctx.seen == 0) {
+		/* A filtered dump of a missing table is merely empty: ask for the table itself. */
+		r = request(rd, start(rd, NFT_MSG_GETTABLE, NLM_F_ACK), NULL, NULL);
+		if (r < 0)
+			reader_close(rd);
+	}
+	return r;
+}
