@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 
 #include "accounting/accounting.h"
-#include "exporter/exporter.h"
+#include "exporter/internal.h"
 #include "ipam/ipam.h"
 #include "lib/util.h"
 
@@ -44,6 +44,7 @@ struct exporter {
 	struct stat state_stat;
 	uint64_t store_generation;	/* bumped on every store load */
 	struct acct_reader *reader;
+	struct tc_collector *tc;
 	struct series *series;		/* dense; index[] maps names to positions */
 	size_t n_series, cap_series;
 	uint32_t *index;		/* open addressing: position + 1, 0 = empty */
@@ -65,7 +66,10 @@ struct exporter *exporter_new(const char *data_dir, const char *network)
 	snprintf(ex->network, sizeof(ex->network), "%s", network);
 	ipam_state_init(&ex->state);
 	ex->reader = acct_reader_new();
-	if (!ex->reader) {
+	ex->tc = tc_collector_new();
+	if (!ex->reader || !ex->tc) {
+		acct_reader_free(ex->reader);
+		tc_collector_free(ex->tc);
 		free(ex);
 		return NULL;
 	}
@@ -92,6 +96,7 @@ void exporter_free(struct exporter *ex)
 	series_clear(ex);
 	free(ex->order);
 	acct_reader_free(ex->reader);
+	tc_collector_free(ex->tc);
 	free(ex);
 }
 
@@ -434,10 +439,11 @@ static void render_counters(struct exporter *ex, struct expo *x, bool bytes)
 
 int exporter_render(struct exporter *ex, struct expo *x)
 {
-	int64_t t0 = time_mono_ns(), t1, t2;
-	int nft_r, ipam_r;
+	int64_t t0 = time_mono_ns(), t1, t2, t3, t4;
+	int nft_r, ipam_r, tc_r = -ENODATA;
 	const char *up_nft[] = { "collector", "nftables", NULL };
 	const char *up_ipam[] = { "collector", "ipam", NULL };
+	const char *up_tc[] = { "collector", "shaper", NULL };
 	const char *version[] = { "version", EXPORTER_VERSION, NULL };
 
 	ex->generation++;
@@ -459,6 +465,11 @@ int exporter_render(struct exporter *ex, struct expo *x)
 		render_counters(ex, x, true);
 		render_counters(ex, x, false);
 	}
+	t3 = time_mono_ns();
+	/* Which pods are shaped, and how, is in the store. */
+	if (ipam_r == 0)
+		tc_r = tc_collect(ex->tc, &ex->state, x);
+	t4 = time_mono_ns();
 	if (ipam_r == 0) {
 		struct ipam_counts c;
 		const char *states[] = { "total", "allocated", "free", "cooling", "retired" };
@@ -485,10 +496,12 @@ int exporter_render(struct exporter *ex, struct expo *x)
 		    "1 when the collector read its source on this scrape.");
 	expo_sample(x, "tollgate_collector_up", up_nft, nft_r == 0);
 	expo_sample(x, "tollgate_collector_up", up_ipam, ipam_r == 0);
+	expo_sample(x, "tollgate_collector_up", up_tc, tc_r == 0);
 	expo_family(x, "tollgate_collector_duration_seconds", "gauge",
 		    "Time each collector took on this scrape.");
 	expo_sample(x, "tollgate_collector_duration_seconds", up_nft, (double)(t1 - t0) / 1e9);
 	expo_sample(x, "tollgate_collector_duration_seconds", up_ipam, (double)(t2 - t1) / 1e9);
+	expo_sample(x, "tollgate_collector_duration_seconds", up_tc, (double)(t4 - t3) / 1e9);
 	expo_family(x, "tollgate_scrape_duration_seconds", "gauge",
 		    "Time to collect and render this page.");
 	expo_sample(x, "tollgate_scrape_duration_seconds", NULL, (double)(time_mono_ns() - t0) / 1e9);

@@ -95,4 +95,11 @@ struct shaper_stats {
 int shaper_pod_stats(struct nl_sock *sk, const char *host_veth, const char *uplink,
 		     const struct shaper_spec *s, struct shaper_stats *ret, int max);
 
+/*
+ * Every class of one device in one dump (the exporter's read): fn gets each.
+ * Returns 0 (a device that is gone has none), or a negative errno.
+ */
+typedef void (*shaper_class_fn)(const struct shaper_stats *st, void *arg);
+int shaper_dump_classes(struct nl_sock *sk, int ifindex, shaper_class_fn fn, void *arg);
+
 #endif

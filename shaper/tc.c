@@ -495,6 +495,18 @@ int shaper_pod_reset(struct nl_sock *sk, const char *host_veth, struct tg_err *e
 	return r < 0 ? tc_fail(e, r, "removing the qdiscs of %s", host_veth) : 0;
 }
 
+static void fill_stats(struct rtnl_class *c, struct shaper_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->classid = rtnl_tc_get_handle(TC_CAST(c));
+	st->rate_bps = (uint64_t)rtnl_htb_get_rate(c) * 8;
+	st->ceil_bps = (uint64_t)rtnl_htb_get_ceil(c) * 8;
+	st->bytes = rtnl_tc_get_stat(TC_CAST(c), RTNL_TC_BYTES);
+	st->packets = rtnl_tc_get_stat(TC_CAST(c), RTNL_TC_PACKETS);
+	st->drops = rtnl_tc_get_stat(TC_CAST(c), RTNL_TC_DROPS);
+	st->overlimits = rtnl_tc_get_stat(TC_CAST(c), RTNL_TC_OVERLIMITS);
+}
+
 static int find_class(struct nl_sock *sk, int ifindex, uint32_t id, struct shaper_stats *st)
 {
 	struct nl_cache *cache = NULL;
@@ -506,19 +518,39 @@ static int find_class(struct nl_sock *sk, int ifindex, uint32_t id, struct shape
 	c = rtnl_class_get(cache, ifindex, id);
 	if (c) {
 		found = 1;
-		if (st) {
-			st->classid = id;
-			st->rate_bps = (uint64_t)rtnl_htb_get_rate(c) * 8;
-			st->ceil_bps = (uint64_t)rtnl_htb_get_ceil(c) * 8;
-			st->bytes = rtnl_tc_get_stat(TC_CAST(c), RTNL_TC_BYTES);
-			st->packets = rtnl_tc_get_stat(TC_CAST(c), RTNL_TC_PACKETS);
-			st->drops = rtnl_tc_get_stat(TC_CAST(c), RTNL_TC_DROPS);
-			st->overlimits = rtnl_tc_get_stat(TC_CAST(c), RTNL_TC_OVERLIMITS);
-		}
+		if (st)
+			fill_stats(c, st);
 		rtnl_class_put(c);
 	}
 	nl_cache_free(cache);
 	return found;
+}
+
+struct dump_arg {
+	shaper_class_fn fn;
+	void *arg;
+};
+
+static void each_class(struct nl_object *o, void *p)
+{
+	struct dump_arg *d = p;
+	struct shaper_stats st;
+
+	fill_stats((struct rtnl_class *)o, &st);
+	d->fn(&st, d->arg);
+}
+
+int shaper_dump_classes(struct nl_sock *sk, int ifindex, shaper_class_fn fn, void *arg)
+{
+	struct dump_arg d = { .fn = fn, .arg = arg };
+	struct nl_cache *cache = NULL;
+	int r = rtnl_class_alloc_cache(sk, ifindex, &cache);
+
+	if (r < 0)
+		return nl_to_errno(r);
+	nl_cache_foreach(cache, each_class, &d);
+	nl_cache_free(cache);
+	return 0;
 }
 
 static bool ceil_is(const struct shaper_stats *st, uint64_t bps)

@@ -272,6 +272,95 @@ def cmd_compare(a):
     return 0
 
 
+TC_CLASS = re.compile(r"^class htb (\S+) .*\bceil (\d+(?:\.\d+)?)([KMG]?)bit\b")
+TC_SENT = re.compile(r"^ Sent (\d+) bytes (\d+) pkt \(dropped (\d+), overlimits (\d+)")
+TC_UNITS = {"": 1, "K": 1000, "M": 1000 ** 2, "G": 1000 ** 3}
+
+
+def parse_tc(text):
+    """{handle: {bytes, packets, drops, overlimits, limit (bytes/s)}} of `tc -s class show`."""
+    res, cur = {}, None
+    for line in text.splitlines():
+        m = TC_CLASS.match(line)
+        if m:
+            cur = res.setdefault(m.group(1), {})
+            cur["limit"] = int(round(float(m.group(2)) * TC_UNITS[m.group(3)])) // 8
+            continue
+        m = TC_SENT.match(line)
+        if m and cur is not None:
+            cur.update(zip(("bytes", "packets", "drops", "overlimits"), map(int, m.groups())))
+    return res
+
+
+TC_VALUES = {"sent_bytes_total": "bytes", "sent_packets_total": "packets",
+             "dropped_packets_total": "drops", "overlimits_total": "overlimits",
+             "limit_bytes_per_second": "limit"}
+
+
+def cmd_compare_tc(a):
+    """Every tollgate_shaper_* sample must equal the value `tc -s class show`
+    gives for its class: node 1:1 and namespace/pod internet egress classes on
+    tollgate-inet, a pod's ingress classes 1:1/1:2/1:3 on its host veth, its
+    egress class 1:1 on its IFB. --tc DEV=TEXT, once per device."""
+    with open(a.metrics) as f:
+        met = parse_metrics(f.read())
+    tc = {}
+    for item in a.tc:
+        dev, _, text = item.partition("=")
+        tc[dev] = parse_tc(text)
+    with open(a.state) as f:
+        atts = json.load(f).get("attachments", [])
+    by_pod = {(x.get("namespace", ""), x.get("pod", "")): x for x in atts}
+    problems, compared = [], 0
+    fam = re.compile(r"tollgate_shaper_(pod|namespace|node)_(\w+)$")
+    for (name, lset), value in met.items():
+        m = fam.match(name)
+        if not m:
+            continue
+        level, what = m.groups()
+        labels = dict(lset)
+        if what not in TC_VALUES:
+            problems.append("unknown family %s" % name)
+            continue
+        if level == "node":
+            dev, handle = "tollgate-inet", "1:1"
+        elif level == "namespace":
+            att = next((x for x in atts if x.get("namespace", "") == labels.get("namespace")
+                        and (x.get("shaping") or {}).get("namespaceClass")), None)
+            if not att:
+                problems.append("%s: no shaped pod of that namespace in the store" % key_str((name, lset)))
+                continue
+            dev, handle = "tollgate-inet", "1:%x" % att["shaping"]["namespaceClass"]
+        else:
+            att = by_pod.get((labels.get("namespace", ""), labels.get("pod", "")))
+            if not att:
+                problems.append("%s: pod not in the store" % key_str((name, lset)))
+                continue
+            veth, d, t = att["hostVeth"], labels.get("direction"), labels.get("traffic")
+            if (d, t) == ("egress", "internet"):
+                dev, handle = "tollgate-inet", "1:%x" % (att.get("shaping") or {}).get("podClass", 0)
+            elif (d, t) == ("egress", "all"):
+                dev, handle = "ti" + veth[2:], "1:1"
+            elif d == "ingress" and t in ("all", "internet", "internal"):
+                dev, handle = veth, {"all": "1:1", "internet": "1:2", "internal": "1:3"}[t]
+            else:
+                problems.append("%s: unexpected direction/traffic" % key_str((name, lset)))
+                continue
+        if dev not in tc:
+            problems.append("%s: device %s not given" % (key_str((name, lset)), dev))
+            continue
+        cls = tc[dev].get(handle)
+        if cls is None:
+            problems.append("%s: no class %s on %s" % (key_str((name, lset)), handle, dev))
+        elif cls.get(TC_VALUES[what]) != value:
+            problems.append("%s = %r, tc %s %s %s = %r" % (key_str((name, lset)), value, dev, handle,
+                                                           TC_VALUES[what], cls.get(TC_VALUES[what])))
+        else:
+            compared += 1
+    out({"compared": compared, "problems": problems[:20], "n_problems": len(problems)})
+    return 0
+
+
 def cmd_probe(a):
     big = "a" * (100 * 1024)
     cases = {
@@ -574,6 +663,10 @@ def main():
     q.add_argument("--metrics", required=True)
     q.add_argument("--nft", required=True)
     q.add_argument("--state", default="")
+    q = sub.add_parser("compare-tc")
+    q.add_argument("--metrics", required=True)
+    q.add_argument("--state", required=True)
+    q.add_argument("--tc", action="append", default=[], help="DEV=output of tc -s class show dev DEV")
     sub.add_parser("probe")
     q = sub.add_parser("robust")
     q.add_argument("--pid", type=int, required=True)
@@ -597,7 +690,7 @@ def main():
     q.add_argument("--path", default="/metrics")
     q.add_argument("--cmd", action="append", default=[], help="NAME=command line (split on spaces)")
     A = p.parse_args()
-    fn = {"sink": cmd_sink, "send": cmd_send, "parse": cmd_parse, "compare": cmd_compare,
+    fn = {"sink": cmd_sink, "send": cmd_send, "parse": cmd_parse, "compare": cmd_compare, "compare-tc": cmd_compare_tc,
           "probe": cmd_probe, "garbage": cmd_garbage, "robust": cmd_robust, "hold": cmd_hold, "mix": cmd_mix}[A.mode]
     return fn(A)
 

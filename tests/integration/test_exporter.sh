@@ -4,6 +4,8 @@
 # deleted, store corrupt), a real Prometheus server scrapes it and sees the
 # exact bytes a pod sent, every value equals the kernel's counter
 # (`nft -j list counters`), namespace counters survive DEL and a table rebuild,
+# shaped pods' tollgate_shaper_* series equal `tc -s class show` of their
+# classes (pod, namespace, node) and go with the pods,
 # HTTP robustness (200 concurrent requests, slow clients, garbage, a 100 KB
 # header, wrong methods and paths, HEAD, idle connections) while scrapes keep
 # answering within 1 s and memory stays bounded, only CAP_NET_ADMIN, SIGTERM.
@@ -361,6 +363,80 @@ fi
 wait_for 5 prom_scraped_after "$T_REBUILD" || t_fail "Prometheus did not scrape after the rebuild"
 r=$(prom_query 'max(resets(tollgate_namespace_bytes_total[10m]))')
 t_expect "Prometheus resets() of namespace bytes" "$r" 0
+t_end
+
+# ---------------------------------------------------------------- shaper
+# s1: every kind of class (Kubernetes ingress/egress limits, internet ingress
+# and egress caps); s2: internet egress only. Both in namespace "shaped".
+SH_SHAPING='{"internetEgress": {"node": "300M", "namespaceDefault": "200M", "podDefault": "100M"}, "internetIngress": {"podDefault": "50M"}}'
+CONF_S1=$(jq -c --argjson s "$SH_SHAPING" '.shaping = $s | .capabilities = {bandwidth: true}
+	| .runtimeConfig = {bandwidth: {ingressRate: 40000000, egressRate: 30000000}}' <<<"$CONF")
+CONF_S2=$(jq -c --argjson s "$SH_SHAPING" '.shaping = $s' <<<"$CONF")
+t_begin "shaped pods: tollgate_shaper_* for pod, namespace and node classes, collector shaper 1"
+pod_add s1 shaped "$CONF_S1" || t_fail "ADD s1: rc=$TG_RC $TG_OUT"
+pod_add s2 shaped "$CONF_S2" || t_fail "ADD s2: rc=$TG_RC $TG_OUT"
+SH_COUNT=40 SH_SIZE=700
+ip netns exec "$TG_ID-s1" "$PY" "$TOOL" send --dst "$TG_INET_IP" --udp-port "$SINK_PORT" --count "$SH_COUNT" --size "$SH_SIZE" >/dev/null ||
+	t_fail "s1 could not send"
+if check_page shaped; then
+	t_expect "shaper collector" "$(mval shaped "$(upkey shaper)")" 1
+	shk() { # POD DIRECTION TRAFFIC [VALUE]
+		printf 'tollgate_shaper_pod_%s{direction="%s",namespace="shaped",pod="%s",traffic="%s"}' "${4:-sent_bytes_total}" "$2" "$1" "$3"
+	}
+	for dt in "ingress all" "ingress internet" "ingress internal" "egress all" "egress internet"; do
+		# shellcheck disable=SC2086
+		[ "$(mval shaped "$(shk s1 $dt)")" != absent ] || t_fail "no $(shk s1 $dt)"
+	done
+	# s2: internet egress and internet ingress only
+	t_expect "s2: pod series" "$(grep '^tollgate_shaper_pod_sent_bytes_total{.*pod="s2"' "$TG_TMP/shaped.prom" | grep -o 'direction="[a-z]*"' | sort | tr '\n' ' ')" 'direction="egress" direction="ingress" '
+
+	t_expect "s1 internet egress limit" "$(mval shaped "$(shk s1 egress internet limit_bytes_per_second)")" 12500000
+	t_expect "s1 egress limit" "$(mval shaped "$(shk s1 egress all limit_bytes_per_second)")" 3750000
+	t_expect "s1 ingress limit" "$(mval shaped "$(shk s1 ingress all limit_bytes_per_second)")" 5000000
+	t_expect "namespace limit" "$(mval shaped 'tollgate_shaper_namespace_limit_bytes_per_second{namespace="shaped"}')" 25000000
+	t_expect "node limit" "$(mval shaped tollgate_shaper_node_limit_bytes_per_second)" 37500000
+	got=$(mval shaped "$(shk s1 egress internet sent_packets_total)")
+	[ "$got" -ge "$SH_COUNT" ] 2>/dev/null || t_fail "s1 internet egress class sent $got packets, expected >= $SH_COUNT"
+	got=$(mval shaped "$(shk s1 egress internet)")
+	[ "$got" -ge $((SH_COUNT * (SH_SIZE + 28))) ] 2>/dev/null || t_fail "s1 internet egress class sent $got bytes, expected >= $((SH_COUNT * (SH_SIZE + 28)))"
+	# unshaped pods have no shaper series
+	grep -q '^tollgate_shaper_pod_[a-z_]*{[^}]*pod="b"' "$TG_TMP/shaped.prom" && t_fail "unshaped pod b has shaper series"
+fi
+t_end
+
+# tc_json DEV: the device's classes as `tc -s class show` lists them
+tc_json() { N tc -s class show dev "$1" 2>/dev/null; }
+t_begin "every tollgate_shaper_* value equals tc -s class show for the same class"
+SH_DEVS=(tollgate-inet "${POD_VETH[s1]}" "ti${POD_VETH[s1]#tg}" "${POD_VETH[s2]}")
+res=""
+for _ in 1 2 3 4 5; do
+	before=$(for d in "${SH_DEVS[@]}"; do tc_json "$d"; done)
+	metrics tccmp || t_fail "scrape"
+	after=$(for d in "${SH_DEVS[@]}"; do tc_json "$d"; done)
+	if [ "$before" = "$after" ]; then
+		args=()
+		for d in "${SH_DEVS[@]}"; do args+=(--tc "$d=$(tc_json "$d")"); done
+		res=$("$PY" "$TOOL" compare-tc --metrics "$TG_TMP/tccmp.prom" --state "$(tg_state_file)" "${args[@]}")
+		break
+	fi
+	sleep 0.2
+done
+if [ -z "$res" ]; then
+	t_fail "the classes' counters never stood still around a scrape"
+else
+	[ "$(jq -r .n_problems <<<"$res")" = 0 ] || t_fail "$(jq -r '.problems | join("; ")' <<<"$res")"
+	# node + namespace + s1 (5 classes) + s2 (2 classes): 9 classes x (4 counters + a limit)
+	t_expect "values compared" "$(jq -r .compared <<<"$res")" 45
+fi
+t_end
+
+t_begin "after DEL of the shaped pods: no pod shaper series, collector shaper 1"
+pod_del s1 "$CONF_S1" || t_fail "DEL s1: rc=$TG_RC $TG_OUT"
+pod_del s2 "$CONF_S2" || t_fail "DEL s2: rc=$TG_RC $TG_OUT"
+if check_page unshaped; then
+	t_expect "shaper collector" "$(mval unshaped "$(upkey shaper)")" 1
+	grep -q '^tollgate_shaper_pod_' "$TG_TMP/unshaped.prom" && t_fail "pod shaper series remain: $(grep -m2 '^tollgate_shaper_pod_' "$TG_TMP/unshaped.prom")"
+fi
 t_end
 
 # ---------------------------------------------------------------- HTTP

@@ -356,6 +356,73 @@ static void t_sample_u64_extremes(void **state)
 	assert_page("m 4294967296\n", expo_sample_u64(&x_, "m", NULL, 4294967296ull));
 }
 
+/* A label set written once and reused per sample gives the bytes expo_sample_u64 gives. */
+static void t_series_matches_sample(void **state)
+{
+	const char *const l[] = { "namespace", "we\"ird", "traffic", "internet", NULL };
+	const uint64_t vals[] = { 0, 7, 1000000, UINT64_MAX };
+	struct expo lab, a, b;
+
+	expo_init(&lab, PAGE);
+	expo_labels(&lab, l);
+	assert_string_equal(lab.buf, "{namespace=\"we\\\"ird\",traffic=\"internet\"}");
+	expo_init(&a, PAGE);
+	expo_init(&b, PAGE);
+	for (size_t i = 0; i < sizeof(vals) / sizeof(vals[0]); i++) {
+		expo_series_u64(&a, "tollgate_x_total", 16, lab.buf, lab.len, vals[i]);
+		expo_sample_u64(&b, "tollgate_x_total", l, vals[i]);
+	}
+	assert_false(a.overflow);
+	assert_string_equal(a.buf, b.buf);
+	assert_int_equal(a.len, b.len);
+	expo_free(&lab);
+	expo_free(&a);
+	expo_free(&b);
+	/* no labels: nothing between the name and the value */
+	assert_page("m 5\n", expo_labels(&x_, NULL); expo_series_u64(&x_, "m", 1, "", 0, 5));
+}
+
+static void t_series_respects_max(void **state)
+{
+	struct expo x;
+	size_t before;
+
+	expo_init(&x, 32);
+	expo_series_u64(&x, "tollgate_namespace_bytes_total", 30, "{a=\"b\"}", 7, 1);
+	assert_true(x.overflow);
+	assert_true(x.len < 32);
+	before = x.len;
+	expo_series_u64(&x, "m", 1, "", 0, 1);
+	assert_int_equal(x.len, before); /* sticky */
+	expo_free(&x);
+}
+
+/* expo_take hands the page over and the next one starts at about its size. */
+static void t_take_hands_over(void **state)
+{
+	struct expo x;
+	size_t len = 0;
+	char *page;
+
+	expo_init(&x, PAGE);
+	for (int i = 0; i < 1000; i++)
+		expo_sample_u64(&x, "tollgate_some_series_total", NULL, (uint64_t)i);
+	page = expo_take(&x, &len);
+	assert_non_null(page);
+	assert_int_equal(len, strlen(page));
+	assert_true(len > 20000);
+	assert_null(x.buf);
+	assert_int_equal(x.len, 0);
+	expo_sample_u64(&x, "m", NULL, 1);
+	assert_string_equal(x.buf, "m 1\n");
+	assert_true(x.cap >= len); /* one allocation for a page like the last */
+	free(page);
+	expo_free(&x);
+	expo_init(&x, PAGE);
+	assert_null(expo_take(&x, &len));
+	assert_int_equal(len, 0);
+}
+
 static void t_page_concatenates(void **state)
 {
 	const char *const l[] = { "state", "free", NULL };
@@ -934,6 +1001,9 @@ int main(void)
 	ADD(t_sample_float_formats);
 	ADD(t_sample_nan_inf);
 	ADD(t_sample_u64_extremes);
+	ADD(t_series_matches_sample);
+	ADD(t_series_respects_max);
+	ADD(t_take_hands_over);
 	ADD(t_page_concatenates);
 	ADD(t_init_reset_free);
 	ADD(t_overflow_is_sticky_and_bounded);

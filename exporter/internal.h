@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef TG_EXPORTER_INTERNAL_H
+#define TG_EXPORTER_INTERNAL_H
+
+/* Between the exporter's collectors; not part of its public face. */
+
+#include "exporter/exporter.h"
+#include "ipam/ipam.h"
+
+/* The shaper collector (tc.c): the HTB classes Tollgate made for the store's pods. */
+struct tc_collector;
+struct tc_collector *tc_collector_new(void);
+void tc_collector_free(struct tc_collector *tc);
+/*
+ * Reads the classes of every shaped pod, its namespace and the node, and
+ * renders the tollgate_shaper_* families. Returns 0, or a negative errno
+ * with nothing rendered.
+ */
+int tc_collect(struct tc_collector *tc, const struct ipam_state *st, struct expo *x);
+
+#endif

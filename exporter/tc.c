@@ -1,0 +1,259 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The shaper collector: statistics of the HTB classes Tollgate made (see
+ * shaper/shaper.h), one netlink dump per device that holds some:
+ *   the uplink's IFB tollgate-inet  1:1 node, 1:<ns> namespace, 1:<pod> pod
+ *                                   (internet egress): one dump for them all
+ *   a pod's host veth               1:1 all, 1:2 internet, 1:3 internal ingress
+ *   a pod's IFB ti<hash>            1:1 all egress
+ * Only devices of pods the store says are shaped are read. Class counters
+ * start again when a class is made again (a reshape, a pod re-created).
+ */
+#include <errno.h>
+#include <net/if.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cni/config.h"
+#include "exporter/internal.h"
+#include "lib/nl.h"
+#include "shaper/shaper.h"
+
+enum tc_level { LEVEL_POD, LEVEL_NAMESPACE, LEVEL_NODE, LEVELS };
+
+struct tc_row {
+	enum tc_level level;
+	const char *k8s_namespace, *pod, *direction, *traffic;
+	struct shaper_stats st;
+};
+
+struct tc_collector {
+	struct nl_sock *sk;
+	struct tc_row *rows;
+	size_t n_rows, cap_rows;
+	struct shaper_stats *classes;	/* the device being read */
+	size_t n_classes, cap_classes;
+	int err;
+};
+
+struct tc_collector *tc_collector_new(void)
+{
+	return calloc(1, sizeof(struct tc_collector));
+}
+
+void tc_collector_free(struct tc_collector *tc)
+{
+	if (!tc)
+		return;
+	if (tc->sk)
+		nl_socket_free(tc->sk);
+	free(tc->rows);
+	free(tc->classes);
+	free(tc);
+}
+
+static void on_class(const struct shaper_stats *st, void *arg)
+{
+	struct tc_collector *tc = arg;
+
+	if (tc->n_classes == tc->cap_classes) {
+		size_t cap = tc->cap_classes ? tc->cap_classes * 2 : 16;
+		struct shaper_stats *grown = realloc(tc->classes, cap * sizeof(*grown));
+
+		if (!grown) {
+			tc->err = -ENOMEM;
+			return;
+		}
+		tc->classes = grown;
+		tc->cap_classes = cap;
+	}
+	tc->classes[tc->n_classes++] = *st;
+}
+
+/* Reads every class of the device into tc->classes. */
+static int read_device(struct tc_collector *tc, const char *dev)
+{
+	unsigned int ifindex = if_nametoindex(dev);
+	int r;
+
+	tc->n_classes = 0;
+	if (!ifindex)
+		return 0; /* gone (a pod leaving): nothing to show */
+	r = shaper_dump_classes(tc->sk, (int)ifindex, on_class, tc);
+	return r < 0 ? r : tc->err;
+}
+
+static const struct shaper_stats *class_of(const struct tc_collector *tc, uint16_t minor)
+{
+	for (size_t i = 0; i < tc->n_classes; i++)
+		if (tc->classes[i].classid == (0x10000u | minor))
+			return &tc->classes[i];
+	return NULL;
+}
+
+static void add_row(struct tc_collector *tc, enum tc_level level, const struct ipam_attachment *a,
+		    const char *direction, const char *traffic, uint16_t minor)
+{
+	const struct shaper_stats *st = class_of(tc, minor);
+	struct tc_row *row;
+
+	if (!st)
+		return;
+	if (tc->n_rows == tc->cap_rows) {
+		size_t cap = tc->cap_rows ? tc->cap_rows * 2 : 64;
+		struct tc_row *grown = realloc(tc->rows, cap * sizeof(*grown));
+
+		if (!grown) {
+			tc->err = -ENOMEM;
+			return;
+		}
+		tc->rows = grown;
+		tc->cap_rows = cap;
+	}
+	row = &tc->rows[tc->n_rows++];
+	row->level = level;
+	row->k8s_namespace = a ? a->k8s_namespace : "";
+	row->pod = a ? a->pod : "";
+	row->direction = direction;
+	row->traffic = traffic;
+	row->st = *st;
+}
+
+/* The uplink's classes: the node's, each namespace's (once) and each pod's. */
+static int read_internet_egress(struct tc_collector *tc, const struct ipam_state *st)
+{
+	uint64_t ns_seen[(SHAPER_NS_CLASS_MAX + 64) / 64] = { 0 };
+	bool any = false;
+	int r;
+
+	for (size_t i = 0; i < st->n_att && !any; i++) {
+		struct shaper_spec sp = cni_shaper_spec(&st->att[i].shaping);
+
+		any = shaper_inet_egress(&sp);
+	}
+	if (!any)
+		return 0;
+	r = read_device(tc, SHAPER_INET_IFB);
+	if (r < 0)
+		return r;
+	add_row(tc, LEVEL_NODE, NULL, "egress", "internet", 1);
+	for (size_t i = 0; i < st->n_att; i++) {
+		const struct ipam_attachment *a = &st->att[i];
+		struct shaper_spec sp = cni_shaper_spec(&a->shaping);
+		uint16_t ns = sp.ns_class;
+
+		if (!shaper_inet_egress(&sp))
+			continue;
+		if (ns >= SHAPER_NS_CLASS_MIN && ns <= SHAPER_NS_CLASS_MAX &&
+		    !(ns_seen[ns / 64] & (1ull << (ns % 64)))) {
+			ns_seen[ns / 64] |= 1ull << (ns % 64);
+			add_row(tc, LEVEL_NAMESPACE, a, "egress", "internet", ns);
+		}
+		if (sp.pod_class)
+			add_row(tc, LEVEL_POD, a, "egress", "internet", sp.pod_class);
+	}
+	return tc->err;
+}
+
+/* A pod's own devices: its host veth (traffic to it) and its IFB (traffic from it). */
+static int read_pod(struct tc_collector *tc, const struct ipam_attachment *a)
+{
+	struct shaper_spec sp = cni_shaper_spec(&a->shaping);
+	int r;
+
+	if (shaper_pod_ingress(&sp)) {
+		r = read_device(tc, a->host_veth);
+		if (r < 0)
+			return r;
+		if (sp.ingress_bps)
+			add_row(tc, LEVEL_POD, a, "ingress", "all", 1);
+		add_row(tc, LEVEL_POD, a, "ingress", "internet", 2);
+		if (sp.ingress_bps)
+			add_row(tc, LEVEL_POD, a, "ingress", "internal", 3);
+	}
+	if (sp.egress_bps) {
+		char ifb[IFNAMSIZ];
+
+		shaper_ifb_name(a->host_veth, ifb);
+		r = read_device(tc, ifb);
+		if (r < 0)
+			return r;
+		add_row(tc, LEVEL_POD, a, "egress", "all", 1);
+	}
+	return tc->err;
+}
+
+enum tc_value { VAL_BYTES, VAL_PACKETS, VAL_DROPS, VAL_OVERLIMITS, VAL_LIMIT, VALUES };
+
+static const struct {
+	const char *suffix, *type, *help;
+} values[VALUES] = {
+	[VAL_BYTES] = { "sent_bytes_total", "counter", "Bytes the shaper's class sent." },
+	[VAL_PACKETS] = { "sent_packets_total", "counter", "Packets the shaper's class sent." },
+	[VAL_DROPS] = { "dropped_packets_total", "counter",
+			"Packets the shaper's class dropped (its queue was full)." },
+	[VAL_OVERLIMITS] = { "overlimits_total", "counter",
+			     "Times the shaper's class held a packet back at its limit." },
+	[VAL_LIMIT] = { "limit_bytes_per_second", "gauge",
+			"The class's configured limit (HTB ceil); absent when unlimited." },
+};
+
+static const char *const level_names[LEVELS] = { "pod", "namespace", "node" };
+static const char *const level_help[LEVELS] = {
+	" Per pod, by direction and traffic (all, internet, internal).",
+	" Per namespace: the internet egress cap its pods share.",
+	" The node's internet egress cap.",
+};
+
+static void render(const struct tc_collector *tc, struct expo *x)
+{
+	for (int lv = 0; lv < LEVELS; lv++) {
+		for (int v = 0; v < VALUES; v++) {
+			char family[96], help[192];
+
+			snprintf(family, sizeof(family), "tollgate_shaper_%s_%s", level_names[lv],
+				 values[v].suffix);
+			snprintf(help, sizeof(help), "%s%s", values[v].help, level_help[lv]);
+			expo_family(x, family, values[v].type, help);
+			for (size_t i = 0; i < tc->n_rows; i++) {
+				const struct tc_row *row = &tc->rows[i];
+				const char *pod[] = { "namespace", row->k8s_namespace, "pod", row->pod,
+						      "direction", row->direction, "traffic",
+						      row->traffic, NULL };
+				const char *ns[] = { "namespace", row->k8s_namespace, NULL };
+				const uint64_t vals[VALUES] = { row->st.bytes, row->st.packets,
+								row->st.drops, row->st.overlimits,
+								row->st.ceil_bps / 8 };
+
+				if ((int)row->level != lv)
+					continue;
+				if (v == VAL_LIMIT && row->st.ceil_bps >= SHAPER_LINE_BPS)
+					continue;
+				expo_sample_u64(x, family,
+						lv == LEVEL_POD ? pod : lv == LEVEL_NAMESPACE ? ns : NULL,
+						vals[v]);
+			}
+		}
+	}
+}
+
+int tc_collect(struct tc_collector *tc, const struct ipam_state *st, struct expo *x)
+{
+	int r;
+
+	tc->n_rows = 0;
+	tc->err = 0;
+	if (!tc->sk && (r = nl_route_open(&tc->sk)) < 0)
+		return r;
+	r = read_internet_egress(tc, st);
+	for (size_t i = 0; i < st->n_att && r == 0; i++)
+		r = read_pod(tc, &st->att[i]);
+	if (r < 0) {
+		/* A socket that failed mid-dump may hold stale answers: start afresh next time. */
+		nl_socket_free(tc->sk);
+		tc->sk = NULL;
+		return r;
+	}
+	render(tc, x);
+	return 0;
+}
