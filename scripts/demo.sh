@@ -161,7 +161,13 @@ iperf_to() { # NETNS_FROM SERVER_NETNS SERVER_IP: Mbit/s received in 2 s
 say "  datasets/fetch-0 -> internet host:    $(iperf_to "$TG_ID-$C" "$TG_INET" "$TG_INET_IP") Mbit/s (cap 50M)"
 say "  datasets/fetch-0 -> research/train-0: $(iperf_to "$TG_ID-$C" "$TG_ID-$A" "${POD_IP[$A]}") Mbit/s (internal: not capped)"
 say "  research/train-1 -> internet host:    $(iperf_to "$TG_ID-$Bp" "$TG_INET" "$TG_INET_IP") Mbit/s (research has no cap)"
-show ip netns exec "$TG_NODE" tc class show dev eth0
+show ip netns exec "$TG_NODE" tc -s class show dev tollgate-inet
+if [ -n "${port:-}" ]; then
+	say "$ curl http://127.0.0.1:$port/metrics | grep tollgate_shaper_   (the same classes, as Prometheus sees them)"
+	ip netns exec "$TG_NODE" curl -sf "http://127.0.0.1:$port/metrics" |
+		grep -E '^tollgate_shaper_(node|namespace|pod)_(sent_bytes_total|dropped_packets_total|limit_bytes_per_second)' |
+		sed 's/^/    /'
+fi
 
 section "nftables on the node: nft list table inet tollgate"
 show ip netns exec "$TG_NODE" nft list table inet tollgate
