@@ -468,7 +468,7 @@ int exporter_render(struct exporter *ex, struct expo *x)
 	t3 = time_mono_ns();
 	/* Which pods are shaped, and how, is in the store. */
 	if (ipam_r == 0)
-		tc_r = tc_collect(ex->tc, &ex->state, x);
+		tc_r = tc_collect(ex->tc, &ex->state, ex->store_generation, x);
 	t4 = time_mono_ns();
 	if (ipam_r == 0) {
 		struct ipam_counts c;

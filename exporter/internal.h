@@ -4,6 +4,8 @@
 
 /* Between the exporter's collectors; not part of its public face. */
 
+#include <stdint.h>
+
 #include "exporter/exporter.h"
 #include "ipam/ipam.h"
 
@@ -13,9 +15,10 @@ struct tc_collector *tc_collector_new(void);
 void tc_collector_free(struct tc_collector *tc);
 /*
  * Reads the classes of every shaped pod, its namespace and the node, and
- * renders the tollgate_shaper_* families. Returns 0, or a negative errno
- * with nothing rendered.
+ * renders the tollgate_shaper_* families. `store` changes whenever st was
+ * loaded again. Returns 0, or a negative errno with nothing rendered.
  */
-int tc_collect(struct tc_collector *tc, const struct ipam_state *st, struct expo *x);
+int tc_collect(struct tc_collector *tc, const struct ipam_state *st, uint64_t store,
+	       struct expo *x);
 
 #endif

@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <net/if.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,8 +28,17 @@ struct tc_row {
 	struct shaper_stats st;
 };
 
+/* Devices to read, by name, with their ifindex once known (kept across scrapes). */
+struct tc_dev {
+	char name[IFNAMSIZ];
+	int ifindex;
+};
+
 struct tc_collector {
 	struct nl_sock *sk;
+	struct tc_dev *devs;		/* sorted by name */
+	size_t n_devs;
+	uint64_t devs_store;		/* the store generation they were listed for */
 	struct tc_row *rows;
 	size_t n_rows, cap_rows;
 	struct shaper_stats *classes;	/* the device being read */
@@ -49,6 +59,7 @@ void tc_collector_free(struct tc_collector *tc)
 		nl_socket_free(tc->sk);
 	free(tc->rows);
 	free(tc->classes);
+	free(tc->devs);
 	free(tc);
 }
 
@@ -70,17 +81,83 @@ static void on_class(const struct shaper_stats *st, void *arg)
 	tc->classes[tc->n_classes++] = *st;
 }
 
-/* Reads every class of the device into tc->classes. */
-static int read_device(struct tc_collector *tc, const char *dev)
+static int cmp_dev(const void *a, const void *b)
 {
-	unsigned int ifindex = if_nametoindex(dev);
+	return strcmp(((const struct tc_dev *)a)->name, ((const struct tc_dev *)b)->name);
+}
+
+static struct tc_dev *find_dev(struct tc_dev *devs, size_t n, const char *name)
+{
+	struct tc_dev key;
+
+	snprintf(key.name, sizeof(key.name), "%s", name);
+	return bsearch(&key, devs, n, sizeof(*devs), cmp_dev);
+}
+
+/*
+ * Lists the devices the store's shaped pods use, keeping the ifindex already
+ * known for each: resolving a name costs three system calls, and a scrape may
+ * read hundreds of devices.
+ */
+static int list_devices(struct tc_collector *tc, const struct ipam_state *st, uint64_t store)
+{
+	struct tc_dev *devs = calloc(2 * st->n_att + 1, sizeof(*devs));
+	size_t n = 0, inet_listed = 0;
+
+	if (!devs)
+		return -ENOMEM;
+	for (size_t i = 0; i < st->n_att; i++) {
+		struct shaper_spec sp = cni_shaper_spec(&st->att[i].shaping);
+
+		if (shaper_pod_ingress(&sp))
+			snprintf(devs[n++].name, IFNAMSIZ, "%s", st->att[i].host_veth);
+		if (sp.egress_bps)
+			shaper_ifb_name(st->att[i].host_veth, devs[n++].name);
+		if (shaper_inet_egress(&sp) && !inet_listed++)
+			snprintf(devs[n++].name, IFNAMSIZ, "%s", SHAPER_INET_IFB);
+	}
+	qsort(devs, n, sizeof(*devs), cmp_dev);
+	for (size_t i = 0; i < n; i++) {
+		const struct tc_dev *old = find_dev(tc->devs, tc->n_devs, devs[i].name);
+
+		devs[i].ifindex = old ? old->ifindex : 0;
+	}
+	free(tc->devs);
+	tc->devs = devs;
+	tc->n_devs = n;
+	tc->devs_store = store;
+	return 0;
+}
+
+static int dump_device(struct tc_collector *tc, int ifindex)
+{
 	int r;
 
 	tc->n_classes = 0;
-	if (!ifindex)
-		return 0; /* gone (a pod leaving): nothing to show */
-	r = shaper_dump_classes(tc->sk, (int)ifindex, on_class, tc);
+	r = shaper_dump_classes(tc->sk, ifindex, on_class, tc);
 	return r < 0 ? r : tc->err;
+}
+
+/* Reads every class of the device into tc->classes (none when it is gone). */
+static int read_device(struct tc_collector *tc, const char *name)
+{
+	struct tc_dev *d = find_dev(tc->devs, tc->n_devs, name);
+	int r, fresh;
+
+	tc->n_classes = 0;
+	if (!d)
+		return 0;
+	if (!d->ifindex && !(d->ifindex = (int)if_nametoindex(name)))
+		return 0; /* gone (a pod leaving): nothing to show */
+	r = dump_device(tc, d->ifindex);
+	if (r < 0 || tc->n_classes)
+		return r;
+	/* No classes: the device may have been made again under the same name. */
+	fresh = (int)if_nametoindex(name);
+	if (!fresh || fresh == d->ifindex)
+		return 0;
+	d->ifindex = fresh;
+	return dump_device(tc, fresh);
 }
 
 static const struct shaper_stats *class_of(const struct tc_collector *tc, uint16_t minor)
@@ -237,13 +314,16 @@ static void render(const struct tc_collector *tc, struct expo *x)
 	}
 }
 
-int tc_collect(struct tc_collector *tc, const struct ipam_state *st, struct expo *x)
+int tc_collect(struct tc_collector *tc, const struct ipam_state *st, uint64_t store,
+	       struct expo *x)
 {
 	int r;
 
 	tc->n_rows = 0;
 	tc->err = 0;
 	if (!tc->sk && (r = nl_route_open(&tc->sk)) < 0)
+		return r;
+	if ((!tc->devs || tc->devs_store != store) && (r = list_devices(tc, st, store)) < 0)
 		return r;
 	r = read_internet_egress(tc, st);
 	for (size_t i = 0; i < st->n_att && r == 0; i++)

@@ -406,28 +406,47 @@ t_end
 
 # tc_json DEV: the device's classes as `tc -s class show` lists them
 tc_json() { N tc -s class show dev "$1" 2>/dev/null; }
-t_begin "every tollgate_shaper_* value equals tc -s class show for the same class"
-SH_DEVS=(tollgate-inet "${POD_VETH[s1]}" "ti${POD_VETH[s1]#tg}" "${POD_VETH[s2]}")
-res=""
-for _ in 1 2 3 4 5; do
-	before=$(for d in "${SH_DEVS[@]}"; do tc_json "$d"; done)
-	metrics tccmp || t_fail "scrape"
-	after=$(for d in "${SH_DEVS[@]}"; do tc_json "$d"; done)
-	if [ "$before" = "$after" ]; then
-		args=()
-		for d in "${SH_DEVS[@]}"; do args+=(--tc "$d=$(tc_json "$d")"); done
-		res=$("$PY" "$TOOL" compare-tc --metrics "$TG_TMP/tccmp.prom" --state "$(tg_state_file)" "${args[@]}")
-		break
+# tc_compare NAME: scrape into NAME while the classes' counters stand still
+# and compare every tollgate_shaper_* sample with tc; prints compare-tc's JSON
+tc_compare() {
+	local devs=(tollgate-inet "${POD_VETH[s1]}" "ti${POD_VETH[s1]#tg}" "${POD_VETH[s2]}") before after d args
+	for _ in 1 2 3 4 5; do
+		before=$(for d in "${devs[@]}"; do tc_json "$d"; done)
+		metrics "$1" || return 1
+		after=$(for d in "${devs[@]}"; do tc_json "$d"; done)
+		if [ "$before" = "$after" ]; then
+			args=()
+			for d in "${devs[@]}"; do args+=(--tc "$d=$(tc_json "$d")"); done
+			"$PY" "$TOOL" compare-tc --metrics "$TG_TMP/$1.prom" --state "$(tg_state_file)" "${args[@]}"
+			return
+		fi
+		sleep 0.2
+	done
+}
+# tc_check NAME: tc_compare, failing the test on any difference; expects 45 values:
+# node + namespace + s1 (5 classes) + s2 (2 classes): 9 classes x (4 counters + a limit)
+tc_check() {
+	local res
+	res=$(tc_compare "$1")
+	if [ -z "$res" ]; then
+		t_fail "the classes' counters never stood still around a scrape"
+		return
 	fi
-	sleep 0.2
-done
-if [ -z "$res" ]; then
-	t_fail "the classes' counters never stood still around a scrape"
-else
 	[ "$(jq -r .n_problems <<<"$res")" = 0 ] || t_fail "$(jq -r '.problems | join("; ")' <<<"$res")"
-	# node + namespace + s1 (5 classes) + s2 (2 classes): 9 classes x (4 counters + a limit)
 	t_expect "values compared" "$(jq -r .compared <<<"$res")" 45
-fi
+}
+t_begin "every tollgate_shaper_* value equals tc -s class show for the same class"
+tc_check tccmp
+t_end
+
+t_begin "s1 deleted and added again (same device name, new device): its series follow the new classes"
+pod_del s1 "$CONF_S1" || t_fail "DEL s1: rc=$TG_RC $TG_OUT"
+pod_add s1 shaped "$CONF_S1" || t_fail "ADD s1 again: rc=$TG_RC $TG_OUT"
+ip netns exec "$TG_ID-s1" "$PY" "$TOOL" send --dst "$TG_INET_IP" --udp-port "$SINK_PORT" --count 3 --size 100 >/dev/null
+tc_check tcagain
+metrics tcagain2 || t_fail "scrape" # (tc_check ran in a subshell: its samples are not here)
+got=$(mval tcagain2 "$(shk s1 egress internet sent_packets_total)")
+[ "$got" -ge 3 ] && [ "$got" -lt "$SH_COUNT" ] 2>/dev/null || t_fail "s1's new internet egress class: $got packets, expected 3 to $((SH_COUNT - 1))"
 t_end
 
 t_begin "after DEL of the shaped pods: no pod shaper series, collector shaper 1"
