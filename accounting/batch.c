@@ -15,6 +15,11 @@
 
 #include "accounting/internal.h"
 
+/* Kernel memory an acknowledgement takes in the receive queue (an skb of its own), with room. */
+#define ACK_TRUESIZE 1024u
+/* Answers the default receive buffer (about 200 kB) surely holds. */
+#define ACKS_IN_DEFAULT_RCVBUF 128u
+
 int nft_conn_open(struct nft_conn *c, size_t bufsize, struct tg_err *e)
 {
 	int one = 1;
@@ -30,14 +35,14 @@ int nft_conn_open(struct nft_conn *c, size_t bufsize, struct tg_err *e)
 		return tg_fail(e, CNI_ERR_IO, r, "cannot bind nftables netlink socket: %s",
 			       strerror(-r));
 	}
-	/* Ask for the kernel's own words on failures (extended ack). */
+	/* Ask for the kernel's own words on failures (extended ack), without our request echoed. */
 	mnl_socket_setsockopt(c->nl, NETLINK_EXT_ACK, &one, sizeof(one));
+	mnl_socket_setsockopt(c->nl, NETLINK_CAP_ACK, &one, sizeof(one));
 	if (bufsize > 200000) {
 		/* A rebuild of thousands of pods is one large message: make room (root may force). */
 		int sz = (int)(bufsize + 65536);
 
 		setsockopt(mnl_socket_get_fd(c->nl), SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof(sz));
-		setsockopt(mnl_socket_get_fd(c->nl), SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof(sz));
 	}
 	c->portid = mnl_socket_get_portid(c->nl);
 	return 0;
@@ -146,6 +151,18 @@ int batch_send(struct nft_conn *c, struct batch *bt, char *why, size_t why_len)
 	batch_next(bt);
 	if (bt->full)
 		return -ENOBUFS;
+	if (bt->acks > ACKS_IN_DEFAULT_RCVBUF) {
+		/*
+		 * nfnetlink answers every message of the batch before sendmsg()
+		 * returns: the receive buffer must hold every answer at once, or
+		 * the kernel drops them and reports ENOBUFS (a rebuild of a few
+		 * hundred pods is thousands of messages).
+		 */
+		int sz = (int)(bt->acks * ACK_TRUESIZE);
+
+		if (setsockopt(mnl_socket_get_fd(c->nl), SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof(sz)) < 0)
+			setsockopt(mnl_socket_get_fd(c->nl), SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
+	}
 	if (mnl_socket_sendto(c->nl, mnl_nlmsg_batch_head(bt->b), mnl_nlmsg_batch_size(bt->b)) < 0)
 		return -errno;
 	while (got < bt->acks) {

@@ -33,6 +33,7 @@
 #include <cmocka.h>
 
 #include "exporter/exporter.h"
+#include "tests/unit/netns.h"
 
 #define assert_contains(hay, needle)                                                     \
 	do {                                                                             \
@@ -576,20 +577,6 @@ static void t_content_below_max_fits(void **state)
 }
 
 /* ---- exporter_render in a private network namespace ---- */
-
-static bool in_private_netns(void)
-{
-	static int done = -1;
-
-	if (done < 0)
-		done = geteuid() == 0 && unshare(CLONE_NEWNET) == 0;
-	return done == 1;
-}
-
-static bool have_nft(void)
-{
-	return access("/usr/sbin/nft", X_OK) == 0 || access("/sbin/nft", X_OK) == 0;
-}
 
 static void nft_apply(const char *rules)
 {

@@ -1,0 +1,263 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The accounting table at node scale, in a private network namespace (root
+ * only; skipped otherwise):
+ *
+ * - a rebuild of 400 pods with perPod (~6,000 messages in one transaction,
+ *   each acknowledged) succeeds: the answers must all fit the receive buffer;
+ * - an ADD that finds the table gone puts every pod of the store back in the
+ *   same transaction, also at that scale;
+ * - the exporter's reader: -ENOENT without a table, every counter of the
+ *   table exactly once per read (names as the accounting module makes them),
+ *   the same result read after read on one kept socket, and the values the
+ *   kernel holds.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "accounting/accounting.h"
+#include "tests/unit/netns.h"
+
+#define PODS 400
+#define NAMESPACES 40
+
+static const struct cidr4 internal[] = { { 0x0a000000u, 8 } }; /* 10.0.0.0/8 */
+
+static struct acct_config config(void)
+{
+	struct acct_config c = { .internal = internal, .n_internal = 1, .masquerade = true,
+				 .enabled = true, .per_pod = true, .internet_mark = 0x10000 };
+	return c;
+}
+
+struct pods {
+	char ns[PODS][16];
+	char veth[PODS][16];
+	struct acct_pod p[PODS];
+};
+
+static struct pods *make_pods(void)
+{
+	struct pods *ps = calloc(1, sizeof(*ps));
+
+	assert_non_null(ps);
+	for (int i = 0; i < PODS; i++) {
+		snprintf(ps->ns[i], sizeof(ps->ns[i]), "ns-%02d", i % NAMESPACES);
+		snprintf(ps->veth[i], sizeof(ps->veth[i]), "tg%012x", 0xa000u + (unsigned)i);
+		ps->p[i] = (struct acct_pod){ .ip = 0x0a010000u + 1 + (uint32_t)i,
+					      .k8s_namespace = ps->ns[i], .host_veth = ps->veth[i] };
+	}
+	return ps;
+}
+
+static void drop_table(void)
+{
+	if (system("nft delete table inet " ACCT_TABLE " >/dev/null 2>&1")) {
+		/* absent: fine */
+	}
+}
+
+#define NEED_ROOT()                                                           \
+	do {                                                                  \
+		if (!in_private_netns() || !have_nft()) {                     \
+			print_message("needs root (unshare CLONE_NEWNET) and nft\n"); \
+			skip();                                               \
+		}                                                             \
+	} while (0)
+
+/* ---- reading counters ---- */
+
+struct seen {
+	size_t n, calls;
+	char (*names)[ACCT_COUNTER_NAME_MAX];
+	uint64_t *packets, *bytes;
+};
+
+static void on_counter(const char *name, size_t len, uint64_t packets, uint64_t bytes, void *arg)
+{
+	struct seen *s = arg;
+
+	s->calls++;
+	if (s->n >= 8 * PODS || len >= ACCT_COUNTER_NAME_MAX)
+		return;
+	memcpy(s->names[s->n], name, len);
+	s->names[s->n][len] = '\0';
+	s->packets[s->n] = packets;
+	s->bytes[s->n] = bytes;
+	s->n++;
+}
+
+static struct seen *seen_new(void)
+{
+	struct seen *s = calloc(1, sizeof(*s));
+
+	assert_non_null(s);
+	s->names = calloc(8 * PODS, sizeof(*s->names));
+	s->packets = calloc(8 * PODS, sizeof(*s->packets));
+	s->bytes = calloc(8 * PODS, sizeof(*s->bytes));
+	assert_true(s->names && s->packets && s->bytes);
+	return s;
+}
+
+static void seen_free(struct seen *s)
+{
+	free(s->names);
+	free(s->packets);
+	free(s->bytes);
+	free(s);
+}
+
+static long find(const struct seen *s, const char *name)
+{
+	for (size_t i = 0; i < s->n; i++)
+		if (strcmp(s->names[i], name) == 0)
+			return (long)i;
+	return -1;
+}
+
+/* Every counter the table must hold is there, once. */
+static void assert_all_counters(const struct seen *s, const struct pods *ps)
+{
+	char name[ACCT_COUNTER_NAME_MAX];
+
+	assert_int_equal(s->n, (size_t)PODS * ACCT_CLASSES + NAMESPACES * ACCT_CLASSES + ACCT_CLASSES);
+	for (int c = 0; c < ACCT_CLASSES; c++) {
+		for (int i = 0; i < PODS; i++) {
+			acct_pod_counter_name(ps->veth[i], c, name);
+			if (find(s, name) < 0)
+				fail_msg("counter %s missing", name);
+		}
+		for (int i = 0; i < NAMESPACES; i++) {
+			acct_ns_counter_name(ps->ns[i], c, name);
+			if (find(s, name) < 0)
+				fail_msg("counter %s missing", name);
+		}
+	}
+	for (size_t i = 0; i < s->n; i++)
+		for (size_t j = i + 1; j < s->n; j++)
+			if (strcmp(s->names[i], s->names[j]) == 0)
+				fail_msg("counter %s listed twice", s->names[i]);
+}
+
+static void t_rebuild_400_pods(void **state)
+{
+	struct acct_config cfg = config();
+	struct pods *ps = make_pods();
+	struct acct_reader *rd = acct_reader_new();
+	struct tg_err e = { 0 };
+	struct seen *s = seen_new();
+
+	(void)state;
+	NEED_ROOT();
+	drop_table();
+	assert_non_null(rd);
+	if (acct_rebuild(&cfg, ps->p, PODS, &e) < 0)
+		fail_msg("rebuild of %d pods: %s", PODS, e.msg);
+	assert_int_equal(acct_reader_read(rd, on_counter, s), 0);
+	assert_all_counters(s, ps);
+	/* again, over the same socket: the same counters */
+	s->n = s->calls = 0;
+	assert_int_equal(acct_reader_read(rd, on_counter, s), 0);
+	assert_all_counters(s, ps);
+	acct_reader_free(rd);
+	seen_free(s);
+	free(ps);
+	drop_table();
+}
+
+static void t_add_rebuilds_missing_table(void **state)
+{
+	struct acct_config cfg = config();
+	struct pods *ps = make_pods();
+	struct acct_reader *rd = acct_reader_new();
+	struct tg_err e = { 0 };
+	struct seen *s = seen_new();
+
+	(void)state;
+	NEED_ROOT();
+	drop_table();
+	/* the table is gone; the ADD of the last pod brings back the other 399 too */
+	if (acct_pod_add(&cfg, &ps->p[PODS - 1], ps->p, PODS, &e) < 0)
+		fail_msg("ADD with a rebuild of %d pods: %s", PODS, e.msg);
+	assert_int_equal(acct_reader_read(rd, on_counter, s), 0);
+	assert_all_counters(s, ps);
+	acct_reader_free(rd);
+	seen_free(s);
+	free(ps);
+	drop_table();
+}
+
+static void t_reader_without_table(void **state)
+{
+	struct acct_reader *rd = acct_reader_new();
+	struct seen *s = seen_new();
+
+	(void)state;
+	NEED_ROOT();
+	drop_table();
+	assert_int_equal(acct_reader_read(rd, on_counter, s), -ENOENT);
+	assert_int_equal(s->calls, 0);
+	/* a table with no counters is empty, not missing */
+	assert_int_equal(system("nft add table inet " ACCT_TABLE), 0);
+	assert_int_equal(acct_reader_read(rd, on_counter, s), 0);
+	assert_int_equal(s->calls, 0);
+	acct_reader_free(rd);
+	seen_free(s);
+	drop_table();
+}
+
+static void t_reader_values(void **state)
+{
+	struct acct_reader *rd = acct_reader_new();
+	struct seen *s = seen_new();
+	long i;
+
+	(void)state;
+	NEED_ROOT();
+	drop_table();
+	assert_int_equal(system("nft -f - <<'EOF'\n"
+				"table inet " ACCT_TABLE " {\n"
+				"  counter ns_a_egress_internal { packets 3 bytes 4500 }\n"
+				"  counter host_ingress_internet { packets 18446744073709551615 bytes 18446744073709551615 }\n"
+				"}\n"
+				"table inet other {\n"
+				"  counter ns_b_egress_internal { packets 1 bytes 1 }\n"
+				"}\n"
+				"EOF"),
+			 0);
+	assert_int_equal(acct_reader_read(rd, on_counter, s), 0);
+	assert_int_equal(s->n, 2); /* only Tollgate's table */
+	i = find(s, "ns_a_egress_internal");
+	assert_true(i >= 0);
+	assert_int_equal(s->packets[i], 3);
+	assert_int_equal(s->bytes[i], 4500);
+	i = find(s, "host_ingress_internet");
+	assert_true(i >= 0);
+	assert_true(s->packets[i] == UINT64_MAX && s->bytes[i] == UINT64_MAX);
+	acct_reader_free(rd);
+	seen_free(s);
+	drop_table();
+	if (system("nft delete table inet other")) {
+		/* gone already */
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(t_reader_without_table),
+		cmocka_unit_test(t_reader_values),
+		cmocka_unit_test(t_rebuild_400_pods),
+		cmocka_unit_test(t_add_rebuilds_missing_table),
+	};
+
+	return cmocka_run_group_tests_name("accounting", tests, NULL, NULL);
+}
