@@ -581,6 +581,7 @@ class Scraper:
 
 SERVER = re.compile(rb"\ntollgate_scrape_duration_seconds (\S+)")
 NFTDUR = re.compile(rb'\ntollgate_collector_duration_seconds\{collector="nftables"\} (\S+)')
+TCDUR = re.compile(rb'\ntollgate_collector_duration_seconds\{collector="shaper"\} (\S+)')
 
 
 def stats(v):
@@ -600,7 +601,7 @@ def cmd_mix(a):
         cmds.append((name, line.split()))
     ka = Scraper(a.path, True)
     nc = Scraper(a.path, False)
-    lat = {"keepalive": [], "newconn": [], "server": [], "server_nftables": []}
+    lat = {"keepalive": [], "newconn": [], "server": [], "server_nftables": [], "server_shaper": []}
     for name, _ in cmds:
         lat[name] = []
     size = {}
@@ -621,6 +622,9 @@ def cmd_mix(a):
                     m = NFTDUR.search(b)
                     if m:
                         lat["server_nftables"].append(float(m.group(1)))
+                    m = TCDUR.search(b)
+                    if m:
+                        lat["server_shaper"].append(float(m.group(1)))
             size["keepalive"] = size["newconn"] = len(body)
         for k in range(len(cmds)):
             name, argv = cmds[(k + r) % len(cmds)]
