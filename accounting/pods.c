@@ -11,6 +11,7 @@
 #include <libnftnl/object.h>
 
 #include "accounting/internal.h"
+#include "lib/util.h"
 
 #define BATCH_BASE (128 * 1024)
 #define BATCH_PER_POD 2048	/* generous: ~10 elements and 8 counters */
@@ -295,20 +296,10 @@ struct dump_ctx {
 
 static bool grow(struct dump_ctx *d)
 {
-	size_t cap;
-	void *grown;
-
-	if (d->n < d->cap)
+	if (array_grow(&d->ips, &d->cap, d->n, sizeof(*d->ips), 64))
 		return true;
-	cap = d->cap ? d->cap * 2 : 64;
-	grown = realloc(d->ips, cap * sizeof(*d->ips));
-	if (!grown) {
-		d->err = -ENOMEM;
-		return false;
-	}
-	d->ips = grown;
-	d->cap = cap;
-	return true;
+	d->err = -ENOMEM;
+	return false;
 }
 
 static int collect_elem(struct nftnl_set_elem *el, void *p)

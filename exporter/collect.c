@@ -220,15 +220,8 @@ static long series_get(struct exporter *ex, const char *name, size_t len)
 				return (long)ex->index[j] - 1;
 		}
 	}
-	if (ex->n_series == ex->cap_series) {
-		size_t cap = ex->cap_series ? ex->cap_series * 2 : 256;
-		struct series *grown = realloc(ex->series, cap * sizeof(*grown));
-
-		if (!grown)
-			return -1;
-		ex->series = grown;
-		ex->cap_series = cap;
-	}
+	if (!array_grow(&ex->series, &ex->cap_series, ex->n_series, sizeof(*ex->series), 256))
+		return -1;
 	if ((ex->n_series + 1) * 2 > ex->index_cap &&
 	    index_rebuild(ex, ex->index_cap ? ex->index_cap * 2 : 512) < 0)
 		return -1;
@@ -270,16 +263,9 @@ static void on_counter(const char *name, size_t len, uint64_t packets, uint64_t 
 	}
 	s = &ex->series[i];
 	if (s->seen != ex->generation) {
-		if (ex->n_order == ex->cap_order) {
-			size_t cap = ex->cap_order ? ex->cap_order * 2 : 256;
-			uint32_t *grown = realloc(ex->order, cap * sizeof(*grown));
-
-			if (!grown) {
-				ex->read_err = -ENOMEM;
-				return;
-			}
-			ex->order = grown;
-			ex->cap_order = cap;
+		if (!array_grow(&ex->order, &ex->cap_order, ex->n_order, sizeof(*ex->order), 256)) {
+			ex->read_err = -ENOMEM;
+			return;
 		}
 		ex->order[ex->n_order++] = (uint32_t)i;
 	}
@@ -415,27 +401,25 @@ static void render_kind(struct exporter *ex, struct expo *x, enum series_kind ki
 	}
 }
 
-static void render_counters(struct exporter *ex, struct expo *x, bool bytes)
-{
-	if (bytes) {
-		render_kind(ex, x, SERIES_NS, true, "tollgate_namespace_bytes_total",
-			    "IP bytes of pods by Kubernetes namespace, direction and traffic class "
-			    "(internal: destination or source in internalCIDRs).");
-		render_kind(ex, x, SERIES_POD, true, "tollgate_pod_bytes_total",
-			    "IP bytes by pod (accounting.perPod), direction and traffic class.");
-		render_kind(ex, x, SERIES_HOST, true, "tollgate_host_bytes_total",
-			    "IP bytes of the node itself (and hostNetwork pods) by direction and "
-			    "traffic class.");
-	} else {
-		render_kind(ex, x, SERIES_NS, false, "tollgate_namespace_packets_total",
-			    "IP packets of pods by Kubernetes namespace, direction and traffic "
-			    "class.");
-		render_kind(ex, x, SERIES_POD, false, "tollgate_pod_packets_total",
-			    "IP packets by pod (accounting.perPod), direction and traffic class.");
-		render_kind(ex, x, SERIES_HOST, false, "tollgate_host_packets_total",
-			    "IP packets of the node itself by direction and traffic class.");
-	}
-}
+static const struct {
+	enum series_kind kind;
+	bool bytes;
+	const char *family, *help;
+} counter_families[] = {
+	{ SERIES_NS, true, "tollgate_namespace_bytes_total",
+	  "IP bytes of pods by Kubernetes namespace, direction and traffic class (internal: "
+	  "destination or source in internalCIDRs)." },
+	{ SERIES_POD, true, "tollgate_pod_bytes_total",
+	  "IP bytes by pod (accounting.perPod), direction and traffic class." },
+	{ SERIES_HOST, true, "tollgate_host_bytes_total",
+	  "IP bytes of the node itself (and hostNetwork pods) by direction and traffic class." },
+	{ SERIES_NS, false, "tollgate_namespace_packets_total",
+	  "IP packets of pods by Kubernetes namespace, direction and traffic class." },
+	{ SERIES_POD, false, "tollgate_pod_packets_total",
+	  "IP packets by pod (accounting.perPod), direction and traffic class." },
+	{ SERIES_HOST, false, "tollgate_host_packets_total",
+	  "IP packets of the node itself by direction and traffic class." },
+};
 
 int exporter_render(struct exporter *ex, struct expo *x)
 {
@@ -462,8 +446,9 @@ int exporter_render(struct exporter *ex, struct expo *x)
 	expo_family(x, "tollgate_build_info", "gauge", "Tollgate build; the value is always 1.");
 	expo_sample(x, "tollgate_build_info", version, 1);
 	if (nft_r == 0) {
-		render_counters(ex, x, true);
-		render_counters(ex, x, false);
+		for (size_t i = 0; i < sizeof(counter_families) / sizeof(counter_families[0]); i++)
+			render_kind(ex, x, counter_families[i].kind, counter_families[i].bytes,
+				    counter_families[i].family, counter_families[i].help);
 	}
 	t3 = time_mono_ns();
 	/* Which pods are shaped, and how, is in the store. */

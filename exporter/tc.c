@@ -18,6 +18,7 @@
 #include "cni/config.h"
 #include "exporter/internal.h"
 #include "lib/nl.h"
+#include "lib/util.h"
 #include "shaper/shaper.h"
 
 enum tc_level { LEVEL_POD, LEVEL_NAMESPACE, LEVEL_NODE, LEVELS };
@@ -67,16 +68,9 @@ static void on_class(const struct shaper_stats *st, void *arg)
 {
 	struct tc_collector *tc = arg;
 
-	if (tc->n_classes == tc->cap_classes) {
-		size_t cap = tc->cap_classes ? tc->cap_classes * 2 : 16;
-		struct shaper_stats *grown = realloc(tc->classes, cap * sizeof(*grown));
-
-		if (!grown) {
-			tc->err = -ENOMEM;
-			return;
-		}
-		tc->classes = grown;
-		tc->cap_classes = cap;
+	if (!array_grow(&tc->classes, &tc->cap_classes, tc->n_classes, sizeof(*tc->classes), 16)) {
+		tc->err = -ENOMEM;
+		return;
 	}
 	tc->classes[tc->n_classes++] = *st;
 }
@@ -176,16 +170,9 @@ static void add_row(struct tc_collector *tc, enum tc_level level, const struct i
 
 	if (!st)
 		return;
-	if (tc->n_rows == tc->cap_rows) {
-		size_t cap = tc->cap_rows ? tc->cap_rows * 2 : 64;
-		struct tc_row *grown = realloc(tc->rows, cap * sizeof(*grown));
-
-		if (!grown) {
-			tc->err = -ENOMEM;
-			return;
-		}
-		tc->rows = grown;
-		tc->cap_rows = cap;
+	if (!array_grow(&tc->rows, &tc->cap_rows, tc->n_rows, sizeof(*tc->rows), 64)) {
+		tc->err = -ENOMEM;
+		return;
 	}
 	row = &tc->rows[tc->n_rows++];
 	row->level = level;

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -35,6 +36,23 @@ uint64_t hash_fnv1a64(const void *data, size_t len, uint64_t h)
 		h *= 0x100000001b3ULL;
 	}
 	return h;
+}
+
+bool array_grow(void *arrp, size_t *cap, size_t n, size_t elem, size_t first)
+{
+	void *arr, *grown;
+	size_t want;
+
+	if (n < *cap)
+		return true;
+	want = *cap ? *cap * 2 : first;
+	memcpy(&arr, arrp, sizeof(arr));
+	grown = realloc(arr, want * elem);
+	if (!grown)
+		return false;
+	memcpy(arrp, &grown, sizeof(grown));
+	*cap = want;
+	return true;
 }
 
 static bool safe_char(char c)

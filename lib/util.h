@@ -10,6 +10,13 @@ int64_t time_now_ms(void);		/* wall clock, for records that outlive the process 
 int64_t time_mono_ns(void);		/* for durations */
 uint64_t hash_fnv1a64(const void *data, size_t len, uint64_t seed);
 #define FNV1A64_INIT 0xcbf29ce484222325ULL
+/*
+ * Room for one more element in a growing array: `arrp` points at the array
+ * pointer, which holds n elements of elem bytes in *cap. The capacity
+ * doubles (starting at first). False when out of memory; the array is then
+ * as it was.
+ */
+bool array_grow(void *arrp, size_t *cap, size_t n, size_t elem, size_t first);
 /* Strict name check: [A-Za-z0-9][A-Za-z0-9_.-]* up to max bytes. */
 bool name_is_safe(const char *s, size_t max);
 /* Reads a small text file (one line), trimmed. */

@@ -147,52 +147,71 @@ static void assert_all_counters(const struct seen *s, const struct pods *ps)
 				fail_msg("counter %s listed twice", s->names[i]);
 }
 
+/* What the scale tests share: 400 pods, a reader, what it saw; no table at start or end. */
+struct scale {
+	struct acct_config cfg;
+	struct pods *ps;
+	struct acct_reader *rd;
+	struct seen *s;
+	struct tg_err e;
+};
+
+static int scale_setup(void **state)
+{
+	struct scale *f = calloc(1, sizeof(*f));
+
+	if (!f)
+		return -1;
+	f->cfg = config();
+	f->ps = make_pods();
+	f->rd = acct_reader_new();
+	f->s = seen_new();
+	if (!f->rd)
+		return -1;
+	if (in_private_netns())
+		drop_table();
+	*state = f;
+	return 0;
+}
+
+static int scale_teardown(void **state)
+{
+	struct scale *f = *state;
+
+	if (in_private_netns())
+		drop_table();
+	acct_reader_free(f->rd);
+	seen_free(f->s);
+	free(f->ps);
+	free(f);
+	return 0;
+}
+
 static void t_rebuild_400_pods(void **state)
 {
-	struct acct_config cfg = config();
-	struct pods *ps = make_pods();
-	struct acct_reader *rd = acct_reader_new();
-	struct tg_err e = { 0 };
-	struct seen *s = seen_new();
+	struct scale *f = *state;
 
-	(void)state;
 	NEED_ROOT();
-	drop_table();
-	assert_non_null(rd);
-	if (acct_rebuild(&cfg, ps->p, PODS, &e) < 0)
-		fail_msg("rebuild of %d pods: %s", PODS, e.msg);
-	assert_int_equal(acct_reader_read(rd, on_counter, s), 0);
-	assert_all_counters(s, ps);
+	if (acct_rebuild(&f->cfg, f->ps->p, PODS, &f->e) < 0)
+		fail_msg("rebuild of %d pods: %s", PODS, f->e.msg);
+	assert_int_equal(acct_reader_read(f->rd, on_counter, f->s), 0);
+	assert_all_counters(f->s, f->ps);
 	/* again, over the same socket: the same counters */
-	s->n = s->calls = 0;
-	assert_int_equal(acct_reader_read(rd, on_counter, s), 0);
-	assert_all_counters(s, ps);
-	acct_reader_free(rd);
-	seen_free(s);
-	free(ps);
-	drop_table();
+	f->s->n = f->s->calls = 0;
+	assert_int_equal(acct_reader_read(f->rd, on_counter, f->s), 0);
+	assert_all_counters(f->s, f->ps);
 }
 
 static void t_add_rebuilds_missing_table(void **state)
 {
-	struct acct_config cfg = config();
-	struct pods *ps = make_pods();
-	struct acct_reader *rd = acct_reader_new();
-	struct tg_err e = { 0 };
-	struct seen *s = seen_new();
+	struct scale *f = *state;
 
-	(void)state;
 	NEED_ROOT();
-	drop_table();
 	/* the table is gone; the ADD of the last pod brings back the other 399 too */
-	if (acct_pod_add(&cfg, &ps->p[PODS - 1], ps->p, PODS, &e) < 0)
-		fail_msg("ADD with a rebuild of %d pods: %s", PODS, e.msg);
-	assert_int_equal(acct_reader_read(rd, on_counter, s), 0);
-	assert_all_counters(s, ps);
-	acct_reader_free(rd);
-	seen_free(s);
-	free(ps);
-	drop_table();
+	if (acct_pod_add(&f->cfg, &f->ps->p[PODS - 1], f->ps->p, PODS, &f->e) < 0)
+		fail_msg("ADD with a rebuild of %d pods: %s", PODS, f->e.msg);
+	assert_int_equal(acct_reader_read(f->rd, on_counter, f->s), 0);
+	assert_all_counters(f->s, f->ps);
 }
 
 static void t_reader_without_table(void **state)
@@ -255,8 +274,9 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(t_reader_without_table),
 		cmocka_unit_test(t_reader_values),
-		cmocka_unit_test(t_rebuild_400_pods),
-		cmocka_unit_test(t_add_rebuilds_missing_table),
+		cmocka_unit_test_setup_teardown(t_rebuild_400_pods, scale_setup, scale_teardown),
+		cmocka_unit_test_setup_teardown(t_add_rebuilds_missing_table, scale_setup,
+						scale_teardown),
 	};
 
 	return cmocka_run_group_tests_name("accounting", tests, NULL, NULL);
