@@ -1,5 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-/* The collectors: nftables counters (one dump) and the IPAM store (re-read on change). */
+/*
+ * The scrape: nftables counters (one dump), the IPAM store (re-read on
+ * change) and the shaper's classes (exporter/tc.c), rendered in one page.
+ */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -6,9 +6,10 @@
  * tollgate-exporter's collectors and its Prometheus text-format writer
  * (exposition format 0.0.4). The HTTP side lives in exporter/main.c.
  *
- * A scrape reads the nftables counters in one netlink dump and the store
- * only when it changed; labels come from the store (written at ADD time from
- * CNI_ARGS), never from the API server.
+ * A scrape reads the nftables counters in one netlink dump, the store only
+ * when it changed, and the tc classes of the pods the store says are shaped;
+ * labels come from the store (written at ADD time from CNI_ARGS), never from
+ * the API server.
  */
 
 #include <stdbool.h>
