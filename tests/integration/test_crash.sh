@@ -66,14 +66,20 @@ ipam() {
 	return "$IPAM_RC"
 }
 
-# plugin_bg CMD SHORT OUT: start the plugin for pod SHORT in the background ($! is its PID:
-# `ip netns exec` execs env, which execs the plugin)
+# exec_node ARGS...: replaces the calling (sub)shell with ARGS in the node namespace,
+# with the plugin's environment. `( exec_node ... ) &` makes $! the PID of ARGS
+# itself (the subshell execs `ip netns exec`, which execs env, which execs ARGS):
+# a background function call would make $! a subshell whose SIGKILL leaves its
+# child running.
+exec_node() { exec ip netns exec "$TG_NODE" env -i PATH="$TG_PATH" "${TG_EXTRA_ENV[@]}" "$@"; }
+
+# plugin_bg CMD SHORT OUT: start the plugin for pod SHORT in the background ($! is its PID)
 plugin_bg() {
 	local cmd=$1 short=$2 out=$3 cid netns
 	cid=$(cid_for "$short")
 	netns=$(netns_path "$short")
-	tg_exec CNI_COMMAND="$cmd" CNI_PATH="$TOLLGATE_BIN_DIR" CNI_CONTAINERID="$cid" CNI_IFNAME=eth0 \
-		CNI_NETNS="$netns" CNI_ARGS="$(k8s_args crash "$short" "$cid")" <<<"$CONF" >"$out" 2>&1 &
+	(exec_node CNI_COMMAND="$cmd" CNI_PATH="$TOLLGATE_BIN_DIR" CNI_CONTAINERID="$cid" CNI_IFNAME=eth0 \
+		CNI_NETNS="$netns" CNI_ARGS="$(k8s_args crash "$short" "$cid")" "$TG_BIN") <<<"$CONF" >"$out" 2>&1 &
 }
 
 # maybe_kill PID: with probability KILL_PCT, SIGKILL PID after 0-79 ms; then reap it.
@@ -115,13 +121,14 @@ noise() {
 	for i in 1 2 3 4 5 6; do
 		tg_conf '.name=$n | .ipam={source: "imds", imdsURL: $u, cooldownSeconds: 0} | .["cni.dev/valid-attachments"]=$v' \
 			--arg n "$NET" --arg u "$IMDS_URL" --argjson v "$valid" >"$TG_TMP/gc.conf"
-		tg_exec CNI_COMMAND=GC CNI_PATH="$TOLLGATE_BIN_DIR" <"$TG_TMP/gc.conf" >"$RES/noise.gc.$i" 2>&1 &
+		(exec_node CNI_COMMAND=GC CNI_PATH="$TOLLGATE_BIN_DIR" "$TG_BIN") <"$TG_TMP/gc.conf" >"$RES/noise.gc.$i" 2>&1 &
 		maybe_kill $!; rc=$MK_RC
 		echo "plugin-GC $rc" >>"$RES/noise"
-		ipam_cmd gc >"$RES/noise.ipamgc.$i" 2>&1 &
+		(exec_node "$IPAM_BIN" --data-dir "$DATA" --network "$NET" gc) >"$RES/noise.ipamgc.$i" 2>&1 &
 		maybe_kill $!; rc=$MK_RC
 		echo "ipam-gc $rc" >>"$RES/noise"
-		ipam_cmd sync --imds-url "$IMDS_URL" --uplink eth0 --retry-budget 3 >"$RES/noise.sync.$i" 2>&1 &
+		(exec_node "$IPAM_BIN" --data-dir "$DATA" --network "$NET" sync --imds-url "$IMDS_URL" \
+			--uplink eth0 --retry-budget 3) >"$RES/noise.sync.$i" 2>&1 &
 		maybe_kill $!; rc=$MK_RC
 		echo "sync $rc" >>"$RES/noise"
 		sleep 0.1
