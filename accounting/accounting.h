@@ -13,8 +13,11 @@
  *   counter ns_<namespace>_<class>, host_<class>, pod_<host veth>_<class>
  *   map egress_class { type ipv4_addr : classid; }     pod -> its uplink HTB class
  *   chain prerouting, output: internet-bound packets get internetMark
- *   chain forward: `meta priority` picks the shaper's HTB class (see shaper.h)
- *   chain forward, input, output: counting; chain postrouting: masquerade
+ *   chain forward: jumps to fwd_egress (classified by destination) and
+ *     fwd_ingress (by source), which go to fwd_*_internal on @internal: one
+ *     interval lookup per direction; `meta priority` picks the shaper's HTB
+ *     class there (see shaper.h)
+ *   chains fwd_*, input, output: counting; chain postrouting: masquerade
  *
  * <class> is egress_internal, egress_internet, ingress_internal or
  * ingress_internet. A packet costs one hash lookup per map, whatever the

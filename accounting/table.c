@@ -43,10 +43,21 @@ enum {
 
 struct chain_def {
 	const char *name;
-	const char *type;
+	const char *type;	/* NULL: a regular chain, reached by jump or goto */
 	uint32_t hook;
 	int32_t prio;
 };
+
+/*
+ * Forwarded packets are classified once per direction: `forward` jumps to
+ * fwd_egress (by destination) and fwd_ingress (by source), each of which
+ * looks @internal up once and goes to its *_internal chain on a match. Two
+ * interval lookups a packet, however many counting rules follow.
+ */
+#define FWD_EGRESS "fwd_egress"
+#define FWD_EGRESS_INTERNAL "fwd_egress_internal"
+#define FWD_INGRESS "fwd_ingress"
+#define FWD_INGRESS_INTERNAL "fwd_ingress_internal"
 
 static const struct chain_def chains[] = {
 	{ "prerouting", "filter", NF_INET_PRE_ROUTING, -150 }, /* mangle: before routing */
@@ -54,6 +65,10 @@ static const struct chain_def chains[] = {
 	{ "input", "filter", NF_INET_LOCAL_IN, -150 },
 	{ "output", "route", NF_INET_LOCAL_OUT, -150 },	/* route: a new mark re-routes */
 	{ "postrouting", "nat", NF_INET_POST_ROUTING, 100 }, /* srcnat */
+	{ FWD_EGRESS, NULL, 0, 0 },
+	{ FWD_EGRESS_INTERNAL, NULL, 0, 0 },
+	{ FWD_INGRESS, NULL, 0, 0 },
+	{ FWD_INGRESS_INTERNAL, NULL, 0, 0 },
 };
 
 void set_add_key(struct nftnl_set *s, uint32_t ip_host, bool interval_end)
@@ -288,9 +303,9 @@ static struct nftnl_rule *skip_loopback(const char *chain, uint32_t meta_key)
 }
 
 /*
- * A counting rule: classify on one address against @internal, then count
- * into the object that a map keyed by the other (pod) address names, or into
- * a named host counter.
+ * A counting rule: classify on one address against @internal (class_off 0:
+ * the chain already did), then count into the object that a map keyed by the
+ * other (pod) address names, or into a named host counter.
  */
 static struct nftnl_rule *count_rule(const char *chain, uint32_t class_off, bool internet,
 				     uint32_t key_off, const char *map, uint32_t map_id,
@@ -300,8 +315,10 @@ static struct nftnl_rule *count_rule(const char *chain, uint32_t class_off, bool
 
 	if (!r)
 		return NULL;
-	put(r, load_ip(class_off));
-	put(r, lookup(SET_INTERNAL, ID_INTERNAL, internet));
+	if (class_off) {
+		put(r, load_ip(class_off));
+		put(r, lookup(SET_INTERNAL, ID_INTERNAL, internet));
+	}
 	if (map) {
 		put(r, load_ip(key_off));
 		put(r, counter_map(map, map_id));
@@ -350,17 +367,15 @@ static struct nftnl_expr *meta_set_priority(void)
 	return ex;
 }
 
-/* ip saddr != @internal ip daddr @pods meta priority set 1:2 (the pod's internet ingress class) */
+/* In fwd_ingress (source not internal): ip daddr @pods meta priority set 1:2, the pod's internet ingress class */
 static struct nftnl_rule *inet_ingress_class_rule(void)
 {
-	struct nftnl_rule *r = rule_new("forward");
+	struct nftnl_rule *r = rule_new(FWD_INGRESS);
 	struct nftnl_expr *imm;
 	uint32_t classid = INET_INGRESS_CLASSID;
 
 	if (!r)
 		return NULL;
-	put(r, load_ip(12));
-	put(r, lookup(SET_INTERNAL, ID_INTERNAL, true));
 	put(r, load_ip(16));
 	put(r, lookup(SET_PODS, ID_PODS, false));
 	imm = nftnl_expr_alloc("immediate");
@@ -371,16 +386,14 @@ static struct nftnl_rule *inet_ingress_class_rule(void)
 	return r;
 }
 
-/* ip daddr != @internal meta priority set ip saddr map @egress_class */
+/* In fwd_egress (destination not internal): meta priority set ip saddr map @egress_class */
 static struct nftnl_rule *inet_egress_class_rule(void)
 {
-	struct nftnl_rule *r = rule_new("forward");
+	struct nftnl_rule *r = rule_new(FWD_EGRESS);
 	struct nftnl_expr *ex;
 
 	if (!r)
 		return NULL;
-	put(r, load_ip(16));
-	put(r, lookup(SET_INTERNAL, ID_INTERNAL, true));
 	put(r, load_ip(12));
 	ex = nftnl_expr_alloc("lookup");
 	nftnl_expr_set_u32(ex, NFTNL_EXPR_LOOKUP_SREG, NFT_REG_1);
@@ -389,6 +402,27 @@ static struct nftnl_rule *inet_egress_class_rule(void)
 	nftnl_expr_set_u32(ex, NFTNL_EXPR_LOOKUP_SET_ID, ID_EGRESS_CLASS);
 	put(r, ex);
 	put(r, meta_set_priority());
+	return r;
+}
+
+/* [ip saddr|daddr @internal] jump|goto <target> (class_off 0: unconditional) */
+static struct nftnl_rule *branch_rule(const char *chain, uint32_t class_off, uint32_t verdict,
+				      const char *target)
+{
+	struct nftnl_rule *r = rule_new(chain);
+	struct nftnl_expr *imm;
+
+	if (!r)
+		return NULL;
+	if (class_off) {
+		put(r, load_ip(class_off));
+		put(r, lookup(SET_INTERNAL, ID_INTERNAL, false));
+	}
+	imm = nftnl_expr_alloc("immediate");
+	nftnl_expr_set_u32(imm, NFTNL_EXPR_IMM_DREG, NFT_REG_VERDICT);
+	nftnl_expr_set_u32(imm, NFTNL_EXPR_IMM_VERDICT, verdict);
+	nftnl_expr_set_str(imm, NFTNL_EXPR_IMM_CHAIN, target);
+	put(r, imm);
 	return r;
 }
 
@@ -421,10 +455,12 @@ static int put_chain(struct batch *bt, const struct chain_def *d)
 	}
 	nftnl_chain_set_str(ch, NFTNL_CHAIN_TABLE, ACCT_TABLE);
 	nftnl_chain_set_str(ch, NFTNL_CHAIN_NAME, d->name);
-	nftnl_chain_set_u32(ch, NFTNL_CHAIN_HOOKNUM, d->hook);
-	nftnl_chain_set_s32(ch, NFTNL_CHAIN_PRIO, d->prio);
-	nftnl_chain_set_str(ch, NFTNL_CHAIN_TYPE, d->type);
-	nftnl_chain_set_u32(ch, NFTNL_CHAIN_POLICY, NF_ACCEPT);
+	if (d->type) {
+		nftnl_chain_set_u32(ch, NFTNL_CHAIN_HOOKNUM, d->hook);
+		nftnl_chain_set_s32(ch, NFTNL_CHAIN_PRIO, d->prio);
+		nftnl_chain_set_str(ch, NFTNL_CHAIN_TYPE, d->type);
+		nftnl_chain_set_u32(ch, NFTNL_CHAIN_POLICY, NF_ACCEPT);
+	}
 	nlh = batch_msg(bt, NFT_MSG_NEWCHAIN, NLM_F_CREATE);
 	nftnl_chain_nlmsg_build_payload(nlh, ch);
 	nftnl_chain_free(ch);
@@ -457,6 +493,27 @@ static int put_pod_counting(struct batch *bt, const char *chain, bool egress, bo
 		r |= put_rule(bt, count_rule(chain, 12, true, 16, maps[ACCT_INGRESS_INTERNET],
 					     first_id + ACCT_INGRESS_INTERNET, NULL));
 	}
+	return r ? -ENOMEM : 0;
+}
+
+/* Forwarded traffic's counting rules, in the chains that classified it already. */
+static int put_fwd_counting(struct batch *bt, const char *const maps[], uint32_t first_id)
+{
+	static const struct {
+		const char *chain;
+		enum acct_class cls;
+		uint32_t key_off;	/* the pod's address: source going out, destination coming in */
+	} rules[] = {
+		{ FWD_EGRESS_INTERNAL, ACCT_EGRESS_INTERNAL, 12 },
+		{ FWD_EGRESS, ACCT_EGRESS_INTERNET, 12 },
+		{ FWD_INGRESS_INTERNAL, ACCT_INGRESS_INTERNAL, 16 },
+		{ FWD_INGRESS, ACCT_INGRESS_INTERNET, 16 },
+	};
+	int r = 0;
+
+	for (size_t i = 0; i < sizeof(rules) / sizeof(rules[0]); i++)
+		r |= put_rule(bt, count_rule(rules[i].chain, 0, false, rules[i].key_off,
+					     maps[rules[i].cls], first_id + rules[i].cls, NULL));
 	return r ? -ENOMEM : 0;
 }
 
@@ -497,14 +554,19 @@ int table_declare(struct batch *bt, const struct acct_config *cfg)
 		r |= put_rule(bt, mark_rule("prerouting", true, cfg->internet_mark));
 		r |= put_rule(bt, mark_rule("output", false, cfg->internet_mark));
 	}
+	/* Forwarded pod traffic: one classification per direction (see chains[]). */
+	r |= put_rule(bt, branch_rule("forward", 0, NFT_JUMP, FWD_EGRESS));
+	r |= put_rule(bt, branch_rule("forward", 0, NFT_JUMP, FWD_INGRESS));
+	r |= put_rule(bt, branch_rule(FWD_EGRESS, 16, NFT_GOTO, FWD_EGRESS_INTERNAL));
+	r |= put_rule(bt, branch_rule(FWD_INGRESS, 12, NFT_GOTO, FWD_INGRESS_INTERNAL));
 	/* The shaper's classes for internet traffic (see shaper.h). */
-	r |= put_rule(bt, inet_ingress_class_rule());
 	r |= put_rule(bt, inet_egress_class_rule());
+	r |= put_rule(bt, inet_ingress_class_rule());
 	if (cfg->enabled) {
-		/* Pods: forwarded traffic both ways, and their traffic with the node itself. */
-		r |= put_pod_counting(bt, "forward", true, true, acct_ns_maps, ID_NS_MAPS);
+		r |= put_fwd_counting(bt, acct_ns_maps, ID_NS_MAPS);
 		if (cfg->per_pod)
-			r |= put_pod_counting(bt, "forward", true, true, acct_pod_maps, ID_POD_MAPS);
+			r |= put_fwd_counting(bt, acct_pod_maps, ID_POD_MAPS);
+		/* Pods' traffic with the node itself. */
 		r |= put_rule(bt, skip_loopback("input", NFT_META_IIF));
 		r |= put_pod_counting(bt, "input", true, false, acct_ns_maps, ID_NS_MAPS);
 		if (cfg->per_pod)

@@ -529,8 +529,8 @@ flow_case "after the rebuild: old pod y masqueraded and counted (internet, 4 x 3
 
 t_begin "nft flush table inet tollgate (rules gone): the next ADD restores counting and masquerade of old pods"
 ip netns exec "$TG_NODE" nft flush table inet tollgate
-! ip netns exec "$TG_NODE" nft list chain inet tollgate forward 2>/dev/null | grep -q counter ||
-	t_fail "forward chain still has rules after the flush"
+n=$(ip netns exec "$TG_NODE" nft -j list table inet tollgate 2>/dev/null | jq '[.nftables[] | select(.rule)] | length')
+t_expect "rules left after the flush" "$n" 0
 pingq "$TG_ID-y" "$TG_INET_IP" 1 && t_fail "y reaches inet although the masquerade rule was flushed"
 pod_add w heal "$CONF" || { t_fail "ADD w rc=$TG_RC $TG_OUT"; tg_diag_last; }
 t_end
