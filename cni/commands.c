@@ -53,16 +53,23 @@ static int open_route_socket(struct session *s, struct tg_err *e)
 }
 
 /* Internet shaping sits on the uplink: it must exist before anything is changed. */
-static bool uplink_known(struct nl_sock *sk, const struct tg_config *cfg, struct tg_err *e)
+/*
+ * Internet shaping needs an uplink. `ifindex` is the uplink when the MTU
+ * lookup already found it (0: none), or negative when it was not looked up.
+ */
+static bool uplink_known(struct nl_sock *sk, const struct tg_config *cfg, int ifindex,
+			 struct tg_err *e)
 {
-	int ifindex = 0, mtu;
+	int mtu;
 
-	if (!cfg->uplink[0] && (nl_default_route_ifindex(sk, &ifindex) < 0 || !ifindex)) {
+	if (ifindex < 0 && cfg->uplink[0] && plumb_uplink_mtu(sk, cfg->uplink, &mtu, &ifindex, e) < 0)
+		return false; /* a named uplink that does not exist */
+	if (ifindex < 0 && nl_default_route_ifindex(sk, &ifindex) < 0)
+		ifindex = 0;
+	if (!ifindex)
 		tg_fail(e, CNI_ERR_CONFIG, -ENODEV,
 			"shaping.internetEgress needs an uplink: set \"uplink\" or a default route");
-		return false;
-	}
-	return !cfg->uplink[0] || plumb_uplink_mtu(sk, cfg->uplink, &mtu, e) == 0;
+	return ifindex > 0;
 }
 
 static int open_netns(struct session *s, const char *path, struct tg_err *e)
@@ -205,7 +212,7 @@ int cmd_add(const struct cni_env *env, const struct tg_config *cfg, json_object 
 	struct acct_pod me;
 	struct shaper_spec spec;
 	_cleanup_free_ struct acct_pod *all = NULL;
-	int mtu = cfg->mtu, r;
+	int mtu = cfg->mtu, uplink = -1, r;
 
 	r = session_begin(&s, cfg, e);
 	if (r < 0)
@@ -217,7 +224,7 @@ int cmd_add(const struct cni_env *env, const struct tg_config *cfg, json_object 
 	r = open_route_socket(&s, e);
 	if (r < 0)
 		goto out;
-	if (!mtu && (r = plumb_uplink_mtu(s.sk, cfg->uplink, &mtu, e)) < 0)
+	if (!mtu && (r = plumb_uplink_mtu(s.sk, cfg->uplink, &mtu, &uplink, e)) < 0)
 		goto out;
 
 	snprintf(ac.req.container_id, sizeof(ac.req.container_id), "%s", env->container_id);
@@ -229,7 +236,7 @@ int cmd_add(const struct cni_env *env, const struct tg_config *cfg, json_object 
 	ac.req.created = time(NULL);
 	cni_shaping_of_request(cfg, env->k8s_namespace, &ac.req.shaping);
 	spec = cni_shaper_spec(&ac.req.shaping);
-	if (shaper_inet_egress(&spec) && !uplink_known(s.sk, cfg, e)) {
+	if (shaper_inet_egress(&spec) && !uplink_known(s.sk, cfg, uplink, e)) {
 		r = -ENODEV;
 		goto out;
 	}

@@ -54,11 +54,13 @@ void plumb_pod_mac(const char *container_id, const char *ifname, uint8_t ret[6])
 }
 
 
-int plumb_uplink_mtu(struct nl_sock *sk, const char *uplink, int *ret, struct tg_err *e)
+int plumb_uplink_mtu(struct nl_sock *sk, const char *uplink, int *ret, int *ret_ifindex,
+		     struct tg_err *e)
 {
 	struct rtnl_link *link = NULL;
 	int ifindex = 0, r;
 
+	*ret_ifindex = 0;
 	if (uplink[0]) {
 		r = rtnl_link_get_kernel(sk, 0, uplink, &link);
 		if (r == -NLE_NODEV || r == -NLE_OBJ_NOTFOUND)
@@ -70,13 +72,14 @@ int plumb_uplink_mtu(struct nl_sock *sk, const char *uplink, int *ret, struct tg
 		/* No uplink configured: the interface of the default route, else 1500. */
 		if (nl_default_route_ifindex(sk, &ifindex) < 0 || ifindex == 0) {
 			*ret = 1500;
-			return 0;
+			return 0; /* and no uplink */
 		}
 		r = rtnl_link_get_kernel(sk, ifindex, NULL, &link);
 		if (r < 0)
 			return tg_fail_nl(e, r, "%s", "cannot read the default route's interface");
 	}
 	*ret = (int)rtnl_link_get_mtu(link);
+	*ret_ifindex = rtnl_link_get_ifindex(link);
 	rtnl_link_put(link);
 	return 0;
 }

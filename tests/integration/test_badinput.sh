@@ -156,6 +156,11 @@ bad "internalCIDRs overlapping (README: non-overlapping)" 7 "$(c '.internalCIDRs
 bad "dataDir relative (README: absolute path)" 7 "$(c '.dataDir="data"')"
 bad "unknown ipam.source" 7 "$(c '.ipam.source="dhcp"')"
 bad "static source without addresses" 7 "$(c 'del(.ipam.addresses)')"
+bad "uplink that does not exist (MTU taken from it)" 7 "$(c '.uplink="nosuch0" | del(.mtu)')"
+bad "internet shaping through an uplink that does not exist" 7 \
+	"$(c '.uplink="nosuch0" | .mtu=1500 | .shaping={internetEgress: {podDefault: "100M"}}')"
+bad "internet shaping through an uplink that does not exist (MTU taken from it)" 7 \
+	"$(c '.uplink="nosuch0" | del(.mtu) | .shaping={internetEgress: {podDefault: "100M"}}')"
 
 t_begin "the healthy pod survived every bad input"
 pod_check_conf=$(tg_conf '.prevResult=$p' --argjson p "${POD_RESULT[good]}")

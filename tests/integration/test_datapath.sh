@@ -258,6 +258,21 @@ fi
 ip -n "$TG_NODE" link set eth0 mtu 1500
 t_end
 
+t_begin "defaults with internet shaping: the default route's interface is the uplink it shapes"
+DEFS=$(tg_conf 'del(.mtu, .uplink) | .shaping={internetEgress: {podDefault: "100M"}}')
+if pod_add ds research "$DEFS"; then
+	ip netns exec "$TG_NODE" tc filter show dev eth0 egress 2>/dev/null | grep -q "to device tollgate-inet" ||
+		t_fail "no redirect to tollgate-inet on eth0's egress hook"
+	ip netns exec "$TG_NODE" tc class show dev tollgate-inet 2>/dev/null | grep -q 'ceil 100Mbit' ||
+		t_fail "no 100Mbit class on tollgate-inet: $(ip netns exec "$TG_NODE" tc class show dev tollgate-inet 2>&1 | tr '\n' ' ')"
+	pingq "$TG_ID-ds" "$TG_INET_IP" || t_fail "ds -> inet fails"
+	pod_del ds "$DEFS" || t_fail "DEL rc=$TG_RC $TG_OUT"
+else
+	t_fail "ADD rc=$TG_RC $TG_OUT"
+	tg_diag_last
+fi
+t_end
+
 t_begin "config as libcni sends it (capabilities, runtimeConfig, unknown keys) is accepted"
 RTC=$(tg_conf '.capabilities={portMappings: true} | .runtimeConfig={portMappings: []} | .someFutureKey={x: 1} | .ipam.futureKey="y"')
 if pod_add u research "$RTC"; then
