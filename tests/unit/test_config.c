@@ -20,6 +20,8 @@
 
 #include <cmocka.h>
 
+#include "tests/unit/group.h"
+
 #include "cni/internal.h"
 
 /* ---- helpers ---- */
@@ -749,19 +751,6 @@ static void t_null_err_tolerated(void **state)
 
 /* ---- the group ---- */
 
-#define MAX_TESTS 256
-static struct CMUnitTest tests[MAX_TESTS];
-static size_t n_tests;
-
-static void add_test(const char *name, CMUnitTestFunction fn, void *st)
-{
-	if (n_tests >= MAX_TESTS)
-		abort();
-	tests[n_tests++] = (struct CMUnitTest){ .name = name, .test_func = fn, .initial_state = st };
-}
-
-#define ADD(fn) add_test(#fn, fn, NULL)
-
 int main(void)
 {
 	ADD(t_full_config_static);
@@ -795,5 +784,5 @@ int main(void)
 	ADD(t_null_err_tolerated);
 	for (size_t i = 0; i < sizeof(bad_cases) / sizeof(bad_cases[0]); i++)
 		add_test(bad_cases[i].name, t_bad, (void *)&bad_cases[i]);
-	return _cmocka_run_group_tests("config", tests, n_tests, NULL, NULL);
+	return run_group("config");
 }

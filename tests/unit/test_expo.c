@@ -32,6 +32,8 @@
 
 #include <cmocka.h>
 
+#include "tests/unit/group.h"
+
 #include "exporter/exporter.h"
 #include "tests/unit/netns.h"
 
@@ -954,21 +956,7 @@ static void t_render_repeated_is_stable(void **state)
 
 /* ---- main ---- */
 
-#define MAX_TESTS 64
-static struct CMUnitTest tests[MAX_TESTS];
-static size_t n_tests;
-
-static void add_test(const char *name, CMUnitTestFunction fn, CMFixtureFunction setup,
-		     CMFixtureFunction teardown)
-{
-	if (n_tests >= MAX_TESTS)
-		abort();
-	tests[n_tests++] = (struct CMUnitTest){ .name = name, .test_func = fn,
-						.setup_func = setup, .teardown_func = teardown };
-}
-
-#define ADD(fn) add_test(#fn, fn, NULL, NULL)
-#define ADD_RENDER(fn) add_test(#fn, fn, render_setup, render_teardown)
+#define ADD_RENDER(fn) add_test_fixture(#fn, fn, render_setup, render_teardown, NULL)
 
 int main(void)
 {
@@ -1004,5 +992,5 @@ int main(void)
 	ADD_RENDER(t_render_monotonic_across_rebuild);
 	ADD_RENDER(t_render_many_counters_keep_offsets);
 	ADD_RENDER(t_render_repeated_is_stable);
-	return _cmocka_run_group_tests("expo", tests, n_tests, NULL, NULL);
+	return run_group("expo");
 }

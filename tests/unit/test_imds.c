@@ -22,6 +22,8 @@
 
 #include <cmocka.h>
 
+#include "tests/unit/group.h"
+
 #include "ipam/ipam.h"
 #include "lib/ip4.h"
 
@@ -751,19 +753,6 @@ static void t_pending_round_trip(void **state)
 	ipam_state_free(&back);
 }
 
-#define MAX_TESTS 64
-static struct CMUnitTest tests[MAX_TESTS];
-static size_t n_tests;
-
-static void add_test(const char *name, CMUnitTestFunction fn, void *st)
-{
-	if (n_tests >= MAX_TESTS)
-		abort();
-	tests[n_tests++] = (struct CMUnitTest){ .name = name, .test_func = fn, .initial_state = st };
-}
-
-#define ADD(fn) add_test(#fn, fn, NULL)
-
 int main(void)
 {
 	ADD(t_parse_one_nic);
@@ -788,5 +777,5 @@ int main(void)
 	ADD(t_reconcile_unsorted_input);
 	ADD(t_fixture_to_pool);
 	ADD(t_pending_round_trip);
-	return _cmocka_run_group_tests("imds", tests, n_tests, NULL, NULL);
+	return run_group("imds");
 }

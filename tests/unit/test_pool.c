@@ -14,6 +14,8 @@
 
 #include <cmocka.h>
 
+#include "tests/unit/group.h"
+
 #include "ipam/ipam.h"
 #include "lib/ip4.h"
 
@@ -623,19 +625,6 @@ static void t_round_trip_sparse(void **state)
 
 /* ---- the group ---- */
 
-#define MAX_TESTS 256
-static struct CMUnitTest tests[MAX_TESTS];
-static size_t n_tests;
-
-static void add_test(const char *name, CMUnitTestFunction fn, void *st)
-{
-	if (n_tests >= MAX_TESTS)
-		abort();
-	tests[n_tests++] = (struct CMUnitTest){ .name = name, .test_func = fn, .initial_state = st };
-}
-
-#define ADD(fn) add_test(#fn, fn, NULL)
-
 int main(void)
 {
 	ADD(t_ip4_parse_valid);
@@ -676,5 +665,5 @@ int main(void)
 	ADD(t_round_trip_sparse);
 	for (size_t i = 0; i < sizeof(bad_entries) / sizeof(bad_entries[0]); i++)
 		add_test(bad_entries[i].name, t_pool_bad, (void *)&bad_entries[i]);
-	return _cmocka_run_group_tests("pool", tests, n_tests, NULL, NULL);
+	return run_group("pool");
 }

@@ -18,6 +18,8 @@
 
 #include <cmocka.h>
 
+#include "tests/unit/group.h"
+
 #include "cni/cni.h"
 #include "cni/internal.h"
 
@@ -484,19 +486,6 @@ static void t_prev_hostile(void **state)
 
 /* ---- the group ---- */
 
-#define MAX_TESTS 128
-static struct CMUnitTest tests[MAX_TESTS];
-static size_t n_tests;
-
-static void add_test(const char *name, CMUnitTestFunction fn, void *st)
-{
-	if (n_tests >= MAX_TESTS)
-		abort();
-	tests[n_tests++] = (struct CMUnitTest){ .name = name, .test_func = fn, .initial_state = st };
-}
-
-#define ADD(fn) add_test(#fn, fn, NULL)
-
 int main(void)
 {
 	ADD(t_version_parse_supported);
@@ -523,5 +512,5 @@ int main(void)
 	ADD(t_prev_index_out_of_range);
 	for (size_t i = 0; i < sizeof(hostiles) / sizeof(hostiles[0]); i++)
 		add_test(hostiles[i].name, t_prev_hostile, (void *)&hostiles[i]);
-	return _cmocka_run_group_tests("result", tests, n_tests, NULL, NULL);
+	return run_group("result");
 }

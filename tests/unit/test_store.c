@@ -25,6 +25,8 @@
 
 #include <cmocka.h>
 
+#include "tests/unit/group.h"
+
 #include "ipam/ipam.h"
 #include "lib/ip4.h"
 
@@ -854,48 +856,35 @@ static void t_concurrent_writers(void **state)
 
 /* ---- the group ---- */
 
-#define MAX_TESTS 128
-static struct CMUnitTest tests[MAX_TESTS];
-static size_t n_tests;
-
-static void add_test(const char *name, CMUnitTestFunction fn, CMFixtureFunction su,
-		     CMFixtureFunction td, void *st)
-{
-	if (n_tests >= MAX_TESTS)
-		abort();
-	tests[n_tests++] = (struct CMUnitTest){ .name = name, .test_func = fn, .setup_func = su,
-						.teardown_func = td, .initial_state = st };
-}
-
-#define ADD(fn) add_test(#fn, fn, setup, teardown, NULL)
-#define ADD_PLAIN(fn) add_test(#fn, fn, NULL, NULL, NULL)
+/* Most store tests run in a fresh data directory (setup/teardown). */
+#define ADD_STORE(fn) add_test_fixture(#fn, fn, setup, teardown, NULL)
 
 int main(void)
 {
-	ADD_PLAIN(t_json_round_trip);
-	ADD_PLAIN(t_json_round_trip_through_text);
-	ADD_PLAIN(t_json_round_trip_empty);
-	ADD_PLAIN(t_json_shape);
-	ADD_PLAIN(t_from_json_minimal);
+	ADD(t_json_round_trip);
+	ADD(t_json_round_trip_through_text);
+	ADD(t_json_round_trip_empty);
+	ADD(t_json_shape);
+	ADD(t_from_json_minimal);
 	for (size_t i = 0; i < sizeof(bad_docs) / sizeof(bad_docs[0]); i++)
-		add_test(bad_docs[i].name, t_from_json_bad, NULL, NULL, (void *)&bad_docs[i]);
-	ADD(t_open_creates_dir_and_lock);
-	ADD(t_open_existing_dir);
-	ADD(t_open_fails_under_a_file);
-	ADD(t_open_too_long);
-	ADD(t_load_missing_is_empty);
-	ADD(t_save_load_round_trip);
-	ADD(t_saved_file_is_json_with_version);
-	ADD(t_save_replaces);
-	ADD(t_save_restores_mode);
-	ADD(t_save_load_tolerates_trailing_whitespace);
-	ADD(t_lock_is_exclusive);
-	ADD(t_unlock_twice_is_harmless);
-	ADD(t_durable_follows_filesystem);
+		add_test(bad_docs[i].name, t_from_json_bad, (void *)&bad_docs[i]);
+	ADD_STORE(t_open_creates_dir_and_lock);
+	ADD_STORE(t_open_existing_dir);
+	ADD_STORE(t_open_fails_under_a_file);
+	ADD_STORE(t_open_too_long);
+	ADD_STORE(t_load_missing_is_empty);
+	ADD_STORE(t_save_load_round_trip);
+	ADD_STORE(t_saved_file_is_json_with_version);
+	ADD_STORE(t_save_replaces);
+	ADD_STORE(t_save_restores_mode);
+	ADD_STORE(t_save_load_tolerates_trailing_whitespace);
+	ADD_STORE(t_lock_is_exclusive);
+	ADD_STORE(t_unlock_twice_is_harmless);
+	ADD_STORE(t_durable_follows_filesystem);
 	for (size_t i = 0; i < sizeof(corrupts) / sizeof(corrupts[0]); i++)
-		add_test(corrupts[i].name, t_corrupt, setup, teardown, (void *)&corrupts[i]);
-	ADD(t_unreadable_is_an_error);
-	ADD(t_symlink_not_followed);
-	ADD(t_concurrent_writers);
-	return _cmocka_run_group_tests("store", tests, n_tests, NULL, NULL);
+		add_test_fixture(corrupts[i].name, t_corrupt, setup, teardown, (void *)&corrupts[i]);
+	ADD_STORE(t_unreadable_is_an_error);
+	ADD_STORE(t_symlink_not_followed);
+	ADD_STORE(t_concurrent_writers);
+	return run_group("store");
 }
