@@ -207,6 +207,8 @@ T_START=$EPOCHREALTIME
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
+# shellcheck source=tests/bench/lib.sh
+. "$HERE/lib.sh"
 BIN_DIR=${1:-${TOLLGATE_BIN_DIR:-build}}
 [[ $BIN_DIR == /* ]] || BIN_DIR=$ROOT/$BIN_DIR
 TG_BIN=$BIN_DIR/tollgate
@@ -243,11 +245,7 @@ cleanup() {
     exec 13>&- 14<&- 15>&- 16<&- 2>/dev/null
     for p in "${WORKER_PIDS[@]}"; do kill "$p" 2>/dev/null; done
     for p in "${WORKER_PIDS[@]}"; do wait "$p" 2>/dev/null; done
-    if [[ -d /run/netns ]]; then
-        local f list=()
-        for f in /run/netns/"$RUN"-*; do [[ -e $f ]] && list+=("netns del ${f##*/}"); done
-        ((${#list[@]})) && printf '%s\n' "${list[@]}" | ip -force -batch - >/dev/null 2>&1
-    fi
+    netns_del_run
     [[ -n ${WORK:-} && $WORK == /dev/shm/tollgate-bench.* ]] && rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -255,30 +253,10 @@ trap 'log interrupted; exit 130' INT
 trap 'log terminated; exit 143' TERM
 
 # pods netns batch helpers
-netns_batch() { # add|del names...
-    local verb=$1; shift
-    (($#)) || return 0
-    printf "netns $verb %s\n" "$@" | ip -batch - || die "ip netns $verb failed"
-}
 
 # ---------------------------------------------------------------- topology
 log "run $RUN, work dir $WORK"
-netns_batch add "$NWAN" "$NTG" "$NREF"
-ip -n "$NWAN" link set lo up
-ip -n "$NWAN" addr add 203.0.113.1/32 dev lo     # the "internet" host
-i=0
-for pair in "$NTG:10.240.0:10.1.0.0/22" "$NREF:10.240.1:10.2.0.0/22"; do
-    IFS=: read -r node net podnet <<<"$pair"
-    ip -n "$node" link set lo up
-    ip -n "$node" link add eth0 type veth peer name up$i netns "$NWAN" || die "uplink veth failed"
-    ip -n "$node" addr add "$net.4/24" dev eth0
-    ip -n "$node" link set eth0 up
-    ip -n "$node" route add default via "$net.1"
-    ip -n "$NWAN" addr add "$net.1/24" dev up$i
-    ip -n "$NWAN" link set up$i up
-    ip -n "$NWAN" route add "$podnet" via "$net.4"
-    i=$((i + 1))
-done
+two_nodes "$NWAN" "$NTG" "$NREF" 203.0.113.1
 
 # ----------------------------------------------------------------- configs
 mkdir -p "$WORK/tg" "$WORK/ref" "$WORK/tgdata" "$WORK/hl" "$WORK/bin"

@@ -72,6 +72,8 @@ T_START=$EPOCHREALTIME
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
+# shellcheck source=tests/bench/lib.sh
+. "$HERE/lib.sh"
 BIN_DIR=${1:-${TOLLGATE_BIN_DIR:-build}}
 [[ $BIN_DIR == /* ]] || BIN_DIR=$ROOT/$BIN_DIR
 TG_BIN=$BIN_DIR/tollgate
@@ -116,10 +118,7 @@ cleanup() {
     local p f list=()
     for p in "${SRV_PID[@]}"; do kill "$p" 2>/dev/null; done
     for p in "${SRV_PID[@]}"; do wait "$p" 2>/dev/null; done
-    if [[ -d /run/netns ]]; then
-        for f in /run/netns/"$RUN"-*; do [[ -e $f ]] && list+=("netns del ${f##*/}"); done
-        ((${#list[@]})) && printf '%s\n' "${list[@]}" | ip -force -batch - >/dev/null 2>&1
-    fi
+    netns_del_run
     [[ -n ${WORK:-} && $WORK == /dev/shm/tollgate-bench-acct.* ]] && rm -rf "$WORK"
 }
 trap cleanup EXIT

@@ -50,6 +50,8 @@ T_START=$EPOCHREALTIME
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
+# shellcheck source=tests/bench/lib.sh
+. "$HERE/lib.sh"
 BIN_DIR=${1:-${TOLLGATE_BIN_DIR:-build}}
 [[ $BIN_DIR == /* ]] || BIN_DIR=$ROOT/$BIN_DIR
 TG_BIN=$BIN_DIR/tollgate
@@ -86,9 +88,7 @@ CLEANED=0
 cleanup() {
     ((CLEANED)) && return; CLEANED=1
     if [[ -n $EXP_PID ]]; then kill "$EXP_PID" 2>/dev/null; wait "$EXP_PID" 2>/dev/null; fi
-    local f list=()
-    for f in /run/netns/"$RUN"-*; do [[ -e $f ]] && list+=("netns del ${f##*/}"); done
-    ((${#list[@]})) && printf '%s\n' "${list[@]}" | ip -force -batch - >/dev/null 2>&1
+    netns_del_run
     [[ $WORK == */tollgate-bench-exp.* ]] && rm -rf "$WORK"
 }
 trap cleanup EXIT

@@ -120,6 +120,8 @@ T_START=$EPOCHREALTIME
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
+# shellcheck source=tests/bench/lib.sh
+. "$HERE/lib.sh"
 BIN_DIR=${1:-${TOLLGATE_BIN_DIR:-build}}
 [[ $BIN_DIR == /* ]] || BIN_DIR=$ROOT/$BIN_DIR
 TG_BIN=$BIN_DIR/tollgate
@@ -170,11 +172,7 @@ cleanup() {
     local p
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
     for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
-    if [[ -d /run/netns ]]; then
-        local f list=()
-        for f in /run/netns/"$RUN"-*; do [[ -e $f ]] && list+=("netns del ${f##*/}"); done
-        ((${#list[@]})) && printf '%s\n' "${list[@]}" | ip -force -batch - >/dev/null 2>&1
-    fi
+    netns_del_run
     [[ -n ${WORK:-} && $WORK == /dev/shm/tollgate-bench-shaping.* ]] && rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -187,11 +185,6 @@ pid_forget() {
     for p in "${PIDS[@]}"; do [[ $p == "$1" ]] || keep+=("$p"); done
     PIDS=("${keep[@]}")
 }
-netns_batch() { # add|del names...
-    local verb=$1; shift
-    (($#)) || return 0
-    printf "netns $verb %s\n" "$@" | ip -batch - || die "ip netns $verb failed"
-}
 now_us() { echo "${EPOCHREALTIME//[!0-9]/}"; }
 sleep_until() { # absolute time in usec
     local d=$(($1 - $(now_us)))
@@ -202,22 +195,7 @@ mbit() { awk -v b="$1" 'BEGIN { printf "%g", b / 1e6 }'; }
 
 # ---------------------------------------------------------------- topology
 log "run $RUN, work dir $WORK"
-netns_batch add "$NWAN" "$NTG" "$NREF"
-ip -n "$NWAN" link set lo up
-ip -n "$NWAN" addr add "$WAN_IP/32" dev lo
-i=0
-for pair in "$NTG:10.240.0:10.1.0.0/22" "$NREF:10.240.1:10.2.0.0/22"; do
-    IFS=: read -r node net podnet <<<"$pair"
-    ip -n "$node" link set lo up
-    ip -n "$node" link add eth0 type veth peer name up$i netns "$NWAN" || die "uplink veth failed"
-    ip -n "$node" addr add "$net.4/24" dev eth0
-    ip -n "$node" link set eth0 up
-    ip -n "$node" route add default via "$net.1"
-    ip -n "$NWAN" addr add "$net.1/24" dev up$i
-    ip -n "$NWAN" link set up$i up
-    ip -n "$NWAN" route add "$podnet" via "$net.4"
-    i=$((i + 1))
-done
+two_nodes "$NWAN" "$NTG" "$NREF" "$WAN_IP"
 
 # ----------------------------------------------------------------- configs
 mkdir -p "$WORK/tgdata" "$WORK/hl" "$WORK/bin" "$WORK/out" "$WORK/ipf"
