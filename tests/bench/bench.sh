@@ -203,15 +203,10 @@ if [[ ${1:-} == __worker ]]; then
 fi
 
 # ------------------------------------------------------------ controller --
-T_START=$EPOCHREALTIME
-LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
 # shellcheck source=tests/bench/lib.sh
 . "$HERE/lib.sh"
-BIN_DIR=${1:-${TOLLGATE_BIN_DIR:-build}}
-[[ $BIN_DIR == /* ]] || BIN_DIR=$ROOT/$BIN_DIR
-TG_BIN=$BIN_DIR/tollgate
+bench_start "${1:-}"
 REF_DIR=/usr/lib/cni
 N=${BENCH_PODS:-100}
 K=${BENCH_BURST:-50}

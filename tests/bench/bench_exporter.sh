@@ -46,15 +46,10 @@
 set -u
 export LC_ALL=C
 
-T_START=$EPOCHREALTIME
-LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
 # shellcheck source=tests/bench/lib.sh
 . "$HERE/lib.sh"
-BIN_DIR=${1:-${TOLLGATE_BIN_DIR:-build}}
-[[ $BIN_DIR == /* ]] || BIN_DIR=$ROOT/$BIN_DIR
-TG_BIN=$BIN_DIR/tollgate
+bench_start "${1:-}"
 EXP_BIN=$BIN_DIR/tollgate-exporter
 TOOL=$ROOT/tests/integration/exporter_tool.py
 PODS=${BENCH_EXP_PODS:-250}

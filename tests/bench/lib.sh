@@ -1,6 +1,18 @@
 # shellcheck shell=bash
-# Shared pieces of the benchmarks, sourced after each defines die() and RUN.
+# Shared pieces of the benchmarks; netns_batch and two_nodes call die(), netns_del_run reads RUN.
 # Every namespace a benchmark makes is named "$RUN-…", so one glob finds them.
+
+# shellcheck disable=SC2034  # globals for the sourcing script
+# bench_start [BIN_DIR]: sets T_START and LOAD_START (for the report), ROOT,
+# BIN_DIR (absolute; default $TOLLGATE_BIN_DIR or build) and TG_BIN
+bench_start() {
+    T_START=$EPOCHREALTIME
+    LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
+    ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+    BIN_DIR=${1:-${TOLLGATE_BIN_DIR:-build}}
+    [[ $BIN_DIR == /* ]] || BIN_DIR=$ROOT/$BIN_DIR
+    TG_BIN=$BIN_DIR/tollgate
+}
 
 # netns_batch add|del NAMES...: one `ip -batch` for many namespaces
 netns_batch() {

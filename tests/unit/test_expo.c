@@ -652,6 +652,14 @@ static int render_teardown(void **state)
 		}                                                                     \
 	} while (0)
 
+/* ...and the nft binary, which sets the counters up. */
+#define NEED_NFT(env)                                                                 \
+	do {                                                                          \
+		NEED_NETNS(env);                                                      \
+		if (!have_nft())                                                      \
+			skip();                                                       \
+	} while (0)
+
 static const char *render(struct render_env *env)
 {
 	int r;
@@ -764,9 +772,7 @@ static void t_render_counters_with_labels(void **state)
 	struct render_env *env = *state;
 	const char *p;
 
-	NEED_NETNS(env);
-	if (!have_nft())
-		skip();
+	NEED_NFT(env);
 	write_state(env, STATE_TWO_PODS);
 	nft_apply("table inet tollgate {\n"
 		  " counter ns_research_egress_internal { packets 3 bytes 300 }\n"
@@ -830,9 +836,7 @@ static void t_render_monotonic_across_rebuild(void **state)
 	struct render_env *env = *state;
 	const char *p;
 
-	NEED_NETNS(env);
-	if (!have_nft())
-		skip();
+	NEED_NFT(env);
 	write_state(env, STATE_TWO_PODS);
 	nft_apply("table inet tollgate { counter ns_research_egress_internal { packets 3 bytes 300; }; }\n");
 	p = render(env);
@@ -867,9 +871,7 @@ static void t_render_table_deleted_collector_down(void **state)
 	struct render_env *env = *state;
 	const char *p;
 
-	NEED_NETNS(env);
-	if (!have_nft())
-		skip();
+	NEED_NFT(env);
 	write_state(env, STATE_TWO_PODS);
 	nft_apply("table inet tollgate { counter ns_research_egress_internal { packets 3 bytes 300; }; }\n");
 	p = render(env);
@@ -894,9 +896,7 @@ static void t_render_many_counters_keep_offsets(void **state)
 	char *rules = malloc(cap);
 	const char *p;
 
-	NEED_NETNS(env);
-	if (!have_nft())
-		skip();
+	NEED_NFT(env);
 	assert_non_null(rules);
 	write_state(env, STATE_TWO_PODS);
 	nft_apply("table inet tollgate { counter ns_research_egress_internal { packets 10 bytes 1000; }; }\n");
@@ -936,9 +936,7 @@ static void t_render_repeated_is_stable(void **state)
 	struct render_env *env = *state;
 	char *first;
 
-	NEED_NETNS(env);
-	if (!have_nft())
-		skip();
+	NEED_NFT(env);
 	write_state(env, STATE_TWO_PODS);
 	nft_apply("table inet tollgate { counter ns_research_egress_internal { packets 3 bytes 300 }\n"
 		  " counter pod_tg000000000001_egress_internal { packets 3 bytes 300; }; }\n");
