@@ -299,8 +299,7 @@ undo:
 	/* Put the node back as it was: kernel objects first, then the address. */
 	if (!ac.existing)
 		acct_pod_del(&me, NULL);
-	shaper_pod_del(s.sk, ac.got.host_veth, cfg->uplink, &spec,
-		       !ac.existing && cni_shaping_last_of_namespace(&s.state, &ac.got), NULL);
+	shaper_pod_del(s.sk, ac.got.host_veth, &spec, NULL);
 	plumb_del(s.sk, ac.got.host_veth, NULL);
 	if (!ac.existing) {
 		struct release_ctx rc = { env->container_id, env->ifname, false, 0 };
@@ -351,8 +350,7 @@ int cmd_del(const struct cni_env *env, const struct tg_config *cfg, char ret_ip[
 		first = acct_pod_del(&p, e);
 	}
 	/* The IFB goes even without a record; uplink classes need the record's ids. */
-	r = shaper_pod_del(s.sk, host_veth, cfg->uplink, a ? &spec : NULL,
-			   a && cni_shaping_last_of_namespace(&s.state, a), e);
+	r = shaper_pod_del(s.sk, host_veth, a ? &spec : NULL, e);
 	if (r < 0 && !first)
 		first = r;
 	r = plumb_del(s.sk, host_veth, e);
@@ -499,6 +497,19 @@ static bool listed(json_object *valid, const struct ipam_attachment *a)
 	return false;
 }
 
+int cni_teardown(struct nl_sock *sk, const struct ipam_attachment *a, struct tg_err *e)
+{
+	struct acct_pod p = cni_acct_pod(a);
+	struct shaper_spec spec = cni_shaper_spec(&a->shaping);
+	int first = acct_pod_del(&p, e), r;
+
+	r = shaper_pod_del(sk, a->host_veth, &spec, e);
+	if (r < 0 && !first)
+		first = r;
+	r = plumb_del(sk, a->host_veth, e);
+	return first ? first : r;
+}
+
 struct gc_ctx {
 	const struct tg_config *cfg;
 	struct ipam_attachment *stale;
@@ -545,20 +556,7 @@ int cmd_gc(const struct tg_config *cfg, struct tg_err *e)
 	if (r < 0)
 		goto out;
 	for (size_t i = 0; i < gc.n_stale; i++) {
-		struct acct_pod p = cni_acct_pod(&gc.stale[i]);
-
-		r = acct_pod_del(&p, e);
-		if (r < 0 && !first)
-			first = r;
-		{
-			struct shaper_spec spec = cni_shaper_spec(&gc.stale[i].shaping);
-
-			r = shaper_pod_del(s.sk, gc.stale[i].host_veth, cfg->uplink, &spec,
-					   cni_shaping_last_of_namespace(&s.state, &gc.stale[i]), e);
-			if (r < 0 && !first)
-				first = r;
-		}
-		r = plumb_del(s.sk, gc.stale[i].host_veth, e);
+		r = cni_teardown(s.sk, &gc.stale[i], e);
 		if (r < 0 && !first)
 			first = r;
 	}

@@ -94,7 +94,6 @@ struct ipam_state;
 struct ipam_attachment;
 /* Uplink HTB classes for a pod with internet egress shaping (under the store lock). */
 int cni_shaping_classes(const struct ipam_state *st, struct ipam_attachment *a);
-bool cni_shaping_last_of_namespace(const struct ipam_state *st, const struct ipam_attachment *a);
 /* What the shaper module needs of a stored shaping record. */
 struct shaper_spec cni_shaper_spec(const struct ipam_shaping *s);
 /* What the accounting module needs of an attachment (the table is rebuilt from all of them). */
@@ -102,5 +101,13 @@ struct acct_pod cni_acct_pod(const struct ipam_attachment *a);
 struct acct_pod *cni_acct_pods(const struct ipam_state *st);
 /* What the accounting module needs of the config. */
 struct acct_config cni_config_acct(const struct tg_config *cfg);
+struct nl_sock;
+/*
+ * Removes what the kernel holds for one attachment: its nft elements
+ * and own counters, its shaping (IFB, uplink class; the namespace's class with
+ * its last pod) and its veth. Anything already gone is fine; every step runs
+ * and the first error is returned. GC, and the CLI's release and gc.
+ */
+int cni_teardown(struct nl_sock *sk, const struct ipam_attachment *a, struct tg_err *e);
 
 #endif

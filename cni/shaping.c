@@ -123,11 +123,3 @@ int cni_shaping_classes(const struct ipam_state *st, struct ipam_attachment *a)
 	return a->shaping.ns_class && a->shaping.pod_class ? 0 : -ENOSPC;
 }
 
-bool cni_shaping_last_of_namespace(const struct ipam_state *st, const struct ipam_attachment *a)
-{
-	for (size_t i = 0; i < st->n_att; i++)
-		if (&st->att[i] != a && st->att[i].shaping.ns_class == a->shaping.ns_class &&
-		    strcmp(st->att[i].container_id, a->container_id) != 0)
-			return false;
-	return true;
-}

@@ -638,45 +638,34 @@ static int verb_show(struct cli *c, const char *key)
 	return rc;
 }
 
-static int teardown(const struct ipam_attachment *a)
+/* What the plugin's GC does for one attachment: its kernel objects go (see cni_teardown). */
+static int teardown(struct nl_sock *sk, const struct ipam_attachment *a)
 {
 	struct tg_err e = { 0 };
-	struct nl_sock *sk = NULL;
-	struct rtnl_link *link;
-	int r;
+	int r = sk ? cni_teardown(sk, a, &e) : -ENOTCONN;
 
-	{
-		struct acct_pod p = { .ip = a->ip, .k8s_namespace = a->k8s_namespace,
-				      .host_veth = a->host_veth };
-
-		r = acct_pod_del(&p, &e);
-	}
-	if (r < 0) {
-		fprintf(stderr, "tollgate-ipam: %s\n", e.msg);
-		return r;
-	}
-	r = nl_route_open(&sk);
 	if (r < 0)
-		return r;
-	link = rtnl_link_alloc();
-	rtnl_link_set_name(link, a->host_veth);
-	r = nl_to_errno(rtnl_link_delete(sk, link));
-	rtnl_link_put(link);
-	nl_socket_free(sk);
-	return r == -ENODEV || r == -ENOENT ? 0 : r;
+		fprintf(stderr, "tollgate-ipam: %s: %s\n", a->container_id,
+			e.msg[0] ? e.msg : "cannot open a netlink socket");
+	return r;
 }
 
-static int release_one(struct cli *c, const char *container_id, const char *ifname)
+/* Releases the attachments (into cool-down) in one locked update of the store. */
+static int release(struct cli *c, const struct ipam_attachment *list, size_t n)
 {
 	struct tg_err e = { 0 };
-	int r;
+	int r = 0;
 
+	if (!n)
+		return 0;
 	if (ipam_store_lock(&c->store, &e) < 0)
 		goto fail;
 	ipam_state_free(&c->state);
 	if (ipam_store_load(&c->store, &c->state, &e) < 0)
 		goto fail;
-	r = ipam_release(&c->state, container_id, ifname, time_now_ms(), true, NULL);
+	for (size_t i = 0; i < n; i++)
+		r += ipam_release(&c->state, list[i].container_id, list[i].ifname, time_now_ms(),
+				  true, NULL);
 	if (r > 0 && ipam_store_save(&c->store, &c->state, &e) < 0)
 		goto fail;
 	ipam_store_unlock(&c->store);
@@ -694,25 +683,26 @@ static int verb_release(struct cli *c, const char *key, bool force)
 	char ip[IP4_STRLEN];
 	bool live;
 	size_t idx;
+	int r;
 
 	if (find_or_complain(c, key, &idx) < 0)
 		return EXIT_PROBLEMS;
 	a = c->state.att[idx];
 	nl_route_open(&sk);
 	live = link_exists(sk, a.host_veth);
-	if (sk)
-		nl_socket_free(sk);
 	if (live && !force) {
 		fprintf(stderr,
 			"tollgate-ipam: %s is still plumbed (veth %s exists); releasing it would hand "
 			"a live address to another pod. Delete the pod, or use --force to tear it down.\n",
 			ip4_format(a.ip, ip), a.host_veth);
+		nl_socket_free(sk);
 		return EXIT_PROBLEMS;
 	}
 	/* Without a veth only the nft elements are left; with --force the veth goes too. */
-	if ((force || !live) && teardown(&a) < 0)
-		return EXIT_PROBLEMS;
-	if (release_one(c, a.container_id, a.ifname) < 0)
+	r = teardown(sk, &a);
+	if (sk)
+		nl_socket_free(sk);
+	if (r < 0 || release(c, &a, 1) < 0)
 		return EXIT_PROBLEMS;
 	if (c->json) {
 		_cleanup_json_ json_object *o = attachment_json(&a, time(NULL));
@@ -729,12 +719,13 @@ static int verb_release(struct cli *c, const char *key, bool force)
 static int verb_gc(struct cli *c, bool dry_run)
 {
 	_cleanup_json_ json_object *arr = json_object_new_array();
-	_cleanup_free_ struct ipam_attachment *stale = NULL;
+	_cleanup_free_ struct ipam_attachment *stale = NULL, *torn = NULL;
 	size_t n = 0, i;
 	int rc = 0;
 
 	stale = calloc(c->state.n_att ? c->state.n_att : 1, sizeof(*stale));
-	if (!stale)
+	torn = calloc(c->state.n_att ? c->state.n_att : 1, sizeof(*torn));
+	if (!stale || !torn)
 		return EXIT_PROBLEMS;
 	for (i = 0; i < c->state.n_att; i++) {
 		struct stat sb;
@@ -742,12 +733,26 @@ static int verb_gc(struct cli *c, bool dry_run)
 		if (!c->state.att[i].netns[0] || stat(c->state.att[i].netns, &sb) < 0)
 			stale[n++] = c->state.att[i];
 	}
+	if (!dry_run && n) {
+		/* One socket for every teardown, one store update for every release. */
+		struct nl_sock *sk = NULL;
+		size_t gone = 0;
+
+		nl_route_open(&sk);
+		for (i = 0; i < n; i++) {
+			if (teardown(sk, &stale[i]) < 0)
+				rc = EXIT_PROBLEMS; /* kept: its address must not go to another pod */
+			else
+				torn[gone++] = stale[i];
+		}
+		if (sk)
+			nl_socket_free(sk);
+		if (release(c, torn, gone) < 0)
+			rc = EXIT_PROBLEMS;
+	}
 	for (i = 0; i < n; i++) {
 		json_object *o = attachment_json(&stale[i], time(NULL));
 
-		if (!dry_run && (teardown(&stale[i]) < 0 ||
-				 release_one(c, stale[i].container_id, stale[i].ifname) < 0))
-			rc = EXIT_PROBLEMS;
 		json_object_object_add(o, "released", json_object_new_boolean(!dry_run));
 		json_object_array_add(arr, o);
 	}
@@ -1231,10 +1236,9 @@ static int verb_reshape(struct cli *c, bool dry_run)
 
 			/* Old classes out, new ones in: a pod is unshaped for a few ms at most. */
 			if (old.pod_class && old.pod_class != now.pod_class)
-				shaper_pod_del(sk, a->host_veth, c->cfg.uplink, &old, false, NULL);
+				shaper_pod_del(sk, a->host_veth, &old, NULL);
 			if (shaper_pod_reset(sk, a->host_veth, &e) < 0 ||
-			    (!now.egress_bps && shaper_pod_del(sk, a->host_veth, c->cfg.uplink, NULL,
-								false, &e) < 0) ||
+			    (!now.egress_bps && shaper_pod_del(sk, a->host_veth, NULL, &e) < 0) ||
 			    (shaper_any(&now) &&
 			     shaper_pod_add(sk, a->host_veth, c->cfg.uplink, &now, c->cfg.internal,
 					    c->cfg.n_internal, c->cfg.shaping.queue_ms, mtu, &e) < 0)) {

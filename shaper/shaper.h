@@ -77,8 +77,8 @@ int shaper_pod_add(struct nl_sock *sk, const char *host_veth, const char *uplink
 		   const struct shaper_spec *s, const struct cidr4 *internal, size_t n_internal,
 		   uint32_t queue_ms, int mtu, struct tg_err *e);
 /* Removes the pod's IFB and uplink classes (the veth's qdiscs go with the veth). */
-int shaper_pod_del(struct nl_sock *sk, const char *host_veth, const char *uplink,
-		   const struct shaper_spec *s, bool last_of_namespace, struct tg_err *e);
+int shaper_pod_del(struct nl_sock *sk, const char *host_veth, const struct shaper_spec *s,
+		   struct tg_err *e);
 /* Removes the qdiscs on the pod's host veth (a reshape installs them again). */
 int shaper_pod_reset(struct nl_sock *sk, const char *host_veth, struct tg_err *e);
 /* 0 when the kernel holds what the spec asks for, TG_ERR_DRIFT naming the difference. */

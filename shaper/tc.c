@@ -438,8 +438,8 @@ static int del_class(struct nl_sock *sk, int ifindex, uint32_t id)
 	return r == -NLE_OBJ_NOTFOUND || r == -NLE_NODEV || r == -NLE_INVAL ? 0 : r;
 }
 
-int shaper_pod_del(struct nl_sock *sk, const char *host_veth, const char *uplink,
-		   const struct shaper_spec *s, bool last_of_namespace, struct tg_err *e)
+int shaper_pod_del(struct nl_sock *sk, const char *host_veth, const struct shaper_spec *s,
+		   struct tg_err *e)
 {
 	char ifb[IFNAMSIZ];
 	struct rtnl_link *l = rtnl_link_alloc();
@@ -461,8 +461,11 @@ int shaper_pod_del(struct nl_sock *sk, const char *host_veth, const char *uplink
 			r = del_class(sk, up, H(1, s->pod_class));
 			if (r < 0 && !first)
 				first = tc_fail(e, r, "deleting class 1:%x on the uplink", s->pod_class);
-			/* A class with children refuses to go: another pod joined meanwhile. */
-			if (last_of_namespace && s->ns_class)
+			/*
+			 * The namespace's class goes with its last pod: HTB refuses to
+			 * delete a class that still has children, the other pods'.
+			 */
+			if (s->ns_class)
 				del_class(sk, up, H(1, s->ns_class));
 		}
 	}

@@ -550,6 +550,43 @@ grep -q "$G" <<<"$IPAM_OUT" && t_fail "second gc still names $G"
 pod_del p10 "$CONF"
 t_end
 
+# shaped pods: an IFB (Kubernetes egressRate) and classes on tollgate-inet
+SCONF=$(jq -c '.shaping = {internetEgress: {podDefault: "100M"}} | .capabilities = {bandwidth: true}
+	| .runtimeConfig = {bandwidth: {egressRate: 30000000}}' <<<"$CONF")
+inet_classes() { ip netns exec "$TG_NODE" tc class show dev tollgate-inet 2>/dev/null | grep -c '^class'; }
+t_begin "release --force of a shaped pod takes its IFB and its uplink class too"
+if pod_add sh1 shaped "$SCONF"; then
+	ifb=ti${POD_VETH[sh1]#tg}
+	before=$(inet_classes)
+	ip -n "$TG_NODE" link show "$ifb" >/dev/null 2>&1 || t_fail "no IFB $ifb after ADD"
+	ipam release "${POD_IP[sh1]}" --force
+	t_expect "release --force rc" "$IPAM_RC" 0
+	ip -n "$TG_NODE" link show "$ifb" >/dev/null 2>&1 && t_fail "IFB $ifb left behind"
+	# the pod's class and its namespace's (it was the namespace's only pod)
+	t_expect "classes on tollgate-inet" "$(inet_classes)" $((before - 2))
+else
+	t_fail "ADD sh1 rc=$TG_RC $TG_OUT"
+fi
+t_end
+
+t_begin "gc of two shaped pods of one namespace whose netns are gone: their classes and the namespace's go"
+before=$(inet_classes)
+if pod_add sh2 shaped2 "$SCONF" && pod_add sh3 shaped2 "$SCONF"; then
+	t_expect "classes after two ADDs" "$(inet_classes)" $((before + 3))
+	pod_ns_del sh2
+	pod_ns_del sh3
+	ipam gc
+	t_expect "gc rc" "$IPAM_RC" 0
+	t_expect "classes after gc" "$(inet_classes)" "$before"
+	for p in sh2 sh3; do
+		ip -n "$TG_NODE" link show "ti${POD_VETH[$p]#tg}" >/dev/null 2>&1 && t_fail "IFB of $p left behind"
+		state_has_ip "${POD_IP[$p]}" "$NET" && t_fail "$p still in the store"
+	done
+else
+	t_fail "ADD rc=$TG_RC $TG_OUT"
+fi
+t_end
+
 # ================================================================= doctor
 DOC_FIX_RUN=0
 # doctor_finding KIND OBJECT-REGEX: doctor --json reports it (rc 1) with a fix;

@@ -226,8 +226,6 @@ static void t_classes(void **state)
 		assert_true(a[i].shaping.pod_class >= SHAPER_POD_CLASS_BASE &&
 			    a[i].shaping.pod_class < 0xffff);
 	}
-	assert_false(cni_shaping_last_of_namespace(&st, &a[0]));
-	assert_true(cni_shaping_last_of_namespace(&st, &a[2]));
 	/* No internet egress cap: no classes. */
 	a[2].shaping.inet_egress_bps = 0;
 	assert_int_equal(cni_shaping_classes(&st, &a[2]), 0);
