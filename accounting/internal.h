@@ -16,7 +16,6 @@
 #define SET_PODS "pods"
 #define SET_MASQ "masq"
 #define MAP_EGRESS_CLASS "egress_class"
-#define INET_INGRESS_CLASSID 0x00010002u /* shaper.h: 1:2 on the host veth */
 #define NFT_TYPE_IPADDR 7 /* nft's datatype id for ipv4_addr, so `nft list` prints addresses */
 #define NFT_TYPE_CLASSID 23
 #define NFT_RECV_SIZE 16384 /* MNL_SOCKET_BUFFER_SIZE is a runtime value (page size) */

@@ -20,6 +20,8 @@
 #include <libnftnl/table.h>
 
 #include "accounting/internal.h"
+#include "lib/cleanup.h"
+#include "shaper/shaper.h"
 
 const char *const acct_ns_maps[ACCT_CLASSES] = {
 	"ns_egress_internal", "ns_egress_internet", "ns_ingress_internal", "ns_ingress_internet",
@@ -372,7 +374,7 @@ static struct nftnl_rule *inet_ingress_class_rule(void)
 {
 	struct nftnl_rule *r = rule_new(FWD_INGRESS);
 	struct nftnl_expr *imm;
-	uint32_t classid = INET_INGRESS_CLASSID;
+	uint32_t classid = SHAPER_INET_INGRESS_CLASS;
 
 	if (!r)
 		return NULL;
@@ -511,7 +513,7 @@ static int put_fwd_counting(struct batch *bt, const char *const maps[], uint32_t
 	};
 	int r = 0;
 
-	for (size_t i = 0; i < sizeof(rules) / sizeof(rules[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(rules); i++)
 		r |= put_rule(bt, count_rule(rules[i].chain, 0, false, rules[i].key_off,
 					     maps[rules[i].cls], first_id + rules[i].cls, NULL));
 	return r ? -ENOMEM : 0;
@@ -545,7 +547,7 @@ int table_declare(struct batch *bt, const struct acct_config *cfg)
 		snprintf(name, sizeof(name), "host_%s", acct_class_names[i]);
 		r |= acct_put_counter(bt, name);
 	}
-	for (i = 0; i < sizeof(chains) / sizeof(chains[0]); i++)
+	for (i = 0; i < ARRAY_SIZE(chains); i++)
 		r |= put_chain(bt, &chains[i]);
 
 	/* Internet-bound packets carry the mark from before routing on. */

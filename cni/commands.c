@@ -52,10 +52,10 @@ static int open_route_socket(struct session *s, struct tg_err *e)
 	return 0;
 }
 
-/* Internet shaping sits on the uplink: it must exist before anything is changed. */
 /*
- * Internet shaping needs an uplink. `ifindex` is the uplink when the MTU
- * lookup already found it (0: none), or negative when it was not looked up.
+ * Internet shaping sits on the uplink: it must exist before anything is
+ * changed. `ifindex` is the uplink when the MTU lookup already found it (0:
+ * none), or negative when it was not looked up.
  */
 static bool uplink_known(struct nl_sock *sk, const struct tg_config *cfg, int ifindex,
 			 struct tg_err *e)
@@ -247,11 +247,6 @@ int cmd_add(const struct cni_env *env, const struct tg_config *cfg, json_object 
 	ip4_format(ac.got.ip, ret_ip);
 	spec = cni_shaper_spec(&ac.got.shaping);
 	me = cni_acct_pod(&ac.got);
-	all = cni_acct_pods(&s.state);
-	if (!all) {
-		r = tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
-		goto undo;
-	}
 
 	rq.host_ifname = ac.got.host_veth;
 	rq.pod_ifname = env->ifname;
@@ -266,7 +261,7 @@ int cmd_add(const struct cni_env *env, const struct tg_config *cfg, json_object 
 	/* A repeated ADD leaves a healthy attachment as it is. */
 	if (ac.existing && plumb_check(s.sk, &rq, NULL) == 0 &&
 	    acct_pod_check(&me, cfg->masquerade, NULL) == 1 &&
-	    shaper_pod_check(s.sk, ac.got.host_veth, cfg->uplink, &spec, NULL) == 0)
+	    shaper_pod_check(s.sk, ac.got.host_veth, &spec, NULL) == 0)
 		goto done;
 	r = plumb_add(s.sk, &rq, e);
 	if (r < 0)
@@ -277,7 +272,10 @@ int cmd_add(const struct cni_env *env, const struct tg_config *cfg, json_object 
 		if (r < 0)
 			goto undo;
 	}
-	r = acct_pod_add(&acct, &me, all, s.state.n_att, e);
+	/* Every pod, for the rebuild of a table someone flushed. */
+	all = cni_acct_pods(&s.state);
+	r = all ? acct_pod_add(&acct, &me, all, s.state.n_att, e)
+		: tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
 	if (r < 0)
 		goto undo;
 done:
@@ -331,11 +329,10 @@ int cmd_del(const struct cni_env *env, const struct tg_config *cfg, char ret_ip[
 		goto out;
 	plumb_host_veth_name(env->container_id, env->ifname, host_veth);
 	a = ipam_find(&s.state, env->container_id, env->ifname);
-	if (a)
+	if (a) {
 		spec = cni_shaper_spec(&a->shaping);
-	if (a)
 		ip = a->ip;
-	else if (cni_prev_result_ip(cfg->prev_result, env->ifname, &ip) == 0 &&
+	} else if (cni_prev_result_ip(cfg->prev_result, env->ifname, &ip) == 0 &&
 		 ipam_find_ip(&s.state, ip))
 		ip = 0; /* a repeated DEL: the address already belongs to another pod */
 
@@ -429,7 +426,7 @@ int cmd_check(const struct cni_env *env, const struct tg_config *cfg, char ret_i
 				    "`tollgate-ipam reshape` after a policy change)");
 			goto out;
 		}
-		r = shaper_pod_check(s.sk, a->host_veth, cfg->uplink, &spec, e);
+		r = shaper_pod_check(s.sk, a->host_veth, &spec, e);
 		if (r < 0)
 			goto out;
 	}

@@ -389,7 +389,7 @@ int cni_config_parse(const char *text, size_t len, enum cni_cmd cmd, struct tg_c
 		     struct tg_err *e)
 {
 	json_tokener *tok;
-	json_object *root, *shaping = NULL;
+	json_object *root;
 	const char *uplink = NULL;
 	int64_t mtu = 0;
 	int r;
@@ -480,7 +480,6 @@ int cni_config_parse(const char *text, size_t len, enum cni_cmd cmd, struct tg_c
 		return r;
 	if ((r = parse_accounting(root, cfg, e)) < 0)
 		return r;
-	(void)shaping;
 	if ((r = parse_shaping(root, cfg, e)) < 0)
 		return r;
 	if (jx_object(root, "", "runtimeConfig", &cfg->runtime_config, e) < 0)

@@ -12,6 +12,7 @@
 #include "accounting/accounting.h"
 #include "exporter/internal.h"
 #include "ipam/ipam.h"
+#include "lib/cleanup.h"
 #include "lib/util.h"
 
 #define EXPORTER_VERSION TG_VERSION
@@ -449,7 +450,7 @@ int exporter_render(struct exporter *ex, struct expo *x)
 	expo_family(x, "tollgate_build_info", "gauge", "Tollgate build; the value is always 1.");
 	expo_sample(x, "tollgate_build_info", version, 1);
 	if (nft_r == 0) {
-		for (size_t i = 0; i < sizeof(counter_families) / sizeof(counter_families[0]); i++)
+		for (size_t i = 0; i < ARRAY_SIZE(counter_families); i++)
 			render_kind(ex, x, counter_families[i].kind, counter_families[i].bytes,
 				    counter_families[i].family, counter_families[i].help);
 	}

@@ -75,11 +75,6 @@ static void put(struct expo *x, const char *s, size_t n)
 	x->buf[x->len] = '\0';
 }
 
-void expo_put(struct expo *x, const char *s, size_t n)
-{
-	put(x, s, n);
-}
-
 /* Decimal digits of v, written backwards ending at end; returns the first. */
 static char *u64_digits(uint64_t v, char *end)
 {

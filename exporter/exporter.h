@@ -41,8 +41,6 @@ void expo_family(struct expo *x, const char *name, const char *type, const char 
  */
 void expo_sample(struct expo *x, const char *name, const char *const *labels, double value);
 void expo_sample_u64(struct expo *x, const char *name, const char *const *labels, uint64_t value);
-/* Raw bytes, already in the format. */
-void expo_put(struct expo *x, const char *s, size_t n);
 /* A label set as it appears after a metric name: {a="1",b="2"}; nothing when empty. */
 void expo_labels(struct expo *x, const char *const *labels);
 /*

@@ -123,12 +123,22 @@ static int list_devices(struct tc_collector *tc, const struct ipam_state *st, ui
 	return 0;
 }
 
+static int cmp_classid(const void *a, const void *b)
+{
+	uint32_t x = ((const struct shaper_stats *)a)->classid;
+	uint32_t y = ((const struct shaper_stats *)b)->classid;
+
+	return x < y ? -1 : x > y;
+}
+
 static int dump_device(struct tc_collector *tc, int ifindex)
 {
 	int r;
 
 	tc->n_classes = 0;
 	r = shaper_dump_classes(tc->sk, ifindex, on_class, tc);
+	if (r == 0 && !tc->err)
+		qsort(tc->classes, tc->n_classes, sizeof(*tc->classes), cmp_classid);
 	return r < 0 ? r : tc->err;
 }
 
@@ -154,12 +164,12 @@ static int read_device(struct tc_collector *tc, const char *name)
 	return dump_device(tc, fresh);
 }
 
+/* A class of the device read last (tollgate-inet holds one per shaped pod: sorted, searched). */
 static const struct shaper_stats *class_of(const struct tc_collector *tc, uint16_t minor)
 {
-	for (size_t i = 0; i < tc->n_classes; i++)
-		if (tc->classes[i].classid == (0x10000u | minor))
-			return &tc->classes[i];
-	return NULL;
+	struct shaper_stats key = { .classid = 0x10000u | minor };
+
+	return bsearch(&key, tc->classes, tc->n_classes, sizeof(key), cmp_classid);
 }
 
 static void add_row(struct tc_collector *tc, enum tc_level level, const struct ipam_attachment *a,
@@ -187,18 +197,10 @@ static void add_row(struct tc_collector *tc, enum tc_level level, const struct i
 static int read_internet_egress(struct tc_collector *tc, const struct ipam_state *st)
 {
 	uint64_t ns_seen[(SHAPER_NS_CLASS_MAX + 64) / 64] = { 0 };
-	bool any = false;
-	int r;
+	/* Listed only when a pod shapes its internet egress: otherwise no classes, no rows. */
+	int r = read_device(tc, SHAPER_INET_IFB);
 
-	for (size_t i = 0; i < st->n_att && !any; i++) {
-		struct shaper_spec sp = cni_shaper_spec(&st->att[i].shaping);
-
-		any = shaper_inet_egress(&sp);
-	}
-	if (!any)
-		return 0;
-	r = read_device(tc, SHAPER_INET_IFB);
-	if (r < 0)
+	if (r < 0 || !tc->n_classes)
 		return r;
 	add_row(tc, LEVEL_NODE, NULL, "egress", "internet", 1);
 	for (size_t i = 0; i < st->n_att; i++) {

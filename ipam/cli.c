@@ -575,7 +575,7 @@ static int verb_show(struct cli *c, const char *key)
 		int n = 0;
 
 		if (shaper_any(&sp) && nl_route_open(&sk) == 0) {
-			n = shaper_pod_stats(sk, a->host_veth, c->uplink, &sp, stats, 4);
+			n = shaper_pod_stats(sk, a->host_veth, &sp, stats, 4);
 			nl_socket_free(sk);
 		}
 		for (int i = 0; i < n; i++) {

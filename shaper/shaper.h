@@ -82,7 +82,7 @@ int shaper_pod_del(struct nl_sock *sk, const char *host_veth, const struct shape
 /* Removes the qdiscs on the pod's host veth (a reshape installs them again). */
 int shaper_pod_reset(struct nl_sock *sk, const char *host_veth, struct tg_err *e);
 /* 0 when the kernel holds what the spec asks for, TG_ERR_DRIFT naming the difference. */
-int shaper_pod_check(struct nl_sock *sk, const char *host_veth, const char *uplink,
+int shaper_pod_check(struct nl_sock *sk, const char *host_veth,
 		     const struct shaper_spec *s, struct tg_err *e);
 
 struct shaper_stats {
@@ -92,7 +92,7 @@ struct shaper_stats {
 	uint64_t bytes, packets, drops, overlimits;
 };
 /* Statistics of the pod's classes; returns how many were filled (at most max). */
-int shaper_pod_stats(struct nl_sock *sk, const char *host_veth, const char *uplink,
+int shaper_pod_stats(struct nl_sock *sk, const char *host_veth,
 		     const struct shaper_spec *s, struct shaper_stats *ret, int max);
 
 /*

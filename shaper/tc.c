@@ -364,9 +364,9 @@ int shaper_pod_add(struct nl_sock *sk, const char *host_veth, const char *uplink
 			r = put_class(sk, veth, H(1, 0), H(1, 1), total, total,
 				      s->ingress_burst_bits, mtu);
 		if (r == 0)
-			r = put_class(sk, veth, H(1, 1), H(1, 2), 0, inet, 0, mtu);
+			r = put_class(sk, veth, H(1, 1), SHAPER_INET_INGRESS_CLASS, 0, inet, 0, mtu);
 		if (r == 0)
-			r = put_leaf_queue(sk, veth, H(1, 2), inet, queue_ms, mtu);
+			r = put_leaf_queue(sk, veth, SHAPER_INET_INGRESS_CLASS, inet, queue_ms, mtu);
 		if (r == 0 && s->ingress_bps)
 			r = put_class(sk, veth, H(1, 1), H(1, 3), 0, total, 0, mtu);
 		if (r == 0 && s->ingress_bps)
@@ -562,7 +562,7 @@ static bool ceil_is(const struct shaper_stats *st, uint64_t bps)
 	return st->ceil_bps / 8 == bps / 8;
 }
 
-int shaper_pod_check(struct nl_sock *sk, const char *host_veth, const char *uplink,
+int shaper_pod_check(struct nl_sock *sk, const char *host_veth,
 		     const struct shaper_spec *s, struct tg_err *e)
 {
 	struct shaper_stats st;
@@ -571,7 +571,7 @@ int shaper_pod_check(struct nl_sock *sk, const char *host_veth, const char *upli
 	if (shaper_pod_ingress(s)) {
 		uint64_t total = s->ingress_bps ? s->ingress_bps : SHAPER_LINE_BPS;
 
-		if (!find_class(sk, veth, H(1, 2), &st) ||
+		if (!find_class(sk, veth, SHAPER_INET_INGRESS_CLASS, &st) ||
 		    !ceil_is(&st, min_nz(s->inet_ingress_bps, total)))
 			return tg_fail(e, TG_ERR_DRIFT, -ENOENT,
 				       "drift: class 1:2 on %s (traffic to the pod) is missing or has "
@@ -619,12 +619,13 @@ int shaper_pod_check(struct nl_sock *sk, const char *host_veth, const char *upli
 	return 0;
 }
 
-int shaper_pod_stats(struct nl_sock *sk, const char *host_veth, const char *uplink,
+int shaper_pod_stats(struct nl_sock *sk, const char *host_veth,
 		     const struct shaper_spec *s, struct shaper_stats *ret, int max)
 {
 	int n = 0, veth = ifindex_of(sk, host_veth);
 
-	if (shaper_pod_ingress(s) && n < max && find_class(sk, veth, H(1, 2), &ret[n]))
+	if (shaper_pod_ingress(s) && n < max &&
+	    find_class(sk, veth, SHAPER_INET_INGRESS_CLASS, &ret[n]))
 		snprintf(ret[n++].where, IFNAMSIZ, "%s", host_veth);
 	if (s->ingress_bps && n < max && find_class(sk, veth, H(1, 1), &ret[n]))
 		snprintf(ret[n++].where, IFNAMSIZ, "%s", host_veth);
@@ -638,16 +639,8 @@ int shaper_pod_stats(struct nl_sock *sk, const char *host_veth, const char *upli
 	if (shaper_inet_egress(s) && n < max) {
 		int up = ifindex_of(sk, SHAPER_INET_IFB);
 
-		if (up && find_class(sk, up, H(1, s->pod_class), &ret[n])) {
-			struct rtnl_link *l = NULL;
-
-			snprintf(ret[n].where, IFNAMSIZ, "%s", uplink && *uplink ? uplink : "uplink");
-			if (rtnl_link_get_kernel(sk, up, NULL, &l) == 0) {
-				snprintf(ret[n].where, IFNAMSIZ, "%s", rtnl_link_get_name(l));
-				rtnl_link_put(l);
-			}
-			n++;
-		}
+		if (up && find_class(sk, up, H(1, s->pod_class), &ret[n]))
+			snprintf(ret[n++].where, IFNAMSIZ, "%s", SHAPER_INET_IFB);
 	}
 	return n;
 }

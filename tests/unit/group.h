@@ -5,10 +5,15 @@
 /*
  * A cmocka group assembled at run time, for tests made from tables of cases:
  * add_test()/ADD() in main, then `return run_group("name");`.
- * Include after <cmocka.h>.
  */
 
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
+
+#include <cmocka.h>
 
 #define GROUP_MAX_TESTS 512
 
