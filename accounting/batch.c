@@ -202,22 +202,31 @@ int nft_get(struct nft_conn *c, uint16_t type, void (*build)(struct nlmsghdr *, 
 {
 	char buf[NFT_RECV_SIZE] = { 0 };
 	struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(buf, type, NFPROTO_INET, NLM_F_ACK, 1);
-	int r = 0;
 
 	build(nlh, arg);
+	return nft_request(c, buf, sizeof(buf), NULL, NULL);
+}
+
+int nft_request(struct nft_conn *c, char *buf, size_t size, mnl_cb_t cb, void *arg)
+{
+	const struct nlmsghdr *nlh = (const struct nlmsghdr *)buf;
+	uint32_t seq = nlh->nlmsg_seq;
+
 	if (mnl_socket_sendto(c->nl, nlh, nlh->nlmsg_len) < 0)
 		return -errno;
-	while (r == 0) {
-		ssize_t n = mnl_socket_recvfrom(c->nl, buf, sizeof(buf));
+	for (;;) {
+		ssize_t n = mnl_socket_recvfrom(c->nl, buf, size);
+		int r;
 
 		if (n < 0)
 			return -errno;
-		r = mnl_cb_run(buf, (size_t)n, 1, c->portid, NULL, NULL);
+		errno = 0;
+		r = mnl_cb_run(buf, (size_t)n, seq, c->portid, cb, arg);
 		if (r < 0)
-			return -errno;
-		r = r == MNL_CB_STOP ? 1 : 0;
+			return errno ? -errno : -EIO;
+		if (r == MNL_CB_STOP)
+			return 0;
 	}
-	return 0;
 }
 
 int nft_fail(struct tg_err *e, int r, const char *what, const char *why)

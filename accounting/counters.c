@@ -110,28 +110,8 @@ static int counter_cb(const struct nlmsghdr *nlh, void *p)
 	return MNL_CB_OK;
 }
 
-/* Sends one request built into rd->buf and runs cb over the answer until its end. */
-static int request(struct acct_reader *rd, struct nlmsghdr *nlh, mnl_cb_t cb, void *arg)
-{
-	int r;
-
-	if (mnl_socket_sendto(rd->c.nl, nlh, nlh->nlmsg_len) < 0)
-		return -errno;
-	for (;;) {
-		ssize_t n = mnl_socket_recvfrom(rd->c.nl, rd->buf, sizeof(rd->buf));
-
-		if (n < 0)
-			return -errno;
-		errno = 0;
-		r = mnl_cb_run(rd->buf, (size_t)n, rd->seq, rd->c.portid, cb, arg);
-		if (r < 0)
-			return errno ? -errno : -EIO;
-		if (r == MNL_CB_STOP)
-			return 0;
-	}
-}
-
-static struct nlmsghdr *start(struct acct_reader *rd, uint16_t type, uint16_t flags)
+/* Builds a request for the table (GETOBJ: its counters) at the start of rd->buf. */
+static void start(struct acct_reader *rd, uint16_t type, uint16_t flags)
 {
 	struct nlmsghdr *nlh;
 
@@ -140,7 +120,6 @@ static struct nlmsghdr *start(struct acct_reader *rd, uint16_t type, uint16_t fl
 	mnl_attr_put_strz(nlh, type == NFT_MSG_GETOBJ ? NFTA_OBJ_TABLE : NFTA_TABLE_NAME, ACCT_TABLE);
 	if (type == NFT_MSG_GETOBJ)
 		mnl_attr_put_u32(nlh, NFTA_OBJ_TYPE, htonl(NFT_OBJECT_COUNTER));
-	return nlh;
 }
 
 int acct_reader_read(struct acct_reader *rd, acct_counter_fn fn, void *arg)
@@ -152,14 +131,16 @@ int acct_reader_read(struct acct_reader *rd, acct_counter_fn fn, void *arg)
 		if (!rd->c.nl && (r = nft_conn_open(&rd->c, 0, NULL)) < 0)
 			return r;
 		ctx.seen = 0;
-		r = request(rd, start(rd, NFT_MSG_GETOBJ, NLM_F_DUMP | NLM_F_ACK), counter_cb, &ctx);
+		start(rd, NFT_MSG_GETOBJ, NLM_F_DUMP | NLM_F_ACK);
+		r = nft_request(&rd->c, rd->buf, sizeof(rd->buf), counter_cb, &ctx);
 		/* A failed read may leave answers queued: the next one starts on a fresh socket. */
 		if (r < 0)
 			reader_close(rd);
 	}
 	if (r == 0 && ctx.seen == 0) {
 		/* A filtered dump of a missing table is merely empty: ask for the table itself. */
-		r = request(rd, start(rd, NFT_MSG_GETTABLE, NLM_F_ACK), NULL, NULL);
+		start(rd, NFT_MSG_GETTABLE, NLM_F_ACK);
+		r = nft_request(&rd->c, rd->buf, sizeof(rd->buf), NULL, NULL);
 		if (r < 0)
 			reader_close(rd);
 	}

@@ -58,6 +58,12 @@ int batch_send(struct nft_conn *c, struct batch *bt, char *why, size_t why_len);
 /* One non-dump request; 0 when the kernel answered with the object, -ENOENT when absent. */
 int nft_get(struct nft_conn *c, uint16_t type, void (*build)(struct nlmsghdr *, const void *),
 	    const void *arg);
+/*
+ * Sends the request built at the start of buf and runs cb (NULL: none) over
+ * every answer until the last (ACK or end of dump), receiving into buf. 0, or
+ * a negative errno: the kernel's, or -EIO when cb refused a message.
+ */
+int nft_request(struct nft_conn *c, char *buf, size_t size, mnl_cb_t cb, void *arg);
 int nft_fail(struct tg_err *e, int r, const char *what, const char *why);
 
 /* ---- the table (table.c) ---- */

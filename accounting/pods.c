@@ -337,33 +337,15 @@ static int dump(struct nlmsghdr *(*build)(char *buf, const void *arg), const voi
 {
 	char buf[NFT_RECV_SIZE] = { 0 };
 	struct nft_conn c = { 0 };
-	struct nlmsghdr *nlh;
 	int r;
 
 	r = nft_conn_open(&c, 0, NULL);
 	if (r < 0)
 		return r;
-	nlh = build(buf, arg);
-	r = 0;
-	if (mnl_socket_sendto(c.nl, nlh, nlh->nlmsg_len) < 0)
-		r = -errno;
-	while (r == 0) {
-		ssize_t n = mnl_socket_recvfrom(c.nl, buf, sizeof(buf));
-
-		if (n < 0) {
-			r = -errno;
-			break;
-		}
-		r = mnl_cb_run(buf, (size_t)n, 1, c.portid, cb, d);
-		if (r < 0)
-			r = d->err ? d->err : -errno;
-		else if (r == MNL_CB_STOP)
-			break;
-		else
-			r = 0;
-	}
+	build(buf, arg);
+	r = nft_request(&c, buf, sizeof(buf), cb, d);
 	nft_conn_close(&c);
-	return r;
+	return r < 0 && d->err ? d->err : r;
 }
 
 static struct nlmsghdr *build_elems_dump(char *buf, const void *set)
