@@ -62,7 +62,7 @@ static bool uplink_known(struct nl_sock *sk, const struct tg_config *cfg, int if
 {
 	int mtu;
 
-	if (ifindex < 0 && cfg->uplink[0] && plumb_uplink_mtu(sk, cfg->uplink, &mtu, &ifindex, e) < 0)
+	if (ifindex < 0 && cfg->uplink[0] && cni_uplink_mtu(sk, cfg->uplink, &mtu, &ifindex, e) < 0)
 		return false; /* a named uplink that does not exist */
 	if (ifindex < 0 && nl_default_route_ifindex(sk, &ifindex) < 0)
 		ifindex = 0;
@@ -224,7 +224,7 @@ int cmd_add(const struct cni_env *env, const struct tg_config *cfg, json_object 
 	r = open_route_socket(&s, e);
 	if (r < 0)
 		goto out;
-	if (!mtu && (r = plumb_uplink_mtu(s.sk, cfg->uplink, &mtu, &uplink, e)) < 0)
+	if (!mtu && (r = cni_uplink_mtu(s.sk, cfg->uplink, &mtu, &uplink, e)) < 0)
 		goto out;
 
 	snprintf(ac.req.container_id, sizeof(ac.req.container_id), "%s", env->container_id);

@@ -103,6 +103,12 @@ struct acct_pod *cni_acct_pods(const struct ipam_state *st);
 struct acct_config cni_config_acct(const struct tg_config *cfg);
 struct nl_sock;
 /*
+ * The uplink's MTU (the named one, else the default route's interface, else
+ * 1500) and its ifindex (0 when there is none).
+ */
+int cni_uplink_mtu(struct nl_sock *sk, const char *uplink, int *ret, int *ret_ifindex,
+		     struct tg_err *e);
+/*
  * Removes what the kernel holds for one attachment: its nft elements
  * and own counters, its shaping (IFB, uplink class; the namespace's class with
  * its last pod) and its veth. Anything already gone is fine; every step runs

@@ -65,12 +65,6 @@ struct plumb_req {
 extern const uint8_t plumb_host_mac[6];
 void plumb_host_veth_name(const char *container_id, const char *ifname, char ret[IFNAMSIZ]);
 void plumb_pod_mac(const char *container_id, const char *ifname, uint8_t ret[6]);
-/*
- * The uplink's MTU (the named one, else the default route's interface, else
- * 1500) and its ifindex (0 when there is none).
- */
-int plumb_uplink_mtu(struct nl_sock *sk, const char *uplink, int *ret, int *ret_ifindex,
-		     struct tg_err *e);
 int plumb_enable_forwarding(struct tg_err *e);
 int plumb_add(struct nl_sock *sk, const struct plumb_req *rq, struct tg_err *e);
 /* Deletes the host veth (the pod end goes with it); already gone is success. */

@@ -54,7 +54,7 @@ void plumb_pod_mac(const char *container_id, const char *ifname, uint8_t ret[6])
 }
 
 
-int plumb_uplink_mtu(struct nl_sock *sk, const char *uplink, int *ret, int *ret_ifindex,
+int cni_uplink_mtu(struct nl_sock *sk, const char *uplink, int *ret, int *ret_ifindex,
 		     struct tg_err *e)
 {
 	struct rtnl_link *link = NULL;

@@ -1188,7 +1188,7 @@ static int verb_reshape(struct cli *c, bool dry_run)
 	struct nl_sock *sk = NULL;
 	struct tg_err e = { 0 };
 	size_t i, changed = 0;
-	int rc = 0;
+	int rc = 0, mtu = c->cfg.mtu, uplink = 0;
 
 	if (ipam_store_lock(&c->store, &e) < 0)
 		goto fail;
@@ -1218,6 +1218,12 @@ static int verb_reshape(struct cli *c, bool dry_run)
 		fprintf(stderr, "tollgate-ipam: cannot open a netlink socket\n");
 		return EXIT_PROBLEMS;
 	}
+	/* Bursts and quanta are sized for the uplink's MTU, as ADD sized them. */
+	if (sk && !mtu && cni_uplink_mtu(sk, c->cfg.uplink, &mtu, &uplink, &e) < 0) {
+		fprintf(stderr, "tollgate-ipam: %s\n", e.msg);
+		nl_socket_free(sk);
+		return EXIT_PROBLEMS;
+	}
 	for (i = 0; i < c->state.n_att; i++) {
 		struct ipam_attachment *a = &c->state.att[i];
 		bool diff = memcmp(&before[i], &a->shaping, sizeof(before[i])) != 0;
@@ -1232,7 +1238,6 @@ static int verb_reshape(struct cli *c, bool dry_run)
 		{
 			struct shaper_spec old = cni_shaper_spec(&before[i]);
 			struct shaper_spec now = cni_shaper_spec(&a->shaping);
-			int mtu = c->cfg.mtu ? c->cfg.mtu : 1500;
 
 			/* Old classes out, new ones in: a pod is unshaped for a few ms at most. */
 			if (old.pod_class && old.pod_class != now.pod_class)
