@@ -524,14 +524,14 @@ static json_object *shaping_json(const struct ipam_shaping *s)
 
 static void shaping_line(const struct ipam_shaping *s, char *buf, size_t size)
 {
-	char a[24], b[24], c[24], d[24];
+	char a[24], b[24], c[24], d[24], f[24];
 
 	snprintf(buf, size, "internet egress %s (namespace %s), internet ingress %s, pod %s in / %s out",
 		 s->inet_egress_bps ? rate_format(s->inet_egress_bps, a, sizeof(a)) : "-",
 		 s->ns_egress_bps ? rate_format(s->ns_egress_bps, b, sizeof(b)) : "-",
 		 s->inet_ingress_bps ? rate_format(s->inet_ingress_bps, c, sizeof(c)) : "-",
 		 s->ingress_bps ? rate_format(s->ingress_bps, d, sizeof(d)) : "-",
-		 s->egress_bps ? rate_format(s->egress_bps, a, sizeof(a)) : "-");
+		 s->egress_bps ? rate_format(s->egress_bps, f, sizeof(f)) : "-");
 }
 
 static int verb_show(struct cli *c, const char *key)
@@ -1254,8 +1254,9 @@ static int verb_reshape(struct cli *c, bool dry_run)
 			}
 		}
 		shaping_line(&a->shaping, line, sizeof(line));
+		/* The pod, then its shaping indented: names of 63 characters fit 100 columns. */
 		if (!c->json)
-			printf("%-15s %s/%s: %s\n", str(o, "ip"), a->k8s_namespace, a->pod, line);
+			printf("%-15s %s/%s\n%16s%s\n", str(o, "ip"), a->k8s_namespace, a->pod, "", line);
 	}
 	if (!dry_run && changed) {
 		/* The pods' class elements (and the rest of the table) as the store now says. */

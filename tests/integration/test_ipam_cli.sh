@@ -559,6 +559,9 @@ if pod_add sh1 shaped "$SCONF"; then
 	ifb=ti${POD_VETH[sh1]#tg}
 	before=$(inet_classes)
 	ip -n "$TG_NODE" link show "$ifb" >/dev/null 2>&1 || t_fail "no IFB $ifb after ADD"
+	ipam show "${POD_IP[sh1]}"
+	grep -q "internet egress 100M (namespace -), internet ingress -, pod - in / 30M out" <<<"$IPAM_OUT" ||
+		t_fail "show's shaping line: $(grep shaping <<<"$IPAM_OUT")"
 	ipam release "${POD_IP[sh1]}" --force
 	t_expect "release --force rc" "$IPAM_RC" 0
 	ip -n "$TG_NODE" link show "$ifb" >/dev/null 2>&1 && t_fail "IFB $ifb left behind"
@@ -584,6 +587,37 @@ if pod_add sh2 shaped2 "$SCONF" && pod_add sh3 shaped2 "$SCONF"; then
 	done
 else
 	t_fail "ADD rc=$TG_RC $TG_OUT"
+fi
+t_end
+
+t_begin "reshape: a new internet egress cap reaches a running pod (--dry-run changes nothing)"
+inet_ceil() { ip netns exec "$TG_NODE" tc class show dev tollgate-inet classid "$1" 2>/dev/null | grep -o 'ceil [^ ]*'; }
+if pod_add rs1 reshaped "$SCONF"; then
+	att() { jq -c --arg c "${POD_CID[rs1]}" '.attachments[] | select(.containerId == $c) | .shaping' "$(state_file)"; }
+	cls=$(printf '1:%x' "$(att | jq -r .podClass)")
+	t_expect "ceil before" "$(inet_ceil "$cls")" "ceil 100Mbit"
+	# the policy now: no pod default, a 50M cap for namespace "reshaped"; no other pod changes
+	jq -c '{cniVersion, name, plugins: [.shaping = {internetEgress: {namespaces: {reshaped: "50M"}}}]}' \
+		<<<"$CONF" >"$TG_TMP/reshape.conflist"
+	fp=$(store_fp)
+	ipam --config "$TG_TMP/reshape.conflist" --json reshape --dry-run
+	t_expect "dry-run rc" "$IPAM_RC" 0
+	json_check "dry-run" 'any(.[]; .ip == $ip and .changed)' --arg ip "${POD_IP[rs1]}"
+	t_expect "ceil after the dry run" "$(inet_ceil "$cls")" "ceil 100Mbit"
+	[ "$(store_fp)" = "$fp" ] || t_fail "dry-run changed the store"
+	ipam --config "$TG_TMP/reshape.conflist" reshape
+	t_expect "reshape rc" "$IPAM_RC" 0
+	[ "$IPAM_RC" = 0 ] || ipam_diag
+	# the pod's own egressRate (runtimeConfig, recorded at ADD) stays
+	grep -q "internet egress - (namespace 50M), internet ingress -, pod - in / 30M out" <<<"$IPAM_OUT" ||
+		t_fail "reshape output: $IPAM_OUT"
+	grep -q "^1 of [0-9]* pods reshaped" <<<"$IPAM_OUT" || t_fail "other pods changed: $IPAM_OUT"
+	t_expect "recorded namespace cap" "$(att | jq -r .namespaceInternetEgress)" 50000000
+	cls=$(printf '1:%x' "$(att | jq -r .podClass)")
+	t_expect "ceil after reshape" "$(inet_ceil "$cls")" "ceil 50Mbit"
+	pod_del rs1 "$SCONF" || t_fail "DEL rc=$TG_RC $TG_OUT"
+else
+	t_fail "ADD rs1 rc=$TG_RC $TG_OUT"
 fi
 t_end
 
