@@ -364,9 +364,11 @@ int shaper_pod_add(struct nl_sock *sk, const char *host_veth, const char *uplink
 			r = put_class(sk, veth, H(1, 0), H(1, 1), total, total,
 				      s->ingress_burst_bits, mtu);
 		if (r == 0)
-			r = put_class(sk, veth, H(1, 1), SHAPER_INET_INGRESS_CLASS, 0, inet, 0, mtu);
+			r = put_class(sk, veth, H(1, 1), SHAPER_INET_INGRESS_CLASS, 0, inet, 0,
+				      mtu);
 		if (r == 0)
-			r = put_leaf_queue(sk, veth, SHAPER_INET_INGRESS_CLASS, inet, queue_ms, mtu);
+			r = put_leaf_queue(sk, veth, SHAPER_INET_INGRESS_CLASS, inet, queue_ms,
+					   mtu);
 		if (r == 0 && s->ingress_bps)
 			r = put_class(sk, veth, H(1, 1), H(1, 3), 0, total, 0, mtu);
 		if (r == 0 && s->ingress_bps)
@@ -510,22 +512,50 @@ static void fill_stats(struct rtnl_class *c, struct shaper_stats *st)
 	st->overlimits = rtnl_tc_get_stat(TC_CAST(c), RTNL_TC_OVERLIMITS);
 }
 
+/*
+ * The classes of one device, dumped once and looked up as often as needed
+ * (tollgate-inet holds a class per shaped pod: one dump, not one per lookup).
+ */
+struct class_view {
+	int ifindex;
+	struct nl_cache *cache;
+};
+
+static void view_free(struct class_view *v)
+{
+	if (v->cache)
+		nl_cache_free(v->cache);
+	v->cache = NULL;
+}
+
+static int view_class(struct nl_sock *sk, struct class_view *v, int ifindex, uint32_t id,
+		      struct shaper_stats *st)
+{
+	struct rtnl_class *c;
+
+	if (!v->cache || v->ifindex != ifindex) {
+		view_free(v);
+		v->ifindex = ifindex;
+		if (rtnl_class_alloc_cache(sk, ifindex, &v->cache) < 0) {
+			v->cache = NULL;
+			return 0;
+		}
+	}
+	c = rtnl_class_get(v->cache, ifindex, id);
+	if (!c)
+		return 0;
+	if (st)
+		fill_stats(c, st);
+	rtnl_class_put(c);
+	return 1;
+}
+
 static int find_class(struct nl_sock *sk, int ifindex, uint32_t id, struct shaper_stats *st)
 {
-	struct nl_cache *cache = NULL;
-	struct rtnl_class *c;
-	int found = 0;
+	struct class_view v = { 0 };
+	int found = view_class(sk, &v, ifindex, id, st);
 
-	if (rtnl_class_alloc_cache(sk, ifindex, &cache) < 0)
-		return 0;
-	c = rtnl_class_get(cache, ifindex, id);
-	if (c) {
-		found = 1;
-		if (st)
-			fill_stats(c, st);
-		rtnl_class_put(c);
-	}
-	nl_cache_free(cache);
+	view_free(&v);
 	return found;
 }
 
@@ -562,8 +592,8 @@ static bool ceil_is(const struct shaper_stats *st, uint64_t bps)
 	return st->ceil_bps / 8 == bps / 8;
 }
 
-int shaper_pod_check(struct nl_sock *sk, const char *host_veth,
-		     const struct shaper_spec *s, struct tg_err *e)
+static int check(struct nl_sock *sk, struct class_view *v, const char *host_veth,
+		 const struct shaper_spec *s, struct tg_err *e)
 {
 	struct shaper_stats st;
 	int veth = ifindex_of(sk, host_veth);
@@ -571,13 +601,14 @@ int shaper_pod_check(struct nl_sock *sk, const char *host_veth,
 	if (shaper_pod_ingress(s)) {
 		uint64_t total = s->ingress_bps ? s->ingress_bps : SHAPER_LINE_BPS;
 
-		if (!find_class(sk, veth, SHAPER_INET_INGRESS_CLASS, &st) ||
+		if (!view_class(sk, v, veth, SHAPER_INET_INGRESS_CLASS, &st) ||
 		    !ceil_is(&st, min_nz(s->inet_ingress_bps, total)))
 			return tg_fail(e, TG_ERR_DRIFT, -ENOENT,
 				       "drift: class 1:2 on %s (traffic to the pod) is missing or has "
 				       "another rate",
 				       host_veth);
-		if (s->ingress_bps && (!find_class(sk, veth, H(1, 1), &st) || !ceil_is(&st, total)))
+		if (s->ingress_bps &&
+		    (!view_class(sk, v, veth, H(1, 1), &st) || !ceil_is(&st, total)))
 			return tg_fail(e, TG_ERR_DRIFT, -ENOENT,
 				       "drift: class 1:1 on %s (the pod's ingress limit) is missing or "
 				       "has another rate",
@@ -589,7 +620,7 @@ int shaper_pod_check(struct nl_sock *sk, const char *host_veth,
 
 		shaper_ifb_name(host_veth, ifb);
 		ifb_index = ifindex_of(sk, ifb);
-		if (!ifb_index || !find_class(sk, ifb_index, H(1, 1), &st) ||
+		if (!ifb_index || !view_class(sk, v, ifb_index, H(1, 1), &st) ||
 		    !ceil_is(&st, s->egress_bps))
 			return tg_fail(e, TG_ERR_DRIFT, -ENOENT,
 				       "drift: %s or its class 1:1 (the pod's egress limit) is missing "
@@ -602,9 +633,9 @@ int shaper_pod_check(struct nl_sock *sk, const char *host_veth,
 		uint64_t ns = min_nz(s->ns_egress_bps, node);
 		struct shaper_stats nst, nodest;
 
-		if (!up || !find_class(sk, up, H(1, s->pod_class), &st) ||
-		    !find_class(sk, up, H(1, s->ns_class), &nst) ||
-		    !find_class(sk, up, H(1, 1), &nodest))
+		if (!up || !view_class(sk, v, up, H(1, s->pod_class), &st) ||
+		    !view_class(sk, v, up, H(1, s->ns_class), &nst) ||
+		    !view_class(sk, v, up, H(1, 1), &nodest))
 			return tg_fail(e, TG_ERR_DRIFT, -ENOENT,
 				       "drift: uplink class 1:%x (the pod's internet egress), 1:%x (its "
 				       "namespace) or 1:1 (the node) is missing",
@@ -619,28 +650,48 @@ int shaper_pod_check(struct nl_sock *sk, const char *host_veth,
 	return 0;
 }
 
-int shaper_pod_stats(struct nl_sock *sk, const char *host_veth,
-		     const struct shaper_spec *s, struct shaper_stats *ret, int max)
+int shaper_pod_check(struct nl_sock *sk, const char *host_veth,
+		     const struct shaper_spec *s, struct tg_err *e)
+{
+	struct class_view v = { 0 };
+	int r = check(sk, &v, host_veth, s, e);
+
+	view_free(&v);
+	return r;
+}
+
+static int stats(struct nl_sock *sk, struct class_view *v, const char *host_veth,
+		 const struct shaper_spec *s, struct shaper_stats *ret, int max)
 {
 	int n = 0, veth = ifindex_of(sk, host_veth);
 
 	if (shaper_pod_ingress(s) && n < max &&
-	    find_class(sk, veth, SHAPER_INET_INGRESS_CLASS, &ret[n]))
+	    view_class(sk, v, veth, SHAPER_INET_INGRESS_CLASS, &ret[n]))
 		snprintf(ret[n++].where, IFNAMSIZ, "%s", host_veth);
-	if (s->ingress_bps && n < max && find_class(sk, veth, H(1, 1), &ret[n]))
+	if (s->ingress_bps && n < max && view_class(sk, v, veth, H(1, 1), &ret[n]))
 		snprintf(ret[n++].where, IFNAMSIZ, "%s", host_veth);
 	if (s->egress_bps && n < max) {
 		char ifb[IFNAMSIZ];
 
 		shaper_ifb_name(host_veth, ifb);
-		if (find_class(sk, ifindex_of(sk, ifb), H(1, 1), &ret[n]))
+		if (view_class(sk, v, ifindex_of(sk, ifb), H(1, 1), &ret[n]))
 			snprintf(ret[n++].where, IFNAMSIZ, "%s", ifb);
 	}
 	if (shaper_inet_egress(s) && n < max) {
 		int up = ifindex_of(sk, SHAPER_INET_IFB);
 
-		if (up && find_class(sk, up, H(1, s->pod_class), &ret[n]))
+		if (up && view_class(sk, v, up, H(1, s->pod_class), &ret[n]))
 			snprintf(ret[n++].where, IFNAMSIZ, "%s", SHAPER_INET_IFB);
 	}
+	return n;
+}
+
+int shaper_pod_stats(struct nl_sock *sk, const char *host_veth,
+		     const struct shaper_spec *s, struct shaper_stats *ret, int max)
+{
+	struct class_view v = { 0 };
+	int n = stats(sk, &v, host_veth, s, ret, max);
+
+	view_free(&v);
 	return n;
 }
