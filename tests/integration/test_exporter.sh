@@ -409,14 +409,20 @@ tc_json() { N tc -s class show dev "$1" 2>/dev/null; }
 # tc_compare NAME: scrape into NAME while the classes' counters stand still
 # and compare every tollgate_shaper_* sample with tc; prints compare-tc's JSON
 tc_compare() {
-	local devs=(tollgate-inet "${POD_VETH[s1]}" "ti${POD_VETH[s1]#tg}" "${POD_VETH[s2]}") before after d args
+	local devs=(tollgate-inet "${POD_VETH[s1]}" "ti${POD_VETH[s1]#tg}" "${POD_VETH[s2]}") d same
+	local -A before=() after=()
 	for _ in 1 2 3 4 5; do
-		before=$(for d in "${devs[@]}"; do tc_json "$d"; done)
+		for d in "${devs[@]}"; do before[$d]=$(tc_json "$d"); done
 		metrics "$1" || return 1
-		after=$(for d in "${devs[@]}"; do tc_json "$d"; done)
-		if [ "$before" = "$after" ]; then
-			args=()
-			for d in "${devs[@]}"; do args+=(--tc "$d=$(tc_json "$d")"); done
+		same=1
+		for d in "${devs[@]}"; do
+			after[$d]=$(tc_json "$d")
+			[ "${after[$d]}" = "${before[$d]}" ] || same=0
+		done
+		if [ "$same" = 1 ]; then
+			# compared with what tc showed on both sides of the scrape, not read again
+			local args=()
+			for d in "${devs[@]}"; do args+=(--tc "$d=${after[$d]}"); done
 			"$PY" "$TOOL" compare-tc --metrics "$TG_TMP/$1.prom" --state "$(tg_state_file)" "${args[@]}"
 			return
 		fi
