@@ -840,58 +840,80 @@ static int read_file(const char *path, char **ret, size_t *ret_len)
 	return 0;
 }
 
-static int verb_sync(struct cli *c)
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * What IMDS offers the pool, as sync and doctor --imds both read it: the
+ * uplink's secondary addresses (from IMDS, or c->from_file), without the
+ * node's own address and without ipam.exclude, sorted. `net` keeps the
+ * uplink's node address and subnet; free it with imds_network_free.
+ */
+static int imds_candidates(struct cli *c, int budget_s, int *attempts, struct imds_network *net,
+			   char upname[IFNAMSIZ], uint32_t **ret, size_t *ret_n, struct tg_err *e)
 {
 	_cleanup_free_ char *body = NULL;
-	_cleanup_free_ uint32_t *excluded = NULL, *keep = NULL;
+	_cleanup_free_ uint32_t *excluded = NULL;
+	size_t len = 0, n_excluded = 0, n = 0;
+	uint32_t *keep;
+	uint8_t mac[6];
+	int r;
+
+	r = uplink_mac(c->uplink, mac, upname);
+	if (r < 0)
+		return tg_fail(e, CNI_ERR_IO, r, "cannot read the MAC of uplink %s: %s",
+			       c->uplink && *c->uplink ? c->uplink : "(default route's interface)",
+			       strerror(-r));
+	if (c->from_file) {
+		r = read_file(c->from_file, &body, &len);
+		if (r < 0)
+			return tg_fail(e, CNI_ERR_IO, r, "cannot read %s: %s", c->from_file,
+				       strerror(-r));
+	} else if ((r = imds_fetch(c->imds_url, budget_s, &body, &len, attempts, e)) < 0) {
+		return r;
+	}
+	if ((r = imds_parse_network(body, len, mac, net, e)) < 0) {
+		imds_network_free(net);
+		return r;
+	}
+	/* ipam.exclude applies to synced pools too. */
+	if (c->exclude && (r = ipam_pool_parse(c->exclude, NULL, "ipam", &excluded, &n_excluded,
+					       e)) < 0) {
+		imds_network_free(net);
+		return r;
+	}
+	keep = calloc(net->n_addrs + 1, sizeof(*keep));
+	if (!keep) {
+		imds_network_free(net);
+		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+	}
+	for (size_t i = 0; i < net->n_addrs; i++)
+		if (!bsearch(&net->addrs[i], excluded, n_excluded, sizeof(*excluded), cmp_u32))
+			keep[n++] = net->addrs[i];
+	qsort(keep, n, sizeof(*keep), cmp_u32);
+	*ret = keep;
+	*ret_n = n;
+	return 0;
+}
+
+static int verb_sync(struct cli *c)
+{
+	_cleanup_free_ uint32_t *keep = NULL;
 	_cleanup_json_ json_object *o = NULL;
 	struct imds_network net = { 0 };
 	struct ipam_sync_report rep;
 	struct tg_err e = { 0 };
 	char upname[IFNAMSIZ] = "", ip[IP4_STRLEN], cidr[CIDR4_STRLEN];
-	uint8_t mac[6];
-	size_t len = 0, n_excluded = 0, n_keep = 0, i;
-	int attempts = 0, r;
+	size_t n_keep = 0;
+	int attempts = 0;
 
-	r = uplink_mac(c->uplink, mac, upname);
-	if (r < 0) {
-		fprintf(stderr, "tollgate-ipam: cannot read the MAC of uplink %s: %s\n",
-			c->uplink && *c->uplink ? c->uplink : "(default route's interface)",
-			strerror(-r));
-		return EXIT_PROBLEMS;
-	}
-	if (c->from_file) {
-		r = read_file(c->from_file, &body, &len);
-		if (r < 0) {
-			fprintf(stderr, "tollgate-ipam: cannot read %s: %s\n", c->from_file, strerror(-r));
-			return EXIT_PROBLEMS;
-		}
-	} else if (imds_fetch(c->imds_url, c->retry_budget_s, &body, &len, &attempts, &e) < 0) {
+	if (imds_candidates(c, c->retry_budget_s, &attempts, &net, upname, &keep, &n_keep, &e) < 0) {
 		fprintf(stderr, "tollgate-ipam: %s; the store is unchanged\n", e.msg);
 		return EXIT_PROBLEMS;
-	}
-	if (imds_parse_network(body, len, mac, &net, &e) < 0) {
-		fprintf(stderr, "tollgate-ipam: %s; the store is unchanged\n", e.msg);
-		return EXIT_PROBLEMS;
-	}
-	/* ipam.exclude applies to synced pools too. */
-	if (c->exclude && ipam_pool_parse(c->exclude, NULL, "ipam", &excluded, &n_excluded, &e) < 0) {
-		fprintf(stderr, "tollgate-ipam: ipam.exclude: %s\n", e.msg);
-		imds_network_free(&net);
-		return EXIT_PROBLEMS;
-	}
-	keep = calloc(net.n_addrs + 1, sizeof(*keep));
-	if (!keep) {
-		imds_network_free(&net);
-		return EXIT_PROBLEMS;
-	}
-	for (i = 0; i < net.n_addrs; i++) {
-		bool skip = net.addrs[i] == net.node_ip;
-
-		for (size_t j = 0; j < n_excluded && !skip; j++)
-			skip = excluded[j] == net.addrs[i];
-		if (!skip)
-			keep[n_keep++] = net.addrs[i];
 	}
 	if (ipam_store_lock(&c->store, &e) < 0)
 		goto fail;
@@ -1123,31 +1145,23 @@ static int verb_doctor(struct cli *c, bool store_ok, const char *store_error)
 			       st->n_att);
 	}
 	if (c->imds_check && store_ok) {
-		_cleanup_free_ char *body = NULL;
+		_cleanup_free_ uint32_t *offered = NULL;
 		struct imds_network net = { 0 };
 		struct tg_err e = { 0 };
 		char upname[IFNAMSIZ];
-		uint8_t mac[6];
-		size_t len = 0;
+		size_t n_offered = 0;
 
-		if (uplink_mac(c->uplink, mac, upname) < 0 ||
-		    imds_fetch(c->imds_url, 10, &body, &len, NULL, &e) < 0 ||
-		    imds_parse_network(body, len, mac, &net, &e) < 0) {
+		if (imds_candidates(c, 10, NULL, &net, upname, &offered, &n_offered, &e) < 0) {
 			finding(arr, "pool-drift", c->imds_url, e.msg[0] ? e.msg : "cannot read IMDS",
 				"check IMDS, then tollgate-ipam sync");
 		} else {
 			size_t missing = 0, extra = 0;
 
-			for (i = 0; i < net.n_addrs; i++)
-				if (!ipam_in_pool(st, net.addrs[i]) && net.addrs[i] != net.node_ip)
-					missing++;
-			for (i = 0; i < st->n_pool; i++) {
-				bool seen = false;
-
-				for (j = 0; j < net.n_addrs && !seen; j++)
-					seen = net.addrs[j] == st->pool[i];
-				extra += !seen;
-			}
+			for (i = 0; i < n_offered; i++)
+				missing += !ipam_in_pool(st, offered[i]);
+			for (i = 0; i < st->n_pool; i++)
+				extra += !bsearch(&st->pool[i], offered, n_offered, sizeof(*offered),
+						  cmp_u32);
 			if (missing || extra) {
 				snprintf(buf, sizeof(buf),
 					 "IMDS lists %zu address(es) the pool lacks; the pool has %zu IMDS no "

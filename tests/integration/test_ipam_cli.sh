@@ -759,6 +759,17 @@ IPAM_RC=$? IPAM_OUT=$(cat "$TG_TMP/ipam.out") IPAM_ERR=$(cat "$TG_TMP/ipam.err")
 t_expect "rc with drift" "$IPAM_RC" 1
 json_check "drift" 'any(.findings[]; .kind == "pool-drift")'
 [ "$(imds_count)" -ge 1 ] || t_fail "doctor --imds made no IMDS request"
+# an address that ipam.exclude keeps out of the pool is no drift
+jq '.ipam.exclude = ["10.0.0.12"]' "$TG_TMP/imds-conf.json" >"$TG_TMP/imds-excl.json"
+# (sync twice: a new address joins the pool on its second sighting)
+for verb in sync sync "doctor --imds"; do
+	# shellcheck disable=SC2086  # the verb's words
+	ip netns exec "$TG_NODE" env -i PATH="$TG_PATH" "$IPAM_BIN" --config "$TG_TMP/imds-excl.json" --json $verb \
+		>"$TG_TMP/ipam.out" 2>"$TG_TMP/ipam.err"
+	IPAM_RC=$? IPAM_OUT=$(cat "$TG_TMP/ipam.out") IPAM_ERR=$(cat "$TG_TMP/ipam.err")
+	t_expect "$verb with ipam.exclude rc" "$IPAM_RC" 0
+done
+json_check "in agreement with ipam.exclude" '.ok == true'
 t_end
 
 t_begin "doctor: missing-table (the nftables table deleted)"
