@@ -84,6 +84,8 @@ static struct tc_dev *find_dev(struct tc_dev *devs, size_t n, const char *name)
 {
 	struct tc_dev key;
 
+	if (!n)
+		return NULL; /* bsearch wants an array, even an empty one */
 	snprintf(key.name, sizeof(key.name), "%s", name);
 	return bsearch(&key, devs, n, sizeof(*devs), cmp_dev);
 }
@@ -169,6 +171,8 @@ static const struct shaper_stats *class_of(const struct tc_collector *tc, uint16
 {
 	struct shaper_stats key = { .classid = 0x10000u | minor };
 
+	if (!tc->n_classes)
+		return NULL; /* bsearch wants an array, even an empty one */
 	return bsearch(&key, tc->classes, tc->n_classes, sizeof(key), cmp_classid);
 }
 

@@ -60,9 +60,7 @@ static int cmp_u32(const void *a, const void *b)
 
 bool ipam_in_pool(const struct ipam_state *st, uint32_t ip)
 {
-	if (!st->n_pool)
-		return false;
-	return bsearch(&ip, st->pool, st->n_pool, sizeof(ip), cmp_u32) != NULL;
+	return ipam_addr_in(st->pool, st->n_pool, ip);
 }
 
 static bool cooling(const struct ipam_cooling *c, int64_t now_ms, int64_t cooldown_ms)
@@ -228,9 +226,15 @@ int ipam_read_boot_id(char *buf, size_t size)
 	return r < 0 ? r : 0;
 }
 
-static bool contains(const uint32_t *sorted, size_t n, uint32_t ip)
+bool ipam_addr_in(const uint32_t *sorted, size_t n, uint32_t ip)
 {
 	return n && bsearch(&ip, sorted, n, sizeof(ip), cmp_u32) != NULL;
+}
+
+void ipam_addrs_sort(uint32_t *a, size_t n)
+{
+	if (n)
+		qsort(a, n, sizeof(*a), cmp_u32);
 }
 
 int ipam_reconcile(struct ipam_state *st, const uint32_t *seen_in, size_t n_in, int64_t now_ms,
@@ -253,9 +257,9 @@ int ipam_reconcile(struct ipam_state *st, const uint32_t *seen_in, size_t n_in, 
 		if (n == 0 || seen[n - 1] != seen[i])
 			seen[n++] = seen[i];
 	for (i = 0; i < n; i++) {
-		if (first || contains(st->pool, st->n_pool, seen[i])) {
+		if (first || ipam_addr_in(st->pool, st->n_pool, seen[i])) {
 			pool[n_pool++] = seen[i];
-		} else if (contains(st->pending, st->n_pending, seen[i])) {
+		} else if (ipam_addr_in(st->pending, st->n_pending, seen[i])) {
 			pool[n_pool++] = seen[i]; /* seen twice in a row: real */
 			ret->added++;
 		} else {
@@ -265,7 +269,7 @@ int ipam_reconcile(struct ipam_state *st, const uint32_t *seen_in, size_t n_in, 
 	if (first)
 		ret->added = n_pool;
 	for (i = 0; i < st->n_pool; i++) {
-		if (contains(seen, n, st->pool[i]))
+		if (ipam_addr_in(seen, n, st->pool[i]))
 			continue;
 		ret->removed++;
 		if (ipam_find_ip(st, st->pool[i]))

@@ -840,13 +840,6 @@ static int read_file(const char *path, char **ret, size_t *ret_len)
 	return 0;
 }
 
-static int cmp_u32(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 /*
  * What IMDS offers the pool, as sync and doctor --imds both read it: the
  * uplink's secondary addresses (from IMDS, or c->from_file), without the
@@ -892,9 +885,9 @@ static int imds_candidates(struct cli *c, int budget_s, int *attempts, struct im
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
 	}
 	for (size_t i = 0; i < net->n_addrs; i++)
-		if (!bsearch(&net->addrs[i], excluded, n_excluded, sizeof(*excluded), cmp_u32))
+		if (!ipam_addr_in(excluded, n_excluded, net->addrs[i]))
 			keep[n++] = net->addrs[i];
-	qsort(keep, n, sizeof(*keep), cmp_u32);
+	ipam_addrs_sort(keep, n);
 	*ret = keep;
 	*ret_n = n;
 	return 0;
@@ -1160,8 +1153,7 @@ static int verb_doctor(struct cli *c, bool store_ok, const char *store_error)
 			for (i = 0; i < n_offered; i++)
 				missing += !ipam_in_pool(st, offered[i]);
 			for (i = 0; i < st->n_pool; i++)
-				extra += !bsearch(&st->pool[i], offered, n_offered, sizeof(*offered),
-						  cmp_u32);
+				extra += !ipam_addr_in(offered, n_offered, st->pool[i]);
 			if (missing || extra) {
 				snprintf(buf, sizeof(buf),
 					 "IMDS lists %zu address(es) the pool lacks; the pool has %zu IMDS no "

@@ -96,6 +96,9 @@ const struct ipam_attachment *ipam_find(const struct ipam_state *st, const char 
 					const char *ifname);
 const struct ipam_attachment *ipam_find_ip(const struct ipam_state *st, uint32_t ip);
 bool ipam_in_pool(const struct ipam_state *st, uint32_t ip);
+/* Sorted address arrays: membership (bsearch), and sorting in place. */
+bool ipam_addr_in(const uint32_t *sorted, size_t n, uint32_t ip);
+void ipam_addrs_sort(uint32_t *a, size_t n);
 /* Replaces the pool (taking ownership of `pool`). In-use addresses outside it stay with their pods. */
 void ipam_set_pool(struct ipam_state *st, const char *source, uint32_t *pool, size_t n);
 /*
