@@ -163,7 +163,7 @@ static int assign_fn(struct ipam_state *st, void *p, struct tg_err *e)
 {
 	struct assign_ctx *c = p;
 	struct ipam_attachment *a;
-	struct ipam_shaping before;
+	struct shaping before;
 	int r = ipam_assign(st, &c->req, time_now_ms(), c->cfg->cooldown_ms, &c->got, &c->existing, e);
 
 	if (r < 0)
@@ -210,7 +210,7 @@ int cmd_add(const struct cni_env *env, const struct tg_config *cfg, json_object 
 	struct plumb_req rq = { 0 };
 	struct cni_add_result res;
 	struct acct_pod me;
-	struct shaper_spec spec;
+	struct shaping spec;
 	_cleanup_free_ struct acct_pod *all = NULL;
 	int mtu = cfg->mtu, uplink = -1, r;
 
@@ -235,8 +235,8 @@ int cmd_add(const struct cni_env *env, const struct tg_config *cfg, json_object 
 	plumb_host_veth_name(env->container_id, env->ifname, ac.req.host_veth);
 	ac.req.created = time(NULL);
 	cni_shaping_of_request(cfg, env->k8s_namespace, &ac.req.shaping);
-	spec = cni_shaper_spec(&ac.req.shaping);
-	if (shaper_inet_egress(&spec) && !uplink_known(s.sk, cfg, uplink, e)) {
+	spec = ac.req.shaping;
+	if (shaping_inet_egress(&spec) && !uplink_known(s.sk, cfg, uplink, e)) {
 		r = -ENODEV;
 		goto out;
 	}
@@ -245,7 +245,7 @@ int cmd_add(const struct cni_env *env, const struct tg_config *cfg, json_object 
 	if (r < 0)
 		goto out;
 	ip4_format(ac.got.ip, ret_ip);
-	spec = cni_shaper_spec(&ac.got.shaping);
+	spec = ac.got.shaping;
 	me = cni_acct_pod(&ac.got);
 
 	rq.host_ifname = ac.got.host_veth;
@@ -266,7 +266,7 @@ int cmd_add(const struct cni_env *env, const struct tg_config *cfg, json_object 
 	r = plumb_add(s.sk, &rq, e);
 	if (r < 0)
 		goto undo;
-	if (shaper_any(&spec)) {
+	if (shaping_any(&spec)) {
 		r = shaper_pod_add(s.sk, ac.got.host_veth, cfg->uplink, &spec, cfg->internal,
 				   cfg->n_internal, cfg->shaping.queue_ms, mtu, e);
 		if (r < 0)
@@ -316,7 +316,7 @@ int cmd_del(const struct cni_env *env, const struct tg_config *cfg, char ret_ip[
 	struct release_ctx rc = { env->container_id, env->ifname, true, 0 };
 	char host_veth[IFNAMSIZ];
 	const struct ipam_attachment *a;
-	struct shaper_spec spec = { 0 };
+	struct shaping spec = { 0 };
 	uint32_t ip = 0;
 	int r, first = 0;
 
@@ -330,7 +330,7 @@ int cmd_del(const struct cni_env *env, const struct tg_config *cfg, char ret_ip[
 	plumb_host_veth_name(env->container_id, env->ifname, host_veth);
 	a = ipam_find(&s.state, env->container_id, env->ifname);
 	if (a) {
-		spec = cni_shaper_spec(&a->shaping);
+		spec = a->shaping;
 		ip = a->ip;
 	} else if (cni_prev_result_ip(cfg->prev_result, env->ifname, &ip) == 0 &&
 		 ipam_find_ip(&s.state, ip))
@@ -411,8 +411,8 @@ int cmd_check(const struct cni_env *env, const struct tg_config *cfg, char ret_i
 		goto out;
 	{
 		/* The recorded shaping must be what this config asks for, and be in the kernel. */
-		struct ipam_shaping want;
-		struct shaper_spec spec = cni_shaper_spec(&a->shaping);
+		struct shaping want;
+		struct shaping spec = a->shaping;
 
 		cni_shaping_of_request(cfg, a->k8s_namespace, &want);
 		if (want.ingress_bps != a->shaping.ingress_bps ||
@@ -497,7 +497,7 @@ static bool listed(json_object *valid, const struct ipam_attachment *a)
 int cni_teardown(struct nl_sock *sk, const struct ipam_attachment *a, struct tg_err *e)
 {
 	struct acct_pod p = cni_acct_pod(a);
-	struct shaper_spec spec = cni_shaper_spec(&a->shaping);
+	struct shaping spec = a->shaping;
 	int first = acct_pod_del(&p, e), r;
 
 	r = shaper_pod_del(sk, a->host_veth, &spec, e);

@@ -327,16 +327,16 @@ static int parse_runtime(struct tg_config *cfg, struct tg_err *e)
 		if (!json_object_is_type(bw, json_type_object))
 			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
 				       "runtimeConfig.bandwidth must be an object");
-		if (bw_pair(bw, "ingressRate", "ingressBurst", &cfg->bandwidth.ingress_rate,
-			    &cfg->bandwidth.ingress_burst, e) < 0 ||
-		    bw_pair(bw, "egressRate", "egressBurst", &cfg->bandwidth.egress_rate,
-			    &cfg->bandwidth.egress_burst, e) < 0)
+		if (bw_pair(bw, "ingressRate", "ingressBurst", &cfg->request.ingress_bps,
+			    &cfg->request.ingress_burst, e) < 0 ||
+		    bw_pair(bw, "egressRate", "egressBurst", &cfg->request.egress_bps,
+			    &cfg->request.egress_burst, e) < 0)
 			return -EINVAL;
 	}
 	if (ann && !json_object_is_type(ann, json_type_null)) {
 		static const char *const keys[] = { "tollgate.io/internet-egress-bandwidth",
 						    "tollgate.io/internet-ingress-bandwidth" };
-		uint64_t *dst[] = { &cfg->annot_inet_egress, &cfg->annot_inet_ingress };
+		uint64_t *dst[] = { &cfg->request.annot_inet_egress, &cfg->request.annot_inet_ingress };
 		json_object *v;
 
 		if (!json_object_is_type(ann, json_type_object))

@@ -16,6 +16,7 @@
 #include "accounting/accounting.h"
 #include "lib/err.h"
 #include "lib/ip4.h"
+#include "lib/shaping.h"
 
 #define CNI_STDIN_MAX (1 << 20)
 #define TG_NETWORK_NAME_MAX 128
@@ -41,12 +42,6 @@ struct tg_shaping {
 	uint32_t queue_ms;		/* queueLatencyMs: leaf queues hold this much at the rate */
 };
 
-/* runtimeConfig.bandwidth (kubelet's annotations): bits/s and bits, 0 = unset. */
-struct tg_bandwidth {
-	uint64_t ingress_rate, ingress_burst;
-	uint64_t egress_rate, egress_burst;
-};
-
 struct tg_config {
 	json_object *root;		/* owns every json_object below */
 	const char *cni_version;
@@ -68,9 +63,8 @@ struct tg_config {
 	bool acct_enabled, acct_per_pod;
 	uint32_t internet_mark;
 	struct tg_shaping shaping;
-	struct tg_bandwidth bandwidth;
-	uint64_t annot_inet_egress;	/* tollgate.io/internet-egress-bandwidth */
-	uint64_t annot_inet_ingress;	/* tollgate.io/internet-ingress-bandwidth */
+	/* runtimeConfig.bandwidth and the pod's annotations (its caps are resolved per namespace) */
+	struct shaping request;
 	json_object *prev_result;
 	json_object *runtime_config;
 	json_object *valid_attachments;
@@ -86,16 +80,13 @@ void cni_config_free(struct tg_config *cfg);
  * list's name and cniVersion) or a single plugin config, from a file.
  */
 int cni_config_load_file(const char *path, struct tg_config *cfg, struct tg_err *e);
-struct ipam_shaping;
-struct shaper_spec;
+struct shaping;
 /* Fills the caps of `s` from the config, keeping its pod-specific inputs (reshape). */
-void cni_shaping_resolve(const struct tg_config *cfg, const char *ns, struct ipam_shaping *s);
+void cni_shaping_resolve(const struct tg_config *cfg, const char *ns, struct shaping *s);
 struct ipam_state;
 struct ipam_attachment;
 /* Uplink HTB classes for a pod with internet egress shaping (under the store lock). */
 int cni_shaping_classes(const struct ipam_state *st, struct ipam_attachment *a);
-/* What the shaper module needs of a stored shaping record. */
-struct shaper_spec cni_shaper_spec(const struct ipam_shaping *s);
 /* What the accounting module needs of an attachment (the table is rebuilt from all of them). */
 struct acct_pod cni_acct_pod(const struct ipam_attachment *a);
 struct acct_pod *cni_acct_pods(const struct ipam_state *st);

@@ -74,7 +74,7 @@ int plumb_check(struct nl_sock *sk, const struct plumb_req *rq, struct tg_err *e
 
 /* ---- shaping policy (shaping.c) ---- */
 /* The pod-specific inputs (runtimeConfig, annotations) and the caps they resolve to. */
-void cni_shaping_of_request(const struct tg_config *cfg, const char *ns, struct ipam_shaping *s);
+void cni_shaping_of_request(const struct tg_config *cfg, const char *ns, struct shaping *s);
 
 /* ---- commands ---- */
 int cmd_add(const struct cni_env *env, const struct tg_config *cfg, json_object **ret,

@@ -17,7 +17,7 @@ static uint64_t ns_rate(json_object *map, const char *ns)
 	return bps;
 }
 
-void cni_shaping_resolve(const struct tg_config *cfg, const char *ns, struct ipam_shaping *s)
+void cni_shaping_resolve(const struct tg_config *cfg, const char *ns, struct shaping *s)
 {
 	const struct tg_shaping *c = &cfg->shaping;
 	uint64_t v;
@@ -33,33 +33,10 @@ void cni_shaping_resolve(const struct tg_config *cfg, const char *ns, struct ipa
 							  : c->pod_ingress_default;
 }
 
-void cni_shaping_of_request(const struct tg_config *cfg, const char *ns, struct ipam_shaping *s)
+void cni_shaping_of_request(const struct tg_config *cfg, const char *ns, struct shaping *s)
 {
-	memset(s, 0, sizeof(*s));
-	s->ingress_bps = cfg->bandwidth.ingress_rate;
-	s->ingress_burst = cfg->bandwidth.ingress_burst;
-	s->egress_bps = cfg->bandwidth.egress_rate;
-	s->egress_burst = cfg->bandwidth.egress_burst;
-	s->annot_inet_egress = cfg->annot_inet_egress;
-	s->annot_inet_ingress = cfg->annot_inet_ingress;
+	*s = cfg->request;
 	cni_shaping_resolve(cfg, ns, s);
-}
-
-struct shaper_spec cni_shaper_spec(const struct ipam_shaping *s)
-{
-	struct shaper_spec sp = {
-		.ingress_bps = s->ingress_bps,
-		.ingress_burst_bits = s->ingress_burst,
-		.egress_bps = s->egress_bps,
-		.egress_burst_bits = s->egress_burst,
-		.inet_ingress_bps = s->inet_ingress_bps,
-		.inet_egress_bps = s->inet_egress_bps,
-		.ns_egress_bps = s->ns_egress_bps,
-		.node_egress_bps = s->node_egress_bps,
-		.ns_class = s->ns_class,
-		.pod_class = s->pod_class,
-	};
-	return sp;
 }
 
 static bool class_used(const struct ipam_state *st, const struct ipam_attachment *self,
@@ -80,10 +57,10 @@ static bool class_used(const struct ipam_state *st, const struct ipam_attachment
 
 int cni_shaping_classes(const struct ipam_state *st, struct ipam_attachment *a)
 {
-	struct shaper_spec sp = cni_shaper_spec(&a->shaping);
+	struct shaping sp = a->shaping;
 	uint32_t span, start, k;
 
-	if (!shaper_inet_egress(&sp)) {
+	if (!shaping_inet_egress(&sp)) {
 		a->shaping.ns_class = a->shaping.pod_class = 0;
 		return 0;
 	}

@@ -103,13 +103,13 @@ static int list_devices(struct tc_collector *tc, const struct ipam_state *st, ui
 	if (!devs)
 		return -ENOMEM;
 	for (size_t i = 0; i < st->n_att; i++) {
-		struct shaper_spec sp = cni_shaper_spec(&st->att[i].shaping);
+		struct shaping sp = st->att[i].shaping;
 
-		if (shaper_pod_ingress(&sp))
+		if (shaping_pod_ingress(&sp))
 			snprintf(devs[n++].name, IFNAMSIZ, "%s", st->att[i].host_veth);
 		if (sp.egress_bps)
 			shaper_ifb_name(st->att[i].host_veth, devs[n++].name);
-		if (shaper_inet_egress(&sp) && !inet_listed++)
+		if (shaping_inet_egress(&sp) && !inet_listed++)
 			snprintf(devs[n++].name, IFNAMSIZ, "%s", SHAPER_INET_IFB);
 	}
 	qsort(devs, n, sizeof(*devs), cmp_dev);
@@ -209,10 +209,10 @@ static int read_internet_egress(struct tc_collector *tc, const struct ipam_state
 	add_row(tc, LEVEL_NODE, NULL, "egress", "internet", 1);
 	for (size_t i = 0; i < st->n_att; i++) {
 		const struct ipam_attachment *a = &st->att[i];
-		struct shaper_spec sp = cni_shaper_spec(&a->shaping);
+		struct shaping sp = a->shaping;
 		uint16_t ns = sp.ns_class;
 
-		if (!shaper_inet_egress(&sp))
+		if (!shaping_inet_egress(&sp))
 			continue;
 		if (ns >= SHAPER_NS_CLASS_MIN && ns <= SHAPER_NS_CLASS_MAX &&
 		    !(ns_seen[ns / 64] & (1ull << (ns % 64)))) {
@@ -228,10 +228,10 @@ static int read_internet_egress(struct tc_collector *tc, const struct ipam_state
 /* A pod's own devices: its host veth (traffic to it) and its IFB (traffic from it). */
 static int read_pod(struct tc_collector *tc, const struct ipam_attachment *a)
 {
-	struct shaper_spec sp = cni_shaper_spec(&a->shaping);
+	struct shaping sp = a->shaping;
 	int r;
 
-	if (shaper_pod_ingress(&sp)) {
+	if (shaping_pod_ingress(&sp)) {
 		r = read_device(tc, a->host_veth);
 		if (r < 0)
 			return r;

@@ -504,7 +504,7 @@ static bool link_exists(struct nl_sock *sk, const char *name)
 	return true;
 }
 
-static json_object *shaping_json(const struct ipam_shaping *s)
+static json_object *shaping_json(const struct shaping *s)
 {
 	json_object *o = json_object_new_object();
 	struct {
@@ -522,7 +522,7 @@ static json_object *shaping_json(const struct ipam_shaping *s)
 	return o;
 }
 
-static void shaping_line(const struct ipam_shaping *s, char *buf, size_t size)
+static void shaping_line(const struct shaping *s, char *buf, size_t size)
 {
 	char a[24], b[24], c[24], d[24], f[24];
 
@@ -568,13 +568,13 @@ static int verb_show(struct cli *c, const char *key)
 	json_object_object_add(o, "inPool", json_object_new_boolean(pooled));
 	json_object_object_add(o, "kernel", k);
 	{
-		struct shaper_spec sp = cni_shaper_spec(&a->shaping);
+		struct shaping sp = a->shaping;
 		struct shaper_stats stats[4];
 		struct nl_sock *sk = NULL;
 		json_object *sh = shaping_json(&a->shaping), *sa = json_object_new_array();
 		int n = 0;
 
-		if (shaper_any(&sp) && nl_route_open(&sk) == 0) {
+		if (shaping_any(&sp) && nl_route_open(&sk) == 0) {
 			n = shaper_pod_stats(sk, a->host_veth, &sp, stats, 4);
 			nl_socket_free(sk);
 		}
@@ -1189,7 +1189,7 @@ static int verb_doctor(struct cli *c, bool store_ok, const char *store_error)
 static int verb_reshape(struct cli *c, bool dry_run)
 {
 	_cleanup_json_ json_object *arr = json_object_new_array();
-	_cleanup_free_ struct ipam_shaping *before = NULL;
+	_cleanup_free_ struct shaping *before = NULL;
 	struct acct_config acct = cni_config_acct(&c->cfg);
 	struct nl_sock *sk = NULL;
 	struct tg_err e = { 0 };
@@ -1242,15 +1242,15 @@ static int verb_reshape(struct cli *c, bool dry_run)
 		if (!diff || dry_run)
 			continue;
 		{
-			struct shaper_spec old = cni_shaper_spec(&before[i]);
-			struct shaper_spec now = cni_shaper_spec(&a->shaping);
+			struct shaping old = before[i];
+			struct shaping now = a->shaping;
 
 			/* Old classes out, new ones in: a pod is unshaped for a few ms at most. */
 			if (old.pod_class && old.pod_class != now.pod_class)
 				shaper_pod_del(sk, a->host_veth, &old, NULL);
 			if (shaper_pod_reset(sk, a->host_veth, &e) < 0 ||
 			    (!now.egress_bps && shaper_pod_del(sk, a->host_veth, NULL, &e) < 0) ||
-			    (shaper_any(&now) &&
+			    (shaping_any(&now) &&
 			     shaper_pod_add(sk, a->host_veth, c->cfg.uplink, &now, c->cfg.internal,
 					    c->cfg.n_internal, c->cfg.shaping.queue_ms, mtu, &e) < 0)) {
 				fprintf(stderr, "tollgate-ipam: %s/%s: %s\n", a->k8s_namespace, a->pod,

@@ -20,6 +20,7 @@
 
 #include "lib/err.h"
 #include "lib/ip4.h"
+#include "lib/shaping.h"
 
 #define IPAM_STATE_VERSION 1
 #define IPAM_POOL_MAX 65536		/* addresses in one pool */
@@ -30,16 +31,6 @@
 #define IPAM_K8S_POD_MAX 253		/* a DNS-1123 subdomain */
 #define IPAM_DEFAULT_COOLDOWN_MS 30000
 
-/* What shaping an attachment got, so DEL, CHECK and reshape need no config. */
-struct ipam_shaping {
-	uint64_t ingress_bps, ingress_burst;	/* runtimeConfig.bandwidth, bits/s and bits */
-	uint64_t egress_bps, egress_burst;
-	uint64_t annot_inet_egress;		/* pod annotations, 0 when absent */
-	uint64_t annot_inet_ingress;
-	uint64_t inet_ingress_bps, inet_egress_bps, ns_egress_bps, node_egress_bps; /* applied */
-	uint16_t ns_class, pod_class;		/* uplink HTB minors */
-};
-
 struct ipam_attachment {
 	char container_id[IPAM_CONTAINER_ID_MAX + 1];
 	char ifname[IFNAMSIZ];
@@ -49,7 +40,7 @@ struct ipam_attachment {
 	char pod[IPAM_K8S_POD_MAX + 1];
 	char host_veth[IFNAMSIZ];
 	int64_t created;		/* unix seconds */
-	struct ipam_shaping shaping;
+	struct shaping shaping;
 };
 
 struct ipam_cooling {

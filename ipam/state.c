@@ -27,19 +27,19 @@ static const struct {
 	const char *key;
 	size_t off;
 } shaping_keys[] = {
-	{ "ingressRate", offsetof(struct ipam_shaping, ingress_bps) },
-	{ "ingressBurst", offsetof(struct ipam_shaping, ingress_burst) },
-	{ "egressRate", offsetof(struct ipam_shaping, egress_bps) },
-	{ "egressBurst", offsetof(struct ipam_shaping, egress_burst) },
-	{ "annotationInternetEgress", offsetof(struct ipam_shaping, annot_inet_egress) },
-	{ "annotationInternetIngress", offsetof(struct ipam_shaping, annot_inet_ingress) },
-	{ "internetIngress", offsetof(struct ipam_shaping, inet_ingress_bps) },
-	{ "internetEgress", offsetof(struct ipam_shaping, inet_egress_bps) },
-	{ "namespaceInternetEgress", offsetof(struct ipam_shaping, ns_egress_bps) },
-	{ "nodeInternetEgress", offsetof(struct ipam_shaping, node_egress_bps) },
+	{ "ingressRate", offsetof(struct shaping, ingress_bps) },
+	{ "ingressBurst", offsetof(struct shaping, ingress_burst) },
+	{ "egressRate", offsetof(struct shaping, egress_bps) },
+	{ "egressBurst", offsetof(struct shaping, egress_burst) },
+	{ "annotationInternetEgress", offsetof(struct shaping, annot_inet_egress) },
+	{ "annotationInternetIngress", offsetof(struct shaping, annot_inet_ingress) },
+	{ "internetIngress", offsetof(struct shaping, inet_ingress_bps) },
+	{ "internetEgress", offsetof(struct shaping, inet_egress_bps) },
+	{ "namespaceInternetEgress", offsetof(struct shaping, ns_egress_bps) },
+	{ "nodeInternetEgress", offsetof(struct shaping, node_egress_bps) },
 };
 
-static json_object *shaping_to_json(const struct ipam_shaping *s)
+static json_object *shaping_to_json(const struct shaping *s)
 {
 	json_object *o = json_object_new_object();
 
@@ -56,7 +56,7 @@ static json_object *shaping_to_json(const struct ipam_shaping *s)
 	return o;
 }
 
-static int shaping_from_json(json_object *o, struct ipam_shaping *s, struct tg_err *e)
+static int shaping_from_json(json_object *o, struct shaping *s, struct tg_err *e)
 {
 	int64_t v;
 
@@ -129,7 +129,7 @@ json_object *ipam_state_to_json(const struct ipam_state *st)
 		add_str(o, "pod", a->pod);
 		add_str(o, "hostVeth", a->host_veth);
 		json_object_object_add(o, "created", json_object_new_int64(a->created));
-		if (memcmp(&a->shaping, &(struct ipam_shaping){ 0 }, sizeof(a->shaping)) != 0)
+		if (memcmp(&a->shaping, &(struct shaping){ 0 }, sizeof(a->shaping)) != 0)
 			json_object_object_add(o, "shaping", shaping_to_json(&a->shaping));
 		json_object_array_add(atts, o);
 	}

@@ -30,6 +30,7 @@
 
 #include "lib/err.h"
 #include "lib/ip4.h"
+#include "lib/shaping.h"
 
 #define SHAPER_INET_INGRESS_CLASS 0x00010002u	/* 1:2 on the host veth */
 #define SHAPER_INET_IFB "tollgate-inet"		/* the uplink's internet traffic, shaped */
@@ -38,31 +39,6 @@
 #define SHAPER_NS_CLASS_MIN 0x0002
 #define SHAPER_NS_CLASS_MAX 0x7ffe
 #define SHAPER_POD_CLASS_BASE 0x8000
-
-struct shaper_spec {
-	uint64_t ingress_bps, ingress_burst_bits;	/* Kubernetes: all traffic to the pod */
-	uint64_t egress_bps, egress_burst_bits;		/* Kubernetes: all traffic from the pod */
-	uint64_t inet_ingress_bps;			/* internet -> pod */
-	uint64_t inet_egress_bps;			/* pod -> internet */
-	uint64_t ns_egress_bps;				/* the namespace's internet egress cap */
-	uint64_t node_egress_bps;			/* the node's internet egress cap */
-	uint16_t ns_class, pod_class;			/* uplink HTB minors, 0 when unused */
-};
-
-static inline bool shaper_pod_ingress(const struct shaper_spec *s)
-{
-	return s->ingress_bps || s->inet_ingress_bps;
-}
-
-static inline bool shaper_inet_egress(const struct shaper_spec *s)
-{
-	return s->inet_egress_bps || s->ns_egress_bps || s->node_egress_bps;
-}
-
-static inline bool shaper_any(const struct shaper_spec *s)
-{
-	return shaper_pod_ingress(s) || s->egress_bps || shaper_inet_egress(s);
-}
 
 struct nl_sock;
 
@@ -74,16 +50,16 @@ void shaper_ifb_name(const char *host_veth, char ret[IFNAMSIZ]);
  * leaf queues; mtu sizes bursts and quanta.
  */
 int shaper_pod_add(struct nl_sock *sk, const char *host_veth, const char *uplink,
-		   const struct shaper_spec *s, const struct cidr4 *internal, size_t n_internal,
+		   const struct shaping *s, const struct cidr4 *internal, size_t n_internal,
 		   uint32_t queue_ms, int mtu, struct tg_err *e);
 /* Removes the pod's IFB and uplink classes (the veth's qdiscs go with the veth). */
-int shaper_pod_del(struct nl_sock *sk, const char *host_veth, const struct shaper_spec *s,
+int shaper_pod_del(struct nl_sock *sk, const char *host_veth, const struct shaping *s,
 		   struct tg_err *e);
 /* Removes the qdiscs on the pod's host veth (a reshape installs them again). */
 int shaper_pod_reset(struct nl_sock *sk, const char *host_veth, struct tg_err *e);
 /* 0 when the kernel holds what the spec asks for, TG_ERR_DRIFT naming the difference. */
 int shaper_pod_check(struct nl_sock *sk, const char *host_veth,
-		     const struct shaper_spec *s, struct tg_err *e);
+		     const struct shaping *s, struct tg_err *e);
 
 struct shaper_stats {
 	uint32_t classid;
@@ -93,7 +69,7 @@ struct shaper_stats {
 };
 /* Statistics of the pod's classes; returns how many were filled (at most max). */
 int shaper_pod_stats(struct nl_sock *sk, const char *host_veth,
-		     const struct shaper_spec *s, struct shaper_stats *ret, int max);
+		     const struct shaping *s, struct shaper_stats *ret, int max);
 
 /*
  * Every class of one device in one dump (the exporter's read): fn gets each.

@@ -347,14 +347,14 @@ static int inet_path(struct nl_sock *sk, int up, const struct cidr4 *internal, s
 }
 
 int shaper_pod_add(struct nl_sock *sk, const char *host_veth, const char *uplink,
-		   const struct shaper_spec *s, const struct cidr4 *internal, size_t n_internal,
+		   const struct shaping *s, const struct cidr4 *internal, size_t n_internal,
 		   uint32_t queue_ms, int mtu, struct tg_err *e)
 {
 	int veth = ifindex_of(sk, host_veth), r;
 
 	if (!veth)
 		return tg_fail(e, CNI_ERR_IO, -ENODEV, "tc: host veth %s is missing", host_veth);
-	if (shaper_pod_ingress(s)) {
+	if (shaping_pod_ingress(s)) {
 		uint64_t total = s->ingress_bps ? s->ingress_bps : SHAPER_LINE_BPS;
 		uint64_t inet = min_nz(s->inet_ingress_bps, total);
 
@@ -362,7 +362,7 @@ int shaper_pod_add(struct nl_sock *sk, const char *host_veth, const char *uplink
 		r = put_htb_root(sk, veth, s->ingress_bps ? 3 : 0);
 		if (r == 0)
 			r = put_class(sk, veth, H(1, 0), H(1, 1), total, total,
-				      s->ingress_burst_bits, mtu);
+				      s->ingress_burst, mtu);
 		if (r == 0)
 			r = put_class(sk, veth, H(1, 1), SHAPER_INET_INGRESS_CLASS, 0, inet, 0,
 				      mtu);
@@ -387,7 +387,7 @@ int shaper_pod_add(struct nl_sock *sk, const char *host_veth, const char *uplink
 		r = put_htb_root(sk, ifb_index, 1);
 		if (r == 0)
 			r = put_class(sk, ifb_index, H(1, 0), H(1, 1), s->egress_bps, s->egress_bps,
-				      s->egress_burst_bits, mtu);
+				      s->egress_burst, mtu);
 		if (r == 0)
 			r = put_leaf_queue(sk, ifb_index, H(1, 1), s->egress_bps, queue_ms, mtu);
 		if (r == 0)
@@ -395,7 +395,7 @@ int shaper_pod_add(struct nl_sock *sk, const char *host_veth, const char *uplink
 		if (r < 0)
 			return tc_fail(e, r, "shaping traffic from the pod through %s", ifb);
 	}
-	if (shaper_inet_egress(s)) {
+	if (shaping_inet_egress(s)) {
 		int up = ifindex_of(sk, uplink), inet = 0;
 		uint64_t node = s->node_egress_bps ? s->node_egress_bps : SHAPER_LINE_BPS;
 		uint64_t ns = min_nz(s->ns_egress_bps, node);
@@ -440,7 +440,7 @@ static int del_class(struct nl_sock *sk, int ifindex, uint32_t id)
 	return r == -NLE_OBJ_NOTFOUND || r == -NLE_NODEV || r == -NLE_INVAL ? 0 : r;
 }
 
-int shaper_pod_del(struct nl_sock *sk, const char *host_veth, const struct shaper_spec *s,
+int shaper_pod_del(struct nl_sock *sk, const char *host_veth, const struct shaping *s,
 		   struct tg_err *e)
 {
 	char ifb[IFNAMSIZ];
@@ -593,12 +593,12 @@ static bool ceil_is(const struct shaper_stats *st, uint64_t bps)
 }
 
 static int check(struct nl_sock *sk, struct class_view *v, const char *host_veth,
-		 const struct shaper_spec *s, struct tg_err *e)
+		 const struct shaping *s, struct tg_err *e)
 {
 	struct shaper_stats st;
 	int veth = ifindex_of(sk, host_veth);
 
-	if (shaper_pod_ingress(s)) {
+	if (shaping_pod_ingress(s)) {
 		uint64_t total = s->ingress_bps ? s->ingress_bps : SHAPER_LINE_BPS;
 
 		if (!view_class(sk, v, veth, SHAPER_INET_INGRESS_CLASS, &st) ||
@@ -627,7 +627,7 @@ static int check(struct nl_sock *sk, struct class_view *v, const char *host_veth
 				       "or has another rate",
 				       ifb);
 	}
-	if (shaper_inet_egress(s)) {
+	if (shaping_inet_egress(s)) {
 		int up = ifindex_of(sk, SHAPER_INET_IFB);
 		uint64_t node = s->node_egress_bps ? s->node_egress_bps : SHAPER_LINE_BPS;
 		uint64_t ns = min_nz(s->ns_egress_bps, node);
@@ -651,7 +651,7 @@ static int check(struct nl_sock *sk, struct class_view *v, const char *host_veth
 }
 
 int shaper_pod_check(struct nl_sock *sk, const char *host_veth,
-		     const struct shaper_spec *s, struct tg_err *e)
+		     const struct shaping *s, struct tg_err *e)
 {
 	struct class_view v = { 0 };
 	int r = check(sk, &v, host_veth, s, e);
@@ -661,11 +661,11 @@ int shaper_pod_check(struct nl_sock *sk, const char *host_veth,
 }
 
 static int stats(struct nl_sock *sk, struct class_view *v, const char *host_veth,
-		 const struct shaper_spec *s, struct shaper_stats *ret, int max)
+		 const struct shaping *s, struct shaper_stats *ret, int max)
 {
 	int n = 0, veth = ifindex_of(sk, host_veth);
 
-	if (shaper_pod_ingress(s) && n < max &&
+	if (shaping_pod_ingress(s) && n < max &&
 	    view_class(sk, v, veth, SHAPER_INET_INGRESS_CLASS, &ret[n]))
 		snprintf(ret[n++].where, IFNAMSIZ, "%s", host_veth);
 	if (s->ingress_bps && n < max && view_class(sk, v, veth, H(1, 1), &ret[n]))
@@ -677,7 +677,7 @@ static int stats(struct nl_sock *sk, struct class_view *v, const char *host_veth
 		if (view_class(sk, v, ifindex_of(sk, ifb), H(1, 1), &ret[n]))
 			snprintf(ret[n++].where, IFNAMSIZ, "%s", ifb);
 	}
-	if (shaper_inet_egress(s) && n < max) {
+	if (shaping_inet_egress(s) && n < max) {
 		int up = ifindex_of(sk, SHAPER_INET_IFB);
 
 		if (up && view_class(sk, v, up, H(1, s->pod_class), &ret[n]))
@@ -687,7 +687,7 @@ static int stats(struct nl_sock *sk, struct class_view *v, const char *host_veth
 }
 
 int shaper_pod_stats(struct nl_sock *sk, const char *host_veth,
-		     const struct shaper_spec *s, struct shaper_stats *ret, int max)
+		     const struct shaping *s, struct shaper_stats *ret, int max)
 {
 	struct class_view v = { 0 };
 	int n = stats(sk, &v, host_veth, s, ret, max);

@@ -78,7 +78,7 @@ static void t_shaping_parsed(void **state)
 			   "\"queueLatencyMs\":15}}";
 	struct tg_config cfg;
 	struct tg_err e;
-	struct ipam_shaping s;
+	struct shaping s;
 
 	(void)state;
 	assert_int_equal(parse(json, &cfg, &e), 0);
@@ -113,11 +113,11 @@ static void t_bandwidth_any_case(void **state)
 		struct tg_err e;
 
 		assert_int_equal(parse(spellings[i], &cfg, &e), 0);
-		assert_int_equal(cfg.bandwidth.ingress_rate, 100000000ULL);
-		assert_int_equal(cfg.bandwidth.ingress_burst, 200000ULL);
-		assert_int_equal(cfg.bandwidth.egress_rate, 50000000ULL);
+		assert_int_equal(cfg.request.ingress_bps, 100000000ULL);
+		assert_int_equal(cfg.request.ingress_burst, 200000ULL);
+		assert_int_equal(cfg.request.egress_bps, 50000000ULL);
 		/* containerd's 2^32-1 bits means "no burst given": derived from the rate */
-		assert_int_equal(cfg.bandwidth.egress_burst, 0);
+		assert_int_equal(cfg.request.egress_burst, 0);
 		cni_config_free(&cfg);
 	}
 }
@@ -132,9 +132,9 @@ static void t_bandwidth_zero_is_unset(void **state)
 
 	(void)state;
 	assert_int_equal(parse(json, &cfg, &e), 0);
-	assert_int_equal(cfg.bandwidth.ingress_rate, 0);
-	assert_int_equal(cfg.bandwidth.ingress_burst, 0);
-	assert_int_equal(cfg.bandwidth.egress_rate, 30000000ULL);
+	assert_int_equal(cfg.request.ingress_bps, 0);
+	assert_int_equal(cfg.request.ingress_burst, 0);
+	assert_int_equal(cfg.request.egress_bps, 30000000ULL);
 	cni_config_free(&cfg);
 }
 
@@ -146,7 +146,7 @@ static void t_annotations(void **state)
 			   "\"tollgate.io/internet-ingress-bandwidth\":\"20M\",\"other\":\"x\"}}}";
 	struct tg_config cfg;
 	struct tg_err e;
-	struct ipam_shaping s;
+	struct shaping s;
 
 	(void)state;
 	assert_int_equal(parse(json, &cfg, &e), 0);
