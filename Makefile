@@ -40,14 +40,19 @@ Q := @
 endif
 
 LIB_SRC  := $(wildcard lib/*.c)
-IPAM_SRC := $(filter-out ipam/cli.c ipam/imds.c,$(wildcard ipam/*.c))
+IPAM_SRC := $(filter-out ipam/imds.c,$(wildcard ipam/*.c))
 ACCT_SRC := $(wildcard accounting/*.c)
 SHAPER_SRC := $(wildcard shaper/*.c)
+NODE_SRC := $(wildcard node/*.c)
 CNI_SRC  := $(filter-out cni/main.c,$(wildcard cni/*.c))
+CLI_SRC  := $(wildcard cli/*.c)
 
-CORE_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRC) $(IPAM_SRC) $(ACCT_SRC) $(SHAPER_SRC) $(CNI_SRC))
-PLUGIN_OBJ := $(BUILD)/obj/cni/main.o $(CORE_OBJ)
+# Every layer below the binaries; the plugin links none of the HTTP code.
+CORE_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRC) $(IPAM_SRC) $(ACCT_SRC) $(SHAPER_SRC) $(NODE_SRC))
+CNI_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(CNI_SRC))
+PLUGIN_OBJ := $(BUILD)/obj/cni/main.o $(CNI_OBJ) $(CORE_OBJ)
 IMDS_OBJ := $(BUILD)/obj/ipam/imds.o
+CLI_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRC))
 
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit_%,$(UNIT_SRC))
@@ -69,7 +74,7 @@ $(BUILD)/tollgate: $(PLUGIN_OBJ)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BIN_LIBS)
 
-$(BUILD)/tollgate-ipam: $(BUILD)/obj/ipam/cli.o $(IMDS_OBJ) $(CORE_OBJ)
+$(BUILD)/tollgate-ipam: $(CLI_OBJ) $(IMDS_OBJ) $(CORE_OBJ)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BIN_LIBS) $(CURL_LIBS)
 
@@ -77,7 +82,7 @@ $(BUILD)/tollgate-exporter: $(BUILD)/obj/exporter/main.o $(EXPORTER_OBJ) $(CORE_
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BIN_LIBS) $(MHD_LIBS) -lpthread
 
-$(BUILD)/tests/unit_%: tests/unit/%.c $(CORE_OBJ) $(IMDS_OBJ) $(EXPORTER_OBJ)
+$(BUILD)/tests/unit_%: tests/unit/%.c $(CNI_OBJ) $(CORE_OBJ) $(IMDS_OBJ) $(EXPORTER_OBJ)
 	@mkdir -p $(dir $@)
 	@echo "  TEST    $@"
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(CMOCKA_LIBS) $(CURL_LIBS)

@@ -44,8 +44,10 @@ enum acct_class {
 	ACCT_CLASSES,
 };
 
-/* "egress_internal", ... in enum order */
+/* "egress_internal", ... in enum order; and each class's two halves */
 extern const char *const acct_class_names[ACCT_CLASSES];
+extern const char *const acct_class_direction[ACCT_CLASSES];	/* "egress", "ingress" */
+extern const char *const acct_class_traffic[ACCT_CLASSES];	/* "internal", "internet" */
 
 struct acct_config {
 	const struct cidr4 *internal;	/* sorted, non-overlapping */
@@ -54,6 +56,7 @@ struct acct_config {
 	bool enabled;			/* counting rules */
 	bool per_pod;
 	uint32_t internet_mark;
+	uint32_t inet_ingress_classid;	/* tc class of internet -> pod traffic on a pod's veth, 0: none */
 };
 
 struct acct_pod {
@@ -63,11 +66,21 @@ struct acct_pod {
 	uint32_t egress_classid;	/* uplink HTB class of its internet traffic, 0: none */
 };
 
-/* Counter names: ns_<namespace>_<class> and pod_<host veth>_<class>. */
+/* Counter names: ns_<namespace>_<class>, pod_<host veth>_<class>, host_<class>. */
 void acct_ns_counter_name(const char *k8s_namespace, enum acct_class c,
 			  char ret[ACCT_COUNTER_NAME_MAX]);
 void acct_pod_counter_name(const char *host_veth, enum acct_class c,
 			   char ret[ACCT_COUNTER_NAME_MAX]);
+void acct_host_counter_name(enum acct_class c, char ret[ACCT_COUNTER_NAME_MAX]);
+/* Whose a counter is, read back from its name (the exporter's labels). */
+enum acct_owner { ACCT_OWNER_NONE, ACCT_OWNER_NAMESPACE, ACCT_OWNER_POD, ACCT_OWNER_HOST };
+/*
+ * Splits a counter name (name_len bytes, not NUL-terminated) into its owner
+ * (the namespace, the pod's host veth, "" for the host) and its class.
+ * ACCT_OWNER_NONE when the name is none of Tollgate's.
+ */
+enum acct_owner acct_counter_parse(const char *name, size_t name_len,
+				   char ret_owner[ACCT_COUNTER_NAME_MAX], enum acct_class *ret_class);
 
 /*
  * Declares the table as cfg says and adds the pod, in one transaction. When

@@ -16,19 +16,6 @@
 #define BATCH_BASE (128 * 1024)
 #define BATCH_PER_POD 2048	/* generous: ~10 elements and 8 counters */
 
-void acct_ns_counter_name(const char *k8s_namespace, enum acct_class c,
-			  char ret[ACCT_COUNTER_NAME_MAX])
-{
-	/* Namespaces are DNS labels: no '_', so the name splits back unambiguously. */
-	snprintf(ret, ACCT_COUNTER_NAME_MAX, "ns_%s_%s", k8s_namespace, acct_class_names[c]);
-}
-
-void acct_pod_counter_name(const char *host_veth, enum acct_class c,
-			   char ret[ACCT_COUNTER_NAME_MAX])
-{
-	snprintf(ret, ACCT_COUNTER_NAME_MAX, "pod_%s_%s", host_veth, acct_class_names[c]);
-}
-
 static struct nftnl_set *set_ref(const char *name)
 {
 	struct nftnl_set *s = nftnl_set_alloc();

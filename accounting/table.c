@@ -21,16 +21,12 @@
 
 #include "accounting/internal.h"
 #include "lib/cleanup.h"
-#include "shaper/shaper.h"
 
 const char *const acct_ns_maps[ACCT_CLASSES] = {
 	"ns_egress_internal", "ns_egress_internet", "ns_ingress_internal", "ns_ingress_internet",
 };
 const char *const acct_pod_maps[ACCT_CLASSES] = {
 	"pod_egress_internal", "pod_egress_internet", "pod_ingress_internal", "pod_ingress_internet",
-};
-const char *const acct_class_names[ACCT_CLASSES] = {
-	"egress_internal", "egress_internet", "ingress_internal", "ingress_internet",
 };
 
 /* Set ids let rules in the same transaction refer to sets created in it. */
@@ -369,12 +365,11 @@ static struct nftnl_expr *meta_set_priority(void)
 	return ex;
 }
 
-/* In fwd_ingress (source not internal): ip daddr @pods meta priority set 1:2, the pod's internet ingress class */
-static struct nftnl_rule *inet_ingress_class_rule(void)
+/* In fwd_ingress (source not internal): ip daddr @pods meta priority set <the pods' internet ingress class> */
+static struct nftnl_rule *inet_ingress_class_rule(uint32_t classid)
 {
 	struct nftnl_rule *r = rule_new(FWD_INGRESS);
 	struct nftnl_expr *imm;
-	uint32_t classid = SHAPER_INET_INGRESS_CLASS;
 
 	if (!r)
 		return NULL;
@@ -523,7 +518,7 @@ int table_declare(struct batch *bt, const struct acct_config *cfg)
 {
 	struct nftnl_table *t = nftnl_table_alloc();
 	struct nlmsghdr *nlh;
-	char name[64];
+	char name[ACCT_COUNTER_NAME_MAX];
 	int r = 0;
 	size_t i;
 
@@ -544,7 +539,7 @@ int table_declare(struct batch *bt, const struct acct_config *cfg)
 	for (i = 0; i < ACCT_CLASSES; i++) {
 		r |= put_set(bt, acct_ns_maps[i], ID_NS_MAPS + (uint32_t)i, NFT_SET_OBJECT);
 		r |= put_set(bt, acct_pod_maps[i], ID_POD_MAPS + (uint32_t)i, NFT_SET_OBJECT);
-		snprintf(name, sizeof(name), "host_%s", acct_class_names[i]);
+		acct_host_counter_name((enum acct_class)i, name);
 		r |= acct_put_counter(bt, name);
 	}
 	for (i = 0; i < ARRAY_SIZE(chains); i++)
@@ -561,9 +556,10 @@ int table_declare(struct batch *bt, const struct acct_config *cfg)
 	r |= put_rule(bt, branch_rule("forward", 0, NFT_JUMP, FWD_INGRESS));
 	r |= put_rule(bt, branch_rule(FWD_EGRESS, 16, NFT_GOTO, FWD_EGRESS_INTERNAL));
 	r |= put_rule(bt, branch_rule(FWD_INGRESS, 12, NFT_GOTO, FWD_INGRESS_INTERNAL));
-	/* The shaper's classes for internet traffic (see shaper.h). */
+	/* The shaper's classes for internet traffic (the classids come with the config). */
 	r |= put_rule(bt, inet_egress_class_rule());
-	r |= put_rule(bt, inet_ingress_class_rule());
+	if (cfg->inet_ingress_classid)
+		r |= put_rule(bt, inet_ingress_class_rule(cfg->inet_ingress_classid));
 	if (cfg->enabled) {
 		r |= put_fwd_counting(bt, acct_ns_maps, ID_NS_MAPS);
 		if (cfg->per_pod)

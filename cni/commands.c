@@ -13,6 +13,7 @@
 #include <netlink/netlink.h>
 
 #include "cni/internal.h"
+#include "node/node.h"
 #include "lib/cleanup.h"
 #include "lib/nl.h"
 #include "lib/util.h"
@@ -34,7 +35,7 @@ static void session_end(struct session *s)
 		close(s->netns_fd);
 }
 
-static int session_begin(struct session *s, const struct tg_config *cfg, struct tg_err *e)
+static int session_begin(struct session *s, const struct node_config *cfg, struct tg_err *e)
 {
 	memset(s, 0, sizeof(*s));
 	s->netns_fd = -1;
@@ -52,26 +53,6 @@ static int open_route_socket(struct session *s, struct tg_err *e)
 	return 0;
 }
 
-/*
- * Internet shaping sits on the uplink: it must exist before anything is
- * changed. `ifindex` is the uplink when the MTU lookup already found it (0:
- * none), or negative when it was not looked up.
- */
-static bool uplink_known(struct nl_sock *sk, const struct tg_config *cfg, int ifindex,
-			 struct tg_err *e)
-{
-	int mtu;
-
-	if (ifindex < 0 && cfg->uplink[0] && cni_uplink_mtu(sk, cfg->uplink, &mtu, &ifindex, e) < 0)
-		return false; /* a named uplink that does not exist */
-	if (ifindex < 0 && nl_default_route_ifindex(sk, &ifindex) < 0)
-		ifindex = 0;
-	if (!ifindex)
-		tg_fail(e, CNI_ERR_CONFIG, -ENODEV,
-			"shaping.internetEgress needs an uplink: set \"uplink\" or a default route");
-	return ifindex > 0;
-}
-
 static int open_netns(struct session *s, const char *path, struct tg_err *e)
 {
 	int r = netns_open(path, &s->netns_fd);
@@ -84,76 +65,14 @@ static int open_netns(struct session *s, const char *path, struct tg_err *e)
 	return 0;
 }
 
-/*
- * Under the lock: a new boot id drops every attachment (they died with the
- * boot), and the static pool follows the config. Returns 1 when the state
- * changed and must be saved.
- */
-static int refresh_state(struct ipam_state *st, const struct tg_config *cfg, int64_t now_ms,
-			 struct tg_err *e)
+static int store_update(struct session *s, const struct node_config *cfg, node_update_fn fn,
+			void *ctx, struct tg_err *e)
 {
-	char boot_id[64];
-	int changed = 0, r;
-
-	r = ipam_read_boot_id(boot_id, sizeof(boot_id));
-	if (r < 0)
-		return tg_fail(e, CNI_ERR_IO, r, "cannot read the boot id: %s", strerror(-r));
-	if (strcmp(st->boot_id, boot_id) != 0) {
-		ipam_check_boot(st, boot_id);
-		changed = 1;
-	}
-	if (cfg->source == IPAM_SOURCE_STATIC &&
-	    (st->n_pool != cfg->n_pool || strcmp(st->source, "static") != 0 ||
-	     memcmp(st->pool, cfg->pool, cfg->n_pool * sizeof(*cfg->pool)) != 0)) {
-		uint32_t *copy = malloc(cfg->n_pool * sizeof(*copy));
-
-		if (!copy)
-			return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
-		memcpy(copy, cfg->pool, cfg->n_pool * sizeof(*copy));
-		ipam_set_pool(st, "static", copy, cfg->n_pool);
-		changed = 1;
-	}
-	if (st->n_cooling) {
-		size_t before = st->n_cooling;
-
-		ipam_expire_cooling(st, now_ms, cfg->cooldown_ms);
-		changed |= before != st->n_cooling;
-	}
-	return changed;
-}
-
-/* lock → load → fn → save (when fn changed something) → unlock */
-typedef int (*update_fn)(struct ipam_state *st, void *ctx, struct tg_err *e);
-
-static int store_update(struct session *s, const struct tg_config *cfg, update_fn fn, void *ctx,
-			struct tg_err *e)
-{
-	int64_t now = time_now_ms();
-	int r, changed;
-
-	r = ipam_store_lock(&s->store, e);
-	if (r < 0)
-		return r;
-	ipam_state_free(&s->state);
-	r = ipam_store_load(&s->store, &s->state, e);
-	if (r < 0)
-		goto out;
-	r = refresh_state(&s->state, cfg, now, e);
-	if (r < 0)
-		goto out;
-	changed = r;
-	r = fn(&s->state, ctx, e);
-	if (r < 0)
-		goto out;
-	if (changed || r > 0)
-		r = ipam_store_save(&s->store, &s->state, e);
-out:
-	ipam_store_unlock(&s->store);
-	return r < 0 ? r : 0;
+	return node_store_update(&s->store, &s->state, cfg, fn, ctx, e);
 }
 
 struct assign_ctx {
-	const struct tg_config *cfg;
+	const struct node_config *cfg;
 	struct ipam_attachment req;
 	struct ipam_attachment got;
 	bool existing;
@@ -174,7 +93,7 @@ static int assign_fn(struct ipam_state *st, void *p, struct tg_err *e)
 	a->shaping = c->req.shaping;
 	a->shaping.ns_class = before.ns_class;
 	a->shaping.pod_class = before.pod_class;
-	if (cni_shaping_classes(st, a) < 0) {
+	if (node_shaping_classes(st, a) < 0) {
 		if (!c->existing)
 			ipam_release(st, a->container_id, a->ifname, time_now_ms(), false, NULL);
 		else
@@ -201,104 +120,90 @@ static int release_fn(struct ipam_state *st, void *p, struct tg_err *e)
 	return c->released;
 }
 
-int cmd_add(const struct cni_env *env, const struct tg_config *cfg, json_object **ret,
+static json_object *answer(const struct node_config *cfg, const struct cni_env *env,
+			   const struct ipam_attachment *a, int mtu)
+{
+	uint8_t pod_mac[6];
+	struct cni_add_result res = {
+		.host_veth = a->host_veth,
+		.host_mac = node_host_mac,
+		.ifname = env->ifname,
+		.pod_mac = pod_mac,
+		.netns = env->netns,
+		.ip = a->ip,
+		.mtu = mtu,
+	};
+
+	node_pod_mac(a->container_id, a->ifname, pod_mac);
+	return cni_result_render(cfg->cni_version, cfg->version, &res);
+}
+
+/* Everything that can be refused is checked before the first change. */
+static int add_prepare(struct session *s, const struct cni_env *env, const struct node_config *cfg,
+		       struct assign_ctx *ac, struct node_uplink *up, struct tg_err *e)
+{
+	struct ipam_attachment *req = &ac->req;
+	int r = open_netns(s, env->netns, e);
+
+	if (r == 0)
+		r = open_route_socket(s, e);
+	if (r < 0)
+		return r;
+	snprintf(req->container_id, sizeof(req->container_id), "%s", env->container_id);
+	snprintf(req->ifname, sizeof(req->ifname), "%s", env->ifname);
+	snprintf(req->netns, sizeof(req->netns), "%s", env->netns);
+	snprintf(req->k8s_namespace, sizeof(req->k8s_namespace), "%s", env->k8s_namespace);
+	snprintf(req->pod, sizeof(req->pod), "%s", env->pod);
+	node_veth_name(env->container_id, env->ifname, req->host_veth);
+	req->created = time(NULL);
+	node_shaping_request(cfg, env->k8s_namespace, &req->shaping);
+
+	/* The uplink sizes the MTU and carries internet shaping: looked up once, if needed. */
+	up->mtu = cfg->mtu;
+	if (cfg->mtu && !shaping_inet_egress(&req->shaping))
+		return 0;
+	r = node_uplink(s->sk, cfg, up, e);
+	if (r == 0 && shaping_inet_egress(&req->shaping) && !up->ifindex)
+		r = tg_fail(e, CNI_ERR_CONFIG, -ENODEV,
+			    "shaping.internetEgress needs an uplink: set \"uplink\" or a default route");
+	return r;
+}
+
+int cmd_add(const struct cni_env *env, const struct node_config *cfg, json_object **ret,
 	    char ret_ip[IP4_STRLEN], struct tg_err *e)
 {
 	struct session s;
 	struct assign_ctx ac = { .cfg = cfg };
-	struct acct_config acct = cni_config_acct(cfg);
-	struct plumb_req rq = { 0 };
-	struct cni_add_result res;
-	struct acct_pod me;
-	struct shaping spec;
-	_cleanup_free_ struct acct_pod *all = NULL;
-	int mtu = cfg->mtu, uplink = -1, r;
+	struct node_uplink up = { 0 };
+	struct node_pod pod;
+	int r;
 
 	r = session_begin(&s, cfg, e);
-	if (r < 0)
-		goto out;
-	/* Everything that can be refused is checked before the first change. */
-	r = open_netns(&s, env->netns, e);
-	if (r < 0)
-		goto out;
-	r = open_route_socket(&s, e);
-	if (r < 0)
-		goto out;
-	if (!mtu && (r = cni_uplink_mtu(s.sk, cfg->uplink, &mtu, &uplink, e)) < 0)
-		goto out;
-
-	snprintf(ac.req.container_id, sizeof(ac.req.container_id), "%s", env->container_id);
-	snprintf(ac.req.ifname, sizeof(ac.req.ifname), "%s", env->ifname);
-	snprintf(ac.req.netns, sizeof(ac.req.netns), "%s", env->netns);
-	snprintf(ac.req.k8s_namespace, sizeof(ac.req.k8s_namespace), "%s", env->k8s_namespace);
-	snprintf(ac.req.pod, sizeof(ac.req.pod), "%s", env->pod);
-	plumb_host_veth_name(env->container_id, env->ifname, ac.req.host_veth);
-	ac.req.created = time(NULL);
-	cni_shaping_of_request(cfg, env->k8s_namespace, &ac.req.shaping);
-	spec = ac.req.shaping;
-	if (shaping_inet_egress(&spec) && !uplink_known(s.sk, cfg, uplink, e)) {
-		r = -ENODEV;
-		goto out;
-	}
-
-	r = store_update(&s, cfg, assign_fn, &ac, e);
+	if (r == 0)
+		r = add_prepare(&s, env, cfg, &ac, &up, e);
+	/* Record: the address (the same one again for a repeated ADD) and the shaping. */
+	if (r == 0)
+		r = store_update(&s, cfg, assign_fn, &ac, e);
 	if (r < 0)
 		goto out;
 	ip4_format(ac.got.ip, ret_ip);
-	spec = ac.got.shaping;
-	me = cni_acct_pod(&ac.got);
 
-	rq.host_ifname = ac.got.host_veth;
-	rq.pod_ifname = env->ifname;
-	rq.netns_fd = s.netns_fd;
-	rq.ip = ac.got.ip;
-	rq.mtu = mtu;
-	plumb_pod_mac(env->container_id, env->ifname, rq.pod_mac);
-
-	r = plumb_enable_forwarding(e);
-	if (r < 0)
-		goto undo;
-	/* A repeated ADD leaves a healthy attachment as it is. */
-	if (ac.existing && plumb_check(s.sk, &rq, NULL) == 0 &&
-	    acct_pod_check(&me, cfg->masquerade, NULL) == 1 &&
-	    shaper_pod_check(s.sk, ac.got.host_veth, &spec, NULL) == 0)
-		goto done;
-	r = plumb_add(s.sk, &rq, e);
-	if (r < 0)
-		goto undo;
-	if (shaping_any(&spec)) {
-		r = shaper_pod_add(s.sk, ac.got.host_veth, cfg->uplink, &spec, cfg->internal,
-				   cfg->n_internal, cfg->shaping.queue_ms, mtu, e);
+	/* Apply, unless a repeated ADD finds the attachment healthy. */
+	pod = (struct node_pod){ .a = &ac.got, .netns_fd = s.netns_fd, .uplink = &up };
+	if (!ac.existing || !node_pod_intact(s.sk, cfg, &pod)) {
+		r = node_pod_add(s.sk, cfg, &pod, &s.state, ac.existing, e);
 		if (r < 0)
 			goto undo;
 	}
-	/* Every pod, for the rebuild of a table someone flushed. */
-	all = cni_acct_pods(&s.state);
-	r = all ? acct_pod_add(&acct, &me, all, s.state.n_att, e)
-		: tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
-	if (r < 0)
-		goto undo;
-done:
-	res = (struct cni_add_result){
-		.host_veth = ac.got.host_veth,
-		.host_mac = plumb_host_mac,
-		.ifname = env->ifname,
-		.pod_mac = rq.pod_mac,
-		.netns = env->netns,
-		.ip = ac.got.ip,
-		.mtu = mtu,
-	};
-	*ret = cni_result_render(cfg->cni_version, cfg->version, &res);
-	if (!*ret)
-		r = tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
-	goto out;
 
-undo:
-	/* Put the node back as it was: kernel objects first, then the address. */
+	*ret = answer(cfg, env, &ac.got, up.mtu);
+	if (*ret)
+		goto out;
+	r = tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
 	if (!ac.existing)
-		acct_pod_del(&me, NULL);
-	shaper_pod_del(s.sk, ac.got.host_veth, &spec, NULL);
-	plumb_del(s.sk, ac.got.host_veth, NULL);
+		node_pod_del(s.sk, &ac.got, NULL);
+undo:
+	/* node_pod_add took its objects back; a new address goes back too. */
 	if (!ac.existing) {
 		struct release_ctx rc = { env->container_id, env->ifname, false, 0 };
 
@@ -309,16 +214,14 @@ out:
 	return r;
 }
 
-int cmd_del(const struct cni_env *env, const struct tg_config *cfg, char ret_ip[IP4_STRLEN],
+int cmd_del(const struct cni_env *env, const struct node_config *cfg, char ret_ip[IP4_STRLEN],
 	    struct tg_err *e)
 {
 	struct session s;
 	struct release_ctx rc = { env->container_id, env->ifname, true, 0 };
-	char host_veth[IFNAMSIZ];
+	struct ipam_attachment gone = { 0 };
 	const struct ipam_attachment *a;
-	struct shaping spec = { 0 };
-	uint32_t ip = 0;
-	int r, first = 0;
+	int r, first;
 
 	r = session_begin(&s, cfg, e);
 	if (r < 0)
@@ -327,33 +230,23 @@ int cmd_del(const struct cni_env *env, const struct tg_config *cfg, char ret_ip[
 	r = ipam_store_load(&s.store, &s.state, e);
 	if (r < 0)
 		goto out;
-	plumb_host_veth_name(env->container_id, env->ifname, host_veth);
 	a = ipam_find(&s.state, env->container_id, env->ifname);
-	if (a) {
-		spec = a->shaping;
-		ip = a->ip;
-	} else if (cni_prev_result_ip(cfg->prev_result, env->ifname, &ip) == 0 &&
-		 ipam_find_ip(&s.state, ip))
-		ip = 0; /* a repeated DEL: the address already belongs to another pod */
+	if (a)
+		gone = *a;
+	else if (cni_prev_result_ip(cfg->prev_result, env->ifname, &gone.ip) == 0 &&
+		 ipam_find_ip(&s.state, gone.ip))
+		gone.ip = 0; /* a repeated DEL: the address already belongs to another pod */
+	/* The names follow from the container: without a record, they still find its objects. */
+	node_veth_name(env->container_id, env->ifname, gone.host_veth);
+	if (gone.ip)
+		ip4_format(gone.ip, ret_ip);
 
 	r = open_route_socket(&s, e);
 	if (r < 0)
 		goto out;
 	/* Every step runs; the first error is the one reported. */
-	if (ip) {
-		ip4_format(ip, ret_ip);
-		struct acct_pod p = { .ip = ip, .k8s_namespace = "", .host_veth = host_veth };
-
-		first = acct_pod_del(&p, e);
-	}
-	/* The IFB goes even without a record; uplink classes need the record's ids. */
-	r = shaper_pod_del(s.sk, host_veth, a ? &spec : NULL, e);
-	if (r < 0 && !first)
-		first = r;
-	r = plumb_del(s.sk, host_veth, e);
-	if (r < 0 && !first)
-		first = r;
-	if (a || ip) {
+	first = node_pod_del(s.sk, &gone, e);
+	if (a || gone.ip) {
 		r = store_update(&s, cfg, release_fn, &rc, e);
 		if (r < 0 && !first)
 			first = r;
@@ -364,12 +257,11 @@ out:
 	return r;
 }
 
-int cmd_check(const struct cni_env *env, const struct tg_config *cfg, char ret_ip[IP4_STRLEN],
+int cmd_check(const struct cni_env *env, const struct node_config *cfg, char ret_ip[IP4_STRLEN],
 	      struct tg_err *e)
 {
 	struct session s;
 	const struct ipam_attachment *a;
-	struct plumb_req rq = { 0 };
 	uint32_t prev_ip;
 	int r;
 
@@ -396,25 +288,11 @@ int cmd_check(const struct cni_env *env, const struct tg_config *cfg, char ret_i
 			    ret_ip);
 		goto out;
 	}
-	r = open_netns(&s, env->netns, e);
-	if (r < 0)
-		goto out;
-	r = open_route_socket(&s, e);
-	if (r < 0)
-		goto out;
-	rq.host_ifname = a->host_veth;
-	rq.pod_ifname = env->ifname;
-	rq.netns_fd = s.netns_fd;
-	rq.ip = a->ip;
-	r = plumb_check(s.sk, &rq, e);
-	if (r < 0)
-		goto out;
 	{
-		/* The recorded shaping must be what this config asks for, and be in the kernel. */
+		/* The recorded shaping must be what this config asks for. */
 		struct shaping want;
-		struct shaping spec = a->shaping;
 
-		cni_shaping_of_request(cfg, a->k8s_namespace, &want);
+		node_shaping_request(cfg, a->k8s_namespace, &want);
 		if (want.ingress_bps != a->shaping.ingress_bps ||
 		    want.egress_bps != a->shaping.egress_bps ||
 		    want.inet_ingress_bps != a->shaping.inet_ingress_bps ||
@@ -426,27 +304,21 @@ int cmd_check(const struct cni_env *env, const struct tg_config *cfg, char ret_i
 				    "`tollgate-ipam reshape` after a policy change)");
 			goto out;
 		}
-		r = shaper_pod_check(s.sk, a->host_veth, &spec, e);
-		if (r < 0)
-			goto out;
 	}
-	{
-		struct acct_pod p = cni_acct_pod(a);
-
-		r = acct_pod_check(&p, cfg->masquerade, e);
-	}
+	r = open_netns(&s, env->netns, e);
 	if (r == 0)
-		r = tg_fail(e, TG_ERR_DRIFT, -ENOENT,
-			    "drift: the elements of %s in table inet tollgate (sets pods, masq, map "
-			    "ns_egress_internal) do not match the config (masquerade %s)",
-			    ret_ip, cfg->masquerade ? "true" : "false");
-	r = r < 0 ? r : 0;
+		r = open_route_socket(&s, e);
+	if (r == 0) {
+		struct node_pod pod = { .a = a, .netns_fd = s.netns_fd };
+
+		r = node_pod_check(s.sk, cfg, &pod, e);
+	}
 out:
 	session_end(&s);
 	return r;
 }
 
-int cmd_status(const struct tg_config *cfg, struct tg_err *e)
+int cmd_status(const struct node_config *cfg, struct tg_err *e)
 {
 	struct session s;
 	struct ipam_counts c;
@@ -459,7 +331,7 @@ int cmd_status(const struct tg_config *cfg, struct tg_err *e)
 	if (r == 0)
 		r = ipam_store_load(&s.store, &s.state, &sub);
 	if (r == 0)
-		r = refresh_state(&s.state, cfg, time_now_ms(), &sub);
+		r = node_state_refresh(&s.state, cfg, time_now_ms(), &sub);
 	if (r < 0) {
 		r = tg_fail(e, CNI_ERR_NOT_AVAILABLE, r, "not ready: %s", sub.msg);
 		goto out;
@@ -494,21 +366,8 @@ static bool listed(json_object *valid, const struct ipam_attachment *a)
 	return false;
 }
 
-int cni_teardown(struct nl_sock *sk, const struct ipam_attachment *a, struct tg_err *e)
-{
-	struct acct_pod p = cni_acct_pod(a);
-	struct shaping spec = a->shaping;
-	int first = acct_pod_del(&p, e), r;
-
-	r = shaper_pod_del(sk, a->host_veth, &spec, e);
-	if (r < 0 && !first)
-		first = r;
-	r = plumb_del(sk, a->host_veth, e);
-	return first ? first : r;
-}
-
 struct gc_ctx {
-	const struct tg_config *cfg;
+	const struct node_config *cfg;
 	struct ipam_attachment *stale;
 	size_t n_stale;
 	bool release;
@@ -537,7 +396,7 @@ static int gc_fn(struct ipam_state *st, void *p, struct tg_err *e)
 	return 0;
 }
 
-int cmd_gc(const struct tg_config *cfg, struct tg_err *e)
+int cmd_gc(const struct node_config *cfg, struct tg_err *e)
 {
 	struct session s;
 	struct gc_ctx gc = { .cfg = cfg };
@@ -553,7 +412,7 @@ int cmd_gc(const struct tg_config *cfg, struct tg_err *e)
 	if (r < 0)
 		goto out;
 	for (size_t i = 0; i < gc.n_stale; i++) {
-		r = cni_teardown(s.sk, &gc.stale[i], e);
+		r = node_pod_del(s.sk, &gc.stale[i], e);
 		if (r < 0 && !first)
 			first = r;
 	}

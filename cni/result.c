@@ -6,6 +6,7 @@
 
 #include "cni/cni.h"
 #include "cni/internal.h"
+#include "node/node.h"
 #include "lib/ip4.h"
 
 static json_object *mac_string(const uint8_t m[6])
@@ -56,7 +57,7 @@ json_object *cni_result_render(const char *cni_version, int version,
 	if (version < 10000)
 		json_object_object_add(ip, "version", json_object_new_string("4"));
 	json_object_object_add(ip, "address", json_object_new_string(cidr4_format(&c, addr)));
-	json_object_object_add(ip, "gateway", json_object_new_string(ip4_format(TG_GATEWAY, gw)));
+	json_object_object_add(ip, "gateway", json_object_new_string(ip4_format(NODE_GATEWAY, gw)));
 	json_object_object_add(ip, "interface", json_object_new_int(1));
 	json_object_array_add(ips, ip);
 	json_object_object_add(res, "ips", ips);

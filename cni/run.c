@@ -22,7 +22,7 @@ static int read_all(FILE *in, char **ret, size_t *ret_len)
 		if (len == cap) {
 			char *grown;
 
-			if (cap > CNI_STDIN_MAX) {
+			if (cap > NODE_CONFIG_MAX) {
 				free(buf);
 				return -E2BIG;
 			}
@@ -48,6 +48,24 @@ static int read_all(FILE *in, char **ret, size_t *ret_len)
 	return 0;
 }
 
+int cni_config_read(const char *text, size_t len, enum cni_cmd cmd, struct node_config *cfg,
+		    struct tg_err *e)
+{
+	int r = node_config_decode(text, len, cfg, e);
+
+	if (r < 0)
+		return r;
+	if (cmd == CMD_CHECK && cfg->version < 400)
+		return tg_fail(e, CNI_ERR_VERSION, -EPROTONOSUPPORT,
+			       "CHECK needs cniVersion 0.4.0 or later, the config says %s",
+			       cfg->cni_version);
+	if ((cmd == CMD_STATUS || cmd == CMD_GC) && cfg->version < 10100)
+		return tg_fail(e, CNI_ERR_VERSION, -EPROTONOSUPPORT,
+			       "%s needs cniVersion 1.1.0, the config says %s",
+			       cmd == CMD_GC ? "GC" : "STATUS", cfg->cni_version);
+	return cmd == CMD_VERSION ? 0 : node_config_parse(cfg, e);
+}
+
 static void print_json(FILE *out, json_object *o)
 {
 	fputs(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE), out);
@@ -58,8 +76,8 @@ static json_object *version_info(const char *cni_version)
 {
 	json_object *o = json_object_new_object(), *arr = json_object_new_array();
 
-	for (size_t i = 0; cni_supported_versions[i]; i++)
-		json_object_array_add(arr, json_object_new_string(cni_supported_versions[i]));
+	for (size_t i = 0; node_cni_versions[i]; i++)
+		json_object_array_add(arr, json_object_new_string(node_cni_versions[i]));
 	json_object_object_add(o, "cniVersion", json_object_new_string(cni_version));
 	json_object_object_add(o, "supportedVersions", arr);
 	return o;
@@ -69,7 +87,7 @@ int cni_run(FILE *in, FILE *out)
 {
 	struct tg_err err = { 0 };
 	struct cni_env env;
-	struct tg_config cfg = { 0 };
+	struct node_config cfg = { 0 };
 	_cleanup_free_ char *text = NULL;
 	_cleanup_json_ json_object *result = NULL;
 	char ip[IP4_STRLEN] = "";
@@ -84,7 +102,7 @@ int cni_run(FILE *in, FILE *out)
 	r = read_all(in, &text, &len);
 	if (r == -E2BIG) {
 		r = tg_fail(&err, CNI_ERR_DECODE, r, "the network configuration is larger than %d bytes",
-			    CNI_STDIN_MAX);
+			    NODE_CONFIG_MAX);
 		goto done;
 	} else if (r < 0) {
 		r = tg_fail(&err, CNI_ERR_IO, r, "cannot read stdin: %s", strerror(-r));
@@ -92,7 +110,7 @@ int cni_run(FILE *in, FILE *out)
 	}
 	if (env.cmd == CMD_VERSION) {
 		/* VERSION answers even without a usable config. */
-		if (len && cni_config_parse(text, len, CMD_VERSION, &cfg, NULL) == 0)
+		if (len && node_config_decode(text, len, &cfg, NULL) == 0)
 			version = cfg.cni_version;
 		result = version_info(version ? version : CNI_SPEC_VERSION);
 		goto done;
@@ -100,7 +118,7 @@ int cni_run(FILE *in, FILE *out)
 	r = cni_env_parse(&env, &err);
 	if (r < 0)
 		goto done;
-	r = cni_config_parse(text, len, env.cmd, &cfg, &err);
+	r = cni_config_read(text, len, env.cmd, &cfg, &err);
 	if (cfg.version > 0)
 		version = cfg.cni_version;
 	if (r < 0)
@@ -140,6 +158,6 @@ done:
 	fflush(out);
 	if (env.cmd_name && env.cmd != CMD_VERSION)
 		cni_log(cfg.log_file, &env, ip, time_mono_ns() - t0, r < 0 ? &err : NULL);
-	cni_config_free(&cfg);
+	node_config_free(&cfg);
 	return r < 0 ? 1 : 0;
 }

@@ -12,6 +12,7 @@
 #include "accounting/accounting.h"
 #include "exporter/internal.h"
 #include "ipam/ipam.h"
+#include "ipam/store.h"
 #include "lib/cleanup.h"
 #include "lib/util.h"
 
@@ -104,36 +105,6 @@ void exporter_free(struct exporter *ex)
 	free(ex);
 }
 
-static const char *const directions[ACCT_CLASSES] = { "egress", "egress", "ingress", "ingress" };
-static const char *const traffics[ACCT_CLASSES] = { "internal", "internet", "internal",
-						     "internet" };
-
-/* Splits "<prefix><middle>_<class>" into middle and class. */
-static bool split_name(const char *name, const char *prefix, char *middle, size_t size,
-		       enum acct_class *cls)
-{
-	size_t plen = strlen(prefix), nlen = strlen(name);
-
-	if (strncmp(name, prefix, plen) != 0)
-		return false;
-	for (int c = 0; c < ACCT_CLASSES; c++) {
-		size_t clen = strlen(acct_class_names[c]);
-
-		if (nlen >= plen + clen + 1 && strcmp(name + nlen - clen, acct_class_names[c]) == 0 &&
-		    name[nlen - clen - 1] == '_') {
-			size_t mlen = nlen - plen - clen - 1;
-
-			if (mlen >= size)
-				return false;
-			memcpy(middle, name + plen, mlen);
-			middle[mlen] = '\0';
-			*cls = (enum acct_class)c;
-			return true;
-		}
-	}
-	return false;
-}
-
 /* Writes the series' label set; labels NULL when it is not to be shown. */
 static void set_labels(struct series *s, const char *const *labels)
 {
@@ -157,28 +128,31 @@ static const struct ipam_attachment *by_veth(const struct exporter *ex, const ch
 /* What a counter's name says: namespace, pod (labels from the store) or the node. */
 static void classify(struct exporter *ex, struct series *s)
 {
-	char middle[ACCT_COUNTER_NAME_MAX];
+	char owner[ACCT_COUNTER_NAME_MAX];
+	enum acct_owner who = acct_counter_parse(s->name, s->name_len, owner, &s->cls);
+	const char *dir, *traffic;
 
 	s->kind = SERIES_OTHER;
-	if (split_name(s->name, "ns_", middle, sizeof(middle), &s->cls)) {
-		const char *l[] = { "namespace", middle, "direction", directions[s->cls],
-				    "traffic", traffics[s->cls], NULL };
+	if (who == ACCT_OWNER_NONE)
+		return;
+	dir = acct_class_direction[s->cls];
+	traffic = acct_class_traffic[s->cls];
+	if (who == ACCT_OWNER_NAMESPACE) {
+		const char *l[] = { "namespace", owner, "direction", dir, "traffic", traffic, NULL };
 
 		s->kind = SERIES_NS;
 		set_labels(s, l);
-	} else if (split_name(s->name, "pod_", middle, sizeof(middle), &s->cls)) {
-		const struct ipam_attachment *a = by_veth(ex, middle);
+	} else if (who == ACCT_OWNER_POD) {
+		const struct ipam_attachment *a = by_veth(ex, owner);
 		const char *l[] = { "namespace", a ? a->k8s_namespace : "", "pod", a ? a->pod : "",
-				    "direction", directions[s->cls], "traffic", traffics[s->cls],
-				    NULL };
+				    "direction", dir, "traffic", traffic, NULL };
 
 		s->kind = SERIES_POD;
 		s->labels_store = ex->store_generation;
 		/* A counter whose pod the store no longer has is not shown. */
 		set_labels(s, a ? l : NULL);
-	} else if (split_name(s->name, "host", middle, sizeof(middle), &s->cls) && !middle[0]) {
-		const char *l[] = { "direction", directions[s->cls], "traffic", traffics[s->cls],
-				    NULL };
+	} else if (who == ACCT_OWNER_HOST) {
+		const char *l[] = { "direction", dir, "traffic", traffic, NULL };
 
 		s->kind = SERIES_HOST;
 		set_labels(s, l);
@@ -331,13 +305,13 @@ static void index_by_veth(struct exporter *ex)
 /* Re-reads state.json only when it was replaced (rename gives it a new inode). */
 static int refresh_store(struct exporter *ex)
 {
-	struct ipam_store ro = { .lock_fd = -1 };
+	struct ipam_store ro;
 	struct ipam_state fresh;
 	struct tg_err e = { 0 };
 	struct stat sb;
 
-	snprintf(ro.dir, sizeof(ro.dir), "%s/%s", ex->data_dir, ex->network);
-	snprintf(ro.path, sizeof(ro.path), "%s/state.json", ro.dir);
+	if (ipam_store_open_readonly(&ro, ex->data_dir, ex->network, &e) < 0)
+		return -ENAMETOOLONG;
 	if (stat(ro.path, &sb) < 0) {
 		if (errno != ENOENT)
 			return -errno;

@@ -15,16 +15,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cni/config.h"
 #include "exporter/internal.h"
 #include "lib/nl.h"
 #include "lib/util.h"
 #include "shaper/shaper.h"
 
-enum tc_level { LEVEL_POD, LEVEL_NAMESPACE, LEVEL_NODE, LEVELS };
+#define LEVELS (SHAPER_NODE + 1)
 
 struct tc_row {
-	enum tc_level level;
+	enum shaper_level level;
 	const char *k8s_namespace, *pod, *direction, *traffic;
 	struct shaper_stats st;
 };
@@ -97,20 +96,23 @@ static struct tc_dev *find_dev(struct tc_dev *devs, size_t n, const char *name)
  */
 static int list_devices(struct tc_collector *tc, const struct ipam_state *st, uint64_t store)
 {
-	struct tc_dev *devs = calloc(2 * st->n_att + 1, sizeof(*devs));
+	struct tc_dev *devs = calloc(3 * st->n_att + 1, sizeof(*devs));
 	size_t n = 0, inet_listed = 0;
 
 	if (!devs)
 		return -ENOMEM;
 	for (size_t i = 0; i < st->n_att; i++) {
-		struct shaping sp = st->att[i].shaping;
+		struct shaper_class cls[SHAPER_POD_CLASSES_MAX];
+		int k = shaper_pod_classes(st->att[i].host_veth, &st->att[i].shaping, cls);
 
-		if (shaping_pod_ingress(&sp))
-			snprintf(devs[n++].name, IFNAMSIZ, "%s", st->att[i].host_veth);
-		if (sp.egress_bps)
-			shaper_ifb_name(st->att[i].host_veth, devs[n++].name);
-		if (shaping_inet_egress(&sp) && !inet_listed++)
-			snprintf(devs[n++].name, IFNAMSIZ, "%s", SHAPER_INET_IFB);
+		for (int j = 0; j < k; j++) {
+			bool inet = strcmp(cls[j].dev, SHAPER_INET_IFB) == 0;
+
+			/* One device per pod device kind: consecutive classes share it. */
+			if ((inet && inet_listed++) || (j && strcmp(cls[j].dev, cls[j - 1].dev) == 0))
+				continue;
+			memcpy(devs[n++].name, cls[j].dev, IFNAMSIZ);
+		}
 	}
 	qsort(devs, n, sizeof(*devs), cmp_dev);
 	for (size_t i = 0; i < n; i++) {
@@ -167,19 +169,19 @@ static int read_device(struct tc_collector *tc, const char *name)
 }
 
 /* A class of the device read last (tollgate-inet holds one per shaped pod: sorted, searched). */
-static const struct shaper_stats *class_of(const struct tc_collector *tc, uint16_t minor)
+static const struct shaper_stats *class_of(const struct tc_collector *tc, uint32_t classid)
 {
-	struct shaper_stats key = { .classid = 0x10000u | minor };
+	struct shaper_stats key = { .classid = classid };
 
 	if (!tc->n_classes)
 		return NULL; /* bsearch wants an array, even an empty one */
 	return bsearch(&key, tc->classes, tc->n_classes, sizeof(key), cmp_classid);
 }
 
-static void add_row(struct tc_collector *tc, enum tc_level level, const struct ipam_attachment *a,
-		    const char *direction, const char *traffic, uint16_t minor)
+static void add_row(struct tc_collector *tc, const struct ipam_attachment *a,
+		    const struct shaper_class *cls)
 {
-	const struct shaper_stats *st = class_of(tc, minor);
+	const struct shaper_stats *st = class_of(tc, cls->classid);
 	struct tc_row *row;
 
 	if (!st)
@@ -189,38 +191,45 @@ static void add_row(struct tc_collector *tc, enum tc_level level, const struct i
 		return;
 	}
 	row = &tc->rows[tc->n_rows++];
-	row->level = level;
-	row->k8s_namespace = a ? a->k8s_namespace : "";
-	row->pod = a ? a->pod : "";
-	row->direction = direction;
-	row->traffic = traffic;
+	row->level = cls->level;
+	row->k8s_namespace = cls->level == SHAPER_NODE ? "" : a->k8s_namespace;
+	row->pod = cls->level == SHAPER_POD ? a->pod : "";
+	row->direction = cls->direction;
+	row->traffic = cls->traffic;
 	row->st = *st;
 }
 
-/* The uplink's classes: the node's, each namespace's (once) and each pod's. */
+/*
+ * The uplink's IFB: the node's class once, each namespace's once and each
+ * pod's, in one dump. Listed only when a pod shapes its internet egress.
+ */
 static int read_internet_egress(struct tc_collector *tc, const struct ipam_state *st)
 {
 	uint64_t ns_seen[(SHAPER_NS_CLASS_MAX + 64) / 64] = { 0 };
-	/* Listed only when a pod shapes its internet egress: otherwise no classes, no rows. */
+	int node_seen = 0;
 	int r = read_device(tc, SHAPER_INET_IFB);
 
 	if (r < 0 || !tc->n_classes)
 		return r;
-	add_row(tc, LEVEL_NODE, NULL, "egress", "internet", 1);
 	for (size_t i = 0; i < st->n_att; i++) {
 		const struct ipam_attachment *a = &st->att[i];
-		struct shaping sp = a->shaping;
-		uint16_t ns = sp.ns_class;
+		struct shaper_class cls[SHAPER_POD_CLASSES_MAX];
+		int n = shaper_pod_classes(a->host_veth, &a->shaping, cls);
 
-		if (!shaping_inet_egress(&sp))
-			continue;
-		if (ns >= SHAPER_NS_CLASS_MIN && ns <= SHAPER_NS_CLASS_MAX &&
-		    !(ns_seen[ns / 64] & (1ull << (ns % 64)))) {
-			ns_seen[ns / 64] |= 1ull << (ns % 64);
-			add_row(tc, LEVEL_NAMESPACE, a, "egress", "internet", ns);
+		for (int j = 0; j < n; j++) {
+			uint16_t minor = (uint16_t)cls[j].classid;
+
+			if (strcmp(cls[j].dev, SHAPER_INET_IFB) != 0)
+				continue;
+			if (cls[j].level == SHAPER_NODE && node_seen++)
+				continue;
+			if (cls[j].level == SHAPER_NAMESPACE) {
+				if (minor > SHAPER_NS_CLASS_MAX || (ns_seen[minor / 64] & (1ull << (minor % 64))))
+					continue;
+				ns_seen[minor / 64] |= 1ull << (minor % 64);
+			}
+			add_row(tc, a, &cls[j]);
 		}
-		if (sp.pod_class)
-			add_row(tc, LEVEL_POD, a, "egress", "internet", sp.pod_class);
 	}
 	return tc->err;
 }
@@ -228,27 +237,19 @@ static int read_internet_egress(struct tc_collector *tc, const struct ipam_state
 /* A pod's own devices: its host veth (traffic to it) and its IFB (traffic from it). */
 static int read_pod(struct tc_collector *tc, const struct ipam_attachment *a)
 {
-	struct shaping sp = a->shaping;
-	int r;
+	struct shaper_class cls[SHAPER_POD_CLASSES_MAX];
+	int n = shaper_pod_classes(a->host_veth, &a->shaping, cls), r;
 
-	if (shaping_pod_ingress(&sp)) {
-		r = read_device(tc, a->host_veth);
-		if (r < 0)
-			return r;
-		if (sp.ingress_bps)
-			add_row(tc, LEVEL_POD, a, "ingress", "all", 1);
-		add_row(tc, LEVEL_POD, a, "ingress", "internet", 2);
-		if (sp.ingress_bps)
-			add_row(tc, LEVEL_POD, a, "ingress", "internal", 3);
-	}
-	if (sp.egress_bps) {
-		char ifb[IFNAMSIZ];
-
-		shaper_ifb_name(a->host_veth, ifb);
-		r = read_device(tc, ifb);
-		if (r < 0)
-			return r;
-		add_row(tc, LEVEL_POD, a, "egress", "all", 1);
+	for (int j = 0; j < n; j++) {
+		if (strcmp(cls[j].dev, SHAPER_INET_IFB) == 0)
+			continue;
+		/* Classes of one device come together: one dump serves them. */
+		if (!j || strcmp(cls[j].dev, cls[j - 1].dev) != 0) {
+			r = read_device(tc, cls[j].dev);
+			if (r < 0)
+				return r;
+		}
+		add_row(tc, a, &cls[j]);
 	}
 	return tc->err;
 }
@@ -300,7 +301,7 @@ static void render(const struct tc_collector *tc, struct expo *x)
 				if (v == VAL_LIMIT && row->st.ceil_bps >= SHAPER_LINE_BPS)
 					continue;
 				expo_sample_u64(x, family,
-						lv == LEVEL_POD ? pod : lv == LEVEL_NAMESPACE ? ns : NULL,
+						lv == SHAPER_POD ? pod : lv == SHAPER_NAMESPACE ? ns : NULL,
 						vals[v]);
 			}
 		}

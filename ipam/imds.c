@@ -17,7 +17,9 @@
 
 #include <curl/curl.h>
 
+#include "ipam/imds.h"
 #include "ipam/ipam.h"
+#include "ipam/pool.h"
 #include "lib/cleanup.h"
 #include "lib/ip4.h"
 

@@ -3,13 +3,10 @@
 #define TG_IPAM_H
 
 /*
- * IPAM: the node's pool of alias addresses, the attachments that hold them,
- * and the on-disk store that keeps both across plugin invocations.
- *
- * The state is plain data (struct ipam_state); the allocator works on it in
- * memory and the store reads and writes it atomically under a flock. Callers
- * lock, load, change, save and unlock; nothing slow (netlink) ever happens
- * while the lock is held.
+ * IPAM: the node's pool of alias addresses and the attachments that hold
+ * them. The state is plain data (struct ipam_state); the allocator works on
+ * it in memory, with no I/O. ipam/store.h keeps it on disk, ipam/pool.h
+ * parses address lists, ipam/imds.h reads the pool from Azure IMDS.
  */
 
 #include <net/if.h>
@@ -22,7 +19,7 @@
 #include "lib/ip4.h"
 #include "lib/shaping.h"
 
-#define IPAM_STATE_VERSION 1
+#define IPAM_STATE_VERSION 1		/* the store's format (ipam/store.h) */
 #define IPAM_POOL_MAX 65536		/* addresses in one pool */
 #define IPAM_ATTACHMENTS_MAX 65536
 #define IPAM_CONTAINER_ID_MAX 255
@@ -66,19 +63,6 @@ struct ipam_state {
 	size_t n_att;
 };
 
-/* ---- address lists ---- */
-
-/*
- * Expands "a-b" ranges, CIDRs and single addresses into a sorted unique array
- * and removes `exclude` (same syntax). A CIDR of /30 or wider loses its
- * network and broadcast addresses, as host-local does. Errors name
- * "<where>.addresses[i]".
- */
-int ipam_pool_parse(json_object *addresses, json_object *exclude, const char *where,
-		    uint32_t **ret_pool, size_t *ret_n, struct tg_err *e);
-/* Writes the pool back as compact "a-b" ranges. */
-json_object *ipam_pool_to_ranges(const uint32_t *pool, size_t n);
-
 /* ---- state and allocator (pure, no I/O) ---- */
 
 void ipam_state_init(struct ipam_state *st);
@@ -87,9 +71,6 @@ const struct ipam_attachment *ipam_find(const struct ipam_state *st, const char 
 					const char *ifname);
 const struct ipam_attachment *ipam_find_ip(const struct ipam_state *st, uint32_t ip);
 bool ipam_in_pool(const struct ipam_state *st, uint32_t ip);
-/* Sorted address arrays: membership (bsearch), and sorting in place. */
-bool ipam_addr_in(const uint32_t *sorted, size_t n, uint32_t ip);
-void ipam_addrs_sort(uint32_t *a, size_t n);
 /* Replaces the pool (taking ownership of `pool`). In-use addresses outside it stay with their pods. */
 void ipam_set_pool(struct ipam_state *st, const char *source, uint32_t *pool, size_t n);
 /*
@@ -119,32 +100,6 @@ size_t ipam_check_boot(struct ipam_state *st, const char *boot_id);
 /* Current boot id: $TOLLGATE_BOOT_ID_FILE, else /proc/sys/kernel/random/boot_id. */
 int ipam_read_boot_id(char *buf, size_t size);
 
-/* ---- serialisation ---- */
-
-json_object *ipam_state_to_json(const struct ipam_state *st);
-int ipam_state_from_json(json_object *root, struct ipam_state *st, struct tg_err *e);
-
-/* ---- the pool from Azure IMDS ---- */
-
-struct imds_network {
-	uint32_t node_ip;		/* the uplink's first address: the node's own */
-	struct cidr4 subnet;
-	uint32_t *addrs;		/* the other addresses, sorted */
-	size_t n_addrs;
-};
-
-/* Picks the interface whose MAC is `mac` out of an IMDS network document. */
-int imds_parse_network(const char *body, size_t len, const uint8_t mac[6],
-		       struct imds_network *ret, struct tg_err *e);
-void imds_network_free(struct imds_network *n);
-/*
- * GETs the network document, retrying 429, 410, 5xx and timeouts with
- * exponential back-off (1 s doubling to 10 s, or Retry-After) for at most
- * budget_s seconds. Never more than one request a second.
- */
-int imds_fetch(const char *base_url, int budget_s, char **ret_body, size_t *ret_len,
-	       int *ret_attempts, struct tg_err *e);
-
 /*
  * Folds one sync's addresses into the pool. The first sync of an empty pool
  * takes them all; after that a new address joins only when seen in two syncs
@@ -156,24 +111,5 @@ struct ipam_sync_report {
 };
 int ipam_reconcile(struct ipam_state *st, const uint32_t *seen, size_t n, int64_t now_ms,
 		   struct ipam_sync_report *ret, struct tg_err *e);
-
-/* ---- the store: <dataDir>/<network>/{state.json,lock} ---- */
-
-struct ipam_store {
-	char dir[4096];
-	char path[4096 + 32];
-	int lock_fd;
-	bool durable;			/* fsync needed: not on tmpfs */
-	bool locked;
-};
-
-int ipam_store_open(struct ipam_store *s, const char *data_dir, const char *network,
-		    struct tg_err *e);
-void ipam_store_close(struct ipam_store *s);
-int ipam_store_lock(struct ipam_store *s, struct tg_err *e);
-void ipam_store_unlock(struct ipam_store *s);
-/* Missing file: an empty state. Corrupt file: CNI code 5, never replaced. */
-int ipam_store_load(const struct ipam_store *s, struct ipam_state *st, struct tg_err *e);
-int ipam_store_save(struct ipam_store *s, const struct ipam_state *st, struct tg_err *e);
 
 #endif

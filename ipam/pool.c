@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ipam/ipam.h"
+#include "ipam/pool.h"
 #include "lib/cleanup.h"
 #include "lib/ip4.h"
 

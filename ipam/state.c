@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "ipam/ipam.h"
+#include "ipam/pool.h"
+#include "ipam/store.h"
 #include "lib/cleanup.h"
 #include "lib/ip4.h"
 #include "lib/jsonx.h"

@@ -17,25 +17,33 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
-#include "ipam/ipam.h"
+#include "ipam/store.h"
 #include "lib/cleanup.h"
 #include "lib/util.h"
 
 #define STATE_FILE_MAX (64 << 20)
 
-int ipam_store_open(struct ipam_store *s, const char *data_dir, const char *network,
-		    struct tg_err *e)
+static int store_paths(struct ipam_store *s, const char *data_dir, const char *network,
+		       struct tg_err *e)
 {
-	struct statfs sfs;
-	char lock[sizeof(s->dir) + 8];
-	int r;
-
 	memset(s, 0, sizeof(*s));
 	s->lock_fd = -1;
 	if ((size_t)snprintf(s->dir, sizeof(s->dir), "%s/%s", data_dir, network) >= sizeof(s->dir) - 16)
 		return tg_fail(e, CNI_ERR_CONFIG, -ENAMETOOLONG, "dataDir \"%s\" is too long",
 			       data_dir);
 	snprintf(s->path, sizeof(s->path), "%s/state.json", s->dir);
+	return 0;
+}
+
+int ipam_store_open(struct ipam_store *s, const char *data_dir, const char *network,
+		    struct tg_err *e)
+{
+	struct statfs sfs;
+	char lock[sizeof(s->dir) + 8];
+	int r = store_paths(s, data_dir, network, e);
+
+	if (r < 0)
+		return r;
 	r = mkdir_p(s->dir, 0700);
 	if (r < 0)
 		return tg_fail(e, CNI_ERR_IO, r, "cannot create %s: %s", s->dir, strerror(-r));
@@ -46,6 +54,12 @@ int ipam_store_open(struct ipam_store *s, const char *data_dir, const char *netw
 	s->durable = !(statfs(s->dir, &sfs) == 0 &&
 		       (sfs.f_type == TMPFS_MAGIC || sfs.f_type == RAMFS_MAGIC));
 	return 0;
+}
+
+int ipam_store_open_readonly(struct ipam_store *s, const char *data_dir, const char *network,
+			     struct tg_err *e)
+{
+	return store_paths(s, data_dir, network, e);
 }
 
 void ipam_store_close(struct ipam_store *s)
@@ -190,4 +204,21 @@ int ipam_store_save(struct ipam_store *s, const struct ipam_state *st, struct tg
 			fsync(dfd);
 	}
 	return 0;
+}
+
+int ipam_store_update(struct ipam_store *s, struct ipam_state *st, ipam_update_fn fn, void *ctx,
+		      struct tg_err *e)
+{
+	int r = ipam_store_lock(s, e);
+
+	if (r < 0)
+		return r;
+	ipam_state_free(st);
+	r = ipam_store_load(s, st, e);
+	if (r == 0)
+		r = fn(st, ctx, e);
+	if (r > 0)
+		r = ipam_store_save(s, st, e);
+	ipam_store_unlock(s);
+	return r < 0 ? r : 0;
 }

@@ -26,6 +26,7 @@
 
 #include <net/if.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "lib/err.h"
@@ -39,6 +40,42 @@
 #define SHAPER_NS_CLASS_MIN 0x0002
 #define SHAPER_NS_CLASS_MAX 0x7ffe
 #define SHAPER_POD_CLASS_BASE 0x8000
+#define SHAPER_POD_CLASS_MAX 0xfffe
+
+/* The classid nftables gives a pod's internet-bound packets: 1:<pod class>, 0: none. */
+uint32_t shaper_egress_classid(const struct shaping *s);
+
+/* Who holds uplink classes already (every other shaped attachment). */
+struct shaper_class_holder {
+	const char *k8s_namespace;
+	uint16_t ns_class, pod_class;
+};
+/*
+ * Gives a pod with internet egress shaping its uplink classes, keeping those it
+ * has: its namespace's (shared with the namespace's other pods, else a free one
+ * near the namespace's hash) and its own (from its address, probing on a
+ * clash). Clears them when it shapes no internet egress. -ENOSPC when full.
+ */
+int shaper_classes_assign(struct shaping *s, const char *k8s_namespace, uint32_t ip,
+			  const struct shaper_class_holder *others, size_t n);
+
+/* One class Tollgate makes, where it lives and what it shapes (metric labels). */
+enum shaper_level { SHAPER_POD, SHAPER_NAMESPACE, SHAPER_NODE };
+struct shaper_class {
+	char dev[IFNAMSIZ];
+	uint32_t classid;
+	enum shaper_level level;
+	const char *direction;		/* "egress", "ingress" */
+	const char *traffic;		/* "all", "internet", "internal" */
+	uint64_t ceil_bps;		/* what its ceiling must be */
+};
+#define SHAPER_POD_CLASSES_MAX 7
+/*
+ * The classes of one pod's shaping, the pod's own first, then (with internet
+ * egress shaping) its namespace's and the node's. Returns how many.
+ */
+int shaper_pod_classes(const char *host_veth, const struct shaping *s,
+		       struct shaper_class ret[SHAPER_POD_CLASSES_MAX]);
 
 struct nl_sock;
 
@@ -63,13 +100,16 @@ int shaper_pod_check(struct nl_sock *sk, const char *host_veth,
 
 struct shaper_stats {
 	uint32_t classid;
-	char where[IFNAMSIZ];
 	uint64_t rate_bps, ceil_bps;
 	uint64_t bytes, packets, drops, overlimits;
 };
-/* Statistics of the pod's classes; returns how many were filled (at most max). */
-int shaper_pod_stats(struct nl_sock *sk, const char *host_veth,
-		     const struct shaping *s, struct shaper_stats *ret, int max);
+/*
+ * Statistics of the pod's own classes (shaper_pod_classes, level SHAPER_POD),
+ * each beside its class; returns how many exist (at most SHAPER_POD_CLASSES_MAX).
+ */
+int shaper_pod_stats(struct nl_sock *sk, const char *host_veth, const struct shaping *s,
+		     struct shaper_class ret_class[SHAPER_POD_CLASSES_MAX],
+		     struct shaper_stats ret[SHAPER_POD_CLASSES_MAX]);
 
 /*
  * Every class of one device in one dump (the exporter's read): fn gets each.

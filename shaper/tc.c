@@ -592,106 +592,52 @@ static bool ceil_is(const struct shaper_stats *st, uint64_t bps)
 	return st->ceil_bps / 8 == bps / 8;
 }
 
-static int check(struct nl_sock *sk, struct class_view *v, const char *host_veth,
-		 const struct shaping *s, struct tg_err *e)
+static const char *const level_what[] = {
+	[SHAPER_POD] = "the pod's", [SHAPER_NAMESPACE] = "its namespace's", [SHAPER_NODE] = "the node's"
+};
+
+int shaper_pod_check(struct nl_sock *sk, const char *host_veth, const struct shaping *s,
+		     struct tg_err *e)
 {
-	struct shaper_stats st;
-	int veth = ifindex_of(sk, host_veth);
-
-	if (shaping_pod_ingress(s)) {
-		uint64_t total = s->ingress_bps ? s->ingress_bps : SHAPER_LINE_BPS;
-
-		if (!view_class(sk, v, veth, SHAPER_INET_INGRESS_CLASS, &st) ||
-		    !ceil_is(&st, min_nz(s->inet_ingress_bps, total)))
-			return tg_fail(e, TG_ERR_DRIFT, -ENOENT,
-				       "drift: class 1:2 on %s (traffic to the pod) is missing or has "
-				       "another rate",
-				       host_veth);
-		if (s->ingress_bps &&
-		    (!view_class(sk, v, veth, H(1, 1), &st) || !ceil_is(&st, total)))
-			return tg_fail(e, TG_ERR_DRIFT, -ENOENT,
-				       "drift: class 1:1 on %s (the pod's ingress limit) is missing or "
-				       "has another rate",
-				       host_veth);
-	}
-	if (s->egress_bps) {
-		char ifb[IFNAMSIZ];
-		int ifb_index;
-
-		shaper_ifb_name(host_veth, ifb);
-		ifb_index = ifindex_of(sk, ifb);
-		if (!ifb_index || !view_class(sk, v, ifb_index, H(1, 1), &st) ||
-		    !ceil_is(&st, s->egress_bps))
-			return tg_fail(e, TG_ERR_DRIFT, -ENOENT,
-				       "drift: %s or its class 1:1 (the pod's egress limit) is missing "
-				       "or has another rate",
-				       ifb);
-	}
-	if (shaping_inet_egress(s)) {
-		int up = ifindex_of(sk, SHAPER_INET_IFB);
-		uint64_t node = s->node_egress_bps ? s->node_egress_bps : SHAPER_LINE_BPS;
-		uint64_t ns = min_nz(s->ns_egress_bps, node);
-		struct shaper_stats nst, nodest;
-
-		if (!up || !view_class(sk, v, up, H(1, s->pod_class), &st) ||
-		    !view_class(sk, v, up, H(1, s->ns_class), &nst) ||
-		    !view_class(sk, v, up, H(1, 1), &nodest))
-			return tg_fail(e, TG_ERR_DRIFT, -ENOENT,
-				       "drift: uplink class 1:%x (the pod's internet egress), 1:%x (its "
-				       "namespace) or 1:1 (the node) is missing",
-				       s->pod_class, s->ns_class);
-		if (!ceil_is(&st, min_nz(s->inet_egress_bps, ns)) || !ceil_is(&nst, ns) ||
-		    !ceil_is(&nodest, node))
-			return tg_fail(e, TG_ERR_DRIFT, -EINVAL,
-				       "drift: uplink classes 1:%x / 1:%x / 1:1 have other ceilings than "
-				       "the pod's internet caps",
-				       s->pod_class, s->ns_class);
-	}
-	return 0;
-}
-
-int shaper_pod_check(struct nl_sock *sk, const char *host_veth,
-		     const struct shaping *s, struct tg_err *e)
-{
+	struct shaper_class want[SHAPER_POD_CLASSES_MAX];
 	struct class_view v = { 0 };
-	int r = check(sk, &v, host_veth, s, e);
+	struct shaper_stats st;
+	int n = shaper_pod_classes(host_veth, s, want), r = 0;
 
+	for (int i = 0; i < n && r == 0; i++) {
+		const struct shaper_class *c = &want[i];
+		int ifindex = ifindex_of(sk, c->dev);
+
+		if (!ifindex || !view_class(sk, &v, ifindex, c->classid, &st))
+			r = tg_fail(e, TG_ERR_DRIFT, -ENOENT,
+				    "drift: class %x:%x on %s (%s %s %s) is missing", c->classid >> 16,
+				    c->classid & 0xffff, c->dev, level_what[c->level], c->direction,
+				    c->traffic);
+		else if (!ceil_is(&st, c->ceil_bps))
+			r = tg_fail(e, TG_ERR_DRIFT, -EINVAL,
+				    "drift: class %x:%x on %s (%s %s %s) has ceil %llu bit/s, not %llu",
+				    c->classid >> 16, c->classid & 0xffff, c->dev, level_what[c->level],
+				    c->direction, c->traffic, (unsigned long long)st.ceil_bps,
+				    (unsigned long long)c->ceil_bps);
+	}
 	view_free(&v);
 	return r;
 }
 
-static int stats(struct nl_sock *sk, struct class_view *v, const char *host_veth,
-		 const struct shaping *s, struct shaper_stats *ret, int max)
+int shaper_pod_stats(struct nl_sock *sk, const char *host_veth, const struct shaping *s,
+		     struct shaper_class ret_class[SHAPER_POD_CLASSES_MAX],
+		     struct shaper_stats ret[SHAPER_POD_CLASSES_MAX])
 {
-	int n = 0, veth = ifindex_of(sk, host_veth);
-
-	if (shaping_pod_ingress(s) && n < max &&
-	    view_class(sk, v, veth, SHAPER_INET_INGRESS_CLASS, &ret[n]))
-		snprintf(ret[n++].where, IFNAMSIZ, "%s", host_veth);
-	if (s->ingress_bps && n < max && view_class(sk, v, veth, H(1, 1), &ret[n]))
-		snprintf(ret[n++].where, IFNAMSIZ, "%s", host_veth);
-	if (s->egress_bps && n < max) {
-		char ifb[IFNAMSIZ];
-
-		shaper_ifb_name(host_veth, ifb);
-		if (view_class(sk, v, ifindex_of(sk, ifb), H(1, 1), &ret[n]))
-			snprintf(ret[n++].where, IFNAMSIZ, "%s", ifb);
-	}
-	if (shaping_inet_egress(s) && n < max) {
-		int up = ifindex_of(sk, SHAPER_INET_IFB);
-
-		if (up && view_class(sk, v, up, H(1, s->pod_class), &ret[n]))
-			snprintf(ret[n++].where, IFNAMSIZ, "%s", SHAPER_INET_IFB);
-	}
-	return n;
-}
-
-int shaper_pod_stats(struct nl_sock *sk, const char *host_veth,
-		     const struct shaping *s, struct shaper_stats *ret, int max)
-{
+	struct shaper_class all[SHAPER_POD_CLASSES_MAX];
 	struct class_view v = { 0 };
-	int n = stats(sk, &v, host_veth, s, ret, max);
+	int n = shaper_pod_classes(host_veth, s, all), found = 0;
 
+	for (int i = 0; i < n; i++) {
+		int ifindex = all[i].level == SHAPER_POD ? ifindex_of(sk, all[i].dev) : 0;
+
+		if (ifindex && view_class(sk, &v, ifindex, all[i].classid, &ret[found]))
+			ret_class[found++] = all[i];
+	}
 	view_free(&v);
-	return n;
+	return found;
 }

@@ -34,6 +34,7 @@ static const struct cidr4 internal[] = { { 0x0a000000u, 8 } }; /* 10.0.0.0/8 */
 static struct acct_config config(void)
 {
 	struct acct_config c = { .internal = internal, .n_internal = 1, .masquerade = true,
+				  .inet_ingress_classid = 0x10002,
 				 .enabled = true, .per_pod = true, .internet_mark = 0x10000 };
 	return c;
 }

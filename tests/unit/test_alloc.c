@@ -18,7 +18,10 @@
 
 #include <cmocka.h>
 
+#include "ipam/imds.h"
 #include "ipam/ipam.h"
+#include "ipam/pool.h"
+#include "ipam/store.h"
 #include "lib/ip4.h"
 
 #define assert_contains(hay, needle)                                                     \

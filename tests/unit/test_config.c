@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * cni_config_parse(): the network configuration on stdin.
+ * cni_config_read(): the network configuration on stdin.
  *
  * Valid configs parse into the right fields and defaults; every known key of
  * the wrong JSON type, or with an invalid value, is error 7 naming the key;
@@ -23,6 +23,7 @@
 #include "tests/unit/group.h"
 
 #include "cni/internal.h"
+#include "node/node.h"
 
 /* ---- helpers ---- */
 
@@ -33,27 +34,27 @@
 			fail_msg("\"%s\" does not contain \"%s\"", h_ ? h_ : "(null)", n_); \
 	} while (0)
 
-static int parse_cmd(const char *json, enum cni_cmd cmd, struct tg_config *cfg, struct tg_err *e)
+static int parse_cmd(const char *json, enum cni_cmd cmd, struct node_config *cfg, struct tg_err *e)
 {
 	memset(e, 0, sizeof(*e));
-	return cni_config_parse(json, strlen(json), cmd, cfg, e);
+	return cni_config_read(json, strlen(json), cmd, cfg, e);
 }
 
-static int parse(const char *json, struct tg_config *cfg, struct tg_err *e)
+static int parse(const char *json, struct node_config *cfg, struct tg_err *e)
 {
 	return parse_cmd(json, CMD_ADD, cfg, e);
 }
 
 static void expect_ok_cmd(const char *json, enum cni_cmd cmd)
 {
-	struct tg_config cfg;
+	struct node_config cfg;
 	struct tg_err e;
 	int r = parse_cmd(json, cmd, &cfg, &e);
 
 	if (r != 0)
 		fail_msg("config rejected (r=%d code=%d): %s\n  config: %s", r, e.code, e.msg, json);
 	assert_int_equal(e.code, 0);
-	cni_config_free(&cfg);
+	node_config_free(&cfg);
 }
 
 static uint32_t ip(const char *s)
@@ -87,11 +88,11 @@ struct bad_case {
 static void t_bad(void **state)
 {
 	const struct bad_case *c = *state;
-	struct tg_config cfg;
+	struct node_config cfg;
 	struct tg_err e;
 	int r = parse_cmd(c->json, c->cmd, &cfg, &e);
 
-	cni_config_free(&cfg); /* before any assertion: a failing case must not leak */
+	node_config_free(&cfg); /* before any assertion: a failing case must not leak */
 	if (r >= 0)
 		fail_msg("accepted, want code %d naming \"%s\"\n  config: %s", c->code, c->needle,
 			 c->json);
@@ -260,7 +261,7 @@ static void full_config(char *buf, size_t size, const char *source)
 
 static void t_full_config_static(void **state)
 {
-	struct tg_config cfg;
+	struct node_config cfg;
 	struct tg_err e;
 	char json[4096];
 
@@ -296,12 +297,12 @@ static void t_full_config_static(void **state)
 	assert_null(cfg.prev_result);
 	assert_null(cfg.runtime_config);
 	assert_null(cfg.valid_attachments);
-	cni_config_free(&cfg);
+	node_config_free(&cfg);
 }
 
 static void t_full_config_imds(void **state)
 {
-	struct tg_config cfg;
+	struct node_config cfg;
 	struct tg_err e;
 	char json[4096];
 
@@ -313,7 +314,7 @@ static void t_full_config_imds(void **state)
 	assert_int_equal(cfg.n_pool, 0);
 	assert_int_equal(cfg.cooldown_ms, 45000);
 	assert_int_equal(cfg.mtu, 1500);
-	cni_config_free(&cfg);
+	node_config_free(&cfg);
 }
 
 static void t_full_config_as_conflist_entry_every_version(void **state)
@@ -322,7 +323,7 @@ static void t_full_config_as_conflist_entry_every_version(void **state)
 	static const int codes[] = { 300, 301, 400, 10000, 10100 };
 
 	for (size_t i = 0; i < 5; i++) {
-		struct tg_config cfg;
+		struct node_config cfg;
 		struct tg_err e;
 		char json[4096];
 
@@ -332,13 +333,13 @@ static void t_full_config_as_conflist_entry_every_version(void **state)
 		assert_int_equal(parse(json, &cfg, &e), 0);
 		assert_string_equal(cfg.cni_version, versions[i]);
 		assert_int_equal(cfg.version, codes[i]);
-		cni_config_free(&cfg);
+		node_config_free(&cfg);
 	}
 }
 
 static void t_non_default_values(void **state)
 {
-	struct tg_config cfg;
+	struct node_config cfg;
 	struct tg_err e;
 	const char *json =
 		"{\"cniVersion\":\"1.0.0\",\"name\":\"net-2_a.b\",\"type\":\"tollgate\",\"mtu\":9000,"
@@ -376,12 +377,12 @@ static void t_non_default_values(void **state)
 	assert_true(json_object_is_type(cfg.runtime_config, json_type_object));
 	assert_non_null(cfg.prev_result);
 	assert_true(json_object_is_type(cfg.prev_result, json_type_object));
-	cni_config_free(&cfg);
+	node_config_free(&cfg);
 }
 
 static void t_defaults(void **state)
 {
-	struct tg_config cfg;
+	struct node_config cfg;
 	struct tg_err e;
 
 	assert_int_equal(parse(MINIMAL, &cfg, &e), 0);
@@ -401,28 +402,28 @@ static void t_defaults(void **state)
 	assert_null(cfg.prev_result);
 	assert_null(cfg.runtime_config);
 	assert_null(cfg.valid_attachments);
-	cni_config_free(&cfg);
+	node_config_free(&cfg);
 }
 
 static void t_ipam_source_defaults_to_imds_without_addresses(void **state)
 {
-	struct tg_config cfg;
+	struct node_config cfg;
 	struct tg_err e;
 
 	assert_int_equal(parse(IPAM("\"imdsURL\":\"http://127.0.0.1:8080\""), &cfg, &e), 0);
 	assert_int_equal(cfg.source, IPAM_SOURCE_IMDS);
 	assert_int_equal(cfg.n_pool, 0);
-	cni_config_free(&cfg);
+	node_config_free(&cfg);
 }
 
 static void t_empty_ipam_object_is_imds(void **state)
 {
-	struct tg_config cfg;
+	struct node_config cfg;
 	struct tg_err e;
 
 	assert_int_equal(parse(IPAM(""), &cfg, &e), 0);
 	assert_int_equal(cfg.source, IPAM_SOURCE_IMDS);
-	cni_config_free(&cfg);
+	node_config_free(&cfg);
 }
 
 static void t_imds_exclude_syntax_ok(void **state)
@@ -464,31 +465,31 @@ static void t_status_gc_with_1_1_0(void **state)
 
 static void t_version_only_needs_cni_version(void **state)
 {
-	struct tg_config cfg;
+	struct node_config cfg;
 	struct tg_err e;
 
 	/* VERSION decodes only cniVersion: no name, no ipam, odd keys are fine. */
 	assert_int_equal(parse_cmd("{\"cniVersion\":\"0.4.0\",\"mtu\":\"x\"}", CMD_VERSION, &cfg, &e), 0);
 	assert_int_equal(cfg.version, 400);
-	cni_config_free(&cfg);
+	node_config_free(&cfg);
 }
 
 static void t_mtu_bounds_accepted(void **state)
 {
-	struct tg_config cfg;
+	struct node_config cfg;
 	struct tg_err e;
 
 	assert_int_equal(parse(TOP("\"mtu\":68"), &cfg, &e), 0);
 	assert_int_equal(cfg.mtu, 68);
-	cni_config_free(&cfg);
+	node_config_free(&cfg);
 	assert_int_equal(parse(TOP("\"mtu\":65535"), &cfg, &e), 0);
 	assert_int_equal(cfg.mtu, 65535);
-	cni_config_free(&cfg);
+	node_config_free(&cfg);
 }
 
 static void t_null_values_mean_absent(void **state)
 {
-	struct tg_config cfg;
+	struct node_config cfg;
 	struct tg_err e;
 
 	assert_int_equal(parse(TOP("\"mtu\":null,\"masquerade\":null,\"dataDir\":null,\"internalCIDRs\":null"),
@@ -498,12 +499,12 @@ static void t_null_values_mean_absent(void **state)
 	assert_true(cfg.masquerade);
 	assert_string_equal(cfg.data_dir, "/run/tollgate");
 	assert_int_equal(cfg.n_internal, 1);
-	cni_config_free(&cfg);
+	node_config_free(&cfg);
 }
 
 static void t_name_128_chars_accepted(void **state)
 {
-	struct tg_config cfg;
+	struct node_config cfg;
 	struct tg_err e;
 	char name[129], json[1024];
 
@@ -512,44 +513,44 @@ static void t_name_128_chars_accepted(void **state)
 	snprintf(json, sizeof(json), "{\"cniVersion\":\"1.1.0\",\"name\":\"%s\"," IPAM_OK "}", name);
 	assert_int_equal(parse(json, &cfg, &e), 0);
 	assert_string_equal(cfg.name, name);
-	cni_config_free(&cfg);
+	node_config_free(&cfg);
 }
 
 static void t_internet_mark_forms(void **state)
 {
-	struct tg_config cfg;
+	struct node_config cfg;
 	struct tg_err e;
 
 	assert_int_equal(parse(ACCT("\"internetMark\":\"65536\""), &cfg, &e), 0);
 	assert_int_equal(cfg.internet_mark, 0x10000);
-	cni_config_free(&cfg);
+	node_config_free(&cfg);
 	assert_int_equal(parse(ACCT("\"internetMark\":131072"), &cfg, &e), 0);
 	assert_int_equal(cfg.internet_mark, 0x20000);
-	cni_config_free(&cfg);
+	node_config_free(&cfg);
 	assert_int_equal(parse(ACCT("\"internetMark\":\"0x1\""), &cfg, &e), 0);
 	assert_int_equal(cfg.internet_mark, 1);
-	cni_config_free(&cfg);
+	node_config_free(&cfg);
 	assert_int_equal(parse(ACCT("\"internetMark\":\"0xffff0000\""), &cfg, &e), 0);
 	assert_int_equal(cfg.internet_mark, 0xffff0000u);
-	cni_config_free(&cfg);
+	node_config_free(&cfg);
 }
 
 static void t_cooldown_bounds(void **state)
 {
-	struct tg_config cfg;
+	struct node_config cfg;
 	struct tg_err e;
 
 	assert_int_equal(parse(IPAM_STATIC("\"cooldownSeconds\":0"), &cfg, &e), 0);
 	assert_int_equal(cfg.cooldown_ms, 0);
-	cni_config_free(&cfg);
+	node_config_free(&cfg);
 	assert_int_equal(parse(IPAM_STATIC("\"cooldownSeconds\":86400"), &cfg, &e), 0);
 	assert_int_equal(cfg.cooldown_ms, 86400000);
-	cni_config_free(&cfg);
+	node_config_free(&cfg);
 }
 
 static void t_unknown_keys_ignored(void **state)
 {
-	struct tg_config cfg;
+	struct node_config cfg;
 	struct tg_err e;
 	const char *json =
 		"{\"cniVersion\":\"1.1.0\",\"name\":\"net\",\"type\":\"tollgate\","
@@ -563,7 +564,7 @@ static void t_unknown_keys_ignored(void **state)
 	assert_int_equal(e.code, 0);
 	assert_int_equal(cfg.mtu, 0);
 	assert_int_equal(cfg.n_pool, 1);
-	cni_config_free(&cfg);
+	node_config_free(&cfg);
 }
 
 static void t_trailing_whitespace_ok(void **state)
@@ -573,20 +574,20 @@ static void t_trailing_whitespace_ok(void **state)
 
 static void t_empty_input_is_6(void **state)
 {
-	struct tg_config cfg;
+	struct node_config cfg;
 	struct tg_err e;
 
 	memset(&e, 0, sizeof(e));
-	assert_true(cni_config_parse("", 0, CMD_ADD, &cfg, &e) < 0);
+	assert_true(cni_config_read("", 0, CMD_ADD, &cfg, &e) < 0);
 	assert_int_equal(e.code, 6);
-	cni_config_free(&cfg);
+	node_config_free(&cfg);
 }
 
 static void t_over_one_mib_is_6(void **state)
 {
-	struct tg_config cfg;
+	struct node_config cfg;
 	struct tg_err e;
-	size_t len = CNI_STDIN_MAX + 1;
+	size_t len = NODE_CONFIG_MAX + 1;
 	char *big = malloc(len + 1);
 	size_t head = strlen(MINIMAL) - 1; /* without the closing brace */
 
@@ -599,28 +600,28 @@ static void t_over_one_mib_is_6(void **state)
 	big[len - 1] = '}';
 	big[len] = '\0';
 	memset(&e, 0, sizeof(e));
-	assert_true(cni_config_parse(big, len, CMD_ADD, &cfg, &e) < 0);
+	assert_true(cni_config_read(big, len, CMD_ADD, &cfg, &e) < 0);
 	assert_int_equal(e.code, 6);
-	cni_config_free(&cfg);
+	node_config_free(&cfg);
 	free(big);
 }
 
 static void t_len_bounds_the_input(void **state)
 {
-	struct tg_config cfg;
+	struct node_config cfg;
 	struct tg_err e;
 	/* Only `len` bytes are the config: what follows must not be read. */
 	char text[256];
 
 	snprintf(text, sizeof(text), "%s garbage", MINIMAL);
 	memset(&e, 0, sizeof(e));
-	assert_int_equal(cni_config_parse(text, strlen(MINIMAL), CMD_ADD, &cfg, &e), 0);
-	cni_config_free(&cfg);
+	assert_int_equal(cni_config_read(text, strlen(MINIMAL), CMD_ADD, &cfg, &e), 0);
+	node_config_free(&cfg);
 }
 
 static void t_valid_attachments_kept(void **state)
 {
-	struct tg_config cfg;
+	struct node_config cfg;
 	struct tg_err e;
 
 	assert_int_equal(parse_cmd(TOP("\"cni.dev/valid-attachments\":[{\"containerID\":\"abc\",\"ifname\":\"eth0\"}]"),
@@ -628,40 +629,40 @@ static void t_valid_attachments_kept(void **state)
 			 0);
 	assert_non_null(cfg.valid_attachments);
 	assert_int_equal(json_object_array_length(cfg.valid_attachments), 1);
-	cni_config_free(&cfg);
+	node_config_free(&cfg);
 	assert_int_equal(parse_cmd(TOP("\"cni.dev/valid-attachments\":[]"), CMD_GC, &cfg, &e), 0);
 	assert_non_null(cfg.valid_attachments);
 	assert_int_equal(json_object_array_length(cfg.valid_attachments), 0);
-	cni_config_free(&cfg);
+	node_config_free(&cfg);
 }
 
 static void t_free_is_idempotent(void **state)
 {
-	struct tg_config cfg;
+	struct node_config cfg;
 	struct tg_err e;
 
 	assert_int_equal(parse(MINIMAL, &cfg, &e), 0);
-	cni_config_free(&cfg);
+	node_config_free(&cfg);
 	assert_null(cfg.root);
 	assert_null(cfg.pool);
-	cni_config_free(&cfg);
+	node_config_free(&cfg);
 }
 
 static void t_failed_parse_can_be_freed(void **state)
 {
-	struct tg_config cfg;
+	struct node_config cfg;
 	struct tg_err e;
 
 	/* the pool was expanded before the accounting section failed */
 	assert_true(parse(ACCT("\"internetMark\":\"junk\""), &cfg, &e) < 0);
-	cni_config_free(&cfg);
+	node_config_free(&cfg);
 	assert_true(parse("{", &cfg, &e) < 0);
-	cni_config_free(&cfg);
+	node_config_free(&cfg);
 }
 
 static void t_first_error_wins(void **state)
 {
-	struct tg_config cfg;
+	struct node_config cfg;
 	struct tg_err e;
 
 	/* mtu is checked before ipam: its error is reported, not overwritten */
@@ -669,7 +670,7 @@ static void t_first_error_wins(void **state)
 	assert_int_equal(e.code, 7);
 	assert_contains(e.msg, "mtu");
 	assert_null(strstr(e.msg, "ipam"));
-	cni_config_free(&cfg);
+	node_config_free(&cfg);
 }
 
 static void internal_cidrs_config(char *buf, size_t size, int n)
@@ -684,17 +685,17 @@ static void internal_cidrs_config(char *buf, size_t size, int n)
 
 static void t_internal_cidrs_limit(void **state)
 {
-	struct tg_config cfg;
+	struct node_config cfg;
 	struct tg_err e;
 	char json[8192];
 
 	internal_cidrs_config(json, sizeof(json), ACCT_MAX_INTERNAL);
 	assert_int_equal(parse(json, &cfg, &e), 0);
 	assert_int_equal(cfg.n_internal, ACCT_MAX_INTERNAL);
-	cni_config_free(&cfg);
+	node_config_free(&cfg);
 	internal_cidrs_config(json, sizeof(json), ACCT_MAX_INTERNAL + 1);
 	assert_true(parse(json, &cfg, &e) < 0);
-	cni_config_free(&cfg);
+	node_config_free(&cfg);
 	assert_int_equal(e.code, 7);
 	assert_contains(e.msg, "internalCIDRs");
 }
@@ -732,17 +733,17 @@ static void t_null_err_tolerated(void **state)
 	if (pid == 0) {
 		child_default_signals();
 		for (size_t i = 0; i < sizeof(jsons) / sizeof(jsons[0]); i++) {
-			struct tg_config cfg;
+			struct node_config cfg;
 
-			if (cni_config_parse(jsons[i], strlen(jsons[i]), CMD_ADD, &cfg, NULL) >= 0)
+			if (cni_config_read(jsons[i], strlen(jsons[i]), CMD_ADD, &cfg, NULL) >= 0)
 				_exit(10 + (int)i);
-			cni_config_free(&cfg);
+			node_config_free(&cfg);
 		}
 		_exit(0);
 	}
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	if (WIFSIGNALED(status))
-		fail_msg("cni_config_parse(..., e=NULL) crashed with signal %d", WTERMSIG(status));
+		fail_msg("cni_config_read(..., e=NULL) crashed with signal %d", WTERMSIG(status));
 	if (WEXITSTATUS(status) >= 10)
 		fail_msg("config %d accepted", WEXITSTATUS(status) - 10);
 	if (WEXITSTATUS(status) != 0)

@@ -24,7 +24,10 @@
 
 #include "tests/unit/group.h"
 
+#include "ipam/imds.h"
 #include "ipam/ipam.h"
+#include "ipam/pool.h"
+#include "ipam/store.h"
 #include "lib/ip4.h"
 
 #define assert_contains(hay, needle)                                                     \

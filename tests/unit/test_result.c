@@ -74,7 +74,7 @@ static const char *str(json_object *o, const char *key)
 static json_object *render(const char *v)
 {
 	struct cni_add_result r = sample();
-	json_object *res = cni_result_render(v, cni_version_parse(v), &r);
+	json_object *res = cni_result_render(v, node_cni_version(v), &r);
 
 	assert_non_null(res);
 	return res;
@@ -84,11 +84,11 @@ static json_object *render(const char *v)
 
 static void t_version_parse_supported(void **state)
 {
-	assert_int_equal(cni_version_parse("0.3.0"), 300);
-	assert_int_equal(cni_version_parse("0.3.1"), 301);
-	assert_int_equal(cni_version_parse("0.4.0"), 400);
-	assert_int_equal(cni_version_parse("1.0.0"), 10000);
-	assert_int_equal(cni_version_parse("1.1.0"), 10100);
+	assert_int_equal(node_cni_version("0.3.0"), 300);
+	assert_int_equal(node_cni_version("0.3.1"), 301);
+	assert_int_equal(node_cni_version("0.4.0"), 400);
+	assert_int_equal(node_cni_version("1.0.0"), 10000);
+	assert_int_equal(node_cni_version("1.1.0"), 10100);
 }
 
 static void t_version_parse_unsupported(void **state)
@@ -98,9 +98,9 @@ static void t_version_parse_unsupported(void **state)
 					   " 1.1.0", "1.1.0.0", "01.1.0", "1.01.0" };
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		if (cni_version_parse(bad[i]) != -1)
-			fail_msg("cni_version_parse(\"%s\") accepted", bad[i]);
-	assert_int_equal(cni_version_parse(NULL), -1);
+		if (node_cni_version(bad[i]) != -1)
+			fail_msg("node_cni_version(\"%s\") accepted", bad[i]);
+	assert_int_equal(node_cni_version(NULL), -1);
 }
 
 static void t_supported_versions_list(void **state)
@@ -108,14 +108,14 @@ static void t_supported_versions_list(void **state)
 	size_t n = 0;
 	int prev = -1;
 
-	for (; cni_supported_versions[n]; n++) {
-		int v = cni_version_parse(cni_supported_versions[n]);
+	for (; node_cni_versions[n]; n++) {
+		int v = node_cni_version(node_cni_versions[n]);
 
 		assert_true(v > prev);
 		prev = v;
 	}
 	assert_int_equal(n, 5);
-	assert_string_equal(cni_supported_versions[n - 1], CNI_SPEC_VERSION);
+	assert_string_equal(node_cni_versions[n - 1], CNI_SPEC_VERSION);
 }
 
 /* ---- cni_result_render ---- */

@@ -14,6 +14,8 @@
 #include <cmocka.h>
 
 #include "cni/internal.h"
+#include "node/node.h"
+#include "shaper/shaper.h"
 #include "lib/rate.h"
 
 static void t_rate_valid(void **state)
@@ -63,10 +65,10 @@ static void t_rate_format(void **state)
 
 #define BASE "{\"cniVersion\":\"1.1.0\",\"name\":\"n\",\"ipam\":{\"addresses\":[\"10.1.0.1\"]}"
 
-static int parse(const char *json, struct tg_config *cfg, struct tg_err *e)
+static int parse(const char *json, struct node_config *cfg, struct tg_err *e)
 {
 	memset(e, 0, sizeof(*e));
-	return cni_config_parse(json, strlen(json), CMD_ADD, cfg, e);
+	return cni_config_read(json, strlen(json), CMD_ADD, cfg, e);
 }
 
 static void t_shaping_parsed(void **state)
@@ -76,7 +78,7 @@ static void t_shaping_parsed(void **state)
 			   "\"namespaces\":{\"datasets\":\"5G\"}},"
 			   "\"internetIngress\":{\"podDefault\":\"500M\",\"namespaces\":{\"datasets\":\"2G\"}},"
 			   "\"queueLatencyMs\":15}}";
-	struct tg_config cfg;
+	struct node_config cfg;
 	struct tg_err e;
 	struct shaping s;
 
@@ -88,15 +90,15 @@ static void t_shaping_parsed(void **state)
 	assert_int_equal(cfg.shaping.pod_ingress_default, 500000000ULL);
 	assert_int_equal(cfg.shaping.queue_ms, 15);
 	/* The namespace override wins over the default; other namespaces get the default. */
-	cni_shaping_of_request(&cfg, "datasets", &s);
+	node_shaping_request(&cfg, "datasets", &s);
 	assert_int_equal(s.ns_egress_bps, 5000000000ULL);
 	assert_int_equal(s.inet_ingress_bps, 2000000000ULL);
 	assert_int_equal(s.inet_egress_bps, 1000000000ULL);
 	assert_int_equal(s.node_egress_bps, 10000000000ULL);
-	cni_shaping_of_request(&cfg, "research", &s);
+	node_shaping_request(&cfg, "research", &s);
 	assert_int_equal(s.ns_egress_bps, 2000000000ULL);
 	assert_int_equal(s.inet_ingress_bps, 500000000ULL);
-	cni_config_free(&cfg);
+	node_config_free(&cfg);
 }
 
 static void t_bandwidth_any_case(void **state)
@@ -109,7 +111,7 @@ static void t_bandwidth_any_case(void **state)
 	};
 	(void)state;
 	for (size_t i = 0; i < 2; i++) {
-		struct tg_config cfg;
+		struct node_config cfg;
 		struct tg_err e;
 
 		assert_int_equal(parse(spellings[i], &cfg, &e), 0);
@@ -118,7 +120,7 @@ static void t_bandwidth_any_case(void **state)
 		assert_int_equal(cfg.request.egress_bps, 50000000ULL);
 		/* containerd's 2^32-1 bits means "no burst given": derived from the rate */
 		assert_int_equal(cfg.request.egress_burst, 0);
-		cni_config_free(&cfg);
+		node_config_free(&cfg);
 	}
 }
 
@@ -127,7 +129,7 @@ static void t_bandwidth_zero_is_unset(void **state)
 {
 	const char *json = BASE ",\"runtimeConfig\":{\"bandwidth\":{\"IngressRate\":0,"
 			   "\"IngressBurst\":0,\"EgressRate\":30000000,\"EgressBurst\":4294967295}}}";
-	struct tg_config cfg;
+	struct node_config cfg;
 	struct tg_err e;
 
 	(void)state;
@@ -135,7 +137,7 @@ static void t_bandwidth_zero_is_unset(void **state)
 	assert_int_equal(cfg.request.ingress_bps, 0);
 	assert_int_equal(cfg.request.ingress_burst, 0);
 	assert_int_equal(cfg.request.egress_bps, 30000000ULL);
-	cni_config_free(&cfg);
+	node_config_free(&cfg);
 }
 
 static void t_annotations(void **state)
@@ -144,16 +146,16 @@ static void t_annotations(void **state)
 			   "\"runtimeConfig\":{\"io.kubernetes.cri.pod-annotations\":{"
 			   "\"tollgate.io/internet-egress-bandwidth\":\"50M\","
 			   "\"tollgate.io/internet-ingress-bandwidth\":\"20M\",\"other\":\"x\"}}}";
-	struct tg_config cfg;
+	struct node_config cfg;
 	struct tg_err e;
 	struct shaping s;
 
 	(void)state;
 	assert_int_equal(parse(json, &cfg, &e), 0);
-	cni_shaping_of_request(&cfg, "research", &s);
+	node_shaping_request(&cfg, "research", &s);
 	assert_int_equal(s.inet_egress_bps, 50000000ULL);
 	assert_int_equal(s.inet_ingress_bps, 20000000ULL);
-	cni_config_free(&cfg);
+	node_config_free(&cfg);
 }
 
 static void t_bad_inputs(void **state)
@@ -187,14 +189,14 @@ static void t_bad_inputs(void **state)
 	};
 	(void)state;
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		struct tg_config cfg;
+		struct node_config cfg;
 		struct tg_err e;
 		int r = parse(bad[i].json, &cfg, &e);
 
 		if (r == 0 || e.code != CNI_ERR_CONFIG || !strstr(e.msg, bad[i].names))
 			fail_msg("case %zu: r=%d code=%d msg=\"%s\" (want code 7 naming %s)", i, r,
 				 e.code, e.msg, bad[i].names);
-		cni_config_free(&cfg);
+		node_config_free(&cfg);
 	}
 }
 
@@ -215,7 +217,7 @@ static void t_classes(void **state)
 	st.att = a;
 	st.n_att = 3;
 	for (int i = 0; i < 3; i++)
-		assert_int_equal(cni_shaping_classes(&st, &a[i]), 0);
+		assert_int_equal(node_shaping_classes(&st, &a[i]), 0);
 	/* One class per namespace, one per pod, pods above the namespace range. */
 	assert_int_equal(a[0].shaping.ns_class, a[1].shaping.ns_class);
 	assert_int_not_equal(a[0].shaping.ns_class, a[2].shaping.ns_class);
@@ -228,7 +230,7 @@ static void t_classes(void **state)
 	}
 	/* No internet egress cap: no classes. */
 	a[2].shaping.inet_egress_bps = 0;
-	assert_int_equal(cni_shaping_classes(&st, &a[2]), 0);
+	assert_int_equal(node_shaping_classes(&st, &a[2]), 0);
 	assert_int_equal(a[2].shaping.pod_class, 0);
 }
 

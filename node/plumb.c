@@ -23,13 +23,12 @@
 #include <netlink/route/neighbour.h>
 #include <netlink/route/route.h>
 
-#include "cni/internal.h"
+#include "node/internal.h"
 #include "lib/cleanup.h"
 #include "lib/nl.h"
 #include "lib/util.h"
 
-/* One fixed, locally administered MAC for every host end, as Calico does. */
-const uint8_t plumb_host_mac[6] = { 0xee, 0xee, 0xee, 0xee, 0xee, 0xee };
+const uint8_t node_host_mac[6] = { 0xee, 0xee, 0xee, 0xee, 0xee, 0xee };
 
 static uint64_t attachment_hash(const char *container_id, const char *ifname)
 {
@@ -38,13 +37,20 @@ static uint64_t attachment_hash(const char *container_id, const char *ifname)
 	return hash_fnv1a64(ifname, strlen(ifname), h);
 }
 
-void plumb_host_veth_name(const char *container_id, const char *ifname, char ret[IFNAMSIZ])
+void node_veth_name(const char *container_id, const char *ifname, char ret[IFNAMSIZ])
 {
 	snprintf(ret, IFNAMSIZ, "tg%012llx",
 		 (unsigned long long)(attachment_hash(container_id, ifname) & 0xffffffffffffULL));
 }
 
-void plumb_pod_mac(const char *container_id, const char *ifname, uint8_t ret[6])
+bool node_is_veth_name(const char *name)
+{
+	size_t n = strlen(name);
+
+	return n == 14 && strncmp(name, "tg", 2) == 0 && strspn(name + 2, "0123456789abcdef") == 12;
+}
+
+void node_pod_mac(const char *container_id, const char *ifname, uint8_t ret[6])
 {
 	uint64_t h = attachment_hash(container_id, ifname) >> 16;
 
@@ -54,32 +60,33 @@ void plumb_pod_mac(const char *container_id, const char *ifname, uint8_t ret[6])
 }
 
 
-int cni_uplink_mtu(struct nl_sock *sk, const char *uplink, int *ret, int *ret_ifindex,
-		     struct tg_err *e)
+int node_uplink(struct nl_sock *sk, const struct node_config *cfg, struct node_uplink *ret,
+		struct tg_err *e)
 {
 	struct rtnl_link *link = NULL;
 	int ifindex = 0, r;
 
-	*ret_ifindex = 0;
-	if (uplink[0]) {
-		r = rtnl_link_get_kernel(sk, 0, uplink, &link);
+	memset(ret, 0, sizeof(*ret));
+	ret->mtu = cfg->mtu ? cfg->mtu : 1500;
+	if (cfg->uplink[0]) {
+		r = rtnl_link_get_kernel(sk, 0, cfg->uplink, &link);
 		if (r == -NLE_NODEV || r == -NLE_OBJ_NOTFOUND)
 			return tg_fail(e, CNI_ERR_CONFIG, -ENODEV,
-				       "uplink \"%s\" does not exist on this node", uplink);
+				       "uplink \"%s\" does not exist on this node", cfg->uplink);
 		if (r < 0)
-			return tg_fail_nl(e, r, "cannot read uplink \"%s\"", uplink);
+			return tg_fail_nl(e, r, "cannot read uplink \"%s\"", cfg->uplink);
 	} else {
-		/* No uplink configured: the interface of the default route, else 1500. */
-		if (nl_default_route_ifindex(sk, &ifindex) < 0 || ifindex == 0) {
-			*ret = 1500;
-			return 0; /* and no uplink */
-		}
+		/* No uplink configured: the interface of the default route, else none. */
+		if (nl_default_route_ifindex(sk, &ifindex) < 0 || ifindex == 0)
+			return 0;
 		r = rtnl_link_get_kernel(sk, ifindex, NULL, &link);
 		if (r < 0)
 			return tg_fail_nl(e, r, "%s", "cannot read the default route's interface");
 	}
-	*ret = (int)rtnl_link_get_mtu(link);
-	*ret_ifindex = rtnl_link_get_ifindex(link);
+	if (!cfg->mtu)
+		ret->mtu = (int)rtnl_link_get_mtu(link);
+	ret->ifindex = rtnl_link_get_ifindex(link);
+	snprintf(ret->name, sizeof(ret->name), "%s", rtnl_link_get_name(link));
 	rtnl_link_put(link);
 	return 0;
 }
@@ -175,7 +182,7 @@ static int create_veth(struct nl_sock *sk, const struct plumb_req *rq)
 {
 	struct rtnl_link *veth = rtnl_link_veth_alloc();
 	struct rtnl_link *peer;
-	struct nl_addr *hmac = nl_addr_build(AF_LLC, plumb_host_mac, 6);
+	struct nl_addr *hmac = nl_addr_build(AF_LLC, node_host_mac, 6);
 	struct nl_addr *pmac = nl_addr_build(AF_LLC, rq->pod_mac, 6);
 	int r = -NLE_NOMEM;
 
@@ -246,11 +253,11 @@ static int pod_side(const struct plumb_req *rq, struct tg_err *e)
 		r = tg_fail_nl(e, r, "cannot add the pod address on %s", rq->pod_ifname);
 		goto out;
 	}
-	r = add_neigh(sk, ifindex, TG_GATEWAY, plumb_host_mac);
+	r = add_neigh(sk, ifindex, NODE_GATEWAY, node_host_mac);
 	if (r == 0)
-		r = add_route(sk, ifindex, TG_GATEWAY, 32, 0, RT_SCOPE_LINK);
+		r = add_route(sk, ifindex, NODE_GATEWAY, 32, 0, RT_SCOPE_LINK);
 	if (r == 0)
-		r = add_route(sk, ifindex, 0, 0, TG_GATEWAY, RT_SCOPE_UNIVERSE);
+		r = add_route(sk, ifindex, 0, 0, NODE_GATEWAY, RT_SCOPE_UNIVERSE);
 	if (r < 0)
 		r = tg_fail_nl(e, r, "cannot add the pod's gateway routes on %s", rq->pod_ifname);
 out:
@@ -411,7 +418,7 @@ int plumb_check(struct nl_sock *sk, const struct plumb_req *rq, struct tg_err *e
 		r = drift(e, "pod interface %s is down", rq->pod_ifname);
 	else if (!has_addr(psk, pidx, rq->ip))
 		r = drift(e, "pod address %s/32 is missing on %s", ip, rq->pod_ifname);
-	else if (!has_route(psk, pidx, 0, 0, TG_GATEWAY))
+	else if (!has_route(psk, pidx, 0, 0, NODE_GATEWAY))
 		r = drift(e, "the pod's default route via 169.254.1.1 dev %s is missing",
 			  rq->pod_ifname);
 	nl_socket_free(psk);

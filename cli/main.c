@@ -24,13 +24,16 @@
 #include <netlink/route/route.h>
 
 #include "accounting/accounting.h"
-#include "cni/config.h"
+#include "ipam/imds.h"
 #include "ipam/ipam.h"
+#include "ipam/pool.h"
+#include "ipam/store.h"
 #include "lib/cleanup.h"
 #include "lib/ip4.h"
 #include "lib/nl.h"
 #include "lib/rate.h"
 #include "lib/util.h"
+#include "node/node.h"
 #include "shaper/shaper.h"
 
 #define EXIT_PROBLEMS 1
@@ -49,7 +52,7 @@ struct cli {
 	bool fix;
 	int64_t cooldown_ms;
 	json_object *exclude;
-	struct tg_config cfg;
+	struct node_config cfg;
 	struct ipam_store store;
 	struct ipam_state state;
 };
@@ -167,14 +170,12 @@ static void format_age(int64_t secs, char *buf, size_t size)
 static int load(struct cli *c, char *err, size_t err_size)
 {
 	struct tg_err e = { 0 };
-	struct ipam_store ro = { .lock_fd = -1 };
+	struct ipam_store ro;
 
-	if ((size_t)snprintf(ro.dir, sizeof(ro.dir), "%s/%s", c->data_dir, c->network) >=
-	    sizeof(ro.dir) - 16) {
+	if (ipam_store_open_readonly(&ro, c->data_dir, c->network, &e) < 0) {
 		snprintf(err, err_size, "--data-dir is too long");
 		return -ENAMETOOLONG;
 	}
-	snprintf(ro.path, sizeof(ro.path), "%s/state.json", ro.dir);
 	if (ipam_store_load(&ro, &c->state, &e) < 0) {
 		snprintf(err, err_size, "%s", e.msg);
 		return -EIO;
@@ -283,7 +284,7 @@ static int kview_load(struct kview *k, const char *uplink)
 		struct rtnl_link *l = (struct rtnl_link *)o;
 		const char *name = rtnl_link_get_name(l), *type = rtnl_link_get_type(l);
 
-		if (name && strncmp(name, "tg", 2) == 0 && strlen(name) == 14 && type &&
+		if (name && node_is_veth_name(name) && type &&
 		    strcmp(type, "veth") == 0) {
 			snprintf(k->veths[k->n_veths].name, IFNAMSIZ, "%s", name);
 			k->veths[k->n_veths++].ifindex = rtnl_link_get_ifindex(l);
@@ -569,13 +570,14 @@ static int verb_show(struct cli *c, const char *key)
 	json_object_object_add(o, "kernel", k);
 	{
 		struct shaping sp = a->shaping;
-		struct shaper_stats stats[4];
+		struct shaper_class classes[SHAPER_POD_CLASSES_MAX];
+		struct shaper_stats stats[SHAPER_POD_CLASSES_MAX];
 		struct nl_sock *sk = NULL;
 		json_object *sh = shaping_json(&a->shaping), *sa = json_object_new_array();
 		int n = 0;
 
 		if (shaping_any(&sp) && nl_route_open(&sk) == 0) {
-			n = shaper_pod_stats(sk, a->host_veth, &sp, stats, 4);
+			n = shaper_pod_stats(sk, a->host_veth, &sp, classes, stats);
 			nl_socket_free(sk);
 		}
 		for (int i = 0; i < n; i++) {
@@ -584,7 +586,10 @@ static int verb_show(struct cli *c, const char *key)
 
 			snprintf(cls, sizeof(cls), "%x:%x", stats[i].classid >> 16,
 				 stats[i].classid & 0xffff);
-			json_object_object_add(so, "device", json_object_new_string(stats[i].where));
+			json_object_object_add(so, "device", json_object_new_string(classes[i].dev));
+			json_object_object_add(so, "direction",
+					       json_object_new_string(classes[i].direction));
+			json_object_object_add(so, "traffic", json_object_new_string(classes[i].traffic));
 			json_object_object_add(so, "class", json_object_new_string(cls));
 			json_object_object_add(so, "ceil", json_object_new_int64((int64_t)stats[i].ceil_bps));
 			json_object_object_add(so, "bytes", json_object_new_int64((int64_t)stats[i].bytes));
@@ -638,11 +643,11 @@ static int verb_show(struct cli *c, const char *key)
 	return rc;
 }
 
-/* What the plugin's GC does for one attachment: its kernel objects go (see cni_teardown). */
+/* What the plugin's GC does for one attachment: its kernel objects go (node_pod_del). */
 static int teardown(struct nl_sock *sk, const struct ipam_attachment *a)
 {
 	struct tg_err e = { 0 };
-	int r = sk ? cni_teardown(sk, a, &e) : -ENOTCONN;
+	int r = sk ? node_pod_del(sk, a, &e) : -ENOTCONN;
 
 	if (r < 0)
 		fprintf(stderr, "tollgate-ipam: %s: %s\n", a->container_id,
@@ -1001,15 +1006,9 @@ static void print_command(const char *lead, const char *cmd)
 /* doctor --fix: puts the table back with every pod of the store (needs the config). */
 static int doctor_fix(struct cli *c)
 {
-	struct acct_config acct = cni_config_acct(&c->cfg);
-	struct acct_pod *all = cni_acct_pods(&c->state);
 	struct tg_err e = { 0 };
-	int r;
+	int r = node_table_rebuild(&c->cfg, &c->state, &e);
 
-	if (!all)
-		return -ENOMEM;
-	r = acct_rebuild(&acct, all, c->state.n_att, &e);
-	free(all);
 	if (r < 0)
 		fprintf(stderr, "tollgate-ipam: %s\n", e.msg);
 	return r;
@@ -1190,11 +1189,11 @@ static int verb_reshape(struct cli *c, bool dry_run)
 {
 	_cleanup_json_ json_object *arr = json_object_new_array();
 	_cleanup_free_ struct shaping *before = NULL;
-	struct acct_config acct = cni_config_acct(&c->cfg);
+	struct node_uplink up = { .mtu = c->cfg.mtu ? c->cfg.mtu : 1500 };
 	struct nl_sock *sk = NULL;
 	struct tg_err e = { 0 };
 	size_t i, changed = 0;
-	int rc = 0, mtu = c->cfg.mtu, uplink = 0;
+	int rc = 0;
 
 	if (ipam_store_lock(&c->store, &e) < 0)
 		goto fail;
@@ -1208,8 +1207,8 @@ static int verb_reshape(struct cli *c, bool dry_run)
 		struct ipam_attachment *a = &c->state.att[i];
 
 		before[i] = a->shaping;
-		cni_shaping_resolve(&c->cfg, a->k8s_namespace, &a->shaping);
-		if (cni_shaping_classes(&c->state, a) < 0) {
+		node_shaping_resolve(&c->cfg, a->k8s_namespace, &a->shaping);
+		if (node_shaping_classes(&c->state, a) < 0) {
 			tg_fail(&e, CNI_ERR_IO, -ENOSPC, "no free uplink class for %s/%s",
 				a->k8s_namespace, a->pod);
 			goto fail;
@@ -1225,7 +1224,7 @@ static int verb_reshape(struct cli *c, bool dry_run)
 		return EXIT_PROBLEMS;
 	}
 	/* Bursts and quanta are sized for the uplink's MTU, as ADD sized them. */
-	if (sk && !mtu && cni_uplink_mtu(sk, c->cfg.uplink, &mtu, &uplink, &e) < 0) {
+	if (sk && node_uplink(sk, &c->cfg, &up, &e) < 0) {
 		fprintf(stderr, "tollgate-ipam: %s\n", e.msg);
 		nl_socket_free(sk);
 		return EXIT_PROBLEMS;
@@ -1241,23 +1240,10 @@ static int verb_reshape(struct cli *c, bool dry_run)
 		json_object_array_add(arr, o);
 		if (!diff || dry_run)
 			continue;
-		{
-			struct shaping old = before[i];
-			struct shaping now = a->shaping;
-
-			/* Old classes out, new ones in: a pod is unshaped for a few ms at most. */
-			if (old.pod_class && old.pod_class != now.pod_class)
-				shaper_pod_del(sk, a->host_veth, &old, NULL);
-			if (shaper_pod_reset(sk, a->host_veth, &e) < 0 ||
-			    (!now.egress_bps && shaper_pod_del(sk, a->host_veth, NULL, &e) < 0) ||
-			    (shaping_any(&now) &&
-			     shaper_pod_add(sk, a->host_veth, c->cfg.uplink, &now, c->cfg.internal,
-					    c->cfg.n_internal, c->cfg.shaping.queue_ms, mtu, &e) < 0)) {
-				fprintf(stderr, "tollgate-ipam: %s/%s: %s\n", a->k8s_namespace, a->pod,
-					e.msg);
-				memset(&e, 0, sizeof(e));
-				rc = EXIT_PROBLEMS;
-			}
+		if (node_pod_reshape(sk, &c->cfg, &up, a, &before[i], &e) < 0) {
+			fprintf(stderr, "tollgate-ipam: %s/%s: %s\n", a->k8s_namespace, a->pod, e.msg);
+			memset(&e, 0, sizeof(e));
+			rc = EXIT_PROBLEMS;
 		}
 		shaping_line(&a->shaping, line, sizeof(line));
 		/* The pod, then its shaping indented: names of 63 characters fit 100 columns. */
@@ -1266,13 +1252,10 @@ static int verb_reshape(struct cli *c, bool dry_run)
 	}
 	if (!dry_run && changed) {
 		/* The pods' class elements (and the rest of the table) as the store now says. */
-		struct acct_pod *all = cni_acct_pods(&c->state);
-
-		if (!all || acct_rebuild(&acct, all, c->state.n_att, &e) < 0) {
-			fprintf(stderr, "tollgate-ipam: %s\n", e.msg[0] ? e.msg : "out of memory");
+		if (node_table_rebuild(&c->cfg, &c->state, &e) < 0) {
+			fprintf(stderr, "tollgate-ipam: %s\n", e.msg);
 			rc = EXIT_PROBLEMS;
 		}
-		free(all);
 	}
 	if (sk)
 		nl_socket_free(sk);
@@ -1298,7 +1281,7 @@ static int apply_config(struct cli *c, bool net_set, bool dir_set)
 {
 	struct tg_err e = { 0 };
 
-	if (cni_config_load_file(c->config_path, &c->cfg, &e) < 0) {
+	if (node_config_load_file(c->config_path, &c->cfg, &e) < 0) {
 		fprintf(stderr, "tollgate-ipam: --config %s: %s\n", c->config_path, e.msg);
 		return -EINVAL;
 	}
@@ -1428,7 +1411,7 @@ int main(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	if (c.config_path && apply_config(&c, net_set, dir_set) < 0) {
-		cni_config_free(&c.cfg);
+		node_config_free(&c.cfg);
 		return EXIT_USAGE;
 	}
 	if (!c.imds_url)
@@ -1436,12 +1419,12 @@ int main(int argc, char **argv)
 	if (!name_is_safe(c.network, TG_NETWORK_NAME_MAX)) {
 		fprintf(stderr, "tollgate-ipam: --network \"%s\" is not a valid network name\n",
 			c.network);
-		cni_config_free(&c.cfg);
+		node_config_free(&c.cfg);
 		return EXIT_USAGE;
 	}
 	if (verb_is(verb, "reshape") && !c.config_path) {
 		fputs("tollgate-ipam: reshape needs --config (the policy to apply)\n", stderr);
-		cni_config_free(&c.cfg);
+		node_config_free(&c.cfg);
 		return EXIT_USAGE;
 	}
 	if (verb_is(verb, "sync") || verb_is(verb, "release") || verb_is(verb, "gc") ||
@@ -1450,7 +1433,7 @@ int main(int argc, char **argv)
 
 		if (ipam_store_open(&c.store, c.data_dir, c.network, &e) < 0) {
 			fprintf(stderr, "tollgate-ipam: %s\n", e.msg);
-			cni_config_free(&c.cfg);
+			node_config_free(&c.cfg);
 			return EXIT_PROBLEMS;
 		}
 	}
@@ -1458,7 +1441,7 @@ int main(int argc, char **argv)
 		store_ok = false;
 		if (!verb_is(verb, "doctor")) {
 			fprintf(stderr, "tollgate-ipam: %s\n", store_error);
-			cni_config_free(&c.cfg);
+			node_config_free(&c.cfg);
 			ipam_store_close(&c.store);
 			return EXIT_PROBLEMS;
 		}
@@ -1481,6 +1464,6 @@ int main(int argc, char **argv)
 		rc = verb_doctor(&c, store_ok, store_error);
 	ipam_state_free(&c.state);
 	ipam_store_close(&c.store);
-	cni_config_free(&c.cfg);
+	node_config_free(&c.cfg);
 	return rc;
 }

@@ -1,29 +1,26 @@
 // SPDX-License-Identifier: Apache-2.0
-/*
- * The network configuration on stdin. Every key is checked before the first
- * kernel change; unknown keys are ignored (CNI convention), a known key of the
- * wrong type or with an invalid value is error 7 naming the key.
- */
+/* The network configuration: see node/config.h. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cni/internal.h"
+#include "node/config.h"
 #include "ipam/ipam.h"
+#include "ipam/pool.h"
 #include "lib/cleanup.h"
 #include "lib/jsonx.h"
 #include "lib/rate.h"
 #include "lib/util.h"
 
-const char *const cni_supported_versions[] = { "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0", NULL };
+const char *const node_cni_versions[] = { "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0", NULL };
 
-int cni_version_parse(const char *v)
+int node_cni_version(const char *v)
 {
 	static const int codes[] = { 300, 301, 400, 10000, 10100 };
 
-	for (size_t i = 0; cni_supported_versions[i]; i++)
-		if (v && strcmp(v, cni_supported_versions[i]) == 0)
+	for (size_t i = 0; node_cni_versions[i]; i++)
+		if (v && strcmp(v, node_cni_versions[i]) == 0)
 			return codes[i];
 	return -1;
 }
@@ -55,7 +52,7 @@ static int cmp_cidr(const void *a, const void *b)
 	return x->net < y->net ? -1 : x->net > y->net;
 }
 
-static int parse_internal(json_object *root, struct tg_config *cfg, struct tg_err *e)
+static int parse_internal(json_object *root, struct node_config *cfg, struct tg_err *e)
 {
 	json_object *arr = NULL;
 	size_t i, n;
@@ -98,8 +95,7 @@ static int parse_internal(json_object *root, struct tg_config *cfg, struct tg_er
 	return 0;
 }
 
-static int parse_ipam(json_object *root, enum cni_cmd cmd, struct tg_config *cfg,
-		      struct tg_err *e)
+static int parse_ipam(json_object *root, struct node_config *cfg, struct tg_err *e)
 {
 	json_object *ipam = NULL, *addresses = NULL, *exclude = NULL;
 	const char *source = NULL;
@@ -152,11 +148,10 @@ static int parse_ipam(json_object *root, enum cni_cmd cmd, struct tg_config *cfg
 		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
 			       "ipam.source \"%.32s\" is not \"static\" or \"imds\"", source);
 	}
-	(void)cmd;
 	return 0;
 }
 
-static int parse_accounting(json_object *root, struct tg_config *cfg, struct tg_err *e)
+static int parse_accounting(json_object *root, struct node_config *cfg, struct tg_err *e)
 {
 	json_object *acct = NULL, *mark;
 	int r;
@@ -233,7 +228,7 @@ static int check_rate_map(json_object *o, const char *where, struct tg_err *e)
 	return 0;
 }
 
-static int parse_shaping(json_object *root, struct tg_config *cfg, struct tg_err *e)
+static int parse_shaping(json_object *root, struct node_config *cfg, struct tg_err *e)
 {
 	json_object *sh = NULL, *eg = NULL, *in = NULL;
 	int64_t q = 20;
@@ -318,7 +313,7 @@ static int bw_pair(json_object *bw, const char *rate_key, const char *burst_key,
 	return 0;
 }
 
-static int parse_runtime(struct tg_config *cfg, struct tg_err *e)
+static int parse_runtime(struct node_config *cfg, struct tg_err *e)
 {
 	json_object *bw = jx_get_nocase(cfg->runtime_config, "bandwidth");
 	json_object *ann = jx_get_nocase(cfg->runtime_config, "io.kubernetes.cri.pod-annotations");
@@ -357,7 +352,7 @@ static int parse_runtime(struct tg_config *cfg, struct tg_err *e)
 	return 0;
 }
 
-static int parse_gc_list(json_object *root, struct tg_config *cfg, struct tg_err *e)
+static int parse_gc_list(json_object *root, struct node_config *cfg, struct tg_err *e)
 {
 	json_object *arr;
 	size_t i, n;
@@ -385,21 +380,18 @@ static int parse_gc_list(json_object *root, struct tg_config *cfg, struct tg_err
 	return 0;
 }
 
-int cni_config_parse(const char *text, size_t len, enum cni_cmd cmd, struct tg_config *cfg,
-		     struct tg_err *e)
+int node_config_decode(const char *text, size_t len, struct node_config *cfg, struct tg_err *e)
 {
 	json_tokener *tok;
 	json_object *root;
-	const char *uplink = NULL;
-	int64_t mtu = 0;
 	int r;
 
 	memset(cfg, 0, sizeof(*cfg));
 	if (len == 0)
 		return tg_fail(e, CNI_ERR_DECODE, -ENODATA, "no network configuration on stdin");
-	if (len > CNI_STDIN_MAX)
+	if (len > NODE_CONFIG_MAX)
 		return tg_fail(e, CNI_ERR_DECODE, -E2BIG,
-			       "the network configuration is larger than %d bytes", CNI_STDIN_MAX);
+			       "the network configuration is larger than %d bytes", NODE_CONFIG_MAX);
 	tok = json_tokener_new();
 	if (!tok)
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
@@ -432,22 +424,21 @@ int cni_config_parse(const char *text, size_t len, enum cni_cmd cmd, struct tg_c
 		return r;
 	if (r == 0)
 		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL, "cniVersion is missing");
-	cfg->version = cni_version_parse(cfg->cni_version);
+	cfg->version = node_cni_version(cfg->cni_version);
 	if (cfg->version < 0)
 		return tg_fail(e, CNI_ERR_VERSION, -EPROTONOSUPPORT,
 			       "cniVersion \"%.32s\" is not supported (supported: 0.3.0, 0.3.1, "
 			       "0.4.0, 1.0.0, 1.1.0)",
 			       cfg->cni_version);
-	if (cmd == CMD_VERSION)
-		return 0;
-	if (cmd == CMD_CHECK && cfg->version < 400)
-		return tg_fail(e, CNI_ERR_VERSION, -EPROTONOSUPPORT,
-			       "CHECK needs cniVersion 0.4.0 or later, the config says %s",
-			       cfg->cni_version);
-	if ((cmd == CMD_STATUS || cmd == CMD_GC) && cfg->version < 10100)
-		return tg_fail(e, CNI_ERR_VERSION, -EPROTONOSUPPORT,
-			       "%s needs cniVersion 1.1.0, the config says %s",
-			       cmd == CMD_GC ? "GC" : "STATUS", cfg->cni_version);
+	return 0;
+}
+
+int node_config_parse(struct node_config *cfg, struct tg_err *e)
+{
+	json_object *root = cfg->root;
+	const char *uplink = NULL;
+	int64_t mtu = 0;
+	int r;
 
 	if ((r = jx_string(root, "", "name", &cfg->name, e)) < 0)
 		return r;
@@ -476,7 +467,7 @@ int cni_config_parse(const char *text, size_t len, enum cni_cmd cmd, struct tg_c
 	if (copy_path(root, "dataDir", cfg->data_dir, sizeof(cfg->data_dir), "/run/tollgate", e) < 0 ||
 	    copy_path(root, "logFile", cfg->log_file, sizeof(cfg->log_file), NULL, e) < 0)
 		return -EINVAL;
-	if ((r = parse_ipam(root, cmd, cfg, e)) < 0)
+	if ((r = parse_ipam(root, cfg, e)) < 0)
 		return r;
 	if ((r = parse_accounting(root, cfg, e)) < 0)
 		return r;
@@ -494,7 +485,7 @@ int cni_config_parse(const char *text, size_t len, enum cni_cmd cmd, struct tg_c
 	return 0;
 }
 
-void cni_config_free(struct tg_config *cfg)
+void node_config_free(struct node_config *cfg)
 {
 	free(cfg->pool);
 	if (cfg->root)
@@ -502,7 +493,7 @@ void cni_config_free(struct tg_config *cfg)
 	memset(cfg, 0, sizeof(*cfg));
 }
 
-int cni_config_load_file(const char *path, struct tg_config *cfg, struct tg_err *e)
+int node_config_load_file(const char *path, struct node_config *cfg, struct tg_err *e)
 {
 	_cleanup_json_ json_object *root = json_object_from_file(path);
 	json_object *plugins, *entry = NULL, *v;
@@ -535,42 +526,12 @@ int cni_config_load_file(const char *path, struct tg_config *cfg, struct tg_err 
 	}
 	text = json_object_to_json_string_ext(entry, JSON_C_TO_STRING_PLAIN);
 	{
-		int r = cni_config_parse(text, strlen(text), CMD_ADD, cfg, e);
+		int r = node_config_decode(text, strlen(text), cfg, e);
+
+		if (r == 0)
+			r = node_config_parse(cfg, e);
 
 		json_object_put(entry);
 		return r;
 	}
-}
-
-struct acct_config cni_config_acct(const struct tg_config *cfg)
-{
-	struct acct_config a = {
-		.internal = cfg->internal,
-		.n_internal = cfg->n_internal,
-		.masquerade = cfg->masquerade,
-		.enabled = cfg->acct_enabled,
-		.per_pod = cfg->acct_per_pod,
-		.internet_mark = cfg->internet_mark,
-	};
-	return a;
-}
-
-struct acct_pod cni_acct_pod(const struct ipam_attachment *a)
-{
-	struct acct_pod p = {
-		.ip = a->ip,
-		.k8s_namespace = a->k8s_namespace,
-		.host_veth = a->host_veth,
-		.egress_classid = a->shaping.pod_class ? (1u << 16) | a->shaping.pod_class : 0,
-	};
-	return p;
-}
-
-struct acct_pod *cni_acct_pods(const struct ipam_state *st)
-{
-	struct acct_pod *all = calloc(st->n_att + 1, sizeof(*all));
-
-	for (size_t i = 0; all && i < st->n_att; i++)
-		all[i] = cni_acct_pod(&st->att[i]);
-	return all;
 }

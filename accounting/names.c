@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: Apache-2.0
+/* Counter names: written when the table is declared, read back by the exporter. */
+#include <stdio.h>
+#include <string.h>
+
+#include "accounting/accounting.h"
+
+const char *const acct_class_names[ACCT_CLASSES] = {
+	"egress_internal", "egress_internet", "ingress_internal", "ingress_internet",
+};
+const char *const acct_class_direction[ACCT_CLASSES] = { "egress", "egress", "ingress",
+							 "ingress" };
+const char *const acct_class_traffic[ACCT_CLASSES] = { "internal", "internet", "internal",
+						       "internet" };
+
+void acct_ns_counter_name(const char *k8s_namespace, enum acct_class c,
+			  char ret[ACCT_COUNTER_NAME_MAX])
+{
+	/* Namespaces are DNS labels: no '_', so the name splits back unambiguously. */
+	snprintf(ret, ACCT_COUNTER_NAME_MAX, "ns_%s_%s", k8s_namespace, acct_class_names[c]);
+}
+
+void acct_pod_counter_name(const char *host_veth, enum acct_class c,
+			   char ret[ACCT_COUNTER_NAME_MAX])
+{
+	snprintf(ret, ACCT_COUNTER_NAME_MAX, "pod_%s_%s", host_veth, acct_class_names[c]);
+}
+
+void acct_host_counter_name(enum acct_class c, char ret[ACCT_COUNTER_NAME_MAX])
+{
+	snprintf(ret, ACCT_COUNTER_NAME_MAX, "host_%s", acct_class_names[c]);
+}
+
+/* "<prefix><middle>_<class>": the middle into ret, the class into *cls. */
+static bool split(const char *name, size_t nlen, const char *prefix,
+		  char ret[ACCT_COUNTER_NAME_MAX], enum acct_class *cls)
+{
+	size_t plen = strlen(prefix);
+
+	if (nlen < plen || memcmp(name, prefix, plen) != 0)
+		return false;
+	for (int c = 0; c < ACCT_CLASSES; c++) {
+		size_t clen = strlen(acct_class_names[c]), mlen;
+
+		if (nlen < plen + clen + 1 || name[nlen - clen - 1] != '_' ||
+		    memcmp(name + nlen - clen, acct_class_names[c], clen) != 0)
+			continue;
+		mlen = nlen - plen - clen - 1;
+		if (mlen >= ACCT_COUNTER_NAME_MAX)
+			return false;
+		memcpy(ret, name + plen, mlen);
+		ret[mlen] = '\0';
+		*cls = (enum acct_class)c;
+		return true;
+	}
+	return false;
+}
+
+enum acct_owner acct_counter_parse(const char *name, size_t name_len,
+				   char ret_owner[ACCT_COUNTER_NAME_MAX], enum acct_class *ret_class)
+{
+	if (split(name, name_len, "ns_", ret_owner, ret_class))
+		return ACCT_OWNER_NAMESPACE;
+	if (split(name, name_len, "pod_", ret_owner, ret_class))
+		return ACCT_OWNER_POD;
+	/* "host_<class>" splits as prefix "host", an empty middle. */
+	if (split(name, name_len, "host", ret_owner, ret_class) && !ret_owner[0])
+		return ACCT_OWNER_HOST;
+	return ACCT_OWNER_NONE;
+}

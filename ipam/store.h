@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef TG_IPAM_STORE_H
+#define TG_IPAM_STORE_H
+
+/*
+ * The store: <dataDir>/<network>/state.json, written atomically (temp file,
+ * fsync off tmpfs, rename) under an exclusive flock on <dataDir>/<network>/lock;
+ * readers need no lock. The format carries a version number.
+ */
+
+#include <stdbool.h>
+#include <json-c/json.h>
+
+#include "ipam/ipam.h"
+#include "lib/err.h"
+
+
+/* ---- serialisation ---- */
+
+json_object *ipam_state_to_json(const struct ipam_state *st);
+int ipam_state_from_json(json_object *root, struct ipam_state *st, struct tg_err *e);
+
+/* ---- the store: <dataDir>/<network>/{state.json,lock} ---- */
+
+struct ipam_store {
+	char dir[4096];
+	char path[4096 + 32];
+	int lock_fd;
+	bool durable;			/* fsync needed: not on tmpfs */
+	bool locked;
+};
+
+/* Opens the store for writing (creates its directory, 0700, and lock file). */
+int ipam_store_open(struct ipam_store *s, const char *data_dir, const char *network,
+		    struct tg_err *e);
+/* Opens an existing store for reading only: creates nothing, takes no lock. */
+int ipam_store_open_readonly(struct ipam_store *s, const char *data_dir, const char *network,
+			     struct tg_err *e);
+void ipam_store_close(struct ipam_store *s);
+int ipam_store_lock(struct ipam_store *s, struct tg_err *e);
+void ipam_store_unlock(struct ipam_store *s);
+/* Missing file: an empty state. Corrupt file: CNI code 5, never replaced. */
+int ipam_store_load(const struct ipam_store *s, struct ipam_state *st, struct tg_err *e);
+int ipam_store_save(struct ipam_store *s, const struct ipam_state *st, struct tg_err *e);
+
+/*
+ * lock, load, fn, save (when fn returns > 0: it changed the state), unlock.
+ * fn only edits the state in memory: nothing slow runs under the lock.
+ */
+typedef int (*ipam_update_fn)(struct ipam_state *st, void *ctx, struct tg_err *e);
+int ipam_store_update(struct ipam_store *s, struct ipam_state *st, ipam_update_fn fn, void *ctx,
+		      struct tg_err *e);
+
+#endif

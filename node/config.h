@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef TG_NODE_CONFIG_H
+#define TG_NODE_CONFIG_H
+
+/*
+ * The network configuration: the plugin reads it from stdin, tollgate-ipam
+ * (and the node agent) from a conflist: one parser for all of them. Every
+ * key is checked before anything is changed; unknown keys are ignored (CNI
+ * convention), a known key of the wrong type or with an invalid value is
+ * error 7 naming the key.
+ */
+
+#include <limits.h>
+#include <net/if.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <json-c/json.h>
+
+#include "accounting/accounting.h"
+#include "lib/err.h"
+#include "lib/ip4.h"
+#include "lib/shaping.h"
+
+#define NODE_CONFIG_MAX (1 << 20)	/* bytes of one network configuration */
+#define TG_NETWORK_NAME_MAX 128
+
+/* The CNI versions Tollgate speaks, oldest first, NULL-terminated. */
+extern const char *const node_cni_versions[];
+/* Encodes "a.b.c" as a*10000+b*100+c; -1 when not a version Tollgate speaks. */
+int node_cni_version(const char *v);
+
+enum ipam_source { IPAM_SOURCE_STATIC, IPAM_SOURCE_IMDS };
+
+/* shaping.* : the internet caps of pods, namespaces and the node; bits/s, 0 = none. */
+struct shaping_policy {
+	uint64_t node_egress;		/* internetEgress.node */
+	uint64_t ns_egress_default;	/* internetEgress.namespaceDefault */
+	uint64_t pod_egress_default;	/* internetEgress.podDefault */
+	json_object *ns_egress;		/* internetEgress.namespaces {ns: rate}, validated */
+	uint64_t pod_ingress_default;	/* internetIngress.podDefault */
+	json_object *ns_ingress;	/* internetIngress.namespaces: per-pod cap in that namespace */
+	uint32_t queue_ms;		/* queueLatencyMs: leaf queues hold this much at the rate */
+};
+
+struct node_config {
+	json_object *root;		/* owns every json_object below */
+	const char *cni_version;
+	int version;			/* node_cni_version(cni_version) */
+	const char *name;
+	int mtu;			/* 0: the uplink's */
+	char uplink[IFNAMSIZ];		/* "": the default route's interface */
+	struct cidr4 internal[ACCT_MAX_INTERNAL];
+	size_t n_internal;
+	bool masquerade;
+	char data_dir[PATH_MAX];
+	char log_file[PATH_MAX];
+	enum ipam_source source;
+	const char *imds_url;
+	json_object *exclude;		/* ipam.exclude as given */
+	uint32_t *pool;			/* static source: the expanded address list */
+	size_t n_pool;
+	int64_t cooldown_ms;
+	bool acct_enabled, acct_per_pod;
+	uint32_t internet_mark;
+	struct shaping_policy shaping;
+	/* runtimeConfig.bandwidth and the pod's annotations (its caps are resolved per namespace) */
+	struct shaping request;
+	json_object *prev_result;
+	json_object *runtime_config;
+	json_object *valid_attachments;
+};
+
+/*
+ * Two steps, so that the plugin can refuse a command its cniVersion does not
+ * have before anything else is judged: decode reads the JSON and cniVersion,
+ * parse every other key. Both leave cfg for node_config_free.
+ */
+int node_config_decode(const char *text, size_t len, struct node_config *cfg, struct tg_err *e);
+int node_config_parse(struct node_config *cfg, struct tg_err *e);
+void node_config_free(struct node_config *cfg);
+/*
+ * A conflist's Tollgate entry (the plugin whose "type" is "tollgate", with the
+ * list's name and cniVersion) or a single plugin config, from a file.
+ */
+int node_config_load_file(const char *path, struct node_config *cfg, struct tg_err *e);
+
+#endif

@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef TG_NODE_INTERNAL_H
+#define TG_NODE_INTERNAL_H
+
+/* Inside the node layer: one pod's routed data path (plumb.c). */
+
+#include <net/if.h>
+#include <stdint.h>
+
+#include "lib/err.h"
+#include "node/node.h"
+
+struct plumb_req {
+	const char *host_ifname;
+	const char *pod_ifname;
+	int netns_fd;
+	uint32_t ip;
+	int mtu;
+	uint8_t pod_mac[6];
+};
+
+int plumb_enable_forwarding(struct tg_err *e);
+int plumb_add(struct nl_sock *sk, const struct plumb_req *rq, struct tg_err *e);
+/* Deletes the host veth (the pod end goes with it); already gone is success. */
+int plumb_del(struct nl_sock *sk, const char *host_ifname, struct tg_err *e);
+/* 0 when everything is in place, TG_ERR_DRIFT naming the first difference otherwise. */
+int plumb_check(struct nl_sock *sk, const struct plumb_req *rq, struct tg_err *e);
+
+#endif

@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef TG_NODE_H
+#define TG_NODE_H
+
+/*
+ * This node's kernel objects, as the config and the store describe them.
+ *
+ *   one attachment   veth pair, addresses, routes, neighbours (plumbing),
+ *                    its nftables elements (accounting/) and tc classes
+ *                    (shaper/): made by node_pod_add, which undoes its own
+ *                    work when it fails, and removed by node_pod_del
+ *   the store        node_store_update: the one lock/load/change/save cycle
+ *   the policy       which caps a pod gets, which uplink classes it takes
+ *
+ * The plugin (cni/), the operator CLI (cli/) and the exporter sit above this
+ * layer and never reach past it into each other. Errors are negative errno
+ * with the details in struct tg_err; nothing here logs.
+ */
+
+#include <net/if.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ipam/ipam.h"
+#include "ipam/store.h"
+#include "lib/err.h"
+#include "lib/shaping.h"
+#include "node/config.h"
+
+#define NODE_GATEWAY 0xa9fe0101u /* 169.254.1.1: every pod's on-link next hop */
+
+struct nl_sock;
+
+/* The host end of an attachment: "tg" + 12 hex digits of a hash of (containerID, ifname). */
+void node_veth_name(const char *container_id, const char *ifname, char ret[IFNAMSIZ]);
+/* Whether a link name is one node_veth_name gives. */
+bool node_is_veth_name(const char *name);
+/* The pod end's MAC, from the same hash; every host end has node_host_mac (as Calico does). */
+void node_pod_mac(const char *container_id, const char *ifname, uint8_t ret[6]);
+extern const uint8_t node_host_mac[6];
+
+/* ---- the uplink ---- */
+struct node_uplink {
+	char name[IFNAMSIZ];	/* "" when there is none */
+	int ifindex;		/* 0 when there is none */
+	int mtu;		/* cfg->mtu, else the uplink's, else 1500 */
+};
+/*
+ * The configured uplink (error 7 when it does not exist), else the default
+ * route's interface, else none.
+ */
+int node_uplink(struct nl_sock *sk, const struct node_config *cfg, struct node_uplink *ret,
+		struct tg_err *e);
+
+/* ---- the store ---- */
+typedef int (*node_update_fn)(struct ipam_state *st, void *ctx, struct tg_err *e);
+/*
+ * lock, load, bring the state up to date (a new boot drops every attachment,
+ * the static pool follows cfg, expired cool-downs go), fn, save when anything
+ * changed (fn returns > 0 when it changed something), unlock. Nothing slow
+ * runs under the lock: fn only edits the state in memory.
+ */
+int node_store_update(struct ipam_store *store, struct ipam_state *st,
+		      const struct node_config *cfg, node_update_fn fn, void *ctx,
+		      struct tg_err *e);
+/* The refresh node_store_update runs; 1 when it changed the state. */
+int node_state_refresh(struct ipam_state *st, const struct node_config *cfg, int64_t now_ms,
+		       struct tg_err *e);
+
+/* ---- shaping policy ---- */
+/* A pod's shaping for this request: its runtimeConfig and annotations, and the caps they give. */
+void node_shaping_request(const struct node_config *cfg, const char *k8s_namespace,
+			  struct shaping *ret);
+/* Fills the caps of `s` from the policy, keeping its pod-specific inputs (reshape). */
+void node_shaping_resolve(const struct node_config *cfg, const char *k8s_namespace,
+			  struct shaping *s);
+/* Uplink classes for a pod with internet egress shaping (under the store lock). -ENOSPC: none free. */
+int node_shaping_classes(const struct ipam_state *st, struct ipam_attachment *a);
+
+/* ---- one attachment's kernel objects ---- */
+struct node_pod {
+	const struct ipam_attachment *a;
+	int netns_fd;			/* the pod's network namespace */
+	const struct node_uplink *uplink;
+};
+/*
+ * Plumbs, shapes and accounts one pod. When the table is missing (someone
+ * flushed it) every attachment of `st` is put back with it. On failure
+ * everything this call made is removed again; a `repeated` ADD keeps the
+ * accounting elements the pod already had.
+ */
+int node_pod_add(struct nl_sock *sk, const struct node_config *cfg, const struct node_pod *p,
+		 const struct ipam_state *st, bool repeated, struct tg_err *e);
+/* True when every object of the pod is in place (a repeated ADD then changes nothing). */
+bool node_pod_intact(struct nl_sock *sk, const struct node_config *cfg, const struct node_pod *p);
+/* 0 when every object is as recorded, TG_ERR_DRIFT naming the first difference. */
+int node_pod_check(struct nl_sock *sk, const struct node_config *cfg, const struct node_pod *p,
+		   struct tg_err *e);
+/*
+ * Removes what the kernel holds for one attachment: its nft elements and own
+ * counters, its shaping (IFB, uplink classes; the namespace's class with its
+ * last pod) and its veth. Works from the derived names alone when the record
+ * is all but empty (DEL without a store entry). Anything already gone is
+ * fine; every step runs and the first error is returned.
+ */
+int node_pod_del(struct nl_sock *sk, const struct ipam_attachment *a, struct tg_err *e);
+/* Replaces a running pod's tc classes: `old` (as recorded) out, a->shaping in. */
+int node_pod_reshape(struct nl_sock *sk, const struct node_config *cfg,
+		     const struct node_uplink *up, const struct ipam_attachment *a,
+		     const struct shaping *old, struct tg_err *e);
+/* Declares the nftables table again with every attachment of the store. */
+int node_table_rebuild(const struct node_config *cfg, const struct ipam_state *st,
+		       struct tg_err *e);
+
+#endif

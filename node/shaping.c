@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: Apache-2.0
+/* Which caps a pod gets: the config's defaults, its namespace's, its own annotations. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/rate.h"
+#include "node/node.h"
+#include "shaper/shaper.h"
+
+static uint64_t ns_rate(json_object *map, const char *ns)
+{
+	json_object *v;
+	uint64_t bps = 0;
+
+	if (map && json_object_object_get_ex(map, ns, &v) && v)
+		rate_from_json(v, "", &bps, NULL); /* validated when the config was parsed */
+	return bps;
+}
+
+void node_shaping_resolve(const struct node_config *cfg, const char *ns, struct shaping *s)
+{
+	const struct shaping_policy *c = &cfg->shaping;
+	uint64_t v;
+
+	s->node_egress_bps = c->node_egress;
+	v = ns_rate(c->ns_egress, ns);
+	s->ns_egress_bps = v ? v : c->ns_egress_default;
+	s->inet_egress_bps = s->annot_inet_egress ? s->annot_inet_egress : c->pod_egress_default;
+	/* A namespace entry under internetIngress is the cap of each of its pods. */
+	v = ns_rate(c->ns_ingress, ns);
+	s->inet_ingress_bps = s->annot_inet_ingress ? s->annot_inet_ingress
+			      : v			  ? v
+							  : c->pod_ingress_default;
+}
+
+void node_shaping_request(const struct node_config *cfg, const char *ns, struct shaping *ret)
+{
+	*ret = cfg->request;
+	ret->ns_class = ret->pod_class = 0;
+	node_shaping_resolve(cfg, ns, ret);
+}
+
+int node_shaping_classes(const struct ipam_state *st, struct ipam_attachment *a)
+{
+	struct shaper_class_holder *others;
+	size_t n = 0;
+	int r;
+
+	if (!shaping_inet_egress(&a->shaping))
+		return shaper_classes_assign(&a->shaping, a->k8s_namespace, a->ip, NULL, 0);
+	others = malloc((st->n_att + 1) * sizeof(*others));
+	if (!others)
+		return -ENOMEM;
+	for (size_t i = 0; i < st->n_att; i++)
+		if (&st->att[i] != a && (st->att[i].shaping.ns_class || st->att[i].shaping.pod_class))
+			others[n++] = (struct shaper_class_holder){ st->att[i].k8s_namespace,
+								    st->att[i].shaping.ns_class,
+								    st->att[i].shaping.pod_class };
+	r = shaper_classes_assign(&a->shaping, a->k8s_namespace, a->ip, others, n);
+	free(others);
+	return r;
+}
