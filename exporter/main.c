@@ -204,6 +204,43 @@ static void usage(FILE *f)
 	      f);
 }
 
+static int set_log_level(const char *name)
+{
+	static const struct {
+		const char *name;
+		enum log_level level;
+	} levels[] = { { "error", LOG_ERROR }, { "warn", LOG_WARN }, { "info", LOG_INFO },
+		       { "debug", LOG_DEBUG } };
+
+	for (size_t i = 0; i < sizeof(levels) / sizeof(levels[0]); i++)
+		if (strcmp(name, levels[i].name) == 0) {
+			log_level = levels[i].level;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+static void block_signals(sigset_t *sigs)
+{
+	sigemptyset(sigs);
+	sigaddset(sigs, SIGTERM);
+	sigaddset(sigs, SIGINT);
+	sigaddset(sigs, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, sigs, NULL);
+}
+
+/* The HTTP server: bounded connections, per client and in all, each with a deadline. */
+static struct MHD_Daemon *start_http(struct server *srv, const struct sockaddr_in *addr)
+{
+	return MHD_start_daemon(MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
+				on_request, srv, MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)addr,
+				MHD_OPTION_CONNECTION_LIMIT, (unsigned int)CONNECTIONS_MAX,
+				MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)16,
+				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)CONNECTION_TIMEOUT_S,
+				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
+				MHD_OPTION_END);
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -233,19 +270,10 @@ int main(int argc, char **argv)
 			network = optarg;
 			break;
 		case 'v':
-			if (strcmp(optarg, "error") == 0)
-				log_level = LOG_ERROR;
-			else if (strcmp(optarg, "warn") == 0)
-				log_level = LOG_WARN;
-			else if (strcmp(optarg, "info") == 0)
-				log_level = LOG_INFO;
-			else if (strcmp(optarg, "debug") == 0)
-				log_level = LOG_DEBUG;
-			else {
-				usage(stderr);
-				return 2;
-			}
-			break;
+			if (set_log_level(optarg) == 0)
+				break;
+			usage(stderr);
+			return 2;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -265,8 +293,7 @@ int main(int argc, char **argv)
 			network);
 		return 2;
 	}
-	r = drop_capabilities();
-	if (r < 0) {
+	if ((r = drop_capabilities()) < 0) {
 		logf_(LOG_ERROR, "msg=\"cannot drop capabilities\" err=\"%s\"", strerror(-r));
 		return 1;
 	}
@@ -276,33 +303,21 @@ int main(int argc, char **argv)
 	expo_init(&srv.page, PAGE_MAX);
 
 	/* Signals are taken synchronously by main; the HTTP thread never sees them. */
-	sigemptyset(&sigs);
-	sigaddset(&sigs, SIGTERM);
-	sigaddset(&sigs, SIGINT);
-	sigaddset(&sigs, SIGPIPE);
-	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	block_signals(&sigs);
 
-	d = MHD_start_daemon(MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
-			     on_request, &srv, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-			     MHD_OPTION_CONNECTION_LIMIT, (unsigned int)CONNECTIONS_MAX,
-			     MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)16,
-			     MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)CONNECTION_TIMEOUT_S,
-			     MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
-			     MHD_OPTION_END);
-	if (!d) {
+	d = start_http(&srv, &addr);
+	if (d) {
+		logf_(LOG_INFO, "msg=\"listening\" listen=%s data_dir=%s network=%s version=%s",
+		      listen, data_dir, network, TG_VERSION);
+		while (sig != SIGTERM && sig != SIGINT)
+			if (sigwait(&sigs, &sig) != 0)
+				break;
+		logf_(LOG_INFO, "msg=\"shutting down\" signal=%d", sig);
+		MHD_stop_daemon(d);
+	} else {
 		logf_(LOG_ERROR, "msg=\"cannot listen\" listen=%s err=\"%m\"", listen);
-		expo_free(&srv.page);
-		exporter_free(srv.ex);
-		return 1;
 	}
-	logf_(LOG_INFO, "msg=\"listening\" listen=%s data_dir=%s network=%s version=%s", listen,
-	      data_dir, network, TG_VERSION);
-	while (sig != SIGTERM && sig != SIGINT)
-		if (sigwait(&sigs, &sig) != 0)
-			break;
-	logf_(LOG_INFO, "msg=\"shutting down\" signal=%d", sig);
-	MHD_stop_daemon(d);
 	expo_free(&srv.page);
 	exporter_free(srv.ex);
-	return 0;
+	return d ? 0 : 1;
 }

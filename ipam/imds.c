@@ -57,13 +57,6 @@ static const char *get_str(json_object *o, const char *key)
 	return json_object_get_string(v);
 }
 
-static int cmp_u32(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 static int __attribute__((format(printf, 2, 3))) bad(struct tg_err *e, const char *fmt, ...)
 {
 	char msg[256];
@@ -75,16 +68,111 @@ static int __attribute__((format(printf, 2, 3))) bad(struct tg_err *e, const cha
 	return tg_fail(e, CNI_ERR_IO, -EBADMSG, "IMDS answer: %s", msg);
 }
 
+/* The interface whose MAC is the uplink's (IMDS lists them in no promised order). */
+static int find_nic(json_object *ifs, const uint8_t mac[6], json_object **ret, struct tg_err *e)
+{
+	size_t n = json_object_array_length(ifs);
+	char macs[256] = "", want[18];
+
+	for (size_t i = 0; i < n; i++) {
+		json_object *it = json_object_array_get_idx(ifs, i);
+		const char *m = get_str(it, "macAddress");
+		uint8_t got[6];
+
+		if (!m)
+			continue;
+		if (strlen(macs) + strlen(m) + 2 < sizeof(macs))
+			snprintf(macs + strlen(macs), sizeof(macs) - strlen(macs), "%s%s",
+				 macs[0] ? " " : "", m);
+		if (parse_mac(m, got) == 0 && memcmp(got, mac, 6) == 0) {
+			*ret = it;
+			return 0;
+		}
+	}
+	snprintf(want, sizeof(want), "%02X%02X%02X%02X%02X%02X", mac[0], mac[1], mac[2], mac[3],
+		 mac[4], mac[5]);
+	return tg_fail(e, CNI_ERR_IO, -ENOENT,
+		       "IMDS lists no interface with the uplink's MAC %s (it lists: %s)", want,
+		       macs[0] ? macs : "none");
+}
+
+/* ipv4.ipAddress: the first is the node's own, the others are the pool (sorted). */
+static int read_addresses(json_object *ipv4, struct imds_network *ret, struct tg_err *e)
+{
+	_cleanup_free_ uint32_t *out = NULL;
+	json_object *addrs;
+	size_t n, n_out = 0;
+
+	if (!json_object_object_get_ex(ipv4, "ipAddress", &addrs) ||
+	    !json_object_is_type(addrs, json_type_array))
+		return bad(e, "%s", "the uplink's interface has no ipv4.ipAddress list");
+	n = json_object_array_length(addrs);
+	if (n == 0)
+		return bad(e, "%s", "the uplink's ipv4.ipAddress list is empty");
+	if (n > IPAM_POOL_MAX)
+		return bad(e, "%s", "the uplink lists too many addresses");
+	out = calloc(n, sizeof(*out));
+	if (!out)
+		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		const char *s = get_str(json_object_array_get_idx(addrs, i), "privateIpAddress");
+		uint32_t ip;
+
+		if (!s)
+			return bad(e, "%s", "an ipAddress entry has no privateIpAddress string");
+		if (ip4_parse(s, &ip) < 0)
+			return bad(e, "privateIpAddress \"%.40s\" is not an IPv4 address", s);
+		if (i == 0)
+			ret->node_ip = ip; /* the primary: the node's own */
+		else
+			out[n_out++] = ip;
+	}
+	ipam_addrs_sort(out, n_out);
+	ret->addrs = TAKE_PTR(out);
+	ret->n_addrs = n_out;
+	return 0;
+}
+
+/* ipv4.subnet[0]: address and prefix (a string in practice; a number is accepted too). */
+static int read_subnet(json_object *ipv4, struct cidr4 *ret, struct tg_err *e)
+{
+	json_object *subnets, *sn, *pv;
+	const char *a;
+	char cidr[40];
+	long prefix = -1;
+
+	if (!json_object_object_get_ex(ipv4, "subnet", &subnets) ||
+	    !json_object_is_type(subnets, json_type_array) ||
+	    json_object_array_length(subnets) == 0)
+		return bad(e, "%s", "the uplink's interface has no ipv4.subnet");
+	sn = json_object_array_get_idx(subnets, 0);
+	a = get_str(sn, "address");
+	if (json_object_object_get_ex(sn, "prefix", &pv)) {
+		if (json_object_is_type(pv, json_type_string)) {
+			char *end;
+
+			prefix = strtol(json_object_get_string(pv), &end, 10);
+			if (*end || end == json_object_get_string(pv))
+				prefix = -1;
+		} else if (json_object_is_type(pv, json_type_int)) {
+			prefix = json_object_get_int(pv);
+		}
+	}
+	if (!a || prefix < 0 || prefix > 32)
+		return bad(e, "%s", "ipv4.subnet needs an address and a prefix of 0..32");
+	snprintf(cidr, sizeof(cidr), "%s/%ld", a, prefix);
+	if (cidr4_parse(cidr, ret) < 0)
+		return bad(e, "ipv4.subnet \"%s\" is not a valid subnet", cidr);
+	return 0;
+}
+
 int imds_parse_network(const char *body, size_t len, const uint8_t mac[6],
 		       struct imds_network *ret, struct tg_err *e)
 {
 	_cleanup_json_ json_object *root = NULL;
-	json_object *ifs, *nic = NULL, *ipv4, *addrs, *subnets;
+	json_object *ifs, *nic = NULL, *ipv4;
 	json_tokener *tok;
-	char macs[256] = "";
-	size_t i, n;
-	_cleanup_free_ uint32_t *out = NULL;
-	size_t n_out = 0;
+	int r;
 
 	memset(ret, 0, sizeof(*ret));
 	tok = json_tokener_new();
@@ -102,86 +190,17 @@ int imds_parse_network(const char *body, size_t len, const uint8_t mac[6],
 	    !json_object_object_get_ex(root, "interface", &ifs) ||
 	    !json_object_is_type(ifs, json_type_array))
 		return bad(e, "%s", "no \"interface\" list");
-	n = json_object_array_length(ifs);
-	for (i = 0; i < n && !nic; i++) {
-		json_object *it = json_object_array_get_idx(ifs, i);
-		const char *m = get_str(it, "macAddress");
-		uint8_t got[6];
-
-		if (!m)
-			continue;
-		if (strlen(macs) + strlen(m) + 2 < sizeof(macs))
-			snprintf(macs + strlen(macs), sizeof(macs) - strlen(macs), "%s%s",
-				 macs[0] ? " " : "", m);
-		if (parse_mac(m, got) == 0 && memcmp(got, mac, 6) == 0)
-			nic = it;
-	}
-	if (!nic) {
-		char want[18];
-
-		snprintf(want, sizeof(want), "%02X%02X%02X%02X%02X%02X", mac[0], mac[1], mac[2],
-			 mac[3], mac[4], mac[5]);
-		return tg_fail(e, CNI_ERR_IO, -ENOENT,
-			       "IMDS lists no interface with the uplink's MAC %s (it lists: %s)", want,
-			       macs[0] ? macs : "none");
-	}
-	if (!json_object_object_get_ex(nic, "ipv4", &ipv4) ||
-	    !json_object_object_get_ex(ipv4, "ipAddress", &addrs) ||
-	    !json_object_is_type(addrs, json_type_array))
+	r = find_nic(ifs, mac, &nic, e);
+	if (r < 0)
+		return r;
+	if (!json_object_object_get_ex(nic, "ipv4", &ipv4))
 		return bad(e, "%s", "the uplink's interface has no ipv4.ipAddress list");
-	n = json_object_array_length(addrs);
-	if (n == 0)
-		return bad(e, "%s", "the uplink's ipv4.ipAddress list is empty");
-	if (n > IPAM_POOL_MAX)
-		return bad(e, "%s", "the uplink lists too many addresses");
-	out = calloc(n, sizeof(*out));
-	if (!out)
-		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
-	for (i = 0; i < n; i++) {
-		const char *s = get_str(json_object_array_get_idx(addrs, i), "privateIpAddress");
-		uint32_t ip;
-
-		if (!s)
-			return bad(e, "%s", "an ipAddress entry has no privateIpAddress string");
-		if (ip4_parse(s, &ip) < 0)
-			return bad(e, "privateIpAddress \"%.40s\" is not an IPv4 address", s);
-		if (i == 0)
-			ret->node_ip = ip; /* the primary: the node's own */
-		else
-			out[n_out++] = ip;
-	}
-	if (!json_object_object_get_ex(ipv4, "subnet", &subnets) ||
-	    !json_object_is_type(subnets, json_type_array) ||
-	    json_object_array_length(subnets) == 0)
-		return bad(e, "%s", "the uplink's interface has no ipv4.subnet");
-	{
-		json_object *sn = json_object_array_get_idx(subnets, 0), *pv;
-		const char *a = get_str(sn, "address");
-		char cidr[40];
-		long prefix = -1;
-
-		if (json_object_object_get_ex(sn, "prefix", &pv)) {
-			/* A string in practice; accept a number too. */
-			if (json_object_is_type(pv, json_type_string)) {
-				char *end;
-
-				prefix = strtol(json_object_get_string(pv), &end, 10);
-				if (*end || end == json_object_get_string(pv))
-					prefix = -1;
-			} else if (json_object_is_type(pv, json_type_int)) {
-				prefix = json_object_get_int(pv);
-			}
-		}
-		if (!a || prefix < 0 || prefix > 32)
-			return bad(e, "%s", "ipv4.subnet needs an address and a prefix of 0..32");
-		snprintf(cidr, sizeof(cidr), "%s/%ld", a, prefix);
-		if (cidr4_parse(cidr, &ret->subnet) < 0)
-			return bad(e, "ipv4.subnet \"%s\" is not a valid subnet", cidr);
-	}
-	qsort(out, n_out, sizeof(*out), cmp_u32);
-	ret->addrs = TAKE_PTR(out);
-	ret->n_addrs = n_out;
-	return 0;
+	r = read_addresses(ipv4, ret, e);
+	if (r == 0)
+		r = read_subnet(ipv4, &ret->subnet, e);
+	if (r < 0)
+		imds_network_free(ret);
+	return r;
 }
 
 void imds_network_free(struct imds_network *n)
@@ -232,6 +251,26 @@ static int64_t mono_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* One GET of url; left_ms is what is left of the budget. */
+static void setup_request(CURL *c, const char *url, struct curl_slist *hdr, int64_t left_ms,
+			  struct body *b)
+{
+	/* A request never outlives the budget: 5 s at most, less when less is left. */
+	long total = left_ms < 5000 ? (long)(left_ms > 200 ? left_ms : 200) : 5000L;
+
+	curl_easy_reset(c);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
+	/* IMDS is link-local: never through a proxy, never redirected. */
+	curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, total < 2000 ? total : 2000L);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, total);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, b);
+}
+
 int imds_fetch(const char *base_url, int budget_s, char **ret_body, size_t *ret_len,
 	       int *ret_attempts, struct tg_err *e)
 {
@@ -261,23 +300,7 @@ int imds_fetch(const char *base_url, int budget_s, char **ret_body, size_t *ret_
 		int64_t wait;
 
 		attempts++;
-		curl_easy_reset(c);
-		curl_easy_setopt(c, CURLOPT_URL, url);
-		curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
-		/* IMDS is link-local: never through a proxy, never redirected. */
-		curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
-		curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
-		/* A request never outlives the budget: 5 s at most, less when less is left. */
-		{
-			int64_t left = (int64_t)budget_s * 1000 - (mono_ms() - start);
-			long total = left < 5000 ? (long)(left > 200 ? left : 200) : 5000L;
-
-			curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, total < 2000 ? total : 2000L);
-			curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, total);
-		}
-		curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-		curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+		setup_request(c, url, hdr, (int64_t)budget_s * 1000 - (mono_ms() - start), &b);
 		cr = curl_easy_perform(c);
 		curl_slist_free_all(hdr);
 		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);

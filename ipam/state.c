@@ -173,11 +173,104 @@ static int get_ip(json_object *o, const char *where, const char *key, uint32_t *
 	return 0;
 }
 
+static int pool_from_json(json_object *pool, struct ipam_state *st, struct tg_err *e)
+{
+	json_object *arr = NULL;
+	const char *sn = NULL;
+
+	if (copy_str(pool, "state.pool", "source", st->source, sizeof(st->source), false, e) < 0 ||
+	    jx_int(pool, "state.pool", "lastSyncMs", 0, INT64_MAX, &st->last_sync_ms, e) < 0 ||
+	    jx_string_array(pool, "state.pool", "addresses", &arr, e) < 0)
+		return -EBADMSG;
+	if (arr && ipam_pool_parse(arr, NULL, "state.pool", &st->pool, &st->n_pool, e) < 0)
+		return -EBADMSG;
+	arr = NULL;
+	if (jx_string_array(pool, "state.pool", "pending", &arr, e) < 0)
+		return -EBADMSG;
+	if (arr && ipam_pool_parse(arr, NULL, "state.pool", &st->pending, &st->n_pending, e) < 0)
+		return -EBADMSG;
+	if (json_object_object_get_ex(pool, "nodeIp", NULL) &&
+	    get_ip(pool, "state.pool", "nodeIp", &st->node_ip, e) < 0)
+		return -EBADMSG;
+	if (jx_string(pool, "state.pool", "subnet", &sn, e) < 0)
+		return -EBADMSG;
+	if (sn && cidr4_parse(sn, &st->subnet) < 0)
+		return tg_fail(e, CNI_ERR_IO, -EBADMSG, "state.pool.subnet \"%s\" is not a CIDR", sn);
+	return 0;
+}
+
+static int cooling_from_json(json_object *root, struct ipam_state *st, struct tg_err *e)
+{
+	json_object *arr = NULL;
+	size_t n;
+
+	json_object_object_get_ex(root, "cooling", &arr);
+	if (arr && !json_object_is_type(arr, json_type_array))
+		return tg_fail(e, CNI_ERR_IO, -EBADMSG, "state.cooling is not an array");
+	n = arr ? json_object_array_length(arr) : 0;
+	st->cooling = calloc(n ? n : 1, sizeof(*st->cooling));
+	if (!st->cooling)
+		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		json_object *c = json_object_array_get_idx(arr, i);
+
+		if (get_ip(c, "state.cooling[]", "ip", &st->cooling[i].ip, e) < 0 ||
+		    jx_int(c, "state.cooling[]", "releasedMs", 0, INT64_MAX,
+			   &st->cooling[i].released_ms, e) < 0)
+			return -EBADMSG;
+	}
+	st->n_cooling = n;
+	return 0;
+}
+
+static int attachment_from_json(json_object *o, size_t i, struct ipam_attachment *a,
+				struct tg_err *e)
+{
+	const char *w = "state.attachments[]";
+	json_object *sh = NULL;
+
+	if (!json_object_is_type(o, json_type_object))
+		return tg_fail(e, CNI_ERR_IO, -EBADMSG, "state.attachments[%zu] is not an object", i);
+	if (copy_str(o, w, "containerId", a->container_id, sizeof(a->container_id), true, e) < 0 ||
+	    copy_str(o, w, "ifname", a->ifname, sizeof(a->ifname), true, e) < 0 ||
+	    get_ip(o, w, "ip", &a->ip, e) < 0 ||
+	    copy_str(o, w, "netns", a->netns, sizeof(a->netns), false, e) < 0 ||
+	    copy_str(o, w, "namespace", a->k8s_namespace, sizeof(a->k8s_namespace), false, e) < 0 ||
+	    copy_str(o, w, "pod", a->pod, sizeof(a->pod), false, e) < 0 ||
+	    copy_str(o, w, "hostVeth", a->host_veth, sizeof(a->host_veth), false, e) < 0 ||
+	    jx_int(o, w, "created", 0, INT64_MAX, &a->created, e) < 0 ||
+	    jx_object(o, w, "shaping", &sh, e) < 0 ||
+	    (sh && shaping_from_json(sh, &a->shaping, e) < 0))
+		return -EBADMSG;
+	return 0;
+}
+
+static int attachments_from_json(json_object *root, struct ipam_state *st, struct tg_err *e)
+{
+	json_object *arr = NULL;
+	size_t n;
+
+	if (!json_object_object_get_ex(root, "attachments", &arr) ||
+	    !json_object_is_type(arr, json_type_array))
+		return tg_fail(e, CNI_ERR_IO, -EBADMSG,
+			       "state.attachments is missing or not an array");
+	n = json_object_array_length(arr);
+	if (n > IPAM_ATTACHMENTS_MAX)
+		return tg_fail(e, CNI_ERR_IO, -EBADMSG, "state holds too many attachments");
+	st->att = calloc(n ? n : 1, sizeof(*st->att));
+	if (!st->att)
+		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++)
+		if (attachment_from_json(json_object_array_get_idx(arr, i), i, &st->att[i], e) < 0)
+			return -EBADMSG;
+	st->n_att = n;
+	return 0;
+}
+
 int ipam_state_from_json(json_object *root, struct ipam_state *st, struct tg_err *e)
 {
-	json_object *pool = NULL, *arr = NULL;
+	json_object *pool = NULL;
 	int64_t n64;
-	size_t i, n;
 	int r;
 
 	ipam_state_init(st);
@@ -193,110 +286,16 @@ int ipam_state_from_json(json_object *root, struct ipam_state *st, struct tg_err
 			(long long)n64, IPAM_STATE_VERSION);
 		goto fail;
 	}
-	if ((r = copy_str(root, "state", "bootId", st->boot_id, sizeof(st->boot_id), false, e)) < 0)
+	if (copy_str(root, "state", "bootId", st->boot_id, sizeof(st->boot_id), false, e) < 0 ||
+	    jx_object(root, "state", "pool", &pool, e) < 0 ||
+	    (pool && pool_from_json(pool, st, e) < 0))
 		goto fail;
-	if (jx_object(root, "state", "pool", &pool, e) < 0)
-		goto fail;
-	if (pool) {
-		if ((r = copy_str(pool, "state.pool", "source", st->source, sizeof(st->source),
-				  false, e)) < 0)
-			goto fail;
-		if (jx_int(pool, "state.pool", "lastSyncMs", 0, INT64_MAX, &st->last_sync_ms, e) < 0)
-			goto fail;
-		if (jx_string_array(pool, "state.pool", "addresses", &arr, e) < 0)
-			goto fail;
-		if (arr && ipam_pool_parse(arr, NULL, "state.pool", &st->pool, &st->n_pool, e) < 0)
-			goto fail;
-		arr = NULL;
-		if (jx_string_array(pool, "state.pool", "pending", &arr, e) < 0)
-			goto fail;
-		if (arr && ipam_pool_parse(arr, NULL, "state.pool", &st->pending, &st->n_pending, e) < 0)
-			goto fail;
-		if (json_object_object_get_ex(pool, "nodeIp", NULL) &&
-		    get_ip(pool, "state.pool", "nodeIp", &st->node_ip, e) < 0)
-			goto fail;
-		{
-			const char *sn = NULL;
-
-			if (jx_string(pool, "state.pool", "subnet", &sn, e) < 0)
-				goto fail;
-			if (sn && cidr4_parse(sn, &st->subnet) < 0) {
-				tg_fail(e, CNI_ERR_IO, -EBADMSG, "state.pool.subnet \"%s\" is not a CIDR", sn);
-				goto fail;
-			}
-		}
-	}
 	if (json_object_object_get_ex(root, "lastIp", NULL) &&
 	    get_ip(root, "state", "lastIp", &st->last_ip, e) < 0)
 		goto fail;
-
-	arr = NULL;
-	json_object_object_get_ex(root, "cooling", &arr);
-	if (arr && !json_object_is_type(arr, json_type_array)) {
-		tg_fail(e, CNI_ERR_IO, -EBADMSG, "state.cooling is not an array");
+	if (cooling_from_json(root, st, e) < 0 || attachments_from_json(root, st, e) < 0)
 		goto fail;
-	}
-	n = arr ? json_object_array_length(arr) : 0;
-	st->cooling = calloc(n ? n : 1, sizeof(*st->cooling));
-	if (!st->cooling)
-		goto nomem;
-	for (i = 0; i < n; i++) {
-		json_object *c = json_object_array_get_idx(arr, i);
-
-		if (get_ip(c, "state.cooling[]", "ip", &st->cooling[i].ip, e) < 0 ||
-		    jx_int(c, "state.cooling[]", "releasedMs", 0, INT64_MAX,
-			   &st->cooling[i].released_ms, e) < 0)
-			goto fail;
-	}
-	st->n_cooling = n;
-
-	arr = NULL;
-	if (!json_object_object_get_ex(root, "attachments", &arr) ||
-	    !json_object_is_type(arr, json_type_array)) {
-		tg_fail(e, CNI_ERR_IO, -EBADMSG, "state.attachments is missing or not an array");
-		goto fail;
-	}
-	n = json_object_array_length(arr);
-	if (n > IPAM_ATTACHMENTS_MAX) {
-		tg_fail(e, CNI_ERR_IO, -EBADMSG, "state holds too many attachments");
-		goto fail;
-	}
-	st->att = calloc(n ? n : 1, sizeof(*st->att));
-	if (!st->att)
-		goto nomem;
-	for (i = 0; i < n; i++) {
-		json_object *o = json_object_array_get_idx(arr, i);
-		struct ipam_attachment *a = &st->att[i];
-		const char *w = "state.attachments[]";
-
-		if (!json_object_is_type(o, json_type_object)) {
-			tg_fail(e, CNI_ERR_IO, -EBADMSG, "state.attachments[%zu] is not an object", i);
-			goto fail;
-		}
-		if (copy_str(o, w, "containerId", a->container_id, sizeof(a->container_id), true,
-			     e) < 0 ||
-		    copy_str(o, w, "ifname", a->ifname, sizeof(a->ifname), true, e) < 0 ||
-		    get_ip(o, w, "ip", &a->ip, e) < 0 ||
-		    copy_str(o, w, "netns", a->netns, sizeof(a->netns), false, e) < 0 ||
-		    copy_str(o, w, "namespace", a->k8s_namespace, sizeof(a->k8s_namespace), false,
-			     e) < 0 ||
-		    copy_str(o, w, "pod", a->pod, sizeof(a->pod), false, e) < 0 ||
-		    copy_str(o, w, "hostVeth", a->host_veth, sizeof(a->host_veth), false, e) < 0 ||
-		    jx_int(o, w, "created", 0, INT64_MAX, &a->created, e) < 0)
-			goto fail;
-		{
-			json_object *sh = NULL;
-
-			if (jx_object(o, w, "shaping", &sh, e) < 0 ||
-			    (sh && shaping_from_json(sh, &a->shaping, e) < 0))
-				goto fail;
-		}
-	}
-	st->n_att = n;
 	return 0;
-
-nomem:
-	tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
 fail:
 	/* Validation errors from jx_* carry code 7; in a state file they mean corruption. */
 	if (e)
