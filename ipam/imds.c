@@ -9,7 +9,6 @@
  */
 #include <ctype.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,16 +56,8 @@ static const char *get_str(json_object *o, const char *key)
 	return json_object_get_string(v);
 }
 
-static int __attribute__((format(printf, 2, 3))) bad(struct tg_err *e, const char *fmt, ...)
-{
-	char msg[256];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	return tg_fail(e, CNI_ERR_IO, -EBADMSG, "IMDS answer: %s", msg);
-}
+/* A document IMDS should not have sent: "IMDS answer: <what>". */
+#define bad(e, fmt, ...) tg_fail(e, CNI_ERR_IO, -EBADMSG, "IMDS answer: " fmt, ##__VA_ARGS__)
 
 /* The interface whose MAC is the uplink's (IMDS lists them in no promised order). */
 static int find_nic(json_object *ifs, const uint8_t mac[6], json_object **ret, struct tg_err *e)
