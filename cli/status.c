@@ -1,0 +1,288 @@
+// SPDX-License-Identifier: Apache-2.0
+/* status, list, show: reading the store (and, for show, the kernel); nothing changes. */
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <netlink/netlink.h>
+
+#include "cli/cli.h"
+#include "lib/cleanup.h"
+#include "lib/ip4.h"
+#include "lib/nl.h"
+#include "lib/rate.h"
+#include "lib/util.h"
+#include "shaper/shaper.h"
+
+static bool jbool(json_object *o, const char *key)
+{
+	return json_object_get_boolean(jget(o, key));
+}
+
+/* ---- status ---- */
+
+static json_object *status_warnings(const struct ipam_counts *n, bool stale)
+{
+	json_object *warn = json_object_new_array();
+
+	if (n->total == 0)
+		json_object_array_add(warn, json_object_new_string(
+			"the pool is empty: pods cannot start "
+			"(run `tollgate-ipam sync` or set ipam.addresses)"));
+	else if (n->free == 0)
+		json_object_array_add(warn, json_object_new_string(
+			"no free address: the next ADD fails (see `tollgate-ipam list`)"));
+	if (n->retired)
+		json_object_array_add(warn, json_object_new_string(
+			"pods hold addresses that left the pool; they are not handed out again"));
+	if (stale)
+		json_object_array_add(warn, json_object_new_string(
+			"the store is from an earlier boot: "
+			"its attachments are stale and go at the next ADD"));
+	return warn;
+}
+
+static void add_int(json_object *o, const char *key, int64_t v)
+{
+	json_object_object_add(o, key, json_object_new_int64(v));
+}
+
+static json_object *status_json(struct cli *c)
+{
+	json_object *o = json_object_new_object();
+	struct ipam_state *st = &c->state;
+	struct ipam_counts n;
+	char boot[64] = "", ip[IP4_STRLEN] = "", cidr[CIDR4_STRLEN] = "";
+	bool stale = ipam_read_boot_id(boot, sizeof(boot)) == 0 && st->boot_id[0] &&
+		     strcmp(boot, st->boot_id) != 0;
+
+	/* After a reboot the recorded attachments are gone: count them as the next ADD will. */
+	if (stale)
+		ipam_check_boot(st, boot);
+	ipam_count(st, time_now_ms(), c->cooldown_ms, &n);
+	if (st->node_ip)
+		ip4_format(st->node_ip, ip);
+	if (st->subnet.net)
+		cidr4_format(&st->subnet, cidr);
+	json_object_object_add(o, "network", json_object_new_string(c->network));
+	json_object_object_add(o, "source", json_object_new_string(st->source));
+	add_int(o, "total", (int64_t)n.total);
+	add_int(o, "allocated", (int64_t)n.allocated);
+	add_int(o, "free", (int64_t)n.free);
+	add_int(o, "cooling", (int64_t)n.cooling);
+	add_int(o, "retired", (int64_t)n.retired);
+	add_int(o, "pending", (int64_t)st->n_pending);
+	add_int(o, "lastSyncMs", st->last_sync_ms);
+	json_object_object_add(o, "nodeIp", json_object_new_string(ip));
+	json_object_object_add(o, "subnet", json_object_new_string(cidr));
+	json_object_object_add(o, "warnings", status_warnings(&n, stale));
+	return o;
+}
+
+static void status_print(json_object *o)
+{
+	json_object *warn = jget(o, "warnings");
+	int64_t last_sync_ms = jnum(o, "lastSyncMs");
+	char sync[64] = "never";
+
+	if (last_sync_ms) {
+		time_t t = (time_t)(last_sync_ms / 1000);
+		struct tm tm;
+
+		gmtime_r(&t, &tm);
+		strftime(sync, sizeof(sync), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	}
+	printf("network    %s\n", jstr(o, "network"));
+	printf("source     %s\n", jstr(o, "source")[0] ? jstr(o, "source") : "-");
+	printf("last sync  %s\n", sync);
+	if (jstr(o, "nodeIp")[0])
+		printf("node       %s in %s\n", jstr(o, "nodeIp"), jstr(o, "subnet"));
+	printf("addresses  %lld total, %lld allocated, %lld free, %lld cooling down, %lld retired, "
+	       "%lld pending\n",
+	       (long long)jnum(o, "total"), (long long)jnum(o, "allocated"),
+	       (long long)jnum(o, "free"), (long long)jnum(o, "cooling"),
+	       (long long)jnum(o, "retired"), (long long)jnum(o, "pending"));
+	for (size_t i = 0; i < json_object_array_length(warn); i++)
+		printf("warning    %s\n",
+		       json_object_get_string(json_object_array_get_idx(warn, i)));
+}
+
+int status_main(struct cli *c)
+{
+	_cleanup_json_ json_object *o = status_json(c);
+
+	if (c->json)
+		print_json(o);
+	else
+		status_print(o);
+	return json_object_array_length(jget(o, "warnings")) ? EXIT_PROBLEMS : 0;
+}
+
+/* ---- list ---- */
+
+static void print_table_row(json_object *a)
+{
+	char pod[80], cid[14], age[32];
+
+	snprintf(pod, sizeof(pod), "%s/%s", jstr(a, "namespace"), jstr(a, "pod"));
+	snprintf(cid, sizeof(cid), "%.12s", jstr(a, "containerId"));
+	format_age(jnum(a, "ageSeconds"), age, sizeof(age));
+	printf("%-15s  %-30.30s  %-12s  %-6.6s  %-14s  %5s%s\n", jstr(a, "ip"), pod, cid,
+	       jstr(a, "ifname"), jstr(a, "hostVeth"), age,
+	       json_object_object_get_ex(a, "retired", NULL) ? " retired" : "");
+}
+
+int list_main(struct cli *c)
+{
+	_cleanup_json_ json_object *arr = json_object_new_array();
+	int64_t now = time(NULL);
+
+	for (size_t i = 0; i < c->state.n_att; i++) {
+		json_object *a = attachment_json(&c->state.att[i], now);
+
+		if (!ipam_in_pool(&c->state, c->state.att[i].ip))
+			json_object_object_add(a, "retired", json_object_new_boolean(true));
+		json_object_array_add(arr, a);
+	}
+	if (c->json) {
+		print_json(arr);
+		return 0;
+	}
+	printf("%-15s  %-30s  %-12s  %-6s  %-14s  %5s\n", "IP", "NAMESPACE/POD", "CONTAINER",
+	       "IFNAME", "HOST VETH", "AGE");
+	for (size_t i = 0; i < json_object_array_length(arr); i++)
+		print_table_row(json_object_array_get_idx(arr, i));
+	return 0;
+}
+
+/* ---- show ---- */
+
+/* The attachment's kernel objects, present or not; NULL when the kernel cannot be read. */
+static json_object *show_kernel(const struct cli *c, const struct ipam_attachment *a)
+{
+	json_object *k;
+	struct kview kv;
+	struct stat sb;
+	int ifindex;
+
+	if (kview_load(&kv, c->uplink) < 0)
+		return NULL;
+	ifindex = kview_veth(&kv, a->host_veth);
+	k = json_object_new_object();
+	json_object_object_add(k, "netns",
+			       json_object_new_boolean(a->netns[0] && stat(a->netns, &sb) == 0));
+	json_object_object_add(k, "hostVeth", json_object_new_boolean(ifindex != 0));
+	json_object_object_add(
+		k, "hostRoute",
+		json_object_new_boolean(ifindex && kview_route(&kv, a->ip, ifindex)));
+	json_object_object_add(k, "nftElement", json_object_new_boolean(kview_pod(&kv, a->ip)));
+	kview_free(&kv);
+	return k;
+}
+
+static json_object *class_json(const struct shaper_class *cl, const struct shaper_stats *s)
+{
+	json_object *o = json_object_new_object();
+	char cls[16];
+
+	snprintf(cls, sizeof(cls), "%x:%x", s->classid >> 16, s->classid & 0xffff);
+	json_object_object_add(o, "device", json_object_new_string(cl->dev));
+	json_object_object_add(o, "direction", json_object_new_string(cl->direction));
+	json_object_object_add(o, "traffic", json_object_new_string(cl->traffic));
+	json_object_object_add(o, "class", json_object_new_string(cls));
+	json_object_object_add(o, "ceil", json_object_new_int64((int64_t)s->ceil_bps));
+	json_object_object_add(o, "bytes", json_object_new_int64((int64_t)s->bytes));
+	json_object_object_add(o, "packets", json_object_new_int64((int64_t)s->packets));
+	json_object_object_add(o, "drops", json_object_new_int64((int64_t)s->drops));
+	json_object_object_add(o, "overlimits", json_object_new_int64((int64_t)s->overlimits));
+	return o;
+}
+
+/* The pod's caps and the counters of its tc classes. */
+static json_object *show_shaping(const struct ipam_attachment *a)
+{
+	struct shaping sp = a->shaping;
+	struct shaper_class classes[SHAPER_POD_CLASSES_MAX];
+	struct shaper_stats stats[SHAPER_POD_CLASSES_MAX];
+	struct nl_sock *sk = NULL;
+	json_object *sh = shaping_json(&a->shaping), *sa = json_object_new_array();
+	int n = 0;
+
+	if (shaping_any(&sp) && nl_route_open(&sk) == 0) {
+		n = shaper_pod_stats(sk, a->host_veth, &sp, classes, stats);
+		nl_socket_free(sk);
+	}
+	for (int i = 0; i < n; i++)
+		json_object_array_add(sa, class_json(&classes[i], &stats[i]));
+	json_object_object_add(sh, "classes", sa);
+	return sh;
+}
+
+static const char *present(json_object *k, const char *key, const char *absent)
+{
+	return jbool(k, key) ? "present" : absent;
+}
+
+static void show_print(json_object *o)
+{
+	json_object *k = jget(o, "kernel"), *sh = jget(o, "shaping"), *cls = jget(sh, "classes");
+	char line[200];
+
+	printf("ip          %s%s\n", jstr(o, "ip"),
+	       jbool(o, "inPool") ? "" : " (retired: left the pool)");
+	printf("pod         %s/%s\n", jstr(o, "namespace"), jstr(o, "pod"));
+	printf("container   %s\n", jstr(o, "containerId"));
+	printf("ifname      %s\n", jstr(o, "ifname"));
+	printf("netns       %s (%s)\n", jstr(o, "netns")[0] ? jstr(o, "netns") : "-",
+	       present(k, "netns", "gone"));
+	printf("host veth   %s (%s)\n", jstr(o, "hostVeth"), present(k, "hostVeth", "MISSING"));
+	printf("host route  %s/32 dev %s (%s)\n", jstr(o, "ip"), jstr(o, "hostVeth"),
+	       present(k, "hostRoute", "MISSING"));
+	printf("nft element %s in set inet tollgate pods (%s)\n", jstr(o, "ip"),
+	       present(k, "nftElement", "MISSING"));
+	shaping_line(sh, line, sizeof(line));
+	printf("shaping     %s\n", line);
+	for (size_t i = 0; i < json_object_array_length(cls); i++) {
+		json_object *x = json_object_array_get_idx(cls, i);
+		char ceil[24];
+
+		printf("  class %-7s on %-15s ceil %-6s sent %llu B %llu pkt, dropped %llu, "
+		       "overlimits %llu\n",
+		       jstr(x, "class"), jstr(x, "device"),
+		       rate_format((uint64_t)jnum(x, "ceil"), ceil, sizeof(ceil)),
+		       (unsigned long long)jnum(x, "bytes"), (unsigned long long)jnum(x, "packets"),
+		       (unsigned long long)jnum(x, "drops"),
+		       (unsigned long long)jnum(x, "overlimits"));
+	}
+}
+
+int show_main(struct cli *c)
+{
+	_cleanup_json_ json_object *o = NULL;
+	const struct ipam_attachment *a;
+	json_object *k;
+	size_t idx;
+
+	if (cli_find(c, c->arg, &idx) < 0)
+		return EXIT_PROBLEMS;
+	a = &c->state.att[idx];
+	k = show_kernel(c, a);
+	if (!k) {
+		fputs("tollgate-ipam: cannot read the kernel's links, routes and tables\n", stderr);
+		return EXIT_PROBLEMS;
+	}
+	o = attachment_json(a, time(NULL));
+	json_object_object_add(o, "inPool",
+			       json_object_new_boolean(ipam_in_pool(&c->state, a->ip)));
+	json_object_object_add(o, "kernel", k);
+	json_object_object_add(o, "shaping", show_shaping(a));
+	if (c->json)
+		print_json(o);
+	else
+		show_print(o);
+	if (!jbool(k, "netns") || !jbool(k, "hostVeth") || !jbool(k, "hostRoute") ||
+	    !jbool(k, "nftElement"))
+		return EXIT_PROBLEMS;
+	return 0;
+}
