@@ -8,7 +8,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <linux/magic.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,7 +19,6 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -29,24 +27,9 @@
 
 #include "ipam/ipam.h"
 #include "lib/ip4.h"
-
-#define assert_contains(hay, needle)                                                     \
-	do {                                                                             \
-		const char *h_ = (hay), *n_ = (needle);                                  \
-		if (!h_ || !strstr(h_, n_))                                              \
-			fail_msg("\"%s\" does not contain \"%s\"", h_ ? h_ : "(null)", n_); \
-	} while (0)
+#include "tests/unit/helpers.h"
 
 #define T0 1700000000000LL
-
-static uint32_t ip(const char *s)
-{
-	uint32_t a = 0;
-
-	if (ip4_parse(s, &a) != 0)
-		fail_msg("ip4_parse(\"%s\") failed", s);
-	return a;
-}
 
 /* ---- temp dirs ---- */
 
@@ -58,11 +41,6 @@ struct fx {
 	const void *row;  /* the table row of a table-driven case */
 };
 
-static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	return remove(p);
-}
-
 static int setup(void **state)
 {
 	struct fx *f = calloc(1, sizeof(*f));
@@ -70,8 +48,7 @@ static int setup(void **state)
 	if (!f)
 		return -1;
 	f->row = *state; /* cmocka hands the case's initial state to setup */
-	snprintf(f->tmp, sizeof(f->tmp), "/tmp/tg-unit-store.XXXXXX");
-	if (!mkdtemp(f->tmp))
+	if (!tmpdir_make(f->tmp, sizeof(f->tmp), "/tmp", "store"))
 		return -1;
 	snprintf(f->data, sizeof(f->data), "%s/data", f->tmp);
 	snprintf(f->dir, sizeof(f->dir), "%s/net", f->data);
@@ -84,36 +61,9 @@ static int teardown(void **state)
 {
 	struct fx *f = *state;
 
-	nftw(f->tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	tmpdir_remove(f->tmp);
 	free(f);
 	return 0;
-}
-
-static void write_file(const char *path, const char *data, size_t len)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-
-	assert_true(fd >= 0);
-	assert_int_equal(write(fd, data, len), (ssize_t)len);
-	assert_int_equal(close(fd), 0);
-}
-
-/* Reads a whole file; *len gets its size. Caller frees. */
-static char *read_file(const char *path, size_t *len)
-{
-	struct stat sb;
-	char *buf;
-	int fd = open(path, O_RDONLY);
-
-	assert_true(fd >= 0);
-	assert_int_equal(fstat(fd, &sb), 0);
-	buf = malloc((size_t)sb.st_size + 1);
-	assert_non_null(buf);
-	assert_int_equal(read(fd, buf, (size_t)sb.st_size), sb.st_size);
-	buf[sb.st_size] = '\0';
-	close(fd);
-	*len = (size_t)sb.st_size;
-	return buf;
 }
 
 static void open_store(struct fx *f, struct ipam_store *s)
@@ -629,18 +579,19 @@ static void t_durable_follows_filesystem(void **state)
 	struct ipam_store s;
 	struct statfs sfs;
 	struct tg_err e = { 0 };
-	char shm[] = "/dev/shm/tg-unit-store.XXXXXX";
+	char shm[64];
 
 	open_store(f, &s);
 	assert_int_equal(statfs(f->dir, &sfs), 0);
 	assert_int_equal(s.durable, !(sfs.f_type == TMPFS_MAGIC || sfs.f_type == RAMFS_MAGIC));
 	ipam_store_close(&s);
-	if (statfs("/dev/shm", &sfs) != 0 || sfs.f_type != TMPFS_MAGIC || !mkdtemp(shm))
+	if (statfs("/dev/shm", &sfs) != 0 || sfs.f_type != TMPFS_MAGIC ||
+	    !tmpdir_make(shm, sizeof(shm), "/dev/shm", "store"))
 		skip();
 	assert_int_equal(ipam_store_open(&s, shm, "net", &e), 0);
 	assert_false(s.durable);
 	ipam_store_close(&s);
-	nftw(shm, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	tmpdir_remove(shm);
 }
 
 /* ---- corrupt files: refused with code 5, never replaced ---- */
@@ -758,8 +709,17 @@ static void t_symlink_not_followed(void **state)
 #define WRITERS 8
 #define ROUNDS 25
 
-static int writer(const char *data_dir, int id)
+struct writer_arg {
+	const char *data_dir;
+	int id;
+};
+
+/* One writer process; its exit status names the step that failed. */
+static int writer(void *arg)
 {
+	const struct writer_arg *w = arg;
+	const char *data_dir = w->data_dir;
+	int id = w->id;
 	struct ipam_store s;
 	struct tg_err e = { 0 };
 
@@ -797,6 +757,7 @@ static void t_concurrent_writers(void **state)
 	struct ipam_state st;
 	struct tg_err e = { 0 };
 	pid_t pids[WRITERS];
+	struct writer_arg args[WRITERS];
 	uint32_t *pool = malloc(65534 * sizeof(*pool));
 
 	/* seed the store with a big pool (10.8.0.1 - 10.8.255.254) */
@@ -810,17 +771,14 @@ static void t_concurrent_writers(void **state)
 	ipam_state_free(&st);
 
 	for (int i = 0; i < WRITERS; i++) {
-		pids[i] = fork();
-		assert_true(pids[i] >= 0);
-		if (pids[i] == 0)
-			_exit(writer(f->data, i));
+		args[i] = (struct writer_arg){ .data_dir = f->data, .id = i };
+		pids[i] = child_start(writer, &args[i]);
 	}
 	for (int i = 0; i < WRITERS; i++) {
-		int status;
+		int rc = child_wait(pids[i], "a writer");
 
-		assert_int_equal(waitpid(pids[i], &status, 0), pids[i]);
-		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-			fail_msg("writer %d failed (status 0x%x)", i, status);
+		if (rc != 0)
+			fail_msg("writer %d failed at step %d", i, rc);
 	}
 
 	assert_int_equal(ipam_store_load(&s, &st, &e), 0);
@@ -866,7 +824,7 @@ int main(void)
 	ADD(t_json_round_trip_empty);
 	ADD(t_json_shape);
 	ADD(t_from_json_minimal);
-	for (size_t i = 0; i < sizeof(bad_docs) / sizeof(bad_docs[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(bad_docs); i++)
 		add_test(bad_docs[i].name, t_from_json_bad, (void *)&bad_docs[i]);
 	ADD_STORE(t_open_creates_dir_and_lock);
 	ADD_STORE(t_open_existing_dir);
@@ -881,7 +839,7 @@ int main(void)
 	ADD_STORE(t_lock_is_exclusive);
 	ADD_STORE(t_unlock_twice_is_harmless);
 	ADD_STORE(t_durable_follows_filesystem);
-	for (size_t i = 0; i < sizeof(corrupts) / sizeof(corrupts[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(corrupts); i++)
 		add_test_fixture(corrupts[i].name, t_corrupt, setup, teardown, (void *)&corrupts[i]);
 	ADD_STORE(t_unreadable_is_an_error);
 	ADD_STORE(t_symlink_not_followed);
