@@ -704,6 +704,40 @@ static void t_render_corrupt_store(void **state)
 	assert_contains(p, "tollgate_ipam_addresses{state=\"free\"} 10\n");
 }
 
+/* Lines of the page that start with `prefix` (a family's name and "{", a label set...). */
+static size_t lines_starting(const char *page, const char *prefix)
+{
+	size_t n = 0, len = strlen(prefix);
+
+	for (const char *l = page; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL)
+		n += strncmp(l, prefix, len) == 0;
+	return n;
+}
+
+#define assert_lines(page, prefix, want)                                                   \
+	do {                                                                               \
+		size_t got_ = lines_starting((page), (prefix));                            \
+		if (got_ != (size_t)(want))                                                \
+			fail_msg("%zu lines start with %s, expected %zu", got_, (prefix),  \
+				 (size_t)(want));                                          \
+	} while (0)
+
+/* No sample line (a line not starting with '#') has exactly `value` as its value. */
+static void assert_no_sample_valued(const char *page, const char *value)
+{
+	size_t vlen = strlen(value);
+
+	for (const char *l = page; l && *l;) {
+		const char *end = strchr(l, '\n');
+		size_t len = end ? (size_t)(end - l) : strlen(l);
+
+		if (l[0] != '#' && len > vlen && l[len - vlen - 1] == ' ' &&
+		    memcmp(l + len - vlen, value, vlen) == 0)
+			fail_msg("a sample has the value %s: %.*s", value, (int)len, l);
+		l = end ? end + 1 : NULL;
+	}
+}
+
 #define STATE_TWO_PODS                                                                         \
 	"{\"version\":1,\"bootId\":\"b\",\"pool\":{\"source\":\"static\",\"lastSyncMs\":"      \
 	"1764403200500,\"addresses\":[\"10.1.0.10-10.1.0.19\"]},\"cooling\":[],\"attachments\":[" \
@@ -747,11 +781,26 @@ static void t_render_counters_with_labels(void **state)
 	/* store values are escaped */
 	assert_contains(p, "tollgate_pod_bytes_total{namespace=\"\",pod=\"we\\\"ird\\\\pod\","
 			   "direction=\"egress\",traffic=\"internet\"} 200\n");
-	/* a pod counter whose veth is not in the store has no labels to show */
-	assert_not_contains(p, "900");
+	/*
+	 * A pod counter whose veth is not in the store has no labels to show: the
+	 * pod families hold exactly the two pods of the store, no series with
+	 * empty pod labels, and no sample anywhere carries its 9 packets / 900 bytes.
+	 */
+	assert_lines(p, "tollgate_pod_bytes_total{", 2);
+	assert_lines(p, "tollgate_pod_packets_total{", 2);
+	assert_lines(p, "tollgate_pod_bytes_total{namespace=\"\",pod=\"\",", 0);
+	assert_lines(p, "tollgate_pod_packets_total{namespace=\"\",pod=\"\",", 0);
+	assert_no_sample_valued(p, "900");
+	assert_no_sample_valued(p, "9");
 	assert_contains(p, "tollgate_host_bytes_total{direction=\"ingress\",traffic=\"internal\"} 500\n");
 	assert_contains(p, "tollgate_host_packets_total{direction=\"ingress\",traffic=\"internal\"} 5\n");
-	assert_not_contains(p, "700");
+	/* a counter of no known kind ("unrelated") is no series of any family */
+	assert_lines(p, "tollgate_namespace_bytes_total{", 3);
+	assert_lines(p, "tollgate_namespace_packets_total{", 3);
+	assert_lines(p, "tollgate_host_bytes_total{", 1);
+	assert_lines(p, "tollgate_host_packets_total{", 1);
+	assert_no_sample_valued(p, "700");
+	assert_no_sample_valued(p, "7");
 	assert_contains(p, "tollgate_ipam_attachments 2\n");
 	assert_contains(p, "tollgate_ipam_addresses{state=\"allocated\"} 2\n");
 	assert_contains(p, "tollgate_ipam_last_sync_timestamp_seconds 1764403200.5\n");
