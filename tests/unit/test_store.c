@@ -119,11 +119,111 @@ static void rich_state(struct ipam_state *st)
 	st->att[3].k8s_namespace[0] = '\0';
 	st->att[3].pod[0] = '\0';
 	st->att[3].netns[0] = '\0';
+	/*
+	 * Shaping: every field of the first attachment non-zero and different
+	 * from the others (a swapped pair of keys shows); the second has only a
+	 * Kubernetes limit; the others none.
+	 */
+	st->att[0].shaping = (struct ipam_shaping){
+		.ingress_bps = 20000000, .ingress_burst = 160001,
+		.egress_bps = 30000000, .egress_burst = 240002,
+		.annot_inet_egress = 50000000, .annot_inet_ingress = 40000000,
+		.inet_ingress_bps = 45000000, .inet_egress_bps = 55000000,
+		.ns_egress_bps = 200000000, .node_egress_bps = 10000000000ULL,
+		.ns_class = 0x0002, .pod_class = 0x8003,
+	};
+	st->att[1].shaping = (struct ipam_shaping){ .egress_bps = 70000000, .egress_burst = 8750 };
 	st->cooling = calloc(2, sizeof(*st->cooling));
 	assert_non_null(st->cooling);
 	st->cooling[0] = (struct ipam_cooling){ .ip = ip("10.1.0.14"), .released_ms = T0 - 100 };
 	st->cooling[1] = (struct ipam_cooling){ .ip = ip("10.1.0.66"), .released_ms = T0 };
 	st->n_cooling = 2;
+	/* what IMDS sync keeps beside the pool: addresses seen once, the node's own, its subnet */
+	st->pending = calloc(3, sizeof(*st->pending));
+	assert_non_null(st->pending);
+	st->pending[0] = ip("10.1.0.71");
+	st->pending[1] = ip("10.1.0.72");
+	st->pending[2] = ip("10.1.0.80");
+	st->n_pending = 3;
+	st->node_ip = ip("10.1.0.4");
+	st->subnet = (struct cidr4){ .net = ip("10.1.0.0"), .prefix = 24 };
+}
+
+/*
+ * assert_state_equal compares every field of these structs. A field added to
+ * one of them must be compared there too; until then these fail the build
+ * (they mirror the fields compared; a field that fits in padding slips past).
+ */
+struct compared_shaping {
+	uint64_t ingress_bps, ingress_burst, egress_bps, egress_burst;
+	uint64_t annot_inet_egress, annot_inet_ingress;
+	uint64_t inet_ingress_bps, inet_egress_bps, ns_egress_bps, node_egress_bps;
+	uint16_t ns_class, pod_class;
+};
+struct compared_attachment {
+	char container_id[IPAM_CONTAINER_ID_MAX + 1];
+	char ifname[IFNAMSIZ];
+	uint32_t ip;
+	char netns[IPAM_NETNS_MAX + 1];
+	char k8s_namespace[IPAM_K8S_NAMESPACE_MAX + 1];
+	char pod[IPAM_K8S_POD_MAX + 1];
+	char host_veth[IFNAMSIZ];
+	int64_t created;
+	struct compared_shaping shaping;
+};
+struct compared_cooling {
+	uint32_t ip;
+	int64_t released_ms;
+};
+struct compared_state {
+	int version;
+	char boot_id[64];
+	char source[16];
+	int64_t last_sync_ms;
+	uint32_t last_ip;
+	uint32_t *pool;
+	size_t n_pool;
+	uint32_t *pending;
+	size_t n_pending;
+	uint32_t node_ip;
+	struct cidr4 subnet;
+	struct ipam_cooling *cooling;
+	size_t n_cooling;
+	struct ipam_attachment *att;
+	size_t n_att;
+};
+_Static_assert(sizeof(struct ipam_shaping) == sizeof(struct compared_shaping),
+	       "struct ipam_shaping changed: compare the new field in assert_state_equal");
+_Static_assert(sizeof(struct ipam_attachment) == sizeof(struct compared_attachment),
+	       "struct ipam_attachment changed: compare the new field in assert_state_equal");
+_Static_assert(sizeof(struct ipam_state) == sizeof(struct compared_state),
+	       "struct ipam_state changed: compare the new field in assert_state_equal");
+_Static_assert(sizeof(struct ipam_cooling) == sizeof(struct compared_cooling),
+	       "struct ipam_cooling changed: compare the new field in assert_state_equal");
+
+#define assert_field_equal(x, y, what, i, field)                                           \
+	do {                                                                               \
+		if ((uint64_t)(x)->field != (uint64_t)(y)->field)                          \
+			fail_msg("%s %zu: " #field " %llu, expected %llu", (what), (i),    \
+				 (unsigned long long)(y)->field,                           \
+				 (unsigned long long)(x)->field);                          \
+	} while (0)
+
+static void assert_shaping_equal(const struct ipam_shaping *x, const struct ipam_shaping *y,
+				 size_t i)
+{
+	assert_field_equal(x, y, "attachment", i, ingress_bps);
+	assert_field_equal(x, y, "attachment", i, ingress_burst);
+	assert_field_equal(x, y, "attachment", i, egress_bps);
+	assert_field_equal(x, y, "attachment", i, egress_burst);
+	assert_field_equal(x, y, "attachment", i, annot_inet_egress);
+	assert_field_equal(x, y, "attachment", i, annot_inet_ingress);
+	assert_field_equal(x, y, "attachment", i, inet_ingress_bps);
+	assert_field_equal(x, y, "attachment", i, inet_egress_bps);
+	assert_field_equal(x, y, "attachment", i, ns_egress_bps);
+	assert_field_equal(x, y, "attachment", i, node_egress_bps);
+	assert_field_equal(x, y, "attachment", i, ns_class);
+	assert_field_equal(x, y, "attachment", i, pod_class);
 }
 
 static void assert_state_equal(const struct ipam_state *a, const struct ipam_state *b)
@@ -136,6 +236,12 @@ static void assert_state_equal(const struct ipam_state *a, const struct ipam_sta
 	assert_int_equal(a->n_pool, b->n_pool);
 	if (a->n_pool)
 		assert_memory_equal(a->pool, b->pool, a->n_pool * sizeof(*a->pool));
+	assert_int_equal(a->n_pending, b->n_pending);
+	if (a->n_pending)
+		assert_memory_equal(a->pending, b->pending, a->n_pending * sizeof(*a->pending));
+	assert_int_equal(a->node_ip, b->node_ip);
+	assert_int_equal(a->subnet.net, b->subnet.net);
+	assert_int_equal(a->subnet.prefix, b->subnet.prefix);
 	assert_int_equal(a->n_cooling, b->n_cooling);
 	for (size_t i = 0; i < a->n_cooling; i++) {
 		assert_int_equal(a->cooling[i].ip, b->cooling[i].ip);
@@ -153,6 +259,7 @@ static void assert_state_equal(const struct ipam_state *a, const struct ipam_sta
 		assert_string_equal(x->pod, y->pod);
 		assert_string_equal(x->host_veth, y->host_veth);
 		assert_int_equal(x->created, y->created);
+		assert_shaping_equal(&x->shaping, &y->shaping, i);
 	}
 }
 
