@@ -203,3 +203,25 @@ sh_tc_snapshot() {
 		done
 	} | ip netns exec "$TG_NODE" tc -batch - 2>&1 | sed -E 's/direct_packets_stat [0-9]+/direct_packets_stat N/'
 }
+
+# sh_node_clean: after every pod is gone (call between t_begin and t_end): no
+# tg/ti link, no attachment, no element in map egress_class, and the internet
+# IFB holds only what is node-wide: its HTB root and the node class 1:1 (no
+# namespace class 1:<ns>, no pod class 1:<pod>, no leaf qdisc of either).
+# The IFB must exist: a suite that shaped internet egress made it.
+sh_node_clean() {
+	local cls q
+	t_expect "tg/ti links" "$(ip -n "$TG_NODE" -o link show | awk -F': ' '{print $2}' | sed 's/@.*//' | grep -E '^t[gi]' | tr '\n' ' ')" ""
+	t_expect "attachments" "$(state_count)" 0
+	t_expect "elements of map egress_class" \
+		"$(ip netns exec "$TG_NODE" nft -j list map inet tollgate egress_class 2>/dev/null | jq -c '[.nftables[] | select(.map) | .map.elem // [] | .[]]')" "[]"
+	if ! link_exists "$UPQ"; then
+		t_fail "no $UPQ on the node: nothing to check the classes of"
+		return
+	fi
+	cls=$(ip netns exec "$TG_NODE" tc class show dev "$UPQ" 2>/dev/null)
+	grep -q '^class htb 1:1 root ' <<<"$cls" || t_fail "$UPQ has no node class 1:1: $(tr '\n' ' ' <<<"$cls")"
+	t_expect "classes on $UPQ other than the node class 1:1" "$(grep -v '^class htb 1:1 root ' <<<"$cls" | tr '\n' ' ')" ""
+	q=$(ip netns exec "$TG_NODE" tc qdisc show dev "$UPQ" 2>/dev/null)
+	t_expect "qdiscs on $UPQ other than its HTB root" "$(grep -v '^qdisc htb 1: root ' <<<"$q" | tr '\n' ' ')" ""
+}

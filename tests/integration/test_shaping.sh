@@ -582,10 +582,8 @@ else
 fi
 t_end
 
-t_begin "after all DELs: no pod class, no IFB, no tg link left"
-t_expect "tg/ti links" "$(ip -n "$TG_NODE" -o link show | awk -F': ' '{print $2}' | sed 's/@.*//' | grep -E '^t[gi]' | tr '\n' ' ')" ""
-t_expect "uplink classes other than 1:1" "$(ip netns exec "$TG_NODE" tc class show dev eth0 | grep -v '^class htb 1:1 ' | tr '\n' ' ')" ""
-t_expect "attachments" "$(state_count)" 0
+t_begin "after all DELs: no tg/ti link, no attachment, and $UPQ holds only the node class 1:1"
+sh_node_clean
 t_end
 
 for r in "${RETRIED[@]}"; do diag "missed on the first attempt (passed or failed on the second, see above): $r"; done
