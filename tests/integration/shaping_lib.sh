@@ -1,7 +1,16 @@
 # shellcheck shell=bash
-# Traffic helpers for test_shaping.sh (sourced after lib.sh): bounded iperf3
-# runs between the topology's namespaces and rates read from the kernel's
-# byte counters over the steady part of each run.
+# Shared by test_shaping.sh (what shaping makes and removes: classes, CHECK,
+# the runtime's spellings, annotations, which traffic goes through which class;
+# runs against the sanitizer build too) and test_shaping_rates.sh (caps
+# measured on the wire; not against the sanitizer build). Sourced after lib.sh.
+#
+# The pod helpers: sconf (the network config with a shaping block and a
+# runtimeConfig), spod_ns POD NAMESPACE SHAPING [RUNTIMECONFIG] (ADD,
+# remembering config and namespace), sdel POD, scheck POD (CHECK with
+# prevResult), and readers of the node's tc objects and state.json.
+#
+# Traffic: bounded iperf3 runs between the topology's namespaces and rates
+# read from the kernel's byte counters over the steady part of each run.
 #
 #   sh_measure "COUNTER..." "FLOW..."  runs the flows concurrently, samples
 #       the counters WARMUP s after the start and WINDOW s later, and sets
@@ -204,6 +213,71 @@ sh_tc_snapshot() {
 	} | ip netns exec "$TG_NODE" tc -batch - 2>&1 | sed -E 's/direct_packets_stat [0-9]+/direct_packets_stat N/'
 }
 
+# ------------------------------------------------------------ pods and classes
+# shellcheck disable=SC2034  # read by the test scripts
+UPQ=tollgate-inet # where the internet egress classes live (shaper.h)
+# shellcheck disable=SC2034  # the servers of FLOWs: "$PEER 5201" (internal), "$INET 5201" (internet)
+PEER="$TG_PEER $TG_PEER_POD_IP" INET="$TG_INET $TG_INET_IP"
+CAPS='{"bandwidth": true, "io.kubernetes.cri.pod-annotations": true}'
+
+# sh_require: root, the plugin and the tools both shaping suites use
+sh_require() {
+	local t
+	tg_require
+	for t in iperf3 tc ss; do
+		command -v "$t" >/dev/null 2>&1 || { echo "not ok - preconditions: '$t' not installed (make deps)"; exit 1; }
+	done
+}
+
+# sconf SHAPING [RUNTIMECONFIG]: the network config with this shaping block
+# (JSON) and runtimeConfig (JSON, as libcni passes it)
+sconf() {
+	# shellcheck disable=SC2016  # jq variables
+	tg_conf '.capabilities = $c | .shaping = $s | .runtimeConfig = $r' \
+		--argjson c "$CAPS" --argjson s "${1:-"{}"}" --argjson r "${2:-"{}"}"
+}
+declare -A POD_CONF=() POD_NS=()
+# spod POD NAMESPACE SHAPING [RUNTIMECONFIG]: ADD, remembering the config
+spod() {
+	POD_CONF[$1]=$(sconf "${3:-"{}"}" "${4:-"{}"}")
+	pod_add "$1" "$2" "${POD_CONF[$1]}"
+}
+# spod_ns: spod, remembering the namespace too (for sdel and scheck)
+spod_ns() { POD_NS[$1]=$2; spod "$@"; }
+# sdel POD: DEL with the pod's own config and namespace
+sdel() { tg_run DEL "${POD_CID[$1]}" eth0 "${POD_NETNS[$1]:-}" "$(k8s_args "${POD_NS[$1]:-default}" "$1" "${POD_CID[$1]}")" <<<"${POD_CONF[$1]}"; }
+# scheck POD: CHECK with prevResult, as a conflist sends it
+scheck() {
+	local c
+	c=$(jq -c --argjson p "${POD_RESULT[$1]}" '.prevResult = $p' <<<"${POD_CONF[$1]}")
+	tg_run CHECK "${POD_CID[$1]}" eth0 "${POD_NETNS[$1]}" "$(k8s_args "${POD_NS[$1]}" "$1" "${POD_CID[$1]}")" <<<"$c"
+}
+class_line() { ip netns exec "$TG_NODE" tc class show dev "$1" classid "$2" 2>/dev/null; }
+class_ceil() { class_line "$1" "$2" | sed -nE 's/.* ceil ([0-9.]+[KMG]?bit).*/\1/p'; }
+# class_bytes DEV CLASSID: bytes the class has sent ("" when it does not exist)
+class_bytes() {
+	ip netns exec "$TG_NODE" tc -s class show dev "$1" classid "$2" 2>/dev/null | awk '/^ Sent/ {print $2; exit}'
+}
+leaf_limit() { ip netns exec "$TG_NODE" tc qdisc show dev "$1" parent "$2" 2>/dev/null | sed -nE 's/^qdisc bfifo .* limit ([0-9]+[KMG]?b).*/\1/p'; }
+link_exists() { ip -n "$TG_NODE" link show "$1" >/dev/null 2>&1; }
+egress_map_has() { ip netns exec "$TG_NODE" nft list map inet tollgate egress_class 2>/dev/null | grep -qw -- "$1"; }
+# sect NAME: elapsed time, for the log (T_START set by the test)
+sect() { diag "[$((SECONDS - ${T_START:-0})) s] $*"; }
+
+# sh_pod_tamper POD: inside the pod, what a tenant with CAP_NET_ADMIN in its
+# own netns could try: delete the root qdisc of its eth0, put an unlimited HTB
+# there, delete an ingress qdisc (none of it may change the host side)
+sh_pod_tamper() {
+	local pns=$TG_ID-$1 out
+	out=$(ip netns exec "$pns" tc qdisc del dev eth0 root 2>&1)
+	diag "in the pod: tc qdisc del dev eth0 root -> rc $? ${out:+($out)}"
+	out=$(ip netns exec "$pns" tc qdisc add dev eth0 root handle 1: htb default 1 2>&1 &&
+		ip netns exec "$pns" tc class add dev eth0 parent 1: classid 1:1 htb rate 10gbit ceil 10gbit 2>&1)
+	diag "in the pod: tc qdisc add dev eth0 root handle 1: htb + class 1:1 rate 10gbit -> rc $? ${out:+($out)}"
+	ip netns exec "$pns" tc qdisc del dev eth0 ingress >/dev/null 2>&1
+	return 0
+}
+
 # sh_node_clean: after every pod is gone (call between t_begin and t_end): no
 # tg/ti link, no attachment, no element in map egress_class, and the internet
 # IFB holds only what is node-wide: its HTB root and the node class 1:1 (no
@@ -224,4 +298,13 @@ sh_node_clean() {
 	t_expect "classes on $UPQ other than the node class 1:1" "$(grep -v '^class htb 1:1 root ' <<<"$cls" | tr '\n' ' ')" ""
 	q=$(ip netns exec "$TG_NODE" tc qdisc show dev "$UPQ" 2>/dev/null)
 	t_expect "qdiscs on $UPQ other than its HTB root" "$(grep -v '^qdisc htb 1: root ' <<<"$q" | tr '\n' ' ')" ""
+}
+
+# ping_stats FILE: "n min avg median max" of the replies' RTTs (ms)
+ping_stats() {
+	sed -nE 's/.* time=([0-9.]+) ms.*/\1/p' "$1" | sort -n | awk '
+		{ v[NR] = $1; s += $1 }
+		END { if (NR == 0) { print "0 NA NA NA NA"; exit }
+		      m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+		      printf "%d %.2f %.2f %.2f %.2f\n", NR, v[1], s / NR, m, v[NR] }'
 }
