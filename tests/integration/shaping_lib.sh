@@ -14,9 +14,11 @@
 #
 #   sh_measure "COUNTER..." "FLOW..."  runs the flows concurrently, samples
 #       the counters WARMUP s after the start and WINDOW s later, and sets
-#       SH_RATE[i] (Mbit/s of IP bytes, counter i) and SH_GOOD[j] (iperf3
-#       receiver goodput in Mbit/s, flow j; "err" when iperf3 failed) and
-#       SH_RETR[j] (TCP retransmissions of the sender, whole run).
+#       SH_RATE[i] (Mbit/s of IP bytes, counter i), SH_RXGOOD[j] (Mbit/s of
+#       TCP payload that reached the receiving namespace of flow j over the
+#       same window, see sh_rx_setup), SH_GOOD[j] (iperf3 receiver goodput over the
+#       whole run, Mbit/s; "err" when iperf3 failed), SH_MSS[j] (the flow's
+#       MSS) and SH_RETR[j] (TCP retransmissions of the sender, whole run).
 #   SH_DURING, when set, is a command run (eval) between the two samples
 #   instead of sleeping SH_WINDOW (for a ping under load).
 #   COUNTER  tc/DEV/CLASSID   an HTB class in the node namespace; tc counts
@@ -35,7 +37,7 @@ SH_DURATION=${SH_DURATION:-4}   # iperf3 -t (house rule: at most 5)
 SH_WARMUP=${SH_WARMUP:-1.3}     # seconds before the first sample (slow start, connect)
 SH_WINDOW=${SH_WINDOW:-2.2}     # seconds between the two samples
 SH_PIDS=()                      # unreaped background processes of ours
-declare -a SH_RATE=() SH_GOOD=() SH_RETR=()
+declare -a SH_RATE=() SH_GOOD=() SH_RETR=() SH_RXGOOD=() SH_MSS=()
 
 sh_forget_pid() { # PID: drop from SH_PIDS once reaped
 	local p keep=()
@@ -117,16 +119,65 @@ sh_sample() {
 	awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.6f\n", (a + b) / 2}'
 }
 
+# The receiver's side of each flow is counted by a table of our own in the
+# receiving namespace (the server's, or with R the pod's): table inet tgrx,
+# counter rx_<flow index> on the input hook for the flow's data (TCP to PORT
+# at the server, from PORT at the pod; iperf3's control connection adds a few
+# bytes at the start and end only). A counter sees each skb once at the IP
+# layer, headers once per skb even when it carries a GSO/GRO train, so the
+# TCP payload that arrived is bytes - (20 IP + 20 TCP + 12 timestamps) x packets:
+# what the namespace actually received, retransmissions included, without
+# the jumps of an in-order byte count when a retransmission fills a hole.
+sh_rx_ns() { # FLOW -> "NETNS MATCH"
+	local pod sns sip port rev
+	read -r pod sns sip port rev <<<"$1"
+	if [ "${rev:-}" = R ]; then echo "$TG_ID-$pod tcp sport $port"; else echo "$sns tcp dport $port"; fi
+}
+# sh_rx_setup FLOW...: (re)makes table inet tgrx in each receiving namespace
+sh_rx_setup() {
+	local i ns match
+	declare -A rules=()
+	for i in $(seq 0 $(($# - 1))); do
+		read -r ns match <<<"$(sh_rx_ns "${@:i+1:1}")"
+		rules[$ns]+="counter rx_$i { }"$'\n'"chain input_$i { type filter hook input priority 0; $match counter name rx_$i; }"$'\n'
+	done
+	for ns in "${!rules[@]}"; do
+		ip netns exec "$ns" nft delete table inet tgrx 2>/dev/null
+		printf 'table inet tgrx {\n%s}\n' "${rules[$ns]}" | ip netns exec "$ns" nft -f - ||
+			echo "# cannot count the receiver's bytes in $ns" >&2
+	done
+}
+# sh_rx_sample FLOW...: per flow, "PAYLOAD_BYTES TIME" (the read's midpoint, s)
+sh_rx_sample() {
+	local i ns match t0 b
+	for i in $(seq 0 $(($# - 1))); do
+		read -r ns match <<<"$(sh_rx_ns "${@:i+1:1}")"
+		t0=$EPOCHREALTIME
+		b=$(ip netns exec "$ns" nft list counter inet tgrx "rx_$i" 2>/dev/null |
+			awk '{ for (j = 1; j < NF; j++) { if ($j == "packets") p = $(j + 1); if ($j == "bytes") b = $(j + 1) } }
+			     END { if (b == "") print "NA"; else printf "%.0f\n", b - 52 * p }')
+		awk -v b="$b" -v a="$t0" -v c="$EPOCHREALTIME" 'BEGIN { printf "%s %.6f\n", b, (a + c) / 2 }'
+	done
+}
+
+# sh_goodput_at_cap CAP_MBIT MSS: the TCP goodput (Mbit/s) of a flow held to
+# exactly CAP by an HTB class. HTB charges whole Ethernet frames; a full-size
+# segment of MSS payload bytes travels in MSS + 12 (TCP timestamps option)
+# + 20 (TCP) + 20 (IPv4) + 14 (Ethernet) bytes, so goodput = CAP x MSS / (MSS + 66)
+# (95.6% of CAP at MSS 1448, i.e. MTU 1500)
+sh_goodput_at_cap() { awk -v c="$1" -v m="${2:-1448}" 'BEGIN { printf "%.2f\n", c * m / (m + 66) }'; }
+
 # sh_measure "COUNTER ..." "FLOW" "FLOW" ...   (see the header)
 sh_measure() {
 	local -a ctrs flows srv=() cli=() a b
 	read -r -a ctrs <<<"$1"
 	shift
 	flows=("$@")
-	SH_RATE=() SH_GOOD=() SH_RETR=()
+	SH_RATE=() SH_GOOD=() SH_RETR=() SH_RXGOOD=() SH_MSS=()
+	local -a ra rb
 	local i f pod sns sip port rev pid n=${#ctrs[@]}
 	for ((i = 0; i < n; i++)); do SH_RATE[i]=NA; done # until measured
-	for i in "${!flows[@]}"; do SH_GOOD[i]=err SH_RETR[i]="?"; done
+	for i in "${!flows[@]}"; do SH_GOOD[i]=err SH_RETR[i]="?" SH_RXGOOD[i]=NA SH_MSS[i]=1448; done
 	for i in "${!flows[@]}"; do
 		read -r pod sns sip port rev <<<"${flows[i]}"
 		if ! sh_server "$sns" "$sip" "$port"; then
@@ -136,6 +187,7 @@ sh_measure() {
 		fi
 		srv+=("$SH_LAST_PID")
 	done
+	sh_rx_setup "${flows[@]}"
 	for i in "${!flows[@]}"; do
 		read -r pod sns sip port rev <<<"${flows[i]}"
 		f=()
@@ -147,12 +199,14 @@ sh_measure() {
 	done
 	sleep "$SH_WARMUP"
 	mapfile -t a < <(sh_sample "${ctrs[@]}")
+	mapfile -t ra < <(sh_rx_sample "${flows[@]}")
 	if [ -n "${SH_DURING:-}" ]; then
 		eval "$SH_DURING" # e.g. a ping that lasts about SH_WINDOW
 	else
 		sleep "$SH_WINDOW"
 	fi
 	mapfile -t b < <(sh_sample "${ctrs[@]}")
+	mapfile -t rb < <(sh_rx_sample "${flows[@]}")
 	for pid in "${cli[@]}" "${srv[@]}"; do
 		# iperf3 ends by itself within DURATION + a little; never wait forever
 		wait_for $((SH_DURATION + 4)) sh_pid_gone "$pid" || kill "$pid" 2>/dev/null
@@ -165,6 +219,13 @@ sh_measure() {
 			'BEGIN { if (x == "NA" || y == "NA") print "NA"; else printf "%.1f\n", (y - x) * 8 / (t1 - t0) / 1e6 }')
 	done
 	for i in "${!flows[@]}"; do
+		# shellcheck disable=SC2034  # read by the test script
+		SH_RXGOOD[i]=$(awk -v x="${ra[i]:-NA}" -v y="${rb[i]:-NA}" 'BEGIN {
+			split(x, p, " "); split(y, q, " ")
+			if (p[1] == "NA" || q[1] == "NA" || q[2] <= p[2]) print "NA"
+			else printf "%.2f\n", (q[1] - p[1]) * 8 / (q[2] - p[2]) / 1e6 }')
+		SH_MSS[i]=$(jq -r '.start.tcp_mss_default // 1448' "$TG_TMP/cli-$i.json" 2>/dev/null) || SH_MSS[i]=1448
+		[[ ${SH_MSS[i]} =~ ^[0-9]+$ ]] && [ "${SH_MSS[i]}" -ge 500 ] || SH_MSS[i]=1448
 		SH_GOOD[i]=$(jq -r 'if .error then "err" else ((.end.sum_received.bits_per_second // 0) / 1e6 * 10 | round / 10 | tostring) end' \
 			"$TG_TMP/cli-$i.json" 2>/dev/null) || SH_GOOD[i]=err
 		[ -n "${SH_GOOD[i]}" ] || SH_GOOD[i]=err

@@ -17,9 +17,13 @@
 #
 # Rates are IP bytes/s from the kernel's counters over the steady part of each
 # run (HTB class bytes minus 14 bytes of Ethernet header per packet, or the
-# accounting table's nft counters where no class exists); iperf3's TCP
-# goodput is printed next to them. iperf3 runs last 4 s; servers start per
-# run with -1 and are killed by PID (shaping_lib.sh).
+# accounting table's nft counters where no class exists). Beside each cap's
+# own counter, the receiver's goodput over the same interval (TCP payload
+# that reached the receiving namespace, counted there: sh_rx_setup) must match
+# the cap once the headers each full-size segment carries on the wire are
+# allowed for (sh_goodput_at_cap: 95.6% of the cap at MTU 1500). iperf3 runs
+# last 4 s; servers start per run with -1 and are killed by PID
+# (shaping_lib.sh).
 #
 # Standalone: CI=true TOLLGATE_BIN_DIR=build bash tests/integration/test_shaping_rates.sh
 # shellcheck disable=SC2016,SC2015,SC2004,SC1091,SC2034  # jq filters with $vars; associative arrays; SH_* read by shaping_lib.sh
@@ -34,7 +38,9 @@ topo_up || tap_bail "could not build the namespace topology"
 t_end
 
 # acc_report LABEL CONFIGURED_MBIT RATE GOODPUT WHERE (after sh_measure with one flow)
-acc_report() { diag "$1: configured $2 Mbit/s, measured $3 Mbit/s IP ($5), TCP goodput $4 Mbit/s, ${SH_RETR[0]:-?} retransmitted segments"; }
+acc_report() {
+	diag "$1: configured $2 Mbit/s, measured $3 Mbit/s IP ($5); receiver goodput ${SH_RXGOOD[0]:-?} Mbit/s over the same interval (exact cap: $(sh_goodput_at_cap "$2" "${SH_MSS[0]:-1448}") at MSS ${SH_MSS[0]:-?}), $4 over the whole run; ${SH_RETR[0]:-?} retransmitted segments"
+}
 # try2 LABEL CHECK COUNTERS FLOW...: sh_measure, then CHECK (a function that
 # reads SH_RATE and prints why and fails when a bound is missed). The machine
 # is shared with other suites: a miss is measured once more, and noted in
@@ -52,9 +58,23 @@ try2() {
 	t_fail "$why (and on the first attempt)"
 	return 1
 }
-# chk_cap: SH_RATE[0] within 5% of CAP_MBIT
+# chk_goodput FLOW CAP_MBIT: the receiver's goodput of flow FLOW over the
+# measured interval within 5% of what an exact cap lets through
+chk_goodput() {
+	local want
+	want=$(sh_goodput_at_cap "$2" "${SH_MSS[$1]:-1448}")
+	sh_within "${SH_RXGOOD[$1]}" "$want" 0.05 ||
+		{ echo "receiver goodput ${SH_RXGOOD[$1]} Mbit/s, expected $want (cap $2 less headers at MSS ${SH_MSS[$1]:-?})"; return 1; }
+}
+# chk_cap: SH_RATE[0] within 5% of CAP_MBIT, and flow 0's receiver goodput
+# within 5% of the goodput CAP_MBIT allows
 CAP_MBIT=0
-chk_cap() { sh_within "${SH_RATE[0]}" "$CAP_MBIT" 0.05 || { echo "measured ${SH_RATE[0]} Mbit/s, configured $CAP_MBIT"; return 1; }; }
+chk_cap() {
+	local w=""
+	sh_within "${SH_RATE[0]}" "$CAP_MBIT" 0.05 || w="measured ${SH_RATE[0]} Mbit/s, configured $CAP_MBIT"
+	chk_goodput 0 "$CAP_MBIT" >/dev/null || w="${w:+$w; }$(chk_goodput 0 "$CAP_MBIT")"
+	[ -z "$w" ] || { echo "$w"; return 1; }
+}
 
 # ============================================================ isolation
 # First, on a node without any shaping: the unshaped figures (internal, and
@@ -248,10 +268,11 @@ try2 "a1 + a2" chk_two "$CA1 $CA2 $CNA" "a1 $INET 5201" "a2 $INET 5202"
 diag "a1 ${SH_RATE[0]}, a2 ${SH_RATE[1]} Mbit/s IP (goodput ${SH_GOOD[0]}, ${SH_GOOD[1]}); namespace class ${SH_RATE[2]}"
 t_end
 
-t_begin "nesting: meanwhile a pod of a second namespace (150M) gets its cap"
+t_begin "nesting: meanwhile a pod of a second namespace (150M) gets its cap (and its receiver the goodput of it)"
 chk_three() {
 	local w=""
 	sh_within "${SH_RATE[2]}" 150 0.05 || w="b1 got ${SH_RATE[2]} Mbit/s, cap 150"
+	chk_goodput 2 150 >/dev/null || w="${w:+$w; }b1: $(chk_goodput 2 150)"
 	sh_within "${SH_RATE[0]}" 100 0.2 || w="${w:+$w; }a1 got ${SH_RATE[0]} Mbit/s"
 	sh_within "${SH_RATE[1]}" 100 0.2 || w="${w:+$w; }a2 got ${SH_RATE[1]} Mbit/s"
 	[ -z "$w" ] || { echo "$w"; return 1; }
