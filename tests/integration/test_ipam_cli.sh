@@ -2,7 +2,10 @@
 # tollgate-ipam, the operator CLI: `sync` against a fake Azure IMDS (success,
 # 429/410 back-off, 500, hang, cut body, malformed answers), pool growth and
 # shrink with pods running, the plugin on an empty IMDS pool, and every verb
-# (status, list, show, release, gc, doctor) in human and --json form.
+# (status, list, show, release, gc, reshape, doctor) in human and --json form;
+# doctor's findings with their fixes, and `doctor --fix` (the command doctor
+# prints, run as printed) repairing a table whose rules were flushed and a
+# table that was deleted: rules, every pod's elements, counting again.
 #
 #   node ($TG_ID-node, topology from lib.sh)
 #     eth0  MAC 00:0d:3a:f8:06:ec (as in tests/fixtures/imds/*.json),
@@ -623,19 +626,20 @@ t_end
 
 # ================================================================= doctor
 DOC_FIX_RUN=0
+DOC_OPTS=() # options for every doctor run of doctor_finding (e.g. --config FILE)
 # doctor_finding KIND OBJECT-REGEX: doctor --json reports it (rc 1) with a fix;
 # runs the fix when it is a plain `ip`/`nft` command (inside the node netns)
 doctor_finding() {
 	local kind=$1 re=$2 fixes f
-	ipam doctor --json
+	ipam "${DOC_OPTS[@]}" doctor --json
 	t_expect "doctor rc" "$IPAM_RC" 1
 	json_check doctor '.ok == false and any(.findings[]; .kind == $k and (.object | test($re))
 		and (.fix | type == "string" and length > 0) and (.detail | type == "string"))' \
 		--arg k "$kind" --arg re "$re"
-	ipam doctor
+	ipam "${DOC_OPTS[@]}" doctor
 	t_expect "human doctor rc" "$IPAM_RC" 1
 	grep -q -- "$kind" <<<"$IPAM_OUT" || t_fail "human doctor does not name $kind: ${IPAM_OUT:0:300}"
-	ipam doctor --json
+	ipam "${DOC_OPTS[@]}" doctor --json
 	fixes=$(jq -r --arg k "$kind" '.findings[] | select(.kind == $k) | .fix' <<<"$IPAM_OUT" 2>/dev/null)
 	while IFS= read -r f; do
 		[[ $f == *tollgate-ipam* ]] && [[ $f != *"$DATA"* ]] &&
@@ -743,6 +747,96 @@ doctor_clean "after gc"
 pod_del p8 "$CONF"
 t_end
 
+# nft_table_norm [NAMESPACES]: table inet tollgate as JSON, comparable across
+# a rebuild: handles dropped, counter values zeroed, set/map elements and the
+# objects sorted. With NAMESPACES (a JSON array), namespace counters are kept
+# only for those (a table declared again from the store cannot know the
+# counters of namespaces whose pods are gone).
+nft_table_norm() {
+	ip netns exec "$TG_NODE" nft -j list table inet tollgate 2>/dev/null | jq -S --argjson keep "${1:-null}" '
+		[.nftables[] | select(has("metainfo") | not)
+		 | select($keep == null or (.counter.name // "" | startswith("ns_") | not)
+			or (.counter.name as $n | any($keep[]; . as $k | $n | startswith("ns_\($k)_"))))]
+		| walk(if type == "object" then del(.handle)
+			| (if has("packets") and has("bytes") then .packets = 0 | .bytes = 0 else . end)
+			| (if (.elem | type) == "array" then .elem |= sort else . end)
+		       else . end)
+		| sort'
+}
+store_namespaces() { tg_state "$NET" | jq -c '[.attachments[].namespace] | unique'; }
+# ns_bytes COUNTER: bytes of a named counter of the node's table ("" if absent)
+ns_bytes() {
+	ip netns exec "$TG_NODE" nft list counter inet tollgate "$1" 2>/dev/null |
+		awk '{ for (i = 1; i < NF; i++) if ($i == "bytes") print $(i + 1) }'
+}
+# pod_traffic FROM TO: a few pings pod -> pod, routed (and counted) by the node
+pod_traffic() { ip netns exec "$TG_ID-$1" ping -n -q -c 3 -i 0.2 -W 1 "${POD_IP[$2]}" >/dev/null 2>&1; }
+# counts_traffic WHEN: a namespace counter grows with p2 -> p6 traffic
+CTR=ns_research_egress_internal
+counts_traffic() {
+	local b0 b1
+	b0=$(ns_bytes "$CTR")
+	pod_traffic p2 p6
+	b1=$(ns_bytes "$CTR")
+	[ -n "$b0" ] && [ "${b1:-0}" -gt "$b0" ] || t_fail "$CTR does not count p2 -> p6 $1 ($b0 -> $b1)"
+}
+DOC_CONF=$TG_TMP/doctor.conflist
+jq -c '{cniVersion, name, plugins: [.]}' <<<"$CONF" >"$DOC_CONF"
+# doctor_fix_repairs KIND TABLE_BEFORE [NAMESPACES]: doctor --config reports
+# KIND with `doctor --fix` as its fix; that command, run as printed, declares
+# the table again: equal to TABLE_BEFORE (nft_table_norm [NAMESPACES]), every
+# pod of the store in @pods and @masq, counting again, doctor clean after.
+doctor_fix_repairs() {
+	local kind=$1 before=$2 keep=${3:-} fix words d a n
+	DOC_OPTS=(--config "$DOC_CONF")
+	doctor_finding "$kind" 'inet tollgate|^tollgate$'
+	DOC_OPTS=()
+	fix=$(jq -r --arg k "$kind" '[.findings[] | select(.kind == $k) | .fix] | first // ""' <<<"$IPAM_OUT" 2>/dev/null)
+	t_expect "$kind fix" "$fix" "tollgate-ipam --config $DOC_CONF --data-dir $DATA --network $NET doctor --fix"
+	if [[ $fix == "tollgate-ipam "*" doctor --fix" ]]; then
+		# the advertised command, as printed (tollgate-ipam being this build's)
+		read -r -a words <<<"${fix#tollgate-ipam }"
+		ip netns exec "$TG_NODE" env -i PATH="$TG_PATH" "$IPAM_BIN" "${words[@]}" >"$TG_TMP/ipam.out" 2>"$TG_TMP/ipam.err"
+		IPAM_RC=$? IPAM_OUT=$(cat "$TG_TMP/ipam.out") IPAM_ERR=$(cat "$TG_TMP/ipam.err")
+		# it reports what it found before the repair (rc 1), then the repair
+		t_expect "doctor --fix rc" "$IPAM_RC" 1
+		n=$(state_count "$NET")
+		grep -q "^fixed: table inet tollgate declared again with the store's $n pods" <<<"$IPAM_OUT" ||
+			{ t_fail "doctor --fix did not say it declared the table again"; ipam_diag; }
+	else
+		t_fail "$kind: no doctor --fix command to run"
+	fi
+	d=$(snap_diff "$before" "$(nft_table_norm "$keep")")
+	[ -z "$d" ] || { t_fail "table inet tollgate after doctor --fix differs from before"; diag "$d"; }
+	for a in $(tg_state "$NET" | jq -r '.attachments[].ip'); do
+		nft_set_has pods "$a" || t_fail "$a not in @pods after doctor --fix"
+		nft_set_has masq "$a" || t_fail "$a not in @masq after doctor --fix"
+	done
+	counts_traffic "after doctor --fix"
+	doctor_clean "after doctor --fix"
+}
+# table_restore TEXT: puts a saved table back when doctor --fix failed, so
+# that the cases after this one start from a working node
+table_restore() {
+	ipam doctor --json
+	[ "$IPAM_RC" = 0 ] && return 0
+	ip netns exec "$TG_NODE" nft delete table inet tollgate 2>/dev/null
+	ip netns exec "$TG_NODE" nft -f - <<<"$1" || diag "could not restore table inet tollgate"
+}
+
+t_begin "doctor: missing-rules (the table's rules flushed), doctor --fix puts rules and counting back"
+TABLE_BEFORE=$(nft_table_norm)
+TABLE_TEXT=$(ip netns exec "$TG_NODE" nft list table inet tollgate)
+[ -n "$TABLE_BEFORE" ] && [ "$TABLE_BEFORE" != "[]" ] || t_fail "no table inet tollgate to start from"
+counts_traffic "before the flush"
+ip netns exec "$TG_NODE" nft flush table inet tollgate || t_fail "nft flush table failed"
+b0=$(ns_bytes "$CTR")
+pod_traffic p2 p6
+t_expect "$CTR after the flush, with traffic (no rules: no counting)" "$(ns_bytes "$CTR")" "$b0"
+doctor_fix_repairs missing-rules "$TABLE_BEFORE"
+table_restore "$TABLE_TEXT"
+t_end
+
 t_begin "doctor --imds: pool-drift when IMDS and the pool disagree"
 jq -n --arg dd "$DATA" --arg u "$IMDS_URL" '{cniVersion: "1.1.0", name: "tgimds", type: "tollgate",
 	uplink: "eth0", dataDir: $dd, ipam: {source: "imds", imdsURL: $u}}' >"$TG_TMP/imds-conf.json"
@@ -772,9 +866,13 @@ done
 json_check "in agreement with ipam.exclude" '.ok == true'
 t_end
 
-t_begin "doctor: missing-table (the nftables table deleted)"
+t_begin "doctor: missing-table (the nftables table deleted), doctor --fix declares it again with every pod"
+KEEP=$(store_namespaces)
+TABLE_BEFORE=$(nft_table_norm "$KEEP")
+TABLE_TEXT=$(ip netns exec "$TG_NODE" nft list table inet tollgate)
 ip netns exec "$TG_NODE" nft delete table inet tollgate
-doctor_finding missing-table 'tollgate'
+doctor_fix_repairs missing-table "$TABLE_BEFORE" "$KEEP"
+table_restore "$TABLE_TEXT"
 t_end
 
 t_begin "corrupt store: status and doctor exit 1, the file is never replaced"

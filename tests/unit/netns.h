@@ -9,8 +9,16 @@
  */
 
 #include <sched.h>
+#include <setjmp.h>
+#include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
+
+#include <cmocka.h>
 
 /* True once the process runs in a fresh network namespace (root only). */
 static inline bool in_private_netns(void)
@@ -25,6 +33,55 @@ static inline bool in_private_netns(void)
 static inline bool have_nft(void)
 {
 	return access("/usr/sbin/nft", X_OK) == 0 || access("/sbin/nft", X_OK) == 0;
+}
+
+/* Skips the running test unless the process has a network namespace of its own. */
+#define NEED_NETNS()                                                          \
+	do {                                                                  \
+		if (!in_private_netns()) {                                    \
+			print_message("needs root (unshare CLONE_NEWNET)\n"); \
+			skip();                                               \
+		}                                                             \
+	} while (0)
+
+/* ...and the nft binary, which sets tables and counters up. */
+#define NEED_NETNS_NFT()                                                      \
+	do {                                                                  \
+		NEED_NETNS();                                                 \
+		if (!have_nft()) {                                            \
+			print_message("needs the nft binary\n");              \
+			skip();                                               \
+		}                                                             \
+	} while (0)
+
+/*
+ * `nft ARGS` with its output dropped, for cleanups: a table may well be
+ * absent. Only ever inside the private namespace, never on the host's tables.
+ */
+static inline void nft_quiet(const char *args)
+{
+	char cmd[512];
+
+	if (!in_private_netns())
+		return;
+	snprintf(cmd, sizeof(cmd), "nft %s >/dev/null 2>&1", args);
+	if (system(cmd)) {
+		/* absent: fine */
+	}
+}
+
+/* Loads a ruleset with `nft -f -` (private namespace only); fails the test when nft refuses it. */
+static inline void nft_apply(const char *rules)
+{
+	FILE *p;
+
+	if (!in_private_netns())
+		fail_msg("nft_apply outside a private network namespace");
+	p = popen("nft -f - 2>&1", "w");
+	assert_non_null(p);
+	fputs(rules, p);
+	if (pclose(p) != 0)
+		fail_msg("nft -f failed for:\n%s", rules);
 }
 
 #endif

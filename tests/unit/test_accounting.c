@@ -61,18 +61,8 @@ static struct pods *make_pods(void)
 
 static void drop_table(void)
 {
-	if (system("nft delete table inet " ACCT_TABLE " >/dev/null 2>&1")) {
-		/* absent: fine */
-	}
+	nft_quiet("delete table inet " ACCT_TABLE);
 }
-
-#define NEED_ROOT()                                                           \
-	do {                                                                  \
-		if (!in_private_netns() || !have_nft()) {                     \
-			print_message("needs root (unshare CLONE_NEWNET) and nft\n"); \
-			skip();                                               \
-		}                                                             \
-	} while (0)
 
 /* ---- reading counters ---- */
 
@@ -192,7 +182,7 @@ static void t_rebuild_400_pods(void **state)
 {
 	struct scale *f = *state;
 
-	NEED_ROOT();
+	NEED_NETNS_NFT();
 	if (acct_rebuild(&f->cfg, f->ps->p, PODS, &f->e) < 0)
 		fail_msg("rebuild of %d pods: %s", PODS, f->e.msg);
 	assert_int_equal(acct_reader_read(f->rd, on_counter, f->s), 0);
@@ -207,7 +197,7 @@ static void t_add_rebuilds_missing_table(void **state)
 {
 	struct scale *f = *state;
 
-	NEED_ROOT();
+	NEED_NETNS_NFT();
 	/* the table is gone; the ADD of the last pod brings back the other 399 too */
 	if (acct_pod_add(&f->cfg, &f->ps->p[PODS - 1], f->ps->p, PODS, &f->e) < 0)
 		fail_msg("ADD with a rebuild of %d pods: %s", PODS, f->e.msg);
@@ -221,12 +211,12 @@ static void t_reader_without_table(void **state)
 	struct seen *s = seen_new();
 
 	(void)state;
-	NEED_ROOT();
+	NEED_NETNS_NFT();
 	drop_table();
 	assert_int_equal(acct_reader_read(rd, on_counter, s), -ENOENT);
 	assert_int_equal(s->calls, 0);
 	/* a table with no counters is empty, not missing */
-	assert_int_equal(system("nft add table inet " ACCT_TABLE), 0);
+	nft_apply("add table inet " ACCT_TABLE "\n");
 	assert_int_equal(acct_reader_read(rd, on_counter, s), 0);
 	assert_int_equal(s->calls, 0);
 	acct_reader_free(rd);
@@ -241,18 +231,15 @@ static void t_reader_values(void **state)
 	long i;
 
 	(void)state;
-	NEED_ROOT();
+	NEED_NETNS_NFT();
 	drop_table();
-	assert_int_equal(system("nft -f - <<'EOF'\n"
-				"table inet " ACCT_TABLE " {\n"
-				"  counter ns_a_egress_internal { packets 3 bytes 4500 }\n"
-				"  counter host_ingress_internet { packets 18446744073709551615 bytes 18446744073709551615 }\n"
-				"}\n"
-				"table inet other {\n"
-				"  counter ns_b_egress_internal { packets 1 bytes 1 }\n"
-				"}\n"
-				"EOF"),
-			 0);
+	nft_apply("table inet " ACCT_TABLE " {\n"
+		  "  counter ns_a_egress_internal { packets 3 bytes 4500 }\n"
+		  "  counter host_ingress_internet { packets 18446744073709551615 bytes 18446744073709551615 }\n"
+		  "}\n"
+		  "table inet other {\n"
+		  "  counter ns_b_egress_internal { packets 1 bytes 1 }\n"
+		  "}\n");
 	assert_int_equal(acct_reader_read(rd, on_counter, s), 0);
 	assert_int_equal(s->n, 2); /* only Tollgate's table */
 	i = find(s, "ns_a_egress_internal");
@@ -265,9 +252,7 @@ static void t_reader_values(void **state)
 	acct_reader_free(rd);
 	seen_free(s);
 	drop_table();
-	if (system("nft delete table inet other")) {
-		/* gone already */
-	}
+	nft_quiet("delete table inet other");
 }
 
 int main(void)

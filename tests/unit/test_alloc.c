@@ -6,14 +6,12 @@
  */
 #include <errno.h>
 #include <setjmp.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -23,40 +21,16 @@
 #include "ipam/pool.h"
 #include "ipam/store.h"
 #include "lib/ip4.h"
-
-#define assert_contains(hay, needle)                                                     \
-	do {                                                                             \
-		const char *h_ = (hay), *n_ = (needle);                                  \
-		if (!h_ || !strstr(h_, n_))                                              \
-			fail_msg("\"%s\" does not contain \"%s\"", h_ ? h_ : "(null)", n_); \
-	} while (0)
+#include "tests/unit/helpers.h"
 
 #define T0 1700000000000LL /* an arbitrary "now" in ms */
 #define COOL 30000
-
-static uint32_t ip(const char *s)
-{
-	uint32_t a = 0;
-
-	if (ip4_parse(s, &a) != 0)
-		fail_msg("ip4_parse(\"%s\") failed", s);
-	return a;
-}
-
-static const char *fmt(uint32_t a)
-{
-	static char buf[4][IP4_STRLEN];
-	static int k;
-
-	k = (k + 1) % 4;
-	return ip4_format(a, buf[k]);
-}
 
 #define assert_ip(got, want)                                                              \
 	do {                                                                              \
 		uint32_t g_ = (got), w_ = ip(want);                                       \
 		if (g_ != w_)                                                             \
-			fail_msg("got %s, want %s", fmt(g_), want);                       \
+			fail_msg("got %s, want %s", ip_str(g_), want);                       \
 	} while (0)
 
 /* A pool of the addresses lo..hi (inclusive), handed to the state. */
@@ -119,7 +93,7 @@ static int assign_fails(struct ipam_state *st, const char *cid, int64_t now, int
 	memset(&got, 0, sizeof(got));
 	r = ipam_assign(st, &rq, now, cooldown, &got, &ex, e);
 	if (r == 0)
-		fail_msg("ipam_assign(%s) succeeded with %s, want a failure", cid, fmt(got.ip));
+		fail_msg("ipam_assign(%s) succeeded with %s, want a failure", cid, ip_str(got.ip));
 	assert_int_equal(st->n_att, before);
 	return r;
 }
@@ -723,7 +697,7 @@ static void t_pool_grows(void **state)
  * counts and a refused assignment. Runs in a child so that a crash or a
  * sanitizer abort fails this case only. Exit codes name the failed check.
  */
-static int pool_emptied_child(void)
+static int pool_emptied_child(void *arg)
 {
 	struct ipam_state st;
 	struct ipam_attachment rq = req("b", "eth0"), got;
@@ -761,23 +735,10 @@ static int pool_emptied_child(void)
 
 static void t_pool_emptied(void **state)
 {
-	int status;
-	pid_t pid;
+	int rc = child_run(pool_emptied_child, NULL, "the emptied-pool checks");
 
-	fflush(NULL);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		/* cmocka catches SIGSEGV: a crashing child must die, not run the suite */
-		signal(SIGSEGV, SIG_DFL);
-		signal(SIGBUS, SIG_DFL);
-		_exit(pool_emptied_child());
-	}
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	if (WIFSIGNALED(status))
-		fail_msg("crashed with signal %d", WTERMSIG(status));
-	if (WEXITSTATUS(status) != 0)
-		fail_msg("check %d failed (1: a sanitizer report is above)", WEXITSTATUS(status));
+	if (rc != 0)
+		fail_msg("check %d failed (1: a sanitizer report is above)", rc);
 }
 
 /* ---- counts invariant ---- */
@@ -875,10 +836,10 @@ static void t_boot_change_drops_all(void **state)
 
 static void t_read_boot_id(void **state)
 {
-	char dir[] = "/tmp/tg-unit-boot.XXXXXX", path[64], buf[64];
+	char dir[64], path[96], buf[64];
 	FILE *f;
 
-	assert_non_null(mkdtemp(dir));
+	assert_true(tmpdir_make(dir, sizeof(dir), "/tmp", "boot"));
 	snprintf(path, sizeof(path), "%s/boot_id", dir);
 	f = fopen(path, "w");
 	assert_non_null(f);

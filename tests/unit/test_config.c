@@ -8,31 +8,23 @@
  */
 #include <errno.h>
 #include <setjmp.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
 #include "tests/unit/group.h"
+#include "tests/unit/helpers.h"
 
 #include "cni/internal.h"
 #include "node/node.h"
 
 /* ---- helpers ---- */
-
-#define assert_contains(hay, needle)                                                     \
-	do {                                                                             \
-		const char *h_ = (hay), *n_ = (needle);                                  \
-		if (!h_ || !strstr(h_, n_))                                              \
-			fail_msg("\"%s\" does not contain \"%s\"", h_ ? h_ : "(null)", n_); \
-	} while (0)
 
 static int parse_cmd(const char *json, enum cni_cmd cmd, struct node_config *cfg, struct tg_err *e)
 {
@@ -55,14 +47,6 @@ static void expect_ok_cmd(const char *json, enum cni_cmd cmd)
 		fail_msg("config rejected (r=%d code=%d): %s\n  config: %s", r, e.code, e.msg, json);
 	assert_int_equal(e.code, 0);
 	node_config_free(&cfg);
-}
-
-static uint32_t ip(const char *s)
-{
-	uint32_t a = 0;
-
-	assert_int_equal(ip4_parse(s, &a), 0);
-	return a;
 }
 
 /* A minimal valid config and builders that put one key in a chosen place. */
@@ -700,54 +684,38 @@ static void t_internal_cidrs_limit(void **state)
 	assert_contains(e.msg, "internalCIDRs");
 }
 
-/* cmocka catches SIGSEGV and friends: a crashing child must die, not run the suite. */
-static void child_default_signals(void)
+/* err.h documents struct tg_err as optional: a NULL error must not crash. */
+static const char *const null_err_jsons[] = {
+	TOP("\"mtu\":\"1500\""),
+	IPAM("\"source\":\"imds\",\"exclude\":[\"nope\"]"),
+	IPAM("\"source\":\"static\",\"addresses\":[\"bad\"]"),
+	"[]",
+	"{",
+};
+
+/* Exit status 10 + i: config i was accepted. */
+static int null_err_child(void *arg)
 {
-	signal(SIGSEGV, SIG_DFL);
-	signal(SIGBUS, SIG_DFL);
-	signal(SIGILL, SIG_DFL);
-	signal(SIGFPE, SIG_DFL);
-	signal(SIGSYS, SIG_DFL);
+	for (size_t i = 0; i < ARRAY_SIZE(null_err_jsons); i++) {
+		struct node_config cfg;
+
+		if (cni_config_read(null_err_jsons[i], strlen(null_err_jsons[i]), CMD_ADD, &cfg,
+				     NULL) >= 0)
+			return 10 + (int)i;
+		node_config_free(&cfg);
+	}
+	return 0;
 }
 
-/*
- * err.h documents struct tg_err as optional: a NULL error must not crash.
- * Run in a child process so that a crash fails this case only.
- */
+/* In a child process, so that a crash fails this case only. */
 static void t_null_err_tolerated(void **state)
 {
-	static const char *const jsons[] = {
-		TOP("\"mtu\":\"1500\""),
-		IPAM("\"source\":\"imds\",\"exclude\":[\"nope\"]"),
-		IPAM("\"source\":\"static\",\"addresses\":[\"bad\"]"),
-		"[]",
-		"{",
-	};
-	int status;
-	pid_t pid;
+	int rc = child_run(null_err_child, NULL, "cni_config_read(..., e=NULL)");
 
-	fflush(NULL);
-	pid = fork();
-
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		child_default_signals();
-		for (size_t i = 0; i < sizeof(jsons) / sizeof(jsons[0]); i++) {
-			struct node_config cfg;
-
-			if (cni_config_read(jsons[i], strlen(jsons[i]), CMD_ADD, &cfg, NULL) >= 0)
-				_exit(10 + (int)i);
-			node_config_free(&cfg);
-		}
-		_exit(0);
-	}
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	if (WIFSIGNALED(status))
-		fail_msg("cni_config_read(..., e=NULL) crashed with signal %d", WTERMSIG(status));
-	if (WEXITSTATUS(status) >= 10)
-		fail_msg("config %d accepted", WEXITSTATUS(status) - 10);
-	if (WEXITSTATUS(status) != 0)
-		fail_msg("child exited %d (a sanitizer report is above)", WEXITSTATUS(status));
+	if (rc >= 10)
+		fail_msg("config %d accepted", rc - 10);
+	if (rc != 0)
+		fail_msg("child exited %d (a sanitizer report is above)", rc);
 }
 
 /* ---- the group ---- */
@@ -783,7 +751,7 @@ int main(void)
 	ADD(t_first_error_wins);
 	ADD(t_internal_cidrs_limit);
 	ADD(t_null_err_tolerated);
-	for (size_t i = 0; i < sizeof(bad_cases) / sizeof(bad_cases[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(bad_cases); i++)
 		add_test(bad_cases[i].name, t_bad, (void *)&bad_cases[i]);
 	return run_group("config");
 }

@@ -15,20 +15,14 @@
 #include <cmocka.h>
 
 #include "cni/internal.h"
-
-#define assert_contains(hay, needle)                                                     \
-	do {                                                                             \
-		const char *h_ = (hay), *n_ = (needle);                                  \
-		if (!h_ || !strstr(h_, n_))                                              \
-			fail_msg("\"%s\" does not contain \"%s\"", h_ ? h_ : "(null)", n_); \
-	} while (0)
+#include "tests/unit/helpers.h"
 
 static const char *const VARS[] = { "CNI_COMMAND", "CNI_CONTAINERID", "CNI_NETNS",
 				    "CNI_IFNAME",  "CNI_PATH",	      "CNI_ARGS" };
 
 static void clear_env(void)
 {
-	for (size_t i = 0; i < sizeof(VARS) / sizeof(VARS[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(VARS); i++)
 		unsetenv(VARS[i]);
 }
 
@@ -135,7 +129,7 @@ static void t_command_unknown(void **state)
 	static const char *const bad[] = { "add", "Add", "ADD ", " ADD", "DELETE", "UPDATE", "FOO",
 					   "ADD\n" };
 
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
 		setenv("CNI_COMMAND", bad[i], 1);
 		expect_4("CNI_COMMAND");
 	}
@@ -206,7 +200,7 @@ static void t_container_id_invalid(void **state)
 					   "../etc", "-abc",	"_abc",	   "abc def", "abc;x",
 					   "abc\n",  "abc:1",	"a\\b",	   "ab*",     "é" };
 
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
 		base_env("ADD");
 		setenv("CNI_CONTAINERID", bad[i], 1);
 		expect_4("CNI_CONTAINERID");
@@ -230,7 +224,7 @@ static void t_container_id_valid(void **state)
 	char id[256];
 	struct cni_env env;
 
-	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(good); i++) {
 		base_env("ADD");
 		setenv("CNI_CONTAINERID", good[i], 1);
 		expect_ok(&env);
@@ -261,7 +255,7 @@ static void t_ifname_invalid(void **state)
 	static const char *const bad[] = { "",	  "abcdefghijklmnop", "et/h0", "eth:0", "eth 0",
 					   ".",	  "..",		      "eth\t0", "eth0\n", " eth0" };
 
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
 		base_env("ADD");
 		setenv("CNI_IFNAME", bad[i], 1);
 		expect_4("CNI_IFNAME");
@@ -274,7 +268,7 @@ static void t_ifname_valid(void **state)
 					    "veth-pod_1" };
 	struct cni_env env;
 
-	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(good); i++) {
 		base_env("ADD");
 		setenv("CNI_IFNAME", good[i], 1);
 		expect_ok(&env);
@@ -456,7 +450,7 @@ static void t_args_pair_without_equals(void **state)
 	static const char *const bad[] = { "IgnoreUnknown", "IgnoreUnknown=1;K8S_POD_NAME",
 					   "K8S_POD_NAMESPACE=ns;junk", "=value", "a=b;=c" };
 
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
 		base_env("ADD");
 		setenv("CNI_ARGS", bad[i], 1);
 		expect_4("CNI_ARGS");
@@ -470,7 +464,7 @@ static void t_args_invalid_namespace(void **state)
 					   "K8S_POD_NAMESPACE=ns\"x", "K8S_POD_NAMESPACE=.",
 					   "K8S_POD_NAMESPACE=ns\n" };
 
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
 		base_env("ADD");
 		setenv("CNI_ARGS", bad[i], 1);
 		expect_4("K8S_POD_NAMESPACE");

@@ -9,7 +9,6 @@
  * handed out again.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -29,33 +27,12 @@
 #include "ipam/pool.h"
 #include "ipam/store.h"
 #include "lib/ip4.h"
-
-#define assert_contains(hay, needle)                                                     \
-	do {                                                                             \
-		const char *h_ = (hay), *n_ = (needle);                                  \
-		if (!h_ || !strstr(h_, n_))                                              \
-			fail_msg("\"%s\" does not contain \"%s\"", h_ ? h_ : "(null)", n_); \
-	} while (0)
+#include "tests/unit/helpers.h"
 
 #define T0 1700000000000LL
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 /* The uplink of every fixture: IMDS writes it "000D3AF806EC". */
 static const uint8_t UPLINK_MAC[6] = { 0x00, 0x0d, 0x3a, 0xf8, 0x06, 0xec };
-
-static uint32_t ip(const char *s)
-{
-	uint32_t a = 0;
-
-	if (ip4_parse(s, &a) != 0)
-		fail_msg("ip4_parse(\"%s\") failed", s);
-	return a;
-}
-
-static const char *fmt(uint32_t a, char buf[IP4_STRLEN])
-{
-	return ip4_format(a, buf);
-}
 
 /* ---- fixtures ---- */
 
@@ -64,23 +41,12 @@ static char *fixture(const char *name, size_t *len)
 {
 	const char *dir = getenv("TG_FIXTURE_DIR");
 	char path[512];
-	struct stat sb;
-	char *buf;
-	int fd;
 
 	snprintf(path, sizeof(path), "%s/%s", dir && *dir ? dir : "tests/fixtures/imds", name);
-	fd = open(path, O_RDONLY);
-	if (fd < 0)
+	if (access(path, R_OK) != 0)
 		fail_msg("cannot open fixture %s (run from the repository root, or set "
 			 "TG_FIXTURE_DIR): %s", path, strerror(errno));
-	assert_int_equal(fstat(fd, &sb), 0);
-	buf = malloc((size_t)sb.st_size + 1);
-	assert_non_null(buf);
-	assert_int_equal(read(fd, buf, (size_t)sb.st_size), sb.st_size);
-	buf[sb.st_size] = '\0';
-	close(fd);
-	*len = (size_t)sb.st_size;
-	return buf;
+	return read_file(path, len);
 }
 
 static int parse_fixture(const char *name, const uint8_t mac[6], struct imds_network *n,
@@ -99,19 +65,17 @@ static int parse_fixture(const char *name, const uint8_t mac[6], struct imds_net
 /* Asserts n's addresses are exactly `want` (dotted strings, ascending). */
 static void assert_addrs(const struct imds_network *n, const char *const *want, size_t n_want)
 {
-	char a[IP4_STRLEN];
-
 	if (n->n_addrs != n_want) {
 		char got[1024] = "";
 
 		for (size_t i = 0; i < n->n_addrs && strlen(got) < sizeof(got) - 20; i++)
 			snprintf(got + strlen(got), sizeof(got) - strlen(got), " %s",
-				 fmt(n->addrs[i], a));
+				 ip_str(n->addrs[i]));
 		fail_msg("expected %zu addresses, got %zu:%s", n_want, n->n_addrs, got);
 	}
 	for (size_t i = 0; i < n_want; i++)
 		if (n->addrs[i] != ip(want[i]))
-			fail_msg("address %zu: expected %s, got %s", i, want[i], fmt(n->addrs[i], a));
+			fail_msg("address %zu: expected %s, got %s", i, want[i], ip_str(n->addrs[i]));
 }
 
 static void assert_subnet(const struct imds_network *n, const char *net, int prefix)
@@ -124,10 +88,8 @@ static void assert_subnet(const struct imds_network *n, const char *net, int pre
 
 static void assert_node_ip(const struct imds_network *n, const char *want)
 {
-	char a[IP4_STRLEN];
-
 	if (n->node_ip != ip(want))
-		fail_msg("node IP: expected %s, got %s", want, fmt(n->node_ip, a));
+		fail_msg("node IP: expected %s, got %s", want, ip_str(n->node_ip));
 	for (size_t i = 0; i < n->n_addrs; i++)
 		if (n->addrs[i] == n->node_ip)
 			fail_msg("the node's own address %s is among the pod addresses", want);
@@ -418,7 +380,7 @@ static size_t fill(struct ipam_state *st, const char *prefix, int64_t now, const
 		assert_false(existing);
 		if (never && got.ip == ip(never))
 			fail_msg("%s handed out to %s", never, cid);
-		if (!pool_has(st, fmt(got.ip, a)))
+		if (!pool_has(st, ip4_format(got.ip, a)))
 			fail_msg("%s handed out although not in the pool", a);
 		if (++n > 1000)
 			fail_msg("allocator never runs out");
@@ -579,7 +541,7 @@ static void t_reconcile_removed_in_use_is_retired(void **state)
 	SYNC(&st, BASE, T0, &rep);
 	req_for(&req, "victim");
 	assert_int_equal(ipam_assign(&st, &req, T0, 0, &got, &existing, &e), 0);
-	fmt(got.ip, held);
+	ip4_format(got.ip, held);
 	for (size_t i = 0; i < ARRAY_SIZE(BASE); i++)
 		if (strcmp(BASE[i], held) != 0)
 			keep[k++] = BASE[i];
@@ -638,7 +600,7 @@ static void t_reconcile_retired_comes_back(void **state)
 		size_t k = 0;
 		char held[IP4_STRLEN];
 
-		fmt(got.ip, held);
+		ip4_format(got.ip, held);
 		for (size_t i = 0; i < ARRAY_SIZE(BASE); i++)
 			if (strcmp(BASE[i], held) != 0)
 				keep[k++] = BASE[i];

@@ -21,22 +21,7 @@
 #include "ipam/pool.h"
 #include "ipam/store.h"
 #include "lib/ip4.h"
-
-#define assert_contains(hay, needle)                                                     \
-	do {                                                                             \
-		const char *h_ = (hay), *n_ = (needle);                                  \
-		if (!h_ || !strstr(h_, n_))                                              \
-			fail_msg("\"%s\" does not contain \"%s\"", h_ ? h_ : "(null)", n_); \
-	} while (0)
-
-static uint32_t ip(const char *s)
-{
-	uint32_t a = 0;
-
-	if (ip4_parse(s, &a) != 0)
-		fail_msg("ip4_parse(\"%s\") failed", s);
-	return a;
-}
+#include "tests/unit/helpers.h"
 
 /* Builds a JSON array of strings from a NULL-terminated list. */
 static json_object *strs(const char *const *list)
@@ -130,7 +115,7 @@ static void t_ip4_parse_rejects(void **state)
 	};
 	uint32_t a = 0x12345678;
 
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
 		if (ip4_parse(bad[i], &a) != -EINVAL)
 			fail_msg("ip4_parse(\"%s\") accepted", bad[i]);
 	assert_int_equal(a, 0x12345678); /* untouched on failure */
@@ -151,7 +136,7 @@ static void t_ip4_round_trip(void **state)
 {
 	static const uint32_t v[] = { 1, 0x7f000001, 0xc0a80001, 0xfffffffe, 0x0a00ff00 };
 
-	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(v); i++) {
 		char buf[IP4_STRLEN];
 		uint32_t back;
 
@@ -191,7 +176,7 @@ static void t_cidr4_parse_rejects(void **state)
 	};
 	struct cidr4 c = { .net = 0x12345678, .prefix = 7 };
 
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
 		if (cidr4_parse(bad[i], &c) == 0)
 			fail_msg("cidr4_parse(\"%s\") accepted", bad[i]);
 	assert_int_equal(c.net, 0x12345678);
@@ -666,7 +651,7 @@ int main(void)
 	ADD(t_round_trip);
 	ADD(t_round_trip_max);
 	ADD(t_round_trip_sparse);
-	for (size_t i = 0; i < sizeof(bad_entries) / sizeof(bad_entries[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(bad_entries); i++)
 		add_test(bad_entries[i].name, t_pool_bad, (void *)&bad_entries[i]);
 	return run_group("pool");
 }

@@ -17,6 +17,7 @@
 #include "node/node.h"
 #include "shaper/shaper.h"
 #include "lib/rate.h"
+#include "tests/unit/helpers.h"
 
 static void t_rate_valid(void **state)
 {
@@ -29,7 +30,7 @@ static void t_rate_valid(void **state)
 		{ "32G", 32000000000ULL }, { "1.25k", 1250ULL },      { "+5M", 5000000ULL },
 	};
 	(void)state;
-	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(ok); i++) {
 		uint64_t v = 0;
 
 		if (rate_parse(ok[i].in, &v) != 0 || v != ok[i].bps)
@@ -44,7 +45,7 @@ static void t_rate_invalid(void **state)
 					   "1.5",   "5 M",    "M",	  "1e",	    "1e99", "33G",
 					   "99999999999999999999", "100", "0.5k",  "1..5M" };
 	(void)state;
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
 		uint64_t v = 0;
 
 		if (rate_parse(bad[i], &v) == 0)
@@ -188,7 +189,7 @@ static void t_bad_inputs(void **state)
 		  "internet-egress-bandwidth" },
 	};
 	(void)state;
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
 		struct node_config cfg;
 		struct tg_err e;
 		int r = parse(bad[i].json, &cfg, &e);

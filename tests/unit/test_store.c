@@ -8,7 +8,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <linux/magic.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,7 +19,6 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -32,24 +30,9 @@
 #include "ipam/pool.h"
 #include "ipam/store.h"
 #include "lib/ip4.h"
-
-#define assert_contains(hay, needle)                                                     \
-	do {                                                                             \
-		const char *h_ = (hay), *n_ = (needle);                                  \
-		if (!h_ || !strstr(h_, n_))                                              \
-			fail_msg("\"%s\" does not contain \"%s\"", h_ ? h_ : "(null)", n_); \
-	} while (0)
+#include "tests/unit/helpers.h"
 
 #define T0 1700000000000LL
-
-static uint32_t ip(const char *s)
-{
-	uint32_t a = 0;
-
-	if (ip4_parse(s, &a) != 0)
-		fail_msg("ip4_parse(\"%s\") failed", s);
-	return a;
-}
 
 /* ---- temp dirs ---- */
 
@@ -61,11 +44,6 @@ struct fx {
 	const void *row;  /* the table row of a table-driven case */
 };
 
-static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-	return remove(p);
-}
-
 static int setup(void **state)
 {
 	struct fx *f = calloc(1, sizeof(*f));
@@ -73,8 +51,7 @@ static int setup(void **state)
 	if (!f)
 		return -1;
 	f->row = *state; /* cmocka hands the case's initial state to setup */
-	snprintf(f->tmp, sizeof(f->tmp), "/tmp/tg-unit-store.XXXXXX");
-	if (!mkdtemp(f->tmp))
+	if (!tmpdir_make(f->tmp, sizeof(f->tmp), "/tmp", "store"))
 		return -1;
 	snprintf(f->data, sizeof(f->data), "%s/data", f->tmp);
 	snprintf(f->dir, sizeof(f->dir), "%s/net", f->data);
@@ -87,36 +64,9 @@ static int teardown(void **state)
 {
 	struct fx *f = *state;
 
-	nftw(f->tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	tmpdir_remove(f->tmp);
 	free(f);
 	return 0;
-}
-
-static void write_file(const char *path, const char *data, size_t len)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-
-	assert_true(fd >= 0);
-	assert_int_equal(write(fd, data, len), (ssize_t)len);
-	assert_int_equal(close(fd), 0);
-}
-
-/* Reads a whole file; *len gets its size. Caller frees. */
-static char *read_file(const char *path, size_t *len)
-{
-	struct stat sb;
-	char *buf;
-	int fd = open(path, O_RDONLY);
-
-	assert_true(fd >= 0);
-	assert_int_equal(fstat(fd, &sb), 0);
-	buf = malloc((size_t)sb.st_size + 1);
-	assert_non_null(buf);
-	assert_int_equal(read(fd, buf, (size_t)sb.st_size), sb.st_size);
-	buf[sb.st_size] = '\0';
-	close(fd);
-	*len = (size_t)sb.st_size;
-	return buf;
 }
 
 static void open_store(struct fx *f, struct ipam_store *s)
@@ -172,11 +122,111 @@ static void rich_state(struct ipam_state *st)
 	st->att[3].k8s_namespace[0] = '\0';
 	st->att[3].pod[0] = '\0';
 	st->att[3].netns[0] = '\0';
+	/*
+	 * Shaping: every field of the first attachment non-zero and different
+	 * from the others (a swapped pair of keys shows); the second has only a
+	 * Kubernetes limit; the others none.
+	 */
+	st->att[0].shaping = (struct shaping){
+		.ingress_bps = 20000000, .ingress_burst = 160001,
+		.egress_bps = 30000000, .egress_burst = 240002,
+		.annot_inet_egress = 50000000, .annot_inet_ingress = 40000000,
+		.inet_ingress_bps = 45000000, .inet_egress_bps = 55000000,
+		.ns_egress_bps = 200000000, .node_egress_bps = 10000000000ULL,
+		.ns_class = 0x0002, .pod_class = 0x8003,
+	};
+	st->att[1].shaping = (struct shaping){ .egress_bps = 70000000, .egress_burst = 8750 };
 	st->cooling = calloc(2, sizeof(*st->cooling));
 	assert_non_null(st->cooling);
 	st->cooling[0] = (struct ipam_cooling){ .ip = ip("10.1.0.14"), .released_ms = T0 - 100 };
 	st->cooling[1] = (struct ipam_cooling){ .ip = ip("10.1.0.66"), .released_ms = T0 };
 	st->n_cooling = 2;
+	/* what IMDS sync keeps beside the pool: addresses seen once, the node's own, its subnet */
+	st->pending = calloc(3, sizeof(*st->pending));
+	assert_non_null(st->pending);
+	st->pending[0] = ip("10.1.0.71");
+	st->pending[1] = ip("10.1.0.72");
+	st->pending[2] = ip("10.1.0.80");
+	st->n_pending = 3;
+	st->node_ip = ip("10.1.0.4");
+	st->subnet = (struct cidr4){ .net = ip("10.1.0.0"), .prefix = 24 };
+}
+
+/*
+ * assert_state_equal compares every field of these structs. A field added to
+ * one of them must be compared there too; until then these fail the build
+ * (they mirror the fields compared; a field that fits in padding slips past).
+ */
+struct compared_shaping {
+	uint64_t ingress_bps, ingress_burst, egress_bps, egress_burst;
+	uint64_t annot_inet_egress, annot_inet_ingress;
+	uint64_t inet_ingress_bps, inet_egress_bps, ns_egress_bps, node_egress_bps;
+	uint16_t ns_class, pod_class;
+};
+struct compared_attachment {
+	char container_id[IPAM_CONTAINER_ID_MAX + 1];
+	char ifname[IFNAMSIZ];
+	uint32_t ip;
+	char netns[IPAM_NETNS_MAX + 1];
+	char k8s_namespace[IPAM_K8S_NAMESPACE_MAX + 1];
+	char pod[IPAM_K8S_POD_MAX + 1];
+	char host_veth[IFNAMSIZ];
+	int64_t created;
+	struct compared_shaping shaping;
+};
+struct compared_cooling {
+	uint32_t ip;
+	int64_t released_ms;
+};
+struct compared_state {
+	int version;
+	char boot_id[64];
+	char source[16];
+	int64_t last_sync_ms;
+	uint32_t last_ip;
+	uint32_t *pool;
+	size_t n_pool;
+	uint32_t *pending;
+	size_t n_pending;
+	uint32_t node_ip;
+	struct cidr4 subnet;
+	struct ipam_cooling *cooling;
+	size_t n_cooling;
+	struct ipam_attachment *att;
+	size_t n_att;
+};
+_Static_assert(sizeof(struct shaping) == sizeof(struct compared_shaping),
+	       "struct shaping changed: compare the new field in assert_state_equal");
+_Static_assert(sizeof(struct ipam_attachment) == sizeof(struct compared_attachment),
+	       "struct ipam_attachment changed: compare the new field in assert_state_equal");
+_Static_assert(sizeof(struct ipam_state) == sizeof(struct compared_state),
+	       "struct ipam_state changed: compare the new field in assert_state_equal");
+_Static_assert(sizeof(struct ipam_cooling) == sizeof(struct compared_cooling),
+	       "struct ipam_cooling changed: compare the new field in assert_state_equal");
+
+#define assert_field_equal(x, y, what, i, field)                                           \
+	do {                                                                               \
+		if ((uint64_t)(x)->field != (uint64_t)(y)->field)                          \
+			fail_msg("%s %zu: " #field " %llu, expected %llu", (what), (i),    \
+				 (unsigned long long)(y)->field,                           \
+				 (unsigned long long)(x)->field);                          \
+	} while (0)
+
+static void assert_shaping_equal(const struct shaping *x, const struct shaping *y,
+				 size_t i)
+{
+	assert_field_equal(x, y, "attachment", i, ingress_bps);
+	assert_field_equal(x, y, "attachment", i, ingress_burst);
+	assert_field_equal(x, y, "attachment", i, egress_bps);
+	assert_field_equal(x, y, "attachment", i, egress_burst);
+	assert_field_equal(x, y, "attachment", i, annot_inet_egress);
+	assert_field_equal(x, y, "attachment", i, annot_inet_ingress);
+	assert_field_equal(x, y, "attachment", i, inet_ingress_bps);
+	assert_field_equal(x, y, "attachment", i, inet_egress_bps);
+	assert_field_equal(x, y, "attachment", i, ns_egress_bps);
+	assert_field_equal(x, y, "attachment", i, node_egress_bps);
+	assert_field_equal(x, y, "attachment", i, ns_class);
+	assert_field_equal(x, y, "attachment", i, pod_class);
 }
 
 static void assert_state_equal(const struct ipam_state *a, const struct ipam_state *b)
@@ -189,6 +239,12 @@ static void assert_state_equal(const struct ipam_state *a, const struct ipam_sta
 	assert_int_equal(a->n_pool, b->n_pool);
 	if (a->n_pool)
 		assert_memory_equal(a->pool, b->pool, a->n_pool * sizeof(*a->pool));
+	assert_int_equal(a->n_pending, b->n_pending);
+	if (a->n_pending)
+		assert_memory_equal(a->pending, b->pending, a->n_pending * sizeof(*a->pending));
+	assert_int_equal(a->node_ip, b->node_ip);
+	assert_int_equal(a->subnet.net, b->subnet.net);
+	assert_int_equal(a->subnet.prefix, b->subnet.prefix);
 	assert_int_equal(a->n_cooling, b->n_cooling);
 	for (size_t i = 0; i < a->n_cooling; i++) {
 		assert_int_equal(a->cooling[i].ip, b->cooling[i].ip);
@@ -206,6 +262,7 @@ static void assert_state_equal(const struct ipam_state *a, const struct ipam_sta
 		assert_string_equal(x->pod, y->pod);
 		assert_string_equal(x->host_veth, y->host_veth);
 		assert_int_equal(x->created, y->created);
+		assert_shaping_equal(&x->shaping, &y->shaping, i);
 	}
 }
 
@@ -632,18 +689,19 @@ static void t_durable_follows_filesystem(void **state)
 	struct ipam_store s;
 	struct statfs sfs;
 	struct tg_err e = { 0 };
-	char shm[] = "/dev/shm/tg-unit-store.XXXXXX";
+	char shm[64];
 
 	open_store(f, &s);
 	assert_int_equal(statfs(f->dir, &sfs), 0);
 	assert_int_equal(s.durable, !(sfs.f_type == TMPFS_MAGIC || sfs.f_type == RAMFS_MAGIC));
 	ipam_store_close(&s);
-	if (statfs("/dev/shm", &sfs) != 0 || sfs.f_type != TMPFS_MAGIC || !mkdtemp(shm))
+	if (statfs("/dev/shm", &sfs) != 0 || sfs.f_type != TMPFS_MAGIC ||
+	    !tmpdir_make(shm, sizeof(shm), "/dev/shm", "store"))
 		skip();
 	assert_int_equal(ipam_store_open(&s, shm, "net", &e), 0);
 	assert_false(s.durable);
 	ipam_store_close(&s);
-	nftw(shm, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+	tmpdir_remove(shm);
 }
 
 /* ---- corrupt files: refused with code 5, never replaced ---- */
@@ -761,8 +819,17 @@ static void t_symlink_not_followed(void **state)
 #define WRITERS 8
 #define ROUNDS 25
 
-static int writer(const char *data_dir, int id)
+struct writer_arg {
+	const char *data_dir;
+	int id;
+};
+
+/* One writer process; its exit status names the step that failed. */
+static int writer(void *arg)
 {
+	const struct writer_arg *w = arg;
+	const char *data_dir = w->data_dir;
+	int id = w->id;
 	struct ipam_store s;
 	struct tg_err e = { 0 };
 
@@ -800,6 +867,7 @@ static void t_concurrent_writers(void **state)
 	struct ipam_state st;
 	struct tg_err e = { 0 };
 	pid_t pids[WRITERS];
+	struct writer_arg args[WRITERS];
 	uint32_t *pool = malloc(65534 * sizeof(*pool));
 
 	/* seed the store with a big pool (10.8.0.1 - 10.8.255.254) */
@@ -813,17 +881,14 @@ static void t_concurrent_writers(void **state)
 	ipam_state_free(&st);
 
 	for (int i = 0; i < WRITERS; i++) {
-		pids[i] = fork();
-		assert_true(pids[i] >= 0);
-		if (pids[i] == 0)
-			_exit(writer(f->data, i));
+		args[i] = (struct writer_arg){ .data_dir = f->data, .id = i };
+		pids[i] = child_start(writer, &args[i]);
 	}
 	for (int i = 0; i < WRITERS; i++) {
-		int status;
+		int rc = child_wait(pids[i], "a writer");
 
-		assert_int_equal(waitpid(pids[i], &status, 0), pids[i]);
-		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-			fail_msg("writer %d failed (status 0x%x)", i, status);
+		if (rc != 0)
+			fail_msg("writer %d failed at step %d", i, rc);
 	}
 
 	assert_int_equal(ipam_store_load(&s, &st, &e), 0);
@@ -869,7 +934,7 @@ int main(void)
 	ADD(t_json_round_trip_empty);
 	ADD(t_json_shape);
 	ADD(t_from_json_minimal);
-	for (size_t i = 0; i < sizeof(bad_docs) / sizeof(bad_docs[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(bad_docs); i++)
 		add_test(bad_docs[i].name, t_from_json_bad, (void *)&bad_docs[i]);
 	ADD_STORE(t_open_creates_dir_and_lock);
 	ADD_STORE(t_open_existing_dir);
@@ -884,7 +949,7 @@ int main(void)
 	ADD_STORE(t_lock_is_exclusive);
 	ADD_STORE(t_unlock_twice_is_harmless);
 	ADD_STORE(t_durable_follows_filesystem);
-	for (size_t i = 0; i < sizeof(corrupts) / sizeof(corrupts[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(corrupts); i++)
 		add_test_fixture(corrupts[i].name, t_corrupt, setup, teardown, (void *)&corrupts[i]);
 	ADD_STORE(t_unreadable_is_an_error);
 	ADD_STORE(t_symlink_not_followed);
