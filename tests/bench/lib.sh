@@ -14,6 +14,21 @@ bench_start() {
     TG_BIN=$BIN_DIR/tollgate
 }
 
+# bench_verdict REPORT: the last word of a benchmark, once its report is
+# printed. Every target a benchmark states is a row of a markdown table whose
+# status cell reads PASS or MISS; a cell "| MISS" is a missed target. Lists
+# the missed ones on stderr and exits 1 when there are any (0 otherwise);
+# BENCH_STRICT=0 only lists them and exits 0.
+bench_verdict() {
+    local missed
+    missed=$(grep -F '| MISS' "$1")
+    if [[ -n $missed ]]; then
+        printf '%s: %d stated target(s) missed:\n%s\n' "${0##*/}" "$(wc -l <<<"$missed")" "$missed" >&2
+        [[ ${BENCH_STRICT:-1} == 0 ]] || exit 1
+    fi
+    exit 0
+}
+
 # netns_batch add|del NAMES...: one `ip -batch` for many namespaces
 netns_batch() {
     local verb=$1; shift
