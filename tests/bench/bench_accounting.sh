@@ -198,15 +198,7 @@ printf '%s\n' "${batch[@]}" | ip -batch - || die "ip netns add failed"
     echo "addr add $INET_IP/32 dev lo"
 } | ip -n "$INET" -batch - || die "internet host setup failed"
 for v in "${VARS[@]}"; do
-    k=${VNODE[$v]}
-    node=$RUN-n$k
-    ip -n "$node" link set lo up
-    ip -n "$node" link add eth0 type veth peer name "u$k" netns "$INET" || die "uplink veth of node $k failed"
-    ip -n "$node" addr add "10.240.$k.4/24" dev eth0
-    ip -n "$node" link set eth0 up
-    ip -n "$node" route add default via "10.240.$k.1" || die "default route of node $k failed"
-    ip -n "$INET" addr add "10.240.$k.1/24" dev "u$k"
-    ip -n "$INET" link set "u$k" up
+    node_uplink "$INET" "$RUN-n${VNODE[$v]}" "${VNODE[$v]}"
 done
 
 # ------------------------------------------------------------- plugin ADDs

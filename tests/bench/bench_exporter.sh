@@ -9,9 +9,10 @@
 #
 # Everything runs in fresh network namespaces named <run>-* (<run> = tgx<hex>,
 # unique to this run); the root namespace is never touched:
-#   <run>-node    the node: eth0 (a veth whose peer stays in the node too)
-#                 10.240.0.4/24, default via 10.240.0.1; lo up; the exporter
-#                 on 127.0.0.1:9617; every client and every timed command
+#   <run>-node    the node: eth0 10.240.0.4/24, default via <run>-wan
+#                 (10.240.0.1; lib.sh node_uplink, no traffic goes there);
+#                 lo up; the exporter on 127.0.0.1:9617; every client and
+#                 every timed command
 #   <run>-p<i>    one netns per pod, i = 1..250; real ADDs of the real plugin
 #                 (static pool 10.1.0.0/23, perPod true), pod i in namespace
 #                 ns-<i mod 100>: 100 x 4 namespace counters, 250 x 4 pod
@@ -74,7 +75,7 @@ done
 PY=$(python3 -c 'import sys; print(sys.executable)')
 
 RUN=tgx$(printf '%04x%04x' "$(($$ & 0xffff))" "$RANDOM")
-NODE=$RUN-node
+NODE=$RUN-node WAN=$RUN-wan
 WORK=$(mktemp -d /dev/shm/tollgate-bench-exp.XXXXXX 2>/dev/null || mktemp -d /tmp/tollgate-bench-exp.XXXXXX) || die "mktemp failed"
 EXP_PID=""
 CLEANED=0
@@ -94,13 +95,8 @@ tool() { N "$PY" "$TOOL" --port "$PORT" "$@"; }
 
 # ---------------------------------------------------------------- node + pods
 log "run $RUN: node and $PODS pod namespaces"
-ip netns add "$NODE" || die "cannot create netns $NODE"
-ip -n "$NODE" link set lo up
-ip -n "$NODE" link add eth0 type veth peer name wan0 || die "veth"
-ip -n "$NODE" addr add 10.240.0.4/24 dev eth0
-ip -n "$NODE" link set eth0 up
-ip -n "$NODE" link set wan0 up
-ip -n "$NODE" route add default via 10.240.0.1 || die "default route"
+netns_batch add "$WAN" "$NODE"
+node_uplink "$WAN" "$NODE" 0
 for ((i = 1; i <= PODS; i++)); do echo "netns add $RUN-p$i"; done | ip -batch - || die "pod netns"
 
 jq -n -c --arg dd "$WORK/data" --arg lf "$WORK/tollgate.log" --arg name "$NETNAME" '{
