@@ -62,7 +62,7 @@
 #   BENCH_ACCT_IPT_RULES=2000  FORWARD rules of variant D
 #   BENCH_ACCT_IPT_SMALL=auto  rules of variant E: a number, 0 (off) or auto (250 if it fits)
 #   BENCH_ACCT_UDP_WINDOW=2M   iperf3 -w for the UDP runs (socket buffers; see below)
-#   BENCH_STRICT=0             1: exit 2 when a target is missed
+#   BENCH_STRICT=1             exit 1 (after the report) when a stated target is missed; 0: report only
 #   BENCH_ACCT_REPORT=FILE     also write the markdown report to FILE
 #   BENCH_ACCT_RAW=DIR         also copy the raw per-run results and iperf3 JSON to DIR
 set -u
@@ -80,7 +80,6 @@ EXTRA=${BENCH_ACCT_EXTRA:-9990}
 IPT_RULES=${BENCH_ACCT_IPT_RULES:-2000}
 IPT_SMALL=${BENCH_ACCT_IPT_SMALL:-auto}
 UDP_WIN=${BENCH_ACCT_UDP_WINDOW:-2M}
-STRICT=${BENCH_STRICT:-0}
 RUN_OVERHEAD=0.5    # estimated seconds per iperf3 run beyond -t (start, handshake, parsing)
 SETUP_EST=15        # estimated seconds for setup + warm-up
 
@@ -199,15 +198,7 @@ printf '%s\n' "${batch[@]}" | ip -batch - || die "ip netns add failed"
     echo "addr add $INET_IP/32 dev lo"
 } | ip -n "$INET" -batch - || die "internet host setup failed"
 for v in "${VARS[@]}"; do
-    k=${VNODE[$v]}
-    node=$RUN-n$k
-    ip -n "$node" link set lo up
-    ip -n "$node" link add eth0 type veth peer name "u$k" netns "$INET" || die "uplink veth of node $k failed"
-    ip -n "$node" addr add "10.240.$k.4/24" dev eth0
-    ip -n "$node" link set eth0 up
-    ip -n "$node" route add default via "10.240.$k.1" || die "default route of node $k failed"
-    ip -n "$INET" addr add "10.240.$k.1/24" dev "u$k"
-    ip -n "$INET" link set "u$k" up
+    node_uplink "$INET" "$RUN-n${VNODE[$v]}" "${VNODE[$v]}"
 done
 
 # ------------------------------------------------------------- plugin ADDs
@@ -670,5 +661,4 @@ report | tee "$WORK/report.md"
 if [[ -n ${BENCH_ACCT_RAW:-} ]]; then
     mkdir -p "$BENCH_ACCT_RAW" && cp -r "$WORK/results" "$WORK/failures" "$WORK/json" "$BENCH_ACCT_RAW/"
 fi
-if [[ $STRICT == 1 ]] && grep -q '| MISS' "$WORK/report.md"; then exit 2; fi
-exit 0
+bench_verdict "$WORK/report.md"

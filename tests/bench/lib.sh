@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# Shared pieces of the benchmarks; netns_batch and two_nodes call die(), netns_del_run reads RUN.
+# Shared pieces of the benchmarks; netns_batch, node_uplink and two_nodes call
+# die(), netns_del_run reads RUN.
 # Every namespace a benchmark makes is named "$RUN-…", so one glob finds them.
 
 # shellcheck disable=SC2034  # globals for the sourcing script
@@ -12,6 +13,21 @@ bench_start() {
     BIN_DIR=${1:-${TOLLGATE_BIN_DIR:-build}}
     [[ $BIN_DIR == /* ]] || BIN_DIR=$ROOT/$BIN_DIR
     TG_BIN=$BIN_DIR/tollgate
+}
+
+# bench_verdict REPORT: the last word of a benchmark, once its report is
+# printed. Every target a benchmark states is a row of a markdown table whose
+# status cell reads PASS or MISS; a cell "| MISS" is a missed target. Lists
+# the missed ones on stderr and exits 1 when there are any (0 otherwise);
+# BENCH_STRICT=0 only lists them and exits 0.
+bench_verdict() {
+    local missed
+    missed=$(grep -F '| MISS' "$1")
+    if [[ -n $missed ]]; then
+        printf '%s: %d stated target(s) missed:\n%s\n' "${0##*/}" "$(wc -l <<<"$missed")" "$missed" >&2
+        [[ ${BENCH_STRICT:-1} == 0 ]] || exit 1
+    fi
+    exit 0
 }
 
 # netns_batch add|del NAMES...: one `ip -batch` for many namespaces
@@ -30,25 +46,32 @@ netns_del_run() {
     return 0
 }
 
+# node_uplink WAN NODE K [PODNET]: the node's uplink. NODE and WAN are
+# existing namespaces; NODE gets lo up and eth0, a veth whose other end u<K>
+# sits in WAN: 10.240.K.4/24 on the node, 10.240.K.1/24 on WAN, the node's
+# default route via WAN. With PODNET, WAN routes it back via the node (its
+# pods are reachable without masquerade).
+node_uplink() {
+    local wan=$1 node=$2 k=$3 podnet=${4:-}
+    ip -n "$node" link set lo up
+    ip -n "$node" link add eth0 type veth peer name "u$k" netns "$wan" || die "uplink veth of $node failed"
+    ip -n "$node" addr add "10.240.$k.4/24" dev eth0
+    ip -n "$node" link set eth0 up
+    ip -n "$node" route add default via "10.240.$k.1" || die "default route of $node failed"
+    ip -n "$wan" addr add "10.240.$k.1/24" dev "u$k"
+    ip -n "$wan" link set "u$k" up
+    [[ -z $podnet ]] || ip -n "$wan" route add "$podnet" via "10.240.$k.4" || die "route to $podnet via $node failed"
+}
+
 # two_nodes WAN NODE_A NODE_B WAN_IP: two "nodes" side by side behind one
-# "internet" host WAN (WAN_IP/32 on its lo): node A eth0 10.240.0.4/24 with
-# pods in 10.1.0.0/22, node B eth0 10.240.1.4/24 with pods in 10.2.0.0/22,
-# each with a default route via WAN, which routes the pod ranges back.
+# "internet" host WAN (WAN_IP/32 on its lo): node A (node_uplink 0) with pods
+# in 10.1.0.0/22, node B (node_uplink 1) with pods in 10.2.0.0/22, both pod
+# ranges routed back by WAN.
 two_nodes() {
-    local wan=$1 a=$2 b=$3 wan_ip=$4 i=0 pair node net podnet
+    local wan=$1 a=$2 b=$3 wan_ip=$4
     netns_batch add "$wan" "$a" "$b"
     ip -n "$wan" link set lo up
     ip -n "$wan" addr add "$wan_ip/32" dev lo
-    for pair in "$a:10.240.0:10.1.0.0/22" "$b:10.240.1:10.2.0.0/22"; do
-        IFS=: read -r node net podnet <<<"$pair"
-        ip -n "$node" link set lo up
-        ip -n "$node" link add eth0 type veth peer name up$i netns "$wan" || die "uplink veth failed"
-        ip -n "$node" addr add "$net.4/24" dev eth0
-        ip -n "$node" link set eth0 up
-        ip -n "$node" route add default via "$net.1"
-        ip -n "$wan" addr add "$net.1/24" dev up$i
-        ip -n "$wan" link set up$i up
-        ip -n "$wan" route add "$podnet" via "$net.4"
-        i=$((i + 1))
-    done
+    node_uplink "$wan" "$a" 0 10.1.0.0/22
+    node_uplink "$wan" "$b" 1 10.2.0.0/22
 }
