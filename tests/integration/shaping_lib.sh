@@ -369,3 +369,14 @@ ping_stats() {
 		      m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
 		      printf "%d %.2f %.2f %.2f %.2f\n", NR, v[1], s / NR, m, v[NR] }'
 }
+
+# sh_start: what every shaping suite does first: tools present, traps set,
+# the topology drawn in its header built (as one test).
+sh_start() {
+	sh_require
+	sh_traps
+	T_START=$SECONDS
+	t_begin topology
+	topo_up || tap_bail "could not build the namespace topology"
+	t_end
+}

@@ -21,12 +21,7 @@
 set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/shaping_lib.sh"
-sh_require
-sh_traps
-T_START=$SECONDS
-t_begin topology
-topo_up || tap_bail "could not build the namespace topology"
-t_end
+sh_start
 
 # ============================================================ which traffic takes which class
 sect "classification"

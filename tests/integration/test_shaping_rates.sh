@@ -30,12 +30,7 @@
 set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/shaping_lib.sh"
-sh_require
-sh_traps
-T_START=$SECONDS
-t_begin topology
-topo_up || tap_bail "could not build the namespace topology"
-t_end
+sh_start
 
 # acc_report LABEL CONFIGURED_MBIT RATE GOODPUT WHERE (after sh_measure with one flow)
 acc_report() {
