@@ -108,8 +108,9 @@ static int list_devices(struct tc_collector *tc, const struct ipam_state *st, ui
 		for (int j = 0; j < k; j++) {
 			bool inet = strcmp(cls[j].dev, SHAPER_INET_IFB) == 0;
 
-			/* One device per pod device kind: consecutive classes share it. */
-			if ((inet && inet_listed++) || (j && strcmp(cls[j].dev, cls[j - 1].dev) == 0))
+			/* A pod's classes of one device come together; tollgate-inet once. */
+			if ((inet && inet_listed++) ||
+			    (j && strcmp(cls[j].dev, cls[j - 1].dev) == 0))
 				continue;
 			memcpy(devs[n++].name, cls[j].dev, IFNAMSIZ);
 		}
@@ -224,9 +225,11 @@ static int read_internet_egress(struct tc_collector *tc, const struct ipam_state
 			if (cls[j].level == SHAPER_NODE && node_seen++)
 				continue;
 			if (cls[j].level == SHAPER_NAMESPACE) {
-				if (minor > SHAPER_NS_CLASS_MAX || (ns_seen[minor / 64] & (1ull << (minor % 64))))
+				uint64_t bit = 1ull << (minor % 64);
+
+				if (minor > SHAPER_NS_CLASS_MAX || (ns_seen[minor / 64] & bit))
 					continue;
-				ns_seen[minor / 64] |= 1ull << (minor % 64);
+				ns_seen[minor / 64] |= bit;
 			}
 			add_row(tc, a, &cls[j]);
 		}

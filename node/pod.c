@@ -56,9 +56,10 @@ static void plumb_req_of(const struct node_pod *p, struct plumb_req *rq)
 	node_pod_mac(p->a->container_id, p->a->ifname, rq->pod_mac);
 }
 
-static const char *uplink_name(const struct node_config *cfg, const struct node_uplink *up)
+/* Where internet traffic leaves: resolved once per call (node_uplink), 0 when unknown. */
+static int uplink_ifindex(const struct node_uplink *up)
 {
-	return up && up->name[0] ? up->name : cfg->uplink;
+	return up ? up->ifindex : 0;
 }
 
 int node_pod_add(struct nl_sock *sk, const struct node_config *cfg, const struct node_pod *p,
@@ -78,8 +79,9 @@ int node_pod_add(struct nl_sock *sk, const struct node_config *cfg, const struct
 	if (r < 0)
 		goto undo;
 	if (shaping_any(&a->shaping)) {
-		r = shaper_pod_add(sk, a->host_veth, uplink_name(cfg, p->uplink), &a->shaping,
-				   cfg->internal, cfg->n_internal, cfg->shaping.queue_ms, rq.mtu, e);
+		r = shaper_pod_add(sk, a->host_veth, uplink_ifindex(p->uplink), &a->shaping,
+				   cfg->internal, cfg->n_internal, cfg->shaping.queue_ms, rq.mtu,
+				   e);
 		if (r < 0)
 			goto undo;
 	}
@@ -126,8 +128,8 @@ int node_pod_check(struct nl_sock *sk, const struct node_config *cfg, const stru
 	r = acct_pod_check(&me, cfg->masquerade, e);
 	if (r == 0)
 		r = tg_fail(e, TG_ERR_DRIFT, -ENOENT,
-			    "drift: the elements of %s in table inet tollgate (sets pods, masq, map "
-			    "ns_egress_internal) do not match the config (masquerade %s)",
+			    "drift: the elements of %s in table inet tollgate (sets pods, masq, "
+			    "map ns_egress_internal) do not match the config (masquerade %s)",
 			    ip4_format(p->a->ip, ip), cfg->masquerade ? "true" : "false");
 	return r < 0 ? r : 0;
 }
@@ -162,12 +164,11 @@ int node_pod_reshape(struct nl_sock *sk, const struct node_config *cfg,
 		return -EIO;
 	if (!shaping_any(now))
 		return 0;
-	return shaper_pod_add(sk, a->host_veth, uplink_name(cfg, up), now, cfg->internal,
+	return shaper_pod_add(sk, a->host_veth, uplink_ifindex(up), now, cfg->internal,
 			      cfg->n_internal, cfg->shaping.queue_ms, up ? up->mtu : 1500, e);
 }
 
-int node_table_rebuild(const struct node_config *cfg, const struct ipam_state *st,
-		       struct tg_err *e)
+int node_table_rebuild(const struct node_config *cfg, const struct ipam_state *st, struct tg_err *e)
 {
 	struct acct_config acct = acct_config_of(cfg);
 	struct acct_pod *all = acct_pods_of(st);

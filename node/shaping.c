@@ -52,11 +52,14 @@ int node_shaping_classes(const struct ipam_state *st, struct ipam_attachment *a)
 	others = malloc((st->n_att + 1) * sizeof(*others));
 	if (!others)
 		return -ENOMEM;
-	for (size_t i = 0; i < st->n_att; i++)
-		if (&st->att[i] != a && (st->att[i].shaping.ns_class || st->att[i].shaping.pod_class))
-			others[n++] = (struct shaper_class_holder){ st->att[i].k8s_namespace,
-								    st->att[i].shaping.ns_class,
-								    st->att[i].shaping.pod_class };
+	for (size_t i = 0; i < st->n_att; i++) {
+		const struct ipam_attachment *o = &st->att[i];
+
+		if (o != a && (o->shaping.ns_class || o->shaping.pod_class))
+			others[n++] = (struct shaper_class_holder){ o->k8s_namespace,
+								    o->shaping.ns_class,
+								    o->shaping.pod_class };
+	}
 	r = shaper_classes_assign(&a->shaping, a->k8s_namespace, a->ip, others, n);
 	free(others);
 	return r;

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "lib/util.h"
-#include "shaper/shaper.h"
+#include "shaper/internal.h"
 
 #define H(maj, min) (((uint32_t)(maj) << 16) | (uint32_t)(min))
 
@@ -18,14 +18,28 @@ uint32_t shaper_egress_classid(const struct shaping *s)
 	return s->pod_class ? H(1, s->pod_class) : 0;
 }
 
+/* The smaller of two caps, where 0 is none. */
 static uint64_t min_nz(uint64_t a, uint64_t b)
 {
-	return a && a < b ? a : b;
+	if (!a)
+		return b;
+	if (!b)
+		return a;
+	return a < b ? a : b;
+}
+
+void shaper_ceilings(const struct shaping *s, struct shaper_ceilings *ret)
+{
+	ret->to_pod = s->ingress_bps ? s->ingress_bps : SHAPER_LINE_BPS;
+	ret->to_pod_inet = min_nz(s->inet_ingress_bps, ret->to_pod);
+	ret->node = s->node_egress_bps ? s->node_egress_bps : SHAPER_LINE_BPS;
+	ret->ns = min_nz(s->ns_egress_bps, ret->node);
+	ret->pod_inet = min_nz(s->inet_egress_bps, ret->ns);
 }
 
 static struct shaper_class *put(struct shaper_class *c, const char *dev, uint32_t classid,
-				enum shaper_level level, const char *direction,
-				const char *traffic, uint64_t ceil_bps)
+				enum shaper_level level, const char *direction, const char *traffic,
+				uint64_t ceil_bps)
 {
 	snprintf(c->dev, sizeof(c->dev), "%s", dev);
 	c->classid = classid;
@@ -40,16 +54,17 @@ int shaper_pod_classes(const char *host_veth, const struct shaping *s,
 		       struct shaper_class ret[SHAPER_POD_CLASSES_MAX])
 {
 	struct shaper_class *c = ret;
+	struct shaper_ceilings ceil;
 
+	shaper_ceilings(s, &ceil);
 	if (shaping_pod_ingress(s)) {
-		uint64_t total = s->ingress_bps ? s->ingress_bps : SHAPER_LINE_BPS;
-
 		if (s->ingress_bps)
-			c = put(c, host_veth, H(1, 1), SHAPER_POD, "ingress", "all", total);
+			c = put(c, host_veth, H(1, 1), SHAPER_POD, "ingress", "all", ceil.to_pod);
 		c = put(c, host_veth, SHAPER_INET_INGRESS_CLASS, SHAPER_POD, "ingress", "internet",
-			min_nz(s->inet_ingress_bps, total));
+			ceil.to_pod_inet);
 		if (s->ingress_bps)
-			c = put(c, host_veth, H(1, 3), SHAPER_POD, "ingress", "internal", total);
+			c = put(c, host_veth, H(1, 3), SHAPER_POD, "ingress", "internal",
+				ceil.to_pod);
 	}
 	if (s->egress_bps) {
 		char ifb[IFNAMSIZ];
@@ -58,14 +73,11 @@ int shaper_pod_classes(const char *host_veth, const struct shaping *s,
 		c = put(c, ifb, H(1, 1), SHAPER_POD, "egress", "all", s->egress_bps);
 	}
 	if (shaping_inet_egress(s)) {
-		uint64_t node = s->node_egress_bps ? s->node_egress_bps : SHAPER_LINE_BPS;
-		uint64_t ns = min_nz(s->ns_egress_bps, node);
-
 		c = put(c, SHAPER_INET_IFB, H(1, s->pod_class), SHAPER_POD, "egress", "internet",
-			min_nz(s->inet_egress_bps, ns));
+			ceil.pod_inet);
 		c = put(c, SHAPER_INET_IFB, H(1, s->ns_class), SHAPER_NAMESPACE, "egress",
-			"internet", ns);
-		c = put(c, SHAPER_INET_IFB, H(1, 1), SHAPER_NODE, "egress", "internet", node);
+			"internet", ceil.ns);
+		c = put(c, SHAPER_INET_IFB, H(1, 1), SHAPER_NODE, "egress", "internet", ceil.node);
 	}
 	return (int)(c - ret);
 }
@@ -74,7 +86,8 @@ static bool class_taken(const struct shaper_class_holder *others, size_t n, uint
 			bool ns_class, const char *ns)
 {
 	for (size_t i = 0; i < n; i++) {
-		if (ns_class && others[i].ns_class == id && strcmp(others[i].k8s_namespace, ns) != 0)
+		if (ns_class && others[i].ns_class == id &&
+		    strcmp(others[i].k8s_namespace, ns) != 0)
 			return true;
 		if (!ns_class && others[i].pod_class == id)
 			return true;
@@ -108,12 +121,14 @@ int shaper_classes_assign(struct shaping *s, const char *k8s_namespace, uint32_t
 	for (size_t i = 0; i < n && !s->ns_class; i++)
 		if (others[i].ns_class && strcmp(others[i].k8s_namespace, k8s_namespace) == 0)
 			s->ns_class = others[i].ns_class;
-	if (!s->ns_class)
-		s->ns_class = probe(others, n, SHAPER_NS_CLASS_MIN, SHAPER_NS_CLASS_MAX,
-				    (uint32_t)(hash_fnv1a64(k8s_namespace, strlen(k8s_namespace),
-							    FNV1A64_INIT) %
-					       (SHAPER_NS_CLASS_MAX - SHAPER_NS_CLASS_MIN + 1)),
-				    true, k8s_namespace);
+	if (!s->ns_class) {
+		uint32_t h = (uint32_t)(hash_fnv1a64(k8s_namespace, strlen(k8s_namespace),
+						     FNV1A64_INIT) %
+					(SHAPER_NS_CLASS_MAX - SHAPER_NS_CLASS_MIN + 1));
+
+		s->ns_class = probe(others, n, SHAPER_NS_CLASS_MIN, SHAPER_NS_CLASS_MAX, h, true,
+				    k8s_namespace);
+	}
 	/* The pod's: from its address, so it is stable, probing on a (rare) clash. */
 	if (!s->pod_class)
 		s->pod_class = probe(others, n, SHAPER_POD_CLASS_BASE, SHAPER_POD_CLASS_MAX,

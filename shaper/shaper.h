@@ -83,10 +83,11 @@ struct nl_sock;
 void shaper_ifb_name(const char *host_veth, char ret[IFNAMSIZ]);
 /*
  * Installs (or replaces) every qdisc, class and filter the spec asks for.
- * `uplink` is the interface internet traffic leaves by. queue_ms sizes the
- * leaf queues; mtu sizes bursts and quanta.
+ * `uplink` is the ifindex of the interface internet traffic leaves by (0:
+ * none, which internet egress shaping refuses). queue_ms sizes the leaf
+ * queues; mtu sizes bursts and quanta.
  */
-int shaper_pod_add(struct nl_sock *sk, const char *host_veth, const char *uplink,
+int shaper_pod_add(struct nl_sock *sk, const char *host_veth, int uplink,
 		   const struct shaping *s, const struct cidr4 *internal, size_t n_internal,
 		   uint32_t queue_ms, int mtu, struct tg_err *e);
 /* Removes the pod's IFB and uplink classes (the veth's qdiscs go with the veth). */

@@ -22,7 +22,7 @@
 #include <netlink/route/tc.h>
 
 #include "lib/nl.h"
-#include "shaper/shaper.h"
+#include "shaper/internal.h"
 
 #define H(maj, min) (((uint32_t)(maj) << 16) | (uint32_t)(min))
 #define INGRESS_HANDLE 0xffff0000u
@@ -244,15 +244,6 @@ out:
 	return r;
 }
 
-static uint64_t min_nz(uint64_t a, uint64_t b)
-{
-	if (!a)
-		return b;
-	if (!b)
-		return a;
-	return a < b ? a : b;
-}
-
 /*
  * A u32 node on the uplink's clsact egress hook: `dst` matches pass, NULL
  * redirects all. Every node sits in one hash table (800:), in the order of
@@ -346,17 +337,18 @@ static int inet_path(struct nl_sock *sk, int up, const struct cidr4 *internal, s
 	return put_u32(sk, up, SHAPER_REDIRECT_PRIO, NULL, *ret_ifb);
 }
 
-int shaper_pod_add(struct nl_sock *sk, const char *host_veth, const char *uplink,
+int shaper_pod_add(struct nl_sock *sk, const char *host_veth, int uplink,
 		   const struct shaping *s, const struct cidr4 *internal, size_t n_internal,
 		   uint32_t queue_ms, int mtu, struct tg_err *e)
 {
+	struct shaper_ceilings ceil;
 	int veth = ifindex_of(sk, host_veth), r;
 
 	if (!veth)
 		return tg_fail(e, CNI_ERR_IO, -ENODEV, "tc: host veth %s is missing", host_veth);
+	shaper_ceilings(s, &ceil);
 	if (shaping_pod_ingress(s)) {
-		uint64_t total = s->ingress_bps ? s->ingress_bps : SHAPER_LINE_BPS;
-		uint64_t inet = min_nz(s->inet_ingress_bps, total);
+		uint64_t total = ceil.to_pod, inet = ceil.to_pod_inet;
 
 		/* Internal traffic is only classified (1:3) when a whole-pod limit applies. */
 		r = put_htb_root(sk, veth, s->ingress_bps ? 3 : 0);
@@ -396,29 +388,27 @@ int shaper_pod_add(struct nl_sock *sk, const char *host_veth, const char *uplink
 			return tc_fail(e, r, "shaping traffic from the pod through %s", ifb);
 	}
 	if (shaping_inet_egress(s)) {
-		int up = ifindex_of(sk, uplink), inet = 0;
-		uint64_t node = s->node_egress_bps ? s->node_egress_bps : SHAPER_LINE_BPS;
-		uint64_t ns = min_nz(s->ns_egress_bps, node);
-		uint64_t pod = min_nz(s->inet_egress_bps, ns);
+		uint64_t node = ceil.node, ns = ceil.ns, pod = ceil.pod_inet;
+		int inet = 0; /* the IFB tollgate-inet, where the classes live */
 
-		if (!up)
+		if (uplink <= 0)
 			return tg_fail(e, CNI_ERR_CONFIG, -ENODEV,
-				       "tc: the uplink \"%s\" for internet shaping does not exist",
-				       uplink && *uplink ? uplink : "(default route)");
-		r = inet_path(sk, up, internal, n_internal, mtu, &inet);
+				       "tc: internet shaping needs an uplink (none is configured and "
+				       "there is no default route)");
+		r = inet_path(sk, uplink, internal, n_internal, mtu, &inet);
 		if (r < 0)
 			return tc_fail(e, r, "steering internet traffic of the uplink to %s",
 				       SHAPER_INET_IFB);
-		up = inet; /* the classes live on the IFB */
-		r = put_htb_root(sk, up, 0);
+		r = put_htb_root(sk, inet, 0);
 		if (r == 0)
-			r = put_class(sk, up, H(1, 0), H(1, 1), node, node, 0, mtu);
+			r = put_class(sk, inet, H(1, 0), H(1, 1), node, node, 0, mtu);
 		if (r == 0)
-			r = put_class(sk, up, H(1, 1), H(1, s->ns_class), 0, ns, 0, mtu);
+			r = put_class(sk, inet, H(1, 1), H(1, s->ns_class), 0, ns, 0, mtu);
 		if (r == 0)
-			r = put_class(sk, up, H(1, s->ns_class), H(1, s->pod_class), 0, pod, 0, mtu);
+			r = put_class(sk, inet, H(1, s->ns_class), H(1, s->pod_class), 0, pod, 0,
+				      mtu);
 		if (r == 0)
-			r = put_leaf_queue(sk, up, H(1, s->pod_class), pod, queue_ms, mtu);
+			r = put_leaf_queue(sk, inet, H(1, s->pod_class), pod, queue_ms, mtu);
 		if (r < 0)
 			return tc_fail(e, r, "shaping internet traffic on the uplink");
 	}
@@ -519,6 +509,8 @@ static void fill_stats(struct rtnl_class *c, struct shaper_stats *st)
 struct class_view {
 	int ifindex;
 	struct nl_cache *cache;
+	char dev[IFNAMSIZ];		/* the device last named (view_dev_class) */
+	int dev_ifindex;
 };
 
 static void view_free(struct class_view *v)
@@ -548,6 +540,17 @@ static int view_class(struct nl_sock *sk, struct class_view *v, int ifindex, uin
 		fill_stats(c, st);
 	rtnl_class_put(c);
 	return 1;
+}
+
+/* A class of the device named `dev`: the name is resolved once while lookups stay on it. */
+static int view_dev_class(struct nl_sock *sk, struct class_view *v, const char *dev, uint32_t id,
+			  struct shaper_stats *st)
+{
+	if (strcmp(v->dev, dev) != 0) {
+		snprintf(v->dev, sizeof(v->dev), "%s", dev);
+		v->dev_ifindex = ifindex_of(sk, dev);
+	}
+	return v->dev_ifindex && view_class(sk, v, v->dev_ifindex, id, st);
 }
 
 static int find_class(struct nl_sock *sk, int ifindex, uint32_t id, struct shaper_stats *st)
@@ -593,7 +596,9 @@ static bool ceil_is(const struct shaper_stats *st, uint64_t bps)
 }
 
 static const char *const level_what[] = {
-	[SHAPER_POD] = "the pod's", [SHAPER_NAMESPACE] = "its namespace's", [SHAPER_NODE] = "the node's"
+	[SHAPER_POD] = "the pod's",
+	[SHAPER_NAMESPACE] = "its namespace's",
+	[SHAPER_NODE] = "the node's",
 };
 
 int shaper_pod_check(struct nl_sock *sk, const char *host_veth, const struct shaping *s,
@@ -606,9 +611,8 @@ int shaper_pod_check(struct nl_sock *sk, const char *host_veth, const struct sha
 
 	for (int i = 0; i < n && r == 0; i++) {
 		const struct shaper_class *c = &want[i];
-		int ifindex = ifindex_of(sk, c->dev);
 
-		if (!ifindex || !view_class(sk, &v, ifindex, c->classid, &st))
+		if (!view_dev_class(sk, &v, c->dev, c->classid, &st))
 			r = tg_fail(e, TG_ERR_DRIFT, -ENOENT,
 				    "drift: class %x:%x on %s (%s %s %s) is missing", c->classid >> 16,
 				    c->classid & 0xffff, c->dev, level_what[c->level], c->direction,
@@ -632,12 +636,10 @@ int shaper_pod_stats(struct nl_sock *sk, const char *host_veth, const struct sha
 	struct class_view v = { 0 };
 	int n = shaper_pod_classes(host_veth, s, all), found = 0;
 
-	for (int i = 0; i < n; i++) {
-		int ifindex = all[i].level == SHAPER_POD ? ifindex_of(sk, all[i].dev) : 0;
-
-		if (ifindex && view_class(sk, &v, ifindex, all[i].classid, &ret[found]))
+	for (int i = 0; i < n; i++)
+		if (all[i].level == SHAPER_POD &&
+		    view_dev_class(sk, &v, all[i].dev, all[i].classid, &ret[found]))
 			ret_class[found++] = all[i];
-	}
 	view_free(&v);
 	return found;
 }
