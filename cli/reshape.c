@@ -77,7 +77,7 @@ static int reshape_apply(struct cli *c, const struct reshape *r)
 		return -1;
 	}
 	/* Bursts and quanta are sized for the uplink's MTU, as ADD sized them. */
-	if (node_uplink(sk, &c->cfg, &up, &e) < 0) {
+	if (node_uplink(sk, c->cfg.uplink, c->cfg.mtu, &up, &e) < 0) {
 		fprintf(stderr, "tollgate-ipam: %s\n", e.msg);
 		nl_socket_free(sk);
 		return -1;

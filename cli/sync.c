@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include <netlink/netlink.h>
-#include <netlink/route/link.h>
 
 #include "cli/cli.h"
 #include "ipam/pool.h"
@@ -15,71 +14,36 @@
 #include "lib/nl.h"
 #include "lib/util.h"
 
-/* The uplink's MAC picks its NIC out of the IMDS document. */
-static int uplink_mac(const char *uplink, uint8_t mac[6], char name[IFNAMSIZ])
+/* The uplink (--uplink, the config's, else the default route's interface) and its MAC. */
+static int uplink_of(const struct cli *c, struct node_uplink *ret, struct tg_err *e)
 {
+	const char *name = c->uplink ? c->uplink : "";
 	struct nl_sock *sk = NULL;
-	struct rtnl_link *link = NULL;
-	struct nl_addr *addr;
-	int ifindex = 0, r;
+	int r = nl_route_open(&sk);
 
-	r = nl_route_open(&sk);
 	if (r < 0)
-		return r;
-	if (!uplink || !*uplink) {
-		r = nl_default_route_ifindex(sk, &ifindex);
-		if (r == 0 && !ifindex)
-			r = -ENETUNREACH;
-	}
-	if (r == 0)
-		r = nl_to_errno(rtnl_link_get_kernel(sk, ifindex, ifindex ? NULL : uplink, &link));
+		return tg_fail(e, CNI_ERR_IO, r, "cannot open a netlink socket: %s", strerror(-r));
+	r = node_uplink(sk, name, 0, ret, e);
 	nl_socket_free(sk);
-	if (r < 0)
-		return r;
-	addr = rtnl_link_get_addr(link);
-	if (!addr || nl_addr_get_len(addr) != 6) {
-		rtnl_link_put(link);
-		return -EADDRNOTAVAIL;
-	}
-	memcpy(mac, nl_addr_get_binary_addr(addr), 6);
-	snprintf(name, IFNAMSIZ, "%s", rtnl_link_get_name(link));
-	rtnl_link_put(link);
-	return 0;
+	if (r == 0 && !ret->has_mac)
+		r = tg_fail(e, CNI_ERR_IO, ret->ifindex ? -EADDRNOTAVAIL : -ENETUNREACH,
+			    "cannot read the MAC of uplink %s: %s",
+			    name[0] ? name : "(default route's interface)",
+			    ret->ifindex ? "it has no MAC address" : "there is no default route");
+	return r;
 }
 
 /* A whole file, NUL-terminated, of at most 4 MiB. */
 static int read_file(const char *path, char **ret, size_t *ret_len)
 {
 	FILE *f = fopen(path, "re");
-	char *buf = NULL;
-	size_t len = 0, cap = 0;
+	int r;
 
 	if (!f)
 		return -errno;
-	for (;;) {
-		size_t n;
-
-		if (len + 4096 > cap) {
-			char *grown;
-
-			cap = cap ? cap * 2 : 8192;
-			if (cap > (1 << 22) || !(grown = realloc(buf, cap))) {
-				free(buf);
-				fclose(f);
-				return -EFBIG;
-			}
-			buf = grown;
-		}
-		n = fread(buf + len, 1, cap - len - 1, f);
-		len += n;
-		if (n == 0)
-			break;
-	}
+	r = read_stream(f, 1 << 22, ret, ret_len);
 	fclose(f);
-	buf[len] = '\0';
-	*ret = buf;
-	*ret_len = len;
-	return 0;
+	return r == -E2BIG ? -EFBIG : r;
 }
 
 /* The network document, from --from-file or from IMDS (retried within budget_s). */
@@ -124,19 +88,18 @@ int imds_candidates(const struct cli *c, int budget_s, int *attempts, struct imd
 		    char upname[IFNAMSIZ], uint32_t **ret, size_t *ret_n, struct tg_err *e)
 {
 	_cleanup_free_ char *body = NULL;
+	struct node_uplink up;
 	size_t len = 0;
-	uint8_t mac[6];
 	int r;
 
-	r = uplink_mac(c->uplink, mac, upname);
+	r = uplink_of(c, &up, e);
 	if (r < 0)
-		return tg_fail(e, CNI_ERR_IO, r, "cannot read the MAC of uplink %s: %s",
-			       c->uplink && *c->uplink ? c->uplink : "(default route's interface)",
-			       strerror(-r));
+		return r;
+	memcpy(upname, up.name, IFNAMSIZ);
 	r = imds_document(c, budget_s, attempts, &body, &len, e);
 	if (r < 0)
 		return r;
-	r = imds_parse_network(body, len, mac, net, e);
+	r = imds_parse_network(body, len, up.mac, net, e);
 	if (r == 0)
 		r = imds_keep(c, net, ret, ret_n, e);
 	if (r < 0)

@@ -162,7 +162,7 @@ static int add_prepare(struct session *s, const struct cni_env *env, const struc
 	up->mtu = cfg->mtu;
 	if (cfg->mtu && !shaping_inet_egress(&req->shaping))
 		return 0;
-	r = node_uplink(s->sk, cfg, up, e);
+	r = node_uplink(s->sk, cfg->uplink, cfg->mtu, up, e);
 	if (r == 0 && shaping_inet_egress(&req->shaping) && !up->ifindex)
 		r = tg_fail(e, CNI_ERR_CONFIG, -ENODEV,
 			    "shaping.internetEgress needs an uplink: set \"uplink\" or a default route");

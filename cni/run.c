@@ -9,45 +9,6 @@
 #include "lib/cleanup.h"
 #include "lib/util.h"
 
-static int read_all(FILE *in, char **ret, size_t *ret_len)
-{
-	size_t cap = 8192, len = 0;
-	char *buf = malloc(cap);
-
-	if (!buf)
-		return -ENOMEM;
-	for (;;) {
-		size_t n;
-
-		if (len == cap) {
-			char *grown;
-
-			if (cap > NODE_CONFIG_MAX) {
-				free(buf);
-				return -E2BIG;
-			}
-			grown = realloc(buf, cap * 2);
-			if (!grown) {
-				free(buf);
-				return -ENOMEM;
-			}
-			buf = grown;
-			cap *= 2;
-		}
-		n = fread(buf + len, 1, cap - len, in);
-		len += n;
-		if (n == 0)
-			break;
-	}
-	if (ferror(in)) {
-		free(buf);
-		return -EIO;
-	}
-	*ret = buf;
-	*ret_len = len;
-	return 0;
-}
-
 int cni_config_read(const char *text, size_t len, enum cni_cmd cmd, struct node_config *cfg,
 		    struct tg_err *e)
 {
@@ -99,7 +60,7 @@ int cni_run(FILE *in, FILE *out)
 	r = cni_env_command(&env, &err);
 	if (r < 0)
 		goto done;
-	r = read_all(in, &text, &len);
+	r = read_stream(in, NODE_CONFIG_MAX, &text, &len);
 	if (r == -E2BIG) {
 		r = tg_fail(&err, CNI_ERR_DECODE, r, "the network configuration is larger than %d bytes",
 			    NODE_CONFIG_MAX);

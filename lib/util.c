@@ -111,3 +111,37 @@ int mkdir_p(const char *path, unsigned mode)
 		return -errno;
 	return 0;
 }
+
+int read_stream(FILE *f, size_t max, char **ret, size_t *ret_len)
+{
+	size_t cap = 0, len = 0, n;
+	char *buf = NULL;
+
+	do {
+		if (cap - len < 2) { /* room to read into, and for the NUL */
+			size_t want = cap ? cap * 2 : 8192;
+			char *grown = realloc(buf, want);
+
+			if (!grown) {
+				free(buf);
+				return -ENOMEM;
+			}
+			buf = grown;
+			cap = want;
+		}
+		n = fread(buf + len, 1, cap - len - 1, f);
+		len += n;
+		if (len > max) {
+			free(buf);
+			return -E2BIG;
+		}
+	} while (n > 0);
+	if (ferror(f)) {
+		free(buf);
+		return -EIO;
+	}
+	buf[len] = '\0';
+	*ret = buf;
+	*ret_len = len;
+	return 0;
+}

@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 int64_t time_now_ms(void);		/* wall clock, for records that outlive the process */
 int64_t time_mono_ns(void);		/* for durations */
@@ -19,6 +20,11 @@ uint64_t hash_fnv1a64(const void *data, size_t len, uint64_t seed);
 bool array_grow(void *arrp, size_t *cap, size_t n, size_t elem, size_t first);
 /* Strict name check: [A-Za-z0-9][A-Za-z0-9_.-]* up to max bytes. */
 bool name_is_safe(const char *s, size_t max);
+/*
+ * Reads f to its end into a NUL-terminated buffer the caller frees; -E2BIG
+ * when it holds more than max bytes.
+ */
+int read_stream(FILE *f, size_t max, char **ret, size_t *ret_len);
 /* Reads a small text file (one line), trimmed. */
 int read_line_file(const char *path, char *buf, size_t size);
 /* mkdir -p with the given mode for each created component. */

@@ -43,13 +43,16 @@ extern const uint8_t node_host_mac[6];
 struct node_uplink {
 	char name[IFNAMSIZ];	/* "" when there is none */
 	int ifindex;		/* 0 when there is none */
-	int mtu;		/* cfg->mtu, else the uplink's, else 1500 */
+	int mtu;		/* the configured MTU, else the uplink's, else 1500 */
+	uint8_t mac[6];		/* picks the uplink's NIC out of an IMDS document */
+	bool has_mac;
 };
 /*
- * The configured uplink (error 7 when it does not exist), else the default
- * route's interface, else none.
+ * The named uplink (error 7 when it does not exist), or with name "" the
+ * default route's interface, else none. mtu: the configured MTU, 0 for the
+ * uplink's. One link read: the plugin, reshape and sync all resolve it here.
  */
-int node_uplink(struct nl_sock *sk, const struct node_config *cfg, struct node_uplink *ret,
+int node_uplink(struct nl_sock *sk, const char *name, int mtu, struct node_uplink *ret,
 		struct tg_err *e);
 
 /* ---- the store ---- */
@@ -74,7 +77,7 @@ void node_shaping_request(const struct node_config *cfg, const char *k8s_namespa
 /* Fills the caps of `s` from the policy, keeping its pod-specific inputs (reshape). */
 void node_shaping_resolve(const struct node_config *cfg, const char *k8s_namespace,
 			  struct shaping *s);
-/* Uplink classes for a pod with internet egress shaping (under the store lock). -ENOSPC: none free. */
+/* Uplink classes for a pod with internet egress shaping (under the store lock); -ENOSPC: full. */
 int node_shaping_classes(const struct ipam_state *st, struct ipam_attachment *a);
 
 /* ---- one attachment's kernel objects ---- */

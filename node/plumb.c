@@ -59,21 +59,22 @@ void node_pod_mac(const char *container_id, const char *ifname, uint8_t ret[6])
 }
 
 
-int node_uplink(struct nl_sock *sk, const struct node_config *cfg, struct node_uplink *ret,
+int node_uplink(struct nl_sock *sk, const char *name, int mtu, struct node_uplink *ret,
 		struct tg_err *e)
 {
 	struct rtnl_link *link = NULL;
+	struct nl_addr *mac;
 	int ifindex = 0, r;
 
 	memset(ret, 0, sizeof(*ret));
-	ret->mtu = cfg->mtu ? cfg->mtu : 1500;
-	if (cfg->uplink[0]) {
-		r = rtnl_link_get_kernel(sk, 0, cfg->uplink, &link);
+	ret->mtu = mtu ? mtu : 1500;
+	if (name[0]) {
+		r = rtnl_link_get_kernel(sk, 0, name, &link);
 		if (r == -NLE_NODEV || r == -NLE_OBJ_NOTFOUND)
 			return tg_fail(e, CNI_ERR_CONFIG, -ENODEV,
-				       "uplink \"%s\" does not exist on this node", cfg->uplink);
+				       "uplink \"%s\" does not exist on this node", name);
 		if (r < 0)
-			return tg_fail_nl(e, r, "cannot read uplink \"%s\"", cfg->uplink);
+			return tg_fail_nl(e, r, "cannot read uplink \"%s\"", name);
 	} else {
 		/* No uplink configured: the interface of the default route, else none. */
 		if (nl_default_route_ifindex(sk, &ifindex) < 0 || ifindex == 0)
@@ -82,10 +83,15 @@ int node_uplink(struct nl_sock *sk, const struct node_config *cfg, struct node_u
 		if (r < 0)
 			return tg_fail_nl(e, r, "%s", "cannot read the default route's interface");
 	}
-	if (!cfg->mtu)
+	if (!mtu)
 		ret->mtu = (int)rtnl_link_get_mtu(link);
 	ret->ifindex = rtnl_link_get_ifindex(link);
 	snprintf(ret->name, sizeof(ret->name), "%s", rtnl_link_get_name(link));
+	mac = rtnl_link_get_addr(link);
+	if (mac && nl_addr_get_len(mac) == 6) {
+		memcpy(ret->mac, nl_addr_get_binary_addr(mac), 6);
+		ret->has_mac = true;
+	}
 	rtnl_link_put(link);
 	return 0;
 }
