@@ -57,11 +57,10 @@ static void fix_config(const struct cli *c, char *buf, size_t size)
 /* The store: a corrupt file is reported, never replaced. */
 static void check_store(struct doctor *d)
 {
-	char path[200];
+	const char *path = d->c->store.path;
 
 	if (d->c->store_ok)
 		return;
-	snprintf(path, sizeof(path), "%s/%s/state.json", d->c->data_dir, d->c->network);
 	finding(d, "corrupt-store", path, d->c->store_error,
 		"mv %s %s.broken  # the plugin then starts an empty store; "
 		"run `tollgate-ipam doctor` again to list the veths to remove",

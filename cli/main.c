@@ -291,35 +291,31 @@ static int settle(struct cli *c, const struct args *a, const struct verb *v)
 	return 0;
 }
 
-/* Reads the store without a lock (rename makes every read whole) and without creating it. */
-static int load(struct cli *c)
-{
-	struct tg_err e = { 0 };
-	struct ipam_store ro;
-
-	if (ipam_store_open_readonly(&ro, c->data_dir, c->network, &e) < 0) {
-		snprintf(c->store_error, sizeof(c->store_error), "--data-dir is too long");
-		return -1;
-	}
-	if (ipam_store_load(&ro, &c->state, &e) < 0) {
-		snprintf(c->store_error, sizeof(c->store_error), "%s", e.msg);
-		return -1;
-	}
-	return 0;
-}
-
-/* The store as the verb needs it. 0, or EXIT_PROBLEMS. */
+/*
+ * The store as the verb needs it: opened for writing (its lock), or only
+ * named (creating nothing) and its state read without the lock, which rename
+ * makes safe. 0, or EXIT_PROBLEMS.
+ */
 static int open_store(struct cli *c, const struct verb *v)
 {
 	struct tg_err e = { 0 };
+	int r;
 
-	if ((v->needs & NEED_STORE_WRITE) &&
-	    ipam_store_open(&c->store, c->data_dir, c->network, &e) < 0) {
+	if (v->needs & NEED_STORE_WRITE)
+		r = ipam_store_open(&c->store, c->data_dir, c->network, &e);
+	else
+		r = ipam_store_open_readonly(&c->store, c->data_dir, c->network, &e);
+	if (r < 0 && (v->needs & NEED_STORE_WRITE)) {
 		fprintf(stderr, "tollgate-ipam: %s\n", e.msg);
 		return EXIT_PROBLEMS;
 	}
-	if ((v->needs & NEED_STATE) && load(c) < 0) {
+	if (!(v->needs & NEED_STATE))
+		return 0;
+	if (r == 0)
+		r = ipam_store_load(&c->store, &c->state, &e);
+	if (r < 0) {
 		c->store_ok = false;
+		snprintf(c->store_error, sizeof(c->store_error), "%s", e.msg);
 		if (!(v->needs & NEED_STATE_ANYHOW)) {
 			fprintf(stderr, "tollgate-ipam: %s\n", c->store_error);
 			return EXIT_PROBLEMS;
