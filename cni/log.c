@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cni/internal.h"
+#include "lib/steps.h"
 
 /* Quotes a message so that one record stays on one line. */
 static void quote(char *dst, size_t size, const char *src)
@@ -33,10 +34,26 @@ static void quote(char *dst, size_t size, const char *src)
 	dst[o] = '\0';
 }
 
+/* "config:0.12,store:0.40,...": every step, in enum order (lib/steps.h). */
+static void steps_format(char *dst, size_t size)
+{
+	size_t o = 0;
+
+	dst[0] = '\0';
+	for (int i = 0; i < STEP_COUNT && o < size; i++) {
+		int n = snprintf(dst + o, size - o, "%s%s:%.2f", i ? "," : "", step_names[i],
+				 (double)step_ns((enum step)i) / 1e6);
+
+		if (n < 0)
+			break;
+		o += (size_t)n;
+	}
+}
+
 void cni_log(const char *log_file, const struct cni_env *env, const char *ip, int64_t dur_ns,
 	     const struct tg_err *e)
 {
-	char line[1024], ts[32], msg[600], tail[640] = "ok";
+	char line[1200], ts[32], msg[600], tail[640] = "ok", steps[200];
 	struct timeval tv;
 	struct tm tm;
 	int fd, n;
@@ -46,17 +63,18 @@ void cni_log(const char *log_file, const struct cni_env *env, const char *ip, in
 	gettimeofday(&tv, NULL);
 	gmtime_r(&tv.tv_sec, &tm);
 	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
+	steps_format(steps, sizeof(steps));
 	if (e && e->code) {
 		quote(msg, sizeof(msg), e->msg);
 		snprintf(tail, sizeof(tail), "error code=%d msg=%s", e->code, msg);
 	}
 	n = snprintf(line, sizeof(line),
 		     "%s.%03ldZ cmd=%s container=%.64s ifname=%s pod=%s/%s ip=%s duration_ms=%.2f "
-		     "result=%s\n",
+		     "steps_ms=%s result=%s\n",
 		     ts, (long)(tv.tv_usec / 1000), env->cmd_name ? env->cmd_name : "?",
 		     env->container_id && *env->container_id ? env->container_id : "-",
 		     env->ifname && *env->ifname ? env->ifname : "-", env->k8s_namespace,
-		     env->pod, ip && *ip ? ip : "-", (double)dur_ns / 1e6, tail);
+		     env->pod, ip && *ip ? ip : "-", (double)dur_ns / 1e6, steps, tail);
 	if (n < 0)
 		return;
 	if ((size_t)n >= sizeof(line))

@@ -7,6 +7,7 @@
 #include "cni/cni.h"
 #include "cni/internal.h"
 #include "lib/cleanup.h"
+#include "lib/steps.h"
 #include "lib/util.h"
 
 int cni_config_read(const char *text, size_t len, enum cni_cmd cmd, struct node_config *cfg,
@@ -82,6 +83,7 @@ int cni_run(FILE *in, FILE *out)
 	r = cni_config_read(text, len, env.cmd, &cfg, &err);
 	if (cfg.version > 0)
 		version = cfg.cni_version;
+	step_done(STEP_CONFIG, t0);
 	if (r < 0)
 		goto done;
 
@@ -105,6 +107,7 @@ int cni_run(FILE *in, FILE *out)
 		break;
 	}
 done:
+	int64_t t_step = time_mono_ns();
 	if (r < 0) {
 		_cleanup_json_ json_object *eo = NULL;
 
@@ -117,6 +120,7 @@ done:
 		print_json(out, result);
 	}
 	fflush(out);
+	step_done(STEP_RESULT, t_step);
 	if (env.cmd_name && env.cmd != CMD_VERSION)
 		cni_log(cfg.log_file, &env, ip, time_mono_ns() - t0, r < 0 ? &err : NULL);
 	node_config_free(&cfg);
