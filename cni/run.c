@@ -54,7 +54,7 @@ int cni_run(FILE *in, FILE *out)
 	_cleanup_json_ json_object *result = NULL;
 	char ip[IP4_STRLEN] = "";
 	const char *version = NULL;
-	int64_t t0 = time_mono_ns();
+	int64_t t0 = time_mono_ns(), t_step;
 	size_t len = 0;
 	int r;
 
@@ -107,7 +107,7 @@ int cni_run(FILE *in, FILE *out)
 		break;
 	}
 done:
-	int64_t t_step = time_mono_ns();
+	t_step = time_mono_ns();
 	if (r < 0) {
 		_cleanup_json_ json_object *eo = NULL;
 
