@@ -684,6 +684,7 @@ report() {
     echo "| veth create / delete, amortised, node with $RHI pods | $(ms "${MED[vethcB_hi]}") / $(ms "${MED[vethdB_hi]}") | $(ms "${P99[vethcB_hi]}") / $(ms "${P99[vethdB_hi]}") | ${CNT[vethcB_hi]} |"
     echo "| (info) one \`ip -batch\` process creating 1 veth pair / deleting it | $(ms "${MED[vethc1]}") / $(ms "${MED[vethd1]}") | $(ms "${P99[vethc1]}") / $(ms "${P99[vethd1]}") | ${CNT[vethc1]} |"
     echo "| **ADD floor** (exec of /bin/true + veth create) | $(ms "$ADD_FLOOR") | | |"
+    ((IFB_PER_POD)) && echo "| ADD floor B, for information (exec of /bin/true + veth create + IFB create) | $(ms "$(calc "$ADD_FLOOR + ${MED[ifbcB]}")") | | |"
     echo "| **DEL floor A** (veth delete) | $(ms "$DEL_FLOOR_A") | | |"
     echo "| **DEL floor B** ($b_devs) | $(ms "$DEL_FLOOR_B") | | |"
     echo
