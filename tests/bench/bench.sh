@@ -634,7 +634,7 @@ b_devs="veth$( ((IFB_PER_POD)) && echo " + IFB") delete floor"
 t_abs "B: DEL median <= $b_devs + $SLACK_MS ms" "$b_del" "$DEL_FLOOR_B" "$SLACK_MS" "floor"
 
 ELAPSED=$(( (${EPOCHREALTIME//[!0-9]/} - ${T_START//[!0-9]/}) / 1000000 ))
-MAIN_REV=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
+MAIN_REV=$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)
 
 report() {
     local w c row
