@@ -475,6 +475,10 @@ n_ti=$(count_links tb ti)
 if ((n_ti == RLO)); then IFB_PER_POD=1
 else NOTES+=("scenario B: $n_ti per-pod IFBs (ti*) for $RLO resident pods; the B DEL floor counts the veth only")
 fi
+if command -v tc >/dev/null; then  # scenario B shapes: node, namespace and pod classes on the internet IFB
+    n=$(tc -n "$RUN-n-tb" class show dev tollgate-inet 2>/dev/null | grep -c '^class htb')
+    ((n >= RLO + 2)) || NOTES+=("scenario B: $n HTB classes on tollgate-inet with $RLO resident pods (expected node + namespace + $RLO pods)")
+fi
 if command -v ping >/dev/null; then
     for w in "${K1[@]}"; do
         ip netns exec "$RUN-$w-r-1" ping -c1 -W2 -q 203.0.113.1 >/dev/null 2>&1 ||
