@@ -82,18 +82,36 @@ enum acct_owner { ACCT_OWNER_NONE, ACCT_OWNER_NAMESPACE, ACCT_OWNER_POD, ACCT_OW
 enum acct_owner acct_counter_parse(const char *name, size_t name_len,
 				   char ret_owner[ACCT_COUNTER_NAME_MAX], enum acct_class *ret_class);
 
+/* What a declaration wrote, by object (the node daemon counts repairs). */
+struct acct_repairs {
+	unsigned table, sets, chains, rules, internal;
+};
+#define ACCT_DECLARE_PODS 1u	/* put every pod of `all` back even when no set was lost */
 /*
- * Declares the table as cfg says and adds the pod, in one transaction. When
- * the table was missing (flushed by someone), every pod in `all` is put back
- * in the same transaction.
+ * Declares the table's skeleton as cfg says: reads the kernel once, writes
+ * only what differs in one atomic batch (rules are replaced chain by chain;
+ * a chain that is right is not touched). When sets had to be made anew, or
+ * with ACCT_DECLARE_PODS, the pods of `all` go (back) in with it. Returns 1
+ * when it wrote anything, 0 when the table was right, or a negative errno.
  */
-int acct_pod_add(const struct acct_config *cfg, const struct acct_pod *pod,
-		 const struct acct_pod *all, size_t n_all, struct tg_err *e);
-/* Rebuilds the table with every pod in `all` (doctor --fix). */
-int acct_rebuild(const struct acct_config *cfg, const struct acct_pod *all, size_t n_all,
-		 struct tg_err *e);
-/* Removes the pod's elements and own counters; anything already gone is fine. */
-int acct_pod_del(const struct acct_pod *pod, struct tg_err *e);
+int acct_declare(const struct acct_config *cfg, const struct acct_pod *all, size_t n_all,
+		 unsigned flags, struct acct_repairs *ret, struct tg_err *e);
+/* 1 when the table holds cfg's skeleton (a rule dump and the set internal), 0 when not, <0 error. */
+int acct_declared(const struct acct_config *cfg);
+/*
+ * Adds the pod's elements and counters (additions only, on a declared
+ * table). -ENOENT when the table lacks a set this config uses.
+ */
+int acct_pod_add(const struct acct_config *cfg, const struct acct_pod *pod, struct tg_err *e);
+/*
+ * Removes the pod's elements and own counters; anything already gone is
+ * fine. With `keep`, the nftables socket is handed back open: closing it
+ * waits out the kernel's RCU grace period for the deletion, so a caller
+ * closes it (acct_conn_close) after its own slow work.
+ */
+struct acct_conn;
+int acct_pod_del(const struct acct_pod *pod, struct acct_conn **keep, struct tg_err *e);
+void acct_conn_close(struct acct_conn *held);
 /* 1 when the pod's elements are as configured, 0 when not, negative on error. */
 int acct_pod_check(const struct acct_pod *pod, bool masquerade, struct tg_err *e);
 /* Every element of set `set` ("pods", "masq"); -ENOENT when the table or set is missing. */

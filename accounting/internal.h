@@ -66,10 +66,58 @@ int nft_get(struct nft_conn *c, uint16_t type, void (*build)(struct nlmsghdr *, 
 int nft_request(struct nft_conn *c, char *buf, size_t size, mnl_cb_t cb, void *arg);
 int nft_fail(struct tg_err *e, int r, const char *what, const char *why);
 
-/* ---- the table (table.c) ---- */
+/* ---- the table's skeleton (table.c) ---- */
 
-/* Declares the whole table as `cfg` says, in the batch being built. */
-int table_declare(struct batch *bt, const struct acct_config *cfg);
+struct nftnl_rule;
+
+struct set_def {
+	const char *name;
+	uint32_t id;		/* lets rules of the same transaction name a set made in it */
+	uint32_t flags;
+};
+#define TABLE_SETS 12
+extern const struct set_def table_sets[TABLE_SETS];
+
+struct chain_def {
+	const char *name;
+	const char *type;	/* NULL: a regular chain, reached by jump or goto */
+	uint32_t hook;
+	int32_t prio;
+};
+#define TABLE_CHAINS 9
+extern const struct chain_def table_chains[TABLE_CHAINS];
+
+/* Every rule the config asks for, in chain order. */
+#define TABLE_RULES_MAX 64
+struct rule_list {
+	struct nftnl_rule *r[TABLE_RULES_MAX];
+	size_t n;
+	bool failed;
+};
+int table_rules(const struct acct_config *cfg, struct rule_list *ret);
+void rule_list_free(struct rule_list *w);
+
+/* The boundaries of set `internal` (interval sets hold starts and ends). */
+struct bound {
+	uint32_t key;
+	bool end;
+};
+#define TABLE_BOUNDS_MAX (2 * ACCT_MAX_INTERNAL + 1)
+size_t table_internal_bounds(const struct acct_config *cfg, struct bound ret[TABLE_BOUNDS_MAX]);
+
+/* Batch writers of the skeleton. */
+int table_put_set(struct batch *bt, const struct set_def *d);
+int table_put_chain(struct batch *bt, const struct chain_def *d);
+int table_flush_chain(struct batch *bt, const char *chain);
+int table_put_rule(struct batch *bt, struct nftnl_rule *r);
+void table_flush_set(struct batch *bt, const char *set);
+int table_put_internal(struct batch *bt, const struct acct_config *cfg);
+int table_put_host_counters(struct batch *bt);
+/* Batch room: the skeleton, and one pod's ~20 elements and 8 counters (generous). */
+#define ACCT_BATCH_BASE (128 * 1024)
+#define ACCT_BATCH_PER_POD 2048
+/* One pod's elements and counters (pods.c). */
+int acct_put_pod(struct batch *bt, const struct acct_config *cfg, const struct acct_pod *p);
 void set_add_key(struct nftnl_set *s, uint32_t ip_host, bool interval_end);
 /* counter <name> {}: created when missing, never reset. */
 int acct_put_counter(struct batch *bt, const char *name);

@@ -13,8 +13,6 @@
 #include "accounting/internal.h"
 #include "lib/util.h"
 
-#define BATCH_BASE (128 * 1024)
-#define BATCH_PER_POD 2048	/* generous: ~10 elements and 8 counters */
 
 static struct nftnl_set *set_ref(const char *name)
 {
@@ -68,7 +66,7 @@ static int put_elem(struct batch *bt, uint16_t type, const char *set, uint32_t i
 	return put_elem_data(bt, type, set, ip, counter, 0);
 }
 
-static int put_pod(struct batch *bt, const struct acct_config *cfg, const struct acct_pod *p)
+int acct_put_pod(struct batch *bt, const struct acct_config *cfg, const struct acct_pod *p)
 {
 	char name[ACCT_COUNTER_NAME_MAX];
 	int r = 0;
@@ -93,65 +91,31 @@ static int put_pod(struct batch *bt, const struct acct_config *cfg, const struct
 	return r ? -ENOMEM : 0;
 }
 
-static void build_getset(struct nlmsghdr *nlh, const void *arg)
-{
-	struct nftnl_set *s = set_ref(arg);
-
-	if (s) {
-		nftnl_set_nlmsg_build_payload(nlh, s);
-		nftnl_set_free(s);
-	}
-}
-
-static int send_declared(const struct acct_config *cfg, const struct acct_pod *pod,
-			 const struct acct_pod *all, size_t n_all, bool force_rebuild,
-			 struct tg_err *e)
+int acct_pod_add(const struct acct_config *cfg, const struct acct_pod *pod, struct tg_err *e)
 {
 	struct nft_conn c = { 0 };
-	struct batch *bt = NULL;
+	struct batch *bt = batch_new(2 * ACCT_BATCH_PER_POD + 4096);
 	char why[256] = "";
-	bool rebuild = force_rebuild;
-	size_t size = BATCH_BASE;
 	int r;
 
-	r = nft_conn_open(&c, BATCH_BASE + n_all * BATCH_PER_POD, e);
-	if (r < 0)
-		return r;
-	/* A table somebody flushed is put back whole, from the store. */
-	if (!rebuild && n_all && nft_get(&c, NFT_MSG_GETSET, build_getset, SET_PODS) == -ENOENT)
-		rebuild = true;
-	if (rebuild)
-		size += n_all * BATCH_PER_POD;
-	bt = batch_new(2 * size);
-	if (!bt) {
-		nft_conn_close(&c);
+	if (!bt)
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+	r = nft_conn_open(&c, 0, e);
+	if (r == 0) {
+		/* Only additions: nothing the kernel must wait on before or after. */
+		batch_start(bt);
+		r = acct_put_pod(bt, cfg, pod);
+		if (r == 0)
+			r = batch_send(&c, bt, why, sizeof(why));
+		nft_conn_close(&c);
+		if (r == -ENOENT)
+			r = tg_fail(e, CNI_ERR_IO, r, "nftables: table inet " ACCT_TABLE
+				    " lacks a set or map of this config");
+		else if (r < 0)
+			r = nft_fail(e, r, "adding the pod to table inet " ACCT_TABLE, why);
 	}
-	batch_start(bt);
-	r = table_declare(bt, cfg);
-	for (size_t i = 0; rebuild && r == 0 && i < n_all; i++)
-		r = put_pod(bt, cfg, &all[i]);
-	if (r == 0 && pod)
-		r = put_pod(bt, cfg, pod);
-	if (r == 0)
-		r = batch_send(&c, bt, why, sizeof(why));
 	batch_free(bt);
-	nft_conn_close(&c);
-	if (r < 0)
-		return nft_fail(e, r, "updating table inet " ACCT_TABLE, why);
-	return 0;
-}
-
-int acct_pod_add(const struct acct_config *cfg, const struct acct_pod *pod,
-		 const struct acct_pod *all, size_t n_all, struct tg_err *e)
-{
-	return send_declared(cfg, pod, all, n_all, false, e);
-}
-
-int acct_rebuild(const struct acct_config *cfg, const struct acct_pod *all, size_t n_all,
-		 struct tg_err *e)
-{
-	return send_declared(cfg, NULL, all, n_all, true, e);
+	return r;
 }
 
 static int put_pod_removal(struct batch *bt, const struct acct_pod *p, uint16_t del_elem,
@@ -191,10 +155,22 @@ static int put_pod_removal(struct batch *bt, const struct acct_pod *p, uint16_t 
 	return r ? -ENOMEM : i;
 }
 
-int acct_pod_del(const struct acct_pod *pod, struct tg_err *e)
+struct acct_conn {
+	struct nft_conn c;
+};
+
+void acct_conn_close(struct acct_conn *held)
+{
+	if (!held)
+		return;
+	nft_conn_close(&held->c);
+	free(held);
+}
+
+int acct_pod_del(const struct acct_pod *pod, struct acct_conn **keep, struct tg_err *e)
 {
 	struct nft_conn c = { 0 };
-	struct batch *bt = batch_new(2 * BATCH_BASE);
+	struct batch *bt = batch_new(2 * ACCT_BATCH_PER_POD + 4096);
 	char why[256] = "";
 	int r, steps;
 
@@ -221,7 +197,15 @@ int acct_pod_del(const struct acct_pod *pod, struct tg_err *e)
 		}
 	}
 	batch_free(bt);
-	nft_conn_close(&c);
+	/*
+	 * The kernel frees what a deletion released after an RCU grace period,
+	 * and closing an nftables socket waits for that: a caller with slower
+	 * work to do (deleting the veth) closes it afterwards, when the wait is over.
+	 */
+	if (keep && (*keep = malloc(sizeof(**keep))))
+		(*keep)->c = c;
+	else
+		nft_conn_close(&c);
 	if (r == -ENOENT)
 		return 0; /* the whole table is gone */
 	if (r < 0)

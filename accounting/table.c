@@ -1,9 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * The declaration of table `inet tollgate` (see accounting.h for the whole
- * picture). Declared again in every ADD's transaction: objects are created
- * where missing, the internal set and every chain's rules are replaced, and
- * per-pod elements and counters are left as they are.
+ * What table `inet tollgate` holds for a config (see accounting.h for the
+ * whole picture): its sets, chains and rules, built here and compared with
+ * the kernel by declare.c, which writes only what differs.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -39,13 +38,6 @@ enum {
 	ID_POD_MAPS = ID_NS_MAPS + ACCT_CLASSES,
 };
 
-struct chain_def {
-	const char *name;
-	const char *type;	/* NULL: a regular chain, reached by jump or goto */
-	uint32_t hook;
-	int32_t prio;
-};
-
 /*
  * Forwarded packets are classified once per direction: `forward` jumps to
  * fwd_egress (by destination) and fwd_ingress (by source), each of which
@@ -57,7 +49,7 @@ struct chain_def {
 #define FWD_INGRESS "fwd_ingress"
 #define FWD_INGRESS_INTERNAL "fwd_ingress_internal"
 
-static const struct chain_def chains[] = {
+const struct chain_def table_chains[TABLE_CHAINS] = {
 	{ "prerouting", "filter", NF_INET_PRE_ROUTING, -150 }, /* mangle: before routing */
 	{ "forward", "filter", NF_INET_FORWARD, -150 },
 	{ "input", "filter", NF_INET_LOCAL_IN, -150 },
@@ -110,9 +102,24 @@ static struct nftnl_set *set_new(const char *name, uint32_t id, uint32_t flags)
 	return s;
 }
 
-static int put_set(struct batch *bt, const char *name, uint32_t id, uint32_t flags)
+const struct set_def table_sets[TABLE_SETS] = {
+	{ SET_INTERNAL, ID_INTERNAL, NFT_SET_INTERVAL },
+	{ SET_PODS, ID_PODS, 0 },
+	{ SET_MASQ, ID_MASQ, 0 },
+	{ MAP_EGRESS_CLASS, ID_EGRESS_CLASS, NFT_SET_MAP },
+	{ "ns_egress_internal", ID_NS_MAPS + 0, NFT_SET_OBJECT },
+	{ "ns_egress_internet", ID_NS_MAPS + 1, NFT_SET_OBJECT },
+	{ "ns_ingress_internal", ID_NS_MAPS + 2, NFT_SET_OBJECT },
+	{ "ns_ingress_internet", ID_NS_MAPS + 3, NFT_SET_OBJECT },
+	{ "pod_egress_internal", ID_POD_MAPS + 0, NFT_SET_OBJECT },
+	{ "pod_egress_internet", ID_POD_MAPS + 1, NFT_SET_OBJECT },
+	{ "pod_ingress_internal", ID_POD_MAPS + 2, NFT_SET_OBJECT },
+	{ "pod_ingress_internet", ID_POD_MAPS + 3, NFT_SET_OBJECT },
+};
+
+int table_put_set(struct batch *bt, const struct set_def *d)
 {
-	struct nftnl_set *s = set_new(name, id, flags);
+	struct nftnl_set *s = set_new(d->name, d->id, d->flags);
 	struct nlmsghdr *nlh;
 
 	if (!s)
@@ -125,7 +132,7 @@ static int put_set(struct batch *bt, const char *name, uint32_t id, uint32_t fla
 }
 
 /* Removes every element of a set: DELSETELEM without an element list. */
-static void flush_set(struct batch *bt, const char *set)
+void table_flush_set(struct batch *bt, const char *set)
 {
 	struct nlmsghdr *nlh = batch_msg(bt, NFT_MSG_DELSETELEM, 0);
 
@@ -134,27 +141,38 @@ static void flush_set(struct batch *bt, const char *set)
 	batch_next(bt);
 }
 
-static int put_internal_elems(struct batch *bt, const struct acct_config *cfg)
+size_t table_internal_bounds(const struct acct_config *cfg, struct bound ret[TABLE_BOUNDS_MAX])
 {
-	struct nftnl_set *s = set_new(SET_INTERNAL, ID_INTERNAL, NFT_SET_INTERVAL);
-	struct nlmsghdr *nlh;
+	size_t n = 0;
 
-	if (!s)
-		return -ENOMEM;
 	/*
 	 * Interval sets take boundaries: a start key, and the key after the last
 	 * address flagged as an end. Like nft, open with an end at 0.0.0.0 so the
 	 * space below the first range is outside the set.
 	 */
-	if (cfg->internal[0].net != 0)
-		set_add_key(s, 0, true);
-	for (size_t i = 0; i < cfg->n_internal; i++) {
+	if (cfg->n_internal && cfg->internal[0].net != 0)
+		ret[n++] = (struct bound){ 0, true };
+	for (size_t i = 0; i < cfg->n_internal && i < ACCT_MAX_INTERNAL; i++) {
 		uint32_t last = cidr4_last(&cfg->internal[i]);
 
-		set_add_key(s, cfg->internal[i].net, false);
+		ret[n++] = (struct bound){ cfg->internal[i].net, false };
 		if (last != UINT32_MAX)
-			set_add_key(s, last + 1, true);
+			ret[n++] = (struct bound){ last + 1, true };
 	}
+	return n;
+}
+
+int table_put_internal(struct batch *bt, const struct acct_config *cfg)
+{
+	struct nftnl_set *s = set_new(SET_INTERNAL, ID_INTERNAL, NFT_SET_INTERVAL);
+	struct bound b[TABLE_BOUNDS_MAX];
+	size_t n = table_internal_bounds(cfg, b);
+	struct nlmsghdr *nlh;
+
+	if (!s)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		set_add_key(s, b[i].key, b[i].end);
 	nlh = batch_msg(bt, NFT_MSG_NEWSETELEM, NLM_F_CREATE);
 	nftnl_set_elems_nlmsg_build_payload(nlh, s);
 	nftnl_set_free(s);
@@ -269,17 +287,24 @@ static struct nftnl_rule *rule_new(const char *chain)
 	return r;
 }
 
-static int put_rule(struct batch *bt, struct nftnl_rule *r)
+/* Appends a rule to the list (which owns it from now on); the list remembers a failure. */
+static int put_rule(struct rule_list *w, struct nftnl_rule *r)
 {
-	struct nlmsghdr *nlh;
-
-	if (!r)
+	if (!r || w->n >= TABLE_RULES_MAX) {
+		if (r)
+			nftnl_rule_free(r);
+		w->failed = true;
 		return -ENOMEM;
-	nlh = batch_msg(bt, NFT_MSG_NEWRULE, NLM_F_CREATE | NLM_F_APPEND);
-	nftnl_rule_nlmsg_build_payload(nlh, r);
-	nftnl_rule_free(r);
-	batch_next(bt);
+	}
+	w->r[w->n++] = r;
 	return 0;
+}
+
+void rule_list_free(struct rule_list *w)
+{
+	for (size_t i = 0; i < w->n; i++)
+		nftnl_rule_free(w->r[i]);
+	w->n = 0;
 }
 
 /* `iif lo return` / `oif lo return`: loopback is neither internal nor internet traffic. */
@@ -437,19 +462,13 @@ static struct nftnl_rule *masquerade_rule(void)
 	return r;
 }
 
-static int put_chain(struct batch *bt, const struct chain_def *d)
+int table_put_chain(struct batch *bt, const struct chain_def *d)
 {
 	struct nftnl_chain *ch = nftnl_chain_alloc();
-	struct nftnl_rule *flush = nftnl_rule_alloc();
 	struct nlmsghdr *nlh;
 
-	if (!ch || !flush) {
-		if (ch)
-			nftnl_chain_free(ch);
-		if (flush)
-			nftnl_rule_free(flush);
+	if (!ch)
 		return -ENOMEM;
-	}
 	nftnl_chain_set_str(ch, NFTNL_CHAIN_TABLE, ACCT_TABLE);
 	nftnl_chain_set_str(ch, NFTNL_CHAIN_NAME, d->name);
 	if (d->type) {
@@ -462,9 +481,19 @@ static int put_chain(struct batch *bt, const struct chain_def *d)
 	nftnl_chain_nlmsg_build_payload(nlh, ch);
 	nftnl_chain_free(ch);
 	batch_next(bt);
-	/* Flush it: a rule without a handle names every rule of the chain. */
+	return 0;
+}
+
+/* Removes every rule of a chain: a rule without a handle names them all. */
+int table_flush_chain(struct batch *bt, const char *chain)
+{
+	struct nftnl_rule *flush = nftnl_rule_alloc();
+	struct nlmsghdr *nlh;
+
+	if (!flush)
+		return -ENOMEM;
 	nftnl_rule_set_str(flush, NFTNL_RULE_TABLE, ACCT_TABLE);
-	nftnl_rule_set_str(flush, NFTNL_RULE_CHAIN, d->name);
+	nftnl_rule_set_str(flush, NFTNL_RULE_CHAIN, chain);
 	nlh = batch_msg(bt, NFT_MSG_DELRULE, 0);
 	nftnl_rule_nlmsg_build_payload(nlh, flush);
 	nftnl_rule_free(flush);
@@ -472,8 +501,30 @@ static int put_chain(struct batch *bt, const struct chain_def *d)
 	return 0;
 }
 
+/* Adds a rule to the end of its chain. */
+int table_put_rule(struct batch *bt, struct nftnl_rule *r)
+{
+	struct nlmsghdr *nlh = batch_msg(bt, NFT_MSG_NEWRULE, NLM_F_CREATE | NLM_F_APPEND);
+
+	nftnl_rule_nlmsg_build_payload(nlh, r);
+	batch_next(bt);
+	return 0;
+}
+
+int table_put_host_counters(struct batch *bt)
+{
+	char name[ACCT_COUNTER_NAME_MAX];
+	int r = 0;
+
+	for (int i = 0; i < ACCT_CLASSES; i++) {
+		acct_host_counter_name((enum acct_class)i, name);
+		r |= acct_put_counter(bt, name);
+	}
+	return r ? -ENOMEM : 0;
+}
+
 /* The pod counting rules of one chain: egress keyed by saddr, ingress by daddr. */
-static int put_pod_counting(struct batch *bt, const char *chain, bool egress, bool ingress,
+static int put_pod_counting(struct rule_list *bt, const char *chain, bool egress, bool ingress,
 			    const char *const maps[], uint32_t first_id)
 {
 	int r = 0;
@@ -494,7 +545,7 @@ static int put_pod_counting(struct batch *bt, const char *chain, bool egress, bo
 }
 
 /* Forwarded traffic's counting rules, in the chains that classified it already. */
-static int put_fwd_counting(struct batch *bt, const char *const maps[], uint32_t first_id)
+static int put_fwd_counting(struct rule_list *bt, const char *const maps[], uint32_t first_id)
 {
 	static const struct {
 		const char *chain;
@@ -514,37 +565,12 @@ static int put_fwd_counting(struct batch *bt, const char *const maps[], uint32_t
 	return r ? -ENOMEM : 0;
 }
 
-int table_declare(struct batch *bt, const struct acct_config *cfg)
+int table_rules(const struct acct_config *cfg, struct rule_list *bt)
 {
-	struct nftnl_table *t = nftnl_table_alloc();
-	struct nlmsghdr *nlh;
-	char name[ACCT_COUNTER_NAME_MAX];
 	int r = 0;
-	size_t i;
 
-	if (!t)
-		return -ENOMEM;
-	nftnl_table_set_str(t, NFTNL_TABLE_NAME, ACCT_TABLE);
-	nlh = batch_msg(bt, NFT_MSG_NEWTABLE, NLM_F_CREATE);
-	nftnl_table_nlmsg_build_payload(nlh, t);
-	nftnl_table_free(t);
-	batch_next(bt);
-
-	r |= put_set(bt, SET_INTERNAL, ID_INTERNAL, NFT_SET_INTERVAL);
-	flush_set(bt, SET_INTERNAL);
-	r |= put_internal_elems(bt, cfg);
-	r |= put_set(bt, SET_PODS, ID_PODS, 0);
-	r |= put_set(bt, SET_MASQ, ID_MASQ, 0);
-	r |= put_set(bt, MAP_EGRESS_CLASS, ID_EGRESS_CLASS, NFT_SET_MAP);
-	for (i = 0; i < ACCT_CLASSES; i++) {
-		r |= put_set(bt, acct_ns_maps[i], ID_NS_MAPS + (uint32_t)i, NFT_SET_OBJECT);
-		r |= put_set(bt, acct_pod_maps[i], ID_POD_MAPS + (uint32_t)i, NFT_SET_OBJECT);
-		acct_host_counter_name((enum acct_class)i, name);
-		r |= acct_put_counter(bt, name);
-	}
-	for (i = 0; i < ARRAY_SIZE(chains); i++)
-		r |= put_chain(bt, &chains[i]);
-
+	bt->n = 0;
+	bt->failed = false;
 	/* Internet-bound packets carry the mark from before routing on. */
 	r |= put_rule(bt, skip_loopback("output", NFT_META_OIF));
 	if (cfg->internet_mark) {
@@ -578,5 +604,9 @@ int table_declare(struct batch *bt, const struct acct_config *cfg)
 		r |= put_rule(bt, count_rule("output", 16, true, 0, NULL, 0, "host_egress_internet"));
 	}
 	r |= put_rule(bt, masquerade_rule());
-	return r ? -ENOMEM : 0;
+	if (r || bt->failed) {
+		rule_list_free(bt);
+		return -ENOMEM;
+	}
+	return 0;
 }

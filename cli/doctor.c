@@ -11,6 +11,7 @@
 
 #include "accounting/accounting.h"
 #include "cli/cli.h"
+#include "lib/nl.h"
 #include "ipam/pool.h"
 #include "lib/cleanup.h"
 #include "lib/ip4.h"
@@ -211,23 +212,38 @@ static void check_imds(struct doctor *d)
 		"tollgate-ipam --data-dir %s --network %s sync", c->data_dir, c->network);
 }
 
-/* doctor --fix: puts the table back with every pod of the store (needs the config). */
+/* doctor --fix: declares node-wide state again, with every pod of the store (needs the config). */
 static int doctor_fix(struct cli *c)
 {
+	struct node_uplink up = { .mtu = c->cfg.mtu ? c->cfg.mtu : 1500 };
+	struct node_repairs rep = { 0 };
+	struct nl_sock *sk = NULL;
 	struct tg_err e = { 0 };
+	int r;
 
 	if (!c->config_path) {
 		fprintf(stderr, "tollgate-ipam: doctor --fix needs --config (the table follows the "
 				"network config)\n");
 		return EXIT_USAGE;
 	}
-	if (node_table_rebuild(&c->cfg, &c->state, &e) < 0) {
+	if (nl_route_open(&sk) < 0) {
+		fprintf(stderr, "tollgate-ipam: cannot open a netlink socket\n");
+		return EXIT_PROBLEMS;
+	}
+	r = node_uplink(sk, c->cfg.uplink, c->cfg.mtu, &up, &e);
+	if (r == 0)
+		r = node_declare(sk, &c->cfg, &up, &c->state, NODE_DECLARE_PODS, &rep, &e);
+	nl_socket_free(sk);
+	if (r < 0) {
 		fprintf(stderr, "tollgate-ipam: %s\n", e.msg);
 		return EXIT_PROBLEMS;
 	}
 	if (!c->json)
-		printf("fixed: table inet tollgate declared again with the store's %zu pods\n",
-		       c->state.n_att);
+		printf("fixed: node-wide state declared again with the store's %zu pods (written: "
+		       "%u nft rules, %u sets, %u chains, internal set %u, uplink filters %u, "
+		       "IFB %u, HTB root %u, node class %u, sysctls %u)\n",
+		       c->state.n_att, rep.nft.rules, rep.nft.sets, rep.nft.chains, rep.nft.internal,
+		       rep.tc.filters, rep.tc.ifb, rep.tc.root, rep.tc.node_class, rep.sysctls);
 	return 0;
 }
 

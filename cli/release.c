@@ -134,6 +134,37 @@ static int gc_collect(struct cli *c, const struct ipam_attachment *stale, size_t
 	return rc;
 }
 
+/*
+ * Namespace classes on tollgate-inet outlive their last pod (an ADD may be
+ * attaching under one); gc retires those no attachment uses, under the
+ * store's lock so that no ADD can be assigned one meanwhile.
+ */
+static int gc_retire(struct cli *c, unsigned *retired)
+{
+	struct ipam_state st = { 0 };
+	struct nl_sock *sk = NULL;
+	struct tg_err e = { 0 };
+	int r;
+
+	*retired = 0;
+	if (nl_route_open(&sk) < 0)
+		return EXIT_PROBLEMS;
+	r = ipam_store_lock(&c->store, &e);
+	if (r == 0) {
+		r = ipam_store_load(&c->store, &st, &e);
+		if (r == 0)
+			r = node_retire(sk, &st, retired, &e);
+		ipam_store_unlock(&c->store);
+		ipam_state_free(&st);
+	}
+	nl_socket_free(sk);
+	if (r < 0) {
+		fprintf(stderr, "tollgate-ipam: %s\n", e.msg);
+		return EXIT_PROBLEMS;
+	}
+	return 0;
+}
+
 static void gc_print(const struct cli *c, json_object *arr)
 {
 	size_t n = json_object_array_length(arr);
@@ -168,6 +199,15 @@ int gc_main(struct cli *c)
 	}
 	if (!c->dry_run && n)
 		rc = gc_collect(c, stale, n);
+	if (!c->dry_run) {
+		unsigned retired = 0;
+		int r = gc_retire(c, &retired);
+
+		rc = rc ? rc : r;
+		if (retired && !c->json)
+			printf("retired %u tc class(es) of %s that no attachment uses\n", retired,
+			       SHAPER_INET_IFB);
+	}
 	for (i = 0; i < n; i++) {
 		json_object *o = attachment_json(&stale[i], time(NULL));
 

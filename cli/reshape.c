@@ -94,12 +94,12 @@ static int reshape_apply(struct cli *c, const struct reshape *r)
 			rc = EXIT_PROBLEMS;
 		}
 	}
-	nl_socket_free(sk);
-	/* The pods' class elements (and the rest of the table) as the store now says. */
-	if (node_table_rebuild(&c->cfg, &c->state, &e) < 0) {
+	/* The pods' class elements (and node-wide state) as the store now says. */
+	if (node_declare(sk, &c->cfg, &up, &c->state, NODE_DECLARE_PODS, NULL, &e) < 0) {
 		fprintf(stderr, "tollgate-ipam: %s\n", e.msg);
 		rc = EXIT_PROBLEMS;
 	}
+	nl_socket_free(sk);
 	return rc;
 }
 

@@ -19,11 +19,14 @@ struct plumb_req {
 	uint8_t pod_mac[6];
 };
 
-int plumb_enable_forwarding(struct tg_err *e);
 int plumb_add(struct nl_sock *sk, const struct plumb_req *rq, struct tg_err *e);
 /* Deletes the host veth (the pod end goes with it); already gone is success. */
 int plumb_del(struct nl_sock *sk, const char *host_ifname, struct tg_err *e);
 /* 0 when everything is in place, TG_ERR_DRIFT naming the first difference otherwise. */
 int plumb_check(struct nl_sock *sk, const struct plumb_req *rq, struct tg_err *e);
+
+/* The accounting layer's view of the config and of one attachment (declare.c). */
+struct acct_config node_acct_config(const struct node_config *cfg);
+struct acct_pod node_acct_pod(const struct ipam_attachment *a);
 
 #endif

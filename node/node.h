@@ -9,6 +9,9 @@
  *                    its nftables elements (accounting/) and tc classes
  *                    (shaper/): made by node_pod_add, which undoes its own
  *                    work when it fails, and removed by node_pod_del
+ *   node-wide state  node_declare: the table's skeleton, the internet-shaping
+ *                    path, sysctls, declared once from the config and
+ *                    never rewritten per pod (node_ensure: the plugin's probe)
  *   the store        node_store_update: the one lock/load/change/save cycle
  *   the policy       which caps a pod gets, which uplink classes it takes
  *
@@ -55,6 +58,48 @@ struct node_uplink {
 int node_uplink(struct nl_sock *sk, const char *name, int mtu, struct node_uplink *ret,
 		struct tg_err *e);
 
+/* ---- node-wide state ---- */
+#include "accounting/accounting.h"
+#include "shaper/shaper.h"
+
+/* What a declaration wrote, by object (the node daemon counts repairs). */
+struct node_repairs {
+	struct acct_repairs nft;
+	struct shaper_repairs tc;
+	unsigned sysctls;
+	unsigned classes_restored;	/* pod classes put back after the root was made anew */
+};
+#define NODE_DECLARE_INET 1u	/* the internet-shaping path even if the config shapes none */
+#define NODE_DECLARE_PODS 2u	/* every attachment's nft elements put (back) in */
+/*
+ * Declares what every pod of the node shares, as cfg says: sysctls
+ * (ip_forward, neighbour table sizes: raised, never lowered), the nftables
+ * table's skeleton and, when internet egress is shaped, the path through
+ * tollgate-inet. Each part reads the kernel once and writes only what
+ * differs (make-before-break for the uplink's filters). `st` (may be NULL)
+ * gives the attachments to put back when the table or the HTB root had to be
+ * made anew.
+ */
+int node_declare(struct nl_sock *sk, const struct node_config *cfg, const struct node_uplink *up,
+		 const struct ipam_state *st, unsigned flags, struct node_repairs *ret,
+		 struct tg_err *e);
+/*
+ * The plugin's: probes (reads only) and, when something is missing or was
+ * declared for another config, declares under the node's lock
+ * (<dataDir>/node.lock) so concurrent first ADDs do it once. need_inet: this
+ * pod needs the internet-shaping path. *ret_ifb: tollgate-inet's ifindex
+ * when the path is declared.
+ */
+int node_ensure(struct nl_sock *sk, const struct node_config *cfg, const struct node_uplink *up,
+		const struct ipam_state *st, bool need_inet, int *ret_ifb, struct tg_err *e);
+/*
+ * Deletes tollgate-inet's namespace classes that no attachment of `st` uses
+ * any more (and leaked pod classes). Call with the store locked, `st` just
+ * loaded under that lock: then no ADD is attaching under a class it deletes.
+ */
+int node_retire(struct nl_sock *sk, const struct ipam_state *st, unsigned *ret_retired,
+		struct tg_err *e);
+
 /* ---- the store ---- */
 typedef int (*node_update_fn)(struct ipam_state *st, void *ctx, struct tg_err *e);
 /*
@@ -87,8 +132,10 @@ struct node_pod {
 	const struct node_uplink *uplink;
 };
 /*
- * Plumbs, shapes and accounts one pod. When the table is missing (someone
- * flushed it) every attachment of `st` is put back with it. On failure
+ * Plumbs, shapes and accounts one pod, after node_ensure: when node-wide
+ * state is missing (someone flushed the table) it is declared, and every
+ * attachment of `st` put back with it; on a declared node nothing
+ * node-wide is written. On failure
  * everything this call made is removed again; a `repeated` ADD keeps the
  * accounting elements the pod already had.
  */
@@ -101,8 +148,8 @@ int node_pod_check(struct nl_sock *sk, const struct node_config *cfg, const stru
 		   struct tg_err *e);
 /*
  * Removes what the kernel holds for one attachment: its nft elements and own
- * counters, its shaping (IFB, uplink classes; the namespace's class with its
- * last pod) and its veth. Works from the derived names alone when the record
+ * counters, its shaping (IFB, its class on tollgate-inet; its namespace's
+ * class stays for node_retire) and its veth. Works from the derived names alone when the record
  * is all but empty (DEL without a store entry). Anything already gone is
  * fine; every step runs and the first error is returned.
  */
@@ -111,8 +158,5 @@ int node_pod_del(struct nl_sock *sk, const struct ipam_attachment *a, struct tg_
 int node_pod_reshape(struct nl_sock *sk, const struct node_config *cfg,
 		     const struct node_uplink *up, const struct ipam_attachment *a,
 		     const struct shaping *old, struct tg_err *e);
-/* Declares the nftables table again with every attachment of the store. */
-int node_table_rebuild(const struct node_config *cfg, const struct ipam_state *st,
-		       struct tg_err *e);
 
 #endif

@@ -22,6 +22,8 @@
 #include <netlink/route/neighbour.h>
 #include <netlink/route/route.h>
 
+#include "lib/steps.h"
+#include "lib/util.h"
 #include "node/internal.h"
 #include "lib/cleanup.h"
 #include "lib/nl.h"
@@ -93,26 +95,6 @@ int node_uplink(struct nl_sock *sk, const char *name, int mtu, struct node_uplin
 		ret->has_mac = true;
 	}
 	rtnl_link_put(link);
-	return 0;
-}
-
-int plumb_enable_forwarding(struct tg_err *e)
-{
-	static const char path[] = "/proc/sys/net/ipv4/ip_forward";
-	char cur[8];
-	int fd;
-
-	if (read_line_file(path, cur, sizeof(cur)) > 0 && strcmp(cur, "1") == 0)
-		return 0;
-	fd = open(path, O_WRONLY | O_CLOEXEC);
-	if (fd < 0 || write(fd, "1\n", 2) != 2) {
-		int r = -errno;
-
-		if (fd >= 0)
-			close(fd);
-		return tg_fail(e, CNI_ERR_IO, r, "cannot enable IPv4 forwarding: %s", strerror(-r));
-	}
-	close(fd);
 	return 0;
 }
 
@@ -275,6 +257,7 @@ out:
 
 int plumb_add(struct nl_sock *sk, const struct plumb_req *rq, struct tg_err *e)
 {
+	int64_t t = time_mono_ns();
 	int r, ifindex = 0;
 
 	r = create_veth(sk, rq);
@@ -294,13 +277,16 @@ int plumb_add(struct nl_sock *sk, const struct plumb_req *rq, struct tg_err *e)
 	if (r < 0)
 		return tg_fail(e, CNI_ERR_IO, r, "host veth %s vanished: %s", rq->host_ifname,
 			       strerror(-r));
+	t = step_done(STEP_VETH, t);
 	r = pod_side(rq, e);
+	t = step_done(STEP_POD, t);
 	if (r < 0)
 		return r;
 	r = add_neigh(sk, ifindex, rq->ip, rq->pod_mac);
 	if (r < 0)
 		return tg_fail_nl(e, r, "cannot add the pod's neighbour entry on %s", rq->host_ifname);
 	r = add_route(sk, ifindex, rq->ip, 32, 0, RT_SCOPE_LINK);
+	step_done(STEP_ROUTES, t);
 	if (r < 0)
 		return tg_fail_nl(e, r, "cannot add the host route via %s", rq->host_ifname);
 	return 0;

@@ -9,41 +9,10 @@
 #include <string.h>
 
 #include "accounting/accounting.h"
+#include "lib/steps.h"
+#include "lib/util.h"
 #include "node/internal.h"
 #include "shaper/shaper.h"
-
-static struct acct_config acct_config_of(const struct node_config *cfg)
-{
-	return (struct acct_config){
-		.internal = cfg->internal,
-		.n_internal = cfg->n_internal,
-		.masquerade = cfg->masquerade,
-		.enabled = cfg->acct_enabled,
-		.per_pod = cfg->acct_per_pod,
-		.internet_mark = cfg->internet_mark,
-		.inet_ingress_classid = SHAPER_INET_INGRESS_CLASS,
-	};
-}
-
-static struct acct_pod acct_pod_of(const struct ipam_attachment *a)
-{
-	return (struct acct_pod){
-		.ip = a->ip,
-		.k8s_namespace = a->k8s_namespace,
-		.host_veth = a->host_veth,
-		.egress_classid = shaper_egress_classid(&a->shaping),
-	};
-}
-
-/* Every attachment of the store, for a table that must be declared again. */
-static struct acct_pod *acct_pods_of(const struct ipam_state *st)
-{
-	struct acct_pod *all = calloc(st->n_att + 1, sizeof(*all));
-
-	for (size_t i = 0; all && i < st->n_att; i++)
-		all[i] = acct_pod_of(&st->att[i]);
-	return all;
-}
 
 static void plumb_req_of(const struct node_pod *p, struct plumb_req *rq)
 {
@@ -56,46 +25,49 @@ static void plumb_req_of(const struct node_pod *p, struct plumb_req *rq)
 	node_pod_mac(p->a->container_id, p->a->ifname, rq->pod_mac);
 }
 
-/* Where internet traffic leaves: resolved once per call (node_uplink), 0 when unknown. */
-static int uplink_ifindex(const struct node_uplink *up)
-{
-	return up ? up->ifindex : 0;
-}
-
 int node_pod_add(struct nl_sock *sk, const struct node_config *cfg, const struct node_pod *p,
 		 const struct ipam_state *st, bool repeated, struct tg_err *e)
 {
 	const struct ipam_attachment *a = p->a;
-	struct acct_config acct = acct_config_of(cfg);
-	struct acct_pod me = acct_pod_of(a), *all = NULL;
+	struct acct_config acct = node_acct_config(cfg);
+	struct acct_pod me = node_acct_pod(a);
+	bool inet = shaping_inet_egress(&a->shaping);
 	struct plumb_req rq;
-	int r;
+	int r, inet_ifb = 0;
+	int64_t t;
 
-	plumb_req_of(p, &rq);
-	r = plumb_enable_forwarding(e);
+	/* Node-wide state: read, and written only when missing (first pod, or flushed). */
+	r = node_ensure(sk, cfg, p->uplink, st, inet, &inet_ifb, e);
 	if (r < 0)
-		goto undo;
+		return r;
+	plumb_req_of(p, &rq);
 	r = plumb_add(sk, &rq, e);
 	if (r < 0)
 		goto undo;
 	if (shaping_any(&a->shaping)) {
-		r = shaper_pod_add(sk, a->host_veth, uplink_ifindex(p->uplink), &a->shaping,
-				   cfg->internal, cfg->n_internal, cfg->shaping.queue_ms, rq.mtu,
-				   e);
+		t = time_mono_ns();
+		r = shaper_pod_add(sk, a->host_veth, inet_ifb, &a->shaping, cfg->shaping.queue_ms,
+				   rq.mtu, e);
+		step_done(STEP_TC, t);
 		if (r < 0)
 			goto undo;
 	}
-	/* Every pod, for the rebuild of a table someone flushed. */
-	all = acct_pods_of(st);
-	r = all ? acct_pod_add(&acct, &me, all, st->n_att, e)
-		: tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
-	free(all);
+	t = time_mono_ns();
+	r = acct_pod_add(&acct, &me, e);
+	if (r == -ENOENT) {
+		/* The table went away since the probe: declare it again, then retry once. */
+		memset(e, 0, sizeof(*e));
+		r = node_ensure(sk, cfg, p->uplink, st, inet, &inet_ifb, e);
+		if (r == 0)
+			r = acct_pod_add(&acct, &me, e);
+	}
+	step_done(STEP_NFT, t);
 	if (r == 0)
 		return 0;
 undo:
 	/* Put the node back as it was: what this call made goes, in reverse. */
 	if (!repeated)
-		acct_pod_del(&me, NULL);
+		acct_pod_del(&me, NULL, NULL);
 	shaper_pod_del(sk, a->host_veth, &a->shaping, NULL);
 	plumb_del(sk, a->host_veth, NULL);
 	return r;
@@ -103,7 +75,7 @@ undo:
 
 bool node_pod_intact(struct nl_sock *sk, const struct node_config *cfg, const struct node_pod *p)
 {
-	struct acct_pod me = acct_pod_of(p->a);
+	struct acct_pod me = node_acct_pod(p->a);
 	struct plumb_req rq;
 
 	plumb_req_of(p, &rq);
@@ -114,7 +86,7 @@ bool node_pod_intact(struct nl_sock *sk, const struct node_config *cfg, const st
 int node_pod_check(struct nl_sock *sk, const struct node_config *cfg, const struct node_pod *p,
 		   struct tg_err *e)
 {
-	struct acct_pod me = acct_pod_of(p->a);
+	struct acct_pod me = node_acct_pod(p->a);
 	struct plumb_req rq;
 	char ip[IP4_STRLEN];
 	int r;
@@ -136,16 +108,24 @@ int node_pod_check(struct nl_sock *sk, const struct node_config *cfg, const stru
 
 int node_pod_del(struct nl_sock *sk, const struct ipam_attachment *a, struct tg_err *e)
 {
-	struct acct_pod me = acct_pod_of(a);
+	struct acct_pod me = node_acct_pod(a);
+	struct acct_conn *held = NULL;
+	int64_t t = time_mono_ns();
 	int first = 0, r;
 
 	if (a->ip)
-		first = acct_pod_del(&me, e);
-	/* The IFB goes even without a record; uplink classes need the record's ids. */
+		first = acct_pod_del(&me, &held, e);
+	t = step_done(STEP_NFT, t);
+	/* The IFB goes even without a record; classes on tollgate-inet need the record's ids. */
 	r = shaper_pod_del(sk, a->host_veth, &a->shaping, e);
 	if (r < 0 && !first)
 		first = r;
+	t = step_done(STEP_TC, t);
 	r = plumb_del(sk, a->host_veth, e);
+	t = step_done(STEP_VETH, t);
+	/* After the veth's own RCU waits, the nftables socket closes without one more. */
+	acct_conn_close(held);
+	step_done(STEP_NFT, t);
 	return first ? first : r;
 }
 
@@ -164,19 +144,13 @@ int node_pod_reshape(struct nl_sock *sk, const struct node_config *cfg,
 		return -EIO;
 	if (!shaping_any(now))
 		return 0;
-	return shaper_pod_add(sk, a->host_veth, uplink_ifindex(up), now, cfg->internal,
-			      cfg->n_internal, cfg->shaping.queue_ms, up ? up->mtu : 1500, e);
-}
+	if (shaping_inet_egress(now)) {
+		int inet_ifb = 0;
 
-int node_table_rebuild(const struct node_config *cfg, const struct ipam_state *st, struct tg_err *e)
-{
-	struct acct_config acct = acct_config_of(cfg);
-	struct acct_pod *all = acct_pods_of(st);
-	int r;
-
-	if (!all)
-		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
-	r = acct_rebuild(&acct, all, st->n_att, e);
-	free(all);
-	return r;
+		/* A policy may shape internet egress for the first time: the path first. */
+		if (node_ensure(sk, cfg, up, NULL, true, &inet_ifb, e) < 0)
+			return -EIO;
+	}
+	return shaper_pod_add(sk, a->host_veth, 0, now, cfg->shaping.queue_ms,
+			      up ? up->mtu : 1500, e);
 }

@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "lib/util.h"
+#include "lib/steps.h"
+#include "lib/util.h"
 #include "node/node.h"
 
 int node_state_refresh(struct ipam_state *st, const struct node_config *cfg, int64_t now_ms,
@@ -62,6 +64,9 @@ int node_store_update(struct ipam_store *store, struct ipam_state *st,
 		      struct tg_err *e)
 {
 	struct refresh_then t = { cfg, fn, ctx };
+	int64_t t0 = time_mono_ns();
+	int r = ipam_store_update(store, st, refresh_then, &t, e);
 
-	return ipam_store_update(store, st, refresh_then, &t, e);
+	step_done(STEP_STORE, t0);
+	return r;
 }

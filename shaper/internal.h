@@ -21,4 +21,25 @@ struct shaper_ceilings {
 };
 void shaper_ceilings(const struct shaping *s, struct shaper_ceilings *ret);
 
+/* ---- tc helpers shared by the pod's objects (tc.c) and the node's (node.c) ---- */
+struct nl_sock;
+struct rtnl_class;
+/* ifindex of a device ("" or NULL: the default route's), 0 when missing. */
+int tc_ifindex(struct nl_sock *sk, const char *name);
+int tc_put_class(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t id,
+		 uint64_t rate_bps, uint64_t ceil_bps, uint64_t burst_bits, int mtu);
+int tc_put_class_flags(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t id,
+		       uint64_t rate_bps, uint64_t ceil_bps, uint64_t burst_bits, int mtu,
+		       int flags);
+int tc_put_htb_root(struct nl_sock *sk, int ifindex, uint32_t defcls);
+int tc_put_leaf_queue(struct nl_sock *sk, int ifindex, uint32_t classid, uint64_t ceil_bps,
+		      uint32_t queue_ms, int mtu);
+int tc_ensure_ifb(struct nl_sock *sk, const char *name, int mtu, int *ret_ifindex);
+int tc_del_class(struct nl_sock *sk, int ifindex, uint32_t id);
+int tc_del_qdisc(struct nl_sock *sk, int ifindex, uint32_t parent);
+void tc_fill_stats(struct rtnl_class *c, struct shaper_stats *st);
+/* One class by its id without a dump: 1 found, 0 absent, or a negative libnl error. */
+int tc_class_get(struct nl_sock *sk, int ifindex, uint32_t classid, struct shaper_stats *st,
+		 uint32_t *ret_parent);
+
 #endif

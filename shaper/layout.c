@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <linux/pkt_sched.h>
+
 #include "lib/util.h"
 #include "shaper/internal.h"
 
@@ -38,11 +40,12 @@ void shaper_ceilings(const struct shaping *s, struct shaper_ceilings *ret)
 }
 
 static struct shaper_class *put(struct shaper_class *c, const char *dev, uint32_t classid,
-				enum shaper_level level, const char *direction, const char *traffic,
-				uint64_t ceil_bps)
+				uint32_t parent, enum shaper_level level, const char *direction,
+				const char *traffic, uint64_t ceil_bps)
 {
 	snprintf(c->dev, sizeof(c->dev), "%s", dev);
 	c->classid = classid;
+	c->parent = parent;
 	c->level = level;
 	c->direction = direction;
 	c->traffic = traffic;
@@ -58,26 +61,29 @@ int shaper_pod_classes(const char *host_veth, const struct shaping *s,
 
 	shaper_ceilings(s, &ceil);
 	if (shaping_pod_ingress(s)) {
+		/* 1:2 hangs under 1:1 (made for every shaped ingress), see shaper_pod_add */
+		uint32_t ingress_parent = H(1, 1);
+
 		if (s->ingress_bps)
-			c = put(c, host_veth, H(1, 1), SHAPER_POD, "ingress", "all", ceil.to_pod);
-		c = put(c, host_veth, SHAPER_INET_INGRESS_CLASS, SHAPER_POD, "ingress", "internet",
+			c = put(c, host_veth, H(1, 1), TC_H_ROOT, SHAPER_POD, "ingress", "all", ceil.to_pod);
+		c = put(c, host_veth, SHAPER_INET_INGRESS_CLASS, ingress_parent, SHAPER_POD, "ingress", "internet",
 			ceil.to_pod_inet);
 		if (s->ingress_bps)
-			c = put(c, host_veth, H(1, 3), SHAPER_POD, "ingress", "internal",
+			c = put(c, host_veth, H(1, 3), H(1, 1), SHAPER_POD, "ingress", "internal",
 				ceil.to_pod);
 	}
 	if (s->egress_bps) {
 		char ifb[IFNAMSIZ];
 
 		shaper_ifb_name(host_veth, ifb);
-		c = put(c, ifb, H(1, 1), SHAPER_POD, "egress", "all", s->egress_bps);
+		c = put(c, ifb, H(1, 1), TC_H_ROOT, SHAPER_POD, "egress", "all", s->egress_bps);
 	}
 	if (shaping_inet_egress(s)) {
-		c = put(c, SHAPER_INET_IFB, H(1, s->pod_class), SHAPER_POD, "egress", "internet",
+		c = put(c, SHAPER_INET_IFB, H(1, s->pod_class), H(1, s->ns_class), SHAPER_POD, "egress", "internet",
 			ceil.pod_inet);
-		c = put(c, SHAPER_INET_IFB, H(1, s->ns_class), SHAPER_NAMESPACE, "egress",
+		c = put(c, SHAPER_INET_IFB, H(1, s->ns_class), H(1, 1), SHAPER_NAMESPACE, "egress",
 			"internet", ceil.ns);
-		c = put(c, SHAPER_INET_IFB, H(1, 1), SHAPER_NODE, "egress", "internet", ceil.node);
+		c = put(c, SHAPER_INET_IFB, H(1, 1), TC_H_ROOT, SHAPER_NODE, "egress", "internet", ceil.node);
 	}
 	return (int)(c - ret);
 }

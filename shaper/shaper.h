@@ -19,6 +19,12 @@
  *                     <- nft sets priority 1:<pod> on the pod's internet-bound packets
  *                     The uplink's own root qdisc is never touched.
  *
+ * Who makes what: the node's part (tollgate-inet, its root and 1:1, the
+ * uplink's clsact and filters) is declared once for the node by
+ * shaper_node_declare; a namespace's class is made by its first pod and kept
+ * until shaper_retire_classes finds the namespace without pods (so a pod
+ * never attaches under a class being deleted); a pod's classes are its own.
+ *
  * Caps nest through HTB borrowing: a class is guaranteed 1% of its ceiling
  * and borrows the rest from its parent, so siblings share what is free in
  * proportion to equal quanta, and no parent's ceiling is ever exceeded.
@@ -64,6 +70,7 @@ enum shaper_level { SHAPER_POD, SHAPER_NAMESPACE, SHAPER_NODE };
 struct shaper_class {
 	char dev[IFNAMSIZ];
 	uint32_t classid;
+	uint32_t parent;		/* the class it must hang under (TC_H_ROOT: the root) */
 	enum shaper_level level;
 	const char *direction;		/* "egress", "ingress" */
 	const char *traffic;		/* "all", "internet", "internal" */
@@ -81,21 +88,54 @@ struct nl_sock;
 
 /* The IFB of a pod: its host veth's name with "ti" for "tg". */
 void shaper_ifb_name(const char *host_veth, char ret[IFNAMSIZ]);
+/* ---- the node's internet-shaping path ---- */
+struct shaper_node {
+	int uplink;			/* ifindex internet traffic leaves by */
+	const struct cidr4 *internal;	/* passed unshaped */
+	size_t n_internal;
+	uint64_t node_ceil_bps;		/* class 1:1; SHAPER_LINE_BPS: none */
+	int mtu;
+};
+/* What a declaration wrote, by object. */
+struct shaper_repairs {
+	unsigned ifb, root, node_class, clsact, filters;
+};
 /*
- * Installs (or replaces) every qdisc, class and filter the spec asks for.
- * `uplink` is the ifindex of the interface internet traffic leaves by (0:
- * none, which internet egress shaping refuses). queue_ms sizes the leaf
- * queues; mtu sizes bursts and quanta.
+ * Declares the path: reads the kernel (the IFB, its root, 1:1, the uplink's
+ * filters) and changes only what differs; filters make-before-break. With
+ * `probe`, only reads: 1 when anything differs. *ret_lost: the root had to
+ * be made anew and every namespace and pod class with it (the caller puts
+ * them back). *ret_ifb: tollgate-inet's ifindex. Returns 1 when it wrote
+ * anything, 0 when all was right, or a negative errno with e set.
  */
-int shaper_pod_add(struct nl_sock *sk, const char *host_veth, int uplink,
-		   const struct shaping *s, const struct cidr4 *internal, size_t n_internal,
-		   uint32_t queue_ms, int mtu, struct tg_err *e);
-/* Removes the pod's IFB and uplink classes (the veth's qdiscs go with the veth). */
+int shaper_node_declare(struct nl_sock *sk, const struct shaper_node *n, bool probe,
+			struct shaper_repairs *rep, bool *ret_lost, int *ret_ifb,
+			struct tg_err *e);
+/*
+ * Deletes the classes of tollgate-inet whose minor is not in `keep` (the
+ * namespace and pod classes of every attachment): namespaces that have no pod
+ * left, and leaks. The caller holds the store's lock, so no ADD can be
+ * attaching under a class deleted here.
+ */
+int shaper_retire_classes(struct nl_sock *sk, const uint16_t *keep, size_t n_keep,
+			  unsigned *ret_retired);
+
+/*
+ * Installs (or replaces) the pod's qdiscs, classes and filters, on a node
+ * whose path is declared. inet_ifb: tollgate-inet's ifindex (0: looked up).
+ * queue_ms sizes the leaf queues; mtu sizes bursts and quanta.
+ */
+int shaper_pod_add(struct nl_sock *sk, const char *host_veth, int inet_ifb,
+		   const struct shaping *s, uint32_t queue_ms, int mtu, struct tg_err *e);
+/* Removes the pod's IFB and its class on tollgate-inet (the veth's qdiscs go with the veth). */
 int shaper_pod_del(struct nl_sock *sk, const char *host_veth, const struct shaping *s,
 		   struct tg_err *e);
 /* Removes the qdiscs on the pod's host veth (a reshape installs them again). */
 int shaper_pod_reset(struct nl_sock *sk, const char *host_veth, struct tg_err *e);
-/* 0 when the kernel holds what the spec asks for, TG_ERR_DRIFT naming the difference. */
+/*
+ * 0 when the kernel holds what the spec asks for (each class, its ceiling and
+ * the class it hangs under), TG_ERR_DRIFT naming the difference.
+ */
 int shaper_pod_check(struct nl_sock *sk, const char *host_veth,
 		     const struct shaping *s, struct tg_err *e);
 

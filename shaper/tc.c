@@ -35,7 +35,7 @@ void shaper_ifb_name(const char *host_veth, char ret[IFNAMSIZ])
 	snprintf(ret, IFNAMSIZ, "ti%s", host_veth + (host_veth[0] && host_veth[1] ? 2 : 0));
 }
 
-static int ifindex_of(struct nl_sock *sk, const char *name)
+int tc_ifindex(struct nl_sock *sk, const char *name)
 {
 	struct rtnl_link *l = NULL;
 	int idx;
@@ -67,8 +67,16 @@ static uint32_t clamp32(uint64_t v, uint64_t lo, uint64_t hi)
  * packets) keep accuracy at high rates without letting short transfers run
  * unshaped; quanta follow the ceiling so siblings share evenly.
  */
-static int put_class(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t id,
-		     uint64_t rate_bps, uint64_t ceil_bps, uint64_t burst_bits, int mtu)
+int tc_put_class(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t id,
+		 uint64_t rate_bps, uint64_t ceil_bps, uint64_t burst_bits, int mtu)
+{
+	return tc_put_class_flags(sk, ifindex, parent, id, rate_bps, ceil_bps, burst_bits, mtu,
+				  NLM_F_CREATE | NLM_F_REPLACE);
+}
+
+int tc_put_class_flags(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t id,
+		       uint64_t rate_bps, uint64_t ceil_bps, uint64_t burst_bits, int mtu,
+		       int flags)
 {
 	struct rtnl_class *c = rtnl_class_alloc();
 	uint32_t ceil = bytes_per_s(ceil_bps);
@@ -92,7 +100,7 @@ static int put_class(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t 
 		rtnl_htb_set_rbuffer(c, burst);
 		rtnl_htb_set_cbuffer(c, burst);
 		rtnl_htb_set_quantum(c, clamp32(ceil / 1000, pkt, 200000));
-		r = rtnl_class_add(sk, c, NLM_F_CREATE | NLM_F_REPLACE);
+		r = rtnl_class_add(sk, c, flags);
 	}
 	rtnl_class_put(c);
 	return r;
@@ -101,14 +109,15 @@ static int put_class(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t 
 static int find_class(struct nl_sock *sk, int ifindex, uint32_t id, struct shaper_stats *st);
 
 /*
- * HTB cannot change its own parameters in place, so an existing root is kept
- * when it is ours (HTB 1: with class 1:1) and replaced when it is anything
- * else (the uplink's default qdisc, say).
+ * The HTB root 1: of one of Tollgate's own devices. An existing root is kept
+ * when it is ours (HTB 1: with class 1:1); anything else (the default qdisc,
+ * a root left without 1:1) is deleted and made anew: HTB refuses to replace
+ * itself in place ("Change operation not supported").
  */
-static int put_htb_root(struct nl_sock *sk, int ifindex, uint32_t defcls)
+int tc_put_htb_root(struct nl_sock *sk, int ifindex, uint32_t defcls)
 {
 	struct rtnl_qdisc *q = rtnl_qdisc_alloc();
-	int r, flags = NLM_F_CREATE | NLM_F_EXCL;
+	int r;
 
 	if (!q)
 		return -NLE_NOMEM;
@@ -120,11 +129,11 @@ static int put_htb_root(struct nl_sock *sk, int ifindex, uint32_t defcls)
 		/* A default that names no class sends unclassified packets direct, unshaped. */
 		rtnl_htb_set_defcls(q, defcls);
 		rtnl_htb_set_rate2quantum(q, 10);
-		r = rtnl_qdisc_add(sk, q, flags);
-		if (r == -NLE_EXIST && !find_class(sk, ifindex, H(1, 1), NULL))
-			r = rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_REPLACE);
-		else if (r == -NLE_EXIST)
+		r = rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_EXCL);
+		if (r == -NLE_EXIST && find_class(sk, ifindex, H(1, 1), NULL))
 			r = 0;
+		else if (r == -NLE_EXIST && (r = tc_del_qdisc(sk, ifindex, TC_H_ROOT)) == 0)
+			r = rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_EXCL);
 	}
 	rtnl_qdisc_put(q);
 	return r;
@@ -137,7 +146,7 @@ static int put_htb_root(struct nl_sock *sk, int ifindex, uint32_t defcls)
  * 73-91 % of its cap with 25 kB). Below ~80 Mbit/s this floor, not queue_ms,
  * bounds the added latency.
  */
-static int put_leaf_queue(struct nl_sock *sk, int ifindex, uint32_t classid, uint64_t ceil_bps,
+int tc_put_leaf_queue(struct nl_sock *sk, int ifindex, uint32_t classid, uint64_t ceil_bps,
 			  uint32_t queue_ms, int mtu)
 {
 	struct rtnl_qdisc *q = rtnl_qdisc_alloc();
@@ -160,7 +169,7 @@ static int put_leaf_queue(struct nl_sock *sk, int ifindex, uint32_t classid, uin
 	return r;
 }
 
-static int ensure_ifb(struct nl_sock *sk, const char *name, int mtu, int *ret_ifindex)
+int tc_ensure_ifb(struct nl_sock *sk, const char *name, int mtu, int *ret_ifindex)
 {
 	struct rtnl_link *l = rtnl_link_alloc();
 	int r;
@@ -175,7 +184,7 @@ static int ensure_ifb(struct nl_sock *sk, const char *name, int mtu, int *ret_if
 	rtnl_link_put(l);
 	if (r < 0 && r != -NLE_EXIST)
 		return r;
-	*ret_ifindex = ifindex_of(sk, name);
+	*ret_ifindex = tc_ifindex(sk, name);
 	if (!*ret_ifindex)
 		return -NLE_NODEV;
 	if (r == -NLE_EXIST) {
@@ -244,127 +253,34 @@ out:
 	return r;
 }
 
-/*
- * A u32 node on the uplink's clsact egress hook: `dst` matches pass, NULL
- * redirects all. Every node sits in one hash table (800:), in the order of
- * their fixed handles 800::<node>, so a repeat replaces rather than adds.
- */
-static int put_u32(struct nl_sock *sk, int ifindex, uint16_t node, const struct cidr4 *dst,
-		   int redirect_to)
-{
-	struct rtnl_cls *cls = rtnl_cls_alloc();
-	struct rtnl_act *act = NULL;
-	int r;
-
-	if (!cls)
-		return -NLE_NOMEM;
-	rtnl_tc_set_ifindex(TC_CAST(cls), ifindex);
-	rtnl_tc_set_parent(TC_CAST(cls), TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS));
-	rtnl_tc_set_handle(TC_CAST(cls), 0x80000000u | node);
-	r = rtnl_tc_set_kind(TC_CAST(cls), "u32");
-	if (r < 0)
-		goto out;
-	rtnl_cls_set_prio(cls, 1);
-	rtnl_cls_set_protocol(cls, ETH_P_IP);
-	if (dst)
-		/* libnl takes the key and mask in host order */
-		rtnl_u32_add_key_uint32(cls, dst->net, cidr4_mask(dst->prefix), 16, 0);
-	else
-		rtnl_u32_add_key_uint32(cls, 0, 0, 0, 0);
-	rtnl_u32_set_cls_terminal(cls);
-	/* u32 keeps an existing node's keys on replace: delete it, then add it anew. */
-	r = rtnl_cls_delete(sk, cls, 0);
-	if (r < 0 && r != -NLE_OBJ_NOTFOUND && r != -NLE_INVAL && r != -NLE_NODEV)
-		goto out;
-	if (redirect_to) {
-		act = rtnl_act_alloc();
-		if (!act || rtnl_tc_set_kind(TC_CAST(act), "mirred") < 0) {
-			r = -NLE_NOMEM;
-			goto out;
-		}
-		rtnl_mirred_set_action(act, TCA_EGRESS_REDIR);
-		rtnl_mirred_set_policy(act, TC_ACT_STOLEN);
-		rtnl_mirred_set_ifindex(act, (uint32_t)redirect_to);
-		r = rtnl_u32_add_action(cls, act);
-		if (r < 0)
-			goto out;
-	}
-	r = rtnl_cls_add(sk, cls, NLM_F_CREATE | NLM_F_EXCL);
-	if (r == -NLE_EXIST)
-		r = 0; /* a concurrent ADD put the same node back first */
-out:
-	if (act)
-		rtnl_act_put(act);
-	rtnl_cls_put(cls);
-	return r;
-}
-
-/*
- * Internet-bound packets leave the uplink through IFB tollgate-inet, where the HTB
- * tree shapes them; internal ones never meet a queue. On the uplink's clsact
- * egress hook (its root qdisc untouched): one u32 filter per internal CIDR
- * lets matching packets pass, the last one redirects every other IPv4 packet.
- */
-static int inet_path(struct nl_sock *sk, int up, const struct cidr4 *internal, size_t n,
-		     int mtu, int *ret_ifb)
-{
-	struct rtnl_qdisc *q = rtnl_qdisc_alloc();
-	int r;
-
-	if (!q)
-		return -NLE_NOMEM;
-	r = ensure_ifb(sk, SHAPER_INET_IFB, mtu, ret_ifb);
-	if (r < 0) {
-		rtnl_qdisc_put(q);
-		return r;
-	}
-	rtnl_tc_set_ifindex(TC_CAST(q), up);
-	rtnl_tc_set_parent(TC_CAST(q), TC_H_CLSACT);
-	rtnl_tc_set_handle(TC_CAST(q), INGRESS_HANDLE);
-	r = rtnl_tc_set_kind(TC_CAST(q), "clsact");
-	if (r == 0)
-		r = rtnl_qdisc_add(sk, q, NLM_F_CREATE);
-	rtnl_qdisc_put(q);
-	if (r < 0 && r != -NLE_EXIST)
-		return r;
-	for (size_t i = 0; i < n; i++) {
-		if (internal[i].prefix == 0)
-			continue;
-		r = put_u32(sk, up, (uint16_t)(1 + i), &internal[i], 0);
-		if (r < 0)
-			return r;
-	}
-	return put_u32(sk, up, SHAPER_REDIRECT_PRIO, NULL, *ret_ifb);
-}
-
-int shaper_pod_add(struct nl_sock *sk, const char *host_veth, int uplink,
-		   const struct shaping *s, const struct cidr4 *internal, size_t n_internal,
-		   uint32_t queue_ms, int mtu, struct tg_err *e)
+int shaper_pod_add(struct nl_sock *sk, const char *host_veth, int inet_ifb,
+		   const struct shaping *s, uint32_t queue_ms, int mtu, struct tg_err *e)
 {
 	struct shaper_ceilings ceil;
-	int veth = ifindex_of(sk, host_veth), r;
+	int veth = 0, r;
 
-	if (!veth)
+	/* Only the pod's own devices need its veth (not its class on tollgate-inet). */
+	if ((shaping_pod_ingress(s) || s->egress_bps) && !(veth = tc_ifindex(sk, host_veth)))
 		return tg_fail(e, CNI_ERR_IO, -ENODEV, "tc: host veth %s is missing", host_veth);
 	shaper_ceilings(s, &ceil);
 	if (shaping_pod_ingress(s)) {
 		uint64_t total = ceil.to_pod, inet = ceil.to_pod_inet;
 
 		/* Internal traffic is only classified (1:3) when a whole-pod limit applies. */
-		r = put_htb_root(sk, veth, s->ingress_bps ? 3 : 0);
+		r = tc_put_htb_root(sk, veth, s->ingress_bps ? 3 : 0);
 		if (r == 0)
-			r = put_class(sk, veth, H(1, 0), H(1, 1), total, total,
+			r = tc_put_class(sk, veth, H(1, 0), H(1, 1), total, total,
 				      s->ingress_burst, mtu);
 		if (r == 0)
-			r = put_class(sk, veth, H(1, 1), SHAPER_INET_INGRESS_CLASS, 0, inet, 0,
+			r = tc_put_class(sk, veth, H(1, 1), SHAPER_INET_INGRESS_CLASS, 0, inet, 0,
 				      mtu);
 		if (r == 0)
-			r = put_leaf_queue(sk, veth, SHAPER_INET_INGRESS_CLASS, inet, queue_ms,
+			r = tc_put_leaf_queue(sk, veth, SHAPER_INET_INGRESS_CLASS, inet, queue_ms,
 					   mtu);
 		if (r == 0 && s->ingress_bps)
-			r = put_class(sk, veth, H(1, 1), H(1, 3), 0, total, 0, mtu);
+			r = tc_put_class(sk, veth, H(1, 1), H(1, 3), 0, total, 0, mtu);
 		if (r == 0 && s->ingress_bps)
-			r = put_leaf_queue(sk, veth, H(1, 3), total, queue_ms, mtu);
+			r = tc_put_leaf_queue(sk, veth, H(1, 3), total, queue_ms, mtu);
 		if (r < 0)
 			return tc_fail(e, r, "shaping traffic to the pod on %s", host_veth);
 	}
@@ -373,49 +289,45 @@ int shaper_pod_add(struct nl_sock *sk, const char *host_veth, int uplink,
 		int ifb_index = 0;
 
 		shaper_ifb_name(host_veth, ifb);
-		r = ensure_ifb(sk, ifb, mtu, &ifb_index);
+		r = tc_ensure_ifb(sk, ifb, mtu, &ifb_index);
 		if (r < 0)
 			return tc_fail(e, r, "creating %s", ifb);
-		r = put_htb_root(sk, ifb_index, 1);
+		r = tc_put_htb_root(sk, ifb_index, 1);
 		if (r == 0)
-			r = put_class(sk, ifb_index, H(1, 0), H(1, 1), s->egress_bps, s->egress_bps,
+			r = tc_put_class(sk, ifb_index, H(1, 0), H(1, 1), s->egress_bps, s->egress_bps,
 				      s->egress_burst, mtu);
 		if (r == 0)
-			r = put_leaf_queue(sk, ifb_index, H(1, 1), s->egress_bps, queue_ms, mtu);
+			r = tc_put_leaf_queue(sk, ifb_index, H(1, 1), s->egress_bps, queue_ms, mtu);
 		if (r == 0)
 			r = redirect_to_ifb(sk, veth, ifb_index);
 		if (r < 0)
 			return tc_fail(e, r, "shaping traffic from the pod through %s", ifb);
 	}
 	if (shaping_inet_egress(s)) {
-		uint64_t node = ceil.node, ns = ceil.ns, pod = ceil.pod_inet;
-		int inet = 0; /* the IFB tollgate-inet, where the classes live */
+		/*
+		 * Under the node's declared root and class 1:1: the namespace's class
+		 * (made by its first pod, kept while a pod may attach under it), then
+		 * the pod's. Nothing node-wide is written here.
+		 */
+		int inet = inet_ifb > 0 ? inet_ifb : tc_ifindex(sk, SHAPER_INET_IFB);
 
-		if (uplink <= 0)
-			return tg_fail(e, CNI_ERR_CONFIG, -ENODEV,
-				       "tc: internet shaping needs an uplink (none is configured and "
-				       "there is no default route)");
-		r = inet_path(sk, uplink, internal, n_internal, mtu, &inet);
+		if (!inet)
+			return tg_fail(e, CNI_ERR_IO, -ENODEV, "tc: %s is missing", SHAPER_INET_IFB);
+		r = tc_put_class(sk, inet, H(1, 1), H(1, s->ns_class), 0, ceil.ns, 0, mtu);
+		if (r == 0)
+			r = tc_put_class(sk, inet, H(1, s->ns_class), H(1, s->pod_class), 0,
+					 ceil.pod_inet, 0, mtu);
+		if (r == 0)
+			r = tc_put_leaf_queue(sk, inet, H(1, s->pod_class), ceil.pod_inet, queue_ms,
+					      mtu);
 		if (r < 0)
-			return tc_fail(e, r, "steering internet traffic of the uplink to %s",
+			return tc_fail(e, r, "shaping internet traffic of the pod in %s",
 				       SHAPER_INET_IFB);
-		r = put_htb_root(sk, inet, 0);
-		if (r == 0)
-			r = put_class(sk, inet, H(1, 0), H(1, 1), node, node, 0, mtu);
-		if (r == 0)
-			r = put_class(sk, inet, H(1, 1), H(1, s->ns_class), 0, ns, 0, mtu);
-		if (r == 0)
-			r = put_class(sk, inet, H(1, s->ns_class), H(1, s->pod_class), 0, pod, 0,
-				      mtu);
-		if (r == 0)
-			r = put_leaf_queue(sk, inet, H(1, s->pod_class), pod, queue_ms, mtu);
-		if (r < 0)
-			return tc_fail(e, r, "shaping internet traffic on the uplink");
 	}
 	return 0;
 }
 
-static int del_class(struct nl_sock *sk, int ifindex, uint32_t id)
+int tc_del_class(struct nl_sock *sk, int ifindex, uint32_t id)
 {
 	struct rtnl_class *c = rtnl_class_alloc();
 	int r;
@@ -447,24 +359,23 @@ int shaper_pod_del(struct nl_sock *sk, const char *host_veth, const struct shapi
 			first = tc_fail(e, r, "deleting %s", ifb);
 	}
 	if (s && s->pod_class) {
-		int up = ifindex_of(sk, SHAPER_INET_IFB);
+		int up = tc_ifindex(sk, SHAPER_INET_IFB);
 
 		if (up) {
-			r = del_class(sk, up, H(1, s->pod_class));
+			r = tc_del_class(sk, up, H(1, s->pod_class));
 			if (r < 0 && !first)
 				first = tc_fail(e, r, "deleting class 1:%x on the uplink", s->pod_class);
 			/*
-			 * The namespace's class goes with its last pod: HTB refuses to
-			 * delete a class that still has children, the other pods'.
+			 * The namespace's class stays: another ADD may be attaching
+			 * its pod under it right now. shaper_retire_classes removes
+			 * it once the store says the namespace has no pod left.
 			 */
-			if (s->ns_class)
-				del_class(sk, up, H(1, s->ns_class));
 		}
 	}
 	return first;
 }
 
-static int del_qdisc(struct nl_sock *sk, int ifindex, uint32_t parent)
+int tc_del_qdisc(struct nl_sock *sk, int ifindex, uint32_t parent)
 {
 	struct rtnl_qdisc *q = rtnl_qdisc_alloc();
 	int r;
@@ -480,17 +391,17 @@ static int del_qdisc(struct nl_sock *sk, int ifindex, uint32_t parent)
 
 int shaper_pod_reset(struct nl_sock *sk, const char *host_veth, struct tg_err *e)
 {
-	int veth = ifindex_of(sk, host_veth), r;
+	int veth = tc_ifindex(sk, host_veth), r;
 
 	if (!veth)
 		return 0;
-	r = del_qdisc(sk, veth, TC_H_ROOT);
+	r = tc_del_qdisc(sk, veth, TC_H_ROOT);
 	if (r == 0)
-		r = del_qdisc(sk, veth, TC_H_INGRESS);
+		r = tc_del_qdisc(sk, veth, TC_H_INGRESS);
 	return r < 0 ? tc_fail(e, r, "removing the qdiscs of %s", host_veth) : 0;
 }
 
-static void fill_stats(struct rtnl_class *c, struct shaper_stats *st)
+void tc_fill_stats(struct rtnl_class *c, struct shaper_stats *st)
 {
 	memset(st, 0, sizeof(*st));
 	st->classid = rtnl_tc_get_handle(TC_CAST(c));
@@ -521,7 +432,7 @@ static void view_free(struct class_view *v)
 }
 
 static int view_class(struct nl_sock *sk, struct class_view *v, int ifindex, uint32_t id,
-		      struct shaper_stats *st)
+		      struct shaper_stats *st, uint32_t *ret_parent)
 {
 	struct rtnl_class *c;
 
@@ -537,26 +448,28 @@ static int view_class(struct nl_sock *sk, struct class_view *v, int ifindex, uin
 	if (!c)
 		return 0;
 	if (st)
-		fill_stats(c, st);
+		tc_fill_stats(c, st);
+	if (ret_parent)
+		*ret_parent = rtnl_tc_get_parent(TC_CAST(c));
 	rtnl_class_put(c);
 	return 1;
 }
 
 /* A class of the device named `dev`: the name is resolved once while lookups stay on it. */
 static int view_dev_class(struct nl_sock *sk, struct class_view *v, const char *dev, uint32_t id,
-			  struct shaper_stats *st)
+			  struct shaper_stats *st, uint32_t *ret_parent)
 {
 	if (strcmp(v->dev, dev) != 0) {
 		snprintf(v->dev, sizeof(v->dev), "%s", dev);
-		v->dev_ifindex = ifindex_of(sk, dev);
+		v->dev_ifindex = tc_ifindex(sk, dev);
 	}
-	return v->dev_ifindex && view_class(sk, v, v->dev_ifindex, id, st);
+	return v->dev_ifindex && view_class(sk, v, v->dev_ifindex, id, st, ret_parent);
 }
 
 static int find_class(struct nl_sock *sk, int ifindex, uint32_t id, struct shaper_stats *st)
 {
 	struct class_view v = { 0 };
-	int found = view_class(sk, &v, ifindex, id, st);
+	int found = view_class(sk, &v, ifindex, id, st, NULL);
 
 	view_free(&v);
 	return found;
@@ -572,7 +485,7 @@ static void each_class(struct nl_object *o, void *p)
 	struct dump_arg *d = p;
 	struct shaper_stats st;
 
-	fill_stats((struct rtnl_class *)o, &st);
+	tc_fill_stats((struct rtnl_class *)o, &st);
 	d->fn(&st, d->arg);
 }
 
@@ -607,12 +520,13 @@ int shaper_pod_check(struct nl_sock *sk, const char *host_veth, const struct sha
 	struct shaper_class want[SHAPER_POD_CLASSES_MAX];
 	struct class_view v = { 0 };
 	struct shaper_stats st;
+	uint32_t parent = 0;
 	int n = shaper_pod_classes(host_veth, s, want), r = 0;
 
 	for (int i = 0; i < n && r == 0; i++) {
 		const struct shaper_class *c = &want[i];
 
-		if (!view_dev_class(sk, &v, c->dev, c->classid, &st))
+		if (!view_dev_class(sk, &v, c->dev, c->classid, &st, &parent))
 			r = tg_fail(e, TG_ERR_DRIFT, -ENOENT,
 				    "drift: class %x:%x on %s (%s %s %s) is missing", c->classid >> 16,
 				    c->classid & 0xffff, c->dev, level_what[c->level], c->direction,
@@ -623,6 +537,12 @@ int shaper_pod_check(struct nl_sock *sk, const char *host_veth, const struct sha
 				    c->classid >> 16, c->classid & 0xffff, c->dev, level_what[c->level],
 				    c->direction, c->traffic, (unsigned long long)st.ceil_bps,
 				    (unsigned long long)c->ceil_bps);
+		else if (parent != c->parent)
+			r = tg_fail(e, TG_ERR_DRIFT, -EINVAL,
+				    "drift: class %x:%x on %s (%s %s %s) hangs under %x:%x, not %x:%x",
+				    c->classid >> 16, c->classid & 0xffff, c->dev, level_what[c->level],
+				    c->direction, c->traffic, parent >> 16, parent & 0xffff,
+				    c->parent >> 16, c->parent & 0xffff);
 	}
 	view_free(&v);
 	return r;
@@ -638,7 +558,7 @@ int shaper_pod_stats(struct nl_sock *sk, const char *host_veth, const struct sha
 
 	for (int i = 0; i < n; i++)
 		if (all[i].level == SHAPER_POD &&
-		    view_dev_class(sk, &v, all[i].dev, all[i].classid, &ret[found]))
+		    view_dev_class(sk, &v, all[i].dev, all[i].classid, &ret[found], NULL))
 			ret_class[found++] = all[i];
 	view_free(&v);
 	return found;

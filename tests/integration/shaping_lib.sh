@@ -344,6 +344,15 @@ sh_pod_tamper() {
 # IFB holds only what is node-wide: its HTB root and the node class 1:1 (no
 # namespace class 1:<ns>, no pod class 1:<pod>, no leaf qdisc of either).
 # The IFB must exist: a suite that shaped internet egress made it.
+# sh_ipam ARGS...: tollgate-ipam in the node netns on this run's store; SH_IPAM_RC,
+# output in $TG_TMP/ipam.out and ipam.err
+sh_ipam() {
+	ip netns exec "$TG_NODE" "$TOLLGATE_BIN_DIR/tollgate-ipam" --data-dir "$TG_TMP/data" \
+		--network "$TG_NETNAME" "$@" >"$TG_TMP/ipam.out" 2>"$TG_TMP/ipam.err"
+	SH_IPAM_RC=$?
+	return "$SH_IPAM_RC"
+}
+
 sh_node_clean() {
 	local cls q
 	t_expect "tg/ti links" "$(ip -n "$TG_NODE" -o link show | awk -F': ' '{print $2}' | sed 's/@.*//' | grep -E '^t[gi]' | tr '\n' ' ')" ""
@@ -356,6 +365,11 @@ sh_node_clean() {
 	fi
 	cls=$(ip netns exec "$TG_NODE" tc class show dev "$UPQ" 2>/dev/null)
 	grep -q '^class htb 1:1 root ' <<<"$cls" || t_fail "$UPQ has no node class 1:1: $(tr '\n' ' ' <<<"$cls")"
+	# Namespace classes outlive their last pod, under 1:1, until gc retires them.
+	t_expect "classes on $UPQ neither 1:1 nor an empty namespace class under it" \
+		"$(grep -v '^class htb 1:1 root ' <<<"$cls" | grep -Ev '^class htb 1:[0-7][0-9a-f]{0,3} parent 1:1 ' | tr '\n' ' ')" ""
+	sh_ipam gc || t_fail "tollgate-ipam gc rc=$SH_IPAM_RC: $(cat "$TG_TMP/ipam.err")"
+	cls=$(ip netns exec "$TG_NODE" tc class show dev "$UPQ" 2>/dev/null)
 	t_expect "classes on $UPQ other than the node class 1:1" "$(grep -v '^class htb 1:1 root ' <<<"$cls" | tr '\n' ' ')" ""
 	q=$(ip netns exec "$TG_NODE" tc qdisc show dev "$UPQ" 2>/dev/null)
 	t_expect "qdiscs on $UPQ other than its HTB root" "$(grep -v '^qdisc htb 1: root ' <<<"$q" | tr '\n' ' ')" ""

@@ -183,7 +183,7 @@ static void t_rebuild_400_pods(void **state)
 	struct scale *f = *state;
 
 	NEED_NETNS_NFT();
-	if (acct_rebuild(&f->cfg, f->ps->p, PODS, &f->e) < 0)
+	if (acct_declare(&f->cfg, f->ps->p, PODS, ACCT_DECLARE_PODS, NULL, &f->e) < 0)
 		fail_msg("rebuild of %d pods: %s", PODS, f->e.msg);
 	assert_int_equal(acct_reader_read(f->rd, on_counter, f->s), 0);
 	assert_all_counters(f->s, f->ps);
@@ -196,13 +196,46 @@ static void t_rebuild_400_pods(void **state)
 static void t_add_rebuilds_missing_table(void **state)
 {
 	struct scale *f = *state;
+	struct acct_repairs rep;
 
 	NEED_NETNS_NFT();
-	/* the table is gone; the ADD of the last pod brings back the other 399 too */
-	if (acct_pod_add(&f->cfg, &f->ps->p[PODS - 1], f->ps->p, PODS, &f->e) < 0)
-		fail_msg("ADD with a rebuild of %d pods: %s", PODS, f->e.msg);
+	/* the table is gone: declaring it brings back every pod of the store */
+	assert_int_equal(acct_declared(&f->cfg), 0);
+	if (acct_declare(&f->cfg, f->ps->p, PODS, 0, &rep, &f->e) != 1)
+		fail_msg("declaration with a rebuild of %d pods: %s", PODS, f->e.msg);
+	assert_int_equal(rep.table, 1);
 	assert_int_equal(acct_reader_read(f->rd, on_counter, f->s), 0);
 	assert_all_counters(f->s, f->ps);
+	/* declared: the probe says so, and a second declaration writes nothing */
+	assert_int_equal(acct_declared(&f->cfg), 1);
+	assert_int_equal(acct_declare(&f->cfg, f->ps->p, PODS, 0, &rep, &f->e), 0);
+	assert_int_equal(rep.table + rep.sets + rep.chains + rep.rules + rep.internal, 0);
+}
+
+/* Another internalCIDRs list: only the set internal is written, the rules stay. */
+static void t_declare_changes_only_what_differs(void **state)
+{
+	struct scale *f = *state;
+	struct cidr4 two[2] = { { 0x0a000000u, 8 }, { 0xc0a80000u, 16 } };
+	struct acct_config cfg = f->cfg;
+	struct acct_repairs rep;
+
+	NEED_NETNS_NFT();
+	assert_int_equal(acct_declare(&f->cfg, NULL, 0, 0, &rep, &f->e), 1);
+	cfg.internal = two;
+	cfg.n_internal = 2;
+	assert_int_equal(acct_declared(&cfg), 0);
+	assert_int_equal(acct_declare(&cfg, NULL, 0, 0, &rep, &f->e), 1);
+	assert_int_equal(rep.internal, 1);
+	assert_int_equal(rep.rules + rep.chains + rep.sets + rep.table, 0);
+	assert_int_equal(acct_declared(&cfg), 1);
+	assert_int_equal(acct_declared(&f->cfg), 0);
+	/* per-pod counting adds rules to some chains: only those chains are written */
+	cfg.per_pod = !cfg.per_pod;
+	assert_int_equal(acct_declare(&cfg, NULL, 0, 0, &rep, &f->e), 1);
+	assert_true(rep.rules > 0);
+	assert_int_equal(rep.internal + rep.chains + rep.sets + rep.table, 0);
+	assert_int_equal(acct_declared(&cfg), 1);
 }
 
 static void t_reader_without_table(void **state)
@@ -261,6 +294,8 @@ int main(void)
 		cmocka_unit_test(t_reader_without_table),
 		cmocka_unit_test(t_reader_values),
 		cmocka_unit_test_setup_teardown(t_rebuild_400_pods, scale_setup, scale_teardown),
+		cmocka_unit_test_setup_teardown(t_declare_changes_only_what_differs, scale_setup,
+						scale_teardown),
 		cmocka_unit_test_setup_teardown(t_add_rebuilds_missing_table, scale_setup,
 						scale_teardown),
 	};

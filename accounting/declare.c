@@ -1,0 +1,471 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The declaration of table `inet tollgate`: read what the kernel holds, compare
+ * it with what the config asks for (table.c), and write only the difference
+ * in one atomic batch.
+ *
+ * Replacing objects that packets may be using makes the kernel wait for an
+ * RCU grace period (when the socket closes), and makes concurrent callers
+ * queue behind it; so nothing that is already right is written again. Each
+ * rule carries a comment "tollgate:<hash of its chain's rules>", which makes
+ * a chain's comparison one string per rule; the set `internal` is compared
+ * element by element.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <linux/netfilter.h>
+#include <linux/netfilter/nf_tables.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <libnftnl/chain.h>
+#include <libnftnl/rule.h>
+#include <libnftnl/set.h>
+#include <libnftnl/table.h>
+#include <libnftnl/udata.h>
+
+#include "accounting/internal.h"
+#include "lib/util.h"
+
+#define STAMP_PREFIX "tollgate:"
+#define STAMP_LEN (sizeof(STAMP_PREFIX) + 16)
+
+/* What the config asks for: the rules, each chain's stamp, the internal set. */
+struct want {
+	struct rule_list rules;
+	char stamp[TABLE_CHAINS][STAMP_LEN];
+	size_t n_rules[TABLE_CHAINS];
+	struct bound bounds[TABLE_BOUNDS_MAX];
+	size_t n_bounds;
+};
+
+/* What the kernel holds. */
+struct seen {
+	bool table;
+	bool sets_read, chains_read;
+	bool set[TABLE_SETS];
+	bool chain[TABLE_CHAINS];
+	size_t n_rules[TABLE_CHAINS];
+	size_t stamped[TABLE_CHAINS];	/* rules carrying the chain's stamp */
+	struct bound bounds[TABLE_BOUNDS_MAX + 1];
+	size_t n_bounds;		/* TABLE_BOUNDS_MAX + 1: more than any config makes */
+	const struct want *want;
+	int err;
+};
+
+static int chain_index(const char *name)
+{
+	for (int i = 0; name && i < TABLE_CHAINS; i++)
+		if (strcmp(table_chains[i].name, name) == 0)
+			return i;
+	return -1;
+}
+
+static int set_index(const char *name)
+{
+	for (int i = 0; name && i < TABLE_SETS; i++)
+		if (strcmp(table_sets[i].name, name) == 0)
+			return i;
+	return -1;
+}
+
+/* A hash of the chain's rules as they go to the kernel: any change of layout changes it. */
+static uint64_t rule_hash(struct nftnl_rule *r, uint64_t h)
+{
+	char buf[4096] = { 0 };
+	struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(buf, NFT_MSG_NEWRULE, NFPROTO_INET, 0, 0);
+
+	nftnl_rule_nlmsg_build_payload(nlh, r);
+	return hash_fnv1a64(mnl_nlmsg_get_payload(nlh), mnl_nlmsg_get_payload_len(nlh), h);
+}
+
+static int set_comment(struct nftnl_rule *r, const char *text)
+{
+	struct nftnl_udata_buf *u = nftnl_udata_buf_alloc(64);
+
+	if (!u)
+		return -ENOMEM;
+	nftnl_udata_put_strz(u, NFTNL_UDATA_RULE_COMMENT, text);
+	nftnl_rule_set_data(r, NFTNL_RULE_USERDATA, nftnl_udata_buf_data(u),
+			    nftnl_udata_buf_len(u));
+	nftnl_udata_buf_free(u);
+	return 0;
+}
+
+static int want_build(const struct acct_config *cfg, struct want *w)
+{
+	uint64_t h[TABLE_CHAINS];
+	int r;
+
+	memset(w, 0, sizeof(*w));
+	r = table_rules(cfg, &w->rules);
+	if (r < 0)
+		return r;
+	for (int c = 0; c < TABLE_CHAINS; c++)
+		h[c] = FNV1A64_INIT;
+	for (size_t i = 0; i < w->rules.n; i++) {
+		int c = chain_index(nftnl_rule_get_str(w->rules.r[i], NFTNL_RULE_CHAIN));
+
+		if (c < 0)
+			return -EINVAL;
+		h[c] = rule_hash(w->rules.r[i], h[c]);
+		w->n_rules[c]++;
+	}
+	for (int c = 0; c < TABLE_CHAINS; c++)
+		snprintf(w->stamp[c], STAMP_LEN, STAMP_PREFIX "%016llx", (unsigned long long)h[c]);
+	for (size_t i = 0; i < w->rules.n && r == 0; i++)
+		r = set_comment(w->rules.r[i],
+				w->stamp[chain_index(nftnl_rule_get_str(w->rules.r[i], NFTNL_RULE_CHAIN))]);
+	w->n_bounds = table_internal_bounds(cfg, w->bounds);
+	return r;
+}
+
+/* ---- reading the kernel ---- */
+
+static int comment_cb(const struct nftnl_udata *attr, void *data)
+{
+	if (nftnl_udata_type(attr) == NFTNL_UDATA_RULE_COMMENT)
+		*(const char **)data = nftnl_udata_get(attr);
+	return 0;
+}
+
+static int rule_cb(const struct nlmsghdr *nlh, void *p)
+{
+	struct seen *s = p;
+	struct nftnl_rule *r = nftnl_rule_alloc();
+	const char *comment = NULL;
+	uint32_t len = 0;
+	const void *ud;
+	int c;
+
+	if (!r || nftnl_rule_nlmsg_parse(nlh, r) < 0) {
+		if (r)
+			nftnl_rule_free(r);
+		s->err = -ENOMEM;
+		return MNL_CB_ERROR;
+	}
+	c = chain_index(nftnl_rule_get_str(r, NFTNL_RULE_CHAIN));
+	if (c >= 0) {
+		s->chain[c] = true;
+		s->n_rules[c]++;
+		ud = nftnl_rule_get_data(r, NFTNL_RULE_USERDATA, &len);
+		if (ud)
+			nftnl_udata_parse(ud, len, comment_cb, &comment);
+		if (comment && strnlen(comment, STAMP_LEN) < STAMP_LEN &&
+		    strcmp(comment, s->want->stamp[c]) == 0)
+			s->stamped[c]++;
+	}
+	nftnl_rule_free(r);
+	return MNL_CB_OK;
+}
+
+static int name_cb(const struct nlmsghdr *nlh, void *p)
+{
+	struct seen *s = p;
+	const struct nlattr *a;
+	int i;
+
+	/* Chains and sets both carry their name right after the table's. */
+	mnl_attr_for_each(a, nlh, sizeof(struct nfgenmsg)) {
+		uint16_t t = mnl_attr_get_type(a);
+
+		if (nlh->nlmsg_type == ((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWCHAIN) &&
+		    t == NFTA_CHAIN_NAME && (i = chain_index(mnl_attr_get_str(a))) >= 0)
+			s->chain[i] = true;
+		if (nlh->nlmsg_type == ((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWSET) &&
+		    t == NFTA_SET_NAME && (i = set_index(mnl_attr_get_str(a))) >= 0)
+			s->set[i] = true;
+	}
+	return MNL_CB_OK;
+}
+
+static int bound_cb(struct nftnl_set_elem *el, void *p)
+{
+	struct seen *s = p;
+	uint32_t len = 0, be;
+	const void *key = nftnl_set_elem_get(el, NFTNL_SET_ELEM_KEY, &len);
+	uint32_t flags = nftnl_set_elem_is_set(el, NFTNL_SET_ELEM_FLAGS)
+				 ? nftnl_set_elem_get_u32(el, NFTNL_SET_ELEM_FLAGS) : 0;
+
+	if (s->n_bounds > TABLE_BOUNDS_MAX)
+		return 0;
+	if (!key || len != 4) {
+		s->n_bounds = TABLE_BOUNDS_MAX + 1; /* not ours: replace */
+		return 0;
+	}
+	memcpy(&be, key, 4);
+	s->bounds[s->n_bounds++] = (struct bound){ ntohl(be), (flags & NFT_SET_ELEM_INTERVAL_END) != 0 };
+	return 0;
+}
+
+static int elems_cb(const struct nlmsghdr *nlh, void *p)
+{
+	struct nftnl_set *set = nftnl_set_alloc();
+
+	if (!set)
+		return MNL_CB_ERROR;
+	if (nftnl_set_elems_nlmsg_parse(nlh, set) == 0)
+		nftnl_set_elem_foreach(set, bound_cb, p);
+	nftnl_set_free(set);
+	return MNL_CB_OK;
+}
+
+/* One dump of the table's objects of a kind; -ENOENT when the table is missing. */
+static int dump(struct nft_conn *c, uint16_t type, const char *set, mnl_cb_t cb, struct seen *s)
+{
+	char buf[NFT_RECV_SIZE] = { 0 };
+	struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(buf, type, NFPROTO_INET,
+						     NLM_F_DUMP | NLM_F_ACK, 1);
+	int r;
+
+	if (type == NFT_MSG_GETSETELEM) {
+		mnl_attr_put_strz(nlh, NFTA_SET_ELEM_LIST_TABLE, ACCT_TABLE);
+		mnl_attr_put_strz(nlh, NFTA_SET_ELEM_LIST_SET, set);
+	} else {
+		/* NFTA_RULE_TABLE, NFTA_CHAIN_TABLE and NFTA_SET_TABLE are all attribute 1 */
+		mnl_attr_put_strz(nlh, NFTA_RULE_TABLE, ACCT_TABLE);
+	}
+	r = nft_request(c, buf, sizeof(buf), cb, s);
+	return r < 0 && s->err ? s->err : r;
+}
+
+static bool bound_less(const struct bound *a, const struct bound *b)
+{
+	return a->key != b->key ? a->key < b->key : a->end < b->end;
+}
+
+static void bounds_sort(struct bound *b, size_t n)
+{
+	for (size_t i = 1; i < n; i++)
+		for (size_t j = i; j > 0 && bound_less(&b[j], &b[j - 1]); j--) {
+			struct bound t = b[j];
+
+			b[j] = b[j - 1];
+			b[j - 1] = t;
+		}
+}
+
+static bool rules_right_in(const struct want *w, const struct seen *s, int c)
+{
+	return s->n_rules[c] == w->n_rules[c] && s->stamped[c] == w->n_rules[c];
+}
+
+/* A chain holding what it should (an empty one is present: a rule names it). */
+static bool chain_right(const struct want *w, const struct seen *s, int c)
+{
+	return rules_right_in(w, s, c) && (s->chain[c] || w->n_rules[c] == 0);
+}
+
+static bool internal_right(const struct want *w, struct seen *s)
+{
+	struct bound want[TABLE_BOUNDS_MAX];
+
+	if (s->n_bounds != w->n_bounds)
+		return false;
+	memcpy(want, w->bounds, w->n_bounds * sizeof(*want));
+	bounds_sort(want, w->n_bounds);
+	bounds_sort(s->bounds, s->n_bounds);
+	for (size_t i = 0; i < w->n_bounds; i++)
+		if (want[i].key != s->bounds[i].key || want[i].end != s->bounds[i].end)
+			return false;
+	return true;
+}
+
+static bool rules_seen(const struct seen *s)
+{
+	for (int i = 0; i < TABLE_CHAINS; i++)
+		if (s->n_rules[i])
+			return true;
+	return false;
+}
+
+static void build_gettable(struct nlmsghdr *nlh, const void *unused)
+{
+	(void)unused;
+	mnl_attr_put_strz(nlh, NFTA_TABLE_NAME, ACCT_TABLE);
+}
+
+/*
+ * Reads what the comparison needs: the rules (whose stamps say whether every
+ * chain and the sets they name exist), the set `internal`, and only when
+ * something is off the chains and sets themselves.
+ */
+static int read_kernel(struct nft_conn *c, const struct want *w, struct seen *s)
+{
+	bool rules_right = true;
+	int r;
+
+	memset(s, 0, sizeof(*s));
+	s->want = w;
+	r = dump(c, NFT_MSG_GETRULE, NULL, rule_cb, s);
+	if (r == 0 && !rules_seen(s))
+		/* A dump names no table that is missing: ask for the table itself. */
+		r = nft_get(c, NFT_MSG_GETTABLE, build_gettable, NULL);
+	if (r == -ENOENT)
+		return 0; /* no table: everything is missing */
+	if (r < 0)
+		return r;
+	s->table = true;
+	for (int i = 0; i < TABLE_CHAINS; i++)
+		rules_right = rules_right && chain_right(w, s, i);
+	r = dump(c, NFT_MSG_GETSETELEM, SET_INTERNAL, elems_cb, s);
+	if (r < 0 && r != -ENOENT)
+		return r;
+	if (rules_right && r == 0)
+		return 0;
+	s->n_bounds = r == -ENOENT ? 0 : s->n_bounds;
+	r = dump(c, NFT_MSG_GETCHAIN, NULL, name_cb, s);
+	if (r == 0)
+		r = dump(c, NFT_MSG_GETSET, NULL, name_cb, s);
+	s->chains_read = s->sets_read = r == 0;
+	return r == -ENOENT ? 0 : r;
+}
+
+/* ---- writing the difference ---- */
+
+static int put_difference(struct batch *bt, const struct acct_config *cfg, const struct want *w,
+			  struct seen *s, struct acct_repairs *rep)
+{
+	bool rules_right = true, sets_right = true, redo[TABLE_CHAINS];
+	int r = 0;
+
+	if (!s->table) {
+		struct nftnl_table *t = nftnl_table_alloc();
+		struct nlmsghdr *nlh;
+
+		if (!t)
+			return -ENOMEM;
+		nftnl_table_set_str(t, NFTNL_TABLE_NAME, ACCT_TABLE);
+		nlh = batch_msg(bt, NFT_MSG_NEWTABLE, NLM_F_CREATE);
+		nftnl_table_nlmsg_build_payload(nlh, t);
+		nftnl_table_free(t);
+		batch_next(bt);
+		rep->table++;
+	}
+	for (int i = 0; i < TABLE_CHAINS; i++)
+		rules_right = rules_right && chain_right(w, s, i);
+	for (int i = 0; i < TABLE_SETS; i++) {
+		if (s->table && (rules_right || s->set[i]))
+			continue;
+		r |= table_put_set(bt, &table_sets[i]);
+		rep->sets++;
+		sets_right = false;
+	}
+	if (!rules_right)
+		r |= table_put_host_counters(bt);
+	/* Chains first: a rule may jump to a chain that comes later. */
+	for (int c = 0; c < TABLE_CHAINS; c++) {
+		/* Unread (every rule was right) means present. */
+		bool exists = s->chain[c] || (s->table && !s->chains_read);
+
+		redo[c] = !exists || !rules_right_in(w, s, c);
+		if (!exists) {
+			r |= table_put_chain(bt, &table_chains[c]);
+			rep->chains++;
+		} else if (redo[c] && s->n_rules[c]) {
+			r |= table_flush_chain(bt, table_chains[c].name);
+		}
+	}
+	for (int c = 0; c < TABLE_CHAINS; c++) {
+		if (!redo[c])
+			continue;
+		for (size_t i = 0; i < w->rules.n; i++)
+			if (chain_index(nftnl_rule_get_str(w->rules.r[i], NFTNL_RULE_CHAIN)) == c)
+				r |= table_put_rule(bt, w->rules.r[i]);
+		rep->rules += w->n_rules[c];
+	}
+	if (!sets_right || !internal_right(w, s)) {
+		if (s->table && s->n_bounds)
+			table_flush_set(bt, SET_INTERNAL);
+		r |= table_put_internal(bt, cfg);
+		rep->internal++;
+	}
+	return r ? -ENOMEM : sets_right ? 0 : 1;
+}
+
+static unsigned repairs_total(const struct acct_repairs *rep)
+{
+	return rep->table + rep->sets + rep->chains + rep->rules + rep->internal;
+}
+
+int acct_declare(const struct acct_config *cfg, const struct acct_pod *all, size_t n_all,
+		 unsigned flags, struct acct_repairs *ret, struct tg_err *e)
+{
+	struct nft_conn c = { 0 };
+	struct acct_repairs rep = { 0 };
+	struct batch *bt = NULL;
+	struct want *w = calloc(1, sizeof(*w));
+	struct seen *s = calloc(1, sizeof(*s));
+	char why[256] = "";
+	int r, lost;
+
+	if (!w || !s || want_build(cfg, w) < 0) {
+		r = tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+		goto out;
+	}
+	r = nft_conn_open(&c, n_all * ACCT_BATCH_PER_POD, e);
+	if (r < 0)
+		goto out;
+	r = read_kernel(&c, w, s);
+	if (r < 0) {
+		r = nft_fail(e, r, "reading table inet " ACCT_TABLE, "");
+		goto out;
+	}
+	bt = batch_new(2 * (ACCT_BATCH_BASE + n_all * ACCT_BATCH_PER_POD));
+	if (!bt) {
+		r = tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+		goto out;
+	}
+	batch_start(bt);
+	lost = put_difference(bt, cfg, w, s, &rep);
+	r = lost < 0 ? lost : 0;
+	/* Sets made anew lost their elements: every pod goes back in, from the store. */
+	if (r == 0 && (lost > 0 || (flags & ACCT_DECLARE_PODS)))
+		for (size_t i = 0; i < n_all && r == 0; i++)
+			r = acct_put_pod(bt, cfg, &all[i]);
+	if (r == 0 && (repairs_total(&rep) || (flags & ACCT_DECLARE_PODS && n_all)))
+		r = batch_send(&c, bt, why, sizeof(why));
+	if (r < 0)
+		r = nft_fail(e, r, "declaring table inet " ACCT_TABLE, why);
+out:
+	if (ret)
+		*ret = rep;
+	batch_free(bt);
+	nft_conn_close(&c);
+	if (w)
+		rule_list_free(&w->rules);
+	free(w);
+	free(s);
+	return r < 0 ? r : repairs_total(&rep) > 0;
+}
+
+int acct_declared(const struct acct_config *cfg)
+{
+	struct nft_conn c = { 0 };
+	struct want *w = calloc(1, sizeof(*w));
+	struct seen *s = calloc(1, sizeof(*s));
+	bool right = true;
+	int r;
+
+	if (!w || !s || want_build(cfg, w) < 0) {
+		r = -ENOMEM;
+		goto out;
+	}
+	r = nft_conn_open(&c, 0, NULL);
+	if (r == 0)
+		r = read_kernel(&c, w, s);
+	nft_conn_close(&c);
+	if (r < 0)
+		goto out;
+	for (int i = 0; i < TABLE_CHAINS; i++)
+		right = right && chain_right(w, s, i);
+	r = s->table && right && internal_right(w, s);
+out:
+	if (w)
+		rule_list_free(&w->rules);
+	free(w);
+	free(s);
+	return r;
+}

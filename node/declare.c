@@ -1,0 +1,277 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The node-wide declaration: what every pod of the node shares, declared from
+ * the config by this one function and never rewritten per pod. The table's
+ * skeleton (accounting/), the internet-shaping path (shaper/) and sysctls.
+ * Each part reads the kernel once and changes only what differs.
+ *
+ * The node daemon runs it at start, on config change and on a timer; the
+ * plugin first probes (a few reads) and declares only when something is
+ * missing or the config changed, under a node-wide lock so that concurrent
+ * first ADDs do the work once.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include "accounting/accounting.h"
+#include "lib/cleanup.h"
+#include "lib/nl.h"
+#include "lib/steps.h"
+#include "lib/util.h"
+#include "node/internal.h"
+#include "shaper/shaper.h"
+
+struct sysctl_floor {
+	const char *path;
+	long min;	/* raised to this, never lowered */
+};
+
+/*
+ * Big flat subnets: thousands of neighbours (at 7,500 nodes "neighbor table
+ * overflow"). The neighbour table's thresholds exist only in the host's
+ * first network namespace; elsewhere they are skipped.
+ */
+static const struct sysctl_floor sysctls[] = {
+	{ "/proc/sys/net/ipv4/ip_forward", 1 },
+	{ "/proc/sys/net/ipv4/neigh/default/gc_thresh1", 80000 },
+	{ "/proc/sys/net/ipv4/neigh/default/gc_thresh2", 90000 },
+	{ "/proc/sys/net/ipv4/neigh/default/gc_thresh3", 100000 },
+};
+
+/* 1 when raised, 0 when already at or above, negative errno. */
+static int sysctl_raise(const struct sysctl_floor *s, bool probe)
+{
+	char cur[32], val[32];
+	int fd, n;
+
+	int got = read_line_file(s->path, cur, sizeof(cur));
+
+	if (got == -ENOENT && s->min > 1)
+		return 0;
+	if (got > 0 && strtol(cur, NULL, 10) >= s->min)
+		return 0;
+	if (probe)
+		return 1;
+	n = snprintf(val, sizeof(val), "%ld\n", s->min);
+	fd = open(s->path, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, val, (size_t)n) != n) {
+		int r = -errno;
+
+		close(fd);
+		return r;
+	}
+	close(fd);
+	return 1;
+}
+
+struct acct_config node_acct_config(const struct node_config *cfg)
+{
+	return (struct acct_config){
+		.internal = cfg->internal,
+		.n_internal = cfg->n_internal,
+		.masquerade = cfg->masquerade,
+		.enabled = cfg->acct_enabled,
+		.per_pod = cfg->acct_per_pod,
+		.internet_mark = cfg->internet_mark,
+		.inet_ingress_classid = SHAPER_INET_INGRESS_CLASS,
+	};
+}
+
+struct acct_pod node_acct_pod(const struct ipam_attachment *a)
+{
+	return (struct acct_pod){
+		.ip = a->ip,
+		.k8s_namespace = a->k8s_namespace,
+		.host_veth = a->host_veth,
+		.egress_classid = shaper_egress_classid(&a->shaping),
+	};
+}
+
+/* Whether the config shapes internet egress at all (else the path waits for a pod that needs it). */
+static bool config_shapes_inet(const struct node_config *cfg)
+{
+	const struct shaping_policy *p = &cfg->shaping;
+
+	return p->node_egress || p->ns_egress_default || p->pod_egress_default ||
+	       (p->ns_egress && json_object_object_length(p->ns_egress) > 0);
+}
+
+static void shaper_node_of(const struct node_config *cfg, const struct node_uplink *up,
+			   struct shaper_node *ret)
+{
+	*ret = (struct shaper_node){
+		.uplink = up ? up->ifindex : 0,
+		.internal = cfg->internal,
+		.n_internal = cfg->n_internal,
+		.node_ceil_bps = cfg->shaping.node_egress ? cfg->shaping.node_egress
+							  : SHAPER_LINE_BPS,
+		.mtu = up ? up->mtu : 1500,
+	};
+}
+
+/* After the root was made anew: every pod's classes on tollgate-inet go back in. */
+static int restore_classes(struct nl_sock *sk, const struct node_config *cfg,
+			   const struct node_uplink *up, const struct ipam_state *st, int ifb,
+			   unsigned *restored, struct tg_err *e)
+{
+	for (size_t i = 0; st && i < st->n_att; i++) {
+		const struct ipam_attachment *a = &st->att[i];
+		struct shaping inet = a->shaping;
+
+		if (!shaping_inet_egress(&inet) || !inet.pod_class)
+			continue;
+		/* Only the part on tollgate-inet: the pod's own devices kept theirs. */
+		inet.ingress_bps = inet.inet_ingress_bps = inet.egress_bps = 0;
+		if (shaper_pod_add(sk, a->host_veth, ifb, &inet, cfg->shaping.queue_ms,
+				   up ? up->mtu : 1500, e) < 0)
+			return -EIO;
+		(*restored)++;
+	}
+	return 0;
+}
+
+static struct acct_pod *acct_pods_of(const struct ipam_state *st)
+{
+	struct acct_pod *all = calloc((st ? st->n_att : 0) + 1, sizeof(*all));
+
+	for (size_t i = 0; all && st && i < st->n_att; i++)
+		all[i] = node_acct_pod(&st->att[i]);
+	return all;
+}
+
+int node_declare(struct nl_sock *sk, const struct node_config *cfg, const struct node_uplink *up,
+		 const struct ipam_state *st, unsigned flags, struct node_repairs *ret,
+		 struct tg_err *e)
+{
+	struct node_repairs rep = { 0 };
+	struct acct_config acct = node_acct_config(cfg);
+	struct acct_pod *all = acct_pods_of(st);
+	bool lost = false;
+	int r = 0, ifb = 0;
+
+	if (!all)
+		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < ARRAY_SIZE(sysctls) && r >= 0; i++) {
+		r = sysctl_raise(&sysctls[i], false);
+		if (r < 0)
+			r = tg_fail(e, CNI_ERR_IO, r, "cannot set %s: %s", sysctls[i].path,
+				    strerror(-r));
+		else
+			rep.sysctls += (unsigned)r;
+	}
+	if (r >= 0)
+		r = acct_declare(&acct, all, st ? st->n_att : 0,
+				 flags & NODE_DECLARE_PODS ? ACCT_DECLARE_PODS : 0, &rep.nft, e);
+	if (r >= 0 && (config_shapes_inet(cfg) || (flags & NODE_DECLARE_INET))) {
+		struct shaper_node sn;
+
+		shaper_node_of(cfg, up, &sn);
+		r = shaper_node_declare(sk, &sn, false, &rep.tc, &lost, &ifb, e);
+		if (r >= 0 && lost)
+			r = restore_classes(sk, cfg, up, st, ifb, &rep.classes_restored, e);
+	}
+	free(all);
+	if (ret)
+		*ret = rep;
+	return r < 0 ? r : 0;
+}
+
+/*
+ * Whether the node holds what cfg declares (read only): ip_forward, the
+ * table's rules and set internal, and with `inet` the shaping path.
+ */
+static int node_probe(struct nl_sock *sk, const struct node_config *cfg,
+		      const struct node_uplink *up, bool inet, int *ret_ifb)
+{
+	struct acct_config acct = node_acct_config(cfg);
+	int r = sysctl_raise(&sysctls[0], true);
+
+	if (r == 0)
+		r = acct_declared(&acct) == 1 ? 0 : 1;
+	if (r == 0 && inet) {
+		struct shaper_node sn;
+
+		shaper_node_of(cfg, up, &sn);
+		r = shaper_node_declare(sk, &sn, true, NULL, NULL, ret_ifb, NULL) == 0 ? 0 : 1;
+	}
+	return r;
+}
+
+static int node_lock(const struct node_config *cfg, struct tg_err *e)
+{
+	char path[PATH_MAX + 16];
+	int fd;
+
+	if (snprintf(path, sizeof(path), "%s/node.lock", cfg->data_dir) >= (int)sizeof(path))
+		return tg_fail(e, CNI_ERR_CONFIG, -ENAMETOOLONG, "dataDir is too long");
+	if (mkdir_p(cfg->data_dir, 0700) < 0)
+		return tg_fail(e, CNI_ERR_IO, -errno, "cannot create %s: %m", cfg->data_dir);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return tg_fail(e, CNI_ERR_IO, -errno, "cannot open %s: %m", path);
+	if (flock(fd, LOCK_EX) < 0) {
+		int r = -errno;
+
+		close(fd);
+		return tg_fail(e, CNI_ERR_IO, r, "cannot lock %s: %s", path, strerror(-r));
+	}
+	return fd;
+}
+
+int node_ensure(struct nl_sock *sk, const struct node_config *cfg, const struct node_uplink *up,
+		const struct ipam_state *st, bool need_inet, int *ret_ifb, struct tg_err *e)
+{
+	bool inet = need_inet || config_shapes_inet(cfg);
+	int64_t t0 = time_mono_ns();
+	int r, fd;
+
+	*ret_ifb = 0;
+	r = node_probe(sk, cfg, up, inet, ret_ifb);
+	if (r == 0) {
+		step_done(STEP_NODE, t0);
+		return 0;
+	}
+	/* Missing or declared for another config: once, whoever comes first. */
+	fd = node_lock(cfg, e);
+	if (fd < 0)
+		return fd;
+	r = node_probe(sk, cfg, up, inet, ret_ifb);
+	if (r != 0) {
+		r = node_declare(sk, cfg, up, st, inet ? NODE_DECLARE_INET : 0, NULL, e);
+		if (r == 0 && inet)
+			r = node_probe(sk, cfg, up, inet, ret_ifb) == 0
+				    ? 0 : tg_fail(e, CNI_ERR_IO, -EAGAIN,
+						  "the node's internet-shaping path changed while "
+						  "it was declared");
+	}
+	close(fd);
+	step_done(STEP_NODE, t0);
+	return r;
+}
+
+int node_retire(struct nl_sock *sk, const struct ipam_state *st, unsigned *ret_retired,
+		struct tg_err *e)
+{
+	uint16_t *keep = calloc(2 * st->n_att + 1, sizeof(*keep));
+	size_t n = 0;
+	int r;
+
+	if (!keep)
+		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < st->n_att; i++) {
+		if (st->att[i].shaping.ns_class)
+			keep[n++] = st->att[i].shaping.ns_class;
+		if (st->att[i].shaping.pod_class)
+			keep[n++] = st->att[i].shaping.pod_class;
+	}
+	r = shaper_retire_classes(sk, keep, n, ret_retired);
+	free(keep);
+	return r < 0 ? tg_fail_nl(e, r, "tc: retiring classes of %s", SHAPER_INET_IFB) : 0;
+}
