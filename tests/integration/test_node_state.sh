@@ -14,9 +14,11 @@
 #                  bfifo leaf; veth, host route, set and map elements
 #
 # Cases: 4 workers churning ADD/DEL in one namespace beside a pod that stays
-# (the class tree sampled meanwhile, nothing leaked afterwards); a broken
-# HTB tree (root without 1:1, 1:1 deleted, no root, no IFB) repaired by the
-# next ADD; the uplink filters and set `internal` following internalCIDRs as
+# (the class tree sampled meanwhile, nothing leaked afterwards), then in one
+# that empties and fills again; a broken node (root without 1:1, 1:1
+# deleted, no root, no IFB, no clsact, no catch-all redirect, no masquerade
+# rule, set internal flushed) repaired by the next ADD; a namespace's class
+# kept after its last pod; the uplink filters and set `internal` following internalCIDRs as
 # they shrink and grow; nft/tc/ip monitors showing no node-wide event for an
 # ADD and DEL on a declared node; a 20M pod cap holding while 30 other pods
 # come and go. Rates and churn timing mean nothing at ASan's speed: this suite
@@ -156,6 +158,7 @@ STAY_NC=$(sh_ns_class stay) STAY_PC=$(sh_pod_class stay)
 # runs) in $TG_TMP/SHORT.done at the end
 churn_worker() {
 	local s=$1 c cid adds=0 dels=0 rc f=$TG_TMP/$1
+	trap 'exit 143' TERM # killed by the cleanup: after the run in progress (reaped here)
 	: >"$f.fail"
 	rm -f "$f.done"
 	for ((c = 1; c <= $3; c++)); do
@@ -246,21 +249,36 @@ t_end
 
 # ============================================================ repair
 sect "repair"
+# node_chains_text: every chain of table inet tollgate with its rules (no handles)
+node_chains_text() {
+	local c
+	for c in $(ip netns exec "$TG_NODE" nft -j list chains inet 2>/dev/null | jq -r '.nftables[] | .chain // empty | select(.table == "tollgate") | .name' | sort); do
+		ip netns exec "$TG_NODE" nft list chain inet tollgate "$c"
+	done
+}
+BASE_CHAINS=$(node_chains_text) # a declared node's, with the config CONF
 # repair_case NAME BREAK...: with no shaped pod on the node, run BREAK (a
 # command line evaluated in this shell) and check that the next shaped ADD
-# makes the tree again and shapes the pod's internet traffic
+# makes what is missing again: 1:1 with the node ceil, the namespace class
+# under it, the pod class under that, the uplink's filters, set internal and
+# the chains as on a declared node; and that the pod's internet traffic goes
+# through its class
 repair_n=0
 repair_case() {
 	local name=$1 p
 	shift
 	repair_n=$((repair_n + 1))
 	p=rep$repair_n
-	t_begin "repair: $name; the next shaped ADD makes 1:1 (node ceil) again, the namespace class under it, the pod class under that"
+	t_begin "repair: $name; the next shaped ADD restores the node-wide objects (1:1 with the node ceil, uplink filters, table) and nests its classes under 1:1"
 	eval "$*" || t_fail "test setup: '$*' failed"
 	diag "$name: classes $(ifb_classes | awk '{print $3}' | tr '\n' ' ')| qdiscs $(ip netns exec "$TG_NODE" tc qdisc show dev "$UPQ" 2>&1 | tr '\n' ' ')"
 	if spod_ns "$p" repair "$SH"; then
 		pod_tree "$p"
 		shaped_traffic "$p"
+		t_expect "uplink filters" "$(filter_summary)" "pass 0a000000/ff000000 | entries 2 | redirects 1"
+		t_expect "set internal" "$(nft_internal)" "10.0.0.0/8"
+		d=$(snap_diff "$BASE_CHAINS" "$(node_chains_text)")
+		[ -z "$d" ] || { t_fail "the table's chains differ from a declared node's"; diag "$(head -n 20 <<<"$d")"; }
 		prob=$(ifb_classes | tree_problems)
 		[ -z "$prob" ] || t_fail "class tree: $(tr '\n' ';' <<<"$prob")"
 		scheck "$p" || t_fail "CHECK after the repair: rc=$TG_RC ${TG_OUT:0:300}"
@@ -281,6 +299,18 @@ del_children() {
 	done
 }
 ntc() { ip netns exec "$TG_NODE" tc "$@"; }
+# del_catchall: deletes the uplink's u32 filter matching every packet (the
+# redirect to the IFB), leaving the pass filters
+del_catchall() {
+	local l
+	l=$(uplink_filters | grep -B1 'match 00000000/00000000 at 0' | head -n 1)
+	[[ $l =~ \ pref\ ([0-9]+)\ .*\ fh\ ([0-9a-f:]+)\  ]] || return 1
+	ntc filter del dev eth0 egress pref "${BASH_REMATCH[1]}" handle "${BASH_REMATCH[2]}" u32
+}
+# nft_handle CHAIN WORD: the handle of the first rule of CHAIN holding WORD
+nft_handle() {
+	ip netns exec "$TG_NODE" nft -a list chain inet tollgate "$1" | awk -v w="$2" 'index($0, w) && /# handle/ { print $NF; exit }'
+}
 # have_11: a root 1: with a node class 1:1 (made by hand when an earlier case
 # left none, so that each case starts from what its name says)
 have_11() {
@@ -299,6 +329,11 @@ repair_case "node class 1:1 deleted (its children first)" \
 	'have_11 && del_children && ntc class del dev "$UPQ" classid 1:1 && [ -z "$(class_line "$UPQ" 1:1)" ]'
 repair_case "HTB root deleted" 'ntc qdisc del dev "$UPQ" root'
 repair_case "IFB $UPQ deleted" 'ip -n "$TG_NODE" link del "$UPQ"'
+repair_case "clsact qdisc of the uplink deleted" 'ntc qdisc del dev eth0 clsact'
+repair_case "the uplink's catch-all redirect deleted" 'del_catchall'
+repair_case "masquerade rule deleted" \
+	'ip netns exec "$TG_NODE" nft delete rule inet tollgate postrouting handle "$(nft_handle postrouting masquerade)"'
+repair_case "set internal flushed" 'ip netns exec "$TG_NODE" nft flush set inet tollgate internal'
 
 # ============================================================ no node-wide change
 sect "monitors"
@@ -413,6 +448,7 @@ for ((i = 1; i <= 30; i++)); do pod_ns_add "$(printf 'c%02d' "$i")" || tap_bail 
 # (at most 10 rounds); "ROUNDS RUNS FAILED" in $TG_TMP/churn.done
 churn_loop() {
 	local r i s cid runs=0 failed=0 rc f=$TG_TMP/churn
+	trap 'exit 143' TERM # killed by the cleanup: after the run in progress (reaped here)
 	: >"$f.fail"
 	for ((r = 1; r <= 10; r++)); do
 		for op in ADD DEL; do
