@@ -13,7 +13,7 @@
 #   per pod        class 1:<pod> (minor >= 0x8000) under its namespace class,
 #                  bfifo leaf; veth, host route, set and map elements
 #
-# Cases: 4 workers churning ADD/DEL in one namespace beside a pod that stays
+# Cases: 8 concurrent first ADDs on an undeclared node; 4 workers churning ADD/DEL in one namespace beside a pod that stays
 # (the class tree sampled meanwhile, nothing leaked afterwards), then in one
 # that empties and fills again; a broken node (root without 1:1, 1:1
 # deleted, no root, no IFB, no clsact, no catch-all redirect, no masquerade
@@ -143,6 +143,47 @@ shaped_traffic() {
 	[ "$b" -ge 784 ] || t_fail "$1: its class on $UPQ sent $b bytes for $n pings (>= 784 expected: traffic not shaped)"
 }
 
+# node_chains_text: every chain of table inet tollgate with its rules (no handles)
+node_chains_text() {
+	local c
+	for c in $(ip netns exec "$TG_NODE" nft -j list chains inet 2>/dev/null | jq -r '.nftables[] | .chain // empty | select(.table == "tollgate") | .name' | sort); do
+		ip netns exec "$TG_NODE" nft list chain inet tollgate "$c"
+	done
+}
+
+# ============================================================ first ADDs
+sect "first ADDs"
+# The node is not declared yet: 8 shaped ADDs (3 namespaces) start at once,
+# as when a fresh node gets its first pods; each finds the node undeclared.
+t_begin "8 concurrent first ADDs on an undeclared node: all succeed; one set of uplink filters, no duplicate rule, one tree"
+FIRST=()
+for i in 1 2 3 4 5 6 7 8; do
+	pod_ns_add "f$i" || tap_bail "netns f$i"
+	cni ADD "f$i" "$(cid_for "f$i")" "first$((i % 3))" "$CONF" "$TG_TMP/f$i" &
+	FIRST+=("$!")
+	SH_PIDS+=("$!")
+done
+for i in 1 2 3 4 5 6 7 8; do
+	wait "${FIRST[i - 1]}"
+	rc=$?
+	sh_forget_pid "${FIRST[i - 1]}"
+	[ "$rc" = 0 ] || t_fail "$(cni_fail "ADD f$i" "$TG_TMP/f$i" "$rc")"
+done
+t_expect "uplink filters" "$(filter_summary)" "pass 0a000000/ff000000 | entries 2 | redirects 1"
+t_expect "set internal" "$(nft_internal)" "10.0.0.0/8"
+dup=$(node_chains_text | grep -vE '^\s*(table|chain|type|\}|$)' | sort | uniq -d)
+[ -z "$dup" ] || { t_fail "rules present twice"; diag "$dup"; }
+cls=$(ifb_classes)
+prob=$(tree_problems <<<"$cls")
+[ -z "$prob" ] || { t_fail "class tree: $(tr '\n' ';' <<<"$prob")"; diag "$cls"; }
+t_expect "pod classes" "$(pod_classes <<<"$cls" | wc -l)" 8
+t_expect "namespace classes" "$(grep -c ' parent 1:1 ' <<<"$cls")" 3
+t_expect "attachments" "$(state_count)" 8
+for i in 1 2 3 4 5 6 7 8; do
+	cni DEL "f$i" "$(cid_for "f$i")" "first$((i % 3))" "$CONF" "$TG_TMP/f$i" || t_fail "$(cni_fail "DEL f$i" "$TG_TMP/f$i" "$?")"
+done
+t_end
+
 # ============================================================ churn
 sect "churn"
 # One pod stays in namespace "churn" while 4 workers each run CYCLES ADD/DEL
@@ -229,11 +270,17 @@ other=$(awk -v ip="$sip" '$2 != ip' <<<"$els")
 for s in pods masq egress_class ns_egress_internet; do
 	grep -qx "$s $sip" <<<"$els" || t_fail "$sip not in $s"
 done
-t_expect "classes on $UPQ" "$(ifb_classes | awk '{print $3}' | sort | tr '\n' ' ')" \
-	"$(printf '%s\n' 1:1 "$STAY_NC" "$STAY_PC" | sort | tr '\n' ' ')"
+# besides the staying pod's class: 1:1 and namespace classes (empty ones of
+# the namespaces before are no leak), all under 1:1
+cls=$(ifb_classes)
+t_expect "pod classes on $UPQ" "$(pod_classes <<<"$cls" | tr '\n' ' ')" "$STAY_PC "
+prob=$(tree_problems "$STAY_NC" <<<"$cls")
+[ -z "$prob" ] || t_fail "class tree: $(tr '\n' ';' <<<"$prob")"
+grep -q "^class htb $STAY_NC parent 1:1 " <<<"$cls" || t_fail "namespace class $STAY_NC of the staying pod missing"
 t_expect "qdiscs on $UPQ" "$(ip netns exec "$TG_NODE" tc qdisc show dev "$UPQ" | awk '{ if ($4 == "root") print $2, $3, "root"; else print $2, $4, $5 }' | sort | tr '\n' ' ')" \
 	"bfifo parent $STAY_PC htb 1: root "
 t_expect "attachments" "$(tg_state | jq -r '[.attachments[] | .containerId] | join(" ")')" "${POD_CID[stay]}"
+scheck stay || t_fail "CHECK of the staying pod: rc=$TG_RC ${TG_OUT:0:300}"
 t_end
 
 # The same without a staying pod: the namespace empties and fills again all
@@ -249,13 +296,6 @@ t_end
 
 # ============================================================ repair
 sect "repair"
-# node_chains_text: every chain of table inet tollgate with its rules (no handles)
-node_chains_text() {
-	local c
-	for c in $(ip netns exec "$TG_NODE" nft -j list chains inet 2>/dev/null | jq -r '.nftables[] | .chain // empty | select(.table == "tollgate") | .name' | sort); do
-		ip netns exec "$TG_NODE" nft list chain inet tollgate "$c"
-	done
-}
 BASE_CHAINS=$(node_chains_text) # a declared node's, with the config CONF
 # repair_case NAME BREAK...: with no shaped pod on the node, run BREAK (a
 # command line evaluated in this shell) and check that the next shaped ADD
