@@ -239,8 +239,8 @@ static int doctor_fix(struct cli *c)
 		return EXIT_PROBLEMS;
 	}
 	if (!c->json)
-		printf("fixed: node-wide state declared again with the store's %zu pods (written: "
-		       "%u nft rules, %u sets, %u chains, internal set %u, uplink filters %u, "
+		printf("fixed: table inet tollgate declared again with the store's %zu pods (node-wide "
+		       "writes: %u nft rules, %u sets, %u chains, internal set %u, uplink filters %u, "
 		       "IFB %u, HTB root %u, node class %u, sysctls %u)\n",
 		       c->state.n_att, rep.nft.rules, rep.nft.sets, rep.nft.chains, rep.nft.internal,
 		       rep.tc.filters, rep.tc.ifb, rep.tc.root, rep.tc.node_class, rep.sysctls);

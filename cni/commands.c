@@ -13,6 +13,8 @@
 #include <netlink/netlink.h>
 
 #include "cni/internal.h"
+#include "lib/steps.h"
+#include "lib/util.h"
 #include "node/node.h"
 #include "lib/cleanup.h"
 #include "lib/nl.h"
@@ -221,13 +223,16 @@ int cmd_del(const struct cni_env *env, const struct node_config *cfg, char ret_i
 	struct release_ctx rc = { env->container_id, env->ifname, true, 0 };
 	struct ipam_attachment gone = { 0 };
 	const struct ipam_attachment *a;
+	int64_t t;
 	int r, first;
 
 	r = session_begin(&s, cfg, e);
 	if (r < 0)
 		goto out;
 	/* A lock-free read is enough to learn what to tear down. */
+	t = time_mono_ns();
 	r = ipam_store_load(&s.store, &s.state, e);
+	step_done(STEP_STORE, t);
 	if (r < 0)
 		goto out;
 	a = ipam_find(&s.state, env->container_id, env->ifname);

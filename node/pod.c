@@ -37,10 +37,10 @@ int node_pod_add(struct nl_sock *sk, const struct node_config *cfg, const struct
 	int64_t t;
 
 	/* Node-wide state: read, and written only when missing (first pod, or flushed). */
+	plumb_req_of(p, &rq);
 	r = node_ensure(sk, cfg, p->uplink, st, inet, &inet_ifb, e);
 	if (r < 0)
-		return r;
-	plumb_req_of(p, &rq);
+		goto undo; /* a declaration may have restored this pod's class already */
 	r = plumb_add(sk, &rq, e);
 	if (r < 0)
 		goto undo;

@@ -37,9 +37,16 @@ int tc_put_leaf_queue(struct nl_sock *sk, int ifindex, uint32_t classid, uint64_
 int tc_ensure_ifb(struct nl_sock *sk, const char *name, int mtu, int *ret_ifindex);
 int tc_del_class(struct nl_sock *sk, int ifindex, uint32_t id);
 int tc_del_qdisc(struct nl_sock *sk, int ifindex, uint32_t parent);
+/* One terminal u32 node: a destination match (mask 0: every packet), passed or redirected. */
+struct tc_u32 {
+	int ifindex;
+	uint32_t parent, handle;	/* handle 0: the kernel numbers it */
+	uint16_t prio, protocol;
+	uint32_t val, mask;		/* host order */
+	int off;			/* of the match in the IP header */
+	int redirect;			/* mirred egress redirect to this ifindex; 0: pass */
+};
+int tc_put_u32(struct nl_sock *sk, const struct tc_u32 *f, int flags);
 void tc_fill_stats(struct rtnl_class *c, struct shaper_stats *st);
-/* One class by its id without a dump: 1 found, 0 absent, or a negative libnl error. */
-int tc_class_get(struct nl_sock *sk, int ifindex, uint32_t classid, struct shaper_stats *st,
-		 uint32_t *ret_parent);
 
 #endif

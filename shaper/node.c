@@ -43,27 +43,6 @@
 
 #define tc_fail(e, nlerr, fmt, ...) tg_fail_nl(e, nlerr, "tc: " fmt, ##__VA_ARGS__)
 
-int tc_class_get(struct nl_sock *sk, int ifindex, uint32_t classid, struct shaper_stats *st,
-		 uint32_t *ret_parent)
-{
-	struct nl_cache *cache = NULL;
-	struct rtnl_class *c;
-	int r = rtnl_class_alloc_cache(sk, ifindex, &cache);
-
-	if (r < 0)
-		return r == -NLE_NODEV || r == -NLE_OBJ_NOTFOUND ? 0 : r;
-	c = rtnl_class_get(cache, ifindex, classid);
-	if (c) {
-		if (st)
-			tc_fill_stats(c, st);
-		if (ret_parent)
-			*ret_parent = rtnl_tc_get_parent(TC_CAST(c));
-		rtnl_class_put(c);
-	}
-	nl_cache_free(cache);
-	return c ? 1 : 0;
-}
-
 /* ---- the steering filters ---- */
 
 struct steer {
@@ -169,41 +148,11 @@ static bool steer_equal(const struct steer_seen *s, const struct steer *want, si
 /* Adds one u32 node at `prio`; the kernel numbers it after the ones already there. */
 static int put_steer(struct nl_sock *sk, int uplink, uint16_t prio, const struct steer *f)
 {
-	struct rtnl_cls *cls = rtnl_cls_alloc();
-	struct rtnl_act *act = NULL;
-	int r;
+	struct tc_u32 u = { .ifindex = uplink, .parent = CLSACT_EGRESS, .prio = prio,
+			    .protocol = ETH_P_IP, .val = f->val, .mask = f->mask, .off = 16,
+			    .redirect = f->redirect };
 
-	if (!cls)
-		return -NLE_NOMEM;
-	rtnl_tc_set_ifindex(TC_CAST(cls), uplink);
-	rtnl_tc_set_parent(TC_CAST(cls), CLSACT_EGRESS);
-	r = rtnl_tc_set_kind(TC_CAST(cls), "u32");
-	if (r < 0)
-		goto out;
-	rtnl_cls_set_prio(cls, prio);
-	rtnl_cls_set_protocol(cls, ETH_P_IP);
-	/* libnl takes the key and mask in host order */
-	rtnl_u32_add_key_uint32(cls, f->val, f->mask, f->mask ? 16 : 0, 0);
-	rtnl_u32_set_cls_terminal(cls);
-	if (f->redirect) {
-		act = rtnl_act_alloc();
-		if (!act || rtnl_tc_set_kind(TC_CAST(act), "mirred") < 0) {
-			r = -NLE_NOMEM;
-			goto out;
-		}
-		rtnl_mirred_set_action(act, TCA_EGRESS_REDIR);
-		rtnl_mirred_set_policy(act, TC_ACT_STOLEN);
-		rtnl_mirred_set_ifindex(act, (uint32_t)f->redirect);
-		r = rtnl_u32_add_action(cls, act);
-		if (r < 0)
-			goto out;
-	}
-	r = rtnl_cls_add(sk, cls, NLM_F_CREATE | NLM_F_EXCL);
-out:
-	if (act)
-		rtnl_act_put(act);
-	rtnl_cls_put(cls);
-	return r;
+	return tc_put_u32(sk, &u, NLM_F_CREATE | NLM_F_EXCL);
 }
 
 /* Deletes every filter of one priority in one message (the whole u32 instance). */

@@ -201,12 +201,54 @@ int tc_ensure_ifb(struct nl_sock *sk, const char *name, int mtu, int *ret_ifinde
 	return 0;
 }
 
+int tc_put_u32(struct nl_sock *sk, const struct tc_u32 *f, int flags)
+{
+	struct rtnl_cls *cls = rtnl_cls_alloc();
+	struct rtnl_act *act = NULL;
+	int r;
+
+	if (!cls)
+		return -NLE_NOMEM;
+	rtnl_tc_set_ifindex(TC_CAST(cls), f->ifindex);
+	rtnl_tc_set_parent(TC_CAST(cls), f->parent);
+	if (f->handle)
+		rtnl_tc_set_handle(TC_CAST(cls), f->handle);
+	r = rtnl_tc_set_kind(TC_CAST(cls), "u32");
+	if (r < 0)
+		goto out;
+	rtnl_cls_set_prio(cls, f->prio);
+	rtnl_cls_set_protocol(cls, f->protocol);
+	/* libnl takes the key and mask in host order; mask 0 matches every packet */
+	rtnl_u32_add_key_uint32(cls, f->val, f->mask, f->mask ? f->off : 0, 0);
+	rtnl_u32_set_cls_terminal(cls);
+	if (f->redirect) {
+		act = rtnl_act_alloc();
+		if (!act || rtnl_tc_set_kind(TC_CAST(act), "mirred") < 0) {
+			r = -NLE_NOMEM;
+			goto out;
+		}
+		rtnl_mirred_set_action(act, TCA_EGRESS_REDIR);
+		rtnl_mirred_set_policy(act, TC_ACT_STOLEN);
+		rtnl_mirred_set_ifindex(act, (uint32_t)f->redirect);
+		r = rtnl_u32_add_action(cls, act);
+		if (r < 0)
+			goto out;
+	}
+	r = rtnl_cls_add(sk, cls, flags);
+out:
+	if (act)
+		rtnl_act_put(act);
+	rtnl_cls_put(cls);
+	return r;
+}
+
 /* tgX ingress: every packet from the pod goes through the IFB (redirected, then shaped). */
 static int redirect_to_ifb(struct nl_sock *sk, int ifindex, int ifb_index)
 {
 	struct rtnl_qdisc *q = rtnl_qdisc_alloc();
-	struct rtnl_cls *cls = NULL;
-	struct rtnl_act *act = NULL;
+	/* 800::800, fixed: a repeat replaces it */
+	struct tc_u32 f = { .ifindex = ifindex, .parent = INGRESS_HANDLE, .handle = 0x80000800u,
+			    .prio = 1, .protocol = ETH_P_ALL, .redirect = ifb_index };
 	int r;
 
 	if (!q)
@@ -218,39 +260,7 @@ static int redirect_to_ifb(struct nl_sock *sk, int ifindex, int ifb_index)
 	if (r == 0)
 		r = rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_REPLACE);
 	rtnl_qdisc_put(q);
-	if (r < 0)
-		return r;
-	cls = rtnl_cls_alloc();
-	act = rtnl_act_alloc();
-	if (!cls || !act) {
-		r = -NLE_NOMEM;
-		goto out;
-	}
-	rtnl_tc_set_ifindex(TC_CAST(cls), ifindex);
-	rtnl_tc_set_parent(TC_CAST(cls), INGRESS_HANDLE);
-	rtnl_tc_set_handle(TC_CAST(cls), 0x80000800u); /* 800::800, fixed: a repeat replaces it */
-	r = rtnl_tc_set_kind(TC_CAST(cls), "u32");
-	if (r < 0)
-		goto out;
-	rtnl_cls_set_prio(cls, 1);
-	rtnl_cls_set_protocol(cls, ETH_P_ALL);
-	rtnl_u32_add_key_uint32(cls, 0, 0, 0, 0); /* matches every packet */
-	rtnl_u32_set_cls_terminal(cls);
-	r = rtnl_tc_set_kind(TC_CAST(act), "mirred");
-	if (r < 0)
-		goto out;
-	rtnl_mirred_set_action(act, TCA_EGRESS_REDIR);
-	rtnl_mirred_set_policy(act, TC_ACT_STOLEN);
-	rtnl_mirred_set_ifindex(act, (uint32_t)ifb_index);
-	r = rtnl_u32_add_action(cls, act);
-	if (r == 0)
-		r = rtnl_cls_add(sk, cls, NLM_F_CREATE | NLM_F_REPLACE);
-out:
-	if (act)
-		rtnl_act_put(act);
-	if (cls)
-		rtnl_cls_put(cls);
-	return r;
+	return r < 0 ? r : tc_put_u32(sk, &f, NLM_F_CREATE | NLM_F_REPLACE);
 }
 
 int shaper_pod_add(struct nl_sock *sk, const char *host_veth, int inet_ifb,

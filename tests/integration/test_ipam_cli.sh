@@ -557,7 +557,7 @@ t_end
 SCONF=$(jq -c '.shaping = {internetEgress: {podDefault: "100M"}} | .capabilities = {bandwidth: true}
 	| .runtimeConfig = {bandwidth: {egressRate: 30000000}}' <<<"$CONF")
 inet_classes() { ip netns exec "$TG_NODE" tc class show dev tollgate-inet 2>/dev/null | grep -c '^class'; }
-t_begin "release --force of a shaped pod takes its IFB and its uplink class too"
+t_begin "release --force of a shaped pod takes its IFB and its uplink class too; gc retires its namespace's"
 if pod_add sh1 shaped "$SCONF"; then
 	ifb=ti${POD_VETH[sh1]#tg}
 	before=$(inet_classes)
@@ -568,8 +568,13 @@ if pod_add sh1 shaped "$SCONF"; then
 	ipam release "${POD_IP[sh1]}" --force
 	t_expect "release --force rc" "$IPAM_RC" 0
 	ip -n "$TG_NODE" link show "$ifb" >/dev/null 2>&1 && t_fail "IFB $ifb left behind"
-	# the pod's class and its namespace's (it was the namespace's only pod)
-	t_expect "classes on tollgate-inet" "$(inet_classes)" $((before - 2))
+	# the pod's class; its namespace's stays (an ADD may be attaching under it) ...
+	t_expect "classes on tollgate-inet after release" "$(inet_classes)" $((before - 1))
+	# ... until gc finds the namespace without pods and retires it
+	ipam gc
+	t_expect "gc rc" "$IPAM_RC" 0
+	grep -q "^retired 1 tc class(es) of tollgate-inet" <<<"$IPAM_OUT" || t_fail "gc did not say it retired the namespace class: $IPAM_OUT"
+	t_expect "classes on tollgate-inet after gc" "$(inet_classes)" $((before - 2))
 else
 	t_fail "ADD sh1 rc=$TG_RC $TG_OUT"
 fi
