@@ -213,14 +213,18 @@ churn_worker() {
 	done
 	echo "$adds $dels" >"$f.done"
 }
-# churn_run K8SNS N NSCLASS: WORKERS workers x N cycles in namespace K8SNS,
-# the class tree sampled (at least 5 times) while they run: every pod class
-# under NSCLASS when given (else under a namespace class); t_fail on a wrong
-# sample, a failed run or a worker that did not finish
-WPIDS=()
+# churn_run K8SNS N NSCLASS [gc]: WORKERS workers x N cycles in namespace
+# K8SNS, the class tree sampled (at least 5 times) while they run: every pod
+# class under NSCLASS when given (else under a namespace class); t_fail on a
+# wrong sample, a failed run or a worker that did not finish. With "gc",
+# `tollgate-ipam gc` (which retires namespace classes no attachment uses)
+# runs before each sample.
+WPIDS=() GC_RETIRED=0
+# ipam VERB...: tollgate-ipam on the node's store
+ipam() { ip netns exec "$TG_NODE" "$TOLLGATE_BIN_DIR/tollgate-ipam" --data-dir "$TG_TMP/data" --network "$TG_NETNAME" "$@"; }
 workers_running() { local p; for p in "${WPIDS[@]}"; do kill -0 "$p" 2>/dev/null && return 0; done; return 1; }
 churn_run() {
-	local k8sns=$1 n=$2 want=${3:-} t0=$SECONDS w p a d dump np prob samples=0 bad_samples=0 max_pods=0 adds=0 dels=0
+	local k8sns=$1 n=$2 want=${3:-} gc=${4:-} t0=$SECONDS w p a d dump np prob samples=0 bad_samples=0 max_pods=0 adds=0 dels=0 gcs=0 gcfail=0
 	WPIDS=()
 	for ((w = 1; w <= WORKERS; w++)); do
 		churn_worker "w$w" "$k8sns" "$n" &
@@ -228,6 +232,11 @@ churn_run() {
 		SH_PIDS+=("$!")
 	done
 	while workers_running || [ "$samples" -lt 5 ]; do
+		if [ -n "$gc" ]; then
+			gcs=$((gcs + 1))
+			ipam gc >"$TG_TMP/gc.out" 2>&1 || { gcfail=$((gcfail + 1)); diag "gc: $(head -c 300 "$TG_TMP/gc.out")"; }
+			grep -q 'retired' "$TG_TMP/gc.out" && GC_RETIRED=$((GC_RETIRED + 1))
+		fi
 		dump=$(ifb_classes)
 		samples=$((samples + 1))
 		np=$(pod_classes <<<"$dump" | wc -l)
@@ -238,10 +247,11 @@ churn_run() {
 			[ "$bad_samples" -le 2 ] && { diag "sample $samples: $prob"; diag "$dump"; }
 		fi
 		[ "$samples" -ge 2000 ] && break
-		sleep 0.15
+		if [ -n "$gc" ]; then sleep 0.02; else sleep 0.15; fi
 	done
 	for p in "${WPIDS[@]}"; do wait "$p"; sh_forget_pid "$p"; done
-	diag "$WORKERS x $n ADD/DEL cycles in namespace $k8sns took $((SECONDS - t0)) s; $samples samples of the tree, up to $max_pods pod classes at once"
+	diag "$WORKERS x $n ADD/DEL cycles in namespace $k8sns took $((SECONDS - t0)) s; $samples samples of the tree, up to $max_pods pod classes at once${gc:+; $gcs runs of gc, $GC_RETIRED of them retired classes}"
+	[ "$gcfail" = 0 ] || t_fail "$gcfail of $gcs runs of tollgate-ipam gc failed"
 	[ "$bad_samples" = 0 ] || t_fail "$bad_samples of $samples samples of the class tree were wrong (first ones above)"
 	[ "$max_pods" -ge 2 ] || t_fail "never saw two pod classes at once: the samples prove nothing"
 	for ((w = 1; w <= WORKERS; w++)); do
@@ -284,9 +294,11 @@ scheck stay || t_fail "CHECK of the staying pod: rc=$TG_RC ${TG_OUT:0:300}"
 t_end
 
 # The same without a staying pod: the namespace empties and fills again all
-# the time, so a pod may attach while the namespace's last other pod leaves.
-t_begin "churn: $WORKERS workers x $((CYCLES / 3)) ADD/DEL in a namespace without a staying pod; every ADD and DEL succeeds, the tree stays nested"
-churn_run churnb $((CYCLES / 3))
+# the time, so a pod may attach while the namespace's last other pod leaves,
+# and tollgate-ipam gc retires the namespace's class whenever it finds it
+# unused (under the store's lock: never while an ADD may attach under it).
+t_begin "churn: $WORKERS workers x $((CYCLES / 2)) ADD/DEL in a namespace without a staying pod, gc retiring unused namespace classes meanwhile; every run succeeds, the tree stays nested"
+churn_run churnb $((CYCLES / 2)) "" gc
 cls=$(ifb_classes)
 prob=$(tree_problems <<<"$cls")
 [ -z "$prob" ] || { t_fail "class tree after the churn: $(tr '\n' ';' <<<"$prob")"; diag "$cls"; }
@@ -580,6 +592,12 @@ pods_left=$(pod_classes <<<"$cls" | tr '\n' ' ')
 t_expect "pod classes on $UPQ" "$pods_left" ""
 t_expect "qdiscs on $UPQ other than its HTB root" "$(ip netns exec "$TG_NODE" tc qdisc show dev "$UPQ" | grep -v '^qdisc htb 1: root ' | tr '\n' ' ')" ""
 diag "classes left: $(awk '{print $3, $4, $5}' <<<"$cls" | tr '\n' ';')"
+t_end
+
+t_begin "tollgate-ipam gc retires the empty namespace classes: $UPQ keeps only 1:1"
+ipam gc >"$TG_TMP/gc.out" 2>&1 || t_fail "gc rc=$?: $(head -c 300 "$TG_TMP/gc.out")"
+diag "gc: $(tr '\n' ' ' <"$TG_TMP/gc.out")"
+t_expect "classes on $UPQ" "$(ifb_classes | awk '{print $3, $4}' | tr '\n' ' ')" "1:1 root "
 t_end
 
 diag "duration: $((SECONDS - T_START)) s"
