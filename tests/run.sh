@@ -18,8 +18,8 @@
 #      TG_SAN_EXCLUDE=regex  integration files not run against a sanitizer build
 #                            (default: test_shaping_rates and test_node_state,
 #                            whose rate measurements and churn timing mean nothing
-#                            at ASan's speed; the code paths they drive run under
-#                            ASan in test_shaping and test_concurrency)
+#                            at ASan's speed; test_shaping drives the shaping code
+#                            under ASan without measuring a rate)
 set -u
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
