@@ -7,9 +7,9 @@
  * Replacing objects that packets may be using makes the kernel wait for an
  * RCU grace period (when the socket closes), and makes concurrent callers
  * queue behind it; so nothing that is already right is written again. Each
- * rule carries a comment "tollgate:<hash of its chain's rules>", which makes
- * a chain's comparison one string per rule; the set `internal` is compared
- * element by element.
+ * rule carries a comment "tollgate:<hash>" of what its chain is made from
+ * (chain_stamp), which makes a chain's comparison one string per rule; the
+ * set `internal` is compared element by element.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -71,14 +71,22 @@ static int set_index(const char *name)
 	return -1;
 }
 
-/* A hash of the chain's rules as they go to the kernel: any change of layout changes it. */
-static uint64_t rule_hash(struct nftnl_rule *r, uint64_t h)
+/*
+ * A chain's stamp: what its rules are made from (the layout's version, the
+ * chain, the config's fields that rules use; not internalCIDRs, which live
+ * in a set). Computed without building a rule, so the ADD's probe stays
+ * cheap; TABLE_LAYOUT changes with every change of the rules table.c builds.
+ */
+static void chain_stamp(const struct acct_config *cfg, int c, char ret[STAMP_LEN])
 {
-	char buf[4096] = { 0 };
-	struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(buf, NFT_MSG_NEWRULE, NFPROTO_INET, 0, 0);
+	uint64_t h = hash_fnv1a64(TABLE_LAYOUT, strlen(TABLE_LAYOUT), FNV1A64_INIT);
+	uint8_t flags = (uint8_t)(cfg->masquerade | cfg->enabled << 1 | cfg->per_pod << 2);
 
-	nftnl_rule_nlmsg_build_payload(nlh, r);
-	return hash_fnv1a64(mnl_nlmsg_get_payload(nlh), mnl_nlmsg_get_payload_len(nlh), h);
+	h = hash_fnv1a64(table_chains[c].name, strlen(table_chains[c].name), h);
+	h = hash_fnv1a64(&flags, sizeof(flags), h);
+	h = hash_fnv1a64(&cfg->internet_mark, sizeof(cfg->internet_mark), h);
+	h = hash_fnv1a64(&cfg->inet_ingress_classid, sizeof(cfg->inet_ingress_classid), h);
+	snprintf(ret, STAMP_LEN, STAMP_PREFIX "%016llx", (unsigned long long)h);
 }
 
 static int set_comment(struct nftnl_rule *r, const char *text)
@@ -96,25 +104,21 @@ static int set_comment(struct nftnl_rule *r, const char *text)
 
 static int want_build(const struct acct_config *cfg, struct want *w)
 {
-	uint64_t h[TABLE_CHAINS];
 	int r;
 
 	memset(w, 0, sizeof(*w));
 	r = table_rules(cfg, &w->rules);
 	if (r < 0)
 		return r;
-	for (int c = 0; c < TABLE_CHAINS; c++)
-		h[c] = FNV1A64_INIT;
 	for (size_t i = 0; i < w->rules.n; i++) {
 		int c = chain_index(nftnl_rule_get_str(w->rules.r[i], NFTNL_RULE_CHAIN));
 
 		if (c < 0)
 			return -EINVAL;
-		h[c] = rule_hash(w->rules.r[i], h[c]);
 		w->n_rules[c]++;
 	}
 	for (int c = 0; c < TABLE_CHAINS; c++)
-		snprintf(w->stamp[c], STAMP_LEN, STAMP_PREFIX "%016llx", (unsigned long long)h[c]);
+		chain_stamp(cfg, c, w->stamp[c]);
 	for (size_t i = 0; i < w->rules.n && r == 0; i++)
 		r = set_comment(w->rules.r[i],
 				w->stamp[chain_index(nftnl_rule_get_str(w->rules.r[i], NFTNL_RULE_CHAIN))]);
@@ -131,33 +135,30 @@ static int comment_cb(const struct nftnl_udata *attr, void *data)
 	return 0;
 }
 
+/* Only a rule's chain and comment are read: no expression is parsed. */
 static int rule_cb(const struct nlmsghdr *nlh, void *p)
 {
 	struct seen *s = p;
-	struct nftnl_rule *r = nftnl_rule_alloc();
+	const struct nlattr *a;
 	const char *comment = NULL;
-	uint32_t len = 0;
-	const void *ud;
-	int c;
+	int c = -1;
 
-	if (!r || nftnl_rule_nlmsg_parse(nlh, r) < 0) {
-		if (r)
-			nftnl_rule_free(r);
-		s->err = -ENOMEM;
-		return MNL_CB_ERROR;
+	mnl_attr_for_each(a, nlh, sizeof(struct nfgenmsg)) {
+		uint16_t t = mnl_attr_get_type(a);
+
+		if (t == NFTA_RULE_CHAIN && mnl_attr_validate(a, MNL_TYPE_NUL_STRING) == 0)
+			c = chain_index(mnl_attr_get_str(a));
+		else if (t == NFTA_RULE_USERDATA)
+			nftnl_udata_parse(mnl_attr_get_payload(a), mnl_attr_get_payload_len(a),
+					  comment_cb, &comment);
 	}
-	c = chain_index(nftnl_rule_get_str(r, NFTNL_RULE_CHAIN));
 	if (c >= 0) {
 		s->chain[c] = true;
 		s->n_rules[c]++;
-		ud = nftnl_rule_get_data(r, NFTNL_RULE_USERDATA, &len);
-		if (ud)
-			nftnl_udata_parse(ud, len, comment_cb, &comment);
 		if (comment && strnlen(comment, STAMP_LEN) < STAMP_LEN &&
 		    strcmp(comment, s->want->stamp[c]) == 0)
 			s->stamped[c]++;
 	}
-	nftnl_rule_free(r);
 	return MNL_CB_OK;
 }
 

@@ -87,6 +87,13 @@ struct chain_def {
 #define TABLE_CHAINS 9
 extern const struct chain_def table_chains[TABLE_CHAINS];
 
+/*
+ * The version of the rules table_rules builds: part of every rule's stamp, so
+ * that a node declared by an older layout is declared again. Change it with
+ * every change of a rule (tests/unit/test_accounting.c checks it moves).
+ */
+#define TABLE_LAYOUT "tollgate-table/2"
+
 /* Every rule the config asks for, in chain order. */
 #define TABLE_RULES_MAX 64
 struct rule_list {

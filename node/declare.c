@@ -173,7 +173,8 @@ int node_declare(struct nl_sock *sk, const struct node_config *cfg, const struct
 		struct shaper_node sn;
 
 		shaper_node_of(cfg, up, &sn);
-		r = shaper_node_declare(sk, &sn, false, &rep.tc, &lost, &ifb, e);
+		r = shaper_node_declare(sk, &sn, flags & NODE_DECLARE_RESTORE ? SHAPER_RESTORE : 0,
+					&rep.tc, &lost, &ifb, e);
 		if (r >= 0 && lost)
 			r = restore_classes(sk, cfg, up, st, ifb, &rep.classes_restored, e);
 	}
@@ -184,8 +185,10 @@ int node_declare(struct nl_sock *sk, const struct node_config *cfg, const struct
 }
 
 /*
- * Whether the node holds what cfg declares (read only): ip_forward, the
- * table's rules and set internal, and with `inet` the shaping path.
+ * Whether the node holds what cfg declares (read only): 0 when it does, 1
+ * when not, 2 when the probe had to give the HTB root its 1:1 back (a
+ * declaration with NODE_DECLARE_RESTORE then puts every class right).
+ * ip_forward, the table's rules and set internal, and with `inet` the path.
  */
 static int node_probe(struct nl_sock *sk, const struct node_config *cfg,
 		      const struct node_uplink *up, bool inet, int *ret_ifb)
@@ -199,7 +202,8 @@ static int node_probe(struct nl_sock *sk, const struct node_config *cfg,
 		struct shaper_node sn;
 
 		shaper_node_of(cfg, up, &sn);
-		r = shaper_node_declare(sk, &sn, true, NULL, NULL, ret_ifb, NULL) == 0 ? 0 : 1;
+		r = shaper_node_declare(sk, &sn, SHAPER_PROBE, NULL, NULL, ret_ifb, NULL);
+		r = r == 0 || r == 2 ? r : 1;
 	}
 	return r;
 }
@@ -232,6 +236,8 @@ int node_ensure(struct nl_sock *sk, const struct node_config *cfg, const struct 
 	int64_t t0 = time_mono_ns();
 	int r, fd;
 
+	unsigned flags = inet ? NODE_DECLARE_INET : 0;
+
 	*ret_ifb = 0;
 	r = node_probe(sk, cfg, up, inet, ret_ifb);
 	if (r == 0) {
@@ -242,9 +248,11 @@ int node_ensure(struct nl_sock *sk, const struct node_config *cfg, const struct 
 	fd = node_lock(cfg, e);
 	if (fd < 0)
 		return fd;
+	flags |= r == 2 ? NODE_DECLARE_RESTORE : 0;
 	r = node_probe(sk, cfg, up, inet, ret_ifb);
-	if (r != 0) {
-		r = node_declare(sk, cfg, up, st, inet ? NODE_DECLARE_INET : 0, NULL, e);
+	flags |= r == 2 ? NODE_DECLARE_RESTORE : 0;
+	if (r != 0 || (flags & NODE_DECLARE_RESTORE)) {
+		r = node_declare(sk, cfg, up, st, flags, NULL, e);
 		if (r == 0 && inet)
 			r = node_probe(sk, cfg, up, inet, ret_ifb) == 0
 				    ? 0 : tg_fail(e, CNI_ERR_IO, -EAGAIN,

@@ -71,6 +71,7 @@ struct node_repairs {
 };
 #define NODE_DECLARE_INET 1u	/* the internet-shaping path even if the config shapes none */
 #define NODE_DECLARE_PODS 2u	/* every attachment's nft elements put (back) in */
+#define NODE_DECLARE_RESTORE 4u	/* the class tree was broken: every pod's classes put back */
 /*
  * Declares what every pod of the node shares, as cfg says: sysctls
  * (ip_forward, neighbour table sizes: raised, never lowered), the nftables

@@ -353,7 +353,12 @@ static int declare_root(struct nl_sock *sk, const struct shaper_node *n, int ifb
 	return r < 0 ? r : 1;
 }
 
-/* The plugin's probe: reads only (and adds 1:1 if a kill left the root without it). */
+/*
+ * The plugin's probe: reads only, and adds 1:1 where a kill left the root
+ * without it (2: then the tree was broken, and the caller declares with
+ * SHAPER_RESTORE: classes made meanwhile at the top, or lost with an old
+ * root, are put right).
+ */
 static int probe(struct nl_sock *sk, const struct shaper_node *n, int *ret_ifb)
 {
 	struct steer want[STEER_MAX];
@@ -381,12 +386,12 @@ static int probe(struct nl_sock *sk, const struct shaper_node *n, int *ret_ifb)
 			if (r < 0 && r != -NLE_EXIST)
 				return r;
 			*ret_ifb = ib.ifindex;
-			return 0;
+			return r == 0 ? 2 : 0;
 		}
 	return 1;
 }
 
-int shaper_node_declare(struct nl_sock *sk, const struct shaper_node *n, bool only_probe,
+int shaper_node_declare(struct nl_sock *sk, const struct shaper_node *n, unsigned flags,
 			struct shaper_repairs *rep, bool *ret_lost, int *ret_ifb,
 			struct tg_err *e)
 {
@@ -404,7 +409,7 @@ int shaper_node_declare(struct nl_sock *sk, const struct shaper_node *n, bool on
 		return tg_fail(e, CNI_ERR_CONFIG, -ENODEV,
 			       "tc: internet shaping needs an uplink (none is configured and "
 			       "there is no default route)");
-	if (only_probe) {
+	if (flags & SHAPER_PROBE) {
 		r = probe(sk, n, ret_ifb ? ret_ifb : &ifb);
 		return r < 0 ? tc_fail(e, r, "reading %s and the uplink's filters", SHAPER_INET_IFB)
 			     : r;
@@ -418,6 +423,7 @@ int shaper_node_declare(struct nl_sock *sk, const struct shaper_node *n, bool on
 	if (r < 0)
 		return tc_fail(e, r, "creating %s", SHAPER_INET_IFB);
 	ifb = ib.ifindex;
+	lost = flags & SHAPER_RESTORE;
 	r = declare_root(sk, n, ifb, ib.htb, rep, &lost);
 	if (r < 0)
 		return tc_fail(e, r, "declaring the HTB root and node class of %s", SHAPER_INET_IFB);

@@ -100,15 +100,19 @@ struct shaper_node {
 struct shaper_repairs {
 	unsigned ifb, root, node_class, clsact, filters;
 };
+#define SHAPER_PROBE 1u	/* read only (but for a missing 1:1): 1 when anything differs */
+#define SHAPER_RESTORE 2u	/* the tree was broken: classes are to be put back (*ret_lost) */
 /*
  * Declares the path: reads the kernel (the IFB, its root, 1:1, the uplink's
  * filters) and changes only what differs; filters make-before-break. With
- * `probe`, only reads: 1 when anything differs. *ret_lost: the root had to
- * be made anew and every namespace and pod class with it (the caller puts
- * them back). *ret_ifb: tollgate-inet's ifindex. Returns 1 when it wrote
- * anything, 0 when all was right, or a negative errno with e set.
+ * SHAPER_PROBE it only reads, and returns 1 when anything differs, 2 when it
+ * had to add a missing 1:1 (declare again with SHAPER_RESTORE). *ret_lost:
+ * the root was made anew, or SHAPER_RESTORE: every namespace and pod class
+ * is to be put back by the caller. *ret_ifb: tollgate-inet's ifindex.
+ * Returns 1 when it wrote anything, 0 when all was right, or a negative
+ * errno with e set.
  */
-int shaper_node_declare(struct nl_sock *sk, const struct shaper_node *n, bool probe,
+int shaper_node_declare(struct nl_sock *sk, const struct shaper_node *n, unsigned flags,
 			struct shaper_repairs *rep, bool *ret_lost, int *ret_ifb,
 			struct tg_err *e);
 /*

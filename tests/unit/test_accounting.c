@@ -24,6 +24,12 @@
 #include <cmocka.h>
 
 #include "accounting/accounting.h"
+#include "accounting/internal.h"
+#include "lib/util.h"
+
+#include <linux/netfilter.h>
+#include <linux/netfilter/nf_tables.h>
+#include <libnftnl/rule.h>
 #include "tests/unit/netns.h"
 
 #define PODS 400
@@ -37,6 +43,48 @@ static struct acct_config config(void)
 				  .inet_ingress_classid = 0x10002,
 				 .enabled = true, .per_pod = true, .internet_mark = 0x10000 };
 	return c;
+}
+
+/*
+ * The rules table_rules builds, as bytes, for a spread of configs: when they
+ * change, TABLE_LAYOUT must change too (rule stamps are made from it, not from
+ * the rules), or nodes declared by the old layout would keep the old rules.
+ */
+#define LAYOUT_RULES_HASH 0xdfcd13ba5bdc34edULL
+
+static uint64_t rules_hash(const struct acct_config *cfg, uint64_t h)
+{
+	struct rule_list w;
+
+	assert_int_equal(table_rules(cfg, &w), 0);
+	for (size_t i = 0; i < w.n; i++) {
+		char buf[4096] = { 0 };
+		struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(buf, NFT_MSG_NEWRULE, NFPROTO_INET, 0, 0);
+
+		nftnl_rule_nlmsg_build_payload(nlh, w.r[i]);
+		h = hash_fnv1a64(mnl_nlmsg_get_payload(nlh), mnl_nlmsg_get_payload_len(nlh), h);
+	}
+	rule_list_free(&w);
+	return h;
+}
+
+static void t_layout_version_follows_rules(void **state)
+{
+	struct acct_config cfg = config();
+	uint64_t h = FNV1A64_INIT;
+
+	(void)state;
+	h = rules_hash(&cfg, h);
+	cfg.per_pod = false;
+	h = rules_hash(&cfg, h);
+	cfg.enabled = false;
+	h = rules_hash(&cfg, h);
+	cfg.internet_mark = 0;
+	cfg.inet_ingress_classid = 0;
+	h = rules_hash(&cfg, h);
+	if (h != LAYOUT_RULES_HASH || strcmp(TABLE_LAYOUT, "tollgate-table/2") != 0)
+		fail_msg("the rules changed (hash %#llx): give TABLE_LAYOUT a new version and "
+			 "record both here", (unsigned long long)h);
 }
 
 struct pods {
@@ -291,6 +339,7 @@ static void t_reader_values(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(t_layout_version_follows_rules),
 		cmocka_unit_test(t_reader_without_table),
 		cmocka_unit_test(t_reader_values),
 		cmocka_unit_test_setup_teardown(t_rebuild_400_pods, scale_setup, scale_teardown),
