@@ -392,9 +392,10 @@ repair_case "set internal flushed" 'ip netns exec "$TG_NODE" nft flush set inet 
 t_begin "repair with a living pod: root replaced without 1:1 and a namespace class put at the top; the next ADD restores the living pod's classes and nests the stray one"
 if spod_ns live1 repair "$SH"; then
 	nc=$(sh_ns_class live1)
-	ntc qdisc del dev "$UPQ" root && ntc qdisc add dev "$UPQ" root handle 1: htb &&
-		ntc class add dev "$UPQ" parent 1: classid "$nc" htb rate 500kbit ceil 50mbit ||
+	if ! { ntc qdisc del dev "$UPQ" root && ntc qdisc add dev "$UPQ" root handle 1: htb &&
+		ntc class add dev "$UPQ" parent 1: classid "$nc" htb rate 500kbit ceil 50mbit; }; then
 		t_fail "test setup: breaking the tree failed"
+	fi
 	scheck live1 && t_fail "CHECK of live1 passed on a broken tree"
 	if spod_ns live2 repair "$SH"; then
 		prob=$(ifb_classes | tree_problems)
