@@ -15,7 +15,7 @@
 
 static void add_str(json_object *o, const char *k, const char *v)
 {
-	json_object_object_add(o, k, json_object_new_string(v));
+	jx_add(o, k, json_object_new_string(v));
 }
 
 static void add_ip(json_object *o, const char *k, uint32_t ip)
@@ -49,11 +49,11 @@ static json_object *shaping_to_json(const struct shaping *s)
 		uint64_t v = *(const uint64_t *)((const char *)s + shaping_keys[i].off);
 
 		if (v)
-			json_object_object_add(o, shaping_keys[i].key, json_object_new_int64((int64_t)v));
+			jx_add(o, shaping_keys[i].key, json_object_new_int64((int64_t)v));
 	}
 	if (s->pod_class) {
-		json_object_object_add(o, "namespaceClass", json_object_new_int(s->ns_class));
-		json_object_object_add(o, "podClass", json_object_new_int(s->pod_class));
+		jx_add(o, "namespaceClass", json_object_new_int(s->ns_class));
+		jx_add(o, "podClass", json_object_new_int(s->pod_class));
 	}
 	return o;
 }
@@ -95,12 +95,12 @@ json_object *ipam_state_to_json(const struct ipam_state *st)
 		json_object_put(atts);
 		return NULL;
 	}
-	json_object_object_add(root, "version", json_object_new_int(IPAM_STATE_VERSION));
+	jx_add(root, "version", json_object_new_int(IPAM_STATE_VERSION));
 	add_str(root, "bootId", st->boot_id);
 	add_str(pool, "source", st->source);
-	json_object_object_add(pool, "lastSyncMs", json_object_new_int64(st->last_sync_ms));
-	json_object_object_add(pool, "addresses", ipam_pool_to_ranges(st->pool, st->n_pool));
-	json_object_object_add(pool, "pending", ipam_pool_to_ranges(st->pending, st->n_pending));
+	jx_add(pool, "lastSyncMs", json_object_new_int64(st->last_sync_ms));
+	jx_add(pool, "addresses", ipam_pool_to_ranges(st->pool, st->n_pool));
+	jx_add(pool, "pending", ipam_pool_to_ranges(st->pending, st->n_pending));
 	if (st->node_ip)
 		add_ip(pool, "nodeIp", st->node_ip);
 	if (st->subnet.prefix || st->subnet.net) {
@@ -108,17 +108,17 @@ json_object *ipam_state_to_json(const struct ipam_state *st)
 
 		add_str(pool, "subnet", cidr4_format(&st->subnet, c));
 	}
-	json_object_object_add(root, "pool", pool);
+	jx_add(root, "pool", pool);
 	add_ip(root, "lastIp", st->last_ip);
 	for (i = 0; i < st->n_cooling; i++) {
 		json_object *c = json_object_new_object();
 
 		add_ip(c, "ip", st->cooling[i].ip);
-		json_object_object_add(c, "releasedMs",
+		jx_add(c, "releasedMs",
 				       json_object_new_int64(st->cooling[i].released_ms));
 		json_object_array_add(cooling, c);
 	}
-	json_object_object_add(root, "cooling", cooling);
+	jx_add(root, "cooling", cooling);
 	for (i = 0; i < st->n_att; i++) {
 		const struct ipam_attachment *a = &st->att[i];
 		json_object *o = json_object_new_object();
@@ -130,12 +130,12 @@ json_object *ipam_state_to_json(const struct ipam_state *st)
 		add_str(o, "namespace", a->k8s_namespace);
 		add_str(o, "pod", a->pod);
 		add_str(o, "hostVeth", a->host_veth);
-		json_object_object_add(o, "created", json_object_new_int64(a->created));
+		jx_add(o, "created", json_object_new_int64(a->created));
 		if (memcmp(&a->shaping, &(struct shaping){ 0 }, sizeof(a->shaping)) != 0)
-			json_object_object_add(o, "shaping", shaping_to_json(&a->shaping));
+			jx_add(o, "shaping", shaping_to_json(&a->shaping));
 		json_object_array_add(atts, o);
 	}
-	json_object_object_add(root, "attachments", atts);
+	jx_add(root, "attachments", atts);
 	return root;
 }
 

@@ -177,7 +177,8 @@ int ipam_store_save(struct ipam_store *s, const struct ipam_state *st, struct tg
 
 	if (!root)
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
-	text = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY |
+	/* Plain: a pod's ADD reads and writes the whole file (jq or `list` print it for people). */
+	text = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN |
 							    JSON_C_TO_STRING_NOSLASHESCAPE);
 	len = strlen(text);
 	snprintf(tmp, sizeof(tmp), "%s.tmp", s->path);

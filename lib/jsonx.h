@@ -15,6 +15,17 @@
  * invalid value. Unknown keys are never looked at, as the CNI spec asks.
  */
 
+/*
+ * Adds a member whose key is a string literal and new to the object: json-c
+ * then neither copies the key nor looks for an old member (the store writes
+ * thousands of them per save).
+ */
+static inline void jx_add(json_object *obj, const char *literal_key, json_object *val)
+{
+	json_object_object_add_ex(obj, literal_key, val,
+				  JSON_C_OBJECT_ADD_KEY_IS_NEW | JSON_C_OBJECT_KEY_IS_CONSTANT);
+}
+
 int jx_string(json_object *obj, const char *where, const char *key, const char **ret,
 	      struct tg_err *e);
 int jx_bool(json_object *obj, const char *where, const char *key, bool *ret, struct tg_err *e);

@@ -387,6 +387,33 @@ repair_case "masquerade rule deleted" \
 	'ip netns exec "$TG_NODE" nft delete rule inet tollgate postrouting handle "$(nft_handle postrouting masquerade)"'
 repair_case "set internal flushed" 'ip netns exec "$TG_NODE" nft flush set inet tollgate internal'
 
+# A broken tree while a shaped pod lives: the next ADD (of another pod)
+# repairs it for both, so the living pod's CHECK passes again.
+t_begin "repair with a living pod: root replaced without 1:1 and a namespace class put at the top; the next ADD restores the living pod's classes and nests the stray one"
+if spod_ns live1 repair "$SH"; then
+	nc=$(sh_ns_class live1)
+	if ! { ntc qdisc del dev "$UPQ" root && ntc qdisc add dev "$UPQ" root handle 1: htb &&
+		ntc class add dev "$UPQ" parent 1: classid "$nc" htb rate 500kbit ceil 50mbit; }; then
+		t_fail "test setup: breaking the tree failed"
+	fi
+	scheck live1 && t_fail "CHECK of live1 passed on a broken tree"
+	if spod_ns live2 repair "$SH"; then
+		prob=$(ifb_classes | tree_problems)
+		[ -z "$prob" ] || t_fail "class tree: $(tr '\n' ';' <<<"$prob")"
+		scheck live1 || t_fail "CHECK live1 after the repair: rc=$TG_RC ${TG_OUT:0:300}"
+		scheck live2 || t_fail "CHECK live2 after the repair: rc=$TG_RC ${TG_OUT:0:300}"
+		pod_tree live1
+		shaped_traffic live1
+	else
+		t_fail "ADD live2 rc=$TG_RC ${TG_OUT:0:300}"
+	fi
+	sdel live2 >/dev/null
+	sdel live1 || t_fail "DEL live1 rc=$TG_RC"
+else
+	t_fail "ADD live1 rc=$TG_RC ${TG_OUT:0:300}"
+fi
+t_end
+
 # ============================================================ no node-wide change
 sect "monitors"
 # After a first shaped ADD (node declared), nft, tc and ip monitors run in
