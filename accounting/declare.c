@@ -102,7 +102,8 @@ static int set_comment(struct nftnl_rule *r, const char *text)
 	return 0;
 }
 
-static int want_build(const struct acct_config *cfg, struct want *w)
+/* What cfg asks for; the rules' comments only when they are to be written. */
+static int want_build(const struct acct_config *cfg, struct want *w, bool to_write)
 {
 	int r;
 
@@ -119,7 +120,7 @@ static int want_build(const struct acct_config *cfg, struct want *w)
 	}
 	for (int c = 0; c < TABLE_CHAINS; c++)
 		chain_stamp(cfg, c, w->stamp[c]);
-	for (size_t i = 0; i < w->rules.n && r == 0; i++)
+	for (size_t i = 0; to_write && i < w->rules.n && r == 0; i++)
 		r = set_comment(w->rules.r[i],
 				w->stamp[chain_index(nftnl_rule_get_str(w->rules.r[i], NFTNL_RULE_CHAIN))]);
 	w->n_bounds = table_internal_bounds(cfg, w->bounds);
@@ -402,7 +403,7 @@ int acct_declare(const struct acct_config *cfg, const struct acct_pod *all, size
 	char why[256] = "";
 	int r, lost;
 
-	if (!w || !s || want_build(cfg, w) < 0) {
+	if (!w || !s || want_build(cfg, w, true) < 0) {
 		r = tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
 		goto out;
 	}
@@ -450,7 +451,7 @@ int acct_declared(const struct acct_config *cfg)
 	bool right = true;
 	int r;
 
-	if (!w || !s || want_build(cfg, w) < 0) {
+	if (!w || !s || want_build(cfg, w, false) < 0) {
 		r = -ENOMEM;
 		goto out;
 	}
