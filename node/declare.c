@@ -129,7 +129,7 @@ static int restore_classes(struct nl_sock *sk, const struct node_config *cfg,
 			continue;
 		/* Only the part on tollgate-inet: the pod's own devices kept theirs. */
 		inet.ingress_bps = inet.inet_ingress_bps = inet.egress_bps = 0;
-		if (shaper_pod_add(sk, a->host_veth, ifb, &inet, cfg->shaping.queue_ms,
+		if (shaper_pod_add(sk, a->host_veth, ifb, node_link_group(a), &inet, cfg->shaping.queue_ms,
 				   up ? up->mtu : 1500, e) < 0)
 			return -EIO;
 		(*restored)++;

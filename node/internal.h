@@ -17,13 +17,29 @@ struct plumb_req {
 	uint32_t ip;
 	int mtu;
 	uint8_t pod_mac[6];
+	uint32_t group;		/* the link group of the pod's host devices (its address) */
 };
 
 int plumb_add(struct nl_sock *sk, const struct plumb_req *rq, struct tg_err *e);
 /* Deletes the host veth (the pod end goes with it); already gone is success. */
 int plumb_del(struct nl_sock *sk, const char *host_ifname, struct tg_err *e);
+/*
+ * Deletes every device of a link group in one request: the kernel retires
+ * them in one batch, one set of RCU waits for all. -ENODEV when none is in it.
+ */
+int plumb_del_group(struct nl_sock *sk, uint32_t group);
 /* 0 when everything is in place, TG_ERR_DRIFT naming the first difference otherwise. */
 int plumb_check(struct nl_sock *sk, const struct plumb_req *rq, struct tg_err *e);
+
+/*
+ * The link group of a pod's host devices (veth, IFB): its address, unique
+ * on the node while the attachment lives, so that one request deletes them
+ * together.
+ */
+static inline uint32_t node_link_group(const struct ipam_attachment *a)
+{
+	return a->ip;
+}
 
 /* The accounting layer's view of the config and of one attachment (declare.c). */
 struct acct_config node_acct_config(const struct node_config *cfg);

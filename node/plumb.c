@@ -178,6 +178,7 @@ static int create_veth(struct nl_sock *sk, const struct plumb_req *rq)
 		rtnl_link_set_mtu(veth, (unsigned int)rq->mtu);
 		rtnl_link_set_addr(veth, hmac);
 		rtnl_link_set_flags(veth, IFF_UP);
+		rtnl_link_set_group(veth, rq->group);
 		peer = rtnl_link_veth_get_peer(veth);
 		/* The pod end is born in the pod's namespace under its final name. */
 		rtnl_link_set_name(peer, rq->pod_ifname);
@@ -307,6 +308,20 @@ int plumb_del(struct nl_sock *sk, const char *host_ifname, struct tg_err *e)
 	if (r < 0)
 		return tg_fail_nl(e, r, "cannot delete veth %s", host_ifname);
 	return 0;
+}
+
+int plumb_del_group(struct nl_sock *sk, uint32_t group)
+{
+	struct ifinfomsg ifi = { .ifi_family = AF_UNSPEC };
+	struct nl_msg *m = nlmsg_alloc_simple(RTM_DELLINK, 0);
+	int r = -NLE_NOMEM;
+
+	if (m && nlmsg_append(m, &ifi, sizeof(ifi), NLMSG_ALIGNTO) == 0 &&
+	    nla_put_u32(m, IFLA_GROUP, group) == 0)
+		r = nl_send_sync(sk, m); /* frees m */
+	else
+		nlmsg_free(m);
+	return r == -NLE_NODEV || r == -NLE_OBJ_NOTFOUND ? -ENODEV : r < 0 ? nl_to_errno(r) : 0;
 }
 
 static bool has_route(struct nl_sock *sk, int ifindex, uint32_t dst_ip, int prefix, uint32_t gw)

@@ -22,6 +22,7 @@ static void plumb_req_of(const struct node_pod *p, struct plumb_req *rq)
 	rq->netns_fd = p->netns_fd;
 	rq->ip = p->a->ip;
 	rq->mtu = p->uplink ? p->uplink->mtu : 1500;
+	rq->group = node_link_group(p->a);
 	node_pod_mac(p->a->container_id, p->a->ifname, rq->pod_mac);
 }
 
@@ -46,8 +47,8 @@ int node_pod_add(struct nl_sock *sk, const struct node_config *cfg, const struct
 		goto undo;
 	if (shaping_any(&a->shaping)) {
 		t = time_mono_ns();
-		r = shaper_pod_add(sk, a->host_veth, inet_ifb, &a->shaping, cfg->shaping.queue_ms,
-				   rq.mtu, e);
+		r = shaper_pod_add(sk, a->host_veth, inet_ifb, rq.group, &a->shaping,
+				   cfg->shaping.queue_ms, rq.mtu, e);
 		step_done(STEP_TC, t);
 		if (r < 0)
 			goto undo;
@@ -111,17 +112,25 @@ int node_pod_del(struct nl_sock *sk, const struct ipam_attachment *a, struct tg_
 	struct acct_pod me = node_acct_pod(a);
 	struct acct_conn *held = NULL;
 	int64_t t = time_mono_ns();
+	bool together;
 	int first = 0, r;
 
 	if (a->ip)
 		first = acct_pod_del(&me, &held, e);
 	t = step_done(STEP_NFT, t);
+	/*
+	 * A pod with its own IFB has two devices, and each deletion waits out
+	 * the kernel's RCU grace periods (~17-20 ms): one request for its link
+	 * group retires both in one batch, with one set of waits.
+	 */
+	together = a->ip && a->shaping.egress_bps && plumb_del_group(sk, node_link_group(a)) == 0;
+	t = step_done(STEP_VETH, t);
 	/* The IFB goes even without a record; classes on tollgate-inet need the record's ids. */
 	r = shaper_pod_del(sk, a->host_veth, &a->shaping, e);
 	if (r < 0 && !first)
 		first = r;
 	t = step_done(STEP_TC, t);
-	r = plumb_del(sk, a->host_veth, e);
+	r = together ? 0 : plumb_del(sk, a->host_veth, e);
 	t = step_done(STEP_VETH, t);
 	/* After the veth's own RCU waits, the nftables socket closes without one more. */
 	acct_conn_close(held);
@@ -151,6 +160,6 @@ int node_pod_reshape(struct nl_sock *sk, const struct node_config *cfg,
 		if (node_ensure(sk, cfg, up, NULL, true, &inet_ifb, e) < 0)
 			return -EIO;
 	}
-	return shaper_pod_add(sk, a->host_veth, 0, now, cfg->shaping.queue_ms,
+	return shaper_pod_add(sk, a->host_veth, 0, node_link_group(a), now, cfg->shaping.queue_ms,
 			      up ? up->mtu : 1500, e);
 }

@@ -34,7 +34,9 @@ int tc_put_class_flags(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_
 int tc_put_htb_root(struct nl_sock *sk, int ifindex, uint32_t defcls);
 int tc_put_leaf_queue(struct nl_sock *sk, int ifindex, uint32_t classid, uint64_t ceil_bps,
 		      uint32_t queue_ms, int mtu);
-int tc_ensure_ifb(struct nl_sock *sk, const char *name, int mtu, int *ret_ifindex);
+/* An IFB, up; group: its link group (0: the default). */
+int tc_ensure_ifb(struct nl_sock *sk, const char *name, int mtu, uint32_t group,
+		  int *ret_ifindex);
 int tc_del_class(struct nl_sock *sk, int ifindex, uint32_t id);
 int tc_del_qdisc(struct nl_sock *sk, int ifindex, uint32_t parent);
 /* One terminal u32 node: a destination match (mask 0: every packet), passed or redirected. */

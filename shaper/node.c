@@ -418,7 +418,7 @@ int shaper_node_declare(struct nl_sock *sk, const struct shaper_node *n, unsigne
 	if (r == 0 && (!ib.ifindex || !ib.up)) {
 		rep->ifb++;
 		wrote = 1;
-		r = tc_ensure_ifb(sk, SHAPER_INET_IFB, n->mtu, &ib.ifindex);
+		r = tc_ensure_ifb(sk, SHAPER_INET_IFB, n->mtu, 0, &ib.ifindex);
 	}
 	if (r < 0)
 		return tc_fail(e, r, "creating %s", SHAPER_INET_IFB);

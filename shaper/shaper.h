@@ -127,9 +127,11 @@ int shaper_retire_classes(struct nl_sock *sk, const uint16_t *keep, size_t n_kee
 /*
  * Installs (or replaces) the pod's qdiscs, classes and filters, on a node
  * whose path is declared. inet_ifb: tollgate-inet's ifindex (0: looked up).
- * queue_ms sizes the leaf queues; mtu sizes bursts and quanta.
+ * group: the link group the pod's IFB joins (its host veth's, so that one
+ * request deletes both). queue_ms sizes the leaf queues; mtu sizes bursts
+ * and quanta.
  */
-int shaper_pod_add(struct nl_sock *sk, const char *host_veth, int inet_ifb,
+int shaper_pod_add(struct nl_sock *sk, const char *host_veth, int inet_ifb, uint32_t group,
 		   const struct shaping *s, uint32_t queue_ms, int mtu, struct tg_err *e);
 /* Removes the pod's IFB and its class on tollgate-inet (the veth's qdiscs go with the veth). */
 int shaper_pod_del(struct nl_sock *sk, const char *host_veth, const struct shaping *s,

@@ -169,7 +169,8 @@ int tc_put_leaf_queue(struct nl_sock *sk, int ifindex, uint32_t classid, uint64_
 	return r;
 }
 
-int tc_ensure_ifb(struct nl_sock *sk, const char *name, int mtu, int *ret_ifindex)
+int tc_ensure_ifb(struct nl_sock *sk, const char *name, int mtu, uint32_t group,
+		  int *ret_ifindex)
 {
 	struct rtnl_link *l = rtnl_link_alloc();
 	int r;
@@ -180,6 +181,8 @@ int tc_ensure_ifb(struct nl_sock *sk, const char *name, int mtu, int *ret_ifinde
 	rtnl_link_set_type(l, "ifb");
 	rtnl_link_set_mtu(l, (unsigned int)mtu);
 	rtnl_link_set_flags(l, IFF_UP);
+	if (group)
+		rtnl_link_set_group(l, group);
 	r = rtnl_link_add(sk, l, NLM_F_CREATE | NLM_F_EXCL);
 	rtnl_link_put(l);
 	if (r < 0 && r != -NLE_EXIST)
@@ -263,7 +266,7 @@ static int redirect_to_ifb(struct nl_sock *sk, int ifindex, int ifb_index)
 	return r < 0 ? r : tc_put_u32(sk, &f, NLM_F_CREATE | NLM_F_REPLACE);
 }
 
-int shaper_pod_add(struct nl_sock *sk, const char *host_veth, int inet_ifb,
+int shaper_pod_add(struct nl_sock *sk, const char *host_veth, int inet_ifb, uint32_t group,
 		   const struct shaping *s, uint32_t queue_ms, int mtu, struct tg_err *e)
 {
 	struct shaper_ceilings ceil;
@@ -299,7 +302,7 @@ int shaper_pod_add(struct nl_sock *sk, const char *host_veth, int inet_ifb,
 		int ifb_index = 0;
 
 		shaper_ifb_name(host_veth, ifb);
-		r = tc_ensure_ifb(sk, ifb, mtu, &ifb_index);
+		r = tc_ensure_ifb(sk, ifb, mtu, group, &ifb_index);
 		if (r < 0)
 			return tc_fail(e, r, "creating %s", ifb);
 		r = tc_put_htb_root(sk, ifb_index, 1);

@@ -160,6 +160,13 @@ if spod_ns gone1 gone "$FULL_SH" "$FULL_RC" && spod_ns gone2 gone "$FULL_SH" "$F
 	t_expect "both pods share the namespace class" "$(sh_ns_class gone2)" "$nc"
 	for o in "$pc1" "$pc2" "$nc"; do [ -n "$(class_line "$UPQ" "$o")" ] || t_fail "class $o missing after ADD"; done
 	link_exists "$f1" && link_exists "$f2" || t_fail "IFBs missing after ADD"
+	# veth and IFB share the pod's link group (its address), so DEL retires both in one request
+	IFS=. read -r o1 o2 o3 o4 <<<"${POD_IP[gone1]}"
+	grp=$(( (o1 << 24) | (o2 << 16) | (o3 << 8) | o4 ))
+	for d in "$v1" "$f1"; do
+		g=$(ip -n "$TG_NODE" -o link show "$d" 2>/dev/null | sed -nE 's/.* group ([^ ]+) .*/\1/p')
+		t_expect "link group of $d" "$g" "$grp"
+	done
 	scheck gone1 || t_fail "CHECK gone1 rc=$TG_RC $TG_OUT"
 	sdel gone1 || t_fail "DEL gone1 rc=$TG_RC $TG_OUT"
 	[ -z "$(class_line "$UPQ" "$pc1")" ] || t_fail "class $pc1 of gone1 still on the uplink"
