@@ -146,6 +146,7 @@ static int add_prepare(struct session *s, const struct cni_env *env, const struc
 {
 	struct ipam_attachment *req = &ac->req;
 	int r = open_netns(s, env->netns, e);
+	bool inet;
 
 	if (r == 0)
 		r = open_route_socket(s, e);
@@ -160,12 +161,16 @@ static int add_prepare(struct session *s, const struct cni_env *env, const struc
 	req->created = time(NULL);
 	node_shaping_request(cfg, env->k8s_namespace, &req->shaping);
 
-	/* The uplink sizes the MTU and carries internet shaping: looked up once, if needed. */
+	/*
+	 * The uplink sizes the MTU and carries internet shaping (the node's path,
+	 * declared for every pod once the config shapes any): looked up once, if needed.
+	 */
+	inet = shaping_inet_egress(&req->shaping) || node_shapes_inet(cfg);
 	up->mtu = cfg->mtu;
-	if (cfg->mtu && !shaping_inet_egress(&req->shaping))
+	if (cfg->mtu && !inet)
 		return 0;
 	r = node_uplink(s->sk, cfg->uplink, cfg->mtu, up, e);
-	if (r == 0 && shaping_inet_egress(&req->shaping) && !up->ifindex)
+	if (r == 0 && inet && !up->ifindex)
 		r = tg_fail(e, CNI_ERR_CONFIG, -ENODEV,
 			    "shaping.internetEgress needs an uplink: set \"uplink\" or a default route");
 	return r;

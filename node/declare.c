@@ -94,8 +94,7 @@ struct acct_pod node_acct_pod(const struct ipam_attachment *a)
 	};
 }
 
-/* Whether the config shapes internet egress at all (else the path waits for a pod that needs it). */
-static bool config_shapes_inet(const struct node_config *cfg)
+bool node_shapes_inet(const struct node_config *cfg)
 {
 	const struct shaping_policy *p = &cfg->shaping;
 
@@ -169,7 +168,7 @@ int node_declare(struct nl_sock *sk, const struct node_config *cfg, const struct
 	if (r >= 0)
 		r = acct_declare(&acct, all, st ? st->n_att : 0,
 				 flags & NODE_DECLARE_PODS ? ACCT_DECLARE_PODS : 0, &rep.nft, e);
-	if (r >= 0 && (config_shapes_inet(cfg) || (flags & NODE_DECLARE_INET))) {
+	if (r >= 0 && (node_shapes_inet(cfg) || (flags & NODE_DECLARE_INET))) {
 		struct shaper_node sn;
 
 		shaper_node_of(cfg, up, &sn);
@@ -232,7 +231,7 @@ static int node_lock(const struct node_config *cfg, struct tg_err *e)
 int node_ensure(struct nl_sock *sk, const struct node_config *cfg, const struct node_uplink *up,
 		const struct ipam_state *st, bool need_inet, int *ret_ifb, struct tg_err *e)
 {
-	bool inet = need_inet || config_shapes_inet(cfg);
+	bool inet = need_inet || node_shapes_inet(cfg);
 	int64_t t0 = time_mono_ns();
 	int r, fd;
 

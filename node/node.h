@@ -69,6 +69,8 @@ struct node_repairs {
 	unsigned sysctls;
 	unsigned classes_restored;	/* pod classes put back after the root was made anew */
 };
+/* Whether the config shapes internet egress at all (else the path waits for a pod that needs it). */
+bool node_shapes_inet(const struct node_config *cfg);
 #define NODE_DECLARE_INET 1u	/* the internet-shaping path even if the config shapes none */
 #define NODE_DECLARE_PODS 2u	/* every attachment's nft elements put (back) in */
 #define NODE_DECLARE_RESTORE 4u	/* the class tree was broken: every pod's classes put back */
