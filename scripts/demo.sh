@@ -169,6 +169,14 @@ if [ -n "${port:-}" ]; then
 		sed 's/^/    /'
 fi
 
+section "Node-wide state: declared by the first ADD, only read by the others"
+say "Each ADD's log line says where its time went; 'node' is the node-wide probe,"
+say "which declares the table, tollgate-inet and the uplink's filters only when missing:"
+grep 'cmd=ADD' "$TG_TMP/tollgate.log" | sed -E 's/.* pod=([^ ]+) .*duration_ms=([0-9.]+) steps_ms=([^ ]+).*/    \1  \2 ms  \3/'
+say "The declaration's stamps: tollgate-inet's alias, and each rule's comment:"
+show ip -n "$TG_NODE" -d link show tollgate-inet
+ip -n "$TG_NODE" -d link show tollgate-inet | grep -q 'alias tollgate declared' || die "tollgate-inet carries no declaration stamp"
+
 section "nftables on the node: nft list table inet tollgate"
 show ip netns exec "$TG_NODE" nft list table inet tollgate
 
