@@ -25,8 +25,9 @@ CONF=$(tg_conf '.shaping={internetEgress:{podDefault:"100M",namespaceDefault:"20
 	| .capabilities={bandwidth:true}
 	| .runtimeConfig={bandwidth:{ingressRate:100000000,ingressBurst:1000000,egressRate:100000000,egressBurst:1000000}}')
 echo "$CONF" >"$TG_TMP/conf.json"
-VG=(valgrind -q --leak-check=full --show-leak-kinds=definite,indirect,possible
-	--errors-for-leak-kinds=definite,indirect,possible --error-exitcode=99)
+LEAKS=definite,indirect,possible
+VG=(valgrind -q --leak-check=full "--show-leak-kinds=$LEAKS" "--errors-for-leak-kinds=$LEAKS"
+	--error-exitcode=99)
 
 # vg_check NAME RC WANT: valgrind's own exit code 99 means errors or leaks
 vg_check() {
@@ -66,7 +67,7 @@ vg_ipam() {
 	[ "$rc" = 0 ] || diag "stdout: $(head -c 300 "$TG_TMP/vg.out")"
 }
 
-pod_ns_add v1 && pod_ns_add v2 || tap_bail "cannot create the pods' namespaces"
+if ! pod_ns_add v1 || ! pod_ns_add v2; then tap_bail "cannot create the pods' namespaces"; fi
 vg_cni "ADD on an undeclared node (declares node-wide state)" ADD v1
 vg_cni "ADD on a declared node (probe only)" ADD v2
 vg_cni "CHECK" CHECK v2
@@ -85,7 +86,7 @@ vg_cni "DEL again (no record left)" DEL v1
 vg_ipam "tollgate-ipam gc (retires the namespace class)" gc
 
 t_begin "nothing left after the valgrind runs"
-t_expect "attachments" "$(state_count)" 0
+t_expect "attachments" "$(state_count "$TG_NETNAME")" 0
 t_expect "tg/ti links" "$(ip -n "$TG_NODE" -o link show | awk -F': ' '{print $2}' | sed 's/@.*//' | grep -E '^t[gi]' | tr '\n' ' ')" ""
 t_expect "classes on tollgate-inet" "$(ip netns exec "$TG_NODE" tc class show dev tollgate-inet | awk '{print $3}' | tr '\n' ' ')" "1:1 "
 t_end
