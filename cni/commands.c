@@ -412,6 +412,14 @@ int cmd_gc(const struct node_config *cfg, struct tg_err *e)
 	struct gc_ctx gc = { .cfg = cfg };
 	int r, first = 0;
 
+	/*
+	 * No list is not "nothing is valid": older runtimes (and libcni with a
+	 * nil list) send none, and collecting then would tear down every pod.
+	 */
+	if (!cfg->valid_attachments) {
+		fprintf(stderr, "tollgate: GC without cni.dev/valid-attachments: nothing collected\n");
+		return 0;
+	}
 	r = session_begin(&s, cfg, e);
 	if (r < 0)
 		goto out;

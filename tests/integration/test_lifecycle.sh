@@ -214,6 +214,23 @@ gc_conf() { # CID...
 	ids=$(printf '%s\n' "$@" | jq -R . | jq -s -c '[.[] | {containerID: ., ifname: "eth0"}]')
 	jq -c '.["cni.dev/valid-attachments"] = $v' --argjson v "$ids" <<<"$GCC"
 }
+t_begin "GC without cni.dev/valid-attachments collects nothing (no list is not 'nothing is valid')"
+for s in g1 g2; do pod_add "$s" research "$GCC" || t_fail "ADD $s rc=$TG_RC $TG_OUT"; done
+if [ -z "$T_ERRS" ]; then
+	before=$(snap)
+	tg_run GC "" "" "" <<<"$GCC"
+	[ "$TG_RC" = 0 ] || t_fail "GC without a list rc=$TG_RC $TG_OUT"
+	grep -q "nothing collected" <<<"$TG_ERR" || t_fail "GC did not say it collected nothing: $TG_ERR"
+	d=$(snap_diff "$before" "$(snap)")
+	[ -z "$d" ] || { t_fail "GC without a list changed the node"; diag "$d"; }
+	for s in g1 g2; do
+		state_has_ip "${POD_IP[$s]}" tggc || t_fail "$s lost its attachment"
+		pingq "$TG_ID-$s" "$TG_PEER_POD_IP" || t_fail "$s no longer works"
+	done
+fi
+for s in g1 g2; do pod_del "$s" "$GCC" || t_fail "DEL $s rc=$TG_RC"; done
+t_end
+
 t_begin "GC releases every attachment not in cni.dev/valid-attachments"
 for s in g1 g2 g3; do pod_add "$s" research "$GCC" || t_fail "ADD $s rc=$TG_RC $TG_OUT"; done
 if [ -z "$T_ERRS" ]; then
