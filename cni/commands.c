@@ -24,6 +24,7 @@ struct session {
 	struct ipam_store store;
 	struct ipam_state state;
 	struct nl_sock *sk;
+	struct nl_sock *pod_sk;		/* in the pod's network namespace (ADD) */
 	int netns_fd;
 };
 
@@ -33,6 +34,8 @@ static void session_end(struct session *s)
 	ipam_store_close(&s->store);
 	if (s->sk)
 		nl_socket_free(s->sk);
+	if (s->pod_sk)
+		nl_socket_free(s->pod_sk);
 	if (s->netns_fd >= 0)
 		close(s->netns_fd);
 }
@@ -150,6 +153,9 @@ static int add_prepare(struct session *s, const struct cni_env *env, const struc
 
 	if (r == 0)
 		r = open_route_socket(s, e);
+	/* An interface of that name held by another: refused before the store changes. */
+	if (r == 0)
+		r = node_pod_ifname_check(s->netns_fd, env->container_id, env->ifname, &s->pod_sk, e);
 	if (r < 0)
 		return r;
 	snprintf(req->container_id, sizeof(req->container_id), "%s", env->container_id);
@@ -196,7 +202,8 @@ int cmd_add(const struct cni_env *env, const struct node_config *cfg, json_objec
 	ip4_format(ac.got.ip, ret_ip);
 
 	/* Apply, unless a repeated ADD finds the attachment healthy. */
-	pod = (struct node_pod){ .a = &ac.got, .netns_fd = s.netns_fd, .uplink = &up };
+	pod = (struct node_pod){ .a = &ac.got, .netns_fd = s.netns_fd, .pod_sk = s.pod_sk,
+				 .uplink = &up };
 	if (!ac.existing || !node_pod_intact(s.sk, cfg, &pod)) {
 		r = node_pod_add(s.sk, cfg, &pod, &s.state, ac.existing, e);
 		if (r < 0)

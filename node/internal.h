@@ -18,6 +18,7 @@ struct plumb_req {
 	int mtu;
 	uint8_t pod_mac[6];
 	uint32_t group;		/* the link group of the pod's host devices (its address) */
+	struct nl_sock *pod_sk;	/* a socket in the pod's namespace, NULL: opened here */
 };
 
 int plumb_add(struct nl_sock *sk, const struct plumb_req *rq, struct tg_err *e);

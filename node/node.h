@@ -132,8 +132,18 @@ int node_shaping_classes(const struct ipam_state *st, struct ipam_attachment *a)
 struct node_pod {
 	const struct ipam_attachment *a;
 	int netns_fd;			/* the pod's network namespace */
+	struct nl_sock *pod_sk;		/* a socket in it (node_pod_ifname_check's), or NULL */
 	const struct node_uplink *uplink;
 };
+/*
+ * Whether the pod may get `ifname`, checked before anything is recorded: 0
+ * when it has no interface of that name, or when the one it has is this
+ * attachment's own pod end (a repeated ADD; its MAC is node_pod_mac's);
+ * -EEXIST with e set when another interface holds the name. *ret_sk: the
+ * socket in the pod's namespace, for node_pod to reuse (caller frees).
+ */
+int node_pod_ifname_check(int netns_fd, const char *container_id, const char *ifname,
+			  struct nl_sock **ret_sk, struct tg_err *e);
 /*
  * Plumbs, shapes and accounts one pod, after node_ensure: when node-wide
  * state is missing (someone flushed the table) it is declared, and every

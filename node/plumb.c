@@ -197,16 +197,19 @@ static int create_veth(struct nl_sock *sk, const struct plumb_req *rq)
 
 static int pod_side(const struct plumb_req *rq, struct tg_err *e)
 {
-	struct nl_sock *sk = NULL;
+	struct nl_sock *sk = rq->pod_sk, *own = NULL;
 	struct rtnl_addr *addr = NULL;
 	struct nl_addr *local = NULL;
 	unsigned int flags = 0;
 	int ifindex, r;
 
-	r = nl_route_open_in(rq->netns_fd, &sk);
-	if (r < 0)
-		return tg_fail(e, CNI_ERR_IO, r, "cannot enter the pod's network namespace: %s",
-			       strerror(-r));
+	if (!sk) {
+		r = nl_route_open_in(rq->netns_fd, &own);
+		if (r < 0)
+			return tg_fail(e, CNI_ERR_IO, r,
+				       "cannot enter the pod's network namespace: %s", strerror(-r));
+		sk = own;
+	}
 	r = get_ifindex(sk, rq->pod_ifname, &flags, &ifindex);
 	if (r < 0) {
 		tg_fail(e, CNI_ERR_IO, r, "pod interface %s vanished: %s", rq->pod_ifname,
@@ -252,7 +255,7 @@ out:
 	nl_addr_put(local);
 	if (addr)
 		rtnl_addr_put(addr);
-	nl_socket_free(sk);
+	nl_socket_free(own);
 	return r;
 }
 
@@ -307,6 +310,34 @@ int plumb_del(struct nl_sock *sk, const char *host_ifname, struct tg_err *e)
 		return 0;
 	if (r < 0)
 		return tg_fail_nl(e, r, "cannot delete veth %s", host_ifname);
+	return 0;
+}
+
+int node_pod_ifname_check(int netns_fd, const char *container_id, const char *ifname,
+			  struct nl_sock **ret_sk, struct tg_err *e)
+{
+	struct rtnl_link *l = NULL;
+	uint8_t mine[6];
+	int r = nl_route_open_in(netns_fd, ret_sk);
+
+	if (r < 0)
+		return tg_fail(e, CNI_ERR_IO, r, "cannot enter the pod's network namespace: %s",
+			       strerror(-r));
+	r = rtnl_link_get_kernel(*ret_sk, 0, ifname, &l);
+	if (r == -NLE_NODEV || r == -NLE_OBJ_NOTFOUND)
+		return 0;
+	if (r < 0)
+		return tg_fail_nl(e, r, "cannot read the pod's interfaces");
+	/* This attachment's own pod end (a repeated ADD) carries the MAC its hash gives. */
+	node_pod_mac(container_id, ifname, mine);
+	r = rtnl_link_get_addr(l) && nl_addr_get_len(rtnl_link_get_addr(l)) == 6 &&
+		    memcmp(nl_addr_get_binary_addr(rtnl_link_get_addr(l)), mine, 6) == 0
+		? 0 : -EEXIST;
+	rtnl_link_put(l);
+	if (r < 0)
+		return tg_fail(e, CNI_ERR_IO, -EEXIST,
+			       "cannot create the veth pair: the pod already has an interface named %s",
+			       ifname);
 	return 0;
 }
 

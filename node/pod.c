@@ -20,6 +20,7 @@ static void plumb_req_of(const struct node_pod *p, struct plumb_req *rq)
 	rq->host_ifname = p->a->host_veth;
 	rq->pod_ifname = p->a->ifname;
 	rq->netns_fd = p->netns_fd;
+	rq->pod_sk = p->pod_sk;
 	rq->ip = p->a->ip;
 	rq->mtu = p->uplink ? p->uplink->mtu : 1500;
 	rq->group = node_link_group(p->a);

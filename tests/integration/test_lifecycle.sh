@@ -103,12 +103,15 @@ else
 fi
 t_end
 
-t_begin "ADD failing half-way (pod already has an eth0) undoes everything"
+t_begin "ADD refused (pod already has an eth0): nothing changes, the store file not even rewritten"
 # one-address pool with a 30 s cool-down: a leaked or cooling address shows at once
 ROLL=$(net_conf tgroll 10.1.0.240 '.ipam.cooldownSeconds=30')
 pod_ns_add busy
 ip -n "$TG_ID-busy" link add eth0 type veth peer name busypeer
 before=$(snap0)
+# the file's identity and bytes ("absent" when this network has none yet)
+store_id() { local f; f=$(tg_state_file tgroll); if [ -f "$f" ]; then stat -c '%i %Y.%y' "$f"; md5sum <"$f"; else echo absent; fi; }
+store_before=$(store_id)
 pod_add busy research "$ROLL"
 if [ "$TG_RC" = 0 ]; then
 	t_fail "ADD succeeded although eth0 exists in the pod"
@@ -118,6 +121,7 @@ else
 	[ -z "$r" ] || t_fail "$r"
 	d=$(snap_diff "$before" "$(snap0)")
 	[ -z "$d" ] || { t_fail "node not restored"; diag "$d"; }
+	t_expect "store file (inode, mtime, bytes)" "$(store_id)" "$store_before"
 	st=$(tg_state tgroll)
 	jq -e '(.attachments // []) == [] and ((.cooling // []) | length) == 0' <<<"$st" >/dev/null ||
 		t_fail "store not as it was: $(jq -c '{attachments, cooling}' <<<"$st")"
