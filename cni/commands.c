@@ -235,6 +235,8 @@ int cmd_del(const struct cni_env *env, const struct node_config *cfg, char ret_i
 	struct release_ctx rc = { env->container_id, env->ifname, true, 0 };
 	struct ipam_attachment gone = { 0 };
 	const struct ipam_attachment *a;
+	struct tg_err why = { 0 };
+	bool unreadable = false;
 	int64_t t;
 	int r, first;
 
@@ -243,11 +245,22 @@ int cmd_del(const struct cni_env *env, const struct node_config *cfg, char ret_i
 		goto out;
 	/* A lock-free read is enough to learn what to tear down. */
 	t = time_mono_ns();
-	r = ipam_store_load(&s.store, &s.state, e);
+	r = ipam_store_load(&s.store, &s.state, &why);
 	step_done(STEP_STORE, t);
-	if (r < 0)
-		goto out;
-	a = ipam_find(&s.state, env->container_id, env->ifname);
+	if (r < 0) {
+		/*
+		 * A store this build cannot read (corrupt, or written by a newer
+		 * version) must not keep a pod from going: what the names and
+		 * prevResult find is torn down, the store is left as it is.
+		 */
+		unreadable = true;
+		fprintf(stderr, "tollgate: DEL of %.64s/%s without the store (%s): removing what the "
+				"container's names and prevResult find; the store is left as it is\n",
+			env->container_id, env->ifname, why.msg);
+		ipam_state_free(&s.state);
+		ipam_state_init(&s.state);
+	}
+	a = unreadable ? NULL : ipam_find(&s.state, env->container_id, env->ifname);
 	if (a)
 		gone = *a;
 	else if (cni_prev_result_ip(cfg->prev_result, env->ifname, &gone.ip) == 0 &&
@@ -263,7 +276,7 @@ int cmd_del(const struct cni_env *env, const struct node_config *cfg, char ret_i
 		goto out;
 	/* Every step runs; the first error is the one reported. */
 	first = node_pod_del(s.sk, &gone, e);
-	if (a || gone.ip) {
+	if (!unreadable && (a || gone.ip)) {
 		r = store_update(&s, cfg, release_fn, &rc, e);
 		if (r < 0 && !first)
 			first = r;

@@ -13,6 +13,7 @@
 #   tggc      10.1.0.210-212 (3)           GC
 #   tgcool    10.1.0.220-221 (2, 30 s)     cool-down   (tgcool0: 222-223, 0 s)
 #   tgboot    10.1.0.230-231 (2)           reboot (TOLLGATE_BOOT_ID_FILE)
+#   tgbroken  10.1.0.250-251 (2)           DEL with a store it cannot read
 #
 # Standalone: TOLLGATE_BIN_DIR=build bash tests/integration/test_lifecycle.sh
 # shellcheck disable=SC2016,SC2015,SC2004,SC1091  # jq filters with $vars; associative arrays
@@ -331,5 +332,40 @@ else
 fi
 TG_EXTRA_ENV=()
 t_end
+
+# ------------------------------------------------------------ unreadable store
+# DEL never keeps a pod from going on Tollgate's own trouble: with a store it
+# cannot read (truncated, or written by a newer version) it removes what the
+# container's names and prevResult find, exits 0, says why, and leaves the
+# store as it is (ADD still refuses it).
+BROKEN=$(net_conf tgbroken 10.1.0.250-10.1.0.251)
+del_prev() { jq -c '.prevResult=$p' --argjson p "${POD_RESULT[$1]}" <<<"$BROKEN"; }
+for how in truncated newer; do
+	t_begin "DEL with a $how store still tears the pod down (exit 0, says why, store left as it is)"
+	p=bk$how
+	if pod_add "$p" research "$BROKEN"; then
+		f=$(tg_state_file tgbroken)
+		if [ $how = truncated ]; then
+			head -c 40 "$f" >"$f.cut" && mv "$f.cut" "$f"
+		else
+			jq -c '.version = 999' "$f" >"$f.new" && mv "$f.new" "$f"
+		fi
+		sum=$(md5sum <"$f")
+		pod_del "$p" "$(del_prev "$p")"
+		t_expect "DEL rc" "$TG_RC" 0
+		grep -q "without the store" <<<"$TG_ERR" || t_fail "DEL did not say why: $TG_ERR"
+		veth_gone "${POD_VETH[$p]}" || t_fail "veth ${POD_VETH[$p]} remains"
+		ip -n "$TG_NODE" route show "${POD_IP[$p]}/32" | grep -q . && t_fail "host route remains"
+		nft_set_has pods "${POD_IP[$p]}" && t_fail "${POD_IP[$p]} remains in @pods"
+		t_expect "store file bytes" "$(md5sum <"$f")" "$sum"
+		pod_add "${p}2" research "$BROKEN"
+		[ "$TG_RC" != 0 ] || t_fail "ADD on the $how store succeeded"
+		[ $how = newer ] && ! grep -q "999" <<<"$TG_OUT" && t_fail "ADD's error names no version: $TG_OUT"
+		rm -f "$f"
+	else
+		t_fail "ADD rc=$TG_RC $TG_OUT"
+	fi
+	t_end
+done
 
 tap_done
