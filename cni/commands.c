@@ -276,7 +276,12 @@ int cmd_del(const struct cni_env *env, const struct node_config *cfg, char ret_i
 		goto out;
 	/* Every step runs; the first error is the one reported. */
 	first = node_pod_del(s.sk, &gone, e);
-	if (!unreadable && (a || gone.ip)) {
+	/*
+	 * The address goes back to the pool only once its objects are gone:
+	 * released next to a live veth or class, it would reach another pod
+	 * with them. The runtime retries a DEL that failed.
+	 */
+	if (!unreadable && (a || gone.ip) && first == 0) {
 		r = store_update(&s, cfg, release_fn, &rc, e);
 		if (r < 0 && !first)
 			first = r;
@@ -413,8 +418,9 @@ static int gc_fn(struct ipam_state *st, void *p, struct tg_err *e)
 		int n = 0;
 
 		for (i = 0; i < c->n_stale; i++)
-			n += ipam_release(st, c->stale[i].container_id, c->stale[i].ifname,
-					  time_now_ms(), true, NULL);
+			if (c->stale[i].container_id[0])
+				n += ipam_release(st, c->stale[i].container_id, c->stale[i].ifname,
+						  time_now_ms(), true, NULL);
 		return n > 0;
 	}
 	c->stale = calloc(st->n_att ? st->n_att : 1, sizeof(*c->stale));
@@ -453,6 +459,9 @@ int cmd_gc(const struct node_config *cfg, struct tg_err *e)
 		r = node_pod_del(s.sk, &gc.stale[i], e);
 		if (r < 0 && !first)
 			first = r;
+		/* Kept (not released) when its teardown failed: the next GC tries again. */
+		if (r < 0)
+			gc.stale[i].container_id[0] = '\0';
 	}
 	gc.release = true;
 	r = store_update(&s, cfg, gc_fn, &gc, e);

@@ -153,6 +153,24 @@ t_end
 sect "DEL and CHECK"
 FULL_SH='{"internetEgress": {"podDefault": "100M", "namespaceDefault": "200M"}, "internetIngress": {"podDefault": "100M"}}'
 FULL_RC='{"bandwidth": {"ingressRate": 50000000, "egressRate": 50000000}}'
+t_begin "DEL whose teardown fails keeps the address (not handed out next to live objects); the retry releases it"
+if spod_ns keep1 keep "$FULL_SH"; then
+	pc=$(sh_pod_class keep1)
+	# HTB refuses to delete a class that has children: a child of the pod's class blocks DEL
+	ip netns exec "$TG_NODE" tc class add dev "$UPQ" parent "$pc" classid 1:7ff0 htb rate 1mbit ||
+		t_fail "test setup: child class under $pc"
+	sdel keep1
+	[ "$TG_RC" != 0 ] || t_fail "DEL succeeded although the pod's class could not be deleted"
+	state_has_ip "${POD_IP[keep1]}" || t_fail "${POD_IP[keep1]} released although its class is still on $UPQ"
+	ip netns exec "$TG_NODE" tc class del dev "$UPQ" classid 1:7ff0
+	sdel keep1 || t_fail "DEL retry rc=$TG_RC $TG_OUT"
+	state_has_ip "${POD_IP[keep1]}" && t_fail "${POD_IP[keep1]} still allocated after the retry"
+	[ -z "$(class_line "$UPQ" "$pc")" ] || t_fail "class $pc remains after the retry"
+else
+	t_fail "ADD rc=$TG_RC $TG_OUT"
+fi
+t_end
+
 t_begin "DEL removes the pod's classes, bfifo, IFB and map entry; the namespace class stays for gc to retire"
 if spod_ns gone1 gone "$FULL_SH" "$FULL_RC" && spod_ns gone2 gone "$FULL_SH" "$FULL_RC"; then
 	pc1=$(sh_pod_class gone1) pc2=$(sh_pod_class gone2) nc=$(sh_ns_class gone1)
