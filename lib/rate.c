@@ -14,11 +14,15 @@ static const struct {
 	{ "", 1 },
 };
 
+/* Fractional digits kept exactly; any further digit must be 0 (10^19 still fits in 64 bits). */
+#define FRAC_DIGITS_MAX 19
+
 int rate_parse(const char *s, uint64_t *ret_bps)
 {
-	uint64_t whole = 0, frac = 0, frac_div = 1, mult = 0, value;
+	uint64_t whole = 0, frac = 0, frac_div = 1, mult = 0;
+	unsigned __int128 scaled, value;
 	const char *p = s;
-	int exp10 = 0;
+	int exp10 = 0, digits = 0;
 	size_t i;
 
 	if (!s || !*s)
@@ -36,11 +40,14 @@ int rate_parse(const char *s, uint64_t *ret_bps)
 		p++;
 		if (*p < '0' || *p > '9')
 			return -EINVAL;
-		for (; *p >= '0' && *p <= '9'; p++)
-			if (frac_div < 1000000000000ULL) {
+		for (; *p >= '0' && *p <= '9'; p++, digits++) {
+			if (digits < FRAC_DIGITS_MAX) {
 				frac = frac * 10 + (uint64_t)(*p - '0');
 				frac_div *= 10;
+			} else if (*p != '0') {
+				return -EINVAL; /* far below a bit per second */
 			}
+		}
 	}
 	if ((*p == 'e' || *p == 'E') && p[1] >= '0' && p[1] <= '9') {
 		for (p++; *p >= '0' && *p <= '9'; p++) {
@@ -62,14 +69,14 @@ int rate_parse(const char *s, uint64_t *ret_bps)
 		if (!mult)
 			return -EINVAL; /* "10Mbps", "1m" (milli), "5 M" ... */
 	}
-	if (whole > RATE_MAX_BPS || (mult > 1 && whole > RATE_MAX_BPS / mult))
-		return -ERANGE;
-	value = whole * mult + frac * mult / frac_div;
-	if (frac * mult % frac_div)
+	/* Exact in 128 bits: 10^19 x 10^18 does not fit in 64 (it wrapped before). */
+	scaled = (unsigned __int128)frac * mult;
+	if (scaled % frac_div)
 		return -EINVAL; /* a fraction of a bit per second */
+	value = (unsigned __int128)whole * mult + scaled / frac_div;
 	if (value < RATE_MIN_BPS || value > RATE_MAX_BPS)
 		return -ERANGE;
-	*ret_bps = value;
+	*ret_bps = (uint64_t)value;
 	return 0;
 }
 

@@ -28,6 +28,9 @@ static void t_rate_valid(void **state)
 		{ "500M", 500000000ULL }, { "1.5G", 1500000000ULL }, { "100Mi", 104857600ULL },
 		{ "10k", 10000ULL },	   { "2e9", 2000000000ULL },  { "1000", 1000ULL },
 		{ "32G", 32000000000ULL }, { "1.25k", 1250ULL },      { "+5M", 5000000ULL },
+		/* trailing zeros past 12 digits (the product used to wrap around 64 bits) */
+		{ "1.50000000000G", 1500000000ULL }, { "1.5000000000000000000000000G", 1500000000ULL },
+		{ "0.000000001e18", 1000000000ULL }, { "2.5e3", 2500ULL },
 	};
 	(void)state;
 	for (size_t i = 0; i < ARRAY_SIZE(ok); i++) {
@@ -43,7 +46,11 @@ static void t_rate_invalid(void **state)
 {
 	static const char *const bad[] = { "",	    "-5",     "0",	  "10Mbps", "1m",  "abc",
 					   "1.5",   "5 M",    "M",	  "1e",	    "1e99", "33G",
-					   "99999999999999999999", "100", "0.5k",  "1..5M" };
+					   "99999999999999999999", "100", "0.5k",  "1..5M",
+					   /* 1.44e17 bit/s, once accepted as 11.9 Gbit/s (a 64-bit wrap) */
+					   "0.1441152e18",
+					   /* sub-bit digits beyond those kept exactly */
+					   "1.00000000000000000000001G" };
 	(void)state;
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
 		uint64_t v = 0;
