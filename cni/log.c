@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -55,6 +56,7 @@ void cni_log(const char *log_file, const struct cni_env *env, const char *ip, in
 {
 	char line[1200], ts[32], msg[600], tail[640] = "ok", steps[200];
 	struct timeval tv;
+	struct stat sb;
 	struct tm tm;
 	int fd, n;
 
@@ -79,9 +81,18 @@ void cni_log(const char *log_file, const struct cni_env *env, const char *ip, in
 		return;
 	if ((size_t)n >= sizeof(line))
 		n = sizeof(line) - 1, line[n - 1] = '\n';
-	fd = open(log_file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	/*
+	 * Only a regular file: a FIFO nobody reads (or a device) must never hold
+	 * up a pod's ADD. O_NONBLOCK makes opening such a FIFO fail at once.
+	 */
+	fd = open(log_file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
+		  0600);
 	if (fd < 0)
 		return;
+	if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
+		close(fd);
+		return;
+	}
 	if (write(fd, line, (size_t)n) < 0) {
 		/* Logging must never fail the command. */
 	}

@@ -162,6 +162,22 @@ bad "internet shaping through an uplink that does not exist" 7 \
 bad "internet shaping through an uplink that does not exist (MTU taken from it)" 7 \
 	"$(c '.uplink="nosuch0" | del(.mtu) | .shaping={internetEgress: {podDefault: "100M"}}')"
 
+t_begin "a logFile that is a FIFO nobody reads does not hold up ADD and DEL (nothing logged)"
+mkfifo "$TG_TMP/fifo.log"
+FIFO_CONF=$(tg_conf '.logFile=$f' --arg f "$TG_TMP/fifo.log")
+pod_ns_add fifo
+FIFO_CID=$(cid_for fifo)
+for cmd in ADD DEL; do
+	# bounded: a plugin that blocks on the FIFO is killed after 5 s (exit 124)
+	timeout 5 ip netns exec "$TG_NODE" env -i PATH="$TG_PATH" CNI_COMMAND=$cmd \
+		CNI_CONTAINERID="$FIFO_CID" CNI_IFNAME=eth0 CNI_NETNS="$(netns_path fifo)" \
+		CNI_PATH=/opt/cni/bin CNI_ARGS="$(k8s_args research fifo "$FIFO_CID")" "$TG_BIN" \
+		<<<"$FIFO_CONF" >"$TG_TMP/fifo.out" 2>&1
+	rc=$?
+	t_expect "$cmd exit status" "$rc" 0
+done
+t_end
+
 t_begin "the healthy pod survived every bad input"
 pod_check_conf=$(tg_conf '.prevResult=$p' --argjson p "${POD_RESULT[good]}")
 tg_run CHECK "$GOOD_CID" eth0 "$GOOD_NS" "$(k8s_args research good "$GOOD_CID")" <<<"$pod_check_conf"
