@@ -170,7 +170,7 @@ static int write_all(int fd, const char *p, size_t n)
 int ipam_store_save(struct ipam_store *s, const struct ipam_state *st, struct tg_err *e)
 {
 	_cleanup_json_ json_object *root = ipam_state_to_json(st);
-	char tmp[sizeof(s->path) + 8];
+	char tmp[sizeof(s->path) + 16];
 	const char *text;
 	size_t len;
 	int fd, r;
@@ -181,8 +181,9 @@ int ipam_store_save(struct ipam_store *s, const struct ipam_state *st, struct tg
 	text = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN |
 							    JSON_C_TO_STRING_NOSLASHESCAPE);
 	len = strlen(text);
-	snprintf(tmp, sizeof(tmp), "%s.tmp", s->path);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	/* A new file of our own (O_EXCL, 0600): nothing left or planted under a fixed name is reused. */
+	snprintf(tmp, sizeof(tmp), "%s.XXXXXX", s->path);
+	fd = mkostemp(tmp, O_CLOEXEC);
 	if (fd < 0)
 		return tg_fail(e, CNI_ERR_IO, -errno, "cannot write %s: %m", tmp);
 	r = write_all(fd, text, len);
