@@ -319,7 +319,11 @@ int imds_fetch(const char *base_url, int budget_s, char **ret_body, size_t *ret_
 		 * budget. Anything else will not get better by asking again.
 		 */
 		retry = !b.overflow && (cr != CURLE_OK || status == 429 || status == 410 || status >= 500);
-		wait = retry_after > 0 ? (int64_t)retry_after * 1000 : backoff;
+		/* An absurd Retry-After (past the budget) ends the tries; it never wraps to "now". */
+		if (retry_after > (curl_off_t)budget_s)
+			wait = ((int64_t)budget_s + 1) * 1000;
+		else
+			wait = retry_after > 0 ? (int64_t)retry_after * 1000 : backoff;
 		if (!retry || mono_ms() - start + wait > (int64_t)budget_s * 1000) {
 			curl_easy_cleanup(c);
 			curl_global_cleanup();

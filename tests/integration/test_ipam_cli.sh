@@ -255,6 +255,16 @@ t_expect "requests" "$(imds_count)" 2
 [ "$(imds_min_gap_ms)" -ge 1900 ] || t_fail "Retry-After: 2 ignored: gaps $(imds_gaps)"
 t_end
 
+t_begin "sync: an absurd Retry-After ends the tries at once, never a retry storm"
+imds_serve "$FIX/one_nic.json" '{"statuses": [429, 429, 429, 200], "retryAfter": 9223372036854776}'
+before=$(cat "$(state_file)")
+sync_timed --json --retry-budget 5
+[ "$IPAM_RC" = 1 ] || { t_fail "rc=$IPAM_RC (expected 1: the server asks to wait past the budget)"; ipam_diag; }
+t_expect "requests" "$(imds_count)" 1
+t_expect "store" "$(cat "$(state_file)")" "$before"
+[ "$ELAPSED_MS" -le 2000 ] || t_fail "took ${ELAPSED_MS} ms to give up"
+t_end
+
 # ---- failures: exit 1, clear message, store byte-identical
 # sync_fails NAME BUDGET CONTROL-JSON [STDERR-REGEX]
 sync_fails() {
