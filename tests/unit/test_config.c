@@ -187,6 +187,11 @@ static const struct bad_case bad_cases[] = {
 	{ "value: static with empty addresses", IPAM("\"source\":\"static\",\"addresses\":[]"), CMD_ADD, 7, "ipam.addresses" },
 	{ "value: ipam.addresses bad entry", IPAM("\"source\":\"static\",\"addresses\":[\"10.1.0.1\",\"10.1.0.300\"]"), CMD_ADD, 7, "ipam.addresses[1]" },
 	{ "value: ipam.addresses reversed range", IPAM("\"source\":\"static\",\"addresses\":[\"10.1.0.9-10.1.0.1\"]"), CMD_ADD, 7, "ipam.addresses[0]" },
+	/* addresses no pod can use are refused, naming the address and why */
+	{ "value: ipam.addresses loopback", IPAM("\"source\":\"static\",\"addresses\":[\"10.1.0.10\",\"127.0.0.5\"]"), CMD_ADD, 7, "127.0.0.5" },
+	{ "value: ipam.addresses the pods' gateway", IPAM("\"source\":\"static\",\"addresses\":[\"169.254.1.1\"]"), CMD_ADD, 7, "169.254.1.1" },
+	{ "value: ipam.addresses multicast", IPAM("\"source\":\"static\",\"addresses\":[\"224.0.0.5\"]"), CMD_ADD, 7, "multicast" },
+	{ "value: ipam.addresses broadcast", IPAM("\"source\":\"static\",\"addresses\":[\"255.255.255.250-255.255.255.255\"]"), CMD_ADD, 7, "broadcast" },
 	{ "value: ipam.addresses CIDR with host bits", IPAM("\"source\":\"static\",\"addresses\":[\"10.1.0.1/24\"]"), CMD_ADD, 7, "ipam.addresses[0]" },
 	{ "value: ipam.addresses too many", IPAM("\"source\":\"static\",\"addresses\":[\"10.0.0.0/8\"]"), CMD_ADD, 7, "ipam.addresses" },
 	{ "value: ipam.exclude bad entry", IPAM_STATIC("\"exclude\":[\"10.1.0.11\",\"nope\"]"), CMD_ADD, 7, "ipam.exclude[1]" },
