@@ -6,6 +6,9 @@
 
 #include "shaper/shaper.h"
 
+/* A tc handle major:minor (1:1 is H(1, 1)). */
+#define H(maj, min) (((uint32_t)(maj) << 16) | (uint32_t)(min))
+
 /*
  * The ceilings a pod's shaping gives its classes, bits/s: worked out once
  * (layout.c), so that the classes shaper_pod_add makes and the ones CHECK,

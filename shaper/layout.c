@@ -13,7 +13,6 @@
 #include "lib/util.h"
 #include "shaper/internal.h"
 
-#define H(maj, min) (((uint32_t)(maj) << 16) | (uint32_t)(min))
 
 uint32_t shaper_egress_classid(const struct shaping *s)
 {

@@ -35,7 +35,6 @@
 #include "lib/util.h"
 #include "shaper/internal.h"
 
-#define H(maj, min) (((uint32_t)(maj) << 16) | (uint32_t)(min))
 #define CLSACT_EGRESS TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS)
 #define STEER_PRIO_A 1
 #define STEER_PRIO_B 2

@@ -41,7 +41,6 @@
 
 #define SHAPER_INET_INGRESS_CLASS 0x00010002u	/* 1:2 on the host veth */
 #define SHAPER_INET_IFB "tollgate-inet"		/* the uplink's internet traffic, shaped */
-#define SHAPER_REDIRECT_PRIO 0xfff			/* u32 node after the internal CIDRs' */
 #define SHAPER_LINE_BPS 32000000000ULL		/* "unlimited": the most HTB takes via libnl */
 #define SHAPER_NS_CLASS_MIN 0x0002
 #define SHAPER_NS_CLASS_MAX 0x7ffe

@@ -24,7 +24,6 @@
 #include "lib/nl.h"
 #include "shaper/internal.h"
 
-#define H(maj, min) (((uint32_t)(maj) << 16) | (uint32_t)(min))
 #define INGRESS_HANDLE 0xffff0000u
 
 /* Failures read "tc: <what>: <strerror>". */
