@@ -243,9 +243,16 @@ int cmd_del(const struct cni_env *env, const struct node_config *cfg, char ret_i
 	r = session_begin(&s, cfg, e);
 	if (r < 0)
 		goto out;
-	/* A lock-free read is enough to learn what to tear down. */
+	/*
+	 * What to tear down. A lock-free read would do, but under the lock (held
+	 * for the read alone) the store's cache spares parsing every attachment.
+	 */
 	t = time_mono_ns();
-	r = ipam_store_load(&s.store, &s.state, &why);
+	r = ipam_store_lock(&s.store, &why);
+	if (r == 0) {
+		r = ipam_store_load(&s.store, &s.state, &why);
+		ipam_store_unlock(&s.store);
+	}
 	step_done(STEP_STORE, t);
 	if (r < 0) {
 		/*

@@ -80,7 +80,7 @@ static int shaping_from_json(json_object *o, struct shaping *s, struct tg_err *e
 	return 0;
 }
 
-json_object *ipam_state_to_json(const struct ipam_state *st)
+json_object *ipam_state_head_to_json(const struct ipam_state *st)
 {
 	json_object *root = json_object_new_object();
 	json_object *pool = json_object_new_object();
@@ -119,23 +119,39 @@ json_object *ipam_state_to_json(const struct ipam_state *st)
 		json_object_array_add(cooling, c);
 	}
 	jx_add(root, "cooling", cooling);
-	for (i = 0; i < st->n_att; i++) {
-		const struct ipam_attachment *a = &st->att[i];
-		json_object *o = json_object_new_object();
-
-		add_str(o, "containerId", a->container_id);
-		add_str(o, "ifname", a->ifname);
-		add_ip(o, "ip", a->ip);
-		add_str(o, "netns", a->netns);
-		add_str(o, "namespace", a->k8s_namespace);
-		add_str(o, "pod", a->pod);
-		add_str(o, "hostVeth", a->host_veth);
-		jx_add(o, "created", json_object_new_int64(a->created));
-		if (memcmp(&a->shaping, &(struct shaping){ 0 }, sizeof(a->shaping)) != 0)
-			jx_add(o, "shaping", shaping_to_json(&a->shaping));
-		json_object_array_add(atts, o);
-	}
 	jx_add(root, "attachments", atts);
+	return root;
+}
+
+json_object *ipam_attachment_to_json(const struct ipam_attachment *a)
+{
+	json_object *o = json_object_new_object();
+
+	if (!o)
+		return NULL;
+	add_str(o, "containerId", a->container_id);
+	add_str(o, "ifname", a->ifname);
+	add_ip(o, "ip", a->ip);
+	add_str(o, "netns", a->netns);
+	add_str(o, "namespace", a->k8s_namespace);
+	add_str(o, "pod", a->pod);
+	add_str(o, "hostVeth", a->host_veth);
+	jx_add(o, "created", json_object_new_int64(a->created));
+	if (memcmp(&a->shaping, &(struct shaping){ 0 }, sizeof(a->shaping)) != 0)
+		jx_add(o, "shaping", shaping_to_json(&a->shaping));
+	return o;
+}
+
+json_object *ipam_state_to_json(const struct ipam_state *st)
+{
+	json_object *root = ipam_state_head_to_json(st), *atts;
+
+	if (!root || !json_object_object_get_ex(root, "attachments", &atts)) {
+		json_object_put(root);
+		return NULL;
+	}
+	for (size_t i = 0; i < st->n_att; i++)
+		json_object_array_add(atts, ipam_attachment_to_json(&st->att[i]));
 	return root;
 }
 

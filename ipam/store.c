@@ -8,6 +8,8 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <json-c/printbuf.h>
 #include <linux/magic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +30,7 @@ static int store_paths(struct ipam_store *s, const char *data_dir, const char *n
 {
 	memset(s, 0, sizeof(*s));
 	s->lock_fd = -1;
+	s->cache_fd = -1;
 	if ((size_t)snprintf(s->dir, sizeof(s->dir), "%s/%s", data_dir, network) >= sizeof(s->dir) - 16)
 		return tg_fail(e, CNI_ERR_CONFIG, -ENAMETOOLONG, "dataDir \"%s\" is too long",
 			       data_dir);
@@ -39,7 +42,7 @@ int ipam_store_open(struct ipam_store *s, const char *data_dir, const char *netw
 		    struct tg_err *e)
 {
 	struct statfs sfs;
-	char lock[sizeof(s->dir) + 8];
+	char lock[sizeof(s->dir) + 8], cache[sizeof(s->dir) + 16];
 	int r = store_paths(s, data_dir, network, e);
 
 	if (r < 0)
@@ -53,6 +56,10 @@ int ipam_store_open(struct ipam_store *s, const char *data_dir, const char *netw
 		return tg_fail(e, CNI_ERR_IO, -errno, "cannot open %s: %m", lock);
 	s->durable = !(statfs(s->dir, &sfs) == 0 &&
 		       (sfs.f_type == TMPFS_MAGIC || sfs.f_type == RAMFS_MAGIC));
+	/* Without its cache the store still works, one parse slower (ipam/snapshot.h). */
+	snprintf(cache, sizeof(cache), "%s/state.cache", s->dir);
+	if (!s->durable)
+		s->cache_fd = open(cache, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	return 0;
 }
 
@@ -67,7 +74,10 @@ void ipam_store_close(struct ipam_store *s)
 	ipam_store_unlock(s);
 	if (s->lock_fd >= 0)
 		close(s->lock_fd);
-	s->lock_fd = -1;
+	if (s->cache_fd >= 0)
+		close(s->cache_fd);
+	s->lock_fd = s->cache_fd = -1;
+	ipam_snapshot_free(&s->snap);
 }
 
 int ipam_store_lock(struct ipam_store *s, struct tg_err *e)
@@ -87,7 +97,7 @@ void ipam_store_unlock(struct ipam_store *s)
 	s->locked = false;
 }
 
-int ipam_store_load(const struct ipam_store *s, struct ipam_state *st, struct tg_err *e)
+int ipam_store_load(struct ipam_store *s, struct ipam_state *st, struct tg_err *e)
 {
 	_cleanup_close_ int fd = -1;
 	_cleanup_free_ char *buf = NULL;
@@ -98,6 +108,7 @@ int ipam_store_load(const struct ipam_store *s, struct ipam_state *st, struct tg
 	struct tg_err sub = { 0 };
 
 	ipam_state_init(st);
+	ipam_snapshot_free(&s->snap);
 	fd = open(s->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0 && errno == ENOENT)
 		return 0;
@@ -123,6 +134,9 @@ int ipam_store_load(const struct ipam_store *s, struct ipam_state *st, struct tg
 		got += (size_t)n;
 	}
 	buf[got] = '\0';
+	/* Only a lock holder reads the cache: others may catch it mid-write. */
+	if (s->locked && s->cache_fd >= 0 && ipam_snapshot_read(s->cache_fd, &buf, got, st, &s->snap))
+		return 0;
 	tok = json_tokener_new();
 	if (!tok)
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
@@ -167,28 +181,84 @@ static int write_all(int fd, const char *p, size_t n)
 	return 0;
 }
 
+static int append(struct printbuf *pb, const char *p, size_t n)
+{
+	return n > INT_MAX || printbuf_memappend(pb, p, (int)n) < 0 ? -ENOMEM : 0;
+}
+
+/*
+ * state.json's text: the state's head, then one attachment per line. An
+ * attachment unchanged since the cache was read is copied as the text it
+ * was; only new or changed ones go through json-c. span and sum record
+ * where each attachment's text lies and its hash, for the next cache.
+ */
+static int state_text(const struct ipam_store *s, const struct ipam_state *st,
+		      struct printbuf *pb, uint32_t *span, uint64_t *sum)
+{
+	_cleanup_json_ json_object *head = ipam_state_head_to_json(st);
+	const int flags = JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE;
+	const char *text;
+	size_t len, hint = 0;
+	int r;
+
+	if (!head)
+		return -ENOMEM;
+	text = json_object_to_json_string_ext(head, flags);
+	len = strlen(text);
+	/* The head ends with its empty attachments array: the lines go inside it. */
+	if (len < 3 || strcmp(text + len - 3, "[]}") != 0)
+		return -EINVAL;
+	r = append(pb, text, len - 2);
+	for (size_t i = 0; r == 0 && i < st->n_att; i++) {
+		_cleanup_json_ json_object *o = NULL;
+		const char *t;
+
+		sum[i] = ipam_snapshot_sum(&st->att[i]);
+		t = ipam_snapshot_text(&s->snap, sum[i], &hint, &len);
+
+		if (!t) {
+			o = ipam_attachment_to_json(&st->att[i]);
+			if (!o)
+				return -ENOMEM;
+			t = json_object_to_json_string_ext(o, flags);
+			len = strlen(t);
+		}
+		r = append(pb, i ? ",\n" : "\n", i ? 2 : 1);
+		span[2 * i] = (uint32_t)pb->bpos;
+		if (r == 0)
+			r = append(pb, t, len);
+		span[2 * i + 1] = (uint32_t)pb->bpos;
+		if (r == 0 && pb->bpos > STATE_FILE_MAX)
+			r = -EFBIG;
+	}
+	if (r == 0)
+		r = append(pb, st->n_att ? "\n]}\n" : "]}\n", st->n_att ? 4 : 3);
+	return r;
+}
+
 int ipam_store_save(struct ipam_store *s, const struct ipam_state *st, struct tg_err *e)
 {
-	_cleanup_json_ json_object *root = ipam_state_to_json(st);
+	_cleanup_free_ uint32_t *span = malloc((2 * st->n_att + 1) * sizeof(*span));
+	_cleanup_free_ uint64_t *sum = malloc((st->n_att + 1) * sizeof(*sum));
+	struct printbuf *pb = printbuf_new();
 	char tmp[sizeof(s->path) + 16];
-	const char *text;
-	size_t len;
 	int fd, r;
 
-	if (!root)
-		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
-	/* Plain: a pod's ADD reads and writes the whole file (jq or `list` print it for people). */
-	text = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN |
-							    JSON_C_TO_STRING_NOSLASHESCAPE);
-	len = strlen(text);
+	r = span && sum && pb ? state_text(s, st, pb, span, sum) : -ENOMEM;
+	if (r < 0) {
+		if (pb)
+			printbuf_free(pb);
+		return tg_fail(e, CNI_ERR_IO, r, "cannot write %s: %s", s->path, strerror(-r));
+	}
 	/* A new file of our own (O_EXCL, 0600): nothing left or planted under a fixed name is reused. */
 	snprintf(tmp, sizeof(tmp), "%s.XXXXXX", s->path);
 	fd = mkostemp(tmp, O_CLOEXEC);
-	if (fd < 0)
-		return tg_fail(e, CNI_ERR_IO, -errno, "cannot write %s: %m", tmp);
-	r = write_all(fd, text, len);
-	if (r == 0)
-		r = write_all(fd, "\n", 1);
+	if (fd < 0) {
+		r = -errno;
+		printbuf_free(pb);
+		return tg_fail(e, CNI_ERR_IO, r, "cannot write %s: %s", tmp, strerror(-r));
+	}
+	r = write_all(fd, pb->buf, (size_t)pb->bpos);
 	if (r == 0 && s->durable && fsync(fd) < 0)
 		r = -errno;
 	if (close(fd) < 0 && r == 0)
@@ -197,6 +267,7 @@ int ipam_store_save(struct ipam_store *s, const struct ipam_state *st, struct tg
 		r = -errno;
 	if (r < 0) {
 		unlink(tmp);
+		printbuf_free(pb);
 		return tg_fail(e, CNI_ERR_IO, r, "cannot write %s: %s", s->path, strerror(-r));
 	}
 	if (s->durable) {
@@ -205,6 +276,9 @@ int ipam_store_save(struct ipam_store *s, const struct ipam_state *st, struct tg
 		if (dfd >= 0)
 			fsync(dfd);
 	}
+	if (s->locked && s->cache_fd >= 0)
+		ipam_snapshot_write(s->cache_fd, pb->buf, (size_t)pb->bpos, st, span, sum);
+	printbuf_free(pb);
 	return 0;
 }
 

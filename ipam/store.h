@@ -12,12 +12,16 @@
 #include <json-c/json.h>
 
 #include "ipam/ipam.h"
+#include "ipam/snapshot.h"
 #include "lib/err.h"
 
 
 /* ---- serialisation ---- */
 
 json_object *ipam_state_to_json(const struct ipam_state *st);
+/* The state without its attachments ("attachments" last, empty), and one attachment. */
+json_object *ipam_state_head_to_json(const struct ipam_state *st);
+json_object *ipam_attachment_to_json(const struct ipam_attachment *a);
 int ipam_state_from_json(json_object *root, struct ipam_state *st, struct tg_err *e);
 
 /* ---- the store: <dataDir>/<network>/{state.json,lock} ---- */
@@ -26,6 +30,8 @@ struct ipam_store {
 	char dir[4096];
 	char path[4096 + 32];
 	int lock_fd;
+	int cache_fd;			/* state.cache, used only under the lock */
+	struct ipam_snapshot snap;	/* what the last locked load read from it */
 	bool durable;			/* fsync needed: not on tmpfs */
 	bool locked;
 };
@@ -39,8 +45,11 @@ int ipam_store_open_readonly(struct ipam_store *s, const char *data_dir, const c
 void ipam_store_close(struct ipam_store *s);
 int ipam_store_lock(struct ipam_store *s, struct tg_err *e);
 void ipam_store_unlock(struct ipam_store *s);
-/* Missing file: an empty state. Corrupt file: CNI code 5, never replaced. */
-int ipam_store_load(const struct ipam_store *s, struct ipam_state *st, struct tg_err *e);
+/*
+ * Missing file: an empty state. Corrupt file: CNI code 5, never replaced.
+ * Under the lock, a matching state.cache stands in for parsing the JSON.
+ */
+int ipam_store_load(struct ipam_store *s, struct ipam_state *st, struct tg_err *e);
 int ipam_store_save(struct ipam_store *s, const struct ipam_state *st, struct tg_err *e);
 
 /*

@@ -4,7 +4,7 @@
 # Runs apt-get only when something is missing, so repeated `make test` is quick.
 set -eu
 PKGS="build-essential pkg-config libnl-3-dev libnl-route-3-dev libnftnl-dev libmnl-dev
-libjson-c-dev libmicrohttpd-dev libcurl4-openssl-dev libcmocka-dev iproute2 nftables
+libjson-c-dev libxxhash-dev libmicrohttpd-dev libcurl4-openssl-dev libcmocka-dev iproute2 nftables
 iperf3 jq containernetworking-plugins valgrind procps iputils-ping iptables python3
 curl prometheus"
 missing=""

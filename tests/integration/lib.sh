@@ -144,7 +144,9 @@ _tg_netns_add() {
 
 # Build the topology drawn above. Returns non-zero if it does not work.
 topo_up() {
-	TG_TMP=$(mktemp -d /tmp/tollgate-it.XXXXXX) || return 1
+	# dataDir and logs on tmpfs, as the store's default /run/tollgate on a node
+	# (its cache is kept only there); TG_TMP_BASE=/var/tmp runs on a disk.
+	TG_TMP=$(mktemp -d "${TG_TMP_BASE:-/dev/shm}/tollgate-it.XXXXXX") || return 1
 	chmod 755 "$TG_TMP"
 	local ns
 	for ns in "$TG_NODE" "$TG_PEER" "$TG_INET" "$TG_FABRIC"; do

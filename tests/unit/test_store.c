@@ -962,6 +962,298 @@ static void t_concurrent_writers(void **state)
 	ipam_store_close(&s);
 }
 
+
+/* ---- the cache (state.cache, ipam/snapshot.h): used on tmpfs, under the lock ---- */
+
+static int setup_tmpfs(void **state)
+{
+	struct fx *f;
+	struct statfs sfs;
+
+	if (setup(state) < 0)
+		return -1;
+	f = *state;
+	/* Stores on tmpfs (the default /run/tollgate) keep a cache; the fixture's /tmp may not be one. */
+	tmpdir_remove(f->tmp);
+	if (statfs("/dev/shm", &sfs) < 0 || sfs.f_type != TMPFS_MAGIC ||
+	    !tmpdir_make(f->tmp, sizeof(f->tmp), "/dev/shm", "store"))
+		return -1;
+	snprintf(f->data, sizeof(f->data), "%s/data", f->tmp);
+	snprintf(f->dir, sizeof(f->dir), "%s/net", f->data);
+	snprintf(f->path, sizeof(f->path), "%s/state.json", f->dir);
+	return 0;
+}
+
+/* lock, load, unlock; returns whether the load came from the cache. */
+static bool locked_load(struct ipam_store *s, struct ipam_state *st)
+{
+	struct tg_err e = { 0 };
+
+	assert_int_equal(ipam_store_lock(s, &e), 0);
+	assert_int_equal(ipam_store_load(s, st, &e), 0);
+	ipam_store_unlock(s);
+	return s->snap.json != NULL;
+}
+
+static void locked_save(struct ipam_store *s, const struct ipam_state *st)
+{
+	struct tg_err e = { 0 };
+
+	assert_int_equal(ipam_store_lock(s, &e), 0);
+	assert_int_equal(ipam_store_save(s, st, &e), 0);
+	ipam_store_unlock(s);
+}
+
+static void cache_path(const struct fx *f, char *buf, size_t size)
+{
+	snprintf(buf, size, "%s/state.cache", f->dir);
+}
+
+/* A locked load reads the cache, and gives exactly what parsing state.json gives. */
+static void t_cache_matches_the_json(void **state)
+{
+	struct fx *f = *state;
+	struct ipam_store s;
+	struct ipam_state a, b, c;
+	struct stat sb;
+	char cache[400];
+
+	rich_state(&a);
+	open_store(f, &s);
+	assert_false(s.durable);
+	locked_save(&s, &a);
+	cache_path(f, cache, sizeof(cache));
+	assert_int_equal(stat(cache, &sb), 0);
+	assert_int_equal(sb.st_mode & 07777, 0600);
+	assert_true(sb.st_size > (off_t)(a.n_att * sizeof(*a.att)));
+	assert_true(locked_load(&s, &b));
+	assert_state_equal(&a, &b);
+	/* a reader without the lock parses state.json and never looks at the cache */
+	assert_int_equal(ipam_store_load(&s, &c, NULL), 0);
+	assert_null(s.snap.json);
+	assert_state_equal(&a, &c);
+	ipam_state_free(&a);
+	ipam_state_free(&b);
+	ipam_state_free(&c);
+	ipam_store_close(&s);
+}
+
+/* The lines of state.json's attachments, split at "\n". */
+static size_t att_lines(char *text, char **lines, size_t max)
+{
+	size_t n = 0;
+	char *save = NULL;
+
+	for (char *l = strtok_r(text, "\n", &save); l && n < max; l = strtok_r(NULL, "\n", &save))
+		if (strncmp(l, "{\"containerId\"", 14) == 0)
+			lines[n++] = l;
+	return n;
+}
+
+/*
+ * An update rewrites only what changed: every other attachment keeps its
+ * exact text (one per line), the changed one is new, and the file still
+ * parses to the state in memory.
+ */
+static void t_cache_keeps_unchanged_text(void **state)
+{
+	struct fx *f = *state;
+	struct ipam_store s;
+	struct ipam_state a, b, c;
+	char *t1, *t2, *l1[8], *l2[8];
+	size_t len;
+
+	rich_state(&a);
+	open_store(f, &s);
+	locked_save(&s, &a);
+	t1 = read_file(f->path, &len);
+	assert_true(locked_load(&s, &b));
+	snprintf(b.att[1].pod, sizeof(b.att[1].pod), "renamed-pod");
+	b.att[3].shaping.egress_bps = 1000000;
+	locked_save(&s, &b);
+	t2 = read_file(f->path, &len);
+	assert_int_equal(att_lines(t1, l1, 8), 4);
+	assert_int_equal(att_lines(t2, l2, 8), 4);
+	assert_string_equal(l1[0], l2[0]);
+	assert_string_equal(l1[2], l2[2]);
+	assert_string_not_equal(l1[1], l2[1]);
+	assert_non_null(strstr(l2[1], "\"pod\":\"renamed-pod\""));
+	assert_non_null(strstr(l2[3], "\"egressRate\":1000000"));
+	assert_int_equal(ipam_store_load(&s, &c, NULL), 0);
+	assert_state_equal(&b, &c);
+	free(t1);
+	free(t2);
+	ipam_state_free(&a);
+	ipam_state_free(&b);
+	ipam_state_free(&c);
+	ipam_store_close(&s);
+}
+
+/* ADD appends, DEL removes: the cache follows a store through many updates. */
+static void t_cache_follows_updates(void **state)
+{
+	struct fx *f = *state;
+	struct ipam_store s;
+	struct ipam_state st, parsed;
+	char cid[16];
+
+	open_store(f, &s);
+	ipam_state_init(&st);
+	locked_save(&s, &st);
+	ipam_state_free(&st);
+	for (int round = 0; round < 40; round++) {
+		bool hit = locked_load(&s, &st);
+
+		assert_true(round == 0 || hit);
+		snprintf(cid, sizeof(cid), "c%d", round);
+		add_att(&st, cid, "eth0", "10.9.0.0");
+		st.att[st.n_att - 1].ip += (uint32_t)round;
+		if (round % 3 == 2)
+			ipam_release(&st, st.att[st.n_att / 2].container_id, "eth0", T0, true, NULL);
+		locked_save(&s, &st);
+		assert_int_equal(ipam_store_load(&s, &parsed, NULL), 0);
+		assert_state_equal(&st, &parsed);
+		ipam_state_free(&parsed);
+		ipam_state_free(&st);
+	}
+	ipam_store_close(&s);
+}
+
+/* Overwrites the file's bytes at `off` in place (same inode, same size). */
+static void poke(const char *path, off_t off, const void *bytes, size_t n)
+{
+	int fd = open(path, O_WRONLY);
+
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, bytes, n, off), (ssize_t)n);
+	close(fd);
+}
+
+/* state.json changed by anything else, even in place at the same size: the cache is not used. */
+static void t_cache_ignored_after_an_edit(void **state)
+{
+	struct fx *f = *state;
+	struct ipam_store s;
+	struct ipam_state a, b;
+	char *text, *at;
+	size_t len;
+
+	rich_state(&a);
+	open_store(f, &s);
+	locked_save(&s, &a);
+	text = read_file(f->path, &len);
+	at = strstr(text, "trainer-c2-0");
+	assert_non_null(at);
+	poke(f->path, (off_t)(at - text), "trainer-c2-9", 12);
+	assert_false(locked_load(&s, &b));
+	assert_string_equal(b.att[1].pod, "trainer-c2-9");
+	free(text);
+	ipam_state_free(&a);
+	ipam_state_free(&b);
+	ipam_store_close(&s);
+}
+
+/* A cache cut short, cleared, of another build or emptied is not used; the store still loads. */
+static void t_cache_damaged_is_ignored(void **state)
+{
+	struct fx *f = *state;
+	char cache[400];
+	struct stat sb;
+
+	cache_path(f, cache, sizeof(cache));
+	for (int how = 0; how < 4; how++) {
+		struct ipam_store s;
+		struct ipam_state a, b;
+
+		rich_state(&a);
+		open_store(f, &s);
+		locked_save(&s, &a);
+		assert_int_equal(stat(cache, &sb), 0);
+		switch (how) {
+		case 0: /* a write cut short after the body */
+			assert_int_equal(truncate(cache, sb.st_size / 2), 0);
+			break;
+		case 1: /* a write cut short before the header: its magic cleared */
+			poke(cache, 0, "\0\0\0\0\0\0\0\0", 8);
+			break;
+		case 2: /* written by another build */
+			poke(cache, 8, "0.0.0-other", 11);
+			break;
+		default:
+			assert_int_equal(truncate(cache, 0), 0);
+		}
+		assert_false(locked_load(&s, &b));
+		assert_state_equal(&a, &b);
+		/* the next save writes a good one */
+		locked_save(&s, &b);
+		ipam_state_free(&b);
+		assert_true(locked_load(&s, &b));
+		assert_state_equal(&a, &b);
+		ipam_state_free(&a);
+		ipam_state_free(&b);
+		ipam_store_close(&s);
+	}
+}
+
+/* On a disk (fsync'd store) there is no cache: its pages could land in any order. */
+static void t_cache_only_on_tmpfs(void **state)
+{
+	struct fx *f = *state;
+	struct ipam_store s;
+	struct ipam_state a;
+	char cache[400];
+
+	open_store(f, &s);
+	rich_state(&a);
+	locked_save(&s, &a);
+	cache_path(f, cache, sizeof(cache));
+	assert_int_equal(access(cache, F_OK) == 0, !s.durable);
+	assert_int_equal(s.cache_fd >= 0, !s.durable);
+	ipam_state_free(&a);
+	ipam_store_close(&s);
+}
+
+/*
+ * The cache copies attachments' text as an older write left it: a change to
+ * how an attachment is written (or to the struct) must bump
+ * IPAM_SNAPSHOT_LAYOUT, so that no cache of the old layout is read. Update
+ * both numbers together.
+ */
+#define PINNED_LAYOUT 1
+#define PINNED_ATT_TEXT                                                                    \
+	"{\"containerId\":\"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\"," \
+	"\"ifname\":\"eth0\",\"ip\":\"10.1.0.10\",\"netns\":\"/var/run/netns/cni-"            \
+	"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\",\"namespace\":"   \
+	"\"team-0123456789abcdef0123456789abcdef0123456789abcdef0123456789\",\"pod\":"       \
+	"\"trainer-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef-0\","     \
+	"\"hostVeth\":\"tg000000000001\",\"created\":1700000001,\"shaping\":{\"ingressRate\":"\
+	"20000000,\"ingressBurst\":160001,\"egressRate\":30000000,\"egressBurst\":240002,"    \
+	"\"annotationInternetEgress\":50000000,\"annotationInternetIngress\":40000000,"       \
+	"\"internetIngress\":45000000,\"internetEgress\":55000000,\"namespaceInternetEgress\":"\
+	"200000000,\"nodeInternetEgress\":10000000000,\"namespaceClass\":2,\"podClass\":32771}}"
+#define PINNED_ATT_SIZE 968
+
+static void t_cache_layout_follows_the_text(void **state)
+{
+	struct ipam_state a;
+	json_object *o;
+
+	const char *text;
+
+	rich_state(&a);
+	o = ipam_attachment_to_json(&a.att[0]);
+	assert_non_null(o);
+	text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
+							 JSON_C_TO_STRING_NOSLASHESCAPE);
+	if (strcmp(text, PINNED_ATT_TEXT) != 0 || sizeof(struct ipam_attachment) != PINNED_ATT_SIZE)
+		fail_msg("an attachment's text or struct changed (%zu bytes, %s): bump "
+			 "IPAM_SNAPSHOT_LAYOUT and update PINNED_* here",
+			 sizeof(struct ipam_attachment), text);
+	assert_int_equal(IPAM_SNAPSHOT_LAYOUT, PINNED_LAYOUT);
+	json_object_put(o);
+	ipam_state_free(&a);
+}
+
 /* ---- the group ---- */
 
 /* Most store tests run in a fresh data directory (setup/teardown). */
@@ -995,5 +1287,13 @@ int main(void)
 	ADD_STORE(t_unreadable_is_an_error);
 	ADD_STORE(t_symlink_not_followed);
 	ADD_STORE(t_concurrent_writers);
+#define ADD_TMPFS(fn) add_test_fixture(#fn, fn, setup_tmpfs, teardown, NULL)
+	ADD_TMPFS(t_cache_matches_the_json);
+	ADD_TMPFS(t_cache_keeps_unchanged_text);
+	ADD_TMPFS(t_cache_follows_updates);
+	ADD_TMPFS(t_cache_ignored_after_an_edit);
+	ADD_TMPFS(t_cache_damaged_is_ignored);
+	ADD_STORE(t_cache_only_on_tmpfs);
+	ADD(t_cache_layout_follows_the_text);
 	return run_group("store");
 }
