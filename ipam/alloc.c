@@ -214,17 +214,18 @@ size_t ipam_check_boot(struct ipam_state *st, const char *boot_id)
 	return dropped;
 }
 
-int ipam_read_boot_id(char *buf, size_t size)
+int ipam_read_boot_id_from(const char *path, char *buf, size_t size)
 {
-	const char *path = getenv("TOLLGATE_BOOT_ID_FILE");
-	int r;
+	int r = read_line_file(path, buf, size);
 
-	if (!path || !*path)
-		path = "/proc/sys/kernel/random/boot_id";
-	r = read_line_file(path, buf, size);
 	if (r == 0)
 		return -ENODATA;
 	return r < 0 ? r : 0;
+}
+
+int ipam_read_boot_id(char *buf, size_t size)
+{
+	return ipam_read_boot_id_from("/proc/sys/kernel/random/boot_id", buf, size);
 }
 
 bool ipam_addr_in(const uint32_t *sorted, size_t n, uint32_t ip)

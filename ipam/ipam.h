@@ -97,8 +97,13 @@ void ipam_count(const struct ipam_state *st, int64_t now_ms, int64_t cooldown_ms
  * return how many were dropped.
  */
 size_t ipam_check_boot(struct ipam_state *st, const char *boot_id);
-/* Current boot id: $TOLLGATE_BOOT_ID_FILE, else /proc/sys/kernel/random/boot_id. */
+/*
+ * The current boot id (/proc/sys/kernel/random/boot_id). Nothing in the
+ * environment can stand in for it: a faked reboot would free every address.
+ */
 int ipam_read_boot_id(char *buf, size_t size);
+/* The first line of `path`: -ENODATA when it is empty. */
+int ipam_read_boot_id_from(const char *path, char *buf, size_t size);
 
 /*
  * Folds one sync's addresses into the pool. The first sync of an empty pool

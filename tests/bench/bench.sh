@@ -207,10 +207,10 @@ if [[ ${1:-} == __worker ]]; then
         done
         ((ok)) && echo ok >&4
     }
-    w_true() {
+    w_true() { # [metric suffix]
         local t0 t1
         t0=$EPOCHREALTIME; /bin/true; t1=$EPOCHREALTIME
-        echo "true $(( ${t1//[!0-9]/} - ${t0//[!0-9]/} ))" >&5
+        echo "true${1:-} $(( ${t1//[!0-9]/} - ${t0//[!0-9]/} ))" >&5
         echo ok >&4
     }
     w_version() { # plugin start-up cost: CNI_COMMAND=VERSION (exec, dynamic linking / runtime init, exit)
@@ -271,7 +271,7 @@ if [[ ${1:-} == __worker ]]; then
             add) w_add "$a" "$b" "$c" "$d" ;;
             del) w_del "$a" "$b" "$c" "$d" ;;
             burst) w_burst "$a" "$b" "$c" ;;
-            true) w_true ;;
+            true) w_true "$a" ;;
             version) w_version ;;
             devs) w_devs "$a" "$b" "$c" ;;
             quit) echo ok >&4; exit 0 ;;
@@ -454,6 +454,8 @@ cycles() {
             ask ta true
             for w in "${ROT[@]}"; do ask "$w" version; done
             ask ta devs veth 1
+        else
+            ask ta true _hi   # the exec floor again, on the node with many pods
         fi
         for w in "${ROT[@]}"; do ask "$w" del "del$sfx" "$RUN-$w-c$t-$i" "$(cid "$tag" "$i")" "pod-$i"; done
         if ((i % FE == 0)); then
@@ -549,7 +551,7 @@ for w in "${K1[@]}"; do
         read -r "CNT[$w.$m]" "MED[$w.$m]" "P99[$w.$m]" < <(stats "$WORK/$w/times" "$m")
     done
 done
-for m in true vethc1 vethd1 vethcB vethdB podvethdB ifbcB ifbdB vethcB_hi vethdB_hi podvethdB_hi; do
+for m in true true_hi vethc1 vethd1 vethcB vethdB podvethdB ifbcB ifbdB vethcB_hi vethdB_hi podvethdB_hi; do
     read -r "CNT[$m]" "MED[$m]" "P99[$m]" < <(stats "$WORK/all.times" "$m")
 done
 calc() { [[ $* == *NaN* ]] && { echo NaN; return; }; awk "BEGIN { printf \"%.3f\", $* }"; }
@@ -704,6 +706,7 @@ report() {
     echo "| floor | median | p99 | n |"
     echo "|---|---|---|---|"
     echo "| exec of /bin/true | $(ms "${MED[true]}") | $(ms "${P99[true]}") | ${CNT[true]} |"
+    echo "| exec of /bin/true, node with $RHI pods (information: what the flat target's difference owes to the node, not to Tollgate) | $(ms "${MED[true_hi]}") | $(ms "${P99[true_hi]}") | ${CNT[true_hi]} |"
     echo "| veth create, per pair, amortised over \`ip -batch\` of $VB | $(ms "${MED[vethcB]}") | $(ms "${P99[vethcB]}") | ${CNT[vethcB]} |"
     echo "| veth delete, per pair, amortised over \`ip -batch\` of $VB | $(ms "${MED[vethdB]}") | $(ms "${P99[vethdB]}") | ${CNT[vethdB]} |"
     echo "| IFB create, amortised over \`ip -batch\` of $VB | $(ms "${MED[ifbcB]}") | $(ms "${P99[ifbcB]}") | ${CNT[ifbcB]} |"

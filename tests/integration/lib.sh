@@ -329,6 +329,13 @@ tg_state() {
 	f=$(tg_state_file "${1:-}")
 	if [ -f "$f" ]; then cat "$f"; else echo '{}'; fi
 }
+# tg_store_set_boot_id NETNAME ID: the store as if written in the boot ID (a
+# reboot, seen from the store: every attachment in it is now stale).
+tg_store_set_boot_id() {
+	local f
+	f=$(tg_state_file "$1")
+	jq -c --arg b "$2" '.bootId = $b' "$f" >"$f.edit" && chmod 600 "$f.edit" && mv "$f.edit" "$f"
+}
 state_attachments() { tg_state "${1:-}" | jq -c '[.attachments // [] | .[]]'; }
 state_count() { tg_state "${1:-}" | jq '.attachments // [] | length'; }
 state_has_ip() { tg_state "${2:-}" | jq -e --arg ip "$1" '(.attachments // []) | any(.ip == $ip)' >/dev/null; }

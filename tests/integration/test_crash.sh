@@ -5,7 +5,7 @@
 # JSON, no address is held twice, every pod whose ADD succeeded (and got no
 # DEL) is there, a new ADD works at once (a lock holder killed with SIGKILL
 # blocks nobody), and DEL of everything + gc leave nothing. Then a simulated
-# reboot (TOLLGATE_BOOT_ID_FILE) makes the old attachments stale.
+# reboot (the store's bootId made an earlier boot's) makes the old attachments stale.
 #
 #   node ($TG_ID-node): eth0 MAC 00:0d:3a:f8:06:ec, fake IMDS on 127.0.0.1:$IMDS_PORT
 #   tgcrash   IMDS pool 10.0.0.10-10.0.0.49 (40)   the storm
@@ -292,8 +292,7 @@ t_end
 
 # ============================================================ simulated reboot
 BOOT=$(tg_conf '.name="tgboot" | .ipam.addresses=["10.1.0.230-10.1.0.231"] | .ipam.exclude=[]')
-echo 11111111-1111-4111-8111-111111111111 >"$TG_TMP/boot_id"
-TG_EXTRA_ENV=(TOLLGATE_BOOT_ID_FILE="$TG_TMP/boot_id")
+BOOT_ID=$(cat /proc/sys/kernel/random/boot_id)
 IPAM_NET=tgboot
 
 t_begin "reboot: before it, two pods fill the pool of two"
@@ -301,15 +300,15 @@ pod_add b1 crash "$BOOT" || t_fail "ADD b1 rc=$TG_RC $TG_OUT"
 pod_add b2 crash "$BOOT" || t_fail "ADD b2 rc=$TG_RC $TG_OUT"
 ipam --json status
 jq -e '.allocated == 2 and .free == 0' <<<"$IPAM_OUT" >/dev/null 2>&1 || t_fail "status: $IPAM_OUT"
-grep -q 11111111 <<<"$(tg_state tgboot | jq -r .bootId)" || t_fail "bootId not from TOLLGATE_BOOT_ID_FILE"
+t_expect "bootId" "$(tg_state tgboot | jq -r .bootId)" "$BOOT_ID"
 t_end
 
 # The "reboot": kernel objects die (pod netns with their veths and routes, the
-# nft table); the store survives; the boot id changes.
+# nft table); the store survives, written in what is now an earlier boot.
 pod_ns_del b1
 pod_ns_del b2
 ip netns exec "$TG_NODE" nft delete table inet tollgate
-echo 22222222-2222-4222-8222-222222222222 >"$TG_TMP/boot_id"
+tg_store_set_boot_id tgboot 11111111-1111-4111-8111-111111111111
 
 t_begin "reboot: status warns that the store is from an earlier boot"
 ipam --json status
@@ -327,7 +326,7 @@ t_begin "reboot: the next ADD drops the stale attachments and both addresses are
 pod_add b3 crash "$BOOT" || { t_fail "ADD b3 rc=$TG_RC $TG_OUT"; tg_diag_last; }
 st=$(tg_state tgboot)
 t_expect "attachments" "$(jq -c '[.attachments[].pod]' <<<"$st")" '["b3"]'
-grep -q 22222222 <<<"$(jq -r .bootId <<<"$st")" || t_fail "bootId not updated"
+t_expect "bootId" "$(jq -r .bootId <<<"$st")" "$BOOT_ID"
 pod_add b4 crash "$BOOT" || t_fail "ADD b4 rc=$TG_RC $TG_OUT (stale address not freed)"
 ipam --json status
 t_expect "status rc" "$IPAM_RC" 1 # no free address: a warning
@@ -337,6 +336,5 @@ pod_del b3 "$BOOT" || t_fail "DEL b3 rc=$TG_RC"
 pod_del b4 "$BOOT" || t_fail "DEL b4 rc=$TG_RC"
 t_expect "attachments at the end" "$(state_count tgboot)" 0
 t_end
-TG_EXTRA_ENV=()
 
 tap_done

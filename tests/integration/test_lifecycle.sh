@@ -12,7 +12,7 @@
 #   tgsmall   10.1.0.200-201 (2)           STATUS / exhausted pool
 #   tggc      10.1.0.210-212 (3)           GC
 #   tgcool    10.1.0.220-221 (2, 30 s)     cool-down   (tgcool0: 222-223, 0 s)
-#   tgboot    10.1.0.230-231 (2)           reboot (TOLLGATE_BOOT_ID_FILE)
+#   tgboot    10.1.0.230-231 (2)           reboot (the store's bootId made an earlier boot's)
 #   tgbroken  10.1.0.250-251 (2)           DEL with a store it cannot read
 #
 # Standalone: TOLLGATE_BIN_DIR=build bash tests/integration/test_lifecycle.sh
@@ -299,22 +299,22 @@ t_end
 # ------------------------------------------------------------ reboot
 t_begin "reboot: a new boot id makes old attachments stale and frees them"
 BOOT=$(net_conf tgboot 10.1.0.230-10.1.0.231)
-echo 11111111-1111-4111-8111-111111111111 >"$TG_TMP/boot_id"
-TG_EXTRA_ENV=(TOLLGATE_BOOT_ID_FILE="$TG_TMP/boot_id")
+BOOT_ID=$(cat /proc/sys/kernel/random/boot_id)
 if pod_add r1 research "$BOOT"; then
 	X=${POD_IP[r1]}
-	grep -q 11111111 <<<"$(tg_state tgboot | jq -r .bootId)" || t_fail "bootId not taken from TOLLGATE_BOOT_ID_FILE"
+	t_expect "bootId" "$(tg_state tgboot | jq -r .bootId)" "$BOOT_ID"
 	# The "reboot": every kernel object dies (the pod netns with its veth and
-	# route, the nft table), the store on disk survives, the boot id changes.
+	# route, the nft table), the store survives, written in what is now an
+	# earlier boot.
 	pod_ns_del r1
 	wait_for 5 veth_gone "${POD_VETH[r1]}" || t_fail "veth survived its netns"
 	ip netns exec "$TG_NODE" nft delete table inet tollgate
-	echo 22222222-2222-4222-8222-222222222222 >"$TG_TMP/boot_id"
+	tg_store_set_boot_id tgboot 11111111-1111-4111-8111-111111111111
 	pod_add r2 research "$BOOT" || { t_fail "ADD r2 after reboot rc=$TG_RC $TG_OUT"; tg_diag_last; }
 	st=$(tg_state tgboot)
 	jq -e --arg c "${POD_CID[r1]}" '.attachments | any(.containerId==$c) | not' <<<"$st" >/dev/null ||
 		t_fail "stale attachment r1 still in state"
-	grep -q 22222222 <<<"$(jq -r .bootId <<<"$st")" || t_fail "bootId not updated: $(jq -r .bootId <<<"$st")"
+	t_expect "bootId" "$(jq -r .bootId <<<"$st")" "$BOOT_ID"
 	pod_add r3 research "$BOOT" || t_fail "ADD r3 rc=$TG_RC $TG_OUT (stale address $X not freed)"
 	pod_add r4 research "$BOOT"
 	r=$(cni_error_problem 11)
@@ -330,7 +330,6 @@ if pod_add r1 research "$BOOT"; then
 else
 	t_fail "ADD r1 rc=$TG_RC $TG_OUT"
 fi
-TG_EXTRA_ENV=()
 t_end
 
 # ------------------------------------------------------------ unreadable store

@@ -845,18 +845,16 @@ static void t_read_boot_id(void **state)
 	assert_non_null(f);
 	fputs("3c2e6e5e-1111-2222-3333-444455556666\n", f);
 	fclose(f);
-	setenv("TOLLGATE_BOOT_ID_FILE", path, 1);
-	assert_int_equal(ipam_read_boot_id(buf, sizeof(buf)), 0);
+	assert_int_equal(ipam_read_boot_id_from(path, buf, sizeof(buf)), 0);
 	assert_string_equal(buf, "3c2e6e5e-1111-2222-3333-444455556666");
 	/* an empty file is no boot id */
 	f = fopen(path, "w");
 	assert_non_null(f);
 	fclose(f);
-	assert_true(ipam_read_boot_id(buf, sizeof(buf)) < 0);
+	assert_int_equal(ipam_read_boot_id_from(path, buf, sizeof(buf)), -ENODATA);
 	/* a missing file is an error */
 	unlink(path);
-	assert_true(ipam_read_boot_id(buf, sizeof(buf)) < 0);
-	unsetenv("TOLLGATE_BOOT_ID_FILE");
+	assert_true(ipam_read_boot_id_from(path, buf, sizeof(buf)) < 0);
 	assert_int_equal(rmdir(dir), 0);
 }
 
@@ -864,11 +862,13 @@ static void t_read_boot_id_kernel(void **state)
 {
 	char buf[64];
 
-	unsetenv("TOLLGATE_BOOT_ID_FILE");
+	/* the environment cannot stand in for the kernel's boot id */
+	setenv("TOLLGATE_BOOT_ID_FILE", "/nonexistent", 1);
 	if (access("/proc/sys/kernel/random/boot_id", R_OK) != 0)
 		skip();
 	assert_int_equal(ipam_read_boot_id(buf, sizeof(buf)), 0);
 	assert_int_equal(strlen(buf), 36); /* a UUID, newline trimmed */
+	unsetenv("TOLLGATE_BOOT_ID_FILE");
 }
 
 /* ---- the group ---- */
