@@ -38,6 +38,31 @@ static int store_paths(struct ipam_store *s, const char *data_dir, const char *n
 	return 0;
 }
 
+/*
+ * A directory others can write to lets them replace the store (and with it
+ * which addresses are free): refused, naming the directory and its mode. A
+ * sticky directory (/tmp's 1777) only lets them replace their own files.
+ */
+static int dir_private(const char *dir, struct tg_err *e)
+{
+	struct stat sb;
+
+	if (stat(dir, &sb) < 0)
+		return tg_fail(e, CNI_ERR_IO, -errno, "cannot stat %s: %m", dir);
+	if (!S_ISDIR(sb.st_mode))
+		return tg_fail(e, CNI_ERR_IO, -ENOTDIR, "%s is not a directory", dir);
+	if (sb.st_uid != geteuid() && sb.st_uid != 0)
+		return tg_fail(e, CNI_ERR_IO, -EPERM,
+			       "%s belongs to uid %u: the store's directories must belong to root",
+			       dir, (unsigned)sb.st_uid);
+	if ((sb.st_mode & (S_IWGRP | S_IWOTH)) && !(sb.st_mode & S_ISVTX))
+		return tg_fail(e, CNI_ERR_IO, -EPERM,
+			       "%s is writable by others (mode %04o): anyone could replace the store; "
+			       "make it writable by root alone (chmod go-w)",
+			       dir, (unsigned)(sb.st_mode & 07777));
+	return 0;
+}
+
 int ipam_store_open(struct ipam_store *s, const char *data_dir, const char *network,
 		    struct tg_err *e)
 {
@@ -50,6 +75,11 @@ int ipam_store_open(struct ipam_store *s, const char *data_dir, const char *netw
 	r = mkdir_p(s->dir, 0700);
 	if (r < 0)
 		return tg_fail(e, CNI_ERR_IO, r, "cannot create %s: %s", s->dir, strerror(-r));
+	r = dir_private(data_dir, e);
+	if (r == 0)
+		r = dir_private(s->dir, e);
+	if (r < 0)
+		return r;
 	snprintf(lock, sizeof(lock), "%s/lock", s->dir);
 	s->lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (s->lock_fd < 0)

@@ -963,6 +963,37 @@ static void t_concurrent_writers(void **state)
 }
 
 
+
+/* A dataDir or network directory others can write to is refused, naming it; a sticky one is not. */
+static void t_open_refuses_dirs_others_can_write(void **state)
+{
+	struct fx *f = *state;
+	struct ipam_store s;
+	struct tg_err e = { 0 };
+	const char *dirs[] = { f->data, f->dir };
+
+	open_store(f, &s);
+	ipam_store_close(&s);
+	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+		for (unsigned mode = 0; mode < 3; mode++) {
+			unsigned m = mode == 0 ? 0777 : mode == 1 ? 0770 : 0757;
+
+			memset(&e, 0, sizeof(e));
+			assert_int_equal(chmod(dirs[i], m), 0);
+			assert_int_equal(ipam_store_open(&s, f->data, "net", &e), -EPERM);
+			assert_int_equal(e.code, CNI_ERR_IO);
+			assert_non_null(strstr(e.msg, dirs[i]));
+			assert_non_null(strstr(e.msg, "writable by others"));
+			ipam_store_close(&s);
+		}
+		/* sticky, as /tmp: others may not replace what is not theirs */
+		assert_int_equal(chmod(dirs[i], 01777), 0);
+		open_store(f, &s);
+		ipam_store_close(&s);
+		assert_int_equal(chmod(dirs[i], 0700), 0);
+	}
+}
+
 /* ---- the cache (state.cache, ipam/snapshot.h): used on tmpfs, under the lock ---- */
 
 static int setup_tmpfs(void **state)
@@ -1272,6 +1303,7 @@ int main(void)
 	ADD_STORE(t_open_existing_dir);
 	ADD_STORE(t_open_fails_under_a_file);
 	ADD_STORE(t_open_too_long);
+	ADD_STORE(t_open_refuses_dirs_others_can_write);
 	ADD_STORE(t_load_missing_is_empty);
 	ADD_STORE(t_save_load_round_trip);
 	ADD_STORE(t_saved_file_is_json_with_version);
