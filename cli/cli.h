@@ -69,6 +69,8 @@ json_object *attachment_json(const struct ipam_attachment *a, int64_t now_s);
 json_object *shaping_json(const struct shaping *s);
 /* One line of caps, from a shaping_json() object. */
 void shaping_line(json_object *shaping, char *buf, size_t size);
+/* Which value set each internet cap, config or annotation; true when the pod has an annotation. */
+bool shaping_source_line(json_object *shaping, char *buf, size_t size);
 /* A shell command within 100 columns, long ones continued with " \\". */
 void print_command(const char *lead, const char *cmd);
 

@@ -94,9 +94,24 @@ json_object *shaping_json(const struct shaping *s)
 		{ "namespaceInternetEgress", s->ns_egress_bps },
 		{ "nodeInternetEgress", s->node_egress_bps },
 	};
+	struct {
+		const char *from, *annot;
+		struct shaping_source src;
+	} g[] = {
+		{ "internetIngressFrom", "internetIngressAnnotation", shaping_inet_ingress_source(s) },
+		{ "internetEgressFrom", "internetEgressAnnotation", shaping_inet_egress_source(s) },
+	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(f); i++)
 		json_object_object_add(o, f[i].key, json_object_new_int64((int64_t)f[i].v));
+	/* Which value set each internet cap: an annotation above the config's is ignored. */
+	for (size_t i = 0; i < ARRAY_SIZE(g); i++) {
+		json_object_object_add(o, g[i].from,
+				       json_object_new_string(g[i].src.annotation ? "annotation"
+										  : "config"));
+		json_object_object_add(o, g[i].annot,
+				       json_object_new_int64((int64_t)g[i].src.annot_bps));
+	}
 	return o;
 }
 
@@ -119,6 +134,33 @@ void shaping_line(json_object *sh, char *buf, size_t size)
 		 rate_or_dash(sh, "internetIngress", c, sizeof(c)),
 		 rate_or_dash(sh, "ingressRate", d, sizeof(d)),
 		 rate_or_dash(sh, "egressRate", f, sizeof(f)));
+}
+
+/* "config", "annotation" or "config (annotation 32G ignored)": above the cap, an annotation is. */
+static const char *source_text(json_object *sh, const char *from, const char *annot, char *buf,
+			       size_t size)
+{
+	uint64_t a = (uint64_t)jnum(sh, annot);
+	char r[24];
+
+	if (strcmp(jstr(sh, from), "annotation") == 0)
+		snprintf(buf, size, "annotation");
+	else if (a)
+		snprintf(buf, size, "config (annotation %s ignored)",
+			 rate_format(a, r, sizeof(r)));
+	else
+		snprintf(buf, size, "config");
+	return buf;
+}
+
+bool shaping_source_line(json_object *sh, char *buf, size_t size)
+{
+	char e[80], i[80];
+
+	snprintf(buf, size, "egress: %s; ingress: %s",
+		 source_text(sh, "internetEgressFrom", "internetEgressAnnotation", e, sizeof(e)),
+		 source_text(sh, "internetIngressFrom", "internetIngressAnnotation", i, sizeof(i)));
+	return jnum(sh, "internetEgressAnnotation") || jnum(sh, "internetIngressAnnotation");
 }
 
 void print_command(const char *lead, const char *cmd)

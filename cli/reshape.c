@@ -115,6 +115,9 @@ static void reshape_print(const struct cli *c, const struct reshape *r, json_obj
 		/* The pod, then its shaping indented: names of 63 characters fit 100 columns. */
 		printf("%-15s %s/%s\n%16s%s\n", jstr(o, "ip"), jstr(o, "namespace"), jstr(o, "pod"),
 		       "", line);
+		/* and, for a pod with annotations, which value set each internet cap */
+		if (shaping_source_line(jget(o, "shaping"), line, sizeof(line)))
+			printf("%16scaps from %s\n", "", line);
 	}
 	printf("%zu of %zu pods %s\n", r->changed, c->state.n_att,
 	       r->dry_run ? "would change (dry run)" : "reshaped");

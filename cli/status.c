@@ -243,6 +243,8 @@ static void show_print(json_object *o)
 	       present(k, "nftElement", "MISSING"));
 	shaping_line(sh, line, sizeof(line));
 	printf("shaping     %s\n", line);
+	shaping_source_line(sh, line, sizeof(line));
+	printf("caps from   %s\n", line);
 	for (size_t i = 0; i < json_object_array_length(cls); i++) {
 		json_object *x = json_object_array_get_idx(cls, i);
 		char ceil[24];

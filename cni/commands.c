@@ -13,6 +13,7 @@
 #include <netlink/netlink.h>
 
 #include "cni/internal.h"
+#include "lib/rate.h"
 #include "lib/steps.h"
 #include "lib/util.h"
 #include "node/node.h"
@@ -183,7 +184,7 @@ static int add_prepare(struct session *s, const struct cni_env *env, const struc
 }
 
 int cmd_add(const struct cni_env *env, const struct node_config *cfg, json_object **ret,
-	    char ret_ip[IP4_STRLEN], struct tg_err *e)
+	    char ret_ip[IP4_STRLEN], struct shaping *ret_shaping, struct tg_err *e)
 {
 	struct session s;
 	struct assign_ctx ac = { .cfg = cfg };
@@ -194,6 +195,8 @@ int cmd_add(const struct cni_env *env, const struct node_config *cfg, json_objec
 	r = session_begin(&s, cfg, e);
 	if (r == 0)
 		r = add_prepare(&s, env, cfg, &ac, &up, e);
+	if (r == 0)
+		*ret_shaping = ac.req.shaping;
 	/* Record: the address (the same one again for a repeated ADD) and the shaping. */
 	if (r == 0)
 		r = store_update(&s, cfg, assign_fn, &ac, e);
@@ -299,8 +302,60 @@ out:
 	return r;
 }
 
+/* "5M (annotation)", "10M (config; the annotation 32G is above the cap 5M: ignored)". */
+static const char *cap_text(uint64_t bps, const struct shaping_source *src, char *buf,
+			    size_t size)
+{
+	char v[24], a[24], c[24];
+
+	rate_format(bps, v, sizeof(v));
+	if (!bps)
+		snprintf(v, sizeof(v), "none");
+	if (!src)
+		snprintf(buf, size, "%s", v);
+	else if (src->ignored)
+		snprintf(buf, size, "%s (config; the annotation %s is above the cap %s: ignored)", v,
+			 rate_format(src->annot_bps, a, sizeof(a)),
+			 rate_format(src->cap_bps, c, sizeof(c)));
+	else
+		snprintf(buf, size, "%s (%s)", v, src->annotation ? "annotation" : "config");
+	return buf;
+}
+
+/* The first cap the record and the config disagree on, and where the config's comes from. */
+static int shaping_drift(const struct shaping *want, const struct shaping *got, struct tg_err *e)
+{
+	const struct shaping_source eg = shaping_inet_egress_source(want),
+				    in = shaping_inet_ingress_source(want);
+	const struct {
+		const char *what;
+		uint64_t want, got;
+		const struct shaping_source *src;
+	} caps[] = {
+		{ "Kubernetes ingress rate", want->ingress_bps, got->ingress_bps, NULL },
+		{ "Kubernetes egress rate", want->egress_bps, got->egress_bps, NULL },
+		{ "internet ingress cap", want->inet_ingress_bps, got->inet_ingress_bps, &in },
+		{ "internet egress cap", want->inet_egress_bps, got->inet_egress_bps, &eg },
+		{ "namespace internet egress cap", want->ns_egress_bps, got->ns_egress_bps, NULL },
+		{ "node internet egress cap", want->node_egress_bps, got->node_egress_bps, NULL },
+	};
+
+	for (size_t i = 0; i < ARRAY_SIZE(caps); i++) {
+		char w[120], g[24];
+
+		if (caps[i].want == caps[i].got)
+			continue;
+		return tg_fail(e, TG_ERR_DRIFT, -EINVAL,
+			       "drift: the pod's %s is %s, its config gives %s (run `tollgate-ipam "
+			       "reshape` after a policy change)",
+			       caps[i].what, cap_text(caps[i].got, NULL, g, sizeof(g)),
+			       cap_text(caps[i].want, caps[i].src, w, sizeof(w)));
+	}
+	return 0;
+}
+
 int cmd_check(const struct cni_env *env, const struct node_config *cfg, char ret_ip[IP4_STRLEN],
-	      struct tg_err *e)
+	      struct shaping *ret_shaping, struct tg_err *e)
 {
 	struct session s;
 	const struct ipam_attachment *a;
@@ -321,6 +376,7 @@ int cmd_check(const struct cni_env *env, const struct node_config *cfg, char ret
 		goto out;
 	}
 	ip4_format(a->ip, ret_ip);
+	*ret_shaping = a->shaping;
 	if (cfg->prev_result && cni_prev_result_ip(cfg->prev_result, env->ifname, &prev_ip) == 0 &&
 	    prev_ip != a->ip) {
 		char p[IP4_STRLEN];
@@ -335,17 +391,9 @@ int cmd_check(const struct cni_env *env, const struct node_config *cfg, char ret
 		struct shaping want;
 
 		node_shaping_request(cfg, a->k8s_namespace, &want);
-		if (want.ingress_bps != a->shaping.ingress_bps ||
-		    want.egress_bps != a->shaping.egress_bps ||
-		    want.inet_ingress_bps != a->shaping.inet_ingress_bps ||
-		    want.inet_egress_bps != a->shaping.inet_egress_bps ||
-		    want.ns_egress_bps != a->shaping.ns_egress_bps ||
-		    want.node_egress_bps != a->shaping.node_egress_bps) {
-			r = tg_fail(e, TG_ERR_DRIFT, -EINVAL,
-				    "drift: the pod's shaping differs from its config (run "
-				    "`tollgate-ipam reshape` after a policy change)");
+		r = shaping_drift(&want, &a->shaping, e);
+		if (r < 0)
 			goto out;
-		}
 	}
 	r = open_netns(&s, env->netns, e);
 	if (r == 0)

@@ -58,17 +58,25 @@ int cni_config_read(const char *text, size_t len, enum cni_cmd cmd, struct node_
 		    struct tg_err *e);
 
 /* ---- commands ---- */
+/* ADD and CHECK tell the pod's shaping (*ret_shaping) for the log line, once they know it. */
 int cmd_add(const struct cni_env *env, const struct node_config *cfg, json_object **ret,
-	    char ret_ip[IP4_STRLEN], struct tg_err *e);
+	    char ret_ip[IP4_STRLEN], struct shaping *ret_shaping, struct tg_err *e);
 int cmd_del(const struct cni_env *env, const struct node_config *cfg, char ret_ip[IP4_STRLEN],
 	    struct tg_err *e);
 int cmd_check(const struct cni_env *env, const struct node_config *cfg, char ret_ip[IP4_STRLEN],
-	      struct tg_err *e);
+	      struct shaping *ret_shaping, struct tg_err *e);
 int cmd_status(const struct node_config *cfg, struct tg_err *e);
 int cmd_gc(const struct node_config *cfg, struct tg_err *e);
 
 /* ---- the per-command log line ---- */
+/*
+ * `shaping` (or NULL) adds the pod's internet caps in effect and which value
+ * set each (inet_egress=5M(config)), and a warning for an annotation that
+ * was ignored because it is above the config's cap.
+ */
 void cni_log(const char *log_file, const struct cni_env *env, const char *ip, int64_t dur_ns,
-	     const struct tg_err *e);
+	     const struct shaping *shaping, const struct tg_err *e);
+/* That warning, "" when none; its length. */
+size_t cni_annotation_warning(const struct shaping *s, char *dst, size_t size);
 
 #endif

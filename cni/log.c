@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include "cni/internal.h"
+#include "lib/cleanup.h"
+#include "lib/rate.h"
 #include "lib/steps.h"
 
 /* Quotes a message so that one record stays on one line. */
@@ -51,10 +53,68 @@ static void steps_format(char *dst, size_t size)
 	}
 }
 
-void cni_log(const char *log_file, const struct cni_env *env, const char *ip, int64_t dur_ns,
-	     const struct tg_err *e)
+static const struct {
+	const char *field, *annotation, *what;
+	struct shaping_source (*source)(const struct shaping *s);
+} inet_dirs[] = {
+	{ "inet_egress", "tollgate.io/internet-egress-bandwidth", "internet egress",
+	  shaping_inet_egress_source },
+	{ "inet_ingress", "tollgate.io/internet-ingress-bandwidth", "internet ingress",
+	  shaping_inet_ingress_source },
+};
+
+/* " inet_egress=5M(config) inet_ingress=2M(annotation)": each internet cap and its source. */
+static void shaping_fields(const struct shaping *s, char *dst, size_t size)
 {
-	char line[1200], ts[32], msg[600], tail[640] = "ok", steps[200];
+	size_t o = 0;
+
+	dst[0] = '\0';
+	for (size_t i = 0; s && i < ARRAY_SIZE(inet_dirs) && o < size; i++) {
+		struct shaping_source src = inet_dirs[i].source(s);
+		char cap[24];
+		int n;
+
+		if (!src.cap_bps && !src.annot_bps)
+			continue;
+		n = snprintf(dst + o, size - o, " %s=%s(%s)", inet_dirs[i].field,
+			     src.cap_bps ? rate_format(src.cap_bps, cap, sizeof(cap)) : "-",
+			     src.annotation ? "annotation" : "config");
+		if (n < 0)
+			break;
+		o += (size_t)n;
+	}
+}
+
+size_t cni_annotation_warning(const struct shaping *s, char *dst, size_t size)
+{
+	size_t o = 0;
+
+	if (size)
+		dst[0] = '\0';
+	for (size_t i = 0; s && i < ARRAY_SIZE(inet_dirs) && o < size; i++) {
+		struct shaping_source src = inet_dirs[i].source(s);
+		char a[24], c[24];
+		int n;
+
+		if (!src.ignored)
+			continue;
+		n = snprintf(dst + o, size - o,
+			     "%spod annotation %s %s is above the pod's %s cap %s: ignored",
+			     o ? "; " : "", inet_dirs[i].annotation,
+			     rate_format(src.annot_bps, a, sizeof(a)), inet_dirs[i].what,
+			     rate_format(src.cap_bps, c, sizeof(c)));
+		if (n < 0)
+			break;
+		o += (size_t)n;
+	}
+	return o < size ? o : size ? size - 1 : 0;
+}
+
+void cni_log(const char *log_file, const struct cni_env *env, const char *ip, int64_t dur_ns,
+	     const struct shaping *shaping, const struct tg_err *e)
+{
+	char line[1600], ts[32], msg[600], tail[640] = "ok", steps[200], caps[100];
+	char warn[400], warning[420] = "";
 	struct timeval tv;
 	struct stat sb;
 	struct tm tm;
@@ -66,17 +126,23 @@ void cni_log(const char *log_file, const struct cni_env *env, const char *ip, in
 	gmtime_r(&tv.tv_sec, &tm);
 	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
 	steps_format(steps, sizeof(steps));
+	shaping_fields(shaping, caps, sizeof(caps));
+	if (cni_annotation_warning(shaping, msg, sizeof(msg))) {
+		quote(warn, sizeof(warn), msg);
+		snprintf(warning, sizeof(warning), " warning=%s", warn);
+	}
 	if (e && e->code) {
 		quote(msg, sizeof(msg), e->msg);
 		snprintf(tail, sizeof(tail), "error code=%d msg=%s", e->code, msg);
 	}
 	n = snprintf(line, sizeof(line),
 		     "%s.%03ldZ cmd=%s container=%.64s ifname=%s pod=%s/%s ip=%s duration_ms=%.2f "
-		     "steps_ms=%s result=%s\n",
+		     "steps_ms=%s%s%s result=%s\n",
 		     ts, (long)(tv.tv_usec / 1000), env->cmd_name ? env->cmd_name : "?",
 		     env->container_id && *env->container_id ? env->container_id : "-",
 		     env->ifname && *env->ifname ? env->ifname : "-", env->k8s_namespace,
-		     env->pod, ip && *ip ? ip : "-", (double)dur_ns / 1e6, steps, tail);
+		     env->pod, ip && *ip ? ip : "-", (double)dur_ns / 1e6, steps, caps, warning,
+		     tail);
 	if (n < 0)
 		return;
 	if ((size_t)n >= sizeof(line))

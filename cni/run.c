@@ -53,6 +53,7 @@ int cni_run(FILE *in, FILE *out)
 	_cleanup_free_ char *text = NULL;
 	_cleanup_json_ json_object *result = NULL;
 	char ip[IP4_STRLEN] = "";
+	struct shaping shaping = { 0 };	/* ADD's and CHECK's pod, for the log line */
 	const char *version = NULL;
 	int64_t t0 = time_mono_ns(), t_step;
 	size_t len = 0;
@@ -89,13 +90,13 @@ int cni_run(FILE *in, FILE *out)
 
 	switch (env.cmd) {
 	case CMD_ADD:
-		r = cmd_add(&env, &cfg, &result, ip, &err);
+		r = cmd_add(&env, &cfg, &result, ip, &shaping, &err);
 		break;
 	case CMD_DEL:
 		r = cmd_del(&env, &cfg, ip, &err);
 		break;
 	case CMD_CHECK:
-		r = cmd_check(&env, &cfg, ip, &err);
+		r = cmd_check(&env, &cfg, ip, &shaping, &err);
 		break;
 	case CMD_STATUS:
 		r = cmd_status(&cfg, &err);
@@ -121,8 +122,15 @@ done:
 	}
 	fflush(out);
 	step_done(STEP_RESULT, t_step);
+	if (env.cmd == CMD_ADD && r == 0) {
+		char warning[400];
+
+		/* Not an error: the pod starts with the config's cap. The runtime logs stderr. */
+		if (cni_annotation_warning(&shaping, warning, sizeof(warning)))
+			fprintf(stderr, "tollgate: %s/%s: %s\n", env.k8s_namespace, env.pod, warning);
+	}
 	if (env.cmd_name && env.cmd != CMD_VERSION)
-		cni_log(cfg.log_file, &env, ip, time_mono_ns() - t0, r < 0 ? &err : NULL);
+		cni_log(cfg.log_file, &env, ip, time_mono_ns() - t0, &shaping, r < 0 ? &err : NULL);
 	node_config_free(&cfg);
 	return r < 0 ? 1 : 0;
 }

@@ -41,4 +41,50 @@ static inline bool shaping_any(const struct shaping *s)
 	return shaping_pod_ingress(s) || s->egress_bps || shaping_inet_egress(s);
 }
 
+/* The smaller of two caps, where 0 is none. */
+static inline uint64_t shaping_min_cap(uint64_t a, uint64_t b)
+{
+	if (!a || !b)
+		return a ? a : b;
+	return a < b ? a : b;
+}
+
+/*
+ * Which value set a pod's internet cap in one direction: the config's, or the
+ * pod's annotation. A tenant writes its own annotations, so one only lowers
+ * a cap: it applies when it is at most the cap the config gives the pod (and
+ * with no cap configured in that direction), otherwise it is ignored and the
+ * pod is shaped as without it. Read from the record alone, so that CHECK,
+ * `show` and the log say the same without the config.
+ */
+struct shaping_source {
+	bool annotation;	/* the annotation applied */
+	bool ignored;		/* an annotation above the config's cap: the config applied */
+	uint64_t annot_bps;	/* the annotation, 0 when the pod has none */
+	uint64_t cap_bps;	/* the cap in effect (pod, namespace, node); 0: none */
+};
+
+static inline struct shaping_source shaping_source_of(uint64_t annot, uint64_t cap)
+{
+	struct shaping_source r = { .annot_bps = annot, .cap_bps = cap };
+
+	r.annotation = annot && (!cap || annot <= cap);
+	r.ignored = annot && !r.annotation;
+	return r;
+}
+
+/* Internet egress: the pod's class hangs under its namespace's, under the node's. */
+static inline struct shaping_source shaping_inet_egress_source(const struct shaping *s)
+{
+	return shaping_source_of(s->annot_inet_egress,
+				 shaping_min_cap(shaping_min_cap(s->inet_egress_bps, s->ns_egress_bps),
+						 s->node_egress_bps));
+}
+
+/* Internet ingress: a namespace's setting is the cap of each of its pods. */
+static inline struct shaping_source shaping_inet_ingress_source(const struct shaping *s)
+{
+	return shaping_source_of(s->annot_inet_ingress, s->inet_ingress_bps);
+}
+
 #endif

@@ -122,7 +122,11 @@ int node_state_refresh(struct ipam_state *st, const struct node_config *cfg, int
 /* A pod's shaping for this request: its runtimeConfig and annotations, and the caps they give. */
 void node_shaping_request(const struct node_config *cfg, const char *k8s_namespace,
 			  struct shaping *ret);
-/* Fills the caps of `s` from the policy, keeping its pod-specific inputs (reshape). */
+/*
+ * Fills the caps of `s` from the policy and its annotations, keeping its
+ * pod-specific inputs (reshape). An annotation only lowers a cap: one above
+ * the config's is ignored (shaping_inet_*_source() in lib/shaping.h say which applied).
+ */
 void node_shaping_resolve(const struct node_config *cfg, const char *k8s_namespace,
 			  struct shaping *s);
 /* Uplink classes for a pod with internet egress shaping (under the store lock); -ENOSPC: full. */

@@ -18,6 +18,13 @@ static uint64_t ns_rate(json_object *map, const char *ns)
 	return bps;
 }
 
+/*
+ * A tenant writes its pod's annotations: they may lower the pod's internet
+ * caps, never raise them. An annotation at most the cap the config gives the
+ * pod (or in a direction the config does not cap) becomes the pod's cap; one
+ * above it is ignored and the pod is shaped exactly as without it, which
+ * shaping_inet_*_source() then reports.
+ */
 void node_shaping_resolve(const struct node_config *cfg, const char *ns, struct shaping *s)
 {
 	const struct shaping_policy *c = &cfg->shaping;
@@ -26,12 +33,15 @@ void node_shaping_resolve(const struct node_config *cfg, const char *ns, struct 
 	s->node_egress_bps = c->node_egress;
 	v = ns_rate(c->ns_egress, ns);
 	s->ns_egress_bps = v ? v : c->ns_egress_default;
-	s->inet_egress_bps = s->annot_inet_egress ? s->annot_inet_egress : c->pod_egress_default;
+	/* The egress cap in effect is the smallest of the pod's, its namespace's and the node's. */
+	s->inet_egress_bps = c->pod_egress_default;
+	if (shaping_inet_egress_source(s).annotation)
+		s->inet_egress_bps = s->annot_inet_egress;
 	/* A namespace entry under internetIngress is the cap of each of its pods. */
 	v = ns_rate(c->ns_ingress, ns);
-	s->inet_ingress_bps = s->annot_inet_ingress ? s->annot_inet_ingress
-			      : v			  ? v
-							  : c->pod_ingress_default;
+	s->inet_ingress_bps = v ? v : c->pod_ingress_default;
+	if (shaping_inet_ingress_source(s).annotation)
+		s->inet_ingress_bps = s->annot_inet_ingress;
 }
 
 void node_shaping_request(const struct node_config *cfg, const char *ns, struct shaping *ret)

@@ -134,7 +134,7 @@ fi
 t_end
 
 # ============================================================ annotations
-t_begin "pod annotations override podDefault (internet egress 50M, ingress 20M)"
+t_begin "pod annotations below podDefault lower the caps (internet egress 50M, ingress 20M)"
 AN_SH='{"internetEgress": {"podDefault": "100M"}, "internetIngress": {"podDefault": "100M"}}'
 AN_RC='{"io.kubernetes.cri.pod-annotations": {"tollgate.io/internet-egress-bandwidth": "50M", "tollgate.io/internet-ingress-bandwidth": "20M", "kubectl.kubernetes.io/last-applied-configuration": "{\"apiVersion\":\"v1\"}"}}'
 if spod_ns annot annot "$AN_SH" "$AN_RC" && spod_ns plainannot annot "$AN_SH"; then
@@ -355,6 +355,96 @@ bad_case 'annotation tollgate.io/internet-ingress-bandwidth = "fast"' internet-i
 	'{"io.kubernetes.cri.pod-annotations": {"tollgate.io/internet-ingress-bandwidth": "fast"}}'
 bad_group_end "runtimeConfig (bandwidth and annotations)"
 for p in annot plainannot; do sdel "$p" || tap_not_ok "DEL $p" "rc=$TG_RC $TG_OUT"; done
+
+# ============================================================ annotations only lower
+sect "annotations only lower"
+# A tenant writes its pod's annotations: one above the cap the config gives
+# the pod is ignored (ADD succeeds, says so on stderr and in the log line),
+# one below it applies. Egress: pods 10M within a 5M namespace, so the cap in
+# effect is 5M; ingress: the namespace's entry 8M, not podDefault 100M. No
+# other pod is attached here, so reshape touches only these two.
+AB_SH='{"internetEgress": {"podDefault": "10M", "namespaces": {"capped": "5M"}}, "internetIngress": {"podDefault": "100M", "namespaces": {"capped": "8M"}}}'
+AB_SH_LOW='{"internetEgress": {"podDefault": "1M", "namespaces": {"capped": "5M"}}, "internetIngress": {"podDefault": "100M", "namespaces": {"capped": "1M"}}}'
+# an_rc EGRESS INGRESS: runtimeConfig with both annotations
+an_rc() { jq -nc --arg e "$1" --arg i "$2" '{"io.kubernetes.cri.pod-annotations": {"tollgate.io/internet-egress-bandwidth": $e, "tollgate.io/internet-ingress-bandwidth": $i}}'; }
+# log_last CMD POD: the last log line of that command for pod capped/POD
+log_last() { grep " cmd=$1 .* pod=capped/$2 " "$TG_TMP/tollgate.log" | tail -n 1; }
+# has WHAT TEXT NEEDLE: fail unless TEXT contains NEEDLE
+has() { grep -qF -- "$3" <<<"$2" || t_fail "$1 lacks '$3': ${2:0:400}"; }
+AB_WARN_E="pod annotation tollgate.io/internet-egress-bandwidth 32G is above the pod's internet egress cap 5M: ignored"
+AB_WARN_I="pod annotation tollgate.io/internet-ingress-bandwidth 32G is above the pod's internet ingress cap 8M: ignored"
+
+t_begin "annotations above the caps (32G) are ignored and logged, not refused: classes at the caps; CHECK and show say the config applied"
+if spod_ns above capped "$AB_SH" "$(an_rc 32G 32G)"; then
+	has "ADD's stderr" "$TG_ERR" "$AB_WARN_E"
+	has "ADD's stderr" "$TG_ERR" "$AB_WARN_I"
+	t_expect "uplink class ceil (namespace cap 5M)" "$(class_ceil "$UPQ" "$(sh_pod_class above)")" 5Mbit
+	t_expect "class 1:2 ceil on the host veth" "$(class_ceil "${POD_VETH[above]}" 1:2)" 8Mbit
+	t_expect "state: caps and annotations" \
+		"$(sh_att_shaping above | jq -c '[.internetEgress, .internetIngress, .annotationInternetEgress, .annotationInternetIngress]')" \
+		"[10000000,8000000,32000000000,32000000000]"
+	l=$(log_last ADD above)
+	has "ADD's log line" "$l" " inet_egress=5M(config) inet_ingress=8M(config) warning=\""
+	has "ADD's log line" "$l" "$AB_WARN_E; $AB_WARN_I"
+	[[ $l == *" result=ok" ]] || t_fail "ADD's log line does not end in result=ok: $l"
+	scheck above || t_fail "CHECK rc=$TG_RC $TG_OUT"
+	l=$(log_last CHECK above)
+	has "CHECK's log line" "$l" " inet_egress=5M(config) inet_ingress=8M(config) warning=\"$AB_WARN_E"
+	sh_ipam show "${POD_IP[above]}" --json || t_fail "show rc=$SH_IPAM_RC $(cat "$TG_TMP/ipam.err")"
+	t_expect "show --json: sources" \
+		"$(jq -c '.shaping | [.internetEgressFrom, .internetEgressAnnotation, .internetIngressFrom, .internetIngressAnnotation]' "$TG_TMP/ipam.out")" \
+		'["config",32000000000,"config",32000000000]'
+	sh_ipam show "${POD_IP[above]}"
+	has "show" "$(cat "$TG_TMP/ipam.out")" "caps from   egress: config (annotation 32G ignored); ingress: config (annotation 32G ignored)"
+else
+	t_fail "ADD rc=$TG_RC $TG_OUT $TG_ERR"
+fi
+t_end
+
+t_begin "annotations below the caps (2M) apply, without a warning; CHECK and show say the annotation applied"
+if spod_ns below capped "$AB_SH" "$(an_rc 2M 2M)"; then
+	t_expect "ADD's stderr" "$TG_ERR" ""
+	t_expect "uplink class ceil" "$(class_ceil "$UPQ" "$(sh_pod_class below)")" 2Mbit
+	t_expect "class 1:2 ceil on the host veth" "$(class_ceil "${POD_VETH[below]}" 1:2)" 2Mbit
+	t_expect "state: caps" "$(sh_att_shaping below | jq -c '[.internetEgress, .internetIngress]')" "[2000000,2000000]"
+	l=$(log_last ADD below)
+	has "ADD's log line" "$l" " inet_egress=2M(annotation) inet_ingress=2M(annotation) result=ok"
+	scheck below || t_fail "CHECK rc=$TG_RC $TG_OUT"
+	has "CHECK's log line" "$(log_last CHECK below)" " inet_egress=2M(annotation) inet_ingress=2M(annotation) result=ok"
+	sh_ipam show "${POD_IP[below]}"
+	has "show" "$(cat "$TG_TMP/ipam.out")" "caps from   egress: annotation; ingress: annotation"
+else
+	t_fail "ADD rc=$TG_RC $TG_OUT $TG_ERR"
+fi
+t_end
+
+t_begin "reshape to 1M caps: the 2M annotations are now above them and ignored; CHECK with the old config names the cap that drifted and its source"
+if [ -n "${POD_IP[above]:-}" ] && [ -n "${POD_IP[below]:-}" ]; then
+	sconf "$AB_SH_LOW" >"$TG_TMP/low.conf"
+	sh_ipam --config "$TG_TMP/low.conf" reshape || t_fail "reshape rc=$SH_IPAM_RC $(cat "$TG_TMP/ipam.err")"
+	out=$(cat "$TG_TMP/ipam.out")
+	has "reshape's output" "$out" "caps from egress: config (annotation 2M ignored); ingress: config (annotation 2M ignored)"
+	has "reshape's output" "$out" "2 of 2 pods reshaped"
+	for p in above below; do
+		t_expect "$p: uplink class ceil" "$(class_ceil "$UPQ" "$(sh_pod_class "$p")")" 1Mbit
+		t_expect "$p: class 1:2 ceil" "$(class_ceil "${POD_VETH[$p]}" 1:2)" 1Mbit
+	done
+	# the runtime still sends the old config: the store and it disagree
+	scheck below
+	r=$(cni_error_problem 100)
+	[ -z "$r" ] || t_fail "CHECK below with the old config: $r"
+	has "CHECK's error" "$TG_OUT" "the pod's internet ingress cap is 1M, its config gives 2M (annotation)"
+	scheck above
+	has "CHECK's error" "$TG_OUT" "the pod's internet ingress cap is 1M, its config gives 8M (config; the annotation 32G is above the cap 8M: ignored)"
+	# with the new config CHECK passes and logs the config's caps and the warning
+	POD_CONF[below]=$(sconf "$AB_SH_LOW" "$(an_rc 2M 2M)")
+	scheck below || t_fail "CHECK below with the new config rc=$TG_RC $TG_OUT"
+	has "CHECK's log line" "$(log_last CHECK below)" " inet_egress=1M(config) inet_ingress=1M(config) warning=\"pod annotation tollgate.io/internet-egress-bandwidth 2M is above the pod's internet egress cap 1M: ignored"
+else
+	t_fail "the pods of the two cases above are missing"
+fi
+t_end
+for p in above below; do [ -n "${POD_IP[$p]:-}" ] && { sdel "$p" || tap_not_ok "DEL $p" "rc=$TG_RC $TG_OUT"; }; done
 
 # ============================================================ nesting
 sect "nesting"

@@ -2,10 +2,11 @@
 # Traffic shaping measured on the wire: each cap's accuracy (internet egress
 # and ingress, Kubernetes egressRate/ingressRate), internal traffic at full
 # speed beside a capped internet class, queueing delay under load, a cap that
-# holds after the pod's own tc changes, and the nesting and fairness of pod,
-# namespace and node caps. What shaping makes and removes is test_shaping.sh;
-# this suite is not run against the sanitizer build (TG_SAN_EXCLUDE in
-# tests/run.sh): rates measured at ASan's speed mean nothing.
+# holds after the pod's own tc changes, pod annotations that lower a cap but
+# never raise it, and the nesting and fairness of pod, namespace and node
+# caps. What shaping makes and removes is test_shaping.sh; this suite is not
+# run against the sanitizer build (TG_SAN_EXCLUDE in tests/run.sh): rates
+# measured at ASan's speed mean nothing.
 #
 #   pods (one k8s namespace per case) -- tgX (HTB 1: to the pod; ingress ->
 #        |                               mirred -> IFB tiX, HTB 1: from the pod)
@@ -225,6 +226,61 @@ fi
 t_end
 
 sdel plain || tap_not_ok "DEL plain" "rc=$TG_RC $TG_OUT"
+
+# ============================================================ annotations only lower
+sect "annotations only lower"
+# A tenant writes its pod's annotations: they may lower its internet caps,
+# never raise them. Under 5M caps (egress podDefault; ingress the namespace's
+# entry, podDefault being 100M) pod "ahi" asks for 32G each way and must stay
+# at 5M; pod "alo" asks for 2M and gets 2M. The two pods send together, one
+# run per direction (both directions of one pod at once would queue each
+# flow's ACKs behind the other's data). At 2M a loss costs TCP a round trip
+# through up to 786 ms of queue (the 192 KiB floor), so these runs last 5 s
+# and are measured over 2.3..4.7 s.
+AN_SH='{"internetEgress": {"podDefault": "5M"}, "internetIngress": {"podDefault": "100M", "namespaces": {"annot": "5M"}}}'
+an_rc() { jq -nc --arg r "$1" '{"io.kubernetes.cri.pod-annotations": {"tollgate.io/internet-egress-bandwidth": $r, "tollgate.io/internet-ingress-bandwidth": $r}}'; }
+# chk_annot: counter/flow 0 is the 32G pod's, 1 the 2M pod's
+chk_annot() {
+	local w=""
+	sh_cmp "${SH_RATE[0]}" "<=" 5.5 && sh_cmp "${SH_RATE[0]}" ">=" 4.5 ||
+		w="32G: class ${SH_RATE[0]} Mbit/s, expected 4.5..5.5 (the 5M cap)"
+	sh_cmp "${SH_RXGOOD[0]}" "<=" 5.5 || w="${w:+$w; }32G: receiver goodput ${SH_RXGOOD[0]} Mbit/s > 5.5"
+	sh_within "${SH_RATE[1]}" 2 0.10 || w="${w:+$w; }2M: class ${SH_RATE[1]} Mbit/s, expected 2 +- 10%"
+	sh_cmp "${SH_RXGOOD[1]}" "<=" 2.2 || w="${w:+$w; }2M: receiver goodput ${SH_RXGOOD[1]} Mbit/s > 2.2"
+	[ -z "$w" ] || { echo "$w"; return 1; }
+}
+an_try() { local SH_DURATION=5 SH_WARMUP=2.3 SH_WINDOW=2.4; try2 "$@"; }
+an_report() {
+	diag "$1: 32G pod ${SH_RATE[0]} Mbit/s IP (receiver goodput ${SH_RXGOOD[0]}, ${SH_RETR[0]} retransmitted), 2M pod ${SH_RATE[1]} Mbit/s IP (receiver goodput ${SH_RXGOOD[1]}, exact cap $(sh_goodput_at_cap 2 "${SH_MSS[1]:-1448}"); ${SH_RETR[1]} retransmitted)"
+}
+t_begin "annotations only lower: ADD of pods annotated 32G and 2M under 5M caps; class ceilings 5M and 2M"
+AN_OK=0
+if spod_ns ahi annot "$AN_SH" "$(an_rc 32G)" && spod_ns alo annot "$AN_SH" "$(an_rc 2M)"; then
+	hpc=$(sh_pod_class ahi) lpc=$(sh_pod_class alo) hv=${POD_VETH[ahi]} lv=${POD_VETH[alo]}
+	t_expect "32G: uplink class ceil" "$(class_ceil "$UPQ" "$hpc")" 5Mbit
+	t_expect "32G: class 1:2 ceil on the host veth" "$(class_ceil "$hv" 1:2)" 5Mbit
+	t_expect "2M: uplink class ceil" "$(class_ceil "$UPQ" "$lpc")" 2Mbit
+	t_expect "2M: class 1:2 ceil on the host veth" "$(class_ceil "$lv" 1:2)" 2Mbit
+	AN_OK=1
+else
+	t_fail "ADD rc=$TG_RC $TG_OUT"
+fi
+t_end
+for d in egress ingress; do
+	t_begin "annotations only lower, internet $d: 32G under a 5M cap <= 5.5 Mbit/s, 2M gives 2 Mbit/s +- 10%"
+	if [ "$AN_OK" = 1 ]; then
+		if [ "$d" = egress ]; then
+			an_try "annotations, egress" chk_annot "tc/$UPQ/$hpc tc/$UPQ/$lpc" "ahi $INET 5201" "alo $INET 5202"
+		else
+			an_try "annotations, ingress" chk_annot "tc/$hv/1:2 tc/$lv/1:2" "ahi $INET 5201 R" "alo $INET 5202 R"
+		fi
+		an_report "internet $d"
+	else
+		t_fail "no pods"
+	fi
+	t_end
+done
+for p in ahi alo; do [ -n "${POD_IP[$p]:-}" ] && { sdel "$p" || tap_not_ok "DEL $p" "rc=$TG_RC $TG_OUT"; }; done
 
 # ============================================================ nesting and fairness
 sect "nesting and fairness"

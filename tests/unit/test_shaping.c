@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * Rates (lib/rate.c), the shaping keys of the config and runtimeConfig, and
- * how a pod's caps are resolved (cni/shaping.c): no kernel needed.
+ * how a pod's caps are resolved (node/shaping.c), annotations that only lower
+ * them: no kernel needed.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -166,6 +167,157 @@ static void t_annotations(void **state)
 	node_config_free(&cfg);
 }
 
+/* A config with this shaping block and these pod annotations ("" : none), resolved for `ns`. */
+static void resolve_with(const char *shaping, const char *egress, const char *ingress,
+			 const char *ns, struct shaping *ret)
+{
+	char json[1024], ann[256] = "";
+	struct node_config cfg;
+	struct tg_err e;
+
+	if (*egress || *ingress)
+		snprintf(ann, sizeof(ann),
+			 ",\"runtimeConfig\":{\"io.kubernetes.cri.pod-annotations\":{%s%s%s%s%s%s%s}}",
+			 *egress ? "\"tollgate.io/internet-egress-bandwidth\":\"" : "", egress,
+			 *egress ? "\"" : "", *egress && *ingress ? "," : "",
+			 *ingress ? "\"tollgate.io/internet-ingress-bandwidth\":\"" : "", ingress,
+			 *ingress ? "\"" : "");
+	snprintf(json, sizeof(json), BASE ",\"shaping\":%s%s}", shaping, ann);
+	if (parse(json, &cfg, &e) != 0)
+		fail_msg("config refused: %s (%s)", e.msg, json);
+	node_shaping_request(&cfg, ns, ret);
+	node_config_free(&cfg);
+}
+
+#define CAPS_5M                                                                          \
+	"{\"internetEgress\":{\"podDefault\":\"5M\",\"namespaceDefault\":\"20M\"},"      \
+	"\"internetIngress\":{\"podDefault\":\"8M\",\"namespaces\":{\"datasets\":\"5M\"}}}"
+
+/* An annotation lowers a cap, never raises it; above the cap it is ignored. */
+static void t_annotations_only_lower(void **state)
+{
+	struct shaping s;
+	struct shaping_source eg, in;
+
+	(void)state;
+	/* Above the caps: the pod is shaped as without the annotation. */
+	resolve_with(CAPS_5M, "32G", "32G", "datasets", &s);
+	assert_int_equal(s.inet_egress_bps, 5000000ULL);
+	assert_int_equal(s.inet_ingress_bps, 5000000ULL);
+	assert_int_equal(s.annot_inet_egress, 32000000000ULL);
+	eg = shaping_inet_egress_source(&s);
+	in = shaping_inet_ingress_source(&s);
+	assert_false(eg.annotation);
+	assert_true(eg.ignored);
+	assert_int_equal(eg.cap_bps, 5000000ULL);
+	assert_int_equal(eg.annot_bps, 32000000000ULL);
+	assert_false(in.annotation);
+	assert_true(in.ignored);
+	assert_int_equal(in.cap_bps, 5000000ULL);
+
+	/* Below: the annotation is the cap. */
+	resolve_with(CAPS_5M, "2M", "2M", "datasets", &s);
+	assert_int_equal(s.inet_egress_bps, 2000000ULL);
+	assert_int_equal(s.inet_ingress_bps, 2000000ULL);
+	eg = shaping_inet_egress_source(&s);
+	in = shaping_inet_ingress_source(&s);
+	assert_true(eg.annotation);
+	assert_false(eg.ignored);
+	assert_int_equal(eg.cap_bps, 2000000ULL);
+	assert_true(in.annotation);
+	assert_int_equal(in.cap_bps, 2000000ULL);
+
+	/* Equal to the cap: the annotation applies (the same cap). */
+	resolve_with(CAPS_5M, "5M", "5M", "datasets", &s);
+	assert_int_equal(s.inet_egress_bps, 5000000ULL);
+	assert_true(shaping_inet_egress_source(&s).annotation);
+	assert_true(shaping_inet_ingress_source(&s).annotation);
+
+	/* No annotation: the config; the namespace's internetIngress entry, else podDefault. */
+	resolve_with(CAPS_5M, "", "", "datasets", &s);
+	assert_int_equal(s.inet_egress_bps, 5000000ULL);
+	assert_int_equal(s.inet_ingress_bps, 5000000ULL);
+	eg = shaping_inet_egress_source(&s);
+	assert_false(eg.annotation);
+	assert_false(eg.ignored);
+	assert_int_equal(eg.annot_bps, 0);
+	resolve_with(CAPS_5M, "", "", "research", &s);
+	assert_int_equal(s.inet_ingress_bps, 8000000ULL);
+	assert_int_equal(s.ns_egress_bps, 20000000ULL);
+
+	/* The namespace's ingress entry (5M) bounds, not podDefault (8M). */
+	resolve_with(CAPS_5M, "", "6M", "datasets", &s);
+	assert_int_equal(s.inet_ingress_bps, 5000000ULL);
+	assert_true(shaping_inet_ingress_source(&s).ignored);
+	resolve_with(CAPS_5M, "", "6M", "research", &s);
+	assert_int_equal(s.inet_ingress_bps, 6000000ULL);
+	assert_true(shaping_inet_ingress_source(&s).annotation);
+}
+
+/* Egress: the pod's cap in effect is the smallest of its own, its namespace's and the node's. */
+static void t_annotations_egress_bounds(void **state)
+{
+	struct shaping s;
+	struct shaping_source eg;
+
+	(void)state;
+	/* No pod cap, a 5M namespace: 32G is above what the pod can get, 3M is below. */
+	resolve_with("{\"internetEgress\":{\"namespaceDefault\":\"5M\"}}", "32G", "", "a", &s);
+	assert_int_equal(s.inet_egress_bps, 0);
+	eg = shaping_inet_egress_source(&s);
+	assert_true(eg.ignored);
+	assert_int_equal(eg.cap_bps, 5000000ULL);
+	resolve_with("{\"internetEgress\":{\"namespaceDefault\":\"5M\"}}", "3M", "", "a", &s);
+	assert_int_equal(s.inet_egress_bps, 3000000ULL);
+	assert_true(shaping_inet_egress_source(&s).annotation);
+	/* A pod default above its namespace's cap: 7M would lower neither. */
+	resolve_with("{\"internetEgress\":{\"podDefault\":\"10M\",\"namespaceDefault\":\"5M\"}}",
+		     "7M", "", "a", &s);
+	assert_int_equal(s.inet_egress_bps, 10000000ULL);
+	eg = shaping_inet_egress_source(&s);
+	assert_true(eg.ignored);
+	assert_int_equal(eg.cap_bps, 5000000ULL);
+	/* The node's cap too. */
+	resolve_with("{\"internetEgress\":{\"node\":\"4M\"}}", "32G", "", "a", &s);
+	assert_int_equal(s.inet_egress_bps, 0);
+	assert_int_equal(shaping_inet_egress_source(&s).cap_bps, 4000000ULL);
+
+	/* No internet cap configured in a direction: the annotation sets one. */
+	resolve_with("{}", "32G", "50M", "a", &s);
+	assert_int_equal(s.inet_egress_bps, 32000000000ULL);
+	assert_int_equal(s.inet_ingress_bps, 50000000ULL);
+	assert_true(shaping_inet_egress_source(&s).annotation);
+	assert_true(shaping_inet_ingress_source(&s).annotation);
+}
+
+/* reshape resolves a recorded pod again: a cap an annotation raised comes back down. */
+static void t_annotations_reshape(void **state)
+{
+	const char *json = BASE ",\"shaping\":" CAPS_5M "}";
+	struct shaping s = {
+		/* as an ADD recorded it before annotations were bounded */
+		.annot_inet_egress = 32000000000ULL, .annot_inet_ingress = 32000000000ULL,
+		.inet_egress_bps = 32000000000ULL, .inet_ingress_bps = 32000000000ULL,
+		.ns_egress_bps = 20000000ULL, .ns_class = 3, .pod_class = 0x800,
+	};
+	struct node_config cfg;
+	struct tg_err e;
+
+	(void)state;
+	/* The record says what the kernel was given: the annotation's 32G into the pod. */
+	assert_true(shaping_inet_ingress_source(&s).annotation);
+	assert_int_equal(shaping_inet_ingress_source(&s).cap_bps, 32000000000ULL);
+	assert_int_equal(parse(json, &cfg, &e), 0);
+	node_shaping_resolve(&cfg, "datasets", &s);
+	node_config_free(&cfg);
+	assert_int_equal(s.inet_egress_bps, 5000000ULL);
+	assert_int_equal(s.inet_ingress_bps, 5000000ULL);
+	assert_int_equal(s.annot_inet_egress, 32000000000ULL);
+	assert_int_equal(s.pod_class, 0x800);
+	assert_true(shaping_inet_egress_source(&s).ignored);
+	assert_true(shaping_inet_ingress_source(&s).ignored);
+}
+
 static void t_bad_inputs(void **state)
 {
 	static const struct {
@@ -250,6 +402,9 @@ int main(void)
 		cmocka_unit_test(t_bandwidth_any_case), cmocka_unit_test(t_annotations),
 		cmocka_unit_test(t_bad_inputs),	       cmocka_unit_test(t_classes),
 		cmocka_unit_test(t_bandwidth_zero_is_unset),
+		cmocka_unit_test(t_annotations_only_lower),
+		cmocka_unit_test(t_annotations_egress_bounds),
+		cmocka_unit_test(t_annotations_reshape),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
