@@ -142,6 +142,13 @@ static void check_attachment(struct doctor *d, const struct ipam_attachment *a)
 	struct stat sb;
 
 	ip4_format(a->ip, ip);
+	if (a->netns[0] && stat(a->netns, &sb) < 0 && !node_netns_dir_visible(a->netns)) {
+		/* Not gone: not visible from here (gc refuses to collect it as well). */
+		finding(d, "unseen-netns", ip,
+			"the directory of the pod's network namespace is missing or empty here",
+			"run doctor where %.200s is mounted (the node's host namespace)", a->netns);
+		return;
+	}
 	if (a->netns[0] && stat(a->netns, &sb) < 0) {
 		finding(d, "stale-netns", ip, "the pod's network namespace is gone",
 			"tollgate-ipam --data-dir %s --network %s gc", c->data_dir, c->network);

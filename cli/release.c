@@ -27,32 +27,12 @@ static int teardown(struct nl_sock *sk, const struct ipam_attachment *a)
 	return r;
 }
 
-struct release_ctx {
-	const struct ipam_attachment *list;
-	size_t n;
-};
-
-static int release_update(struct ipam_state *st, void *ctx, struct tg_err *e)
-{
-	const struct release_ctx *rc = ctx;
-	int r = 0;
-
-	(void)e;
-	for (size_t i = 0; i < rc->n; i++)
-		r += ipam_release(st, rc->list[i].container_id, rc->list[i].ifname, time_now_ms(),
-				  true, NULL);
-	return r;
-}
-
 /* Releases the attachments (into cool-down) in one locked update of the store. */
 static int release(struct cli *c, const struct ipam_attachment *list, size_t n)
 {
-	struct release_ctx ctx = { .list = list, .n = n };
 	struct tg_err e = { 0 };
 
-	if (!n)
-		return 0;
-	if (ipam_store_update(&c->store, &c->state, release_update, &ctx, &e) < 0) {
+	if (node_release(&c->store, &c->state, list, n, &e) < 0) {
 		fprintf(stderr, "tollgate-ipam: %s\n", e.msg);
 		return -EIO;
 	}
@@ -109,62 +89,6 @@ int release_main(struct cli *c)
 
 /* ---- gc ---- */
 
-/* Tears down the stale attachments and releases those whose teardown worked. */
-static int gc_collect(struct cli *c, const struct ipam_attachment *stale, size_t n)
-{
-	_cleanup_free_ struct ipam_attachment *torn = calloc(n ? n : 1, sizeof(*torn));
-	struct nl_sock *sk = NULL;
-	size_t gone = 0;
-	int rc = 0;
-
-	if (!torn)
-		return EXIT_PROBLEMS;
-	/* One socket for every teardown, one store update for every release. */
-	nl_route_open(&sk);
-	for (size_t i = 0; i < n; i++) {
-		if (teardown(sk, &stale[i]) < 0)
-			rc = EXIT_PROBLEMS; /* kept: its address must not go to another pod */
-		else
-			torn[gone++] = stale[i];
-	}
-	if (sk)
-		nl_socket_free(sk);
-	if (release(c, torn, gone) < 0)
-		rc = EXIT_PROBLEMS;
-	return rc;
-}
-
-/*
- * Namespace classes on tollgate-inet outlive their last pod (an ADD may be
- * attaching under one); gc retires those no attachment uses, under the
- * store's lock so that no ADD can be assigned one meanwhile.
- */
-static int gc_retire(struct cli *c, unsigned *retired)
-{
-	struct ipam_state st = { 0 };
-	struct nl_sock *sk = NULL;
-	struct tg_err e = { 0 };
-	int r;
-
-	*retired = 0;
-	if (nl_route_open(&sk) < 0)
-		return EXIT_PROBLEMS;
-	r = ipam_store_lock(&c->store, &e);
-	if (r == 0) {
-		r = ipam_store_load(&c->store, &st, &e);
-		if (r == 0)
-			r = node_retire(sk, &st, retired, &e);
-		ipam_store_unlock(&c->store);
-		ipam_state_free(&st);
-	}
-	nl_socket_free(sk);
-	if (r < 0) {
-		fprintf(stderr, "tollgate-ipam: %s\n", e.msg);
-		return EXIT_PROBLEMS;
-	}
-	return 0;
-}
-
 static void gc_print(const struct cli *c, json_object *arr)
 {
 	size_t n = json_object_array_length(arr);
@@ -181,39 +105,54 @@ static void gc_print(const struct cli *c, json_object *arr)
 		printf("nothing to collect: every attachment's network namespace exists\n");
 }
 
+static void pod_error(void *ctx, const struct ipam_attachment *a, const char *why)
+{
+	fprintf(stderr, "tollgate-ipam: %s: %s\n", a->container_id, why);
+}
+
 int gc_main(struct cli *c)
 {
 	_cleanup_json_ json_object *arr = json_object_new_array();
-	_cleanup_free_ struct ipam_attachment *stale = NULL;
-	size_t n = 0, i;
+	struct node_gc g;
+	struct tg_err e = { 0 };
 	int rc = 0;
 
-	stale = calloc(c->state.n_att ? c->state.n_att : 1, sizeof(*stale));
-	if (!stale)
+	if (node_gc_find(&c->state, &g) < 0)
 		return EXIT_PROBLEMS;
-	for (i = 0; i < c->state.n_att; i++) {
-		struct stat sb;
-
-		if (!c->state.att[i].netns[0] || stat(c->state.att[i].netns, &sb) < 0)
-			stale[n++] = c->state.att[i];
+	if (g.n_unseen) {
+		fprintf(stderr,
+			"tollgate-ipam: %zu attachment(s) name network namespaces in %s, which is "
+			"missing or empty here (not mounted in this container?): left alone; a "
+			"missing namespace proves nothing where none are visible\n",
+			g.n_unseen, g.unseen_dir);
+		rc = EXIT_PROBLEMS;
 	}
-	if (!c->dry_run && n)
-		rc = gc_collect(c, stale, n);
 	if (!c->dry_run) {
-		unsigned retired = 0;
-		int r = gc_retire(c, &retired);
+		struct nl_sock *sk = NULL;
 
-		rc = rc ? rc : r;
-		if (retired && !c->json)
-			printf("retired %u tc class(es) of %s that no attachment uses\n", retired,
-			       SHAPER_INET_IFB);
+		if (nl_route_open(&sk) < 0) {
+			fprintf(stderr, "tollgate-ipam: cannot open a netlink socket\n");
+			node_gc_free(&g);
+			return EXIT_PROBLEMS;
+		}
+		if (node_gc_collect(sk, &c->store, &c->state, &g, pod_error, NULL, &e) < 0) {
+			fprintf(stderr, "tollgate-ipam: %s\n", e.msg);
+			rc = EXIT_PROBLEMS;
+		}
+		nl_socket_free(sk);
+		if (g.kept)
+			rc = EXIT_PROBLEMS;
+		if (g.retired_classes && !c->json)
+			printf("retired %u tc class(es) of %s that no attachment uses\n",
+			       g.retired_classes, SHAPER_INET_IFB);
 	}
-	for (i = 0; i < n; i++) {
-		json_object *o = attachment_json(&stale[i], time(NULL));
+	for (size_t i = 0; i < g.n_stale; i++) {
+		json_object *o = attachment_json(&g.stale[i], time(NULL));
 
 		json_object_object_add(o, "released", json_object_new_boolean(!c->dry_run));
 		json_object_array_add(arr, o);
 	}
+	node_gc_free(&g);
 	if (c->json)
 		print_json(arr);
 	else

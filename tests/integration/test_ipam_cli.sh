@@ -82,6 +82,18 @@ ipam_net() {
 	return "$IPAM_RC"
 }
 ipam() { ipam_net "$NET" "$@"; }
+# ipam_netns_hidden ARGS: tollgate-ipam where /run/netns is an empty directory, as
+# in a container that does not mount the host's; a private mount namespace of
+# its own, so no other process sees the mount.
+ipam_netns_hidden() {
+	ip netns exec "$TG_NODE" unshare -m --propagation private sh -c \
+		'mount -t tmpfs -o size=64k tollgate-hidden /run/netns && exec "$@"' sh \
+		env -i PATH="$TG_PATH" "$IPAM_BIN" --data-dir "$DATA" --network "$NET" "$@" \
+		>"$TG_TMP/ipam.out" 2>"$TG_TMP/ipam.err"
+	IPAM_RC=$?
+	IPAM_OUT=$(cat "$TG_TMP/ipam.out")
+	IPAM_ERR=$(cat "$TG_TMP/ipam.err")
+}
 ipam_diag() {
 	diag "rc=$IPAM_RC stdout=${IPAM_OUT:0:600}"
 	[ -z "$IPAM_ERR" ] || diag "stderr: ${IPAM_ERR:0:600}"
@@ -540,6 +552,20 @@ if nft_set_has pods "${POD_IP[p5]}"; then
 fi
 pod_del p4 "$CONF"
 pod_del p5 "$CONF"
+t_end
+
+t_begin "gc and doctor where the netns directory is not mounted: nothing collected, and said why"
+fp=$(store_fp)
+n_att=$(state_count "$NET")
+ipam_netns_hidden gc --json
+t_expect "gc rc" "$IPAM_RC" 1
+json_check "gc collects nothing" 'length == 0'
+grep -q "/var/run/netns, which is missing or empty here" <<<"$IPAM_ERR" || t_fail "gc does not say why: $IPAM_ERR"
+[ "$(store_fp)" = "$fp" ] || t_fail "gc changed the store"
+t_expect "attachments" "$(state_count "$NET")" "$n_att"
+ipam_netns_hidden doctor --json
+jq -e '[.findings[].kind] | (index("unseen-netns") != null) and (index("stale-netns") == null)' \
+	<<<"$IPAM_OUT" >/dev/null 2>&1 || t_fail "doctor: $(tr -d '\n\t' <<<"${IPAM_OUT:0:400}")"
 t_end
 
 t_begin "gc --dry-run lists the pod whose netns is gone, gc releases it"

@@ -1,0 +1,155 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * Collection of attachments whose network namespace is gone (tollgate-ipam
+ * gc; the node daemon on a timer): each one's kernel objects go first, then
+ * its address, into cool-down; then the uplink classes no attachment uses.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "lib/cleanup.h"
+#include "lib/util.h"
+#include "node/node.h"
+
+/* The directory part of a netns path: "/var/run/netns/cni-1" -> "/var/run/netns". */
+static void netns_dir(const char *path, char *buf, size_t size)
+{
+	const char *slash = strrchr(path, '/');
+	size_t n = slash ? (size_t)(slash - path) : 0;
+
+	if (n >= size)
+		n = size - 1;
+	memcpy(buf, path, n);
+	buf[n] = '\0';
+}
+
+/* A directory that exists and holds at least one entry. */
+static bool dir_populated(const char *dir)
+{
+	DIR *d = opendir(dir[0] ? dir : "/");
+	struct dirent *de;
+	bool any = false;
+
+	if (!d)
+		return false;
+	while (!any && (de = readdir(d)))
+		any = strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0;
+	closedir(d);
+	return any;
+}
+
+bool node_netns_dir_visible(const char *netns_path)
+{
+	char dir[IPAM_NETNS_MAX + 1];
+
+	/* /proc/PID/ns/net goes with its process: a missing one is simply gone. */
+	if (strncmp(netns_path, "/proc/", 6) == 0)
+		return true;
+	netns_dir(netns_path, dir, sizeof(dir));
+	return dir_populated(dir);
+}
+
+int node_gc_find(const struct ipam_state *st, struct node_gc *g)
+{
+	memset(g, 0, sizeof(*g));
+	g->stale = calloc(st->n_att + 1, sizeof(*g->stale));
+	if (!g->stale)
+		return -ENOMEM;
+	for (size_t i = 0; i < st->n_att; i++) {
+		const struct ipam_attachment *a = &st->att[i];
+		struct stat sb;
+
+		if (a->netns[0] && stat(a->netns, &sb) == 0)
+			continue;
+		/*
+		 * Gone, or not visible from here: a netns directory that is
+		 * missing or empty while attachments name it is a mount this
+		 * process does not see (a container without /var/run/netns), not
+		 * every pod dying at once. Collecting would tear down live pods.
+		 */
+		if (a->netns[0] && !node_netns_dir_visible(a->netns)) {
+			if (!g->unseen_dir[0])
+				netns_dir(a->netns, g->unseen_dir, sizeof(g->unseen_dir));
+			g->n_unseen++;
+			continue;
+		}
+		g->stale[g->n_stale++] = *a;
+	}
+	return 0;
+}
+
+struct release_ctx {
+	const struct ipam_attachment *list;
+	size_t n;
+};
+
+static int release_update(struct ipam_state *st, void *ctx, struct tg_err *e)
+{
+	const struct release_ctx *rc = ctx;
+	int r = 0;
+
+	(void)e;
+	for (size_t i = 0; i < rc->n; i++)
+		r += ipam_release(st, rc->list[i].container_id, rc->list[i].ifname, time_now_ms(),
+				  true, NULL);
+	return r;
+}
+
+int node_release(struct ipam_store *store, struct ipam_state *st,
+		 const struct ipam_attachment *list, size_t n, struct tg_err *e)
+{
+	struct release_ctx ctx = { .list = list, .n = n };
+
+	return n ? ipam_store_update(store, st, release_update, &ctx, e) : 0;
+}
+
+int node_gc_collect(struct nl_sock *sk, struct ipam_store *store, struct ipam_state *st,
+		    struct node_gc *g, node_pod_error_fn on_error, void *ctx, struct tg_err *e)
+{
+	_cleanup_free_ struct ipam_attachment *torn = calloc(g->n_stale + 1, sizeof(*torn));
+	size_t gone = 0;
+	int r;
+
+	if (!torn)
+		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < g->n_stale; i++) {
+		struct tg_err pe = { 0 };
+
+		/* Kept when its teardown fails: its address must not go to another pod. */
+		if (node_pod_del(sk, &g->stale[i], &pe) < 0) {
+			g->kept++;
+			if (on_error)
+				on_error(ctx, &g->stale[i], pe.msg);
+		} else {
+			torn[gone++] = g->stale[i];
+		}
+	}
+	r = node_release(store, st, torn, gone, e);
+	if (r < 0)
+		return r;
+	g->released = gone;
+	/*
+	 * Namespace classes outlive their last pod (an ADD may be attaching
+	 * under one): retired here, under the store's lock, so that no ADD can
+	 * be assigned one meanwhile.
+	 */
+	r = ipam_store_lock(store, e);
+	if (r < 0)
+		return r;
+	ipam_state_free(st);
+	r = ipam_store_load(store, st, e);
+	if (r == 0)
+		r = node_retire(sk, st, &g->retired_classes, e);
+	ipam_store_unlock(store);
+	return r;
+}
+
+void node_gc_free(struct node_gc *g)
+{
+	free(g->stale);
+	g->stale = NULL;
+	g->n_stale = 0;
+}

@@ -1,0 +1,86 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The config's shaping policy applied to running pods (tollgate-ipam
+ * reshape; the node daemon on a config change). The new caps are worked out
+ * and saved under the store's lock; the tc classes and the nftables table
+ * change after it, so the lock is never held across netlink.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "node/node.h"
+
+bool node_reshaped(const struct node_reshape *r, const struct ipam_state *st, size_t i)
+{
+	return r->before && i < st->n_att &&
+	       memcmp(&r->before[i], &st->att[i].shaping, sizeof(r->before[i])) != 0;
+}
+
+struct reshape_ctx {
+	const struct node_config *cfg;
+	struct node_reshape *r;
+};
+
+/* Under the lock: the new caps and uplink classes of every pod, saved unless a dry run. */
+static int reshape_update(struct ipam_state *st, void *p, struct tg_err *e)
+{
+	struct reshape_ctx *c = p;
+	struct node_reshape *r = c->r;
+
+	free(r->before);
+	r->changed = 0;
+	r->before = calloc(st->n_att + 1, sizeof(*r->before));
+	if (!r->before)
+		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < st->n_att; i++) {
+		struct ipam_attachment *a = &st->att[i];
+
+		r->before[i] = a->shaping;
+		node_shaping_resolve(c->cfg, a->k8s_namespace, &a->shaping);
+		if (node_shaping_classes(st, a) < 0)
+			return tg_fail(e, CNI_ERR_IO, -ENOSPC, "no free uplink class for %s/%s",
+				       a->k8s_namespace, a->pod);
+		r->changed += node_reshaped(r, st, i);
+	}
+	return !r->dry_run && r->changed ? 1 : 0;
+}
+
+int node_reshape(struct nl_sock *sk, const struct node_config *cfg, struct ipam_store *store,
+		 struct ipam_state *st, struct node_reshape *r, node_pod_error_fn on_error,
+		 void *ctx, struct tg_err *e)
+{
+	struct reshape_ctx c = { cfg, r };
+	struct node_uplink up = { .mtu = cfg->mtu ? cfg->mtu : 1500 };
+	int rc;
+
+	rc = ipam_store_update(store, st, reshape_update, &c, e);
+	if (rc < 0)
+		node_reshape_free(r); /* nothing was saved: no "before" to report */
+	if (rc < 0 || r->dry_run || !r->changed)
+		return rc;
+	/* Bursts and quanta are sized for the uplink's MTU, as ADD sized them. */
+	rc = node_uplink(sk, cfg->uplink, cfg->mtu, &up, e);
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; i < st->n_att; i++) {
+		const struct ipam_attachment *a = &st->att[i];
+		struct tg_err pe = { 0 };
+
+		if (!node_reshaped(r, st, i))
+			continue;
+		if (node_pod_reshape(sk, cfg, &up, a, &r->before[i], &pe) < 0) {
+			r->failed++;
+			if (on_error)
+				on_error(ctx, a, pe.msg);
+		}
+	}
+	/* The pods' class elements (and node-wide state) as the store now says. */
+	return node_declare(sk, cfg, &up, st, NODE_DECLARE_PODS, NULL, e);
+}
+
+void node_reshape_free(struct node_reshape *r)
+{
+	free(r->before);
+	r->before = NULL;
+}
