@@ -43,7 +43,7 @@ LIB_SRC  := $(wildcard lib/*.c)
 IPAM_SRC := $(filter-out ipam/imds.c,$(wildcard ipam/*.c))
 ACCT_SRC := $(wildcard accounting/*.c)
 SHAPER_SRC := $(wildcard shaper/*.c)
-NODE_SRC := $(wildcard node/*.c)
+NODE_SRC := $(filter-out node/sync.c,$(wildcard node/*.c))
 CNI_SRC  := $(filter-out cni/main.c,$(wildcard cni/*.c))
 CLI_SRC  := $(wildcard cli/*.c)
 
@@ -51,7 +51,7 @@ CLI_SRC  := $(wildcard cli/*.c)
 CORE_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRC) $(IPAM_SRC) $(ACCT_SRC) $(SHAPER_SRC) $(NODE_SRC))
 CNI_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(CNI_SRC))
 PLUGIN_OBJ := $(BUILD)/obj/cni/main.o $(CNI_OBJ) $(CORE_OBJ)
-IMDS_OBJ := $(BUILD)/obj/ipam/imds.o
+IMDS_OBJ := $(BUILD)/obj/ipam/imds.o $(BUILD)/obj/node/sync.o
 CLI_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRC))
 
 UNIT_SRC := $(wildcard tests/unit/test_*.c)

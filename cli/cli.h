@@ -109,13 +109,7 @@ int kview_veth(const struct kview *k, const char *name);
 bool kview_route(const struct kview *k, uint32_t ip, int ifindex);
 bool kview_pod(const struct kview *k, uint32_t ip);
 
-/*
- * What IMDS offers the pool, as sync and doctor --imds both read it (sync.c):
- * the uplink's secondary addresses (from IMDS, or c->from_file), without the
- * node's own address and without ipam.exclude, sorted. `net` keeps the
- * uplink's node address and subnet; free it with imds_network_free.
- */
-int imds_candidates(const struct cli *c, int budget_s, int *attempts, struct imds_network *net,
-		    char upname[IFNAMSIZ], uint32_t **ret, size_t *ret_n, struct tg_err *e);
+/* Where sync and doctor --imds read what IMDS offers: the options, else the config. */
+struct node_sync_source cli_sync_source(const struct cli *c, int budget_s);
 
 #endif

@@ -194,22 +194,22 @@ static void check_uplink(struct doctor *d)
 static void check_imds(struct doctor *d)
 {
 	const struct cli *c = d->c;
-	_cleanup_free_ uint32_t *offered = NULL;
-	struct imds_network net = { 0 };
+	struct node_sync_source src = cli_sync_source(c, 10);
+	struct node_sync_offer offer;
 	struct tg_err e = { 0 };
-	char upname[IFNAMSIZ], detail[200];
-	size_t n_offered = 0, missing = 0, extra = 0;
+	char detail[200];
+	size_t missing = 0, extra = 0;
 
-	if (imds_candidates(c, 10, NULL, &net, upname, &offered, &n_offered, &e) < 0) {
+	if (node_imds_offer(&src, &offer, &e) < 0) {
 		finding(d, "pool-drift", c->imds_url, e.msg[0] ? e.msg : "cannot read IMDS",
 			"check IMDS, then tollgate-ipam sync");
 		return;
 	}
-	imds_network_free(&net);
-	for (size_t i = 0; i < n_offered; i++)
-		missing += !ipam_in_pool(d->st, offered[i]);
+	for (size_t i = 0; i < offer.n_addrs; i++)
+		missing += !ipam_in_pool(d->st, offer.addrs[i]);
 	for (size_t i = 0; i < d->st->n_pool; i++)
-		extra += !ipam_addr_in(offered, n_offered, d->st->pool[i]);
+		extra += !ipam_addr_in(offer.addrs, offer.n_addrs, d->st->pool[i]);
+	node_imds_offer_free(&offer);
 	if (!missing && !extra)
 		return;
 	snprintf(detail, sizeof(detail),

@@ -24,6 +24,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "ipam/imds.h"
 #include "ipam/ipam.h"
 #include "ipam/store.h"
 #include "lib/err.h"
@@ -220,6 +221,29 @@ int node_gc_find(const struct ipam_state *st, struct node_gc *g);
 int node_gc_collect(struct nl_sock *sk, struct ipam_store *store, struct ipam_state *st,
 		    struct node_gc *g, node_pod_error_fn on_error, void *ctx, struct tg_err *e);
 void node_gc_free(struct node_gc *g);
+/* ---- the pool from IMDS: tollgate-ipam and the node daemon only (node/sync.c) ---- */
+struct node_sync_source {
+	const char *uplink;		/* NULL or "": the default route's interface */
+	const char *imds_url;
+	const char *from_file;		/* a saved network document instead of IMDS */
+	json_object *exclude;		/* ipam.exclude: never pool addresses */
+	int budget_s;			/* IMDS retries within this many seconds */
+};
+/* What IMDS offers: the uplink's secondary addresses without the node's own and ipam.exclude. */
+struct node_sync_offer {
+	struct imds_network net;	/* with the node's address and subnet */
+	char uplink[IFNAMSIZ];
+	uint32_t *addrs;		/* sorted */
+	size_t n_addrs;
+	int attempts;			/* IMDS requests made */
+};
+int node_imds_offer(const struct node_sync_source *src, struct node_sync_offer *ret,
+		    struct tg_err *e);
+void node_imds_offer_free(struct node_sync_offer *o);
+/* Folds an offer into the pool (ipam_reconcile) under the store's lock; always saved. */
+int node_sync(struct ipam_store *store, struct ipam_state *st, const struct node_sync_offer *o,
+	      struct ipam_sync_report *ret, struct tg_err *e);
+
 /* Releases the attachments (into cool-down) in one locked update of the store. */
 int node_release(struct ipam_store *store, struct ipam_state *st,
 		 const struct ipam_attachment *list, size_t n, struct tg_err *e);
