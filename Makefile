@@ -46,6 +46,7 @@ SHAPER_SRC := $(wildcard shaper/*.c)
 NODE_SRC := $(filter-out node/sync.c,$(wildcard node/*.c))
 CNI_SRC  := $(filter-out cni/main.c,$(wildcard cni/*.c))
 CLI_SRC  := $(wildcard cli/*.c)
+AGENT_SRC := $(filter-out agent/main.c,$(wildcard agent/*.c))
 
 # Every layer below the binaries; the plugin links none of the HTTP code.
 CORE_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRC) $(IPAM_SRC) $(ACCT_SRC) $(SHAPER_SRC) $(NODE_SRC))
@@ -82,7 +83,9 @@ $(BUILD)/tollgate-exporter: $(BUILD)/obj/exporter/main.o $(EXPORTER_OBJ) $(CORE_
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BIN_LIBS) $(MHD_LIBS) -lpthread
 
-$(BUILD)/tests/unit_%: tests/unit/%.c $(CNI_OBJ) $(CORE_OBJ) $(IMDS_OBJ) $(EXPORTER_OBJ)
+AGENT_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(AGENT_SRC))
+
+$(BUILD)/tests/unit_%: tests/unit/%.c $(CNI_OBJ) $(CORE_OBJ) $(IMDS_OBJ) $(EXPORTER_OBJ) $(AGENT_OBJ)
 	@mkdir -p $(dir $@)
 	@echo "  TEST    $@"
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(CMOCKA_LIBS) $(CURL_LIBS)
