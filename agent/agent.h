@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef TG_AGENT_H
+#define TG_AGENT_H
+
+/*
+ * tollgate-agent: the node daemon. It owns what outlives a CNI call: the
+ * node-wide declaration (at start, on a config change, on a timer, counting
+ * what it repaired), the pool (IMDS sync), collection of attachments whose
+ * netns is gone and of unused uplink classes, the policy applied to running
+ * pods when the config changes, the plugin's installation, and the metrics.
+ * One event loop (agent/main.c); the tasks here run to completion, each in
+ * well under a second on a declared node.
+ */
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "agent/sched.h"
+#include "ipam/store.h"
+#include "node/node.h"
+
+struct agent_options {
+	const char *config_path;	/* the conflist (the ConfigMap's file) */
+	const char *data_dir;		/* NULL: the config's dataDir */
+	const char *cni_conf_dir;	/* NULL: nothing installed */
+	const char *cni_bin_dir;
+	const char *plugin_path;	/* the plugin binary installed into cni_bin_dir */
+	const char *conf_name;		/* file name of the installed conflist */
+	bool once;			/* start-up work, then exit */
+	bool metrics_only;		/* serve metrics, change nothing */
+	int64_t declare_ms, sync_ms, gc_ms;
+};
+
+/* What the agent did, for /metrics (counters since start). */
+struct agent_stats {
+	uint64_t syncs, sync_failures;
+	int64_t last_sync_ok_s;		/* unix seconds, 0: never */
+	uint64_t declarations, declaration_failures;
+	/* repairs by object: what a declaration had to write */
+	uint64_t repaired_nft_table, repaired_nft_sets, repaired_nft_chains, repaired_nft_rules,
+		repaired_nft_internal;
+	uint64_t repaired_tc_ifb, repaired_tc_root, repaired_tc_node_class, repaired_tc_clsact,
+		repaired_tc_filters, repaired_tc_classes_restored;
+	uint64_t repaired_sysctls;
+	uint64_t gc_runs, gc_collected, gc_kept, gc_unseen, gc_classes_retired;
+	uint64_t reshapes, reshaped_pods, reshape_failures;
+	uint64_t config_reloads, config_errors;
+	uint64_t installs;
+};
+
+struct agent {
+	struct agent_options opt;
+	struct node_config cfg;
+	bool cfg_ok;
+	uint64_t cfg_hash;		/* of the conflist's bytes: what a reload compares */
+	char data_dir[4096];
+	struct sched_task declare, sync, gc;
+	struct agent_stats stats;
+	/* readiness: pool, node declared, plugin installed (when asked to) */
+	bool pool_ready, declared, installed;
+};
+
+/* Reads the conflist; 1 when it changed (or the first time), 0 when not, <0 on error. */
+int agent_load_config(struct agent *a, struct tg_err *e);
+/* The node-wide declaration, under the store's lock (no deleted pod's elements come back). */
+int agent_declare(struct agent *a, struct tg_err *e);
+/* IMDS sync (static pools: the store follows the config). */
+int agent_sync(struct agent *a, struct tg_err *e);
+/* Collection of attachments whose netns is gone, and of unused uplink classes. */
+int agent_gc(struct agent *a, struct tg_err *e);
+/* The config's shaping applied to running pods. */
+int agent_reshape(struct agent *a, struct tg_err *e);
+/* The plugin binary and the conflist into the runtime's directories (temp file, rename). */
+int agent_install(struct agent *a, struct tg_err *e);
+bool agent_ready(const struct agent *a);
+/* The store's pool holds at least one address. */
+int agent_pool_size(struct agent *a, size_t *ret);
+
+struct expo;
+/* The agent's own families (syncs, repairs by object, gc, reshapes, readiness). */
+void agent_render_metrics(const struct agent *a, struct expo *x);
+
+/* Writes `len` bytes to dir/name through a temp file and rename (mode). */
+int agent_write_file(const char *dir, const char *name, const void *buf, size_t len,
+		     unsigned mode);
+
+#endif

@@ -1,0 +1,278 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The agent's tasks. Each opens what it needs, does its work and closes it
+ * again: nothing stays open between runs but the event loop's descriptors.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include <netlink/netlink.h>
+
+#include "agent/agent.h"
+#include "lib/cleanup.h"
+#include "lib/nl.h"
+#include "lib/util.h"
+
+#define CONFLIST_MAX (1 << 20)
+
+static int read_whole(const char *path, size_t max, char **ret, size_t *ret_len)
+{
+	FILE *f = fopen(path, "re");
+	int r;
+
+	if (!f)
+		return -errno;
+	r = read_stream(f, max, ret, ret_len);
+	fclose(f);
+	return r;
+}
+
+int agent_load_config(struct agent *a, struct tg_err *e)
+{
+	_cleanup_free_ char *text = NULL;
+	struct node_config cfg = { 0 };
+	size_t len = 0;
+	uint64_t hash;
+	int r;
+
+	r = read_whole(a->opt.config_path, CONFLIST_MAX, &text, &len);
+	if (r < 0)
+		return tg_fail(e, CNI_ERR_IO, r, "cannot read %s: %s", a->opt.config_path,
+			       strerror(-r));
+	hash = XXH3_64bits(text, len);
+	if (a->cfg_ok && hash == a->cfg_hash)
+		return 0;
+	r = node_config_load_file(a->opt.config_path, &cfg, e);
+	if (r < 0) {
+		node_config_free(&cfg);
+		return r; /* the config in force stays */
+	}
+	if (a->opt.data_dir)
+		snprintf(cfg.data_dir, sizeof(cfg.data_dir), "%s", a->opt.data_dir);
+	if (a->cfg_ok)
+		node_config_free(&a->cfg);
+	a->cfg = cfg;
+	a->cfg_ok = true;
+	a->cfg_hash = hash;
+	return 1;
+}
+
+static int open_store(const struct agent *a, struct ipam_store *s, struct tg_err *e)
+{
+	return ipam_store_open(s, a->cfg.data_dir, a->cfg.name, e);
+}
+
+static void count_repairs(struct agent_stats *st, const struct node_repairs *r)
+{
+	st->repaired_nft_table += r->nft.table;
+	st->repaired_nft_sets += r->nft.sets;
+	st->repaired_nft_chains += r->nft.chains;
+	st->repaired_nft_rules += r->nft.rules;
+	st->repaired_nft_internal += r->nft.internal;
+	st->repaired_tc_ifb += r->tc.ifb;
+	st->repaired_tc_root += r->tc.root;
+	st->repaired_tc_node_class += r->tc.node_class;
+	st->repaired_tc_clsact += r->tc.clsact;
+	st->repaired_tc_filters += r->tc.filters;
+	st->repaired_tc_classes_restored += r->classes_restored;
+	st->repaired_sysctls += r->sysctls;
+}
+
+int agent_declare(struct agent *a, struct tg_err *e)
+{
+	struct node_uplink up = { .mtu = a->cfg.mtu ? a->cfg.mtu : 1500 };
+	struct node_repairs rep = { 0 };
+	struct ipam_state st = { 0 };
+	struct ipam_store store;
+	struct nl_sock *sk = NULL;
+	int r;
+
+	a->stats.declarations++;
+	r = nl_route_open(&sk);
+	if (r < 0) {
+		tg_fail(e, CNI_ERR_IO, r, "cannot open a netlink socket: %s", strerror(-r));
+		goto out;
+	}
+	r = node_uplink(sk, a->cfg.uplink, a->cfg.mtu, &up, e);
+	if (r < 0)
+		goto out;
+	r = open_store(a, &store, e);
+	if (r < 0)
+		goto out;
+	/*
+	 * Under the store's lock: a table made anew gets every pod's elements
+	 * back from the store, and no DEL can finish meanwhile and have its
+	 * pod's elements put back from a stale read. A declaration that finds
+	 * everything in place only reads, for about a millisecond.
+	 */
+	r = ipam_store_lock(&store, e);
+	if (r == 0) {
+		r = ipam_store_load(&store, &st, e);
+		if (r == 0)
+			r = node_declare(sk, &a->cfg, &up, &st, 0, &rep, e);
+		ipam_store_unlock(&store);
+	}
+	ipam_state_free(&st);
+	ipam_store_close(&store);
+	count_repairs(&a->stats, &rep);
+out:
+	nl_socket_free(sk);
+	if (r < 0)
+		a->stats.declaration_failures++;
+	else
+		a->declared = true;
+	return r;
+}
+
+static int refresh_only(struct ipam_state *st, void *ctx, struct tg_err *e)
+{
+	return 0;
+}
+
+int agent_sync(struct agent *a, struct tg_err *e)
+{
+	struct ipam_state st = { 0 };
+	struct ipam_store store;
+	int r;
+
+	a->stats.syncs++;
+	r = open_store(a, &store, e);
+	if (r < 0)
+		goto out;
+	if (a->cfg.source == IPAM_SOURCE_STATIC) {
+		/* The store's pool follows the config at each update; this is one. */
+		r = node_store_update(&store, &st, &a->cfg, refresh_only, NULL, e);
+	} else {
+		struct node_sync_source src = { .uplink = a->cfg.uplink,
+						.imds_url = a->cfg.imds_url ? a->cfg.imds_url
+									   : "http://169.254.169.254",
+						.exclude = a->cfg.exclude,
+						.budget_s = 2 };
+		struct node_sync_offer offer;
+		struct ipam_sync_report rep;
+
+		/* A short budget: the schedule does the retrying (and the loop stays responsive). */
+		r = node_imds_offer(&src, &offer, e);
+		if (r == 0) {
+			r = node_sync(&store, &st, &offer, &rep, e);
+			node_imds_offer_free(&offer);
+		}
+	}
+	if (r == 0)
+		a->pool_ready = st.n_pool > 0;
+	ipam_state_free(&st);
+	ipam_store_close(&store);
+out:
+	if (r < 0) {
+		a->stats.sync_failures++;
+	} else {
+		a->stats.last_sync_ok_s = (int64_t)time(NULL);
+	}
+	return r;
+}
+
+static void gc_error(void *ctx, const struct ipam_attachment *att, const char *why)
+{
+	fprintf(stderr, "tollgate-agent: gc of %s/%s (%s): %s\n", att->k8s_namespace, att->pod,
+		att->container_id, why);
+}
+
+int agent_gc(struct agent *a, struct tg_err *e)
+{
+	struct ipam_state st = { 0 };
+	struct ipam_store store;
+	struct nl_sock *sk = NULL;
+	struct node_gc g = { 0 };
+	int r;
+
+	a->stats.gc_runs++;
+	r = open_store(a, &store, e);
+	if (r < 0)
+		return r;
+	r = ipam_store_load(&store, &st, e);
+	if (r == 0)
+		r = node_gc_find(&st, &g) < 0 ? tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory") : 0;
+	if (r == 0 && g.n_unseen) {
+		a->stats.gc_unseen += g.n_unseen;
+		fprintf(stderr,
+			"tollgate-agent: %zu attachment(s) name network namespaces in %s, which is "
+			"missing or empty here (is the host's netns directory mounted?): not "
+			"collected\n",
+			g.n_unseen, g.unseen_dir);
+	}
+	if (r == 0)
+		r = nl_route_open(&sk);
+	if (r == 0)
+		r = node_gc_collect(sk, &store, &st, &g, gc_error, NULL, e);
+	else if (!e->msg[0])
+		tg_fail(e, CNI_ERR_IO, r, "cannot open a netlink socket: %s", strerror(-r));
+	a->stats.gc_collected += g.released;
+	a->stats.gc_kept += g.kept;
+	a->stats.gc_classes_retired += g.retired_classes;
+	node_gc_free(&g);
+	nl_socket_free(sk);
+	ipam_state_free(&st);
+	ipam_store_close(&store);
+	return r;
+}
+
+static void reshape_error(void *ctx, const struct ipam_attachment *att, const char *why)
+{
+	fprintf(stderr, "tollgate-agent: reshape of %s/%s: %s\n", att->k8s_namespace, att->pod,
+		why);
+}
+
+int agent_reshape(struct agent *a, struct tg_err *e)
+{
+	struct node_reshape rs = { 0 };
+	struct ipam_state st = { 0 };
+	struct ipam_store store;
+	struct nl_sock *sk = NULL;
+	int r;
+
+	a->stats.reshapes++;
+	r = nl_route_open(&sk);
+	if (r < 0)
+		return tg_fail(e, CNI_ERR_IO, r, "cannot open a netlink socket: %s", strerror(-r));
+	r = open_store(a, &store, e);
+	if (r == 0) {
+		r = node_reshape(sk, &a->cfg, &store, &st, &rs, reshape_error, NULL, e);
+		ipam_store_close(&store);
+	}
+	a->stats.reshaped_pods += rs.changed - rs.failed;
+	a->stats.reshape_failures += rs.failed;
+	node_reshape_free(&rs);
+	ipam_state_free(&st);
+	nl_socket_free(sk);
+	return r;
+}
+
+int agent_pool_size(struct agent *a, size_t *ret)
+{
+	struct ipam_state st = { 0 };
+	struct ipam_store store;
+	struct tg_err e = { 0 };
+	int r = ipam_store_open_readonly(&store, a->cfg.data_dir, a->cfg.name, &e);
+
+	if (r == 0)
+		r = ipam_store_load(&store, &st, &e);
+	*ret = st.n_pool;
+	ipam_state_free(&st);
+	ipam_store_close(&store);
+	return r;
+}
+
+bool agent_ready(const struct agent *a)
+{
+	return a->cfg_ok && a->pool_ready && a->declared &&
+	       (a->installed || !a->opt.cni_conf_dir);
+}
