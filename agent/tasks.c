@@ -123,7 +123,9 @@ int agent_declare(struct agent *a, struct tg_err *e)
 	}
 	ipam_state_free(&st);
 	ipam_store_close(&store);
-	count_repairs(&a->stats, &rep);
+	/* What the first declaration writes on a fresh node is no repair. */
+	if (r == 0 && a->declared)
+		count_repairs(&a->stats, &rep);
 out:
 	nl_socket_free(sk);
 	if (r < 0)
