@@ -59,6 +59,8 @@ UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit_%,$(UNIT_SRC))
 
 EXPORTER_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out exporter/main.c,$(wildcard exporter/*.c)))
+# The metrics endpoint's HTTP server (libmicrohttpd): the exporter's, never the plugin's.
+HTTP_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard http/*.c))
 MHD_LIBS := $(shell pkg-config --libs libmicrohttpd 2>/dev/null)
 
 BINS := $(BUILD)/tollgate $(BUILD)/tollgate-ipam $(BUILD)/tollgate-exporter
@@ -79,16 +81,16 @@ $(BUILD)/tollgate-ipam: $(CLI_OBJ) $(IMDS_OBJ) $(CORE_OBJ)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BIN_LIBS) $(CURL_LIBS)
 
-$(BUILD)/tollgate-exporter: $(BUILD)/obj/exporter/main.o $(EXPORTER_OBJ) $(CORE_OBJ)
+$(BUILD)/tollgate-exporter: $(BUILD)/obj/exporter/main.o $(EXPORTER_OBJ) $(HTTP_OBJ) $(CORE_OBJ)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BIN_LIBS) $(MHD_LIBS) -lpthread
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BIN_LIBS) $(MHD_LIBS)
 
 AGENT_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(AGENT_SRC))
 
-$(BUILD)/tests/unit_%: tests/unit/%.c $(CNI_OBJ) $(CORE_OBJ) $(IMDS_OBJ) $(EXPORTER_OBJ) $(AGENT_OBJ)
+$(BUILD)/tests/unit_%: tests/unit/%.c $(CNI_OBJ) $(CORE_OBJ) $(IMDS_OBJ) $(EXPORTER_OBJ) $(HTTP_OBJ) $(AGENT_OBJ)
 	@mkdir -p $(dir $@)
 	@echo "  TEST    $@"
-	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(CMOCKA_LIBS) $(CURL_LIBS)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(CMOCKA_LIBS) $(CURL_LIBS) $(MHD_LIBS)
 
 san:
 	$(MAKE) SAN=1

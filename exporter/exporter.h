@@ -4,7 +4,8 @@
 
 /*
  * tollgate-exporter's collectors and its Prometheus text-format writer
- * (exposition format 0.0.4). The HTTP side lives in exporter/main.c.
+ * (exposition format 0.0.4). The HTTP side is http/http.h, tied to them in
+ * exporter/main.c.
  *
  * A scrape reads the nftables counters in one netlink dump, the store only
  * when it changed, and the tc classes of the pods the store says are shaped;
@@ -60,5 +61,14 @@ struct exporter *exporter_new(const char *data_dir, const char *network);
 void exporter_free(struct exporter *ex);
 /* Renders every family into x. Returns 0, or -EIO when nothing could be collected. */
 int exporter_render(struct exporter *ex, struct expo *x);
+
+/* ---- the endpoint's own health ---- */
+
+struct http_stats;
+/*
+ * The HTTP server's counters (http/http.h): collections and cache hits of
+ * the page, open and refused connections, deadline closes.
+ */
+void exporter_render_http(struct expo *x, const struct http_stats *st);
 
 #endif

@@ -4,10 +4,13 @@
  * health to Prometheus.
  *
  *   tollgate-exporter [--listen ADDR:PORT] [--data-dir D] [--network N] [--log-level L]
+ *                     [--page-cache-ms MS] [--deadline-ms MS]
  *
- * One libmicrohttpd thread polls every connection (epoll), so a slow client
- * never blocks a scrape; connections, their memory and their idle time are
- * bounded. At start it keeps only CAP_NET_ADMIN (the nftables dump needs it).
+ * One thread, one event loop: epoll over a signalfd and the HTTP server
+ * (http/http.h), which bounds connections per client and in all, the time
+ * and memory of each, and collects the page at most once per cache window
+ * however many scrape it. At start it keeps only CAP_NET_ADMIN (the
+ * nftables dump needs it).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -19,48 +22,65 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
-#include <microhttpd.h>
-
 #include "exporter/exporter.h"
+#include "http/http.h"
+#include "lib/cleanup.h"
 #include "lib/util.h"
 
 #define PAGE_MAX (64u << 20)		/* a scrape page is cut (and fails) past this */
-#define CONNECTIONS_MAX 64
-#define CONNECTION_TIMEOUT_S 10
-#define CONNECTION_MEMORY 32768		/* request line + headers; larger gets 431/414 */
 
 enum log_level { LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG };
 
 static enum log_level log_level = LOG_INFO;
 
-static void __attribute__((format(printf, 2, 3))) logf_(enum log_level lvl, const char *fmt, ...)
+static void __attribute__((format(printf, 2, 0))) logv_(enum log_level lvl, const char *fmt, va_list ap)
 {
 	static const char *const names[] = { "error", "warn", "info", "debug" };
 	char ts[32], msg[512];
 	struct timespec now;
 	struct tm tm;
-	va_list ap;
+	size_t n;
 
 	if (lvl > log_level)
 		return;
 	clock_gettime(CLOCK_REALTIME, &now);
 	gmtime_r(&now.tv_sec, &tm);
 	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
-	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
+	n = strlen(msg);
+	while (n && msg[n - 1] == '\n')
+		msg[--n] = '\0';
 	/* One line per record, written at once. */
 	fprintf(stderr, "%s.%03ldZ level=%s %s\n", ts, now.tv_nsec / 1000000, names[lvl], msg);
 }
 
-struct server {
+static void __attribute__((format(printf, 2, 3))) logf_(enum log_level lvl, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	logv_(lvl, fmt, ap);
+	va_end(ap);
+}
+
+/* libmicrohttpd's notes on malformed requests: a client's doing, not ours. */
+static void __attribute__((format(printf, 2, 0))) log_http(void *cls, const char *fmt, va_list ap)
+{
+	(void)cls;
+	logv_(LOG_DEBUG, fmt, ap);
+}
+
+struct app {
 	struct exporter *ex;
 	struct expo page;
+	struct http_server *http;
 };
 
 static const char index_html[] =
@@ -69,104 +89,47 @@ static const char index_html[] =
 	"(Prometheus text format 0.0.4)</li>\n<li><a href=\"healthz\">/healthz</a></li>\n</ul>\n"
 	"</body></html>\n";
 
-static enum MHD_Result reply(struct MHD_Connection *conn, unsigned int status, const char *type,
-			     const char *body, size_t len)
+static void route(void *cls, const char *path, struct http_reply *ret)
 {
-	struct MHD_Response *resp =
-		MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
-	enum MHD_Result r;
-
-	if (!resp)
-		return MHD_NO;
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
-	r = MHD_queue_response(conn, status, resp);
-	MHD_destroy_response(resp);
-	return r;
+	(void)cls;
+	if (strcmp(path, "/metrics") == 0) {
+		ret->page = true;
+	} else if (strcmp(path, "/healthz") == 0) {
+		*ret = (struct http_reply){ .status = 200, .content_type = "text/plain; charset=utf-8",
+					    .body = "ok\n", .len = 3 };
+	} else if (strcmp(path, "/") == 0) {
+		*ret = (struct http_reply){ .status = 200, .content_type = "text/html; charset=utf-8",
+					    .body = index_html, .len = sizeof(index_html) - 1 };
+	}
 }
 
-/* The page goes to MHD as it is (no copy of a page of hundreds of kB); MHD frees it. */
-static enum MHD_Result reply_page(struct MHD_Connection *conn, struct expo *page)
+/* A new page: the collectors, then the HTTP server's own counters. */
+static int collect(void *cls, char **ret_buf, size_t *ret_len)
 {
-	struct MHD_Response *resp;
-	enum MHD_Result r;
+	struct app *a = cls;
+	struct http_stats st;
+	char *buf;
 	size_t len;
-	char *body = expo_take(page, &len);
+	int r;
 
-	resp = MHD_create_response_from_buffer_with_free_callback(len, body, free);
-	if (!resp) {
-		free(body);
-		return MHD_NO;
+	expo_reset(&a->page);
+	r = exporter_render(a->ex, &a->page);
+	if (r >= 0) {
+		http_get_stats(a->http, &st);
+		exporter_render_http(&a->page, &st);
+		if (a->page.overflow)
+			r = -ENOBUFS;
 	}
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
-				"text/plain; version=0.0.4; charset=utf-8");
-	r = MHD_queue_response(conn, MHD_HTTP_OK, resp);
-	MHD_destroy_response(resp);
-	return r;
-}
-
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
-				  const char *method, const char *version,
-				  const char *upload_data, size_t *upload_size, void **con_cls)
-{
-	struct server *srv = cls;
-	static const char text[] = "text/plain; charset=utf-8";
-
-	(void)version;
-	(void)upload_data;
-	/* The first call only announces the request; answer on the second. */
-	if (!*con_cls) {
-		*con_cls = (void *)1;
-		return MHD_YES;
+	if (r < 0) {
+		logf_(LOG_ERROR, "msg=\"scrape failed\" err=\"%s\"", strerror(-r));
+		return r;
 	}
-	if (*upload_size) {
-		*upload_size = 0; /* a body is never wanted: drop it */
-		return MHD_YES;
-	}
-	if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0) {
-		logf_(LOG_DEBUG, "msg=\"method not allowed\" method=%.16s path=%.64s", method, url);
-		return reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, text, "method not allowed\n", 19);
-	}
-	if (strcmp(url, "/metrics") == 0) {
-		int r;
-
-		expo_reset(&srv->page);
-		r = exporter_render(srv->ex, &srv->page);
-		if (r < 0) {
-			logf_(LOG_ERROR, "msg=\"scrape failed\" err=\"%s\"", strerror(-r));
-			return reply(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, text, "scrape failed\n", 14);
-		}
-		return reply_page(conn, &srv->page);
-	}
-	if (strcmp(url, "/healthz") == 0)
-		return reply(conn, MHD_HTTP_OK, text, "ok\n", 3);
-	if (strcmp(url, "/") == 0)
-		return reply(conn, MHD_HTTP_OK, "text/html; charset=utf-8", index_html,
-			     sizeof(index_html) - 1);
-	return reply(conn, MHD_HTTP_NOT_FOUND, text, "not found\n", 10);
-}
-
-static int parse_listen(const char *s, struct sockaddr_in *ret)
-{
-	char host[64] = "";
-	const char *colon = strrchr(s, ':');
-	char *end;
-	long port;
-
-	if (!colon || (size_t)(colon - s) >= sizeof(host))
-		return -EINVAL;
-	memcpy(host, s, (size_t)(colon - s));
-	port = strtol(colon + 1, &end, 10);
-	if (*end || port <= 0 || port > 65535)
-		return -EINVAL;
-	memset(ret, 0, sizeof(*ret));
-	ret->sin_family = AF_INET;
-	ret->sin_port = htons((uint16_t)port);
-	if (!host[0])
-		ret->sin_addr.s_addr = htonl(INADDR_ANY);
-	else if (inet_pton(AF_INET, host, &ret->sin_addr) != 1)
-		return -EINVAL;
+	/* The page goes to the server as it is (no copy of hundreds of kB). */
+	buf = expo_take(&a->page, &len);
+	if (!buf)
+		return -ENODATA;
+	*ret_buf = buf;
+	*ret_len = len;
 	return 0;
 }
 
@@ -197,9 +160,11 @@ static int drop_capabilities(void)
 
 static void usage(FILE *f)
 {
-	fputs("usage: tollgate-exporter [--listen ADDR:PORT] [--data-dir DIR] [--network NAME]\n"
-	      "                         [--log-level error|warn|info|debug]\n"
+	fputs("usage: tollgate-exporter [--listen ADDR:PORT|:PORT|HOST:PORT] [--data-dir DIR]\n"
+	      "                         [--network NAME] [--log-level error|warn|info|debug]\n"
+	      "                         [--page-cache-ms MS] [--deadline-ms MS]\n"
 	      "defaults: --listen 127.0.0.1:9617 --data-dir /run/tollgate --network tollgate\n"
+	      "          --page-cache-ms 1000 --deadline-ms 10000\n"
 	      "endpoints: /metrics, /healthz, /\n",
 	      f);
 }
@@ -212,7 +177,7 @@ static int set_log_level(const char *name)
 	} levels[] = { { "error", LOG_ERROR }, { "warn", LOG_WARN }, { "info", LOG_INFO },
 		       { "debug", LOG_DEBUG } };
 
-	for (size_t i = 0; i < sizeof(levels) / sizeof(levels[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(levels); i++)
 		if (strcmp(name, levels[i].name) == 0) {
 			log_level = levels[i].level;
 			return 0;
@@ -220,25 +185,87 @@ static int set_log_level(const char *name)
 	return -EINVAL;
 }
 
-static void block_signals(sigset_t *sigs)
+/* A whole number of milliseconds in [min, max]. */
+static int parse_ms(const char *s, unsigned int min, unsigned int max, unsigned int *ret)
 {
-	sigemptyset(sigs);
-	sigaddset(sigs, SIGTERM);
-	sigaddset(sigs, SIGINT);
-	sigaddset(sigs, SIGPIPE);
-	pthread_sigmask(SIG_BLOCK, sigs, NULL);
+	char *end;
+	unsigned long v;
+
+	if (!s || *s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || *end || v < min || v > max)
+		return -EINVAL;
+	*ret = (unsigned int)v;
+	return 0;
 }
 
-/* The HTTP server: bounded connections, per client and in all, each with a deadline. */
-static struct MHD_Daemon *start_http(struct server *srv, const struct sockaddr_in *addr)
+static int listen_problem(const char *listen, int r)
 {
-	return MHD_start_daemon(MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
-				on_request, srv, MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)addr,
-				MHD_OPTION_CONNECTION_LIMIT, (unsigned int)CONNECTIONS_MAX,
-				MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)16,
-				MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)CONNECTION_TIMEOUT_S,
-				MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
-				MHD_OPTION_END);
+	switch (r) {
+	case -EAFNOSUPPORT:
+		fprintf(stderr, "tollgate-exporter: --listen \"%s\": IPv6 is not served; give an IPv4 "
+				"address or a name with one\n", listen);
+		return 2;
+	case -ENOENT:
+		fprintf(stderr, "tollgate-exporter: --listen \"%s\": the name has no IPv4 address\n",
+			listen);
+		return 1;
+	case -EAGAIN:
+		fprintf(stderr, "tollgate-exporter: --listen \"%s\": the resolver did not answer; "
+				"try again\n", listen);
+		return 1;
+	case -EINVAL:
+		fprintf(stderr, "tollgate-exporter: --listen \"%s\" is not ADDR:PORT, :PORT or "
+				"HOST:PORT (port 1-65535)\n", listen);
+		usage(stderr);
+		return 2;
+	default:
+		fprintf(stderr, "tollgate-exporter: --listen \"%s\": %s\n", listen, strerror(-r));
+		return 1;
+	}
+}
+
+/*
+ * The event loop: the HTTP server and a signalfd for SIGTERM and SIGINT.
+ * Returns the signal that ended it, or a negative errno.
+ */
+static int serve(struct http_server *http, const sigset_t *sigs)
+{
+	_cleanup_close_ int ep = epoll_create1(EPOLL_CLOEXEC);
+	_cleanup_close_ int sfd = signalfd(-1, sigs, SFD_NONBLOCK | SFD_CLOEXEC);
+	struct epoll_event ev = { .events = EPOLLIN }, evs[4];
+	int last_err = 0;
+
+	if (ep < 0 || sfd < 0)
+		return -errno;
+	ev.data.fd = sfd;
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, sfd, &ev) < 0)
+		return -errno;
+	ev.data.fd = http_fd(http);
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, ev.data.fd, &ev) < 0)
+		return -errno;
+	for (;;) {
+		int n = epoll_wait(ep, evs, ARRAY_SIZE(evs), http_timeout_ms(http)), r;
+
+		if (n < 0 && errno != EINTR)
+			return -errno;
+		for (int i = 0; i < n; i++) {
+			struct signalfd_siginfo si;
+
+			if (evs[i].data.fd != sfd)
+				continue;
+			while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+				if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT)
+					return (int)si.ssi_signo;
+		}
+		/* Readable or timed out: the server does what is due either way. */
+		r = http_run(http);
+		if (r < 0 && r != last_err)
+			logf_(LOG_WARN, "msg=\"cannot accept\" err=\"%s\"", strerror(-r));
+		last_err = r;
+	}
 }
 
 int main(int argc, char **argv)
@@ -248,16 +275,19 @@ int main(int argc, char **argv)
 		{ "data-dir", required_argument, NULL, 'd' },
 		{ "network", required_argument, NULL, 'n' },
 		{ "log-level", required_argument, NULL, 'v' },
+		{ "page-cache-ms", required_argument, NULL, 'c' },
+		{ "deadline-ms", required_argument, NULL, 't' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *listen = "127.0.0.1:9617", *data_dir = "/run/tollgate", *network = "tollgate";
-	struct server srv = { 0 };
-	struct sockaddr_in addr;
-	struct MHD_Daemon *d;
+	struct app app = { 0 };
+	struct http_config cfg;
+	char addr[INET_ADDRSTRLEN];
 	sigset_t sigs;
-	int opt, sig = 0, r;
+	int opt, r;
 
+	http_config_defaults(&cfg);
 	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'l':
@@ -274,6 +304,18 @@ int main(int argc, char **argv)
 				break;
 			usage(stderr);
 			return 2;
+		case 'c':
+			if (parse_ms(optarg, 0, 60000, &cfg.cache_ms) == 0)
+				break;
+			fprintf(stderr, "tollgate-exporter: --page-cache-ms \"%s\" is not 0-60000\n",
+				optarg);
+			return 2;
+		case 't':
+			if (parse_ms(optarg, 100, 600000, &cfg.deadline_ms) == 0)
+				break;
+			fprintf(stderr, "tollgate-exporter: --deadline-ms \"%s\" is not 100-600000\n",
+				optarg);
+			return 2;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -282,12 +324,13 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (optind < argc || parse_listen(listen, &addr) < 0) {
-		if (optind >= argc)
-			fprintf(stderr, "tollgate-exporter: --listen \"%s\" is not ADDR:PORT\n", listen);
+	if (optind < argc) {
 		usage(stderr);
 		return 2;
 	}
+	r = http_parse_listen(listen, HTTP_DEFAULT_PORT, &cfg.addr);
+	if (r < 0)
+		return listen_problem(listen, r);
 	if (!name_is_safe(network, 128)) {
 		fprintf(stderr, "tollgate-exporter: --network \"%s\" is not a valid network name\n",
 			network);
@@ -297,27 +340,42 @@ int main(int argc, char **argv)
 		logf_(LOG_ERROR, "msg=\"cannot drop capabilities\" err=\"%s\"", strerror(-r));
 		return 1;
 	}
-	srv.ex = exporter_new(data_dir, network);
-	if (!srv.ex)
+	app.ex = exporter_new(data_dir, network);
+	if (!app.ex)
 		return 1;
-	expo_init(&srv.page, PAGE_MAX);
+	expo_init(&app.page, PAGE_MAX);
 
-	/* Signals are taken synchronously by main; the HTTP thread never sees them. */
-	block_signals(&sigs);
+	/* Signals arrive through the loop's signalfd; a closed peer is an error, not a signal. */
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGINT);
+	sigprocmask(SIG_BLOCK, &sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
 
-	d = start_http(&srv, &addr);
-	if (d) {
-		logf_(LOG_INFO, "msg=\"listening\" listen=%s data_dir=%s network=%s version=%s",
-		      listen, data_dir, network, TG_VERSION);
-		while (sig != SIGTERM && sig != SIGINT)
-			if (sigwait(&sigs, &sig) != 0)
-				break;
-		logf_(LOG_INFO, "msg=\"shutting down\" signal=%d", sig);
-		MHD_stop_daemon(d);
+	cfg.route = route;
+	cfg.collect = collect;
+	cfg.collect_cls = &app;
+	cfg.page_type = "text/plain; version=0.0.4; charset=utf-8";
+	cfg.log = log_http;
+	inet_ntop(AF_INET, &cfg.addr.sin_addr, addr, sizeof(addr));
+	r = http_start(&cfg, &app.http);
+	if (r < 0) {
+		logf_(LOG_ERROR, "msg=\"cannot listen\" listen=%s addr=%s:%u err=\"%s\"", listen, addr,
+		      ntohs(cfg.addr.sin_port), strerror(-r));
 	} else {
-		logf_(LOG_ERROR, "msg=\"cannot listen\" listen=%s err=\"%m\"", listen);
+		logf_(LOG_INFO,
+		      "msg=\"listening\" listen=%s addr=%s:%u data_dir=%s network=%s "
+		      "page_cache_ms=%u deadline_ms=%u version=%s",
+		      listen, addr, ntohs(cfg.addr.sin_port), data_dir, network, cfg.cache_ms,
+		      cfg.deadline_ms, TG_VERSION);
+		r = serve(app.http, &sigs);
+		if (r < 0)
+			logf_(LOG_ERROR, "msg=\"event loop failed\" err=\"%s\"", strerror(-r));
+		else
+			logf_(LOG_INFO, "msg=\"shutting down\" signal=%d", r);
+		http_free(app.http);
 	}
-	expo_free(&srv.page);
-	exporter_free(srv.ex);
-	return d ? 0 : 1;
+	expo_free(&app.page);
+	exporter_free(app.ex);
+	return r < 0 ? 1 : 0;
 }

@@ -125,8 +125,10 @@ log "ADDs took ${ADD_S}s; table: $N_COUNTERS counters, $N_ELEMS pods in @pods"
 [[ $N_COUNTERS == $((NSS * 4 + PODS * 4 + 4)) ]] || log "note: expected $((NSS * 4 + PODS * 4 + 4)) counters"
 
 # ---------------------------------------------------------------- exporter
+# The page cache is off: every timed scrape is a collection, as the
+# shelled-out commands it is compared with are.
 ip netns exec "$NODE" "$EXP_BIN" --listen "127.0.0.1:$PORT" --data-dir "$WORK/data" --network "$NETNAME" \
-    --log-level warn >"$WORK/exporter.out" 2>"$WORK/exporter.log" &
+    --page-cache-ms 0 --log-level warn >"$WORK/exporter.out" 2>"$WORK/exporter.log" &
 EXP_PID=$!
 for ((i = 0; i < 100; i++)); do
     [[ $(N curl -s --max-time 1 "http://127.0.0.1:$PORT/healthz" 2>/dev/null) == ok ]] && break

@@ -113,9 +113,11 @@ status_field() { awk -v k="$2:" '$1 == k { print $2 }' "/proc/$1/status" 2>/dev/
 
 # ---------------------------------------------------------------- start the exporter
 t_begin "exporter starts inside the node namespace and answers /healthz"
-# `ip netns exec` execs the exporter: $! is the exporter's own PID
+# `ip netns exec` execs the exporter: $! is the exporter's own PID. Every
+# page here is compared with the kernel at the moment of the request, so
+# the page cache is off (--page-cache-ms 0); test_metrics_http.sh tests it.
 ip netns exec "$TG_NODE" "$EXP_BIN" --listen "127.0.0.1:$EXP_PORT" --data-dir "$TG_TMP/data" \
-	--network "$TG_NETNAME" >"$TG_TMP/exporter.out" 2>"$TG_TMP/exporter.log" &
+	--network "$TG_NETNAME" --page-cache-ms 0 >"$TG_TMP/exporter.out" 2>"$TG_TMP/exporter.log" &
 EXP_PID=$!
 TG_PIDS+=("$EXP_PID")
 wait_for 5 sh -c "[ \"\$(ip netns exec $TG_NODE curl -s --max-time 1 http://127.0.0.1:$EXP_PORT/healthz)\" = ok ]" ||

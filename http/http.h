@@ -1,0 +1,136 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef TG_HTTP_H
+#define TG_HTTP_H
+
+/*
+ * The metrics endpoint's HTTP server: libmicrohttpd driven from the caller's
+ * own event loop (no thread of its own), hardened for a port that pods on
+ * the node can reach.
+ *
+ * The caller adds http_fd() to its epoll set (EPOLLIN), waits at most
+ * http_timeout_ms(), and calls http_run() whenever it wakes up, readable or
+ * not. http_run() accepts, enforces the limits below and lets libmicrohttpd
+ * do its work; it never blocks.
+ *
+ * What a client can hold, whatever it sends:
+ * - connections: `max_connections` in all and `per_client` per client
+ *   address; once only `reserve` slots are left, they go only to addresses
+ *   that hold no connection, so a scraper that comes with one connection at
+ *   a time (Prometheus) finds a slot while each bad neighbour is capped.
+ *   Connections past those limits are closed as soon as they are accepted;
+ *   while every slot is held, nothing is accepted and new clients wait in
+ *   the kernel's backlog, in order, for the next free slot.
+ * - time: `deadline_ms` from accept (or from the end of the previous
+ *   response on a kept-alive connection) to the end of the response, whatever
+ *   trickles in or out meanwhile; then the connection is shut down.
+ *   (libmicrohttpd's own timeout counts inactivity only: one byte a second
+ *   keeps a connection forever.)
+ * - memory: `request_memory` bytes for the request line and headers of a
+ *   connection (more gets 414 or 431), and no copy of the page: every
+ *   response of one page sends the same buffer.
+ * - work: the page is collected at most once per `cache_ms`; requests within
+ *   that window share it (and a failed collection answers 500 for as long).
+ *   At most `max_pages` pages are alive (the cached one and older ones still
+ *   being sent); at that bound a stale cached page is served rather than a
+ *   new one collected. Older pages go within `deadline_ms`.
+ * So memory is about max_connections x (request_memory + a socket's
+ * bookkeeping) + max_pages x the page size.
+ *
+ * Methods other than GET and HEAD get 405 (Allow: GET, HEAD); HEAD is GET
+ * without the body. IPv4 only.
+ */
+
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define HTTP_DEFAULT_PORT 9617
+#define HTTP_DEFAULT_MAX_CONNECTIONS 64
+#define HTTP_DEFAULT_PER_CLIENT 16
+#define HTTP_DEFAULT_RESERVE 8
+#define HTTP_DEFAULT_DEADLINE_MS 10000	/* Prometheus' default scrape_timeout */
+#define HTTP_DEFAULT_CACHE_MS 1000
+#define HTTP_DEFAULT_REQUEST_MEMORY 16384
+#define HTTP_DEFAULT_MAX_PAGES 3
+
+/* What a path answers; filled by the route callback. */
+struct http_reply {
+	unsigned int status;		/* 0: 404 */
+	const char *content_type;
+	const char *body;		/* body and len, unless page */
+	size_t len;
+	bool copy;			/* body is the caller's: copied (else it must outlive the server) */
+	bool page;			/* answer with the shared page (see collect) */
+};
+
+/* Called for GET and HEAD of any path (without the query string). */
+typedef void (*http_route_fn)(void *cls, const char *path, struct http_reply *ret);
+/*
+ * Collects a new page: a malloc'ed buffer the server then owns and frees.
+ * Returns 0, or a negative errno (the request gets 500).
+ */
+typedef int (*http_collect_fn)(void *cls, char **ret_buf, size_t *ret_len);
+/* libmicrohttpd's own diagnostics (malformed requests and the like). */
+typedef void (*http_log_fn)(void *cls, const char *fmt, va_list ap);
+
+struct http_config {
+	struct sockaddr_in addr;
+	unsigned int max_connections, per_client, reserve;
+	unsigned int deadline_ms;
+	unsigned int cache_ms;		/* 0: every request collects */
+	unsigned int max_pages;
+	size_t request_memory;
+	http_route_fn route;
+	void *route_cls;
+	http_collect_fn collect;
+	void *collect_cls;
+	const char *page_type;		/* Content-Type of the page */
+	http_log_fn log;		/* NULL: none */
+	void *log_cls;
+};
+
+/* What the server did, for the caller's metrics. */
+struct http_stats {
+	uint64_t accepted;
+	uint64_t refused_client;	/* the address held per_client connections */
+	uint64_t refused_reserve;	/* only the reserve was left and the address held one */
+	uint64_t deadline_closed;	/* shut down at their deadline */
+	uint64_t collections;		/* pages collected (the one being collected included) */
+	uint64_t collection_failures;
+	uint64_t cache_hits;		/* requests answered with a page collected earlier */
+	unsigned int connections;	/* open now */
+	unsigned int pages;		/* alive now */
+};
+
+struct http_server;
+
+/* Defaults above, every address on HTTP_DEFAULT_PORT, no callbacks. */
+void http_config_defaults(struct http_config *cfg);
+/*
+ * Binds and listens. Returns 0, -EINVAL for a config that cannot work
+ * (reserve >= max_connections, no route, a page without collect), or the
+ * negative errno of what failed (bind: -EADDRINUSE, -EADDRNOTAVAIL, ...).
+ */
+int http_start(const struct http_config *cfg, struct http_server **ret);
+/* Closes every connection and the socket; pages go once nothing sends them. */
+void http_free(struct http_server *srv);
+/* One descriptor for the caller's epoll set, readable when there is work. */
+int http_fd(const struct http_server *srv);
+/* Milliseconds the caller may wait before the next http_run(); -1: no limit. */
+int http_timeout_ms(struct http_server *srv);
+/* Does what is due. Returns 0, or a negative errno when accepting failed. */
+int http_run(struct http_server *srv);
+void http_get_stats(const struct http_server *srv, struct http_stats *ret);
+
+/*
+ * --listen: "ADDR:PORT", ":PORT" (every address), "HOST:PORT" (a name,
+ * resolved once, here, to its first IPv4 address), or ADDR or HOST alone
+ * (default_port). Returns 0; -EINVAL for bad syntax or port; -EAFNOSUPPORT
+ * for an IPv6 address; -ENOENT when the name has no IPv4 address; -EAGAIN
+ * when the resolver could not answer now.
+ */
+int http_parse_listen(const char *s, uint16_t default_port, struct sockaddr_in *ret);
+
+#endif
