@@ -63,7 +63,7 @@ EXPORTER_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out exporter/main.c,$(w
 HTTP_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard http/*.c))
 MHD_LIBS := $(shell pkg-config --libs libmicrohttpd 2>/dev/null)
 
-BINS := $(BUILD)/tollgate $(BUILD)/tollgate-ipam $(BUILD)/tollgate-exporter
+BINS := $(BUILD)/tollgate $(BUILD)/tollgate-ipam $(BUILD)/tollgate-exporter $(BUILD)/tollgate-agent
 
 .PHONY: all clean install test unit demo bench deps san
 all: $(BINS) $(UNIT_BIN)
@@ -87,6 +87,10 @@ $(BUILD)/tollgate-exporter: $(BUILD)/obj/exporter/main.o $(EXPORTER_OBJ) $(HTTP_
 
 AGENT_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(AGENT_SRC))
 
+$(BUILD)/tollgate-agent: $(BUILD)/obj/agent/main.o $(AGENT_OBJ) $(EXPORTER_OBJ) $(HTTP_OBJ) $(IMDS_OBJ) $(CORE_OBJ)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BIN_LIBS) $(MHD_LIBS) $(CURL_LIBS)
+
 $(BUILD)/tests/unit_%: tests/unit/%.c $(CNI_OBJ) $(CORE_OBJ) $(IMDS_OBJ) $(EXPORTER_OBJ) $(HTTP_OBJ) $(AGENT_OBJ)
 	@mkdir -p $(dir $@)
 	@echo "  TEST    $@"
@@ -105,6 +109,7 @@ install: $(BINS)
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(BUILD)/tollgate-ipam $(DESTDIR)$(PREFIX)/bin/tollgate-ipam
 	install -m 0755 $(BUILD)/tollgate-exporter $(DESTDIR)$(PREFIX)/bin/tollgate-exporter
+	install -m 0755 $(BUILD)/tollgate-agent $(DESTDIR)$(PREFIX)/bin/tollgate-agent
 
 test: deps
 	$(MAKE) all

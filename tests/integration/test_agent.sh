@@ -1,0 +1,215 @@
+#!/usr/bin/env bash
+# tollgate-agent, the node daemon, in a throwaway node namespace with a fake
+# IMDS: nothing is installed and /readyz says 503 while the pool is empty
+# (IMDS asked at most once a second while it fails); then it syncs, declares,
+# installs the plugin and the conflist (cmp) and turns ready; pods ADDed
+# through the installed plugin; a flushed table and a deleted IFB repaired
+# within a period and counted by object; a ConfigMap swap through ..data (as
+# kubelet does it) reaching running pods' classes and the installed conflist;
+# a pod whose netns is gone collected; kill -9 and restart leaving pods and
+# store intact; SIGTERM exits 0 within a second; --once under a bounding set
+# of CAP_NET_ADMIN alone.
+#
+#   node ($TG_ID-node, topology from lib.sh), eth0 MAC 00:0d:3a:f8:06:ec
+#     lo  127.0.0.1:$IMDS_PORT fake_imds.py, 127.0.0.1:$PORT the agent
+#
+# Standalone: TOLLGATE_BIN_DIR=build bash tests/integration/test_agent.sh
+# shellcheck disable=SC2016,SC1091  # jq filters with $vars
+set -u
+. "$(dirname "$0")/lib.sh"
+tg_require
+tg_traps
+
+AGENT=$TOLLGATE_BIN_DIR/tollgate-agent
+FIX=$TG_ROOT/tests/fixtures/imds
+FAKE=$TG_LIB_DIR/fake_imds.py
+IMDS_PORT=18083
+PORT=19617
+NET=tgagent
+
+if [ ! -x "$AGENT" ]; then
+	echo "not ok - preconditions: $AGENT not found (run make)"
+	exit 1
+fi
+
+t_begin topology
+topo_up || tap_bail "could not build the namespace topology"
+ip -n "$TG_NODE" link set eth0 address 00:0d:3a:f8:06:ec || tap_bail "cannot set the MAC"
+ip -n "$TG_NODE" addr add 10.0.0.4/24 dev eth0 || tap_bail "cannot add 10.0.0.4"
+CTL=$TG_TMP/imds.ctl
+ILOG=$TG_TMP/imds.log
+CM=$TG_TMP/configmap # what kubelet mounts: ..data -> ..<stamp>, FILE -> ..data/FILE
+NETD=$TG_TMP/net.d
+CNIBIN=$TG_TMP/cnibin
+ALOG=$TG_TMP/agent.log
+mkdir -p "$CM" "$NETD" "$CNIBIN"
+imds_ctl() { printf '%s\n' "$1" >"$CTL.tmp" && mv -f "$CTL.tmp" "$CTL"; }
+imds_ctl '{"mode": "normal", "statuses": [500]}'
+: >"$ILOG"
+ip netns exec "$TG_NODE" python3 "$FAKE" --port "$IMDS_PORT" --fixture "$FIX/one_nic.json" \
+	--log "$ILOG" --control "$CTL" 2>"$TG_TMP/imds.err" &
+TG_PIDS+=($!)
+imds_up() { ip netns exec "$TG_NODE" bash -c "exec 3<>/dev/tcp/127.0.0.1/$IMDS_PORT" 2>/dev/null; }
+wait_for 10 imds_up || tap_bail "fake IMDS did not start: $(cat "$TG_TMP/imds.err")"
+t_end
+
+# conflist POD_DEFAULT: the ConfigMap's conflist, internet egress capped per pod
+conflist() {
+	jq -n --arg dd "$TG_TMP/data" --arg lf "$TG_TMP/tollgate.log" --arg u "http://127.0.0.1:$IMDS_PORT" \
+		--arg net "$NET" --arg pd "$1" '{
+		cniVersion: "1.0.0", name: $net, plugins: [{
+			type: "tollgate", mtu: 1500, uplink: "eth0", internalCIDRs: ["10.0.0.0/8"],
+			masquerade: true, dataDir: $dd, logFile: $lf,
+			ipam: {source: "imds", imdsURL: $u, cooldownSeconds: 0},
+			shaping: {internetEgress: {podDefault: $pd}}}]}'
+}
+# configmap_swap STAMP POD_DEFAULT: a new version, swapped in as kubelet does
+configmap_swap() {
+	mkdir -p "$CM/..$1"
+	conflist "$2" >"$CM/..$1/10-tollgate.conflist"
+	ln -sfn "..$1" "$CM/..data_tmp"
+	mv -T "$CM/..data_tmp" "$CM/..data"
+	[ -L "$CM/10-tollgate.conflist" ] || ln -s ..data/10-tollgate.conflist "$CM/10-tollgate.conflist"
+}
+configmap_swap v1 20M
+
+AGENT_PID=""
+agent_start() { # [extra args]
+	ip netns exec "$TG_NODE" "$AGENT" --config "$CM/10-tollgate.conflist" \
+		--listen "127.0.0.1:$PORT" --cni-conf-dir "$NETD" --cni-bin-dir "$CNIBIN" \
+		--plugin "$TOLLGATE_BIN_DIR/tollgate" --declare-interval 2 --gc-interval 2 \
+		--sync-interval 30 --page-cache-ms 0 "$@" 2>>"$ALOG" &
+	AGENT_PID=$!
+	TG_PIDS+=("$AGENT_PID")
+}
+http_get() { ip netns exec "$TG_NODE" curl -s -o "$TG_TMP/http.out" -w '%{http_code}' --max-time 2 "http://127.0.0.1:$PORT$1"; }
+ready() { [ "$(http_get /readyz)" = 200 ]; }
+metric() { # NAME{LABELS} -> value (empty when absent)
+	http_get /metrics >/dev/null
+	awk -v m="$1" '$1 == m { print $2 }' "$TG_TMP/http.out"
+}
+node_nft() { ip netns exec "$TG_NODE" nft "$@"; }
+table_has_pod() { node_nft list set inet tollgate pods 2>/dev/null | grep -qw "$1"; }
+# the plugin entry as a runtime hands it to the plugin: name and cniVersion added
+plugin_conf() { jq -c '.plugins[0] + {name: .name, cniVersion: .cniVersion}' "$NETD/10-tollgate.conflist"; }
+pod_class_ceil() { # IP -> the ceil of the pod's class on tollgate-inet
+	local minor
+	minor=$(jq -r --arg ip "$1" '.attachments[] | select(.ip == $ip) | .shaping.podClass' \
+		"$TG_TMP/data/$NET/state.json")
+	tc -n "$TG_NODE" class show dev tollgate-inet classid "1:$(printf '%x' "$minor")" 2>/dev/null |
+		grep -o 'ceil [0-9A-Za-z]*' | head -1
+}
+
+t_begin "while IMDS fails: not ready, nothing installed, IMDS asked at most once a second"
+agent_start
+sleep 4
+t_expect "readyz" "$(http_get /readyz)" 503
+t_expect "healthz" "$(http_get /healthz)" 200
+t_expect "installed" "$(find "$NETD" "$CNIBIN" -mindepth 1 | tr '\n' ' ')" ""
+n=$(wc -l <"$ILOG")
+[ "$n" -ge 2 ] && [ "$n" -le 5 ] || t_fail "IMDS requests in 4 s: $n (expected 2-5)"
+gap=$(awk 'NR > 1 { g = ($1 - p) * 1000; if (m == "" || g < m) m = g } { p = $1 } END { printf "%d", m == "" ? 99999 : m }' "$ILOG")
+[ "$gap" -ge 900 ] || t_fail "two IMDS requests $gap ms apart"
+[ "$(metric 'tollgate_agent_syncs_total{result="error"}')" -ge 2 ] 2>/dev/null ||
+	t_fail "sync errors not counted: $(metric 'tollgate_agent_syncs_total{result="error"}')"
+t_end
+
+t_begin "IMDS answers: synced, declared, installed, ready"
+imds_ctl "$(jq -cn --arg f "$FIX/one_nic.json" '{fixture: $f, mode: "normal", statuses: [200]}')"
+wait_for 20 ready || t_fail "not ready within 20 s: $(tail -5 "$ALOG")"
+cmp -s "$NETD/10-tollgate.conflist" "$CM/10-tollgate.conflist" || t_fail "conflist not installed as given"
+cmp -s "$CNIBIN/tollgate" "$TOLLGATE_BIN_DIR/tollgate" || t_fail "plugin binary not installed"
+[ -x "$CNIBIN/tollgate" ] || t_fail "installed plugin not executable"
+node_nft list table inet tollgate >/dev/null 2>&1 || t_fail "table inet tollgate not declared"
+ip -n "$TG_NODE" link show tollgate-inet >/dev/null 2>&1 || t_fail "tollgate-inet not declared"
+t_expect "ready metric" "$(metric tollgate_agent_ready)" 1
+t_expect "pool" "$(jq '.pool.addresses | length' "$TG_TMP/data/$NET/state.json")" 1
+ls "$NETD" | grep -q '^\.' && t_fail "a temp file left in $NETD: $(ls -a "$NETD")"
+t_end
+
+t_begin "pods through the installed plugin"
+TG_BIN=$CNIBIN/tollgate
+CONF=$(plugin_conf)
+pod_add a1 team-a "$CONF" || t_fail "ADD a1 rc=$TG_RC $TG_OUT"
+pod_add a2 team-b "$CONF" || t_fail "ADD a2 rc=$TG_RC $TG_OUT"
+# (the pool is the uplink's subnet, 10.0.0.x: the fabric does not route it to the node, the
+# internet host's answers come back masqueraded)
+pingq "$TG_ID-a1" "$TG_INET_IP" || t_fail "a1 cannot reach the internet host"
+t_expect "a1 class" "$(pod_class_ceil "${POD_IP[a1]}")" "ceil 20Mbit"
+t_end
+
+t_begin "a flushed table and a deleted IFB come back within a period, counted by object"
+node_nft delete table inet tollgate
+ip -n "$TG_NODE" link del tollgate-inet
+repaired() {
+	table_has_pod "${POD_IP[a1]}" && table_has_pod "${POD_IP[a2]}" &&
+		ip -n "$TG_NODE" link show tollgate-inet >/dev/null 2>&1 &&
+		[ "$(pod_class_ceil "${POD_IP[a1]}")" = "ceil 20Mbit" ]
+}
+wait_for 8 repaired || t_fail "not repaired within 8 s: $(tail -3 "$ALOG")"
+[ "$(metric 'tollgate_agent_repairs_total{object="nft_table"}')" -ge 1 ] 2>/dev/null ||
+	t_fail "table repair not counted"
+[ "$(metric 'tollgate_agent_repairs_total{object="tc_ifb"}')" -ge 1 ] 2>/dev/null ||
+	t_fail "IFB repair not counted"
+pingq "$TG_ID-a1" "$TG_INET_IP" || t_fail "a1 cannot reach the internet host after the repair"
+t_end
+
+t_begin "a ConfigMap swapped through ..data reaches running pods and the installed conflist"
+configmap_swap v2 5M
+reshaped() { [ "$(pod_class_ceil "${POD_IP[a1]}")" = "ceil 5Mbit" ] && [ "$(pod_class_ceil "${POD_IP[a2]}")" = "ceil 5Mbit" ]; }
+wait_for 8 reshaped || t_fail "pods not reshaped: a1 $(pod_class_ceil "${POD_IP[a1]}"): $(tail -3 "$ALOG")"
+wait_for 5 cmp -s "$NETD/10-tollgate.conflist" "$CM/..v2/10-tollgate.conflist" ||
+	t_fail "new conflist not installed"
+[ "$(metric tollgate_agent_reshaped_pods_total)" -ge 2 ] 2>/dev/null || t_fail "reshape not counted"
+t_expect "reloads" "$(metric 'tollgate_agent_config_reloads_total{result="ok"}')" 1
+t_end
+
+t_begin "an invalid config keeps the one in force"
+configmap_swap v3 not-a-rate
+sleep 1
+[ "$(metric 'tollgate_agent_config_reloads_total{result="error"}')" -ge 1 ] 2>/dev/null ||
+	t_fail "invalid config not counted"
+t_expect "a1 class" "$(pod_class_ceil "${POD_IP[a1]}")" "ceil 5Mbit"
+cmp -s "$NETD/10-tollgate.conflist" "$CM/..v2/10-tollgate.conflist" || t_fail "an invalid conflist was installed"
+configmap_swap v4 5M
+t_end
+
+t_begin "a pod whose netns is gone is collected"
+pod_ns_del a2
+gone() { ! jq -e --arg c "${POD_CID[a2]}" '.attachments | any(.containerId == $c)' "$TG_TMP/data/$NET/state.json" >/dev/null; }
+wait_for 8 gone || t_fail "a2 not collected"
+table_has_pod "${POD_IP[a2]}" && t_fail "a2's element is left"
+[ "$(metric tollgate_agent_gc_collected_total)" -ge 1 ] 2>/dev/null || t_fail "collection not counted"
+t_end
+
+t_begin "kill -9 and restart: pods and store intact"
+sum=$(jq -S -c '.attachments' "$TG_TMP/data/$NET/state.json" | sha256sum)
+{
+	kill -9 "$AGENT_PID"
+	wait "$AGENT_PID"
+} 2>/dev/null
+agent_start
+wait_for 10 ready || t_fail "not ready again: $(tail -3 "$ALOG")"
+t_expect "attachments" "$(jq -S -c '.attachments' "$TG_TMP/data/$NET/state.json" | sha256sum)" "$sum"
+pingq "$TG_ID-a1" "$TG_INET_IP" || t_fail "a1 cannot reach the internet host after the restart"
+t_end
+
+t_begin "SIGTERM: exit 0 within a second"
+kill -TERM "$AGENT_PID"
+t0=$SECONDS
+for _ in $(seq 1 20); do kill -0 "$AGENT_PID" 2>/dev/null || break; sleep 0.05; done
+kill -0 "$AGENT_PID" 2>/dev/null && t_fail "still running after 1 s"
+wait "$AGENT_PID"
+t_expect "exit status" "$?" 0
+[ $((SECONDS - t0)) -le 2 ] || t_fail "took $((SECONDS - t0)) s"
+t_end
+
+t_begin "--once under a bounding set of CAP_NET_ADMIN alone, with no_new_privs"
+ip netns exec "$TG_NODE" setpriv --bounding-set -all,+net_admin --inh-caps -all \
+	"$AGENT" --config "$CM/10-tollgate.conflist" --once --cni-conf-dir "$NETD" \
+	--cni-bin-dir "$CNIBIN" --plugin "$TOLLGATE_BIN_DIR/tollgate" >/dev/null 2>"$TG_TMP/once.err"
+t_expect "--once exit status" "$?" 0
+grep -q "once: ready" "$TG_TMP/once.err" || t_fail "--once: $(tail -3 "$TG_TMP/once.err")"
+t_end
+
+pod_del a1 "$CONF" || t_fail "DEL a1 rc=$TG_RC"
