@@ -41,13 +41,23 @@ static bool dir_populated(const char *dir)
 	return any;
 }
 
+/* The kernel's fixed inode number of the initial PID namespace (PROC_PID_INIT_INO). */
+#define PID_NS_INIT_INO 0xEFFFFFFCu
+
 bool node_netns_dir_visible(const char *netns_path)
 {
 	char dir[IPAM_NETNS_MAX + 1];
 
-	/* /proc/PID/ns/net goes with its process: a missing one is simply gone. */
-	if (strncmp(netns_path, "/proc/", 6) == 0)
-		return true;
+	/*
+	 * /proc/PID/ns/net goes with its process: a missing one is simply gone,
+	 * as long as this process sees the host's processes at all (the host's
+	 * PID namespace; a container without hostPID sees only its own).
+	 */
+	if (strncmp(netns_path, "/proc/", 6) == 0) {
+		struct stat sb;
+
+		return stat("/proc/self/ns/pid", &sb) == 0 && sb.st_ino == PID_NS_INIT_INO;
+	}
 	netns_dir(netns_path, dir, sizeof(dir));
 	return dir_populated(dir);
 }
