@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Tollgate demo (`make demo`): a simulated node in network namespaces, three
-# pods added through the real plugin binary exactly as kubelet/containerd
-# would, traffic between them, to a pod on another node and to an "internet"
-# host, the kernel objects and store Tollgate keeps, then everything deleted.
+# Tollgate demo (`make demo`): a simulated node in network namespaces,
+# tollgate-agent starting on it (declares the node, installs the plugin and
+# its conflist), three pods added through the installed plugin binary exactly
+# as kubelet/containerd would, traffic between them, to a pod on another node
+# and to an "internet" host, the agent repairing a flushed table and applying
+# a policy change to a running pod, the kernel objects and store Tollgate
+# keeps, then everything deleted.
 #
 #   pod research/train-0   pod research/train-1   pod datasets/fetch-0
 #          \                       |                      /
@@ -47,7 +50,36 @@ say "plugin $TG_BIN"
 
 TG_NETNAME=tollgate
 # The datasets namespace may send at most 50 Mbit/s to the internet; nothing else is capped.
-CONF=$(tg_conf '.shaping = {internetEgress: {namespaces: {datasets: "50M"}}}' | jq .)
+policy() { tg_conf '.shaping = {internetEgress: {namespaces: {datasets: $cap}}}' --arg cap "$1"; }
+# configmap_write STAMP CAP: the ConfigMap as kubelet mounts it (FILE -> ..data/FILE, ..data -> ..STAMP)
+CM=$TG_TMP/configmap
+configmap_write() {
+	mkdir -p "$CM/..$1"
+	policy "$2" | jq '{cniVersion, name, plugins: [del(.cniVersion, .name)]}' >"$CM/..$1/10-tollgate.conflist"
+	ln -sfn "..$1" "$CM/..data_tmp" && mv -T "$CM/..data_tmp" "$CM/..data"
+	[ -L "$CM/10-tollgate.conflist" ] || ln -s ..data/10-tollgate.conflist "$CM/10-tollgate.conflist"
+}
+configmap_write v1 50M
+
+section "Start tollgate-agent, the node daemon"
+AGENT_BIN=$TOLLGATE_BIN_DIR/tollgate-agent
+NETD=$TG_TMP/net.d CNIBIN=$TG_TMP/cni-bin AGENT_LOG=$TG_TMP/agent.log
+APORT=$((20000 + RANDOM % 20000))
+mkdir -p "$NETD" "$CNIBIN"
+ip -n "$TG_NODE" link set lo up
+say "$ tollgate-agent --config $CM/10-tollgate.conflist --cni-conf-dir $NETD --cni-bin-dir $CNIBIN --listen 127.0.0.1:$APORT"
+ip netns exec "$TG_NODE" "$AGENT_BIN" --config "$CM/10-tollgate.conflist" --listen "127.0.0.1:$APORT" \
+	--cni-conf-dir "$NETD" --cni-bin-dir "$CNIBIN" --plugin "$TG_BIN" --declare-interval 2 \
+	--page-cache-ms 0 2>"$AGENT_LOG" &
+TG_PIDS+=("$!")
+agent_get() { ip netns exec "$TG_NODE" curl -s --max-time 2 "http://127.0.0.1:$APORT$1"; }
+agent_ready() { [ "$(agent_get /readyz)" = ready ]; }
+wait_for 20 agent_ready
+result $? "/readyz: ready (node declared, pool in place, plugin installed)"
+sed 's/^/    /' "$AGENT_LOG"
+show ls -l "$NETD" "$CNIBIN"
+TG_BIN=$CNIBIN/tollgate
+CONF=$(policy 50M | jq .)
 PODS=("research/train-0" "research/train-1" "datasets/fetch-0")
 declare -A SHORT=()
 
@@ -126,22 +158,9 @@ say "  datasets/fetch-0 sends 10 x 1400-byte pings to the internet host:"
 ip netns exec "$TG_ID-$A" ping -q -c 20 -i 0.01 -s 972 -W 1 "${POD_IP[$Bp]}" >/dev/null
 ip netns exec "$TG_ID-$C" ping -q -c 10 -i 0.01 -s 1372 -W 1 "$TG_INET_IP" >/dev/null
 show ip netns exec "$TG_NODE" nft list counters table inet tollgate
-EXPORTER_BIN=$TOLLGATE_BIN_DIR/tollgate-exporter
-if [ -x "$EXPORTER_BIN" ]; then
-	port=$((20000 + RANDOM % 20000))
-	ip -n "$TG_NODE" link set lo up
-	ip netns exec "$TG_NODE" "$EXPORTER_BIN" --listen "127.0.0.1:$port" --data-dir "$TG_TMP/data" \
-		--network "$TG_NETNAME" --log-level warn &
-	TG_PIDS+=("$!")
-	for _ in $(seq 50); do
-		ip netns exec "$TG_NODE" curl -sf "http://127.0.0.1:$port/healthz" >/dev/null && break
-		sleep 0.1
-	done
-	say "$ curl http://127.0.0.1:$port/metrics   (tollgate-exporter in the node namespace)"
-	ip netns exec "$TG_NODE" curl -sf "http://127.0.0.1:$port/metrics" |
-		grep -E '^tollgate_(namespace_bytes|host_bytes|ipam_addresses|collector_up|scrape)' |
-		sed 's/^/    /'
-fi
+say "$ curl http://127.0.0.1:$APORT/metrics   (tollgate-agent in the node namespace)"
+agent_get /metrics | grep -E '^tollgate_(namespace_bytes|host_bytes|ipam_addresses|collector_up|scrape_duration)' |
+	sed 's/^/    /'
 
 section "Shaping: datasets' internet traffic held to its 50M cap, internal traffic at full speed"
 iperf_to() { # NETNS_FROM SERVER_NETNS SERVER_IP: Mbit/s received in 2 s
@@ -162,14 +181,36 @@ say "  datasets/fetch-0 -> internet host:    $(iperf_to "$TG_ID-$C" "$TG_INET" "
 say "  datasets/fetch-0 -> research/train-0: $(iperf_to "$TG_ID-$C" "$TG_ID-$A" "${POD_IP[$A]}") Mbit/s (internal: not capped)"
 say "  research/train-1 -> internet host:    $(iperf_to "$TG_ID-$Bp" "$TG_INET" "$TG_INET_IP") Mbit/s (research has no cap)"
 show ip netns exec "$TG_NODE" tc -s class show dev tollgate-inet
-if [ -n "${port:-}" ]; then
-	say "$ curl http://127.0.0.1:$port/metrics | grep tollgate_shaper_   (the same classes, as Prometheus sees them)"
-	ip netns exec "$TG_NODE" curl -sf "http://127.0.0.1:$port/metrics" |
-		grep -E '^tollgate_shaper_(node|namespace|pod)_(sent_bytes_total|dropped_packets_total|limit_bytes_per_second)' |
-		sed 's/^/    /'
-fi
+say "$ curl http://127.0.0.1:$APORT/metrics | grep tollgate_shaper_   (the same classes, as Prometheus sees them)"
+agent_get /metrics |
+	grep -E '^tollgate_shaper_(node|namespace|pod)_(sent_bytes_total|dropped_packets_total|limit_bytes_per_second)' |
+	sed 's/^/    /'
 
-section "Node-wide state: declared by the first ADD, only read by the others"
+section "The agent repairs what someone flushed"
+show ip netns exec "$TG_NODE" nft delete table inet tollgate
+table_back() { ip netns exec "$TG_NODE" nft list set inet tollgate pods 2>/dev/null | grep -qw "${POD_IP[$C]}"; }
+t0=$SECONDS
+wait_for 10 table_back
+result $? "table inet tollgate back with every pod's elements within $((SECONDS - t0 + 1)) s (declaration every 2 s here, 30 s by default)"
+grep 'repaired' "$AGENT_LOG" | tail -1 | sed 's/^/    /'
+agent_get /metrics | grep -E '^tollgate_agent_repairs_total\{object="nft_(table|sets|chains|rules)"\}' | sed 's/^/    /'
+ip netns exec "$TG_ID-$C" ping -q -c 5 -i 0.01 -s 1372 -W 1 "$TG_INET_IP" >/dev/null
+result $? "datasets/fetch-0 reaches the internet host again, counted to datasets:"
+agent_get /metrics | grep -E '^tollgate_namespace_bytes_total\{namespace="datasets",direction="egress",traffic="internet"\}' | sed 's/^/    /'
+
+section "A policy change reaches a running pod: datasets' cap 50M -> 20M"
+say "The ConfigMap is updated; kubelet swaps its ..data symlink; the agent sees the directory change:"
+configmap_write v2 20M
+capped() { ip netns exec "$TG_NODE" tc class show dev tollgate-inet | grep -q 'ceil 20Mbit'; }
+wait_for 10 capped
+result $? "datasets' class on tollgate-inet now has ceil 20Mbit"
+grep -E 'config changed|installed' "$AGENT_LOG" | tail -2 | sed 's/^/    /'
+say "  datasets/fetch-0 -> internet host:    $(iperf_to "$TG_ID-$C" "$TG_INET" "$TG_INET_IP") Mbit/s (cap now 20M)"
+cmp -s "$NETD/10-tollgate.conflist" "$CM/..v2/10-tollgate.conflist"
+result $? "the new conflist is installed for the next pods"
+CONF=$(policy 20M | jq .)
+
+section "Node-wide state: declared by the agent, only read by each ADD"
 say "Each ADD's log line says where its time went; 'node' is the node-wide probe,"
 say "which declares the table, tollgate-inet and the uplink's filters only when missing:"
 grep 'cmd=ADD' "$TG_TMP/tollgate.log" | sed -E 's/.* pod=([^ ]+) .*duration_ms=([0-9.]+) steps_ms=([^ ]+).*/    \1  \2 ms  \3/'
