@@ -33,6 +33,7 @@
 #include "exporter/exporter.h"
 #include "http/http.h"
 #include "lib/cleanup.h"
+#include "lib/cniops.h"
 #include "lib/util.h"
 
 #define PAGE_MAX (64u << 20)
@@ -43,8 +44,10 @@ struct app {
 	struct expo page;
 	struct http_server *http;
 	int inotify_fd;
+	int config_wd, store_wd;	/* watches: the config's directory, the store's */
 	char config_dir[PATH_MAX];
 	bool config_changed;		/* an event in the config's directory: re-read */
+	bool exhausted;			/* the plugin found no free address: sync soon */
 };
 
 static void __attribute__((format(printf, 1, 2))) logf_(const char *fmt, ...)
@@ -264,6 +267,17 @@ static void reload(struct app *app)
 	run_install(app);
 }
 
+/* The plugin's pool-exhausted signal lands in the store's directory (once it exists). */
+static void watch_store(struct app *app)
+{
+	char dir[PATH_MAX + 256];
+
+	if (app->store_wd >= 0 || app->inotify_fd < 0)
+		return;
+	snprintf(dir, sizeof(dir), "%s/%s", app->a.cfg.data_dir, app->a.cfg.name);
+	app->store_wd = inotify_add_watch(app->inotify_fd, dir, IN_ATTRIB | IN_CREATE);
+}
+
 static void run_due(struct app *app)
 {
 	int64_t now = mono_ms();
@@ -274,10 +288,17 @@ static void run_due(struct app *app)
 	}
 	if (app->a.opt.metrics_only)
 		return;
+	if (app->exhausted) {
+		/* soon, but never two IMDS requests within the task's minimum gap */
+		app->exhausted = false;
+		logf_("level=info msg=\"the plugin found no free address: syncing\"");
+		sched_soon(&app->a.sync, now, 0);
+	}
 	if (sched_due(&app->a.declare, now))
 		run_declare(app);
 	if (sched_due(&app->a.sync, now))
 		run_sync(app);
+	watch_store(app);
 	run_install(app);
 	if (sched_due(&app->a.gc, mono_ms()))
 		run_gc(app);
@@ -302,9 +323,20 @@ static int next_wait_ms(struct app *app)
 static void drain_inotify(struct app *app)
 {
 	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	ssize_t n;
 
-	while (read(app->inotify_fd, buf, sizeof(buf)) > 0)
-		app->config_changed = true;
+	while ((n = read(app->inotify_fd, buf, sizeof(buf))) > 0) {
+		for (char *p = buf; p < buf + n;) {
+			const struct inotify_event *ev = (const struct inotify_event *)p;
+
+			if (ev->wd == app->config_wd)
+				app->config_changed = true;
+			else if (ev->wd == app->store_wd && ev->len &&
+				 strcmp(ev->name, CNIOPS_EXHAUSTED_FILE) == 0)
+				app->exhausted = true;
+			p += sizeof(*ev) + ev->len;
+		}
+	}
 }
 
 static int serve(struct app *app, const sigset_t *sigs)
@@ -440,7 +472,7 @@ int main(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	static struct app app = { .inotify_fd = -1 };
+	static struct app app = { .inotify_fd = -1, .config_wd = -1, .store_wd = -1 };
 	struct agent *a = &app.a;
 	const char *listen = ":9617";
 	int page_cache_ms = -1;
@@ -548,9 +580,11 @@ int main(int argc, char **argv)
 	snprintf(cfg_copy, sizeof(cfg_copy), "%s", a->opt.config_path);
 	snprintf(app.config_dir, sizeof(app.config_dir), "%s", dirname(cfg_copy));
 	app.inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	if (app.inotify_fd < 0 ||
-	    inotify_add_watch(app.inotify_fd, app.config_dir,
-			      IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_DELETE | IN_ATTRIB) < 0)
+	if (app.inotify_fd >= 0)
+		app.config_wd = inotify_add_watch(app.inotify_fd, app.config_dir,
+						  IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE |
+							  IN_DELETE | IN_ATTRIB);
+	if (app.config_wd < 0)
 		logf_("level=warn msg=\"cannot watch the config's directory; SIGHUP re-reads\" "
 		      "dir=%s err=\"%m\"",
 		      app.config_dir);

@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 /* The agent's own families on /metrics, after the collectors' (exporter/exporter.h). */
+#include <limits.h>
+#include <stdio.h>
+
 #include "agent/agent.h"
 #include "exporter/exporter.h"
+#include "lib/cniops.h"
 
 static void counter(struct expo *x, const char *name, const char *help, uint64_t v)
 {
@@ -15,6 +19,30 @@ static void results(struct expo *x, const char *name, const char *help, uint64_t
 	expo_family(x, name, "counter", help);
 	expo_sample_u64(x, name, (const char *const[]){ "result", "ok", NULL }, total - failed);
 	expo_sample_u64(x, name, (const char *const[]){ "result", "error", NULL }, failed);
+}
+
+/* What the plugin counted (lib/cniops.h): a series once its count is not zero. */
+static void cni_operations(const struct agent *a, struct expo *x)
+{
+	static const char name[] = "tollgate_cni_operations_total";
+	struct cniops_counts c;
+	char dir[PATH_MAX + 256], code[8];
+
+	snprintf(dir, sizeof(dir), "%s/%s", a->cfg.data_dir, a->cfg.name);
+	expo_family(x, name, "counter",
+		    "CNI operations the plugin ran on this node since boot, by command and result "
+		    "code (0: success).");
+	if (cniops_read(dir, &c) < 0)
+		return;
+	for (unsigned cmd = 0; cmd < CNIOPS_CMDS; cmd++)
+		for (unsigned k = 0; k < CNIOPS_CODES; k++)
+			if (c.n[cmd][k])
+				expo_sample_u64(x, name,
+						(const char *const[]){ "command",
+								       cniops_cmd_names[cmd], "code",
+								       cniops_code_name(k, code),
+								       NULL },
+						c.n[cmd][k]);
 }
 
 void agent_render_metrics(const struct agent *a, struct expo *x)
@@ -74,6 +102,7 @@ void agent_render_metrics(const struct agent *a, struct expo *x)
 	counter(x, "tollgate_agent_installs_total",
 		"Times the plugin binary or the conflist was (re)written into the runtime's "
 		"directories.", s->installs);
+	cni_operations(a, x);
 	expo_family(x, "tollgate_agent_ready", "gauge",
 		    "1 once the pool exists, the node is declared and the plugin installed.");
 	expo_sample(x, "tollgate_agent_ready", (const char *const[]){ NULL },

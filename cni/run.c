@@ -1,14 +1,35 @@
 // SPDX-License-Identifier: Apache-2.0
 /* The plugin: read env and stdin, dispatch, print one JSON document. */
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cni/cni.h"
 #include "cni/internal.h"
 #include "lib/cleanup.h"
+#include "lib/cniops.h"
 #include "lib/steps.h"
 #include "lib/util.h"
+
+/*
+ * For the node daemon's metrics: the operation by command and result code,
+ * and, when an ADD found no free address, the signal to sync soon.
+ */
+static void record_operation(const struct node_config *cfg, enum cni_cmd cmd, int code)
+{
+	static const enum cniops_cmd map[] = { [CMD_ADD] = CNIOPS_ADD, [CMD_DEL] = CNIOPS_DEL,
+					       [CMD_CHECK] = CNIOPS_CHECK,
+					       [CMD_STATUS] = CNIOPS_STATUS, [CMD_GC] = CNIOPS_GC };
+	char dir[PATH_MAX + 256];
+
+	if ((size_t)snprintf(dir, sizeof(dir), "%s/%s", cfg->data_dir, cfg->name) >= sizeof(dir) ||
+	    cmd >= sizeof(map) / sizeof(map[0]))
+		return;
+	cniops_record(dir, map[cmd], code);
+	if (cmd == CMD_ADD && code == CNI_ERR_TRY_AGAIN)
+		cniops_signal_exhausted(dir);
+}
 
 int cni_config_read(const char *text, size_t len, enum cni_cmd cmd, struct node_config *cfg,
 		    struct tg_err *e)
@@ -131,6 +152,8 @@ done:
 	}
 	if (env.cmd_name && env.cmd != CMD_VERSION)
 		cni_log(cfg.log_file, &env, ip, time_mono_ns() - t0, &shaping, r < 0 ? &err : NULL);
+	if (env.cmd_name && env.cmd != CMD_VERSION && cfg.name && cfg.data_dir[0])
+		record_operation(&cfg, env.cmd, r < 0 ? err.code : 0);
 	node_config_free(&cfg);
 	return r < 0 ? 1 : 0;
 }

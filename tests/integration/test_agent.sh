@@ -136,6 +136,21 @@ pod_add a2 team-b "$CONF" || t_fail "ADD a2 rc=$TG_RC $TG_OUT"
 # internet host's answers come back masqueraded)
 pingq "$TG_ID-a1" "$TG_INET_IP" || t_fail "a1 cannot reach the internet host"
 t_expect "a1 class" "$(pod_class_ceil "${POD_IP[a1]}")" "ceil 20Mbit"
+t_expect "ADDs counted" "$(metric 'tollgate_cni_operations_total{command="ADD",code="0"}')" 2
+t_end
+
+t_begin "the pool runs out: the ADD's code 11 is counted and the agent syncs at once"
+for i in 1 2 3 4 5 6; do pod_add "f$i" team-a "$CONF" || t_fail "ADD f$i rc=$TG_RC"; done
+n_before=$(wc -l <"$ILOG")
+pod_add f7 team-a "$CONF"
+r=$(cni_error_problem 11)
+[ -z "$r" ] || t_fail "ADD on a full pool: $r"
+asked() { [ "$(wc -l <"$ILOG")" -gt "$n_before" ]; }
+wait_for 3 asked || t_fail "no sync within 3 s of the pool running out (sync interval 30 s)"
+t_expect "code 11 counted" "$(metric 'tollgate_cni_operations_total{command="ADD",code="11"}')" 1
+for i in 1 2 3 4 5 6; do pod_del "f$i" "$CONF" || t_fail "DEL f$i rc=$TG_RC"; done
+pod_ns_del f7
+t_expect "DELs counted" "$(metric 'tollgate_cni_operations_total{command="DEL",code="0"}')" 6
 t_end
 
 t_begin "a flushed table and a deleted IFB come back within a period, counted by object"
