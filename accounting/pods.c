@@ -213,6 +213,73 @@ int acct_pod_del(const struct acct_pod *pod, struct acct_conn **keep, struct tg_
 	return 0;
 }
 
+/* The namespace's counter of class `only` (-1: every class) into the batch, as `msg`. */
+static int put_ns_counters(struct batch *bt, const char *k8s_namespace, uint16_t msg, int only)
+{
+	char name[ACCT_COUNTER_NAME_MAX];
+
+	for (int cl = 0; cl < ACCT_CLASSES; cl++) {
+		struct nftnl_obj *o;
+		struct nlmsghdr *nlh;
+
+		if (only >= 0 && only != cl)
+			continue;
+		o = nftnl_obj_alloc();
+		if (!o)
+			return -ENOMEM;
+		acct_ns_counter_name(k8s_namespace, cl, name);
+		nftnl_obj_set_str(o, NFTNL_OBJ_TABLE, ACCT_TABLE);
+		nftnl_obj_set_str(o, NFTNL_OBJ_NAME, name);
+		nftnl_obj_set_u32(o, NFTNL_OBJ_TYPE, NFT_OBJECT_COUNTER);
+		nlh = batch_msg(bt, msg, 0);
+		nftnl_obj_nlmsg_build_payload(nlh, o);
+		batch_next(bt);
+		nftnl_obj_free(o);
+	}
+	return 0;
+}
+
+int acct_retire_namespace(const char *k8s_namespace, struct tg_err *e)
+{
+	struct nft_conn c = { 0 };
+	struct batch *bt = batch_new(4096);
+	char why[256] = "";
+	int r;
+
+	if (!bt)
+		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+	r = nft_conn_open(&c, 0, e);
+	if (r < 0) {
+		batch_free(bt);
+		return r;
+	}
+	/* One transaction of "destroy": every counter of the namespace goes, a missing one is fine. */
+	batch_start(bt);
+	r = put_ns_counters(bt, k8s_namespace, NFT_MSG_DESTROYOBJ, -1);
+	if (r == 0)
+		r = batch_send(&c, bt, why, sizeof(why));
+	if (r == -EINVAL || r == -EOPNOTSUPP) {
+		/* A kernel before 6.3 has no destroy: one counter at a time, ENOENT is fine. */
+		for (int cl = 0; cl < ACCT_CLASSES; cl++) {
+			batch_start(bt);
+			r = put_ns_counters(bt, k8s_namespace, NFT_MSG_DELOBJ, cl);
+			if (r == 0)
+				r = batch_send(&c, bt, why, sizeof(why));
+			if (r < 0 && r != -ENOENT)
+				break;
+			r = 0;
+		}
+	}
+	batch_free(bt);
+	nft_conn_close(&c);
+	if (r == -EBUSY)
+		return tg_fail(e, CNI_ERR_IO, r, "the counters of namespace \"%s\" are still in use",
+			       k8s_namespace);
+	if (r < 0 && r != -ENOENT)
+		return nft_fail(e, r, "retiring a namespace's counters", why);
+	return 0;
+}
+
 struct elem_query {
 	const char *set;
 	uint32_t ip;

@@ -43,9 +43,16 @@ struct agent_stats {
 		repaired_tc_filters, repaired_tc_classes_restored;
 	uint64_t repaired_sysctls;
 	uint64_t gc_runs, gc_collected, gc_kept, gc_unseen, gc_classes_retired;
+	uint64_t namespaces_retired;
 	uint64_t reshapes, reshaped_pods, reshape_failures;
 	uint64_t config_reloads, config_errors;
 	uint64_t installs;
+};
+
+/* A namespace whose counters exist without a pod: since when (retirement after retainSeconds). */
+struct agent_empty_ns {
+	char name[IPAM_K8S_NAMESPACE_MAX + 1];
+	int64_t since_ms;
 };
 
 struct agent {
@@ -56,6 +63,8 @@ struct agent {
 	char data_dir[4096];
 	struct sched_task declare, sync, gc;
 	struct agent_stats stats;
+	struct agent_empty_ns *empty;	/* namespaces with counters and no pod */
+	size_t n_empty;
 	/* readiness: pool, node declared, plugin installed (when asked to) */
 	bool pool_ready, declared, installed;
 };
@@ -68,6 +77,13 @@ int agent_declare(struct agent *a, struct tg_err *e);
 int agent_sync(struct agent *a, struct tg_err *e);
 /* Collection of attachments whose netns is gone, and of unused uplink classes. */
 int agent_gc(struct agent *a, struct tg_err *e);
+/*
+ * Retires the counters of namespaces that have had no pod for
+ * accounting.retainSeconds (their series leave /metrics with them). now_ms:
+ * monotonic; the clock of an empty namespace starts when the agent first
+ * finds it empty.
+ */
+int agent_retire_namespaces(struct agent *a, int64_t now_ms, struct tg_err *e);
 /* The config's shaping applied to running pods. */
 int agent_reshape(struct agent *a, struct tg_err *e);
 /* The plugin binary and the conflist into the runtime's directories (temp file, rename). */

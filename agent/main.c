@@ -222,6 +222,8 @@ static void run_gc(struct app *app)
 		sched_failed(&app->a.gc, mono_ms());
 		return;
 	}
+	if (agent_retire_namespaces(&app->a, mono_ms(), &e) < 0)
+		logf_("level=error msg=\"namespace retirement failed\" err=\"%s\"", e.msg);
 	sched_succeeded(&app->a.gc, mono_ms(), uniform());
 }
 
@@ -611,5 +613,6 @@ int main(int argc, char **argv)
 		close(app.inotify_fd);
 	if (a->cfg_ok)
 		node_config_free(&a->cfg);
+	free(a->empty);
 	return r < 0 ? 1 : 0;
 }

@@ -92,6 +92,10 @@ void agent_render_metrics(const struct agent *a, struct expo *x)
 		s->gc_unseen);
 	counter(x, "tollgate_agent_gc_classes_retired_total",
 		"Uplink classes of namespaces without pods retired.", s->gc_classes_retired);
+	counter(x, "tollgate_agent_namespaces_retired_total",
+		"Namespaces whose counters (and series) were retired accounting.retainSeconds "
+		"after their last pod.",
+		s->namespaces_retired);
 	counter(x, "tollgate_agent_reshaped_pods_total",
 		"Running pods whose shaping a config change changed.", s->reshaped_pods);
 	counter(x, "tollgate_agent_reshape_failures_total",

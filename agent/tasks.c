@@ -17,6 +17,7 @@
 
 #include <netlink/netlink.h>
 
+#include "accounting/accounting.h"
 #include "agent/agent.h"
 #include "lib/cleanup.h"
 #include "lib/nl.h"
@@ -224,6 +225,130 @@ int agent_gc(struct agent *a, struct tg_err *e)
 	nl_socket_free(sk);
 	ipam_state_free(&st);
 	ipam_store_close(&store);
+	return r;
+}
+
+struct ns_list {
+	char (*names)[IPAM_K8S_NAMESPACE_MAX + 1];
+	size_t n, cap;
+	bool oom;
+};
+
+/* Each namespace that has counters, once (a counter per class: several calls per name). */
+static void collect_ns(const char *name, size_t len, uint64_t packets, uint64_t bytes, void *arg)
+{
+	struct ns_list *l = arg;
+	char owner[ACCT_COUNTER_NAME_MAX];
+	enum acct_class cls;
+
+	if (acct_counter_parse(name, len, owner, &cls) != ACCT_OWNER_NAMESPACE ||
+	    strlen(owner) > IPAM_K8S_NAMESPACE_MAX)
+		return;
+	for (size_t i = 0; i < l->n; i++)
+		if (strcmp(l->names[i], owner) == 0)
+			return;
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 64;
+		void *p = realloc(l->names, cap * sizeof(*l->names));
+
+		if (!p) {
+			l->oom = true;
+			return;
+		}
+		l->names = p;
+		l->cap = cap;
+	}
+	snprintf(l->names[l->n++], sizeof(l->names[0]), "%s", owner);
+}
+
+static bool ns_has_pod(const struct ipam_state *st, const char *ns)
+{
+	for (size_t i = 0; i < st->n_att; i++)
+		if (strcmp(st->att[i].k8s_namespace, ns) == 0)
+			return true;
+	return false;
+}
+
+/* The namespaces of `have` without a pod, with the time each was first found so. */
+static int track_empty(struct agent *a, const struct ns_list *have, const struct ipam_state *st,
+		       int64_t now_ms)
+{
+	struct agent_empty_ns *next = calloc(have->n + 1, sizeof(*next));
+	size_t n = 0;
+
+	if (!next)
+		return -ENOMEM;
+	for (size_t i = 0; i < have->n; i++) {
+		if (ns_has_pod(st, have->names[i]))
+			continue;
+		snprintf(next[n].name, sizeof(next[n].name), "%s", have->names[i]);
+		next[n].since_ms = now_ms;
+		for (size_t j = 0; j < a->n_empty; j++)
+			if (strcmp(a->empty[j].name, next[n].name) == 0)
+				next[n].since_ms = a->empty[j].since_ms;
+		n++;
+	}
+	free(a->empty);
+	a->empty = next;
+	a->n_empty = n;
+	return 0;
+}
+
+int agent_retire_namespaces(struct agent *a, int64_t now_ms, struct tg_err *e)
+{
+	struct ns_list have = { 0 };
+	struct ipam_state st = { 0 };
+	struct acct_reader *rd;
+	struct ipam_store store;
+	int r;
+
+	if (!a->cfg.acct_enabled)
+		return 0;
+	rd = acct_reader_new();
+	if (!rd)
+		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+	r = open_store(a, &store, e);
+	if (r < 0) {
+		acct_reader_free(rd);
+		return r;
+	}
+	/*
+	 * Under the store's lock: a namespace without attachments here has no
+	 * ADD between its address and its elements (an ADD records first), and
+	 * one assigned after the unlock makes the counters anew.
+	 */
+	r = ipam_store_lock(&store, e);
+	if (r == 0) {
+		r = ipam_store_load(&store, &st, e);
+		if (r == 0) {
+			r = acct_reader_read(rd, collect_ns, &have);
+			r = r == -ENOENT ? 0 : r; /* no table: nothing to retire */
+			if (r < 0)
+				tg_fail(e, CNI_ERR_IO, r, "cannot read the counters: %s", strerror(-r));
+			else if (have.oom)
+				r = tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+		}
+		if (r == 0)
+			r = track_empty(a, &have, &st, now_ms);
+		for (size_t i = 0; r == 0 && i < a->n_empty; i++) {
+			struct tg_err ne = { 0 };
+
+			if (now_ms - a->empty[i].since_ms < a->cfg.retain_seconds * 1000)
+				continue;
+			if (acct_retire_namespace(a->empty[i].name, &ne) < 0) {
+				fprintf(stderr, "tollgate-agent: %s\n", ne.msg);
+				continue;
+			}
+			a->stats.namespaces_retired++;
+			/* gone from the kernel: forget it (the next run would find it no more) */
+			a->empty[i--] = a->empty[--a->n_empty];
+		}
+		ipam_store_unlock(&store);
+	}
+	free(have.names);
+	ipam_state_free(&st);
+	ipam_store_close(&store);
+	acct_reader_free(rd);
 	return r;
 }
 

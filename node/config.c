@@ -189,10 +189,12 @@ static int parse_accounting(json_object *root, struct node_config *cfg, struct t
 
 	cfg->acct_enabled = true;
 	cfg->internet_mark = 0x10000;
+	cfg->retain_seconds = 3600;
 	if ((r = jx_object(root, "", "accounting", &acct, e)) <= 0)
 		return r;
 	if (jx_bool(acct, "accounting", "enabled", &cfg->acct_enabled, e) < 0 ||
-	    jx_bool(acct, "accounting", "perPod", &cfg->acct_per_pod, e) < 0)
+	    jx_bool(acct, "accounting", "perPod", &cfg->acct_per_pod, e) < 0 ||
+	    jx_int(acct, "accounting", "retainSeconds", 0, 30 * 86400, &cfg->retain_seconds, e) < 0)
 		return -EINVAL;
 	if (json_object_object_get_ex(acct, "internetMark", &mark) && mark) {
 		unsigned long long v;

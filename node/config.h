@@ -62,6 +62,7 @@ struct node_config {
 	size_t n_pool;
 	int64_t cooldown_ms;
 	bool acct_enabled, acct_per_pod;
+	int64_t retain_seconds;		/* accounting.retainSeconds: a namespace's counters after its last pod */
 	uint32_t internet_mark;
 	struct shaping_policy shaping;
 	/* runtimeConfig.bandwidth and the pod's annotations (its caps are resolved per namespace) */

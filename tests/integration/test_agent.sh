@@ -61,6 +61,7 @@ conflist() {
 			type: "tollgate", mtu: 1500, uplink: "eth0", internalCIDRs: ["10.0.0.0/8"],
 			masquerade: true, dataDir: $dd, logFile: $lf,
 			ipam: {source: "imds", imdsURL: $u, cooldownSeconds: 0},
+			accounting: {retainSeconds: 3},
 			shaping: {internetEgress: {podDefault: $pd}}}]}'
 }
 # configmap_swap STAMP POD_DEFAULT: a new version, swapped in as kubelet does
@@ -195,6 +196,22 @@ gone() { ! jq -e --arg c "${POD_CID[a2]}" '.attachments | any(.containerId == $c
 wait_for 8 gone || t_fail "a2 not collected"
 table_has_pod "${POD_IP[a2]}" && t_fail "a2's element is left"
 [ "$(metric tollgate_agent_gc_collected_total)" -ge 1 ] 2>/dev/null || t_fail "collection not counted"
+t_end
+
+t_begin "a namespace without pods for retainSeconds (3 s here) is retired, its series with it"
+nb='tollgate_namespace_bytes_total{namespace="team-b",direction="egress",traffic="internal"}'
+na='tollgate_namespace_bytes_total{namespace="team-a",direction="egress",traffic="internal"}'
+ns_counters() { node_nft list counters table inet tollgate 2>/dev/null | grep -c "counter ns_$1_"; }
+[ "$(ns_counters team-b)" -gt 0 ] || t_fail "team-b had no counters to retire"
+retired() { [ "$(ns_counters team-b)" = 0 ]; }
+wait_for 12 retired || t_fail "team-b's counters still there: $(ns_counters team-b)"
+t_expect "team-b series" "$(metric "$nb")" ""
+[ -n "$(metric "$na")" ] || t_fail "team-a (a pod left) lost its series"
+[ "$(ns_counters team-a)" -gt 0 ] || t_fail "team-a (a pod left) lost its counters"
+[ "$(metric tollgate_agent_namespaces_retired_total)" -ge 1 ] 2>/dev/null || t_fail "retirement not counted"
+pod_add b1 team-b "$CONF" || t_fail "ADD b1 in a retired namespace rc=$TG_RC $TG_OUT"
+[ "$(ns_counters team-b)" -gt 0 ] || t_fail "team-b's counters not made anew by its next pod"
+pod_del b1 "$CONF" || t_fail "DEL b1 rc=$TG_RC"
 t_end
 
 t_begin "kill -9 and restart: pods and store intact"
