@@ -200,6 +200,9 @@ static const struct bad_case bad_cases[] = {
 	{ "value: ipam.cooldownSeconds negative", IPAM_STATIC("\"cooldownSeconds\":-1"), CMD_ADD, 7, "ipam.cooldownSeconds" },
 	{ "value: ipam.cooldownSeconds over a day", IPAM_STATIC("\"cooldownSeconds\":86401"), CMD_ADD, 7, "ipam.cooldownSeconds" },
 	{ "value: internetMark \"0\"", ACCT("\"internetMark\":\"0\""), CMD_ADD, 7, "accounting.internetMark" },
+	{ "value: retainSeconds -1", ACCT("\"retainSeconds\":-1"), CMD_ADD, 7, "accounting.retainSeconds" },
+	{ "value: retainSeconds past 30 days", ACCT("\"retainSeconds\":2592001"), CMD_ADD, 7, "accounting.retainSeconds" },
+	{ "type: retainSeconds string", ACCT("\"retainSeconds\":\"1h\""), CMD_ADD, 7, "accounting.retainSeconds" },
 	{ "value: internetMark 0", ACCT("\"internetMark\":0"), CMD_ADD, 7, "accounting.internetMark" },
 	{ "value: internetMark \"0x4000\"", ACCT("\"internetMark\":\"0x4000\""), CMD_ADD, 7, "accounting.internetMark" },
 	{ "value: internetMark 0x4000 as a number", ACCT("\"internetMark\":16384"), CMD_ADD, 7, "accounting.internetMark" },
@@ -274,6 +277,7 @@ static void t_full_config_static(void **state)
 	assert_true(cfg.acct_enabled);
 	assert_false(cfg.acct_per_pod);
 	assert_int_equal(cfg.internet_mark, 0x10000);
+	assert_int_equal(cfg.retain_seconds, 3600);
 	/* 10.1.0.10-40 is 31 addresses, minus .11; 10.1.0.64/28 gives .65-.78 */
 	assert_int_equal(cfg.n_pool, 30 + 14);
 	assert_int_equal(cfg.pool[0], ip("10.1.0.10"));
@@ -335,7 +339,8 @@ static void t_non_default_values(void **state)
 		"\"uplink\":\"bond0.100\",\"internalCIDRs\":[\"192.168.0.0/16\",\"10.0.0.0/8\",\"172.16.0.0/12\"],"
 		"\"masquerade\":false,\"dataDir\":\"/var/lib/tollgate\",\"logFile\":\"/tmp/tg.log\","
 		"\"ipam\":{\"addresses\":[\"10.2.0.1\",\"10.2.0.3\"],\"cooldownSeconds\":0},"
-		"\"accounting\":{\"enabled\":false,\"perPod\":true,\"internetMark\":\"0x200000\"},"
+		"\"accounting\":{\"enabled\":false,\"perPod\":true,\"internetMark\":\"0x200000\","
+		"\"retainSeconds\":600},"
 		"\"runtimeConfig\":{\"bandwidth\":{\"ingressRate\":1000}},"
 		"\"prevResult\":{\"cniVersion\":\"1.0.0\",\"ips\":[]}}";
 
@@ -354,6 +359,7 @@ static void t_non_default_values(void **state)
 	assert_false(cfg.acct_enabled);
 	assert_true(cfg.acct_per_pod);
 	assert_int_equal(cfg.internet_mark, 0x200000);
+	assert_int_equal(cfg.retain_seconds, 600);
 	/* internal CIDRs are kept sorted */
 	assert_int_equal(cfg.n_internal, 3);
 	assert_int_equal(cfg.internal[0].net, ip("10.0.0.0"));
