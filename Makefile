@@ -58,12 +58,12 @@ CLI_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRC))
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit_%,$(UNIT_SRC))
 
-EXPORTER_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(filter-out exporter/main.c,$(wildcard exporter/*.c)))
+EXPORTER_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard exporter/*.c))
 # The metrics endpoint's HTTP server (libmicrohttpd): the exporter's, never the plugin's.
 HTTP_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard http/*.c))
 MHD_LIBS := $(shell pkg-config --libs libmicrohttpd 2>/dev/null)
 
-BINS := $(BUILD)/tollgate $(BUILD)/tollgate-ipam $(BUILD)/tollgate-exporter $(BUILD)/tollgate-agent
+BINS := $(BUILD)/tollgate $(BUILD)/tollgate-ipam $(BUILD)/tollgate-agent
 
 .PHONY: all clean install test unit demo bench deps san
 all: $(BINS) $(UNIT_BIN)
@@ -80,10 +80,6 @@ $(BUILD)/tollgate: $(PLUGIN_OBJ)
 $(BUILD)/tollgate-ipam: $(CLI_OBJ) $(IMDS_OBJ) $(CORE_OBJ)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BIN_LIBS) $(CURL_LIBS)
-
-$(BUILD)/tollgate-exporter: $(BUILD)/obj/exporter/main.o $(EXPORTER_OBJ) $(HTTP_OBJ) $(CORE_OBJ)
-	@echo "  LD      $@"
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BIN_LIBS) $(MHD_LIBS)
 
 AGENT_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(AGENT_SRC))
 
@@ -108,7 +104,6 @@ install: $(BINS)
 	install -m 0755 $(BUILD)/tollgate $(DESTDIR)$(CNI_BINDIR)/tollgate
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(BUILD)/tollgate-ipam $(DESTDIR)$(PREFIX)/bin/tollgate-ipam
-	install -m 0755 $(BUILD)/tollgate-exporter $(DESTDIR)$(PREFIX)/bin/tollgate-exporter
 	install -m 0755 $(BUILD)/tollgate-agent $(DESTDIR)$(PREFIX)/bin/tollgate-agent
 
 test: deps

@@ -50,20 +50,27 @@ struct app {
 	bool exhausted;			/* the plugin found no free address: sync soon */
 };
 
-static void __attribute__((format(printf, 1, 2))) logf_(const char *fmt, ...)
+enum log_level { LOG_ERROR, LOG_WARN, LOG_INFO };
+static enum log_level log_level = LOG_INFO;
+
+static void __attribute__((format(printf, 2, 3))) logf_(enum log_level lvl, const char *fmt, ...)
 {
+	static const char *const names[] = { "error", "warn", "info" };
 	char ts[32], msg[768];
 	struct timespec now;
 	struct tm tm;
 	va_list ap;
 
+	if (lvl > log_level)
+		return;
 	clock_gettime(CLOCK_REALTIME, &now);
 	gmtime_r(&now.tv_sec, &tm);
 	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "%s.%03ldZ %s\n", ts, now.tv_nsec / 1000000, msg);
+	/* One line per record, written at once. */
+	fprintf(stderr, "%s.%03ldZ level=%s %s\n", ts, now.tv_nsec / 1000000, names[lvl], msg);
 }
 
 static int64_t mono_ms(void)
@@ -129,7 +136,7 @@ static int collect(void *cls, char **ret_buf, size_t *ret_len)
 			r = -ENOBUFS;
 	}
 	if (r < 0) {
-		logf_("level=error msg=\"scrape failed\" err=\"%s\"", strerror(-r));
+		logf_(LOG_ERROR, "msg=\"scrape failed\" err=\"%s\"", strerror(-r));
 		return r;
 	}
 	buf = expo_take(&app->page, &len);
@@ -179,12 +186,12 @@ static void run_declare(struct app *app)
 
 	sched_started(&app->a.declare, mono_ms());
 	if (agent_declare(&app->a, &e) < 0) {
-		logf_("level=error msg=\"declaration failed\" err=\"%s\"", e.msg);
+		logf_(LOG_ERROR, "msg=\"declaration failed\" err=\"%s\"", e.msg);
 		sched_failed(&app->a.declare, mono_ms());
 		return;
 	}
 	if (repairs(&app->a.stats) != before)
-		logf_("level=warn msg=\"node-wide state repaired\" objects=%llu",
+		logf_(LOG_WARN, "msg=\"node-wide state repaired\" objects=%llu",
 		      (unsigned long long)(repairs(&app->a.stats) - before));
 	sched_succeeded(&app->a.declare, mono_ms(), uniform());
 }
@@ -196,19 +203,19 @@ static void run_sync(struct app *app)
 
 	sched_started(&app->a.sync, mono_ms());
 	if (agent_sync(&app->a, &e) < 0) {
-		logf_("level=error msg=\"sync failed\" err=\"%s\" failures=%u", e.msg,
+		logf_(LOG_ERROR, "msg=\"sync failed\" err=\"%s\" failures=%u", e.msg,
 		      app->a.sync.failures + 1);
 		sched_failed(&app->a.sync, mono_ms());
 		return;
 	}
 	if (!app->a.pool_ready) {
 		/* no pool yet: keep asking, backing off */
-		logf_("level=warn msg=\"the pool is empty\"");
+		logf_(LOG_WARN, "msg=\"the pool is empty\"");
 		sched_failed(&app->a.sync, mono_ms());
 		return;
 	}
 	if (!was_ready)
-		logf_("level=info msg=\"pool ready\"");
+		logf_(LOG_INFO, "msg=\"pool ready\"");
 	sched_succeeded(&app->a.sync, mono_ms(), uniform());
 }
 
@@ -218,12 +225,12 @@ static void run_gc(struct app *app)
 
 	sched_started(&app->a.gc, mono_ms());
 	if (agent_gc(&app->a, &e) < 0) {
-		logf_("level=error msg=\"gc failed\" err=\"%s\"", e.msg);
+		logf_(LOG_ERROR, "msg=\"gc failed\" err=\"%s\"", e.msg);
 		sched_failed(&app->a.gc, mono_ms());
 		return;
 	}
 	if (agent_retire_namespaces(&app->a, mono_ms(), &e) < 0)
-		logf_("level=error msg=\"namespace retirement failed\" err=\"%s\"", e.msg);
+		logf_(LOG_ERROR, "msg=\"namespace retirement failed\" err=\"%s\"", e.msg);
 	sched_succeeded(&app->a.gc, mono_ms(), uniform());
 }
 
@@ -235,9 +242,9 @@ static void run_install(struct app *app)
 	    !app->a.declared)
 		return;
 	if (agent_install(&app->a, &e) < 0)
-		logf_("level=error msg=\"install failed\" err=\"%s\"", e.msg);
+		logf_(LOG_ERROR, "msg=\"install failed\" err=\"%s\"", e.msg);
 	else
-		logf_("level=info msg=\"plugin installed\" conf_dir=%s bin_dir=%s",
+		logf_(LOG_INFO, "msg=\"plugin installed\" conf_dir=%s bin_dir=%s",
 		      app->a.opt.cni_conf_dir, app->a.opt.cni_bin_dir ? app->a.opt.cni_bin_dir : "-");
 }
 
@@ -245,25 +252,25 @@ static void run_install(struct app *app)
 static void reload(struct app *app)
 {
 	struct tg_err e = { 0 };
-	int r = agent_load_config(&app->a, &e);
+	int r = app->a.opt.config_path ? agent_load_config(&app->a, &e) : 0;
 
 	if (r == 0)
 		return;
 	if (r < 0) {
 		app->a.stats.config_reloads++;
 		app->a.stats.config_errors++;
-		logf_("level=error msg=\"config not reloaded; the one in force stays\" err=\"%s\"",
+		logf_(LOG_ERROR, "msg=\"config not reloaded; the one in force stays\" err=\"%s\"",
 		      e.msg);
 		return;
 	}
 	app->a.stats.config_reloads++;
-	logf_("level=info msg=\"config changed\" path=%s", app->a.opt.config_path);
+	logf_(LOG_INFO, "msg=\"config changed\" path=%s", app->a.opt.config_path);
 	if (app->a.opt.metrics_only)
 		return;
 	run_declare(app);
 	memset(&e, 0, sizeof(e));
 	if (agent_reshape(&app->a, &e) < 0)
-		logf_("level=error msg=\"reshape failed\" err=\"%s\"", e.msg);
+		logf_(LOG_ERROR, "msg=\"reshape failed\" err=\"%s\"", e.msg);
 	sched_soon(&app->a.sync, mono_ms(), 0);
 	app->a.installed = false; /* the new conflist goes to the runtime */
 	run_install(app);
@@ -293,7 +300,7 @@ static void run_due(struct app *app)
 	if (app->exhausted) {
 		/* soon, but never two IMDS requests within the task's minimum gap */
 		app->exhausted = false;
-		logf_("level=info msg=\"the plugin found no free address: syncing\"");
+		logf_(LOG_INFO, "msg=\"the plugin found no free address: syncing\"");
 		sched_soon(&app->a.sync, now, 0);
 	}
 	if (sched_due(&app->a.declare, now))
@@ -374,7 +381,7 @@ static int serve(struct app *app, const sigset_t *sigs)
 						app->config_changed = true;
 						continue;
 					}
-					logf_("level=info msg=\"shutting down\" signal=%u", si.ssi_signo);
+					logf_(LOG_INFO, "msg=\"shutting down\" signal=%u", si.ssi_signo);
 					return 0;
 				}
 			} else if (evs[i].data.fd == app->inotify_fd) {
@@ -392,12 +399,41 @@ static void usage(FILE *f)
 	      "                      [--cni-conf-dir DIR --cni-bin-dir DIR] [--plugin FILE]\n"
 	      "                      [--conf-name NAME] [--once] [--metrics-only]\n"
 	      "                      [--declare-interval S] [--sync-interval S] [--gc-interval S]\n"
-	      "                      [--page-cache-ms MS]\n"
+	      "                      [--page-cache-ms MS] [--deadline-ms MS] [--log-level L]\n"
+	      "       tollgate-agent --metrics-only --data-dir DIR --network NAME [--listen ...]\n"
 	      "defaults: --listen :9617, --plugin: tollgate beside this binary,\n"
 	      "          --conf-name 10-tollgate.conflist, intervals 30 / 300 / 60 s,\n"
-	      "          --page-cache-ms 1000 (scrapes within it share one page)\n"
+	      "          --page-cache-ms 1000 (scrapes within it share one page),\n"
+	      "          --deadline-ms 10000 (a request's whole life), --log-level info\n"
 	      "endpoints: /metrics, /healthz, /readyz, /\n",
 	      f);
+}
+
+/* Says what is wrong with --listen; the exit status (2: usage, 1: could not resolve now). */
+static int listen_problem(const char *listen, int r)
+{
+	switch (r) {
+	case -EAFNOSUPPORT:
+		fprintf(stderr, "tollgate-agent: --listen \"%s\": IPv6 is not served; give an IPv4 "
+				"address or a name with one\n", listen);
+		return 2;
+	case -ENOENT:
+		fprintf(stderr, "tollgate-agent: --listen \"%s\": the name has no IPv4 address\n",
+			listen);
+		return 1;
+	case -EAGAIN:
+		fprintf(stderr, "tollgate-agent: --listen \"%s\": the resolver did not answer; "
+				"try again\n", listen);
+		return 1;
+	case -EINVAL:
+		fprintf(stderr, "tollgate-agent: --listen \"%s\" is not ADDR:PORT, :PORT or "
+				"HOST:PORT (port 1-65535)\n", listen);
+		usage(stderr);
+		return 2;
+	default:
+		fprintf(stderr, "tollgate-agent: --listen \"%s\": %s\n", listen, strerror(-r));
+		return 1;
+	}
 }
 
 static int parse_seconds(const char *s, int64_t *ret_ms)
@@ -450,7 +486,7 @@ static int once(struct app *app)
 			usleep((useconds_t)(wait > 5000 ? 5000 : wait) * 1000);
 		run_due(app);
 	}
-	logf_("level=%s msg=\"once: %s\"", agent_ready(&app->a) ? "info" : "error",
+	logf_(agent_ready(&app->a) ? LOG_INFO : LOG_ERROR, "msg=\"once: %s\"",
 	      agent_ready(&app->a) ? "ready" : "not ready within 60 s");
 	return agent_ready(&app->a) ? 0 : 1;
 }
@@ -471,13 +507,16 @@ int main(int argc, char **argv)
 		{ "sync-interval", required_argument, NULL, 'S' },
 		{ "gc-interval", required_argument, NULL, 'G' },
 		{ "page-cache-ms", required_argument, NULL, 'P' },
+		{ "deadline-ms", required_argument, NULL, 'T' },
+		{ "network", required_argument, NULL, 'n' },
+		{ "log-level", required_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static struct app app = { .inotify_fd = -1, .config_wd = -1, .store_wd = -1 };
 	struct agent *a = &app.a;
-	const char *listen = ":9617";
-	int page_cache_ms = -1;
+	const char *listen = ":9617", *network = NULL;
+	int page_cache_ms = -1, deadline_ms = -1;
 	char plugin[PATH_MAX], cfg_copy[PATH_MAX];
 	struct http_config hc;
 	struct tg_err e = { 0 };
@@ -508,24 +547,52 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
-		case 'P': {
+		case 'P':
+		case 'T': {
 			char *end;
 			long v = strtol(optarg, &end, 10);
 
-			if (*end || v < 0 || v > 60000) {
-				fprintf(stderr, "tollgate-agent: --page-cache-ms is 0 to 60000\n");
+			if (*end || !*optarg || (opt == 'P' && (v < 0 || v > 60000)) ||
+			    (opt == 'T' && (v < 100 || v > 600000))) {
+				fprintf(stderr, "tollgate-agent: %s\n",
+					opt == 'P' ? "--page-cache-ms is 0 to 60000"
+						   : "--deadline-ms is 100 to 600000");
 				return 2;
 			}
-			page_cache_ms = (int)v;
+			*(opt == 'P' ? &page_cache_ms : &deadline_ms) = (int)v;
 			break;
 		}
+		case 'n': network = optarg; break;
+		case 'v':
+			if (strcmp(optarg, "error") == 0)
+				log_level = LOG_ERROR;
+			else if (strcmp(optarg, "warn") == 0)
+				log_level = LOG_WARN;
+			else if (strcmp(optarg, "info") == 0)
+				log_level = LOG_INFO;
+			else {
+				fprintf(stderr, "tollgate-agent: --log-level is error, warn or info\n");
+				return 2;
+			}
+			break;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;
 		}
 	}
-	if (optind < argc || !a->opt.config_path) {
+	/* Metrics only, the store named by --data-dir and --network: no config needed. */
+	if (a->opt.metrics_only && !a->opt.config_path && a->opt.data_dir && network) {
+		if (!name_is_safe(network, 128)) {
+			fprintf(stderr, "tollgate-agent: --network \"%s\" is not a valid network name\n",
+				network);
+			return 2;
+		}
+	} else if (optind < argc || !a->opt.config_path || network) {
 		if (!a->opt.config_path)
-			fprintf(stderr, "tollgate-agent: --config is required\n");
+			fprintf(stderr, "tollgate-agent: --config is required (or --metrics-only with "
+					"--data-dir and --network)\n");
+		else if (network)
+			fprintf(stderr, "tollgate-agent: --network goes with --metrics-only without "
+					"--config (the config names its network)\n");
 		usage(stderr);
 		return 2;
 	}
@@ -551,18 +618,21 @@ int main(int argc, char **argv)
 	http_config_defaults(&hc);
 	if (page_cache_ms >= 0)
 		hc.cache_ms = (unsigned int)page_cache_ms;
+	if (deadline_ms >= 0)
+		hc.deadline_ms = (unsigned int)deadline_ms;
 	r = http_parse_listen(listen, HTTP_DEFAULT_PORT, &hc.addr);
-	if (r < 0) {
-		fprintf(stderr, "tollgate-agent: --listen \"%s\": %s\n", listen,
-			r == -EINVAL ? "not ADDR:PORT, :PORT or HOST:PORT" : strerror(-r));
-		return 2;
-	}
+	if (r < 0)
+		return listen_problem(listen, r);
 	if ((r = keep_net_admin()) < 0) {
-		logf_("level=error msg=\"cannot set capabilities\" err=\"%s\"", strerror(-r));
+		logf_(LOG_ERROR, "msg=\"cannot set capabilities\" err=\"%s\"", strerror(-r));
 		return 1;
 	}
-	if (agent_load_config(a, &e) < 0) {
-		logf_("level=error msg=\"cannot load the config\" path=%s err=\"%s\"",
+	if (!a->opt.config_path) {
+		/* metrics only, from --data-dir and --network */
+		snprintf(a->cfg.data_dir, sizeof(a->cfg.data_dir), "%s", a->opt.data_dir);
+		a->cfg.name = network;
+	} else if (agent_load_config(a, &e) < 0) {
+		logf_(LOG_ERROR, "msg=\"cannot load the config\" path=%s err=\"%s\"",
 		      a->opt.config_path, e.msg);
 		return 1;
 	}
@@ -572,22 +642,22 @@ int main(int argc, char **argv)
 	sigaddset(&sigs, SIGHUP);
 	sigprocmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	logf_("level=info msg=\"starting\" config=%s network=%s data_dir=%s version=%s%s%s",
-	      a->opt.config_path, a->cfg.name, a->cfg.data_dir, TG_VERSION,
+	logf_(LOG_INFO, "msg=\"starting\" config=%s network=%s data_dir=%s version=%s%s%s",
+	      a->opt.config_path ? a->opt.config_path : "-", a->cfg.name, a->cfg.data_dir, TG_VERSION,
 	      a->opt.once ? " once" : "", a->opt.metrics_only ? " metrics-only" : "");
 	if (a->opt.once)
 		return once(&app);
 
 	/* The directory: kubelet replaces a ConfigMap's file by swapping a symlink there. */
-	snprintf(cfg_copy, sizeof(cfg_copy), "%s", a->opt.config_path);
+	snprintf(cfg_copy, sizeof(cfg_copy), "%s", a->opt.config_path ? a->opt.config_path : ".");
 	snprintf(app.config_dir, sizeof(app.config_dir), "%s", dirname(cfg_copy));
 	app.inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	if (app.inotify_fd >= 0)
+	if (app.inotify_fd >= 0 && a->opt.config_path)
 		app.config_wd = inotify_add_watch(app.inotify_fd, app.config_dir,
 						  IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE |
 							  IN_DELETE | IN_ATTRIB);
-	if (app.config_wd < 0)
-		logf_("level=warn msg=\"cannot watch the config's directory; SIGHUP re-reads\" "
+	if (app.config_wd < 0 && a->opt.config_path)
+		logf_(LOG_WARN, "msg=\"cannot watch the config's directory; SIGHUP re-reads\" "
 		      "dir=%s err=\"%m\"",
 		      app.config_dir);
 	app.ex = exporter_new(a->cfg.data_dir, a->cfg.name);
@@ -601,7 +671,7 @@ int main(int argc, char **argv)
 	hc.page_type = "text/plain; version=0.0.4; charset=utf-8";
 	r = http_start(&hc, &app.http);
 	if (r < 0) {
-		logf_("level=error msg=\"cannot listen\" listen=%s err=\"%s\"", listen, strerror(-r));
+		logf_(LOG_ERROR, "msg=\"cannot listen\" listen=%s err=\"%s\"", listen, strerror(-r));
 		return 1;
 	}
 	start_up(&app);

@@ -49,6 +49,12 @@ void agent_render_metrics(const struct agent *a, struct expo *x)
 {
 	const struct agent_stats *s = &a->stats;
 	static const char rep[] = "tollgate_agent_repairs_total";
+
+	if (a->opt.metrics_only) {
+		/* it does none of the work the other families count */
+		cni_operations(a, x);
+		return;
+	}
 	const struct {
 		const char *object;
 		uint64_t n;

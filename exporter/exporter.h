@@ -3,7 +3,7 @@
 #define TG_EXPORTER_H
 
 /*
- * tollgate-exporter's collectors and its Prometheus text-format writer
+ * The collectors of tollgate-agent's /metrics and their Prometheus text-format writer
  * (exposition format 0.0.4). The HTTP side is http/http.h, tied to them in
  * exporter/main.c.
  *

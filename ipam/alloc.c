@@ -169,6 +169,8 @@ int ipam_release(struct ipam_state *st, const char *container_id, const char *if
 		/* Without memory for the record the address is simply free at once. */
 		if (grown) {
 			st->cooling = grown;
+			/* padding zeroed too: the store's cache writes the record as bytes */
+			memset(&st->cooling[st->n_cooling], 0, sizeof(st->cooling[0]));
 			st->cooling[st->n_cooling].ip = a->ip;
 			st->cooling[st->n_cooling].released_ms = now_ms;
 			st->n_cooling++;

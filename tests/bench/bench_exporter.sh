@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tollgate-exporter benchmark: scrape latency and memory with 250 pods in 100
+# /metrics benchmark (tollgate-agent --metrics-only): scrape latency and memory with 250 pods in 100
 # namespaces (accounting.perPod on), against what exporters that shell out do
 # per scrape on an equivalent ruleset: `iptables-save -c` (250 and 2,000
 # rules) and `nft -j list counters` (250 counters, the Tollgate table itself,
@@ -51,7 +51,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=tests/bench/lib.sh
 . "$HERE/lib.sh"
 bench_start "${1:-}"
-EXP_BIN=$BIN_DIR/tollgate-exporter
+EXP_BIN=$BIN_DIR/tollgate-agent
 TOOL=$ROOT/tests/integration/exporter_tool.py
 PODS=${BENCH_EXP_PODS:-250}
 NSS=${BENCH_EXP_NAMESPACES:-100}
@@ -127,7 +127,7 @@ log "ADDs took ${ADD_S}s; table: $N_COUNTERS counters, $N_ELEMS pods in @pods"
 # ---------------------------------------------------------------- exporter
 # The page cache is off: every timed scrape is a collection, as the
 # shelled-out commands it is compared with are.
-ip netns exec "$NODE" "$EXP_BIN" --listen "127.0.0.1:$PORT" --data-dir "$WORK/data" --network "$NETNAME" \
+ip netns exec "$NODE" "$EXP_BIN" --metrics-only --listen "127.0.0.1:$PORT" --data-dir "$WORK/data" --network "$NETNAME" \
     --page-cache-ms 0 --log-level warn >"$WORK/exporter.out" 2>"$WORK/exporter.log" &
 EXP_PID=$!
 for ((i = 0; i < 100; i++)); do
@@ -266,13 +266,13 @@ crow() { # NAME label
 }
 
 report() {
-    echo "## tollgate-exporter benchmark ($(date -u +%Y-%m-%dT%H:%MZ), kernel $(uname -r), $(nproc) CPUs, load avg $LOAD_START at start, $LOAD_END at end, ${ELAPSED}s)"
+    echo "## /metrics benchmark ($(date -u +%Y-%m-%dT%H:%MZ), kernel $(uname -r), $(nproc) CPUs, load avg $LOAD_START at start, $LOAD_END at end, ${ELAPSED}s)"
     echo
     echo "exporter: \`$EXP_BIN\`; $PODS pods (real ADDs, ${ADD_S}s) in $NSS namespaces, accounting.perPod true:"
     echo "table inet tollgate holds $N_COUNTERS named counters; /metrics is $PAGE_BYTES bytes, $N_SERIES samples ($N_NS_SERIES namespace and $N_POD_SERIES pod series per kind); promtool: $PROMTOOL."
     echo "Client and commands in the node netns (127.0.0.1). $RUNS rounds per phase, each: $PER_ROUND keep-alive and $PER_ROUND new-connection scrapes alternating, then each command once (spawn to exit); a warm-up round is not counted."
     echo
-    echo "| tollgate-exporter | median | p99 | max |"
+    echo "| tollgate-agent /metrics | median | p99 | max |"
     echo "|---|---|---|---|"
     srow keepalive "GET /metrics on a keep-alive connection (as Prometheus), request to last byte"
     srow newconn "GET /metrics on a new connection each (as curl)"
@@ -282,7 +282,7 @@ report() {
     echo
     echo "Every pod shaped (phase D: $SHAPED_DEVS devices with Tollgate's HTB classes, $SHAPED_SERIES tollgate_shaper_* samples, page $SHAPED_BYTES bytes):"
     echo
-    echo "| tollgate-exporter, every pod shaped | median | p99 | max |"
+    echo "| tollgate-agent /metrics, every pod shaped | median | p99 | max |"
     echo "|---|---|---|---|"
     srow shaped_keepalive "GET /metrics on a keep-alive connection"
     srow shaped_server "tollgate_scrape_duration_seconds"

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * tollgate-exporter's text writer (exporter/expo.c) and collectors
+ * The metrics' text writer (exporter/expo.c) and collectors
  * (exporter/collect.c).
  *
  * expo_*: the exact bytes of the Prometheus text format 0.0.4 — HELP/TYPE
