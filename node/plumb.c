@@ -40,7 +40,7 @@ static uint64_t attachment_hash(const char *container_id, const char *ifname)
 
 void node_veth_name(const char *container_id, const char *ifname, char ret[IFNAMSIZ])
 {
-	snprintf(ret, IFNAMSIZ, "tg%012llx",
+	snprintf(ret, IFNAMSIZ, NODE_VETH_PREFIX "%012llx",
 		 (unsigned long long)(attachment_hash(container_id, ifname) & 0xffffffffffffULL));
 }
 
@@ -48,7 +48,8 @@ bool node_is_veth_name(const char *name)
 {
 	size_t n = strlen(name);
 
-	return n == 14 && strncmp(name, "tg", 2) == 0 && strspn(name + 2, "0123456789abcdef") == 12;
+	return n == 14 && strncmp(name, NODE_VETH_PREFIX, 2) == 0 &&
+	       strspn(name + 2, "0123456789abcdef") == 12;
 }
 
 void node_pod_mac(const char *container_id, const char *ifname, uint8_t ret[6])
@@ -84,6 +85,14 @@ int node_uplink(struct nl_sock *sk, const char *name, int mtu, struct node_uplin
 		r = rtnl_link_get_kernel(sk, ifindex, NULL, &link);
 		if (r < 0)
 			return tg_fail_nl(e, r, "%s", "cannot read the default route's interface");
+	}
+	if (strncmp(rtnl_link_get_name(link), NODE_VETH_PREFIX, strlen(NODE_VETH_PREFIX)) == 0) {
+		r = tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+			    "uplink \"%s\" is named like a pod's link (" NODE_VETH_PREFIX "*): "
+			    "anti-spoofing would drop what it receives; rename it",
+			    rtnl_link_get_name(link));
+		rtnl_link_put(link);
+		return r;
 	}
 	if (!mtu)
 		ret->mtu = (int)rtnl_link_get_mtu(link);
