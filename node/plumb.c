@@ -18,6 +18,7 @@
 #include <netlink/msg.h>
 #include <netlink/route/addr.h>
 #include <netlink/route/link.h>
+#include <netlink/route/link/inet6.h>
 #include <netlink/route/link/veth.h>
 #include <netlink/route/neighbour.h>
 #include <netlink/route/route.h>
@@ -204,6 +205,33 @@ static int create_veth(struct nl_sock *sk, const struct plumb_req *rq)
 	return r;
 }
 
+/*
+ * Brings the pod end up. no_ipv6_ll: without an IPv6 link-local address.
+ * Tollgate gives pods no IPv6 and drops what they send of it; with an
+ * address the pod's kernel would send MLD reports, DAD and router
+ * solicitations on its own, counted as spoofed for every pod. The mode
+ * goes in with the flags: the address is made only once the link is
+ * operationally up (after the link watcher ran), by then the mode is none.
+ */
+static int pod_link_up(struct nl_sock *sk, int ifindex, bool no_ipv6_ll)
+{
+	struct rtnl_link *chg = rtnl_link_alloc(), *cur = rtnl_link_alloc();
+	int r = -NLE_NOMEM;
+
+	if (chg && cur) {
+		rtnl_link_set_ifindex(cur, ifindex);
+		rtnl_link_set_flags(chg, IFF_UP);
+		r = no_ipv6_ll ? rtnl_link_inet6_set_addr_gen_mode(chg, IN6_ADDR_GEN_MODE_NONE) : 0;
+		if (r == 0)
+			r = rtnl_link_change(sk, cur, chg, 0);
+	}
+	if (chg)
+		rtnl_link_put(chg);
+	if (cur)
+		rtnl_link_put(cur);
+	return r;
+}
+
 static int pod_side(const struct plumb_req *rq, struct tg_err *e)
 {
 	struct nl_sock *sk = rq->pod_sk, *own = NULL;
@@ -226,13 +254,10 @@ static int pod_side(const struct plumb_req *rq, struct tg_err *e)
 		goto out;
 	}
 	if (!(flags & IFF_UP)) {
-		struct rtnl_link *chg = rtnl_link_alloc(), *cur = rtnl_link_alloc();
-
-		rtnl_link_set_ifindex(cur, ifindex);
-		rtnl_link_set_flags(chg, IFF_UP);
-		r = rtnl_link_change(sk, cur, chg, 0);
-		rtnl_link_put(chg);
-		rtnl_link_put(cur);
+		r = pod_link_up(sk, ifindex, true);
+		/* No IPv6 on this kernel, or an MTU below IPv6's minimum: no address to keep off. */
+		if (r == -NLE_AF_NOSUPPORT)
+			r = pod_link_up(sk, ifindex, false);
 		if (r < 0) {
 			r = tg_fail_nl(e, r, "cannot bring %s up in the pod", rq->pod_ifname);
 			goto out;
