@@ -526,9 +526,11 @@ static void match_pod_link(struct nftnl_rule *r, const char *prefix)
 
 /*
  * iifname "<prefix>*" iifname . ip saddr != @pod_src goto spoofed: the one
- * lookup every IPv4 packet of a pod costs. The key is loaded as nft loads a
- * concatenation: the link's name fills register 1 (16 bytes), the address
- * follows in register 2.
+ * lookup every IPv4 packet of a pod costs. The key is laid out as nft lays
+ * out a concatenation: the link's name fills register 1 (16 bytes), the
+ * address follows in register 2. The name is already in register 1 from
+ * the prefix match (a comparison leaves its register as it is), so it is
+ * not loaded twice.
  */
 static struct nftnl_rule *antispoof_rule(const char *prefix)
 {
@@ -537,7 +539,6 @@ static struct nftnl_rule *antispoof_rule(const char *prefix)
 	if (!r)
 		return NULL;
 	match_pod_link(r, prefix);
-	put(r, meta_load(NFT_META_IIFNAME));
 	put(r, load_ip_to(12, NFT_REG_2));
 	put(r, lookup(SET_POD_SRC, ID_POD_SRC, true));
 	put(r, verdict(NFT_GOTO, SPOOFED));
