@@ -12,7 +12,8 @@
  *   map pod_<class> { type ipv4_addr : counter; }       pod address -> its own (accounting.perPod)
  *   counter ns_<namespace>_<class>, host_<class>, pod_<host veth>_<class>
  *   map egress_class { type ipv4_addr : classid; }     pod -> its uplink HTB class
- *   chain prerouting, output: internet-bound packets get internetMark
+ *   chain prerouting: a pod's link (named <prefix>*) jumps to from_pod;
+ *     chains from_pod, output: internet-bound packets get internetMark
  *   chain forward: jumps to fwd_egress (classified by destination) and
  *     fwd_ingress (by source), which go to fwd_*_internal on @internal: one
  *     interval lookup per direction; `meta priority` picks the shaper's HTB
@@ -20,11 +21,10 @@
  *   chains fwd_*, input, output: counting; chain postrouting: masquerade
  *   set pod_src { type ifname . ipv4_addr; }            host link . the pod's address
  *   map spoofed_<family> { type ifname : counter; }     host link -> ns_<namespace>_spoofed_<family>
- *   chain antispoof (prerouting, before conntrack): a packet from a pod's
- *     link (named <prefix>*) whose link . source is not in @pod_src, and
- *     any IPv6 from one, goes to chain spoofed: counted to the sender's
- *     namespace (node_spoofed_<family> when the link is no known pod's) and
- *     dropped, before any other chain sees it
+ *   chain from_pod, first: a packet whose link . source is not in
+ *     @pod_src, and any IPv6, goes to chain spoofed: counted to the
+ *     sender's namespace (node_spoofed_<family> when the link is no known
+ *     pod's) and dropped, before NAT, the mark, counting or shaping
  *
  * <class> is egress_internal, egress_internet, ingress_internal or
  * ingress_internet; <family> ipv4 or ipv6. A packet costs one hash lookup

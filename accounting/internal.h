@@ -102,7 +102,7 @@ extern const struct chain_def table_chains[TABLE_CHAINS];
  * that a node declared by an older layout is declared again. Change it with
  * every change of a rule (tests/unit/test_accounting.c checks it moves).
  */
-#define TABLE_LAYOUT "tollgate-table/4"
+#define TABLE_LAYOUT "tollgate-table/5"
 
 /* Every rule the config asks for, in chain order. */
 #define TABLE_RULES_MAX 64
