@@ -105,13 +105,14 @@ int acct_put_pod(struct batch *bt, const struct acct_config *cfg, const struct a
 	int r = 0;
 
 	/* A record without a link has no path to send from: nothing to let through. */
-	if (link_ok(p))
+	if (link_ok(p)) {
 		r |= put_src_elem(bt, NFT_MSG_NEWSETELEM, p);
-	for (int f = 0; f < ACCT_FAMILIES && link_ok(p); f++) {
-		/* The namespace's spoofed-packet counters too appear with its first pod and stay. */
-		acct_spoofed_counter_name(p->k8s_namespace, (enum acct_family)f, name);
-		r |= acct_put_counter(bt, name);
-		r |= put_spoofed_elem(bt, NFT_MSG_NEWSETELEM, p, (enum acct_family)f, name);
+		for (int f = 0; f < ACCT_FAMILIES; f++) {
+			/* The namespace's spoofed-packet counters too appear with its first pod and stay. */
+			acct_spoofed_counter_name(p->k8s_namespace, (enum acct_family)f, name);
+			r |= acct_put_counter(bt, name);
+			r |= put_spoofed_elem(bt, NFT_MSG_NEWSETELEM, p, (enum acct_family)f, name);
+		}
 	}
 	r |= put_elem(bt, NFT_MSG_NEWSETELEM, SET_PODS, p->ip, NULL);
 	if (p->egress_classid)
