@@ -31,9 +31,11 @@
 #   F  as B with anti-spoofing off: chains from_pod and spoofed deleted and
 #      prerouting's mark rule as it was without them (`ip saddr @pods ...`) (UDP only)
 #   G  as C with anti-spoofing off (UDP only)
-# Runs alternate A B C D [E] F G within each metric of each round; ratios are
-# taken per round (paired) and their median is reported. Anti-spoofing's cost
-# is B against F and C against G: the same table but for its two chains.
+# Runs alternate A B F C G D [E] within each metric of each round, in reverse
+# order every other round (so that no variant always runs before its
+# partner); ratios are taken per round (paired) and their median is
+# reported. Anti-spoofing's cost is B against F and C against G: the same
+# table but for anti-spoofing, each pair run back to back.
 #
 # Metrics (iperf3 -J, client in the pod, server on the internet host):
 #   TCP 1 and 4 streams: end.sum_received.bits_per_second
@@ -172,10 +174,13 @@ fi
 EST=$(est_total "$SECS" $((NSPOOF + (SMALL > 0))))
 
 # variants: letter -> node index, label
-VARS=(A B C)
+# each anti-spoofing-off variant runs next to its "on" twin
+VARS=(A B)
+((SPOOF)) && VARS+=(F)
+VARS+=(C)
+((SPOOF)) && VARS+=(G)
 ((IPT_OK)) && VARS+=(D)
 ((SMALL > 0)) && VARS+=(E)
-((SPOOF)) && VARS+=(F G)
 declare -A VNODE=([A]=1 [B]=2 [C]=3 [D]=4 [E]=5 [F]=6 [G]=7)
 declare -A VLABEL=(
     [A]="A: no tollgate table (natonly masquerade)"
@@ -502,8 +507,13 @@ for ((r = 1; r <= ROUNDS; r++)); do
     fi
     log "round $r/$ROUNDS (t=${now}s)"
     t0=$EPOCHREALTIME
+    order=("${VARS[@]}")
+    if ((r % 2 == 0)); then
+        order=()
+        for ((i = ${#VARS[@]} - 1; i >= 0; i--)); do order+=("${VARS[i]}"); done
+    fi
     for m in tcp1 tcp4 udp; do
-        for v in "${VARS[@]}"; do
+        for v in "${order[@]}"; do
             [[ " $(metrics_of "$v") " == *" $m "* ]] || continue
             one_run "$v" "$m" "$r" "$SECS"
         done
@@ -691,7 +701,7 @@ report() {
     echo "## Tollgate accounting benchmark ($(date -u +%Y-%m-%dT%H:%MZ), kernel $(uname -r), $(nproc) CPUs, load avg at start $LOAD_START, ${ELAPSED}s)"
     echo
     echo "tollgate: \`$TG_BIN\` (sha256 $TG_SHA..., run from a snapshot copy), static pool, masquerade true, internalCIDRs 10.0.0.0/8."
-    echo "Path: iperf3 client in a pod (veth made by the plugin) -> node netns (routing, nftables, masquerade) -> veth -> internet host netns (203.0.113.10, iperf3 server). One node per variant, identical but for its variant; $(iperf3 --version 2>/dev/null | head -1 | awk '{print $1, $2}'), ${SECS}s per run, $ROUNDS_DONE rounds, runs alternating $(printf '%s ' "${VARS[@]}")within each metric of a round (variants E, F, G: UDP only)."
+    echo "Path: iperf3 client in a pod (veth made by the plugin) -> node netns (routing, nftables, masquerade) -> veth -> internet host netns (203.0.113.10, iperf3 server). One node per variant, identical but for its variant; $(iperf3 --version 2>/dev/null | head -1 | awk '{print $1, $2}'), ${SECS}s per run, $ROUNDS_DONE rounds, runs alternating $(printf '%s ' "${VARS[@]}")within each metric of a round, reversed every other round (variants E, F, G: UDP only)."
     echo "Variant C = 10 real attachments + $EXTRA synthetic elements in sets pods, masq, pod_src and the ns_* and spoofed_* maps (10 extra namespaces' counters). D/E: iptables-nft counting rules \`-A FORWARD -s IP/32\`, the pod's rule last; masquerade by \`table ip natonly\` in A/D/E. F/G: B/C with anti-spoofing off (chains from_pod and spoofed deleted, prerouting's mark rule as it is without them: \`ip saddr @pods ip daddr != @internal meta mark set ...\`), everything else the same."
     echo
     echo "Medians over rounds:"
