@@ -12,17 +12,24 @@
  *   map pod_<class> { type ipv4_addr : counter; }       pod address -> its own (accounting.perPod)
  *   counter ns_<namespace>_<class>, host_<class>, pod_<host veth>_<class>
  *   map egress_class { type ipv4_addr : classid; }     pod -> its uplink HTB class
- *   chain prerouting, output: internet-bound packets get internetMark
+ *   chain prerouting: a pod's link (named <prefix>*) jumps to from_pod;
+ *     chains from_pod, output: internet-bound packets get internetMark
  *   chain forward: jumps to fwd_egress (classified by destination) and
  *     fwd_ingress (by source), which go to fwd_*_internal on @internal: one
  *     interval lookup per direction; `meta priority` picks the shaper's HTB
  *     class there (see shaper.h)
  *   chains fwd_*, input, output: counting; chain postrouting: masquerade
+ *   set pod_src { type ifname . ipv4_addr; }            host link . the pod's address
+ *   map spoofed_<family> { type ifname : counter; }     host link -> ns_<namespace>_spoofed_<family>
+ *   chain from_pod, first: a packet whose link . source is not in
+ *     @pod_src, and any IPv6, goes to chain spoofed: counted to the
+ *     sender's namespace (node_spoofed_<family> when the link is no known
+ *     pod's) and dropped, before NAT, the mark, counting or shaping
  *
  * <class> is egress_internal, egress_internet, ingress_internal or
- * ingress_internet. A packet costs one hash lookup per map, whatever the
- * number of pods. Namespace counters outlive their pods: bytes stay with
- * the namespace until the node reboots.
+ * ingress_internet; <family> ipv4 or ipv6. A packet costs one hash lookup
+ * per map, whatever the number of pods. Namespace counters outlive their
+ * pods: bytes stay with the namespace until the node reboots.
  */
 
 #include <stdbool.h>
@@ -44,6 +51,14 @@ enum acct_class {
 	ACCT_CLASSES,
 };
 
+/* What a pod sent that is not its own (its address is not the source, or IPv6). */
+enum acct_family {
+	ACCT_IPV4,
+	ACCT_IPV6,
+	ACCT_FAMILIES,
+};
+extern const char *const acct_family_names[ACCT_FAMILIES];	/* "ipv4", "ipv6" */
+
 /* "egress_internal", ... in enum order; and each class's two halves */
 extern const char *const acct_class_names[ACCT_CLASSES];
 extern const char *const acct_class_direction[ACCT_CLASSES];	/* "egress", "ingress" */
@@ -57,12 +72,13 @@ struct acct_config {
 	bool per_pod;
 	uint32_t internet_mark;
 	uint32_t inet_ingress_classid;	/* tc class of internet -> pod traffic on a pod's veth, 0: none */
+	const char *pod_link_prefix;	/* what every pod's host link is named by, and no other link */
 };
 
 struct acct_pod {
 	uint32_t ip;
 	const char *k8s_namespace;	/* "" when the runtime did not say */
-	const char *host_veth;		/* names the pod's own counters */
+	const char *host_veth;		/* its host link: what it may send from; names its own counters */
 	uint32_t egress_classid;	/* uplink HTB class of its internet traffic, 0: none */
 };
 
@@ -72,6 +88,12 @@ void acct_ns_counter_name(const char *k8s_namespace, enum acct_class c,
 void acct_pod_counter_name(const char *host_veth, enum acct_class c,
 			   char ret[ACCT_COUNTER_NAME_MAX]);
 void acct_host_counter_name(enum acct_class c, char ret[ACCT_COUNTER_NAME_MAX]);
+/*
+ * Packets dropped as spoofed: ns_<namespace>_spoofed_<family>, or with
+ * k8s_namespace NULL node_spoofed_<family> (from a pod link no pod holds).
+ */
+void acct_spoofed_counter_name(const char *k8s_namespace, enum acct_family f,
+			       char ret[ACCT_COUNTER_NAME_MAX]);
 /* Whose a counter is, read back from its name (the exporter's labels). */
 enum acct_owner { ACCT_OWNER_NONE, ACCT_OWNER_NAMESPACE, ACCT_OWNER_POD, ACCT_OWNER_HOST };
 /*
@@ -81,6 +103,13 @@ enum acct_owner { ACCT_OWNER_NONE, ACCT_OWNER_NAMESPACE, ACCT_OWNER_POD, ACCT_OW
  */
 enum acct_owner acct_counter_parse(const char *name, size_t name_len,
 				   char ret_owner[ACCT_COUNTER_NAME_MAX], enum acct_class *ret_class);
+/*
+ * The same for spoofed-packet counters: ACCT_OWNER_NAMESPACE (the namespace
+ * in ret_owner) or ACCT_OWNER_HOST (sender unknown), and the family;
+ * ACCT_OWNER_NONE when the name is no spoofed-packet counter.
+ */
+enum acct_owner acct_spoofed_parse(const char *name, size_t name_len,
+				   char ret_owner[ACCT_COUNTER_NAME_MAX], enum acct_family *ret_family);
 
 /* What a declaration wrote, by object (the node daemon counts repairs). */
 struct acct_repairs {
@@ -113,7 +142,8 @@ struct acct_conn;
 int acct_pod_del(const struct acct_pod *pod, struct acct_conn **keep, struct tg_err *e);
 void acct_conn_close(struct acct_conn *held);
 /*
- * Deletes a namespace's counters (its bytes and packets of every class): the
+ * Deletes a namespace's counters (bytes and packets of every class, its
+ * spoofed packets of each family): the
  * node daemon retires a namespace this way once it has had no pod for
  * accounting.retainSeconds. Call with the store locked and the namespace
  * without attachments, so no ADD is adding a pod that would count to them
@@ -121,7 +151,7 @@ void acct_conn_close(struct acct_conn *held);
  * points at one (nothing deleted then).
  */
 int acct_retire_namespace(const char *k8s_namespace, struct tg_err *e);
-/* 1 when the pod's elements are as configured, 0 when not, negative on error. */
+/* 1 when the pod's elements (anti-spoofing's too) are as configured, 0 when not, negative on error. */
 int acct_pod_check(const struct acct_pod *pod, bool masquerade, struct tg_err *e);
 /* Every element of set `set` ("pods", "masq"); -ENOENT when the table or set is missing. */
 int acct_list_set(const char *set, uint32_t **ret, size_t *ret_n, struct tg_err *e);

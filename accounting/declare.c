@@ -86,6 +86,8 @@ static void chain_stamp(const struct acct_config *cfg, int c, char ret[STAMP_LEN
 	h = hash_fnv1a64(&flags, sizeof(flags), h);
 	h = hash_fnv1a64(&cfg->internet_mark, sizeof(cfg->internet_mark), h);
 	h = hash_fnv1a64(&cfg->inet_ingress_classid, sizeof(cfg->inet_ingress_classid), h);
+	if (cfg->pod_link_prefix)
+		h = hash_fnv1a64(cfg->pod_link_prefix, strlen(cfg->pod_link_prefix), h);
 	snprintf(ret, STAMP_LEN, STAMP_PREFIX "%016llx", (unsigned long long)h);
 }
 

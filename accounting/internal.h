@@ -16,8 +16,12 @@
 #define SET_PODS "pods"
 #define SET_MASQ "masq"
 #define MAP_EGRESS_CLASS "egress_class"
-#define NFT_TYPE_IPADDR 7 /* nft's datatype id for ipv4_addr, so `nft list` prints addresses */
+#define SET_POD_SRC "pod_src"
+/* nft's datatype ids, so that `nft list` prints keys and values as what they are */
+#define NFT_TYPE_IPADDR 7
 #define NFT_TYPE_CLASSID 23
+#define NFT_TYPE_IFNAME 41
+#define NFT_TYPE_CONCAT(a, b) ((a) << 6 | (b)) /* nft's TYPE_BITS */
 #define NFT_RECV_SIZE 16384 /* MNL_SOCKET_BUFFER_SIZE is a runtime value (page size) */
 
 /* Kernel 6.3's "delete if present" messages; older uapi headers lack them. */
@@ -29,6 +33,8 @@
 /* The maps from a pod address to its counters, in the order of enum acct_class. */
 extern const char *const acct_ns_maps[ACCT_CLASSES];
 extern const char *const acct_pod_maps[ACCT_CLASSES];
+/* The maps from a pod's host link to its namespace's spoofed-packet counter, by family. */
+extern const char *const acct_spoofed_maps[ACCT_FAMILIES];
 
 /* ---- netlink transport (batch.c) ---- */
 
@@ -70,12 +76,16 @@ int nft_fail(struct tg_err *e, int r, const char *what, const char *why);
 
 struct nftnl_rule;
 
+/* What a set is keyed by: a pod's address, its host link's name, or both. */
+enum set_key { KEY_ADDR, KEY_LINK, KEY_LINK_ADDR };
+
 struct set_def {
 	const char *name;
 	uint32_t id;		/* lets rules of the same transaction name a set made in it */
 	uint32_t flags;
+	enum set_key key;
 };
-#define TABLE_SETS 12
+#define TABLE_SETS 15
 extern const struct set_def table_sets[TABLE_SETS];
 
 struct chain_def {
@@ -84,7 +94,7 @@ struct chain_def {
 	uint32_t hook;
 	int32_t prio;
 };
-#define TABLE_CHAINS 9
+#define TABLE_CHAINS 11
 extern const struct chain_def table_chains[TABLE_CHAINS];
 
 /*
@@ -92,7 +102,7 @@ extern const struct chain_def table_chains[TABLE_CHAINS];
  * that a node declared by an older layout is declared again. Change it with
  * every change of a rule (tests/unit/test_accounting.c checks it moves).
  */
-#define TABLE_LAYOUT "tollgate-table/2"
+#define TABLE_LAYOUT "tollgate-table/5"
 
 /* Every rule the config asks for, in chain order. */
 #define TABLE_RULES_MAX 64
@@ -120,12 +130,19 @@ int table_put_rule(struct batch *bt, struct nftnl_rule *r);
 void table_flush_set(struct batch *bt, const char *set);
 int table_put_internal(struct batch *bt, const struct acct_config *cfg);
 int table_put_host_counters(struct batch *bt);
-/* Batch room: the skeleton, and one pod's ~20 elements and 8 counters (generous). */
+/*
+ * Batch room: the skeleton, and one pod's 14 to 22 elements and 6 to 10
+ * counters (2,972 bytes with perPod and a 63-character namespace).
+ */
 #define ACCT_BATCH_BASE (128 * 1024)
-#define ACCT_BATCH_PER_POD 2048
+#define ACCT_BATCH_PER_POD 3072
 /* One pod's elements and counters (pods.c). */
 int acct_put_pod(struct batch *bt, const struct acct_config *cfg, const struct acct_pod *p);
 void set_add_key(struct nftnl_set *s, uint32_t ip_host, bool interval_end);
+/* A set element's key: a link name (zero-padded, as `meta iifname` loads it), then an address. */
+#define KEY_LINK_LEN 16
+#define KEY_MAX (KEY_LINK_LEN + 4)
+size_t set_key_of(enum set_key k, const char *link, uint32_t ip_host, uint8_t ret[KEY_MAX]);
 /* counter <name> {}: created when missing, never reset. */
 int acct_put_counter(struct batch *bt, const char *name);
 

@@ -13,6 +13,8 @@ const char *const acct_class_direction[ACCT_CLASSES] = { "egress", "egress", "in
 const char *const acct_class_traffic[ACCT_CLASSES] = { "internal", "internet", "internal",
 						       "internet" };
 
+const char *const acct_family_names[ACCT_FAMILIES] = { "ipv4", "ipv6" };
+
 void acct_ns_counter_name(const char *k8s_namespace, enum acct_class c,
 			  char ret[ACCT_COUNTER_NAME_MAX])
 {
@@ -29,6 +31,16 @@ void acct_pod_counter_name(const char *host_veth, enum acct_class c,
 void acct_host_counter_name(enum acct_class c, char ret[ACCT_COUNTER_NAME_MAX])
 {
 	snprintf(ret, ACCT_COUNTER_NAME_MAX, "host_%s", acct_class_names[c]);
+}
+
+void acct_spoofed_counter_name(const char *k8s_namespace, enum acct_family f,
+			       char ret[ACCT_COUNTER_NAME_MAX])
+{
+	if (k8s_namespace)
+		snprintf(ret, ACCT_COUNTER_NAME_MAX, "ns_%s_spoofed_%s", k8s_namespace,
+			 acct_family_names[f]);
+	else
+		snprintf(ret, ACCT_COUNTER_NAME_MAX, "node_spoofed_%s", acct_family_names[f]);
 }
 
 /* "<prefix><middle>_<class>": the middle into ret, the class into *cls. */
@@ -66,5 +78,34 @@ enum acct_owner acct_counter_parse(const char *name, size_t name_len,
 	/* "host_<class>" splits as prefix "host", an empty middle. */
 	if (split(name, name_len, "host", ret_owner, ret_class) && !ret_owner[0])
 		return ACCT_OWNER_HOST;
+	return ACCT_OWNER_NONE;
+}
+
+enum acct_owner acct_spoofed_parse(const char *name, size_t name_len,
+				   char ret_owner[ACCT_COUNTER_NAME_MAX], enum acct_family *ret_family)
+{
+	for (int f = 0; f < ACCT_FAMILIES; f++) {
+		char suffix[32];
+		size_t slen = (size_t)snprintf(suffix, sizeof(suffix), "_spoofed_%s",
+					       acct_family_names[f]);
+		size_t mlen;
+
+		if (name_len < slen || memcmp(name + name_len - slen, suffix, slen) != 0)
+			continue;
+		*ret_family = (enum acct_family)f;
+		if (name_len == slen + 4 && memcmp(name, "node", 4) == 0) {
+			ret_owner[0] = '\0';
+			return ACCT_OWNER_HOST;
+		}
+		/* "ns_<namespace>_spoofed_<family>"; namespaces hold no '_' */
+		if (name_len < slen + 3 || memcmp(name, "ns_", 3) != 0)
+			return ACCT_OWNER_NONE;
+		mlen = name_len - slen - 3;
+		if (mlen >= ACCT_COUNTER_NAME_MAX || memchr(name + 3, '_', mlen))
+			return ACCT_OWNER_NONE;
+		memcpy(ret_owner, name + 3, mlen);
+		ret_owner[mlen] = '\0';
+		return ACCT_OWNER_NAMESPACE;
+	}
 	return ACCT_OWNER_NONE;
 }

@@ -26,15 +26,15 @@ static struct nftnl_set *set_ref(const char *name)
 }
 
 /*
- * One element message: `ip` into set `set`, `ip : counter` into an objref
- * map, or `ip : classid` into map egress_class (classid non-zero).
+ * One element message: a key (an address, a link, or both) into set `set`,
+ * `key : counter` into an objref map, or `ip : classid` into map
+ * egress_class (classid non-zero).
  */
-static int put_elem_data(struct batch *bt, uint16_t type, const char *set, uint32_t ip,
-			 const char *counter, uint32_t classid)
+static int put_elem_key(struct batch *bt, uint16_t type, const char *set, const void *key,
+			size_t key_len, const char *counter, uint32_t classid)
 {
 	struct nftnl_set *s = set_ref(set);
 	struct nftnl_set_elem *el = nftnl_set_elem_alloc();
-	uint32_t key = htonl(ip);
 	struct nlmsghdr *nlh;
 
 	if (!s || !el) {
@@ -44,7 +44,7 @@ static int put_elem_data(struct batch *bt, uint16_t type, const char *set, uint3
 			nftnl_set_elem_free(el);
 		return -ENOMEM;
 	}
-	nftnl_set_elem_set(el, NFTNL_SET_ELEM_KEY, &key, sizeof(key));
+	nftnl_set_elem_set(el, NFTNL_SET_ELEM_KEY, key, (uint32_t)key_len);
 	if (counter)
 		nftnl_set_elem_set_str(el, NFTNL_SET_ELEM_OBJREF, counter);
 	if (classid) /* meta priority is host-endian */
@@ -60,10 +60,43 @@ static int put_elem_data(struct batch *bt, uint16_t type, const char *set, uint3
 	return 0;
 }
 
+static int put_elem_data(struct batch *bt, uint16_t type, const char *set, uint32_t ip,
+			 const char *counter, uint32_t classid)
+{
+	uint8_t key[KEY_MAX];
+	size_t n = set_key_of(KEY_ADDR, NULL, ip, key);
+
+	return put_elem_key(bt, type, set, key, n, counter, classid);
+}
+
 static int put_elem(struct batch *bt, uint16_t type, const char *set, uint32_t ip,
 		    const char *counter)
 {
 	return put_elem_data(bt, type, set, ip, counter, 0);
+}
+
+static bool link_ok(const struct acct_pod *p)
+{
+	return p->host_veth && p->host_veth[0] && strlen(p->host_veth) < KEY_LINK_LEN;
+}
+
+/* The element of set pod_src that lets the pod send: its link . its address. */
+static int put_src_elem(struct batch *bt, uint16_t type, const struct acct_pod *p)
+{
+	uint8_t key[KEY_MAX];
+	size_t n = set_key_of(KEY_LINK_ADDR, p->host_veth, p->ip, key);
+
+	return put_elem_key(bt, type, SET_POD_SRC, key, n, NULL, 0);
+}
+
+/* Its link -> its namespace's spoofed-packet counter of family f (`with`: that counter). */
+static int put_spoofed_elem(struct batch *bt, uint16_t type, const struct acct_pod *p,
+			    enum acct_family f, const char *with)
+{
+	uint8_t key[KEY_MAX];
+	size_t n = set_key_of(KEY_LINK, p->host_veth, 0, key);
+
+	return put_elem_key(bt, type, acct_spoofed_maps[f], key, n, with, 0);
 }
 
 int acct_put_pod(struct batch *bt, const struct acct_config *cfg, const struct acct_pod *p)
@@ -71,6 +104,16 @@ int acct_put_pod(struct batch *bt, const struct acct_config *cfg, const struct a
 	char name[ACCT_COUNTER_NAME_MAX];
 	int r = 0;
 
+	/* A record without a link has no path to send from: nothing to let through. */
+	if (link_ok(p)) {
+		r |= put_src_elem(bt, NFT_MSG_NEWSETELEM, p);
+		for (int f = 0; f < ACCT_FAMILIES; f++) {
+			/* The namespace's spoofed-packet counters too appear with its first pod and stay. */
+			acct_spoofed_counter_name(p->k8s_namespace, (enum acct_family)f, name);
+			r |= acct_put_counter(bt, name);
+			r |= put_spoofed_elem(bt, NFT_MSG_NEWSETELEM, p, (enum acct_family)f, name);
+		}
+	}
 	r |= put_elem(bt, NFT_MSG_NEWSETELEM, SET_PODS, p->ip, NULL);
 	if (p->egress_classid)
 		r |= put_elem_data(bt, NFT_MSG_NEWSETELEM, MAP_EGRESS_CLASS, p->ip, NULL,
@@ -126,6 +169,11 @@ static int put_pod_removal(struct batch *bt, const struct acct_pod *p, uint16_t 
 
 	/* Elements first: a counter that a map still points at cannot go. */
 #define STEP(x) do { if (only < 0 || only == i) r |= (x); i++; } while (0)
+	if (link_ok(p)) {
+		STEP(put_src_elem(bt, del_elem, p));
+		for (int f = 0; f < ACCT_FAMILIES; f++)
+			STEP(put_spoofed_elem(bt, del_elem, p, (enum acct_family)f, NULL));
+	}
 	STEP(put_elem(bt, del_elem, SET_MASQ, p->ip, NULL));
 	STEP(put_elem(bt, del_elem, SET_PODS, p->ip, NULL));
 	STEP(put_elem(bt, del_elem, MAP_EGRESS_CLASS, p->ip, NULL));
@@ -213,21 +261,29 @@ int acct_pod_del(const struct acct_pod *pod, struct acct_conn **keep, struct tg_
 	return 0;
 }
 
-/* The namespace's counter of class `only` (-1: every class) into the batch, as `msg`. */
+/*
+ * The namespace's counters into the batch, as `msg`: counter `only` (-1:
+ * every one): each class's, then each family's spoofed-packet counter.
+ */
+#define NS_COUNTERS (ACCT_CLASSES + ACCT_FAMILIES)
 static int put_ns_counters(struct batch *bt, const char *k8s_namespace, uint16_t msg, int only)
 {
 	char name[ACCT_COUNTER_NAME_MAX];
 
-	for (int cl = 0; cl < ACCT_CLASSES; cl++) {
+	for (int i = 0; i < NS_COUNTERS; i++) {
 		struct nftnl_obj *o;
 		struct nlmsghdr *nlh;
 
-		if (only >= 0 && only != cl)
+		if (only >= 0 && only != i)
 			continue;
 		o = nftnl_obj_alloc();
 		if (!o)
 			return -ENOMEM;
-		acct_ns_counter_name(k8s_namespace, cl, name);
+		if (i < ACCT_CLASSES)
+			acct_ns_counter_name(k8s_namespace, (enum acct_class)i, name);
+		else
+			acct_spoofed_counter_name(k8s_namespace, (enum acct_family)(i - ACCT_CLASSES),
+						  name);
 		nftnl_obj_set_str(o, NFTNL_OBJ_TABLE, ACCT_TABLE);
 		nftnl_obj_set_str(o, NFTNL_OBJ_NAME, name);
 		nftnl_obj_set_u32(o, NFTNL_OBJ_TYPE, NFT_OBJECT_COUNTER);
@@ -260,9 +316,9 @@ int acct_retire_namespace(const char *k8s_namespace, struct tg_err *e)
 		r = batch_send(&c, bt, why, sizeof(why));
 	if (r == -EINVAL || r == -EOPNOTSUPP) {
 		/* A kernel before 6.3 has no destroy: one counter at a time, ENOENT is fine. */
-		for (int cl = 0; cl < ACCT_CLASSES; cl++) {
+		for (int i = 0; i < NS_COUNTERS; i++) {
 			batch_start(bt);
-			r = put_ns_counters(bt, k8s_namespace, NFT_MSG_DELOBJ, cl);
+			r = put_ns_counters(bt, k8s_namespace, NFT_MSG_DELOBJ, i);
 			if (r == 0)
 				r = batch_send(&c, bt, why, sizeof(why));
 			if (r < 0 && r != -ENOENT)
@@ -282,27 +338,43 @@ int acct_retire_namespace(const char *k8s_namespace, struct tg_err *e)
 
 struct elem_query {
 	const char *set;
-	uint32_t ip;
+	uint8_t key[KEY_MAX];
+	size_t key_len;
 };
 
 static void build_getelem(struct nlmsghdr *nlh, const void *arg)
 {
 	const struct elem_query *q = arg;
 	struct nftnl_set *s = set_ref(q->set);
+	struct nftnl_set_elem *el = nftnl_set_elem_alloc();
 
-	if (!s)
+	if (!s || !el) {
+		if (s)
+			nftnl_set_free(s);
+		if (el)
+			nftnl_set_elem_free(el);
 		return;
-	set_add_key(s, q->ip, false);
+	}
+	nftnl_set_elem_set(el, NFTNL_SET_ELEM_KEY, q->key, (uint32_t)q->key_len);
+	nftnl_set_elem_add(s, el);
 	nftnl_set_elems_nlmsg_build_payload(nlh, s);
 	nftnl_set_free(s);
 }
 
+static int elem_present_key(struct nft_conn *c, const char *set, enum set_key k,
+			    const char *link, uint32_t ip)
+{
+	struct elem_query q = { .set = set };
+	int r;
+
+	q.key_len = set_key_of(k, link, ip, q.key);
+	r = nft_get(c, NFT_MSG_GETSETELEM, build_getelem, &q);
+	return r == 0 ? 1 : r == -ENOENT ? 0 : r;
+}
+
 static int elem_present(struct nft_conn *c, const char *set, uint32_t ip)
 {
-	struct elem_query q = { set, ip };
-	int r = nft_get(c, NFT_MSG_GETSETELEM, build_getelem, &q);
-
-	return r == 0 ? 1 : r == -ENOENT ? 0 : r;
+	return elem_present_key(c, set, KEY_ADDR, NULL, ip);
 }
 
 int acct_pod_check(const struct acct_pod *pod, bool masquerade, struct tg_err *e)
@@ -318,6 +390,11 @@ int acct_pod_check(const struct acct_pod *pod, bool masquerade, struct tg_err *e
 		r = elem_present(&c, acct_ns_maps[ACCT_EGRESS_INTERNAL], pod->ip);
 	if (r == 1)
 		r = elem_present(&c, SET_MASQ, pod->ip) == (masquerade ? 1 : 0);
+	/* Without it every packet of the pod is dropped as spoofed. */
+	if (r == 1)
+		r = link_ok(pod) ? elem_present_key(&c, SET_POD_SRC, KEY_LINK_ADDR, pod->host_veth,
+						    pod->ip)
+				 : 0;
 	nft_conn_close(&c);
 	if (r < 0)
 		return nft_fail(e, r, "looking up the pod in table inet " ACCT_TABLE, "");

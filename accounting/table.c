@@ -27,6 +27,7 @@ const char *const acct_ns_maps[ACCT_CLASSES] = {
 const char *const acct_pod_maps[ACCT_CLASSES] = {
 	"pod_egress_internal", "pod_egress_internet", "pod_ingress_internal", "pod_ingress_internet",
 };
+const char *const acct_spoofed_maps[ACCT_FAMILIES] = { "spoofed_ipv4", "spoofed_ipv6" };
 
 /* Set ids let rules in the same transaction refer to sets created in it. */
 enum {
@@ -36,6 +37,8 @@ enum {
 	ID_EGRESS_CLASS,
 	ID_NS_MAPS,
 	ID_POD_MAPS = ID_NS_MAPS + ACCT_CLASSES,
+	ID_POD_SRC = ID_POD_MAPS + ACCT_CLASSES,
+	ID_SPOOFED_MAPS,
 };
 
 /*
@@ -49,8 +52,23 @@ enum {
 #define FWD_INGRESS "fwd_ingress"
 #define FWD_INGRESS_INTERNAL "fwd_ingress_internal"
 
+/*
+ * Everything from a pod's link goes from `prerouting` to `from_pod` first:
+ * anti-spoofing (one lookup of (input link, source) per packet, whatever the
+ * number of pods), then the internet mark. A forged packet is dropped
+ * before NAT (-100), the mark, counting and shaping see it. Not a base
+ * chain of its own at raw priority: that would cost every packet of the
+ * node one more hook, measured here at about as much again as the check
+ * itself; conntrack sees a forged packet first, but its entry is never
+ * confirmed. With the check before it, the mark needs no lookup in @pods.
+ */
+#define FROM_POD "from_pod"
+#define SPOOFED "spoofed"
+
 const struct chain_def table_chains[TABLE_CHAINS] = {
 	{ "prerouting", "filter", NF_INET_PRE_ROUTING, -150 }, /* mangle: before routing */
+	{ FROM_POD, NULL, 0, 0 },
+	{ SPOOFED, NULL, 0, 0 },
 	{ "forward", "filter", NF_INET_FORWARD, -150 },
 	{ "input", "filter", NF_INET_LOCAL_IN, -150 },
 	{ "output", "route", NF_INET_LOCAL_OUT, -150 },	/* route: a new mark re-routes */
@@ -74,17 +92,41 @@ void set_add_key(struct nftnl_set *s, uint32_t ip_host, bool interval_end)
 	nftnl_set_elem_add(s, el);
 }
 
-static struct nftnl_set *set_new(const char *name, uint32_t id, uint32_t flags)
+size_t set_key_of(enum set_key k, const char *link, uint32_t ip_host, uint8_t ret[KEY_MAX])
+{
+	uint32_t be = htonl(ip_host);
+	size_t n = 0;
+
+	memset(ret, 0, KEY_MAX);
+	if (k != KEY_ADDR) {
+		/* `meta iifname` loads the whole IFNAMSIZ buffer, NUL-padded */
+		strncpy((char *)ret, link ? link : "", KEY_LINK_LEN - 1);
+		n = KEY_LINK_LEN;
+	}
+	if (k != KEY_LINK) {
+		memcpy(ret + n, &be, 4);
+		n += 4;
+	}
+	return n;
+}
+
+static struct nftnl_set *set_new(const char *name, uint32_t id, uint32_t flags, enum set_key key)
 {
 	struct nftnl_set *s = nftnl_set_alloc();
+	static const uint32_t key_len[] = { [KEY_ADDR] = 4, [KEY_LINK] = KEY_LINK_LEN,
+					    [KEY_LINK_ADDR] = KEY_LINK_LEN + 4 };
+	static const uint32_t key_type[] = {
+		[KEY_ADDR] = NFT_TYPE_IPADDR, [KEY_LINK] = NFT_TYPE_IFNAME,
+		[KEY_LINK_ADDR] = NFT_TYPE_CONCAT(NFT_TYPE_IFNAME, NFT_TYPE_IPADDR),
+	};
 
 	if (!s)
 		return NULL;
 	nftnl_set_set_str(s, NFTNL_SET_TABLE, ACCT_TABLE);
 	nftnl_set_set_str(s, NFTNL_SET_NAME, name);
 	nftnl_set_set_u32(s, NFTNL_SET_FAMILY, NFPROTO_INET);
-	nftnl_set_set_u32(s, NFTNL_SET_KEY_LEN, 4);
-	nftnl_set_set_u32(s, NFTNL_SET_KEY_TYPE, NFT_TYPE_IPADDR);
+	nftnl_set_set_u32(s, NFTNL_SET_KEY_LEN, key_len[key]);
+	nftnl_set_set_u32(s, NFTNL_SET_KEY_TYPE, key_type[key]);
 	nftnl_set_set_u32(s, NFTNL_SET_ID, id);
 	if (flags)
 		nftnl_set_set_u32(s, NFTNL_SET_FLAGS, flags);
@@ -99,27 +141,36 @@ static struct nftnl_set *set_new(const char *name, uint32_t id, uint32_t flags)
 		nftnl_set_set_u32(s, NFTNL_SET_DATA_LEN, 4);
 		nftnl_set_set_data(s, NFTNL_SET_USERDATA, udata, sizeof(udata));
 	}
+	if (key == KEY_LINK) {
+		/* A link name is a host-order string: nft's note, else `nft list` prints "". */
+		static const uint8_t udata[] = { 0x00, 0x04, 0x01, 0x00, 0x00, 0x00 };
+
+		nftnl_set_set_data(s, NFTNL_SET_USERDATA, udata, sizeof(udata));
+	}
 	return s;
 }
 
 const struct set_def table_sets[TABLE_SETS] = {
-	{ SET_INTERNAL, ID_INTERNAL, NFT_SET_INTERVAL },
-	{ SET_PODS, ID_PODS, 0 },
-	{ SET_MASQ, ID_MASQ, 0 },
-	{ MAP_EGRESS_CLASS, ID_EGRESS_CLASS, NFT_SET_MAP },
-	{ "ns_egress_internal", ID_NS_MAPS + 0, NFT_SET_OBJECT },
-	{ "ns_egress_internet", ID_NS_MAPS + 1, NFT_SET_OBJECT },
-	{ "ns_ingress_internal", ID_NS_MAPS + 2, NFT_SET_OBJECT },
-	{ "ns_ingress_internet", ID_NS_MAPS + 3, NFT_SET_OBJECT },
-	{ "pod_egress_internal", ID_POD_MAPS + 0, NFT_SET_OBJECT },
-	{ "pod_egress_internet", ID_POD_MAPS + 1, NFT_SET_OBJECT },
-	{ "pod_ingress_internal", ID_POD_MAPS + 2, NFT_SET_OBJECT },
-	{ "pod_ingress_internet", ID_POD_MAPS + 3, NFT_SET_OBJECT },
+	{ SET_INTERNAL, ID_INTERNAL, NFT_SET_INTERVAL, KEY_ADDR },
+	{ SET_PODS, ID_PODS, 0, KEY_ADDR },
+	{ SET_MASQ, ID_MASQ, 0, KEY_ADDR },
+	{ MAP_EGRESS_CLASS, ID_EGRESS_CLASS, NFT_SET_MAP, KEY_ADDR },
+	{ SET_POD_SRC, ID_POD_SRC, 0, KEY_LINK_ADDR },
+	{ "spoofed_ipv4", ID_SPOOFED_MAPS + ACCT_IPV4, NFT_SET_OBJECT, KEY_LINK },
+	{ "spoofed_ipv6", ID_SPOOFED_MAPS + ACCT_IPV6, NFT_SET_OBJECT, KEY_LINK },
+	{ "ns_egress_internal", ID_NS_MAPS + 0, NFT_SET_OBJECT, KEY_ADDR },
+	{ "ns_egress_internet", ID_NS_MAPS + 1, NFT_SET_OBJECT, KEY_ADDR },
+	{ "ns_ingress_internal", ID_NS_MAPS + 2, NFT_SET_OBJECT, KEY_ADDR },
+	{ "ns_ingress_internet", ID_NS_MAPS + 3, NFT_SET_OBJECT, KEY_ADDR },
+	{ "pod_egress_internal", ID_POD_MAPS + 0, NFT_SET_OBJECT, KEY_ADDR },
+	{ "pod_egress_internet", ID_POD_MAPS + 1, NFT_SET_OBJECT, KEY_ADDR },
+	{ "pod_ingress_internal", ID_POD_MAPS + 2, NFT_SET_OBJECT, KEY_ADDR },
+	{ "pod_ingress_internet", ID_POD_MAPS + 3, NFT_SET_OBJECT, KEY_ADDR },
 };
 
 int table_put_set(struct batch *bt, const struct set_def *d)
 {
-	struct nftnl_set *s = set_new(d->name, d->id, d->flags);
+	struct nftnl_set *s = set_new(d->name, d->id, d->flags, d->key);
 	struct nlmsghdr *nlh;
 
 	if (!s)
@@ -164,7 +215,7 @@ size_t table_internal_bounds(const struct acct_config *cfg, struct bound ret[TAB
 
 int table_put_internal(struct batch *bt, const struct acct_config *cfg)
 {
-	struct nftnl_set *s = set_new(SET_INTERNAL, ID_INTERNAL, NFT_SET_INTERVAL);
+	struct nftnl_set *s = set_new(SET_INTERNAL, ID_INTERNAL, NFT_SET_INTERVAL, KEY_ADDR);
 	struct bound b[TABLE_BOUNDS_MAX];
 	size_t n = table_internal_bounds(cfg, b);
 	struct nlmsghdr *nlh;
@@ -226,16 +277,21 @@ static struct nftnl_expr *cmp_eq(const void *data, uint32_t len)
 	return ex;
 }
 
-/* 12: ip saddr, 16: ip daddr */
-static struct nftnl_expr *load_ip(uint32_t offset)
+/* 12: ip saddr, 16: ip daddr; into register dreg */
+static struct nftnl_expr *load_ip_to(uint32_t offset, uint32_t dreg)
 {
 	struct nftnl_expr *ex = nftnl_expr_alloc("payload");
 
 	nftnl_expr_set_u32(ex, NFTNL_EXPR_PAYLOAD_BASE, NFT_PAYLOAD_NETWORK_HEADER);
 	nftnl_expr_set_u32(ex, NFTNL_EXPR_PAYLOAD_OFFSET, offset);
 	nftnl_expr_set_u32(ex, NFTNL_EXPR_PAYLOAD_LEN, 4);
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_PAYLOAD_DREG, NFT_REG_1);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_PAYLOAD_DREG, dreg);
 	return ex;
+}
+
+static struct nftnl_expr *load_ip(uint32_t offset)
+{
+	return load_ip_to(offset, NFT_REG_1);
 }
 
 static struct nftnl_expr *lookup(const char *set, uint32_t id, bool invert)
@@ -271,19 +327,45 @@ static struct nftnl_expr *counter_named(const char *name)
 	return ex;
 }
 
-static struct nftnl_rule *rule_new(const char *chain)
+/* A verdict; `chain` names the target of a jump or goto. */
+static struct nftnl_expr *verdict(uint32_t v, const char *chain)
+{
+	struct nftnl_expr *imm = nftnl_expr_alloc("immediate");
+
+	nftnl_expr_set_u32(imm, NFTNL_EXPR_IMM_DREG, NFT_REG_VERDICT);
+	nftnl_expr_set_u32(imm, NFTNL_EXPR_IMM_VERDICT, v);
+	if (chain)
+		nftnl_expr_set_str(imm, NFTNL_EXPR_IMM_CHAIN, chain);
+	return imm;
+}
+
+/* meta nfproto ipv4|ipv6 */
+static void match_nfproto(struct nftnl_rule *r, uint8_t proto)
+{
+	put(r, meta_load(NFT_META_NFPROTO));
+	put(r, cmp_eq(&proto, sizeof(proto)));
+}
+
+/* A rule of either family. */
+static struct nftnl_rule *rule_new_any(const char *chain)
 {
 	struct nftnl_rule *r = nftnl_rule_alloc();
-	uint8_t v4 = NFPROTO_IPV4;
 
 	if (!r)
 		return NULL;
 	nftnl_rule_set_str(r, NFTNL_RULE_TABLE, ACCT_TABLE);
 	nftnl_rule_set_str(r, NFTNL_RULE_CHAIN, chain);
 	nftnl_rule_set_u32(r, NFTNL_RULE_FAMILY, NFPROTO_INET);
+	return r;
+}
+
+static struct nftnl_rule *rule_new(const char *chain)
+{
+	struct nftnl_rule *r = rule_new_any(chain);
+
 	/* meta nfproto ipv4: what nft adds for `ip ...` matches in an inet table */
-	put(r, meta_load(NFT_META_NFPROTO));
-	put(r, cmp_eq(&v4, sizeof(v4)));
+	if (r)
+		match_nfproto(r, NFPROTO_IPV4);
 	return r;
 }
 
@@ -311,17 +393,13 @@ void rule_list_free(struct rule_list *w)
 static struct nftnl_rule *skip_loopback(const char *chain, uint32_t meta_key)
 {
 	struct nftnl_rule *r = rule_new(chain);
-	struct nftnl_expr *verdict;
 	uint32_t lo = 1; /* the loopback device is ifindex 1 in every namespace */
 
 	if (!r)
 		return NULL;
 	put(r, meta_load(meta_key));
 	put(r, cmp_eq(&lo, sizeof(lo)));
-	verdict = nftnl_expr_alloc("immediate");
-	nftnl_expr_set_u32(verdict, NFTNL_EXPR_IMM_DREG, NFT_REG_VERDICT);
-	nftnl_expr_set_u32(verdict, NFTNL_EXPR_IMM_VERDICT, NFT_RETURN);
-	put(r, verdict);
+	put(r, verdict(NFT_RETURN, NULL));
 	return r;
 }
 
@@ -351,8 +429,11 @@ static struct nftnl_rule *count_rule(const char *chain, uint32_t class_off, bool
 	return r;
 }
 
-/* meta mark set meta mark | M: (mark & ~M) ^ M sets M and keeps every other bit. */
-static struct nftnl_rule *mark_rule(const char *chain, bool pods_only, uint32_t mark)
+/*
+ * ip daddr != @internal meta mark set meta mark | M: (mark & ~M) ^ M sets M
+ * and keeps every other bit.
+ */
+static struct nftnl_rule *mark_rule(const char *chain, uint32_t mark)
 {
 	struct nftnl_rule *r = rule_new(chain);
 	struct nftnl_expr *ex;
@@ -360,10 +441,6 @@ static struct nftnl_rule *mark_rule(const char *chain, bool pods_only, uint32_t 
 
 	if (!r)
 		return NULL;
-	if (pods_only) {
-		put(r, load_ip(12));
-		put(r, lookup(SET_PODS, ID_PODS, false));
-	}
 	put(r, load_ip(16));
 	put(r, lookup(SET_INTERNAL, ID_INTERNAL, true));
 	put(r, meta_load(NFT_META_MARK));
@@ -428,11 +505,10 @@ static struct nftnl_rule *inet_egress_class_rule(void)
 }
 
 /* [ip saddr|daddr @internal] jump|goto <target> (class_off 0: unconditional) */
-static struct nftnl_rule *branch_rule(const char *chain, uint32_t class_off, uint32_t verdict,
+static struct nftnl_rule *branch_rule(const char *chain, uint32_t class_off, uint32_t v,
 				      const char *target)
 {
 	struct nftnl_rule *r = rule_new(chain);
-	struct nftnl_expr *imm;
 
 	if (!r)
 		return NULL;
@@ -440,11 +516,83 @@ static struct nftnl_rule *branch_rule(const char *chain, uint32_t class_off, uin
 		put(r, load_ip(class_off));
 		put(r, lookup(SET_INTERNAL, ID_INTERNAL, false));
 	}
-	imm = nftnl_expr_alloc("immediate");
-	nftnl_expr_set_u32(imm, NFTNL_EXPR_IMM_DREG, NFT_REG_VERDICT);
-	nftnl_expr_set_u32(imm, NFTNL_EXPR_IMM_VERDICT, verdict);
-	nftnl_expr_set_str(imm, NFTNL_EXPR_IMM_CHAIN, target);
-	put(r, imm);
+	put(r, verdict(v, target));
+	return r;
+}
+
+/* iifname "<prefix>*": the packet came in from a pod's host link. */
+static void match_pod_link(struct nftnl_rule *r, const char *prefix)
+{
+	put(r, meta_load(NFT_META_IIFNAME));
+	put(r, cmp_eq(prefix, (uint32_t)strlen(prefix)));
+}
+
+/* In prerouting, either family: iifname "<prefix>*" jump from_pod */
+static struct nftnl_rule *from_pod_rule(const char *prefix)
+{
+	struct nftnl_rule *r = rule_new_any("prerouting");
+
+	if (!r)
+		return NULL;
+	match_pod_link(r, prefix);
+	put(r, verdict(NFT_JUMP, FROM_POD));
+	return r;
+}
+
+/*
+ * iifname . ip saddr != @pod_src goto spoofed: the one lookup every IPv4
+ * packet of a pod costs. The key is laid out as nft lays out a
+ * concatenation: the link's name fills register 1 (16 bytes), the address
+ * follows in register 2.
+ */
+static struct nftnl_rule *antispoof_rule(void)
+{
+	struct nftnl_rule *r = rule_new(FROM_POD);
+
+	if (!r)
+		return NULL;
+	put(r, meta_load(NFT_META_IIFNAME));
+	put(r, load_ip_to(12, NFT_REG_2));
+	put(r, lookup(SET_POD_SRC, ID_POD_SRC, true));
+	put(r, verdict(NFT_GOTO, SPOOFED));
+	return r;
+}
+
+/* meta nfproto ipv6 goto spoofed: no IPv6 from pods until dual-stack. */
+static struct nftnl_rule *antispoof_ipv6_rule(void)
+{
+	struct nftnl_rule *r = rule_new_any(FROM_POD);
+
+	if (!r)
+		return NULL;
+	match_nfproto(r, NFPROTO_IPV6);
+	put(r, verdict(NFT_GOTO, SPOOFED));
+	return r;
+}
+
+/*
+ * In chain spoofed: count to the sender's namespace (the map keyed by its
+ * link), else to the node's counter, and drop. The last rule matches
+ * whatever is left: a chain reached by goto that ends without a verdict
+ * would hand the packet back to the hook's accept policy.
+ */
+static struct nftnl_rule *spoofed_rule(enum acct_family f, bool by_link, bool last)
+{
+	struct nftnl_rule *r = rule_new_any(SPOOFED);
+	char name[ACCT_COUNTER_NAME_MAX];
+
+	if (!r)
+		return NULL;
+	if (!last)
+		match_nfproto(r, f == ACCT_IPV4 ? NFPROTO_IPV4 : NFPROTO_IPV6);
+	if (by_link) {
+		put(r, meta_load(NFT_META_IIFNAME));
+		put(r, counter_map(acct_spoofed_maps[f], ID_SPOOFED_MAPS + f));
+	} else {
+		acct_spoofed_counter_name(NULL, f, name);
+		put(r, counter_named(name));
+	}
+	put(r, verdict(NF_DROP, NULL));
 	return r;
 }
 
@@ -520,6 +668,10 @@ int table_put_host_counters(struct batch *bt)
 		acct_host_counter_name((enum acct_class)i, name);
 		r |= acct_put_counter(bt, name);
 	}
+	for (int f = 0; f < ACCT_FAMILIES; f++) {
+		acct_spoofed_counter_name(NULL, (enum acct_family)f, name);
+		r |= acct_put_counter(bt, name);
+	}
 	return r ? -ENOMEM : 0;
 }
 
@@ -571,11 +723,26 @@ int table_rules(const struct acct_config *cfg, struct rule_list *bt)
 
 	bt->n = 0;
 	bt->failed = false;
-	/* Internet-bound packets carry the mark from before routing on. */
+	if (!cfg->pod_link_prefix || !cfg->pod_link_prefix[0] ||
+	    strlen(cfg->pod_link_prefix) >= KEY_LINK_LEN)
+		return -EINVAL;
+	/* A pod sends only as itself, whatever else the config says. */
+	r |= put_rule(bt, from_pod_rule(cfg->pod_link_prefix));
+	r |= put_rule(bt, antispoof_rule());
+	r |= put_rule(bt, antispoof_ipv6_rule());
+	r |= put_rule(bt, spoofed_rule(ACCT_IPV4, true, false));
+	r |= put_rule(bt, spoofed_rule(ACCT_IPV6, true, false));
+	r |= put_rule(bt, spoofed_rule(ACCT_IPV4, false, false));
+	r |= put_rule(bt, spoofed_rule(ACCT_IPV6, false, true));
+	/*
+	 * Internet-bound packets carry the mark from before routing on. What
+	 * reaches the mark in from_pod has its pod's address (anti-spoofing saw
+	 * to it): no lookup in @pods to tell a pod's packet.
+	 */
 	r |= put_rule(bt, skip_loopback("output", NFT_META_OIF));
 	if (cfg->internet_mark) {
-		r |= put_rule(bt, mark_rule("prerouting", true, cfg->internet_mark));
-		r |= put_rule(bt, mark_rule("output", false, cfg->internet_mark));
+		r |= put_rule(bt, mark_rule(FROM_POD, cfg->internet_mark));
+		r |= put_rule(bt, mark_rule("output", cfg->internet_mark));
 	}
 	/* Forwarded pod traffic: one classification per direction (see chains[]). */
 	r |= put_rule(bt, branch_rule("forward", 0, NFT_JUMP, FWD_EGRESS));

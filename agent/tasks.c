@@ -239,9 +239,11 @@ static void collect_ns(const char *name, size_t len, uint64_t packets, uint64_t 
 {
 	struct ns_list *l = arg;
 	char owner[ACCT_COUNTER_NAME_MAX];
+	enum acct_family fam;
 	enum acct_class cls;
 
-	if (acct_counter_parse(name, len, owner, &cls) != ACCT_OWNER_NAMESPACE ||
+	if ((acct_counter_parse(name, len, owner, &cls) != ACCT_OWNER_NAMESPACE &&
+	     acct_spoofed_parse(name, len, owner, &fam) != ACCT_OWNER_NAMESPACE) ||
 	    strlen(owner) > IPAM_K8S_NAMESPACE_MAX)
 		return;
 	for (size_t i = 0; i < l->n; i++)

@@ -25,7 +25,7 @@
  * the node runs; the kernel's do when the table is flushed and rebuilt, and
  * then the last value seen is carried as an offset.
  */
-enum series_kind { SERIES_OTHER, SERIES_NS, SERIES_POD, SERIES_HOST };
+enum series_kind { SERIES_OTHER, SERIES_NS, SERIES_POD, SERIES_HOST, SERIES_SPOOFED };
 
 struct series {
 	char name[ACCT_COUNTER_NAME_MAX];
@@ -130,11 +130,21 @@ static void classify(struct exporter *ex, struct series *s)
 {
 	char owner[ACCT_COUNTER_NAME_MAX];
 	enum acct_owner who = acct_counter_parse(s->name, s->name_len, owner, &s->cls);
+	enum acct_family fam;
 	const char *dir, *traffic;
 
 	s->kind = SERIES_OTHER;
-	if (who == ACCT_OWNER_NONE)
+	if (who == ACCT_OWNER_NONE) {
+		/* Spoofed packets: by the sender's namespace, or (no namespace label) by no known pod. */
+		who = acct_spoofed_parse(s->name, s->name_len, owner, &fam);
+		if (who != ACCT_OWNER_NONE) {
+			const char *l[] = { "namespace", owner, "family", acct_family_names[fam], NULL };
+
+			s->kind = SERIES_SPOOFED;
+			set_labels(s, who == ACCT_OWNER_NAMESPACE ? l : l + 2);
+		}
 		return;
+	}
 	dir = acct_class_direction[s->cls];
 	traffic = acct_class_traffic[s->cls];
 	if (who == ACCT_OWNER_NAMESPACE) {
@@ -397,6 +407,10 @@ static const struct {
 	  "IP packets by pod (accounting.perPod), direction and traffic class." },
 	{ SERIES_HOST, false, "tollgate_host_packets_total",
 	  "IP packets of the node itself by direction and traffic class." },
+	{ SERIES_SPOOFED, false, "tollgate_spoofed_packets_total",
+	  "Packets from pods dropped before any counting: a source that is not the sending pod's "
+	  "address, or IPv6; by the sender's namespace (no namespace label: from a pod link no "
+	  "attachment holds) and family." },
 };
 
 int exporter_render(struct exporter *ex, struct expo *x)

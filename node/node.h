@@ -35,7 +35,12 @@
 
 struct nl_sock;
 
-/* The host end of an attachment: "tg" + 12 hex digits of a hash of (containerID, ifname). */
+/*
+ * The host end of an attachment: "tg" + 12 hex digits of a hash of
+ * (containerID, ifname). Anti-spoofing takes every link named "tg*" for a
+ * pod's: no other link of the node may be named so (node_uplink refuses one).
+ */
+#define NODE_VETH_PREFIX "tg"
 void node_veth_name(const char *container_id, const char *ifname, char ret[IFNAMSIZ]);
 /* Whether a link name is one node_veth_name gives. */
 bool node_is_veth_name(const char *name);

@@ -18,6 +18,7 @@
 #include <netlink/msg.h>
 #include <netlink/route/addr.h>
 #include <netlink/route/link.h>
+#include <netlink/route/link/inet6.h>
 #include <netlink/route/link/veth.h>
 #include <netlink/route/neighbour.h>
 #include <netlink/route/route.h>
@@ -40,7 +41,7 @@ static uint64_t attachment_hash(const char *container_id, const char *ifname)
 
 void node_veth_name(const char *container_id, const char *ifname, char ret[IFNAMSIZ])
 {
-	snprintf(ret, IFNAMSIZ, "tg%012llx",
+	snprintf(ret, IFNAMSIZ, NODE_VETH_PREFIX "%012llx",
 		 (unsigned long long)(attachment_hash(container_id, ifname) & 0xffffffffffffULL));
 }
 
@@ -48,7 +49,8 @@ bool node_is_veth_name(const char *name)
 {
 	size_t n = strlen(name);
 
-	return n == 14 && strncmp(name, "tg", 2) == 0 && strspn(name + 2, "0123456789abcdef") == 12;
+	return n == 14 && strncmp(name, NODE_VETH_PREFIX, 2) == 0 &&
+	       strspn(name + 2, "0123456789abcdef") == 12;
 }
 
 void node_pod_mac(const char *container_id, const char *ifname, uint8_t ret[6])
@@ -84,6 +86,14 @@ int node_uplink(struct nl_sock *sk, const char *name, int mtu, struct node_uplin
 		r = rtnl_link_get_kernel(sk, ifindex, NULL, &link);
 		if (r < 0)
 			return tg_fail_nl(e, r, "%s", "cannot read the default route's interface");
+	}
+	if (strncmp(rtnl_link_get_name(link), NODE_VETH_PREFIX, strlen(NODE_VETH_PREFIX)) == 0) {
+		r = tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+			    "uplink \"%s\" is named like a pod's link (" NODE_VETH_PREFIX "*): "
+			    "anti-spoofing would drop what it receives; rename it",
+			    rtnl_link_get_name(link));
+		rtnl_link_put(link);
+		return r;
 	}
 	if (!mtu)
 		ret->mtu = (int)rtnl_link_get_mtu(link);
@@ -195,6 +205,33 @@ static int create_veth(struct nl_sock *sk, const struct plumb_req *rq)
 	return r;
 }
 
+/*
+ * Brings the pod end up. no_ipv6_ll: without an IPv6 link-local address.
+ * Tollgate gives pods no IPv6 and drops what they send of it; with an
+ * address the pod's kernel would send MLD reports, DAD and router
+ * solicitations on its own, counted as spoofed for every pod. The mode
+ * goes in with the flags: the address is made only once the link is
+ * operationally up (after the link watcher ran), by then the mode is none.
+ */
+static int pod_link_up(struct nl_sock *sk, int ifindex, bool no_ipv6_ll)
+{
+	struct rtnl_link *chg = rtnl_link_alloc(), *cur = rtnl_link_alloc();
+	int r = -NLE_NOMEM;
+
+	if (chg && cur) {
+		rtnl_link_set_ifindex(cur, ifindex);
+		rtnl_link_set_flags(chg, IFF_UP);
+		r = no_ipv6_ll ? rtnl_link_inet6_set_addr_gen_mode(chg, IN6_ADDR_GEN_MODE_NONE) : 0;
+		if (r == 0)
+			r = rtnl_link_change(sk, cur, chg, 0);
+	}
+	if (chg)
+		rtnl_link_put(chg);
+	if (cur)
+		rtnl_link_put(cur);
+	return r;
+}
+
 static int pod_side(const struct plumb_req *rq, struct tg_err *e)
 {
 	struct nl_sock *sk = rq->pod_sk, *own = NULL;
@@ -217,13 +254,10 @@ static int pod_side(const struct plumb_req *rq, struct tg_err *e)
 		goto out;
 	}
 	if (!(flags & IFF_UP)) {
-		struct rtnl_link *chg = rtnl_link_alloc(), *cur = rtnl_link_alloc();
-
-		rtnl_link_set_ifindex(cur, ifindex);
-		rtnl_link_set_flags(chg, IFF_UP);
-		r = rtnl_link_change(sk, cur, chg, 0);
-		rtnl_link_put(chg);
-		rtnl_link_put(cur);
+		r = pod_link_up(sk, ifindex, true);
+		/* No IPv6 on this kernel, or an MTU below IPv6's minimum: no address to keep off. */
+		if (r == -NLE_AF_NOSUPPORT)
+			r = pod_link_up(sk, ifindex, false);
 		if (r < 0) {
 			r = tg_fail_nl(e, r, "cannot bring %s up in the pod", rq->pod_ifname);
 			goto out;

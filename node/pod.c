@@ -103,7 +103,7 @@ int node_pod_check(struct nl_sock *sk, const struct node_config *cfg, const stru
 	if (r == 0)
 		r = tg_fail(e, TG_ERR_DRIFT, -ENOENT,
 			    "drift: the elements of %s in table inet tollgate (sets pods, masq, "
-			    "map ns_egress_internal) do not match the config (masquerade %s)",
+			    "pod_src, map ns_egress_internal) do not match the config (masquerade %s)",
 			    ip4_format(p->a->ip, ip), cfg->masquerade ? "true" : "false");
 	return r < 0 ? r : 0;
 }

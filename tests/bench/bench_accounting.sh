@@ -2,7 +2,7 @@
 # Tollgate accounting benchmark: forwarding cost of the nftables accounting
 # table (pod -> internet, masqueraded) with 10 and 10,000 attachments, against
 # no table at all and against the naive iptables extension (one FORWARD rule
-# per namespace).
+# per namespace); and the cost of anti-spoofing (on vs off, at 10 and 10,000).
 #
 # Usage: tests/bench/bench_accounting.sh [BIN_DIR]   (default $TOLLGATE_BIN_DIR or build)
 #
@@ -23,13 +23,19 @@
 #      `table ip natonly` masquerading the pod (routes etc. as the plugin left them)
 #   B  table inet tollgate with 10 real attachments (10 ADDs)
 #   C  10 real attachments + 9,990 synthetic ones: elements added to the sets
-#      pods and masq and to the four ns_* maps (pointing at 10 extra namespaces'
-#      counters), in one `nft -f` transaction
+#      pods, masq and pod_src and to the four ns_* and two spoofed_* maps
+#      (pointing at 10 extra namespaces' counters), in one `nft -f` transaction
 #   D  as A, plus 2,000 iptables-nft counting rules in FORWARD (`-s IP/32`, one
 #      per namespace, the pod's rule last)
 #   E  as D with 250 rules (UDP only; when it fits in the time budget)
-# Runs alternate A B C D [E] within each metric of each round; ratios are taken
-# per round (paired) and their median is reported.
+#   F  as B with anti-spoofing off: chains from_pod and spoofed deleted and
+#      prerouting's mark rule as it was without them (`ip saddr @pods ...`) (UDP only)
+#   G  as C with anti-spoofing off (UDP only)
+# Runs alternate A B F C G D [E] within each metric of each round, in reverse
+# order every other round (so that no variant always runs before its
+# partner); ratios are taken per round (paired) and their median is
+# reported. Anti-spoofing's cost is B against F and C against G: the same
+# table but for anti-spoofing, each pair run back to back.
 #
 # Metrics (iperf3 -J, client in the pod, server on the internet host):
 #   TCP 1 and 4 streams: end.sum_received.bits_per_second
@@ -50,17 +56,18 @@
 #     shared machine are steadier than the rates (a run's rate depends on the
 #     CPU share it got, its CPU per byte much less).
 #
-# Time: about 5 minutes with the defaults (10 rounds x 12 runs of 2 s + setup);
+# Time: about 7 minutes with the defaults (10 rounds x 15 runs of 2 s + setup);
 # never more than BENCH_ACCT_DEADLINE + ~15 s.
 #
 # Knobs (env):
 #   BENCH_ACCT_ROUNDS=10       rounds (each: every metric x every variant)
 #   BENCH_ACCT_SECS=auto       iperf3 -t seconds; auto = longest of 5, 3, 2 that fits
-#   BENCH_ACCT_DEADLINE=345    seconds since start by which the last round must end;
+#   BENCH_ACCT_DEADLINE=420    seconds since start by which the last round must end;
 #                              a round that would not fit is not started (said so)
 #   BENCH_ACCT_EXTRA=9990      synthetic attachments of variant C
 #   BENCH_ACCT_IPT_RULES=2000  FORWARD rules of variant D
 #   BENCH_ACCT_IPT_SMALL=auto  rules of variant E: a number, 0 (off) or auto (250 if it fits)
+#   BENCH_ACCT_SPOOF=1         variants F and G (anti-spoofing off); 0: leave them out
 #   BENCH_ACCT_UDP_WINDOW=2M   iperf3 -w for the UDP runs (socket buffers; see below)
 #   BENCH_STRICT=1             exit 1 (after the report) when a stated target is missed; 0: report only
 #   BENCH_ACCT_REPORT=FILE     also write the markdown report to FILE
@@ -75,10 +82,11 @@ bench_start "${1:-}"
 
 ROUNDS=${BENCH_ACCT_ROUNDS:-10}
 SECS=${BENCH_ACCT_SECS:-auto}
-DEADLINE=${BENCH_ACCT_DEADLINE:-345}
+DEADLINE=${BENCH_ACCT_DEADLINE:-420}
 EXTRA=${BENCH_ACCT_EXTRA:-9990}
 IPT_RULES=${BENCH_ACCT_IPT_RULES:-2000}
 IPT_SMALL=${BENCH_ACCT_IPT_SMALL:-auto}
+SPOOF=${BENCH_ACCT_SPOOF:-1}
 UDP_WIN=${BENCH_ACCT_UDP_WINDOW:-2M}
 RUN_OVERHEAD=0.5    # estimated seconds per iperf3 run beyond -t (start, handshake, parsing)
 SETUP_EST=15        # estimated seconds for setup + warm-up
@@ -97,6 +105,8 @@ for t in ip nft iperf3 jq timeout; do command -v "$t" >/dev/null || die "'$t' mi
 [[ $EXTRA =~ ^[0-9]+$ && $EXTRA -le 60000 ]] || die "BENCH_ACCT_EXTRA must be 0..60000"
 [[ $IPT_RULES =~ ^[0-9]+$ && $IPT_RULES -ge 1 && $IPT_RULES -le 60000 ]] || die "BENCH_ACCT_IPT_RULES must be 1..60000"
 [[ $IPT_SMALL == auto || ($IPT_SMALL =~ ^[0-9]+$ && $IPT_SMALL -le 60000) ]] || die "BENCH_ACCT_IPT_SMALL must be auto or 0..60000"
+[[ $SPOOF == 0 || $SPOOF == 1 ]] || die "BENCH_ACCT_SPOOF must be 0 or 1"
+NSPOOF=$((SPOOF ? 2 : 0)) # UDP-only variants F and G
 
 RUNHEX=$(printf '%04x%04x' "$(($$ & 0xffff))" "$RANDOM")
 RUN=tga$RUNHEX
@@ -129,7 +139,7 @@ elif ! iptables-restore -V 2>/dev/null | grep -q nf_tables; then
     IPT_OK=0; IPT_WHY="iptables-restore is not the nf_tables variant ($(iptables-restore -V 2>&1 | head -1))"
 fi
 NM=3 # metrics per full variant: tcp1 tcp4 udp
-est_total() { # secs small(0/1) -> estimated seconds for the whole script
+est_total() { # secs udp_only_variants -> estimated seconds for the whole script
     local nv=3
     ((IPT_OK)) && nv=4
     awk -v s="$1" -v e="$2" -v r="$ROUNDS" -v nv="$nv" -v nm="$NM" -v o="$RUN_OVERHEAD" -v su="$SETUP_EST" \
@@ -142,17 +152,17 @@ SECS_NOTE=""
 if [[ $SECS == auto ]]; then
     for s in 5 3 2; do
         SECS=$s
-        (($(est_total "$s" 0) <= PLAN)) && break
+        (($(est_total "$s" "$NSPOOF") <= PLAN)) && break
     done
     if ((SECS < 5)); then
-        SECS_NOTE="iperf3 runs cut from 5 s to $SECS s to fit the time budget: $ROUNDS rounds x $((IPT_OK ? 4 : 3)) variants x $NM metrics at 5 s would take ~$(est_total 5 0) s, at 3 s ~$(est_total 3 0) s, against a plan of $PLAN s (deadline $DEADLINE s; BENCH_ACCT_SECS / BENCH_ACCT_ROUNDS / BENCH_ACCT_DEADLINE change this)"
+        SECS_NOTE="iperf3 runs cut from 5 s to $SECS s to fit the time budget: $ROUNDS rounds x ($((IPT_OK ? 4 : 3)) variants x $NM metrics + $NSPOOF UDP-only) at 5 s would take ~$(est_total 5 "$NSPOOF") s, at 3 s ~$(est_total 3 "$NSPOOF") s, against a plan of $PLAN s (deadline $DEADLINE s; BENCH_ACCT_SECS / BENCH_ACCT_ROUNDS / BENCH_ACCT_DEADLINE change this)"
     fi
 fi
 SMALL=0
 SMALL_NOTE=""
 if ((IPT_OK)); then
     if [[ $IPT_SMALL == auto ]]; then
-        if (($(est_total "$SECS" 1) <= PLAN)); then
+        if (($(est_total "$SECS" $((NSPOOF + 1))) <= PLAN)); then
             SMALL=250
         else
             SMALL_NOTE="variant E (250 iptables rules) skipped: it does not fit the time budget at $SECS s runs (set BENCH_ACCT_IPT_SMALL=250 to force it)"
@@ -161,21 +171,27 @@ if ((IPT_OK)); then
         SMALL=$IPT_SMALL
     fi
 fi
-EST=$(est_total "$SECS" $((SMALL > 0)))
+EST=$(est_total "$SECS" $((NSPOOF + (SMALL > 0))))
 
 # variants: letter -> node index, label
-VARS=(A B C)
+# each anti-spoofing-off variant runs next to its "on" twin
+VARS=(A B)
+((SPOOF)) && VARS+=(F)
+VARS+=(C)
+((SPOOF)) && VARS+=(G)
 ((IPT_OK)) && VARS+=(D)
 ((SMALL > 0)) && VARS+=(E)
-declare -A VNODE=([A]=1 [B]=2 [C]=3 [D]=4 [E]=5)
+declare -A VNODE=([A]=1 [B]=2 [C]=3 [D]=4 [E]=5 [F]=6 [G]=7)
 declare -A VLABEL=(
     [A]="A: no tollgate table (natonly masquerade)"
     [B]="B: tollgate table, 10 attachments"
     [C]="C: tollgate table, $((10 + EXTRA)) attachments"
     [D]="D: no table, natonly + $IPT_RULES iptables rules"
     [E]="E: no table, natonly + $SMALL iptables rules"
+    [F]="F: as B, anti-spoofing off"
+    [G]="G: as C, anti-spoofing off"
 )
-declare -A VPODS=([A]=1 [B]=10 [C]=10 [D]=1 [E]=1)
+declare -A VPODS=([A]=1 [B]=10 [C]=10 [D]=1 [E]=1 [F]=10 [G]=10)
 
 log "run $RUN, work dir $WORK, ${ROUNDS} rounds x variants ${VARS[*]} x {tcp1,tcp4,udp}, ${SECS}s runs, estimated ${EST}s (deadline ${DEADLINE}s)"
 
@@ -271,6 +287,64 @@ nft_count() { # node set|map -> number of elements
         jq '[.nftables[] | (.set // .map // empty) | .elem // [] | length] | add // 0'
 }
 
+synthetic() { # variant: $EXTRA synthetic attachments, as variant C describes
+    local k=${VNODE[$1]} n c i set classes t0 t1
+    # 10 extra namespaces x 4 classes + 2 families of counters; 9,990 IPs spread over them
+    log "variant $1: generating $EXTRA synthetic attachments"
+    {
+        classes=(egress_internal egress_internet ingress_internal ingress_internet)
+        for ((n = 0; n < 10; n++)); do
+            for c in "${classes[@]}" spoofed_ipv4 spoofed_ipv6; do echo "add counter inet tollgate ns_bk${n}_$c"; done
+        done
+        for set in pods masq; do
+            for ((i = 0; i < EXTRA; i++)); do
+                ((i % 1000 == 0)) && printf 'add element inet tollgate %s { ' "$set"
+                printf '10.64.%d.%d' $((i / 250)) $((i % 250 + 1))
+                if ((i % 1000 == 999 || i == EXTRA - 1)); then echo ' }'; else printf ', '; fi
+            done
+        done
+        for c in "${classes[@]}"; do
+            for ((i = 0; i < EXTRA; i++)); do
+                ((i % 1000 == 0)) && printf 'add element inet tollgate ns_%s { ' "$c"
+                printf '10.64.%d.%d : "ns_bk%d_%s"' $((i / 250)) $((i % 250 + 1)) $((i % 10)) "$c"
+                if ((i % 1000 == 999 || i == EXTRA - 1)); then echo ' }'; else printf ', '; fi
+            done
+        done
+        # anti-spoofing: each synthetic pod's link (tgf + 11 hex digits) with its address
+        for ((i = 0; i < EXTRA; i++)); do
+            ((i % 1000 == 0)) && printf 'add element inet tollgate pod_src { '
+            printf '"tgf%011x" . 10.64.%d.%d' "$i" $((i / 250)) $((i % 250 + 1))
+            if ((i % 1000 == 999 || i == EXTRA - 1)); then echo ' }'; else printf ', '; fi
+        done
+        for c in ipv4 ipv6; do
+            for ((i = 0; i < EXTRA; i++)); do
+                ((i % 1000 == 0)) && printf 'add element inet tollgate spoofed_%s { ' "$c"
+                printf '"tgf%011x" : "ns_bk%d_spoofed_%s"' "$i" $((i % 10)) "$c"
+                if ((i % 1000 == 999 || i == EXTRA - 1)); then echo ' }'; else printf ', '; fi
+            done
+        done
+    } >"$WORK/n$k/extra.nft"
+    t0=$EPOCHREALTIME
+    if ((EXTRA > 0)); then
+        ip netns exec "$RUN-n$k" nft -f "$WORK/n$k/extra.nft" 2>"$WORK/n$k/extra.err" ||
+            die "node $k: adding $EXTRA synthetic attachments failed: $(head -c 600 "$WORK/n$k/extra.err")"
+    fi
+    t1=$EPOCHREALTIME
+    NOTES+=("variant $1: $EXTRA synthetic elements x 9 sets/maps added in one nft -f transaction in $(( (${t1//[!0-9]/} - ${t0//[!0-9]/}) / 1000 )) ms")
+}
+spoof_off() { # variant: the table as it is without anti-spoofing, nothing else changed
+    local k=${VNODE[$1]}
+    # without the check in from_pod, telling a pod's packet for the mark takes a lookup in @pods
+    ip netns exec "$RUN-n$k" nft -f - <<-EOF || die "node $k: cannot take anti-spoofing out"
+	flush chain inet tollgate prerouting
+	add rule inet tollgate prerouting ip saddr @pods ip daddr != @internal meta mark set meta mark | 0x10000
+	flush chain inet tollgate from_pod
+	delete chain inet tollgate from_pod
+	flush chain inet tollgate spoofed
+	delete chain inet tollgate spoofed
+	EOF
+}
+
 NOTES=()
 [[ -n $SECS_NOTE ]] && NOTES+=("$SECS_NOTE")
 [[ -n $SMALL_NOTE ]] && NOTES+=("$SMALL_NOTE")
@@ -282,49 +356,28 @@ for v in "${VARS[@]}"; do
     case $v in
     A) natonly A ;;
     B) ;;
-    C)
-        # 10 extra namespaces x 4 classes of counters; 9,990 IPs spread over them
-        log "variant C: generating $EXTRA synthetic attachments"
-        {
-            classes=(egress_internal egress_internet ingress_internal ingress_internet)
-            for ((n = 0; n < 10; n++)); do
-                for c in "${classes[@]}"; do echo "add counter inet tollgate ns_bk${n}_$c"; done
-            done
-            for set in pods masq; do
-                for ((i = 0; i < EXTRA; i++)); do
-                    ((i % 1000 == 0)) && printf 'add element inet tollgate %s { ' "$set"
-                    printf '10.64.%d.%d' $((i / 250)) $((i % 250 + 1))
-                    if ((i % 1000 == 999 || i == EXTRA - 1)); then echo ' }'; else printf ', '; fi
-                done
-            done
-            for c in "${classes[@]}"; do
-                for ((i = 0; i < EXTRA; i++)); do
-                    ((i % 1000 == 0)) && printf 'add element inet tollgate ns_%s { ' "$c"
-                    printf '10.64.%d.%d : "ns_bk%d_%s"' $((i / 250)) $((i % 250 + 1)) $((i % 10)) "$c"
-                    if ((i % 1000 == 999 || i == EXTRA - 1)); then echo ' }'; else printf ', '; fi
-                done
-            done
-        } >"$WORK/n$k/extra.nft"
-        t0=$EPOCHREALTIME
-        if ((EXTRA > 0)); then
-            ip netns exec "$RUN-n$k" nft -f "$WORK/n$k/extra.nft" 2>"$WORK/n$k/extra.err" ||
-                die "node $k: adding $EXTRA synthetic attachments failed: $(head -c 600 "$WORK/n$k/extra.err")"
-        fi
-        t1=$EPOCHREALTIME
-        NOTES+=("variant C: $EXTRA synthetic elements x 6 sets/maps added in one nft -f transaction in $(( (${t1//[!0-9]/} - ${t0//[!0-9]/}) / 1000 )) ms")
-        ;;
+    C) synthetic C ;;
     D) natonly D; ipt_rules D "$IPT_RULES" ;;
     E) natonly E; ipt_rules E "$SMALL" ;;
+    F) spoof_off F ;;
+    G) synthetic G; spoof_off G ;;
     esac
     reach "$v" || die "variant $v: pod cannot reach $INET_IP after the variant setup"
 done
 # state check of the tollgate variants
-C_PODS=$(nft_count "$RUN-n3" set pods)
-C_MAP=$(nft_count "$RUN-n3" map ns_egress_internet)
-B_PODS=$(nft_count "$RUN-n2" set pods)
-[[ $C_PODS == $((10 + EXTRA)) && $C_MAP == $((10 + EXTRA)) ]] ||
-    die "variant C: set pods has $C_PODS elements, map ns_egress_internet $C_MAP (expected $((10 + EXTRA)))"
-[[ $B_PODS == 10 ]] || die "variant B: set pods has $B_PODS elements (expected 10)"
+for v in B C F G; do
+    [[ " ${VARS[*]} " == *" $v "* ]] || continue
+    k=${VNODE[$v]} want=10
+    [[ $v == [CG] ]] && want=$((10 + EXTRA))
+    for m in "set pods" "map ns_egress_internet" "set pod_src" "map spoofed_ipv4"; do
+        # shellcheck disable=SC2086  # "set NAME" / "map NAME"
+        got=$(nft_count "$RUN-n$k" $m)
+        [[ $got == "$want" ]] || die "variant $v: $m has $got elements (expected $want)"
+    done
+    on=0
+    ip netns exec "$RUN-n$k" nft list chain inet tollgate from_pod >/dev/null 2>&1 && on=1
+    [[ $v == [BC] && $on == 1 || $v == [FG] && $on == 0 ]] || die "variant $v: chain from_pod present=$on"
+done
 for v in A D E; do
     [[ " ${VARS[*]} " == *" $v "* ]] || continue
     ip netns exec "$RUN-n${VNODE[$v]}" nft list table inet tollgate >/dev/null 2>&1 &&
@@ -438,12 +491,12 @@ for v in "${VARS[@]}"; do server_start "$v"; done
 log "warm-up"
 for v in "${VARS[@]}"; do
     m=tcp1
-    [[ $v == E ]] && m=udp
+    [[ $v == [EFG] ]] && m=udp
     one_run "$v" $m 0 1 || die "variant $v: iperf3 ($m) does not run: $(tail -1 "$WORK/failures")"
 done
 
 # ------------------------------------------------------------------ rounds
-metrics_of() { [[ $1 == E ]] && echo udp || echo tcp1 tcp4 udp; }
+metrics_of() { [[ $1 == [EFG] ]] && echo udp || echo tcp1 tcp4 udp; }
 ROUNDS_DONE=0
 ROUND_MAX=0
 for ((r = 1; r <= ROUNDS; r++)); do
@@ -454,8 +507,13 @@ for ((r = 1; r <= ROUNDS; r++)); do
     fi
     log "round $r/$ROUNDS (t=${now}s)"
     t0=$EPOCHREALTIME
+    order=("${VARS[@]}")
+    if ((r % 2 == 0)); then
+        order=()
+        for ((i = ${#VARS[@]} - 1; i >= 0; i--)); do order+=("${VARS[i]}"); done
+    fi
     for m in tcp1 tcp4 udp; do
-        for v in "${VARS[@]}"; do
+        for v in "${order[@]}"; do
             [[ " $(metrics_of "$v") " == *" $m "* ]] || continue
             one_run "$v" "$m" "$r" "$SECS"
         done
@@ -472,6 +530,8 @@ ctr_bytes() { # node counter -> bytes
 }
 for v in B C; do
     k=${VNODE[$v]}
+    p=$(ip netns exec "$RUN-n$k" nft -j list counter inet tollgate ns_bench_spoofed_ipv4 2>/dev/null | jq '[.nftables[] | .counter.packets // empty] | add // "none"')
+    [[ $p == 0 ]] || NOTES+=("variant $v: counter ns_bench_spoofed_ipv4 is '$p' after the run: anti-spoofing dropped the pods' own traffic")
     b=$(ctr_bytes "$RUN-n$k" ns_bench_egress_internet)
     if [[ $b =~ ^[0-9]+$ ]] && ((b > 0)); then
         NOTES+=("variant $v: counter ns_bench_egress_internet counted $(awk -v b="$b" 'BEGIN { printf "%.2f GB", b / 1e9 }') (accounting path exercised)")
@@ -479,8 +539,8 @@ for v in B C; do
         NOTES+=("variant $v: counter ns_bench_egress_internet is '$b' after the run: the accounting rules did NOT count the pod's traffic")
     fi
 done
-c_end=$(nft_count "$RUN-n3" set pods)
-[[ $c_end == $((10 + EXTRA)) ]] || NOTES+=("variant C: set pods has $c_end elements at the end (expected $((10 + EXTRA))): the table changed during the run")
+c_end=$(nft_count "$RUN-n3" set pod_src)
+[[ $c_end == $((10 + EXTRA)) ]] || NOTES+=("variant C: set pod_src has $c_end elements at the end (expected $((10 + EXTRA))): the table changed during the run")
 declare -A VRULES=([D]=$IPT_RULES [E]=$SMALL)
 for v in D E; do
     [[ " ${VARS[*]} " == *" $v "* ]] || continue
@@ -509,6 +569,7 @@ CN=$((10 + EXTRA))
 awk_report() { # mode (table|targets) -> markdown rows
     awk -v mode="$1" -v vars="${VARS[*]}" -v rounds="$ROUNDS_DONE" \
         -v lA="${VLABEL[A]}" -v lB="${VLABEL[B]}" -v lC="${VLABEL[C]}" -v lD="${VLABEL[D]}" -v lE="${VLABEL[E]}" \
+        -v lF="${VLABEL[F]}" -v lG="${VLABEL[G]}" \
         -v nD="$IPT_RULES" -v nE="$SMALL" -v nC="$CN" '
     function sorted(a, n, b,    i, j, x) {
         for (i = 1; i <= n; i++) b[i] = a[i]
@@ -577,7 +638,7 @@ awk_report() { # mode (table|targets) -> markdown rows
             printf "| %s | %s | %s-%s | %d | %s | %s | %s |\n", desc, fmt(md, 1, 3), fmt(lo, 1, 3), fmt(hi, 1, 3), n,
                 (">= " target), st, clear
     }
-    BEGIN { split(vars, V, " "); L["A"] = lA; L["B"] = lB; L["C"] = lC; L["D"] = lD; L["E"] = lE }
+    BEGIN { split(vars, V, " "); L["A"] = lA; L["B"] = lB; L["C"] = lC; L["D"] = lD; L["E"] = lE; L["F"] = lF; L["G"] = lG }
     $4 == "ok" && $1 >= 1 {
         rate[$2, $3, $1] = $5; amt[$2, $3, $1] = $6; sec[$2, $3, $1] = $7; cpu[$2, $3, $1] = $8; fwd[$2, $3, $1] = $9; loss[$2, $3, $1] = $10; cps[$2, $3, $1] = $11
         nrun[$2, $3]++
@@ -604,6 +665,8 @@ awk_report() { # mode (table|targets) -> markdown rows
             ratio("C", "A", "tcp4", "rate", 0.95, "TCP(10k)/no-table, 4 streams")
             ratio("C", "A", "udp", "rate", 0.8, "pps(10k)/no-table (received)")
             ratio("C", "D", "udp", "rate", 2, "pps(10k)/pps(iptables " nD ") (received)")
+            ratio("B", "F", "udp", "rate", 0.97, "pps anti-spoofing on/off, 10 attachments (received)")
+            ratio("C", "G", "udp", "rate", 0.97, "pps anti-spoofing on/off, 10k attachments (received)")
         } else if (mode == "cpu") {
             print "| paired ratio of capacity at equal CPU | median | IQR | n | target | status | IQR clear of target |"
             print "|---|---|---|---|---|---|---|"
@@ -612,6 +675,8 @@ awk_report() { # mode (table|targets) -> markdown rows
             ratio("C", "A", "tcp1", "cap_gb", 0.95, "TCP(10k)/no-table, 1 stream")
             ratio("C", "A", "tcp4", "cap_gb", 0.95, "TCP(10k)/no-table, 4 streams")
             ratio("C", "A", "udp", "cap_pkt", 0.8, "pps(10k)/no-table")
+            ratio("B", "F", "udp", "cap_pkt", 0.97, "pps anti-spoofing on/off, 10 attachments")
+            ratio("C", "G", "udp", "cap_pkt", 0.97, "pps anti-spoofing on/off, 10k attachments")
             ratio("C", "D", "udp", "cap_pkt", 2, "pps(10k)/pps(iptables " nD ")")
         } else {
             print "| other paired ratios (information) | median | IQR | n |"
@@ -622,6 +687,8 @@ awk_report() { # mode (table|targets) -> markdown rows
             ratio("C", "B", "udp", "rate", "", "pps(10k)/pps(10)")
             ratio("C", "A", "udp", "fwd", "", "pps(10k)/no-table (forwarded by the node)")
             ratio("C", "D", "udp", "fwd", "", "pps(10k)/pps(iptables " nD ") (forwarded by the node)")
+            ratio("B", "F", "udp", "fwd", "", "pps anti-spoofing on/off, 10 attachments (forwarded by the node)")
+            ratio("C", "G", "udp", "fwd", "", "pps anti-spoofing on/off, 10k attachments (forwarded by the node)")
             ratio("C", "E", "udp", "rate", "", "pps(10k)/pps(iptables " nE ") (received)")
             ratio("E", "A", "udp", "rate", "", "pps(iptables " nE ")/no-table (received)")
             ratio("D", "A", "udp", "rate", "", "pps(iptables " nD ")/no-table (received)")
@@ -634,8 +701,8 @@ report() {
     echo "## Tollgate accounting benchmark ($(date -u +%Y-%m-%dT%H:%MZ), kernel $(uname -r), $(nproc) CPUs, load avg at start $LOAD_START, ${ELAPSED}s)"
     echo
     echo "tollgate: \`$TG_BIN\` (sha256 $TG_SHA..., run from a snapshot copy), static pool, masquerade true, internalCIDRs 10.0.0.0/8."
-    echo "Path: iperf3 client in a pod (veth made by the plugin) -> node netns (routing, nftables, masquerade) -> veth -> internet host netns (203.0.113.10, iperf3 server). One node per variant, identical but for its variant; $(iperf3 --version 2>/dev/null | head -1 | awk '{print $1, $2}'), ${SECS}s per run, $ROUNDS_DONE rounds, runs alternating $(printf '%s ' "${VARS[@]}")within each metric of a round (variant E: UDP only)."
-    echo "Variant C = 10 real attachments + $EXTRA synthetic elements in sets pods, masq and the ns_* maps (10 extra namespaces' counters). D/E: iptables-nft counting rules \`-A FORWARD -s IP/32\`, the pod's rule last; masquerade by \`table ip natonly\` in A/D/E."
+    echo "Path: iperf3 client in a pod (veth made by the plugin) -> node netns (routing, nftables, masquerade) -> veth -> internet host netns (203.0.113.10, iperf3 server). One node per variant, identical but for its variant; $(iperf3 --version 2>/dev/null | head -1 | awk '{print $1, $2}'), ${SECS}s per run, $ROUNDS_DONE rounds, runs alternating $(printf '%s ' "${VARS[@]}")within each metric of a round, reversed every other round (variants E, F, G: UDP only)."
+    echo "Variant C = 10 real attachments + $EXTRA synthetic elements in sets pods, masq, pod_src and the ns_* and spoofed_* maps (10 extra namespaces' counters). D/E: iptables-nft counting rules \`-A FORWARD -s IP/32\`, the pod's rule last; masquerade by \`table ip natonly\` in A/D/E. F/G: B/C with anti-spoofing off (chains from_pod and spoofed deleted, prerouting's mark rule as it is without them: \`ip saddr @pods ip daddr != @internal meta mark set ...\`), everything else the same."
     echo
     echo "Medians over rounds:"
     echo

@@ -219,8 +219,9 @@ CLASSES = {"egress_internal": ("egress", "internal"), "egress_internet": ("egres
 
 def cmd_compare(a):
     """Every named counter of the table must be on /metrics with the same
-    bytes and packets, and every tollgate_{namespace,pod,host}_* sample must
-    come from a counter."""
+    bytes and packets (spoofed-packet counters: packets), and every
+    tollgate_{namespace,pod,host}_* and tollgate_spoofed_packets_total
+    sample must come from a counter."""
     with open(a.metrics) as f:
         met = parse_metrics(f.read())
     with open(a.nft) as f:
@@ -236,6 +237,20 @@ def cmd_compare(a):
         if not c or c.get("table") != "tollgate":
             continue
         name = c["name"]
+        m = re.match(r"^(?:ns_([^_]*)|node)_spoofed_(ipv4|ipv6)$", name)
+        if m:
+            labels = {"family": m.group(2)}
+            if m.group(1) is not None:
+                labels["namespace"] = m.group(1)
+            k = ("tollgate_spoofed_packets_total", frozenset(labels.items()))
+            expected_keys.add(k)
+            if k not in met:
+                problems.append("%s (counter %s) missing on /metrics" % (key_str(k), name))
+            elif met[k] != c["packets"]:
+                problems.append("%s = %r on /metrics, nft %s packets = %d" % (key_str(k), met[k], name, c["packets"]))
+            else:
+                compared += 1
+            continue
         cls = next((k for k in CLASSES if name.endswith("_" + k)), None)
         if cls is None:
             problems.append("counter %s has no class suffix" % name)
@@ -266,7 +281,7 @@ def cmd_compare(a):
             else:
                 compared += 1
     for k in met:
-        if re.match(r"tollgate_(namespace|pod|host)_(bytes|packets)_total$", k[0]) and k not in expected_keys:
+        if re.match(r"tollgate_((namespace|pod|host)_(bytes|packets)|spoofed_packets)_total$", k[0]) and k not in expected_keys:
             problems.append("%s on /metrics has no nft counter" % key_str(k))
     out({"compared": compared, "problems": problems[:20], "n_problems": len(problems)})
     return 0

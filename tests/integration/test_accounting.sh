@@ -177,7 +177,7 @@ nft_elems_with() {
 		jq --arg ip "$1" '[.nftables[] | (.set? // .map? // empty) | .elem? // [] | .. | strings | select(. == $ip)] | length'
 }
 
-# map_value MAP IP: the counter name map MAP gives for IP ("" if none)
+# map_value MAP KEY: the counter name map MAP gives for KEY, an IP or a link ("" if none)
 map_value() {
 	ip netns exec "$TG_NODE" nft -j list map inet tollgate "$1" 2>/dev/null |
 		jq -r --arg ip "$2" '.nftables[] | .map? // empty | .elem? // [] | .[] | select(.[0] == $ip) | .[1]'
@@ -215,7 +215,7 @@ t_end
 [ -n "${POD_IP[a]:-}" ] && [ -n "${POD_IP[b]:-}" ] && [ -n "${POD_IP[n]:-}" ] || tap_bail "cannot continue without the pods"
 A=${POD_IP[a]} B=${POD_IP[b]}
 
-t_begin "counters: ns_<namespace>_<class> per namespace, ns__<class> for no namespace, host_<class>, no pod_ counters"
+t_begin "counters: ns_<namespace>_<class> and ns_<namespace>_spoofed_<family> per namespace, ns__* for no namespace, host_<class>, node_spoofed_<family>, no pod_ counters"
 ns_counters_exist research
 ns_counters_exist ml-datasets
 ns_counters_exist ""
@@ -223,14 +223,21 @@ all=$(counters)
 for c in $CLASSES; do
 	grep -q "^host_$c " <<<"$all" || t_fail "counter host_$c missing"
 done
+for f in ipv4 ipv6; do
+	grep -q "^node_spoofed_$f " <<<"$all" || t_fail "counter node_spoofed_$f missing"
+done
 grep -q '^pod_' <<<"$all" && t_fail "pod_ counters without perPod: $(grep '^pod_' <<<"$all" | tr '\n' ' ')"
 for p in a:research b:ml-datasets n:; do
 	s=${p%%:*} ns=${p#*:}
 	for c in $CLASSES; do
 		t_expect "map ns_${c}[$s]" "$(map_value "ns_$c" "${POD_IP[$s]}")" "ns_${ns}_$c"
 	done
+	for f in ipv4 ipv6; do
+		t_expect "map spoofed_${f}[$s's link]" "$(map_value "spoofed_$f" "${POD_VETH[$s]}")" "ns_${ns}_spoofed_$f"
+	done
 done
-t_expect "counter count" "$(wc -l <<<"$all")" 16
+# 3 namespaces x (4 classes + 2 families) + 4 host + 2 node
+t_expect "counter count" "$(wc -l <<<"$all")" 24
 [ -z "$T_ERRS" ] || diag "$all"
 t_end
 
@@ -467,10 +474,13 @@ for s in b n p2; do
 	[ -n "$ip" ] || continue
 	state_has_ip "$ip" && t_fail "GC kept $s ($ip) in the store"
 	t_expect "elements with $s's $ip after GC" "$(nft_elems_with "$ip")" 0
+	t_expect "elements with $s's link after GC" "$(nft_elems_with "${POD_VETH[$s]}")" 0
 done
-t_expect "elements with a's $A after GC (pods, masq, 4 ns maps)" "$(nft_elems_with "$A")" 6
+t_expect "elements with a's $A after GC (pods, masq, pod_src, 4 ns maps)" "$(nft_elems_with "$A")" 7
+t_expect "elements with a's link after GC (pod_src, 2 spoofed maps)" "$(nft_elems_with "${POD_VETH[a]}")" 3
 pod_del a "$CONF" || t_fail "DEL a rc=$TG_RC $TG_OUT"
 t_expect "elements with a's $A after DEL" "$(nft_elems_with "$A")" 0
+t_expect "elements with a's link after DEL" "$(nft_elems_with "${POD_VETH[a]}")" 0
 after=$(counters)
 t_expect "pod counters left after GC (p2 was perPod)" "$(grep '^pod_' <<<"$after" | cut -d' ' -f1 | tr '\n' ' ')" ""
 p=$(delta_problems "$before" "$after" "")

@@ -85,12 +85,15 @@ tree_problems() {
 }
 
 # nft_elements: "SET KEY" for every element of every set and map of table
-# inet tollgate except set internal (the node-wide internalCIDRs)
+# inet tollgate except set internal (the node-wide internalCIDRs); a
+# concatenation's key as "LINK . IP"
 nft_elements() {
 	ip netns exec "$TG_NODE" nft -j list table inet tollgate 2>/dev/null | jq -r '
 		.nftables[] | (.set // .map // empty) | select(.name != "internal") | .name as $n
 		| (.elem // [])[] | (if type == "array" then .[0] else . end)
-		| (if type == "object" then (.elem.val // .prefix // .) else . end) | "\($n) \(tostring)"' 2>/dev/null | sort
+		| (if type == "object" then (.elem.val // .prefix // .) else . end)
+		| (if type == "object" and .concat then (.concat | map(tostring) | join(" . ")) else . end)
+		| "\($n) \(tostring)"' 2>/dev/null | sort
 }
 # nft_internal: the elements of set internal, space separated and sorted
 nft_internal() {
@@ -275,11 +278,12 @@ v=${POD_VETH[stay]} sip=${POD_IP[stay]}
 t_expect "tg/ti links" "$(ip -n "$TG_NODE" -o link show | awk -F': ' '{print $2}' | sed 's/@.*//' | grep -E '^t[gi]' | tr '\n' ' ')" "$v "
 t_expect "host routes" "$(node_host_routes | awk '{print $1, $2, $3}' | tr '\n' ' ')" "$sip dev $v "
 els=$(nft_elements)
-other=$(awk -v ip="$sip" '$2 != ip' <<<"$els")
-[ -z "$other" ] || t_fail "set/map elements of other addresses: $(tr '\n' ' ' <<<"$other" | head -c 600)"
+other=$(awk -v ip="$sip" -v v="$v" '{ k = substr($0, length($1) + 2) } k != ip && k != v && k != v " . " ip' <<<"$els")
+[ -z "$other" ] || t_fail "set/map elements of other addresses or links: $(tr '\n' ' ' <<<"$other" | head -c 600)"
 for s in pods masq egress_class ns_egress_internet; do
 	grep -qx "$s $sip" <<<"$els" || t_fail "$sip not in $s"
 done
+grep -qxF "pod_src $v . $sip" <<<"$els" || t_fail "$v . $sip not in pod_src"
 # besides the staying pod's class: 1:1 and namespace classes (empty ones of
 # the namespaces before are no leak), all under 1:1
 cls=$(ifb_classes)

@@ -25,6 +25,7 @@
 
 #include "accounting/accounting.h"
 #include "accounting/internal.h"
+#include "lib/cleanup.h"
 #include "lib/util.h"
 
 #include <linux/netfilter.h>
@@ -41,7 +42,8 @@ static struct acct_config config(void)
 {
 	struct acct_config c = { .internal = internal, .n_internal = 1, .masquerade = true,
 				  .inet_ingress_classid = 0x10002,
-				 .enabled = true, .per_pod = true, .internet_mark = 0x10000 };
+				 .enabled = true, .per_pod = true, .internet_mark = 0x10000,
+				 .pod_link_prefix = "tg" };
 	return c;
 }
 
@@ -50,7 +52,7 @@ static struct acct_config config(void)
  * change, TABLE_LAYOUT must change too (rule stamps are made from it, not from
  * the rules), or nodes declared by the old layout would keep the old rules.
  */
-#define LAYOUT_RULES_HASH 0xdfcd13ba5bdc34edULL
+#define LAYOUT_RULES_HASH 0x2d3f68b57f207222ULL
 
 static uint64_t rules_hash(const struct acct_config *cfg, uint64_t h)
 {
@@ -82,7 +84,7 @@ static void t_layout_version_follows_rules(void **state)
 	cfg.internet_mark = 0;
 	cfg.inet_ingress_classid = 0;
 	h = rules_hash(&cfg, h);
-	if (h != LAYOUT_RULES_HASH || strcmp(TABLE_LAYOUT, "tollgate-table/2") != 0)
+	if (h != LAYOUT_RULES_HASH || strcmp(TABLE_LAYOUT, "tollgate-table/5") != 0)
 		fail_msg("the rules changed (hash %#llx): give TABLE_LAYOUT a new version and "
 			 "record both here", (unsigned long long)h);
 }
@@ -167,7 +169,8 @@ static void assert_all_counters(const struct seen *s, const struct pods *ps)
 {
 	char name[ACCT_COUNTER_NAME_MAX];
 
-	assert_int_equal(s->n, (size_t)PODS * ACCT_CLASSES + NAMESPACES * ACCT_CLASSES + ACCT_CLASSES);
+	assert_int_equal(s->n, (size_t)PODS * ACCT_CLASSES + NAMESPACES * (ACCT_CLASSES + ACCT_FAMILIES) +
+				       ACCT_CLASSES + ACCT_FAMILIES);
 	for (int c = 0; c < ACCT_CLASSES; c++) {
 		for (int i = 0; i < PODS; i++) {
 			acct_pod_counter_name(ps->veth[i], c, name);
@@ -176,6 +179,16 @@ static void assert_all_counters(const struct seen *s, const struct pods *ps)
 		}
 		for (int i = 0; i < NAMESPACES; i++) {
 			acct_ns_counter_name(ps->ns[i], c, name);
+			if (find(s, name) < 0)
+				fail_msg("counter %s missing", name);
+		}
+	}
+	for (int f = 0; f < ACCT_FAMILIES; f++) {
+		acct_spoofed_counter_name(NULL, f, name);
+		if (find(s, name) < 0)
+			fail_msg("counter %s missing", name);
+		for (int i = 0; i < NAMESPACES; i++) {
+			acct_spoofed_counter_name(ps->ns[i], f, name);
 			if (find(s, name) < 0)
 				fail_msg("counter %s missing", name);
 		}
@@ -336,10 +349,51 @@ static void t_reader_values(void **state)
 	nft_quiet("delete table inet other");
 }
 
+/* Spoofed-packet counters read back as what they count, and no other counter does. */
+static void t_spoofed_names_round_trip(void **state)
+{
+	static const char *const namespaces[] = {
+		"", "mallory", "kube-system", "a23456789012345678901234567890123456789012345678901234567890123",
+	};
+	char name[ACCT_COUNTER_NAME_MAX], owner[ACCT_COUNTER_NAME_MAX];
+	enum acct_family f;
+	enum acct_class c;
+
+	(void)state;
+	for (int fam = 0; fam < ACCT_FAMILIES; fam++) {
+		for (size_t i = 0; i < ARRAY_SIZE(namespaces); i++) {
+			acct_spoofed_counter_name(namespaces[i], fam, name);
+			assert_int_equal(acct_spoofed_parse(name, strlen(name), owner, &f),
+					 ACCT_OWNER_NAMESPACE);
+			assert_string_equal(owner, namespaces[i]);
+			assert_int_equal(f, fam);
+			assert_int_equal(acct_counter_parse(name, strlen(name), owner, &c),
+					 ACCT_OWNER_NONE);
+		}
+		acct_spoofed_counter_name(NULL, fam, name);
+		assert_int_equal(acct_spoofed_parse(name, strlen(name), owner, &f), ACCT_OWNER_HOST);
+		assert_int_equal(f, fam);
+		assert_int_equal(acct_counter_parse(name, strlen(name), owner, &c), ACCT_OWNER_NONE);
+	}
+	for (int k = 0; k < ACCT_CLASSES; k++) {
+		acct_ns_counter_name("mallory", k, name);
+		assert_int_equal(acct_spoofed_parse(name, strlen(name), owner, &f), ACCT_OWNER_NONE);
+		acct_host_counter_name(k, name);
+		assert_int_equal(acct_spoofed_parse(name, strlen(name), owner, &f), ACCT_OWNER_NONE);
+	}
+	/* not Tollgate's: a namespace holds no '_'; nothing before "node" */
+	static const char *const foreign[] = { "ns_a_b_spoofed_ipv4", "xnode_spoofed_ipv4",
+					       "spoofed_ipv4", "_spoofed_ipv6", "ns_a_spoofed_ipv5" };
+	for (size_t i = 0; i < ARRAY_SIZE(foreign); i++)
+		assert_int_equal(acct_spoofed_parse(foreign[i], strlen(foreign[i]), owner, &f),
+				 ACCT_OWNER_NONE);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(t_layout_version_follows_rules),
+		cmocka_unit_test(t_spoofed_names_round_trip),
 		cmocka_unit_test(t_reader_without_table),
 		cmocka_unit_test(t_reader_values),
 		cmocka_unit_test_setup_teardown(t_rebuild_400_pods, scale_setup, scale_teardown),
