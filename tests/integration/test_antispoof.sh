@@ -13,7 +13,7 @@
 #   pod mallory (ns mallory)   pod victim (ns victim)   stray (no attachment)
 #   eth0 10.1.0.x/32           eth0 10.1.0.y/32         eth0 10.1.0.200/32
 #      | tg… (plugin)             | tg… (plugin)           | tg0000000000aa (by hand)
-#   node 10.0.0.1  fd00:a::1/64, IPv6 forwarding on; tollgate-exporter on 127.0.0.1
+#   node 10.0.0.1  fd00:a::1/64, IPv6 forwarding on; tollgate-agent --metrics-only on 127.0.0.1
 #      |
 #   fabric 10.0.0.254  fd00:a::fe/64          observer: UDP to port 7777, by family
 #      |-- peer 10.0.1.1 (+ remote pod 10.2.0.5)  observer
@@ -28,7 +28,7 @@ tg_traps
 for t in curl python3; do
 	command -v "$t" >/dev/null 2>&1 || { echo "not ok - preconditions: '$t' not installed (make deps)"; exit 1; }
 done
-EXP_BIN=$TOLLGATE_BIN_DIR/tollgate-exporter
+EXP_BIN=$TOLLGATE_BIN_DIR/tollgate-agent
 [ -x "$EXP_BIN" ] || { echo "not ok - preconditions: $EXP_BIN not found (run make)"; exit 1; }
 PY=$(python3 -c 'import sys; print(sys.executable)')
 SEND=$TG_LIB_DIR/spoof_send.py
@@ -138,8 +138,8 @@ ip -n "$TG_FABRIC" addr add fd00:a::fe/64 dev node0 nodad || t_fail "fabric IPv6
 _tg_sysctl "$TG_NODE" net.ipv6.conf.all.forwarding 1 || t_fail "node IPv6 forwarding"
 observe "$TG_FABRIC" || t_fail "observer in the fabric"
 for ns in "$TG_PEER" "$TG_INET"; do observe "$ns" drop || t_fail "observer in $ns"; done
-ip netns exec "$TG_NODE" "$EXP_BIN" --listen "127.0.0.1:$EXP_PORT" --data-dir "$TG_TMP/data" \
-	--network "$TG_NETNAME" >"$TG_TMP/exporter.out" 2>"$TG_TMP/exporter.log" &
+ip netns exec "$TG_NODE" "$EXP_BIN" --metrics-only --listen "127.0.0.1:$EXP_PORT" --data-dir "$TG_TMP/data" \
+	--network "$TG_NETNAME" --page-cache-ms 0 >"$TG_TMP/exporter.out" 2>"$TG_TMP/exporter.log" &
 TG_PIDS+=("$!")
 wait_for 5 sh -c "[ \"\$(ip netns exec $TG_NODE curl -s --max-time 1 http://127.0.0.1:$EXP_PORT/healthz)\" = ok ]" ||
 	t_fail "exporter: no 'ok' on /healthz within 5 s: $(tail -n 3 "$TG_TMP/exporter.log")"
