@@ -656,6 +656,9 @@ T=()
 t_ratio "A: ADD median <= 0.3x ptp+host-local ADD median" "$a_add" "$ra_add" 0.3
 t_ratio "A: ADD median <= 2.5x the floor (exec of /bin/true + veth create)" "$a_add" "$ADD_FLOOR" 2.5
 T+=("| A: flat: ADD median at $RHI attachments - at $RLO <= 1 ms | $(ms "$a_add_hi") - $(ms "$a_add") = $(ms "$flat") | $(chk "$flat <= 1") |")
+# For information: how much of that the node's own floor grew by in the same run
+floor_growth=$(calc "${MED[true_hi]} + ${MED[vethcB_hi]} - ${MED[true]} - ${MED[vethcB]}")
+T+=("| (information) the ADD floor's own growth from $RLO to $RHI pods (exec of /bin/true + veth create, same run); Tollgate's beyond it | $(ms "$floor_growth"); $(ms "$(calc "$flat - $floor_growth")") | info |")
 t_ratio "A: burst of $K ADDs wall <= 0.5x ptp+host-local (medians of $R)" "${MED[ta.burst_add]}" "${MED[ra.burst_add]}" 0.5
 t_ratio "B: ADD median <= 0.3x ptp+host-local+bandwidth ADD median" "$b_add" "$rb_add" 0.3
 t_abs "A: DEL median <= pod's veth delete floor + $SLACK_MS ms" "$a_del" "$DEL_FLOOR_A" "$SLACK_MS" "floor"
