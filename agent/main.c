@@ -14,6 +14,7 @@
 #include <getopt.h>
 #include <libgen.h>
 #include <limits.h>
+#include <malloc.h>
 #include <linux/capability.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -290,27 +291,35 @@ static void watch_store(struct app *app)
 static void run_due(struct app *app)
 {
 	int64_t now = mono_ms();
+	bool ran = false;
 
 	if (app->config_changed) {
 		app->config_changed = false;
 		reload(app);
+		ran = true;
 	}
-	if (app->a.opt.metrics_only)
-		return;
-	if (app->exhausted) {
+	if (app->exhausted && !app->a.opt.metrics_only) {
 		/* soon, but never two IMDS requests within the task's minimum gap */
 		app->exhausted = false;
 		logf_(LOG_INFO, "msg=\"the plugin found no free address: syncing\"");
 		sched_soon(&app->a.sync, now, 0);
 	}
-	if (sched_due(&app->a.declare, now))
-		run_declare(app);
-	if (sched_due(&app->a.sync, now))
-		run_sync(app);
-	watch_store(app);
-	run_install(app);
-	if (sched_due(&app->a.gc, mono_ms()))
-		run_gc(app);
+	if (!app->a.opt.metrics_only) {
+		if (sched_due(&app->a.declare, now) && (ran = true))
+			run_declare(app);
+		if (sched_due(&app->a.sync, now) && (ran = true))
+			run_sync(app);
+		watch_store(app);
+		run_install(app);
+		if (sched_due(&app->a.gc, mono_ms()) && (ran = true))
+			run_gc(app);
+	}
+	/*
+	 * A task's buffers (a full declaration's nftables batch is ~3 kB a pod)
+	 * go back to the kernel once it is done: the daemon idles small.
+	 */
+	if (ran)
+		malloc_trim(0);
 }
 
 static int next_wait_ms(struct app *app)
