@@ -142,15 +142,16 @@ struct acct_conn;
 int acct_pod_del(const struct acct_pod *pod, struct acct_conn **keep, struct tg_err *e);
 void acct_conn_close(struct acct_conn *held);
 /*
- * Deletes a namespace's counters (bytes and packets of every class, its
- * spoofed packets of each family): the
- * node daemon retires a namespace this way once it has had no pod for
- * accounting.retainSeconds. Call with the store locked and the namespace
- * without attachments, so no ADD is adding a pod that would count to them
- * (one that comes later makes them anew). -EBUSY when an element still
- * points at one (nothing deleted then).
+ * Deletes namespaces' counters (bytes and packets of every class, spoofed
+ * packets of each family): the node daemon retires a namespace this way once
+ * it has had no pod for accounting.retainSeconds. One transaction per 128
+ * namespaces; when one is still pointed at (-EBUSY), one namespace at a time.
+ * Call with the store locked and the namespaces without attachments, so no
+ * ADD is adding a pod that would count to them (one that comes later makes
+ * them anew). *ret_retired: how many went.
  */
-int acct_retire_namespace(const char *k8s_namespace, struct tg_err *e);
+int acct_retire_namespaces(const char *const *names, size_t n, size_t *ret_retired,
+			   struct tg_err *e);
 /* 1 when the pod's elements (anti-spoofing's too) are as configured, 0 when not, negative on error. */
 int acct_pod_check(const struct acct_pod *pod, bool masquerade, struct tg_err *e);
 /* Every element of set `set` ("pods", "masq"); -ENOENT when the table or set is missing. */

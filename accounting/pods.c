@@ -295,13 +295,28 @@ static int put_ns_counters(struct batch *bt, const char *k8s_namespace, uint16_t
 	return 0;
 }
 
-int acct_retire_namespace(const char *k8s_namespace, struct tg_err *e)
+#define RETIRE_CHUNK 128
+/* One transaction retiring the n namespaces' counters; missing ones are fine (destroy). */
+static int retire_batch(struct nft_conn *c, struct batch *bt, const char *const *names, size_t n,
+			char *why, size_t why_size)
+{
+	int r = 0;
+
+	batch_start(bt);
+	for (size_t i = 0; i < n && r == 0; i++)
+		r = put_ns_counters(bt, names[i], NFT_MSG_DESTROYOBJ, -1);
+	return r < 0 ? r : batch_send(c, bt, why, why_size);
+}
+
+int acct_retire_namespaces(const char *const *names, size_t n, size_t *ret_retired,
+			   struct tg_err *e)
 {
 	struct nft_conn c = { 0 };
-	struct batch *bt = batch_new(4096);
+	struct batch *bt = batch_new(RETIRE_CHUNK * NS_COUNTERS * 256 + 4096);
 	char why[256] = "";
 	int r;
 
+	*ret_retired = 0;
 	if (!bt)
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
 	r = nft_conn_open(&c, 0, e);
@@ -309,30 +324,41 @@ int acct_retire_namespace(const char *k8s_namespace, struct tg_err *e)
 		batch_free(bt);
 		return r;
 	}
-	/* One transaction of "destroy": every counter of the namespace goes, a missing one is fine. */
-	batch_start(bt);
-	r = put_ns_counters(bt, k8s_namespace, NFT_MSG_DESTROYOBJ, -1);
-	if (r == 0)
-		r = batch_send(&c, bt, why, sizeof(why));
-	if (r == -EINVAL || r == -EOPNOTSUPP) {
-		/* A kernel before 6.3 has no destroy: one counter at a time, ENOENT is fine. */
-		for (int i = 0; i < NS_COUNTERS; i++) {
-			batch_start(bt);
-			r = put_ns_counters(bt, k8s_namespace, NFT_MSG_DELOBJ, i);
-			if (r == 0)
-				r = batch_send(&c, bt, why, sizeof(why));
-			if (r < 0 && r != -ENOENT)
-				break;
-			r = 0;
+	/* A transaction per RETIRE_CHUNK namespaces: one wait for the kernel each, a message the socket takes. */
+	for (size_t at = 0; at < n && r == 0; at += RETIRE_CHUNK) {
+		size_t k = n - at < RETIRE_CHUNK ? n - at : RETIRE_CHUNK;
+
+		r = retire_batch(&c, bt, names + at, k, why, sizeof(why));
+		if (r == 0) {
+			*ret_retired += k;
+			continue;
+		}
+		if (r != -EBUSY && r != -EINVAL && r != -EOPNOTSUPP)
+			break;
+		/*
+		 * One still in use (or a kernel before 6.3, without destroy): one
+		 * namespace at a time, counter by counter, so the others still go.
+		 */
+		r = 0;
+		for (size_t i = at; i < at + k; i++) {
+			int q = 0;
+
+			for (int j = 0; j < NS_COUNTERS && q == 0; j++) {
+				batch_start(bt);
+				q = put_ns_counters(bt, names[i], NFT_MSG_DELOBJ, j);
+				if (q == 0)
+					q = batch_send(&c, bt, why, sizeof(why));
+				q = q == -ENOENT ? 0 : q;
+			}
+			*ret_retired += q == 0;
 		}
 	}
 	batch_free(bt);
 	nft_conn_close(&c);
-	if (r == -EBUSY)
-		return tg_fail(e, CNI_ERR_IO, r, "the counters of namespace \"%s\" are still in use",
-			       k8s_namespace);
-	if (r < 0 && r != -ENOENT)
-		return nft_fail(e, r, "retiring a namespace's counters", why);
+	if (r == -ENOENT)
+		return 0; /* no table: nothing to retire */
+	if (r < 0)
+		return nft_fail(e, r, "retiring namespaces' counters", why);
 	return 0;
 }
 

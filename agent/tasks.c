@@ -296,6 +296,31 @@ static int track_empty(struct agent *a, const struct ns_list *have, const struct
 	return 0;
 }
 
+/*
+ * At most this many namespaces a run: the store's lock is held meanwhile
+ * (about 20 ms for 1,024 in one transaction); a backlog goes over runs.
+ */
+#define RETIRE_PER_RUN 1024
+
+/* Retires the empty namespaces past retainSeconds, in one transaction. */
+static int retire_due(struct agent *a, int64_t now_ms, struct tg_err *e)
+{
+	const char **due = calloc(a->n_empty + 1, sizeof(*due));
+	size_t n = 0, retired = 0;
+	int r;
+
+	if (!due)
+		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < a->n_empty && n < RETIRE_PER_RUN; i++)
+		if (now_ms - a->empty[i].since_ms >= a->cfg.retain_seconds * 1000)
+			due[n++] = a->empty[i].name;
+	r = n ? acct_retire_namespaces(due, n, &retired, e) : 0;
+	a->stats.namespaces_retired += retired;
+	free(due);
+	/* the next run finds the retired ones no more, and keeps the others' clocks */
+	return r;
+}
+
 int agent_retire_namespaces(struct agent *a, int64_t now_ms, struct tg_err *e)
 {
 	struct ns_list have = { 0 };
@@ -332,19 +357,8 @@ int agent_retire_namespaces(struct agent *a, int64_t now_ms, struct tg_err *e)
 		}
 		if (r == 0)
 			r = track_empty(a, &have, &st, now_ms);
-		for (size_t i = 0; r == 0 && i < a->n_empty; i++) {
-			struct tg_err ne = { 0 };
-
-			if (now_ms - a->empty[i].since_ms < a->cfg.retain_seconds * 1000)
-				continue;
-			if (acct_retire_namespace(a->empty[i].name, &ne) < 0) {
-				fprintf(stderr, "tollgate-agent: %s\n", ne.msg);
-				continue;
-			}
-			a->stats.namespaces_retired++;
-			/* gone from the kernel: forget it (the next run would find it no more) */
-			a->empty[i--] = a->empty[--a->n_empty];
-		}
+		if (r == 0)
+			r = retire_due(a, now_ms, e);
 		ipam_store_unlock(&store);
 	}
 	free(have.names);

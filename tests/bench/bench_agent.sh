@@ -192,6 +192,13 @@ REPORT=$WORK/report.md
     echo "| target | measured | status |"
     echo "|---|---|---|"
     echo "| every gone namespace retired, its counters and series gone | $RETIRED retired, $LEFT left | $(pass "${RETIRED:-0} >= $GONE && $LEFT == 0") |"
+    if grep -q 'level=error' "$WORK/agent.log"; then
+        echo
+        echo "The agent logged errors (first 5):"
+        echo '```'
+        grep 'level=error' "$WORK/agent.log" | head -5
+        echo '```'
+    fi
 } >"$REPORT"
 cat "$REPORT"
 [[ -n ${BENCH_REPORT:-} ]] && cp "$REPORT" "$BENCH_REPORT"
