@@ -20,21 +20,6 @@
 
 #define PLUGIN_MAX (64 << 20)
 
-static int write_all(int fd, const char *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -errno;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 int agent_write_file(const char *dir, const char *name, const void *buf, size_t len,
 		     unsigned mode)
 {
@@ -61,18 +46,6 @@ int agent_write_file(const char *dir, const char *name, const void *buf, size_t 
 	return r;
 }
 
-static int read_whole(const char *path, size_t max, char **ret, size_t *ret_len)
-{
-	FILE *f = fopen(path, "re");
-	int r;
-
-	if (!f)
-		return -errno;
-	r = read_stream(f, max, ret, ret_len);
-	fclose(f);
-	return r;
-}
-
 /* Whether dir/name already holds exactly these bytes (nothing to replace). */
 static bool same_file(const char *dir, const char *name, const char *buf, size_t len)
 {
@@ -81,7 +54,7 @@ static bool same_file(const char *dir, const char *name, const char *buf, size_t
 	size_t n = 0;
 
 	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	return read_whole(path, len + 1, &have, &n) == 0 && n == len && memcmp(have, buf, len) == 0;
+	return read_file(path, len + 1, &have, &n) == 0 && n == len && memcmp(have, buf, len) == 0;
 }
 
 static int install_one(const char *src, const char *dir, const char *name, unsigned mode,
@@ -89,7 +62,7 @@ static int install_one(const char *src, const char *dir, const char *name, unsig
 {
 	_cleanup_free_ char *buf = NULL;
 	size_t len = 0;
-	int r = read_whole(src, PLUGIN_MAX, &buf, &len);
+	int r = read_file(src, PLUGIN_MAX, &buf, &len);
 
 	if (r < 0)
 		return tg_fail(e, CNI_ERR_IO, r, "cannot read %s: %s", src, strerror(-r));

@@ -25,18 +25,6 @@
 
 #define CONFLIST_MAX (1 << 20)
 
-static int read_whole(const char *path, size_t max, char **ret, size_t *ret_len)
-{
-	FILE *f = fopen(path, "re");
-	int r;
-
-	if (!f)
-		return -errno;
-	r = read_stream(f, max, ret, ret_len);
-	fclose(f);
-	return r;
-}
-
 int agent_load_config(struct agent *a, struct tg_err *e)
 {
 	_cleanup_free_ char *text = NULL;
@@ -45,7 +33,7 @@ int agent_load_config(struct agent *a, struct tg_err *e)
 	uint64_t hash;
 	int r;
 
-	r = read_whole(a->opt.config_path, CONFLIST_MAX, &text, &len);
+	r = read_file(a->opt.config_path, CONFLIST_MAX, &text, &len);
 	if (r < 0)
 		return tg_fail(e, CNI_ERR_IO, r, "cannot read %s: %s", a->opt.config_path,
 			       strerror(-r));

@@ -196,21 +196,6 @@ int ipam_store_load(struct ipam_store *s, struct ipam_state *st, struct tg_err *
 	return 0;
 }
 
-static int write_all(int fd, const char *p, size_t n)
-{
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -errno;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 static int append(struct printbuf *pb, const char *p, size_t n)
 {
 	return n > INT_MAX || printbuf_memappend(pb, p, (int)n) < 0 ? -ENOMEM : 0;

@@ -145,3 +145,32 @@ int read_stream(FILE *f, size_t max, char **ret, size_t *ret_len)
 	*ret_len = len;
 	return 0;
 }
+
+int read_file(const char *path, size_t max, char **ret, size_t *ret_len)
+{
+	FILE *f = fopen(path, "re");
+	int r;
+
+	if (!f)
+		return -errno;
+	r = read_stream(f, max, ret, ret_len);
+	fclose(f);
+	return r;
+}
+
+int write_all(int fd, const void *buf, size_t n)
+{
+	const char *p = buf;
+
+	while (n > 0) {
+		ssize_t w = write(fd, p, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -errno;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}

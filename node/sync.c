@@ -37,19 +37,6 @@ static int uplink_of(const char *name, struct node_uplink *ret, struct tg_err *e
 	return r;
 }
 
-/* A whole file, NUL-terminated, of at most 4 MiB. */
-static int read_file(const char *path, char **ret, size_t *ret_len)
-{
-	FILE *f = fopen(path, "re");
-	int r;
-
-	if (!f)
-		return -errno;
-	r = read_stream(f, 1 << 22, ret, ret_len);
-	fclose(f);
-	return r == -E2BIG ? -EFBIG : r;
-}
-
 /* The network document, from a file or from IMDS (retried within the budget). */
 static int imds_document(const struct node_sync_source *src, int *attempts, char **ret,
 			 size_t *ret_len, struct tg_err *e)
@@ -58,7 +45,8 @@ static int imds_document(const struct node_sync_source *src, int *attempts, char
 
 	if (!src->from_file)
 		return imds_fetch(src->imds_url, src->budget_s, ret, ret_len, attempts, e);
-	r = read_file(src->from_file, ret, ret_len);
+	r = read_file(src->from_file, 1 << 22, ret, ret_len);
+	r = r == -E2BIG ? -EFBIG : r;
 	if (r < 0)
 		return tg_fail(e, CNI_ERR_IO, r, "cannot read %s: %s", src->from_file, strerror(-r));
 	return 0;
