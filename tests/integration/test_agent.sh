@@ -214,12 +214,19 @@ pod_add b1 team-b "$CONF" || t_fail "ADD b1 in a retired namespace rc=$TG_RC $TG
 pod_del b1 "$CONF" || t_fail "DEL b1 rc=$TG_RC"
 t_end
 
-t_begin "kill -9 and restart: pods and store intact"
+t_begin "kill -9 in the middle of a sync and restart: pods and store intact"
 sum=$(jq -S -c '.attachments' "$TG_TMP/data/$NET/state.json" | sha256sum)
+# IMDS answers nothing; the plugin's pool-exhausted signal starts a sync, which hangs in its request
+imds_ctl "$(jq -cn --arg f "$FIX/one_nic.json" '{fixture: $f, mode: "hang"}')"
+n_before=$(wc -l <"$ILOG")
+touch "$TG_TMP/data/$NET/pool-exhausted"
+hanging() { [ "$(wc -l <"$ILOG")" -gt "$n_before" ] && tail -1 "$ILOG" | grep -q ' hang '; }
+wait_for 5 hanging || t_fail "no sync started: $(tail -2 "$ILOG")"
 {
 	kill -9 "$AGENT_PID"
 	wait "$AGENT_PID"
 } 2>/dev/null
+imds_ctl "$(jq -cn --arg f "$FIX/one_nic.json" '{fixture: $f, mode: "normal", statuses: [200]}')"
 agent_start
 wait_for 10 ready || t_fail "not ready again: $(tail -3 "$ALOG")"
 t_expect "attachments" "$(jq -S -c '.attachments' "$TG_TMP/data/$NET/state.json" | sha256sum)" "$sum"
