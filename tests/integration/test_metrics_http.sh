@@ -269,7 +269,10 @@ dl=$(mval "$TG_TMP/b1.prom" tollgate_http_deadline_closed_total)
 rc=$(mval "$TG_TMP/b1.prom" 'tollgate_http_connections_refused_total{reason="client"}')
 rr=$(mval "$TG_TMP/b1.prom" 'tollgate_http_connections_refused_total{reason="reserve"}')
 [ "${dl:-0}" -ge 48 ] 2>/dev/null || t_fail "tollgate_http_deadline_closed_total ${dl:-absent}, expected >= 48"
-[ "${rc:-0}" -ge 1 ] 2>/dev/null || t_fail "tollgate_http_connections_refused_total{reason=\"client\"} ${rc:-absent}"
+# which limit refuses a slow pod's next connection depends on timing (its 16 or
+# the reserve): the two together count at least what the slow clients saw refused
+[ $((${rc:-0} + ${rr:-0})) -ge "$(( early > 1 ? early : 1 ))" ] 2>/dev/null ||
+	t_fail "refusals counted: client ${rc:-absent} + reserve ${rr:-absent}, slow clients saw $early"
 diag "deadline closes $dl, refused: client $rc, reserve $rr"
 t_end
 
