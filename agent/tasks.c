@@ -153,6 +153,14 @@ int agent_sync(struct agent *a, struct tg_err *e)
 
 		/* A short budget: the schedule does the retrying (and the loop stays responsive). */
 		r = node_imds_offer(&src, &offer, e);
+		if (r == 0 && offer.n_refused) {
+			char ip[IP4_STRLEN];
+
+			fprintf(stderr,
+				"tollgate-agent: IMDS offered %zu address(es) no pod can have, left "
+				"out of the pool (first: %s, %s)\n",
+				offer.n_refused, ip4_format(offer.refused, ip), offer.refused_why);
+		}
 		if (r == 0) {
 			r = node_sync(&store, &st, &offer, &rep, e);
 			node_imds_offer_free(&offer);

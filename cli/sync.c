@@ -33,6 +33,7 @@ static json_object *sync_json(const struct cli *c, const struct node_sync_offer 
 	json_object_object_add(o, "retired", json_object_new_int64((int64_t)rep->retired));
 	json_object_object_add(o, "total", json_object_new_int64((int64_t)c->state.n_pool));
 	json_object_object_add(o, "attempts", json_object_new_int(offer->attempts));
+	json_object_object_add(o, "refused", json_object_new_int64((int64_t)offer->n_refused));
 	return o;
 }
 
@@ -65,6 +66,14 @@ int sync_main(struct cli *c)
 		node_imds_offer_free(&offer);
 		fprintf(stderr, "tollgate-ipam: %s\n", e.msg);
 		return EXIT_PROBLEMS;
+	}
+	if (offer.n_refused) {
+		char ip[IP4_STRLEN];
+
+		fprintf(stderr,
+			"tollgate-ipam: IMDS offered %zu address(es) no pod can have, left out of the "
+			"pool (first: %s, %s)\n",
+			offer.n_refused, ip4_format(offer.refused, ip), offer.refused_why);
 	}
 	o = sync_json(c, &offer, &rep);
 	node_imds_offer_free(&offer);

@@ -76,3 +76,22 @@ bool cidr4_contains(const struct cidr4 *c, uint32_t ip)
 {
 	return (ip & cidr4_mask(c->prefix)) == c->net;
 }
+
+const char *ip4_unusable_why(uint32_t ip)
+{
+	static const struct {
+		uint32_t net, mask;
+		const char *what;
+	} reserved[] = {
+		{ 0x00000000u, 0xff000000u, "\"this network\" (0.0.0.0/8)" },
+		{ 0x7f000000u, 0xff000000u, "loopback (127.0.0.0/8)" },
+		{ 0xa9fe0000u, 0xffff0000u, "link-local (169.254.0.0/16, the pods' gateway is 169.254.1.1)" },
+		{ 0xe0000000u, 0xf0000000u, "multicast (224.0.0.0/4)" },
+		{ 0xf0000000u, 0xf0000000u, "reserved or broadcast (240.0.0.0/4)" },
+	};
+
+	for (size_t k = 0; k < sizeof(reserved) / sizeof(reserved[0]); k++)
+		if ((ip & reserved[k].mask) == reserved[k].net)
+			return reserved[k].what;
+	return NULL;
+}

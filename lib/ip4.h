@@ -26,5 +26,11 @@ static inline uint32_t cidr4_last(const struct cidr4 *c)
 	return c->net | ~cidr4_mask(c->prefix);
 }
 bool cidr4_contains(const struct cidr4 *c, uint32_t ip);
+/*
+ * Why no pod can use ip, or NULL when one can: "this network" (0/8),
+ * loopback, link-local (the pods' gateway 169.254.1.1 is one), multicast,
+ * the reserved block with the broadcast address.
+ */
+const char *ip4_unusable_why(uint32_t ip);
 
 #endif

@@ -95,32 +95,20 @@ static int parse_internal(json_object *root, struct node_config *cfg, struct tg_
 	return 0;
 }
 
-/*
- * Addresses no pod can be given: this network, loopback, link-local (the pods'
- * own gateway 169.254.1.1 is one), multicast and the reserved block with the
- * broadcast address.
- */
+/* A static pool holds only addresses a pod can use (lib/ip4.h ip4_unusable_why). */
 static int pool_check_usable(const uint32_t *pool, size_t n, struct tg_err *e)
 {
-	static const struct {
-		uint32_t net, mask;
-		const char *what;
-	} reserved[] = {
-		{ 0x00000000u, 0xff000000u, "\"this network\" (0.0.0.0/8)" },
-		{ 0x7f000000u, 0xff000000u, "loopback (127.0.0.0/8)" },
-		{ 0xa9fe0000u, 0xffff0000u, "link-local (169.254.0.0/16, the pods' gateway is 169.254.1.1)" },
-		{ 0xe0000000u, 0xf0000000u, "multicast (224.0.0.0/4)" },
-		{ 0xf0000000u, 0xf0000000u, "reserved or broadcast (240.0.0.0/4)" },
-	};
 	char ip[IP4_STRLEN];
 
-	for (size_t i = 0; i < n; i++)
-		for (size_t k = 0; k < sizeof(reserved) / sizeof(reserved[0]); k++)
-			if ((pool[i] & reserved[k].mask) == reserved[k].net)
-				return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
-					       "ipam.addresses holds %s, which no pod can use: %s; "
-					       "list it under ipam.exclude or drop it",
-					       ip4_format(pool[i], ip), reserved[k].what);
+	for (size_t i = 0; i < n; i++) {
+		const char *why = ip4_unusable_why(pool[i]);
+
+		if (why)
+			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+				       "ipam.addresses holds %s, which no pod can use: %s; "
+				       "list it under ipam.exclude or drop it",
+				       ip4_format(pool[i], ip), why);
+	}
 	return 0;
 }
 

@@ -240,6 +240,9 @@ struct node_sync_offer {
 	char uplink[IFNAMSIZ];
 	uint32_t *addrs;		/* sorted */
 	size_t n_addrs;
+	size_t n_refused;		/* offered but no pod's: outside the subnet, the node's, unusable */
+	uint32_t refused;		/* the first of them */
+	const char *refused_why;
 	int attempts;			/* IMDS requests made */
 };
 int node_imds_offer(const struct node_sync_source *src, struct node_sync_offer *ret,

@@ -52,10 +52,16 @@ static int imds_document(const struct node_sync_source *src, int *attempts, char
 	return 0;
 }
 
-/* The offered addresses ipam.exclude leaves (it applies to synced pools too), sorted. */
-static int imds_keep(json_object *exclude, const struct imds_network *net, uint32_t **ret,
-		     size_t *ret_n, struct tg_err *e)
+/*
+ * The offered addresses a pod can have, without ipam.exclude's, sorted. IMDS
+ * is trusted no more than a config: an address outside the uplink's subnet
+ * (no route brings its traffic to this node), the node's own, or one no pod
+ * can use (loopback, link-local, multicast...) stays out of the pool, and the
+ * offer says so.
+ */
+static int imds_keep(json_object *exclude, struct node_sync_offer *o, struct tg_err *e)
 {
+	const struct imds_network *net = &o->net;
 	_cleanup_free_ uint32_t *excluded = NULL;
 	size_t n_excluded = 0, n = 0;
 	uint32_t *keep;
@@ -66,12 +72,27 @@ static int imds_keep(json_object *exclude, const struct imds_network *net, uint3
 	keep = calloc(net->n_addrs + 1, sizeof(*keep));
 	if (!keep)
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
-	for (size_t i = 0; i < net->n_addrs; i++)
-		if (!ipam_addr_in(excluded, n_excluded, net->addrs[i]))
-			keep[n++] = net->addrs[i];
+	for (size_t i = 0; i < net->n_addrs; i++) {
+		uint32_t ip = net->addrs[i];
+		const char *why = ip4_unusable_why(ip);
+
+		if (!why && ip == net->node_ip)
+			why = "the node's own address";
+		if (!why && net->subnet.prefix && !cidr4_contains(&net->subnet, ip))
+			why = "outside the uplink's subnet";
+		if (why) {
+			if (!o->n_refused++) {
+				o->refused = ip;
+				o->refused_why = why;
+			}
+			continue;
+		}
+		if (!ipam_addr_in(excluded, n_excluded, ip))
+			keep[n++] = ip;
+	}
 	ipam_addrs_sort(keep, n);
-	*ret = keep;
-	*ret_n = n;
+	o->addrs = keep;
+	o->n_addrs = n;
 	return 0;
 }
 
@@ -93,7 +114,7 @@ int node_imds_offer(const struct node_sync_source *src, struct node_sync_offer *
 		return r;
 	r = imds_parse_network(body, len, up.mac, &ret->net, e);
 	if (r == 0)
-		r = imds_keep(src->exclude, &ret->net, &ret->addrs, &ret->n_addrs, e);
+		r = imds_keep(src->exclude, ret, e);
 	if (r < 0)
 		node_imds_offer_free(ret);
 	return r;

@@ -338,6 +338,16 @@ t_expect "rc" "$IPAM_RC" 0
 json_check sync '.total == 8 and .nodeIp == "10.0.0.4"'
 t_end
 
+t_begin "sync: offered addresses no pod can have stay out of the pool (other subnet, link-local, loopback)"
+with_extra "$TG_TMP/odd.json" 10.9.9.9 169.254.1.1 127.0.0.5
+imds_serve "$TG_TMP/odd.json"
+ipam_net tgodd --json sync --imds-url "$IMDS_URL" --uplink eth0
+t_expect "rc" "$IPAM_RC" 0
+json_check sync '.total == 8 and .seen == 8 and .refused == 3'
+grep -q "IMDS offered 3 address(es) no pod can have" <<<"$IPAM_ERR" || t_fail "no warning: $IPAM_ERR"
+t_expect "pool" "$(jq -c '.pool.addresses' "$(state_file tgodd)" 2>/dev/null)" '["10.0.0.5-10.0.0.12"]'
+t_end
+
 t_begin "sync: IPv6 addresses are ignored"
 imds_serve "$FIX/ipv6.json"
 ipam_net tgv6 --json sync --imds-url "$IMDS_URL" --uplink eth0
