@@ -11,7 +11,13 @@ VERSION    ?= 0.1.0
 # do not already check the same calls.
 HARDEN     := -fstack-protector-strong -fstack-clash-protection -fcf-protection
 LDHARDEN   := -Wl,-z,relro -Wl,-z,now
-ifeq ($(SAN),1)
+ifeq ($(FUZZ),1)
+# libFuzzer (clang): every object instrumented for coverage, with ASan + UBSan
+BUILD      ?= build-fuzz
+CC         := clang
+SANFLAGS   := -fsanitize=address,undefined,fuzzer-no-link -fno-omit-frame-pointer \
+              -fno-sanitize-recover=undefined
+else ifeq ($(SAN),1)
 BUILD      ?= build-san
 SANFLAGS   := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 else
@@ -71,7 +77,7 @@ MHD_LIBS := $(shell pkg-config --libs libmicrohttpd 2>/dev/null)
 
 BINS := $(BUILD)/tollgate $(BUILD)/tollgate-ipam $(BUILD)/tollgate-agent
 
-.PHONY: all clean install test unit demo bench deps san
+.PHONY: all clean install test unit demo bench deps san fuzz fuzz-targets
 all: $(BINS) $(UNIT_BIN)
 
 $(BUILD)/obj/%.o: %.c
@@ -101,6 +107,21 @@ $(BUILD)/tests/unit_%: tests/unit/%.c $(CNI_OBJ) $(CORE_OBJ) $(IMDS_OBJ) $(EXPOR
 san:
 	$(MAKE) SAN=1
 
+# libFuzzer targets (tests/fuzz/fuzz_*.c): the config, the store, IMDS
+# documents, CNI_ARGS; `make fuzz` builds them with clang and runs each for
+# FUZZ_SECONDS (default 20).
+FUZZ_BIN := $(patsubst tests/fuzz/%.c,$(BUILD)/%,$(wildcard tests/fuzz/fuzz_*.c))
+
+$(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(CNI_OBJ) $(CORE_OBJ) $(IMDS_OBJ)
+	@echo "  FUZZ    $@"
+	$(Q)$(CC) $(CFLAGS) -fsanitize=address,undefined,fuzzer -o $@ $^ $(PKG_LIBS) $(CURL_LIBS)
+
+fuzz-targets: $(FUZZ_BIN)
+
+fuzz: deps
+	$(MAKE) FUZZ=1 fuzz-targets
+	tests/fuzz/run.sh build-fuzz
+
 # Installs every Debian package that the build, tests, demo and bench need.
 deps:
 	@scripts/deps.sh
@@ -126,6 +147,6 @@ bench: deps
 	@for b in tests/bench/bench*.sh; do echo "== $$b"; $$b build || exit 1; done
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-fuzz
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

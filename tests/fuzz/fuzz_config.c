@@ -1,0 +1,22 @@
+// SPDX-License-Identifier: Apache-2.0
+/* libFuzzer: the network config as the plugin reads it from stdin (every command's rules). */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cni/internal.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static const enum cni_cmd cmds[] = { CMD_ADD, CMD_DEL, CMD_CHECK, CMD_GC };
+
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		struct node_config cfg = { 0 };
+		struct tg_err e = { 0 };
+
+		cni_config_read((const char *)data, size, cmds[i], &cfg, &e);
+		node_config_free(&cfg);
+	}
+	return 0;
+}
