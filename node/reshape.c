@@ -75,8 +75,25 @@ int node_reshape(struct nl_sock *sk, const struct node_config *cfg, struct ipam_
 				on_error(ctx, a, pe.msg);
 		}
 	}
-	/* The pods' class elements (and node-wide state) as the store now says. */
-	return node_declare(sk, cfg, &up, st, NODE_DECLARE_PODS, NULL, e);
+	/*
+	 * The pods' class elements (and node-wide state) as the store says now,
+	 * read again under its lock: the tc work above can take seconds, and a
+	 * pod deleted meanwhile must not get its elements back (its address may
+	 * already be another pod's).
+	 */
+	{
+		struct ipam_state now = { 0 };
+
+		rc = ipam_store_lock(store, e);
+		if (rc == 0) {
+			rc = ipam_store_load(store, &now, e);
+			if (rc == 0)
+				rc = node_declare(sk, cfg, &up, &now, NODE_DECLARE_PODS, NULL, e);
+			ipam_store_unlock(store);
+		}
+		ipam_state_free(&now);
+	}
+	return rc;
 }
 
 void node_reshape_free(struct node_reshape *r)
