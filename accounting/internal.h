@@ -145,5 +145,7 @@ void set_add_key(struct nftnl_set *s, uint32_t ip_host, bool interval_end);
 size_t set_key_of(enum set_key k, const char *link, uint32_t ip_host, uint8_t ret[KEY_MAX]);
 /* counter <name> {}: created when missing, never reset. */
 int acct_put_counter(struct batch *bt, const char *name);
+/* A counter message of any kind (NFT_MSG_DELOBJ, NFT_MSG_DESTROYOBJ...) for counter <name>. */
+int acct_put_counter_msg(struct batch *bt, const char *name, uint16_t msg, uint16_t flags);
 
 #endif

@@ -182,22 +182,8 @@ static int put_pod_removal(struct batch *bt, const struct acct_pod *p, uint16_t 
 		STEP(put_elem(bt, del_elem, acct_pod_maps[c], p->ip, NULL));
 	}
 	for (int c = 0; c < ACCT_CLASSES; c++) {
-		struct nftnl_obj *o = nftnl_obj_alloc();
-		struct nlmsghdr *nlh;
-
-		if (!o)
-			return -ENOMEM;
 		acct_pod_counter_name(p->host_veth, c, name);
-		nftnl_obj_set_str(o, NFTNL_OBJ_TABLE, ACCT_TABLE);
-		nftnl_obj_set_str(o, NFTNL_OBJ_NAME, name);
-		nftnl_obj_set_u32(o, NFTNL_OBJ_TYPE, NFT_OBJECT_COUNTER);
-		if (only < 0 || only == i) {
-			nlh = batch_msg(bt, del_obj, 0);
-			nftnl_obj_nlmsg_build_payload(nlh, o);
-			batch_next(bt);
-		}
-		nftnl_obj_free(o);
-		i++;
+		STEP(acct_put_counter_msg(bt, name, del_obj, 0));
 	}
 #undef STEP
 	return r ? -ENOMEM : i;
@@ -271,26 +257,15 @@ static int put_ns_counters(struct batch *bt, const char *k8s_namespace, uint16_t
 	char name[ACCT_COUNTER_NAME_MAX];
 
 	for (int i = 0; i < NS_COUNTERS; i++) {
-		struct nftnl_obj *o;
-		struct nlmsghdr *nlh;
-
 		if (only >= 0 && only != i)
 			continue;
-		o = nftnl_obj_alloc();
-		if (!o)
-			return -ENOMEM;
 		if (i < ACCT_CLASSES)
 			acct_ns_counter_name(k8s_namespace, (enum acct_class)i, name);
 		else
 			acct_spoofed_counter_name(k8s_namespace, (enum acct_family)(i - ACCT_CLASSES),
 						  name);
-		nftnl_obj_set_str(o, NFTNL_OBJ_TABLE, ACCT_TABLE);
-		nftnl_obj_set_str(o, NFTNL_OBJ_NAME, name);
-		nftnl_obj_set_u32(o, NFTNL_OBJ_TYPE, NFT_OBJECT_COUNTER);
-		nlh = batch_msg(bt, msg, 0);
-		nftnl_obj_nlmsg_build_payload(nlh, o);
-		batch_next(bt);
-		nftnl_obj_free(o);
+		if (acct_put_counter_msg(bt, name, msg, 0) < 0)
+			return -ENOMEM;
 	}
 	return 0;
 }

@@ -231,7 +231,7 @@ int table_put_internal(struct batch *bt, const struct acct_config *cfg)
 	return 0;
 }
 
-int acct_put_counter(struct batch *bt, const char *name)
+int acct_put_counter_msg(struct batch *bt, const char *name, uint16_t msg, uint16_t flags)
 {
 	struct nftnl_obj *o = nftnl_obj_alloc();
 	struct nlmsghdr *nlh;
@@ -242,12 +242,17 @@ int acct_put_counter(struct batch *bt, const char *name)
 	nftnl_obj_set_str(o, NFTNL_OBJ_NAME, name);
 	nftnl_obj_set_u32(o, NFTNL_OBJ_TYPE, NFT_OBJECT_COUNTER);
 	nftnl_obj_set_u32(o, NFTNL_OBJ_FAMILY, NFPROTO_INET);
-	/* No NLM_F_EXCL: an existing counter is kept as it is, bytes and all. */
-	nlh = batch_msg(bt, NFT_MSG_NEWOBJ, NLM_F_CREATE);
+	nlh = batch_msg(bt, msg, flags);
 	nftnl_obj_nlmsg_build_payload(nlh, o);
 	nftnl_obj_free(o);
 	batch_next(bt);
 	return 0;
+}
+
+int acct_put_counter(struct batch *bt, const char *name)
+{
+	/* No NLM_F_EXCL: an existing counter is kept as it is, bytes and all. */
+	return acct_put_counter_msg(bt, name, NFT_MSG_NEWOBJ, NLM_F_CREATE);
 }
 
 /* ---- rule building ---- */

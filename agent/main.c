@@ -305,14 +305,20 @@ static void run_due(struct app *app)
 		sched_soon(&app->a.sync, now, 0);
 	}
 	if (!app->a.opt.metrics_only) {
-		if (sched_due(&app->a.declare, now) && (ran = true))
+		if (sched_due(&app->a.declare, now)) {
 			run_declare(app);
-		if (sched_due(&app->a.sync, now) && (ran = true))
+			ran = true;
+		}
+		if (sched_due(&app->a.sync, now)) {
 			run_sync(app);
+			ran = true;
+		}
 		watch_store(app);
 		run_install(app);
-		if (sched_due(&app->a.gc, mono_ms()) && (ran = true))
+		if (sched_due(&app->a.gc, mono_ms())) {
 			run_gc(app);
+			ran = true;
+		}
 	}
 	/*
 	 * A task's buffers (a full declaration's nftables batch is ~3 kB a pod)
