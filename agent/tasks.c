@@ -80,7 +80,6 @@ int agent_declare(struct agent *a, struct tg_err *e)
 {
 	struct node_uplink up = { .mtu = a->cfg.mtu ? a->cfg.mtu : 1500 };
 	struct node_repairs rep = { 0 };
-	struct ipam_state st = { 0 };
 	struct ipam_store store;
 	struct nl_sock *sk = NULL;
 	int r;
@@ -97,20 +96,7 @@ int agent_declare(struct agent *a, struct tg_err *e)
 	r = open_store(a, &store, e);
 	if (r < 0)
 		goto out;
-	/*
-	 * Under the store's lock: a table made anew gets every pod's elements
-	 * back from the store, and no DEL can finish meanwhile and have its
-	 * pod's elements put back from a stale read. A declaration that finds
-	 * everything in place only reads, for about a millisecond.
-	 */
-	r = ipam_store_lock(&store, e);
-	if (r == 0) {
-		r = ipam_store_load(&store, &st, e);
-		if (r == 0)
-			r = node_declare(sk, &a->cfg, &up, &st, 0, &rep, e);
-		ipam_store_unlock(&store);
-	}
-	ipam_state_free(&st);
+	r = node_declare_from_store(sk, &a->cfg, &up, &store, 0, &rep, e);
 	ipam_store_close(&store);
 	/* What the first declaration writes on a fresh node is no repair. */
 	if (r == 0 && a->declared)

@@ -184,6 +184,23 @@ int node_declare(struct nl_sock *sk, const struct node_config *cfg, const struct
 	return r < 0 ? r : 0;
 }
 
+int node_declare_from_store(struct nl_sock *sk, const struct node_config *cfg,
+			    const struct node_uplink *up, struct ipam_store *store, unsigned flags,
+			    struct node_repairs *ret, struct tg_err *e)
+{
+	struct ipam_state st = { 0 };
+	int r = ipam_store_lock(store, e);
+
+	if (r < 0)
+		return r;
+	r = ipam_store_load(store, &st, e);
+	if (r == 0)
+		r = node_declare(sk, cfg, up, &st, flags, ret, e);
+	ipam_store_unlock(store);
+	ipam_state_free(&st);
+	return r;
+}
+
 /*
  * Whether the node holds what cfg declares (read only): 0 when it does, 1
  * when not, 2 when the probe had to give the HTB root its 1:1 back (a

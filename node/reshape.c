@@ -77,22 +77,9 @@ int node_reshape(struct nl_sock *sk, const struct node_config *cfg, struct ipam_
 	}
 	/*
 	 * The pods' class elements (and node-wide state) as the store says now,
-	 * read again under its lock: the tc work above can take seconds, and a
-	 * pod deleted meanwhile must not get its elements back (its address may
-	 * already be another pod's).
+	 * after tc work that can take seconds.
 	 */
-	{
-		struct ipam_state now = { 0 };
-
-		rc = ipam_store_lock(store, e);
-		if (rc == 0) {
-			rc = ipam_store_load(store, &now, e);
-			if (rc == 0)
-				rc = node_declare(sk, cfg, &up, &now, NODE_DECLARE_PODS, NULL, e);
-			ipam_store_unlock(store);
-		}
-		ipam_state_free(&now);
-	}
+	rc = node_declare_from_store(sk, cfg, &up, store, NODE_DECLARE_PODS, NULL, e);
 	return rc;
 }
 
