@@ -10,7 +10,10 @@
  * - the exporter's reader: -ENOENT without a table, every counter of the
  *   table exactly once per read (names as the accounting module makes them),
  *   the same result read after read on one kept socket, and the values the
- *   kernel holds.
+ *   kernel holds;
+ * - the batch transport: a batch the kernel refuses as a whole (one error
+ *   for all its messages) is answered at once, and answers to an earlier
+ *   batch left on the socket are never counted as the next batch's.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -20,6 +23,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <arpa/inet.h>
 
 #include <cmocka.h>
 
@@ -30,7 +35,9 @@
 
 #include <linux/netfilter.h>
 #include <linux/netfilter/nf_tables.h>
+#include <linux/netfilter/nfnetlink.h>
 #include <libnftnl/rule.h>
+#include <libnftnl/table.h>
 #include "tests/unit/netns.h"
 
 #define PODS 400
@@ -389,6 +396,88 @@ static void t_spoofed_names_round_trip(void **state)
 				 ACCT_OWNER_NONE);
 }
 
+/* Adds a table message (NEWTABLE or DELTABLE) named `name` to the batch. */
+static void put_table(struct batch *bt, uint16_t type, const char *name)
+{
+	struct nlmsghdr *nlh = batch_msg(bt, type, type == NFT_MSG_NEWTABLE ? NLM_F_CREATE : 0);
+	struct nftnl_table *t = nftnl_table_alloc();
+
+	assert_non_null(t);
+	nftnl_table_set_str(t, NFTNL_TABLE_NAME, name);
+	nftnl_table_nlmsg_build_payload(nlh, t);
+	nftnl_table_free(t);
+	batch_next(bt);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void t_batch_refused_whole_answers_at_once(void **state)
+{
+	struct nft_conn c = { 0 };
+	struct batch *bt = batch_new(16384);
+	struct nfgenmsg *begin;
+	double t0;
+	int r;
+
+	(void)state;
+	NEED_NETNS_NFT();
+	assert_int_equal(nft_conn_open(&c, 0, NULL), 0);
+	batch_start(bt);
+	put_table(bt, NFT_MSG_NEWTABLE, "tg_refused_a");
+	put_table(bt, NFT_MSG_NEWTABLE, "tg_refused_b");
+	/* A subsystem that does not exist: the kernel answers the begin message alone. */
+	begin = mnl_nlmsg_get_payload((struct nlmsghdr *)bt->buf);
+	begin->res_id = htons(200);
+	t0 = now_s();
+	r = batch_send(&c, bt, NULL, 0);
+	assert_int_equal(r, -EINVAL);
+	/* Waiting out the 5 s poll for answers that never come was the bug. */
+	assert_true(now_s() - t0 < 1.0);
+	nft_conn_close(&c);
+	batch_free(bt);
+}
+
+static void t_batch_ignores_earlier_answers(void **state)
+{
+	char buf[4096] = { 0 };
+	struct mnl_nlmsg_batch *raw = mnl_nlmsg_batch_start(buf, sizeof(buf));
+	struct nft_conn c = { 0 };
+	struct batch *bt = batch_new(16384);
+	struct nlmsghdr *nlh;
+	struct nftnl_table *t = nftnl_table_alloc();
+
+	(void)state;
+	NEED_NETNS_NFT();
+	nft_quiet("delete table inet tg_stale_b");
+	assert_int_equal(nft_conn_open(&c, 0, NULL), 0);
+	/* An earlier batch whose answer (ENOENT) stays unread on the socket. */
+	nftnl_batch_begin(mnl_nlmsg_batch_current(raw), 77);
+	mnl_nlmsg_batch_next(raw);
+	nlh = nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(raw), NFT_MSG_DELTABLE, NFPROTO_INET,
+				    NLM_F_ACK, 78);
+	nftnl_table_set_str(t, NFTNL_TABLE_NAME, "tg_stale_absent");
+	nftnl_table_nlmsg_build_payload(nlh, t);
+	mnl_nlmsg_batch_next(raw);
+	nftnl_batch_end(mnl_nlmsg_batch_current(raw), 79);
+	mnl_nlmsg_batch_next(raw);
+	assert_true(mnl_socket_sendto(c.nl, mnl_nlmsg_batch_head(raw), mnl_nlmsg_batch_size(raw)) > 0);
+	/* The next batch succeeds, and says so. */
+	batch_start(bt);
+	put_table(bt, NFT_MSG_NEWTABLE, "tg_stale_b");
+	assert_int_equal(batch_send(&c, bt, NULL, 0), 0);
+	nftnl_table_free(t);
+	mnl_nlmsg_batch_stop(raw);
+	nft_conn_close(&c);
+	batch_free(bt);
+	nft_quiet("delete table inet tg_stale_b");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -396,6 +485,8 @@ int main(void)
 		cmocka_unit_test(t_spoofed_names_round_trip),
 		cmocka_unit_test(t_reader_without_table),
 		cmocka_unit_test(t_reader_values),
+		cmocka_unit_test(t_batch_refused_whole_answers_at_once),
+		cmocka_unit_test(t_batch_ignores_earlier_answers),
 		cmocka_unit_test_setup_teardown(t_rebuild_400_pods, scale_setup, scale_teardown),
 		cmocka_unit_test_setup_teardown(t_declare_changes_only_what_differs, scale_setup,
 						scale_teardown),
