@@ -126,20 +126,21 @@ static void drop_table(void)
 struct seen {
 	size_t n, calls;
 	char (*names)[ACCT_COUNTER_NAME_MAX];
-	uint64_t *packets, *bytes;
+	uint64_t *packets, *bytes, *ids;
 };
 
-static void on_counter(const char *name, size_t len, uint64_t packets, uint64_t bytes, void *arg)
+static void on_counter(const struct acct_counter_sample *c, void *arg)
 {
 	struct seen *s = arg;
 
 	s->calls++;
-	if (s->n >= 8 * PODS || len >= ACCT_COUNTER_NAME_MAX)
+	if (s->n >= 8 * PODS || c->name_len >= ACCT_COUNTER_NAME_MAX)
 		return;
-	memcpy(s->names[s->n], name, len);
-	s->names[s->n][len] = '\0';
-	s->packets[s->n] = packets;
-	s->bytes[s->n] = bytes;
+	memcpy(s->names[s->n], c->name, c->name_len);
+	s->names[s->n][c->name_len] = '\0';
+	s->packets[s->n] = c->packets;
+	s->bytes[s->n] = c->bytes;
+	s->ids[s->n] = c->id;
 	s->n++;
 }
 
@@ -151,7 +152,8 @@ static struct seen *seen_new(void)
 	s->names = calloc(8 * PODS, sizeof(*s->names));
 	s->packets = calloc(8 * PODS, sizeof(*s->packets));
 	s->bytes = calloc(8 * PODS, sizeof(*s->bytes));
-	assert_true(s->names && s->packets && s->bytes);
+	s->ids = calloc(8 * PODS, sizeof(*s->ids));
+	assert_true(s->names && s->packets && s->bytes && s->ids);
 	return s;
 }
 
@@ -160,6 +162,7 @@ static void seen_free(struct seen *s)
 	free(s->names);
 	free(s->packets);
 	free(s->bytes);
+	free(s->ids);
 	free(s);
 }
 
@@ -356,6 +359,43 @@ static void t_reader_values(void **state)
 	nft_quiet("delete table inet other");
 }
 
+/* A counter's id stays while the object lives and changes when it is made anew, table and all. */
+static void t_reader_ids(void **state)
+{
+	struct acct_reader *rd = acct_reader_new();
+	struct seen *s = seen_new();
+	uint64_t a, b;
+
+	(void)state;
+	NEED_NETNS_NFT();
+	drop_table();
+	nft_apply("table inet " ACCT_TABLE " {\n counter a { }\n counter b { }\n}\n");
+	assert_int_equal(acct_reader_read(rd, on_counter, s), 0);
+	assert_int_equal(s->n, 2);
+	a = s->ids[find(s, "a")], b = s->ids[find(s, "b")];
+	assert_true(a != b);
+	s->n = s->calls = 0;
+	assert_int_equal(acct_reader_read(rd, on_counter, s), 0);
+	assert_true(s->ids[find(s, "a")] == a && s->ids[find(s, "b")] == b);
+	/* a made anew: a new id; b kept */
+	nft_apply("delete counter inet " ACCT_TABLE " a\nadd counter inet " ACCT_TABLE " a\n");
+	s->n = s->calls = 0;
+	assert_int_equal(acct_reader_read(rd, on_counter, s), 0);
+	assert_true(s->ids[find(s, "a")] != a && s->ids[find(s, "b")] == b);
+	a = s->ids[find(s, "a")];
+	/* the table made anew with the same objects in the same order */
+	nft_apply("delete table inet " ACCT_TABLE "\n"
+		  "table inet " ACCT_TABLE " {\n counter b { }\n counter a { }\n}\n"
+		  "delete table inet " ACCT_TABLE "\n"
+		  "table inet " ACCT_TABLE " {\n counter a { }\n counter b { }\n}\n");
+	s->n = s->calls = 0;
+	assert_int_equal(acct_reader_read(rd, on_counter, s), 0);
+	assert_true(s->ids[find(s, "a")] != a && s->ids[find(s, "b")] != b);
+	acct_reader_free(rd);
+	seen_free(s);
+	drop_table();
+}
+
 /* Spoofed-packet counters read back as what they count, and no other counter does. */
 static void t_spoofed_names_round_trip(void **state)
 {
@@ -485,6 +525,7 @@ int main(void)
 		cmocka_unit_test(t_spoofed_names_round_trip),
 		cmocka_unit_test(t_reader_without_table),
 		cmocka_unit_test(t_reader_values),
+		cmocka_unit_test(t_reader_ids),
 		cmocka_unit_test(t_batch_refused_whole_answers_at_once),
 		cmocka_unit_test(t_batch_ignores_earlier_answers),
 		cmocka_unit_test_setup_teardown(t_rebuild_400_pods, scale_setup, scale_teardown),
