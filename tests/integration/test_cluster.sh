@@ -1,0 +1,437 @@
+#!/usr/bin/env bash
+# A three-node cluster on a simulated cloud fabric, monitored as in production.
+#
+# Each node runs tollgate-agent (the DaemonSet's command: the shipped
+# conflist with a static pool, --listen NODE_IP:9617, the plugin and the
+# conflist installed into the node's CNI directories); pods in two
+# Kubernetes namespaces on every node are ADDed through the installed plugin
+# as kubelet would. The fabric routes each node's alias pool to it with plain
+# routes (no tunnel): pods on different nodes reach each other by pod IP and
+# the receiver sees the sending pod's IP (no NAT inside 10.0.0.0/8); the
+# internet host sees the node's address (masquerade). Exact UDP byte counts
+# (and single pings) are sent pod to pod across nodes, on one node, and to
+# and from the internet host. A real Prometheus scrapes the three agents
+# through deploy/podmonitor.yaml, converted the way Prometheus Operator
+# converts it (tests/integration/podmonitor_to_prom.py; file_sd stands in for
+# Kubernetes pod discovery, with a decoy pod the selector must drop), and
+# evaluates deploy/prometheusrule.yaml: the recording rule that sums
+# tollgate_namespace_bytes_total per (namespace, direction, traffic) across
+# nodes equals the IP bytes the test sent, to the byte, as do the per-node
+# series under their `node` label. Then every pod is DELeted: nothing left.
+#
+#   pods n1r n1d          pods n2r n2d          pods n3r n3d
+#   (research, datasets)  10.0.2.0/27           10.0.3.0/27
+#   10.0.1.0/27 pool
+#    |  tg* veths          |                     |
+#   node-1 eth0 10.0.0.1  node-2 eth0 10.0.0.2  node-3 eth0 10.0.0.3
+#    agent :9617           agent :9617           agent :9617
+#    |                     |                     |
+#   +-+---------------------+---------------------+------------------+
+#   | fabric ($TG_ID-fab), bridge vnet 10.0.0.254/24, ip_forward=1    |
+#   |   10.0.N.0/27 via 10.0.0.N (the cloud's alias routes)           |
+#   |   inet0 203.0.113.1/24                                          |
+#   +--+------------------------------------------+-------------------+
+#      | vnet port                                | veth
+#   mon ($TG_ID-mon) 10.0.0.250               inet ($TG_ID-inet) 203.0.113.10
+#     Prometheus :9090                          only route: 10.0.0.0/24 via
+#                                               203.0.113.1 (pods reach it only
+#                                               masqueraded)
+#
+# The manifests: $ROOT/deploy/podmonitor.yaml and prometheusrule.yaml, or the
+# stand-ins in tests/integration/cluster/ while the tree has none (the test
+# says which it read). TG_DEPLOY_DIR=DIR reads them from DIR instead.
+# Standalone: TOLLGATE_BIN_DIR=build bash tests/integration/test_cluster.sh
+# shellcheck disable=SC2016,SC1091,SC2153  # jq filters with $vars
+set -u
+. "$(dirname "$0")/lib.sh"
+tg_require
+tg_traps
+for t in curl python3; do
+	command -v "$t" >/dev/null 2>&1 || { echo "not ok - preconditions: '$t' not installed (make deps)"; exit 1; }
+done
+PROMETHEUS=${TG_PROMETHEUS:-/usr/bin/prometheus}
+[ -x "$PROMETHEUS" ] || { echo "not ok - preconditions: $PROMETHEUS not installed (make deps: prometheus)"; exit 1; }
+python3 -c 'import yaml' 2>/dev/null || { echo "not ok - preconditions: python3-yaml not installed (make deps)"; exit 1; }
+AGENT=$TOLLGATE_BIN_DIR/tollgate-agent
+[ -x "$AGENT" ] || { echo "not ok - preconditions: $AGENT not found (run make)"; exit 1; }
+PY=$(python3 -c 'import sys; print(sys.executable)')
+UDP=$TG_LIB_DIR/udp_send.py
+CONV=$TG_LIB_DIR/podmonitor_to_prom.py
+T0=$SECONDS
+
+DEPLOY=${TG_DEPLOY_DIR:-$TG_ROOT/deploy}
+PODMONITOR=$DEPLOY/podmonitor.yaml
+RULES=$DEPLOY/prometheusrule.yaml
+DAEMONSET=$DEPLOY/daemonset.yaml
+CONFLIST=$DEPLOY/10-tollgate.conflist
+[ -f "$PODMONITOR" ] || PODMONITOR=$TG_LIB_DIR/cluster/podmonitor.yaml
+[ -f "$RULES" ] || RULES=$TG_LIB_DIR/cluster/prometheusrule.yaml
+for f in "$DAEMONSET" "$CONFLIST"; do
+	[ -f "$f" ] || { echo "not ok - preconditions: $f missing"; exit 1; }
+done
+diag "manifests: $PODMONITOR $RULES $DAEMONSET $CONFLIST"
+
+NODES="1 2 3"
+FAB=$TG_ID-fab
+MON=$TG_ID-mon
+INET=$TG_INET
+INET_IP=$TG_INET_IP
+MON_IP=10.0.0.250
+PROM=$MON_IP:9090
+node_ns() { echo "$TG_ID-n$1"; }
+node_ip() { echo "10.0.0.$1"; }
+node_name() { echo "node-$1"; }
+CLASSES="egress_internal egress_internet ingress_internal ingress_internet"
+KNS="research datasets"
+
+# ---------------------------------------------------------------- topology
+t_begin "topology: fabric routes each node's alias pool to it, three nodes, monitoring, internet"
+TG_TMP=$(mktemp -d "${TG_TMP_BASE:-/dev/shm}/tollgate-it.XXXXXX") || tap_bail "mktemp"
+chmod 755 "$TG_TMP"
+topo() {
+	local i ns
+	_tg_netns_add "$FAB" || return 1
+	# no ICMP redirects from the fabric: nodes share its subnet, and a
+	# redirect would send node-to-node traffic around the cloud's routes
+	_tg_sysctl "$FAB" net.ipv4.conf.all.send_redirects 0 &&
+		_tg_sysctl "$FAB" net.ipv4.conf.default.send_redirects 0 &&
+		_tg_sysctl "$FAB" net.ipv4.ip_forward 1 || return 1
+	ip -n "$FAB" link add vnet type bridge || return 1
+	ip -n "$FAB" addr add 10.0.0.254/24 dev vnet
+	ip -n "$FAB" link set vnet up
+	for i in $NODES; do
+		ns=$(node_ns "$i")
+		_tg_netns_add "$ns" || return 1
+		_tg_sysctl "$ns" net.ipv4.ip_forward 0 # the agent's job
+		ip -n "$FAB" link add "v$i" type veth peer name eth0 netns "$ns" || return 1
+		ip -n "$FAB" link set "v$i" master vnet up || return 1
+		ip -n "$ns" addr add "$(node_ip "$i")/24" dev eth0
+		ip -n "$ns" link set eth0 up
+		ip -n "$ns" route add default via 10.0.0.254 || return 1
+		ip -n "$FAB" route add "10.0.$i.0/27" via "$(node_ip "$i")" || return 1
+	done
+	_tg_netns_add "$MON" || return 1
+	ip -n "$FAB" link add vmon type veth peer name eth0 netns "$MON" || return 1
+	ip -n "$FAB" link set vmon master vnet up || return 1
+	ip -n "$MON" addr add "$MON_IP/24" dev eth0
+	ip -n "$MON" link set eth0 up
+	_tg_netns_add "$INET" || return 1
+	ip -n "$FAB" link add inet0 type veth peer name eth0 netns "$INET" || return 1
+	ip -n "$FAB" addr add 203.0.113.1/24 dev inet0
+	ip -n "$FAB" link set inet0 up
+	ip -n "$INET" addr add "$INET_IP/24" dev eth0
+	ip -n "$INET" link set eth0 up
+	ip -n "$INET" route add 10.0.0.0/24 via 203.0.113.1 || return 1
+	for i in $NODES; do
+		pingq "$(node_ns "$i")" "$INET_IP" || { echo "node $i cannot reach the internet host"; return 1; }
+		pingq "$MON" "$(node_ip "$i")" || { echo "monitoring cannot reach node $i"; return 1; }
+	done
+}
+r=$(topo 2>&1) || tap_bail "could not build the topology: $r"
+for i in $NODES; do
+	t_expect "fabric route to node $i's pool" "$(ip -n "$FAB" -4 route show "10.0.$i.0/27")" "10.0.$i.0/27 via $(node_ip "$i") dev vnet "
+done
+t_end
+
+# ---------------------------------------------------------------- agents
+# conflist I: the shipped conflist, made this node's (static pool, own
+# dataDir and log); the chained portmap is not part of this test
+conflist() {
+	jq --arg dd "$TG_TMP/n$1/data" --arg lf "$TG_TMP/n$1/tollgate.log" --arg pool "10.0.$1.2-10.0.$1.30" '
+		.plugins |= map(select(.type == "tollgate")) |
+		.plugins[0] |= (.dataDir = $dd | .logFile = $lf |
+			.ipam = {source: "static", addresses: [$pool], cooldownSeconds: 0})' "$CONFLIST"
+}
+declare -A AGENT_PID=()
+t_begin "an agent on every node (static pool) turns ready on NODE_IP:9617 and installs the plugin"
+for i in $NODES; do
+	d=$TG_TMP/n$i
+	mkdir -p "$d/cm" "$d/net.d" "$d/bin"
+	conflist "$i" >"$d/cm/10-tollgate.conflist" || tap_bail "cannot derive node $i's conflist from $CONFLIST"
+	ip netns exec "$(node_ns "$i")" "$AGENT" --config "$d/cm/10-tollgate.conflist" \
+		--listen "$(node_ip "$i"):9617" --cni-conf-dir "$d/net.d" --cni-bin-dir "$d/bin" \
+		--plugin "$TOLLGATE_BIN_DIR/tollgate" 2>"$d/agent.log" &
+	AGENT_PID[$i]=$!
+	TG_PIDS+=("$!")
+done
+mon_get() { ip netns exec "$MON" curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$1"; }
+for i in $NODES; do
+	ready() { [ "$(mon_get "http://$(node_ip "$i"):9617/readyz")" = 200 ]; }
+	wait_for 20 ready || t_fail "node $i's agent not ready within 20 s: $(tail -3 "$TG_TMP/n$i/agent.log")"
+	[ -x "$TG_TMP/n$i/bin/tollgate" ] || t_fail "node $i: plugin not installed"
+	[ -f "$TG_TMP/n$i/net.d/10-tollgate.conflist" ] || t_fail "node $i: conflist not installed"
+	t_expect "node $i ip_forward" "$(ip netns exec "$(node_ns "$i")" cat /proc/sys/net/ipv4/ip_forward)" 1
+done
+t_end
+for i in $NODES; do kill -0 "${AGENT_PID[$i]}" 2>/dev/null || tap_bail "node $i's agent exited"; done
+
+# ---------------------------------------------------------------- Prometheus
+t_begin "Prometheus: the PodMonitor and PrometheusRule converted as the Operator does, started in the monitoring namespace"
+mkdir -p "$TG_TMP/prom/data"
+nodes_args=()
+for i in $NODES; do nodes_args+=(--node "$(node_name "$i")=$(node_ip "$i")"); done
+r=$(python3 "$CONV" --podmonitor "$PODMONITOR" --daemonset "$DAEMONSET" --rules "$RULES" "${nodes_args[@]}" \
+	--decoy "$(node_name 1)=$(node_ip 1)" --out "$TG_TMP/prom" --scrape-interval 1s --eval-interval 1s 2>&1) ||
+	tap_bail "converter: $r"
+diag "$r"
+r=$(promtool check config "$TG_TMP/prom/prometheus.yml" 2>&1) || t_fail "promtool check config: ${r:0:400}"
+ip netns exec "$MON" "$PROMETHEUS" --config.file="$TG_TMP/prom/prometheus.yml" --storage.tsdb.path="$TG_TMP/prom/data" \
+	--web.listen-address="$PROM" --storage.tsdb.retention.time=1h --log.level=warn >"$TG_TMP/prometheus.log" 2>&1 &
+PROM_PID=$!
+TG_PIDS+=("$PROM_PID")
+SUM_RULE=$(python3 "$CONV" --rules "$RULES" --find-sum-rule tollgate_namespace_bytes_total 2>&1)
+SUM_OK=$?
+SUM_LABELS=$(sed -n 2p <<<"$SUM_RULE")
+SUM_RULE=$(head -1 <<<"$SUM_RULE")
+[ "$SUM_OK" -eq 0 ] || t_fail "$SUM_RULE"
+[ "$SUM_OK" -ne 0 ] || t_expect "labels $SUM_RULE sums by" "$(tr , '\n' <<<"$SUM_LABELS" | sort | paste -sd,)" direction,namespace,traffic
+prom_up() { [ "$(mon_get "http://$PROM/-/ready")" = 200 ] || { sleep 0.2; return 1; }; }
+wait_for 30 prom_up || t_fail "Prometheus not ready within 30 s: $(tail -3 "$TG_TMP/prometheus.log")"
+t_end
+kill -0 "$PROM_PID" 2>/dev/null || tap_bail "Prometheus exited: $(tail -5 "$TG_TMP/prometheus.log")"
+
+# prom_tsv QUERY: one line per result: its labels as k=v,... (sorted, without
+# __name__) TAB value; fails when the query fails
+prom_tsv() {
+	ip netns exec "$MON" curl -s --max-time 3 -G --data-urlencode "query=$1" "http://$PROM/api/v1/query" |
+		jq -re 'if .status != "success" then error("query failed") else
+			.data.result[] | [(.metric | del(.__name__) | to_entries | sort_by(.key) |
+			map("\(.key)=\(.value)") | join(",")), .value[1]] | @tsv end'
+}
+
+# ---------------------------------------------------------------- pods
+declare -A POD_NODE=() POD_KNS=()
+PODS=""
+for i in $NODES; do
+	POD_NODE[n${i}r]=$i POD_KNS[n${i}r]=research
+	POD_NODE[n${i}d]=$i POD_KNS[n${i}d]=datasets
+	PODS="$PODS n${i}r n${i}d"
+done
+# on_node I: the plugin calls that follow run on node I, through its
+# installed plugin, with the installed conflist's entry (as a runtime does)
+on_node() {
+	TG_NODE=$(node_ns "$1")
+	TG_BIN=$TG_TMP/n$1/bin/tollgate
+	NODE_CONF=$(jq -c '.plugins[0] + {name: .name, cniVersion: .cniVersion}' "$TG_TMP/n$1/net.d/10-tollgate.conflist")
+}
+in_pool() { # IP I
+	local ip=$1 i=$2 last=${1##*.}
+	[ "${ip%.*}" = "10.0.$i" ] && [ "$last" -ge 2 ] && [ "$last" -le 30 ]
+}
+
+t_begin "pods in research and datasets on every node, each with an address of its node's pool"
+for p in $PODS; do
+	on_node "${POD_NODE[$p]}"
+	pod_add "$p" "${POD_KNS[$p]}" "$NODE_CONF" || { t_fail "ADD $p: rc=$TG_RC $TG_OUT"; continue; }
+	in_pool "${POD_IP[$p]}" "${POD_NODE[$p]}" || t_fail "$p got ${POD_IP[$p]}, not in node ${POD_NODE[$p]}'s pool"
+done
+t_end
+for p in $PODS; do [ -n "${POD_IP[$p]:-}" ] || tap_bail "cannot continue without pod $p"; done
+
+t_begin "no tunnel anywhere: nodes hold no encapsulating device"
+for i in $NODES; do
+	r=$(ip -n "$(node_ns "$i")" -d -o link show | grep -Eo '\b(vxlan|geneve|ipip|gre|gretap|sit|ip6tnl|wireguard|fou) ' | sort -u | tr '\n' ' ')
+	t_expect "node $i tunnel devices" "$r" ""
+done
+t_end
+
+# ---------------------------------------------------------------- traffic
+# Expected IP bytes per (namespace|class) across nodes and per
+# (node|namespace|class). Every byte a pod sends or receives in this test
+# is added here: the pods are otherwise silent (their IPv6 is dropped and
+# counted as spoofed, not as bytes; ARP is not IP).
+declare -A EXP=() EXP_NODE=()
+for k in $KNS; do
+	for c in $CLASSES; do
+		EXP[$k|$c]=0
+		for i in $NODES; do EXP_NODE[$i|$k|$c]=0; done
+	done
+done
+SENT=0
+# account POD DIRECTION TRAFFIC BYTES
+account() {
+	local k=${POD_KNS[$1]} i=${POD_NODE[$1]}
+	EXP[$k|$2_$3]=$((EXP[$k|$2_$3] + $4))
+	EXP_NODE[$i|$k|$2_$3]=$((EXP_NODE[$i|$k|$2_$3] + $4))
+	[ "$2" = egress ] && SENT=$((SENT + $4))
+	return 0
+}
+traffic_of() { [ "$1" = "$INET_IP" ] && echo internet || echo internal; }
+pod_of_ip() { local p; for p in $PODS; do [ "${POD_IP[$p]}" = "$1" ] && echo "$p"; done; }
+
+# ping1 SRC_POD DST_IP: one echo (84 IP bytes each way), no retry: counted exactly
+ping1() {
+	local src=$1 dst=$2 t d
+	t=$(traffic_of "$dst")
+	ip netns exec "$TG_ID-$src" ping -n -q -c 1 -W 3 "$dst" >/dev/null 2>&1 || { t_fail "ping $src -> $dst: no reply"; return 1; }
+	account "$src" egress "$t" 84
+	account "$src" ingress "$t" 84
+	d=$(pod_of_ip "$dst")
+	if [ -n "$d" ]; then
+		account "$d" ingress internal 84
+		account "$d" egress internal 84
+	fi
+}
+
+FLOWS=0
+# flow SRC_POD DST_POD|inet COUNT SIZE BACK_COUNT BACK_SIZE: COUNT UDP datagrams
+# of SIZE payload bytes, answered with BACK_COUNT of BACK_SIZE; the receiver
+# must see the pod's own address (internal) or its node's (internet)
+flow() {
+	local src=$1 dst=$2 n=$3 size=$4 bn=$5 bsize=$6
+	local dns dip t port want seen rpid
+	if [ "$dst" = inet ]; then dns=$INET dip=$INET_IP; else dns=$TG_ID-$dst dip=${POD_IP[$dst]}; fi
+	t=$(traffic_of "$dip")
+	FLOWS=$((FLOWS + 1))
+	port=$((6000 + FLOWS))
+	rm -f "$TG_TMP/ready"
+	ip netns exec "$dns" "$PY" "$UDP" reply --port "$port" --recv "$n" --count "$bn" --size "$bsize" \
+		--ready "$TG_TMP/ready" --timeout 10 >"$TG_TMP/reply.out" 2>"$TG_TMP/reply.err" &
+	rpid=$!
+	TG_PIDS+=("$rpid")
+	wait_for 5 test -s "$TG_TMP/ready" || { t_fail "receiver for $src -> $dst did not start"; return 1; }
+	ip netns exec "$TG_ID-$src" "$PY" "$UDP" send --dst "$dip" --port "$port" --count "$n" --size "$size" \
+		--expect "$bn" --timeout 5 >/dev/null 2>&1 || t_fail "$src -> $dst: fewer than $bn answers came back"
+	wait "$rpid" || t_fail "$src -> $dst: $(cat "$TG_TMP/reply.err")"
+	seen=$(cut -d: -f1 "$TG_TMP/reply.out")
+	if [ "$t" = internet ]; then want=$(node_ip "${POD_NODE[$src]}"); else want=${POD_IP[$src]}; fi
+	t_expect "$src -> $dst: source the receiver saw" "$seen" "$want"
+	account "$src" egress "$t" $((n * (size + 28)))
+	account "$src" ingress "$t" $((bn * (bsize + 28)))
+	if [ "$dst" != inet ]; then
+		account "$dst" ingress internal $((n * (size + 28)))
+		account "$dst" egress internal $((bn * (bsize + 28)))
+	fi
+}
+
+t_begin "pods reach pods on other nodes by pod IP through the fabric, and the internet host"
+ping1 n1r "${POD_IP[n2d]}"
+ping1 n2r "${POD_IP[n3r]}"
+ping1 n3d "${POD_IP[n1d]}"
+ping1 n1d "$INET_IP"
+t_end
+
+t_begin "exact UDP byte counts across nodes (source = pod IP), on a node, to and from the internet (source = node IP)"
+flow n1r n2d 40 1000 0 0
+flow n2r n3r 30 700 10 200
+flow n3d n1r 20 1200 0 0
+flow n1d n1r 10 300 0 0
+flow n2d n3d 12 64 12 64
+flow n2d inet 25 900 15 400
+flow n3r inet 35 500 5 100
+t_end
+diag "$FLOWS UDP flows and 4 pings: $SENT IP bytes sent by pods"
+
+# ---------------------------------------------------------------- Prometheus's view
+sum_rows() { # -> "namespace|direction_traffic value" per result of the sum rule
+	prom_tsv "$SUM_RULE" | awk -F'\t' '{
+		n = split($1, kv, ","); delete L
+		for (j = 1; j <= n; j++) { split(kv[j], p, "="); L[p[1]] = substr(kv[j], length(p[1]) + 2) }
+		printf "%s|%s_%s %s\n", L["namespace"], L["direction"], L["traffic"], $2 }' | sort
+}
+want_rows() {
+	local k c
+	for k in $KNS; do for c in $CLASSES; do echo "$k|$c ${EXP[$k|$c]}"; done; done | sort
+}
+settled() { [ "$(sum_rows 2>/dev/null)" = "$(want_rows)" ] || { sleep 0.3; return 1; }; }
+
+t_begin "Prometheus scrapes the three agents (the decoy pod dropped by the selector) with their node names"
+all_up() { [ "$(prom_tsv 'count(up == 1)' 2>/dev/null | cut -f2)" = 3 ] || { sleep 0.3; return 1; }; }
+wait_for 20 all_up || t_fail "not 3 targets up within 20 s: $(prom_tsv up | tr '\n\t' '  ')"
+t_expect "targets" "$(prom_tsv 'count(up)' | cut -f2)" 3
+for i in $NODES; do
+	t_expect "node-$i's target" "$(prom_tsv "up{instance=\"$(node_ip "$i"):9617\"}" | cut -f1)" \
+		"endpoint=metrics,instance=$(node_ip "$i"):9617,job=kube-system/tollgate,node=$(node_name "$i")"
+done
+t_end
+
+t_begin "recording rule ${SUM_RULE:-(none)}: each namespace's bytes across nodes equal the IP bytes sent and received, to the byte"
+if [ "$SUM_OK" -ne 0 ]; then
+	t_fail "no recording rule to read: $SUM_RULE"
+else
+	wait_for 30 settled
+	got=$(sum_rows)
+	diff_out=$(diff <(want_rows) <(printf '%s\n' "$got"))
+	[ -z "$diff_out" ] || t_fail "expected (<) vs Prometheus (>): $(tr '\n' ' ' <<<"$diff_out")"
+	diag "$(paste -d' ' <(want_rows) <(printf '%s\n' "$got") | awk '{ printf "%-34s sent %8s  rule %8s\n", $1, $2, $4 }')"
+fi
+t_end
+
+t_begin "per node: tollgate_namespace_bytes_total{node=...} equals what each node's pods sent and received"
+node_rows() {
+	prom_tsv 'tollgate_namespace_bytes_total' | awk -F'\t' '{
+		n = split($1, kv, ","); delete L
+		for (j = 1; j <= n; j++) { split(kv[j], p, "="); L[p[1]] = substr(kv[j], length(p[1]) + 2) }
+		printf "%s|%s|%s_%s %s\n", L["node"], L["namespace"], L["direction"], L["traffic"], $2 }' | sort
+}
+want_node_rows() {
+	local i k c
+	for i in $NODES; do for k in $KNS; do for c in $CLASSES; do
+		echo "$(node_name "$i")|$k|$c ${EXP_NODE[$i|$k|$c]}"
+	done; done; done | sort
+}
+diff_out=$(diff <(want_node_rows) <(node_rows))
+[ -z "$diff_out" ] || t_fail "expected (<) vs Prometheus (>): $(tr '\n' ' ' <<<"$diff_out" | cut -c1-900)"
+r=$(prom_tsv 'count(tollgate_namespace_bytes_total{pod!=""} or tollgate_namespace_bytes_total{container!=""} or tollgate_host_bytes_total{namespace!=""})' 2>/dev/null | cut -f2)
+t_expect "series carrying the agent pod's pod/container/namespace" "${r:-0}" 0
+t_end
+
+t_begin "every rule of the PrometheusRule evaluates; rules over namespace bytes sum across nodes"
+rules_bad=$(ip netns exec "$MON" curl -s --max-time 3 "http://$PROM/api/v1/rules" |
+	jq -r '.data.groups[].rules[] | select(.health != "ok") | "\(.name): \(.health) \(.lastError // "")"')
+t_expect "rules not ok" "$rules_bad" ""
+nrules=$(ip netns exec "$MON" curl -s --max-time 3 "http://$PROM/api/v1/rules" | jq '[.data.groups[].rules[]] | length')
+[ "${nrules:-0}" -gt 0 ] || t_fail "no rule loaded"
+for rec in $(python3 "$CONV" --rules "$RULES" --rules-using tollgate_namespace_bytes_total); do
+	rows=$(prom_tsv "$rec" 2>/dev/null)
+	[ -n "$rows" ] || { t_fail "$rec: no series"; continue; }
+	grep -q 'node=' <<<"$rows" && t_fail "$rec keeps a node label: not summed across nodes"
+	# a rate rule is > 0 for every class the test sent bytes in
+	awk -F'\t' '$2 + 0 <= 0 { bad = 1 } END { exit bad }' <<<"$rows" || t_fail "$rec: a zero value: $(tr '\n\t' '  ' <<<"$rows")"
+done
+diag "$nrules rules loaded from $(basename "$RULES")"
+t_end
+
+# ---------------------------------------------------------------- TCP (after the byte counts)
+t_begin "TCP across nodes by pod IP: the server sees the client pod's address"
+rm -f "$TG_TMP/tcp.ready"
+ip netns exec "$TG_ID-n3d" "$PY" - "$TG_TMP/tcp.ready" >"$TG_TMP/tcp.out" 2>&1 <<'EOF' &
+import socket, sys, os
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 7000)); s.listen(1); s.settimeout(10)
+open(sys.argv[1] + ".tmp", "w").close(); os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+c, peer = s.accept(); c.settimeout(10); n = 0
+while True:
+    b = c.recv(65536)
+    if not b: break
+    n += len(b)
+print(peer[0], n)
+EOF
+tpid=$!
+TG_PIDS+=("$tpid")
+wait_for 5 test -e "$TG_TMP/tcp.ready" || t_fail "TCP server did not start"
+ip netns exec "$TG_ID-n1r" "$PY" "$UDP" tcp-send --dst "${POD_IP[n3d]}" --port 7000 --bytes 1000000 >/dev/null 2>&1 ||
+	t_fail "TCP n1r -> n3d failed"
+wait "$tpid"
+t_expect "server saw" "$(cat "$TG_TMP/tcp.out")" "${POD_IP[n1r]} 1000000"
+t_end
+
+# ---------------------------------------------------------------- DEL
+t_begin "DEL every pod through its node's plugin: nothing left on any node"
+for p in $PODS; do
+	on_node "${POD_NODE[$p]}"
+	pod_del "$p" "$NODE_CONF" || t_fail "DEL $p: rc=$TG_RC $TG_OUT"
+done
+for i in $NODES; do
+	on_node "$i"
+	t_expect "node $i attachments" "$(jq '.attachments | length' "$TG_TMP/n$i/data/tollgate/state.json")" 0
+	t_expect "node $i tg links" "$(node_links_tg | tr '\n' ' ')" ""
+	t_expect "node $i pod routes" "$(ip -n "$TG_NODE" -4 route show | grep -c "^10\.0\.$i\.")" 0
+	r=$(ip netns exec "$TG_NODE" nft -j list set inet tollgate pods 2>/dev/null | jq '[.nftables[].set.elem // empty | .[]] | length')
+	t_expect "node $i pods set" "${r:-missing}" 0
+	kill -0 "${AGENT_PID[$i]}" 2>/dev/null || t_fail "node $i's agent died"
+done
+t_end
+
+diag "test took $((SECONDS - T0)) s"
+tap_done
