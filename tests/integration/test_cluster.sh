@@ -122,12 +122,24 @@ topo() {
 	ip -n "$INET" addr add "$INET_IP/24" dev eth0
 	ip -n "$INET" link set eth0 up
 	ip -n "$INET" route add 10.0.0.0/24 via 203.0.113.1 || return 1
+	# what the cloud forwards from one node's pods to another's: seen here
+	# with the pods' own addresses, or not at all if it were encapsulated
+	ip netns exec "$FAB" nft -f - <<-'EOF' || return 1
+		table ip cloud {
+			chain forward {
+				type filter hook forward priority 0; policy accept;
+				ip saddr { 10.0.1.0/27, 10.0.2.0/27, 10.0.3.0/27 } ip daddr { 10.0.1.0/27, 10.0.2.0/27, 10.0.3.0/27 } counter name pod_to_pod
+			}
+			counter pod_to_pod { }
+		}
+	EOF
 	for i in $NODES; do
 		pingq "$(node_ns "$i")" "$INET_IP" || { echo "node $i cannot reach the internet host"; return 1; }
 		pingq "$MON" "$(node_ip "$i")" || { echo "monitoring cannot reach node $i"; return 1; }
 	done
 }
-r=$(topo 2>&1) || tap_bail "could not build the topology: $r"
+# (not in a subshell: the namespaces it makes are recorded for the cleanup)
+topo >"$TG_TMP/topo.err" 2>&1 || tap_bail "could not build the topology: $(tail -3 "$TG_TMP/topo.err")"
 for i in $NODES; do
 	t_expect "fabric route to node $i's pool" "$(ip -n "$FAB" -4 route show "10.0.$i.0/27")" "10.0.$i.0/27 via $(node_ip "$i") dev vnet "
 done
@@ -183,7 +195,7 @@ SUM_RULE=$(python3 "$CONV" --rules "$RULES" --find-sum-rule tollgate_namespace_b
 SUM_OK=$?
 SUM_LABELS=$(sed -n 2p <<<"$SUM_RULE")
 SUM_RULE=$(head -1 <<<"$SUM_RULE")
-[ "$SUM_OK" -eq 0 ] || t_fail "$SUM_RULE"
+[ "$SUM_OK" -eq 0 ] || { t_fail "$SUM_RULE"; SUM_RULE=""; }
 [ "$SUM_OK" -ne 0 ] || t_expect "labels $SUM_RULE sums by" "$(tr , '\n' <<<"$SUM_LABELS" | sort | paste -sd,)" direction,namespace,traffic
 prom_up() { [ "$(mon_get "http://$PROM/-/ready")" = 200 ] || { sleep 0.2; return 1; }; }
 wait_for 30 prom_up || t_fail "Prometheus not ready within 30 s: $(tail -3 "$TG_TMP/prometheus.log")"
@@ -198,6 +210,16 @@ prom_tsv() {
 			.data.result[] | [(.metric | del(.__name__) | to_entries | sort_by(.key) |
 			map("\(.key)=\(.value)") | join(",")), .value[1]] | @tsv end'
 }
+
+t_begin "Prometheus scrapes the three agents (the decoy pod dropped by the selector) with their node names"
+all_up() { [ "$(prom_tsv 'count(up == 1)' 2>/dev/null | cut -f2)" = 3 ] || { sleep 0.3; return 1; }; }
+wait_for 20 all_up || t_fail "not 3 targets up within 20 s: $(prom_tsv up | tr '\n\t' '  ')"
+t_expect "targets" "$(prom_tsv 'count(up)' | cut -f2)" 3
+for i in $NODES; do
+	t_expect "node-$i's target" "$(prom_tsv "up{instance=\"$(node_ip "$i"):9617\"}" | cut -f1)" \
+		"endpoint=metrics,instance=$(node_ip "$i"):9617,job=kube-system/tollgate,node=$(node_name "$i")"
+done
+t_end
 
 # ---------------------------------------------------------------- pods
 declare -A POD_NODE=() POD_KNS=()
@@ -229,10 +251,21 @@ t_end
 for p in $PODS; do [ -n "${POD_IP[$p]:-}" ] || tap_bail "cannot continue without pod $p"; done
 
 t_begin "no tunnel anywhere: nodes hold no encapsulating device"
+# (the fallback devices a loaded tunnel module puts in every namespace do not count)
 for i in $NODES; do
-	r=$(ip -n "$(node_ns "$i")" -d -o link show | grep -Eo '\b(vxlan|geneve|ipip|gre|gretap|sit|ip6tnl|wireguard|fou) ' | sort -u | tr '\n' ' ')
+	r=$(ip -n "$(node_ns "$i")" -j -d link show | jq -r '.[] |
+		select(.linkinfo.info_kind // "" | test("^(vxlan|geneve|ipip|gre|gretap|ip6gre|ip6gretap|sit|ip6tnl|vti|vti6|erspan|wireguard|bareudp)$")) |
+		select(.ifname | test("^(tunl0|gre0|gretap0|erspan0|sit0|ip6tnl0|ip6gre0|ip_vti0|ip6_vti0)$") | not) | .ifname' | tr '\n' ' ')
 	t_expect "node $i tunnel devices" "$r" ""
 done
+t_end
+
+t_begin "Prometheus has every pod namespace's counters on every node, all at 0, before any traffic"
+# (so that the rate rules see the traffic as an increase)
+zero_rows() { prom_tsv 'count(tollgate_namespace_bytes_total == 0)' 2>/dev/null | cut -f2; }
+all_zero() { [ "$(zero_rows)" = 24 ] || { sleep 0.3; return 1; }; }
+wait_for 20 all_zero || t_fail "series at 0: $(zero_rows), expected 24 (3 nodes x 2 namespaces x 4)"
+t_expect "namespace byte series" "$(prom_tsv 'count(tollgate_namespace_bytes_total)' | cut -f2)" 24
 t_end
 
 # ---------------------------------------------------------------- traffic
@@ -247,7 +280,7 @@ for k in $KNS; do
 		for i in $NODES; do EXP_NODE[$i|$k|$c]=0; done
 	done
 done
-SENT=0
+SENT=0 FAB_EXP=0
 # account POD DIRECTION TRAFFIC BYTES
 account() {
 	local k=${POD_KNS[$1]} i=${POD_NODE[$1]}
@@ -270,6 +303,7 @@ ping1() {
 	if [ -n "$d" ]; then
 		account "$d" ingress internal 84
 		account "$d" egress internal 84
+		[ "${POD_NODE[$d]}" = "${POD_NODE[$src]}" ] || FAB_EXP=$((FAB_EXP + 168))
 	fi
 }
 
@@ -301,6 +335,8 @@ flow() {
 	if [ "$dst" != inet ]; then
 		account "$dst" ingress internal $((n * (size + 28)))
 		account "$dst" egress internal $((bn * (bsize + 28)))
+		[ "${POD_NODE[$dst]}" = "${POD_NODE[$src]}" ] ||
+			FAB_EXP=$((FAB_EXP + n * (size + 28) + bn * (bsize + 28)))
 	fi
 }
 
@@ -322,6 +358,10 @@ flow n3r inet 35 500 5 100
 t_end
 diag "$FLOWS UDP flows and 4 pings: $SENT IP bytes sent by pods"
 
+t_begin "the fabric forwarded the cross-node pod traffic as plain IP between pod addresses: $FAB_EXP bytes"
+t_expect "fabric pod_to_pod bytes" "$(ip netns exec "$FAB" nft -j list counter ip cloud pod_to_pod | jq '.nftables[] | .counter.bytes // empty')" "$FAB_EXP"
+t_end
+
 # ---------------------------------------------------------------- Prometheus's view
 sum_rows() { # -> "namespace|direction_traffic value" per result of the sum rule
 	prom_tsv "$SUM_RULE" | awk -F'\t' '{
@@ -335,19 +375,9 @@ want_rows() {
 }
 settled() { [ "$(sum_rows 2>/dev/null)" = "$(want_rows)" ] || { sleep 0.3; return 1; }; }
 
-t_begin "Prometheus scrapes the three agents (the decoy pod dropped by the selector) with their node names"
-all_up() { [ "$(prom_tsv 'count(up == 1)' 2>/dev/null | cut -f2)" = 3 ] || { sleep 0.3; return 1; }; }
-wait_for 20 all_up || t_fail "not 3 targets up within 20 s: $(prom_tsv up | tr '\n\t' '  ')"
-t_expect "targets" "$(prom_tsv 'count(up)' | cut -f2)" 3
-for i in $NODES; do
-	t_expect "node-$i's target" "$(prom_tsv "up{instance=\"$(node_ip "$i"):9617\"}" | cut -f1)" \
-		"endpoint=metrics,instance=$(node_ip "$i"):9617,job=kube-system/tollgate,node=$(node_name "$i")"
-done
-t_end
-
-t_begin "recording rule ${SUM_RULE:-(none)}: each namespace's bytes across nodes equal the IP bytes sent and received, to the byte"
+t_begin "recording rule ${SUM_RULE:-(none in $(basename "$RULES"))}: each namespace's bytes across nodes equal the IP bytes sent and received, to the byte"
 if [ "$SUM_OK" -ne 0 ]; then
-	t_fail "no recording rule to read: $SUM_RULE"
+	t_fail "$RULES has no recording rule summing tollgate_namespace_bytes_total by (namespace, direction, traffic) without rate()"
 else
 	wait_for 30 settled
 	got=$(sum_rows)
@@ -370,6 +400,8 @@ want_node_rows() {
 		echo "$(node_name "$i")|$k|$c ${EXP_NODE[$i|$k|$c]}"
 	done; done; done | sort
 }
+node_settled() { [ "$(node_rows 2>/dev/null)" = "$(want_node_rows)" ] || { sleep 0.3; return 1; }; }
+wait_for 30 node_settled
 diff_out=$(diff <(want_node_rows) <(node_rows))
 [ -z "$diff_out" ] || t_fail "expected (<) vs Prometheus (>): $(tr '\n' ' ' <<<"$diff_out" | cut -c1-900)"
 r=$(prom_tsv 'count(tollgate_namespace_bytes_total{pod!=""} or tollgate_namespace_bytes_total{container!=""} or tollgate_host_bytes_total{namespace!=""})' 2>/dev/null | cut -f2)
