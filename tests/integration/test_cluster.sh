@@ -41,7 +41,7 @@
 # stand-ins in tests/integration/cluster/ while the tree has none (the test
 # says which it read). TG_DEPLOY_DIR=DIR reads them from DIR instead.
 # Standalone: TOLLGATE_BIN_DIR=build bash tests/integration/test_cluster.sh
-# shellcheck disable=SC2016,SC1091,SC2153  # jq filters with $vars
+# shellcheck disable=SC2016,SC1091,SC2153,SC2034  # jq filters with $vars; lib.sh globals (TG_BIN)
 set -u
 . "$(dirname "$0")/lib.sh"
 tg_require
