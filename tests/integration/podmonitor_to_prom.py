@@ -128,9 +128,9 @@ def scrape_configs(pm, sd_file, scrape_interval):
         if ep.get("params"):
             job["params"] = ep["params"]
         rl = [{"source_labels": ["job"], "target_label": "__tmp_prometheus_job_name"}]
-        rl += selector_relabels(spec.get("selector") or {})
         rl.append({"action": "drop", "source_labels": ["__meta_kubernetes_pod_phase"],
                    "regex": "(Failed|Succeeded)"})
+        rl += selector_relabels(spec.get("selector") or {})
         if ep.get("port"):
             rl.append({"action": "keep", "source_labels": ["__meta_kubernetes_pod_container_port_name"],
                        "regex": ep["port"]})
