@@ -112,13 +112,17 @@ san:
 
 # libFuzzer targets (tests/fuzz/fuzz_*.c): the config, CNI_ARGS and the
 # environment, prevResult, rates (differential, against exact rationals),
-# address pools and CIDRs, IMDS documents, the store; `make fuzz` builds them
+# address pools and CIDRs, IMDS documents, the store, the metrics endpoint's
+# request path; `make fuzz` builds them
 # with clang and runs each for FUZZ_SECONDS (default 20); `make test` runs
 # each for 3 s.
 FUZZ_BIN := $(patsubst tests/fuzz/%.c,$(BUILD)/%,$(wildcard tests/fuzz/fuzz_*.c))
 
 # The rate parser's target is differential: against exact rationals (GMP).
 $(BUILD)/fuzz_rate: UNIT_EXTRA_LIBS := -lgmp
+# The metrics endpoint's request path: the HTTP server over libmicrohttpd.
+$(BUILD)/fuzz_http: UNIT_EXTRA_LIBS := $(MHD_LIBS)
+$(BUILD)/fuzz_http: $(HTTP_OBJ)
 
 $(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(CNI_OBJ) $(CORE_OBJ) $(IMDS_OBJ)
 	@echo "  FUZZ    $@"
