@@ -99,22 +99,34 @@ $(BUILD)/tollgate-agent: $(BUILD)/obj/agent/main.o $(AGENT_OBJ) $(EXPORTER_OBJ) 
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BIN_LIBS) $(MHD_LIBS) $(CURL_LIBS)
 
+# The rate parser's differential test checks it against exact rationals (GMP).
+$(BUILD)/tests/unit_test_rate_diff: UNIT_EXTRA_LIBS := -lgmp
+
 $(BUILD)/tests/unit_%: tests/unit/%.c $(CNI_OBJ) $(CORE_OBJ) $(IMDS_OBJ) $(EXPORTER_OBJ) $(HTTP_OBJ) $(AGENT_OBJ)
 	@mkdir -p $(dir $@)
 	@echo "  TEST    $@"
-	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(CMOCKA_LIBS) $(CURL_LIBS) $(MHD_LIBS)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(PKG_LIBS) $(CMOCKA_LIBS) $(CURL_LIBS) $(MHD_LIBS) $(UNIT_EXTRA_LIBS)
 
 san:
 	$(MAKE) SAN=1
 
-# libFuzzer targets (tests/fuzz/fuzz_*.c): the config, the store, IMDS
-# documents, CNI_ARGS; `make fuzz` builds them with clang and runs each for
-# FUZZ_SECONDS (default 20).
+# libFuzzer targets (tests/fuzz/fuzz_*.c): the config, CNI_ARGS and the
+# environment, prevResult, rates (differential, against exact rationals),
+# address pools and CIDRs, IMDS documents, the store, the metrics endpoint's
+# request path; `make fuzz` builds them
+# with clang and runs each for FUZZ_SECONDS (default 20); `make test` runs
+# each for 3 s.
 FUZZ_BIN := $(patsubst tests/fuzz/%.c,$(BUILD)/%,$(wildcard tests/fuzz/fuzz_*.c))
+
+# The rate parser's target is differential: against exact rationals (GMP).
+$(BUILD)/fuzz_rate: UNIT_EXTRA_LIBS := -lgmp
+# The metrics endpoint's request path: the HTTP server over libmicrohttpd.
+$(BUILD)/fuzz_http: UNIT_EXTRA_LIBS := $(MHD_LIBS)
+$(BUILD)/fuzz_http: $(HTTP_OBJ)
 
 $(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(CNI_OBJ) $(CORE_OBJ) $(IMDS_OBJ)
 	@echo "  FUZZ    $@"
-	$(Q)$(CC) $(CFLAGS) -fsanitize=address,undefined,fuzzer -o $@ $^ $(PKG_LIBS) $(CURL_LIBS)
+	$(Q)$(CC) $(filter-out -MMD -MP,$(CFLAGS)) -fsanitize=address,undefined,fuzzer -o $@ $(filter %.c %.o,$^) $(PKG_LIBS) $(CURL_LIBS) $(UNIT_EXTRA_LIBS)
 
 fuzz-targets: $(FUZZ_BIN)
 
@@ -136,7 +148,8 @@ install: $(BINS)
 test: deps
 	$(MAKE) all
 	$(MAKE) SAN=1 all
-	tests/run.sh build build-san
+	$(MAKE) FUZZ=1 fuzz-targets
+	TG_FUZZ_DIR=build-fuzz tests/run.sh build build-san
 
 demo: deps
 	$(MAKE) all

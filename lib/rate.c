@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -16,12 +17,15 @@ static const struct {
 
 /* Fractional digits kept exactly; any further digit must be 0 (10^19 still fits in 64 bits). */
 #define FRAC_DIGITS_MAX 19
+/* The largest exponent: 10^18 fits in 64 bits, and e19 with any digit is past RATE_MAX_BPS. */
+#define EXP10_MAX 18
 
 int rate_parse(const char *s, uint64_t *ret_bps)
 {
 	uint64_t whole = 0, frac = 0, frac_div = 1, mult = 0;
 	unsigned __int128 scaled, value;
 	const char *p = s;
+	bool too_big = false; /* judged once the whole string is known to be a number */
 	int exp10 = 0, digits = 0;
 	size_t i;
 
@@ -33,8 +37,9 @@ int rate_parse(const char *s, uint64_t *ret_bps)
 		return -EINVAL; /* also rejects a sign '-' */
 	for (; *p >= '0' && *p <= '9'; p++) {
 		if (whole > (UINT64_MAX - 9) / 10)
-			return -ERANGE;
-		whole = whole * 10 + (uint64_t)(*p - '0');
+			too_big = true;
+		else
+			whole = whole * 10 + (uint64_t)(*p - '0');
 	}
 	if (*p == '.') {
 		p++;
@@ -51,12 +56,13 @@ int rate_parse(const char *s, uint64_t *ret_bps)
 	}
 	if ((*p == 'e' || *p == 'E') && p[1] >= '0' && p[1] <= '9') {
 		for (p++; *p >= '0' && *p <= '9'; p++) {
-			exp10 = exp10 * 10 + (*p - '0');
-			if (exp10 > 18)
-				return -ERANGE;
+			if (exp10 <= EXP10_MAX)
+				exp10 = exp10 * 10 + (*p - '0');
 		}
 		if (*p)
 			return -EINVAL;
+		if (exp10 > EXP10_MAX)
+			return -ERANGE;
 		mult = 1;
 		while (exp10--)
 			mult *= 10;
@@ -69,6 +75,8 @@ int rate_parse(const char *s, uint64_t *ret_bps)
 		if (!mult)
 			return -EINVAL; /* "10Mbps", "1m" (milli), "5 M" ... */
 	}
+	if (too_big)
+		return -ERANGE;
 	/* Exact in 128 bits: 10^19 x 10^18 does not fit in 64 (it wrapped before). */
 	scaled = (unsigned __int128)frac * mult;
 	if (scaled % frac_div)

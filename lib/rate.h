@@ -14,8 +14,12 @@
 /*
  * A rate in bits per second, as kubelet parses the bandwidth annotations: an
  * integer, or a Kubernetes quantity ("500M", "1.5G", "100Mi", "10k", "2e9").
- * Zero, negative, fractional bits, unknown units ("10Mbps") and values out of
- * RATE_MIN_BPS..RATE_MAX_BPS are -EINVAL / -ERANGE.
+ * Its value is exact: a decimal number times its unit (k M G T: powers of
+ * 1000; Ki Mi Gi Ti: of 1024; eN: 10^N), taken when it is a whole number of
+ * bit/s. Anything that is not such a number, zero, negative, fractional bits
+ * and unknown units ("10Mbps") are -EINVAL; values out of
+ * RATE_MIN_BPS..RATE_MAX_BPS are -ERANGE. Limits: at most 19 significant
+ * fractional digits (-EINVAL past them), exponents up to e18 (-ERANGE).
  */
 int rate_parse(const char *s, uint64_t *ret_bps);
 /* The same from a JSON string or integer; errors (code 7) name `where`. */

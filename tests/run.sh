@@ -15,6 +15,8 @@
 #
 # Env: TG_TEST_FILTER=regex  run only files whose name matches
 #      TG_TEST_TIMEOUT=secs  per-file time limit (default 300)
+#      TG_FUZZ_DIR=dir       also run every libFuzzer target of dir for FUZZ_SECONDS
+#                            (default 3) each; `make test` passes build-fuzz
 #      TG_SAN_EXCLUDE=regex  integration files not run against a sanitizer build
 #                            (default: test_shaping_rates and test_node_state,
 #                            whose rate measurements and churn timing mean nothing
@@ -100,6 +102,12 @@ for build in "$@"; do
 		TOLLGATE_BIN_DIR=$bdir run_one "$t [$build]" bash "$t"
 	done
 done
+
+# The libFuzzer targets, briefly (make test builds them into build-fuzz)
+if [ -n "${TG_FUZZ_DIR:-}" ] && { [ -z "$FILTER" ] || [[ fuzz =~ $FILTER ]]; }; then
+	FUZZ_SECONDS=${FUZZ_SECONDS:-3} run_one "tests/fuzz/run.sh [$TG_FUZZ_DIR, ${FUZZ_SECONDS:-3} s each]" \
+		tests/fuzz/run.sh "$TG_FUZZ_DIR"
+fi
 
 echo
 [ "${#FAILED_FILES[@]}" -eq 0 ] || printf 'failed: %s\n' "${FAILED_FILES[@]}"

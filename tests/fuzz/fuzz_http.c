@@ -1,0 +1,166 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * libFuzzer: the metrics endpoint's request path. Each input is sent as
+ * raw bytes on a TCP connection to the agent's HTTP server (http/, routed
+ * as the agent routes: /metrics, /healthz, /), run in a network namespace
+ * of the fuzzer's own. Whatever comes back must be an HTTP answer, the
+ * connection must be gone once the client has closed it, and the server
+ * must still answer a plain GET afterwards.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <net/if.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "http/http.h"
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static struct http_server *srv;
+static struct sockaddr_in addr;
+
+static void route(void *cls, const char *path, struct http_reply *ret)
+{
+	static const char text[] = "text/plain; charset=utf-8";
+
+	(void)cls;
+	if (strcmp(path, "/metrics") == 0)
+		ret->page = true;
+	else if (strcmp(path, "/healthz") == 0)
+		*ret = (struct http_reply){ .status = 200, .content_type = text, .body = "ok\n",
+					    .len = 3 };
+	else if (strcmp(path, "/") == 0)
+		*ret = (struct http_reply){ .status = 200, .content_type = text, .body = "index\n",
+					    .len = 6 };
+}
+
+static int collect(void *cls, char **ret_buf, size_t *ret_len)
+{
+	static const char page[] = "# TYPE tollgate_build_info gauge\ntollgate_build_info 1\n";
+
+	(void)cls;
+	*ret_buf = strdup(page);
+	*ret_len = sizeof(page) - 1;
+	return *ret_buf ? 0 : -ENOMEM;
+}
+
+/* Runs the server until `until` holds or `ms` pass; true when it held. */
+static bool serve_until(bool (*until)(int), int fd, int ms)
+{
+	for (int waited = 0; waited < ms; waited++) {
+		struct pollfd p[2] = { { .fd = http_fd(srv), .events = POLLIN },
+				       { .fd = fd, .events = POLLIN } };
+
+		http_run(srv);
+		if (until(fd))
+			return true;
+		poll(p, fd >= 0 ? 2 : 1, 1);
+	}
+	return false;
+}
+
+static bool readable(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	return poll(&p, 1, 0) > 0;
+}
+
+static bool no_connections(int fd)
+{
+	struct http_stats st;
+
+	(void)fd;
+	http_get_stats(srv, &st);
+	return st.connections == 0;
+}
+
+/* Sends `req`, reads the whole answer into buf (NUL-terminated); its length. */
+static size_t exchange(const void *req, size_t len, char *buf, size_t cap)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	size_t got = 0;
+
+	if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0)
+		abort();
+	for (size_t off = 0; off < len;) {
+		ssize_t n = send(fd, (const char *)req + off, len - off, MSG_NOSIGNAL);
+
+		if (n <= 0)
+			break; /* the server may close early on garbage */
+		off += (size_t)n;
+		http_run(srv);
+	}
+	shutdown(fd, SHUT_WR);
+	while (got + 1 < cap && serve_until(readable, fd, 2000)) {
+		ssize_t n = recv(fd, buf + got, cap - 1 - got, 0);
+
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	buf[got] = '\0';
+	close(fd);
+	if (!serve_until(no_connections, -1, 2000))
+		abort(); /* a connection left open after its client closed */
+	return got;
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	struct http_config cfg;
+	struct ifreq ifr = { .ifr_name = "lo" };
+	int s;
+
+	(void)argc, (void)argv;
+	/* A namespace of its own: nothing is ever bound on the host's addresses. */
+	if (unshare(CLONE_NEWNET) < 0) {
+		perror("fuzz_http: unshare(CLONE_NEWNET) (run as root)");
+		exit(1);
+	}
+	s = socket(AF_INET, SOCK_DGRAM, 0);
+	if (s < 0 || ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+		abort();
+	ifr.ifr_flags |= IFF_UP;
+	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+		abort();
+	close(s);
+	http_config_defaults(&cfg);
+	cfg.addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	cfg.addr.sin_port = htons(9617);
+	cfg.route = route;
+	cfg.collect = collect;
+	cfg.cache_ms = 0;
+	if (http_start(&cfg, &srv) < 0)
+		abort();
+	addr = cfg.addr;
+	return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static const char plain[] = "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+	static unsigned int runs;
+	char buf[8192];
+	size_t n;
+
+	if (size > 16384)
+		return 0;
+	n = exchange(data, size, buf, sizeof(buf));
+	if (n && strncmp(buf, "HTTP/1.", n < 7 ? n : 7) != 0)
+		abort(); /* something that is not an HTTP answer */
+	if (++runs % 64 == 0) {
+		n = exchange(plain, sizeof(plain) - 1, buf, sizeof(buf));
+		if (strncmp(buf, "HTTP/1.1 200", 12) != 0)
+			abort(); /* the server stopped answering */
+	}
+	return 0;
+}
