@@ -1,38 +1,44 @@
 #!/usr/bin/env bash
 # A three-node cluster on a simulated cloud fabric, monitored as in production.
 #
-# Each node runs tollgate-agent (the DaemonSet's command: the shipped
-# conflist with a static pool, --listen NODE_IP:9617, the plugin and the
-# conflist installed into the node's CNI directories); pods in two
-# Kubernetes namespaces on every node are ADDed through the installed plugin
-# as kubelet would. The fabric routes each node's alias pool to it with plain
-# routes (no tunnel): pods on different nodes reach each other by pod IP and
-# the receiver sees the sending pod's IP (no NAT inside 10.0.0.0/8); the
-# internet host sees the node's address (masquerade). Exact UDP byte counts
-# (and single pings) are sent pod to pod across nodes, on one node, and to
+# Each node runs tollgate-agent as the DaemonSet runs it (the shipped
+# conflist, --listen NODE_IP:9617, the plugin and the conflist installed into
+# the node's CNI directories); nodes 1 and 2 have a static pool, node 3 gets
+# its pool from a fake IMDS (its NIC's alias ip-configurations, matched by
+# MAC). Pods in two Kubernetes namespaces on every node are ADDed through the
+# installed plugin as kubelet would. The fabric, like Azure's virtual
+# network, answers every ARP request and routes each node's alias pool to the
+# node (no tunnel): pods on different nodes reach each other by pod IP, the
+# receiver sees the sending pod's IP (no NAT inside 10.0.0.0/8), and the
+# fabric's own counter sees those bytes as plain IP between pod addresses;
+# the internet host sees the node's address (masquerade). Exact UDP byte
+# counts (and single pings) go pod to pod across nodes, on one node, and to
 # and from the internet host. A real Prometheus scrapes the three agents
 # through deploy/podmonitor.yaml, converted the way Prometheus Operator
 # converts it (tests/integration/podmonitor_to_prom.py; file_sd stands in for
 # Kubernetes pod discovery, with a decoy pod the selector must drop), and
 # evaluates deploy/prometheusrule.yaml: the recording rule that sums
-# tollgate_namespace_bytes_total per (namespace, direction, traffic) across
+# tollgate_namespace_bytes_total by (namespace, direction, traffic) across
 # nodes equals the IP bytes the test sent, to the byte, as do the per-node
-# series under their `node` label. Then every pod is DELeted: nothing left.
+# series under their `node` label; every rule evaluates. A TCP stream across
+# nodes shows the client pod's address. Then every pod is DELeted: nothing left.
 #
 #   pods n1r n1d          pods n2r n2d          pods n3r n3d
-#   (research, datasets)  10.0.2.0/27           10.0.3.0/27
-#   10.0.1.0/27 pool
+#   (research, datasets)  pool 10.0.2.2-30      pool from IMDS
+#   pool 10.0.1.2-30       (static)             10.0.3.2-9
 #    |  tg* veths          |                     |
-#   node-1 eth0 10.0.0.1  node-2 eth0 10.0.0.2  node-3 eth0 10.0.0.3
-#    agent :9617           agent :9617           agent :9617
-#    |                     |                     |
+#   node-1 eth0 10.0.0.1  node-2 eth0 10.0.0.2  node-3 eth0 10.0.0.3 (/16 each)
+#    agent :9617           agent :9617           agent :9617, fake IMDS on lo
+#    | v1                  | v2                  | v3
 #   +-+---------------------+---------------------+------------------+
-#   | fabric ($TG_ID-fab), bridge vnet 10.0.0.254/24, ip_forward=1    |
-#   |   10.0.N.0/27 via 10.0.0.N (the cloud's alias routes)           |
+#   | fabric ($TG_ID-fab) "the cloud", ip_forward=1, 10.0.0.254/32    |
+#   |   and proxy ARP on every link                                   |
+#   |   10.0.0.N/32 dev vN, 10.0.N.0/27 via 10.0.0.N (alias routes)   |
+#   |   table ip cloud: counter pod_to_pod (pool -> pool)             |
 #   |   inet0 203.0.113.1/24                                          |
 #   +--+------------------------------------------+-------------------+
-#      | vnet port                                | veth
-#   mon ($TG_ID-mon) 10.0.0.250               inet ($TG_ID-inet) 203.0.113.10
+#      | vmon                                     | inet0
+#   mon ($TG_ID-mon) 10.0.0.250/16            inet ($TG_ID-inet) 203.0.113.10
 #     Prometheus :9090                          only route: 10.0.0.0/24 via
 #                                               203.0.113.1 (pods reach it only
 #                                               masqueraded)
@@ -91,30 +97,32 @@ chmod 755 "$TG_TMP"
 topo() {
 	local i ns
 	_tg_netns_add "$FAB" || return 1
-	# no ICMP redirects from the fabric: nodes share its subnet, and a
-	# redirect would send node-to-node traffic around the cloud's routes
-	_tg_sysctl "$FAB" net.ipv4.conf.all.send_redirects 0 &&
-		_tg_sysctl "$FAB" net.ipv4.conf.default.send_redirects 0 &&
-		_tg_sysctl "$FAB" net.ipv4.ip_forward 1 || return 1
-	ip -n "$FAB" link add vnet type bridge || return 1
-	ip -n "$FAB" addr add 10.0.0.254/24 dev vnet
-	ip -n "$FAB" link set vnet up
+	# Like Azure's virtual network: every host's subnet is 10.0.0.0/16 and
+	# the fabric answers every ARP request on it (proxy ARP, at once), then
+	# routes by its own table: a node's address to the node, the node's alias
+	# pool to the node's address. Each host is on a link of its own.
+	_tg_sysctl "$FAB" net.ipv4.ip_forward 1 || return 1
+	# fabric_link NAME NETNS IP: NETNS's eth0 with IP/16, on the fabric's NAME
+	fabric_link() {
+		ip -n "$FAB" link add "$1" type veth peer name eth0 netns "$2" || return 1
+		_tg_sysctl "$FAB" "net.ipv4.conf.$1.proxy_arp" 1 &&
+			_tg_sysctl "$FAB" "net.ipv4.neigh.$1.proxy_delay" 0 || return 1
+		ip -n "$FAB" addr add 10.0.0.254/32 dev "$1"
+		ip -n "$FAB" link set "$1" up
+		ip -n "$FAB" route add "$3/32" dev "$1" || return 1
+		ip -n "$2" addr add "$3/16" dev eth0
+		ip -n "$2" link set eth0 up
+		ip -n "$2" route add default via 10.0.0.254 || return 1
+	}
 	for i in $NODES; do
 		ns=$(node_ns "$i")
 		_tg_netns_add "$ns" || return 1
 		_tg_sysctl "$ns" net.ipv4.ip_forward 0 # the agent's job
-		ip -n "$FAB" link add "v$i" type veth peer name eth0 netns "$ns" || return 1
-		ip -n "$FAB" link set "v$i" master vnet up || return 1
-		ip -n "$ns" addr add "$(node_ip "$i")/24" dev eth0
-		ip -n "$ns" link set eth0 up
-		ip -n "$ns" route add default via 10.0.0.254 || return 1
-		ip -n "$FAB" route add "10.0.$i.0/27" via "$(node_ip "$i")" || return 1
+		fabric_link "v$i" "$ns" "$(node_ip "$i")" || return 1
+		ip -n "$FAB" route add "10.0.$i.0/27" via "$(node_ip "$i")" dev "v$i" || return 1
 	done
 	_tg_netns_add "$MON" || return 1
-	ip -n "$FAB" link add vmon type veth peer name eth0 netns "$MON" || return 1
-	ip -n "$FAB" link set vmon master vnet up || return 1
-	ip -n "$MON" addr add "$MON_IP/24" dev eth0
-	ip -n "$MON" link set eth0 up
+	fabric_link vmon "$MON" "$MON_IP" || return 1
 	_tg_netns_add "$INET" || return 1
 	ip -n "$FAB" link add inet0 type veth peer name eth0 netns "$INET" || return 1
 	ip -n "$FAB" addr add 203.0.113.1/24 dev inet0
@@ -141,21 +149,44 @@ topo() {
 # (not in a subshell: the namespaces it makes are recorded for the cleanup)
 topo >"$TG_TMP/topo.err" 2>&1 || tap_bail "could not build the topology: $(tail -3 "$TG_TMP/topo.err")"
 for i in $NODES; do
-	t_expect "fabric route to node $i's pool" "$(ip -n "$FAB" -4 route show "10.0.$i.0/27")" "10.0.$i.0/27 via $(node_ip "$i") dev vnet "
+	t_expect "fabric route to node $i's pool" "$(ip -n "$FAB" -4 route show "10.0.$i.0/27")" "10.0.$i.0/27 via $(node_ip "$i") dev v$i "
 done
 t_end
 
 # ---------------------------------------------------------------- agents
-# conflist I: the shipped conflist, made this node's (static pool, own
-# dataDir and log); the chained portmap is not part of this test
+# conflist I: the shipped conflist, made this node's (own dataDir and log;
+# nodes 1 and 2 a static pool, node 3 its pool from IMDS); the chained
+# portmap is not part of this test
 conflist() {
-	jq --arg dd "$TG_TMP/n$1/data" --arg lf "$TG_TMP/n$1/tollgate.log" --arg pool "10.0.$1.2-10.0.$1.30" '
+	local ipam
+	if [ "$1" = "$IMDS_NODE" ]; then
+		ipam=$(jq -cn --arg u "http://127.0.0.1:$IMDS_PORT" '{source: "imds", imdsURL: $u, cooldownSeconds: 0}')
+	else
+		ipam=$(jq -cn --arg pool "10.0.$1.2-10.0.$1.30" '{source: "static", addresses: [$pool], cooldownSeconds: 0}')
+	fi
+	jq --arg dd "$TG_TMP/n$1/data" --arg lf "$TG_TMP/n$1/tollgate.log" --argjson ipam "$ipam" '
 		.plugins |= map(select(.type == "tollgate")) |
-		.plugins[0] |= (.dataDir = $dd | .logFile = $lf |
-			.ipam = {source: "static", addresses: [$pool], cooldownSeconds: 0})' "$CONFLIST"
+		.plugins[0] |= (.dataDir = $dd | .logFile = $lf | .ipam = $ipam)' "$CONFLIST"
 }
+# node 3's NIC as IMDS describes it: its own address first, then 8 alias
+# ip-configurations of its pool, matched by the uplink's MAC
+IMDS_NODE=3 IMDS_PORT=18080 IMDS_MAC=00:0d:3a:00:00:03
+IMDS_POOL="10.0.3.2 10.0.3.3 10.0.3.4 10.0.3.5 10.0.3.6 10.0.3.7 10.0.3.8 10.0.3.9"
+jq -n --arg own "$(node_ip "$IMDS_NODE")" --arg pool "$IMDS_POOL" --arg mac "${IMDS_MAC//:/}" '{interface: [{
+	ipv4: {ipAddress: ([{privateIpAddress: $own, publicIpAddress: "198.51.100.3"}] +
+		($pool | split(" ") | map({privateIpAddress: ., publicIpAddress: ""}))),
+	       subnet: [{address: "10.0.0.0", prefix: "16"}]},
+	ipv6: {ipAddress: []}, macAddress: ($mac | ascii_upcase)}]}' >"$TG_TMP/imds.json" || tap_bail "IMDS fixture"
+
 declare -A AGENT_PID=()
-t_begin "an agent on every node (static pool) turns ready on NODE_IP:9617 and installs the plugin"
+t_begin "an agent on every node (static pools, IMDS on node $IMDS_NODE) turns ready on NODE_IP:9617 and installs the plugin"
+ns=$(node_ns "$IMDS_NODE")
+ip -n "$ns" link set eth0 address "$IMDS_MAC" || tap_bail "cannot set node $IMDS_NODE's MAC"
+ip netns exec "$ns" python3 "$TG_LIB_DIR/fake_imds.py" --port "$IMDS_PORT" --fixture "$TG_TMP/imds.json" \
+	--log "$TG_TMP/imds.log" 2>"$TG_TMP/imds.err" &
+TG_PIDS+=("$!")
+imds_up() { ip netns exec "$ns" bash -c "exec 3<>/dev/tcp/127.0.0.1/$IMDS_PORT" 2>/dev/null; }
+wait_for 10 imds_up || tap_bail "fake IMDS did not start: $(cat "$TG_TMP/imds.err")"
 for i in $NODES; do
 	d=$TG_TMP/n$i
 	mkdir -p "$d/cm" "$d/net.d" "$d/bin"
@@ -238,10 +269,14 @@ on_node() {
 }
 in_pool() { # IP I
 	local ip=$1 i=$2 last=${1##*.}
-	[ "${ip%.*}" = "10.0.$i" ] && [ "$last" -ge 2 ] && [ "$last" -le 30 ]
+	if [ "$i" = "$IMDS_NODE" ]; then
+		[[ " $IMDS_POOL " == *" $ip "* ]]
+	else
+		[ "${ip%.*}" = "10.0.$i" ] && [ "$last" -ge 2 ] && [ "$last" -le 30 ]
+	fi
 }
 
-t_begin "pods in research and datasets on every node, each with an address of its node's pool"
+t_begin "pods in research and datasets on every node, each with an address of its node's pool (node $IMDS_NODE: from IMDS)"
 for p in $PODS; do
 	on_node "${POD_NODE[$p]}"
 	pod_add "$p" "${POD_KNS[$p]}" "$NODE_CONF" || { t_fail "ADD $p: rc=$TG_RC $TG_OUT"; continue; }
