@@ -84,6 +84,18 @@ INET=$TG_INET
 INET_IP=$TG_INET_IP
 MON_IP=10.0.0.250
 PROM=$MON_IP:9090
+# daemon NETNS CMD...: start a long-lived server in NETNS, recorded for the
+# cleanup; it gets SIGTERM should this script die without its traps
+# (SIGKILL), and never holds the script's stdout (a runner reading it would
+# wait for it forever)
+daemon() {
+	local ns=$1
+	shift
+	ip netns exec "$ns" setpriv --pdeathsig TERM "$@" >/dev/null &
+	TG_PIDS+=("$!")
+}
+# in_mon CMD...: a client in the monitoring namespace, bounded in time
+in_mon() { timeout -k 1 10 ip netns exec "$MON" "$@"; }
 node_ns() { echo "$TG_ID-n$1"; }
 node_ip() { echo "10.0.0.$1"; }
 node_name() { echo "node-$1"; }
@@ -182,22 +194,20 @@ declare -A AGENT_PID=()
 t_begin "an agent on every node (static pools, IMDS on node $IMDS_NODE) turns ready on NODE_IP:9617 and installs the plugin"
 ns=$(node_ns "$IMDS_NODE")
 ip -n "$ns" link set eth0 address "$IMDS_MAC" || tap_bail "cannot set node $IMDS_NODE's MAC"
-ip netns exec "$ns" python3 "$TG_LIB_DIR/fake_imds.py" --port "$IMDS_PORT" --fixture "$TG_TMP/imds.json" \
-	--log "$TG_TMP/imds.log" 2>"$TG_TMP/imds.err" &
-TG_PIDS+=("$!")
+daemon "$ns" "$PY" "$TG_LIB_DIR/fake_imds.py" --port "$IMDS_PORT" --fixture "$TG_TMP/imds.json" \
+	--log "$TG_TMP/imds.log" 2>"$TG_TMP/imds.err"
 imds_up() { ip netns exec "$ns" bash -c "exec 3<>/dev/tcp/127.0.0.1/$IMDS_PORT" 2>/dev/null; }
 wait_for 10 imds_up || tap_bail "fake IMDS did not start: $(cat "$TG_TMP/imds.err")"
 for i in $NODES; do
 	d=$TG_TMP/n$i
 	mkdir -p "$d/cm" "$d/net.d" "$d/bin"
 	conflist "$i" >"$d/cm/10-tollgate.conflist" || tap_bail "cannot derive node $i's conflist from $CONFLIST"
-	ip netns exec "$(node_ns "$i")" "$AGENT" --config "$d/cm/10-tollgate.conflist" \
+	daemon "$(node_ns "$i")" "$AGENT" --config "$d/cm/10-tollgate.conflist" \
 		--listen "$(node_ip "$i"):9617" --cni-conf-dir "$d/net.d" --cni-bin-dir "$d/bin" \
-		--plugin "$TOLLGATE_BIN_DIR/tollgate" 2>"$d/agent.log" &
-	AGENT_PID[$i]=$!
-	TG_PIDS+=("$!")
+		--plugin "$TOLLGATE_BIN_DIR/tollgate" 2>"$d/agent.log"
+	AGENT_PID[$i]=${TG_PIDS[-1]}
 done
-mon_get() { ip netns exec "$MON" curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$1"; }
+mon_get() { in_mon curl -s -o /dev/null -w '%{http_code}' --max-time 2 "$1"; }
 for i in $NODES; do
 	ready() { [ "$(mon_get "http://$(node_ip "$i"):9617/readyz")" = 200 ]; }
 	wait_for 20 ready || t_fail "node $i's agent not ready within 20 s: $(tail -3 "$TG_TMP/n$i/agent.log")"
@@ -218,10 +228,9 @@ r=$(python3 "$CONV" --podmonitor "$PODMONITOR" --daemonset "$DAEMONSET" --rules 
 	tap_bail "converter: $r"
 diag "$r"
 r=$(promtool check config "$TG_TMP/prom/prometheus.yml" 2>&1) || t_fail "promtool check config: ${r:0:400}"
-ip netns exec "$MON" "$PROMETHEUS" --config.file="$TG_TMP/prom/prometheus.yml" --storage.tsdb.path="$TG_TMP/prom/data" \
-	--web.listen-address="$PROM" --storage.tsdb.retention.time=1h --log.level=warn >"$TG_TMP/prometheus.log" 2>&1 &
-PROM_PID=$!
-TG_PIDS+=("$PROM_PID")
+daemon "$MON" "$PROMETHEUS" --config.file="$TG_TMP/prom/prometheus.yml" --storage.tsdb.path="$TG_TMP/prom/data" \
+	--web.listen-address="$PROM" --storage.tsdb.retention.time=1h --log.level=warn 2>"$TG_TMP/prometheus.log"
+PROM_PID=${TG_PIDS[-1]}
 SUM_RULE=$(python3 "$CONV" --rules "$RULES" --find-sum-rule tollgate_namespace_bytes_total 2>&1)
 SUM_OK=$?
 SUM_LABELS=$(sed -n 2p <<<"$SUM_RULE")
@@ -236,7 +245,7 @@ kill -0 "$PROM_PID" 2>/dev/null || tap_bail "Prometheus exited: $(tail -5 "$TG_T
 # prom_tsv QUERY: one line per result: its labels as k=v,... (sorted, without
 # __name__) TAB value; fails when the query fails
 prom_tsv() {
-	ip netns exec "$MON" curl -s --max-time 3 -G --data-urlencode "query=$1" "http://$PROM/api/v1/query" |
+	in_mon curl -s --max-time 3 -G --data-urlencode "query=$1" "http://$PROM/api/v1/query" |
 		jq -re 'if .status != "success" then error("query failed") else
 			.data.result[] | [(.metric | del(.__name__) | to_entries | sort_by(.key) |
 			map("\(.key)=\(.value)") | join(",")), .value[1]] | @tsv end'
@@ -444,10 +453,10 @@ t_expect "series carrying the agent pod's pod/container/namespace" "${r:-0}" 0
 t_end
 
 t_begin "every rule of the PrometheusRule evaluates; rules over namespace bytes sum across nodes"
-rules_bad=$(ip netns exec "$MON" curl -s --max-time 3 "http://$PROM/api/v1/rules" |
+rules_bad=$(in_mon curl -s --max-time 3 "http://$PROM/api/v1/rules" |
 	jq -r '.data.groups[].rules[] | select(.health != "ok") | "\(.name): \(.health) \(.lastError // "")"')
 t_expect "rules not ok" "$rules_bad" ""
-nrules=$(ip netns exec "$MON" curl -s --max-time 3 "http://$PROM/api/v1/rules" | jq '[.data.groups[].rules[]] | length')
+nrules=$(in_mon curl -s --max-time 3 "http://$PROM/api/v1/rules" | jq '[.data.groups[].rules[]] | length')
 [ "${nrules:-0}" -gt 0 ] || t_fail "no rule loaded"
 for rec in $(python3 "$CONV" --rules "$RULES" --rules-using tollgate_namespace_bytes_total); do
 	rows=$(prom_tsv "$rec" 2>/dev/null)
