@@ -698,6 +698,6 @@ int main(int argc, char **argv)
 		close(app.inotify_fd);
 	if (a->cfg_ok)
 		node_config_free(&a->cfg);
-	free(a->empty);
+	free(a->counted);
 	return r < 0 ? 1 : 0;
 }
