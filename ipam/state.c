@@ -301,8 +301,10 @@ static int attachments_from_json(json_object *root, struct ipam_state *st, struc
  *
  * A change an earlier reader would misread (a member renamed, retyped or
  * given a new meaning; a second address per attachment) needs a new version:
- * raise IPAM_STATE_VERSION and give state_formats[IPAM_STATE_VERSION - 1]
- * its forward step; the size check below fails the build until it has one.
+ * raise IPAM_STATE_VERSION, add its entry (the size check below fails the
+ * build until there is one) and give the previous version its forward step
+ * (without one every read of that version fails, and with it the tests of
+ * tests/fixtures/store/); keep a fixture the previous release wrote.
  */
 #define STATE_VERSION_OLDEST 1
 
@@ -343,6 +345,9 @@ static int state_version(json_object *root, int64_t *ret, struct tg_err *e)
 
 int ipam_state_migrate(json_object *root, int64_t from, struct tg_err *e)
 {
+	if (from < STATE_VERSION_OLDEST || from > IPAM_STATE_VERSION)
+		return tg_fail(e, CNI_ERR_IO, -EBADMSG, "state format version %lld is not read here",
+			       (long long)from);
 	for (int64_t v = from; v < IPAM_STATE_VERSION; v++) {
 		const struct state_format *f = &state_formats[v];
 

@@ -524,6 +524,11 @@ static void t_migrate_current_is_identity(void **state)
 
 	assert_int_equal(ipam_state_migrate(root, IPAM_STATE_VERSION, &e), 0);
 	assert_string_equal(json_object_to_json_string(root), before);
+	/* outside the table: refused, the document left alone */
+	assert_int_equal(ipam_state_migrate(root, 0, &e), -EBADMSG);
+	assert_int_equal(ipam_state_migrate(root, -5, &e), -EBADMSG);
+	assert_int_equal(ipam_state_migrate(root, IPAM_STATE_VERSION + 1, &e), -EBADMSG);
+	assert_string_equal(json_object_to_json_string(root), before);
 }
 
 int main(void)
