@@ -163,11 +163,19 @@ int acct_count_rules(size_t *ret);
 /*
  * Reads the table's counters (the exporter keeps one open across scrapes).
  * One dump per read, parsed in place: `fn` gets each counter's name (not
- * NUL-terminated beyond name_len; valid only during the call) and values.
+ * NUL-terminated beyond name_len; valid only during the call), its values,
+ * and `id`, which names the kernel object: a counter deleted and made anew
+ * under the same name (a rebuilt table, a retired namespace back) has
+ * another id, even when its new value has already passed the old one.
  */
 struct acct_reader;
-typedef void (*acct_counter_fn)(const char *name, size_t name_len, uint64_t packets,
-				uint64_t bytes, void *arg);
+struct acct_counter_sample {
+	const char *name;
+	size_t name_len;
+	uint64_t packets, bytes;
+	uint64_t id;	/* the table's handle in the high half, the object's in the low */
+};
+typedef void (*acct_counter_fn)(const struct acct_counter_sample *c, void *arg);
 struct acct_reader *acct_reader_new(void);
 void acct_reader_free(struct acct_reader *rd);
 /*

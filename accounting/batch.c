@@ -87,11 +87,21 @@ void batch_free(struct batch *bt)
 	free(bt);
 }
 
+/*
+ * Sequence numbers unique within the process: a batch counts only answers
+ * that carry one of its own, so a late answer to an earlier batch on the
+ * same socket (one that timed out, or the pre-6.3 fallback's first try)
+ * is never taken for one of the next batch's.
+ */
+static uint32_t next_seq;
+
 void batch_start(struct batch *bt)
 {
 	batch_stop(bt);
 	memset(bt->buf, 0, bt->size);
-	bt->seq = (uint32_t)time(NULL);
+	if (!next_seq)
+		next_seq = (uint32_t)time(NULL) | 1u;
+	bt->seq = bt->first_seq = next_seq;
 	bt->acks = 0;
 	bt->full = false;
 	/* libmnl writes a message that crosses the limit before refusing it: limit = half. */
@@ -135,9 +145,20 @@ static const char *extack_msg(const struct nlmsghdr *nlh)
 	return NULL;
 }
 
+/* True for an answer to one of this batch's messages (its begin and end included). */
+static bool answers_batch(const struct nlmsghdr *nlh, const struct nft_conn *c,
+			  const struct batch *bt)
+{
+	return nlh->nlmsg_type == NLMSG_ERROR && nlh->nlmsg_pid == c->portid &&
+	       nlh->nlmsg_seq - bt->first_seq < bt->seq - bt->first_seq;
+}
+
 /*
  * Sends the batch and collects one answer per message. nfnetlink handles a
- * batch inside sendmsg(), so every answer is queued when it returns.
+ * batch inside sendmsg(), so every answer is queued when it returns: once
+ * the kernel has reported a failure, an empty queue means no more answers
+ * are coming (a batch it refuses as a whole, or one that ran out of memory,
+ * is answered by a single error, not one per message).
  */
 int batch_send(struct nft_conn *c, struct batch *bt, char *why, size_t why_len)
 {
@@ -151,6 +172,7 @@ int batch_send(struct nft_conn *c, struct batch *bt, char *why, size_t why_len)
 	batch_next(bt);
 	if (bt->full)
 		return -ENOBUFS;
+	next_seq = bt->seq + 1;
 	if (bt->acks > ACKS_IN_DEFAULT_RCVBUF) {
 		/*
 		 * nfnetlink answers every message of the batch before sendmsg()
@@ -171,7 +193,7 @@ int batch_send(struct nft_conn *c, struct batch *bt, char *why, size_t why_len)
 		ssize_t n;
 		int len;
 
-		if (poll(&p, 1, 5000) <= 0)
+		if (poll(&p, 1, first ? 0 : 5000) <= 0)
 			return first ? first : -ETIMEDOUT;
 		n = mnl_socket_recvfrom(c->nl, buf, sizeof(buf));
 		if (n < 0)
@@ -181,7 +203,7 @@ int batch_send(struct nft_conn *c, struct batch *bt, char *why, size_t why_len)
 		     nlh = mnl_nlmsg_next(nlh, &len)) {
 			const struct nlmsgerr *err;
 
-			if (nlh->nlmsg_pid != c->portid || nlh->nlmsg_type != NLMSG_ERROR)
+			if (!answers_batch(nlh, c, bt))
 				continue;
 			got++;
 			err = mnl_nlmsg_get_payload(nlh);

@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <endian.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,7 +21,7 @@
 
 /* The kernel fills a dump message of at most 32 KiB; a buffer that large takes one whole. */
 #define READER_RECV_SIZE 32768
-#define READER_TRIES 3
+#define READER_TRIES 5
 
 struct acct_reader {
 	struct nft_conn c;
@@ -28,10 +29,18 @@ struct acct_reader {
 	char buf[READER_RECV_SIZE];
 };
 
+/* The table as its GET answered: which one it is, and the ruleset generation then. */
+struct table_seen {
+	uint64_t handle;
+	uint16_t gen;
+	bool found;
+};
+
 struct read_ctx {
 	acct_counter_fn fn;
 	void *arg;
 	size_t seen;
+	const struct table_seen *table;
 };
 
 struct acct_reader *acct_reader_new(void)
@@ -58,17 +67,52 @@ static uint64_t be64_attr(const struct nlattr *a)
 	return a ? be64toh(mnl_attr_get_u64(a)) : 0;
 }
 
+/* Every answer carries the ruleset's generation (its low 16 bits) in res_id. */
+static uint16_t answer_gen(const struct nlmsghdr *nlh)
+{
+	const struct nfgenmsg *g = mnl_nlmsg_get_payload(nlh);
+
+	return ntohs(g->res_id);
+}
+
+static int table_cb(const struct nlmsghdr *nlh, void *p)
+{
+	struct table_seen *t = p;
+	const struct nlattr *a;
+
+	mnl_attr_for_each(a, nlh, sizeof(struct nfgenmsg)) {
+		if (mnl_attr_get_type(a) != NFTA_TABLE_HANDLE)
+			continue;
+		if (mnl_attr_validate(a, MNL_TYPE_U64) < 0)
+			return MNL_CB_ERROR;
+		t->handle = be64toh(mnl_attr_get_u64(a));
+		t->gen = answer_gen(nlh);
+		t->found = true;
+	}
+	return MNL_CB_OK;
+}
+
 /*
  * One counter object. The attributes are walked in place (mnl_attr_for_each)
- * and only the five used are validated: this runs for every counter of
+ * and only the six used are validated: this runs for every counter of
  * every scrape.
  */
 static int counter_cb(const struct nlmsghdr *nlh, void *p)
 {
 	struct read_ctx *ctx = p;
 	const struct nlattr *a, *name = NULL, *table = NULL, *type = NULL, *data = NULL;
-	const struct nlattr *bytes = NULL, *packets = NULL;
+	const struct nlattr *bytes = NULL, *packets = NULL, *handle = NULL;
+	struct acct_counter_sample c;
 
+	/*
+	 * The dump must read the table the GET before it found: a generation
+	 * changed in between may be a table deleted and made anew (its objects'
+	 * handles start again). A change during the dump interrupts it.
+	 */
+	if (ctx->seen == 0 && answer_gen(nlh) != ctx->table->gen) {
+		errno = EINTR;
+		return MNL_CB_ERROR;
+	}
 	mnl_attr_for_each(a, nlh, sizeof(struct nfgenmsg)) {
 		switch (mnl_attr_get_type(a)) {
 		case NFTA_OBJ_NAME:
@@ -83,13 +127,17 @@ static int counter_cb(const struct nlmsghdr *nlh, void *p)
 		case NFTA_OBJ_DATA:
 			data = a;
 			break;
+		case NFTA_OBJ_HANDLE:
+			handle = a;
+			break;
 		default:
 			break;
 		}
 	}
 	if (!name || !table || !type || !data || mnl_attr_validate(name, MNL_TYPE_NUL_STRING) < 0 ||
 	    mnl_attr_validate(table, MNL_TYPE_NUL_STRING) < 0 ||
-	    mnl_attr_validate(type, MNL_TYPE_U32) < 0)
+	    mnl_attr_validate(type, MNL_TYPE_U32) < 0 ||
+	    (handle && mnl_attr_validate(handle, MNL_TYPE_U64) < 0))
 		return MNL_CB_ERROR;
 	/* The kernel filters by table and type; older kernels did not. */
 	if (ntohl(mnl_attr_get_u32(type)) != NFT_OBJECT_COUNTER ||
@@ -104,8 +152,12 @@ static int counter_cb(const struct nlmsghdr *nlh, void *p)
 			return MNL_CB_ERROR;
 		*(t == NFTA_COUNTER_BYTES ? &bytes : &packets) = a;
 	}
-	ctx->fn(mnl_attr_get_str(name), strnlen(mnl_attr_get_str(name), mnl_attr_get_payload_len(name)),
-		be64_attr(packets), be64_attr(bytes), ctx->arg);
+	c.name = mnl_attr_get_str(name);
+	c.name_len = strnlen(c.name, mnl_attr_get_payload_len(name));
+	c.packets = be64_attr(packets);
+	c.bytes = be64_attr(bytes);
+	c.id = ctx->table->handle << 32 | (be64_attr(handle) & 0xffffffffu);
+	ctx->fn(&c, ctx->arg);
 	ctx->seen++;
 	return MNL_CB_OK;
 }
@@ -122,26 +174,35 @@ static void start(struct acct_reader *rd, uint16_t type, uint16_t flags)
 		mnl_attr_put_u32(nlh, NFTA_OBJ_TYPE, htonl(NFT_OBJECT_COUNTER));
 }
 
+/* The table's handle and the generation it was read at; -ENOENT when it is missing. */
+static int read_table(struct acct_reader *rd, struct table_seen *t)
+{
+	int r;
+
+	*t = (struct table_seen){ 0 };
+	start(rd, NFT_MSG_GETTABLE, NLM_F_ACK);
+	r = nft_request(&rd->c, rd->buf, sizeof(rd->buf), table_cb, t);
+
+	return r == 0 && !t->found ? -EPROTO : r;
+}
+
 int acct_reader_read(struct acct_reader *rd, acct_counter_fn fn, void *arg)
 {
-	struct read_ctx ctx = { .fn = fn, .arg = arg };
+	struct table_seen t;
+	struct read_ctx ctx = { .fn = fn, .arg = arg, .table = &t };
 	int r = -EINTR;
 
 	for (int i = 0; i < READER_TRIES && r == -EINTR; i++) {
 		if (!rd->c.nl && (r = nft_conn_open(&rd->c, 0, NULL)) < 0)
 			return r;
 		ctx.seen = 0;
-		start(rd, NFT_MSG_GETOBJ, NLM_F_DUMP | NLM_F_ACK);
-		r = nft_request(&rd->c, rd->buf, sizeof(rd->buf), counter_cb, &ctx);
+		r = read_table(rd, &t);
+		if (r == 0) {
+			start(rd, NFT_MSG_GETOBJ, NLM_F_DUMP | NLM_F_ACK);
+			r = nft_request(&rd->c, rd->buf, sizeof(rd->buf), counter_cb, &ctx);
+		}
 		/* A failed read may leave answers queued: the next one starts on a fresh socket. */
-		if (r < 0)
-			reader_close(rd);
-	}
-	if (r == 0 && ctx.seen == 0) {
-		/* A filtered dump of a missing table is merely empty: ask for the table itself. */
-		start(rd, NFT_MSG_GETTABLE, NLM_F_ACK);
-		r = nft_request(&rd->c, rd->buf, sizeof(rd->buf), NULL, NULL);
-		if (r < 0)
+		if (r < 0 && r != -ENOENT)
 			reader_close(rd);
 	}
 	return r;

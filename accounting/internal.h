@@ -47,6 +47,7 @@ struct batch {
 	char *buf;
 	size_t size;
 	struct mnl_nlmsg_batch *b;
+	uint32_t first_seq;	/* the begin message's; seq is one past the last used */
 	uint32_t seq;
 	unsigned int acks;	/* messages that asked for an answer */
 	bool full;		/* a message did not fit: never send */

@@ -217,9 +217,11 @@ struct ns_list {
 };
 
 /* Each namespace that has counters, once (a counter per class: several calls per name). */
-static void collect_ns(const char *name, size_t len, uint64_t packets, uint64_t bytes, void *arg)
+static void collect_ns(const struct acct_counter_sample *c, void *arg)
 {
 	struct ns_list *l = arg;
+	const char *name = c->name;
+	size_t len = c->name_len;
 	char owner[ACCT_COUNTER_NAME_MAX];
 	enum acct_family fam;
 	enum acct_class cls;

@@ -426,14 +426,16 @@ int cmd_status(const struct node_config *cfg, struct tg_err *e)
 		r = tg_fail(e, CNI_ERR_NOT_AVAILABLE, r, "not ready: %s", sub.msg);
 		goto out;
 	}
+	/*
+	 * Not ready only when no ADD can succeed whatever happens next. A full
+	 * pool is not that: a DEL frees an address, and the runtime turns a
+	 * STATUS error into a NotReady node whose pods get evicted. ADD answers
+	 * a full pool with code 11.
+	 */
 	ipam_count(&s.state, time_now_ms(), cfg->cooldown_ms, &c);
 	if (c.total == 0)
 		r = tg_fail(e, CNI_ERR_NOT_AVAILABLE, -ENOSPC,
-			    "not ready: the address pool is empty (run `tollgate-ipam sync`)");
-	else if (c.free == 0)
-		r = tg_fail(e, CNI_ERR_NOT_AVAILABLE, -ENOSPC,
-			    "not ready: no free address (%zu of %zu in use, %zu cooling down)",
-			    c.allocated, c.total, c.cooling);
+			    "not ready: the address pool is empty (never synced: run `tollgate-ipam sync`)");
 	r = r < 0 ? r : 0;
 out:
 	session_end(&s);

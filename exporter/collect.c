@@ -22,8 +22,11 @@
  * One series per nftables counter, kept across scrapes: its labels are
  * written once (again only when the store changes, for pods), so a scrape
  * copies one prepared string per sample. Counters never go backwards while
- * the node runs; the kernel's do when the table is flushed and rebuilt, and
- * then the last value seen is carried as an offset.
+ * the node runs; the kernel's start again when a counter is made anew (the
+ * table rebuilt, a retired namespace back), and then the last value seen is
+ * carried as an offset. A new counter is known by its object id, not by a
+ * lower value: one that has already passed the old value between two
+ * scrapes would otherwise swallow it.
  */
 enum series_kind { SERIES_OTHER, SERIES_NS, SERIES_POD, SERIES_HOST, SERIES_SPOOFED };
 
@@ -35,6 +38,7 @@ struct series {
 	char *labels;			/* {...} as written after the family name; NULL: not shown */
 	size_t labels_len;
 	uint64_t labels_store;		/* store generation they were written for (pods only) */
+	uint64_t id;			/* the kernel object read last (acct_counter_sample.id) */
 	uint64_t last_bytes, last_packets, off_bytes, off_packets;
 	uint64_t bytes, packets;	/* this scrape, with offsets */
 	uint64_t seen;			/* scrape generation */
@@ -226,9 +230,12 @@ static long series_get(struct exporter *ex, const char *name, size_t len)
 	return (long)ex->n_series++;
 }
 
-static void on_counter(const char *name, size_t len, uint64_t packets, uint64_t bytes, void *arg)
+static void on_counter(const struct acct_counter_sample *c, void *arg)
 {
 	struct exporter *ex = arg;
+	const char *name = c->name;
+	size_t len = c->name_len;
+	uint64_t bytes = c->bytes, packets = c->packets;
 	struct series *s;
 	long i;
 
@@ -257,10 +264,11 @@ static void on_counter(const char *name, size_t len, uint64_t packets, uint64_t 
 		}
 		ex->order[ex->n_order++] = (uint32_t)i;
 	}
-	if (s->seen && (bytes < s->last_bytes || packets < s->last_packets)) {
+	if (s->seen && (c->id != s->id || bytes < s->last_bytes || packets < s->last_packets)) {
 		s->off_bytes += s->last_bytes;
 		s->off_packets += s->last_packets;
 	}
+	s->id = c->id;
 	s->last_bytes = bytes;
 	s->last_packets = packets;
 	s->seen = ex->generation;

@@ -4,10 +4,72 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lib/util.h"
+#include <arpa/inet.h>
+#include <netlink/route/addr.h>
+
+#include "lib/ip4.h"
+#include "lib/nl.h"
 #include "lib/steps.h"
 #include "lib/util.h"
 #include "node/node.h"
+
+struct local_hit {
+	const uint32_t *pool;
+	size_t n_pool;
+	uint32_t ip;
+	char dev[32];
+};
+
+static void find_local(struct nl_object *obj, void *arg)
+{
+	struct rtnl_addr *a = (struct rtnl_addr *)obj;
+	struct nl_addr *local = rtnl_addr_get_local(a);
+	struct local_hit *h = arg;
+	uint32_t ip;
+
+	if (h->ip || rtnl_addr_get_family(a) != AF_INET || !local || nl_addr_get_len(local) != 4)
+		return;
+	memcpy(&ip, nl_addr_get_binary_addr(local), 4);
+	ip = ntohl(ip);
+	for (size_t i = 0; i < h->n_pool; i++) {
+		if (h->pool[i] == ip) {
+			h->ip = ip;
+			snprintf(h->dev, sizeof(h->dev), "%s",
+				 rtnl_addr_get_label(a) ? rtnl_addr_get_label(a) : "?");
+			return;
+		}
+	}
+}
+
+/*
+ * A static pool never holds an address of the node itself: a pod given it
+ * would take the node's traffic. Read when the pool is set (a new store, a
+ * changed config), not at every ADD.
+ */
+static int pool_check_local(const uint32_t *pool, size_t n, struct tg_err *e)
+{
+	struct local_hit h = { .pool = pool, .n_pool = n };
+	struct nl_cache *cache = NULL;
+	struct nl_sock *sk = NULL;
+	char ip[IP4_STRLEN];
+	int r;
+
+	r = nl_route_open(&sk);
+	if (r < 0)
+		return tg_fail(e, CNI_ERR_IO, r, "cannot open a netlink socket: %s", strerror(-r));
+	r = rtnl_addr_alloc_cache(sk, &cache);
+	nl_socket_free(sk);
+	if (r < 0)
+		return tg_fail_nl(e, r, "reading the node's addresses");
+	nl_cache_foreach(cache, find_local, &h);
+	nl_cache_free(cache);
+	if (h.ip)
+		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+			       "ipam.addresses holds %s, an address of this node (%s): a pod given it "
+			       "would take the node's traffic; list it under ipam.exclude or drop it",
+			       ip4_format(h.ip, ip), h.dev);
+	return 0;
+}
 
 int node_state_refresh(struct ipam_state *st, const struct node_config *cfg, int64_t now_ms,
 		       struct tg_err *e)
@@ -25,8 +87,12 @@ int node_state_refresh(struct ipam_state *st, const struct node_config *cfg, int
 	if (cfg->source == IPAM_SOURCE_STATIC &&
 	    (st->n_pool != cfg->n_pool || strcmp(st->source, "static") != 0 ||
 	     memcmp(st->pool, cfg->pool, cfg->n_pool * sizeof(*cfg->pool)) != 0)) {
-		uint32_t *copy = malloc(cfg->n_pool * sizeof(*copy));
+		uint32_t *copy;
 
+		r = pool_check_local(cfg->pool, cfg->n_pool, e);
+		if (r < 0)
+			return r;
+		copy = malloc(cfg->n_pool * sizeof(*copy));
 		if (!copy)
 			return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
 		memcpy(copy, cfg->pool, cfg->n_pool * sizeof(*copy));

@@ -156,6 +156,14 @@ bad "internalCIDRs overlapping (README: non-overlapping)" 7 "$(c '.internalCIDRs
 bad "dataDir relative (README: absolute path)" 7 "$(c '.dataDir="data"')"
 bad "unknown ipam.source" 7 "$(c '.ipam.source="dhcp"')"
 bad "static source without addresses" 7 "$(c 'del(.ipam.addresses)')"
+# the node's own uplink address in the pool: a pod given it would take the node's traffic
+NODE_ADDR=$(ip -n "$TG_NODE" -4 -o addr show dev eth0 | awk '{print $4}' | cut -d/ -f1 | head -1)
+bad "ipam.addresses holding the node's own address ($NODE_ADDR)" 7 \
+	"$(c '.ipam.addresses += [$a]' --arg a "$NODE_ADDR")"
+t_begin "the refusal names the node's address and its device"
+grep -q "ipam.addresses holds $NODE_ADDR, an address of this node (eth0)" <<<"$TG_OUT" ||
+	t_fail "message: $TG_OUT"
+t_end
 bad "uplink that does not exist (MTU taken from it)" 7 "$(c '.uplink="nosuch0" | del(.mtu)')"
 bad "internet shaping through an uplink that does not exist" 7 \
 	"$(c '.uplink="nosuch0" | .mtu=1500 | .shaping={internetEgress: {podDefault: "100M"}}')"

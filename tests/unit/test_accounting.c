@@ -10,7 +10,10 @@
  * - the exporter's reader: -ENOENT without a table, every counter of the
  *   table exactly once per read (names as the accounting module makes them),
  *   the same result read after read on one kept socket, and the values the
- *   kernel holds.
+ *   kernel holds;
+ * - the batch transport: a batch the kernel refuses as a whole (one error
+ *   for all its messages) is answered at once, and answers to an earlier
+ *   batch left on the socket are never counted as the next batch's.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -20,6 +23,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <arpa/inet.h>
 
 #include <cmocka.h>
 
@@ -30,7 +35,9 @@
 
 #include <linux/netfilter.h>
 #include <linux/netfilter/nf_tables.h>
+#include <linux/netfilter/nfnetlink.h>
 #include <libnftnl/rule.h>
+#include <libnftnl/table.h>
 #include "tests/unit/netns.h"
 
 #define PODS 400
@@ -119,20 +126,21 @@ static void drop_table(void)
 struct seen {
 	size_t n, calls;
 	char (*names)[ACCT_COUNTER_NAME_MAX];
-	uint64_t *packets, *bytes;
+	uint64_t *packets, *bytes, *ids;
 };
 
-static void on_counter(const char *name, size_t len, uint64_t packets, uint64_t bytes, void *arg)
+static void on_counter(const struct acct_counter_sample *c, void *arg)
 {
 	struct seen *s = arg;
 
 	s->calls++;
-	if (s->n >= 8 * PODS || len >= ACCT_COUNTER_NAME_MAX)
+	if (s->n >= 8 * PODS || c->name_len >= ACCT_COUNTER_NAME_MAX)
 		return;
-	memcpy(s->names[s->n], name, len);
-	s->names[s->n][len] = '\0';
-	s->packets[s->n] = packets;
-	s->bytes[s->n] = bytes;
+	memcpy(s->names[s->n], c->name, c->name_len);
+	s->names[s->n][c->name_len] = '\0';
+	s->packets[s->n] = c->packets;
+	s->bytes[s->n] = c->bytes;
+	s->ids[s->n] = c->id;
 	s->n++;
 }
 
@@ -144,7 +152,8 @@ static struct seen *seen_new(void)
 	s->names = calloc(8 * PODS, sizeof(*s->names));
 	s->packets = calloc(8 * PODS, sizeof(*s->packets));
 	s->bytes = calloc(8 * PODS, sizeof(*s->bytes));
-	assert_true(s->names && s->packets && s->bytes);
+	s->ids = calloc(8 * PODS, sizeof(*s->ids));
+	assert_true(s->names && s->packets && s->bytes && s->ids);
 	return s;
 }
 
@@ -153,6 +162,7 @@ static void seen_free(struct seen *s)
 	free(s->names);
 	free(s->packets);
 	free(s->bytes);
+	free(s->ids);
 	free(s);
 }
 
@@ -349,6 +359,43 @@ static void t_reader_values(void **state)
 	nft_quiet("delete table inet other");
 }
 
+/* A counter's id stays while the object lives and changes when it is made anew, table and all. */
+static void t_reader_ids(void **state)
+{
+	struct acct_reader *rd = acct_reader_new();
+	struct seen *s = seen_new();
+	uint64_t a, b;
+
+	(void)state;
+	NEED_NETNS_NFT();
+	drop_table();
+	nft_apply("table inet " ACCT_TABLE " {\n counter a { }\n counter b { }\n}\n");
+	assert_int_equal(acct_reader_read(rd, on_counter, s), 0);
+	assert_int_equal(s->n, 2);
+	a = s->ids[find(s, "a")], b = s->ids[find(s, "b")];
+	assert_true(a != b);
+	s->n = s->calls = 0;
+	assert_int_equal(acct_reader_read(rd, on_counter, s), 0);
+	assert_true(s->ids[find(s, "a")] == a && s->ids[find(s, "b")] == b);
+	/* a made anew: a new id; b kept */
+	nft_apply("delete counter inet " ACCT_TABLE " a\nadd counter inet " ACCT_TABLE " a\n");
+	s->n = s->calls = 0;
+	assert_int_equal(acct_reader_read(rd, on_counter, s), 0);
+	assert_true(s->ids[find(s, "a")] != a && s->ids[find(s, "b")] == b);
+	a = s->ids[find(s, "a")];
+	/* the table made anew with the same objects in the same order */
+	nft_apply("delete table inet " ACCT_TABLE "\n"
+		  "table inet " ACCT_TABLE " {\n counter b { }\n counter a { }\n}\n"
+		  "delete table inet " ACCT_TABLE "\n"
+		  "table inet " ACCT_TABLE " {\n counter a { }\n counter b { }\n}\n");
+	s->n = s->calls = 0;
+	assert_int_equal(acct_reader_read(rd, on_counter, s), 0);
+	assert_true(s->ids[find(s, "a")] != a && s->ids[find(s, "b")] != b);
+	acct_reader_free(rd);
+	seen_free(s);
+	drop_table();
+}
+
 /* Spoofed-packet counters read back as what they count, and no other counter does. */
 static void t_spoofed_names_round_trip(void **state)
 {
@@ -389,6 +436,88 @@ static void t_spoofed_names_round_trip(void **state)
 				 ACCT_OWNER_NONE);
 }
 
+/* Adds a table message (NEWTABLE or DELTABLE) named `name` to the batch. */
+static void put_table(struct batch *bt, uint16_t type, const char *name)
+{
+	struct nlmsghdr *nlh = batch_msg(bt, type, type == NFT_MSG_NEWTABLE ? NLM_F_CREATE : 0);
+	struct nftnl_table *t = nftnl_table_alloc();
+
+	assert_non_null(t);
+	nftnl_table_set_str(t, NFTNL_TABLE_NAME, name);
+	nftnl_table_nlmsg_build_payload(nlh, t);
+	nftnl_table_free(t);
+	batch_next(bt);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void t_batch_refused_whole_answers_at_once(void **state)
+{
+	struct nft_conn c = { 0 };
+	struct batch *bt = batch_new(16384);
+	struct nfgenmsg *begin;
+	double t0;
+	int r;
+
+	(void)state;
+	NEED_NETNS_NFT();
+	assert_int_equal(nft_conn_open(&c, 0, NULL), 0);
+	batch_start(bt);
+	put_table(bt, NFT_MSG_NEWTABLE, "tg_refused_a");
+	put_table(bt, NFT_MSG_NEWTABLE, "tg_refused_b");
+	/* A subsystem that does not exist: the kernel answers the begin message alone. */
+	begin = mnl_nlmsg_get_payload((struct nlmsghdr *)bt->buf);
+	begin->res_id = htons(200);
+	t0 = now_s();
+	r = batch_send(&c, bt, NULL, 0);
+	assert_int_equal(r, -EINVAL);
+	/* Waiting out the 5 s poll for answers that never come was the bug. */
+	assert_true(now_s() - t0 < 1.0);
+	nft_conn_close(&c);
+	batch_free(bt);
+}
+
+static void t_batch_ignores_earlier_answers(void **state)
+{
+	char buf[4096] = { 0 };
+	struct mnl_nlmsg_batch *raw = mnl_nlmsg_batch_start(buf, sizeof(buf));
+	struct nft_conn c = { 0 };
+	struct batch *bt = batch_new(16384);
+	struct nlmsghdr *nlh;
+	struct nftnl_table *t = nftnl_table_alloc();
+
+	(void)state;
+	NEED_NETNS_NFT();
+	nft_quiet("delete table inet tg_stale_b");
+	assert_int_equal(nft_conn_open(&c, 0, NULL), 0);
+	/* An earlier batch whose answer (ENOENT) stays unread on the socket. */
+	nftnl_batch_begin(mnl_nlmsg_batch_current(raw), 77);
+	mnl_nlmsg_batch_next(raw);
+	nlh = nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(raw), NFT_MSG_DELTABLE, NFPROTO_INET,
+				    NLM_F_ACK, 78);
+	nftnl_table_set_str(t, NFTNL_TABLE_NAME, "tg_stale_absent");
+	nftnl_table_nlmsg_build_payload(nlh, t);
+	mnl_nlmsg_batch_next(raw);
+	nftnl_batch_end(mnl_nlmsg_batch_current(raw), 79);
+	mnl_nlmsg_batch_next(raw);
+	assert_true(mnl_socket_sendto(c.nl, mnl_nlmsg_batch_head(raw), mnl_nlmsg_batch_size(raw)) > 0);
+	/* The next batch succeeds, and says so. */
+	batch_start(bt);
+	put_table(bt, NFT_MSG_NEWTABLE, "tg_stale_b");
+	assert_int_equal(batch_send(&c, bt, NULL, 0), 0);
+	nftnl_table_free(t);
+	mnl_nlmsg_batch_stop(raw);
+	nft_conn_close(&c);
+	batch_free(bt);
+	nft_quiet("delete table inet tg_stale_b");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -396,6 +525,9 @@ int main(void)
 		cmocka_unit_test(t_spoofed_names_round_trip),
 		cmocka_unit_test(t_reader_without_table),
 		cmocka_unit_test(t_reader_values),
+		cmocka_unit_test(t_reader_ids),
+		cmocka_unit_test(t_batch_refused_whole_answers_at_once),
+		cmocka_unit_test(t_batch_ignores_earlier_answers),
 		cmocka_unit_test_setup_teardown(t_rebuild_400_pods, scale_setup, scale_teardown),
 		cmocka_unit_test_setup_teardown(t_declare_changes_only_what_differs, scale_setup,
 						scale_teardown),

@@ -14,8 +14,9 @@
  * skipped otherwise) with a temporary data dir: no table -> collector
  * nftables 0 and the rest still rendered; a corrupt store -> collector ipam 0;
  * counters created with `nft -f` in that private namespace come out with
- * their labels (pods by hostVeth from the store), and a table deleted and
- * re-created with lower values never makes a counter go backwards.
+ * their labels (pods by hostVeth from the store), and a counter made anew
+ * (its table deleted and re-created, or the counter alone), with a lower
+ * value or one already past the old, never makes a series go backwards.
  */
 #include <errno.h>
 #include <math.h>
@@ -852,14 +853,26 @@ static void t_render_monotonic_across_rebuild(void **state)
 	p = render(env);
 	assert_sample(p, NS_EI, 450);
 	assert_sample(p, NS_EI_P, 5);
-	/* re-created higher than the last value seen: no offset added again */
+	/*
+	 * made anew and already past the last value seen (50) by the next
+	 * scrape: a new counter all the same, its 60 come on top
+	 */
 	nft_apply("delete counter inet tollgate ns_research_egress_internal\n"
 		  "add counter inet tollgate ns_research_egress_internal { packets 2 bytes 60 }\n");
 	p = render(env);
-	assert_sample(p, NS_EI, 460);
-	assert_sample(p, NS_EI_P, 6);
+	assert_sample(p, NS_EI, 510);
+	assert_sample(p, NS_EI_P, 7);
 	p = render(env);
-	assert_sample(p, NS_EI, 460);
+	assert_sample(p, NS_EI, 510);
+	/*
+	 * the table made anew with the same objects in the same order (their
+	 * handles start again): still a new counter
+	 */
+	nft_apply("delete table inet tollgate\n"
+		  "table inet tollgate { counter ns_research_egress_internal { packets 4 bytes 90; }; }\n");
+	p = render(env);
+	assert_sample(p, NS_EI, 600);
+	assert_sample(p, NS_EI_P, 11);
 }
 
 static void t_render_table_deleted_collector_down(void **state)
@@ -912,17 +925,17 @@ static void t_render_many_counters_keep_offsets(void **state)
 	nft_apply(rules);
 	p = render(env);
 	assert_sample(p, NS_EI, 1001);
-	/* the pods go away: the exporter forgets their counters */
+	/* the pods go away: the exporter forgets their counters (a new table: 2 more bytes) */
 	nft_apply("delete table inet tollgate\n"
 		  "table inet tollgate { counter ns_research_egress_internal { packets 1 bytes 2; }; }\n");
 	p = render(env);
-	assert_sample(p, NS_EI, 1002);
+	assert_sample(p, NS_EI, 1003);
 	p = render(env);
-	assert_sample(p, NS_EI, 1002);
+	assert_sample(p, NS_EI, 1003);
 	/* and they come back, again */
 	nft_apply(rules);
 	p = render(env);
-	assert_sample(p, NS_EI, 1002);
+	assert_sample(p, NS_EI, 1003);
 	free(rules);
 }
 
