@@ -41,7 +41,7 @@ fixture_conf() {
 # (the bootId swapped in place: the file keeps its shape byte for byte).
 put_fixture() {
 	local d=$TG_TMP/data/$2
-	mkdir -p -m 700 "$TG_TMP/data" "$d" &&
+	mkdir -p "$d" && chmod 700 "$TG_TMP/data" "$d" &&
 		sed -e "s/$FIX_BOOT/$BOOT_NOW/" ${3:+-e "$3"} "$FIXDIR/$1" >"$d/state.json" &&
 		chmod 600 "$d/state.json"
 }
