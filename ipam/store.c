@@ -136,6 +136,7 @@ int ipam_store_load(struct ipam_store *s, struct ipam_state *st, struct tg_err *
 	struct stat sb;
 	size_t got = 0;
 	struct tg_err sub = { 0 };
+	int r;
 
 	ipam_state_init(st);
 	ipam_snapshot_free(&s->snap);
@@ -188,7 +189,15 @@ int ipam_store_load(struct ipam_store *s, struct ipam_state *st, struct tg_err *
 		}
 	}
 	json_tokener_free(tok);
-	if (ipam_state_from_json(root, st, &sub) < 0)
+	r = ipam_state_from_json(root, st, &sub);
+	if (r == -EPROTO)
+		/* Not corrupt: a later release wrote it, and only such a release can use it. */
+		return tg_fail(e, CNI_ERR_IO, -EPROTO,
+			       "state file %s has %s: it was written by a later release of Tollgate "
+			       "and was left as it is: run that release or a later one on this node "
+			       "(DEL still removes pods without it)",
+			       s->path, sub.msg);
+	if (r < 0)
 		return tg_fail(e, CNI_ERR_IO, -EBADMSG,
 			       "state file %s is corrupt (%s); it was left as it is: run "
 			       "`tollgate-ipam doctor` to recover",
