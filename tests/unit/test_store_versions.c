@@ -30,6 +30,7 @@
 #include "lib/cleanup.h"
 #include "lib/ip4.h"
 #include "tests/unit/helpers.h"
+#include "tests/unit/store_fx.h"
 
 /* ---- the fixtures ---- */
 
@@ -222,60 +223,15 @@ static void assert_current_format(const char *text, size_t len, size_t n_att)
 
 /* ---- temp stores ---- */
 
-struct fx {
-	char tmp[64];
-	char data[128];
-	char dir[256];
-	char path[320];
-	const struct fixture *row;
-};
-
-static int setup_in(void **state, const char *parent)
-{
-	struct fx *f = calloc(1, sizeof(*f));
-
-	if (!f)
-		return -1;
-	f->row = *state;
-	if (!tmpdir_make(f->tmp, sizeof(f->tmp), parent, "storever"))
-		return -1;
-	snprintf(f->data, sizeof(f->data), "%s/data", f->tmp);
-	snprintf(f->dir, sizeof(f->dir), "%s/net", f->data);
-	snprintf(f->path, sizeof(f->path), "%s/state.json", f->dir);
-	*state = f;
-	return 0;
-}
-
 static int setup(void **state)
 {
-	return setup_in(state, "/tmp");
+	return fx_setup_in(state, "/tmp", "storever");
 }
 
 /* On tmpfs, as /run/tollgate: the store keeps its cache (state.cache) there. */
 static int setup_tmpfs(void **state)
 {
-	struct statfs sfs;
-
-	if (statfs("/dev/shm", &sfs) < 0 || sfs.f_type != TMPFS_MAGIC)
-		return -1;
-	return setup_in(state, "/dev/shm");
-}
-
-static int teardown(void **state)
-{
-	struct fx *f = *state;
-
-	tmpdir_remove(f->tmp);
-	free(f);
-	return 0;
-}
-
-static void open_store(struct fx *f, struct ipam_store *s)
-{
-	struct tg_err e = { 0 };
-
-	if (ipam_store_open(s, f->data, "net", &e) != 0)
-		fail_msg("ipam_store_open: code %d: %s", e.code, e.msg);
+	return fx_setup_tmpfs(state, "storever");
 }
 
 /* The fixture in place of the store's file, as an upgrade finds it. */
@@ -335,8 +291,8 @@ static void t_fixture_migrates_on_write(void **state)
 	size_t len, len2;
 	_cleanup_free_ char *orig = NULL, *now = NULL, *saved = NULL;
 
-	open_store(f, &s);
-	orig = put_fixture(f, f->row->file, &len);
+	fx_open_store(f, &s);
+	orig = put_fixture(f, ((const struct fixture *)f->row)->file, &len);
 	/* read-only paths */
 	assert_int_equal(ipam_store_load(&s, &st, &e), 0);
 	assert_fixture_state(f->row, &st);
@@ -352,7 +308,7 @@ static void t_fixture_migrates_on_write(void **state)
 	ipam_state_free(&st);
 	ipam_store_close(&s);
 	/* a fresh process: no cache, the file alone */
-	open_store(f, &s);
+	fx_open_store(f, &s);
 	assert_int_equal(ipam_store_load(&s, &back, &e), 0);
 	assert_fixture_state(f->row, &back);
 	ipam_store_close(&s);
@@ -381,7 +337,7 @@ static void t_migrated_equals_current_release(void **state)
 	_cleanup_free_ char *old = NULL, *cur = fixture_read("v1-313ff53.json", &cur_len);
 	_cleanup_free_ char *saved = NULL;
 
-	open_store(f, &s);
+	fx_open_store(f, &s);
 	old = put_fixture(f, "v1-22bbd21.json", &len);
 	assert_true(len != cur_len || memcmp(old, cur, len) != 0);
 	assert_int_equal(ipam_store_update(&s, &st, changed, NULL, &e), 0);
@@ -406,7 +362,7 @@ static void t_fixture_replaces_a_cached_store(void **state)
 	size_t len;
 	_cleanup_free_ char *text = NULL;
 
-	open_store(f, &s);
+	fx_open_store(f, &s);
 	assert_true(s.cache_fd >= 0);
 	ipam_state_init(&st);
 	snprintf(st.boot_id, sizeof(st.boot_id), "another");
@@ -464,7 +420,7 @@ static void t_newer_refused_untouched(void **state)
 	_cleanup_free_ char *text = with_version("99", &len);
 	_cleanup_free_ char *after = NULL;
 
-	open_store(f, &s);
+	fx_open_store(f, &s);
 	write_file(f->path, text, len);
 	assert_int_equal(ipam_store_load(&s, &st, &e), -EPROTO);
 	assert_int_equal(e.code, CNI_ERR_IO);
@@ -542,15 +498,15 @@ int main(void)
 		if (asprintf(&name, "%s: left as it is by reads, current format at the next write",
 			     fixtures[i].file) < 0)
 			return 1;
-		add_test_fixture(name, t_fixture_migrates_on_write, setup, teardown,
+		add_test_fixture(name, t_fixture_migrates_on_write, setup, fx_teardown,
 				 (void *)&fixtures[i]);
 	}
 	add_test_fixture("22bbd21's file migrated is what the current release writes",
-			 t_migrated_equals_current_release, setup, teardown, NULL);
+			 t_migrated_equals_current_release, setup, fx_teardown, NULL);
 	add_test_fixture("an earlier file in place of a cached store is read, not the cache",
-			 t_fixture_replaces_a_cached_store, setup_tmpfs, teardown, NULL);
+			 t_fixture_replaces_a_cached_store, setup_tmpfs, fx_teardown, NULL);
 	add_test_fixture("a later version is refused naming both, the file untouched",
-			 t_newer_refused_untouched, setup, teardown, NULL);
+			 t_newer_refused_untouched, setup, fx_teardown, NULL);
 	for (size_t i = 0; i < ARRAY_SIZE(versions); i++)
 		add_test(versions[i].name, t_version, (void *)(uintptr_t)(i + 1));
 	ADD(t_migrate_current_is_identity);
