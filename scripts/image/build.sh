@@ -66,7 +66,9 @@ if grep -q 'not found' <<<"$libs"; then
 	die "unresolved libraries: $(grep 'not found' <<<"$libs" | sort -u | tr '\n' ' ')"
 fi
 for lib in $(awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// && $1 !~ /:$/ { print $1 }' <<<"$libs" | sort -u); do
-	install -D -m 0644 "$(readlink -f "$lib")" "$R$lib"
+	# their own modes: the dynamic loader must be executable (an exec opens it as one)
+	f=$(readlink -f "$lib")
+	install -D -m "$(stat -c %a "$f")" "$f" "$R$lib"
 done
 # mount points of the DaemonSet (the rootfs runs read-only)
 mkdir -p "$R/etc/tollgate" "$R/host/opt/cni/bin" "$R/host/etc/cni/net.d" "$R/run/tollgate" \
