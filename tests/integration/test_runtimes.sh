@@ -362,6 +362,8 @@ for v in 0.3.1 0.4.0 1.0.0 1.1.0; do
 		# runtime cannot read its answer, fails the container and calls DEL
 		[ "$rc" -ne 0 ] || t_fail "a 1.1.0 conflist worked under podman $(podman --version): update this test and the README"
 		grep -q 'unsupported CNI result version "1.1.0"' "$TG_TMP/v.err" || t_fail "unexpected error: $(cat "$TG_TMP/v.err")"
+		nx grep -q "cmd=ADD .* pod=/v$v .*result=ok" /run/tollgate/tollgate.log || t_fail "no successful ADD logged"
+		nx grep -q "cmd=DEL .* pod=/v$v .*result=ok" /run/tollgate/tollgate.log || t_fail "no DEL logged"
 	else
 		[ "$rc" -eq 0 ] || t_fail "podman run: $(cat "$TG_TMP/v.err")"
 		cached=$(nx sh -c 'cat /var/lib/cni/results/*' 2>/dev/null | jq -r '.result.cniVersion')
@@ -383,6 +385,8 @@ for v in 0.3.1 0.4.0 1.0.0 1.1.0; do
 		[ "$rc" -ne 0 ] || t_fail "a 1.1.0 conflist worked under ctr: update this test and the README"
 		grep -q 'unsupported CNI result version "1.1.0"' "$TG_TMP/ctr-$name.out" ||
 			t_fail "unexpected error: $(cat "$TG_TMP/ctr-$name.out")"
+		nx grep -q "cmd=ADD container=default-$name .*result=ok" /run/tollgate/tollgate.log || t_fail "no successful ADD logged"
+		nx grep -q "cmd=DEL container=default-$name .*result=ok" /run/tollgate/tollgate.log || t_fail "no DEL logged"
 		# ctr itself leaves the created task and its container behind when
 		# its CNI setup fails (it deletes a task only once stopped)
 		nx ctr task kill -s KILL "$name" >/dev/null 2>&1
