@@ -65,6 +65,7 @@ libs=$(ldd "$BUILD/tollgate-agent" "$BUILD/tollgate-ipam" "$BUILD/tollgate") || 
 if grep -q 'not found' <<<"$libs"; then
 	die "unresolved libraries: $(grep 'not found' <<<"$libs" | sort -u | tr '\n' ' ')"
 fi
+# shellcheck disable=SC2013 # paths without blanks
 for lib in $(awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// && $1 !~ /:$/ { print $1 }' <<<"$libs" | sort -u); do
 	# their own modes: the dynamic loader must be executable (an exec opens it as one)
 	f=$(readlink -f "$lib")

@@ -29,7 +29,7 @@
 #    nothing.
 #
 # Standalone: TOLLGATE_BIN_DIR=build bash tests/integration/test_runtimes.sh
-# shellcheck disable=SC2016,SC1091
+# shellcheck disable=SC2016,SC1091,SC2015
 set -u
 . "$(dirname "$0")/lib.sh"
 tg_require
@@ -222,6 +222,10 @@ nx cmp -s /etc/cni/net.d/10-tollgate.conflist "$TG_TMP/agent-config/10-tollgate.
 t_expect "tollgate_agent_ready" "$(metric tollgate_agent_ready)" 1
 t_expect "capabilities" "$(nx podman inspect -f '{{.EffectiveCaps}}' tollgate-agent)" "[CAP_NET_ADMIN]"
 t_expect "read-only rootfs" "$(nx podman inspect -f '{{.HostConfig.ReadonlyRootfs}}' tollgate-agent)" true
+# /proc/sys is read-only in the container: ip_forward (0 on this node) is left
+# to the plugin's first ADD, with one warning
+t_expect "ip_forward" "$(nx cat /proc/sys/net/ipv4/ip_forward)" 0
+t_expect "read-only /proc/sys warnings" "$(nx podman logs tollgate-agent 2>&1 | grep -c '/proc/sys is read-only')" 1
 # the plugin, copied to the host, runs there: its VERSION as a runtime asks it
 v=$(nx env -i CNI_COMMAND=VERSION /opt/cni/bin/tollgate </dev/null | jq -c '.supportedVersions')
 jq -e 'index("1.0.0") and index("0.4.0")' <<<"$v" >/dev/null || t_fail "installed plugin's VERSION: $v"
@@ -238,8 +242,7 @@ assert_clean() {
 	d=$(snap_diff "$EMPTY_VIEW" "$(node_view)")
 	[ -z "$d" ] || t_fail "$1 left: $(head -c 1500 <<<"$d")"
 }
-# pods_ping SRC_EXEC... : every pod reaches every other and the peer
-declare -A IP=()
+declare -A IP=() # container -> its address
 
 # ------------------------------------------------------------------ podman
 t_begin "podman: $N containers started in parallel get distinct pool addresses"
@@ -260,6 +263,7 @@ for i in $(seq 1 "$N"); do
 		t_fail "p$i's address '${IP[p$i]}' is not from the pool"
 done
 t_expect "distinct" "$(printf '%s\n' "${IP[@]}" | sort -u | grep -c .)" "$N"
+t_expect "ip_forward raised by the plugin" "$(nx cat /proc/sys/net/ipv4/ip_forward)" 1
 t_expect "store" "$(store | jq -c '[.attachments[] | [.namespace, .pod]] | sort')" \
 	"$(for i in $(seq 1 "$N"); do echo "[\"team-p\",\"p$i\"]"; done | jq -sc 'sort')"
 t_end
@@ -292,7 +296,7 @@ assert_clean "podman rm"
 t_end
 
 # -------------------------------------------------------------------- ctr
-# ctr_start NAME [CONFLIST-SELECTION]: `ctr run --rm --cni` in the
+# ctr_start NAME: `ctr run --rm --cni` in the
 # background; the client stays and calls DEL when the task ends.
 declare -A CTR_PID=()
 ctr_start() {
