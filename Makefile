@@ -77,7 +77,7 @@ MHD_LIBS := $(shell pkg-config --libs libmicrohttpd 2>/dev/null)
 
 BINS := $(BUILD)/tollgate $(BUILD)/tollgate-ipam $(BUILD)/tollgate-agent
 
-.PHONY: all clean install test unit demo bench deps san fuzz fuzz-targets
+.PHONY: all clean install test unit demo bench deps san fuzz fuzz-targets image
 all: $(BINS) $(UNIT_BIN)
 
 $(BUILD)/obj/%.o: %.c
@@ -137,6 +137,12 @@ fuzz: deps
 # Installs every Debian package that the build, tests, demo and bench need.
 deps:
 	@scripts/deps.sh
+
+# The node agent's OCI image (agent, plugin, tollgate-ipam and their shared
+# libraries, FROM scratch), built offline with podman into an OCI archive:
+# $(BUILD)/tollgate-image.tar (podman load -i / ctr images import).
+image: $(BINS)
+	scripts/image/build.sh $(BUILD) $(BUILD)/tollgate-image.tar
 
 install: $(BINS)
 	install -d $(DESTDIR)$(CNI_BINDIR)

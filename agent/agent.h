@@ -42,6 +42,7 @@ struct agent_stats {
 	uint64_t repaired_tc_ifb, repaired_tc_root, repaired_tc_node_class, repaired_tc_clsact,
 		repaired_tc_filters, repaired_tc_classes_restored;
 	uint64_t repaired_sysctls;
+	uint64_t sysctls_readonly;	/* declarations that left a sysctl low: /proc/sys read-only */
 	uint64_t gc_runs, gc_collected, gc_kept, gc_unseen, gc_classes_retired;
 	uint64_t namespaces_retired, namespaces_kept;
 	uint64_t reshapes, reshaped_pods, reshape_failures;

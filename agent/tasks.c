@@ -96,8 +96,10 @@ int agent_declare(struct agent *a, struct tg_err *e)
 	r = open_store(a, &store, e);
 	if (r < 0)
 		goto out;
-	r = node_declare_from_store(sk, &a->cfg, &up, &store, 0, &rep, e);
+	r = node_declare_from_store(sk, &a->cfg, &up, &store, NODE_DECLARE_SYSCTL_RO, &rep, e);
 	ipam_store_close(&store);
+	if (r == 0 && rep.sysctls_readonly)
+		a->stats.sysctls_readonly++;
 	/* What the first declaration writes on a fresh node is no repair. */
 	if (r == 0 && a->declared)
 		count_repairs(&a->stats, &rep);

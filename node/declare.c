@@ -160,7 +160,10 @@ int node_declare(struct nl_sock *sk, const struct node_config *cfg, const struct
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
 	for (size_t i = 0; i < ARRAY_SIZE(sysctls) && r >= 0; i++) {
 		r = sysctl_raise(&sysctls[i], false);
-		if (r < 0)
+		if (r == -EROFS && (flags & NODE_DECLARE_SYSCTL_RO)) {
+			rep.sysctls_readonly++;
+			r = 0;
+		} else if (r < 0)
 			r = tg_fail(e, CNI_ERR_IO, r, "cannot set %s: %s", sysctls[i].path,
 				    strerror(-r));
 		else

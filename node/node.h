@@ -74,12 +74,21 @@ struct node_repairs {
 	struct shaper_repairs tc;
 	unsigned sysctls;
 	unsigned classes_restored;	/* pod classes put back after the root was made anew */
+	unsigned sysctls_readonly;	/* below their floor, on a read-only /proc/sys: left as they are */
 };
 /* Whether the config shapes internet egress at all (else the path waits for a pod that needs it). */
 bool node_shapes_inet(const struct node_config *cfg);
 #define NODE_DECLARE_INET 1u	/* the internet-shaping path even if the config shapes none */
 #define NODE_DECLARE_PODS 2u	/* every attachment's nft elements put (back) in */
 #define NODE_DECLARE_RESTORE 4u	/* the class tree was broken: every pod's classes put back */
+/*
+ * A sysctl on a read-only /proc/sys is skipped and counted in
+ * sysctls_readonly instead of failing the declaration: the node agent in its
+ * container (runtimes mount /proc/sys read-only in an unprivileged one, with
+ * CAP_NET_ADMIN or not). The plugin, run on the host, raises ip_forward at the
+ * ADD that finds it low.
+ */
+#define NODE_DECLARE_SYSCTL_RO 8u
 /*
  * Declares what every pod of the node shares, as cfg says: sysctls
  * (ip_forward, neighbour table sizes: raised, never lowered), the nftables
