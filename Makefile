@@ -20,6 +20,8 @@ SANFLAGS   := -fsanitize=address,undefined,fuzzer-no-link -fno-omit-frame-pointe
 else ifeq ($(SAN),1)
 BUILD      ?= build-san
 SANFLAGS   := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+# The sanitizer build is test-only (never installed): it carries the failpoints.
+FAILPOINTS ?= 1
 else
 BUILD      ?= build
 SANFLAGS   :=
@@ -46,12 +48,19 @@ CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu11 $(WARN) $(HARDEN) $(SANFLAGS) -I. $(PKG_CFLAGS) $(CURL_CFLAGS) -DTG_VERSION='"$(VERSION)"' \
             -D_GNU_SOURCE -MMD -MP
 LDFLAGS  += $(LDHARDEN) $(SANFLAGS)
+# Failpoints (lib/failpoint.h): only in test builds, never in build/.
+ifeq ($(FAILPOINTS),1)
+CFLAGS   += -DTG_FAILPOINTS
+endif
 
 ifneq ($(V),1)
 Q := @
 endif
 
 LIB_SRC  := $(wildcard lib/*.c)
+ifneq ($(FAILPOINTS),1)
+LIB_SRC  := $(filter-out lib/failpoint.c,$(LIB_SRC))
+endif
 IPAM_SRC := $(filter-out ipam/imds.c,$(wildcard ipam/*.c))
 ACCT_SRC := $(wildcard accounting/*.c)
 SHAPER_SRC := $(wildcard shaper/*.c)
