@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/failpoint.h"
 #include "node/node.h"
 
 bool node_reshaped(const struct node_reshape *r, const struct ipam_state *st, size_t i)
@@ -59,6 +60,9 @@ int node_reshape(struct nl_sock *sk, const struct node_config *cfg, struct ipam_
 		node_reshape_free(r); /* nothing was saved: no "before" to report */
 	if (rc < 0 || r->dry_run || !r->changed)
 		return rc;
+	rc = TG_FAILPOINT("reshape.store.after", e);
+	if (rc < 0)
+		return rc;
 	/* Bursts and quanta are sized for the uplink's MTU, as ADD sized them. */
 	rc = node_uplink(sk, cfg->uplink, cfg->mtu, &up, e);
 	if (rc < 0)
@@ -79,7 +83,9 @@ int node_reshape(struct nl_sock *sk, const struct node_config *cfg, struct ipam_
 	 * The pods' class elements (and node-wide state) as the store says now,
 	 * after tc work that can take seconds.
 	 */
-	rc = node_declare_from_store(sk, cfg, &up, store, NODE_DECLARE_PODS, NULL, e);
+	rc = TG_FAILPOINT("reshape.declare.before", e);
+	if (rc == 0)
+		rc = node_declare_from_store(sk, cfg, &up, store, NODE_DECLARE_PODS, NULL, e);
 	return rc;
 }
 

@@ -31,6 +31,7 @@
 #include <netlink/route/qdisc/htb.h>
 #include <netlink/route/tc.h>
 
+#include "lib/failpoint.h"
 #include "lib/nl.h"
 #include "lib/util.h"
 #include "shaper/internal.h"
@@ -421,16 +422,22 @@ int shaper_node_declare(struct nl_sock *sk, const struct shaper_node *n, unsigne
 	}
 	if (r < 0)
 		return tc_fail(e, r, "creating %s", SHAPER_INET_IFB);
+	if ((r = TG_FAILPOINT("tc.node.ifb.after", e)) < 0)
+		return r;
 	ifb = ib.ifindex;
 	lost = flags & SHAPER_RESTORE;
 	r = declare_root(sk, n, ifb, ib.htb, rep, &lost);
 	if (r < 0)
 		return tc_fail(e, r, "declaring the HTB root and node class of %s", SHAPER_INET_IFB);
 	wrote |= r;
+	if ((r = TG_FAILPOINT("tc.node.root.after", e)) < 0)
+		return r;
 	r = declare_steering(sk, n, ifb, rep);
 	if (r < 0)
 		return tc_fail(e, r, "steering internet traffic of the uplink to %s", SHAPER_INET_IFB);
 	wrote |= r;
+	if ((r = TG_FAILPOINT("tc.node.steer.after", e)) < 0)
+		return r;
 	/* Last: a declaration cut short leaves no stamp, and the next probe does it again. */
 	stamp_of(n, ifb, stamp);
 	if (strcmp(ib.alias, stamp) != 0) {
