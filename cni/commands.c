@@ -83,6 +83,7 @@ struct assign_ctx {
 	struct ipam_attachment req;
 	struct ipam_attachment got;
 	bool existing;
+	uint32_t prev_last_ip;		/* the allocator's cursor before this ADD */
 };
 
 static int assign_fn(struct ipam_state *st, void *p, struct tg_err *e)
@@ -90,7 +91,10 @@ static int assign_fn(struct ipam_state *st, void *p, struct tg_err *e)
 	struct assign_ctx *c = p;
 	struct ipam_attachment *a;
 	struct shaping before;
-	int r = ipam_assign(st, &c->req, time_now_ms(), c->cfg->cooldown_ms, &c->got, &c->existing, e);
+	int r;
+
+	c->prev_last_ip = st->last_ip;
+	r = ipam_assign(st, &c->req, time_now_ms(), c->cfg->cooldown_ms, &c->got, &c->existing, e);
 
 	if (r < 0)
 		return r;
@@ -117,6 +121,8 @@ struct release_ctx {
 	const char *ifname;
 	bool cool;
 	int released;
+	/* An ADD undone: the cursor goes back from its address, unless another ADD moved it. */
+	uint32_t undo_ip, undo_last_ip;
 };
 
 static int release_fn(struct ipam_state *st, void *p, struct tg_err *e)
@@ -124,6 +130,8 @@ static int release_fn(struct ipam_state *st, void *p, struct tg_err *e)
 	struct release_ctx *c = p;
 
 	c->released = ipam_release(st, c->container_id, c->ifname, time_now_ms(), c->cool, NULL);
+	if (c->released > 0 && c->undo_ip && st->last_ip == c->undo_ip)
+		st->last_ip = c->undo_last_ip;
 	return c->released;
 }
 
@@ -230,7 +238,8 @@ int cmd_add(const struct cni_env *env, const struct node_config *cfg, cni_emit_f
 undo:
 	/* node_pod_add took its objects back; a new address goes back too. */
 	if (!ac.existing) {
-		struct release_ctx rc = { env->container_id, env->ifname, false, 0 };
+		struct release_ctx rc = { env->container_id, env->ifname, false, 0, ac.got.ip,
+					  ac.prev_last_ip };
 
 		store_update(&s, cfg, release_fn, &rc, NULL);
 	}
@@ -243,7 +252,7 @@ int cmd_del(const struct cni_env *env, const struct node_config *cfg, char ret_i
 	    struct tg_err *e)
 {
 	struct session s;
-	struct release_ctx rc = { env->container_id, env->ifname, true, 0 };
+	struct release_ctx rc = { env->container_id, env->ifname, true, 0, 0, 0 };
 	struct ipam_attachment gone = { 0 };
 	const struct ipam_attachment *a;
 	struct tg_err why = { 0 };
