@@ -186,6 +186,8 @@ int node_declare(struct nl_sock *sk, const struct node_config *cfg, const struct
 			r = restore_classes(sk, cfg, up, st, ifb, &rep.classes_restored, e);
 		if (r >= 0 && lost)
 			r = TG_FAILPOINT("declare.restore.after", e);
+		if (r >= 0 && lost)
+			r = shaper_node_stamp(sk, &sn, ifb, e);
 	}
 	free(all);
 	if (ret)
