@@ -117,9 +117,6 @@ if ! has_failpoints "$TOLLGATE_BIN_DIR"; then
 	TG_EXTRA_ENV=()
 	pod_del k "$CONF" >/dev/null
 	t_end
-	topo_down
-	topo_up || tap_bail "could not build the namespace topology again"
-	STATE=$(tg_state_file)
 fi
 
 # From here on: the failpoint build.
