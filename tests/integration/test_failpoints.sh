@@ -181,7 +181,7 @@ ip -n "$TG_NODE" link show tollgate-inet >/dev/null 2>&1 || t_fail "no tollgate-
 ip -n "$TG_NODE" link show "ti${POD_VETH[k]#tg}" >/dev/null 2>&1 || t_fail "the keeper has no IFB"
 [ "${#PLUGIN_POINTS[@]}" -ge 20 ] || t_fail "the plugin lists ${#PLUGIN_POINTS[@]} points"
 t_end
-pod_ns_add v
+[ -e "$(netns_path v)" ] || pod_ns_add v
 S0=$(snap k v)
 
 # ------------------------------------------------------------------ ADD
