@@ -89,7 +89,16 @@ BINS := $(BUILD)/tollgate $(BUILD)/tollgate-ipam $(BUILD)/tollgate-agent
 .PHONY: all clean install test unit demo bench deps san fuzz fuzz-targets
 all: $(BINS) $(UNIT_BIN)
 
-$(BUILD)/obj/%.o: %.c
+# Whether the objects carry failpoints: a build dir made the other way is rebuilt.
+FP_STAMP := $(BUILD)/.failpoints
+$(FP_STAMP): FORCE
+	@mkdir -p $(BUILD)
+	@echo 'FAILPOINTS=$(FAILPOINTS)' | cmp -s - $@ || echo 'FAILPOINTS=$(FAILPOINTS)' > $@
+
+.PHONY: FORCE
+FORCE:
+
+$(BUILD)/obj/%.o: %.c $(FP_STAMP)
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
 	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
