@@ -11,6 +11,7 @@
 #include <libnftnl/object.h>
 
 #include "accounting/internal.h"
+#include "lib/failpoint.h"
 #include "lib/util.h"
 
 
@@ -143,7 +144,9 @@ int acct_pod_add(const struct acct_config *cfg, const struct acct_pod *pod, stru
 
 	if (!bt)
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
-	r = nft_conn_open(&c, 0, e);
+	r = TG_FAILPOINT("nft.pod.add.before", e);
+	if (r == 0)
+		r = nft_conn_open(&c, 0, e);
 	if (r == 0) {
 		/* Only additions: nothing the kernel must wait on before or after. */
 		batch_start(bt);
