@@ -20,6 +20,8 @@ SANFLAGS   := -fsanitize=address,undefined,fuzzer-no-link -fno-omit-frame-pointe
 else ifeq ($(SAN),1)
 BUILD      ?= build-san
 SANFLAGS   := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+# The sanitizer build is test-only (never installed): it carries the failpoints.
+FAILPOINTS ?= 1
 else
 BUILD      ?= build
 SANFLAGS   :=
@@ -46,12 +48,19 @@ CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu11 $(WARN) $(HARDEN) $(SANFLAGS) -I. $(PKG_CFLAGS) $(CURL_CFLAGS) -DTG_VERSION='"$(VERSION)"' \
             -D_GNU_SOURCE -MMD -MP
 LDFLAGS  += $(LDHARDEN) $(SANFLAGS)
+# Failpoints (lib/failpoint.h): only in test builds, never in build/.
+ifeq ($(FAILPOINTS),1)
+CFLAGS   += -DTG_FAILPOINTS
+endif
 
 ifneq ($(V),1)
 Q := @
 endif
 
 LIB_SRC  := $(wildcard lib/*.c)
+ifneq ($(FAILPOINTS),1)
+LIB_SRC  := $(filter-out lib/failpoint.c,$(LIB_SRC))
+endif
 IPAM_SRC := $(filter-out ipam/imds.c,$(wildcard ipam/*.c))
 ACCT_SRC := $(wildcard accounting/*.c)
 SHAPER_SRC := $(wildcard shaper/*.c)
@@ -77,10 +86,19 @@ MHD_LIBS := $(shell pkg-config --libs libmicrohttpd 2>/dev/null)
 
 BINS := $(BUILD)/tollgate $(BUILD)/tollgate-ipam $(BUILD)/tollgate-agent
 
-.PHONY: all clean install test unit demo bench deps san fuzz fuzz-targets
+.PHONY: all clean install test unit demo bench deps san fuzz fuzz-targets image
 all: $(BINS) $(UNIT_BIN)
 
-$(BUILD)/obj/%.o: %.c
+# Whether the objects carry failpoints: a build dir made the other way is rebuilt.
+FP_STAMP := $(BUILD)/.failpoints
+$(FP_STAMP): FORCE
+	@mkdir -p $(BUILD)
+	@echo 'FAILPOINTS=$(FAILPOINTS)' | cmp -s - $@ || echo 'FAILPOINTS=$(FAILPOINTS)' > $@
+
+.PHONY: FORCE
+FORCE:
+
+$(BUILD)/obj/%.o: %.c $(FP_STAMP)
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
 	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
@@ -137,6 +155,12 @@ fuzz: deps
 # Installs every Debian package that the build, tests, demo and bench need.
 deps:
 	@scripts/deps.sh
+
+# The node agent's OCI image (agent, plugin, tollgate-ipam and their shared
+# libraries, FROM scratch), built offline with podman into an OCI archive:
+# $(BUILD)/tollgate-image.tar (podman load -i / ctr images import).
+image: $(BINS)
+	scripts/image/build.sh $(BUILD) $(BUILD)/tollgate-image.tar
 
 install: $(BINS)
 	install -d $(DESTDIR)$(CNI_BINDIR)

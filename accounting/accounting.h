@@ -152,6 +152,14 @@ void acct_conn_close(struct acct_conn *held);
  */
 int acct_retire_namespaces(const char *const *names, size_t n, size_t *ret_retired,
 			   struct tg_err *e);
+/*
+ * Makes namespaces' counters (every class, spoofed packets of each family)
+ * where they are missing, and leaves existing ones as they are: the node
+ * daemon keeps a namespace without pods counted until it retires it, also
+ * after the table was made anew (which makes counters for pods' namespaces
+ * only). -ENOENT (through e) when the table is missing.
+ */
+int acct_keep_namespaces(const char *const *names, size_t n, struct tg_err *e);
 /* 1 when the pod's elements (anti-spoofing's too) are as configured, 0 when not, negative on error. */
 int acct_pod_check(const struct acct_pod *pod, bool masquerade, struct tg_err *e);
 /* Every element of set `set` ("pods", "masq"); -ENOENT when the table or set is missing. */

@@ -11,6 +11,7 @@
 #include <libnftnl/object.h>
 
 #include "accounting/internal.h"
+#include "lib/failpoint.h"
 #include "lib/util.h"
 
 
@@ -143,7 +144,9 @@ int acct_pod_add(const struct acct_config *cfg, const struct acct_pod *pod, stru
 
 	if (!bt)
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
-	r = nft_conn_open(&c, 0, e);
+	r = TG_FAILPOINT("nft.pod.add.before", e);
+	if (r == 0)
+		r = nft_conn_open(&c, 0, e);
 	if (r == 0) {
 		/* Only additions: nothing the kernel must wait on before or after. */
 		batch_start(bt);
@@ -264,7 +267,7 @@ static int put_ns_counters(struct batch *bt, const char *k8s_namespace, uint16_t
 		else
 			acct_spoofed_counter_name(k8s_namespace, (enum acct_family)(i - ACCT_CLASSES),
 						  name);
-		if (acct_put_counter_msg(bt, name, msg, 0) < 0)
+		if (acct_put_counter_msg(bt, name, msg, msg == NFT_MSG_NEWOBJ ? NLM_F_CREATE : 0) < 0)
 			return -ENOMEM;
 	}
 	return 0;
@@ -334,6 +337,35 @@ int acct_retire_namespaces(const char *const *names, size_t n, size_t *ret_retir
 		return 0; /* no table: nothing to retire */
 	if (r < 0)
 		return nft_fail(e, r, "retiring namespaces' counters", why);
+	return 0;
+}
+
+int acct_keep_namespaces(const char *const *names, size_t n, struct tg_err *e)
+{
+	struct nft_conn c = { 0 };
+	struct batch *bt = batch_new(RETIRE_CHUNK * NS_COUNTERS * 256 + 4096);
+	char why[256] = "";
+	int r;
+
+	if (!bt)
+		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+	r = nft_conn_open(&c, 0, e);
+	if (r < 0) {
+		batch_free(bt);
+		return r;
+	}
+	for (size_t at = 0; at < n && r == 0; at += RETIRE_CHUNK) {
+		batch_start(bt);
+		for (size_t i = at; i < n && i < at + RETIRE_CHUNK && r == 0; i++)
+			for (int j = 0; j < NS_COUNTERS && r == 0; j++)
+				r = put_ns_counters(bt, names[i], NFT_MSG_NEWOBJ, j);
+		if (r == 0)
+			r = batch_send(&c, bt, why, sizeof(why));
+	}
+	batch_free(bt);
+	nft_conn_close(&c);
+	if (r < 0)
+		return nft_fail(e, r, "making namespaces' counters anew", why);
 	return 0;
 }
 

@@ -42,17 +42,22 @@ struct agent_stats {
 	uint64_t repaired_tc_ifb, repaired_tc_root, repaired_tc_node_class, repaired_tc_clsact,
 		repaired_tc_filters, repaired_tc_classes_restored;
 	uint64_t repaired_sysctls;
+	uint64_t sysctls_readonly;	/* declarations that left a sysctl low: /proc/sys read-only */
 	uint64_t gc_runs, gc_collected, gc_kept, gc_unseen, gc_classes_retired;
-	uint64_t namespaces_retired;
+	uint64_t namespaces_retired, namespaces_kept;
 	uint64_t reshapes, reshaped_pods, reshape_failures;
 	uint64_t config_reloads, config_errors;
 	uint64_t installs;
 };
 
-/* A namespace whose counters exist without a pod: since when (retirement after retainSeconds). */
-struct agent_empty_ns {
+/*
+ * A namespace with counters at the last collection: since when it has had
+ * no pod (retirement after retainSeconds), or NS_HAS_PODS.
+ */
+#define NS_HAS_PODS INT64_MIN
+struct agent_counted_ns {
 	char name[IPAM_K8S_NAMESPACE_MAX + 1];
-	int64_t since_ms;
+	int64_t empty_since_ms;
 };
 
 struct agent {
@@ -63,8 +68,8 @@ struct agent {
 	char data_dir[4096];
 	struct sched_task declare, sync, gc;
 	struct agent_stats stats;
-	struct agent_empty_ns *empty;	/* namespaces with counters and no pod */
-	size_t n_empty;
+	struct agent_counted_ns *counted;	/* namespaces with counters */
+	size_t n_counted;
 	/* readiness: pool, node declared, plugin installed (when asked to) */
 	bool pool_ready, declared, installed;
 };

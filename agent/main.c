@@ -182,7 +182,7 @@ static uint64_t repairs(const struct agent_stats *s)
 
 static void run_declare(struct app *app)
 {
-	uint64_t before = repairs(&app->a.stats);
+	uint64_t before = repairs(&app->a.stats), ro = app->a.stats.sysctls_readonly;
 	struct tg_err e = { 0 };
 
 	sched_started(&app->a.declare, mono_ms());
@@ -194,6 +194,10 @@ static void run_declare(struct app *app)
 	if (repairs(&app->a.stats) != before)
 		logf_(LOG_WARN, "msg=\"node-wide state repaired\" objects=%llu",
 		      (unsigned long long)(repairs(&app->a.stats) - before));
+	/* once: the next declarations find the same */
+	if (ro == 0 && app->a.stats.sysctls_readonly)
+		logf_(LOG_WARN, "msg=\"a sysctl is below its floor and /proc/sys is read-only "
+		      "(an unprivileged container): left to the plugin on the host\"");
 	sched_succeeded(&app->a.declare, mono_ms(), uniform());
 }
 
@@ -698,6 +702,6 @@ int main(int argc, char **argv)
 		close(app.inotify_fd);
 	if (a->cfg_ok)
 		node_config_free(&a->cfg);
-	free(a->empty);
+	free(a->counted);
 	return r < 0 ? 1 : 0;
 }

@@ -102,6 +102,10 @@ void agent_render_metrics(const struct agent *a, struct expo *x)
 		"Namespaces whose counters (and series) were retired accounting.retainSeconds "
 		"after their last pod.",
 		s->namespaces_retired);
+	counter(x, "tollgate_agent_namespaces_kept_total",
+		"Namespaces without pods whose counters were made again after the table was made "
+		"anew, to be kept until accounting.retainSeconds.",
+		s->namespaces_kept);
 	counter(x, "tollgate_agent_reshaped_pods_total",
 		"Running pods whose shaping a config change changed.", s->reshaped_pods);
 	counter(x, "tollgate_agent_reshape_failures_total",

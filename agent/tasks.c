@@ -96,8 +96,10 @@ int agent_declare(struct agent *a, struct tg_err *e)
 	r = open_store(a, &store, e);
 	if (r < 0)
 		goto out;
-	r = node_declare_from_store(sk, &a->cfg, &up, &store, 0, &rep, e);
+	r = node_declare_from_store(sk, &a->cfg, &up, &store, NODE_DECLARE_SYSCTL_RO, &rep, e);
 	ipam_store_close(&store);
+	if (r == 0 && rep.sysctls_readonly)
+		a->stats.sysctls_readonly++;
 	/* What the first declaration writes on a fresh node is no repair. */
 	if (r == 0 && a->declared)
 		count_repairs(&a->stats, &rep);
@@ -216,22 +218,11 @@ struct ns_list {
 	bool oom;
 };
 
-/* Each namespace that has counters, once (a counter per class: several calls per name). */
-static void collect_ns(const struct acct_counter_sample *c, void *arg)
+/* Adds a namespace to the list once. */
+static void ns_list_add(struct ns_list *l, const char *name)
 {
-	struct ns_list *l = arg;
-	const char *name = c->name;
-	size_t len = c->name_len;
-	char owner[ACCT_COUNTER_NAME_MAX];
-	enum acct_family fam;
-	enum acct_class cls;
-
-	if ((acct_counter_parse(name, len, owner, &cls) != ACCT_OWNER_NAMESPACE &&
-	     acct_spoofed_parse(name, len, owner, &fam) != ACCT_OWNER_NAMESPACE) ||
-	    strlen(owner) > IPAM_K8S_NAMESPACE_MAX)
-		return;
 	for (size_t i = 0; i < l->n; i++)
-		if (strcmp(l->names[i], owner) == 0)
+		if (strcmp(l->names[i], name) == 0)
 			return;
 	if (l->n == l->cap) {
 		size_t cap = l->cap ? 2 * l->cap : 64;
@@ -244,7 +235,21 @@ static void collect_ns(const struct acct_counter_sample *c, void *arg)
 		l->names = p;
 		l->cap = cap;
 	}
-	snprintf(l->names[l->n++], sizeof(l->names[0]), "%s", owner);
+	snprintf(l->names[l->n++], sizeof(l->names[0]), "%s", name);
+}
+
+/* Each namespace that has counters, once (a counter per class: several calls per name). */
+static void collect_ns(const struct acct_counter_sample *c, void *arg)
+{
+	char owner[ACCT_COUNTER_NAME_MAX];
+	enum acct_family fam;
+	enum acct_class cls;
+
+	if ((acct_counter_parse(c->name, c->name_len, owner, &cls) != ACCT_OWNER_NAMESPACE &&
+	     acct_spoofed_parse(c->name, c->name_len, owner, &fam) != ACCT_OWNER_NAMESPACE) ||
+	    strlen(owner) > IPAM_K8S_NAMESPACE_MAX)
+		return;
+	ns_list_add(arg, owner);
 }
 
 static bool ns_has_pod(const struct ipam_state *st, const char *ns)
@@ -255,28 +260,28 @@ static bool ns_has_pod(const struct ipam_state *st, const char *ns)
 	return false;
 }
 
-/* The namespaces of `have` without a pod, with the time each was first found so. */
-static int track_empty(struct agent *a, const struct ns_list *have, const struct ipam_state *st,
-		       int64_t now_ms)
+/* The namespaces of `have`; for those without a pod, the time each was first found so. */
+static int track_counted(struct agent *a, const struct ns_list *have, const struct ipam_state *st,
+			 int64_t now_ms)
 {
-	struct agent_empty_ns *next = calloc(have->n + 1, sizeof(*next));
-	size_t n = 0;
+	struct agent_counted_ns *next = calloc(have->n + 1, sizeof(*next));
 
 	if (!next)
 		return -ENOMEM;
 	for (size_t i = 0; i < have->n; i++) {
+		snprintf(next[i].name, sizeof(next[i].name), "%s", have->names[i]);
+		next[i].empty_since_ms = NS_HAS_PODS;
 		if (ns_has_pod(st, have->names[i]))
 			continue;
-		snprintf(next[n].name, sizeof(next[n].name), "%s", have->names[i]);
-		next[n].since_ms = now_ms;
-		for (size_t j = 0; j < a->n_empty; j++)
-			if (strcmp(a->empty[j].name, next[n].name) == 0)
-				next[n].since_ms = a->empty[j].since_ms;
-		n++;
+		next[i].empty_since_ms = now_ms;
+		for (size_t j = 0; j < a->n_counted; j++)
+			if (strcmp(a->counted[j].name, next[i].name) == 0 &&
+			    a->counted[j].empty_since_ms != NS_HAS_PODS)
+				next[i].empty_since_ms = a->counted[j].empty_since_ms;
 	}
-	free(a->empty);
-	a->empty = next;
-	a->n_empty = n;
+	free(a->counted);
+	a->counted = next;
+	a->n_counted = have->n;
 	return 0;
 }
 
@@ -289,15 +294,16 @@ static int track_empty(struct agent *a, const struct ns_list *have, const struct
 /* Retires the empty namespaces past retainSeconds, in one transaction. */
 static int retire_due(struct agent *a, int64_t now_ms, struct tg_err *e)
 {
-	const char **due = calloc(a->n_empty + 1, sizeof(*due));
+	const char **due = calloc(a->n_counted + 1, sizeof(*due));
 	size_t n = 0, retired = 0;
 	int r;
 
 	if (!due)
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
-	for (size_t i = 0; i < a->n_empty && n < RETIRE_PER_RUN; i++)
-		if (now_ms - a->empty[i].since_ms >= a->cfg.retain_seconds * 1000)
-			due[n++] = a->empty[i].name;
+	for (size_t i = 0; i < a->n_counted && n < RETIRE_PER_RUN; i++)
+		if (a->counted[i].empty_since_ms != NS_HAS_PODS &&
+		    now_ms - a->counted[i].empty_since_ms >= a->cfg.retain_seconds * 1000)
+			due[n++] = a->counted[i].name;
 	r = n ? acct_retire_namespaces(due, n, &retired, e) : 0;
 	a->stats.namespaces_retired += retired;
 	free(due);
@@ -305,8 +311,48 @@ static int retire_due(struct agent *a, int64_t now_ms, struct tg_err *e)
 	return r;
 }
 
+/*
+ * Namespaces counted at the last collection, without pods now, whose
+ * counters are gone though not retired (the table was made anew, with
+ * counters for pods' namespaces only): made again, so that they are counted
+ * and served until their time is up (the exporter carries what they had),
+ * and added to `have`, keeping their clocks.
+ */
+static int keep_lost(struct agent *a, struct ns_list *have, const struct ipam_state *st,
+		     int64_t now_ms, struct tg_err *e)
+{
+	const char **lost = calloc(a->n_counted + 1, sizeof(*lost));
+	size_t n = 0;
+	int r = 0;
+
+	if (!lost)
+		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < a->n_counted; i++) {
+		const struct agent_counted_ns *ns = &a->counted[i];
+		bool present = false;
+
+		for (size_t j = 0; j < have->n && !present; j++)
+			present = strcmp(have->names[j], ns->name) == 0;
+		if (!present && !ns_has_pod(st, ns->name) &&
+		    (ns->empty_since_ms == NS_HAS_PODS ||
+		     now_ms - ns->empty_since_ms < a->cfg.retain_seconds * 1000))
+			lost[n++] = ns->name;
+	}
+	if (n)
+		r = acct_keep_namespaces(lost, n, e);
+	for (size_t i = 0; i < n && r == 0; i++) {
+		ns_list_add(have, lost[i]);
+		if (have->oom)
+			r = tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+	}
+	a->stats.namespaces_kept += r == 0 ? n : 0;
+	free(lost);
+	return r;
+}
+
 int agent_retire_namespaces(struct agent *a, int64_t now_ms, struct tg_err *e)
 {
+	bool no_table = false;
 	struct ns_list have = { 0 };
 	struct ipam_state st = { 0 };
 	struct acct_reader *rd;
@@ -333,16 +379,20 @@ int agent_retire_namespaces(struct agent *a, int64_t now_ms, struct tg_err *e)
 		r = ipam_store_load(&store, &st, e);
 		if (r == 0) {
 			r = acct_reader_read(rd, collect_ns, &have);
-			r = r == -ENOENT ? 0 : r; /* no table: nothing to retire */
-			if (r < 0)
+			if (r == -ENOENT)
+				no_table = true; /* nothing to retire; the declaration makes it anew */
+			else if (r < 0)
 				tg_fail(e, CNI_ERR_IO, r, "cannot read the counters: %s", strerror(-r));
 			else if (have.oom)
 				r = tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
 		}
-		if (r == 0)
-			r = track_empty(a, &have, &st, now_ms);
-		if (r == 0)
+		if (r == 0 && !no_table)
+			r = keep_lost(a, &have, &st, now_ms, e);
+		if (r == 0 && !no_table)
+			r = track_counted(a, &have, &st, now_ms);
+		if (r == 0 && !no_table)
 			r = retire_due(a, now_ms, e);
+		r = no_table ? 0 : r;
 		ipam_store_unlock(&store);
 	}
 	free(have.names);
@@ -375,7 +425,7 @@ int agent_reshape(struct agent *a, struct tg_err *e)
 		r = node_reshape(sk, &a->cfg, &store, &st, &rs, reshape_error, NULL, e);
 		ipam_store_close(&store);
 	}
-	a->stats.reshaped_pods += rs.changed - rs.failed;
+	a->stats.reshaped_pods += rs.changed + rs.repaired - rs.failed;
 	a->stats.reshape_failures += rs.failed;
 	node_reshape_free(&rs);
 	ipam_state_free(&st);

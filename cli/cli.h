@@ -39,6 +39,7 @@ struct cli {
 	bool force;
 	bool dry_run;
 	bool store_ok;			/* false: the store did not load (doctor goes on) */
+	bool store_newer;		/* ... because a later release wrote it (format version) */
 	char store_error[600];
 	int64_t cooldown_ms;
 	json_object *exclude;

@@ -55,13 +55,24 @@ static void fix_config(const struct cli *c, char *buf, size_t size)
 		snprintf(buf + strlen(buf), size - strlen(buf), "%s", c->network);
 }
 
-/* The store: a corrupt file is reported, never replaced. */
+/*
+ * The store: a corrupt file is reported, never replaced. One a later release
+ * wrote is not corrupt: its attachments hold addresses in use, and moving it
+ * aside would hand them out again; only that release (or a later one) reads it.
+ */
 static void check_store(struct doctor *d)
 {
 	const char *path = d->c->store.path;
 
 	if (d->c->store_ok)
 		return;
+	if (d->c->store_newer) {
+		finding(d, "newer-store", path, d->c->store_error,
+			"install the Tollgate release that wrote it (or a later one) on this node; "
+			"keep %s as it is: its attachments hold addresses in use",
+			path);
+		return;
+	}
 	finding(d, "corrupt-store", path, d->c->store_error,
 		"mv %s %s.broken  # the plugin then starts an empty store; "
 		"run `tollgate-ipam doctor` again to list the veths to remove",

@@ -11,6 +11,7 @@
  * One table describes the verbs: usage(), VERB --help, which options a verb
  * takes, what it needs opened first and which function runs it.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -315,6 +316,7 @@ static int open_store(struct cli *c, const struct verb *v)
 		r = ipam_store_load(&c->store, &c->state, &e);
 	if (r < 0) {
 		c->store_ok = false;
+		c->store_newer = r == -EPROTO;
 		snprintf(c->store_error, sizeof(c->store_error), "%s", e.msg);
 		if (!(v->needs & NEED_STATE_ANYHOW)) {
 			fprintf(stderr, "tollgate-ipam: %s\n", c->store_error);

@@ -50,6 +50,8 @@ static void reshape_print(const struct cli *c, const struct node_reshape *r, jso
 	}
 	printf("%zu of %zu pods %s\n", r->changed, c->state.n_att,
 	       r->dry_run ? "would change (dry run)" : "reshaped");
+	if (r->repaired)
+		printf("%zu pods' classes put right (they differed from the store)\n", r->repaired);
 }
 
 static void pod_error(void *ctx, const struct ipam_attachment *a, const char *why)

@@ -13,6 +13,7 @@
 #include <netlink/netlink.h>
 
 #include "cni/internal.h"
+#include "lib/failpoint.h"
 #include "lib/rate.h"
 #include "lib/steps.h"
 #include "lib/util.h"
@@ -82,6 +83,7 @@ struct assign_ctx {
 	struct ipam_attachment req;
 	struct ipam_attachment got;
 	bool existing;
+	uint32_t prev_last_ip;		/* the allocator's cursor before this ADD */
 };
 
 static int assign_fn(struct ipam_state *st, void *p, struct tg_err *e)
@@ -89,7 +91,10 @@ static int assign_fn(struct ipam_state *st, void *p, struct tg_err *e)
 	struct assign_ctx *c = p;
 	struct ipam_attachment *a;
 	struct shaping before;
-	int r = ipam_assign(st, &c->req, time_now_ms(), c->cfg->cooldown_ms, &c->got, &c->existing, e);
+	int r;
+
+	c->prev_last_ip = st->last_ip;
+	r = ipam_assign(st, &c->req, time_now_ms(), c->cfg->cooldown_ms, &c->got, &c->existing, e);
 
 	if (r < 0)
 		return r;
@@ -116,6 +121,8 @@ struct release_ctx {
 	const char *ifname;
 	bool cool;
 	int released;
+	/* An ADD undone: the cursor goes back from its address, unless another ADD moved it. */
+	uint32_t undo_ip, undo_last_ip;
 };
 
 static int release_fn(struct ipam_state *st, void *p, struct tg_err *e)
@@ -123,6 +130,8 @@ static int release_fn(struct ipam_state *st, void *p, struct tg_err *e)
 	struct release_ctx *c = p;
 
 	c->released = ipam_release(st, c->container_id, c->ifname, time_now_ms(), c->cool, NULL);
+	if (c->released > 0 && c->undo_ip && st->last_ip == c->undo_ip)
+		st->last_ip = c->undo_last_ip;
 	return c->released;
 }
 
@@ -183,13 +192,15 @@ static int add_prepare(struct session *s, const struct cni_env *env, const struc
 	return r;
 }
 
-int cmd_add(const struct cni_env *env, const struct node_config *cfg, json_object **ret,
-	    char ret_ip[IP4_STRLEN], struct shaping *ret_shaping, struct tg_err *e)
+int cmd_add(const struct cni_env *env, const struct node_config *cfg, cni_emit_fn emit,
+	    void *emit_ctx, char ret_ip[IP4_STRLEN], struct shaping *ret_shaping,
+	    struct tg_err *e)
 {
 	struct session s;
 	struct assign_ctx ac = { .cfg = cfg };
 	struct node_uplink up = { 0 };
 	struct node_pod pod;
+	json_object *res;
 	int r;
 
 	r = session_begin(&s, cfg, e);
@@ -203,6 +214,9 @@ int cmd_add(const struct cni_env *env, const struct node_config *cfg, json_objec
 	if (r < 0)
 		goto out;
 	ip4_format(ac.got.ip, ret_ip);
+	r = TG_FAILPOINT("add.store.after", e);
+	if (r < 0)
+		goto undo;
 
 	/* Apply, unless a repeated ADD finds the attachment healthy. */
 	pod = (struct node_pod){ .a = &ac.got, .netns_fd = s.netns_fd, .pod_sk = s.pod_sk,
@@ -213,16 +227,19 @@ int cmd_add(const struct cni_env *env, const struct node_config *cfg, json_objec
 			goto undo;
 	}
 
-	*ret = answer(cfg, env, &ac.got, up.mtu);
-	if (*ret)
+	/* Answer: once the runtime has the result, the pod is its. */
+	res = answer(cfg, env, &ac.got, up.mtu);
+	r = res ? emit(res, emit_ctx, e) : tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+	json_object_put(res);
+	if (r == 0)
 		goto out;
-	r = tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
 	if (!ac.existing)
 		node_pod_del(s.sk, &ac.got, NULL);
 undo:
 	/* node_pod_add took its objects back; a new address goes back too. */
 	if (!ac.existing) {
-		struct release_ctx rc = { env->container_id, env->ifname, false, 0 };
+		struct release_ctx rc = { env->container_id, env->ifname, false, 0, ac.got.ip,
+					  ac.prev_last_ip };
 
 		store_update(&s, cfg, release_fn, &rc, NULL);
 	}
@@ -235,7 +252,7 @@ int cmd_del(const struct cni_env *env, const struct node_config *cfg, char ret_i
 	    struct tg_err *e)
 {
 	struct session s;
-	struct release_ctx rc = { env->container_id, env->ifname, true, 0 };
+	struct release_ctx rc = { env->container_id, env->ifname, true, 0, 0, 0 };
 	struct ipam_attachment gone = { 0 };
 	const struct ipam_attachment *a;
 	struct tg_err why = { 0 };
@@ -251,7 +268,9 @@ int cmd_del(const struct cni_env *env, const struct node_config *cfg, char ret_i
 	 * for the read alone) the store's cache spares parsing every attachment.
 	 */
 	t = time_mono_ns();
-	r = ipam_store_lock(&s.store, &why);
+	r = TG_FAILPOINT("del.store.before", &why);
+	if (r == 0)
+		r = ipam_store_lock(&s.store, &why);
 	if (r == 0) {
 		r = ipam_store_load(&s.store, &s.state, &why);
 		ipam_store_unlock(&s.store);
@@ -292,7 +311,11 @@ int cmd_del(const struct cni_env *env, const struct node_config *cfg, char ret_i
 	 * with them. The runtime retries a DEL that failed.
 	 */
 	if (!unreadable && (a || gone.ip) && first == 0) {
-		r = store_update(&s, cfg, release_fn, &rc, e);
+		r = TG_FAILPOINT("del.release.before", e);
+		if (r == 0)
+			r = store_update(&s, cfg, release_fn, &rc, e);
+		if (r == 0)
+			r = TG_FAILPOINT("del.release.after", e);
 		if (r < 0 && !first)
 			first = r;
 	}
@@ -507,6 +530,8 @@ int cmd_gc(const struct node_config *cfg, struct tg_err *e)
 	if (r < 0)
 		goto out;
 	r = store_update(&s, cfg, gc_fn, &gc, e);
+	if (r == 0 && gc.n_stale)
+		r = TG_FAILPOINT("gc.find.after", e);
 	if (r < 0 || gc.n_stale == 0)
 		goto out;
 	r = open_route_socket(&s, e);
@@ -521,7 +546,11 @@ int cmd_gc(const struct node_config *cfg, struct tg_err *e)
 			gc.stale[i].container_id[0] = '\0';
 	}
 	gc.release = true;
-	r = store_update(&s, cfg, gc_fn, &gc, e);
+	r = TG_FAILPOINT("gc.release.before", e);
+	if (r == 0)
+		r = store_update(&s, cfg, gc_fn, &gc, e);
+	if (r == 0)
+		r = TG_FAILPOINT("gc.release.after", e);
 	if (r == 0)
 		r = first;
 out:

@@ -58,9 +58,15 @@ int cni_config_read(const char *text, size_t len, enum cni_cmd cmd, struct node_
 		    struct tg_err *e);
 
 /* ---- commands ---- */
+/*
+ * ADD hands its result to emit (which prints it) as its last step: when that
+ * fails, the runtime never saw the pod's address and ADD undoes its work.
+ */
+typedef int (*cni_emit_fn)(json_object *result, void *ctx, struct tg_err *e);
 /* ADD and CHECK tell the pod's shaping (*ret_shaping) for the log line, once they know it. */
-int cmd_add(const struct cni_env *env, const struct node_config *cfg, json_object **ret,
-	    char ret_ip[IP4_STRLEN], struct shaping *ret_shaping, struct tg_err *e);
+int cmd_add(const struct cni_env *env, const struct node_config *cfg, cni_emit_fn emit,
+	    void *emit_ctx, char ret_ip[IP4_STRLEN], struct shaping *ret_shaping,
+	    struct tg_err *e);
 int cmd_del(const struct cni_env *env, const struct node_config *cfg, char ret_ip[IP4_STRLEN],
 	    struct tg_err *e);
 int cmd_check(const struct cni_env *env, const struct node_config *cfg, char ret_ip[IP4_STRLEN],

@@ -9,6 +9,7 @@
 #include "cni/internal.h"
 #include "lib/cleanup.h"
 #include "lib/cniops.h"
+#include "lib/failpoint.h"
 #include "lib/steps.h"
 #include "lib/util.h"
 
@@ -53,6 +54,22 @@ static void print_json(FILE *out, json_object *o)
 {
 	fputs(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE), out);
 	fputc('\n', out);
+}
+
+/* ADD's result, written; an error when it could not be (ADD then undoes itself). */
+static int emit_result(json_object *result, void *ctx, struct tg_err *e)
+{
+	FILE *out = ctx;
+	int64_t t = time_mono_ns();
+	int r = TG_FAILPOINT("add.result.write", e);
+
+	if (r == 0) {
+		print_json(out, result);
+		if (fflush(out) != 0 || ferror(out))
+			r = tg_fail(e, CNI_ERR_IO, -EIO, "cannot write the result: %m");
+	}
+	step_done(STEP_RESULT, t);
+	return r;
 }
 
 static json_object *version_info(const char *cni_version)
@@ -111,7 +128,7 @@ int cni_run(FILE *in, FILE *out)
 
 	switch (env.cmd) {
 	case CMD_ADD:
-		r = cmd_add(&env, &cfg, &result, ip, &shaping, &err);
+		r = cmd_add(&env, &cfg, emit_result, out, ip, &shaping, &err);
 		break;
 	case CMD_DEL:
 		r = cmd_del(&env, &cfg, ip, &err);

@@ -283,25 +283,102 @@ static int attachments_from_json(json_object *root, struct ipam_state *st, struc
 	return 0;
 }
 
+/*
+ * Format versions. Every version ever written is read: its document is
+ * brought forward one version at a time (state_formats[v].forward turns a
+ * version v document into version v + 1's, in place) to the current one,
+ * the only one parsed into struct ipam_state and the only one written. So an
+ * earlier file takes the current format at the store's next write, never on
+ * a read. A later version than this build's is refused (-EPROTO), never
+ * guessed at: its writer knew something this build does not.
+ *
+ * Version 1 is every file written so far. Its members were only ever added,
+ * each optional and absent meaning what the earlier writer meant (none):
+ * pool.pending, pool.nodeIp and pool.subnet (imds pools), then
+ * attachments[].shaping. Its layout changed (indented, one line, one
+ * attachment per line), which JSON does not see. tests/fixtures/store/ holds
+ * a file of each shape, written by the release that wrote it.
+ *
+ * A change an earlier reader would misread (a member renamed, retyped or
+ * given a new meaning; a second address per attachment) needs a new version:
+ * raise IPAM_STATE_VERSION, add its entry (the size check below fails the
+ * build until there is one) and give the previous version its forward step
+ * (without one every read of that version fails, and with it the tests of
+ * tests/fixtures/store/); keep a fixture the previous release wrote.
+ */
+#define STATE_VERSION_OLDEST 1
+
+static const struct state_format {
+	const char *shapes;	/* what its files look like, for the reader of this table */
+	int (*forward)(json_object *root, struct tg_err *e);	/* to the next version; NULL: current */
+} state_formats[] = {
+	[1] = { "every release so far (tests/fixtures/store/v1-*.json)", NULL },
+};
+
+_Static_assert(ARRAY_SIZE(state_formats) == IPAM_STATE_VERSION + 1,
+	       "a new state version needs its entry (and its predecessor a forward step)");
+
+/*
+ * The document's version, checked: 1 and its value when this build reads it
+ * (as it is or after migration), -EPROTO naming both versions when it is
+ * later than this build's, -EBADMSG when it is no version ever written.
+ */
+static int state_version(json_object *root, int64_t *ret, struct tg_err *e)
+{
+	int r = jx_int(root, "state", "version", INT64_MIN, INT64_MAX, ret, e);
+
+	if (r == 0)
+		return tg_fail(e, CNI_ERR_IO, -EBADMSG, "state.version is missing");
+	if (r < 0)
+		return -EBADMSG;
+	if (*ret > IPAM_STATE_VERSION)
+		return tg_fail(e, CNI_ERR_IO, -EPROTO,
+			       "format version %lld, newer than format version %d, the latest this "
+			       "build of Tollgate (%s) reads",
+			       (long long)*ret, IPAM_STATE_VERSION, TG_VERSION);
+	if (*ret < STATE_VERSION_OLDEST)
+		return tg_fail(e, CNI_ERR_IO, -EBADMSG,
+			       "state.version %lld is no version Tollgate ever wrote (%d to %d)",
+			       (long long)*ret, STATE_VERSION_OLDEST, IPAM_STATE_VERSION);
+	return 1;
+}
+
+int ipam_state_migrate(json_object *root, int64_t from, struct tg_err *e)
+{
+	if (from < STATE_VERSION_OLDEST || from > IPAM_STATE_VERSION)
+		return tg_fail(e, CNI_ERR_IO, -EBADMSG, "state format version %lld is not read here",
+			       (long long)from);
+	for (int64_t v = from; v < IPAM_STATE_VERSION; v++) {
+		const struct state_format *f = &state_formats[v];
+
+		if (!f->forward)
+			return tg_fail(e, CNI_ERR_IO, -EBADMSG,
+				       "state format version %lld has no step to version %lld",
+				       (long long)v, (long long)v + 1);
+		if (f->forward(root, e) < 0)
+			return -EBADMSG;
+		/* Replaced, not added: the writer's jx_add would keep the old member too. */
+		json_object_object_add(root, "version", json_object_new_int((int)v + 1));
+	}
+	return 0;
+}
+
 int ipam_state_from_json(json_object *root, struct ipam_state *st, struct tg_err *e)
 {
 	json_object *pool = NULL;
-	int64_t n64;
+	int64_t version;
 	int r;
 
 	ipam_state_init(st);
 	if (!json_object_is_type(root, json_type_object))
 		return tg_fail(e, CNI_ERR_IO, -EBADMSG, "the top level is not an object");
-	r = jx_int(root, "state", "version", 1, 1000, &n64, e);
-	if (r == 0)
-		tg_fail(e, CNI_ERR_IO, -EBADMSG, "state.version is missing");
-	if (r <= 0)
+	r = state_version(root, &version, e);
+	if (r == 1)
+		r = ipam_state_migrate(root, version, e);
+	if (r < 0)
 		goto fail;
-	if (n64 != IPAM_STATE_VERSION) {
-		tg_fail(e, CNI_ERR_IO, -EPROTO, "state version %lld is not supported (this build reads %d)",
-			(long long)n64, IPAM_STATE_VERSION);
-		goto fail;
-	}
+	/* From here on the document is in the current version. */
+	r = -EBADMSG;
 	if (copy_str(root, "state", "bootId", st->boot_id, sizeof(st->boot_id), false, e) < 0 ||
 	    jx_object(root, "state", "pool", &pool, e) < 0 ||
 	    (pool && pool_from_json(pool, st, e) < 0))
@@ -317,5 +394,5 @@ fail:
 	if (e)
 		e->code = CNI_ERR_IO;
 	ipam_state_free(st);
-	return -EBADMSG;
+	return r == -EPROTO ? -EPROTO : -EBADMSG;
 }

@@ -21,6 +21,7 @@
 
 #include "ipam/store.h"
 #include "lib/cleanup.h"
+#include "lib/failpoint.h"
 #include "lib/util.h"
 
 #define STATE_FILE_MAX (64 << 20)
@@ -112,6 +113,10 @@ void ipam_store_close(struct ipam_store *s)
 
 int ipam_store_lock(struct ipam_store *s, struct tg_err *e)
 {
+	int r = TG_FAILPOINT("store.lock.before", e);
+
+	if (r < 0)
+		return r;
 	/* flock dies with its holder: a killed plugin never leaves a stale lock. */
 	while (flock(s->lock_fd, LOCK_EX) < 0)
 		if (errno != EINTR)
@@ -136,9 +141,12 @@ int ipam_store_load(struct ipam_store *s, struct ipam_state *st, struct tg_err *
 	struct stat sb;
 	size_t got = 0;
 	struct tg_err sub = { 0 };
+	int r;
 
 	ipam_state_init(st);
 	ipam_snapshot_free(&s->snap);
+	if (TG_FAILPOINT("store.load.before", e) < 0)
+		return -EIO;
 	fd = open(s->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0 && errno == ENOENT)
 		return 0;
@@ -188,7 +196,15 @@ int ipam_store_load(struct ipam_store *s, struct ipam_state *st, struct tg_err *
 		}
 	}
 	json_tokener_free(tok);
-	if (ipam_state_from_json(root, st, &sub) < 0)
+	r = ipam_state_from_json(root, st, &sub);
+	if (r == -EPROTO)
+		/* Not corrupt: a later release wrote it, and only such a release can use it. */
+		return tg_fail(e, CNI_ERR_IO, -EPROTO,
+			       "state file %s has %s: it was written by a later release of Tollgate "
+			       "and was left as it is: run that release or a later one on this node "
+			       "(DEL still removes pods without it)",
+			       s->path, sub.msg);
+	if (r < 0)
 		return tg_fail(e, CNI_ERR_IO, -EBADMSG,
 			       "state file %s is corrupt (%s); it was left as it is: run "
 			       "`tollgate-ipam doctor` to recover",
@@ -260,6 +276,10 @@ int ipam_store_save(struct ipam_store *s, const struct ipam_state *st, struct tg
 	int fd, r;
 
 	r = span && sum && pb ? state_text(s, st, pb, span, sum) : -ENOMEM;
+	if (r == 0 && TG_FAILPOINT("store.save.before", e) < 0) {
+		printbuf_free(pb);
+		return -EIO;
+	}
 	if (r < 0) {
 		if (pb)
 			printbuf_free(pb);

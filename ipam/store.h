@@ -22,7 +22,15 @@ json_object *ipam_state_to_json(const struct ipam_state *st);
 /* The state without its attachments ("attachments" last, empty), and one attachment. */
 json_object *ipam_state_head_to_json(const struct ipam_state *st);
 json_object *ipam_attachment_to_json(const struct ipam_attachment *a);
+/*
+ * Reads every format version up to IPAM_STATE_VERSION, migrating an earlier
+ * one forward in memory (ipam_state_migrate); the writers above write only
+ * the current one. -EPROTO, naming both versions: a later version than this
+ * build's. -EBADMSG: anything else that is not a state.
+ */
 int ipam_state_from_json(json_object *root, struct ipam_state *st, struct tg_err *e);
+/* Brings a version `from` document forward, step by step, to IPAM_STATE_VERSION (in place). */
+int ipam_state_migrate(json_object *root, int64_t from, struct tg_err *e);
 
 /* ---- the store: <dataDir>/<network>/{state.json,lock} ---- */
 

@@ -20,6 +20,7 @@
 
 #include "accounting/accounting.h"
 #include "lib/cleanup.h"
+#include "lib/failpoint.h"
 #include "lib/nl.h"
 #include "lib/steps.h"
 #include "lib/util.h"
@@ -160,23 +161,36 @@ int node_declare(struct nl_sock *sk, const struct node_config *cfg, const struct
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
 	for (size_t i = 0; i < ARRAY_SIZE(sysctls) && r >= 0; i++) {
 		r = sysctl_raise(&sysctls[i], false);
-		if (r < 0)
+		if (r == -EROFS && (flags & NODE_DECLARE_SYSCTL_RO)) {
+			rep.sysctls_readonly++;
+			r = 0;
+		} else if (r < 0)
 			r = tg_fail(e, CNI_ERR_IO, r, "cannot set %s: %s", sysctls[i].path,
 				    strerror(-r));
 		else
 			rep.sysctls += (unsigned)r;
 	}
 	if (r >= 0)
+		r = TG_FAILPOINT("declare.nft.before", e);
+	if (r >= 0)
 		r = acct_declare(&acct, all, st ? st->n_att : 0,
 				 flags & NODE_DECLARE_PODS ? ACCT_DECLARE_PODS : 0, &rep.nft, e);
+	if (r >= 0)
+		r = TG_FAILPOINT("declare.nft.after", e);
 	if (r >= 0 && (node_shapes_inet(cfg) || (flags & NODE_DECLARE_INET))) {
 		struct shaper_node sn;
 
 		shaper_node_of(cfg, up, &sn);
 		r = shaper_node_declare(sk, &sn, flags & NODE_DECLARE_RESTORE ? SHAPER_RESTORE : 0,
 					&rep.tc, &lost, &ifb, e);
+		if (r >= 0)
+			r = TG_FAILPOINT("declare.tc.after", e);
 		if (r >= 0 && lost)
 			r = restore_classes(sk, cfg, up, st, ifb, &rep.classes_restored, e);
+		if (r >= 0 && lost)
+			r = TG_FAILPOINT("declare.restore.after", e);
+		if (r >= 0 && lost)
+			r = shaper_node_stamp(sk, &sn, ifb, e);
 	}
 	free(all);
 	if (ret)
@@ -189,7 +203,10 @@ int node_declare_from_store(struct nl_sock *sk, const struct node_config *cfg,
 			    struct node_repairs *ret, struct tg_err *e)
 {
 	struct ipam_state st = { 0 };
-	int r = ipam_store_lock(store, e);
+	int r = TG_FAILPOINT("declare.store.before", e);
+
+	if (r == 0)
+		r = ipam_store_lock(store, e);
 
 	if (r < 0)
 		return r;

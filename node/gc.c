@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "lib/cleanup.h"
+#include "lib/failpoint.h"
 #include "lib/util.h"
 #include "node/node.h"
 
@@ -137,7 +138,11 @@ int node_gc_collect(struct nl_sock *sk, struct ipam_store *store, struct ipam_st
 			torn[gone++] = g->stale[i];
 		}
 	}
-	r = node_release(store, st, torn, gone, e);
+	r = TG_FAILPOINT("maint.gc.release.before", e);
+	if (r == 0)
+		r = node_release(store, st, torn, gone, e);
+	if (r == 0)
+		r = TG_FAILPOINT("maint.gc.release.after", e);
 	if (r < 0)
 		return r;
 	g->released = gone;
@@ -151,6 +156,8 @@ int node_gc_collect(struct nl_sock *sk, struct ipam_store *store, struct ipam_st
 		return r;
 	ipam_state_free(st);
 	r = ipam_store_load(store, st, e);
+	if (r == 0)
+		r = TG_FAILPOINT("maint.gc.retire.before", e);
 	if (r == 0)
 		r = node_retire(sk, st, &g->retired_classes, e);
 	ipam_store_unlock(store);

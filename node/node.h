@@ -74,12 +74,21 @@ struct node_repairs {
 	struct shaper_repairs tc;
 	unsigned sysctls;
 	unsigned classes_restored;	/* pod classes put back after the root was made anew */
+	unsigned sysctls_readonly;	/* below their floor, on a read-only /proc/sys: left as they are */
 };
 /* Whether the config shapes internet egress at all (else the path waits for a pod that needs it). */
 bool node_shapes_inet(const struct node_config *cfg);
 #define NODE_DECLARE_INET 1u	/* the internet-shaping path even if the config shapes none */
 #define NODE_DECLARE_PODS 2u	/* every attachment's nft elements put (back) in */
 #define NODE_DECLARE_RESTORE 4u	/* the class tree was broken: every pod's classes put back */
+/*
+ * A sysctl on a read-only /proc/sys is skipped and counted in
+ * sysctls_readonly instead of failing the declaration: the node agent in its
+ * container (runtimes mount /proc/sys read-only in an unprivileged one, with
+ * CAP_NET_ADMIN or not). The plugin, run on the host, raises ip_forward at the
+ * ADD that finds it low.
+ */
+#define NODE_DECLARE_SYSCTL_RO 8u
 /*
  * Declares what every pod of the node shares, as cfg says: sysctls
  * (ip_forward, neighbour table sizes: raised, never lowered), the nftables
@@ -199,13 +208,15 @@ struct node_reshape {
 	bool dry_run;
 	struct shaping *before;		/* each attachment's caps before, by index in st */
 	size_t changed;			/* attachments whose caps changed */
+	size_t repaired;		/* ... unchanged, whose classes differed from the record */
 	size_t failed;			/* ... whose classes could not be changed */
 };
 /*
  * Works out every pod's caps and uplink classes from cfg and saves them under
  * the store's lock (not in a dry run); then, with the lock released, changes
- * each changed pod's tc classes and puts the table's elements as the store
- * says. st holds the state as saved; r->before is NULL when nothing was.
+ * the tc classes of each changed pod (and of each pod whose classes differ
+ * from its record: a reshape that failed after saving) and puts the table's
+ * elements as the store says. st holds the state as saved; r->before is NULL when nothing was.
  */
 int node_reshape(struct nl_sock *sk, const struct node_config *cfg, struct ipam_store *store,
 		 struct ipam_state *st, struct node_reshape *r, node_pod_error_fn on_error,

@@ -23,6 +23,7 @@
 #include <netlink/route/neighbour.h>
 #include <netlink/route/route.h>
 
+#include "lib/failpoint.h"
 #include "lib/steps.h"
 #include "lib/util.h"
 #include "node/internal.h"
@@ -278,6 +279,9 @@ static int pod_side(const struct plumb_req *rq, struct tg_err *e)
 		r = tg_fail_nl(e, r, "cannot add the pod address on %s", rq->pod_ifname);
 		goto out;
 	}
+	r = TG_FAILPOINT("add.pod.addr.after", e);
+	if (r < 0)
+		goto out;
 	r = add_neigh(sk, ifindex, NODE_GATEWAY, node_host_mac);
 	if (r == 0)
 		r = add_route(sk, ifindex, NODE_GATEWAY, 32, 0, RT_SCOPE_LINK);
@@ -298,6 +302,9 @@ int plumb_add(struct nl_sock *sk, const struct plumb_req *rq, struct tg_err *e)
 	int64_t t = time_mono_ns();
 	int r, ifindex = 0;
 
+	r = TG_FAILPOINT("add.veth.before", e);
+	if (r < 0)
+		return r;
 	r = create_veth(sk, rq);
 	if (r == -NLE_EXIST) {
 		/* A veth left by a crashed ADD, or the pod already has this ifname. */
@@ -316,18 +323,25 @@ int plumb_add(struct nl_sock *sk, const struct plumb_req *rq, struct tg_err *e)
 		return tg_fail(e, CNI_ERR_IO, r, "host veth %s vanished: %s", rq->host_ifname,
 			       strerror(-r));
 	t = step_done(STEP_VETH, t);
-	r = pod_side(rq, e);
+	r = TG_FAILPOINT("add.veth.after", e);
+	if (r == 0)
+		r = pod_side(rq, e);
 	t = step_done(STEP_POD, t);
+	if (r == 0)
+		r = TG_FAILPOINT("add.pod.after", e);
 	if (r < 0)
 		return r;
 	r = add_neigh(sk, ifindex, rq->ip, rq->pod_mac);
 	if (r < 0)
 		return tg_fail_nl(e, r, "cannot add the pod's neighbour entry on %s", rq->host_ifname);
+	r = TG_FAILPOINT("add.host.neigh.after", e);
+	if (r < 0)
+		return r;
 	r = add_route(sk, ifindex, rq->ip, 32, 0, RT_SCOPE_LINK);
 	step_done(STEP_ROUTES, t);
 	if (r < 0)
 		return tg_fail_nl(e, r, "cannot add the host route via %s", rq->host_ifname);
-	return 0;
+	return TG_FAILPOINT("add.host.route.after", e);
 }
 
 int plumb_del(struct nl_sock *sk, const char *host_ifname, struct tg_err *e)

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "accounting/accounting.h"
+#include "lib/failpoint.h"
 #include "lib/steps.h"
 #include "lib/util.h"
 #include "node/internal.h"
@@ -41,6 +42,8 @@ int node_pod_add(struct nl_sock *sk, const struct node_config *cfg, const struct
 	/* Node-wide state: read, and written only when missing (first pod, or flushed). */
 	plumb_req_of(p, &rq);
 	r = node_ensure(sk, cfg, p->uplink, st, inet, &inet_ifb, e);
+	if (r == 0)
+		r = TG_FAILPOINT("add.node.after", e);
 	if (r < 0)
 		goto undo; /* a declaration may have restored this pod's class already */
 	r = plumb_add(sk, &rq, e);
@@ -51,6 +54,8 @@ int node_pod_add(struct nl_sock *sk, const struct node_config *cfg, const struct
 		r = shaper_pod_add(sk, a->host_veth, inet_ifb, rq.group, &a->shaping,
 				   cfg->shaping.queue_ms, rq.mtu, e);
 		step_done(STEP_TC, t);
+		if (r == 0)
+			r = TG_FAILPOINT("add.tc.after", e);
 		if (r < 0)
 			goto undo;
 	}
@@ -64,6 +69,8 @@ int node_pod_add(struct nl_sock *sk, const struct node_config *cfg, const struct
 			r = acct_pod_add(&acct, &me, e);
 	}
 	step_done(STEP_NFT, t);
+	if (r == 0)
+		r = TG_FAILPOINT("add.nft.after", e);
 	if (r == 0)
 		return 0;
 undo:
@@ -116,8 +123,11 @@ int node_pod_del(struct nl_sock *sk, const struct ipam_attachment *a, struct tg_
 	bool together;
 	int first = 0, r;
 
-	if (a->ip)
+	first = TG_FAILPOINT("del.nft.before", e);
+	if (a->ip && first == 0)
 		first = acct_pod_del(&me, &held, e);
+	if (first == 0)
+		first = TG_FAILPOINT("del.nft.after", e);
 	t = step_done(STEP_NFT, t);
 	/*
 	 * A pod with its own IFB has two devices, and each deletion waits out
@@ -127,11 +137,19 @@ int node_pod_del(struct nl_sock *sk, const struct ipam_attachment *a, struct tg_
 	together = a->ip && a->shaping.egress_bps && plumb_del_group(sk, node_link_group(a)) == 0;
 	t = step_done(STEP_VETH, t);
 	/* The IFB goes even without a record; classes on tollgate-inet need the record's ids. */
-	r = shaper_pod_del(sk, a->host_veth, &a->shaping, e);
+	r = TG_FAILPOINT("del.tc.before", e);
+	if (r == 0)
+		r = shaper_pod_del(sk, a->host_veth, &a->shaping, e);
+	if (r == 0)
+		r = TG_FAILPOINT("del.tc.after", e);
 	if (r < 0 && !first)
 		first = r;
 	t = step_done(STEP_TC, t);
-	r = together ? 0 : plumb_del(sk, a->host_veth, e);
+	r = TG_FAILPOINT("del.veth.before", e);
+	if (r == 0)
+		r = together ? 0 : plumb_del(sk, a->host_veth, e);
+	if (r == 0)
+		r = TG_FAILPOINT("del.veth.after", e);
 	t = step_done(STEP_VETH, t);
 	/* After the veth's own RCU waits, the nftables socket closes without one more. */
 	acct_conn_close(held);
@@ -146,9 +164,11 @@ int node_pod_reshape(struct nl_sock *sk, const struct node_config *cfg,
 	const struct shaping *now = &a->shaping;
 
 	/* Old classes out, new ones in: a pod is unshaped for a few ms at most. */
+	if (TG_FAILPOINT("reshape.pod.before", e) < 0)
+		return -EIO;
 	if (old->pod_class && old->pod_class != now->pod_class)
 		shaper_pod_del(sk, a->host_veth, old, NULL);
-	if (shaper_pod_reset(sk, a->host_veth, e) < 0)
+	if (shaper_pod_reset(sk, a->host_veth, e) < 0 || TG_FAILPOINT("reshape.pod.reset.after", e) < 0)
 		return -EIO;
 	if (!now->egress_bps && shaper_pod_del(sk, a->host_veth, NULL, e) < 0)
 		return -EIO;
@@ -161,6 +181,8 @@ int node_pod_reshape(struct nl_sock *sk, const struct node_config *cfg,
 		if (node_ensure(sk, cfg, up, NULL, true, &inet_ifb, e) < 0)
 			return -EIO;
 	}
+	if (TG_FAILPOINT("reshape.pod.tc.before", e) < 0)
+		return -EIO;
 	return shaper_pod_add(sk, a->host_veth, 0, node_link_group(a), now, cfg->shaping.queue_ms,
 			      up ? up->mtu : 1500, e);
 }

@@ -9,7 +9,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <netlink/route/link.h>
+
+#include "lib/failpoint.h"
 #include "node/node.h"
+
+/* A pod whose veth is gone (its netns went, gc collects it) has no classes to put right. */
+static bool link_exists(struct nl_sock *sk, const char *name)
+{
+	struct rtnl_link *l = NULL;
+
+	if (rtnl_link_get_kernel(sk, 0, name, &l) < 0)
+		return false;
+	rtnl_link_put(l);
+	return true;
+}
 
 bool node_reshaped(const struct node_reshape *r, const struct ipam_state *st, size_t i)
 {
@@ -57,7 +71,10 @@ int node_reshape(struct nl_sock *sk, const struct node_config *cfg, struct ipam_
 	rc = ipam_store_update(store, st, reshape_update, &c, e);
 	if (rc < 0)
 		node_reshape_free(r); /* nothing was saved: no "before" to report */
-	if (rc < 0 || r->dry_run || !r->changed)
+	if (rc < 0 || r->dry_run)
+		return rc;
+	rc = TG_FAILPOINT("reshape.store.after", e);
+	if (rc < 0)
 		return rc;
 	/* Bursts and quanta are sized for the uplink's MTU, as ADD sized them. */
 	rc = node_uplink(sk, cfg->uplink, cfg->mtu, &up, e);
@@ -67,8 +84,17 @@ int node_reshape(struct nl_sock *sk, const struct node_config *cfg, struct ipam_
 		const struct ipam_attachment *a = &st->att[i];
 		struct tg_err pe = { 0 };
 
-		if (!node_reshaped(r, st, i))
-			continue;
+		/*
+		 * A pod whose record is unchanged but whose classes differ from it
+		 * (an earlier reshape saved the record, then failed in tc) is put
+		 * right too: a rerun finishes what a failed reshape began.
+		 */
+		if (!node_reshaped(r, st, i)) {
+			if (!link_exists(sk, a->host_veth) ||
+			    shaper_pod_check(sk, a->host_veth, &a->shaping, NULL) == 0)
+				continue;
+			r->repaired++;
+		}
 		if (node_pod_reshape(sk, cfg, &up, a, &r->before[i], &pe) < 0) {
 			r->failed++;
 			if (on_error)
@@ -77,9 +103,12 @@ int node_reshape(struct nl_sock *sk, const struct node_config *cfg, struct ipam_
 	}
 	/*
 	 * The pods' class elements (and node-wide state) as the store says now,
-	 * after tc work that can take seconds.
+	 * after tc work that can take seconds; every run, so that a rerun also
+	 * puts what a failed one left undone.
 	 */
-	rc = node_declare_from_store(sk, cfg, &up, store, NODE_DECLARE_PODS, NULL, e);
+	rc = TG_FAILPOINT("reshape.declare.before", e);
+	if (rc == 0)
+		rc = node_declare_from_store(sk, cfg, &up, store, NODE_DECLARE_PODS, NULL, e);
 	return rc;
 }
 

@@ -13,6 +13,7 @@
 
 #include "ipam/pool.h"
 #include "lib/cleanup.h"
+#include "lib/failpoint.h"
 #include "lib/nl.h"
 #include "lib/util.h"
 #include "node/node.h"
@@ -149,7 +150,13 @@ int node_sync(struct ipam_store *store, struct ipam_state *st, const struct node
 	      struct ipam_sync_report *ret, struct tg_err *e)
 {
 	struct sync_ctx s = { o, ret };
+	int r;
 
 	memset(ret, 0, sizeof(*ret));
-	return ipam_store_update(store, st, sync_update, &s, e);
+	r = TG_FAILPOINT("sync.apply.before", e);
+	if (r == 0)
+		r = ipam_store_update(store, st, sync_update, &s, e);
+	if (r == 0)
+		r = TG_FAILPOINT("sync.apply.after", e);
+	return r;
 }

@@ -6,7 +6,7 @@ set -eu
 PKGS="build-essential pkg-config libnl-3-dev libnl-route-3-dev libnftnl-dev libmnl-dev
 libjson-c-dev libxxhash-dev libmicrohttpd-dev libcurl4-openssl-dev libcmocka-dev iproute2 nftables
 iperf3 jq containernetworking-plugins valgrind procps iputils-ping iptables python3 python3-yaml
-curl prometheus clang libgmp-dev"
+curl prometheus clang libgmp-dev podman containerd runc busybox-static util-linux"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -18,8 +18,9 @@ if [ "$(id -u)" != 0 ]; then
 fi
 echo "deps: installing$missing"
 export DEBIAN_FRONTEND=noninteractive
-# Packages such as prometheus start a service on install; the tests start their
-# own servers inside network namespaces, so nothing may start on the host.
+# Packages such as prometheus and containerd start a service on install; the tests start their
+# own servers inside network namespaces (the runtime e2e its own containerd and
+# podman, in a private mount namespace), so nothing may start on the host.
 policy=/usr/sbin/policy-rc.d
 if [ ! -e "$policy" ]; then
 	printf '#!/bin/sh\nexit 101\n' > "$policy"

@@ -31,6 +31,7 @@
 #include <netlink/route/qdisc/htb.h>
 #include <netlink/route/tc.h>
 
+#include "lib/failpoint.h"
 #include "lib/nl.h"
 #include "lib/util.h"
 #include "shaper/internal.h"
@@ -421,28 +422,53 @@ int shaper_node_declare(struct nl_sock *sk, const struct shaper_node *n, unsigne
 	}
 	if (r < 0)
 		return tc_fail(e, r, "creating %s", SHAPER_INET_IFB);
+	if ((r = TG_FAILPOINT("tc.node.ifb.after", e)) < 0)
+		return r;
 	ifb = ib.ifindex;
-	lost = flags & SHAPER_RESTORE;
+	/*
+	 * Without this declaration's stamp, an earlier one may have been cut
+	 * short after it made the root anew: the classes it lost are put back.
+	 */
+	stamp_of(n, ifb, stamp);
+	lost = (flags & SHAPER_RESTORE) || strcmp(ib.alias, stamp) != 0;
 	r = declare_root(sk, n, ifb, ib.htb, rep, &lost);
 	if (r < 0)
 		return tc_fail(e, r, "declaring the HTB root and node class of %s", SHAPER_INET_IFB);
 	wrote |= r;
+	if ((r = TG_FAILPOINT("tc.node.root.after", e)) < 0)
+		return r;
 	r = declare_steering(sk, n, ifb, rep);
 	if (r < 0)
 		return tc_fail(e, r, "steering internet traffic of the uplink to %s", SHAPER_INET_IFB);
 	wrote |= r;
-	/* Last: a declaration cut short leaves no stamp, and the next probe does it again. */
-	stamp_of(n, ifb, stamp);
-	if (strcmp(ib.alias, stamp) != 0) {
-		r = set_alias(sk, ifb, stamp);
-		if (r < 0)
-			return tc_fail(e, r, "marking %s declared", SHAPER_INET_IFB);
-	}
+	if ((r = TG_FAILPOINT("tc.node.steer.after", e)) < 0)
+		return r;
+	/*
+	 * Last, the stamp: a declaration cut short leaves none, and the next
+	 * one does it again. With classes to put back, the caller stamps once
+	 * they are (shaper_node_stamp); until then no stamp stays.
+	 */
+	if (lost && ret_lost)
+		r = ib.alias[0] ? set_alias(sk, ifb, "") : 0;
+	else
+		r = strcmp(ib.alias, stamp) != 0 ? set_alias(sk, ifb, stamp) : 0;
+	if (r < 0)
+		return tc_fail(e, r, "marking %s declared", SHAPER_INET_IFB);
 	if (ret_lost)
 		*ret_lost = lost;
 	if (ret_ifb)
 		*ret_ifb = ifb;
 	return wrote ? 1 : 0;
+}
+
+int shaper_node_stamp(struct nl_sock *sk, const struct shaper_node *n, int ifb, struct tg_err *e)
+{
+	char stamp[64];
+	int r;
+
+	stamp_of(n, ifb, stamp);
+	r = set_alias(sk, ifb, stamp);
+	return r < 0 ? tc_fail(e, r, "marking %s declared", SHAPER_INET_IFB) : 0;
 }
 
 int shaper_retire_classes(struct nl_sock *sk, const uint16_t *keep, size_t n_keep,

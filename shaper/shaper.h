@@ -106,14 +106,19 @@ struct shaper_repairs {
  * filters) and changes only what differs; filters make-before-break. With
  * SHAPER_PROBE it only reads, and returns 1 when anything differs, 2 when it
  * had to add a missing 1:1 (declare again with SHAPER_RESTORE). *ret_lost:
- * the root was made anew, or SHAPER_RESTORE: every namespace and pod class
- * is to be put back by the caller. *ret_ifb: tollgate-inet's ifindex.
+ * the root was made anew, SHAPER_RESTORE, or the IFB lacked this
+ * declaration's stamp (one cut short after it made the root anew leaves
+ * none): every namespace and pod class is to be put back by the caller,
+ * which then stamps the declaration (shaper_node_stamp); until then the IFB
+ * carries no stamp, so that a declaration cut short puts them back again. *ret_ifb: tollgate-inet's ifindex.
  * Returns 1 when it wrote anything, 0 when all was right, or a negative
  * errno with e set.
  */
 int shaper_node_declare(struct nl_sock *sk, const struct shaper_node *n, unsigned flags,
 			struct shaper_repairs *rep, bool *ret_lost, int *ret_ifb,
 			struct tg_err *e);
+/* Marks tollgate-inet (ifb) declared from n, once the lost classes are back. */
+int shaper_node_stamp(struct nl_sock *sk, const struct shaper_node *n, int ifb, struct tg_err *e);
 /*
  * Deletes the classes of tollgate-inet whose minor is not in `keep` (the
  * namespace and pod classes of every attachment): namespaces that have no pod

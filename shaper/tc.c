@@ -21,6 +21,7 @@
 #include <netlink/route/qdisc/htb.h>
 #include <netlink/route/tc.h>
 
+#include "lib/failpoint.h"
 #include "lib/nl.h"
 #include "shaper/internal.h"
 
@@ -295,6 +296,9 @@ int shaper_pod_add(struct nl_sock *sk, const char *host_veth, int inet_ifb, uint
 			r = tc_put_leaf_queue(sk, veth, H(1, 3), total, queue_ms, mtu);
 		if (r < 0)
 			return tc_fail(e, r, "shaping traffic to the pod on %s", host_veth);
+		r = TG_FAILPOINT("tc.pod.ingress.after", e);
+		if (r < 0)
+			return r;
 	}
 	if (s->egress_bps) {
 		char ifb[IFNAMSIZ];
@@ -304,6 +308,9 @@ int shaper_pod_add(struct nl_sock *sk, const char *host_veth, int inet_ifb, uint
 		r = tc_ensure_ifb(sk, ifb, mtu, group, &ifb_index);
 		if (r < 0)
 			return tc_fail(e, r, "creating %s", ifb);
+		r = TG_FAILPOINT("tc.pod.ifb.after", e);
+		if (r < 0)
+			return r;
 		r = tc_put_htb_root(sk, ifb_index, 1);
 		if (r == 0)
 			r = tc_put_class(sk, ifb_index, H(1, 0), H(1, 1), s->egress_bps, s->egress_bps,
@@ -314,6 +321,9 @@ int shaper_pod_add(struct nl_sock *sk, const char *host_veth, int inet_ifb, uint
 			r = redirect_to_ifb(sk, veth, ifb_index);
 		if (r < 0)
 			return tc_fail(e, r, "shaping traffic from the pod through %s", ifb);
+		r = TG_FAILPOINT("tc.pod.egress.after", e);
+		if (r < 0)
+			return r;
 	}
 	if (shaping_inet_egress(s)) {
 		/*
@@ -326,6 +336,8 @@ int shaper_pod_add(struct nl_sock *sk, const char *host_veth, int inet_ifb, uint
 		if (!inet)
 			return tg_fail(e, CNI_ERR_IO, -ENODEV, "tc: %s is missing", SHAPER_INET_IFB);
 		r = tc_put_class(sk, inet, H(1, 1), H(1, s->ns_class), 0, ceil.ns, 0, mtu);
+		if (r == 0 && (r = TG_FAILPOINT("tc.pod.ns-class.after", e)) < 0)
+			return r;
 		if (r == 0)
 			r = tc_put_class(sk, inet, H(1, s->ns_class), H(1, s->pod_class), 0,
 					 ceil.pod_inet, 0, mtu);
@@ -335,6 +347,7 @@ int shaper_pod_add(struct nl_sock *sk, const char *host_veth, int inet_ifb, uint
 		if (r < 0)
 			return tc_fail(e, r, "shaping internet traffic of the pod in %s",
 				       SHAPER_INET_IFB);
+		return TG_FAILPOINT("tc.pod.inet.after", e);
 	}
 	return 0;
 }
@@ -363,6 +376,10 @@ int shaper_pod_del(struct nl_sock *sk, const char *host_veth, const struct shapi
 
 	/* The IFB is deleted whatever the spec says: DEL must work without the store too. */
 	shaper_ifb_name(host_veth, ifb);
+	if (l && (first = TG_FAILPOINT("tc.pod.del.ifb.before", e)) < 0) {
+		rtnl_link_put(l);
+		l = NULL;
+	}
 	if (l) {
 		rtnl_link_set_name(l, ifb);
 		r = rtnl_link_delete(sk, l);
@@ -374,7 +391,9 @@ int shaper_pod_del(struct nl_sock *sk, const char *host_veth, const struct shapi
 		int up = tc_ifindex(sk, SHAPER_INET_IFB);
 
 		if (up) {
-			r = tc_del_class(sk, up, H(1, s->pod_class));
+			r = TG_FAILPOINT("tc.pod.del.class.before", e);
+			if (r == 0)
+				r = tc_del_class(sk, up, H(1, s->pod_class));
 			if (r < 0 && !first)
 				first = tc_fail(e, r, "deleting class 1:%x on the uplink", s->pod_class);
 			/*

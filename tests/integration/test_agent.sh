@@ -56,15 +56,16 @@ t_end
 # conflist POD_DEFAULT: the ConfigMap's conflist, internet egress capped per pod
 conflist() {
 	jq -n --arg dd "$TG_TMP/data" --arg lf "$TG_TMP/tollgate.log" --arg u "http://127.0.0.1:$IMDS_PORT" \
-		--arg net "$NET" --arg pd "$1" '{
+		--arg net "$NET" --arg pd "$1" --argjson rt "${RETAIN:-3}" '{
 		cniVersion: "1.0.0", name: $net, plugins: [{
 			type: "tollgate", mtu: 1500, uplink: "eth0", internalCIDRs: ["10.0.0.0/8"],
 			masquerade: true, dataDir: $dd, logFile: $lf,
 			ipam: {source: "imds", imdsURL: $u, cooldownSeconds: 0},
-			accounting: {retainSeconds: 3},
+			accounting: {retainSeconds: $rt},
 			shaping: {internetEgress: {podDefault: $pd}}}]}'
 }
 # configmap_swap STAMP POD_DEFAULT: a new version, swapped in as kubelet does
+# (RETAIN: its accounting.retainSeconds, default 3)
 configmap_swap() {
 	mkdir -p "$CM/..$1"
 	conflist "$2" >"$CM/..$1/10-tollgate.conflist"
@@ -188,6 +189,32 @@ sleep 1
 t_expect "a1 class" "$(pod_class_ceil "${POD_IP[a1]}")" "ceil 5Mbit"
 cmp -s "$NETD/10-tollgate.conflist" "$CM/..v2/10-tollgate.conflist" || t_fail "an invalid conflist was installed"
 configmap_swap v4 5M
+t_end
+
+t_begin "a namespace without pods keeps its counters and series through a table made anew"
+reloads=$(metric 'tollgate_agent_config_reloads_total{result="ok"}')
+RETAIN=600 configmap_swap v5 5M
+reloaded() { [ "$(metric 'tollgate_agent_config_reloads_total{result="ok"}')" -gt "$reloads" ]; }
+wait_for 5 reloaded || t_fail "retainSeconds 600 not loaded"
+nc='tollgate_namespace_bytes_total{namespace="team-c",direction="egress",traffic="internet"}'
+pod_add c1 team-c "$CONF" || t_fail "ADD c1 rc=$TG_RC $TG_OUT"
+pingq "$TG_ID-c1" "$TG_INET_IP" || t_fail "c1 cannot reach the internet host"
+# a collection sees team-c counted (with its pod), then its last pod goes
+runs=$(metric tollgate_agent_gc_runs_total)
+collected() { [ "$(metric tollgate_agent_gc_runs_total)" -gt "$runs" ]; }
+wait_for 6 collected || t_fail "no collection ran"
+pod_del c1 "$CONF" || t_fail "DEL c1 rc=$TG_RC"
+before=$(metric "$nc")
+[ "${before:-0}" -gt 0 ] 2>/dev/null || t_fail "team-c counted nothing: '$before'"
+node_nft delete table inet tollgate || t_fail "could not delete the table"
+# the declaration makes the table anew (pods' namespaces only), the collection team-c's counters
+back() { [ -n "$(metric "$nc")" ] && [ "$(metric tollgate_agent_namespaces_kept_total)" -ge 1 ]; } 2>/dev/null
+wait_for 10 back || t_fail "team-c's series did not come back: '$(metric "$nc")'"
+after=$(metric "$nc")
+[ "${after:-0}" -ge "${before:-1}" ] 2>/dev/null || t_fail "team-c went backwards: $before -> $after"
+node_nft list counter inet tollgate ns_team-c_egress_internet >/dev/null 2>&1 ||
+	t_fail "team-c's counter not in the table"
+configmap_swap v6 5M # retainSeconds 3 again
 t_end
 
 t_begin "a pod whose netns is gone is collected"

@@ -1,0 +1,349 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Reads deploy/'s manifests for tests/integration/test_deploy.sh.
+
+  deploy_check.py DEPLOY_DIR parse            every manifest loads; prints one line per object
+  deploy_check.py DEPLOY_DIR daemonset        what the DaemonSet must hold; prints each problem
+  deploy_check.py DEPLOY_DIR monitoring       PodMonitor and PrometheusRule fields; each problem
+  deploy_check.py DEPLOY_DIR conflist         the ConfigMap's conflist, as its bytes
+  deploy_check.py DEPLOY_DIR agent-args       the agent container's command, one word a line
+  deploy_check.py DEPLOY_DIR rules OUT        the PrometheusRule's spec as a Prometheus rules file
+  deploy_check.py DEPLOY_DIR dashboard-rules OUT
+                                              every dashboard query as a recording rule (Grafana's
+                                              variables replaced), for promtool to parse
+  deploy_check.py DEPLOY_DIR names            metric names the rules and the dashboard read
+                                              (recorded names excluded); one a line
+  deploy_check.py DEPLOY_DIR undefined        recorded names (level:metric:op) read but not recorded
+
+Problems are printed one a line; the exit status is 1 when there are any.
+"""
+import json
+import os
+import re
+import sys
+
+import yaml
+
+MANIFESTS = ["configmap.yaml", "daemonset.yaml", "podmonitor.yaml", "prometheusrule.yaml"]
+CONFLIST_KEY = "10-tollgate.conflist"
+
+
+def load_all(d):
+    objs = {}
+    for f in MANIFESTS:
+        with open(os.path.join(d, f)) as fh:
+            for doc in yaml.safe_load_all(fh):
+                if doc is None:
+                    continue
+                objs[doc["kind"]] = doc
+    return objs
+
+
+def agent_container(ds):
+    cs = ds["spec"]["template"]["spec"]["containers"]
+    return next(c for c in cs if c["name"] == "agent")
+
+
+def flag(cmd, name):
+    for w in cmd:
+        if w.startswith(name + "="):
+            return w.split("=", 1)[1]
+    return None
+
+
+def check_daemonset(d):
+    objs = load_all(d)
+    ds, cm = objs["DaemonSet"], objs["ConfigMap"]
+    conflist = json.loads(cm["data"][CONFLIST_KEY])
+    p = []
+    tpl = ds["spec"]["template"]
+    pod = tpl["spec"]
+    sel = ds["spec"]["selector"]["matchLabels"]
+    if any(tpl["metadata"]["labels"].get(k) != v for k, v in sel.items()):
+        p.append("the selector does not match the template's labels")
+    if pod.get("hostNetwork") is not True:
+        p.append("hostNetwork is not true")
+    if pod.get("priorityClassName") != "system-node-critical":
+        p.append("priorityClassName is not system-node-critical")
+    if (pod.get("nodeSelector") or {}).get("kubernetes.io/os") != "linux":
+        p.append("nodeSelector kubernetes.io/os: linux missing")
+    tol = pod.get("tolerations") or []
+    if not any(t.get("operator") == "Exists" and "key" not in t and "effect" not in t for t in tol):
+        p.append("no toleration of every taint (operator: Exists, no key, no effect)")
+    if pod.get("automountServiceAccountToken") is not False:
+        p.append("automountServiceAccountToken is not false (the agent never calls the API server)")
+    if pod.get("serviceAccountName", "default") != "default":
+        p.append("a ServiceAccount of its own, which nothing needs")
+    if len(pod["containers"]) != 1:
+        p.append("%d containers, expected the agent alone" % len(pod["containers"]))
+    c = agent_container(ds)
+    sc = c.get("securityContext") or {}
+    caps = sc.get("capabilities") or {}
+    if caps.get("add") != ["NET_ADMIN"]:
+        p.append("capabilities.add is %r, expected [NET_ADMIN]" % caps.get("add"))
+    if caps.get("drop") != ["ALL"]:
+        p.append("capabilities.drop is %r, expected [ALL]" % caps.get("drop"))
+    if sc.get("privileged"):
+        p.append("privileged")
+    if sc.get("allowPrivilegeEscalation") is not False:
+        p.append("allowPrivilegeEscalation is not false")
+    if sc.get("readOnlyRootFilesystem") is not True:
+        p.append("readOnlyRootFilesystem is not true")
+    seccomp = (sc.get("seccompProfile") or (pod.get("securityContext") or {}).get("seccompProfile") or {})
+    if seccomp.get("type") != "RuntimeDefault":
+        p.append("seccompProfile is not RuntimeDefault")
+    if pod.get("hostPID") or pod.get("hostIPC"):
+        p.append("hostPID or hostIPC")
+    # probes and the metrics port
+    cmd = c["command"]
+    listen = flag(cmd, "--listen") or ""
+    port = int(listen.rsplit(":", 1)[1]) if ":" in listen else None
+    if not listen.startswith("$(NODE_IP):"):
+        p.append("--listen %r is not the node's address $(NODE_IP):PORT" % listen)
+    env = {e["name"]: e for e in c.get("env", [])}
+    if (env.get("NODE_IP", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
+            != "status.hostIP"):
+        p.append("NODE_IP does not come from status.hostIP")
+    for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+        g = (c.get(probe) or {}).get("httpGet") or {}
+        if g.get("path") != path:
+            p.append("%s is not httpGet %s" % (probe, path))
+        if g.get("port") != port:
+            p.append("%s probes port %r, the agent listens on %r" % (probe, g.get("port"), port))
+    ports = {pt.get("name"): pt.get("containerPort") for pt in c.get("ports", [])}
+    if ports.get("metrics") != port:
+        p.append("container port 'metrics' is %r, the agent listens on %r" % (ports.get("metrics"), port))
+    res = c.get("resources") or {}
+    for k in ("cpu", "memory"):
+        if k not in (res.get("requests") or {}):
+            p.append("no %s request" % k)
+    if "memory" not in (res.get("limits") or {}):
+        p.append("no memory limit")
+    # volumes: what each host directory is mounted as
+    vols = {v["name"]: v for v in pod["volumes"]}
+    mounts = {}
+    for m in c.get("volumeMounts", []):
+        v = vols.get(m["name"])
+        if v is None:
+            p.append("mount %s names no volume" % m["name"])
+            continue
+        if "hostPath" in v:
+            mounts[v["hostPath"]["path"]] = m
+        elif "configMap" in v:
+            mounts["configmap:" + v["configMap"]["name"]] = m
+
+    def mount_of(host, why):
+        m = mounts.get(host)
+        if m is None:
+            p.append("%s is not mounted (%s)" % (host, why))
+        return m
+
+    m = mount_of("/etc/cni/net.d", "the conflist is installed there")
+    if m and flag(cmd, "--cni-conf-dir") != m["mountPath"]:
+        p.append("--cni-conf-dir %r is not where /etc/cni/net.d is mounted (%s)"
+                 % (flag(cmd, "--cni-conf-dir"), m["mountPath"]))
+    if m and m.get("readOnly"):
+        p.append("/etc/cni/net.d is mounted read-only")
+    m = mount_of("/opt/cni/bin", "the plugin is installed there")
+    if m and flag(cmd, "--cni-bin-dir") != m["mountPath"]:
+        p.append("--cni-bin-dir %r is not where /opt/cni/bin is mounted (%s)"
+                 % (flag(cmd, "--cni-bin-dir"), m["mountPath"]))
+    # the plugin on the host and the agent in its container must share one store
+    data_dir = next(e for e in conflist["plugins"] if e["type"] == "tollgate").get("dataDir", "/run/tollgate")
+    m = mount_of(data_dir, "the conflist's dataDir: the plugin's store")
+    if m and (m["mountPath"] != data_dir or m.get("readOnly")):
+        p.append("dataDir %s is mounted at %s%s: the agent would not see the plugin's store"
+                 % (data_dir, m["mountPath"], " read-only" if m.get("readOnly") else ""))
+    m = mount_of("/var/run/netns", "gc tells a gone netns from an unseen one")
+    if m and m.get("mountPropagation") != "HostToContainer":
+        p.append("the netns directory is mounted without HostToContainer propagation")
+    if m and m["mountPath"] != "/var/run/netns":
+        p.append("the netns directory is mounted at %s, not where the runtime's paths point"
+                 % m["mountPath"])
+    m = mount_of("configmap:" + cm["metadata"]["name"], "the conflist")
+    cfg = flag(cmd, "--config")
+    if m and cfg != m["mountPath"].rstrip("/") + "/" + CONFLIST_KEY:
+        p.append("--config %r is not the ConfigMap's %s under %s" % (cfg, CONFLIST_KEY, m["mountPath"]))
+    for obj in (ds, cm):
+        if obj["metadata"].get("namespace") != "kube-system":
+            p.append("%s is not in kube-system" % obj["kind"])
+    return p
+
+
+def check_monitoring(d):
+    objs = load_all(d)
+    pm, pr, ds = objs["PodMonitor"], objs["PrometheusRule"], objs["DaemonSet"]
+    p = []
+    labels = ds["spec"]["template"]["metadata"]["labels"]
+    if any(labels.get(k) != v for k, v in pm["spec"]["selector"]["matchLabels"].items()):
+        p.append("the PodMonitor's selector does not match the agent's pods")
+    if ds["metadata"]["namespace"] not in pm["spec"].get("namespaceSelector", {}).get("matchNames", []):
+        p.append("the PodMonitor does not look in the DaemonSet's namespace")
+    ports = {pt.get("name") for pt in agent_container(ds).get("ports", [])}
+    for ep in pm["spec"]["podMetricsEndpoints"]:
+        if ep.get("port") not in ports:
+            p.append("the PodMonitor scrapes port %r, which the agent does not name" % ep.get("port"))
+        if ep.get("honorLabels") is not True:
+            p.append("honorLabels is not true (the namespace label is Tollgate's)")
+        rl = ep.get("relabelings") or []
+        if not any(r.get("sourceLabels") == ["__meta_kubernetes_pod_node_name"]
+                   and r.get("targetLabel") == "node" for r in rl):
+            p.append("no relabeling puts the node's name in 'node'")
+        dropped = [r.get("regex", "") for r in rl if r.get("action") == "labeldrop"]
+        for lbl in ("namespace", "pod"):
+            if not any(re.fullmatch(rx, lbl) for rx in dropped):
+                p.append("the target's %r is not dropped: series without Tollgate's own would get "
+                         "the agent's" % lbl)
+    for g in pr["spec"]["groups"]:
+        for r in g["rules"]:
+            if "alert" in r:
+                if r.get("labels", {}).get("severity") not in ("warning", "critical", "info"):
+                    p.append("alert %s has no severity" % r["alert"])
+                if not r.get("annotations", {}).get("summary"):
+                    p.append("alert %s has no summary" % r["alert"])
+    need = {"pool exhausted": "TollgatePoolExhausted", "sync stale": "TollgatePoolSyncStale",
+            "collector down": "TollgateCollectorDown", "repairs": "TollgateRepairsHappening",
+            "spoofing": "TollgateSpoofingSeen"}
+    alerts = {r["alert"] for g in pr["spec"]["groups"] for r in g["rules"] if "alert" in r}
+    for what, name in need.items():
+        if name not in alerts:
+            p.append("no %s alert (%s)" % (what, name))
+    return p
+
+
+GRAFANA_VARS = [(r"\$__rate_interval|\$\{__rate_interval\}", "5m"),
+                (r"\$__range|\$\{__range\}", "1h"),
+                (r"\$__interval|\$\{__interval\}", "1m"),
+                (r"\$\{?[A-Za-z_][A-Za-z0-9_]*(:[a-z]+)?\}?", ".*")]
+
+
+def dashboard_queries(d):
+    """(exprs, metric names of the template variables' label_values())"""
+    with open(os.path.join(d, "dashboard.json")) as fh:
+        dash = json.load(fh)
+    exprs, var_metrics = [], []
+
+    def walk(panels):
+        for pn in panels:
+            for t in pn.get("targets", []):
+                exprs.append(t["expr"])
+            walk(pn.get("panels", []))
+
+    walk(dash["panels"])
+    for v in dash.get("templating", {}).get("list", []):
+        if v.get("type") != "query":
+            continue
+        q = v["query"]["query"] if isinstance(v["query"], dict) else v["query"]
+        m = re.fullmatch(r"\s*label_values\(\s*([A-Za-z_:][A-Za-z0-9_:]*)\s*,\s*\w+\s*\)\s*", q)
+        if m:
+            var_metrics.append(m.group(1))
+        else:
+            exprs.append(q)
+    return exprs, var_metrics
+
+
+def grafana_subst(expr):
+    for rx, val in GRAFANA_VARS:
+        expr = re.sub(rx, val, expr)
+    return expr
+
+
+PROMQL_WORDS = {"sum", "min", "max", "avg", "count", "stddev", "stdvar", "topk", "bottomk",
+                "quantile", "count_values", "group", "by", "without", "on", "ignoring",
+                "group_left", "group_right", "and", "or", "unless", "offset", "bool", "time",
+                "vector", "scalar", "rate", "irate", "increase", "delta", "idelta", "round",
+                "abs", "clamp_min", "clamp_max", "histogram_quantile", "label_replace",
+                "sort", "sort_desc", "absent", "changes", "resets", "deriv", "predict_linear",
+                "avg_over_time", "max_over_time", "min_over_time", "sum_over_time",
+                "last_over_time", "timestamp", "atan2", "inf", "nan"}
+
+
+def names_in(expr):
+    # strings and label matchers/groupings hold label names and values, not metrics
+    e = re.sub(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'', '""', expr)
+    e = re.sub(r"\{[^}]*\}", "", e)
+    e = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", "", e)
+    e = re.sub(r"\[[^\]]*\]", "", e)
+    out = set()
+    for tok in re.findall(r"[A-Za-z_:][A-Za-z0-9_:]*", e):
+        if tok in PROMQL_WORDS or re.fullmatch(r"\d+[smhdwy]", tok):
+            continue
+        out.add(tok)
+    return out
+
+
+def rule_exprs(d):
+    spec = load_all(d)["PrometheusRule"]["spec"]
+    recorded, exprs = set(), []
+    for g in spec["groups"]:
+        for r in g["rules"]:
+            exprs.append(r["expr"])
+            if "record" in r:
+                recorded.add(r["record"])
+    return recorded, exprs
+
+
+def referenced(d):
+    recorded, exprs = rule_exprs(d)
+    dexprs, var_metrics = dashboard_queries(d)
+    names = set(var_metrics)
+    for e in exprs + [grafana_subst(x) for x in dexprs]:
+        names |= names_in(e)
+    return recorded, names
+
+
+def main():
+    d, what = sys.argv[1], sys.argv[2]
+    problems = []
+    if what == "parse":
+        for f in sorted(os.listdir(d)):
+            path = os.path.join(d, f)
+            if f.endswith(".yaml"):
+                with open(path) as fh:
+                    for doc in yaml.safe_load_all(fh):
+                        if doc is None:
+                            continue
+                        for k in ("apiVersion", "kind"):
+                            if k not in doc:
+                                problems.append("%s: no %s" % (f, k))
+                        if "name" not in doc.get("metadata", {}):
+                            problems.append("%s: no metadata.name" % f)
+                        print("%s %s/%s" % (f, doc.get("kind"), doc.get("metadata", {}).get("name")))
+            elif f.endswith(".json") or f.endswith(".conflist"):
+                with open(path) as fh:
+                    json.load(fh)
+                print("%s json" % f)
+    elif what == "daemonset":
+        problems = check_daemonset(d)
+    elif what == "monitoring":
+        problems = check_monitoring(d)
+    elif what == "conflist":
+        sys.stdout.write(load_all(d)["ConfigMap"]["data"][CONFLIST_KEY])
+    elif what == "agent-args":
+        print("\n".join(agent_container(load_all(d)["DaemonSet"])["command"]))
+    elif what == "rules":
+        with open(sys.argv[3], "w") as fh:
+            yaml.safe_dump(load_all(d)["PrometheusRule"]["spec"], fh, sort_keys=False)
+    elif what == "dashboard-rules":
+        exprs, _ = dashboard_queries(d)
+        rules = [{"record": "dashboard:query_%d:parse" % i, "expr": grafana_subst(e)}
+                 for i, e in enumerate(exprs)]
+        with open(sys.argv[3], "w") as fh:
+            yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}, fh, sort_keys=False)
+        print(len(rules))
+    elif what == "names":
+        _, names = referenced(d)
+        print("\n".join(sorted(n for n in names if ":" not in n)))
+    elif what == "undefined":
+        recorded, names = referenced(d)
+        print("\n".join(sorted(n for n in names if ":" in n and n not in recorded)))
+    else:
+        print("unknown check %s" % what, file=sys.stderr)
+        return 2
+    for x in problems:
+        print(x)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

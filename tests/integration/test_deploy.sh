@@ -1,0 +1,301 @@
+#!/usr/bin/env bash
+# deploy/: every manifest parses and holds what it must; the ConfigMap's
+# conflist is deploy/10-tollgate.conflist, says cniVersion 1.0.0 and is what
+# the agent installs; the rules pass `promtool check rules` and `promtool test
+# rules` (deploy/tests/rules_test.yaml); every dashboard query parses; every
+# metric the rules and the dashboard read is one the agent serves.
+#
+# Then the DaemonSet's agent for real, in a throwaway node namespace with a
+# fake IMDS: its exact command line (paths mapped to the test's directories),
+# its confinement as the runtime gives it (CAP_NET_ADMIN alone, no_new_privs,
+# root filesystem and /proc/sys read-only, in a private mount namespace):
+# ready without deploy/90-tollgate.conf's sysctls, saying once that it left
+# them (the plugin on the host raises ip_forward), and with them set, silent
+# about it; the installed conflist's chain at 1.0.0 —
+# the plugin, then Debian's portmap with the plugin's result — forwards a
+# host port into a pod, and that portmap refuses the same chain at 1.1.0.
+#
+# Standalone: TOLLGATE_BIN_DIR=build bash tests/integration/test_deploy.sh
+# shellcheck disable=SC2016,SC1091,SC2034  # TG_BIN: read by lib.sh
+set -u
+. "$(dirname "$0")/lib.sh"
+tg_require
+tg_traps
+
+DEPLOY=$TG_ROOT/deploy
+CHECK=$TG_LIB_DIR/deploy_check.py
+AGENT=$TOLLGATE_BIN_DIR/tollgate-agent
+PORTMAP=/usr/lib/cni/portmap
+FIX=$TG_ROOT/tests/fixtures/imds
+FAKE=$TG_LIB_DIR/fake_imds.py
+IMDS_PORT=18084
+PORT=19618
+HOSTPORT=18080
+
+for t in "$AGENT" "$PORTMAP" "$(command -v promtool)" "$(command -v setpriv)" "$(command -v unshare)"; do
+	if [ ! -x "$t" ]; then
+		echo "not ok - preconditions: ${t:-promtool, setpriv or unshare} not found (make deps; make)"
+		exit 1
+	fi
+done
+python3 -c 'import yaml' 2>/dev/null || {
+	echo "not ok - preconditions: python3-yaml not installed (make deps)"
+	exit 1
+}
+# no network namespace yet: a scratch directory (tg_cleanup removes it) until topo_up
+TG_TMP=$(mktemp -d /dev/shm/tollgate-deploy.XXXXXX) || exit 1
+
+check() { python3 "$CHECK" "$DEPLOY" "$@"; }
+
+# ============================================================ the manifests
+t_begin "every manifest parses: YAML objects with apiVersion, kind and name; JSON files"
+out=$(check parse 2>&1) || t_fail "$out"
+for want in "configmap.yaml ConfigMap/tollgate" "daemonset.yaml DaemonSet/tollgate" \
+	"podmonitor.yaml PodMonitor/tollgate" "prometheusrule.yaml PrometheusRule/tollgate" \
+	"dashboard.json json" "10-tollgate.conflist json"; do
+	grep -qxF "$want" <<<"$out" || t_fail "missing: $want"
+done
+t_end
+
+t_begin "the DaemonSet: hostNetwork, system-node-critical, every taint, linux; mounts, probes, resources; NET_ADMIN alone"
+out=$(check daemonset 2>&1) || t_fail "$(tr '\n' ';' <<<"$out")"
+t_end
+
+t_begin "the DaemonSet's flags are the agent's own"
+while IFS= read -r w; do
+	case $w in --*) ;; *) continue ;; esac
+	f=${w%%=*}
+	"$AGENT" --help | grep -qE -- "(^|[[ ])$f([] =]|\$)" || t_fail "tollgate-agent --help does not know $f"
+done < <(check agent-args)
+# and the agent serves the probes' paths
+"$AGENT" --help | grep -q 'endpoints: /metrics, /healthz, /readyz' || t_fail "the agent does not list /healthz and /readyz"
+t_end
+
+t_begin "PodMonitor (honorLabels, node label, the target's namespace dropped) and PrometheusRule's alerts"
+out=$(check monitoring 2>&1) || t_fail "$(tr '\n' ';' <<<"$out")"
+t_end
+
+t_begin "the ConfigMap's conflist is deploy/10-tollgate.conflist, cniVersion 1.0.0, every plugin at it"
+check conflist >"$TG_TMP/cm.conflist" || t_fail "no conflist in the ConfigMap"
+cmp -s "$TG_TMP/cm.conflist" "$DEPLOY/10-tollgate.conflist" ||
+	t_fail "the ConfigMap's conflist differs from deploy/10-tollgate.conflist: $(diff "$TG_TMP/cm.conflist" "$DEPLOY/10-tollgate.conflist" | head -5)"
+t_expect cniVersion "$(jq -r .cniVersion "$TG_TMP/cm.conflist")" 1.0.0
+t_expect "plugins" "$(jq -c '[.plugins[].type]' "$TG_TMP/cm.conflist")" '["tollgate","portmap"]'
+# portmap, the chained plugin as Debian ships it, supports the list's version
+CNI_COMMAND=VERSION "$PORTMAP" <<<'{"cniVersion":"1.0.0"}' 2>/dev/null |
+	jq -e '.supportedVersions | index("1.0.0")' >/dev/null || t_fail "portmap does not support 1.0.0"
+t_end
+
+# ============================================================ rules and dashboard
+t_begin "promtool check rules and promtool test rules on the PrometheusRule's spec"
+mkdir -p "$TG_TMP/rules"
+check rules "$TG_TMP/rules/rules.yaml" || t_fail "cannot extract the rules"
+cp "$DEPLOY/tests/rules_test.yaml" "$TG_TMP/rules/"
+out=$(cd "$TG_TMP/rules" && promtool check rules rules.yaml 2>&1) || t_fail "check rules: $out"
+n=$(python3 -c 'import sys, yaml; print(sum(len(g["rules"]) for g in yaml.safe_load(open(sys.argv[1]))["groups"]))' \
+	"$TG_TMP/rules/rules.yaml")
+grep -q "SUCCESS: $n rules found" <<<"$out" || t_fail "check rules: $out (expected $n rules)"
+if out=$(cd "$TG_TMP/rules" && promtool test rules rules_test.yaml 2>&1); then
+	grep -q SUCCESS <<<"$out" || t_fail "test rules: $out"
+else
+	t_fail "test rules: $(tail -20 <<<"$out")"
+fi
+# the checker has teeth: a broken expression and a wrong expectation fail
+printf 'groups:\n- name: x\n  rules:\n  - record: a:b:c\n    expr: sum by (namespace (x)\n' >"$TG_TMP/rules/broken.yaml"
+promtool check rules "$TG_TMP/rules/broken.yaml" >/dev/null 2>&1 && t_fail "promtool accepted a broken expression"
+sed 's/value: 3000000$/value: 2000000/' "$DEPLOY/tests/rules_test.yaml" >"$TG_TMP/rules/wrong_test.yaml"
+(cd "$TG_TMP/rules" && promtool test rules wrong_test.yaml >/dev/null 2>&1) && t_fail "promtool test rules passed a wrong expectation"
+t_end
+
+t_begin "every dashboard query parses (promtool, as recording rules); every recorded name it reads is recorded"
+n=$(check dashboard-rules "$TG_TMP/rules/dashboard.yaml") || t_fail "cannot read the dashboard's queries"
+[ "${n:-0}" -ge 10 ] || t_fail "only ${n:-0} queries found"
+out=$(promtool check rules "$TG_TMP/rules/dashboard.yaml" 2>&1) || t_fail "$out"
+grep -q "SUCCESS: $n rules found" <<<"$out" || t_fail "$out"
+undefined=$(check undefined)
+[ -z "$undefined" ] || t_fail "read but never recorded: $(tr '\n' ' ' <<<"$undefined")"
+jq -e '.panels | length > 0 and all(.[]; .type == "row" or (.targets | length > 0))' "$DEPLOY/dashboard.json" >/dev/null ||
+	t_fail "a panel without a query"
+t_end
+rm -rf "$TG_TMP"
+TG_TMP=""
+
+# ============================================================ the agent, as the DaemonSet runs it
+t_begin topology
+topo_up || tap_bail "could not build the namespace topology"
+ip -n "$TG_NODE" link set eth0 address 00:0d:3a:f8:06:ec || tap_bail "cannot set the MAC"
+ip -n "$TG_NODE" addr add 10.0.0.4/24 dev eth0 || tap_bail "cannot add 10.0.0.4"
+# the fabric learnt the node's old MAC in topo_up
+ip -n "$TG_FABRIC" neigh flush dev node0
+ILOG=$TG_TMP/imds.log
+: >"$ILOG"
+ip netns exec "$TG_NODE" python3 "$FAKE" --port "$IMDS_PORT" --fixture "$FIX/one_nic.json" \
+	--log "$ILOG" 2>"$TG_TMP/imds.err" &
+TG_PIDS+=($!)
+imds_up() { ip netns exec "$TG_NODE" bash -c "exec 3<>/dev/tcp/127.0.0.1/$IMDS_PORT" 2>/dev/null; }
+wait_for 10 imds_up || tap_bail "fake IMDS did not start: $(cat "$TG_TMP/imds.err")"
+t_end
+
+# The ConfigMap's conflist as kubelet mounts it (..data symlink), with only the
+# host's paths and the IMDS address moved into the test's.
+CM=$TG_TMP/etc-tollgate NETD=$TG_TMP/net.d CNIBIN=$TG_TMP/cni-bin ALOG=$TG_TMP/agent.log
+mkdir -p "$CM/..v1" "$NETD" "$CNIBIN"
+python3 "$CHECK" "$DEPLOY" conflist | jq --arg dd "$TG_TMP/data" --arg lf "$TG_TMP/tollgate.log" \
+	--arg u "http://127.0.0.1:$IMDS_PORT" \
+	'(.plugins[] | select(.type == "tollgate")) |= (.dataDir = $dd | .logFile = $lf | .ipam.imdsURL = $u)' \
+	>"$CM/..v1/10-tollgate.conflist"
+ln -s ..v1 "$CM/..data"
+ln -s ..data/10-tollgate.conflist "$CM/10-tollgate.conflist"
+NET=$(jq -r .name "$CM/10-tollgate.conflist")
+
+# The container's command, word for word, its paths mapped.
+ARGS=()
+while IFS= read -r w; do
+	case $w in
+	tollgate-agent) w=$AGENT ;;
+	--config=/etc/tollgate/*) w=--config=$CM/${w#--config=/etc/tollgate/} ;;
+	--listen='$(NODE_IP)':9617) w=--listen=127.0.0.1:$PORT ;;
+	--cni-conf-dir=/host/etc/cni/net.d) w=--cni-conf-dir=$NETD ;;
+	--cni-bin-dir=/host/opt/cni/bin) w=--cni-bin-dir=$CNIBIN ;;
+	--plugin=*) w=--plugin=$TOLLGATE_BIN_DIR/tollgate ;;
+	*/*) tap_bail "the DaemonSet's argument '$w' has a path this test does not map" ;;
+	esac
+	ARGS+=("$w")
+done < <(check agent-args)
+
+# The runtime's confinement: a mount namespace of its own whose root and
+# /proc/sys are read-only (the test's directories are on /dev/shm, as the
+# DaemonSet's are host mounts), the bounding set CAP_NET_ADMIN alone,
+# no_new_privs (allowPrivilegeEscalation: false).
+AGENT_PID=""
+agent_start() {
+	ip netns exec "$TG_NODE" unshare -m --propagation private sh -c '
+		mount -o remount,bind,ro / &&
+		mount --bind /proc/sys /proc/sys && mount -o remount,bind,ro /proc/sys &&
+		exec setpriv --bounding-set -all,+net_admin --inh-caps -all --no-new-privs "$@"' \
+		agent "${ARGS[@]}" 2>>"$ALOG" &
+	AGENT_PID=$!
+	TG_PIDS+=("$AGENT_PID")
+}
+http_get() { ip netns exec "$TG_NODE" curl -s -o "$TG_TMP/http.out" -w '%{http_code}' --max-time 2 "http://127.0.0.1:$PORT$1"; }
+ready() { [ "$(http_get /readyz)" = 200 ]; }
+up() { [ "$(http_get /healthz)" = 200 ]; }
+
+t_begin "under the DaemonSet's confinement, without the node's sysctls: ready, the read-only ones left and said so once"
+root_opts=$(findmnt -n -o OPTIONS /)
+ip netns exec "$TG_NODE" sysctl -qw net.ipv4.ip_forward=0
+agent_start
+wait_for 10 up || t_fail "/healthz does not answer: $(tail -3 "$ALOG")"
+wait_for 40 ready || t_fail "not ready within 40 s: $(tail -3 "$ALOG")"
+t_expect "read-only sysctl warnings" "$(grep -c 'below its floor and /proc/sys is read-only' "$ALOG")" 1
+t_expect "ip_forward (left to the plugin)" "$(ip netns exec "$TG_NODE" sysctl -n net.ipv4.ip_forward)" 0
+cmp -s "$NETD/10-tollgate.conflist" "$CM/10-tollgate.conflist" || t_fail "the conflist was not installed as given"
+cmp -s "$CNIBIN/tollgate" "$TOLLGATE_BIN_DIR/tollgate" || t_fail "the plugin was not installed"
+# the confinement is the agent's alone
+t_expect "the host's / options" "$(findmnt -n -o OPTIONS /)" "$root_opts"
+awk '$5 == "/" { print $6 }' "/proc/$AGENT_PID/mountinfo" | grep -q '^ro\b' || t_fail "the agent's / is not read-only"
+grep -q '^NoNewPrivs:[[:space:]]*1' "/proc/$AGENT_PID/status" || t_fail "no_new_privs not set"
+t_expect "bounding set" "$(awk '/^CapBnd/ {print $2}' "/proc/$AGENT_PID/status")" 0000000000001000
+t_end
+
+t_begin "deploy/90-tollgate.conf on the node: the agent, restarted, has nothing to leave"
+ip netns exec "$TG_NODE" sysctl -q -e -p "$DEPLOY/90-tollgate.conf" 2>/dev/null
+t_expect "ip_forward" "$(ip netns exec "$TG_NODE" sysctl -n net.ipv4.ip_forward)" 1
+kill -TERM "$AGENT_PID" 2>/dev/null
+wait "$AGENT_PID" 2>/dev/null
+: >"$ALOG"
+agent_start
+wait_for 40 ready || t_fail "not ready within 40 s: $(tail -3 "$ALOG")"
+t_expect "read-only sysctl warnings" "$(grep -c 'below its floor' "$ALOG")" 0
+t_end
+
+t_begin "every metric the rules and the dashboard read is served by the agent"
+[ "$(http_get /metrics)" = 200 ] || t_fail "/metrics: $(cat "$TG_TMP/http.out")"
+awk '$1 == "#" && $2 == "TYPE" { print $3 }' "$TG_TMP/http.out" | sort -u >"$TG_TMP/served"
+[ "$(wc -l <"$TG_TMP/served")" -ge 40 ] || t_fail "only $(wc -l <"$TG_TMP/served") families served"
+n=0
+while IFS= read -r m; do
+	n=$((n + 1))
+	[ "$m" = up ] && continue # Prometheus's own, per target
+	grep -qxF "$m" "$TG_TMP/served" || t_fail "$m is not served"
+done < <(check names)
+[ "$n" -ge 10 ] || t_fail "only $n names read by the rules and the dashboard"
+grep -q '^tollgate_collector_up{collector="nftables"} 1$' "$TG_TMP/http.out" || t_fail "nftables collector down"
+grep -q '^tollgate_agent_ready 1$' "$TG_TMP/http.out" || t_fail "tollgate_agent_ready is not 1"
+t_end
+
+# ------------------------------------------------------------ the chain at 1.0.0, as libcni runs it
+TG_BIN=$CNIBIN/tollgate
+entry() { # INDEX: the list's entry as a runtime hands it to the plugin
+	jq -c --argjson i "$1" '.plugins[$i] + {name: .name, cniVersion: .cniVersion}' "$NETD/10-tollgate.conflist"
+}
+portmap_run() { # CMD CONF
+	ip netns exec "$TG_NODE" env -i PATH="$TG_PATH" CNI_COMMAND="$1" CNI_CONTAINERID="${POD_CID[web]}" \
+		CNI_NETNS="${POD_NETNS[web]}" CNI_IFNAME=eth0 CNI_PATH=/usr/lib/cni \
+		CNI_ARGS="$(k8s_args team-a web "${POD_CID[web]}")" "$PORTMAP" <<<"$2"
+}
+PM_RT='{"portMappings": [{"hostPort": '$HOSTPORT', "containerPort": 80, "protocol": "tcp"}]}'
+
+t_begin "the installed chain at 1.0.0: the plugin, then portmap with its result; a host port reaches the pod"
+pod_add web team-a "$(entry 0)" || t_fail "tollgate ADD rc=$TG_RC $TG_OUT"
+t_expect "result cniVersion" "$(jq -r .cniVersion <<<"$TG_OUT")" 1.0.0
+PM_CONF=$(entry 1 | jq -c --argjson prev "${POD_RESULT[web]:-null}" --argjson rt "$PM_RT" '. + {prevResult: $prev, runtimeConfig: $rt}')
+PM_OUT=$(portmap_run ADD "$PM_CONF" 2>"$TG_TMP/pm.err")
+pm_rc=$?
+t_expect "portmap ADD exit status" "$pm_rc" 0
+[ "$pm_rc" = 0 ] || diag "$PM_OUT $(cat "$TG_TMP/pm.err")"
+t_expect "portmap passes the address on" "$(jq -r '.ips[0].address' <<<"$PM_OUT" 2>/dev/null)" "$(jq -r '.ips[0].address' <<<"${POD_RESULT[web]:-}")"
+# a one-line HTTP answer (http.server would look the address up in DNS first)
+ip netns exec "$TG_ID-web" python3 -c '
+import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], 80))
+s.listen(8)
+while True:
+    c, _ = s.accept()
+    try:
+        c.settimeout(2)
+        if c.recv(4096):
+            c.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 4\r\n\r\nweb\n")
+    except OSError:
+        pass
+    c.close()' "${POD_IP[web]:-0.0.0.0}" >"$TG_TMP/web.log" 2>&1 &
+TG_PIDS+=($!)
+served() { ip netns exec "$TG_ID-web" bash -c "exec 3<>/dev/tcp/${POD_IP[web]}/80" 2>/dev/null; }
+wait_for 10 served || t_fail "the pod's server did not start: $(tail -3 "$TG_TMP/web.log")"
+# from the peer node to this node's port: DNAT by portmap, routed by tollgate
+code=$(ip netns exec "$TG_PEER" curl -s -o /dev/null -w '%{http_code}' --max-time 3 "http://$TG_NODE_IP:$HOSTPORT/")
+t_expect "peer -> node:$HOSTPORT -> pod:80" "$code" 200
+[ "$code" = 200 ] || diag "$(ip netns exec "$TG_NODE" iptables-save -t nat 2>&1 | grep -v '^#')"
+t_end
+
+t_begin "Debian's portmap refuses the same chain at 1.1.0 (why 1.0.0 is shipped)"
+PM11=$(jq -c '.cniVersion = "1.1.0" | .prevResult.cniVersion = "1.1.0"' <<<"$PM_CONF")
+out=$(portmap_run ADD "$PM11" 2>&1)
+rc=$?
+[ "$rc" != 0 ] || t_fail "portmap accepted cniVersion 1.1.0 (then the README's advice is stale): $out"
+grep -q 'incompatible CNI versions' <<<"$out" || t_fail "not a version refusal: $out"
+t_end
+
+t_begin "DEL through the chain (portmap, then the plugin) leaves neither a DNAT nor an attachment"
+out=$(portmap_run DEL "$PM_CONF" 2>&1) || t_fail "portmap DEL: $out"
+pod_del web "$(entry 0)" || t_fail "tollgate DEL rc=$TG_RC $TG_OUT"
+ip netns exec "$TG_NODE" iptables-save -t nat 2>/dev/null | grep -q -- "--to-destination ${POD_IP[web]:-x}:80" &&
+	t_fail "portmap's DNAT is left"
+t_expect "attachments" "$(jq '.attachments | length' "$TG_TMP/data/$NET/state.json")" 0
+t_end
+
+t_begin "the plugin's parser checks the shipped entry: a wrong value in it is error 7"
+pod_add bad team-a "$(entry 0 | jq -c '.internalCIDRs = ["10.0.0.0/33"]')"
+r=$(cni_error_problem 7)
+[ -z "$r" ] || t_fail "$r"
+t_end
+
+t_begin "SIGTERM: the agent exits 0"
+kill -TERM "$AGENT_PID"
+wait "$AGENT_PID"
+t_expect "exit status" "$?" 0
+t_end
+
+tap_done

@@ -1,0 +1,426 @@
+#!/usr/bin/env bash
+# Failpoints (lib/failpoint.h): every failure is clean. Each named point
+# before or after a kernel or store step is armed in turn
+# (TOLLGATE_FAILPOINT=NAME) and the step fails there:
+#   ADD      an error object (code 5, naming the point), exit 1, and the node
+#            byte-identical to before: links, addresses, routes, neighbours
+#            (node and pod netns), nftables, tc (qdiscs, classes, filters of
+#            every device), the store file's bytes
+#   DEL, GC (the plugin's), tollgate-ipam gc
+#            a rerun without the point finishes the job: the node is as if
+#            the pod had never existed
+#   node declaration (the plugin's first ADD on a node whose node-wide
+#            state is gone), reshape, sync
+#            an unarmed rerun converges to the state a clean run declares
+# The points come from the binaries (TOLLGATE_FAILPOINT=list), never from a
+# list here; every point must be reached by at least one scenario.
+#
+#   pods k (keeper) and v (victim), namespace "fp", one netns each
+#     eth0 10.1.0.x/32 -- veth tg* (+ IFB ti*: egress limit) --
+#   node 10.0.0.1: table inet tollgate (perPod counters), tollgate-inet
+#     (internet egress caps of node, namespace and pod), uplink eth0's steering
+#   (the rest of the topology as drawn in lib.sh; not used here)
+#
+# Which build: only a failpoint build (FAILPOINTS=1; the sanitizer build
+# build-san/ sets it) holds the points. Run against a build without them
+# (TOLLGATE_BIN_DIR=build, the production build), this file checks that the
+# production binaries hold no failpoint code or name (strings) and ignore
+# TOLLGATE_FAILPOINT (an ADD and DEL with a point armed succeed and leave the
+# node as usual), then walks the points with the sibling build-san (built by
+# `make test`); without one that is a failure, not a skip. Against build-san
+# it walks the points only (tests/run.sh runs it once per build dir).
+#
+# What the comparisons normalise, and why:
+#   nftables counters' packet and byte values and HTB's direct_packets_stat
+#     (traffic may hit them);
+#   handles the kernel picks itself (bfifo leaf queues, tc actions' index):
+#     a queue or action made again gets the next free one;
+#   the order of tc's qdisc and class dumps (sorted): the kernel lists them
+#     in its hash tables' order, which a class that came and went reshuffles;
+#   DEL, GC: the store's cool-down list (a released address rests there,
+#     stamped with its release time, by design) and the allocator's cursor
+#     lastIp (it moves on with each address handed out, by design);
+#   declaration: u32 handles (the kernel numbers a filter made anew), and
+#     every line sorted: a link brought up again has its routes listed last;
+#   sync: the pool's lastSyncMs (when the pool was synced).
+#
+# Arming a point by hand: TOLLGATE_FAILPOINT=add.veth.after (or NAME@N for
+# the Nth time it is reached) in the plugin's or tollgate-ipam's environment;
+# TOLLGATE_FAILPOINT=list build-san/tollgate lists them.
+#
+# Standalone: TOLLGATE_BIN_DIR=build-san bash tests/integration/test_failpoints.sh
+# shellcheck disable=SC2016,SC1091  # jq filters with $vars
+set -u
+. "$(dirname "$0")/lib.sh"
+tg_require
+tg_traps
+
+has_failpoints() { [ -n "$(TOLLGATE_FAILPOINT=list "$1/tollgate" 2>/dev/null | grep -E '^add\.' | head -1)" ]; }
+
+# ------------------------------------------------- the production build
+if ! has_failpoints "$TOLLGATE_BIN_DIR"; then
+	FP_DIR=$TG_ROOT/build-san
+	t_begin "production binaries hold no failpoint code or name"
+	if ! has_failpoints "$FP_DIR"; then
+		t_fail "no failpoint build to compare with: $FP_DIR/tollgate lists no point (make SAN=1)"
+	else
+		names=$(for b in tollgate tollgate-ipam; do TOLLGATE_FAILPOINT=list "$FP_DIR/$b"; done | sort -u)
+		[ "$(wc -l <<<"$names")" -ge 20 ] || t_fail "the failpoint build lists only $(wc -l <<<"$names") points"
+		for b in tollgate tollgate-ipam tollgate-agent; do
+			n=$(strings "$TOLLGATE_BIN_DIR/$b" | grep -cFx -f <(printf '%s\n' "$names" tg_failpoints tg_failpoint_fire))
+			t_expect "$b: failpoint names in the binary" "$n" 0
+			n=$(strings "$TOLLGATE_BIN_DIR/$b" | grep -ci 'failpoint')
+			t_expect "$b: strings naming failpoints" "$n" 0
+		done
+	fi
+	t_end
+fi
+
+FP_DIR=${FP_DIR:-$TOLLGATE_BIN_DIR}
+has_failpoints "$FP_DIR" || tap_bail "no failpoint build to walk ($FP_DIR): run make SAN=1"
+
+t_begin topology
+topo_up || tap_bail "could not build the namespace topology"
+
+CONF=$(tg_conf '.accounting={enabled: true, perPod: true}
+	| .shaping={internetEgress: {node: "1G", namespaceDefault: "500M", podDefault: "100M"},
+	            internetIngress: {podDefault: "200M"}}
+	| .runtimeConfig={bandwidth: {ingressRate: 300000000, ingressBurst: 3000000,
+	                              egressRate: 200000000, egressBurst: 2000000}}
+	| .ipam.addresses=["10.1.0.10-10.1.0.200"]')
+# ADD and the declaration compare the store's bytes: a cool-down that outlasts
+# the test keeps released addresses from expiring (and the store changing)
+# during a failed ADD's update.
+CONF_KEEP=$(jq -c '.ipam.cooldownSeconds=3600' <<<"$CONF")
+IPAM() { # [VAR=value...] ARGS...: tollgate-ipam (the failpoint build's) in the node
+	local envs=()
+	while [[ ${1:-} == *=* ]]; do envs+=("$1"); shift; done
+	ip netns exec "$TG_NODE" env -i PATH="$TG_PATH" "${envs[@]}" "$FP_DIR/tollgate-ipam" \
+		--data-dir "$TG_TMP/data" --network "$TG_NETNAME" "$@"
+}
+STATE=$(tg_state_file)
+
+if ! has_failpoints "$TOLLGATE_BIN_DIR"; then
+	t_begin "the production plugin ignores TOLLGATE_FAILPOINT"
+	pod_add k fp "$CONF" || { t_fail "keeper ADD rc=$TG_RC"; tg_diag_last; }
+	before=$(tg_snapshot)
+	for p in add.veth.after add.nft.after add.result.write store.save.before; do
+		TG_EXTRA_ENV=(TOLLGATE_FAILPOINT="$p")
+		pod_add v fp "$CONF" || { t_fail "ADD with $p armed: rc=$TG_RC"; tg_diag_last; }
+		[ -n "${POD_IP[v]:-}" ] && ip netns exec "$TG_ID-v" ip -4 addr show eth0 | grep -q "${POD_IP[v]}/32" ||
+			t_fail "ADD with $p armed: the pod has no address"
+		pod_del v "$CONF" || { t_fail "DEL with $p armed: rc=$TG_RC"; tg_diag_last; }
+		TG_EXTRA_ENV=()
+		d=$(snap_diff "$before" "$(tg_snapshot)")
+		[ -z "$d" ] || { t_fail "ADD+DEL with $p armed left the node changed"; diag "$d"; break; }
+	done
+	TG_EXTRA_ENV=()
+	pod_del k "$CONF" >/dev/null
+	t_end
+fi
+
+# From here on: the failpoint build.
+TG_BIN=$FP_DIR/tollgate
+mapfile -t PLUGIN_POINTS < <(TOLLGATE_FAILPOINT=list "$FP_DIR/tollgate")
+mapfile -t IPAM_POINTS < <(TOLLGATE_FAILPOINT=list "$FP_DIR/tollgate-ipam")
+declare -A HIT=()
+# FP_SCENARIOS=regex (by hand): only the matching scenarios (add del gc ipamgc declare reshape sync)
+want() { [[ $1 =~ ${FP_SCENARIOS:-.} ]]; }
+
+# ---------------------------------------------------------- snapshots
+# tc_dump: every device's qdiscs, classes and filters in the node.
+tc_dump() {
+	ip netns exec "$TG_NODE" sh -c '
+		tc qdisc show | sed -E "s/(qdisc bfifo )[0-9a-f]+:/\\1N:/" | sort
+		for d in $(ls /sys/class/net | sort); do
+			echo "# $d"
+			tc class show dev "$d" | sed -E "s/ leaf [0-9a-f]+:/ leaf N:/" | sort
+			for k in ingress egress root; do tc filter show dev "$d" $k 2>/dev/null; done
+		done'
+}
+# snap [pod...]: the node (tg_snapshot, tc, the store file's bytes) and the
+# links, addresses and routes of these pods' namespaces.
+snap() {
+	local p
+	tg_snapshot
+	echo "## tc"
+	tc_dump
+	echo "## store bytes"
+	cat "$STATE" 2>/dev/null || echo "(none)"
+	for p in "$@"; do
+		echo "## pod $p"
+		ip -n "$TG_ID-$p" -d -batch - <<-'EOF'
+			link show
+			addr show
+			route show table all
+			neigh show nud permanent
+		EOF
+	done
+}
+# norm: the kernel's own picks (see the header)
+norm() { sed -E 's/(qdisc bfifo )[0-9a-f]+:/\1N:/; s/(^|[[:space:]])index [0-9]+ ref/\1index N ref/; s/direct_packets_stat [0-9]+/direct_packets_stat N/'; }
+# without the store's cool-down list (DEL, GC: a released address rests there)
+norm_cool() { norm | sed -E 's/"cooling":\[[^]]*\]/"cooling":[..]/; s/"lastIp":"[0-9.]+"/"lastIp":N/'; }
+# declaration: u32 handles, and the lines sorted (a link brought up again
+# gets its routes listed last)
+norm_decl() { norm_cool | sed -E 's/ fh [0-9a-f:]+/ fh N/' | sort; }
+
+point_problem() { # POINT: why the last run is not a proper failure at POINT (empty when it is)
+	local why
+	why=$(cni_error_problem 5)
+	[ -n "$why" ] && { echo "$why"; return; }
+	grep -qF "failpoint $1:" <<<"$TG_OUT" || echo "the error does not name the point: ${TG_OUT:0:200}"
+}
+armed() { TG_EXTRA_ENV=(TOLLGATE_FAILPOINT="$1"); }
+unarmed() { TG_EXTRA_ENV=(); }
+
+# ----------------------------------------------------------- the node
+t_begin "a shaped, accounted node with one pod"
+pod_add k fp "$CONF" || { t_fail "keeper ADD rc=$TG_RC"; tg_diag_last; }
+ip -n "$TG_NODE" link show tollgate-inet >/dev/null 2>&1 || t_fail "no tollgate-inet"
+ip -n "$TG_NODE" link show "ti${POD_VETH[k]#tg}" >/dev/null 2>&1 || t_fail "the keeper has no IFB"
+[ "${#PLUGIN_POINTS[@]}" -ge 20 ] || t_fail "the plugin lists ${#PLUGIN_POINTS[@]} points"
+t_end
+[ -e "$(netns_path v)" ] || pod_ns_add v
+S0=$(snap k v)
+
+# ------------------------------------------------------------------ ADD
+if want add; then
+t_begin "ADD: a failure at any point leaves the node byte-identical"
+n=0 base=$S0
+for p in "${PLUGIN_POINTS[@]}"; do
+	armed "$p"
+	pod_add v fp "$CONF_KEEP"
+	unarmed
+	if [ "$TG_RC" -eq 0 ]; then
+		# not on ADD's path: the pod goes again; its address rests in cool-down
+		pod_del v "$CONF_KEEP" || t_fail "$p: DEL after an ADD that passed: rc=$TG_RC"
+		base=$(snap k v)
+		continue
+	fi
+	HIT[$p]=1
+	n=$((n + 1))
+	why=$(point_problem "$p")
+	[ -z "$why" ] || t_fail "$p: $why"
+	d=$(snap_diff "$(norm <<<"$base")" "$(snap k v | norm)")
+	if [ -n "$d" ]; then
+		t_fail "$p: the node changed"
+		diag "$p: $d"
+		# go on from a clean node
+		pod_del v "$CONF_KEEP" >/dev/null
+		base=$(snap k v)
+	fi
+done
+diag "ADD: $n points reached"
+[ "$n" -ge 15 ] || t_fail "only $n points on ADD's path"
+t_end
+fi
+
+# ------------------------------------------------------------------ DEL
+if want del; then
+# The node where v never existed (norm_cool: the store's cool-down list).
+t_begin "DEL: after a failure at any point, a rerun removes everything"
+n=0
+for p in "${PLUGIN_POINTS[@]}"; do
+	pod_add v fp "$CONF" || { t_fail "$p: ADD rc=$TG_RC"; tg_diag_last; break; }
+	armed "$p"
+	pod_del v "$CONF"
+	unarmed
+	if [ "$TG_RC" -ne 0 ] || grep -qF "failpoint $p:" <<<"$TG_OUT$TG_ERR"; then
+		HIT[$p]=1
+		n=$((n + 1))
+		[ "$TG_RC" -eq 0 ] || [ -z "$(point_problem "$p")" ] || t_fail "$p: $(point_problem "$p")"
+		pod_del v "$CONF" || { t_fail "$p: the rerun DEL failed: rc=$TG_RC"; tg_diag_last; }
+	fi
+	d=$(snap_diff "$(norm_cool <<<"$S0")" "$(snap k v | norm_cool)")
+	[ -z "$d" ] || { t_fail "$p: not as if the pod had never existed"; diag "$p: $d"; }
+done
+diag "DEL: $n points reached"
+t_end
+fi
+
+# --------------------------------------------------------- the plugin's GC
+if want gc; then
+gc_conf() { jq -c --arg c "${POD_CID[k]}" '.["cni.dev/valid-attachments"]=[{containerID: $c, ifname: "eth0"}]' <<<"$CONF"; }
+t_begin "GC: after a failure at any point, a rerun collects the pod"
+n=0
+for p in "${PLUGIN_POINTS[@]}"; do
+	pod_add v fp "$CONF" || { t_fail "$p: ADD rc=$TG_RC"; tg_diag_last; break; }
+	armed "$p"
+	tg_run GC "" "" "" <<<"$(gc_conf)"
+	unarmed
+	if [ "$TG_RC" -ne 0 ]; then
+		HIT[$p]=1
+		n=$((n + 1))
+		why=$(point_problem "$p")
+		[ -z "$why" ] || t_fail "$p: $why"
+		tg_run GC "" "" "" <<<"$(gc_conf)" || { t_fail "$p: the rerun GC failed: rc=$TG_RC"; tg_diag_last; }
+	fi
+	d=$(snap_diff "$(norm_cool <<<"$S0")" "$(snap k v | norm_cool)")
+	[ -z "$d" ] || { t_fail "$p: not as if the pod had never existed"; diag "$p: $d"; }
+done
+diag "GC: $n points reached"
+[ "$n" -ge 5 ] || t_fail "only $n points on GC's path"
+t_end
+fi
+
+# ----------------------------------------------------- tollgate-ipam gc
+if want ipamgc; then
+t_begin "tollgate-ipam gc: after a failure at any point, a rerun collects the pod"
+n=0
+for p in "${IPAM_POINTS[@]}"; do
+	pod_add v fp "$CONF" || { t_fail "$p: ADD rc=$TG_RC"; tg_diag_last; break; }
+	pod_ns_del v # its netns is gone: gc's to collect
+	IPAM TOLLGATE_FAILPOINT="$p" gc >"$TG_TMP/gc.out" 2>"$TG_TMP/gc.err"
+	rc=$?
+	if grep -qF "failpoint $p:" "$TG_TMP/gc.err"; then
+		HIT[$p]=1
+		n=$((n + 1))
+		[ "$rc" -eq 1 ] || t_fail "$p: exit status $rc, expected 1"
+		IPAM gc >"$TG_TMP/gc.out" 2>"$TG_TMP/gc.err" || t_fail "$p: the rerun failed: $(cat "$TG_TMP/gc.err")"
+	elif [ "$rc" -ne 0 ]; then
+		t_fail "$p: exit status $rc without naming the point: $(cat "$TG_TMP/gc.err")"
+	fi
+	pod_ns_add v
+	d=$(snap_diff "$(norm_cool <<<"$S0")" "$(snap k v | norm_cool)")
+	[ -z "$d" ] || { t_fail "$p: not as if the pod had never existed"; diag "$p: $d"; }
+done
+diag "tollgate-ipam gc: $n points reached"
+[ "$n" -ge 5 ] || t_fail "only $n points on gc's path"
+t_end
+fi
+
+# ---------------------------------------------------- the node's declaration
+# Node-wide state gone (the table, tollgate-inet's tree, state and stamp,
+# the uplink's steering, ip_forward): the next ADD declares it; failing there, that ADD leaves the
+# pod's objects and the store as they were; a clean ADD then converges.
+if want declare; then
+unshape_node() {
+	ip netns exec "$TG_NODE" nft delete table inet tollgate 2>/dev/null
+	# tollgate-inet stays (a new one would get a new random MAC and ifindex)
+	# but down, without its tree and its stamp: everything on it is redone
+	ip -n "$TG_NODE" link set tollgate-inet down alias ""
+	ip netns exec "$TG_NODE" tc qdisc del dev tollgate-inet root 2>/dev/null
+	ip netns exec "$TG_NODE" tc qdisc del dev eth0 clsact 2>/dev/null
+	_tg_sysctl "$TG_NODE" net.ipv4.ip_forward 0
+}
+t_begin "node declaration: after a failure at any point, the next ADD converges"
+unshape_node
+pod_add v fp "$CONF_KEEP" || { t_fail "ADD on a bare node: rc=$TG_RC"; tg_diag_last; }
+pod_del v "$CONF_KEEP" || t_fail "DEL rc=$TG_RC"
+SD=$(snap k v | norm_decl)
+d=$(snap_diff "$(norm_decl <<<"$S0")" "$SD")
+[ -z "$d" ] || { t_fail "a bare node's first ADD does not declare the node as before"; diag "$d"; }
+n=0
+for p in "${PLUGIN_POINTS[@]}"; do
+	case $p in declare.* | tc.node.* | add.node.*) ;; *) continue ;; esac
+	unshape_node
+	STORE_BEFORE=$(cat "$STATE")
+	armed "$p"
+	pod_add v fp "$CONF_KEEP"
+	unarmed
+	if [ "$TG_RC" -ne 0 ]; then
+		HIT[$p]=1
+		n=$((n + 1))
+		why=$(point_problem "$p")
+		[ -z "$why" ] || t_fail "$p: $why"
+		[ "$(cat "$STATE")" = "$STORE_BEFORE" ] || t_fail "$p: the store changed"
+		[ -z "$(node_links_tg | grep -v "^${POD_VETH[k]}\$")" ] || t_fail "$p: a veth was left: $(node_links_tg)"
+		pod_add v fp "$CONF_KEEP" || { t_fail "$p: the rerun ADD failed: rc=$TG_RC"; tg_diag_last; }
+	fi
+	pod_del v "$CONF_KEEP" || t_fail "$p: DEL rc=$TG_RC"
+	d=$(snap_diff "$SD" "$(snap k v | norm_decl)")
+	[ -z "$d" ] || { t_fail "$p: not converged"; diag "$p: $d"; }
+done
+diag "declaration: $n points reached"
+t_end
+fi
+
+# ------------------------------------------------------------------ reshape
+# Policy B lowers the namespace and pod caps; reshape to B fails at a point,
+# an unarmed reshape converges to what a clean one made; back to A after.
+if want reshape; then
+jq -c '{cniVersion, name, plugins: [.]}' <<<"$CONF" >"$TG_TMP/a.conflist"
+jq -c '{cniVersion, name, plugins: [.shaping.internetEgress.namespaceDefault = "300M"
+	| .shaping.internetEgress.podDefault = "50M" | .shaping.internetIngress.podDefault = "80M"]}' \
+	<<<"$CONF" >"$TG_TMP/b.conflist"
+reshape() { # CONFLIST [VAR=value]
+	IPAM "${@:2}" --config "$TG_TMP/$1" reshape >"$TG_TMP/rs.out" 2>"$TG_TMP/rs.err"
+}
+t_begin "reshape: after a failure at any point, a rerun converges"
+SA=$(snap k v | norm_cool)
+reshape b.conflist || t_fail "reshape to B: $(cat "$TG_TMP/rs.err")"
+SB=$(snap k v | norm_cool)
+[ "$SB" != "$SA" ] || t_fail "reshape to B changed nothing"
+reshape a.conflist || t_fail "reshape to A: $(cat "$TG_TMP/rs.err")"
+d=$(snap_diff "$SA" "$(snap k v | norm_cool)")
+[ -z "$d" ] || { t_fail "reshape B then A is not the node as it was"; diag "$d"; }
+n=0
+for p in "${IPAM_POINTS[@]}"; do
+	reshape b.conflist TOLLGATE_FAILPOINT="$p"
+	rc=$?
+	if grep -qF "failpoint $p:" "$TG_TMP/rs.err"; then
+		HIT[$p]=1
+		n=$((n + 1))
+		[ "$rc" -eq 1 ] || t_fail "$p: exit status $rc, expected 1"
+		reshape b.conflist || t_fail "$p: the rerun failed: $(cat "$TG_TMP/rs.err")"
+	elif [ "$rc" -ne 0 ]; then
+		t_fail "$p: exit status $rc without naming the point: $(cat "$TG_TMP/rs.err")"
+	fi
+	d=$(snap_diff "$SB" "$(snap k v | norm_cool)")
+	[ -z "$d" ] || { t_fail "$p: not converged"; diag "$p: $d"; }
+	reshape a.conflist || t_fail "$p: back to A: $(cat "$TG_TMP/rs.err")"
+done
+diag "reshape: $n points reached"
+t_end
+fi
+
+# --------------------------------------------------------------------- sync
+# A pool from an IMDS document (the node's uplink carries the document's MAC)
+# into a store of its own, made anew by each run.
+if want sync; then
+ip -n "$TG_NODE" link set eth0 address 00:0d:3a:f8:06:ec
+SYNC_STATE=$TG_TMP/data/fpsync/state.json
+sync_run() { # [VAR=value]
+	ip netns exec "$TG_NODE" env -i PATH="$TG_PATH" "$@" "$FP_DIR/tollgate-ipam" --data-dir "$TG_TMP/data" \
+		--network fpsync sync --from-file "$TG_ROOT/tests/fixtures/imds/one_nic.json" --uplink eth0 \
+		>"$TG_TMP/sync.out" 2>"$TG_TMP/sync.err"
+}
+norm_sync() { jq -S '.pool.lastSyncMs = 0' "$SYNC_STATE" 2>/dev/null || echo "(no store)"; }
+t_begin "sync: after a failure at any point, a rerun converges"
+sync_run || t_fail "sync: $(cat "$TG_TMP/sync.err")"
+SS=$(norm_sync)
+jq -e '.pool.addresses | length > 0' "$SYNC_STATE" >/dev/null 2>&1 || t_fail "sync filled no pool: $SS"
+n=0
+for p in "${IPAM_POINTS[@]}"; do
+	rm -f "$SYNC_STATE"
+	sync_run TOLLGATE_FAILPOINT="$p"
+	rc=$?
+	if grep -qF "failpoint $p:" "$TG_TMP/sync.err"; then
+		HIT[$p]=1
+		n=$((n + 1))
+		[ "$rc" -eq 1 ] || t_fail "$p: exit status $rc, expected 1"
+		sync_run || t_fail "$p: the rerun failed: $(cat "$TG_TMP/sync.err")"
+	elif [ "$rc" -ne 0 ]; then
+		t_fail "$p: exit status $rc without naming the point: $(cat "$TG_TMP/sync.err")"
+	fi
+	d=$(snap_diff "$SS" "$(norm_sync)")
+	[ -z "$d" ] || { t_fail "$p: not converged"; diag "$p: $d"; }
+done
+diag "sync: $n points reached"
+t_end
+fi
+
+# ----------------------------------------------------------------- coverage
+if [ -z "${FP_SCENARIOS:-}" ]; then
+t_begin "every failpoint is reached by a scenario"
+missed=()
+for p in "${PLUGIN_POINTS[@]}" "${IPAM_POINTS[@]}"; do
+	[ -n "${HIT[$p]:-}" ] || missed+=("$p")
+done
+[ "${#missed[@]}" -eq 0 ] || t_fail "never reached: $(printf '%s\n' "${missed[@]}" | sort -u | tr '\n' ' ')"
+diag "$(printf '%s\n' "${PLUGIN_POINTS[@]}" "${IPAM_POINTS[@]}" | sort -u | wc -l) points, ${#HIT[@]} reached"
+t_end
+fi
+
+tap_done

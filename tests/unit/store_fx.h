@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef TG_TEST_STORE_FX_H
+#define TG_TEST_STORE_FX_H
+
+/*
+ * A store of its own for each test: a temporary directory holding
+ * <tmp>/data/net/state.json, made by the setup and removed by the teardown.
+ * Include after cmocka.h and tests/unit/helpers.h.
+ */
+#include <linux/magic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/vfs.h>
+
+#include "ipam/store.h"
+
+struct fx {
+	char tmp[64];	  /* mkdtemp */
+	char data[128];	  /* <tmp>/data (created by the store) */
+	char dir[256];	  /* <data>/net */
+	char path[320];	  /* <dir>/state.json */
+	const void *row;  /* the table row of a table-driven case */
+};
+
+static inline int fx_setup_in(void **state, const char *parent, const char *prefix)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+
+	if (!f)
+		return -1;
+	f->row = *state; /* cmocka hands the case's initial state to setup */
+	if (!tmpdir_make(f->tmp, sizeof(f->tmp), parent, prefix)) {
+		free(f);
+		return -1;
+	}
+	snprintf(f->data, sizeof(f->data), "%s/data", f->tmp);
+	snprintf(f->dir, sizeof(f->dir), "%s/net", f->data);
+	snprintf(f->path, sizeof(f->path), "%s/state.json", f->dir);
+	*state = f;
+	return 0;
+}
+
+/* On tmpfs, as /run/tollgate: the store keeps its cache (state.cache) there. */
+static inline int fx_setup_tmpfs(void **state, const char *prefix)
+{
+	struct statfs sfs;
+
+	if (statfs("/dev/shm", &sfs) < 0 || sfs.f_type != TMPFS_MAGIC)
+		return -1;
+	return fx_setup_in(state, "/dev/shm", prefix);
+}
+
+static inline int fx_teardown(void **state)
+{
+	struct fx *f = *state;
+
+	tmpdir_remove(f->tmp);
+	free(f);
+	return 0;
+}
+
+static inline void fx_open_store(struct fx *f, struct ipam_store *s)
+{
+	struct tg_err e = { 0 };
+
+	if (ipam_store_open(s, f->data, "net", &e) != 0)
+		fail_msg("ipam_store_open: code %d: %s", e.code, e.msg);
+}
+
+#endif
