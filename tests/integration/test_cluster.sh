@@ -43,9 +43,8 @@
 #                                               203.0.113.1 (pods reach it only
 #                                               masqueraded)
 #
-# The manifests: $ROOT/deploy/podmonitor.yaml and prometheusrule.yaml, or the
-# stand-ins in tests/integration/cluster/ while the tree has none (the test
-# says which it read). TG_DEPLOY_DIR=DIR reads them from DIR instead.
+# The manifests (podmonitor.yaml, prometheusrule.yaml, daemonset.yaml,
+# 10-tollgate.conflist) are read from $ROOT/deploy, or from TG_DEPLOY_DIR.
 # Standalone: TOLLGATE_BIN_DIR=build bash tests/integration/test_cluster.sh
 # shellcheck disable=SC2016,SC1091,SC2153,SC2034  # jq filters with $vars; lib.sh globals (TG_BIN)
 set -u
@@ -70,9 +69,7 @@ PODMONITOR=$DEPLOY/podmonitor.yaml
 RULES=$DEPLOY/prometheusrule.yaml
 DAEMONSET=$DEPLOY/daemonset.yaml
 CONFLIST=$DEPLOY/10-tollgate.conflist
-[ -f "$PODMONITOR" ] || PODMONITOR=$TG_LIB_DIR/cluster/podmonitor.yaml
-[ -f "$RULES" ] || RULES=$TG_LIB_DIR/cluster/prometheusrule.yaml
-for f in "$DAEMONSET" "$CONFLIST"; do
+for f in "$PODMONITOR" "$RULES" "$DAEMONSET" "$CONFLIST"; do
 	[ -f "$f" ] || { echo "not ok - preconditions: $f missing"; exit 1; }
 done
 diag "manifests: $PODMONITOR $RULES $DAEMONSET $CONFLIST"
