@@ -9,8 +9,8 @@ VERSION    ?= 0.1.0
 # Hardening of every build: stack protector and clash protection, CET,
 # full RELRO with immediate binding; _FORTIFY_SOURCE where the sanitizers
 # do not already check the same calls.
-HARDEN     := -fstack-protector-strong -fstack-clash-protection -fcf-protection
-LDHARDEN   := -Wl,-z,relro -Wl,-z,now
+HARDEN     := -fstack-protector-strong -fstack-clash-protection -fcf-protection -fPIE
+LDHARDEN   := -pie -Wl,-z,relro -Wl,-z,now
 ifeq ($(FUZZ),1)
 # libFuzzer (clang): every object instrumented for coverage, with ASan + UBSan
 BUILD      ?= build-fuzz
@@ -25,7 +25,7 @@ FAILPOINTS ?= 1
 else
 BUILD      ?= build
 SANFLAGS   :=
-HARDEN     += -D_FORTIFY_SOURCE=2
+HARDEN     += -U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=3
 endif
 
 CC       ?= cc
