@@ -57,7 +57,7 @@ AGENT_PID=""
 SAMPLER_PID=""
 chaos_cleanup() {
 	local p
-	[ -n "$TG_TMP" ] && for p in $(cat "$TG_TMP/agent.pids" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
+	[ -n "$TG_TMP" ] && while read -r p; do kill -KILL "$p" 2>/dev/null; done <"$TG_TMP/agent.pids" 2>/dev/null
 	[ -n "$SAMPLER_PID" ] && kill "$SAMPLER_PID" 2>/dev/null
 	topo_down
 }
@@ -144,11 +144,24 @@ maybe_kill() {
 # check_conf POD: the config with the pod's ADD result as prevResult
 check_conf() { jq -c --slurpfile p "$RES/$1.add" '.prevResult = $p[0]' "$RES/$1.conf"; }
 
+# del_until_done POD: DEL as a runtime does it: retried until it succeeds
+# (each try but the last maybe killed). One line per try in $RES/POD.
+del_until_done() {
+	local pod=$1 try rc
+	for try in 1 2 3 4; do
+		plugin_bg DEL "$pod" "$RES/$pod.del"
+		if [ "$try" -lt 4 ]; then maybe_kill $!; rc=$MK_RC; else wait $!; rc=$?; fi
+		echo "DEL $rc" >>"$RES/$pod"
+		[ "$rc" = 137 ] || return 0
+	done
+}
+
 # worker POD [OLD]: one pod's life. ADD (maybe killed; a killed ADD is retried
-# once half of the time, as a runtime does), CHECK after a successful ADD,
-# then a DEL (maybe killed), or the pod stays, or its netns vanishes under it
-# (left to the collectors). With OLD, a survivor of the round before is DELeted
-# in the middle of it. $RES/POD gets one line per operation: "OP rc".
+# once half of the time, as a runtime does, and DELeted otherwise), CHECK
+# after a successful ADD, then a DEL, or the pod stays, or its netns vanishes
+# under it (left to the collectors: no DEL ever comes). With OLD, a survivor
+# of the round before is DELeted in the middle of it. Every DEL is retried
+# until it succeeds. $RES/POD gets one line per operation: "OP rc".
 worker() {
 	local pod=$1 old=${2:-} rc fate
 	sleep "0.$((RANDOM % 5))$((RANDOM % 10))"
@@ -165,16 +178,10 @@ worker() {
 		wait $!
 		echo "CHECK $?" >>"$RES/$pod"
 	fi
-	if [ -n "$old" ]; then
-		plugin_bg DEL "$old" "$RES/$old.del"
-		maybe_kill $!; rc=$MK_RC
-		echo "DEL $rc" >>"$RES/$old"
-	fi
+	[ -n "$old" ] && del_until_done "$old"
 	fate=$((RANDOM % 4))
-	if [ "$fate" -le 1 ]; then
-		plugin_bg DEL "$pod" "$RES/$pod.del"
-		maybe_kill $!; rc=$MK_RC
-		echo "DEL $rc" >>"$RES/$pod"
+	if [ "$rc" != 0 ] || [ "$fate" -le 1 ]; then
+		del_until_done "$pod"
 	elif [ "$fate" = 2 ]; then
 		ip netns del "$TG_ID-$pod" 2>/dev/null
 		echo "VANISH 0" >>"$RES/$pod"
@@ -207,7 +214,7 @@ noise() {
 agent_chaos() {
 	local k
 	[ -n "$AGENT_PID" ] || agent_start
-	for k in $(seq 1 "$AGENT_KILLS"); do
+	for ((k = 0; k < AGENT_KILLS; k++)); do
 		sleep "$((RANDOM % ($1 / AGENT_KILLS + 1))).$((RANDOM % 10))"
 		agent_kill
 		echo kill >>"$RES/agent"
@@ -217,23 +224,32 @@ agent_chaos() {
 	wait "$AGENT_PID" 2>/dev/null # the agent's parent must stay to reap it
 }
 
+# store_dups < STATE: addresses and attachments held twice (empty: none)
+store_dups() {
+	jq -r '([.attachments[].ip] | group_by(.) | map(select(length > 1) | .[0])) +
+		([.attachments[] | .containerId + "/" + .ifname] | group_by(.) | map(select(length > 1) | .[0]))
+		| join(" ")'
+}
+# kernel_dups: addresses on the eth0 of two pods (pods named in $RES/live)
+kernel_dups() {
+	local p
+	while read -r p; do
+		ip -n "$TG_ID-$p" -4 -o addr show dev eth0 2>/dev/null | awk -v p="$p" '{print $4, p}'
+	done <"$RES/live" | awk '{n[$1]++; w[$1] = w[$1] " " $2} END {for (a in n) if (n[a] > 1) printf "%s on%s; ", a, w[a]}'
+}
+
 # sampler: until killed, every ~0.3 s: no address twice in the store, no
 # attachment twice, no address on two pods' eth0 (pods of LIVE_FILE)
 sampler() {
-	local n=0 st d addrs
+	local n=0 st d
 	while :; do
 		n=$((n + 1))
 		if st=$(cat "$STATE" 2>/dev/null) && [ -n "$st" ]; then
-			d=$(jq -r '([.attachments[].ip] | group_by(.) | map(select(length > 1) | .[0])) +
-				([.attachments[] | .containerId + "/" + .ifname] | group_by(.) | map(select(length > 1) | .[0]))
-				| join(" ")' <<<"$st" 2>&1) || d="unreadable store: ${st:0:100}"
+			d=$(store_dups <<<"$st" 2>&1) || d="unreadable store: ${st:0:100}"
 			[ -z "$d" ] || echo "store sample $n: $d" >>"$RES/dups"
 		fi
 		if [ $((n % 3)) = 0 ]; then
-			addrs=$(for p in $(cat "$RES/live" 2>/dev/null); do
-				ip -n "$TG_ID-$p" -4 -o addr show dev eth0 2>/dev/null | awk -v p="$p" '{print $4, p}'
-			done)
-			d=$(awk '{n[$1]++; w[$1] = w[$1] " " $2} END {for (a in n) if (n[a] > 1) printf "%s on%s; ", a, w[a]}' <<<"$addrs")
+			d=$(kernel_dups)
 			[ -z "$d" ] || echo "kernel sample $n: $d" >>"$RES/dups"
 		fi
 		echo "$n" >"$RES/samples"
@@ -274,6 +290,17 @@ BASE_UPLINK_CLASSES=$(ip netns exec "$TG_NODE" tc class show dev eth0 2>/dev/nul
 diag "baseline: $BASE_ELEMENTS set/map elements, $BASE_UPLINK_CLASSES classes on eth0, $(leak_counts)"
 t_end
 
+t_begin "the duplicate detectors find a planted duplicate, in a store and on two pods' eth0"
+t_expect "store_dups on a planted duplicate" "$(store_dups <<<'{"attachments": [{"ip": "10.1.0.9", "containerId": "a", "ifname": "eth0"},
+	{"ip": "10.1.0.9", "containerId": "b", "ifname": "eth0"}]}')" "10.1.0.9"
+pod_ns_add dupa && pod_ns_add dupb && printf 'dupa\ndupb\n' >"$RES/live" || tap_bail "cannot create the detector's netns"
+ip -n "$TG_ID-dupa" link add eth0 type veth peer name eth0 netns "$TG_ID-dupb"
+for p in dupa dupb; do ip -n "$TG_ID-$p" addr add 10.1.0.9/32 dev eth0; done
+t_expect "kernel_dups on a planted duplicate" "$(kernel_dups)" "10.1.0.9/32 on dupa dupb; "
+pod_ns_del dupa; pod_ns_del dupb
+: >"$RES/live"
+t_end
+
 # ================================================================ the rounds
 ALL_PODS=()
 SURVIVORS=()
@@ -300,7 +327,7 @@ for r in $(seq 1 "$ROUNDS"); do
 	done
 	# survivors beyond the number of new pods are DELeted by the last worker
 	for ((i = ${#NEW[@]}; i < ${#SURVIVORS[@]}; i++)); do
-		(plugin_bg DEL "${SURVIVORS[i]}" "$RES/${SURVIVORS[i]}.del"; maybe_kill $!; echo "DEL $MK_RC" >>"$RES/${SURVIVORS[i]}") &
+		del_until_done "${SURVIVORS[i]}" &
 		WORKERS+=($!)
 	done
 	noise &
@@ -360,8 +387,21 @@ for r in $(seq 1 "$ROUNDS"); do
 			t_fail "$p: in the store after a successful DEL"
 	done
 	printf '%s\n' "${SURVIVORS[@]}" >"$RES/live"
-	[ -n "${CHAOS_DEBUG:-}" ] && diag "$(ip -n "$TG_NODE" -o link show | cut -c1-60)" "$(cat "$STATE" | jq -c ".attachments[] | .shaping")"
+	[ -n "${CHAOS_DEBUG:-}" ] && diag "$(ip -n "$TG_NODE" -o link show | cut -c1-60)" "$(jq -c ".attachments[] | .shaping" "$STATE")"
 	diag "round $r: ${#SURVIVORS[@]} survivors; $(jq '.attachments | length' <<<"$ST") attachments; $(leak_counts)"
+	t_end
+
+	# every DEL was retried until it succeeded: once the agent has collected
+	# the vanished pods and retired the classes no pod uses, the node holds
+	# the survivors' objects and nothing else
+	t_begin "round $r: once the agent collected, the node holds exactly the ${#SURVIVORS[@]} survivors' objects"
+	n_s=${#SURVIVORS[@]}
+	n_ifb=0
+	n_ns=$(for p in "${SURVIVORS[@]}"; do pod_k8s_ns "$p"; done | sort -u | grep -c .)
+	for p in "${SURVIVORS[@]}"; do jq -e '.runtimeConfig.bandwidth.egressRate' "$RES/$p.conf" >/dev/null && n_ifb=$((n_ifb + 1)); done
+	WANT="attachments=$n_s allocated=$n_s host_veths=$n_s ifbs=$n_ifb routes=$n_s neighbours=$n_s classes_inet=$((n_s + n_ns)) classes_uplink=0 pod_counters=$((4 * n_s))"
+	collected() { GOT=$(leak_counts | sed -E 's/ elements=[0-9?-]+//; s/ ns_counters=.*//'); [ "$GOT" = "$WANT" ]; }
+	wait_for 15 collected || t_fail "expected $WANT, got $GOT (15 s after the round)"
 	t_end
 done
 kill "$SAMPLER_PID" 2>/dev/null
