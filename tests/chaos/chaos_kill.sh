@@ -22,7 +22,9 @@
 #
 # Env: CHAOS_ROUNDS (default 3), CHAOS_PODS pods per round (default 24),
 #      CHAOS_KILL_PCT chance that a process is SIGKILLed (default 35),
-#      CHAOS_AGENT_KILLS agent SIGKILLs per round (default 2).
+#      CHAOS_AGENT_KILLS agent SIGKILLs per round (default 2),
+#      CHAOS_NAMESPACES Kubernetes namespaces the pods are spread over (default
+#      4; with more, namespaces empty and are retired while pods come and go).
 # Figures (operations, kills, leaks per kind, duration) are printed as TAP comments.
 #
 #   node ($TG_ID-node, topology of tests/integration/lib.sh): eth0 uplink,
@@ -49,6 +51,7 @@ KILL_PCT=${CHAOS_KILL_PCT:-35}
 AGENT_KILLS=${CHAOS_AGENT_KILLS:-2}
 PORT=$((19700 + $$ % 200))
 K8S_NAMESPACES=(alpha beta datasets gamma)
+for ((i = ${#K8S_NAMESPACES[@]}; i < ${CHAOS_NAMESPACES:-4}; i++)); do K8S_NAMESPACES+=("team$i"); done
 for b in "$IPAM_BIN" "$AGENT"; do
 	[ -x "$b" ] || { echo "not ok - preconditions: $b not found (run make)"; exit 1; }
 done
@@ -94,9 +97,13 @@ agent_start() {
 	AGENT_PID=$!
 	echo "$AGENT_PID" >>"$TG_TMP/agent.pids"
 }
+# agent_kill: SIGKILL the agent and wait until it is gone (a restart must
+# find its port free; the first agent of a round's chaos is not the child of
+# the shell that kills it)
 agent_kill() {
 	[ -n "$AGENT_PID" ] || return 0
 	kill -KILL "$AGENT_PID" 2>/dev/null
+	wait_for 5 sh_pid_gone "$AGENT_PID"
 	{ wait "$AGENT_PID"; } 2>/dev/null
 	AGENT_PID=""
 }
@@ -210,12 +217,18 @@ noise() {
 	done
 }
 
-# agent_chaos SECONDS: the agent SIGKILLed AGENT_KILLS times within about SECONDS, restarted each time
+# agent_chaos SECONDS: the agent SIGKILLed AGENT_KILLS times within about
+# SECONDS, restarted each time
 agent_chaos() {
 	local k
 	[ -n "$AGENT_PID" ] || agent_start
 	for ((k = 0; k < AGENT_KILLS; k++)); do
-		sleep "$((RANDOM % ($1 / AGENT_KILLS + 1))).$((RANDOM % 10))"
+		# half of the kills in its start-up work (the first declaration, the pool)
+		if [ $((RANDOM % 2)) = 0 ]; then
+			sleep "0.$((RANDOM % 3))$((RANDOM % 10))"
+		else
+			sleep "$((RANDOM % ($1 / AGENT_KILLS + 1))).$((RANDOM % 10))"
+		fi
 		agent_kill
 		echo kill >>"$RES/agent"
 		agent_start
@@ -457,5 +470,7 @@ ops=$(cat "$RES"/r* 2>/dev/null | grep -cE '^(ADD|DEL|CHECK) ')
 kills=$(cat "$RES"/r* 2>/dev/null | grep -c ' 137$')
 agent_kills=$(wc -l <"$RES/agent" 2>/dev/null || echo 0)
 vanished=$(cat "$RES"/r* 2>/dev/null | grep -c '^VANISH')
-diag "chaos: $ROUNDS rounds x $PODS pods, $ops pod operations ($kills SIGKILLed), $NOISE_OPS GC/gc/reshape runs ($NOISE_KILLS SIGKILLed), $vanished pods vanished, $agent_kills agent SIGKILLs, $SAMPLES samples, $DUPS_SEEN duplicates, leaks: $LEAKS, $((SECONDS - T0)) s"
+agent_errors=$(grep -c 'level=error' "$TG_TMP/agent.log")
+[ "$agent_errors" = 0 ] || diag "the agent logged $agent_errors errors, first: $(grep 'level=error' "$TG_TMP/agent.log" | head -n 3)"
+diag "chaos: $ROUNDS rounds x $PODS pods in ${#K8S_NAMESPACES[@]} namespaces, $ops pod operations ($kills SIGKILLed), $NOISE_OPS GC/gc/reshape runs ($NOISE_KILLS SIGKILLed), $vanished pods vanished, $agent_kills agent SIGKILLs, $SAMPLES samples, $DUPS_SEEN duplicates, leaks: $LEAKS, $((SECONDS - T0)) s"
 tap_done

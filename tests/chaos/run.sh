@@ -4,9 +4,11 @@
 #   tests/chaos/run.sh [BUILD_DIR...]     (default: build; `make chaos` passes build build-san)
 #
 # Each chaos file runs against each build dir with its store on tmpfs, and
-# against the first build dir once more with the store on a disk
-# (TG_TMP_BASE=/var/tmp: fsync before rename, no cache). Lengths, for the
-# plain build (a sanitizer build gets a third of the rounds):
+# against the first build dir twice more for half the rounds: with the store
+# on a disk (TG_TMP_BASE=/var/tmp: fsync before rename, no cache), and with
+# pods spread over 12 namespaces (namespaces empty and are retired while pods
+# come and go) and the agent killed 4 times a round. Lengths, for the plain
+# build (a sanitizer build gets a third of the rounds):
 #   CHAOS_ROUNDS  (default 12)  CHAOS_PODS (default 30)
 # (see each file's header for its other knobs). TAP lines are counted as
 # tests/run.sh counts them; the last line is `N passed, M failed` and the exit
@@ -56,8 +58,11 @@ for build in "$@"; do
 		run_one "$t [$build] $rounds x $PODS" TOLLGATE_BIN_DIR="$bdir" CHAOS_ROUNDS="$rounds" CHAOS_PODS="$PODS" \
 			bash "$t"
 		if [ "$first" = 1 ]; then
-			run_one "$t [$build, store on disk] $rounds x $PODS" TOLLGATE_BIN_DIR="$bdir" TG_TMP_BASE=/var/tmp \
-				CHAOS_ROUNDS="$rounds" CHAOS_PODS="$PODS" bash "$t"
+			half=$(((rounds + 1) / 2))
+			run_one "$t [$build, store on disk] $half x $PODS" TOLLGATE_BIN_DIR="$bdir" TG_TMP_BASE=/var/tmp \
+				CHAOS_ROUNDS="$half" CHAOS_PODS="$PODS" bash "$t"
+			run_one "$t [$build, 12 namespaces, 4 agent kills a round] $half x $PODS" TOLLGATE_BIN_DIR="$bdir" \
+				CHAOS_NAMESPACES=12 CHAOS_AGENT_KILLS=4 CHAOS_ROUNDS="$half" CHAOS_PODS="$PODS" bash "$t"
 		fi
 	done
 	first=0
