@@ -1,19 +1,26 @@
 #!/usr/bin/env bash
 # Chaos: the SIGKILL storm of tests/integration/test_crash.sh with everything
 # on. Internet shaping (node, namespace and pod caps on the uplink's IFB
-# tollgate-inet, an ingress cap per pod: one pod IFB each), per-pod
-# accounting, pods in several Kubernetes namespaces (one with its own cap), a
-# short namespace retention, and a tollgate-agent in the node declaring every
-# second, collecting every second, retiring namespaces, and itself SIGKILLed
-# and restarted at random. Round after round, pods are ADDed, CHECKed,
-# DELeted, or vanish (their netns deleted under them, for the collectors),
-# while the plugin's GC, `tollgate-ipam gc` and `tollgate-ipam reshape` run
-# beside them, and every process started here may be SIGKILLed at any moment.
+# tollgate-inet, internet ingress caps on the host veths; a third of the pods
+# with runtimeConfig bandwidth, their egress through a pod IFB each, a third
+# with annotations), per-pod accounting, pods in several Kubernetes
+# namespaces (one with its own caps), a 2 s namespace retention, and a
+# tollgate-agent in the node declaring every second, collecting every
+# second, retiring namespaces, and itself SIGKILLed and restarted at random.
+# Round after round, pods are ADDed, CHECKed, DELeted (every DEL retried
+# until it succeeds, as a runtime does), vanish (their netns deleted under
+# them, for the collectors), or are forgotten by the runtime (its GC no
+# longer lists them), while the plugin's GC, `tollgate-ipam gc` and
+# `tollgate-ipam reshape` run beside them, and every process started here
+# may be SIGKILLed at any moment.
 #
 #   during the run:  a sampler reads the store and the pods' eth0 addresses
 #                    every ~0.3 s: no address held twice, ever
 #   after a round:   the store is valid, every survivor is intact (store,
-#                    pod address, host route, @pods) and CHECK passes
+#                    pod address, host route, @pods) and CHECK passes; once
+#                    the agent has collected, the node holds exactly the
+#                    survivors' attachments, veths, IFBs, routes, neighbours,
+#                    classes and pod counters
 #   at the end:      DEL of every pod, `tollgate-ipam gc`, the agent's
 #                    retention: the node is exactly as before the first pod
 #                    (links, addresses, routes, neighbours, rules, the whole
@@ -166,7 +173,9 @@ del_until_done() {
 # worker POD [OLD]: one pod's life. ADD (maybe killed; a killed ADD is retried
 # once half of the time, as a runtime does, and DELeted otherwise), CHECK
 # after a successful ADD, then a DEL, or the pod stays, or its netns vanishes
-# under it (left to the collectors: no DEL ever comes). With OLD, a survivor
+# under it (left to the collectors: no DEL ever comes), or the runtime forgets
+# it (no DEL either; the plugin's GC no longer lists it as valid, its netns
+# stays). With OLD, a survivor
 # of the round before is DELeted in the middle of it. Every DEL is retried
 # until it succeeds. $RES/POD gets one line per operation: "OP rc".
 worker() {
@@ -186,25 +195,35 @@ worker() {
 		echo "CHECK $?" >>"$RES/$pod"
 	fi
 	[ -n "$old" ] && del_until_done "$old"
-	fate=$((RANDOM % 4))
+	fate=$((RANDOM % 5))
 	if [ "$rc" != 0 ] || [ "$fate" -le 1 ]; then
 		del_until_done "$pod"
 	elif [ "$fate" = 2 ]; then
 		ip netns del "$TG_ID-$pod" 2>/dev/null
 		echo "VANISH 0" >>"$RES/$pod"
+	elif [ "$fate" = 3 ]; then
+		echo "$pod" >>"$RES/abandoned"
+		echo "ABANDON 0" >>"$RES/$pod"
 	fi
 }
 
-# noise: the plugin's GC (every pod of the run listed as valid: only vanished
-# ones may go, and nothing else), `tollgate-ipam gc` and `tollgate-ipam
+# gc_conf FILE: the config of the plugin's GC, every pod of the run listed as
+# valid but those the runtime forgot ($RES/abandoned)
+gc_conf() {
+	local valid
+	valid=$(for p in "${ALL_PODS[@]}"; do grep -qx "$p" "$RES/abandoned" 2>/dev/null || { cid_for "$p"; echo; }; done |
+		grep . | jq -R '{containerID: ., ifname: "eth0"}' | jq -sc .)
+	jq -c --argjson v "$valid" '.["cni.dev/valid-attachments"] = $v' <<<"$CONF" >"$1"
+}
+
+# noise: the plugin's GC (only the pods the runtime forgot may go, and the
+# vanished ones: nothing else), `tollgate-ipam gc` and `tollgate-ipam
 # reshape`, each maybe killed
 noise() {
-	local i valid rc
-	valid=$(for p in "${ALL_PODS[@]}"; do cid_for "$p"; echo; done | grep . |
-		jq -R '{containerID: ., ifname: "eth0"}' | jq -sc .)
-	jq -c --argjson v "$valid" '.["cni.dev/valid-attachments"] = $v' <<<"$CONF" >"$TG_TMP/gc.conf"
+	local i rc
 	for i in 1 2 3 4 5 6; do
-		(exec_node CNI_COMMAND=GC CNI_PATH="$TOLLGATE_BIN_DIR" "$TG_BIN") <"$TG_TMP/gc.conf" >>"$RES/noise.out" 2>&1 &
+		gc_conf "$RES/gc.conf"
+		(exec_node CNI_COMMAND=GC CNI_PATH="$TOLLGATE_BIN_DIR" "$TG_BIN") <"$RES/gc.conf" >>"$RES/noise.out" 2>&1 &
 		maybe_kill $! 20; echo "plugin-GC $MK_RC" >>"$RES/noise"
 		(exec_node "$IPAM_BIN" --data-dir "$DATA" --network "$TG_NETNAME" gc) >>"$RES/noise.out" 2>&1 &
 		maybe_kill $! 20; rc=$MK_RC
@@ -331,7 +350,7 @@ for r in $(seq 1 "$ROUNDS"); do
 		NEW+=("$p")
 		ALL_PODS+=("$p")
 	done
-	printf '%s\n' "${NEW[@]}" "${SURVIVORS[@]}" >"$RES/live"
+	{ cat "$RES/abandoned" 2>/dev/null; printf '%s\n' "${NEW[@]}" "${SURVIVORS[@]}"; } >"$RES/live"
 	t1=$SECONDS
 	WORKERS=()
 	for i in "${!NEW[@]}"; do
@@ -348,6 +367,10 @@ for r in $(seq 1 "$ROUNDS"); do
 	agent_chaos 8 &
 	CHAOS_PID=$!
 	for p in "${WORKERS[@]}"; do wait "$p"; done
+	# the runtime's GC once more, not killed: the pods it forgot go
+	gc_conf "$RES/gc.conf"
+	(exec_node CNI_COMMAND=GC CNI_PATH="$TOLLGATE_BIN_DIR" "$TG_BIN") <"$RES/gc.conf" >"$RES/gc.out" 2>&1 ||
+		t_fail "the plugin's GC after the round: $(head -c 300 "$RES/gc.out")"
 	# the agent started last by agent_chaos: its PID, to kill it here
 	wait_for 15 test -s "$RES/agent.pid" || t_fail "the agent chaos did not finish"
 	AGENT_PID=$(cat "$RES/agent.pid")
@@ -399,7 +422,7 @@ for r in $(seq 1 "$ROUNDS"); do
 		jq -e --arg c "$(cid_for "$p")" 'any(.attachments[]; .containerId == $c)' <<<"$ST" >/dev/null &&
 			t_fail "$p: in the store after a successful DEL"
 	done
-	printf '%s\n' "${SURVIVORS[@]}" >"$RES/live"
+	{ cat "$RES/abandoned" 2>/dev/null; printf '%s\n' "${SURVIVORS[@]}"; } >"$RES/live"
 	[ -n "${CHAOS_DEBUG:-}" ] && diag "$(ip -n "$TG_NODE" -o link show | cut -c1-60)" "$(jq -c ".attachments[] | .shaping" "$STATE")"
 	diag "round $r: ${#SURVIVORS[@]} survivors; $(jq '.attachments | length' <<<"$ST") attachments; $(leak_counts)"
 	t_end
@@ -470,7 +493,8 @@ ops=$(cat "$RES"/r* 2>/dev/null | grep -cE '^(ADD|DEL|CHECK) ')
 kills=$(cat "$RES"/r* 2>/dev/null | grep -c ' 137$')
 agent_kills=$(wc -l <"$RES/agent" 2>/dev/null || echo 0)
 vanished=$(cat "$RES"/r* 2>/dev/null | grep -c '^VANISH')
+abandoned=$(cat "$RES"/r* 2>/dev/null | grep -c '^ABANDON')
 agent_errors=$(grep -c 'level=error' "$TG_TMP/agent.log")
 [ "$agent_errors" = 0 ] || diag "the agent logged $agent_errors errors, first: $(grep 'level=error' "$TG_TMP/agent.log" | head -n 3)"
-diag "chaos: $ROUNDS rounds x $PODS pods in ${#K8S_NAMESPACES[@]} namespaces, $ops pod operations ($kills SIGKILLed), $NOISE_OPS GC/gc/reshape runs ($NOISE_KILLS SIGKILLed), $vanished pods vanished, $agent_kills agent SIGKILLs, $SAMPLES samples, $DUPS_SEEN duplicates, leaks: $LEAKS, $((SECONDS - T0)) s"
+diag "chaos: $ROUNDS rounds x $PODS pods in ${#K8S_NAMESPACES[@]} namespaces, $ops pod operations ($kills SIGKILLed), $NOISE_OPS GC/gc/reshape runs ($NOISE_KILLS SIGKILLed), $vanished pods vanished, $abandoned forgotten by the runtime, $agent_kills agent SIGKILLs, $SAMPLES samples, $DUPS_SEEN duplicates, leaks: $LEAKS, $((SECONDS - T0)) s"
 tap_done
