@@ -262,12 +262,20 @@ store_dups() {
 		([.attachments[] | .containerId + "/" + .ifname] | group_by(.) | map(select(length > 1) | .[0]))
 		| join(" ")'
 }
-# kernel_dups: addresses on the eth0 of two pods (pods named in $RES/live)
+# kernel_dups: addresses on the eth0 of two pods (pods named in $RES/live,
+# which set_live replaces whole: read at once, each name once)
 kernel_dups() {
-	local p
-	while read -r p; do
+	local p pods
+	pods=$(sort -u "$RES/live" 2>/dev/null)
+	for p in $pods; do
 		ip -n "$TG_ID-$p" -4 -o addr show dev eth0 2>/dev/null | awk -v p="$p" '{print $4, p}'
-	done <"$RES/live" | awk '{n[$1]++; w[$1] = w[$1] " " $2} END {for (a in n) if (n[a] > 1) printf "%s on%s; ", a, w[a]}'
+	done | awk '{n[$1]++; w[$1] = w[$1] " " $2} END {for (a in n) if (n[a] > 1) printf "%s on%s; ", a, w[a]}'
+}
+
+# set_live POD...: the pods the sampler looks at: these and the forgotten ones
+# (a new file renamed over the old: the sampler never reads half of one)
+set_live() {
+	{ cat "$RES/abandoned" 2>/dev/null; printf '%s\n' "$@"; } >"$RES/live.new" && mv -f "$RES/live.new" "$RES/live"
 }
 
 # sampler: until killed, every ~0.3 s: no address twice in the store, no
@@ -325,7 +333,7 @@ t_end
 t_begin "the duplicate detectors find a planted duplicate, in a store and on two pods' eth0"
 t_expect "store_dups on a planted duplicate" "$(store_dups <<<'{"attachments": [{"ip": "10.1.0.9", "containerId": "a", "ifname": "eth0"},
 	{"ip": "10.1.0.9", "containerId": "b", "ifname": "eth0"}]}')" "10.1.0.9"
-pod_ns_add dupa && pod_ns_add dupb && printf 'dupa\ndupb\n' >"$RES/live" || tap_bail "cannot create the detector's netns"
+pod_ns_add dupa && pod_ns_add dupb && set_live dupa dupb || tap_bail "cannot create the detector's netns"
 ip -n "$TG_ID-dupa" link add eth0 type veth peer name eth0 netns "$TG_ID-dupb"
 for p in dupa dupb; do ip -n "$TG_ID-$p" addr add 10.1.0.9/32 dev eth0; done
 t_expect "kernel_dups on a planted duplicate" "$(kernel_dups)" "10.1.0.9/32 on dupa dupb; "
@@ -350,7 +358,7 @@ for r in $(seq 1 "$ROUNDS"); do
 		NEW+=("$p")
 		ALL_PODS+=("$p")
 	done
-	{ cat "$RES/abandoned" 2>/dev/null; printf '%s\n' "${NEW[@]}" "${SURVIVORS[@]}"; } >"$RES/live"
+	set_live "${NEW[@]}" "${SURVIVORS[@]}"
 	t1=$SECONDS
 	WORKERS=()
 	for i in "${!NEW[@]}"; do
@@ -422,7 +430,7 @@ for r in $(seq 1 "$ROUNDS"); do
 		jq -e --arg c "$(cid_for "$p")" 'any(.attachments[]; .containerId == $c)' <<<"$ST" >/dev/null &&
 			t_fail "$p: in the store after a successful DEL"
 	done
-	{ cat "$RES/abandoned" 2>/dev/null; printf '%s\n' "${SURVIVORS[@]}"; } >"$RES/live"
+	set_live "${SURVIVORS[@]}"
 	[ -n "${CHAOS_DEBUG:-}" ] && diag "$(ip -n "$TG_NODE" -o link show | cut -c1-60)" "$(jq -c ".attachments[] | .shaping" "$STATE")"
 	diag "round $r: ${#SURVIVORS[@]} survivors; $(jq '.attachments | length' <<<"$ST") attachments; $(leak_counts)"
 	t_end
