@@ -20,7 +20,7 @@
 #                    pod address, host route, @pods) and CHECK passes; once
 #                    the agent has collected, the node holds exactly the
 #                    survivors' attachments, veths, IFBs, routes, neighbours,
-#                    classes and pod counters
+#                    classes, set and map elements and pod counters
 #   at the end:      DEL of every pod, `tollgate-ipam gc`, the agent's
 #                    retention: the node is exactly as before the first pod
 #                    (links, addresses, routes, neighbours, rules, the whole
@@ -330,6 +330,19 @@ BASE_UPLINK_CLASSES=$(ip netns exec "$TG_NODE" tc class show dev eth0 2>/dev/nul
 diag "baseline: $BASE_ELEMENTS set/map elements, $BASE_UPLINK_CLASSES classes on eth0, $(leak_counts)"
 t_end
 
+# how many set and map elements one pod of this config has (its veth, its
+# address in each set and map): what the rounds expect per survivor
+t_begin "a probe pod: its elements counted, and gone with its DEL"
+printf '%s\n' "$CONF" >"$RES/probe.conf"
+pod_add probe alpha "$CONF" || t_fail "ADD rc=$TG_RC $TG_OUT"
+POD_ELEMENTS=$(leak_counts | sed -nE 's/.* elements=([0-9]+).*/\1/p')
+[ "${POD_ELEMENTS:-0}" -gt 0 ] || t_fail "the probe pod has no elements: $(leak_counts)"
+pod_del probe "$CONF" || t_fail "DEL rc=$TG_RC $TG_OUT"
+pod_ns_del probe
+t_expect "elements after DEL" "$(leak_counts | sed -nE 's/.* elements=([0-9]+).*/\1/p')" 0
+diag "a pod has $POD_ELEMENTS set/map elements"
+t_end
+
 t_begin "the duplicate detectors find a planted duplicate, in a store and on two pods' eth0"
 t_expect "store_dups on a planted duplicate" "$(store_dups <<<'{"attachments": [{"ip": "10.1.0.9", "containerId": "a", "ifname": "eth0"},
 	{"ip": "10.1.0.9", "containerId": "b", "ifname": "eth0"}]}')" "10.1.0.9"
@@ -443,8 +456,8 @@ for r in $(seq 1 "$ROUNDS"); do
 	n_ifb=0
 	n_ns=$(for p in "${SURVIVORS[@]}"; do pod_k8s_ns "$p"; done | sort -u | grep -c .)
 	for p in "${SURVIVORS[@]}"; do jq -e '.runtimeConfig.bandwidth.egressRate' "$RES/$p.conf" >/dev/null && n_ifb=$((n_ifb + 1)); done
-	WANT="attachments=$n_s allocated=$n_s host_veths=$n_s ifbs=$n_ifb routes=$n_s neighbours=$n_s classes_inet=$((n_s + n_ns)) classes_uplink=0 pod_counters=$((4 * n_s))"
-	collected() { GOT=$(leak_counts | sed -E 's/ elements=[0-9?-]+//; s/ ns_counters=.*//'); [ "$GOT" = "$WANT" ]; }
+	WANT="attachments=$n_s allocated=$n_s host_veths=$n_s ifbs=$n_ifb routes=$n_s neighbours=$n_s classes_inet=$((n_s + n_ns)) classes_uplink=0 elements=$((POD_ELEMENTS * n_s)) pod_counters=$((4 * n_s))"
+	collected() { GOT=$(leak_counts | sed -E 's/ ns_counters=.*//'); [ "$GOT" = "$WANT" ]; }
 	wait_for 15 collected || t_fail "expected $WANT, got $GOT (15 s after the round)"
 	t_end
 done
