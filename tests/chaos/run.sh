@@ -7,7 +7,8 @@
 # against the first build dir twice more for half the rounds: with the store
 # on a disk (TG_TMP_BASE=/var/tmp: fsync before rename, no cache), and with
 # pods spread over 12 namespaces (namespaces empty and are retired while pods
-# come and go) and the agent killed 4 times a round. Lengths, for the plain
+# come and go), the agent killed 4 times a round, and the table and the
+# internet classes deleted under it all twice a round (CHAOS_FLUSH). Lengths, for the plain
 # build (a sanitizer build gets a third of the rounds):
 #   CHAOS_ROUNDS  (default 12)  CHAOS_PODS (default 30)
 # (see each file's header for its other knobs). TAP lines are counted as
@@ -61,8 +62,8 @@ for build in "$@"; do
 			half=$(((rounds + 1) / 2))
 			run_one "$t [$build, store on disk] $half x $PODS" TOLLGATE_BIN_DIR="$bdir" TG_TMP_BASE=/var/tmp \
 				CHAOS_ROUNDS="$half" CHAOS_PODS="$PODS" bash "$t"
-			run_one "$t [$build, 12 namespaces, 4 agent kills a round] $half x $PODS" TOLLGATE_BIN_DIR="$bdir" \
-				CHAOS_NAMESPACES=12 CHAOS_AGENT_KILLS=4 CHAOS_ROUNDS="$half" CHAOS_PODS="$PODS" bash "$t"
+			run_one "$t [$build, 12 namespaces, 4 agent kills a round, flushes] $half x $PODS" TOLLGATE_BIN_DIR="$bdir" \
+				CHAOS_NAMESPACES=12 CHAOS_AGENT_KILLS=4 CHAOS_FLUSH=1 CHAOS_ROUNDS="$half" CHAOS_PODS="$PODS" bash "$t"
 		fi
 	done
 	first=0
