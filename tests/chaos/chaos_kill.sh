@@ -533,7 +533,9 @@ kills=$(cat "$RES"/r* 2>/dev/null | grep -c ' 137$')
 agent_kills=$(wc -l <"$RES/agent" 2>/dev/null || echo 0)
 vanished=$(cat "$RES"/r* 2>/dev/null | grep -c '^VANISH')
 abandoned=$(cat "$RES"/r* 2>/dev/null | grep -c '^ABANDON')
+t_begin "the agent, killed or not, logged no error"
 agent_errors=$(grep -c 'level=error' "$TG_TMP/agent.log")
-[ "$agent_errors" = 0 ] || diag "the agent logged $agent_errors errors, first: $(grep 'level=error' "$TG_TMP/agent.log" | head -n 3)"
+[ "$agent_errors" = 0 ] || t_fail "$agent_errors errors, first: $(grep 'level=error' "$TG_TMP/agent.log" | head -n 3)"
+t_end
 diag "chaos: $ROUNDS rounds x $PODS pods in ${#K8S_NAMESPACES[@]} namespaces, $ops pod operations ($kills SIGKILLed), $NOISE_OPS GC/gc/reshape runs ($NOISE_KILLS SIGKILLed), $vanished pods vanished, $abandoned forgotten by the runtime, $agent_kills agent SIGKILLs, $(grep -c . "$RES/flush" 2>/dev/null || echo 0) flushes, $SAMPLES samples, $DUPS_SEEN duplicates, leaks: $LEAKS, $((SECONDS - T0)) s"
 tap_done
