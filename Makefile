@@ -86,7 +86,7 @@ MHD_LIBS := $(shell pkg-config --libs libmicrohttpd 2>/dev/null)
 
 BINS := $(BUILD)/tollgate $(BUILD)/tollgate-ipam $(BUILD)/tollgate-agent
 
-.PHONY: all clean install test unit demo bench deps san fuzz fuzz-targets image
+.PHONY: all clean install test unit demo bench chaos deps san fuzz fuzz-targets image
 all: $(BINS) $(UNIT_BIN)
 
 # Whether the objects carry failpoints: a build dir made the other way is rebuilt.
@@ -182,6 +182,13 @@ demo: deps
 bench: deps
 	$(MAKE) all
 	@for b in tests/bench/bench*.sh; do echo "== $$b"; $$b build || exit 1; done
+
+# The chaos suite (tests/chaos): the SIGKILL storm with shaping, accounting
+# and the agent, for minutes, against both builds and with the store on disk.
+chaos: deps
+	$(MAKE) all
+	$(MAKE) SAN=1 all
+	tests/chaos/run.sh build build-san
 
 clean:
 	rm -rf build build-san build-fuzz

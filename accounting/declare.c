@@ -29,6 +29,8 @@
 #include "accounting/internal.h"
 #include "lib/util.h"
 
+/* Reads of the table a concurrent commit may interrupt before the declaration gives up. */
+#define READ_TRIES 5
 #define STAMP_PREFIX "tollgate:"
 #define STAMP_LEN (sizeof(STAMP_PREFIX) + 16)
 
@@ -413,6 +415,18 @@ int acct_declare(const struct acct_config *cfg, const struct acct_pod *all, size
 	if (r < 0)
 		goto out;
 	r = read_kernel(&c, w, s);
+	/*
+	 * A commit anywhere in the netns during a dump (an ADD's, a DEL's)
+	 * interrupts it (NLM_F_DUMP_INTR): read again, on a fresh socket, since
+	 * the rest of the interrupted dump may still be queued on this one.
+	 */
+	for (int tries = 1; r == -EINTR && tries < READ_TRIES; tries++) {
+		nft_conn_close(&c);
+		r = nft_conn_open(&c, n_all * ACCT_BATCH_PER_POD, e);
+		if (r < 0)
+			goto out;
+		r = read_kernel(&c, w, s);
+	}
 	if (r < 0) {
 		r = nft_fail(e, r, "reading table inet " ACCT_TABLE, "");
 		goto out;
