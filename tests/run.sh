@@ -36,6 +36,8 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 [ $# -gt 0 ] || set -- build
+# Every build dir of this run, for the files that divide work between them
+export TG_RUN_BUILDS="$*"
 FILTER=${TG_TEST_FILTER:-}
 TIMEOUT=${TG_TEST_TIMEOUT:-300}
 SAN_EXCLUDE=${TG_SAN_EXCLUDE-test_shaping_rates|test_node_state|test_valgrind}

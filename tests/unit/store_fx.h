@@ -5,7 +5,7 @@
 /*
  * A store of its own for each test: a temporary directory holding
  * <tmp>/data/net/state.json, made by the setup and removed by the teardown.
- * Include after cmocka.h and tests/unit/helpers.h.
+ * Include after cmocka.h.
  */
 #include <linux/magic.h>
 #include <stdio.h>
@@ -13,6 +13,7 @@
 #include <sys/vfs.h>
 
 #include "ipam/store.h"
+#include "tests/unit/helpers.h"
 
 struct fx {
 	char tmp[64];	  /* mkdtemp */
