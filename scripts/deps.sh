@@ -28,4 +28,5 @@ if [ ! -e "$policy" ]; then
 	trap 'rm -f "$policy"' EXIT
 fi
 apt-get update -qq
+# shellcheck disable=SC2086  # one word per package: the list is split on purpose
 apt-get install -y -qq --no-install-recommends $missing
