@@ -156,9 +156,12 @@ lint-objs: $(PRODUCT_OBJ)
 # every shell script. Any finding fails; suppressions carry their reason
 # (cppcheck.supp, inline `cppcheck-suppress`, `shellcheck disable`).
 CPPCHECK_DIRS := lib ipam accounting shaper node cni cli agent exporter http tests/unit tests/fuzz
+# With TG_FAILPOINTS, as in the test builds: without it each TG_FAILPOINT() is
+# a literal 0, and every 'r = TG_FAILPOINT(..); if (r == 0)' reads to cppcheck
+# as a condition always true (the failpoint code is checked as well).
 CPPCHECK := cppcheck -j2 --quiet --std=c11 --enable=warning,performance,portability,style \
 	    --error-exitcode=1 --inline-suppr --suppressions-list=cppcheck.supp \
-	    -I. -D_GNU_SOURCE -DTG_VERSION='"$(VERSION)"' \
+	    -I. -D_GNU_SOURCE -DTG_VERSION='"$(VERSION)"' -DTG_FAILPOINTS \
 	    --template='{file}:{line}: {severity}: {message} [{id}]'
 # Every file whose first line is a sh/bash shebang, and the sourced libraries
 # (first line `# shellcheck shell=bash`).
