@@ -27,7 +27,7 @@ else ifeq ($(ANALYZE),1)
 # turns each of its findings into a failure.
 BUILD      ?= build-lint
 SANFLAGS   := -fanalyzer
-HARDEN     += -D_FORTIFY_SOURCE=2
+HARDEN     += -U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=3
 else
 BUILD      ?= build
 SANFLAGS   :=
