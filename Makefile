@@ -22,6 +22,12 @@ BUILD      ?= build-san
 SANFLAGS   := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 # The sanitizer build is test-only (never installed): it carries the failpoints.
 FAILPOINTS ?= 1
+else ifeq ($(ANALYZE),1)
+# gcc's static analyzer over every product object (`make lint`); -Werror
+# turns each of its findings into a failure.
+BUILD      ?= build-lint
+SANFLAGS   := -fanalyzer
+HARDEN     += -U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=3
 else
 BUILD      ?= build
 SANFLAGS   :=
@@ -84,9 +90,24 @@ EXPORTER_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard exporter/*.c))
 HTTP_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard http/*.c))
 MHD_LIBS := $(shell pkg-config --libs libmicrohttpd 2>/dev/null)
 
+# Every object of the three binaries, each once (what `make lint` analyzes).
+PRODUCT_OBJ := $(sort $(PLUGIN_OBJ) $(CLI_OBJ) $(IMDS_OBJ) $(BUILD)/obj/agent/main.o \
+	       $(patsubst %.c,$(BUILD)/obj/%.o,$(AGENT_SRC)) $(EXPORTER_OBJ) $(HTTP_OBJ))
+
+ifeq ($(ANALYZE),1)
+# gcc 12's analyzer does not count memory reached through a pointer held in
+# another struct as reachable: an allocation stored there, in an element of
+# ex->series (exporter/collect.c set_labels: s->labels) or in the struct a
+# callback's context points to (node/reshape.c reshape_update: r->before), is
+# reported leaked at the store itself (a 15-line reproducer shows the same).
+# Both are freed by their owners (series_clear, node_reshape_free); every
+# other analyzer check stays on for these two files.
+$(BUILD)/obj/exporter/collect.o $(BUILD)/obj/node/reshape.o: SANFLAGS += -Wno-analyzer-malloc-leak
+endif
+
 BINS := $(BUILD)/tollgate $(BUILD)/tollgate-ipam $(BUILD)/tollgate-agent
 
-.PHONY: all clean install test unit demo bench chaos deps san fuzz fuzz-targets image
+.PHONY: all clean install test unit demo bench chaos deps san fuzz fuzz-targets image lint lint-objs
 all: $(BINS) $(UNIT_BIN)
 
 # Whether the objects carry failpoints: a build dir made the other way is rebuilt.
@@ -128,6 +149,32 @@ $(BUILD)/tests/unit_%: tests/unit/%.c $(CNI_OBJ) $(CORE_OBJ) $(IMDS_OBJ) $(EXPOR
 san:
 	$(MAKE) SAN=1
 
+lint-objs: $(PRODUCT_OBJ)
+
+# Static analysis: gcc -fanalyzer over every product object (build-lint/),
+# cppcheck over every C source of the product and its tests, shellcheck over
+# every shell script. Any finding fails; suppressions carry their reason
+# (cppcheck.supp, inline `cppcheck-suppress`, `shellcheck disable`).
+CPPCHECK_DIRS := lib ipam accounting shaper node cni cli agent exporter http tests/unit tests/fuzz
+# With TG_FAILPOINTS, as in the test builds: without it each TG_FAILPOINT() is
+# a literal 0, and every 'r = TG_FAILPOINT(..); if (r == 0)' reads to cppcheck
+# as a condition always true (the failpoint code is checked as well).
+CPPCHECK := cppcheck -j2 --quiet --std=c11 --enable=warning,performance,portability,style \
+	    --error-exitcode=1 --inline-suppr --suppressions-list=cppcheck.supp \
+	    -I. -D_GNU_SOURCE -DTG_VERSION='"$(VERSION)"' -DTG_FAILPOINTS \
+	    --template='{file}:{line}: {severity}: {message} [{id}]'
+# Every file whose first line is a sh/bash shebang, and the sourced libraries
+# (first line `# shellcheck shell=bash`).
+SH_SCRIPTS = $(shell find . -path ./.git -prune -o -path './build*' -prune -o -type f -print | \
+	       while read -r f; do head -n1 "$$f" | grep -qE '^\#!.*\<(ba)?sh\>|^\# shellcheck shell=' && echo "$$f"; done | sort)
+
+lint: deps
+	$(MAKE) ANALYZE=1 lint-objs
+	@echo "  CPPCHECK $(CPPCHECK_DIRS)"
+	$(Q)$(CPPCHECK) $(CPPCHECK_DIRS)
+	@echo "  SHELLCHECK $(words $(SH_SCRIPTS)) scripts"
+	$(Q)shellcheck -x $(SH_SCRIPTS)
+
 # libFuzzer targets (tests/fuzz/fuzz_*.c): the config, CNI_ARGS and the
 # environment, prevResult, rates (differential, against exact rationals),
 # address pools and CIDRs, IMDS documents, the store, the metrics endpoint's
@@ -152,7 +199,7 @@ fuzz: deps
 	$(MAKE) FUZZ=1 fuzz-targets
 	tests/fuzz/run.sh build-fuzz
 
-# Installs every Debian package that the build, tests, demo and bench need.
+# Installs every Debian package that the build, lint, tests, demo and bench need.
 deps:
 	@scripts/deps.sh
 
@@ -191,6 +238,6 @@ chaos: deps
 	tests/chaos/run.sh build build-san
 
 clean:
-	rm -rf build build-san build-fuzz
+	rm -rf build build-san build-fuzz build-lint
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -206,11 +206,11 @@ int cmd_add(const struct cni_env *env, const struct node_config *cfg, cni_emit_f
 	r = session_begin(&s, cfg, e);
 	if (r == 0)
 		r = add_prepare(&s, env, cfg, &ac, &up, e);
-	if (r == 0)
+	if (r == 0) {
 		*ret_shaping = ac.req.shaping;
-	/* Record: the address (the same one again for a repeated ADD) and the shaping. */
-	if (r == 0)
+		/* Record: the address (the same one again for a repeated ADD) and the shaping. */
 		r = store_update(&s, cfg, assign_fn, &ac, e);
+	}
 	if (r < 0)
 		goto out;
 	ip4_format(ac.got.ip, ret_ip);
@@ -316,7 +316,7 @@ int cmd_del(const struct cni_env *env, const struct node_config *cfg, char ret_i
 			r = store_update(&s, cfg, release_fn, &rc, e);
 		if (r == 0)
 			r = TG_FAILPOINT("del.release.after", e);
-		if (r < 0 && !first)
+		if (r < 0)
 			first = r;
 	}
 	r = first;

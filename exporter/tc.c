@@ -81,7 +81,7 @@ static int cmp_dev(const void *a, const void *b)
 
 static struct tc_dev *find_dev(struct tc_dev *devs, size_t n, const char *name)
 {
-	struct tc_dev key;
+	struct tc_dev key = { 0 };
 
 	if (!n)
 		return NULL; /* bsearch wants an array, even an empty one */

@@ -95,7 +95,7 @@ int ipam_pool_parse(json_object *addresses, json_object *exclude, const char *wh
 {
 	_cleanup_free_ struct span *add = NULL, *exc = NULL;
 	_cleanup_free_ uint32_t *pool = NULL;
-	size_t n_add, n_exc, i, j, n = 0, out = 0;
+	size_t n_add = 0, n_exc = 0, i, j, n = 0, out = 0;
 	uint64_t total = 0;
 	int r;
 

@@ -309,6 +309,7 @@ static int attachments_from_json(json_object *root, struct ipam_state *st, struc
 #define STATE_VERSION_OLDEST 1
 
 static const struct state_format {
+	/* cppcheck-suppress unusedStructMember ; read by people, not code */
 	const char *shapes;	/* what its files look like, for the reader of this table */
 	int (*forward)(json_object *root, struct tg_err *e);	/* to the next version; NULL: current */
 } state_formats[] = {

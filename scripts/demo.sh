@@ -115,7 +115,6 @@ for p in "${PODS[@]}"; do
 		[ -n "$TG_ERR" ] && say "$TG_ERR"
 		die "ADD $p failed (exit $TG_RC)"
 	fi
-	POD_RESULT[$s]=$TG_OUT
 	POD_IP[$s]=$(jq -r '.ips[0].address | split("/")[0]' <<<"$TG_OUT")
 	POD_VETH[$s]=$(jq -r '.interfaces[0].name' <<<"$TG_OUT")
 	if [ "$first" = 1 ]; then

@@ -1,12 +1,13 @@
 #!/bin/sh
 # SPDX-License-Identifier: Apache-2.0
-# Installs the Debian packages Tollgate's build, tests, demo and bench need.
+# Installs the Debian packages Tollgate's build, lint, tests, demo and bench need.
 # Runs apt-get only when something is missing, so repeated `make test` is quick.
 set -eu
 PKGS="build-essential pkg-config libnl-3-dev libnl-route-3-dev libnftnl-dev libmnl-dev
 libjson-c-dev libxxhash-dev libmicrohttpd-dev libcurl4-openssl-dev libcmocka-dev iproute2 nftables
 iperf3 jq containernetworking-plugins valgrind procps iputils-ping iptables python3 python3-yaml
-curl prometheus clang libgmp-dev podman containerd runc busybox-static util-linux"
+curl prometheus clang libgmp-dev podman containerd runc busybox-static util-linux
+cppcheck shellcheck"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -28,4 +29,5 @@ if [ ! -e "$policy" ]; then
 	trap 'rm -f "$policy"' EXIT
 fi
 apt-get update -qq
+# shellcheck disable=SC2086  # one word per package: the list is split on purpose
 apt-get install -y -qq --no-install-recommends $missing

@@ -372,7 +372,7 @@ int shaper_pod_del(struct nl_sock *sk, const char *host_veth, const struct shapi
 {
 	char ifb[IFNAMSIZ];
 	struct rtnl_link *l = rtnl_link_alloc();
-	int r = 0, first = 0;
+	int r, first = 0;
 
 	/* The IFB is deleted whatever the spec says: DEL must work without the store too. */
 	shaper_ifb_name(host_veth, ifb);

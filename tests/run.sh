@@ -107,7 +107,8 @@ done
 
 # The libFuzzer targets, briefly (make test builds them into build-fuzz)
 if [ -n "${TG_FUZZ_DIR:-}" ] && { [ -z "$FILTER" ] || [[ fuzz =~ $FILTER ]]; }; then
-	FUZZ_SECONDS=${FUZZ_SECONDS:-3} run_one "tests/fuzz/run.sh [$TG_FUZZ_DIR, ${FUZZ_SECONDS:-3} s each]" \
+	fuzz_s=${FUZZ_SECONDS:-3}
+	FUZZ_SECONDS=$fuzz_s run_one "tests/fuzz/run.sh [$TG_FUZZ_DIR, $fuzz_s s each]" \
 		tests/fuzz/run.sh "$TG_FUZZ_DIR"
 fi
 

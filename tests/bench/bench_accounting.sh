@@ -117,6 +117,7 @@ INET_IP=203.0.113.10
 declare -A SRV_PID=()
 CLEANED=0
 
+# shellcheck disable=SC2317  # cleanup runs from the EXIT trap
 cleanup() {
     ((CLEANED)) && return; CLEANED=1
     local p f list=()

@@ -165,6 +165,7 @@ NTG=$RUN-ntg NREF=$RUN-nref NWAN=$RUN-wan
 PIDS=()
 CLEANED=0
 
+# shellcheck disable=SC2317  # cleanup runs from the EXIT trap
 cleanup() {
     ((CLEANED)) && return; CLEANED=1
     local p
@@ -367,7 +368,7 @@ stop_pid() { kill "$1" 2>/dev/null; wait "$1" 2>/dev/null; pid_forget "$1"; }
 saturate() {
     local v=$1 rate=$2 dir=$3 dev rflag="" base ts ipid ppid z a b try rc tag=${3}_$2
     local ta ba pa da wa tb bb pb db wb d0 rbps ppm
-    [[ $dir == eg ]] && dev=$IFB || { dev=$HOSTVETH; rflag=-R; }
+    if [[ $dir == eg ]]; then dev=$IFB; else dev=$HOSTVETH; rflag=-R; fi
     base=$WORK/ipf/$PODK.$dir
     for try in 1 2; do
         z=$(counters "$dev")

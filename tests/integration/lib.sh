@@ -294,6 +294,7 @@ pod_ns_del() { ip netns del "$TG_ID-$1"; }
 
 # pod_add SHORT K8S_NAMESPACE CONF [IFNAME]: create the pod netns if needed, ADD.
 # Records POD_CID/POD_IP/POD_NETNS/POD_RESULT/POD_VETH[SHORT]. Returns TG_RC.
+# shellcheck disable=SC2034  # the POD_* arrays are read by the test files
 pod_add() {
 	local short=$1 k8sns=$2 conf=$3 ifn=${4:-eth0}
 	local cid path

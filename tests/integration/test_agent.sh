@@ -15,6 +15,7 @@
 #
 # Standalone: TOLLGATE_BIN_DIR=build bash tests/integration/test_agent.sh
 # shellcheck disable=SC2016,SC1091  # jq filters with $vars
+# shellcheck disable=SC2119,SC2120  # agent_start's extra agent options are optional
 set -u
 . "$(dirname "$0")/lib.sh"
 tg_require
@@ -109,7 +110,7 @@ t_expect "readyz" "$(http_get /readyz)" 503
 t_expect "healthz" "$(http_get /healthz)" 200
 t_expect "installed" "$(find "$NETD" "$CNIBIN" -mindepth 1 | tr '\n' ' ')" ""
 n=$(wc -l <"$ILOG")
-[ "$n" -ge 2 ] && [ "$n" -le 5 ] || t_fail "IMDS requests in 4 s: $n (expected 2-5)"
+{ [ "$n" -ge 2 ] && [ "$n" -le 5 ]; } || t_fail "IMDS requests in 4 s: $n (expected 2-5)"
 gap=$(awk 'NR > 1 { g = ($1 - p) * 1000; if (m == "" || g < m) m = g } { p = $1 } END { printf "%d", m == "" ? 99999 : m }' "$ILOG")
 [ "$gap" -ge 900 ] || t_fail "two IMDS requests $gap ms apart"
 [ "$(metric 'tollgate_agent_syncs_total{result="error"}')" -ge 2 ] 2>/dev/null ||
@@ -126,10 +127,11 @@ node_nft list table inet tollgate >/dev/null 2>&1 || t_fail "table inet tollgate
 ip -n "$TG_NODE" link show tollgate-inet >/dev/null 2>&1 || t_fail "tollgate-inet not declared"
 t_expect "ready metric" "$(metric tollgate_agent_ready)" 1
 t_expect "pool" "$(jq '.pool.addresses | length' "$TG_TMP/data/$NET/state.json")" 1
-ls "$NETD" | grep -q '^\.' && t_fail "a temp file left in $NETD: $(ls -a "$NETD")"
+[ -z "$(find "$NETD" -mindepth 1 -maxdepth 1 -name '.*')" ] || t_fail "a temp file left in $NETD: $(ls -a "$NETD")"
 t_end
 
 t_begin "pods through the installed plugin"
+# shellcheck disable=SC2034  # read by lib.sh's tg_exec
 TG_BIN=$CNIBIN/tollgate
 CONF=$(plugin_conf)
 pod_add a1 team-a "$CONF" || t_fail "ADD a1 rc=$TG_RC $TG_OUT"

@@ -58,6 +58,7 @@ bad() {
 	fi
 	TG_RC=$?
 	TG_OUT=$(cat "$TG_TMP/run.out")
+	# shellcheck disable=SC2034  # set as lib.sh's tg_run sets it
 	TG_ERR=$(cat "$TG_TMP/run.err")
 	local r
 	r=$(cni_error_problem "$code")

@@ -64,7 +64,6 @@ for s in "${pods[@]}"; do
 		continue
 	fi
 	POD_IP[$s]=$(jq -r '.ips[0].address | split("/")[0]' "$TG_TMP/ADD.$s.out" 2>/dev/null)
-	POD_VETH[$s]=$(jq -r '.interfaces[0].name' "$TG_TMP/ADD.$s.out" 2>/dev/null)
 done
 [ "$failed" = 0 ] || t_fail "$failed of $N ADDs failed"
 ips=$(for s in "${pods[@]}"; do echo "${POD_IP[$s]:-}"; done | grep . | sort)

@@ -389,7 +389,7 @@ if check_page shaped; then
 		printf 'tollgate_shaper_pod_%s{direction="%s",namespace="shaped",pod="%s",traffic="%s"}' "${4:-sent_bytes_total}" "$2" "$1" "$3"
 	}
 	for dt in "ingress all" "ingress internet" "ingress internal" "egress all" "egress internet"; do
-		# shellcheck disable=SC2086
+		# shellcheck disable=SC2086  # $dt is two words on purpose
 		[ "$(mval shaped "$(shk s1 $dt)")" != absent ] || t_fail "no $(shk s1 $dt)"
 	done
 	# s2: internet egress and internet ingress only

@@ -108,7 +108,7 @@ if ! has_failpoints "$TOLLGATE_BIN_DIR"; then
 	for p in add.veth.after add.nft.after add.result.write store.save.before; do
 		TG_EXTRA_ENV=(TOLLGATE_FAILPOINT="$p")
 		pod_add v fp "$CONF" || { t_fail "ADD with $p armed: rc=$TG_RC"; tg_diag_last; }
-		[ -n "${POD_IP[v]:-}" ] && ip netns exec "$TG_ID-v" ip -4 addr show eth0 | grep -q "${POD_IP[v]}/32" ||
+		{ [ -n "${POD_IP[v]:-}" ] && ip netns exec "$TG_ID-v" ip -4 addr show eth0 | grep -q "${POD_IP[v]}/32"; } ||
 			t_fail "ADD with $p armed: the pod has no address"
 		pod_del v "$CONF" || { t_fail "DEL with $p armed: rc=$TG_RC"; tg_diag_last; }
 		TG_EXTRA_ENV=()
@@ -130,6 +130,7 @@ if ! has_failpoints "$TOLLGATE_BIN_DIR"; then
 fi
 
 # From here on: the failpoint build.
+# shellcheck disable=SC2034  # read by lib.sh's tg_exec
 TG_BIN=$FP_DIR/tollgate
 mapfile -t PLUGIN_POINTS < <(TOLLGATE_FAILPOINT=list "$FP_DIR/tollgate")
 mapfile -t IPAM_POINTS < <(TOLLGATE_FAILPOINT=list "$FP_DIR/tollgate-ipam")
@@ -182,6 +183,7 @@ point_problem() { # POINT: why the last run is not a proper failure at POINT (em
 	grep -qF "failpoint $1:" <<<"$TG_OUT" || echo "the error does not name the point: ${TG_OUT:0:200}"
 }
 armed() { TG_EXTRA_ENV=(TOLLGATE_FAILPOINT="$1"); }
+# shellcheck disable=SC2034  # read by lib.sh's tg_exec
 unarmed() { TG_EXTRA_ENV=(); }
 
 # ----------------------------------------------------------- the node
@@ -335,7 +337,7 @@ for p in "${PLUGIN_POINTS[@]}"; do
 		why=$(point_problem "$p")
 		[ -z "$why" ] || t_fail "$p: $why"
 		[ "$(cat "$STATE")" = "$STORE_BEFORE" ] || t_fail "$p: the store changed"
-		[ -z "$(node_links_tg | grep -v "^${POD_VETH[k]}\$")" ] || t_fail "$p: a veth was left: $(node_links_tg)"
+		if node_links_tg | grep -qv "^${POD_VETH[k]}\$"; then t_fail "$p: a veth was left: $(node_links_tg)"; fi
 		pod_add v fp "$CONF_KEEP" || { t_fail "$p: the rerun ADD failed: rc=$TG_RC"; tg_diag_last; }
 	fi
 	pod_del v "$CONF_KEEP" || t_fail "$p: DEL rc=$TG_RC"

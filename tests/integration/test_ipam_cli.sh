@@ -973,7 +973,7 @@ t_end
 t_begin "--json prints exactly one JSON document for every verb"
 for args in "status" "list" "show research/p2" "gc --dry-run" "doctor" \
 	"sync --imds-url $IMDS_URL --uplink eth0"; do
-	# shellcheck disable=SC2086
+	# shellcheck disable=SC2086  # the verb and its options, split on purpose
 	ipam --json $args
 	is_one_json || t_fail "--json $args: not one JSON document: ${IPAM_OUT:0:200}"
 done

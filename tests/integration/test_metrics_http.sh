@@ -33,7 +33,7 @@
 # Everything lives in this run's namespaces; nothing touches the root
 # namespace. Load comes from tests/integration/http_load.py, bounded in time.
 # Standalone: TOLLGATE_BIN_DIR=build bash tests/integration/test_metrics_http.sh
-# shellcheck disable=SC1091,SC2016,SC2015
+# shellcheck disable=SC1091,SC2016,SC2015  # lib.sh found at run time; jq filters with $vars; A && B || t_fail checks
 set -u
 . "$(dirname "$0")/lib.sh"
 tg_require

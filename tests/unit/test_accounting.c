@@ -228,8 +228,13 @@ static int scale_setup(void **state)
 	f->ps = make_pods();
 	f->rd = acct_reader_new();
 	f->s = seen_new();
-	if (!f->rd)
+	if (!f->rd) {
+		if (f->s)
+			seen_free(f->s);
+		free(f->ps);
+		free(f);
 		return -1;
+	}
 	if (in_private_netns())
 		drop_table();
 	*state = f;

@@ -700,7 +700,7 @@ static void t_pool_grows(void **state)
 static int pool_emptied_child(void *arg)
 {
 	struct ipam_state st;
-	struct ipam_attachment rq = req("b", "eth0"), got;
+	struct ipam_attachment rq, got;
 	struct ipam_counts c;
 	struct tg_err e = { 0 };
 	uint32_t *p = malloc(2 * sizeof(*p));

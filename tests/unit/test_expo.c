@@ -494,7 +494,7 @@ static void t_overflow_is_sticky_and_bounded(void **state)
 	expo_sample(&x, "m", NULL, 1);
 	assert_string_equal(x.buf, "m 1\n");
 	assert_false(x.overflow);
-	lines = fill_until_overflow(&x, 1u << 20);
+	fill_until_overflow(&x, 1u << 20);
 	assert_true(x.overflow);
 	assert_true(x.cap <= x.max);
 	expo_free(&x);
@@ -585,11 +585,16 @@ static int render_setup(void **state)
 	env = calloc(1, sizeof(*env));
 	if (!env)
 		return -1;
-	if (!tmpdir_make(env->dir, sizeof(env->dir), "/tmp", "expo"))
+	if (!tmpdir_make(env->dir, sizeof(env->dir), "/tmp", "expo")) {
+		free(env);
 		return -1;
+	}
 	snprintf(env->net_dir, sizeof(env->net_dir), "%s/tgunit", env->dir);
-	if (mkdir(env->net_dir, 0700) < 0)
+	if (mkdir(env->net_dir, 0700) < 0) {
+		tmpdir_remove(env->dir);
+		free(env);
 		return -1;
+	}
 	env->ex = exporter_new(env->dir, "tgunit");
 	expo_init(&env->page, 8u << 20);
 	/* each test starts without a table */
@@ -814,6 +819,7 @@ static unsigned long long sample_value(const char *page, const char *prefix)
 
 	if (!s)
 		fail_msg("no sample %s on the page (%zu bytes)", prefix, strlen(page));
+	/* cppcheck-suppress nullPointerArithmeticRedundantCheck ; fail_msg() does not return */
 	return strtoull(s + strlen(prefix), NULL, 10);
 }
 

@@ -523,7 +523,6 @@ static void t_save_load_round_trip(void **state)
 	struct ipam_state a, b;
 	struct tg_err e = { 0 };
 	struct stat sb;
-	char tmp[400];
 
 	rich_state(&a);
 	fx_open_store(f, &s);
@@ -535,7 +534,6 @@ static void t_save_load_round_trip(void **state)
 	assert_int_equal(stat(f->path, &sb), 0);
 	assert_int_equal(sb.st_mode & 07777, 0600);
 	/* no temp file left behind */
-	(void)tmp;
 	assert_int_equal(temp_files(f->dir), 0);
 	assert_int_equal(ipam_store_load(&s, &b, &e), 0);
 	assert_state_equal(&a, &b);
@@ -739,7 +737,7 @@ static void t_corrupt(void **state)
 	struct ipam_store s;
 	struct ipam_state st;
 	struct tg_err e = { 0 };
-	char *before, *after, tmp[400];
+	char *before, *after;
 	size_t n_before, n_after;
 	struct stat sb1, sb2;
 
@@ -779,7 +777,6 @@ static void t_corrupt(void **state)
 	assert_int_equal(n_before, n_after);
 	assert_memory_equal(before, after, n_before);
 	assert_int_equal(sb1.st_ino, sb2.st_ino); /* not replaced either */
-	(void)tmp;
 	assert_int_equal(temp_files(f->dir), 0);
 	free(before);
 	free(after);
