@@ -54,7 +54,9 @@ run_one() {
 	shift
 	local t0=$SECONDS rc p f s
 	echo "=== $label"
-	timeout --foreground -k 10 "$TIMEOUT" "$@" 2>&1 | tee "$LOG"
+	# timeout (not --foreground) signals the file's whole process group: what
+	# it started goes with it, and its traps still clean up
+	timeout -k 10 "$TIMEOUT" "$@" 2>&1 | tee "$LOG"
 	rc=${PIPESTATUS[0]}
 	# skips first (cmocka prints them as `not ok N # SKIP name`)
 	s=$(grep -Eci '^((not )?ok\b.*#[[:space:]]*skip)|^skip\b' "$LOG")

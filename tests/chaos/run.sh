@@ -38,7 +38,9 @@ run_one() {
 	local label=$1 t0=$SECONDS rc p f
 	shift
 	echo "=== $label"
-	timeout --foreground -k 10 "$TIMEOUT" env "$@" 2>&1 | tee "$LOG"
+	# timeout (not --foreground) signals the file's whole process group: what
+	# it started goes with it, and its traps still clean up
+	timeout -k 10 "$TIMEOUT" env "$@" 2>&1 | tee "$LOG"
 	rc=${PIPESTATUS[0]}
 	p=$(grep -Ec '^ok\b' "$LOG")
 	f=$(grep -Ec '^not ok\b' "$LOG")
