@@ -123,12 +123,16 @@ struct release_ctx {
 	int released;
 	/* An ADD undone: the cursor goes back from its address, unless another ADD moved it. */
 	uint32_t undo_ip, undo_last_ip;
+	struct acct_conn *held;	/* node_pod_forget's socket, closed after the store's lock */
 };
 
 static int release_fn(struct ipam_state *st, void *p, struct tg_err *e)
 {
 	struct release_ctx *c = p;
+	const struct ipam_attachment *a = ipam_find(st, c->container_id, c->ifname);
 
+	if (a && node_pod_forget(a, &c->held, e) < 0)
+		return -EIO;
 	c->released = ipam_release(st, c->container_id, c->ifname, time_now_ms(), c->cool, NULL);
 	if (c->released > 0 && c->undo_ip && st->last_ip == c->undo_ip)
 		st->last_ip = c->undo_last_ip;
@@ -239,9 +243,10 @@ undo:
 	/* node_pod_add took its objects back; a new address goes back too. */
 	if (!ac.existing) {
 		struct release_ctx rc = { env->container_id, env->ifname, false, 0, ac.got.ip,
-					  ac.prev_last_ip };
+					  ac.prev_last_ip, NULL };
 
 		store_update(&s, cfg, release_fn, &rc, NULL);
+		node_conn_close(rc.held);
 	}
 out:
 	session_end(&s);
@@ -252,7 +257,7 @@ int cmd_del(const struct cni_env *env, const struct node_config *cfg, char ret_i
 	    struct tg_err *e)
 {
 	struct session s;
-	struct release_ctx rc = { env->container_id, env->ifname, true, 0, 0, 0 };
+	struct release_ctx rc = { env->container_id, env->ifname, true, 0, 0, 0, NULL };
 	struct ipam_attachment gone = { 0 };
 	const struct ipam_attachment *a;
 	struct tg_err why = { 0 };
@@ -314,6 +319,7 @@ int cmd_del(const struct cni_env *env, const struct node_config *cfg, char ret_i
 		r = TG_FAILPOINT("del.release.before", e);
 		if (r == 0)
 			r = store_update(&s, cfg, release_fn, &rc, e);
+		node_conn_close(rc.held);
 		if (r == 0)
 			r = TG_FAILPOINT("del.release.after", e);
 		if (r < 0)
@@ -497,10 +503,17 @@ static int gc_fn(struct ipam_state *st, void *p, struct tg_err *e)
 	if (c->release) {
 		int n = 0;
 
-		for (i = 0; i < c->n_stale; i++)
-			if (c->stale[i].container_id[0])
-				n += ipam_release(st, c->stale[i].container_id, c->stale[i].ifname,
-						  time_now_ms(), true, NULL);
+		for (i = 0; i < c->n_stale; i++) {
+			const struct ipam_attachment *a;
+
+			if (!c->stale[i].container_id[0])
+				continue;
+			a = ipam_find(st, c->stale[i].container_id, c->stale[i].ifname);
+			if (a && node_pod_forget(a, NULL, e) < 0)
+				continue; /* kept: the runtime's next GC finishes it */
+			n += ipam_release(st, c->stale[i].container_id, c->stale[i].ifname,
+					  time_now_ms(), true, NULL);
+		}
 		return n > 0;
 	}
 	c->stale = calloc(st->n_att ? st->n_att : 1, sizeof(*c->stale));

@@ -102,10 +102,15 @@ static int release_update(struct ipam_state *st, void *ctx, struct tg_err *e)
 	const struct release_ctx *rc = ctx;
 	int r = 0;
 
-	(void)e;
-	for (size_t i = 0; i < rc->n; i++)
+	for (size_t i = 0; i < rc->n; i++) {
+		const struct ipam_attachment *a =
+			ipam_find(st, rc->list[i].container_id, rc->list[i].ifname);
+
+		if (a && node_pod_forget(a, NULL, e) < 0)
+			return r > 0 ? r : -EIO; /* kept: the next collection finishes it */
 		r += ipam_release(st, rc->list[i].container_id, rc->list[i].ifname, time_now_ms(),
 				  true, NULL);
+	}
 	return r;
 }
 

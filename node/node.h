@@ -196,6 +196,16 @@ int node_pod_check(struct nl_sock *sk, const struct node_config *cfg, const stru
  * fine; every step runs and the first error is returned.
  */
 int node_pod_del(struct nl_sock *sk, const struct ipam_attachment *a, struct tg_err *e);
+/*
+ * The pod's table elements and own counters removed once more, with the
+ * store locked, just before its address is released (by DEL, an ADD's undo,
+ * GC): a declaration from the store between the teardown and the release
+ * found the pod still recorded and may have put them back. Absent ones are
+ * fine. With `keep`, the nftables socket comes back open (acct_pod_del).
+ */
+struct acct_conn;
+int node_pod_forget(const struct ipam_attachment *a, struct acct_conn **keep, struct tg_err *e);
+void node_conn_close(struct acct_conn *held);
 /* Replaces a running pod's tc classes: `old` (as recorded) out, a->shaping in. */
 int node_pod_reshape(struct nl_sock *sk, const struct node_config *cfg,
 		     const struct node_uplink *up, const struct ipam_attachment *a,

@@ -157,6 +157,18 @@ int node_pod_del(struct nl_sock *sk, const struct ipam_attachment *a, struct tg_
 	return first ? first : r;
 }
 
+int node_pod_forget(const struct ipam_attachment *a, struct acct_conn **keep, struct tg_err *e)
+{
+	struct acct_pod me = node_acct_pod(a);
+
+	return a->ip ? acct_pod_del(&me, keep, e) : 0;
+}
+
+void node_conn_close(struct acct_conn *held)
+{
+	acct_conn_close(held);
+}
+
 int node_pod_reshape(struct nl_sock *sk, const struct node_config *cfg,
 		     const struct node_uplink *up, const struct ipam_attachment *a,
 		     const struct shaping *old, struct tg_err *e)
