@@ -286,22 +286,35 @@ static int retire_batch(struct nft_conn *c, struct batch *bt, const char *const 
 	return r < 0 ? r : batch_send(c, bt, why, why_size);
 }
 
-int acct_retire_namespaces(const char *const *names, size_t n, size_t *ret_retired,
-			   struct tg_err *e)
+/* A socket and a batch for RETIRE_CHUNK namespaces' counters. */
+static int ns_batch_open(struct nft_conn *c, struct batch **ret, struct tg_err *e)
 {
-	struct nft_conn c = { 0 };
 	struct batch *bt = batch_new(RETIRE_CHUNK * NS_COUNTERS * 256 + 4096);
-	char why[256] = "";
 	int r;
 
-	*ret_retired = 0;
 	if (!bt)
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
-	r = nft_conn_open(&c, 0, e);
+	r = nft_conn_open(c, 0, e);
 	if (r < 0) {
 		batch_free(bt);
 		return r;
 	}
+	*ret = bt;
+	return 0;
+}
+
+int acct_retire_namespaces(const char *const *names, size_t n, size_t *ret_retired,
+			   struct tg_err *e)
+{
+	struct nft_conn c = { 0 };
+	struct batch *bt = NULL;
+	char why[256] = "";
+	int r;
+
+	*ret_retired = 0;
+	r = ns_batch_open(&c, &bt, e);
+	if (r < 0)
+		return r;
 	/* A transaction per RETIRE_CHUNK namespaces: one wait for the kernel each, a message the socket takes. */
 	for (size_t at = 0; at < n && r == 0; at += RETIRE_CHUNK) {
 		size_t k = n - at < RETIRE_CHUNK ? n - at : RETIRE_CHUNK;
@@ -343,17 +356,12 @@ int acct_retire_namespaces(const char *const *names, size_t n, size_t *ret_retir
 int acct_keep_namespaces(const char *const *names, size_t n, struct tg_err *e)
 {
 	struct nft_conn c = { 0 };
-	struct batch *bt = batch_new(RETIRE_CHUNK * NS_COUNTERS * 256 + 4096);
+	struct batch *bt = NULL;
 	char why[256] = "";
-	int r;
+	int r = ns_batch_open(&c, &bt, e);
 
-	if (!bt)
-		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
-	r = nft_conn_open(&c, 0, e);
-	if (r < 0) {
-		batch_free(bt);
+	if (r < 0)
 		return r;
-	}
 	for (size_t at = 0; at < n && r == 0; at += RETIRE_CHUNK) {
 		batch_start(bt);
 		for (size_t i = at; i < n && i < at + RETIRE_CHUNK && r == 0; i++)
