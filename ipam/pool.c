@@ -59,9 +59,14 @@ static int parse_entry(const char *s, bool is_exclude, struct span *ret)
 static int parse_list(json_object *list, const char *where, const char *key, bool is_exclude,
 		      struct span **ret, size_t *ret_n, struct tg_err *e)
 {
-	size_t i, n = list ? json_object_array_length(list) : 0;
+	size_t i, n;
 	_cleanup_free_ struct span *spans = NULL;
 
+	/* The config's reader checks the type first; every caller gets the same answer. */
+	if (list && !json_object_is_type(list, json_type_array))
+		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL, "%s.%s must be an array of strings", where,
+			       key);
+	n = list ? json_object_array_length(list) : 0;
 	spans = calloc(n ? n : 1, sizeof(*spans));
 	if (!spans)
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");

@@ -533,6 +533,25 @@ static void t_to_ranges_compacts(void **state)
 	json_object_put(r);
 }
 
+/* Not an array (the config's reader refuses it first; any caller gets an error, not an abort). */
+static void t_not_an_array(void **state)
+{
+	json_object *str = json_object_new_string("10.2.0.0/30"), *arr = json_object_new_array();
+	struct tg_err e = { 0 };
+	uint32_t *a = NULL;
+	size_t n = 0;
+
+	(void)state;
+	assert_int_equal(ipam_pool_parse(str, NULL, "ipam", &a, &n, &e), -EINVAL);
+	assert_int_equal(e.code, 7);
+	assert_contains(e.msg, "ipam.addresses must be an array");
+	memset(&e, 0, sizeof(e));
+	assert_int_equal(ipam_pool_parse(arr, str, "ipam", &a, &n, &e), -EINVAL);
+	assert_contains(e.msg, "ipam.exclude must be an array");
+	json_object_put(str);
+	json_object_put(arr);
+}
+
 static void t_to_ranges_empty(void **state)
 {
 	json_object *r = ipam_pool_to_ranges(NULL, 0);
@@ -647,6 +666,7 @@ int main(void)
 	ADD(t_pool_large_sorted_unique);
 	ADD(t_to_ranges_compacts);
 	ADD(t_to_ranges_empty);
+	ADD(t_not_an_array);
 	ADD(t_to_ranges_across_octets_and_top);
 	ADD(t_round_trip);
 	ADD(t_round_trip_max);
