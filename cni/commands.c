@@ -500,22 +500,9 @@ static int gc_fn(struct ipam_state *st, void *p, struct tg_err *e)
 	struct gc_ctx *c = p;
 	size_t i;
 
-	if (c->release) {
-		int n = 0;
-
-		for (i = 0; i < c->n_stale; i++) {
-			const struct ipam_attachment *a;
-
-			if (!c->stale[i].container_id[0])
-				continue;
-			a = ipam_find(st, c->stale[i].container_id, c->stale[i].ifname);
-			if (a && node_pod_forget(a, NULL, e) < 0)
-				continue; /* kept: the runtime's next GC finishes it */
-			n += ipam_release(st, c->stale[i].container_id, c->stale[i].ifname,
-					  time_now_ms(), true, NULL);
-		}
-		return n > 0;
-	}
+	/* Those whose teardown failed have no containerID: kept for the runtime's next GC. */
+	if (c->release)
+		return node_release_locked(st, c->stale, c->n_stale, e) > 0;
 	c->stale = calloc(st->n_att ? st->n_att : 1, sizeof(*c->stale));
 	if (!c->stale)
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");

@@ -97,21 +97,30 @@ struct release_ctx {
 	size_t n;
 };
 
+int node_release_locked(struct ipam_state *st, const struct ipam_attachment *list, size_t n,
+			struct tg_err *e)
+{
+	int released = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct ipam_attachment *a;
+
+		if (!list[i].container_id[0])
+			continue; /* not torn down: kept */
+		a = ipam_find(st, list[i].container_id, list[i].ifname);
+		if (a && node_pod_forget(a, NULL, e) < 0)
+			continue; /* kept: the next collection finishes it */
+		released += ipam_release(st, list[i].container_id, list[i].ifname, time_now_ms(),
+					 true, NULL);
+	}
+	return released;
+}
+
 static int release_update(struct ipam_state *st, void *ctx, struct tg_err *e)
 {
 	const struct release_ctx *rc = ctx;
-	int r = 0;
 
-	for (size_t i = 0; i < rc->n; i++) {
-		const struct ipam_attachment *a =
-			ipam_find(st, rc->list[i].container_id, rc->list[i].ifname);
-
-		if (a && node_pod_forget(a, NULL, e) < 0)
-			return r > 0 ? r : -EIO; /* kept: the next collection finishes it */
-		r += ipam_release(st, rc->list[i].container_id, rc->list[i].ifname, time_now_ms(),
-				  true, NULL);
-	}
-	return r;
+	return node_release_locked(st, rc->list, rc->n, e);
 }
 
 int node_release(struct ipam_store *store, struct ipam_state *st,

@@ -286,5 +286,13 @@ int node_sync(struct ipam_store *store, struct ipam_state *st, const struct node
 /* Releases the attachments (into cool-down) in one locked update of the store. */
 int node_release(struct ipam_store *store, struct ipam_state *st,
 		 const struct ipam_attachment *list, size_t n, struct tg_err *e);
+/*
+ * The same inside an update the caller holds: each attachment's elements
+ * forgotten (node_pod_forget), then its address released; entries with an
+ * empty containerID, and ones that cannot be forgotten, are kept. Returns
+ * how many were released.
+ */
+int node_release_locked(struct ipam_state *st, const struct ipam_attachment *list, size_t n,
+			struct tg_err *e);
 
 #endif
