@@ -85,11 +85,13 @@ diag "unshaped pod -> internet (node without shaping): $U_NET Mbit/s IP (nft), g
 # iso_round: one unshaped figure (node without any qdisc on the uplink), then
 # the capped pod's, each over 0.6..3.5 s of a 4 s run (multi-Gbit TCP ramps
 # up in milliseconds). The machine is shared and these CPU-bound figures
-# swing by 2x within seconds, so on a miss up to two more rounds run and the
-# best of each side is compared.
-U_BEST=0 S_BEST=0
+# swing by 2x within seconds, so the two figures of one round, measured back
+# to back, are compared with each other: never the best of one side against
+# the best of the other, where one lucky unshaped run decides. On a miss up
+# to four more rounds run; the best round's ratio is reported.
+BEST_RATIO=0 BEST_ROUND=""
 iso_round() {
-	local SH_WARMUP=0.6 SH_WINDOW=2.9
+	local SH_WARMUP=0.6 SH_WINDOW=2.9 unshaped capped ratio
 	if [ "$1" -gt 1 ]; then
 		# back to a node without shaping: the pod goes, and so does the
 		# uplink's HTB root, which Tollgate leaves behind for future pods
@@ -98,23 +100,25 @@ iso_round() {
 		ip -n "$TG_NODE" link del "$UPQ" 2>/dev/null
 	fi
 	sh_measure "nft/ns_plain_egress_internal" "plain $PEER 5201" || t_fail "iperf3 did not start"
-	diag "round $1: unshaped pod -> peer ${SH_RATE[0]} Mbit/s IP (nft), goodput ${SH_GOOD[0]}"
-	sh_cmp "${SH_RATE[0]}" ">" "$U_BEST" && U_BEST=${SH_RATE[0]}
+	unshaped=${SH_RATE[0]}
+	diag "round $1: unshaped pod -> peer $unshaped Mbit/s IP (nft), goodput ${SH_GOOD[0]}"
 	spod_ns iso iso '{"internetEgress": {"podDefault": "100M"}}' || { tg_diag_last; tap_bail "ADD iso: rc=$TG_RC"; }
 	ISO_PC=$(sh_pod_class iso)
 	[ -n "$ISO_PC" ] && [ "$(class_ceil "$UPQ" "$ISO_PC")" = 100Mbit ] ||
 		t_fail "iso: no uplink class with ceil 100Mbit (class '$ISO_PC': $(class_line "$UPQ" "$ISO_PC"))"
 	sh_measure "nft/ns_iso_egress_internal tc/$UPQ/$ISO_PC" "iso $PEER 5201" || t_fail "iperf3 did not start"
-	diag "round $1: capped pod -> peer ${SH_RATE[0]} Mbit/s IP (nft), goodput ${SH_GOOD[0]} (its internet class saw ${SH_RATE[1]})"
-	sh_cmp "${SH_RATE[0]}" ">" "$S_BEST" && S_BEST=${SH_RATE[0]}
+	capped=${SH_RATE[0]}
+	sh_cmp "$unshaped" ">" 0 && ratio=$(awk -v a="$capped" -v b="$unshaped" 'BEGIN {printf "%.3f\n", a / b}') || ratio=0
+	diag "round $1: capped pod -> peer $capped Mbit/s IP (nft), goodput ${SH_GOOD[0]} (its internet class saw ${SH_RATE[1]}): $ratio x the unshaped figure"
+	sh_cmp "$ratio" ">" "$BEST_RATIO" && { BEST_RATIO=$ratio; BEST_ROUND="round $1: $capped of $unshaped Mbit/s"; }
 	sh_cmp "${SH_RATE[1]}" "<" 1 || t_fail "internal traffic went through the pod's internet class (${SH_RATE[1]} Mbit/s)"
 }
-for round in 1 2 3; do
+for round in 1 2 3 4 5; do
 	iso_round "$round"
-	sh_cmp "$S_BEST" ">=" "$(sh_mul "$U_BEST" 0.9)" && break
+	sh_cmp "$BEST_RATIO" ">=" 0.9 && break
 done
-sh_cmp "$S_BEST" ">=" "$(sh_mul "$U_BEST" 0.9)" ||
-	t_fail "internal throughput of the capped pod (best $S_BEST Mbit/s) < 0.9 x unshaped (best $U_BEST Mbit/s)"
+sh_cmp "$BEST_RATIO" ">=" 0.9 ||
+	t_fail "internal throughput of the capped pod < 0.9 x the unshaped figure of the same round in all $round rounds (best $BEST_RATIO x, $BEST_ROUND)"
 t_end
 
 # ============================================================ latency
