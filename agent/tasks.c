@@ -425,7 +425,7 @@ int agent_reshape(struct agent *a, struct tg_err *e)
 		r = node_reshape(sk, &a->cfg, &store, &st, &rs, reshape_error, NULL, e);
 		ipam_store_close(&store);
 	}
-	a->stats.reshaped_pods += rs.changed + rs.repaired - rs.failed;
+	a->stats.reshaped_pods += rs.changed + rs.repaired - rs.failed - rs.gone;
 	a->stats.reshape_failures += rs.failed;
 	node_reshape_free(&rs);
 	ipam_state_free(&st);

@@ -52,6 +52,8 @@ static void reshape_print(const struct cli *c, const struct node_reshape *r, jso
 	       r->dry_run ? "would change (dry run)" : "reshaped");
 	if (r->repaired)
 		printf("%zu pods' classes put right (they differed from the store)\n", r->repaired);
+	if (r->gone)
+		printf("%zu pods gone meanwhile (their veth no longer exists)\n", r->gone);
 }
 
 static void pod_error(void *ctx, const struct ipam_attachment *a, const char *why)

@@ -220,6 +220,7 @@ struct node_reshape {
 	size_t changed;			/* attachments whose caps changed */
 	size_t repaired;		/* ... unchanged, whose classes differed from the record */
 	size_t failed;			/* ... whose classes could not be changed */
+	size_t gone;			/* ... whose veth went meanwhile (gc collects them) */
 };
 /*
  * Works out every pod's caps and uplink classes from cfg and saves them under

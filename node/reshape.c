@@ -96,6 +96,11 @@ int node_reshape(struct nl_sock *sk, const struct node_config *cfg, struct ipam_
 			r->repaired++;
 		}
 		if (node_pod_reshape(sk, cfg, &up, a, &r->before[i], &pe) < 0) {
+			/* a pod deleted meanwhile has no classes left to put right */
+			if (!link_exists(sk, a->host_veth)) {
+				r->gone++;
+				continue;
+			}
 			r->failed++;
 			if (on_error)
 				on_error(ctx, a, pe.msg);
