@@ -38,6 +38,12 @@ struct ipam_attachment {
 	char host_veth[IFNAMSIZ];
 	int64_t created;		/* unix seconds */
 	struct shaping shaping;
+	/*
+	 * A reshape saved new caps and has not yet put the pod's classes right:
+	 * the next reshape finishes it. Only a reshape sets it, so it never
+	 * takes a pod that an ADD is still plumbing for one left half done.
+	 */
+	bool reshape_pending;
 };
 
 struct ipam_cooling {

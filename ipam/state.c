@@ -139,6 +139,8 @@ json_object *ipam_attachment_to_json(const struct ipam_attachment *a)
 	jx_add(o, "created", json_object_new_int64(a->created));
 	if (memcmp(&a->shaping, &(struct shaping){ 0 }, sizeof(a->shaping)) != 0)
 		jx_add(o, "shaping", shaping_to_json(&a->shaping));
+	if (a->reshape_pending)
+		jx_add(o, "reshapePending", json_object_new_boolean(true));
 	return o;
 }
 
@@ -256,7 +258,8 @@ static int attachment_from_json(json_object *o, size_t i, struct ipam_attachment
 	    copy_str(o, w, "hostVeth", a->host_veth, sizeof(a->host_veth), false, e) < 0 ||
 	    jx_int(o, w, "created", 0, INT64_MAX, &a->created, e) < 0 ||
 	    jx_object(o, w, "shaping", &sh, e) < 0 ||
-	    (sh && shaping_from_json(sh, &a->shaping, e) < 0))
+	    (sh && shaping_from_json(sh, &a->shaping, e) < 0) ||
+	    jx_bool(o, w, "reshapePending", &a->reshape_pending, e) < 0)
 		return -EBADMSG;
 	return 0;
 }
@@ -295,8 +298,10 @@ static int attachments_from_json(json_object *root, struct ipam_state *st, struc
  * Version 1 is every file written so far. Its members were only ever added,
  * each optional and absent meaning what the earlier writer meant (none):
  * pool.pending, pool.nodeIp and pool.subnet (imds pools), then
- * attachments[].shaping. Its layout changed (indented, one line, one
- * attachment per line), which JSON does not see. tests/fixtures/store/ holds
+ * attachments[].shaping, then attachments[].reshapePending (an earlier
+ * reader ignores it: a reshape it left half done stays so until the next
+ * reshape of a build that reads it). Its layout changed (indented, one
+ * line, one attachment per line), which JSON does not see. tests/fixtures/store/ holds
  * a file of each shape, written by the release that wrote it.
  *
  * A change an earlier reader would misread (a member renamed, retyped or

@@ -218,16 +218,18 @@ struct node_reshape {
 	bool dry_run;
 	struct shaping *before;		/* each attachment's caps before, by index in st */
 	size_t changed;			/* attachments whose caps changed */
-	size_t repaired;		/* ... unchanged, whose classes differed from the record */
+	size_t repaired;		/* ... unchanged, left pending by an earlier reshape */
 	size_t failed;			/* ... whose classes could not be changed */
 	size_t gone;			/* ... whose veth went meanwhile (gc collects them) */
 };
 /*
  * Works out every pod's caps and uplink classes from cfg and saves them under
- * the store's lock (not in a dry run); then, with the lock released, changes
- * the tc classes of each changed pod (and of each pod whose classes differ
- * from its record: a reshape that failed after saving) and puts the table's
- * elements as the store says. st holds the state as saved; r->before is NULL when nothing was.
+ * the store's lock (not in a dry run), each changed pod marked pending; then,
+ * with the lock released, changes the tc classes of each pending pod (also
+ * those an earlier reshape left pending: it stopped after saving), takes
+ * the marks of those done off, and puts the table's elements as the store
+ * says. Pods an ADD is still plumbing are never pending, so never touched.
+ * st holds the state as saved; r->before is NULL when nothing was.
  */
 int node_reshape(struct nl_sock *sk, const struct node_config *cfg, struct ipam_store *store,
 		 struct ipam_state *st, struct node_reshape *r, node_pod_error_fn on_error,

@@ -36,7 +36,12 @@ struct reshape_ctx {
 	struct node_reshape *r;
 };
 
-/* Under the lock: the new caps and uplink classes of every pod, saved unless a dry run. */
+/*
+ * Under the lock: the new caps and uplink classes of every pod, saved unless
+ * a dry run. A pod whose caps change is marked pending until its classes are
+ * put right (reshape_finish); one still marked by an earlier reshape that
+ * stopped midway is put right by this one.
+ */
 static int reshape_update(struct ipam_state *st, void *p, struct tg_err *e)
 {
 	struct reshape_ctx *c = p;
@@ -55,9 +60,35 @@ static int reshape_update(struct ipam_state *st, void *p, struct tg_err *e)
 		if (node_shaping_classes(st, a) < 0)
 			return tg_fail(e, CNI_ERR_IO, -ENOSPC, "no free uplink class for %s/%s",
 				       a->k8s_namespace, a->pod);
-		r->changed += node_reshaped(r, st, i);
+		if (node_reshaped(r, st, i)) {
+			r->changed++;
+			a->reshape_pending = true;
+		}
 	}
 	return !r->dry_run && r->changed ? 1 : 0;
+}
+
+/* Under the lock: the marks of the pods put right come off, unless they were reshaped since. */
+static int reshape_finish(struct ipam_state *st, void *p, struct tg_err *e)
+{
+	const struct ipam_state *done = p;
+	int changed = 0;
+
+	(void)e;
+	for (size_t i = 0; i < done->n_att; i++) {
+		struct ipam_attachment *a;
+
+		if (done->att[i].reshape_pending)
+			continue; /* still to do */
+		a = (struct ipam_attachment *)ipam_find(st, done->att[i].container_id,
+							done->att[i].ifname);
+		if (a && a->reshape_pending &&
+		    memcmp(&a->shaping, &done->att[i].shaping, sizeof(a->shaping)) == 0) {
+			a->reshape_pending = false;
+			changed = 1;
+		}
+	}
+	return changed;
 }
 
 int node_reshape(struct nl_sock *sk, const struct node_config *cfg, struct ipam_store *store,
@@ -66,6 +97,8 @@ int node_reshape(struct nl_sock *sk, const struct node_config *cfg, struct ipam_
 {
 	struct reshape_ctx c = { cfg, r };
 	struct node_uplink up = { .mtu = cfg->mtu ? cfg->mtu : 1500 };
+	struct ipam_state now = { 0 };
+	size_t done = 0;
 	int rc;
 
 	rc = ipam_store_update(store, st, reshape_update, &c, e);
@@ -81,37 +114,36 @@ int node_reshape(struct nl_sock *sk, const struct node_config *cfg, struct ipam_
 	if (rc < 0)
 		return rc;
 	for (size_t i = 0; i < st->n_att; i++) {
-		const struct ipam_attachment *a = &st->att[i];
+		struct ipam_attachment *a = &st->att[i];
 		struct tg_err pe = { 0 };
 
-		/*
-		 * A pod whose record is unchanged but whose classes differ from it
-		 * (an earlier reshape saved the record, then failed in tc) is put
-		 * right too: a rerun finishes what a failed reshape began.
-		 */
-		if (!node_reshaped(r, st, i)) {
-			if (!link_exists(sk, a->host_veth) ||
-			    shaper_pod_check(sk, a->host_veth, &a->shaping, NULL) == 0)
-				continue;
-			r->repaired++;
-		}
+		if (!a->reshape_pending)
+			continue;
+		r->repaired += !node_reshaped(r, st, i);
 		if (node_pod_reshape(sk, cfg, &up, a, &r->before[i], &pe) < 0) {
 			/* a pod deleted meanwhile has no classes left to put right */
-			if (!link_exists(sk, a->host_veth)) {
-				r->gone++;
+			if (link_exists(sk, a->host_veth)) {
+				r->failed++;
+				if (on_error)
+					on_error(ctx, a, pe.msg);
 				continue;
 			}
-			r->failed++;
-			if (on_error)
-				on_error(ctx, a, pe.msg);
+			r->gone++;
 		}
+		a->reshape_pending = false;
+		done++;
 	}
 	/*
-	 * The pods' class elements (and node-wide state) as the store says now,
-	 * after tc work that can take seconds; every run, so that a rerun also
-	 * puts what a failed one left undone.
+	 * The marks of the pods put right come off; then the pods' class
+	 * elements (and node-wide state) as the store says now, after tc work
+	 * that can take seconds; every run, so that a rerun also puts what a
+	 * failed one left undone.
 	 */
-	rc = TG_FAILPOINT("reshape.declare.before", e);
+	if (done)
+		rc = ipam_store_update(store, &now, reshape_finish, st, e);
+	ipam_state_free(&now);
+	if (rc == 0)
+		rc = TG_FAILPOINT("reshape.declare.before", e);
 	if (rc == 0)
 		rc = node_declare_from_store(sk, cfg, &up, store, NODE_DECLARE_PODS, NULL, e);
 	return rc;

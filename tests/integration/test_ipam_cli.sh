@@ -683,6 +683,34 @@ else
 fi
 t_end
 
+t_begin "reshape with an unchanged policy touches no pod: one whose classes are not all there yet (its ADD still at work) is left to its ADD"
+# A pod mid-ADD has its record saved and its classes still being made; a
+# reshape running then must not make or change them under the ADD. Only the
+# pods whose caps a reshape changes (or an earlier one left pending) are its.
+if pod_add rs3 reshaped "$SCONF"; then
+	jq -c '{cniVersion, name, plugins: [.]}' <<<"$SCONF" >"$TG_TMP/same.conflist"
+	# the other pods were added under other policies: this one for all first
+	ipam --config "$TG_TMP/same.conflist" reshape
+	t_expect "first reshape rc" "$IPAM_RC" 0
+	cls=$(printf '1:%x' "$(jq -r --arg c "${POD_CID[rs3]}" '.attachments[] | select(.containerId == $c) | .shaping.podClass' "$(state_file)")")
+	ip netns exec "$TG_NODE" tc class del dev tollgate-inet classid "$cls" 2>/dev/null ||
+		t_fail "no uplink class $cls for rs3 to take away"
+	fp=$(store_fp)
+	ipam --config "$TG_TMP/same.conflist" reshape
+	t_expect "reshape rc" "$IPAM_RC" 0
+	grep -q "^0 of [0-9]* pods reshaped" <<<"$IPAM_OUT" || t_fail "reshape changed pods: $IPAM_OUT"
+	grep -q "put right" <<<"$IPAM_OUT" && t_fail "reshape put a pod's classes right: $IPAM_OUT"
+	t_expect "rs3's class after the reshape" "$(inet_ceil "$cls")" ""
+	[ "$(store_fp)" = "$fp" ] || t_fail "the reshape rewrote the store"
+	# the runtime's repeated ADD is what puts the pod right
+	pod_add rs3 reshaped "$SCONF" || t_fail "repeated ADD rc=$TG_RC $TG_OUT"
+	t_expect "rs3's class after the repeated ADD" "$(inet_ceil "$cls")" "ceil 100Mbit"
+	pod_del rs3 "$SCONF" || t_fail "DEL rc=$TG_RC $TG_OUT"
+else
+	t_fail "ADD rs3 rc=$TG_RC $TG_OUT"
+fi
+t_end
+
 # ================================================================= doctor
 DOC_FIX_RUN=0
 DOC_OPTS=() # options for every doctor run of doctor_finding (e.g. --config FILE)
