@@ -113,7 +113,7 @@ size_t cni_annotation_warning(const struct shaping *s, char *dst, size_t size)
 void cni_log(const char *log_file, const struct cni_env *env, const char *ip, int64_t dur_ns,
 	     const struct shaping *shaping, const struct tg_err *e)
 {
-	char line[1600], ts[32], msg[600], tail[640] = "ok", steps[200], caps[100];
+	char line[1600], ts[80], msg[600], tail[640] = "ok", steps[200], caps[100];
 	char warn[400], warning[420] = "";
 	struct timeval tv;
 	struct stat sb;
@@ -124,7 +124,9 @@ void cni_log(const char *log_file, const struct cni_env *env, const char *ip, in
 		return;
 	gettimeofday(&tv, NULL);
 	gmtime_r(&tv.tv_sec, &tm);
-	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
+	/* UTC by hand: strftime would read the local time zone's file first. */
+	snprintf(ts, sizeof(ts), "%04d-%02d-%02dT%02d:%02d:%02d", tm.tm_year + 1900, tm.tm_mon + 1,
+		 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
 	steps_format(steps, sizeof(steps));
 	shaping_fields(shaping, caps, sizeof(caps));
 	if (cni_annotation_warning(shaping, msg, sizeof(msg))) {

@@ -99,6 +99,11 @@ int mkdir_p(const char *path, unsigned mode)
 
 	if (len == 0 || len >= sizeof(tmp))
 		return -ENAMETOOLONG;
+	/* Nearly always there already: one call, not one per component. */
+	if (mkdir(path, mode) == 0 || errno == EEXIST)
+		return 0;
+	if (errno != ENOENT)
+		return -errno;
 	memcpy(tmp, path, len + 1);
 	for (p = tmp + 1; *p; p++) {
 		if (*p != '/')
