@@ -237,8 +237,12 @@ bool ipam_addr_in(const uint32_t *sorted, size_t n, uint32_t ip)
 
 void ipam_addrs_sort(uint32_t *a, size_t n)
 {
-	if (n)
-		qsort(a, n, sizeof(*a), cmp_u32);
+	/* A pool from ranges comes in order: one pass, not glibc's merge sort and its buffer. */
+	for (size_t i = 1; i < n; i++)
+		if (a[i - 1] > a[i]) {
+			qsort(a, n, sizeof(*a), cmp_u32);
+			return;
+		}
 }
 
 int ipam_reconcile(struct ipam_state *st, const uint32_t *seen_in, size_t n_in, int64_t now_ms,

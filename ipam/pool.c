@@ -88,13 +88,6 @@ static int parse_list(json_object *list, const char *where, const char *key, boo
 	return 0;
 }
 
-static int cmp_u32(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 int ipam_pool_parse(json_object *addresses, json_object *exclude, const char *where,
 		    uint32_t **ret_pool, size_t *ret_n, struct tg_err *e)
 {
@@ -124,7 +117,7 @@ int ipam_pool_parse(json_object *addresses, json_object *exclude, const char *wh
 	for (i = 0; i < n_add; i++)
 		for (uint64_t a = add[i].lo; a <= add[i].hi; a++)
 			pool[n++] = (uint32_t)a;
-	qsort(pool, n, sizeof(*pool), cmp_u32);
+	ipam_addrs_sort(pool, n);
 	for (i = 0; i < n; i++) {
 		bool excluded = false;
 
