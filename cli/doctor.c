@@ -179,6 +179,10 @@ static void check_attachment(struct doctor *d, const struct ipam_attachment *a)
 	if (d->kv->table && !kview_pod(d->kv, a->ip))
 		finding(d, "missing-nft-element", ip, "the pod is missing from set pods",
 			"tollgate-ipam --config %s doctor --fix", d->fix_config);
+	if (a->reshape_pending)
+		finding(d, "reshape-pending", ip,
+			"a reshape saved the pod's new caps and stopped before changing its classes",
+			"tollgate-ipam --config %s reshape", d->fix_config);
 }
 
 /* Uplink addresses: a pool address there (other than the node's own) steals the pod's traffic. */

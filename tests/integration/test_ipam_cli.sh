@@ -834,6 +834,27 @@ doctor_clean "after gc"
 pod_del p8 "$CONF"
 t_end
 
+t_begin "doctor: reshape-pending (a reshape stopped before a pod's classes changed), the reshape it names finishes it"
+if pod_add rp1 reshaped "$SCONF"; then
+	jq -c '{cniVersion, name, plugins: [.]}' <<<"$SCONF" >"$TG_TMP/rp.conflist"
+	# as a reshape killed between saving the caps and changing the classes leaves it
+	jq --arg c "${POD_CID[rp1]}" '(.attachments[] | select(.containerId == $c)).reshapePending = true' \
+		"$(state_file)" >"$TG_TMP/rp.json" && mv "$TG_TMP/rp.json" "$(state_file)"
+	doctor_finding reshape-pending "${POD_IP[rp1]//./\\.}"
+	fix=$(jq -r '.findings[] | select(.kind == "reshape-pending") | .fix' <<<"$IPAM_OUT")
+	[[ $fix == "tollgate-ipam --config "*" reshape" ]] || t_fail "fix: $fix"
+	ipam --config "$TG_TMP/rp.conflist" reshape
+	t_expect "reshape rc" "$IPAM_RC" 0
+	grep -q "pods' classes put right (an earlier reshape had not finished them)" <<<"$IPAM_OUT" ||
+		t_fail "reshape output: $IPAM_OUT"
+	t_expect "marks left" "$(jq '[.attachments[] | select(.reshapePending)] | length' "$(state_file)")" 0
+	doctor_clean "after the reshape"
+	pod_del rp1 "$SCONF" || t_fail "DEL rc=$TG_RC $TG_OUT"
+else
+	t_fail "ADD rp1 rc=$TG_RC $TG_OUT"
+fi
+t_end
+
 # nft_table_norm [NAMESPACES]: table inet tollgate as JSON, comparable across
 # a rebuild: handles dropped, counter values zeroed, set/map elements and the
 # objects sorted. With NAMESPACES (a JSON array), namespace counters are kept
