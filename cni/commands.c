@@ -242,8 +242,8 @@ int cmd_add(const struct cni_env *env, const struct node_config *cfg, cni_emit_f
 undo:
 	/* node_pod_add took its objects back; a new address goes back too. */
 	if (!ac.existing) {
-		struct release_ctx rc = { env->container_id, env->ifname, false, 0, ac.got.ip,
-					  ac.prev_last_ip, NULL };
+		struct release_ctx rc = { .container_id = env->container_id, .ifname = env->ifname,
+					  .undo_ip = ac.got.ip, .undo_last_ip = ac.prev_last_ip };
 
 		store_update(&s, cfg, release_fn, &rc, NULL);
 		node_conn_close(rc.held);
@@ -257,7 +257,8 @@ int cmd_del(const struct cni_env *env, const struct node_config *cfg, char ret_i
 	    struct tg_err *e)
 {
 	struct session s;
-	struct release_ctx rc = { env->container_id, env->ifname, true, 0, 0, 0, NULL };
+	struct release_ctx rc = { .container_id = env->container_id, .ifname = env->ifname,
+				  .cool = true };
 	struct ipam_attachment gone = { 0 };
 	const struct ipam_attachment *a;
 	struct tg_err why = { 0 };

@@ -22,6 +22,8 @@ struct plumb_req {
 };
 
 int plumb_add(struct nl_sock *sk, const struct plumb_req *rq, struct tg_err *e);
+/* A link's ifindex (and its flags) by name; -ENODEV (or another -errno) when there is none. */
+int plumb_ifindex(struct nl_sock *sk, const char *name, unsigned int *flags, int *ret);
 /* Deletes the host veth (the pod end goes with it); already gone is success. */
 int plumb_del(struct nl_sock *sk, const char *host_ifname, struct tg_err *e);
 /*

@@ -109,7 +109,7 @@ int node_uplink(struct nl_sock *sk, const char *name, int mtu, struct node_uplin
 	return 0;
 }
 
-static int get_ifindex(struct nl_sock *sk, const char *name, unsigned int *flags, int *ret)
+int plumb_ifindex(struct nl_sock *sk, const char *name, unsigned int *flags, int *ret)
 {
 	struct rtnl_link *link = NULL;
 	int r = rtnl_link_get_kernel(sk, 0, name, &link);
@@ -248,7 +248,7 @@ static int pod_side(const struct plumb_req *rq, struct tg_err *e)
 				       "cannot enter the pod's network namespace: %s", strerror(-r));
 		sk = own;
 	}
-	r = get_ifindex(sk, rq->pod_ifname, &flags, &ifindex);
+	r = plumb_ifindex(sk, rq->pod_ifname, &flags, &ifindex);
 	if (r < 0) {
 		tg_fail(e, CNI_ERR_IO, r, "pod interface %s vanished: %s", rq->pod_ifname,
 			strerror(-r));
@@ -318,7 +318,7 @@ int plumb_add(struct nl_sock *sk, const struct plumb_req *rq, struct tg_err *e)
 			       rq->pod_ifname);
 	if (r < 0)
 		return tg_fail_nl(e, r, "cannot create veth %s", rq->host_ifname);
-	r = get_ifindex(sk, rq->host_ifname, NULL, &ifindex);
+	r = plumb_ifindex(sk, rq->host_ifname, NULL, &ifindex);
 	if (r < 0)
 		return tg_fail(e, CNI_ERR_IO, r, "host veth %s vanished: %s", rq->host_ifname,
 			       strerror(-r));
@@ -478,7 +478,7 @@ int plumb_check(struct nl_sock *sk, const struct plumb_req *rq, struct tg_err *e
 	int ifindex, pidx, r;
 
 	ip4_format(rq->ip, ip);
-	if (get_ifindex(sk, rq->host_ifname, &flags, &ifindex) < 0)
+	if (plumb_ifindex(sk, rq->host_ifname, &flags, &ifindex) < 0)
 		return drift(e, "host veth %s is missing", rq->host_ifname);
 	if (!(flags & IFF_UP))
 		return drift(e, "host veth %s is down", rq->host_ifname);
@@ -489,7 +489,7 @@ int plumb_check(struct nl_sock *sk, const struct plumb_req *rq, struct tg_err *e
 		return tg_fail(e, CNI_ERR_IO, r, "cannot enter the pod's network namespace: %s",
 			       strerror(-r));
 	r = 0;
-	if (get_ifindex(psk, rq->pod_ifname, &flags, &pidx) < 0)
+	if (plumb_ifindex(psk, rq->pod_ifname, &flags, &pidx) < 0)
 		r = drift(e, "pod interface %s is missing", rq->pod_ifname);
 	else if (!(flags & IFF_UP))
 		r = drift(e, "pod interface %s is down", rq->pod_ifname);

@@ -9,21 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <netlink/route/link.h>
-
 #include "lib/failpoint.h"
+#include "node/internal.h"
 #include "node/node.h"
-
-/* A pod whose veth is gone (its netns went, gc collects it) has no classes to put right. */
-static bool link_exists(struct nl_sock *sk, const char *name)
-{
-	struct rtnl_link *l = NULL;
-
-	if (rtnl_link_get_kernel(sk, 0, name, &l) < 0)
-		return false;
-	rtnl_link_put(l);
-	return true;
-}
 
 bool node_reshaped(const struct node_reshape *r, const struct ipam_state *st, size_t i)
 {
@@ -68,22 +56,26 @@ static int reshape_update(struct ipam_state *st, void *p, struct tg_err *e)
 	return !r->dry_run && r->changed ? 1 : 0;
 }
 
+/* The pods whose classes this reshape put right (pointers into the state it saved). */
+struct reshape_done {
+	const struct ipam_attachment **att;
+	size_t n;
+};
+
 /* Under the lock: the marks of the pods put right come off, unless they were reshaped since. */
 static int reshape_finish(struct ipam_state *st, void *p, struct tg_err *e)
 {
-	const struct ipam_state *done = p;
+	const struct reshape_done *done = p;
 	int changed = 0;
 
 	(void)e;
-	for (size_t i = 0; i < done->n_att; i++) {
-		struct ipam_attachment *a;
+	for (size_t i = 0; i < done->n; i++) {
+		const struct ipam_attachment *put = done->att[i];
+		struct ipam_attachment *a =
+			(struct ipam_attachment *)ipam_find(st, put->container_id, put->ifname);
 
-		if (done->att[i].reshape_pending)
-			continue; /* still to do */
-		a = (struct ipam_attachment *)ipam_find(st, done->att[i].container_id,
-							done->att[i].ifname);
 		if (a && a->reshape_pending &&
-		    memcmp(&a->shaping, &done->att[i].shaping, sizeof(a->shaping)) == 0) {
+		    memcmp(&a->shaping, &put->shaping, sizeof(a->shaping)) == 0) {
 			a->reshape_pending = false;
 			changed = 1;
 		}
@@ -97,8 +89,8 @@ int node_reshape(struct nl_sock *sk, const struct node_config *cfg, struct ipam_
 {
 	struct reshape_ctx c = { cfg, r };
 	struct node_uplink up = { .mtu = cfg->mtu ? cfg->mtu : 1500 };
+	struct reshape_done done = { 0 };
 	struct ipam_state now = { 0 };
-	size_t done = 0;
 	int rc;
 
 	rc = ipam_store_update(store, st, reshape_update, &c, e);
@@ -111,18 +103,22 @@ int node_reshape(struct nl_sock *sk, const struct node_config *cfg, struct ipam_
 		return rc;
 	/* Bursts and quanta are sized for the uplink's MTU, as ADD sized them. */
 	rc = node_uplink(sk, cfg->uplink, cfg->mtu, &up, e);
+	if (rc == 0 && !(done.att = calloc(st->n_att + 1, sizeof(*done.att))))
+		rc = tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
 	if (rc < 0)
 		return rc;
 	for (size_t i = 0; i < st->n_att; i++) {
-		struct ipam_attachment *a = &st->att[i];
+		const struct ipam_attachment *a = &st->att[i];
 		struct tg_err pe = { 0 };
 
 		if (!a->reshape_pending)
 			continue;
 		r->repaired += !node_reshaped(r, st, i);
 		if (node_pod_reshape(sk, cfg, &up, a, &r->before[i], &pe) < 0) {
-			/* a pod deleted meanwhile has no classes left to put right */
-			if (link_exists(sk, a->host_veth)) {
+			int ifindex;
+
+			/* a pod deleted meanwhile (its veth gone) has no classes left to put right */
+			if (plumb_ifindex(sk, a->host_veth, NULL, &ifindex) == 0) {
 				r->failed++;
 				if (on_error)
 					on_error(ctx, a, pe.msg);
@@ -130,8 +126,7 @@ int node_reshape(struct nl_sock *sk, const struct node_config *cfg, struct ipam_
 			}
 			r->gone++;
 		}
-		a->reshape_pending = false;
-		done++;
+		done.att[done.n++] = a;
 	}
 	/*
 	 * The marks of the pods put right come off; then the pods' class
@@ -139,9 +134,10 @@ int node_reshape(struct nl_sock *sk, const struct node_config *cfg, struct ipam_
 	 * that can take seconds; every run, so that a rerun also puts what a
 	 * failed one left undone.
 	 */
-	if (done)
-		rc = ipam_store_update(store, &now, reshape_finish, st, e);
+	if (done.n)
+		rc = ipam_store_update(store, &now, reshape_finish, &done, e);
 	ipam_state_free(&now);
+	free(done.att);
 	if (rc == 0)
 		rc = TG_FAILPOINT("reshape.declare.before", e);
 	if (rc == 0)

@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <netlink/route/addr.h>
 
+#include "ipam/pool.h"
 #include "lib/ip4.h"
 #include "lib/nl.h"
 #include "lib/steps.h"
@@ -31,13 +32,10 @@ static void find_local(struct nl_object *obj, void *arg)
 		return;
 	memcpy(&ip, nl_addr_get_binary_addr(local), 4);
 	ip = ntohl(ip);
-	for (size_t i = 0; i < h->n_pool; i++) {
-		if (h->pool[i] == ip) {
-			h->ip = ip;
-			snprintf(h->dev, sizeof(h->dev), "%s",
-				 rtnl_addr_get_label(a) ? rtnl_addr_get_label(a) : "?");
-			return;
-		}
+	if (ipam_addr_in(h->pool, h->n_pool, ip)) {
+		h->ip = ip;
+		snprintf(h->dev, sizeof(h->dev), "%s",
+			 rtnl_addr_get_label(a) ? rtnl_addr_get_label(a) : "?");
 	}
 }
 
