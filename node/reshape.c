@@ -103,10 +103,11 @@ int node_reshape(struct nl_sock *sk, const struct node_config *cfg, struct ipam_
 		return rc;
 	/* Bursts and quanta are sized for the uplink's MTU, as ADD sized them. */
 	rc = node_uplink(sk, cfg->uplink, cfg->mtu, &up, e);
-	if (rc == 0 && !(done.att = calloc(st->n_att + 1, sizeof(*done.att))))
-		rc = tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
 	if (rc < 0)
 		return rc;
+	done.att = calloc(st->n_att + 1, sizeof(*done.att));
+	if (!done.att)
+		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
 	for (size_t i = 0; i < st->n_att; i++) {
 		const struct ipam_attachment *a = &st->att[i];
 		struct tg_err pe = { 0 };
