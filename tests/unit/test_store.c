@@ -853,26 +853,6 @@ static int setup_tmpfs(void **state)
 	return fx_setup_tmpfs(state, "store");
 }
 
-/* lock, load, unlock; returns whether the load came from the cache. */
-static bool locked_load(struct ipam_store *s, struct ipam_state *st)
-{
-	struct tg_err e = { 0 };
-
-	assert_int_equal(ipam_store_lock(s, &e), 0);
-	assert_int_equal(ipam_store_load(s, st, &e), 0);
-	ipam_store_unlock(s);
-	return s->snap.json != NULL;
-}
-
-static void locked_save(struct ipam_store *s, const struct ipam_state *st)
-{
-	struct tg_err e = { 0 };
-
-	assert_int_equal(ipam_store_lock(s, &e), 0);
-	assert_int_equal(ipam_store_save(s, st, &e), 0);
-	ipam_store_unlock(s);
-}
-
 static void cache_path(const struct fx *f, char *buf, size_t size)
 {
 	snprintf(buf, size, "%s/state.cache", f->dir);

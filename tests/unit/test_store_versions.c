@@ -348,24 +348,16 @@ static void t_fixture_replaces_a_cached_store(void **state)
 	assert_true(s.cache_fd >= 0);
 	ipam_state_init(&st);
 	snprintf(st.boot_id, sizeof(st.boot_id), "another");
-	assert_int_equal(ipam_store_lock(&s, &e), 0);
-	assert_int_equal(ipam_store_save(&s, &st, &e), 0);
-	ipam_store_unlock(&s);
+	locked_save(&s, &st);
 	ipam_state_free(&st);
 	/* cppcheck-suppress unreadVariable ; kept for _cleanup_free_ to free */
 	text = put_fixture(f, "v1-2de77bb.json", &len);
-	assert_int_equal(ipam_store_lock(&s, &e), 0);
-	assert_int_equal(ipam_store_load(&s, &st, &e), 0);
-	ipam_store_unlock(&s);
-	assert_null(s.snap.json);	/* parsed, not from the cache */
+	assert_false(locked_load(&s, &st));	/* parsed, not from the cache */
 	assert_fixture_state(&fixtures[1], &st);
 	/* migrated on the next write, the cache with it: the next locked load uses it */
 	assert_int_equal(ipam_store_update(&s, &st, changed, NULL, &e), 0);
 	ipam_state_free(&st);
-	assert_int_equal(ipam_store_lock(&s, &e), 0);
-	assert_int_equal(ipam_store_load(&s, &st, &e), 0);
-	ipam_store_unlock(&s);
-	assert_non_null(s.snap.json);
+	assert_true(locked_load(&s, &st));
 	assert_fixture_state(&fixtures[1], &st);
 	ipam_state_free(&st);
 	ipam_store_close(&s);
