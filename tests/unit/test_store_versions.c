@@ -8,8 +8,6 @@
  * build's is refused, naming both versions, and the file is left untouched.
  */
 #include <errno.h>
-#include <fcntl.h>
-#include <linux/magic.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,8 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <cmocka.h>
