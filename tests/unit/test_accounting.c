@@ -229,8 +229,7 @@ static int scale_setup(void **state)
 	f->rd = acct_reader_new();
 	f->s = seen_new();
 	if (!f->rd) {
-		if (f->s)
-			seen_free(f->s);
+		seen_free(f->s);
 		free(f->ps);
 		free(f);
 		return -1;
