@@ -13,6 +13,7 @@
  */
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -110,6 +111,40 @@ static inline int ref_rate_parse(const char *s, uint64_t *ret)
 	mpq_clear(v);
 	mpz_clears(num, mult, lo, hi, NULL);
 	return r;
+}
+
+/*
+ * rate_parse against the reference for one string: NULL when they agree,
+ * with *ret_r (if not NULL) set to rate_parse's return; otherwise why not.
+ * They agree when both accept it with the same bit/s or both refuse it,
+ * rate_parse with -EINVAL or -ERANGE only, and with -EINVAL for whatever
+ * is no number of the grammar at all (-EINVAL from the reference), whatever
+ * its size. The reason is in a buffer of the caller's file, valid until
+ * the next call.
+ */
+static inline const char *ref_rate_mismatch(const char *s, int *ret_r)
+{
+	static char why[160];
+	uint64_t got = 0, want = 0;
+	int r = rate_parse(s, &got), w = ref_rate_parse(s, &want);
+
+	if ((r == 0) != (w == 0))
+		snprintf(why, sizeof(why), "rate_parse %d (%llu), reference %d (%llu)", r,
+			 (unsigned long long)got, w, (unsigned long long)want);
+	else if (r == 0 && got != want)
+		snprintf(why, sizeof(why), "rate_parse %llu bit/s, reference %llu",
+			 (unsigned long long)got, (unsigned long long)want);
+	else if (r != 0 && r != -EINVAL && r != -ERANGE)
+		snprintf(why, sizeof(why), "rate_parse returned %d", r);
+	else if (w == -EINVAL && r != -EINVAL)
+		snprintf(why, sizeof(why),
+			 "%d for what is no number of the grammar (the reference: -EINVAL)", r);
+	else {
+		if (ret_r)
+			*ret_r = r;
+		return NULL;
+	}
+	return why;
 }
 
 #endif

@@ -4,10 +4,11 @@
 
 /*
  * A store of its own for each test: a temporary directory holding
- * <tmp>/data/net/state.json, made by the setup and removed by the teardown.
- * Include after cmocka.h.
+ * <tmp>/data/net/state.json, made by the setup and removed by the teardown,
+ * and a locked save and load on it. Include after cmocka.h.
  */
 #include <linux/magic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/vfs.h>
@@ -66,6 +67,26 @@ static inline void fx_open_store(struct fx *f, struct ipam_store *s)
 
 	if (ipam_store_open(s, f->data, "net", &e) != 0)
 		fail_msg("ipam_store_open: code %d: %s", e.code, e.msg);
+}
+
+/* lock, load, unlock; returns whether the load came from the cache. */
+static inline bool locked_load(struct ipam_store *s, struct ipam_state *st)
+{
+	struct tg_err e = { 0 };
+
+	assert_int_equal(ipam_store_lock(s, &e), 0);
+	assert_int_equal(ipam_store_load(s, st, &e), 0);
+	ipam_store_unlock(s);
+	return s->snap.json != NULL;
+}
+
+static inline void locked_save(struct ipam_store *s, const struct ipam_state *st)
+{
+	struct tg_err e = { 0 };
+
+	assert_int_equal(ipam_store_lock(s, &e), 0);
+	assert_int_equal(ipam_store_save(s, st, &e), 0);
+	ipam_store_unlock(s);
 }
 
 #endif

@@ -229,8 +229,7 @@ static int scale_setup(void **state)
 	f->rd = acct_reader_new();
 	f->s = seen_new();
 	if (!f->rd) {
-		if (f->s)
-			seen_free(f->s);
+		seen_free(f->s);
 		free(f->ps);
 		free(f);
 		return -1;
@@ -364,6 +363,16 @@ static void t_reader_values(void **state)
 	nft_quiet("delete table inet other");
 }
 
+/* The id the reader gave the counter of that name; fails the test if it read none. */
+static uint64_t id_of(const struct seen *s, const char *name)
+{
+	long i = find(s, name);
+
+	if (i < 0)
+		fail_msg("counter %s not read", name);
+	return s->ids[i];
+}
+
 /* A counter's id stays while the object lives and changes when it is made anew, table and all. */
 static void t_reader_ids(void **state)
 {
@@ -377,17 +386,17 @@ static void t_reader_ids(void **state)
 	nft_apply("table inet " ACCT_TABLE " {\n counter a { }\n counter b { }\n}\n");
 	assert_int_equal(acct_reader_read(rd, on_counter, s), 0);
 	assert_int_equal(s->n, 2);
-	a = s->ids[find(s, "a")], b = s->ids[find(s, "b")];
+	a = id_of(s, "a"), b = id_of(s, "b");
 	assert_true(a != b);
 	s->n = s->calls = 0;
 	assert_int_equal(acct_reader_read(rd, on_counter, s), 0);
-	assert_true(s->ids[find(s, "a")] == a && s->ids[find(s, "b")] == b);
+	assert_true(id_of(s, "a") == a && id_of(s, "b") == b);
 	/* a made anew: a new id; b kept */
 	nft_apply("delete counter inet " ACCT_TABLE " a\nadd counter inet " ACCT_TABLE " a\n");
 	s->n = s->calls = 0;
 	assert_int_equal(acct_reader_read(rd, on_counter, s), 0);
-	assert_true(s->ids[find(s, "a")] != a && s->ids[find(s, "b")] == b);
-	a = s->ids[find(s, "a")];
+	assert_true(id_of(s, "a") != a && id_of(s, "b") == b);
+	a = id_of(s, "a");
 	/* the table made anew with the same objects in the same order */
 	nft_apply("delete table inet " ACCT_TABLE "\n"
 		  "table inet " ACCT_TABLE " {\n counter b { }\n counter a { }\n}\n"
@@ -395,7 +404,7 @@ static void t_reader_ids(void **state)
 		  "table inet " ACCT_TABLE " {\n counter a { }\n counter b { }\n}\n");
 	s->n = s->calls = 0;
 	assert_int_equal(acct_reader_read(rd, on_counter, s), 0);
-	assert_true(s->ids[find(s, "a")] != a && s->ids[find(s, "b")] != b);
+	assert_true(id_of(s, "a") != a && id_of(s, "b") != b);
 	acct_reader_free(rd);
 	seen_free(s);
 	drop_table();

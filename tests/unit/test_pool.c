@@ -543,7 +543,7 @@ static void t_not_an_array(void **state)
 
 	(void)state;
 	assert_int_equal(ipam_pool_parse(str, NULL, "ipam", &a, &n, &e), -EINVAL);
-	assert_int_equal(e.code, 7);
+	assert_int_equal(e.code, CNI_ERR_CONFIG);
 	assert_contains(e.msg, "ipam.addresses must be an array");
 	memset(&e, 0, sizeof(e));
 	assert_int_equal(ipam_pool_parse(arr, str, "ipam", &a, &n, &e), -EINVAL);
