@@ -483,7 +483,13 @@ kill "$SAMPLER_PID" 2>/dev/null
 wait "$SAMPLER_PID" 2>/dev/null
 SAMPLER_PID=""
 SAMPLES=$(cat "$RES/samples" 2>/dev/null || echo 0)
-[ -s "$RES/dups" ] && DUPS_SEEN=$((DUPS_SEEN + $(wc -l <"$RES/dups")))
+# what the sampler found after the last round's check
+t_begin "no address was held twice at any sample after the last round"
+if [ -s "$RES/dups" ]; then
+	DUPS_SEEN=$((DUPS_SEEN + $(wc -l <"$RES/dups")))
+	t_fail "$(head -n 5 "$RES/dups" | tr '\n' ' ')"
+fi
+t_end
 agent_kill
 wait "$CHAOS_PID" 2>/dev/null
 
