@@ -59,6 +59,7 @@ IPAM_BIN=$TOLLGATE_BIN_DIR/tollgate-ipam
 AGENT=$TOLLGATE_BIN_DIR/tollgate-agent
 ROUNDS=${CHAOS_ROUNDS:-3}
 PODS=${CHAOS_PODS:-24}
+# shellcheck disable=SC2034 # read by maybe_kill (lib.sh)
 KILL_PCT=${CHAOS_KILL_PCT:-35}
 AGENT_KILLS=${CHAOS_AGENT_KILLS:-2}
 FLUSH=${CHAOS_FLUSH:-0}
@@ -98,9 +99,7 @@ jq '{cniVersion: "1.0.0", name: .name, plugins: [del(.cniVersion, .name)]}' <<<"
 DATA=$TG_TMP/data
 STATE=$DATA/$TG_NETNAME/state.json
 
-# exec_node ARGS...: replaces the calling (sub)shell with ARGS in the node, so
-# that `( exec_node ... ) &` makes $! the PID of ARGS itself.
-exec_node() { exec ip netns exec "$TG_NODE" env -i PATH="$TG_PATH" "${TG_EXTRA_ENV[@]}" "$@"; }
+# exec_node and maybe_kill (KILL_PCT): tests/integration/lib.sh
 ipam() { ip netns exec "$TG_NODE" "$IPAM_BIN" --data-dir "$DATA" --network "$TG_NETNAME" "$@"; }
 
 # agent_start: the agent in the node, declaring and collecting every second
@@ -145,20 +144,6 @@ plugin_bg() {
 	(exec_node CNI_COMMAND="$cmd" CNI_PATH="$TOLLGATE_BIN_DIR" CNI_CONTAINERID="$cid" CNI_IFNAME=eth0 \
 		CNI_NETNS="$netns" CNI_ARGS="$(k8s_args "$(pod_k8s_ns "$pod")" "$pod" "$cid")" "$TG_BIN") \
 		<<<"$conf" >"$out" 2>&1 &
-}
-
-# maybe_kill PID [MAX_MS]: with probability KILL_PCT, SIGKILL PID after 0 to
-# MAX_MS (default 80) ms; then reap it. MK_RC gets the exit status (137 when
-# the kill landed first).
-MK_RC=0
-maybe_kill() {
-	local pid=$1
-	if [ $((RANDOM % 100)) -lt "$KILL_PCT" ]; then
-		sleep "$(printf '0.%03d' $((RANDOM % ${2:-80})))"
-		kill -KILL "$pid" 2>/dev/null
-	fi
-	{ wait "$pid"; } 2>/dev/null
-	MK_RC=$?
 }
 
 # check_conf POD: the config with the pod's ADD result as prevResult

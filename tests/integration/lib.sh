@@ -258,6 +258,29 @@ tg_exec() {
 	ip netns exec "$TG_NODE" env -i PATH="$TG_PATH" "${TG_EXTRA_ENV[@]}" "$@" "$TG_BIN"
 }
 
+# exec_node ARGS...: replaces the calling (sub)shell with ARGS in the node,
+# with the plugin's environment (PATH and TG_EXTRA_ENV). `( exec_node ... ) &`
+# makes $! the PID of ARGS itself (the subshell execs `ip netns exec`, which
+# execs env, which execs ARGS): a background function call would make $! a
+# subshell whose SIGKILL leaves its child running.
+exec_node() { exec ip netns exec "$TG_NODE" env -i PATH="$TG_PATH" "${TG_EXTRA_ENV[@]}" "$@"; }
+
+# maybe_kill PID [MAX_MS]: with probability KILL_PCT (percent, the caller's),
+# SIGKILL PID after 0 to MAX_MS-1 (default 80) ms; then reap it. MK_RC gets the
+# exit status (137 when the kill landed first). Not in $(...): only the shell
+# that started PID can wait for it.
+MK_RC=0
+maybe_kill() {
+	local pid=$1
+	if [ $((RANDOM % 100)) -lt "${KILL_PCT:-0}" ]; then
+		sleep "$(printf '0.%03d' $((RANDOM % ${2:-80})))"
+		kill -KILL "$pid" 2>/dev/null
+	fi
+	{ wait "$pid"; } 2>/dev/null # no "Killed" job notice
+	# shellcheck disable=SC2034 # read by the callers
+	MK_RC=$?
+}
+
 # tg_run CMD CID IFNAME NETNS [CNI_ARGS] < conf
 #   sets TG_RC, TG_OUT (stdout), TG_ERR (stderr)
 tg_run() {

@@ -26,6 +26,7 @@ IMDS_PORT=18081
 IMDS_URL=http://127.0.0.1:$IMDS_PORT
 NET=tgcrash
 PODS=30
+# shellcheck disable=SC2034 # read by maybe_kill (lib.sh)
 KILL_PCT=${TG_CRASH_KILL_PCT:-35} # chance that a process gets SIGKILLed
 
 if [ ! -x "$IPAM_BIN" ]; then
@@ -66,13 +67,7 @@ ipam() {
 	return "$IPAM_RC"
 }
 
-# exec_node ARGS...: replaces the calling (sub)shell with ARGS in the node namespace,
-# with the plugin's environment. `( exec_node ... ) &` makes $! the PID of ARGS
-# itself (the subshell execs `ip netns exec`, which execs env, which execs ARGS):
-# a background function call would make $! a subshell whose SIGKILL leaves its
-# child running.
-exec_node() { exec ip netns exec "$TG_NODE" env -i PATH="$TG_PATH" "${TG_EXTRA_ENV[@]}" "$@"; }
-
+# exec_node and maybe_kill (KILL_PCT): tests/integration/lib.sh
 # plugin_bg CMD SHORT OUT: start the plugin for pod SHORT in the background ($! is its PID)
 plugin_bg() {
 	local cmd=$1 short=$2 out=$3 cid netns
@@ -80,20 +75,6 @@ plugin_bg() {
 	netns=$(netns_path "$short")
 	(exec_node CNI_COMMAND="$cmd" CNI_PATH="$TOLLGATE_BIN_DIR" CNI_CONTAINERID="$cid" CNI_IFNAME=eth0 \
 		CNI_NETNS="$netns" CNI_ARGS="$(k8s_args crash "$short" "$cid")" "$TG_BIN") <<<"$CONF" >"$out" 2>&1 &
-}
-
-# maybe_kill PID: with probability KILL_PCT, SIGKILL PID after 0-79 ms; then reap it.
-# MK_RC gets the exit status (137 when the kill landed first). Not in $(...):
-# only the shell that started PID can wait for it.
-MK_RC=0
-maybe_kill() {
-	local pid=$1
-	if [ $((RANDOM % 100)) -lt "$KILL_PCT" ]; then
-		sleep "0.0$((RANDOM % 8))$((RANDOM % 10))"
-		kill -KILL "$pid" 2>/dev/null
-	fi
-	{ wait "$pid"; } 2>/dev/null # no "Killed" job notice
-	MK_RC=$?
 }
 
 # one pod's life: ADD (maybe killed), then usually DEL (maybe killed).
