@@ -230,6 +230,19 @@ wait_for() {
 	done
 }
 
+# tg_imds_start NETNS PORT [ARGS...]: the fake IMDS (fake_imds.py ARGS) on
+# 127.0.0.1:PORT in NETNS, in the background (killed on exit, as every PID of
+# TG_PIDS); returns once it accepts connections, bails showing its stderr
+# ($TG_TMP/imds.err) when it does not within 10 s.
+tg_imds_start() {
+	local ns=$1 port=$2
+	shift 2
+	ip netns exec "$ns" python3 "$TG_LIB_DIR/fake_imds.py" --port "$port" "$@" 2>"$TG_TMP/imds.err" &
+	TG_PIDS+=($!)
+	wait_for 10 _tg_tcp_open "$ns" "$port" || tap_bail "fake IMDS did not start: $(cat "$TG_TMP/imds.err")"
+}
+_tg_tcp_open() { ip netns exec "$1" bash -c "exec 3<>/dev/tcp/127.0.0.1/$2" 2>/dev/null; }
+
 # A realistic 64-hex container ID for a short pod name.
 cid_for() { printf '%s' "$TG_ID/$1" | sha256sum | cut -c1-64; }
 netns_path() { echo "$TG_NETNS_DIR/$TG_ID-$1"; }

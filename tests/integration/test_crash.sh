@@ -21,7 +21,6 @@ tg_require
 tg_traps
 
 IPAM_BIN=$TOLLGATE_BIN_DIR/tollgate-ipam
-FAKE=$TG_LIB_DIR/fake_imds.py
 IMDS_PORT=18081
 IMDS_URL=http://127.0.0.1:$IMDS_PORT
 NET=tgcrash
@@ -46,11 +45,7 @@ jq -n '{interface: [{ipv4: {ipAddress: ([{privateIpAddress: "10.0.0.4", publicIp
 	+ [range(10; 50) | {privateIpAddress: "10.0.0.\(.)", publicIpAddress: ""}]),
 	subnet: [{address: "10.0.0.0", prefix: "24"}]}, ipv6: {ipAddress: []}, macAddress: "000D3AF806EC"}]}' \
 	>"$TG_TMP/pool40.json"
-ip netns exec "$TG_NODE" python3 "$FAKE" --port "$IMDS_PORT" --fixture "$TG_TMP/pool40.json" \
-	--log "$TG_TMP/imds.log" 2>"$TG_TMP/imds.err" &
-TG_PIDS+=($!)
-imds_up() { ip netns exec "$TG_NODE" bash -c "exec 3<>/dev/tcp/127.0.0.1/$IMDS_PORT" 2>/dev/null; }
-wait_for 10 imds_up || tap_bail "fake IMDS did not start: $(cat "$TG_TMP/imds.err")"
+tg_imds_start "$TG_NODE" "$IMDS_PORT" --fixture "$TG_TMP/pool40.json" --log "$TG_TMP/imds.log"
 t_end
 
 CONF=$(tg_conf '.name=$n | .ipam={source: "imds", imdsURL: $u, cooldownSeconds: 0}' --arg n "$NET" --arg u "$IMDS_URL")

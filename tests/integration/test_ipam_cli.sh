@@ -33,7 +33,6 @@ tg_traps
 
 IPAM_BIN=$TOLLGATE_BIN_DIR/tollgate-ipam
 FIX=$TG_ROOT/tests/fixtures/imds
-FAKE=$TG_LIB_DIR/fake_imds.py
 IMDS_PORT=18080
 IMDS_URL=http://127.0.0.1:$IMDS_PORT
 UPLINK_MAC=00:0d:3a:f8:06:ec
@@ -139,7 +138,6 @@ imds_min_gap_ms() {
 }
 imds_gaps() { awk 'NR > 1 { printf "%.2fs ", $1 - p } { p = $1 }' "$ILOG"; }
 imds_answers() { awk '{ printf "%s ", $2 }' "$ILOG"; }
-imds_up() { ip netns exec "$TG_NODE" bash -c "exec 3<>/dev/tcp/127.0.0.1/$IMDS_PORT" 2>/dev/null; }
 
 # sync_timed [NET] ARGS...: sync against the fake; ELAPSED_MS gets the wall time
 ELAPSED_MS=0
@@ -172,10 +170,7 @@ route_present() { ip -n "$TG_NODE" -4 route show "$1/32" | grep -q .; }
 
 # ---- start the fake IMDS inside the node netns
 imds_serve "$FIX/one_nic.json"
-ip netns exec "$TG_NODE" python3 "$FAKE" --port "$IMDS_PORT" --fixture "$FIX/one_nic.json" \
-	--log "$ILOG" --control "$CTL" --hang-seconds 20 2>"$TG_TMP/imds.err" &
-TG_PIDS+=($!)
-wait_for 10 imds_up || tap_bail "fake IMDS did not start: $(cat "$TG_TMP/imds.err")"
+tg_imds_start "$TG_NODE" "$IMDS_PORT" --fixture "$FIX/one_nic.json" --log "$ILOG" --control "$CTL" --hang-seconds 20
 t_end
 
 # =================================================================== sync
