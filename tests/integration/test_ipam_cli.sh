@@ -645,7 +645,8 @@ inet_ceil() { ip netns exec "$TG_NODE" tc class show dev tollgate-inet classid "
 # until gc, it has no classes left to change
 if pod_add rs1 reshaped "$SCONF" && pod_add rs2 reshaped "$SCONF" && pod_ns_del rs2; then
 	# the kernel tears a netns's devices down asynchronously
-	for _ in $(seq 50); do ip -n "$TG_NODE" link show "${POD_VETH[rs2]}" >/dev/null 2>&1 || break; sleep 0.1; done
+	veth_gone() { ! veth_present "$1"; }
+	wait_for 5 veth_gone "${POD_VETH[rs2]}"
 	att() { jq -c --arg c "${POD_CID[rs1]}" '.attachments[] | select(.containerId == $c) | .shaping' "$(state_file)"; }
 	cls=$(printf '1:%x' "$(att | jq -r .podClass)")
 	t_expect "ceil before" "$(inet_ceil "$cls")" "ceil 100Mbit"
