@@ -24,29 +24,28 @@
 #                            under ASan without measuring a rate; and
 #                            test_valgrind, which runs the plain binaries under
 #                            valgrind: valgrind and ASan do not mix)
+#
+# tests/chaos/run.sh sources this file for its runner (everything down to
+# run_summary: the counting is one code): it sets RUN_NAME and
+# RUN_DEFAULT_TIMEOUT first, and the sourcing stops before the suite.
 set -u
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT" || exit 1
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then RUN_NAME=tests/run.sh RUN_DEFAULT_TIMEOUT=300; fi
 
 if [ "$(id -u)" -ne 0 ]; then
-	echo "tests/run.sh: must run as root (the integration tests create network namespaces)" >&2
+	echo "$RUN_NAME: must run as root (the tests create network namespaces)" >&2
 	echo "0 passed, 1 failed"
 	exit 1
 fi
 
-[ $# -gt 0 ] || set -- build
-# Every build dir of this run, for the files that divide work between them
-export TG_RUN_BUILDS="$*"
-FILTER=${TG_TEST_FILTER:-}
-TIMEOUT=${TG_TEST_TIMEOUT:-300}
-SAN_EXCLUDE=${TG_SAN_EXCLUDE-test_shaping_rates|test_node_state|test_valgrind}
-
+TIMEOUT=${TG_TEST_TIMEOUT:-$RUN_DEFAULT_TIMEOUT}
 PASS=0 FAIL=0 SKIP=0
 FAILED_FILES=()
 LOG=$(mktemp /tmp/tollgate-run.XXXXXX)
 trap 'rm -f "$LOG"' EXIT
-trap 'echo "tests/run.sh: interrupted"; echo "$PASS passed, $((FAIL + 1)) failed"; exit 130' INT TERM
+trap 'echo "$RUN_NAME: interrupted"; echo "$PASS passed, $((FAIL + 1)) failed"; exit 130' INT TERM
 
 # run_one LABEL CMD... : run one test file, stream its output, count its lines.
 run_one() {
@@ -78,6 +77,25 @@ run_one() {
 	[ $((f + s)) -eq 0 ] || FAILED_FILES+=("$label")
 	echo "--- $label: ok=$p not_ok=$f skipped=$s in $((SECONDS - t0))s$why"
 }
+
+# run_summary: the failed files, the skips, and the last line `N passed, M
+# failed`; false when M > 0.
+run_summary() {
+	echo
+	[ "${#FAILED_FILES[@]}" -eq 0 ] || printf 'failed: %s\n' "${FAILED_FILES[@]}"
+	[ "$SKIP" -eq 0 ] || echo "skipped: $SKIP (counted in the failures below)"
+	echo "$PASS passed, $FAIL failed"
+	[ "$FAIL" -eq 0 ]
+}
+
+# sourced (tests/chaos/run.sh): the runner only
+[ "${BASH_SOURCE[0]}" = "$0" ] || return 0
+
+[ $# -gt 0 ] || set -- build
+# Every build dir of this run, for the files that divide work between them
+export TG_RUN_BUILDS="$*"
+FILTER=${TG_TEST_FILTER:-}
+SAN_EXCLUDE=${TG_SAN_EXCLUDE-test_shaping_rates|test_node_state|test_valgrind}
 
 for build in "$@"; do
 	bdir=$build
@@ -114,8 +132,4 @@ if [ -n "${TG_FUZZ_DIR:-}" ] && { [ -z "$FILTER" ] || [[ fuzz =~ $FILTER ]]; }; 
 		tests/fuzz/run.sh "$TG_FUZZ_DIR"
 fi
 
-echo
-[ "${#FAILED_FILES[@]}" -eq 0 ] || printf 'failed: %s\n' "${FAILED_FILES[@]}"
-[ "$SKIP" -eq 0 ] || echo "skipped: $SKIP (counted in the failures below)"
-echo "$PASS passed, $FAIL failed"
-[ "$FAIL" -eq 0 ]
+run_summary

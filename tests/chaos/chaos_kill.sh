@@ -51,14 +51,13 @@ set -u
 . "$(dirname "$0")/../integration/lib.sh"
 . "$TG_LIB_DIR/shaping_lib.sh"
 tg_require
-for t in tc python3; do
-	command -v "$t" >/dev/null || { echo "not ok - preconditions: $t not installed (make deps)"; exit 1; }
-done
+command -v tc >/dev/null || { echo "not ok - preconditions: tc not installed (make deps)"; exit 1; }
 
 IPAM_BIN=$TOLLGATE_BIN_DIR/tollgate-ipam
 AGENT=$TOLLGATE_BIN_DIR/tollgate-agent
 ROUNDS=${CHAOS_ROUNDS:-3}
 PODS=${CHAOS_PODS:-24}
+# shellcheck disable=SC2034 # read by maybe_kill (lib.sh)
 KILL_PCT=${CHAOS_KILL_PCT:-35}
 AGENT_KILLS=${CHAOS_AGENT_KILLS:-2}
 FLUSH=${CHAOS_FLUSH:-0}
@@ -98,9 +97,7 @@ jq '{cniVersion: "1.0.0", name: .name, plugins: [del(.cniVersion, .name)]}' <<<"
 DATA=$TG_TMP/data
 STATE=$DATA/$TG_NETNAME/state.json
 
-# exec_node ARGS...: replaces the calling (sub)shell with ARGS in the node, so
-# that `( exec_node ... ) &` makes $! the PID of ARGS itself.
-exec_node() { exec ip netns exec "$TG_NODE" env -i PATH="$TG_PATH" "${TG_EXTRA_ENV[@]}" "$@"; }
+# exec_node and maybe_kill (KILL_PCT): tests/integration/lib.sh
 ipam() { ip netns exec "$TG_NODE" "$IPAM_BIN" --data-dir "$DATA" --network "$TG_NETNAME" "$@"; }
 
 # agent_start: the agent in the node, declaring and collecting every second
@@ -145,20 +142,6 @@ plugin_bg() {
 	(exec_node CNI_COMMAND="$cmd" CNI_PATH="$TOLLGATE_BIN_DIR" CNI_CONTAINERID="$cid" CNI_IFNAME=eth0 \
 		CNI_NETNS="$netns" CNI_ARGS="$(k8s_args "$(pod_k8s_ns "$pod")" "$pod" "$cid")" "$TG_BIN") \
 		<<<"$conf" >"$out" 2>&1 &
-}
-
-# maybe_kill PID [MAX_MS]: with probability KILL_PCT, SIGKILL PID after 0 to
-# MAX_MS (default 80) ms; then reap it. MK_RC gets the exit status (137 when
-# the kill landed first).
-MK_RC=0
-maybe_kill() {
-	local pid=$1
-	if [ $((RANDOM % 100)) -lt "$KILL_PCT" ]; then
-		sleep "$(printf '0.%03d' $((RANDOM % ${2:-80})))"
-		kill -KILL "$pid" 2>/dev/null
-	fi
-	{ wait "$pid"; } 2>/dev/null
-	MK_RC=$?
 }
 
 # check_conf POD: the config with the pod's ADD result as prevResult
@@ -344,7 +327,6 @@ t_end
 # how many set and map elements one pod of this config has (its veth, its
 # address in each set and map): what the rounds expect per survivor
 t_begin "a probe pod: its elements counted, and gone with its DEL"
-printf '%s\n' "$CONF" >"$RES/probe.conf"
 pod_add probe alpha "$CONF" || t_fail "ADD rc=$TG_RC $TG_OUT"
 POD_ELEMENTS=$(leak_counts | sed -nE 's/.* elements=([0-9]+).*/\1/p')
 [ "${POD_ELEMENTS:-0}" -gt 0 ] || t_fail "the probe pod has no elements: $(leak_counts)"
@@ -421,7 +403,7 @@ for r in $(seq 1 "$ROUNDS"); do
 			}
 		done <"$RES/$p"
 	done
-	grep -v ' 0$' "$RES/noise" | grep -v ' 137$' | while read -r l; do echo "$l"; done >"$RES/noise.bad"
+	grep -v ' 0$' "$RES/noise" | grep -v ' 137$' >"$RES/noise.bad"
 	[ -s "$RES/noise.bad" ] && t_fail "noise failed: $(tr '\n' ' ' <"$RES/noise.bad") $(tail -c 300 "$RES/noise.out")"
 	NOISE_OPS=$((NOISE_OPS + $(wc -l <"$RES/noise")))
 	NOISE_KILLS=$((NOISE_KILLS + $(grep -c ' 137$' "$RES/noise")))
@@ -483,7 +465,13 @@ kill "$SAMPLER_PID" 2>/dev/null
 wait "$SAMPLER_PID" 2>/dev/null
 SAMPLER_PID=""
 SAMPLES=$(cat "$RES/samples" 2>/dev/null || echo 0)
-[ -s "$RES/dups" ] && DUPS_SEEN=$((DUPS_SEEN + $(wc -l <"$RES/dups")))
+# what the sampler found after the last round's check
+t_begin "no address was held twice at any sample after the last round"
+if [ -s "$RES/dups" ]; then
+	DUPS_SEEN=$((DUPS_SEEN + $(wc -l <"$RES/dups")))
+	t_fail "$(head -n 5 "$RES/dups" | tr '\n' ' ')"
+fi
+t_end
 agent_kill
 wait "$CHAOS_PID" 2>/dev/null
 

@@ -230,6 +230,19 @@ wait_for() {
 	done
 }
 
+# tg_imds_start NETNS PORT [ARGS...]: the fake IMDS (fake_imds.py ARGS) on
+# 127.0.0.1:PORT in NETNS, in the background (killed on exit, as every PID of
+# TG_PIDS); returns once it accepts connections, bails showing its stderr
+# ($TG_TMP/imds.err) when it does not within 10 s.
+tg_imds_start() {
+	local ns=$1 port=$2
+	shift 2
+	ip netns exec "$ns" python3 "$TG_LIB_DIR/fake_imds.py" --port "$port" "$@" 2>"$TG_TMP/imds.err" &
+	TG_PIDS+=($!)
+	wait_for 10 _tg_tcp_open "$ns" "$port" || tap_bail "fake IMDS did not start: $(cat "$TG_TMP/imds.err")"
+}
+_tg_tcp_open() { ip netns exec "$1" bash -c "exec 3<>/dev/tcp/127.0.0.1/$2" 2>/dev/null; }
+
 # A realistic 64-hex container ID for a short pod name.
 cid_for() { printf '%s' "$TG_ID/$1" | sha256sum | cut -c1-64; }
 netns_path() { echo "$TG_NETNS_DIR/$TG_ID-$1"; }
@@ -256,6 +269,29 @@ tg_conf() {
 # exactly these environment variables (plus PATH and TG_EXTRA_ENV).
 tg_exec() {
 	ip netns exec "$TG_NODE" env -i PATH="$TG_PATH" "${TG_EXTRA_ENV[@]}" "$@" "$TG_BIN"
+}
+
+# exec_node ARGS...: replaces the calling (sub)shell with ARGS in the node,
+# with the plugin's environment (PATH and TG_EXTRA_ENV). `( exec_node ... ) &`
+# makes $! the PID of ARGS itself (the subshell execs `ip netns exec`, which
+# execs env, which execs ARGS): a background function call would make $! a
+# subshell whose SIGKILL leaves its child running.
+exec_node() { exec ip netns exec "$TG_NODE" env -i PATH="$TG_PATH" "${TG_EXTRA_ENV[@]}" "$@"; }
+
+# maybe_kill PID [MAX_MS]: with probability KILL_PCT (percent, the caller's),
+# SIGKILL PID after 0 to MAX_MS-1 (default 80) ms; then reap it. MK_RC gets the
+# exit status (137 when the kill landed first). Not in $(...): only the shell
+# that started PID can wait for it.
+MK_RC=0
+maybe_kill() {
+	local pid=$1
+	if [ $((RANDOM % 100)) -lt "${KILL_PCT:-0}" ]; then
+		sleep "$(printf '0.%03d' $((RANDOM % ${2:-80})))"
+		kill -KILL "$pid" 2>/dev/null
+	fi
+	{ wait "$pid"; } 2>/dev/null # no "Killed" job notice
+	# shellcheck disable=SC2034 # read by the callers
+	MK_RC=$?
 }
 
 # tg_run CMD CID IFNAME NETNS [CNI_ARGS] < conf

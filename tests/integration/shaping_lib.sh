@@ -245,7 +245,6 @@ sh_cmp() { awk -v a="$1" -v b="$3" -v op="$2" 'BEGIN {
 	if (a !~ /^-?[0-9.]+$/ || b !~ /^-?[0-9.]+$/) exit 1
 	if (op == ">=") exit !(a >= b); if (op == "<=") exit !(a <= b)
 	if (op == ">") exit !(a > b); if (op == "<") exit !(a < b); exit 1 }'; }
-sh_mul() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f\n", a * b }'; }
 
 # sh_att_shaping POD: the pod's "shaping" object from state.json
 sh_att_shaping() { tg_state | jq -c --arg c "${POD_CID[$1]}" '.attachments[] | select(.containerId == $c) | .shaping // {}'; }

@@ -23,7 +23,6 @@ tg_traps
 
 AGENT=$TOLLGATE_BIN_DIR/tollgate-agent
 FIX=$TG_ROOT/tests/fixtures/imds
-FAKE=$TG_LIB_DIR/fake_imds.py
 IMDS_PORT=18083
 PORT=19617
 NET=tgagent
@@ -47,11 +46,7 @@ mkdir -p "$CM" "$NETD" "$CNIBIN"
 imds_ctl() { printf '%s\n' "$1" >"$CTL.tmp" && mv -f "$CTL.tmp" "$CTL"; }
 imds_ctl '{"mode": "normal", "statuses": [500]}'
 : >"$ILOG"
-ip netns exec "$TG_NODE" python3 "$FAKE" --port "$IMDS_PORT" --fixture "$FIX/one_nic.json" \
-	--log "$ILOG" --control "$CTL" 2>"$TG_TMP/imds.err" &
-TG_PIDS+=($!)
-imds_up() { ip netns exec "$TG_NODE" bash -c "exec 3<>/dev/tcp/127.0.0.1/$IMDS_PORT" 2>/dev/null; }
-wait_for 10 imds_up || tap_bail "fake IMDS did not start: $(cat "$TG_TMP/imds.err")"
+tg_imds_start "$TG_NODE" "$IMDS_PORT" --fixture "$FIX/one_nic.json" --log "$ILOG" --control "$CTL"
 t_end
 
 # conflist POD_DEFAULT: the ConfigMap's conflist, internet egress capped per pod

@@ -21,11 +21,11 @@ tg_require
 tg_traps
 
 IPAM_BIN=$TOLLGATE_BIN_DIR/tollgate-ipam
-FAKE=$TG_LIB_DIR/fake_imds.py
 IMDS_PORT=18081
 IMDS_URL=http://127.0.0.1:$IMDS_PORT
 NET=tgcrash
 PODS=30
+# shellcheck disable=SC2034 # read by maybe_kill (lib.sh)
 KILL_PCT=${TG_CRASH_KILL_PCT:-35} # chance that a process gets SIGKILLed
 
 if [ ! -x "$IPAM_BIN" ]; then
@@ -45,11 +45,7 @@ jq -n '{interface: [{ipv4: {ipAddress: ([{privateIpAddress: "10.0.0.4", publicIp
 	+ [range(10; 50) | {privateIpAddress: "10.0.0.\(.)", publicIpAddress: ""}]),
 	subnet: [{address: "10.0.0.0", prefix: "24"}]}, ipv6: {ipAddress: []}, macAddress: "000D3AF806EC"}]}' \
 	>"$TG_TMP/pool40.json"
-ip netns exec "$TG_NODE" python3 "$FAKE" --port "$IMDS_PORT" --fixture "$TG_TMP/pool40.json" \
-	--log "$TG_TMP/imds.log" 2>"$TG_TMP/imds.err" &
-TG_PIDS+=($!)
-imds_up() { ip netns exec "$TG_NODE" bash -c "exec 3<>/dev/tcp/127.0.0.1/$IMDS_PORT" 2>/dev/null; }
-wait_for 10 imds_up || tap_bail "fake IMDS did not start: $(cat "$TG_TMP/imds.err")"
+tg_imds_start "$TG_NODE" "$IMDS_PORT" --fixture "$TG_TMP/pool40.json" --log "$TG_TMP/imds.log"
 t_end
 
 CONF=$(tg_conf '.name=$n | .ipam={source: "imds", imdsURL: $u, cooldownSeconds: 0}' --arg n "$NET" --arg u "$IMDS_URL")
@@ -66,13 +62,7 @@ ipam() {
 	return "$IPAM_RC"
 }
 
-# exec_node ARGS...: replaces the calling (sub)shell with ARGS in the node namespace,
-# with the plugin's environment. `( exec_node ... ) &` makes $! the PID of ARGS
-# itself (the subshell execs `ip netns exec`, which execs env, which execs ARGS):
-# a background function call would make $! a subshell whose SIGKILL leaves its
-# child running.
-exec_node() { exec ip netns exec "$TG_NODE" env -i PATH="$TG_PATH" "${TG_EXTRA_ENV[@]}" "$@"; }
-
+# exec_node and maybe_kill (KILL_PCT): tests/integration/lib.sh
 # plugin_bg CMD SHORT OUT: start the plugin for pod SHORT in the background ($! is its PID)
 plugin_bg() {
 	local cmd=$1 short=$2 out=$3 cid netns
@@ -80,20 +70,6 @@ plugin_bg() {
 	netns=$(netns_path "$short")
 	(exec_node CNI_COMMAND="$cmd" CNI_PATH="$TOLLGATE_BIN_DIR" CNI_CONTAINERID="$cid" CNI_IFNAME=eth0 \
 		CNI_NETNS="$netns" CNI_ARGS="$(k8s_args crash "$short" "$cid")" "$TG_BIN") <<<"$CONF" >"$out" 2>&1 &
-}
-
-# maybe_kill PID: with probability KILL_PCT, SIGKILL PID after 0-79 ms; then reap it.
-# MK_RC gets the exit status (137 when the kill landed first). Not in $(...):
-# only the shell that started PID can wait for it.
-MK_RC=0
-maybe_kill() {
-	local pid=$1
-	if [ $((RANDOM % 100)) -lt "$KILL_PCT" ]; then
-		sleep "0.0$((RANDOM % 8))$((RANDOM % 10))"
-		kill -KILL "$pid" 2>/dev/null
-	fi
-	{ wait "$pid"; } 2>/dev/null # no "Killed" job notice
-	MK_RC=$?
 }
 
 # one pod's life: ADD (maybe killed), then usually DEL (maybe killed).

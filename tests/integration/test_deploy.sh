@@ -27,7 +27,6 @@ CHECK=$TG_LIB_DIR/deploy_check.py
 AGENT=$TOLLGATE_BIN_DIR/tollgate-agent
 PORTMAP=/usr/lib/cni/portmap
 FIX=$TG_ROOT/tests/fixtures/imds
-FAKE=$TG_LIB_DIR/fake_imds.py
 IMDS_PORT=18084
 PORT=19618
 HOSTPORT=18080
@@ -129,11 +128,7 @@ ip -n "$TG_NODE" addr add 10.0.0.4/24 dev eth0 || tap_bail "cannot add 10.0.0.4"
 ip -n "$TG_FABRIC" neigh flush dev node0
 ILOG=$TG_TMP/imds.log
 : >"$ILOG"
-ip netns exec "$TG_NODE" python3 "$FAKE" --port "$IMDS_PORT" --fixture "$FIX/one_nic.json" \
-	--log "$ILOG" 2>"$TG_TMP/imds.err" &
-TG_PIDS+=($!)
-imds_up() { ip netns exec "$TG_NODE" bash -c "exec 3<>/dev/tcp/127.0.0.1/$IMDS_PORT" 2>/dev/null; }
-wait_for 10 imds_up || tap_bail "fake IMDS did not start: $(cat "$TG_TMP/imds.err")"
+tg_imds_start "$TG_NODE" "$IMDS_PORT" --fixture "$FIX/one_nic.json" --log "$ILOG"
 t_end
 
 # The ConfigMap's conflist as kubelet mounts it (..data symlink), with only the

@@ -115,7 +115,6 @@ if ! has_failpoints "$TOLLGATE_BIN_DIR"; then
 		d=$(snap_diff "$before" "$(tg_snapshot)")
 		[ -z "$d" ] || { t_fail "ADD+DEL with $p armed left the node changed"; diag "$d"; break; }
 	done
-	TG_EXTRA_ENV=()
 	pod_del k "$CONF" >/dev/null
 	t_end
 	# tests/run.sh runs this file against the failpoint build too (make test:

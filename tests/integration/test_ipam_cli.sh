@@ -33,7 +33,6 @@ tg_traps
 
 IPAM_BIN=$TOLLGATE_BIN_DIR/tollgate-ipam
 FIX=$TG_ROOT/tests/fixtures/imds
-FAKE=$TG_LIB_DIR/fake_imds.py
 IMDS_PORT=18080
 IMDS_URL=http://127.0.0.1:$IMDS_PORT
 UPLINK_MAC=00:0d:3a:f8:06:ec
@@ -139,7 +138,6 @@ imds_min_gap_ms() {
 }
 imds_gaps() { awk 'NR > 1 { printf "%.2fs ", $1 - p } { p = $1 }' "$ILOG"; }
 imds_answers() { awk '{ printf "%s ", $2 }' "$ILOG"; }
-imds_up() { ip netns exec "$TG_NODE" bash -c "exec 3<>/dev/tcp/127.0.0.1/$IMDS_PORT" 2>/dev/null; }
 
 # sync_timed [NET] ARGS...: sync against the fake; ELAPSED_MS gets the wall time
 ELAPSED_MS=0
@@ -172,10 +170,7 @@ route_present() { ip -n "$TG_NODE" -4 route show "$1/32" | grep -q .; }
 
 # ---- start the fake IMDS inside the node netns
 imds_serve "$FIX/one_nic.json"
-ip netns exec "$TG_NODE" python3 "$FAKE" --port "$IMDS_PORT" --fixture "$FIX/one_nic.json" \
-	--log "$ILOG" --control "$CTL" --hang-seconds 20 2>"$TG_TMP/imds.err" &
-TG_PIDS+=($!)
-wait_for 10 imds_up || tap_bail "fake IMDS did not start: $(cat "$TG_TMP/imds.err")"
+tg_imds_start "$TG_NODE" "$IMDS_PORT" --fixture "$FIX/one_nic.json" --log "$ILOG" --control "$CTL" --hang-seconds 20
 t_end
 
 # =================================================================== sync
@@ -650,7 +645,8 @@ inet_ceil() { ip netns exec "$TG_NODE" tc class show dev tollgate-inet classid "
 # until gc, it has no classes left to change
 if pod_add rs1 reshaped "$SCONF" && pod_add rs2 reshaped "$SCONF" && pod_ns_del rs2; then
 	# the kernel tears a netns's devices down asynchronously
-	for _ in $(seq 50); do ip -n "$TG_NODE" link show "${POD_VETH[rs2]}" >/dev/null 2>&1 || break; sleep 0.1; done
+	veth_gone() { ! veth_present "$1"; }
+	wait_for 5 veth_gone "${POD_VETH[rs2]}"
 	att() { jq -c --arg c "${POD_CID[rs1]}" '.attachments[] | select(.containerId == $c) | .shaping' "$(state_file)"; }
 	cls=$(printf '1:%x' "$(att | jq -r .podClass)")
 	t_expect "ceil before" "$(inet_ceil "$cls")" "ceil 100Mbit"
