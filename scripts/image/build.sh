@@ -13,9 +13,11 @@
 # ldd names. Layers and config carry timestamp 0: the same binaries give the
 # same image digest.
 #
-# podman runs in a private mount namespace with tmpfs over /run and
-# /etc/containers and its storage in a temp directory: the host's container
-# storage and configuration are neither read nor written.
+# podman runs in a private mount namespace with tmpfs over every directory a
+# runtime writes (scripts/lib/runtime_sandbox.sh: /run, /var/lib, /var/tmp,
+# /etc/cni, /etc/containers, ...) and its storage in a temp directory: the
+# host's container storage, CNI configuration and caches are neither read
+# nor written (tests/host_dirs.sh lists them; `make test` compares).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -39,18 +41,27 @@ fi
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/tollgate-image.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
-mount -t tmpfs tmpfs /run
-mount -t tmpfs tmpfs /etc/containers
+# shellcheck source=scripts/lib/runtime_sandbox.sh
+. "$ROOT/scripts/lib/runtime_sandbox.sh"
+runtime_sandbox_mounts || die "cannot mount the runtime's private directories"
+[ -d /etc/containers ] || die "/etc/containers missing (podman not installed? make deps)"
+mkdir -p "$WORK/cni/net.d" "$WORK/tmp"
+export TMPDIR=$WORK/tmp
 cat >/etc/containers/storage.conf <<EOC
 [storage]
 driver = "vfs"
 graphroot = "$WORK/storage"
 runroot = "/run/containers/storage"
 EOC
-cat >/etc/containers/containers.conf <<'EOC'
+# the CNI backend's configuration and lock live in the work directory, even
+# where the host has no /etc/cni to mount over
+cat >/etc/containers/containers.conf <<EOC
 [engine]
 cgroup_manager = "cgroupfs"
 events_logger = "none"
+image_copy_tmp_dir = "$WORK/tmp"
+[network]
+network_config_dir = "$WORK/cni/net.d"
 EOC
 # nothing is pulled (--pull=never, FROM scratch); save copies from local storage
 echo '{"default": [{"type": "insecureAcceptAnything"}]}' >/etc/containers/policy.json

@@ -4,11 +4,14 @@
 #
 #   node ($TG_ID-node, topology from lib.sh), entered through a holder process
 #   (nsenter --net=node unshare --mount --propagation private): its own mount
-#   namespace, with tmpfs over /run, /etc/cni, /opt, /var/lib and
-#   /etc/containers, a fresh sysfs (the node's /sys/class/net) and the host's
-#   cgroup hierarchies moved under it. /etc/cni/net.d, /opt/cni/bin,
+#   namespace, with tmpfs over every directory a runtime writes
+#   (scripts/lib/runtime_sandbox.sh: /run, /var/lib, /var/tmp, /opt, /etc/cni,
+#   /etc/containers, ...), a fresh sysfs (the node's /sys/class/net) and the
+#   host's cgroup hierarchies moved under it. /etc/cni/net.d, /opt/cni/bin,
 #   /var/lib/cni and /run there are never the host's; containerd and podman
 #   keep their storage in $TG_TMP and their cgroups under one parent per run.
+#   The host's runtime directories (tests/host_dirs.sh) are compared, byte
+#   for byte, before the run and after the agent's and the pods' steps.
 #
 # 1. `make image`'s script builds the agent's OCI image from TOLLGATE_BIN_DIR;
 #    podman runs it as the DaemonSet does (host network, --cap-drop all
@@ -49,7 +52,13 @@ done
 HOLDER=""
 CTD_PID=""
 CG=tollgate-e2e-$TG_ID # cgroup parent of every container of this run
-HOST_CNI_BEFORE=$(ls -A /etc/cni/net.d /opt/cni/bin /var/lib/cni 2>&1)
+HOST_DIRS_BEFORE=$(bash "$TG_ROOT/tests/host_dirs.sh")
+# host_untouched WHEN: the host's runtime directories as before the run
+host_untouched() {
+	local d
+	d=$(snap_diff "$HOST_DIRS_BEFORE" "$(bash "$TG_ROOT/tests/host_dirs.sh")")
+	[ -z "$d" ] || t_fail "host runtime directories changed $1: $(head -c 1500 <<<"$d")"
+}
 
 # nx CMD...: run CMD in the node: its netns and the private mounts.
 nx() { nsenter -t "$HOLDER" -m -n -- "$@"; }
@@ -98,11 +107,12 @@ private_ns() { [ "$(readlink "/proc/$HOLDER/ns/mnt")" != "$(readlink /proc/self/
 wait_for 5 private_ns || tap_bail "no private mount namespace"
 mkdir -p "$TG_TMP/cg" "$TG_TMP/podman" "$TG_TMP/containerd" "$TG_TMP/agent-config"
 # a fresh sysfs shows the node's interfaces; the cgroup hierarchies move under it
-nx sh -ec "
+nx bash -ec "
 	mount --rbind /sys/fs/cgroup '$TG_TMP/cg'
 	mount -t sysfs sysfs /sys
 	mount --move '$TG_TMP/cg' /sys/fs/cgroup
-	for d in /run /etc/cni /opt /var/lib /etc/containers; do mount -t tmpfs -o mode=0755 tmpfs \$d; done
+	. '$TG_ROOT/scripts/lib/runtime_sandbox.sh'
+	runtime_sandbox_mounts
 	mkdir -p /etc/cni/net.d /opt/cni/bin /var/lib/cni /run/netns /run/tollgate
 " || tap_bail "cannot build the private mounts"
 [ "$(nx ls /sys/class/net | sort | tr '\n' ' ')" = "eth0 lo " ] || t_fail "sysfs is not the node's: $(nx ls /sys/class/net)"
@@ -229,7 +239,7 @@ t_expect "read-only /proc/sys warnings" "$(nx podman logs tollgate-agent 2>&1 | 
 # the plugin, copied to the host, runs there: its VERSION as a runtime asks it
 v=$(nx env -i CNI_COMMAND=VERSION /opt/cni/bin/tollgate </dev/null | jq -c '.supportedVersions')
 jq -e 'index("1.0.0") and index("0.4.0")' <<<"$v" >/dev/null || t_fail "installed plugin's VERSION: $v"
-t_expect "host files untouched" "$(ls -A /etc/cni/net.d /opt/cni/bin /var/lib/cni 2>&1)" "$HOST_CNI_BEFORE"
+host_untouched "by the image build and the agent under podman"
 [ -z "$T_ERRS" ] || diag "$(nx podman logs --tail 10 tollgate-agent 2>&1)"
 AGENT_OK=$T_ERRS
 t_end
@@ -418,7 +428,7 @@ t_expect "podman containers" "$(nx podman ps -a -q | wc -l)" 0
 t_expect "ctr containers" "$(nx ctr containers ls -q | wc -l)" 0
 left=$(for d in $(cg_dirs); do rmdir "$d" 2>/dev/null || echo "$d"; done)
 [ -z "$left" ] || t_fail "cgroups in use: $left"
-t_expect "host files untouched" "$(ls -A /etc/cni/net.d /opt/cni/bin /var/lib/cni 2>&1)" "$HOST_CNI_BEFORE"
+host_untouched "by the runs of both runtimes"
 t_end
 
 tap_done
