@@ -5,16 +5,28 @@
 #
 # For each BUILD_DIR: runs every unit test binary BUILD_DIR/tests/unit_* (cmocka,
 # TAP output) and every tests/integration/test_*.sh with TOLLGATE_BIN_DIR=BUILD_DIR.
-# Counts TAP lines: `ok ...` passes, `not ok ...` fails. A file that exits
-# non-zero without printing a `not ok` counts one failure; a file that prints
-# no test line at all counts one failure. A skipped test (`ok ... # SKIP`,
-# cmocka's `not ok N # SKIP`, or a line starting with `skip`) counts as a
-# failure, in `make test` as in CI: a test that could not run proved nothing
-# (each file's line and the summary say how many of its failures were skips).
-# The last line is always `N passed, M failed`; exit status 1 when M > 0.
+# Counts TAP lines: `ok ...` passes, `not ok ...` fails. A check is the same
+# check in every build it runs in (its file, and its name up to the first
+# ": " with numbers blanked, in order): the last line counts distinct
+# checks, and a check passes only when it passes in every build; the lines
+# before it give each build's own figures. A file fails, as a check of its
+# own, when it exits non-zero without a `not ok`, prints no test line at all,
+# or stops early: a cmocka binary must print as many results as its plans
+# (`1..N`) announce, a shell test must reach tap_done's end-of-file marker
+# (`# tollgate-tap: end of FILE`). A build dir without unit test binaries is
+# a failure. A skipped test (`ok ... # SKIP`, cmocka's `not ok N # SKIP`, or
+# a line starting with `skip`) counts as a failure, in `make test` as in CI:
+# a test that could not run proved nothing (each file's line and the summary
+# say how many of its failures were skips). The whole run is one more check:
+# the host's runtime and CNI directories (tests/host_dirs.sh) are
+# byte-identical before and after it. The last line is always `N passed, M
+# failed`; exit status 1 when M > 0. A run narrowed by TG_TEST_FILTER or
+# FP_SCENARIOS says so in the summary.
 #
 # Env: TG_TEST_FILTER=regex  run only files whose name matches
 #      TG_TEST_TIMEOUT=secs  per-file time limit (default 300)
+#      TG_TEST_DIR=dir       the integration test files (default tests/integration;
+#                            tests/integration/test_runner.sh points it elsewhere)
 #      TG_FUZZ_DIR=dir       also run every libFuzzer target of dir for FUZZ_SECONDS
 #                            (default 3) each; `make test` passes build-fuzz
 #      TG_SAN_EXCLUDE=regex  integration files not run against a sanitizer build
@@ -41,51 +53,134 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 TIMEOUT=${TG_TEST_TIMEOUT:-$RUN_DEFAULT_TIMEOUT}
-PASS=0 FAIL=0 SKIP=0
+SKIP=0
 FAILED_FILES=()
+# Distinct checks: CHECK[key] is pass or fail (fail wins), CHECK_KEYS in order.
+declare -A CHECK=()
+CHECK_KEYS=()
+# Per build (RUN_BUILD, set by the caller before run_one): passes and failures.
+declare -A BUILD_PASS=() BUILD_FAIL=()
+BUILDS=()
+RUN_BUILD=""
 LOG=$(mktemp /tmp/tollgate-run.XXXXXX)
 trap 'rm -f "$LOG"' EXIT
-trap 'echo "$RUN_NAME: interrupted"; echo "$PASS passed, $((FAIL + 1)) failed"; exit 130' INT TERM
+trap 'echo "$RUN_NAME: interrupted"; run_counts; echo "$CHECKS_PASS passed, $((CHECKS_FAIL + 1)) failed"; exit 130' INT TERM
 
-# run_one LABEL CMD... : run one test file, stream its output, count its lines.
+# check_record KEY pass|fail: one result of a distinct check, in RUN_BUILD.
+check_record() {
+	if [ -z "${CHECK[$1]+x}" ]; then
+		CHECK_KEYS+=("$1")
+		CHECK[$1]=$2
+	elif [ "$2" = fail ]; then
+		CHECK[$1]=fail
+	fi
+	local b=${RUN_BUILD:--}
+	if [ -z "${BUILD_PASS[$b]+x}" ]; then
+		BUILDS+=("$b")
+		BUILD_PASS[$b]=0 BUILD_FAIL[$b]=0
+	fi
+	if [ "$2" = pass ]; then BUILD_PASS[$b]=$((BUILD_PASS[$b] + 1)); else BUILD_FAIL[$b]=$((BUILD_FAIL[$b] + 1)); fi
+}
+
+# check_key_names FILE < TAP: "KIND<TAB>NAME" per result line, KIND pass,
+# fail or skip; NAME up to the first ": " (failure reasons follow it), with
+# runs of digits blanked (measured figures, counts), then numbered in order
+# of appearance so that equal names stay apart.
+check_key_names() {
+	awk '
+	/^(not )?ok([ \t]|$)/ {
+		kind = /^ok/ ? "pass" : "fail"
+		if (tolower($0) ~ /#[[:space:]]*skip/) kind = "skip"
+		name = $0
+		sub(/^(not )?ok( [0-9]+)?( - )?/, "", name)
+		sub(/[[:space:]]*#[[:space:]]*[Ss][Kk][Ii][Pp].*$/, "", name)
+		i = index(name, ": "); if (i) name = substr(name, 1, i - 1)
+		gsub(/[0-9]+/, "#", name)
+		seen[name]++
+		print kind "\t" name " (" seen[name] ")"
+		next
+	}
+	tolower($0) ~ /^skip([ \t]|$)/ { seen["skip"]++; print "skip\tskip (" seen["skip"] ")" }
+	'
+}
+
+# run_one [-k KEY] LABEL CMD... : run one test file, stream its output, count
+# its lines. KEY names the file across builds (default: LABEL without its
+# " [build...]" part).
 run_one() {
+	local key=""
+	if [ "$1" = -k ]; then key=$2; shift 2; fi
 	local label=$1
 	shift
-	local t0=$SECONDS rc p f s
+	[ -n "$key" ] || key=${label%% \[*}
+	local t0=$SECONDS rc p=0 f=0 s=0 kind name
 	echo "=== $label"
 	# timeout (not --foreground) signals the file's whole process group: what
 	# it started goes with it, and its traps still clean up
 	timeout -k 10 "$TIMEOUT" "$@" 2>&1 | tee "$LOG"
 	rc=${PIPESTATUS[0]}
-	# skips first (cmocka prints them as `not ok N # SKIP name`)
-	s=$(grep -Eci '^((not )?ok\b.*#[[:space:]]*skip)|^skip\b' "$LOG")
-	p=$(grep -E '^ok\b' "$LOG" | grep -Evci '#[[:space:]]*skip')
-	f=$(grep -E '^not ok\b' "$LOG" | grep -Evci '#[[:space:]]*skip')
-	local why=""
+	while IFS=$'\t' read -r kind name; do
+		case $kind in
+		pass) p=$((p + 1)) ;;
+		fail) f=$((f + 1)) ;;
+		*) s=$((s + 1)) kind=fail ;;
+		esac
+		check_record "$key"$'\t'"$name" "$kind"
+	done < <(check_key_names <"$LOG")
+	local why="" results=$((p + f + s)) plan
+	plan=$(awk '/^1\.\.[0-9]+$/ { n += substr($0, 4) } END { print n + 0 }' "$LOG")
 	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
-		f=1
 		why=" (exit status $rc without a 'not ok'$([ "$rc" = 124 ] && echo ": timed out after ${TIMEOUT}s"))"
-	fi
-	if [ $((p + f + s)) -eq 0 ]; then
-		f=1
+	elif [ "$results" -eq 0 ]; then
 		why=" (printed no test result)"
+	elif [ "$rc" -ne 0 ]; then
+		: # stopped at a failure it reported (tap_bail)
+	elif grep -q '^1\.\.[0-9]' "$LOG"; then
+		[ "$plan" -eq "$results" ] || why=" (stopped early: its plans announce $plan results, it printed $results)"
+	elif ! grep -qx "# tollgate-tap: end of .*" "$LOG"; then
+		why=" (stopped early: no plan, and no end-of-file marker from tap_done)"
 	fi
-	if [ "$s" -gt 0 ]; then
-		why="$why ($s skipped, counted as failed)"
+	if [ -n "$why" ]; then
+		f=$((f + 1))
+		check_record "$key"$'\t'"(the file ran to its end)" fail
 	fi
-	PASS=$((PASS + p)) FAIL=$((FAIL + f + s)) SKIP=$((SKIP + s))
+	[ "$s" -eq 0 ] || why="$why ($s skipped, counted as failed)"
+	SKIP=$((SKIP + s))
 	[ $((f + s)) -eq 0 ] || FAILED_FILES+=("$label")
 	echo "--- $label: ok=$p not_ok=$f skipped=$s in $((SECONDS - t0))s$why"
 }
 
-# run_summary: the failed files, the skips, and the last line `N passed, M
-# failed`; false when M > 0.
+# run_fail LABEL WHY: a failure that is no file's (a missing binary).
+run_fail() {
+	echo "not ok - $1: $2"
+	check_record "$1" fail
+	FAILED_FILES+=("$1")
+}
+
+# run_counts: CHECKS_PASS and CHECKS_FAIL over the distinct checks.
+run_counts() {
+	local k
+	CHECKS_PASS=0 CHECKS_FAIL=0
+	for k in "${CHECK_KEYS[@]}"; do
+		if [ "${CHECK[$k]}" = pass ]; then CHECKS_PASS=$((CHECKS_PASS + 1)); else CHECKS_FAIL=$((CHECKS_FAIL + 1)); fi
+	done
+}
+
+# run_summary [NOTE...]: the failed files, the skips, each build's figures,
+# the notes (a narrowed run), and the last line `N passed, M failed` over
+# distinct checks; false when M > 0.
 run_summary() {
+	local b n
 	echo
 	[ "${#FAILED_FILES[@]}" -eq 0 ] || printf 'failed: %s\n' "${FAILED_FILES[@]}"
 	[ "$SKIP" -eq 0 ] || echo "skipped: $SKIP (counted in the failures below)"
-	echo "$PASS passed, $FAIL failed"
-	[ "$FAIL" -eq 0 ]
+	for b in "${BUILDS[@]}"; do
+		echo "[$b] ${BUILD_PASS[$b]} passed, ${BUILD_FAIL[$b]} failed"
+	done
+	for n in "$@"; do echo "$n"; done
+	run_counts
+	echo "$CHECKS_PASS passed, $CHECKS_FAIL failed"
+	[ "$CHECKS_FAIL" -eq 0 ]
 }
 
 # sourced (tests/chaos/run.sh): the runner only
@@ -96,25 +191,23 @@ run_summary() {
 export TG_RUN_BUILDS="$*"
 FILTER=${TG_TEST_FILTER:-}
 SAN_EXCLUDE=${TG_SAN_EXCLUDE-test_shaping_rates|test_node_state|test_valgrind}
+HOST_BEFORE=$(bash tests/host_dirs.sh)
 
 for build in "$@"; do
 	bdir=$build
 	case $bdir in /*) ;; *) bdir=$ROOT/$bdir ;; esac
+	RUN_BUILD=$build
 	echo "##### build dir: $build"
-	if [ ! -x "$bdir/tollgate" ]; then
-		echo "not ok - $build/tollgate: plugin binary missing (run make)"
-		FAIL=$((FAIL + 1))
-		FAILED_FILES+=("$build/tollgate")
-	fi
+	[ -x "$bdir/tollgate" ] || run_fail "$build/tollgate" "plugin binary missing (run make)"
 	units=0
 	for u in "$bdir"/tests/unit_*; do
 		{ [ -f "$u" ] && [ -x "$u" ]; } || continue
-		[ -z "$FILTER" ] || [[ $u =~ $FILTER ]] || continue
 		units=$((units + 1))
-		CMOCKA_MESSAGE_OUTPUT=TAP run_one "$build/tests/$(basename "$u")" "$u"
+		[ -z "$FILTER" ] || [[ $u =~ $FILTER ]] || continue
+		CMOCKA_MESSAGE_OUTPUT=TAP run_one "tests/$(basename "$u") [$build]" "$u"
 	done
-	[ "$units" -gt 0 ] || echo "# no unit test binaries in $build/tests"
-	for t in tests/integration/test_*.sh; do
+	[ "$units" -gt 0 ] || run_fail "$build/tests/unit_*" "no unit test binaries (run make)"
+	for t in "${TG_TEST_DIR:-tests/integration}"/test_*.sh; do
 		[ -f "$t" ] || continue
 		[ -z "$FILTER" ] || [[ $t =~ $FILTER ]] || continue
 		if [[ $build == *san* ]] && [ -n "$SAN_EXCLUDE" ] && [[ $t =~ $SAN_EXCLUDE ]]; then
@@ -126,10 +219,24 @@ for build in "$@"; do
 done
 
 # The libFuzzer targets, briefly (make test builds them into build-fuzz)
+RUN_BUILD=${TG_FUZZ_DIR:-}
 if [ -n "${TG_FUZZ_DIR:-}" ] && { [ -z "$FILTER" ] || [[ fuzz =~ $FILTER ]]; }; then
 	fuzz_s=${FUZZ_SECONDS:-3}
 	FUZZ_SECONDS=$fuzz_s run_one "tests/fuzz/run.sh [$TG_FUZZ_DIR, $fuzz_s s each]" \
 		tests/fuzz/run.sh "$TG_FUZZ_DIR"
 fi
 
-run_summary
+# Nothing of the run may reach the host's runtime and CNI directories
+RUN_BUILD=host
+host_diff=$(diff <(printf '%s\n' "$HOST_BEFORE") <(bash tests/host_dirs.sh))
+if [ -z "$host_diff" ]; then
+	echo "ok - host: the runtime and CNI directories are byte-identical after the run (tests/host_dirs.sh)"
+	check_record "tests/run.sh"$'\t'"host directories" pass
+else
+	run_fail "host: the runtime and CNI directories changed during the run" "$(head -c 2000 <<<"$host_diff")"
+fi
+
+notes=()
+[ -z "$FILTER" ] || notes+=("narrowed: TG_TEST_FILTER='$FILTER' (not every test file ran)")
+[ -z "${FP_SCENARIOS:-}" ] || notes+=("narrowed: FP_SCENARIOS='$FP_SCENARIOS' (not every failpoint scenario ran)")
+run_summary "${notes[@]}"

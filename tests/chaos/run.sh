@@ -30,14 +30,16 @@ for build in "$@"; do
 	case $bdir in /*) ;; *) bdir=$ROOT/$bdir ;; esac
 	rounds=$ROUNDS
 	[[ $build == *san* ]] && rounds=$(((ROUNDS + 2) / 3))
+	RUN_BUILD=$build
 	for t in tests/chaos/chaos_*.sh; do
 		run_one "$t [$build] $rounds x $PODS" env TOLLGATE_BIN_DIR="$bdir" CHAOS_ROUNDS="$rounds" CHAOS_PODS="$PODS" \
 			bash "$t"
 		if [ "$first" = 1 ]; then
 			half=$(((rounds + 1) / 2))
-			run_one "$t [$build, store on disk] $half x $PODS" env TOLLGATE_BIN_DIR="$bdir" TG_TMP_BASE=/var/tmp \
+			run_one -k "$t, store on disk" "$t [$build, store on disk] $half x $PODS" env TOLLGATE_BIN_DIR="$bdir" TG_TMP_BASE=/var/tmp \
 				CHAOS_ROUNDS="$half" CHAOS_PODS="$PODS" bash "$t"
-			run_one "$t [$build, 12 namespaces, 4 agent kills a round, flushes] $half x $PODS" env TOLLGATE_BIN_DIR="$bdir" \
+			run_one -k "$t, 12 namespaces, agent kills, flushes" \
+				"$t [$build, 12 namespaces, 4 agent kills a round, flushes] $half x $PODS" env TOLLGATE_BIN_DIR="$bdir" \
 				CHAOS_NAMESPACES=12 CHAOS_AGENT_KILLS=4 CHAOS_FLUSH=1 CHAOS_ROUNDS="$half" CHAOS_PODS="$PODS" bash "$t"
 		fi
 	done

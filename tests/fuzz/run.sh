@@ -28,5 +28,6 @@ for bin in "$BUILD"/fuzz_*; do
 	fi
 	rm -rf "$work"
 done
+echo "1..$((pass + fail))"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -88,9 +88,12 @@ t_end() {
 # t_expect WHAT GOT WANT
 t_expect() { [ "$2" = "$3" ] || t_fail "$1: expected '$3', got '$2'"; }
 
-# Last TAP line and exit status for a test script.
+# Last TAP lines and exit status for a test script: its figures, then the
+# end-of-file marker tests/run.sh looks for (a file that stops before it
+# stopped early, whatever it printed until then).
 tap_done() {
 	echo "# $(basename "$0"): $TAP_PASS ok, $TAP_FAIL not ok"
+	echo "# tollgate-tap: end of $(basename "$0")"
 	[ "$TAP_FAIL" -eq 0 ]
 }
 

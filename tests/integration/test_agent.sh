@@ -275,4 +275,8 @@ t_expect "--once exit status" "$?" 0
 grep -q "once: ready" "$TG_TMP/once.err" || t_fail "--once: $(tail -3 "$TG_TMP/once.err")"
 t_end
 
+t_begin "DEL of the last pod"
 pod_del a1 "$CONF" || t_fail "DEL a1 rc=$TG_RC"
+t_end
+
+tap_done
