@@ -317,7 +317,9 @@ ctr_start() {
 	TG_PIDS+=("${CTR_PID[$1]}")
 }
 ctr_ip() { store | jq -r --arg c "default-$1" '.attachments[] | select(.containerId == $c) | .ip'; }
-running() { [ "$(nx ctr task ls 2>/dev/null | awk -v n="$1" '$1 == n { print $3 }')" = RUNNING ] && [ -n "$(ctr_ip "$1")" ]; }
+task_status() { nx ctr task ls 2>/dev/null | awk -v n="$1" '$1 == n { print $3 }'; }
+task_stopped() { local st; st=$(task_status "$1"); [ -z "$st" ] || [ "$st" = STOPPED ]; }
+running() { [ "$(task_status "$1")" = RUNNING ] && [ -n "$(ctr_ip "$1")" ]; }
 # ctr_stop NAME: kill the task; the client's DEL runs before it exits
 ctr_stop() {
 	nx ctr task kill -s KILL "$1" >/dev/null 2>&1
@@ -404,6 +406,8 @@ for v in 0.3.1 0.4.0 1.0.0 1.1.0; do
 		# ctr itself leaves the created task and its container behind when
 		# its CNI setup fails (it deletes a task only once stopped)
 		nx ctr task kill -s KILL "$name" >/dev/null 2>&1
+		# the kill is asynchronous: a task is deleted only once stopped
+		wait_for 10 task_stopped "$name" || t_fail "task not stopped 10 s after SIGKILL"
 		nx ctr task delete "$name" >/dev/null 2>&1 || t_fail "ctr task delete"
 		nx ctr containers delete "$name" >/dev/null 2>&1 || t_fail "ctr containers delete"
 	else
