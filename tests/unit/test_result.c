@@ -94,19 +94,57 @@ static void t_version_parse_unsupported(void **state)
 	assert_int_equal(node_cni_version(NULL), -1);
 }
 
+/* The plugin's answer to VERSION with `config` on stdin ("" for none), parsed. */
+static json_object *version_answer(const char *config)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *in = fmemopen((void *)config, strlen(config), "r");
+	FILE *out = open_memstream(&text, &len);
+	json_object *o;
+	int rc;
+
+	assert_non_null(in);
+	assert_non_null(out);
+	assert_int_equal(setenv("CNI_COMMAND", "VERSION", 1), 0);
+	rc = cni_run(in, out);
+	unsetenv("CNI_COMMAND");
+	fclose(in);
+	fclose(out);
+	assert_int_equal(rc, 0);
+	o = json_tokener_parse(text);
+	if (!o)
+		fail_msg("VERSION printed no JSON document: %s", text);
+	free(text);
+	return o;
+}
+
+/*
+ * What a runtime learns from VERSION: the versions of the design (CNI 1.1.0,
+ * and the 0.3.x, 0.4.0 and 1.0.0 configs), oldest first, each one a config
+ * may name; the answer in the spec's version, or the config's when it names
+ * one.
+ */
 static void t_supported_versions_list(void **state)
 {
-	size_t n = 0;
-	int prev = -1;
+	static const char *const want[] = { "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0" };
+	json_object *o = version_answer(""), *list = get(o, "supportedVersions");
 
-	for (; node_cni_versions[n]; n++) {
-		int v = node_cni_version(node_cni_versions[n]);
+	assert_string_equal(str(o, "cniVersion"), "1.1.0");
+	assert_true(json_object_is_type(list, json_type_array));
+	assert_int_equal(json_object_array_length(list), ARRAY_SIZE(want));
+	for (size_t i = 0; i < ARRAY_SIZE(want); i++) {
+		json_object *v = json_object_array_get_idx(list, i);
 
-		assert_true(v > prev);
-		prev = v;
+		assert_true(json_object_is_type(v, json_type_string));
+		assert_string_equal(json_object_get_string(v), want[i]);
+		assert_true(node_cni_version(want[i]) > 0);
 	}
-	assert_int_equal(n, 5);
-	assert_string_equal(node_cni_versions[n - 1], CNI_SPEC_VERSION);
+	json_object_put(o);
+	o = version_answer("{\"cniVersion\":\"0.4.0\",\"name\":\"n\",\"type\":\"tollgate\"}");
+	assert_string_equal(str(o, "cniVersion"), "0.4.0");
+	assert_int_equal(json_object_array_length(get(o, "supportedVersions")), ARRAY_SIZE(want));
+	json_object_put(o);
 }
 
 /* ---- cni_result_render ---- */
