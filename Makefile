@@ -140,6 +140,8 @@ $(BUILD)/tollgate-agent: $(BUILD)/obj/agent/main.o $(AGENT_OBJ) $(EXPORTER_OBJ) 
 
 # The rate parser's differential test checks it against exact rationals (GMP).
 $(BUILD)/tests/unit_test_rate_diff: UNIT_EXTRA_LIBS := -lgmp
+# The store's test sees every fsync and rename of a save, in order (link-time seams).
+$(BUILD)/tests/unit_test_store: UNIT_EXTRA_LIBS := -Wl,--wrap=fsync -Wl,--wrap=rename
 
 $(BUILD)/tests/unit_%: tests/unit/%.c $(CNI_OBJ) $(CORE_OBJ) $(IMDS_OBJ) $(EXPORTER_OBJ) $(HTTP_OBJ) $(AGENT_OBJ)
 	@mkdir -p $(dir $@)
