@@ -146,6 +146,10 @@ $(BUILD)/tollgate-agent: $(BUILD)/obj/agent/main.o $(AGENT_OBJ) $(EXPORTER_OBJ) 
 
 # The rate parser's differential test checks it against exact rationals (GMP).
 $(BUILD)/tests/unit_test_rate_diff: UNIT_EXTRA_LIBS := -lgmp
+# Tests whose nftables netlink ends in a fake nf_tables (tests/unit/fake_nfnl.h):
+# libmnl's socket calls, wrapped at link time.
+FAKE_NFNL_WRAP := $(foreach f,open bind close get_fd get_portid setsockopt sendto recvfrom,-Wl,--wrap=mnl_socket_$(f))
+$(BUILD)/tests/unit_test_accounting: UNIT_EXTRA_LIBS := $(FAKE_NFNL_WRAP)
 # The store's test sees every fsync and rename of a save, in order (link-time seams).
 $(BUILD)/tests/unit_test_store: UNIT_EXTRA_LIBS := -Wl,--wrap=fsync -Wl,--wrap=rename
 
