@@ -152,6 +152,8 @@ FAKE_NFNL_WRAP := $(foreach f,open bind close get_fd get_portid setsockopt sendt
 $(BUILD)/tests/unit_test_accounting: UNIT_EXTRA_LIBS := $(FAKE_NFNL_WRAP)
 # exporter_render: its shaper collector's rtnetlink cut at nl_route_open as well.
 $(BUILD)/tests/unit_test_expo: UNIT_EXTRA_LIBS := $(FAKE_NFNL_WRAP) -Wl,--wrap=nl_route_open
+# gc's test says which PID namespace /proc/self/ns/pid is (a link-time seam).
+$(BUILD)/tests/unit_test_gc: UNIT_EXTRA_LIBS := -Wl,--wrap=stat
 # The store's test sees every fsync and rename of a save, in order (link-time seams).
 $(BUILD)/tests/unit_test_store: UNIT_EXTRA_LIBS := -Wl,--wrap=fsync -Wl,--wrap=rename
 
