@@ -657,6 +657,7 @@ static void t_not_durable_on_tmpfs(void **state)
 
 	fx_open_store(f, &s);
 	assert_false(s.durable);
+	assert_true(s.cache_fd >= 0); /* and the cache instead (t_cache_matches_the_json) */
 	save_ops(&s, ops, sizeof(ops));
 	assert_string_equal(ops, "rename");
 	ipam_store_close(&s);
