@@ -84,6 +84,12 @@ CLI_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRC))
 
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit_%,$(UNIT_SRC))
+# Cases that need the kernel (root, nft, namespaces): cmocka binaries that
+# tests/integration/test_kernel_cases.sh runs in a throwaway network
+# namespace. Named ktest_*, so that tests/run.sh does not take them for
+# unit tests (which need no kernel and pass as any user).
+KTEST_SRC := $(wildcard tests/kernel/ktest_*.c)
+KTEST_BIN := $(patsubst tests/kernel/%.c,$(BUILD)/tests/%,$(KTEST_SRC))
 
 EXPORTER_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard exporter/*.c))
 # The metrics endpoint's HTTP server (libmicrohttpd): the exporter's, never the plugin's.
@@ -108,7 +114,7 @@ endif
 BINS := $(BUILD)/tollgate $(BUILD)/tollgate-ipam $(BUILD)/tollgate-agent
 
 .PHONY: all clean install test unit demo bench chaos deps san fuzz fuzz-targets image lint lint-objs
-all: $(BINS) $(UNIT_BIN)
+all: $(BINS) $(UNIT_BIN) $(KTEST_BIN)
 
 # Whether the objects carry failpoints: a build dir made the other way is rebuilt.
 FP_STAMP := $(BUILD)/.failpoints
@@ -140,11 +146,26 @@ $(BUILD)/tollgate-agent: $(BUILD)/obj/agent/main.o $(AGENT_OBJ) $(EXPORTER_OBJ) 
 
 # The rate parser's differential test checks it against exact rationals (GMP).
 $(BUILD)/tests/unit_test_rate_diff: UNIT_EXTRA_LIBS := -lgmp
+# Tests whose nftables netlink ends in a fake nf_tables (tests/unit/fake_nfnl.h):
+# libmnl's socket calls, wrapped at link time.
+FAKE_NFNL_WRAP := $(foreach f,open bind close get_fd get_portid setsockopt sendto recvfrom,-Wl,--wrap=mnl_socket_$(f))
+$(BUILD)/tests/unit_test_accounting: UNIT_EXTRA_LIBS := $(FAKE_NFNL_WRAP)
+# exporter_render: its shaper collector's rtnetlink cut at nl_route_open as well.
+$(BUILD)/tests/unit_test_expo: UNIT_EXTRA_LIBS := $(FAKE_NFNL_WRAP) -Wl,--wrap=nl_route_open
+# gc's test says which PID namespace /proc/self/ns/pid is (a link-time seam).
+$(BUILD)/tests/unit_test_gc: UNIT_EXTRA_LIBS := -Wl,--wrap=stat
+# The store's test sees every fsync and rename of a save, in order (link-time seams).
+$(BUILD)/tests/unit_test_store: UNIT_EXTRA_LIBS := -Wl,--wrap=fsync -Wl,--wrap=rename
 
 $(BUILD)/tests/unit_%: tests/unit/%.c $(CNI_OBJ) $(CORE_OBJ) $(IMDS_OBJ) $(EXPORTER_OBJ) $(HTTP_OBJ) $(AGENT_OBJ)
 	@mkdir -p $(dir $@)
 	@echo "  TEST    $@"
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(PKG_LIBS) $(CMOCKA_LIBS) $(CURL_LIBS) $(MHD_LIBS) $(UNIT_EXTRA_LIBS)
+
+$(BUILD)/tests/ktest_%: tests/kernel/ktest_%.c $(CNI_OBJ) $(CORE_OBJ) $(IMDS_OBJ) $(EXPORTER_OBJ) $(HTTP_OBJ) $(AGENT_OBJ)
+	@mkdir -p $(dir $@)
+	@echo "  KTEST   $@"
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(PKG_LIBS) $(CMOCKA_LIBS) $(CURL_LIBS) $(MHD_LIBS)
 
 san:
 	$(MAKE) SAN=1
@@ -155,7 +176,7 @@ lint-objs: $(PRODUCT_OBJ)
 # cppcheck over every C source of the product and its tests, shellcheck over
 # every shell script. Any finding fails; suppressions carry their reason
 # (cppcheck.supp, inline `cppcheck-suppress`, `shellcheck disable`).
-CPPCHECK_DIRS := lib ipam accounting shaper node cni cli agent exporter http tests/unit tests/fuzz
+CPPCHECK_DIRS := lib ipam accounting shaper node cni cli agent exporter http tests/unit tests/kernel tests/fuzz
 # With TG_FAILPOINTS, as in the test builds: without it each TG_FAILPOINT() is
 # a literal 0, and every 'r = TG_FAILPOINT(..); if (r == 0)' reads to cppcheck
 # as a condition always true (the failpoint code is checked as well).

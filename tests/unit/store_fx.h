@@ -52,6 +52,32 @@ static inline int fx_setup_tmpfs(void **state, const char *prefix)
 	return fx_setup_in(state, "/dev/shm", prefix);
 }
 
+/*
+ * On a disk, as a dataDir on persistent storage: $TG_DISK_DIR, else /var/tmp
+ * (on disk by the FHS; /tmp often is a tmpfs). A parent that turns out to be
+ * a tmpfs or ramfs fails the test: it would check the tmpfs case twice and
+ * the on-disk one never.
+ */
+static inline int fx_setup_disk(void **state, const char *prefix)
+{
+	const char *parent = getenv("TG_DISK_DIR");
+	struct statfs sfs;
+
+	if (!parent || !parent[0])
+		parent = "/var/tmp";
+	if (statfs(parent, &sfs) < 0) {
+		print_error("statfs(%s) failed: %m: set TG_DISK_DIR to a directory on disk\n",
+			    parent);
+		return -1;
+	}
+	if (sfs.f_type == TMPFS_MAGIC || sfs.f_type == RAMFS_MAGIC) {
+		print_error("%s is a %s, not a disk: set TG_DISK_DIR to a directory on disk\n",
+			    parent, sfs.f_type == TMPFS_MAGIC ? "tmpfs" : "ramfs");
+		return -1;
+	}
+	return fx_setup_in(state, parent, prefix);
+}
+
 static inline int fx_teardown(void **state)
 {
 	struct fx *f = *state;

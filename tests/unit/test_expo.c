@@ -10,13 +10,14 @@
  * NaN and +/-Inf, u64 extremes, and the page limit (`max`): overflow is
  * sticky, the buffer never grows past max, reset clears it.
  *
- * exporter_render: run in a private network namespace (unshare, root only;
- * skipped otherwise) with a temporary data dir: no table -> collector
- * nftables 0 and the rest still rendered; a corrupt store -> collector ipam 0;
- * counters created with `nft -f` in that private namespace come out with
- * their labels (pods by hostVeth from the store), and a counter made anew
- * (its table deleted and re-created, or the counter alone), with a lower
- * value or one already past the old, never makes a series go backwards.
+ * exporter_render, its nftables in the fake nf_tables of
+ * tests/unit/fake_nfnl.h and a temporary data dir (the same cases against
+ * the kernel's nftables: tests/kernel/ktest_expo.c): no table -> collector
+ * nftables 0 and the rest still rendered; a corrupt store -> collector ipam
+ * 0; counters come out with their labels (pods by hostVeth from the store),
+ * and a counter made anew (its table deleted and re-created, or the counter
+ * alone), with a lower value or one already past the old, never makes a
+ * series go backwards.
  */
 #include <errno.h>
 #include <math.h>
@@ -37,7 +38,7 @@
 
 #include "exporter/exporter.h"
 #include "tests/unit/helpers.h"
-#include "tests/unit/netns.h"
+#include "tests/unit/fake_nfnl.h"
 
 #define PAGE (1u << 20)
 
@@ -565,7 +566,26 @@ static void t_content_below_max_fits(void **state)
 	}
 }
 
-/* ---- exporter_render in a private network namespace ---- */
+/*
+ * ---- exporter_render, its nftables in the fake nf_tables ----
+ *
+ * The counters come from tests/unit/fake_nfnl.h (libmnl's socket calls
+ * wrapped at link time), the shaper's rtnetlink is cut at nl_route_open
+ * (wrapped as well: no socket, collector shaper 0). The same cases against
+ * the kernel's nftables are tests/kernel/ktest_expo.c.
+ */
+
+struct nl_sock;
+int __wrap_nl_route_open(struct nl_sock **ret);
+
+int __wrap_nl_route_open(struct nl_sock **ret)
+{
+	return -EOPNOTSUPP;
+}
+
+/* Tollgate's table, and the counter the cases make anew */
+#define T "tollgate"
+#define NS_RE "ns_research_egress_internal"
 
 struct render_env {
 	char dir[64];
@@ -578,10 +598,8 @@ static int render_setup(void **state)
 {
 	struct render_env *env;
 
-	if (!in_private_netns()) {
-		*state = NULL;
-		return 0;
-	}
+	/* each test starts without a table */
+	fake_nfnl_reset();
 	env = calloc(1, sizeof(*env));
 	if (!env)
 		return -1;
@@ -597,8 +615,6 @@ static int render_setup(void **state)
 	}
 	env->ex = exporter_new(env->dir, "tgunit");
 	expo_init(&env->page, 8u << 20);
-	/* each test starts without a table */
-	nft_quiet("delete table inet tollgate");
 	*state = env;
 	return 0;
 }
@@ -612,7 +628,6 @@ static int render_teardown(void **state)
 	exporter_free(env->ex);
 	expo_free(&env->page);
 	tmpdir_remove(env->dir);
-	nft_quiet("delete table inet tollgate");
 	free(env);
 	return 0;
 }
@@ -673,7 +688,6 @@ static void t_render_no_table_no_store(void **state)
 	struct render_env *env = *state;
 	const char *p;
 
-	NEED_NETNS();
 	p = render(env);
 	assert_well_formed(p);
 	assert_contains(p, "# TYPE tollgate_build_info gauge\ntollgate_build_info{version=\"");
@@ -691,7 +705,6 @@ static void t_render_corrupt_store(void **state)
 	struct render_env *env = *state;
 	const char *p;
 
-	NEED_NETNS();
 	write_state(env, "{\"version\":1,\"attachments\":[{\"containerId\":");
 	p = render(env);
 	assert_well_formed(p);
@@ -759,18 +772,15 @@ static void t_render_counters_with_labels(void **state)
 	struct render_env *env = *state;
 	const char *p;
 
-	NEED_NETNS_NFT();
 	write_state(env, STATE_TWO_PODS);
-	nft_apply("table inet tollgate {\n"
-		  " counter ns_research_egress_internal { packets 3 bytes 300 }\n"
-		  " counter ns_research_ingress_internet { packets 1 bytes 18446744073709551615 }\n"
-		  " counter ns__egress_internet { packets 2 bytes 200 }\n"
-		  " counter pod_tg000000000001_egress_internal { packets 3 bytes 300 }\n"
-		  " counter pod_tg000000000002_egress_internet { packets 2 bytes 200 }\n"
-		  " counter pod_tg0000000000ff_egress_internet { packets 9 bytes 900 }\n"
-		  " counter host_ingress_internal { packets 5 bytes 500 }\n"
-		  " counter unrelated { packets 7 bytes 700 }\n"
-		  "}\n");
+	fake_add_counter(T, "ns_research_egress_internal", 3, 300);
+	fake_add_counter(T, "ns_research_ingress_internet", 1, 18446744073709551615ull);
+	fake_add_counter(T, "ns__egress_internet", 2, 200);
+	fake_add_counter(T, "pod_tg000000000001_egress_internal", 3, 300);
+	fake_add_counter(T, "pod_tg000000000002_egress_internet", 2, 200);
+	fake_add_counter(T, "pod_tg0000000000ff_egress_internet", 9, 900);
+	fake_add_counter(T, "host_ingress_internal", 5, 500);
+	fake_add_counter(T, "unrelated", 7, 700);
 	p = render(env);
 	assert_well_formed(p);
 	assert_contains(p, "tollgate_collector_up{collector=\"nftables\"} 1\n");
@@ -833,29 +843,38 @@ static unsigned long long sample_value(const char *page, const char *prefix)
 
 #define NS_EI "tollgate_namespace_bytes_total{namespace=\"research\",direction=\"egress\",traffic=\"internal\"} "
 #define NS_EI_P "tollgate_namespace_packets_total{namespace=\"research\",direction=\"egress\",traffic=\"internal\"} "
+/* n pods' counters (pod_tg<hex>_egress_internal, i + 1 bytes each) added to the table. */
+static void add_pod_counters(size_t n)
+{
+	char name[64];
+
+	for (size_t i = 0; i < n; i++) {
+		snprintf(name, sizeof(name), "pod_tg%012zx_egress_internal", i + 0x100);
+		fake_add_counter(T, name, 1, i + 1);
+	}
+}
 
 static void t_render_monotonic_across_rebuild(void **state)
 {
 	struct render_env *env = *state;
 	const char *p;
 
-	NEED_NETNS_NFT();
 	write_state(env, STATE_TWO_PODS);
-	nft_apply("table inet tollgate { counter ns_research_egress_internal { packets 3 bytes 300; }; }\n");
+	fake_add_counter(T, NS_RE, 3, 300);
 	p = render(env);
 	assert_sample(p, NS_EI, 300);
 	/* table deleted (scraped while it is missing): nothing served for it */
-	nft_apply("delete table inet tollgate\n");
+	fake_del_table(T);
 	p = render(env);
 	assert_not_contains(p, NS_EI);
 	/* rebuilt from 0 and counting again: the old 300 is carried */
-	nft_apply("table inet tollgate { counter ns_research_egress_internal { packets 1 bytes 100; }; }\n");
+	fake_add_counter(T, NS_RE, 1, 100);
 	p = render(env);
 	assert_sample(p, NS_EI, 400);
 	assert_sample(p, NS_EI_P, 4);
 	/* flushed again (without a scrape in between) */
-	nft_apply("delete table inet tollgate\n"
-		  "table inet tollgate { counter ns_research_egress_internal { packets 1 bytes 50; }; }\n");
+	fake_del_table(T);
+	fake_add_counter(T, NS_RE, 1, 50);
 	p = render(env);
 	assert_sample(p, NS_EI, 450);
 	assert_sample(p, NS_EI_P, 5);
@@ -863,8 +882,8 @@ static void t_render_monotonic_across_rebuild(void **state)
 	 * made anew and already past the last value seen (50) by the next
 	 * scrape: a new counter all the same, its 60 come on top
 	 */
-	nft_apply("delete counter inet tollgate ns_research_egress_internal\n"
-		  "add counter inet tollgate ns_research_egress_internal { packets 2 bytes 60 }\n");
+	fake_del_counter(T, NS_RE);
+	fake_add_counter(T, NS_RE, 2, 60);
 	p = render(env);
 	assert_sample(p, NS_EI, 510);
 	assert_sample(p, NS_EI_P, 7);
@@ -874,8 +893,8 @@ static void t_render_monotonic_across_rebuild(void **state)
 	 * the table made anew with the same objects in the same order (their
 	 * handles start again): still a new counter
 	 */
-	nft_apply("delete table inet tollgate\n"
-		  "table inet tollgate { counter ns_research_egress_internal { packets 4 bytes 90; }; }\n");
+	fake_del_table(T);
+	fake_add_counter(T, NS_RE, 4, 90);
 	p = render(env);
 	assert_sample(p, NS_EI, 600);
 	assert_sample(p, NS_EI_P, 11);
@@ -886,12 +905,11 @@ static void t_render_table_deleted_collector_down(void **state)
 	struct render_env *env = *state;
 	const char *p;
 
-	NEED_NETNS_NFT();
 	write_state(env, STATE_TWO_PODS);
-	nft_apply("table inet tollgate { counter ns_research_egress_internal { packets 3 bytes 300; }; }\n");
+	fake_add_counter(T, NS_RE, 3, 300);
 	p = render(env);
 	assert_contains(p, "tollgate_collector_up{collector=\"nftables\"} 1\n");
-	nft_apply("delete table inet tollgate\n");
+	fake_del_table(T);
 	p = render(env);
 	assert_well_formed(p);
 	assert_contains(p, "tollgate_collector_up{collector=\"nftables\"} 0\n");
@@ -907,42 +925,31 @@ static void t_render_many_counters_keep_offsets(void **state)
 	 * carried offsets through every rehash and compaction. */
 	struct render_env *env = *state;
 	const size_t n = 1500;
-	size_t cap = 128 * n + 256, len = 0;
-	char *rules = malloc(cap);
 	const char *p;
 
-	NEED_NETNS_NFT();
-	assert_non_null(rules);
 	write_state(env, STATE_TWO_PODS);
-	nft_apply("table inet tollgate { counter ns_research_egress_internal { packets 10 bytes 1000; }; }\n");
+	fake_add_counter(T, NS_RE, 10, 1000);
 	p = render(env);
 	assert_sample(p, NS_EI, 1000);
-	nft_apply("delete table inet tollgate\n"
-		  "table inet tollgate { counter ns_research_egress_internal { packets 1 bytes 1; }; }\n");
+	fake_del_table(T);
+	fake_add_counter(T, NS_RE, 1, 1);
 	p = render(env);
 	assert_sample(p, NS_EI, 1001);
 
-	len += (size_t)snprintf(rules + len, cap - len, "table inet tollgate {\n");
-	for (size_t i = 0; i < n; i++)
-		len += (size_t)snprintf(rules + len, cap - len,
-					" counter pod_tg%012zx_egress_internal { packets 1 bytes %zu }\n",
-					i + 0x100, i + 1);
-	snprintf(rules + len, cap - len, "}\n");
-	nft_apply(rules);
+	add_pod_counters(n);
 	p = render(env);
 	assert_sample(p, NS_EI, 1001);
 	/* the pods go away: the exporter forgets their counters (a new table: 2 more bytes) */
-	nft_apply("delete table inet tollgate\n"
-		  "table inet tollgate { counter ns_research_egress_internal { packets 1 bytes 2; }; }\n");
+	fake_del_table(T);
+	fake_add_counter(T, NS_RE, 1, 2);
 	p = render(env);
 	assert_sample(p, NS_EI, 1003);
 	p = render(env);
 	assert_sample(p, NS_EI, 1003);
 	/* and they come back, again */
-	nft_apply(rules);
+	add_pod_counters(n);
 	p = render(env);
 	assert_sample(p, NS_EI, 1003);
-	free(rules);
 }
 
 static void t_render_repeated_is_stable(void **state)
@@ -951,10 +958,9 @@ static void t_render_repeated_is_stable(void **state)
 	struct render_env *env = *state;
 	char *first;
 
-	NEED_NETNS_NFT();
 	write_state(env, STATE_TWO_PODS);
-	nft_apply("table inet tollgate { counter ns_research_egress_internal { packets 3 bytes 300 }\n"
-		  " counter pod_tg000000000001_egress_internal { packets 3 bytes 300; }; }\n");
+	fake_add_counter(T, NS_RE, 3, 300);
+	fake_add_counter(T, "pod_tg000000000001_egress_internal", 3, 300);
 	first = strdup(render(env));
 	assert_non_null(first);
 	*strstr(first, "# HELP tollgate_collector_duration_seconds") = '\0';

@@ -3,9 +3,10 @@
  * Which attachments gc may collect: a netns that is gone where its directory
  * is visible, never one whose directory is missing or empty here (a
  * container without the host's /var/run/netns), and /proc/PID paths only
- * from the host's PID namespace.
+ * from the host's PID namespace (which one this is comes through a link-time
+ * seam: no PID namespace is made here).
  */
-#include <sched.h>
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -77,33 +77,85 @@ static void t_find_sorts_live_stale_and_unseen(void **state)
 	tmpdir_remove(dir);
 }
 
+/*
+ * Which PID namespace this process is in, as the kernel says it: the link
+ * step wraps stat (-Wl,--wrap=stat, see the Makefile), and while a test arms
+ * it a stat of /proc/self/ns/pid answers with that test's inode (or error);
+ * every other path, and every call unarmed, goes to the real stat. The same
+ * decision from a real PID namespace of our own (root) is
+ * tests/kernel/ktest_gc.c.
+ */
+/* The kernel's inode of the initial PID namespace (PROC_PID_INIT_INO, include/linux/proc_ns.h). */
+#define HOST_PID_NS_INO 0xEFFFFFFCu
+
+static struct {
+	bool armed;
+	int err;		/* stat fails with it (no /proc) */
+	ino_t ino;
+	unsigned calls;
+} pidns;
+
+int __real_stat(const char *path, struct stat *sb);
+int __wrap_stat(const char *path, struct stat *sb);
+
+int __wrap_stat(const char *path, struct stat *sb)
+{
+	if (!pidns.armed || strcmp(path, "/proc/self/ns/pid") != 0)
+		return __real_stat(path, sb);
+	pidns.calls++;
+	if (pidns.err) {
+		errno = pidns.err;
+		return -1;
+	}
+	memset(sb, 0, sizeof(*sb));
+	sb->st_mode = S_IFREG | 0444;
+	sb->st_ino = pidns.ino;
+	return 0;
+}
+
+/* Sorts one attachment whose netns /proc/PID/ns/net is gone, seen from `ino` (or `err`). */
+static void sort_proc_path(ino_t ino, int err, size_t *n_stale, size_t *n_unseen, bool *visible)
+{
+	struct ipam_state st;
+	struct node_gc g;
+
+	ipam_state_init(&st);
+	att(&st, "procpath", "/proc/4194303/ns/net");
+	pidns = (typeof(pidns)){ .armed = true, .err = err, .ino = ino };
+	*visible = node_netns_dir_visible("/proc/4194303/ns/net");
+	assert_int_equal(node_gc_find(&st, &g), 0);
+	pidns.armed = false;
+	/* the seam was asked: what it answered is what the test is about */
+	assert_true(pidns.calls > 0);
+	*n_stale = g.n_stale;
+	*n_unseen = g.n_unseen;
+	if (g.n_stale)
+		assert_string_equal(g.stale[0].container_id, "procpath");
+	node_gc_free(&g);
+	ipam_state_free(&st);
+}
+
 /* /proc/PID/ns/net: judged from the host's PID namespace only. */
 static void t_proc_paths_need_the_host_pid_namespace(void **state)
 {
-	struct stat sb;
-	pid_t child;
-	int status;
+	size_t stale, unseen;
+	bool visible;
 
-	if (stat("/proc/self/ns/pid", &sb) < 0 || sb.st_ino != 0xEFFFFFFCu)
-		skip(); /* not in the host's PID namespace ourselves */
-	assert_true(node_netns_dir_visible("/proc/4194303/ns/net"));
-	child = fork();
-	assert_true(child >= 0);
-	if (child == 0) {
-		pid_t inner;
-
-		if (unshare(CLONE_NEWPID) < 0)
-			_exit(2);
-		inner = fork(); /* the first child of a new PID namespace lives in it */
-		if (inner == 0)
-			_exit(node_netns_dir_visible("/proc/4194303/ns/net") ? 1 : 0);
-		if (inner < 0 || waitpid(inner, &status, 0) < 0)
-			_exit(2);
-		_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 2);
-	}
-	assert_int_equal(waitpid(child, &status, 0), child);
-	assert_true(WIFEXITED(status));
-	assert_int_equal(WEXITSTATUS(status), 0);
+	/* the host's: that process is gone, and its attachment is stale */
+	sort_proc_path(HOST_PID_NS_INO, 0, &stale, &unseen, &visible);
+	assert_true(visible);
+	assert_int_equal(stale, 1);
+	assert_int_equal(unseen, 0);
+	/* a PID namespace of a container: the host's processes are not seen, nothing is collected */
+	sort_proc_path(4026532301u, 0, &stale, &unseen, &visible);
+	assert_false(visible);
+	assert_int_equal(stale, 0);
+	assert_int_equal(unseen, 1);
+	/* no /proc to ask: not judged either */
+	sort_proc_path(0, ENOENT, &stale, &unseen, &visible);
+	assert_false(visible);
+	assert_int_equal(stale, 0);
+	assert_int_equal(unseen, 1);
 }
 
 int main(void)

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -93,19 +94,57 @@ static void t_version_parse_unsupported(void **state)
 	assert_int_equal(node_cni_version(NULL), -1);
 }
 
+/* The plugin's answer to VERSION with `config` on stdin ("" for none), parsed. */
+static json_object *version_answer(const char *config)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *in = fmemopen((void *)config, strlen(config), "r");
+	FILE *out = open_memstream(&text, &len);
+	json_object *o;
+	int rc;
+
+	assert_non_null(in);
+	assert_non_null(out);
+	assert_int_equal(setenv("CNI_COMMAND", "VERSION", 1), 0);
+	rc = cni_run(in, out);
+	unsetenv("CNI_COMMAND");
+	fclose(in);
+	fclose(out);
+	assert_int_equal(rc, 0);
+	o = json_tokener_parse(text);
+	if (!o)
+		fail_msg("VERSION printed no JSON document: %s", text);
+	free(text);
+	return o;
+}
+
+/*
+ * What a runtime learns from VERSION: the versions of the design (CNI 1.1.0,
+ * and the 0.3.x, 0.4.0 and 1.0.0 configs), oldest first, each one a config
+ * may name; the answer in the spec's version, or the config's when it names
+ * one.
+ */
 static void t_supported_versions_list(void **state)
 {
-	size_t n = 0;
-	int prev = -1;
+	static const char *const want[] = { "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0" };
+	json_object *o = version_answer(""), *list = get(o, "supportedVersions");
 
-	for (; node_cni_versions[n]; n++) {
-		int v = node_cni_version(node_cni_versions[n]);
+	assert_string_equal(str(o, "cniVersion"), "1.1.0");
+	assert_true(json_object_is_type(list, json_type_array));
+	assert_int_equal(json_object_array_length(list), ARRAY_SIZE(want));
+	for (size_t i = 0; i < ARRAY_SIZE(want); i++) {
+		json_object *v = json_object_array_get_idx(list, i);
 
-		assert_true(v > prev);
-		prev = v;
+		assert_true(json_object_is_type(v, json_type_string));
+		assert_string_equal(json_object_get_string(v), want[i]);
+		assert_true(node_cni_version(want[i]) > 0);
 	}
-	assert_int_equal(n, 5);
-	assert_string_equal(node_cni_versions[n - 1], CNI_SPEC_VERSION);
+	json_object_put(o);
+	o = version_answer("{\"cniVersion\":\"0.4.0\",\"name\":\"n\",\"type\":\"tollgate\"}");
+	assert_string_equal(str(o, "cniVersion"), "0.4.0");
+	assert_int_equal(json_object_array_length(get(o, "supportedVersions")), ARRAY_SIZE(want));
+	json_object_put(o);
 }
 
 /* ---- cni_result_render ---- */
@@ -420,52 +459,97 @@ static void t_prev_index_out_of_range(void **state)
 
 /*
  * prevResult comes from the runtime: a malformed one must be handled
- * (ignored or refused), never crash the plugin, DEL above all. Each document
- * runs in a child so that a crash fails only its case.
+ * (ignored or refused), never crash the plugin, DEL above all. A part of the
+ * wrong type is no information: an interfaces list that is not an array says
+ * nothing about which address is ours (the first one is), an interface entry
+ * without a string name is not ours, an ips entry that is not an object holds
+ * no address. What DEL then removes follows from the answer, so each case
+ * says it: the return value, and the address, written only on success. Each
+ * document runs in a child so that a crash fails only its case.
  */
 struct hostile {
 	const char *name;
 	const char *json;
+	int want;		/* cni_prev_result_ip's return value */
+	const char *want_ip;	/* the address it gives; NULL: none (want < 0) */
 };
 
+#define HOSTILE_ONE "\"ips\":[{\"address\":\"10.1.0.1/32\",\"interface\":0}]}"
+
 static const struct hostile hostiles[] = {
-	{ "prevResult: interfaces is an object", "{\"interfaces\":{\"name\":\"eth0\"},\"ips\":[{\"address\":\"10.1.0.1/32\",\"interface\":0}]}" },
-	{ "prevResult: interfaces is a string", "{\"interfaces\":\"eth0\",\"ips\":[{\"address\":\"10.1.0.1/32\",\"interface\":0}]}" },
-	{ "prevResult: interface name is null", "{\"interfaces\":[{\"name\":null}],\"ips\":[{\"address\":\"10.1.0.1/32\",\"interface\":0}]}" },
-	{ "prevResult: interface name is a number", "{\"interfaces\":[{\"name\":7}],\"ips\":[{\"address\":\"10.1.0.1/32\",\"interface\":0}]}" },
-	{ "prevResult: interface entry is a string", "{\"interfaces\":[\"eth0\"],\"ips\":[{\"address\":\"10.1.0.1/32\",\"interface\":0}]}" },
-	{ "prevResult: interface entry is null", "{\"interfaces\":[null],\"ips\":[{\"address\":\"10.1.0.1/32\",\"interface\":0}]}" },
-	{ "prevResult: ips entry is a string", "{\"interfaces\":[{\"name\":\"eth0\"}],\"ips\":[\"10.1.0.1/32\"]}" },
-	{ "prevResult: ips entry is null", "{\"ips\":[null,{\"address\":\"10.1.0.1/32\"}]}" },
-	{ "prevResult: huge interface index", "{\"interfaces\":[{\"name\":\"eth0\"}],\"ips\":[{\"address\":\"10.1.0.1/32\",\"interface\":9223372036854775807}]}" },
-	{ "prevResult: address null", "{\"ips\":[{\"address\":null}]}" },
+	{ "prevResult: interfaces is an object", "{\"interfaces\":{\"name\":\"eth0\"}," HOSTILE_ONE, 0, "10.1.0.1" },
+	{ "prevResult: interfaces is a string", "{\"interfaces\":\"eth0\"," HOSTILE_ONE, 0, "10.1.0.1" },
+	{ "prevResult: interface name is null", "{\"interfaces\":[{\"name\":null}]," HOSTILE_ONE, -ENOENT, NULL },
+	{ "prevResult: interface name is a number", "{\"interfaces\":[{\"name\":7}]," HOSTILE_ONE, -ENOENT, NULL },
+	{ "prevResult: interface entry is a string", "{\"interfaces\":[\"eth0\"]," HOSTILE_ONE, -ENOENT, NULL },
+	{ "prevResult: interface entry is null", "{\"interfaces\":[null]," HOSTILE_ONE, -ENOENT, NULL },
+	{ "prevResult: ips entry is a string", "{\"interfaces\":[{\"name\":\"eth0\"}],\"ips\":[\"10.1.0.1/32\"]}", -ENOENT, NULL },
+	{ "prevResult: ips entry is null", "{\"ips\":[null,{\"address\":\"10.1.0.1/32\"}]}", 0, "10.1.0.1" },
+	{ "prevResult: huge interface index", "{\"interfaces\":[{\"name\":\"eth0\"}],\"ips\":[{\"address\":\"10.1.0.1/32\",\"interface\":9223372036854775807}]}", -ENOENT, NULL },
+	{ "prevResult: address null", "{\"ips\":[{\"address\":null}]}", -ENOENT, NULL },
 };
+
+/* What the child saw, in memory it shares with the parent. */
+struct hostile_run {
+	const struct hostile *h;
+	int r;
+	uint32_t a;
+};
+
+/* The out-parameter's value before the call: a failure must leave it so. */
+#define HOSTILE_UNTOUCHED 0xdeadbeefu
 
 /* Exit status 3: the case's JSON does not parse (a test bug). */
 static int prev_hostile_child(void *arg)
 {
-	const struct hostile *h = arg;
-	json_object *o = json_tokener_parse(h->json);
-	uint32_t a;
+	struct hostile_run *run = arg;
+	json_object *o = json_tokener_parse(run->h->json);
 
 	if (!o)
 		return 3;
-	(void)cni_prev_result_ip(o, "eth0", &a);
+	run->a = HOSTILE_UNTOUCHED;
+	run->r = cni_prev_result_ip(o, "eth0", &run->a);
 	json_object_put(o);
 	return 0;
+}
+
+/* Shared with every case's child; mapped once, for the life of the process. */
+static struct hostile_run *hostile_run_page(void)
+{
+	static struct hostile_run *run;
+
+	if (!run) {
+		void *p = mmap(NULL, sizeof(*run), PROT_READ | PROT_WRITE,
+			       MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+
+		assert_true(p != MAP_FAILED);
+		run = p;
+	}
+	return run;
 }
 
 /* In a child process, so that a crash fails this case only. */
 static void t_prev_hostile(void **state)
 {
 	const struct hostile *h = *state;
+	struct hostile_run *run = hostile_run_page();
 	char what[600];
 	int rc;
 
+	*run = (struct hostile_run){ .h = h, .r = 1 };
 	snprintf(what, sizeof(what), "cni_prev_result_ip on %s", h->json);
-	rc = child_run(prev_hostile_child, (void *)h, what);
+	rc = child_run(prev_hostile_child, run, what);
 	if (rc != 0)
 		fail_msg("child exited %d on %s (a sanitizer report is above)", rc, h->json);
+	if (run->r != h->want)
+		fail_msg("cni_prev_result_ip returned %d on %s, expected %d", run->r, h->json,
+			 h->want);
+	if (h->want_ip && run->a != ip(h->want_ip))
+		fail_msg("cni_prev_result_ip gave %s on %s, expected %s", ip_str(run->a), h->json,
+			 h->want_ip);
+	if (!h->want_ip && run->a != HOSTILE_UNTOUCHED)
+		fail_msg("cni_prev_result_ip failed on %s but wrote %s to its out-parameter",
+			 h->json, ip_str(run->a));
 }
 
 /* ---- the group ---- */

@@ -8,7 +8,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/magic.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,7 +17,6 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -573,26 +571,96 @@ static void t_unlock_twice_is_harmless(void **state)
 	ipam_store_close(&s);
 }
 
-/* fsync only where it buys something: not on tmpfs (the default /run/tollgate). */
-static void t_durable_follows_filesystem(void **state)
+/*
+ * What a save does to the disk, in order: the link step (-Wl,--wrap=fsync,
+ * --wrap=rename, see the Makefile) records every fsync (of a file or of a
+ * directory) and rename while a test arms it, and passes each call on.
+ */
+enum disk_op { OP_FSYNC_FILE, OP_FSYNC_DIR, OP_RENAME };
+#define DISK_OPS_MAX 16
+
+static struct {
+	bool armed;
+	size_t n;
+	enum disk_op op[DISK_OPS_MAX];
+} disk_ops;
+
+int __real_fsync(int fd);
+int __wrap_fsync(int fd);
+int __real_rename(const char *from, const char *to);
+int __wrap_rename(const char *from, const char *to);
+
+static void disk_op(enum disk_op op)
+{
+	if (disk_ops.armed && disk_ops.n < DISK_OPS_MAX)
+		disk_ops.op[disk_ops.n++] = op;
+}
+
+int __wrap_fsync(int fd)
+{
+	struct stat sb;
+
+	disk_op(fstat(fd, &sb) == 0 && S_ISDIR(sb.st_mode) ? OP_FSYNC_DIR : OP_FSYNC_FILE);
+	return __real_fsync(fd);
+}
+
+int __wrap_rename(const char *from, const char *to)
+{
+	disk_op(OP_RENAME);
+	return __real_rename(from, to);
+}
+
+/* The disk operations of one locked save of a rich state, as "fsync-file rename ...". */
+static void save_ops(struct ipam_store *s, char *buf, size_t size)
+{
+	static const char *const names[] = { "fsync-file", "fsync-dir", "rename" };
+	struct ipam_state a;
+	size_t len = 0;
+
+	rich_state(&a);
+	assert_int_equal(ipam_store_lock(s, &(struct tg_err){ 0 }), 0);
+	disk_ops.n = 0;
+	disk_ops.armed = true;
+	assert_int_equal(ipam_store_save(s, &a, &(struct tg_err){ 0 }), 0);
+	disk_ops.armed = false;
+	ipam_store_unlock(s);
+	ipam_state_free(&a);
+	buf[0] = '\0';
+	for (size_t i = 0; i < disk_ops.n && len < size; i++)
+		len += (size_t)snprintf(buf + len, size - len, "%s%s", i ? " " : "",
+					names[disk_ops.op[i]]);
+}
+
+/*
+ * On a disk a save survives a crash: the new file is flushed before it
+ * replaces the old one, and the directory after (DESIGN.md "On disk").
+ */
+static void t_durable_on_disk(void **state)
 {
 	struct fx *f = *state;
 	struct ipam_store s;
-	struct statfs sfs;
-	struct tg_err e = { 0 };
-	char shm[64];
+	char ops[256];
 
 	fx_open_store(f, &s);
-	assert_int_equal(statfs(f->dir, &sfs), 0);
-	assert_int_equal(s.durable, !(sfs.f_type == TMPFS_MAGIC || sfs.f_type == RAMFS_MAGIC));
+	assert_true(s.durable);
+	save_ops(&s, ops, sizeof(ops));
+	assert_string_equal(ops, "fsync-file rename fsync-dir");
 	ipam_store_close(&s);
-	if (statfs("/dev/shm", &sfs) != 0 || sfs.f_type != TMPFS_MAGIC ||
-	    !tmpdir_make(shm, sizeof(shm), "/dev/shm", "store"))
-		skip();
-	assert_int_equal(ipam_store_open(&s, shm, "net", &e), 0);
+}
+
+/* fsync only where it buys something: not on tmpfs (the default /run/tollgate). */
+static void t_not_durable_on_tmpfs(void **state)
+{
+	struct fx *f = *state;
+	struct ipam_store s;
+	char ops[256];
+
+	fx_open_store(f, &s);
 	assert_false(s.durable);
+	assert_true(s.cache_fd >= 0); /* and the cache instead (t_cache_matches_the_json) */
+	save_ops(&s, ops, sizeof(ops));
+	assert_string_equal(ops, "rename");
 	ipam_store_close(&s);
-	tmpdir_remove(shm);
 }
 
 /* ---- corrupt files: refused with code 5, never replaced ---- */
@@ -853,6 +921,12 @@ static int setup_tmpfs(void **state)
 	return fx_setup_tmpfs(state, "store");
 }
 
+/* Stores on a disk: fsync'd, no cache. */
+static int setup_disk(void **state)
+{
+	return fx_setup_disk(state, "store");
+}
+
 static void cache_path(const struct fx *f, char *buf, size_t size)
 {
 	snprintf(buf, size, "%s/state.cache", f->dir);
@@ -1049,16 +1123,21 @@ static void t_cache_only_on_tmpfs(void **state)
 {
 	struct fx *f = *state;
 	struct ipam_store s;
-	struct ipam_state a;
+	struct ipam_state a, b;
 	char cache[400];
 
 	fx_open_store(f, &s);
 	rich_state(&a);
 	locked_save(&s, &a);
 	cache_path(f, cache, sizeof(cache));
-	assert_int_equal(access(cache, F_OK) == 0, !s.durable);
-	assert_int_equal(s.cache_fd >= 0, !s.durable);
+	assert_int_equal(access(cache, F_OK), -1);
+	assert_int_equal(errno, ENOENT);
+	assert_int_equal(s.cache_fd, -1);
+	/* a locked load parses state.json */
+	assert_false(locked_load(&s, &b));
+	assert_state_equal(&a, &b);
 	ipam_state_free(&a);
+	ipam_state_free(&b);
 	ipam_store_close(&s);
 }
 
@@ -1131,19 +1210,21 @@ int main(void)
 	ADD_STORE(t_save_load_tolerates_trailing_whitespace);
 	ADD_STORE(t_lock_is_exclusive);
 	ADD_STORE(t_unlock_twice_is_harmless);
-	ADD_STORE(t_durable_follows_filesystem);
+#define ADD_DISK(fn) add_test_fixture(#fn, fn, setup_disk, fx_teardown, NULL)
+#define ADD_TMPFS(fn) add_test_fixture(#fn, fn, setup_tmpfs, fx_teardown, NULL)
+	ADD_DISK(t_durable_on_disk);
+	ADD_TMPFS(t_not_durable_on_tmpfs);
 	for (size_t i = 0; i < ARRAY_SIZE(corrupts); i++)
 		add_test_fixture(corrupts[i].name, t_corrupt, setup, fx_teardown, (void *)&corrupts[i]);
 	ADD_STORE(t_unreadable_is_an_error);
 	ADD_STORE(t_symlink_not_followed);
 	ADD_STORE(t_concurrent_writers);
-#define ADD_TMPFS(fn) add_test_fixture(#fn, fn, setup_tmpfs, fx_teardown, NULL)
 	ADD_TMPFS(t_cache_matches_the_json);
 	ADD_TMPFS(t_cache_keeps_unchanged_text);
 	ADD_TMPFS(t_cache_follows_updates);
 	ADD_TMPFS(t_cache_ignored_after_an_edit);
 	ADD_TMPFS(t_cache_damaged_is_ignored);
-	ADD_STORE(t_cache_only_on_tmpfs);
+	ADD_DISK(t_cache_only_on_tmpfs);
 	ADD(t_cache_layout_follows_the_text);
 	return run_group("store");
 }
