@@ -26,6 +26,8 @@ enum agent_log_level { AGENT_LOG_ERROR, AGENT_LOG_WARN, AGENT_LOG_INFO };
 void agent_log_set_level(enum agent_log_level lvl);
 /* fmt: the record's fields (msg="..." first); the timestamp and level= come first. */
 void agent_log(enum agent_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A task's notes, one warn record each (and one for those left out); emptied. */
+void agent_log_notes(struct agent_notes *n);
 
 /* ---- the command line (options.c) ---- */
 

@@ -22,7 +22,7 @@ void agent_log_set_level(enum agent_log_level lvl)
 void agent_log(enum agent_log_level lvl, const char *fmt, ...)
 {
 	static const char *const names[] = { "error", "warn", "info" };
-	char ts[32], msg[768];
+	char ts[32], msg[1536];
 	struct timespec now;
 	struct tm tm;
 	va_list ap;
@@ -37,4 +37,14 @@ void agent_log(enum agent_log_level lvl, const char *fmt, ...)
 	va_end(ap);
 	/* One line per record, written at once. */
 	fprintf(stderr, "%s.%03ldZ level=%s %s\n", ts, now.tv_nsec / 1000000, names[lvl], msg);
+}
+
+void agent_log_notes(struct agent_notes *n)
+{
+	for (size_t i = 0; i < n->n; i++)
+		agent_log(AGENT_LOG_WARN, "%s", n->line[i]);
+	if (n->dropped)
+		agent_log(AGENT_LOG_WARN, "msg=\"more notes of the task left out\" notes=%zu",
+			  n->dropped);
+	agent_notes_clear(n);
 }

@@ -75,11 +75,15 @@ static void run_declare(struct app *app)
 
 static void run_sync(struct app *app)
 {
+	struct agent_notes notes = { 0 };
 	struct tg_err e = { 0 };
 	bool was_ready = app->a.pool_ready;
+	int r;
 
 	sched_started(&app->a.sync, mono_ms());
-	if (agent_sync(&app->a, &e) < 0) {
+	r = agent_sync(&app->a, &notes, &e);
+	agent_log_notes(&notes);
+	if (r < 0) {
 		agent_log(AGENT_LOG_ERROR, "msg=\"sync failed\" err=\"%s\" failures=%u", e.msg,
 		          app->a.sync.failures + 1);
 		sched_failed(&app->a.sync, mono_ms());
@@ -98,10 +102,14 @@ static void run_sync(struct app *app)
 
 static void run_gc(struct app *app)
 {
+	struct agent_notes notes = { 0 };
 	struct tg_err e = { 0 };
+	int r;
 
 	sched_started(&app->a.gc, mono_ms());
-	if (agent_gc(&app->a, &e) < 0) {
+	r = agent_gc(&app->a, &notes, &e);
+	agent_log_notes(&notes);
+	if (r < 0) {
 		agent_log(AGENT_LOG_ERROR, "msg=\"gc failed\" err=\"%s\"", e.msg);
 		sched_failed(&app->a.gc, mono_ms());
 		return;
@@ -128,6 +136,7 @@ static void run_install(struct app *app)
 /* The config's directory changed: re-read; a new config is declared, reshaped, installed. */
 static void reload(struct app *app)
 {
+	struct agent_notes notes = { 0 };
 	struct tg_err e = { 0 };
 	int r = app->a.opt.config_path ? agent_load_config(&app->a, &e) : 0;
 
@@ -146,7 +155,9 @@ static void reload(struct app *app)
 		return;
 	run_declare(app);
 	memset(&e, 0, sizeof(e));
-	if (agent_reshape(&app->a, &e) < 0)
+	r = agent_reshape(&app->a, &notes, &e);
+	agent_log_notes(&notes);
+	if (r < 0)
 		agent_log(AGENT_LOG_ERROR, "msg=\"reshape failed\" err=\"%s\"", e.msg);
 	sched_soon(&app->a.sync, mono_ms(), 0);
 	app->a.installed = false; /* the new conflist goes to the runtime */
