@@ -73,12 +73,24 @@ int nft_get(struct nft_conn *c, uint16_t type, void (*build)(struct nlmsghdr *, 
 int nft_request(struct nft_conn *c, char *buf, size_t size, mnl_cb_t cb, void *arg);
 int nft_fail(struct tg_err *e, int r, const char *what, const char *why);
 
-/* ---- the table's skeleton (table.c) ---- */
+/* ---- the table's skeleton (table.c) and its rules (rules.c) ---- */
 
 struct nftnl_rule;
 
 /* What a set is keyed by: a pod's address, its host link's name, or both. */
 enum set_key { KEY_ADDR, KEY_LINK, KEY_LINK_ADDR };
+
+/* Set ids let rules in the same transaction refer to sets created in it. */
+enum {
+	ID_INTERNAL = 1,
+	ID_PODS,
+	ID_MASQ,
+	ID_EGRESS_CLASS,
+	ID_NS_MAPS,
+	ID_POD_MAPS = ID_NS_MAPS + ACCT_CLASSES,
+	ID_POD_SRC = ID_POD_MAPS + ACCT_CLASSES,
+	ID_SPOOFED_MAPS,
+};
 
 struct set_def {
 	const char *name;
@@ -97,6 +109,30 @@ struct chain_def {
 };
 #define TABLE_CHAINS 11
 extern const struct chain_def table_chains[TABLE_CHAINS];
+
+/*
+ * Forwarded packets are classified once per direction: `forward` jumps to
+ * fwd_egress (by destination) and fwd_ingress (by source), each of which
+ * looks @internal up once and goes to its *_internal chain on a match. Two
+ * interval lookups a packet, however many counting rules follow.
+ */
+#define FWD_EGRESS "fwd_egress"
+#define FWD_EGRESS_INTERNAL "fwd_egress_internal"
+#define FWD_INGRESS "fwd_ingress"
+#define FWD_INGRESS_INTERNAL "fwd_ingress_internal"
+
+/*
+ * Everything from a pod's link goes from `prerouting` to `from_pod` first:
+ * anti-spoofing (one lookup of (input link, source) per packet, whatever the
+ * number of pods), then the internet mark. A forged packet is dropped
+ * before NAT (-100), the mark, counting and shaping see it. Not a base
+ * chain of its own at raw priority: that would cost every packet of the
+ * node one more hook, measured here at about as much again as the check
+ * itself; conntrack sees a forged packet first, but its entry is never
+ * confirmed. With the check before it, the mark needs no lookup in @pods.
+ */
+#define FROM_POD "from_pod"
+#define SPOOFED "spoofed"
 
 /*
  * The version of the rules table_rules builds: part of every rule's stamp, so
