@@ -134,9 +134,9 @@ static struct nftnl_rule *rule_new(const char *chain)
 }
 
 /* Appends a rule to the list (which owns it from now on); the list remembers a failure. */
-static int put_rule(struct rule_list *w, struct nftnl_rule *r)
+static int put_rule(struct acct_rule_list *w, struct nftnl_rule *r)
 {
-	if (!r || w->n >= TABLE_RULES_MAX) {
+	if (!r || w->n >= ACCT_TABLE_RULES_MAX) {
 		if (r)
 			nftnl_rule_free(r);
 		w->failed = true;
@@ -146,7 +146,7 @@ static int put_rule(struct rule_list *w, struct nftnl_rule *r)
 	return 0;
 }
 
-void rule_list_free(struct rule_list *w)
+void acct_rule_list_free(struct acct_rule_list *w)
 {
 	for (size_t i = 0; i < w->n; i++)
 		nftnl_rule_free(w->r[i]);
@@ -182,7 +182,7 @@ static struct nftnl_rule *count_rule(const char *chain, uint32_t class_off, bool
 		return NULL;
 	if (class_off) {
 		put(r, load_ip(class_off));
-		put(r, lookup(SET_INTERNAL, ID_INTERNAL, internet));
+		put(r, lookup(ACCT_SET_INTERNAL, ACCT_ID_INTERNAL, internet));
 	}
 	if (map) {
 		put(r, load_ip(key_off));
@@ -206,7 +206,7 @@ static struct nftnl_rule *mark_rule(const char *chain, uint32_t mark)
 	if (!r)
 		return NULL;
 	put(r, load_ip(16));
-	put(r, lookup(SET_INTERNAL, ID_INTERNAL, true));
+	put(r, lookup(ACCT_SET_INTERNAL, ACCT_ID_INTERNAL, true));
 	put(r, meta_load(NFT_META_MARK));
 	ex = nftnl_expr_alloc("bitwise");
 	nftnl_expr_set_u32(ex, NFTNL_EXPR_BITWISE_SREG, NFT_REG_1);
@@ -234,13 +234,13 @@ static struct nftnl_expr *meta_set_priority(void)
 /* In fwd_ingress (source not internal): ip daddr @pods meta priority set <the pods' internet ingress class> */
 static struct nftnl_rule *inet_ingress_class_rule(uint32_t classid)
 {
-	struct nftnl_rule *r = rule_new(FWD_INGRESS);
+	struct nftnl_rule *r = rule_new(ACCT_CHAIN_FWD_INGRESS);
 	struct nftnl_expr *imm;
 
 	if (!r)
 		return NULL;
 	put(r, load_ip(16));
-	put(r, lookup(SET_PODS, ID_PODS, false));
+	put(r, lookup(ACCT_SET_PODS, ACCT_ID_PODS, false));
 	imm = nftnl_expr_alloc("immediate");
 	nftnl_expr_set_u32(imm, NFTNL_EXPR_IMM_DREG, NFT_REG_1);
 	nftnl_expr_set(imm, NFTNL_EXPR_IMM_DATA, &classid, sizeof(classid));
@@ -252,7 +252,7 @@ static struct nftnl_rule *inet_ingress_class_rule(uint32_t classid)
 /* In fwd_egress (destination not internal): meta priority set ip saddr map @egress_class */
 static struct nftnl_rule *inet_egress_class_rule(void)
 {
-	struct nftnl_rule *r = rule_new(FWD_EGRESS);
+	struct nftnl_rule *r = rule_new(ACCT_CHAIN_FWD_EGRESS);
 	struct nftnl_expr *ex;
 
 	if (!r)
@@ -261,8 +261,8 @@ static struct nftnl_rule *inet_egress_class_rule(void)
 	ex = nftnl_expr_alloc("lookup");
 	nftnl_expr_set_u32(ex, NFTNL_EXPR_LOOKUP_SREG, NFT_REG_1);
 	nftnl_expr_set_u32(ex, NFTNL_EXPR_LOOKUP_DREG, NFT_REG_1);
-	nftnl_expr_set_str(ex, NFTNL_EXPR_LOOKUP_SET, MAP_EGRESS_CLASS);
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_LOOKUP_SET_ID, ID_EGRESS_CLASS);
+	nftnl_expr_set_str(ex, NFTNL_EXPR_LOOKUP_SET, ACCT_MAP_EGRESS_CLASS);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_LOOKUP_SET_ID, ACCT_ID_EGRESS_CLASS);
 	put(r, ex);
 	put(r, meta_set_priority());
 	return r;
@@ -278,7 +278,7 @@ static struct nftnl_rule *branch_rule(const char *chain, uint32_t class_off, uin
 		return NULL;
 	if (class_off) {
 		put(r, load_ip(class_off));
-		put(r, lookup(SET_INTERNAL, ID_INTERNAL, false));
+		put(r, lookup(ACCT_SET_INTERNAL, ACCT_ID_INTERNAL, false));
 	}
 	put(r, verdict(v, target));
 	return r;
@@ -299,7 +299,7 @@ static struct nftnl_rule *from_pod_rule(const char *prefix)
 	if (!r)
 		return NULL;
 	match_pod_link(r, prefix);
-	put(r, verdict(NFT_JUMP, FROM_POD));
+	put(r, verdict(NFT_JUMP, ACCT_CHAIN_FROM_POD));
 	return r;
 }
 
@@ -311,26 +311,26 @@ static struct nftnl_rule *from_pod_rule(const char *prefix)
  */
 static struct nftnl_rule *antispoof_rule(void)
 {
-	struct nftnl_rule *r = rule_new(FROM_POD);
+	struct nftnl_rule *r = rule_new(ACCT_CHAIN_FROM_POD);
 
 	if (!r)
 		return NULL;
 	put(r, meta_load(NFT_META_IIFNAME));
 	put(r, load_ip_to(12, NFT_REG_2));
-	put(r, lookup(SET_POD_SRC, ID_POD_SRC, true));
-	put(r, verdict(NFT_GOTO, SPOOFED));
+	put(r, lookup(ACCT_SET_POD_SRC, ACCT_ID_POD_SRC, true));
+	put(r, verdict(NFT_GOTO, ACCT_CHAIN_SPOOFED));
 	return r;
 }
 
 /* meta nfproto ipv6 goto spoofed: no IPv6 from pods until dual-stack. */
 static struct nftnl_rule *antispoof_ipv6_rule(void)
 {
-	struct nftnl_rule *r = rule_new_any(FROM_POD);
+	struct nftnl_rule *r = rule_new_any(ACCT_CHAIN_FROM_POD);
 
 	if (!r)
 		return NULL;
 	match_nfproto(r, NFPROTO_IPV6);
-	put(r, verdict(NFT_GOTO, SPOOFED));
+	put(r, verdict(NFT_GOTO, ACCT_CHAIN_SPOOFED));
 	return r;
 }
 
@@ -342,7 +342,7 @@ static struct nftnl_rule *antispoof_ipv6_rule(void)
  */
 static struct nftnl_rule *spoofed_rule(enum acct_family f, bool by_link, bool last)
 {
-	struct nftnl_rule *r = rule_new_any(SPOOFED);
+	struct nftnl_rule *r = rule_new_any(ACCT_CHAIN_SPOOFED);
 	char name[ACCT_COUNTER_NAME_MAX];
 
 	if (!r)
@@ -351,7 +351,7 @@ static struct nftnl_rule *spoofed_rule(enum acct_family f, bool by_link, bool la
 		match_nfproto(r, f == ACCT_IPV4 ? NFPROTO_IPV4 : NFPROTO_IPV6);
 	if (by_link) {
 		put(r, meta_load(NFT_META_IIFNAME));
-		put(r, counter_map(acct_spoofed_maps[f], ID_SPOOFED_MAPS + f));
+		put(r, counter_map(acct_spoofed_maps[f], ACCT_ID_SPOOFED_MAPS + f));
 	} else {
 		acct_spoofed_counter_name(NULL, f, name);
 		put(r, counter_named(name));
@@ -367,15 +367,15 @@ static struct nftnl_rule *masquerade_rule(void)
 	if (!r)
 		return NULL;
 	put(r, load_ip(12));
-	put(r, lookup(SET_MASQ, ID_MASQ, false));
+	put(r, lookup(ACCT_SET_MASQ, ACCT_ID_MASQ, false));
 	put(r, load_ip(16));
-	put(r, lookup(SET_INTERNAL, ID_INTERNAL, true));
+	put(r, lookup(ACCT_SET_INTERNAL, ACCT_ID_INTERNAL, true));
 	put(r, nftnl_expr_alloc("masq"));
 	return r;
 }
 
 /* The pod counting rules of one chain: egress keyed by saddr, ingress by daddr. */
-static int put_pod_counting(struct rule_list *bt, const char *chain, bool egress, bool ingress,
+static int put_pod_counting(struct acct_rule_list *bt, const char *chain, bool egress, bool ingress,
 			    const char *const maps[], uint32_t first_id)
 {
 	int r = 0;
@@ -396,17 +396,17 @@ static int put_pod_counting(struct rule_list *bt, const char *chain, bool egress
 }
 
 /* Forwarded traffic's counting rules, in the chains that classified it already. */
-static int put_fwd_counting(struct rule_list *bt, const char *const maps[], uint32_t first_id)
+static int put_fwd_counting(struct acct_rule_list *bt, const char *const maps[], uint32_t first_id)
 {
 	static const struct {
 		const char *chain;
 		enum acct_class cls;
 		uint32_t key_off;	/* the pod's address: source going out, destination coming in */
 	} rules[] = {
-		{ FWD_EGRESS_INTERNAL, ACCT_EGRESS_INTERNAL, 12 },
-		{ FWD_EGRESS, ACCT_EGRESS_INTERNET, 12 },
-		{ FWD_INGRESS_INTERNAL, ACCT_INGRESS_INTERNAL, 16 },
-		{ FWD_INGRESS, ACCT_INGRESS_INTERNET, 16 },
+		{ ACCT_CHAIN_FWD_EGRESS_INTERNAL, ACCT_EGRESS_INTERNAL, 12 },
+		{ ACCT_CHAIN_FWD_EGRESS, ACCT_EGRESS_INTERNET, 12 },
+		{ ACCT_CHAIN_FWD_INGRESS_INTERNAL, ACCT_INGRESS_INTERNAL, 16 },
+		{ ACCT_CHAIN_FWD_INGRESS, ACCT_INGRESS_INTERNET, 16 },
 	};
 	int r = 0;
 
@@ -416,14 +416,14 @@ static int put_fwd_counting(struct rule_list *bt, const char *const maps[], uint
 	return r ? -ENOMEM : 0;
 }
 
-int table_rules(const struct acct_config *cfg, struct rule_list *bt)
+int acct_table_rules(const struct acct_config *cfg, struct acct_rule_list *bt)
 {
 	int r = 0;
 
 	bt->n = 0;
 	bt->failed = false;
 	if (!cfg->pod_link_prefix || !cfg->pod_link_prefix[0] ||
-	    strlen(cfg->pod_link_prefix) >= KEY_LINK_LEN)
+	    strlen(cfg->pod_link_prefix) >= ACCT_KEY_LINK_LEN)
 		return -EINVAL;
 	/* A pod sends only as itself, whatever else the config says. */
 	r |= put_rule(bt, from_pod_rule(cfg->pod_link_prefix));
@@ -440,38 +440,42 @@ int table_rules(const struct acct_config *cfg, struct rule_list *bt)
 	 */
 	r |= put_rule(bt, skip_loopback("output", NFT_META_OIF));
 	if (cfg->internet_mark) {
-		r |= put_rule(bt, mark_rule(FROM_POD, cfg->internet_mark));
+		r |= put_rule(bt, mark_rule(ACCT_CHAIN_FROM_POD, cfg->internet_mark));
 		r |= put_rule(bt, mark_rule("output", cfg->internet_mark));
 	}
-	/* Forwarded pod traffic: one classification per direction (see FWD_EGRESS). */
-	r |= put_rule(bt, branch_rule("forward", 0, NFT_JUMP, FWD_EGRESS));
-	r |= put_rule(bt, branch_rule("forward", 0, NFT_JUMP, FWD_INGRESS));
-	r |= put_rule(bt, branch_rule(FWD_EGRESS, 16, NFT_GOTO, FWD_EGRESS_INTERNAL));
-	r |= put_rule(bt, branch_rule(FWD_INGRESS, 12, NFT_GOTO, FWD_INGRESS_INTERNAL));
+	/* Forwarded pod traffic: one classification per direction (see ACCT_CHAIN_FWD_EGRESS). */
+	r |= put_rule(bt, branch_rule("forward", 0, NFT_JUMP, ACCT_CHAIN_FWD_EGRESS));
+	r |= put_rule(bt, branch_rule("forward", 0, NFT_JUMP, ACCT_CHAIN_FWD_INGRESS));
+	r |= put_rule(bt, branch_rule(ACCT_CHAIN_FWD_EGRESS, 16, NFT_GOTO,
+				      ACCT_CHAIN_FWD_EGRESS_INTERNAL));
+	r |= put_rule(bt, branch_rule(ACCT_CHAIN_FWD_INGRESS, 12, NFT_GOTO,
+				      ACCT_CHAIN_FWD_INGRESS_INTERNAL));
 	/* The shaper's classes for internet traffic (the classids come with the config). */
 	r |= put_rule(bt, inet_egress_class_rule());
 	if (cfg->inet_ingress_classid)
 		r |= put_rule(bt, inet_ingress_class_rule(cfg->inet_ingress_classid));
 	if (cfg->enabled) {
-		r |= put_fwd_counting(bt, acct_ns_maps, ID_NS_MAPS);
+		r |= put_fwd_counting(bt, acct_ns_maps, ACCT_ID_NS_MAPS);
 		if (cfg->per_pod)
-			r |= put_fwd_counting(bt, acct_pod_maps, ID_POD_MAPS);
+			r |= put_fwd_counting(bt, acct_pod_maps, ACCT_ID_POD_MAPS);
 		/* Pods' traffic with the node itself. */
 		r |= put_rule(bt, skip_loopback("input", NFT_META_IIF));
-		r |= put_pod_counting(bt, "input", true, false, acct_ns_maps, ID_NS_MAPS);
+		r |= put_pod_counting(bt, "input", true, false, acct_ns_maps, ACCT_ID_NS_MAPS);
 		if (cfg->per_pod)
-			r |= put_pod_counting(bt, "input", true, false, acct_pod_maps, ID_POD_MAPS);
+			r |= put_pod_counting(bt, "input", true, false, acct_pod_maps,
+					      ACCT_ID_POD_MAPS);
 		r |= put_rule(bt, count_rule("input", 12, false, 0, NULL, 0, "host_ingress_internal"));
 		r |= put_rule(bt, count_rule("input", 12, true, 0, NULL, 0, "host_ingress_internet"));
-		r |= put_pod_counting(bt, "output", false, true, acct_ns_maps, ID_NS_MAPS);
+		r |= put_pod_counting(bt, "output", false, true, acct_ns_maps, ACCT_ID_NS_MAPS);
 		if (cfg->per_pod)
-			r |= put_pod_counting(bt, "output", false, true, acct_pod_maps, ID_POD_MAPS);
+			r |= put_pod_counting(bt, "output", false, true, acct_pod_maps,
+					      ACCT_ID_POD_MAPS);
 		r |= put_rule(bt, count_rule("output", 16, false, 0, NULL, 0, "host_egress_internal"));
 		r |= put_rule(bt, count_rule("output", 16, true, 0, NULL, 0, "host_egress_internet"));
 	}
 	r |= put_rule(bt, masquerade_rule());
 	if (r || bt->failed) {
-		rule_list_free(bt);
+		acct_rule_list_free(bt);
 		return -ENOMEM;
 	}
 	return 0;

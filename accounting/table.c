@@ -29,21 +29,21 @@ const char *const acct_pod_maps[ACCT_CLASSES] = {
 };
 const char *const acct_spoofed_maps[ACCT_FAMILIES] = { "spoofed_ipv4", "spoofed_ipv6" };
 
-const struct chain_def table_chains[TABLE_CHAINS] = {
+const struct acct_chain_def acct_table_chains[ACCT_TABLE_CHAINS] = {
 	{ "prerouting", "filter", NF_INET_PRE_ROUTING, -150 }, /* mangle: before routing */
-	{ FROM_POD, NULL, 0, 0 },
-	{ SPOOFED, NULL, 0, 0 },
+	{ ACCT_CHAIN_FROM_POD, NULL, 0, 0 },
+	{ ACCT_CHAIN_SPOOFED, NULL, 0, 0 },
 	{ "forward", "filter", NF_INET_FORWARD, -150 },
 	{ "input", "filter", NF_INET_LOCAL_IN, -150 },
 	{ "output", "route", NF_INET_LOCAL_OUT, -150 },	/* route: a new mark re-routes */
 	{ "postrouting", "nat", NF_INET_POST_ROUTING, 100 }, /* srcnat */
-	{ FWD_EGRESS, NULL, 0, 0 },
-	{ FWD_EGRESS_INTERNAL, NULL, 0, 0 },
-	{ FWD_INGRESS, NULL, 0, 0 },
-	{ FWD_INGRESS_INTERNAL, NULL, 0, 0 },
+	{ ACCT_CHAIN_FWD_EGRESS, NULL, 0, 0 },
+	{ ACCT_CHAIN_FWD_EGRESS_INTERNAL, NULL, 0, 0 },
+	{ ACCT_CHAIN_FWD_INGRESS, NULL, 0, 0 },
+	{ ACCT_CHAIN_FWD_INGRESS_INTERNAL, NULL, 0, 0 },
 };
 
-void set_add_key(struct nftnl_set *s, uint32_t ip_host, bool interval_end)
+void acct_set_add_key(struct nftnl_set *s, uint32_t ip_host, bool interval_end)
 {
 	struct nftnl_set_elem *el = nftnl_set_elem_alloc();
 	uint32_t key = htonl(ip_host);
@@ -56,32 +56,37 @@ void set_add_key(struct nftnl_set *s, uint32_t ip_host, bool interval_end)
 	nftnl_set_elem_add(s, el);
 }
 
-size_t set_key_of(enum set_key k, const char *link, uint32_t ip_host, uint8_t ret[KEY_MAX])
+size_t acct_set_key_of(enum acct_set_key k, const char *link, uint32_t ip_host,
+		       uint8_t ret[ACCT_KEY_MAX])
 {
 	uint32_t be = htonl(ip_host);
 	size_t n = 0;
 
-	memset(ret, 0, KEY_MAX);
-	if (k != KEY_ADDR) {
+	memset(ret, 0, ACCT_KEY_MAX);
+	if (k != ACCT_KEY_ADDR) {
 		/* `meta iifname` loads the whole IFNAMSIZ buffer, NUL-padded */
-		strncpy((char *)ret, link ? link : "", KEY_LINK_LEN - 1);
-		n = KEY_LINK_LEN;
+		strncpy((char *)ret, link ? link : "", ACCT_KEY_LINK_LEN - 1);
+		n = ACCT_KEY_LINK_LEN;
 	}
-	if (k != KEY_LINK) {
+	if (k != ACCT_KEY_LINK) {
 		memcpy(ret + n, &be, 4);
 		n += 4;
 	}
 	return n;
 }
 
-static struct nftnl_set *set_new(const char *name, uint32_t id, uint32_t flags, enum set_key key)
+static struct nftnl_set *set_new(const char *name, uint32_t id, uint32_t flags,
+				 enum acct_set_key key)
 {
 	struct nftnl_set *s = nftnl_set_alloc();
-	static const uint32_t key_len[] = { [KEY_ADDR] = 4, [KEY_LINK] = KEY_LINK_LEN,
-					    [KEY_LINK_ADDR] = KEY_LINK_LEN + 4 };
+	static const uint32_t key_len[] = { [ACCT_KEY_ADDR] = 4,
+					    [ACCT_KEY_LINK] = ACCT_KEY_LINK_LEN,
+					    [ACCT_KEY_LINK_ADDR] = ACCT_KEY_LINK_LEN + 4 };
 	static const uint32_t key_type[] = {
-		[KEY_ADDR] = NFT_TYPE_IPADDR, [KEY_LINK] = NFT_TYPE_IFNAME,
-		[KEY_LINK_ADDR] = NFT_TYPE_CONCAT(NFT_TYPE_IFNAME, NFT_TYPE_IPADDR),
+		[ACCT_KEY_ADDR] = ACCT_NFT_TYPE_IPADDR,
+		[ACCT_KEY_LINK] = ACCT_NFT_TYPE_IFNAME,
+		[ACCT_KEY_LINK_ADDR] =
+			ACCT_NFT_TYPE_CONCAT(ACCT_NFT_TYPE_IFNAME, ACCT_NFT_TYPE_IPADDR),
 	};
 
 	if (!s)
@@ -101,11 +106,11 @@ static struct nftnl_set *set_new(const char *name, uint32_t id, uint32_t flags, 
 		static const uint8_t udata[] = { 0x00, 0x04, 0x02, 0x00, 0x00, 0x00, 0x01, 0x04, 0x01,
 						 0x00, 0x00, 0x00, 0x06, 0x04, 0x00, 0x00, 0x00, 0x00 };
 
-		nftnl_set_set_u32(s, NFTNL_SET_DATA_TYPE, NFT_TYPE_CLASSID);
+		nftnl_set_set_u32(s, NFTNL_SET_DATA_TYPE, ACCT_NFT_TYPE_CLASSID);
 		nftnl_set_set_u32(s, NFTNL_SET_DATA_LEN, 4);
 		nftnl_set_set_data(s, NFTNL_SET_USERDATA, udata, sizeof(udata));
 	}
-	if (key == KEY_LINK) {
+	if (key == ACCT_KEY_LINK) {
 		/* A link name is a host-order string: nft's note, else `nft list` prints "". */
 		static const uint8_t udata[] = { 0x00, 0x04, 0x01, 0x00, 0x00, 0x00 };
 
@@ -114,49 +119,50 @@ static struct nftnl_set *set_new(const char *name, uint32_t id, uint32_t flags, 
 	return s;
 }
 
-const struct set_def table_sets[TABLE_SETS] = {
-	{ SET_INTERNAL, ID_INTERNAL, NFT_SET_INTERVAL, KEY_ADDR },
-	{ SET_PODS, ID_PODS, 0, KEY_ADDR },
-	{ SET_MASQ, ID_MASQ, 0, KEY_ADDR },
-	{ MAP_EGRESS_CLASS, ID_EGRESS_CLASS, NFT_SET_MAP, KEY_ADDR },
-	{ SET_POD_SRC, ID_POD_SRC, 0, KEY_LINK_ADDR },
-	{ "spoofed_ipv4", ID_SPOOFED_MAPS + ACCT_IPV4, NFT_SET_OBJECT, KEY_LINK },
-	{ "spoofed_ipv6", ID_SPOOFED_MAPS + ACCT_IPV6, NFT_SET_OBJECT, KEY_LINK },
-	{ "ns_egress_internal", ID_NS_MAPS + 0, NFT_SET_OBJECT, KEY_ADDR },
-	{ "ns_egress_internet", ID_NS_MAPS + 1, NFT_SET_OBJECT, KEY_ADDR },
-	{ "ns_ingress_internal", ID_NS_MAPS + 2, NFT_SET_OBJECT, KEY_ADDR },
-	{ "ns_ingress_internet", ID_NS_MAPS + 3, NFT_SET_OBJECT, KEY_ADDR },
-	{ "pod_egress_internal", ID_POD_MAPS + 0, NFT_SET_OBJECT, KEY_ADDR },
-	{ "pod_egress_internet", ID_POD_MAPS + 1, NFT_SET_OBJECT, KEY_ADDR },
-	{ "pod_ingress_internal", ID_POD_MAPS + 2, NFT_SET_OBJECT, KEY_ADDR },
-	{ "pod_ingress_internet", ID_POD_MAPS + 3, NFT_SET_OBJECT, KEY_ADDR },
+const struct acct_set_def acct_table_sets[ACCT_TABLE_SETS] = {
+	{ ACCT_SET_INTERNAL, ACCT_ID_INTERNAL, NFT_SET_INTERVAL, ACCT_KEY_ADDR },
+	{ ACCT_SET_PODS, ACCT_ID_PODS, 0, ACCT_KEY_ADDR },
+	{ ACCT_SET_MASQ, ACCT_ID_MASQ, 0, ACCT_KEY_ADDR },
+	{ ACCT_MAP_EGRESS_CLASS, ACCT_ID_EGRESS_CLASS, NFT_SET_MAP, ACCT_KEY_ADDR },
+	{ ACCT_SET_POD_SRC, ACCT_ID_POD_SRC, 0, ACCT_KEY_LINK_ADDR },
+	{ "spoofed_ipv4", ACCT_ID_SPOOFED_MAPS + ACCT_IPV4, NFT_SET_OBJECT, ACCT_KEY_LINK },
+	{ "spoofed_ipv6", ACCT_ID_SPOOFED_MAPS + ACCT_IPV6, NFT_SET_OBJECT, ACCT_KEY_LINK },
+	{ "ns_egress_internal", ACCT_ID_NS_MAPS + 0, NFT_SET_OBJECT, ACCT_KEY_ADDR },
+	{ "ns_egress_internet", ACCT_ID_NS_MAPS + 1, NFT_SET_OBJECT, ACCT_KEY_ADDR },
+	{ "ns_ingress_internal", ACCT_ID_NS_MAPS + 2, NFT_SET_OBJECT, ACCT_KEY_ADDR },
+	{ "ns_ingress_internet", ACCT_ID_NS_MAPS + 3, NFT_SET_OBJECT, ACCT_KEY_ADDR },
+	{ "pod_egress_internal", ACCT_ID_POD_MAPS + 0, NFT_SET_OBJECT, ACCT_KEY_ADDR },
+	{ "pod_egress_internet", ACCT_ID_POD_MAPS + 1, NFT_SET_OBJECT, ACCT_KEY_ADDR },
+	{ "pod_ingress_internal", ACCT_ID_POD_MAPS + 2, NFT_SET_OBJECT, ACCT_KEY_ADDR },
+	{ "pod_ingress_internet", ACCT_ID_POD_MAPS + 3, NFT_SET_OBJECT, ACCT_KEY_ADDR },
 };
 
-int table_put_set(struct batch *bt, const struct set_def *d)
+int acct_table_put_set(struct acct_batch *bt, const struct acct_set_def *d)
 {
 	struct nftnl_set *s = set_new(d->name, d->id, d->flags, d->key);
 	struct nlmsghdr *nlh;
 
 	if (!s)
 		return -ENOMEM;
-	nlh = batch_msg(bt, NFT_MSG_NEWSET, NLM_F_CREATE);
+	nlh = acct_batch_msg(bt, NFT_MSG_NEWSET, NLM_F_CREATE);
 	nftnl_set_nlmsg_build_payload(nlh, s);
 	nftnl_set_free(s);
-	batch_next(bt);
+	acct_batch_next(bt);
 	return 0;
 }
 
 /* Removes every element of a set: DELSETELEM without an element list. */
-void table_flush_set(struct batch *bt, const char *set)
+void acct_table_flush_set(struct acct_batch *bt, const char *set)
 {
-	struct nlmsghdr *nlh = batch_msg(bt, NFT_MSG_DELSETELEM, 0);
+	struct nlmsghdr *nlh = acct_batch_msg(bt, NFT_MSG_DELSETELEM, 0);
 
 	mnl_attr_put_strz(nlh, NFTA_SET_ELEM_LIST_TABLE, ACCT_TABLE);
 	mnl_attr_put_strz(nlh, NFTA_SET_ELEM_LIST_SET, set);
-	batch_next(bt);
+	acct_batch_next(bt);
 }
 
-size_t table_internal_bounds(const struct acct_config *cfg, struct bound ret[TABLE_BOUNDS_MAX])
+size_t acct_table_internal_bounds(const struct acct_config *cfg,
+				  struct acct_bound ret[ACCT_TABLE_BOUNDS_MAX])
 {
 	size_t n = 0;
 
@@ -166,36 +172,37 @@ size_t table_internal_bounds(const struct acct_config *cfg, struct bound ret[TAB
 	 * space below the first range is outside the set.
 	 */
 	if (cfg->n_internal && cfg->internal[0].net != 0)
-		ret[n++] = (struct bound){ 0, true };
+		ret[n++] = (struct acct_bound){ 0, true };
 	for (size_t i = 0; i < cfg->n_internal && i < ACCT_MAX_INTERNAL; i++) {
 		uint32_t last = cidr4_last(&cfg->internal[i]);
 
-		ret[n++] = (struct bound){ cfg->internal[i].net, false };
+		ret[n++] = (struct acct_bound){ cfg->internal[i].net, false };
 		if (last != UINT32_MAX)
-			ret[n++] = (struct bound){ last + 1, true };
+			ret[n++] = (struct acct_bound){ last + 1, true };
 	}
 	return n;
 }
 
-int table_put_internal(struct batch *bt, const struct acct_config *cfg)
+int acct_table_put_internal(struct acct_batch *bt, const struct acct_config *cfg)
 {
-	struct nftnl_set *s = set_new(SET_INTERNAL, ID_INTERNAL, NFT_SET_INTERVAL, KEY_ADDR);
-	struct bound b[TABLE_BOUNDS_MAX];
-	size_t n = table_internal_bounds(cfg, b);
+	struct nftnl_set *s = set_new(ACCT_SET_INTERNAL, ACCT_ID_INTERNAL, NFT_SET_INTERVAL,
+				      ACCT_KEY_ADDR);
+	struct acct_bound b[ACCT_TABLE_BOUNDS_MAX];
+	size_t n = acct_table_internal_bounds(cfg, b);
 	struct nlmsghdr *nlh;
 
 	if (!s)
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++)
-		set_add_key(s, b[i].key, b[i].end);
-	nlh = batch_msg(bt, NFT_MSG_NEWSETELEM, NLM_F_CREATE);
+		acct_set_add_key(s, b[i].key, b[i].end);
+	nlh = acct_batch_msg(bt, NFT_MSG_NEWSETELEM, NLM_F_CREATE);
 	nftnl_set_elems_nlmsg_build_payload(nlh, s);
 	nftnl_set_free(s);
-	batch_next(bt);
+	acct_batch_next(bt);
 	return 0;
 }
 
-int acct_put_counter_msg(struct batch *bt, const char *name, uint16_t msg, uint16_t flags)
+int acct_put_counter_msg(struct acct_batch *bt, const char *name, uint16_t msg, uint16_t flags)
 {
 	struct nftnl_obj *o = nftnl_obj_alloc();
 	struct nlmsghdr *nlh;
@@ -206,21 +213,20 @@ int acct_put_counter_msg(struct batch *bt, const char *name, uint16_t msg, uint1
 	nftnl_obj_set_str(o, NFTNL_OBJ_NAME, name);
 	nftnl_obj_set_u32(o, NFTNL_OBJ_TYPE, NFT_OBJECT_COUNTER);
 	nftnl_obj_set_u32(o, NFTNL_OBJ_FAMILY, NFPROTO_INET);
-	nlh = batch_msg(bt, msg, flags);
+	nlh = acct_batch_msg(bt, msg, flags);
 	nftnl_obj_nlmsg_build_payload(nlh, o);
 	nftnl_obj_free(o);
-	batch_next(bt);
+	acct_batch_next(bt);
 	return 0;
 }
 
-int acct_put_counter(struct batch *bt, const char *name)
+int acct_put_counter(struct acct_batch *bt, const char *name)
 {
 	/* No NLM_F_EXCL: an existing counter is kept as it is, bytes and all. */
 	return acct_put_counter_msg(bt, name, NFT_MSG_NEWOBJ, NLM_F_CREATE);
 }
 
-
-int table_put_chain(struct batch *bt, const struct chain_def *d)
+int acct_table_put_chain(struct acct_batch *bt, const struct acct_chain_def *d)
 {
 	struct nftnl_chain *ch = nftnl_chain_alloc();
 	struct nlmsghdr *nlh;
@@ -235,15 +241,15 @@ int table_put_chain(struct batch *bt, const struct chain_def *d)
 		nftnl_chain_set_str(ch, NFTNL_CHAIN_TYPE, d->type);
 		nftnl_chain_set_u32(ch, NFTNL_CHAIN_POLICY, NF_ACCEPT);
 	}
-	nlh = batch_msg(bt, NFT_MSG_NEWCHAIN, NLM_F_CREATE);
+	nlh = acct_batch_msg(bt, NFT_MSG_NEWCHAIN, NLM_F_CREATE);
 	nftnl_chain_nlmsg_build_payload(nlh, ch);
 	nftnl_chain_free(ch);
-	batch_next(bt);
+	acct_batch_next(bt);
 	return 0;
 }
 
 /* Removes every rule of a chain: a rule without a handle names them all. */
-int table_flush_chain(struct batch *bt, const char *chain)
+int acct_table_flush_chain(struct acct_batch *bt, const char *chain)
 {
 	struct nftnl_rule *flush = nftnl_rule_alloc();
 	struct nlmsghdr *nlh;
@@ -252,24 +258,24 @@ int table_flush_chain(struct batch *bt, const char *chain)
 		return -ENOMEM;
 	nftnl_rule_set_str(flush, NFTNL_RULE_TABLE, ACCT_TABLE);
 	nftnl_rule_set_str(flush, NFTNL_RULE_CHAIN, chain);
-	nlh = batch_msg(bt, NFT_MSG_DELRULE, 0);
+	nlh = acct_batch_msg(bt, NFT_MSG_DELRULE, 0);
 	nftnl_rule_nlmsg_build_payload(nlh, flush);
 	nftnl_rule_free(flush);
-	batch_next(bt);
+	acct_batch_next(bt);
 	return 0;
 }
 
 /* Adds a rule to the end of its chain. */
-int table_put_rule(struct batch *bt, struct nftnl_rule *r)
+int acct_table_put_rule(struct acct_batch *bt, struct nftnl_rule *r)
 {
-	struct nlmsghdr *nlh = batch_msg(bt, NFT_MSG_NEWRULE, NLM_F_CREATE | NLM_F_APPEND);
+	struct nlmsghdr *nlh = acct_batch_msg(bt, NFT_MSG_NEWRULE, NLM_F_CREATE | NLM_F_APPEND);
 
 	nftnl_rule_nlmsg_build_payload(nlh, r);
-	batch_next(bt);
+	acct_batch_next(bt);
 	return 0;
 }
 
-int table_put_host_counters(struct batch *bt)
+int acct_table_put_host_counters(struct acct_batch *bt)
 {
 	char name[ACCT_COUNTER_NAME_MAX];
 	int r = 0;
