@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * The declaration of table `inet tollgate`: read what the kernel holds, compare
- * it with what the config asks for (table.c), and write only the difference
- * in one atomic batch.
+ * The declaration of table `inet tollgate`: read what the kernel holds,
+ * compare it with what the config asks for (table.c, rules.c), and write
+ * only the difference in one atomic batch.
  *
  * Replacing objects that packets may be using makes the kernel wait for an
  * RCU grace period (when the socket closes), and makes concurrent callers
@@ -77,7 +77,7 @@ static int set_index(const char *name)
  * A chain's stamp: what its rules are made from (the layout's version, the
  * chain, the config's fields that rules use; not internalCIDRs, which live
  * in a set). Computed without building a rule, so the ADD's probe stays
- * cheap; ACCT_TABLE_LAYOUT changes with every change of the rules table.c builds.
+ * cheap; ACCT_TABLE_LAYOUT changes with every change of the rules rules.c builds.
  */
 static void chain_stamp(const struct acct_config *cfg, int c, char ret[STAMP_LEN])
 {

@@ -8,7 +8,7 @@
  * what it repaired), the pool (IMDS sync), collection of attachments whose
  * netns is gone and of unused uplink classes, the policy applied to running
  * pods when the config changes, the plugin's installation, and the metrics.
- * One event loop (agent/main.c); the tasks here run to completion, each in
+ * One event loop (agent/loop.c); the tasks here run to completion, each in
  * well under a second on a declared node.
  */
 
