@@ -20,7 +20,7 @@
 /* Answers the default receive buffer (about 200 kB) surely holds. */
 #define ACKS_IN_DEFAULT_RCVBUF 128u
 
-int nft_conn_open(struct nft_conn *c, size_t bufsize, struct tg_err *e)
+int acct_nft_open(struct acct_nft_conn *c, size_t bufsize, struct tg_err *e)
 {
 	int one = 1;
 
@@ -48,16 +48,16 @@ int nft_conn_open(struct nft_conn *c, size_t bufsize, struct tg_err *e)
 	return 0;
 }
 
-void nft_conn_close(struct nft_conn *c)
+void acct_nft_close(struct acct_nft_conn *c)
 {
 	if (c->nl)
 		mnl_socket_close(c->nl);
 	c->nl = NULL;
 }
 
-struct batch *batch_new(size_t size)
+struct acct_batch *acct_batch_new(size_t size)
 {
-	struct batch *bt = calloc(1, sizeof(*bt));
+	struct acct_batch *bt = calloc(1, sizeof(*bt));
 
 	if (!bt)
 		return NULL;
@@ -71,14 +71,14 @@ struct batch *batch_new(size_t size)
 	return bt;
 }
 
-static void batch_stop(struct batch *bt)
+static void batch_stop(struct acct_batch *bt)
 {
 	if (bt->b)
 		mnl_nlmsg_batch_stop(bt->b);
 	bt->b = NULL;
 }
 
-void batch_free(struct batch *bt)
+void acct_batch_free(struct acct_batch *bt)
 {
 	if (!bt)
 		return;
@@ -95,7 +95,7 @@ void batch_free(struct batch *bt)
  */
 static uint32_t next_seq;
 
-void batch_start(struct batch *bt)
+void acct_batch_start(struct acct_batch *bt)
 {
 	batch_stop(bt);
 	memset(bt->buf, 0, bt->size);
@@ -110,7 +110,7 @@ void batch_start(struct batch *bt)
 	mnl_nlmsg_batch_next(bt->b);
 }
 
-struct nlmsghdr *batch_msg(struct batch *bt, uint16_t type, uint16_t flags)
+struct nlmsghdr *acct_batch_msg(struct acct_batch *bt, uint16_t type, uint16_t flags)
 {
 	struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(bt->b), type,
 						     NFPROTO_INET, flags | NLM_F_ACK, bt->seq++);
@@ -119,7 +119,7 @@ struct nlmsghdr *batch_msg(struct batch *bt, uint16_t type, uint16_t flags)
 	return nlh;
 }
 
-void batch_next(struct batch *bt)
+void acct_batch_next(struct acct_batch *bt)
 {
 	if (!mnl_nlmsg_batch_next(bt->b))
 		bt->full = true;
@@ -146,8 +146,8 @@ static const char *extack_msg(const struct nlmsghdr *nlh)
 }
 
 /* True for an answer to one of this batch's messages (its begin and end included). */
-static bool answers_batch(const struct nlmsghdr *nlh, const struct nft_conn *c,
-			  const struct batch *bt)
+static bool answers_batch(const struct nlmsghdr *nlh, const struct acct_nft_conn *c,
+			  const struct acct_batch *bt)
 {
 	return nlh->nlmsg_type == NLMSG_ERROR && nlh->nlmsg_pid == c->portid &&
 	       nlh->nlmsg_seq - bt->first_seq < bt->seq - bt->first_seq;
@@ -160,16 +160,16 @@ static bool answers_batch(const struct nlmsghdr *nlh, const struct nft_conn *c,
  * are coming (a batch it refuses as a whole, or one that ran out of memory,
  * is answered by a single error, not one per message).
  */
-int batch_send(struct nft_conn *c, struct batch *bt, char *why, size_t why_len)
+int acct_batch_send(struct acct_nft_conn *c, struct acct_batch *bt, char *why, size_t why_len)
 {
-	char buf[NFT_RECV_SIZE];
+	char buf[ACCT_NFT_RECV_SIZE];
 	unsigned int got = 0;
 	int first = 0;
 
 	if (bt->full)
 		return -ENOBUFS;
 	nftnl_batch_end(mnl_nlmsg_batch_current(bt->b), bt->seq++);
-	batch_next(bt);
+	acct_batch_next(bt);
 	if (bt->full)
 		return -ENOBUFS;
 	next_seq = bt->seq + 1;
@@ -219,17 +219,17 @@ int batch_send(struct nft_conn *c, struct batch *bt, char *why, size_t why_len)
 	return first;
 }
 
-int nft_get(struct nft_conn *c, uint16_t type, void (*build)(struct nlmsghdr *, const void *),
-	    const void *arg)
+int acct_nft_get(struct acct_nft_conn *c, uint16_t type,
+		 void (*build)(struct nlmsghdr *, const void *), const void *arg)
 {
-	char buf[NFT_RECV_SIZE] = { 0 };
+	char buf[ACCT_NFT_RECV_SIZE] = { 0 };
 	struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(buf, type, NFPROTO_INET, NLM_F_ACK, 1);
 
 	build(nlh, arg);
-	return nft_request(c, buf, sizeof(buf), NULL, NULL);
+	return acct_nft_request(c, buf, sizeof(buf), NULL, NULL);
 }
 
-int nft_request(struct nft_conn *c, char *buf, size_t size, mnl_cb_t cb, void *arg)
+int acct_nft_request(struct acct_nft_conn *c, char *buf, size_t size, mnl_cb_t cb, void *arg)
 {
 	const struct nlmsghdr *nlh = (const struct nlmsghdr *)buf;
 	uint32_t seq = nlh->nlmsg_seq;
@@ -251,7 +251,7 @@ int nft_request(struct nft_conn *c, char *buf, size_t size, mnl_cb_t cb, void *a
 	}
 }
 
-int nft_fail(struct tg_err *e, int r, const char *what, const char *why)
+int acct_nft_fail(struct tg_err *e, int r, const char *what, const char *why)
 {
 	return tg_fail(e, CNI_ERR_IO, r, "nftables: %s failed: %s%s%s", what, strerror(-r),
 		       why && why[0] ? ": " : "", why ? why : "");

@@ -24,7 +24,7 @@
 #define READER_TRIES 5
 
 struct acct_reader {
-	struct nft_conn c;
+	struct acct_nft_conn c;
 	uint32_t seq;
 	char buf[READER_RECV_SIZE];
 };
@@ -50,7 +50,7 @@ struct acct_reader *acct_reader_new(void)
 
 static void reader_close(struct acct_reader *rd)
 {
-	nft_conn_close(&rd->c);
+	acct_nft_close(&rd->c);
 	memset(&rd->c, 0, sizeof(rd->c));
 }
 
@@ -181,7 +181,7 @@ static int read_table(struct acct_reader *rd, struct table_seen *t)
 
 	*t = (struct table_seen){ 0 };
 	start(rd, NFT_MSG_GETTABLE, NLM_F_ACK);
-	r = nft_request(&rd->c, rd->buf, sizeof(rd->buf), table_cb, t);
+	r = acct_nft_request(&rd->c, rd->buf, sizeof(rd->buf), table_cb, t);
 
 	return r == 0 && !t->found ? -EPROTO : r;
 }
@@ -193,13 +193,13 @@ int acct_reader_read(struct acct_reader *rd, acct_counter_fn fn, void *arg)
 	int r = -EINTR;
 
 	for (int i = 0; i < READER_TRIES && r == -EINTR; i++) {
-		if (!rd->c.nl && (r = nft_conn_open(&rd->c, 0, NULL)) < 0)
+		if (!rd->c.nl && (r = acct_nft_open(&rd->c, 0, NULL)) < 0)
 			return r;
 		ctx.seen = 0;
 		r = read_table(rd, &t);
 		if (r == 0) {
 			start(rd, NFT_MSG_GETOBJ, NLM_F_DUMP | NLM_F_ACK);
-			r = nft_request(&rd->c, rd->buf, sizeof(rd->buf), counter_cb, &ctx);
+			r = acct_nft_request(&rd->c, rd->buf, sizeof(rd->buf), counter_cb, &ctx);
 		}
 		/* A failed read may leave answers queued: the next one starts on a fresh socket. */
 		if (r < 0 && r != -ENOENT)

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * The declaration of table `inet tollgate`: read what the kernel holds, compare
- * it with what the config asks for (table.c), and write only the difference
- * in one atomic batch.
+ * The declaration of table `inet tollgate`: read what the kernel holds,
+ * compare it with what the config asks for (table.c, rules.c), and write
+ * only the difference in one atomic batch.
  *
  * Replacing objects that packets may be using makes the kernel wait for an
  * RCU grace period (when the socket closes), and makes concurrent callers
@@ -36,10 +36,10 @@
 
 /* What the config asks for: the rules, each chain's stamp, the internal set. */
 struct want {
-	struct rule_list rules;
-	char stamp[TABLE_CHAINS][STAMP_LEN];
-	size_t n_rules[TABLE_CHAINS];
-	struct bound bounds[TABLE_BOUNDS_MAX];
+	struct acct_rule_list rules;
+	char stamp[ACCT_TABLE_CHAINS][STAMP_LEN];
+	size_t n_rules[ACCT_TABLE_CHAINS];
+	struct acct_bound bounds[ACCT_TABLE_BOUNDS_MAX];
 	size_t n_bounds;
 };
 
@@ -47,28 +47,28 @@ struct want {
 struct seen {
 	bool table;
 	bool sets_read, chains_read;
-	bool set[TABLE_SETS];
-	bool chain[TABLE_CHAINS];
-	size_t n_rules[TABLE_CHAINS];
-	size_t stamped[TABLE_CHAINS];	/* rules carrying the chain's stamp */
-	struct bound bounds[TABLE_BOUNDS_MAX + 1];
-	size_t n_bounds;		/* TABLE_BOUNDS_MAX + 1: more than any config makes */
+	bool set[ACCT_TABLE_SETS];
+	bool chain[ACCT_TABLE_CHAINS];
+	size_t n_rules[ACCT_TABLE_CHAINS];
+	size_t stamped[ACCT_TABLE_CHAINS];	/* rules carrying the chain's stamp */
+	struct acct_bound bounds[ACCT_TABLE_BOUNDS_MAX + 1];
+	size_t n_bounds;		/* ACCT_TABLE_BOUNDS_MAX + 1: more than any config makes */
 	const struct want *want;
 	int err;
 };
 
 static int chain_index(const char *name)
 {
-	for (int i = 0; name && i < TABLE_CHAINS; i++)
-		if (strcmp(table_chains[i].name, name) == 0)
+	for (int i = 0; name && i < ACCT_TABLE_CHAINS; i++)
+		if (strcmp(acct_table_chains[i].name, name) == 0)
 			return i;
 	return -1;
 }
 
 static int set_index(const char *name)
 {
-	for (int i = 0; name && i < TABLE_SETS; i++)
-		if (strcmp(table_sets[i].name, name) == 0)
+	for (int i = 0; name && i < ACCT_TABLE_SETS; i++)
+		if (strcmp(acct_table_sets[i].name, name) == 0)
 			return i;
 	return -1;
 }
@@ -77,14 +77,14 @@ static int set_index(const char *name)
  * A chain's stamp: what its rules are made from (the layout's version, the
  * chain, the config's fields that rules use; not internalCIDRs, which live
  * in a set). Computed without building a rule, so the ADD's probe stays
- * cheap; TABLE_LAYOUT changes with every change of the rules table.c builds.
+ * cheap; ACCT_TABLE_LAYOUT changes with every change of the rules rules.c builds.
  */
 static void chain_stamp(const struct acct_config *cfg, int c, char ret[STAMP_LEN])
 {
-	uint64_t h = hash_fnv1a64(TABLE_LAYOUT, strlen(TABLE_LAYOUT), FNV1A64_INIT);
+	uint64_t h = hash_fnv1a64(ACCT_TABLE_LAYOUT, strlen(ACCT_TABLE_LAYOUT), FNV1A64_INIT);
 	uint8_t flags = (uint8_t)(cfg->masquerade | cfg->enabled << 1 | cfg->per_pod << 2);
 
-	h = hash_fnv1a64(table_chains[c].name, strlen(table_chains[c].name), h);
+	h = hash_fnv1a64(acct_table_chains[c].name, strlen(acct_table_chains[c].name), h);
 	h = hash_fnv1a64(&flags, sizeof(flags), h);
 	h = hash_fnv1a64(&cfg->internet_mark, sizeof(cfg->internet_mark), h);
 	h = hash_fnv1a64(&cfg->inet_ingress_classid, sizeof(cfg->inet_ingress_classid), h);
@@ -112,7 +112,7 @@ static int want_build(const struct acct_config *cfg, struct want *w, bool to_wri
 	int r;
 
 	memset(w, 0, sizeof(*w));
-	r = table_rules(cfg, &w->rules);
+	r = acct_table_rules(cfg, &w->rules);
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < w->rules.n; i++) {
@@ -122,12 +122,12 @@ static int want_build(const struct acct_config *cfg, struct want *w, bool to_wri
 			return -EINVAL;
 		w->n_rules[c]++;
 	}
-	for (int c = 0; c < TABLE_CHAINS; c++)
+	for (int c = 0; c < ACCT_TABLE_CHAINS; c++)
 		chain_stamp(cfg, c, w->stamp[c]);
 	for (size_t i = 0; to_write && i < w->rules.n && r == 0; i++)
 		r = set_comment(w->rules.r[i],
 				w->stamp[chain_index(nftnl_rule_get_str(w->rules.r[i], NFTNL_RULE_CHAIN))]);
-	w->n_bounds = table_internal_bounds(cfg, w->bounds);
+	w->n_bounds = acct_table_internal_bounds(cfg, w->bounds);
 	return r;
 }
 
@@ -195,14 +195,15 @@ static int bound_cb(struct nftnl_set_elem *el, void *p)
 	uint32_t flags = nftnl_set_elem_is_set(el, NFTNL_SET_ELEM_FLAGS)
 				 ? nftnl_set_elem_get_u32(el, NFTNL_SET_ELEM_FLAGS) : 0;
 
-	if (s->n_bounds > TABLE_BOUNDS_MAX)
+	if (s->n_bounds > ACCT_TABLE_BOUNDS_MAX)
 		return 0;
 	if (!key || len != 4) {
-		s->n_bounds = TABLE_BOUNDS_MAX + 1; /* not ours: replace */
+		s->n_bounds = ACCT_TABLE_BOUNDS_MAX + 1; /* not ours: replace */
 		return 0;
 	}
 	memcpy(&be, key, 4);
-	s->bounds[s->n_bounds++] = (struct bound){ ntohl(be), (flags & NFT_SET_ELEM_INTERVAL_END) != 0 };
+	s->bounds[s->n_bounds++] =
+		(struct acct_bound){ ntohl(be), (flags & NFT_SET_ELEM_INTERVAL_END) != 0 };
 	return 0;
 }
 
@@ -219,9 +220,10 @@ static int elems_cb(const struct nlmsghdr *nlh, void *p)
 }
 
 /* One dump of the table's objects of a kind; -ENOENT when the table is missing. */
-static int dump(struct nft_conn *c, uint16_t type, const char *set, mnl_cb_t cb, struct seen *s)
+static int dump(struct acct_nft_conn *c, uint16_t type, const char *set, mnl_cb_t cb,
+		struct seen *s)
 {
-	char buf[NFT_RECV_SIZE] = { 0 };
+	char buf[ACCT_NFT_RECV_SIZE] = { 0 };
 	struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(buf, type, NFPROTO_INET,
 						     NLM_F_DUMP | NLM_F_ACK, 1);
 	int r;
@@ -233,20 +235,20 @@ static int dump(struct nft_conn *c, uint16_t type, const char *set, mnl_cb_t cb,
 		/* NFTA_RULE_TABLE, NFTA_CHAIN_TABLE and NFTA_SET_TABLE are all attribute 1 */
 		mnl_attr_put_strz(nlh, NFTA_RULE_TABLE, ACCT_TABLE);
 	}
-	r = nft_request(c, buf, sizeof(buf), cb, s);
+	r = acct_nft_request(c, buf, sizeof(buf), cb, s);
 	return r < 0 && s->err ? s->err : r;
 }
 
-static bool bound_less(const struct bound *a, const struct bound *b)
+static bool bound_less(const struct acct_bound *a, const struct acct_bound *b)
 {
 	return a->key != b->key ? a->key < b->key : a->end < b->end;
 }
 
-static void bounds_sort(struct bound *b, size_t n)
+static void bounds_sort(struct acct_bound *b, size_t n)
 {
 	for (size_t i = 1; i < n; i++)
 		for (size_t j = i; j > 0 && bound_less(&b[j], &b[j - 1]); j--) {
-			struct bound t = b[j];
+			struct acct_bound t = b[j];
 
 			b[j] = b[j - 1];
 			b[j - 1] = t;
@@ -266,7 +268,7 @@ static bool chain_right(const struct want *w, const struct seen *s, int c)
 
 static bool internal_right(const struct want *w, struct seen *s)
 {
-	struct bound want[TABLE_BOUNDS_MAX];
+	struct acct_bound want[ACCT_TABLE_BOUNDS_MAX];
 
 	if (s->n_bounds != w->n_bounds)
 		return false;
@@ -281,7 +283,7 @@ static bool internal_right(const struct want *w, struct seen *s)
 
 static bool rules_seen(const struct seen *s)
 {
-	for (int i = 0; i < TABLE_CHAINS; i++)
+	for (int i = 0; i < ACCT_TABLE_CHAINS; i++)
 		if (s->n_rules[i])
 			return true;
 	return false;
@@ -298,7 +300,7 @@ static void build_gettable(struct nlmsghdr *nlh, const void *unused)
  * chain and the sets they name exist), the set `internal`, and only when
  * something is off the chains and sets themselves.
  */
-static int read_kernel(struct nft_conn *c, const struct want *w, struct seen *s)
+static int read_kernel(struct acct_nft_conn *c, const struct want *w, struct seen *s)
 {
 	bool rules_right = true;
 	int r;
@@ -308,15 +310,15 @@ static int read_kernel(struct nft_conn *c, const struct want *w, struct seen *s)
 	r = dump(c, NFT_MSG_GETRULE, NULL, rule_cb, s);
 	if (r == 0 && !rules_seen(s))
 		/* A dump names no table that is missing: ask for the table itself. */
-		r = nft_get(c, NFT_MSG_GETTABLE, build_gettable, NULL);
+		r = acct_nft_get(c, NFT_MSG_GETTABLE, build_gettable, NULL);
 	if (r == -ENOENT)
 		return 0; /* no table: everything is missing */
 	if (r < 0)
 		return r;
 	s->table = true;
-	for (int i = 0; i < TABLE_CHAINS; i++)
+	for (int i = 0; i < ACCT_TABLE_CHAINS; i++)
 		rules_right = rules_right && chain_right(w, s, i);
-	r = dump(c, NFT_MSG_GETSETELEM, SET_INTERNAL, elems_cb, s);
+	r = dump(c, NFT_MSG_GETSETELEM, ACCT_SET_INTERNAL, elems_cb, s);
 	if (r < 0 && r != -ENOENT)
 		return r;
 	if (rules_right && r == 0)
@@ -331,10 +333,10 @@ static int read_kernel(struct nft_conn *c, const struct want *w, struct seen *s)
 
 /* ---- writing the difference ---- */
 
-static int put_difference(struct batch *bt, const struct acct_config *cfg, const struct want *w,
-			  struct seen *s, struct acct_repairs *rep)
+static int put_difference(struct acct_batch *bt, const struct acct_config *cfg,
+			  const struct want *w, struct seen *s, struct acct_repairs *rep)
 {
-	bool rules_right = true, sets_right = true, redo[TABLE_CHAINS];
+	bool rules_right = true, sets_right = true, redo[ACCT_TABLE_CHAINS];
 	int r = 0;
 
 	if (!s->table) {
@@ -344,48 +346,48 @@ static int put_difference(struct batch *bt, const struct acct_config *cfg, const
 		if (!t)
 			return -ENOMEM;
 		nftnl_table_set_str(t, NFTNL_TABLE_NAME, ACCT_TABLE);
-		nlh = batch_msg(bt, NFT_MSG_NEWTABLE, NLM_F_CREATE);
+		nlh = acct_batch_msg(bt, NFT_MSG_NEWTABLE, NLM_F_CREATE);
 		nftnl_table_nlmsg_build_payload(nlh, t);
 		nftnl_table_free(t);
-		batch_next(bt);
+		acct_batch_next(bt);
 		rep->table++;
 	}
-	for (int i = 0; i < TABLE_CHAINS; i++)
+	for (int i = 0; i < ACCT_TABLE_CHAINS; i++)
 		rules_right = rules_right && chain_right(w, s, i);
-	for (int i = 0; i < TABLE_SETS; i++) {
+	for (int i = 0; i < ACCT_TABLE_SETS; i++) {
 		if (s->table && (rules_right || s->set[i]))
 			continue;
-		r |= table_put_set(bt, &table_sets[i]);
+		r |= acct_table_put_set(bt, &acct_table_sets[i]);
 		rep->sets++;
 		sets_right = false;
 	}
 	if (!rules_right)
-		r |= table_put_host_counters(bt);
+		r |= acct_table_put_host_counters(bt);
 	/* Chains first: a rule may jump to a chain that comes later. */
-	for (int c = 0; c < TABLE_CHAINS; c++) {
+	for (int c = 0; c < ACCT_TABLE_CHAINS; c++) {
 		/* Unread (every rule was right) means present. */
 		bool exists = s->chain[c] || (s->table && !s->chains_read);
 
 		redo[c] = !exists || !rules_right_in(w, s, c);
 		if (!exists) {
-			r |= table_put_chain(bt, &table_chains[c]);
+			r |= acct_table_put_chain(bt, &acct_table_chains[c]);
 			rep->chains++;
 		} else if (redo[c] && s->n_rules[c]) {
-			r |= table_flush_chain(bt, table_chains[c].name);
+			r |= acct_table_flush_chain(bt, acct_table_chains[c].name);
 		}
 	}
-	for (int c = 0; c < TABLE_CHAINS; c++) {
+	for (int c = 0; c < ACCT_TABLE_CHAINS; c++) {
 		if (!redo[c])
 			continue;
 		for (size_t i = 0; i < w->rules.n; i++)
 			if (chain_index(nftnl_rule_get_str(w->rules.r[i], NFTNL_RULE_CHAIN)) == c)
-				r |= table_put_rule(bt, w->rules.r[i]);
+				r |= acct_table_put_rule(bt, w->rules.r[i]);
 		rep->rules += w->n_rules[c];
 	}
 	if (!sets_right || !internal_right(w, s)) {
 		if (s->table && s->n_bounds)
-			table_flush_set(bt, SET_INTERNAL);
-		r |= table_put_internal(bt, cfg);
+			acct_table_flush_set(bt, ACCT_SET_INTERNAL);
+		r |= acct_table_put_internal(bt, cfg);
 		rep->internal++;
 	}
 	return r ? -ENOMEM : sets_right ? 0 : 1;
@@ -399,9 +401,9 @@ static unsigned repairs_total(const struct acct_repairs *rep)
 int acct_declare(const struct acct_config *cfg, const struct acct_pod *all, size_t n_all,
 		 unsigned flags, struct acct_repairs *ret, struct tg_err *e)
 {
-	struct nft_conn c = { 0 };
+	struct acct_nft_conn c = { 0 };
 	struct acct_repairs rep = { 0 };
-	struct batch *bt = NULL;
+	struct acct_batch *bt = NULL;
 	struct want *w = calloc(1, sizeof(*w));
 	struct seen *s = calloc(1, sizeof(*s));
 	char why[256] = "";
@@ -411,7 +413,7 @@ int acct_declare(const struct acct_config *cfg, const struct acct_pod *all, size
 		r = tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
 		goto out;
 	}
-	r = nft_conn_open(&c, n_all * ACCT_BATCH_PER_POD, e);
+	r = acct_nft_open(&c, n_all * ACCT_BATCH_PER_POD, e);
 	if (r < 0)
 		goto out;
 	r = read_kernel(&c, w, s);
@@ -421,22 +423,22 @@ int acct_declare(const struct acct_config *cfg, const struct acct_pod *all, size
 	 * the rest of the interrupted dump may still be queued on this one.
 	 */
 	for (int tries = 1; r == -EINTR && tries < READ_TRIES; tries++) {
-		nft_conn_close(&c);
-		r = nft_conn_open(&c, n_all * ACCT_BATCH_PER_POD, e);
+		acct_nft_close(&c);
+		r = acct_nft_open(&c, n_all * ACCT_BATCH_PER_POD, e);
 		if (r < 0)
 			goto out;
 		r = read_kernel(&c, w, s);
 	}
 	if (r < 0) {
-		r = nft_fail(e, r, "reading table inet " ACCT_TABLE, "");
+		r = acct_nft_fail(e, r, "reading table inet " ACCT_TABLE, "");
 		goto out;
 	}
-	bt = batch_new(2 * (ACCT_BATCH_BASE + n_all * ACCT_BATCH_PER_POD));
+	bt = acct_batch_new(2 * (ACCT_BATCH_BASE + n_all * ACCT_BATCH_PER_POD));
 	if (!bt) {
 		r = tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
 		goto out;
 	}
-	batch_start(bt);
+	acct_batch_start(bt);
 	lost = put_difference(bt, cfg, w, s, &rep);
 	r = lost < 0 ? lost : 0;
 	/* Sets made anew lost their elements: every pod goes back in, from the store. */
@@ -444,16 +446,16 @@ int acct_declare(const struct acct_config *cfg, const struct acct_pod *all, size
 		for (size_t i = 0; i < n_all && r == 0; i++)
 			r = acct_put_pod(bt, cfg, &all[i]);
 	if (r == 0 && (repairs_total(&rep) || (flags & ACCT_DECLARE_PODS && n_all)))
-		r = batch_send(&c, bt, why, sizeof(why));
+		r = acct_batch_send(&c, bt, why, sizeof(why));
 	if (r < 0)
-		r = nft_fail(e, r, "declaring table inet " ACCT_TABLE, why);
+		r = acct_nft_fail(e, r, "declaring table inet " ACCT_TABLE, why);
 out:
 	if (ret)
 		*ret = rep;
-	batch_free(bt);
-	nft_conn_close(&c);
+	acct_batch_free(bt);
+	acct_nft_close(&c);
 	if (w)
-		rule_list_free(&w->rules);
+		acct_rule_list_free(&w->rules);
 	free(w);
 	free(s);
 	return r < 0 ? r : repairs_total(&rep) > 0;
@@ -461,7 +463,7 @@ out:
 
 int acct_declared(const struct acct_config *cfg)
 {
-	struct nft_conn c = { 0 };
+	struct acct_nft_conn c = { 0 };
 	struct want *w = calloc(1, sizeof(*w));
 	struct seen *s = calloc(1, sizeof(*s));
 	bool right = true;
@@ -471,18 +473,18 @@ int acct_declared(const struct acct_config *cfg)
 		r = -ENOMEM;
 		goto out;
 	}
-	r = nft_conn_open(&c, 0, NULL);
+	r = acct_nft_open(&c, 0, NULL);
 	if (r == 0)
 		r = read_kernel(&c, w, s);
-	nft_conn_close(&c);
+	acct_nft_close(&c);
 	if (r < 0)
 		goto out;
-	for (int i = 0; i < TABLE_CHAINS; i++)
+	for (int i = 0; i < ACCT_TABLE_CHAINS; i++)
 		right = right && chain_right(w, s, i);
 	r = s->table && right && internal_right(w, s);
 out:
 	if (w)
-		rule_list_free(&w->rules);
+		acct_rule_list_free(&w->rules);
 	free(w);
 	free(s);
 	return r;

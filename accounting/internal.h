@@ -12,17 +12,17 @@
 
 #include "accounting/accounting.h"
 
-#define SET_INTERNAL "internal"
-#define SET_PODS "pods"
-#define SET_MASQ "masq"
-#define MAP_EGRESS_CLASS "egress_class"
-#define SET_POD_SRC "pod_src"
+#define ACCT_SET_INTERNAL "internal"
+#define ACCT_SET_PODS "pods"
+#define ACCT_SET_MASQ "masq"
+#define ACCT_MAP_EGRESS_CLASS "egress_class"
+#define ACCT_SET_POD_SRC "pod_src"
 /* nft's datatype ids, so that `nft list` prints keys and values as what they are */
-#define NFT_TYPE_IPADDR 7
-#define NFT_TYPE_CLASSID 23
-#define NFT_TYPE_IFNAME 41
-#define NFT_TYPE_CONCAT(a, b) ((a) << 6 | (b)) /* nft's TYPE_BITS */
-#define NFT_RECV_SIZE 16384 /* MNL_SOCKET_BUFFER_SIZE is a runtime value (page size) */
+#define ACCT_NFT_TYPE_IPADDR 7
+#define ACCT_NFT_TYPE_CLASSID 23
+#define ACCT_NFT_TYPE_IFNAME 41
+#define ACCT_NFT_TYPE_CONCAT(a, b) ((a) << 6 | (b)) /* nft's TYPE_BITS */
+#define ACCT_NFT_RECV_SIZE 16384 /* MNL_SOCKET_BUFFER_SIZE is a runtime value (page size) */
 
 /* Kernel 6.3's "delete if present" messages; older uapi headers lack them. */
 #ifndef NFT_MSG_DESTROYSETELEM
@@ -38,12 +38,12 @@ extern const char *const acct_spoofed_maps[ACCT_FAMILIES];
 
 /* ---- netlink transport (batch.c) ---- */
 
-struct nft_conn {
+struct acct_nft_conn {
 	struct mnl_socket *nl;
 	uint32_t portid;
 };
 
-struct batch {
+struct acct_batch {
 	char *buf;
 	size_t size;
 	struct mnl_nlmsg_batch *b;
@@ -53,84 +53,121 @@ struct batch {
 	bool full;		/* a message did not fit: never send */
 };
 
-int nft_conn_open(struct nft_conn *c, size_t bufsize, struct tg_err *e);
-void nft_conn_close(struct nft_conn *c);
-struct batch *batch_new(size_t size);
-void batch_free(struct batch *bt);
-void batch_start(struct batch *bt);
-struct nlmsghdr *batch_msg(struct batch *bt, uint16_t type, uint16_t flags);
-void batch_next(struct batch *bt);
+int acct_nft_open(struct acct_nft_conn *c, size_t bufsize, struct tg_err *e);
+void acct_nft_close(struct acct_nft_conn *c);
+struct acct_batch *acct_batch_new(size_t size);
+void acct_batch_free(struct acct_batch *bt);
+void acct_batch_start(struct acct_batch *bt);
+struct nlmsghdr *acct_batch_msg(struct acct_batch *bt, uint16_t type, uint16_t flags);
+void acct_batch_next(struct acct_batch *bt);
 /* 0, or the first negative errno the kernel reported (its extack text in `why`). */
-int batch_send(struct nft_conn *c, struct batch *bt, char *why, size_t why_len);
+int acct_batch_send(struct acct_nft_conn *c, struct acct_batch *bt, char *why, size_t why_len);
 /* One non-dump request; 0 when the kernel answered with the object, -ENOENT when absent. */
-int nft_get(struct nft_conn *c, uint16_t type, void (*build)(struct nlmsghdr *, const void *),
-	    const void *arg);
+int acct_nft_get(struct acct_nft_conn *c, uint16_t type,
+		 void (*build)(struct nlmsghdr *, const void *), const void *arg);
 /*
  * Sends the request built at the start of buf and runs cb (NULL: none) over
  * every answer until the last (ACK or end of dump), receiving into buf. 0, or
  * a negative errno: the kernel's, or -EIO when cb refused a message.
  */
-int nft_request(struct nft_conn *c, char *buf, size_t size, mnl_cb_t cb, void *arg);
-int nft_fail(struct tg_err *e, int r, const char *what, const char *why);
+int acct_nft_request(struct acct_nft_conn *c, char *buf, size_t size, mnl_cb_t cb, void *arg);
+int acct_nft_fail(struct tg_err *e, int r, const char *what, const char *why);
 
-/* ---- the table's skeleton (table.c) ---- */
+/* ---- the table's skeleton (table.c) and its rules (rules.c) ---- */
 
 struct nftnl_rule;
 
 /* What a set is keyed by: a pod's address, its host link's name, or both. */
-enum set_key { KEY_ADDR, KEY_LINK, KEY_LINK_ADDR };
+enum acct_set_key { ACCT_KEY_ADDR, ACCT_KEY_LINK, ACCT_KEY_LINK_ADDR };
 
-struct set_def {
+/* Set ids let rules in the same transaction refer to sets created in it. */
+enum {
+	ACCT_ID_INTERNAL = 1,
+	ACCT_ID_PODS,
+	ACCT_ID_MASQ,
+	ACCT_ID_EGRESS_CLASS,
+	ACCT_ID_NS_MAPS,
+	ACCT_ID_POD_MAPS = ACCT_ID_NS_MAPS + ACCT_CLASSES,
+	ACCT_ID_POD_SRC = ACCT_ID_POD_MAPS + ACCT_CLASSES,
+	ACCT_ID_SPOOFED_MAPS,
+};
+
+struct acct_set_def {
 	const char *name;
 	uint32_t id;		/* lets rules of the same transaction name a set made in it */
 	uint32_t flags;
-	enum set_key key;
+	enum acct_set_key key;
 };
-#define TABLE_SETS 15
-extern const struct set_def table_sets[TABLE_SETS];
+#define ACCT_TABLE_SETS 15
+extern const struct acct_set_def acct_table_sets[ACCT_TABLE_SETS];
 
-struct chain_def {
+struct acct_chain_def {
 	const char *name;
 	const char *type;	/* NULL: a regular chain, reached by jump or goto */
 	uint32_t hook;
 	int32_t prio;
 };
-#define TABLE_CHAINS 11
-extern const struct chain_def table_chains[TABLE_CHAINS];
+#define ACCT_TABLE_CHAINS 11
+extern const struct acct_chain_def acct_table_chains[ACCT_TABLE_CHAINS];
 
 /*
- * The version of the rules table_rules builds: part of every rule's stamp, so
+ * Forwarded packets are classified once per direction: `forward` jumps to
+ * fwd_egress (by destination) and fwd_ingress (by source), each of which
+ * looks @internal up once and goes to its *_internal chain on a match. Two
+ * interval lookups a packet, however many counting rules follow.
+ */
+#define ACCT_CHAIN_FWD_EGRESS "fwd_egress"
+#define ACCT_CHAIN_FWD_EGRESS_INTERNAL "fwd_egress_internal"
+#define ACCT_CHAIN_FWD_INGRESS "fwd_ingress"
+#define ACCT_CHAIN_FWD_INGRESS_INTERNAL "fwd_ingress_internal"
+
+/*
+ * Everything from a pod's link goes from `prerouting` to `from_pod` first:
+ * anti-spoofing (one lookup of (input link, source) per packet, whatever the
+ * number of pods), then the internet mark. A forged packet is dropped
+ * before NAT (-100), the mark, counting and shaping see it. Not a base
+ * chain of its own at raw priority: that would cost every packet of the
+ * node one more hook, measured here at about as much again as the check
+ * itself; conntrack sees a forged packet first, but its entry is never
+ * confirmed. With the check before it, the mark needs no lookup in @pods.
+ */
+#define ACCT_CHAIN_FROM_POD "from_pod"
+#define ACCT_CHAIN_SPOOFED "spoofed"
+
+/*
+ * The version of the rules acct_table_rules builds: part of every rule's stamp, so
  * that a node declared by an older layout is declared again. Change it with
  * every change of a rule (tests/unit/test_accounting.c checks it moves).
  */
-#define TABLE_LAYOUT "tollgate-table/5"
+#define ACCT_TABLE_LAYOUT "tollgate-table/5"
 
 /* Every rule the config asks for, in chain order. */
-#define TABLE_RULES_MAX 64
-struct rule_list {
-	struct nftnl_rule *r[TABLE_RULES_MAX];
+#define ACCT_TABLE_RULES_MAX 64
+struct acct_rule_list {
+	struct nftnl_rule *r[ACCT_TABLE_RULES_MAX];
 	size_t n;
 	bool failed;
 };
-int table_rules(const struct acct_config *cfg, struct rule_list *ret);
-void rule_list_free(struct rule_list *w);
+int acct_table_rules(const struct acct_config *cfg, struct acct_rule_list *ret);
+void acct_rule_list_free(struct acct_rule_list *w);
 
 /* The boundaries of set `internal` (interval sets hold starts and ends). */
-struct bound {
+struct acct_bound {
 	uint32_t key;
 	bool end;
 };
-#define TABLE_BOUNDS_MAX (2 * ACCT_MAX_INTERNAL + 1)
-size_t table_internal_bounds(const struct acct_config *cfg, struct bound ret[TABLE_BOUNDS_MAX]);
+#define ACCT_TABLE_BOUNDS_MAX (2 * ACCT_MAX_INTERNAL + 1)
+size_t acct_table_internal_bounds(const struct acct_config *cfg,
+				  struct acct_bound ret[ACCT_TABLE_BOUNDS_MAX]);
 
 /* Batch writers of the skeleton. */
-int table_put_set(struct batch *bt, const struct set_def *d);
-int table_put_chain(struct batch *bt, const struct chain_def *d);
-int table_flush_chain(struct batch *bt, const char *chain);
-int table_put_rule(struct batch *bt, struct nftnl_rule *r);
-void table_flush_set(struct batch *bt, const char *set);
-int table_put_internal(struct batch *bt, const struct acct_config *cfg);
-int table_put_host_counters(struct batch *bt);
+int acct_table_put_set(struct acct_batch *bt, const struct acct_set_def *d);
+int acct_table_put_chain(struct acct_batch *bt, const struct acct_chain_def *d);
+int acct_table_flush_chain(struct acct_batch *bt, const char *chain);
+int acct_table_put_rule(struct acct_batch *bt, struct nftnl_rule *r);
+void acct_table_flush_set(struct acct_batch *bt, const char *set);
+int acct_table_put_internal(struct acct_batch *bt, const struct acct_config *cfg);
+int acct_table_put_host_counters(struct acct_batch *bt);
 /*
  * Batch room: the skeleton, and one pod's 14 to 22 elements and 6 to 10
  * counters (2,972 bytes with perPod and a 63-character namespace).
@@ -138,15 +175,16 @@ int table_put_host_counters(struct batch *bt);
 #define ACCT_BATCH_BASE (128 * 1024)
 #define ACCT_BATCH_PER_POD 3072
 /* One pod's elements and counters (pods.c). */
-int acct_put_pod(struct batch *bt, const struct acct_config *cfg, const struct acct_pod *p);
-void set_add_key(struct nftnl_set *s, uint32_t ip_host, bool interval_end);
+int acct_put_pod(struct acct_batch *bt, const struct acct_config *cfg, const struct acct_pod *p);
+void acct_set_add_key(struct nftnl_set *s, uint32_t ip_host, bool interval_end);
 /* A set element's key: a link name (zero-padded, as `meta iifname` loads it), then an address. */
-#define KEY_LINK_LEN 16
-#define KEY_MAX (KEY_LINK_LEN + 4)
-size_t set_key_of(enum set_key k, const char *link, uint32_t ip_host, uint8_t ret[KEY_MAX]);
+#define ACCT_KEY_LINK_LEN 16
+#define ACCT_KEY_MAX (ACCT_KEY_LINK_LEN + 4)
+size_t acct_set_key_of(enum acct_set_key k, const char *link, uint32_t ip_host,
+		       uint8_t ret[ACCT_KEY_MAX]);
 /* counter <name> {}: created when missing, never reset. */
-int acct_put_counter(struct batch *bt, const char *name);
+int acct_put_counter(struct acct_batch *bt, const char *name);
 /* A counter message of any kind (NFT_MSG_DELOBJ, NFT_MSG_DESTROYOBJ...) for counter <name>. */
-int acct_put_counter_msg(struct batch *bt, const char *name, uint16_t msg, uint16_t flags);
+int acct_put_counter_msg(struct acct_batch *bt, const char *name, uint16_t msg, uint16_t flags);
 
 #endif

@@ -31,7 +31,7 @@ static struct nftnl_set *set_ref(const char *name)
  * `key : counter` into an objref map, or `ip : classid` into map
  * egress_class (classid non-zero).
  */
-static int put_elem_key(struct batch *bt, uint16_t type, const char *set, const void *key,
+static int put_elem_key(struct acct_batch *bt, uint16_t type, const char *set, const void *key,
 			size_t key_len, const char *counter, uint32_t classid)
 {
 	struct nftnl_set *s = set_ref(set);
@@ -52,25 +52,25 @@ static int put_elem_key(struct batch *bt, uint16_t type, const char *set, const 
 		nftnl_set_elem_set(el, NFTNL_SET_ELEM_DATA, &classid, sizeof(classid));
 	nftnl_set_elem_add(s, el);
 	/* NLM_F_REPLACE for classes: a reshape may move the pod to another one. */
-	nlh = batch_msg(bt, type, type != NFT_MSG_NEWSETELEM ? 0
-				  : classid			? NLM_F_CREATE | NLM_F_REPLACE
-								: NLM_F_CREATE);
+	nlh = acct_batch_msg(bt, type, type != NFT_MSG_NEWSETELEM ? 0
+				       : classid		     ? NLM_F_CREATE | NLM_F_REPLACE
+								     : NLM_F_CREATE);
 	nftnl_set_elems_nlmsg_build_payload(nlh, s);
 	nftnl_set_free(s);
-	batch_next(bt);
+	acct_batch_next(bt);
 	return 0;
 }
 
-static int put_elem_data(struct batch *bt, uint16_t type, const char *set, uint32_t ip,
+static int put_elem_data(struct acct_batch *bt, uint16_t type, const char *set, uint32_t ip,
 			 const char *counter, uint32_t classid)
 {
-	uint8_t key[KEY_MAX];
-	size_t n = set_key_of(KEY_ADDR, NULL, ip, key);
+	uint8_t key[ACCT_KEY_MAX];
+	size_t n = acct_set_key_of(ACCT_KEY_ADDR, NULL, ip, key);
 
 	return put_elem_key(bt, type, set, key, n, counter, classid);
 }
 
-static int put_elem(struct batch *bt, uint16_t type, const char *set, uint32_t ip,
+static int put_elem(struct acct_batch *bt, uint16_t type, const char *set, uint32_t ip,
 		    const char *counter)
 {
 	return put_elem_data(bt, type, set, ip, counter, 0);
@@ -78,29 +78,29 @@ static int put_elem(struct batch *bt, uint16_t type, const char *set, uint32_t i
 
 static bool link_ok(const struct acct_pod *p)
 {
-	return p->host_veth && p->host_veth[0] && strlen(p->host_veth) < KEY_LINK_LEN;
+	return p->host_veth && p->host_veth[0] && strlen(p->host_veth) < ACCT_KEY_LINK_LEN;
 }
 
 /* The element of set pod_src that lets the pod send: its link . its address. */
-static int put_src_elem(struct batch *bt, uint16_t type, const struct acct_pod *p)
+static int put_src_elem(struct acct_batch *bt, uint16_t type, const struct acct_pod *p)
 {
-	uint8_t key[KEY_MAX];
-	size_t n = set_key_of(KEY_LINK_ADDR, p->host_veth, p->ip, key);
+	uint8_t key[ACCT_KEY_MAX];
+	size_t n = acct_set_key_of(ACCT_KEY_LINK_ADDR, p->host_veth, p->ip, key);
 
-	return put_elem_key(bt, type, SET_POD_SRC, key, n, NULL, 0);
+	return put_elem_key(bt, type, ACCT_SET_POD_SRC, key, n, NULL, 0);
 }
 
 /* Its link -> its namespace's spoofed-packet counter of family f (`with`: that counter). */
-static int put_spoofed_elem(struct batch *bt, uint16_t type, const struct acct_pod *p,
+static int put_spoofed_elem(struct acct_batch *bt, uint16_t type, const struct acct_pod *p,
 			    enum acct_family f, const char *with)
 {
-	uint8_t key[KEY_MAX];
-	size_t n = set_key_of(KEY_LINK, p->host_veth, 0, key);
+	uint8_t key[ACCT_KEY_MAX];
+	size_t n = acct_set_key_of(ACCT_KEY_LINK, p->host_veth, 0, key);
 
 	return put_elem_key(bt, type, acct_spoofed_maps[f], key, n, with, 0);
 }
 
-int acct_put_pod(struct batch *bt, const struct acct_config *cfg, const struct acct_pod *p)
+int acct_put_pod(struct acct_batch *bt, const struct acct_config *cfg, const struct acct_pod *p)
 {
 	char name[ACCT_COUNTER_NAME_MAX];
 	int r = 0;
@@ -115,12 +115,12 @@ int acct_put_pod(struct batch *bt, const struct acct_config *cfg, const struct a
 			r |= put_spoofed_elem(bt, NFT_MSG_NEWSETELEM, p, (enum acct_family)f, name);
 		}
 	}
-	r |= put_elem(bt, NFT_MSG_NEWSETELEM, SET_PODS, p->ip, NULL);
+	r |= put_elem(bt, NFT_MSG_NEWSETELEM, ACCT_SET_PODS, p->ip, NULL);
 	if (p->egress_classid)
-		r |= put_elem_data(bt, NFT_MSG_NEWSETELEM, MAP_EGRESS_CLASS, p->ip, NULL,
+		r |= put_elem_data(bt, NFT_MSG_NEWSETELEM, ACCT_MAP_EGRESS_CLASS, p->ip, NULL,
 				   p->egress_classid);
 	if (cfg->masquerade)
-		r |= put_elem(bt, NFT_MSG_NEWSETELEM, SET_MASQ, p->ip, NULL);
+		r |= put_elem(bt, NFT_MSG_NEWSETELEM, ACCT_SET_MASQ, p->ip, NULL);
 	for (int c = 0; c < ACCT_CLASSES; c++) {
 		/* The namespace's counters appear with its first pod and stay. */
 		acct_ns_counter_name(p->k8s_namespace, c, name);
@@ -137,8 +137,8 @@ int acct_put_pod(struct batch *bt, const struct acct_config *cfg, const struct a
 
 int acct_pod_add(const struct acct_config *cfg, const struct acct_pod *pod, struct tg_err *e)
 {
-	struct nft_conn c = { 0 };
-	struct batch *bt = batch_new(2 * ACCT_BATCH_PER_POD + 4096);
+	struct acct_nft_conn c = { 0 };
+	struct acct_batch *bt = acct_batch_new(2 * ACCT_BATCH_PER_POD + 4096);
 	char why[256] = "";
 	int r;
 
@@ -146,25 +146,25 @@ int acct_pod_add(const struct acct_config *cfg, const struct acct_pod *pod, stru
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
 	r = TG_FAILPOINT("nft.pod.add.before", e);
 	if (r == 0)
-		r = nft_conn_open(&c, 0, e);
+		r = acct_nft_open(&c, 0, e);
 	if (r == 0) {
 		/* Only additions: nothing the kernel must wait on before or after. */
-		batch_start(bt);
+		acct_batch_start(bt);
 		r = acct_put_pod(bt, cfg, pod);
 		if (r == 0)
-			r = batch_send(&c, bt, why, sizeof(why));
-		nft_conn_close(&c);
+			r = acct_batch_send(&c, bt, why, sizeof(why));
+		acct_nft_close(&c);
 		if (r == -ENOENT)
 			r = tg_fail(e, CNI_ERR_IO, r, "nftables: table inet " ACCT_TABLE
 				    " lacks a set or map of this config");
 		else if (r < 0)
-			r = nft_fail(e, r, "adding the pod to table inet " ACCT_TABLE, why);
+			r = acct_nft_fail(e, r, "adding the pod to table inet " ACCT_TABLE, why);
 	}
-	batch_free(bt);
+	acct_batch_free(bt);
 	return r;
 }
 
-static int put_pod_removal(struct batch *bt, const struct acct_pod *p, uint16_t del_elem,
+static int put_pod_removal(struct acct_batch *bt, const struct acct_pod *p, uint16_t del_elem,
 			   uint16_t del_obj, int only)
 {
 	char name[ACCT_COUNTER_NAME_MAX];
@@ -177,9 +177,9 @@ static int put_pod_removal(struct batch *bt, const struct acct_pod *p, uint16_t 
 		for (int f = 0; f < ACCT_FAMILIES; f++)
 			STEP(put_spoofed_elem(bt, del_elem, p, (enum acct_family)f, NULL));
 	}
-	STEP(put_elem(bt, del_elem, SET_MASQ, p->ip, NULL));
-	STEP(put_elem(bt, del_elem, SET_PODS, p->ip, NULL));
-	STEP(put_elem(bt, del_elem, MAP_EGRESS_CLASS, p->ip, NULL));
+	STEP(put_elem(bt, del_elem, ACCT_SET_MASQ, p->ip, NULL));
+	STEP(put_elem(bt, del_elem, ACCT_SET_PODS, p->ip, NULL));
+	STEP(put_elem(bt, del_elem, ACCT_MAP_EGRESS_CLASS, p->ip, NULL));
 	for (int c = 0; c < ACCT_CLASSES; c++) {
 		STEP(put_elem(bt, del_elem, acct_ns_maps[c], p->ip, NULL));
 		STEP(put_elem(bt, del_elem, acct_pod_maps[c], p->ip, NULL));
@@ -193,47 +193,47 @@ static int put_pod_removal(struct batch *bt, const struct acct_pod *p, uint16_t 
 }
 
 struct acct_conn {
-	struct nft_conn c;
+	struct acct_nft_conn c;
 };
 
 void acct_conn_close(struct acct_conn *held)
 {
 	if (!held)
 		return;
-	nft_conn_close(&held->c);
+	acct_nft_close(&held->c);
 	free(held);
 }
 
 int acct_pod_del(const struct acct_pod *pod, struct acct_conn **keep, struct tg_err *e)
 {
-	struct nft_conn c = { 0 };
-	struct batch *bt = batch_new(2 * ACCT_BATCH_PER_POD + 4096);
+	struct acct_nft_conn c = { 0 };
+	struct acct_batch *bt = acct_batch_new(2 * ACCT_BATCH_PER_POD + 4096);
 	char why[256] = "";
 	int r, steps;
 
 	if (!bt)
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
-	r = nft_conn_open(&c, 0, e);
+	r = acct_nft_open(&c, 0, e);
 	if (r < 0) {
-		batch_free(bt);
+		acct_batch_free(bt);
 		return r;
 	}
 	/* One transaction of "destroy" messages: each is fine when its object is gone. */
-	batch_start(bt);
+	acct_batch_start(bt);
 	steps = put_pod_removal(bt, pod, NFT_MSG_DESTROYSETELEM, NFT_MSG_DESTROYOBJ, -1);
-	r = steps < 0 ? steps : batch_send(&c, bt, why, sizeof(why));
+	r = steps < 0 ? steps : acct_batch_send(&c, bt, why, sizeof(why));
 	if (r == -EINVAL || r == -EOPNOTSUPP) {
 		/* A kernel before 6.3 has no destroy: delete step by step, ENOENT is fine. */
 		for (int i = 0; i < steps; i++) {
-			batch_start(bt);
+			acct_batch_start(bt);
 			put_pod_removal(bt, pod, NFT_MSG_DELSETELEM, NFT_MSG_DELOBJ, i);
-			r = batch_send(&c, bt, why, sizeof(why));
+			r = acct_batch_send(&c, bt, why, sizeof(why));
 			if (r < 0 && r != -ENOENT)
 				break;
 			r = 0;
 		}
 	}
-	batch_free(bt);
+	acct_batch_free(bt);
 	/*
 	 * The kernel frees what a deletion released after an RCU grace period,
 	 * and closing an nftables socket waits for that: a caller with slower
@@ -242,11 +242,11 @@ int acct_pod_del(const struct acct_pod *pod, struct acct_conn **keep, struct tg_
 	if (keep && (*keep = malloc(sizeof(**keep))))
 		(*keep)->c = c;
 	else
-		nft_conn_close(&c);
+		acct_nft_close(&c);
 	if (r == -ENOENT)
 		return 0; /* the whole table is gone */
 	if (r < 0)
-		return nft_fail(e, r, "removing the pod from table inet " ACCT_TABLE, why);
+		return acct_nft_fail(e, r, "removing the pod from table inet " ACCT_TABLE, why);
 	return 0;
 }
 
@@ -255,7 +255,7 @@ int acct_pod_del(const struct acct_pod *pod, struct acct_conn **keep, struct tg_
  * every one): each class's, then each family's spoofed-packet counter.
  */
 #define NS_COUNTERS (ACCT_CLASSES + ACCT_FAMILIES)
-static int put_ns_counters(struct batch *bt, const char *k8s_namespace, uint16_t msg, int only)
+static int put_ns_counters(struct acct_batch *bt, const char *k8s_namespace, uint16_t msg, int only)
 {
 	char name[ACCT_COUNTER_NAME_MAX];
 
@@ -275,28 +275,28 @@ static int put_ns_counters(struct batch *bt, const char *k8s_namespace, uint16_t
 
 #define RETIRE_CHUNK 128
 /* One transaction retiring the n namespaces' counters; missing ones are fine (destroy). */
-static int retire_batch(struct nft_conn *c, struct batch *bt, const char *const *names, size_t n,
-			char *why, size_t why_size)
+static int retire_batch(struct acct_nft_conn *c, struct acct_batch *bt, const char *const *names,
+			size_t n, char *why, size_t why_size)
 {
 	int r = 0;
 
-	batch_start(bt);
+	acct_batch_start(bt);
 	for (size_t i = 0; i < n && r == 0; i++)
 		r = put_ns_counters(bt, names[i], NFT_MSG_DESTROYOBJ, -1);
-	return r < 0 ? r : batch_send(c, bt, why, why_size);
+	return r < 0 ? r : acct_batch_send(c, bt, why, why_size);
 }
 
 /* A socket and a batch for RETIRE_CHUNK namespaces' counters. */
-static int ns_batch_open(struct nft_conn *c, struct batch **ret, struct tg_err *e)
+static int ns_batch_open(struct acct_nft_conn *c, struct acct_batch **ret, struct tg_err *e)
 {
-	struct batch *bt = batch_new(RETIRE_CHUNK * NS_COUNTERS * 256 + 4096);
+	struct acct_batch *bt = acct_batch_new(RETIRE_CHUNK * NS_COUNTERS * 256 + 4096);
 	int r;
 
 	if (!bt)
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
-	r = nft_conn_open(c, 0, e);
+	r = acct_nft_open(c, 0, e);
 	if (r < 0) {
-		batch_free(bt);
+		acct_batch_free(bt);
 		return r;
 	}
 	*ret = bt;
@@ -306,8 +306,8 @@ static int ns_batch_open(struct nft_conn *c, struct batch **ret, struct tg_err *
 int acct_retire_namespaces(const char *const *names, size_t n, size_t *ret_retired,
 			   struct tg_err *e)
 {
-	struct nft_conn c = { 0 };
-	struct batch *bt = NULL;
+	struct acct_nft_conn c = { 0 };
+	struct acct_batch *bt = NULL;
 	char why[256] = "";
 	int r;
 
@@ -335,51 +335,51 @@ int acct_retire_namespaces(const char *const *names, size_t n, size_t *ret_retir
 			int q = 0;
 
 			for (int j = 0; j < NS_COUNTERS && q == 0; j++) {
-				batch_start(bt);
+				acct_batch_start(bt);
 				q = put_ns_counters(bt, names[i], NFT_MSG_DELOBJ, j);
 				if (q == 0)
-					q = batch_send(&c, bt, why, sizeof(why));
+					q = acct_batch_send(&c, bt, why, sizeof(why));
 				q = q == -ENOENT ? 0 : q;
 			}
 			*ret_retired += q == 0;
 		}
 	}
-	batch_free(bt);
-	nft_conn_close(&c);
+	acct_batch_free(bt);
+	acct_nft_close(&c);
 	if (r == -ENOENT)
 		return 0; /* no table: nothing to retire */
 	if (r < 0)
-		return nft_fail(e, r, "retiring namespaces' counters", why);
+		return acct_nft_fail(e, r, "retiring namespaces' counters", why);
 	return 0;
 }
 
 int acct_keep_namespaces(const char *const *names, size_t n, struct tg_err *e)
 {
-	struct nft_conn c = { 0 };
-	struct batch *bt = NULL;
+	struct acct_nft_conn c = { 0 };
+	struct acct_batch *bt = NULL;
 	char why[256] = "";
 	int r = ns_batch_open(&c, &bt, e);
 
 	if (r < 0)
 		return r;
 	for (size_t at = 0; at < n && r == 0; at += RETIRE_CHUNK) {
-		batch_start(bt);
+		acct_batch_start(bt);
 		for (size_t i = at; i < n && i < at + RETIRE_CHUNK && r == 0; i++)
 			for (int j = 0; j < NS_COUNTERS && r == 0; j++)
 				r = put_ns_counters(bt, names[i], NFT_MSG_NEWOBJ, j);
 		if (r == 0)
-			r = batch_send(&c, bt, why, sizeof(why));
+			r = acct_batch_send(&c, bt, why, sizeof(why));
 	}
-	batch_free(bt);
-	nft_conn_close(&c);
+	acct_batch_free(bt);
+	acct_nft_close(&c);
 	if (r < 0)
-		return nft_fail(e, r, "making namespaces' counters anew", why);
+		return acct_nft_fail(e, r, "making namespaces' counters anew", why);
 	return 0;
 }
 
 struct elem_query {
 	const char *set;
-	uint8_t key[KEY_MAX];
+	uint8_t key[ACCT_KEY_MAX];
 	size_t key_len;
 };
 
@@ -402,43 +402,43 @@ static void build_getelem(struct nlmsghdr *nlh, const void *arg)
 	nftnl_set_free(s);
 }
 
-static int elem_present_key(struct nft_conn *c, const char *set, enum set_key k,
+static int elem_present_key(struct acct_nft_conn *c, const char *set, enum acct_set_key k,
 			    const char *link, uint32_t ip)
 {
 	struct elem_query q = { .set = set };
 	int r;
 
-	q.key_len = set_key_of(k, link, ip, q.key);
-	r = nft_get(c, NFT_MSG_GETSETELEM, build_getelem, &q);
+	q.key_len = acct_set_key_of(k, link, ip, q.key);
+	r = acct_nft_get(c, NFT_MSG_GETSETELEM, build_getelem, &q);
 	return r == 0 ? 1 : r == -ENOENT ? 0 : r;
 }
 
-static int elem_present(struct nft_conn *c, const char *set, uint32_t ip)
+static int elem_present(struct acct_nft_conn *c, const char *set, uint32_t ip)
 {
-	return elem_present_key(c, set, KEY_ADDR, NULL, ip);
+	return elem_present_key(c, set, ACCT_KEY_ADDR, NULL, ip);
 }
 
 int acct_pod_check(const struct acct_pod *pod, bool masquerade, struct tg_err *e)
 {
-	struct nft_conn c = { 0 };
+	struct acct_nft_conn c = { 0 };
 	int r;
 
-	r = nft_conn_open(&c, 0, e);
+	r = acct_nft_open(&c, 0, e);
 	if (r < 0)
 		return r;
-	r = elem_present(&c, SET_PODS, pod->ip);
+	r = elem_present(&c, ACCT_SET_PODS, pod->ip);
 	if (r == 1)
 		r = elem_present(&c, acct_ns_maps[ACCT_EGRESS_INTERNAL], pod->ip);
 	if (r == 1)
-		r = elem_present(&c, SET_MASQ, pod->ip) == (masquerade ? 1 : 0);
+		r = elem_present(&c, ACCT_SET_MASQ, pod->ip) == (masquerade ? 1 : 0);
 	/* Without it every packet of the pod is dropped as spoofed. */
 	if (r == 1)
-		r = link_ok(pod) ? elem_present_key(&c, SET_POD_SRC, KEY_LINK_ADDR, pod->host_veth,
-						    pod->ip)
+		r = link_ok(pod) ? elem_present_key(&c, ACCT_SET_POD_SRC, ACCT_KEY_LINK_ADDR,
+						    pod->host_veth, pod->ip)
 				 : 0;
-	nft_conn_close(&c);
+	acct_nft_close(&c);
 	if (r < 0)
-		return nft_fail(e, r, "looking up the pod in table inet " ACCT_TABLE, "");
+		return acct_nft_fail(e, r, "looking up the pod in table inet " ACCT_TABLE, "");
 	return r;
 }
 
@@ -491,16 +491,16 @@ static int elems_cb(const struct nlmsghdr *nlh, void *p)
 static int dump(struct nlmsghdr *(*build)(char *buf, const void *arg), const void *arg,
 		mnl_cb_t cb, struct dump_ctx *d)
 {
-	char buf[NFT_RECV_SIZE] = { 0 };
-	struct nft_conn c = { 0 };
+	char buf[ACCT_NFT_RECV_SIZE] = { 0 };
+	struct acct_nft_conn c = { 0 };
 	int r;
 
-	r = nft_conn_open(&c, 0, NULL);
+	r = acct_nft_open(&c, 0, NULL);
 	if (r < 0)
 		return r;
 	build(buf, arg);
-	r = nft_request(&c, buf, sizeof(buf), cb, d);
-	nft_conn_close(&c);
+	r = acct_nft_request(&c, buf, sizeof(buf), cb, d);
+	acct_nft_close(&c);
 	return r < 0 && d->err ? d->err : r;
 }
 
@@ -529,7 +529,7 @@ int acct_list_set(const char *set, uint32_t **ret, size_t *ret_n, struct tg_err 
 	r = dump(build_elems_dump, set, elems_cb, &d);
 	if (r < 0) {
 		free(d.ips);
-		return r == -ENOENT ? r : nft_fail(e, r, "listing a set", set);
+		return r == -ENOENT ? r : acct_nft_fail(e, r, "listing a set", set);
 	}
 	*ret = d.ips;
 	*ret_n = d.n;

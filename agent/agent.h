@@ -8,11 +8,12 @@
  * what it repaired), the pool (IMDS sync), collection of attachments whose
  * netns is gone and of unused uplink classes, the policy applied to running
  * pods when the config changes, the plugin's installation, and the metrics.
- * One event loop (agent/main.c); the tasks here run to completion, each in
+ * One event loop (agent/loop.c); the tasks here run to completion, each in
  * well under a second on a declared node.
  */
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "agent/sched.h"
@@ -74,14 +75,29 @@ struct agent {
 	bool pool_ready, declared, installed;
 };
 
+/*
+ * What a task has to say besides its result (a pod it could not handle, an
+ * address IMDS offered that no pod can have): each note one record's logfmt
+ * fields (msg="..." first), logged by the loop at level warn. The tasks
+ * never write to the log themselves.
+ */
+#define AGENT_NOTES_MAX 256
+struct agent_notes {
+	char *line[AGENT_NOTES_MAX];
+	size_t n;
+	size_t dropped;			/* past AGENT_NOTES_MAX, or out of memory */
+};
+void agent_note(struct agent_notes *n, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void agent_notes_clear(struct agent_notes *n);
+
 /* Reads the conflist; 1 when it changed (or the first time), 0 when not, <0 on error. */
 int agent_load_config(struct agent *a, struct tg_err *e);
 /* The node-wide declaration, under the store's lock (no deleted pod's elements come back). */
 int agent_declare(struct agent *a, struct tg_err *e);
 /* IMDS sync (static pools: the store follows the config). */
-int agent_sync(struct agent *a, struct tg_err *e);
+int agent_sync(struct agent *a, struct agent_notes *notes, struct tg_err *e);
 /* Collection of attachments whose netns is gone, and of unused uplink classes. */
-int agent_gc(struct agent *a, struct tg_err *e);
+int agent_gc(struct agent *a, struct agent_notes *notes, struct tg_err *e);
 /*
  * Retires the counters of namespaces that have had no pod for
  * accounting.retainSeconds (their series leave /metrics with them). now_ms:
@@ -90,7 +106,7 @@ int agent_gc(struct agent *a, struct tg_err *e);
  */
 int agent_retire_namespaces(struct agent *a, int64_t now_ms, struct tg_err *e);
 /* The config's shaping applied to running pods. */
-int agent_reshape(struct agent *a, struct tg_err *e);
+int agent_reshape(struct agent *a, struct agent_notes *notes, struct tg_err *e);
 /* The plugin binary and the conflist into the runtime's directories (temp file, rename). */
 int agent_install(struct agent *a, struct tg_err *e);
 bool agent_ready(const struct agent *a);

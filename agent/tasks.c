@@ -2,9 +2,12 @@
 /*
  * The agent's tasks. Each opens what it needs, does its work and closes it
  * again: nothing stays open between runs but the event loop's descriptors.
+ * A task logs nothing: it returns its error, and leaves what else it has
+ * to say in its notes for the loop to log.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +27,34 @@
 #include "lib/util.h"
 
 #define CONFLIST_MAX (1 << 20)
+
+void agent_note(struct agent_notes *n, const char *fmt, ...)
+{
+	va_list ap;
+	char *line = NULL;
+	int r;
+
+	if (n->n == AGENT_NOTES_MAX) {
+		n->dropped++;
+		return;
+	}
+	va_start(ap, fmt);
+	r = vasprintf(&line, fmt, ap);
+	va_end(ap);
+	if (r < 0) {
+		n->dropped++;
+		return;
+	}
+	n->line[n->n++] = line;
+}
+
+void agent_notes_clear(struct agent_notes *n)
+{
+	for (size_t i = 0; i < n->n; i++)
+		free(n->line[i]);
+	n->n = 0;
+	n->dropped = 0;
+}
 
 int agent_load_config(struct agent *a, struct tg_err *e)
 {
@@ -117,7 +148,7 @@ static int refresh_only(struct ipam_state *st, void *ctx, struct tg_err *e)
 	return 0;
 }
 
-int agent_sync(struct agent *a, struct tg_err *e)
+int agent_sync(struct agent *a, struct agent_notes *notes, struct tg_err *e)
 {
 	struct ipam_state st = { 0 };
 	struct ipam_store store;
@@ -144,10 +175,10 @@ int agent_sync(struct agent *a, struct tg_err *e)
 		if (r == 0 && offer.n_refused) {
 			char ip[IP4_STRLEN];
 
-			fprintf(stderr,
-				"tollgate-agent: IMDS offered %zu address(es) no pod can have, left "
-				"out of the pool (first: %s, %s)\n",
-				offer.n_refused, ip4_format(offer.refused, ip), offer.refused_why);
+			agent_note(notes,
+				   "msg=\"IMDS offered address(es) no pod can have, left out of the "
+				   "pool\" refused=%zu first=%s why=\"%s\"",
+				   offer.n_refused, ip4_format(offer.refused, ip), offer.refused_why);
 		}
 		if (r == 0) {
 			r = node_sync(&store, &st, &offer, &rep, e);
@@ -169,11 +200,13 @@ out:
 
 static void gc_error(void *ctx, const struct ipam_attachment *att, const char *why)
 {
-	fprintf(stderr, "tollgate-agent: gc of %s/%s (%s): %s\n", att->k8s_namespace, att->pod,
-		att->container_id, why);
+	agent_note(ctx,
+		   "msg=\"gc of an attachment failed: kept, tried again next run\" namespace=%s "
+		   "pod=%s container=%s err=\"%s\"",
+		   att->k8s_namespace, att->pod, att->container_id, why);
 }
 
-int agent_gc(struct agent *a, struct tg_err *e)
+int agent_gc(struct agent *a, struct agent_notes *notes, struct tg_err *e)
 {
 	struct ipam_state st = { 0 };
 	struct ipam_store store;
@@ -190,16 +223,16 @@ int agent_gc(struct agent *a, struct tg_err *e)
 		r = node_gc_find(&st, &g) < 0 ? tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory") : 0;
 	if (r == 0 && g.n_unseen) {
 		a->stats.gc_unseen += g.n_unseen;
-		fprintf(stderr,
-			"tollgate-agent: %zu attachment(s) name network namespaces in %s, which is "
-			"missing or empty here (is the host's netns directory mounted?): not "
-			"collected\n",
-			g.n_unseen, g.unseen_dir);
+		agent_note(notes,
+			   "msg=\"attachments name network namespaces in a directory missing or "
+			   "empty here (is the host's netns directory mounted?): not collected\" "
+			   "attachments=%zu dir=%s",
+			   g.n_unseen, g.unseen_dir);
 	}
 	if (r == 0)
 		r = nl_route_open(&sk);
 	if (r == 0)
-		r = node_gc_collect(sk, &store, &st, &g, gc_error, NULL, e);
+		r = node_gc_collect(sk, &store, &st, &g, gc_error, notes, e);
 	else if (!e->msg[0])
 		tg_fail(e, CNI_ERR_IO, r, "cannot open a netlink socket: %s", strerror(-r));
 	a->stats.gc_collected += g.released;
@@ -404,11 +437,11 @@ int agent_retire_namespaces(struct agent *a, int64_t now_ms, struct tg_err *e)
 
 static void reshape_error(void *ctx, const struct ipam_attachment *att, const char *why)
 {
-	fprintf(stderr, "tollgate-agent: reshape of %s/%s: %s\n", att->k8s_namespace, att->pod,
-		why);
+	agent_note(ctx, "msg=\"reshape of a pod failed\" namespace=%s pod=%s err=\"%s\"",
+		   att->k8s_namespace, att->pod, why);
 }
 
-int agent_reshape(struct agent *a, struct tg_err *e)
+int agent_reshape(struct agent *a, struct agent_notes *notes, struct tg_err *e)
 {
 	struct node_reshape rs = { 0 };
 	struct ipam_state st = { 0 };
@@ -422,7 +455,7 @@ int agent_reshape(struct agent *a, struct tg_err *e)
 		return tg_fail(e, CNI_ERR_IO, r, "cannot open a netlink socket: %s", strerror(-r));
 	r = open_store(a, &store, e);
 	if (r == 0) {
-		r = node_reshape(sk, &a->cfg, &store, &st, &rs, reshape_error, NULL, e);
+		r = node_reshape(sk, &a->cfg, &store, &st, &rs, reshape_error, notes, e);
 		ipam_store_close(&store);
 	}
 	a->stats.reshaped_pods += rs.changed + rs.repaired - rs.failed - rs.gone;

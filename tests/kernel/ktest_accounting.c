@@ -243,16 +243,16 @@ static void t_reader_ids(void **state)
 }
 
 /* Adds a table message (NEWTABLE or DELTABLE) named `name` to the batch. */
-static void put_table(struct batch *bt, uint16_t type, const char *name)
+static void put_table(struct acct_batch *bt, uint16_t type, const char *name)
 {
-	struct nlmsghdr *nlh = batch_msg(bt, type, type == NFT_MSG_NEWTABLE ? NLM_F_CREATE : 0);
+	struct nlmsghdr *nlh = acct_batch_msg(bt, type, type == NFT_MSG_NEWTABLE ? NLM_F_CREATE : 0);
 	struct nftnl_table *t = nftnl_table_alloc();
 
 	assert_non_null(t);
 	nftnl_table_set_str(t, NFTNL_TABLE_NAME, name);
 	nftnl_table_nlmsg_build_payload(nlh, t);
 	nftnl_table_free(t);
-	batch_next(bt);
+	acct_batch_next(bt);
 }
 
 static double now_s(void)
@@ -265,43 +265,43 @@ static double now_s(void)
 
 static void t_batch_refused_whole_answers_at_once(void **state)
 {
-	struct nft_conn c = { 0 };
-	struct batch *bt = batch_new(16384);
+	struct acct_nft_conn c = { 0 };
+	struct acct_batch *bt = acct_batch_new(16384);
 	struct nfgenmsg *begin;
 	double t0;
 	int r;
 
 	(void)state;
 	NEED_NETNS_NFT();
-	assert_int_equal(nft_conn_open(&c, 0, NULL), 0);
-	batch_start(bt);
+	assert_int_equal(acct_nft_open(&c, 0, NULL), 0);
+	acct_batch_start(bt);
 	put_table(bt, NFT_MSG_NEWTABLE, "tg_refused_a");
 	put_table(bt, NFT_MSG_NEWTABLE, "tg_refused_b");
 	/* A subsystem that does not exist: the kernel answers the begin message alone. */
 	begin = mnl_nlmsg_get_payload((struct nlmsghdr *)bt->buf);
 	begin->res_id = htons(200);
 	t0 = now_s();
-	r = batch_send(&c, bt, NULL, 0);
+	r = acct_batch_send(&c, bt, NULL, 0);
 	assert_int_equal(r, -EINVAL);
 	/* Waiting out the 5 s poll for answers that never come was the bug. */
 	assert_true(now_s() - t0 < 1.0);
-	nft_conn_close(&c);
-	batch_free(bt);
+	acct_nft_close(&c);
+	acct_batch_free(bt);
 }
 
 static void t_batch_ignores_earlier_answers(void **state)
 {
 	char buf[4096] = { 0 };
 	struct mnl_nlmsg_batch *raw = mnl_nlmsg_batch_start(buf, sizeof(buf));
-	struct nft_conn c = { 0 };
-	struct batch *bt = batch_new(16384);
+	struct acct_nft_conn c = { 0 };
+	struct acct_batch *bt = acct_batch_new(16384);
 	struct nlmsghdr *nlh;
 	struct nftnl_table *t = nftnl_table_alloc();
 
 	(void)state;
 	NEED_NETNS_NFT();
 	nft_quiet("delete table inet tg_stale_b");
-	assert_int_equal(nft_conn_open(&c, 0, NULL), 0);
+	assert_int_equal(acct_nft_open(&c, 0, NULL), 0);
 	/* An earlier batch whose answer (ENOENT) stays unread on the socket. */
 	nftnl_batch_begin(mnl_nlmsg_batch_current(raw), 77);
 	mnl_nlmsg_batch_next(raw);
@@ -314,13 +314,13 @@ static void t_batch_ignores_earlier_answers(void **state)
 	mnl_nlmsg_batch_next(raw);
 	assert_true(mnl_socket_sendto(c.nl, mnl_nlmsg_batch_head(raw), mnl_nlmsg_batch_size(raw)) > 0);
 	/* The next batch succeeds, and says so. */
-	batch_start(bt);
+	acct_batch_start(bt);
 	put_table(bt, NFT_MSG_NEWTABLE, "tg_stale_b");
-	assert_int_equal(batch_send(&c, bt, NULL, 0), 0);
+	assert_int_equal(acct_batch_send(&c, bt, NULL, 0), 0);
 	nftnl_table_free(t);
 	mnl_nlmsg_batch_stop(raw);
-	nft_conn_close(&c);
-	batch_free(bt);
+	acct_nft_close(&c);
+	acct_batch_free(bt);
 	nft_quiet("delete table inet tg_stale_b");
 }
 

@@ -5,7 +5,7 @@
  * time), which parses what it is sent with libnftnl and answers as the
  * kernel does.
  *
- * - the rules' bytes pin TABLE_LAYOUT; spoofed-packet counter names parse back;
+ * - the rules' bytes pin ACCT_TABLE_LAYOUT; spoofed-packet counter names parse back;
  * - the exporter's reader: -ENOENT without a table, an empty table is no
  *   error, every counter once with its values (u64 extremes), only Tollgate's
  *   table and only counters even from a kernel that does not filter the dump,
@@ -49,17 +49,17 @@
 #include "tests/unit/fake_nfnl.h"
 
 /*
- * The rules table_rules builds, as bytes, for a spread of configs: when they
- * change, TABLE_LAYOUT must change too (rule stamps are made from it, not from
+ * The rules acct_table_rules builds, as bytes, for a spread of configs: when they
+ * change, ACCT_TABLE_LAYOUT must change too (rule stamps are made from it, not from
  * the rules), or nodes declared by the old layout would keep the old rules.
  */
 #define LAYOUT_RULES_HASH 0x2d3f68b57f207222ULL
 
 static uint64_t rules_hash(const struct acct_config *cfg, uint64_t h)
 {
-	struct rule_list w;
+	struct acct_rule_list w;
 
-	assert_int_equal(table_rules(cfg, &w), 0);
+	assert_int_equal(acct_table_rules(cfg, &w), 0);
 	for (size_t i = 0; i < w.n; i++) {
 		char buf[4096] = { 0 };
 		struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(buf, NFT_MSG_NEWRULE, NFPROTO_INET, 0, 0);
@@ -67,7 +67,7 @@ static uint64_t rules_hash(const struct acct_config *cfg, uint64_t h)
 		nftnl_rule_nlmsg_build_payload(nlh, w.r[i]);
 		h = hash_fnv1a64(mnl_nlmsg_get_payload(nlh), mnl_nlmsg_get_payload_len(nlh), h);
 	}
-	rule_list_free(&w);
+	acct_rule_list_free(&w);
 	return h;
 }
 
@@ -85,8 +85,8 @@ static void t_layout_version_follows_rules(void **state)
 	cfg.internet_mark = 0;
 	cfg.inet_ingress_classid = 0;
 	h = rules_hash(&cfg, h);
-	if (h != LAYOUT_RULES_HASH || strcmp(TABLE_LAYOUT, "tollgate-table/5") != 0)
-		fail_msg("the rules changed (hash %#llx): give TABLE_LAYOUT a new version and "
+	if (h != LAYOUT_RULES_HASH || strcmp(ACCT_TABLE_LAYOUT, "tollgate-table/5") != 0)
+		fail_msg("the rules changed (hash %#llx): give ACCT_TABLE_LAYOUT a new version and "
 			 "record both here", (unsigned long long)h);
 }
 
@@ -228,16 +228,16 @@ static void t_reader_reads_again_after_a_commit(void **state)
 /* ---- the batch transport ---- */
 
 /* Adds a table message (NEWTABLE or DELTABLE) named `name` to the batch. */
-static void put_table(struct batch *bt, uint16_t type, const char *name)
+static void put_table(struct acct_batch *bt, uint16_t type, const char *name)
 {
-	struct nlmsghdr *nlh = batch_msg(bt, type, type == NFT_MSG_NEWTABLE ? NLM_F_CREATE : 0);
+	struct nlmsghdr *nlh = acct_batch_msg(bt, type, type == NFT_MSG_NEWTABLE ? NLM_F_CREATE : 0);
 	struct nftnl_table *t = nftnl_table_alloc();
 
 	assert_non_null(t);
 	nftnl_table_set_str(t, NFTNL_TABLE_NAME, name);
 	nftnl_table_nlmsg_build_payload(nlh, t);
 	nftnl_table_free(t);
-	batch_next(bt);
+	acct_batch_next(bt);
 }
 
 static double now_s(void)
@@ -250,40 +250,40 @@ static double now_s(void)
 
 static void t_batch_refused_whole_answers_at_once(void **state)
 {
-	struct nft_conn c = { 0 };
-	struct batch *bt = batch_new(16384);
+	struct acct_nft_conn c = { 0 };
+	struct acct_batch *bt = acct_batch_new(16384);
 	struct nfgenmsg *begin;
 	double t0;
 	int r;
 
-	assert_int_equal(nft_conn_open(&c, 0, NULL), 0);
-	batch_start(bt);
+	assert_int_equal(acct_nft_open(&c, 0, NULL), 0);
+	acct_batch_start(bt);
 	put_table(bt, NFT_MSG_NEWTABLE, "tg_refused_a");
 	put_table(bt, NFT_MSG_NEWTABLE, "tg_refused_b");
 	/* A subsystem that does not exist: the kernel answers the begin message alone. */
 	begin = mnl_nlmsg_get_payload((struct nlmsghdr *)bt->buf);
 	begin->res_id = htons(200);
 	t0 = now_s();
-	r = batch_send(&c, bt, NULL, 0);
+	r = acct_batch_send(&c, bt, NULL, 0);
 	assert_int_equal(r, -EINVAL);
 	/* Waiting out the 5 s poll for answers that never come was the bug. */
 	assert_true(now_s() - t0 < 1.0);
 	assert_int_equal(fake.committed, 0);
 	assert_null(fake_table_find(&fake.m, "tg_refused_a"));
-	nft_conn_close(&c);
-	batch_free(bt);
+	acct_nft_close(&c);
+	acct_batch_free(bt);
 }
 
 static void t_batch_ignores_earlier_answers(void **state)
 {
 	char buf[4096] = { 0 };
 	struct mnl_nlmsg_batch *raw = mnl_nlmsg_batch_start(buf, sizeof(buf));
-	struct nft_conn c = { 0 };
-	struct batch *bt = batch_new(16384);
+	struct acct_nft_conn c = { 0 };
+	struct acct_batch *bt = acct_batch_new(16384);
 	struct nlmsghdr *nlh;
 	struct nftnl_table *t = nftnl_table_alloc();
 
-	assert_int_equal(nft_conn_open(&c, 0, NULL), 0);
+	assert_int_equal(acct_nft_open(&c, 0, NULL), 0);
 	/* An earlier batch whose answer (ENOENT) stays unread on the socket. */
 	nftnl_batch_begin(mnl_nlmsg_batch_current(raw), 77);
 	mnl_nlmsg_batch_next(raw);
@@ -296,30 +296,30 @@ static void t_batch_ignores_earlier_answers(void **state)
 	mnl_nlmsg_batch_next(raw);
 	assert_true(mnl_socket_sendto(c.nl, mnl_nlmsg_batch_head(raw), mnl_nlmsg_batch_size(raw)) > 0);
 	/* The next batch succeeds, and says so. */
-	batch_start(bt);
+	acct_batch_start(bt);
 	put_table(bt, NFT_MSG_NEWTABLE, "tg_stale_b");
-	assert_int_equal(batch_send(&c, bt, NULL, 0), 0);
+	assert_int_equal(acct_batch_send(&c, bt, NULL, 0), 0);
 	assert_non_null(fake_table_find(&fake.m, "tg_stale_b"));
 	nftnl_table_free(t);
 	mnl_nlmsg_batch_stop(raw);
-	nft_conn_close(&c);
-	batch_free(bt);
+	acct_nft_close(&c);
+	acct_batch_free(bt);
 }
 
 /* A failed message is the batch's answer, and nothing of the batch is kept. */
 static void t_batch_reports_the_first_error(void **state)
 {
-	struct nft_conn c = { 0 };
-	struct batch *bt = batch_new(16384);
+	struct acct_nft_conn c = { 0 };
+	struct acct_batch *bt = acct_batch_new(16384);
 
-	assert_int_equal(nft_conn_open(&c, 0, NULL), 0);
-	batch_start(bt);
+	assert_int_equal(acct_nft_open(&c, 0, NULL), 0);
+	acct_batch_start(bt);
 	put_table(bt, NFT_MSG_NEWTABLE, "tg_kept_not");
 	put_table(bt, NFT_MSG_DELTABLE, "tg_absent");
-	assert_int_equal(batch_send(&c, bt, NULL, 0), -ENOENT);
+	assert_int_equal(acct_batch_send(&c, bt, NULL, 0), -ENOENT);
 	assert_null(fake_table_find(&fake.m, "tg_kept_not"));
-	nft_conn_close(&c);
-	batch_free(bt);
+	acct_nft_close(&c);
+	acct_batch_free(bt);
 }
 
 /* ---- a rebuild at node scale, as the transaction says ---- */

@@ -1,0 +1,482 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The rules of table `inet tollgate` for a config, in chain order: built
+ * here as libnftnl rules, compared with the kernel's and written by
+ * declare.c (the chains they live in and the sets they look up: table.c).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <linux/netfilter.h>
+#include <linux/netfilter/nf_tables.h>
+#include <libnftnl/expr.h>
+#include <libnftnl/rule.h>
+
+#include "accounting/internal.h"
+#include "lib/cleanup.h"
+
+static void put(struct nftnl_rule *r, struct nftnl_expr *ex)
+{
+	if (ex)
+		nftnl_rule_add_expr(r, ex);
+}
+
+static struct nftnl_expr *meta_load(uint32_t key)
+{
+	struct nftnl_expr *ex = nftnl_expr_alloc("meta");
+
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_META_KEY, key);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_META_DREG, NFT_REG_1);
+	return ex;
+}
+
+static struct nftnl_expr *cmp_eq(const void *data, uint32_t len)
+{
+	struct nftnl_expr *ex = nftnl_expr_alloc("cmp");
+
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_CMP_SREG, NFT_REG_1);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_CMP_OP, NFT_CMP_EQ);
+	nftnl_expr_set(ex, NFTNL_EXPR_CMP_DATA, data, len);
+	return ex;
+}
+
+/* 12: ip saddr, 16: ip daddr; into register dreg */
+static struct nftnl_expr *load_ip_to(uint32_t offset, uint32_t dreg)
+{
+	struct nftnl_expr *ex = nftnl_expr_alloc("payload");
+
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_PAYLOAD_BASE, NFT_PAYLOAD_NETWORK_HEADER);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_PAYLOAD_OFFSET, offset);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_PAYLOAD_LEN, 4);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_PAYLOAD_DREG, dreg);
+	return ex;
+}
+
+static struct nftnl_expr *load_ip(uint32_t offset)
+{
+	return load_ip_to(offset, NFT_REG_1);
+}
+
+static struct nftnl_expr *lookup(const char *set, uint32_t id, bool invert)
+{
+	struct nftnl_expr *ex = nftnl_expr_alloc("lookup");
+
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_LOOKUP_SREG, NFT_REG_1);
+	nftnl_expr_set_str(ex, NFTNL_EXPR_LOOKUP_SET, set);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_LOOKUP_SET_ID, id);
+	if (invert)
+		nftnl_expr_set_u32(ex, NFTNL_EXPR_LOOKUP_FLAGS, NFT_LOOKUP_F_INV);
+	return ex;
+}
+
+/* counter name <reg1> map @set */
+static struct nftnl_expr *counter_map(const char *set, uint32_t id)
+{
+	struct nftnl_expr *ex = nftnl_expr_alloc("objref");
+
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_OBJREF_SET_SREG, NFT_REG_1);
+	nftnl_expr_set_str(ex, NFTNL_EXPR_OBJREF_SET_NAME, set);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_OBJREF_SET_ID, id);
+	return ex;
+}
+
+/* counter name "<name>" */
+static struct nftnl_expr *counter_named(const char *name)
+{
+	struct nftnl_expr *ex = nftnl_expr_alloc("objref");
+
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_OBJREF_IMM_TYPE, NFT_OBJECT_COUNTER);
+	nftnl_expr_set_str(ex, NFTNL_EXPR_OBJREF_IMM_NAME, name);
+	return ex;
+}
+
+/* A verdict; `chain` names the target of a jump or goto. */
+static struct nftnl_expr *verdict(uint32_t v, const char *chain)
+{
+	struct nftnl_expr *imm = nftnl_expr_alloc("immediate");
+
+	nftnl_expr_set_u32(imm, NFTNL_EXPR_IMM_DREG, NFT_REG_VERDICT);
+	nftnl_expr_set_u32(imm, NFTNL_EXPR_IMM_VERDICT, v);
+	if (chain)
+		nftnl_expr_set_str(imm, NFTNL_EXPR_IMM_CHAIN, chain);
+	return imm;
+}
+
+/* meta nfproto ipv4|ipv6 */
+static void match_nfproto(struct nftnl_rule *r, uint8_t proto)
+{
+	put(r, meta_load(NFT_META_NFPROTO));
+	put(r, cmp_eq(&proto, sizeof(proto)));
+}
+
+/* A rule of either family. */
+static struct nftnl_rule *rule_new_any(const char *chain)
+{
+	struct nftnl_rule *r = nftnl_rule_alloc();
+
+	if (!r)
+		return NULL;
+	nftnl_rule_set_str(r, NFTNL_RULE_TABLE, ACCT_TABLE);
+	nftnl_rule_set_str(r, NFTNL_RULE_CHAIN, chain);
+	nftnl_rule_set_u32(r, NFTNL_RULE_FAMILY, NFPROTO_INET);
+	return r;
+}
+
+static struct nftnl_rule *rule_new(const char *chain)
+{
+	struct nftnl_rule *r = rule_new_any(chain);
+
+	/* meta nfproto ipv4: what nft adds for `ip ...` matches in an inet table */
+	if (r)
+		match_nfproto(r, NFPROTO_IPV4);
+	return r;
+}
+
+/* Appends a rule to the list (which owns it from now on); the list remembers a failure. */
+static int put_rule(struct acct_rule_list *w, struct nftnl_rule *r)
+{
+	if (!r || w->n >= ACCT_TABLE_RULES_MAX) {
+		if (r)
+			nftnl_rule_free(r);
+		w->failed = true;
+		return -ENOMEM;
+	}
+	w->r[w->n++] = r;
+	return 0;
+}
+
+void acct_rule_list_free(struct acct_rule_list *w)
+{
+	for (size_t i = 0; i < w->n; i++)
+		nftnl_rule_free(w->r[i]);
+	w->n = 0;
+}
+
+/* `iif lo return` / `oif lo return`: loopback is neither internal nor internet traffic. */
+static struct nftnl_rule *skip_loopback(const char *chain, uint32_t meta_key)
+{
+	struct nftnl_rule *r = rule_new(chain);
+	uint32_t lo = 1; /* the loopback device is ifindex 1 in every namespace */
+
+	if (!r)
+		return NULL;
+	put(r, meta_load(meta_key));
+	put(r, cmp_eq(&lo, sizeof(lo)));
+	put(r, verdict(NFT_RETURN, NULL));
+	return r;
+}
+
+/*
+ * A counting rule: classify on one address against @internal (class_off 0:
+ * the chain already did), then count into the object that a map keyed by the
+ * other (pod) address names, or into a named host counter.
+ */
+static struct nftnl_rule *count_rule(const char *chain, uint32_t class_off, bool internet,
+				     uint32_t key_off, const char *map, uint32_t map_id,
+				     const char *named)
+{
+	struct nftnl_rule *r = rule_new(chain);
+
+	if (!r)
+		return NULL;
+	if (class_off) {
+		put(r, load_ip(class_off));
+		put(r, lookup(ACCT_SET_INTERNAL, ACCT_ID_INTERNAL, internet));
+	}
+	if (map) {
+		put(r, load_ip(key_off));
+		put(r, counter_map(map, map_id));
+	} else {
+		put(r, counter_named(named));
+	}
+	return r;
+}
+
+/*
+ * ip daddr != @internal meta mark set meta mark | M: (mark & ~M) ^ M sets M
+ * and keeps every other bit.
+ */
+static struct nftnl_rule *mark_rule(const char *chain, uint32_t mark)
+{
+	struct nftnl_rule *r = rule_new(chain);
+	struct nftnl_expr *ex;
+	uint32_t mask = ~mark, xor = mark;
+
+	if (!r)
+		return NULL;
+	put(r, load_ip(16));
+	put(r, lookup(ACCT_SET_INTERNAL, ACCT_ID_INTERNAL, true));
+	put(r, meta_load(NFT_META_MARK));
+	ex = nftnl_expr_alloc("bitwise");
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_BITWISE_SREG, NFT_REG_1);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_BITWISE_DREG, NFT_REG_1);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_BITWISE_LEN, sizeof(uint32_t));
+	nftnl_expr_set(ex, NFTNL_EXPR_BITWISE_MASK, &mask, sizeof(mask));
+	nftnl_expr_set(ex, NFTNL_EXPR_BITWISE_XOR, &xor, sizeof(xor));
+	put(r, ex);
+	ex = nftnl_expr_alloc("meta");
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_META_KEY, NFT_META_MARK);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_META_SREG, NFT_REG_1);
+	put(r, ex);
+	return r;
+}
+
+static struct nftnl_expr *meta_set_priority(void)
+{
+	struct nftnl_expr *ex = nftnl_expr_alloc("meta");
+
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_META_KEY, NFT_META_PRIORITY);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_META_SREG, NFT_REG_1);
+	return ex;
+}
+
+/* In fwd_ingress (source not internal): ip daddr @pods meta priority set <the pods' internet ingress class> */
+static struct nftnl_rule *inet_ingress_class_rule(uint32_t classid)
+{
+	struct nftnl_rule *r = rule_new(ACCT_CHAIN_FWD_INGRESS);
+	struct nftnl_expr *imm;
+
+	if (!r)
+		return NULL;
+	put(r, load_ip(16));
+	put(r, lookup(ACCT_SET_PODS, ACCT_ID_PODS, false));
+	imm = nftnl_expr_alloc("immediate");
+	nftnl_expr_set_u32(imm, NFTNL_EXPR_IMM_DREG, NFT_REG_1);
+	nftnl_expr_set(imm, NFTNL_EXPR_IMM_DATA, &classid, sizeof(classid));
+	put(r, imm);
+	put(r, meta_set_priority());
+	return r;
+}
+
+/* In fwd_egress (destination not internal): meta priority set ip saddr map @egress_class */
+static struct nftnl_rule *inet_egress_class_rule(void)
+{
+	struct nftnl_rule *r = rule_new(ACCT_CHAIN_FWD_EGRESS);
+	struct nftnl_expr *ex;
+
+	if (!r)
+		return NULL;
+	put(r, load_ip(12));
+	ex = nftnl_expr_alloc("lookup");
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_LOOKUP_SREG, NFT_REG_1);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_LOOKUP_DREG, NFT_REG_1);
+	nftnl_expr_set_str(ex, NFTNL_EXPR_LOOKUP_SET, ACCT_MAP_EGRESS_CLASS);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_LOOKUP_SET_ID, ACCT_ID_EGRESS_CLASS);
+	put(r, ex);
+	put(r, meta_set_priority());
+	return r;
+}
+
+/* [ip saddr|daddr @internal] jump|goto <target> (class_off 0: unconditional) */
+static struct nftnl_rule *branch_rule(const char *chain, uint32_t class_off, uint32_t v,
+				      const char *target)
+{
+	struct nftnl_rule *r = rule_new(chain);
+
+	if (!r)
+		return NULL;
+	if (class_off) {
+		put(r, load_ip(class_off));
+		put(r, lookup(ACCT_SET_INTERNAL, ACCT_ID_INTERNAL, false));
+	}
+	put(r, verdict(v, target));
+	return r;
+}
+
+/* iifname "<prefix>*": the packet came in from a pod's host link. */
+static void match_pod_link(struct nftnl_rule *r, const char *prefix)
+{
+	put(r, meta_load(NFT_META_IIFNAME));
+	put(r, cmp_eq(prefix, (uint32_t)strlen(prefix)));
+}
+
+/* In prerouting, either family: iifname "<prefix>*" jump from_pod */
+static struct nftnl_rule *from_pod_rule(const char *prefix)
+{
+	struct nftnl_rule *r = rule_new_any("prerouting");
+
+	if (!r)
+		return NULL;
+	match_pod_link(r, prefix);
+	put(r, verdict(NFT_JUMP, ACCT_CHAIN_FROM_POD));
+	return r;
+}
+
+/*
+ * iifname . ip saddr != @pod_src goto spoofed: the one lookup every IPv4
+ * packet of a pod costs. The key is laid out as nft lays out a
+ * concatenation: the link's name fills register 1 (16 bytes), the address
+ * follows in register 2.
+ */
+static struct nftnl_rule *antispoof_rule(void)
+{
+	struct nftnl_rule *r = rule_new(ACCT_CHAIN_FROM_POD);
+
+	if (!r)
+		return NULL;
+	put(r, meta_load(NFT_META_IIFNAME));
+	put(r, load_ip_to(12, NFT_REG_2));
+	put(r, lookup(ACCT_SET_POD_SRC, ACCT_ID_POD_SRC, true));
+	put(r, verdict(NFT_GOTO, ACCT_CHAIN_SPOOFED));
+	return r;
+}
+
+/* meta nfproto ipv6 goto spoofed: no IPv6 from pods until dual-stack. */
+static struct nftnl_rule *antispoof_ipv6_rule(void)
+{
+	struct nftnl_rule *r = rule_new_any(ACCT_CHAIN_FROM_POD);
+
+	if (!r)
+		return NULL;
+	match_nfproto(r, NFPROTO_IPV6);
+	put(r, verdict(NFT_GOTO, ACCT_CHAIN_SPOOFED));
+	return r;
+}
+
+/*
+ * In chain spoofed: count to the sender's namespace (the map keyed by its
+ * link), else to the node's counter, and drop. The last rule matches
+ * whatever is left: a chain reached by goto that ends without a verdict
+ * would hand the packet back to the hook's accept policy.
+ */
+static struct nftnl_rule *spoofed_rule(enum acct_family f, bool by_link, bool last)
+{
+	struct nftnl_rule *r = rule_new_any(ACCT_CHAIN_SPOOFED);
+	char name[ACCT_COUNTER_NAME_MAX];
+
+	if (!r)
+		return NULL;
+	if (!last)
+		match_nfproto(r, f == ACCT_IPV4 ? NFPROTO_IPV4 : NFPROTO_IPV6);
+	if (by_link) {
+		put(r, meta_load(NFT_META_IIFNAME));
+		put(r, counter_map(acct_spoofed_maps[f], ACCT_ID_SPOOFED_MAPS + f));
+	} else {
+		acct_spoofed_counter_name(NULL, f, name);
+		put(r, counter_named(name));
+	}
+	put(r, verdict(NF_DROP, NULL));
+	return r;
+}
+
+static struct nftnl_rule *masquerade_rule(void)
+{
+	struct nftnl_rule *r = rule_new("postrouting");
+
+	if (!r)
+		return NULL;
+	put(r, load_ip(12));
+	put(r, lookup(ACCT_SET_MASQ, ACCT_ID_MASQ, false));
+	put(r, load_ip(16));
+	put(r, lookup(ACCT_SET_INTERNAL, ACCT_ID_INTERNAL, true));
+	put(r, nftnl_expr_alloc("masq"));
+	return r;
+}
+
+/* The pod counting rules of one chain: egress keyed by saddr, ingress by daddr. */
+static int put_pod_counting(struct acct_rule_list *bt, const char *chain, bool egress, bool ingress,
+			    const char *const maps[], uint32_t first_id)
+{
+	int r = 0;
+
+	if (egress) {
+		r |= put_rule(bt, count_rule(chain, 16, false, 12, maps[ACCT_EGRESS_INTERNAL],
+					     first_id + ACCT_EGRESS_INTERNAL, NULL));
+		r |= put_rule(bt, count_rule(chain, 16, true, 12, maps[ACCT_EGRESS_INTERNET],
+					     first_id + ACCT_EGRESS_INTERNET, NULL));
+	}
+	if (ingress) {
+		r |= put_rule(bt, count_rule(chain, 12, false, 16, maps[ACCT_INGRESS_INTERNAL],
+					     first_id + ACCT_INGRESS_INTERNAL, NULL));
+		r |= put_rule(bt, count_rule(chain, 12, true, 16, maps[ACCT_INGRESS_INTERNET],
+					     first_id + ACCT_INGRESS_INTERNET, NULL));
+	}
+	return r ? -ENOMEM : 0;
+}
+
+/* Forwarded traffic's counting rules, in the chains that classified it already. */
+static int put_fwd_counting(struct acct_rule_list *bt, const char *const maps[], uint32_t first_id)
+{
+	static const struct {
+		const char *chain;
+		enum acct_class cls;
+		uint32_t key_off;	/* the pod's address: source going out, destination coming in */
+	} rules[] = {
+		{ ACCT_CHAIN_FWD_EGRESS_INTERNAL, ACCT_EGRESS_INTERNAL, 12 },
+		{ ACCT_CHAIN_FWD_EGRESS, ACCT_EGRESS_INTERNET, 12 },
+		{ ACCT_CHAIN_FWD_INGRESS_INTERNAL, ACCT_INGRESS_INTERNAL, 16 },
+		{ ACCT_CHAIN_FWD_INGRESS, ACCT_INGRESS_INTERNET, 16 },
+	};
+	int r = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(rules); i++)
+		r |= put_rule(bt, count_rule(rules[i].chain, 0, false, rules[i].key_off,
+					     maps[rules[i].cls], first_id + rules[i].cls, NULL));
+	return r ? -ENOMEM : 0;
+}
+
+int acct_table_rules(const struct acct_config *cfg, struct acct_rule_list *bt)
+{
+	int r = 0;
+
+	bt->n = 0;
+	bt->failed = false;
+	if (!cfg->pod_link_prefix || !cfg->pod_link_prefix[0] ||
+	    strlen(cfg->pod_link_prefix) >= ACCT_KEY_LINK_LEN)
+		return -EINVAL;
+	/* A pod sends only as itself, whatever else the config says. */
+	r |= put_rule(bt, from_pod_rule(cfg->pod_link_prefix));
+	r |= put_rule(bt, antispoof_rule());
+	r |= put_rule(bt, antispoof_ipv6_rule());
+	r |= put_rule(bt, spoofed_rule(ACCT_IPV4, true, false));
+	r |= put_rule(bt, spoofed_rule(ACCT_IPV6, true, false));
+	r |= put_rule(bt, spoofed_rule(ACCT_IPV4, false, false));
+	r |= put_rule(bt, spoofed_rule(ACCT_IPV6, false, true));
+	/*
+	 * Internet-bound packets carry the mark from before routing on. What
+	 * reaches the mark in from_pod has its pod's address (anti-spoofing saw
+	 * to it): no lookup in @pods to tell a pod's packet.
+	 */
+	r |= put_rule(bt, skip_loopback("output", NFT_META_OIF));
+	if (cfg->internet_mark) {
+		r |= put_rule(bt, mark_rule(ACCT_CHAIN_FROM_POD, cfg->internet_mark));
+		r |= put_rule(bt, mark_rule("output", cfg->internet_mark));
+	}
+	/* Forwarded pod traffic: one classification per direction (see ACCT_CHAIN_FWD_EGRESS). */
+	r |= put_rule(bt, branch_rule("forward", 0, NFT_JUMP, ACCT_CHAIN_FWD_EGRESS));
+	r |= put_rule(bt, branch_rule("forward", 0, NFT_JUMP, ACCT_CHAIN_FWD_INGRESS));
+	r |= put_rule(bt, branch_rule(ACCT_CHAIN_FWD_EGRESS, 16, NFT_GOTO,
+				      ACCT_CHAIN_FWD_EGRESS_INTERNAL));
+	r |= put_rule(bt, branch_rule(ACCT_CHAIN_FWD_INGRESS, 12, NFT_GOTO,
+				      ACCT_CHAIN_FWD_INGRESS_INTERNAL));
+	/* The shaper's classes for internet traffic (the classids come with the config). */
+	r |= put_rule(bt, inet_egress_class_rule());
+	if (cfg->inet_ingress_classid)
+		r |= put_rule(bt, inet_ingress_class_rule(cfg->inet_ingress_classid));
+	if (cfg->enabled) {
+		r |= put_fwd_counting(bt, acct_ns_maps, ACCT_ID_NS_MAPS);
+		if (cfg->per_pod)
+			r |= put_fwd_counting(bt, acct_pod_maps, ACCT_ID_POD_MAPS);
+		/* Pods' traffic with the node itself. */
+		r |= put_rule(bt, skip_loopback("input", NFT_META_IIF));
+		r |= put_pod_counting(bt, "input", true, false, acct_ns_maps, ACCT_ID_NS_MAPS);
+		if (cfg->per_pod)
+			r |= put_pod_counting(bt, "input", true, false, acct_pod_maps,
+					      ACCT_ID_POD_MAPS);
+		r |= put_rule(bt, count_rule("input", 12, false, 0, NULL, 0, "host_ingress_internal"));
+		r |= put_rule(bt, count_rule("input", 12, true, 0, NULL, 0, "host_ingress_internet"));
+		r |= put_pod_counting(bt, "output", false, true, acct_ns_maps, ACCT_ID_NS_MAPS);
+		if (cfg->per_pod)
+			r |= put_pod_counting(bt, "output", false, true, acct_pod_maps,
+					      ACCT_ID_POD_MAPS);
+		r |= put_rule(bt, count_rule("output", 16, false, 0, NULL, 0, "host_egress_internal"));
+		r |= put_rule(bt, count_rule("output", 16, true, 0, NULL, 0, "host_egress_internet"));
+	}
+	r |= put_rule(bt, masquerade_rule());
+	if (r || bt->failed) {
+		acct_rule_list_free(bt);
+		return -ENOMEM;
+	}
+	return 0;
+}

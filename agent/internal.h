@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef TG_AGENT_INTERNAL_H
+#define TG_AGENT_INTERNAL_H
+
+/*
+ * The binary around the tasks of agent.h: its options (options.c), its log
+ * (log.c), the process and its servers set up and torn down (setup.c), and
+ * the event loop (loop.c), which runs the tasks and is the one that logs
+ * what they did and what they said.
+ */
+
+#include <limits.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "agent/agent.h"
+#include "exporter/exporter.h"
+#include "http/http.h"
+
+/* ---- the log (log.c): logfmt on stderr, one record per line ---- */
+
+enum agent_log_level { AGENT_LOG_ERROR, AGENT_LOG_WARN, AGENT_LOG_INFO };
+
+/* Records above lvl are dropped (--log-level). */
+void agent_log_set_level(enum agent_log_level lvl);
+/* fmt: the record's fields (msg="..." first); the timestamp and level= come first. */
+void agent_log(enum agent_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A task's notes, one warn record each (and one for those left out); emptied. */
+void agent_log_notes(struct agent_notes *n);
+
+/* ---- the command line (options.c) ---- */
+
+struct agent_cli {
+	struct agent_options opt;
+	const char *listen;		/* ADDR:PORT, :PORT, HOST:PORT, or an address or name */
+	const char *network;		/* --metrics-only without --config: the store's network */
+	int page_cache_ms, deadline_ms;	/* -1: the HTTP server's defaults */
+	enum agent_log_level log_level;
+	char plugin[PATH_MAX];		/* opt.plugin_path when --plugin is not given */
+};
+
+/* What agent_parse_options and the set-up return when the agent goes on. */
+#define AGENT_RUN (-1)
+
+/*
+ * Reads and checks the command line into *ret (the usage or the problem on
+ * stderr, --help's on stdout). AGENT_RUN, or the exit status: 0 after
+ * --help, 2 for a usage error.
+ */
+int agent_parse_options(int argc, char **argv, struct agent_cli *ret);
+void agent_usage(FILE *f);
+
+/* ---- the daemon (setup.c, loop.c) ---- */
+
+struct app {
+	struct agent a;
+	struct http_config hc;
+	struct exporter *ex;
+	struct expo page;
+	struct http_server *http;
+	int inotify_fd;
+	int config_wd, store_wd;	/* watches: the config's directory, the store's */
+	char config_dir[PATH_MAX];
+	sigset_t sigs;			/* blocked, read from a signalfd by the loop */
+	bool config_changed;		/* an event in the config's directory: re-read */
+	bool exhausted;			/* the plugin found no free address: sync soon */
+};
+
+/*
+ * The process: --listen resolved, the task schedule, capabilities dropped,
+ * the config read, signals blocked. AGENT_RUN, or the exit status (2: a
+ * usage error, 1: anything else), said on stderr.
+ */
+int agent_setup(struct app *app, const struct agent_cli *cli);
+/* The config's watch, the exporter and the HTTP server. AGENT_RUN, or 1. */
+int agent_setup_servers(struct app *app, const struct agent_cli *cli);
+/* What the set-up made; each part may be missing. */
+void agent_teardown(struct app *app);
+
+/* The daemon: start-up work, then the loop until SIGTERM or SIGINT. The exit status. */
+int agent_loop(struct app *app);
+/* --once: the start-up work, sync retried for up to 60 s. 0 when ready, 1 when not. */
+int agent_once(struct app *app);
+
+#endif

@@ -1,0 +1,332 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The agent's event loop (agent/internal.h). One thread: epoll over a
+ * signalfd (TERM and INT exit 0, HUP re-reads the config), an inotify watch
+ * on the config's directory (kubelet swaps a ConfigMap through a `..data`
+ * symlink) and on the store's (the plugin's pool-exhausted signal), and the
+ * HTTP server (http/http.h); the wait ends when the next task is due. The
+ * loop runs the tasks of agent.h and logs what they did.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <malloc.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/inotify.h>
+#include <sys/random.h>
+#include <sys/signalfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent/internal.h"
+#include "lib/cleanup.h"
+#include "lib/cniops.h"
+
+static int64_t mono_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+static double uniform(void)
+{
+	uint32_t v = 0;
+
+	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != sizeof(v))
+		v = (uint32_t)mono_ms() * 2654435761u;
+	return (double)v / 4294967296.0;
+}
+
+/* ---- the tasks, as the loop runs them ---- */
+
+static uint64_t repairs(const struct agent_stats *s)
+{
+	return s->repaired_nft_table + s->repaired_nft_sets + s->repaired_nft_chains +
+	       s->repaired_nft_rules + s->repaired_nft_internal + s->repaired_tc_ifb +
+	       s->repaired_tc_root + s->repaired_tc_node_class + s->repaired_tc_clsact +
+	       s->repaired_tc_filters + s->repaired_tc_classes_restored + s->repaired_sysctls;
+}
+
+static void run_declare(struct app *app)
+{
+	uint64_t before = repairs(&app->a.stats), ro = app->a.stats.sysctls_readonly;
+	struct tg_err e = { 0 };
+
+	sched_started(&app->a.declare, mono_ms());
+	if (agent_declare(&app->a, &e) < 0) {
+		agent_log(AGENT_LOG_ERROR, "msg=\"declaration failed\" err=\"%s\"", e.msg);
+		sched_failed(&app->a.declare, mono_ms());
+		return;
+	}
+	if (repairs(&app->a.stats) != before)
+		agent_log(AGENT_LOG_WARN, "msg=\"node-wide state repaired\" objects=%llu",
+		          (unsigned long long)(repairs(&app->a.stats) - before));
+	/* once: the next declarations find the same */
+	if (ro == 0 && app->a.stats.sysctls_readonly)
+		agent_log(AGENT_LOG_WARN, "msg=\"a sysctl is below its floor and /proc/sys is read-only "
+		          "(an unprivileged container): left to the plugin on the host\"");
+	sched_succeeded(&app->a.declare, mono_ms(), uniform());
+}
+
+static void run_sync(struct app *app)
+{
+	struct agent_notes notes = { 0 };
+	struct tg_err e = { 0 };
+	bool was_ready = app->a.pool_ready;
+	int r;
+
+	sched_started(&app->a.sync, mono_ms());
+	r = agent_sync(&app->a, &notes, &e);
+	agent_log_notes(&notes);
+	if (r < 0) {
+		agent_log(AGENT_LOG_ERROR, "msg=\"sync failed\" err=\"%s\" failures=%u", e.msg,
+		          app->a.sync.failures + 1);
+		sched_failed(&app->a.sync, mono_ms());
+		return;
+	}
+	if (!app->a.pool_ready) {
+		/* no pool yet: keep asking, backing off */
+		agent_log(AGENT_LOG_WARN, "msg=\"the pool is empty\"");
+		sched_failed(&app->a.sync, mono_ms());
+		return;
+	}
+	if (!was_ready)
+		agent_log(AGENT_LOG_INFO, "msg=\"pool ready\"");
+	sched_succeeded(&app->a.sync, mono_ms(), uniform());
+}
+
+static void run_gc(struct app *app)
+{
+	struct agent_notes notes = { 0 };
+	struct tg_err e = { 0 };
+	int r;
+
+	sched_started(&app->a.gc, mono_ms());
+	r = agent_gc(&app->a, &notes, &e);
+	agent_log_notes(&notes);
+	if (r < 0) {
+		agent_log(AGENT_LOG_ERROR, "msg=\"gc failed\" err=\"%s\"", e.msg);
+		sched_failed(&app->a.gc, mono_ms());
+		return;
+	}
+	if (agent_retire_namespaces(&app->a, mono_ms(), &e) < 0)
+		agent_log(AGENT_LOG_ERROR, "msg=\"namespace retirement failed\" err=\"%s\"", e.msg);
+	sched_succeeded(&app->a.gc, mono_ms(), uniform());
+}
+
+static void run_install(struct app *app)
+{
+	struct tg_err e = { 0 };
+
+	if (app->a.installed || !app->a.opt.cni_conf_dir || !app->a.pool_ready ||
+	    !app->a.declared)
+		return;
+	if (agent_install(&app->a, &e) < 0)
+		agent_log(AGENT_LOG_ERROR, "msg=\"install failed\" err=\"%s\"", e.msg);
+	else
+		agent_log(AGENT_LOG_INFO, "msg=\"plugin installed\" conf_dir=%s bin_dir=%s",
+		          app->a.opt.cni_conf_dir, app->a.opt.cni_bin_dir ? app->a.opt.cni_bin_dir : "-");
+}
+
+/* The config's directory changed: re-read; a new config is declared, reshaped, installed. */
+static void reload(struct app *app)
+{
+	struct agent_notes notes = { 0 };
+	struct tg_err e = { 0 };
+	int r = app->a.opt.config_path ? agent_load_config(&app->a, &e) : 0;
+
+	if (r == 0)
+		return;
+	if (r < 0) {
+		app->a.stats.config_reloads++;
+		app->a.stats.config_errors++;
+		agent_log(AGENT_LOG_ERROR, "msg=\"config not reloaded; the one in force stays\" err=\"%s\"",
+		          e.msg);
+		return;
+	}
+	app->a.stats.config_reloads++;
+	agent_log(AGENT_LOG_INFO, "msg=\"config changed\" path=%s", app->a.opt.config_path);
+	if (app->a.opt.metrics_only)
+		return;
+	run_declare(app);
+	memset(&e, 0, sizeof(e));
+	r = agent_reshape(&app->a, &notes, &e);
+	agent_log_notes(&notes);
+	if (r < 0)
+		agent_log(AGENT_LOG_ERROR, "msg=\"reshape failed\" err=\"%s\"", e.msg);
+	sched_soon(&app->a.sync, mono_ms(), 0);
+	app->a.installed = false; /* the new conflist goes to the runtime */
+	run_install(app);
+}
+
+/* The plugin's pool-exhausted signal lands in the store's directory (once it exists). */
+static void watch_store(struct app *app)
+{
+	char dir[PATH_MAX + 256];
+
+	if (app->store_wd >= 0 || app->inotify_fd < 0)
+		return;
+	snprintf(dir, sizeof(dir), "%s/%s", app->a.cfg.data_dir, app->a.cfg.name);
+	app->store_wd = inotify_add_watch(app->inotify_fd, dir, IN_ATTRIB | IN_CREATE);
+}
+
+static void run_due(struct app *app)
+{
+	int64_t now = mono_ms();
+	bool ran = false;
+
+	if (app->config_changed) {
+		app->config_changed = false;
+		reload(app);
+		ran = true;
+	}
+	if (app->exhausted && !app->a.opt.metrics_only) {
+		/* soon, but never two IMDS requests within the task's minimum gap */
+		app->exhausted = false;
+		agent_log(AGENT_LOG_INFO, "msg=\"the plugin found no free address: syncing\"");
+		sched_soon(&app->a.sync, now, 0);
+	}
+	if (!app->a.opt.metrics_only) {
+		if (sched_due(&app->a.declare, now)) {
+			run_declare(app);
+			ran = true;
+		}
+		if (sched_due(&app->a.sync, now)) {
+			run_sync(app);
+			ran = true;
+		}
+		watch_store(app);
+		run_install(app);
+		if (sched_due(&app->a.gc, mono_ms())) {
+			run_gc(app);
+			ran = true;
+		}
+	}
+	/*
+	 * A task's buffers (a full declaration's nftables batch is ~3 kB a pod)
+	 * go back to the kernel once it is done: the daemon idles small.
+	 */
+	if (ran)
+		malloc_trim(0);
+}
+
+static int next_wait_ms(struct app *app)
+{
+	const struct sched_task *const tasks[] = { &app->a.declare, &app->a.sync, &app->a.gc };
+	int64_t next = app->a.opt.metrics_only ? INT64_MAX : sched_next(tasks, 3);
+	int64_t wait = next == INT64_MAX ? -1 : next - mono_ms();
+	int h = app->http ? http_timeout_ms(app->http) : -1;
+
+	if (wait < 0 && next != INT64_MAX)
+		wait = 0;
+	if (wait > INT32_MAX)
+		wait = INT32_MAX;
+	if (h >= 0 && (wait < 0 || h < wait))
+		wait = h;
+	return (int)wait;
+}
+
+static void drain_inotify(struct app *app)
+{
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+	ssize_t n;
+
+	while ((n = read(app->inotify_fd, buf, sizeof(buf))) > 0) {
+		for (char *p = buf; p < buf + n;) {
+			const struct inotify_event *ev = (const struct inotify_event *)p;
+
+			if (ev->wd == app->config_wd)
+				app->config_changed = true;
+			else if (ev->wd == app->store_wd && ev->len &&
+				 strcmp(ev->name, CNIOPS_EXHAUSTED_FILE) == 0)
+				app->exhausted = true;
+			p += sizeof(*ev) + ev->len;
+		}
+	}
+}
+
+/* 0 after SIGTERM or SIGINT, a negative errno when the loop itself failed. */
+static int serve(struct app *app)
+{
+	_cleanup_close_ int ep = epoll_create1(EPOLL_CLOEXEC);
+	_cleanup_close_ int sfd = signalfd(-1, &app->sigs, SFD_NONBLOCK | SFD_CLOEXEC);
+	struct epoll_event ev = { .events = EPOLLIN }, evs[8];
+
+	if (ep < 0 || sfd < 0)
+		return -errno;
+	ev.data.fd = sfd;
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, sfd, &ev) < 0)
+		return -errno;
+	ev.data.fd = http_fd(app->http);
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, ev.data.fd, &ev) < 0)
+		return -errno;
+	if (app->inotify_fd >= 0) {
+		ev.data.fd = app->inotify_fd;
+		if (epoll_ctl(ep, EPOLL_CTL_ADD, ev.data.fd, &ev) < 0)
+			return -errno;
+	}
+	for (;;) {
+		int n = epoll_wait(ep, evs, 8, next_wait_ms(app));
+
+		if (n < 0 && errno != EINTR)
+			return -errno;
+		for (int i = 0; i < n; i++) {
+			if (evs[i].data.fd == sfd) {
+				struct signalfd_siginfo si;
+
+				while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+					if (si.ssi_signo == SIGHUP) {
+						app->config_changed = true;
+						continue;
+					}
+					agent_log(AGENT_LOG_INFO, "msg=\"shutting down\" signal=%u", si.ssi_signo);
+					return 0;
+				}
+			} else if (evs[i].data.fd == app->inotify_fd) {
+				drain_inotify(app);
+			}
+		}
+		run_due(app);
+		http_run(app->http);
+	}
+}
+
+/* Start-up: the config, the node declared, the pool, the plugin installed. */
+static void start_up(struct app *app)
+{
+	int64_t now = mono_ms();
+
+	sched_init(&app->a.declare, now);
+	sched_init(&app->a.sync, now);
+	sched_init(&app->a.gc, now);
+	run_due(app);
+}
+
+/* --once: the start-up work with a bounded number of sync tries (1 s apart, then backing off). */
+int agent_once(struct app *app)
+{
+	int64_t deadline = mono_ms() + 60000;
+
+	start_up(app);
+	while (!agent_ready(&app->a) && mono_ms() < deadline) {
+		int64_t wait = app->a.sync.next_ms - mono_ms();
+
+		if (wait > 0)
+			usleep((useconds_t)(wait > 5000 ? 5000 : wait) * 1000);
+		run_due(app);
+	}
+	agent_log(agent_ready(&app->a) ? AGENT_LOG_INFO : AGENT_LOG_ERROR, "msg=\"once: %s\"",
+	          agent_ready(&app->a) ? "ready" : "not ready within 60 s");
+	return agent_ready(&app->a) ? 0 : 1;
+}
+
+int agent_loop(struct app *app)
+{
+	start_up(app);
+	return serve(app) < 0 ? 1 : 0;
+}
