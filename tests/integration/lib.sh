@@ -417,3 +417,17 @@ tg_snapshot() {
 
 # snap_diff A B: unified diff of two snapshots (empty when equal)
 snap_diff() { diff -u <(printf '%s\n' "$1") <(printf '%s\n' "$2") | tail -n +3; }
+
+# nft_set_count SET: how many elements set SET of table inet tollgate holds in
+# the node (read with nft -j). A missing set or table is not "no element":
+# then it prints "missing" and fails.
+nft_set_count() {
+	local j
+	if j=$(ip netns exec "$TG_NODE" nft -j list set inet tollgate "$1" 2>/dev/null) &&
+		jq -e --arg s "$1" '[.nftables[] | .set? // empty | select(.family == "inet" and .table == "tollgate" and .name == $s)]
+			| if length == 1 then .[0].elem // [] | length else error("no set \($s)") end' <<<"$j" 2>/dev/null; then
+		return 0
+	fi
+	echo missing
+	return 1
+}

@@ -7,8 +7,10 @@
 # within a period and counted by object; a ConfigMap swap through ..data (as
 # kubelet does it) reaching running pods' classes and the installed conflist;
 # a pod whose netns is gone collected; kill -9 and restart leaving pods and
-# store intact; SIGTERM exits 0 within a second; --once under a bounding set
-# of CAP_NET_ADMIN alone.
+# store intact; the agent dropping every capability but CAP_NET_ADMIN and
+# setting no_new_privs itself; SIGTERM exits 0 within a second; --once and
+# the daemon started under a bounding set of CAP_NET_ADMIN alone with
+# no_new_privs (as allowPrivilegeEscalation: false starts it).
 #
 #   node ($TG_ID-node, topology from lib.sh), eth0 MAC 00:0d:3a:f8:06:ec
 #     lo  127.0.0.1:$IMDS_PORT fake_imds.py, 127.0.0.1:$PORT the agent
@@ -257,6 +259,14 @@ t_expect "attachments" "$(jq -S -c '.attachments' "$TG_TMP/data/$NET/state.json"
 pingq "$TG_ID-a1" "$TG_INET_IP" || t_fail "a1 cannot reach the internet host after the restart"
 t_end
 
+t_begin "the agent keeps CAP_NET_ADMIN alone and sets no_new_privs itself"
+# started here as plain root, without setpriv: whatever holds is the agent's doing
+st=$(cat "/proc/$AGENT_PID/status" 2>/dev/null)
+t_expect "NoNewPrivs" "$(awk '$1 == "NoNewPrivs:" { print $2 }' <<<"$st")" 1
+t_expect "CapEff" "$(awk '$1 == "CapEff:" { print $2 }' <<<"$st")" 0000000000001000
+t_expect "CapPrm" "$(awk '$1 == "CapPrm:" { print $2 }' <<<"$st")" 0000000000001000
+t_end
+
 t_begin "SIGTERM: exit 0 within a second"
 kill -TERM "$AGENT_PID"
 t0=$SECONDS
@@ -267,16 +277,36 @@ t_expect "exit status" "$?" 0
 [ $((SECONDS - t0)) -le 2 ] || t_fail "took $((SECONDS - t0)) s"
 t_end
 
-t_begin "--once under a bounding set of CAP_NET_ADMIN alone, with no_new_privs"
-ip netns exec "$TG_NODE" setpriv --bounding-set -all,+net_admin --inh-caps -all \
-	"$AGENT" --config "$CM/10-tollgate.conflist" --once --cni-conf-dir "$NETD" \
-	--cni-bin-dir "$CNIBIN" --plugin "$TOLLGATE_BIN_DIR/tollgate" >/dev/null 2>"$TG_TMP/once.err"
+# confined NAME ARGS...: the agent as a runtime starts it with `drop: [ALL],
+# add: [NET_ADMIN]` and allowPrivilegeEscalation: false, i.e. started already
+# under that bounding set and with no_new_privs (replaces the calling shell)
+confined() {
+	exec ip netns exec "$TG_NODE" setpriv --no-new-privs --bounding-set -all,+net_admin --inh-caps -all \
+		"$AGENT" --config "$CM/10-tollgate.conflist" --cni-conf-dir "$NETD" \
+		--cni-bin-dir "$CNIBIN" --plugin "$TOLLGATE_BIN_DIR/tollgate" "$@"
+}
+t_begin "--once and the daemon under a bounding set of CAP_NET_ADMIN alone, with no_new_privs"
+(confined --once) >/dev/null 2>"$TG_TMP/once.err"
 t_expect "--once exit status" "$?" 0
 grep -q "once: ready" "$TG_TMP/once.err" || t_fail "--once: $(tail -3 "$TG_TMP/once.err")"
+# the daemon, started the same way: $! is the agent itself (every step execs)
+(confined --listen "127.0.0.1:$PORT" --declare-interval 2 --gc-interval 2 --sync-interval 30) \
+	>/dev/null 2>"$TG_TMP/confined.err" &
+CPID=$!
+TG_PIDS+=("$CPID")
+wait_for 10 ready || t_fail "the confined agent is not ready: $(tail -3 "$TG_TMP/confined.err")"
+t_expect "confined PID's program" "$(cat "/proc/$CPID/comm" 2>/dev/null)" tollgate-agent
+st=$(cat "/proc/$CPID/status" 2>/dev/null)
+t_expect "NoNewPrivs" "$(awk '$1 == "NoNewPrivs:" { print $2 }' <<<"$st")" 1
+t_expect "CapBnd" "$(awk '$1 == "CapBnd:" { print $2 }' <<<"$st")" 0000000000001000
+t_expect "CapEff" "$(awk '$1 == "CapEff:" { print $2 }' <<<"$st")" 0000000000001000
+kill -TERM "$CPID" 2>/dev/null
+wait "$CPID"
+t_expect "confined agent's exit status on SIGTERM" "$?" 0
 t_end
 
 t_begin "DEL of the last pod"
-pod_del a1 "$CONF" || t_fail "DEL a1 rc=$TG_RC"
+pod_del a1 "$CONF" || t_fail "DEL a1 rc=$TG_RC $TG_OUT"
 t_end
 
 tap_done

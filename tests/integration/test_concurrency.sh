@@ -82,6 +82,7 @@ t_begin "kernel holds $N veths, $N /32 routes, $N @pods elements"
 t_expect "tg links" "$(node_links_tg | wc -l)" "$N"
 t_expect "/32 routes" "$(node_host_routes | wc -l)" "$N"
 missing=0
+t_expect "@pods elements" "$(nft_set_count pods)" "$N"
 set_txt=$(ip netns exec "$TG_NODE" nft list set inet tollgate pods 2>/dev/null)
 for s in "${pods[@]}"; do
 	[ -n "${POD_IP[$s]:-}" ] && ! grep -qw -- "${POD_IP[$s]}" <<<"$set_txt" && missing=$((missing + 1))
@@ -115,7 +116,8 @@ done
 t_expect "tg links" "$(node_links_tg | wc -l)" 0
 t_expect "/32 routes" "$(node_host_routes | wc -l)" 0
 t_expect "attachments" "$(state_count)" 0
-t_expect "@pods elements" "$(ip netns exec "$TG_NODE" nft list set inet tollgate pods 2>/dev/null | grep -c elements)" 0
+# the table and its set stay, empty
+t_expect "@pods elements" "$(nft_set_count pods)" 0
 left=0
 for s in "${pods[@]}"; do [ "$(ip -n "$TG_ID-$s" -o link show | grep -vc ': lo:')" = 0 ] || left=$((left + 1)); done
 t_expect "pods still holding an eth0" "$left" 0

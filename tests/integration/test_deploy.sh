@@ -13,7 +13,8 @@
 # them (the plugin on the host raises ip_forward), and with them set, silent
 # about it; the installed conflist's chain at 1.0.0 —
 # the plugin, then Debian's portmap with the plugin's result — forwards a
-# host port into a pod, and that portmap refuses the same chain at 1.1.0.
+# host port into a pod; a note (not a check: it is Debian's, not Tollgate's)
+# shows whether that portmap refuses the same chain at 1.1.0.
 #
 # Standalone: TOLLGATE_BIN_DIR=build bash tests/integration/test_deploy.sh
 # shellcheck disable=SC2016,SC1091,SC2034  # TG_BIN: read by lib.sh
@@ -265,13 +266,19 @@ t_expect "peer -> node:$HOSTPORT -> pod:80" "$code" 200
 [ "$code" = 200 ] || diag "$(ip netns exec "$TG_NODE" iptables-save -t nat 2>&1 | grep -v '^#')"
 t_end
 
-t_begin "Debian's portmap refuses the same chain at 1.1.0 (why 1.0.0 is shipped)"
+# Why 1.0.0 is shipped (README "cniVersion"): Debian's portmap refuses the
+# same chain at 1.1.0. A fact about the environment, not about Tollgate:
+# shown as a note, never counted as a check.
 PM11=$(jq -c '.cniVersion = "1.1.0" | .prevResult.cniVersion = "1.1.0"' <<<"$PM_CONF")
 out=$(portmap_run ADD "$PM11" 2>&1)
 rc=$?
-[ "$rc" != 0 ] || t_fail "portmap accepted cniVersion 1.1.0 (then the README's advice is stale): $out"
-grep -q 'incompatible CNI versions' <<<"$out" || t_fail "not a version refusal: $out"
-t_end
+out=$(tr -s ' \t\n' ' ' <<<"$out")
+if [ "$rc" != 0 ] && grep -q 'incompatible CNI versions' <<<"$out"; then
+	diag "note: $PORTMAP refuses the chain at cniVersion 1.1.0 (exit $rc): ${out:0:200}"
+else
+	diag "note: $PORTMAP no longer refuses cniVersion 1.1.0 as the README says (exit $rc): ${out:0:300}"
+	[ "$rc" != 0 ] || portmap_run DEL "$PM11" >/dev/null 2>&1 # take its second mapping back
+fi
 
 t_begin "DEL through the chain (portmap, then the plugin) leaves neither a DNAT nor an attachment"
 out=$(portmap_run DEL "$PM_CONF" 2>&1) || t_fail "portmap DEL: $out"

@@ -19,7 +19,8 @@
 # deleted, no root, no IFB, no clsact, no catch-all redirect, no masquerade
 # rule, set internal flushed) repaired by the next ADD; a namespace's class
 # kept after its last pod; the uplink filters and set `internal` following internalCIDRs as
-# they shrink and grow; nft/tc/ip monitors showing no node-wide event for an
+# they shrink and grow, set `internal` watched by nft monitor batch by batch
+# while it changes (and a delete-then-add by hand seen as a gap); nft/tc/ip monitors showing no node-wide event for an
 # ADD and DEL on a declared node; a 20M pod cap holding while 30 other pods
 # come and go. Rates and churn timing mean nothing at ASan's speed: this suite
 # is not run against the sanitizer build (TG_SAN_EXCLUDE in tests/run.sh).
@@ -591,11 +592,87 @@ cidr_pod() {
 	pod_add "$1" cidr "${POD_CONF[$1]}" || t_fail "ADD $1 ($2) rc=$TG_RC ${TG_OUT:0:300}"
 }
 PASS10="0a000000/ff000000" PASS192="c0a80000/ffff0000"
-t_begin "internalCIDRs shrink from [10.0.0.0/8, 192.168.0.0/16] to [10.0.0.0/8]: one pass filter, no stale 192.168 filter, set internal = 10.0.0.0/8"
+# The change is watched while it happens (make-before-break: never a moment
+# misclassified): nft monitor in the node records every batch, and
+# internal_gaps replays set internal through them from its elements before.
+# At every generation (a committed batch: what packets see) the set must hold
+# each CIDR internal in both the old and the new config, and nothing that is
+# in neither; no table, chain, rule or set may be deleted meanwhile (a
+# change of internalCIDRs touches set internal alone).
+NFTW_PID=""
+nftw_start() { # the monitor, returning once it reported a probe table
+	: >"$TG_TMP/cidr.mon"
+	ip netns exec "$TG_NODE" stdbuf -oL nft monitor >"$TG_TMP/cidr.mon" 2>&1 &
+	NFTW_PID=$!
+	SH_PIDS+=("$NFTW_PID")
+	wait_for 5 nftw_probe || t_fail "nft monitor reported no probe within 5 s: $(head -c 200 "$TG_TMP/cidr.mon")"
+}
+nftw_probe() {
+	ip netns exec "$TG_NODE" nft add table inet tgcidrprobe 2>/dev/null
+	ip netns exec "$TG_NODE" nft delete table inet tgcidrprobe 2>/dev/null
+	grep -q tgcidrprobe "$TG_TMP/cidr.mon"
+}
+nftw_stop() { # once the last batch reached the monitor (a probe after it did)
+	: >"$TG_TMP/cidr.mon.end"
+	wait_for 5 nftw_probe_end || t_fail "nft monitor: no closing probe"
+	kill "$NFTW_PID" 2>/dev/null
+	wait "$NFTW_PID" 2>/dev/null
+	sh_forget_pid "$NFTW_PID"
+	grep -v tgcidrprobe "$TG_TMP/cidr.mon" >"$TG_TMP/cidr.events"
+}
+nftw_probe_end() {
+	ip netns exec "$TG_NODE" nft add table inet tgcidrprobe2 2>/dev/null
+	ip netns exec "$TG_NODE" nft delete table inet tgcidrprobe2 2>/dev/null
+	grep -q tgcidrprobe2 "$TG_TMP/cidr.mon"
+}
+# internal_gaps BEFORE REQUIRED ALLOWED < EVENTS: prints one line per
+# generation whose set internal lacks a REQUIRED element or holds one outside
+# ALLOWED, and each deletion of a node-wide object (space-separated lists;
+# BEFORE: the set's elements when the monitor started)
+internal_gaps() {
+	awk -v before="$1" -v required="$2" -v allowed="$3" '
+		BEGIN {
+			n = split(before, b, " "); for (i = 1; i <= n; i++) have[b[i]] = 1
+			nr = split(required, req, " "); split(allowed, a, " "); for (i in a) ok[a[i]] = 1
+		}
+		function elems(line, sign,   body, k, e, i) {
+			body = line; sub(/^[^{]*\{ */, "", body); sub(/ *\}.*$/, "", body)
+			k = split(body, e, / *, */)
+			for (i = 1; i <= k; i++) if (sign > 0) have[e[i]] = 1; else delete have[e[i]]
+			changed = 1
+		}
+		/^add element inet tollgate internal / { elems($0, 1); next }
+		/^(delete|destroy) element inet tollgate internal / { elems($0, -1); next }
+		/^(delete|destroy|flush) (table|chain|rule|set|map) inet tollgate/ { print "deleted: " $0; next }
+		/^# new generation/ {
+			gens++
+			if (!changed) next
+			changed = 0; miss = ""; extra = ""
+			for (i = 1; i <= nr; i++) if (!(req[i] in have)) miss = miss " " req[i]
+			for (e in have) if (!(e in ok)) extra = extra " " e
+			if (miss != "" || extra != "") print "generation " $4 " " $NF ": set internal lacks" (miss == "" ? " nothing" : miss) ", holds" (extra == "" ? " nothing extra" : extra)
+		}
+		END { if (gens == 0) print "no generation recorded" }'
+}
+# cidr_watched POD BEFORE_JSON AFTER_JSON: cidr_pod watched as above
+cidr_watched() {
+	local before req allowed gaps
+	before=$(nft_internal)
+	req=$(jq -rn --argjson a "$2" --argjson b "$3" '$a - ($a - $b) | join(" ")')
+	allowed=$(jq -rn --argjson a "$2" --argjson b "$3" '$a + $b | unique | join(" ")')
+	nftw_start
+	cidr_pod "$1" "$3"
+	nftw_stop
+	gaps=$(internal_gaps "$before" "$req" "$allowed" <"$TG_TMP/cidr.events")
+	grep -q '^add element inet tollgate internal ' "$TG_TMP/cidr.events" ||
+		t_fail "nft monitor saw no element of set internal added during the change: $(head -c 300 "$TG_TMP/cidr.events")"
+	[ -z "$gaps" ] || { t_fail "during the change to $3: $(tr '\n' ';' <<<"$gaps")"; diag "$(head -n 30 "$TG_TMP/cidr.events")"; }
+}
+t_begin "internalCIDRs shrink from [10.0.0.0/8, 192.168.0.0/16] to [10.0.0.0/8]: one pass filter, no stale 192.168 filter, set internal = 10.0.0.0/8, 10.0.0.0/8 internal throughout"
 cidr_pod cid1 '["10.0.0.0/8", "192.168.0.0/16"]'
 t_expect "uplink filters with both" "$(filter_summary)" "pass $PASS10 $PASS192 | entries 3 | redirects 1"
 t_expect "set internal with both" "$(nft_internal)" "10.0.0.0/8 192.168.0.0/16"
-cidr_pod cid2 '["10.0.0.0/8"]'
+cidr_watched cid2 '["10.0.0.0/8", "192.168.0.0/16"]' '["10.0.0.0/8"]'
 t_expect "uplink filters" "$(filter_summary)" "pass $PASS10 | entries 2 | redirects 1"
 f=$(uplink_filters)
 grep -q 'c0a80000' <<<"$f" && { t_fail "a filter still matches 192.168.0.0/16"; diag "$f"; }
@@ -603,11 +680,27 @@ t_expect "set internal" "$(nft_internal)" "10.0.0.0/8"
 shaped_traffic cid2
 t_end
 
-t_begin "internalCIDRs grow from [10.0.0.0/8] to [10.0.0.0/8, 192.168.0.0/16]: both pass filters, set internal holds both"
-cidr_pod cid3 '["10.0.0.0/8", "192.168.0.0/16"]'
+t_begin "internalCIDRs grow from [10.0.0.0/8] to [10.0.0.0/8, 192.168.0.0/16]: both pass filters, set internal holds both, 10.0.0.0/8 internal throughout"
+cidr_watched cid3 '["10.0.0.0/8"]' '["10.0.0.0/8", "192.168.0.0/16"]'
 t_expect "uplink filters" "$(filter_summary)" "pass $PASS10 $PASS192 | entries 3 | redirects 1"
 t_expect "set internal" "$(nft_internal)" "10.0.0.0/8 192.168.0.0/16"
 shaped_traffic cid3
+t_end
+
+# The control: the same change done delete-then-add by hand with nft (two
+# batches), in this throwaway node, must show as a gap; then the set is as
+# the config has it again.
+t_begin "control: set internal changed delete-then-add by hand is seen as a gap"
+before=$(nft_internal)
+nftw_start
+ip netns exec "$TG_NODE" nft flush set inet tollgate internal
+ip netns exec "$TG_NODE" nft add element inet tollgate internal '{ 10.0.0.0/8, 192.168.0.0/16 }'
+nftw_stop
+gaps=$(internal_gaps "$before" "10.0.0.0/8 192.168.0.0/16" "10.0.0.0/8 192.168.0.0/16" <"$TG_TMP/cidr.events")
+grep -q '^generation .* lacks 10.0.0.0/8 192.168.0.0/16' <<<"$gaps" ||
+	{ t_fail "the replay saw no gap: '$gaps'"; diag "$(head -n 20 "$TG_TMP/cidr.events")"; }
+diag "control: $gaps"
+t_expect "set internal after the control" "$(nft_internal)" "10.0.0.0/8 192.168.0.0/16"
 for p in cid1 cid2 cid3; do [ -n "${POD_CID[$p]:-}" ] && { sdel "$p" || t_fail "DEL $p rc=$TG_RC ${TG_OUT:0:300}"; }; done
 t_end
 
