@@ -11,8 +11,8 @@ static const struct {
 	const char *name;
 	enum cni_cmd cmd;
 } commands[] = {
-	{ "ADD", CMD_ADD },	  { "DEL", CMD_DEL }, { "CHECK", CMD_CHECK },
-	{ "STATUS", CMD_STATUS }, { "GC", CMD_GC },   { "VERSION", CMD_VERSION },
+	{ "ADD", CNI_CMD_ADD },	      { "DEL", CNI_CMD_DEL }, { "CHECK", CNI_CMD_CHECK },
+	{ "STATUS", CNI_CMD_STATUS }, { "GC", CNI_CMD_GC },   { "VERSION", CNI_CMD_VERSION },
 };
 
 int cni_env_command(struct cni_env *env, struct tg_err *e)
@@ -123,8 +123,8 @@ static int parse_args(const char *args, struct cni_env *env, struct tg_err *e)
 
 int cni_env_parse(struct cni_env *env, struct tg_err *e)
 {
-	bool add_or_check = env->cmd == CMD_ADD || env->cmd == CMD_CHECK;
-	bool per_container = add_or_check || env->cmd == CMD_DEL;
+	bool add_or_check = env->cmd == CNI_CMD_ADD || env->cmd == CNI_CMD_CHECK;
+	bool per_container = add_or_check || env->cmd == CNI_CMD_DEL;
 	int r = 0;
 
 	if (!per_container)

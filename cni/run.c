@@ -19,16 +19,12 @@
  */
 static void record_operation(const struct node_config *cfg, enum cni_cmd cmd, int code)
 {
-	static const enum cniops_cmd map[] = { [CMD_ADD] = CNIOPS_ADD, [CMD_DEL] = CNIOPS_DEL,
-					       [CMD_CHECK] = CNIOPS_CHECK,
-					       [CMD_STATUS] = CNIOPS_STATUS, [CMD_GC] = CNIOPS_GC };
 	char dir[PATH_MAX + 256];
 
-	if ((size_t)snprintf(dir, sizeof(dir), "%s/%s", cfg->data_dir, cfg->name) >= sizeof(dir) ||
-	    cmd >= sizeof(map) / sizeof(map[0]))
+	if ((size_t)snprintf(dir, sizeof(dir), "%s/%s", cfg->data_dir, cfg->name) >= sizeof(dir))
 		return;
-	cniops_record(dir, map[cmd], code);
-	if (cmd == CMD_ADD && code == CNI_ERR_TRY_AGAIN)
+	cniops_record(dir, cmd, code);
+	if (cmd == CNI_CMD_ADD && code == CNI_ERR_TRY_AGAIN)
 		cniops_signal_exhausted(dir);
 }
 
@@ -39,15 +35,15 @@ int cni_config_read(const char *text, size_t len, enum cni_cmd cmd, struct node_
 
 	if (r < 0)
 		return r;
-	if (cmd == CMD_CHECK && cfg->version < 400)
+	if (cmd == CNI_CMD_CHECK && cfg->version < 400)
 		return tg_fail(e, CNI_ERR_VERSION, -EPROTONOSUPPORT,
 			       "CHECK needs cniVersion 0.4.0 or later, the config says %s",
 			       cfg->cni_version);
-	if ((cmd == CMD_STATUS || cmd == CMD_GC) && cfg->version < 10100)
+	if ((cmd == CNI_CMD_STATUS || cmd == CNI_CMD_GC) && cfg->version < 10100)
 		return tg_fail(e, CNI_ERR_VERSION, -EPROTONOSUPPORT,
 			       "%s needs cniVersion 1.1.0, the config says %s",
-			       cmd == CMD_GC ? "GC" : "STATUS", cfg->cni_version);
-	return cmd == CMD_VERSION ? 0 : node_config_parse(cfg, e);
+			       cmd == CNI_CMD_GC ? "GC" : "STATUS", cfg->cni_version);
+	return cmd == CNI_CMD_VERSION ? 0 : node_config_parse(cfg, e);
 }
 
 static void print_json(FILE *out, json_object *o)
@@ -109,7 +105,7 @@ int cni_run(FILE *in, FILE *out)
 		r = tg_fail(&err, CNI_ERR_IO, r, "cannot read stdin: %s", strerror(-r));
 		goto done;
 	}
-	if (env.cmd == CMD_VERSION) {
+	if (env.cmd == CNI_CMD_VERSION) {
 		/* VERSION answers even without a usable config. */
 		if (len && node_config_decode(text, len, &cfg, NULL) == 0)
 			version = cfg.cni_version;
@@ -127,22 +123,22 @@ int cni_run(FILE *in, FILE *out)
 		goto done;
 
 	switch (env.cmd) {
-	case CMD_ADD:
+	case CNI_CMD_ADD:
 		r = cmd_add(&env, &cfg, emit_result, out, ip, &shaping, &err);
 		break;
-	case CMD_DEL:
+	case CNI_CMD_DEL:
 		r = cmd_del(&env, &cfg, ip, &err);
 		break;
-	case CMD_CHECK:
+	case CNI_CMD_CHECK:
 		r = cmd_check(&env, &cfg, ip, &shaping, &err);
 		break;
-	case CMD_STATUS:
+	case CNI_CMD_STATUS:
 		r = cmd_status(&cfg, &err);
 		break;
-	case CMD_GC:
+	case CNI_CMD_GC:
 		r = cmd_gc(&cfg, &err);
 		break;
-	case CMD_VERSION:
+	case CNI_CMD_VERSION:
 		break;
 	}
 done:
@@ -160,16 +156,16 @@ done:
 	}
 	fflush(out);
 	step_done(STEP_RESULT, t_step);
-	if (env.cmd == CMD_ADD && r == 0) {
+	if (env.cmd == CNI_CMD_ADD && r == 0) {
 		char warning[400];
 
 		/* Not an error: the pod starts with the config's cap. The runtime logs stderr. */
 		if (cni_annotation_warning(&shaping, warning, sizeof(warning)))
 			fprintf(stderr, "tollgate: %s/%s: %s\n", env.k8s_namespace, env.pod, warning);
 	}
-	if (env.cmd_name && env.cmd != CMD_VERSION)
+	if (env.cmd_name && env.cmd != CNI_CMD_VERSION)
 		cni_log(cfg.log_file, &env, ip, time_mono_ns() - t0, &shaping, r < 0 ? &err : NULL);
-	if (env.cmd_name && env.cmd != CMD_VERSION && cfg.name && cfg.data_dir[0])
+	if (env.cmd_name && env.cmd != CNI_CMD_VERSION && cfg.name && cfg.data_dir[0])
 		record_operation(&cfg, env.cmd, r < 0 ? err.code : 0);
 	node_config_free(&cfg);
 	return r < 0 ? 1 : 0;
