@@ -3,6 +3,7 @@
 #define TG_LIB_JSONX_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <json-c/json.h>
 
@@ -25,6 +26,19 @@ static inline void jx_add(json_object *obj, const char *literal_key, json_object
 	json_object_object_add_ex(obj, literal_key, val,
 				  JSON_C_OBJECT_ADD_KEY_IS_NEW | JSON_C_OBJECT_KEY_IS_CONSTANT);
 }
+
+/*
+ * One whole JSON document, text[0, len), parsed strictly (single quotes,
+ * trailing commas, comments and the like are not JSON): only whitespace
+ * (space, tab, newline, carriage return) may follow it. 0 and *ret, the
+ * caller's to put; -ENOMEM; -EBADMSG with *ret_err saying why and where.
+ */
+struct jx_parse_error {
+	const char *why;	/* json-c's reason, or "trailing data" */
+	size_t at;		/* the byte offset it is at */
+	bool trailing;		/* a whole document, followed by more than whitespace */
+};
+int jx_parse(const char *text, size_t len, json_object **ret, struct jx_parse_error *ret_err);
 
 int jx_string(json_object *obj, const char *where, const char *key, const char **ret,
 	      struct tg_err *e);

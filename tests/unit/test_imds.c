@@ -221,6 +221,31 @@ static void t_parse_honours_len(void **state)
 	free(body);
 }
 
+/* Only whitespace may follow the document: json-c stops at a NUL byte, the parser does not. */
+static void t_parse_trailing_data(void **state)
+{
+	size_t len;
+	char *body = fixture("one_nic.json", &len);
+	char *big = malloc(len + 32), at[32];
+	struct imds_network n = { 0 };
+	struct tg_err e = { 0 };
+
+	assert_non_null(big);
+	memcpy(big, body, len);
+	memcpy(big + len, " \n\0GARBAGE", 11);
+	assert_true(imds_parse_network(big, len + 11, UPLINK_MAC, &n, &e) < 0);
+	assert_int_equal(e.code, CNI_ERR_IO);
+	snprintf(at, sizeof(at), "trailing data at byte %zu", len + 2);
+	assert_contains(e.msg, at);
+	assert_null(n.addrs);
+	memcpy(big + len, " \n\t\r", 4);
+	assert_ok(imds_parse_network(big, len + 4, UPLINK_MAC, &n, &e), &e);
+	assert_int_equal(n.n_addrs, 8);
+	imds_network_free(&n);
+	free(big);
+	free(body);
+}
+
 /* ---- imds_parse_network: bad answers ---- */
 
 struct bad_case {
@@ -728,6 +753,7 @@ int main(void)
 	ADD(t_parse_mac_lowercase);
 	ADD(t_parse_primary_only);
 	ADD(t_parse_honours_len);
+	ADD(t_parse_trailing_data);
 	for (size_t i = 0; i < ARRAY_SIZE(bad_cases); i++)
 		add_test(bad_cases[i].name, t_parse_bad, (void *)&bad_cases[i]);
 	ADD(t_reconcile_first_sync_takes_all);
