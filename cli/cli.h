@@ -60,7 +60,6 @@ int reshape_main(struct cli *c);
 
 /* ---- JSON documents and their text form ---- */
 
-void print_json(json_object *o);
 /* A member as a string ("" when absent) or a number (0 when absent). */
 const char *jstr(json_object *o, const char *key);
 int64_t jnum(json_object *o, const char *key);

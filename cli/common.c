@@ -20,12 +20,6 @@
 
 /* ---- JSON documents and their text form ---- */
 
-void print_json(json_object *o)
-{
-	puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
-						       JSON_C_TO_STRING_NOSLASHESCAPE));
-}
-
 json_object *jget(json_object *o, const char *key)
 {
 	json_object *v;

@@ -15,6 +15,7 @@
 #include "ipam/pool.h"
 #include "lib/cleanup.h"
 #include "lib/ip4.h"
+#include "lib/jsonx.h"
 
 struct doctor {
 	const struct cli *c;
@@ -328,7 +329,7 @@ int doctor_main(struct cli *c)
 	json_object_object_add(o, "ok", json_object_new_boolean(n == 0));
 	json_object_object_add(o, "findings", TAKE_PTR(arr));
 	if (c->json)
-		print_json(o);
+		jx_print(stdout, o, JSON_C_TO_STRING_PRETTY);
 	else
 		doctor_print(c, o);
 	return n ? EXIT_PROBLEMS : 0;

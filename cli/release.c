@@ -12,6 +12,7 @@
 #include "cli/cli.h"
 #include "lib/cleanup.h"
 #include "lib/ip4.h"
+#include "lib/jsonx.h"
 #include "lib/nl.h"
 #include "lib/util.h"
 
@@ -80,7 +81,7 @@ int release_main(struct cli *c)
 	o = attachment_json(&a, time(NULL));
 	json_object_object_add(o, "released", json_object_new_boolean(true));
 	if (c->json)
-		print_json(o);
+		jx_print(stdout, o, JSON_C_TO_STRING_PRETTY);
 	else
 		printf("released %s (%s/%s, container %.12s)\n", jstr(o, "ip"),
 		       jstr(o, "namespace"), jstr(o, "pod"), jstr(o, "containerId"));
@@ -154,7 +155,7 @@ int gc_main(struct cli *c)
 	}
 	node_gc_free(&g);
 	if (c->json)
-		print_json(arr);
+		jx_print(stdout, arr, JSON_C_TO_STRING_PRETTY);
 	else
 		gc_print(c, arr);
 	return rc;

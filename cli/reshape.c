@@ -14,6 +14,7 @@
 
 #include "cli/cli.h"
 #include "lib/cleanup.h"
+#include "lib/jsonx.h"
 #include "lib/nl.h"
 
 static json_object *reshape_json(const struct cli *c, const struct node_reshape *r)
@@ -82,7 +83,7 @@ int reshape_main(struct cli *c)
 		return EXIT_PROBLEMS;
 	arr = reshape_json(c, &r);
 	if (c->json)
-		print_json(arr);
+		jx_print(stdout, arr, JSON_C_TO_STRING_PRETTY);
 	else
 		reshape_print(c, &r, arr);
 	node_reshape_free(&r);

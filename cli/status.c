@@ -10,6 +10,7 @@
 #include "cli/cli.h"
 #include "lib/cleanup.h"
 #include "lib/ip4.h"
+#include "lib/jsonx.h"
 #include "lib/nl.h"
 #include "lib/rate.h"
 #include "lib/util.h"
@@ -113,7 +114,7 @@ int status_main(struct cli *c)
 	_cleanup_json_ json_object *o = status_json(c);
 
 	if (c->json)
-		print_json(o);
+		jx_print(stdout, o, JSON_C_TO_STRING_PRETTY);
 	else
 		status_print(o);
 	return json_object_array_length(jget(o, "warnings")) ? EXIT_PROBLEMS : 0;
@@ -146,7 +147,7 @@ int list_main(struct cli *c)
 		json_object_array_add(arr, a);
 	}
 	if (c->json) {
-		print_json(arr);
+		jx_print(stdout, arr, JSON_C_TO_STRING_PRETTY);
 		return 0;
 	}
 	printf("%-15s  %-30s  %-12s  %-6s  %-14s  %5s\n", "IP", "NAMESPACE/POD", "CONTAINER",
@@ -280,7 +281,7 @@ int show_main(struct cli *c)
 	json_object_object_add(o, "kernel", k);
 	json_object_object_add(o, "shaping", show_shaping(a));
 	if (c->json)
-		print_json(o);
+		jx_print(stdout, o, JSON_C_TO_STRING_PRETTY);
 	else
 		show_print(o);
 	if (!jbool(k, "netns") || !jbool(k, "hostVeth") || !jbool(k, "hostRoute") ||

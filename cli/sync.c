@@ -5,6 +5,7 @@
 #include "cli/cli.h"
 #include "lib/cleanup.h"
 #include "lib/ip4.h"
+#include "lib/jsonx.h"
 
 struct node_sync_source cli_sync_source(const struct cli *c, int budget_s)
 {
@@ -78,7 +79,7 @@ int sync_main(struct cli *c)
 	o = sync_json(c, &offer, &rep);
 	node_imds_offer_free(&offer);
 	if (c->json)
-		print_json(o);
+		jx_print(stdout, o, JSON_C_TO_STRING_PRETTY);
 	else
 		sync_print(c, o);
 	return 0;

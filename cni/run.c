@@ -10,6 +10,7 @@
 #include "lib/cleanup.h"
 #include "lib/cniops.h"
 #include "lib/failpoint.h"
+#include "lib/jsonx.h"
 #include "lib/steps.h"
 #include "lib/util.h"
 
@@ -46,12 +47,6 @@ int cni_config_read(const char *text, size_t len, enum cni_cmd cmd, struct node_
 	return cmd == CNI_CMD_VERSION ? 0 : node_config_parse(cfg, e);
 }
 
-static void print_json(FILE *out, json_object *o)
-{
-	fputs(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE), out);
-	fputc('\n', out);
-}
-
 /* ADD's result, written; an error when it could not be (ADD then undoes itself). */
 static int emit_result(json_object *result, void *ctx, struct tg_err *e)
 {
@@ -60,7 +55,7 @@ static int emit_result(json_object *result, void *ctx, struct tg_err *e)
 	int r = TG_FAILPOINT("add.result.write", e);
 
 	if (r == 0) {
-		print_json(out, result);
+		jx_print(out, result, JSON_C_TO_STRING_PLAIN);
 		if (fflush(out) != 0 || ferror(out))
 			r = tg_fail(e, CNI_ERR_IO, -EIO, "cannot write the result: %m");
 	}
@@ -150,9 +145,9 @@ done:
 			tg_fail(&err, CNI_ERR_IO, r, "%s", strerror(-r));
 		eo = cni_error_render(version, &err);
 		if (eo)
-			print_json(out, eo);
+			jx_print(out, eo, JSON_C_TO_STRING_PLAIN);
 	} else if (result) {
-		print_json(out, result);
+		jx_print(out, result, JSON_C_TO_STRING_PLAIN);
 	}
 	fflush(out);
 	step_done(STEP_RESULT, t_step);

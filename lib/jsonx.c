@@ -62,6 +62,12 @@ int jx_parse(const char *text, size_t len, json_object **ret, struct jx_parse_er
 	return 0;
 }
 
+void jx_print(FILE *out, json_object *o, int flags)
+{
+	fputs(json_object_to_json_string_ext(o, flags | JSON_C_TO_STRING_NOSLASHESCAPE), out);
+	fputc('\n', out);
+}
+
 static int lookup(json_object *obj, const char *key, json_object **ret)
 {
 	json_object *v = NULL;

@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <json-c/json.h>
 
 #include "lib/err.h"
@@ -39,6 +40,12 @@ struct jx_parse_error {
 	bool trailing;		/* a whole document, followed by more than whitespace */
 };
 int jx_parse(const char *text, size_t len, json_object **ret, struct jx_parse_error *ret_err);
+
+/*
+ * Writes o and a newline: json-c's JSON_C_TO_STRING_* flags (PLAIN for a
+ * program, PRETTY for a person); '/' is never escaped.
+ */
+void jx_print(FILE *out, json_object *o, int flags);
 
 int jx_string(json_object *obj, const char *where, const char *key, const char **ret,
 	      struct tg_err *e);
