@@ -272,7 +272,7 @@ static int doctor_fix(struct cli *c)
 
 static void doctor_print(const struct cli *c, json_object *o)
 {
-	json_object *arr = jget(o, "findings");
+	json_object *arr = jx_get(o, "findings");
 
 	if (json_object_array_length(arr) == 0) {
 		printf("no problems: %zu attachments match their veths, routes and nft elements\n",
@@ -282,8 +282,9 @@ static void doctor_print(const struct cli *c, json_object *o)
 	for (size_t i = 0; i < json_object_array_length(arr); i++) {
 		json_object *f = json_object_array_get_idx(arr, i);
 
-		printf("%-20s %s\n  %s\n", jstr(f, "kind"), jstr(f, "object"), jstr(f, "detail"));
-		print_command("  fix: ", jstr(f, "fix"));
+		printf("%-20s %s\n  %s\n", jx_get_str(f, "kind"), jx_get_str(f, "object"),
+		       jx_get_str(f, "detail"));
+		print_command("  fix: ", jx_get_str(f, "fix"));
 	}
 }
 

@@ -83,8 +83,8 @@ int release_main(struct cli *c)
 	if (c->json)
 		jx_print(stdout, o, JSON_C_TO_STRING_PRETTY);
 	else
-		printf("released %s (%s/%s, container %.12s)\n", jstr(o, "ip"),
-		       jstr(o, "namespace"), jstr(o, "pod"), jstr(o, "containerId"));
+		printf("released %s (%s/%s, container %.12s)\n", jx_get_str(o, "ip"),
+		       jx_get_str(o, "namespace"), jx_get_str(o, "pod"), jx_get_str(o, "containerId"));
 	return 0;
 }
 
@@ -98,9 +98,9 @@ static void gc_print(const struct cli *c, json_object *arr)
 		json_object *o = json_object_array_get_idx(arr, i);
 
 		printf("%s %s (%s/%s): network namespace %s is gone\n",
-		       c->dry_run ? "would release" : "released", jstr(o, "ip"),
-		       jstr(o, "namespace"), jstr(o, "pod"),
-		       jstr(o, "netns")[0] ? jstr(o, "netns") : "(none recorded)");
+		       c->dry_run ? "would release" : "released", jx_get_str(o, "ip"),
+		       jx_get_str(o, "namespace"), jx_get_str(o, "pod"),
+		       jx_get_str(o, "netns")[0] ? jx_get_str(o, "netns") : "(none recorded)");
 	}
 	if (n == 0)
 		printf("nothing to collect: every attachment's network namespace exists\n");

@@ -40,14 +40,14 @@ static json_object *sync_json(const struct cli *c, const struct node_sync_offer 
 
 static void sync_print(const struct cli *c, json_object *o)
 {
-	printf("synced %s from %s (uplink %s, node %s in %s)\n", jstr(o, "network"),
-	       c->from_file ? c->from_file : c->imds_url, jstr(o, "uplink"), jstr(o, "nodeIp"),
-	       jstr(o, "subnet"));
+	printf("synced %s from %s (uplink %s, node %s in %s)\n", jx_get_str(o, "network"),
+	       c->from_file ? c->from_file : c->imds_url, jx_get_str(o, "uplink"), jx_get_str(o, "nodeIp"),
+	       jx_get_str(o, "subnet"));
 	printf("pool: %lld addresses; %lld added, %lld pending (join when seen again), "
 	       "%lld removed (%lld still in use, retired)\n",
-	       (long long)jnum(o, "total"), (long long)jnum(o, "added"),
-	       (long long)jnum(o, "pending"), (long long)jnum(o, "removed"),
-	       (long long)jnum(o, "retired"));
+	       (long long)jx_get_int(o, "total"), (long long)jx_get_int(o, "added"),
+	       (long long)jx_get_int(o, "pending"), (long long)jx_get_int(o, "removed"),
+	       (long long)jx_get_int(o, "retired"));
 }
 
 int sync_main(struct cli *c)

@@ -68,11 +68,34 @@ void jx_print(FILE *out, json_object *o, int flags)
 	fputc('\n', out);
 }
 
+json_object *jx_get(json_object *obj, const char *key)
+{
+	json_object *v;
+
+	if (!obj || !json_object_object_get_ex(obj, key, &v))
+		return NULL;
+	return v;
+}
+
+const char *jx_get_str(json_object *obj, const char *key)
+{
+	json_object *v = jx_get(obj, key);
+
+	return v ? json_object_get_string(v) : "";
+}
+
+int64_t jx_get_int(json_object *obj, const char *key)
+{
+	json_object *v = jx_get(obj, key);
+
+	return v ? json_object_get_int64(v) : 0;
+}
+
 static int lookup(json_object *obj, const char *key, json_object **ret)
 {
-	json_object *v = NULL;
+	json_object *v = jx_get(obj, key);
 
-	if (!obj || !json_object_object_get_ex(obj, key, &v) || !v)
+	if (!v)
 		return 0;
 	*ret = v;
 	return 1;

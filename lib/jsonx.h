@@ -57,6 +57,14 @@ int jx_object(json_object *obj, const char *where, const char *key, json_object 
 /* An array whose every element is a string. */
 int jx_string_array(json_object *obj, const char *where, const char *key, json_object **ret,
 		    struct tg_err *e);
+/*
+ * Loose reads, for a document the program built itself (tollgate-ipam reads
+ * its own back for the text form): no type check, and an absent or null
+ * member reads as NULL, "" or 0. json-c converts a value of another type.
+ */
+json_object *jx_get(json_object *obj, const char *key);
+const char *jx_get_str(json_object *obj, const char *key);
+int64_t jx_get_int(json_object *obj, const char *key);
 /* Member lookup ignoring ASCII case, as Go's JSON decoder does for runtimeConfig. */
 json_object *jx_get_nocase(json_object *obj, const char *key);
 
