@@ -135,11 +135,9 @@ void ipam_store_unlock(struct ipam_store *s)
 
 int ipam_store_load(struct ipam_store *s, struct ipam_state *st, struct tg_err *e)
 {
-	_cleanup_close_ int fd = -1;
 	_cleanup_free_ char *buf = NULL;
 	_cleanup_json_ json_object *root = NULL;
 	struct jx_parse_error pe;
-	struct stat sb;
 	size_t got = 0;
 	struct tg_err sub = { 0 };
 	int r;
@@ -148,31 +146,16 @@ int ipam_store_load(struct ipam_store *s, struct ipam_state *st, struct tg_err *
 	ipam_snapshot_free(&s->snap);
 	if (TG_FAILPOINT("store.load.before", e) < 0)
 		return -EIO;
-	fd = open(s->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0 && errno == ENOENT)
+	r = read_file_flags(s->path, O_NOFOLLOW, STATE_FILE_MAX, &buf, &got);
+	if (r == -ENOENT)
 		return 0;
-	if (fd < 0)
-		return tg_fail(e, CNI_ERR_IO, -errno, "cannot read %s: %m", s->path);
-	if (fstat(fd, &sb) < 0)
-		return tg_fail(e, CNI_ERR_IO, -errno, "cannot stat %s: %m", s->path);
-	if (sb.st_size > STATE_FILE_MAX)
+	if (r == -E2BIG)
 		return tg_fail(e, CNI_ERR_IO, -EFBIG, "%s is larger than %d bytes", s->path,
 			       STATE_FILE_MAX);
-	buf = malloc((size_t)sb.st_size + 1);
-	if (!buf)
-		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
-	while (got < (size_t)sb.st_size) {
-		ssize_t n = read(fd, buf + got, (size_t)sb.st_size - got);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return tg_fail(e, CNI_ERR_IO, -errno, "cannot read %s: %m", s->path);
-		if (n == 0)
-			break;
-		got += (size_t)n;
-	}
-	buf[got] = '\0';
+	if (r == -ENOMEM)
+		return tg_fail(e, CNI_ERR_IO, r, "out of memory");
+	if (r < 0)
+		return tg_fail(e, CNI_ERR_IO, r, "cannot read %s: %s", s->path, strerror(-r));
 	/* Only a lock holder reads the cache: others may catch it mid-write. */
 	if (s->locked && s->cache_fd >= 0 && ipam_snapshot_read(s->cache_fd, &buf, got, st, &s->snap))
 		return 0;
