@@ -67,8 +67,8 @@ static json_object *version_info(const char *cni_version)
 {
 	json_object *o = json_object_new_object(), *arr = json_object_new_array();
 
-	for (size_t i = 0; node_cni_versions[i]; i++)
-		json_object_array_add(arr, json_object_new_string(node_cni_versions[i]));
+	for (size_t i = 0; cni_versions[i]; i++)
+		json_object_array_add(arr, json_object_new_string(cni_versions[i]));
 	json_object_object_add(o, "cniVersion", json_object_new_string(cni_version));
 	json_object_object_add(o, "supportedVersions", arr);
 	return o;

@@ -9,21 +9,10 @@
 #include "ipam/ipam.h"
 #include "ipam/pool.h"
 #include "lib/cleanup.h"
+#include "lib/cnispec.h"
 #include "lib/jsonx.h"
 #include "lib/rate.h"
 #include "lib/util.h"
-
-const char *const node_cni_versions[] = { "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0", NULL };
-
-int node_cni_version(const char *v)
-{
-	static const int codes[] = { 300, 301, 400, 10000, 10100 };
-
-	for (size_t i = 0; node_cni_versions[i]; i++)
-		if (v && strcmp(v, node_cni_versions[i]) == 0)
-			return codes[i];
-	return -1;
-}
 
 static int copy_path(json_object *o, const char *key, char *dst, size_t size, const char *dflt,
 		     struct tg_err *e)
@@ -432,7 +421,7 @@ int node_config_decode(const char *text, size_t len, struct node_config *cfg, st
 		return r;
 	if (r == 0)
 		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL, "cniVersion is missing");
-	cfg->version = node_cni_version(cfg->cni_version);
+	cfg->version = cni_version_parse(cfg->cni_version);
 	if (cfg->version < 0)
 		return tg_fail(e, CNI_ERR_VERSION, -EPROTONOSUPPORT,
 			       "cniVersion \"%.32s\" is not supported (supported: 0.3.0, 0.3.1, "

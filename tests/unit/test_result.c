@@ -64,7 +64,7 @@ static const char *str(json_object *o, const char *key)
 static json_object *render(const char *v)
 {
 	struct cni_add_result r = sample();
-	json_object *res = cni_result_render(v, node_cni_version(v), &r);
+	json_object *res = cni_result_render(v, cni_version_parse(v), &r);
 
 	assert_non_null(res);
 	return res;
@@ -74,11 +74,11 @@ static json_object *render(const char *v)
 
 static void t_version_parse_supported(void **state)
 {
-	assert_int_equal(node_cni_version("0.3.0"), 300);
-	assert_int_equal(node_cni_version("0.3.1"), 301);
-	assert_int_equal(node_cni_version("0.4.0"), 400);
-	assert_int_equal(node_cni_version("1.0.0"), 10000);
-	assert_int_equal(node_cni_version("1.1.0"), 10100);
+	assert_int_equal(cni_version_parse("0.3.0"), 300);
+	assert_int_equal(cni_version_parse("0.3.1"), 301);
+	assert_int_equal(cni_version_parse("0.4.0"), 400);
+	assert_int_equal(cni_version_parse("1.0.0"), 10000);
+	assert_int_equal(cni_version_parse("1.1.0"), 10100);
 }
 
 static void t_version_parse_unsupported(void **state)
@@ -88,9 +88,9 @@ static void t_version_parse_unsupported(void **state)
 					   " 1.1.0", "1.1.0.0", "01.1.0", "1.01.0" };
 
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
-		if (node_cni_version(bad[i]) != -1)
-			fail_msg("node_cni_version(\"%s\") accepted", bad[i]);
-	assert_int_equal(node_cni_version(NULL), -1);
+		if (cni_version_parse(bad[i]) != -1)
+			fail_msg("cni_version_parse(\"%s\") accepted", bad[i]);
+	assert_int_equal(cni_version_parse(NULL), -1);
 }
 
 static void t_supported_versions_list(void **state)
@@ -98,14 +98,14 @@ static void t_supported_versions_list(void **state)
 	size_t n = 0;
 	int prev = -1;
 
-	for (; node_cni_versions[n]; n++) {
-		int v = node_cni_version(node_cni_versions[n]);
+	for (; cni_versions[n]; n++) {
+		int v = cni_version_parse(cni_versions[n]);
 
 		assert_true(v > prev);
 		prev = v;
 	}
 	assert_int_equal(n, 5);
-	assert_string_equal(node_cni_versions[n - 1], CNI_SPEC_VERSION);
+	assert_string_equal(cni_versions[n - 1], CNI_SPEC_VERSION);
 }
 
 /* ---- cni_result_render ---- */
