@@ -13,11 +13,11 @@
 
 #include "accounting/accounting.h"
 #include "cli/cli.h"
-#include "lib/cleanup.h"
 #include "lib/ip4.h"
 #include "lib/jsonx.h"
 #include "lib/nl.h"
 #include "lib/rate.h"
+#include "lib/util.h"
 
 /* ---- JSON documents and their text form ---- */
 

@@ -22,7 +22,7 @@ int cni_env_command(struct cni_env *env, struct tg_err *e)
 	memset(env, 0, sizeof(*env));
 	if (!c || !*c)
 		return tg_fail(e, CNI_ERR_ENV, -EINVAL, "CNI_COMMAND is not set");
-	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
 		if (strcmp(c, commands[i].name) == 0) {
 			env->cmd = commands[i].cmd;
 			env->cmd_name = commands[i].name;

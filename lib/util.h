@@ -7,6 +7,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* The number of elements of an array (an array, not a pointer to one). */
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
 int64_t time_now_ms(void);		/* wall clock, for records that outlive the process */
 int64_t time_mono_ns(void);		/* for durations */
 uint64_t hash_fnv1a64(const void *data, size_t len, uint64_t seed);

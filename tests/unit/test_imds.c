@@ -46,7 +46,7 @@ static char *fixture(const char *name, size_t *len)
 	if (access(path, R_OK) != 0)
 		fail_msg("cannot open fixture %s (run from the repository root, or set "
 			 "TG_FIXTURE_DIR): %s", path, strerror(errno));
-	return read_file(path, len);
+	return slurp(path, len);
 }
 
 static int parse_fixture(const char *name, const uint8_t mac[6], struct imds_network *n,
