@@ -14,7 +14,7 @@
 #include <libnftnl/rule.h>
 
 #include "accounting/internal.h"
-#include "lib/cleanup.h"
+#include "lib/util.h"
 
 static void put(struct nftnl_rule *r, struct nftnl_expr *ex)
 {

@@ -19,7 +19,7 @@
 #include <libnftnl/table.h>
 
 #include "accounting/internal.h"
-#include "lib/cleanup.h"
+#include "lib/util.h"
 
 const char *const acct_ns_maps[ACCT_CLASSES] = {
 	"ns_egress_internal", "ns_egress_internet", "ns_ingress_internal", "ns_ingress_internet",

@@ -60,11 +60,6 @@ int reshape_main(struct cli *c);
 
 /* ---- JSON documents and their text form ---- */
 
-void print_json(json_object *o);
-/* A member as a string ("" when absent) or a number (0 when absent). */
-const char *jstr(json_object *o, const char *key);
-int64_t jnum(json_object *o, const char *key);
-json_object *jget(json_object *o, const char *key);
 void format_age(int64_t secs, char *buf, size_t size);
 json_object *attachment_json(const struct ipam_attachment *a, int64_t now_s);
 json_object *shaping_json(const struct shaping *s);

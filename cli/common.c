@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/* Helpers every verb shares: JSON accessors, text formatting, the kernel view. */
+/* Helpers every verb shares: text formatting, the kernel view. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
@@ -13,41 +13,13 @@
 
 #include "accounting/accounting.h"
 #include "cli/cli.h"
-#include "lib/cleanup.h"
 #include "lib/ip4.h"
+#include "lib/jsonx.h"
 #include "lib/nl.h"
 #include "lib/rate.h"
+#include "lib/util.h"
 
 /* ---- JSON documents and their text form ---- */
-
-void print_json(json_object *o)
-{
-	puts(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY |
-						       JSON_C_TO_STRING_NOSLASHESCAPE));
-}
-
-json_object *jget(json_object *o, const char *key)
-{
-	json_object *v;
-
-	if (!json_object_object_get_ex(o, key, &v))
-		return NULL;
-	return v;
-}
-
-const char *jstr(json_object *o, const char *key)
-{
-	json_object *v = jget(o, key);
-
-	return v ? json_object_get_string(v) : "";
-}
-
-int64_t jnum(json_object *o, const char *key)
-{
-	json_object *v = jget(o, key);
-
-	return v ? json_object_get_int64(v) : 0;
-}
 
 void format_age(int64_t secs, char *buf, size_t size)
 {
@@ -118,7 +90,7 @@ json_object *shaping_json(const struct shaping *s)
 /* A rate, or "-" when there is no cap. */
 static const char *rate_or_dash(json_object *o, const char *key, char *buf, size_t size)
 {
-	uint64_t bps = (uint64_t)jnum(o, key);
+	uint64_t bps = (uint64_t)jx_get_int(o, key);
 
 	return bps ? rate_format(bps, buf, size) : "-";
 }
@@ -140,10 +112,10 @@ void shaping_line(json_object *sh, char *buf, size_t size)
 static const char *source_text(json_object *sh, const char *from, const char *annot, char *buf,
 			       size_t size)
 {
-	uint64_t a = (uint64_t)jnum(sh, annot);
+	uint64_t a = (uint64_t)jx_get_int(sh, annot);
 	char r[24];
 
-	if (strcmp(jstr(sh, from), "annotation") == 0)
+	if (strcmp(jx_get_str(sh, from), "annotation") == 0)
 		snprintf(buf, size, "annotation");
 	else if (a)
 		snprintf(buf, size, "config (annotation %s ignored)",
@@ -160,7 +132,7 @@ bool shaping_source_line(json_object *sh, char *buf, size_t size)
 	snprintf(buf, size, "egress: %s; ingress: %s",
 		 source_text(sh, "internetEgressFrom", "internetEgressAnnotation", e, sizeof(e)),
 		 source_text(sh, "internetIngressFrom", "internetIngressAnnotation", i, sizeof(i)));
-	return jnum(sh, "internetEgressAnnotation") || jnum(sh, "internetIngressAnnotation");
+	return jx_get_int(sh, "internetEgressAnnotation") || jx_get_int(sh, "internetIngressAnnotation");
 }
 
 void print_command(const char *lead, const char *cmd)

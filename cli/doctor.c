@@ -15,6 +15,7 @@
 #include "ipam/pool.h"
 #include "lib/cleanup.h"
 #include "lib/ip4.h"
+#include "lib/jsonx.h"
 
 struct doctor {
 	const struct cli *c;
@@ -271,7 +272,7 @@ static int doctor_fix(struct cli *c)
 
 static void doctor_print(const struct cli *c, json_object *o)
 {
-	json_object *arr = jget(o, "findings");
+	json_object *arr = jx_get(o, "findings");
 
 	if (json_object_array_length(arr) == 0) {
 		printf("no problems: %zu attachments match their veths, routes and nft elements\n",
@@ -281,8 +282,9 @@ static void doctor_print(const struct cli *c, json_object *o)
 	for (size_t i = 0; i < json_object_array_length(arr); i++) {
 		json_object *f = json_object_array_get_idx(arr, i);
 
-		printf("%-20s %s\n  %s\n", jstr(f, "kind"), jstr(f, "object"), jstr(f, "detail"));
-		print_command("  fix: ", jstr(f, "fix"));
+		printf("%-20s %s\n  %s\n", jx_get_str(f, "kind"), jx_get_str(f, "object"),
+		       jx_get_str(f, "detail"));
+		print_command("  fix: ", jx_get_str(f, "fix"));
 	}
 }
 
@@ -328,7 +330,7 @@ int doctor_main(struct cli *c)
 	json_object_object_add(o, "ok", json_object_new_boolean(n == 0));
 	json_object_object_add(o, "findings", TAKE_PTR(arr));
 	if (c->json)
-		print_json(o);
+		jx_print(stdout, o, JSON_C_TO_STRING_PRETTY);
 	else
 		doctor_print(c, o);
 	return n ? EXIT_PROBLEMS : 0;

@@ -18,7 +18,6 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "lib/cleanup.h"
 #include "lib/util.h"
 
 /* The options only some verbs take. */

@@ -12,6 +12,7 @@
 #include "cli/cli.h"
 #include "lib/cleanup.h"
 #include "lib/ip4.h"
+#include "lib/jsonx.h"
 #include "lib/nl.h"
 #include "lib/util.h"
 
@@ -80,10 +81,10 @@ int release_main(struct cli *c)
 	o = attachment_json(&a, time(NULL));
 	json_object_object_add(o, "released", json_object_new_boolean(true));
 	if (c->json)
-		print_json(o);
+		jx_print(stdout, o, JSON_C_TO_STRING_PRETTY);
 	else
-		printf("released %s (%s/%s, container %.12s)\n", jstr(o, "ip"),
-		       jstr(o, "namespace"), jstr(o, "pod"), jstr(o, "containerId"));
+		printf("released %s (%s/%s, container %.12s)\n", jx_get_str(o, "ip"),
+		       jx_get_str(o, "namespace"), jx_get_str(o, "pod"), jx_get_str(o, "containerId"));
 	return 0;
 }
 
@@ -97,9 +98,9 @@ static void gc_print(const struct cli *c, json_object *arr)
 		json_object *o = json_object_array_get_idx(arr, i);
 
 		printf("%s %s (%s/%s): network namespace %s is gone\n",
-		       c->dry_run ? "would release" : "released", jstr(o, "ip"),
-		       jstr(o, "namespace"), jstr(o, "pod"),
-		       jstr(o, "netns")[0] ? jstr(o, "netns") : "(none recorded)");
+		       c->dry_run ? "would release" : "released", jx_get_str(o, "ip"),
+		       jx_get_str(o, "namespace"), jx_get_str(o, "pod"),
+		       jx_get_str(o, "netns")[0] ? jx_get_str(o, "netns") : "(none recorded)");
 	}
 	if (n == 0)
 		printf("nothing to collect: every attachment's network namespace exists\n");
@@ -154,7 +155,7 @@ int gc_main(struct cli *c)
 	}
 	node_gc_free(&g);
 	if (c->json)
-		print_json(arr);
+		jx_print(stdout, arr, JSON_C_TO_STRING_PRETTY);
 	else
 		gc_print(c, arr);
 	return rc;

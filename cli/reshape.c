@@ -14,6 +14,7 @@
 
 #include "cli/cli.h"
 #include "lib/cleanup.h"
+#include "lib/jsonx.h"
 #include "lib/nl.h"
 
 static json_object *reshape_json(const struct cli *c, const struct node_reshape *r)
@@ -38,14 +39,14 @@ static void reshape_print(const struct cli *c, const struct node_reshape *r, jso
 		json_object *o = json_object_array_get_idx(arr, i);
 		char line[200];
 
-		if (!json_object_get_boolean(jget(o, "changed")))
+		if (!json_object_get_boolean(jx_get(o, "changed")))
 			continue;
-		shaping_line(jget(o, "shaping"), line, sizeof(line));
+		shaping_line(jx_get(o, "shaping"), line, sizeof(line));
 		/* The pod, then its shaping indented: names of 63 characters fit 100 columns. */
-		printf("%-15s %s/%s\n%16s%s\n", jstr(o, "ip"), jstr(o, "namespace"), jstr(o, "pod"),
-		       "", line);
+		printf("%-15s %s/%s\n%16s%s\n", jx_get_str(o, "ip"), jx_get_str(o, "namespace"),
+		       jx_get_str(o, "pod"), "", line);
 		/* and, for a pod with annotations, which value set each internet cap */
-		if (shaping_source_line(jget(o, "shaping"), line, sizeof(line)))
+		if (shaping_source_line(jx_get(o, "shaping"), line, sizeof(line)))
 			printf("%16scaps from %s\n", "", line);
 	}
 	printf("%zu of %zu pods %s\n", r->changed, c->state.n_att,
@@ -82,7 +83,7 @@ int reshape_main(struct cli *c)
 		return EXIT_PROBLEMS;
 	arr = reshape_json(c, &r);
 	if (c->json)
-		print_json(arr);
+		jx_print(stdout, arr, JSON_C_TO_STRING_PRETTY);
 	else
 		reshape_print(c, &r, arr);
 	node_reshape_free(&r);

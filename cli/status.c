@@ -10,6 +10,7 @@
 #include "cli/cli.h"
 #include "lib/cleanup.h"
 #include "lib/ip4.h"
+#include "lib/jsonx.h"
 #include "lib/nl.h"
 #include "lib/rate.h"
 #include "lib/util.h"
@@ -17,7 +18,7 @@
 
 static bool jbool(json_object *o, const char *key)
 {
-	return json_object_get_boolean(jget(o, key));
+	return json_object_get_boolean(jx_get(o, key));
 }
 
 /* ---- status ---- */
@@ -82,8 +83,8 @@ static json_object *status_json(struct cli *c)
 
 static void status_print(json_object *o)
 {
-	json_object *warn = jget(o, "warnings");
-	int64_t last_sync_ms = jnum(o, "lastSyncMs");
+	json_object *warn = jx_get(o, "warnings");
+	int64_t last_sync_ms = jx_get_int(o, "lastSyncMs");
 	char sync[64] = "never";
 
 	if (last_sync_ms) {
@@ -93,16 +94,16 @@ static void status_print(json_object *o)
 		gmtime_r(&t, &tm);
 		strftime(sync, sizeof(sync), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	}
-	printf("network    %s\n", jstr(o, "network"));
-	printf("source     %s\n", jstr(o, "source")[0] ? jstr(o, "source") : "-");
+	printf("network    %s\n", jx_get_str(o, "network"));
+	printf("source     %s\n", jx_get_str(o, "source")[0] ? jx_get_str(o, "source") : "-");
 	printf("last sync  %s\n", sync);
-	if (jstr(o, "nodeIp")[0])
-		printf("node       %s in %s\n", jstr(o, "nodeIp"), jstr(o, "subnet"));
+	if (jx_get_str(o, "nodeIp")[0])
+		printf("node       %s in %s\n", jx_get_str(o, "nodeIp"), jx_get_str(o, "subnet"));
 	printf("addresses  %lld total, %lld allocated, %lld free, %lld cooling down, %lld retired, "
 	       "%lld pending\n",
-	       (long long)jnum(o, "total"), (long long)jnum(o, "allocated"),
-	       (long long)jnum(o, "free"), (long long)jnum(o, "cooling"),
-	       (long long)jnum(o, "retired"), (long long)jnum(o, "pending"));
+	       (long long)jx_get_int(o, "total"), (long long)jx_get_int(o, "allocated"),
+	       (long long)jx_get_int(o, "free"), (long long)jx_get_int(o, "cooling"),
+	       (long long)jx_get_int(o, "retired"), (long long)jx_get_int(o, "pending"));
 	for (size_t i = 0; i < json_object_array_length(warn); i++)
 		printf("warning    %s\n",
 		       json_object_get_string(json_object_array_get_idx(warn, i)));
@@ -113,10 +114,10 @@ int status_main(struct cli *c)
 	_cleanup_json_ json_object *o = status_json(c);
 
 	if (c->json)
-		print_json(o);
+		jx_print(stdout, o, JSON_C_TO_STRING_PRETTY);
 	else
 		status_print(o);
-	return json_object_array_length(jget(o, "warnings")) ? EXIT_PROBLEMS : 0;
+	return json_object_array_length(jx_get(o, "warnings")) ? EXIT_PROBLEMS : 0;
 }
 
 /* ---- list ---- */
@@ -125,11 +126,11 @@ static void print_table_row(json_object *a)
 {
 	char pod[80], cid[14], age[32];
 
-	snprintf(pod, sizeof(pod), "%s/%s", jstr(a, "namespace"), jstr(a, "pod"));
-	snprintf(cid, sizeof(cid), "%.12s", jstr(a, "containerId"));
-	format_age(jnum(a, "ageSeconds"), age, sizeof(age));
-	printf("%-15s  %-30.30s  %-12s  %-6.6s  %-14s  %5s%s\n", jstr(a, "ip"), pod, cid,
-	       jstr(a, "ifname"), jstr(a, "hostVeth"), age,
+	snprintf(pod, sizeof(pod), "%s/%s", jx_get_str(a, "namespace"), jx_get_str(a, "pod"));
+	snprintf(cid, sizeof(cid), "%.12s", jx_get_str(a, "containerId"));
+	format_age(jx_get_int(a, "ageSeconds"), age, sizeof(age));
+	printf("%-15s  %-30.30s  %-12s  %-6.6s  %-14s  %5s%s\n", jx_get_str(a, "ip"), pod, cid,
+	       jx_get_str(a, "ifname"), jx_get_str(a, "hostVeth"), age,
 	       json_object_object_get_ex(a, "retired", NULL) ? " retired" : "");
 }
 
@@ -146,7 +147,7 @@ int list_main(struct cli *c)
 		json_object_array_add(arr, a);
 	}
 	if (c->json) {
-		print_json(arr);
+		jx_print(stdout, arr, JSON_C_TO_STRING_PRETTY);
 		return 0;
 	}
 	printf("%-15s  %-30s  %-12s  %-6s  %-14s  %5s\n", "IP", "NAMESPACE/POD", "CONTAINER",
@@ -226,20 +227,20 @@ static const char *present(json_object *k, const char *key, const char *absent)
 
 static void show_print(json_object *o)
 {
-	json_object *k = jget(o, "kernel"), *sh = jget(o, "shaping"), *cls = jget(sh, "classes");
+	json_object *k = jx_get(o, "kernel"), *sh = jx_get(o, "shaping"), *cls = jx_get(sh, "classes");
 	char line[200];
 
-	printf("ip          %s%s\n", jstr(o, "ip"),
+	printf("ip          %s%s\n", jx_get_str(o, "ip"),
 	       jbool(o, "inPool") ? "" : " (retired: left the pool)");
-	printf("pod         %s/%s\n", jstr(o, "namespace"), jstr(o, "pod"));
-	printf("container   %s\n", jstr(o, "containerId"));
-	printf("ifname      %s\n", jstr(o, "ifname"));
-	printf("netns       %s (%s)\n", jstr(o, "netns")[0] ? jstr(o, "netns") : "-",
+	printf("pod         %s/%s\n", jx_get_str(o, "namespace"), jx_get_str(o, "pod"));
+	printf("container   %s\n", jx_get_str(o, "containerId"));
+	printf("ifname      %s\n", jx_get_str(o, "ifname"));
+	printf("netns       %s (%s)\n", jx_get_str(o, "netns")[0] ? jx_get_str(o, "netns") : "-",
 	       present(k, "netns", "gone"));
-	printf("host veth   %s (%s)\n", jstr(o, "hostVeth"), present(k, "hostVeth", "MISSING"));
-	printf("host route  %s/32 dev %s (%s)\n", jstr(o, "ip"), jstr(o, "hostVeth"),
+	printf("host veth   %s (%s)\n", jx_get_str(o, "hostVeth"), present(k, "hostVeth", "MISSING"));
+	printf("host route  %s/32 dev %s (%s)\n", jx_get_str(o, "ip"), jx_get_str(o, "hostVeth"),
 	       present(k, "hostRoute", "MISSING"));
-	printf("nft element %s in set inet tollgate pods (%s)\n", jstr(o, "ip"),
+	printf("nft element %s in set inet tollgate pods (%s)\n", jx_get_str(o, "ip"),
 	       present(k, "nftElement", "MISSING"));
 	shaping_line(sh, line, sizeof(line));
 	printf("shaping     %s\n", line);
@@ -251,11 +252,11 @@ static void show_print(json_object *o)
 
 		printf("  class %-7s on %-15s ceil %-6s sent %llu B %llu pkt, dropped %llu, "
 		       "overlimits %llu\n",
-		       jstr(x, "class"), jstr(x, "device"),
-		       rate_format((uint64_t)jnum(x, "ceil"), ceil, sizeof(ceil)),
-		       (unsigned long long)jnum(x, "bytes"), (unsigned long long)jnum(x, "packets"),
-		       (unsigned long long)jnum(x, "drops"),
-		       (unsigned long long)jnum(x, "overlimits"));
+		       jx_get_str(x, "class"), jx_get_str(x, "device"),
+		       rate_format((uint64_t)jx_get_int(x, "ceil"), ceil, sizeof(ceil)),
+		       (unsigned long long)jx_get_int(x, "bytes"), (unsigned long long)jx_get_int(x, "packets"),
+		       (unsigned long long)jx_get_int(x, "drops"),
+		       (unsigned long long)jx_get_int(x, "overlimits"));
 	}
 }
 
@@ -280,7 +281,7 @@ int show_main(struct cli *c)
 	json_object_object_add(o, "kernel", k);
 	json_object_object_add(o, "shaping", show_shaping(a));
 	if (c->json)
-		print_json(o);
+		jx_print(stdout, o, JSON_C_TO_STRING_PRETTY);
 	else
 		show_print(o);
 	if (!jbool(k, "netns") || !jbool(k, "hostVeth") || !jbool(k, "hostRoute") ||

@@ -5,6 +5,7 @@
 #include "cli/cli.h"
 #include "lib/cleanup.h"
 #include "lib/ip4.h"
+#include "lib/jsonx.h"
 
 struct node_sync_source cli_sync_source(const struct cli *c, int budget_s)
 {
@@ -39,14 +40,14 @@ static json_object *sync_json(const struct cli *c, const struct node_sync_offer 
 
 static void sync_print(const struct cli *c, json_object *o)
 {
-	printf("synced %s from %s (uplink %s, node %s in %s)\n", jstr(o, "network"),
-	       c->from_file ? c->from_file : c->imds_url, jstr(o, "uplink"), jstr(o, "nodeIp"),
-	       jstr(o, "subnet"));
+	printf("synced %s from %s (uplink %s, node %s in %s)\n", jx_get_str(o, "network"),
+	       c->from_file ? c->from_file : c->imds_url, jx_get_str(o, "uplink"), jx_get_str(o, "nodeIp"),
+	       jx_get_str(o, "subnet"));
 	printf("pool: %lld addresses; %lld added, %lld pending (join when seen again), "
 	       "%lld removed (%lld still in use, retired)\n",
-	       (long long)jnum(o, "total"), (long long)jnum(o, "added"),
-	       (long long)jnum(o, "pending"), (long long)jnum(o, "removed"),
-	       (long long)jnum(o, "retired"));
+	       (long long)jx_get_int(o, "total"), (long long)jx_get_int(o, "added"),
+	       (long long)jx_get_int(o, "pending"), (long long)jx_get_int(o, "removed"),
+	       (long long)jx_get_int(o, "retired"));
 }
 
 int sync_main(struct cli *c)
@@ -78,7 +79,7 @@ int sync_main(struct cli *c)
 	o = sync_json(c, &offer, &rep);
 	node_imds_offer_free(&offer);
 	if (c->json)
-		print_json(o);
+		jx_print(stdout, o, JSON_C_TO_STRING_PRETTY);
 	else
 		sync_print(c, o);
 	return 0;

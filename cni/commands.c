@@ -18,7 +18,6 @@
 #include "lib/steps.h"
 #include "lib/util.h"
 #include "node/node.h"
-#include "lib/cleanup.h"
 #include "lib/nl.h"
 #include "lib/util.h"
 

@@ -11,8 +11,8 @@ static const struct {
 	const char *name;
 	enum cni_cmd cmd;
 } commands[] = {
-	{ "ADD", CMD_ADD },	  { "DEL", CMD_DEL }, { "CHECK", CMD_CHECK },
-	{ "STATUS", CMD_STATUS }, { "GC", CMD_GC },   { "VERSION", CMD_VERSION },
+	{ "ADD", CNI_CMD_ADD },	      { "DEL", CNI_CMD_DEL }, { "CHECK", CNI_CMD_CHECK },
+	{ "STATUS", CNI_CMD_STATUS }, { "GC", CNI_CMD_GC },   { "VERSION", CNI_CMD_VERSION },
 };
 
 int cni_env_command(struct cni_env *env, struct tg_err *e)
@@ -22,7 +22,7 @@ int cni_env_command(struct cni_env *env, struct tg_err *e)
 	memset(env, 0, sizeof(*env));
 	if (!c || !*c)
 		return tg_fail(e, CNI_ERR_ENV, -EINVAL, "CNI_COMMAND is not set");
-	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
 		if (strcmp(c, commands[i].name) == 0) {
 			env->cmd = commands[i].cmd;
 			env->cmd_name = commands[i].name;
@@ -123,8 +123,8 @@ static int parse_args(const char *args, struct cni_env *env, struct tg_err *e)
 
 int cni_env_parse(struct cni_env *env, struct tg_err *e)
 {
-	bool add_or_check = env->cmd == CMD_ADD || env->cmd == CMD_CHECK;
-	bool per_container = add_or_check || env->cmd == CMD_DEL;
+	bool add_or_check = env->cmd == CNI_CMD_ADD || env->cmd == CNI_CMD_CHECK;
+	bool per_container = add_or_check || env->cmd == CNI_CMD_DEL;
 	int r = 0;
 
 	if (!per_container)

@@ -9,11 +9,10 @@
 #include <json-c/json.h>
 
 #include "ipam/ipam.h"
+#include "lib/cnispec.h"
 #include "lib/err.h"
 #include "lib/ip4.h"
 #include "node/config.h"
-
-enum cni_cmd { CMD_ADD, CMD_DEL, CMD_CHECK, CMD_STATUS, CMD_GC, CMD_VERSION };
 
 /* ---- environment ---- */
 struct cni_env {

@@ -9,9 +9,9 @@
 #include <unistd.h>
 
 #include "cni/internal.h"
-#include "lib/cleanup.h"
 #include "lib/rate.h"
 #include "lib/steps.h"
+#include "lib/util.h"
 
 /* Quotes a message so that one record stays on one line. */
 static void quote(char *dst, size_t size, const char *src)

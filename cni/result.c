@@ -6,6 +6,7 @@
 
 #include "cni/cni.h"
 #include "cni/internal.h"
+#include "lib/util.h"
 #include "node/node.h"
 #include "lib/ip4.h"
 
@@ -35,7 +36,7 @@ json_object *cni_result_render(const char *cni_version, int version,
 	if (!res || !ifs || !host || !pod || !ips || !ip || !routes || !def) {
 		json_object *all[] = { res, ifs, host, pod, ips, ip, routes, def };
 
-		for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+		for (size_t i = 0; i < ARRAY_SIZE(all); i++)
 			json_object_put(all[i]);
 		return NULL;
 	}

@@ -10,6 +10,7 @@
 #include "lib/cleanup.h"
 #include "lib/cniops.h"
 #include "lib/failpoint.h"
+#include "lib/jsonx.h"
 #include "lib/steps.h"
 #include "lib/util.h"
 
@@ -19,16 +20,12 @@
  */
 static void record_operation(const struct node_config *cfg, enum cni_cmd cmd, int code)
 {
-	static const enum cniops_cmd map[] = { [CMD_ADD] = CNIOPS_ADD, [CMD_DEL] = CNIOPS_DEL,
-					       [CMD_CHECK] = CNIOPS_CHECK,
-					       [CMD_STATUS] = CNIOPS_STATUS, [CMD_GC] = CNIOPS_GC };
 	char dir[PATH_MAX + 256];
 
-	if ((size_t)snprintf(dir, sizeof(dir), "%s/%s", cfg->data_dir, cfg->name) >= sizeof(dir) ||
-	    cmd >= sizeof(map) / sizeof(map[0]))
+	if ((size_t)snprintf(dir, sizeof(dir), "%s/%s", cfg->data_dir, cfg->name) >= sizeof(dir))
 		return;
-	cniops_record(dir, map[cmd], code);
-	if (cmd == CMD_ADD && code == CNI_ERR_TRY_AGAIN)
+	cniops_record(dir, cmd, code);
+	if (cmd == CNI_CMD_ADD && code == CNI_ERR_TRY_AGAIN)
 		cniops_signal_exhausted(dir);
 }
 
@@ -39,21 +36,15 @@ int cni_config_read(const char *text, size_t len, enum cni_cmd cmd, struct node_
 
 	if (r < 0)
 		return r;
-	if (cmd == CMD_CHECK && cfg->version < 400)
+	if (cmd == CNI_CMD_CHECK && cfg->version < 400)
 		return tg_fail(e, CNI_ERR_VERSION, -EPROTONOSUPPORT,
 			       "CHECK needs cniVersion 0.4.0 or later, the config says %s",
 			       cfg->cni_version);
-	if ((cmd == CMD_STATUS || cmd == CMD_GC) && cfg->version < 10100)
+	if ((cmd == CNI_CMD_STATUS || cmd == CNI_CMD_GC) && cfg->version < 10100)
 		return tg_fail(e, CNI_ERR_VERSION, -EPROTONOSUPPORT,
 			       "%s needs cniVersion 1.1.0, the config says %s",
-			       cmd == CMD_GC ? "GC" : "STATUS", cfg->cni_version);
-	return cmd == CMD_VERSION ? 0 : node_config_parse(cfg, e);
-}
-
-static void print_json(FILE *out, json_object *o)
-{
-	fputs(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE), out);
-	fputc('\n', out);
+			       cmd == CNI_CMD_GC ? "GC" : "STATUS", cfg->cni_version);
+	return cmd == CNI_CMD_VERSION ? 0 : node_config_parse(cfg, e);
 }
 
 /* ADD's result, written; an error when it could not be (ADD then undoes itself). */
@@ -64,7 +55,7 @@ static int emit_result(json_object *result, void *ctx, struct tg_err *e)
 	int r = TG_FAILPOINT("add.result.write", e);
 
 	if (r == 0) {
-		print_json(out, result);
+		jx_print(out, result, JSON_C_TO_STRING_PLAIN);
 		if (fflush(out) != 0 || ferror(out))
 			r = tg_fail(e, CNI_ERR_IO, -EIO, "cannot write the result: %m");
 	}
@@ -76,8 +67,8 @@ static json_object *version_info(const char *cni_version)
 {
 	json_object *o = json_object_new_object(), *arr = json_object_new_array();
 
-	for (size_t i = 0; node_cni_versions[i]; i++)
-		json_object_array_add(arr, json_object_new_string(node_cni_versions[i]));
+	for (size_t i = 0; cni_versions[i]; i++)
+		json_object_array_add(arr, json_object_new_string(cni_versions[i]));
 	json_object_object_add(o, "cniVersion", json_object_new_string(cni_version));
 	json_object_object_add(o, "supportedVersions", arr);
 	return o;
@@ -109,7 +100,7 @@ int cni_run(FILE *in, FILE *out)
 		r = tg_fail(&err, CNI_ERR_IO, r, "cannot read stdin: %s", strerror(-r));
 		goto done;
 	}
-	if (env.cmd == CMD_VERSION) {
+	if (env.cmd == CNI_CMD_VERSION) {
 		/* VERSION answers even without a usable config. */
 		if (len && node_config_decode(text, len, &cfg, NULL) == 0)
 			version = cfg.cni_version;
@@ -127,22 +118,22 @@ int cni_run(FILE *in, FILE *out)
 		goto done;
 
 	switch (env.cmd) {
-	case CMD_ADD:
+	case CNI_CMD_ADD:
 		r = cmd_add(&env, &cfg, emit_result, out, ip, &shaping, &err);
 		break;
-	case CMD_DEL:
+	case CNI_CMD_DEL:
 		r = cmd_del(&env, &cfg, ip, &err);
 		break;
-	case CMD_CHECK:
+	case CNI_CMD_CHECK:
 		r = cmd_check(&env, &cfg, ip, &shaping, &err);
 		break;
-	case CMD_STATUS:
+	case CNI_CMD_STATUS:
 		r = cmd_status(&cfg, &err);
 		break;
-	case CMD_GC:
+	case CNI_CMD_GC:
 		r = cmd_gc(&cfg, &err);
 		break;
-	case CMD_VERSION:
+	case CNI_CMD_VERSION:
 		break;
 	}
 done:
@@ -154,22 +145,22 @@ done:
 			tg_fail(&err, CNI_ERR_IO, r, "%s", strerror(-r));
 		eo = cni_error_render(version, &err);
 		if (eo)
-			print_json(out, eo);
+			jx_print(out, eo, JSON_C_TO_STRING_PLAIN);
 	} else if (result) {
-		print_json(out, result);
+		jx_print(out, result, JSON_C_TO_STRING_PLAIN);
 	}
 	fflush(out);
 	step_done(STEP_RESULT, t_step);
-	if (env.cmd == CMD_ADD && r == 0) {
+	if (env.cmd == CNI_CMD_ADD && r == 0) {
 		char warning[400];
 
 		/* Not an error: the pod starts with the config's cap. The runtime logs stderr. */
 		if (cni_annotation_warning(&shaping, warning, sizeof(warning)))
 			fprintf(stderr, "tollgate: %s/%s: %s\n", env.k8s_namespace, env.pod, warning);
 	}
-	if (env.cmd_name && env.cmd != CMD_VERSION)
+	if (env.cmd_name && env.cmd != CNI_CMD_VERSION)
 		cni_log(cfg.log_file, &env, ip, time_mono_ns() - t0, &shaping, r < 0 ? &err : NULL);
-	if (env.cmd_name && env.cmd != CMD_VERSION && cfg.name && cfg.data_dir[0])
+	if (env.cmd_name && env.cmd != CNI_CMD_VERSION && cfg.name && cfg.data_dir[0])
 		record_operation(&cfg, env.cmd, r < 0 ? err.code : 0);
 	node_config_free(&cfg);
 	return r < 0 ? 1 : 0;

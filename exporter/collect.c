@@ -13,7 +13,6 @@
 #include "exporter/internal.h"
 #include "ipam/ipam.h"
 #include "ipam/store.h"
-#include "lib/cleanup.h"
 #include "lib/util.h"
 
 #define EXPORTER_VERSION TG_VERSION

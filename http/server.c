@@ -36,7 +36,6 @@
 
 #include "http/http.h"
 #include "http/internal.h"
-#include "lib/cleanup.h"
 #include "lib/util.h"
 
 #define ACCEPT_BATCH 64		/* per http_run: the rest on the next (the fd stays readable) */

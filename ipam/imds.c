@@ -21,6 +21,7 @@
 #include "ipam/pool.h"
 #include "lib/cleanup.h"
 #include "lib/ip4.h"
+#include "lib/jsonx.h"
 
 #define IMDS_PATH "/metadata/instance/network?api-version=2021-02-01"
 #define IMDS_BODY_MAX (1 << 20)
@@ -162,21 +163,18 @@ int imds_parse_network(const char *body, size_t len, const uint8_t mac[6],
 {
 	_cleanup_json_ json_object *root = NULL;
 	json_object *ifs, *nic = NULL, *ipv4;
-	json_tokener *tok;
+	struct jx_parse_error pe;
 	int r;
 
 	memset(ret, 0, sizeof(*ret));
-	tok = json_tokener_new();
-	if (!tok)
-		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
-	json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
-	root = json_tokener_parse_ex(tok, body, (int)len);
-	if (!root || json_tokener_get_error(tok) != json_tokener_success) {
-		json_tokener_free(tok);
-		return tg_fail(e, CNI_ERR_IO, -EBADMSG,
+	r = jx_parse(body, len, &root, &pe);
+	if (r == -ENOMEM)
+		return tg_fail(e, CNI_ERR_IO, r, "out of memory");
+	if (r < 0 && pe.trailing)
+		return tg_fail(e, CNI_ERR_IO, r, "IMDS answer has trailing data at byte %zu", pe.at);
+	if (r < 0)
+		return tg_fail(e, CNI_ERR_IO, r,
 			       "IMDS answer is not valid JSON (%zu bytes; cut short?)", len);
-	}
-	json_tokener_free(tok);
 	if (!json_object_is_type(root, json_type_object) ||
 	    !json_object_object_get_ex(root, "interface", &ifs) ||
 	    !json_object_is_type(ifs, json_type_array))

@@ -9,9 +9,9 @@
 #include "ipam/ipam.h"
 #include "ipam/pool.h"
 #include "ipam/store.h"
-#include "lib/cleanup.h"
 #include "lib/ip4.h"
 #include "lib/jsonx.h"
+#include "lib/util.h"
 
 static void add_str(json_object *o, const char *k, const char *v)
 {
@@ -45,7 +45,7 @@ static json_object *shaping_to_json(const struct shaping *s)
 {
 	json_object *o = json_object_new_object();
 
-	for (size_t i = 0; i < sizeof(shaping_keys) / sizeof(shaping_keys[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(shaping_keys); i++) {
 		uint64_t v = *(const uint64_t *)((const char *)s + shaping_keys[i].off);
 
 		if (v)
@@ -62,7 +62,7 @@ static int shaping_from_json(json_object *o, struct shaping *s, struct tg_err *e
 {
 	int64_t v;
 
-	for (size_t i = 0; i < sizeof(shaping_keys) / sizeof(shaping_keys[0]); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(shaping_keys); i++) {
 		v = 0;
 		if (jx_int(o, "state.attachments[].shaping", shaping_keys[i].key, 0, INT64_MAX, &v,
 			   e) < 0)

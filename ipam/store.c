@@ -22,6 +22,7 @@
 #include "ipam/store.h"
 #include "lib/cleanup.h"
 #include "lib/failpoint.h"
+#include "lib/jsonx.h"
 #include "lib/util.h"
 
 #define STATE_FILE_MAX (64 << 20)
@@ -134,11 +135,9 @@ void ipam_store_unlock(struct ipam_store *s)
 
 int ipam_store_load(struct ipam_store *s, struct ipam_state *st, struct tg_err *e)
 {
-	_cleanup_close_ int fd = -1;
 	_cleanup_free_ char *buf = NULL;
 	_cleanup_json_ json_object *root = NULL;
-	json_tokener *tok;
-	struct stat sb;
+	struct jx_parse_error pe;
 	size_t got = 0;
 	struct tg_err sub = { 0 };
 	int r;
@@ -147,55 +146,28 @@ int ipam_store_load(struct ipam_store *s, struct ipam_state *st, struct tg_err *
 	ipam_snapshot_free(&s->snap);
 	if (TG_FAILPOINT("store.load.before", e) < 0)
 		return -EIO;
-	fd = open(s->path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0 && errno == ENOENT)
+	r = read_file_flags(s->path, O_NOFOLLOW, STATE_FILE_MAX, &buf, &got);
+	if (r == -ENOENT)
 		return 0;
-	if (fd < 0)
-		return tg_fail(e, CNI_ERR_IO, -errno, "cannot read %s: %m", s->path);
-	if (fstat(fd, &sb) < 0)
-		return tg_fail(e, CNI_ERR_IO, -errno, "cannot stat %s: %m", s->path);
-	if (sb.st_size > STATE_FILE_MAX)
+	if (r == -E2BIG)
 		return tg_fail(e, CNI_ERR_IO, -EFBIG, "%s is larger than %d bytes", s->path,
 			       STATE_FILE_MAX);
-	buf = malloc((size_t)sb.st_size + 1);
-	if (!buf)
-		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
-	while (got < (size_t)sb.st_size) {
-		ssize_t n = read(fd, buf + got, (size_t)sb.st_size - got);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return tg_fail(e, CNI_ERR_IO, -errno, "cannot read %s: %m", s->path);
-		if (n == 0)
-			break;
-		got += (size_t)n;
-	}
-	buf[got] = '\0';
+	if (r == -ENOMEM)
+		return tg_fail(e, CNI_ERR_IO, r, "out of memory");
+	if (r < 0)
+		return tg_fail(e, CNI_ERR_IO, r, "cannot read %s: %s", s->path, strerror(-r));
 	/* Only a lock holder reads the cache: others may catch it mid-write. */
 	if (s->locked && s->cache_fd >= 0 && ipam_snapshot_read(s->cache_fd, &buf, got, st, &s->snap))
 		return 0;
-	tok = json_tokener_new();
-	if (!tok)
-		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
-	json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
-	root = json_tokener_parse_ex(tok, buf, (int)got);
-	if (!root || json_tokener_get_error(tok) != json_tokener_success ||
-	    tok->char_offset != (int)got) {
-		/* Trailing whitespace is fine; anything else is a torn or edited file. */
-		size_t off = root ? (size_t)tok->char_offset : got;
-
-		while (root && off < got && (buf[off] == '\n' || buf[off] == ' '))
-			off++;
-		if (!root || off != got) {
-			json_tokener_free(tok);
-			return tg_fail(e, CNI_ERR_IO, -EBADMSG,
-				       "state file %s is corrupt (not valid JSON); it was left as it is: "
-				       "run `tollgate-ipam doctor` to recover",
-				       s->path);
-		}
-	}
-	json_tokener_free(tok);
+	/* Anything but one document (and whitespace) is a torn or edited file. */
+	r = jx_parse(buf, got, &root, &pe);
+	if (r == -ENOMEM)
+		return tg_fail(e, CNI_ERR_IO, r, "out of memory");
+	if (r < 0)
+		return tg_fail(e, CNI_ERR_IO, r,
+			       "state file %s is corrupt (%s%s at byte %zu); it was left as it is: "
+			       "run `tollgate-ipam doctor` to recover",
+			       s->path, pe.trailing ? "" : "not valid JSON: ", pe.why, pe.at);
 	r = ipam_state_from_json(root, st, &sub);
 	if (r == -EPROTO)
 		/* Not corrupt: a later release wrote it, and only such a release can use it. */

@@ -18,7 +18,10 @@ struct ops_file {
 	struct cniops_counts c;
 };
 
-const char *const cniops_cmd_names[CNIOPS_CMDS] = { "ADD", "DEL", "CHECK", "STATUS", "GC" };
+const char *const cniops_cmd_names[CNIOPS_CMDS] = {
+	[CNI_CMD_ADD] = "ADD", [CNI_CMD_DEL] = "DEL", [CNI_CMD_CHECK] = "CHECK",
+	[CNI_CMD_STATUS] = "STATUS", [CNI_CMD_GC] = "GC",
+};
 
 unsigned cniops_code_slot(int code)
 {
@@ -41,7 +44,7 @@ static int path_of(const char *dir, const char *name, char *buf, size_t size)
 	return (size_t)snprintf(buf, size, "%s/%s", dir, name) < size ? 0 : -ENAMETOOLONG;
 }
 
-void cniops_record(const char *dir, enum cniops_cmd cmd, int code)
+void cniops_record(const char *dir, enum cni_cmd cmd, int code)
 {
 	char path[4200];
 	struct ops_file *f;

@@ -16,7 +16,10 @@
 
 #include <stdint.h>
 
-enum cniops_cmd { CNIOPS_ADD, CNIOPS_DEL, CNIOPS_CHECK, CNIOPS_STATUS, CNIOPS_GC, CNIOPS_CMDS };
+#include "lib/cnispec.h"
+
+/* Commands counted: every one but VERSION, which changes nothing. */
+#define CNIOPS_CMDS CNI_CMD_VERSION
 /* Result codes counted one by one: 0 (success), the CNI codes 1-11, 50, 100; the rest as one. */
 #define CNIOPS_CODES 15
 #define CNIOPS_FILE "cni-ops"
@@ -30,8 +33,11 @@ extern const char *const cniops_cmd_names[CNIOPS_CMDS];
 /* The code a slot counts ("other" for the last). */
 const char *cniops_code_name(unsigned slot, char buf[8]);
 unsigned cniops_code_slot(int code);
-/* Counts one operation in dir's file (created when missing); best effort. */
-void cniops_record(const char *dir, enum cniops_cmd cmd, int code);
+/*
+ * Counts one operation in dir's file (created when missing); best effort.
+ * A command that is not counted (VERSION) is ignored.
+ */
+void cniops_record(const char *dir, enum cni_cmd cmd, int code);
 /* Reads dir's counters; -ENOENT when no operation was counted yet. */
 int cniops_read(const char *dir, struct cniops_counts *ret);
 /* Touches dir's pool-exhausted file; best effort. */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "lib/ip4.h"
+#include "lib/util.h"
 
 int ip4_parse(const char *s, uint32_t *ret)
 {
@@ -90,7 +91,7 @@ const char *ip4_unusable_why(uint32_t ip)
 		{ 0xf0000000u, 0xf0000000u, "reserved or broadcast (240.0.0.0/4)" },
 	};
 
-	for (size_t k = 0; k < sizeof(reserved) / sizeof(reserved[0]); k++)
+	for (size_t k = 0; k < ARRAY_SIZE(reserved); k++)
 		if ((ip & reserved[k].mask) == reserved[k].net)
 			return reserved[k].what;
 	return NULL;

@@ -3,7 +3,9 @@
 #define TG_LIB_JSONX_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <json-c/json.h>
 
 #include "lib/err.h"
@@ -26,6 +28,25 @@ static inline void jx_add(json_object *obj, const char *literal_key, json_object
 				  JSON_C_OBJECT_ADD_KEY_IS_NEW | JSON_C_OBJECT_KEY_IS_CONSTANT);
 }
 
+/*
+ * One whole JSON document, text[0, len), parsed strictly (single quotes,
+ * trailing commas, comments and the like are not JSON): only whitespace
+ * (space, tab, newline, carriage return) may follow it. 0 and *ret, the
+ * caller's to put; -ENOMEM; -EBADMSG with *ret_err saying why and where.
+ */
+struct jx_parse_error {
+	const char *why;	/* json-c's reason, or "trailing data" */
+	size_t at;		/* the byte offset it is at */
+	bool trailing;		/* a whole document, followed by more than whitespace */
+};
+int jx_parse(const char *text, size_t len, json_object **ret, struct jx_parse_error *ret_err);
+
+/*
+ * Writes o and a newline: json-c's JSON_C_TO_STRING_* flags (PLAIN for a
+ * program, PRETTY for a person); '/' is never escaped.
+ */
+void jx_print(FILE *out, json_object *o, int flags);
+
 int jx_string(json_object *obj, const char *where, const char *key, const char **ret,
 	      struct tg_err *e);
 int jx_bool(json_object *obj, const char *where, const char *key, bool *ret, struct tg_err *e);
@@ -36,6 +57,14 @@ int jx_object(json_object *obj, const char *where, const char *key, json_object 
 /* An array whose every element is a string. */
 int jx_string_array(json_object *obj, const char *where, const char *key, json_object **ret,
 		    struct tg_err *e);
+/*
+ * Loose reads, for a document the program built itself (tollgate-ipam reads
+ * its own back for the text form): no type check, and an absent or null
+ * member reads as NULL, "" or 0. json-c converts a value of another type.
+ */
+json_object *jx_get(json_object *obj, const char *key);
+const char *jx_get_str(json_object *obj, const char *key);
+int64_t jx_get_int(json_object *obj, const char *key);
 /* Member lookup ignoring ASCII case, as Go's JSON decoder does for runtimeConfig. */
 json_object *jx_get_nocase(json_object *obj, const char *key);
 

@@ -20,6 +20,7 @@
 
 #include "lib/cleanup.h"
 #include "lib/nl.h"
+#include "lib/util.h"
 
 int nl_to_errno(int nlerr)
 {

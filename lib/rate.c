@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "lib/rate.h"
+#include "lib/util.h"
 
 static const struct {
 	const char *suffix;
@@ -67,7 +68,7 @@ int rate_parse(const char *s, uint64_t *ret_bps)
 		while (exp10--)
 			mult *= 10;
 	} else {
-		for (i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+		for (i = 0; i < ARRAY_SIZE(units); i++)
 			if (strcmp(p, units[i].suffix) == 0) {
 				mult = units[i].mult;
 				break;

@@ -122,8 +122,21 @@ int read_stream(FILE *f, size_t max, char **ret, size_t *ret_len)
 {
 	size_t cap = 0, len = 0, n;
 	char *buf = NULL;
+	struct stat sb;
+	off_t at;
+	int fd = fileno(f);
 
-	do {
+	/* A regular file is read into one buffer of its size (and one byte to see its end). */
+	if (fd >= 0 && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && (at = ftello(f)) >= 0 &&
+	    sb.st_size > at) {
+		if ((uint64_t)(sb.st_size - at) > max)
+			return -E2BIG;
+		cap = (size_t)(sb.st_size - at) + 2;
+		buf = malloc(cap);
+		if (!buf)
+			return -ENOMEM;
+	}
+	for (;;) {
 		if (cap - len < 2) { /* room to read into, and for the NUL */
 			size_t want = cap ? cap * 2 : 8192;
 			char *grown = realloc(buf, want);
@@ -141,10 +154,17 @@ int read_stream(FILE *f, size_t max, char **ret, size_t *ret_len)
 			free(buf);
 			return -E2BIG;
 		}
-	} while (n > 0);
-	if (ferror(f)) {
-		free(buf);
-		return -EIO;
+		if (ferror(f)) {
+			int r = errno ? -errno : -EIO; /* what read(2) said */
+
+			if (r != -EINTR) {
+				free(buf);
+				return r;
+			}
+			clearerr(f); /* a signal, not the end */
+		} else if (n == 0) {
+			break;
+		}
 	}
 	buf[len] = '\0';
 	*ret = buf;
@@ -152,16 +172,28 @@ int read_stream(FILE *f, size_t max, char **ret, size_t *ret_len)
 	return 0;
 }
 
-int read_file(const char *path, size_t max, char **ret, size_t *ret_len)
+int read_file_flags(const char *path, int flags, size_t max, char **ret, size_t *ret_len)
 {
-	FILE *f = fopen(path, "re");
+	int fd = open(path, O_RDONLY | O_CLOEXEC | flags);
+	FILE *f;
 	int r;
 
-	if (!f)
+	if (fd < 0)
 		return -errno;
+	f = fdopen(fd, "r");
+	if (!f) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
 	r = read_stream(f, max, ret, ret_len);
 	fclose(f);
 	return r;
+}
+
+int read_file(const char *path, size_t max, char **ret, size_t *ret_len)
+{
+	return read_file_flags(path, 0, max, ret, ret_len);
 }
 
 int write_all(int fd, const void *buf, size_t n)

@@ -7,6 +7,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* The number of elements of an array (an array, not a pointer to one). */
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
 int64_t time_now_ms(void);		/* wall clock, for records that outlive the process */
 int64_t time_mono_ns(void);		/* for durations */
 uint64_t hash_fnv1a64(const void *data, size_t len, uint64_t seed);
@@ -27,6 +30,8 @@ bool name_is_safe(const char *s, size_t max);
 int read_stream(FILE *f, size_t max, char **ret, size_t *ret_len);
 /* read_stream of a whole file (opened O_CLOEXEC); a negative errno when it cannot be read. */
 int read_file(const char *path, size_t max, char **ret, size_t *ret_len);
+/* read_file, opened with open(2)'s flags added (O_NOFOLLOW: a symlink is refused, -ELOOP). */
+int read_file_flags(const char *path, int flags, size_t max, char **ret, size_t *ret_len);
 /* write(2) until every byte is written (or a negative errno). */
 int write_all(int fd, const void *buf, size_t n);
 /* Reads a small text file (one line), trimmed. */

@@ -9,21 +9,10 @@
 #include "ipam/ipam.h"
 #include "ipam/pool.h"
 #include "lib/cleanup.h"
+#include "lib/cnispec.h"
 #include "lib/jsonx.h"
 #include "lib/rate.h"
 #include "lib/util.h"
-
-const char *const node_cni_versions[] = { "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0", NULL };
-
-int node_cni_version(const char *v)
-{
-	static const int codes[] = { 300, 301, 400, 10000, 10100 };
-
-	for (size_t i = 0; node_cni_versions[i]; i++)
-		if (v && strcmp(v, node_cni_versions[i]) == 0)
-			return codes[i];
-	return -1;
-}
 
 static int copy_path(json_object *o, const char *key, char *dst, size_t size, const char *dflt,
 		     struct tg_err *e)
@@ -403,7 +392,7 @@ static int parse_gc_list(json_object *root, struct node_config *cfg, struct tg_e
 
 int node_config_decode(const char *text, size_t len, struct node_config *cfg, struct tg_err *e)
 {
-	json_tokener *tok;
+	struct jx_parse_error pe;
 	json_object *root;
 	int r;
 
@@ -413,29 +402,16 @@ int node_config_decode(const char *text, size_t len, struct node_config *cfg, st
 	if (len > NODE_CONFIG_MAX)
 		return tg_fail(e, CNI_ERR_DECODE, -E2BIG,
 			       "the network configuration is larger than %d bytes", NODE_CONFIG_MAX);
-	tok = json_tokener_new();
-	if (!tok)
-		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
-	/* Strict: single quotes, trailing commas and the like are not JSON. */
-	json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
-	root = json_tokener_parse_ex(tok, text, (int)len);
-	if (!root || json_tokener_get_error(tok) != json_tokener_success) {
-		const char *why = json_tokener_error_desc(json_tokener_get_error(tok));
-		size_t at = (size_t)tok->char_offset;
-
-		json_tokener_free(tok);
-		json_object_put(root);
-		return tg_fail(e, CNI_ERR_DECODE, -EBADMSG,
-			       "the network configuration is not valid JSON: %s at byte %zu", why, at);
-	}
-	for (size_t i = (size_t)tok->char_offset; i < len; i++)
-		if (text[i] != ' ' && text[i] != '\n' && text[i] != '\t' && text[i] != '\r') {
-			json_tokener_free(tok);
-			json_object_put(root);
-			return tg_fail(e, CNI_ERR_DECODE, -EBADMSG,
-				       "the network configuration has trailing data at byte %zu", i);
-		}
-	json_tokener_free(tok);
+	r = jx_parse(text, len, &root, &pe);
+	if (r == -ENOMEM)
+		return tg_fail(e, CNI_ERR_IO, r, "out of memory");
+	if (r < 0 && pe.trailing)
+		return tg_fail(e, CNI_ERR_DECODE, r,
+			       "the network configuration has trailing data at byte %zu", pe.at);
+	if (r < 0)
+		return tg_fail(e, CNI_ERR_DECODE, r,
+			       "the network configuration is not valid JSON: %s at byte %zu", pe.why,
+			       pe.at);
 	cfg->root = root;
 	if (!json_object_is_type(root, json_type_object))
 		return tg_fail(e, CNI_ERR_DECODE, -EBADMSG,
@@ -445,7 +421,7 @@ int node_config_decode(const char *text, size_t len, struct node_config *cfg, st
 		return r;
 	if (r == 0)
 		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL, "cniVersion is missing");
-	cfg->version = node_cni_version(cfg->cni_version);
+	cfg->version = cni_version_parse(cfg->cni_version);
 	if (cfg->version < 0)
 		return tg_fail(e, CNI_ERR_VERSION, -EPROTONOSUPPORT,
 			       "cniVersion \"%.32s\" is not supported (supported: 0.3.0, 0.3.1, "

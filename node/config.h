@@ -25,11 +25,6 @@
 #define NODE_CONFIG_MAX (1 << 20)	/* bytes of one network configuration */
 #define TG_NETWORK_NAME_MAX 128
 
-/* The CNI versions Tollgate speaks, oldest first, NULL-terminated. */
-extern const char *const node_cni_versions[];
-/* Encodes "a.b.c" as a*10000+b*100+c; -1 when not a version Tollgate speaks. */
-int node_cni_version(const char *v);
-
 enum ipam_source { IPAM_SOURCE_STATIC, IPAM_SOURCE_IMDS };
 
 /* shaping.* : the internet caps of pods, namespaces and the node; bits/s, 0 = none. */
@@ -46,7 +41,7 @@ struct shaping_policy {
 struct node_config {
 	json_object *root;		/* owns every json_object below */
 	const char *cni_version;
-	int version;			/* node_cni_version(cni_version) */
+	int version;			/* cni_version_parse(cni_version) */
 	const char *name;
 	int mtu;			/* 0: the uplink's */
 	char uplink[IFNAMSIZ];		/* "": the default route's interface */

@@ -19,7 +19,6 @@
 #include <unistd.h>
 
 #include "accounting/accounting.h"
-#include "lib/cleanup.h"
 #include "lib/failpoint.h"
 #include "lib/nl.h"
 #include "lib/steps.h"

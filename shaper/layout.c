@@ -19,23 +19,13 @@ uint32_t shaper_egress_classid(const struct shaping *s)
 	return s->pod_class ? H(1, s->pod_class) : 0;
 }
 
-/* The smaller of two caps, where 0 is none. */
-static uint64_t min_nz(uint64_t a, uint64_t b)
-{
-	if (!a)
-		return b;
-	if (!b)
-		return a;
-	return a < b ? a : b;
-}
-
 void shaper_ceilings(const struct shaping *s, struct shaper_ceilings *ret)
 {
 	ret->to_pod = s->ingress_bps ? s->ingress_bps : SHAPER_LINE_BPS;
-	ret->to_pod_inet = min_nz(s->inet_ingress_bps, ret->to_pod);
+	ret->to_pod_inet = shaping_min_cap(s->inet_ingress_bps, ret->to_pod);
 	ret->node = s->node_egress_bps ? s->node_egress_bps : SHAPER_LINE_BPS;
-	ret->ns = min_nz(s->ns_egress_bps, ret->node);
-	ret->pod_inet = min_nz(s->inet_egress_bps, ret->ns);
+	ret->ns = shaping_min_cap(s->ns_egress_bps, ret->node);
+	ret->pod_inet = shaping_min_cap(s->inet_egress_bps, ret->ns);
 }
 
 static struct shaper_class *put(struct shaper_class *c, const char *dev, uint32_t classid,

@@ -7,22 +7,19 @@
 #include <string.h>
 
 #include "ipam/store.h"
+#include "lib/jsonx.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	json_tokener *tok = json_tokener_new();
 	json_object *root, *again = NULL;
+	struct jx_parse_error pe;
 	struct ipam_state st, st2;
 	struct tg_err e = { 0 };
 
-	if (!tok || size > (1 << 20))
-		goto out;
-	json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
-	root = json_tokener_parse_ex(tok, (const char *)data, (int)size);
-	if (!root)
-		goto out;
+	if (size > (1 << 20) || jx_parse((const char *)data, size, &root, &pe) < 0)
+		return 0;
 	if (ipam_state_from_json(root, &st, &e) == 0) {
 		again = ipam_state_to_json(&st);
 		if (!again || ipam_state_from_json(again, &st2, &e) != 0)
@@ -35,8 +32,5 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		json_object_put(again);
 	}
 	json_object_put(root);
-out:
-	if (tok)
-		json_tokener_free(tok);
 	return 0;
 }

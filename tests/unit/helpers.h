@@ -31,10 +31,7 @@
 #include <cmocka.h>
 
 #include "lib/ip4.h"
-
-#ifndef ARRAY_SIZE
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
-#endif
+#include "lib/util.h"
 
 /* ---- strings ---- */
 
@@ -110,8 +107,8 @@ static inline void write_file(const char *path, const char *data, size_t len)
 	assert_int_equal(close(fd), 0);
 }
 
-/* Reads a whole file, NUL-terminated; *len gets its size. Caller frees. */
-static inline char *read_file(const char *path, size_t *len)
+/* Reads a whole file, NUL-terminated, or fails the test; *len gets its size. Caller frees. */
+static inline char *slurp(const char *path, size_t *len)
 {
 	struct stat sb;
 	char *buf;

@@ -34,7 +34,7 @@ static int parse_cmd(const char *json, enum cni_cmd cmd, struct node_config *cfg
 
 static int parse(const char *json, struct node_config *cfg, struct tg_err *e)
 {
-	return parse_cmd(json, CMD_ADD, cfg, e);
+	return parse_cmd(json, CNI_CMD_ADD, cfg, e);
 }
 
 static void expect_ok_cmd(const char *json, enum cni_cmd cmd)
@@ -87,147 +87,147 @@ static void t_bad(void **state)
 
 static const struct bad_case bad_cases[] = {
 	/* ---- wrong JSON type of a known key: 7, naming the key ---- */
-	{ "type: cniVersion number", "{\"cniVersion\":1,\"name\":\"net\"," IPAM_OK "}", CMD_ADD, 7, "cniVersion" },
-	{ "type: name number", "{\"cniVersion\":\"1.1.0\",\"name\":5," IPAM_OK "}", CMD_ADD, 7, "name" },
-	{ "type: mtu string", TOP("\"mtu\":\"1500\""), CMD_ADD, 7, "mtu" },
-	{ "type: mtu float", TOP("\"mtu\":1500.5"), CMD_ADD, 7, "mtu" },
-	{ "type: mtu bool", TOP("\"mtu\":true"), CMD_ADD, 7, "mtu" },
-	{ "type: uplink number", TOP("\"uplink\":5"), CMD_ADD, 7, "uplink" },
-	{ "type: internalCIDRs string", TOP("\"internalCIDRs\":\"10.0.0.0/8\""), CMD_ADD, 7, "internalCIDRs" },
-	{ "type: internalCIDRs element number", TOP("\"internalCIDRs\":[8]"), CMD_ADD, 7, "internalCIDRs[0]" },
-	{ "type: internalCIDRs object", TOP("\"internalCIDRs\":{}"), CMD_ADD, 7, "internalCIDRs" },
-	{ "type: masquerade string", TOP("\"masquerade\":\"yes\""), CMD_ADD, 7, "masquerade" },
-	{ "type: masquerade number", TOP("\"masquerade\":1"), CMD_ADD, 7, "masquerade" },
-	{ "type: dataDir number", TOP("\"dataDir\":5"), CMD_ADD, 7, "dataDir" },
-	{ "type: dataDir array", TOP("\"dataDir\":[\"/run/tollgate\"]"), CMD_ADD, 7, "dataDir" },
-	{ "type: logFile bool", TOP("\"logFile\":false"), CMD_ADD, 7, "logFile" },
-	{ "type: ipam string", HEAD ",\"ipam\":\"static\"}", CMD_ADD, 7, "ipam" },
-	{ "type: ipam array", HEAD ",\"ipam\":[]}", CMD_ADD, 7, "ipam" },
-	{ "type: ipam.source number", IPAM("\"source\":1,\"addresses\":[\"10.1.0.1\"]"), CMD_ADD, 7, "ipam.source" },
-	{ "type: ipam.imdsURL number", IPAM_STATIC("\"imdsURL\":80"), CMD_ADD, 7, "ipam.imdsURL" },
-	{ "type: ipam.addresses number", IPAM("\"source\":\"static\",\"addresses\":5"), CMD_ADD, 7, "ipam.addresses" },
-	{ "type: ipam.addresses string", IPAM("\"source\":\"static\",\"addresses\":\"10.1.0.1\""), CMD_ADD, 7, "ipam.addresses" },
-	{ "type: ipam.addresses element number", IPAM("\"source\":\"static\",\"addresses\":[\"10.1.0.1\",5]"), CMD_ADD, 7, "ipam.addresses[1]" },
-	{ "type: ipam.exclude string", IPAM_STATIC("\"exclude\":\"10.1.0.11\""), CMD_ADD, 7, "ipam.exclude" },
-	{ "type: ipam.exclude element null", IPAM_STATIC("\"exclude\":[null]"), CMD_ADD, 7, "ipam.exclude[0]" },
-	{ "type: ipam.cooldownSeconds string", IPAM_STATIC("\"cooldownSeconds\":\"30\""), CMD_ADD, 7, "ipam.cooldownSeconds" },
-	{ "type: ipam.cooldownSeconds float", IPAM_STATIC("\"cooldownSeconds\":1.5"), CMD_ADD, 7, "ipam.cooldownSeconds" },
-	{ "type: accounting array", HEAD "," IPAM_OK ",\"accounting\":[]}", CMD_ADD, 7, "accounting" },
-	{ "type: accounting.enabled string", ACCT("\"enabled\":\"true\""), CMD_ADD, 7, "accounting.enabled" },
-	{ "type: accounting.perPod number", ACCT("\"perPod\":1"), CMD_ADD, 7, "accounting.perPod" },
-	{ "type: accounting.internetMark bool", ACCT("\"internetMark\":true"), CMD_ADD, 7, "accounting.internetMark" },
-	{ "type: accounting.internetMark array", ACCT("\"internetMark\":[65536]"), CMD_ADD, 7, "accounting.internetMark" },
-	{ "type: shaping string", TOP("\"shaping\":\"fast\""), CMD_ADD, 7, "shaping" },
-	{ "type: runtimeConfig array", TOP("\"runtimeConfig\":[]"), CMD_ADD, 7, "runtimeConfig" },
-	{ "type: runtimeConfig string", TOP("\"runtimeConfig\":\"x\""), CMD_ADD, 7, "runtimeConfig" },
-	{ "type: valid-attachments object", TOP("\"cni.dev/valid-attachments\":{}"), CMD_GC, 7, "cni.dev/valid-attachments" },
-	{ "type: valid-attachments element string", TOP("\"cni.dev/valid-attachments\":[\"abc\"]"), CMD_GC, 7, "cni.dev/valid-attachments[0]" },
-	{ "type: valid-attachments element without ifname", TOP("\"cni.dev/valid-attachments\":[{\"containerID\":\"a\",\"ifname\":\"eth0\"},{\"containerID\":\"b\"}]"), CMD_GC, 7, "cni.dev/valid-attachments[1]" },
-	{ "type: valid-attachments containerID number", TOP("\"cni.dev/valid-attachments\":[{\"containerID\":1,\"ifname\":\"eth0\"}]"), CMD_GC, 7, "containerID" },
+	{ "type: cniVersion number", "{\"cniVersion\":1,\"name\":\"net\"," IPAM_OK "}", CNI_CMD_ADD, 7, "cniVersion" },
+	{ "type: name number", "{\"cniVersion\":\"1.1.0\",\"name\":5," IPAM_OK "}", CNI_CMD_ADD, 7, "name" },
+	{ "type: mtu string", TOP("\"mtu\":\"1500\""), CNI_CMD_ADD, 7, "mtu" },
+	{ "type: mtu float", TOP("\"mtu\":1500.5"), CNI_CMD_ADD, 7, "mtu" },
+	{ "type: mtu bool", TOP("\"mtu\":true"), CNI_CMD_ADD, 7, "mtu" },
+	{ "type: uplink number", TOP("\"uplink\":5"), CNI_CMD_ADD, 7, "uplink" },
+	{ "type: internalCIDRs string", TOP("\"internalCIDRs\":\"10.0.0.0/8\""), CNI_CMD_ADD, 7, "internalCIDRs" },
+	{ "type: internalCIDRs element number", TOP("\"internalCIDRs\":[8]"), CNI_CMD_ADD, 7, "internalCIDRs[0]" },
+	{ "type: internalCIDRs object", TOP("\"internalCIDRs\":{}"), CNI_CMD_ADD, 7, "internalCIDRs" },
+	{ "type: masquerade string", TOP("\"masquerade\":\"yes\""), CNI_CMD_ADD, 7, "masquerade" },
+	{ "type: masquerade number", TOP("\"masquerade\":1"), CNI_CMD_ADD, 7, "masquerade" },
+	{ "type: dataDir number", TOP("\"dataDir\":5"), CNI_CMD_ADD, 7, "dataDir" },
+	{ "type: dataDir array", TOP("\"dataDir\":[\"/run/tollgate\"]"), CNI_CMD_ADD, 7, "dataDir" },
+	{ "type: logFile bool", TOP("\"logFile\":false"), CNI_CMD_ADD, 7, "logFile" },
+	{ "type: ipam string", HEAD ",\"ipam\":\"static\"}", CNI_CMD_ADD, 7, "ipam" },
+	{ "type: ipam array", HEAD ",\"ipam\":[]}", CNI_CMD_ADD, 7, "ipam" },
+	{ "type: ipam.source number", IPAM("\"source\":1,\"addresses\":[\"10.1.0.1\"]"), CNI_CMD_ADD, 7, "ipam.source" },
+	{ "type: ipam.imdsURL number", IPAM_STATIC("\"imdsURL\":80"), CNI_CMD_ADD, 7, "ipam.imdsURL" },
+	{ "type: ipam.addresses number", IPAM("\"source\":\"static\",\"addresses\":5"), CNI_CMD_ADD, 7, "ipam.addresses" },
+	{ "type: ipam.addresses string", IPAM("\"source\":\"static\",\"addresses\":\"10.1.0.1\""), CNI_CMD_ADD, 7, "ipam.addresses" },
+	{ "type: ipam.addresses element number", IPAM("\"source\":\"static\",\"addresses\":[\"10.1.0.1\",5]"), CNI_CMD_ADD, 7, "ipam.addresses[1]" },
+	{ "type: ipam.exclude string", IPAM_STATIC("\"exclude\":\"10.1.0.11\""), CNI_CMD_ADD, 7, "ipam.exclude" },
+	{ "type: ipam.exclude element null", IPAM_STATIC("\"exclude\":[null]"), CNI_CMD_ADD, 7, "ipam.exclude[0]" },
+	{ "type: ipam.cooldownSeconds string", IPAM_STATIC("\"cooldownSeconds\":\"30\""), CNI_CMD_ADD, 7, "ipam.cooldownSeconds" },
+	{ "type: ipam.cooldownSeconds float", IPAM_STATIC("\"cooldownSeconds\":1.5"), CNI_CMD_ADD, 7, "ipam.cooldownSeconds" },
+	{ "type: accounting array", HEAD "," IPAM_OK ",\"accounting\":[]}", CNI_CMD_ADD, 7, "accounting" },
+	{ "type: accounting.enabled string", ACCT("\"enabled\":\"true\""), CNI_CMD_ADD, 7, "accounting.enabled" },
+	{ "type: accounting.perPod number", ACCT("\"perPod\":1"), CNI_CMD_ADD, 7, "accounting.perPod" },
+	{ "type: accounting.internetMark bool", ACCT("\"internetMark\":true"), CNI_CMD_ADD, 7, "accounting.internetMark" },
+	{ "type: accounting.internetMark array", ACCT("\"internetMark\":[65536]"), CNI_CMD_ADD, 7, "accounting.internetMark" },
+	{ "type: shaping string", TOP("\"shaping\":\"fast\""), CNI_CMD_ADD, 7, "shaping" },
+	{ "type: runtimeConfig array", TOP("\"runtimeConfig\":[]"), CNI_CMD_ADD, 7, "runtimeConfig" },
+	{ "type: runtimeConfig string", TOP("\"runtimeConfig\":\"x\""), CNI_CMD_ADD, 7, "runtimeConfig" },
+	{ "type: valid-attachments object", TOP("\"cni.dev/valid-attachments\":{}"), CNI_CMD_GC, 7, "cni.dev/valid-attachments" },
+	{ "type: valid-attachments element string", TOP("\"cni.dev/valid-attachments\":[\"abc\"]"), CNI_CMD_GC, 7, "cni.dev/valid-attachments[0]" },
+	{ "type: valid-attachments element without ifname", TOP("\"cni.dev/valid-attachments\":[{\"containerID\":\"a\",\"ifname\":\"eth0\"},{\"containerID\":\"b\"}]"), CNI_CMD_GC, 7, "cni.dev/valid-attachments[1]" },
+	{ "type: valid-attachments containerID number", TOP("\"cni.dev/valid-attachments\":[{\"containerID\":1,\"ifname\":\"eth0\"}]"), CNI_CMD_GC, 7, "containerID" },
 	/* prevResult that is not an object cannot be decoded: 6 (contract) */
-	{ "type: prevResult array is 6", TOP("\"prevResult\":[]"), CMD_DEL, 6, "prevResult" },
-	{ "type: prevResult string is 6", TOP("\"prevResult\":\"x\""), CMD_CHECK, 6, "prevResult" },
+	{ "type: prevResult array is 6", TOP("\"prevResult\":[]"), CNI_CMD_DEL, 6, "prevResult" },
+	{ "type: prevResult string is 6", TOP("\"prevResult\":\"x\""), CNI_CMD_CHECK, 6, "prevResult" },
 
 	/* ---- missing required keys ---- */
-	{ "missing: cniVersion", "{\"name\":\"net\"," IPAM_OK "}", CMD_ADD, 7, "cniVersion" },
-	{ "missing: name", "{\"cniVersion\":\"1.1.0\"," IPAM_OK "}", CMD_ADD, 7, "name" },
-	{ "missing: ipam", HEAD "}", CMD_ADD, 7, "ipam" },
-	{ "null: name", "{\"cniVersion\":\"1.1.0\",\"name\":null," IPAM_OK "}", CMD_ADD, 7, "name" },
+	{ "missing: cniVersion", "{\"name\":\"net\"," IPAM_OK "}", CNI_CMD_ADD, 7, "cniVersion" },
+	{ "missing: name", "{\"cniVersion\":\"1.1.0\"," IPAM_OK "}", CNI_CMD_ADD, 7, "name" },
+	{ "missing: ipam", HEAD "}", CNI_CMD_ADD, 7, "ipam" },
+	{ "null: name", "{\"cniVersion\":\"1.1.0\",\"name\":null," IPAM_OK "}", CNI_CMD_ADD, 7, "name" },
 
 	/* ---- cniVersion ---- */
-	{ "version: 9.9.9 is 1", VERSIONED("9.9.9", IPAM_OK), CMD_ADD, 1, "9.9.9" },
-	{ "version: empty is 1", VERSIONED("", IPAM_OK), CMD_ADD, 1, "cniVersion" },
-	{ "version: 0.2.0 is 1", VERSIONED("0.2.0", IPAM_OK), CMD_ADD, 1, "0.2.0" },
-	{ "version: 1.1 is 1", VERSIONED("1.1", IPAM_OK), CMD_ADD, 1, "cniVersion" },
-	{ "version: 1.2.0 is 1", VERSIONED("1.2.0", IPAM_OK), CMD_ADD, 1, "1.2.0" },
-	{ "version: 1.1.0 with a space is 1", VERSIONED("1.1.0 ", IPAM_OK), CMD_ADD, 1, "cniVersion" },
-	{ "version: 9.9.9 on VERSION is 1", VERSIONED("9.9.9", IPAM_OK), CMD_VERSION, 1, "9.9.9" },
-	{ "version: CHECK with 0.3.1 is 1", VERSIONED("0.3.1", IPAM_OK), CMD_CHECK, 1, "CHECK" },
-	{ "version: CHECK with 0.3.0 is 1", VERSIONED("0.3.0", IPAM_OK), CMD_CHECK, 1, "CHECK" },
-	{ "version: STATUS with 1.0.0 is 1", VERSIONED("1.0.0", IPAM_OK), CMD_STATUS, 1, "STATUS" },
-	{ "version: GC with 1.0.0 is 1", VERSIONED("1.0.0", IPAM_OK), CMD_GC, 1, "GC" },
-	{ "version: STATUS with 0.4.0 is 1", VERSIONED("0.4.0", IPAM_OK), CMD_STATUS, 1, "STATUS" },
-	{ "version: GC with 0.3.1 is 1", VERSIONED("0.3.1", IPAM_OK), CMD_GC, 1, "GC" },
+	{ "version: 9.9.9 is 1", VERSIONED("9.9.9", IPAM_OK), CNI_CMD_ADD, 1, "9.9.9" },
+	{ "version: empty is 1", VERSIONED("", IPAM_OK), CNI_CMD_ADD, 1, "cniVersion" },
+	{ "version: 0.2.0 is 1", VERSIONED("0.2.0", IPAM_OK), CNI_CMD_ADD, 1, "0.2.0" },
+	{ "version: 1.1 is 1", VERSIONED("1.1", IPAM_OK), CNI_CMD_ADD, 1, "cniVersion" },
+	{ "version: 1.2.0 is 1", VERSIONED("1.2.0", IPAM_OK), CNI_CMD_ADD, 1, "1.2.0" },
+	{ "version: 1.1.0 with a space is 1", VERSIONED("1.1.0 ", IPAM_OK), CNI_CMD_ADD, 1, "cniVersion" },
+	{ "version: 9.9.9 on VERSION is 1", VERSIONED("9.9.9", IPAM_OK), CNI_CMD_VERSION, 1, "9.9.9" },
+	{ "version: CHECK with 0.3.1 is 1", VERSIONED("0.3.1", IPAM_OK), CNI_CMD_CHECK, 1, "CHECK" },
+	{ "version: CHECK with 0.3.0 is 1", VERSIONED("0.3.0", IPAM_OK), CNI_CMD_CHECK, 1, "CHECK" },
+	{ "version: STATUS with 1.0.0 is 1", VERSIONED("1.0.0", IPAM_OK), CNI_CMD_STATUS, 1, "STATUS" },
+	{ "version: GC with 1.0.0 is 1", VERSIONED("1.0.0", IPAM_OK), CNI_CMD_GC, 1, "GC" },
+	{ "version: STATUS with 0.4.0 is 1", VERSIONED("0.4.0", IPAM_OK), CNI_CMD_STATUS, 1, "STATUS" },
+	{ "version: GC with 0.3.1 is 1", VERSIONED("0.3.1", IPAM_OK), CNI_CMD_GC, 1, "GC" },
 
 	/* ---- invalid values: 7, naming the key ---- */
-	{ "value: mtu 0", TOP("\"mtu\":0"), CMD_ADD, 7, "mtu" },
-	{ "value: mtu 67", TOP("\"mtu\":67"), CMD_ADD, 7, "mtu" },
-	{ "value: mtu 65536", TOP("\"mtu\":65536"), CMD_ADD, 7, "mtu" },
-	{ "value: mtu -1500", TOP("\"mtu\":-1500"), CMD_ADD, 7, "mtu" },
-	{ "value: mtu 2^63 overflow", TOP("\"mtu\":9223372036854775808"), CMD_ADD, 7, "mtu" },
-	{ "value: uplink empty", TOP("\"uplink\":\"\""), CMD_ADD, 7, "uplink" },
-	{ "value: uplink 16 chars", TOP("\"uplink\":\"abcdefghijklmnop\""), CMD_ADD, 7, "uplink" },
-	{ "value: uplink with slash", TOP("\"uplink\":\"eth/0\""), CMD_ADD, 7, "uplink" },
-	{ "value: internalCIDRs bad prefix", TOP("\"internalCIDRs\":[\"10.0.0.0/33\"]"), CMD_ADD, 7, "internalCIDRs[0]" },
-	{ "value: internalCIDRs not a CIDR", TOP("\"internalCIDRs\":[\"10.0.0.0/8\",\"banana\"]"), CMD_ADD, 7, "internalCIDRs[1]" },
-	{ "value: internalCIDRs bare address", TOP("\"internalCIDRs\":[\"10.0.0.0\"]"), CMD_ADD, 7, "internalCIDRs[0]" },
-	{ "value: internalCIDRs host bits set", TOP("\"internalCIDRs\":[\"10.1.2.3/8\"]"), CMD_ADD, 7, "internalCIDRs[0]" },
-	{ "value: internalCIDRs overlapping", TOP("\"internalCIDRs\":[\"10.0.0.0/8\",\"10.1.0.0/16\"]"), CMD_ADD, 7, "internalCIDRs" },
-	{ "value: internalCIDRs overlapping, reversed order", TOP("\"internalCIDRs\":[\"192.168.1.0/24\",\"172.16.0.0/12\",\"192.168.0.0/16\"]"), CMD_ADD, 7, "internalCIDRs" },
-	{ "value: internalCIDRs duplicate", TOP("\"internalCIDRs\":[\"10.0.0.0/8\",\"10.0.0.0/8\"]"), CMD_ADD, 7, "internalCIDRs" },
-	{ "value: internalCIDRs empty", TOP("\"internalCIDRs\":[]"), CMD_ADD, 7, "internalCIDRs" },
-	{ "value: dataDir relative", TOP("\"dataDir\":\"run/tollgate\""), CMD_ADD, 7, "dataDir" },
-	{ "value: dataDir empty", TOP("\"dataDir\":\"\""), CMD_ADD, 7, "dataDir" },
-	{ "value: dataDir with ..", TOP("\"dataDir\":\"/run/../etc\""), CMD_ADD, 7, "dataDir" },
-	{ "value: dataDir ending in /..", TOP("\"dataDir\":\"/run/tollgate/..\""), CMD_ADD, 7, "dataDir" },
-	{ "value: logFile relative", TOP("\"logFile\":\"tollgate.log\""), CMD_ADD, 7, "logFile" },
-	{ "value: name with slash", "{\"cniVersion\":\"1.1.0\",\"name\":\"a/b\"," IPAM_OK "}", CMD_ADD, 7, "name" },
-	{ "value: name empty", "{\"cniVersion\":\"1.1.0\",\"name\":\"\"," IPAM_OK "}", CMD_ADD, 7, "name" },
-	{ "value: name ..", "{\"cniVersion\":\"1.1.0\",\"name\":\"..\"," IPAM_OK "}", CMD_ADD, 7, "name" },
-	{ "value: name leading dot", "{\"cniVersion\":\"1.1.0\",\"name\":\".net\"," IPAM_OK "}", CMD_ADD, 7, "name" },
-	{ "value: name with space", "{\"cniVersion\":\"1.1.0\",\"name\":\"my net\"," IPAM_OK "}", CMD_ADD, 7, "name" },
+	{ "value: mtu 0", TOP("\"mtu\":0"), CNI_CMD_ADD, 7, "mtu" },
+	{ "value: mtu 67", TOP("\"mtu\":67"), CNI_CMD_ADD, 7, "mtu" },
+	{ "value: mtu 65536", TOP("\"mtu\":65536"), CNI_CMD_ADD, 7, "mtu" },
+	{ "value: mtu -1500", TOP("\"mtu\":-1500"), CNI_CMD_ADD, 7, "mtu" },
+	{ "value: mtu 2^63 overflow", TOP("\"mtu\":9223372036854775808"), CNI_CMD_ADD, 7, "mtu" },
+	{ "value: uplink empty", TOP("\"uplink\":\"\""), CNI_CMD_ADD, 7, "uplink" },
+	{ "value: uplink 16 chars", TOP("\"uplink\":\"abcdefghijklmnop\""), CNI_CMD_ADD, 7, "uplink" },
+	{ "value: uplink with slash", TOP("\"uplink\":\"eth/0\""), CNI_CMD_ADD, 7, "uplink" },
+	{ "value: internalCIDRs bad prefix", TOP("\"internalCIDRs\":[\"10.0.0.0/33\"]"), CNI_CMD_ADD, 7, "internalCIDRs[0]" },
+	{ "value: internalCIDRs not a CIDR", TOP("\"internalCIDRs\":[\"10.0.0.0/8\",\"banana\"]"), CNI_CMD_ADD, 7, "internalCIDRs[1]" },
+	{ "value: internalCIDRs bare address", TOP("\"internalCIDRs\":[\"10.0.0.0\"]"), CNI_CMD_ADD, 7, "internalCIDRs[0]" },
+	{ "value: internalCIDRs host bits set", TOP("\"internalCIDRs\":[\"10.1.2.3/8\"]"), CNI_CMD_ADD, 7, "internalCIDRs[0]" },
+	{ "value: internalCIDRs overlapping", TOP("\"internalCIDRs\":[\"10.0.0.0/8\",\"10.1.0.0/16\"]"), CNI_CMD_ADD, 7, "internalCIDRs" },
+	{ "value: internalCIDRs overlapping, reversed order", TOP("\"internalCIDRs\":[\"192.168.1.0/24\",\"172.16.0.0/12\",\"192.168.0.0/16\"]"), CNI_CMD_ADD, 7, "internalCIDRs" },
+	{ "value: internalCIDRs duplicate", TOP("\"internalCIDRs\":[\"10.0.0.0/8\",\"10.0.0.0/8\"]"), CNI_CMD_ADD, 7, "internalCIDRs" },
+	{ "value: internalCIDRs empty", TOP("\"internalCIDRs\":[]"), CNI_CMD_ADD, 7, "internalCIDRs" },
+	{ "value: dataDir relative", TOP("\"dataDir\":\"run/tollgate\""), CNI_CMD_ADD, 7, "dataDir" },
+	{ "value: dataDir empty", TOP("\"dataDir\":\"\""), CNI_CMD_ADD, 7, "dataDir" },
+	{ "value: dataDir with ..", TOP("\"dataDir\":\"/run/../etc\""), CNI_CMD_ADD, 7, "dataDir" },
+	{ "value: dataDir ending in /..", TOP("\"dataDir\":\"/run/tollgate/..\""), CNI_CMD_ADD, 7, "dataDir" },
+	{ "value: logFile relative", TOP("\"logFile\":\"tollgate.log\""), CNI_CMD_ADD, 7, "logFile" },
+	{ "value: name with slash", "{\"cniVersion\":\"1.1.0\",\"name\":\"a/b\"," IPAM_OK "}", CNI_CMD_ADD, 7, "name" },
+	{ "value: name empty", "{\"cniVersion\":\"1.1.0\",\"name\":\"\"," IPAM_OK "}", CNI_CMD_ADD, 7, "name" },
+	{ "value: name ..", "{\"cniVersion\":\"1.1.0\",\"name\":\"..\"," IPAM_OK "}", CNI_CMD_ADD, 7, "name" },
+	{ "value: name leading dot", "{\"cniVersion\":\"1.1.0\",\"name\":\".net\"," IPAM_OK "}", CNI_CMD_ADD, 7, "name" },
+	{ "value: name with space", "{\"cniVersion\":\"1.1.0\",\"name\":\"my net\"," IPAM_OK "}", CNI_CMD_ADD, 7, "name" },
 	{ "value: name 129 chars",
 	  "{\"cniVersion\":\"1.1.0\",\"name\":\""
 	  "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 	  "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"," IPAM_OK "}",
-	  CMD_ADD, 7, "name" },
-	{ "value: ipam.source unknown", IPAM("\"source\":\"dhcp\",\"addresses\":[\"10.1.0.1\"]"), CMD_ADD, 7, "ipam.source" },
-	{ "value: ipam.source empty", IPAM("\"source\":\"\",\"addresses\":[\"10.1.0.1\"]"), CMD_ADD, 7, "ipam.source" },
-	{ "value: static without addresses", IPAM("\"source\":\"static\""), CMD_ADD, 7, "ipam.addresses" },
-	{ "value: static with empty addresses", IPAM("\"source\":\"static\",\"addresses\":[]"), CMD_ADD, 7, "ipam.addresses" },
-	{ "value: ipam.addresses bad entry", IPAM("\"source\":\"static\",\"addresses\":[\"10.1.0.1\",\"10.1.0.300\"]"), CMD_ADD, 7, "ipam.addresses[1]" },
-	{ "value: ipam.addresses reversed range", IPAM("\"source\":\"static\",\"addresses\":[\"10.1.0.9-10.1.0.1\"]"), CMD_ADD, 7, "ipam.addresses[0]" },
+	  CNI_CMD_ADD, 7, "name" },
+	{ "value: ipam.source unknown", IPAM("\"source\":\"dhcp\",\"addresses\":[\"10.1.0.1\"]"), CNI_CMD_ADD, 7, "ipam.source" },
+	{ "value: ipam.source empty", IPAM("\"source\":\"\",\"addresses\":[\"10.1.0.1\"]"), CNI_CMD_ADD, 7, "ipam.source" },
+	{ "value: static without addresses", IPAM("\"source\":\"static\""), CNI_CMD_ADD, 7, "ipam.addresses" },
+	{ "value: static with empty addresses", IPAM("\"source\":\"static\",\"addresses\":[]"), CNI_CMD_ADD, 7, "ipam.addresses" },
+	{ "value: ipam.addresses bad entry", IPAM("\"source\":\"static\",\"addresses\":[\"10.1.0.1\",\"10.1.0.300\"]"), CNI_CMD_ADD, 7, "ipam.addresses[1]" },
+	{ "value: ipam.addresses reversed range", IPAM("\"source\":\"static\",\"addresses\":[\"10.1.0.9-10.1.0.1\"]"), CNI_CMD_ADD, 7, "ipam.addresses[0]" },
 	/* addresses no pod can use are refused, naming the address and why */
-	{ "value: ipam.addresses loopback", IPAM("\"source\":\"static\",\"addresses\":[\"10.1.0.10\",\"127.0.0.5\"]"), CMD_ADD, 7, "127.0.0.5" },
-	{ "value: ipam.addresses the pods' gateway", IPAM("\"source\":\"static\",\"addresses\":[\"169.254.1.1\"]"), CMD_ADD, 7, "169.254.1.1" },
-	{ "value: ipam.addresses multicast", IPAM("\"source\":\"static\",\"addresses\":[\"224.0.0.5\"]"), CMD_ADD, 7, "multicast" },
-	{ "value: ipam.addresses broadcast", IPAM("\"source\":\"static\",\"addresses\":[\"255.255.255.250-255.255.255.255\"]"), CMD_ADD, 7, "broadcast" },
-	{ "value: ipam.addresses CIDR with host bits", IPAM("\"source\":\"static\",\"addresses\":[\"10.1.0.1/24\"]"), CMD_ADD, 7, "ipam.addresses[0]" },
-	{ "value: ipam.addresses too many", IPAM("\"source\":\"static\",\"addresses\":[\"10.0.0.0/8\"]"), CMD_ADD, 7, "ipam.addresses" },
-	{ "value: ipam.exclude bad entry", IPAM_STATIC("\"exclude\":[\"10.1.0.11\",\"nope\"]"), CMD_ADD, 7, "ipam.exclude[1]" },
-	{ "value: ipam.exclude bad entry, imds source", IPAM("\"source\":\"imds\",\"exclude\":[\"nope\"]"), CMD_ADD, 7, "ipam.exclude" },
-	{ "value: exclude removes every address", IPAM("\"source\":\"static\",\"addresses\":[\"10.1.0.10-10.1.0.20\"],\"exclude\":[\"10.1.0.0/24\"]"), CMD_ADD, 7, "ipam.exclude" },
-	{ "value: ipam.cooldownSeconds negative", IPAM_STATIC("\"cooldownSeconds\":-1"), CMD_ADD, 7, "ipam.cooldownSeconds" },
-	{ "value: ipam.cooldownSeconds over a day", IPAM_STATIC("\"cooldownSeconds\":86401"), CMD_ADD, 7, "ipam.cooldownSeconds" },
-	{ "value: internetMark \"0\"", ACCT("\"internetMark\":\"0\""), CMD_ADD, 7, "accounting.internetMark" },
-	{ "value: retainSeconds -1", ACCT("\"retainSeconds\":-1"), CMD_ADD, 7, "accounting.retainSeconds" },
-	{ "value: retainSeconds past 30 days", ACCT("\"retainSeconds\":2592001"), CMD_ADD, 7, "accounting.retainSeconds" },
-	{ "type: retainSeconds string", ACCT("\"retainSeconds\":\"1h\""), CMD_ADD, 7, "accounting.retainSeconds" },
-	{ "value: internetMark 0", ACCT("\"internetMark\":0"), CMD_ADD, 7, "accounting.internetMark" },
-	{ "value: internetMark \"0x4000\"", ACCT("\"internetMark\":\"0x4000\""), CMD_ADD, 7, "accounting.internetMark" },
-	{ "value: internetMark 0x4000 as a number", ACCT("\"internetMark\":16384"), CMD_ADD, 7, "accounting.internetMark" },
-	{ "value: internetMark \"0x8000\"", ACCT("\"internetMark\":\"0x8000\""), CMD_ADD, 7, "accounting.internetMark" },
-	{ "value: internetMark \"0x1c000\"", ACCT("\"internetMark\":\"0x1c000\""), CMD_ADD, 7, "accounting.internetMark" },
-	{ "value: internetMark \"junk\"", ACCT("\"internetMark\":\"junk\""), CMD_ADD, 7, "accounting.internetMark" },
-	{ "value: internetMark \"0x10000junk\"", ACCT("\"internetMark\":\"0x10000junk\""), CMD_ADD, 7, "accounting.internetMark" },
-	{ "value: internetMark empty", ACCT("\"internetMark\":\"\""), CMD_ADD, 7, "accounting.internetMark" },
-	{ "value: internetMark over 32 bits", ACCT("\"internetMark\":\"0x100000000\""), CMD_ADD, 7, "accounting.internetMark" },
-	{ "value: internetMark negative number", ACCT("\"internetMark\":-1"), CMD_ADD, 7, "accounting.internetMark" },
-	{ "value: internetMark number over 32 bits", ACCT("\"internetMark\":4294967296"), CMD_ADD, 7, "accounting.internetMark" },
+	{ "value: ipam.addresses loopback", IPAM("\"source\":\"static\",\"addresses\":[\"10.1.0.10\",\"127.0.0.5\"]"), CNI_CMD_ADD, 7, "127.0.0.5" },
+	{ "value: ipam.addresses the pods' gateway", IPAM("\"source\":\"static\",\"addresses\":[\"169.254.1.1\"]"), CNI_CMD_ADD, 7, "169.254.1.1" },
+	{ "value: ipam.addresses multicast", IPAM("\"source\":\"static\",\"addresses\":[\"224.0.0.5\"]"), CNI_CMD_ADD, 7, "multicast" },
+	{ "value: ipam.addresses broadcast", IPAM("\"source\":\"static\",\"addresses\":[\"255.255.255.250-255.255.255.255\"]"), CNI_CMD_ADD, 7, "broadcast" },
+	{ "value: ipam.addresses CIDR with host bits", IPAM("\"source\":\"static\",\"addresses\":[\"10.1.0.1/24\"]"), CNI_CMD_ADD, 7, "ipam.addresses[0]" },
+	{ "value: ipam.addresses too many", IPAM("\"source\":\"static\",\"addresses\":[\"10.0.0.0/8\"]"), CNI_CMD_ADD, 7, "ipam.addresses" },
+	{ "value: ipam.exclude bad entry", IPAM_STATIC("\"exclude\":[\"10.1.0.11\",\"nope\"]"), CNI_CMD_ADD, 7, "ipam.exclude[1]" },
+	{ "value: ipam.exclude bad entry, imds source", IPAM("\"source\":\"imds\",\"exclude\":[\"nope\"]"), CNI_CMD_ADD, 7, "ipam.exclude" },
+	{ "value: exclude removes every address", IPAM("\"source\":\"static\",\"addresses\":[\"10.1.0.10-10.1.0.20\"],\"exclude\":[\"10.1.0.0/24\"]"), CNI_CMD_ADD, 7, "ipam.exclude" },
+	{ "value: ipam.cooldownSeconds negative", IPAM_STATIC("\"cooldownSeconds\":-1"), CNI_CMD_ADD, 7, "ipam.cooldownSeconds" },
+	{ "value: ipam.cooldownSeconds over a day", IPAM_STATIC("\"cooldownSeconds\":86401"), CNI_CMD_ADD, 7, "ipam.cooldownSeconds" },
+	{ "value: internetMark \"0\"", ACCT("\"internetMark\":\"0\""), CNI_CMD_ADD, 7, "accounting.internetMark" },
+	{ "value: retainSeconds -1", ACCT("\"retainSeconds\":-1"), CNI_CMD_ADD, 7, "accounting.retainSeconds" },
+	{ "value: retainSeconds past 30 days", ACCT("\"retainSeconds\":2592001"), CNI_CMD_ADD, 7, "accounting.retainSeconds" },
+	{ "type: retainSeconds string", ACCT("\"retainSeconds\":\"1h\""), CNI_CMD_ADD, 7, "accounting.retainSeconds" },
+	{ "value: internetMark 0", ACCT("\"internetMark\":0"), CNI_CMD_ADD, 7, "accounting.internetMark" },
+	{ "value: internetMark \"0x4000\"", ACCT("\"internetMark\":\"0x4000\""), CNI_CMD_ADD, 7, "accounting.internetMark" },
+	{ "value: internetMark 0x4000 as a number", ACCT("\"internetMark\":16384"), CNI_CMD_ADD, 7, "accounting.internetMark" },
+	{ "value: internetMark \"0x8000\"", ACCT("\"internetMark\":\"0x8000\""), CNI_CMD_ADD, 7, "accounting.internetMark" },
+	{ "value: internetMark \"0x1c000\"", ACCT("\"internetMark\":\"0x1c000\""), CNI_CMD_ADD, 7, "accounting.internetMark" },
+	{ "value: internetMark \"junk\"", ACCT("\"internetMark\":\"junk\""), CNI_CMD_ADD, 7, "accounting.internetMark" },
+	{ "value: internetMark \"0x10000junk\"", ACCT("\"internetMark\":\"0x10000junk\""), CNI_CMD_ADD, 7, "accounting.internetMark" },
+	{ "value: internetMark empty", ACCT("\"internetMark\":\"\""), CNI_CMD_ADD, 7, "accounting.internetMark" },
+	{ "value: internetMark over 32 bits", ACCT("\"internetMark\":\"0x100000000\""), CNI_CMD_ADD, 7, "accounting.internetMark" },
+	{ "value: internetMark negative number", ACCT("\"internetMark\":-1"), CNI_CMD_ADD, 7, "accounting.internetMark" },
+	{ "value: internetMark number over 32 bits", ACCT("\"internetMark\":4294967296"), CNI_CMD_ADD, 7, "accounting.internetMark" },
 
 	/* ---- not a JSON object: 6 ---- */
-	{ "decode: malformed", "{\"cniVersion\":", CMD_ADD, 6, "JSON" },
-	{ "decode: not json at all", "cniVersion=1.1.0", CMD_ADD, 6, "JSON" },
-	{ "decode: missing value", "{\"cniVersion\":}", CMD_ADD, 6, "JSON" },
-	{ "decode: trailing garbage", MINIMAL " x", CMD_ADD, 6, "not valid JSON" },
-	{ "decode: two documents", MINIMAL "{}", CMD_ADD, 6, "not valid JSON" },
-	{ "decode: array top level", "[" MINIMAL "]", CMD_ADD, 6, "object" },
-	{ "decode: string top level", "\"1.1.0\"", CMD_ADD, 6, "object" },
-	{ "decode: number top level", "42", CMD_ADD, 6, "configuration" },
-	{ "decode: null top level", "null", CMD_ADD, 6, "configuration" },
-	{ "decode: whitespace only", "   \n", CMD_ADD, 6, "configuration" },
-	{ "decode: single-quoted strings are not JSON", "{'cniVersion':'1.1.0','name':'net'," IPAM_OK "}", CMD_ADD, 6, "JSON" },
-	{ "decode: trailing comma is not JSON", HEAD "," IPAM_OK ",}", CMD_ADD, 6, "JSON" },
+	{ "decode: malformed", "{\"cniVersion\":", CNI_CMD_ADD, 6, "JSON" },
+	{ "decode: not json at all", "cniVersion=1.1.0", CNI_CMD_ADD, 6, "JSON" },
+	{ "decode: missing value", "{\"cniVersion\":}", CNI_CMD_ADD, 6, "JSON" },
+	{ "decode: trailing garbage", MINIMAL " x", CNI_CMD_ADD, 6, "not valid JSON" },
+	{ "decode: two documents", MINIMAL "{}", CNI_CMD_ADD, 6, "not valid JSON" },
+	{ "decode: array top level", "[" MINIMAL "]", CNI_CMD_ADD, 6, "object" },
+	{ "decode: string top level", "\"1.1.0\"", CNI_CMD_ADD, 6, "object" },
+	{ "decode: number top level", "42", CNI_CMD_ADD, 6, "configuration" },
+	{ "decode: null top level", "null", CNI_CMD_ADD, 6, "configuration" },
+	{ "decode: whitespace only", "   \n", CNI_CMD_ADD, 6, "configuration" },
+	{ "decode: single-quoted strings are not JSON", "{'cniVersion':'1.1.0','name':'net'," IPAM_OK "}", CNI_CMD_ADD, 6, "JSON" },
+	{ "decode: trailing comma is not JSON", HEAD "," IPAM_OK ",}", CNI_CMD_ADD, 6, "JSON" },
 };
 
 /* ---- valid configs ---- */
@@ -424,38 +424,38 @@ static void t_empty_ipam_object_is_imds(void **state)
 static void t_imds_exclude_syntax_ok(void **state)
 {
 	expect_ok_cmd(IPAM("\"source\":\"imds\",\"exclude\":[\"10.1.0.4\",\"10.1.0.0/30\",\"10.1.0.8-10.1.0.9\"]"),
-		      CMD_ADD);
+		      CNI_CMD_ADD);
 }
 
 static void t_each_version_accepted(void **state)
 {
-	expect_ok_cmd(VERSIONED("0.3.0", IPAM_OK), CMD_ADD);
-	expect_ok_cmd(VERSIONED("0.3.1", IPAM_OK), CMD_ADD);
-	expect_ok_cmd(VERSIONED("0.4.0", IPAM_OK), CMD_ADD);
-	expect_ok_cmd(VERSIONED("1.0.0", IPAM_OK), CMD_ADD);
-	expect_ok_cmd(VERSIONED("1.1.0", IPAM_OK), CMD_ADD);
+	expect_ok_cmd(VERSIONED("0.3.0", IPAM_OK), CNI_CMD_ADD);
+	expect_ok_cmd(VERSIONED("0.3.1", IPAM_OK), CNI_CMD_ADD);
+	expect_ok_cmd(VERSIONED("0.4.0", IPAM_OK), CNI_CMD_ADD);
+	expect_ok_cmd(VERSIONED("1.0.0", IPAM_OK), CNI_CMD_ADD);
+	expect_ok_cmd(VERSIONED("1.1.0", IPAM_OK), CNI_CMD_ADD);
 }
 
 static void t_each_version_accepted_on_del(void **state)
 {
-	expect_ok_cmd(VERSIONED("0.3.0", IPAM_OK), CMD_DEL);
-	expect_ok_cmd(VERSIONED("0.3.1", IPAM_OK), CMD_DEL);
-	expect_ok_cmd(VERSIONED("0.4.0", IPAM_OK), CMD_DEL);
-	expect_ok_cmd(VERSIONED("1.0.0", IPAM_OK), CMD_DEL);
-	expect_ok_cmd(VERSIONED("1.1.0", IPAM_OK), CMD_DEL);
+	expect_ok_cmd(VERSIONED("0.3.0", IPAM_OK), CNI_CMD_DEL);
+	expect_ok_cmd(VERSIONED("0.3.1", IPAM_OK), CNI_CMD_DEL);
+	expect_ok_cmd(VERSIONED("0.4.0", IPAM_OK), CNI_CMD_DEL);
+	expect_ok_cmd(VERSIONED("1.0.0", IPAM_OK), CNI_CMD_DEL);
+	expect_ok_cmd(VERSIONED("1.1.0", IPAM_OK), CNI_CMD_DEL);
 }
 
 static void t_check_needs_0_4_0(void **state)
 {
-	expect_ok_cmd(VERSIONED("0.4.0", IPAM_OK), CMD_CHECK);
-	expect_ok_cmd(VERSIONED("1.0.0", IPAM_OK), CMD_CHECK);
-	expect_ok_cmd(VERSIONED("1.1.0", IPAM_OK), CMD_CHECK);
+	expect_ok_cmd(VERSIONED("0.4.0", IPAM_OK), CNI_CMD_CHECK);
+	expect_ok_cmd(VERSIONED("1.0.0", IPAM_OK), CNI_CMD_CHECK);
+	expect_ok_cmd(VERSIONED("1.1.0", IPAM_OK), CNI_CMD_CHECK);
 }
 
 static void t_status_gc_with_1_1_0(void **state)
 {
-	expect_ok_cmd(VERSIONED("1.1.0", IPAM_OK), CMD_STATUS);
-	expect_ok_cmd(VERSIONED("1.1.0", IPAM_OK), CMD_GC);
+	expect_ok_cmd(VERSIONED("1.1.0", IPAM_OK), CNI_CMD_STATUS);
+	expect_ok_cmd(VERSIONED("1.1.0", IPAM_OK), CNI_CMD_GC);
 }
 
 static void t_version_only_needs_cni_version(void **state)
@@ -464,7 +464,7 @@ static void t_version_only_needs_cni_version(void **state)
 	struct tg_err e;
 
 	/* VERSION decodes only cniVersion: no name, no ipam, odd keys are fine. */
-	assert_int_equal(parse_cmd("{\"cniVersion\":\"0.4.0\",\"mtu\":\"x\"}", CMD_VERSION, &cfg, &e), 0);
+	assert_int_equal(parse_cmd("{\"cniVersion\":\"0.4.0\",\"mtu\":\"x\"}", CNI_CMD_VERSION, &cfg, &e), 0);
 	assert_int_equal(cfg.version, 400);
 	node_config_free(&cfg);
 }
@@ -564,7 +564,7 @@ static void t_unknown_keys_ignored(void **state)
 
 static void t_trailing_whitespace_ok(void **state)
 {
-	expect_ok_cmd(MINIMAL "\n \t\r\n", CMD_ADD);
+	expect_ok_cmd(MINIMAL "\n \t\r\n", CNI_CMD_ADD);
 }
 
 static void t_empty_input_is_6(void **state)
@@ -573,7 +573,7 @@ static void t_empty_input_is_6(void **state)
 	struct tg_err e;
 
 	memset(&e, 0, sizeof(e));
-	assert_true(cni_config_read("", 0, CMD_ADD, &cfg, &e) < 0);
+	assert_true(cni_config_read("", 0, CNI_CMD_ADD, &cfg, &e) < 0);
 	assert_int_equal(e.code, 6);
 	node_config_free(&cfg);
 }
@@ -595,7 +595,7 @@ static void t_over_one_mib_is_6(void **state)
 	big[len - 1] = '}';
 	big[len] = '\0';
 	memset(&e, 0, sizeof(e));
-	assert_true(cni_config_read(big, len, CMD_ADD, &cfg, &e) < 0);
+	assert_true(cni_config_read(big, len, CNI_CMD_ADD, &cfg, &e) < 0);
 	assert_int_equal(e.code, 6);
 	node_config_free(&cfg);
 	free(big);
@@ -610,7 +610,7 @@ static void t_len_bounds_the_input(void **state)
 
 	snprintf(text, sizeof(text), "%s garbage", MINIMAL);
 	memset(&e, 0, sizeof(e));
-	assert_int_equal(cni_config_read(text, strlen(MINIMAL), CMD_ADD, &cfg, &e), 0);
+	assert_int_equal(cni_config_read(text, strlen(MINIMAL), CNI_CMD_ADD, &cfg, &e), 0);
 	node_config_free(&cfg);
 }
 
@@ -620,12 +620,12 @@ static void t_valid_attachments_kept(void **state)
 	struct tg_err e;
 
 	assert_int_equal(parse_cmd(TOP("\"cni.dev/valid-attachments\":[{\"containerID\":\"abc\",\"ifname\":\"eth0\"}]"),
-				   CMD_GC, &cfg, &e),
+				   CNI_CMD_GC, &cfg, &e),
 			 0);
 	assert_non_null(cfg.valid_attachments);
 	assert_int_equal(json_object_array_length(cfg.valid_attachments), 1);
 	node_config_free(&cfg);
-	assert_int_equal(parse_cmd(TOP("\"cni.dev/valid-attachments\":[]"), CMD_GC, &cfg, &e), 0);
+	assert_int_equal(parse_cmd(TOP("\"cni.dev/valid-attachments\":[]"), CNI_CMD_GC, &cfg, &e), 0);
 	assert_non_null(cfg.valid_attachments);
 	assert_int_equal(json_object_array_length(cfg.valid_attachments), 0);
 	node_config_free(&cfg);
@@ -710,7 +710,7 @@ static int null_err_child(void *arg)
 	for (size_t i = 0; i < ARRAY_SIZE(null_err_jsons); i++) {
 		struct node_config cfg;
 
-		if (cni_config_read(null_err_jsons[i], strlen(null_err_jsons[i]), CMD_ADD, &cfg,
+		if (cni_config_read(null_err_jsons[i], strlen(null_err_jsons[i]), CNI_CMD_ADD, &cfg,
 				     NULL) >= 0)
 			return 10 + (int)i;
 		node_config_free(&cfg);

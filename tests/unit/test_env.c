@@ -94,8 +94,8 @@ static void t_command_each(void **state)
 	static const struct {
 		const char *name;
 		enum cni_cmd cmd;
-	} cmds[] = { { "ADD", CMD_ADD },       { "DEL", CMD_DEL }, { "CHECK", CMD_CHECK },
-		     { "STATUS", CMD_STATUS }, { "GC", CMD_GC },   { "VERSION", CMD_VERSION } };
+	} cmds[] = { { "ADD", CNI_CMD_ADD },       { "DEL", CNI_CMD_DEL }, { "CHECK", CNI_CMD_CHECK },
+		     { "STATUS", CNI_CMD_STATUS }, { "GC", CNI_CMD_GC },   { "VERSION", CNI_CMD_VERSION } };
 
 	for (size_t i = 0; i < 6; i++) {
 		struct cni_env env;
@@ -143,7 +143,7 @@ static void t_add_full(void **state)
 
 	base_env("ADD");
 	expect_ok(&env);
-	assert_int_equal(env.cmd, CMD_ADD);
+	assert_int_equal(env.cmd, CNI_CMD_ADD);
 	assert_string_equal(env.container_id,
 			    "3f1d2c0b4a5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8");
 	assert_string_equal(env.netns, "/var/run/netns/cni-1234");
@@ -159,10 +159,10 @@ static void t_check_and_del_full(void **state)
 
 	base_env("CHECK");
 	expect_ok(&env);
-	assert_int_equal(env.cmd, CMD_CHECK);
+	assert_int_equal(env.cmd, CNI_CMD_CHECK);
 	base_env("DEL");
 	expect_ok(&env);
-	assert_int_equal(env.cmd, CMD_DEL);
+	assert_int_equal(env.cmd, CNI_CMD_DEL);
 	assert_string_equal(env.k8s_namespace, "datasets");
 }
 

@@ -46,7 +46,7 @@ static char *fixture(const char *name, size_t *len)
 	if (access(path, R_OK) != 0)
 		fail_msg("cannot open fixture %s (run from the repository root, or set "
 			 "TG_FIXTURE_DIR): %s", path, strerror(errno));
-	return read_file(path, len);
+	return slurp(path, len);
 }
 
 static int parse_fixture(const char *name, const uint8_t mac[6], struct imds_network *n,
@@ -215,6 +215,31 @@ static void t_parse_honours_len(void **state)
 	memcpy(big, body, len);
 	memcpy(big + len, "GARBAGE AFTER THE DOCUMENT", 27);
 	assert_ok(imds_parse_network(big, len, UPLINK_MAC, &n, &e), &e);
+	assert_int_equal(n.n_addrs, 8);
+	imds_network_free(&n);
+	free(big);
+	free(body);
+}
+
+/* Only whitespace may follow the document: json-c stops at a NUL byte, the parser does not. */
+static void t_parse_trailing_data(void **state)
+{
+	size_t len;
+	char *body = fixture("one_nic.json", &len);
+	char *big = malloc(len + 32), at[32];
+	struct imds_network n = { 0 };
+	struct tg_err e = { 0 };
+
+	assert_non_null(big);
+	memcpy(big, body, len);
+	memcpy(big + len, " \n\0GARBAGE", 11);
+	assert_true(imds_parse_network(big, len + 11, UPLINK_MAC, &n, &e) < 0);
+	assert_int_equal(e.code, CNI_ERR_IO);
+	snprintf(at, sizeof(at), "trailing data at byte %zu", len + 2);
+	assert_contains(e.msg, at);
+	assert_null(n.addrs);
+	memcpy(big + len, " \n\t\r", 4);
+	assert_ok(imds_parse_network(big, len + 4, UPLINK_MAC, &n, &e), &e);
 	assert_int_equal(n.n_addrs, 8);
 	imds_network_free(&n);
 	free(big);
@@ -728,6 +753,7 @@ int main(void)
 	ADD(t_parse_mac_lowercase);
 	ADD(t_parse_primary_only);
 	ADD(t_parse_honours_len);
+	ADD(t_parse_trailing_data);
 	for (size_t i = 0; i < ARRAY_SIZE(bad_cases); i++)
 		add_test(bad_cases[i].name, t_parse_bad, (void *)&bad_cases[i]);
 	ADD(t_reconcile_first_sync_takes_all);

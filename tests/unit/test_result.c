@@ -65,7 +65,7 @@ static const char *str(json_object *o, const char *key)
 static json_object *render(const char *v)
 {
 	struct cni_add_result r = sample();
-	json_object *res = cni_result_render(v, node_cni_version(v), &r);
+	json_object *res = cni_result_render(v, cni_version_parse(v), &r);
 
 	assert_non_null(res);
 	return res;
@@ -75,11 +75,11 @@ static json_object *render(const char *v)
 
 static void t_version_parse_supported(void **state)
 {
-	assert_int_equal(node_cni_version("0.3.0"), 300);
-	assert_int_equal(node_cni_version("0.3.1"), 301);
-	assert_int_equal(node_cni_version("0.4.0"), 400);
-	assert_int_equal(node_cni_version("1.0.0"), 10000);
-	assert_int_equal(node_cni_version("1.1.0"), 10100);
+	assert_int_equal(cni_version_parse("0.3.0"), 300);
+	assert_int_equal(cni_version_parse("0.3.1"), 301);
+	assert_int_equal(cni_version_parse("0.4.0"), 400);
+	assert_int_equal(cni_version_parse("1.0.0"), 10000);
+	assert_int_equal(cni_version_parse("1.1.0"), 10100);
 }
 
 static void t_version_parse_unsupported(void **state)
@@ -89,9 +89,9 @@ static void t_version_parse_unsupported(void **state)
 					   " 1.1.0", "1.1.0.0", "01.1.0", "1.01.0" };
 
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
-		if (node_cni_version(bad[i]) != -1)
-			fail_msg("node_cni_version(\"%s\") accepted", bad[i]);
-	assert_int_equal(node_cni_version(NULL), -1);
+		if (cni_version_parse(bad[i]) != -1)
+			fail_msg("cni_version_parse(\"%s\") accepted", bad[i]);
+	assert_int_equal(cni_version_parse(NULL), -1);
 }
 
 /* The plugin's answer to VERSION with `config` on stdin ("" for none), parsed. */
@@ -138,7 +138,7 @@ static void t_supported_versions_list(void **state)
 
 		assert_true(json_object_is_type(v, json_type_string));
 		assert_string_equal(json_object_get_string(v), want[i]);
-		assert_true(node_cni_version(want[i]) > 0);
+		assert_true(cni_version_parse(want[i]) > 0);
 	}
 	json_object_put(o);
 	o = version_answer("{\"cniVersion\":\"0.4.0\",\"name\":\"n\",\"type\":\"tollgate\"}");

@@ -77,7 +77,7 @@ static void t_rate_format(void **state)
 static int parse(const char *json, struct node_config *cfg, struct tg_err *e)
 {
 	memset(e, 0, sizeof(*e));
-	return cni_config_read(json, strlen(json), CMD_ADD, cfg, e);
+	return cni_config_read(json, strlen(json), CNI_CMD_ADD, cfg, e);
 }
 
 static void t_shaping_parsed(void **state)

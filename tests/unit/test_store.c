@@ -466,7 +466,7 @@ static void t_saved_file_is_json_with_version(void **state)
 	rich_state(&a);
 	fx_open_store(f, &s);
 	assert_int_equal(ipam_store_save(&s, &a, &e), 0);
-	text = read_file(f->path, &len);
+	text = slurp(f->path, &len);
 	assert_true(len > 0);
 	assert_int_equal(text[len - 1], '\n');
 	j = json_tokener_parse(text);
@@ -709,11 +709,11 @@ static void t_corrupt(void **state)
 		rich_state(&a);
 		assert_int_equal(ipam_store_save(&s, &a, &e), 0);
 		ipam_state_free(&a);
-		full = read_file(f->path, &len);
+		full = slurp(f->path, &len);
 		write_file(f->path, full, len / 2);
 		free(full);
 	}
-	before = read_file(f->path, &n_before);
+	before = slurp(f->path, &n_before);
 	assert_int_equal(stat(f->path, &sb1), 0);
 
 	assert_int_equal(ipam_store_lock(&s, &e), 0);
@@ -728,7 +728,7 @@ static void t_corrupt(void **state)
 	assert_int_equal(st.n_att, 0);
 	ipam_state_free(&st);
 
-	after = read_file(f->path, &n_after);
+	after = slurp(f->path, &n_after);
 	assert_int_equal(stat(f->path, &sb2), 0);
 	assert_int_equal(n_before, n_after);
 	assert_memory_equal(before, after, n_before);
@@ -989,12 +989,12 @@ static void t_cache_keeps_unchanged_text(void **state)
 	rich_state(&a);
 	fx_open_store(f, &s);
 	locked_save(&s, &a);
-	t1 = read_file(f->path, &len);
+	t1 = slurp(f->path, &len);
 	assert_true(locked_load(&s, &b));
 	snprintf(b.att[1].pod, sizeof(b.att[1].pod), "renamed-pod");
 	b.att[3].shaping.egress_bps = 1000000;
 	locked_save(&s, &b);
-	t2 = read_file(f->path, &len);
+	t2 = slurp(f->path, &len);
 	assert_int_equal(att_lines(t1, l1, 8), 4);
 	assert_int_equal(att_lines(t2, l2, 8), 4);
 	assert_string_equal(l1[0], l2[0]);
@@ -1064,7 +1064,7 @@ static void t_cache_ignored_after_an_edit(void **state)
 	rich_state(&a);
 	fx_open_store(f, &s);
 	locked_save(&s, &a);
-	text = read_file(f->path, &len);
+	text = slurp(f->path, &len);
 	at = strstr(text, "trainer-c2-0");
 	assert_non_null(at);
 	poke(f->path, (off_t)(at - text), "trainer-c2-9", 12);

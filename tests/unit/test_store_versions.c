@@ -67,7 +67,7 @@ static char *fixture_read(const char *name, size_t *len)
 	fixture_path(name, path, sizeof(path));
 	if (access(path, R_OK) != 0)
 		fail_msg("fixture %s is missing (tests run from the repo root)", path);
-	return read_file(path, len);
+	return slurp(path, len);
 }
 
 /*
@@ -276,12 +276,12 @@ static void t_fixture_migrates_on_write(void **state)
 	assert_fixture_state(f->row, &st);
 	assert_int_equal(ipam_store_update(&s, &st, unchanged, NULL, &e), 0);
 	assert_fixture_state(f->row, &st);
-	now = read_file(f->path, &len2);
+	now = slurp(f->path, &len2);
 	assert_int_equal(len2, len);
 	assert_memory_equal(now, orig, len);
 	/* the next write */
 	assert_int_equal(ipam_store_update(&s, &st, changed, NULL, &e), 0);
-	saved = read_file(f->path, &len2);
+	saved = slurp(f->path, &len2);
 	assert_current_format(saved, len2, st.n_att);
 	ipam_state_free(&st);
 	ipam_store_close(&s);
@@ -319,7 +319,7 @@ static void t_migrated_equals_current_release(void **state)
 	old = put_fixture(f, "v1-22bbd21.json", &len);
 	assert_true(len != cur_len || memcmp(old, cur, len) != 0);
 	assert_int_equal(ipam_store_update(&s, &st, changed, NULL, &e), 0);
-	saved = read_file(f->path, &len);
+	saved = slurp(f->path, &len);
 	assert_int_equal(len, cur_len);
 	assert_memory_equal(saved, cur, len);
 	ipam_state_free(&st);
@@ -405,7 +405,7 @@ static void t_newer_refused_untouched(void **state)
 	e = (struct tg_err){ 0 };
 	assert_int_equal(ipam_store_update(&s, &st, changed, NULL, &e), -EPROTO);
 	assert_contains(e.msg, "format version 99");
-	after = read_file(f->path, &len2);
+	after = slurp(f->path, &len2);
 	assert_int_equal(len2, len);
 	assert_memory_equal(after, text, len);
 	ipam_store_close(&s);
