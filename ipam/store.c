@@ -257,9 +257,20 @@ int ipam_store_save(struct ipam_store *s, const struct ipam_state *st, struct tg
 			printbuf_free(pb);
 		return tg_fail(e, CNI_ERR_IO, r, "cannot write %s: %s", s->path, strerror(-r));
 	}
-	/* A new file of our own (O_EXCL, 0600): nothing left or planted under a fixed name is reused. */
-	snprintf(tmp, sizeof(tmp), "%s.XXXXXX", s->path);
-	fd = mkostemp(tmp, O_CLOEXEC);
+	/*
+	 * One fixed temp name, written only under the exclusive lock: a writer
+	 * SIGKILLed before its rename leaves at most this one file, and the next
+	 * save removes it. Removed first and created O_EXCL | O_NOFOLLOW, 0600:
+	 * nothing left or planted under the name is reused. Where something
+	 * there cannot be removed (a directory), a name of its own.
+	 */
+	snprintf(tmp, sizeof(tmp), "%s.tmp", s->path);
+	if (unlink(tmp) == 0 || errno == ENOENT) {
+		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	} else {
+		snprintf(tmp, sizeof(tmp), "%s.XXXXXX", s->path);
+		fd = mkostemp(tmp, O_CLOEXEC);
+	}
 	if (fd < 0) {
 		r = -errno;
 		printbuf_free(pb);

@@ -453,6 +453,39 @@ static void t_save_ignores_a_planted_temp_name(void **state)
 	ipam_store_close(&s);
 }
 
+/*
+ * A save SIGKILLed between its temp file and the rename leaves that file:
+ * the next save removes it, so a crash storm leaves at most one behind.
+ */
+static void t_save_removes_a_killed_saves_temp_file(void **state)
+{
+	struct fx *f = *state;
+	struct ipam_store s;
+	struct ipam_state a, b;
+	struct tg_err e = { 0 };
+	char left[400];
+	FILE *fp;
+
+	fx_open_store(f, &s);
+	snprintf(left, sizeof(left), "%s.tmp", f->path);
+	fp = fopen(left, "w");
+	assert_non_null(fp);
+	fputs("{\"version\": 1, \"attachm", fp);
+	fclose(fp);
+	assert_int_equal(temp_files(f->dir), 1);
+	rich_state(&a);
+	ipam_state_init(&b);
+	assert_int_equal(ipam_store_lock(&s, &e), 0);
+	assert_int_equal(ipam_store_save(&s, &a, &e), 0);
+	ipam_store_unlock(&s);
+	assert_int_equal(temp_files(f->dir), 0);
+	assert_int_equal(ipam_store_load(&s, &b, &e), 0);
+	assert_int_equal(b.n_att, a.n_att);
+	ipam_state_free(&a);
+	ipam_state_free(&b);
+	ipam_store_close(&s);
+}
+
 static void t_saved_file_is_json_with_version(void **state)
 {
 	struct fx *f = *state;
@@ -1205,6 +1238,7 @@ int main(void)
 	ADD_STORE(t_save_load_round_trip);
 	ADD_STORE(t_saved_file_is_json_with_version);
 	ADD_STORE(t_save_ignores_a_planted_temp_name);
+	ADD_STORE(t_save_removes_a_killed_saves_temp_file);
 	ADD_STORE(t_save_replaces);
 	ADD_STORE(t_save_restores_mode);
 	ADD_STORE(t_save_load_tolerates_trailing_whitespace);
