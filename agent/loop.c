@@ -24,6 +24,7 @@
 #include "agent/internal.h"
 #include "lib/cleanup.h"
 #include "lib/cniops.h"
+#include "lib/util.h"
 
 static int64_t mono_ms(void)
 {
@@ -59,7 +60,7 @@ static void run_declare(struct app *app)
 
 	sched_started(&app->a.declare, mono_ms());
 	if (agent_declare(&app->a, &e) < 0) {
-		agent_log(AGENT_LOG_ERROR, "msg=\"declaration failed\" err=\"%s\"", e.msg);
+		agent_log(AGENT_LOG_ERROR, "msg=\"declaration failed\" err=%s", LOGFMT_Q(e.msg));
 		sched_failed(&app->a.declare, mono_ms());
 		return;
 	}
@@ -84,7 +85,7 @@ static void run_sync(struct app *app)
 	r = agent_sync(&app->a, &notes, &e);
 	agent_log_notes(&notes);
 	if (r < 0) {
-		agent_log(AGENT_LOG_ERROR, "msg=\"sync failed\" err=\"%s\" failures=%u", e.msg,
+		agent_log(AGENT_LOG_ERROR, "msg=\"sync failed\" err=%s failures=%u", LOGFMT_Q(e.msg),
 		          app->a.sync.failures + 1);
 		sched_failed(&app->a.sync, mono_ms());
 		return;
@@ -110,12 +111,12 @@ static void run_gc(struct app *app)
 	r = agent_gc(&app->a, &notes, &e);
 	agent_log_notes(&notes);
 	if (r < 0) {
-		agent_log(AGENT_LOG_ERROR, "msg=\"gc failed\" err=\"%s\"", e.msg);
+		agent_log(AGENT_LOG_ERROR, "msg=\"gc failed\" err=%s", LOGFMT_Q(e.msg));
 		sched_failed(&app->a.gc, mono_ms());
 		return;
 	}
 	if (agent_retire_namespaces(&app->a, mono_ms(), &e) < 0)
-		agent_log(AGENT_LOG_ERROR, "msg=\"namespace retirement failed\" err=\"%s\"", e.msg);
+		agent_log(AGENT_LOG_ERROR, "msg=\"namespace retirement failed\" err=%s", LOGFMT_Q(e.msg));
 	sched_succeeded(&app->a.gc, mono_ms(), uniform());
 }
 
@@ -127,7 +128,7 @@ static void run_install(struct app *app)
 	    !app->a.declared)
 		return;
 	if (agent_install(&app->a, &e) < 0)
-		agent_log(AGENT_LOG_ERROR, "msg=\"install failed\" err=\"%s\"", e.msg);
+		agent_log(AGENT_LOG_ERROR, "msg=\"install failed\" err=%s", LOGFMT_Q(e.msg));
 	else
 		agent_log(AGENT_LOG_INFO, "msg=\"plugin installed\" conf_dir=%s bin_dir=%s",
 		          app->a.opt.cni_conf_dir, app->a.opt.cni_bin_dir ? app->a.opt.cni_bin_dir : "-");
@@ -145,8 +146,8 @@ static void reload(struct app *app)
 	if (r < 0) {
 		app->a.stats.config_reloads++;
 		app->a.stats.config_errors++;
-		agent_log(AGENT_LOG_ERROR, "msg=\"config not reloaded; the one in force stays\" err=\"%s\"",
-		          e.msg);
+		agent_log(AGENT_LOG_ERROR, "msg=\"config not reloaded; the one in force stays\" err=%s",
+		          LOGFMT_Q(e.msg));
 		return;
 	}
 	app->a.stats.config_reloads++;
@@ -158,7 +159,7 @@ static void reload(struct app *app)
 	r = agent_reshape(&app->a, &notes, &e);
 	agent_log_notes(&notes);
 	if (r < 0)
-		agent_log(AGENT_LOG_ERROR, "msg=\"reshape failed\" err=\"%s\"", e.msg);
+		agent_log(AGENT_LOG_ERROR, "msg=\"reshape failed\" err=%s", LOGFMT_Q(e.msg));
 	sched_soon(&app->a.sync, mono_ms(), 0);
 	app->a.installed = false; /* the new conflist goes to the runtime */
 	run_install(app);

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "agent/internal.h"
+#include "lib/util.h"
 
 #define PAGE_MAX (64u << 20)
 
@@ -67,7 +68,7 @@ static int collect(void *cls, char **ret_buf, size_t *ret_len)
 			r = -ENOBUFS;
 	}
 	if (r < 0) {
-		agent_log(AGENT_LOG_ERROR, "msg=\"scrape failed\" err=\"%s\"", strerror(-r));
+		agent_log(AGENT_LOG_ERROR, "msg=\"scrape failed\" err=%s", LOGFMT_Q(strerror(-r)));
 		return r;
 	}
 	buf = expo_take(&app->page, &len);
@@ -163,7 +164,7 @@ int agent_setup(struct app *app, const struct agent_cli *cli)
 	if (r < 0)
 		return listen_problem(cli->listen, r);
 	if ((r = keep_net_admin()) < 0) {
-		agent_log(AGENT_LOG_ERROR, "msg=\"cannot set capabilities\" err=\"%s\"", strerror(-r));
+		agent_log(AGENT_LOG_ERROR, "msg=\"cannot set capabilities\" err=%s", LOGFMT_Q(strerror(-r)));
 		return 1;
 	}
 	if (!a->opt.config_path) {
@@ -171,8 +172,8 @@ int agent_setup(struct app *app, const struct agent_cli *cli)
 		snprintf(a->cfg.data_dir, sizeof(a->cfg.data_dir), "%s", a->opt.data_dir);
 		a->cfg.name = cli->network;
 	} else if (agent_load_config(a, &e) < 0) {
-		agent_log(AGENT_LOG_ERROR, "msg=\"cannot load the config\" path=%s err=\"%s\"",
-			  a->opt.config_path, e.msg);
+		agent_log(AGENT_LOG_ERROR, "msg=\"cannot load the config\" path=%s err=%s",
+			  LOGFMT_Q(a->opt.config_path), LOGFMT_Q(e.msg));
 		return 1;
 	}
 	sigemptyset(&app->sigs);
@@ -222,8 +223,8 @@ int agent_setup_servers(struct app *app, const struct agent_cli *cli)
 	app->hc.page_type = "text/plain; version=0.0.4; charset=utf-8";
 	r = http_start(&app->hc, &app->http);
 	if (r < 0) {
-		agent_log(AGENT_LOG_ERROR, "msg=\"cannot listen\" listen=%s err=\"%s\"", cli->listen,
-			  strerror(-r));
+		agent_log(AGENT_LOG_ERROR, "msg=\"cannot listen\" listen=%s err=%s", LOGFMT_Q(cli->listen),
+			  LOGFMT_Q(strerror(-r)));
 		return 1;
 	}
 	return AGENT_RUN;

@@ -177,8 +177,9 @@ int agent_sync(struct agent *a, struct agent_notes *notes, struct tg_err *e)
 
 			agent_note(notes,
 				   "msg=\"IMDS offered address(es) no pod can have, left out of the "
-				   "pool\" refused=%zu first=%s why=\"%s\"",
-				   offer.n_refused, ip4_format(offer.refused, ip), offer.refused_why);
+				   "pool\" refused=%zu first=%s why=%s",
+				   offer.n_refused, ip4_format(offer.refused, ip),
+				   LOGFMT_Q(offer.refused_why));
 		}
 		if (r == 0) {
 			r = node_sync(&store, &st, &offer, &rep, e);
@@ -202,8 +203,9 @@ static void gc_error(void *ctx, const struct ipam_attachment *att, const char *w
 {
 	agent_note(ctx,
 		   "msg=\"gc of an attachment failed: kept, tried again next run\" namespace=%s "
-		   "pod=%s container=%s err=\"%s\"",
-		   att->k8s_namespace, att->pod, att->container_id, why);
+		   "pod=%s container=%s err=%s",
+		   LOGFMT_Q(att->k8s_namespace), LOGFMT_Q(att->pod), LOGFMT_Q(att->container_id),
+		   LOGFMT_Q(why));
 }
 
 int agent_gc(struct agent *a, struct agent_notes *notes, struct tg_err *e)
@@ -437,8 +439,8 @@ int agent_retire_namespaces(struct agent *a, int64_t now_ms, struct tg_err *e)
 
 static void reshape_error(void *ctx, const struct ipam_attachment *att, const char *why)
 {
-	agent_note(ctx, "msg=\"reshape of a pod failed\" namespace=%s pod=%s err=\"%s\"",
-		   att->k8s_namespace, att->pod, why);
+	agent_note(ctx, "msg=\"reshape of a pod failed\" namespace=%s pod=%s err=%s",
+		   LOGFMT_Q(att->k8s_namespace), LOGFMT_Q(att->pod), LOGFMT_Q(why));
 }
 
 int agent_reshape(struct agent *a, struct agent_notes *notes, struct tg_err *e)

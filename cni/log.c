@@ -13,30 +13,6 @@
 #include "lib/steps.h"
 #include "lib/util.h"
 
-/* Quotes a message so that one record stays on one line. */
-static void quote(char *dst, size_t size, const char *src)
-{
-	size_t o = 0;
-
-	if (size < 3)
-		return;
-	dst[o++] = '"';
-	for (; *src && o + 3 < size; src++) {
-		char c = *src;
-
-		if (c == '"' || c == '\\') {
-			dst[o++] = '\\';
-			dst[o++] = c;
-		} else if ((unsigned char)c < 0x20) {
-			dst[o++] = ' ';
-		} else {
-			dst[o++] = c;
-		}
-	}
-	dst[o++] = '"';
-	dst[o] = '\0';
-}
-
 /* "config:0.12,store:0.40,...": every step, in enum order (lib/steps.h). */
 static void steps_format(char *dst, size_t size)
 {
@@ -130,11 +106,11 @@ void cni_log(const char *log_file, const struct cni_env *env, const char *ip, in
 	steps_format(steps, sizeof(steps));
 	shaping_fields(shaping, caps, sizeof(caps));
 	if (cni_annotation_warning(shaping, msg, sizeof(msg))) {
-		quote(warn, sizeof(warn), msg);
+		logfmt_quote(warn, sizeof(warn), msg);
 		snprintf(warning, sizeof(warning), " warning=%s", warn);
 	}
 	if (e && e->code) {
-		quote(msg, sizeof(msg), e->msg);
+		logfmt_quote(msg, sizeof(msg), e->msg);
 		snprintf(tail, sizeof(tail), "error code=%d msg=%s", e->code, msg);
 	}
 	n = snprintf(line, sizeof(line),

@@ -196,6 +196,30 @@ int read_file(const char *path, size_t max, char **ret, size_t *ret_len)
 	return read_file_flags(path, 0, max, ret, ret_len);
 }
 
+const char *logfmt_quote(char *dst, size_t size, const char *src)
+{
+	size_t o = 0;
+
+	if (size < 3)
+		return size ? (dst[0] = '\0', dst) : dst;
+	dst[o++] = '"';
+	for (; src && *src && o + 3 < size; src++) {
+		char c = *src;
+
+		if (c == '"' || c == '\\') {
+			dst[o++] = '\\';
+			dst[o++] = c;
+		} else if ((unsigned char)c < 0x20) {
+			dst[o++] = ' ';
+		} else {
+			dst[o++] = c;
+		}
+	}
+	dst[o++] = '"';
+	dst[o] = '\0';
+	return dst;
+}
+
 int write_all(int fd, const void *buf, size_t n)
 {
 	const char *p = buf;

@@ -32,6 +32,15 @@ int read_stream(FILE *f, size_t max, char **ret, size_t *ret_len);
 int read_file(const char *path, size_t max, char **ret, size_t *ret_len);
 /* read_file, opened with open(2)'s flags added (O_NOFOLLOW: a symlink is refused, -ELOOP). */
 int read_file_flags(const char *path, int flags, size_t max, char **ret, size_t *ret_len);
+/*
+ * A logfmt value: src in double quotes, `"` and `\` escaped, control
+ * characters as blanks (one record stays on one line), cut to fit dst
+ * (always NUL-terminated when size >= 3). Returns dst.
+ */
+const char *logfmt_quote(char *dst, size_t size, const char *src);
+/* logfmt_quote into a buffer that lives as long as the enclosing block. */
+#define LOGFMT_QUOTE_MAX 1100
+#define LOGFMT_Q(src) logfmt_quote((char[LOGFMT_QUOTE_MAX]){ 0 }, LOGFMT_QUOTE_MAX, (src))
 /* write(2) until every byte is written (or a negative errno). */
 int write_all(int fd, const void *buf, size_t n);
 /* Reads a small text file (one line), trimmed. */

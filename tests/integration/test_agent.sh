@@ -309,4 +309,16 @@ t_begin "DEL of the last pod"
 pod_del a1 "$CONF" || t_fail "DEL a1 rc=$TG_RC $TG_OUT"
 t_end
 
+t_begin "a log record's values are quoted logfmt: quotes in an error stay inside its value"
+jq '.plugins[0].dataDir = "rel\"ative"' "$CM/10-tollgate.conflist" >"$TG_TMP/quoted.conflist"
+ip netns exec "$TG_NODE" "$AGENT" --config "$TG_TMP/quoted.conflist" --once >/dev/null 2>"$TG_TMP/quoted.err"
+t_expect "exit status" "$?" 1
+line=$(grep 'msg="cannot load the config"' "$TG_TMP/quoted.err")
+# one record, every value after msg a bare word or a quoted string whose
+# quotes and backslashes are escaped
+[[ $line =~ level=error\ msg=\"cannot\ load\ the\ config\"\ path=\"[^\"]*\"\ err=\"(([^\"\\]|\\.)*)\"$ ]] ||
+	t_fail "not one logfmt record: $line"
+t_expect "err value" "${BASH_REMATCH[1]:-}" 'dataDir \"rel\"ative\" must be an absolute path'
+t_end
+
 tap_done
