@@ -160,10 +160,9 @@ out:
 	return r < 0 ? nl_to_errno(r) : 0;
 }
 
-
-int tg_fail_nl(struct tg_err *e, int nlerr, const char *fmt, ...)
+int tg_fail_kernel(struct tg_err *e, int neg_errno, const char *fmt, ...)
 {
-	int r = nl_to_errno(nlerr);
+	int r = neg_errno < 0 ? neg_errno : -neg_errno;
 	char what[200];
 	va_list ap;
 

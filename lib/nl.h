@@ -9,7 +9,11 @@
 
 #include "lib/err.h"
 
-/* The one place where libnl's -NLE_* codes become negative errno values. */
+/*
+ * The one place where libnl's -NLE_* codes become negative errno values:
+ * every libnl call's result goes through it where the call is made, so no
+ * -NLE_* value travels further than that line.
+ */
 int nl_to_errno(int nlerr);
 /* A connected NETLINK_ROUTE socket in the current network namespace. */
 int nl_route_open(struct nl_sock **ret);
@@ -21,8 +25,8 @@ struct nl_addr *nl_addr_ip4(uint32_t ip, int prefix);
 /* The interface of the IPv4 default route (one FIB lookup, no dump); 0 when none. */
 int nl_default_route_ifindex(struct nl_sock *sk, int *ret);
 
-/* Records a failed netlink step ("<what>: <strerror>", CNI code 5); returns -errno. */
-int tg_fail_nl(struct tg_err *e, int nlerr, const char *fmt, ...)
+/* Records a failed kernel step ("<what>: <strerror>", CNI code 5); returns neg_errno. */
+int tg_fail_kernel(struct tg_err *e, int neg_errno, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
 /* Opens a network namespace path, checking that it really is one. */

@@ -74,19 +74,19 @@ int node_uplink(struct nl_sock *sk, const char *name, int mtu, struct node_uplin
 	memset(ret, 0, sizeof(*ret));
 	ret->mtu = mtu ? mtu : 1500;
 	if (name[0]) {
-		r = rtnl_link_get_kernel(sk, 0, name, &link);
-		if (r == -NLE_NODEV || r == -NLE_OBJ_NOTFOUND)
+		r = nl_to_errno(rtnl_link_get_kernel(sk, 0, name, &link));
+		if (r == -ENODEV || r == -ENOENT)
 			return tg_fail(e, CNI_ERR_CONFIG, -ENODEV,
 				       "uplink \"%s\" does not exist on this node", name);
 		if (r < 0)
-			return tg_fail_nl(e, r, "cannot read uplink \"%s\"", name);
+			return tg_fail_kernel(e, r, "cannot read uplink \"%s\"", name);
 	} else {
 		/* No uplink configured: the interface of the default route, else none. */
 		if (nl_default_route_ifindex(sk, &ifindex) < 0 || ifindex == 0)
 			return 0;
-		r = rtnl_link_get_kernel(sk, ifindex, NULL, &link);
+		r = nl_to_errno(rtnl_link_get_kernel(sk, ifindex, NULL, &link));
 		if (r < 0)
-			return tg_fail_nl(e, r, "%s", "cannot read the default route's interface");
+			return tg_fail_kernel(e, r, "%s", "cannot read the default route's interface");
 	}
 	if (strncmp(rtnl_link_get_name(link), NODE_VETH_PREFIX, strlen(NODE_VETH_PREFIX)) == 0) {
 		r = tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
@@ -128,7 +128,7 @@ static int add_neigh(struct nl_sock *sk, int ifindex, uint32_t ip, const uint8_t
 	struct rtnl_neigh *n = rtnl_neigh_alloc();
 	struct nl_addr *dst = nl_addr_ip4(ip, 32);
 	struct nl_addr *ll = nl_addr_build(AF_LLC, mac, 6);
-	int r = -NLE_NOMEM;
+	int r = -ENOMEM;
 
 	if (n && dst && ll) {
 		rtnl_neigh_set_ifindex(n, ifindex);
@@ -136,7 +136,7 @@ static int add_neigh(struct nl_sock *sk, int ifindex, uint32_t ip, const uint8_t
 		rtnl_neigh_set_dst(n, dst);
 		rtnl_neigh_set_lladdr(n, ll);
 		rtnl_neigh_set_state(n, NUD_PERMANENT);
-		r = rtnl_neigh_add(sk, n, NLM_F_CREATE | NLM_F_REPLACE);
+		r = nl_to_errno(rtnl_neigh_add(sk, n, NLM_F_CREATE | NLM_F_REPLACE));
 	}
 	nl_addr_put(dst);
 	nl_addr_put(ll);
@@ -152,7 +152,7 @@ static int add_route(struct nl_sock *sk, int ifindex, uint32_t dst_ip, int prefi
 	struct rtnl_nexthop *nh = rtnl_route_nh_alloc();
 	struct nl_addr *dst = nl_addr_ip4(dst_ip, prefix);
 	struct nl_addr *via = gw ? nl_addr_ip4(gw, 32) : NULL;
-	int r = -NLE_NOMEM;
+	int r = -ENOMEM;
 
 	if (rt && nh && dst && (!gw || via)) {
 		rtnl_route_set_family(rt, AF_INET);
@@ -165,7 +165,7 @@ static int add_route(struct nl_sock *sk, int ifindex, uint32_t dst_ip, int prefi
 			rtnl_route_nh_set_gateway(nh, via);
 		rtnl_route_add_nexthop(rt, nh);
 		nh = NULL; /* owned by the route now */
-		r = rtnl_route_add(sk, rt, NLM_F_CREATE | NLM_F_REPLACE);
+		r = nl_to_errno(rtnl_route_add(sk, rt, NLM_F_CREATE | NLM_F_REPLACE));
 	}
 	if (nh)
 		rtnl_route_nh_free(nh);
@@ -182,7 +182,7 @@ static int create_veth(struct nl_sock *sk, const struct plumb_req *rq)
 	struct rtnl_link *peer;
 	struct nl_addr *hmac = nl_addr_build(AF_LLC, node_host_mac, 6);
 	struct nl_addr *pmac = nl_addr_build(AF_LLC, rq->pod_mac, 6);
-	int r = -NLE_NOMEM;
+	int r = -ENOMEM;
 
 	if (veth && hmac && pmac) {
 		rtnl_link_set_name(veth, rq->host_ifname);
@@ -197,7 +197,7 @@ static int create_veth(struct nl_sock *sk, const struct plumb_req *rq)
 		rtnl_link_set_addr(peer, pmac);
 		rtnl_link_set_ns_fd(peer, rq->netns_fd);
 		rtnl_link_put(peer);
-		r = rtnl_link_add(sk, veth, NLM_F_CREATE | NLM_F_EXCL);
+		r = nl_to_errno(rtnl_link_add(sk, veth, NLM_F_CREATE | NLM_F_EXCL));
 	}
 	nl_addr_put(hmac);
 	nl_addr_put(pmac);
@@ -217,7 +217,7 @@ static int create_veth(struct nl_sock *sk, const struct plumb_req *rq)
 static int pod_link_up(struct nl_sock *sk, int ifindex, bool no_ipv6_ll)
 {
 	struct rtnl_link *chg = rtnl_link_alloc(), *cur = rtnl_link_alloc();
-	int r = -NLE_NOMEM;
+	int r = -ENOMEM;
 
 	if (chg && cur) {
 		rtnl_link_set_ifindex(cur, ifindex);
@@ -225,6 +225,7 @@ static int pod_link_up(struct nl_sock *sk, int ifindex, bool no_ipv6_ll)
 		r = no_ipv6_ll ? rtnl_link_inet6_set_addr_gen_mode(chg, IN6_ADDR_GEN_MODE_NONE) : 0;
 		if (r == 0)
 			r = rtnl_link_change(sk, cur, chg, 0);
+		r = nl_to_errno(r);
 	}
 	if (chg)
 		rtnl_link_put(chg);
@@ -257,10 +258,10 @@ static int pod_side(const struct plumb_req *rq, struct tg_err *e)
 	if (!(flags & IFF_UP)) {
 		r = pod_link_up(sk, ifindex, true);
 		/* No IPv6 on this kernel, or an MTU below IPv6's minimum: no address to keep off. */
-		if (r == -NLE_AF_NOSUPPORT)
+		if (r == -EAFNOSUPPORT)
 			r = pod_link_up(sk, ifindex, false);
 		if (r < 0) {
-			r = tg_fail_nl(e, r, "cannot bring %s up in the pod", rq->pod_ifname);
+			r = tg_fail_kernel(e, r, "cannot bring %s up in the pod", rq->pod_ifname);
 			goto out;
 		}
 	}
@@ -274,9 +275,9 @@ static int pod_side(const struct plumb_req *rq, struct tg_err *e)
 	rtnl_addr_set_family(addr, AF_INET);
 	rtnl_addr_set_local(addr, local);
 	rtnl_addr_set_prefixlen(addr, 32);
-	r = rtnl_addr_add(sk, addr, NLM_F_REPLACE);
+	r = nl_to_errno(rtnl_addr_add(sk, addr, NLM_F_REPLACE));
 	if (r < 0) {
-		r = tg_fail_nl(e, r, "cannot add the pod address on %s", rq->pod_ifname);
+		r = tg_fail_kernel(e, r, "cannot add the pod address on %s", rq->pod_ifname);
 		goto out;
 	}
 	r = TG_FAILPOINT("add.pod.addr.after", e);
@@ -288,7 +289,7 @@ static int pod_side(const struct plumb_req *rq, struct tg_err *e)
 	if (r == 0)
 		r = add_route(sk, ifindex, 0, 0, NODE_GATEWAY, RT_SCOPE_UNIVERSE);
 	if (r < 0)
-		r = tg_fail_nl(e, r, "cannot add the pod's gateway routes on %s", rq->pod_ifname);
+		r = tg_fail_kernel(e, r, "cannot add the pod's gateway routes on %s", rq->pod_ifname);
 out:
 	nl_addr_put(local);
 	if (addr)
@@ -306,18 +307,18 @@ int plumb_add(struct nl_sock *sk, const struct plumb_req *rq, struct tg_err *e)
 	if (r < 0)
 		return r;
 	r = create_veth(sk, rq);
-	if (r == -NLE_EXIST) {
+	if (r == -EEXIST) {
 		/* A veth left by a crashed ADD, or the pod already has this ifname. */
 		int gone = plumb_del(sk, rq->host_ifname, NULL);
 
 		r = gone == 0 ? create_veth(sk, rq) : r;
 	}
-	if (r == -NLE_EXIST)
+	if (r == -EEXIST)
 		return tg_fail(e, CNI_ERR_IO, -EEXIST,
 			       "cannot create the veth pair: the pod already has an interface named %s",
 			       rq->pod_ifname);
 	if (r < 0)
-		return tg_fail_nl(e, r, "cannot create veth %s", rq->host_ifname);
+		return tg_fail_kernel(e, r, "cannot create veth %s", rq->host_ifname);
 	r = plumb_ifindex(sk, rq->host_ifname, NULL, &ifindex);
 	if (r < 0)
 		return tg_fail(e, CNI_ERR_IO, r, "host veth %s vanished: %s", rq->host_ifname,
@@ -333,14 +334,14 @@ int plumb_add(struct nl_sock *sk, const struct plumb_req *rq, struct tg_err *e)
 		return r;
 	r = add_neigh(sk, ifindex, rq->ip, rq->pod_mac);
 	if (r < 0)
-		return tg_fail_nl(e, r, "cannot add the pod's neighbour entry on %s", rq->host_ifname);
+		return tg_fail_kernel(e, r, "cannot add the pod's neighbour entry on %s", rq->host_ifname);
 	r = TG_FAILPOINT("add.host.neigh.after", e);
 	if (r < 0)
 		return r;
 	r = add_route(sk, ifindex, rq->ip, 32, 0, RT_SCOPE_LINK);
 	step_done(STEP_ROUTES, t);
 	if (r < 0)
-		return tg_fail_nl(e, r, "cannot add the host route via %s", rq->host_ifname);
+		return tg_fail_kernel(e, r, "cannot add the host route via %s", rq->host_ifname);
 	return TG_FAILPOINT("add.host.route.after", e);
 }
 
@@ -352,12 +353,12 @@ int plumb_del(struct nl_sock *sk, const char *host_ifname, struct tg_err *e)
 	if (!link)
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
 	rtnl_link_set_name(link, host_ifname);
-	r = rtnl_link_delete(sk, link);
+	r = nl_to_errno(rtnl_link_delete(sk, link));
 	rtnl_link_put(link);
-	if (r == -NLE_NODEV || r == -NLE_OBJ_NOTFOUND)
+	if (r == -ENODEV || r == -ENOENT)
 		return 0;
 	if (r < 0)
-		return tg_fail_nl(e, r, "cannot delete veth %s", host_ifname);
+		return tg_fail_kernel(e, r, "cannot delete veth %s", host_ifname);
 	return 0;
 }
 
@@ -371,11 +372,11 @@ int node_pod_ifname_check(int netns_fd, const char *container_id, const char *if
 	if (r < 0)
 		return tg_fail(e, CNI_ERR_IO, r, "cannot enter the pod's network namespace: %s",
 			       strerror(-r));
-	r = rtnl_link_get_kernel(*ret_sk, 0, ifname, &l);
-	if (r == -NLE_NODEV || r == -NLE_OBJ_NOTFOUND)
+	r = nl_to_errno(rtnl_link_get_kernel(*ret_sk, 0, ifname, &l));
+	if (r == -ENODEV || r == -ENOENT)
 		return 0;
 	if (r < 0)
-		return tg_fail_nl(e, r, "cannot read the pod's interfaces");
+		return tg_fail_kernel(e, r, "cannot read the pod's interfaces");
 	/* This attachment's own pod end (a repeated ADD) carries the MAC its hash gives. */
 	node_pod_mac(container_id, ifname, mine);
 	r = rtnl_link_get_addr(l) && nl_addr_get_len(rtnl_link_get_addr(l)) == 6 &&
@@ -393,14 +394,14 @@ int plumb_del_group(struct nl_sock *sk, uint32_t group)
 {
 	struct ifinfomsg ifi = { .ifi_family = AF_UNSPEC };
 	struct nl_msg *m = nlmsg_alloc_simple(RTM_DELLINK, 0);
-	int r = -NLE_NOMEM;
+	int r = -ENOMEM;
 
 	if (m && nlmsg_append(m, &ifi, sizeof(ifi), NLMSG_ALIGNTO) == 0 &&
 	    nla_put_u32(m, IFLA_GROUP, group) == 0)
-		r = nl_send_sync(sk, m); /* frees m */
+		r = nl_to_errno(nl_send_sync(sk, m)); /* frees m */
 	else
 		nlmsg_free(m);
-	return r == -NLE_NODEV || r == -NLE_OBJ_NOTFOUND ? -ENODEV : r < 0 ? nl_to_errno(r) : 0;
+	return r == -ENOENT ? -ENODEV : r;
 }
 
 static bool has_route(struct nl_sock *sk, int ifindex, uint32_t dst_ip, int prefix, uint32_t gw)

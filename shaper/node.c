@@ -41,7 +41,7 @@
 #define STEER_PRIO_B 2
 #define STEER_MAX 65 /* internalCIDRs (at most 64) and the redirect */
 
-#define tc_fail(e, nlerr, fmt, ...) tg_fail_nl(e, nlerr, "tc: " fmt, ##__VA_ARGS__)
+#define tc_fail(e, r, fmt, ...) tg_fail_kernel(e, r, "tc: " fmt, ##__VA_ARGS__)
 
 /* ---- the steering filters ---- */
 
@@ -124,8 +124,8 @@ static int read_filters(struct nl_sock *sk, int uplink, struct filters_seen *fs)
 
 	memset(fs, 0, sizeof(*fs));
 	/* (A dump under a clsact that is missing is empty, not an error.) */
-	r = rtnl_cls_alloc_cache(sk, uplink, CLSACT_EGRESS, &cache);
-	if (r == -NLE_INVAL || r == -NLE_OBJ_NOTFOUND || r == -NLE_OPNOTSUPP)
+	r = nl_to_errno(rtnl_cls_alloc_cache(sk, uplink, CLSACT_EGRESS, &cache));
+	if (r == -EINVAL || r == -ENOENT || r == -EOPNOTSUPP)
 		return 0;
 	if (r < 0)
 		return r;
@@ -162,14 +162,14 @@ static int del_prio(struct nl_sock *sk, int uplink, uint16_t prio)
 	int r;
 
 	if (!cls)
-		return -NLE_NOMEM;
+		return -ENOMEM;
 	rtnl_tc_set_ifindex(TC_CAST(cls), uplink);
 	rtnl_tc_set_parent(TC_CAST(cls), CLSACT_EGRESS);
 	rtnl_cls_set_prio(cls, prio);
 	rtnl_cls_set_protocol(cls, ETH_P_IP);
-	r = rtnl_cls_delete(sk, cls, 0);
+	r = nl_to_errno(rtnl_cls_delete(sk, cls, 0));
 	rtnl_cls_put(cls);
-	return r == -NLE_OBJ_NOTFOUND || r == -NLE_INVAL ? 0 : r;
+	return r == -ENOENT || r == -EINVAL ? 0 : r;
 }
 
 static int put_clsact(struct nl_sock *sk, int uplink)
@@ -178,7 +178,7 @@ static int put_clsact(struct nl_sock *sk, int uplink)
 	int r;
 
 	if (!q)
-		return -NLE_NOMEM;
+		return -ENOMEM;
 	rtnl_tc_set_ifindex(TC_CAST(q), uplink);
 	rtnl_tc_set_parent(TC_CAST(q), TC_H_CLSACT);
 	rtnl_tc_set_handle(TC_CAST(q), 0xffff0000u);
@@ -186,7 +186,8 @@ static int put_clsact(struct nl_sock *sk, int uplink)
 	if (r == 0)
 		r = rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_EXCL);
 	rtnl_qdisc_put(q);
-	return r == -NLE_EXIST ? 0 : r < 0 ? r : 1;
+	r = nl_to_errno(r);
+	return r == -EEXIST ? 0 : r < 0 ? r : 1;
 }
 
 /* The steering as n asks; 1 when it changed anything. */
@@ -211,7 +212,8 @@ static int declare_steering(struct nl_sock *sk, const struct shaper_node *n, int
 			return 0;
 		/* A set left half-made (or an old one): the right one holds meanwhile. */
 		rep->filters++;
-		return del_prio(sk, n->uplink, (uint16_t)(STEER_PRIO_A + other)) < 0 ? -NLE_FAILURE : 1;
+		r = del_prio(sk, n->uplink, (uint16_t)(STEER_PRIO_A + other));
+		return r < 0 ? r : 1;
 	}
 	r = put_clsact(sk, n->uplink);
 	if (r < 0)
@@ -232,9 +234,10 @@ static int declare_steering(struct nl_sock *sk, const struct shaper_node *n, int
 		}
 	}
 	rep->filters++;
-	if (fs.prio[1 - target].n || fs.prio[1 - target].foreign)
-		return del_prio(sk, n->uplink, (uint16_t)(STEER_PRIO_A + 1 - target)) < 0 ? -NLE_FAILURE
-											: 1;
+	if (fs.prio[1 - target].n || fs.prio[1 - target].foreign) {
+		r = del_prio(sk, n->uplink, (uint16_t)(STEER_PRIO_A + 1 - target));
+		return r < 0 ? r : 1;
+	}
 	return 1;
 }
 
@@ -269,10 +272,10 @@ struct ifb_seen {
 static int read_ifb(struct nl_sock *sk, struct ifb_seen *ret)
 {
 	struct rtnl_link *l = NULL;
-	int r = rtnl_link_get_kernel(sk, 0, SHAPER_INET_IFB, &l);
+	int r = nl_to_errno(rtnl_link_get_kernel(sk, 0, SHAPER_INET_IFB, &l));
 
 	memset(ret, 0, sizeof(*ret));
-	if (r == -NLE_NODEV || r == -NLE_OBJ_NOTFOUND)
+	if (r == -ENODEV || r == -ENOENT)
 		return 0;
 	if (r < 0)
 		return r;
@@ -287,12 +290,12 @@ static int read_ifb(struct nl_sock *sk, struct ifb_seen *ret)
 static int set_alias(struct nl_sock *sk, int ifindex, const char *alias)
 {
 	struct rtnl_link *cur = rtnl_link_alloc(), *chg = rtnl_link_alloc();
-	int r = -NLE_NOMEM;
+	int r = -ENOMEM;
 
 	if (cur && chg) {
 		rtnl_link_set_ifindex(cur, ifindex);
 		rtnl_link_set_ifalias(chg, alias);
-		r = rtnl_link_change(sk, cur, chg, 0);
+		r = nl_to_errno(rtnl_link_change(sk, cur, chg, 0));
 	}
 	if (cur)
 		rtnl_link_put(cur);
@@ -383,7 +386,7 @@ static int probe(struct nl_sock *sk, const struct shaper_node *n, int *ret_ifb)
 		    !fs.prio[1 - i].foreign) {
 			/* A root left without 1:1 would nest namespaces at the top. */
 			r = put_node_class(sk, n, ib.ifindex, NLM_F_CREATE | NLM_F_EXCL);
-			if (r < 0 && r != -NLE_EXIST)
+			if (r < 0 && r != -EEXIST)
 				return r;
 			*ret_ifb = ib.ifindex;
 			return r == 0 ? 2 : 0;
@@ -482,7 +485,7 @@ int shaper_retire_classes(struct nl_sock *sk, const uint16_t *keep, size_t n_kee
 		*ret_retired = 0;
 	if (!ifb)
 		return 0;
-	r = rtnl_class_alloc_cache(sk, ifb, &cache);
+	r = nl_to_errno(rtnl_class_alloc_cache(sk, ifb, &cache));
 	if (r < 0)
 		return r;
 	/* Pod classes first: HTB keeps a class while it has children. */

@@ -28,7 +28,7 @@
 #define INGRESS_HANDLE 0xffff0000u
 
 /* Failures read "tc: <what>: <strerror>". */
-#define tc_fail(e, nlerr, fmt, ...) tg_fail_nl(e, nlerr, "tc: " fmt, ##__VA_ARGS__)
+#define tc_fail(e, r, fmt, ...) tg_fail_kernel(e, r, "tc: " fmt, ##__VA_ARGS__)
 
 void shaper_ifb_name(const char *host_veth, char ret[IFNAMSIZ])
 {
@@ -87,7 +87,7 @@ int tc_put_class_flags(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_
 	int r;
 
 	if (!c)
-		return -NLE_NOMEM;
+		return -ENOMEM;
 	if (rate < 125)
 		rate = 125; /* 1 kbit/s: HTB needs a positive rate */
 	rtnl_tc_set_ifindex(TC_CAST(c), ifindex);
@@ -103,7 +103,7 @@ int tc_put_class_flags(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_
 		r = rtnl_class_add(sk, c, flags);
 	}
 	rtnl_class_put(c);
-	return r;
+	return nl_to_errno(r);
 }
 
 static int find_class(struct nl_sock *sk, int ifindex, uint32_t id, struct shaper_stats *st);
@@ -120,20 +120,20 @@ int tc_put_htb_root(struct nl_sock *sk, int ifindex, uint32_t defcls)
 	int r;
 
 	if (!q)
-		return -NLE_NOMEM;
+		return -ENOMEM;
 	rtnl_tc_set_ifindex(TC_CAST(q), ifindex);
 	rtnl_tc_set_parent(TC_CAST(q), TC_H_ROOT);
 	rtnl_tc_set_handle(TC_CAST(q), H(1, 0));
-	r = rtnl_tc_set_kind(TC_CAST(q), "htb");
+	r = nl_to_errno(rtnl_tc_set_kind(TC_CAST(q), "htb"));
 	if (r == 0) {
 		/* A default that names no class sends unclassified packets direct, unshaped. */
 		rtnl_htb_set_defcls(q, defcls);
 		rtnl_htb_set_rate2quantum(q, 10);
-		r = rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_EXCL);
-		if (r == -NLE_EXIST && find_class(sk, ifindex, H(1, 1), NULL))
+		r = nl_to_errno(rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_EXCL));
+		if (r == -EEXIST && find_class(sk, ifindex, H(1, 1), NULL))
 			r = 0;
-		else if (r == -NLE_EXIST && (r = tc_del_qdisc(sk, ifindex, TC_H_ROOT)) == 0)
-			r = rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_EXCL);
+		else if (r == -EEXIST && (r = tc_del_qdisc(sk, ifindex, TC_H_ROOT)) == 0)
+			r = nl_to_errno(rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_EXCL));
 	}
 	rtnl_qdisc_put(q);
 	return r;
@@ -154,7 +154,7 @@ int tc_put_leaf_queue(struct nl_sock *sk, int ifindex, uint32_t classid, uint64_
 	int r;
 
 	if (!q)
-		return -NLE_NOMEM;
+		return -ENOMEM;
 	if (limit < 3ULL * 65536)
 		limit = 3ULL * 65536;
 	rtnl_tc_set_ifindex(TC_CAST(q), ifindex);
@@ -166,7 +166,7 @@ int tc_put_leaf_queue(struct nl_sock *sk, int ifindex, uint32_t classid, uint64_
 		r = rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_REPLACE);
 	}
 	rtnl_qdisc_put(q);
-	return r;
+	return nl_to_errno(r);
 }
 
 int tc_ensure_ifb(struct nl_sock *sk, const char *name, int mtu, uint32_t group,
@@ -176,27 +176,27 @@ int tc_ensure_ifb(struct nl_sock *sk, const char *name, int mtu, uint32_t group,
 	int r;
 
 	if (!l)
-		return -NLE_NOMEM;
+		return -ENOMEM;
 	rtnl_link_set_name(l, name);
 	rtnl_link_set_type(l, "ifb");
 	rtnl_link_set_mtu(l, (unsigned int)mtu);
 	rtnl_link_set_flags(l, IFF_UP);
 	if (group)
 		rtnl_link_set_group(l, group);
-	r = rtnl_link_add(sk, l, NLM_F_CREATE | NLM_F_EXCL);
+	r = nl_to_errno(rtnl_link_add(sk, l, NLM_F_CREATE | NLM_F_EXCL));
 	rtnl_link_put(l);
-	if (r < 0 && r != -NLE_EXIST)
+	if (r < 0 && r != -EEXIST)
 		return r;
 	*ret_ifindex = tc_ifindex(sk, name);
 	if (!*ret_ifindex)
-		return -NLE_NODEV;
-	if (r == -NLE_EXIST) {
+		return -ENODEV;
+	if (r == -EEXIST) {
 		/* Left by an earlier ADD of this attachment: make sure it is up. */
 		struct rtnl_link *cur = rtnl_link_alloc(), *chg = rtnl_link_alloc();
 
 		rtnl_link_set_ifindex(cur, *ret_ifindex);
 		rtnl_link_set_flags(chg, IFF_UP);
-		r = rtnl_link_change(sk, cur, chg, 0);
+		r = nl_to_errno(rtnl_link_change(sk, cur, chg, 0));
 		rtnl_link_put(cur);
 		rtnl_link_put(chg);
 		return r;
@@ -211,12 +211,12 @@ int tc_put_u32(struct nl_sock *sk, const struct tc_u32 *f, int flags)
 	int r;
 
 	if (!cls)
-		return -NLE_NOMEM;
+		return -ENOMEM;
 	rtnl_tc_set_ifindex(TC_CAST(cls), f->ifindex);
 	rtnl_tc_set_parent(TC_CAST(cls), f->parent);
 	if (f->handle)
 		rtnl_tc_set_handle(TC_CAST(cls), f->handle);
-	r = rtnl_tc_set_kind(TC_CAST(cls), "u32");
+	r = nl_to_errno(rtnl_tc_set_kind(TC_CAST(cls), "u32"));
 	if (r < 0)
 		goto out;
 	rtnl_cls_set_prio(cls, f->prio);
@@ -227,17 +227,17 @@ int tc_put_u32(struct nl_sock *sk, const struct tc_u32 *f, int flags)
 	if (f->redirect) {
 		act = rtnl_act_alloc();
 		if (!act || rtnl_tc_set_kind(TC_CAST(act), "mirred") < 0) {
-			r = -NLE_NOMEM;
+			r = -ENOMEM;
 			goto out;
 		}
 		rtnl_mirred_set_action(act, TCA_EGRESS_REDIR);
 		rtnl_mirred_set_policy(act, TC_ACT_STOLEN);
 		rtnl_mirred_set_ifindex(act, (uint32_t)f->redirect);
-		r = rtnl_u32_add_action(cls, act);
+		r = nl_to_errno(rtnl_u32_add_action(cls, act));
 		if (r < 0)
 			goto out;
 	}
-	r = rtnl_cls_add(sk, cls, flags);
+	r = nl_to_errno(rtnl_cls_add(sk, cls, flags));
 out:
 	if (act)
 		rtnl_act_put(act);
@@ -255,7 +255,7 @@ static int redirect_to_ifb(struct nl_sock *sk, int ifindex, int ifb_index)
 	int r;
 
 	if (!q)
-		return -NLE_NOMEM;
+		return -ENOMEM;
 	rtnl_tc_set_ifindex(TC_CAST(q), ifindex);
 	rtnl_tc_set_parent(TC_CAST(q), TC_H_INGRESS);
 	rtnl_tc_set_handle(TC_CAST(q), INGRESS_HANDLE);
@@ -263,7 +263,7 @@ static int redirect_to_ifb(struct nl_sock *sk, int ifindex, int ifb_index)
 	if (r == 0)
 		r = rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_REPLACE);
 	rtnl_qdisc_put(q);
-	return r < 0 ? r : tc_put_u32(sk, &f, NLM_F_CREATE | NLM_F_REPLACE);
+	return r < 0 ? nl_to_errno(r) : tc_put_u32(sk, &f, NLM_F_CREATE | NLM_F_REPLACE);
 }
 
 int shaper_pod_add(struct nl_sock *sk, const char *host_veth, int inet_ifb, uint32_t group,
@@ -358,13 +358,13 @@ int tc_del_class(struct nl_sock *sk, int ifindex, uint32_t id)
 	int r;
 
 	if (!c)
-		return -NLE_NOMEM;
+		return -ENOMEM;
 	rtnl_tc_set_ifindex(TC_CAST(c), ifindex);
 	rtnl_tc_set_handle(TC_CAST(c), id);
 	rtnl_tc_set_kind(TC_CAST(c), "htb");
-	r = rtnl_class_delete(sk, c);
+	r = nl_to_errno(rtnl_class_delete(sk, c));
 	rtnl_class_put(c);
-	return r == -NLE_OBJ_NOTFOUND || r == -NLE_NODEV || r == -NLE_INVAL ? 0 : r;
+	return r == -ENOENT || r == -ENODEV || r == -EINVAL ? 0 : r;
 }
 
 int shaper_pod_del(struct nl_sock *sk, const char *host_veth, const struct shaping *s,
@@ -382,9 +382,9 @@ int shaper_pod_del(struct nl_sock *sk, const char *host_veth, const struct shapi
 	}
 	if (l) {
 		rtnl_link_set_name(l, ifb);
-		r = rtnl_link_delete(sk, l);
+		r = nl_to_errno(rtnl_link_delete(sk, l));
 		rtnl_link_put(l);
-		if (r < 0 && r != -NLE_NODEV && r != -NLE_OBJ_NOTFOUND)
+		if (r < 0 && r != -ENODEV && r != -ENOENT)
 			first = tc_fail(e, r, "deleting %s", ifb);
 	}
 	if (s && s->pod_class) {
@@ -412,12 +412,12 @@ int tc_del_qdisc(struct nl_sock *sk, int ifindex, uint32_t parent)
 	int r;
 
 	if (!q)
-		return -NLE_NOMEM;
+		return -ENOMEM;
 	rtnl_tc_set_ifindex(TC_CAST(q), ifindex);
 	rtnl_tc_set_parent(TC_CAST(q), parent);
-	r = rtnl_qdisc_delete(sk, q);
+	r = nl_to_errno(rtnl_qdisc_delete(sk, q));
 	rtnl_qdisc_put(q);
-	return r == -NLE_OBJ_NOTFOUND || r == -NLE_INVAL || r == -NLE_NODEV ? 0 : r;
+	return r == -ENOENT || r == -EINVAL || r == -ENODEV ? 0 : r;
 }
 
 int shaper_pod_reset(struct nl_sock *sk, const char *host_veth, struct tg_err *e)
