@@ -33,6 +33,7 @@
 
 #include "lib/failpoint.h"
 #include "lib/nl.h"
+#include "lib/nl_cleanup.h"
 #include "lib/util.h"
 #include "shaper/internal.h"
 
@@ -119,7 +120,7 @@ static void each_filter(struct nl_object *o, void *arg)
 
 static int read_filters(struct nl_sock *sk, int uplink, struct filters_seen *fs)
 {
-	struct nl_cache *cache = NULL;
+	_cleanup_nl_cache_ struct nl_cache *cache = NULL;
 	int r;
 
 	memset(fs, 0, sizeof(*fs));
@@ -130,7 +131,6 @@ static int read_filters(struct nl_sock *sk, int uplink, struct filters_seen *fs)
 	if (r < 0)
 		return r;
 	nl_cache_foreach(cache, each_filter, fs);
-	nl_cache_free(cache);
 	return 0;
 }
 
@@ -158,7 +158,7 @@ static int put_steer(struct nl_sock *sk, int uplink, uint16_t prio, const struct
 /* Deletes every filter of one priority in one message (the whole u32 instance). */
 static int del_prio(struct nl_sock *sk, int uplink, uint16_t prio)
 {
-	struct rtnl_cls *cls = rtnl_cls_alloc();
+	_cleanup_cls_ struct rtnl_cls *cls = rtnl_cls_alloc();
 	int r;
 
 	if (!cls)
@@ -168,13 +168,12 @@ static int del_prio(struct nl_sock *sk, int uplink, uint16_t prio)
 	rtnl_cls_set_prio(cls, prio);
 	rtnl_cls_set_protocol(cls, ETH_P_IP);
 	r = nl_to_errno(rtnl_cls_delete(sk, cls, 0));
-	rtnl_cls_put(cls);
 	return r == -ENOENT || r == -EINVAL ? 0 : r;
 }
 
 static int put_clsact(struct nl_sock *sk, int uplink)
 {
-	struct rtnl_qdisc *q = rtnl_qdisc_alloc();
+	_cleanup_qdisc_ struct rtnl_qdisc *q = rtnl_qdisc_alloc();
 	int r;
 
 	if (!q)
@@ -185,7 +184,6 @@ static int put_clsact(struct nl_sock *sk, int uplink)
 	r = rtnl_tc_set_kind(TC_CAST(q), "clsact");
 	if (r == 0)
 		r = rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_EXCL);
-	rtnl_qdisc_put(q);
 	r = nl_to_errno(r);
 	return r == -EEXIST ? 0 : r < 0 ? r : 1;
 }
@@ -271,7 +269,7 @@ struct ifb_seen {
 
 static int read_ifb(struct nl_sock *sk, struct ifb_seen *ret)
 {
-	struct rtnl_link *l = NULL;
+	_cleanup_link_ struct rtnl_link *l = NULL;
 	int r = nl_to_errno(rtnl_link_get_kernel(sk, 0, SHAPER_INET_IFB, &l));
 
 	memset(ret, 0, sizeof(*ret));
@@ -283,25 +281,19 @@ static int read_ifb(struct nl_sock *sk, struct ifb_seen *ret)
 	ret->up = rtnl_link_get_flags(l) & IFF_UP;
 	ret->htb = strcmp(rtnl_link_get_qdisc(l) ?: "", "htb") == 0;
 	snprintf(ret->alias, sizeof(ret->alias), "%s", rtnl_link_get_ifalias(l) ?: "");
-	rtnl_link_put(l);
 	return 0;
 }
 
 static int set_alias(struct nl_sock *sk, int ifindex, const char *alias)
 {
-	struct rtnl_link *cur = rtnl_link_alloc(), *chg = rtnl_link_alloc();
-	int r = -ENOMEM;
+	_cleanup_link_ struct rtnl_link *cur = rtnl_link_alloc();
+	_cleanup_link_ struct rtnl_link *chg = rtnl_link_alloc();
 
-	if (cur && chg) {
-		rtnl_link_set_ifindex(cur, ifindex);
-		rtnl_link_set_ifalias(chg, alias);
-		r = nl_to_errno(rtnl_link_change(sk, cur, chg, 0));
-	}
-	if (cur)
-		rtnl_link_put(cur);
-	if (chg)
-		rtnl_link_put(chg);
-	return r;
+	if (!cur || !chg)
+		return -ENOMEM;
+	rtnl_link_set_ifindex(cur, ifindex);
+	rtnl_link_set_ifalias(chg, alias);
+	return nl_to_errno(rtnl_link_change(sk, cur, chg, 0));
 }
 
 /* Adds class 1:1 where it is missing: EEXIST (the usual answer) changes nothing. */
@@ -320,8 +312,8 @@ static int put_node_class(struct nl_sock *sk, const struct shaper_node *n, int i
 static int declare_root(struct nl_sock *sk, const struct shaper_node *n, int ifb, bool htb,
 			struct shaper_repairs *rep, bool *lost)
 {
-	struct nl_cache *cache = NULL;
-	struct rtnl_class *one = NULL;
+	_cleanup_nl_cache_ struct nl_cache *cache = NULL;
+	_cleanup_class_ struct rtnl_class *one = NULL;
 	bool stray = false, right = false;
 	int r;
 
@@ -332,9 +324,6 @@ static int declare_root(struct nl_sock *sk, const struct shaper_node *n, int ifb
 				 rtnl_tc_get_handle(TC_CAST(o)) != H(1, 1);
 		right = one && rtnl_tc_get_parent(TC_CAST(one)) == TC_H_ROOT &&
 			(uint64_t)rtnl_htb_get_ceil(one) == n->node_ceil_bps / 8;
-		if (one)
-			rtnl_class_put(one);
-		nl_cache_free(cache);
 	}
 	if (htb && !stray && right)
 		return 0;
@@ -477,7 +466,7 @@ int shaper_node_stamp(struct nl_sock *sk, const struct shaper_node *n, int ifb, 
 int shaper_retire_classes(struct nl_sock *sk, const uint16_t *keep, size_t n_keep,
 			  unsigned *ret_retired)
 {
-	struct nl_cache *cache = NULL;
+	_cleanup_nl_cache_ struct nl_cache *cache = NULL;
 	int ifb = tc_ifindex(sk, SHAPER_INET_IFB), r;
 	unsigned retired = 0;
 
@@ -503,7 +492,6 @@ int shaper_retire_classes(struct nl_sock *sk, const uint16_t *keep, size_t n_kee
 				retired++;
 		}
 	}
-	nl_cache_free(cache);
 	if (ret_retired)
 		*ret_retired = retired;
 	return 0;

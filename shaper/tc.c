@@ -23,6 +23,7 @@
 
 #include "lib/failpoint.h"
 #include "lib/nl.h"
+#include "lib/nl_cleanup.h"
 #include "shaper/internal.h"
 
 #define INGRESS_HANDLE 0xffff0000u
@@ -37,16 +38,14 @@ void shaper_ifb_name(const char *host_veth, char ret[IFNAMSIZ])
 
 int tc_ifindex(struct nl_sock *sk, const char *name)
 {
-	struct rtnl_link *l = NULL;
+	_cleanup_link_ struct rtnl_link *l = NULL;
 	int idx;
 
 	if (!name || !*name)
 		return nl_default_route_ifindex(sk, &idx) < 0 ? 0 : idx;
 	if (rtnl_link_get_kernel(sk, 0, name, &l) < 0)
 		return 0;
-	idx = rtnl_link_get_ifindex(l);
-	rtnl_link_put(l);
-	return idx;
+	return rtnl_link_get_ifindex(l);
 }
 
 static uint32_t bytes_per_s(uint64_t bps)
@@ -78,7 +77,7 @@ int tc_put_class_flags(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_
 		       uint64_t rate_bps, uint64_t ceil_bps, uint64_t burst_bits, int mtu,
 		       int flags)
 {
-	struct rtnl_class *c = rtnl_class_alloc();
+	_cleanup_class_ struct rtnl_class *c = rtnl_class_alloc();
 	uint32_t ceil = bytes_per_s(ceil_bps);
 	uint32_t rate = bytes_per_s(rate_bps ? rate_bps : ceil_bps / 100);
 	uint64_t pkt = (uint64_t)mtu + 14;
@@ -93,17 +92,15 @@ int tc_put_class_flags(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_
 	rtnl_tc_set_ifindex(TC_CAST(c), ifindex);
 	rtnl_tc_set_parent(TC_CAST(c), parent);
 	rtnl_tc_set_handle(TC_CAST(c), id);
-	r = rtnl_tc_set_kind(TC_CAST(c), "htb");
-	if (r == 0) {
-		rtnl_htb_set_rate(c, rate);
-		rtnl_htb_set_ceil(c, ceil);
-		rtnl_htb_set_rbuffer(c, burst);
-		rtnl_htb_set_cbuffer(c, burst);
-		rtnl_htb_set_quantum(c, clamp32(ceil / 1000, pkt, 200000));
-		r = rtnl_class_add(sk, c, flags);
-	}
-	rtnl_class_put(c);
-	return nl_to_errno(r);
+	r = nl_to_errno(rtnl_tc_set_kind(TC_CAST(c), "htb"));
+	if (r < 0)
+		return r;
+	rtnl_htb_set_rate(c, rate);
+	rtnl_htb_set_ceil(c, ceil);
+	rtnl_htb_set_rbuffer(c, burst);
+	rtnl_htb_set_cbuffer(c, burst);
+	rtnl_htb_set_quantum(c, clamp32(ceil / 1000, pkt, 200000));
+	return nl_to_errno(rtnl_class_add(sk, c, flags));
 }
 
 static int find_class(struct nl_sock *sk, int ifindex, uint32_t id, struct shaper_stats *st);
@@ -116,7 +113,7 @@ static int find_class(struct nl_sock *sk, int ifindex, uint32_t id, struct shape
  */
 int tc_put_htb_root(struct nl_sock *sk, int ifindex, uint32_t defcls)
 {
-	struct rtnl_qdisc *q = rtnl_qdisc_alloc();
+	_cleanup_qdisc_ struct rtnl_qdisc *q = rtnl_qdisc_alloc();
 	int r;
 
 	if (!q)
@@ -125,18 +122,20 @@ int tc_put_htb_root(struct nl_sock *sk, int ifindex, uint32_t defcls)
 	rtnl_tc_set_parent(TC_CAST(q), TC_H_ROOT);
 	rtnl_tc_set_handle(TC_CAST(q), H(1, 0));
 	r = nl_to_errno(rtnl_tc_set_kind(TC_CAST(q), "htb"));
-	if (r == 0) {
-		/* A default that names no class sends unclassified packets direct, unshaped. */
-		rtnl_htb_set_defcls(q, defcls);
-		rtnl_htb_set_rate2quantum(q, 10);
-		r = nl_to_errno(rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_EXCL));
-		if (r == -EEXIST && find_class(sk, ifindex, H(1, 1), NULL))
-			r = 0;
-		else if (r == -EEXIST && (r = tc_del_qdisc(sk, ifindex, TC_H_ROOT)) == 0)
-			r = nl_to_errno(rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_EXCL));
-	}
-	rtnl_qdisc_put(q);
-	return r;
+	if (r < 0)
+		return r;
+	/* A default that names no class sends unclassified packets direct, unshaped. */
+	rtnl_htb_set_defcls(q, defcls);
+	rtnl_htb_set_rate2quantum(q, 10);
+	r = nl_to_errno(rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_EXCL));
+	if (r != -EEXIST)
+		return r;
+	if (find_class(sk, ifindex, H(1, 1), NULL))
+		return 0;
+	r = tc_del_qdisc(sk, ifindex, TC_H_ROOT);
+	if (r < 0)
+		return r;
+	return nl_to_errno(rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_EXCL));
 }
 
 /*
@@ -149,7 +148,7 @@ int tc_put_htb_root(struct nl_sock *sk, int ifindex, uint32_t defcls)
 int tc_put_leaf_queue(struct nl_sock *sk, int ifindex, uint32_t classid, uint64_t ceil_bps,
 			  uint32_t queue_ms, int mtu)
 {
-	struct rtnl_qdisc *q = rtnl_qdisc_alloc();
+	_cleanup_qdisc_ struct rtnl_qdisc *q = rtnl_qdisc_alloc();
 	uint64_t limit = (uint64_t)bytes_per_s(ceil_bps) * queue_ms / 1000;
 	int r;
 
@@ -160,19 +159,18 @@ int tc_put_leaf_queue(struct nl_sock *sk, int ifindex, uint32_t classid, uint64_
 	rtnl_tc_set_ifindex(TC_CAST(q), ifindex);
 	/* No handle: the kernel picks a free one (1:1's leaf must not be "1:"). */
 	rtnl_tc_set_parent(TC_CAST(q), classid);
-	r = rtnl_tc_set_kind(TC_CAST(q), "bfifo");
-	if (r == 0) {
-		rtnl_qdisc_fifo_set_limit(q, (int)(limit > INT32_MAX ? INT32_MAX : limit));
-		r = rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_REPLACE);
-	}
-	rtnl_qdisc_put(q);
-	return nl_to_errno(r);
+	r = nl_to_errno(rtnl_tc_set_kind(TC_CAST(q), "bfifo"));
+	if (r < 0)
+		return r;
+	rtnl_qdisc_fifo_set_limit(q, (int)(limit > INT32_MAX ? INT32_MAX : limit));
+	return nl_to_errno(rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_REPLACE));
 }
 
 int tc_ensure_ifb(struct nl_sock *sk, const char *name, int mtu, uint32_t group,
 		  int *ret_ifindex)
 {
-	struct rtnl_link *l = rtnl_link_alloc();
+	_cleanup_link_ struct rtnl_link *l = rtnl_link_alloc();
+	_cleanup_link_ struct rtnl_link *cur = NULL, *chg = NULL;
 	int r;
 
 	if (!l)
@@ -184,30 +182,27 @@ int tc_ensure_ifb(struct nl_sock *sk, const char *name, int mtu, uint32_t group,
 	if (group)
 		rtnl_link_set_group(l, group);
 	r = nl_to_errno(rtnl_link_add(sk, l, NLM_F_CREATE | NLM_F_EXCL));
-	rtnl_link_put(l);
 	if (r < 0 && r != -EEXIST)
 		return r;
 	*ret_ifindex = tc_ifindex(sk, name);
 	if (!*ret_ifindex)
 		return -ENODEV;
-	if (r == -EEXIST) {
-		/* Left by an earlier ADD of this attachment: make sure it is up. */
-		struct rtnl_link *cur = rtnl_link_alloc(), *chg = rtnl_link_alloc();
-
-		rtnl_link_set_ifindex(cur, *ret_ifindex);
-		rtnl_link_set_flags(chg, IFF_UP);
-		r = nl_to_errno(rtnl_link_change(sk, cur, chg, 0));
-		rtnl_link_put(cur);
-		rtnl_link_put(chg);
-		return r;
-	}
-	return 0;
+	if (r == 0)
+		return 0;
+	/* Left by an earlier ADD of this attachment: make sure it is up. */
+	cur = rtnl_link_alloc();
+	chg = rtnl_link_alloc();
+	if (!cur || !chg)
+		return -ENOMEM;
+	rtnl_link_set_ifindex(cur, *ret_ifindex);
+	rtnl_link_set_flags(chg, IFF_UP);
+	return nl_to_errno(rtnl_link_change(sk, cur, chg, 0));
 }
 
 int tc_put_u32(struct nl_sock *sk, const struct tc_u32 *f, int flags)
 {
-	struct rtnl_cls *cls = rtnl_cls_alloc();
-	struct rtnl_act *act = NULL;
+	_cleanup_cls_ struct rtnl_cls *cls = rtnl_cls_alloc();
+	_cleanup_act_ struct rtnl_act *act = NULL;
 	int r;
 
 	if (!cls)
@@ -218,7 +213,7 @@ int tc_put_u32(struct nl_sock *sk, const struct tc_u32 *f, int flags)
 		rtnl_tc_set_handle(TC_CAST(cls), f->handle);
 	r = nl_to_errno(rtnl_tc_set_kind(TC_CAST(cls), "u32"));
 	if (r < 0)
-		goto out;
+		return r;
 	rtnl_cls_set_prio(cls, f->prio);
 	rtnl_cls_set_protocol(cls, f->protocol);
 	/* libnl takes the key and mask in host order; mask 0 matches every packet */
@@ -226,29 +221,22 @@ int tc_put_u32(struct nl_sock *sk, const struct tc_u32 *f, int flags)
 	rtnl_u32_set_cls_terminal(cls);
 	if (f->redirect) {
 		act = rtnl_act_alloc();
-		if (!act || rtnl_tc_set_kind(TC_CAST(act), "mirred") < 0) {
-			r = -ENOMEM;
-			goto out;
-		}
+		if (!act || rtnl_tc_set_kind(TC_CAST(act), "mirred") < 0)
+			return -ENOMEM;
 		rtnl_mirred_set_action(act, TCA_EGRESS_REDIR);
 		rtnl_mirred_set_policy(act, TC_ACT_STOLEN);
 		rtnl_mirred_set_ifindex(act, (uint32_t)f->redirect);
 		r = nl_to_errno(rtnl_u32_add_action(cls, act));
 		if (r < 0)
-			goto out;
+			return r;
 	}
-	r = nl_to_errno(rtnl_cls_add(sk, cls, flags));
-out:
-	if (act)
-		rtnl_act_put(act);
-	rtnl_cls_put(cls);
-	return r;
+	return nl_to_errno(rtnl_cls_add(sk, cls, flags));
 }
 
 /* tgX ingress: every packet from the pod goes through the IFB (redirected, then shaped). */
 static int redirect_to_ifb(struct nl_sock *sk, int ifindex, int ifb_index)
 {
-	struct rtnl_qdisc *q = rtnl_qdisc_alloc();
+	_cleanup_qdisc_ struct rtnl_qdisc *q = rtnl_qdisc_alloc();
 	/* 800::800, fixed: a repeat replaces it */
 	struct tc_u32 f = { .ifindex = ifindex, .parent = INGRESS_HANDLE, .handle = 0x80000800u,
 			    .prio = 1, .protocol = ETH_P_ALL, .redirect = ifb_index };
@@ -262,7 +250,6 @@ static int redirect_to_ifb(struct nl_sock *sk, int ifindex, int ifb_index)
 	r = rtnl_tc_set_kind(TC_CAST(q), "ingress");
 	if (r == 0)
 		r = rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_REPLACE);
-	rtnl_qdisc_put(q);
 	return r < 0 ? nl_to_errno(r) : tc_put_u32(sk, &f, NLM_F_CREATE | NLM_F_REPLACE);
 }
 
@@ -354,7 +341,7 @@ int shaper_pod_add(struct nl_sock *sk, const char *host_veth, int inet_ifb, uint
 
 int tc_del_class(struct nl_sock *sk, int ifindex, uint32_t id)
 {
-	struct rtnl_class *c = rtnl_class_alloc();
+	_cleanup_class_ struct rtnl_class *c = rtnl_class_alloc();
 	int r;
 
 	if (!c)
@@ -363,27 +350,23 @@ int tc_del_class(struct nl_sock *sk, int ifindex, uint32_t id)
 	rtnl_tc_set_handle(TC_CAST(c), id);
 	rtnl_tc_set_kind(TC_CAST(c), "htb");
 	r = nl_to_errno(rtnl_class_delete(sk, c));
-	rtnl_class_put(c);
 	return r == -ENOENT || r == -ENODEV || r == -EINVAL ? 0 : r;
 }
 
 int shaper_pod_del(struct nl_sock *sk, const char *host_veth, const struct shaping *s,
 		   struct tg_err *e)
 {
+	_cleanup_link_ struct rtnl_link *l = rtnl_link_alloc();
 	char ifb[IFNAMSIZ];
-	struct rtnl_link *l = rtnl_link_alloc();
 	int r, first = 0;
 
 	/* The IFB is deleted whatever the spec says: DEL must work without the store too. */
 	shaper_ifb_name(host_veth, ifb);
-	if (l && (first = TG_FAILPOINT("tc.pod.del.ifb.before", e)) < 0) {
-		rtnl_link_put(l);
-		l = NULL;
-	}
-	if (l) {
+	if (l)
+		first = TG_FAILPOINT("tc.pod.del.ifb.before", e);
+	if (l && first == 0) {
 		rtnl_link_set_name(l, ifb);
 		r = nl_to_errno(rtnl_link_delete(sk, l));
-		rtnl_link_put(l);
 		if (r < 0 && r != -ENODEV && r != -ENOENT)
 			first = tc_fail(e, r, "deleting %s", ifb);
 	}
@@ -408,7 +391,7 @@ int shaper_pod_del(struct nl_sock *sk, const char *host_veth, const struct shapi
 
 int tc_del_qdisc(struct nl_sock *sk, int ifindex, uint32_t parent)
 {
-	struct rtnl_qdisc *q = rtnl_qdisc_alloc();
+	_cleanup_qdisc_ struct rtnl_qdisc *q = rtnl_qdisc_alloc();
 	int r;
 
 	if (!q)
@@ -416,7 +399,6 @@ int tc_del_qdisc(struct nl_sock *sk, int ifindex, uint32_t parent)
 	rtnl_tc_set_ifindex(TC_CAST(q), ifindex);
 	rtnl_tc_set_parent(TC_CAST(q), parent);
 	r = nl_to_errno(rtnl_qdisc_delete(sk, q));
-	rtnl_qdisc_put(q);
 	return r == -ENOENT || r == -EINVAL || r == -ENODEV ? 0 : r;
 }
 
@@ -465,7 +447,7 @@ static void view_free(struct class_view *v)
 static int view_class(struct nl_sock *sk, struct class_view *v, int ifindex, uint32_t id,
 		      struct shaper_stats *st, uint32_t *ret_parent)
 {
-	struct rtnl_class *c;
+	_cleanup_class_ struct rtnl_class *c = NULL;
 
 	if (!v->cache || v->ifindex != ifindex) {
 		view_free(v);
@@ -482,7 +464,6 @@ static int view_class(struct nl_sock *sk, struct class_view *v, int ifindex, uin
 		tc_fill_stats(c, st);
 	if (ret_parent)
 		*ret_parent = rtnl_tc_get_parent(TC_CAST(c));
-	rtnl_class_put(c);
 	return 1;
 }
 
@@ -522,14 +503,13 @@ static void each_class(struct nl_object *o, void *p)
 
 int shaper_dump_classes(struct nl_sock *sk, int ifindex, shaper_class_fn fn, void *arg)
 {
+	_cleanup_nl_cache_ struct nl_cache *cache = NULL;
 	struct dump_arg d = { .fn = fn, .arg = arg };
-	struct nl_cache *cache = NULL;
-	int r = rtnl_class_alloc_cache(sk, ifindex, &cache);
+	int r = nl_to_errno(rtnl_class_alloc_cache(sk, ifindex, &cache));
 
 	if (r < 0)
-		return nl_to_errno(r);
+		return r;
 	nl_cache_foreach(cache, each_class, &d);
-	nl_cache_free(cache);
 	return 0;
 }
 
