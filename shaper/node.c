@@ -299,7 +299,7 @@ static int set_alias(struct nl_sock *sk, int ifindex, const char *alias)
 /* Adds class 1:1 where it is missing: EEXIST (the usual answer) changes nothing. */
 static int put_node_class(struct nl_sock *sk, const struct shaper_node *n, int ifb, int flags)
 {
-	return tc_put_class_flags(sk, ifb, H(1, 0), H(1, 1), n->node_ceil_bps, n->node_ceil_bps,
+	return tc_put_class_flags(sk, ifb, TC_HANDLE(1, 0), TC_HANDLE(1, 1), n->node_ceil_bps, n->node_ceil_bps,
 				  0, n->mtu, flags);
 }
 
@@ -318,10 +318,10 @@ static int declare_root(struct nl_sock *sk, const struct shaper_node *n, int ifb
 	int r;
 
 	if (htb && rtnl_class_alloc_cache(sk, ifb, &cache) == 0) {
-		one = rtnl_class_get(cache, ifb, H(1, 1));
+		one = rtnl_class_get(cache, ifb, TC_HANDLE(1, 1));
 		for (struct nl_object *o = nl_cache_get_first(cache); o; o = nl_cache_get_next(o))
 			stray |= rtnl_tc_get_parent(TC_CAST(o)) == TC_H_ROOT &&
-				 rtnl_tc_get_handle(TC_CAST(o)) != H(1, 1);
+				 rtnl_tc_get_handle(TC_CAST(o)) != TC_HANDLE(1, 1);
 		right = one && rtnl_tc_get_parent(TC_CAST(one)) == TC_H_ROOT &&
 			(uint64_t)rtnl_htb_get_ceil(one) == n->node_ceil_bps / 8;
 	}

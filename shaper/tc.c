@@ -21,6 +21,7 @@
 #include <netlink/route/qdisc/htb.h>
 #include <netlink/route/tc.h>
 
+#include "lib/cleanup.h"
 #include "lib/failpoint.h"
 #include "lib/nl.h"
 #include "lib/nl_cleanup.h"
@@ -30,11 +31,6 @@
 
 /* Failures read "tc: <what>: <strerror>". */
 #define tc_fail(e, r, fmt, ...) tg_fail_kernel(e, r, "tc: " fmt, ##__VA_ARGS__)
-
-void shaper_ifb_name(const char *host_veth, char ret[IFNAMSIZ])
-{
-	snprintf(ret, IFNAMSIZ, "ti%s", host_veth + (host_veth[0] && host_veth[1] ? 2 : 0));
-}
 
 int tc_ifindex(struct nl_sock *sk, const char *name)
 {
@@ -120,7 +116,7 @@ int tc_put_htb_root(struct nl_sock *sk, int ifindex, uint32_t defcls)
 		return -ENOMEM;
 	rtnl_tc_set_ifindex(TC_CAST(q), ifindex);
 	rtnl_tc_set_parent(TC_CAST(q), TC_H_ROOT);
-	rtnl_tc_set_handle(TC_CAST(q), H(1, 0));
+	rtnl_tc_set_handle(TC_CAST(q), TC_HANDLE(1, 0));
 	r = nl_to_errno(rtnl_tc_set_kind(TC_CAST(q), "htb"));
 	if (r < 0)
 		return r;
@@ -130,7 +126,7 @@ int tc_put_htb_root(struct nl_sock *sk, int ifindex, uint32_t defcls)
 	r = nl_to_errno(rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_EXCL));
 	if (r != -EEXIST)
 		return r;
-	if (find_class(sk, ifindex, H(1, 1), NULL))
+	if (find_class(sk, ifindex, TC_HANDLE(1, 1), NULL))
 		return 0;
 	r = tc_del_qdisc(sk, ifindex, TC_H_ROOT);
 	if (r < 0)
@@ -253,90 +249,137 @@ static int redirect_to_ifb(struct nl_sock *sk, int ifindex, int ifb_index)
 	return r < 0 ? nl_to_errno(r) : tc_put_u32(sk, &f, NLM_F_CREATE | NLM_F_REPLACE);
 }
 
-int shaper_pod_add(struct nl_sock *sk, const char *host_veth, int inet_ifb, uint32_t group,
-		   const struct shaping *s, uint32_t queue_ms, int mtu, struct tg_err *e)
+/* The devices a pod's steps name, each looked up once. */
+struct step_dev {
+	char name[IFNAMSIZ];
+	int ifindex;
+	bool made;		/* by a step (the pod's IFB): found once that step ran */
+};
+struct step_devs {
+	struct step_dev d[3];	/* the host veth, the pod's IFB, tollgate-inet */
+	size_t n;
+};
+
+static struct step_dev *dev_slot(struct step_devs *v, const char *name)
 {
-	struct shaper_ceilings ceil;
-	int veth = 0, r;
+	for (size_t i = 0; i < v->n; i++)
+		if (strcmp(v->d[i].name, name) == 0)
+			return &v->d[i];
+	if (v->n == ARRAY_SIZE(v->d))
+		return NULL;
+	v->d[v->n] = (struct step_dev){ .ifindex = 0 };
+	snprintf(v->d[v->n].name, sizeof(v->d[v->n].name), "%s", name);
+	return &v->d[v->n++];
+}
 
-	/* Only the pod's own devices need its veth (not its class on tollgate-inet). */
-	if ((shaping_pod_ingress(s) || s->egress_bps) && !(veth = tc_ifindex(sk, host_veth)))
-		return tg_fail(e, CNI_ERR_IO, -ENODEV, "tc: host veth %s is missing", host_veth);
-	shaper_ceilings(s, &ceil);
-	if (shaping_pod_ingress(s)) {
-		uint64_t total = ceil.to_pod, inet = ceil.to_pod_inet;
+/*
+ * Every device a step works on that no step makes must be there before the
+ * first change: the pod's host veth, tollgate-inet (inet_ifb: known already).
+ */
+static int resolve_devs(struct nl_sock *sk, const struct shaper_step *st, int n, int inet_ifb,
+			struct step_devs *v, struct tg_err *e)
+{
+	for (int i = 0; i < n; i++) {
+		const char *dev = st[i].dev;
+		struct step_dev *d;
 
-		/* Internal traffic is only classified (1:3) when a whole-pod limit applies. */
-		r = tc_put_htb_root(sk, veth, s->ingress_bps ? 3 : 0);
-		if (r == 0)
-			r = tc_put_class(sk, veth, H(1, 0), H(1, 1), total, total,
-				      s->ingress_burst, mtu);
-		if (r == 0)
-			r = tc_put_class(sk, veth, H(1, 1), SHAPER_INET_INGRESS_CLASS, 0, inet, 0,
-				      mtu);
-		if (r == 0)
-			r = tc_put_leaf_queue(sk, veth, SHAPER_INET_INGRESS_CLASS, inet, queue_ms,
-					   mtu);
-		if (r == 0 && s->ingress_bps)
-			r = tc_put_class(sk, veth, H(1, 1), H(1, 3), 0, total, 0, mtu);
-		if (r == 0 && s->ingress_bps)
-			r = tc_put_leaf_queue(sk, veth, H(1, 3), total, queue_ms, mtu);
-		if (r < 0)
-			return tc_fail(e, r, "shaping traffic to the pod on %s", host_veth);
-		r = TG_FAILPOINT("tc.pod.ingress.after", e);
-		if (r < 0)
-			return r;
+		if (st[i].obj == SHAPER_OBJ_DECLARED)
+			continue;
+		d = dev_slot(v, dev);
+		if (!d)
+			return tg_fail(e, CNI_ERR_IO, -E2BIG, "tc: too many devices");
+		if (st[i].obj == SHAPER_OBJ_IFB)
+			d->made = true;
+		if (d->made || d->ifindex)
+			continue;
+		if (strcmp(dev, SHAPER_INET_IFB) == 0 && inet_ifb > 0)
+			d->ifindex = inet_ifb;
+		else
+			d->ifindex = tc_ifindex(sk, dev);
+		if (d->ifindex)
+			continue;
+		if (strcmp(dev, SHAPER_INET_IFB) == 0)
+			return tg_fail(e, CNI_ERR_IO, -ENODEV, "tc: %s is missing", dev);
+		return tg_fail(e, CNI_ERR_IO, -ENODEV, "tc: host veth %s is missing", dev);
 	}
-	if (s->egress_bps) {
-		char ifb[IFNAMSIZ];
-		int ifb_index = 0;
+	return 0;
+}
 
-		shaper_ifb_name(host_veth, ifb);
-		r = tc_ensure_ifb(sk, ifb, mtu, group, &ifb_index);
-		if (r < 0)
-			return tc_fail(e, r, "creating %s", ifb);
-		r = TG_FAILPOINT("tc.pod.ifb.after", e);
-		if (r < 0)
-			return r;
-		r = tc_put_htb_root(sk, ifb_index, 1);
-		if (r == 0)
-			r = tc_put_class(sk, ifb_index, H(1, 0), H(1, 1), s->egress_bps, s->egress_bps,
-				      s->egress_burst, mtu);
-		if (r == 0)
-			r = tc_put_leaf_queue(sk, ifb_index, H(1, 1), s->egress_bps, queue_ms, mtu);
-		if (r == 0)
-			r = redirect_to_ifb(sk, veth, ifb_index);
-		if (r < 0)
-			return tc_fail(e, r, "shaping traffic from the pod through %s", ifb);
-		r = TG_FAILPOINT("tc.pod.egress.after", e);
-		if (r < 0)
-			return r;
-	}
-	if (shaping_inet_egress(s)) {
-		/*
-		 * Under the node's declared root and class 1:1: the namespace's class
-		 * (made by its first pod, kept while a pod may attach under it), then
-		 * the pod's. Nothing node-wide is written here.
-		 */
-		int inet = inet_ifb > 0 ? inet_ifb : tc_ifindex(sk, SHAPER_INET_IFB);
-
-		if (!inet)
-			return tg_fail(e, CNI_ERR_IO, -ENODEV, "tc: %s is missing", SHAPER_INET_IFB);
-		r = tc_put_class(sk, inet, H(1, 1), H(1, s->ns_class), 0, ceil.ns, 0, mtu);
-		if (r == 0 && (r = TG_FAILPOINT("tc.pod.ns-class.after", e)) < 0)
-			return r;
-		if (r == 0)
-			r = tc_put_class(sk, inet, H(1, s->ns_class), H(1, s->pod_class), 0,
-					 ceil.pod_inet, 0, mtu);
-		if (r == 0)
-			r = tc_put_leaf_queue(sk, inet, H(1, s->pod_class), ceil.pod_inet, queue_ms,
-					      mtu);
-		if (r < 0)
-			return tc_fail(e, r, "shaping internet traffic of the pod in %s",
-				       SHAPER_INET_IFB);
+static int step_point(enum shaper_point fp, struct tg_err *e)
+{
+	switch (fp) {
+	case SHAPER_AT_NONE:
+		return 0;
+	case SHAPER_AT_INGRESS:
+		return TG_FAILPOINT("tc.pod.ingress.after", e);
+	case SHAPER_AT_IFB:
+		return TG_FAILPOINT("tc.pod.ifb.after", e);
+	case SHAPER_AT_EGRESS:
+		return TG_FAILPOINT("tc.pod.egress.after", e);
+	case SHAPER_AT_NS_CLASS:
+		return TG_FAILPOINT("tc.pod.ns-class.after", e);
+	case SHAPER_AT_INET:
 		return TG_FAILPOINT("tc.pod.inet.after", e);
 	}
 	return 0;
+}
+
+/* Makes one step; on failure e names it: object, class id, device. */
+static int make_step(struct nl_sock *sk, const struct shaper_step *st, struct step_devs *v,
+		     uint32_t group, uint32_t queue_ms, int mtu, struct tg_err *e)
+{
+	struct step_dev *d = dev_slot(v, st->dev), *to;
+	uint32_t id = st->id, parent = st->parent == TC_H_ROOT ? TC_HANDLE(1, 0) : st->parent;
+	int r;
+
+	if (!d)
+		return tg_fail(e, CNI_ERR_IO, -E2BIG, "tc: too many devices");
+	switch (st->obj) {
+	case SHAPER_OBJ_IFB:
+		r = tc_ensure_ifb(sk, st->dev, mtu, group, &d->ifindex);
+		return r < 0 ? tc_fail(e, r, "creating %s", st->dev) : 0;
+	case SHAPER_OBJ_ROOT:
+		r = tc_put_htb_root(sk, d->ifindex, id);
+		return r < 0 ? tc_fail(e, r, "adding the HTB root 1: of %s", st->dev) : 0;
+	case SHAPER_OBJ_CLASS:
+		r = tc_put_class(sk, d->ifindex, parent, id, st->rate_bps, st->ceil_bps, st->burst_bits,
+				 mtu);
+		return r < 0 ? tc_fail(e, r, "adding class %x:%x (%s %s %s) under %x:%x on %s",
+				       id >> 16, id & 0xffff, shaper_level_what[st->level],
+				       st->direction, st->traffic, parent >> 16, parent & 0xffff,
+				       st->dev)
+			     : 0;
+	case SHAPER_OBJ_QUEUE:
+		r = tc_put_leaf_queue(sk, d->ifindex, id, st->ceil_bps, queue_ms, mtu);
+		return r < 0 ? tc_fail(e, r, "adding the bfifo queue of class %x:%x on %s", id >> 16,
+				       id & 0xffff, st->dev)
+			     : 0;
+	case SHAPER_OBJ_REDIRECT:
+		to = dev_slot(v, st->to);
+		r = to && to->ifindex ? redirect_to_ifb(sk, d->ifindex, to->ifindex) : -ENODEV;
+		return r < 0 ? tc_fail(e, r, "redirecting traffic from the pod on %s to %s", st->dev,
+				       st->to)
+			     : 0;
+	case SHAPER_OBJ_DECLARED:
+		return 0;
+	}
+	return 0;
+}
+
+int shaper_pod_add(struct nl_sock *sk, const char *host_veth, int inet_ifb, uint32_t group,
+		   const struct shaping *s, uint32_t queue_ms, int mtu, struct tg_err *e)
+{
+	struct shaper_step st[SHAPER_POD_STEPS_MAX];
+	struct step_devs devs = { .n = 0 };
+	int n = shaper_pod_steps(host_veth, s, st), r;
+
+	r = resolve_devs(sk, st, n, inet_ifb, &devs, e);
+	for (int i = 0; i < n && r == 0; i++) {
+		r = make_step(sk, &st[i], &devs, group, queue_ms, mtu, e);
+		if (r == 0)
+			r = step_point(st[i].point, e);
+	}
+	return r;
 }
 
 int tc_del_class(struct nl_sock *sk, int ifindex, uint32_t id)
@@ -376,7 +419,7 @@ int shaper_pod_del(struct nl_sock *sk, const char *host_veth, const struct shapi
 		if (up) {
 			r = TG_FAILPOINT("tc.pod.del.class.before", e);
 			if (r == 0)
-				r = tc_del_class(sk, up, H(1, s->pod_class));
+				r = tc_del_class(sk, up, TC_HANDLE(1, s->pod_class));
 			if (r < 0 && !first)
 				first = tc_fail(e, r, "deleting class 1:%x on the uplink", s->pod_class);
 			/*
@@ -519,12 +562,6 @@ static bool ceil_is(const struct shaper_stats *st, uint64_t bps)
 	return st->ceil_bps / 8 == bps / 8;
 }
 
-static const char *const level_what[] = {
-	[SHAPER_POD] = "the pod's",
-	[SHAPER_NAMESPACE] = "its namespace's",
-	[SHAPER_NODE] = "the node's",
-};
-
 int shaper_pod_check(struct nl_sock *sk, const char *host_veth, const struct shaping *s,
 		     struct tg_err *e)
 {
@@ -540,18 +577,18 @@ int shaper_pod_check(struct nl_sock *sk, const char *host_veth, const struct sha
 		if (!view_dev_class(sk, &v, c->dev, c->classid, &st, &parent))
 			r = tg_fail(e, TG_ERR_DRIFT, -ENOENT,
 				    "drift: class %x:%x on %s (%s %s %s) is missing", c->classid >> 16,
-				    c->classid & 0xffff, c->dev, level_what[c->level], c->direction,
+				    c->classid & 0xffff, c->dev, shaper_level_what[c->level], c->direction,
 				    c->traffic);
 		else if (!ceil_is(&st, c->ceil_bps))
 			r = tg_fail(e, TG_ERR_DRIFT, -EINVAL,
 				    "drift: class %x:%x on %s (%s %s %s) has ceil %llu bit/s, not %llu",
-				    c->classid >> 16, c->classid & 0xffff, c->dev, level_what[c->level],
+				    c->classid >> 16, c->classid & 0xffff, c->dev, shaper_level_what[c->level],
 				    c->direction, c->traffic, (unsigned long long)st.ceil_bps,
 				    (unsigned long long)c->ceil_bps);
 		else if (parent != c->parent)
 			r = tg_fail(e, TG_ERR_DRIFT, -EINVAL,
 				    "drift: class %x:%x on %s (%s %s %s) hangs under %x:%x, not %x:%x",
-				    c->classid >> 16, c->classid & 0xffff, c->dev, level_what[c->level],
+				    c->classid >> 16, c->classid & 0xffff, c->dev, shaper_level_what[c->level],
 				    c->direction, c->traffic, parent >> 16, parent & 0xffff,
 				    c->parent >> 16, c->parent & 0xffff);
 	}
