@@ -32,7 +32,7 @@
 /* Failures read "tc: <what>: <strerror>". */
 #define tc_fail(e, r, fmt, ...) tg_fail_kernel(e, r, "tc: " fmt, ##__VA_ARGS__)
 
-int tc_ifindex(struct nl_sock *sk, const char *name)
+int sh_ifindex(struct nl_sock *sk, const char *name)
 {
 	_cleanup_link_ struct rtnl_link *l = NULL;
 	int idx;
@@ -62,14 +62,14 @@ static uint32_t clamp32(uint64_t v, uint64_t lo, uint64_t hi)
  * packets) keep accuracy at high rates without letting short transfers run
  * unshaped; quanta follow the ceiling so siblings share evenly.
  */
-int tc_put_class(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t id,
+int sh_put_class(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t id,
 		 uint64_t rate_bps, uint64_t ceil_bps, uint64_t burst_bits, int mtu)
 {
-	return tc_put_class_flags(sk, ifindex, parent, id, rate_bps, ceil_bps, burst_bits, mtu,
+	return sh_put_class_flags(sk, ifindex, parent, id, rate_bps, ceil_bps, burst_bits, mtu,
 				  NLM_F_CREATE | NLM_F_REPLACE);
 }
 
-int tc_put_class_flags(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t id,
+int sh_put_class_flags(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t id,
 		       uint64_t rate_bps, uint64_t ceil_bps, uint64_t burst_bits, int mtu,
 		       int flags)
 {
@@ -107,7 +107,7 @@ static int find_class(struct nl_sock *sk, int ifindex, uint32_t id, struct shape
  * a root left without 1:1) is deleted and made anew: HTB refuses to replace
  * itself in place ("Change operation not supported").
  */
-int tc_put_htb_root(struct nl_sock *sk, int ifindex, uint32_t defcls)
+int sh_put_htb_root(struct nl_sock *sk, int ifindex, uint32_t defcls)
 {
 	_cleanup_qdisc_ struct rtnl_qdisc *q = rtnl_qdisc_alloc();
 	int r;
@@ -128,7 +128,7 @@ int tc_put_htb_root(struct nl_sock *sk, int ifindex, uint32_t defcls)
 		return r;
 	if (find_class(sk, ifindex, TC_HANDLE(1, 1), NULL))
 		return 0;
-	r = tc_del_qdisc(sk, ifindex, TC_H_ROOT);
+	r = sh_del_qdisc(sk, ifindex, TC_H_ROOT);
 	if (r < 0)
 		return r;
 	return nl_to_errno(rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_EXCL));
@@ -141,7 +141,7 @@ int tc_put_htb_root(struct nl_sock *sk, int ifindex, uint32_t defcls)
  * 73-91 % of its cap with 25 kB). Below ~80 Mbit/s this floor, not queue_ms,
  * bounds the added latency.
  */
-int tc_put_leaf_queue(struct nl_sock *sk, int ifindex, uint32_t classid, uint64_t ceil_bps,
+int sh_put_leaf_queue(struct nl_sock *sk, int ifindex, uint32_t classid, uint64_t ceil_bps,
 			  uint32_t queue_ms, int mtu)
 {
 	_cleanup_qdisc_ struct rtnl_qdisc *q = rtnl_qdisc_alloc();
@@ -162,7 +162,7 @@ int tc_put_leaf_queue(struct nl_sock *sk, int ifindex, uint32_t classid, uint64_
 	return nl_to_errno(rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_REPLACE));
 }
 
-int tc_ensure_ifb(struct nl_sock *sk, const char *name, int mtu, uint32_t group,
+int sh_ensure_ifb(struct nl_sock *sk, const char *name, int mtu, uint32_t group,
 		  int *ret_ifindex)
 {
 	_cleanup_link_ struct rtnl_link *l = rtnl_link_alloc();
@@ -180,7 +180,7 @@ int tc_ensure_ifb(struct nl_sock *sk, const char *name, int mtu, uint32_t group,
 	r = nl_to_errno(rtnl_link_add(sk, l, NLM_F_CREATE | NLM_F_EXCL));
 	if (r < 0 && r != -EEXIST)
 		return r;
-	*ret_ifindex = tc_ifindex(sk, name);
+	*ret_ifindex = sh_ifindex(sk, name);
 	if (!*ret_ifindex)
 		return -ENODEV;
 	if (r == 0)
@@ -195,7 +195,7 @@ int tc_ensure_ifb(struct nl_sock *sk, const char *name, int mtu, uint32_t group,
 	return nl_to_errno(rtnl_link_change(sk, cur, chg, 0));
 }
 
-int tc_put_u32(struct nl_sock *sk, const struct tc_u32 *f, int flags)
+int sh_put_u32(struct nl_sock *sk, const struct sh_u32 *f, int flags)
 {
 	_cleanup_cls_ struct rtnl_cls *cls = rtnl_cls_alloc();
 	_cleanup_act_ struct rtnl_act *act = NULL;
@@ -234,7 +234,7 @@ static int redirect_to_ifb(struct nl_sock *sk, int ifindex, int ifb_index)
 {
 	_cleanup_qdisc_ struct rtnl_qdisc *q = rtnl_qdisc_alloc();
 	/* 800::800, fixed: a repeat replaces it */
-	struct tc_u32 f = { .ifindex = ifindex, .parent = INGRESS_HANDLE, .handle = 0x80000800u,
+	struct sh_u32 f = { .ifindex = ifindex, .parent = INGRESS_HANDLE, .handle = 0x80000800u,
 			    .prio = 1, .protocol = ETH_P_ALL, .redirect = ifb_index };
 	int r;
 
@@ -246,7 +246,7 @@ static int redirect_to_ifb(struct nl_sock *sk, int ifindex, int ifb_index)
 	r = rtnl_tc_set_kind(TC_CAST(q), "ingress");
 	if (r == 0)
 		r = rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_REPLACE);
-	return r < 0 ? nl_to_errno(r) : tc_put_u32(sk, &f, NLM_F_CREATE | NLM_F_REPLACE);
+	return r < 0 ? nl_to_errno(r) : sh_put_u32(sk, &f, NLM_F_CREATE | NLM_F_REPLACE);
 }
 
 /* The devices a pod's steps name, each looked up once. */
@@ -295,7 +295,7 @@ static int resolve_devs(struct nl_sock *sk, const struct shaper_step *st, int n,
 		if (strcmp(dev, SHAPER_INET_IFB) == 0 && inet_ifb > 0)
 			d->ifindex = inet_ifb;
 		else
-			d->ifindex = tc_ifindex(sk, dev);
+			d->ifindex = sh_ifindex(sk, dev);
 		if (d->ifindex)
 			continue;
 		if (strcmp(dev, SHAPER_INET_IFB) == 0)
@@ -336,13 +336,13 @@ static int make_step(struct nl_sock *sk, const struct shaper_step *st, struct st
 		return tg_fail(e, CNI_ERR_IO, -E2BIG, "tc: too many devices");
 	switch (st->obj) {
 	case SHAPER_OBJ_IFB:
-		r = tc_ensure_ifb(sk, st->dev, mtu, group, &d->ifindex);
+		r = sh_ensure_ifb(sk, st->dev, mtu, group, &d->ifindex);
 		return r < 0 ? tc_fail(e, r, "creating %s", st->dev) : 0;
 	case SHAPER_OBJ_ROOT:
-		r = tc_put_htb_root(sk, d->ifindex, id);
+		r = sh_put_htb_root(sk, d->ifindex, id);
 		return r < 0 ? tc_fail(e, r, "adding the HTB root 1: of %s", st->dev) : 0;
 	case SHAPER_OBJ_CLASS:
-		r = tc_put_class(sk, d->ifindex, parent, id, st->rate_bps, st->ceil_bps, st->burst_bits,
+		r = sh_put_class(sk, d->ifindex, parent, id, st->rate_bps, st->ceil_bps, st->burst_bits,
 				 mtu);
 		return r < 0 ? tc_fail(e, r, "adding class %x:%x (%s %s %s) under %x:%x on %s",
 				       id >> 16, id & 0xffff, shaper_level_what[st->level],
@@ -350,7 +350,7 @@ static int make_step(struct nl_sock *sk, const struct shaper_step *st, struct st
 				       st->dev)
 			     : 0;
 	case SHAPER_OBJ_QUEUE:
-		r = tc_put_leaf_queue(sk, d->ifindex, id, st->ceil_bps, queue_ms, mtu);
+		r = sh_put_leaf_queue(sk, d->ifindex, id, st->ceil_bps, queue_ms, mtu);
 		return r < 0 ? tc_fail(e, r, "adding the bfifo queue of class %x:%x on %s", id >> 16,
 				       id & 0xffff, st->dev)
 			     : 0;
@@ -382,7 +382,7 @@ int shaper_pod_add(struct nl_sock *sk, const char *host_veth, int inet_ifb, uint
 	return r;
 }
 
-int tc_del_class(struct nl_sock *sk, int ifindex, uint32_t id)
+int sh_del_class(struct nl_sock *sk, int ifindex, uint32_t id)
 {
 	_cleanup_class_ struct rtnl_class *c = rtnl_class_alloc();
 	int r;
@@ -414,12 +414,12 @@ int shaper_pod_del(struct nl_sock *sk, const char *host_veth, const struct shapi
 			first = tc_fail(e, r, "deleting %s", ifb);
 	}
 	if (s && s->pod_class) {
-		int up = tc_ifindex(sk, SHAPER_INET_IFB);
+		int up = sh_ifindex(sk, SHAPER_INET_IFB);
 
 		if (up) {
 			r = TG_FAILPOINT("tc.pod.del.class.before", e);
 			if (r == 0)
-				r = tc_del_class(sk, up, TC_HANDLE(1, s->pod_class));
+				r = sh_del_class(sk, up, TC_HANDLE(1, s->pod_class));
 			if (r < 0 && !first)
 				first = tc_fail(e, r, "deleting class 1:%x on the uplink", s->pod_class);
 			/*
@@ -432,7 +432,7 @@ int shaper_pod_del(struct nl_sock *sk, const char *host_veth, const struct shapi
 	return first;
 }
 
-int tc_del_qdisc(struct nl_sock *sk, int ifindex, uint32_t parent)
+int sh_del_qdisc(struct nl_sock *sk, int ifindex, uint32_t parent)
 {
 	_cleanup_qdisc_ struct rtnl_qdisc *q = rtnl_qdisc_alloc();
 	int r;
@@ -447,17 +447,17 @@ int tc_del_qdisc(struct nl_sock *sk, int ifindex, uint32_t parent)
 
 int shaper_pod_reset(struct nl_sock *sk, const char *host_veth, struct tg_err *e)
 {
-	int veth = tc_ifindex(sk, host_veth), r;
+	int veth = sh_ifindex(sk, host_veth), r;
 
 	if (!veth)
 		return 0;
-	r = tc_del_qdisc(sk, veth, TC_H_ROOT);
+	r = sh_del_qdisc(sk, veth, TC_H_ROOT);
 	if (r == 0)
-		r = tc_del_qdisc(sk, veth, TC_H_INGRESS);
+		r = sh_del_qdisc(sk, veth, TC_H_INGRESS);
 	return r < 0 ? tc_fail(e, r, "removing the qdiscs of %s", host_veth) : 0;
 }
 
-void tc_fill_stats(struct rtnl_class *c, struct shaper_stats *st)
+void sh_fill_stats(struct rtnl_class *c, struct shaper_stats *st)
 {
 	memset(st, 0, sizeof(*st));
 	st->classid = rtnl_tc_get_handle(TC_CAST(c));
@@ -504,7 +504,7 @@ static int view_class(struct nl_sock *sk, struct class_view *v, int ifindex, uin
 	if (!c)
 		return 0;
 	if (st)
-		tc_fill_stats(c, st);
+		sh_fill_stats(c, st);
 	if (ret_parent)
 		*ret_parent = rtnl_tc_get_parent(TC_CAST(c));
 	return 1;
@@ -516,7 +516,7 @@ static int view_dev_class(struct nl_sock *sk, struct class_view *v, const char *
 {
 	if (strcmp(v->dev, dev) != 0) {
 		snprintf(v->dev, sizeof(v->dev), "%s", dev);
-		v->dev_ifindex = tc_ifindex(sk, dev);
+		v->dev_ifindex = sh_ifindex(sk, dev);
 	}
 	return v->dev_ifindex && view_class(sk, v, v->dev_ifindex, id, st, ret_parent);
 }
@@ -540,7 +540,7 @@ static void each_class(struct nl_object *o, void *p)
 	struct dump_arg *d = p;
 	struct shaper_stats st;
 
-	tc_fill_stats((struct rtnl_class *)o, &st);
+	sh_fill_stats((struct rtnl_class *)o, &st);
 	d->fn(&st, d->arg);
 }
 
