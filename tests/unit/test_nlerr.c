@@ -157,7 +157,7 @@ static void t_kernel_text_reaches_cni_error(void **state)
 	assert_non_null(q);
 	rtnl_tc_set_ifindex(TC_CAST(q), idx);
 	rtnl_tc_set_parent(TC_CAST(q), TC_H_CLSACT);
-	rtnl_tc_set_handle(TC_CAST(q), TC_HANDLE(0xffff, 0));
+	rtnl_tc_set_handle(TC_CAST(q), 0xffff0000u);
 	assert_int_equal(rtnl_tc_set_kind(TC_CAST(q), "clsact"), 0);
 	assert_int_equal(rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_EXCL), 0);
 
