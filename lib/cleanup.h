@@ -10,6 +10,17 @@
 
 #define _cleanup_(f) __attribute__((cleanup(f)))
 
+/*
+ * funcp(type *p): calls func(*p) unless *p is NULL, for _cleanup_(funcp)
+ * on a pointer to an object of a library that frees with func.
+ */
+#define DEFINE_TRIVIAL_CLEANUP_FUNC(type, func)                 \
+	static inline void func##p(type *p)                     \
+	{                                                       \
+		if (*p)                                         \
+			func(*p);                               \
+	}
+
 static inline void freep(void *p)
 {
 	free(*(void **)p);

@@ -4,7 +4,9 @@
 
 /*
  * Errors are negative errno values; the optional struct tg_err carries what a
- * person (or the container runtime) needs: the CNI error code and a message.
+ * person (or the container runtime) needs: the CNI error code and a message,
+ * and, when the kernel refused a step with an extended ack, its text (which
+ * the message ends with too).
  * The first error recorded wins, so the deepest, most precise cause survives
  * while callers unwind.
  */
@@ -26,6 +28,7 @@ struct tg_err {
 	int code;
 	char msg[512];
 	char details[512];
+	char kernel[256];	/* the kernel's extack text for the failed step ("": none) */
 };
 
 int tg_fail(struct tg_err *e, int code, int neg_errno, const char *fmt, ...)

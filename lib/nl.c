@@ -2,6 +2,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <fcntl.h>
@@ -11,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 #include <netlink/addr.h>
 #include <netlink/attr.h>
@@ -44,18 +46,90 @@ int nl_to_errno(int nlerr)
 	return -EIO;
 }
 
+/*
+ * The kernel's text for the last refusal acked on this thread's route
+ * sockets, with the error it came with (as nl_to_errno gives it): what
+ * tg_fail_kernel adds to the message of the step that failed.
+ */
+static __thread struct {
+	int err;
+	char msg[sizeof(((struct tg_err *)0)->kernel)];
+} last_ack;
+
+size_t nl_ext_ack_msg(const struct nlmsghdr *nlh, size_t len, char *buf, size_t size)
+{
+	const struct nlmsgerr *err;
+	const struct nlattr *a;
+	size_t off;
+	int rem;
+
+	if (size)
+		buf[0] = '\0';
+	if (len < NLMSG_HDRLEN + sizeof(*err) || nlh->nlmsg_len > len ||
+	    nlh->nlmsg_len < NLMSG_HDRLEN + sizeof(*err) || nlh->nlmsg_type != NLMSG_ERROR ||
+	    !(nlh->nlmsg_flags & NLM_F_ACK_TLVS) || size == 0)
+		return 0;
+	err = nlmsg_data(nlh);
+	/* The request comes back whole unless the socket asked for it capped. */
+	off = sizeof(*err);
+	if (!(nlh->nlmsg_flags & NLM_F_CAPPED)) {
+		if (err->msg.nlmsg_len < sizeof(err->msg))
+			return 0;
+		off += err->msg.nlmsg_len - sizeof(err->msg);
+	}
+	off = NLMSG_ALIGN(off);
+	if (off > nlh->nlmsg_len - NLMSG_HDRLEN)
+		return 0;
+	a = (const struct nlattr *)((const char *)err + off);
+	rem = (int)(nlh->nlmsg_len - NLMSG_HDRLEN - off);
+	for (; nla_ok(a, rem); a = nla_next(a, &rem)) {
+		const char *text = nla_data(a);
+		size_t n;
+
+		if (nla_type(a) != NLMSGERR_ATTR_MSG || nla_len(a) <= 0)
+			continue;
+		/* A string attribute: NUL-terminated inside its length. */
+		n = strnlen(text, (size_t)nla_len(a));
+		if (n == (size_t)nla_len(a))
+			return 0;
+		snprintf(buf, size, "%s", text);
+		return strlen(buf);
+	}
+	return 0;
+}
+
+/* libnl's error callback: keep the kernel's text, then fail the request as libnl would. */
+static int keep_ext_ack(struct sockaddr_nl *who, struct nlmsgerr *err, void *arg)
+{
+	/* libnl calls this with the payload of a whole NLMSG_ERROR message. */
+	const struct nlmsghdr *nlh = (const struct nlmsghdr *)((const char *)err - NLMSG_HDRLEN);
+
+	last_ack.err = nl_to_errno(nl_syserr2nlerr(err->error));
+	nl_ext_ack_msg(nlh, nlh->nlmsg_len, last_ack.msg, sizeof(last_ack.msg));
+	return NL_STOP;
+}
+
 int nl_route_open(struct nl_sock **ret)
 {
 	struct nl_sock *sk = nl_socket_alloc();
-	int r;
+	int one = 1, r;
 
 	if (!sk)
 		return -ENOMEM;
 	r = nl_connect(sk, NETLINK_ROUTE);
+	if (r == 0)
+		r = nl_socket_modify_err_cb(sk, NL_CB_CUSTOM, keep_ext_ack, NULL);
 	if (r < 0) {
 		nl_socket_free(sk);
 		return nl_to_errno(r);
 	}
+	/*
+	 * Extended acks, as iproute2 asks for them: the kernel says why it
+	 * refused (kernels before 4.12 ignore it and say nothing). Capped: the
+	 * request does not come back with the answer.
+	 */
+	setsockopt(nl_socket_get_fd(sk), SOL_NETLINK, NETLINK_EXT_ACK, &one, sizeof(one));
+	setsockopt(nl_socket_get_fd(sk), SOL_NETLINK, NETLINK_CAP_ACK, &one, sizeof(one));
 	*ret = sk;
 	return 0;
 }
@@ -161,15 +235,21 @@ out:
 	return r < 0 ? nl_to_errno(r) : 0;
 }
 
-
-int tg_fail_nl(struct tg_err *e, int nlerr, const char *fmt, ...)
+int tg_fail_kernel(struct tg_err *e, int neg_errno, const char *fmt, ...)
 {
-	int r = nl_to_errno(nlerr);
+	int r = neg_errno < 0 ? neg_errno : -neg_errno;
+	bool first = e && e->code == 0;
 	char what[200];
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(what, sizeof(what), fmt, ap);
 	va_end(ap);
-	return tg_fail(e, CNI_ERR_IO, r, "%s: %s", what, strerror(-r));
+	if (!last_ack.msg[0] || last_ack.err != r)
+		return tg_fail(e, CNI_ERR_IO, r, "%s: %s", what, strerror(-r));
+	tg_fail(e, CNI_ERR_IO, r, "%s: %s: %s", what, strerror(-r), last_ack.msg);
+	if (first)
+		snprintf(e->kernel, sizeof(e->kernel), "%s", last_ack.msg);
+	last_ack.msg[0] = '\0';
+	return r;
 }

@@ -9,9 +9,17 @@
 
 #include "lib/err.h"
 
-/* The one place where libnl's -NLE_* codes become negative errno values. */
+/*
+ * The one place where libnl's -NLE_* codes become negative errno values:
+ * every libnl call's result goes through it where the call is made, so no
+ * -NLE_* value travels further than that line.
+ */
 int nl_to_errno(int nlerr);
-/* A connected NETLINK_ROUTE socket in the current network namespace. */
+/*
+ * A connected NETLINK_ROUTE socket in the current network namespace, with
+ * extended acks on (NETLINK_EXT_ACK, NETLINK_CAP_ACK): the text the kernel
+ * gives with a refusal is kept for tg_fail_kernel.
+ */
 int nl_route_open(struct nl_sock **ret);
 /* A connected NETLINK_ROUTE socket inside the network namespace `netns_fd`. */
 int nl_route_open_in(int netns_fd, struct nl_sock **ret);
@@ -21,9 +29,21 @@ struct nl_addr *nl_addr_ip4(uint32_t ip, int prefix);
 /* The interface of the IPv4 default route (one FIB lookup, no dump); 0 when none. */
 int nl_default_route_ifindex(struct nl_sock *sk, int *ret);
 
-/* Records a failed netlink step ("<what>: <strerror>", CNI code 5); returns -errno. */
-int tg_fail_nl(struct tg_err *e, int nlerr, const char *fmt, ...)
+/*
+ * Records a failed kernel step, CNI code 5: "<what>: <strerror>", followed by
+ * ": <the kernel's text>" when the last refusal the kernel acked on this
+ * thread's route sockets carried one for the same error (the text is then
+ * in e->kernel too, and used up). Returns neg_errno.
+ */
+int tg_fail_kernel(struct tg_err *e, int neg_errno, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+
+struct nlmsghdr;
+/*
+ * The NLMSGERR_ATTR_MSG text of an NLMSG_ERROR message (capped or carrying
+ * the whole request), copied into buf; "" when it has none. Returns its length.
+ */
+size_t nl_ext_ack_msg(const struct nlmsghdr *nlh, size_t len, char *buf, size_t size);
 
 /* Opens a network namespace path, checking that it really is one. */
 int netns_open(const char *path, int *ret_fd);

@@ -314,5 +314,5 @@ int node_retire(struct nl_sock *sk, const struct ipam_state *st, unsigned *ret_r
 	}
 	r = shaper_retire_classes(sk, keep, n, ret_retired);
 	free(keep);
-	return r < 0 ? tg_fail_nl(e, r, "tc: retiring classes of %s", SHAPER_INET_IFB) : 0;
+	return r < 0 ? tg_fail_kernel(e, r, "tc: retiring classes of %s", SHAPER_INET_IFB) : 0;
 }

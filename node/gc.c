@@ -13,6 +13,7 @@
 #include "lib/cleanup.h"
 #include "lib/failpoint.h"
 #include "lib/util.h"
+#include "node/internal.h"
 #include "node/node.h"
 
 /* The directory part of a netns path: "/var/run/netns/cni-1" -> "/var/run/netns". */

@@ -2,9 +2,14 @@
 #ifndef TG_NODE_INTERNAL_H
 #define TG_NODE_INTERNAL_H
 
-/* Inside the node layer: one pod's routed data path (plumb.c). */
+/*
+ * Inside the node layer: one pod's routed data path (plumb.c), and the
+ * steps node.h's verbs share (the plugin's probe, class retirement, a
+ * running pod's reshape).
+ */
 
 #include <net/if.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "lib/err.h"
@@ -43,6 +48,30 @@ static inline uint32_t node_link_group(const struct ipam_attachment *a)
 {
 	return a->ip;
 }
+
+/* ---- called inside the node layer only (node_pod_add, node_gc_collect, node_reshape) ---- */
+/*
+ * The plugin's: probes (reads only) and, when something is missing or was
+ * declared for another config, declares under the node's lock
+ * (<dataDir>/node.lock) so concurrent first ADDs do it once. need_inet: this
+ * pod needs the internet-shaping path. *ret_ifb: tollgate-inet's ifindex
+ * when the path is declared.
+ */
+int node_ensure(struct nl_sock *sk, const struct node_config *cfg, const struct node_uplink *up,
+		const struct ipam_state *st, bool need_inet, int *ret_ifb, struct tg_err *e);
+
+/*
+ * Deletes tollgate-inet's namespace classes that no attachment of `st` uses
+ * any more (and leaked pod classes). Call with the store locked, `st` just
+ * loaded under that lock: then no ADD is attaching under a class it deletes.
+ */
+int node_retire(struct nl_sock *sk, const struct ipam_state *st, unsigned *ret_retired,
+		struct tg_err *e);
+
+/* Replaces a running pod's tc classes: `old` (as recorded) out, a->shaping in. */
+int node_pod_reshape(struct nl_sock *sk, const struct node_config *cfg,
+		     const struct node_uplink *up, const struct ipam_attachment *a,
+		     const struct shaping *old, struct tg_err *e);
 
 /* The accounting layer's view of the config and of one attachment (declare.c). */
 struct acct_config node_acct_config(const struct node_config *cfg);

@@ -111,22 +111,6 @@ int node_declare(struct nl_sock *sk, const struct node_config *cfg, const struct
 int node_declare_from_store(struct nl_sock *sk, const struct node_config *cfg,
 			    const struct node_uplink *up, struct ipam_store *store, unsigned flags,
 			    struct node_repairs *ret, struct tg_err *e);
-/*
- * The plugin's: probes (reads only) and, when something is missing or was
- * declared for another config, declares under the node's lock
- * (<dataDir>/node.lock) so concurrent first ADDs do it once. need_inet: this
- * pod needs the internet-shaping path. *ret_ifb: tollgate-inet's ifindex
- * when the path is declared.
- */
-int node_ensure(struct nl_sock *sk, const struct node_config *cfg, const struct node_uplink *up,
-		const struct ipam_state *st, bool need_inet, int *ret_ifb, struct tg_err *e);
-/*
- * Deletes tollgate-inet's namespace classes that no attachment of `st` uses
- * any more (and leaked pod classes). Call with the store locked, `st` just
- * loaded under that lock: then no ADD is attaching under a class it deletes.
- */
-int node_retire(struct nl_sock *sk, const struct ipam_state *st, unsigned *ret_retired,
-		struct tg_err *e);
 
 /* ---- the store ---- */
 typedef int (*node_update_fn)(struct ipam_state *st, void *ctx, struct tg_err *e);
@@ -206,10 +190,6 @@ int node_pod_del(struct nl_sock *sk, const struct ipam_attachment *a, struct tg_
 struct acct_conn;
 int node_pod_forget(const struct ipam_attachment *a, struct acct_conn **keep, struct tg_err *e);
 void node_conn_close(struct acct_conn *held);
-/* Replaces a running pod's tc classes: `old` (as recorded) out, a->shaping in. */
-int node_pod_reshape(struct nl_sock *sk, const struct node_config *cfg,
-		     const struct node_uplink *up, const struct ipam_attachment *a,
-		     const struct shaping *old, struct tg_err *e);
 /* Told of each pod a maintenance pass could not handle, and why. */
 typedef void (*node_pod_error_fn)(void *ctx, const struct ipam_attachment *a, const char *why);
 

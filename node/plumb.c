@@ -23,13 +23,13 @@
 #include <netlink/route/neighbour.h>
 #include <netlink/route/route.h>
 
+#include "lib/cleanup.h"
 #include "lib/failpoint.h"
+#include "lib/nl.h"
+#include "lib/nl_cleanup.h"
 #include "lib/steps.h"
 #include "lib/util.h"
 #include "node/internal.h"
-#include "lib/cleanup.h"
-#include "lib/nl.h"
-#include "lib/util.h"
 
 const uint8_t node_host_mac[6] = { 0xee, 0xee, 0xee, 0xee, 0xee, 0xee };
 
@@ -67,35 +67,32 @@ void node_pod_mac(const char *container_id, const char *ifname, uint8_t ret[6])
 int node_uplink(struct nl_sock *sk, const char *name, int mtu, struct node_uplink *ret,
 		struct tg_err *e)
 {
-	struct rtnl_link *link = NULL;
+	_cleanup_link_ struct rtnl_link *link = NULL;
 	struct nl_addr *mac;
 	int ifindex = 0, r;
 
 	memset(ret, 0, sizeof(*ret));
 	ret->mtu = mtu ? mtu : 1500;
 	if (name[0]) {
-		r = rtnl_link_get_kernel(sk, 0, name, &link);
-		if (r == -NLE_NODEV || r == -NLE_OBJ_NOTFOUND)
+		r = nl_to_errno(rtnl_link_get_kernel(sk, 0, name, &link));
+		if (r == -ENODEV || r == -ENOENT)
 			return tg_fail(e, CNI_ERR_CONFIG, -ENODEV,
 				       "uplink \"%s\" does not exist on this node", name);
 		if (r < 0)
-			return tg_fail_nl(e, r, "cannot read uplink \"%s\"", name);
+			return tg_fail_kernel(e, r, "cannot read uplink \"%s\"", name);
 	} else {
 		/* No uplink configured: the interface of the default route, else none. */
 		if (nl_default_route_ifindex(sk, &ifindex) < 0 || ifindex == 0)
 			return 0;
-		r = rtnl_link_get_kernel(sk, ifindex, NULL, &link);
+		r = nl_to_errno(rtnl_link_get_kernel(sk, ifindex, NULL, &link));
 		if (r < 0)
-			return tg_fail_nl(e, r, "%s", "cannot read the default route's interface");
+			return tg_fail_kernel(e, r, "%s", "cannot read the default route's interface");
 	}
-	if (strncmp(rtnl_link_get_name(link), NODE_VETH_PREFIX, strlen(NODE_VETH_PREFIX)) == 0) {
-		r = tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
-			    "uplink \"%s\" is named like a pod's link (" NODE_VETH_PREFIX "*): "
-			    "anti-spoofing would drop what it receives; rename it",
-			    rtnl_link_get_name(link));
-		rtnl_link_put(link);
-		return r;
-	}
+	if (strncmp(rtnl_link_get_name(link), NODE_VETH_PREFIX, strlen(NODE_VETH_PREFIX)) == 0)
+		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+			       "uplink \"%s\" is named like a pod's link (" NODE_VETH_PREFIX "*): "
+			       "anti-spoofing would drop what it receives; rename it",
+			       rtnl_link_get_name(link));
 	if (!mtu)
 		ret->mtu = (int)rtnl_link_get_mtu(link);
 	ret->ifindex = rtnl_link_get_ifindex(link);
@@ -105,105 +102,82 @@ int node_uplink(struct nl_sock *sk, const char *name, int mtu, struct node_uplin
 		memcpy(ret->mac, nl_addr_get_binary_addr(mac), 6);
 		ret->has_mac = true;
 	}
-	rtnl_link_put(link);
 	return 0;
 }
 
 int plumb_ifindex(struct nl_sock *sk, const char *name, unsigned int *flags, int *ret)
 {
-	struct rtnl_link *link = NULL;
-	int r = rtnl_link_get_kernel(sk, 0, name, &link);
+	_cleanup_link_ struct rtnl_link *link = NULL;
+	int r = nl_to_errno(rtnl_link_get_kernel(sk, 0, name, &link));
 
 	if (r < 0)
-		return nl_to_errno(r);
+		return r;
 	*ret = rtnl_link_get_ifindex(link);
 	if (flags)
 		*flags = rtnl_link_get_flags(link);
-	rtnl_link_put(link);
 	return 0;
 }
 
 static int add_neigh(struct nl_sock *sk, int ifindex, uint32_t ip, const uint8_t mac[6])
 {
-	struct rtnl_neigh *n = rtnl_neigh_alloc();
-	struct nl_addr *dst = nl_addr_ip4(ip, 32);
-	struct nl_addr *ll = nl_addr_build(AF_LLC, mac, 6);
-	int r = -NLE_NOMEM;
+	_cleanup_neigh_ struct rtnl_neigh *n = rtnl_neigh_alloc();
+	_cleanup_nl_addr_ struct nl_addr *dst = nl_addr_ip4(ip, 32);
+	_cleanup_nl_addr_ struct nl_addr *ll = nl_addr_build(AF_LLC, mac, 6);
 
-	if (n && dst && ll) {
-		rtnl_neigh_set_ifindex(n, ifindex);
-		rtnl_neigh_set_family(n, AF_INET);
-		rtnl_neigh_set_dst(n, dst);
-		rtnl_neigh_set_lladdr(n, ll);
-		rtnl_neigh_set_state(n, NUD_PERMANENT);
-		r = rtnl_neigh_add(sk, n, NLM_F_CREATE | NLM_F_REPLACE);
-	}
-	nl_addr_put(dst);
-	nl_addr_put(ll);
-	if (n)
-		rtnl_neigh_put(n);
-	return r;
+	if (!n || !dst || !ll)
+		return -ENOMEM;
+	rtnl_neigh_set_ifindex(n, ifindex);
+	rtnl_neigh_set_family(n, AF_INET);
+	rtnl_neigh_set_dst(n, dst);
+	rtnl_neigh_set_lladdr(n, ll);
+	rtnl_neigh_set_state(n, NUD_PERMANENT);
+	return nl_to_errno(rtnl_neigh_add(sk, n, NLM_F_CREATE | NLM_F_REPLACE));
 }
 
 static int add_route(struct nl_sock *sk, int ifindex, uint32_t dst_ip, int prefix, uint32_t gw,
 		     uint8_t scope)
 {
-	struct rtnl_route *rt = rtnl_route_alloc();
-	struct rtnl_nexthop *nh = rtnl_route_nh_alloc();
-	struct nl_addr *dst = nl_addr_ip4(dst_ip, prefix);
-	struct nl_addr *via = gw ? nl_addr_ip4(gw, 32) : NULL;
-	int r = -NLE_NOMEM;
+	_cleanup_route_ struct rtnl_route *rt = rtnl_route_alloc();
+	_cleanup_nexthop_ struct rtnl_nexthop *nh = rtnl_route_nh_alloc();
+	_cleanup_nl_addr_ struct nl_addr *dst = nl_addr_ip4(dst_ip, prefix);
+	_cleanup_nl_addr_ struct nl_addr *via = gw ? nl_addr_ip4(gw, 32) : NULL;
 
-	if (rt && nh && dst && (!gw || via)) {
-		rtnl_route_set_family(rt, AF_INET);
-		rtnl_route_set_table(rt, RT_TABLE_MAIN);
-		rtnl_route_set_scope(rt, scope);
-		rtnl_route_set_protocol(rt, RTPROT_STATIC);
-		rtnl_route_set_dst(rt, dst);
-		rtnl_route_nh_set_ifindex(nh, ifindex);
-		if (via)
-			rtnl_route_nh_set_gateway(nh, via);
-		rtnl_route_add_nexthop(rt, nh);
-		nh = NULL; /* owned by the route now */
-		r = rtnl_route_add(sk, rt, NLM_F_CREATE | NLM_F_REPLACE);
-	}
-	if (nh)
-		rtnl_route_nh_free(nh);
-	nl_addr_put(dst);
-	nl_addr_put(via);
-	if (rt)
-		rtnl_route_put(rt);
-	return r;
+	if (!rt || !nh || !dst || (gw && !via))
+		return -ENOMEM;
+	rtnl_route_set_family(rt, AF_INET);
+	rtnl_route_set_table(rt, RT_TABLE_MAIN);
+	rtnl_route_set_scope(rt, scope);
+	rtnl_route_set_protocol(rt, RTPROT_STATIC);
+	rtnl_route_set_dst(rt, dst);
+	rtnl_route_nh_set_ifindex(nh, ifindex);
+	if (via)
+		rtnl_route_nh_set_gateway(nh, via);
+	rtnl_route_add_nexthop(rt, TAKE_PTR(nh)); /* owned by the route now */
+	return nl_to_errno(rtnl_route_add(sk, rt, NLM_F_CREATE | NLM_F_REPLACE));
 }
 
 static int create_veth(struct nl_sock *sk, const struct plumb_req *rq)
 {
-	struct rtnl_link *veth = rtnl_link_veth_alloc();
+	_cleanup_veth_ struct rtnl_link *veth = rtnl_link_veth_alloc();
+	_cleanup_nl_addr_ struct nl_addr *hmac = nl_addr_build(AF_LLC, node_host_mac, 6);
+	_cleanup_nl_addr_ struct nl_addr *pmac = nl_addr_build(AF_LLC, rq->pod_mac, 6);
 	struct rtnl_link *peer;
-	struct nl_addr *hmac = nl_addr_build(AF_LLC, node_host_mac, 6);
-	struct nl_addr *pmac = nl_addr_build(AF_LLC, rq->pod_mac, 6);
-	int r = -NLE_NOMEM;
 
-	if (veth && hmac && pmac) {
-		rtnl_link_set_name(veth, rq->host_ifname);
-		rtnl_link_set_mtu(veth, (unsigned int)rq->mtu);
-		rtnl_link_set_addr(veth, hmac);
-		rtnl_link_set_flags(veth, IFF_UP);
-		rtnl_link_set_group(veth, rq->group);
-		peer = rtnl_link_veth_get_peer(veth);
-		/* The pod end is born in the pod's namespace under its final name. */
-		rtnl_link_set_name(peer, rq->pod_ifname);
-		rtnl_link_set_mtu(peer, (unsigned int)rq->mtu);
-		rtnl_link_set_addr(peer, pmac);
-		rtnl_link_set_ns_fd(peer, rq->netns_fd);
-		rtnl_link_put(peer);
-		r = rtnl_link_add(sk, veth, NLM_F_CREATE | NLM_F_EXCL);
-	}
-	nl_addr_put(hmac);
-	nl_addr_put(pmac);
-	if (veth)
-		rtnl_link_veth_release(veth);
-	return r;
+	if (!veth || !hmac || !pmac)
+		return -ENOMEM;
+	rtnl_link_set_name(veth, rq->host_ifname);
+	rtnl_link_set_mtu(veth, (unsigned int)rq->mtu);
+	rtnl_link_set_addr(veth, hmac);
+	rtnl_link_set_flags(veth, IFF_UP);
+	rtnl_link_set_group(veth, rq->group);
+	peer = rtnl_link_veth_get_peer(veth);
+	/* The pod end is born in the pod's namespace under its final name. */
+	rtnl_link_set_name(peer, rq->pod_ifname);
+	rtnl_link_set_mtu(peer, (unsigned int)rq->mtu);
+	rtnl_link_set_addr(peer, pmac);
+	rtnl_link_set_ns_fd(peer, rq->netns_fd);
+	rtnl_link_put(peer); /* the reference get_peer took */
+	return nl_to_errno(rtnl_link_add(sk, veth, NLM_F_CREATE | NLM_F_EXCL));
 }
 
 /*
@@ -216,28 +190,26 @@ static int create_veth(struct nl_sock *sk, const struct plumb_req *rq)
  */
 static int pod_link_up(struct nl_sock *sk, int ifindex, bool no_ipv6_ll)
 {
-	struct rtnl_link *chg = rtnl_link_alloc(), *cur = rtnl_link_alloc();
-	int r = -NLE_NOMEM;
+	_cleanup_link_ struct rtnl_link *chg = rtnl_link_alloc();
+	_cleanup_link_ struct rtnl_link *cur = rtnl_link_alloc();
+	int r;
 
-	if (chg && cur) {
-		rtnl_link_set_ifindex(cur, ifindex);
-		rtnl_link_set_flags(chg, IFF_UP);
-		r = no_ipv6_ll ? rtnl_link_inet6_set_addr_gen_mode(chg, IN6_ADDR_GEN_MODE_NONE) : 0;
-		if (r == 0)
-			r = rtnl_link_change(sk, cur, chg, 0);
-	}
-	if (chg)
-		rtnl_link_put(chg);
-	if (cur)
-		rtnl_link_put(cur);
-	return r;
+	if (!chg || !cur)
+		return -ENOMEM;
+	rtnl_link_set_ifindex(cur, ifindex);
+	rtnl_link_set_flags(chg, IFF_UP);
+	r = no_ipv6_ll ? rtnl_link_inet6_set_addr_gen_mode(chg, IN6_ADDR_GEN_MODE_NONE) : 0;
+	if (r == 0)
+		r = rtnl_link_change(sk, cur, chg, 0);
+	return nl_to_errno(r);
 }
 
 static int pod_side(const struct plumb_req *rq, struct tg_err *e)
 {
-	struct nl_sock *sk = rq->pod_sk, *own = NULL;
-	struct rtnl_addr *addr = NULL;
-	struct nl_addr *local = NULL;
+	_cleanup_nl_sock_ struct nl_sock *own = NULL;
+	_cleanup_rtaddr_ struct rtnl_addr *addr = NULL;
+	_cleanup_nl_addr_ struct nl_addr *local = NULL;
+	struct nl_sock *sk = rq->pod_sk;
 	unsigned int flags = 0;
 	int ifindex, r;
 
@@ -249,52 +221,44 @@ static int pod_side(const struct plumb_req *rq, struct tg_err *e)
 		sk = own;
 	}
 	r = plumb_ifindex(sk, rq->pod_ifname, &flags, &ifindex);
-	if (r < 0) {
-		tg_fail(e, CNI_ERR_IO, r, "pod interface %s vanished: %s", rq->pod_ifname,
-			strerror(-r));
-		goto out;
-	}
+	if (r < 0)
+		return tg_fail(e, CNI_ERR_IO, r, "pod interface %s vanished: %s", rq->pod_ifname,
+			       strerror(-r));
 	if (!(flags & IFF_UP)) {
 		r = pod_link_up(sk, ifindex, true);
 		/* No IPv6 on this kernel, or an MTU below IPv6's minimum: no address to keep off. */
-		if (r == -NLE_AF_NOSUPPORT)
+		if (r == -EAFNOSUPPORT)
 			r = pod_link_up(sk, ifindex, false);
-		if (r < 0) {
-			r = tg_fail_nl(e, r, "cannot bring %s up in the pod", rq->pod_ifname);
-			goto out;
-		}
+		if (r < 0)
+			return tg_fail_kernel(e, r, "cannot bring %s up in the pod", rq->pod_ifname);
 	}
 	addr = rtnl_addr_alloc();
 	local = nl_addr_ip4(rq->ip, 32);
-	if (!addr || !local) {
-		r = tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
-		goto out;
-	}
+	if (!addr || !local)
+		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
 	rtnl_addr_set_ifindex(addr, ifindex);
 	rtnl_addr_set_family(addr, AF_INET);
 	rtnl_addr_set_local(addr, local);
 	rtnl_addr_set_prefixlen(addr, 32);
-	r = rtnl_addr_add(sk, addr, NLM_F_REPLACE);
-	if (r < 0) {
-		r = tg_fail_nl(e, r, "cannot add the pod address on %s", rq->pod_ifname);
-		goto out;
-	}
+	r = nl_to_errno(rtnl_addr_add(sk, addr, NLM_F_REPLACE));
+	if (r < 0)
+		return tg_fail_kernel(e, r, "cannot add the pod address on %s", rq->pod_ifname);
 	r = TG_FAILPOINT("add.pod.addr.after", e);
 	if (r < 0)
-		goto out;
+		return r;
 	r = add_neigh(sk, ifindex, NODE_GATEWAY, node_host_mac);
-	if (r == 0)
-		r = add_route(sk, ifindex, NODE_GATEWAY, 32, 0, RT_SCOPE_LINK);
-	if (r == 0)
-		r = add_route(sk, ifindex, 0, 0, NODE_GATEWAY, RT_SCOPE_UNIVERSE);
 	if (r < 0)
-		r = tg_fail_nl(e, r, "cannot add the pod's gateway routes on %s", rq->pod_ifname);
-out:
-	nl_addr_put(local);
-	if (addr)
-		rtnl_addr_put(addr);
-	nl_socket_free(own);
-	return r;
+		return tg_fail_kernel(e, r, "cannot add the gateway's neighbour entry on %s in the pod",
+				      rq->pod_ifname);
+	r = add_route(sk, ifindex, NODE_GATEWAY, 32, 0, RT_SCOPE_LINK);
+	if (r < 0)
+		return tg_fail_kernel(e, r, "cannot add the on-link route to 169.254.1.1 on %s",
+				      rq->pod_ifname);
+	r = add_route(sk, ifindex, 0, 0, NODE_GATEWAY, RT_SCOPE_UNIVERSE);
+	if (r < 0)
+		return tg_fail_kernel(e, r, "cannot add the pod's default route via 169.254.1.1 on %s",
+				      rq->pod_ifname);
+	return 0;
 }
 
 int plumb_add(struct nl_sock *sk, const struct plumb_req *rq, struct tg_err *e)
@@ -306,18 +270,18 @@ int plumb_add(struct nl_sock *sk, const struct plumb_req *rq, struct tg_err *e)
 	if (r < 0)
 		return r;
 	r = create_veth(sk, rq);
-	if (r == -NLE_EXIST) {
+	if (r == -EEXIST) {
 		/* A veth left by a crashed ADD, or the pod already has this ifname. */
 		int gone = plumb_del(sk, rq->host_ifname, NULL);
 
 		r = gone == 0 ? create_veth(sk, rq) : r;
 	}
-	if (r == -NLE_EXIST)
+	if (r == -EEXIST)
 		return tg_fail(e, CNI_ERR_IO, -EEXIST,
 			       "cannot create the veth pair: the pod already has an interface named %s",
 			       rq->pod_ifname);
 	if (r < 0)
-		return tg_fail_nl(e, r, "cannot create veth %s", rq->host_ifname);
+		return tg_fail_kernel(e, r, "cannot create veth %s", rq->host_ifname);
 	r = plumb_ifindex(sk, rq->host_ifname, NULL, &ifindex);
 	if (r < 0)
 		return tg_fail(e, CNI_ERR_IO, r, "host veth %s vanished: %s", rq->host_ifname,
@@ -333,56 +297,53 @@ int plumb_add(struct nl_sock *sk, const struct plumb_req *rq, struct tg_err *e)
 		return r;
 	r = add_neigh(sk, ifindex, rq->ip, rq->pod_mac);
 	if (r < 0)
-		return tg_fail_nl(e, r, "cannot add the pod's neighbour entry on %s", rq->host_ifname);
+		return tg_fail_kernel(e, r, "cannot add the pod's neighbour entry on %s", rq->host_ifname);
 	r = TG_FAILPOINT("add.host.neigh.after", e);
 	if (r < 0)
 		return r;
 	r = add_route(sk, ifindex, rq->ip, 32, 0, RT_SCOPE_LINK);
 	step_done(STEP_ROUTES, t);
 	if (r < 0)
-		return tg_fail_nl(e, r, "cannot add the host route via %s", rq->host_ifname);
+		return tg_fail_kernel(e, r, "cannot add the host route via %s", rq->host_ifname);
 	return TG_FAILPOINT("add.host.route.after", e);
 }
 
 int plumb_del(struct nl_sock *sk, const char *host_ifname, struct tg_err *e)
 {
-	struct rtnl_link *link = rtnl_link_alloc();
+	_cleanup_link_ struct rtnl_link *link = rtnl_link_alloc();
 	int r;
 
 	if (!link)
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
 	rtnl_link_set_name(link, host_ifname);
-	r = rtnl_link_delete(sk, link);
-	rtnl_link_put(link);
-	if (r == -NLE_NODEV || r == -NLE_OBJ_NOTFOUND)
+	r = nl_to_errno(rtnl_link_delete(sk, link));
+	if (r == -ENODEV || r == -ENOENT)
 		return 0;
 	if (r < 0)
-		return tg_fail_nl(e, r, "cannot delete veth %s", host_ifname);
+		return tg_fail_kernel(e, r, "cannot delete veth %s", host_ifname);
 	return 0;
 }
 
 int node_pod_ifname_check(int netns_fd, const char *container_id, const char *ifname,
 			  struct nl_sock **ret_sk, struct tg_err *e)
 {
-	struct rtnl_link *l = NULL;
+	_cleanup_link_ struct rtnl_link *l = NULL;
+	struct nl_addr *mac;
 	uint8_t mine[6];
 	int r = nl_route_open_in(netns_fd, ret_sk);
 
 	if (r < 0)
 		return tg_fail(e, CNI_ERR_IO, r, "cannot enter the pod's network namespace: %s",
 			       strerror(-r));
-	r = rtnl_link_get_kernel(*ret_sk, 0, ifname, &l);
-	if (r == -NLE_NODEV || r == -NLE_OBJ_NOTFOUND)
+	r = nl_to_errno(rtnl_link_get_kernel(*ret_sk, 0, ifname, &l));
+	if (r == -ENODEV || r == -ENOENT)
 		return 0;
 	if (r < 0)
-		return tg_fail_nl(e, r, "cannot read the pod's interfaces");
+		return tg_fail_kernel(e, r, "cannot read the pod's interfaces");
 	/* This attachment's own pod end (a repeated ADD) carries the MAC its hash gives. */
 	node_pod_mac(container_id, ifname, mine);
-	r = rtnl_link_get_addr(l) && nl_addr_get_len(rtnl_link_get_addr(l)) == 6 &&
-		    memcmp(nl_addr_get_binary_addr(rtnl_link_get_addr(l)), mine, 6) == 0
-		? 0 : -EEXIST;
-	rtnl_link_put(l);
-	if (r < 0)
+	mac = rtnl_link_get_addr(l);
+	if (!mac || nl_addr_get_len(mac) != 6 || memcmp(nl_addr_get_binary_addr(mac), mine, 6) != 0)
 		return tg_fail(e, CNI_ERR_IO, -EEXIST,
 			       "cannot create the veth pair: the pod already has an interface named %s",
 			       ifname);
@@ -393,19 +354,19 @@ int plumb_del_group(struct nl_sock *sk, uint32_t group)
 {
 	struct ifinfomsg ifi = { .ifi_family = AF_UNSPEC };
 	struct nl_msg *m = nlmsg_alloc_simple(RTM_DELLINK, 0);
-	int r = -NLE_NOMEM;
+	int r = -ENOMEM;
 
 	if (m && nlmsg_append(m, &ifi, sizeof(ifi), NLMSG_ALIGNTO) == 0 &&
 	    nla_put_u32(m, IFLA_GROUP, group) == 0)
-		r = nl_send_sync(sk, m); /* frees m */
+		r = nl_to_errno(nl_send_sync(sk, m)); /* frees m */
 	else
 		nlmsg_free(m);
-	return r == -NLE_NODEV || r == -NLE_OBJ_NOTFOUND ? -ENODEV : r < 0 ? nl_to_errno(r) : 0;
+	return r == -ENOENT ? -ENODEV : r;
 }
 
 static bool has_route(struct nl_sock *sk, int ifindex, uint32_t dst_ip, int prefix, uint32_t gw)
 {
-	struct nl_cache *routes = NULL;
+	_cleanup_nl_cache_ struct nl_cache *routes = NULL;
 	struct nl_object *obj;
 	bool found = false;
 
@@ -440,13 +401,12 @@ static bool has_route(struct nl_sock *sk, int ifindex, uint32_t dst_ip, int pref
 		}
 		found = true;
 	}
-	nl_cache_free(routes);
 	return found;
 }
 
 static bool has_addr(struct nl_sock *sk, int ifindex, uint32_t ip)
 {
-	struct nl_cache *addrs = NULL;
+	_cleanup_nl_cache_ struct nl_cache *addrs = NULL;
 	struct nl_object *obj;
 	bool found = false;
 
@@ -463,7 +423,6 @@ static bool has_addr(struct nl_sock *sk, int ifindex, uint32_t ip)
 		memcpy(&be, nl_addr_get_binary_addr(local), 4);
 		found = ntohl(be) == ip;
 	}
-	nl_cache_free(addrs);
 	return found;
 }
 
@@ -472,7 +431,7 @@ static bool has_addr(struct nl_sock *sk, int ifindex, uint32_t ip)
 
 int plumb_check(struct nl_sock *sk, const struct plumb_req *rq, struct tg_err *e)
 {
-	struct nl_sock *psk = NULL;
+	_cleanup_nl_sock_ struct nl_sock *psk = NULL;
 	char ip[IP4_STRLEN];
 	unsigned int flags;
 	int ifindex, pidx, r;
@@ -488,16 +447,14 @@ int plumb_check(struct nl_sock *sk, const struct plumb_req *rq, struct tg_err *e
 	if (r < 0)
 		return tg_fail(e, CNI_ERR_IO, r, "cannot enter the pod's network namespace: %s",
 			       strerror(-r));
-	r = 0;
 	if (plumb_ifindex(psk, rq->pod_ifname, &flags, &pidx) < 0)
-		r = drift(e, "pod interface %s is missing", rq->pod_ifname);
-	else if (!(flags & IFF_UP))
-		r = drift(e, "pod interface %s is down", rq->pod_ifname);
-	else if (!has_addr(psk, pidx, rq->ip))
-		r = drift(e, "pod address %s/32 is missing on %s", ip, rq->pod_ifname);
-	else if (!has_route(psk, pidx, 0, 0, NODE_GATEWAY))
-		r = drift(e, "the pod's default route via 169.254.1.1 dev %s is missing",
-			  rq->pod_ifname);
-	nl_socket_free(psk);
-	return r;
+		return drift(e, "pod interface %s is missing", rq->pod_ifname);
+	if (!(flags & IFF_UP))
+		return drift(e, "pod interface %s is down", rq->pod_ifname);
+	if (!has_addr(psk, pidx, rq->ip))
+		return drift(e, "pod address %s/32 is missing on %s", ip, rq->pod_ifname);
+	if (!has_route(psk, pidx, 0, 0, NODE_GATEWAY))
+		return drift(e, "the pod's default route via 169.254.1.1 dev %s is missing",
+			     rq->pod_ifname);
+	return 0;
 }

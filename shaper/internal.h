@@ -2,12 +2,17 @@
 #ifndef TG_SHAPER_INTERNAL_H
 #define TG_SHAPER_INTERNAL_H
 
+#include <stdbool.h>
 #include <stdint.h>
+
+#include <netlink/route/tc.h>
 
 #include "shaper/shaper.h"
 
-/* A tc handle major:minor (1:1 is H(1, 1)). */
-#define H(maj, min) (((uint32_t)(maj) << 16) | (uint32_t)(min))
+/*
+ * tc handles major:minor are libnl's TC_HANDLE (netlink/route/tc.h): class 1:1
+ * is TC_HANDLE(1, 1), the root qdisc 1: is TC_HANDLE(1, 0).
+ */
 
 /*
  * The ceilings a pod's shaping gives its classes, bits/s: worked out once
@@ -24,26 +29,70 @@ struct shaper_ceilings {
 };
 void shaper_ceilings(const struct shaping *s, struct shaper_ceilings *ret);
 
-/* ---- tc helpers shared by the pod's objects (tc.c) and the node's (node.c) ---- */
+/*
+ * A pod's shaping as the kernel objects it is made of, in the order they are
+ * made (layout.c): shaper_pod_add makes them one by one, and
+ * shaper_pod_classes lists the classes among them, so that what is made
+ * and what CHECK, `show` and the exporter expect come from one description.
+ */
+enum shaper_obj {
+	SHAPER_OBJ_IFB,		/* an IFB `dev`, up, in the pod's link group */
+	SHAPER_OBJ_ROOT,	/* HTB 1: at the root of `dev`; id: its default class's minor */
+	SHAPER_OBJ_CLASS,	/* HTB class `id` under `parent` */
+	SHAPER_OBJ_QUEUE,	/* the bfifo leaf of class `id` */
+	SHAPER_OBJ_REDIRECT,	/* the ingress of `dev`: every packet mirred to `to` */
+	SHAPER_OBJ_DECLARED,	/* a class the node's declaration makes: listed, never made here */
+};
+/* The failpoint checked once a step is made (test builds). */
+enum shaper_point {
+	SHAPER_AT_NONE,
+	SHAPER_AT_INGRESS,	/* tc.pod.ingress.after */
+	SHAPER_AT_IFB,		/* tc.pod.ifb.after */
+	SHAPER_AT_EGRESS,	/* tc.pod.egress.after */
+	SHAPER_AT_NS_CLASS,	/* tc.pod.ns-class.after */
+	SHAPER_AT_INET,		/* tc.pod.inet.after */
+};
+struct shaper_step {
+	enum shaper_obj obj;
+	char dev[IFNAMSIZ];
+	char to[IFNAMSIZ];		/* SHAPER_OBJ_REDIRECT: the IFB */
+	uint32_t id;
+	uint32_t parent;		/* as the kernel reports it: TC_H_ROOT for a top class */
+	uint64_t rate_bps;		/* 0: 1% of the ceiling */
+	uint64_t ceil_bps;		/* a class's ceiling, a queue's class's */
+	uint64_t burst_bits;		/* 0: derived from the ceiling */
+	bool listed;			/* one of shaper_pod_classes' */
+	enum shaper_level level;
+	const char *direction, *traffic;
+	enum shaper_point point;
+};
+#define SHAPER_POD_STEPS_MAX 16
+/* The steps of one pod's shaping; returns how many. */
+int shaper_pod_steps(const char *host_veth, const struct shaping *s,
+		     struct shaper_step ret[SHAPER_POD_STEPS_MAX]);
+/* Whom a class belongs to, for messages: "the pod's", "its namespace's", "the node's". */
+extern const char *const shaper_level_what[3];
+
+/* ---- sh_*: tc helpers shared by the pod's objects (tc.c) and the node's (node.c) ---- */
 struct nl_sock;
 struct rtnl_class;
 /* ifindex of a device ("" or NULL: the default route's), 0 when missing. */
-int tc_ifindex(struct nl_sock *sk, const char *name);
-int tc_put_class(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t id,
+int sh_ifindex(struct nl_sock *sk, const char *name);
+int sh_put_class(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t id,
 		 uint64_t rate_bps, uint64_t ceil_bps, uint64_t burst_bits, int mtu);
-int tc_put_class_flags(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t id,
+int sh_put_class_flags(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t id,
 		       uint64_t rate_bps, uint64_t ceil_bps, uint64_t burst_bits, int mtu,
 		       int flags);
-int tc_put_htb_root(struct nl_sock *sk, int ifindex, uint32_t defcls);
-int tc_put_leaf_queue(struct nl_sock *sk, int ifindex, uint32_t classid, uint64_t ceil_bps,
+int sh_put_htb_root(struct nl_sock *sk, int ifindex, uint32_t defcls);
+int sh_put_leaf_queue(struct nl_sock *sk, int ifindex, uint32_t classid, uint64_t ceil_bps,
 		      uint32_t queue_ms, int mtu);
 /* An IFB, up; group: its link group (0: the default). */
-int tc_ensure_ifb(struct nl_sock *sk, const char *name, int mtu, uint32_t group,
+int sh_ensure_ifb(struct nl_sock *sk, const char *name, int mtu, uint32_t group,
 		  int *ret_ifindex);
-int tc_del_class(struct nl_sock *sk, int ifindex, uint32_t id);
-int tc_del_qdisc(struct nl_sock *sk, int ifindex, uint32_t parent);
+int sh_del_class(struct nl_sock *sk, int ifindex, uint32_t id);
+int sh_del_qdisc(struct nl_sock *sk, int ifindex, uint32_t parent);
 /* One terminal u32 node: a destination match (mask 0: every packet), passed or redirected. */
-struct tc_u32 {
+struct sh_u32 {
 	int ifindex;
 	uint32_t parent, handle;	/* handle 0: the kernel numbers it */
 	uint16_t prio, protocol;
@@ -51,7 +100,7 @@ struct tc_u32 {
 	int off;			/* of the match in the IP header */
 	int redirect;			/* mirred egress redirect to this ifindex; 0: pass */
 };
-int tc_put_u32(struct nl_sock *sk, const struct tc_u32 *f, int flags);
-void tc_fill_stats(struct rtnl_class *c, struct shaper_stats *st);
+int sh_put_u32(struct nl_sock *sk, const struct sh_u32 *f, int flags);
+void sh_fill_stats(struct rtnl_class *c, struct shaper_stats *st);
 
 #endif

@@ -10,13 +10,14 @@
 
 #include <linux/pkt_sched.h>
 
+#include "lib/cleanup.h"
 #include "lib/util.h"
 #include "shaper/internal.h"
 
 
 uint32_t shaper_egress_classid(const struct shaping *s)
 {
-	return s->pod_class ? H(1, s->pod_class) : 0;
+	return s->pod_class ? TC_HANDLE(1, s->pod_class) : 0;
 }
 
 void shaper_ceilings(const struct shaping *s, struct shaper_ceilings *ret)
@@ -28,53 +29,128 @@ void shaper_ceilings(const struct shaping *s, struct shaper_ceilings *ret)
 	ret->pod_inet = shaping_min_cap(s->inet_egress_bps, ret->ns);
 }
 
-static struct shaper_class *put(struct shaper_class *c, const char *dev, uint32_t classid,
-				uint32_t parent, enum shaper_level level, const char *direction,
-				const char *traffic, uint64_t ceil_bps)
+void shaper_ifb_name(const char *host_veth, char ret[IFNAMSIZ])
 {
+	snprintf(ret, IFNAMSIZ, "ti%s", host_veth + (host_veth[0] && host_veth[1] ? 2 : 0));
+}
+
+const char *const shaper_level_what[3] = {
+	[SHAPER_POD] = "the pod's",
+	[SHAPER_NAMESPACE] = "its namespace's",
+	[SHAPER_NODE] = "the node's",
+};
+
+/* Appends one step; `c` is the next free one. */
+static struct shaper_step *step(struct shaper_step *c, enum shaper_obj obj, const char *dev,
+				uint32_t id, uint32_t parent)
+{
+	*c = (struct shaper_step){ .obj = obj, .id = id, .parent = parent };
 	snprintf(c->dev, sizeof(c->dev), "%s", dev);
-	c->classid = classid;
-	c->parent = parent;
+	return c;
+}
+
+static struct shaper_step *class(struct shaper_step *c, const char *dev, uint32_t id,
+				 uint32_t parent, enum shaper_level level, const char *direction,
+				 const char *traffic, uint64_t ceil_bps)
+{
+	step(c, SHAPER_OBJ_CLASS, dev, id, parent);
 	c->level = level;
 	c->direction = direction;
 	c->traffic = traffic;
 	c->ceil_bps = ceil_bps;
-	return c + 1;
+	c->listed = true;
+	return c;
 }
 
-int shaper_pod_classes(const char *host_veth, const struct shaping *s,
-		       struct shaper_class ret[SHAPER_POD_CLASSES_MAX])
+/* The leaf queue of the class just described. */
+static struct shaper_step *queue(struct shaper_step *c, const struct shaper_step *of)
 {
-	struct shaper_class *c = ret;
+	step(c, SHAPER_OBJ_QUEUE, of->dev, of->id, 0);
+	c->ceil_bps = of->ceil_bps;
+	return c;
+}
+
+int shaper_pod_steps(const char *host_veth, const struct shaping *s,
+		     struct shaper_step ret[SHAPER_POD_STEPS_MAX])
+{
+	struct shaper_step *c = ret, *k;
 	struct shaper_ceilings ceil;
 
 	shaper_ceilings(s, &ceil);
 	if (shaping_pod_ingress(s)) {
-		/* 1:2 hangs under 1:1 (made for every shaped ingress), see shaper_pod_add */
-		uint32_t ingress_parent = H(1, 1);
-
-		if (s->ingress_bps)
-			c = put(c, host_veth, H(1, 1), TC_H_ROOT, SHAPER_POD, "ingress", "all", ceil.to_pod);
-		c = put(c, host_veth, SHAPER_INET_INGRESS_CLASS, ingress_parent, SHAPER_POD, "ingress", "internet",
-			ceil.to_pod_inet);
-		if (s->ingress_bps)
-			c = put(c, host_veth, H(1, 3), H(1, 1), SHAPER_POD, "ingress", "internal",
-				ceil.to_pod);
+		/* Internal traffic is only classified (1:3) when a whole-pod limit applies. */
+		step(c++, SHAPER_OBJ_ROOT, host_veth, s->ingress_bps ? 3 : 0, TC_H_ROOT);
+		/* 1:1 is made for every shaped ingress (1:2 hangs under it), listed with a limit. */
+		k = class(c++, host_veth, TC_HANDLE(1, 1), TC_H_ROOT, SHAPER_POD, "ingress", "all",
+			  ceil.to_pod);
+		k->rate_bps = ceil.to_pod;
+		k->burst_bits = s->ingress_burst;
+		k->listed = s->ingress_bps != 0;
+		k = class(c++, host_veth, SHAPER_INET_INGRESS_CLASS, TC_HANDLE(1, 1), SHAPER_POD,
+			  "ingress", "internet", ceil.to_pod_inet);
+		k = queue(c++, k);
+		if (s->ingress_bps) {
+			k = class(c++, host_veth, TC_HANDLE(1, 3), TC_HANDLE(1, 1), SHAPER_POD,
+				  "ingress", "internal", ceil.to_pod);
+			k = queue(c++, k);
+		}
+		k->point = SHAPER_AT_INGRESS;
 	}
 	if (s->egress_bps) {
 		char ifb[IFNAMSIZ];
 
 		shaper_ifb_name(host_veth, ifb);
-		c = put(c, ifb, H(1, 1), TC_H_ROOT, SHAPER_POD, "egress", "all", s->egress_bps);
+		step(c++, SHAPER_OBJ_IFB, ifb, 0, 0)->point = SHAPER_AT_IFB;
+		step(c++, SHAPER_OBJ_ROOT, ifb, 1, TC_H_ROOT);
+		k = class(c++, ifb, TC_HANDLE(1, 1), TC_H_ROOT, SHAPER_POD, "egress", "all",
+			  s->egress_bps);
+		k->rate_bps = s->egress_bps;
+		k->burst_bits = s->egress_burst;
+		queue(c++, k);
+		k = step(c++, SHAPER_OBJ_REDIRECT, host_veth, 0, 0);
+		snprintf(k->to, sizeof(k->to), "%s", ifb);
+		k->point = SHAPER_AT_EGRESS;
 	}
 	if (shaping_inet_egress(s)) {
-		c = put(c, SHAPER_INET_IFB, H(1, s->pod_class), H(1, s->ns_class), SHAPER_POD, "egress", "internet",
-			ceil.pod_inet);
-		c = put(c, SHAPER_INET_IFB, H(1, s->ns_class), H(1, 1), SHAPER_NAMESPACE, "egress",
-			"internet", ceil.ns);
-		c = put(c, SHAPER_INET_IFB, H(1, 1), TC_H_ROOT, SHAPER_NODE, "egress", "internet", ceil.node);
+		/*
+		 * Under the node's declared root and class 1:1: the namespace's class
+		 * (made by its first pod, kept while a pod may attach under it), then
+		 * the pod's. Nothing node-wide is made here.
+		 */
+		class(c++, SHAPER_INET_IFB, TC_HANDLE(1, s->ns_class), TC_HANDLE(1, 1),
+		      SHAPER_NAMESPACE, "egress", "internet", ceil.ns)->point = SHAPER_AT_NS_CLASS;
+		k = class(c++, SHAPER_INET_IFB, TC_HANDLE(1, s->pod_class), TC_HANDLE(1, s->ns_class),
+			  SHAPER_POD, "egress", "internet", ceil.pod_inet);
+		queue(c++, k)->point = SHAPER_AT_INET;
+		k = class(c++, SHAPER_INET_IFB, TC_HANDLE(1, 1), TC_H_ROOT, SHAPER_NODE, "egress",
+			  "internet", ceil.node);
+		k->obj = SHAPER_OBJ_DECLARED;
 	}
 	return (int)(c - ret);
+}
+
+/* The listed classes, the pod's own first, then its namespace's and the node's. */
+int shaper_pod_classes(const char *host_veth, const struct shaping *s,
+		       struct shaper_class ret[SHAPER_POD_CLASSES_MAX])
+{
+	static const enum shaper_level order[] = { SHAPER_POD, SHAPER_NAMESPACE, SHAPER_NODE };
+	struct shaper_step steps[SHAPER_POD_STEPS_MAX];
+	int n = shaper_pod_steps(host_veth, s, steps), k = 0;
+
+	for (size_t l = 0; l < ARRAY_SIZE(order); l++)
+		for (int i = 0; i < n && k < SHAPER_POD_CLASSES_MAX; i++) {
+			const struct shaper_step *c = &steps[i];
+
+			if (!c->listed || c->level != order[l])
+				continue;
+			ret[k] = (struct shaper_class){ .classid = c->id, .parent = c->parent,
+							.level = c->level,
+							.direction = c->direction,
+							.traffic = c->traffic, .ceil_bps = c->ceil_bps };
+			snprintf(ret[k].dev, sizeof(ret[k].dev), "%s", c->dev);
+			k++;
+		}
+	return k;
 }
 
 static bool class_taken(const struct shaper_class_holder *others, size_t n, uint16_t id,

@@ -33,6 +33,7 @@
 
 #include "lib/failpoint.h"
 #include "lib/nl.h"
+#include "lib/nl_cleanup.h"
 #include "lib/util.h"
 #include "shaper/internal.h"
 
@@ -41,7 +42,7 @@
 #define STEER_PRIO_B 2
 #define STEER_MAX 65 /* internalCIDRs (at most 64) and the redirect */
 
-#define tc_fail(e, nlerr, fmt, ...) tg_fail_nl(e, nlerr, "tc: " fmt, ##__VA_ARGS__)
+#define tc_fail(e, r, fmt, ...) tg_fail_kernel(e, r, "tc: " fmt, ##__VA_ARGS__)
 
 /* ---- the steering filters ---- */
 
@@ -119,18 +120,17 @@ static void each_filter(struct nl_object *o, void *arg)
 
 static int read_filters(struct nl_sock *sk, int uplink, struct filters_seen *fs)
 {
-	struct nl_cache *cache = NULL;
+	_cleanup_nl_cache_ struct nl_cache *cache = NULL;
 	int r;
 
 	memset(fs, 0, sizeof(*fs));
 	/* (A dump under a clsact that is missing is empty, not an error.) */
-	r = rtnl_cls_alloc_cache(sk, uplink, CLSACT_EGRESS, &cache);
-	if (r == -NLE_INVAL || r == -NLE_OBJ_NOTFOUND || r == -NLE_OPNOTSUPP)
+	r = nl_to_errno(rtnl_cls_alloc_cache(sk, uplink, CLSACT_EGRESS, &cache));
+	if (r == -EINVAL || r == -ENOENT || r == -EOPNOTSUPP)
 		return 0;
 	if (r < 0)
 		return r;
 	nl_cache_foreach(cache, each_filter, fs);
-	nl_cache_free(cache);
 	return 0;
 }
 
@@ -148,45 +148,44 @@ static bool steer_equal(const struct steer_seen *s, const struct steer *want, si
 /* Adds one u32 node at `prio`; the kernel numbers it after the ones already there. */
 static int put_steer(struct nl_sock *sk, int uplink, uint16_t prio, const struct steer *f)
 {
-	struct tc_u32 u = { .ifindex = uplink, .parent = CLSACT_EGRESS, .prio = prio,
+	struct sh_u32 u = { .ifindex = uplink, .parent = CLSACT_EGRESS, .prio = prio,
 			    .protocol = ETH_P_IP, .val = f->val, .mask = f->mask, .off = 16,
 			    .redirect = f->redirect };
 
-	return tc_put_u32(sk, &u, NLM_F_CREATE | NLM_F_EXCL);
+	return sh_put_u32(sk, &u, NLM_F_CREATE | NLM_F_EXCL);
 }
 
 /* Deletes every filter of one priority in one message (the whole u32 instance). */
 static int del_prio(struct nl_sock *sk, int uplink, uint16_t prio)
 {
-	struct rtnl_cls *cls = rtnl_cls_alloc();
+	_cleanup_cls_ struct rtnl_cls *cls = rtnl_cls_alloc();
 	int r;
 
 	if (!cls)
-		return -NLE_NOMEM;
+		return -ENOMEM;
 	rtnl_tc_set_ifindex(TC_CAST(cls), uplink);
 	rtnl_tc_set_parent(TC_CAST(cls), CLSACT_EGRESS);
 	rtnl_cls_set_prio(cls, prio);
 	rtnl_cls_set_protocol(cls, ETH_P_IP);
-	r = rtnl_cls_delete(sk, cls, 0);
-	rtnl_cls_put(cls);
-	return r == -NLE_OBJ_NOTFOUND || r == -NLE_INVAL ? 0 : r;
+	r = nl_to_errno(rtnl_cls_delete(sk, cls, 0));
+	return r == -ENOENT || r == -EINVAL ? 0 : r;
 }
 
 static int put_clsact(struct nl_sock *sk, int uplink)
 {
-	struct rtnl_qdisc *q = rtnl_qdisc_alloc();
+	_cleanup_qdisc_ struct rtnl_qdisc *q = rtnl_qdisc_alloc();
 	int r;
 
 	if (!q)
-		return -NLE_NOMEM;
+		return -ENOMEM;
 	rtnl_tc_set_ifindex(TC_CAST(q), uplink);
 	rtnl_tc_set_parent(TC_CAST(q), TC_H_CLSACT);
 	rtnl_tc_set_handle(TC_CAST(q), 0xffff0000u);
 	r = rtnl_tc_set_kind(TC_CAST(q), "clsact");
 	if (r == 0)
 		r = rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_EXCL);
-	rtnl_qdisc_put(q);
-	return r == -NLE_EXIST ? 0 : r < 0 ? r : 1;
+	r = nl_to_errno(r);
+	return r == -EEXIST ? 0 : r < 0 ? r : 1;
 }
 
 /* The steering as n asks; 1 when it changed anything. */
@@ -211,7 +210,8 @@ static int declare_steering(struct nl_sock *sk, const struct shaper_node *n, int
 			return 0;
 		/* A set left half-made (or an old one): the right one holds meanwhile. */
 		rep->filters++;
-		return del_prio(sk, n->uplink, (uint16_t)(STEER_PRIO_A + other)) < 0 ? -NLE_FAILURE : 1;
+		r = del_prio(sk, n->uplink, (uint16_t)(STEER_PRIO_A + other));
+		return r < 0 ? r : 1;
 	}
 	r = put_clsact(sk, n->uplink);
 	if (r < 0)
@@ -232,9 +232,10 @@ static int declare_steering(struct nl_sock *sk, const struct shaper_node *n, int
 		}
 	}
 	rep->filters++;
-	if (fs.prio[1 - target].n || fs.prio[1 - target].foreign)
-		return del_prio(sk, n->uplink, (uint16_t)(STEER_PRIO_A + 1 - target)) < 0 ? -NLE_FAILURE
-											: 1;
+	if (fs.prio[1 - target].n || fs.prio[1 - target].foreign) {
+		r = del_prio(sk, n->uplink, (uint16_t)(STEER_PRIO_A + 1 - target));
+		return r < 0 ? r : 1;
+	}
 	return 1;
 }
 
@@ -268,11 +269,11 @@ struct ifb_seen {
 
 static int read_ifb(struct nl_sock *sk, struct ifb_seen *ret)
 {
-	struct rtnl_link *l = NULL;
-	int r = rtnl_link_get_kernel(sk, 0, SHAPER_INET_IFB, &l);
+	_cleanup_link_ struct rtnl_link *l = NULL;
+	int r = nl_to_errno(rtnl_link_get_kernel(sk, 0, SHAPER_INET_IFB, &l));
 
 	memset(ret, 0, sizeof(*ret));
-	if (r == -NLE_NODEV || r == -NLE_OBJ_NOTFOUND)
+	if (r == -ENODEV || r == -ENOENT)
 		return 0;
 	if (r < 0)
 		return r;
@@ -280,31 +281,25 @@ static int read_ifb(struct nl_sock *sk, struct ifb_seen *ret)
 	ret->up = rtnl_link_get_flags(l) & IFF_UP;
 	ret->htb = strcmp(rtnl_link_get_qdisc(l) ?: "", "htb") == 0;
 	snprintf(ret->alias, sizeof(ret->alias), "%s", rtnl_link_get_ifalias(l) ?: "");
-	rtnl_link_put(l);
 	return 0;
 }
 
 static int set_alias(struct nl_sock *sk, int ifindex, const char *alias)
 {
-	struct rtnl_link *cur = rtnl_link_alloc(), *chg = rtnl_link_alloc();
-	int r = -NLE_NOMEM;
+	_cleanup_link_ struct rtnl_link *cur = rtnl_link_alloc();
+	_cleanup_link_ struct rtnl_link *chg = rtnl_link_alloc();
 
-	if (cur && chg) {
-		rtnl_link_set_ifindex(cur, ifindex);
-		rtnl_link_set_ifalias(chg, alias);
-		r = rtnl_link_change(sk, cur, chg, 0);
-	}
-	if (cur)
-		rtnl_link_put(cur);
-	if (chg)
-		rtnl_link_put(chg);
-	return r;
+	if (!cur || !chg)
+		return -ENOMEM;
+	rtnl_link_set_ifindex(cur, ifindex);
+	rtnl_link_set_ifalias(chg, alias);
+	return nl_to_errno(rtnl_link_change(sk, cur, chg, 0));
 }
 
 /* Adds class 1:1 where it is missing: EEXIST (the usual answer) changes nothing. */
 static int put_node_class(struct nl_sock *sk, const struct shaper_node *n, int ifb, int flags)
 {
-	return tc_put_class_flags(sk, ifb, H(1, 0), H(1, 1), n->node_ceil_bps, n->node_ceil_bps,
+	return sh_put_class_flags(sk, ifb, TC_HANDLE(1, 0), TC_HANDLE(1, 1), n->node_ceil_bps, n->node_ceil_bps,
 				  0, n->mtu, flags);
 }
 
@@ -317,21 +312,18 @@ static int put_node_class(struct nl_sock *sk, const struct shaper_node *n, int i
 static int declare_root(struct nl_sock *sk, const struct shaper_node *n, int ifb, bool htb,
 			struct shaper_repairs *rep, bool *lost)
 {
-	struct nl_cache *cache = NULL;
-	struct rtnl_class *one = NULL;
+	_cleanup_nl_cache_ struct nl_cache *cache = NULL;
+	_cleanup_class_ struct rtnl_class *one = NULL;
 	bool stray = false, right = false;
 	int r;
 
 	if (htb && rtnl_class_alloc_cache(sk, ifb, &cache) == 0) {
-		one = rtnl_class_get(cache, ifb, H(1, 1));
+		one = rtnl_class_get(cache, ifb, TC_HANDLE(1, 1));
 		for (struct nl_object *o = nl_cache_get_first(cache); o; o = nl_cache_get_next(o))
 			stray |= rtnl_tc_get_parent(TC_CAST(o)) == TC_H_ROOT &&
-				 rtnl_tc_get_handle(TC_CAST(o)) != H(1, 1);
+				 rtnl_tc_get_handle(TC_CAST(o)) != TC_HANDLE(1, 1);
 		right = one && rtnl_tc_get_parent(TC_CAST(one)) == TC_H_ROOT &&
 			(uint64_t)rtnl_htb_get_ceil(one) == n->node_ceil_bps / 8;
-		if (one)
-			rtnl_class_put(one);
-		nl_cache_free(cache);
 	}
 	if (htb && !stray && right)
 		return 0;
@@ -345,9 +337,9 @@ static int declare_root(struct nl_sock *sk, const struct shaper_node *n, int ifb
 	}
 	rep->root++;
 	*lost = true;
-	r = tc_del_qdisc(sk, ifb, TC_H_ROOT);
+	r = sh_del_qdisc(sk, ifb, TC_H_ROOT);
 	if (r == 0)
-		r = tc_put_htb_root(sk, ifb, 0);
+		r = sh_put_htb_root(sk, ifb, 0);
 	if (r == 0)
 		r = put_node_class(sk, n, ifb, NLM_F_CREATE | NLM_F_EXCL);
 	return r < 0 ? r : 1;
@@ -383,7 +375,7 @@ static int probe(struct nl_sock *sk, const struct shaper_node *n, int *ret_ifb)
 		    !fs.prio[1 - i].foreign) {
 			/* A root left without 1:1 would nest namespaces at the top. */
 			r = put_node_class(sk, n, ib.ifindex, NLM_F_CREATE | NLM_F_EXCL);
-			if (r < 0 && r != -NLE_EXIST)
+			if (r < 0 && r != -EEXIST)
 				return r;
 			*ret_ifb = ib.ifindex;
 			return r == 0 ? 2 : 0;
@@ -418,7 +410,7 @@ int shaper_node_declare(struct nl_sock *sk, const struct shaper_node *n, unsigne
 	if (r == 0 && (!ib.ifindex || !ib.up)) {
 		rep->ifb++;
 		wrote = 1;
-		r = tc_ensure_ifb(sk, SHAPER_INET_IFB, n->mtu, 0, &ib.ifindex);
+		r = sh_ensure_ifb(sk, SHAPER_INET_IFB, n->mtu, 0, &ib.ifindex);
 	}
 	if (r < 0)
 		return tc_fail(e, r, "creating %s", SHAPER_INET_IFB);
@@ -474,15 +466,15 @@ int shaper_node_stamp(struct nl_sock *sk, const struct shaper_node *n, int ifb, 
 int shaper_retire_classes(struct nl_sock *sk, const uint16_t *keep, size_t n_keep,
 			  unsigned *ret_retired)
 {
-	struct nl_cache *cache = NULL;
-	int ifb = tc_ifindex(sk, SHAPER_INET_IFB), r;
+	_cleanup_nl_cache_ struct nl_cache *cache = NULL;
+	int ifb = sh_ifindex(sk, SHAPER_INET_IFB), r;
 	unsigned retired = 0;
 
 	if (ret_retired)
 		*ret_retired = 0;
 	if (!ifb)
 		return 0;
-	r = rtnl_class_alloc_cache(sk, ifb, &cache);
+	r = nl_to_errno(rtnl_class_alloc_cache(sk, ifb, &cache));
 	if (r < 0)
 		return r;
 	/* Pod classes first: HTB keeps a class while it has children. */
@@ -496,11 +488,10 @@ int shaper_retire_classes(struct nl_sock *sk, const uint16_t *keep, size_t n_kee
 				continue;
 			for (size_t i = 0; i < n_keep && !kept; i++)
 				kept = keep[i] == minor;
-			if (!kept && tc_del_class(sk, ifb, id) == 0)
+			if (!kept && sh_del_class(sk, ifb, id) == 0)
 				retired++;
 		}
 	}
-	nl_cache_free(cache);
 	if (ret_retired)
 		*ret_retired = retired;
 	return 0;

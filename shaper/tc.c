@@ -21,32 +21,27 @@
 #include <netlink/route/qdisc/htb.h>
 #include <netlink/route/tc.h>
 
+#include "lib/cleanup.h"
 #include "lib/failpoint.h"
 #include "lib/nl.h"
+#include "lib/nl_cleanup.h"
 #include "shaper/internal.h"
 
 #define INGRESS_HANDLE 0xffff0000u
 
 /* Failures read "tc: <what>: <strerror>". */
-#define tc_fail(e, nlerr, fmt, ...) tg_fail_nl(e, nlerr, "tc: " fmt, ##__VA_ARGS__)
+#define tc_fail(e, r, fmt, ...) tg_fail_kernel(e, r, "tc: " fmt, ##__VA_ARGS__)
 
-void shaper_ifb_name(const char *host_veth, char ret[IFNAMSIZ])
+int sh_ifindex(struct nl_sock *sk, const char *name)
 {
-	snprintf(ret, IFNAMSIZ, "ti%s", host_veth + (host_veth[0] && host_veth[1] ? 2 : 0));
-}
-
-int tc_ifindex(struct nl_sock *sk, const char *name)
-{
-	struct rtnl_link *l = NULL;
+	_cleanup_link_ struct rtnl_link *l = NULL;
 	int idx;
 
 	if (!name || !*name)
 		return nl_default_route_ifindex(sk, &idx) < 0 ? 0 : idx;
 	if (rtnl_link_get_kernel(sk, 0, name, &l) < 0)
 		return 0;
-	idx = rtnl_link_get_ifindex(l);
-	rtnl_link_put(l);
-	return idx;
+	return rtnl_link_get_ifindex(l);
 }
 
 static uint32_t bytes_per_s(uint64_t bps)
@@ -67,18 +62,18 @@ static uint32_t clamp32(uint64_t v, uint64_t lo, uint64_t hi)
  * packets) keep accuracy at high rates without letting short transfers run
  * unshaped; quanta follow the ceiling so siblings share evenly.
  */
-int tc_put_class(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t id,
+int sh_put_class(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t id,
 		 uint64_t rate_bps, uint64_t ceil_bps, uint64_t burst_bits, int mtu)
 {
-	return tc_put_class_flags(sk, ifindex, parent, id, rate_bps, ceil_bps, burst_bits, mtu,
+	return sh_put_class_flags(sk, ifindex, parent, id, rate_bps, ceil_bps, burst_bits, mtu,
 				  NLM_F_CREATE | NLM_F_REPLACE);
 }
 
-int tc_put_class_flags(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t id,
+int sh_put_class_flags(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t id,
 		       uint64_t rate_bps, uint64_t ceil_bps, uint64_t burst_bits, int mtu,
 		       int flags)
 {
-	struct rtnl_class *c = rtnl_class_alloc();
+	_cleanup_class_ struct rtnl_class *c = rtnl_class_alloc();
 	uint32_t ceil = bytes_per_s(ceil_bps);
 	uint32_t rate = bytes_per_s(rate_bps ? rate_bps : ceil_bps / 100);
 	uint64_t pkt = (uint64_t)mtu + 14;
@@ -87,23 +82,21 @@ int tc_put_class_flags(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_
 	int r;
 
 	if (!c)
-		return -NLE_NOMEM;
+		return -ENOMEM;
 	if (rate < 125)
 		rate = 125; /* 1 kbit/s: HTB needs a positive rate */
 	rtnl_tc_set_ifindex(TC_CAST(c), ifindex);
 	rtnl_tc_set_parent(TC_CAST(c), parent);
 	rtnl_tc_set_handle(TC_CAST(c), id);
-	r = rtnl_tc_set_kind(TC_CAST(c), "htb");
-	if (r == 0) {
-		rtnl_htb_set_rate(c, rate);
-		rtnl_htb_set_ceil(c, ceil);
-		rtnl_htb_set_rbuffer(c, burst);
-		rtnl_htb_set_cbuffer(c, burst);
-		rtnl_htb_set_quantum(c, clamp32(ceil / 1000, pkt, 200000));
-		r = rtnl_class_add(sk, c, flags);
-	}
-	rtnl_class_put(c);
-	return r;
+	r = nl_to_errno(rtnl_tc_set_kind(TC_CAST(c), "htb"));
+	if (r < 0)
+		return r;
+	rtnl_htb_set_rate(c, rate);
+	rtnl_htb_set_ceil(c, ceil);
+	rtnl_htb_set_rbuffer(c, burst);
+	rtnl_htb_set_cbuffer(c, burst);
+	rtnl_htb_set_quantum(c, clamp32(ceil / 1000, pkt, 200000));
+	return nl_to_errno(rtnl_class_add(sk, c, flags));
 }
 
 static int find_class(struct nl_sock *sk, int ifindex, uint32_t id, struct shaper_stats *st);
@@ -114,29 +107,31 @@ static int find_class(struct nl_sock *sk, int ifindex, uint32_t id, struct shape
  * a root left without 1:1) is deleted and made anew: HTB refuses to replace
  * itself in place ("Change operation not supported").
  */
-int tc_put_htb_root(struct nl_sock *sk, int ifindex, uint32_t defcls)
+int sh_put_htb_root(struct nl_sock *sk, int ifindex, uint32_t defcls)
 {
-	struct rtnl_qdisc *q = rtnl_qdisc_alloc();
+	_cleanup_qdisc_ struct rtnl_qdisc *q = rtnl_qdisc_alloc();
 	int r;
 
 	if (!q)
-		return -NLE_NOMEM;
+		return -ENOMEM;
 	rtnl_tc_set_ifindex(TC_CAST(q), ifindex);
 	rtnl_tc_set_parent(TC_CAST(q), TC_H_ROOT);
-	rtnl_tc_set_handle(TC_CAST(q), H(1, 0));
-	r = rtnl_tc_set_kind(TC_CAST(q), "htb");
-	if (r == 0) {
-		/* A default that names no class sends unclassified packets direct, unshaped. */
-		rtnl_htb_set_defcls(q, defcls);
-		rtnl_htb_set_rate2quantum(q, 10);
-		r = rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_EXCL);
-		if (r == -NLE_EXIST && find_class(sk, ifindex, H(1, 1), NULL))
-			r = 0;
-		else if (r == -NLE_EXIST && (r = tc_del_qdisc(sk, ifindex, TC_H_ROOT)) == 0)
-			r = rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_EXCL);
-	}
-	rtnl_qdisc_put(q);
-	return r;
+	rtnl_tc_set_handle(TC_CAST(q), TC_HANDLE(1, 0));
+	r = nl_to_errno(rtnl_tc_set_kind(TC_CAST(q), "htb"));
+	if (r < 0)
+		return r;
+	/* A default that names no class sends unclassified packets direct, unshaped. */
+	rtnl_htb_set_defcls(q, defcls);
+	rtnl_htb_set_rate2quantum(q, 10);
+	r = nl_to_errno(rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_EXCL));
+	if (r != -EEXIST)
+		return r;
+	if (find_class(sk, ifindex, TC_HANDLE(1, 1), NULL))
+		return 0;
+	r = sh_del_qdisc(sk, ifindex, TC_H_ROOT);
+	if (r < 0)
+		return r;
+	return nl_to_errno(rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_EXCL));
 }
 
 /*
@@ -146,79 +141,75 @@ int tc_put_htb_root(struct nl_sock *sk, int ifindex, uint32_t defcls)
  * 73-91 % of its cap with 25 kB). Below ~80 Mbit/s this floor, not queue_ms,
  * bounds the added latency.
  */
-int tc_put_leaf_queue(struct nl_sock *sk, int ifindex, uint32_t classid, uint64_t ceil_bps,
+int sh_put_leaf_queue(struct nl_sock *sk, int ifindex, uint32_t classid, uint64_t ceil_bps,
 			  uint32_t queue_ms, int mtu)
 {
-	struct rtnl_qdisc *q = rtnl_qdisc_alloc();
+	_cleanup_qdisc_ struct rtnl_qdisc *q = rtnl_qdisc_alloc();
 	uint64_t limit = (uint64_t)bytes_per_s(ceil_bps) * queue_ms / 1000;
 	int r;
 
 	if (!q)
-		return -NLE_NOMEM;
+		return -ENOMEM;
 	if (limit < 3ULL * 65536)
 		limit = 3ULL * 65536;
 	rtnl_tc_set_ifindex(TC_CAST(q), ifindex);
 	/* No handle: the kernel picks a free one (1:1's leaf must not be "1:"). */
 	rtnl_tc_set_parent(TC_CAST(q), classid);
-	r = rtnl_tc_set_kind(TC_CAST(q), "bfifo");
-	if (r == 0) {
-		rtnl_qdisc_fifo_set_limit(q, (int)(limit > INT32_MAX ? INT32_MAX : limit));
-		r = rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_REPLACE);
-	}
-	rtnl_qdisc_put(q);
-	return r;
+	r = nl_to_errno(rtnl_tc_set_kind(TC_CAST(q), "bfifo"));
+	if (r < 0)
+		return r;
+	rtnl_qdisc_fifo_set_limit(q, (int)(limit > INT32_MAX ? INT32_MAX : limit));
+	return nl_to_errno(rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_REPLACE));
 }
 
-int tc_ensure_ifb(struct nl_sock *sk, const char *name, int mtu, uint32_t group,
+int sh_ensure_ifb(struct nl_sock *sk, const char *name, int mtu, uint32_t group,
 		  int *ret_ifindex)
 {
-	struct rtnl_link *l = rtnl_link_alloc();
+	_cleanup_link_ struct rtnl_link *l = rtnl_link_alloc();
+	_cleanup_link_ struct rtnl_link *cur = NULL, *chg = NULL;
 	int r;
 
 	if (!l)
-		return -NLE_NOMEM;
+		return -ENOMEM;
 	rtnl_link_set_name(l, name);
 	rtnl_link_set_type(l, "ifb");
 	rtnl_link_set_mtu(l, (unsigned int)mtu);
 	rtnl_link_set_flags(l, IFF_UP);
 	if (group)
 		rtnl_link_set_group(l, group);
-	r = rtnl_link_add(sk, l, NLM_F_CREATE | NLM_F_EXCL);
-	rtnl_link_put(l);
-	if (r < 0 && r != -NLE_EXIST)
+	r = nl_to_errno(rtnl_link_add(sk, l, NLM_F_CREATE | NLM_F_EXCL));
+	if (r < 0 && r != -EEXIST)
 		return r;
-	*ret_ifindex = tc_ifindex(sk, name);
+	*ret_ifindex = sh_ifindex(sk, name);
 	if (!*ret_ifindex)
-		return -NLE_NODEV;
-	if (r == -NLE_EXIST) {
-		/* Left by an earlier ADD of this attachment: make sure it is up. */
-		struct rtnl_link *cur = rtnl_link_alloc(), *chg = rtnl_link_alloc();
-
-		rtnl_link_set_ifindex(cur, *ret_ifindex);
-		rtnl_link_set_flags(chg, IFF_UP);
-		r = rtnl_link_change(sk, cur, chg, 0);
-		rtnl_link_put(cur);
-		rtnl_link_put(chg);
-		return r;
-	}
-	return 0;
+		return -ENODEV;
+	if (r == 0)
+		return 0;
+	/* Left by an earlier ADD of this attachment: make sure it is up. */
+	cur = rtnl_link_alloc();
+	chg = rtnl_link_alloc();
+	if (!cur || !chg)
+		return -ENOMEM;
+	rtnl_link_set_ifindex(cur, *ret_ifindex);
+	rtnl_link_set_flags(chg, IFF_UP);
+	return nl_to_errno(rtnl_link_change(sk, cur, chg, 0));
 }
 
-int tc_put_u32(struct nl_sock *sk, const struct tc_u32 *f, int flags)
+int sh_put_u32(struct nl_sock *sk, const struct sh_u32 *f, int flags)
 {
-	struct rtnl_cls *cls = rtnl_cls_alloc();
-	struct rtnl_act *act = NULL;
+	_cleanup_cls_ struct rtnl_cls *cls = rtnl_cls_alloc();
+	_cleanup_act_ struct rtnl_act *act = NULL;
 	int r;
 
 	if (!cls)
-		return -NLE_NOMEM;
+		return -ENOMEM;
 	rtnl_tc_set_ifindex(TC_CAST(cls), f->ifindex);
 	rtnl_tc_set_parent(TC_CAST(cls), f->parent);
 	if (f->handle)
 		rtnl_tc_set_handle(TC_CAST(cls), f->handle);
-	r = rtnl_tc_set_kind(TC_CAST(cls), "u32");
+	r = nl_to_errno(rtnl_tc_set_kind(TC_CAST(cls), "u32"));
 	if (r < 0)
-		goto out;
+		return r;
 	rtnl_cls_set_prio(cls, f->prio);
 	rtnl_cls_set_protocol(cls, f->protocol);
 	/* libnl takes the key and mask in host order; mask 0 matches every packet */
@@ -226,174 +217,209 @@ int tc_put_u32(struct nl_sock *sk, const struct tc_u32 *f, int flags)
 	rtnl_u32_set_cls_terminal(cls);
 	if (f->redirect) {
 		act = rtnl_act_alloc();
-		if (!act || rtnl_tc_set_kind(TC_CAST(act), "mirred") < 0) {
-			r = -NLE_NOMEM;
-			goto out;
-		}
+		if (!act || rtnl_tc_set_kind(TC_CAST(act), "mirred") < 0)
+			return -ENOMEM;
 		rtnl_mirred_set_action(act, TCA_EGRESS_REDIR);
 		rtnl_mirred_set_policy(act, TC_ACT_STOLEN);
 		rtnl_mirred_set_ifindex(act, (uint32_t)f->redirect);
-		r = rtnl_u32_add_action(cls, act);
+		r = nl_to_errno(rtnl_u32_add_action(cls, act));
 		if (r < 0)
-			goto out;
+			return r;
 	}
-	r = rtnl_cls_add(sk, cls, flags);
-out:
-	if (act)
-		rtnl_act_put(act);
-	rtnl_cls_put(cls);
-	return r;
+	return nl_to_errno(rtnl_cls_add(sk, cls, flags));
 }
 
 /* tgX ingress: every packet from the pod goes through the IFB (redirected, then shaped). */
 static int redirect_to_ifb(struct nl_sock *sk, int ifindex, int ifb_index)
 {
-	struct rtnl_qdisc *q = rtnl_qdisc_alloc();
+	_cleanup_qdisc_ struct rtnl_qdisc *q = rtnl_qdisc_alloc();
 	/* 800::800, fixed: a repeat replaces it */
-	struct tc_u32 f = { .ifindex = ifindex, .parent = INGRESS_HANDLE, .handle = 0x80000800u,
+	struct sh_u32 f = { .ifindex = ifindex, .parent = INGRESS_HANDLE, .handle = 0x80000800u,
 			    .prio = 1, .protocol = ETH_P_ALL, .redirect = ifb_index };
 	int r;
 
 	if (!q)
-		return -NLE_NOMEM;
+		return -ENOMEM;
 	rtnl_tc_set_ifindex(TC_CAST(q), ifindex);
 	rtnl_tc_set_parent(TC_CAST(q), TC_H_INGRESS);
 	rtnl_tc_set_handle(TC_CAST(q), INGRESS_HANDLE);
 	r = rtnl_tc_set_kind(TC_CAST(q), "ingress");
 	if (r == 0)
 		r = rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_REPLACE);
-	rtnl_qdisc_put(q);
-	return r < 0 ? r : tc_put_u32(sk, &f, NLM_F_CREATE | NLM_F_REPLACE);
+	return r < 0 ? nl_to_errno(r) : sh_put_u32(sk, &f, NLM_F_CREATE | NLM_F_REPLACE);
 }
 
-int shaper_pod_add(struct nl_sock *sk, const char *host_veth, int inet_ifb, uint32_t group,
-		   const struct shaping *s, uint32_t queue_ms, int mtu, struct tg_err *e)
+/* The devices a pod's steps name, each looked up once. */
+struct step_dev {
+	char name[IFNAMSIZ];
+	int ifindex;
+	bool made;		/* by a step (the pod's IFB): found once that step ran */
+};
+struct step_devs {
+	struct step_dev d[3];	/* the host veth, the pod's IFB, tollgate-inet */
+	size_t n;
+};
+
+static struct step_dev *dev_slot(struct step_devs *v, const char *name)
 {
-	struct shaper_ceilings ceil;
-	int veth = 0, r;
+	for (size_t i = 0; i < v->n; i++)
+		if (strcmp(v->d[i].name, name) == 0)
+			return &v->d[i];
+	if (v->n == ARRAY_SIZE(v->d))
+		return NULL;
+	v->d[v->n] = (struct step_dev){ .ifindex = 0 };
+	snprintf(v->d[v->n].name, sizeof(v->d[v->n].name), "%s", name);
+	return &v->d[v->n++];
+}
 
-	/* Only the pod's own devices need its veth (not its class on tollgate-inet). */
-	if ((shaping_pod_ingress(s) || s->egress_bps) && !(veth = tc_ifindex(sk, host_veth)))
-		return tg_fail(e, CNI_ERR_IO, -ENODEV, "tc: host veth %s is missing", host_veth);
-	shaper_ceilings(s, &ceil);
-	if (shaping_pod_ingress(s)) {
-		uint64_t total = ceil.to_pod, inet = ceil.to_pod_inet;
+/*
+ * Every device a step works on that no step makes must be there before the
+ * first change: the pod's host veth, tollgate-inet (inet_ifb: known already).
+ */
+static int resolve_devs(struct nl_sock *sk, const struct shaper_step *st, int n, int inet_ifb,
+			struct step_devs *v, struct tg_err *e)
+{
+	for (int i = 0; i < n; i++) {
+		const char *dev = st[i].dev;
+		struct step_dev *d;
 
-		/* Internal traffic is only classified (1:3) when a whole-pod limit applies. */
-		r = tc_put_htb_root(sk, veth, s->ingress_bps ? 3 : 0);
-		if (r == 0)
-			r = tc_put_class(sk, veth, H(1, 0), H(1, 1), total, total,
-				      s->ingress_burst, mtu);
-		if (r == 0)
-			r = tc_put_class(sk, veth, H(1, 1), SHAPER_INET_INGRESS_CLASS, 0, inet, 0,
-				      mtu);
-		if (r == 0)
-			r = tc_put_leaf_queue(sk, veth, SHAPER_INET_INGRESS_CLASS, inet, queue_ms,
-					   mtu);
-		if (r == 0 && s->ingress_bps)
-			r = tc_put_class(sk, veth, H(1, 1), H(1, 3), 0, total, 0, mtu);
-		if (r == 0 && s->ingress_bps)
-			r = tc_put_leaf_queue(sk, veth, H(1, 3), total, queue_ms, mtu);
-		if (r < 0)
-			return tc_fail(e, r, "shaping traffic to the pod on %s", host_veth);
-		r = TG_FAILPOINT("tc.pod.ingress.after", e);
-		if (r < 0)
-			return r;
+		if (st[i].obj == SHAPER_OBJ_DECLARED)
+			continue;
+		d = dev_slot(v, dev);
+		if (!d)
+			return tg_fail(e, CNI_ERR_IO, -E2BIG, "tc: too many devices");
+		if (st[i].obj == SHAPER_OBJ_IFB)
+			d->made = true;
+		if (d->made || d->ifindex)
+			continue;
+		if (strcmp(dev, SHAPER_INET_IFB) == 0 && inet_ifb > 0)
+			d->ifindex = inet_ifb;
+		else
+			d->ifindex = sh_ifindex(sk, dev);
+		if (d->ifindex)
+			continue;
+		if (strcmp(dev, SHAPER_INET_IFB) == 0)
+			return tg_fail(e, CNI_ERR_IO, -ENODEV, "tc: %s is missing", dev);
+		return tg_fail(e, CNI_ERR_IO, -ENODEV, "tc: host veth %s is missing", dev);
 	}
-	if (s->egress_bps) {
-		char ifb[IFNAMSIZ];
-		int ifb_index = 0;
+	return 0;
+}
 
-		shaper_ifb_name(host_veth, ifb);
-		r = tc_ensure_ifb(sk, ifb, mtu, group, &ifb_index);
-		if (r < 0)
-			return tc_fail(e, r, "creating %s", ifb);
-		r = TG_FAILPOINT("tc.pod.ifb.after", e);
-		if (r < 0)
-			return r;
-		r = tc_put_htb_root(sk, ifb_index, 1);
-		if (r == 0)
-			r = tc_put_class(sk, ifb_index, H(1, 0), H(1, 1), s->egress_bps, s->egress_bps,
-				      s->egress_burst, mtu);
-		if (r == 0)
-			r = tc_put_leaf_queue(sk, ifb_index, H(1, 1), s->egress_bps, queue_ms, mtu);
-		if (r == 0)
-			r = redirect_to_ifb(sk, veth, ifb_index);
-		if (r < 0)
-			return tc_fail(e, r, "shaping traffic from the pod through %s", ifb);
-		r = TG_FAILPOINT("tc.pod.egress.after", e);
-		if (r < 0)
-			return r;
-	}
-	if (shaping_inet_egress(s)) {
-		/*
-		 * Under the node's declared root and class 1:1: the namespace's class
-		 * (made by its first pod, kept while a pod may attach under it), then
-		 * the pod's. Nothing node-wide is written here.
-		 */
-		int inet = inet_ifb > 0 ? inet_ifb : tc_ifindex(sk, SHAPER_INET_IFB);
-
-		if (!inet)
-			return tg_fail(e, CNI_ERR_IO, -ENODEV, "tc: %s is missing", SHAPER_INET_IFB);
-		r = tc_put_class(sk, inet, H(1, 1), H(1, s->ns_class), 0, ceil.ns, 0, mtu);
-		if (r == 0 && (r = TG_FAILPOINT("tc.pod.ns-class.after", e)) < 0)
-			return r;
-		if (r == 0)
-			r = tc_put_class(sk, inet, H(1, s->ns_class), H(1, s->pod_class), 0,
-					 ceil.pod_inet, 0, mtu);
-		if (r == 0)
-			r = tc_put_leaf_queue(sk, inet, H(1, s->pod_class), ceil.pod_inet, queue_ms,
-					      mtu);
-		if (r < 0)
-			return tc_fail(e, r, "shaping internet traffic of the pod in %s",
-				       SHAPER_INET_IFB);
+static int step_point(enum shaper_point fp, struct tg_err *e)
+{
+	switch (fp) {
+	case SHAPER_AT_NONE:
+		return 0;
+	case SHAPER_AT_INGRESS:
+		return TG_FAILPOINT("tc.pod.ingress.after", e);
+	case SHAPER_AT_IFB:
+		return TG_FAILPOINT("tc.pod.ifb.after", e);
+	case SHAPER_AT_EGRESS:
+		return TG_FAILPOINT("tc.pod.egress.after", e);
+	case SHAPER_AT_NS_CLASS:
+		return TG_FAILPOINT("tc.pod.ns-class.after", e);
+	case SHAPER_AT_INET:
 		return TG_FAILPOINT("tc.pod.inet.after", e);
 	}
 	return 0;
 }
 
-int tc_del_class(struct nl_sock *sk, int ifindex, uint32_t id)
+/* Makes one step; on failure e names it: object, class id, device. */
+static int make_step(struct nl_sock *sk, const struct shaper_step *st, struct step_devs *v,
+		     uint32_t group, uint32_t queue_ms, int mtu, struct tg_err *e)
 {
-	struct rtnl_class *c = rtnl_class_alloc();
+	struct step_dev *d = dev_slot(v, st->dev), *to;
+	uint32_t id = st->id, parent = st->parent == TC_H_ROOT ? TC_HANDLE(1, 0) : st->parent;
+	int r;
+
+	if (!d)
+		return tg_fail(e, CNI_ERR_IO, -E2BIG, "tc: too many devices");
+	switch (st->obj) {
+	case SHAPER_OBJ_IFB:
+		r = sh_ensure_ifb(sk, st->dev, mtu, group, &d->ifindex);
+		return r < 0 ? tc_fail(e, r, "creating %s", st->dev) : 0;
+	case SHAPER_OBJ_ROOT:
+		r = sh_put_htb_root(sk, d->ifindex, id);
+		return r < 0 ? tc_fail(e, r, "adding the HTB root 1: of %s", st->dev) : 0;
+	case SHAPER_OBJ_CLASS:
+		r = sh_put_class(sk, d->ifindex, parent, id, st->rate_bps, st->ceil_bps, st->burst_bits,
+				 mtu);
+		return r < 0 ? tc_fail(e, r, "adding class %x:%x (%s %s %s) under %x:%x on %s",
+				       id >> 16, id & 0xffff, shaper_level_what[st->level],
+				       st->direction, st->traffic, parent >> 16, parent & 0xffff,
+				       st->dev)
+			     : 0;
+	case SHAPER_OBJ_QUEUE:
+		r = sh_put_leaf_queue(sk, d->ifindex, id, st->ceil_bps, queue_ms, mtu);
+		return r < 0 ? tc_fail(e, r, "adding the bfifo queue of class %x:%x on %s", id >> 16,
+				       id & 0xffff, st->dev)
+			     : 0;
+	case SHAPER_OBJ_REDIRECT:
+		to = dev_slot(v, st->to);
+		r = to && to->ifindex ? redirect_to_ifb(sk, d->ifindex, to->ifindex) : -ENODEV;
+		return r < 0 ? tc_fail(e, r, "redirecting traffic from the pod on %s to %s", st->dev,
+				       st->to)
+			     : 0;
+	case SHAPER_OBJ_DECLARED:
+		return 0;
+	}
+	return 0;
+}
+
+int shaper_pod_add(struct nl_sock *sk, const char *host_veth, int inet_ifb, uint32_t group,
+		   const struct shaping *s, uint32_t queue_ms, int mtu, struct tg_err *e)
+{
+	struct shaper_step st[SHAPER_POD_STEPS_MAX];
+	struct step_devs devs = { .n = 0 };
+	int n = shaper_pod_steps(host_veth, s, st), r;
+
+	r = resolve_devs(sk, st, n, inet_ifb, &devs, e);
+	for (int i = 0; i < n && r == 0; i++) {
+		r = make_step(sk, &st[i], &devs, group, queue_ms, mtu, e);
+		if (r == 0)
+			r = step_point(st[i].point, e);
+	}
+	return r;
+}
+
+int sh_del_class(struct nl_sock *sk, int ifindex, uint32_t id)
+{
+	_cleanup_class_ struct rtnl_class *c = rtnl_class_alloc();
 	int r;
 
 	if (!c)
-		return -NLE_NOMEM;
+		return -ENOMEM;
 	rtnl_tc_set_ifindex(TC_CAST(c), ifindex);
 	rtnl_tc_set_handle(TC_CAST(c), id);
 	rtnl_tc_set_kind(TC_CAST(c), "htb");
-	r = rtnl_class_delete(sk, c);
-	rtnl_class_put(c);
-	return r == -NLE_OBJ_NOTFOUND || r == -NLE_NODEV || r == -NLE_INVAL ? 0 : r;
+	r = nl_to_errno(rtnl_class_delete(sk, c));
+	return r == -ENOENT || r == -ENODEV || r == -EINVAL ? 0 : r;
 }
 
 int shaper_pod_del(struct nl_sock *sk, const char *host_veth, const struct shaping *s,
 		   struct tg_err *e)
 {
+	_cleanup_link_ struct rtnl_link *l = rtnl_link_alloc();
 	char ifb[IFNAMSIZ];
-	struct rtnl_link *l = rtnl_link_alloc();
 	int r, first = 0;
 
 	/* The IFB is deleted whatever the spec says: DEL must work without the store too. */
 	shaper_ifb_name(host_veth, ifb);
-	if (l && (first = TG_FAILPOINT("tc.pod.del.ifb.before", e)) < 0) {
-		rtnl_link_put(l);
-		l = NULL;
-	}
-	if (l) {
+	if (l)
+		first = TG_FAILPOINT("tc.pod.del.ifb.before", e);
+	if (l && first == 0) {
 		rtnl_link_set_name(l, ifb);
-		r = rtnl_link_delete(sk, l);
-		rtnl_link_put(l);
-		if (r < 0 && r != -NLE_NODEV && r != -NLE_OBJ_NOTFOUND)
+		r = nl_to_errno(rtnl_link_delete(sk, l));
+		if (r < 0 && r != -ENODEV && r != -ENOENT)
 			first = tc_fail(e, r, "deleting %s", ifb);
 	}
 	if (s && s->pod_class) {
-		int up = tc_ifindex(sk, SHAPER_INET_IFB);
+		int up = sh_ifindex(sk, SHAPER_INET_IFB);
 
 		if (up) {
 			r = TG_FAILPOINT("tc.pod.del.class.before", e);
 			if (r == 0)
-				r = tc_del_class(sk, up, H(1, s->pod_class));
+				r = sh_del_class(sk, up, TC_HANDLE(1, s->pod_class));
 			if (r < 0 && !first)
 				first = tc_fail(e, r, "deleting class 1:%x on the uplink", s->pod_class);
 			/*
@@ -406,33 +432,32 @@ int shaper_pod_del(struct nl_sock *sk, const char *host_veth, const struct shapi
 	return first;
 }
 
-int tc_del_qdisc(struct nl_sock *sk, int ifindex, uint32_t parent)
+int sh_del_qdisc(struct nl_sock *sk, int ifindex, uint32_t parent)
 {
-	struct rtnl_qdisc *q = rtnl_qdisc_alloc();
+	_cleanup_qdisc_ struct rtnl_qdisc *q = rtnl_qdisc_alloc();
 	int r;
 
 	if (!q)
-		return -NLE_NOMEM;
+		return -ENOMEM;
 	rtnl_tc_set_ifindex(TC_CAST(q), ifindex);
 	rtnl_tc_set_parent(TC_CAST(q), parent);
-	r = rtnl_qdisc_delete(sk, q);
-	rtnl_qdisc_put(q);
-	return r == -NLE_OBJ_NOTFOUND || r == -NLE_INVAL || r == -NLE_NODEV ? 0 : r;
+	r = nl_to_errno(rtnl_qdisc_delete(sk, q));
+	return r == -ENOENT || r == -EINVAL || r == -ENODEV ? 0 : r;
 }
 
 int shaper_pod_reset(struct nl_sock *sk, const char *host_veth, struct tg_err *e)
 {
-	int veth = tc_ifindex(sk, host_veth), r;
+	int veth = sh_ifindex(sk, host_veth), r;
 
 	if (!veth)
 		return 0;
-	r = tc_del_qdisc(sk, veth, TC_H_ROOT);
+	r = sh_del_qdisc(sk, veth, TC_H_ROOT);
 	if (r == 0)
-		r = tc_del_qdisc(sk, veth, TC_H_INGRESS);
+		r = sh_del_qdisc(sk, veth, TC_H_INGRESS);
 	return r < 0 ? tc_fail(e, r, "removing the qdiscs of %s", host_veth) : 0;
 }
 
-void tc_fill_stats(struct rtnl_class *c, struct shaper_stats *st)
+void sh_fill_stats(struct rtnl_class *c, struct shaper_stats *st)
 {
 	memset(st, 0, sizeof(*st));
 	st->classid = rtnl_tc_get_handle(TC_CAST(c));
@@ -465,7 +490,7 @@ static void view_free(struct class_view *v)
 static int view_class(struct nl_sock *sk, struct class_view *v, int ifindex, uint32_t id,
 		      struct shaper_stats *st, uint32_t *ret_parent)
 {
-	struct rtnl_class *c;
+	_cleanup_class_ struct rtnl_class *c = NULL;
 
 	if (!v->cache || v->ifindex != ifindex) {
 		view_free(v);
@@ -479,10 +504,9 @@ static int view_class(struct nl_sock *sk, struct class_view *v, int ifindex, uin
 	if (!c)
 		return 0;
 	if (st)
-		tc_fill_stats(c, st);
+		sh_fill_stats(c, st);
 	if (ret_parent)
 		*ret_parent = rtnl_tc_get_parent(TC_CAST(c));
-	rtnl_class_put(c);
 	return 1;
 }
 
@@ -492,7 +516,7 @@ static int view_dev_class(struct nl_sock *sk, struct class_view *v, const char *
 {
 	if (strcmp(v->dev, dev) != 0) {
 		snprintf(v->dev, sizeof(v->dev), "%s", dev);
-		v->dev_ifindex = tc_ifindex(sk, dev);
+		v->dev_ifindex = sh_ifindex(sk, dev);
 	}
 	return v->dev_ifindex && view_class(sk, v, v->dev_ifindex, id, st, ret_parent);
 }
@@ -516,20 +540,19 @@ static void each_class(struct nl_object *o, void *p)
 	struct dump_arg *d = p;
 	struct shaper_stats st;
 
-	tc_fill_stats((struct rtnl_class *)o, &st);
+	sh_fill_stats((struct rtnl_class *)o, &st);
 	d->fn(&st, d->arg);
 }
 
 int shaper_dump_classes(struct nl_sock *sk, int ifindex, shaper_class_fn fn, void *arg)
 {
+	_cleanup_nl_cache_ struct nl_cache *cache = NULL;
 	struct dump_arg d = { .fn = fn, .arg = arg };
-	struct nl_cache *cache = NULL;
-	int r = rtnl_class_alloc_cache(sk, ifindex, &cache);
+	int r = nl_to_errno(rtnl_class_alloc_cache(sk, ifindex, &cache));
 
 	if (r < 0)
-		return nl_to_errno(r);
+		return r;
 	nl_cache_foreach(cache, each_class, &d);
-	nl_cache_free(cache);
 	return 0;
 }
 
@@ -538,12 +561,6 @@ static bool ceil_is(const struct shaper_stats *st, uint64_t bps)
 	/* HTB keeps bytes/s: compare at that resolution. */
 	return st->ceil_bps / 8 == bps / 8;
 }
-
-static const char *const level_what[] = {
-	[SHAPER_POD] = "the pod's",
-	[SHAPER_NAMESPACE] = "its namespace's",
-	[SHAPER_NODE] = "the node's",
-};
 
 int shaper_pod_check(struct nl_sock *sk, const char *host_veth, const struct shaping *s,
 		     struct tg_err *e)
@@ -560,18 +577,18 @@ int shaper_pod_check(struct nl_sock *sk, const char *host_veth, const struct sha
 		if (!view_dev_class(sk, &v, c->dev, c->classid, &st, &parent))
 			r = tg_fail(e, TG_ERR_DRIFT, -ENOENT,
 				    "drift: class %x:%x on %s (%s %s %s) is missing", c->classid >> 16,
-				    c->classid & 0xffff, c->dev, level_what[c->level], c->direction,
+				    c->classid & 0xffff, c->dev, shaper_level_what[c->level], c->direction,
 				    c->traffic);
 		else if (!ceil_is(&st, c->ceil_bps))
 			r = tg_fail(e, TG_ERR_DRIFT, -EINVAL,
 				    "drift: class %x:%x on %s (%s %s %s) has ceil %llu bit/s, not %llu",
-				    c->classid >> 16, c->classid & 0xffff, c->dev, level_what[c->level],
+				    c->classid >> 16, c->classid & 0xffff, c->dev, shaper_level_what[c->level],
 				    c->direction, c->traffic, (unsigned long long)st.ceil_bps,
 				    (unsigned long long)c->ceil_bps);
 		else if (parent != c->parent)
 			r = tg_fail(e, TG_ERR_DRIFT, -EINVAL,
 				    "drift: class %x:%x on %s (%s %s %s) hangs under %x:%x, not %x:%x",
-				    c->classid >> 16, c->classid & 0xffff, c->dev, level_what[c->level],
+				    c->classid >> 16, c->classid & 0xffff, c->dev, shaper_level_what[c->level],
 				    c->direction, c->traffic, parent >> 16, parent & 0xffff,
 				    c->parent >> 16, c->parent & 0xffff);
 	}
