@@ -25,6 +25,7 @@
 #include "lib/failpoint.h"
 #include "lib/nl.h"
 #include "lib/nl_cleanup.h"
+#include "lib/util.h"
 #include "shaper/internal.h"
 
 #define INGRESS_HANDLE 0xffff0000u
