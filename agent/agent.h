@@ -19,6 +19,8 @@
 #include "agent/sched.h"
 #include "ipam/store.h"
 #include "node/node.h"
+#include "node/sync.h"
+#include "node/upkeep.h"
 
 struct agent_options {
 	const char *config_path;	/* the conflist (the ConfigMap's file) */

@@ -20,6 +20,8 @@
 #include "lib/err.h"
 #include "lib/shaping.h"
 #include "node/node.h"
+#include "node/sync.h"
+#include "node/upkeep.h"
 
 #define EXIT_PROBLEMS 1
 #define EXIT_USAGE 2

@@ -14,6 +14,7 @@
 
 #include "lib/err.h"
 #include "node/node.h"
+#include "node/upkeep.h"
 
 struct plumb_req {
 	const char *host_ifname;
@@ -76,5 +77,13 @@ int node_pod_reshape(struct nl_sock *sk, const struct node_config *cfg,
 /* The accounting layer's view of the config and of one attachment (declare.c). */
 struct acct_config node_acct_config(const struct node_config *cfg);
 struct acct_pod node_acct_pod(const struct ipam_attachment *a);
+
+/*
+ * Fills the caps of `s` from the policy and its annotations, keeping its
+ * pod-specific inputs (reshape). An annotation only lowers a cap: one above
+ * the config's is ignored (shaping_inet_*_source() in lib/shaping.h say which applied).
+ */
+void node_shaping_resolve(const struct node_config *cfg, const char *k8s_namespace,
+			  struct shaping *s);
 
 #endif

@@ -16,7 +16,9 @@
  *   the policy       which caps a pod gets, which uplink classes it takes
  *
  * The plugin (cni/), the operator CLI (cli/) and the exporter sit above this
- * layer and never reach past it into each other. Errors are negative errno
+ * layer and never reach past it into each other. What only the node daemon
+ * and the CLI run has faces of its own: node/upkeep.h (reshape, collection,
+ * release of running pods) and node/sync.h (the pool from IMDS). Errors are negative errno
  * with the details in struct tg_err; nothing here logs.
  */
 
@@ -24,7 +26,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "ipam/imds.h"
 #include "ipam/ipam.h"
 #include "ipam/store.h"
 #include "lib/err.h"
@@ -131,13 +132,6 @@ int node_state_refresh(struct ipam_state *st, const struct node_config *cfg, int
 /* A pod's shaping for this request: its runtimeConfig and annotations, and the caps they give. */
 void node_shaping_request(const struct node_config *cfg, const char *k8s_namespace,
 			  struct shaping *ret);
-/*
- * Fills the caps of `s` from the policy and its annotations, keeping its
- * pod-specific inputs (reshape). An annotation only lowers a cap: one above
- * the config's is ignored (shaping_inet_*_source() in lib/shaping.h say which applied).
- */
-void node_shaping_resolve(const struct node_config *cfg, const char *k8s_namespace,
-			  struct shaping *s);
 /* Uplink classes for a pod with internet egress shaping (under the store lock); -ENOSPC: full. */
 int node_shaping_classes(const struct ipam_state *st, struct ipam_attachment *a);
 
@@ -190,85 +184,6 @@ int node_pod_del(struct nl_sock *sk, const struct ipam_attachment *a, struct tg_
 struct acct_conn;
 int node_pod_forget(const struct ipam_attachment *a, struct acct_conn **keep, struct tg_err *e);
 void node_conn_close(struct acct_conn *held);
-/* Told of each pod a maintenance pass could not handle, and why. */
-typedef void (*node_pod_error_fn)(void *ctx, const struct ipam_attachment *a, const char *why);
-
-/* ---- the config's shaping applied to running pods (reshape) ---- */
-struct node_reshape {
-	bool dry_run;
-	struct shaping *before;		/* each attachment's caps before, by index in st */
-	size_t changed;			/* attachments whose caps changed */
-	size_t repaired;		/* ... unchanged, left pending by an earlier reshape */
-	size_t failed;			/* ... whose classes could not be changed */
-	size_t gone;			/* ... whose veth went meanwhile (gc collects them) */
-};
-/*
- * Works out every pod's caps and uplink classes from cfg and saves them under
- * the store's lock (not in a dry run), each changed pod marked pending; then,
- * with the lock released, changes the tc classes of each pending pod (also
- * those an earlier reshape left pending: it stopped after saving), takes
- * the marks of those done off, and puts the table's elements as the store
- * says. Pods an ADD is still plumbing are never pending, so never touched.
- * st holds the state as saved; r->before is NULL when nothing was.
- */
-int node_reshape(struct nl_sock *sk, const struct node_config *cfg, struct ipam_store *store,
-		 struct ipam_state *st, struct node_reshape *r, node_pod_error_fn on_error,
-		 void *ctx, struct tg_err *e);
-bool node_reshaped(const struct node_reshape *r, const struct ipam_state *st, size_t i);
-void node_reshape_free(struct node_reshape *r);
-
-/* ---- collection of attachments whose network namespace is gone ---- */
-struct node_gc {
-	struct ipam_attachment *stale;	/* netns gone: to collect */
-	size_t n_stale;
-	size_t n_unseen;		/* netns in a directory not visible from here: left */
-	char unseen_dir[IPAM_NETNS_MAX + 1]; /* the first such directory */
-	size_t released, kept;		/* kept: teardown failed, address held */
-	unsigned retired_classes;
-};
-/*
- * False when the directory holding netns_path is missing or empty: a mount
- * this process does not see, where a missing netns proves nothing.
- */
-bool node_netns_dir_visible(const char *netns_path);
-/* Which attachments are stale (g->stale) and which cannot be judged (g->n_unseen). */
-int node_gc_find(const struct ipam_state *st, struct node_gc *g);
-/*
- * Tears down g->stale, releases those whose teardown worked (into cool-down)
- * and retires uplink classes no attachment uses. st: the state as saved.
- */
-int node_gc_collect(struct nl_sock *sk, struct ipam_store *store, struct ipam_state *st,
-		    struct node_gc *g, node_pod_error_fn on_error, void *ctx, struct tg_err *e);
-void node_gc_free(struct node_gc *g);
-/* ---- the pool from IMDS: tollgate-ipam and the node daemon only (node/sync.c) ---- */
-struct node_sync_source {
-	const char *uplink;		/* NULL or "": the default route's interface */
-	const char *imds_url;
-	const char *from_file;		/* a saved network document instead of IMDS */
-	json_object *exclude;		/* ipam.exclude: never pool addresses */
-	int budget_s;			/* IMDS retries within this many seconds */
-};
-/* What IMDS offers: the uplink's secondary addresses without the node's own and ipam.exclude. */
-struct node_sync_offer {
-	struct imds_network net;	/* with the node's address and subnet */
-	char uplink[IFNAMSIZ];
-	uint32_t *addrs;		/* sorted */
-	size_t n_addrs;
-	size_t n_refused;		/* offered but no pod's: outside the subnet, the node's, unusable */
-	uint32_t refused;		/* the first of them */
-	const char *refused_why;
-	int attempts;			/* IMDS requests made */
-};
-int node_imds_offer(const struct node_sync_source *src, struct node_sync_offer *ret,
-		    struct tg_err *e);
-void node_imds_offer_free(struct node_sync_offer *o);
-/* Folds an offer into the pool (ipam_reconcile) under the store's lock; always saved. */
-int node_sync(struct ipam_store *store, struct ipam_state *st, const struct node_sync_offer *o,
-	      struct ipam_sync_report *ret, struct tg_err *e);
-
-/* Releases the attachments (into cool-down) in one locked update of the store. */
-int node_release(struct ipam_store *store, struct ipam_state *st,
-		 const struct ipam_attachment *list, size_t n, struct tg_err *e);
 /*
  * The same inside an update the caller holds: each attachment's elements
  * forgotten (node_pod_forget), then its address released; entries with an

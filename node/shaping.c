@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "lib/rate.h"
-#include "node/node.h"
+#include "node/internal.h"
 #include "shaper/shaper.h"
 
 static uint64_t ns_rate(json_object *map, const char *ns)

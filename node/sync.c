@@ -16,7 +16,7 @@
 #include "lib/failpoint.h"
 #include "lib/nl.h"
 #include "lib/util.h"
-#include "node/node.h"
+#include "node/sync.h"
 
 /* The uplink (named, else the default route's interface) and its MAC. */
 static int uplink_of(const char *name, struct node_uplink *ret, struct tg_err *e)

@@ -22,7 +22,7 @@
 
 #include "tests/unit/group.h"
 
-#include "node/node.h"
+#include "node/upkeep.h"
 #include "tests/unit/helpers.h"
 
 /* /proc/PID/ns/net: judged from the host's PID namespace only. */

@@ -21,7 +21,7 @@
 
 #include "tests/unit/group.h"
 
-#include "node/node.h"
+#include "node/upkeep.h"
 #include "tests/unit/helpers.h"
 
 static void touch(const char *path)

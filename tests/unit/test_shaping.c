@@ -15,7 +15,7 @@
 #include <cmocka.h>
 
 #include "cni/internal.h"
-#include "node/node.h"
+#include "node/internal.h"
 #include "shaper/shaper.h"
 #include "lib/rate.h"
 #include "tests/unit/helpers.h"
