@@ -39,7 +39,7 @@ static void cni_operations(const struct agent *a, struct expo *x)
 			if (c.n[cmd][k])
 				expo_sample_u64(x, name,
 						(const char *const[]){ "command",
-								       cniops_cmd_names[cmd], "code",
+								       cni_cmd_names[cmd], "code",
 								       cniops_code_name(k, code),
 								       NULL },
 						c.n[cmd][k]);

@@ -7,14 +7,6 @@
 #include "cni/internal.h"
 #include "lib/util.h"
 
-static const struct {
-	const char *name;
-	enum cni_cmd cmd;
-} commands[] = {
-	{ "ADD", CNI_CMD_ADD },	      { "DEL", CNI_CMD_DEL }, { "CHECK", CNI_CMD_CHECK },
-	{ "STATUS", CNI_CMD_STATUS }, { "GC", CNI_CMD_GC },   { "VERSION", CNI_CMD_VERSION },
-};
-
 int cni_env_command(struct cni_env *env, struct tg_err *e)
 {
 	const char *c = getenv("CNI_COMMAND");
@@ -22,10 +14,10 @@ int cni_env_command(struct cni_env *env, struct tg_err *e)
 	memset(env, 0, sizeof(*env));
 	if (!c || !*c)
 		return tg_fail(e, CNI_ERR_ENV, -EINVAL, "CNI_COMMAND is not set");
-	for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
-		if (strcmp(c, commands[i].name) == 0) {
-			env->cmd = commands[i].cmd;
-			env->cmd_name = commands[i].name;
+	for (int i = 0; i < CNI_CMDS; i++)
+		if (strcmp(c, cni_cmd_names[i]) == 0) {
+			env->cmd = (enum cni_cmd)i;
+			env->cmd_name = cni_cmd_names[i];
 			return 0;
 		}
 	return tg_fail(e, CNI_ERR_ENV, -EINVAL,

@@ -18,11 +18,6 @@ struct ops_file {
 	struct cniops_counts c;
 };
 
-const char *const cniops_cmd_names[CNIOPS_CMDS] = {
-	[CNI_CMD_ADD] = "ADD", [CNI_CMD_DEL] = "DEL", [CNI_CMD_CHECK] = "CHECK",
-	[CNI_CMD_STATUS] = "STATUS", [CNI_CMD_GC] = "GC",
-};
-
 unsigned cniops_code_slot(int code)
 {
 	if (code >= 0 && code <= 11)

@@ -29,7 +29,6 @@ struct cniops_counts {
 	uint64_t n[CNIOPS_CMDS][CNIOPS_CODES];
 };
 
-extern const char *const cniops_cmd_names[CNIOPS_CMDS];
 /* The code a slot counts ("other" for the last). */
 const char *cniops_code_name(unsigned slot, char buf[8]);
 unsigned cniops_code_slot(int code);

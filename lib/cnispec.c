@@ -1,9 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
-/* The CNI spec's versions (lib/cnispec.h). */
+/* The CNI spec's commands and versions (lib/cnispec.h). */
 #include <stddef.h>
 #include <string.h>
 
 #include "lib/cnispec.h"
+
+const char *const cni_cmd_names[CNI_CMDS] = {
+	[CNI_CMD_ADD] = "ADD",	     [CNI_CMD_DEL] = "DEL", [CNI_CMD_CHECK] = "CHECK",
+	[CNI_CMD_STATUS] = "STATUS", [CNI_CMD_GC] = "GC",   [CNI_CMD_VERSION] = "VERSION",
+};
 
 const char *const cni_versions[] = { "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0", NULL };
 

@@ -422,11 +422,16 @@ int node_config_decode(const char *text, size_t len, struct node_config *cfg, st
 	if (r == 0)
 		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL, "cniVersion is missing");
 	cfg->version = cni_version_parse(cfg->cni_version);
-	if (cfg->version < 0)
+	if (cfg->version < 0) {
+		char list[64] = "";
+
+		for (size_t i = 0, o = 0; cni_versions[i] && o < sizeof(list); i++)
+			o += (size_t)snprintf(list + o, sizeof(list) - o, "%s%s", i ? ", " : "",
+					      cni_versions[i]);
 		return tg_fail(e, CNI_ERR_VERSION, -EPROTONOSUPPORT,
-			       "cniVersion \"%.32s\" is not supported (supported: 0.3.0, 0.3.1, "
-			       "0.4.0, 1.0.0, 1.1.0)",
-			       cfg->cni_version);
+			       "cniVersion \"%.32s\" is not supported (supported: %s)",
+			       cfg->cni_version, list);
+	}
 	return 0;
 }
 
@@ -492,12 +497,29 @@ void node_config_free(struct node_config *cfg)
 
 int node_config_load_file(const char *path, struct node_config *cfg, struct tg_err *e)
 {
-	_cleanup_json_ json_object *root = json_object_from_file(path);
+	_cleanup_json_ json_object *root = NULL;
+	_cleanup_free_ char *file = NULL;
 	json_object *plugins, *entry = NULL, *v;
+	struct jx_parse_error pe;
 	const char *text;
+	size_t len;
+	int r;
 
 	memset(cfg, 0, sizeof(*cfg));
-	if (!root || !json_object_is_type(root, json_type_object))
+	r = read_file(path, NODE_CONFIG_MAX, &file, &len);
+	if (r < 0)
+		return tg_fail(e, CNI_ERR_IO, r, "cannot read %s: %s", path,
+			       r == -E2BIG ? "larger than 1 MiB" : strerror(-r));
+	/* as strict as a config on stdin: one document, nothing but blanks after it */
+	r = jx_parse(file, len, &root, &pe);
+	if (r == -ENOMEM)
+		return tg_fail(e, CNI_ERR_IO, r, "out of memory");
+	if (r < 0 && pe.trailing)
+		return tg_fail(e, CNI_ERR_DECODE, r, "%s has trailing data at byte %zu", path, pe.at);
+	if (r < 0)
+		return tg_fail(e, CNI_ERR_DECODE, r, "%s is not valid JSON: %s at byte %zu", path,
+			       pe.why, pe.at);
+	if (!json_object_is_type(root, json_type_object))
 		return tg_fail(e, CNI_ERR_DECODE, -EBADMSG, "%s is not a JSON object", path);
 	if (json_object_object_get_ex(root, "plugins", &plugins) &&
 	    json_object_is_type(plugins, json_type_array)) {
@@ -522,13 +544,9 @@ int node_config_load_file(const char *path, struct node_config *cfg, struct tg_e
 		entry = json_object_get(root);
 	}
 	text = json_object_to_json_string_ext(entry, JSON_C_TO_STRING_PLAIN);
-	{
-		int r = node_config_decode(text, strlen(text), cfg, e);
-
-		if (r == 0)
-			r = node_config_parse(cfg, e);
-
-		json_object_put(entry);
-		return r;
-	}
+	r = node_config_decode(text, strlen(text), cfg, e);
+	if (r == 0)
+		r = node_config_parse(cfg, e);
+	json_object_put(entry);
+	return r;
 }

@@ -731,6 +731,50 @@ static void t_null_err_tolerated(void **state)
 
 /* ---- the group ---- */
 
+/* A conflist file with `tail` after its document; the result of loading it. */
+static int load_conflist(const char *tail, struct node_config *cfg, struct tg_err *e)
+{
+	char path[] = "/tmp/tollgate-conflist.XXXXXX";
+	int fd = mkstemp(path), r;
+	FILE *f;
+
+	assert_true(fd >= 0);
+	f = fdopen(fd, "w");
+	assert_non_null(f);
+	fprintf(f, "{\"cniVersion\": \"1.0.0\", \"name\": \"n\", \"plugins\": [{\"type\": \"tollgate\", "
+		   "\"ipam\": {\"source\": \"static\", \"addresses\": [\"10.1.0.10\"]}}]}%s",
+		tail);
+	fclose(f);
+	r = node_config_load_file(path, cfg, e);
+	unlink(path);
+	return r;
+}
+
+/* A conflist file is read as strictly as a config on stdin: one document, then blanks only. */
+static void t_conflist_file_strict(void **state)
+{
+	struct node_config cfg;
+	struct tg_err e = { 0 };
+
+	assert_int_equal(load_conflist(" \n\t\n", &cfg, &e), 0);
+	assert_string_equal(cfg.name, "n");
+	assert_int_equal(cfg.n_pool, 1);
+	node_config_free(&cfg);
+
+	memset(&e, 0, sizeof(e));
+	assert_int_equal(load_conflist("\n{}", &cfg, &e), -EBADMSG);
+	assert_int_equal(e.code, CNI_ERR_DECODE);
+	if (!strstr(e.msg, "is not valid JSON: unexpected character at byte 130"))
+		fail_msg("message: %s", e.msg);
+	node_config_free(&cfg);
+
+	memset(&e, 0, sizeof(e));
+	assert_int_equal(node_config_load_file("/nonexistent/tollgate.conflist", &cfg, &e), -ENOENT);
+	assert_int_equal(e.code, CNI_ERR_IO);
+	assert_non_null(strstr(e.msg, "cannot read /nonexistent/tollgate.conflist"));
+	node_config_free(&cfg);
+}
+
 int main(void)
 {
 	ADD(t_full_config_static);
@@ -753,6 +797,7 @@ int main(void)
 	ADD(t_cooldown_bounds);
 	ADD(t_unknown_keys_ignored);
 	ADD(t_trailing_whitespace_ok);
+	ADD(t_conflist_file_strict);
 	ADD(t_empty_input_is_6);
 	ADD(t_over_one_mib_is_6);
 	ADD(t_len_bounds_the_input);
