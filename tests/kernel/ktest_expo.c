@@ -20,12 +20,6 @@
 
 int main(void)
 {
-	ADD_RENDER(t_render_no_table_no_store);
-	ADD_RENDER(t_render_corrupt_store);
-	ADD_RENDER(t_render_counters_with_labels);
-	ADD_RENDER(t_render_table_deleted_collector_down);
-	ADD_RENDER(t_render_monotonic_across_rebuild);
-	ADD_RENDER(t_render_many_counters_keep_offsets);
-	ADD_RENDER(t_render_repeated_is_stable);
+	add_render_cases();
 	return run_group("exporter_render in a network namespace");
 }

@@ -178,6 +178,23 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* A connection to nf_tables and a batch started on it, for one case. */
+static struct acct_batch *batch_open(struct acct_nft_conn *c)
+{
+	struct acct_batch *bt = acct_batch_new(16384);
+
+	assert_non_null(bt);
+	assert_int_equal(acct_nft_open(c, 0, NULL), 0);
+	acct_batch_start(bt);
+	return bt;
+}
+
+static void batch_close(struct acct_nft_conn *c, struct acct_batch *bt)
+{
+	acct_nft_close(c);
+	acct_batch_free(bt);
+}
+
 static void t_batch_refused_whole_answers_at_once(void **state)
 {
 	struct acct_nft_conn c = { 0 };
@@ -187,9 +204,7 @@ static void t_batch_refused_whole_answers_at_once(void **state)
 	int r;
 
 	NFT_FX_NEED();
-	bt = acct_batch_new(16384);
-	assert_int_equal(acct_nft_open(&c, 0, NULL), 0);
-	acct_batch_start(bt);
+	bt = batch_open(&c);
 	put_table(bt, NFT_MSG_NEWTABLE, "tg_refused_a");
 	put_table(bt, NFT_MSG_NEWTABLE, "tg_refused_b");
 	/* A subsystem that does not exist: the kernel answers the begin message alone. */
@@ -204,8 +219,7 @@ static void t_batch_refused_whole_answers_at_once(void **state)
 	assert_int_equal(fake.committed, 0);
 #endif
 	assert_false(nft_fx_has_table("tg_refused_a"));
-	acct_nft_close(&c);
-	acct_batch_free(bt);
+	batch_close(&c, bt);
 }
 
 static void t_batch_ignores_earlier_answers(void **state)
@@ -219,9 +233,9 @@ static void t_batch_ignores_earlier_answers(void **state)
 
 	NFT_FX_NEED();
 	raw = mnl_nlmsg_batch_start(buf, sizeof(buf));
-	bt = acct_batch_new(16384);
 	t = nftnl_table_alloc();
-	assert_int_equal(acct_nft_open(&c, 0, NULL), 0);
+	assert_non_null(t);
+	bt = batch_open(&c);
 	/* An earlier batch whose answer (ENOENT) stays unread on the socket. */
 	nftnl_batch_begin(mnl_nlmsg_batch_current(raw), 77);
 	mnl_nlmsg_batch_next(raw);
@@ -234,14 +248,12 @@ static void t_batch_ignores_earlier_answers(void **state)
 	mnl_nlmsg_batch_next(raw);
 	assert_true(mnl_socket_sendto(c.nl, mnl_nlmsg_batch_head(raw), mnl_nlmsg_batch_size(raw)) > 0);
 	/* The next batch succeeds, and says so. */
-	acct_batch_start(bt);
 	put_table(bt, NFT_MSG_NEWTABLE, "tg_stale_b");
 	assert_int_equal(acct_batch_send(&c, bt, NULL, 0), 0);
 	assert_true(nft_fx_has_table("tg_stale_b"));
 	nftnl_table_free(t);
 	mnl_nlmsg_batch_stop(raw);
-	acct_nft_close(&c);
-	acct_batch_free(bt);
+	batch_close(&c, bt);
 }
 
 /* A failed message is the batch's answer, and nothing of the batch is kept. */
@@ -251,15 +263,12 @@ static void t_batch_reports_the_first_error(void **state)
 	struct acct_batch *bt;
 
 	NFT_FX_NEED();
-	bt = acct_batch_new(16384);
-	assert_int_equal(acct_nft_open(&c, 0, NULL), 0);
-	acct_batch_start(bt);
+	bt = batch_open(&c);
 	put_table(bt, NFT_MSG_NEWTABLE, "tg_kept_not");
 	put_table(bt, NFT_MSG_DELTABLE, "tg_absent");
 	assert_int_equal(acct_batch_send(&c, bt, NULL, 0), -ENOENT);
 	assert_false(nft_fx_has_table("tg_kept_not"));
-	acct_nft_close(&c);
-	acct_batch_free(bt);
+	batch_close(&c, bt);
 }
 
 /* ---- a rebuild at node scale ---- */

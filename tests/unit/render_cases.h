@@ -8,9 +8,8 @@
  * (tests/unit/fake_nfnl.h, no kernel, any user), tests/kernel/ktest_expo.c
  * against the kernel's nftables in a network namespace of its own
  * (tests/kernel/nft_kernel.h). Include after one of those two: its nft_fx_*
- * functions make the tables. Each binary adds every case here with
- * ADD_RENDER (an unlisted one is an unused function, which the build
- * refuses).
+ * functions make the tables. Each binary adds every case here to its
+ * group with add_render_cases().
  *
  * No table -> collector nftables 0 and the rest still rendered; a corrupt
  * store -> collector ipam 0; counters come out with their labels (pods by
@@ -319,15 +318,30 @@ static void add_pod_counters(size_t n)
 	nft_fx_batch_end();
 }
 
+/* The page of the store's two pods, with NS_RE at 3 packets and 300 bytes. */
+static const char *render_research(struct render_env *env)
+{
+	write_state(env, STATE_TWO_PODS);
+	nft_fx_add_counter(T, NS_RE, 3, 300);
+	return render(env);
+}
+
+/* Tollgate's table deleted and made anew with NS_RE alone, in one transaction. */
+static void table_anew(uint64_t packets, uint64_t bytes)
+{
+	nft_fx_batch_begin();
+	nft_fx_del_table(T);
+	nft_fx_add_counter(T, NS_RE, packets, bytes);
+	nft_fx_batch_end();
+}
+
 static void t_render_monotonic_across_rebuild(void **state)
 {
 	struct render_env *env = *state;
 	const char *p;
 
 	NFT_FX_NEED();
-	write_state(env, STATE_TWO_PODS);
-	nft_fx_add_counter(T, NS_RE, 3, 300);
-	p = render(env);
+	p = render_research(env);
 	assert_sample(p, NS_EI, 300);
 	/* table deleted (scraped while it is missing): nothing served for it */
 	nft_fx_del_table(T);
@@ -339,10 +353,7 @@ static void t_render_monotonic_across_rebuild(void **state)
 	assert_sample(p, NS_EI, 400);
 	assert_sample(p, NS_EI_P, 4);
 	/* flushed again (without a scrape in between) */
-	nft_fx_batch_begin();
-	nft_fx_del_table(T);
-	nft_fx_add_counter(T, NS_RE, 1, 50);
-	nft_fx_batch_end();
+	table_anew(1, 50);
 	p = render(env);
 	assert_sample(p, NS_EI, 450);
 	assert_sample(p, NS_EI_P, 5);
@@ -363,10 +374,7 @@ static void t_render_monotonic_across_rebuild(void **state)
 	 * the table made anew with the same objects in the same order (their
 	 * handles start again): still a new counter
 	 */
-	nft_fx_batch_begin();
-	nft_fx_del_table(T);
-	nft_fx_add_counter(T, NS_RE, 4, 90);
-	nft_fx_batch_end();
+	table_anew(4, 90);
 	p = render(env);
 	assert_sample(p, NS_EI, 600);
 	assert_sample(p, NS_EI_P, 11);
@@ -378,9 +386,7 @@ static void t_render_table_deleted_collector_down(void **state)
 	const char *p;
 
 	NFT_FX_NEED();
-	write_state(env, STATE_TWO_PODS);
-	nft_fx_add_counter(T, NS_RE, 3, 300);
-	p = render(env);
+	p = render_research(env);
 	assert_contains(p, "tollgate_collector_up{collector=\"nftables\"} 1\n");
 	nft_fx_del_table(T);
 	p = render(env);
@@ -405,10 +411,7 @@ static void t_render_many_counters_keep_offsets(void **state)
 	nft_fx_add_counter(T, NS_RE, 10, 1000);
 	p = render(env);
 	assert_sample(p, NS_EI, 1000);
-	nft_fx_batch_begin();
-	nft_fx_del_table(T);
-	nft_fx_add_counter(T, NS_RE, 1, 1);
-	nft_fx_batch_end();
+	table_anew(1, 1);
 	p = render(env);
 	assert_sample(p, NS_EI, 1001);
 
@@ -416,10 +419,7 @@ static void t_render_many_counters_keep_offsets(void **state)
 	p = render(env);
 	assert_sample(p, NS_EI, 1001);
 	/* the pods go away: the exporter forgets their counters (a new table: 2 more bytes) */
-	nft_fx_batch_begin();
-	nft_fx_del_table(T);
-	nft_fx_add_counter(T, NS_RE, 1, 2);
-	nft_fx_batch_end();
+	table_anew(1, 2);
 	p = render(env);
 	assert_sample(p, NS_EI, 1003);
 	p = render(env);
@@ -452,6 +452,18 @@ static void t_render_repeated_is_stable(void **state)
 			fail_msg("scrape %d differs from the first one", i);
 	}
 	free(first);
+}
+
+/* Every case above, in each binary's group. */
+static inline void add_render_cases(void)
+{
+	ADD_RENDER(t_render_no_table_no_store);
+	ADD_RENDER(t_render_corrupt_store);
+	ADD_RENDER(t_render_counters_with_labels);
+	ADD_RENDER(t_render_table_deleted_collector_down);
+	ADD_RENDER(t_render_monotonic_across_rebuild);
+	ADD_RENDER(t_render_many_counters_keep_offsets);
+	ADD_RENDER(t_render_repeated_is_stable);
 }
 
 #endif

@@ -610,12 +610,6 @@ int main(void)
 	ADD(t_overflow_tiny_max);
 	ADD(t_overflow_huge_single_write);
 	ADD(t_content_below_max_fits);
-	ADD_RENDER(t_render_no_table_no_store);
-	ADD_RENDER(t_render_corrupt_store);
-	ADD_RENDER(t_render_counters_with_labels);
-	ADD_RENDER(t_render_table_deleted_collector_down);
-	ADD_RENDER(t_render_monotonic_across_rebuild);
-	ADD_RENDER(t_render_many_counters_keep_offsets);
-	ADD_RENDER(t_render_repeated_is_stable);
+	add_render_cases();
 	return run_group("expo");
 }
