@@ -3,7 +3,8 @@
 # counters made with nft (the accounting table at node scale, the counter
 # reader, the batch transport, exporter_render), and a PID namespace of its
 # own (gc's /proc paths). They are tests/kernel/ktest_*.c, built by make into
-# $TOLLGATE_BIN_DIR/tests/ktest_*; their kernel-free halves are unit tests.
+# $TOLLGATE_BIN_DIR/tests/ktest_*; the unit tests run the same cases
+# (tests/unit/*_cases.h) against a fake nf_tables and link-time seams.
 #
 #   +---------------------------------------------+
 #   | $TG_ID-k<name>   (one per binary, fresh)    |

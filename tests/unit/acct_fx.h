@@ -5,8 +5,9 @@
 /*
  * What the accounting tests share, kernel-free (tests/unit/test_accounting.c,
  * against the fake nfnetlink of tests/unit/fake_nfnl.h) and in a network
- * namespace (tests/kernel/ktest_accounting.c): a config with perPod, 400 pods
- * in 40 namespaces, and what a counter reader saw. Include after cmocka.h.
+ * namespace (tests/kernel/ktest_accounting.c), and their shared cases
+ * (tests/unit/acct_cases.h): a config with perPod, 400 pods in 40
+ * namespaces, and what a counter reader saw. Include after cmocka.h.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -112,6 +113,13 @@ static inline uint64_t id_of(const struct seen *s, const char *name)
 	return s->ids[i];
 }
 
+/* The reader saw a counter of that name; fails the test if not. */
+static inline void assert_counter_read(const struct seen *s, const char *name)
+{
+	if (find(s, name) < 0)
+		fail_msg("counter %s missing", name);
+}
+
 /* Every counter the table must hold is there, once. */
 static inline void assert_all_counters(const struct seen *s, const struct pods *ps)
 {
@@ -122,23 +130,19 @@ static inline void assert_all_counters(const struct seen *s, const struct pods *
 	for (int c = 0; c < ACCT_CLASSES; c++) {
 		for (int i = 0; i < PODS; i++) {
 			acct_pod_counter_name(ps->veth[i], c, name);
-			if (find(s, name) < 0)
-				fail_msg("counter %s missing", name);
+			assert_counter_read(s, name);
 		}
 		for (int i = 0; i < NAMESPACES; i++) {
 			acct_ns_counter_name(ps->ns[i], c, name);
-			if (find(s, name) < 0)
-				fail_msg("counter %s missing", name);
+			assert_counter_read(s, name);
 		}
 	}
 	for (int f = 0; f < ACCT_FAMILIES; f++) {
 		acct_spoofed_counter_name(NULL, f, name);
-		if (find(s, name) < 0)
-			fail_msg("counter %s missing", name);
+		assert_counter_read(s, name);
 		for (int i = 0; i < NAMESPACES; i++) {
 			acct_spoofed_counter_name(ps->ns[i], f, name);
-			if (find(s, name) < 0)
-				fail_msg("counter %s missing", name);
+			assert_counter_read(s, name);
 		}
 	}
 	for (size_t i = 0; i < s->n; i++)

@@ -214,6 +214,65 @@ static inline void fake_del_counter(const char *table, const char *name)
 	fake.gen++;
 }
 
+/*
+ * ---- the tables of the shared cases (tests/unit/acct_cases.h, render_cases.h) ----
+ *
+ * What tests/kernel/nft_kernel.h does with `nft -f` in the kernel, done to
+ * the model. A batch is one transaction there and nothing here: each call is
+ * a commit of its own, and no case reads between the calls of one batch.
+ */
+#define NFT_FX_FAKE 1
+#define NFT_FX_NEED() do { } while (0)
+
+static inline void nft_fx_reset(void)
+{
+	fake_nfnl_reset();
+}
+
+/* After a case: every socket the code under test opened it closed again. */
+static inline int nft_fx_done(void)
+{
+	if (fake.socks_open != 0) {
+		print_error("%u fake nfnetlink sockets left open\n", fake.socks_open);
+		return -1;
+	}
+	return 0;
+}
+
+static inline void nft_fx_batch_begin(void)
+{
+}
+
+static inline void nft_fx_batch_end(void)
+{
+}
+
+static inline void nft_fx_add_table(const char *table)
+{
+	fake_add_table(table);
+}
+
+static inline void nft_fx_del_table(const char *table)
+{
+	fake_del_table(table);
+}
+
+static inline bool nft_fx_has_table(const char *table)
+{
+	return fake_table_find(&fake.m, table) != NULL;
+}
+
+static inline void nft_fx_add_counter(const char *table, const char *name, uint64_t packets,
+				      uint64_t bytes)
+{
+	fake_add_counter(table, name, packets, bytes);
+}
+
+static inline void nft_fx_del_counter(const char *table, const char *name)
+{
+	fake_del_counter(table, name);
+}
+
 /* ---- answers ---- */
 
 static inline struct fake_sock *fake_sock_of(const struct mnl_socket *nl)

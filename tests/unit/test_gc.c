@@ -3,8 +3,8 @@
  * Which attachments gc may collect: a netns that is gone where its directory
  * is visible, never one whose directory is missing or empty here (a
  * container without the host's /var/run/netns), and /proc/PID paths only
- * from the host's PID namespace (which one this is comes through a link-time
- * seam: no PID namespace is made here).
+ * from the host's PID namespace (the case of tests/unit/gc_cases.h, which
+ * PID namespace this is told through a link-time seam).
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -23,6 +23,7 @@
 
 #include "node/upkeep.h"
 #include "tests/unit/helpers.h"
+#include "tests/unit/gc_cases.h"
 
 static void touch(const char *path)
 {
@@ -81,13 +82,9 @@ static void t_find_sorts_live_stale_and_unseen(void **state)
  * Which PID namespace this process is in, as the kernel says it: the link
  * step wraps stat (-Wl,--wrap=stat, see the Makefile), and while a test arms
  * it a stat of /proc/self/ns/pid answers with that test's inode (or error);
- * every other path, and every call unarmed, goes to the real stat. The same
- * decision from a real PID namespace of our own (root) is
- * tests/kernel/ktest_gc.c.
+ * every other path, and every call unarmed, goes to the real stat. No PID
+ * namespace is made here; tests/kernel/ktest_gc.c makes them.
  */
-/* The kernel's inode of the initial PID namespace (PROC_PID_INIT_INO, include/linux/proc_ns.h). */
-#define HOST_PID_NS_INO 0xEFFFFFFCu
-
 static struct {
 	bool armed;
 	int err;		/* stat fails with it (no /proc) */
@@ -113,49 +110,19 @@ int __wrap_stat(const char *path, struct stat *sb)
 	return 0;
 }
 
-/* Sorts one attachment whose netns /proc/PID/ns/net is gone, seen from `ino` (or `err`). */
-static void sort_proc_path(ino_t ino, int err, size_t *n_stale, size_t *n_unseen, bool *visible)
+static void gc_judge_from(enum gc_view v, struct gc_judged *ret)
 {
-	struct ipam_state st;
-	struct node_gc g;
-
-	ipam_state_init(&st);
-	att(&st, "procpath", "/proc/4194303/ns/net");
-	pidns = (typeof(pidns)){ .armed = true, .err = err, .ino = ino };
-	*visible = node_netns_dir_visible("/proc/4194303/ns/net");
-	assert_int_equal(node_gc_find(&st, &g), 0);
+	pidns = (typeof(pidns)){ .armed = true };
+	if (v == GC_FROM_HOST)
+		pidns.ino = HOST_PID_NS_INO;
+	else if (v == GC_FROM_CONTAINER)
+		pidns.ino = 4026532301u;
+	else
+		pidns.err = ENOENT;
+	assert_int_equal(gc_judge(ret), 0);
 	pidns.armed = false;
 	/* the seam was asked: what it answered is what the test is about */
 	assert_true(pidns.calls > 0);
-	*n_stale = g.n_stale;
-	*n_unseen = g.n_unseen;
-	if (g.n_stale)
-		assert_string_equal(g.stale[0].container_id, "procpath");
-	node_gc_free(&g);
-	ipam_state_free(&st);
-}
-
-/* /proc/PID/ns/net: judged from the host's PID namespace only. */
-static void t_proc_paths_need_the_host_pid_namespace(void **state)
-{
-	size_t stale, unseen;
-	bool visible;
-
-	/* the host's: that process is gone, and its attachment is stale */
-	sort_proc_path(HOST_PID_NS_INO, 0, &stale, &unseen, &visible);
-	assert_true(visible);
-	assert_int_equal(stale, 1);
-	assert_int_equal(unseen, 0);
-	/* a PID namespace of a container: the host's processes are not seen, nothing is collected */
-	sort_proc_path(4026532301u, 0, &stale, &unseen, &visible);
-	assert_false(visible);
-	assert_int_equal(stale, 0);
-	assert_int_equal(unseen, 1);
-	/* no /proc to ask: not judged either */
-	sort_proc_path(0, ENOENT, &stale, &unseen, &visible);
-	assert_false(visible);
-	assert_int_equal(stale, 0);
-	assert_int_equal(unseen, 1);
 }
 
 int main(void)
