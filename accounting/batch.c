@@ -14,6 +14,7 @@
 #include <linux/netfilter/nf_tables.h>
 
 #include "accounting/internal.h"
+#include "lib/extack.h"
 
 /* Kernel memory an acknowledgement takes in the receive queue (an skb of its own), with room. */
 #define ACK_TRUESIZE 1024u
@@ -125,26 +126,6 @@ void acct_batch_next(struct acct_batch *bt)
 		bt->full = true;
 }
 
-/* Extracts the extended-ack message, if the kernel sent one. */
-static const char *extack_msg(const struct nlmsghdr *nlh)
-{
-	const struct nlmsgerr *err = mnl_nlmsg_get_payload(nlh);
-	const struct nlattr *attr;
-	size_t off;
-
-	if (!(nlh->nlmsg_flags & NLM_F_ACK_TLVS))
-		return NULL;
-	off = sizeof(*err);
-	if (!(nlh->nlmsg_flags & NLM_F_CAPPED))
-		off += err->msg.nlmsg_len - sizeof(err->msg);
-	mnl_attr_for_each(attr, nlh, off) {
-		if (mnl_attr_get_type(attr) == NLMSGERR_ATTR_MSG &&
-		    mnl_attr_validate(attr, MNL_TYPE_NUL_STRING) == 0)
-			return mnl_attr_get_str(attr);
-	}
-	return NULL;
-}
-
 /* True for an answer to one of this batch's messages (its begin and end included). */
 static bool answers_batch(const struct nlmsghdr *nlh, const struct acct_nft_conn *c,
 			  const struct acct_batch *bt)
@@ -208,11 +189,9 @@ int acct_batch_send(struct acct_nft_conn *c, struct acct_batch *bt, char *why, s
 			got++;
 			err = mnl_nlmsg_get_payload(nlh);
 			if (err->error && !first) {
-				const char *m = extack_msg(nlh);
-
 				first = err->error;
-				if (why && m)
-					snprintf(why, why_len, "%s", m);
+				if (why)
+					nl_ext_ack_msg(nlh, nlh->nlmsg_len, why, why_len);
 			}
 		}
 	}
@@ -253,6 +232,11 @@ int acct_nft_request(struct acct_nft_conn *c, char *buf, size_t size, mnl_cb_t c
 
 int acct_nft_fail(struct tg_err *e, int r, const char *what, const char *why)
 {
-	return tg_fail(e, CNI_ERR_IO, r, "nftables: %s failed: %s%s%s", what, strerror(-r),
-		       why && why[0] ? ": " : "", why ? why : "");
+	bool first = e && e->code == 0;
+
+	tg_fail(e, CNI_ERR_IO, r, "nftables: %s failed: %s%s%s", what, strerror(-r),
+		why && why[0] ? ": " : "", why ? why : "");
+	if (first && why)
+		snprintf(e->kernel, sizeof(e->kernel), "%s", why);
+	return r < 0 ? r : -r;
 }

@@ -56,48 +56,6 @@ static __thread struct {
 	char msg[sizeof(((struct tg_err *)0)->kernel)];
 } last_ack;
 
-size_t nl_ext_ack_msg(const struct nlmsghdr *nlh, size_t len, char *buf, size_t size)
-{
-	const struct nlmsgerr *err;
-	const struct nlattr *a;
-	size_t off;
-	int rem;
-
-	if (size)
-		buf[0] = '\0';
-	if (len < NLMSG_HDRLEN + sizeof(*err) || nlh->nlmsg_len > len ||
-	    nlh->nlmsg_len < NLMSG_HDRLEN + sizeof(*err) || nlh->nlmsg_type != NLMSG_ERROR ||
-	    !(nlh->nlmsg_flags & NLM_F_ACK_TLVS) || size == 0)
-		return 0;
-	err = nlmsg_data(nlh);
-	/* The request comes back whole unless the socket asked for it capped. */
-	off = sizeof(*err);
-	if (!(nlh->nlmsg_flags & NLM_F_CAPPED)) {
-		if (err->msg.nlmsg_len < sizeof(err->msg))
-			return 0;
-		off += err->msg.nlmsg_len - sizeof(err->msg);
-	}
-	off = NLMSG_ALIGN(off);
-	if (off > nlh->nlmsg_len - NLMSG_HDRLEN)
-		return 0;
-	a = (const struct nlattr *)((const char *)err + off);
-	rem = (int)(nlh->nlmsg_len - NLMSG_HDRLEN - off);
-	for (; nla_ok(a, rem); a = nla_next(a, &rem)) {
-		const char *text = nla_data(a);
-		size_t n;
-
-		if (nla_type(a) != NLMSGERR_ATTR_MSG || nla_len(a) <= 0)
-			continue;
-		/* A string attribute: NUL-terminated inside its length. */
-		n = strnlen(text, (size_t)nla_len(a));
-		if (n == (size_t)nla_len(a))
-			return 0;
-		snprintf(buf, size, "%s", text);
-		return strlen(buf);
-	}
-	return 0;
-}
-
 /* libnl's error callback: keep the kernel's text, then fail the request as libnl would. */
 static int keep_ext_ack(struct sockaddr_nl *who, struct nlmsgerr *err, void *arg)
 {

@@ -8,6 +8,7 @@
 #include <netlink/netlink.h>
 
 #include "lib/err.h"
+#include "lib/extack.h"
 
 /*
  * The one place where libnl's -NLE_* codes become negative errno values:
@@ -38,12 +39,6 @@ int nl_default_route_ifindex(struct nl_sock *sk, int *ret);
 int tg_fail_kernel(struct tg_err *e, int neg_errno, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-struct nlmsghdr;
-/*
- * The NLMSGERR_ATTR_MSG text of an NLMSG_ERROR message (capped or carrying
- * the whole request), copied into buf; "" when it has none. Returns its length.
- */
-size_t nl_ext_ack_msg(const struct nlmsghdr *nlh, size_t len, char *buf, size_t size);
 
 /* Opens a network namespace path, checking that it really is one. */
 int netns_open(const char *path, int *ret_fd);

@@ -261,13 +261,22 @@ static void t_batch_reports_the_first_error(void **state)
 {
 	struct acct_nft_conn c = { 0 };
 	struct acct_batch *bt;
+	struct tg_err e = { 0 };
+	char why[256] = "unset";
 
 	NFT_FX_NEED();
 	bt = batch_open(&c);
 	put_table(bt, NFT_MSG_NEWTABLE, "tg_kept_not");
 	put_table(bt, NFT_MSG_DELTABLE, "tg_absent");
-	assert_int_equal(acct_batch_send(&c, bt, NULL, 0), -ENOENT);
+	assert_int_equal(acct_batch_send(&c, bt, why, sizeof(why)), -ENOENT);
 	assert_false(nft_fx_has_table("tg_kept_not"));
+	/* the refusal's extended-ack text, whatever there is, goes into the error */
+	assert_int_equal(acct_nft_fail(&e, -ENOENT, "deleting", why), -ENOENT);
+	assert_string_equal(e.kernel, why);
+#if NFT_FX_FAKE
+	assert_string_equal(why, FAKE_EXTACK);
+	assert_string_equal(e.msg, "nftables: deleting failed: No such file or directory: " FAKE_EXTACK);
+#endif
 	batch_close(&c, bt);
 }
 

@@ -322,7 +322,13 @@ static inline void fake_put(struct fake_sock *s, const struct nlmsghdr *nlh)
 	memcpy(fake_room(s, nlh->nlmsg_len), nlh, nlh->nlmsg_len);
 }
 
-/* NLMSG_ERROR for `req` (error 0: its acknowledgement), its header capped. */
+/* The extended-ack text the fake sends with every refusal. */
+#define FAKE_EXTACK "refused by the fake nf_tables"
+
+/*
+ * NLMSG_ERROR for `req` (error 0: its acknowledgement), its header capped;
+ * a refusal carries FAKE_EXTACK as the kernel's text (NETLINK_EXT_ACK).
+ */
 static inline void fake_ack(struct fake_sock *s, const struct nlmsghdr *req, int error)
 {
 	char buf[256] = { 0 };
@@ -336,6 +342,10 @@ static inline void fake_ack(struct fake_sock *s, const struct nlmsghdr *req, int
 	err = mnl_nlmsg_put_extra_header(nlh, sizeof(*err));
 	err->error = error;
 	err->msg = *req;
+	if (error) {
+		nlh->nlmsg_flags |= NLM_F_ACK_TLVS;
+		mnl_attr_put_strz(nlh, NLMSGERR_ATTR_MSG, FAKE_EXTACK);
+	}
 	fake_put(s, nlh);
 }
 
