@@ -24,7 +24,18 @@
  *   chain from_pod, first: a packet whose link . source is not in
  *     @pod_src, and any IPv6, goes to chain spoofed: counted to the
  *     sender's namespace (node_spoofed_<family> when the link is no known
- *     pod's) and dropped, before NAT, the mark, counting or shaping
+ *     pod's) and dropped, before conntrack (raw priority), NAT, the mark,
+ *     counting or shaping
+ *   nodeAccess (from_pod, after anti-spoofing: the source is the pod's own):
+ *   set metadata_ok, agent_ok { type ipv4_addr; }     pods of listed namespaces
+ *   map metadata_drop, agent_drop { type ipv4_addr : counter; }
+ *                                                     pod -> ns_<namespace>_metadata_dropped / _agent_dropped
+ *   chain to_cloud: IMDS and the WireServer (but its DNS) for @metadata_ok only
+ *   chain to_agent: TCP to metricsPort of a local or internal address for
+ *     @agent_ok only (with metricsNamespaces set)
+ *
+ * and table `arp tollgate`, declared in the same batch: chain input drops
+ * every ARP packet from a pod's link, counted in node_arp_dropped.
  *
  * <class> is egress_internal, egress_internet, ingress_internal or
  * ingress_internet; <family> ipv4 or ipv6. A packet costs one hash lookup
@@ -64,6 +75,24 @@ extern const char *const acct_class_names[ACCT_CLASSES];
 extern const char *const acct_class_direction[ACCT_CLASSES];	/* "egress", "ingress" */
 extern const char *const acct_class_traffic[ACCT_CLASSES];	/* "internal", "internet" */
 
+/*
+ * nodeAccess: what pods reach of the node and the cloud's metadata. Names
+ * are DNS labels (node/config.c checks them); the lists point into the config.
+ */
+#define ACCT_ACCESS_NS_MAX 64
+#define ACCT_IMDS_ADDR 0xa9fea9feu	/* 169.254.169.254 */
+#define ACCT_WIRESERVER_ADDR 0xa83f8110u /* 168.63.129.16 */
+struct acct_access {
+	const char *metadata_ns[ACCT_ACCESS_NS_MAX];	/* reach IMDS and the WireServer */
+	size_t n_metadata_ns;
+	const char *metrics_ns[ACCT_ACCESS_NS_MAX];	/* reach metricsPort */
+	size_t n_metrics_ns;
+	bool metrics_filter;				/* metricsNamespaces was given */
+	uint16_t metrics_port;
+};
+/* Whether k8s_namespace is one of list's n names. */
+bool acct_ns_listed(const char *const *list, size_t n, const char *k8s_namespace);
+
 struct acct_config {
 	const struct cidr4 *internal;	/* sorted, non-overlapping */
 	size_t n_internal;
@@ -73,6 +102,7 @@ struct acct_config {
 	uint32_t internet_mark;
 	uint32_t inet_ingress_classid;	/* tc class of internet -> pod traffic on a pod's veth, 0: none */
 	const char *pod_link_prefix;	/* what every pod's host link is named by, and no other link */
+	struct acct_access access;
 };
 
 struct acct_pod {
@@ -94,6 +124,19 @@ void acct_host_counter_name(enum acct_class c, char ret[ACCT_COUNTER_NAME_MAX]);
  */
 void acct_spoofed_counter_name(const char *k8s_namespace, enum acct_family f,
 			       char ret[ACCT_COUNTER_NAME_MAX]);
+/*
+ * Packets nodeAccess dropped: ns_<namespace>_metadata_dropped (IMDS, the
+ * WireServer), ns_<namespace>_agent_dropped (metricsPort); node_arp_dropped
+ * (ARP from pods, in table arp tollgate).
+ */
+enum acct_access_drop { ACCT_DROP_METADATA, ACCT_DROP_AGENT, ACCT_DROPS };
+extern const char *const acct_drop_names[ACCT_DROPS];	/* "metadata", "agent" */
+void acct_drop_counter_name(const char *k8s_namespace, enum acct_access_drop d,
+			    char ret[ACCT_COUNTER_NAME_MAX]);
+#define ACCT_ARP_COUNTER "node_arp_dropped"
+/* ACCT_OWNER_NAMESPACE (the namespace in ret_owner) and which drop; ACCT_OWNER_NONE otherwise. */
+enum acct_owner acct_drop_parse(const char *name, size_t name_len,
+				char ret_owner[ACCT_COUNTER_NAME_MAX], enum acct_access_drop *ret_drop);
 /* Whose a counter is, read back from its name (the exporter's labels). */
 enum acct_owner { ACCT_OWNER_NONE, ACCT_OWNER_NAMESPACE, ACCT_OWNER_POD, ACCT_OWNER_HOST };
 /*
@@ -113,7 +156,7 @@ enum acct_owner acct_spoofed_parse(const char *name, size_t name_len,
 
 /* What a declaration wrote, by object (the node daemon counts repairs). */
 struct acct_repairs {
-	unsigned table, sets, chains, rules, internal;
+	unsigned table, sets, chains, rules, internal;	/* both tables' */
 };
 #define ACCT_DECLARE_PODS 1u	/* put every pod of `all` back even when no set was lost */
 /*

@@ -111,13 +111,19 @@ void acct_batch_start(struct acct_batch *bt)
 	mnl_nlmsg_batch_next(bt->b);
 }
 
-struct nlmsghdr *acct_batch_msg(struct acct_batch *bt, uint16_t type, uint16_t flags)
+struct nlmsghdr *acct_batch_msg_family(struct acct_batch *bt, uint16_t type, uint16_t flags,
+				       uint16_t family)
 {
 	struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(bt->b), type,
-						     NFPROTO_INET, flags | NLM_F_ACK, bt->seq++);
+						     family, flags | NLM_F_ACK, bt->seq++);
 
 	bt->acks++;
 	return nlh;
+}
+
+struct nlmsghdr *acct_batch_msg(struct acct_batch *bt, uint16_t type, uint16_t flags)
+{
+	return acct_batch_msg_family(bt, type, flags, NFPROTO_INET);
 }
 
 void acct_batch_next(struct acct_batch *bt)

@@ -162,28 +162,62 @@ static int counter_cb(const struct nlmsghdr *nlh, void *p)
 	return MNL_CB_OK;
 }
 
-/* Builds a request for the table (GETOBJ: its counters) at the start of rd->buf. */
-static void start(struct acct_reader *rd, uint16_t type, uint16_t flags)
+/*
+ * Builds a request for the table of `family` (GETOBJ: its counters; with
+ * `name`, that one) at the start of rd->buf.
+ */
+static void start_family(struct acct_reader *rd, uint16_t family, uint16_t type, uint16_t flags,
+			 const char *name)
 {
 	struct nlmsghdr *nlh;
 
 	memset(rd->buf, 0, 256);
-	nlh = nftnl_nlmsg_build_hdr(rd->buf, type, NFPROTO_INET, flags, ++rd->seq);
+	nlh = nftnl_nlmsg_build_hdr(rd->buf, type, family, flags, ++rd->seq);
 	mnl_attr_put_strz(nlh, type == NFT_MSG_GETOBJ ? NFTA_OBJ_TABLE : NFTA_TABLE_NAME, ACCT_TABLE);
+	if (type == NFT_MSG_GETOBJ && name)
+		mnl_attr_put_strz(nlh, NFTA_OBJ_NAME, name);
 	if (type == NFT_MSG_GETOBJ)
 		mnl_attr_put_u32(nlh, NFTA_OBJ_TYPE, htonl(NFT_OBJECT_COUNTER));
 }
 
+static void start(struct acct_reader *rd, uint16_t type, uint16_t flags)
+{
+	start_family(rd, NFPROTO_INET, type, flags, NULL);
+}
+
 /* The table's handle and the generation it was read at; -ENOENT when it is missing. */
-static int read_table(struct acct_reader *rd, struct table_seen *t)
+static int read_table_family(struct acct_reader *rd, uint16_t family, struct table_seen *t)
 {
 	int r;
 
 	*t = (struct table_seen){ 0 };
-	start(rd, NFT_MSG_GETTABLE, NLM_F_ACK);
+	start_family(rd, family, NFT_MSG_GETTABLE, NLM_F_ACK, NULL);
 	r = acct_nft_request(&rd->c, rd->buf, sizeof(rd->buf), table_cb, t);
 
 	return r == 0 && !t->found ? -EPROTO : r;
+}
+
+static int read_table(struct acct_reader *rd, struct table_seen *t)
+{
+	return read_table_family(rd, NFPROTO_INET, t);
+}
+
+/*
+ * The counter of table arp tollgate (ARP dropped from pods), after the inet
+ * table's: 0 also when that table or counter is missing (a node declared by
+ * an older release), negative errno on a failed read.
+ */
+static int read_arp(struct acct_reader *rd, struct read_ctx *ctx)
+{
+	struct table_seen t;
+	struct read_ctx arp = { .fn = ctx->fn, .arg = ctx->arg, .table = &t };
+	int r = read_table_family(rd, NFPROTO_ARP, &t);
+
+	if (r == 0) {
+		start_family(rd, NFPROTO_ARP, NFT_MSG_GETOBJ, NLM_F_ACK, ACCT_ARP_COUNTER);
+		r = acct_nft_request(&rd->c, rd->buf, sizeof(rd->buf), counter_cb, &arp);
+	}
+	return r == -ENOENT || r == -EPROTO ? 0 : r;
 }
 
 int acct_reader_read(struct acct_reader *rd, acct_counter_fn fn, void *arg)
@@ -201,6 +235,12 @@ int acct_reader_read(struct acct_reader *rd, acct_counter_fn fn, void *arg)
 			start(rd, NFT_MSG_GETOBJ, NLM_F_DUMP | NLM_F_ACK);
 			r = acct_nft_request(&rd->c, rd->buf, sizeof(rd->buf), counter_cb, &ctx);
 		}
+		/*
+		 * The ARP counter is one more series, not the page: a failed read
+		 * of it leaves it out of this scrape (on a fresh socket next time).
+		 */
+		if (r == 0 && read_arp(rd, &ctx) < 0)
+			reader_close(rd);
 		/* A failed read may leave answers queued: the next one starts on a fresh socket. */
 		if (r < 0 && r != -ENOENT)
 			reader_close(rd);

@@ -36,6 +36,7 @@
 
 /* What the config asks for: the rules, each chain's stamp, the internal set. */
 struct want {
+	const struct acct_config *cfg;
 	struct acct_rule_list rules;
 	char stamp[ACCT_TABLE_CHAINS][STAMP_LEN];
 	size_t n_rules[ACCT_TABLE_CHAINS];
@@ -53,6 +54,8 @@ struct seen {
 	size_t stamped[ACCT_TABLE_CHAINS];	/* rules carrying the chain's stamp */
 	struct acct_bound bounds[ACCT_TABLE_BOUNDS_MAX + 1];
 	size_t n_bounds;		/* ACCT_TABLE_BOUNDS_MAX + 1: more than any config makes */
+	bool old_prerouting;		/* an older layout's prerouting chain (at -150) */
+	bool arp_right;			/* table arp tollgate as cfg declares it */
 	const struct want *want;
 	int err;
 };
@@ -73,6 +76,35 @@ static int set_index(const char *name)
 	return -1;
 }
 
+static uint64_t hash_list(const char *const *list, size_t n, uint64_t h)
+{
+	for (size_t i = 0; i < n; i++)
+		h = hash_fnv1a64(list[i], strlen(list[i]) + 1, h);
+	return hash_fnv1a64(&n, sizeof(n), h);
+}
+
+/*
+ * What nodeAccess puts into a chain's stamp: from_pod's jump to to_agent
+ * follows metricsPort; to_cloud and to_agent stand for who is let through
+ * (their sets' elements), so a changed list redoes them and, with them,
+ * the elements of every pod (acct_declare).
+ */
+static uint64_t access_hash(const struct acct_config *cfg, const char *chain, uint64_t h)
+{
+	const struct acct_access *a = &cfg->access;
+	uint8_t filter = a->metrics_filter;
+
+	if (strcmp(chain, ACCT_CHAIN_FROM_POD) == 0 || strcmp(chain, ACCT_CHAIN_TO_AGENT) == 0) {
+		h = hash_fnv1a64(&filter, sizeof(filter), h);
+		h = hash_fnv1a64(&a->metrics_port, sizeof(a->metrics_port), h);
+	}
+	if (strcmp(chain, ACCT_CHAIN_TO_CLOUD) == 0)
+		h = hash_list(a->metadata_ns, a->n_metadata_ns, h);
+	if (strcmp(chain, ACCT_CHAIN_TO_AGENT) == 0)
+		h = hash_list(a->metrics_ns, a->n_metrics_ns, h);
+	return h;
+}
+
 /*
  * A chain's stamp: what its rules are made from (the layout's version, the
  * chain, the config's fields that rules use; not internalCIDRs, which live
@@ -90,6 +122,7 @@ static void chain_stamp(const struct acct_config *cfg, int c, char ret[STAMP_LEN
 	h = hash_fnv1a64(&cfg->inet_ingress_classid, sizeof(cfg->inet_ingress_classid), h);
 	if (cfg->pod_link_prefix)
 		h = hash_fnv1a64(cfg->pod_link_prefix, strlen(cfg->pod_link_prefix), h);
+	h = access_hash(cfg, acct_table_chains[c].name, h);
 	snprintf(ret, STAMP_LEN, STAMP_PREFIX "%016llx", (unsigned long long)h);
 }
 
@@ -112,6 +145,7 @@ static int want_build(const struct acct_config *cfg, struct want *w, bool to_wri
 	int r;
 
 	memset(w, 0, sizeof(*w));
+	w->cfg = cfg;
 	r = acct_table_rules(cfg, &w->rules);
 	if (r < 0)
 		return r;
@@ -180,6 +214,10 @@ static int name_cb(const struct nlmsghdr *nlh, void *p)
 		if (nlh->nlmsg_type == ((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWCHAIN) &&
 		    t == NFTA_CHAIN_NAME && (i = chain_index(mnl_attr_get_str(a))) >= 0)
 			s->chain[i] = true;
+		if (nlh->nlmsg_type == ((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWCHAIN) &&
+		    t == NFTA_CHAIN_NAME && mnl_attr_validate(a, MNL_TYPE_NUL_STRING) == 0 &&
+		    strcmp(mnl_attr_get_str(a), ACCT_CHAIN_PREROUTING_OLD) == 0)
+			s->old_prerouting = true;
 		if (nlh->nlmsg_type == ((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWSET) &&
 		    t == NFTA_SET_NAME && (i = set_index(mnl_attr_get_str(a))) >= 0)
 			s->set[i] = true;
@@ -307,6 +345,10 @@ static int read_kernel(struct acct_nft_conn *c, const struct want *w, struct see
 
 	memset(s, 0, sizeof(*s));
 	s->want = w;
+	r = acct_arp_read(c, w->cfg);
+	if (r < 0)
+		return r;
+	s->arp_right = r == 1;
 	r = dump(c, NFT_MSG_GETRULE, NULL, rule_cb, s);
 	if (r == 0 && !rules_seen(s))
 		/* A dump names no table that is missing: ask for the table itself. */
@@ -333,11 +375,34 @@ static int read_kernel(struct acct_nft_conn *c, const struct want *w, struct see
 
 /* ---- writing the difference ---- */
 
+static int put_old_prerouting_removal(struct acct_batch *bt)
+{
+	struct nftnl_chain *ch = nftnl_chain_alloc();
+	struct nlmsghdr *nlh;
+	int r = acct_table_flush_chain(bt, ACCT_CHAIN_PREROUTING_OLD);
+
+	if (!ch)
+		return -ENOMEM;
+	nftnl_chain_set_str(ch, NFTNL_CHAIN_TABLE, ACCT_TABLE);
+	nftnl_chain_set_str(ch, NFTNL_CHAIN_NAME, ACCT_CHAIN_PREROUTING_OLD);
+	nlh = acct_batch_msg(bt, NFT_MSG_DELCHAIN, 0);
+	nftnl_chain_nlmsg_build_payload(nlh, ch);
+	nftnl_chain_free(ch);
+	acct_batch_next(bt);
+	return r;
+}
+
 static int put_difference(struct acct_batch *bt, const struct acct_config *cfg,
-			  const struct want *w, struct seen *s, struct acct_repairs *rep)
+			  const struct want *w, struct seen *s, struct acct_repairs *rep,
+			  bool *ret_access_redo)
 {
 	bool rules_right = true, sets_right = true, redo[ACCT_TABLE_CHAINS];
 	int r = 0;
+
+	if (!s->arp_right) {
+		r |= acct_arp_put(bt, cfg);
+		rep->rules++;
+	}
 
 	if (!s->table) {
 		struct nftnl_table *t = nftnl_table_alloc();
@@ -376,6 +441,13 @@ static int put_difference(struct acct_batch *bt, const struct acct_config *cfg,
 			r |= acct_table_flush_chain(bt, acct_table_chains[c].name);
 		}
 	}
+	/* The chain an older layout hooked at -150: gone in the batch its successor comes in. */
+	if (s->old_prerouting) {
+		r |= put_old_prerouting_removal(bt);
+		rep->chains++;
+	}
+	*ret_access_redo = redo[chain_index(ACCT_CHAIN_TO_CLOUD)] ||
+			   redo[chain_index(ACCT_CHAIN_TO_AGENT)];
 	for (int c = 0; c < ACCT_TABLE_CHAINS; c++) {
 		if (!redo[c])
 			continue;
@@ -407,6 +479,7 @@ int acct_declare(const struct acct_config *cfg, const struct acct_pod *all, size
 	struct want *w = calloc(1, sizeof(*w));
 	struct seen *s = calloc(1, sizeof(*s));
 	char why[256] = "";
+	bool access_redo = false;
 	int r, lost;
 
 	if (!w || !s || want_build(cfg, w, true) < 0) {
@@ -439,8 +512,19 @@ int acct_declare(const struct acct_config *cfg, const struct acct_pod *all, size
 		goto out;
 	}
 	acct_batch_start(bt);
-	lost = put_difference(bt, cfg, w, s, &rep);
+	lost = put_difference(bt, cfg, w, s, &rep, &access_redo);
 	r = lost < 0 ? lost : 0;
+	/*
+	 * Who nodeAccess lets through follows the config's lists: when they
+	 * changed (to_cloud or to_agent redone), or every pod goes back in
+	 * anyway, the allowed sets are made again from the store in this batch.
+	 */
+	if (r == 0 && lost == 0 && (access_redo || (flags & ACCT_DECLARE_PODS))) {
+		acct_table_flush_set(bt, ACCT_SET_METADATA_OK);
+		acct_table_flush_set(bt, ACCT_SET_AGENT_OK);
+		for (size_t i = 0; i < n_all && r == 0 && !(flags & ACCT_DECLARE_PODS); i++)
+			r = acct_put_pod_access(bt, cfg, &all[i]);
+	}
 	/* Sets made anew lost their elements: every pod goes back in, from the store. */
 	if (r == 0 && (lost > 0 || (flags & ACCT_DECLARE_PODS)))
 		for (size_t i = 0; i < n_all && r == 0; i++)
@@ -481,7 +565,7 @@ int acct_declared(const struct acct_config *cfg)
 		goto out;
 	for (int i = 0; i < ACCT_TABLE_CHAINS; i++)
 		right = right && chain_right(w, s, i);
-	r = s->table && right && internal_right(w, s);
+	r = s->table && right && internal_right(w, s) && s->arp_right && !s->old_prerouting;
 out:
 	if (w)
 		acct_rule_list_free(&w->rules);

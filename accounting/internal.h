@@ -17,6 +17,11 @@
 #define ACCT_SET_MASQ "masq"
 #define ACCT_MAP_EGRESS_CLASS "egress_class"
 #define ACCT_SET_POD_SRC "pod_src"
+/* nodeAccess: who may reach what (pods of listed namespaces), and whose drop counts where. */
+#define ACCT_SET_METADATA_OK "metadata_ok"
+#define ACCT_SET_AGENT_OK "agent_ok"
+#define ACCT_MAP_METADATA_DROP "metadata_drop"
+#define ACCT_MAP_AGENT_DROP "agent_drop"
 /* nft's datatype ids, so that `nft list` prints keys and values as what they are */
 #define ACCT_NFT_TYPE_IPADDR 7
 #define ACCT_NFT_TYPE_CLASSID 23
@@ -59,6 +64,9 @@ struct acct_batch *acct_batch_new(size_t size);
 void acct_batch_free(struct acct_batch *bt);
 void acct_batch_start(struct acct_batch *bt);
 struct nlmsghdr *acct_batch_msg(struct acct_batch *bt, uint16_t type, uint16_t flags);
+/* The same for a table of another family (NFPROTO_ARP). */
+struct nlmsghdr *acct_batch_msg_family(struct acct_batch *bt, uint16_t type, uint16_t flags,
+				       uint16_t family);
 void acct_batch_next(struct acct_batch *bt);
 /* 0, or the first negative errno the kernel reported (its extack text in `why`). */
 int acct_batch_send(struct acct_nft_conn *c, struct acct_batch *bt, char *why, size_t why_len);
@@ -90,6 +98,10 @@ enum {
 	ACCT_ID_POD_MAPS = ACCT_ID_NS_MAPS + ACCT_CLASSES,
 	ACCT_ID_POD_SRC = ACCT_ID_POD_MAPS + ACCT_CLASSES,
 	ACCT_ID_SPOOFED_MAPS,
+	ACCT_ID_METADATA_OK = ACCT_ID_SPOOFED_MAPS + ACCT_FAMILIES,
+	ACCT_ID_AGENT_OK,
+	ACCT_ID_METADATA_DROP,
+	ACCT_ID_AGENT_DROP,
 };
 
 struct acct_set_def {
@@ -98,7 +110,7 @@ struct acct_set_def {
 	uint32_t flags;
 	enum acct_set_key key;
 };
-#define ACCT_TABLE_SETS 15
+#define ACCT_TABLE_SETS 19
 extern const struct acct_set_def acct_table_sets[ACCT_TABLE_SETS];
 
 struct acct_chain_def {
@@ -107,7 +119,7 @@ struct acct_chain_def {
 	uint32_t hook;
 	int32_t prio;
 };
-#define ACCT_TABLE_CHAINS 11
+#define ACCT_TABLE_CHAINS 13
 extern const struct acct_chain_def acct_table_chains[ACCT_TABLE_CHAINS];
 
 /*
@@ -122,24 +134,46 @@ extern const struct acct_chain_def acct_table_chains[ACCT_TABLE_CHAINS];
 #define ACCT_CHAIN_FWD_INGRESS_INTERNAL "fwd_ingress_internal"
 
 /*
- * Everything from a pod's link goes from `prerouting` to `from_pod` first:
- * anti-spoofing (one lookup of (input link, source) per packet, whatever the
- * number of pods), then the internet mark. A forged packet is dropped
- * before NAT (-100), the mark, counting and shaping see it. Not a base
- * chain of its own at raw priority: that would cost every packet of the
- * node one more hook, measured here at about as much again as the check
- * itself; conntrack sees a forged packet first, but its entry is never
- * confirmed. With the check before it, the mark needs no lookup in @pods.
+ * Everything from a pod's link goes from `prerouting_raw` to `from_pod`
+ * first: anti-spoofing (one lookup of (input link, source) per packet,
+ * whatever the number of pods), then nodeAccess, then the internet mark.
+ * The chain hooks prerouting at raw priority (-300), before conntrack
+ * (-200): a forged packet that matches a connection of another pod (its
+ * reply direction, a RST) would otherwise update that connection's entry
+ * (seen-reply, state, timeout) before it is dropped. It is still the one
+ * prerouting hook of the table (the chain at -150 it replaces is deleted
+ * where an older layout left it). With the check before it, the mark needs
+ * no lookup in @pods.
  */
+#define ACCT_CHAIN_PREROUTING "prerouting_raw"
+#define ACCT_CHAIN_PREROUTING_OLD "prerouting"	/* layouts up to 5, at -150: deleted */
+#define ACCT_PRIO_RAW -300
 #define ACCT_CHAIN_FROM_POD "from_pod"
 #define ACCT_CHAIN_SPOOFED "spoofed"
+/*
+ * nodeAccess, reached from from_pod only for packets to the cloud's
+ * metadata addresses and (with metricsNamespaces) TCP to metricsPort: every
+ * other packet costs two compares and a protocol compare.
+ */
+#define ACCT_CHAIN_TO_CLOUD "to_cloud"
+#define ACCT_CHAIN_TO_AGENT "to_agent"
+
+/* Table arp tollgate (arp.c): its one chain drops ARP from pods' links. */
+#define ACCT_ARP_CHAIN "input"
+#define ACCT_ARP_LAYOUT "tollgate-arp/1"
+struct acct_batch;
+struct acct_nft_conn;
+/* 1 when the table holds cfg's chain and rule, 0 when not (missing too), negative errno. */
+int acct_arp_read(struct acct_nft_conn *c, const struct acct_config *cfg);
+/* Makes the table, its chain, counter and rule (idempotent: every message creates or replaces). */
+int acct_arp_put(struct acct_batch *bt, const struct acct_config *cfg);
 
 /*
  * The version of the rules acct_table_rules builds: part of every rule's stamp, so
  * that a node declared by an older layout is declared again. Change it with
  * every change of a rule (tests/unit/test_accounting.c checks it moves).
  */
-#define ACCT_TABLE_LAYOUT "tollgate-table/5"
+#define ACCT_TABLE_LAYOUT "tollgate-table/6"
 
 /* Every rule the config asks for, in chain order. */
 #define ACCT_TABLE_RULES_MAX 64
@@ -169,13 +203,16 @@ void acct_table_flush_set(struct acct_batch *bt, const char *set);
 int acct_table_put_internal(struct acct_batch *bt, const struct acct_config *cfg);
 int acct_table_put_host_counters(struct acct_batch *bt);
 /*
- * Batch room: the skeleton, and one pod's 14 to 22 elements and 6 to 10
- * counters (2,972 bytes with perPod and a 63-character namespace).
+ * Batch room: the skeleton, and one pod's 16 to 26 elements and 8 to 12
+ * counters (about 3,500 bytes with perPod and a 63-character namespace).
  */
 #define ACCT_BATCH_BASE (128 * 1024)
-#define ACCT_BATCH_PER_POD 3072
+#define ACCT_BATCH_PER_POD 4096
 /* One pod's elements and counters (pods.c). */
 int acct_put_pod(struct acct_batch *bt, const struct acct_config *cfg, const struct acct_pod *p);
+/* Only its elements of @metadata_ok and @agent_ok, as cfg's lists say (a declaration re-derives them). */
+int acct_put_pod_access(struct acct_batch *bt, const struct acct_config *cfg,
+			const struct acct_pod *p);
 void acct_set_add_key(struct nftnl_set *s, uint32_t ip_host, bool interval_end);
 /* A set element's key: a link name (zero-padded, as `meta iifname` loads it), then an address. */
 #define ACCT_KEY_LINK_LEN 16

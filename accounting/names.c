@@ -109,3 +109,43 @@ enum acct_owner acct_spoofed_parse(const char *name, size_t name_len,
 	}
 	return ACCT_OWNER_NONE;
 }
+
+const char *const acct_drop_names[ACCT_DROPS] = { "metadata", "agent" };
+
+void acct_drop_counter_name(const char *k8s_namespace, enum acct_access_drop d,
+			    char ret[ACCT_COUNTER_NAME_MAX])
+{
+	snprintf(ret, ACCT_COUNTER_NAME_MAX, "ns_%s_%s_dropped", k8s_namespace, acct_drop_names[d]);
+}
+
+enum acct_owner acct_drop_parse(const char *name, size_t name_len,
+				char ret_owner[ACCT_COUNTER_NAME_MAX], enum acct_access_drop *ret_drop)
+{
+	for (int d = 0; d < ACCT_DROPS; d++) {
+		char suffix[32];
+		size_t slen = (size_t)snprintf(suffix, sizeof(suffix), "_%s_dropped",
+					       acct_drop_names[d]);
+		size_t mlen;
+
+		if (name_len < slen + 3 || memcmp(name + name_len - slen, suffix, slen) != 0 ||
+		    memcmp(name, "ns_", 3) != 0)
+			continue;
+		/* "ns_<namespace>_<drop>_dropped"; namespaces hold no '_' */
+		mlen = name_len - slen - 3;
+		if (mlen >= ACCT_COUNTER_NAME_MAX || memchr(name + 3, '_', mlen))
+			return ACCT_OWNER_NONE;
+		memcpy(ret_owner, name + 3, mlen);
+		ret_owner[mlen] = '\0';
+		*ret_drop = (enum acct_access_drop)d;
+		return ACCT_OWNER_NAMESPACE;
+	}
+	return ACCT_OWNER_NONE;
+}
+
+bool acct_ns_listed(const char *const *list, size_t n, const char *k8s_namespace)
+{
+	for (size_t i = 0; i < n && k8s_namespace; i++)
+		if (strcmp(list[i], k8s_namespace) == 0)
+			return true;
+	return false;
+}

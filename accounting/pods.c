@@ -100,6 +100,21 @@ static int put_spoofed_elem(struct acct_batch *bt, uint16_t type, const struct a
 	return put_elem_key(bt, type, acct_spoofed_maps[f], key, n, with, 0);
 }
 
+static const char *const drop_maps[ACCT_DROPS] = { ACCT_MAP_METADATA_DROP, ACCT_MAP_AGENT_DROP };
+
+int acct_put_pod_access(struct acct_batch *bt, const struct acct_config *cfg,
+			const struct acct_pod *p)
+{
+	const struct acct_access *a = &cfg->access;
+	int r = 0;
+
+	if (acct_ns_listed(a->metadata_ns, a->n_metadata_ns, p->k8s_namespace))
+		r |= put_elem(bt, NFT_MSG_NEWSETELEM, ACCT_SET_METADATA_OK, p->ip, NULL);
+	if (acct_ns_listed(a->metrics_ns, a->n_metrics_ns, p->k8s_namespace))
+		r |= put_elem(bt, NFT_MSG_NEWSETELEM, ACCT_SET_AGENT_OK, p->ip, NULL);
+	return r ? -ENOMEM : 0;
+}
+
 int acct_put_pod(struct acct_batch *bt, const struct acct_config *cfg, const struct acct_pod *p)
 {
 	char name[ACCT_COUNTER_NAME_MAX];
@@ -115,6 +130,13 @@ int acct_put_pod(struct acct_batch *bt, const struct acct_config *cfg, const str
 			r |= put_spoofed_elem(bt, NFT_MSG_NEWSETELEM, p, (enum acct_family)f, name);
 		}
 	}
+	for (int d = 0; d < ACCT_DROPS; d++) {
+		/* nodeAccess' drops of the namespace: made with its first pod, kept as its others are */
+		acct_drop_counter_name(p->k8s_namespace, (enum acct_access_drop)d, name);
+		r |= acct_put_counter(bt, name);
+		r |= put_elem(bt, NFT_MSG_NEWSETELEM, drop_maps[d], p->ip, name);
+	}
+	r |= acct_put_pod_access(bt, cfg, p);
 	r |= put_elem(bt, NFT_MSG_NEWSETELEM, ACCT_SET_PODS, p->ip, NULL);
 	if (p->egress_classid)
 		r |= put_elem_data(bt, NFT_MSG_NEWSETELEM, ACCT_MAP_EGRESS_CLASS, p->ip, NULL,
@@ -177,6 +199,10 @@ static int put_pod_removal(struct acct_batch *bt, const struct acct_pod *p, uint
 		for (int f = 0; f < ACCT_FAMILIES; f++)
 			STEP(put_spoofed_elem(bt, del_elem, p, (enum acct_family)f, NULL));
 	}
+	STEP(put_elem(bt, del_elem, ACCT_SET_METADATA_OK, p->ip, NULL));
+	STEP(put_elem(bt, del_elem, ACCT_SET_AGENT_OK, p->ip, NULL));
+	for (int d = 0; d < ACCT_DROPS; d++)
+		STEP(put_elem(bt, del_elem, drop_maps[d], p->ip, NULL));
 	STEP(put_elem(bt, del_elem, ACCT_SET_MASQ, p->ip, NULL));
 	STEP(put_elem(bt, del_elem, ACCT_SET_PODS, p->ip, NULL));
 	STEP(put_elem(bt, del_elem, ACCT_MAP_EGRESS_CLASS, p->ip, NULL));
@@ -254,7 +280,7 @@ int acct_pod_del(const struct acct_pod *pod, struct acct_conn **keep, struct tg_
  * The namespace's counters into the batch, as `msg`: counter `only` (-1:
  * every one): each class's, then each family's spoofed-packet counter.
  */
-#define NS_COUNTERS (ACCT_CLASSES + ACCT_FAMILIES)
+#define NS_COUNTERS (ACCT_CLASSES + ACCT_FAMILIES + ACCT_DROPS)
 static int put_ns_counters(struct acct_batch *bt, const char *k8s_namespace, uint16_t msg, int only)
 {
 	char name[ACCT_COUNTER_NAME_MAX];
@@ -264,9 +290,13 @@ static int put_ns_counters(struct acct_batch *bt, const char *k8s_namespace, uin
 			continue;
 		if (i < ACCT_CLASSES)
 			acct_ns_counter_name(k8s_namespace, (enum acct_class)i, name);
-		else
+		else if (i < ACCT_CLASSES + ACCT_FAMILIES)
 			acct_spoofed_counter_name(k8s_namespace, (enum acct_family)(i - ACCT_CLASSES),
 						  name);
+		else
+			acct_drop_counter_name(k8s_namespace,
+					       (enum acct_access_drop)(i - ACCT_CLASSES - ACCT_FAMILIES),
+					       name);
 		if (acct_put_counter_msg(bt, name, msg, msg == NFT_MSG_NEWOBJ ? NLM_F_CREATE : 0) < 0)
 			return -ENOMEM;
 	}

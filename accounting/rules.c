@@ -8,8 +8,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <linux/netfilter.h>
 #include <linux/netfilter/nf_tables.h>
+#include <linux/rtnetlink.h>
 #include <libnftnl/expr.h>
 #include <libnftnl/rule.h>
 
@@ -291,10 +294,10 @@ static void match_pod_link(struct nftnl_rule *r, const char *prefix)
 	put(r, cmp_eq(prefix, (uint32_t)strlen(prefix)));
 }
 
-/* In prerouting, either family: iifname "<prefix>*" jump from_pod */
+/* In prerouting_raw, either family: iifname "<prefix>*" jump from_pod */
 static struct nftnl_rule *from_pod_rule(const char *prefix)
 {
-	struct nftnl_rule *r = rule_new_any("prerouting");
+	struct nftnl_rule *r = rule_new_any(ACCT_CHAIN_PREROUTING);
 
 	if (!r)
 		return NULL;
@@ -358,6 +361,155 @@ static struct nftnl_rule *spoofed_rule(enum acct_family f, bool by_link, bool la
 	}
 	put(r, verdict(NF_DROP, NULL));
 	return r;
+}
+
+/* ip daddr <addr> (host order) */
+static void match_daddr(struct nftnl_rule *r, uint32_t addr)
+{
+	uint32_t be = htonl(addr);
+
+	put(r, load_ip(16));
+	put(r, cmp_eq(&be, sizeof(be)));
+}
+
+/* meta l4proto <proto> th dport <port> */
+static void match_dport(struct nftnl_rule *r, uint8_t proto, uint16_t port)
+{
+	struct nftnl_expr *ex;
+	uint16_t be = htons(port);
+
+	put(r, meta_load(NFT_META_L4PROTO));
+	put(r, cmp_eq(&proto, sizeof(proto)));
+	ex = nftnl_expr_alloc("payload");
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_PAYLOAD_BASE, NFT_PAYLOAD_TRANSPORT_HEADER);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_PAYLOAD_OFFSET, 2);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_PAYLOAD_LEN, 2);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_PAYLOAD_DREG, NFT_REG_1);
+	put(r, ex);
+	put(r, cmp_eq(&be, sizeof(be)));
+}
+
+/* In from_pod: ip daddr <addr> jump to_cloud */
+static struct nftnl_rule *to_cloud_rule(uint32_t addr)
+{
+	struct nftnl_rule *r = rule_new(ACCT_CHAIN_FROM_POD);
+
+	if (!r)
+		return NULL;
+	match_daddr(r, addr);
+	put(r, verdict(NFT_JUMP, ACCT_CHAIN_TO_CLOUD));
+	return r;
+}
+
+/* In from_pod: meta l4proto tcp tcp dport <metricsPort> jump to_agent */
+static struct nftnl_rule *to_agent_rule(uint16_t port)
+{
+	struct nftnl_rule *r = rule_new(ACCT_CHAIN_FROM_POD);
+
+	if (!r)
+		return NULL;
+	match_dport(r, IPPROTO_TCP, port);
+	put(r, verdict(NFT_JUMP, ACCT_CHAIN_TO_AGENT));
+	return r;
+}
+
+/* ip saddr @<allowed> return: a pod of a listed namespace goes on. */
+static struct nftnl_rule *allowed_rule(const char *chain, const char *set, uint32_t id)
+{
+	struct nftnl_rule *r = rule_new(chain);
+
+	if (!r)
+		return NULL;
+	put(r, load_ip(12));
+	put(r, lookup(set, id, false));
+	put(r, verdict(NFT_RETURN, NULL));
+	return r;
+}
+
+/* In to_cloud: ip daddr 168.63.129.16 meta l4proto <proto> th dport 53 return (DNS) */
+static struct nftnl_rule *wireserver_dns_rule(uint8_t proto)
+{
+	struct nftnl_rule *r = rule_new(ACCT_CHAIN_TO_CLOUD);
+
+	if (!r)
+		return NULL;
+	match_daddr(r, ACCT_WIRESERVER_ADDR);
+	match_dport(r, proto, 53);
+	put(r, verdict(NFT_RETURN, NULL));
+	return r;
+}
+
+/* fib daddr type local */
+static void match_local(struct nftnl_rule *r)
+{
+	struct nftnl_expr *ex = nftnl_expr_alloc("fib");
+	uint32_t local = RTN_LOCAL;
+
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_FIB_RESULT, NFT_FIB_RESULT_ADDRTYPE);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_FIB_FLAGS, NFTA_FIB_F_DADDR);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_FIB_DREG, NFT_REG_1);
+	put(r, ex);
+	put(r, cmp_eq(&local, sizeof(local)));
+}
+
+enum deny_when { DENY_ALWAYS, DENY_INTERNAL, DENY_LOCAL };
+
+/*
+ * [ip daddr @internal | fib daddr type local] [counter name ip saddr map @<map>] drop.
+ * Counted: a pod without an element in the map (none should be) breaks the
+ * rule and meets the uncounted one after it.
+ */
+static struct nftnl_rule *deny_rule(const char *chain, enum deny_when when, const char *map,
+				    uint32_t map_id)
+{
+	struct nftnl_rule *r = rule_new(chain);
+
+	if (!r)
+		return NULL;
+	if (when == DENY_INTERNAL) {
+		put(r, load_ip(16));
+		put(r, lookup(ACCT_SET_INTERNAL, ACCT_ID_INTERNAL, false));
+	} else if (when == DENY_LOCAL) {
+		match_local(r);
+	}
+	if (map) {
+		put(r, load_ip(12));
+		put(r, counter_map(map, map_id));
+	}
+	put(r, verdict(NF_DROP, NULL));
+	return r;
+}
+
+/*
+ * nodeAccess, after anti-spoofing (the source is the pod's own): the
+ * cloud's metadata for pods of metadataNamespaces (and the WireServer's DNS
+ * for every pod), metricsPort of the node or of any internal address for
+ * pods of metricsNamespaces, when that is set.
+ */
+static int put_access(struct acct_rule_list *bt, const struct acct_config *cfg)
+{
+	int r = 0;
+
+	r |= put_rule(bt, to_cloud_rule(ACCT_IMDS_ADDR));
+	r |= put_rule(bt, to_cloud_rule(ACCT_WIRESERVER_ADDR));
+	r |= put_rule(bt, allowed_rule(ACCT_CHAIN_TO_CLOUD, ACCT_SET_METADATA_OK,
+				       ACCT_ID_METADATA_OK));
+	r |= put_rule(bt, wireserver_dns_rule(IPPROTO_UDP));
+	r |= put_rule(bt, wireserver_dns_rule(IPPROTO_TCP));
+	r |= put_rule(bt, deny_rule(ACCT_CHAIN_TO_CLOUD, DENY_ALWAYS, ACCT_MAP_METADATA_DROP,
+				    ACCT_ID_METADATA_DROP));
+	r |= put_rule(bt, deny_rule(ACCT_CHAIN_TO_CLOUD, DENY_ALWAYS, NULL, 0));
+	if (!cfg->access.metrics_filter)
+		return r ? -ENOMEM : 0;
+	r |= put_rule(bt, to_agent_rule(cfg->access.metrics_port));
+	r |= put_rule(bt, allowed_rule(ACCT_CHAIN_TO_AGENT, ACCT_SET_AGENT_OK, ACCT_ID_AGENT_OK));
+	r |= put_rule(bt, deny_rule(ACCT_CHAIN_TO_AGENT, DENY_INTERNAL, ACCT_MAP_AGENT_DROP,
+				    ACCT_ID_AGENT_DROP));
+	r |= put_rule(bt, deny_rule(ACCT_CHAIN_TO_AGENT, DENY_LOCAL, ACCT_MAP_AGENT_DROP,
+				    ACCT_ID_AGENT_DROP));
+	r |= put_rule(bt, deny_rule(ACCT_CHAIN_TO_AGENT, DENY_INTERNAL, NULL, 0));
+	r |= put_rule(bt, deny_rule(ACCT_CHAIN_TO_AGENT, DENY_LOCAL, NULL, 0));
+	return r ? -ENOMEM : 0;
 }
 
 static struct nftnl_rule *masquerade_rule(void)
@@ -433,6 +585,7 @@ int acct_table_rules(const struct acct_config *cfg, struct acct_rule_list *bt)
 	r |= put_rule(bt, spoofed_rule(ACCT_IPV6, true, false));
 	r |= put_rule(bt, spoofed_rule(ACCT_IPV4, false, false));
 	r |= put_rule(bt, spoofed_rule(ACCT_IPV6, false, true));
+	r |= put_access(bt, cfg);
 	/*
 	 * Internet-bound packets carry the mark from before routing on. What
 	 * reaches the mark in from_pod has its pod's address (anti-spoofing saw

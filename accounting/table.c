@@ -30,9 +30,12 @@ const char *const acct_pod_maps[ACCT_CLASSES] = {
 const char *const acct_spoofed_maps[ACCT_FAMILIES] = { "spoofed_ipv4", "spoofed_ipv6" };
 
 const struct acct_chain_def acct_table_chains[ACCT_TABLE_CHAINS] = {
-	{ "prerouting", "filter", NF_INET_PRE_ROUTING, -150 }, /* mangle: before routing */
+	/* raw: before conntrack, which a forged packet must not update */
+	{ ACCT_CHAIN_PREROUTING, "filter", NF_INET_PRE_ROUTING, ACCT_PRIO_RAW },
 	{ ACCT_CHAIN_FROM_POD, NULL, 0, 0 },
 	{ ACCT_CHAIN_SPOOFED, NULL, 0, 0 },
+	{ ACCT_CHAIN_TO_CLOUD, NULL, 0, 0 },
+	{ ACCT_CHAIN_TO_AGENT, NULL, 0, 0 },
 	{ "forward", "filter", NF_INET_FORWARD, -150 },
 	{ "input", "filter", NF_INET_LOCAL_IN, -150 },
 	{ "output", "route", NF_INET_LOCAL_OUT, -150 },	/* route: a new mark re-routes */
@@ -135,6 +138,10 @@ const struct acct_set_def acct_table_sets[ACCT_TABLE_SETS] = {
 	{ "pod_egress_internet", ACCT_ID_POD_MAPS + 1, NFT_SET_OBJECT, ACCT_KEY_ADDR },
 	{ "pod_ingress_internal", ACCT_ID_POD_MAPS + 2, NFT_SET_OBJECT, ACCT_KEY_ADDR },
 	{ "pod_ingress_internet", ACCT_ID_POD_MAPS + 3, NFT_SET_OBJECT, ACCT_KEY_ADDR },
+	{ ACCT_SET_METADATA_OK, ACCT_ID_METADATA_OK, 0, ACCT_KEY_ADDR },
+	{ ACCT_SET_AGENT_OK, ACCT_ID_AGENT_OK, 0, ACCT_KEY_ADDR },
+	{ ACCT_MAP_METADATA_DROP, ACCT_ID_METADATA_DROP, NFT_SET_OBJECT, ACCT_KEY_ADDR },
+	{ ACCT_MAP_AGENT_DROP, ACCT_ID_AGENT_DROP, NFT_SET_OBJECT, ACCT_KEY_ADDR },
 };
 
 int acct_table_put_set(struct acct_batch *bt, const struct acct_set_def *d)

@@ -27,7 +27,8 @@
  * lower value: one that has already passed the old value between two
  * scrapes would otherwise swallow it.
  */
-enum series_kind { SERIES_OTHER, SERIES_NS, SERIES_POD, SERIES_HOST, SERIES_SPOOFED };
+enum series_kind { SERIES_OTHER, SERIES_NS, SERIES_POD, SERIES_HOST, SERIES_SPOOFED,
+		   SERIES_METADATA_DROP, SERIES_AGENT_DROP, SERIES_ARP_DROP };
 
 struct series {
 	char name[ACCT_COUNTER_NAME_MAX];
@@ -139,12 +140,28 @@ static void classify(struct exporter *ex, struct series *s)
 	s->kind = SERIES_OTHER;
 	if (who == ACCT_OWNER_NONE) {
 		/* Spoofed packets: by the sender's namespace, or (no namespace label) by no known pod. */
+		enum acct_access_drop drop;
+
 		who = acct_spoofed_parse(s->name, s->name_len, owner, &fam);
 		if (who != ACCT_OWNER_NONE) {
 			const char *l[] = { "namespace", owner, "family", acct_family_names[fam], NULL };
 
 			s->kind = SERIES_SPOOFED;
 			set_labels(s, who == ACCT_OWNER_NAMESPACE ? l : l + 2);
+			return;
+		}
+		/* nodeAccess' drops, by the sender's namespace; ARP from pods, node-wide. */
+		if (acct_drop_parse(s->name, s->name_len, owner, &drop) == ACCT_OWNER_NAMESPACE) {
+			const char *l[] = { "namespace", owner, NULL };
+
+			s->kind = drop == ACCT_DROP_METADATA ? SERIES_METADATA_DROP : SERIES_AGENT_DROP;
+			set_labels(s, l);
+		} else if (s->name_len == strlen(ACCT_ARP_COUNTER) &&
+			   memcmp(s->name, ACCT_ARP_COUNTER, s->name_len) == 0) {
+			/* no labels: an empty label set, which is shown */
+			s->kind = SERIES_ARP_DROP;
+			set_labels(s, NULL);
+			s->labels = strdup("");
 		}
 		return;
 	}
@@ -418,6 +435,17 @@ static const struct {
 	  "Packets from pods dropped before any counting: a source that is not the sending pod's "
 	  "address, or IPv6; by the sender's namespace (no namespace label: from a pod link no "
 	  "attachment holds) and family." },
+	{ SERIES_METADATA_DROP, false, "tollgate_namespace_metadata_dropped_packets_total",
+	  "Packets from pods of namespaces not in nodeAccess.metadataNamespaces to the cloud's "
+	  "metadata (IMDS 169.254.169.254, the WireServer 168.63.129.16 but its DNS), dropped; by "
+	  "the sender's namespace." },
+	{ SERIES_AGENT_DROP, false, "tollgate_namespace_metrics_port_dropped_packets_total",
+	  "TCP packets from pods of namespaces not in nodeAccess.metricsNamespaces to "
+	  "nodeAccess.metricsPort of the node or of an internal address, dropped; by the sender's "
+	  "namespace." },
+	{ SERIES_ARP_DROP, false, "tollgate_pod_arp_dropped_packets_total",
+	  "ARP packets from pods' links, dropped before the node's neighbour table sees them "
+	  "(pods need no ARP: both ends have permanent entries)." },
 };
 
 int exporter_render(struct exporter *ex, struct expo *x)

@@ -278,6 +278,67 @@ static int parse_shaping(json_object *root, struct node_config *cfg, struct tg_e
 	return 0;
 }
 
+/* A Kubernetes namespace name: a DNS label (RFC 1123), at most 63 characters. */
+static bool ns_name_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > 63 || s[0] == '-' || s[n - 1] == '-')
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+			return false;
+	return true;
+}
+
+/* nodeAccess.<key>: an array of namespace names, at most ACCT_ACCESS_NS_MAX. 1 when given. */
+static int parse_ns_list(json_object *o, const char *key, const char **ret, size_t *ret_n,
+			 struct tg_err *e)
+{
+	json_object *arr = NULL;
+	size_t n;
+	int r = jx_string_array(o, "nodeAccess", key, &arr, e);
+
+	if (r <= 0)
+		return r;
+	n = json_object_array_length(arr);
+	if (n > ACCT_ACCESS_NS_MAX)
+		return tg_fail(e, CNI_ERR_CONFIG, -E2BIG, "nodeAccess.%s lists more than %d namespaces",
+			       key, ACCT_ACCESS_NS_MAX);
+	for (size_t i = 0; i < n; i++) {
+		const char *s = json_object_get_string(json_object_array_get_idx(arr, i));
+
+		if (!ns_name_ok(s))
+			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+				       "nodeAccess.%s[%zu] \"%.64s\" is not a namespace name "
+				       "(a DNS label: a-z, 0-9 and '-', at most 63 characters)",
+				       key, i, s);
+		ret[i] = s;
+	}
+	*ret_n = n;
+	return 1;
+}
+
+static int parse_access(json_object *root, struct node_config *cfg, struct tg_err *e)
+{
+	json_object *acc = NULL;
+	int64_t port = 9617;
+	int r;
+
+	cfg->access.metrics_port = 9617;
+	if ((r = jx_object(root, "", "nodeAccess", &acc, e)) <= 0)
+		return r;
+	if (parse_ns_list(acc, "metadataNamespaces", cfg->access.metadata_ns,
+			  &cfg->access.n_metadata_ns, e) < 0 ||
+	    (r = parse_ns_list(acc, "metricsNamespaces", cfg->access.metrics_ns,
+			       &cfg->access.n_metrics_ns, e)) < 0 ||
+	    jx_int(acc, "nodeAccess", "metricsPort", 1, 65535, &port, e) < 0)
+		return -EINVAL;
+	cfg->access.metrics_filter = r == 1;
+	cfg->access.metrics_port = (uint16_t)port;
+	return 0;
+}
+
 /* containerd's "no burst" (2^32-1 bits, ~512 MiB) would leave short transfers unshaped. */
 #define BURST_UNSET 4294967295ULL
 #define BURST_MAX (512ULL * 1024 * 1024 * 8)
@@ -474,6 +535,8 @@ int node_config_parse(struct node_config *cfg, struct tg_err *e)
 	if ((r = parse_accounting(root, cfg, e)) < 0)
 		return r;
 	if ((r = parse_shaping(root, cfg, e)) < 0)
+		return r;
+	if ((r = parse_access(root, cfg, e)) < 0)
 		return r;
 	if (jx_object(root, "", "runtimeConfig", &cfg->runtime_config, e) < 0)
 		return -EINVAL;

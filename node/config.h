@@ -60,6 +60,7 @@ struct node_config {
 	int64_t retain_seconds;		/* accounting.retainSeconds: a namespace's counters after its last pod */
 	uint32_t internet_mark;
 	struct shaping_policy shaping;
+	struct acct_access access;	/* nodeAccess (its lists point into root) */
 	/* runtimeConfig.bandwidth and the pod's annotations (its caps are resolved per namespace) */
 	struct shaping request;
 	json_object *prev_result;

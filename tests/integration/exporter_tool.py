@@ -221,7 +221,8 @@ def cmd_compare(a):
     """Every named counter of the table must be on /metrics with the same
     bytes and packets (spoofed-packet counters: packets), and every
     tollgate_{namespace,pod,host}_* and tollgate_spoofed_packets_total
-    sample must come from a counter."""
+    sample must come from a counter. nodeAccess' drop counters (packets) too;
+    the table is the inet one (ARP's counter lives in table arp tollgate)."""
     with open(a.metrics) as f:
         met = parse_metrics(f.read())
     with open(a.nft) as f:
@@ -234,7 +235,7 @@ def cmd_compare(a):
     problems, compared, expected_keys = [], 0, set()
     for item in nft.get("nftables", []):
         c = item.get("counter")
-        if not c or c.get("table") != "tollgate":
+        if not c or c.get("table") != "tollgate" or c.get("family", "inet") != "inet":
             continue
         name = c["name"]
         m = re.match(r"^(?:ns_([^_]*)|node)_spoofed_(ipv4|ipv6)$", name)
@@ -243,6 +244,18 @@ def cmd_compare(a):
             if m.group(1) is not None:
                 labels["namespace"] = m.group(1)
             k = ("tollgate_spoofed_packets_total", frozenset(labels.items()))
+            expected_keys.add(k)
+            if k not in met:
+                problems.append("%s (counter %s) missing on /metrics" % (key_str(k), name))
+            elif met[k] != c["packets"]:
+                problems.append("%s = %r on /metrics, nft %s packets = %d" % (key_str(k), met[k], name, c["packets"]))
+            else:
+                compared += 1
+            continue
+        m = re.match(r"^ns_([^_]*)_(metadata|agent)_dropped$", name)
+        if m:
+            fam = {"metadata": "metadata", "agent": "metrics_port"}[m.group(2)]
+            k = ("tollgate_namespace_%s_dropped_packets_total" % fam, frozenset({"namespace": m.group(1)}.items()))
             expected_keys.add(k)
             if k not in met:
                 problems.append("%s (counter %s) missing on /metrics" % (key_str(k), name))
@@ -281,7 +294,7 @@ def cmd_compare(a):
             else:
                 compared += 1
     for k in met:
-        if re.match(r"tollgate_((namespace|pod|host)_(bytes|packets)|spoofed_packets)_total$", k[0]) and k not in expected_keys:
+        if re.match(r"tollgate_((namespace|pod|host)_(bytes|packets)|spoofed_packets|namespace_(metadata|metrics_port)_dropped_packets)_total$", k[0]) and k not in expected_keys:
             problems.append("%s on /metrics has no nft counter" % key_str(k))
     out({"compared": compared, "problems": problems[:20], "n_problems": len(problems)})
     return 0

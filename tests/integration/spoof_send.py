@@ -9,6 +9,11 @@ network namespace (ip netns exec NS python3 spoof_send.py ...).
        IPv4 with any source: a raw socket with IP_HDRINCL, routed by the
        pod's own routes (default via 169.254.1.1). The kernel fills in the
        IP checksum and length; the UDP checksum is 0 (none, valid in IPv4).
+  ipv4 ... --sport P: the source port (default 40000), to forge a datagram
+       of another pod's connection
+  arp --ifname IF --target IP --sender-net A.B --count N
+       ARP requests "who-has TARGET tell A.B.x.y", broadcast, a new sender
+       address each (x.y counting up from 0.1), from the interface's MAC
   ipv6 --ifname IF --dst-mac MAC --src IP6 --dst IP6 --port P --count N --size S
        IPv6 frames written straight onto the pod's interface (a packet
        socket), so they go out even with no IPv6 address on it; the UDP
@@ -21,6 +26,7 @@ import struct
 import sys
 
 ETH_P_IPV6 = 0x86DD
+ETH_P_ARP = 0x0806
 
 
 def csum(data):
@@ -37,12 +43,27 @@ def cmd_ipv4(a):
     s.setsockopt(socket.IPPROTO_IP, socket.IP_HDRINCL, 1)
     src, dst = socket.inet_aton(a.src), socket.inet_aton(a.dst)
     payload = b"s" * a.size
-    udp = struct.pack("!HHHH", 40000, a.port, 8 + len(payload), 0) + payload
+    udp = struct.pack("!HHHH", a.sport, a.port, 8 + len(payload), 0) + payload
     for i in range(a.count):
         # version/IHL, TOS, total length, id, flags/fragment, TTL, protocol, checksum
         ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), (i + 1) & 0xFFFF, 0, 64,
                          socket.IPPROTO_UDP, 0, src, dst)
         s.sendto(ip + udp, (a.dst, 0))
+    print(a.count)
+    return 0
+
+
+def cmd_arp(a):
+    s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ARP))
+    s.bind((a.ifname, ETH_P_ARP))
+    mine = s.getsockname()[4]
+    tpa = socket.inet_aton(a.target)
+    net = [int(x) for x in a.sender_net.split(".")]
+    for i in range(1, a.count + 1):
+        spa = bytes(net + [i >> 8 & 0xFF, i & 0xFF])
+        # htype, ptype, hlen, plen, op (request), sha, spa, tha, tpa
+        arp = struct.pack("!HHBBH6s4s6s4s", 1, 0x0800, 6, 4, 1, mine, spa, b"\0" * 6, tpa)
+        s.send(b"\xff" * 6 + mine + struct.pack("!H", ETH_P_ARP) + arp)
     print(a.count)
     return 0
 
@@ -71,8 +92,15 @@ def cmd_ipv6(a):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
+    q = sub.add_parser("arp")
+    q.add_argument("--ifname", required=True)
+    q.add_argument("--target", required=True)
+    q.add_argument("--sender-net", required=True)
+    q.add_argument("--count", type=int, required=True)
+    q.set_defaults(size=0)
     for name in ("ipv4", "ipv6"):
         q = sub.add_parser(name)
+        q.add_argument("--sport", type=int, default=40000)
         q.add_argument("--src", required=True)
         q.add_argument("--dst", required=True)
         q.add_argument("--port", type=int, required=True)
@@ -86,7 +114,7 @@ def main():
         p.error("--size out of range (0..1400)")
     if not 0 <= a.count <= 10000:
         p.error("--count out of range (0..10000)")
-    return {"ipv4": cmd_ipv4, "ipv6": cmd_ipv6}[a.cmd](a)
+    return {"ipv4": cmd_ipv4, "ipv6": cmd_ipv6, "arp": cmd_arp}[a.cmd](a)
 
 
 if __name__ == "__main__":

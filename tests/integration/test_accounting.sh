@@ -236,8 +236,8 @@ for p in a:research b:ml-datasets n:; do
 		t_expect "map spoofed_${f}[$s's link]" "$(map_value "spoofed_$f" "${POD_VETH[$s]}")" "ns_${ns}_spoofed_$f"
 	done
 done
-# 3 namespaces x (4 classes + 2 families) + 4 host + 2 node
-t_expect "counter count" "$(wc -l <<<"$all")" 24
+# 3 namespaces x (4 classes + 2 families + 2 nodeAccess drops) + 4 host + 2 node
+t_expect "counter count" "$(wc -l <<<"$all")" 30
 [ -z "$T_ERRS" ] || diag "$all"
 t_end
 
@@ -476,7 +476,7 @@ for s in b n p2; do
 	t_expect "elements with $s's $ip after GC" "$(nft_elems_with "$ip")" 0
 	t_expect "elements with $s's link after GC" "$(nft_elems_with "${POD_VETH[$s]}")" 0
 done
-t_expect "elements with a's $A after GC (pods, masq, pod_src, 4 ns maps)" "$(nft_elems_with "$A")" 7
+t_expect "elements with a's $A after GC (pods, masq, pod_src, 4 ns maps, 2 drop maps)" "$(nft_elems_with "$A")" 9
 t_expect "elements with a's link after GC (pod_src, 2 spoofed maps)" "$(nft_elems_with "${POD_VETH[a]}")" 3
 pod_del a "$CONF" || t_fail "DEL a rc=$TG_RC $TG_OUT"
 t_expect "elements with a's $A after DEL" "$(nft_elems_with "$A")" 0
@@ -583,7 +583,7 @@ ipt() { ip netns exec "$TG_NODE" iptables -w 5 "$@"; }
 # foreign state, counters zeroed, without iptables-save's timestamped comments
 foreign() {
 	ip netns exec "$TG_NODE" iptables-save | grep -v '^#' | sed -E 's/\[[0-9]+:[0-9]+\]/[N:N]/'
-	ip netns exec "$TG_NODE" nft list tables 2>/dev/null | grep -vx 'table inet tollgate' | while read -r _ fam name; do
+	ip netns exec "$TG_NODE" nft list tables 2>/dev/null | grep -vx -e 'table inet tollgate' -e 'table arp tollgate' | while read -r _ fam name; do
 		ip netns exec "$TG_NODE" nft list table "$fam" "$name" 2>/dev/null | sed -E 's/packets [0-9]+ bytes [0-9]+/packets N bytes N/'
 	done
 }

@@ -125,8 +125,11 @@ static inline void assert_all_counters(const struct seen *s, const struct pods *
 {
 	char name[ACCT_COUNTER_NAME_MAX];
 
-	assert_int_equal(s->n, (size_t)PODS * ACCT_CLASSES + NAMESPACES * (ACCT_CLASSES + ACCT_FAMILIES) +
-				       ACCT_CLASSES + ACCT_FAMILIES);
+	/* pods' own, namespaces' (classes, spoofed, nodeAccess' drops), the host's, ARP's */
+	assert_int_equal(s->n, (size_t)PODS * ACCT_CLASSES +
+				       NAMESPACES * (ACCT_CLASSES + ACCT_FAMILIES + ACCT_DROPS) +
+				       ACCT_CLASSES + ACCT_FAMILIES + 1);
+	assert_counter_read(s, ACCT_ARP_COUNTER);
 	for (int c = 0; c < ACCT_CLASSES; c++) {
 		for (int i = 0; i < PODS; i++) {
 			acct_pod_counter_name(ps->veth[i], c, name);

@@ -57,6 +57,7 @@ static void expect_ok_cmd(const char *json, enum cni_cmd cmd)
 #define IPAM(kv) HEAD ",\"ipam\":{" kv "}}"
 #define IPAM_STATIC(kv) IPAM("\"source\":\"static\",\"addresses\":[\"10.1.0.10-10.1.0.40\"]," kv)
 #define ACCT(kv) HEAD "," IPAM_OK ",\"accounting\":{" kv "}}"
+#define ACCESS(kv) HEAD "," IPAM_OK ",\"nodeAccess\":{" kv "}}"
 #define VERSIONED(v, rest) "{\"cniVersion\":\"" v "\",\"name\":\"net\",\"type\":\"tollgate\"," rest "}"
 
 /* ---- table-driven rejections: each row becomes its own test case ---- */
@@ -127,6 +128,21 @@ static const struct bad_case bad_cases[] = {
 	/* prevResult that is not an object cannot be decoded: 6 (contract) */
 	{ "type: prevResult array is 6", TOP("\"prevResult\":[]"), CNI_CMD_DEL, 6, "prevResult" },
 	{ "type: prevResult string is 6", TOP("\"prevResult\":\"x\""), CNI_CMD_CHECK, 6, "prevResult" },
+
+	/* ---- nodeAccess ---- */
+	{ "type: nodeAccess array", TOP("\"nodeAccess\":[]"), CNI_CMD_ADD, 7, "nodeAccess" },
+	{ "type: nodeAccess.metadataNamespaces string", ACCESS("\"metadataNamespaces\":\"monitoring\""), CNI_CMD_ADD, 7, "nodeAccess.metadataNamespaces" },
+	{ "type: nodeAccess.metadataNamespaces element number", ACCESS("\"metadataNamespaces\":[\"a\",5]"), CNI_CMD_ADD, 7, "nodeAccess.metadataNamespaces[1]" },
+	{ "type: nodeAccess.metricsNamespaces object", ACCESS("\"metricsNamespaces\":{}"), CNI_CMD_ADD, 7, "nodeAccess.metricsNamespaces" },
+	{ "type: nodeAccess.metricsPort string", ACCESS("\"metricsPort\":\"9617\""), CNI_CMD_ADD, 7, "nodeAccess.metricsPort" },
+	{ "type: nodeAccess.metricsPort float", ACCESS("\"metricsPort\":9617.5"), CNI_CMD_ADD, 7, "nodeAccess.metricsPort" },
+	{ "value: nodeAccess.metricsPort 0", ACCESS("\"metricsPort\":0"), CNI_CMD_ADD, 7, "nodeAccess.metricsPort" },
+	{ "value: nodeAccess.metricsPort 65536", ACCESS("\"metricsPort\":65536"), CNI_CMD_ADD, 7, "nodeAccess.metricsPort" },
+	{ "value: nodeAccess.metadataNamespaces upper case", ACCESS("\"metadataNamespaces\":[\"Kube\"]"), CNI_CMD_ADD, 7, "nodeAccess.metadataNamespaces[0]" },
+	{ "value: nodeAccess.metadataNamespaces empty name", ACCESS("\"metadataNamespaces\":[\"\"]"), CNI_CMD_ADD, 7, "nodeAccess.metadataNamespaces[0]" },
+	{ "value: nodeAccess.metricsNamespaces underscore", ACCESS("\"metricsNamespaces\":[\"ok\",\"a_b\"]"), CNI_CMD_ADD, 7, "nodeAccess.metricsNamespaces[1]" },
+	{ "value: nodeAccess.metricsNamespaces leading dash", ACCESS("\"metricsNamespaces\":[\"-a\"]"), CNI_CMD_ADD, 7, "nodeAccess.metricsNamespaces[0]" },
+	{ "value: nodeAccess.metricsNamespaces 64 characters", ACCESS("\"metricsNamespaces\":[\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"]"), CNI_CMD_ADD, 7, "nodeAccess.metricsNamespaces[0]" },
 
 	/* ---- missing required keys ---- */
 	{ "missing: cniVersion", "{\"name\":\"net\"," IPAM_OK "}", CNI_CMD_ADD, 7, "cniVersion" },
@@ -397,6 +413,49 @@ static void t_defaults(void **state)
 	assert_null(cfg.prev_result);
 	assert_null(cfg.runtime_config);
 	assert_null(cfg.valid_attachments);
+	node_config_free(&cfg);
+}
+
+static void t_node_access_defaults(void **state)
+{
+	struct node_config cfg;
+	struct tg_err e;
+
+	/* nothing listed: no pod reaches the metadata, the agents' port is not filtered */
+	assert_int_equal(parse(MINIMAL, &cfg, &e), 0);
+	assert_int_equal(cfg.access.n_metadata_ns, 0);
+	assert_int_equal(cfg.access.n_metrics_ns, 0);
+	assert_false(cfg.access.metrics_filter);
+	assert_int_equal(cfg.access.metrics_port, 9617);
+	node_config_free(&cfg);
+	assert_int_equal(parse(ACCESS(""), &cfg, &e), 0);
+	assert_false(cfg.access.metrics_filter);
+	assert_int_equal(cfg.access.metrics_port, 9617);
+	node_config_free(&cfg);
+}
+
+static void t_node_access_values(void **state)
+{
+	struct node_config cfg;
+	struct tg_err e;
+
+	assert_int_equal(parse(ACCESS("\"metadataNamespaces\":[\"kube-system\",\"id0\"],"
+				      "\"metricsNamespaces\":[\"monitoring\"],\"metricsPort\":19617"),
+			       &cfg, &e), 0);
+	assert_int_equal(cfg.access.n_metadata_ns, 2);
+	assert_string_equal(cfg.access.metadata_ns[0], "kube-system");
+	assert_string_equal(cfg.access.metadata_ns[1], "id0");
+	assert_true(cfg.access.metrics_filter);
+	assert_int_equal(cfg.access.n_metrics_ns, 1);
+	assert_string_equal(cfg.access.metrics_ns[0], "monitoring");
+	assert_int_equal(cfg.access.metrics_port, 19617);
+	assert_true(acct_ns_listed(cfg.access.metadata_ns, cfg.access.n_metadata_ns, "id0"));
+	assert_false(acct_ns_listed(cfg.access.metadata_ns, cfg.access.n_metadata_ns, "id"));
+	node_config_free(&cfg);
+	/* an empty list filters too: no namespace reaches the port */
+	assert_int_equal(parse(ACCESS("\"metricsNamespaces\":[]"), &cfg, &e), 0);
+	assert_true(cfg.access.metrics_filter);
+	assert_int_equal(cfg.access.n_metrics_ns, 0);
 	node_config_free(&cfg);
 }
 
@@ -782,6 +841,8 @@ int main(void)
 	ADD(t_full_config_as_conflist_entry_every_version);
 	ADD(t_non_default_values);
 	ADD(t_defaults);
+	ADD(t_node_access_defaults);
+	ADD(t_node_access_values);
 	ADD(t_ipam_source_defaults_to_imds_without_addresses);
 	ADD(t_empty_ipam_object_is_imds);
 	ADD(t_imds_exclude_syntax_ok);

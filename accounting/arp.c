@@ -1,0 +1,217 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * Table `arp tollgate`, owned wholly by Tollgate: its chain `input` drops
+ * every ARP packet that arrives on a pod's host link, counted in
+ * node_arp_dropped. The neighbour table is one per host: a pod that fills it
+ * with forged senders cuts the node off from new peers. Pods need no ARP:
+ * both ends of a pod's veth hold permanent neighbour entries (node/plumb.c).
+ *
+ * Declared with table inet tollgate, in the same batch (declare.c): read
+ * with one rule dump, its one rule stamped like the inet table's, and when
+ * anything is off every object is written again, each message creating or
+ * replacing, so that the batch holds whatever the kernel had.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <linux/netfilter.h>
+#include <linux/netfilter/nf_tables.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <linux/netfilter_arp.h>
+#include <libnftnl/chain.h>
+#include <libnftnl/expr.h>
+#include <libnftnl/object.h>
+#include <libnftnl/rule.h>
+#include <libnftnl/table.h>
+#include <libnftnl/udata.h>
+
+#include "accounting/internal.h"
+#include "lib/util.h"
+
+#define ARP_STAMP_LEN 32
+
+static void arp_stamp(const struct acct_config *cfg, char ret[ARP_STAMP_LEN])
+{
+	uint64_t h = hash_fnv1a64(ACCT_ARP_LAYOUT, strlen(ACCT_ARP_LAYOUT), FNV1A64_INIT);
+
+	if (cfg->pod_link_prefix)
+		h = hash_fnv1a64(cfg->pod_link_prefix, strlen(cfg->pod_link_prefix), h);
+	snprintf(ret, ARP_STAMP_LEN, "tollgate:%016llx", (unsigned long long)h);
+}
+
+struct arp_seen {
+	const char *stamp;
+	unsigned rules, stamped;
+};
+
+static int comment_cb(const struct nftnl_udata *attr, void *data)
+{
+	if (nftnl_udata_type(attr) == NFTNL_UDATA_RULE_COMMENT)
+		*(const char **)data = nftnl_udata_get(attr);
+	return 0;
+}
+
+static int rule_cb(const struct nlmsghdr *nlh, void *p)
+{
+	struct arp_seen *s = p;
+	const struct nlattr *a;
+	const char *comment = NULL;
+	bool ours = false;
+
+	mnl_attr_for_each(a, nlh, sizeof(struct nfgenmsg)) {
+		uint16_t t = mnl_attr_get_type(a);
+
+		if (t == NFTA_RULE_CHAIN && mnl_attr_validate(a, MNL_TYPE_NUL_STRING) == 0)
+			ours = strcmp(mnl_attr_get_str(a), ACCT_ARP_CHAIN) == 0;
+		else if (t == NFTA_RULE_USERDATA)
+			nftnl_udata_parse(mnl_attr_get_payload(a), mnl_attr_get_payload_len(a),
+					  comment_cb, &comment);
+	}
+	s->rules++;
+	if (ours && comment && strnlen(comment, ARP_STAMP_LEN) < ARP_STAMP_LEN &&
+	    strcmp(comment, s->stamp) == 0)
+		s->stamped++;
+	return MNL_CB_OK;
+}
+
+int acct_arp_read(struct acct_nft_conn *c, const struct acct_config *cfg)
+{
+	char buf[ACCT_NFT_RECV_SIZE] = { 0 }, stamp[ARP_STAMP_LEN];
+	struct arp_seen s = { .stamp = stamp };
+	struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(buf, NFT_MSG_GETRULE, NFPROTO_ARP,
+						     NLM_F_DUMP | NLM_F_ACK, 1);
+	int r;
+
+	arp_stamp(cfg, stamp);
+	mnl_attr_put_strz(nlh, NFTA_RULE_TABLE, ACCT_TABLE);
+	r = acct_nft_request(c, buf, sizeof(buf), rule_cb, &s);
+	if (r == -ENOENT)
+		return 0;
+	if (r < 0)
+		return r;
+	/* One rule, ours; a dump names no table that is missing, and an empty one is wrong too. */
+	return s.rules == 1 && s.stamped == 1;
+}
+
+static struct nftnl_expr *meta_load(uint32_t key)
+{
+	struct nftnl_expr *ex = nftnl_expr_alloc("meta");
+
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_META_KEY, key);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_META_DREG, NFT_REG_1);
+	return ex;
+}
+
+static void put(struct nftnl_rule *r, struct nftnl_expr *ex)
+{
+	if (ex)
+		nftnl_rule_add_expr(r, ex);
+}
+
+/* iifname "<prefix>*" counter name "node_arp_dropped" drop, stamped. */
+static struct nftnl_rule *drop_rule(const struct acct_config *cfg)
+{
+	struct nftnl_rule *r = nftnl_rule_alloc();
+	struct nftnl_udata_buf *u = nftnl_udata_buf_alloc(64);
+	struct nftnl_expr *ex;
+	char stamp[ARP_STAMP_LEN];
+
+	if (!r || !u) {
+		if (r)
+			nftnl_rule_free(r);
+		if (u)
+			nftnl_udata_buf_free(u);
+		return NULL;
+	}
+	nftnl_rule_set_str(r, NFTNL_RULE_TABLE, ACCT_TABLE);
+	nftnl_rule_set_str(r, NFTNL_RULE_CHAIN, ACCT_ARP_CHAIN);
+	nftnl_rule_set_u32(r, NFTNL_RULE_FAMILY, NFPROTO_ARP);
+	put(r, meta_load(NFT_META_IIFNAME));
+	ex = nftnl_expr_alloc("cmp");
+	if (ex) {
+		nftnl_expr_set_u32(ex, NFTNL_EXPR_CMP_SREG, NFT_REG_1);
+		nftnl_expr_set_u32(ex, NFTNL_EXPR_CMP_OP, NFT_CMP_EQ);
+		nftnl_expr_set(ex, NFTNL_EXPR_CMP_DATA, cfg->pod_link_prefix,
+			       (uint32_t)strlen(cfg->pod_link_prefix));
+		put(r, ex);
+	}
+	ex = nftnl_expr_alloc("objref");
+	if (ex) {
+		nftnl_expr_set_u32(ex, NFTNL_EXPR_OBJREF_IMM_TYPE, NFT_OBJECT_COUNTER);
+		nftnl_expr_set_str(ex, NFTNL_EXPR_OBJREF_IMM_NAME, ACCT_ARP_COUNTER);
+		put(r, ex);
+	}
+	ex = nftnl_expr_alloc("immediate");
+	if (ex) {
+		nftnl_expr_set_u32(ex, NFTNL_EXPR_IMM_DREG, NFT_REG_VERDICT);
+		nftnl_expr_set_u32(ex, NFTNL_EXPR_IMM_VERDICT, NF_DROP);
+		put(r, ex);
+	}
+	arp_stamp(cfg, stamp);
+	nftnl_udata_put_strz(u, NFTNL_UDATA_RULE_COMMENT, stamp);
+	nftnl_rule_set_data(r, NFTNL_RULE_USERDATA, nftnl_udata_buf_data(u), nftnl_udata_buf_len(u));
+	nftnl_udata_buf_free(u);
+	return r;
+}
+
+int acct_arp_put(struct acct_batch *bt, const struct acct_config *cfg)
+{
+	struct nftnl_table *t = nftnl_table_alloc();
+	struct nftnl_chain *ch = nftnl_chain_alloc();
+	struct nftnl_obj *o = nftnl_obj_alloc();
+	struct nftnl_rule *flush = nftnl_rule_alloc();
+	struct nftnl_rule *r = cfg->pod_link_prefix ? drop_rule(cfg) : NULL;
+	struct nlmsghdr *nlh;
+	int ret = -ENOMEM;
+
+	if (!t || !ch || !o || !flush || !r)
+		goto out;
+	nftnl_table_set_str(t, NFTNL_TABLE_NAME, ACCT_TABLE);
+	nlh = acct_batch_msg_family(bt, NFT_MSG_NEWTABLE, NLM_F_CREATE, NFPROTO_ARP);
+	nftnl_table_nlmsg_build_payload(nlh, t);
+	acct_batch_next(bt);
+
+	nftnl_chain_set_str(ch, NFTNL_CHAIN_TABLE, ACCT_TABLE);
+	nftnl_chain_set_str(ch, NFTNL_CHAIN_NAME, ACCT_ARP_CHAIN);
+	nftnl_chain_set_u32(ch, NFTNL_CHAIN_HOOKNUM, NF_ARP_IN);
+	nftnl_chain_set_s32(ch, NFTNL_CHAIN_PRIO, 0);
+	nftnl_chain_set_str(ch, NFTNL_CHAIN_TYPE, "filter");
+	nftnl_chain_set_u32(ch, NFTNL_CHAIN_POLICY, NF_ACCEPT);
+	nlh = acct_batch_msg_family(bt, NFT_MSG_NEWCHAIN, NLM_F_CREATE, NFPROTO_ARP);
+	nftnl_chain_nlmsg_build_payload(nlh, ch);
+	acct_batch_next(bt);
+
+	/* Created when missing, never reset (no NLM_F_EXCL) */
+	nftnl_obj_set_str(o, NFTNL_OBJ_TABLE, ACCT_TABLE);
+	nftnl_obj_set_str(o, NFTNL_OBJ_NAME, ACCT_ARP_COUNTER);
+	nftnl_obj_set_u32(o, NFTNL_OBJ_TYPE, NFT_OBJECT_COUNTER);
+	nftnl_obj_set_u32(o, NFTNL_OBJ_FAMILY, NFPROTO_ARP);
+	nlh = acct_batch_msg_family(bt, NFT_MSG_NEWOBJ, NLM_F_CREATE, NFPROTO_ARP);
+	nftnl_obj_nlmsg_build_payload(nlh, o);
+	acct_batch_next(bt);
+
+	/* Whatever the chain held goes, in the batch its rule comes back in. */
+	nftnl_rule_set_str(flush, NFTNL_RULE_TABLE, ACCT_TABLE);
+	nftnl_rule_set_str(flush, NFTNL_RULE_CHAIN, ACCT_ARP_CHAIN);
+	nlh = acct_batch_msg_family(bt, NFT_MSG_DELRULE, 0, NFPROTO_ARP);
+	nftnl_rule_nlmsg_build_payload(nlh, flush);
+	acct_batch_next(bt);
+
+	nlh = acct_batch_msg_family(bt, NFT_MSG_NEWRULE, NLM_F_CREATE | NLM_F_APPEND, NFPROTO_ARP);
+	nftnl_rule_nlmsg_build_payload(nlh, r);
+	acct_batch_next(bt);
+	ret = 0;
+out:
+	if (t)
+		nftnl_table_free(t);
+	if (ch)
+		nftnl_chain_free(ch);
+	if (o)
+		nftnl_obj_free(o);
+	if (flush)
+		nftnl_rule_free(flush);
+	if (r)
+		nftnl_rule_free(r);
+	return ret;
+}
