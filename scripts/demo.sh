@@ -50,7 +50,13 @@ say "plugin $TG_BIN"
 
 TG_NETNAME=tollgate
 # The datasets namespace may send at most 50 Mbit/s to the internet; nothing else is capped.
-policy() { tg_conf '.shaping = {internetEgress: {namespaces: {datasets: $cap}}}' --arg cap "$1"; }
+# nodeAccess: no namespace reaches the cloud's metadata; only "monitoring" reaches the agents' port.
+APORT=$((20000 + RANDOM % 20000))
+policy() {
+	tg_conf '.shaping = {internetEgress: {namespaces: {datasets: $cap}}}
+		| .nodeAccess = {metadataNamespaces: [], metricsNamespaces: ["monitoring"], metricsPort: $port}' \
+		--arg cap "$1" --argjson port "$APORT"
+}
 # configmap_write STAMP CAP: the ConfigMap as kubelet mounts it (FILE -> ..data/FILE, ..data -> ..STAMP)
 CM=$TG_TMP/configmap
 configmap_write() {
@@ -64,11 +70,10 @@ configmap_write v1 50M
 section "Start tollgate-agent, the node daemon"
 AGENT_BIN=$TOLLGATE_BIN_DIR/tollgate-agent
 NETD=$TG_TMP/net.d CNIBIN=$TG_TMP/cni-bin AGENT_LOG=$TG_TMP/agent.log
-APORT=$((20000 + RANDOM % 20000))
 mkdir -p "$NETD" "$CNIBIN"
 ip -n "$TG_NODE" link set lo up
-say "$ tollgate-agent --config $CM/10-tollgate.conflist --cni-conf-dir $NETD --cni-bin-dir $CNIBIN --listen 127.0.0.1:$APORT"
-ip netns exec "$TG_NODE" "$AGENT_BIN" --config "$CM/10-tollgate.conflist" --listen "127.0.0.1:$APORT" \
+say "$ tollgate-agent --config $CM/10-tollgate.conflist --cni-conf-dir $NETD --cni-bin-dir $CNIBIN --listen 0.0.0.0:$APORT"
+ip netns exec "$TG_NODE" "$AGENT_BIN" --config "$CM/10-tollgate.conflist" --listen "0.0.0.0:$APORT" \
 	--cni-conf-dir "$NETD" --cni-bin-dir "$CNIBIN" --plugin "$TG_BIN" --declare-interval 2 \
 	--page-cache-ms 0 2>"$AGENT_LOG" &
 TG_PIDS+=("$!")
@@ -160,6 +165,28 @@ show ip netns exec "$TG_NODE" nft list counters table inet tollgate
 say "$ curl http://127.0.0.1:$APORT/metrics   (tollgate-agent in the node namespace)"
 agent_get /metrics | grep -E '^tollgate_(namespace_bytes|host_bytes|ipam_addresses|collector_up|scrape_duration)' |
 	sed 's/^/    /'
+
+section "Node access: a tenant pod is refused by IMDS and by the agents' port"
+IMDS=169.254.169.254
+ip -n "$TG_INET" addr add "$IMDS/32" dev lo && ip -n "$TG_FABRIC" route add "$IMDS/32" via "$TG_INET_IP" ||
+	die "the fake IMDS's address"
+ip netns exec "$TG_INET" python3 "$TG_LIB_DIR/cloud_serve.py" --http "$IMDS:80" >"$TG_TMP/cloud.out" 2>&1 &
+TG_PIDS+=("$!")
+wait_for 10 grep -q ready "$TG_TMP/cloud.out" || die "the fake IMDS did not start"
+say "A stand-in IMDS on $IMDS (a loopback address of the internet host's netns)."
+code=$(ip netns exec "$TG_NODE" curl -s -o /dev/null -w '%{http_code}' --max-time 3 "http://$IMDS/")
+[ "$code" = 200 ]
+result $? "the node itself: GET http://$IMDS/ -> $code"
+code=$(ip netns exec "$TG_ID-$A" curl -s -o /dev/null -w '%{http_code}' --connect-timeout 0.5 "http://$IMDS/")
+[ "$code" = 000 ]
+result $? "research/train-0 (namespace not in metadataNamespaces): GET http://$IMDS/ -> no connection"
+code=$(ip netns exec "$TG_ID-$A" curl -s -o /dev/null -w '%{http_code}' --connect-timeout 0.5 "http://$TG_NODE_IP:$APORT/metrics")
+[ "$code" = 000 ]
+result $? "research/train-0 (namespace not in metricsNamespaces): GET http://$TG_NODE_IP:$APORT/metrics -> no connection"
+show ip netns exec "$TG_NODE" nft list counter inet tollgate ns_research_metadata_dropped
+show ip netns exec "$TG_NODE" nft list counter inet tollgate ns_research_agent_dropped
+say "$ curl http://127.0.0.1:$APORT/metrics | grep -E 'dropped_packets'   (the node itself reaches its agent)"
+agent_get /metrics | grep -E '^tollgate_(namespace_(metadata|metrics_port)_dropped|pod_arp_dropped)' | sed 's/^/    /'
 
 section "Shaping: datasets' internet traffic held to its 50M cap, internal traffic at full speed"
 iperf_to() { # NETNS_FROM SERVER_NETNS SERVER_IP: Mbit/s received in 2 s

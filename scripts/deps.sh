@@ -6,7 +6,7 @@ set -eu
 PKGS="build-essential pkg-config libnl-3-dev libnl-route-3-dev libnftnl-dev libmnl-dev
 libjson-c-dev libxxhash-dev libmicrohttpd-dev libcurl4-openssl-dev libcmocka-dev iproute2 nftables
 iperf3 jq containernetworking-plugins valgrind procps iputils-ping iptables python3 python3-yaml
-curl prometheus clang libgmp-dev podman containerd runc busybox-static util-linux
+curl conntrack prometheus clang libgmp-dev podman containerd runc busybox-static util-linux
 cppcheck shellcheck"
 missing=""
 for p in $PKGS; do
