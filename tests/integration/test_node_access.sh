@@ -20,7 +20,7 @@
 # Config: nodeAccess {metadataNamespaces: [monitoring], metricsNamespaces: [monitoring]}.
 #
 # Standalone: TOLLGATE_BIN_DIR=build bash tests/integration/test_node_access.sh
-# shellcheck disable=SC2016,SC1091  # jq filters with $vars
+# shellcheck disable=SC2016,SC2015,SC1091  # jq filters with $vars; a && b || t_fail: t_fail on either
 set -u
 . "$(dirname "$0")/lib.sh"
 tg_require
@@ -109,8 +109,11 @@ sleep 0.3
 got=$(neigh_on "$TG_NODE" "${POD_VETH[tenant]}")
 t_expect "neighbour entries of 10.77.x.y on ${POD_VETH[tenant]}" "$got" 0
 after=$(ctr arp node_arp_dropped)
-[ "$before" != - ] && [ "$after" != - ] && t_expect "node_arp_dropped grew by" "$((after - before))" "$NARP" ||
+if [ "$before" != - ] && [ "$after" != - ]; then
+	t_expect "node_arp_dropped grew by" "$((after - before))" "$NARP"
+else
 	t_fail "counter node_arp_dropped missing ($before, $after)"
+fi
 t_expect "tollgate_pod_arp_dropped_packets_total" "$(metric tollgate_pod_arp_dropped_packets_total)" "$after"
 for dst in "$TG_NODE_IP" "$TG_INET_IP"; do pingq "$TG_ID-tenant" "$dst" || t_fail "tenant lost $dst after the flood"; done
 t_end
@@ -136,8 +139,11 @@ t_expect "tenant -> IMDS" "$(http tenant "$IMDS")" 000
 t_expect "tenant -> WireServer" "$(http tenant "$WIRE")" 000
 after=$(ctr inet ns_tenant_metadata_dropped)
 # one SYN each: curl gives up after 0.5 s, before the first retransmission
-[ "$before" != - ] && t_expect "ns_tenant_metadata_dropped grew by" "$((after - before))" 2 ||
+if [ "$before" != - ]; then
+	t_expect "ns_tenant_metadata_dropped grew by" "$((after - before))" 2
+else
 	t_fail "counter ns_tenant_metadata_dropped missing"
+fi
 t_expect "exported" "$(metric "$(nsmetric metadata tenant)")" "$after"
 t_end
 
@@ -176,8 +182,11 @@ before=$(ctr inet ns_tenant_agent_dropped)
 t_expect "tenant -> $TG_NODE_IP:$MPORT" "$(try tenant tcp "$TG_NODE_IP" "$MPORT")" "no: timed out"
 t_expect "tenant -> 10.0.1.1:$MPORT (peer)" "$(try tenant tcp 10.0.1.1 "$MPORT")" "no: timed out"
 after=$(ctr inet ns_tenant_agent_dropped)
-[ "$before" != - ] && t_expect "ns_tenant_agent_dropped grew by" "$((after - before))" 2 ||
+if [ "$before" != - ]; then
+	t_expect "ns_tenant_agent_dropped grew by" "$((after - before))" 2
+else
 	t_fail "counter ns_tenant_agent_dropped missing"
+fi
 t_expect "exported" "$(metric "$(nsmetric metrics_port tenant)")" "$after"
 t_expect "tenant -> $TG_NODE_IP:22 (another port: not dropped, refused by the node)" \
 	"$(try tenant tcp "$TG_NODE_IP" 22)" "no: Connection refused"
