@@ -182,11 +182,13 @@ static int add_prepare(struct session *s, const struct cni_env *env, const struc
 
 	/*
 	 * The uplink sizes the MTU and carries internet shaping (the node's path,
-	 * declared for every pod once the config shapes any): looked up once, if needed.
+	 * declared for every pod once the config shapes any): looked up once, if
+	 * needed. A named one is always looked up: a config whose uplink does not
+	 * exist fails every ADD alike, not only those that shape.
 	 */
 	inet = shaping_inet_egress(&req->shaping) || node_shapes_inet(cfg);
 	up->mtu = cfg->mtu;
-	if (cfg->mtu && !inet)
+	if (cfg->mtu && !inet && !cfg->uplink[0])
 		return 0;
 	r = node_uplink(s->sk, cfg->uplink, cfg->mtu, up, e);
 	if (r == 0 && inet && !up->ifindex)
