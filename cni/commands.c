@@ -267,15 +267,14 @@ int cmd_del(const struct cni_env *env, const struct node_config *cfg, char ret_i
 	int64_t t;
 	int r, first;
 
-	r = session_begin(&s, cfg, e);
-	if (r < 0)
-		goto out;
 	/*
 	 * What to tear down. A lock-free read would do, but under the lock (held
 	 * for the read alone) the store's cache spares parsing every attachment.
 	 */
 	t = time_mono_ns();
-	r = TG_FAILPOINT("del.store.before", &why);
+	r = session_begin(&s, cfg, &why);
+	if (r == 0)
+		r = TG_FAILPOINT("del.store.before", &why);
 	if (r == 0)
 		r = ipam_store_lock(&s.store, &why);
 	if (r == 0) {
@@ -285,9 +284,10 @@ int cmd_del(const struct cni_env *env, const struct node_config *cfg, char ret_i
 	step_done(STEP_STORE, t);
 	if (r < 0) {
 		/*
-		 * A store this build cannot read (corrupt, or written by a newer
-		 * version) must not keep a pod from going: what the names and
-		 * prevResult find is torn down, the store is left as it is.
+		 * A store this build cannot open or read (its directory unusable,
+		 * the file corrupt or written by a newer version) must not keep a
+		 * pod from going: what the names and prevResult find is torn
+		 * down, the store is left as it is.
 		 */
 		unreadable = true;
 		fprintf(stderr, "tollgate: DEL of %.64s/%s without the store (%s): removing what the "

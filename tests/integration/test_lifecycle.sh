@@ -377,4 +377,49 @@ for how in truncated newer; do
 	t_end
 done
 
+# ------------------------------------------------------------ unusable store directory
+# The same when the store cannot even be opened: its directory writable by
+# others, its path blocked by a file (mkdir fails), its lock file not a file.
+# DEL removes the veth, the pod's IFB and the elements prevResult names,
+# exits 0 and says why; once the directory is usable again the record is
+# still there and a DEL releases it.
+for how in mode mkdir lock; do
+	t_begin "DEL with a store directory that cannot be opened ($how) still tears the pod down"
+	p=bd$how
+	dd=$TG_TMP/dd-$how
+	BADDIR=$(net_conf tgbaddir 10.1.0.252-10.1.0.252 | jq -c --arg dd "$dd" \
+		'.dataDir=$dd | .runtimeConfig={bandwidth: {egressRate: 80000000}}')
+	if pod_add "$p" research "$BADDIR"; then
+		ifb=ti${POD_VETH[$p]#tg}
+		ip -n "$TG_NODE" link show "$ifb" >/dev/null 2>&1 || t_fail "control: no IFB $ifb after ADD"
+		nft_set_has pods "${POD_IP[$p]}" || t_fail "control: ${POD_IP[$p]} not in @pods after ADD"
+		case $how in
+		mode) chmod 0777 "$dd/tgbaddir" ;;
+		mkdir) mv "$dd" "$dd.away" && : >"$dd" ;;
+		lock) rm -f "$dd/tgbaddir/lock" && mkdir "$dd/tgbaddir/lock" ;;
+		esac
+		pod_del "$p" "$(jq -c '.prevResult=$p' --argjson p "${POD_RESULT[$p]}" <<<"$BADDIR")"
+		t_expect "DEL rc" "$TG_RC" 0
+		t_expect "DEL stdout" "$TG_OUT" ""
+		grep -q "without the store" <<<"$TG_ERR" || t_fail "DEL did not say why: $TG_ERR"
+		veth_gone "${POD_VETH[$p]}" || t_fail "veth ${POD_VETH[$p]} remains"
+		veth_gone "$ifb" || t_fail "IFB $ifb remains"
+		ip -n "$TG_NODE" route show "${POD_IP[$p]}/32" | grep -q . && t_fail "host route remains"
+		nft_set_has pods "${POD_IP[$p]}" && t_fail "${POD_IP[$p]} remains in @pods"
+		case $how in
+		mode) chmod 0700 "$dd/tgbaddir" ;;
+		mkdir) rm -f "$dd" && mv "$dd.away" "$dd" ;;
+		lock) rmdir "$dd/tgbaddir/lock" ;;
+		esac
+		f=$TG_TMP/dd-$how/tgbaddir/state.json
+		t_expect "record kept while the store was unusable" "$(jq '.attachments | length' "$f")" 1
+		pod_del "$p" "$BADDIR"
+		t_expect "DEL once the store is back: rc" "$TG_RC" 0
+		t_expect "record released" "$(jq '.attachments | length' "$f")" 0
+	else
+		t_fail "ADD rc=$TG_RC $TG_OUT"
+	fi
+	t_end
+done
+
 tap_done
