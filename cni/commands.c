@@ -93,7 +93,7 @@ static int assign_fn(struct ipam_state *st, void *p, struct tg_err *e)
 	int r;
 
 	c->prev_last_ip = st->last_ip;
-	r = ipam_assign(st, &c->req, time_now_ms(), c->cfg->cooldown_ms, &c->got, &c->existing, e);
+	r = ipam_assign(st, &c->req, time_boot_ms(), c->cfg->cooldown_ms, &c->got, &c->existing, e);
 
 	if (r < 0)
 		return r;
@@ -105,7 +105,7 @@ static int assign_fn(struct ipam_state *st, void *p, struct tg_err *e)
 	a->shaping.pod_class = before.pod_class;
 	if (node_shaping_classes(st, a) < 0) {
 		if (!c->existing)
-			ipam_release(st, a->container_id, a->ifname, time_now_ms(), false, NULL);
+			ipam_release(st, a->container_id, a->ifname, time_boot_ms(), false, NULL);
 		else
 			a->shaping = before;
 		return tg_fail(e, CNI_ERR_TRY_AGAIN, -ENOSPC,
@@ -132,7 +132,7 @@ static int release_fn(struct ipam_state *st, void *p, struct tg_err *e)
 
 	if (a && node_pod_forget(a, &c->held, e) < 0)
 		return -EIO;
-	c->released = ipam_release(st, c->container_id, c->ifname, time_now_ms(), c->cool, NULL);
+	c->released = ipam_release(st, c->container_id, c->ifname, time_boot_ms(), c->cool, NULL);
 	if (c->released > 0 && c->undo_ip && st->last_ip == c->undo_ip)
 		st->last_ip = c->undo_last_ip;
 	return c->released;
@@ -452,7 +452,7 @@ int cmd_status(const struct node_config *cfg, struct tg_err *e)
 	if (r == 0)
 		r = ipam_store_load(&s.store, &s.state, &sub);
 	if (r == 0)
-		r = node_state_refresh(&s.state, cfg, time_now_ms(), &sub);
+		r = node_state_refresh(&s.state, cfg, time_boot_ms(), &sub);
 	if (r < 0) {
 		r = tg_fail(e, CNI_ERR_NOT_AVAILABLE, r, "not ready: %s", sub.msg);
 		goto out;
@@ -463,7 +463,7 @@ int cmd_status(const struct node_config *cfg, struct tg_err *e)
 	 * STATUS error into a NotReady node whose pods get evicted. ADD answers
 	 * a full pool with code 11.
 	 */
-	ipam_count(&s.state, time_now_ms(), cfg->cooldown_ms, &c);
+	ipam_count(&s.state, time_boot_ms(), cfg->cooldown_ms, &c);
 	if (c.total == 0)
 		r = tg_fail(e, CNI_ERR_NOT_AVAILABLE, -ENOSPC,
 			    "not ready: the address pool is empty (never synced: run `tollgate-ipam sync`)");

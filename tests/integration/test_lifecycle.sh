@@ -292,6 +292,40 @@ else
 fi
 t_end
 
+# A wall-clock step after a release (NTP stepping a clock that ran an hour
+# fast or slow): seen from the store, its releasedMs now lies an hour ahead
+# of or behind the clock. The cool-down runs on the boot clock and rests the
+# full 30 s either way. Control: with its boot-clock time 31 s back, the
+# address is free.
+STEP=$(net_conf tgstep 10.1.0.224-10.1.0.224 '.ipam.cooldownSeconds=30')
+step_store() { # JQ filter on the store's cooling entries
+	local f
+	f=$(tg_state_file tgstep)
+	{ jq -c "$1" "$f" >"$f.edit" && chmod 600 "$f.edit" && mv "$f.edit" "$f"; } ||
+		t_fail "cannot edit the store with $1"
+}
+for how in back:3600000 forward:-3600000 boot-clock-control:0; do
+	t_begin "cool-down across a wall-clock step ${how%%:*}: the address still rests"
+	[ "${how%%:*}" = boot-clock-control ] && T_NAME="cool-down over on the boot clock (control): the address is free"
+	if pod_add w1 research "$STEP"; then
+		pod_del w1 "$STEP" || t_fail "DEL w1 rc=$TG_RC"
+		if [ "${how%%:*}" = boot-clock-control ]; then
+			step_store '.cooling |= map(.releasedBootMs -= 31000)'
+			pod_add w2 research "$STEP" || t_fail "ADD after the rest rc=$TG_RC $TG_OUT"
+		else
+			step_store ".cooling |= map(.releasedMs += ${how#*:})"
+			pod_add w2 research "$STEP"
+			r=$(cni_error_problem 11)
+			[ -z "$r" ] || t_fail "ADD while the only address rests: $r (got ${POD_IP[w2]:-no IP})"
+		fi
+		pod_del w2 "$STEP"
+		step_store '.cooling = []'
+	else
+		t_fail "ADD w1 rc=$TG_RC $TG_OUT"
+	fi
+	t_end
+done
+
 t_begin "cool-down 0: a released address comes back at once"
 COOL0=$(net_conf tgcool0 10.1.0.222-10.1.0.223)
 pod_add j1 research "$COOL0" || t_fail "ADD j1 rc=$TG_RC $TG_OUT"
