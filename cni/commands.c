@@ -138,6 +138,30 @@ static int release_fn(struct ipam_state *st, void *p, struct tg_err *e)
 	return c->released;
 }
 
+/*
+ * A DEL without a record (a repeated DEL): prevResult's address, if no one
+ * holds it now, loses its elements; checked and removed under the store's
+ * lock, so that an ADD given the address meanwhile keeps its own.
+ */
+struct orphan_ctx {
+	uint32_t ip;
+	bool removed;
+	struct acct_conn *held;
+};
+
+static int orphan_fn(struct ipam_state *st, void *p, struct tg_err *e)
+{
+	struct orphan_ctx *c = p;
+	struct ipam_attachment gone = { .ip = c->ip };
+
+	if (ipam_find_ip(st, c->ip))
+		return 0;
+	if (node_pod_forget(&gone, &c->held, e) < 0)
+		return -EIO;
+	c->removed = true;
+	return 0;
+}
+
 static json_object *answer(const struct node_config *cfg, const struct cni_env *env,
 			   const struct ipam_attachment *a, int mtu)
 {
@@ -299,9 +323,19 @@ int cmd_del(const struct cni_env *env, const struct node_config *cfg, char ret_i
 	a = unreadable ? NULL : ipam_find(&s.state, env->container_id, env->ifname);
 	if (a)
 		gone = *a;
-	else if (cni_prev_result_ip(cfg->prev_result, env->ifname, &gone.ip) == 0 &&
-		 ipam_find_ip(&s.state, gone.ip))
-		gone.ip = 0; /* a repeated DEL: the address already belongs to another pod */
+	else if (cni_prev_result_ip(cfg->prev_result, env->ifname, &gone.ip) == 0 && !unreadable) {
+		struct orphan_ctx oc = { .ip = gone.ip };
+		struct tg_err oe = { 0 };
+
+		/* its elements, under the lock: the address may belong to another pod by now */
+		if (store_update(&s, cfg, orphan_fn, &oc, &oe) < 0)
+			fprintf(stderr, "tollgate: DEL of %.64s/%s: the elements of prevResult's "
+					"address are left (%s)\n", env->container_id, env->ifname, oe.msg);
+		node_conn_close(oc.held);
+		if (oc.removed)
+			ip4_format(gone.ip, ret_ip);
+		gone.ip = 0; /* the rest goes by the container's names */
+	}
 	/* The names follow from the container: without a record, they still find its objects. */
 	node_veth_name(env->container_id, env->ifname, gone.host_veth);
 	if (gone.ip)
