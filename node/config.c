@@ -472,6 +472,10 @@ int node_config_parse(struct node_config *cfg, struct tg_err *e)
 	if (copy_path(root, "dataDir", cfg->data_dir, sizeof(cfg->data_dir), "/run/tollgate", e) < 0 ||
 	    copy_path(root, "logFile", cfg->log_file, sizeof(cfg->log_file), NULL, e) < 0)
 		return -EINVAL;
+	cfg->log_max_bytes = NODE_LOG_MAX_BYTES;
+	if (jx_int(root, "", "logMaxBytes", NODE_LOG_MAX_BYTES_MIN, NODE_LOG_MAX_BYTES_MAX,
+		   &cfg->log_max_bytes, e) < 0)
+		return -EINVAL;
 	if ((r = parse_ipam(root, cfg, e)) < 0)
 		return r;
 	if ((r = parse_accounting(root, cfg, e)) < 0)
