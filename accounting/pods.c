@@ -619,10 +619,13 @@ int acct_pods_reconcile(const struct acct_config *cfg, const struct acct_pod *al
 	if (r < 0)
 		goto out;
 	acct_batch_start(bt);
-	/* Missing: a pod of the store without its address in a set every pod is in. */
+	/*
+	 * Missing: a pod of the store without its address in a set every pod is
+	 * in. Not masq: whether a pod is masqueraded is the config of the ADD
+	 * that made it, which the store does not record.
+	 */
 	for (size_t i = 0; i < n_all && r == 0; i++) {
-		bool whole = ip_in(have[0], n_have[0], all[i].ip) &&
-			     (!cfg->masquerade || ip_in(have[1], n_have[1], all[i].ip));
+		bool whole = ip_in(have[0], n_have[0], all[i].ip);
 
 		for (int k = 3; k < RECONCILE_SETS; k++)
 			whole = whole && ip_in(have[k], n_have[k], all[i].ip);

@@ -305,8 +305,11 @@ step_store() { # JQ filter on the store's cooling entries
 		t_fail "cannot edit the store with $1"
 }
 for how in back:3600000 forward:-3600000 boot-clock-control:0; do
-	t_begin "cool-down across a wall-clock step ${how%%:*}: the address still rests"
-	[ "${how%%:*}" = boot-clock-control ] && T_NAME="cool-down over on the boot clock (control): the address is free"
+	if [ "${how%%:*}" = boot-clock-control ]; then
+		t_begin "cool-down over on the boot clock (control): the address is free"
+	else
+		t_begin "cool-down across a wall-clock step ${how%%:*}: the address still rests"
+	fi
 	if pod_add w1 research "$STEP"; then
 		pod_del w1 "$STEP" || t_fail "DEL w1 rc=$TG_RC"
 		if [ "${how%%:*}" = boot-clock-control ]; then
