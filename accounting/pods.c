@@ -585,26 +585,28 @@ int acct_pods_reconcile(const struct acct_config *cfg, const struct acct_pod *al
 			unsigned *ret_added, unsigned *ret_removed, struct tg_err *e)
 {
 	const char *sets[RECONCILE_SETS] = { ACCT_SET_PODS, ACCT_SET_MASQ, ACCT_MAP_EGRESS_CLASS };
-	uint32_t *have[RECONCILE_SETS] = { 0 }, *want = calloc(n_all + 1, sizeof(*want));
+	uint32_t *have[RECONCILE_SETS] = { 0 }, *want;
 	size_t n_have[RECONCILE_SETS] = { 0 };
 	struct acct_nft_conn c = { 0 };
 	struct acct_batch *bt = NULL;
 	unsigned added = 0, removed = 0;
 	char why[256] = "";
-	int r = want ? 0 : tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+	int r = 0;
 
+	want = calloc(n_all + 1, sizeof(*want));
+	if (!want)
+		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
 	for (int k = 0; k < ACCT_CLASSES; k++)
 		sets[3 + k] = acct_ns_maps[k];
-	for (size_t i = 0; r == 0 && i < n_all; i++)
+	for (size_t i = 0; i < n_all; i++)
 		want[i] = all[i].ip;
-	if (r == 0)
-		qsort(want, n_all, sizeof(*want), cmp_ip);
+	qsort(want, n_all, sizeof(*want), cmp_ip);
 	for (int k = 0; r == 0 && k < RECONCILE_SETS; k++) {
 		r = acct_list_set(sets[k], &have[k], &n_have[k], e);
 		if (r == -ENOENT)
 			r = tg_fail(e, CNI_ERR_IO, r, "nftables: table inet " ACCT_TABLE " lacks %s",
 				    sets[k]);
-		else if (r == 0)
+		else if (r == 0 && have[k])
 			qsort(have[k], n_have[k], sizeof(*have[k]), cmp_ip);
 	}
 	if (r == 0) {
