@@ -157,6 +157,7 @@ enum acct_owner acct_spoofed_parse(const char *name, size_t name_len,
 /* What a declaration wrote, by object (the node daemon counts repairs). */
 struct acct_repairs {
 	unsigned table, sets, chains, rules, internal;	/* both tables' */
+	unsigned pods_added, pods_removed;	/* acct_pods_reconcile's */
 };
 #define ACCT_DECLARE_PODS 1u	/* put every pod of `all` back even when no set was lost */
 /*
@@ -205,6 +206,14 @@ int acct_retire_namespaces(const char *const *names, size_t n, size_t *ret_retir
 int acct_keep_namespaces(const char *const *names, size_t n, struct tg_err *e);
 /* 1 when the pod's elements (anti-spoofing's too) are as configured, 0 when not, negative on error. */
 int acct_pod_check(const struct acct_pod *pod, bool masquerade, struct tg_err *e);
+/*
+ * Pods' elements against the store (`all`: every attachment it holds): reads
+ * each per-pod set and map once, puts back every pod missing from one and
+ * takes out every address no pod holds, in one atomic batch. *ret_added,
+ * *ret_removed: the pods put back and the stray addresses removed.
+ */
+int acct_pods_reconcile(const struct acct_config *cfg, const struct acct_pod *all, size_t n_all,
+			unsigned *ret_added, unsigned *ret_removed, struct tg_err *e);
 /* Every element of set `set` ("pods", "masq"); -ENOENT when the table or set is missing. */
 int acct_list_set(const char *set, uint32_t **ret, size_t *ret_n, struct tg_err *e);
 

@@ -593,3 +593,118 @@ int acct_count_rules(size_t *ret)
 	*ret = d.n;
 	return 0;
 }
+
+/* ---- pods' elements against the store ---- */
+
+static int cmp_ip(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static bool ip_in(const uint32_t *v, size_t n, uint32_t ip)
+{
+	return n && bsearch(&ip, v, n, sizeof(*v), cmp_ip);
+}
+
+/* The per-pod sets and maps keyed by a pod's address, each read once. */
+#define RECONCILE_SETS (3 + ACCT_CLASSES)
+
+int acct_pods_reconcile(const struct acct_config *cfg, const struct acct_pod *all, size_t n_all,
+			unsigned *ret_added, unsigned *ret_removed, struct tg_err *e)
+{
+	const char *sets[RECONCILE_SETS] = { ACCT_SET_PODS, ACCT_SET_MASQ, ACCT_MAP_EGRESS_CLASS };
+	uint32_t *have[RECONCILE_SETS] = { 0 }, *want;
+	size_t n_have[RECONCILE_SETS] = { 0 };
+	struct acct_nft_conn c = { 0 };
+	struct acct_batch *bt = NULL;
+	unsigned added = 0, removed = 0;
+	char why[256] = "";
+	int r = 0;
+
+	want = calloc(n_all + 1, sizeof(*want));
+	if (!want)
+		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+	for (int k = 0; k < ACCT_CLASSES; k++)
+		sets[3 + k] = acct_ns_maps[k];
+	for (size_t i = 0; i < n_all; i++)
+		want[i] = all[i].ip;
+	qsort(want, n_all, sizeof(*want), cmp_ip);
+	for (int k = 0; r == 0 && k < RECONCILE_SETS; k++) {
+		r = acct_list_set(sets[k], &have[k], &n_have[k], e);
+		if (r == -ENOENT)
+			r = tg_fail(e, CNI_ERR_IO, r, "nftables: table inet " ACCT_TABLE " lacks %s",
+				    sets[k]);
+		else if (r == 0 && have[k])
+			qsort(have[k], n_have[k], sizeof(*have[k]), cmp_ip);
+	}
+	if (r == 0) {
+		size_t n_seen = 0;
+
+		for (int k = 0; k < RECONCILE_SETS; k++)
+			n_seen += n_have[k];
+		bt = acct_batch_new((n_all + n_seen + 1) * ACCT_BATCH_PER_POD + 4096);
+		if (!bt)
+			r = tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+	}
+	if (r < 0)
+		goto out;
+	acct_batch_start(bt);
+	/*
+	 * Missing: a pod of the store without its address in a set every pod is
+	 * in. Not masq: whether a pod is masqueraded is the config of the ADD
+	 * that made it, which the store does not record.
+	 */
+	for (size_t i = 0; i < n_all && r == 0; i++) {
+		bool whole = ip_in(have[0], n_have[0], all[i].ip);
+
+		for (int k = 3; k < RECONCILE_SETS; k++)
+			whole = whole && ip_in(have[k], n_have[k], all[i].ip);
+		if (!whole) {
+			r = acct_put_pod(bt, cfg, &all[i]);
+			added++;
+		}
+	}
+	/* Stray: an address no pod of the store holds, out of each set it is in. */
+	for (int k = 0; k < RECONCILE_SETS && r == 0; k++)
+		for (size_t i = 0; i < n_have[k] && r == 0; i++) {
+			uint32_t ip = have[k][i];
+			bool first = true;
+
+			if (ip_in(want, n_all, ip))
+				continue;
+			/* counted once, where it is first seen */
+			for (int j = 0; j < k && first; j++)
+				first = !ip_in(have[j], n_have[j], ip);
+			if (!first)
+				continue;
+			for (int j = k; j < RECONCILE_SETS && r == 0; j++)
+				if (ip_in(have[j], n_have[j], ip))
+					r = put_elem(bt, NFT_MSG_DELSETELEM, sets[j], ip, NULL) ? -ENOMEM
+												: 0;
+			removed++;
+		}
+	if (r == 0 && (added || removed)) {
+		r = acct_nft_open(&c, 0, e);
+		if (r == 0) {
+			r = acct_batch_send(&c, bt, why, sizeof(why));
+			if (r < 0)
+				r = acct_nft_fail(e, r, "putting pods' elements right in table inet "
+					  ACCT_TABLE, why);
+		}
+		acct_nft_close(&c);
+	}
+	if (r == 0) {
+		if (ret_added)
+			*ret_added = added;
+		if (ret_removed)
+			*ret_removed = removed;
+	}
+out:
+	for (int k = 0; k < RECONCILE_SETS; k++)
+		free(have[k]);
+	free(want);
+	acct_batch_free(bt);
+	return r;
+}

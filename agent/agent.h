@@ -41,7 +41,7 @@ struct agent_stats {
 	uint64_t declarations, declaration_failures;
 	/* repairs by object: what a declaration had to write */
 	uint64_t repaired_nft_table, repaired_nft_sets, repaired_nft_chains, repaired_nft_rules,
-		repaired_nft_internal;
+		repaired_nft_internal, repaired_nft_pod_elements;
 	uint64_t repaired_tc_ifb, repaired_tc_root, repaired_tc_node_class, repaired_tc_clsact,
 		repaired_tc_filters, repaired_tc_classes_restored;
 	uint64_t repaired_sysctls;

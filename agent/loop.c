@@ -48,7 +48,8 @@ static double uniform(void)
 static uint64_t repairs(const struct agent_stats *s)
 {
 	return s->repaired_nft_table + s->repaired_nft_sets + s->repaired_nft_chains +
-	       s->repaired_nft_rules + s->repaired_nft_internal + s->repaired_tc_ifb +
+	       s->repaired_nft_rules + s->repaired_nft_internal + s->repaired_nft_pod_elements +
+	       s->repaired_tc_ifb +
 	       s->repaired_tc_root + s->repaired_tc_node_class + s->repaired_tc_clsact +
 	       s->repaired_tc_filters + s->repaired_tc_classes_restored + s->repaired_sysctls;
 }

@@ -64,6 +64,7 @@ void agent_render_metrics(const struct agent *a, struct expo *x)
 		{ "nft_chains", s->repaired_nft_chains },
 		{ "nft_rules", s->repaired_nft_rules },
 		{ "nft_internal_set", s->repaired_nft_internal },
+		{ "nft_pod_elements", s->repaired_nft_pod_elements },
 		{ "tc_ifb", s->repaired_tc_ifb },
 		{ "tc_root", s->repaired_tc_root },
 		{ "tc_node_class", s->repaired_tc_node_class },

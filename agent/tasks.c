@@ -98,6 +98,7 @@ static void count_repairs(struct agent_stats *st, const struct node_repairs *r)
 	st->repaired_nft_chains += r->nft.chains;
 	st->repaired_nft_rules += r->nft.rules;
 	st->repaired_nft_internal += r->nft.internal;
+	st->repaired_nft_pod_elements += r->nft.pods_added + r->nft.pods_removed;
 	st->repaired_tc_ifb += r->tc.ifb;
 	st->repaired_tc_root += r->tc.root;
 	st->repaired_tc_node_class += r->tc.node_class;

@@ -61,7 +61,7 @@ static json_object *status_json(struct cli *c)
 	/* After a reboot the recorded attachments are gone: count them as the next ADD will. */
 	if (stale)
 		ipam_check_boot(st, boot);
-	ipam_count(st, time_now_ms(), c->cooldown_ms, &n);
+	ipam_count(st, time_boot_ms(), c->cooldown_ms, &n);
 	if (st->node_ip)
 		ip4_format(st->node_ip, ip);
 	if (st->subnet.net)

@@ -93,7 +93,7 @@ static int assign_fn(struct ipam_state *st, void *p, struct tg_err *e)
 	int r;
 
 	c->prev_last_ip = st->last_ip;
-	r = ipam_assign(st, &c->req, time_now_ms(), c->cfg->cooldown_ms, &c->got, &c->existing, e);
+	r = ipam_assign(st, &c->req, time_boot_ms(), c->cfg->cooldown_ms, &c->got, &c->existing, e);
 
 	if (r < 0)
 		return r;
@@ -105,7 +105,7 @@ static int assign_fn(struct ipam_state *st, void *p, struct tg_err *e)
 	a->shaping.pod_class = before.pod_class;
 	if (node_shaping_classes(st, a) < 0) {
 		if (!c->existing)
-			ipam_release(st, a->container_id, a->ifname, time_now_ms(), false, NULL);
+			ipam_release(st, a->container_id, a->ifname, time_boot_ms(), false, NULL);
 		else
 			a->shaping = before;
 		return tg_fail(e, CNI_ERR_TRY_AGAIN, -ENOSPC,
@@ -132,10 +132,34 @@ static int release_fn(struct ipam_state *st, void *p, struct tg_err *e)
 
 	if (a && node_pod_forget(a, &c->held, e) < 0)
 		return -EIO;
-	c->released = ipam_release(st, c->container_id, c->ifname, time_now_ms(), c->cool, NULL);
+	c->released = ipam_release(st, c->container_id, c->ifname, time_boot_ms(), c->cool, NULL);
 	if (c->released > 0 && c->undo_ip && st->last_ip == c->undo_ip)
 		st->last_ip = c->undo_last_ip;
 	return c->released;
+}
+
+/*
+ * A DEL without a record (a repeated DEL): prevResult's address, if no one
+ * holds it now, loses its elements; checked and removed under the store's
+ * lock, so that an ADD given the address meanwhile keeps its own.
+ */
+struct orphan_ctx {
+	uint32_t ip;
+	bool removed;
+	struct acct_conn *held;
+};
+
+static int orphan_fn(struct ipam_state *st, void *p, struct tg_err *e)
+{
+	struct orphan_ctx *c = p;
+	struct ipam_attachment gone = { .ip = c->ip };
+
+	if (ipam_find_ip(st, c->ip))
+		return 0;
+	if (node_pod_forget(&gone, &c->held, e) < 0)
+		return -EIO;
+	c->removed = true;
+	return 0;
 }
 
 static json_object *answer(const struct node_config *cfg, const struct cni_env *env,
@@ -182,11 +206,13 @@ static int add_prepare(struct session *s, const struct cni_env *env, const struc
 
 	/*
 	 * The uplink sizes the MTU and carries internet shaping (the node's path,
-	 * declared for every pod once the config shapes any): looked up once, if needed.
+	 * declared for every pod once the config shapes any): looked up once, if
+	 * needed. A named one is always looked up: a config whose uplink does not
+	 * exist fails every ADD alike, not only those that shape.
 	 */
 	inet = shaping_inet_egress(&req->shaping) || node_shapes_inet(cfg);
 	up->mtu = cfg->mtu;
-	if (cfg->mtu && !inet)
+	if (cfg->mtu && !inet && !cfg->uplink[0])
 		return 0;
 	r = node_uplink(s->sk, cfg->uplink, cfg->mtu, up, e);
 	if (r == 0 && inet && !up->ifindex)
@@ -265,15 +291,14 @@ int cmd_del(const struct cni_env *env, const struct node_config *cfg, char ret_i
 	int64_t t;
 	int r, first;
 
-	r = session_begin(&s, cfg, e);
-	if (r < 0)
-		goto out;
 	/*
 	 * What to tear down. A lock-free read would do, but under the lock (held
 	 * for the read alone) the store's cache spares parsing every attachment.
 	 */
 	t = time_mono_ns();
-	r = TG_FAILPOINT("del.store.before", &why);
+	r = session_begin(&s, cfg, &why);
+	if (r == 0)
+		r = TG_FAILPOINT("del.store.before", &why);
 	if (r == 0)
 		r = ipam_store_lock(&s.store, &why);
 	if (r == 0) {
@@ -283,9 +308,10 @@ int cmd_del(const struct cni_env *env, const struct node_config *cfg, char ret_i
 	step_done(STEP_STORE, t);
 	if (r < 0) {
 		/*
-		 * A store this build cannot read (corrupt, or written by a newer
-		 * version) must not keep a pod from going: what the names and
-		 * prevResult find is torn down, the store is left as it is.
+		 * A store this build cannot open or read (its directory unusable,
+		 * the file corrupt or written by a newer version) must not keep a
+		 * pod from going: what the names and prevResult find is torn
+		 * down, the store is left as it is.
 		 */
 		unreadable = true;
 		fprintf(stderr, "tollgate: DEL of %.64s/%s without the store (%s): removing what the "
@@ -297,9 +323,19 @@ int cmd_del(const struct cni_env *env, const struct node_config *cfg, char ret_i
 	a = unreadable ? NULL : ipam_find(&s.state, env->container_id, env->ifname);
 	if (a)
 		gone = *a;
-	else if (cni_prev_result_ip(cfg->prev_result, env->ifname, &gone.ip) == 0 &&
-		 ipam_find_ip(&s.state, gone.ip))
-		gone.ip = 0; /* a repeated DEL: the address already belongs to another pod */
+	else if (cni_prev_result_ip(cfg->prev_result, env->ifname, &gone.ip) == 0 && !unreadable) {
+		struct orphan_ctx oc = { .ip = gone.ip };
+		struct tg_err oe = { 0 };
+
+		/* its elements, under the lock: the address may belong to another pod by now */
+		if (store_update(&s, cfg, orphan_fn, &oc, &oe) < 0)
+			fprintf(stderr, "tollgate: DEL of %.64s/%s: the elements of prevResult's "
+					"address are left (%s)\n", env->container_id, env->ifname, oe.msg);
+		node_conn_close(oc.held);
+		if (oc.removed)
+			ip4_format(gone.ip, ret_ip);
+		gone.ip = 0; /* the rest goes by the container's names */
+	}
 	/* The names follow from the container: without a record, they still find its objects. */
 	node_veth_name(env->container_id, env->ifname, gone.host_veth);
 	if (gone.ip)
@@ -450,7 +486,7 @@ int cmd_status(const struct node_config *cfg, struct tg_err *e)
 	if (r == 0)
 		r = ipam_store_load(&s.store, &s.state, &sub);
 	if (r == 0)
-		r = node_state_refresh(&s.state, cfg, time_now_ms(), &sub);
+		r = node_state_refresh(&s.state, cfg, time_boot_ms(), &sub);
 	if (r < 0) {
 		r = tg_fail(e, CNI_ERR_NOT_AVAILABLE, r, "not ready: %s", sub.msg);
 		goto out;
@@ -461,7 +497,7 @@ int cmd_status(const struct node_config *cfg, struct tg_err *e)
 	 * STATUS error into a NotReady node whose pods get evicted. ADD answers
 	 * a full pool with code 11.
 	 */
-	ipam_count(&s.state, time_now_ms(), cfg->cooldown_ms, &c);
+	ipam_count(&s.state, time_boot_ms(), cfg->cooldown_ms, &c);
 	if (c.total == 0)
 		r = tg_fail(e, CNI_ERR_NOT_AVAILABLE, -ENOSPC,
 			    "not ready: the address pool is empty (never synced: run `tollgate-ipam sync`)");

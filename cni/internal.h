@@ -79,8 +79,8 @@ int cmd_gc(const struct node_config *cfg, struct tg_err *e);
  * set each (inet_egress=5M(config)), and a warning for an annotation that
  * was ignored because it is above the config's cap.
  */
-void cni_log(const char *log_file, const struct cni_env *env, const char *ip, int64_t dur_ns,
-	     const struct shaping *shaping, const struct tg_err *e);
+void cni_log(const char *log_file, int64_t max_bytes, const struct cni_env *env, const char *ip,
+	     int64_t dur_ns, const struct shaping *shaping, const struct tg_err *e);
 /* That warning, "" when none; its length. */
 size_t cni_annotation_warning(const struct shaping *s, char *dst, size_t size);
 

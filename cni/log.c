@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 /* One line per command in logFile, written with a single append. Never stdout. */
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
@@ -12,6 +14,50 @@
 #include "lib/rate.h"
 #include "lib/steps.h"
 #include "lib/util.h"
+
+/*
+ * The log file, locked, with room for `len` more bytes: past max_bytes it
+ * is renamed to <logFile>.1 (replacing the one before) and a new one is
+ * begun, so the plugin never holds more than two files of max_bytes. Every
+ * writer appends under an flock on the file itself, and checks, holding it,
+ * that the path still names the file it opened: a plugin that opened the
+ * file just before another rotated it writes to the new one, so that no
+ * line is lost or lands in the middle of another. -1: nothing to write to.
+ */
+static int log_open(const char *log_file, int64_t max_bytes, size_t len)
+{
+	char old[PATH_MAX + 8];
+	struct stat sb, now;
+
+	for (int tries = 0; tries < 4; tries++) {
+		/*
+		 * Only a regular file: a FIFO nobody reads (or a device) must never
+		 * hold up a pod's ADD. O_NONBLOCK makes opening such a FIFO fail at once.
+		 */
+		int fd = open(log_file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW |
+				  O_NONBLOCK, 0600);
+
+		if (fd < 0)
+			return -1;
+		if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || flock(fd, LOCK_EX) < 0) {
+			close(fd);
+			return -1;
+		}
+		/* Rotated since it was opened: the new file. */
+		if (stat(log_file, &now) < 0 || now.st_ino != sb.st_ino || now.st_dev != sb.st_dev ||
+		    fstat(fd, &sb) < 0) {
+			close(fd);
+			continue;
+		}
+		if (sb.st_size == 0 || sb.st_size + (off_t)len <= max_bytes)
+			return fd;
+		if ((size_t)snprintf(old, sizeof(old), "%s.1", log_file) >= sizeof(old) ||
+		    rename(log_file, old) < 0)
+			return fd; /* cannot rotate: still logged, past the cap */
+		close(fd);
+	}
+	return -1;
+}
 
 /* "config:0.12,store:0.40,...": every step, in enum order (lib/steps.h). */
 static void steps_format(char *dst, size_t size)
@@ -86,13 +132,12 @@ size_t cni_annotation_warning(const struct shaping *s, char *dst, size_t size)
 	return o < size ? o : size ? size - 1 : 0;
 }
 
-void cni_log(const char *log_file, const struct cni_env *env, const char *ip, int64_t dur_ns,
+void cni_log(const char *log_file, int64_t max_bytes, const struct cni_env *env, const char *ip, int64_t dur_ns,
 	     const struct shaping *shaping, const struct tg_err *e)
 {
 	char line[1600], ts[80], msg[600], tail[640] = "ok", steps[200], caps[100];
 	char warn[400], warning[420] = "";
 	struct timeval tv;
-	struct stat sb;
 	struct tm tm;
 	int fd, n;
 
@@ -125,20 +170,11 @@ void cni_log(const char *log_file, const struct cni_env *env, const char *ip, in
 		return;
 	if ((size_t)n >= sizeof(line))
 		n = sizeof(line) - 1, line[n - 1] = '\n';
-	/*
-	 * Only a regular file: a FIFO nobody reads (or a device) must never hold
-	 * up a pod's ADD. O_NONBLOCK makes opening such a FIFO fail at once.
-	 */
-	fd = open(log_file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
-		  0600);
+	fd = log_open(log_file, max_bytes, (size_t)n);
 	if (fd < 0)
 		return;
-	if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
-		close(fd);
-		return;
-	}
 	if (write(fd, line, (size_t)n) < 0) {
 		/* Logging must never fail the command. */
 	}
-	close(fd);
+	close(fd); /* and with it the lock */
 }

@@ -159,7 +159,8 @@ done:
 			fprintf(stderr, "tollgate: %s/%s: %s\n", env.k8s_namespace, env.pod, warning);
 	}
 	if (env.cmd_name && env.cmd != CNI_CMD_VERSION)
-		cni_log(cfg.log_file, &env, ip, time_mono_ns() - t0, &shaping, r < 0 ? &err : NULL);
+		cni_log(cfg.log_file, cfg.log_max_bytes, &env, ip, time_mono_ns() - t0, &shaping,
+			r < 0 ? &err : NULL);
 	if (env.cmd_name && env.cmd != CNI_CMD_VERSION && cfg.name && cfg.data_dir[0])
 		record_operation(&cfg, env.cmd, r < 0 ? err.code : 0);
 	node_config_free(&cfg);

@@ -486,7 +486,7 @@ int exporter_render(struct exporter *ex, struct expo *x)
 		struct ipam_counts c;
 		const char *states[] = { "total", "allocated", "free", "cooling", "retired" };
 
-		ipam_count(&ex->state, time_now_ms(), IPAM_DEFAULT_COOLDOWN_MS, &c);
+		ipam_count(&ex->state, time_boot_ms(), IPAM_DEFAULT_COOLDOWN_MS, &c);
 		size_t vals[] = { c.total, c.allocated, c.free, c.cooling, c.retired };
 
 		expo_family(x, "tollgate_ipam_addresses", "gauge",

@@ -173,6 +173,7 @@ int ipam_release(struct ipam_state *st, const char *container_id, const char *if
 			memset(&st->cooling[st->n_cooling], 0, sizeof(st->cooling[0]));
 			st->cooling[st->n_cooling].ip = a->ip;
 			st->cooling[st->n_cooling].released_ms = now_ms;
+			st->cooling[st->n_cooling].released_wall_ms = time_now_ms();
 			st->n_cooling++;
 		}
 	}

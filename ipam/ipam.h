@@ -46,9 +46,16 @@ struct ipam_attachment {
 	bool reshape_pending;
 };
 
+/*
+ * A released address resting. Its cool-down runs on CLOCK_BOOTTIME
+ * (time_boot_ms): a wall-clock step (NTP, a hand-set clock) neither ends it
+ * early nor stretches it. The store is of one boot (its bootId), and so is
+ * this time. The wall-clock time is kept for earlier readers of the store.
+ */
 struct ipam_cooling {
 	uint32_t ip;
-	int64_t released_ms;
+	int64_t released_ms;		/* CLOCK_BOOTTIME ms */
+	int64_t released_wall_ms;	/* wall clock ms, as "releasedMs" has always been */
 };
 
 struct ipam_state {
@@ -87,7 +94,10 @@ void ipam_set_pool(struct ipam_state *st, const char *source, uint32_t *pool, si
 int ipam_assign(struct ipam_state *st, const struct ipam_attachment *req, int64_t now_ms,
 		int64_t cooldown_ms, struct ipam_attachment *ret, bool *ret_existing,
 		struct tg_err *e);
-/* Removes an attachment; its address cools down when `cool`. Returns 1 if found, 0 if not. */
+/*
+ * Removes an attachment; its address cools down when `cool`. Returns 1 if
+ * found, 0 if not. Here and in every cool-down call, now_ms is time_boot_ms().
+ */
 int ipam_release(struct ipam_state *st, const char *container_id, const char *ifname,
 		 int64_t now_ms, bool cool, struct ipam_attachment *ret_removed);
 /* Drops cool-down records that have expired. */

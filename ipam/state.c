@@ -114,8 +114,8 @@ json_object *ipam_state_head_to_json(const struct ipam_state *st)
 		json_object *c = json_object_new_object();
 
 		add_ip(c, "ip", st->cooling[i].ip);
-		jx_add(c, "releasedMs",
-				       json_object_new_int64(st->cooling[i].released_ms));
+		jx_add(c, "releasedMs", json_object_new_int64(st->cooling[i].released_wall_ms));
+		jx_add(c, "releasedBootMs", json_object_new_int64(st->cooling[i].released_ms));
 		json_object_array_add(cooling, c);
 	}
 	jx_add(root, "cooling", cooling);
@@ -231,11 +231,25 @@ static int cooling_from_json(json_object *root, struct ipam_state *st, struct tg
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
 	for (size_t i = 0; i < n; i++) {
 		json_object *c = json_object_array_get_idx(arr, i);
+		struct ipam_cooling *k = &st->cooling[i];
+		int boot = 0;
 
-		if (get_ip(c, "state.cooling[]", "ip", &st->cooling[i].ip, e) < 0 ||
-		    jx_int(c, "state.cooling[]", "releasedMs", 0, INT64_MAX,
-			   &st->cooling[i].released_ms, e) < 0)
+		if (get_ip(c, "state.cooling[]", "ip", &k->ip, e) < 0 ||
+		    jx_int(c, "state.cooling[]", "releasedMs", 0, INT64_MAX, &k->released_wall_ms,
+			   e) < 0 ||
+		    (boot = jx_int(c, "state.cooling[]", "releasedBootMs", 0, INT64_MAX,
+				   &k->released_ms, e)) < 0)
 			return -EBADMSG;
+		/*
+		 * An earlier writer kept the wall clock alone: its rest, as far as
+		 * the wall clock can tell, carried over onto the boot clock (at
+		 * most back to the boot: the store is of this boot).
+		 */
+		if (!boot) {
+			k->released_ms = time_boot_ms() - (time_now_ms() - k->released_wall_ms);
+			if (k->released_ms < 0)
+				k->released_ms = 0;
+		}
 	}
 	st->n_cooling = n;
 	return 0;
@@ -300,7 +314,9 @@ static int attachments_from_json(json_object *root, struct ipam_state *st, struc
  * pool.pending, pool.nodeIp and pool.subnet (imds pools), then
  * attachments[].shaping, then attachments[].reshapePending (an earlier
  * reader ignores it: a reshape it left half done stays so until the next
- * reshape of a build that reads it). Its layout changed (indented, one
+ * reshape of a build that reads it), then cooling[].releasedBootMs (the
+ * cool-down on the boot clock; releasedMs keeps its wall-clock meaning for
+ * earlier readers). Its layout changed (indented, one
  * line, one attachment per line), which JSON does not see. tests/fixtures/store/ holds
  * a file of each shape, written by the release that wrote it.
  *

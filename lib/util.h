@@ -11,6 +11,11 @@
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 int64_t time_now_ms(void);		/* wall clock, for records that outlive the process */
+/*
+ * CLOCK_BOOTTIME: never stepped, counts suspend, starts at boot. For the
+ * store's cool-downs: valid within one boot, as every record in the store is.
+ */
+int64_t time_boot_ms(void);
 int64_t time_mono_ns(void);		/* for durations */
 uint64_t hash_fnv1a64(const void *data, size_t len, uint64_t seed);
 #define FNV1A64_INIT 0xcbf29ce484222325ULL

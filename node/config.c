@@ -499,7 +499,7 @@ int node_config_decode(const char *text, size_t len, struct node_config *cfg, st
 int node_config_parse(struct node_config *cfg, struct tg_err *e)
 {
 	json_object *root = cfg->root;
-	const char *uplink = NULL;
+	const char *uplink = NULL, *type = NULL;
 	int64_t mtu = 0;
 	int r;
 
@@ -511,6 +511,9 @@ int node_config_parse(struct node_config *cfg, struct tg_err *e)
 		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
 			       "name \"%.64s\" must match [A-Za-z0-9][A-Za-z0-9_.-]* (at most %d characters)",
 			       cfg->name, TG_NETWORK_NAME_MAX);
+	/* The runtime found the binary by it; still a key like any other. */
+	if ((r = jx_string(root, "", "type", &type, e)) < 0)
+		return r;
 	if (jx_int(root, "", "mtu", 68, 65535, &mtu, e) < 0)
 		return -EINVAL;
 	cfg->mtu = (int)mtu;
@@ -529,6 +532,10 @@ int node_config_parse(struct node_config *cfg, struct tg_err *e)
 		return -EINVAL;
 	if (copy_path(root, "dataDir", cfg->data_dir, sizeof(cfg->data_dir), "/run/tollgate", e) < 0 ||
 	    copy_path(root, "logFile", cfg->log_file, sizeof(cfg->log_file), NULL, e) < 0)
+		return -EINVAL;
+	cfg->log_max_bytes = NODE_LOG_MAX_BYTES;
+	if (jx_int(root, "", "logMaxBytes", NODE_LOG_MAX_BYTES_MIN, NODE_LOG_MAX_BYTES_MAX,
+		   &cfg->log_max_bytes, e) < 0)
 		return -EINVAL;
 	if ((r = parse_ipam(root, cfg, e)) < 0)
 		return r;

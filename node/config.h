@@ -38,6 +38,11 @@ struct shaping_policy {
 	uint32_t queue_ms;		/* queueLatencyMs: leaf queues hold this much at the rate */
 };
 
+/* logMaxBytes: the default, and its bounds (two files of it at most are kept). */
+#define NODE_LOG_MAX_BYTES (10 << 20)
+#define NODE_LOG_MAX_BYTES_MIN 4096
+#define NODE_LOG_MAX_BYTES_MAX (1LL << 30)
+
 struct node_config {
 	json_object *root;		/* owns every json_object below */
 	const char *cni_version;
@@ -50,6 +55,7 @@ struct node_config {
 	bool masquerade;
 	char data_dir[PATH_MAX];
 	char log_file[PATH_MAX];
+	int64_t log_max_bytes;		/* logFile is rotated (to logFile.1) past this size */
 	enum ipam_source source;
 	const char *imds_url;
 	json_object *exclude;		/* ipam.exclude as given */

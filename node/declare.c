@@ -175,6 +175,10 @@ int node_declare(struct nl_sock *sk, const struct node_config *cfg, const struct
 	if (r >= 0)
 		r = acct_declare(&acct, all, st ? st->n_att : 0,
 				 flags & NODE_DECLARE_PODS ? ACCT_DECLARE_PODS : 0, &rep.nft, e);
+	/* Every pod's elements as the store says: missing ones back, stray ones out. */
+	if (r >= 0 && st)
+		r = acct_pods_reconcile(&acct, all, st->n_att, &rep.nft.pods_added,
+					&rep.nft.pods_removed, e);
 	if (r >= 0)
 		r = TG_FAILPOINT("declare.nft.after", e);
 	if (r >= 0 && (node_shapes_inet(cfg) || (flags & NODE_DECLARE_INET))) {
@@ -263,6 +267,22 @@ static int node_lock(const struct node_config *cfg, struct tg_err *e)
 	return fd;
 }
 
+/*
+ * The pods as the store holds them under its lock now, not as the caller
+ * last read them: a DEL or ADD since then must not be undone by the sets.
+ */
+static int declare_from_store_now(struct nl_sock *sk, const struct node_config *cfg,
+				  const struct node_uplink *up, unsigned flags, struct tg_err *e)
+{
+	struct ipam_store store;
+	int r = ipam_store_open(&store, cfg->data_dir, cfg->name, e);
+
+	if (r == 0)
+		r = node_declare_from_store(sk, cfg, up, &store, flags, NULL, e);
+	ipam_store_close(&store);
+	return r;
+}
+
 int node_ensure(struct nl_sock *sk, const struct node_config *cfg, const struct node_uplink *up,
 		const struct ipam_state *st, bool need_inet, int *ret_ifb, struct tg_err *e)
 {
@@ -286,7 +306,7 @@ int node_ensure(struct nl_sock *sk, const struct node_config *cfg, const struct 
 	r = node_probe(sk, cfg, up, inet, ret_ifb);
 	flags |= r == 2 ? NODE_DECLARE_RESTORE : 0;
 	if (r != 0 || (flags & NODE_DECLARE_RESTORE)) {
-		r = node_declare(sk, cfg, up, st, flags, NULL, e);
+		r = declare_from_store_now(sk, cfg, up, flags, e);
 		if (r == 0 && inet)
 			r = node_probe(sk, cfg, up, inet, ret_ifb) == 0
 				    ? 0 : tg_fail(e, CNI_ERR_IO, -EAGAIN,

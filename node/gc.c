@@ -111,7 +111,7 @@ int node_release_locked(struct ipam_state *st, const struct ipam_attachment *lis
 		a = ipam_find(st, list[i].container_id, list[i].ifname);
 		if (a && node_pod_forget(a, NULL, e) < 0)
 			continue; /* kept: the next collection finishes it */
-		released += ipam_release(st, list[i].container_id, list[i].ifname, time_now_ms(),
+		released += ipam_release(st, list[i].container_id, list[i].ifname, time_boot_ms(),
 					 true, NULL);
 	}
 	return released;

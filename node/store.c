@@ -115,7 +115,7 @@ struct refresh_then {
 static int refresh_then(struct ipam_state *st, void *p, struct tg_err *e)
 {
 	struct refresh_then *t = p;
-	int changed = node_state_refresh(st, t->cfg, time_now_ms(), e), r;
+	int changed = node_state_refresh(st, t->cfg, time_boot_ms(), e), r;
 
 	if (changed < 0)
 		return changed;

@@ -134,6 +134,8 @@ bad "empty name" 7 "$(c '.name=""')"
 bad "name with /" 7 "$(c '.name="a/b"')"
 bad "name ..(path escape)" 7 "$(c '.name=".."')"
 bad "name is a number" 7 "$(c '.name=42')"
+bad "type is a number" 7 "$(c '.type=5')"
+bad "type is an object" 7 "$(c '.type={}')"
 bad "mtu is a string" 7 "$(c '.mtu="1500"')"
 bad "mtu 0" 7 "$(c '.mtu=0')"
 bad "mtu 67" 7 "$(c '.mtu=67')"
@@ -166,6 +168,11 @@ grep -q "ipam.addresses holds $NODE_ADDR, an address of this node (eth0)" <<<"$T
 	t_fail "message: $TG_OUT"
 t_end
 bad "uplink that does not exist (MTU taken from it)" 7 "$(c '.uplink="nosuch0" | del(.mtu)')"
+# an MTU given and nothing shaped: the uplink is still looked up, on every ADD
+bad "uplink that does not exist (MTU given, no shaping)" 7 "$(c '.uplink="nosuch0" | .mtu=1500')"
+t_begin "the refusal names the missing uplink"
+grep -q 'uplink \\"nosuch0\\" does not exist on this node' <<<"$TG_OUT" || t_fail "message: $TG_OUT"
+t_end
 bad "internet shaping through an uplink that does not exist" 7 \
 	"$(c '.uplink="nosuch0" | .mtu=1500 | .shaping={internetEgress: {podDefault: "100M"}}')"
 bad "internet shaping through an uplink that does not exist (MTU taken from it)" 7 \

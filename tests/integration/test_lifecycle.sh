@@ -292,6 +292,43 @@ else
 fi
 t_end
 
+# A wall-clock step after a release (NTP stepping a clock that ran an hour
+# fast or slow): seen from the store, its releasedMs now lies an hour ahead
+# of or behind the clock. The cool-down runs on the boot clock and rests the
+# full 30 s either way. Control: with its boot-clock time 31 s back, the
+# address is free.
+STEP=$(net_conf tgstep 10.1.0.224-10.1.0.224 '.ipam.cooldownSeconds=30')
+step_store() { # JQ filter on the store's cooling entries
+	local f
+	f=$(tg_state_file tgstep)
+	{ jq -c "$1" "$f" >"$f.edit" && chmod 600 "$f.edit" && mv "$f.edit" "$f"; } ||
+		t_fail "cannot edit the store with $1"
+}
+for how in back:3600000 forward:-3600000 boot-clock-control:0; do
+	if [ "${how%%:*}" = boot-clock-control ]; then
+		t_begin "cool-down over on the boot clock (control): the address is free"
+	else
+		t_begin "cool-down across a wall-clock step ${how%%:*}: the address still rests"
+	fi
+	if pod_add w1 research "$STEP"; then
+		pod_del w1 "$STEP" || t_fail "DEL w1 rc=$TG_RC"
+		if [ "${how%%:*}" = boot-clock-control ]; then
+			step_store '.cooling |= map(.releasedBootMs -= 31000)'
+			pod_add w2 research "$STEP" || t_fail "ADD after the rest rc=$TG_RC $TG_OUT"
+		else
+			step_store ".cooling |= map(.releasedMs += ${how#*:})"
+			pod_add w2 research "$STEP"
+			r=$(cni_error_problem 11)
+			[ -z "$r" ] || t_fail "ADD while the only address rests: $r (got ${POD_IP[w2]:-no IP})"
+		fi
+		pod_del w2 "$STEP"
+		step_store '.cooling = []'
+	else
+		t_fail "ADD w1 rc=$TG_RC $TG_OUT"
+	fi
+	t_end
+done
+
 t_begin "cool-down 0: a released address comes back at once"
 COOL0=$(net_conf tgcool0 10.1.0.222-10.1.0.223)
 pod_add j1 research "$COOL0" || t_fail "ADD j1 rc=$TG_RC $TG_OUT"
@@ -371,6 +408,51 @@ for how in truncated newer; do
 		[ -z "$r" ] || t_fail "ADD on the $how store: $r"
 		[ $how = newer ] && ! grep -q "999" <<<"$TG_OUT" && t_fail "ADD's error names no version: $TG_OUT"
 		rm -f "$f"
+	else
+		t_fail "ADD rc=$TG_RC $TG_OUT"
+	fi
+	t_end
+done
+
+# ------------------------------------------------------------ unusable store directory
+# The same when the store cannot even be opened: its directory writable by
+# others, its path blocked by a file (mkdir fails), its lock file not a file.
+# DEL removes the veth, the pod's IFB and the elements prevResult names,
+# exits 0 and says why; once the directory is usable again the record is
+# still there and a DEL releases it.
+for how in mode mkdir lock; do
+	t_begin "DEL with a store directory that cannot be opened ($how) still tears the pod down"
+	p=bd$how
+	dd=$TG_TMP/dd-$how
+	BADDIR=$(net_conf tgbaddir 10.1.0.252-10.1.0.252 | jq -c --arg dd "$dd" \
+		'.dataDir=$dd | .runtimeConfig={bandwidth: {egressRate: 80000000}}')
+	if pod_add "$p" research "$BADDIR"; then
+		ifb=ti${POD_VETH[$p]#tg}
+		ip -n "$TG_NODE" link show "$ifb" >/dev/null 2>&1 || t_fail "control: no IFB $ifb after ADD"
+		nft_set_has pods "${POD_IP[$p]}" || t_fail "control: ${POD_IP[$p]} not in @pods after ADD"
+		case $how in
+		mode) chmod 0777 "$dd/tgbaddir" ;;
+		mkdir) mv "$dd" "$dd.away" && : >"$dd" ;;
+		lock) rm -f "$dd/tgbaddir/lock" && mkdir "$dd/tgbaddir/lock" ;;
+		esac
+		pod_del "$p" "$(jq -c '.prevResult=$p' --argjson p "${POD_RESULT[$p]}" <<<"$BADDIR")"
+		t_expect "DEL rc" "$TG_RC" 0
+		t_expect "DEL stdout" "$TG_OUT" ""
+		grep -q "without the store" <<<"$TG_ERR" || t_fail "DEL did not say why: $TG_ERR"
+		veth_gone "${POD_VETH[$p]}" || t_fail "veth ${POD_VETH[$p]} remains"
+		veth_gone "$ifb" || t_fail "IFB $ifb remains"
+		ip -n "$TG_NODE" route show "${POD_IP[$p]}/32" | grep -q . && t_fail "host route remains"
+		nft_set_has pods "${POD_IP[$p]}" && t_fail "${POD_IP[$p]} remains in @pods"
+		case $how in
+		mode) chmod 0700 "$dd/tgbaddir" ;;
+		mkdir) rm -f "$dd" && mv "$dd.away" "$dd" ;;
+		lock) rmdir "$dd/tgbaddir/lock" ;;
+		esac
+		f=$TG_TMP/dd-$how/tgbaddir/state.json
+		t_expect "record kept while the store was unusable" "$(jq '.attachments | length' "$f")" 1
+		pod_del "$p" "$BADDIR"
+		t_expect "DEL once the store is back: rc" "$TG_RC" 0
+		t_expect "record released" "$(jq '.attachments | length' "$f")" 0
 	else
 		t_fail "ADD rc=$TG_RC $TG_OUT"
 	fi

@@ -47,6 +47,7 @@ struct compared_attachment {
 struct compared_cooling {
 	uint32_t ip;
 	int64_t released_ms;
+	int64_t released_wall_ms;
 };
 struct compared_state {
 	int version;
@@ -120,6 +121,7 @@ static inline void assert_state_equal(const struct ipam_state *a, const struct i
 	for (size_t i = 0; i < a->n_cooling; i++) {
 		assert_int_equal(a->cooling[i].ip, b->cooling[i].ip);
 		assert_int_equal(a->cooling[i].released_ms, b->cooling[i].released_ms);
+		assert_int_equal(a->cooling[i].released_wall_ms, b->cooling[i].released_wall_ms);
 	}
 	assert_int_equal(a->n_att, b->n_att);
 	for (size_t i = 0; i < a->n_att; i++) {

@@ -90,6 +90,10 @@ static const struct bad_case bad_cases[] = {
 	/* ---- wrong JSON type of a known key: 7, naming the key ---- */
 	{ "type: cniVersion number", "{\"cniVersion\":1,\"name\":\"net\"," IPAM_OK "}", CNI_CMD_ADD, 7, "cniVersion" },
 	{ "type: name number", "{\"cniVersion\":\"1.1.0\",\"name\":5," IPAM_OK "}", CNI_CMD_ADD, 7, "name" },
+	{ "type: type number", "{\"cniVersion\":\"1.1.0\",\"name\":\"net\",\"type\":5," IPAM_OK "}",
+	  CNI_CMD_ADD, 7, "type" },
+	{ "type: type array", "{\"cniVersion\":\"1.1.0\",\"name\":\"net\",\"type\":[]," IPAM_OK "}",
+	  CNI_CMD_DEL, 7, "type" },
 	{ "type: mtu string", TOP("\"mtu\":\"1500\""), CNI_CMD_ADD, 7, "mtu" },
 	{ "type: mtu float", TOP("\"mtu\":1500.5"), CNI_CMD_ADD, 7, "mtu" },
 	{ "type: mtu bool", TOP("\"mtu\":true"), CNI_CMD_ADD, 7, "mtu" },

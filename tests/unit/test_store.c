@@ -118,8 +118,10 @@ static void rich_state(struct ipam_state *st)
 	st->att[1].shaping = (struct shaping){ .egress_bps = 70000000, .egress_burst = 8750 };
 	st->cooling = calloc(2, sizeof(*st->cooling));
 	assert_non_null(st->cooling);
-	st->cooling[0] = (struct ipam_cooling){ .ip = ip("10.1.0.14"), .released_ms = T0 - 100 };
-	st->cooling[1] = (struct ipam_cooling){ .ip = ip("10.1.0.66"), .released_ms = T0 };
+	st->cooling[0] = (struct ipam_cooling){ .ip = ip("10.1.0.14"), .released_ms = 5000 - 100,
+						.released_wall_ms = T0 - 100 };
+	st->cooling[1] = (struct ipam_cooling){ .ip = ip("10.1.0.66"), .released_ms = 5000,
+						.released_wall_ms = T0 };
 	st->n_cooling = 2;
 	/* what IMDS sync keeps beside the pool: addresses seen once, the node's own, its subnet */
 	st->pending = calloc(3, sizeof(*st->pending));
@@ -219,8 +221,12 @@ static void t_json_shape(void **state)
 	assert_int_equal(json_object_array_length(arr), 2);
 	assert_true(json_object_object_get_ex(json_object_array_get_idx(arr, 0), "ip", &v));
 	assert_string_equal(json_object_get_string(v), "10.1.0.14");
+	/* the wall clock, for earlier readers; the boot clock, which the cool-down runs on */
 	assert_true(json_object_object_get_ex(json_object_array_get_idx(arr, 0), "releasedMs", &v));
 	assert_int_equal(json_object_get_int64(v), T0 - 100);
+	assert_true(json_object_object_get_ex(json_object_array_get_idx(arr, 0), "releasedBootMs",
+					      &v));
+	assert_int_equal(json_object_get_int64(v), 5000 - 100);
 	assert_true(json_object_object_get_ex(j, "attachments", &arr));
 	assert_int_equal(json_object_array_length(arr), 4);
 	att = json_object_array_get_idx(arr, 1);
@@ -1180,7 +1186,7 @@ static void t_cache_only_on_tmpfs(void **state)
  * IPAM_SNAPSHOT_LAYOUT, so that no cache of the old layout is read. Update
  * both numbers together.
  */
-#define PINNED_LAYOUT 2
+#define PINNED_LAYOUT 3
 #define PINNED_ATT_TEXT                                                                    \
 	"{\"containerId\":\"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\"," \
 	"\"ifname\":\"eth0\",\"ip\":\"10.1.0.10\",\"netns\":\"/var/run/netns/cni-"            \
