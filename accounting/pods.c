@@ -639,52 +639,67 @@ int acct_pods_reconcile(const struct acct_config *cfg, const struct acct_pod *al
 		else if (r == 0 && have[k])
 			qsort(have[k], n_have[k], sizeof(*have[k]), cmp_ip);
 	}
-	if (r == 0) {
-		size_t n_seen = 0;
-
-		for (int k = 0; k < RECONCILE_SETS; k++)
-			n_seen += n_have[k];
-		bt = acct_batch_new((n_all + n_seen + 1) * ACCT_BATCH_PER_POD + 4096);
-		if (!bt)
-			r = tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
-	}
 	if (r < 0)
 		goto out;
-	acct_batch_start(bt);
 	/*
-	 * Missing: a pod of the store without its address in a set every pod is
-	 * in. Not masq: whether a pod is masqueraded is the config of the ADD
-	 * that made it, which the store does not record.
+	 * Two passes over what was read: the first counts what is wrong, the
+	 * second (only when something is) writes it into a batch sized for it,
+	 * so that a node in order costs the reads and nothing more.
 	 */
-	for (size_t i = 0; i < n_all && r == 0; i++) {
-		bool whole = ip_in(have[0], n_have[0], all[i].ip);
+	for (int pass = 0; pass < 2 && r == 0; pass++) {
+		size_t n_put = added, n_del = 0;
 
-		for (int k = 3; k < RECONCILE_SETS; k++)
-			whole = whole && ip_in(have[k], n_have[k], all[i].ip);
-		if (!whole) {
-			r = acct_put_pod(bt, cfg, &all[i]);
+		if (pass == 1) {
+			if (!added && !removed)
+				break;
+			for (int k = 0; k < RECONCILE_SETS; k++)
+				for (size_t i = 0; i < n_have[k]; i++)
+					n_del += !ip_in(want, n_all, have[k][i]);
+			bt = acct_batch_new((n_put + 1) * ACCT_BATCH_PER_POD + n_del * 128 + 4096);
+			if (!bt) {
+				r = tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+				break;
+			}
+			acct_batch_start(bt);
+			added = removed = 0;
+		}
+		/*
+		 * Missing: a pod of the store without its address in a set every
+		 * pod is in. Not masq: whether a pod is masqueraded is the config
+		 * of the ADD that made it, which the store does not record.
+		 */
+		for (size_t i = 0; i < n_all && r == 0; i++) {
+			bool whole = ip_in(have[0], n_have[0], all[i].ip);
+
+			for (int k = 3; k < RECONCILE_SETS; k++)
+				whole = whole && ip_in(have[k], n_have[k], all[i].ip);
+			if (whole)
+				continue;
+			if (bt)
+				r = acct_put_pod(bt, cfg, &all[i]);
 			added++;
 		}
-	}
-	/* Stray: an address no pod of the store holds, out of each set it is in. */
-	for (int k = 0; k < RECONCILE_SETS && r == 0; k++)
-		for (size_t i = 0; i < n_have[k] && r == 0; i++) {
-			uint32_t ip = have[k][i];
-			bool first = true;
+		/* Stray: an address no pod of the store holds, out of each set it is in. */
+		for (int k = 0; k < RECONCILE_SETS && r == 0; k++)
+			for (size_t i = 0; i < n_have[k] && r == 0; i++) {
+				uint32_t ip = have[k][i];
+				bool first = true;
 
-			if (ip_in(want, n_all, ip))
-				continue;
-			/* counted once, where it is first seen */
-			for (int j = 0; j < k && first; j++)
-				first = !ip_in(have[j], n_have[j], ip);
-			if (!first)
-				continue;
-			for (int j = k; j < RECONCILE_SETS && r == 0; j++)
-				if (ip_in(have[j], n_have[j], ip))
-					r = put_elem(bt, NFT_MSG_DELSETELEM, sets[j], ip, NULL) ? -ENOMEM
-												: 0;
-			removed++;
-		}
+				if (ip_in(want, n_all, ip))
+					continue;
+				/* counted once, where it is first seen */
+				for (int j = 0; j < k && first; j++)
+					first = !ip_in(have[j], n_have[j], ip);
+				if (!first)
+					continue;
+				for (int j = k; bt && j < RECONCILE_SETS && r == 0; j++)
+					if (ip_in(have[j], n_have[j], ip))
+						r = put_elem(bt, NFT_MSG_DELSETELEM, sets[j], ip, NULL)
+							    ? -ENOMEM
+							    : 0;
+				removed++;
+			}
+	}
 	if (r == 0 && (added || removed)) {
 		r = acct_nft_open(&c, 0, e);
 		if (r == 0) {
