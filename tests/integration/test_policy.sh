@@ -209,7 +209,8 @@ wait_for 20 ready || t_fail "not ready: $(tail -3 "$ALOG")"
 cmp -s "$NETD/10-tollgate.conflist" "$CM/valid.conflist" ||
 	t_fail "the installed conflist is not the validated one: $(head -c 200 "$NETD/10-tollgate.conflist")"
 cmp -s "$CNIBIN/tollgate" "$TOLLGATE_BIN_DIR/tollgate" || t_fail "the plugin is not installed"
-t_expect "temp files left by a kill" "$(ls -A "$CNIBIN" "$NETD" | grep -cE '^\.(tollgate|10-tollgate\.conflist)\.[A-Za-z0-9]{6}$')" 0
+t_expect "temp files left by a kill" "$(find "$CNIBIN" "$NETD" -mindepth 1 -regextype posix-extended \
+	-regex '.*/\.(tollgate|10-tollgate\.conflist)\.[A-Za-z0-9]{6}' | wc -l)" 0
 for f in "$CNIBIN/.tollgate.keep" "$CNIBIN/.other.Ab3dE9" "$NETD/.10-tollgate.conflist.notours"; do
 	[ -e "$f" ] || t_fail "$f is not the agent's and went"
 done
