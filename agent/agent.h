@@ -44,6 +44,7 @@ struct agent_stats {
 		repaired_nft_internal, repaired_nft_pod_elements;
 	uint64_t repaired_tc_ifb, repaired_tc_root, repaired_tc_node_class, repaired_tc_clsact,
 		repaired_tc_filters, repaired_tc_classes_restored;
+	uint64_t repaired_tc_pod_classes;	/* pods whose classes had drifted from their caps */
 	uint64_t repaired_sysctls;
 	uint64_t sysctls_readonly;	/* declarations that left a sysctl low: /proc/sys read-only */
 	uint64_t gc_runs, gc_collected, gc_kept, gc_unseen, gc_classes_retired;
@@ -68,6 +69,8 @@ struct agent {
 	struct node_config cfg;
 	bool cfg_ok;
 	uint64_t cfg_hash;		/* of the conflist's bytes: what a reload compares */
+	char *cfg_text;			/* those bytes, as validated: what is installed */
+	size_t cfg_len;
 	char data_dir[4096];
 	struct sched_task declare, sync, gc;
 	struct agent_stats stats;
@@ -75,6 +78,7 @@ struct agent {
 	size_t n_counted;
 	/* readiness: pool, node declared, plugin installed (when asked to) */
 	bool pool_ready, declared, installed;
+	bool reshape_failed;		/* the last reshape failed: the next one declares in full */
 };
 
 /*
@@ -107,8 +111,15 @@ int agent_gc(struct agent *a, struct agent_notes *notes, struct tg_err *e);
  * finds it empty.
  */
 int agent_retire_namespaces(struct agent *a, int64_t now_ms, struct tg_err *e);
-/* The config's shaping applied to running pods. */
+/*
+ * The config's shaping applied to running pods: at start-up (a ConfigMap
+ * changed while the agent was down, a reshape a kill left pending), on a
+ * config change and on the declaration's timer (pods an ADD made with the
+ * conflist the runtime still had).
+ */
 int agent_reshape(struct agent *a, struct agent_notes *notes, struct tg_err *e);
+/* Every pod's classes held to its recorded caps; drift put right and counted. */
+int agent_reconcile(struct agent *a, struct agent_notes *notes, struct tg_err *e);
 /* The plugin binary and the conflist into the runtime's directories (temp file, rename). */
 int agent_install(struct agent *a, struct tg_err *e);
 bool agent_ready(const struct agent *a);

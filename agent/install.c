@@ -5,7 +5,12 @@
  * same directory and a rename, so that kubelet never reads half a file, and
  * the conflist last: the runtime sees the network only once an ADD can
  * succeed (the agent installs after the pool exists and the node is declared).
+ * The conflist written is the bytes the agent validated; each write is
+ * fsynced, file and then directory, and a temp file a kill left is removed
+ * at the next install.
  */
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -19,6 +24,8 @@
 #include "lib/util.h"
 
 #define PLUGIN_MAX (64 << 20)
+
+static int sync_dir(const char *dir);
 
 int agent_write_file(const char *dir, const char *name, const void *buf, size_t len,
 		     unsigned mode)
@@ -41,9 +48,52 @@ int agent_write_file(const char *dir, const char *name, const void *buf, size_t 
 		r = -errno;
 	if (r == 0 && rename(tmp, path) < 0)
 		r = -errno;
-	if (r < 0)
+	if (r < 0) {
 		unlink(tmp);
-	return r;
+		return r;
+	}
+	/* The rename itself lasts only once the directory is on disk too. */
+	return sync_dir(dir);
+}
+
+static int sync_dir(const char *dir)
+{
+	_cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0 || fsync(fd) < 0)
+		return errno == EINVAL ? 0 : -errno; /* a filesystem that cannot sync a directory */
+	return 0;
+}
+
+/* A temp file of agent_write_file's for `name`: ".NAME." and mkostemp's six characters. */
+static bool is_temp_of(const char *entry, const char *name)
+{
+	size_t n = strlen(name);
+
+	if (entry[0] != '.' || strncmp(entry + 1, name, n) != 0 || entry[n + 1] != '.' ||
+	    strlen(entry + n + 2) != 6)
+		return false;
+	for (const char *c = entry + n + 2; *c; c++)
+		if (!isalnum((unsigned char)*c))
+			return false;
+	return true;
+}
+
+/*
+ * Temp files a kill left between mkostemp and rename: removed before the
+ * next write (only this agent writes them; one agent runs per node).
+ */
+static void remove_stale_temps(const char *dir, const char *name)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+
+	if (!d)
+		return;
+	while ((de = readdir(d)))
+		if (is_temp_of(de->d_name, name))
+			unlinkat(dirfd(d), de->d_name, 0);
+	closedir(d);
 }
 
 /* Whether dir/name already holds exactly these bytes (nothing to replace). */
@@ -57,15 +107,13 @@ static bool same_file(const char *dir, const char *name, const char *buf, size_t
 	return read_file(path, len + 1, &have, &n) == 0 && n == len && memcmp(have, buf, len) == 0;
 }
 
-static int install_one(const char *src, const char *dir, const char *name, unsigned mode,
-		       struct tg_err *e)
+/* buf: the bytes to install as dir/name. 1 when it wrote them, 0 when they were there. */
+static int install_bytes(const char *dir, const char *name, const char *buf, size_t len,
+			 unsigned mode, struct tg_err *e)
 {
-	_cleanup_free_ char *buf = NULL;
-	size_t len = 0;
-	int r = read_file(src, PLUGIN_MAX, &buf, &len);
+	int r;
 
-	if (r < 0)
-		return tg_fail(e, CNI_ERR_IO, r, "cannot read %s: %s", src, strerror(-r));
+	remove_stale_temps(dir, name);
 	if (same_file(dir, name, buf, len))
 		return 0;
 	r = mkdir_p(dir, 0755);
@@ -75,6 +123,18 @@ static int install_one(const char *src, const char *dir, const char *name, unsig
 		return tg_fail(e, CNI_ERR_IO, r, "cannot install %s/%s: %s", dir, name,
 			       strerror(-r));
 	return 1;
+}
+
+static int install_one(const char *src, const char *dir, const char *name, unsigned mode,
+		       struct tg_err *e)
+{
+	_cleanup_free_ char *buf = NULL;
+	size_t len = 0;
+	int r = read_file(src, PLUGIN_MAX, &buf, &len);
+
+	if (r < 0)
+		return tg_fail(e, CNI_ERR_IO, r, "cannot read %s: %s", src, strerror(-r));
+	return install_bytes(dir, name, buf, len, mode, e);
 }
 
 int agent_install(struct agent *a, struct tg_err *e)
@@ -89,7 +149,10 @@ int agent_install(struct agent *a, struct tg_err *e)
 			return r;
 		wrote += r;
 	}
-	r = install_one(a->opt.config_path, a->opt.cni_conf_dir, a->opt.conf_name, 0644, e);
+	/* The bytes that were validated, never the file read again: it may have been swapped since. */
+	if (!a->cfg_text)
+		return tg_fail(e, CNI_ERR_IO, -ENOENT, "no valid config to install");
+	r = install_bytes(a->opt.cni_conf_dir, a->opt.conf_name, a->cfg_text, a->cfg_len, 0644, e);
 	if (r < 0)
 		return r;
 	wrote += r;

@@ -51,7 +51,36 @@ static uint64_t repairs(const struct agent_stats *s)
 	       s->repaired_nft_rules + s->repaired_nft_internal + s->repaired_nft_pod_elements +
 	       s->repaired_tc_ifb +
 	       s->repaired_tc_root + s->repaired_tc_node_class + s->repaired_tc_clsact +
-	       s->repaired_tc_filters + s->repaired_tc_classes_restored + s->repaired_sysctls;
+	       s->repaired_tc_filters + s->repaired_tc_classes_restored + s->repaired_sysctls +
+	       s->repaired_tc_pod_classes;
+}
+
+/*
+ * The policy held on running pods, after each declaration: the config's caps
+ * recorded and applied (at start-up too: a ConfigMap edited while the agent
+ * was down, a reshape a kill left pending; and pods an ADD made with the
+ * conflist the runtime still had), then every pod's classes compared with
+ * its caps and put right where they drifted.
+ */
+static void run_policy(struct app *app)
+{
+	struct agent_notes notes = { 0 };
+	struct tg_err e = { 0 };
+	uint64_t pods = app->a.stats.reshaped_pods;
+	int r = agent_reshape(&app->a, &notes, &e);
+
+	agent_log_notes(&notes);
+	if (r < 0)
+		agent_log(AGENT_LOG_ERROR, "msg=\"reshape failed\" err=%s", LOGFMT_Q(e.msg));
+	else if (app->a.stats.reshaped_pods != pods)
+		agent_log(AGENT_LOG_INFO, "msg=\"running pods reshaped\" pods=%llu",
+		          (unsigned long long)(app->a.stats.reshaped_pods - pods));
+	memset(&e, 0, sizeof(e));
+	r = agent_reconcile(&app->a, &notes, &e);
+	agent_log_notes(&notes);
+	if (r < 0)
+		agent_log(AGENT_LOG_ERROR, "msg=\"reconcile of the pods' classes failed\" err=%s",
+		          LOGFMT_Q(e.msg));
 }
 
 static void run_declare(struct app *app)
@@ -65,6 +94,7 @@ static void run_declare(struct app *app)
 		sched_failed(&app->a.declare, mono_ms());
 		return;
 	}
+	run_policy(app);
 	if (repairs(&app->a.stats) != before)
 		agent_log(AGENT_LOG_WARN, "msg=\"node-wide state repaired\" objects=%llu",
 		          (unsigned long long)(repairs(&app->a.stats) - before));
@@ -135,10 +165,12 @@ static void run_install(struct app *app)
 		          app->a.opt.cni_conf_dir, app->a.opt.cni_bin_dir ? app->a.opt.cni_bin_dir : "-");
 }
 
+/* How soon after a new conflist is installed the running pods are reshaped again. */
+#define RESHAPE_AFTER_INSTALL_MS 2000
+
 /* The config's directory changed: re-read; a new config is declared, reshaped, installed. */
 static void reload(struct app *app)
 {
-	struct agent_notes notes = { 0 };
 	struct tg_err e = { 0 };
 	int r = app->a.opt.config_path ? agent_load_config(&app->a, &e) : 0;
 
@@ -155,15 +187,16 @@ static void reload(struct app *app)
 	agent_log(AGENT_LOG_INFO, "msg=\"config changed\" path=%s", app->a.opt.config_path);
 	if (app->a.opt.metrics_only)
 		return;
-	run_declare(app);
-	memset(&e, 0, sizeof(e));
-	r = agent_reshape(&app->a, &notes, &e);
-	agent_log_notes(&notes);
-	if (r < 0)
-		agent_log(AGENT_LOG_ERROR, "msg=\"reshape failed\" err=%s", LOGFMT_Q(e.msg));
+	run_declare(app); /* and the reshape */
 	sched_soon(&app->a.sync, mono_ms(), 0);
 	app->a.installed = false; /* the new conflist goes to the runtime */
 	run_install(app);
+	/*
+	 * An ADD the runtime started with the old conflist records the old
+	 * caps after that reshape: the next declaration's reshape, soon,
+	 * gives them the new ones (and every later one, for ADDs still later).
+	 */
+	sched_soon(&app->a.declare, mono_ms(), RESHAPE_AFTER_INSTALL_MS);
 }
 
 /* The plugin's pool-exhausted signal lands in the store's directory (once it exists). */

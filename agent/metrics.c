@@ -70,7 +70,7 @@ void agent_render_metrics(const struct agent *a, struct expo *x)
 		{ "tc_node_class", s->repaired_tc_node_class },
 		{ "tc_clsact", s->repaired_tc_clsact },
 		{ "tc_filters", s->repaired_tc_filters },
-		{ "tc_pod_classes", s->repaired_tc_classes_restored },
+		{ "tc_pod_classes", s->repaired_tc_classes_restored + s->repaired_tc_pod_classes },
 		{ "sysctl", s->repaired_sysctls },
 	};
 

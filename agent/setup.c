@@ -242,4 +242,5 @@ void agent_teardown(struct app *app)
 	if (a->cfg_ok)
 		node_config_free(&a->cfg);
 	free(a->counted);
+	free(a->cfg_text);
 }

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -56,6 +57,44 @@ void agent_notes_clear(struct agent_notes *n)
 	n->dropped = 0;
 }
 
+/* e's message names the config's path where it named `as` (the copy that was parsed). */
+static void name_path(struct tg_err *e, const char *as, const char *path)
+{
+	char *at = strstr(e->msg, as);
+	char rest[sizeof(e->msg)];
+
+	if (!at)
+		return;
+	snprintf(rest, sizeof(rest), "%s", at + strlen(as));
+	snprintf(at, sizeof(e->msg) - (size_t)(at - e->msg), "%s%s", path, rest);
+}
+
+/*
+ * Parses exactly `text`: the bytes go into a sealed memory file that the
+ * config's reader opens, so that a ConfigMap swapped meanwhile can never
+ * get validated bytes and installed ones to differ.
+ */
+static int load_bytes(const char *path, const char *text, size_t len, struct node_config *cfg,
+		      struct tg_err *e)
+{
+	_cleanup_close_ int fd = memfd_create("tollgate-conflist", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	char as[64];
+	int r;
+
+	if (fd < 0)
+		return tg_fail(e, CNI_ERR_IO, -errno, "cannot hold %s in memory: %m", path);
+	r = write_all(fd, text, len);
+	if (r == 0 && fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK) < 0)
+		r = -errno;
+	if (r < 0)
+		return tg_fail(e, CNI_ERR_IO, r, "cannot hold %s in memory: %s", path, strerror(-r));
+	snprintf(as, sizeof(as), "/proc/self/fd/%d", fd);
+	r = node_config_load_file(as, cfg, e);
+	if (r < 0)
+		name_path(e, as, path);
+	return r;
+}
+
 int agent_load_config(struct agent *a, struct tg_err *e)
 {
 	_cleanup_free_ char *text = NULL;
@@ -71,7 +110,7 @@ int agent_load_config(struct agent *a, struct tg_err *e)
 	hash = XXH3_64bits(text, len);
 	if (a->cfg_ok && hash == a->cfg_hash)
 		return 0;
-	r = node_config_load_file(a->opt.config_path, &cfg, e);
+	r = load_bytes(a->opt.config_path, text, len, &cfg, e);
 	if (r < 0) {
 		node_config_free(&cfg);
 		return r; /* the config in force stays */
@@ -83,6 +122,9 @@ int agent_load_config(struct agent *a, struct tg_err *e)
 	a->cfg = cfg;
 	a->cfg_ok = true;
 	a->cfg_hash = hash;
+	free(a->cfg_text);
+	a->cfg_text = TAKE_PTR(text);
+	a->cfg_len = len;
 	return 1;
 }
 
@@ -446,7 +488,8 @@ static void reshape_error(void *ctx, const struct ipam_attachment *att, const ch
 
 int agent_reshape(struct agent *a, struct agent_notes *notes, struct tg_err *e)
 {
-	struct node_reshape rs = { 0 };
+	/* after a failed run, the elements go in again even with no pod left to put right */
+	struct node_reshape rs = { .lazy = !a->reshape_failed };
 	struct ipam_state st = { 0 };
 	struct ipam_store store;
 	struct nl_sock *sk = NULL;
@@ -463,8 +506,40 @@ int agent_reshape(struct agent *a, struct agent_notes *notes, struct tg_err *e)
 	}
 	a->stats.reshaped_pods += rs.changed + rs.repaired - rs.failed - rs.gone;
 	a->stats.reshape_failures += rs.failed;
+	a->reshape_failed = r < 0;
 	node_reshape_free(&rs);
 	ipam_state_free(&st);
+	nl_socket_free(sk);
+	return r;
+}
+
+static void reconcile_error(void *ctx, const struct ipam_attachment *att, const char *why)
+{
+	agent_note(ctx, "msg=\"a pod's classes drifted and could not be put right\" namespace=%s "
+		   "pod=%s err=%s",
+		   LOGFMT_Q(att->k8s_namespace), LOGFMT_Q(att->pod), LOGFMT_Q(why));
+}
+
+/* An ADD makes its classes within this of recording the pod: younger ones are left alone. */
+#define RECONCILE_GRACE_S 5
+
+int agent_reconcile(struct agent *a, struct agent_notes *notes, struct tg_err *e)
+{
+	struct node_reconcile rc = { .grace_s = RECONCILE_GRACE_S };
+	struct ipam_store store;
+	struct nl_sock *sk = NULL;
+	int r;
+
+	r = nl_route_open(&sk);
+	if (r < 0)
+		return tg_fail(e, CNI_ERR_IO, r, "cannot open a netlink socket: %s", strerror(-r));
+	r = ipam_store_open_readonly(&store, a->cfg.data_dir, a->cfg.name, e);
+	if (r == 0) {
+		r = node_reconcile(sk, &a->cfg, &store, &rc, reconcile_error, notes, e);
+		ipam_store_close(&store);
+	}
+	a->stats.repaired_tc_pod_classes += rc.repaired;
+	a->stats.reshape_failures += rc.failed;
 	nl_socket_free(sk);
 	return r;
 }

@@ -69,7 +69,7 @@ int node_ensure(struct nl_sock *sk, const struct node_config *cfg, const struct 
 int node_retire(struct nl_sock *sk, const struct ipam_state *st, unsigned *ret_retired,
 		struct tg_err *e);
 
-/* Replaces a running pod's tc classes: `old` (as recorded) out, a->shaping in. */
+/* Changes a running pod's tc classes from `old` (as recorded) to a->shaping, make before break. */
 int node_pod_reshape(struct nl_sock *sk, const struct node_config *cfg,
 		     const struct node_uplink *up, const struct ipam_attachment *a,
 		     const struct shaping *old, struct tg_err *e);

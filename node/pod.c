@@ -175,17 +175,13 @@ int node_pod_reshape(struct nl_sock *sk, const struct node_config *cfg,
 {
 	const struct shaping *now = &a->shaping;
 
-	/* Old classes out, new ones in: a pod is unshaped for a few ms at most. */
+	/*
+	 * Make before break (shaper_pod_change): the new caps go over the old
+	 * classes in place, and what they no longer have goes last, so that
+	 * at every moment the pod is shaped by its old caps or its new ones.
+	 */
 	if (TG_FAILPOINT("reshape.pod.before", e) < 0)
 		return -EIO;
-	if (old->pod_class && old->pod_class != now->pod_class)
-		shaper_pod_del(sk, a->host_veth, old, NULL);
-	if (shaper_pod_reset(sk, a->host_veth, e) < 0 || TG_FAILPOINT("reshape.pod.reset.after", e) < 0)
-		return -EIO;
-	if (!now->egress_bps && shaper_pod_del(sk, a->host_veth, NULL, e) < 0)
-		return -EIO;
-	if (!shaping_any(now))
-		return 0;
 	if (shaping_inet_egress(now)) {
 		int inet_ifb = 0;
 
@@ -195,6 +191,6 @@ int node_pod_reshape(struct nl_sock *sk, const struct node_config *cfg,
 	}
 	if (TG_FAILPOINT("reshape.pod.tc.before", e) < 0)
 		return -EIO;
-	return shaper_pod_add(sk, a->host_veth, 0, node_link_group(a), now, cfg->shaping.queue_ms,
-			      up ? up->mtu : 1500, e);
+	return shaper_pod_change(sk, a->host_veth, node_link_group(a), old, now,
+				 cfg->shaping.queue_ms, up ? up->mtu : 1500, e) < 0 ? -EIO : 0;
 }

@@ -8,10 +8,13 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "lib/failpoint.h"
 #include "node/internal.h"
 #include "node/node.h"
+#include "node/upkeep.h"
+#include "shaper/shaper.h"
 
 bool node_reshaped(const struct node_reshape *r, const struct ipam_state *st, size_t i)
 {
@@ -139,11 +142,53 @@ int node_reshape(struct nl_sock *sk, const struct node_config *cfg, struct ipam_
 		rc = ipam_store_update(store, &now, reshape_finish, &done, e);
 	ipam_state_free(&now);
 	free(done.att);
+	if (rc == 0 && r->lazy && !done.n)
+		return 0; /* nothing was put right: the elements are as the last run left them */
 	if (rc == 0)
 		rc = TG_FAILPOINT("reshape.declare.before", e);
 	if (rc == 0)
 		rc = node_declare_from_store(sk, cfg, &up, store, NODE_DECLARE_PODS, NULL, e);
 	return rc;
+}
+
+int node_reconcile(struct nl_sock *sk, const struct node_config *cfg, struct ipam_store *store,
+		   struct node_reconcile *rc, node_pod_error_fn on_error, void *ctx,
+		   struct tg_err *e)
+{
+	struct node_uplink up = { .mtu = cfg->mtu ? cfg->mtu : 1500 };
+	struct ipam_state st = { 0 };
+	int64_t now = (int64_t)time(NULL);
+	int r;
+
+	/* Readers need no lock: each pod is judged by its own record, its classes by the kernel. */
+	r = ipam_store_load(store, &st, e);
+	if (r == 0 && st.n_att)
+		r = node_uplink(sk, cfg->uplink, cfg->mtu, &up, e);
+	for (size_t i = 0; r == 0 && i < st.n_att; i++) {
+		const struct ipam_attachment *a = &st.att[i];
+		struct tg_err pe = { 0 };
+		int ifindex;
+
+		if (a->reshape_pending || now - a->created < rc->grace_s ||
+		    plumb_ifindex(sk, a->host_veth, NULL, &ifindex) < 0)
+			continue;
+		rc->checked++;
+		if (shaper_pod_check(sk, a->host_veth, &a->shaping, NULL) == 0)
+			continue;
+		if (shaper_pod_change(sk, a->host_veth, node_link_group(a), &a->shaping, &a->shaping,
+				      cfg->shaping.queue_ms, up.mtu, &pe) == 0) {
+			rc->repaired++;
+			continue;
+		}
+		/* a pod deleted meanwhile has nothing left to put right */
+		if (plumb_ifindex(sk, a->host_veth, NULL, &ifindex) < 0)
+			continue;
+		rc->failed++;
+		if (on_error)
+			on_error(ctx, a, pe.msg);
+	}
+	ipam_state_free(&st);
+	return r;
 }
 
 void node_reshape_free(struct node_reshape *r)

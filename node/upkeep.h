@@ -21,6 +21,7 @@ struct node_reshape {
 	size_t repaired;		/* ... unchanged, left pending by an earlier reshape */
 	size_t failed;			/* ... whose classes could not be changed */
 	size_t gone;			/* ... whose veth went meanwhile (gc collects them) */
+	bool lazy;			/* the table's elements put only when a pod was put right */
 };
 /*
  * Works out every pod's caps and uplink classes from cfg and saves them under
@@ -36,6 +37,24 @@ int node_reshape(struct nl_sock *sk, const struct node_config *cfg, struct ipam_
 		 void *ctx, struct tg_err *e);
 bool node_reshaped(const struct node_reshape *r, const struct ipam_state *st, size_t i);
 void node_reshape_free(struct node_reshape *r);
+
+/* ---- every pod's classes held to its recorded caps (the node daemon's timer) ---- */
+struct node_reconcile {
+	int64_t grace_s;		/* pods recorded this recently are left (an ADD may be making them) */
+	size_t checked;			/* pods whose classes were compared */
+	size_t repaired;		/* ... that differed and were put right */
+	size_t failed;			/* ... that differed and could not be */
+};
+/*
+ * Compares the classes of every pod of the store (not reshapePending, recorded
+ * more than grace_s ago, its veth there) with its recorded caps and puts
+ * those that drifted right, in place (shaper_pod_change): a class changed
+ * or deleted by hand, a pod an ADD made with an older config's caps after a
+ * reshape had recorded the new ones.
+ */
+int node_reconcile(struct nl_sock *sk, const struct node_config *cfg, struct ipam_store *store,
+		   struct node_reconcile *rc, node_pod_error_fn on_error, void *ctx,
+		   struct tg_err *e);
 
 /* ---- collection of attachments whose network namespace is gone ---- */
 struct node_gc {

@@ -130,18 +130,27 @@ int shaper_retire_classes(struct nl_sock *sk, const uint16_t *keep, size_t n_kee
 
 /*
  * Installs (or replaces) the pod's qdiscs, classes and filters, on a node
- * whose path is declared. inet_ifb: tollgate-inet's ifindex (0: looked up).
+ * whose path is declared. Its namespace's class is made when missing and
+ * otherwise left as it is (shared; its rate is the reshape's to set). inet_ifb: tollgate-inet's ifindex (0: looked up).
  * group: the link group the pod's IFB joins (its host veth's, so that one
  * request deletes both). queue_ms sizes the leaf queues; mtu sizes bursts
  * and quanta.
  */
 int shaper_pod_add(struct nl_sock *sk, const char *host_veth, int inet_ifb, uint32_t group,
 		   const struct shaping *s, uint32_t queue_ms, int mtu, struct tg_err *e);
+/*
+ * A running pod's classes from `old` (as recorded; NULL: unknown) to `s`, make
+ * before break: every class of `s` is changed in place or made (the
+ * namespace's too: a reshape owns its rate), and only then what `s` no longer
+ * has is removed. A failure midway leaves each class at its old caps or its
+ * new ones, never the pod without; a rerun finishes the change.
+ */
+int shaper_pod_change(struct nl_sock *sk, const char *host_veth, uint32_t group,
+		      const struct shaping *old, const struct shaping *s, uint32_t queue_ms,
+		      int mtu, struct tg_err *e);
 /* Removes the pod's IFB and its class on tollgate-inet (the veth's qdiscs go with the veth). */
 int shaper_pod_del(struct nl_sock *sk, const char *host_veth, const struct shaping *s,
 		   struct tg_err *e);
-/* Removes the qdiscs on the pod's host veth (a reshape installs them again). */
-int shaper_pod_reset(struct nl_sock *sk, const char *host_veth, struct tg_err *e);
 /*
  * 0 when the kernel holds what the spec asks for (each class, its ceiling and
  * the class it hangs under), TG_ERR_DRIFT naming the difference.

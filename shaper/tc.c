@@ -327,7 +327,7 @@ static int step_point(enum shaper_point fp, struct tg_err *e)
 
 /* Makes one step; on failure e names it: object, class id, device. */
 static int make_step(struct nl_sock *sk, const struct shaper_step *st, struct step_devs *v,
-		     uint32_t group, uint32_t queue_ms, int mtu, struct tg_err *e)
+		     uint32_t group, uint32_t queue_ms, int mtu, bool own_ns, struct tg_err *e)
 {
 	struct step_dev *d = dev_slot(v, st->dev), *to;
 	uint32_t id = st->id, parent = st->parent == TC_H_ROOT ? TC_HANDLE(1, 0) : st->parent;
@@ -343,8 +343,20 @@ static int make_step(struct nl_sock *sk, const struct shaper_step *st, struct st
 		r = sh_put_htb_root(sk, d->ifindex, id);
 		return r < 0 ? tc_fail(e, r, "adding the HTB root 1: of %s", st->dev) : 0;
 	case SHAPER_OBJ_CLASS:
-		r = sh_put_class(sk, d->ifindex, parent, id, st->rate_bps, st->ceil_bps, st->burst_bits,
-				 mtu);
+		/*
+		 * A namespace's class is shared state: an ADD makes it where it is
+		 * missing and leaves one that is there as it is (the agent may have
+		 * set it from a newer config than this ADD's); only a reshape, the
+		 * class's owner, changes its rate.
+		 */
+		if (st->level == SHAPER_NAMESPACE && !own_ns) {
+			r = sh_put_class_flags(sk, d->ifindex, parent, id, st->rate_bps, st->ceil_bps,
+					       st->burst_bits, mtu, NLM_F_CREATE | NLM_F_EXCL);
+			r = r == -EEXIST ? 0 : r;
+		} else {
+			r = sh_put_class(sk, d->ifindex, parent, id, st->rate_bps, st->ceil_bps,
+					 st->burst_bits, mtu);
+		}
 		return r < 0 ? tc_fail(e, r, "adding class %x:%x (%s %s %s) under %x:%x on %s",
 				       id >> 16, id & 0xffff, shaper_level_what[st->level],
 				       st->direction, st->traffic, parent >> 16, parent & 0xffff,
@@ -367,8 +379,15 @@ static int make_step(struct nl_sock *sk, const struct shaper_step *st, struct st
 	return 0;
 }
 
-int shaper_pod_add(struct nl_sock *sk, const char *host_veth, int inet_ifb, uint32_t group,
-		   const struct shaping *s, uint32_t queue_ms, int mtu, struct tg_err *e)
+/*
+ * Every step made or put right in place: HTB changes an existing class's
+ * rate and ceil where it stands, a leaf's bfifo its limit, and a root that
+ * is ours is kept, so a step that finds its object there changes it without
+ * a moment in which the pod is not shaped.
+ */
+static int put_steps(struct nl_sock *sk, const char *host_veth, int inet_ifb, uint32_t group,
+		     const struct shaping *s, uint32_t queue_ms, int mtu, bool own_ns,
+		     struct tg_err *e)
 {
 	struct shaper_step st[SHAPER_POD_STEPS_MAX];
 	struct step_devs devs = { .n = 0 };
@@ -376,11 +395,58 @@ int shaper_pod_add(struct nl_sock *sk, const char *host_veth, int inet_ifb, uint
 
 	r = resolve_devs(sk, st, n, inet_ifb, &devs, e);
 	for (int i = 0; i < n && r == 0; i++) {
-		r = make_step(sk, &st[i], &devs, group, queue_ms, mtu, e);
+		r = make_step(sk, &st[i], &devs, group, queue_ms, mtu, own_ns, e);
 		if (r == 0)
 			r = step_point(st[i].point, e);
 	}
 	return r;
+}
+
+int shaper_pod_add(struct nl_sock *sk, const char *host_veth, int inet_ifb, uint32_t group,
+		   const struct shaping *s, uint32_t queue_ms, int mtu, struct tg_err *e)
+{
+	return put_steps(sk, host_veth, inet_ifb, group, s, queue_ms, mtu, false, e);
+}
+
+int shaper_pod_change(struct nl_sock *sk, const char *host_veth, uint32_t group,
+		      const struct shaping *old, const struct shaping *s, uint32_t queue_ms,
+		      int mtu, struct tg_err *e)
+{
+	int veth, r;
+
+	/* Make: the new caps over the old classes, in place. */
+	if (shaping_any(s)) {
+		r = put_steps(sk, host_veth, 0, group, s, queue_ms, mtu, true, e);
+		if (r < 0)
+			return r;
+	}
+	r = TG_FAILPOINT("tc.pod.change.after", e);
+	if (r < 0)
+		return r;
+	/* Break: what the new caps no longer have goes, now that they are in force. */
+	veth = sh_ifindex(sk, host_veth);
+	if (veth && !shaping_pod_ingress(s)) {
+		r = sh_del_qdisc(sk, veth, TC_H_ROOT);
+		if (r < 0)
+			return tc_fail(e, r, "removing the root qdisc of %s", host_veth);
+	}
+	if (!s->egress_bps) {
+		/* The redirect first, so that no packet is sent to an IFB that is going. */
+		r = veth ? sh_del_qdisc(sk, veth, TC_H_INGRESS) : 0;
+		if (r < 0)
+			return tc_fail(e, r, "removing the ingress qdisc of %s", host_veth);
+		r = shaper_pod_del(sk, host_veth, NULL, e);
+		if (r < 0)
+			return r;
+	}
+	if (old && old->pod_class && old->pod_class != s->pod_class) {
+		int up = sh_ifindex(sk, SHAPER_INET_IFB);
+
+		r = up ? sh_del_class(sk, up, TC_HANDLE(1, old->pod_class)) : 0;
+		if (r < 0)
+			return tc_fail(e, r, "deleting class 1:%x on the uplink", old->pod_class);
+	}
+	return 0;
 }
 
 int sh_del_class(struct nl_sock *sk, int ifindex, uint32_t id)
@@ -444,18 +510,6 @@ int sh_del_qdisc(struct nl_sock *sk, int ifindex, uint32_t parent)
 	rtnl_tc_set_parent(TC_CAST(q), parent);
 	r = nl_to_errno(rtnl_qdisc_delete(sk, q));
 	return r == -ENOENT || r == -EINVAL || r == -ENODEV ? 0 : r;
-}
-
-int shaper_pod_reset(struct nl_sock *sk, const char *host_veth, struct tg_err *e)
-{
-	int veth = sh_ifindex(sk, host_veth), r;
-
-	if (!veth)
-		return 0;
-	r = sh_del_qdisc(sk, veth, TC_H_ROOT);
-	if (r == 0)
-		r = sh_del_qdisc(sk, veth, TC_H_INGRESS);
-	return r < 0 ? tc_fail(e, r, "removing the qdiscs of %s", host_veth) : 0;
 }
 
 void sh_fill_stats(struct rtnl_class *c, struct shaper_stats *st)

@@ -349,7 +349,9 @@ fi
 
 # ------------------------------------------------------------------ reshape
 # Policy B lowers the namespace and pod caps; reshape to B fails at a point,
-# an unarmed reshape converges to what a clean one made; back to A after.
+# where every class of the pods holds A's caps or B's (none missing: a pod is
+# never unshaped), and an unarmed reshape converges to what a clean one
+# made; back to A after.
 if want reshape; then
 jq -c '{cniVersion, name, plugins: [.]}' <<<"$CONF" >"$TG_TMP/a.conflist"
 jq -c '{cniVersion, name, plugins: [.shaping.internetEgress.namespaceDefault = "300M"
@@ -358,10 +360,35 @@ jq -c '{cniVersion, name, plugins: [.shaping.internetEgress.namespaceDefault = "
 reshape() { # CONFLIST [VAR=value]
 	IPAM "${@:2}" --config "$TG_TMP/$1" reshape >"$TG_TMP/rs.out" 2>"$TG_TMP/rs.err"
 }
+# ceils: "DEV CLASSID CEIL" for every HTB class in the node, sorted
+ceils() {
+	ip netns exec "$TG_NODE" sh -c 'for d in $(ls /sys/class/net); do
+		tc class show dev "$d" | awk -v d="$d" "{for (i = 1; i < NF; i++) if (\$i == \"ceil\") print d, \$3, \$(i + 1)}"
+	done' | sort
+}
+# caps_problem: why the classes now are not each at policy A's caps or B's
+# (a class of A's that is missing, or at a third ceiling); empty when they are
+caps_problem() {
+	local now dev id ceil cur
+	now=$(ceils)
+	while read -r dev id ceil; do
+		cur=$(awk -v d="$dev" -v i="$id" '$1 == d && $2 == i {print $3}' <<<"$now")
+		if [ -z "$cur" ]; then
+			echo "class $id on $dev is missing"
+		elif [ "$cur" != "$ceil" ] && ! grep -qxF "$dev $id $cur" <<<"$CB"; then
+			echo "class $id on $dev has ceil $cur: neither A's ($ceil) nor B's"
+		fi
+	done <<<"$CA"
+}
 t_begin "reshape: after a failure at any point, a rerun converges"
 SA=$(snap k v | norm_cool)
+CA=$(ceils)
 reshape b.conflist || t_fail "reshape to B: $(cat "$TG_TMP/rs.err")"
 SB=$(snap k v | norm_cool)
+CB=$(ceils)
+# the control: A's and B's caps differ on the pods' classes, on both devices' sides
+[ "$(comm -23 <(echo "$CA") <(echo "$CB") | awk '{print $1}' | sed 's/^t[gi].*/pod/' | sort -u | tr '\n' ' ')" = "pod tollgate-inet " ] ||
+	t_fail "policies A and B do not differ on the pod's and on tollgate-inet's classes: $(comm -3 <(echo "$CA") <(echo "$CB"))"
 [ "$SB" != "$SA" ] || t_fail "reshape to B changed nothing"
 reshape a.conflist || t_fail "reshape to A: $(cat "$TG_TMP/rs.err")"
 d=$(snap_diff "$SA" "$(snap k v | norm_cool)")
@@ -374,6 +401,9 @@ for p in "${IPAM_POINTS[@]}"; do
 		HIT[$p]=1
 		n=$((n + 1))
 		[ "$rc" -eq 1 ] || t_fail "$p: exit status $rc, expected 1"
+		# stopped midway, each class holds A's caps or B's: never none
+		why=$(caps_problem)
+		[ -z "$why" ] || t_fail "$p: a reshape stopped there left the pods unshaped: $(tr '\n' ';' <<<"$why")"
 		reshape b.conflist || t_fail "$p: the rerun failed: $(cat "$TG_TMP/rs.err")"
 	elif [ "$rc" -ne 0 ]; then
 		t_fail "$p: exit status $rc without naming the point: $(cat "$TG_TMP/rs.err")"
