@@ -57,44 +57,6 @@ void agent_notes_clear(struct agent_notes *n)
 	n->dropped = 0;
 }
 
-/* e's message names the config's path where it named `as` (the copy that was parsed). */
-static void name_path(struct tg_err *e, const char *as, const char *path)
-{
-	char *at = strstr(e->msg, as);
-	char rest[sizeof(e->msg)];
-
-	if (!at)
-		return;
-	snprintf(rest, sizeof(rest), "%s", at + strlen(as));
-	snprintf(at, sizeof(e->msg) - (size_t)(at - e->msg), "%s%s", path, rest);
-}
-
-/*
- * Parses exactly `text`: the bytes go into a sealed memory file that the
- * config's reader opens, so that a ConfigMap swapped meanwhile can never
- * get validated bytes and installed ones to differ.
- */
-static int load_bytes(const char *path, const char *text, size_t len, struct node_config *cfg,
-		      struct tg_err *e)
-{
-	_cleanup_close_ int fd = memfd_create("tollgate-conflist", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	char as[64];
-	int r;
-
-	if (fd < 0)
-		return tg_fail(e, CNI_ERR_IO, -errno, "cannot hold %s in memory: %m", path);
-	r = write_all(fd, text, len);
-	if (r == 0 && fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK) < 0)
-		r = -errno;
-	if (r < 0)
-		return tg_fail(e, CNI_ERR_IO, r, "cannot hold %s in memory: %s", path, strerror(-r));
-	snprintf(as, sizeof(as), "/proc/self/fd/%d", fd);
-	r = node_config_load_file(as, cfg, e);
-	if (r < 0)
-		name_path(e, as, path);
-	return r;
-}
-
 int agent_load_config(struct agent *a, struct tg_err *e)
 {
 	_cleanup_free_ char *text = NULL;
@@ -110,7 +72,8 @@ int agent_load_config(struct agent *a, struct tg_err *e)
 	hash = XXH3_64bits(text, len);
 	if (a->cfg_ok && hash == a->cfg_hash)
 		return 0;
-	r = load_bytes(a->opt.config_path, text, len, &cfg, e);
+	/* exactly these bytes are validated, and later installed */
+	r = node_config_load_text(a->opt.config_path, text, len, &cfg, e);
 	if (r < 0) {
 		node_config_free(&cfg);
 		return r; /* the config in force stays */

@@ -567,11 +567,7 @@ void node_config_free(struct node_config *cfg)
 
 int node_config_load_file(const char *path, struct node_config *cfg, struct tg_err *e)
 {
-	_cleanup_json_ json_object *root = NULL;
 	_cleanup_free_ char *file = NULL;
-	json_object *plugins, *entry = NULL, *v;
-	struct jx_parse_error pe;
-	const char *text;
 	size_t len;
 	int r;
 
@@ -580,6 +576,21 @@ int node_config_load_file(const char *path, struct node_config *cfg, struct tg_e
 	if (r < 0)
 		return tg_fail(e, CNI_ERR_IO, r, "cannot read %s: %s", path,
 			       r == -E2BIG ? "larger than 1 MiB" : strerror(-r));
+	return node_config_load_text(path, file, len, cfg, e);
+}
+
+int node_config_load_text(const char *path, const char *file, size_t len, struct node_config *cfg,
+			  struct tg_err *e)
+{
+	_cleanup_json_ json_object *root = NULL;
+	json_object *plugins, *entry = NULL, *v;
+	struct jx_parse_error pe;
+	const char *text;
+	int r;
+
+	memset(cfg, 0, sizeof(*cfg));
+	if (len > NODE_CONFIG_MAX)
+		return tg_fail(e, CNI_ERR_DECODE, -E2BIG, "%s is larger than 1 MiB", path);
 	/* as strict as a config on stdin: one document, nothing but blanks after it */
 	r = jx_parse(file, len, &root, &pe);
 	if (r == -ENOMEM)

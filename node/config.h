@@ -87,5 +87,11 @@ void node_config_free(struct node_config *cfg);
  * list's name and cniVersion) or a single plugin config, from a file.
  */
 int node_config_load_file(const char *path, struct node_config *cfg, struct tg_err *e);
+/*
+ * The same for a conflist's bytes already read (len of them), named `path` in
+ * messages: the node daemon validates exactly the bytes it then installs.
+ */
+int node_config_load_text(const char *path, const char *text, size_t len, struct node_config *cfg,
+			  struct tg_err *e);
 
 #endif
