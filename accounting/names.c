@@ -81,6 +81,26 @@ enum acct_owner acct_counter_parse(const char *name, size_t name_len,
 	return ACCT_OWNER_NONE;
 }
 
+/*
+ * "ns_<namespace><suffix>" (namespaces hold no '_'): the namespace into
+ * ret_owner. False when name is not of that form.
+ */
+static bool ns_with_suffix(const char *name, size_t name_len, const char *suffix,
+			   char ret_owner[ACCT_COUNTER_NAME_MAX])
+{
+	size_t slen = strlen(suffix), mlen;
+
+	if (name_len < slen + 3 || memcmp(name + name_len - slen, suffix, slen) != 0 ||
+	    memcmp(name, "ns_", 3) != 0)
+		return false;
+	mlen = name_len - slen - 3;
+	if (mlen >= ACCT_COUNTER_NAME_MAX || memchr(name + 3, '_', mlen))
+		return false;
+	memcpy(ret_owner, name + 3, mlen);
+	ret_owner[mlen] = '\0';
+	return true;
+}
+
 enum acct_owner acct_spoofed_parse(const char *name, size_t name_len,
 				   char ret_owner[ACCT_COUNTER_NAME_MAX], enum acct_family *ret_family)
 {
@@ -88,7 +108,6 @@ enum acct_owner acct_spoofed_parse(const char *name, size_t name_len,
 		char suffix[32];
 		size_t slen = (size_t)snprintf(suffix, sizeof(suffix), "_spoofed_%s",
 					       acct_family_names[f]);
-		size_t mlen;
 
 		if (name_len < slen || memcmp(name + name_len - slen, suffix, slen) != 0)
 			continue;
@@ -97,15 +116,8 @@ enum acct_owner acct_spoofed_parse(const char *name, size_t name_len,
 			ret_owner[0] = '\0';
 			return ACCT_OWNER_HOST;
 		}
-		/* "ns_<namespace>_spoofed_<family>"; namespaces hold no '_' */
-		if (name_len < slen + 3 || memcmp(name, "ns_", 3) != 0)
-			return ACCT_OWNER_NONE;
-		mlen = name_len - slen - 3;
-		if (mlen >= ACCT_COUNTER_NAME_MAX || memchr(name + 3, '_', mlen))
-			return ACCT_OWNER_NONE;
-		memcpy(ret_owner, name + 3, mlen);
-		ret_owner[mlen] = '\0';
-		return ACCT_OWNER_NAMESPACE;
+		return ns_with_suffix(name, name_len, suffix, ret_owner) ? ACCT_OWNER_NAMESPACE
+									 : ACCT_OWNER_NONE;
 	}
 	return ACCT_OWNER_NONE;
 }
@@ -123,19 +135,10 @@ enum acct_owner acct_drop_parse(const char *name, size_t name_len,
 {
 	for (int d = 0; d < ACCT_DROPS; d++) {
 		char suffix[32];
-		size_t slen = (size_t)snprintf(suffix, sizeof(suffix), "_%s_dropped",
-					       acct_drop_names[d]);
-		size_t mlen;
 
-		if (name_len < slen + 3 || memcmp(name + name_len - slen, suffix, slen) != 0 ||
-		    memcmp(name, "ns_", 3) != 0)
+		snprintf(suffix, sizeof(suffix), "_%s_dropped", acct_drop_names[d]);
+		if (!ns_with_suffix(name, name_len, suffix, ret_owner))
 			continue;
-		/* "ns_<namespace>_<drop>_dropped"; namespaces hold no '_' */
-		mlen = name_len - slen - 3;
-		if (mlen >= ACCT_COUNTER_NAME_MAX || memchr(name + 3, '_', mlen))
-			return ACCT_OWNER_NONE;
-		memcpy(ret_owner, name + 3, mlen);
-		ret_owner[mlen] = '\0';
 		*ret_drop = (enum acct_access_drop)d;
 		return ACCT_OWNER_NAMESPACE;
 	}
