@@ -413,6 +413,25 @@ static struct nftnl_rule *to_agent_rule(uint16_t port)
 	return r;
 }
 
+/*
+ * In forward and input, after DNAT: iifname "<prefix>*" meta l4proto tcp
+ * tcp dport <metricsPort> jump to_agent. A Service (or an EndpointSlice a
+ * tenant writes itself) whose port is another one reaches the agents' port
+ * only once translated, which from_pod, before conntrack, cannot see.
+ */
+static struct nftnl_rule *to_agent_translated_rule(const char *chain, const char *prefix,
+						   uint16_t port)
+{
+	struct nftnl_rule *r = rule_new(chain);
+
+	if (!r)
+		return NULL;
+	match_pod_link(r, prefix);
+	match_dport(r, IPPROTO_TCP, port);
+	put(r, verdict(NFT_JUMP, ACCT_CHAIN_TO_AGENT));
+	return r;
+}
+
 /* ip saddr @<allowed> return: a pod of a listed namespace goes on. */
 static struct nftnl_rule *allowed_rule(const char *chain, const char *set, uint32_t id)
 {
@@ -502,6 +521,11 @@ static int put_access(struct acct_rule_list *bt, const struct acct_config *cfg)
 	if (!cfg->access.metrics_filter)
 		return r ? -ENOMEM : 0;
 	r |= put_rule(bt, to_agent_rule(cfg->access.metrics_port));
+	/* first in their chains: nothing is counted of what they drop */
+	r |= put_rule(bt, to_agent_translated_rule("forward", cfg->pod_link_prefix,
+						   cfg->access.metrics_port));
+	r |= put_rule(bt, to_agent_translated_rule("input", cfg->pod_link_prefix,
+						   cfg->access.metrics_port));
 	r |= put_rule(bt, allowed_rule(ACCT_CHAIN_TO_AGENT, ACCT_SET_AGENT_OK, ACCT_ID_AGENT_OK));
 	r |= put_rule(bt, deny_rule(ACCT_CHAIN_TO_AGENT, DENY_INTERNAL, ACCT_MAP_AGENT_DROP,
 				    ACCT_ID_AGENT_DROP));

@@ -198,6 +198,29 @@ t_expect "mon -> 10.0.1.1:$MPORT (peer)" "$(try mon tcp 10.0.1.1 "$MPORT")" ok
 t_expect "ns_monitoring_agent_dropped" "$(ctr inet ns_monitoring_agent_dropped)" 0
 t_end
 
+t_begin "a Service's address translated to the agents' port is refused too (here and on a peer); counted"
+# kube-proxy's part, in a table of its own in the node: two "Services" on
+# port 8080 whose endpoints are this node's and the peer's agent port
+printf '%s\n' "table ip tgtest_svc {" \
+	"  chain pre {" \
+	"    type nat hook prerouting priority -100;" \
+	"    ip daddr 10.96.0.10 tcp dport 8080 dnat to $TG_NODE_IP:$MPORT" \
+	"    ip daddr 10.96.0.11 tcp dport 8080 dnat to 10.0.1.1:$MPORT" \
+	"  }" "}" >"$TG_TMP/svc.nft"
+N nft -f "$TG_TMP/svc.nft" || t_fail "cannot add the Services' DNAT"
+before=$(ctr inet ns_tenant_agent_dropped)
+t_expect "tenant -> 10.96.0.10:8080 (this node's agent)" "$(try tenant tcp 10.96.0.10 8080)" "no: timed out"
+t_expect "tenant -> 10.96.0.11:8080 (the peer's)" "$(try tenant tcp 10.96.0.11 8080)" "no: timed out"
+after=$(ctr inet ns_tenant_agent_dropped)
+t_expect "ns_tenant_agent_dropped grew by" "$((after - before))" 2
+t_end
+
+t_begin "control: a pod of a listed namespace reaches both through the Services"
+t_expect "mon -> 10.96.0.10:8080" "$(try mon tcp 10.96.0.10 8080)" ok
+t_expect "mon -> 10.96.0.11:8080" "$(try mon tcp 10.96.0.11 8080)" ok
+N nft delete table ip tgtest_svc || t_fail "cannot delete the Services' DNAT"
+t_end
+
 # ---------------------------------------------------------------- conntrack
 ct_entry() { # the node's conntrack entry of victim's UDP flow to the peer pod
 	N conntrack -L -p udp --orig-src "${POD_IP[victim]}" --orig-dst "$TG_PEER_POD_IP" --dport 7777 2>/dev/null
