@@ -204,8 +204,12 @@ int acct_retire_namespaces(const char *const *names, size_t n, size_t *ret_retir
  * only). -ENOENT (through e) when the table is missing.
  */
 int acct_keep_namespaces(const char *const *names, size_t n, struct tg_err *e);
-/* 1 when the pod's elements (anti-spoofing's too) are as configured, 0 when not, negative on error. */
-int acct_pod_check(const struct acct_pod *pod, bool masquerade, struct tg_err *e);
+/*
+ * 1 when the pod's elements (anti-spoofing's and nodeAccess' too: in
+ * @metadata_ok and @agent_ok exactly when cfg lists its namespace) are as
+ * cfg says, 0 when not, negative on error.
+ */
+int acct_pod_check(const struct acct_pod *pod, const struct acct_config *cfg, struct tg_err *e);
 /*
  * Pods' elements against the store (`all`: every attachment it holds): reads
  * each per-pod set and map once, puts back every pod missing from one and

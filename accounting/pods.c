@@ -448,8 +448,17 @@ static int elem_present(struct acct_nft_conn *c, const char *set, uint32_t ip)
 	return elem_present_key(c, set, ACCT_KEY_ADDR, NULL, ip);
 }
 
-int acct_pod_check(const struct acct_pod *pod, bool masquerade, struct tg_err *e)
+/* 1 when the pod's address is in set `set` exactly when `want`, 0 when not, or negative. */
+static int elem_as(struct acct_nft_conn *c, const char *set, uint32_t ip, bool want)
 {
+	int r = elem_present(c, set, ip);
+
+	return r < 0 ? r : r == (want ? 1 : 0);
+}
+
+int acct_pod_check(const struct acct_pod *pod, const struct acct_config *cfg, struct tg_err *e)
+{
+	const struct acct_access *a = &cfg->access;
 	struct acct_nft_conn c = { 0 };
 	int r;
 
@@ -460,7 +469,16 @@ int acct_pod_check(const struct acct_pod *pod, bool masquerade, struct tg_err *e
 	if (r == 1)
 		r = elem_present(&c, acct_ns_maps[ACCT_EGRESS_INTERNAL], pod->ip);
 	if (r == 1)
-		r = elem_present(&c, ACCT_SET_MASQ, pod->ip) == (masquerade ? 1 : 0);
+		r = elem_as(&c, ACCT_SET_MASQ, pod->ip, cfg->masquerade);
+	/* nodeAccess: counted drops, and a pass exactly for a listed namespace's pod */
+	for (int d = 0; d < ACCT_DROPS && r == 1; d++)
+		r = elem_present(&c, drop_maps[d], pod->ip);
+	if (r == 1)
+		r = elem_as(&c, ACCT_SET_METADATA_OK, pod->ip,
+			    acct_ns_listed(a->metadata_ns, a->n_metadata_ns, pod->k8s_namespace));
+	if (r == 1)
+		r = elem_as(&c, ACCT_SET_AGENT_OK, pod->ip,
+			    acct_ns_listed(a->metrics_ns, a->n_metrics_ns, pod->k8s_namespace));
 	/* Without it every packet of the pod is dropped as spoofed. */
 	if (r == 1)
 		r = link_ok(pod) ? elem_present_key(&c, ACCT_SET_POD_SRC, ACCT_KEY_LINK_ADDR,
@@ -608,8 +626,16 @@ static bool ip_in(const uint32_t *v, size_t n, uint32_t ip)
 	return n && bsearch(&ip, v, n, sizeof(*v), cmp_ip);
 }
 
-/* The per-pod sets and maps keyed by a pod's address, each read once. */
-#define RECONCILE_SETS (3 + ACCT_CLASSES)
+/*
+ * The per-pod sets and maps keyed by a pod's address, each read once: those
+ * every pod is in (@pods, the namespace counter maps, nodeAccess' drop maps),
+ * @masq and @egress_class, and nodeAccess' passes, which a pod is in exactly
+ * when the config lists its namespace.
+ */
+#define RS_NS 3
+#define RS_DROP (RS_NS + ACCT_CLASSES)
+#define RS_OK (RS_DROP + ACCT_DROPS)
+#define RECONCILE_SETS (RS_OK + 2)
 
 int acct_pods_reconcile(const struct acct_config *cfg, const struct acct_pod *all, size_t n_all,
 			unsigned *ret_added, unsigned *ret_removed, struct tg_err *e)
@@ -627,7 +653,11 @@ int acct_pods_reconcile(const struct acct_config *cfg, const struct acct_pod *al
 	if (!want)
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
 	for (int k = 0; k < ACCT_CLASSES; k++)
-		sets[3 + k] = acct_ns_maps[k];
+		sets[RS_NS + k] = acct_ns_maps[k];
+	for (int d = 0; d < ACCT_DROPS; d++)
+		sets[RS_DROP + d] = drop_maps[d];
+	sets[RS_OK] = ACCT_SET_METADATA_OK;
+	sets[RS_OK + 1] = ACCT_SET_AGENT_OK;
 	for (size_t i = 0; i < n_all; i++)
 		want[i] = all[i].ip;
 	qsort(want, n_all, sizeof(*want), cmp_ip);
@@ -647,7 +677,7 @@ int acct_pods_reconcile(const struct acct_config *cfg, const struct acct_pod *al
 	 * so that a node in order costs the reads and nothing more.
 	 */
 	for (int pass = 0; pass < 2 && r == 0; pass++) {
-		size_t n_put = added, n_del = 0;
+		size_t n_put = added, n_del = removed;
 
 		if (pass == 1) {
 			if (!added && !removed)
@@ -669,15 +699,36 @@ int acct_pods_reconcile(const struct acct_config *cfg, const struct acct_pod *al
 		 * of the ADD that made it, which the store does not record.
 		 */
 		for (size_t i = 0; i < n_all && r == 0; i++) {
+			const struct acct_access *a = &cfg->access;
 			bool whole = ip_in(have[0], n_have[0], all[i].ip);
+			bool listed[2] = {
+				acct_ns_listed(a->metadata_ns, a->n_metadata_ns, all[i].k8s_namespace),
+				acct_ns_listed(a->metrics_ns, a->n_metrics_ns, all[i].k8s_namespace),
+			};
 
-			for (int k = 3; k < RECONCILE_SETS; k++)
+			for (int k = RS_NS; k < RS_OK; k++)
 				whole = whole && ip_in(have[k], n_have[k], all[i].ip);
-			if (whole)
-				continue;
-			if (bt)
-				r = acct_put_pod(bt, cfg, &all[i]);
-			added++;
+			if (!whole) {
+				if (bt)
+					r = acct_put_pod(bt, cfg, &all[i]); /* its passes too */
+				added++;
+			}
+			/* a pass where its namespace has none (or none where it has one) */
+			for (int j = 0; j < 2 && r == 0; j++) {
+				bool in = ip_in(have[RS_OK + j], n_have[RS_OK + j], all[i].ip);
+
+				if (in == listed[j] || (!whole && listed[j]))
+					continue;
+				if (bt)
+					r = put_elem(bt, in ? NFT_MSG_DELSETELEM : NFT_MSG_NEWSETELEM,
+						     sets[RS_OK + j], all[i].ip, NULL)
+						    ? -ENOMEM
+						    : 0;
+				if (in)
+					removed++;
+				else
+					added++;
+			}
 		}
 		/* Stray: an address no pod of the store holds, out of each set it is in. */
 		for (int k = 0; k < RECONCILE_SETS && r == 0; k++)

@@ -84,17 +84,19 @@ undo:
 
 bool node_pod_intact(struct nl_sock *sk, const struct node_config *cfg, const struct node_pod *p)
 {
+	struct acct_config acct = node_acct_config(cfg);
 	struct acct_pod me = node_acct_pod(p->a);
 	struct plumb_req rq;
 
 	plumb_req_of(p, &rq);
-	return plumb_check(sk, &rq, NULL) == 0 && acct_pod_check(&me, cfg->masquerade, NULL) == 1 &&
+	return plumb_check(sk, &rq, NULL) == 0 && acct_pod_check(&me, &acct, NULL) == 1 &&
 	       shaper_pod_check(sk, p->a->host_veth, &p->a->shaping, NULL) == 0;
 }
 
 int node_pod_check(struct nl_sock *sk, const struct node_config *cfg, const struct node_pod *p,
 		   struct tg_err *e)
 {
+	struct acct_config acct = node_acct_config(cfg);
 	struct acct_pod me = node_acct_pod(p->a);
 	struct plumb_req rq;
 	char ip[IP4_STRLEN];
@@ -106,11 +108,12 @@ int node_pod_check(struct nl_sock *sk, const struct node_config *cfg, const stru
 		r = shaper_pod_check(sk, p->a->host_veth, &p->a->shaping, e);
 	if (r < 0)
 		return r;
-	r = acct_pod_check(&me, cfg->masquerade, e);
+	r = acct_pod_check(&me, &acct, e);
 	if (r == 0)
 		r = tg_fail(e, TG_ERR_DRIFT, -ENOENT,
 			    "drift: the elements of %s in table inet tollgate (sets pods, masq, "
-			    "pod_src, map ns_egress_internal) do not match the config (masquerade %s)",
+			    "pod_src, metadata_ok, agent_ok, maps ns_egress_internal, metadata_drop, "
+			    "agent_drop) do not match the config (masquerade %s, nodeAccess)",
 			    ip4_format(p->a->ip, ip), cfg->masquerade ? "true" : "false");
 	return r < 0 ? r : 0;
 }

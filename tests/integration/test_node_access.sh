@@ -176,6 +176,33 @@ t_expect "tenant -> IMDS, listed no more" "$(http tenant "$IMDS")" 000
 t_expect "mon -> IMDS throughout" "$(http mon "$IMDS")" 200
 t_end
 
+# pod_check POD: the runtime's CHECK of a pod (the plugin's exit status in TG_RC)
+pod_check() {
+	tg_run CHECK "${POD_CID[$1]}" eth0 "${POD_NETNS[$1]}" "$(k8s_args "$2" "$1" "${POD_CID[$1]}")" \
+		<<<"$(jq --argjson p "${POD_RESULT[$1]}" '.prevResult = $p' <<<"$CONF")"
+}
+t_begin "CHECK sees a pod's nodeAccess elements drift; the agent's declaration puts them right"
+pod_check tenant tenant
+t_expect "CHECK before any drift" "$TG_RC" 0
+N nft delete element inet tollgate metadata_drop "{ ${POD_IP[tenant]} }" || t_fail "cannot delete the element"
+pod_check tenant tenant
+t_expect "CHECK without its metadata_drop element" "$TG_RC" 1
+[[ $TG_OUT == *metadata_drop* ]] || t_fail "CHECK's message names no metadata_drop: $TG_OUT"
+N nft add element inet tollgate metadata_ok "{ ${POD_IP[victim]} }" || t_fail "cannot add the element"
+pod_check victim tenant
+t_expect "CHECK of an unlisted pod given a pass" "$TG_RC" 1
+t_expect "victim -> IMDS with the planted pass" "$(http victim "$IMDS")" 200
+N "$AGENT" --config "$TG_TMP/back.conflist" --once --listen 127.0.0.1:9699 >/dev/null 2>"$TG_TMP/once.err" ||
+	t_fail "agent --once: $(tail -n 3 "$TG_TMP/once.err")"
+pod_check tenant tenant
+t_expect "CHECK of tenant after the declaration" "$TG_RC" 0
+pod_check victim tenant
+t_expect "CHECK of victim after the declaration" "$TG_RC" 0
+t_expect "victim -> IMDS after the declaration" "$(http victim "$IMDS")" 000
+pod_check mon monitoring
+t_expect "CHECK of mon (listed) throughout" "$TG_RC" 0
+t_end
+
 # ---------------------------------------------------------------- agents' port
 t_begin "a pod of an unlisted namespace cannot connect to the agents' port, here or on a peer; counted"
 before=$(ctr inet ns_tenant_agent_dropped)
