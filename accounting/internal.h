@@ -224,4 +224,11 @@ int acct_put_counter(struct acct_batch *bt, const char *name);
 /* A counter message of any kind (NFT_MSG_DELOBJ, NFT_MSG_DESTROYOBJ...) for counter <name>. */
 int acct_put_counter_msg(struct acct_batch *bt, const char *name, uint16_t msg, uint16_t flags);
 
+/* pods.c's element helpers, which reconcile.c shares */
+struct nftnl_set *acct_set_ref(const char *name);
+int acct_put_elem(struct acct_batch *bt, uint16_t type, const char *set, uint32_t ip,
+		  const char *counter);
+/* nodeAccess' per-pod drop maps, by enum acct_access_drop */
+extern const char *const acct_drop_maps[ACCT_DROPS];
+
 #endif

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/* Per-pod elements and counters of table inet tollgate, and the dumps that read them. */
+/* Per-pod elements and counters of table inet tollgate: added, removed, checked. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
@@ -15,7 +15,7 @@
 #include "lib/util.h"
 
 
-static struct nftnl_set *set_ref(const char *name)
+struct nftnl_set *acct_set_ref(const char *name)
 {
 	struct nftnl_set *s = nftnl_set_alloc();
 
@@ -34,7 +34,7 @@ static struct nftnl_set *set_ref(const char *name)
 static int put_elem_key(struct acct_batch *bt, uint16_t type, const char *set, const void *key,
 			size_t key_len, const char *counter, uint32_t classid)
 {
-	struct nftnl_set *s = set_ref(set);
+	struct nftnl_set *s = acct_set_ref(set);
 	struct nftnl_set_elem *el = nftnl_set_elem_alloc();
 	struct nlmsghdr *nlh;
 
@@ -70,8 +70,8 @@ static int put_elem_data(struct acct_batch *bt, uint16_t type, const char *set, 
 	return put_elem_key(bt, type, set, key, n, counter, classid);
 }
 
-static int put_elem(struct acct_batch *bt, uint16_t type, const char *set, uint32_t ip,
-		    const char *counter)
+int acct_put_elem(struct acct_batch *bt, uint16_t type, const char *set, uint32_t ip,
+		  const char *counter)
 {
 	return put_elem_data(bt, type, set, ip, counter, 0);
 }
@@ -100,7 +100,7 @@ static int put_spoofed_elem(struct acct_batch *bt, uint16_t type, const struct a
 	return put_elem_key(bt, type, acct_spoofed_maps[f], key, n, with, 0);
 }
 
-static const char *const drop_maps[ACCT_DROPS] = { ACCT_MAP_METADATA_DROP, ACCT_MAP_AGENT_DROP };
+const char *const acct_drop_maps[ACCT_DROPS] = { ACCT_MAP_METADATA_DROP, ACCT_MAP_AGENT_DROP };
 
 int acct_put_pod_access(struct acct_batch *bt, const struct acct_config *cfg,
 			const struct acct_pod *p)
@@ -109,9 +109,9 @@ int acct_put_pod_access(struct acct_batch *bt, const struct acct_config *cfg,
 	int r = 0;
 
 	if (acct_ns_listed(a->metadata_ns, a->n_metadata_ns, p->k8s_namespace))
-		r |= put_elem(bt, NFT_MSG_NEWSETELEM, ACCT_SET_METADATA_OK, p->ip, NULL);
+		r |= acct_put_elem(bt, NFT_MSG_NEWSETELEM, ACCT_SET_METADATA_OK, p->ip, NULL);
 	if (acct_ns_listed(a->metrics_ns, a->n_metrics_ns, p->k8s_namespace))
-		r |= put_elem(bt, NFT_MSG_NEWSETELEM, ACCT_SET_AGENT_OK, p->ip, NULL);
+		r |= acct_put_elem(bt, NFT_MSG_NEWSETELEM, ACCT_SET_AGENT_OK, p->ip, NULL);
 	return r ? -ENOMEM : 0;
 }
 
@@ -134,24 +134,24 @@ int acct_put_pod(struct acct_batch *bt, const struct acct_config *cfg, const str
 		/* nodeAccess' drops of the namespace: made with its first pod, kept as its others are */
 		acct_drop_counter_name(p->k8s_namespace, (enum acct_access_drop)d, name);
 		r |= acct_put_counter(bt, name);
-		r |= put_elem(bt, NFT_MSG_NEWSETELEM, drop_maps[d], p->ip, name);
+		r |= acct_put_elem(bt, NFT_MSG_NEWSETELEM, acct_drop_maps[d], p->ip, name);
 	}
 	r |= acct_put_pod_access(bt, cfg, p);
-	r |= put_elem(bt, NFT_MSG_NEWSETELEM, ACCT_SET_PODS, p->ip, NULL);
+	r |= acct_put_elem(bt, NFT_MSG_NEWSETELEM, ACCT_SET_PODS, p->ip, NULL);
 	if (p->egress_classid)
 		r |= put_elem_data(bt, NFT_MSG_NEWSETELEM, ACCT_MAP_EGRESS_CLASS, p->ip, NULL,
 				   p->egress_classid);
 	if (cfg->masquerade)
-		r |= put_elem(bt, NFT_MSG_NEWSETELEM, ACCT_SET_MASQ, p->ip, NULL);
+		r |= acct_put_elem(bt, NFT_MSG_NEWSETELEM, ACCT_SET_MASQ, p->ip, NULL);
 	for (int c = 0; c < ACCT_CLASSES; c++) {
 		/* The namespace's counters appear with its first pod and stay. */
 		acct_ns_counter_name(p->k8s_namespace, c, name);
 		r |= acct_put_counter(bt, name);
-		r |= put_elem(bt, NFT_MSG_NEWSETELEM, acct_ns_maps[c], p->ip, name);
+		r |= acct_put_elem(bt, NFT_MSG_NEWSETELEM, acct_ns_maps[c], p->ip, name);
 		if (cfg->per_pod) {
 			acct_pod_counter_name(p->host_veth, c, name);
 			r |= acct_put_counter(bt, name);
-			r |= put_elem(bt, NFT_MSG_NEWSETELEM, acct_pod_maps[c], p->ip, name);
+			r |= acct_put_elem(bt, NFT_MSG_NEWSETELEM, acct_pod_maps[c], p->ip, name);
 		}
 	}
 	return r ? -ENOMEM : 0;
@@ -199,16 +199,16 @@ static int put_pod_removal(struct acct_batch *bt, const struct acct_pod *p, uint
 		for (int f = 0; f < ACCT_FAMILIES; f++)
 			STEP(put_spoofed_elem(bt, del_elem, p, (enum acct_family)f, NULL));
 	}
-	STEP(put_elem(bt, del_elem, ACCT_SET_METADATA_OK, p->ip, NULL));
-	STEP(put_elem(bt, del_elem, ACCT_SET_AGENT_OK, p->ip, NULL));
+	STEP(acct_put_elem(bt, del_elem, ACCT_SET_METADATA_OK, p->ip, NULL));
+	STEP(acct_put_elem(bt, del_elem, ACCT_SET_AGENT_OK, p->ip, NULL));
 	for (int d = 0; d < ACCT_DROPS; d++)
-		STEP(put_elem(bt, del_elem, drop_maps[d], p->ip, NULL));
-	STEP(put_elem(bt, del_elem, ACCT_SET_MASQ, p->ip, NULL));
-	STEP(put_elem(bt, del_elem, ACCT_SET_PODS, p->ip, NULL));
-	STEP(put_elem(bt, del_elem, ACCT_MAP_EGRESS_CLASS, p->ip, NULL));
+		STEP(acct_put_elem(bt, del_elem, acct_drop_maps[d], p->ip, NULL));
+	STEP(acct_put_elem(bt, del_elem, ACCT_SET_MASQ, p->ip, NULL));
+	STEP(acct_put_elem(bt, del_elem, ACCT_SET_PODS, p->ip, NULL));
+	STEP(acct_put_elem(bt, del_elem, ACCT_MAP_EGRESS_CLASS, p->ip, NULL));
 	for (int c = 0; c < ACCT_CLASSES; c++) {
-		STEP(put_elem(bt, del_elem, acct_ns_maps[c], p->ip, NULL));
-		STEP(put_elem(bt, del_elem, acct_pod_maps[c], p->ip, NULL));
+		STEP(acct_put_elem(bt, del_elem, acct_ns_maps[c], p->ip, NULL));
+		STEP(acct_put_elem(bt, del_elem, acct_pod_maps[c], p->ip, NULL));
 	}
 	for (int c = 0; c < ACCT_CLASSES; c++) {
 		acct_pod_counter_name(p->host_veth, c, name);
@@ -416,7 +416,7 @@ struct elem_query {
 static void build_getelem(struct nlmsghdr *nlh, const void *arg)
 {
 	const struct elem_query *q = arg;
-	struct nftnl_set *s = set_ref(q->set);
+	struct nftnl_set *s = acct_set_ref(q->set);
 	struct nftnl_set_elem *el = nftnl_set_elem_alloc();
 
 	if (!s || !el) {
@@ -472,7 +472,7 @@ int acct_pod_check(const struct acct_pod *pod, const struct acct_config *cfg, st
 		r = elem_as(&c, ACCT_SET_MASQ, pod->ip, cfg->masquerade);
 	/* nodeAccess: counted drops, and a pass exactly for a listed namespace's pod */
 	for (int d = 0; d < ACCT_DROPS && r == 1; d++)
-		r = elem_present(&c, drop_maps[d], pod->ip);
+		r = elem_present(&c, acct_drop_maps[d], pod->ip);
 	if (r == 1)
 		r = elem_as(&c, ACCT_SET_METADATA_OK, pod->ip,
 			    acct_ns_listed(a->metadata_ns, a->n_metadata_ns, pod->k8s_namespace));
@@ -487,290 +487,5 @@ int acct_pod_check(const struct acct_pod *pod, const struct acct_config *cfg, st
 	acct_nft_close(&c);
 	if (r < 0)
 		return acct_nft_fail(e, r, "looking up the pod in table inet " ACCT_TABLE, "");
-	return r;
-}
-
-/* ---- dumps ---- */
-
-struct dump_ctx {
-	uint32_t *ips;
-	size_t n, cap;
-	int err;
-};
-
-static bool grow(struct dump_ctx *d)
-{
-	if (array_grow(&d->ips, &d->cap, d->n, sizeof(*d->ips), 64))
-		return true;
-	d->err = -ENOMEM;
-	return false;
-}
-
-static int collect_elem(struct nftnl_set_elem *el, void *p)
-{
-	struct dump_ctx *d = p;
-	uint32_t len = 0, be;
-	const void *key = nftnl_set_elem_get(el, NFTNL_SET_ELEM_KEY, &len);
-
-	if (!key || len != 4)
-		return 0;
-	if (!grow(d))
-		return -1;
-	memcpy(&be, key, 4);
-	d->ips[d->n++] = ntohl(be);
-	return 0;
-}
-
-static int elems_cb(const struct nlmsghdr *nlh, void *p)
-{
-	struct nftnl_set *s = nftnl_set_alloc();
-	int r = MNL_CB_OK;
-
-	if (!s)
-		return MNL_CB_ERROR;
-	if (nftnl_set_elems_nlmsg_parse(nlh, s) == 0)
-		nftnl_set_elem_foreach(s, collect_elem, p);
-	else
-		r = MNL_CB_ERROR;
-	nftnl_set_free(s);
-	return r;
-}
-
-static int dump(struct nlmsghdr *(*build)(char *buf, const void *arg), const void *arg,
-		mnl_cb_t cb, struct dump_ctx *d)
-{
-	char buf[ACCT_NFT_RECV_SIZE] = { 0 };
-	struct acct_nft_conn c = { 0 };
-	int r;
-
-	r = acct_nft_open(&c, 0, NULL);
-	if (r < 0)
-		return r;
-	build(buf, arg);
-	r = acct_nft_request(&c, buf, sizeof(buf), cb, d);
-	acct_nft_close(&c);
-	return r < 0 && d->err ? d->err : r;
-}
-
-static struct nlmsghdr *build_elems_dump(char *buf, const void *set)
-{
-	struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(buf, NFT_MSG_GETSETELEM, NFPROTO_INET,
-						     NLM_F_DUMP | NLM_F_ACK, 1);
-	struct nftnl_set *s = set_ref(set);
-
-	if (s) {
-		nftnl_set_elems_nlmsg_build_payload(nlh, s);
-		nftnl_set_free(s);
-	}
-	return nlh;
-}
-
-int acct_list_set(const char *set, uint32_t **ret, size_t *ret_n, struct tg_err *e)
-{
-	struct dump_ctx d = { 0 };
-	int r;
-
-	d.ips = malloc(64 * sizeof(*d.ips));
-	if (!d.ips)
-		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
-	d.cap = 64;
-	r = dump(build_elems_dump, set, elems_cb, &d);
-	if (r < 0) {
-		free(d.ips);
-		return r == -ENOENT ? r : acct_nft_fail(e, r, "listing a set", set);
-	}
-	*ret = d.ips;
-	*ret_n = d.n;
-	return 0;
-}
-
-static int count_cb(const struct nlmsghdr *nlh, void *p)
-{
-	(void)nlh;
-	((struct dump_ctx *)p)->n++;
-	return MNL_CB_OK;
-}
-
-static struct nlmsghdr *build_rules_dump(char *buf, const void *unused)
-{
-	struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(buf, NFT_MSG_GETRULE, NFPROTO_INET,
-						     NLM_F_DUMP | NLM_F_ACK, 1);
-
-	(void)unused;
-	mnl_attr_put_strz(nlh, NFTA_RULE_TABLE, ACCT_TABLE);
-	return nlh;
-}
-
-int acct_count_rules(size_t *ret)
-{
-	struct dump_ctx d = { 0 };
-	int r = dump(build_rules_dump, NULL, count_cb, &d);
-
-	if (r < 0)
-		return r;
-	*ret = d.n;
-	return 0;
-}
-
-/* ---- pods' elements against the store ---- */
-
-static int cmp_ip(const void *a, const void *b)
-{
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static bool ip_in(const uint32_t *v, size_t n, uint32_t ip)
-{
-	return n && bsearch(&ip, v, n, sizeof(*v), cmp_ip);
-}
-
-/*
- * The per-pod sets and maps keyed by a pod's address, each read once: those
- * every pod is in (@pods, the namespace counter maps, nodeAccess' drop maps),
- * @masq and @egress_class, and nodeAccess' passes, which a pod is in exactly
- * when the config lists its namespace.
- */
-#define RS_NS 3
-#define RS_DROP (RS_NS + ACCT_CLASSES)
-#define RS_OK (RS_DROP + ACCT_DROPS)
-#define RECONCILE_SETS (RS_OK + 2)
-
-int acct_pods_reconcile(const struct acct_config *cfg, const struct acct_pod *all, size_t n_all,
-			unsigned *ret_added, unsigned *ret_removed, struct tg_err *e)
-{
-	const char *sets[RECONCILE_SETS] = { ACCT_SET_PODS, ACCT_SET_MASQ, ACCT_MAP_EGRESS_CLASS };
-	uint32_t *have[RECONCILE_SETS] = { 0 }, *want;
-	size_t n_have[RECONCILE_SETS] = { 0 };
-	struct acct_nft_conn c = { 0 };
-	struct acct_batch *bt = NULL;
-	unsigned added = 0, removed = 0;
-	char why[256] = "";
-	int r = 0;
-
-	want = calloc(n_all + 1, sizeof(*want));
-	if (!want)
-		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
-	for (int k = 0; k < ACCT_CLASSES; k++)
-		sets[RS_NS + k] = acct_ns_maps[k];
-	for (int d = 0; d < ACCT_DROPS; d++)
-		sets[RS_DROP + d] = drop_maps[d];
-	sets[RS_OK] = ACCT_SET_METADATA_OK;
-	sets[RS_OK + 1] = ACCT_SET_AGENT_OK;
-	for (size_t i = 0; i < n_all; i++)
-		want[i] = all[i].ip;
-	qsort(want, n_all, sizeof(*want), cmp_ip);
-	for (int k = 0; r == 0 && k < RECONCILE_SETS; k++) {
-		r = acct_list_set(sets[k], &have[k], &n_have[k], e);
-		if (r == -ENOENT)
-			r = tg_fail(e, CNI_ERR_IO, r, "nftables: table inet " ACCT_TABLE " lacks %s",
-				    sets[k]);
-		else if (r == 0 && have[k])
-			qsort(have[k], n_have[k], sizeof(*have[k]), cmp_ip);
-	}
-	if (r < 0)
-		goto out;
-	/*
-	 * Two passes over what was read: the first counts what is wrong, the
-	 * second (only when something is) writes it into a batch sized for it,
-	 * so that a node in order costs the reads and nothing more.
-	 */
-	for (int pass = 0; pass < 2 && r == 0; pass++) {
-		size_t n_put = added, n_del = removed;
-
-		if (pass == 1) {
-			if (!added && !removed)
-				break;
-			for (int k = 0; k < RECONCILE_SETS; k++)
-				for (size_t i = 0; i < n_have[k]; i++)
-					n_del += !ip_in(want, n_all, have[k][i]);
-			bt = acct_batch_new((n_put + 1) * ACCT_BATCH_PER_POD + n_del * 128 + 4096);
-			if (!bt) {
-				r = tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
-				break;
-			}
-			acct_batch_start(bt);
-			added = removed = 0;
-		}
-		/*
-		 * Missing: a pod of the store without its address in a set every
-		 * pod is in. Not masq: whether a pod is masqueraded is the config
-		 * of the ADD that made it, which the store does not record.
-		 */
-		for (size_t i = 0; i < n_all && r == 0; i++) {
-			const struct acct_access *a = &cfg->access;
-			bool whole = ip_in(have[0], n_have[0], all[i].ip);
-			bool listed[2] = {
-				acct_ns_listed(a->metadata_ns, a->n_metadata_ns, all[i].k8s_namespace),
-				acct_ns_listed(a->metrics_ns, a->n_metrics_ns, all[i].k8s_namespace),
-			};
-
-			for (int k = RS_NS; k < RS_OK; k++)
-				whole = whole && ip_in(have[k], n_have[k], all[i].ip);
-			if (!whole) {
-				if (bt)
-					r = acct_put_pod(bt, cfg, &all[i]); /* its passes too */
-				added++;
-			}
-			/* a pass where its namespace has none (or none where it has one) */
-			for (int j = 0; j < 2 && r == 0; j++) {
-				bool in = ip_in(have[RS_OK + j], n_have[RS_OK + j], all[i].ip);
-
-				if (in == listed[j] || (!whole && listed[j]))
-					continue;
-				if (bt)
-					r = put_elem(bt, in ? NFT_MSG_DELSETELEM : NFT_MSG_NEWSETELEM,
-						     sets[RS_OK + j], all[i].ip, NULL)
-						    ? -ENOMEM
-						    : 0;
-				if (in)
-					removed++;
-				else
-					added++;
-			}
-		}
-		/* Stray: an address no pod of the store holds, out of each set it is in. */
-		for (int k = 0; k < RECONCILE_SETS && r == 0; k++)
-			for (size_t i = 0; i < n_have[k] && r == 0; i++) {
-				uint32_t ip = have[k][i];
-				bool first = true;
-
-				if (ip_in(want, n_all, ip))
-					continue;
-				/* counted once, where it is first seen */
-				for (int j = 0; j < k && first; j++)
-					first = !ip_in(have[j], n_have[j], ip);
-				if (!first)
-					continue;
-				for (int j = k; bt && j < RECONCILE_SETS && r == 0; j++)
-					if (ip_in(have[j], n_have[j], ip))
-						r = put_elem(bt, NFT_MSG_DELSETELEM, sets[j], ip, NULL)
-							    ? -ENOMEM
-							    : 0;
-				removed++;
-			}
-	}
-	if (r == 0 && (added || removed)) {
-		r = acct_nft_open(&c, 0, e);
-		if (r == 0) {
-			r = acct_batch_send(&c, bt, why, sizeof(why));
-			if (r < 0)
-				r = acct_nft_fail(e, r, "putting pods' elements right in table inet "
-					  ACCT_TABLE, why);
-		}
-		acct_nft_close(&c);
-	}
-	if (r == 0) {
-		if (ret_added)
-			*ret_added = added;
-		if (ret_removed)
-			*ret_removed = removed;
-	}
-out:
-	for (int k = 0; k < RECONCILE_SETS; k++)
-		free(have[k]);
-	free(want);
-	acct_batch_free(bt);
 	return r;
 }

@@ -1,0 +1,303 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * Reading table inet tollgate back (a set's addresses, the rule count), and
+ * the pods' elements put right against the store (acct_pods_reconcile).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <arpa/inet.h>
+#include <linux/netfilter.h>
+#include <linux/netfilter/nf_tables.h>
+#include <libmnl/libmnl.h>
+#include <libnftnl/rule.h>
+#include <libnftnl/set.h>
+
+#include "accounting/internal.h"
+#include "lib/util.h"
+
+/* ---- dumps ---- */
+
+struct dump_ctx {
+	uint32_t *ips;
+	size_t n, cap;
+	int err;
+};
+
+static bool grow(struct dump_ctx *d)
+{
+	if (array_grow(&d->ips, &d->cap, d->n, sizeof(*d->ips), 64))
+		return true;
+	d->err = -ENOMEM;
+	return false;
+}
+
+static int collect_elem(struct nftnl_set_elem *el, void *p)
+{
+	struct dump_ctx *d = p;
+	uint32_t len = 0, be;
+	const void *key = nftnl_set_elem_get(el, NFTNL_SET_ELEM_KEY, &len);
+
+	if (!key || len != 4)
+		return 0;
+	if (!grow(d))
+		return -1;
+	memcpy(&be, key, 4);
+	d->ips[d->n++] = ntohl(be);
+	return 0;
+}
+
+static int elems_cb(const struct nlmsghdr *nlh, void *p)
+{
+	struct nftnl_set *s = nftnl_set_alloc();
+	int r = MNL_CB_OK;
+
+	if (!s)
+		return MNL_CB_ERROR;
+	if (nftnl_set_elems_nlmsg_parse(nlh, s) == 0)
+		nftnl_set_elem_foreach(s, collect_elem, p);
+	else
+		r = MNL_CB_ERROR;
+	nftnl_set_free(s);
+	return r;
+}
+
+static int dump(struct nlmsghdr *(*build)(char *buf, const void *arg), const void *arg,
+		mnl_cb_t cb, struct dump_ctx *d)
+{
+	char buf[ACCT_NFT_RECV_SIZE] = { 0 };
+	struct acct_nft_conn c = { 0 };
+	int r;
+
+	r = acct_nft_open(&c, 0, NULL);
+	if (r < 0)
+		return r;
+	build(buf, arg);
+	r = acct_nft_request(&c, buf, sizeof(buf), cb, d);
+	acct_nft_close(&c);
+	return r < 0 && d->err ? d->err : r;
+}
+
+static struct nlmsghdr *build_elems_dump(char *buf, const void *set)
+{
+	struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(buf, NFT_MSG_GETSETELEM, NFPROTO_INET,
+						     NLM_F_DUMP | NLM_F_ACK, 1);
+	struct nftnl_set *s = acct_set_ref(set);
+
+	if (s) {
+		nftnl_set_elems_nlmsg_build_payload(nlh, s);
+		nftnl_set_free(s);
+	}
+	return nlh;
+}
+
+int acct_list_set(const char *set, uint32_t **ret, size_t *ret_n, struct tg_err *e)
+{
+	struct dump_ctx d = { 0 };
+	int r;
+
+	d.ips = malloc(64 * sizeof(*d.ips));
+	if (!d.ips)
+		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+	d.cap = 64;
+	r = dump(build_elems_dump, set, elems_cb, &d);
+	if (r < 0) {
+		free(d.ips);
+		return r == -ENOENT ? r : acct_nft_fail(e, r, "listing a set", set);
+	}
+	*ret = d.ips;
+	*ret_n = d.n;
+	return 0;
+}
+
+static int count_cb(const struct nlmsghdr *nlh, void *p)
+{
+	(void)nlh;
+	((struct dump_ctx *)p)->n++;
+	return MNL_CB_OK;
+}
+
+static struct nlmsghdr *build_rules_dump(char *buf, const void *unused)
+{
+	struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(buf, NFT_MSG_GETRULE, NFPROTO_INET,
+						     NLM_F_DUMP | NLM_F_ACK, 1);
+
+	(void)unused;
+	mnl_attr_put_strz(nlh, NFTA_RULE_TABLE, ACCT_TABLE);
+	return nlh;
+}
+
+int acct_count_rules(size_t *ret)
+{
+	struct dump_ctx d = { 0 };
+	int r = dump(build_rules_dump, NULL, count_cb, &d);
+
+	if (r < 0)
+		return r;
+	*ret = d.n;
+	return 0;
+}
+
+/* ---- pods' elements against the store ---- */
+
+static int cmp_ip(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static bool ip_in(const uint32_t *v, size_t n, uint32_t ip)
+{
+	return n && bsearch(&ip, v, n, sizeof(*v), cmp_ip);
+}
+
+/*
+ * The per-pod sets and maps keyed by a pod's address, each read once: those
+ * every pod is in (@pods, the namespace counter maps, nodeAccess' drop maps),
+ * @masq and @egress_class, and nodeAccess' passes, which a pod is in exactly
+ * when the config lists its namespace.
+ */
+#define RS_NS 3
+#define RS_DROP (RS_NS + ACCT_CLASSES)
+#define RS_OK (RS_DROP + ACCT_DROPS)
+#define RECONCILE_SETS (RS_OK + 2)
+
+int acct_pods_reconcile(const struct acct_config *cfg, const struct acct_pod *all, size_t n_all,
+			unsigned *ret_added, unsigned *ret_removed, struct tg_err *e)
+{
+	const char *sets[RECONCILE_SETS] = { ACCT_SET_PODS, ACCT_SET_MASQ, ACCT_MAP_EGRESS_CLASS };
+	uint32_t *have[RECONCILE_SETS] = { 0 }, *want;
+	size_t n_have[RECONCILE_SETS] = { 0 };
+	struct acct_nft_conn c = { 0 };
+	struct acct_batch *bt = NULL;
+	unsigned added = 0, removed = 0;
+	char why[256] = "";
+	int r = 0;
+
+	want = calloc(n_all + 1, sizeof(*want));
+	if (!want)
+		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+	for (int k = 0; k < ACCT_CLASSES; k++)
+		sets[RS_NS + k] = acct_ns_maps[k];
+	for (int d = 0; d < ACCT_DROPS; d++)
+		sets[RS_DROP + d] = acct_drop_maps[d];
+	sets[RS_OK] = ACCT_SET_METADATA_OK;
+	sets[RS_OK + 1] = ACCT_SET_AGENT_OK;
+	for (size_t i = 0; i < n_all; i++)
+		want[i] = all[i].ip;
+	qsort(want, n_all, sizeof(*want), cmp_ip);
+	for (int k = 0; r == 0 && k < RECONCILE_SETS; k++) {
+		r = acct_list_set(sets[k], &have[k], &n_have[k], e);
+		if (r == -ENOENT)
+			r = tg_fail(e, CNI_ERR_IO, r, "nftables: table inet " ACCT_TABLE " lacks %s",
+				    sets[k]);
+		else if (r == 0 && have[k])
+			qsort(have[k], n_have[k], sizeof(*have[k]), cmp_ip);
+	}
+	if (r < 0)
+		goto out;
+	/*
+	 * Two passes over what was read: the first counts what is wrong, the
+	 * second (only when something is) writes it into a batch sized for it,
+	 * so that a node in order costs the reads and nothing more.
+	 */
+	for (int pass = 0; pass < 2 && r == 0; pass++) {
+		size_t n_put = added, n_del = removed;
+
+		if (pass == 1) {
+			if (!added && !removed)
+				break;
+			for (int k = 0; k < RECONCILE_SETS; k++)
+				for (size_t i = 0; i < n_have[k]; i++)
+					n_del += !ip_in(want, n_all, have[k][i]);
+			bt = acct_batch_new((n_put + 1) * ACCT_BATCH_PER_POD + n_del * 128 + 4096);
+			if (!bt) {
+				r = tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+				break;
+			}
+			acct_batch_start(bt);
+			added = removed = 0;
+		}
+		/*
+		 * Missing: a pod of the store without its address in a set every
+		 * pod is in. Not masq: whether a pod is masqueraded is the config
+		 * of the ADD that made it, which the store does not record.
+		 */
+		for (size_t i = 0; i < n_all && r == 0; i++) {
+			const struct acct_access *a = &cfg->access;
+			bool whole = ip_in(have[0], n_have[0], all[i].ip);
+			const bool listed[2] = {
+				acct_ns_listed(a->metadata_ns, a->n_metadata_ns, all[i].k8s_namespace),
+				acct_ns_listed(a->metrics_ns, a->n_metrics_ns, all[i].k8s_namespace),
+			};
+
+			for (int k = RS_NS; k < RS_OK; k++)
+				whole = whole && ip_in(have[k], n_have[k], all[i].ip);
+			if (!whole) {
+				if (bt)
+					r = acct_put_pod(bt, cfg, &all[i]); /* its passes too */
+				added++;
+			}
+			/* a pass where its namespace has none (or none where it has one) */
+			for (int j = 0; j < 2 && r == 0; j++) {
+				bool in = ip_in(have[RS_OK + j], n_have[RS_OK + j], all[i].ip);
+
+				if (in == listed[j] || (!whole && listed[j]))
+					continue;
+				if (bt)
+					r = acct_put_elem(bt, in ? NFT_MSG_DELSETELEM : NFT_MSG_NEWSETELEM,
+						     sets[RS_OK + j], all[i].ip, NULL)
+						    ? -ENOMEM
+						    : 0;
+				if (in)
+					removed++;
+				else
+					added++;
+			}
+		}
+		/* Stray: an address no pod of the store holds, out of each set it is in. */
+		for (int k = 0; k < RECONCILE_SETS && r == 0; k++)
+			for (size_t i = 0; i < n_have[k] && r == 0; i++) {
+				uint32_t ip = have[k][i];
+				bool first = true;
+
+				if (ip_in(want, n_all, ip))
+					continue;
+				/* counted once, where it is first seen */
+				for (int j = 0; j < k && first; j++)
+					first = !ip_in(have[j], n_have[j], ip);
+				if (!first)
+					continue;
+				for (int j = k; bt && j < RECONCILE_SETS && r == 0; j++)
+					if (ip_in(have[j], n_have[j], ip))
+						r = acct_put_elem(bt, NFT_MSG_DELSETELEM, sets[j], ip, NULL)
+							    ? -ENOMEM
+							    : 0;
+				removed++;
+			}
+	}
+	if (r == 0 && (added || removed)) {
+		r = acct_nft_open(&c, 0, e);
+		if (r == 0) {
+			r = acct_batch_send(&c, bt, why, sizeof(why));
+			if (r < 0)
+				r = acct_nft_fail(e, r, "putting pods' elements right in table inet "
+					  ACCT_TABLE, why);
+		}
+		acct_nft_close(&c);
+	}
+	if (r == 0) {
+		if (ret_added)
+			*ret_added = added;
+		if (ret_removed)
+			*ret_removed = removed;
+	}
+out:
+	for (int k = 0; k < RECONCILE_SETS; k++)
+		free(have[k]);
+	free(want);
+	acct_batch_free(bt);
+	return r;
+}
