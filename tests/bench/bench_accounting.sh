@@ -29,7 +29,8 @@
 #      per namespace, the pod's rule last)
 #   E  as D with 250 rules (UDP only; when it fits in the time budget)
 #   F  as B with anti-spoofing off: chains from_pod and spoofed deleted and
-#      prerouting's mark rule as it was without them (`ip saddr @pods ...`) (UDP only)
+#      prerouting_raw's mark rule as it was without them (`ip saddr @pods ...`; from_pod's
+#      nodeAccess jumps go too) (UDP only)
 #   G  as C with anti-spoofing off (UDP only)
 # Runs alternate A B F C G D [E] within each metric of each round, in reverse
 # order every other round (so that no variant always runs before its
@@ -335,10 +336,11 @@ synthetic() { # variant: $EXTRA synthetic attachments, as variant C describes
 }
 spoof_off() { # variant: the table as it is without anti-spoofing, nothing else changed
     local k=${VNODE[$1]}
-    # without the check in from_pod, telling a pod's packet for the mark takes a lookup in @pods
+    # without the check in from_pod, telling a pod's packet for the mark takes a lookup in @pods;
+    # from_pod's nodeAccess jumps go with it
     ip netns exec "$RUN-n$k" nft -f - <<-EOF || die "node $k: cannot take anti-spoofing out"
-	flush chain inet tollgate prerouting
-	add rule inet tollgate prerouting ip saddr @pods ip daddr != @internal meta mark set meta mark | 0x10000
+	flush chain inet tollgate prerouting_raw
+	add rule inet tollgate prerouting_raw ip saddr @pods ip daddr != @internal meta mark set meta mark | 0x10000
 	flush chain inet tollgate from_pod
 	delete chain inet tollgate from_pod
 	flush chain inet tollgate spoofed
@@ -703,7 +705,7 @@ report() {
     echo
     echo "tollgate: \`$TG_BIN\` (sha256 $TG_SHA..., run from a snapshot copy), static pool, masquerade true, internalCIDRs 10.0.0.0/8."
     echo "Path: iperf3 client in a pod (veth made by the plugin) -> node netns (routing, nftables, masquerade) -> veth -> internet host netns (203.0.113.10, iperf3 server). One node per variant, identical but for its variant; $(iperf3 --version 2>/dev/null | head -1 | awk '{print $1, $2}'), ${SECS}s per run, $ROUNDS_DONE rounds, runs alternating $(printf '%s ' "${VARS[@]}")within each metric of a round, reversed every other round (variants E, F, G: UDP only)."
-    echo "Variant C = 10 real attachments + $EXTRA synthetic elements in sets pods, masq, pod_src and the ns_* and spoofed_* maps (10 extra namespaces' counters). D/E: iptables-nft counting rules \`-A FORWARD -s IP/32\`, the pod's rule last; masquerade by \`table ip natonly\` in A/D/E. F/G: B/C with anti-spoofing off (chains from_pod and spoofed deleted, prerouting's mark rule as it is without them: \`ip saddr @pods ip daddr != @internal meta mark set ...\`), everything else the same."
+    echo "Variant C = 10 real attachments + $EXTRA synthetic elements in sets pods, masq, pod_src and the ns_* and spoofed_* maps (10 extra namespaces' counters). D/E: iptables-nft counting rules \`-A FORWARD -s IP/32\`, the pod's rule last; masquerade by \`table ip natonly\` in A/D/E. F/G: B/C with anti-spoofing and nodeAccess off (chains from_pod and spoofed deleted, prerouting_raw's mark rule as it is without them: \`ip saddr @pods ip daddr != @internal meta mark set ...\`), everything else the same."
     echo
     echo "Medians over rounds:"
     echo
