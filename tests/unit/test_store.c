@@ -30,6 +30,7 @@
 #include "lib/ip4.h"
 #include "tests/unit/helpers.h"
 #include "tests/unit/state_eq.h"
+#include "tests/unit/disk_ops.h"
 #include "tests/unit/store_fx.h"
 
 #define T0 1700000000000LL
@@ -610,64 +611,18 @@ static void t_unlock_twice_is_harmless(void **state)
 	ipam_store_close(&s);
 }
 
-/*
- * What a save does to the disk, in order: the link step (-Wl,--wrap=fsync,
- * --wrap=rename, see the Makefile) records every fsync (of a file or of a
- * directory) and rename while a test arms it, and passes each call on.
- */
-enum disk_op { OP_FSYNC_FILE, OP_FSYNC_DIR, OP_RENAME };
-#define DISK_OPS_MAX 16
-
-static struct {
-	bool armed;
-	size_t n;
-	enum disk_op op[DISK_OPS_MAX];
-} disk_ops;
-
-int __real_fsync(int fd);
-int __wrap_fsync(int fd);
-int __real_rename(const char *from, const char *to);
-int __wrap_rename(const char *from, const char *to);
-
-static void disk_op(enum disk_op op)
-{
-	if (disk_ops.armed && disk_ops.n < DISK_OPS_MAX)
-		disk_ops.op[disk_ops.n++] = op;
-}
-
-int __wrap_fsync(int fd)
-{
-	struct stat sb;
-
-	disk_op(fstat(fd, &sb) == 0 && S_ISDIR(sb.st_mode) ? OP_FSYNC_DIR : OP_FSYNC_FILE);
-	return __real_fsync(fd);
-}
-
-int __wrap_rename(const char *from, const char *to)
-{
-	disk_op(OP_RENAME);
-	return __real_rename(from, to);
-}
-
 /* The disk operations of one locked save of a rich state, as "fsync-file rename ...". */
 static void save_ops(struct ipam_store *s, char *buf, size_t size)
 {
-	static const char *const names[] = { "fsync-file", "fsync-dir", "rename" };
 	struct ipam_state a;
-	size_t len = 0;
 
 	rich_state(&a);
 	assert_int_equal(ipam_store_lock(s, &(struct tg_err){ 0 }), 0);
-	disk_ops.n = 0;
-	disk_ops.armed = true;
+	disk_ops_arm();
 	assert_int_equal(ipam_store_save(s, &a, &(struct tg_err){ 0 }), 0);
-	disk_ops.armed = false;
+	disk_ops_text(buf, size);
 	ipam_store_unlock(s);
 	ipam_state_free(&a);
-	buf[0] = '\0';
-	for (size_t i = 0; i < disk_ops.n && len < size; i++)
-		len += (size_t)snprintf(buf + len, size - len, "%s%s", i ? " " : "",
-					names[disk_ops.op[i]]);
 }
 
 /*
