@@ -233,6 +233,18 @@ def cmd_compare(a):
             for att in json.load(f).get("attachments", []):
                 veth[att["hostVeth"]] = (att.get("namespace", ""), att.get("pod", ""))
     problems, compared, expected_keys = [], 0, set()
+
+    def packets_match(k, c):
+        """1 when series k on /metrics equals counter c's packets; else a problem, 0."""
+        expected_keys.add(k)
+        if k not in met:
+            problems.append("%s (counter %s) missing on /metrics" % (key_str(k), c["name"]))
+        elif met[k] != c["packets"]:
+            problems.append("%s = %r on /metrics, nft %s packets = %d" % (key_str(k), met[k], c["name"], c["packets"]))
+        else:
+            return 1
+        return 0
+
     for item in nft.get("nftables", []):
         c = item.get("counter")
         if not c or c.get("table") != "tollgate" or c.get("family", "inet") != "inet":
@@ -243,26 +255,13 @@ def cmd_compare(a):
             labels = {"family": m.group(2)}
             if m.group(1) is not None:
                 labels["namespace"] = m.group(1)
-            k = ("tollgate_spoofed_packets_total", frozenset(labels.items()))
-            expected_keys.add(k)
-            if k not in met:
-                problems.append("%s (counter %s) missing on /metrics" % (key_str(k), name))
-            elif met[k] != c["packets"]:
-                problems.append("%s = %r on /metrics, nft %s packets = %d" % (key_str(k), met[k], name, c["packets"]))
-            else:
-                compared += 1
+            compared += packets_match(("tollgate_spoofed_packets_total", frozenset(labels.items())), c)
             continue
         m = re.match(r"^ns_([^_]*)_(metadata|agent)_dropped$", name)
         if m:
             fam = {"metadata": "metadata", "agent": "metrics_port"}[m.group(2)]
-            k = ("tollgate_namespace_%s_dropped_packets_total" % fam, frozenset({"namespace": m.group(1)}.items()))
-            expected_keys.add(k)
-            if k not in met:
-                problems.append("%s (counter %s) missing on /metrics" % (key_str(k), name))
-            elif met[k] != c["packets"]:
-                problems.append("%s = %r on /metrics, nft %s packets = %d" % (key_str(k), met[k], name, c["packets"]))
-            else:
-                compared += 1
+            compared += packets_match(("tollgate_namespace_%s_dropped_packets_total" % fam,
+                                       frozenset({"namespace": m.group(1)}.items())), c)
             continue
         cls = next((k for k in CLASSES if name.endswith("_" + k)), None)
         if cls is None:
