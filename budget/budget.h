@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef TG_BUDGET_H
+#define TG_BUDGET_H
+
+/*
+ * Cluster budgets: one namespace's internet egress capped across every node.
+ * This module is the one place that knows the wire format (/v1/ reports and
+ * their answers) and the allocation arithmetic; tollgate-allocator and
+ * tollgate-agent both call it, neither reimplements it. Pure: no I/O, no
+ * clock (time comes in as arguments, milliseconds of a monotonic clock).
+ *
+ * Units: rates are bytes per second (the metrics' unit), byte counts bytes.
+ *
+ * The protocol: every reportSeconds each agent POSTs one report to
+ * /v1/report, and the answer carries its grants:
+ *
+ *   report {"version":1,"node":"n1","seq":42,
+ *           "budgets":[{"namespace":"datasets","sentBytes":1250000,
+ *                       "intervalMs":1000,"saturated":true,"applied":1250000,
+ *                       "limit":125000000,"state":"granted","pods":3,
+ *                       "safeShare":900000,"nodes":6}]}
+ *   answer {"version":1,"leaseMs":10000,
+ *           "grants":[{"namespace":"datasets","grant":1500000,
+ *                      "safeShare":900000,"nodes":6}]}
+ *
+ * applied: the ceil in force on the node (bytes/s); limit: the most the node
+ * would apply (its own caps: namespace and node); state: the node's state
+ * for that budget; safeShare and nodes: what its last answer said (0 when
+ * it has had none), so that an allocator that starts anew learns how many
+ * nodes held grants before it. A namespace the allocator has no budget for
+ * is left out of the answer.
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lib/err.h"
+
+#define BUDGET_WIRE_VERSION 1
+#define BUDGET_REPORT_PATH "/v1/report"
+#define BUDGET_BODY_MAX (64 << 10)	/* bytes of one report or answer */
+#define BUDGET_NODE_MAX 253		/* a node name: a DNS subdomain */
+#define BUDGET_NS_MAX 63		/* a namespace: a DNS label */
+#define BUDGET_PER_REPORT_MAX 256	/* budgets in one report or answer */
+#define BUDGET_DEFAULT_PORT 9618
+
+/* A node's state for one budget (tollgate_budget_state's label). */
+enum budget_state {
+	BUDGET_FALLBACK,	/* never granted (or forgotten): the config's fallback */
+	BUDGET_GRANTED,		/* a grant whose lease runs */
+	BUDGET_LEASE_EXPIRED,	/* no renewal: min(grant, safe share) */
+};
+#define BUDGET_STATES 3
+extern const char *const budget_state_names[BUDGET_STATES]; /* "fallback", "granted", "lease-expired" */
+
+/* ---- the wire format ---- */
+
+struct budget_usage {
+	char ns[BUDGET_NS_MAX + 1];
+	uint64_t sent_bytes;		/* to the internet since the last report */
+	uint32_t interval_ms;		/* the time those bytes took; 0: first report */
+	bool saturated;			/* the class ran at its ceil */
+	uint64_t applied;		/* the ceil in force, bytes/s */
+	uint64_t limit;			/* the most the node would apply, bytes/s */
+	enum budget_state state;
+	uint32_t pods;			/* of the namespace on the node: the node's weight */
+	uint64_t safe_share;		/* from the last answer, 0: none */
+	uint32_t nodes;			/* from the last answer, 0: none */
+};
+
+struct budget_report {
+	char node[BUDGET_NODE_MAX + 1];
+	uint64_t seq;
+	struct budget_usage *use;
+	size_t n;
+};
+
+struct budget_grant {
+	char ns[BUDGET_NS_MAX + 1];
+	uint64_t grant;			/* bytes/s */
+	uint64_t safe_share;		/* budget x 0.9 / nodes, bytes/s */
+	uint32_t nodes;			/* nodes holding grants of this budget */
+};
+
+struct budget_answer {
+	int64_t lease_ms;
+	struct budget_grant *g;
+	size_t n;
+};
+
+/*
+ * JSON text of a report or answer (malloc'ed, NUL-terminated; *ret_len
+ * without the NUL). 0 or -ENOMEM.
+ */
+int budget_report_build(const struct budget_report *r, char **ret, size_t *ret_len);
+int budget_answer_build(const struct budget_answer *a, char **ret, size_t *ret_len);
+/*
+ * Strict parsers (any bytes: a hostile peer writes them): a document over
+ * BUDGET_BODY_MAX, not JSON, of another version, with a member of the wrong
+ * type or out of range, a bad name or a namespace twice is -EINVAL (an
+ * unknown version -EPROTO) with e saying what and where. Unknown members are
+ * ignored. On success the caller frees with *_free; on failure nothing is
+ * left to free.
+ */
+int budget_report_parse(const char *text, size_t len, struct budget_report *ret, struct tg_err *e);
+int budget_answer_parse(const char *text, size_t len, struct budget_answer *ret, struct tg_err *e);
+void budget_report_free(struct budget_report *r);
+void budget_answer_free(struct budget_answer *a);
+
+/* ---- the allocation arithmetic (the allocator's state) ---- */
+
+struct budget_def {
+	char ns[BUDGET_NS_MAX + 1];
+	uint64_t budget;		/* bytes/s across the cluster */
+};
+
+struct budget_params {
+	int64_t lease_ms;		/* a grant's life without renewal */
+	int64_t forget_ms;		/* a node silent this long is gone */
+	double reserve;			/* of each budget kept back from the water-fill (0.05) */
+	double safe_fraction;		/* safe share = budget x this / nodes (0.9) */
+	uint64_t min_grant;		/* the least a node holding a grant gets, bytes/s */
+};
+void budget_params_defaults(struct budget_params *p);
+
+struct budget_alloc;
+
+/*
+ * A new allocator at `now_ms`: for one lease it is learning (it grants each
+ * node only what that node reports holding). NULL on -ENOMEM.
+ */
+struct budget_alloc *budget_alloc_new(const struct budget_params *p, int64_t now_ms);
+void budget_alloc_free(struct budget_alloc *a);
+/*
+ * The budgets (the config's, on start and on every reload): a budget that
+ * goes away releases its nodes; one that shrinks takes capacity back
+ * decrease before increase. 0, -EINVAL (a namespace twice), -ENOMEM.
+ */
+int budget_alloc_set(struct budget_alloc *a, const struct budget_def *d, size_t n);
+/*
+ * One node's report: its usage recorded (demand estimate updated), its
+ * answer built from the last round's fair shares, each grant clamped so
+ * that the sum of what every node may be applying stays within the budget
+ * (a grant above what the node holds only out of capacity nobody else may
+ * be using). The answer's arrays are the caller's (budget_answer_free).
+ * 0, or -ENOMEM.
+ */
+int budget_alloc_report(struct budget_alloc *a, const struct budget_report *r, int64_t now_ms,
+			struct budget_answer *ret);
+/*
+ * A round: leases and silences aged (a node silent past its lease counts
+ * at min(grant, safe share), past forget_ms not at all), then each budget's
+ * weighted max-min water-fill over the nodes' demands recomputed. Cost:
+ * linear in nodes x budgets.
+ */
+void budget_alloc_round(struct budget_alloc *a, int64_t now_ms);
+
+/* One budget as the allocator sees it (its metrics, `tollgate-allocator` logs). */
+struct budget_view {
+	char ns[BUDGET_NS_MAX + 1];
+	uint64_t budget;
+	uint64_t granted;		/* sum of the grants last sent */
+	uint64_t committed;		/* sum of what nodes may be applying */
+	uint64_t demand;		/* sum of the demand estimates */
+	uint64_t usage;			/* sum of the last reported rates */
+	uint32_t nodes;			/* holding grants */
+	uint64_t safe_share;
+};
+/* Up to max budgets into ret, in the config's order; returns how many there are. */
+size_t budget_alloc_views(const struct budget_alloc *a, struct budget_view *ret, size_t max);
+/* Still learning (within one lease of the start). */
+bool budget_alloc_learning(const struct budget_alloc *a, int64_t now_ms);
+
+/* ---- a node's side: what it applies ---- */
+
+/*
+ * The ceil a node applies for one budget, bytes/s: the grant while its lease
+ * runs, min(grant, safe share) once it ran out, the fallback when it never
+ * had one; never above `limit` (the node's own caps).
+ */
+uint64_t budget_node_ceil(enum budget_state st, uint64_t grant, uint64_t safe_share,
+			  uint64_t fallback, uint64_t limit);
+
+#endif
