@@ -65,6 +65,7 @@ static size_t on_data(char *p, size_t size, size_t n, void *arg)
 }
 
 /* libcurl says which of its sockets to watch: into the loop's epoll set. */
+/* cppcheck-suppress constParameter ; libcurl's callback type fixes it */
 static int on_socket(CURL *easy, curl_socket_t s, int what, void *arg, void *sockp)
 {
 	struct report_client *c = arg;
@@ -76,13 +77,11 @@ static int on_socket(CURL *easy, curl_socket_t s, int what, void *arg, void *soc
 		curl_multi_assign(c->multi, s, NULL);
 		return 0;
 	}
-	ev.events = (what & CURL_POLL_IN ? EPOLLIN : 0) | (what & CURL_POLL_OUT ? EPOLLOUT : 0);
-	if (sockp) {
+	ev.events = ((what & CURL_POLL_IN) ? EPOLLIN : 0) | ((what & CURL_POLL_OUT) ? EPOLLOUT : 0);
+	/* sockp: set once the socket is in the set (curl_multi_assign) */
+	if (sockp || (epoll_ctl(c->epfd, EPOLL_CTL_ADD, s, &ev) < 0 && errno == EEXIST))
 		epoll_ctl(c->epfd, EPOLL_CTL_MOD, s, &ev);
-	} else if (epoll_ctl(c->epfd, EPOLL_CTL_ADD, s, &ev) == 0 || errno == EEXIST) {
-		epoll_ctl(c->epfd, EPOLL_CTL_MOD, s, &ev);
-		curl_multi_assign(c->multi, s, c);
-	}
+	curl_multi_assign(c->multi, s, c);
 	return 0;
 }
 
@@ -197,9 +196,9 @@ static void collect(struct report_client *c)
 
 void report_client_socket(struct report_client *c, int fd, uint32_t events)
 {
-	int running, flags = (events & EPOLLIN ? CURL_CSELECT_IN : 0) |
-			     (events & EPOLLOUT ? CURL_CSELECT_OUT : 0) |
-			     (events & (EPOLLERR | EPOLLHUP) ? CURL_CSELECT_ERR : 0);
+	int running, flags = ((events & EPOLLIN) ? CURL_CSELECT_IN : 0) |
+			     ((events & EPOLLOUT) ? CURL_CSELECT_OUT : 0) |
+			     ((events & (EPOLLERR | EPOLLHUP)) ? CURL_CSELECT_ERR : 0);
 
 	curl_multi_socket_action(c->multi, fd, flags, &running);
 	collect(c);
