@@ -113,9 +113,11 @@ $(BUILD)/obj/exporter/collect.o $(BUILD)/obj/node/reshape.o: SANFLAGS += -Wno-an
 endif
 
 BINS := $(BUILD)/tollgate $(BUILD)/tollgate-ipam $(BUILD)/tollgate-agent
+# Benchmarks in C (tests/bench/bench_*.c), built with the rest, run by hand.
+BENCH_BIN := $(patsubst tests/bench/%.c,$(BUILD)/%,$(wildcard tests/bench/bench_*.c))
 
 .PHONY: all clean install test unit demo bench chaos deps san fuzz fuzz-targets image lint lint-objs
-all: $(BINS) $(UNIT_BIN) $(KTEST_BIN)
+all: $(BINS) $(UNIT_BIN) $(KTEST_BIN) $(BENCH_BIN)
 
 # Whether the objects carry failpoints: a build dir made the other way is rebuilt.
 FP_STAMP := $(BUILD)/.failpoints
@@ -170,6 +172,10 @@ $(BUILD)/tests/ktest_%: tests/kernel/ktest_%.c $(CNI_OBJ) $(CORE_OBJ) $(IMDS_OBJ
 	@echo "  KTEST   $@"
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(PKG_LIBS) $(CMOCKA_LIBS) $(CURL_LIBS) $(MHD_LIBS)
 
+$(BUILD)/bench_%: tests/bench/bench_%.c $(CORE_OBJ)
+	@echo "  BENCH   $@"
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(PKG_LIBS)
+
 san:
 	$(MAKE) SAN=1
 
@@ -179,7 +185,7 @@ lint-objs: $(PRODUCT_OBJ)
 # cppcheck over every C source of the product and its tests, shellcheck over
 # every shell script. Any finding fails; suppressions carry their reason
 # (cppcheck.supp, inline `cppcheck-suppress`, `shellcheck disable`).
-CPPCHECK_DIRS := lib ipam accounting shaper node cni cli agent exporter http budget tests/unit tests/kernel tests/fuzz
+CPPCHECK_DIRS := lib ipam accounting shaper node cni cli agent exporter http budget tests/unit tests/kernel tests/fuzz tests/bench
 # With TG_FAILPOINTS, as in the test builds: without it each TG_FAILPOINT() is
 # a literal 0, and every 'r = TG_FAILPOINT(..); if (r == 0)' reads to cppcheck
 # as a condition always true (the failpoint code is checked as well).
