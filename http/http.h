@@ -64,6 +64,7 @@
 #define HTTP_DEFAULT_REQUEST_MEMORY 16384
 #define HTTP_DEFAULT_MAX_PAGES 3
 #define HTTP_DEFAULT_MAX_BODY 65536
+#define HTTP_DEFAULT_BACKLOG 256
 
 /* What a path answers; filled by the route callback. */
 struct http_reply {
@@ -96,6 +97,7 @@ typedef void (*http_log_fn)(void *cls, const char *fmt, va_list ap);
 struct http_config {
 	struct sockaddr_in addr;
 	unsigned int max_connections, per_client, reserve;
+	unsigned int backlog;		/* listen(2)'s; 0: HTTP_DEFAULT_BACKLOG (the kernel caps it at somaxconn) */
 	unsigned int deadline_ms;
 	unsigned int cache_ms;		/* 0: every request collects */
 	unsigned int max_pages;

@@ -40,7 +40,6 @@
 
 #define ACCEPT_BATCH 64		/* per http_run: the rest on the next (the fd stays readable) */
 #define ACCEPT_REST_MS 100	/* out of descriptors: stop accepting for a moment */
-#define LISTEN_BACKLOG 256
 
 struct page {
 	struct http_server *srv;
@@ -82,6 +81,7 @@ void http_config_defaults(struct http_config *cfg)
 	cfg->max_pages = HTTP_DEFAULT_MAX_PAGES;
 	cfg->request_memory = HTTP_DEFAULT_REQUEST_MEMORY;
 	cfg->max_body = HTTP_DEFAULT_MAX_BODY;
+	cfg->backlog = HTTP_DEFAULT_BACKLOG;
 	cfg->page_type = "text/plain";
 }
 
@@ -583,7 +583,7 @@ void http_get_stats(const struct http_server *srv, struct http_stats *ret)
 
 /* ---- start and stop ---- */
 
-static int listen_on(const struct sockaddr_in *addr)
+static int listen_on(const struct sockaddr_in *addr, unsigned int backlog)
 {
 	int one = 1;
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -593,7 +593,7 @@ static int listen_on(const struct sockaddr_in *addr)
 		return -errno;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (bind(fd, (const struct sockaddr *)addr, sizeof(*addr)) < 0 ||
-	    listen(fd, LISTEN_BACKLOG) < 0) {
+	    listen(fd, backlog > INT_MAX ? INT_MAX : (int)backlog) < 0) {
 		r = -errno;
 		close(fd);
 		return r;
@@ -645,7 +645,7 @@ int http_start(const struct http_config *cfg, struct http_server **ret)
 		r = -EIO;
 		goto fail;
 	}
-	srv->listen_fd = listen_on(&cfg->addr);
+	srv->listen_fd = listen_on(&cfg->addr, cfg->backlog ? cfg->backlog : HTTP_DEFAULT_BACKLOG);
 	if (srv->listen_fd < 0) {
 		r = srv->listen_fd;
 		goto fail;
