@@ -120,9 +120,11 @@ $(BUILD)/obj/exporter/collect.o $(BUILD)/obj/node/reshape.o: SANFLAGS += -Wno-an
 endif
 
 BINS := $(BUILD)/tollgate $(BUILD)/tollgate-ipam $(BUILD)/tollgate-agent $(BUILD)/tollgate-allocator
+# The allocator's load generator (tests/bench/bench_allocator.sh): libcurl's multi interface.
+BENCH_BIN := $(BUILD)/alloc_load
 
 .PHONY: all clean install test unit demo bench chaos deps san fuzz fuzz-targets image lint lint-objs
-all: $(BINS) $(UNIT_BIN) $(KTEST_BIN)
+all: $(BINS) $(UNIT_BIN) $(KTEST_BIN) $(BENCH_BIN)
 
 # Whether the objects carry failpoints: a build dir made the other way is rebuilt.
 FP_STAMP := $(BUILD)/.failpoints
@@ -156,6 +158,11 @@ $(BUILD)/tollgate-agent: $(BUILD)/obj/agent/main.o $(AGENT_OBJ) $(EXPORTER_OBJ) 
 $(BUILD)/tollgate-allocator: $(BUILD)/obj/allocator/main.o $(ALLOC_OBJ) $(BUDGET_OBJ) $(ALLOC_EXPO_OBJ) $(HTTP_OBJ) $(CORE_OBJ)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BIN_LIBS) $(MHD_LIBS)
+
+$(BUILD)/alloc_load: tests/bench/alloc_load.c
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(CURL_LIBS) -ljson-c -lm
 
 # The rate parser's differential test checks it against exact rationals (GMP).
 $(BUILD)/tests/unit_test_rate_diff: UNIT_EXTRA_LIBS := -lgmp
@@ -191,7 +198,7 @@ lint-objs: $(PRODUCT_OBJ)
 # cppcheck over every C source of the product and its tests, shellcheck over
 # every shell script. Any finding fails; suppressions carry their reason
 # (cppcheck.supp, inline `cppcheck-suppress`, `shellcheck disable`).
-CPPCHECK_DIRS := lib ipam accounting shaper node cni cli agent allocator exporter http tests/unit tests/kernel tests/fuzz
+CPPCHECK_DIRS := lib ipam accounting shaper node cni cli agent allocator exporter http tests/unit tests/kernel tests/fuzz tests/bench
 # With TG_FAILPOINTS, as in the test builds: without it each TG_FAILPOINT() is
 # a literal 0, and every 'r = TG_FAILPOINT(..); if (r == 0)' reads to cppcheck
 # as a condition always true (the failpoint code is checked as well).
