@@ -121,10 +121,10 @@ endif
 
 BINS := $(BUILD)/tollgate $(BUILD)/tollgate-ipam $(BUILD)/tollgate-agent $(BUILD)/tollgate-allocator
 # The allocator's load generator (tests/bench/bench_allocator.sh): libcurl's multi interface.
-BENCH_BIN := $(BUILD)/alloc_load
+LOAD_BIN := $(BUILD)/alloc_load
 
 .PHONY: all clean install test unit demo bench chaos deps san fuzz fuzz-targets image lint lint-objs
-all: $(BINS) $(UNIT_BIN) $(KTEST_BIN) $(BENCH_BIN)
+all: $(BINS) $(UNIT_BIN) $(KTEST_BIN) $(LOAD_BIN)
 
 # Whether the objects carry failpoints: a build dir made the other way is rebuilt.
 FP_STAMP := $(BUILD)/.failpoints
