@@ -74,9 +74,10 @@ NODE_SRC := $(filter-out node/sync.c,$(wildcard node/*.c))
 CNI_SRC  := $(filter-out cni/main.c,$(wildcard cni/*.c))
 CLI_SRC  := $(wildcard cli/*.c)
 AGENT_SRC := $(filter-out agent/main.c,$(wildcard agent/*.c))
+BUDGET_SRC := $(wildcard budget/*.c)
 
 # Every layer below the binaries; the plugin links none of the HTTP code.
-CORE_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRC) $(IPAM_SRC) $(ACCT_SRC) $(SHAPER_SRC) $(NODE_SRC))
+CORE_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRC) $(IPAM_SRC) $(ACCT_SRC) $(SHAPER_SRC) $(NODE_SRC) $(BUDGET_SRC))
 CNI_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(CNI_SRC))
 PLUGIN_OBJ := $(BUILD)/obj/cni/main.o $(CNI_OBJ) $(CORE_OBJ)
 IMDS_OBJ := $(BUILD)/obj/ipam/imds.o $(BUILD)/obj/node/sync.o
@@ -178,7 +179,7 @@ lint-objs: $(PRODUCT_OBJ)
 # cppcheck over every C source of the product and its tests, shellcheck over
 # every shell script. Any finding fails; suppressions carry their reason
 # (cppcheck.supp, inline `cppcheck-suppress`, `shellcheck disable`).
-CPPCHECK_DIRS := lib ipam accounting shaper node cni cli agent exporter http tests/unit tests/kernel tests/fuzz
+CPPCHECK_DIRS := lib ipam accounting shaper node cni cli agent exporter http budget tests/unit tests/kernel tests/fuzz
 # With TG_FAILPOINTS, as in the test builds: without it each TG_FAILPOINT() is
 # a literal 0, and every 'r = TG_FAILPOINT(..); if (r == 0)' reads to cppcheck
 # as a condition always true (the failpoint code is checked as well).
