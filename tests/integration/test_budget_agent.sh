@@ -150,9 +150,15 @@ grep -q 'reshaped' "$ALOG" && t_fail "a reshape ran: $(grep reshaped "$ALOG" | t
 t_end
 
 t_begin "a class set above its cap by hand is drift"
-tc -n "$TG_NODE" class change dev tollgate-inet parent 1:1 classid "$(minor d1 namespaceClass)" htb rate 20Mbit ceil 2Gbit
-tg_run CHECK "${POD_CID[d1]}" eth0 "${POD_NETNS[d1]}" "$(k8s_args datasets d1 "${POD_CID[d1]}")" <<<"$(jq -c --argjson r "${POD_RESULT[d1]}" '.prevResult=$r' <<<"$CONF")" &&
-	t_fail "CHECK passed with ceil 2Gbit over the 1G cap"
+# the agent puts the grant back within a second: a CHECK that finds it back already says nothing
+for try in 1 2 3 4 5; do
+	tc -n "$TG_NODE" class change dev tollgate-inet parent 1:1 classid "$(minor d1 namespaceClass)" htb rate 20Mbit ceil 2Gbit
+	tg_run CHECK "${POD_CID[d1]}" eth0 "${POD_NETNS[d1]}" "$(k8s_args datasets d1 "${POD_CID[d1]}")" <<<"$(jq -c --argjson r "${POD_RESULT[d1]}" '.prevResult=$r' <<<"$CONF")"
+	[ "$TG_RC" -ne 0 ] || ! ceil_is d1 2000000000 || break
+	[ "$TG_RC" -ne 0 ] && break
+	diag "try $try: the agent restored the ceil before CHECK read it"
+done
+[ "$TG_RC" -ne 0 ] || t_fail "CHECK passed with ceil 2Gbit over the 1G cap"
 grep -q "above its cap" <<<"$TG_OUT" || t_fail "message: $TG_OUT"
 wait_for 4 ceil_is d1 20000000 ||
 	t_fail "the agent did not put the grant back: $(ns_ceil d1)"
