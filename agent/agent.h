@@ -77,6 +77,7 @@ struct agent_budget_ns {
 	uint32_t nodes;
 	int64_t lease_until_ms;		/* CLOCK_BOOTTIME */
 	bool present;			/* its class was in the last dump */
+	bool leaving;			/* no pod left: said once more, then dropped */
 	uint64_t kernel_ceil;		/* bytes/s: the class's ceil as read or last set */
 	/* the class's counters at the last report, and what they said */
 	bool counted;
@@ -84,6 +85,7 @@ struct agent_budget_ns {
 	int64_t at_ms;
 	uint64_t sent;
 	uint32_t interval_ms;
+	uint64_t backlog;		/* bytes queued in its pods' classes at the dump */
 	bool saturated;
 };
 

@@ -32,8 +32,15 @@
 #include "shaper/shaper.h"
 
 #define BUDGET_STATE_FILE "budgets.json"
-/* A class that sent at least this share of its ceil over a period ran at it. */
+/*
+ * A class that sent at least this share of its ceil over a period ran at it;
+ * so did one whose pods' queues hold a standing backlog (TCP under a ceil
+ * that just moved may send less than it, yet wants more). Overlimits say
+ * nothing here: HTB counts one whenever a burst goes past the class's
+ * cburst, far below its ceil.
+ */
 #define SATURATED_SHARE 0.9
+#define SATURATED_BACKLOG (4 * 1514)
 
 static struct agent_budget_ns *find_ns(struct agent_budgets *b, const char *ns)
 {
@@ -120,9 +127,27 @@ static int refresh_namespaces(struct agent *a, struct tg_err *e)
 		n->limit = (cap ? cap : SHAPER_LINE_BPS) / 8;
 	}
 	ipam_state_free(&st);
-	for (size_t i = 0; i < b->n; i++)
-		if (b->ns[i].pods)
-			b->ns[keep++] = b->ns[i];
+	/*
+	 * A namespace whose last pod left: said once more in a report (no
+	 * pod, nothing applied) so that the allocator frees its share at
+	 * once; its class, empty until gc retires it, goes down to the
+	 * fallback meanwhile, like a class a new pod's ADD would make.
+	 */
+	for (size_t i = 0; i < b->n; i++) {
+		struct agent_budget_ns *n = &b->ns[i];
+
+		if (n->pods == 0 && n->leaving)
+			continue; /* said: gone */
+		if (n->pods == 0 && !n->leaving) {
+			n->leaving = true;
+			n->state = BUDGET_FALLBACK;
+			n->grant = n->safe_share = 0;
+			n->nodes = 0;
+		} else {
+			n->leaving = false;
+		}
+		b->ns[keep++] = *n;
+	}
 	if (keep != b->n)
 		b->dirty = true;
 	b->n = keep;
@@ -142,6 +167,8 @@ static void on_class(const struct shaper_stats *st, void *arg)
 	for (size_t i = 0; i < cr->b->n; i++) {
 		struct agent_budget_ns *n = &cr->b->ns[i];
 
+		if (st->parent == (uint32_t)TC_HANDLE(1, n->ns_class))
+			n->backlog += st->backlog; /* one of its pods' classes */
 		if (st->classid != (uint32_t)TC_HANDLE(1, n->ns_class))
 			continue;
 		n->present = true;
@@ -152,10 +179,8 @@ static void on_class(const struct shaper_stats *st, void *arg)
 
 			n->sent = sent;
 			n->interval_ms = (uint32_t)(interval > UINT32_MAX ? UINT32_MAX : interval);
-			/* at its ceil: overlimits grew, or it sent nearly all the ceil let through */
-			n->saturated = st->overlimits > n->overlimits ||
-				       (double)sent * 1000 >=
-					       SATURATED_SHARE * (double)n->kernel_ceil * (double)interval;
+			n->saturated = (double)sent * 1000 >=
+				       SATURATED_SHARE * (double)n->kernel_ceil * (double)interval;
 		} else {
 			n->sent = 0;
 			n->interval_ms = 0;
@@ -210,12 +235,17 @@ static int read_and_apply(struct agent *a, bool with_counters, int64_t now_ms,
 	if (!ifb)
 		return 0; /* no tollgate-inet yet: the declaration makes it */
 	if (with_counters) {
-		for (size_t i = 0; i < b->n; i++)
+		for (size_t i = 0; i < b->n; i++) {
 			b->ns[i].present = false;
+			b->ns[i].backlog = 0;
+		}
 		r = shaper_dump_classes(sk, ifb, on_class, &cr);
 		if (r < 0)
 			return tg_fail(e, CNI_ERR_IO, r, "reading the classes of %s: %s",
 				       SHAPER_INET_IFB, strerror(-r));
+		for (size_t i = 0; i < b->n; i++)
+			if (b->ns[i].interval_ms && b->ns[i].backlog >= SATURATED_BACKLOG)
+				b->ns[i].saturated = true;
 	}
 	apply_ceils(a, sk, ifb, notes);
 	return 0;
@@ -246,6 +276,12 @@ static int build_report(struct agent *a, char **ret, size_t *ret_len)
 	for (size_t i = 0; i < b->n && rep.n < BUDGET_PER_REPORT_MAX; i++) {
 		const struct agent_budget_ns *n = &b->ns[i];
 
+		if (n->leaving) {
+			use[rep.n] = (struct budget_usage){ .state = BUDGET_FALLBACK };
+			snprintf(use[rep.n].ns, sizeof(use[rep.n].ns), "%s", n->ns);
+			rep.n++;
+			continue;
+		}
 		if (!n->present)
 			continue;
 		use[rep.n] = (struct budget_usage){
@@ -476,7 +512,7 @@ void agent_budgets_answer(struct agent *a, int64_t now_ms, struct agent_notes *n
 	for (size_t i = 0; i < ans.n; i++) {
 		struct agent_budget_ns *n = find_ns(b, ans.g[i].ns);
 
-		if (!n)
+		if (!n || n->leaving)
 			continue;
 		/* the lease runs from when the report left: it never outlives the allocator's view */
 		n->state = BUDGET_GRANTED;

@@ -87,13 +87,19 @@ static json_object *budgets_json(const struct cli *c, const char *only_ns)
 	return arr;
 }
 
-/* "datasets: granted 120M (lease 8.2 s left), ceil 120M, 6 nodes hold grants" */
+/* Bytes/s as Mbit/s for people: grants are rarely round numbers. */
+static void mbit(int64_t bytes_per_s, char *buf, size_t size)
+{
+	snprintf(buf, size, "%.1fM", (double)bytes_per_s * 8 / 1e6);
+}
+
+/* "datasets: granted 120.0M (lease 8.2 s left), ceil 120.0M, 6 nodes hold grants" */
 static void budget_line(json_object *b, char *buf, size_t size)
 {
 	char grant[24], ceil[24];
 
-	rate_format((uint64_t)jx_get_int(b, "grantBytesPerSecond") * 8, grant, sizeof(grant));
-	rate_format((uint64_t)jx_get_int(b, "ceilBytesPerSecond") * 8, ceil, sizeof(ceil));
+	mbit(jx_get_int(b, "grantBytesPerSecond"), grant, sizeof(grant));
+	mbit(jx_get_int(b, "ceilBytesPerSecond"), ceil, sizeof(ceil));
 	if (strcmp(jx_get_str(b, "state"), "fallback") == 0)
 		snprintf(buf, size, "%s: fallback (never granted), ceil %s", jx_get_str(b, "namespace"),
 			 ceil);

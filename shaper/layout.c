@@ -126,9 +126,18 @@ int shaper_pod_steps(const char *host_veth, const struct shaping *s,
 		}
 		k = class(c++, SHAPER_INET_IFB, TC_HANDLE(1, s->pod_class), TC_HANDLE(1, s->ns_class),
 			  SHAPER_POD, "egress", "internet", ceil.pod_inet);
-		if (s->budget_fallback_bps)
-			k->rate_bps = shaping_min_cap(SHAPER_BUDGET_POD_RATE_BPS, ceil.pod_inet);
-		queue(c++, k)->point = SHAPER_AT_INET;
+		k = queue(c++, k);
+		k->point = SHAPER_AT_INET;
+		if (s->budget_fallback_bps) {
+			k[-1].rate_bps = shaping_min_cap(SHAPER_BUDGET_POD_RATE_BPS, ceil.pod_inet);
+			/*
+			 * Its queue is sized for what a grant lets through, not the
+			 * pod's own cap: a grant far below it would turn a queue of
+			 * the cap's queueLatencyMs into seconds of delay.
+			 */
+			k->ceil_bps = shaping_min_cap(SHAPER_BUDGET_QUEUE_X * s->budget_fallback_bps,
+						      ceil.pod_inet);
+		}
 		k = class(c++, SHAPER_INET_IFB, TC_HANDLE(1, 1), TC_H_ROOT, SHAPER_NODE, "egress",
 			  "internet", ceil.node);
 		k->obj = SHAPER_OBJ_DECLARED;

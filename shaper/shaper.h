@@ -53,6 +53,8 @@
  * Above it they borrow from the namespace class, whose ceil is the grant.
  */
 #define SHAPER_BUDGET_POD_RATE_BPS 8000ULL
+/* ... and its leaf queue holds queueLatencyMs at this many times the fallback. */
+#define SHAPER_BUDGET_QUEUE_X 10
 
 /* The classid nftables gives a pod's internet-bound packets: 1:<pod class>, 0: none. */
 uint32_t shaper_egress_classid(const struct shaping *s);
@@ -180,6 +182,8 @@ struct shaper_stats {
 	uint32_t classid;
 	uint64_t rate_bps, ceil_bps;
 	uint64_t bytes, packets, drops, overlimits;
+	uint64_t backlog;		/* bytes queued in a leaf class now */
+	uint32_t parent;
 };
 /*
  * Statistics of the pod's own classes (shaper_pod_classes, level SHAPER_POD),

@@ -537,6 +537,8 @@ void sh_fill_stats(struct rtnl_class *c, struct shaper_stats *st)
 	st->packets = rtnl_tc_get_stat(TC_CAST(c), RTNL_TC_PACKETS);
 	st->drops = rtnl_tc_get_stat(TC_CAST(c), RTNL_TC_DROPS);
 	st->overlimits = rtnl_tc_get_stat(TC_CAST(c), RTNL_TC_OVERLIMITS);
+	st->backlog = rtnl_tc_get_stat(TC_CAST(c), RTNL_TC_BACKLOG);
+	st->parent = rtnl_tc_get_parent(TC_CAST(c));
 }
 
 /*

@@ -166,7 +166,7 @@ t_end
 
 t_begin "tollgate-ipam status and show print the budget"
 out=$(IPAM status)
-grep -q '^budget     datasets: granted 20M' <<<"$out" || t_fail "status: $out"
+grep -q '^budget     datasets: granted 20.0M (lease' <<<"$out" || t_fail "status: $out"
 out=$(IPAM show "datasets/d1")
 grep -q '^budget      datasets: granted' <<<"$out" || t_fail "show: $out"
 [ "$(IPAM --json show "research/r1" | jq '.budgets | length')" = 0 ] || t_fail "research shows a budget"
