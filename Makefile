@@ -74,10 +74,11 @@ NODE_SRC := $(filter-out node/sync.c,$(wildcard node/*.c))
 CNI_SRC  := $(filter-out cni/main.c,$(wildcard cni/*.c))
 CLI_SRC  := $(wildcard cli/*.c)
 AGENT_SRC := $(filter-out agent/main.c,$(wildcard agent/*.c))
+BUDGET_SRC := $(wildcard budget/*.c)
 ALLOC_SRC := $(filter-out allocator/main.c,$(wildcard allocator/*.c))
 
 # Every layer below the binaries; the plugin links none of the HTTP code.
-CORE_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRC) $(IPAM_SRC) $(ACCT_SRC) $(SHAPER_SRC) $(NODE_SRC))
+CORE_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRC) $(IPAM_SRC) $(ACCT_SRC) $(SHAPER_SRC) $(NODE_SRC) $(BUDGET_SRC))
 CNI_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(CNI_SRC))
 PLUGIN_OBJ := $(BUILD)/obj/cni/main.o $(CNI_OBJ) $(CORE_OBJ)
 IMDS_OBJ := $(BUILD)/obj/ipam/imds.o $(BUILD)/obj/node/sync.o
@@ -122,9 +123,11 @@ endif
 BINS := $(BUILD)/tollgate $(BUILD)/tollgate-ipam $(BUILD)/tollgate-agent $(BUILD)/tollgate-allocator
 # The allocator's load generator (tests/bench/bench_allocator.sh): libcurl's multi interface.
 LOAD_BIN := $(BUILD)/alloc_load
+# Benchmarks in C (tests/bench/bench_*.c), built with the rest, run by hand.
+BENCH_BIN := $(patsubst tests/bench/%.c,$(BUILD)/%,$(wildcard tests/bench/bench_*.c))
 
 .PHONY: all clean install test unit demo bench chaos deps san fuzz fuzz-targets image lint lint-objs
-all: $(BINS) $(UNIT_BIN) $(KTEST_BIN) $(LOAD_BIN)
+all: $(BINS) $(UNIT_BIN) $(KTEST_BIN) $(BENCH_BIN) $(LOAD_BIN)
 
 # Whether the objects carry failpoints: a build dir made the other way is rebuilt.
 FP_STAMP := $(BUILD)/.failpoints
@@ -189,6 +192,10 @@ $(BUILD)/tests/ktest_%: tests/kernel/ktest_%.c $(CNI_OBJ) $(CORE_OBJ) $(IMDS_OBJ
 	@echo "  KTEST   $@"
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(PKG_LIBS) $(CMOCKA_LIBS) $(CURL_LIBS) $(MHD_LIBS)
 
+$(BUILD)/bench_%: tests/bench/bench_%.c $(CORE_OBJ)
+	@echo "  BENCH   $@"
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(PKG_LIBS)
+
 san:
 	$(MAKE) SAN=1
 
@@ -198,7 +205,7 @@ lint-objs: $(PRODUCT_OBJ)
 # cppcheck over every C source of the product and its tests, shellcheck over
 # every shell script. Any finding fails; suppressions carry their reason
 # (cppcheck.supp, inline `cppcheck-suppress`, `shellcheck disable`).
-CPPCHECK_DIRS := lib ipam accounting shaper node cni cli agent allocator exporter http tests/unit tests/kernel tests/fuzz tests/bench
+CPPCHECK_DIRS := lib ipam accounting shaper node cni cli agent allocator exporter http budget tests/unit tests/kernel tests/fuzz tests/bench
 # With TG_FAILPOINTS, as in the test builds: without it each TG_FAILPOINT() is
 # a literal 0, and every 'r = TG_FAILPOINT(..); if (r == 0)' reads to cppcheck
 # as a condition always true (the failpoint code is checked as well).

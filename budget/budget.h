@@ -44,6 +44,16 @@
 #define BUDGET_NS_MAX 63		/* a namespace: a DNS label */
 #define BUDGET_PER_REPORT_MAX 256	/* budgets in one report or answer */
 #define BUDGET_DEFAULT_PORT 9618
+/*
+ * What the parsers accept, so the most either side may write: a rate of one
+ * node (applied, limit, grant, safe share: 32 Gbit/s), the interval a
+ * report covers, a node's pods, the nodes of one budget, a lease.
+ */
+#define BUDGET_RATE_MAX 4000000000ULL
+#define BUDGET_INTERVAL_MAX_MS 3600000
+#define BUDGET_PODS_MAX 65535
+#define BUDGET_NODES_MAX 1000000
+#define BUDGET_LEASE_MAX_MS 3600000
 
 /* A node's state for one budget (tollgate_budget_state's label). */
 enum budget_state {
@@ -98,10 +108,11 @@ int budget_answer_build(const struct budget_answer *a, char **ret, size_t *ret_l
 /*
  * Strict parsers (any bytes: a hostile peer writes them): a document over
  * BUDGET_BODY_MAX, not JSON, of another version, with a member of the wrong
- * type or out of range, a bad name or a namespace twice is -EINVAL (an
- * unknown version -EPROTO) with e saying what and where. Unknown members are
- * ignored. On success the caller frees with *_free; on failure nothing is
- * left to free.
+ * type or out of range (BUDGET_*_MAX), a bad name, a member missing or
+ * written twice, or a namespace twice is -EINVAL (an unknown version
+ * -EPROTO), with e (code CNI_ERR_DECODE) naming the member and its index
+ * ("budgets[3].applied: ..."). Unknown members are ignored. On success the
+ * caller frees with *_free; on failure nothing is left to free.
  */
 int budget_report_parse(const char *text, size_t len, struct budget_report *ret, struct tg_err *e);
 int budget_answer_parse(const char *text, size_t len, struct budget_answer *ret, struct tg_err *e);

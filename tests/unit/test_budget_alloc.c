@@ -1,0 +1,915 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The allocator's arithmetic, case by case: the water-fill (equal and
+ * skewed demands, weights, a floor, demand below the capacity, one node,
+ * and against a reference on random inputs); decrease before increase (a
+ * node's rise waits until the node it comes from has reported the lower
+ * grant applied, or its lease ran out); leases and forgetting; learning
+ * after a start and the reserve for nodes not heard from yet; budgets
+ * changed, shrunk, removed; min_grant; namespaces without a budget; and
+ * convergence of six nodes to their max-min fair shares.
+ */
+#include <errno.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "tests/unit/group.h"
+
+#include "budget/budget.h"
+#include "budget/internal.h"
+#include "tests/unit/helpers.h"
+
+#define MB 1000000ULL
+#define T_LEARNED 10001 /* a lease after the start: done learning */
+
+/* libm is not linked into the unit tests */
+static double dabs(double x)
+{
+	return x < 0 ? -x : x;
+}
+
+/* ---- the water-fill itself ---- */
+
+/* The level, with the guess of where it is (0: none) */
+static double level_near(struct fill_range *r, size_t n, double cap, double guess)
+{
+	struct fill_hinge *h = calloc(2 * n + 1, sizeof(*h));
+	uint64_t seed = 1;
+	double level;
+
+	assert_non_null(h);
+	level = fill_level(r, n, cap, guess, h, &seed);
+	free(h);
+	return level;
+}
+
+static double level_of(struct fill_range *r, size_t n, double cap)
+{
+	return level_near(r, n, cap, 0);
+}
+
+static void assert_shares(struct fill_range *r, size_t n, double cap, const double *want)
+{
+	double level = level_of(r, n, cap);
+
+	for (size_t i = 0; i < n; i++) {
+		double got = isinf(level) ? r[i].hi : fill_share(&r[i], level);
+
+		if (dabs(got - want[i]) > 1e-6 * (want[i] + 1))
+			fail_msg("node %zu: %.3f, want %.3f (level %g)", i, got, want[i], level);
+	}
+}
+
+static void t_fill_equal_demand(void **state)
+{
+	struct fill_range r[4];
+
+	for (int i = 0; i < 4; i++)
+		r[i] = (struct fill_range){ 0, 100, 1 };
+	assert_shares(r, 4, 200, (double[]){ 50, 50, 50, 50 });
+}
+
+static void t_fill_skewed_demand(void **state)
+{
+	struct fill_range r[] = { { 0, 10, 1 }, { 0, 20, 1 }, { 0, 300, 1 }, { 0, 400, 1 } };
+
+	/* the two small ones get all they ask, the rest is split evenly */
+	assert_shares(r, 4, 400, (double[]){ 10, 20, 185, 185 });
+}
+
+static void t_fill_weights(void **state)
+{
+	struct fill_range r[] = { { 0, 1000, 1 }, { 0, 1000, 3 }, { 0, 50, 4 } };
+
+	assert_shares(r, 3, 450, (double[]){ 100, 300, 50 });
+}
+
+static void t_fill_below_capacity(void **state)
+{
+	struct fill_range r[] = { { 0, 10, 1 }, { 0, 20, 1 } };
+
+	assert_true(isinf(level_of(r, 2, 100)));
+	assert_true(isinf(level_of(r, 0, 100)));
+}
+
+static void t_fill_one_node(void **state)
+{
+	struct fill_range r[] = { { 1, 1000, 7 } };
+
+	assert_shares(r, 1, 400, (double[]){ 400 });
+}
+
+static void t_fill_floor(void **state)
+{
+	/* weight 1 against 100: the small one would get 4.5, its floor is 50 */
+	struct fill_range r[] = { { 50, 60, 1 }, { 50, 1000, 100 } };
+	struct fill_range even[] = { { 10, 60, 1 }, { 10, 1000, 100 } };
+
+	assert_shares(r, 2, 500, (double[]){ 50, 450 });
+	/* floors that fill the capacity: each gets its floor */
+	assert_true(level_of(even, 2, 20) == 0);
+}
+
+/* The reference: sort the breakpoints, walk up. */
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double reference_level(const struct fill_range *r, size_t n, double cap)
+{
+	double *t = malloc(2 * n * sizeof(*t)), lo = 0, hi;
+	size_t k;
+
+	assert_non_null(t);
+	for (k = 0; k < n; k++) {
+		t[2 * k] = r[k].lo / r[k].w;
+		t[2 * k + 1] = r[k].hi / r[k].w;
+	}
+	qsort(t, 2 * n, sizeof(*t), cmp_double);
+	/* f is linear between breakpoints: find the piece, then solve on it */
+	for (k = 0; k < 2 * n; k++) {
+		double f = 0;
+
+		for (size_t i = 0; i < n; i++)
+			f += fill_share(&r[i], t[k]);
+		if (f >= cap)
+			break;
+		lo = t[k];
+	}
+	hi = k < 2 * n ? t[k] : lo;
+	free(t);
+	for (int it = 0; it < 200; it++) {
+		double mid = (lo + hi) / 2, f = 0;
+
+		for (size_t i = 0; i < n; i++)
+			f += fill_share(&r[i], mid);
+		if (f < cap)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return (lo + hi) / 2;
+}
+
+static void t_fill_matches_reference(void **state)
+{
+	uint64_t rnd = 42;
+
+	for (int round = 0; round < 300; round++) {
+		size_t n = 1 + round % 97;
+		struct fill_range *r = calloc(n, sizeof(*r));
+		double sum_lo = 0, sum_hi = 0, cap, level, want, f = 0;
+
+		assert_non_null(r);
+		for (size_t i = 0; i < n; i++) {
+			/* many equal demands and weights: ties among the pivots */
+			rnd = rnd * 6364136223846793005ULL + 1442695040888963407ULL;
+			r[i].w = 1 + (double)((rnd >> 33) % 5);
+			r[i].lo = (double)((rnd >> 20) % 3) * 10;
+			r[i].hi = r[i].lo + (double)((rnd >> 40) % 8) * 100;
+			sum_lo += r[i].lo;
+			sum_hi += r[i].hi;
+		}
+		cap = sum_lo + (sum_hi - sum_lo) * (double)(round % 10) / 10 + 1;
+		level = level_of(r, n, cap);
+		if (cap >= sum_hi) {
+			assert_true(isinf(level));
+			free(r);
+			continue;
+		}
+		want = reference_level(r, n, cap);
+		for (size_t i = 0; i < n; i++) {
+			double got = fill_share(&r[i], level), ref = fill_share(&r[i], want);
+
+			if (dabs(got - ref) > 1e-6 * (ref + 1))
+				fail_msg("round %d node %zu of %zu: %.6f, reference %.6f", round, i, n,
+					 got, ref);
+			f += got;
+		}
+		assert_true(dabs(f - cap) < 1e-6 * cap);
+		/* a guess near the level, or far from it, changes nothing but the cost */
+		for (int g = 0; g < 6; g++) {
+			static const double near[] = { 1, 0.96, 1.04, 0.3, 3, 1e-9 };
+			double again = level_near(r, n, cap, want * near[g]);
+
+			for (size_t i = 0; i < n; i++)
+				if (dabs(fill_share(&r[i], again) - fill_share(&r[i], want)) >
+				    1e-6 * (fill_share(&r[i], want) + 1))
+					fail_msg("round %d, guess x%g: node %zu differs", round,
+						 near[g], i);
+		}
+		free(r);
+	}
+}
+
+/* ---- the allocator, through its API ---- */
+
+/* A node as the agent runs one: it applies each grant when its answer comes. */
+struct node {
+	char name[32];
+	uint64_t applied, grant, safe, limit;
+	uint32_t nodes, pods;
+	enum budget_state st;
+	uint64_t demand; /* what its pods would send, bytes/s */
+};
+
+static struct budget_alloc *alloc_one(uint64_t budget, int64_t now)
+{
+	struct budget_params p;
+	struct budget_def d = { .ns = "datasets", .budget = budget };
+	struct budget_alloc *a;
+
+	budget_params_defaults(&p);
+	a = budget_alloc_new(&p, now);
+	assert_non_null(a);
+	assert_int_equal(budget_alloc_set(a, &d, 1), 0);
+	return a;
+}
+
+static struct node node_new(const char *name, uint64_t fallback)
+{
+	struct node n = { .applied = fallback, .pods = 1, .st = BUDGET_FALLBACK };
+
+	snprintf(n.name, sizeof(n.name), "%s", name);
+	return n;
+}
+
+static struct budget_usage usage_of(const struct node *n, const char *ns, uint32_t interval_ms)
+{
+	uint64_t sent = (n->demand < n->applied ? n->demand : n->applied) * interval_ms / 1000;
+	struct budget_usage u = { .sent_bytes = sent, .interval_ms = interval_ms,
+				  .saturated = n->demand > n->applied, .applied = n->applied,
+				  .limit = n->limit, .state = n->st, .pods = n->pods,
+				  .safe_share = n->safe, .nodes = n->nodes };
+
+	snprintf(u.ns, sizeof(u.ns), "%s", ns);
+	return u;
+}
+
+/* One report of "datasets"; the answer is lost when !deliver. Returns the grant. */
+static uint64_t report(struct budget_alloc *a, struct node *n, int64_t now, bool deliver)
+{
+	struct budget_usage u = usage_of(n, "datasets", 1000);
+	struct budget_report r = { .seq = 1, .use = &u, .n = 1 };
+	struct budget_answer ans;
+	uint64_t g;
+
+	snprintf(r.node, sizeof(r.node), "%s", n->name);
+	assert_int_equal(budget_alloc_report(a, &r, now, &ans), 0);
+	assert_int_equal(ans.n, 1);
+	assert_string_equal(ans.g[0].ns, "datasets");
+	assert_int_equal(ans.lease_ms, 10000);
+	g = ans.g[0].grant;
+	if (deliver) {
+		n->grant = g;
+		n->safe = ans.g[0].safe_share;
+		n->nodes = ans.g[0].nodes;
+		n->st = BUDGET_GRANTED;
+		n->applied = budget_node_ceil(n->st, n->grant, n->safe, 0, n->limit);
+	}
+	budget_answer_free(&ans);
+	return g;
+}
+
+static struct budget_view view(const struct budget_alloc *a)
+{
+	struct budget_view v[4];
+
+	assert_int_equal(budget_alloc_views(a, v, 4), 1);
+	return v[0];
+}
+
+/* `periods` seconds of a round then every node's report, from `*now` on. */
+static void run(struct budget_alloc *a, struct node *n, size_t count, int64_t *now, int periods)
+{
+	for (int p = 0; p < periods; p++) {
+		budget_alloc_round(a, *now);
+		for (size_t i = 0; i < count; i++)
+			report(a, &n[i], *now + (int64_t)i, true);
+		*now += 1000;
+	}
+}
+
+static uint64_t sum_applied(const struct node *n, size_t count)
+{
+	uint64_t s = 0;
+
+	for (size_t i = 0; i < count; i++)
+		s += n[i].applied;
+	return s;
+}
+
+static void t_params_defaults(void **state)
+{
+	struct budget_params p;
+
+	budget_params_defaults(&p);
+	assert_int_equal(p.lease_ms, 10000);
+	assert_int_equal(p.forget_ms, 300000);
+	assert_true(p.reserve == 0.05);
+	assert_true(p.safe_fraction == 0.9);
+	assert_int_equal(p.min_grant, 1250);
+}
+
+static void t_node_ceil(void **state)
+{
+	assert_int_equal(budget_node_ceil(BUDGET_GRANTED, 500, 100, 7, 0), 500);
+	assert_int_equal(budget_node_ceil(BUDGET_GRANTED, 500, 100, 7, 300), 300);
+	assert_int_equal(budget_node_ceil(BUDGET_LEASE_EXPIRED, 500, 100, 7, 0), 100);
+	assert_int_equal(budget_node_ceil(BUDGET_LEASE_EXPIRED, 50, 100, 7, 0), 50);
+	/* no safe share sent: the grant stands */
+	assert_int_equal(budget_node_ceil(BUDGET_LEASE_EXPIRED, 500, 0, 7, 0), 500);
+	assert_int_equal(budget_node_ceil(BUDGET_LEASE_EXPIRED, 500, 100, 7, 80), 80);
+	assert_int_equal(budget_node_ceil(BUDGET_FALLBACK, 500, 100, 7, 0), 7);
+	assert_int_equal(budget_node_ceil(BUDGET_FALLBACK, 500, 100, 7, 5), 5);
+}
+
+/* Learning: for one lease a new allocator grants what a node holds, never more. */
+static void t_learning_grants_what_is_held(void **state)
+{
+	struct budget_alloc *a = alloc_one(100 * MB, 0);
+	struct node n = node_new("n1", 2 * MB);
+
+	n.demand = 90 * MB;
+	assert_true(budget_alloc_learning(a, 0));
+	assert_true(budget_alloc_learning(a, 9999));
+	assert_false(budget_alloc_learning(a, 10000));
+	for (int64_t t = 0; t < 10000; t += 1000) {
+		budget_alloc_round(a, t);
+		assert_int_equal(report(a, &n, t, true), 2 * MB);
+	}
+	/* then it grows, into the capacity (95 % of the budget) */
+	budget_alloc_round(a, 10000);
+	assert_true(report(a, &n, 10000, true) > 2 * MB);
+	for (int64_t t = 11000; t < 40000; t += 1000) {
+		budget_alloc_round(a, t);
+		report(a, &n, t, true);
+	}
+	assert_int_equal(n.applied, 95 * MB);
+	budget_alloc_free(a);
+}
+
+/*
+ * The reserve for nodes not heard from: 3 nodes held safe shares of 30 MB/s
+ * (0.9 x 100 / 3) from the allocator before; two report. The third may be
+ * applying its safe share: 30 MB/s count as committed until it reports.
+ */
+static void t_phantom_reserve_for_nodes_not_heard(void **state)
+{
+	struct budget_alloc *a = alloc_one(100 * MB, 0);
+	struct node n[3];
+	struct budget_view v;
+	int64_t now = 0;
+
+	for (int i = 0; i < 3; i++) {
+		char name[8];
+
+		snprintf(name, sizeof(name), "n%d", i);
+		n[i] = node_new(name, 0);
+		n[i].st = BUDGET_GRANTED;
+		n[i].applied = n[i].grant = 30 * MB;
+		n[i].safe = 30 * MB;
+		n[i].nodes = 3;
+		n[i].demand = 100 * MB;
+	}
+	run(a, n, 2, &now, 11);
+	v = view(a);
+	/* the two heard may grow only into 95 - 30 (the silent one's safe share) */
+	assert_int_equal(v.committed, sum_applied(n, 2) + 30 * MB);
+	run(a, n, 2, &now, 30);
+	v = view(a);
+	assert_true(v.committed <= 95 * MB);
+	assert_true(sum_applied(n, 2) <= 65 * MB);
+	assert_true(sum_applied(n, 2) >= 60 * MB);
+	/* the third reports: it is counted as itself, no reserve */
+	report(a, &n[2], now, true);
+	v = view(a);
+	assert_int_equal(v.committed, sum_applied(n, 3));
+	budget_alloc_free(a);
+}
+
+/* Past forget_ms after the start, the reserve is released (a node that silent is gone). */
+static void t_phantom_reserve_ends_after_forget(void **state)
+{
+	struct budget_alloc *a = alloc_one(100 * MB, 0);
+	struct node n[2] = { node_new("n0", 0), node_new("n1", 0) };
+	int64_t now = 0;
+
+	n[0].st = BUDGET_GRANTED;
+	n[0].applied = n[0].safe = 45 * MB;
+	n[0].nodes = 2;
+	n[0].demand = 100 * MB;
+	run(a, n, 1, &now, 20);
+	assert_int_equal(view(a).committed, n[0].applied + 45 * MB);
+	now = 300000;
+	run(a, n, 1, &now, 30);
+	assert_int_equal(view(a).committed, n[0].applied);
+	assert_int_equal(n[0].applied, 95 * MB);
+	budget_alloc_free(a);
+}
+
+/* A new cluster (nobody says it held a grant) keeps nothing back. */
+static void t_no_phantom_in_a_new_cluster(void **state)
+{
+	struct budget_alloc *a = alloc_one(100 * MB, 0);
+	struct node n = node_new("n1", MB);
+	int64_t now = 0;
+
+	run(a, &n, 1, &now, 1);
+	assert_int_equal(view(a).committed, MB);
+	budget_alloc_free(a);
+}
+
+/*
+ * Decrease before increase: A held most of the budget, the demand moves to
+ * B. B's rise waits until A has reported the lower grant applied: the
+ * answer to A may still be on its way while A's report is handled.
+ */
+static void t_decrease_before_increase(void **state)
+{
+	struct budget_alloc *a = alloc_one(100 * MB, 0);
+	struct node n[2] = { node_new("a", MB), node_new("b", MB) };
+	uint64_t held_a, held_b;
+	int64_t now = T_LEARNED;
+
+	n[0].demand = 200 * MB;
+	n[1].demand = MB / 2;
+	run(a, n, 2, &now, 40);
+	assert_true(n[0].applied > 90 * MB);
+	assert_int_equal(n[0].applied + n[1].applied, 95 * MB);
+	held_a = n[0].applied;
+	held_b = n[1].applied;
+	/* the demand moves: each reports it once, the round after sees it */
+	n[0].demand = MB / 2;
+	n[1].demand = 200 * MB;
+	run(a, n, 2, &now, 1);
+	assert_int_equal(n[0].applied, held_a);
+	assert_int_equal(n[1].applied, held_b);
+	budget_alloc_round(a, now);
+	/* B's target rose, its grant cannot: nobody gave anything back yet */
+	assert_int_equal(report(a, &n[1], now, true), held_b);
+	/* A is answered lower, and that answer is lost */
+	assert_true(report(a, &n[0], now + 1, false) < held_a);
+	now += 1000;
+	budget_alloc_round(a, now);
+	/* still held: A may be applying its old grant */
+	assert_int_equal(report(a, &n[1], now, true), held_b);
+	/* A gets its lower grant this time, but has not said it applies it when B asks */
+	report(a, &n[0], now + 1, true);
+	assert_true(n[0].applied < held_a);
+	assert_int_equal(report(a, &n[1], now + 2, true), held_b);
+	/* A reports the lower grant applied: B gets what A gave up */
+	now += 1000;
+	budget_alloc_round(a, now);
+	report(a, &n[0], now, true);
+	report(a, &n[1], now + 1, true);
+	assert_true(n[1].applied > held_b);
+	assert_true(n[1].applied <= held_b + (held_a - n[0].applied));
+	/* and in a few reports more the two have swapped */
+	run(a, n, 2, &now, 10);
+	assert_true(n[1].applied > 90 * MB);
+	assert_true(n[0].applied + n[1].applied <= 95 * MB);
+	budget_alloc_free(a);
+}
+
+/* A node gone silent after a lower answer: its lease's end releases the rest. */
+static void t_lease_expiry_releases_capacity(void **state)
+{
+	struct budget_alloc *a = alloc_one(100 * MB, 0);
+	struct node n[2] = { node_new("a", MB), node_new("b", MB) };
+	int64_t now = T_LEARNED, silent;
+	uint64_t before;
+
+	n[0].demand = 200 * MB;
+	n[1].demand = MB / 2;
+	run(a, n, 2, &now, 40);
+	n[0].demand = MB / 2;
+	n[1].demand = 200 * MB;
+	/* A reports once more (answered lower, the answer lost), then falls silent */
+	budget_alloc_round(a, now);
+	report(a, &n[0], now, false);
+	silent = now;
+	before = view(a).committed;
+	for (now += 1000; now <= silent + 10000; now += 1000) {
+		budget_alloc_round(a, now);
+		report(a, &n[1], now + 1, true);
+	}
+	/* within the lease B stays where it was */
+	assert_true(n[0].applied + n[1].applied <= 95 * MB);
+	assert_true(n[1].applied <= 95 * MB - n[0].applied);
+	/* past the lease A counts at its safe share (45 MB/s: 0.9 x 100 / 2) */
+	budget_alloc_round(a, silent + 10001);
+	assert_true(view(a).committed < before);
+	for (now = silent + 11000; now < silent + 40000; now += 1000) {
+		budget_alloc_round(a, now);
+		report(a, &n[1], now + 1, true);
+	}
+	assert_int_equal(view(a).committed, n[1].applied + 45 * MB);
+	assert_true(n[1].applied >= 95 * MB - 45 * MB - MB);
+	budget_alloc_free(a);
+}
+
+/* Silent past the lease: min(grant, safe share); past forget_ms: gone. */
+static void t_silent_node_counts_at_safe_share_then_is_forgotten(void **state)
+{
+	struct budget_alloc *a = alloc_one(100 * MB, 0);
+	struct node n[2] = { node_new("a", MB), node_new("b", MB) };
+	int64_t now = T_LEARNED, last;
+	struct budget_view v;
+
+	n[0].demand = n[1].demand = 200 * MB;
+	run(a, n, 2, &now, 40);
+	last = now - 1000;
+	v = view(a);
+	assert_int_equal(v.nodes, 2);
+	assert_int_equal(v.committed, n[0].applied + n[1].applied);
+	assert_int_equal(n[0].safe, 45 * MB);
+	/* a falls silent: its grant (47.5) counts for the lease, then its safe share */
+	budget_alloc_round(a, last + 10000);
+	assert_int_equal(view(a).committed, n[0].applied + n[1].applied);
+	/* (b reported a millisecond after a) */
+	budget_alloc_round(a, last + 10002);
+	v = view(a);
+	assert_int_equal(v.committed, 45 * MB + 45 * MB);
+	assert_int_equal(v.nodes, 2);
+	/* forgotten: no longer counted, no longer a node holding a grant */
+	budget_alloc_round(a, last + 300002);
+	v = view(a);
+	assert_int_equal(v.nodes, 0);
+	assert_int_equal(v.committed, 0);
+	assert_int_equal(v.granted, 0);
+	assert_int_equal(v.demand, 0);
+	/* it comes back: a node like any new one */
+	now = last + 300002;
+	run(a, n, 1, &now, 1);
+	assert_int_equal(view(a).nodes, 1);
+	budget_alloc_free(a);
+}
+
+/* Two nodes, equal weights and demands: half the capacity each, and the rest by weight. */
+static void t_grants_split_capacity_by_weight(void **state)
+{
+	struct budget_alloc *a = alloc_one(100 * MB, 0);
+	struct node n[3] = { node_new("a", MB), node_new("b", MB), node_new("c", MB) };
+	int64_t now = T_LEARNED;
+
+	n[0].demand = n[1].demand = n[2].demand = 500 * MB;
+	n[2].pods = 2;
+	run(a, n, 3, &now, 60);
+	assert_in_range(n[0].applied, 23750000 - 10, 23750000);
+	assert_in_range(n[1].applied, 23750000 - 10, 23750000);
+	assert_in_range(n[2].applied, 47500000 - 10, 47500000);
+	budget_alloc_free(a);
+}
+
+/* Demand below the capacity: what is left goes out by weight, grants add up to it. */
+static void t_leftover_goes_out_by_weight(void **state)
+{
+	struct budget_alloc *a = alloc_one(100 * MB, 0);
+	struct node n[2] = { node_new("a", MB), node_new("b", MB) };
+	int64_t now = T_LEARNED;
+	struct budget_view v;
+
+	n[0].demand = 5 * MB;
+	n[1].demand = 10 * MB;
+	run(a, n, 2, &now, 60);
+	v = view(a);
+	assert_in_range(v.granted, 95 * MB - 2, 95 * MB);
+	assert_in_range(n[0].applied, 47 * MB, 48 * MB);
+	/* a node's limit caps what it is given; the rest goes to the other */
+	n[0].limit = 10 * MB;
+	run(a, n, 2, &now, 30);
+	assert_int_equal(n[0].applied, 10 * MB);
+	assert_in_range(n[1].applied, 85 * MB - 2, 85 * MB);
+	budget_alloc_free(a);
+}
+
+static void t_one_node_gets_the_capacity(void **state)
+{
+	struct budget_alloc *a = alloc_one(20 * MB, 0);
+	struct node n = node_new("solo", 10000);
+	int64_t now = T_LEARNED;
+
+	n.demand = 1000 * MB;
+	run(a, &n, 1, &now, 40);
+	assert_int_equal(n.applied, 19 * MB);
+	assert_int_equal(n.safe, 18 * MB);
+	assert_int_equal(n.nodes, 1);
+	budget_alloc_free(a);
+}
+
+/* A node with next to no demand still holds min_grant, so it can be measured growing. */
+static void t_min_grant_is_the_floor(void **state)
+{
+	struct budget_alloc *a = alloc_one(100 * MB, 0);
+	struct node n[2] = { node_new("idle", 1000), node_new("busy", MB) };
+	int64_t now = T_LEARNED;
+
+	n[0].demand = 0;
+	n[1].demand = 1000 * MB;
+	n[0].pods = 1;
+	n[1].pods = 65535;
+	run(a, n, 2, &now, 60);
+	assert_int_equal(n[0].applied, 1250);
+	assert_int_equal(n[1].applied, 95 * MB - 1250);
+	budget_alloc_free(a);
+}
+
+/* A budget smaller than nodes x min_grant: split evenly, below min_grant. */
+static void t_budget_below_min_grants_splits_evenly(void **state)
+{
+	struct budget_alloc *a = alloc_one(2000, 0);
+	struct node n[4];
+	int64_t now = T_LEARNED;
+
+	for (int i = 0; i < 4; i++) {
+		char name[8];
+
+		snprintf(name, sizeof(name), "n%d", i);
+		n[i] = node_new(name, 10);
+		n[i].demand = 1000 * MB;
+		n[i].pods = (uint32_t)(1 + i * 10);
+	}
+	run(a, n, 4, &now, 20);
+	/* cap 1900 over 4 */
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(n[i].applied, 475);
+	budget_alloc_free(a);
+}
+
+/* A report's namespaces without a budget get no grant and change nothing. */
+static void t_unknown_namespaces_are_ignored(void **state)
+{
+	struct budget_alloc *a = alloc_one(100 * MB, 0);
+	struct node n = node_new("n1", MB);
+	struct budget_usage u[3] = { usage_of(&n, "web", 1000), usage_of(&n, "datasets", 1000),
+				     usage_of(&n, "batch", 1000) };
+	struct budget_report r = { .node = "n1", .use = u, .n = 3 };
+	struct budget_answer ans;
+
+	assert_int_equal(budget_alloc_report(a, &r, 0, &ans), 0);
+	assert_int_equal(ans.n, 1);
+	assert_string_equal(ans.g[0].ns, "datasets");
+	budget_answer_free(&ans);
+	r.use = &u[2];
+	r.n = 1;
+	assert_int_equal(budget_alloc_report(a, &r, 1, &ans), 0);
+	assert_int_equal(ans.n, 0);
+	assert_null(ans.g);
+	assert_int_equal(view(a).nodes, 1);
+	budget_alloc_free(a);
+}
+
+/* A shrunk budget: grants come down, none rises until the sum is under the new one. */
+static void t_shrunk_budget_comes_down_first(void **state)
+{
+	struct budget_alloc *a = alloc_one(100 * MB, 0);
+	struct node n[2] = { node_new("a", MB), node_new("b", MB) };
+	struct budget_def d = { .ns = "datasets", .budget = 50 * MB };
+	int64_t now = T_LEARNED;
+
+	n[0].demand = 200 * MB;
+	n[1].demand = 10 * MB;
+	run(a, n, 2, &now, 40);
+	assert_true(n[0].applied > 80 * MB);
+	assert_int_equal(budget_alloc_set(a, &d, 1), 0);
+	assert_int_equal(view(a).budget, 50 * MB);
+	/* straight after: the one above its new share comes down, the other is held */
+	n[1].demand = 200 * MB;
+	report(a, &n[1], now, true);
+	assert_true(n[1].applied <= 10 * MB * 2);
+	report(a, &n[0], now + 1, true);
+	assert_true(n[0].applied <= 48 * MB);
+	run(a, n, 2, &now, 30);
+	assert_true(n[0].applied + n[1].applied <= 47500000);
+	assert_in_range(n[0].applied, 23 * MB, 24 * MB);
+	assert_in_range(n[1].applied, 23 * MB, 24 * MB);
+	budget_alloc_free(a);
+}
+
+/* A budget taken out of the config: its nodes are released, their reports get nothing. */
+static void t_removed_budget_releases_its_nodes(void **state)
+{
+	struct budget_alloc *a = alloc_one(100 * MB, 0);
+	struct node n = node_new("n1", MB);
+	struct budget_def d[2] = { { .ns = "web", .budget = MB }, { .ns = "datasets", .budget = 5 } };
+	struct budget_usage u = usage_of(&n, "datasets", 1000);
+	struct budget_report r = { .node = "n1", .use = &u, .n = 1 };
+	struct budget_answer ans;
+	struct budget_view v[3];
+	int64_t now = T_LEARNED;
+
+	run(a, &n, 1, &now, 2);
+	assert_int_equal(budget_alloc_set(a, d, 1), 0);
+	assert_int_equal(budget_alloc_views(a, v, 3), 1);
+	assert_string_equal(v[0].ns, "web");
+	assert_int_equal(v[0].nodes, 0);
+	assert_int_equal(budget_alloc_report(a, &r, now, &ans), 0);
+	assert_int_equal(ans.n, 0);
+	/* back again: new, empty, in the config's order */
+	assert_int_equal(budget_alloc_set(a, d, 2), 0);
+	assert_int_equal(budget_alloc_views(a, v, 3), 2);
+	assert_string_equal(v[1].ns, "datasets");
+	assert_int_equal(v[1].nodes, 0);
+	assert_int_equal(v[1].budget, 5);
+	/* views fill at most what they are given, and say how many there are */
+	assert_int_equal(budget_alloc_views(a, v, 1), 2);
+	budget_alloc_free(a);
+}
+
+static void t_namespace_twice_in_budgets_is_refused(void **state)
+{
+	struct budget_alloc *a = alloc_one(100 * MB, 0);
+	struct budget_def d[3] = { { .ns = "a", .budget = 1 }, { .ns = "b", .budget = 2 },
+				   { .ns = "a", .budget = 3 } };
+
+	assert_int_equal(budget_alloc_set(a, d, 3), -EINVAL);
+	/* nothing changed */
+	assert_string_equal(view(a).ns, "datasets");
+	assert_int_equal(budget_alloc_set(a, NULL, 0), 0);
+	assert_int_equal(budget_alloc_views(a, NULL, 0), 0);
+	budget_alloc_free(a);
+}
+
+/* Many nodes, many budgets each, coming and going: names are held once and let go. */
+static void t_many_nodes_and_budgets(void **state)
+{
+	struct budget_params p;
+	struct budget_def d[20];
+	struct budget_usage u[20];
+	struct budget_alloc *a;
+	struct budget_view v[20];
+
+	budget_params_defaults(&p);
+	a = budget_alloc_new(&p, 0);
+	assert_non_null(a);
+	for (int i = 0; i < 20; i++) {
+		snprintf(d[i].ns, sizeof(d[i].ns), "ns%d", i);
+		d[i].budget = 1000 * MB;
+		u[i] = (struct budget_usage){ .applied = MB, .state = BUDGET_FALLBACK, .pods = 1,
+					      .sent_bytes = MB, .interval_ms = 1000 };
+		snprintf(u[i].ns, sizeof(u[i].ns), "ns%d", i);
+	}
+	assert_int_equal(budget_alloc_set(a, d, 20), 0);
+	for (int k = 0; k < 3000; k++) {
+		struct budget_report r = { .use = u + k % 7, .n = 20 - k % 7 };
+		struct budget_answer ans;
+
+		snprintf(r.node, sizeof(r.node), "node-%d", k % 1000);
+		assert_int_equal(budget_alloc_report(a, &r, k * 100, &ans), 0);
+		assert_int_equal(ans.n, r.n);
+		budget_answer_free(&ans);
+		if (k % 100 == 0)
+			budget_alloc_round(a, k * 100);
+	}
+	budget_alloc_views(a, v, 20);
+	assert_int_equal(v[19].nodes, 1000);
+	/* all silent: every one forgotten */
+	budget_alloc_round(a, 3000 * 100 + 300001);
+	budget_alloc_views(a, v, 20);
+	for (int i = 0; i < 20; i++)
+		assert_int_equal(v[i].nodes, 0);
+	budget_alloc_free(a);
+}
+
+/* ---- convergence ---- */
+
+/* The max-min fair shares of cap over the nodes' true demands. */
+static void fair_shares(const struct node *n, size_t count, double cap, double *ret)
+{
+	struct fill_range r[8];
+	double level;
+
+	for (size_t i = 0; i < count; i++)
+		r[i] = (struct fill_range){ 0, (double)n[i].demand, n[i].pods };
+	level = level_of(r, count, cap);
+	for (size_t i = 0; i < count; i++)
+		ret[i] = isinf(level) ? r[i].hi : fill_share(&r[i], level);
+}
+
+/* Periods until every node sends within 10 % of its fair share (and stays there 10 more). */
+static int converge(struct budget_alloc *a, struct node *n, size_t count, int64_t *now)
+{
+	int since = -1;
+
+	for (int p = 0; p < 200; p++) {
+		double fair[8];
+		bool ok = true;
+
+		run(a, n, count, now, 1);
+		fair_shares(n, count, 95.0 * MB, fair);
+		for (size_t i = 0; i < count; i++) {
+			double got = (double)(n[i].demand < n[i].applied ? n[i].demand
+									  : n[i].applied);
+
+			ok = ok && dabs(got - fair[i]) <= 0.1 * fair[i];
+		}
+		assert_true(sum_applied(n, count) <= 95 * MB);
+		if (getenv("CONV_DEBUG")) {
+			printf("p%3d", p);
+			for (size_t i = 0; i < count; i++)
+				printf(" %6.2f/%6.2f", n[i].applied / 1e6, fair[i] / 1e6);
+			printf("\n");
+		}
+		if (!ok)
+			since = -1;
+		else if (since < 0)
+			since = p;
+		if (since >= 0 && p - since >= 10)
+			return since + 1;
+	}
+	fail_msg("no convergence in 200 periods");
+	return -1;
+}
+
+static void t_six_nodes_converge_to_fair_shares(void **state)
+{
+	struct budget_alloc *a = alloc_one(100 * MB, 0);
+	const uint64_t skewed[6] = { 200 * MB, 50 * MB, 5 * MB, 5 * MB, 2 * MB, 0 };
+	struct node n[6];
+	int64_t now = T_LEARNED;
+	int first, moved, again;
+
+	for (int i = 0; i < 6; i++) {
+		char name[8];
+
+		snprintf(name, sizeof(name), "n%d", i);
+		n[i] = node_new(name, MB);
+		n[i].demand = skewed[i];
+	}
+	first = converge(a, n, 6, &now);
+	/* the demand moves to the other end */
+	for (int i = 0; i < 6; i++)
+		n[i].demand = skewed[5 - i];
+	moved = converge(a, n, 6, &now);
+	/* and everyone wants more than there is, the nodes weighing 1, 2 or 3 */
+	for (int i = 0; i < 6; i++) {
+		n[i].demand = 100 * MB;
+		n[i].pods = (uint32_t)(i % 3 + 1);
+	}
+	again = converge(a, n, 6, &now);
+	print_message("report periods to converge: %d from the start, %d after the demand "
+		      "moved, %d with every node wanting more\n",
+		      first, moved, again);
+	assert_true(first <= 20);
+	assert_true(moved <= 20);
+	assert_true(again <= 20);
+	budget_alloc_free(a);
+}
+
+int main(void)
+{
+	add_test("equal demands get equal shares", t_fill_equal_demand, NULL);
+	add_test("small demands are met and the rest split evenly", t_fill_skewed_demand, NULL);
+	add_test("shares follow the weights", t_fill_weights, NULL);
+	add_test("demand below the capacity is met in full", t_fill_below_capacity, NULL);
+	add_test("one node gets the whole capacity", t_fill_one_node, NULL);
+	add_test("a floor holds for a node whose weight would give it less", t_fill_floor, NULL);
+	add_test("the water-fill matches a sorting reference on random inputs",
+		 t_fill_matches_reference, NULL);
+	add_test("the defaults are those documented", t_params_defaults, NULL);
+	add_test("a node's ceil follows its state and its caps", t_node_ceil, NULL);
+	add_test("a new allocator grants only what is held for one lease",
+		 t_learning_grants_what_is_held, NULL);
+	add_test("capacity is kept back for nodes not yet heard after a start",
+		 t_phantom_reserve_for_nodes_not_heard, NULL);
+	add_test("the reserve for nodes not heard ends forget_ms after the start",
+		 t_phantom_reserve_ends_after_forget, NULL);
+	add_test("a new cluster keeps nothing back", t_no_phantom_in_a_new_cluster, NULL);
+	add_test("an increase waits until the decrease it comes from is applied",
+		 t_decrease_before_increase, NULL);
+	add_test("a lease running out releases what a silent node held",
+		 t_lease_expiry_releases_capacity, NULL);
+	add_test("a silent node counts at its safe share, then is forgotten",
+		 t_silent_node_counts_at_safe_share_then_is_forgotten, NULL);
+	add_test("grants split the capacity by weight", t_grants_split_capacity_by_weight, NULL);
+	add_test("capacity left over goes out by weight up to each limit",
+		 t_leftover_goes_out_by_weight, NULL);
+	add_test("one node gets the capacity and the whole safe share",
+		 t_one_node_gets_the_capacity, NULL);
+	add_test("an idle node keeps min_grant", t_min_grant_is_the_floor, NULL);
+	add_test("a budget below nodes times min_grant is split evenly",
+		 t_budget_below_min_grants_splits_evenly, NULL);
+	add_test("namespaces without a budget are ignored", t_unknown_namespaces_are_ignored,
+		 NULL);
+	add_test("a shrunk budget's grants come down before any rises",
+		 t_shrunk_budget_comes_down_first, NULL);
+	add_test("a removed budget releases its nodes", t_removed_budget_releases_its_nodes, NULL);
+	add_test("a namespace twice in the budgets is refused and changes nothing",
+		 t_namespace_twice_in_budgets_is_refused, NULL);
+	add_test("many nodes of many budgets come and go", t_many_nodes_and_budgets, NULL);
+	add_test("six nodes converge to their max-min fair shares, and again when demand moves",
+		 t_six_nodes_converge_to_fair_shares, NULL);
+	return run_group("budget_alloc");
+}
