@@ -83,7 +83,7 @@ int main(int argc, char **argv)
 {
 	static const size_t sizes[] = { 1000, 7500, 20000 };
 	int rounds = argc > 1 ? atoi(argv[1]) : 10;
-	struct budget_def d[BUDGETS];
+	struct budget_def d[BUDGETS] = { 0 };
 	struct budget_usage use[BUDGETS];
 	struct budget_params p;
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The internet host's side of tests/integration/test_budgets.sh, and its load.
+"""The internet host's side of tests/bench/budgets_traffic.sh, and its load.
 
 Bounded in time (--seconds) like every helper of the integration tests; run
 inside a test network namespace (ip netns exec NS python3 inet_meter.py ...).

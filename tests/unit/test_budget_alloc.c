@@ -783,7 +783,7 @@ static void t_namespace_twice_in_budgets_is_refused(void **state)
 static void t_many_nodes_and_budgets(void **state)
 {
 	struct budget_params p;
-	struct budget_def d[20];
+	struct budget_def d[20] = { 0 };
 	struct budget_usage u[20];
 	struct budget_alloc *a;
 	struct budget_view v[20];

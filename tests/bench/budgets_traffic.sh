@@ -59,11 +59,12 @@
 #
 # The sanitizer build runs the same phases, shorter (TG_BUDGETS_SHORT=1 is
 # the default there): the same checks, each phase's tail cut.
-# Standalone: TOLLGATE_BIN_DIR=build bash tests/integration/test_budgets.sh
+# Run by tests/bench/bench_budgets.sh (make bench); standalone:
+#   TOLLGATE_BIN_DIR=build bash tests/bench/budgets_traffic.sh
 # shellcheck disable=SC2016,SC1091,SC2153,SC2034  # jq filters with $vars; lib.sh globals
 set -u
 export LC_NUMERIC=C # EPOCHREALTIME with a decimal point
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../integration/lib.sh"
 tg_require
 for t in curl python3 tc setpriv; do
 	command -v "$t" >/dev/null 2>&1 || { echo "not ok - preconditions: '$t' not installed (make deps)"; exit 1; }
