@@ -75,6 +75,7 @@ CNI_SRC  := $(filter-out cni/main.c,$(wildcard cni/*.c))
 CLI_SRC  := $(wildcard cli/*.c)
 AGENT_SRC := $(filter-out agent/main.c,$(wildcard agent/*.c))
 BUDGET_SRC := $(wildcard budget/*.c)
+ALLOC_SRC := $(filter-out allocator/main.c,$(wildcard allocator/*.c))
 
 # Every layer below the binaries; the plugin links none of the HTTP code.
 CORE_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRC) $(IPAM_SRC) $(ACCT_SRC) $(SHAPER_SRC) $(NODE_SRC) $(BUDGET_SRC))
@@ -97,9 +98,16 @@ EXPORTER_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard exporter/*.c))
 HTTP_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard http/*.c))
 MHD_LIBS := $(shell pkg-config --libs libmicrohttpd 2>/dev/null)
 
-# Every object of the three binaries, each once (what `make lint` analyzes).
+# Cluster budgets' wire format and arithmetic: the agent's and the allocator's.
+BUDGET_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard budget/*.c))
+ALLOC_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(ALLOC_SRC))
+# The allocator's page is written by the exporter's text writer, nothing of its collectors.
+ALLOC_EXPO_OBJ := $(BUILD)/obj/exporter/expo.o $(BUILD)/obj/exporter/http_metrics.o
+
+# Every object of the four binaries, each once (what `make lint` analyzes).
 PRODUCT_OBJ := $(sort $(PLUGIN_OBJ) $(CLI_OBJ) $(IMDS_OBJ) $(BUILD)/obj/agent/main.o \
-	       $(patsubst %.c,$(BUILD)/obj/%.o,$(AGENT_SRC)) $(EXPORTER_OBJ) $(HTTP_OBJ))
+	       $(patsubst %.c,$(BUILD)/obj/%.o,$(AGENT_SRC)) $(EXPORTER_OBJ) $(HTTP_OBJ) \
+	       $(BUILD)/obj/allocator/main.o $(ALLOC_OBJ) $(BUDGET_OBJ))
 
 ifeq ($(ANALYZE),1)
 # gcc 12's analyzer does not count memory reached through a pointer held in
@@ -112,12 +120,14 @@ ifeq ($(ANALYZE),1)
 $(BUILD)/obj/exporter/collect.o $(BUILD)/obj/node/reshape.o: SANFLAGS += -Wno-analyzer-malloc-leak
 endif
 
-BINS := $(BUILD)/tollgate $(BUILD)/tollgate-ipam $(BUILD)/tollgate-agent
+BINS := $(BUILD)/tollgate $(BUILD)/tollgate-ipam $(BUILD)/tollgate-agent $(BUILD)/tollgate-allocator
+# The allocator's load generator (tests/bench/bench_allocator.sh): libcurl's multi interface.
+LOAD_BIN := $(BUILD)/alloc_load
 # Benchmarks in C (tests/bench/bench_*.c), built with the rest, run by hand.
 BENCH_BIN := $(patsubst tests/bench/%.c,$(BUILD)/%,$(wildcard tests/bench/bench_*.c))
 
 .PHONY: all clean install test unit demo bench chaos deps san fuzz fuzz-targets image lint lint-objs
-all: $(BINS) $(UNIT_BIN) $(KTEST_BIN) $(BENCH_BIN)
+all: $(BINS) $(UNIT_BIN) $(KTEST_BIN) $(BENCH_BIN) $(LOAD_BIN)
 
 # Whether the objects carry failpoints: a build dir made the other way is rebuilt.
 FP_STAMP := $(BUILD)/.failpoints
@@ -146,6 +156,16 @@ AGENT_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(AGENT_SRC))
 $(BUILD)/tollgate-agent: $(BUILD)/obj/agent/main.o $(AGENT_OBJ) $(EXPORTER_OBJ) $(HTTP_OBJ) $(IMDS_OBJ) $(CORE_OBJ)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BIN_LIBS) $(MHD_LIBS) $(CURL_LIBS)
+
+# No netlink, no libcurl: the config's parser (CORE_OBJ), budget/, http/ and the text writer.
+$(BUILD)/tollgate-allocator: $(BUILD)/obj/allocator/main.o $(ALLOC_OBJ) $(BUDGET_OBJ) $(ALLOC_EXPO_OBJ) $(HTTP_OBJ) $(CORE_OBJ)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BIN_LIBS) $(MHD_LIBS)
+
+$(BUILD)/alloc_load: tests/bench/alloc_load.c
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(CURL_LIBS) -ljson-c -lm
 
 # The rate parser's differential test checks it against exact rationals (GMP).
 $(BUILD)/tests/unit_test_rate_diff: UNIT_EXTRA_LIBS := -lgmp
@@ -185,7 +205,7 @@ lint-objs: $(PRODUCT_OBJ)
 # cppcheck over every C source of the product and its tests, shellcheck over
 # every shell script. Any finding fails; suppressions carry their reason
 # (cppcheck.supp, inline `cppcheck-suppress`, `shellcheck disable`).
-CPPCHECK_DIRS := lib ipam accounting shaper node cni cli agent exporter http budget tests/unit tests/kernel tests/fuzz tests/bench
+CPPCHECK_DIRS := lib ipam accounting shaper node cni cli agent allocator exporter http budget tests/unit tests/kernel tests/fuzz tests/bench
 # With TG_FAILPOINTS, as in the test builds: without it each TG_FAILPOINT() is
 # a literal 0, and every 'r = TG_FAILPOINT(..); if (r == 0)' reads to cppcheck
 # as a condition always true (the failpoint code is checked as well).
@@ -245,6 +265,7 @@ install: $(BINS)
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -m 0755 $(BUILD)/tollgate-ipam $(DESTDIR)$(PREFIX)/bin/tollgate-ipam
 	install -m 0755 $(BUILD)/tollgate-agent $(DESTDIR)$(PREFIX)/bin/tollgate-agent
+	install -m 0755 $(BUILD)/tollgate-allocator $(DESTDIR)$(PREFIX)/bin/tollgate-allocator
 
 test: deps
 	$(MAKE) all

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "agent/sched.h"
+#include "budget/budget.h"
 #include "ipam/store.h"
 #include "node/node.h"
 #include "node/sync.h"
@@ -29,6 +30,7 @@ struct agent_options {
 	const char *cni_bin_dir;
 	const char *plugin_path;	/* the plugin binary installed into cni_bin_dir */
 	const char *conf_name;		/* file name of the installed conflist */
+	const char *node_name;		/* this node in budget reports */
 	bool once;			/* start-up work, then exit */
 	bool metrics_only;		/* serve metrics, change nothing */
 	int64_t declare_ms, sync_ms, gc_ms;
@@ -64,6 +66,42 @@ struct agent_counted_ns {
 	int64_t empty_since_ms;
 };
 
+/* One budgeted namespace with pods on this node (agent/budget.c). */
+struct agent_budget_ns {
+	char ns[BUDGET_NS_MAX + 1];
+	uint16_t ns_class;		/* its class on tollgate-inet */
+	uint32_t pods;
+	uint64_t limit;			/* bytes/s: its own caps on this node */
+	enum budget_state state;
+	uint64_t grant, safe_share;	/* bytes/s, from the last answer */
+	uint32_t nodes;
+	int64_t lease_until_ms;		/* CLOCK_BOOTTIME */
+	bool present;			/* its class was in the last dump */
+	bool leaving;			/* no pod left: said once more, then dropped */
+	uint64_t kernel_ceil;		/* bytes/s: the class's ceil as read or last set */
+	/* the class's counters at the last report, and what they said */
+	bool counted;
+	uint64_t bytes, overlimits;
+	int64_t at_ms;
+	uint64_t sent;
+	uint32_t interval_ms;
+	uint64_t backlog;		/* bytes queued in its pods' classes at the dump */
+	bool saturated;
+};
+
+struct report_client;
+struct agent_budgets {
+	struct agent_budget_ns *ns;
+	size_t n, cap;
+	struct report_client *client;	/* NULL: not reporting (--once, --metrics-only) */
+	int64_t next_ms;		/* the next report (CLOCK_BOOTTIME) */
+	int64_t sent_ms;		/* when the running report left */
+	uint64_t seq;
+	bool restored, dirty;		/* budgets.json read; to be written */
+	uint64_t reports_ok, reports_failed, answers_rejected, reports_failed_logged;
+	uint64_t ceil_changes, ceil_failures, lease_expiries;
+};
+
 struct agent {
 	struct agent_options opt;
 	struct node_config cfg;
@@ -79,6 +117,7 @@ struct agent {
 	/* readiness: pool, node declared, plugin installed (when asked to) */
 	bool pool_ready, declared, installed;
 	bool reshape_failed;		/* the last reshape failed: the next one declares in full */
+	struct agent_budgets budgets;
 };
 
 /*
@@ -126,7 +165,28 @@ bool agent_ready(const struct agent *a);
 /* The store's pool holds at least one address. */
 int agent_pool_size(struct agent *a, size_t *ret);
 
+/*
+ * ---- cluster budgets, a node's side (budget.c) ----
+ * Their clock is time_boot_ms() (CLOCK_BOOTTIME): leases outlive a restart of the agent.
+ */
+
+/* The config asks for budgets (an allocator and at least one budget). */
+bool agent_budgets_enabled(const struct agent *a);
+/* When the next report is due; INT64_MAX without budgets. */
+int64_t agent_budgets_next_ms(const struct agent *a);
+/*
+ * A period's work when due: namespaces and classes read, leases aged, ceils
+ * applied, the report sent (without waiting for its answer). rnd: uniform in
+ * [0, 1) for the jitter.
+ */
+void agent_budgets_tick(struct agent *a, int64_t now_ms, double rnd, struct agent_notes *notes);
+/* The report's answer, once the client has it: grants applied at once. */
+void agent_budgets_answer(struct agent *a, int64_t now_ms, struct agent_notes *notes);
+void agent_budgets_free(struct agent *a);
+
 struct expo;
+/* tollgate_budget_* (grant, ceil, state, reports, ceil changes, lease expiries). */
+void agent_budgets_render(const struct agent *a, struct expo *x);
 /* The agent's own families (syncs, repairs by object, gc, reshapes, readiness). */
 void agent_render_metrics(const struct agent *a, struct expo *x);
 

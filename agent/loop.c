@@ -250,6 +250,19 @@ static void run_due(struct app *app)
 		malloc_trim(0);
 }
 
+/* Cluster budgets: the period's report when due, and an answer once it is in. */
+static void run_budgets(struct app *app)
+{
+	struct agent_notes notes = { 0 };
+	int64_t now = time_boot_ms();
+
+	if (!agent_budgets_enabled(&app->a) || app->a.opt.metrics_only)
+		return;
+	agent_budgets_answer(&app->a, now, &notes);
+	agent_budgets_tick(&app->a, now, uniform(), &notes);
+	agent_log_notes(&notes);
+}
+
 static int next_wait_ms(struct app *app)
 {
 	const struct sched_task *const tasks[] = { &app->a.declare, &app->a.sync, &app->a.gc };
@@ -263,6 +276,17 @@ static int next_wait_ms(struct app *app)
 		wait = INT32_MAX;
 	if (h >= 0 && (wait < 0 || h < wait))
 		wait = h;
+	if (agent_budgets_enabled(&app->a) && !app->a.opt.metrics_only) {
+		int64_t b = agent_budgets_next_ms(&app->a) - time_boot_ms();
+		int c = app->a.budgets.client ? report_client_timeout_ms(app->a.budgets.client) : -1;
+
+		if (b < 0)
+			b = 0;
+		if (wait < 0 || b < wait)
+			wait = b;
+		if (c >= 0 && c < wait)
+			wait = c;
+	}
 	return (int)wait;
 }
 
@@ -305,6 +329,9 @@ static int serve(struct app *app)
 		if (epoll_ctl(ep, EPOLL_CTL_ADD, ev.data.fd, &ev) < 0)
 			return -errno;
 	}
+	/* The budget reports' client: its sockets join this epoll set as libcurl opens them. */
+	if (!app->a.opt.metrics_only && report_client_new(ep, &app->a.budgets.client) < 0)
+		return -ENOMEM;
 	for (;;) {
 		int n = epoll_wait(ep, evs, 8, next_wait_ms(app));
 
@@ -324,9 +351,15 @@ static int serve(struct app *app)
 				}
 			} else if (evs[i].data.fd == app->inotify_fd) {
 				drain_inotify(app);
+			} else if (evs[i].data.fd != http_fd(app->http) && app->a.budgets.client) {
+				report_client_socket(app->a.budgets.client, evs[i].data.fd,
+						     evs[i].events);
 			}
 		}
+		if (app->a.budgets.client)
+			report_client_run_timer(app->a.budgets.client);
 		run_due(app);
+		run_budgets(app);
 		http_run(app->http);
 	}
 }

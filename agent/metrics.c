@@ -47,6 +47,7 @@ static void cni_operations(const struct agent *a, struct expo *x)
 
 void agent_render_metrics(const struct agent *a, struct expo *x)
 {
+	agent_budgets_render(a, x);
 	const struct agent_stats *s = &a->stats;
 	static const char rep[] = "tollgate_agent_repairs_total";
 

@@ -19,11 +19,13 @@ void agent_usage(FILE *f)
 	      "                      [--conf-name NAME] [--once] [--metrics-only]\n"
 	      "                      [--declare-interval S] [--sync-interval S] [--gc-interval S]\n"
 	      "                      [--page-cache-ms MS] [--deadline-ms MS] [--log-level L]\n"
+	      "                      [--node-name NAME]\n"
 	      "       tollgate-agent --metrics-only --data-dir DIR --network NAME [--listen ...]\n"
 	      "defaults: --listen :9617, --plugin: tollgate beside this binary,\n"
 	      "          --conf-name 10-tollgate.conflist, intervals 30 / 300 / 60 s,\n"
 	      "          --page-cache-ms 1000 (scrapes within it share one page),\n"
-	      "          --deadline-ms 10000 (a request's whole life), --log-level info\n"
+	      "          --deadline-ms 10000 (a request's whole life), --log-level info,\n"
+	      "          --node-name: this host's name (the DaemonSet passes spec.nodeName)\n"
 	      "endpoints: /metrics, /healthz, /readyz, /\n",
 	      f);
 }
@@ -85,6 +87,20 @@ static void default_plugin(char *buf, size_t size)
 	snprintf(buf, size, "%s/tollgate", dirname(self));
 }
 
+/* A Kubernetes node name: a DNS subdomain (RFC 1123), lower case. */
+static bool node_name_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > 253 || s[0] == '-' || s[0] == '.' || s[n - 1] == '-' || s[n - 1] == '.')
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-' ||
+		      s[i] == '.'))
+			return false;
+	return true;
+}
+
 /* Which options go together; the usage or the problem on stderr, 2 when they do not. */
 static int check_options(struct agent_cli *cli, int argc)
 {
@@ -110,6 +126,13 @@ static int check_options(struct agent_cli *cli, int argc)
 	if (o->cni_bin_dir && !o->cni_conf_dir) {
 		fprintf(stderr, "tollgate-agent: --cni-bin-dir goes with --cni-conf-dir\n");
 		return 2;
+	}
+	/* Without --node-name: the host's name, as kubelet names its node (lower case). */
+	if (!o->node_name && gethostname(cli->hostname, sizeof(cli->hostname) - 1) == 0) {
+		for (char *c = cli->hostname; *c; c++)
+			*c = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
+		if (node_name_ok(cli->hostname))
+			o->node_name = cli->hostname;
 	}
 	if (!o->plugin_path) {
 		default_plugin(cli->plugin, sizeof(cli->plugin));
@@ -137,6 +160,7 @@ int agent_parse_options(int argc, char **argv, struct agent_cli *ret)
 		{ "deadline-ms", required_argument, NULL, 'T' },
 		{ "network", required_argument, NULL, 'n' },
 		{ "log-level", required_argument, NULL, 'v' },
+		{ "node-name", required_argument, NULL, 'H' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -179,6 +203,15 @@ int agent_parse_options(int argc, char **argv, struct agent_cli *ret)
 				return 2;
 			break;
 		case 'n': cli->network = optarg; break;
+		case 'H':
+			if (!node_name_ok(optarg)) {
+				fprintf(stderr, "tollgate-agent: --node-name \"%.64s\" is not a node name "
+						"(a DNS subdomain: a-z, 0-9, '-' and '.', at most 253)\n",
+					optarg);
+				return 2;
+			}
+			o->node_name = optarg;
+			break;
 		case 'v':
 			if (parse_log_level(optarg, &cli->log_level) < 0)
 				return 2;

@@ -241,6 +241,7 @@ void agent_teardown(struct app *app)
 		close(app->inotify_fd);
 	if (a->cfg_ok)
 		node_config_free(&a->cfg);
+	agent_budgets_free(a);
 	free(a->counted);
 	free(a->cfg_text);
 }

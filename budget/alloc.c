@@ -501,6 +501,19 @@ int budget_alloc_report(struct budget_alloc *a, const struct budget_report *r, i
 
 		if (!b)
 			continue;
+		/*
+		 * No pod and nothing applied: the namespace left the node (its
+		 * class, if any, holds no pod). What it held is free at once,
+		 * rather than after forget_ms of silence; it gets no grant.
+		 */
+		if (r->use[k].pods == 0 && r->use[k].applied == 0) {
+			if (id != NAME_NONE && id < b->n_index && b->index_of[id]) {
+				node_drop(a, b, b->index_of[id] - 1);
+				/* the drop may have let the name go (its last budget) */
+				id = names_find(&a->names, r->node);
+			}
+			continue;
+		}
 		if (id != NAME_NONE && id < b->n_index && b->index_of[id]) {
 			i = b->index_of[id] - 1;
 		} else {

@@ -74,7 +74,8 @@ struct budget_usage {
 	uint64_t applied;		/* the ceil in force, bytes/s */
 	uint64_t limit;			/* the most the node would apply, bytes/s */
 	enum budget_state state;
-	uint32_t pods;			/* of the namespace on the node: the node's weight */
+	uint32_t pods;			/* of the namespace on the node: the node's weight;
+					   0 with applied 0: the namespace left the node */
 	uint64_t safe_share;		/* from the last answer, 0: none */
 	uint32_t nodes;			/* from the last answer, 0: none */
 };

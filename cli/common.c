@@ -65,6 +65,7 @@ json_object *shaping_json(const struct shaping *s)
 		{ "internetEgress", s->inet_egress_bps },
 		{ "namespaceInternetEgress", s->ns_egress_bps },
 		{ "nodeInternetEgress", s->node_egress_bps },
+		{ "budgetFallback", s->budget_fallback_bps },
 	};
 	struct {
 		const char *from, *annot;

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /* status, list, show: reading the store (and, for show, the kernel); nothing changes. */
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -49,6 +50,66 @@ static void add_int(json_object *o, const char *key, int64_t v)
 	json_object_object_add(o, key, json_object_new_int64(v));
 }
 
+/*
+ * The node's cluster budgets as the agent last wrote them (budgets.json in
+ * the store's directory): each namespace's state, grant and ceil, and how
+ * long its lease has left. An empty array when the agent reports none.
+ */
+static json_object *budgets_json(const struct cli *c, const char *only_ns)
+{
+	char path[PATH_MAX + 300];
+	_cleanup_json_ json_object *f = NULL;
+	json_object *arr = json_object_new_array(), *ns = NULL;
+	int64_t now = time_boot_ms();
+
+	snprintf(path, sizeof(path), "%s/%s/budgets.json", c->data_dir, c->network);
+	f = json_object_from_file(path);
+	if (!f || !json_object_object_get_ex(f, "namespaces", &ns) ||
+	    !json_object_is_type(ns, json_type_array))
+		return arr;
+	for (size_t i = 0; i < json_object_array_length(ns); i++) {
+		json_object *e = json_object_array_get_idx(ns, i), *b;
+		int64_t until = jx_get_int(e, "leaseUntilBootMs");
+
+		if (only_ns && strcmp(jx_get_str(e, "namespace"), only_ns) != 0)
+			continue;
+		b = json_object_new_object();
+		json_object_object_add(b, "namespace", json_object_new_string(jx_get_str(e, "namespace")));
+		json_object_object_add(b, "state", json_object_new_string(jx_get_str(e, "state")));
+		add_int(b, "grantBytesPerSecond", jx_get_int(e, "grant"));
+		add_int(b, "ceilBytesPerSecond", jx_get_int(e, "applied"));
+		add_int(b, "safeShareBytesPerSecond", jx_get_int(e, "safeShare"));
+		add_int(b, "nodes", jx_get_int(e, "nodes"));
+		add_int(b, "leaseRemainingMs",
+			strcmp(jx_get_str(e, "state"), "granted") == 0 && until > now ? until - now : 0);
+		json_object_array_add(arr, b);
+	}
+	return arr;
+}
+
+/* Bytes/s as Mbit/s for people: grants are rarely round numbers. */
+static void mbit(int64_t bytes_per_s, char *buf, size_t size)
+{
+	snprintf(buf, size, "%.1fM", (double)bytes_per_s * 8 / 1e6);
+}
+
+/* "datasets: granted 120.0M (lease 8.2 s left), ceil 120.0M, 6 nodes hold grants" */
+static void budget_line(json_object *b, char *buf, size_t size)
+{
+	char grant[24], ceil[24];
+
+	mbit(jx_get_int(b, "grantBytesPerSecond"), grant, sizeof(grant));
+	mbit(jx_get_int(b, "ceilBytesPerSecond"), ceil, sizeof(ceil));
+	if (strcmp(jx_get_str(b, "state"), "fallback") == 0)
+		snprintf(buf, size, "%s: fallback (never granted), ceil %s", jx_get_str(b, "namespace"),
+			 ceil);
+	else
+		snprintf(buf, size, "%s: %s %s (lease %.1f s left), ceil %s, %lld nodes hold grants",
+			 jx_get_str(b, "namespace"), jx_get_str(b, "state"), grant,
+			 (double)jx_get_int(b, "leaseRemainingMs") / 1000, ceil,
+			 (long long)jx_get_int(b, "nodes"));
+}
+
 static json_object *status_json(struct cli *c)
 {
 	json_object *o = json_object_new_object();
@@ -78,11 +139,13 @@ static json_object *status_json(struct cli *c)
 	json_object_object_add(o, "nodeIp", json_object_new_string(ip));
 	json_object_object_add(o, "subnet", json_object_new_string(cidr));
 	json_object_object_add(o, "warnings", status_warnings(&n, stale));
+	json_object_object_add(o, "budgets", budgets_json(c, NULL));
 	return o;
 }
 
 static void status_print(json_object *o)
 {
+	json_object *budgets = jx_get(o, "budgets");
 	json_object *warn = jx_get(o, "warnings");
 	int64_t last_sync_ms = jx_get_int(o, "lastSyncMs");
 	char sync[64] = "never";
@@ -104,6 +167,12 @@ static void status_print(json_object *o)
 	       (long long)jx_get_int(o, "total"), (long long)jx_get_int(o, "allocated"),
 	       (long long)jx_get_int(o, "free"), (long long)jx_get_int(o, "cooling"),
 	       (long long)jx_get_int(o, "retired"), (long long)jx_get_int(o, "pending"));
+	for (size_t i = 0; i < json_object_array_length(budgets); i++) {
+		char line[256];
+
+		budget_line(json_object_array_get_idx(budgets, i), line, sizeof(line));
+		printf("budget     %s\n", line);
+	}
 	for (size_t i = 0; i < json_object_array_length(warn); i++)
 		printf("warning    %s\n",
 		       json_object_get_string(json_object_array_get_idx(warn, i)));
@@ -246,6 +315,10 @@ static void show_print(json_object *o)
 	printf("shaping     %s\n", line);
 	shaping_source_line(sh, line, sizeof(line));
 	printf("caps from   %s\n", line);
+	for (size_t i = 0; i < json_object_array_length(jx_get(o, "budgets")); i++) {
+		budget_line(json_object_array_get_idx(jx_get(o, "budgets"), i), line, sizeof(line));
+		printf("budget      %s\n", line);
+	}
 	for (size_t i = 0; i < json_object_array_length(cls); i++) {
 		json_object *x = json_object_array_get_idx(cls, i);
 		char ceil[24];
@@ -280,6 +353,9 @@ int show_main(struct cli *c)
 			       json_object_new_boolean(ipam_in_pool(&c->state, a->ip)));
 	json_object_object_add(o, "kernel", k);
 	json_object_object_add(o, "shaping", show_shaping(a));
+	json_object_object_add(o, "budgets",
+			       a->shaping.budget_fallback_bps ? budgets_json(c, a->k8s_namespace)
+							      : json_object_new_array());
 	if (c->json)
 		jx_print(stdout, o, JSON_C_TO_STRING_PRETTY);
 	else

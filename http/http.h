@@ -3,9 +3,10 @@
 #define TG_HTTP_H
 
 /*
- * The metrics endpoint's HTTP server: libmicrohttpd driven from the caller's
- * own event loop (no thread of its own), hardened for a port that pods on
- * the node can reach.
+ * The HTTP server of the agent's metrics endpoint and of the allocator:
+ * libmicrohttpd driven from the caller's own event loop (no thread of its
+ * own), hardened for a port that pods on the node (or every node of the
+ * cluster) can reach.
  *
  * The caller adds http_fd() to its epoll set (EPOLLIN), waits at most
  * http_timeout_ms(), and calls http_run() whenever it wakes up, readable or
@@ -33,11 +34,19 @@
  *   At most `max_pages` pages are alive (the cached one and older ones still
  *   being sent); at that bound a stale cached page is served rather than a
  *   new one collected. Older pages go within `deadline_ms`.
+ * - a request body (POST, when there is a `post` callback; every other
+ *   method's body is read and dropped): at most `max_body` bytes, held only
+ *   while it arrives. A Content-Length above it is 413 at once, the body
+ *   never read (the connection then closes); a chunked body that grows
+ *   past it is dropped from there on and answered 413 at its end; a POST
+ *   with neither is 411. A body trickled in is cut at the deadline like
+ *   anything else.
  * So memory is about max_connections x (request_memory + a socket's
- * bookkeeping) + max_pages x the page size.
+ * bookkeeping) + max_pages x the page size, plus max_body for each POST
+ * whose body is arriving.
  *
- * Methods other than GET and HEAD get 405 (Allow: GET, HEAD); HEAD is GET
- * without the body. IPv4 only.
+ * Methods other than GET and HEAD (and POST with a post callback) get 405
+ * (Allow: GET, HEAD[, POST]); HEAD is GET without the body. IPv4 only.
  */
 
 #include <netinet/in.h>
@@ -54,6 +63,8 @@
 #define HTTP_DEFAULT_CACHE_MS 1000
 #define HTTP_DEFAULT_REQUEST_MEMORY 16384
 #define HTTP_DEFAULT_MAX_PAGES 3
+#define HTTP_DEFAULT_MAX_BODY 65536
+#define HTTP_DEFAULT_BACKLOG 256
 
 /* What a path answers; filled by the route callback. */
 struct http_reply {
@@ -68,6 +79,14 @@ struct http_reply {
 /* Called for GET and HEAD of any path (without the query string). */
 typedef void (*http_route_fn)(void *cls, const char *path, struct http_reply *ret);
 /*
+ * Called for POST of any path once its whole body is in: `len` bytes (NUL
+ * after them, not counted). The reply's body is copied as soon as the call
+ * returns (`copy` and `page` are not looked at): it need only live until
+ * then. status 0: 404.
+ */
+typedef void (*http_post_fn)(void *cls, const char *path, const char *body, size_t len,
+			     struct http_reply *ret);
+/*
  * Collects a new page: a malloc'ed buffer the server then owns and frees.
  * Returns 0, or a negative errno (the request gets 500).
  */
@@ -78,12 +97,16 @@ typedef void (*http_log_fn)(void *cls, const char *fmt, va_list ap);
 struct http_config {
 	struct sockaddr_in addr;
 	unsigned int max_connections, per_client, reserve;
+	unsigned int backlog;		/* listen(2)'s; 0: HTTP_DEFAULT_BACKLOG (the kernel caps it at somaxconn) */
 	unsigned int deadline_ms;
 	unsigned int cache_ms;		/* 0: every request collects */
 	unsigned int max_pages;
 	size_t request_memory;
 	http_route_fn route;
 	void *route_cls;
+	http_post_fn post;		/* NULL: POST is 405 like any other method */
+	void *post_cls;
+	size_t max_body;		/* bytes of a POST's body */
 	http_collect_fn collect;
 	void *collect_cls;
 	const char *page_type;		/* Content-Type of the page */
@@ -100,6 +123,7 @@ struct http_stats {
 	uint64_t collections;		/* pages collected (the one being collected included) */
 	uint64_t collection_failures;
 	uint64_t cache_hits;		/* requests answered with a page collected earlier */
+	uint64_t body_too_large;	/* POSTs refused with 413 */
 	unsigned int connections;	/* open now */
 	unsigned int pages;		/* alive now */
 };
@@ -110,7 +134,8 @@ struct http_server;
 void http_config_defaults(struct http_config *cfg);
 /*
  * Binds and listens. Returns 0, -EINVAL for a config that cannot work
- * (reserve >= max_connections, no route, a page without collect), or the
+ * (reserve >= max_connections, no route, a page without collect, a post
+ * callback with max_body 0), or the
  * negative errno of what failed (bind: -EADDRINUSE, -EADDRNOTAVAIL, ...).
  */
 int http_start(const struct http_config *cfg, struct http_server **ret);

@@ -35,24 +35,46 @@ struct http_conn {
 	int64_t start_ms;
 	const void *owner;	/* libmicrohttpd's connection, once it announced it */
 	bool cut;		/* shut down at its deadline, waiting to be closed */
+	/* the table's: the deadline order (live, uncut), or the free list (next) */
+	unsigned int prev, next;
 };
 
-/* A fixed table: slots never move, so a pointer stays valid until removal. */
+/* A client address and the connections it holds (n == 0: an empty bucket). */
+struct http_held {
+	uint32_t addr;
+	unsigned int n;
+};
+
+/*
+ * A fixed table: slots never move, so a pointer stays valid until removal.
+ * Sized for tens of thousands of kept-alive clients (the allocator's nodes),
+ * every operation is O(1) but inserting a start time earlier than the
+ * latest (never, with one clock): a free list of slots, an index by fd, the
+ * connections each address holds in an open-addressing hash, and the
+ * uncut connections in a list ordered by start time, whose head is the next
+ * deadline.
+ */
 struct conntab {
 	struct http_conn *slots;
 	unsigned int cap, used;
+	unsigned int free_head;		/* a free slot, linked through next */
+	unsigned int head, tail;	/* the deadline order: oldest start first */
+	unsigned int *by_fd;		/* fd -> slot + 1; 0: none */
+	size_t n_fd;
+	struct http_held *held;		/* held_mask + 1 buckets, linear probing */
+	unsigned int held_mask, held_shift;
 };
 
 int conntab_init(struct conntab *t, unsigned int cap);
 void conntab_free(struct conntab *t);
 /* Connections the address holds. */
 unsigned int conntab_held(const struct conntab *t, uint32_t addr);
-/* NULL when full. */
+/* NULL when full (or out of memory for the fd's index). */
 struct http_conn *conntab_add(struct conntab *t, int fd, uint32_t addr, int64_t now_ms);
 struct http_conn *conntab_find(struct conntab *t, int fd);
 void conntab_remove(struct conntab *t, struct http_conn *c);
 /* A response ended: the next request's deadline starts now. */
-void conntab_restart(struct http_conn *c, int64_t now_ms);
+void conntab_restart(struct conntab *t, struct http_conn *c, int64_t now_ms);
 /*
  * Marks the connections past their deadline as cut and writes up to `max`
  * of their fds into `fds` (the rest come on the next call). Returns how many.

@@ -40,7 +40,6 @@
 
 #define ACCEPT_BATCH 64		/* per http_run: the rest on the next (the fd stays readable) */
 #define ACCEPT_REST_MS 100	/* out of descriptors: stop accepting for a moment */
-#define LISTEN_BACKLOG 256
 
 struct page {
 	struct http_server *srv;
@@ -81,6 +80,8 @@ void http_config_defaults(struct http_config *cfg)
 	cfg->cache_ms = HTTP_DEFAULT_CACHE_MS;
 	cfg->max_pages = HTTP_DEFAULT_MAX_PAGES;
 	cfg->request_memory = HTTP_DEFAULT_REQUEST_MEMORY;
+	cfg->max_body = HTTP_DEFAULT_MAX_BODY;
+	cfg->backlog = HTTP_DEFAULT_BACKLOG;
 	cfg->page_type = "text/plain";
 }
 
@@ -182,8 +183,33 @@ static int page_get(struct http_server *srv, struct page **ret)
 
 /* ---- requests ---- */
 
-static enum MHD_Result queue_static(struct MHD_Connection *conn, unsigned int status,
-				    const char *type, const char *body, size_t len, bool copy)
+static const char text_type[] = "text/plain; charset=utf-8";
+
+/*
+ * The markers a request's context holds (*req_cls) besides a body being
+ * read: the request was announced (the server itself), it was answered
+ * before its body was read, or its chunked body outgrew max_body; in both
+ * of the last, what still comes of the body is dropped.
+ */
+static char answered, overgrown;
+
+/* A POST body as it arrives, bounded by max_body (one byte more for a NUL). */
+struct body {
+	char *buf;
+	size_t len, cap;
+};
+
+static void body_free(struct body *b)
+{
+	if (!b)
+		return;
+	free(b->buf);
+	free(b);
+}
+
+static enum MHD_Result queue_static(const struct http_server *srv, struct MHD_Connection *conn,
+				    unsigned int status, const char *type, const char *body,
+				    size_t len, bool copy)
 {
 	struct MHD_Response *resp = MHD_create_response_from_buffer(
 		len, (void *)body, copy ? MHD_RESPMEM_MUST_COPY : MHD_RESPMEM_PERSISTENT);
@@ -194,13 +220,116 @@ static enum MHD_Result queue_static(struct MHD_Connection *conn, unsigned int st
 	if (type)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
 	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, HEAD");
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW,
+					srv->cfg.post ? "GET, HEAD, POST" : "GET, HEAD");
 	r = MHD_queue_response(conn, status, resp);
 	MHD_destroy_response(resp);
 	return r;
 }
 
-static const char text_type[] = "text/plain; charset=utf-8";
+#define QUEUE_TEXT(srv, conn, status, text) \
+	queue_static(srv, conn, status, text_type, text, sizeof(text) - 1, false)
+
+/*
+ * A body that will not fit is refused before it is read, from its
+ * Content-Length, at once; libmicrohttpd closes the connection after the
+ * answer, as the rest of the body is never read. (A chunked body that
+ * outgrows max_body cannot be answered then: libmicrohttpd queues a
+ * response only before the body or after all of it. The rest is dropped as
+ * it comes and the 413 sent at its end, or the deadline cuts it.)
+ */
+static enum MHD_Result too_large(struct http_server *srv, struct MHD_Connection *conn,
+				 void **req_cls)
+{
+	srv->stats.body_too_large++;
+	*req_cls = &answered;
+	return QUEUE_TEXT(srv, conn, MHD_HTTP_CONTENT_TOO_LARGE, "request body too large\n");
+}
+
+/* A POST announced: its length known (or chunked) and within bounds, a buffer for it. */
+static enum MHD_Result post_begin(struct http_server *srv, struct MHD_Connection *conn,
+				  void **req_cls)
+{
+	const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+						     MHD_HTTP_HEADER_CONTENT_LENGTH);
+	const char *te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+						     MHD_HTTP_HEADER_TRANSFER_ENCODING);
+	unsigned long long n = 0;
+	struct body *b;
+	char *end;
+
+	if (cl) {
+		/* libmicrohttpd refused a malformed one already (400) */
+		errno = 0;
+		n = strtoull(cl, &end, 10);
+		if (errno || end == cl)
+			n = ULLONG_MAX;
+	} else if (!te) {
+		/* no length and not chunked: whatever follows would be taken for a request */
+		*req_cls = &answered;
+		return QUEUE_TEXT(srv, conn, MHD_HTTP_LENGTH_REQUIRED, "length required\n");
+	}
+	if (n > srv->cfg.max_body)
+		return too_large(srv, conn, req_cls);
+	b = calloc(1, sizeof(*b));
+	if (!b)
+		return MHD_NO;
+	b->cap = (size_t)n;
+	b->buf = malloc(b->cap + 1);
+	if (!b->buf) {
+		free(b);
+		return MHD_NO;
+	}
+	*req_cls = b;
+	return MHD_YES;
+}
+
+/* More of a POST's body, or (*upload_size 0) its end: then the callback answers. */
+static enum MHD_Result post_more(struct http_server *srv, struct MHD_Connection *conn,
+				 const char *url, void **req_cls, const char *data, size_t *size)
+{
+	struct body *b = *req_cls;
+	struct http_reply reply = { 0 };
+	enum MHD_Result r;
+
+	if (*size) {
+		size_t n = *size;
+
+		*size = 0;
+		if (n > srv->cfg.max_body - b->len) {
+			body_free(b);
+			*req_cls = &overgrown;
+			return MHD_YES;
+		}
+		if (b->len + n > b->cap) {
+			size_t cap = b->cap * 2 > b->len + n ? b->cap * 2 : b->len + n;
+			char *p;
+
+			if (cap < 1024)
+				cap = 1024;
+			if (cap > srv->cfg.max_body)
+				cap = srv->cfg.max_body;
+			p = realloc(b->buf, cap + 1);
+			if (!p)
+				return MHD_NO; /* freed with the request (on_completed) */
+			b->buf = p;
+			b->cap = cap;
+		}
+		memcpy(b->buf + b->len, data, n);
+		b->len += n;
+		return MHD_YES;
+	}
+	b->buf[b->len] = '\0';
+	srv->cfg.post(srv->cfg.post_cls, url, b->buf, b->len, &reply);
+	body_free(b);
+	*req_cls = &answered;
+	if (!reply.status)
+		return QUEUE_TEXT(srv, conn, MHD_HTTP_NOT_FOUND, "not found\n");
+	/* the callback's buffer need not outlive the call: copied */
+	r = queue_static(srv, conn, reply.status, reply.content_type, reply.body ? reply.body : "",
+			 reply.body ? reply.len : 0, true);
+	return r;
+}
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
 				  const char *method, const char *version,
@@ -211,45 +340,57 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	struct page *p;
 
 	(void)version;
-	(void)upload_data;
-	/* The first call only announces the request; answer on the second. */
+	/* The first call only announces the request; answer on the last. */
 	if (!*req_cls) {
+		if (srv->cfg.post && strcmp(method, MHD_HTTP_METHOD_POST) == 0)
+			return post_begin(srv, conn, req_cls);
 		*req_cls = srv;
 		return MHD_YES;
 	}
+	if (*req_cls == &answered || (*req_cls == &overgrown && *upload_size)) {
+		*upload_size = 0;
+		return MHD_YES;
+	}
+	if (*req_cls == &overgrown)
+		return too_large(srv, conn, req_cls);
+	if (*req_cls != srv)
+		return post_more(srv, conn, url, req_cls, upload_data, upload_size);
 	if (*upload_size) {
 		*upload_size = 0; /* a body is never wanted: drop it */
 		return MHD_YES;
 	}
 	if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0)
-		return queue_static(conn, MHD_HTTP_METHOD_NOT_ALLOWED, text_type,
-				    "method not allowed\n", 19, false);
+		return QUEUE_TEXT(srv, conn, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed\n");
 	srv->cfg.route(srv->cfg.route_cls, url, &reply);
 	if (reply.page) {
 		if (page_get(srv, &p) < 0)
-			return queue_static(conn, MHD_HTTP_INTERNAL_SERVER_ERROR, text_type,
-					    "scrape failed\n", 14, false);
+			return QUEUE_TEXT(srv, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "scrape failed\n");
 		return MHD_queue_response(conn, MHD_HTTP_OK, p->resp);
 	}
 	if (!reply.status)
-		return queue_static(conn, MHD_HTTP_NOT_FOUND, text_type, "not found\n", 10, false);
-	return queue_static(conn, reply.status, reply.content_type, reply.body ? reply.body : "",
-			    reply.body ? reply.len : 0, reply.copy);
+		return QUEUE_TEXT(srv, conn, MHD_HTTP_NOT_FOUND, "not found\n");
+	return queue_static(srv, conn, reply.status, reply.content_type,
+			    reply.body ? reply.body : "", reply.body ? reply.len : 0, reply.copy);
 }
 
-/* A response was sent: a kept-alive connection's next request gets a full deadline. */
+/*
+ * A request ended: a body still held goes; after a response, a kept-alive
+ * connection's next request gets a full deadline.
+ */
 static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 			 enum MHD_RequestTerminationCode toe)
 {
+	struct http_server *srv = cls;
 	const union MHD_ConnectionInfo *ci;
 
-	(void)cls;
-	(void)req_cls;
+	if (*req_cls && *req_cls != srv && *req_cls != &answered && *req_cls != &overgrown)
+		body_free(*req_cls);
+	*req_cls = NULL;
 	if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
 		return;
 	ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
 	if (ci && ci->socket_context)
-		conntab_restart(ci->socket_context, now_ms());
+		conntab_restart(&srv->conns, ci->socket_context, now_ms());
 }
 
 /* Ties libmicrohttpd's connections to the table: started (by fd) and closed. */
@@ -442,7 +583,7 @@ void http_get_stats(const struct http_server *srv, struct http_stats *ret)
 
 /* ---- start and stop ---- */
 
-static int listen_on(const struct sockaddr_in *addr)
+static int listen_on(const struct sockaddr_in *addr, unsigned int backlog)
 {
 	int one = 1;
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -452,7 +593,7 @@ static int listen_on(const struct sockaddr_in *addr)
 		return -errno;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (bind(fd, (const struct sockaddr *)addr, sizeof(*addr)) < 0 ||
-	    listen(fd, LISTEN_BACKLOG) < 0) {
+	    listen(fd, backlog > INT_MAX ? INT_MAX : (int)backlog) < 0) {
 		r = -errno;
 		close(fd);
 		return r;
@@ -470,7 +611,7 @@ int http_start(const struct http_config *cfg, struct http_server **ret)
 
 	if (!cfg->route || !cfg->collect || !cfg->max_connections || !cfg->per_client ||
 	    cfg->reserve >= cfg->max_connections || !cfg->deadline_ms || !cfg->max_pages ||
-	    cfg->request_memory < 1024)
+	    cfg->request_memory < 1024 || (cfg->post && (!cfg->max_body || cfg->max_body >= SIZE_MAX)))
 		return -EINVAL;
 	srv = calloc(1, sizeof(*srv));
 	if (!srv)
@@ -504,7 +645,7 @@ int http_start(const struct http_config *cfg, struct http_server **ret)
 		r = -EIO;
 		goto fail;
 	}
-	srv->listen_fd = listen_on(&cfg->addr);
+	srv->listen_fd = listen_on(&cfg->addr, cfg->backlog ? cfg->backlog : HTTP_DEFAULT_BACKLOG);
 	if (srv->listen_fd < 0) {
 		r = srv->listen_fd;
 		goto fail;

@@ -39,6 +39,7 @@ static const struct {
 	{ "internetEgress", offsetof(struct shaping, inet_egress_bps) },
 	{ "namespaceInternetEgress", offsetof(struct shaping, ns_egress_bps) },
 	{ "nodeInternetEgress", offsetof(struct shaping, node_egress_bps) },
+	{ "budgetFallback", offsetof(struct shaping, budget_fallback_bps) },
 };
 
 static json_object *shaping_to_json(const struct shaping *s)

@@ -23,6 +23,13 @@ struct shaping {
 	uint64_t inet_egress_bps;	/* pod -> internet */
 	uint64_t ns_egress_bps;		/* its namespace's internet egress cap */
 	uint64_t node_egress_bps;	/* the node's internet egress cap */
+	/*
+	 * Under a cluster budget (budgets.internetEgress): the ceil its
+	 * namespace's class starts at when this pod's ADD makes it (the
+	 * config's fallback); from then on that ceil is the node's grant, the
+	 * agent's to set. 0: the namespace has no budget.
+	 */
+	uint64_t budget_fallback_bps;
 	uint16_t ns_class, pod_class;	/* uplink HTB minors, 0 when unused */
 };
 
@@ -33,7 +40,8 @@ static inline bool shaping_pod_ingress(const struct shaping *s)
 
 static inline bool shaping_inet_egress(const struct shaping *s)
 {
-	return s->inet_egress_bps || s->ns_egress_bps || s->node_egress_bps;
+	return s->inet_egress_bps || s->ns_egress_bps || s->node_egress_bps ||
+	       s->budget_fallback_bps;
 }
 
 static inline bool shaping_any(const struct shaping *s)

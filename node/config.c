@@ -339,6 +339,66 @@ static int parse_access(json_object *root, struct node_config *cfg, struct tg_er
 	return 0;
 }
 
+static int parse_budgets(json_object *root, struct node_config *cfg, struct tg_err *e)
+{
+	struct budget_policy *b = &cfg->budgets;
+	json_object *o = NULL;
+	int64_t report_s = 1, lease_s = 10;
+	int r;
+
+	b->report_ms = 1000;
+	b->lease_ms = 10000;
+	b->fallback_bps = BUDGET_FALLBACK_DEFAULT_BPS;
+	if ((r = jx_object(root, "", "budgets", &o, e)) <= 0)
+		return r;
+	if (jx_string(o, "budgets", "allocator", &b->allocator, e) < 0 ||
+	    jx_int(o, "budgets", "reportSeconds", 1, 60, &report_s, e) < 0 ||
+	    jx_int(o, "budgets", "leaseSeconds", 2, 3600, &lease_s, e) < 0 ||
+	    get_rate(o, "budgets", "fallback", &b->fallback_bps, e) < 0 ||
+	    jx_object(o, "budgets", "internetEgress", &b->egress, e) < 0)
+		return -EINVAL;
+	if (lease_s < 2 * report_s)
+		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+			       "budgets.leaseSeconds %lld must be at least twice budgets.reportSeconds (%lld): "
+			       "a lease has to outlive one lost answer",
+			       (long long)lease_s, (long long)report_s);
+	b->report_ms = report_s * 1000;
+	b->lease_ms = lease_s * 1000;
+	if (b->allocator && strncmp(b->allocator, "http://", 7) != 0 &&
+	    strncmp(b->allocator, "https://", 8) != 0)
+		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+			       "budgets.allocator \"%.64s\" is not an http:// or https:// URL",
+			       b->allocator);
+	if (b->allocator && (strlen(b->allocator) > 512 || strpbrk(b->allocator, " \t\r\n")))
+		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+			       "budgets.allocator is not a URL (blanks, or over 512 characters)");
+	if (!b->egress)
+		return 0;
+	json_object_object_foreach(b->egress, k, v) {
+		(void)v;
+		if (!ns_name_ok(k))
+			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+				       "budgets.internetEgress[\"%.64s\"] is not a namespace name "
+				       "(a DNS label: a-z, 0-9 and '-', at most 63 characters)", k);
+	}
+	if (check_rate_map(b->egress, "budgets.internetEgress", e) < 0)
+		return -EINVAL;
+	if (json_object_object_length(b->egress) > 0 && !b->allocator)
+		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+			       "budgets.allocator is missing: budgets.internetEgress needs an allocator");
+	return 0;
+}
+
+uint64_t node_config_budget(const struct node_config *cfg, const char *ns)
+{
+	json_object *v;
+	uint64_t bps = 0;
+
+	if (cfg->budgets.egress && json_object_object_get_ex(cfg->budgets.egress, ns, &v) && v)
+		rate_from_json(v, "", &bps, NULL); /* validated when the config was parsed */
+	return bps;
+}
+
 /* containerd's "no burst" (2^32-1 bits, ~512 MiB) would leave short transfers unshaped. */
 #define BURST_UNSET 4294967295ULL
 #define BURST_MAX (512ULL * 1024 * 1024 * 8)
@@ -544,6 +604,8 @@ int node_config_parse(struct node_config *cfg, struct tg_err *e)
 	if ((r = parse_shaping(root, cfg, e)) < 0)
 		return r;
 	if ((r = parse_access(root, cfg, e)) < 0)
+		return r;
+	if ((r = parse_budgets(root, cfg, e)) < 0)
 		return r;
 	if (jx_object(root, "", "runtimeConfig", &cfg->runtime_config, e) < 0)
 		return -EINVAL;

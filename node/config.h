@@ -38,6 +38,20 @@ struct shaping_policy {
 	uint32_t queue_ms;		/* queueLatencyMs: leaf queues hold this much at the rate */
 };
 
+/*
+ * budgets.* : cluster budgets (DESIGN "Cluster budgets"). The allocator reads
+ * the same keys from the same ConfigMap. Rates bits/s as everywhere in the
+ * config; the wire and budget/ speak bytes/s.
+ */
+#define BUDGET_FALLBACK_DEFAULT_BPS 10000000ULL	/* 10M */
+struct budget_policy {
+	const char *allocator;		/* the allocator's base URL; NULL: no budgets */
+	int64_t report_ms;		/* reportSeconds */
+	int64_t lease_ms;		/* leaseSeconds */
+	uint64_t fallback_bps;		/* a node never granted */
+	json_object *egress;		/* internetEgress {ns: rate}, validated; NULL: none */
+};
+
 /* logMaxBytes: the default, and its bounds (two files of it at most are kept). */
 #define NODE_LOG_MAX_BYTES (10 << 20)
 #define NODE_LOG_MAX_BYTES_MIN 4096
@@ -67,6 +81,7 @@ struct node_config {
 	uint32_t internet_mark;
 	struct shaping_policy shaping;
 	struct acct_access access;	/* nodeAccess (its lists point into root) */
+	struct budget_policy budgets;
 	/* runtimeConfig.bandwidth and the pod's annotations (its caps are resolved per namespace) */
 	struct shaping request;
 	json_object *prev_result;
@@ -91,6 +106,9 @@ int node_config_load_file(const char *path, struct node_config *cfg, struct tg_e
  * The same for a conflist's bytes already read (len of them), named `path` in
  * messages: the node daemon validates exactly the bytes it then installs.
  */
+/* A namespace's cluster budget, bits/s; 0 when it has none. */
+uint64_t node_config_budget(const struct node_config *cfg, const char *ns);
+
 int node_config_load_text(const char *path, const char *text, size_t len, struct node_config *cfg,
 			  struct tg_err *e);
 

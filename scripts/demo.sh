@@ -5,7 +5,9 @@
 # as kubelet/containerd would, traffic between them, to a pod on another node
 # and to an "internet" host, the agent repairing a flushed table and applying
 # a policy change to a running pod, the kernel objects and store Tollgate
-# keeps, then everything deleted.
+# keeps; then two more nodes sharing one namespace's cluster budget through
+# tollgate-allocator, their grants moving when the demand moves; then
+# everything deleted.
 #
 #   pod research/train-0   pod research/train-1   pod datasets/fetch-0
 #          \                       |                      /
@@ -274,6 +276,167 @@ if [ -x "$IPAM_BIN" ]; then
 	ipam doctor
 else
 	say "  ($IPAM_BIN not built)"
+fi
+
+section "Cluster budgets: two more nodes share datasets' 40M through tollgate-allocator"
+ALLOC_BIN=$TOLLGATE_BIN_DIR/tollgate-allocator
+METER=$TG_LIB_DIR/inet_meter.py
+BUDGET_CONF=40M
+# bnode_up I: node b<I> (10.0.<I+1>.1, pool 10.3.<I>.0/28) on the fabric, its agent
+# reporting to the allocator as node-b<I>
+bnode_up() {
+	local i=$1 ns=$TG_ID-b$1 ip=10.0.$(($1 + 1)).1 d=$TG_TMP/b$1
+	_tg_netns_add "$ns" || return 1
+	ip -n "$TG_FABRIC" link add "fb$i" type veth peer name eth0 netns "$ns" || return 1
+	ip -n "$TG_FABRIC" addr add "10.0.$((i + 1)).254/24" dev "fb$i"
+	ip -n "$TG_FABRIC" link set "fb$i" up
+	ip -n "$TG_FABRIC" route add "10.3.$i.0/28" via "$ip" || return 1
+	ip -n "$ns" addr add "$ip/24" dev eth0
+	ip -n "$ns" link set eth0 up
+	ip -n "$ns" route add default via "10.0.$((i + 1)).254" || return 1
+	ip -n "$TG_INET" route add "10.0.$((i + 1)).0/24" via 203.0.113.1 || return 1
+	mkdir -p "$d/net.d" "$d/bin"
+	tg_conf '.name = "tollgate" | .dataDir = $dd | .logFile = $lf
+		| .ipam = {source: "static", addresses: [$pool], cooldownSeconds: 0}
+		| .budgets = {allocator: "http://10.0.4.1:9618", reportSeconds: 1, leaseSeconds: 4, fallback: "10M",
+		              internetEgress: {datasets: $b}}' \
+		--arg dd "$d/data" --arg lf "$d/tollgate.log" --arg pool "10.3.$i.2-10.3.$i.9" --arg b "$BUDGET_CONF" |
+		jq '{cniVersion, name, plugins: [del(.cniVersion, .name)]}' >"$d/10-tollgate.conflist"
+	ip netns exec "$ns" "$AGENT_BIN" --config "$d/10-tollgate.conflist" --listen "$ip:9617" \
+		--cni-conf-dir "$d/net.d" --cni-bin-dir "$d/bin" --plugin "$TOLLGATE_BIN_DIR/tollgate" \
+		--node-name "node-b$i" --page-cache-ms 0 2>"$d/agent.log" &
+	TG_PIDS+=("$!")
+	BAGENT[$i]=$!
+}
+# bstop PID: end one of this section's processes, reap it, and drop it from
+# TG_PIDS (a reaped PID may be someone else's by the time the cleanup runs)
+bstop() {
+	local p keep=()
+	kill "$1" 2>/dev/null
+	wait "$1" 2>/dev/null
+	for p in "${TG_PIDS[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done
+	TG_PIDS=("${keep[@]}")
+}
+bget() { ip netns exec "$TG_ID-b$1" curl -s --max-time 2 "http://10.0.$(($1 + 1)).1:9617$2"; }
+bready() { [ "$(bget "$1" /readyz)" = ready ]; }
+# bgrant I: node b<I>'s grant of datasets' budget, bytes/s, from its metrics
+bgrant() { bget "$1" /metrics | awk '$1 == "tollgate_budget_grant_bytes_per_second{namespace=\"datasets\"}" { print $2 }'; }
+# bload I heavy|light: what pod datasets/fetch-b<I> sends to the internet host from now on
+declare -A BAGENT=() BLOAD=()
+bload() {
+	[ -n "${BLOAD[$1]:-}" ] && bstop "${BLOAD[$1]}"
+	local a=(--port 9002 --udp-bps 3e6)
+	[ "$2" = heavy ] && a=(--port 9001 --tcp 4)
+	ip netns exec "$TG_ID-fetchb$1" python3 "$METER" load --dst "$TG_INET_IP" "${a[@]}" --seconds 60 2>/dev/null &
+	TG_PIDS+=("$!")
+	BLOAD[$1]=$!
+}
+# btable: each node's grant and ceil (its metrics), its `tollgate-ipam status`
+# budget line, and what the internet host received from it over the last 2 s
+btable() {
+	local i m t1=$EPOCHREALTIME
+	printf '  %-8s %-10s %12s %12s %20s\n' NODE STATE GRANT CEIL "SENT (last 2 s)"
+	for i in 1 2; do
+		m=$(bget "$i" /metrics)
+		printf '  %-8s %-10s %12s %12s %20s\n' "node-b$i" \
+			"$(awk '/^tollgate_budget_state\{namespace="datasets"/ && $2 == 1 { sub(/.*state="/, "", $1); sub(/".*/, "", $1); print $1 }' <<<"$m")" \
+			"$(awk '$1 ~ /^tollgate_budget_grant_bytes_per_second\{namespace="datasets"/ { printf "%.1f Mbit/s", $2 * 8 / 1e6 }' <<<"$m")" \
+			"$(awk '$1 ~ /^tollgate_budget_ceil_bytes_per_second\{namespace="datasets"/ { printf "%.1f Mbit/s", $2 * 8 / 1e6 }' <<<"$m")" \
+			"$(python3 "$METER" stats --file "$TG_TMP/meter.txt" --names "b$i" --from "$(awk -v t="$t1" 'BEGIN { printf "%.6f", t - 2 }')" --to "$t1" |
+				awk '{ printf "%.1f Mbit/s", $2 / 1e6 }')"
+	done
+	for i in 1 2; do
+		say "$ tollgate-ipam status   (on node-b$i)"
+		ip netns exec "$TG_ID-b$i" "$IPAM_BIN" --data-dir "$TG_TMP/b$i/data" --network tollgate status | grep '^budget' | sed 's/^/    /'
+	done
+}
+if [ ! -x "$ALLOC_BIN" ] || [ ! -x "$IPAM_BIN" ]; then
+	say "  ($ALLOC_BIN or $IPAM_BIN not built)"
+else
+	say "A budget caps one namespace's internet egress across the cluster: datasets gets $BUDGET_CONF"
+	say "in all, split by the allocator between the nodes where it runs, by demand. Each agent"
+	say "reports every second; each answer is a grant (a lease of 4 s here), applied as the"
+	say "ceil of datasets' class on the node's tollgate-inet."
+	_tg_netns_add "$TG_ID-alloc" || die "netns"
+	ip -n "$TG_FABRIC" link add balloc type veth peer name eth0 netns "$TG_ID-alloc" || die "the allocator's link"
+	ip -n "$TG_FABRIC" addr add 10.0.4.254/24 dev balloc
+	ip -n "$TG_FABRIC" link set balloc up
+	ip -n "$TG_ID-alloc" addr add 10.0.4.1/24 dev eth0
+	ip -n "$TG_ID-alloc" link set eth0 up
+	ip -n "$TG_ID-alloc" route add default via 10.0.4.254
+	bnode_up 1 && bnode_up 2 || die "could not build the budget nodes"
+	cp "$TG_TMP/b1/10-tollgate.conflist" "$TG_TMP/allocator.conflist"
+	say "$ tollgate-allocator --config allocator.conflist --listen 10.0.4.1:9618   (the same ConfigMap)"
+	ip netns exec "$TG_ID-alloc" "$ALLOC_BIN" --config "$TG_TMP/allocator.conflist" --listen 10.0.4.1:9618 \
+		2>"$TG_TMP/allocator.log" &
+	TG_PIDS+=("$!")
+	ALLOC_PID=$!
+	# the internet host counts what each node sends it (masqueraded: the node's address)
+	ip netns exec "$TG_INET" nft -f - <<-'EOF' || die "the internet host's counters"
+		table inet tgmeter {
+			counter b1 { }
+			counter b2 { }
+			chain input {
+				type filter hook input priority 0; policy accept;
+				ip saddr 10.0.2.1 meta l4proto { tcp, udp } th dport { 9001, 9002 } counter name b1
+				ip saddr 10.0.3.1 meta l4proto { tcp, udp } th dport { 9001, 9002 } counter name b2
+			}
+		}
+	EOF
+	ip netns exec "$TG_INET" python3 "$METER" serve --tcp-port 9001 --udp-port 9002 --table tgmeter \
+		--out "$TG_TMP/meter.txt" --ready "$TG_TMP/meter.ready" --seconds 120 2>"$TG_TMP/meter.err" &
+	TG_PIDS+=("$!")
+	METER_PID=$!
+	wait_for 10 test -e "$TG_TMP/meter.ready" || die "the internet host's sink did not start"
+	wait_for 20 bready 1 && wait_for 20 bready 2
+	result $? "node-b1 and node-b2: agents ready (--node-name node-b1, node-b2)"
+	SAVED_NODE=$TG_NODE SAVED_BIN=$TG_BIN
+	for i in 1 2; do
+		TG_NODE=$TG_ID-b$i TG_BIN=$TG_TMP/b$i/bin/tollgate
+		pod_add "fetchb$i" datasets "$(jq -c '.plugins[0] + {name: .name, cniVersion: .cniVersion}' "$TG_TMP/b$i/net.d/10-tollgate.conflist")" ||
+			die "ADD datasets/fetch-b$i on node-b$i: $TG_OUT"
+		# every TCP segment its own packet: the internet host's counters see frames as HTB counts them
+		ip netns exec "$TG_ID-fetchb$i" python3 "$METER" nogso eth0
+	done
+	TG_NODE=$SAVED_NODE TG_BIN=$SAVED_BIN
+	say "  datasets/fetch-b1 on node-b1 (${POD_IP[fetchb1]}), datasets/fetch-b2 on node-b2 (${POD_IP[fetchb2]})"
+	say ""
+	say "fetch-b1 downloads hard (4 TCP streams to the internet host), fetch-b2 only 3 Mbit/s:"
+	bload 1 heavy
+	bload 2 light
+	t0=$SECONDS
+	b1_leads() { local a b; a=$(bgrant 1) b=$(bgrant 2); [ "${a:-0}" -gt $((3 * ${b:-0})) ] && [ "${b:-0}" -gt 0 ] || { sleep 0.5; return 1; }; }
+	wait_for 25 b1_leads
+	result $? "node-b1's grant grows to most of the budget, node-b2 keeps what it uses ($((SECONDS - t0)) s)"
+	sleep 2
+	btable
+	say ""
+	say "The demand moves: fetch-b1 now sends 3 Mbit/s, fetch-b2 downloads hard:"
+	bload 1 light
+	bload 2 heavy
+	t0=$SECONDS
+	b2_leads() { local a b; a=$(bgrant 1) b=$(bgrant 2); [ "${b:-0}" -gt $((3 * ${a:-0})) ] && [ "${a:-0}" -gt 0 ] || { sleep 0.5; return 1; }; }
+	wait_for 30 b2_leads
+	result $? "the grants move with it: node-b2's grows, node-b1's shrinks ($((SECONDS - t0)) s)"
+	sleep 2
+	btable
+	sum=$(python3 "$METER" stats --file "$TG_TMP/meter.txt" --from "$(awk -v t="$EPOCHREALTIME" 'BEGIN { printf "%.6f", t - 4 }')" --to "$EPOCHREALTIME" | awk '{ print $6 }')
+	awk -v s="${sum:-x}" 'BEGIN { exit !(s ~ /^[0-9.]+$/ && s <= 1.05 * 40e6) }'
+	result $? "both nodes together: at most $BUDGET_CONF (+5%) at the internet host over the last 4 s (the most in 1 s: $(awk -v s="${sum:-0}" 'BEGIN { printf "%.1f", s / 1e6 }') Mbit/s)"
+	say "$ curl http://10.0.4.1:9618/metrics   (tollgate-allocator)"
+	ip netns exec "$TG_ID-alloc" curl -s --max-time 2 http://10.0.4.1:9618/metrics |
+		grep -E '^tollgate_allocator_(budget|granted|usage|nodes)' | sed 's/^/    /'
+	for i in 1 2; do
+		bstop "${BLOAD[$i]}"
+		TG_NODE=$TG_ID-b$i TG_BIN=$TG_TMP/b$i/bin/tollgate
+		tg_run DEL "${POD_CID[fetchb$i]}" eth0 "${POD_NETNS[fetchb$i]}" "$(k8s_args datasets "fetch-b$i" "${POD_CID[fetchb$i]}")" \
+			<<<"$(jq -c '.plugins[0] + {name: .name, cniVersion: .cniVersion}' "$TG_TMP/b$i/net.d/10-tollgate.conflist")"
+		result "$TG_RC" "DEL datasets/fetch-b$i on node-b$i"
+		bstop "${BAGENT[$i]}"
+	done
+	TG_NODE=$SAVED_NODE TG_BIN=$SAVED_BIN
+	bstop "$ALLOC_PID"
+	bstop "$METER_PID"
 fi
 
 section "DEL every pod"

@@ -62,6 +62,13 @@ struct shaper_step {
 	uint64_t ceil_bps;		/* a class's ceiling, a queue's class's */
 	uint64_t burst_bits;		/* 0: derived from the ceiling */
 	bool listed;			/* one of shaper_pod_classes' */
+	/*
+	 * A namespace class under a cluster budget: made at start_bps when
+	 * missing, never replaced (its ceil is the grant, the agent's), and
+	 * right as long as its ceil is at most ceil_bps.
+	 */
+	bool budgeted;
+	uint64_t start_bps;
 	enum shaper_level level;
 	const char *direction, *traffic;
 	enum shaper_point point;

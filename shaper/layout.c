@@ -117,11 +117,27 @@ int shaper_pod_steps(const char *host_veth, const struct shaping *s,
 		 * (made by its first pod, kept while a pod may attach under it), then
 		 * the pod's. Nothing node-wide is made here.
 		 */
-		class(c++, SHAPER_INET_IFB, TC_HANDLE(1, s->ns_class), TC_HANDLE(1, 1),
-		      SHAPER_NAMESPACE, "egress", "internet", ceil.ns)->point = SHAPER_AT_NS_CLASS;
+		k = class(c++, SHAPER_INET_IFB, TC_HANDLE(1, s->ns_class), TC_HANDLE(1, 1),
+			  SHAPER_NAMESPACE, "egress", "internet", ceil.ns);
+		k->point = SHAPER_AT_NS_CLASS;
+		if (s->budget_fallback_bps) {
+			k->budgeted = true;
+			k->start_bps = shaping_min_cap(s->budget_fallback_bps, ceil.ns);
+		}
 		k = class(c++, SHAPER_INET_IFB, TC_HANDLE(1, s->pod_class), TC_HANDLE(1, s->ns_class),
 			  SHAPER_POD, "egress", "internet", ceil.pod_inet);
-		queue(c++, k)->point = SHAPER_AT_INET;
+		k = queue(c++, k);
+		k->point = SHAPER_AT_INET;
+		if (s->budget_fallback_bps) {
+			k[-1].rate_bps = shaping_min_cap(SHAPER_BUDGET_POD_RATE_BPS, ceil.pod_inet);
+			/*
+			 * Its queue is sized for what a grant lets through, not the
+			 * pod's own cap: a grant far below it would turn a queue of
+			 * the cap's queueLatencyMs into seconds of delay.
+			 */
+			k->ceil_bps = shaping_min_cap(SHAPER_BUDGET_QUEUE_X * s->budget_fallback_bps,
+						      ceil.pod_inet);
+		}
 		k = class(c++, SHAPER_INET_IFB, TC_HANDLE(1, 1), TC_H_ROOT, SHAPER_NODE, "egress",
 			  "internet", ceil.node);
 		k->obj = SHAPER_OBJ_DECLARED;
@@ -145,6 +161,7 @@ int shaper_pod_classes(const char *host_veth, const struct shaping *s,
 				continue;
 			ret[k] = (struct shaper_class){ .classid = c->id, .parent = c->parent,
 							.level = c->level,
+							.budgeted = c->budgeted,
 							.direction = c->direction,
 							.traffic = c->traffic, .ceil_bps = c->ceil_bps };
 			snprintf(ret[k].dev, sizeof(ret[k].dev), "%s", c->dev);

@@ -46,6 +46,15 @@
 #define SHAPER_NS_CLASS_MAX 0x7ffe
 #define SHAPER_POD_CLASS_BASE 0x8000
 #define SHAPER_POD_CLASS_MAX 0xfffe
+/*
+ * The guaranteed rate of a pod's internet class under a budgeted namespace:
+ * HTB lets every class send at its own rate whatever its parents' ceils, so
+ * the pods' rates must add up to far less than any grant (250 pods: 2 Mbit/s).
+ * Above it they borrow from the namespace class, whose ceil is the grant.
+ */
+#define SHAPER_BUDGET_POD_RATE_BPS 8000ULL
+/* ... and its leaf queue holds queueLatencyMs at this many times the fallback. */
+#define SHAPER_BUDGET_QUEUE_X 10
 
 /* The classid nftables gives a pod's internet-bound packets: 1:<pod class>, 0: none. */
 uint32_t shaper_egress_classid(const struct shaping *s);
@@ -74,6 +83,7 @@ struct shaper_class {
 	const char *direction;		/* "egress", "ingress" */
 	const char *traffic;		/* "all", "internet", "internal" */
 	uint64_t ceil_bps;		/* what its ceiling must be */
+	bool budgeted;			/* a budget's namespace class: ceil_bps is its most */
 };
 #define SHAPER_POD_CLASSES_MAX 7
 /*
@@ -148,6 +158,16 @@ int shaper_pod_add(struct nl_sock *sk, const char *host_veth, int inet_ifb, uint
 int shaper_pod_change(struct nl_sock *sk, const char *host_veth, uint32_t group,
 		      const struct shaping *old, const struct shaping *s, uint32_t queue_ms,
 		      int mtu, struct tg_err *e);
+/*
+ * A budgeted namespace's class on tollgate-inet (ifindex inet_ifb) to
+ * ceil_bps, its grant: one change in place (its guaranteed rate 1% of it,
+ * its burst scaled to it); no pod's class is touched. -ENOENT when the class
+ * is missing (its namespace's first pod makes it).
+ */
+/* tollgate-inet's ifindex, 0 when it is missing. */
+int shaper_inet_ifindex(struct nl_sock *sk);
+int shaper_ns_set_ceil(struct nl_sock *sk, int inet_ifb, uint16_t ns_class, uint64_t ceil_bps,
+		       int mtu);
 /* Removes the pod's IFB and its class on tollgate-inet (the veth's qdiscs go with the veth). */
 int shaper_pod_del(struct nl_sock *sk, const char *host_veth, const struct shaping *s,
 		   struct tg_err *e);
@@ -162,6 +182,8 @@ struct shaper_stats {
 	uint32_t classid;
 	uint64_t rate_bps, ceil_bps;
 	uint64_t bytes, packets, drops, overlimits;
+	uint64_t backlog;		/* bytes queued in a leaf class now */
+	uint32_t parent;
 };
 /*
  * Statistics of the pod's own classes (shaper_pod_classes, level SHAPER_POD),

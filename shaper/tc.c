@@ -349,8 +349,10 @@ static int make_step(struct nl_sock *sk, const struct shaper_step *st, struct st
 		 * set it from a newer config than this ADD's); only a reshape, the
 		 * class's owner, changes its rate.
 		 */
-		if (st->level == SHAPER_NAMESPACE && !own_ns) {
-			r = sh_put_class_flags(sk, d->ifindex, parent, id, st->rate_bps, st->ceil_bps,
+		if (st->level == SHAPER_NAMESPACE && (!own_ns || st->budgeted)) {
+			/* Under a budget its ceil is the grant: the agent's, never a reshape's. */
+			r = sh_put_class_flags(sk, d->ifindex, parent, id, st->rate_bps,
+					       st->budgeted ? st->start_bps : st->ceil_bps,
 					       st->burst_bits, mtu, NLM_F_CREATE | NLM_F_EXCL);
 			r = r == -EEXIST ? 0 : r;
 		} else {
@@ -400,6 +402,19 @@ static int put_steps(struct nl_sock *sk, const char *host_veth, int inet_ifb, ui
 			r = step_point(st[i].point, e);
 	}
 	return r;
+}
+
+int shaper_inet_ifindex(struct nl_sock *sk)
+{
+	return sh_ifindex(sk, SHAPER_INET_IFB);
+}
+
+int shaper_ns_set_ceil(struct nl_sock *sk, int inet_ifb, uint16_t ns_class, uint64_t ceil_bps,
+		       int mtu)
+{
+	/* NLM_F_REPLACE without NLM_F_CREATE: a change of the class that is there, or -ENOENT. */
+	return sh_put_class_flags(sk, inet_ifb, TC_HANDLE(1, 1), TC_HANDLE(1, ns_class), 0,
+				  ceil_bps, 0, mtu, NLM_F_REPLACE);
 }
 
 int shaper_pod_add(struct nl_sock *sk, const char *host_veth, int inet_ifb, uint32_t group,
@@ -522,6 +537,8 @@ void sh_fill_stats(struct rtnl_class *c, struct shaper_stats *st)
 	st->packets = rtnl_tc_get_stat(TC_CAST(c), RTNL_TC_PACKETS);
 	st->drops = rtnl_tc_get_stat(TC_CAST(c), RTNL_TC_DROPS);
 	st->overlimits = rtnl_tc_get_stat(TC_CAST(c), RTNL_TC_OVERLIMITS);
+	st->backlog = rtnl_tc_get_stat(TC_CAST(c), RTNL_TC_BACKLOG);
+	st->parent = rtnl_tc_get_parent(TC_CAST(c));
 }
 
 /*
@@ -634,9 +651,11 @@ int shaper_pod_check(struct nl_sock *sk, const char *host_veth, const struct sha
 				    "drift: class %x:%x on %s (%s %s %s) is missing", c->classid >> 16,
 				    c->classid & 0xffff, c->dev, shaper_level_what[c->level], c->direction,
 				    c->traffic);
-		else if (!ceil_is(&st, c->ceil_bps))
+		else if (c->budgeted ? st.ceil_bps / 8 > c->ceil_bps / 8 : !ceil_is(&st, c->ceil_bps))
 			r = tg_fail(e, TG_ERR_DRIFT, -EINVAL,
-				    "drift: class %x:%x on %s (%s %s %s) has ceil %llu bit/s, not %llu",
+				    c->budgeted ? "drift: class %x:%x on %s (%s %s %s) has ceil %llu bit/s, "
+						  "above its cap %llu"
+						: "drift: class %x:%x on %s (%s %s %s) has ceil %llu bit/s, not %llu",
 				    c->classid >> 16, c->classid & 0xffff, c->dev, shaper_level_what[c->level],
 				    c->direction, c->traffic, (unsigned long long)st.ceil_bps,
 				    (unsigned long long)c->ceil_bps);

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * libFuzzer: the metrics endpoint's request path. Each input is sent as
- * raw bytes on a TCP connection to the agent's HTTP server (http/, routed
- * as the agent routes: /metrics, /healthz, /), run in a network namespace
- * of the fuzzer's own. Whatever comes back must be an HTTP answer, the
- * connection must be gone once the client has closed it, and the server
+ * libFuzzer: the HTTP server's request path (http/). Each input is sent as
+ * raw bytes on a TCP connection to two servers, in a network namespace of
+ * the fuzzer's own: one routed as the agent routes (/metrics, /healthz, /;
+ * no POST), one as the allocator does (POST bodies up to 1 kB handed to a
+ * callback that reads every byte given and checks the bound and the NUL
+ * after them). Whatever comes back must be an HTTP answer, the
+ * connection must be gone once the client has closed it, and each server
  * must still answer a plain GET afterwards.
  */
 #include <arpa/inet.h>
@@ -24,8 +26,12 @@
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static struct http_server *srv;
-static struct sockaddr_in addr;
+#define POST_MAX_BODY 1024
+
+/* the agent's shape, then the allocator's */
+static struct http_server *servers[2];
+static struct sockaddr_in addrs[2];
+static struct http_server *srv;		/* the one being fed */
 
 static void route(void *cls, const char *path, struct http_reply *ret)
 {
@@ -40,6 +46,22 @@ static void route(void *cls, const char *path, struct http_reply *ret)
 	else if (strcmp(path, "/") == 0)
 		*ret = (struct http_reply){ .status = 200, .content_type = text, .body = "index\n",
 					    .len = 6 };
+}
+
+/* The body's bytes are all there, within bounds, NUL after them. */
+static void post(void *cls, const char *path, const char *body, size_t len, struct http_reply *ret)
+{
+	static char reply[64];
+	int n;
+
+	(void)cls;
+	if (len > POST_MAX_BODY || body[len] != '\0' || !path)
+		abort();
+	for (size_t i = 0; i < len; i++)
+		reply[0] ^= body[i]; /* every byte given is readable (ASan) */
+	n = snprintf(reply, sizeof(reply), "%zu\n", len);
+	*ret = (struct http_reply){ .status = 200, .content_type = "text/plain", .body = reply,
+				    .len = (size_t)n };
 }
 
 static int collect(void *cls, char **ret_buf, size_t *ret_len)
@@ -84,12 +106,13 @@ static bool no_connections(int fd)
 }
 
 /* Sends `req`, reads the whole answer into buf (NUL-terminated); its length. */
-static size_t exchange(const void *req, size_t len, char *buf, size_t cap)
+static size_t exchange(int which, const void *req, size_t len, char *buf, size_t cap)
 {
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	size_t got = 0;
 
-	if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof(addr)) < 0)
+	srv = servers[which];
+	if (fd < 0 || connect(fd, (struct sockaddr *)&addrs[which], sizeof(addrs[which])) < 0)
 		abort();
 	for (size_t off = 0; off < len;) {
 		ssize_t n = send(fd, (const char *)req + off, len - off, MSG_NOSIGNAL);
@@ -133,15 +156,21 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
 		abort();
 	close(s);
-	http_config_defaults(&cfg);
-	cfg.addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	cfg.addr.sin_port = htons(9617);
-	cfg.route = route;
-	cfg.collect = collect;
-	cfg.cache_ms = 0;
-	if (http_start(&cfg, &srv) < 0)
-		abort();
-	addr = cfg.addr;
+	for (int i = 0; i < 2; i++) {
+		http_config_defaults(&cfg);
+		cfg.addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		cfg.addr.sin_port = htons(9617 + i);
+		cfg.route = route;
+		cfg.collect = collect;
+		cfg.cache_ms = 0;
+		if (i == 1) {
+			cfg.post = post;
+			cfg.max_body = POST_MAX_BODY;
+		}
+		if (http_start(&cfg, &servers[i]) < 0)
+			abort();
+		addrs[i] = cfg.addr;
+	}
 	return 0;
 }
 
@@ -154,13 +183,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (size > 16384)
 		return 0;
-	n = exchange(data, size, buf, sizeof(buf));
-	if (n && strncmp(buf, "HTTP/1.", n < 7 ? n : 7) != 0)
-		abort(); /* something that is not an HTTP answer */
+	for (int i = 0; i < 2; i++) {
+		n = exchange(i, data, size, buf, sizeof(buf));
+		if (n && strncmp(buf, "HTTP/1.", n < 7 ? n : 7) != 0)
+			abort(); /* something that is not an HTTP answer */
+	}
 	if (++runs % 64 == 0) {
-		exchange(plain, sizeof(plain) - 1, buf, sizeof(buf)); /* buf is "" when none came */
-		if (strncmp(buf, "HTTP/1.1 200", 12) != 0)
-			abort(); /* the server stopped answering */
+		for (int i = 0; i < 2; i++) {
+			/* buf is "" when none came */
+			exchange(i, plain, sizeof(plain) - 1, buf, sizeof(buf));
+			if (strncmp(buf, "HTTP/1.1 200", 12) != 0)
+				abort(); /* the server stopped answering */
+		}
 	}
 	return 0;
 }

@@ -7,6 +7,8 @@
   deploy_check.py DEPLOY_DIR monitoring       PodMonitor and PrometheusRule fields; each problem
   deploy_check.py DEPLOY_DIR conflist         the ConfigMap's conflist, as its bytes
   deploy_check.py DEPLOY_DIR agent-args       the agent container's command, one word a line
+  deploy_check.py DEPLOY_DIR allocator        what the allocator's Deployment and Service must hold
+  deploy_check.py DEPLOY_DIR allocator-args   the allocator container's command, one word a line
   deploy_check.py DEPLOY_DIR rules OUT        the PrometheusRule's spec as a Prometheus rules file
   deploy_check.py DEPLOY_DIR dashboard-rules OUT
                                               every dashboard query as a recording rule (Grafana's
@@ -24,24 +26,41 @@ import sys
 
 import yaml
 
-MANIFESTS = ["configmap.yaml", "daemonset.yaml", "podmonitor.yaml", "prometheusrule.yaml"]
+MANIFESTS = ["configmap.yaml", "daemonset.yaml", "podmonitor.yaml", "prometheusrule.yaml",
+             "allocator.yaml"]
 CONFLIST_KEY = "10-tollgate.conflist"
+ALLOCATOR = "tollgate-allocator"
 
 
-def load_all(d):
+def load_named(d):
+    """every object, by (kind, name)"""
     objs = {}
     for f in MANIFESTS:
         with open(os.path.join(d, f)) as fh:
             for doc in yaml.safe_load_all(fh):
                 if doc is None:
                     continue
-                objs[doc["kind"]] = doc
+                objs[(doc["kind"], doc["metadata"]["name"])] = doc
+    return objs
+
+
+def load_all(d):
+    """by kind: the agent's objects (named tollgate), or the only one of its kind"""
+    objs = {}
+    for (kind, name), doc in load_named(d).items():
+        if name == "tollgate" or kind not in objs:
+            objs[kind] = doc
     return objs
 
 
 def agent_container(ds):
     cs = ds["spec"]["template"]["spec"]["containers"]
     return next(c for c in cs if c["name"] == "agent")
+
+
+def allocator_container(dep):
+    cs = dep["spec"]["template"]["spec"]["containers"]
+    return next(c for c in cs if c["name"] == "allocator")
 
 
 def flag(cmd, name):
@@ -170,6 +189,94 @@ def check_daemonset(d):
     return p
 
 
+def check_allocator(d):
+    named = load_named(d)
+    dep = named.get(("Deployment", ALLOCATOR))
+    svc = named.get(("Service", ALLOCATOR))
+    cm = load_all(d)["ConfigMap"]
+    p = []
+    if dep is None or svc is None:
+        return ["no Deployment and Service %s" % ALLOCATOR]
+    for obj in (dep, svc):
+        if obj["metadata"].get("namespace") != "kube-system":
+            p.append("%s %s is not in kube-system" % (obj["kind"], ALLOCATOR))
+    spec = dep["spec"]
+    if spec.get("replicas") != 1:
+        p.append("replicas is %r: one replica until leader election (two would each grant "
+                 "the whole budget)" % spec.get("replicas"))
+    if (spec.get("strategy") or {}).get("type") != "Recreate":
+        p.append("strategy is not Recreate: a rolling update runs two replicas at once")
+    tpl = spec["template"]
+    pod = tpl["spec"]
+    labels = tpl["metadata"]["labels"]
+    if any(labels.get(k) != v for k, v in spec["selector"]["matchLabels"].items()):
+        p.append("the selector does not match the template's labels")
+    if pod.get("hostNetwork"):
+        p.append("hostNetwork: the allocator needs none")
+    if pod.get("automountServiceAccountToken") is not False:
+        p.append("automountServiceAccountToken is not false (it never calls the API server)")
+    if len(pod["containers"]) != 1:
+        p.append("%d containers, expected the allocator alone" % len(pod["containers"]))
+    psc = pod.get("securityContext") or {}
+    c = allocator_container(dep)
+    sc = c.get("securityContext") or {}
+    if not (sc.get("runAsNonRoot") or psc.get("runAsNonRoot")):
+        p.append("runAsNonRoot is not true")
+    if (sc.get("runAsUser", psc.get("runAsUser")) or 0) == 0:
+        p.append("runs as root")
+    caps = sc.get("capabilities") or {}
+    if caps.get("drop") != ["ALL"] or caps.get("add"):
+        p.append("capabilities are %r, expected drop [ALL] and no add" % caps)
+    if sc.get("privileged") or sc.get("allowPrivilegeEscalation") is not False:
+        p.append("privileged, or allowPrivilegeEscalation is not false")
+    if sc.get("readOnlyRootFilesystem") is not True:
+        p.append("readOnlyRootFilesystem is not true")
+    if (sc.get("seccompProfile") or psc.get("seccompProfile") or {}).get("type") != "RuntimeDefault":
+        p.append("seccompProfile is not RuntimeDefault")
+    cmd = c["command"]
+    if cmd[0] != ALLOCATOR:
+        p.append("the command is not %s" % ALLOCATOR)
+    listen = flag(cmd, "--listen") or ":9618"
+    port = int(listen.rsplit(":", 1)[1])
+    ports = {pt.get("name"): pt.get("containerPort") for pt in c.get("ports", [])}
+    if ports.get("http") != port:
+        p.append("container port 'http' is %r, the allocator listens on %r" % (ports.get("http"), port))
+    for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+        g = (c.get(probe) or {}).get("httpGet") or {}
+        if g.get("path") != path or g.get("port") != port:
+            p.append("%s is not httpGet %s on port %r" % (probe, path, port))
+    res = c.get("resources") or {}
+    if "cpu" not in (res.get("requests") or {}) or "memory" not in (res.get("limits") or {}):
+        p.append("no cpu request or memory limit")
+    # the agents' ConfigMap, mounted where --config points
+    vols = {v["name"]: v for v in pod["volumes"]}
+    cfg = flag(cmd, "--config")
+    mount = None
+    for m in c.get("volumeMounts", []):
+        v = vols.get(m["name"], {})
+        if (v.get("configMap") or {}).get("name") == cm["metadata"]["name"]:
+            mount = m
+    if mount is None:
+        p.append("the ConfigMap %s is not mounted: the allocator reads the agents' config"
+                 % cm["metadata"]["name"])
+    elif cfg != mount["mountPath"].rstrip("/") + "/" + CONFLIST_KEY:
+        p.append("--config %r is not the ConfigMap's %s under %s" % (cfg, CONFLIST_KEY, mount["mountPath"]))
+    # the Service: where budgets.allocator points
+    if any(labels.get(k) != v for k, v in (svc["spec"].get("selector") or {}).items()) or \
+            not svc["spec"].get("selector"):
+        p.append("the Service's selector does not match the allocator's pods")
+    sp = svc["spec"].get("ports") or []
+    if len(sp) != 1 or sp[0].get("targetPort") not in ("http", port):
+        p.append("the Service's port does not target the allocator's")
+    conflist = json.loads(cm["data"][CONFLIST_KEY])
+    entry = next(e for e in conflist["plugins"] if e["type"] == "tollgate")
+    want = "http://%s.%s.svc:%d" % (ALLOCATOR, svc["metadata"]["namespace"], sp[0]["port"] if sp else 0)
+    got = (entry.get("budgets") or {}).get("allocator")
+    if got != want:
+        p.append("the ConfigMap's budgets.allocator is %r, the Service is %s" % (got, want))
+    return p
+
+
 def check_monitoring(d):
     objs = load_all(d)
     pm, pr, ds = objs["PodMonitor"], objs["PrometheusRule"], objs["DaemonSet"]
@@ -194,6 +301,26 @@ def check_monitoring(d):
             if not any(re.fullmatch(rx, lbl) for rx in dropped):
                 p.append("the target's %r is not dropped: series without Tollgate's own would get "
                          "the agent's" % lbl)
+    named = load_named(d)
+    apm, dep = named.get(("PodMonitor", ALLOCATOR)), named.get(("Deployment", ALLOCATOR))
+    if apm is None or dep is None:
+        p.append("no PodMonitor %s for the allocator's Deployment" % ALLOCATOR)
+    else:
+        alabels = dep["spec"]["template"]["metadata"]["labels"]
+        if any(alabels.get(k) != v for k, v in apm["spec"]["selector"]["matchLabels"].items()):
+            p.append("the allocator's PodMonitor does not select its pods")
+        if dep["metadata"]["namespace"] not in apm["spec"].get("namespaceSelector", {}).get("matchNames", []):
+            p.append("the allocator's PodMonitor does not look in its namespace")
+        aports = {pt.get("name") for pt in allocator_container(dep).get("ports", [])}
+        for ep in apm["spec"]["podMetricsEndpoints"]:
+            if ep.get("port") not in aports:
+                p.append("the allocator's PodMonitor scrapes port %r, which it does not name" % ep.get("port"))
+            if ep.get("honorLabels") is not True:
+                p.append("the allocator's PodMonitor: honorLabels is not true (namespace is the budget's)")
+            dropped = [r.get("regex", "") for r in ep.get("relabelings") or [] if r.get("action") == "labeldrop"]
+            for lbl in ("namespace", "pod"):
+                if not any(re.fullmatch(rx, lbl) for rx in dropped):
+                    p.append("the allocator's PodMonitor keeps the target's %r" % lbl)
     for g in pr["spec"]["groups"]:
         for r in g["rules"]:
             if "alert" in r:
@@ -203,7 +330,9 @@ def check_monitoring(d):
                     p.append("alert %s has no summary" % r["alert"])
     need = {"pool exhausted": "TollgatePoolExhausted", "sync stale": "TollgatePoolSyncStale",
             "collector down": "TollgateCollectorDown", "repairs": "TollgateRepairsHappening",
-            "spoofing": "TollgateSpoofingSeen"}
+            "spoofing": "TollgateSpoofingSeen", "allocator down": "TollgateAllocatorDown",
+            "nodes without a live grant": "TollgateBudgetNodesDegraded",
+            "budget saturated": "TollgateBudgetSaturated"}
     alerts = {r["alert"] for g in pr["spec"]["groups"] for r in g["rules"] if "alert" in r}
     for what, name in need.items():
         if name not in alerts:
@@ -321,6 +450,10 @@ def main():
         sys.stdout.write(load_all(d)["ConfigMap"]["data"][CONFLIST_KEY])
     elif what == "agent-args":
         print("\n".join(agent_container(load_all(d)["DaemonSet"])["command"]))
+    elif what == "allocator":
+        problems = check_allocator(d)
+    elif what == "allocator-args":
+        print("\n".join(allocator_container(load_named(d)[("Deployment", ALLOCATOR)])["command"]))
     elif what == "rules":
         with open(sys.argv[3], "w") as fh:
             yaml.safe_dump(load_all(d)["PrometheusRule"]["spec"], fh, sort_keys=False)

@@ -13,7 +13,9 @@ deploy/podmonitor.yaml, and evaluates deploy/prometheusrule.yaml.
 
 Writes DIR/prometheus.yml, DIR/targets.json and DIR/rules.yml.
 
-The scrape job is what the Operator generates for each podMetricsEndpoint
+The PodMonitor is the one of the file whose selector picks the DaemonSet's
+pods (the file also holds the allocator's). The scrape job is what the
+Operator generates for each podMetricsEndpoint
 (job_name podMonitor/NS/NAME/I, its selector, port and namespace relabelling,
 the job and endpoint labels, the endpoint's relabelings, the sharding
 hashmod, metricRelabelings as metric_relabel_configs), with one change:
@@ -47,13 +49,20 @@ def sanitize(name):
     return re.sub(r"[^a-zA-Z0-9_]", "_", name)
 
 
-def load_one(path, kind):
+def load_one(path, kind, match=None):
+    """The first object of that kind (for which match(doc) holds, when given)."""
     with open(path) as f:
         docs = [d for d in yaml.safe_load_all(f) if d]
     for d in docs:
-        if d.get("kind") == kind:
+        if d.get("kind") == kind and (match is None or match(d)):
             return d
-    raise SystemExit("%s: no %s in it" % (path, kind))
+    raise SystemExit("%s: no %s in it%s" % (path, kind, " that fits" if match else ""))
+
+
+def selects(pm, pod_labels):
+    """The PodMonitor's selector picks pods with these labels."""
+    want = (pm.get("spec", {}).get("selector") or {}).get("matchLabels") or {}
+    return bool(want) and all(pod_labels.get(k) == v for k, v in want.items())
 
 
 RELABEL_KEYS = {
@@ -277,8 +286,10 @@ def main():
         return 0
     if not (a.podmonitor and a.daemonset and a.out and a.node):
         p.error("--podmonitor, --daemonset, --out and --node are needed")
-    pm = load_one(a.podmonitor, "PodMonitor")
     ds = load_one(a.daemonset, "DaemonSet")
+    # the file holds the allocator's PodMonitor too: the one for these pods
+    pm = load_one(a.podmonitor, "PodMonitor",
+                  lambda d: selects(d, ds["spec"]["template"]["metadata"]["labels"]))
     nsel = pm["spec"].get("namespaceSelector") or {}
     wanted = None if nsel.get("any") else set(nsel.get("matchNames") or [pm["metadata"].get("namespace", "default")])
     sd_file = os.path.join(a.out, "targets.json")

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # deploy/: every manifest parses and holds what it must; the ConfigMap's
 # conflist is deploy/10-tollgate.conflist, says cniVersion 1.0.0 and is what
-# the agent installs; the rules pass `promtool check rules` and `promtool test
-# rules` (deploy/tests/rules_test.yaml); every dashboard query parses; every
-# metric the rules and the dashboard read is one the agent serves.
+# the agent installs; the allocator's Deployment (one replica, the agents'
+# ConfigMap, no capability) and its Service, which budgets.allocator names;
+# the rules pass `promtool check rules` and `promtool test rules`
+# (deploy/tests/rules_test.yaml); every dashboard query parses; every
+# metric the rules and the dashboard read is one the agent or the
+# allocator serves (the agent's budget families once a budget is set: a
+# ConfigMap with one is swapped in at the end, and both daemons take it).
 #
 # Then the DaemonSet's agent for real, in a throwaway node namespace with a
 # fake IMDS: its exact command line (paths mapped to the test's directories),
@@ -14,7 +18,10 @@
 # about it; the installed conflist's chain at 1.0.0 —
 # the plugin, then Debian's portmap with the plugin's result — forwards a
 # host port into a pod; a note (not a check: it is Debian's, not Tollgate's)
-# shows whether that portmap refuses the same chain at 1.1.0.
+# shows whether that portmap refuses the same chain at 1.1.0. And the
+# Deployment's allocator, its command word for word, as the runtime confines
+# it (nobody, no capability, no_new_privs, a read-only root), reading the
+# same ConfigMap.
 #
 # Standalone: TOLLGATE_BIN_DIR=build bash tests/integration/test_deploy.sh
 # shellcheck disable=SC2016,SC1091,SC2034  # TG_BIN: read by lib.sh
@@ -32,7 +39,9 @@ IMDS_PORT=18084
 PORT=19618
 HOSTPORT=18080
 
-for t in "$AGENT" "$PORTMAP" "$(command -v promtool)" "$(command -v setpriv)" "$(command -v unshare)"; do
+ALLOCATOR=$TOLLGATE_BIN_DIR/tollgate-allocator
+APORT=19620
+for t in "$AGENT" "$ALLOCATOR" "$PORTMAP" "$(command -v promtool)" "$(command -v setpriv)" "$(command -v unshare)"; do
 	if [ ! -x "$t" ]; then
 		echo "not ok - preconditions: ${t:-promtool, setpriv or unshare} not found (make deps; make)"
 		exit 1
@@ -52,6 +61,8 @@ t_begin "every manifest parses: YAML objects with apiVersion, kind and name; JSO
 out=$(check parse 2>&1) || t_fail "$out"
 for want in "configmap.yaml ConfigMap/tollgate" "daemonset.yaml DaemonSet/tollgate" \
 	"podmonitor.yaml PodMonitor/tollgate" "prometheusrule.yaml PrometheusRule/tollgate" \
+	"allocator.yaml Deployment/tollgate-allocator" "allocator.yaml Service/tollgate-allocator" \
+	"podmonitor.yaml PodMonitor/tollgate-allocator" \
 	"dashboard.json json" "10-tollgate.conflist json"; do
 	grep -qxF "$want" <<<"$out" || t_fail "missing: $want"
 done
@@ -71,7 +82,27 @@ done < <(check agent-args)
 "$AGENT" --help | grep -q 'endpoints: /metrics, /healthz, /readyz' || t_fail "the agent does not list /healthz and /readyz"
 t_end
 
-t_begin "PodMonitor (honorLabels, node label, the target's namespace dropped) and PrometheusRule's alerts"
+t_begin "the allocator: one replica (Recreate), the agents' ConfigMap, nobody, no capability, probes; its Service is budgets.allocator"
+out=$(check allocator 2>&1) || t_fail "$(tr '\n' ';' <<<"$out")"
+# the checker has teeth: two replicas, or a capability, are refused
+mkdir -p "$TG_TMP/teeth"
+cp "$DEPLOY"/*.yaml "$DEPLOY"/*.json "$DEPLOY"/*.conflist "$TG_TMP/teeth/"
+sed -i 's/^  replicas: 1$/  replicas: 2/' "$TG_TMP/teeth/allocator.yaml"
+python3 "$CHECK" "$TG_TMP/teeth" allocator >/dev/null 2>&1 && t_fail "the check took two replicas"
+cp "$DEPLOY/allocator.yaml" "$TG_TMP/teeth/"
+sed -i 's/capabilities: { drop: \[ALL\] }/capabilities: { drop: [ALL], add: [NET_ADMIN] }/' "$TG_TMP/teeth/allocator.yaml"
+python3 "$CHECK" "$TG_TMP/teeth" allocator >/dev/null 2>&1 && t_fail "the check took a capability"
+t_end
+
+t_begin "the Deployment's flags are the allocator's own"
+while IFS= read -r w; do
+	case $w in --*) ;; *) continue ;; esac
+	"$ALLOCATOR" --help | grep -qE -- "(^|[[ ])${w%%=*}([] =]|\$)" || t_fail "tollgate-allocator --help does not know ${w%%=*}"
+done < <(check allocator-args)
+"$ALLOCATOR" --help | grep -q 'endpoints: POST /v1/report, /metrics, /healthz, /readyz' || t_fail "the allocator does not list its endpoints"
+t_end
+
+t_begin "PodMonitors (honorLabels, node label, the target's namespace dropped; the allocator's) and PrometheusRule's alerts"
 out=$(check monitoring 2>&1) || t_fail "$(tr '\n' ';' <<<"$out")"
 t_end
 
@@ -205,19 +236,61 @@ wait_for 40 ready || t_fail "not ready within 40 s: $(tail -3 "$ALOG")"
 t_expect "read-only sysctl warnings" "$(grep -c 'below its floor' "$ALOG")" 0
 t_end
 
-t_begin "every metric the rules and the dashboard read is served by the agent"
+# The Deployment's command, word for word, its paths mapped; as the runtime
+# confines it: nobody, no capability at all, no_new_privs, a read-only root.
+AARGS=()
+while IFS= read -r w; do
+	case $w in
+	tollgate-allocator) w=$ALLOCATOR ;;
+	--config=/etc/tollgate/*) w=--config=$CM/${w#--config=/etc/tollgate/} ;;
+	--listen=:9618) w=--listen=127.0.0.1:$APORT ;;
+	*/*) tap_bail "the Deployment's argument '$w' has a path this test does not map" ;;
+	esac
+	AARGS+=("$w")
+done < <(check allocator-args)
+ALLOC_LOG=$TG_TMP/allocator.log
+t_begin "the Deployment's allocator: as nobody, without a capability, ready on the agents' ConfigMap"
+ip netns exec "$TG_NODE" unshare -m --propagation private sh -c '
+	mount -o remount,bind,ro / &&
+	exec setpriv --reuid 65534 --regid 65534 --clear-groups --bounding-set -all --inh-caps -all \
+		--no-new-privs "$@"' allocator "${AARGS[@]}" 2>>"$ALLOC_LOG" &
+ALLOC_PID=$!
+TG_PIDS+=("$ALLOC_PID")
+alloc_get() { ip netns exec "$TG_NODE" curl -s -o "$TG_TMP/alloc.out" -w '%{http_code}' --max-time 2 "http://127.0.0.1:$APORT$1"; }
+alloc_ready() { [ "$(alloc_get /readyz)" = 200 ]; }
+wait_for 10 alloc_ready || t_fail "not ready within 10 s: $(tail -3 "$ALLOC_LOG")"
+t_expect "uid" "$(awk '/^Uid:/ { print $2 }' "/proc/$ALLOC_PID/status" 2>/dev/null)" 65534
+t_expect "CapEff" "$(awk '/^CapEff/ { print $2 }' "/proc/$ALLOC_PID/status" 2>/dev/null)" 0000000000000000
+t_expect "CapBnd" "$(awk '/^CapBnd/ { print $2 }' "/proc/$ALLOC_PID/status" 2>/dev/null)" 0000000000000000
+grep -q '^NoNewPrivs:[[:space:]]*1' "/proc/$ALLOC_PID/status" || t_fail "no_new_privs not set"
+grep -q 'msg="starting"' "$ALLOC_LOG" || t_fail "no start-up record: $(tail -3 "$ALLOC_LOG")"
+t_end
+
+BUDGET_NAMES=()
+t_begin "every metric the rules and the dashboard read is served by the agent or the allocator"
 [ "$(http_get /metrics)" = 200 ] || t_fail "/metrics: $(cat "$TG_TMP/http.out")"
 awk '$1 == "#" && $2 == "TYPE" { print $3 }' "$TG_TMP/http.out" | sort -u >"$TG_TMP/served"
 [ "$(wc -l <"$TG_TMP/served")" -ge 40 ] || t_fail "only $(wc -l <"$TG_TMP/served") families served"
+[ "$(alloc_get /metrics)" = 200 ] || t_fail "the allocator's /metrics: $(cat "$TG_TMP/alloc.out")"
+awk '$1 == "#" && $2 == "TYPE" { print $3 }' "$TG_TMP/alloc.out" | sort -u >"$TG_TMP/alloc.served"
+[ "$(wc -l <"$TG_TMP/alloc.served")" -ge 10 ] || t_fail "the allocator serves only $(wc -l <"$TG_TMP/alloc.served") families"
 n=0
 while IFS= read -r m; do
 	n=$((n + 1))
 	[ "$m" = up ] && continue # Prometheus's own, per target
-	grep -qxF "$m" "$TG_TMP/served" || t_fail "$m is not served"
+	grep -qxF "$m" "$TG_TMP/served" && continue
+	grep -qxF "$m" "$TG_TMP/alloc.served" && continue
+	# the agent's budget families: served once a budget is set (checked below)
+	if [[ $m == tollgate_budget_* ]]; then
+		BUDGET_NAMES+=("$m")
+		continue
+	fi
+	t_fail "$m is not served"
 done < <(check names)
 [ "$n" -ge 10 ] || t_fail "only $n names read by the rules and the dashboard"
 grep -q '^tollgate_collector_up{collector="nftables"} 1$' "$TG_TMP/http.out" || t_fail "nftables collector down"
 grep -q '^tollgate_agent_ready 1$' "$TG_TMP/http.out" || t_fail "tollgate_agent_ready is not 1"
+grep -q '^tollgate_allocator_leader 1$' "$TG_TMP/alloc.out" || t_fail "tollgate_allocator_leader is not 1"
 t_end
 
 # ------------------------------------------------------------ the chain at 1.0.0, as libcni runs it
@@ -294,10 +367,32 @@ r=$(cni_error_problem 7)
 [ -z "$r" ] || t_fail "$r"
 t_end
 
-t_begin "SIGTERM: the agent exits 0"
+# The shipped ConfigMap sets no budget: one set (its allocator the test's),
+# swapped in as kubelet swaps a ConfigMap, reaches both daemons.
+t_begin "a budget in the ConfigMap: the allocator takes it, the agent serves the budget families the rules read"
+mkdir -p "$CM/..v2"
+jq --arg u "http://127.0.0.1:$APORT" '(.plugins[] | select(.type == "tollgate") | .budgets) |=
+	(.allocator = $u | .internetEgress = {"team-a": "1G"})' "$CM/..v1/10-tollgate.conflist" >"$CM/..v2/10-tollgate.conflist"
+ln -sfn ..v2 "$CM/..data_tmp"
+mv -T "$CM/..data_tmp" "$CM/..data"
+alloc_budget() { [ "$(alloc_get /metrics)" = 200 ] && grep -qx 'tollgate_allocator_budget_bytes_per_second{namespace="team-a"} 125000000' "$TG_TMP/alloc.out"; }
+wait_for 10 alloc_budget || t_fail "the allocator did not take the budget: $(tail -2 "$ALLOC_LOG")"
+agent_budget() { [ "$(http_get /metrics)" = 200 ] && grep -q '^# TYPE tollgate_budget_state gauge' "$TG_TMP/http.out"; }
+wait_for 10 agent_budget || t_fail "the agent serves no budget family: $(tail -2 "$ALOG")"
+awk '$1 == "#" && $2 == "TYPE" { print $3 }' "$TG_TMP/http.out" | sort -u >"$TG_TMP/served.budgets"
+[ "${#BUDGET_NAMES[@]}" -ge 1 ] || t_fail "the rules and the dashboard read no budget family of the agent"
+for m in "${BUDGET_NAMES[@]}"; do
+	grep -qxF "$m" "$TG_TMP/served.budgets" || t_fail "$m is not served"
+done
+t_end
+
+t_begin "SIGTERM: the agent and the allocator exit 0"
 kill -TERM "$AGENT_PID"
 wait "$AGENT_PID"
-t_expect "exit status" "$?" 0
+t_expect "the agent's exit status" "$?" 0
+kill -TERM "$ALLOC_PID"
+wait "$ALLOC_PID"
+t_expect "the allocator's exit status" "$?" 0
 t_end
 
 tap_done

@@ -29,7 +29,7 @@
 struct compared_shaping {
 	uint64_t ingress_bps, ingress_burst, egress_bps, egress_burst;
 	uint64_t annot_inet_egress, annot_inet_ingress;
-	uint64_t inet_ingress_bps, inet_egress_bps, ns_egress_bps, node_egress_bps;
+	uint64_t inet_ingress_bps, inet_egress_bps, ns_egress_bps, node_egress_bps, budget_fallback_bps;
 	uint16_t ns_class, pod_class;
 };
 struct compared_attachment {
@@ -97,6 +97,7 @@ static inline void assert_shaping_equal(const struct shaping *x, const struct sh
 	assert_field_equal(x, y, "attachment", i, inet_egress_bps);
 	assert_field_equal(x, y, "attachment", i, ns_egress_bps);
 	assert_field_equal(x, y, "attachment", i, node_egress_bps);
+	assert_field_equal(x, y, "attachment", i, budget_fallback_bps);
 	assert_field_equal(x, y, "attachment", i, ns_class);
 	assert_field_equal(x, y, "attachment", i, pod_class);
 }

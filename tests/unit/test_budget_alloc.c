@@ -557,6 +557,43 @@ static void t_silent_node_counts_at_safe_share_then_is_forgotten(void **state)
 	budget_alloc_free(a);
 }
 
+/* A namespace that left a node (no pod, nothing applied) frees its share at once. */
+static void t_namespace_leaving_a_node_frees_its_share(void **state)
+{
+	struct budget_alloc *a = alloc_one(100 * MB, 0);
+	struct node n[2] = { node_new("a", MB), node_new("b", MB) };
+	struct budget_usage u = { .ns = "datasets", .state = BUDGET_FALLBACK };
+	struct budget_report r = { .node = "a", .seq = 2, .use = &u, .n = 1 };
+	struct budget_answer ans;
+	int64_t now = T_LEARNED;
+	struct budget_view v;
+
+	n[0].demand = n[1].demand = 200 * MB;
+	run(a, n, 2, &now, 40);
+	v = view(a);
+	assert_int_equal(v.nodes, 2);
+	assert_true(n[1].applied < 60 * MB);
+	/* control: a report with a pod left in it keeps the node */
+	n[0].pods = 0;
+	report(a, &n[0], now, false);
+	assert_int_equal(view(a).nodes, 2);
+	assert_int_equal(budget_alloc_report(a, &r, now, &ans), 0);
+	assert_int_equal(ans.n, 0); /* no grant for a namespace that left */
+	budget_answer_free(&ans);
+	v = view(a);
+	assert_int_equal(v.nodes, 1);
+	assert_int_equal(v.committed, n[1].applied);
+	/* within a few reports b gets what a held, not after forget_ms */
+	budget_alloc_round(a, now);
+	for (int k = 0; k < 5; k++) {
+		now += 1000;
+		budget_alloc_round(a, now);
+		report(a, &n[1], now, true);
+	}
+	assert_true(n[1].applied >= 90 * MB);
+	budget_alloc_free(a);
+}
+
 /* Two nodes, equal weights and demands: half the capacity each, and the rest by weight. */
 static void t_grants_split_capacity_by_weight(void **state)
 {
@@ -893,6 +930,8 @@ int main(void)
 		 t_lease_expiry_releases_capacity, NULL);
 	add_test("a silent node counts at its safe share, then is forgotten",
 		 t_silent_node_counts_at_safe_share_then_is_forgotten, NULL);
+	add_test("a namespace leaving a node frees its share at once",
+		 t_namespace_leaving_a_node_frees_its_share, NULL);
 	add_test("grants split the capacity by weight", t_grants_split_capacity_by_weight, NULL);
 	add_test("capacity left over goes out by weight up to each limit",
 		 t_leftover_goes_out_by_weight, NULL);

@@ -58,6 +58,8 @@ static void expect_ok_cmd(const char *json, enum cni_cmd cmd)
 #define IPAM_STATIC(kv) IPAM("\"source\":\"static\",\"addresses\":[\"10.1.0.10-10.1.0.40\"]," kv)
 #define ACCT(kv) HEAD "," IPAM_OK ",\"accounting\":{" kv "}}"
 #define ACCESS(kv) HEAD "," IPAM_OK ",\"nodeAccess\":{" kv "}}"
+#define BUDGETS(kv) HEAD "," IPAM_OK ",\"budgets\":{" kv "}}"
+#define ALLOC_OK "\"allocator\":\"http://10.0.0.9:9618\""
 #define VERSIONED(v, rest) "{\"cniVersion\":\"" v "\",\"name\":\"net\",\"type\":\"tollgate\"," rest "}"
 
 /* ---- table-driven rejections: each row becomes its own test case ---- */
@@ -132,6 +134,25 @@ static const struct bad_case bad_cases[] = {
 	/* prevResult that is not an object cannot be decoded: 6 (contract) */
 	{ "type: prevResult array is 6", TOP("\"prevResult\":[]"), CNI_CMD_DEL, 6, "prevResult" },
 	{ "type: prevResult string is 6", TOP("\"prevResult\":\"x\""), CNI_CMD_CHECK, 6, "prevResult" },
+
+	/* ---- budgets ---- */
+	{ "type: budgets array", TOP("\"budgets\":[]"), CNI_CMD_ADD, 7, "budgets" },
+	{ "type: budgets.allocator number", BUDGETS("\"allocator\":5"), CNI_CMD_ADD, 7, "budgets.allocator" },
+	{ "value: budgets.allocator not a URL", BUDGETS("\"allocator\":\"tollgate-allocator:9618\""), CNI_CMD_ADD, 7, "budgets.allocator" },
+	{ "value: budgets.allocator ftp", BUDGETS("\"allocator\":\"ftp://a/\""), CNI_CMD_ADD, 7, "budgets.allocator" },
+	{ "value: budgets.allocator with a blank", BUDGETS("\"allocator\":\"http://a b/\""), CNI_CMD_ADD, 7, "budgets.allocator" },
+	{ "value: budgets.reportSeconds 0", BUDGETS(ALLOC_OK ",\"reportSeconds\":0"), CNI_CMD_ADD, 7, "budgets.reportSeconds" },
+	{ "value: budgets.reportSeconds 61", BUDGETS(ALLOC_OK ",\"reportSeconds\":61"), CNI_CMD_ADD, 7, "budgets.reportSeconds" },
+	{ "type: budgets.reportSeconds string", BUDGETS(ALLOC_OK ",\"reportSeconds\":\"1\""), CNI_CMD_ADD, 7, "budgets.reportSeconds" },
+	{ "value: budgets.leaseSeconds 1", BUDGETS(ALLOC_OK ",\"leaseSeconds\":1"), CNI_CMD_ADD, 7, "budgets.leaseSeconds" },
+	{ "value: budgets.leaseSeconds under two reports", BUDGETS(ALLOC_OK ",\"reportSeconds\":5,\"leaseSeconds\":9"), CNI_CMD_ADD, 7, "budgets.leaseSeconds" },
+	{ "value: budgets.fallback 10Mbps", BUDGETS(ALLOC_OK ",\"fallback\":\"10Mbps\""), CNI_CMD_ADD, 7, "budgets.fallback" },
+	{ "value: budgets.fallback negative", BUDGETS(ALLOC_OK ",\"fallback\":-1"), CNI_CMD_ADD, 7, "budgets.fallback" },
+	{ "type: budgets.internetEgress array", BUDGETS(ALLOC_OK ",\"internetEgress\":[]"), CNI_CMD_ADD, 7, "budgets.internetEgress" },
+	{ "value: budgets.internetEgress rate zero", BUDGETS(ALLOC_OK ",\"internetEgress\":{\"datasets\":\"0\"}"), CNI_CMD_ADD, 7, "budgets.internetEgress[\"datasets\"]" },
+	{ "value: budgets.internetEgress rate overflow", BUDGETS(ALLOC_OK ",\"internetEgress\":{\"datasets\":\"99999999999G\"}"), CNI_CMD_ADD, 7, "budgets.internetEgress[\"datasets\"]" },
+	{ "value: budgets.internetEgress upper-case namespace", BUDGETS(ALLOC_OK ",\"internetEgress\":{\"Datasets\":\"1G\"}"), CNI_CMD_ADD, 7, "budgets.internetEgress[\"Datasets\"]" },
+	{ "missing: budgets.allocator with a budget", BUDGETS("\"internetEgress\":{\"datasets\":\"1G\"}"), CNI_CMD_ADD, 7, "budgets.allocator" },
 
 	/* ---- nodeAccess ---- */
 	{ "type: nodeAccess array", TOP("\"nodeAccess\":[]"), CNI_CMD_ADD, 7, "nodeAccess" },
@@ -560,6 +581,28 @@ static void t_null_values_mean_absent(void **state)
 	node_config_free(&cfg);
 }
 
+/* Every budgets key at its bounds, and the defaults. */
+static void t_budgets_accepted(void **state)
+{
+	struct node_config cfg;
+	struct tg_err e;
+
+	expect_ok_cmd(BUDGETS(ALLOC_OK ",\"reportSeconds\":60,\"leaseSeconds\":3600,\"fallback\":\"1.5G\","
+			      "\"internetEgress\":{\"datasets\":\"20G\",\"a\":1000}"), CNI_CMD_ADD);
+	expect_ok_cmd(BUDGETS("\"allocator\":\"https://alloc.kube-system.svc:9618/\",\"reportSeconds\":1,"
+			      "\"leaseSeconds\":2"), CNI_CMD_ADD);
+	/* no budget needs no allocator */
+	expect_ok_cmd(BUDGETS("\"internetEgress\":{}"), CNI_CMD_ADD);
+	assert_int_equal(parse_cmd(BUDGETS(ALLOC_OK ",\"internetEgress\":{\"datasets\":\"120M\"}"),
+				   CNI_CMD_ADD, &cfg, &e), 0);
+	assert_int_equal(cfg.budgets.report_ms, 1000);
+	assert_int_equal(cfg.budgets.lease_ms, 10000);
+	assert_int_equal(cfg.budgets.fallback_bps, 10000000);
+	assert_int_equal(node_config_budget(&cfg, "datasets"), 120000000);
+	assert_int_equal(node_config_budget(&cfg, "research"), 0);
+	node_config_free(&cfg);
+}
+
 static void t_name_128_chars_accepted(void **state)
 {
 	struct node_config cfg;
@@ -858,6 +901,7 @@ int main(void)
 	ADD(t_mtu_bounds_accepted);
 	ADD(t_null_values_mean_absent);
 	ADD(t_name_128_chars_accepted);
+	ADD(t_budgets_accepted);
 	ADD(t_internet_mark_forms);
 	ADD(t_cooldown_bounds);
 	ADD(t_unknown_keys_ignored);

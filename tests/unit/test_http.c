@@ -172,15 +172,15 @@ static void t_conntab_restart(void **state)
 	assert_int_equal(conntab_init(&t, 2), 0);
 	a = conntab_add(&t, 30, A1, 1000);
 	/* a response ended at 1900: the next request has until 2900 */
-	conntab_restart(a, 1900);
+	conntab_restart(&t, a, 1900);
 	assert_int_equal(conntab_expire(&t, 2500, 1000, fds, 2), 0);
 	assert_true(conntab_next_deadline(&t, 1000) == 2900);
 	assert_int_equal(conntab_expire(&t, 2900, 1000, fds, 2), 1);
 	/* once cut, a late response does not revive it */
-	conntab_restart(a, 3000);
+	conntab_restart(&t, a, 3000);
 	assert_true(a->cut);
 	assert_int_equal(a->start_ms, 1900);
-	conntab_restart(NULL, 3000);
+	conntab_restart(&t, NULL, 3000);
 	conntab_free(&t);
 }
 
@@ -205,6 +205,123 @@ static void t_conntab_expire_bounded(void **state)
 	}
 	assert_int_equal(total, 10);
 	conntab_free(&t);
+}
+
+/*
+ * The allocator's size: 25,000 connections from 20,000 addresses under a
+ * random mix of accepts, closes, responses (restarts) and expiries, checked
+ * against a plain model after every step (counts, the fd index) and, every
+ * 997 steps, the next deadline against a full scan of the model.
+ */
+struct model_conn {
+	bool live, cut;
+	unsigned int who;	/* index of the address in pool */
+	int64_t start;
+	struct http_conn *c;
+};
+
+static uint32_t xorshift(uint32_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 17;
+	*x ^= *x << 5;
+	return *x;
+}
+
+static void t_conntab_model(void **state)
+{
+	enum { CAP = 25000, FDS = CAP + 500, ADDRS = 20000, DEADLINE = 5000 };
+	struct model_conn *m = calloc(FDS, sizeof(*m));
+	unsigned int *held = calloc(ADDRS, sizeof(*held)), used = 0;
+	uint32_t *pool = calloc(ADDRS, sizeof(*pool));
+	uint32_t seed = 12345;
+	int64_t now = 1000;
+	struct conntab t;
+	int fds[16];
+
+	(void)state;
+	assert_non_null(m);
+	assert_non_null(held);
+	assert_non_null(pool);
+	/* random addresses (and 0): their buckets collide as real ones do */
+	for (unsigned int i = 1; i < ADDRS; i++)
+		pool[i] = xorshift(&seed);
+	assert_int_equal(conntab_init(&t, CAP), 0);
+	for (int step = 0; step < 150000; step++) {
+		uint32_t r = xorshift(&seed);
+		int fd = (int)(xorshift(&seed) % FDS);
+		struct model_conn *x = &m[fd];
+
+		now += r % 3 == 0;
+		switch (step < CAP ? 0 : r % 4) {
+		case 0: /* accept */
+			if (x->live) {
+				assert_ptr_equal(conntab_find(&t, fd), x->c);
+				break;
+			}
+			x->who = xorshift(&seed) % ADDRS;
+			x->c = conntab_add(&t, fd, pool[x->who], now);
+			if (used == CAP) {
+				assert_null(x->c);
+				break;
+			}
+			assert_non_null(x->c);
+			*x = (struct model_conn){ .live = true, .who = x->who, .start = now, .c = x->c };
+			held[x->who]++;
+			used++;
+			break;
+		case 1: /* closed */
+			if (!x->live) {
+				assert_null(conntab_find(&t, fd));
+				break;
+			}
+			conntab_remove(&t, x->c);
+			held[x->who]--;
+			used--;
+			x->live = false;
+			assert_null(conntab_find(&t, fd));
+			break;
+		case 2: /* a response ended */
+			if (!x->live)
+				break;
+			conntab_restart(&t, x->c, now);
+			if (!x->cut)
+				x->start = now;
+			break;
+		default: { /* a sweep */
+			unsigned int n = conntab_expire(&t, now, DEADLINE, fds, ARRAY_SIZE(fds));
+
+			for (unsigned int i = 0; i < n; i++) {
+				struct model_conn *e = &m[fds[i]];
+
+				assert_true(e->live && !e->cut);
+				assert_true(now - e->start >= DEADLINE);
+				e->cut = true;
+				assert_true(e->c->cut);
+			}
+			break;
+		}
+		}
+		assert_int_equal(t.used, used);
+		if (x->live) {
+			assert_int_equal(conntab_held(&t, pool[x->who]), held[x->who]);
+			assert_int_equal(x->c->start_ms, x->start);
+		}
+		if (step % 997 == 0) {
+			int64_t next = INT64_MAX;
+
+			for (int i = 0; i < FDS; i++)
+				if (m[i].live && !m[i].cut && m[i].start + DEADLINE < next)
+					next = m[i].start + DEADLINE;
+			assert_true(conntab_next_deadline(&t, DEADLINE) == next);
+			for (unsigned int a = 0; a < ADDRS; a += 7)
+				assert_int_equal(conntab_held(&t, pool[a]), held[a]);
+		}
+	}
+	conntab_free(&t);
+	free(m);
+	free(held);
+	free(pool);
 }
 
 /* ---- --listen ---- */
@@ -296,6 +413,13 @@ struct srv_fx {
 	int collects;
 	int collect_result;
 	uint16_t port;
+	/* what the post callback was given last, and how often it ran */
+	int posts;
+	char post_path[64];
+	char *post_body;
+	size_t post_len;
+	bool post_nul;		/* the body had its NUL after len */
+	char reply[64];
 };
 
 static void fx_route(void *cls, const char *path, struct http_reply *ret)
@@ -306,6 +430,28 @@ static void fx_route(void *cls, const char *path, struct http_reply *ret)
 	else if (strcmp(path, "/healthz") == 0)
 		*ret = (struct http_reply){ .status = 200, .content_type = "text/plain",
 					    .body = "ok\n", .len = 3 };
+}
+
+/* Records the body; answers "post N: LEN bytes" from a buffer it overwrites on the next call. */
+static void fx_post(void *cls, const char *path, const char *body, size_t len,
+		    struct http_reply *ret)
+{
+	struct srv_fx *f = cls;
+	int n;
+
+	f->posts++;
+	snprintf(f->post_path, sizeof(f->post_path), "%s", path);
+	free(f->post_body);
+	f->post_body = malloc(len ? len : 1);
+	assert_non_null(f->post_body);
+	memcpy(f->post_body, body, len);
+	f->post_len = len;
+	f->post_nul = body[len] == '\0';
+	if (strcmp(path, "/v1/report") != 0)
+		return; /* 404 */
+	n = snprintf(f->reply, sizeof(f->reply), "post %d: %zu bytes\n", f->posts, len);
+	*ret = (struct http_reply){ .status = 200, .content_type = "application/json",
+				    .body = f->reply, .len = (size_t)n };
 }
 
 static int fx_collect(void *cls, char **ret_buf, size_t *ret_len)
@@ -386,6 +532,7 @@ static int setup_srv(void **state)
 	f->cfg.collect = fx_collect;
 	f->cfg.collect_cls = f;
 	f->cfg.page_type = "text/plain; version=0.0.4";
+	f->cfg.post_cls = f;
 	return 0;
 }
 
@@ -394,6 +541,7 @@ static int teardown_srv(void **state)
 	struct srv_fx *f = *state;
 
 	http_free(f->srv);
+	free(f->post_body);
 	free(f);
 	return 0;
 }
@@ -709,6 +857,302 @@ static void t_server_methods_paths(void **state)
 	close(fd);
 }
 
+/* ---- POST ---- */
+
+/* Bytes 0..255 over and over, NULs included: what a body must come back as. */
+static void pattern(char *buf, size_t n, unsigned int seed)
+{
+	for (size_t i = 0; i < n; i++)
+		buf[i] = (char)((i * 7 + seed) & 0xff);
+}
+
+/* Sends all of buf on a non-blocking socket, driving the server meanwhile. */
+static void say_all(struct srv_fx *f, int fd, const char *buf, size_t n)
+{
+	size_t sent = 0;
+	int64_t end = mono_ms() + 3000;
+
+	while (sent < n) {
+		ssize_t k = send(fd, buf + sent, n - sent, MSG_NOSIGNAL);
+
+		if (k > 0)
+			sent += (size_t)k;
+		else
+			assert_true(errno == EAGAIN || errno == EWOULDBLOCK);
+		assert_true(mono_ms() < end);
+		turn(f, 5);
+	}
+}
+
+static void post_head(int fd, const char *path, size_t len, const char *extra)
+{
+	char head[512];
+
+	snprintf(head, sizeof(head),
+		 "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+		 "Content-Length: %zu\r\n%s\r\n",
+		 path, len, extra ? extra : "");
+	say(fd, head);
+}
+
+/* A 40 kB body with every byte value, sent in pieces: the callback gets exactly it. */
+static void t_server_post_body(void **state)
+{
+	struct srv_fx *f = *state;
+	enum { N = 40000 };
+	char *body = malloc(N), buf[1024];
+	int fd;
+
+	NEED_NETNS();
+	assert_non_null(body);
+	f->cfg.post = fx_post;
+	start(f);
+	pattern(body, N, 3);
+	fd = client(f, "127.0.0.1");
+	post_head(fd, "/v1/report", N, "Connection: close\r\n");
+	for (size_t off = 0; off < N; off += 9999) {
+		say_all(f, fd, body + off, off + 9999 > N ? N - off : 9999);
+		drive(f, 20);
+	}
+	assert_true(read_all(f, fd, buf, sizeof(buf), 2000));
+	assert_contains(buf, "HTTP/1.1 200");
+	assert_contains(buf, "Content-Type: application/json");
+	assert_contains(buf, "\r\n\r\npost 1: 40000 bytes\n");
+	assert_int_equal(f->posts, 1);
+	assert_string_equal(f->post_path, "/v1/report");
+	assert_int_equal(f->post_len, N);
+	assert_memory_equal(f->post_body, body, N);
+	assert_true(f->post_nul);
+	close(fd);
+	free(body);
+}
+
+/* Chunked, without a Content-Length: the chunks joined, nothing of the framing. */
+static void t_server_post_chunked(void **state)
+{
+	struct srv_fx *f = *state;
+	char buf[1024];
+	int fd;
+
+	NEED_NETNS();
+	f->cfg.post = fx_post;
+	start(f);
+	fd = client(f, "127.0.0.1");
+	say(fd, "POST /v1/report HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+		"Connection: close\r\n\r\n5\r\nhello\r\n");
+	drive(f, 30);
+	say(fd, "7\r\n, world\r\n0\r\n\r\n");
+	assert_true(read_all(f, fd, buf, sizeof(buf), 2000));
+	assert_contains(buf, "HTTP/1.1 200");
+	assert_int_equal(f->posts, 1);
+	assert_int_equal(f->post_len, 12);
+	assert_memory_equal(f->post_body, "hello, world", 12);
+	close(fd);
+}
+
+/*
+ * Past max_body: 413 from the Content-Length alone, before any of the body
+ * is sent (so it was never waited for), and the connection closes; a chunked
+ * body that grows past it, at its end, never handed to the callback; a body
+ * of exactly max_body is taken.
+ */
+static void t_server_post_too_large(void **state)
+{
+	struct srv_fx *f = *state;
+	struct http_stats st;
+	char buf[1024], body[1001];
+	int fd;
+
+	NEED_NETNS();
+	f->cfg.post = fx_post;
+	f->cfg.max_body = 1000;
+	start(f);
+	fd = client(f, "127.0.0.1");
+	post_head(fd, "/v1/report", 1001, NULL);
+	assert_true(read_all(f, fd, buf, sizeof(buf), 2000));
+	assert_contains(buf, "HTTP/1.1 413");
+	close(fd);
+	/* the same with Expect: 100-continue (curl's way with big bodies): no 100 first */
+	fd = client(f, "127.0.0.1");
+	post_head(fd, "/v1/report", 5000000, "Expect: 100-continue\r\n");
+	assert_true(read_all(f, fd, buf, sizeof(buf), 2000));
+	assert_not_contains(buf, "100 Continue");
+	assert_contains(buf, "HTTP/1.1 413");
+	close(fd);
+	fd = client(f, "127.0.0.1");
+	say(fd, "POST /v1/report HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
+	memset(body, 'a', sizeof(body));
+	/* 3 chunks of 400 bytes: past 1000, the rest dropped, 413 at the end */
+	for (int i = 0; i < 3; i++) {
+		char chunk[420];
+
+		memcpy(chunk, "190\r\n", 5);
+		memcpy(chunk + 5, body, 400);
+		memcpy(chunk + 405, "\r\n", 2);
+		say_all(f, fd, chunk, 407);
+		drive(f, 10);
+	}
+	say(fd, "0\r\n\r\n");
+	/* all of it read: the connection may stay */
+	assert_true(read_response(f, fd, buf, sizeof(buf), 2000));
+	assert_contains(buf, "HTTP/1.1 413");
+	close(fd);
+	assert_int_equal(f->posts, 0);
+	http_get_stats(f->srv, &st);
+	assert_int_equal(st.body_too_large, 3);
+	/* exactly max_body */
+	fd = client(f, "127.0.0.1");
+	post_head(fd, "/v1/report", 1000, "Connection: close\r\n");
+	say_all(f, fd, body, 1000);
+	assert_true(read_all(f, fd, buf, sizeof(buf), 2000));
+	assert_contains(buf, "HTTP/1.1 200");
+	assert_int_equal(f->post_len, 1000);
+	close(fd);
+	drive(f, 20);
+	http_get_stats(f->srv, &st);
+	assert_int_equal(st.connections, 0);
+}
+
+/* Neither Content-Length nor chunked: 411 (a body would be read as the next request). */
+static void t_server_post_length_required(void **state)
+{
+	struct srv_fx *f = *state;
+	char buf[1024];
+	int fd;
+
+	NEED_NETNS();
+	f->cfg.post = fx_post;
+	start(f);
+	fd = client(f, "127.0.0.1");
+	say(fd, "POST /v1/report HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+	assert_true(read_all(f, fd, buf, sizeof(buf), 2000));
+	assert_contains(buf, "HTTP/1.1 411");
+	assert_int_equal(f->posts, 0);
+	close(fd);
+}
+
+/* Without a post callback POST is 405 as before; with one, other methods name it in Allow. */
+static void t_server_post_methods(void **state)
+{
+	struct srv_fx *f = *state;
+	char buf[1024];
+	int fd;
+
+	NEED_NETNS();
+	start(f);
+	fd = client(f, "127.0.0.1");
+	post_head(fd, "/v1/report", 2, "Connection: close\r\n");
+	say(fd, "{}");
+	assert_true(read_all(f, fd, buf, sizeof(buf), 2000));
+	assert_contains(buf, "HTTP/1.1 405");
+	assert_contains(buf, "Allow: GET, HEAD\r\n");
+	close(fd);
+	http_free(f->srv);
+	f->srv = NULL;
+	f->cfg.post = fx_post;
+	start(f);
+	fd = client(f, "127.0.0.1");
+	say(fd, "PUT /v1/report HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{}");
+	assert_true(read_all(f, fd, buf, sizeof(buf), 2000));
+	assert_contains(buf, "HTTP/1.1 405");
+	assert_contains(buf, "Allow: GET, HEAD, POST\r\n");
+	close(fd);
+	/* a path the callback does not know: 404, the body still handed to it */
+	fd = client(f, "127.0.0.1");
+	post_head(fd, "/nope", 2, "Connection: close\r\n");
+	say(fd, "{}");
+	assert_true(read_all(f, fd, buf, sizeof(buf), 2000));
+	assert_contains(buf, "HTTP/1.1 404");
+	assert_int_equal(f->posts, 1);
+	/* GET of the same server is routed as before */
+	close(fd);
+	fd = client(f, "127.0.0.1");
+	say(fd, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+	assert_true(read_all(f, fd, buf, sizeof(buf), 2000));
+	assert_contains(buf, "\r\n\r\nok\n");
+	close(fd);
+}
+
+/* Several POSTs (and a GET) on one kept-alive connection: each body its own, one accept. */
+static void t_server_post_keepalive(void **state)
+{
+	struct srv_fx *f = *state;
+	struct http_stats st;
+	char body[3000], buf[1024], want[64];
+	int fd;
+
+	NEED_NETNS();
+	f->cfg.post = fx_post;
+	start(f);
+	fd = client(f, "127.0.0.1");
+	for (int i = 1; i <= 5; i++) {
+		size_t n = (size_t)i * 500;
+
+		pattern(body, n, (unsigned int)i);
+		post_head(fd, "/v1/report", n, NULL);
+		say_all(f, fd, body, n);
+		assert_true(read_response(f, fd, buf, sizeof(buf), 2000));
+		assert_contains(buf, "HTTP/1.1 200");
+		assert_not_contains(buf, "Connection: close");
+		snprintf(want, sizeof(want), "post %d: %zu bytes\n", i, n);
+		assert_contains(buf, want);
+		assert_int_equal(f->post_len, n);
+		assert_memory_equal(f->post_body, body, n);
+		if (i == 3) {
+			say(fd, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+			assert_true(read_response(f, fd, buf, sizeof(buf), 2000));
+			assert_contains(buf, "\r\n\r\nok\n");
+		}
+	}
+	http_get_stats(f->srv, &st);
+	assert_int_equal(st.accepted, 1);
+	assert_int_equal(st.connections, 1);
+	assert_int_equal(f->posts, 5);
+	close(fd);
+}
+
+/* A body trickled a byte every 50 ms is cut at the 300 ms deadline; the callback never runs. */
+static void t_server_post_trickle_deadline(void **state)
+{
+	struct srv_fx *f = *state;
+	struct http_stats st;
+	int64_t t0, next;
+	size_t sent = 0;
+	char c;
+	int fd;
+
+	NEED_NETNS();
+	f->cfg.post = fx_post;
+	f->cfg.deadline_ms = 300;
+	start(f);
+	fd = client(f, "127.0.0.1");
+	t0 = next = mono_ms();
+	post_head(fd, "/v1/report", 100, NULL);
+	for (;;) {
+		ssize_t n = recv(fd, &c, 1, 0);
+
+		if (n == 0 || (n < 0 && errno == ECONNRESET))
+			break;
+		assert_true(n < 0);
+		if (mono_ms() >= next && sent < 100) {
+			if (send(fd, "x", 1, MSG_NOSIGNAL) == 1)
+				sent++;
+			next += 50;
+		}
+		assert_true(mono_ms() - t0 < 2000);
+		turn(f, 10);
+	}
+	assert_true(mono_ms() - t0 >= 290);
+	assert_true(mono_ms() - t0 < 600);
+	assert_true(sent >= 4 && sent < 20);
+	close(fd);
+	drive(f, 20);
+	http_get_stats(f->srv, &st);
+	assert_int_equal(st.deadline_closed, 1);
+	assert_int_equal(st.connections, 0);
+	assert_int_equal(f->posts, 0);
+}
+
 static void t_server_collect_fails(void **state)
 {
 	struct srv_fx *f = *state;
@@ -747,6 +1191,10 @@ static void t_server_bad_config(void **state)
 	c.collect = fx_collect;
 	c.reserve = c.max_connections;
 	assert_int_equal(http_start(&c, &s), -EINVAL);
+	c.reserve = 0;
+	c.post = fx_post;
+	c.max_body = 0;
+	assert_int_equal(http_start(&c, &s), -EINVAL); /* a post callback, no body allowed */
 	assert_null(s);
 }
 
@@ -759,6 +1207,7 @@ int main(void)
 	ADD(t_conntab_deadlines);
 	ADD(t_conntab_restart);
 	ADD(t_conntab_expire_bounded);
+	ADD(t_conntab_model);
 	for (size_t i = 0; i < ARRAY_SIZE(listen_cases); i++)
 		add_test_fixture(listen_cases[i].in[0] ? listen_cases[i].in : "(empty)", t_listen,
 				 NULL, NULL, (void *)&listen_cases[i]);
@@ -777,5 +1226,18 @@ int main(void)
 	add_test_fixture("t_server_collect_fails", t_server_collect_fails, setup_srv, teardown_srv,
 			 NULL);
 	add_test_fixture("t_server_bad_config", t_server_bad_config, setup_srv, teardown_srv, NULL);
+	add_test_fixture("t_server_post_body", t_server_post_body, setup_srv, teardown_srv, NULL);
+	add_test_fixture("t_server_post_chunked", t_server_post_chunked, setup_srv, teardown_srv,
+			 NULL);
+	add_test_fixture("t_server_post_too_large", t_server_post_too_large, setup_srv,
+			 teardown_srv, NULL);
+	add_test_fixture("t_server_post_length_required", t_server_post_length_required,
+			 setup_srv, teardown_srv, NULL);
+	add_test_fixture("t_server_post_methods", t_server_post_methods, setup_srv, teardown_srv,
+			 NULL);
+	add_test_fixture("t_server_post_keepalive", t_server_post_keepalive, setup_srv,
+			 teardown_srv, NULL);
+	add_test_fixture("t_server_post_trickle_deadline", t_server_post_trickle_deadline,
+			 setup_srv, teardown_srv, NULL);
 	return run_group("http");
 }

@@ -114,6 +114,7 @@ static void rich_state(struct ipam_state *st)
 		.annot_inet_egress = 50000000, .annot_inet_ingress = 40000000,
 		.inet_ingress_bps = 45000000, .inet_egress_bps = 55000000,
 		.ns_egress_bps = 200000000, .node_egress_bps = 10000000000ULL,
+		.budget_fallback_bps = 10000000,
 		.ns_class = 0x0002, .pod_class = 0x8003,
 	};
 	st->att[1].shaping = (struct shaping){ .egress_bps = 70000000, .egress_burst = 8750 };
@@ -1141,7 +1142,7 @@ static void t_cache_only_on_tmpfs(void **state)
  * IPAM_SNAPSHOT_LAYOUT, so that no cache of the old layout is read. Update
  * both numbers together.
  */
-#define PINNED_LAYOUT 3
+#define PINNED_LAYOUT 4
 #define PINNED_ATT_TEXT                                                                    \
 	"{\"containerId\":\"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\"," \
 	"\"ifname\":\"eth0\",\"ip\":\"10.1.0.10\",\"netns\":\"/var/run/netns/cni-"            \
@@ -1152,8 +1153,9 @@ static void t_cache_only_on_tmpfs(void **state)
 	"20000000,\"ingressBurst\":160001,\"egressRate\":30000000,\"egressBurst\":240002,"    \
 	"\"annotationInternetEgress\":50000000,\"annotationInternetIngress\":40000000,"       \
 	"\"internetIngress\":45000000,\"internetEgress\":55000000,\"namespaceInternetEgress\":"\
-	"200000000,\"nodeInternetEgress\":10000000000,\"namespaceClass\":2,\"podClass\":32771}}"
-#define PINNED_ATT_SIZE 976
+	"200000000,\"nodeInternetEgress\":10000000000,\"budgetFallback\":10000000,"             \
+	"\"namespaceClass\":2,\"podClass\":32771}}"
+#define PINNED_ATT_SIZE 984
 
 static void t_cache_layout_follows_the_text(void **state)
 {

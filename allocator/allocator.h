@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef TG_ALLOCATOR_H
+#define TG_ALLOCATOR_H
+
+/*
+ * tollgate-allocator: splits each namespace's cluster-wide internet budget
+ * across the nodes by demand (budget/budget.h does the arithmetic and the
+ * wire format) and answers every node's report with its grants.
+ *
+ *   tollgate-allocator --config FILE [--listen ADDR:PORT] [--max-connections N]
+ *                      [--per-client N] [--deadline-ms MS] [--log-level L]
+ *
+ * One process, one thread, one event loop: a signalfd (TERM and INT exit 0,
+ * HUP re-reads the config), an inotify watch on the config's directory, a
+ * timerfd for the allocation rounds, and the HTTP server (http/http.h) that
+ * takes POST /v1/report and serves /metrics, /healthz, /readyz and /.
+ * Without --etcd (a later change) it is the only replica and always leads.
+ */
+
+#include <stdio.h>
+
+/* ---- the command line (options.c) ---- */
+
+enum alloc_log_level { ALLOC_LOG_ERROR, ALLOC_LOG_WARN, ALLOC_LOG_INFO };
+
+struct alloc_cli {
+	const char *config_path;
+	const char *listen;		/* ADDR:PORT, :PORT, HOST:PORT, or an address or name */
+	unsigned int max_connections;	/* nodes' kept-alive connections, and a few more */
+	unsigned int per_client;	/* connections one address may hold */
+	unsigned int deadline_ms;	/* a request's whole life (and a kept-alive idle one's) */
+	enum alloc_log_level log_level;
+};
+
+#define ALLOC_DEFAULT_MAX_CONNECTIONS 25000
+#define ALLOC_DEFAULT_PER_CLIENT 64
+#define ALLOC_DEFAULT_DEADLINE_MS 5000
+
+/* What alloc_parse_options returns when the allocator goes on. */
+#define ALLOC_RUN (-1)
+
+/*
+ * Reads and checks the command line into *ret (the usage or the problem on
+ * stderr, --help's on stdout). ALLOC_RUN, or the exit status: 0 after
+ * --help, 2 for a usage error.
+ */
+int alloc_parse_options(int argc, char **argv, struct alloc_cli *ret);
+void alloc_usage(FILE *f);
+
+/* The allocator, from set-up to SIGTERM: the exit status (0, 1: could not start or run). */
+int alloc_main(const struct alloc_cli *cli);
+
+#endif

@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef TG_ALLOCATOR_INTERNAL_H
+#define TG_ALLOCATOR_INTERNAL_H
+
+/*
+ * Between the allocator's files: its log (log.c), the policy read from the
+ * config (policy.c), the process set up and torn down (setup.c), the HTTP
+ * side, reports and the metrics page (serve.c), and the loop (loop.c).
+ */
+
+#include <limits.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "allocator/allocator.h"
+#include "budget/budget.h"
+#include "exporter/exporter.h"
+#include "http/http.h"
+
+/* ---- the log (log.c): logfmt on stderr, one record per line ---- */
+
+void alloc_log_set_level(enum alloc_log_level lvl);
+/* fmt: the record's fields (msg="..." first); the timestamp and level= come first. */
+void alloc_log(enum alloc_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- what the allocator takes from the config (policy.c) ---- */
+
+/* The round's period: a quarter of the nodes' report period, never under this. */
+#define ALLOC_ROUND_MIN_MS 100
+
+struct alloc_policy {
+	struct budget_def *defs;	/* budgets.internetEgress, bytes/s, in the config's order */
+	size_t n;
+	int64_t lease_ms;		/* budgets.leaseSeconds */
+	int64_t report_ms;		/* budgets.reportSeconds */
+	bool has_allocator;		/* budgets.allocator is set (the nodes know where to report) */
+};
+
+/* The policy of a conflist's bytes (read from path); 0, or a negative errno with e. */
+int alloc_policy_load(const char *path, const char *text, size_t len, struct alloc_policy *ret,
+		      struct tg_err *e);
+void alloc_policy_free(struct alloc_policy *p);
+int64_t alloc_round_ms(const struct alloc_policy *p);
+
+/* ---- the process ---- */
+
+enum alloc_report_result {
+	ALLOC_REPORT_OK,
+	ALLOC_REPORT_MALFORMED,		/* not a report: bad JSON, a wrong type, a value out of range */
+	ALLOC_REPORT_OVERSIZED,		/* over BUDGET_BODY_MAX (the HTTP server's 413s included) */
+	ALLOC_REPORT_VERSION,		/* a version this allocator does not speak */
+	ALLOC_REPORT_RESULTS
+};
+
+struct alloc_stats {
+	uint64_t reports[ALLOC_REPORT_RESULTS];
+	uint64_t report_failures;	/* a good report that could not be answered (memory) */
+	uint64_t rounds;
+	double round_seconds;		/* the last round's */
+	uint64_t reloads, reload_errors;
+};
+
+struct app {
+	struct alloc_cli cli;
+	struct alloc_policy pol;
+	char *tried_text;		/* the last bytes read, taken or refused */
+	struct budget_alloc *ba;
+	struct budget_view *views;	/* room for pol.n */
+	struct http_config hc;
+	struct http_server *http;
+	struct expo page;
+	char *answer;			/* the last answer's text (the HTTP server copies it) */
+	char reason[640];		/* the last 400's text */
+	int64_t refused_logged_ms;	/* refused reports are logged once per ALLOC_REFUSED_LOG_MS */
+	uint64_t refused_since_log;
+	int inotify_fd, config_wd, timer_fd;
+	char config_dir[PATH_MAX];
+	sigset_t sigs;
+	int64_t round_ms;		/* the timer's period in force */
+	struct alloc_stats stats;
+};
+
+#define ALLOC_REFUSED_LOG_MS 10000
+
+int64_t alloc_now_ms(void);
+
+/*
+ * The config read and taken (at start: `first`, and a failure is the end;
+ * later, a failure keeps the policy in force and is counted). 1 when the
+ * policy changed, 0 when the bytes were the same as the last read, or a
+ * negative errno.
+ */
+int alloc_reload(struct app *app, bool first);
+/* Arms the round's timer for the policy in force (when its period changed). 0 or -errno. */
+int alloc_arm_rounds(struct app *app);
+/* One allocation round, timed. */
+void alloc_round(struct app *app);
+
+/* Process, config, HTTP server: 0, or the exit status (said in the log). */
+int alloc_setup(struct app *app, const struct alloc_cli *cli);
+void alloc_teardown(struct app *app);
+/* The HTTP server's callbacks and its config (serve.c). */
+void alloc_http_config(struct app *app, struct http_config *hc);
+/* The loop until SIGTERM or SIGINT: 0, or a negative errno when the loop itself failed. */
+int alloc_loop(struct app *app);
+
+#endif

@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The allocator's event loop (allocator/internal.h). One thread: epoll over
+ * a signalfd (TERM and INT end it, HUP re-reads the config), an inotify
+ * watch on the config's directory, the round's timerfd and the HTTP server;
+ * the wait ends at the HTTP server's next deadline.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/inotify.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "allocator/internal.h"
+#include "lib/cleanup.h"
+
+static void drain(int fd)
+{
+	char buf[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+
+	while (read(fd, buf, sizeof(buf)) > 0) {
+	}
+}
+
+/* A change of the config's directory, or SIGHUP: a new policy is taken, its timer armed. */
+static void reload(struct app *app, bool hup)
+{
+	int r = alloc_reload(app, false);
+
+	if (r == 0 && hup)
+		alloc_log(ALLOC_LOG_INFO, "msg=\"SIGHUP: the config is unchanged\"");
+	if (r > 0 && alloc_arm_rounds(app) < 0)
+		alloc_log(ALLOC_LOG_ERROR, "msg=\"cannot re-arm the round's timer\" err=\"%m\"");
+}
+
+static int add(int ep, int fd)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = fd };
+
+	return fd < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) == 0 ? 0 : -errno;
+}
+
+int alloc_loop(struct app *app)
+{
+	_cleanup_close_ int ep = epoll_create1(EPOLL_CLOEXEC);
+	_cleanup_close_ int sfd = signalfd(-1, &app->sigs, SFD_NONBLOCK | SFD_CLOEXEC);
+	struct epoll_event evs[8];
+	int r;
+
+	if (ep < 0 || sfd < 0)
+		return -errno;
+	if ((r = add(ep, sfd)) < 0 || (r = add(ep, http_fd(app->http))) < 0 ||
+	    (r = add(ep, app->inotify_fd)) < 0 || (r = add(ep, app->timer_fd)) < 0)
+		return r;
+	for (;;) {
+		int n = epoll_wait(ep, evs, 8, http_timeout_ms(app->http));
+		bool changed = false, hup = false;
+
+		if (n < 0 && errno != EINTR)
+			return -errno;
+		for (int i = 0; i < n; i++) {
+			int fd = evs[i].data.fd;
+
+			if (fd == sfd) {
+				struct signalfd_siginfo si;
+
+				while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+					if (si.ssi_signo == SIGHUP) {
+						hup = changed = true;
+						continue;
+					}
+					alloc_log(ALLOC_LOG_INFO, "msg=\"shutting down\" signal=%u",
+						  si.ssi_signo);
+					return 0;
+				}
+			} else if (fd == app->inotify_fd) {
+				drain(fd);
+				changed = true;
+			} else if (fd == app->timer_fd) {
+				uint64_t expired;
+
+				/* late rounds are not made up: one round sees every report */
+				if (read(fd, &expired, sizeof(expired)) == (ssize_t)sizeof(expired))
+					alloc_round(app);
+			}
+		}
+		if (changed)
+			reload(app, hup);
+		http_run(app->http);
+	}
+}

@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: Apache-2.0
+/* The allocator's command line, read and checked before anything starts (allocator/allocator.h). */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "allocator/allocator.h"
+
+void alloc_usage(FILE *f)
+{
+	fputs("usage: tollgate-allocator --config FILE [--listen ADDR:PORT|:PORT]\n"
+	      "                          [--max-connections N] [--per-client N]\n"
+	      "                          [--deadline-ms MS] [--log-level L]\n"
+	      "defaults: --listen :9618, --max-connections 25000 (one per node, kept alive;\n"
+	      "          at most the open-file limit allows), --per-client 64 (connections\n"
+	      "          one address may hold), --deadline-ms 5000 (a request's whole life,\n"
+	      "          and a kept-alive connection's idle time), --log-level info\n"
+	      "--etcd, --election-key, --advertise: leader election, not in this build\n"
+	      "endpoints: POST /v1/report, /metrics, /healthz, /readyz, /\n",
+	      f);
+}
+
+/* A decimal in [lo, hi], nothing else. */
+static int parse_uint(const char *s, unsigned long lo, unsigned long hi, unsigned int *ret)
+{
+	char *end;
+	unsigned long v;
+
+	if (!*s || *s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || *end || v < lo || v > hi)
+		return -EINVAL;
+	*ret = (unsigned int)v;
+	return 0;
+}
+
+static int parse_log_level(const char *s, enum alloc_log_level *ret)
+{
+	if (strcmp(s, "error") == 0)
+		*ret = ALLOC_LOG_ERROR;
+	else if (strcmp(s, "warn") == 0)
+		*ret = ALLOC_LOG_WARN;
+	else if (strcmp(s, "info") == 0)
+		*ret = ALLOC_LOG_INFO;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+int alloc_parse_options(int argc, char **argv, struct alloc_cli *ret)
+{
+	static const struct option opts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		{ "listen", required_argument, NULL, 'l' },
+		{ "max-connections", required_argument, NULL, 'M' },
+		{ "per-client", required_argument, NULL, 'C' },
+		{ "deadline-ms", required_argument, NULL, 'T' },
+		{ "log-level", required_argument, NULL, 'v' },
+		{ "etcd", required_argument, NULL, 'E' },
+		{ "election-key", required_argument, NULL, 'K' },
+		{ "advertise", required_argument, NULL, 'A' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct alloc_cli *cli = ret;
+	int opt;
+
+	*cli = (struct alloc_cli){
+		.listen = ":9618",
+		.max_connections = ALLOC_DEFAULT_MAX_CONNECTIONS,
+		.per_client = ALLOC_DEFAULT_PER_CLIENT,
+		.deadline_ms = ALLOC_DEFAULT_DEADLINE_MS,
+		.log_level = ALLOC_LOG_INFO,
+	};
+	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'c': cli->config_path = optarg; break;
+		case 'l': cli->listen = optarg; break;
+		case 'M':
+			if (parse_uint(optarg, 16, 1000000, &cli->max_connections) < 0) {
+				fprintf(stderr, "tollgate-allocator: --max-connections is 16 to 1000000\n");
+				return 2;
+			}
+			break;
+		case 'C':
+			if (parse_uint(optarg, 1, 1000000, &cli->per_client) < 0) {
+				fprintf(stderr, "tollgate-allocator: --per-client is 1 to 1000000\n");
+				return 2;
+			}
+			break;
+		case 'T':
+			if (parse_uint(optarg, 100, 600000, &cli->deadline_ms) < 0) {
+				fprintf(stderr, "tollgate-allocator: --deadline-ms is 100 to 600000\n");
+				return 2;
+			}
+			break;
+		case 'v':
+			if (parse_log_level(optarg, &cli->log_level) < 0) {
+				fprintf(stderr, "tollgate-allocator: --log-level is error, warn or info\n");
+				return 2;
+			}
+			break;
+		case 'E':
+		case 'K':
+		case 'A':
+			/* a replica that believed it led alone beside others would overgrant */
+			fprintf(stderr, "tollgate-allocator: --%s: leader election (etcd) is not in this "
+					"build; run one replica without it\n",
+				opt == 'E' ? "etcd" : opt == 'K' ? "election-key" : "advertise");
+			return 2;
+		case 'h': alloc_usage(stdout); return 0;
+		default: alloc_usage(stderr); return 2;
+		}
+	}
+	if (optind < argc || !cli->config_path) {
+		if (!cli->config_path)
+			fprintf(stderr, "tollgate-allocator: --config is required\n");
+		else
+			fprintf(stderr, "tollgate-allocator: unexpected argument \"%s\"\n", argv[optind]);
+		alloc_usage(stderr);
+		return 2;
+	}
+	return ALLOC_RUN;
+}

@@ -1,0 +1,279 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The allocator's HTTP side: POST /v1/report (a node's report in, its
+ * grants out), the metrics page, the probes and an index.
+ *
+ * A report that is not one (bad JSON, a wrong type, an out-of-range value,
+ * over BUDGET_BODY_MAX, another version) is answered 400 with one line
+ * saying why, counted by reason, and changes nothing: it never reaches the
+ * allocation state.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "allocator/internal.h"
+#include "lib/util.h"
+
+static const char text_type[] = "text/plain; charset=utf-8";
+static const char json_type[] = "application/json";
+
+static const char index_html[] =
+	"<!DOCTYPE html>\n<html><head><title>Tollgate allocator</title></head><body>\n"
+	"<h1>Tollgate allocator</h1>\n<ul>\n<li>POST /v1/report (the nodes' reports)</li>\n"
+	"<li><a href=\"metrics\">/metrics</a> (Prometheus text format 0.0.4)</li>\n"
+	"<li><a href=\"healthz\">/healthz</a></li>\n<li><a href=\"readyz\">/readyz</a></li>\n"
+	"</ul>\n</body></html>\n";
+
+static const char *const result_names[ALLOC_REPORT_RESULTS] = {
+	[ALLOC_REPORT_OK] = "ok",
+	[ALLOC_REPORT_MALFORMED] = "malformed",
+	[ALLOC_REPORT_OVERSIZED] = "oversized",
+	[ALLOC_REPORT_VERSION] = "version",
+};
+
+static void route(void *cls, const char *path, struct http_reply *ret)
+{
+	(void)cls;
+	if (strcmp(path, "/metrics") == 0) {
+		ret->page = true;
+	} else if (strcmp(path, "/healthz") == 0) {
+		*ret = (struct http_reply){ .status = 200, .content_type = text_type, .body = "ok\n",
+					    .len = 3 };
+	} else if (strcmp(path, "/readyz") == 0) {
+		/* serving means the config is loaded and the socket listens */
+		*ret = (struct http_reply){ .status = 200, .content_type = text_type,
+					    .body = "ready\n", .len = 6 };
+	} else if (strcmp(path, BUDGET_REPORT_PATH) == 0) {
+		*ret = (struct http_reply){ .status = 405, .content_type = text_type,
+					    .body = "POST a report\n", .len = 14 };
+	} else if (strcmp(path, "/") == 0) {
+		*ret = (struct http_reply){ .status = 200, .content_type = "text/html; charset=utf-8",
+					    .body = index_html, .len = sizeof(index_html) - 1 };
+	}
+}
+
+/*
+ * A refused report, logged once per ALLOC_REFUSED_LOG_MS with how many more
+ * came since (a broken agent on every node must not flood the log).
+ */
+static void refused(struct app *app, enum alloc_report_result why, struct http_reply *ret)
+{
+	int64_t now = alloc_now_ms();
+	size_t n;
+
+	app->stats.reports[why]++;
+	if (!app->refused_logged_ms || now - app->refused_logged_ms >= ALLOC_REFUSED_LOG_MS) {
+		alloc_log(ALLOC_LOG_WARN, "msg=\"report refused\" result=%s err=%s refused_since=%llu",
+			  result_names[why], LOGFMT_Q(app->reason),
+			  (unsigned long long)app->refused_since_log);
+		app->refused_logged_ms = now;
+		app->refused_since_log = 0;
+	} else {
+		app->refused_since_log++;
+	}
+	n = strlen(app->reason);
+	if (n + 1 < sizeof(app->reason))
+		app->reason[n++] = '\n';
+	*ret = (struct http_reply){ .status = 400, .content_type = text_type, .body = app->reason,
+				    .len = n };
+}
+
+static void post(void *cls, const char *path, const char *body, size_t len,
+		 struct http_reply *ret)
+{
+	struct app *app = cls;
+	struct budget_report rep;
+	struct budget_answer ans;
+	struct tg_err e = { 0 };
+	char *text;
+	size_t tlen;
+	int r;
+
+	if (strcmp(path, BUDGET_REPORT_PATH) != 0)
+		return; /* 404 */
+	if (len > BUDGET_BODY_MAX) {
+		snprintf(app->reason, sizeof(app->reason) - 1,
+			 "report of %zu bytes: at most %d are read", len, BUDGET_BODY_MAX);
+		refused(app, ALLOC_REPORT_OVERSIZED, ret);
+		return;
+	}
+	r = budget_report_parse(body, len, &rep, &e);
+	if (r < 0) {
+		snprintf(app->reason, sizeof(app->reason) - 1, "%s", e.msg[0] ? e.msg : strerror(-r));
+		refused(app, r == -EPROTO ? ALLOC_REPORT_VERSION : ALLOC_REPORT_MALFORMED, ret);
+		return;
+	}
+	r = budget_alloc_report(app->ba, &rep, alloc_now_ms(), &ans);
+	budget_report_free(&rep);
+	if (r == 0) {
+		r = budget_answer_build(&ans, &text, &tlen);
+		budget_answer_free(&ans);
+	}
+	if (r < 0) {
+		app->stats.report_failures++;
+		*ret = (struct http_reply){ .status = 503, .content_type = text_type,
+					    .body = "out of memory\n", .len = 14 };
+		return;
+	}
+	app->stats.reports[ALLOC_REPORT_OK]++;
+	/* the server copies it when this returns; it goes with the next answer */
+	free(app->answer);
+	app->answer = text;
+	*ret = (struct http_reply){ .status = 200, .content_type = json_type, .body = text,
+				    .len = tlen };
+}
+
+/* ---- the metrics page ---- */
+
+/* The per-budget families: one sample per namespace of the config, in its order. */
+enum view_field { V_BUDGET, V_GRANTED, V_COMMITTED, V_DEMAND, V_USAGE, V_SAFE_SHARE, V_NODES };
+
+static const struct view_family {
+	const char *name, *help;
+	enum view_field field;
+} view_families[] = {
+	{ "tollgate_allocator_budget_bytes_per_second",
+	  "A namespace's cluster-wide internet egress budget (budgets.internetEgress).", V_BUDGET },
+	{ "tollgate_allocator_granted_bytes_per_second", "Sum of the grants last sent to the nodes.",
+	  V_GRANTED },
+	{ "tollgate_allocator_committed_bytes_per_second",
+	  "Sum of what the nodes may be applying (a lowered grant counts at its old value until "
+	  "the node reports it applied or its lease ran out); at most the budget.", V_COMMITTED },
+	{ "tollgate_allocator_demand_bytes_per_second", "Sum of the nodes' demand estimates.",
+	  V_DEMAND },
+	{ "tollgate_allocator_usage_bytes_per_second",
+	  "Sum of the rates the nodes last reported sending.", V_USAGE },
+	{ "tollgate_allocator_safe_share_bytes_per_second",
+	  "What a node whose lease ran out falls to: budget x 0.9 / nodes holding grants.",
+	  V_SAFE_SHARE },
+	{ "tollgate_allocator_nodes", "Nodes holding grants of the budget.", V_NODES },
+};
+
+static uint64_t view_value(const struct budget_view *v, enum view_field f)
+{
+	switch (f) {
+	case V_BUDGET: return v->budget;
+	case V_GRANTED: return v->granted;
+	case V_COMMITTED: return v->committed;
+	case V_DEMAND: return v->demand;
+	case V_USAGE: return v->usage;
+	case V_SAFE_SHARE: return v->safe_share;
+	case V_NODES: return v->nodes;
+	}
+	return 0;
+}
+
+static void render(struct app *app, struct expo *x)
+{
+	static const char *const version[] = { "version", TG_VERSION, NULL };
+	size_t n = budget_alloc_views(app->ba, app->views, app->pol.n);
+	struct http_stats st;
+
+	if (n > app->pol.n)
+		n = app->pol.n;
+	http_get_stats(app->http, &st);
+	expo_family(x, "tollgate_build_info", "gauge", "The running build; always 1.");
+	expo_sample_u64(x, "tollgate_build_info", version, 1);
+	expo_family(x, "tollgate_allocator_leader", "gauge",
+		    "1 when this replica grants (without leader election: always).");
+	expo_sample_u64(x, "tollgate_allocator_leader", NULL, 1);
+	expo_family(x, "tollgate_allocator_learning", "gauge",
+		    "1 for one lease after a start (or a new leaseSeconds): each node is granted "
+		    "only what it reports holding.");
+	expo_sample_u64(x, "tollgate_allocator_learning", NULL,
+			budget_alloc_learning(app->ba, alloc_now_ms()));
+	for (size_t f = 0; f < ARRAY_SIZE(view_families); f++) {
+		const struct view_family *vf = &view_families[f];
+
+		expo_family(x, vf->name, "gauge", vf->help);
+		for (size_t i = 0; i < n; i++) {
+			const char *const labels[] = { "namespace", app->views[i].ns, NULL };
+
+			expo_sample_u64(x, vf->name, labels, view_value(&app->views[i], vf->field));
+		}
+	}
+	expo_family(x, "tollgate_allocator_reports_total", "counter",
+		    "Reports received, by result: ok (answered), malformed, oversized (over the "
+		    "wire's limit, the HTTP server's 413s included) or version (one this allocator "
+		    "does not speak); a refused report changes nothing.");
+	for (int i = 0; i < ALLOC_REPORT_RESULTS; i++) {
+		const char *labels[] = { "result", result_names[i], NULL };
+		uint64_t v = app->stats.reports[i];
+
+		if (i == ALLOC_REPORT_OVERSIZED)
+			v += st.body_too_large;
+		expo_sample_u64(x, "tollgate_allocator_reports_total", labels, v);
+	}
+	expo_family(x, "tollgate_allocator_report_failures_total", "counter",
+		    "Good reports that could not be answered (out of memory: 503).");
+	expo_sample_u64(x, "tollgate_allocator_report_failures_total", NULL,
+			app->stats.report_failures);
+	expo_family(x, "tollgate_allocator_rounds_total", "counter", "Allocation rounds run.");
+	expo_sample_u64(x, "tollgate_allocator_rounds_total", NULL, app->stats.rounds);
+	expo_family(x, "tollgate_allocator_round_duration_seconds", "gauge",
+		    "How long the last allocation round took.");
+	expo_sample(x, "tollgate_allocator_round_duration_seconds", NULL, app->stats.round_seconds);
+	expo_family(x, "tollgate_allocator_config_reloads_total", "counter",
+		    "Config changes read, by result: ok, or error (the config in force stays).");
+	{
+		static const char *const ok[] = { "result", "ok", NULL };
+		static const char *const err[] = { "result", "error", NULL };
+
+		expo_sample_u64(x, "tollgate_allocator_config_reloads_total", ok,
+				app->stats.reloads - app->stats.reload_errors);
+		expo_sample_u64(x, "tollgate_allocator_config_reloads_total", err,
+				app->stats.reload_errors);
+	}
+	exporter_render_http(x, &st);
+}
+
+/* The page, collected for the HTTP server; run from the loop (http_run). */
+static int collect(void *cls, char **ret_buf, size_t *ret_len)
+{
+	struct app *app = cls;
+	size_t len;
+	char *buf;
+
+	expo_reset(&app->page);
+	render(app, &app->page);
+	if (app->page.overflow) {
+		alloc_log(ALLOC_LOG_ERROR, "msg=\"scrape failed\" err=\"the page outgrew its bound\"");
+		return -ENOBUFS;
+	}
+	buf = expo_take(&app->page, &len);
+	if (!buf)
+		return -ENODATA;
+	*ret_buf = buf;
+	*ret_len = len;
+	return 0;
+}
+
+void alloc_http_config(struct app *app, struct http_config *hc)
+{
+	hc->route = route;
+	hc->route_cls = app;
+	hc->post = post;
+	hc->post_cls = app;
+	/*
+	 * Twice the wire's limit: a report a little over it is read and
+	 * answered 400 saying so; one far over is refused unread (413).
+	 */
+	hc->max_body = 2 * BUDGET_BODY_MAX;
+	hc->collect = collect;
+	hc->collect_cls = app;
+	hc->page_type = "text/plain; version=0.0.4; charset=utf-8";
+	/* Prometheus and the probes: a page is cheap, and each scrape sees the last round */
+	hc->cache_ms = 0;
+	/* the last slots go to addresses holding none (the scraper, the probes) */
+	hc->reserve = hc->max_connections > 256 ? 64 : hc->max_connections / 4;
+	/* a node's report and its answer: a few hundred bytes of headers */
+	hc->request_memory = 8192;
+	/*
+	 * After a restart every node reconnects within one report period: the
+	 * kernel holds that burst (up to net.core.somaxconn) rather than fall
+	 * back to SYN cookies and retries seconds later.
+	 */
+	hc->backlog = 4096;
+}

@@ -1,0 +1,652 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The allocator's load: N nodes, each reporting its budgeted namespaces
+ * once a second to one tollgate-allocator, as agents do (one kept-alive
+ * HTTP/1.1 connection per node, POST /v1/report, the grants it answers
+ * applied in the next report). The nodes' reports are spread evenly over
+ * each second. For tests/bench/bench_allocator.sh.
+ *
+ *   alloc_load --url http://ADDR:PORT --nodes N [--seconds D] [--warmup W]
+ *              [--namespaces K] [--per-node P] [--src-base A.B.C.D]
+ *              [--pid PID] [--targets]
+ *
+ * Node i reports namespaces ns(P*i) .. ns(P*i+P-1) (of K, "ns000".."ns<K-1>",
+ * which the allocator's config budgets) from source address src-base + i
+ * (the bench makes the whole range local: each simulated node has an
+ * address of its own, as nodes do). After W seconds of warm-up (connections
+ * made, the allocator past its learning lease) it measures D seconds: each
+ * report's latency (from the moment it was due to its answer), and, with
+ * --pid, the allocator's CPU (utime + stime of /proc/PID/stat over the D
+ * seconds) and its peak RSS (VmHWM). --targets prints PASS or MISS beside
+ * each against the 7,500-node targets (p99 <= 50 ms, <= 1 core, <= 200 MiB).
+ * First one line for scripts ("result key=value ..."), then the same for
+ * people, with the generator's own CPU and how late it sent reports, so
+ * that a run the generator could not keep up with shows as one. Exits 1
+ * when fewer than 99 % of the due reports were answered.
+ *
+ * libcurl's multi handle keeps its connections and host names in hash
+ * tables of a fixed 97 and 71 buckets: one multi handle for 3,000 nodes
+ * spent 2.4 ms of CPU per report, and the generator, not the allocator,
+ * set the latency. So the nodes are
+ * split into groups of GROUP nodes, a multi handle each, all driven by
+ * libcurl's socket interface from one epoll set; and each node names the
+ * allocator by a host name of its own (n<i>.alloc, pinned to the address
+ * with CURLOPT_RESOLVE), so that each connection bundle holds one.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+#include <json-c/json.h>
+
+#define MAX_PER_NODE 8
+#define GROUP 200		/* nodes per multi handle (each holds 2 descriptors of its own) */
+#define BODY_MAX 2048
+#define ANSWER_MAX 2048
+
+struct ns_state {
+	int ns;
+	uint64_t demand;	/* bytes/s the namespace's pods would send */
+	uint64_t grant;		/* from the last answer; 0: none yet */
+	uint64_t safe_share;
+	uint32_t nodes;
+};
+
+struct group {
+	CURLM *m;
+	unsigned int index;
+	int64_t timer_us;	/* libcurl's timeout; -1: none */
+};
+
+struct node {
+	CURL *h;
+	struct group *g;
+	struct curl_slist *resolve;
+	char url[96], src[48];
+	char body[BODY_MAX];
+	char answer[ANSWER_MAX];
+	size_t answer_len;
+	bool busy;
+	int64_t due_us;		/* when the report in flight was due */
+	int64_t last_us;	/* when the last report was sent (its interval) */
+	uint64_t seq;
+	struct ns_state use[MAX_PER_NODE];
+};
+
+struct opts {
+	const char *url;
+	unsigned int nodes, seconds, warmup, namespaces, per_node;
+	const char *src_base;
+	int pid;
+	bool targets;
+};
+
+static int ep = -1;
+
+static struct {
+	unsigned int busy;	/* reports in flight */
+	double *lat_ms;
+	size_t n_lat, cap_lat;
+	uint64_t ok, http_errors, curl_errors, bad_answers, skipped;
+	int64_t max_lag_us;
+} st;
+
+static int64_t now_us(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000000 + t.tv_nsec / 1000;
+}
+
+static uint32_t rnd(uint32_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 17;
+	*x ^= *x << 5;
+	return *x;
+}
+
+static size_t on_data(char *p, size_t size, size_t nmemb, void *cls)
+{
+	struct node *n = cls;
+	size_t len = size * nmemb;
+
+	if (n->answer_len + len >= sizeof(n->answer))
+		len = sizeof(n->answer) - 1 - n->answer_len;
+	memcpy(n->answer + n->answer_len, p, len);
+	n->answer_len += len;
+	n->answer[n->answer_len] = '\0';
+	return size * nmemb;
+}
+
+/* The grants of an answer, into the node's namespaces. False when it is not one. */
+static bool take_answer(struct node *n, unsigned int per_node)
+{
+	json_object *root = json_tokener_parse(n->answer), *grants;
+	bool ok = false;
+
+	if (!root)
+		return false;
+	if (json_object_object_get_ex(root, "grants", &grants) &&
+	    json_object_is_type(grants, json_type_array)) {
+		ok = true;
+		for (size_t i = 0; i < json_object_array_length(grants); i++) {
+			json_object *g = json_object_array_get_idx(grants, i), *v;
+			const char *ns;
+			int k;
+
+			if (!json_object_object_get_ex(g, "namespace", &v))
+				continue;
+			ns = json_object_get_string(v);
+			if (!ns || strncmp(ns, "ns", 2) != 0)
+				continue;
+			k = atoi(ns + 2);
+			for (unsigned int j = 0; j < per_node; j++) {
+				struct ns_state *u = &n->use[j];
+
+				if (u->ns != k)
+					continue;
+				if (json_object_object_get_ex(g, "grant", &v))
+					u->grant = (uint64_t)json_object_get_int64(v);
+				if (json_object_object_get_ex(g, "safeShare", &v))
+					u->safe_share = (uint64_t)json_object_get_int64(v);
+				if (json_object_object_get_ex(g, "nodes", &v))
+					u->nodes = (uint32_t)json_object_get_int64(v);
+			}
+		}
+	}
+	json_object_put(root);
+	return ok;
+}
+
+/* The node's next report: what its namespaces sent since the last, at the grants it applied. */
+static size_t build_report(struct node *n, unsigned int idx, unsigned int per_node, int64_t now)
+{
+	const uint64_t fallback = 1250000, limit = 125000000; /* 10M and 1G, bytes/s */
+	uint32_t interval = n->last_us ? (uint32_t)((now - n->last_us) / 1000) : 0;
+	size_t len;
+	int w;
+
+	n->last_us = now;
+	w = snprintf(n->body, sizeof(n->body), "{\"version\":1,\"node\":\"node-%05u\",\"seq\":%llu,"
+		     "\"budgets\":[", idx, (unsigned long long)++n->seq);
+	len = (size_t)w;
+	for (unsigned int j = 0; j < per_node; j++) {
+		const struct ns_state *u = &n->use[j];
+		uint64_t applied = u->grant ? u->grant : fallback;
+		uint64_t rate = u->demand < applied ? u->demand : applied;
+
+		w = snprintf(n->body + len, sizeof(n->body) - len,
+			     "%s{\"namespace\":\"ns%03d\",\"sentBytes\":%llu,\"intervalMs\":%u,"
+			     "\"saturated\":%s,\"applied\":%llu,\"limit\":%llu,\"state\":\"%s\","
+			     "\"pods\":%u,\"safeShare\":%llu,\"nodes\":%u}",
+			     j ? "," : "", u->ns, (unsigned long long)(rate * interval / 1000),
+			     interval, u->demand > applied ? "true" : "false",
+			     (unsigned long long)applied, (unsigned long long)limit,
+			     u->grant ? "granted" : "fallback", 1 + (idx + j) % 4,
+			     (unsigned long long)u->safe_share, u->nodes);
+		len += (size_t)w;
+	}
+	len += (size_t)snprintf(n->body + len, sizeof(n->body) - len, "]}");
+	return len;
+}
+
+static int setup_node(struct node *n, unsigned int i, const struct opts *o, struct in_addr src,
+		      const char *host, unsigned int port, struct curl_slist *headers)
+{
+	char pin[128];
+	uint32_t seed = 2463534242u ^ (i * 2654435761u);
+
+	src.s_addr = htonl(ntohl(src.s_addr) + i);
+	snprintf(n->src, sizeof(n->src), "host!%s", inet_ntoa(src));
+	snprintf(n->url, sizeof(n->url), "http://n%u.alloc:%u/v1/report", i, port);
+	snprintf(pin, sizeof(pin), "n%u.alloc:%u:%s", i, port, host);
+	n->resolve = curl_slist_append(NULL, pin);
+	n->h = curl_easy_init();
+	if (!n->resolve || !n->h)
+		return -ENOMEM;
+	for (unsigned int j = 0; j < o->per_node; j++) {
+		n->use[j].ns = (int)((o->per_node * i + j) % o->namespaces);
+		/* 1 to 30 MB/s: some nodes below their fair share, some far above */
+		n->use[j].demand = 1000000 + (uint64_t)(rnd(&seed) % 29000000);
+	}
+	curl_easy_setopt(n->h, CURLOPT_URL, n->url);
+	curl_easy_setopt(n->h, CURLOPT_RESOLVE, n->resolve);
+	curl_easy_setopt(n->h, CURLOPT_INTERFACE, n->src);
+	curl_easy_setopt(n->h, CURLOPT_HTTPHEADER, headers);
+	curl_easy_setopt(n->h, CURLOPT_POSTFIELDS, n->body);
+	curl_easy_setopt(n->h, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(n->h, CURLOPT_WRITEDATA, n);
+	curl_easy_setopt(n->h, CURLOPT_PRIVATE, n);
+	curl_easy_setopt(n->h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(n->h, CURLOPT_TIMEOUT_MS, 5000L);
+	curl_easy_setopt(n->h, CURLOPT_CONNECTTIMEOUT_MS, 3000L);
+	curl_easy_setopt(n->h, CURLOPT_BUFFERSIZE, 4096L);
+	curl_easy_setopt(n->h, CURLOPT_TCP_NODELAY, 1L);
+	return 0;
+}
+
+static void start(struct node *n, unsigned int idx, const struct opts *o, int64_t due)
+{
+	int running;
+	size_t len = build_report(n, idx, o->per_node, now_us());
+
+	curl_easy_setopt(n->h, CURLOPT_POSTFIELDSIZE, (long)len);
+	n->answer_len = 0;
+	n->answer[0] = '\0';
+	n->busy = true;
+	st.busy++;
+	n->due_us = due;
+	curl_multi_add_handle(n->g->m, n->h);
+	/* sent now, not when the group's timer next comes round */
+	curl_multi_socket_action(n->g->m, CURL_SOCKET_TIMEOUT, 0, &running);
+}
+
+static void record(double ms)
+{
+	if (st.n_lat == st.cap_lat) {
+		size_t cap = st.cap_lat ? 2 * st.cap_lat : 65536;
+		double *p = realloc(st.lat_ms, cap * sizeof(*p));
+
+		if (!p)
+			return;
+		st.lat_ms = p;
+		st.cap_lat = cap;
+	}
+	st.lat_ms[st.n_lat++] = ms;
+}
+
+static void finish(CURLM *m, unsigned int per_node, int64_t measure_from, int64_t measure_to)
+{
+	CURLMsg *msg;
+	int left;
+
+	while ((msg = curl_multi_info_read(m, &left))) {
+		struct node *n;
+		long code = 0;
+		int64_t t = now_us();
+		bool counted;
+
+		if (msg->msg != CURLMSG_DONE)
+			continue;
+		curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&n);
+		curl_easy_getinfo(msg->easy_handle, CURLINFO_RESPONSE_CODE, &code);
+		counted = n->due_us >= measure_from && n->due_us < measure_to;
+		if (msg->data.result != CURLE_OK) {
+			st.curl_errors += counted;
+			if (counted && st.curl_errors <= 3)
+				fprintf(stderr, "alloc_load: %s: %s\n", n->url,
+					curl_easy_strerror(msg->data.result));
+		} else if (code != 200) {
+			st.http_errors += counted;
+			if (counted && st.http_errors <= 3)
+				fprintf(stderr, "alloc_load: %s: HTTP %ld: %.200s\n", n->url, code,
+					n->answer);
+		} else if (!take_answer(n, per_node)) {
+			st.bad_answers += counted;
+		} else if (counted) {
+			st.ok++;
+			record((double)(t - n->due_us) / 1000.0);
+		}
+		curl_multi_remove_handle(m, msg->easy_handle);
+		n->busy = false;
+		st.busy--;
+	}
+}
+
+/* libcurl's socket interface: each socket of a group's transfers in the one epoll set. */
+static int on_socket(CURL *e, curl_socket_t s, int what, void *userp, void *socketp)
+{
+	const struct group *g = userp;
+	struct epoll_event ev = { .data.u64 = ((uint64_t)g->index << 32) | (uint32_t)s };
+
+	(void)e, (void)socketp;
+	if (what == CURL_POLL_REMOVE) {
+		epoll_ctl(ep, EPOLL_CTL_DEL, s, NULL); /* closed already: nothing to do */
+		return 0;
+	}
+	ev.events = ((what & CURL_POLL_IN) ? EPOLLIN : 0) | ((what & CURL_POLL_OUT) ? EPOLLOUT : 0);
+	if (epoll_ctl(ep, EPOLL_CTL_MOD, s, &ev) < 0)
+		epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev);
+	return 0;
+}
+
+static int on_timer(CURLM *m, long timeout_ms, void *userp)
+{
+	struct group *g = userp;
+
+	(void)m;
+	g->timer_us = timeout_ms < 0 ? -1 : now_us() + (int64_t)timeout_ms * 1000;
+	return 0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * The allocator's /proc/PID/stat and status, opened before the nodes'
+ * connections take every descriptor the limit allows.
+ */
+static int stat_fd = -1, status_fd = -1;
+
+static ssize_t read_proc(int fd, char *buf, size_t size)
+{
+	ssize_t n = fd < 0 ? -1 : pread(fd, buf, size - 1, 0);
+
+	buf[n > 0 ? n : 0] = '\0';
+	return n;
+}
+
+/* utime + stime of the allocator, in seconds; -1 when it cannot be read. */
+static double cpu_seconds(void)
+{
+	char buf[2048], *p;
+	unsigned long long ut, stt;
+
+	if (read_proc(stat_fd, buf, sizeof(buf)) <= 0)
+		return -1;
+	/* after the command's parenthesis: state is field 3, utime 14, stime 15 */
+	p = strrchr(buf, ')');
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
+			 &stt) != 2)
+		return -1;
+	return (double)(ut + stt) / (double)sysconf(_SC_CLK_TCK);
+}
+
+static double self_seconds(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+	       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+static long status_kb(const char *key)
+{
+	char buf[4096], *p;
+	size_t klen = strlen(key);
+
+	if (read_proc(status_fd, buf, sizeof(buf)) <= 0)
+		return -1;
+	for (p = buf; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+		if (strncmp(p, key, klen) == 0 && p[klen] == ':')
+			return strtol(p + klen + 1, NULL, 10);
+	return -1;
+}
+
+static const char *verdict(bool t, bool ok)
+{
+	return !t ? "" : ok ? "  PASS" : "  MISS";
+}
+
+static void usage(FILE *f)
+{
+	fputs("usage: alloc_load --url http://ADDR:PORT --nodes N [--seconds D] [--warmup W]\n"
+	      "                  [--namespaces K] [--per-node P] [--src-base A.B.C.D] [--pid PID]\n"
+	      "                  [--targets]\n",
+	      f);
+}
+
+static int parse(int argc, char **argv, struct opts *o)
+{
+	static const struct option opts[] = {
+		{ "url", required_argument, NULL, 'u' },
+		{ "nodes", required_argument, NULL, 'n' },
+		{ "seconds", required_argument, NULL, 'd' },
+		{ "warmup", required_argument, NULL, 'w' },
+		{ "namespaces", required_argument, NULL, 'k' },
+		{ "per-node", required_argument, NULL, 'p' },
+		{ "src-base", required_argument, NULL, 's' },
+		{ "pid", required_argument, NULL, 'P' },
+		{ "targets", no_argument, NULL, 't' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+
+	*o = (struct opts){ .seconds = 10, .warmup = 3, .namespaces = 100, .per_node = 3,
+			    .src_base = "10.64.0.1" };
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'u': o->url = optarg; break;
+		case 'n': o->nodes = (unsigned int)strtoul(optarg, NULL, 10); break;
+		case 'd': o->seconds = (unsigned int)strtoul(optarg, NULL, 10); break;
+		case 'w': o->warmup = (unsigned int)strtoul(optarg, NULL, 10); break;
+		case 'k': o->namespaces = (unsigned int)strtoul(optarg, NULL, 10); break;
+		case 'p': o->per_node = (unsigned int)strtoul(optarg, NULL, 10); break;
+		case 's': o->src_base = optarg; break;
+		case 'P': o->pid = atoi(optarg); break;
+		case 't': o->targets = true; break;
+		default: usage(stderr); return -1;
+		}
+	}
+	if (!o->url || !o->nodes || o->nodes > 60000 || !o->seconds || !o->namespaces ||
+	    !o->per_node || o->per_node > MAX_PER_NODE || o->per_node > o->namespaces) {
+		usage(stderr);
+		return -1;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o;
+	struct node *nodes;
+	struct curl_slist *headers = NULL;
+	struct in_addr src;
+	struct rlimit rl;
+	char host[64];
+	unsigned int port, cursor = 0, n_groups;
+	int64_t t0, measure_from, measure_to, end, round_us = 0;
+	double cpu0 = -1, cpu1 = -1, gen0 = 0, gen1 = 0, elapsed;
+	struct group *groups;
+
+	if (parse(argc, argv, &o) < 0)
+		return 2;
+	if (sscanf(o.url, "http://%63[0-9.]:%u", host, &port) != 2 ||
+	    inet_pton(AF_INET, o.src_base, &src) != 1) {
+		fprintf(stderr, "alloc_load: --url is http://ADDR:PORT, --src-base an IPv4 address\n");
+		return 2;
+	}
+	/* a descriptor per node, and some: past the hard limit only with CAP_SYS_RESOURCE */
+	rl.rlim_cur = rl.rlim_max = o.nodes + 1024;
+	if (setrlimit(RLIMIT_NOFILE, &rl) < 0 && getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+		if (rl.rlim_cur < o.nodes + 2 * (o.nodes / GROUP + 1) + 32) {
+			fprintf(stderr, "alloc_load: the open-file limit (%llu) is too low for %u nodes\n",
+				(unsigned long long)rl.rlim_cur, o.nodes);
+			return 1;
+		}
+	}
+	if (o.pid) {
+		char path[64];
+
+		snprintf(path, sizeof(path), "/proc/%d/stat", o.pid);
+		stat_fd = open(path, O_RDONLY | O_CLOEXEC);
+		snprintf(path, sizeof(path), "/proc/%d/status", o.pid);
+		status_fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (stat_fd < 0 || status_fd < 0) {
+			fprintf(stderr, "alloc_load: --pid %d: %m\n", o.pid);
+			return 1;
+		}
+	}
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	headers = curl_slist_append(headers, "Content-Type: application/json");
+	headers = curl_slist_append(headers, "Expect:");
+	n_groups = (o.nodes + GROUP - 1) / GROUP;
+	nodes = calloc(o.nodes, sizeof(*nodes));
+	groups = calloc(n_groups, sizeof(*groups));
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	if (!nodes || !groups || !headers || ep < 0)
+		return 1;
+	for (unsigned int k = 0; k < n_groups; k++) {
+		struct group *g = &groups[k];
+
+		*g = (struct group){ .m = curl_multi_init(), .index = k, .timer_us = -1 };
+		if (!g->m)
+			return 1;
+		/* every node's connection stays in its group's cache between its reports */
+		curl_multi_setopt(g->m, CURLMOPT_MAXCONNECTS, (long)GROUP + 4);
+		curl_multi_setopt(g->m, CURLMOPT_SOCKETFUNCTION, on_socket);
+		curl_multi_setopt(g->m, CURLMOPT_SOCKETDATA, g);
+		curl_multi_setopt(g->m, CURLMOPT_TIMERFUNCTION, on_timer);
+		curl_multi_setopt(g->m, CURLMOPT_TIMERDATA, g);
+	}
+	for (unsigned int i = 0; i < o.nodes; i++) {
+		if (setup_node(&nodes[i], i, &o, src, host, port, headers) < 0)
+			return 1;
+		nodes[i].g = &groups[i / GROUP];
+	}
+
+	t0 = now_us();
+	measure_from = t0 + (int64_t)o.warmup * 1000000;
+	measure_to = measure_from + (int64_t)o.seconds * 1000000;
+	end = measure_to + 6000000; /* the last reports' answers (their timeout is 5 s) */
+	for (;;) {
+		struct epoll_event evs[256];
+		int64_t now = now_us(), due, wake;
+		int running, n;
+
+		if (cpu0 < 0 && now >= measure_from) {
+			cpu0 = o.pid ? cpu_seconds() : 0;
+			gen0 = self_seconds();
+		}
+		if (cpu1 < 0 && now >= measure_to) {
+			cpu1 = o.pid ? cpu_seconds() : 0;
+			gen1 = self_seconds();
+		}
+		if (now >= end || (t0 + round_us + (int64_t)cursor * 1000000 / o.nodes >= measure_to &&
+				   !st.busy))
+			break;
+		/* node i is due at i/N of each second */
+		/* every report due within the measured seconds goes out, late ones too */
+		while ((due = t0 + round_us + (int64_t)cursor * 1000000 / o.nodes) < measure_to &&
+		       now >= due) {
+			struct node *nd = &nodes[cursor];
+
+			if (due >= measure_from && now - due > st.max_lag_us)
+				st.max_lag_us = now - due;
+			if (nd->busy)
+				st.skipped += due >= measure_from; /* the last report is still out */
+			else
+				start(nd, cursor, &o, due);
+			if (++cursor == o.nodes) {
+				cursor = 0;
+				round_us += 1000000;
+			}
+		}
+		due = t0 + round_us + (int64_t)cursor * 1000000 / o.nodes;
+		wake = due < measure_to ? due : now + 10000;
+		for (unsigned int k = 0; k < n_groups; k++) {
+			struct group *g = &groups[k];
+
+			if (g->timer_us < 0)
+				continue;
+			if (g->timer_us <= now) {
+				g->timer_us = -1;
+				curl_multi_socket_action(g->m, CURL_SOCKET_TIMEOUT, 0, &running);
+				finish(g->m, o.per_node, measure_from, measure_to);
+			}
+			if (g->timer_us >= 0 && g->timer_us < wake)
+				wake = g->timer_us;
+		}
+		n = epoll_wait(ep, evs, 256, wake > now ? (int)((wake - now + 999) / 1000) : 0);
+		for (int i = 0; i < n; i++) {
+			struct group *g = &groups[evs[i].data.u64 >> 32];
+			int fd = (int)(uint32_t)evs[i].data.u64, mask = 0;
+
+			if (evs[i].events & EPOLLIN)
+				mask |= CURL_CSELECT_IN;
+			if (evs[i].events & EPOLLOUT)
+				mask |= CURL_CSELECT_OUT;
+			if (evs[i].events & (EPOLLERR | EPOLLHUP))
+				mask |= CURL_CSELECT_ERR;
+			curl_multi_socket_action(g->m, fd, mask, &running);
+			finish(g->m, o.per_node, measure_from, measure_to);
+		}
+	}
+	/* the last answers may all be in before the measured seconds end */
+	elapsed = (double)o.seconds;
+	if (cpu1 < 0) {
+		int64_t now = now_us();
+
+		cpu1 = o.pid ? cpu_seconds() : 0;
+		gen1 = self_seconds();
+		if (now > measure_from)
+			elapsed = (double)(now - measure_from) / 1e6;
+	}
+
+	{
+		size_t n = st.n_lat;
+		double p50 = 0, p99 = 0, max = 0, cores = -1;
+		long hwm = o.pid ? status_kb("VmHWM") : -1;
+		uint64_t expected = (uint64_t)o.nodes * o.seconds;
+		bool t = o.targets;
+
+		if (n) {
+			qsort(st.lat_ms, n, sizeof(double), cmp_double);
+			p50 = st.lat_ms[(size_t)floor(0.50 * (double)(n - 1))];
+			p99 = st.lat_ms[(size_t)floor(0.99 * (double)(n - 1))];
+			max = st.lat_ms[n - 1];
+		}
+		double gen_cores = (gen1 - gen0) / elapsed;
+
+		if (o.pid && cpu0 >= 0 && cpu1 >= 0)
+			cores = (cpu1 - cpu0) / elapsed;
+		/* one line for scripts, then the same for people */
+		printf("result nodes=%u namespaces_per_node=%u budgets=%u seconds=%u reports=%llu "
+		       "expected=%llu errors=%llu skipped=%llu max_lag_ms=%.1f p50_ms=%.3f "
+		       "p99_ms=%.3f max_ms=%.3f cpu_cores=%.3f rss_kb=%ld generator_cores=%.3f\n",
+		       o.nodes, o.per_node, o.namespaces, o.seconds, (unsigned long long)st.ok,
+		       (unsigned long long)expected,
+		       (unsigned long long)(st.http_errors + st.curl_errors + st.bad_answers),
+		       (unsigned long long)st.skipped, (double)st.max_lag_us / 1000.0, p50, p99, max,
+		       cores, hwm, gen_cores);
+		printf("  %llu of %llu reports answered, %llu errors, %llu not sent (the node's last "
+		       "still out), generator lag up to %.1f ms, generator CPU %.3f cores\n",
+		       (unsigned long long)st.ok, (unsigned long long)expected,
+		       (unsigned long long)(st.http_errors + st.curl_errors + st.bad_answers),
+		       (unsigned long long)st.skipped, (double)st.max_lag_us / 1000.0, gen_cores);
+		printf("  report latency: p50 %.2f ms, p99 %.2f ms%s, max %.2f ms\n", p50, p99,
+		       verdict(t, n && p99 <= 50.0), max);
+		if (cores >= 0)
+			printf("  allocator CPU: %.3f cores%s\n", cores, verdict(t, cores <= 1.0));
+		if (hwm >= 0)
+			printf("  allocator peak RSS (VmHWM): %.1f MiB%s\n", (double)hwm / 1024.0,
+			       verdict(t, hwm <= 200 * 1024));
+	}
+	for (unsigned int i = 0; i < o.nodes; i++) {
+		if (nodes[i].busy)
+			curl_multi_remove_handle(nodes[i].g->m, nodes[i].h);
+		curl_easy_cleanup(nodes[i].h);
+		curl_slist_free_all(nodes[i].resolve);
+	}
+	for (unsigned int k = 0; k < n_groups; k++)
+		curl_multi_cleanup(groups[k].m);
+	free(groups);
+	close(ep);
+	curl_slist_free_all(headers);
+	curl_global_cleanup();
+	free(nodes);
+	free(st.lat_ms);
+	/* every report answered: the figures mean something */
+	return st.ok >= (uint64_t)o.nodes * o.seconds * 99 / 100 ? 0 : 1;
+}

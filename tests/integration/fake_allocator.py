@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""An allocator that misbehaves on purpose, for the agent's budget tests.
+
+The real tollgate-allocator answers correctly; this one answers what the test
+asks, so that the agent is seen against a slow, broken or hostile allocator:
+
+    ip netns exec NODE python3 fake_allocator.py --port P --log L --control C
+
+The control file (JSON, re-read at every request; every key optional):
+  {"mode": "grant",         grant: answer with "grants" below (default)
+                  "slow",   answer after "delay" seconds
+                  "garbage",  200 with a body that is not JSON
+                  "version2", a well-formed answer of version 2
+                  "oversize", 200 with a 128 KiB body
+                  "status",   answer "status" (e.g. 500) with no body
+                  "close",    read the request, close without answering
+   "grants": {"datasets": {"grant": 1250000, "safeShare": 500000, "nodes": 3}},
+   "leaseMs": 4000, "delay": 5, "status": 500}
+
+Every report received is appended to --log as one JSON line:
+  {"t": <unix time>, "mode": "...", "report": <the report as sent>}
+"""
+
+import argparse
+import json
+import os
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+def control(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, fmt, *args):
+        pass
+
+    def send(self, status, body, ctype="application/json"):
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self):
+        n = int(self.headers.get("Content-Length", "0"))
+        raw = self.rfile.read(n)
+        c = control(self.server.control)
+        mode = c.get("mode", "grant")
+        try:
+            report = json.loads(raw)
+        except ValueError:
+            report = None
+        with open(self.server.log, "a") as f:
+            f.write(json.dumps({"t": time.time(), "mode": mode, "path": self.path,
+                                "report": report}) + "\n")
+        if mode == "close":
+            self.close_connection = True
+            return
+        if mode == "slow":
+            time.sleep(float(c.get("delay", 5)))
+        if mode == "garbage":
+            return self.send(200, b"this is not json {")
+        if mode == "oversize":
+            return self.send(200, b"{" + b" " * (128 << 10) + b"}")
+        if mode == "status":
+            return self.send(int(c.get("status", 500)), b"")
+        grants = []
+        for ns, g in sorted(c.get("grants", {}).items()):
+            grants.append({"namespace": ns, "grant": g.get("grant", 0),
+                           "safeShare": g.get("safeShare", 0), "nodes": g.get("nodes", 1)})
+        answer = {"version": 2 if mode == "version2" else 1,
+                  "leaseMs": c.get("leaseMs", 4000), "grants": grants}
+        self.send(200, json.dumps(answer).encode())
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--bind", default="127.0.0.1")
+    p.add_argument("--log", required=True)
+    p.add_argument("--control", required=True)
+    a = p.parse_args()
+    srv = ThreadingHTTPServer((a.bind, a.port), Handler)
+    srv.daemon_threads = True
+    srv.log = a.log
+    srv.control = a.control
+    open(a.log, "a").close()
+    print("listening", flush=True)
+    srv.serve_forever()
+
+
+if __name__ == "__main__":
+    os.umask(0o022)
+    main()

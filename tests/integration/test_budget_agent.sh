@@ -1,0 +1,267 @@
+#!/usr/bin/env bash
+# A node's side of cluster budgets, against an allocator that does what the
+# test says (fake_allocator.py: grants, slow answers, garbage, errors):
+#   - an ADD makes a budgeted namespace's class at the fallback ceil, its
+#     pods' classes guaranteed only 8 kbit/s (they borrow the rest)
+#   - a grant becomes the namespace class's ceil; reshape and reconcile
+#     leave it there; CHECK accepts it; the report says what the node holds
+#   - a lease that is not renewed falls to min(grant, safe share), on time
+#   - a slow allocator costs a report its timeout and never the loop:
+#     /metrics answers at once and /readyz stays ready
+#   - answers that are garbage, of version 2 or too big are refused and
+#     counted; nothing changes
+#   - a restart of the agent keeps the grants whose leases still run
+#   - a bad budgets config on reload keeps the one in force
+#   - an allocator that never answers leaves the node on its fallback
+#
+# Standalone: TOLLGATE_BIN_DIR=build bash tests/integration/test_budget_agent.sh
+# shellcheck disable=SC2016,SC1091  # jq filters with $vars
+set -u
+. "$(dirname "$0")/lib.sh"
+tg_require
+tg_traps
+
+AGENT=$TOLLGATE_BIN_DIR/tollgate-agent
+IPAM_BIN=$TOLLGATE_BIN_DIR/tollgate-ipam
+PORT=19641
+APORT=19642
+for b in "$AGENT" "$IPAM_BIN"; do
+	[ -x "$b" ] || { echo "not ok - preconditions: $b not found (run make)"; exit 1; }
+done
+
+t_begin topology
+topo_up || tap_bail "could not build the namespace topology"
+t_end
+
+CTL=$TG_TMP/alloc.control
+RLOG=$TG_TMP/alloc.log
+ALOG=$TG_TMP/agent.log
+CONF=$(tg_conf '.shaping={internetEgress: {namespaceDefault: "1G", podDefault: "500M"}}
+	| .budgets={allocator: "http://127.0.0.1:\($port)", reportSeconds: 1, leaseSeconds: 4,
+	            fallback: "10M", internetEgress: {datasets: "120M"}}' --argjson port "$APORT")
+conflist() { jq -c '{cniVersion, name, plugins: [.]}' <<<"$1"; }
+CM=$TG_TMP/cm
+mkdir -p "$CM"
+conflist "$CONF" >"$CM/tollgate.conflist"
+STATE=$(tg_state_file)
+BUDGETS=$TG_TMP/data/$TG_NETNAME/budgets.json
+
+IPAM() { ip netns exec "$TG_NODE" env -i PATH="$TG_PATH" "$IPAM_BIN" --data-dir "$TG_TMP/data" --network "$TG_NETNAME" "$@"; }
+# class_field DEV CLASSID rate|ceil -> bit/s (tc prints 8Kbit, 20Mbit; empty: missing)
+class_field() {
+	tc -n "$TG_NODE" class show dev "$1" classid "$2" 2>/dev/null | awk -v f="$3" '{
+		for (i = 1; i < NF; i++) if ($i == f) {
+			v = $(i + 1); m = 1
+			if (v ~ /Kbit$/) m = 1e3; else if (v ~ /Mbit$/) m = 1e6; else if (v ~ /Gbit$/) m = 1e9
+			sub(/[KMG]?bit$/, "", v); printf "%.0f\n", v * m; exit }
+	}'
+}
+ceil_of() { class_field "$1" "$2" ceil; }
+rate_of() { class_field "$1" "$2" rate; }
+ceil_is() { [ "$(ceil_of tollgate-inet "$(minor "$1" namespaceClass)")" = "$2" ]; } # POD BITS
+att() { jq -c --arg ip "${POD_IP[$1]}" '.attachments[] | select(.ip == $ip)' "$STATE"; }
+minor() { printf '1:%x' "$(att "$1" | jq -r ".shaping.$2")"; }
+ns_ceil() { ceil_of tollgate-inet "$(minor "$1" namespaceClass)"; }
+metrics() { ip netns exec "$TG_NODE" curl -s --max-time 2 "http://127.0.0.1:$PORT/metrics"; }
+metric() { # NAME LABELS-REGEX -> value (empty: none)
+	metrics | awk -v n="$1" -v l="$2" '$1 ~ ("^" n) && $1 ~ l {print $2; exit}'
+}
+state_is() { [ "$(metric tollgate_budget_state "namespace=\"datasets\",state=\"$1\"")" = 1 ]; }
+ctl() { printf '%s\n' "$1" >"$CTL"; }
+
+ALLOC_PID=""
+alloc_start() {
+	ip netns exec "$TG_NODE" python3 "$(dirname "$0")/fake_allocator.py" --port "$APORT" \
+		--log "$RLOG" --control "$CTL" >/dev/null 2>&1 &
+	ALLOC_PID=$!
+	TG_PIDS+=("$ALLOC_PID")
+	wait_for 5 sh_port "$APORT"
+}
+sh_port() { ip netns exec "$TG_NODE" ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; }
+AGENT_PID=""
+agent_start() {
+	ip netns exec "$TG_NODE" "$AGENT" --config "$CM/tollgate.conflist" --listen "127.0.0.1:$PORT" \
+		--node-name node-a --declare-interval 1 --gc-interval 60 --sync-interval 300 \
+		--page-cache-ms 0 2>>"$ALOG" &
+	AGENT_PID=$!
+	TG_PIDS+=("$AGENT_PID")
+	wait_for 10 sh_port "$PORT"
+}
+agent_stop() { kill -TERM "$AGENT_PID" 2>/dev/null; wait "$AGENT_PID" 2>/dev/null; }
+
+# shellcheck disable=SC2034  # POD_VETH is pod_add's
+declare -A POD_CID POD_IP POD_NETNS POD_RESULT POD_VETH
+
+# ---- the ADD path: a budgeted namespace's class at the fallback ----
+t_begin "an ADD makes a budgeted namespace's class at the fallback ceil"
+pod_add d1 datasets "$CONF" || t_fail "ADD d1: $TG_OUT $TG_ERR"
+pod_add r1 research "$CONF" || t_fail "ADD r1: $TG_OUT $TG_ERR"
+t_expect "datasets class ceil" "$(ns_ceil d1)" 10000000
+t_expect "research class ceil (no budget: its cap)" "$(ns_ceil r1)" 1000000000
+t_expect "recorded fallback" "$(att d1 | jq -r '.shaping.budgetFallback // 0')" 10000000
+t_expect "research records none" "$(att r1 | jq -r '.shaping.budgetFallback // 0')" 0
+t_end
+t_begin "a budgeted namespace's pod class is guaranteed 8 kbit/s and borrows the rest"
+t_expect "pod class rate" "$(rate_of tollgate-inet "$(minor d1 podClass)")" 8000
+t_expect "pod class ceil" "$(ceil_of tollgate-inet "$(minor d1 podClass)")" 500000000
+t_expect "research pod class rate (1% of its ceil)" "$(rate_of tollgate-inet "$(minor r1 podClass)")" 5000000
+t_end
+
+# ---- a grant ----
+ctl '{"mode": "grant", "leaseMs": 4000, "grants": {"datasets": {"grant": 2500000, "safeShare": 500000, "nodes": 3}}}'
+alloc_start || tap_bail "the fake allocator did not start"
+agent_start || tap_bail "the agent did not start: $(tail -5 "$ALOG")"
+
+t_begin "a grant becomes the namespace class's ceil within two reports"
+wait_for 5 ceil_is d1 20000000 ||
+	t_fail "ceil $(ns_ceil d1), want 20000000 (2500000 B/s); log: $(tail -3 "$ALOG")"
+state_is granted || t_fail "state not granted: $(metrics | grep tollgate_budget_state)"
+t_expect "grant metric" "$(metric tollgate_budget_grant_bytes_per_second 'namespace="datasets"')" 2500000
+t_expect "research untouched" "$(ns_ceil r1)" 1000000000
+t_end
+
+t_begin "the report names the node and says what it holds"
+# the first report (before any answer) said fallback: the next one holds the grant
+wait_for 3 sh -c "tail -1 '$RLOG' | jq -e '.report.budgets[0].state == \"granted\"' >/dev/null" ||
+	t_fail "no report says granted"
+last=$(tail -1 "$RLOG" | jq -c '.report')
+t_expect "path" "$(tail -1 "$RLOG" | jq -r '.path')" /v1/report
+t_expect "version" "$(jq -r '.version' <<<"$last")" 1
+t_expect "node" "$(jq -r '.node' <<<"$last")" node-a
+t_expect "namespaces reported" "$(jq -c '[.budgets[].namespace]' <<<"$last")" '["datasets"]'
+t_expect "applied" "$(jq -r '.budgets[0].applied' <<<"$last")" 2500000
+t_expect "state" "$(jq -r '.budgets[0].state' <<<"$last")" granted
+t_expect "limit: its own cap" "$(jq -r '.budgets[0].limit' <<<"$last")" 125000000
+t_expect "pods" "$(jq -r '.budgets[0].pods' <<<"$last")" 1
+t_expect "what the last answer said" "$(jq -c '[.budgets[0].safeShare, .budgets[0].nodes]' <<<"$last")" '[500000,3]'
+t_end
+
+t_begin "reports come once per reportSeconds (with jitter)"
+n0=$(wc -l <"$RLOG"); sleep 5; n1=$(wc -l <"$RLOG")
+if [ $((n1 - n0)) -lt 4 ] || [ $((n1 - n0)) -gt 6 ]; then t_fail "$((n1 - n0)) reports in 5 s"; fi
+t_end
+
+t_begin "reshape and reconcile leave the grant in place, and CHECK accepts it"
+sleep 2.5 # two declarations (--declare-interval 1), each with its reshape and reconcile
+t_expect "ceil" "$(ns_ceil d1)" 20000000
+tg_run CHECK "${POD_CID[d1]}" eth0 "${POD_NETNS[d1]}" "$(k8s_args datasets d1 "${POD_CID[d1]}")" <<<"$(jq -c --argjson r "${POD_RESULT[d1]}" '.prevResult=$r' <<<"$CONF")" ||
+	t_fail "CHECK: $TG_OUT"
+grep -q 'reshaped' "$ALOG" && t_fail "a reshape ran: $(grep reshaped "$ALOG" | tail -1)"
+t_end
+
+t_begin "a class set above its cap by hand is drift"
+# the agent puts the grant back within a second: a CHECK that finds it back already says nothing
+for try in 1 2 3 4 5; do
+	tc -n "$TG_NODE" class change dev tollgate-inet parent 1:1 classid "$(minor d1 namespaceClass)" htb rate 20Mbit ceil 2Gbit
+	tg_run CHECK "${POD_CID[d1]}" eth0 "${POD_NETNS[d1]}" "$(k8s_args datasets d1 "${POD_CID[d1]}")" <<<"$(jq -c --argjson r "${POD_RESULT[d1]}" '.prevResult=$r' <<<"$CONF")"
+	[ "$TG_RC" -ne 0 ] || ! ceil_is d1 2000000000 || break
+	[ "$TG_RC" -ne 0 ] && break
+	diag "try $try: the agent restored the ceil before CHECK read it"
+done
+[ "$TG_RC" -ne 0 ] || t_fail "CHECK passed with ceil 2Gbit over the 1G cap"
+grep -q "above its cap" <<<"$TG_OUT" || t_fail "message: $TG_OUT"
+wait_for 4 ceil_is d1 20000000 ||
+	t_fail "the agent did not put the grant back: $(ns_ceil d1)"
+t_end
+
+t_begin "tollgate-ipam status and show print the budget"
+out=$(IPAM status)
+grep -q '^budget     datasets: granted 20.0M (lease' <<<"$out" || t_fail "status: $out"
+out=$(IPAM show "datasets/d1")
+grep -q '^budget      datasets: granted' <<<"$out" || t_fail "show: $out"
+[ "$(IPAM --json show "research/r1" | jq '.budgets | length')" = 0 ] || t_fail "research shows a budget"
+t_end
+
+# ---- the lease runs out ----
+t_begin "a lease not renewed falls to min(grant, safe share), on time"
+ctl '{"mode": "status", "status": 500}'
+t0=$(date +%s.%N)
+wait_for 8 state_is lease-expired || t_fail "not lease-expired: $(metrics | grep tollgate_budget_state)"
+t1=$(date +%s.%N)
+t_expect "ceil" "$(ns_ceil d1)" 4000000
+el=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+diag "expired $el s after the allocator stopped granting (lease 4 s)"
+awk -v e="$el" 'BEGIN { exit !(e <= 5.5) }' || t_fail "expired after $el s"
+err=$(metric tollgate_budget_reports_total 'result="error"')
+[ "${err:-0}" -ge 2 ] || t_fail "errors counted: ${err:-none}"
+t_end
+
+t_begin "a slow allocator never blocks the loop"
+ctl '{"mode": "slow", "delay": 5}'
+sleep 1.5
+worst=0
+for _ in $(seq 10); do
+	ms=$(ip netns exec "$TG_NODE" curl -s -o /dev/null -w '%{time_total}' --max-time 3 "http://127.0.0.1:$PORT/metrics" |
+		awk '{ printf "%d", $1 * 1000 }')
+	[ "$ms" -gt "$worst" ] && worst=$ms
+	sleep 0.2
+done
+diag "worst /metrics latency while reports hang: $worst ms"
+[ "$worst" -lt 500 ] || t_fail "/metrics took $worst ms"
+t_expect "readyz" "$(ip netns exec "$TG_NODE" curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/readyz")" 200
+t_end
+
+for mode in garbage version2 oversize close; do
+	t_begin "an answer that is $mode is refused and changes nothing"
+	ctl "{\"mode\": \"$mode\", \"grants\": {\"datasets\": {\"grant\": 9000000, \"safeShare\": 9000000, \"nodes\": 1}}}"
+	before=$(metric tollgate_budget_reports_total 'result="error"')
+	sleep 2.5
+	after=$(metric tollgate_budget_reports_total 'result="error"')
+	[ "${after:-0}" -gt "${before:-0}" ] || t_fail "not counted: $before -> $after"
+	t_expect "ceil" "$(ns_ceil d1)" 4000000
+	state_is lease-expired || t_fail "state changed: $(metrics | grep tollgate_budget_state)"
+	t_end
+done
+
+# ---- restarts ----
+t_begin "the agent's restart keeps a grant whose lease still runs"
+ctl '{"mode": "grant", "leaseMs": 30000, "grants": {"datasets": {"grant": 3750000, "safeShare": 500000, "nodes": 3}}}'
+wait_for 5 state_is granted || t_fail "not granted again"
+agent_stop
+ctl '{"mode": "close"}'
+agent_start || t_fail "restart"
+sleep 1.5
+state_is granted || t_fail "after the restart: $(metrics | grep tollgate_budget_state)"
+t_expect "ceil" "$(ns_ceil d1)" 30000000
+t_end
+
+t_begin "a bad budgets config on reload keeps the one in force"
+ctl '{"mode": "grant", "leaseMs": 4000, "grants": {"datasets": {"grant": 3750000, "safeShare": 500000, "nodes": 3}}}'
+jq -c '.plugins[0].budgets.reportSeconds = 0' "$CM/tollgate.conflist" >"$CM/tmp" && mv "$CM/tmp" "$CM/tollgate.conflist"
+wait_for 5 sh -c "grep -q 'budgets.reportSeconds' '$ALOG'" || t_fail "no rejection logged"
+n0=$(wc -l <"$RLOG"); sleep 3; n1=$(wc -l <"$RLOG")
+[ $((n1 - n0)) -ge 2 ] || t_fail "reports stopped: $((n1 - n0)) in 3 s"
+state_is granted || t_fail "state: $(metrics | grep tollgate_budget_state)"
+conflist "$CONF" >"$CM/tmp" && mv "$CM/tmp" "$CM/tollgate.conflist"
+t_end
+
+t_begin "an allocator that never answers leaves a new node on its fallback, and the node ready"
+agent_stop
+kill "$ALLOC_PID" 2>/dev/null; wait "$ALLOC_PID" 2>/dev/null
+rm -f "$BUDGETS"
+tc -n "$TG_NODE" class change dev tollgate-inet parent 1:1 classid "$(minor d1 namespaceClass)" htb rate 300kbit ceil 30Mbit
+agent_start || t_fail "start"
+wait_for 5 state_is fallback || t_fail "state: $(metrics | grep tollgate_budget_state)"
+wait_for 3 ceil_is d1 10000000 ||
+	t_fail "ceil $(ns_ceil d1), want the fallback 10000000"
+t_expect "readyz" "$(ip netns exec "$TG_NODE" curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/readyz")" 200
+ip netns exec "${TG_ID}-d1" ping -c1 -W2 "$TG_INET_IP" >/dev/null || t_fail "the pod cannot reach the internet host"
+t_end
+
+agent_stop
+t_begin "DEL of the budgeted pods leaves no pod class (the namespace classes go with the agent's gc)"
+pods_classes() { # pod classes are 1:8000 and up
+	local n=0 h
+	for h in $(tc -n "$TG_NODE" class show dev tollgate-inet | awk '{ print $3 }'); do
+		[ $((16#${h#*:})) -ge $((16#8000)) ] && n=$((n + 1))
+	done
+	echo "$n"
+}
+[ "$(pods_classes)" = 2 ] || t_fail "control: $(pods_classes) pod classes before DEL, want 2"
+pod_del d1 "$CONF" || t_fail "DEL d1: $TG_OUT"
+pod_del r1 "$CONF" || t_fail "DEL r1: $TG_OUT"
+t_expect "pod classes left" "$(pods_classes)" 0
+t_expect "attachments left" "$(state_count)" 0
+t_end
+
+tap_done
