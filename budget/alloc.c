@@ -351,7 +351,9 @@ static void slot_release(struct budget_alloc *a, struct bslot *b)
  * lowered does not lower it; one raised back may be the one they had).
  *
  * Kept only when a node heard said it held a grant: a new cluster keeps
- * nothing back; once every node has reported, their safe shares add up to
+ * nothing back (nor, then, does a cluster whose every node heard is new
+ * while the ones that held grants are all silent: they cannot be told
+ * apart); once every node has reported, their safe shares add up to
  * safe_total again (less those still rising, or a budget raised since the
  * shares were given: kept back until forget_ms).
  */

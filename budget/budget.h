@@ -165,10 +165,12 @@ int budget_alloc_set(struct budget_alloc *a, const struct budget_def *d, size_t 
  * are the caller's (budget_answer_free). 0, or -ENOMEM (what was recorded
  * stays, counted as if its answer had been sent).
  *
- * The sum holds for every node the allocator knows of. Two it cannot: a
- * node silent past forget_ms still applies its safe share; and one silent
- * since before a budget was lowered holds a share of the old budget,
- * which an allocator started since does not know.
+ * The sum holds for every node the allocator knows of. Three it cannot: a
+ * node silent past forget_ms still applies its safe share; one silent
+ * since before a budget was lowered holds a share of the old budget, which
+ * an allocator started since does not know; and when every node a new
+ * allocator hears is new (none says it held a grant), it takes the
+ * cluster for a new one, unaware of a node silent since before it.
  */
 int budget_alloc_report(struct budget_alloc *a, const struct budget_report *r, int64_t now_ms,
 			struct budget_answer *ret);
