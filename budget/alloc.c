@@ -600,7 +600,8 @@ static void round_budget(struct budget_alloc *a, struct bslot *b, int64_t now_ms
 	if (n == 0)
 		return;
 	least = (uint32_t)min64(a->p.min_grant, b->cap / n);
-	sums = fill_sums_start(b->level_demand);
+	/* from uncontended to contended: the level is near the leftover's */
+	sums = fill_sums_start(b->level_demand > 0 ? b->level_demand : b->level_left);
 	for (i = 0; i < n; i++) {
 		const struct bhot *h = &b->hot[i];
 		/* in integers: min and max without branches */
