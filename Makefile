@@ -228,7 +228,7 @@ lint: deps
 # libFuzzer targets (tests/fuzz/fuzz_*.c): the config, CNI_ARGS and the
 # environment, prevResult, rates (differential, against exact rationals),
 # address pools and CIDRs, IMDS documents, the store, the metrics endpoint's
-# request path; `make fuzz` builds them
+# request path, cluster budget reports and answers; `make fuzz` builds them
 # with clang and runs each for FUZZ_SECONDS (default 20); `make test` runs
 # each for 3 s.
 FUZZ_BIN := $(patsubst tests/fuzz/%.c,$(BUILD)/%,$(wildcard tests/fuzz/fuzz_*.c))

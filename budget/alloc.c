@@ -37,14 +37,21 @@
 /*
  * The demand estimate, per report. A class that ran at its ceil wants more
  * than it gets, by an amount nobody measured: it asks for a quarter more
- * than the most of (its estimate, its rate, its ceil), and at least
- * PROBE_STEP min_grants more, so that a node held at a tiny grant grows
- * in steps that matter (from min_grant, x1.25 alone takes 40 reports to
- * reach 10 Mbit/s). A class below its ceil needs what it used: the
- * estimate comes down to a tenth above its rate (the margin keeps it
- * unsaturated, so that the estimate stays put instead of probing again),
- * losing at most a fifth a report (a class that paused for a second keeps
- * most of its grant; one that stopped gives it back in ~10 reports).
+ * than the most of (its estimate, its rate, its ceil), and at least half
+ * its fair share more (PROBE_SHARE of the last round's level x its
+ * weight; PROBE_STEP min_grants when there is no level yet): from x1.25
+ * alone a node held at a tiny grant takes ~15 reports to reach its share,
+ * with the step 2. Its estimate keeps growing while it is held back (by
+ * decrease before increase or by its share), so that it takes what frees
+ * up at once. A class below its ceil needs what it used: the estimate
+ * comes down to a tenth above its rate (MARGIN: it stays unsaturated
+ * through the ups and downs of its traffic, so that it does not probe
+ * again), from at most its ceil, giving up at most 40 % of the rest a
+ * report (DECAY: a class that paused for a second keeps most of its
+ * grant; one that stopped gives it back in ~5 reports). Measured in
+ * tests/unit/test_budget_alloc.c: six nodes reach their max-min fair
+ * shares (within 10 %) in 4 to 9 report periods; with a decay of 0.8 the
+ * shift takes 13, with x1.25 probing alone 18.
  */
 #define PROBE_UP 1.25
 #define PROBE_STEP 8
@@ -100,6 +107,7 @@ struct bslot {
 	/* what nodes first heard since the start said of the allocator before */
 	bool held_before;	/* one of them held a grant (of the one before) */
 	uint64_t first_safe;	/* the safe shares they held */
+	uint64_t held_total;	/* the most safe_total was since the start */
 	uint64_t phantom;	/* as of the last report or round (for the views) */
 	double level;		/* the last round's fair share per unit of weight */
 	double level_demand, level_left;	/* of each water-fill, where it starts next */
@@ -338,15 +346,22 @@ static void slot_release(struct budget_alloc *a, struct bslot *b)
  * others joined) and across restarts that follow one another (a node
  * silent through both is in no count the nodes report).
  *
+ * The shares were handed out under the budget there was then, unknown
+ * here: the largest since the start stands for it (held_total: a budget
+ * lowered does not lower it; one raised back may be the one they had).
+ *
  * Kept only when a node heard said it held a grant: a new cluster keeps
- * nothing back; once every node has reported, their safe shares add up to
- * safe_total again (less those still rising: kept back until forget_ms).
+ * nothing back (nor, then, does a cluster whose every node heard is new
+ * while the ones that held grants are all silent: they cannot be told
+ * apart); once every node has reported, their safe shares add up to
+ * safe_total again (less those still rising, or a budget raised since the
+ * shares were given: kept back until forget_ms).
  */
 static uint64_t phantom(const struct budget_alloc *a, const struct bslot *b, int64_t now_ms)
 {
 	if (now_ms - a->start_ms >= a->p.forget_ms || !b->held_before)
 		return 0;
-	return b->safe_total > b->first_safe ? b->safe_total - b->first_safe : 0;
+	return b->held_total > b->first_safe ? b->held_total - b->first_safe : 0;
 }
 
 static uint32_t demand_next(const struct budget_alloc *a, const struct bslot *b,
@@ -585,7 +600,8 @@ static void round_budget(struct budget_alloc *a, struct bslot *b, int64_t now_ms
 	if (n == 0)
 		return;
 	least = (uint32_t)min64(a->p.min_grant, b->cap / n);
-	sums = fill_sums_start(b->level_demand);
+	/* from uncontended to contended: the level is near the leftover's */
+	sums = fill_sums_start(b->level_demand > 0 ? b->level_demand : b->level_left);
 	for (i = 0; i < n; i++) {
 		const struct bhot *h = &b->hot[i];
 		/* in integers: min and max without branches */
@@ -695,6 +711,7 @@ int budget_alloc_set(struct budget_alloc *a, const struct budget_def *d, size_t 
 			kept[old - a->b] = true;
 		}
 		set_budget(a, &nb[k], d[k].budget);
+		nb[k].held_total = max64(nb[k].held_total, nb[k].safe_total);
 	}
 	for (k = 0; k < a->nb; k++)
 		if (!kept[k])

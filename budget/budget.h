@@ -132,7 +132,9 @@ struct budget_params {
 	int64_t forget_ms;		/* a node silent this long is gone */
 	double reserve;			/* of each budget kept back from the water-fill (0.05) */
 	double safe_fraction;		/* safe share = budget x this / nodes (0.9) */
-	uint64_t min_grant;		/* the least a node holding a grant gets, bytes/s */
+	uint64_t min_grant;		/* the least a node's fair share is, bytes/s (a rise to
+					 * it waits for capacity as any rise does; a budget
+					 * below nodes x min_grant is split evenly) */
 };
 void budget_params_defaults(struct budget_params *p);
 
@@ -140,7 +142,10 @@ struct budget_alloc;
 
 /*
  * A new allocator at `now_ms`: for one lease it is learning (it grants each
- * node only what that node reports holding). NULL on -ENOMEM.
+ * node only what that node reports holding), and until forget_ms it keeps
+ * back what nodes it has not heard from yet may still apply (the safe
+ * shares the allocator before handed out, less those the nodes heard say
+ * they hold). NULL on -ENOMEM.
  */
 struct budget_alloc *budget_alloc_new(const struct budget_params *p, int64_t now_ms);
 void budget_alloc_free(struct budget_alloc *a);
@@ -155,8 +160,17 @@ int budget_alloc_set(struct budget_alloc *a, const struct budget_def *d, size_t 
  * answer built from the last round's fair shares, each grant clamped so
  * that the sum of what every node may be applying stays within the budget
  * (a grant above what the node holds only out of capacity nobody else may
- * be using). The answer's arrays are the caller's (budget_answer_free).
- * 0, or -ENOMEM.
+ * be using; the budget's reserve is never granted: nodes that join apply
+ * their fallback out of it before they are heard). The answer's arrays
+ * are the caller's (budget_answer_free). 0, or -ENOMEM (what was recorded
+ * stays, counted as if its answer had been sent).
+ *
+ * The sum holds for every node the allocator knows of. Three it cannot: a
+ * node silent past forget_ms still applies its safe share; one silent
+ * since before a budget was lowered holds a share of the old budget, which
+ * an allocator started since does not know; and when every node a new
+ * allocator hears is new (none says it held a grant), it takes the
+ * cluster for a new one, unaware of a node silent since before it.
  */
 int budget_alloc_report(struct budget_alloc *a, const struct budget_report *r, int64_t now_ms,
 			struct budget_answer *ret);
@@ -173,11 +187,12 @@ struct budget_view {
 	char ns[BUDGET_NS_MAX + 1];
 	uint64_t budget;
 	uint64_t granted;		/* sum of the grants last sent */
-	uint64_t committed;		/* sum of what nodes may be applying */
+	uint64_t committed;		/* sum of what nodes may be applying (with what is kept
+					 * back for nodes not heard since the start) */
 	uint64_t demand;		/* sum of the demand estimates */
 	uint64_t usage;			/* sum of the last reported rates */
-	uint32_t nodes;			/* holding grants */
-	uint64_t safe_share;
+	uint32_t nodes;			/* holding grants (heard within forget_ms) */
+	uint64_t safe_share;		/* budget x safe_fraction / nodes */
 };
 /* Up to max budgets into ret, in the config's order; returns how many there are. */
 size_t budget_alloc_views(const struct budget_alloc *a, struct budget_view *ret, size_t max);

@@ -38,9 +38,9 @@ static uint64_t rnd(uint64_t *s)
 	return *s;
 }
 
-/* What each node's pods want and what it applies, per budget. */
+/* What each node's pods want, what it applies and its safe share, per budget. */
 struct sim {
-	uint32_t *want, *applied;
+	uint32_t *want, *applied, *safe;
 };
 
 /* Every node reports every budget once; returns the ms it took. */
@@ -52,6 +52,7 @@ static double report_all(struct budget_alloc *a, size_t nodes, struct sim *sim,
 
 	for (size_t i = 0; i < nodes; i++) {
 		uint32_t *want = sim->want + i * BUDGETS, *applied = sim->applied + i * BUDGETS;
+		uint32_t *safe = sim->safe + i * BUDGETS;
 		struct budget_answer ans;
 
 		snprintf(r.node, sizeof(r.node), "aks-pool-%06zu", i);
@@ -66,14 +67,17 @@ static double report_all(struct budget_alloc *a, size_t nodes, struct sim *sim,
 			use[k].saturated = now > applied[k];
 			use[k].applied = applied[k];
 			use[k].sent_bytes = now < applied[k] ? now : applied[k];
-			use[k].state = BUDGET_GRANTED;
+			use[k].state = safe[k] ? BUDGET_GRANTED : BUDGET_FALLBACK;
+			use[k].safe_share = safe[k];
 		}
 		if (budget_alloc_report(a, &r, t, &ans) < 0) {
 			fprintf(stderr, "bench_budget_round: out of memory\n");
 			exit(1);
 		}
-		for (size_t k = 0; k < ans.n; k++)
+		for (size_t k = 0; k < ans.n; k++) {
 			applied[k] = (uint32_t)ans.g[k].grant;
+			safe[k] = (uint32_t)ans.g[k].safe_share;
+		}
 		budget_answer_free(&ans);
 	}
 	return now_ms() - start;
@@ -103,12 +107,13 @@ int main(int argc, char **argv)
 		struct budget_view v[BUDGETS];
 		int64_t t = p.lease_ms;
 		struct sim sim = { calloc(sizes[s] * BUDGETS, sizeof(uint32_t)),
+				   calloc(sizes[s] * BUDGETS, sizeof(uint32_t)),
 				   calloc(sizes[s] * BUDGETS, sizeof(uint32_t)) };
 
 		/* contended: the pods want ~1.1 MB/s on average, the budget is half that */
 		for (size_t k = 0; k < BUDGETS; k++)
 			d[k].budget = sizes[s] * MB / 2;
-		if (!a || !sim.want || !sim.applied || budget_alloc_set(a, d, BUDGETS) < 0) {
+		if (!a || !sim.want || !sim.applied || !sim.safe || budget_alloc_set(a, d, BUDGETS) < 0) {
 			fprintf(stderr, "bench_budget_round: out of memory\n");
 			return 1;
 		}
@@ -132,12 +137,6 @@ int main(int argc, char **argv)
 			worst = took > worst ? took : worst;
 			rep_ms += report_all(a, sizes[s], &sim, use, t + 1, &seed);
 		}
-		if (getenv("ROUNDS_ONLY")) {
-			double st = now_ms();
-			for (int i = 0; i < 200; i++)
-				budget_alloc_round(a, t);
-			printf("rounds only: %.3f ms\n", (now_ms() - st) / 200);
-		}
 		budget_alloc_views(a, v, BUDGETS);
 		printf("%5zu nodes x %d budgets: %.2f ms per round (worst %.2f), %.1f us per report "
 		       "of %d budgets; %s: %" PRIu32 " nodes, granted %.1f%% of its budget\n",
@@ -147,6 +146,7 @@ int main(int argc, char **argv)
 		budget_alloc_free(a);
 		free(sim.want);
 		free(sim.applied);
+		free(sim.safe);
 	}
 	return 0;
 }

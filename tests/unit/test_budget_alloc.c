@@ -896,7 +896,7 @@ static void t_six_nodes_converge_to_fair_shares(void **state)
 		n[i].pods = (uint32_t)(i % 3 + 1);
 	}
 	again = converge(a, n, 6, &now);
-	print_message("report periods to converge: %d from the start, %d after the demand "
+	print_message("# report periods to converge: %d from the start, %d after the demand "
 		      "moved, %d with every node wanting more\n",
 		      first, moved, again);
 	assert_true(first <= 20);

@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * libFuzzer: a cluster budget report and answer as the allocator and the
+ * agent read them (any bytes: a peer writes them). Whatever parses must
+ * write back to a document that parses to the same report or answer, within
+ * the size cap.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "budget/budget.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static bool usage_equal(const struct budget_usage *a, const struct budget_usage *b)
+{
+	return strcmp(a->ns, b->ns) == 0 && a->sent_bytes == b->sent_bytes &&
+	       a->interval_ms == b->interval_ms && a->saturated == b->saturated &&
+	       a->applied == b->applied && a->limit == b->limit && a->state == b->state &&
+	       a->pods == b->pods && a->safe_share == b->safe_share && a->nodes == b->nodes;
+}
+
+static void report(const char *text, size_t size)
+{
+	struct budget_report r, again;
+	struct tg_err e = { 0 };
+	size_t len;
+	char *out;
+
+	if (budget_report_parse(text, size, &r, &e) != 0)
+		return;
+	if (budget_report_build(&r, &out, &len) != 0)
+		abort();
+	/* what was read is written back within the cap, and reads the same */
+	if (len > BUDGET_BODY_MAX || budget_report_parse(out, len, &again, &e) != 0)
+		abort();
+	if (strcmp(r.node, again.node) != 0 || r.seq != again.seq || r.n != again.n)
+		abort();
+	for (size_t i = 0; i < r.n; i++)
+		if (!usage_equal(&r.use[i], &again.use[i]))
+			abort();
+	budget_report_free(&again);
+	budget_report_free(&r);
+	free(out);
+}
+
+static void answer(const char *text, size_t size)
+{
+	struct budget_answer a, again;
+	struct tg_err e = { 0 };
+	size_t len;
+	char *out;
+
+	if (budget_answer_parse(text, size, &a, &e) != 0)
+		return;
+	if (budget_answer_build(&a, &out, &len) != 0)
+		abort();
+	if (len > BUDGET_BODY_MAX || budget_answer_parse(out, len, &again, &e) != 0)
+		abort();
+	if (a.lease_ms != again.lease_ms || a.n != again.n)
+		abort();
+	for (size_t i = 0; i < a.n; i++)
+		if (strcmp(a.g[i].ns, again.g[i].ns) != 0 || a.g[i].grant != again.g[i].grant ||
+		    a.g[i].safe_share != again.g[i].safe_share || a.g[i].nodes != again.g[i].nodes)
+			abort();
+	budget_answer_free(&again);
+	budget_answer_free(&a);
+	free(out);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	report((const char *)data, size);
+	answer((const char *)data, size);
+	return 0;
+}
