@@ -8,9 +8,9 @@
  */
 #include <stdarg.h>
 #include <stdio.h>
-#include <time.h>
 
 #include "agent/internal.h"
+#include "lib/log.h"
 
 static enum agent_log_level log_level = AGENT_LOG_INFO;
 
@@ -22,21 +22,13 @@ void agent_log_set_level(enum agent_log_level lvl)
 void agent_log(enum agent_log_level lvl, const char *fmt, ...)
 {
 	static const char *const names[] = { "error", "warn", "info" };
-	char ts[32], msg[1536];
-	struct timespec now;
-	struct tm tm;
 	va_list ap;
 
 	if (lvl > log_level)
 		return;
-	clock_gettime(CLOCK_REALTIME, &now);
-	gmtime_r(&now.tv_sec, &tm);
-	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	log_record(names[lvl], fmt, ap);
 	va_end(ap);
-	/* One line per record, written at once. */
-	fprintf(stderr, "%s.%03ldZ level=%s %s\n", ts, now.tv_nsec / 1000000, names[lvl], msg);
 }
 
 void agent_log_notes(struct agent_notes *n)

@@ -101,33 +101,6 @@ static int keep_net_admin(void)
 	return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ? -errno : 0;
 }
 
-/* Says what is wrong with --listen; the exit status (2: usage, 1: could not resolve now). */
-static int listen_problem(const char *listen, int r)
-{
-	switch (r) {
-	case -EAFNOSUPPORT:
-		fprintf(stderr, "tollgate-agent: --listen \"%s\": IPv6 is not served; give an IPv4 "
-				"address or a name with one\n", listen);
-		return 2;
-	case -ENOENT:
-		fprintf(stderr, "tollgate-agent: --listen \"%s\": the name has no IPv4 address\n",
-			listen);
-		return 1;
-	case -EAGAIN:
-		fprintf(stderr, "tollgate-agent: --listen \"%s\": the resolver did not answer; "
-				"try again\n", listen);
-		return 1;
-	case -EINVAL:
-		fprintf(stderr, "tollgate-agent: --listen \"%s\" is not ADDR:PORT, :PORT or "
-				"HOST:PORT (port 1-65535)\n", listen);
-		agent_usage(stderr);
-		return 2;
-	default:
-		fprintf(stderr, "tollgate-agent: --listen \"%s\": %s\n", listen, strerror(-r));
-		return 1;
-	}
-}
-
 /* Each task's period, jitter, minimum gap and back-off. */
 static void schedule_tasks(struct agent *a)
 {
@@ -161,8 +134,13 @@ int agent_setup(struct app *app, const struct agent_cli *cli)
 	if (cli->deadline_ms >= 0)
 		app->hc.deadline_ms = (unsigned int)cli->deadline_ms;
 	r = http_parse_listen(cli->listen, HTTP_DEFAULT_PORT, &app->hc.addr);
-	if (r < 0)
-		return listen_problem(cli->listen, r);
+	if (r < 0) {
+		int status = http_listen_problem("tollgate-agent", cli->listen, r);
+
+		if (r == -EINVAL)
+			agent_usage(stderr);
+		return status;
+	}
 	if ((r = keep_net_admin()) < 0) {
 		agent_log(AGENT_LOG_ERROR, "msg=\"cannot set capabilities\" err=%s", LOGFMT_Q(strerror(-r)));
 		return 1;

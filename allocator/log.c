@@ -7,9 +7,9 @@
  */
 #include <stdarg.h>
 #include <stdio.h>
-#include <time.h>
 
 #include "allocator/internal.h"
+#include "lib/log.h"
 
 static enum alloc_log_level log_level = ALLOC_LOG_INFO;
 
@@ -21,19 +21,11 @@ void alloc_log_set_level(enum alloc_log_level lvl)
 void alloc_log(enum alloc_log_level lvl, const char *fmt, ...)
 {
 	static const char *const names[] = { "error", "warn", "info" };
-	char ts[32], msg[1536];
-	struct timespec now;
-	struct tm tm;
 	va_list ap;
 
 	if (lvl > log_level)
 		return;
-	clock_gettime(CLOCK_REALTIME, &now);
-	gmtime_r(&now.tv_sec, &tm);
-	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	log_record(names[lvl], fmt, ap);
 	va_end(ap);
-	/* One line per record, written at once. */
-	fprintf(stderr, "%s.%03ldZ level=%s %s\n", ts, now.tv_nsec / 1000000, names[lvl], msg);
 }

@@ -206,33 +206,6 @@ void alloc_round(struct app *app)
 	app->stats.round_seconds = (double)(time_mono_ns() - t0) / 1e9;
 }
 
-/* Says what is wrong with --listen; the exit status (2: usage, 1: could not resolve now). */
-static int listen_problem(const char *listen, int r)
-{
-	switch (r) {
-	case -EAFNOSUPPORT:
-		fprintf(stderr, "tollgate-allocator: --listen \"%s\": IPv6 is not served; give an "
-				"IPv4 address or a name with one\n", listen);
-		return 2;
-	case -ENOENT:
-		fprintf(stderr, "tollgate-allocator: --listen \"%s\": the name has no IPv4 address\n",
-			listen);
-		return 1;
-	case -EAGAIN:
-		fprintf(stderr, "tollgate-allocator: --listen \"%s\": the resolver did not answer; "
-				"try again\n", listen);
-		return 1;
-	case -EINVAL:
-		fprintf(stderr, "tollgate-allocator: --listen \"%s\" is not ADDR:PORT, :PORT or "
-				"HOST:PORT (port 1-65535)\n", listen);
-		alloc_usage(stderr);
-		return 2;
-	default:
-		fprintf(stderr, "tollgate-allocator: --listen \"%s\": %s\n", listen, strerror(-r));
-		return 1;
-	}
-}
-
 /* The directory: kubelet replaces a ConfigMap's file by swapping a symlink there. */
 static void watch_config(struct app *app)
 {
@@ -261,8 +234,13 @@ int alloc_setup(struct app *app, const struct alloc_cli *cli)
 	alloc_log_set_level(cli->log_level);
 	http_config_defaults(&app->hc);
 	r = http_parse_listen(cli->listen, BUDGET_DEFAULT_PORT, &app->hc.addr);
-	if (r < 0)
-		return listen_problem(cli->listen, r);
+	if (r < 0) {
+		int status = http_listen_problem("tollgate-allocator", cli->listen, r);
+
+		if (r == -EINVAL)
+			alloc_usage(stderr);
+		return status;
+	}
 	conns = raise_nofile(cli->max_connections);
 	if ((r = drop_capabilities()) < 0) {
 		alloc_log(ALLOC_LOG_ERROR, "msg=\"cannot drop capabilities\" err=%s",

@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -123,4 +124,28 @@ int http_parse_listen(const char *s, uint16_t default_port, struct sockaddr_in *
 	}
 	*ret = sa;
 	return 0;
+}
+
+int http_listen_problem(const char *prog, const char *listen, int r)
+{
+	switch (r) {
+	case -EAFNOSUPPORT:
+		fprintf(stderr, "%s: --listen \"%s\": IPv6 is not served; give an IPv4 address or a "
+				"name with one\n", prog, listen);
+		return 2;
+	case -ENOENT:
+		fprintf(stderr, "%s: --listen \"%s\": the name has no IPv4 address\n", prog, listen);
+		return 1;
+	case -EAGAIN:
+		fprintf(stderr, "%s: --listen \"%s\": the resolver did not answer; try again\n", prog,
+			listen);
+		return 1;
+	case -EINVAL:
+		fprintf(stderr, "%s: --listen \"%s\" is not ADDR:PORT, :PORT or HOST:PORT "
+				"(port 1-65535)\n", prog, listen);
+		return 2;
+	default:
+		fprintf(stderr, "%s: --listen \"%s\": %s\n", prog, listen, strerror(-r));
+		return 1;
+	}
 }
