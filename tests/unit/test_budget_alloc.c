@@ -450,21 +450,22 @@ static void t_decrease_before_increase(void **state)
 	assert_int_equal(n[0].applied + n[1].applied, 95 * MB);
 	held_a = n[0].applied;
 	held_b = n[1].applied;
-	/* the demand moves: each reports it once, the round after sees it */
+	/*
+	 * The demand moves. A reports it first: the budget is contended, so
+	 * its grant falls at once, and that answer is lost.
+	 */
 	n[0].demand = MB / 2;
 	n[1].demand = 200 * MB;
-	run(a, n, 2, &now, 1);
-	assert_int_equal(n[0].applied, held_a);
-	assert_int_equal(n[1].applied, held_b);
 	budget_alloc_round(a, now);
-	/* B's target rose, its grant cannot: nobody gave anything back yet */
-	assert_int_equal(report(a, &n[1], now, true), held_b);
-	/* A is answered lower, and that answer is lost */
-	assert_true(report(a, &n[0], now + 1, false) < held_a);
+	assert_true(report(a, &n[0], now, false) < held_a);
+	assert_int_equal(n[0].applied, held_a);
+	/* B wants more: nobody gave anything back yet */
+	assert_int_equal(report(a, &n[1], now + 1, true), held_b);
+	budget_alloc_round(a, now + 2);
+	/* B's target rose, its grant cannot: A may be applying its old grant */
+	assert_true(report(a, &n[1], now + 3, true) == held_b);
 	now += 1000;
 	budget_alloc_round(a, now);
-	/* still held: A may be applying its old grant */
-	assert_int_equal(report(a, &n[1], now, true), held_b);
 	/* A gets its lower grant this time, but has not said it applies it when B asks */
 	report(a, &n[0], now + 1, true);
 	assert_true(n[0].applied < held_a);
