@@ -511,6 +511,15 @@ void agent_budgets_answer(struct agent *a, int64_t now_ms, struct agent_notes *n
 			   (unsigned long long)b->reports_failed_logged);
 	b->reports_failed_logged = 0;
 	b->reports_ok++;
+	/* the allocator wants to hear sooner while grants move: never over the period */
+	if (ans.next_report_ms > 0) {
+		int64_t period = a->cfg.budgets.report_ms;
+		int64_t soon = now_ms + (ans.next_report_ms < period / 10 ? period / 10
+					 : ans.next_report_ms < period ? ans.next_report_ms : period);
+
+		if (soon < b->next_ms)
+			b->next_ms = soon;
+	}
 	for (size_t i = 0; i < ans.n; i++) {
 		struct agent_budget_ns *n = find_ns(b, ans.g[i].ns);
 

@@ -86,6 +86,7 @@ static struct budget_alloc *new_state(const struct alloc_policy *pol)
 
 	budget_params_defaults(&p);
 	p.lease_ms = pol->lease_ms;
+	p.report_ms = pol->report_ms;
 	/* a node is forgotten well after its lease ran out, never before */
 	if (p.forget_ms < 3 * pol->lease_ms)
 		p.forget_ms = 3 * pol->lease_ms;
@@ -153,6 +154,7 @@ int alloc_reload(struct app *app, bool first)
 		budget_alloc_free(app->ba);
 		app->ba = ba;
 	}
+	budget_alloc_set_report_ms(app->ba, pol.report_ms);
 	if (!first) {
 		app->stats.reloads++;
 		alloc_log(ALLOC_LOG_INFO, "msg=\"config changed\" path=%s budgets=%zu "

@@ -79,6 +79,7 @@ struct bnode {
 };
 
 #define HOT_FRESH 1	/* no round since it came: no target yet */
+#define HOT_MOVED 2	/* its demand moved its share since the last round */
 
 /* What a round reads and writes of every node: dense, small. */
 struct bhot {
@@ -130,6 +131,9 @@ struct budget_alloc {
 	struct fill_hinge *hinge;
 	size_t scratch;
 	uint64_t seed;
+	/* early reports asked for in the current period (at most one per node) */
+	int64_t early_since;
+	uint32_t early_asked;
 };
 
 static inline uint64_t min64(uint64_t a, uint64_t b)
@@ -167,6 +171,11 @@ void budget_params_defaults(struct budget_params *p)
 		.safe_fraction = 0.9,
 		.min_grant = 1250, /* 10 kbit/s */
 	};
+}
+
+void budget_alloc_set_report_ms(struct budget_alloc *a, int64_t report_ms)
+{
+	a->p.report_ms = report_ms;
 }
 
 bool budget_alloc_learning(const struct budget_alloc *a, int64_t now_ms)
@@ -396,19 +405,41 @@ static uint32_t demand_next(const struct budget_alloc *a, const struct bslot *b,
  * leaves goes to the others a report sooner.
  */
 static uint32_t grant_for(const struct budget_alloc *a, const struct bslot *b,
-			  const struct bhot *h, uint32_t applied, bool learning, uint64_t ph)
+			  const struct bhot *h, uint32_t applied, bool learning, uint64_t ph,
+			  uint64_t *ret_target)
 {
 	uint64_t target, used, room;
 
 	target = min64(h->flags & HOT_FRESH ? applied : h->target, h->limit);
 	if (b->contended && !(h->flags & HOT_FRESH))
 		target = min64(target, max64(h->demand, min64(a->p.min_grant, b->cap / b->n)));
+	*ret_target = target;
 	/* for a lease after the start it gets at most what it holds */
 	if (target <= applied || learning)
 		return (uint32_t)min64(target, applied);
 	used = b->committed + ph;
 	room = b->cap > used ? b->cap - used : 0;
 	return (uint32_t)min64(target, applied + room);
+}
+
+/*
+ * Whether a demand that went from `was` to `now` moves the node's share:
+ * in a contended budget a share is min(demand, level x weight), so a node
+ * held at the level whatever it asks (a saturated one, probing up every
+ * report) does not.
+ */
+static bool demand_moved(const struct bslot *b, const struct bhot *h, uint32_t was, uint32_t now)
+{
+	double top = b->contended ? b->level * h->weight : INFINITY;
+	double x = dmin(was, top), y = dmin(now, top);
+
+	return y > x * 1.25 || y < x * 0.8;
+}
+
+/* 5 % apart: rounding and the level's small moves ask for nothing */
+static bool apart(uint64_t lo, uint64_t hi)
+{
+	return hi > lo + lo / 20;
 }
 
 /* Its safe share: budget x safe_fraction / nodes, a rise as a grant's. */
@@ -424,15 +455,16 @@ static uint32_t safe_for(const struct bslot *b, uint32_t held, uint64_t ph)
 	return (uint32_t)max64(min64(target, held + room), 1);
 }
 
-static void node_report(struct budget_alloc *a, struct bslot *b, size_t i,
+/* A node's report of one budget; true when its grant moves (see nextReportMs). */
+static bool node_report(struct budget_alloc *a, struct bslot *b, size_t i,
 			const struct budget_usage *u, bool first, int64_t now_ms,
 			struct budget_grant *ret)
 {
 	struct bnode *nd = &b->node[i];
 	struct bhot *h = &b->hot[i];
-	uint32_t applied = rate32(u->applied), safe_rep = rate32(u->safe_share), g, s, keep;
-	bool measured = u->interval_ms > 0;
-	uint64_t ph;
+	uint32_t applied = rate32(u->applied), safe_rep = rate32(u->safe_share), g, s, keep, was;
+	bool measured = u->interval_ms > 0, learning = budget_alloc_learning(a, now_ms);
+	uint64_t ph, target;
 
 	if (first && now_ms - a->start_ms < a->p.forget_ms) {
 		b->first_safe += safe_rep;
@@ -458,12 +490,15 @@ static void node_report(struct budget_alloc *a, struct bslot *b, size_t i,
 		b->usage = b->usage - nd->rate + rate32(rate);
 		nd->rate = rate32(rate);
 	}
+	was = h->demand;
 	h->demand = demand_next(a, b, h, nd->rate, applied, measured, u->saturated);
 	b->demand += h->demand;
+	if (!first && demand_moved(b, h, was, h->demand))
+		h->flags |= HOT_MOVED;
 
 	ph = phantom(a, b, now_ms);
 	b->phantom = ph;
-	g = grant_for(a, b, h, applied, budget_alloc_learning(a, now_ms), ph);
+	g = grant_for(a, b, h, applied, learning, ph, &target);
 	s = safe_for(b, safe_rep, ph);
 	if (g > applied) {
 		b->committed += g - applied;
@@ -493,6 +528,28 @@ static void node_report(struct budget_alloc *a, struct bslot *b, size_t i,
 	ret->grant = g;
 	ret->safe_share = s;
 	ret->nodes = (uint32_t)min64(b->n, BUDGET_NODES_MAX);
+	/* while learning every rise waits a lease: nothing to ask early for */
+	return !learning && (apart(g, applied) || apart(g, target) || (h->flags & HOT_MOVED));
+}
+
+/*
+ * The next report of a node whose grant moves: a quarter period on, after
+ * the next round (every report_ms / 4: the allocator's loop). At most as
+ * many early reports a period as there are nodes, so that a cluster whose
+ * grants all move at once reports twice a period, not four times. 0: none.
+ */
+static int64_t early_report_ms(struct budget_alloc *a, int64_t now_ms)
+{
+	if (a->p.report_ms <= 0)
+		return 0;
+	if (now_ms - a->early_since >= a->p.report_ms) {
+		a->early_since = now_ms;
+		a->early_asked = 0;
+	}
+	if (a->early_asked >= max64(a->names.used, 64))
+		return 0;
+	a->early_asked++;
+	return a->p.report_ms / 4 + 10;
 }
 
 int budget_alloc_report(struct budget_alloc *a, const struct budget_report *r, int64_t now_ms,
@@ -500,6 +557,7 @@ int budget_alloc_report(struct budget_alloc *a, const struct budget_report *r, i
 {
 	uint32_t id = names_find(&a->names, r->node);
 	struct budget_grant *g = NULL;
+	bool moving = false;
 	size_t n = 0;
 
 	a->last_ms = now_ms > a->last_ms ? now_ms : a->last_ms;
@@ -545,13 +603,15 @@ int budget_alloc_report(struct budget_alloc *a, const struct budget_report *r, i
 			}
 			first = true;
 		}
-		node_report(a, b, i, &r->use[k], first, now_ms, &g[n++]);
+		moving |= node_report(a, b, i, &r->use[k], first, now_ms, &g[n++]);
 	}
 	if (n == 0) {
 		free(g);
 		g = NULL;
 	}
 	*ret = (struct budget_answer){ .lease_ms = a->p.lease_ms, .g = g, .n = n };
+	if (moving)
+		ret->next_report_ms = early_report_ms(a, now_ms);
 	return 0;
 oom:
 	/* what was recorded stays: grants not sent count as if they were */
@@ -640,7 +700,7 @@ static void round_budget(struct budget_alloc *a, struct bslot *b, int64_t now_ms
 	b->level = isinf(level) ? 0 : level;
 	for (i = 0; i < n; i++) {
 		b->hot[i].target = (uint32_t)(isinf(level) ? r[i].hi : fill_share(&r[i], level));
-		b->hot[i].flags &= (uint16_t)~HOT_FRESH;
+		b->hot[i].flags &= (uint16_t)~(HOT_FRESH | HOT_MOVED);
 	}
 }
 

@@ -19,7 +19,7 @@
  *                       "intervalMs":1000,"saturated":true,"applied":1250000,
  *                       "limit":125000000,"state":"granted","pods":3,
  *                       "safeShare":900000,"nodes":6}]}
- *   answer {"version":1,"leaseMs":10000,
+ *   answer {"version":1,"leaseMs":10000,"nextReportMs":260,
  *           "grants":[{"namespace":"datasets","grant":1500000,
  *                      "safeShare":900000,"nodes":6}]}
  *
@@ -28,7 +28,12 @@
  * for that budget; safeShare and nodes: what its last answer said (0 when
  * it has had none), so that an allocator that starts anew learns how many
  * nodes held grants before it. A namespace the allocator has no budget for
- * is left out of the answer.
+ * is left out of the answer. nextReportMs (optional, absent: none) asks for
+ * the next report sooner than the node's period: while a grant of the
+ * answer moves (a decrease the allocator waits to hear applied, a rise
+ * held back until others have given capacity up, a demand that moved
+ * since the last round), so that capacity changes hands in a fraction of
+ * a period.
  */
 
 #include <stdbool.h>
@@ -96,6 +101,7 @@ struct budget_grant {
 
 struct budget_answer {
 	int64_t lease_ms;
+	int64_t next_report_ms;		/* > 0: the next report is wanted this soon */
 	struct budget_grant *g;
 	size_t n;
 };
@@ -135,6 +141,8 @@ struct budget_params {
 	uint64_t min_grant;		/* the least a node's fair share is, bytes/s (a rise to
 					 * it waits for capacity as any rise does; a budget
 					 * below nodes x min_grant is split evenly) */
+	int64_t report_ms;		/* the nodes' period; > 0: answers ask for early
+					 * reports while grants move (nextReportMs) */
 };
 void budget_params_defaults(struct budget_params *p);
 
@@ -155,6 +163,8 @@ void budget_alloc_free(struct budget_alloc *a);
  * decrease before increase. 0, -EINVAL (a namespace twice), -ENOMEM.
  */
 int budget_alloc_set(struct budget_alloc *a, const struct budget_def *d, size_t n);
+/* The nodes' report period (budget_params.report_ms), on a reload. */
+void budget_alloc_set_report_ms(struct budget_alloc *a, int64_t report_ms);
 /*
  * One node's report: its usage recorded (demand estimate updated), its
  * answer built from the last round's fair shares, each grant clamped so

@@ -145,8 +145,10 @@ int budget_answer_build(const struct budget_answer *a, char **ret, size_t *ret_l
 {
 	struct wbuf b = { 0 };
 
-	put(&b, "{\"version\":%d,\"leaseMs\":%" PRId64 ",\"grants\":[", BUDGET_WIRE_VERSION,
-	    a->lease_ms);
+	put(&b, "{\"version\":%d,\"leaseMs\":%" PRId64, BUDGET_WIRE_VERSION, a->lease_ms);
+	if (a->next_report_ms > 0)
+		put(&b, ",\"nextReportMs\":%" PRId64, a->next_report_ms);
+	put(&b, ",\"grants\":[");
 	for (size_t i = 0; i < a->n; i++) {
 		const struct budget_grant *g = &a->g[i];
 
@@ -725,7 +727,7 @@ int budget_answer_parse(const char *text, size_t len, struct budget_answer *ret,
 	struct budget_answer ans = { 0 };
 	json_object *root, *arr;
 	struct ns_set *seen = NULL;
-	uint64_t lease;
+	uint64_t lease, next = 0;
 	size_t first;
 	int r;
 
@@ -733,6 +735,8 @@ int budget_answer_parse(const char *text, size_t len, struct budget_answer *ret,
 	if (r < 0)
 		return r;
 	if ((r = get_uint(root, "", "leaseMs", BUDGET_LEASE_MAX_MS, &lease, e)) < 0 ||
+	    (json_object_object_get_ex(root, "nextReportMs", NULL) &&
+	     (r = get_uint(root, "", "nextReportMs", BUDGET_INTERVAL_MAX_MS, &next, e)) < 0) ||
 	    (r = get_entries(root, "grants", &arr, &ans.n, e)) < 0)
 		goto out;
 	if (lease == 0) {
@@ -740,6 +744,7 @@ int budget_answer_parse(const char *text, size_t len, struct budget_answer *ret,
 		goto out;
 	}
 	ans.lease_ms = (int64_t)lease;
+	ans.next_report_ms = (int64_t)next;
 	seen = ns_set_new(ans.n);
 	ans.g = calloc(ans.n ? ans.n : 1, sizeof(*ans.g));
 	if (!seen || !ans.g) {
