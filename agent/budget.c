@@ -38,10 +38,11 @@
  * that just moved may send less than it, yet wants more). Overlimits say
  * nothing here: HTB counts one whenever a burst goes past the class's
  * cburst, far below its ceil. The share stays well above 1 / the
- * allocator's margin (budget/alloc.c: a class is granted 1.2 x what it
- * sends, 0.83): a class that got what it asked for must not look held back.
+ * allocator's margin (budget/alloc.c: a class is granted 1.1 x what it
+ * sends, 0.91): a class that got what it asked for must not look held
+ * back. TCP held by a ceil sends 0.997 of it and more.
  */
-#define SATURATED_SHARE 0.95
+#define SATURATED_SHARE 0.97
 #define SATURATED_BACKLOG (4 * 1514)
 
 static struct agent_budget_ns *find_ns(struct agent_budgets *b, const char *ns)

@@ -44,10 +44,11 @@
  * with the step 2. Its estimate keeps growing while it is held back (by
  * decrease before increase or by its share), so that it takes what frees
  * up at once. A class below its ceil needs what it used: the estimate
- * comes down to a fifth above its rate (MARGIN: it stays unsaturated
+ * comes down to a tenth above its rate (MARGIN: it stays unsaturated
  * through the ups and downs of its traffic, so that it does not probe
- * again: the agent calls a class saturated from 0.95 of its ceil, and a
- * margin near 1 / 0.95 had every light node probe every other report),
+ * again: the agent calls a class saturated from 0.97 of its ceil, 0.91
+ * here; a margin near 1 / that share has every light node probe every
+ * other report),
  * from at most its ceil, giving up at most 40 % of the rest a report
  * (DECAY: a class that paused for a second keeps most of its grant; one
  * that stopped gives it back in ~5 reports). Measured in
@@ -58,7 +59,7 @@
 #define PROBE_UP 1.25
 #define PROBE_STEP 8
 #define PROBE_SHARE 0.5
-#define MARGIN 1.2
+#define MARGIN 1.1
 #define DECAY 0.6
 
 #define NONE UINT32_MAX
