@@ -456,8 +456,13 @@ static uint32_t safe_for(const struct bslot *b, uint32_t held, uint64_t ph)
 	return (uint32_t)max64(min64(target, held + room), 1);
 }
 
-/* A node's report of one budget; true when its grant moves (see nextReportMs). */
-static bool node_report(struct budget_alloc *a, struct bslot *b, size_t i,
+/*
+ * A node's report of one budget. Returns when the allocator wants its next
+ * report (ms from now; 0: at its period): a quarter period on while its
+ * grant moves (see nextReportMs), and while learning, right after the
+ * learning ends if it is to rise then.
+ */
+static int64_t node_report(struct budget_alloc *a, struct bslot *b, size_t i,
 			const struct budget_usage *u, bool first, int64_t now_ms,
 			struct budget_grant *ret)
 {
@@ -529,19 +534,24 @@ static bool node_report(struct budget_alloc *a, struct bslot *b, size_t i,
 	ret->grant = g;
 	ret->safe_share = s;
 	ret->nodes = (uint32_t)min64(b->n, BUDGET_NODES_MAX);
-	/* while learning every rise waits a lease: nothing to ask early for */
-	return !learning && (apart(g, applied) || apart(g, target) || (h->flags & HOT_MOVED));
+	if (a->p.report_ms <= 0)
+		return 0;
+	if (learning)
+		return apart(g, target) ? a->start_ms + a->p.lease_ms - now_ms + 10 : 0;
+	return apart(g, applied) || apart(g, target) || (h->flags & HOT_MOVED)
+		       ? a->p.report_ms / 4 + 10 : 0;
 }
 
 /*
- * The next report of a node whose grant moves: a quarter period on, after
- * the next round (every report_ms / 4: the allocator's loop). At most as
- * many early reports a period as there are nodes, so that a cluster whose
- * grants all move at once reports twice a period, not four times. 0: none.
+ * An early report asked for `ms` from now (a quarter period is after the
+ * next round: rounds run every report_ms / 4), unless that is the node's
+ * period anyway. At most as many early reports a period as there are
+ * nodes, so that a cluster whose grants all move at once reports twice a
+ * period, not four times. 0: none.
  */
-static int64_t early_report_ms(struct budget_alloc *a, int64_t now_ms)
+static int64_t early_report_ms(struct budget_alloc *a, int64_t ms, int64_t now_ms)
 {
-	if (a->p.report_ms <= 0)
+	if (ms <= 0 || ms >= a->p.report_ms)
 		return 0;
 	if (now_ms - a->early_since >= a->p.report_ms) {
 		a->early_since = now_ms;
@@ -550,7 +560,7 @@ static int64_t early_report_ms(struct budget_alloc *a, int64_t now_ms)
 	if (a->early_asked >= max64(a->names.used, 64))
 		return 0;
 	a->early_asked++;
-	return a->p.report_ms / 4 + 10;
+	return ms;
 }
 
 int budget_alloc_report(struct budget_alloc *a, const struct budget_report *r, int64_t now_ms,
@@ -558,7 +568,7 @@ int budget_alloc_report(struct budget_alloc *a, const struct budget_report *r, i
 {
 	uint32_t id = names_find(&a->names, r->node);
 	struct budget_grant *g = NULL;
-	bool moving = false;
+	int64_t soon = 0;
 	size_t n = 0;
 
 	a->last_ms = now_ms > a->last_ms ? now_ms : a->last_ms;
@@ -604,15 +614,17 @@ int budget_alloc_report(struct budget_alloc *a, const struct budget_report *r, i
 			}
 			first = true;
 		}
-		moving |= node_report(a, b, i, &r->use[k], first, now_ms, &g[n++]);
+		int64_t ms = node_report(a, b, i, &r->use[k], first, now_ms, &g[n++]);
+
+		if (ms > 0 && (soon == 0 || ms < soon))
+			soon = ms;
 	}
 	if (n == 0) {
 		free(g);
 		g = NULL;
 	}
 	*ret = (struct budget_answer){ .lease_ms = a->p.lease_ms, .g = g, .n = n };
-	if (moving)
-		ret->next_report_ms = early_report_ms(a, now_ms);
+	ret->next_report_ms = early_report_ms(a, soon, now_ms);
 	return 0;
 oom:
 	/* what was recorded stays: grants not sent count as if they were */

@@ -257,6 +257,9 @@ static struct budget_usage usage_of(const struct node *n, const char *ns, uint32
 	return u;
 }
 
+/* The last answer's nextReportMs. */
+static int64_t last_next_report_ms;
+
 /* One report of "datasets"; the answer is lost when !deliver. Returns the grant. */
 static uint64_t report(struct budget_alloc *a, struct node *n, int64_t now, bool deliver)
 {
@@ -271,6 +274,7 @@ static uint64_t report(struct budget_alloc *a, struct node *n, int64_t now, bool
 	assert_string_equal(ans.g[0].ns, "datasets");
 	assert_int_equal(ans.lease_ms, 10000);
 	g = ans.g[0].grant;
+	last_next_report_ms = ans.next_report_ms;
 	if (deliver) {
 		n->grant = g;
 		n->safe = ans.g[0].safe_share;
@@ -416,6 +420,76 @@ static void t_phantom_reserve_ends_after_forget(void **state)
 	run(a, n, 1, &now, 30);
 	assert_int_equal(view(a).committed, n[0].applied);
 	assert_int_equal(n[0].applied, 95 * MB);
+	budget_alloc_free(a);
+}
+
+/*
+ * nextReportMs: asked for while a grant moves (a decrease to hear applied,
+ * a rise held back, a demand that moved the node's share), never while
+ * learning or when nothing moves, and at most as many times a period as
+ * the budget has nodes (64 at least).
+ */
+static void t_early_reports(void **state)
+{
+	struct budget_alloc *a = alloc_one(100 * MB, 0);
+	struct node n[2] = { node_new("a", MB), node_new("b", MB) };
+	int64_t now = 0, asked = 0;
+	int k;
+
+	budget_alloc_set_report_ms(a, 1000);
+	n[0].demand = 200 * MB;
+	n[1].demand = MB / 2;
+	/* learning: rises wait for the lease, nothing is asked for a period ahead */
+	for (; now < T_LEARNED - 1000; now += 1000) {
+		budget_alloc_round(a, now);
+		report(a, &n[0], now, true);
+		asked |= last_next_report_ms;
+		report(a, &n[1], now + 1, true);
+		asked |= last_next_report_ms;
+	}
+	assert_int_equal(asked, 0);
+	/* ... but within a period of its end, a's rise is asked for right after it */
+	budget_alloc_round(a, 9500);
+	report(a, &n[0], 9500, true);
+	assert_int_equal(last_next_report_ms, 10000 - 9500 + 10);
+	report(a, &n[1], 9501, true);
+	assert_int_equal(last_next_report_ms, 0);
+	/* learned: a's rise is asked for, and then steady, nothing */
+	now = T_LEARNED;
+	run(a, n, 2, &now, 40);
+	assert_true(n[0].applied > 90 * MB);
+	for (k = 0; k < 2; k++) {
+		budget_alloc_round(a, now);
+		report(a, &n[k], now + k, true);
+		assert_int_equal(last_next_report_ms, 0);
+	}
+	/* the demand moves: a's decrease, b's moved demand, each asked for a quarter on */
+	n[0].demand = MB / 2;
+	n[1].demand = 200 * MB;
+	report(a, &n[0], now + 2, false);
+	assert_int_equal(last_next_report_ms, 1000 / 4 + 10);
+	report(a, &n[1], now + 3, true);
+	assert_int_equal(last_next_report_ms, 1000 / 4 + 10);
+	/* moved, both steady again: nothing */
+	now += 1000;
+	run(a, n, 2, &now, 20);
+	assert_true(n[1].applied > 90 * MB);
+	for (k = 0; k < 2; k++) {
+		budget_alloc_round(a, now);
+		report(a, &n[k], now + k, true);
+		assert_int_equal(last_next_report_ms, 0);
+	}
+	/* a decrease never heard applied asks every time, up to 64 a period */
+	n[1].demand = MB / 2;
+	now += 1000;
+	for (k = 0; k < 64; k++) {
+		report(a, &n[1], now, false);
+		assert_int_equal(last_next_report_ms, 1000 / 4 + 10);
+	}
+	report(a, &n[1], now + 999, false);
+	assert_int_equal(last_next_report_ms, 0);
+	report(a, &n[1], now + 1000, false);
+	assert_int_equal(last_next_report_ms, 1000 / 4 + 10);
 	budget_alloc_free(a);
 }
 
@@ -925,6 +999,8 @@ int main(void)
 	add_test("the reserve for nodes not heard ends forget_ms after the start",
 		 t_phantom_reserve_ends_after_forget, NULL);
 	add_test("a new cluster keeps nothing back", t_no_phantom_in_a_new_cluster, NULL);
+	add_test("an answer asks for the next report sooner only while its grant moves",
+		 t_early_reports, NULL);
 	add_test("an increase waits until the decrease it comes from is applied",
 		 t_decrease_before_increase, NULL);
 	add_test("a lease running out releases what a silent node held",

@@ -225,6 +225,7 @@ static void t_answer_round_trip(void **state)
 				  "\"nodes\":1000000}]}");
 	assert_int_equal(budget_answer_parse(text, len, &back, &e), 0);
 	assert_int_equal(back.lease_ms, 10000);
+	assert_int_equal(back.next_report_ms, 0);
 	assert_int_equal(back.n, 2);
 	for (size_t i = 0; i < 2; i++) {
 		assert_string_equal(back.g[i].ns, g[i].ns);
@@ -232,6 +233,14 @@ static void t_answer_round_trip(void **state)
 		assert_int_equal(back.g[i].safe_share, g[i].safe_share);
 		assert_int_equal(back.g[i].nodes, g[i].nodes);
 	}
+	budget_answer_free(&back);
+	free(text);
+	/* an early report asked for: written after the lease, read back; absent is none */
+	a.next_report_ms = 260;
+	assert_int_equal(budget_answer_build(&a, &text, &len), 0);
+	assert_non_null(strstr(text, "{\"version\":1,\"leaseMs\":10000,\"nextReportMs\":260,"));
+	assert_int_equal(budget_answer_parse(text, len, &back, &e), 0);
+	assert_int_equal(back.next_report_ms, 260);
 	budget_answer_free(&back);
 	free(text);
 }
@@ -438,6 +447,12 @@ static const struct bad bad_cases[] = {
 	  "leaseMs: 3600001 is more than 3600000" },
 	{ "a negative lease is refused", 'a', 'a', "leaseMs", "-10000", -ERANGE,
 	  "leaseMs: -10000 is negative" },
+	{ "an early report asked for as a string is refused", 'a', 'a', "nextReportMs", "\"soon\"",
+	  -EINVAL, "nextReportMs: must be an integer, not a string" },
+	{ "an early report asked for in the past is refused", 'a', 'a', "nextReportMs", "-1",
+	  -ERANGE, "nextReportMs: -1 is negative" },
+	{ "an early report asked for over an hour on is refused", 'a', 'a', "nextReportMs",
+	  "3600001", -ERANGE, "nextReportMs: 3600001 is more than 3600000" },
 	{ "an answer without grants is refused", 'a', 'a', "grants", NULL, -EINVAL,
 	  "grants: missing" },
 	{ "a grant over 32 Gbit/s is refused", 'a', 'g', "grant", "4000000001", -ERANGE,
