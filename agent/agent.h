@@ -180,6 +180,12 @@ int64_t agent_budgets_next_ms(const struct agent *a);
  * [0, 1) for the jitter.
  */
 void agent_budgets_tick(struct agent *a, int64_t now_ms, double rnd, struct agent_notes *notes);
+/*
+ * The store was replaced (an ADD or a DEL): the next report comes soon, so
+ * that a namespace that left the node is said before the agent may be
+ * stopped, at most one report every quarter period.
+ */
+void agent_budgets_store_changed(struct agent *a, int64_t now_ms);
 /* The report's answer, once the client has it: grants applied at once. */
 void agent_budgets_answer(struct agent *a, int64_t now_ms, struct agent_notes *notes);
 void agent_budgets_free(struct agent *a);

@@ -479,6 +479,19 @@ void agent_budgets_tick(struct agent *a, int64_t now_ms, double rnd, struct agen
 	b->sent_ms = now_ms;
 }
 
+void agent_budgets_store_changed(struct agent *a, int64_t now_ms)
+{
+	struct agent_budgets *b = &a->budgets;
+	int64_t period = a->cfg.budgets.report_ms, soon = b->sent_ms + period / 4;
+
+	if (!agent_budgets_enabled(a))
+		return;
+	if (soon < now_ms + 20)
+		soon = now_ms + 20; /* the plugin's other writes of the call land first */
+	if (soon < b->next_ms)
+		b->next_ms = soon;
+}
+
 void agent_budgets_answer(struct agent *a, int64_t now_ms, struct agent_notes *notes)
 {
 	struct agent_budgets *b = &a->budgets;

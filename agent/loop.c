@@ -207,7 +207,7 @@ static void watch_store(struct app *app)
 	if (app->store_wd >= 0 || app->inotify_fd < 0)
 		return;
 	snprintf(dir, sizeof(dir), "%s/%s", app->a.cfg.data_dir, app->a.cfg.name);
-	app->store_wd = inotify_add_watch(app->inotify_fd, dir, IN_ATTRIB | IN_CREATE);
+	app->store_wd = inotify_add_watch(app->inotify_fd, dir, IN_ATTRIB | IN_CREATE | IN_MOVED_TO);
 }
 
 static void run_due(struct app *app)
@@ -304,6 +304,9 @@ static void drain_inotify(struct app *app)
 			else if (ev->wd == app->store_wd && ev->len &&
 				 strcmp(ev->name, CNIOPS_EXHAUSTED_FILE) == 0)
 				app->exhausted = true;
+			else if (ev->wd == app->store_wd && ev->len && (ev->mask & IN_MOVED_TO) &&
+				 strcmp(ev->name, IPAM_STORE_FILE) == 0)
+				agent_budgets_store_changed(&app->a, time_boot_ms());
 			p += sizeof(*ev) + ev->len;
 		}
 	}

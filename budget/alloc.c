@@ -37,28 +37,27 @@
 /*
  * The demand estimate, per report. A class that ran at its ceil wants more
  * than it gets, by an amount nobody measured: it asks for a quarter more
- * than the most of (its estimate, its rate, its ceil), and at least half
- * its fair share more (PROBE_SHARE of the last round's level x its
- * weight; PROBE_STEP min_grants when there is no level yet): from x1.25
- * alone a node held at a tiny grant takes ~15 reports to reach its share,
- * with the step 2. Its estimate keeps growing while it is held back (by
- * decrease before increase or by its share), so that it takes what frees
- * up at once. A class below its ceil needs what it used: the estimate
- * comes down to a tenth above its rate (MARGIN: it stays unsaturated
- * through the ups and downs of its traffic, so that it does not probe
- * again: the agent calls a class saturated from 0.97 of its ceil, 0.91
- * here; a margin near 1 / that share has every light node probe every
- * other report),
- * from at most its ceil, giving up at most 40 % of the rest a report
- * (DECAY: a class that paused for a second keeps most of its grant; one
- * that stopped gives it back in ~5 reports). Measured in
- * tests/unit/test_budget_alloc.c: six nodes reach their max-min fair
- * shares (within 10 %) in 4 to 9 report periods; with a decay of 0.8 the
- * shift takes 13, with x1.25 probing alone 18.
+ * than the most of (its estimate, its rate, its ceil), and at least its
+ * fair share more (PROBE_SHARE of the last round's level x its weight;
+ * PROBE_STEP min_grants when there is no level yet): the next round then
+ * gives it its whole share, where x1.25 alone takes ~15 reports from a tiny
+ * grant. Its estimate keeps growing while it is held back (by decrease
+ * before increase or by its share), so that it takes what frees up at
+ * once. A class below its ceil needs what it used plus a tenth (MARGIN: it
+ * stays unsaturated through the ups and downs of its traffic, so that it
+ * does not probe again: the agent calls a class saturated from 0.97 of its
+ * ceil, 0.91 here; a margin near 1 / that share has every light node probe
+ * every other report). In a contended budget that is its estimate at once
+ * (what it leaves is the others'); otherwise the estimate comes down from
+ * at most its ceil, giving up at most 40 % of the rest a report (DECAY: a
+ * class that paused for a second keeps most of its grant; one that stopped
+ * gives it back in ~5 reports). Measured in tests/unit/test_budget_alloc.c:
+ * six nodes reach their max-min fair shares (within 10 %) in 8 report
+ * periods from the start, 2 after the demand moved.
  */
 #define PROBE_UP 1.25
 #define PROBE_STEP 8
-#define PROBE_SHARE 0.5
+#define PROBE_SHARE 1.0
 #define MARGIN 1.1
 #define DECAY 0.6
 

@@ -36,7 +36,7 @@ static int store_paths(struct ipam_store *s, const char *data_dir, const char *n
 	if ((size_t)snprintf(s->dir, sizeof(s->dir), "%s/%s", data_dir, network) >= sizeof(s->dir) - 16)
 		return tg_fail(e, CNI_ERR_CONFIG, -ENAMETOOLONG, "dataDir \"%s\" is too long",
 			       data_dir);
-	snprintf(s->path, sizeof(s->path), "%s/state.json", s->dir);
+	snprintf(s->path, sizeof(s->path), "%s/" IPAM_STORE_FILE, s->dir);
 	return 0;
 }
 

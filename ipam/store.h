@@ -34,6 +34,8 @@ int ipam_state_migrate(json_object *root, int64_t from, struct tg_err *e);
 
 /* ---- the store: <dataDir>/<network>/{state.json,lock} ---- */
 
+#define IPAM_STORE_FILE "state.json"
+
 struct ipam_store {
 	char dir[4096];
 	char path[4096 + 32];

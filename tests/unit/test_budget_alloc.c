@@ -974,9 +974,10 @@ static void t_six_nodes_converge_to_fair_shares(void **state)
 	print_message("# report periods to converge: %d from the start, %d after the demand "
 		      "moved, %d with every node wanting more\n",
 		      first, moved, again);
-	assert_true(first <= 20);
-	assert_true(moved <= 20);
-	assert_true(again <= 20);
+	/* (with a probe of half a share the move took 6; with x1.25 alone 18) */
+	assert_true(first <= 10);
+	assert_true(moved <= 4);
+	assert_true(again <= 6);
 	budget_alloc_free(a);
 }
 
