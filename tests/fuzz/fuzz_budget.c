@@ -57,7 +57,8 @@ static void answer(const char *text, size_t size)
 		abort();
 	if (len > BUDGET_BODY_MAX || budget_answer_parse(out, len, &again, &e) != 0)
 		abort();
-	if (a.lease_ms != again.lease_ms || a.n != again.n)
+	if (a.lease_ms != again.lease_ms || a.next_report_ms != again.next_report_ms ||
+	    a.n != again.n)
 		abort();
 	for (size_t i = 0; i < a.n; i++)
 		if (strcmp(a.g[i].ns, again.g[i].ns) != 0 || a.g[i].grant != again.g[i].grant ||
