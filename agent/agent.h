@@ -87,6 +87,9 @@ struct agent_budget_ns {
 	uint32_t interval_ms;
 	uint64_t backlog;		/* bytes queued in its pods' classes at the dump */
 	bool saturated;
+	/* the counters at the last look between reports */
+	uint64_t probe_bytes;
+	int64_t probe_ms;
 };
 
 struct report_client;
@@ -95,6 +98,7 @@ struct agent_budgets {
 	size_t n, cap;
 	struct report_client *client;	/* NULL: not reporting (--once, --metrics-only) */
 	int64_t next_ms;		/* the next report (CLOCK_BOOTTIME) */
+	int64_t probe_ms;		/* the next look at the classes between reports */
 	int64_t sent_ms;		/* when the running report left */
 	uint64_t seq;
 	bool restored, dirty;		/* budgets.json read; to be written */

@@ -189,11 +189,81 @@ static void on_class(const struct shaper_stats *st, void *arg)
 			n->interval_ms = 0;
 			n->saturated = false;
 		}
-		n->bytes = st->bytes;
+		n->bytes = n->probe_bytes = st->bytes;
 		n->overlimits = st->overlimits;
-		n->at_ms = cr->now_ms;
+		n->at_ms = n->probe_ms = cr->now_ms;
 		n->counted = true;
 	}
+}
+
+/*
+ * Between reports, a look at the classes every quarter period: a class
+ * that was saturated at the last report and now sends less than half its
+ * ceil (its traffic stopped), or one that was not and now runs at its
+ * ceil (its traffic came, or a lower grant holds it), is worth telling the
+ * allocator now rather than at the next period: capacity changes hands a
+ * period sooner.
+ */
+#define FLIP_IDLE_SHARE 0.5
+
+struct probe_read {
+	struct agent_budgets *b;
+	int64_t now_ms;
+	uint64_t *backlog;	/* per namespace, of its pods' classes */
+	uint64_t *sent;
+	int64_t *interval;
+};
+
+static void on_probe(const struct shaper_stats *st, void *arg)
+{
+	struct probe_read *pr = arg;
+
+	for (size_t i = 0; i < pr->b->n; i++) {
+		struct agent_budget_ns *n = &pr->b->ns[i];
+
+		if (st->parent == (uint32_t)TC_HANDLE(1, n->ns_class))
+			pr->backlog[i] += st->backlog;
+		if (st->classid != (uint32_t)TC_HANDLE(1, n->ns_class) || !n->counted)
+			continue;
+		if (st->bytes >= n->probe_bytes && pr->now_ms > n->probe_ms) {
+			pr->sent[i] = st->bytes - n->probe_bytes;
+			pr->interval[i] = pr->now_ms - n->probe_ms;
+		}
+		n->probe_bytes = st->bytes;
+		n->probe_ms = pr->now_ms;
+	}
+}
+
+/* Whether a class's use flipped since the last report (see FLIP_IDLE_SHARE). */
+static bool probe_flipped(struct agent *a, int64_t now_ms)
+{
+	struct agent_budgets *b = &a->budgets;
+	_cleanup_nl_sock_ struct nl_sock *sk = NULL;
+	uint64_t backlog[BUDGET_PER_REPORT_MAX] = { 0 }, sent[BUDGET_PER_REPORT_MAX] = { 0 };
+	int64_t interval[BUDGET_PER_REPORT_MAX] = { 0 };
+	struct probe_read pr = { .b = b, .now_ms = now_ms, .backlog = backlog, .sent = sent,
+				 .interval = interval };
+	bool flipped = false;
+	int ifb;
+
+	if (b->n > BUDGET_PER_REPORT_MAX || nl_route_open(&sk) < 0)
+		return false;
+	ifb = shaper_inet_ifindex(sk);
+	if (!ifb || shaper_dump_classes(sk, ifb, on_probe, &pr) < 0)
+		return false;
+	for (size_t i = 0; i < b->n; i++) {
+		const struct agent_budget_ns *n = &b->ns[i];
+		double ceil = (double)n->kernel_ceil * (double)interval[i];
+
+		if (!n->counted || n->leaving || interval[i] <= 0)
+			continue;
+		if (n->saturated)
+			flipped |= (double)sent[i] * 1000 < FLIP_IDLE_SHARE * ceil;
+		else
+			flipped |= (double)sent[i] * 1000 >= SATURATED_SHARE * ceil ||
+				   backlog[i] >= SATURATED_BACKLOG;
+	}
+	return flipped;
 }
 
 /* Each class's ceil to what its state asks for: one change where it differs. */
@@ -414,6 +484,8 @@ int64_t agent_budgets_next_ms(const struct agent *a)
 
 	if (!agent_budgets_enabled(a))
 		return INT64_MAX;
+	if (b->sent_ms && b->probe_ms < next)
+		next = b->probe_ms;
 	/* a lease ends on time, not at the next report: the allocator counts on it */
 	for (size_t i = 0; i < b->n; i++)
 		if (b->ns[i].state == BUDGET_GRANTED && b->ns[i].lease_until_ms < next)
@@ -446,12 +518,19 @@ void agent_budgets_tick(struct agent *a, int64_t now_ms, double rnd, struct agen
 	size_t len = 0;
 	int r;
 
+	if (now_ms < b->next_ms && now_ms >= b->probe_ms && b->sent_ms) {
+		b->probe_ms = now_ms + period / 4;
+		/* never more than four reports a period */
+		if (probe_flipped(a, now_ms) && b->sent_ms + period / 4 < b->next_ms)
+			b->next_ms = b->sent_ms + period / 4 > now_ms ? b->sent_ms + period / 4 : now_ms;
+	}
 	if (now_ms < b->next_ms) {
 		expire_due(a, now_ms, notes);
 		return;
 	}
 	/* +-10 %: a fleet started together does not report in step */
 	b->next_ms = now_ms + period - period / 10 + (int64_t)(rnd * (double)(period / 5));
+	b->probe_ms = now_ms + period / 4;
 	if (!b->restored) {
 		b->restored = true;
 		restore_state(a, now_ms);

@@ -158,6 +158,10 @@ def tcp_stream(dst, port, deadline, errors):
     except OSError as e:
         errors.append(str(e))
         return
+    # A stop is a stop: killed, the stream is reset and what its buffer
+    # holds is dropped, rather than sent on for seconds by the kernel
+    # (demand that has moved in the test would still be flowing).
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     s.settimeout(1)
     chunk = b"x" * 65536
     try:
