@@ -16,7 +16,7 @@ The control file (JSON, re-read at every request; every key optional):
                   "status",   answer "status" (e.g. 500) with no body
                   "close",    read the request, close without answering
    "grants": {"datasets": {"grant": 1250000, "safeShare": 500000, "nodes": 3}},
-   "leaseMs": 4000, "delay": 5, "status": 500}
+   "leaseMs": 4000, "nextReportMs": 300, "delay": 5, "status": 500}
 
 Every report received is appended to --log as one JSON line:
   {"t": <unix time>, "mode": "...", "report": <the report as sent>}
@@ -79,6 +79,8 @@ class Handler(BaseHTTPRequestHandler):
                            "safeShare": g.get("safeShare", 0), "nodes": g.get("nodes", 1)})
         answer = {"version": 2 if mode == "version2" else 1,
                   "leaseMs": c.get("leaseMs", 4000), "grants": grants}
+        if "nextReportMs" in c:
+            answer["nextReportMs"] = c["nextReportMs"]
         self.send(200, json.dumps(answer).encode())
 
 

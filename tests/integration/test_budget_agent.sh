@@ -13,6 +13,9 @@
 #   - a restart of the agent keeps the grants whose leases still run
 #   - a bad budgets config on reload keeps the one in force
 #   - an allocator that never answers leaves the node on its fallback
+#   - an answer's nextReportMs brings the next report sooner (never sooner
+#     than a tenth of the period); a class whose traffic comes or stops is
+#     reported within a quarter period
 #
 # Standalone: TOLLGATE_BIN_DIR=build bash tests/integration/test_budget_agent.sh
 # shellcheck disable=SC2016,SC1091  # jq filters with $vars
@@ -139,6 +142,65 @@ t_end
 t_begin "reports come once per reportSeconds (with jitter)"
 n0=$(wc -l <"$RLOG"); sleep 5; n1=$(wc -l <"$RLOG")
 if [ $((n1 - n0)) -lt 4 ] || [ $((n1 - n0)) -gt 6 ]; then t_fail "$((n1 - n0)) reports in 5 s"; fi
+t_end
+
+# intervals SINCE: the intervalMs of the reports logged after line SINCE
+intervals() { tail -n +"$(($1 + 1))" "$RLOG" | jq -r '.report.budgets[0].intervalMs // empty'; }
+t_begin "an answer's nextReportMs brings the next report sooner, never sooner than a tenth of the period"
+ctl '{"mode": "grant", "nextReportMs": 300, "grants": {"datasets": {"grant": 2500000, "safeShare": 500000, "nodes": 3}}}'
+sleep 1.2
+n0=$(wc -l <"$RLOG"); sleep 3; n1=$(wc -l <"$RLOG")
+diag "nextReportMs 300: $((n1 - n0)) reports in 3 s; intervals $(intervals "$n0" | tr '\n' ' ')"
+if [ $((n1 - n0)) -lt 7 ] || [ $((n1 - n0)) -gt 12 ]; then t_fail "$((n1 - n0)) reports in 3 s, want about 10"; fi
+ctl '{"mode": "grant", "nextReportMs": 1, "grants": {"datasets": {"grant": 2500000, "safeShare": 500000, "nodes": 3}}}'
+sleep 1.2
+n0=$(wc -l <"$RLOG"); sleep 2; n1=$(wc -l <"$RLOG")
+diag "nextReportMs 1: $((n1 - n0)) reports in 2 s"
+if [ $((n1 - n0)) -lt 12 ] || [ $((n1 - n0)) -gt 22 ]; then t_fail "$((n1 - n0)) reports in 2 s, want about 20 (one every 100 ms)"; fi
+short=$(intervals "$n0" | awk '$1 < 90' | wc -l)
+t_expect "reports less than a tenth of the period apart" "$short" 0
+ctl '{"mode": "grant", "grants": {"datasets": {"grant": 2500000, "safeShare": 500000, "nodes": 3}}}'
+sleep 1.2
+n0=$(wc -l <"$RLOG"); sleep 3; n1=$(wc -l <"$RLOG")
+if [ $((n1 - n0)) -lt 2 ] || [ $((n1 - n0)) -gt 4 ]; then t_fail "without it: $((n1 - n0)) reports in 3 s, want 3"; fi
+t_end
+
+t_begin "a class whose traffic comes or stops is reported within a quarter period, not at the next one"
+# d1 sends 40 Mbit/s of UDP to the internet host against a grant of 20:
+# saturated; then it stops. Each change is made 100 ms after a report:
+# the regular next one is 900-1100 ms on, the agent's look at the class a
+# quarter period on, so a report of the change less than 700 ms after the
+# one before came from that look.
+LOAD=""
+load_start() {
+	ip netns exec "${TG_ID}-d1" python3 "$TG_LIB_DIR/inet_meter.py" load --dst "$TG_INET_IP" --port 9 \
+		--udp-bps 40000000 --seconds 6 >/dev/null 2>&1 &
+	LOAD=$!
+	TG_PIDS+=("$LOAD")
+}
+# flip_report SINCE SATURATED: the intervalMs of the first report after line
+# SINCE that says saturated == SATURATED (empty: none)
+flip_report() {
+	tail -n +"$(($1 + 1))" "$RLOG" |
+		jq -r --argjson s "$2" 'select(.report.budgets[0].saturated == $s) | .report.budgets[0].intervalMs' | head -1
+}
+flipped() { [ -n "$(flip_report "$1" "$2")" ]; }
+more_reports() { [ "$(wc -l <"$RLOG")" -gt "$1" ]; }
+# just_reported: returns 100 ms after the next report, with N0 the log's lines then
+just_reported() { local n; n=$(wc -l <"$RLOG"); wait_for 2 more_reports "$n"; sleep 0.1; n0=$(wc -l <"$RLOG"); }
+sleep 1.5
+just_reported
+load_start
+wait_for 3 flipped "$n0" true
+came=$(flip_report "$n0" true)
+sleep 1.5
+just_reported
+kill "$LOAD" 2>/dev/null; wait "$LOAD" 2>/dev/null
+wait_for 3 flipped "$n0" false
+went=$(flip_report "$n0" false)
+diag "the report saying saturated came ${came:-never} ms after the one before; the one saying idle ${went:-never} ms"
+if [ -z "$came" ] || [ "$came" -ge 700 ]; then t_fail "the traffic's start was reported ${came:-never} ms after the report before"; fi
+if [ -z "$went" ] || [ "$went" -ge 700 ]; then t_fail "the traffic's stop was reported ${went:-never} ms after the report before"; fi
 t_end
 
 t_begin "reshape and reconcile leave the grant in place, and CHECK accepts it"
