@@ -93,10 +93,12 @@ struct agent_budget_ns {
 };
 
 struct report_client;
+struct nl_sock;
 struct agent_budgets {
 	struct agent_budget_ns *ns;
 	size_t n, cap;
 	struct report_client *client;	/* NULL: not reporting (--once, --metrics-only) */
+	struct nl_sock *sk;		/* kept open: the loop reads classes 4 times a period */
 	int64_t next_ms;		/* the next report (CLOCK_BOOTTIME) */
 	int64_t probe_ms;		/* the next look at the classes between reports */
 	int64_t sent_ms;		/* when the running report left */

@@ -234,11 +234,27 @@ static void on_probe(const struct shaper_stats *st, void *arg)
 	}
 }
 
+/* The loop's netlink socket, opened on first use (and after a failure). */
+static int budget_sock(struct agent_budgets *b, struct nl_sock **ret)
+{
+	int r = b->sk ? 0 : nl_route_open(&b->sk);
+
+	*ret = b->sk;
+	return r;
+}
+
+/* After a failed exchange: what is left unread on it goes with it. */
+static void budget_sock_drop(struct agent_budgets *b)
+{
+	nl_socket_free(b->sk);
+	b->sk = NULL;
+}
+
 /* Whether a class's use flipped since the last report (see FLIP_IDLE_SHARE). */
 static bool probe_flipped(struct agent *a, int64_t now_ms)
 {
 	struct agent_budgets *b = &a->budgets;
-	_cleanup_nl_sock_ struct nl_sock *sk = NULL;
+	struct nl_sock *sk;
 	uint64_t backlog[BUDGET_PER_REPORT_MAX] = { 0 }, sent[BUDGET_PER_REPORT_MAX] = { 0 };
 	int64_t interval[BUDGET_PER_REPORT_MAX] = { 0 };
 	struct probe_read pr = { .b = b, .now_ms = now_ms, .backlog = backlog, .sent = sent,
@@ -246,11 +262,15 @@ static bool probe_flipped(struct agent *a, int64_t now_ms)
 	bool flipped = false;
 	int ifb;
 
-	if (b->n > BUDGET_PER_REPORT_MAX || nl_route_open(&sk) < 0)
+	if (b->n > BUDGET_PER_REPORT_MAX || budget_sock(b, &sk) < 0)
 		return false;
 	ifb = shaper_inet_ifindex(sk);
-	if (!ifb || shaper_dump_classes(sk, ifb, on_probe, &pr) < 0)
+	if (!ifb)
 		return false;
+	if (shaper_dump_classes(sk, ifb, on_probe, &pr) < 0) {
+		budget_sock_drop(b);
+		return false;
+	}
 	for (size_t i = 0; i < b->n; i++) {
 		const struct agent_budget_ns *n = &b->ns[i];
 		double ceil = (double)n->kernel_ceil * (double)interval[i];
@@ -298,9 +318,9 @@ static int read_and_apply(struct agent *a, bool with_counters, int64_t now_ms,
 			  struct agent_notes *notes, struct tg_err *e)
 {
 	struct agent_budgets *b = &a->budgets;
-	_cleanup_nl_sock_ struct nl_sock *sk = NULL;
+	struct nl_sock *sk;
 	struct class_read cr = { .b = b, .now_ms = now_ms };
-	int ifb, r = nl_route_open(&sk);
+	int ifb, r = budget_sock(b, &sk);
 
 	if (r < 0)
 		return tg_fail(e, CNI_ERR_IO, r, "netlink: %s", strerror(-r));
@@ -313,9 +333,11 @@ static int read_and_apply(struct agent *a, bool with_counters, int64_t now_ms,
 			b->ns[i].backlog = 0;
 		}
 		r = shaper_dump_classes(sk, ifb, on_class, &cr);
-		if (r < 0)
+		if (r < 0) {
+			budget_sock_drop(b);
 			return tg_fail(e, CNI_ERR_IO, r, "reading the classes of %s: %s",
 				       SHAPER_INET_IFB, strerror(-r));
+		}
 		for (size_t i = 0; i < b->n; i++)
 			if (b->ns[i].interval_ms && b->ns[i].backlog >= SATURATED_BACKLOG)
 				b->ns[i].saturated = true;
@@ -637,6 +659,7 @@ void agent_budgets_answer(struct agent *a, int64_t now_ms, struct agent_notes *n
 void agent_budgets_free(struct agent *a)
 {
 	report_client_free(a->budgets.client);
+	nl_socket_free(a->budgets.sk);
 	free(a->budgets.ns);
 	memset(&a->budgets, 0, sizeof(a->budgets));
 }

@@ -13,9 +13,10 @@
 # (IP bytes + 14 per packet).
 #
 # Demand: a "heavy" node's pod runs 8 TCP streams as fast as they may go, a
-# "light" node's pod sends UDP paced at 3 Mbit/s on the wire. A sender that
-# stops resets its streams (SO_LINGER 0): the kernel would otherwise send
-# what their buffers hold for seconds after the demand has moved. B = 120 Mbit/s
+# "light" node's pod sends UDP paced at 3 Mbit/s on the wire. The TCP
+# streams have small send buffers (32 KiB): when a sender stops, the kernel
+# would otherwise send what autotuned buffers hold for seconds after the
+# demand has moved. B = 120 Mbit/s
 # for datasets, fallback 10M, reportSeconds 1, leaseSeconds 4; no other cap
 # (a budget alone makes the namespace's class).
 #
