@@ -99,6 +99,8 @@ struct agent_budgets {
 	size_t n, cap;
 	struct report_client *client;	/* NULL: not reporting (--once, --metrics-only) */
 	struct nl_sock *sk;		/* kept open: the loop reads classes 4 times a period */
+	struct ipam_store_stamp store;	/* of the store last read */
+	uint64_t cfg_hash;		/* of the config it was read with */
 	int64_t next_ms;		/* the next report (CLOCK_BOOTTIME) */
 	int64_t probe_ms;		/* the next look at the classes between reports */
 	int64_t sent_ms;		/* when the running report left */

@@ -90,8 +90,9 @@ static uint64_t wanted_ceil(const struct agent *a, const struct agent_budget_ns 
 
 /*
  * The budgeted namespaces that have pods on this node, from the store: each
- * one's class, pods and own caps. Namespaces gone from the node (or from the
- * config's budgets) are dropped.
+ * one's class, pods and own caps; read again only when the store was
+ * replaced or the config changed. Namespaces gone from the node (or from
+ * the config's budgets) are dropped.
  */
 static int refresh_namespaces(struct agent *a, struct tg_err *e)
 {
@@ -99,17 +100,32 @@ static int refresh_namespaces(struct agent *a, struct tg_err *e)
 	struct ipam_state st = { 0 };
 	struct ipam_store store;
 	size_t keep = 0;
-	int r = ipam_store_open_readonly(&store, a->cfg.data_dir, a->cfg.name, e);
+	int r = ipam_store_open_readonly(&store, a->cfg.data_dir, a->cfg.name, e), changed;
 
-	if (r == 0)
-		r = ipam_store_load(&store, &st, e);
-	ipam_store_close(&store);
-	if (r < 0) {
-		ipam_state_free(&st);
+	if (r < 0)
 		return r;
+	if (b->cfg_hash != a->cfg_hash)
+		b->store.looked = false; /* which namespaces have budgets may have changed */
+	changed = ipam_store_stamp_changed(&store, &b->store);
+	if (changed < 0) {
+		ipam_store_close(&store);
+		return tg_fail(e, CNI_ERR_IO, changed, "the store: %s", strerror(-changed));
 	}
-	for (size_t i = 0; i < b->n; i++)
-		b->ns[i].pods = 0;
+	if (changed && b->store.present) {
+		r = ipam_store_load(&store, &st, e);
+		if (r < 0) {
+			ipam_store_close(&store);
+			b->store.looked = false; /* again at the next tick */
+			ipam_state_free(&st);
+			return r;
+		}
+	}
+	ipam_store_close(&store);
+	if (changed) {
+		b->cfg_hash = a->cfg_hash;
+		for (size_t i = 0; i < b->n; i++)
+			b->ns[i].pods = 0;
+	}
 	for (size_t i = 0; i < st.n_att; i++) {
 		const struct ipam_attachment *att = &st.att[i];
 		const struct shaping *s = &att->shaping;
@@ -122,6 +138,7 @@ static int refresh_namespaces(struct agent *a, struct tg_err *e)
 		n = add_ns(b, att->k8s_namespace);
 		if (!n) {
 			ipam_state_free(&st);
+			b->store.looked = false;
 			return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
 		}
 		n->ns_class = s->ns_class;

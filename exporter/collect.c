@@ -49,8 +49,7 @@ struct exporter {
 	char network[160];
 	struct ipam_state state;
 	const struct ipam_attachment **by_veth;	/* state's attachments sorted by host veth */
-	bool state_loaded;
-	struct stat state_stat;
+	struct ipam_store_stamp state_stamp;	/* of the state loaded */
 	uint64_t store_generation;	/* bumped on every store load */
 	struct acct_reader *reader;
 	struct tc_collector *tc;
@@ -336,40 +335,29 @@ static void index_by_veth(struct exporter *ex)
 	qsort(ex->by_veth, ex->state.n_att, sizeof(*ex->by_veth), cmp_veth);
 }
 
-/* Re-reads state.json only when it was replaced (rename gives it a new inode). */
+/* Re-reads state.json only when it was replaced. */
 static int refresh_store(struct exporter *ex)
 {
 	struct ipam_store ro;
 	struct ipam_state fresh;
 	struct tg_err e = { 0 };
-	struct stat sb;
+	int r;
 
 	if (ipam_store_open_readonly(&ro, ex->data_dir, ex->network, &e) < 0)
 		return -ENAMETOOLONG;
-	if (stat(ro.path, &sb) < 0) {
-		if (errno != ENOENT)
-			return -errno;
+	r = ipam_store_stamp_changed(&ro, &ex->state_stamp);
+	if (r <= 0)
+		return r;
+	if (!ex->state_stamp.present) {
 		/* No store yet: a node without pods. */
-		if (ex->state_loaded && ex->state_stat.st_ino == 0)
-			return 0;
 		ipam_state_free(&ex->state);
-		ex->state_loaded = true;
-		memset(&ex->state_stat, 0, sizeof(ex->state_stat));
-		index_by_veth(ex);
-		ex->store_generation++;
-		return 0;
-	}
-	if (ex->state_loaded && sb.st_ino == ex->state_stat.st_ino &&
-	    sb.st_size == ex->state_stat.st_size &&
-	    sb.st_mtim.tv_sec == ex->state_stat.st_mtim.tv_sec &&
-	    sb.st_mtim.tv_nsec == ex->state_stat.st_mtim.tv_nsec)
-		return 0;
-	if (ipam_store_load(&ro, &fresh, &e) < 0)
+	} else if (ipam_store_load(&ro, &fresh, &e) < 0) {
+		ex->state_stamp.looked = false; /* again at the next scrape */
 		return -EBADMSG;
-	ipam_state_free(&ex->state);
-	ex->state = fresh;
-	ex->state_stat = sb;
-	ex->state_loaded = true;
+	} else {
+		ipam_state_free(&ex->state);
+		ex->state = fresh;
+	}
 	index_by_veth(ex);
 	ex->store_generation++;
 	return 0;

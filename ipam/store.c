@@ -101,6 +101,28 @@ int ipam_store_open_readonly(struct ipam_store *s, const char *data_dir, const c
 	return store_paths(s, data_dir, network, e);
 }
 
+int ipam_store_stamp_changed(const struct ipam_store *s, struct ipam_store_stamp *stamp)
+{
+	struct ipam_store_stamp now = { .looked = true };
+	struct stat sb;
+
+	if (stat(s->path, &sb) == 0) {
+		now.present = true;
+		now.dev = sb.st_dev;
+		now.ino = sb.st_ino;
+		now.size = sb.st_size;
+		now.mtime = sb.st_mtim;
+	} else if (errno != ENOENT) {
+		return -errno;
+	}
+	if (stamp->looked && stamp->present == now.present && stamp->dev == now.dev &&
+	    stamp->ino == now.ino && stamp->size == now.size &&
+	    stamp->mtime.tv_sec == now.mtime.tv_sec && stamp->mtime.tv_nsec == now.mtime.tv_nsec)
+		return 0;
+	*stamp = now;
+	return 1;
+}
+
 void ipam_store_close(struct ipam_store *s)
 {
 	ipam_store_unlock(s);

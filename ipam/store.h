@@ -9,6 +9,7 @@
  */
 
 #include <stdbool.h>
+#include <sys/stat.h>
 #include <json-c/json.h>
 
 #include "ipam/ipam.h"
@@ -53,6 +54,26 @@ int ipam_store_open(struct ipam_store *s, const char *data_dir, const char *netw
 int ipam_store_open_readonly(struct ipam_store *s, const char *data_dir, const char *network,
 			     struct tg_err *e);
 void ipam_store_close(struct ipam_store *s);
+/*
+ * What a reader that keeps a loaded state (the exporter, the agent's
+ * budgets) compares to know whether state.json was replaced since: one
+ * stat. The store is written by rename (a new inode); size and mtime catch
+ * any other write. A zero stamp has never looked.
+ */
+struct ipam_store_stamp {
+	bool looked;
+	bool present;			/* state.json was there */
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtime;
+};
+/*
+ * 1 when state.json differs from *stamp (first look, replaced, appeared or
+ * gone), *stamp updated; 0 when it is the same; a negative errno when it
+ * cannot be looked at (not ENOENT: no store is a store without pods).
+ */
+int ipam_store_stamp_changed(const struct ipam_store *s, struct ipam_store_stamp *stamp);
 int ipam_store_lock(struct ipam_store *s, struct tg_err *e);
 void ipam_store_unlock(struct ipam_store *s);
 /*

@@ -436,6 +436,38 @@ static void t_save_load_round_trip(void **state)
 	ipam_store_close(&s);
 }
 
+/* The stamp says whether state.json was replaced since a reader last looked. */
+static void t_stamp_changes_with_each_save(void **state)
+{
+	struct fx *f = *state;
+	struct ipam_store s;
+	struct ipam_store_stamp stamp = { 0 };
+	struct ipam_state a;
+	struct tg_err e = { 0 };
+
+	rich_state(&a);
+	fx_open_store(f, &s);
+	/* no store yet: the first look is a change, the second not */
+	assert_int_equal(ipam_store_stamp_changed(&s, &stamp), 1);
+	assert_false(stamp.present);
+	assert_int_equal(ipam_store_stamp_changed(&s, &stamp), 0);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(ipam_store_lock(&s, &e), 0);
+		assert_int_equal(ipam_store_save(&s, &a, &e), 0);
+		ipam_store_unlock(&s);
+		/* each save, even of the same state, is a new file */
+		assert_int_equal(ipam_store_stamp_changed(&s, &stamp), 1);
+		assert_true(stamp.present);
+		assert_int_equal(ipam_store_stamp_changed(&s, &stamp), 0);
+	}
+	/* gone: a change again */
+	assert_int_equal(unlink(f->path), 0);
+	assert_int_equal(ipam_store_stamp_changed(&s, &stamp), 1);
+	assert_false(stamp.present);
+	ipam_state_free(&a);
+	ipam_store_close(&s);
+}
+
 /* A directory planted (or left) where a fixed temp name would be does not stop a save. */
 static void t_save_ignores_a_planted_temp_name(void **state)
 {
@@ -1203,6 +1235,7 @@ int main(void)
 	ADD_STORE(t_save_ignores_a_planted_temp_name);
 	ADD_STORE(t_save_removes_a_killed_saves_temp_file);
 	ADD_STORE(t_save_replaces);
+	ADD_STORE(t_stamp_changes_with_each_save);
 	ADD_STORE(t_save_restores_mode);
 	ADD_STORE(t_save_load_tolerates_trailing_whitespace);
 	ADD_STORE(t_lock_is_exclusive);
