@@ -251,6 +251,23 @@ static void on_probe(const struct shaper_stats *st, void *arg)
 	}
 }
 
+/*
+ * The next report no later than `at_ms`, and never sooner than a quarter
+ * period after the last one (nor in the past): at most four a period.
+ */
+static void report_by(struct agent *a, int64_t at_ms, int64_t now_ms)
+{
+	struct agent_budgets *b = &a->budgets;
+	int64_t floor_ms = b->sent_ms + a->cfg.budgets.report_ms / 4;
+
+	if (at_ms < floor_ms)
+		at_ms = floor_ms;
+	if (at_ms < now_ms)
+		at_ms = now_ms;
+	if (at_ms < b->next_ms)
+		b->next_ms = at_ms;
+}
+
 /* The loop's netlink socket, opened on first use (and after a failure). */
 static int budget_sock(struct agent_budgets *b, struct nl_sock **ret)
 {
@@ -290,14 +307,14 @@ static bool probe_flipped(struct agent *a, int64_t now_ms)
 	}
 	for (size_t i = 0; i < b->n; i++) {
 		const struct agent_budget_ns *n = &b->ns[i];
-		double ceil = (double)n->kernel_ceil * (double)interval[i];
+		double at_ceil = (double)n->kernel_ceil * (double)interval[i];
 
 		if (!n->counted || n->leaving || interval[i] <= 0)
 			continue;
 		if (n->saturated)
-			flipped |= (double)sent[i] * 1000 < FLIP_IDLE_SHARE * ceil;
+			flipped |= (double)sent[i] * 1000 < FLIP_IDLE_SHARE * at_ceil;
 		else
-			flipped |= (double)sent[i] * 1000 >= SATURATED_SHARE * ceil ||
+			flipped |= (double)sent[i] * 1000 >= SATURATED_SHARE * at_ceil ||
 				   backlog[i] >= SATURATED_BACKLOG;
 	}
 	return flipped;
@@ -559,9 +576,8 @@ void agent_budgets_tick(struct agent *a, int64_t now_ms, double rnd, struct agen
 
 	if (now_ms < b->next_ms && now_ms >= b->probe_ms && b->sent_ms) {
 		b->probe_ms = now_ms + period / 4;
-		/* never more than four reports a period */
-		if (probe_flipped(a, now_ms) && b->sent_ms + period / 4 < b->next_ms)
-			b->next_ms = b->sent_ms + period / 4 > now_ms ? b->sent_ms + period / 4 : now_ms;
+		if (probe_flipped(a, now_ms))
+			report_by(a, now_ms, now_ms);
 	}
 	if (now_ms < b->next_ms) {
 		expire_due(a, now_ms, notes);
@@ -599,15 +615,10 @@ void agent_budgets_tick(struct agent *a, int64_t now_ms, double rnd, struct agen
 
 void agent_budgets_store_changed(struct agent *a, int64_t now_ms)
 {
-	struct agent_budgets *b = &a->budgets;
-	int64_t period = a->cfg.budgets.report_ms, soon = b->sent_ms + period / 4;
-
 	if (!agent_budgets_enabled(a))
 		return;
-	if (soon < now_ms + 20)
-		soon = now_ms + 20; /* the plugin's other writes of the call land first */
-	if (soon < b->next_ms)
-		b->next_ms = soon;
+	/* (20 ms: the plugin's other writes of the call land first) */
+	report_by(a, now_ms + 20, now_ms);
 }
 
 void agent_budgets_answer(struct agent *a, int64_t now_ms, struct agent_notes *notes)

@@ -131,7 +131,7 @@ struct budget_alloc {
 	struct fill_hinge *hinge;
 	size_t scratch;
 	uint64_t seed;
-	/* early reports asked for in the current period (at most one per node) */
+	/* early reports asked for in the current period (at most as many as nodes) */
 	int64_t early_since;
 	uint32_t early_asked;
 };
