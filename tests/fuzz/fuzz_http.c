@@ -14,6 +14,7 @@
 #include <net/if.h>
 #include <poll.h>
 #include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,6 +106,46 @@ static bool no_connections(int fd)
 	return st.connections == 0;
 }
 
+/*
+ * The client's address for the next connection: each one closes first, so
+ * its port stays in TIME_WAIT for a minute, and thousands of inputs a second
+ * would run one address out of ports. 127.1.0.0/16 (all on lo) has ports
+ * enough for every rate.
+ */
+static const struct sockaddr_in *next_source(void)
+{
+	static struct sockaddr_in sa = { .sin_family = AF_INET };
+	static uint32_t host;
+
+	host = (host + 1) % 0xfffe;
+	sa.sin_addr.s_addr = htonl(0x7f010001u + host);
+	return &sa;
+}
+
+/*
+ * connect(2) that a signal does not fail: libFuzzer's timer interrupts the
+ * wait now and then, while the handshake goes on; then wait for its end.
+ */
+static int connect_to(int fd, const struct sockaddr_in *sa)
+{
+	struct pollfd p = { .fd = fd, .events = POLLOUT };
+	socklen_t len = sizeof(int);
+	int err = 0, n;
+
+	if (connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0)
+		return 0;
+	if (errno != EINTR)
+		return -1;
+	do
+		n = poll(&p, 1, 2000);
+	while (n < 0 && errno == EINTR);
+	if (n <= 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0 || err) {
+		errno = n == 0 ? ETIMEDOUT : err ? err : errno;
+		return -1;
+	}
+	return 0;
+}
+
 /* Sends `req`, reads the whole answer into buf (NUL-terminated); its length. */
 static size_t exchange(int which, const void *req, size_t len, char *buf, size_t cap)
 {
@@ -112,11 +153,16 @@ static size_t exchange(int which, const void *req, size_t len, char *buf, size_t
 	size_t got = 0;
 
 	srv = servers[which];
-	if (fd < 0 || connect(fd, (struct sockaddr *)&addrs[which], sizeof(addrs[which])) < 0)
+	if (fd < 0 || bind(fd, (struct sockaddr *)next_source(), sizeof(struct sockaddr_in)) < 0 ||
+	    connect_to(fd, &addrs[which]) < 0) {
+		perror("fuzz_http: client socket");
 		abort();
+	}
 	for (size_t off = 0; off < len;) {
 		ssize_t n = send(fd, (const char *)req + off, len - off, MSG_NOSIGNAL);
 
+		if (n < 0 && errno == EINTR)
+			continue;
 		if (n <= 0)
 			break; /* the server may close early on garbage */
 		off += (size_t)n;
@@ -126,6 +172,8 @@ static size_t exchange(int which, const void *req, size_t len, char *buf, size_t
 	while (got + 1 < cap && serve_until(readable, fd, 2000)) {
 		ssize_t n = recv(fd, buf + got, cap - 1 - got, 0);
 
+		if (n < 0 && errno == EINTR)
+			continue;
 		if (n <= 0)
 			break;
 		got += (size_t)n;
