@@ -93,6 +93,22 @@ struct acct_access {
 /* Whether k8s_namespace is one of list's n names. */
 bool acct_ns_listed(const char *const *list, size_t n, const char *k8s_namespace);
 
+/*
+ * internetGuard.connections: what a namespace's pods on this node together
+ * may open to internet destinations. 0 is no limit. Names point into the config.
+ */
+#define ACCT_GUARD_NS_MAX 256
+struct acct_guard {
+	bool on;				/* internetGuard.connections was given */
+	uint32_t concurrent_default;		/* namespaceDefault */
+	const char *ns[ACCT_GUARD_NS_MAX];	/* namespaces, with their own limits */
+	uint32_t ns_concurrent[ACCT_GUARD_NS_MAX];
+	size_t n_ns;
+	uint32_t new_per_second;		/* newPerSecond */
+};
+/* The concurrent limit of k8s_namespace's pods on this node (0: none). */
+uint32_t acct_guard_concurrent(const struct acct_guard *g, const char *k8s_namespace);
+
 struct acct_config {
 	const struct cidr4 *internal;	/* sorted, non-overlapping */
 	size_t n_internal;
@@ -103,6 +119,7 @@ struct acct_config {
 	uint32_t inet_ingress_classid;	/* tc class of internet -> pod traffic on a pod's veth, 0: none */
 	const char *pod_link_prefix;	/* what every pod's host link is named by, and no other link */
 	struct acct_access access;
+	struct acct_guard guard;
 };
 
 struct acct_pod {
@@ -134,6 +151,17 @@ extern const char *const acct_drop_names[ACCT_DROPS];	/* "metadata", "agent" */
 void acct_drop_counter_name(const char *k8s_namespace, enum acct_access_drop d,
 			    char ret[ACCT_COUNTER_NAME_MAX]);
 #define ACCT_ARP_COUNTER "node_arp_dropped"
+/*
+ * Internet connections the guard refused: ns_<namespace>_refused_concurrent
+ * (over its concurrent limit), ns_<namespace>_refused_rate (over newPerSecond).
+ */
+enum acct_refusal { ACCT_REFUSED_CONCURRENT, ACCT_REFUSED_RATE, ACCT_REFUSALS };
+extern const char *const acct_refusal_names[ACCT_REFUSALS];	/* "concurrent", "rate" */
+void acct_refused_counter_name(const char *k8s_namespace, enum acct_refusal why,
+			       char ret[ACCT_COUNTER_NAME_MAX]);
+/* ACCT_OWNER_NAMESPACE (the namespace in ret_owner) and why; ACCT_OWNER_NONE otherwise. */
+enum acct_owner acct_refused_parse(const char *name, size_t name_len,
+				   char ret_owner[ACCT_COUNTER_NAME_MAX], enum acct_refusal *ret_why);
 /* ACCT_OWNER_NAMESPACE (the namespace in ret_owner) and which drop; ACCT_OWNER_NONE otherwise. */
 enum acct_owner acct_drop_parse(const char *name, size_t name_len,
 				char ret_owner[ACCT_COUNTER_NAME_MAX], enum acct_access_drop *ret_drop);

@@ -56,8 +56,16 @@ struct seen {
 	size_t n_bounds;		/* ACCT_TABLE_BOUNDS_MAX + 1: more than any config makes */
 	bool old_prerouting;		/* an older layout's prerouting chain (at -150) */
 	bool arp_right;			/* table arp tollgate as cfg declares it */
+	struct guard_seen *guards;	/* the guard chains that hold rules */
+	size_t n_guards, cap_guards;
 	const struct want *want;
 	int err;
+};
+
+/* A namespace's guard chain as the rule dump showed it. */
+struct guard_seen {
+	char ns[ACCT_GUARD_CHAIN_MAX];
+	unsigned n_rules, stamped;	/* rules, and those carrying the stamp cfg gives it */
 };
 
 static int chain_index(const char *name)
@@ -114,7 +122,8 @@ static uint64_t access_hash(const struct acct_config *cfg, const char *chain, ui
 static void chain_stamp(const struct acct_config *cfg, int c, char ret[STAMP_LEN])
 {
 	uint64_t h = hash_fnv1a64(ACCT_TABLE_LAYOUT, strlen(ACCT_TABLE_LAYOUT), FNV1A64_INIT);
-	uint8_t flags = (uint8_t)(cfg->masquerade | cfg->enabled << 1 | cfg->per_pod << 2);
+	uint8_t flags = (uint8_t)(cfg->masquerade | cfg->enabled << 1 | cfg->per_pod << 2 |
+				  cfg->guard.on << 3);
 
 	h = hash_fnv1a64(acct_table_chains[c].name, strlen(acct_table_chains[c].name), h);
 	h = hash_fnv1a64(&flags, sizeof(flags), h);
@@ -126,18 +135,6 @@ static void chain_stamp(const struct acct_config *cfg, int c, char ret[STAMP_LEN
 	snprintf(ret, STAMP_LEN, STAMP_PREFIX "%016llx", (unsigned long long)h);
 }
 
-static int set_comment(struct nftnl_rule *r, const char *text)
-{
-	struct nftnl_udata_buf *u = nftnl_udata_buf_alloc(64);
-
-	if (!u)
-		return -ENOMEM;
-	nftnl_udata_put_strz(u, NFTNL_UDATA_RULE_COMMENT, text);
-	nftnl_rule_set_data(r, NFTNL_RULE_USERDATA, nftnl_udata_buf_data(u),
-			    nftnl_udata_buf_len(u));
-	nftnl_udata_buf_free(u);
-	return 0;
-}
 
 /* What cfg asks for; the rules' comments only when they are to be written. */
 static int want_build(const struct acct_config *cfg, struct want *w, bool to_write)
@@ -159,7 +156,7 @@ static int want_build(const struct acct_config *cfg, struct want *w, bool to_wri
 	for (int c = 0; c < ACCT_TABLE_CHAINS; c++)
 		chain_stamp(cfg, c, w->stamp[c]);
 	for (size_t i = 0; to_write && i < w->rules.n && r == 0; i++)
-		r = set_comment(w->rules.r[i],
+		r = acct_rule_comment(w->rules.r[i],
 				w->stamp[chain_index(nftnl_rule_get_str(w->rules.r[i], NFTNL_RULE_CHAIN))]);
 	w->n_bounds = acct_table_internal_bounds(cfg, w->bounds);
 	return r;
@@ -174,23 +171,92 @@ static int comment_cb(const struct nftnl_udata *attr, void *data)
 	return 0;
 }
 
+static struct guard_seen *guard_find(const struct seen *s, const char *ns)
+{
+	for (size_t i = 0; i < s->n_guards; i++)
+		if (strcmp(s->guards[i].ns, ns) == 0)
+			return &s->guards[i];
+	return NULL;
+}
+
+static void guard_rule_seen(struct seen *s, const char *ns, const char *comment)
+{
+	struct guard_seen *g = guard_find(s, ns);
+	char stamp[ACCT_GUARD_STAMP_LEN];
+
+	if (!s->want->cfg->guard.on || strlen(ns) >= sizeof(g->ns))
+		return;
+	if (!g) {
+		if (!array_grow(&s->guards, &s->cap_guards, s->n_guards, sizeof(*s->guards), 16)) {
+			s->err = -ENOMEM;
+			return;
+		}
+		g = &s->guards[s->n_guards++];
+		memset(g, 0, sizeof(*g));
+		snprintf(g->ns, sizeof(g->ns), "%s", ns);
+	}
+	acct_guard_stamp(s->want->cfg, ns, stamp);
+	g->n_rules++;
+	g->stamped += comment && strcmp(comment, stamp) == 0;
+}
+
+/* How many rules the namespace's guard chain holds for cfg (acct_guard_rules'). */
+static unsigned guard_rules_wanted(const struct acct_config *cfg, const char *ns)
+{
+	return 1 + (cfg->guard.new_per_second != 0) + (acct_guard_concurrent(&cfg->guard, ns) != 0);
+}
+
+/*
+ * Every namespace of `all` has its guard chain as cfg asks: made where it
+ * is missing, rewritten where its rules were made for other limits. Each
+ * namespace once, however many pods it has.
+ */
+static int put_guards(struct acct_batch *bt, const struct acct_config *cfg,
+		      const struct acct_pod *all, size_t n_all, const struct seen *s,
+		      struct acct_repairs *rep)
+{
+	int r = 0;
+
+	for (size_t i = 0; i < n_all && r == 0; i++) {
+		const char *ns = all[i].k8s_namespace ? all[i].k8s_namespace : "";
+		const struct guard_seen *g;
+		bool done = false;
+
+		for (size_t j = 0; j < i && !done; j++)
+			done = strcmp(all[j].k8s_namespace ? all[j].k8s_namespace : "", ns) == 0;
+		if (done)
+			continue;
+		g = guard_find(s, ns);
+		if (g && g->n_rules == guard_rules_wanted(cfg, ns) && g->stamped == g->n_rules)
+			continue;
+		r = acct_guard_put_chain(bt, cfg, ns, false, g != NULL);
+		rep->chains += g == NULL;
+		rep->rules++;
+	}
+	return r;
+}
+
 /* Only a rule's chain and comment are read: no expression is parsed. */
 static int rule_cb(const struct nlmsghdr *nlh, void *p)
 {
 	struct seen *s = p;
 	const struct nlattr *a;
-	const char *comment = NULL;
+	const char *comment = NULL, *chain = NULL;
 	int c = -1;
 
 	mnl_attr_for_each(a, nlh, sizeof(struct nfgenmsg)) {
 		uint16_t t = mnl_attr_get_type(a);
 
-		if (t == NFTA_RULE_CHAIN && mnl_attr_validate(a, MNL_TYPE_NUL_STRING) == 0)
-			c = chain_index(mnl_attr_get_str(a));
+		if (t == NFTA_RULE_CHAIN && mnl_attr_validate(a, MNL_TYPE_NUL_STRING) == 0) {
+			chain = mnl_attr_get_str(a);
+			c = chain_index(chain);
+		}
 		else if (t == NFTA_RULE_USERDATA)
 			nftnl_udata_parse(mnl_attr_get_payload(a), mnl_attr_get_payload_len(a),
 					  comment_cb, &comment);
 	}
+	if (c < 0 && chain && strncmp(chain, ACCT_CHAIN_GUARD_PREFIX, strlen(ACCT_CHAIN_GUARD_PREFIX)) == 0)
+		guard_rule_seen(s, chain + strlen(ACCT_CHAIN_GUARD_PREFIX), comment);
 	if (c >= 0) {
 		s->chain[c] = true;
 		s->n_rules[c]++;
@@ -343,6 +409,7 @@ static int read_kernel(struct acct_nft_conn *c, const struct want *w, struct see
 	bool rules_right = true;
 	int r;
 
+	free(s->guards); /* a read again, after an interrupted dump */
 	memset(s, 0, sizeof(*s));
 	s->want = w;
 	r = acct_arp_read(c, w->cfg);
@@ -525,6 +592,8 @@ int acct_declare(const struct acct_config *cfg, const struct acct_pod *all, size
 		for (size_t i = 0; i < n_all && r == 0 && !(flags & ACCT_DECLARE_PODS); i++)
 			r = acct_put_pod_access(bt, cfg, &all[i]);
 	}
+	if (r == 0 && cfg->guard.on)
+		r = put_guards(bt, cfg, all, n_all, s, &rep);
 	/* Sets made anew lost their elements: every pod goes back in, from the store. */
 	if (r == 0 && (lost > 0 || (flags & ACCT_DECLARE_PODS)))
 		for (size_t i = 0; i < n_all && r == 0; i++)
@@ -541,6 +610,8 @@ out:
 	if (w)
 		acct_rule_list_free(&w->rules);
 	free(w);
+	if (s)
+		free(s->guards);
 	free(s);
 	return r < 0 ? r : repairs_total(&rep) > 0;
 }
@@ -570,6 +641,8 @@ out:
 	if (w)
 		acct_rule_list_free(&w->rules);
 	free(w);
+	if (s)
+		free(s->guards);
 	free(s);
 	return r;
 }

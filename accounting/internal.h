@@ -22,6 +22,12 @@
 #define ACCT_SET_AGENT_OK "agent_ok"
 #define ACCT_MAP_METADATA_DROP "metadata_drop"
 #define ACCT_MAP_AGENT_DROP "agent_drop"
+/* internetGuard.connections: a pod's address -> jump to its namespace's chain guard_<namespace> */
+#define ACCT_MAP_GUARD "guard_ns"
+#define ACCT_CHAIN_GUARD_PREFIX "guard_"
+/* Where a guard chain sends what it refuses: a TCP reset (never rate-limited, unlike ICMP), else ICMP. */
+#define ACCT_CHAIN_GUARD_REFUSE "guard-refuse"
+#define ACCT_GUARD_CHAIN_MAX (sizeof(ACCT_CHAIN_GUARD_PREFIX) + 64)
 /* nft's datatype ids, so that `nft list` prints keys and values as what they are */
 #define ACCT_NFT_TYPE_IPADDR 7
 #define ACCT_NFT_TYPE_CLASSID 23
@@ -31,6 +37,7 @@
 
 /* Kernel 6.3's "delete if present" messages; older uapi headers lack them. */
 #ifndef NFT_MSG_DESTROYSETELEM
+#define NFT_MSG_DESTROYCHAIN 27
 #define NFT_MSG_DESTROYSETELEM 30
 #define NFT_MSG_DESTROYOBJ 31
 #endif
@@ -102,6 +109,7 @@ enum {
 	ACCT_ID_AGENT_OK,
 	ACCT_ID_METADATA_DROP,
 	ACCT_ID_AGENT_DROP,
+	ACCT_ID_GUARD,
 };
 
 struct acct_set_def {
@@ -109,8 +117,9 @@ struct acct_set_def {
 	uint32_t id;		/* lets rules of the same transaction name a set made in it */
 	uint32_t flags;
 	enum acct_set_key key;
+	bool verdicts;		/* a verdict map (NFT_SET_MAP): key -> jump */
 };
-#define ACCT_TABLE_SETS 19
+#define ACCT_TABLE_SETS 20
 extern const struct acct_set_def acct_table_sets[ACCT_TABLE_SETS];
 
 struct acct_chain_def {
@@ -119,7 +128,7 @@ struct acct_chain_def {
 	uint32_t hook;
 	int32_t prio;
 };
-#define ACCT_TABLE_CHAINS 13
+#define ACCT_TABLE_CHAINS 14
 extern const struct acct_chain_def acct_table_chains[ACCT_TABLE_CHAINS];
 
 /*
@@ -173,7 +182,7 @@ int acct_arp_put(struct acct_batch *bt, const struct acct_config *cfg);
  * that a node declared by an older layout is declared again. Change it with
  * every change of a rule (tests/unit/test_accounting.c checks it moves).
  */
-#define ACCT_TABLE_LAYOUT "tollgate-table/7"
+#define ACCT_TABLE_LAYOUT "tollgate-table/8"
 
 /* Every rule the config asks for, in chain order. */
 #define ACCT_TABLE_RULES_MAX 64
@@ -183,6 +192,8 @@ struct acct_rule_list {
 	bool failed;
 };
 int acct_table_rules(const struct acct_config *cfg, struct acct_rule_list *ret);
+/* Sets a rule's comment (what declarations compare: the stamp of what made it). */
+int acct_rule_comment(struct nftnl_rule *r, const char *text);
 void acct_rule_list_free(struct acct_rule_list *w);
 
 /* The boundaries of set `internal` (interval sets hold starts and ends). */
@@ -230,5 +241,42 @@ int acct_put_elem(struct acct_batch *bt, uint16_t type, const char *set, uint32_
 		  const char *counter);
 /* nodeAccess' per-pod drop maps, by enum acct_access_drop */
 extern const char *const acct_drop_maps[ACCT_DROPS];
+
+/*
+ * ---- internetGuard.connections (guard.c) ----
+ *
+ * Every namespace with a pod on the node has a chain guard_<namespace>,
+ * reached from fwd_egress for a pod's new connection to an internet
+ * destination (through @guard_ns): a rate limit and a ct count, each
+ * refusing (reject, counted in ns_<namespace>_refused_<why>) what goes
+ * over. Rule-level state is per chain, so per namespace and node. The
+ * chain appears with the namespace's first pod (made by whoever adds it:
+ * the ADD, or a declaration putting pods back) and is rewritten only by a
+ * declaration whose config asks for other limits; it goes when the
+ * namespace is retired.
+ */
+void acct_guard_chain_name(const char *k8s_namespace, char ret[ACCT_GUARD_CHAIN_MAX]);
+/* What the namespace's chain holds for cfg: its rules' comment. */
+#define ACCT_GUARD_STAMP_LEN 32
+void acct_guard_stamp(const struct acct_config *cfg, const char *k8s_namespace,
+		      char ret[ACCT_GUARD_STAMP_LEN]);
+/*
+ * The namespace's chain into the batch: created (NLM_F_EXCL with `exclusive`,
+ * so that a concurrent maker fails the batch with -EEXIST), or with `flush`
+ * emptied first; then its rules.
+ */
+int acct_guard_put_chain(struct acct_batch *bt, const struct acct_config *cfg,
+			 const char *k8s_namespace, bool exclusive, bool flush);
+/* The chain and the namespace's refused-connection counters' removal (destroy: absent is fine). */
+int acct_guard_put_removal(struct acct_batch *bt, const char *k8s_namespace, uint16_t chain_msg);
+/* The pod's element of @guard_ns (NEWSETELEM) or its removal (key only). */
+int acct_guard_put_elem(struct acct_batch *bt, uint16_t type, const struct acct_pod *p);
+/* 1 when the namespace's chain exists, 0 when not, negative errno. */
+int acct_guard_chain_exists(struct acct_nft_conn *c, const char *k8s_namespace);
+/* 1 when the pod's element of @guard_ns jumps to its namespace's chain, 0 when not, negative. */
+int acct_guard_elem_right(struct acct_nft_conn *c, const struct acct_pod *p);
+/* The guard chain's rules (rules.c), each stamped with `stamp`. */
+int acct_guard_rules(const struct acct_config *cfg, const char *k8s_namespace, const char *stamp,
+		     struct acct_rule_list *ret);
 
 #endif

@@ -145,6 +145,38 @@ enum acct_owner acct_drop_parse(const char *name, size_t name_len,
 	return ACCT_OWNER_NONE;
 }
 
+const char *const acct_refusal_names[ACCT_REFUSALS] = { "concurrent", "rate" };
+
+void acct_refused_counter_name(const char *k8s_namespace, enum acct_refusal why,
+			       char ret[ACCT_COUNTER_NAME_MAX])
+{
+	snprintf(ret, ACCT_COUNTER_NAME_MAX, "ns_%s_refused_%s", k8s_namespace,
+		 acct_refusal_names[why]);
+}
+
+enum acct_owner acct_refused_parse(const char *name, size_t name_len,
+				   char ret_owner[ACCT_COUNTER_NAME_MAX], enum acct_refusal *ret_why)
+{
+	for (int w = 0; w < ACCT_REFUSALS; w++) {
+		char suffix[32];
+
+		snprintf(suffix, sizeof(suffix), "_refused_%s", acct_refusal_names[w]);
+		if (!ns_with_suffix(name, name_len, suffix, ret_owner))
+			continue;
+		*ret_why = (enum acct_refusal)w;
+		return ACCT_OWNER_NAMESPACE;
+	}
+	return ACCT_OWNER_NONE;
+}
+
+uint32_t acct_guard_concurrent(const struct acct_guard *g, const char *k8s_namespace)
+{
+	for (size_t i = 0; i < g->n_ns && k8s_namespace; i++)
+		if (strcmp(g->ns[i], k8s_namespace) == 0)
+			return g->ns_concurrent[i];
+	return g->concurrent_default;
+}
+
 bool acct_ns_listed(const char *const *list, size_t n, const char *k8s_namespace)
 {
 	for (size_t i = 0; i < n && k8s_namespace; i++)

@@ -143,6 +143,9 @@ int acct_put_pod(struct acct_batch *bt, const struct acct_config *cfg, const str
 				   p->egress_classid);
 	if (cfg->masquerade)
 		r |= acct_put_elem(bt, NFT_MSG_NEWSETELEM, ACCT_SET_MASQ, p->ip, NULL);
+	/* its namespace's chain is there already (acct_pod_add, acct_declare) */
+	if (cfg->guard.on)
+		r |= acct_guard_put_elem(bt, NFT_MSG_NEWSETELEM, p);
 	for (int c = 0; c < ACCT_CLASSES; c++) {
 		/* The namespace's counters appear with its first pod and stay. */
 		acct_ns_counter_name(p->k8s_namespace, c, name);
@@ -170,11 +173,22 @@ int acct_pod_add(const struct acct_config *cfg, const struct acct_pod *pod, stru
 	if (r == 0)
 		r = acct_nft_open(&c, 0, e);
 	if (r == 0) {
-		/* Only additions: nothing the kernel must wait on before or after. */
-		acct_batch_start(bt);
-		r = acct_put_pod(bt, cfg, pod);
-		if (r == 0)
-			r = acct_batch_send(&c, bt, why, sizeof(why));
+		/* The namespace's first pod on the node brings its guard chain. */
+		int missing = cfg->guard.on && acct_guard_chain_exists(&c, pod->k8s_namespace) != 1;
+
+		for (int tries = 0; tries < 2; tries++) {
+			/* Only additions: nothing the kernel must wait on before or after. */
+			acct_batch_start(bt);
+			r = missing ? acct_guard_put_chain(bt, cfg, pod->k8s_namespace, true, false) : 0;
+			if (r == 0)
+				r = acct_put_pod(bt, cfg, pod);
+			if (r == 0)
+				r = acct_batch_send(&c, bt, why, sizeof(why));
+			/* A concurrent ADD of the same namespace made the chain first: it is there. */
+			if (r != -EEXIST || !missing)
+				break;
+			missing = 0;
+		}
 		acct_nft_close(&c);
 		if (r == -ENOENT)
 			r = tg_fail(e, CNI_ERR_IO, r, "nftables: table inet " ACCT_TABLE
@@ -206,6 +220,7 @@ static int put_pod_removal(struct acct_batch *bt, const struct acct_pod *p, uint
 	STEP(acct_put_elem(bt, del_elem, ACCT_SET_MASQ, p->ip, NULL));
 	STEP(acct_put_elem(bt, del_elem, ACCT_SET_PODS, p->ip, NULL));
 	STEP(acct_put_elem(bt, del_elem, ACCT_MAP_EGRESS_CLASS, p->ip, NULL));
+	STEP(acct_guard_put_elem(bt, del_elem, p));
 	for (int c = 0; c < ACCT_CLASSES; c++) {
 		STEP(acct_put_elem(bt, del_elem, acct_ns_maps[c], p->ip, NULL));
 		STEP(acct_put_elem(bt, del_elem, acct_pod_maps[c], p->ip, NULL));
@@ -280,7 +295,7 @@ int acct_pod_del(const struct acct_pod *pod, struct acct_conn **keep, struct tg_
  * The namespace's counters into the batch, as `msg`: counter `only` (-1:
  * every one): each class's, then each family's spoofed-packet counter.
  */
-#define NS_COUNTERS (ACCT_CLASSES + ACCT_FAMILIES + ACCT_DROPS)
+#define NS_COUNTERS (ACCT_CLASSES + ACCT_FAMILIES + ACCT_DROPS + ACCT_REFUSALS)
 static int put_ns_counters(struct acct_batch *bt, const char *k8s_namespace, uint16_t msg, int only)
 {
 	char name[ACCT_COUNTER_NAME_MAX];
@@ -288,7 +303,11 @@ static int put_ns_counters(struct acct_batch *bt, const char *k8s_namespace, uin
 	for (int i = 0; i < NS_COUNTERS; i++) {
 		if (only >= 0 && only != i)
 			continue;
-		if (i < ACCT_CLASSES)
+		if (i >= ACCT_CLASSES + ACCT_FAMILIES + ACCT_DROPS)
+			acct_refused_counter_name(
+				k8s_namespace,
+				(enum acct_refusal)(i - ACCT_CLASSES - ACCT_FAMILIES - ACCT_DROPS), name);
+		else if (i < ACCT_CLASSES)
 			acct_ns_counter_name(k8s_namespace, (enum acct_class)i, name);
 		else if (i < ACCT_CLASSES + ACCT_FAMILIES)
 			acct_spoofed_counter_name(k8s_namespace, (enum acct_family)(i - ACCT_CLASSES),
@@ -311,8 +330,12 @@ static int retire_batch(struct acct_nft_conn *c, struct acct_batch *bt, const ch
 	int r = 0;
 
 	acct_batch_start(bt);
-	for (size_t i = 0; i < n && r == 0; i++)
-		r = put_ns_counters(bt, names[i], NFT_MSG_DESTROYOBJ, -1);
+	for (size_t i = 0; i < n && r == 0; i++) {
+		/* its guard chain first: its rules name the refused-connection counters */
+		r = acct_guard_put_removal(bt, names[i], NFT_MSG_DESTROYCHAIN);
+		if (r == 0)
+			r = put_ns_counters(bt, names[i], NFT_MSG_DESTROYOBJ, -1);
+	}
 	return r < 0 ? r : acct_batch_send(c, bt, why, why_size);
 }
 
@@ -362,8 +385,13 @@ int acct_retire_namespaces(const char *const *names, size_t n, size_t *ret_retir
 		 */
 		r = 0;
 		for (size_t i = at; i < at + k; i++) {
-			int q = 0;
+			int q;
 
+			acct_batch_start(bt);
+			q = acct_guard_put_removal(bt, names[i], NFT_MSG_DELCHAIN);
+			if (q == 0)
+				q = acct_batch_send(&c, bt, why, sizeof(why));
+			q = q == -ENOENT ? 0 : q;
 			for (int j = 0; j < NS_COUNTERS && q == 0; j++) {
 				acct_batch_start(bt);
 				q = put_ns_counters(bt, names[i], NFT_MSG_DELOBJ, j);
@@ -479,6 +507,9 @@ int acct_pod_check(const struct acct_pod *pod, const struct acct_config *cfg, st
 	if (r == 1)
 		r = elem_as(&c, ACCT_SET_AGENT_OK, pod->ip,
 			    acct_ns_listed(a->metrics_ns, a->n_metrics_ns, pod->k8s_namespace));
+	/* Its new internet connections pass its namespace's guard. */
+	if (r == 1 && cfg->guard.on)
+		r = acct_guard_elem_right(&c, pod);
 	/* Without it every packet of the pod is dropped as spoofed. */
 	if (r == 1)
 		r = link_ok(pod) ? elem_present_key(&c, ACCT_SET_POD_SRC, ACCT_KEY_LINK_ADDR,

@@ -15,6 +15,8 @@
 #include <linux/rtnetlink.h>
 #include <libnftnl/expr.h>
 #include <libnftnl/rule.h>
+#include <libnftnl/udata.h>
+#include <linux/netfilter/nf_conntrack_common.h>
 
 #include "accounting/internal.h"
 #include "lib/util.h"
@@ -285,6 +287,141 @@ static struct nftnl_rule *branch_rule(const char *chain, uint32_t class_off, uin
 	}
 	put(r, verdict(v, target));
 	return r;
+}
+
+/* ct state new: the first packet of a connection (a refusal never touches an established one) */
+static void match_ct_new(struct nftnl_rule *r)
+{
+	struct nftnl_expr *ex = nftnl_expr_alloc("ct");
+	uint32_t mask = NF_CT_STATE_BIT(IP_CT_NEW), zero = 0;
+
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_CT_KEY, NFT_CT_STATE);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_CT_DREG, NFT_REG_1);
+	put(r, ex);
+	ex = nftnl_expr_alloc("bitwise");
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_BITWISE_SREG, NFT_REG_1);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_BITWISE_DREG, NFT_REG_1);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_BITWISE_LEN, sizeof(uint32_t));
+	nftnl_expr_set(ex, NFTNL_EXPR_BITWISE_MASK, &mask, sizeof(mask));
+	nftnl_expr_set(ex, NFTNL_EXPR_BITWISE_XOR, &zero, sizeof(zero));
+	put(r, ex);
+	ex = nftnl_expr_alloc("cmp");
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_CMP_SREG, NFT_REG_1);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_CMP_OP, NFT_CMP_NEQ);
+	nftnl_expr_set(ex, NFTNL_EXPR_CMP_DATA, &zero, sizeof(zero));
+	put(r, ex);
+}
+
+/* In fwd_egress, past the internal branch: ct state new ip saddr vmap @guard_ns */
+static struct nftnl_rule *guard_jump_rule(void)
+{
+	struct nftnl_rule *r = rule_new(ACCT_CHAIN_FWD_EGRESS);
+	struct nftnl_expr *ex;
+
+	if (!r)
+		return NULL;
+	match_ct_new(r);
+	put(r, load_ip(12));
+	ex = lookup(ACCT_MAP_GUARD, ACCT_ID_GUARD, false);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_LOOKUP_DREG, NFT_REG_VERDICT);
+	put(r, ex);
+	return r;
+}
+
+/*
+ * In guard-refuse: `meta l4proto tcp reject with tcp reset` (tcp), else
+ * `reject with icmpx admin-prohibited`: the client's connect fails at once.
+ */
+static struct nftnl_rule *refuse_rule(bool tcp)
+{
+	struct nftnl_rule *r = rule_new_any(ACCT_CHAIN_GUARD_REFUSE);
+	struct nftnl_expr *ex;
+	uint8_t proto = IPPROTO_TCP;
+
+	if (!r)
+		return NULL;
+	if (tcp) {
+		put(r, meta_load(NFT_META_L4PROTO));
+		put(r, cmp_eq(&proto, sizeof(proto)));
+	}
+	ex = nftnl_expr_alloc("reject");
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_REJECT_TYPE,
+			   tcp ? NFT_REJECT_TCP_RST : NFT_REJECT_ICMPX_UNREACH);
+	nftnl_expr_set_u8(ex, NFTNL_EXPR_REJECT_CODE, tcp ? 0 : NFT_REJECT_ICMPX_ADMIN_PROHIBITED);
+	put(r, ex);
+	return r;
+}
+
+int acct_rule_comment(struct nftnl_rule *r, const char *stamp)
+{
+	struct nftnl_udata_buf *u = nftnl_udata_buf_alloc(64);
+
+	if (!u)
+		return -ENOMEM;
+	nftnl_udata_put_strz(u, NFTNL_UDATA_RULE_COMMENT, stamp);
+	nftnl_rule_set_data(r, NFTNL_RULE_USERDATA, nftnl_udata_buf_data(u),
+			    nftnl_udata_buf_len(u));
+	nftnl_udata_buf_free(u);
+	return 0;
+}
+
+int acct_guard_rules(const struct acct_config *cfg, const char *k8s_namespace, const char *stamp,
+		     struct acct_rule_list *bt)
+{
+	const struct acct_guard *g = &cfg->guard;
+	uint32_t concurrent = acct_guard_concurrent(g, k8s_namespace);
+	char chain[ACCT_GUARD_CHAIN_MAX], name[ACCT_COUNTER_NAME_MAX];
+	struct nftnl_rule *r;
+	struct nftnl_expr *ex;
+	int err = 0;
+
+	bt->n = 0;
+	bt->failed = false;
+	acct_guard_chain_name(k8s_namespace, chain);
+	/* Rate first: a connection it refuses never enters the count. */
+	if (g->new_per_second) {
+		r = rule_new_any(chain);
+		if (r) {
+			/* limit rate over R/second burst R packets */
+			ex = nftnl_expr_alloc("limit");
+			nftnl_expr_set_u64(ex, NFTNL_EXPR_LIMIT_RATE, g->new_per_second);
+			nftnl_expr_set_u64(ex, NFTNL_EXPR_LIMIT_UNIT, 1);
+			nftnl_expr_set_u32(ex, NFTNL_EXPR_LIMIT_BURST, g->new_per_second);
+			nftnl_expr_set_u32(ex, NFTNL_EXPR_LIMIT_TYPE, NFT_LIMIT_PKTS);
+			nftnl_expr_set_u32(ex, NFTNL_EXPR_LIMIT_FLAGS, NFT_LIMIT_F_INV);
+			put(r, ex);
+			acct_refused_counter_name(k8s_namespace, ACCT_REFUSED_RATE, name);
+			put(r, counter_named(name));
+			put(r, verdict(NFT_GOTO, ACCT_CHAIN_GUARD_REFUSE));
+		}
+		err |= put_rule(bt, r);
+	}
+	if (concurrent) {
+		r = rule_new_any(chain);
+		if (r) {
+			/* ct count over N: this connection included, more than N */
+			ex = nftnl_expr_alloc("connlimit");
+			nftnl_expr_set_u32(ex, NFTNL_EXPR_CONNLIMIT_COUNT, concurrent);
+			nftnl_expr_set_u32(ex, NFTNL_EXPR_CONNLIMIT_FLAGS, NFT_CONNLIMIT_F_INV);
+			put(r, ex);
+			acct_refused_counter_name(k8s_namespace, ACCT_REFUSED_CONCURRENT, name);
+			put(r, counter_named(name));
+			put(r, verdict(NFT_GOTO, ACCT_CHAIN_GUARD_REFUSE));
+		}
+		err |= put_rule(bt, r);
+	}
+	/* A chain of a namespace without limits still holds a rule: the stamp lives on rules. */
+	r = rule_new_any(chain);
+	if (r)
+		put(r, verdict(NFT_RETURN, NULL));
+	err |= put_rule(bt, r);
+	for (size_t i = 0; i < bt->n && !err; i++)
+		err = acct_rule_comment(bt->r[i], stamp);
+	if (err || bt->failed) {
+		acct_rule_list_free(bt);
+		return -ENOMEM;
+	}
+	return 0;
 }
 
 /* iifname "<prefix>*": the packet came in from a pod's host link. */
@@ -627,6 +764,12 @@ int acct_table_rules(const struct acct_config *cfg, struct acct_rule_list *bt)
 				      ACCT_CHAIN_FWD_EGRESS_INTERNAL));
 	r |= put_rule(bt, branch_rule(ACCT_CHAIN_FWD_INGRESS, 12, NFT_GOTO,
 				      ACCT_CHAIN_FWD_INGRESS_INTERNAL));
+	/* A new internet connection passes its namespace's guard before it is counted or shaped. */
+	if (cfg->guard.on) {
+		r |= put_rule(bt, guard_jump_rule());
+		r |= put_rule(bt, refuse_rule(true));
+		r |= put_rule(bt, refuse_rule(false));
+	}
 	/* The shaper's classes for internet traffic (the classids come with the config). */
 	r |= put_rule(bt, inet_egress_class_rule());
 	if (cfg->inet_ingress_classid)

@@ -44,6 +44,7 @@ const struct acct_chain_def acct_table_chains[ACCT_TABLE_CHAINS] = {
 	{ ACCT_CHAIN_FWD_EGRESS_INTERNAL, NULL, 0, 0 },
 	{ ACCT_CHAIN_FWD_INGRESS, NULL, 0, 0 },
 	{ ACCT_CHAIN_FWD_INGRESS_INTERNAL, NULL, 0, 0 },
+	{ ACCT_CHAIN_GUARD_REFUSE, NULL, 0, 0 },
 };
 
 void acct_set_add_key(struct nftnl_set *s, uint32_t ip_host, bool interval_end)
@@ -123,25 +124,26 @@ static struct nftnl_set *set_new(const char *name, uint32_t id, uint32_t flags,
 }
 
 const struct acct_set_def acct_table_sets[ACCT_TABLE_SETS] = {
-	{ ACCT_SET_INTERNAL, ACCT_ID_INTERNAL, NFT_SET_INTERVAL, ACCT_KEY_ADDR },
-	{ ACCT_SET_PODS, ACCT_ID_PODS, 0, ACCT_KEY_ADDR },
-	{ ACCT_SET_MASQ, ACCT_ID_MASQ, 0, ACCT_KEY_ADDR },
-	{ ACCT_MAP_EGRESS_CLASS, ACCT_ID_EGRESS_CLASS, NFT_SET_MAP, ACCT_KEY_ADDR },
-	{ ACCT_SET_POD_SRC, ACCT_ID_POD_SRC, 0, ACCT_KEY_LINK_ADDR },
-	{ "spoofed_ipv4", ACCT_ID_SPOOFED_MAPS + ACCT_IPV4, NFT_SET_OBJECT, ACCT_KEY_LINK },
-	{ "spoofed_ipv6", ACCT_ID_SPOOFED_MAPS + ACCT_IPV6, NFT_SET_OBJECT, ACCT_KEY_LINK },
-	{ "ns_egress_internal", ACCT_ID_NS_MAPS + 0, NFT_SET_OBJECT, ACCT_KEY_ADDR },
-	{ "ns_egress_internet", ACCT_ID_NS_MAPS + 1, NFT_SET_OBJECT, ACCT_KEY_ADDR },
-	{ "ns_ingress_internal", ACCT_ID_NS_MAPS + 2, NFT_SET_OBJECT, ACCT_KEY_ADDR },
-	{ "ns_ingress_internet", ACCT_ID_NS_MAPS + 3, NFT_SET_OBJECT, ACCT_KEY_ADDR },
-	{ "pod_egress_internal", ACCT_ID_POD_MAPS + 0, NFT_SET_OBJECT, ACCT_KEY_ADDR },
-	{ "pod_egress_internet", ACCT_ID_POD_MAPS + 1, NFT_SET_OBJECT, ACCT_KEY_ADDR },
-	{ "pod_ingress_internal", ACCT_ID_POD_MAPS + 2, NFT_SET_OBJECT, ACCT_KEY_ADDR },
-	{ "pod_ingress_internet", ACCT_ID_POD_MAPS + 3, NFT_SET_OBJECT, ACCT_KEY_ADDR },
-	{ ACCT_SET_METADATA_OK, ACCT_ID_METADATA_OK, 0, ACCT_KEY_ADDR },
-	{ ACCT_SET_AGENT_OK, ACCT_ID_AGENT_OK, 0, ACCT_KEY_ADDR },
-	{ ACCT_MAP_METADATA_DROP, ACCT_ID_METADATA_DROP, NFT_SET_OBJECT, ACCT_KEY_ADDR },
-	{ ACCT_MAP_AGENT_DROP, ACCT_ID_AGENT_DROP, NFT_SET_OBJECT, ACCT_KEY_ADDR },
+	{ ACCT_SET_INTERNAL, ACCT_ID_INTERNAL, NFT_SET_INTERVAL, ACCT_KEY_ADDR, false },
+	{ ACCT_SET_PODS, ACCT_ID_PODS, 0, ACCT_KEY_ADDR, false },
+	{ ACCT_SET_MASQ, ACCT_ID_MASQ, 0, ACCT_KEY_ADDR, false },
+	{ ACCT_MAP_EGRESS_CLASS, ACCT_ID_EGRESS_CLASS, NFT_SET_MAP, ACCT_KEY_ADDR, false },
+	{ ACCT_SET_POD_SRC, ACCT_ID_POD_SRC, 0, ACCT_KEY_LINK_ADDR, false },
+	{ "spoofed_ipv4", ACCT_ID_SPOOFED_MAPS + ACCT_IPV4, NFT_SET_OBJECT, ACCT_KEY_LINK, false },
+	{ "spoofed_ipv6", ACCT_ID_SPOOFED_MAPS + ACCT_IPV6, NFT_SET_OBJECT, ACCT_KEY_LINK, false },
+	{ "ns_egress_internal", ACCT_ID_NS_MAPS + 0, NFT_SET_OBJECT, ACCT_KEY_ADDR, false },
+	{ "ns_egress_internet", ACCT_ID_NS_MAPS + 1, NFT_SET_OBJECT, ACCT_KEY_ADDR, false },
+	{ "ns_ingress_internal", ACCT_ID_NS_MAPS + 2, NFT_SET_OBJECT, ACCT_KEY_ADDR, false },
+	{ "ns_ingress_internet", ACCT_ID_NS_MAPS + 3, NFT_SET_OBJECT, ACCT_KEY_ADDR, false },
+	{ "pod_egress_internal", ACCT_ID_POD_MAPS + 0, NFT_SET_OBJECT, ACCT_KEY_ADDR, false },
+	{ "pod_egress_internet", ACCT_ID_POD_MAPS + 1, NFT_SET_OBJECT, ACCT_KEY_ADDR, false },
+	{ "pod_ingress_internal", ACCT_ID_POD_MAPS + 2, NFT_SET_OBJECT, ACCT_KEY_ADDR, false },
+	{ "pod_ingress_internet", ACCT_ID_POD_MAPS + 3, NFT_SET_OBJECT, ACCT_KEY_ADDR, false },
+	{ ACCT_SET_METADATA_OK, ACCT_ID_METADATA_OK, 0, ACCT_KEY_ADDR, false },
+	{ ACCT_SET_AGENT_OK, ACCT_ID_AGENT_OK, 0, ACCT_KEY_ADDR, false },
+	{ ACCT_MAP_METADATA_DROP, ACCT_ID_METADATA_DROP, NFT_SET_OBJECT, ACCT_KEY_ADDR, false },
+	{ ACCT_MAP_AGENT_DROP, ACCT_ID_AGENT_DROP, NFT_SET_OBJECT, ACCT_KEY_ADDR, false },
+	{ ACCT_MAP_GUARD, ACCT_ID_GUARD, NFT_SET_MAP, ACCT_KEY_ADDR, true },
 };
 
 int acct_table_put_set(struct acct_batch *bt, const struct acct_set_def *d)
@@ -151,6 +153,14 @@ int acct_table_put_set(struct acct_batch *bt, const struct acct_set_def *d)
 
 	if (!s)
 		return -ENOMEM;
+	if (d->verdicts) {
+		/* ipv4_addr : verdict (nft's note for the key only: a verdict has no byte order) */
+		static const uint8_t udata[] = { 0x00, 0x04, 0x02, 0x00, 0x00, 0x00 };
+
+		nftnl_set_set_u32(s, NFTNL_SET_DATA_TYPE, NFT_DATA_VERDICT);
+		nftnl_set_set_u32(s, NFTNL_SET_DATA_LEN, 0);
+		nftnl_set_set_data(s, NFTNL_SET_USERDATA, udata, sizeof(udata));
+	}
 	nlh = acct_batch_msg(bt, NFT_MSG_NEWSET, NLM_F_CREATE);
 	nftnl_set_nlmsg_build_payload(nlh, s);
 	nftnl_set_free(s);

@@ -389,6 +389,57 @@ static int parse_budgets(json_object *root, struct node_config *cfg, struct tg_e
 	return 0;
 }
 
+/* Connection limits: at most ten million (a node's conntrack table holds far fewer). */
+#define GUARD_LIMIT_MAX 10000000
+
+/* internetGuard.connections: {"namespaceDefault": N, "namespaces": {ns: N}, "newPerSecond": R} */
+static int parse_guard(json_object *root, struct node_config *cfg, struct tg_err *e)
+{
+	struct acct_guard *g = &cfg->guard;
+	json_object *o = NULL, *conns = NULL, *per_ns = NULL;
+	int64_t dflt = 0, rate = 0;
+	int r;
+
+	if ((r = jx_object(root, "", "internetGuard", &o, e)) <= 0)
+		return r;
+	if ((r = jx_object(o, "internetGuard", "connections", &conns, e)) < 0)
+		return r;
+	if (r == 0)
+		return 0;
+	if (jx_int(conns, "internetGuard.connections", "namespaceDefault", 1, GUARD_LIMIT_MAX, &dflt,
+		   e) < 0 ||
+	    jx_int(conns, "internetGuard.connections", "newPerSecond", 1, GUARD_LIMIT_MAX, &rate,
+		   e) < 0 ||
+	    jx_object(conns, "internetGuard.connections", "namespaces", &per_ns, e) < 0)
+		return -EINVAL;
+	g->on = true;
+	g->concurrent_default = (uint32_t)dflt;
+	g->new_per_second = (uint32_t)rate;
+	if (!per_ns)
+		return 0;
+	if (json_object_object_length(per_ns) > ACCT_GUARD_NS_MAX)
+		return tg_fail(e, CNI_ERR_CONFIG, -E2BIG,
+			       "internetGuard.connections.namespaces lists more than %d namespaces",
+			       ACCT_GUARD_NS_MAX);
+	json_object_object_foreach(per_ns, k, v) {
+		int64_t n;
+
+		if (!ns_name_ok(k))
+			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+				       "internetGuard.connections.namespaces[\"%.64s\"] is not a namespace "
+				       "name (a DNS label: a-z, 0-9 and '-', at most 63 characters)", k);
+		if (!json_object_is_type(v, json_type_int) ||
+		    (n = json_object_get_int64(v)) < 0 || n > GUARD_LIMIT_MAX)
+			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+				       "internetGuard.connections.namespaces[\"%s\"] must be a whole "
+				       "number of connections from 0 (no limit) to %d",
+				       k, GUARD_LIMIT_MAX);
+		g->ns[g->n_ns] = k;
+		g->ns_concurrent[g->n_ns++] = (uint32_t)n;
+	}
+	return 0;
+}
+
 uint64_t node_config_budget(const struct node_config *cfg, const char *ns)
 {
 	json_object *v;
@@ -606,6 +657,8 @@ int node_config_parse(struct node_config *cfg, struct tg_err *e)
 	if ((r = parse_access(root, cfg, e)) < 0)
 		return r;
 	if ((r = parse_budgets(root, cfg, e)) < 0)
+		return r;
+	if ((r = parse_guard(root, cfg, e)) < 0)
 		return r;
 	if (jx_object(root, "", "runtimeConfig", &cfg->runtime_config, e) < 0)
 		return -EINVAL;

@@ -82,6 +82,7 @@ struct node_config {
 	struct shaping_policy shaping;
 	struct acct_access access;	/* nodeAccess (its lists point into root) */
 	struct budget_policy budgets;
+	struct acct_guard guard;	/* internetGuard.connections (its names point into root) */
 	/* runtimeConfig.bandwidth and the pod's annotations (its caps are resolved per namespace) */
 	struct shaping request;
 	json_object *prev_result;

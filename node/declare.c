@@ -83,6 +83,7 @@ struct acct_config node_acct_config(const struct node_config *cfg)
 		.inet_ingress_classid = SHAPER_INET_INGRESS_CLASS,
 		.pod_link_prefix = NODE_VETH_PREFIX,
 		.access = cfg->access,
+		.guard = cfg->guard,
 	};
 }
 

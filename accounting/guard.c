@@ -1,0 +1,195 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * internetGuard.connections in table inet tollgate: each namespace's chain
+ * guard_<namespace>, its refused-connection counters, and the pods' elements
+ * of @guard_ns that lead there (see internal.h for who writes what, when).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <linux/netfilter.h>
+#include <linux/netfilter/nf_tables.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <libnftnl/chain.h>
+#include <libnftnl/rule.h>
+#include <libnftnl/set.h>
+
+#include "accounting/internal.h"
+#include "lib/util.h"
+
+void acct_guard_chain_name(const char *k8s_namespace, char ret[ACCT_GUARD_CHAIN_MAX])
+{
+	snprintf(ret, ACCT_GUARD_CHAIN_MAX, ACCT_CHAIN_GUARD_PREFIX "%s", k8s_namespace);
+}
+
+void acct_guard_stamp(const struct acct_config *cfg, const char *k8s_namespace,
+		      char ret[ACCT_GUARD_STAMP_LEN])
+{
+	uint32_t limits[2] = { acct_guard_concurrent(&cfg->guard, k8s_namespace),
+			       cfg->guard.new_per_second };
+	uint64_t h = hash_fnv1a64(ACCT_TABLE_LAYOUT, strlen(ACCT_TABLE_LAYOUT), FNV1A64_INIT);
+
+	h = hash_fnv1a64(ACCT_CHAIN_GUARD_PREFIX, strlen(ACCT_CHAIN_GUARD_PREFIX), h);
+	h = hash_fnv1a64(limits, sizeof(limits), h);
+	snprintf(ret, ACCT_GUARD_STAMP_LEN, "tollgate:%016llx", (unsigned long long)h);
+}
+
+static int put_chain_msg(struct acct_batch *bt, const char *name, uint16_t msg, uint16_t flags)
+{
+	struct nftnl_chain *ch = nftnl_chain_alloc();
+	struct nlmsghdr *nlh;
+
+	if (!ch)
+		return -ENOMEM;
+	nftnl_chain_set_str(ch, NFTNL_CHAIN_TABLE, ACCT_TABLE);
+	nftnl_chain_set_str(ch, NFTNL_CHAIN_NAME, name);
+	nlh = acct_batch_msg(bt, msg, flags);
+	nftnl_chain_nlmsg_build_payload(nlh, ch);
+	nftnl_chain_free(ch);
+	acct_batch_next(bt);
+	return 0;
+}
+
+int acct_guard_put_chain(struct acct_batch *bt, const struct acct_config *cfg,
+			 const char *k8s_namespace, bool exclusive, bool flush)
+{
+	char chain[ACCT_GUARD_CHAIN_MAX], stamp[ACCT_GUARD_STAMP_LEN], name[ACCT_COUNTER_NAME_MAX];
+	struct acct_rule_list rules;
+	int r = 0;
+
+	acct_guard_chain_name(k8s_namespace, chain);
+	acct_guard_stamp(cfg, k8s_namespace, stamp);
+	if (acct_guard_rules(cfg, k8s_namespace, stamp, &rules) < 0)
+		return -ENOMEM;
+	/* The rules count into these: they exist before the first rule that names them. */
+	for (int w = 0; w < ACCT_REFUSALS; w++) {
+		acct_refused_counter_name(k8s_namespace, (enum acct_refusal)w, name);
+		r |= acct_put_counter(bt, name);
+	}
+	if (flush)
+		r |= acct_table_flush_chain(bt, chain);
+	else
+		r |= put_chain_msg(bt, chain, NFT_MSG_NEWCHAIN,
+				   NLM_F_CREATE | (exclusive ? NLM_F_EXCL : 0));
+	for (size_t i = 0; i < rules.n; i++)
+		r |= acct_table_put_rule(bt, rules.r[i]);
+	acct_rule_list_free(&rules);
+	return r ? -ENOMEM : 0;
+}
+
+int acct_guard_put_removal(struct acct_batch *bt, const char *k8s_namespace, uint16_t chain_msg)
+{
+	char chain[ACCT_GUARD_CHAIN_MAX];
+
+	acct_guard_chain_name(k8s_namespace, chain);
+	/* The chain's rules go with it, and with them what holds the counters. */
+	return put_chain_msg(bt, chain, chain_msg, 0);
+}
+
+int acct_guard_put_elem(struct acct_batch *bt, uint16_t type, const struct acct_pod *p)
+{
+	struct nftnl_set *s = acct_set_ref(ACCT_MAP_GUARD);
+	struct nftnl_set_elem *el = nftnl_set_elem_alloc();
+	char chain[ACCT_GUARD_CHAIN_MAX];
+	uint32_t key = htonl(p->ip);
+	struct nlmsghdr *nlh;
+
+	if (!s || !el) {
+		if (s)
+			nftnl_set_free(s);
+		if (el)
+			nftnl_set_elem_free(el);
+		return -ENOMEM;
+	}
+	nftnl_set_elem_set(el, NFTNL_SET_ELEM_KEY, &key, sizeof(key));
+	if (type == NFT_MSG_NEWSETELEM) {
+		acct_guard_chain_name(p->k8s_namespace ? p->k8s_namespace : "", chain);
+		nftnl_set_elem_set_u32(el, NFTNL_SET_ELEM_VERDICT, NFT_JUMP);
+		nftnl_set_elem_set_str(el, NFTNL_SET_ELEM_CHAIN, chain);
+	}
+	nftnl_set_elem_add(s, el);
+	/* REPLACE: an address taken over by a pod of another namespace jumps to that one's chain */
+	nlh = acct_batch_msg(bt, type,
+			     type == NFT_MSG_NEWSETELEM ? NLM_F_CREATE | NLM_F_REPLACE : 0);
+	nftnl_set_elems_nlmsg_build_payload(nlh, s);
+	nftnl_set_free(s);
+	acct_batch_next(bt);
+	return 0;
+}
+
+static void build_getchain(struct nlmsghdr *nlh, const void *arg)
+{
+	mnl_attr_put_strz(nlh, NFTA_CHAIN_TABLE, ACCT_TABLE);
+	mnl_attr_put_strz(nlh, NFTA_CHAIN_NAME, arg);
+}
+
+int acct_guard_chain_exists(struct acct_nft_conn *c, const char *k8s_namespace)
+{
+	char chain[ACCT_GUARD_CHAIN_MAX];
+	int r;
+
+	acct_guard_chain_name(k8s_namespace, chain);
+	r = acct_nft_get(c, NFT_MSG_GETCHAIN, build_getchain, chain);
+	return r == 0 ? 1 : r == -ENOENT ? 0 : r;
+}
+
+struct elem_seen {
+	const char *want;
+	bool right;
+};
+
+static int verdict_cb(struct nftnl_set_elem *el, void *p)
+{
+	struct elem_seen *s = p;
+	const char *chain = nftnl_set_elem_is_set(el, NFTNL_SET_ELEM_CHAIN)
+				    ? nftnl_set_elem_get_str(el, NFTNL_SET_ELEM_CHAIN)
+				    : NULL;
+
+	s->right = nftnl_set_elem_is_set(el, NFTNL_SET_ELEM_VERDICT) &&
+		   (int)nftnl_set_elem_get_u32(el, NFTNL_SET_ELEM_VERDICT) == NFT_JUMP && chain &&
+		   strcmp(chain, s->want) == 0;
+	return 0;
+}
+
+static int elem_cb(const struct nlmsghdr *nlh, void *p)
+{
+	struct nftnl_set *s = nftnl_set_alloc();
+
+	if (!s)
+		return MNL_CB_ERROR;
+	if (nftnl_set_elems_nlmsg_parse(nlh, s) == 0)
+		nftnl_set_elem_foreach(s, verdict_cb, p);
+	nftnl_set_free(s);
+	return MNL_CB_OK;
+}
+
+int acct_guard_elem_right(struct acct_nft_conn *c, const struct acct_pod *p)
+{
+	char buf[ACCT_NFT_RECV_SIZE] = { 0 }, chain[ACCT_GUARD_CHAIN_MAX];
+	struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(buf, NFT_MSG_GETSETELEM, NFPROTO_INET,
+						     NLM_F_ACK, 1);
+	struct nftnl_set *s = acct_set_ref(ACCT_MAP_GUARD);
+	struct nftnl_set_elem *el = nftnl_set_elem_alloc();
+	struct elem_seen seen = { .want = chain };
+	uint32_t key = htonl(p->ip);
+	int r;
+
+	if (!s || !el) {
+		if (s)
+			nftnl_set_free(s);
+		if (el)
+			nftnl_set_elem_free(el);
+		return -ENOMEM;
+	}
+	acct_guard_chain_name(p->k8s_namespace ? p->k8s_namespace : "", chain);
+	nftnl_set_elem_set(el, NFTNL_SET_ELEM_KEY, &key, sizeof(key));
+	nftnl_set_elem_add(s, el);
+	nftnl_set_elems_nlmsg_build_payload(nlh, s);
+	nftnl_set_free(s);
+	r = acct_nft_request(c, buf, sizeof(buf), elem_cb, &seen);
+	if (r == -ENOENT)
+		return 0;
+	return r < 0 ? r : seen.right;
+}
