@@ -28,7 +28,7 @@
  * scrapes would otherwise swallow it.
  */
 enum series_kind { SERIES_OTHER, SERIES_NS, SERIES_POD, SERIES_HOST, SERIES_SPOOFED,
-		   SERIES_METADATA_DROP, SERIES_AGENT_DROP, SERIES_ARP_DROP };
+		   SERIES_METADATA_DROP, SERIES_AGENT_DROP, SERIES_ARP_DROP, SERIES_REFUSED };
 
 struct series {
 	char name[ACCT_COUNTER_NAME_MAX];
@@ -140,6 +140,7 @@ static void classify(struct exporter *ex, struct series *s)
 	if (who == ACCT_OWNER_NONE) {
 		/* Spoofed packets: by the sender's namespace, or (no namespace label) by no known pod. */
 		enum acct_access_drop drop;
+		enum acct_refusal why;
 
 		who = acct_spoofed_parse(s->name, s->name_len, owner, &fam);
 		if (who != ACCT_OWNER_NONE) {
@@ -147,6 +148,14 @@ static void classify(struct exporter *ex, struct series *s)
 
 			s->kind = SERIES_SPOOFED;
 			set_labels(s, who == ACCT_OWNER_NAMESPACE ? l : l + 2);
+			return;
+		}
+		/* The internet guard's refusals, by namespace and reason. */
+		if (acct_refused_parse(s->name, s->name_len, owner, &why) == ACCT_OWNER_NAMESPACE) {
+			const char *l[] = { "namespace", owner, "reason", acct_refusal_names[why], NULL };
+
+			s->kind = SERIES_REFUSED;
+			set_labels(s, l);
 			return;
 		}
 		/* nodeAccess' drops, by the sender's namespace; ARP from pods, node-wide. */
@@ -431,6 +440,10 @@ static const struct {
 	  "TCP packets from pods of namespaces not in nodeAccess.metricsNamespaces to "
 	  "nodeAccess.metricsPort of the node or of an internal address, dropped; by the sender's "
 	  "namespace." },
+	{ SERIES_REFUSED, false, "tollgate_namespace_connections_refused_total",
+	  "New connections of a namespace's pods to internet destinations that internetGuard "
+	  "refused at their first packet (a TCP reset, else ICMP admin-prohibited): over the "
+	  "namespace's concurrent limit on this node, or over newPerSecond." },
 	{ SERIES_ARP_DROP, false, "tollgate_pod_arp_dropped_packets_total",
 	  "ARP packets from pods' links, dropped before the node's neighbour table sees them "
 	  "(pods need no ARP: both ends have permanent entries)." },

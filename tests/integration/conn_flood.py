@@ -11,11 +11,13 @@ checks it comes back (established flows still move). Prints one JSON object:
  "probed": N, "echoed": e, "seconds": s}. With --hold, keeps the connected
 ones open that long (or until stdin closes) before closing them.
 """
+import ctypes
 import errno
 import json
 import os
 import resource
 import selectors
+import signal
 import socket
 import sys
 import time
@@ -23,15 +25,34 @@ import time
 
 def raise_fd_limit(n):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    want = min(max(n, soft), hard)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    if n <= soft:
+        return
+    if n > hard and os.geteuid() == 0:
+        hard = n  # root may raise the hard limit (up to fs.nr_open)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(n, hard), hard))
+
+
+WORKERS = 4  # a process holds at most its descriptor limit: the load is split
+
+
+def die_with_parent():
+    """A forked worker ends when the process the test started ends."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() == 1:
+        os._exit(0)
 
 
 def serve(port):
-    raise_fd_limit(1 << 20)
+    raise_fd_limit(resource.getrlimit(resource.RLIMIT_NOFILE)[1])
+    for _ in range(WORKERS - 1):
+        if os.fork() == 0:
+            die_with_parent()
+            break
     sel = selectors.DefaultSelector()
     ls = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     ls.bind(("0.0.0.0", port))
     ls.listen(65535)
     ls.setblocking(False)
@@ -63,6 +84,52 @@ def serve(port):
 
 
 def open_many(host, port, count, probe, hold, timeout):
+    """Splits the work over WORKERS processes and prints their sum."""
+    share = [count // WORKERS + (i < count % WORKERS) for i in range(WORKERS)]
+    pshare = [probe // WORKERS + (i < probe % WORKERS) for i in range(WORKERS)]
+    results, release, kids = [], [], []
+    for i in range(WORKERS):
+        r, w = os.pipe()
+        rr, rw = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            die_with_parent()
+            os.close(r)
+            os.close(rw)
+            out = os.fdopen(w, "w")
+            open_part(host, port, share[i], pshare[i], timeout, out, rr)
+            os._exit(0)
+        os.close(w)
+        os.close(rr)
+        results.append(os.fdopen(r))
+        release.append(rw)
+        kids.append(pid)
+    total = {"connected": 0, "refused": 0, "timeout": 0, "errors": {}, "probed": 0,
+             "echoed": 0, "seconds": 0.0}
+    for f in results:
+        line = f.readline()
+        part = json.loads(line) if line else {}
+        for k in ("connected", "refused", "timeout", "probed", "echoed"):
+            total[k] += part.get(k, 0)
+        total["seconds"] = max(total["seconds"], part.get("seconds", 0.0))
+        for k, v in part.get("errors", {}).items():
+            total["errors"][k] = total["errors"].get(k, 0) + v
+    print(json.dumps(total), flush=True)
+    if hold:
+        end = time.monotonic() + hold
+        sel = selectors.DefaultSelector()
+        sel.register(sys.stdin, selectors.EVENT_READ)
+        while time.monotonic() < end:
+            if sel.select(timeout=max(0.0, end - time.monotonic())):
+                if not os.read(sys.stdin.fileno(), 4096):
+                    break
+    for fd in release:
+        os.close(fd)  # each worker closes what it holds
+    for pid in kids:
+        os.waitpid(pid, 0)
+
+
+def open_part(host, port, count, probe, timeout, out, release_fd):
     raise_fd_limit(count + 64)
     sel = selectors.DefaultSelector()
     pending, connected = {}, []
@@ -108,17 +175,11 @@ def open_many(host, port, count, probe, hold, timeout):
         except OSError:
             pass
     refused = errors.get("ECONNREFUSED", 0)
-    print(json.dumps({"connected": len(connected), "refused": refused, "timeout": timed_out,
-                      "errors": errors, "probed": len(probed), "echoed": echoed,
-                      "seconds": round(seconds, 3)}), flush=True)
-    if hold:
-        end = time.monotonic() + hold
-        sel2 = selectors.DefaultSelector()
-        sel2.register(sys.stdin, selectors.EVENT_READ)
-        while time.monotonic() < end:
-            if sel2.select(timeout=max(0.0, end - time.monotonic())):
-                if not os.read(sys.stdin.fileno(), 4096):
-                    break
+    out.write(json.dumps({"connected": len(connected), "refused": refused, "timeout": timed_out,
+                          "errors": errors, "probed": len(probed), "echoed": echoed,
+                          "seconds": round(seconds, 3)}) + "\n")
+    out.flush()
+    os.read(release_fd, 1)  # until the parent closes its end
     for s in connected:
         s.close()
 

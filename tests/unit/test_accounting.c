@@ -44,7 +44,7 @@
  * change, ACCT_TABLE_LAYOUT must change too (rule stamps are made from it, not from
  * the rules), or nodes declared by the old layout would keep the old rules.
  */
-#define LAYOUT_RULES_HASH 0x7cfdc487636a057eULL
+#define LAYOUT_RULES_HASH 0xf3b898fff78b6f22ULL
 
 static uint64_t rules_hash(const struct acct_config *cfg, uint64_t h)
 {
@@ -69,6 +69,9 @@ static void t_layout_version_follows_rules(void **state)
 
 	(void)state;
 	h = rules_hash(&cfg, h);
+	cfg.guard.on = true;
+	h = rules_hash(&cfg, h);
+	cfg.guard.on = false;
 	cfg.per_pod = false;
 	h = rules_hash(&cfg, h);
 	cfg.enabled = false;
@@ -76,7 +79,7 @@ static void t_layout_version_follows_rules(void **state)
 	cfg.internet_mark = 0;
 	cfg.inet_ingress_classid = 0;
 	h = rules_hash(&cfg, h);
-	if (h != LAYOUT_RULES_HASH || strcmp(ACCT_TABLE_LAYOUT, "tollgate-table/7") != 0)
+	if (h != LAYOUT_RULES_HASH || strcmp(ACCT_TABLE_LAYOUT, "tollgate-table/8") != 0)
 		fail_msg("the rules changed (hash %#llx): give ACCT_TABLE_LAYOUT a new version and "
 			 "record both here", (unsigned long long)h);
 }

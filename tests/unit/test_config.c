@@ -58,6 +58,7 @@ static void expect_ok_cmd(const char *json, enum cni_cmd cmd)
 #define IPAM_STATIC(kv) IPAM("\"source\":\"static\",\"addresses\":[\"10.1.0.10-10.1.0.40\"]," kv)
 #define ACCT(kv) HEAD "," IPAM_OK ",\"accounting\":{" kv "}}"
 #define ACCESS(kv) HEAD "," IPAM_OK ",\"nodeAccess\":{" kv "}}"
+#define GUARD(kv) HEAD "," IPAM_OK ",\"internetGuard\":{\"connections\":{" kv "}}}"
 #define BUDGETS(kv) HEAD "," IPAM_OK ",\"budgets\":{" kv "}}"
 #define ALLOC_OK "\"allocator\":\"http://10.0.0.9:9618\""
 #define VERSIONED(v, rest) "{\"cniVersion\":\"" v "\",\"name\":\"net\",\"type\":\"tollgate\"," rest "}"
@@ -154,6 +155,18 @@ static const struct bad_case bad_cases[] = {
 	{ "value: budgets.internetEgress upper-case namespace", BUDGETS(ALLOC_OK ",\"internetEgress\":{\"Datasets\":\"1G\"}"), CNI_CMD_ADD, 7, "budgets.internetEgress[\"Datasets\"]" },
 	{ "missing: budgets.allocator with a budget", BUDGETS("\"internetEgress\":{\"datasets\":\"1G\"}"), CNI_CMD_ADD, 7, "budgets.allocator" },
 
+	/* ---- internetGuard ---- */
+	{ "type: internetGuard array", TOP("\"internetGuard\":[]"), CNI_CMD_ADD, 7, "internetGuard" },
+	{ "type: internetGuard.connections number", TOP("\"internetGuard\":{\"connections\":5}"), CNI_CMD_ADD, 7, "internetGuard.connections" },
+	{ "value: internetGuard.connections.namespaceDefault 0", GUARD("\"namespaceDefault\":0"), CNI_CMD_ADD, 7, "internetGuard.connections.namespaceDefault" },
+	{ "value: internetGuard.connections.namespaceDefault over ten million", GUARD("\"namespaceDefault\":10000001"), CNI_CMD_ADD, 7, "internetGuard.connections.namespaceDefault" },
+	{ "type: internetGuard.connections.namespaceDefault string", GUARD("\"namespaceDefault\":\"20000\""), CNI_CMD_ADD, 7, "internetGuard.connections.namespaceDefault" },
+	{ "value: internetGuard.connections.newPerSecond negative", GUARD("\"newPerSecond\":-1"), CNI_CMD_ADD, 7, "internetGuard.connections.newPerSecond" },
+	{ "type: internetGuard.connections.newPerSecond float", GUARD("\"newPerSecond\":2.5"), CNI_CMD_ADD, 7, "internetGuard.connections.newPerSecond" },
+	{ "type: internetGuard.connections.namespaces array", GUARD("\"namespaces\":[]"), CNI_CMD_ADD, 7, "internetGuard.connections.namespaces" },
+	{ "value: internetGuard.connections.namespaces upper-case namespace", GUARD("\"namespaces\":{\"Crawl\":5}"), CNI_CMD_ADD, 7, "internetGuard.connections.namespaces[\"Crawl\"]" },
+	{ "value: internetGuard.connections.namespaces limit negative", GUARD("\"namespaces\":{\"crawl\":-5}"), CNI_CMD_ADD, 7, "internetGuard.connections.namespaces[\"crawl\"]" },
+	{ "type: internetGuard.connections.namespaces limit string", GUARD("\"namespaces\":{\"crawl\":\"5\"}"), CNI_CMD_ADD, 7, "internetGuard.connections.namespaces[\"crawl\"]" },
 	/* ---- nodeAccess ---- */
 	{ "type: nodeAccess array", TOP("\"nodeAccess\":[]"), CNI_CMD_ADD, 7, "nodeAccess" },
 	{ "type: nodeAccess.metadataNamespaces string", ACCESS("\"metadataNamespaces\":\"monitoring\""), CNI_CMD_ADD, 7, "nodeAccess.metadataNamespaces" },
@@ -481,6 +494,34 @@ static void t_node_access_values(void **state)
 	assert_int_equal(parse(ACCESS("\"metricsNamespaces\":[]"), &cfg, &e), 0);
 	assert_true(cfg.access.metrics_filter);
 	assert_int_equal(cfg.access.n_metrics_ns, 0);
+	node_config_free(&cfg);
+}
+
+static void t_internet_guard(void **state)
+{
+	struct node_config cfg;
+	struct tg_err e;
+
+	/* absent: no guard at all */
+	assert_int_equal(parse(MINIMAL, &cfg, &e), 0);
+	assert_false(cfg.guard.on);
+	node_config_free(&cfg);
+	assert_int_equal(parse(GUARD("\"namespaceDefault\":20000,\"newPerSecond\":2000,"
+				     "\"namespaces\":{\"crawl\":50000,\"open\":0}"),
+			       &cfg, &e), 0);
+	assert_true(cfg.guard.on);
+	assert_int_equal(cfg.guard.new_per_second, 2000);
+	assert_int_equal(acct_guard_concurrent(&cfg.guard, "crawl"), 50000);
+	assert_int_equal(acct_guard_concurrent(&cfg.guard, "open"), 0);
+	assert_int_equal(acct_guard_concurrent(&cfg.guard, "datasets"), 20000);
+	assert_int_equal(acct_guard_concurrent(&cfg.guard, ""), 20000);
+	node_config_free(&cfg);
+	/* only overrides: the other namespaces have no concurrent limit, and no rate */
+	assert_int_equal(parse(GUARD("\"namespaces\":{\"crawl\":7}"), &cfg, &e), 0);
+	assert_true(cfg.guard.on);
+	assert_int_equal(cfg.guard.new_per_second, 0);
+	assert_int_equal(acct_guard_concurrent(&cfg.guard, "crawl"), 7);
+	assert_int_equal(acct_guard_concurrent(&cfg.guard, "other"), 0);
 	node_config_free(&cfg);
 }
 
@@ -890,6 +931,7 @@ int main(void)
 	ADD(t_defaults);
 	ADD(t_node_access_defaults);
 	ADD(t_node_access_values);
+	ADD(t_internet_guard);
 	ADD(t_ipam_source_defaults_to_imds_without_addresses);
 	ADD(t_empty_ipam_object_is_imds);
 	ADD(t_imds_exclude_syntax_ok);
