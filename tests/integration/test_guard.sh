@@ -34,8 +34,9 @@ LIMIT=20000 TRIES=30000 RATE=50
 N() { ip netns exec "$TG_NODE" "$@"; }
 # packets of a counter of table inet tollgate ("-" when absent)
 ctr() {
-	N nft -j list counter inet tollgate "$1" 2>/dev/null |
-		jq -r '[.nftables[] | .counter // empty][0].packets // "-"'
+	local j
+	j=$(N nft -j list counter inet tollgate "$1" 2>/dev/null) || { echo -; return; }
+	jq -r '[.nftables[] | .counter // empty][0].packets // "-"' <<<"$j"
 }
 metric() {
 	N curl -s --max-time 3 -o "$TG_TMP/m.prom" "http://127.0.0.1:$EXP_PORT/metrics" || { echo "no page"; return; }
@@ -143,11 +144,40 @@ t_expect "ns_burst_refused_rate" "$(ctr ns_burst_refused_rate)" "$(jget .refused
 t_expect "/metrics burst rate" "$(metric "$(refusedkey burst rate)")" "$(jget .refused "$res")"
 t_end
 
-t_begin "DEL every pod: no element of @guard_ns is left; the namespaces keep their chains until retired"
-for p in crawl-a other-a; do pod_del "$p" "$(tg_conf '.internetGuard = {connections: {namespaceDefault: $l}}' --argjson l "$LIMIT")" || t_fail "DEL $p: rc=$TG_RC $TG_OUT"; done
-pod_del burst-a "$CONF" || t_fail "DEL burst-a: rc=$TG_RC $TG_OUT"
+AGENT=$TOLLGATE_BIN_DIR/tollgate-agent
+APORT=19637
+ALOG=$TG_TMP/agent.log
+CL=$TG_TMP/10-tollgate.conflist
+CONF2=$(tg_conf '.internetGuard = {connections: {namespaceDefault: 500, namespaces: {other: 0}}} | .accounting = {retainSeconds: 2}')
+jq -c '{cniVersion, name, plugins: [del(.cniVersion, .name)]}' <<<"$CONF2" >"$CL"
+rules_of() { N nft -a list chain inet tollgate "guard_$1" 2>/dev/null | grep -c 'comment "tollgate:'; }
+handles_of() { N nft -a list chain inet tollgate "guard_$1" 2>/dev/null | grep -o 'handle [0-9]*' | tr '\n' ' '; }
+crawl_at_500() { N nft list chain inet tollgate guard_crawl 2>/dev/null | grep -q "ct count over 500"; }
+elem_back() { N nft -j list map inet tollgate guard_ns | jq -e --arg ip "$1" '[.nftables[] | .map? // empty | .elem // [] | .[] | select(.[0] == $ip)] | length == 1' >/dev/null; }
+other_back() { [ "$(rules_of other)" = 1 ]; }
+agent_ready() { [ "$(N curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://127.0.0.1:$APORT/readyz")" = 200 ]; }
+t_begin "the agent's config (crawl at 500) rewrites crawl's guard chain, not other's; a flushed chain and a deleted element come back"
+other_before=$(handles_of other)
+N "$AGENT" --config "$CL" --data-dir "$TG_TMP/data" --listen "127.0.0.1:$APORT" --declare-interval 1 \
+	--gc-interval 1 --sync-interval 60 2>>"$ALOG" &
+TG_PIDS+=("$!")
+wait_for 10 agent_ready || t_fail "agent not ready: $(tail -3 "$ALOG")"
+wait_for 5 crawl_at_500 || t_fail "guard_crawl not rewritten for 500: $(N nft list chain inet tollgate guard_crawl)"
+t_expect "guard_other's rules (same limits: not rewritten)" "$(handles_of other)" "$other_before"
+N nft flush chain inet tollgate guard_other || t_fail "cannot flush guard_other"
+wait_for 5 other_back || t_fail "guard_other's rule not back: $(N nft list chain inet tollgate guard_other)"
+N nft delete element inet tollgate guard_ns "{ ${POD_IP[crawl-a]} }" || t_fail "cannot delete crawl-a's element"
+wait_for 5 elem_back "${POD_IP[crawl-a]}" || t_fail "crawl-a's element of @guard_ns not back"
+res=$(flood crawl-a "$TG_INET_IP" 600)
+t_expect "crawl at 500: connected of 600" "$(jget .connected "$res")" 500
+t_end
+
+t_begin "DEL every pod: no element of @guard_ns is left; retired namespaces take their chains and counters along"
+for p in crawl-a other-a burst-a; do pod_del "$p" "$CONF2" || t_fail "DEL $p: rc=$TG_RC $TG_OUT"; done
 t_expect "guard_ns elements" "$(N nft -j list map inet tollgate guard_ns | jq '[.nftables[] | .map? // empty | .elem // [] | .[]] | length')" 0
-N nft list chain inet tollgate guard_crawl >/dev/null 2>&1 || t_fail "guard_crawl went with its last pod"
+crawl_gone() { ! N nft list chain inet tollgate guard_crawl >/dev/null 2>&1; }
+wait_for 15 crawl_gone || t_fail "guard_crawl still there after retainSeconds: $(tail -3 "$ALOG")"
+t_expect "ns_crawl_refused_concurrent after retiring" "$(ctr ns_crawl_refused_concurrent)" -
 t_end
 
 tap_done
