@@ -303,6 +303,9 @@ static int put_ns_counters(struct acct_batch *bt, const char *k8s_namespace, uin
 	for (int i = 0; i < NS_COUNTERS; i++) {
 		if (only >= 0 && only != i)
 			continue;
+		/* the guard's come with its chain (acct_guard_put_chain), and go with the others */
+		if (i >= ACCT_CLASSES + ACCT_FAMILIES + ACCT_DROPS && msg == NFT_MSG_NEWOBJ)
+			continue;
 		if (i >= ACCT_CLASSES + ACCT_FAMILIES + ACCT_DROPS)
 			acct_refused_counter_name(
 				k8s_namespace,
