@@ -34,6 +34,12 @@
  *   chain to_agent: TCP to metricsPort of a local or internal address for
  *     @agent_ok only (with metricsNamespaces set)
  *
+ *   internetGuard.connections (guard.c):
+ *   map guard_ns { type ipv4_addr : verdict; }          pod -> jump guard_<namespace>
+ *   chain guard_<namespace>: rate limit and ct count over the namespace's
+ *     new internet connections (fwd_egress, ct state new), refusals counted
+ *     in ns_<namespace>_refused_<why> and answered by chain guard-refuse
+ *
  * and table `arp tollgate`, declared in the same batch: chain input drops
  * every ARP packet from a pod's link, counted in node_arp_dropped.
  *

@@ -53,10 +53,12 @@ say "plugin $TG_BIN"
 TG_NETNAME=tollgate
 # The datasets namespace may send at most 50 Mbit/s to the internet; nothing else is capped.
 # nodeAccess: no namespace reaches the cloud's metadata; only "monitoring" reaches the agents' port.
+# internetGuard: a namespace's pods hold at most 20 connections to the internet at once.
 APORT=$((20000 + RANDOM % 20000))
 policy() {
 	tg_conf '.shaping = {internetEgress: {namespaces: {datasets: $cap}}}
-		| .nodeAccess = {metadataNamespaces: [], metricsNamespaces: ["monitoring"], metricsPort: $port}' \
+		| .nodeAccess = {metadataNamespaces: [], metricsNamespaces: ["monitoring"], metricsPort: $port}
+		| .internetGuard = {connections: {namespaceDefault: 20}}' \
 		--arg cap "$1" --argjson port "$APORT"
 }
 # configmap_write STAMP CAP: the ConfigMap as kubelet mounts it (FILE -> ..data/FILE, ..data -> ..STAMP)
@@ -189,6 +191,31 @@ show ip netns exec "$TG_NODE" nft list counter inet tollgate ns_research_metadat
 show ip netns exec "$TG_NODE" nft list counter inet tollgate ns_research_agent_dropped
 say "$ curl http://127.0.0.1:$APORT/metrics | grep -E 'dropped_packets'   (the node itself reaches its agent)"
 agent_get /metrics | grep -E '^tollgate_(namespace_(metadata|metrics_port)_dropped|pod_arp_dropped)' | sed 's/^/    /'
+
+section "Internet guard: a namespace holds at most 20 connections to the internet at once"
+ip netns exec "$TG_INET" python3 "$TG_LIB_DIR/conn_flood.py" serve 8081 &
+TG_PIDS+=("$!")
+inet_listens() { ip netns exec "$TG_INET" ss -Htln '( sport = :8081 )' | grep -q .; }
+wait_for 10 inet_listens || die "the internet host's echo server did not start"
+# what datasets already holds to the internet (the pings above are flows too)
+had=$(ip netns exec "$TG_NODE" conntrack -L -s "${POD_IP[$C]}" 2>/dev/null |
+	awk '{ for (i = 1; i <= NF; i++) if ($i ~ /^dst=/) { print $i; break } }' | grep -vc '^dst=10\.')
+say "  datasets/fetch-0 holds $had flows to the internet (the pings above); it opens 30 connections at once:"
+res=$(ip netns exec "$TG_ID-$C" python3 "$TG_LIB_DIR/conn_flood.py" open "$TG_INET_IP" 8081 30 --probe 5)
+say "    $res"
+[ "$(jq .connected <<<"$res")" = $((20 - had)) ] && [ "$(jq .refused <<<"$res")" = $((10 + had)) ] &&
+	[ "$(jq .echoed <<<"$res")" = "$(jq .probed <<<"$res")" ] && [ "$(jq .probed <<<"$res")" -gt 0 ]
+result $? "$((20 - had)) held, up to the limit of 20 (they still echo), $((10 + had)) refused at their first packet with a TCP reset"
+ip netns exec "$TG_ID-$A" python3 "$TG_LIB_DIR/conn_flood.py" serve 8081 &
+TG_PIDS+=("$!")
+a_listens() { ip netns exec "$TG_ID-$A" ss -Htln '( sport = :8081 )' | grep -q .; }
+wait_for 10 a_listens || die "research/train-0's echo server did not start"
+res=$(ip netns exec "$TG_ID-$C" python3 "$TG_LIB_DIR/conn_flood.py" open "${POD_IP[$A]}" 8081 30)
+[ "$(jq .connected <<<"$res")" = 30 ]
+result $? "internal connections are not limited: 30 of 30 to research/train-0"
+show ip netns exec "$TG_NODE" nft list chain inet tollgate guard_datasets
+say "$ curl http://127.0.0.1:$APORT/metrics | grep connections_refused"
+agent_get /metrics | grep -E '^tollgate_namespace_connections_refused_total' | sed 's/^/    /'
 
 section "Shaping: datasets' internet traffic held to its 50M cap, internal traffic at full speed"
 iperf_to() { # NETNS_FROM SERVER_NETNS SERVER_IP: Mbit/s received in 2 s
