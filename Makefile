@@ -97,6 +97,8 @@ EXPORTER_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard exporter/*.c))
 # The metrics endpoint's HTTP server (libmicrohttpd): the exporter's, never the plugin's.
 HTTP_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard http/*.c))
 MHD_LIBS := $(shell pkg-config --libs libmicrohttpd 2>/dev/null)
+# The internet guard's gauge reads the conntrack table: the exporter's, never the plugin's.
+NFCT_LIBS := $(shell pkg-config --libs libnetfilter_conntrack 2>/dev/null)
 
 # Cluster budgets' wire format and arithmetic: the agent's and the allocator's.
 BUDGET_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard budget/*.c))
@@ -155,7 +157,7 @@ AGENT_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(AGENT_SRC))
 
 $(BUILD)/tollgate-agent: $(BUILD)/obj/agent/main.o $(AGENT_OBJ) $(EXPORTER_OBJ) $(HTTP_OBJ) $(IMDS_OBJ) $(CORE_OBJ)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BIN_LIBS) $(MHD_LIBS) $(CURL_LIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BIN_LIBS) $(MHD_LIBS) $(CURL_LIBS) $(NFCT_LIBS)
 
 # No netlink, no libcurl: the config's parser (CORE_OBJ), budget/, http/ and the text writer.
 $(BUILD)/tollgate-allocator: $(BUILD)/obj/allocator/main.o $(ALLOC_OBJ) $(BUDGET_OBJ) $(ALLOC_EXPO_OBJ) $(HTTP_OBJ) $(CORE_OBJ)
@@ -185,12 +187,12 @@ $(BUILD)/tests/unit_test_install: UNIT_EXTRA_LIBS := -Wl,--wrap=fsync -Wl,--wrap
 $(BUILD)/tests/unit_%: tests/unit/%.c $(CNI_OBJ) $(CORE_OBJ) $(IMDS_OBJ) $(EXPORTER_OBJ) $(HTTP_OBJ) $(AGENT_OBJ)
 	@mkdir -p $(dir $@)
 	@echo "  TEST    $@"
-	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(PKG_LIBS) $(CMOCKA_LIBS) $(CURL_LIBS) $(MHD_LIBS) $(UNIT_EXTRA_LIBS)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(PKG_LIBS) $(CMOCKA_LIBS) $(CURL_LIBS) $(MHD_LIBS) $(NFCT_LIBS) $(UNIT_EXTRA_LIBS)
 
 $(BUILD)/tests/ktest_%: tests/kernel/ktest_%.c $(CNI_OBJ) $(CORE_OBJ) $(IMDS_OBJ) $(EXPORTER_OBJ) $(HTTP_OBJ) $(AGENT_OBJ)
 	@mkdir -p $(dir $@)
 	@echo "  KTEST   $@"
-	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(PKG_LIBS) $(CMOCKA_LIBS) $(CURL_LIBS) $(MHD_LIBS)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(PKG_LIBS) $(CMOCKA_LIBS) $(CURL_LIBS) $(MHD_LIBS) $(NFCT_LIBS)
 
 $(BUILD)/bench_%: tests/bench/bench_%.c $(CORE_OBJ)
 	@echo "  BENCH   $@"

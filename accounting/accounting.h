@@ -255,6 +255,17 @@ int acct_pods_reconcile(const struct acct_config *cfg, const struct acct_pod *al
 /* Every element of set `set` ("pods", "masq"); -ENOENT when the table or set is missing. */
 int acct_list_set(const char *set, uint32_t **ret, size_t *ret_n, struct tg_err *e);
 
+/*
+ * Set `internal` as the kernel holds it: n ranges [start, end] (host order,
+ * inclusive), sorted. -ENOENT when the table is missing.
+ */
+struct acct_range {
+	uint32_t start, end;
+};
+int acct_list_internal(struct acct_range **ret, size_t *ret_n, struct tg_err *e);
+/* Whether ip is in one of the n sorted ranges. */
+bool acct_ranges_have(const struct acct_range *r, size_t n, uint32_t ip);
+
 /* How many rules the table's chains hold (0 after `nft flush table`). */
 int acct_count_rules(size_t *ret);
 

@@ -88,28 +88,38 @@ int acct_guard_put_removal(struct acct_batch *bt, const char *k8s_namespace, uin
 	return put_chain_msg(bt, chain, chain_msg, 0);
 }
 
-int acct_guard_put_elem(struct acct_batch *bt, uint16_t type, const struct acct_pod *p)
+/* @guard_ns with the pod's element (its key; with `jump`, the jump to its namespace's chain) */
+static struct nftnl_set *guard_elem(const struct acct_pod *p, bool jump)
 {
 	struct nftnl_set *s = acct_set_ref(ACCT_MAP_GUARD);
 	struct nftnl_set_elem *el = nftnl_set_elem_alloc();
 	char chain[ACCT_GUARD_CHAIN_MAX];
 	uint32_t key = htonl(p->ip);
-	struct nlmsghdr *nlh;
 
 	if (!s || !el) {
 		if (s)
 			nftnl_set_free(s);
 		if (el)
 			nftnl_set_elem_free(el);
-		return -ENOMEM;
+		return NULL;
 	}
 	nftnl_set_elem_set(el, NFTNL_SET_ELEM_KEY, &key, sizeof(key));
-	if (type == NFT_MSG_NEWSETELEM) {
+	if (jump) {
 		acct_guard_chain_name(p->k8s_namespace ? p->k8s_namespace : "", chain);
 		nftnl_set_elem_set_u32(el, NFTNL_SET_ELEM_VERDICT, NFT_JUMP);
 		nftnl_set_elem_set_str(el, NFTNL_SET_ELEM_CHAIN, chain);
 	}
 	nftnl_set_elem_add(s, el);
+	return s;
+}
+
+int acct_guard_put_elem(struct acct_batch *bt, uint16_t type, const struct acct_pod *p)
+{
+	struct nftnl_set *s = guard_elem(p, type == NFT_MSG_NEWSETELEM);
+	struct nlmsghdr *nlh;
+
+	if (!s)
+		return -ENOMEM;
 	/* REPLACE: an address taken over by a pod of another namespace jumps to that one's chain */
 	nlh = acct_batch_msg(bt, type,
 			     type == NFT_MSG_NEWSETELEM ? NLM_F_CREATE | NLM_F_REPLACE : 0);
@@ -170,22 +180,13 @@ int acct_guard_elem_right(struct acct_nft_conn *c, const struct acct_pod *p)
 	char buf[ACCT_NFT_RECV_SIZE] = { 0 }, chain[ACCT_GUARD_CHAIN_MAX];
 	struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(buf, NFT_MSG_GETSETELEM, NFPROTO_INET,
 						     NLM_F_ACK, 1);
-	struct nftnl_set *s = acct_set_ref(ACCT_MAP_GUARD);
-	struct nftnl_set_elem *el = nftnl_set_elem_alloc();
+	struct nftnl_set *s = guard_elem(p, false);
 	struct elem_seen seen = { .want = chain };
-	uint32_t key = htonl(p->ip);
 	int r;
 
-	if (!s || !el) {
-		if (s)
-			nftnl_set_free(s);
-		if (el)
-			nftnl_set_elem_free(el);
+	if (!s)
 		return -ENOMEM;
-	}
 	acct_guard_chain_name(p->k8s_namespace ? p->k8s_namespace : "", chain);
-	nftnl_set_elem_set(el, NFTNL_SET_ELEM_KEY, &key, sizeof(key));
-	nftnl_set_elem_add(s, el);
 	nftnl_set_elems_nlmsg_build_payload(nlh, s);
 	nftnl_set_free(s);
 	r = acct_nft_request(c, buf, sizeof(buf), elem_cb, &seen);

@@ -48,7 +48,9 @@ static int collect_elem(struct nftnl_set_elem *el, void *p)
 	return 0;
 }
 
-static int elems_cb(const struct nlmsghdr *nlh, void *p)
+/* fn over every element of one message of an element dump */
+static int foreach_elem(const struct nlmsghdr *nlh, int (*fn)(struct nftnl_set_elem *, void *),
+			void *p)
 {
 	struct nftnl_set *s = nftnl_set_alloc();
 	int r = MNL_CB_OK;
@@ -56,15 +58,21 @@ static int elems_cb(const struct nlmsghdr *nlh, void *p)
 	if (!s)
 		return MNL_CB_ERROR;
 	if (nftnl_set_elems_nlmsg_parse(nlh, s) == 0)
-		nftnl_set_elem_foreach(s, collect_elem, p);
+		nftnl_set_elem_foreach(s, fn, p);
 	else
 		r = MNL_CB_ERROR;
 	nftnl_set_free(s);
 	return r;
 }
 
+static int elems_cb(const struct nlmsghdr *nlh, void *p)
+{
+	return foreach_elem(nlh, collect_elem, p);
+}
+
+/* One dump; *err is the callbacks' own failure (out of memory), which wins. */
 static int dump(struct nlmsghdr *(*build)(char *buf, const void *arg), const void *arg,
-		mnl_cb_t cb, struct dump_ctx *d)
+		mnl_cb_t cb, void *cb_arg, const int *err)
 {
 	char buf[ACCT_NFT_RECV_SIZE] = { 0 };
 	struct acct_nft_conn c = { 0 };
@@ -74,9 +82,9 @@ static int dump(struct nlmsghdr *(*build)(char *buf, const void *arg), const voi
 	if (r < 0)
 		return r;
 	build(buf, arg);
-	r = acct_nft_request(&c, buf, sizeof(buf), cb, d);
+	r = acct_nft_request(&c, buf, sizeof(buf), cb, cb_arg);
 	acct_nft_close(&c);
-	return r < 0 && d->err ? d->err : r;
+	return r < 0 && *err ? *err : r;
 }
 
 static struct nlmsghdr *build_elems_dump(char *buf, const void *set)
@@ -101,7 +109,7 @@ int acct_list_set(const char *set, uint32_t **ret, size_t *ret_n, struct tg_err 
 	if (!d.ips)
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
 	d.cap = 64;
-	r = dump(build_elems_dump, set, elems_cb, &d);
+	r = dump(build_elems_dump, set, elems_cb, &d, &d.err);
 	if (r < 0) {
 		free(d.ips);
 		return r == -ENOENT ? r : acct_nft_fail(e, r, "listing a set", set);
@@ -109,6 +117,98 @@ int acct_list_set(const char *set, uint32_t **ret, size_t *ret_n, struct tg_err 
 	*ret = d.ips;
 	*ret_n = d.n;
 	return 0;
+}
+
+/* The interval set's elements: each start, and each range's end (the first address past it). */
+struct bounds_ctx {
+	struct acct_range *b;	/* start = key, end = 1 when an interval end */
+	size_t n, cap;
+	int err;
+};
+
+static int collect_bound(struct nftnl_set_elem *el, void *p)
+{
+	struct bounds_ctx *d = p;
+	uint32_t len = 0, be;
+	const void *key = nftnl_set_elem_get(el, NFTNL_SET_ELEM_KEY, &len);
+
+	if (!key || len != 4)
+		return 0;
+	if (!array_grow(&d->b, &d->cap, d->n, sizeof(*d->b), 64)) {
+		d->err = -ENOMEM;
+		return -1;
+	}
+	memcpy(&be, key, 4);
+	d->b[d->n++] = (struct acct_range){
+		ntohl(be), nftnl_set_elem_is_set(el, NFTNL_SET_ELEM_FLAGS) &&
+				   (nftnl_set_elem_get_u32(el, NFTNL_SET_ELEM_FLAGS) &
+				    NFT_SET_ELEM_INTERVAL_END)
+	};
+	return 0;
+}
+
+static int bounds_cb(const struct nlmsghdr *nlh, void *p)
+{
+	return foreach_elem(nlh, collect_bound, p);
+}
+
+static int cmp_bound(const void *a, const void *b)
+{
+	const struct acct_range *x = a, *y = b;
+
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	return (int)x->end - (int)y->end; /* an end before a start at the same key */
+}
+
+int acct_list_internal(struct acct_range **ret, size_t *ret_n, struct tg_err *e)
+{
+	struct bounds_ctx d = { 0 };
+	struct acct_range *out;
+	size_t n = 0;
+	int r = dump(build_elems_dump, ACCT_SET_INTERNAL, bounds_cb, &d, &d.err);
+
+	if (r < 0) {
+		free(d.b);
+		return r == -ENOENT ? r : acct_nft_fail(e, r, "listing a set", ACCT_SET_INTERNAL);
+	}
+	qsort(d.b, d.n, sizeof(*d.b), cmp_bound);
+	out = calloc(d.n + 1, sizeof(*out));
+	if (!out) {
+		free(d.b);
+		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+	}
+	/* a start opens a range, the next end closes it before its key; none: to the last address */
+	for (size_t i = 0; i < d.n; i++) {
+		if (d.b[i].end)
+			continue;
+		out[n].start = d.b[i].start;
+		out[n].end = UINT32_MAX;
+		if (i + 1 < d.n && d.b[i + 1].end)
+			out[n].end = d.b[i + 1].start - 1;
+		n++;
+	}
+	free(d.b);
+	*ret = out;
+	*ret_n = n;
+	return 0;
+}
+
+bool acct_ranges_have(const struct acct_range *r, size_t n, uint32_t ip)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (ip < r[mid].start)
+			hi = mid;
+		else if (ip > r[mid].end)
+			lo = mid + 1;
+		else
+			return true;
+	}
+	return false;
 }
 
 static int count_cb(const struct nlmsghdr *nlh, void *p)
@@ -131,7 +231,7 @@ static struct nlmsghdr *build_rules_dump(char *buf, const void *unused)
 int acct_count_rules(size_t *ret)
 {
 	struct dump_ctx d = { 0 };
-	int r = dump(build_rules_dump, NULL, count_cb, &d);
+	int r = dump(build_rules_dump, NULL, count_cb, &d, &d.err);
 
 	if (r < 0)
 		return r;

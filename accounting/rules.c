@@ -46,6 +46,19 @@ static struct nftnl_expr *cmp_eq(const void *data, uint32_t len)
 	return ex;
 }
 
+/* reg1 = (reg1 & mask) ^ xor, 32 bits */
+static struct nftnl_expr *bitwise32(uint32_t mask, uint32_t xor)
+{
+	struct nftnl_expr *ex = nftnl_expr_alloc("bitwise");
+
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_BITWISE_SREG, NFT_REG_1);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_BITWISE_DREG, NFT_REG_1);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_BITWISE_LEN, sizeof(uint32_t));
+	nftnl_expr_set(ex, NFTNL_EXPR_BITWISE_MASK, &mask, sizeof(mask));
+	nftnl_expr_set(ex, NFTNL_EXPR_BITWISE_XOR, &xor, sizeof(xor));
+	return ex;
+}
+
 /* 12: ip saddr, 16: ip daddr; into register dreg */
 static struct nftnl_expr *load_ip_to(uint32_t offset, uint32_t dreg)
 {
@@ -213,13 +226,7 @@ static struct nftnl_rule *mark_rule(const char *chain, uint32_t mark)
 	put(r, load_ip(16));
 	put(r, lookup(ACCT_SET_INTERNAL, ACCT_ID_INTERNAL, true));
 	put(r, meta_load(NFT_META_MARK));
-	ex = nftnl_expr_alloc("bitwise");
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_BITWISE_SREG, NFT_REG_1);
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_BITWISE_DREG, NFT_REG_1);
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_BITWISE_LEN, sizeof(uint32_t));
-	nftnl_expr_set(ex, NFTNL_EXPR_BITWISE_MASK, &mask, sizeof(mask));
-	nftnl_expr_set(ex, NFTNL_EXPR_BITWISE_XOR, &xor, sizeof(xor));
-	put(r, ex);
+	put(r, bitwise32(mask, xor));
 	ex = nftnl_expr_alloc("meta");
 	nftnl_expr_set_u32(ex, NFTNL_EXPR_META_KEY, NFT_META_MARK);
 	nftnl_expr_set_u32(ex, NFTNL_EXPR_META_SREG, NFT_REG_1);
@@ -298,13 +305,7 @@ static void match_ct_new(struct nftnl_rule *r)
 	nftnl_expr_set_u32(ex, NFTNL_EXPR_CT_KEY, NFT_CT_STATE);
 	nftnl_expr_set_u32(ex, NFTNL_EXPR_CT_DREG, NFT_REG_1);
 	put(r, ex);
-	ex = nftnl_expr_alloc("bitwise");
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_BITWISE_SREG, NFT_REG_1);
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_BITWISE_DREG, NFT_REG_1);
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_BITWISE_LEN, sizeof(uint32_t));
-	nftnl_expr_set(ex, NFTNL_EXPR_BITWISE_MASK, &mask, sizeof(mask));
-	nftnl_expr_set(ex, NFTNL_EXPR_BITWISE_XOR, &zero, sizeof(zero));
-	put(r, ex);
+	put(r, bitwise32(mask, zero));
 	ex = nftnl_expr_alloc("cmp");
 	nftnl_expr_set_u32(ex, NFTNL_EXPR_CMP_SREG, NFT_REG_1);
 	nftnl_expr_set_u32(ex, NFTNL_EXPR_CMP_OP, NFT_CMP_NEQ);

@@ -449,6 +449,59 @@ static const struct {
 	  "(pods need no ARP: both ends have permanent entries)." },
 };
 
+/*
+ * tollgate_namespace_internet_connections for the namespaces the guard is on
+ * for (those with refused-connection counters): one conntrack dump.
+ */
+static void render_guard(struct exporter *ex, struct expo *x)
+{
+	static const char family[] = "tollgate_namespace_internet_connections";
+	char (*names)[ACCT_COUNTER_NAME_MAX] = NULL;
+	struct ct_pod *pods = NULL;
+	uint64_t *counts = NULL;
+	size_t n_ns = 0, n_pods = 0;
+
+	for (size_t k = 0; k < ex->n_order; k++)
+		n_ns += ex->series[ex->order[k]].kind == SERIES_REFUSED;
+	if (!n_ns)
+		return;
+	names = calloc(n_ns, sizeof(*names));
+	counts = calloc(n_ns, sizeof(*counts));
+	pods = calloc(ex->state.n_att + 1, sizeof(*pods));
+	if (!names || !counts || !pods)
+		goto out;
+	n_ns = 0;
+	for (size_t k = 0; k < ex->n_order; k++) {
+		const struct series *s = &ex->series[ex->order[k]];
+		enum acct_refusal why;
+
+		if (s->kind == SERIES_REFUSED &&
+		    acct_refused_parse(s->name, s->name_len, names[n_ns], &why) == ACCT_OWNER_NAMESPACE &&
+		    why == ACCT_REFUSED_CONCURRENT)
+			n_ns++;
+	}
+	for (size_t i = 0; i < ex->state.n_att; i++)
+		for (size_t j = 0; j < n_ns; j++)
+			if (strcmp(ex->state.att[i].k8s_namespace, names[j]) == 0) {
+				pods[n_pods++] = (struct ct_pod){ ex->state.att[i].ip, (uint32_t)j };
+				break;
+			}
+	if (ct_count_internet(pods, n_pods, n_ns, counts) < 0)
+		goto out;
+	expo_family(x, family, "gauge",
+		    "Connections a guarded namespace's pods hold to internet destinations on this node "
+		    "(conntrack flows, as internetGuard counts them against its limit).");
+	for (size_t j = 0; j < n_ns; j++) {
+		const char *l[] = { "namespace", names[j], NULL };
+
+		expo_sample_u64(x, family, l, counts[j]);
+	}
+out:
+	free(names);
+	free(counts);
+	free(pods);
+}
+
 int exporter_render(struct exporter *ex, struct expo *x)
 {
 	int64_t t0 = time_mono_ns(), t1, t2, t3, t4;
@@ -477,6 +530,8 @@ int exporter_render(struct exporter *ex, struct expo *x)
 		for (size_t i = 0; i < ARRAY_SIZE(counter_families); i++)
 			render_kind(ex, x, counter_families[i].kind, counter_families[i].bytes,
 				    counter_families[i].family, counter_families[i].help);
+		if (ipam_r == 0)
+			render_guard(ex, x);
 	}
 	t3 = time_mono_ns();
 	/* Which pods are shaped, and how, is in the store. */

@@ -3,7 +3,7 @@
 # Installs the Debian packages Tollgate's build, lint, tests, demo and bench need.
 # Runs apt-get only when something is missing, so repeated `make test` is quick.
 set -eu
-PKGS="build-essential pkg-config libnl-3-dev libnl-route-3-dev libnftnl-dev libmnl-dev
+PKGS="build-essential pkg-config libnl-3-dev libnl-route-3-dev libnftnl-dev libmnl-dev libnetfilter-conntrack-dev
 libjson-c-dev libxxhash-dev libmicrohttpd-dev libcurl4-openssl-dev libcmocka-dev iproute2 nftables
 iperf3 jq containernetworking-plugins valgrind procps iputils-ping iptables python3 python3-yaml
 curl conntrack prometheus clang libgmp-dev podman containerd runc busybox-static util-linux

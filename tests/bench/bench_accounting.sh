@@ -32,11 +32,14 @@
 #      prerouting_raw's mark rule as it was without them (`ip saddr @pods ...`; from_pod's
 #      nodeAccess jumps go too) (UDP only)
 #   G  as C with anti-spoofing off (UDP only)
-# Runs alternate A B F C G D [E] within each metric of each round, in reverse
+#   H  as B with internetGuard.connections on (a chain for the namespace, its
+#      pods' elements of @guard_ns; limits far above what a run opens)
+# Runs alternate A B H F C G D [E] within each metric of each round, in reverse
 # order every other round (so that no variant always runs before its
 # partner); ratios are taken per round (paired) and their median is
 # reported. Anti-spoofing's cost is B against F and C against G: the same
-# table but for anti-spoofing, each pair run back to back.
+# table but for anti-spoofing, each pair run back to back; the internet
+# guard's is H against B.
 #
 # Metrics (iperf3 -J, client in the pod, server on the internet host):
 #   TCP 1 and 4 streams: end.sum_received.bits_per_second
@@ -69,6 +72,7 @@
 #   BENCH_ACCT_IPT_RULES=2000  FORWARD rules of variant D
 #   BENCH_ACCT_IPT_SMALL=auto  rules of variant E: a number, 0 (off) or auto (250 if it fits)
 #   BENCH_ACCT_SPOOF=1         variants F and G (anti-spoofing off); 0: leave them out
+#   BENCH_ACCT_GUARD=1         variant H (internetGuard on); 0: leave it out
 #   BENCH_ACCT_UDP_WINDOW=2M   iperf3 -w for the UDP runs (socket buffers; see below)
 #   BENCH_STRICT=1             exit 1 (after the report) when a stated target is missed; 0: report only
 #   BENCH_ACCT_REPORT=FILE     also write the markdown report to FILE
@@ -88,6 +92,7 @@ EXTRA=${BENCH_ACCT_EXTRA:-9990}
 IPT_RULES=${BENCH_ACCT_IPT_RULES:-2000}
 IPT_SMALL=${BENCH_ACCT_IPT_SMALL:-auto}
 SPOOF=${BENCH_ACCT_SPOOF:-1}
+GUARD=${BENCH_ACCT_GUARD:-1}
 UDP_WIN=${BENCH_ACCT_UDP_WINDOW:-2M}
 RUN_OVERHEAD=0.5    # estimated seconds per iperf3 run beyond -t (start, handshake, parsing)
 SETUP_EST=15        # estimated seconds for setup + warm-up
@@ -107,6 +112,7 @@ for t in ip nft iperf3 jq timeout; do command -v "$t" >/dev/null || die "'$t' mi
 [[ $IPT_RULES =~ ^[0-9]+$ && $IPT_RULES -ge 1 && $IPT_RULES -le 60000 ]] || die "BENCH_ACCT_IPT_RULES must be 1..60000"
 [[ $IPT_SMALL == auto || ($IPT_SMALL =~ ^[0-9]+$ && $IPT_SMALL -le 60000) ]] || die "BENCH_ACCT_IPT_SMALL must be auto or 0..60000"
 [[ $SPOOF == 0 || $SPOOF == 1 ]] || die "BENCH_ACCT_SPOOF must be 0 or 1"
+[[ $GUARD == 0 || $GUARD == 1 ]] || die "BENCH_ACCT_GUARD must be 0 or 1"
 NSPOOF=$((SPOOF ? 2 : 0)) # UDP-only variants F and G
 
 RUNHEX=$(printf '%04x%04x' "$(($$ & 0xffff))" "$RANDOM")
@@ -142,8 +148,8 @@ elif ! iptables-restore -V 2>/dev/null | grep -q nf_tables; then
 fi
 NM=3 # metrics per full variant: tcp1 tcp4 udp
 est_total() { # secs udp_only_variants -> estimated seconds for the whole script
-    local nv=3
-    ((IPT_OK)) && nv=4
+    local nv=$((3 + GUARD))
+    ((IPT_OK)) && nv=$((nv + 1))
     awk -v s="$1" -v e="$2" -v r="$ROUNDS" -v nv="$nv" -v nm="$NM" -v o="$RUN_OVERHEAD" -v su="$SETUP_EST" \
         'BEGIN { printf "%d\n", su + r * (nv * nm + e) * (s + o) + 0.999 }'
 }
@@ -178,12 +184,13 @@ EST=$(est_total "$SECS" $((NSPOOF + (SMALL > 0))))
 # variants: letter -> node index, label
 # each anti-spoofing-off variant runs next to its "on" twin
 VARS=(A B)
+((GUARD)) && VARS+=(H)
 ((SPOOF)) && VARS+=(F)
 VARS+=(C)
 ((SPOOF)) && VARS+=(G)
 ((IPT_OK)) && VARS+=(D)
 ((SMALL > 0)) && VARS+=(E)
-declare -A VNODE=([A]=1 [B]=2 [C]=3 [D]=4 [E]=5 [F]=6 [G]=7)
+declare -A VNODE=([A]=1 [B]=2 [C]=3 [D]=4 [E]=5 [F]=6 [G]=7 [H]=8)
 declare -A VLABEL=(
     [A]="A: no tollgate table (natonly masquerade)"
     [B]="B: tollgate table, 10 attachments"
@@ -192,8 +199,9 @@ declare -A VLABEL=(
     [E]="E: no table, natonly + $SMALL iptables rules"
     [F]="F: as B, anti-spoofing off"
     [G]="G: as C, anti-spoofing off"
+    [H]="H: as B, internetGuard on"
 )
-declare -A VPODS=([A]=1 [B]=10 [C]=10 [D]=1 [E]=1 [F]=10 [G]=10)
+declare -A VPODS=([A]=1 [B]=10 [C]=10 [D]=1 [E]=1 [F]=10 [G]=10 [H]=10)
 
 log "run $RUN, work dir $WORK, ${ROUNDS} rounds x variants ${VARS[*]} x {tcp1,tcp4,udp}, ${SECS}s runs, estimated ${EST}s (deadline ${DEADLINE}s)"
 
@@ -228,6 +236,11 @@ for v in "${VARS[@]}"; do
     node=$RUN-n$k
     mkdir -p "$WORK/n$k"
     printf '%s\n' "{\"cniVersion\":\"1.1.0\",\"name\":\"tgacct\",\"type\":\"tollgate\",\"mtu\":1500,\"uplink\":\"eth0\",\"internalCIDRs\":[\"10.0.0.0/8\"],\"masquerade\":true,\"dataDir\":\"$WORK/n$k/data\",\"logFile\":\"$WORK/n$k/tollgate.log\",\"ipam\":{\"source\":\"static\",\"addresses\":[\"10.1.$k.10-10.1.$k.60\"],\"cooldownSeconds\":0}}" >"$WORK/n$k/conf.json"
+    if [[ $v == H ]]; then
+        jq -c '.internetGuard = {connections: {namespaceDefault: 1000000, newPerSecond: 1000000}}' \
+            "$WORK/n$k/conf.json" >"$WORK/n$k/conf.guard" || die "node $k: cannot write the guard's config"
+        mv "$WORK/n$k/conf.guard" "$WORK/n$k/conf.json" || die "node $k: cannot write the guard's config"
+    fi
     for ((j = 1; j <= VPODS[$v]; j++)); do
         id=$(cid "$k" "$j")
         out=$WORK/n$k/add$j
@@ -368,7 +381,7 @@ for v in "${VARS[@]}"; do
     reach "$v" || die "variant $v: pod cannot reach $INET_IP after the variant setup"
 done
 # state check of the tollgate variants
-for v in B C F G; do
+for v in B C F G H; do
     [[ " ${VARS[*]} " == *" $v "* ]] || continue
     k=${VNODE[$v]} want=10
     [[ $v == [CG] ]] && want=$((10 + EXTRA))
@@ -379,7 +392,10 @@ for v in B C F G; do
     done
     on=0
     ip netns exec "$RUN-n$k" nft list chain inet tollgate from_pod >/dev/null 2>&1 && on=1
-    [[ $v == [BC] && $on == 1 || $v == [FG] && $on == 0 ]] || die "variant $v: chain from_pod present=$on"
+    [[ $v == [BCH] && $on == 1 || $v == [FG] && $on == 0 ]] || die "variant $v: chain from_pod present=$on"
+    on=0
+    ip netns exec "$RUN-n$k" nft list chain inet tollgate guard_bench >/dev/null 2>&1 && on=1
+    [[ $v == H && $on == 1 || $v != H && $on == 0 ]] || die "variant $v: chain guard_bench present=$on"
 done
 for v in A D E; do
     [[ " ${VARS[*]} " == *" $v "* ]] || continue
@@ -572,7 +588,7 @@ CN=$((10 + EXTRA))
 awk_report() { # mode (table|targets) -> markdown rows
     awk -v mode="$1" -v vars="${VARS[*]}" -v rounds="$ROUNDS_DONE" \
         -v lA="${VLABEL[A]}" -v lB="${VLABEL[B]}" -v lC="${VLABEL[C]}" -v lD="${VLABEL[D]}" -v lE="${VLABEL[E]}" \
-        -v lF="${VLABEL[F]}" -v lG="${VLABEL[G]}" \
+        -v lF="${VLABEL[F]}" -v lG="${VLABEL[G]}" -v lH="${VLABEL[H]}" \
         -v nD="$IPT_RULES" -v nE="$SMALL" -v nC="$CN" '
     function sorted(a, n, b,    i, j, x) {
         for (i = 1; i <= n; i++) b[i] = a[i]
@@ -641,7 +657,7 @@ awk_report() { # mode (table|targets) -> markdown rows
             printf "| %s | %s | %s-%s | %d | %s | %s | %s |\n", desc, fmt(md, 1, 3), fmt(lo, 1, 3), fmt(hi, 1, 3), n,
                 (">= " target), st, clear
     }
-    BEGIN { split(vars, V, " "); L["A"] = lA; L["B"] = lB; L["C"] = lC; L["D"] = lD; L["E"] = lE; L["F"] = lF; L["G"] = lG }
+    BEGIN { split(vars, V, " "); L["A"] = lA; L["B"] = lB; L["C"] = lC; L["D"] = lD; L["E"] = lE; L["F"] = lF; L["G"] = lG; L["H"] = lH }
     $4 == "ok" && $1 >= 1 {
         rate[$2, $3, $1] = $5; amt[$2, $3, $1] = $6; sec[$2, $3, $1] = $7; cpu[$2, $3, $1] = $8; fwd[$2, $3, $1] = $9; loss[$2, $3, $1] = $10; cps[$2, $3, $1] = $11
         nrun[$2, $3]++
@@ -670,6 +686,9 @@ awk_report() { # mode (table|targets) -> markdown rows
             ratio("C", "D", "udp", "rate", 2, "pps(10k)/pps(iptables " nD ") (received)")
             ratio("B", "F", "udp", "rate", 0.97, "pps anti-spoofing on/off, 10 attachments (received)")
             ratio("C", "G", "udp", "rate", 0.97, "pps anti-spoofing on/off, 10k attachments (received)")
+            ratio("H", "B", "tcp1", "rate", 0.97, "TCP internetGuard on/off, 1 stream")
+            ratio("H", "B", "tcp4", "rate", 0.97, "TCP internetGuard on/off, 4 streams")
+            ratio("H", "B", "udp", "rate", 0.9, "pps internetGuard on/off (received)")
         } else if (mode == "cpu") {
             print "| paired ratio of capacity at equal CPU | median | IQR | n | target | status | IQR clear of target |"
             print "|---|---|---|---|---|---|---|"
@@ -680,6 +699,8 @@ awk_report() { # mode (table|targets) -> markdown rows
             ratio("C", "A", "udp", "cap_pkt", 0.8, "pps(10k)/no-table")
             ratio("B", "F", "udp", "cap_pkt", 0.97, "pps anti-spoofing on/off, 10 attachments")
             ratio("C", "G", "udp", "cap_pkt", 0.97, "pps anti-spoofing on/off, 10k attachments")
+            ratio("H", "B", "tcp1", "cap_gb", 0.97, "TCP internetGuard on/off, 1 stream")
+            ratio("H", "B", "udp", "cap_pkt", 0.9, "pps internetGuard on/off")
             ratio("C", "D", "udp", "cap_pkt", 2, "pps(10k)/pps(iptables " nD ")")
         } else {
             print "| other paired ratios (information) | median | IQR | n |"

@@ -4,7 +4,8 @@
 # most newPerSecond new ones; what goes over is refused at its first packet
 # (a TCP reset) and counted per namespace and reason, in nftables and on
 # /metrics. A pod of namespace crawl opens 30,000 connections at once to the
-# internet host: exactly 20,000 are held (counted at the host), the other
+# internet host: exactly 20,000 are held (counted at the host and in the
+# namespace's gauge on /metrics), the other
 # 10,000 refused, each once; the held ones keep moving data; crawl's
 # connections to an internal peer and another namespace's to the internet
 # go through meanwhile; once crawl's close, crawl connects again. A rate of
@@ -42,6 +43,7 @@ metric() {
 	N curl -s --max-time 3 -o "$TG_TMP/m.prom" "http://127.0.0.1:$EXP_PORT/metrics" || { echo "no page"; return; }
 	"$PY" "$TOOL" parse --tsv "$TG_TMP/m.prom" | awk -F'\t' -v k="$1" '$1 == k { v = $2 } END { print (v == "" ? "absent" : v) }'
 }
+connkey() { printf 'tollgate_namespace_internet_connections{namespace="%s"}' "$1"; }
 refusedkey() { printf 'tollgate_namespace_connections_refused_total{namespace="%s",reason="%s"}' "$1" "$2"; }
 # established connections to port 8080 at the internet host
 held_at_inet() { ip netns exec "$TG_INET" ss -Htn state established '( sport = :8080 )' | wc -l; }
@@ -90,7 +92,9 @@ t_end
 for p in crawl-a other-a; do _tg_sysctl "$TG_ID-$p" net.ipv4.ip_local_port_range "1024 65535"; done
 
 t_begin "crawl opens $TRIES at once: exactly $LIMIT held, the rest refused once each; the held ones move data"
-coproc HOLD { flood crawl-a "$TG_INET_IP" "$TRIES" --probe 200 --hold 100 --timeout 60; }
+# exec: the coprocess is the flood's own process tree, which the cleanup ends
+coproc HOLD { exec ip netns exec "$TG_ID-crawl-a" timeout 120 "$PY" "$FLOOD" open "$TG_INET_IP" 8080 "$TRIES" \
+	--probe 200 --hold 100 --timeout 60; }
 HOLD_IN=${HOLD[1]} HOLD_OUT=${HOLD[0]} HOLDER=$HOLD_PID
 TG_PIDS+=("$HOLDER")
 read -r -t 110 res <&"$HOLD_OUT" || res="{}"
@@ -103,6 +107,8 @@ t_expect "held at the internet host" "$(held_at_inet)" "$LIMIT"
 t_expect "ns_crawl_refused_concurrent" "$(ctr ns_crawl_refused_concurrent)" $((TRIES - LIMIT))
 t_expect "/metrics crawl concurrent" "$(metric "$(refusedkey crawl concurrent)")" $((TRIES - LIMIT))
 t_expect "ns_crawl_refused_rate" "$(ctr ns_crawl_refused_rate)" 0
+t_expect "/metrics crawl's internet connections" "$(metric "$(connkey crawl)")" "$LIMIT"
+t_expect "/metrics other's internet connections" "$(metric "$(connkey other)")" 0
 t_end
 
 t_begin "while crawl is at its limit: crawl reaches the internal peer, other reaches the internet host"
@@ -127,6 +133,8 @@ for _ in $(seq 1 50); do
 	sleep 0.2
 done
 [ "$ok" = 1 ] || t_fail "crawl still refused after closing its connections: $res"
+crawl_closed() { [ "$(metric "$(connkey crawl)")" = 0 ]; }
+wait_for 10 crawl_closed || t_fail "/metrics crawl's internet connections: $(metric "$(connkey crawl)"), expected 0 once closed"
 t_end
 
 CONF=$(tg_conf '.internetGuard = {connections: {newPerSecond: $r}}' --argjson r "$RATE")
@@ -158,8 +166,9 @@ other_back() { [ "$(rules_of other)" = 1 ]; }
 agent_ready() { [ "$(N curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://127.0.0.1:$APORT/readyz")" = 200 ]; }
 t_begin "the agent's config (crawl at 500) rewrites crawl's guard chain, not other's; a flushed chain and a deleted element come back"
 other_before=$(handles_of other)
-N "$AGENT" --config "$CL" --data-dir "$TG_TMP/data" --listen "127.0.0.1:$APORT" --declare-interval 1 \
-	--gc-interval 1 --sync-interval 60 2>>"$ALOG" &
+# exec: $! is the agent itself, which the cleanup ends
+(exec ip netns exec "$TG_NODE" "$AGENT" --config "$CL" --data-dir "$TG_TMP/data" --listen "127.0.0.1:$APORT" \
+	--declare-interval 1 --gc-interval 1 --sync-interval 60 2>>"$ALOG") &
 TG_PIDS+=("$!")
 wait_for 10 agent_ready || t_fail "agent not ready: $(tail -3 "$ALOG")"
 wait_for 5 crawl_at_500 || t_fail "guard_crawl not rewritten for 500: $(N nft list chain inet tollgate guard_crawl)"

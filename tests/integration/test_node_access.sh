@@ -79,8 +79,9 @@ ip netns exec "$TG_PEER" "$PY" "$TG_LIB_DIR/cloud_serve.py" --http "10.0.1.1:$MP
 TG_PIDS+=("$!")
 wait_for 10 grep -q ready "$TG_TMP/cloud.out" || t_fail "cloud server: $(cat "$TG_TMP/cloud.err")"
 [ "$(http_node "$IMDS")" = 200 ] || t_fail "the node does not reach the fake IMDS before any pod"
-N "$AGENT" --metrics-only --listen "0.0.0.0:$MPORT" --data-dir "$TG_TMP/data" --network "$TG_NETNAME" \
-	--page-cache-ms 0 >"$TG_TMP/agent.out" 2>"$TG_TMP/agent.log" &
+# exec: $! is the agent itself, which the cleanup ends (a backgrounded N would leave it running)
+(exec ip netns exec "$TG_NODE" "$AGENT" --metrics-only --listen "0.0.0.0:$MPORT" --data-dir "$TG_TMP/data" \
+	--network "$TG_NETNAME" --page-cache-ms 0 >"$TG_TMP/agent.out" 2>"$TG_TMP/agent.log") &
 TG_PIDS+=("$!")
 wait_for 5 sh -c "[ \"\$(ip netns exec $TG_NODE curl -s --max-time 1 http://127.0.0.1:$MPORT/healthz)\" = ok ]" ||
 	t_fail "agent: no 'ok' on /healthz within 5 s: $(tail -n 3 "$TG_TMP/agent.log")"

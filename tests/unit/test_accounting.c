@@ -84,6 +84,43 @@ static void t_layout_version_follows_rules(void **state)
 			 "record both here", (unsigned long long)h);
 }
 
+/* The guard's gauge classifies a destination against set internal's ranges. */
+static void t_ranges_have(void **state)
+{
+	const struct acct_range r[] = { { 0x0a000000, 0x0affffff }, { 0xac100000, 0xac1fffff },
+					{ 0xfffffff0, 0xffffffff } };
+
+	(void)state;
+	assert_true(acct_ranges_have(r, 3, 0x0a000000));
+	assert_true(acct_ranges_have(r, 3, 0x0affffff));
+	assert_false(acct_ranges_have(r, 3, 0x0b000000));
+	assert_false(acct_ranges_have(r, 3, 0x09ffffff));
+	assert_true(acct_ranges_have(r, 3, 0xac1f0001));
+	assert_false(acct_ranges_have(r, 3, 0xcb00710a)); /* 203.0.113.10 */
+	assert_true(acct_ranges_have(r, 3, 0xffffffff));
+	assert_false(acct_ranges_have(r, 0, 0x0a000001));
+}
+
+/* Refused-connection counters name their namespace and reason, and nothing else parses as one. */
+static void t_refused_names_round_trip(void **state)
+{
+	char name[ACCT_COUNTER_NAME_MAX], owner[ACCT_COUNTER_NAME_MAX];
+	enum acct_refusal why;
+	enum acct_class cls;
+
+	(void)state;
+	for (int w = 0; w < ACCT_REFUSALS; w++) {
+		acct_refused_counter_name("crawl-2", (enum acct_refusal)w, name);
+		assert_int_equal(acct_refused_parse(name, strlen(name), owner, &why), ACCT_OWNER_NAMESPACE);
+		assert_string_equal(owner, "crawl-2");
+		assert_int_equal(why, w);
+		assert_int_equal(acct_counter_parse(name, strlen(name), owner, &cls), ACCT_OWNER_NONE);
+	}
+	acct_ns_counter_name("crawl", ACCT_EGRESS_INTERNET, name);
+	assert_int_equal(acct_refused_parse(name, strlen(name), owner, &why), ACCT_OWNER_NONE);
+	assert_int_equal(acct_refused_parse("ns_a_b_refused_rate", 19, owner, &why), ACCT_OWNER_NONE);
+}
+
 /* ---- the counter reader ---- */
 
 /* A kernel that does not filter the dump: other tables' objects, and objects not counters, are skipped. */
@@ -174,6 +211,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(t_layout_version_follows_rules),
 		cmocka_unit_test(t_spoofed_names_round_trip),
+		cmocka_unit_test(t_ranges_have),
+		cmocka_unit_test(t_refused_names_round_trip),
 		NFT_CASE(t_reader_without_table),
 		NFT_CASE(t_reader_values),
 		NFT_CASE(t_reader_unfiltered_dump),
