@@ -366,12 +366,34 @@ int acct_rule_comment(struct nftnl_rule *r, const char *stamp)
 	return 0;
 }
 
+/* <over> counter name "ns_<namespace>_refused_<why>" goto guard-refuse (takes over) */
+static struct nftnl_rule *refusal_rule(const char *chain, struct nftnl_expr *over,
+				       const char *k8s_namespace, enum acct_refusal why)
+{
+	struct nftnl_rule *r = rule_new_any(chain);
+	char name[ACCT_COUNTER_NAME_MAX];
+
+	/* without its match the rule would refuse every connection: none at all */
+	if (!r || !over) {
+		if (r)
+			nftnl_rule_free(r);
+		if (over)
+			nftnl_expr_free(over);
+		return NULL;
+	}
+	put(r, over);
+	acct_refused_counter_name(k8s_namespace, why, name);
+	put(r, counter_named(name));
+	put(r, verdict(NFT_GOTO, ACCT_CHAIN_GUARD_REFUSE));
+	return r;
+}
+
 int acct_guard_rules(const struct acct_config *cfg, const char *k8s_namespace, const char *stamp,
 		     struct acct_rule_list *bt)
 {
 	const struct acct_guard *g = &cfg->guard;
 	uint32_t concurrent = acct_guard_concurrent(g, k8s_namespace);
-	char chain[ACCT_GUARD_CHAIN_MAX], name[ACCT_COUNTER_NAME_MAX];
+	char chain[ACCT_GUARD_CHAIN_MAX];
 	struct nftnl_rule *r;
 	struct nftnl_expr *ex;
 	int err = 0;
@@ -381,35 +403,21 @@ int acct_guard_rules(const struct acct_config *cfg, const char *k8s_namespace, c
 	acct_guard_chain_name(k8s_namespace, chain);
 	/* Rate first: a connection it refuses never enters the count. */
 	if (g->new_per_second) {
-		r = rule_new_any(chain);
-		if (r) {
-			/* limit rate over R/second burst R packets */
-			ex = nftnl_expr_alloc("limit");
-			nftnl_expr_set_u64(ex, NFTNL_EXPR_LIMIT_RATE, g->new_per_second);
-			nftnl_expr_set_u64(ex, NFTNL_EXPR_LIMIT_UNIT, 1);
-			nftnl_expr_set_u32(ex, NFTNL_EXPR_LIMIT_BURST, g->new_per_second);
-			nftnl_expr_set_u32(ex, NFTNL_EXPR_LIMIT_TYPE, NFT_LIMIT_PKTS);
-			nftnl_expr_set_u32(ex, NFTNL_EXPR_LIMIT_FLAGS, NFT_LIMIT_F_INV);
-			put(r, ex);
-			acct_refused_counter_name(k8s_namespace, ACCT_REFUSED_RATE, name);
-			put(r, counter_named(name));
-			put(r, verdict(NFT_GOTO, ACCT_CHAIN_GUARD_REFUSE));
-		}
-		err |= put_rule(bt, r);
+		/* limit rate over R/second burst R packets */
+		ex = nftnl_expr_alloc("limit");
+		nftnl_expr_set_u64(ex, NFTNL_EXPR_LIMIT_RATE, g->new_per_second);
+		nftnl_expr_set_u64(ex, NFTNL_EXPR_LIMIT_UNIT, 1);
+		nftnl_expr_set_u32(ex, NFTNL_EXPR_LIMIT_BURST, g->new_per_second);
+		nftnl_expr_set_u32(ex, NFTNL_EXPR_LIMIT_TYPE, NFT_LIMIT_PKTS);
+		nftnl_expr_set_u32(ex, NFTNL_EXPR_LIMIT_FLAGS, NFT_LIMIT_F_INV);
+		err |= put_rule(bt, refusal_rule(chain, ex, k8s_namespace, ACCT_REFUSED_RATE));
 	}
 	if (concurrent) {
-		r = rule_new_any(chain);
-		if (r) {
-			/* ct count over N: this connection included, more than N */
-			ex = nftnl_expr_alloc("connlimit");
-			nftnl_expr_set_u32(ex, NFTNL_EXPR_CONNLIMIT_COUNT, concurrent);
-			nftnl_expr_set_u32(ex, NFTNL_EXPR_CONNLIMIT_FLAGS, NFT_CONNLIMIT_F_INV);
-			put(r, ex);
-			acct_refused_counter_name(k8s_namespace, ACCT_REFUSED_CONCURRENT, name);
-			put(r, counter_named(name));
-			put(r, verdict(NFT_GOTO, ACCT_CHAIN_GUARD_REFUSE));
-		}
-		err |= put_rule(bt, r);
+		/* ct count over N: this connection included, more than N */
+		ex = nftnl_expr_alloc("connlimit");
+		nftnl_expr_set_u32(ex, NFTNL_EXPR_CONNLIMIT_COUNT, concurrent);
+		nftnl_expr_set_u32(ex, NFTNL_EXPR_CONNLIMIT_FLAGS, NFT_CONNLIMIT_F_INV);
+		err |= put_rule(bt, refusal_rule(chain, ex, k8s_namespace, ACCT_REFUSED_CONCURRENT));
 	}
 	/* A chain of a namespace without limits still holds a rule: the stamp lives on rules. */
 	r = rule_new_any(chain);

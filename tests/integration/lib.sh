@@ -112,13 +112,13 @@ tg_diag_last() {
 }
 
 # ------------------------------------------------------------ preconditions
-tg_require() {
+tg_require() { # [TOOL...]: more commands the test needs
 	if [ "$(id -u)" -ne 0 ]; then
 		echo "not ok - preconditions: must run as root (network namespaces)"
 		exit 1
 	fi
 	local t
-	for t in ip nft jq ping; do
+	for t in ip nft jq ping "$@"; do
 		command -v "$t" >/dev/null 2>&1 || {
 			echo "not ok - preconditions: '$t' not installed (make deps)"
 			exit 1

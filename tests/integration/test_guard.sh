@@ -20,11 +20,8 @@
 # shellcheck disable=SC1091,SC2016  # jq filters with $vars
 set -u
 . "$(dirname "$0")/lib.sh"
-tg_require
+tg_require curl python3
 tg_traps
-for t in curl python3; do
-	command -v "$t" >/dev/null 2>&1 || { echo "not ok - preconditions: '$t' not installed (make deps)"; exit 1; }
-done
 EXP_BIN=$TOLLGATE_BIN_DIR/tollgate-agent
 PY=$(python3 -c 'import sys; print(sys.executable)')
 FLOOD=$TG_LIB_DIR/conn_flood.py
