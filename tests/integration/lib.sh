@@ -112,22 +112,27 @@ tg_diag_last() {
 }
 
 # ------------------------------------------------------------ preconditions
-tg_require() { # [TOOL...]: more commands the test needs
+tg_require() {
 	if [ "$(id -u)" -ne 0 ]; then
 		echo "not ok - preconditions: must run as root (network namespaces)"
 		exit 1
 	fi
+	tg_require_tools ip nft jq ping
+	if [ ! -x "$TG_BIN" ]; then
+		echo "not ok - preconditions: plugin binary $TG_BIN not found (run make, or set TOLLGATE_BIN_DIR)"
+		exit 1
+	fi
+}
+
+# tg_require_tools TOOL...: every one is a command here, or the test ends not ok.
+tg_require_tools() {
 	local t
-	for t in ip nft jq ping "$@"; do
+	for t in "$@"; do
 		command -v "$t" >/dev/null 2>&1 || {
 			echo "not ok - preconditions: '$t' not installed (make deps)"
 			exit 1
 		}
 	done
-	if [ ! -x "$TG_BIN" ]; then
-		echo "not ok - preconditions: plugin binary $TG_BIN not found (run make, or set TOLLGATE_BIN_DIR)"
-		exit 1
-	fi
 }
 
 # --------------------------------------------------------------- topology

@@ -20,7 +20,8 @@
 # shellcheck disable=SC1091,SC2016  # jq filters with $vars
 set -u
 . "$(dirname "$0")/lib.sh"
-tg_require curl python3
+tg_require
+tg_require_tools curl python3
 tg_traps
 EXP_BIN=$TOLLGATE_BIN_DIR/tollgate-agent
 PY=$(python3 -c 'import sys; print(sys.executable)')
