@@ -20,7 +20,6 @@
 #include <linux/netfilter.h>
 #include <linux/netfilter/nf_tables.h>
 #include <linux/netfilter/nfnetlink.h>
-#include <libnftnl/chain.h>
 #include <libnftnl/rule.h>
 #include <libnftnl/set.h>
 #include <libnftnl/table.h>
@@ -444,19 +443,12 @@ static int read_kernel(struct acct_nft_conn *c, const struct want *w, struct see
 
 static int put_old_prerouting_removal(struct acct_batch *bt)
 {
-	struct nftnl_chain *ch = nftnl_chain_alloc();
-	struct nlmsghdr *nlh;
-	int r = acct_table_flush_chain(bt, ACCT_CHAIN_PREROUTING_OLD);
+	static const struct acct_chain_def old = { ACCT_CHAIN_PREROUTING_OLD, NULL, 0, 0 };
 
-	if (!ch)
-		return -ENOMEM;
-	nftnl_chain_set_str(ch, NFTNL_CHAIN_TABLE, ACCT_TABLE);
-	nftnl_chain_set_str(ch, NFTNL_CHAIN_NAME, ACCT_CHAIN_PREROUTING_OLD);
-	nlh = acct_batch_msg(bt, NFT_MSG_DELCHAIN, 0);
-	nftnl_chain_nlmsg_build_payload(nlh, ch);
-	nftnl_chain_free(ch);
-	acct_batch_next(bt);
-	return r;
+	/* its rules first, then the chain, in this order in the batch */
+	int r = acct_table_flush_chain(bt, old.name);
+
+	return r | acct_table_chain_msg(bt, &old, NFT_MSG_DELCHAIN, 0);
 }
 
 static int put_difference(struct acct_batch *bt, const struct acct_config *cfg,

@@ -12,7 +12,6 @@
 #include <linux/netfilter.h>
 #include <linux/netfilter/nf_tables.h>
 #include <linux/netfilter/nfnetlink.h>
-#include <libnftnl/chain.h>
 #include <libnftnl/rule.h>
 #include <libnftnl/set.h>
 
@@ -36,20 +35,12 @@ void acct_guard_stamp(const struct acct_config *cfg, const char *k8s_namespace,
 	snprintf(ret, ACCT_GUARD_STAMP_LEN, "tollgate:%016llx", (unsigned long long)h);
 }
 
+/* A guard chain's message: a regular chain, reached by jump */
 static int put_chain_msg(struct acct_batch *bt, const char *name, uint16_t msg, uint16_t flags)
 {
-	struct nftnl_chain *ch = nftnl_chain_alloc();
-	struct nlmsghdr *nlh;
+	const struct acct_chain_def d = { name, NULL, 0, 0 };
 
-	if (!ch)
-		return -ENOMEM;
-	nftnl_chain_set_str(ch, NFTNL_CHAIN_TABLE, ACCT_TABLE);
-	nftnl_chain_set_str(ch, NFTNL_CHAIN_NAME, name);
-	nlh = acct_batch_msg(bt, msg, flags);
-	nftnl_chain_nlmsg_build_payload(nlh, ch);
-	nftnl_chain_free(ch);
-	acct_batch_next(bt);
-	return 0;
+	return acct_table_chain_msg(bt, &d, msg, flags);
 }
 
 int acct_guard_put_chain(struct acct_batch *bt, const struct acct_config *cfg,

@@ -208,6 +208,9 @@ size_t acct_table_internal_bounds(const struct acct_config *cfg,
 /* Batch writers of the skeleton. */
 int acct_table_put_set(struct acct_batch *bt, const struct acct_set_def *d);
 int acct_table_put_chain(struct acct_batch *bt, const struct acct_chain_def *d);
+/* Any chain message (NFT_MSG_NEWCHAIN with its flags, DELCHAIN, DESTROYCHAIN) for chain d. */
+int acct_table_chain_msg(struct acct_batch *bt, const struct acct_chain_def *d, uint16_t msg,
+			 uint16_t flags);
 int acct_table_flush_chain(struct acct_batch *bt, const char *chain);
 int acct_table_put_rule(struct acct_batch *bt, struct nftnl_rule *r);
 void acct_table_flush_set(struct acct_batch *bt, const char *set);

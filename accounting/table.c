@@ -243,7 +243,8 @@ int acct_put_counter(struct acct_batch *bt, const char *name)
 	return acct_put_counter_msg(bt, name, NFT_MSG_NEWOBJ, NLM_F_CREATE);
 }
 
-int acct_table_put_chain(struct acct_batch *bt, const struct acct_chain_def *d)
+int acct_table_chain_msg(struct acct_batch *bt, const struct acct_chain_def *d, uint16_t msg,
+			 uint16_t flags)
 {
 	struct nftnl_chain *ch = nftnl_chain_alloc();
 	struct nlmsghdr *nlh;
@@ -252,17 +253,22 @@ int acct_table_put_chain(struct acct_batch *bt, const struct acct_chain_def *d)
 		return -ENOMEM;
 	nftnl_chain_set_str(ch, NFTNL_CHAIN_TABLE, ACCT_TABLE);
 	nftnl_chain_set_str(ch, NFTNL_CHAIN_NAME, d->name);
-	if (d->type) {
+	if (d->type && msg == NFT_MSG_NEWCHAIN) {
 		nftnl_chain_set_u32(ch, NFTNL_CHAIN_HOOKNUM, d->hook);
 		nftnl_chain_set_s32(ch, NFTNL_CHAIN_PRIO, d->prio);
 		nftnl_chain_set_str(ch, NFTNL_CHAIN_TYPE, d->type);
 		nftnl_chain_set_u32(ch, NFTNL_CHAIN_POLICY, NF_ACCEPT);
 	}
-	nlh = acct_batch_msg(bt, NFT_MSG_NEWCHAIN, NLM_F_CREATE);
+	nlh = acct_batch_msg(bt, msg, flags);
 	nftnl_chain_nlmsg_build_payload(nlh, ch);
 	nftnl_chain_free(ch);
 	acct_batch_next(bt);
 	return 0;
+}
+
+int acct_table_put_chain(struct acct_batch *bt, const struct acct_chain_def *d)
+{
+	return acct_table_chain_msg(bt, d, NFT_MSG_NEWCHAIN, NLM_F_CREATE);
 }
 
 /* Removes every rule of a chain: a rule without a handle names them all. */
