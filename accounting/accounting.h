@@ -34,11 +34,16 @@
  *   chain to_agent: TCP to metricsPort of a local or internal address for
  *     @agent_ok only (with metricsNamespaces set)
  *
- *   internetGuard.connections (guard.c):
- *   map guard_ns { type ipv4_addr : verdict; }          pod -> jump guard_<namespace>
+ *   internetGuard (guard.c):
+ *   map guard_ns, guard_in { type ipv4_addr : verdict; }
+ *                                                     pod -> jump guard_<namespace>, guard_in_<namespace>
  *   chain guard_<namespace>: rate limit and ct count over the namespace's
- *     new internet connections (fwd_egress, ct state new), refusals counted
- *     in ns_<namespace>_refused_<why> and answered by chain guard-refuse
+ *     new internet connections (fwd_egress), refusals counted in
+ *     ns_<namespace>_refused_<why> and answered by chain guard-refuse;
+ *     then, with destinations, `update @dst_<namespace>_egress { ip daddr & mask }`
+ *   chain guard_in_<namespace> (fwd_ingress): the same for ip saddr
+ *   set dst_<namespace>_<direction> { type ipv4_addr; size tracked;
+ *     flags dynamic,timeout; counter }: bytes per destination prefix
  *
  * and table `arp tollgate`, declared in the same batch: chain input drops
  * every ARP packet from a pod's link, counted in node_arp_dropped.
@@ -100,12 +105,34 @@ struct acct_access {
 bool acct_ns_listed(const char *const *list, size_t n, const char *k8s_namespace);
 
 /*
+ * internetGuard.destinations: bytes per (namespace, destination prefix,
+ * direction) of internet traffic, in one set per namespace and direction of
+ * at most `tracked` prefixes, each forgotten ACCT_DST_TIMEOUT_S after its
+ * last packet.
+ */
+#define ACCT_DST_TOP_DEFAULT 10
+#define ACCT_DST_TOP_MAX 100
+#define ACCT_DST_PREFIX_DEFAULT 24
+#define ACCT_DST_TRACKED_DEFAULT 1024
+#define ACCT_DST_TRACKED_MIN 16
+#define ACCT_DST_TRACKED_MAX 65536
+#define ACCT_DST_TIMEOUT_S 60
+struct acct_destinations {
+	bool on;			/* internetGuard.destinations was given */
+	uint32_t top;			/* prefixes exported per namespace and direction */
+	uint8_t prefix_len;		/* what a destination is: its address & this mask */
+	uint32_t tracked;		/* the kernel set's size */
+};
+
+/*
  * internetGuard.connections: what a namespace's pods on this node together
  * may open to internet destinations. 0 is no limit. Names point into the config.
  */
 #define ACCT_GUARD_NS_MAX 256
 struct acct_guard {
-	bool on;				/* internetGuard.connections was given */
+	bool on;				/* internetGuard given: each namespace has its chains */
+	bool limits;				/* internetGuard.connections was given */
+	struct acct_destinations dst;		/* internetGuard.destinations */
 	uint32_t concurrent_default;		/* namespaceDefault */
 	const char *ns[ACCT_GUARD_NS_MAX];	/* namespaces, with their own limits */
 	uint32_t ns_concurrent[ACCT_GUARD_NS_MAX];
@@ -114,6 +141,10 @@ struct acct_guard {
 };
 /* The concurrent limit of k8s_namespace's pods on this node (0: none). */
 uint32_t acct_guard_concurrent(const struct acct_guard *g, const char *k8s_namespace);
+
+/* Which way a pod's traffic goes: what it sends, what it gets. */
+enum acct_dir { ACCT_DIR_EGRESS, ACCT_DIR_INGRESS, ACCT_DIRS };
+extern const char *const acct_dir_names[ACCT_DIRS];	/* "egress", "ingress" */
 
 struct acct_config {
 	const struct cidr4 *internal;	/* sorted, non-overlapping */
@@ -294,5 +325,36 @@ void acct_reader_free(struct acct_reader *rd);
  * the later call carries the newer values.
  */
 int acct_reader_read(struct acct_reader *rd, acct_counter_fn fn, void *arg);
+
+/*
+ * internetGuard.destinations' sets, dst_<namespace>_<direction>: one element
+ * per destination prefix (the outside address & the prefix mask), holding
+ * the bytes and packets of the namespace's internet traffic with it. A
+ * packet whose prefix finds the set full is counted by its namespace
+ * counter alone, never dropped.
+ */
+#define ACCT_DST_SET_PREFIX "dst_"
+void acct_dst_set_name(const char *k8s_namespace, enum acct_dir dir,
+		       char ret[ACCT_COUNTER_NAME_MAX]);
+/* The namespace and direction of a set's name; false when it is none of these sets. */
+bool acct_dst_set_parse(const char *name, char ret_ns[ACCT_COUNTER_NAME_MAX],
+			enum acct_dir *ret_dir);
+struct acct_dst_sample {
+	const char *k8s_namespace;	/* valid during the call */
+	enum acct_dir dir;
+	uint32_t prefix;		/* host order */
+	uint64_t bytes, packets;
+};
+typedef void (*acct_dst_fn)(const struct acct_dst_sample *d, void *arg);
+/*
+ * Reads every destination set once; with `reset` each element's counter is
+ * zeroed as it is read (NFT_MSG_GETSETELEM_RESET, atomically per element),
+ * so that fn gets the bytes since the last such read: the node daemon takes
+ * this way, and takes more often than ACCT_DST_TIMEOUT_S so that no entry
+ * expires with bytes unread. Without it, a look that changes nothing.
+ * *ret_sets (may be NULL): how many sets were read. 0, -ENOENT when the
+ * table is missing, or a negative errno (what fn got stays got).
+ */
+int acct_dst_read(bool reset, acct_dst_fn fn, void *arg, size_t *ret_sets);
 
 #endif

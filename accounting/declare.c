@@ -61,10 +61,10 @@ struct seen {
 	int err;
 };
 
-/* A namespace's guard chain as the rule dump showed it. */
+/* A namespace's guard chains as the rule dump showed them. */
 struct guard_seen {
 	char ns[ACCT_GUARD_CHAIN_MAX];
-	unsigned n_rules, stamped;	/* rules, and those carrying the stamp cfg gives it */
+	unsigned n_rules[ACCT_DIRS], stamped[ACCT_DIRS]; /* rules, and those with cfg's stamp */
 };
 
 static int chain_index(const char *name)
@@ -122,7 +122,7 @@ static void chain_stamp(const struct acct_config *cfg, int c, char ret[STAMP_LEN
 {
 	uint64_t h = hash_fnv1a64(ACCT_TABLE_LAYOUT, strlen(ACCT_TABLE_LAYOUT), FNV1A64_INIT);
 	uint8_t flags = (uint8_t)(cfg->masquerade | cfg->enabled << 1 | cfg->per_pod << 2 |
-				  cfg->guard.on << 3);
+				  cfg->guard.on << 3 | cfg->guard.dst.on << 4);
 
 	h = hash_fnv1a64(acct_table_chains[c].name, strlen(acct_table_chains[c].name), h);
 	h = hash_fnv1a64(&flags, sizeof(flags), h);
@@ -178,7 +178,7 @@ static struct guard_seen *guard_find(const struct seen *s, const char *ns)
 	return NULL;
 }
 
-static void guard_rule_seen(struct seen *s, const char *ns, const char *comment)
+static void guard_rule_seen(struct seen *s, const char *ns, enum acct_dir dir, const char *comment)
 {
 	struct guard_seen *g = guard_find(s, ns);
 	char stamp[ACCT_GUARD_STAMP_LEN];
@@ -195,14 +195,18 @@ static void guard_rule_seen(struct seen *s, const char *ns, const char *comment)
 		snprintf(g->ns, sizeof(g->ns), "%s", ns);
 	}
 	acct_guard_stamp(s->want->cfg, ns, stamp);
-	g->n_rules++;
-	g->stamped += comment && strcmp(comment, stamp) == 0;
+	g->n_rules[dir]++;
+	g->stamped[dir] += comment && strcmp(comment, stamp) == 0;
 }
 
-/* How many rules the namespace's guard chain holds for cfg (acct_guard_rules'). */
-static unsigned guard_rules_wanted(const struct acct_config *cfg, const char *ns)
+/* Both chains of the namespace hold what cfg asks, each rule with its stamp. */
+static bool guard_right(const struct acct_config *cfg, const struct guard_seen *g)
 {
-	return 1 + (cfg->guard.new_per_second != 0) + (acct_guard_concurrent(&cfg->guard, ns) != 0);
+	for (int d = 0; d < ACCT_DIRS; d++)
+		if (g->n_rules[d] != acct_guard_rules_wanted(cfg, g->ns, (enum acct_dir)d) ||
+		    g->stamped[d] != g->n_rules[d])
+			return false;
+	return true;
 }
 
 /*
@@ -226,7 +230,7 @@ static int put_guards(struct acct_batch *bt, const struct acct_config *cfg,
 		if (done)
 			continue;
 		g = guard_find(s, ns);
-		if (g && g->n_rules == guard_rules_wanted(cfg, ns) && g->stamped == g->n_rules)
+		if (g && guard_right(cfg, g))
 			continue;
 		r = acct_guard_put_chain(bt, cfg, ns, false, g != NULL);
 		rep->chains += g == NULL;
@@ -254,8 +258,15 @@ static int rule_cb(const struct nlmsghdr *nlh, void *p)
 			nftnl_udata_parse(mnl_attr_get_payload(a), mnl_attr_get_payload_len(a),
 					  comment_cb, &comment);
 	}
-	if (c < 0 && chain && strncmp(chain, ACCT_CHAIN_GUARD_PREFIX, strlen(ACCT_CHAIN_GUARD_PREFIX)) == 0)
-		guard_rule_seen(s, chain + strlen(ACCT_CHAIN_GUARD_PREFIX), comment);
+	/* guard_in_<ns> before guard_<ns>: a namespace has no '_' */
+	if (c < 0 && chain && strncmp(chain, ACCT_CHAIN_GUARD_IN_PREFIX,
+				      strlen(ACCT_CHAIN_GUARD_IN_PREFIX)) == 0)
+		guard_rule_seen(s, chain + strlen(ACCT_CHAIN_GUARD_IN_PREFIX), ACCT_DIR_INGRESS,
+				comment);
+	else if (c < 0 && chain && strncmp(chain, ACCT_CHAIN_GUARD_PREFIX,
+					   strlen(ACCT_CHAIN_GUARD_PREFIX)) == 0)
+		guard_rule_seen(s, chain + strlen(ACCT_CHAIN_GUARD_PREFIX), ACCT_DIR_EGRESS,
+				comment);
 	if (c >= 0) {
 		s->chain[c] = true;
 		s->n_rules[c]++;

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * internetGuard.connections in table inet tollgate: each namespace's chain
- * guard_<namespace>, its refused-connection counters, and the pods' elements
- * of @guard_ns that lead there (see internal.h for who writes what, when).
+ * internetGuard in table inet tollgate: each namespace's chains
+ * guard_<namespace> and guard_in_<namespace>, its refused-connection
+ * counters and destination sets, and the pods' elements of @guard_ns and
+ * @guard_in that lead there (see internal.h for who writes what, when).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -18,16 +19,21 @@
 #include "accounting/internal.h"
 #include "lib/util.h"
 
-void acct_guard_chain_name(const char *k8s_namespace, char ret[ACCT_GUARD_CHAIN_MAX])
+void acct_guard_chain_name(const char *k8s_namespace, enum acct_dir dir,
+			   char ret[ACCT_GUARD_CHAIN_MAX])
 {
-	snprintf(ret, ACCT_GUARD_CHAIN_MAX, ACCT_CHAIN_GUARD_PREFIX "%s", k8s_namespace);
+	snprintf(ret, ACCT_GUARD_CHAIN_MAX, "%s%s",
+		 dir == ACCT_DIR_INGRESS ? ACCT_CHAIN_GUARD_IN_PREFIX : ACCT_CHAIN_GUARD_PREFIX,
+		 k8s_namespace);
 }
 
 void acct_guard_stamp(const struct acct_config *cfg, const char *k8s_namespace,
 		      char ret[ACCT_GUARD_STAMP_LEN])
 {
-	uint32_t limits[2] = { acct_guard_concurrent(&cfg->guard, k8s_namespace),
-			       cfg->guard.new_per_second };
+	const struct acct_destinations *d = &cfg->guard.dst;
+	uint32_t limits[5] = { acct_guard_concurrent(&cfg->guard, k8s_namespace),
+			       cfg->guard.new_per_second, d->on, d->on ? d->prefix_len : 0,
+			       d->on ? d->tracked : 0 };
 	uint64_t h = hash_fnv1a64(ACCT_TABLE_LAYOUT, strlen(ACCT_TABLE_LAYOUT), FNV1A64_INIT);
 
 	h = hash_fnv1a64(ACCT_CHAIN_GUARD_PREFIX, strlen(ACCT_CHAIN_GUARD_PREFIX), h);
@@ -44,45 +50,74 @@ static int put_chain_msg(struct acct_batch *bt, const char *name, uint16_t msg, 
 }
 
 int acct_guard_put_chain(struct acct_batch *bt, const struct acct_config *cfg,
-			 const char *k8s_namespace, bool exclusive, bool flush)
+			 const char *k8s_namespace, bool exclusive, bool rewrite)
 {
 	char chain[ACCT_GUARD_CHAIN_MAX], stamp[ACCT_GUARD_STAMP_LEN], name[ACCT_COUNTER_NAME_MAX];
-	struct acct_rule_list rules;
+	struct acct_rule_list rules[ACCT_DIRS];
 	int r = 0;
 
-	acct_guard_chain_name(k8s_namespace, chain);
 	acct_guard_stamp(cfg, k8s_namespace, stamp);
-	if (acct_guard_rules(cfg, k8s_namespace, stamp, &rules) < 0)
-		return -ENOMEM;
+	for (int d = 0; d < ACCT_DIRS; d++)
+		if (acct_guard_rules(cfg, k8s_namespace, (enum acct_dir)d, stamp, &rules[d]) < 0) {
+			if (d)
+				acct_rule_list_free(&rules[0]);
+			return -ENOMEM;
+		}
 	/* The rules count into these: they exist before the first rule that names them. */
 	for (int w = 0; w < ACCT_REFUSALS; w++) {
 		acct_refused_counter_name(k8s_namespace, (enum acct_refusal)w, name);
 		r |= acct_put_counter(bt, name);
 	}
-	if (flush)
-		r |= acct_table_flush_chain(bt, chain);
-	else
+	for (int d = 0; d < ACCT_DIRS; d++) {
+		acct_guard_chain_name(k8s_namespace, (enum acct_dir)d, chain);
+		/* the egress chain is the unit's mark: whoever makes it makes the rest */
 		r |= put_chain_msg(bt, chain, NFT_MSG_NEWCHAIN,
-				   NLM_F_CREATE | (exclusive ? NLM_F_EXCL : 0));
-	for (size_t i = 0; i < rules.n; i++)
-		r |= acct_table_put_rule(bt, rules.r[i]);
-	acct_rule_list_free(&rules);
+				   NLM_F_CREATE |
+					   (exclusive && !rewrite && d == ACCT_DIR_EGRESS ? NLM_F_EXCL : 0));
+		if (rewrite)
+			r |= acct_table_flush_chain(bt, chain);
+	}
+	/* Sets made for other limits or a prefix length of old: made anew (no rule names them now). */
+	for (int d = 0; d < ACCT_DIRS; d++) {
+		if (rewrite)
+			r |= acct_dst_put_set(bt, cfg, k8s_namespace, (enum acct_dir)d,
+					      NFT_MSG_DESTROYSET);
+		if (cfg->guard.dst.on)
+			r |= acct_dst_put_set(bt, cfg, k8s_namespace, (enum acct_dir)d,
+					      NFT_MSG_NEWSET);
+	}
+	for (int d = 0; d < ACCT_DIRS; d++) {
+		for (size_t i = 0; i < rules[d].n; i++)
+			r |= acct_table_put_rule(bt, rules[d].r[i]);
+		acct_rule_list_free(&rules[d]);
+	}
 	return r ? -ENOMEM : 0;
 }
 
-int acct_guard_put_removal(struct acct_batch *bt, const char *k8s_namespace, uint16_t chain_msg)
+int acct_guard_put_removal(struct acct_batch *bt, const char *k8s_namespace, bool destroy,
+			   int only)
 {
 	char chain[ACCT_GUARD_CHAIN_MAX];
+	int r = 0;
 
-	acct_guard_chain_name(k8s_namespace, chain);
-	/* The chain's rules go with it, and with them what holds the counters. */
-	return put_chain_msg(bt, chain, chain_msg, 0);
+	/* The chains' rules go with them, and with them what holds the sets and counters. */
+	for (int d = 0; d < ACCT_DIRS; d++) {
+		if (only >= 0 && only != d)
+			continue;
+		acct_guard_chain_name(k8s_namespace, (enum acct_dir)d, chain);
+		r |= put_chain_msg(bt, chain, destroy ? NFT_MSG_DESTROYCHAIN : NFT_MSG_DELCHAIN, 0);
+	}
+	for (int d = 0; d < ACCT_DIRS; d++)
+		if (only < 0 || only == ACCT_DIRS + d)
+			r |= acct_dst_put_set(bt, NULL, k8s_namespace, (enum acct_dir)d,
+					      destroy ? NFT_MSG_DESTROYSET : NFT_MSG_DELSET);
+	return r ? -ENOMEM : 0;
 }
 
-/* @guard_ns with the pod's element (its key; with `jump`, the jump to its namespace's chain) */
-static struct nftnl_set *guard_elem(const struct acct_pod *p, bool jump)
+/* @guard_ns or @guard_in with the pod's element (its key; with `jump`, the jump to its namespace's chain) */
+static struct nftnl_set *guard_elem(const struct acct_pod *p, enum acct_dir dir, bool jump)
 {
-	struct nftnl_set *s = acct_set_ref(ACCT_MAP_GUARD);
+	struct nftnl_set *s = acct_set_ref(dir == ACCT_DIR_INGRESS ? ACCT_MAP_GUARD_IN : ACCT_MAP_GUARD);
 	struct nftnl_set_elem *el = nftnl_set_elem_alloc();
 	char chain[ACCT_GUARD_CHAIN_MAX];
 	uint32_t key = htonl(p->ip);
@@ -96,7 +131,7 @@ static struct nftnl_set *guard_elem(const struct acct_pod *p, bool jump)
 	}
 	nftnl_set_elem_set(el, NFTNL_SET_ELEM_KEY, &key, sizeof(key));
 	if (jump) {
-		acct_guard_chain_name(p->k8s_namespace ? p->k8s_namespace : "", chain);
+		acct_guard_chain_name(p->k8s_namespace ? p->k8s_namespace : "", dir, chain);
 		nftnl_set_elem_set_u32(el, NFTNL_SET_ELEM_VERDICT, NFT_JUMP);
 		nftnl_set_elem_set_str(el, NFTNL_SET_ELEM_CHAIN, chain);
 	}
@@ -106,17 +141,19 @@ static struct nftnl_set *guard_elem(const struct acct_pod *p, bool jump)
 
 int acct_guard_put_elem(struct acct_batch *bt, uint16_t type, const struct acct_pod *p)
 {
-	struct nftnl_set *s = guard_elem(p, type == NFT_MSG_NEWSETELEM);
-	struct nlmsghdr *nlh;
+	for (int d = 0; d < ACCT_DIRS; d++) {
+		struct nftnl_set *s = guard_elem(p, (enum acct_dir)d, type == NFT_MSG_NEWSETELEM);
+		struct nlmsghdr *nlh;
 
-	if (!s)
-		return -ENOMEM;
-	/* REPLACE: an address taken over by a pod of another namespace jumps to that one's chain */
-	nlh = acct_batch_msg(bt, type,
-			     type == NFT_MSG_NEWSETELEM ? NLM_F_CREATE | NLM_F_REPLACE : 0);
-	nftnl_set_elems_nlmsg_build_payload(nlh, s);
-	nftnl_set_free(s);
-	acct_batch_next(bt);
+		if (!s)
+			return -ENOMEM;
+		/* REPLACE: an address taken over by a pod of another namespace jumps to that one's chain */
+		nlh = acct_batch_msg(bt, type,
+				     type == NFT_MSG_NEWSETELEM ? NLM_F_CREATE | NLM_F_REPLACE : 0);
+		nftnl_set_elems_nlmsg_build_payload(nlh, s);
+		nftnl_set_free(s);
+		acct_batch_next(bt);
+	}
 	return 0;
 }
 
@@ -131,7 +168,7 @@ int acct_guard_chain_exists(struct acct_nft_conn *c, const char *k8s_namespace)
 	char chain[ACCT_GUARD_CHAIN_MAX];
 	int r;
 
-	acct_guard_chain_name(k8s_namespace, chain);
+	acct_guard_chain_name(k8s_namespace, ACCT_DIR_EGRESS, chain);
 	r = acct_nft_get(c, NFT_MSG_GETCHAIN, build_getchain, chain);
 	return r == 0 ? 1 : r == -ENOENT ? 0 : r;
 }
@@ -168,20 +205,23 @@ static int elem_cb(const struct nlmsghdr *nlh, void *p)
 
 int acct_guard_elem_right(struct acct_nft_conn *c, const struct acct_pod *p)
 {
-	char buf[ACCT_NFT_RECV_SIZE] = { 0 }, chain[ACCT_GUARD_CHAIN_MAX];
-	struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(buf, NFT_MSG_GETSETELEM, NFPROTO_INET,
-						     NLM_F_ACK, 1);
-	struct nftnl_set *s = guard_elem(p, false);
-	struct elem_seen seen = { .want = chain };
-	int r;
+	int r = 1;
 
-	if (!s)
-		return -ENOMEM;
-	acct_guard_chain_name(p->k8s_namespace ? p->k8s_namespace : "", chain);
-	nftnl_set_elems_nlmsg_build_payload(nlh, s);
-	nftnl_set_free(s);
-	r = acct_nft_request(c, buf, sizeof(buf), elem_cb, &seen);
-	if (r == -ENOENT)
-		return 0;
-	return r < 0 ? r : seen.right;
+	for (int d = 0; d < ACCT_DIRS && r == 1; d++) {
+		char buf[ACCT_NFT_RECV_SIZE] = { 0 }, chain[ACCT_GUARD_CHAIN_MAX];
+		struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(buf, NFT_MSG_GETSETELEM, NFPROTO_INET,
+							     NLM_F_ACK, 1);
+		struct nftnl_set *s = guard_elem(p, (enum acct_dir)d, false);
+		struct elem_seen seen = { .want = chain };
+
+		if (!s)
+			return -ENOMEM;
+		acct_guard_chain_name(p->k8s_namespace ? p->k8s_namespace : "", (enum acct_dir)d,
+				      chain);
+		nftnl_set_elems_nlmsg_build_payload(nlh, s);
+		nftnl_set_free(s);
+		r = acct_nft_request(c, buf, sizeof(buf), elem_cb, &seen);
+		r = r == -ENOENT ? 0 : r < 0 ? r : seen.right;
+	}
+	return r;
 }

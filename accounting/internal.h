@@ -22,12 +22,19 @@
 #define ACCT_SET_AGENT_OK "agent_ok"
 #define ACCT_MAP_METADATA_DROP "metadata_drop"
 #define ACCT_MAP_AGENT_DROP "agent_drop"
-/* internetGuard.connections: a pod's address -> jump to its namespace's chain guard_<namespace> */
+/*
+ * internetGuard: a pod's address -> jump to its namespace's chain
+ * guard_<namespace> (what it sends to the internet) and guard_in_<namespace>
+ * (what it gets from there). A namespace is a DNS label, without '_': the
+ * names cannot meet.
+ */
 #define ACCT_MAP_GUARD "guard_ns"
+#define ACCT_MAP_GUARD_IN "guard_in"
 #define ACCT_CHAIN_GUARD_PREFIX "guard_"
+#define ACCT_CHAIN_GUARD_IN_PREFIX "guard_in_"
 /* Where a guard chain sends what it refuses: a TCP reset (never rate-limited, unlike ICMP), else ICMP. */
 #define ACCT_CHAIN_GUARD_REFUSE "guard-refuse"
-#define ACCT_GUARD_CHAIN_MAX (sizeof(ACCT_CHAIN_GUARD_PREFIX) + 64)
+#define ACCT_GUARD_CHAIN_MAX (sizeof(ACCT_CHAIN_GUARD_IN_PREFIX) + 64)
 /* nft's datatype ids, so that `nft list` prints keys and values as what they are */
 #define ACCT_NFT_TYPE_IPADDR 7
 #define ACCT_NFT_TYPE_CLASSID 23
@@ -38,8 +45,13 @@
 /* Kernel 6.3's "delete if present" messages; older uapi headers lack them. */
 #ifndef NFT_MSG_DESTROYSETELEM
 #define NFT_MSG_DESTROYCHAIN 27
+#define NFT_MSG_DESTROYSET 29
 #define NFT_MSG_DESTROYSETELEM 30
 #define NFT_MSG_DESTROYOBJ 31
+#endif
+/* Kernel 6.5's dump of set elements that also resets their counters. */
+#ifndef NFT_MSG_GETSETELEM_RESET
+#define NFT_MSG_GETSETELEM_RESET 33
 #endif
 
 /* The maps from a pod address to its counters, in the order of enum acct_class. */
@@ -110,6 +122,7 @@ enum {
 	ACCT_ID_METADATA_DROP,
 	ACCT_ID_AGENT_DROP,
 	ACCT_ID_GUARD,
+	ACCT_ID_GUARD_IN,
 };
 
 struct acct_set_def {
@@ -119,7 +132,7 @@ struct acct_set_def {
 	enum acct_set_key key;
 	bool verdicts;		/* a verdict map (NFT_SET_MAP): key -> jump */
 };
-#define ACCT_TABLE_SETS 20
+#define ACCT_TABLE_SETS 21
 extern const struct acct_set_def acct_table_sets[ACCT_TABLE_SETS];
 
 struct acct_chain_def {
@@ -182,7 +195,7 @@ int acct_arp_put(struct acct_batch *bt, const struct acct_config *cfg);
  * that a node declared by an older layout is declared again. Change it with
  * every change of a rule (tests/unit/test_accounting.c checks it moves).
  */
-#define ACCT_TABLE_LAYOUT "tollgate-table/8"
+#define ACCT_TABLE_LAYOUT "tollgate-table/9"
 
 /* Every rule the config asks for, in chain order. */
 #define ACCT_TABLE_RULES_MAX 64
@@ -205,6 +218,9 @@ struct acct_bound {
 size_t acct_table_internal_bounds(const struct acct_config *cfg,
 				  struct acct_bound ret[ACCT_TABLE_BOUNDS_MAX]);
 
+/* A set of table inet tollgate keyed as `key` says, to be filled in and sent. */
+struct nftnl_set *acct_set_new(const char *name, uint32_t id, uint32_t flags,
+			       enum acct_set_key key);
 /* Batch writers of the skeleton. */
 int acct_table_put_set(struct acct_batch *bt, const struct acct_set_def *d);
 int acct_table_put_chain(struct acct_batch *bt, const struct acct_chain_def *d);
@@ -246,40 +262,63 @@ int acct_put_elem(struct acct_batch *bt, uint16_t type, const char *set, uint32_
 extern const char *const acct_drop_maps[ACCT_DROPS];
 
 /*
- * ---- internetGuard.connections (guard.c) ----
+ * ---- internetGuard (guard.c) ----
  *
- * Every namespace with a pod on the node has a chain guard_<namespace>,
- * reached from fwd_egress for a pod's new connection to an internet
- * destination (through @guard_ns): a rate limit and a ct count, each
- * refusing (reject, counted in ns_<namespace>_refused_<why>) what goes
- * over. Rule-level state is per chain, so per namespace and node. The
- * chain appears with the namespace's first pod (made by whoever adds it:
- * the ADD, or a declaration putting pods back) and is rewritten only by a
- * declaration whose config asks for other limits; it goes when the
- * namespace is retired.
+ * Every namespace with a pod on the node has two chains: guard_<namespace>,
+ * reached from fwd_egress for a pod's packets to an internet destination
+ * (through @guard_ns; with connections only, for new connections alone),
+ * and guard_in_<namespace>, from fwd_ingress for what comes back (through
+ * @guard_in, with destinations only). The first holds the connection
+ * limits: a rate limit and a ct count, each refusing (reject, counted in
+ * ns_<namespace>_refused_<why>) what goes over; rule-level state is per
+ * chain, so per namespace and node. Both then count the packet to its
+ * destination prefix in set dst_<namespace>_<direction> (destinations on),
+ * past every refusal: a set holds only bytes the namespace's counter holds
+ * too. The unit appears with the namespace's first pod (made by whoever
+ * adds it: the ADD, or a declaration putting pods back) and is rewritten
+ * only by a declaration whose config asks for other limits or
+ * destinations; it goes when the namespace is retired.
  */
-void acct_guard_chain_name(const char *k8s_namespace, char ret[ACCT_GUARD_CHAIN_MAX]);
-/* What the namespace's chain holds for cfg: its rules' comment. */
+void acct_guard_chain_name(const char *k8s_namespace, enum acct_dir dir,
+			   char ret[ACCT_GUARD_CHAIN_MAX]);
+/* What the namespace's chains hold for cfg: their rules' comment. */
 #define ACCT_GUARD_STAMP_LEN 32
 void acct_guard_stamp(const struct acct_config *cfg, const char *k8s_namespace,
 		      char ret[ACCT_GUARD_STAMP_LEN]);
 /*
- * The namespace's chain into the batch: created (NLM_F_EXCL with `exclusive`,
- * so that a concurrent maker fails the batch with -EEXIST), or with `flush`
- * emptied first; then its rules.
+ * The namespace's unit into the batch: its counters, chains and sets,
+ * created (the egress chain NLM_F_EXCL with `exclusive`, so that a
+ * concurrent maker fails the batch with -EEXIST), or with `rewrite` the
+ * chains emptied and the sets made anew; then its rules.
  */
 int acct_guard_put_chain(struct acct_batch *bt, const struct acct_config *cfg,
-			 const char *k8s_namespace, bool exclusive, bool flush);
-/* The chain and the namespace's refused-connection counters' removal (destroy: absent is fine). */
-int acct_guard_put_removal(struct acct_batch *bt, const char *k8s_namespace, uint16_t chain_msg);
-/* The pod's element of @guard_ns (NEWSETELEM) or its removal (key only). */
+			 const char *k8s_namespace, bool exclusive, bool rewrite);
+/*
+ * The unit's removal, the counters' not included: with `destroy` absent
+ * objects are fine; `only` (-1: all) picks one of ACCT_GUARD_OBJECTS: the
+ * chains by enum acct_dir, then the sets (ACCT_DIRS + dir).
+ */
+#define ACCT_GUARD_OBJECTS (2 * ACCT_DIRS)
+int acct_guard_put_removal(struct acct_batch *bt, const char *k8s_namespace, bool destroy,
+			   int only);
+/*
+ * internetGuard.destinations (destinations.c): the namespace's set of
+ * direction dir, as a message of type msg (NEWSET from cfg's size;
+ * DELSET, DESTROYSET by name, cfg unused).
+ */
+int acct_dst_put_set(struct acct_batch *bt, const struct acct_config *cfg,
+		     const char *k8s_namespace, enum acct_dir dir, uint16_t msg);
+/* The pod's elements of @guard_ns and @guard_in (NEWSETELEM) or their removal (keys only). */
 int acct_guard_put_elem(struct acct_batch *bt, uint16_t type, const struct acct_pod *p);
-/* 1 when the namespace's chain exists, 0 when not, negative errno. */
+/* 1 when the namespace's egress chain exists, 0 when not, negative errno. */
 int acct_guard_chain_exists(struct acct_nft_conn *c, const char *k8s_namespace);
-/* 1 when the pod's element of @guard_ns jumps to its namespace's chain, 0 when not, negative. */
+/* 1 when the pod's elements of @guard_ns and @guard_in jump to its namespace's chains, 0 when not. */
 int acct_guard_elem_right(struct acct_nft_conn *c, const struct acct_pod *p);
-/* The guard chain's rules (rules.c), each stamped with `stamp`. */
-int acct_guard_rules(const struct acct_config *cfg, const char *k8s_namespace, const char *stamp,
-		     struct acct_rule_list *ret);
+/* Each chain's rules (rules.c), stamped with `stamp`. */
+int acct_guard_rules(const struct acct_config *cfg, const char *k8s_namespace, enum acct_dir dir,
+		     const char *stamp, struct acct_rule_list *ret);
+/* How many rules acct_guard_rules makes (declare.c compares without building them). */
+unsigned acct_guard_rules_wanted(const struct acct_config *cfg, const char *k8s_namespace,
+				 enum acct_dir dir);
 
 #endif

@@ -12,6 +12,7 @@ const char *const acct_class_direction[ACCT_CLASSES] = { "egress", "egress", "in
 							 "ingress" };
 const char *const acct_class_traffic[ACCT_CLASSES] = { "internal", "internet", "internal",
 						       "internet" };
+const char *const acct_dir_names[ACCT_DIRS] = { "egress", "ingress" };
 
 const char *const acct_family_names[ACCT_FAMILIES] = { "ipv4", "ipv6" };
 

@@ -335,7 +335,7 @@ static int retire_batch(struct acct_nft_conn *c, struct acct_batch *bt, const ch
 	acct_batch_start(bt);
 	for (size_t i = 0; i < n && r == 0; i++) {
 		/* its guard chain first: its rules name the refused-connection counters */
-		r = acct_guard_put_removal(bt, names[i], NFT_MSG_DESTROYCHAIN);
+		r = acct_guard_put_removal(bt, names[i], true, -1);
 		if (r == 0)
 			r = put_ns_counters(bt, names[i], NFT_MSG_DESTROYOBJ, -1);
 	}
@@ -388,13 +388,15 @@ int acct_retire_namespaces(const char *const *names, size_t n, size_t *ret_retir
 		 */
 		r = 0;
 		for (size_t i = at; i < at + k; i++) {
-			int q;
+			int q = 0;
 
-			acct_batch_start(bt);
-			q = acct_guard_put_removal(bt, names[i], NFT_MSG_DELCHAIN);
-			if (q == 0)
-				q = acct_batch_send(&c, bt, why, sizeof(why));
-			q = q == -ENOENT ? 0 : q;
+			for (int j = 0; j < ACCT_GUARD_OBJECTS && q == 0; j++) {
+				acct_batch_start(bt);
+				q = acct_guard_put_removal(bt, names[i], false, j);
+				if (q == 0)
+					q = acct_batch_send(&c, bt, why, sizeof(why));
+				q = q == -ENOENT ? 0 : q;
+			}
 			for (int j = 0; j < NS_COUNTERS && q == 0; j++) {
 				acct_batch_start(bt);
 				q = put_ns_counters(bt, names[i], NFT_MSG_DELOBJ, j);

@@ -256,14 +256,14 @@ static bool ip_in(const uint32_t *v, size_t n, uint32_t ip)
 /*
  * The per-pod sets and maps keyed by a pod's address, each read once: those
  * every pod is in (@pods, the namespace counter maps, nodeAccess' drop maps,
- * @guard_ns with the guard on),
+ * @guard_ns and @guard_in with the guard on),
  * @masq and @egress_class, and nodeAccess' passes, which a pod is in exactly
  * when the config lists its namespace.
  */
 #define RS_NS 3
 #define RS_DROP (RS_NS + ACCT_CLASSES)
 #define RS_GUARD (RS_DROP + ACCT_DROPS)	/* every pod's, with the guard on */
-#define RS_OK (RS_GUARD + 1)
+#define RS_OK (RS_GUARD + ACCT_DIRS)
 #define RECONCILE_SETS (RS_OK + 2)
 
 int acct_pods_reconcile(const struct acct_config *cfg, const struct acct_pod *all, size_t n_all,
@@ -286,6 +286,7 @@ int acct_pods_reconcile(const struct acct_config *cfg, const struct acct_pod *al
 	for (int d = 0; d < ACCT_DROPS; d++)
 		sets[RS_DROP + d] = acct_drop_maps[d];
 	sets[RS_GUARD] = ACCT_MAP_GUARD;
+	sets[RS_GUARD + 1] = ACCT_MAP_GUARD_IN;
 	sets[RS_OK] = ACCT_SET_METADATA_OK;
 	sets[RS_OK + 1] = ACCT_SET_AGENT_OK;
 	for (size_t i = 0; i < n_all; i++)
@@ -338,7 +339,7 @@ int acct_pods_reconcile(const struct acct_config *cfg, const struct acct_pod *al
 
 			for (int k = RS_NS; k < RS_OK; k++)
 				whole = whole && (ip_in(have[k], n_have[k], all[i].ip) ||
-						  (k == RS_GUARD && !cfg->guard.on));
+						  (k >= RS_GUARD && !cfg->guard.on));
 			if (!whole) {
 				if (bt)
 					r = acct_put_pod(bt, cfg, &all[i]); /* its passes too */

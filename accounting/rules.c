@@ -313,17 +313,24 @@ static void match_ct_new(struct nftnl_rule *r)
 	put(r, ex);
 }
 
-/* In fwd_egress, past the internal branch: ct state new ip saddr vmap @guard_ns */
-static struct nftnl_rule *guard_jump_rule(void)
+/*
+ * Past the internal branch: in fwd_egress `[ct state new] ip saddr vmap
+ * @guard_ns` (every packet with destinations, only a connection's first
+ * without), in fwd_ingress `ip daddr vmap @guard_in`.
+ */
+static struct nftnl_rule *guard_jump_rule(enum acct_dir dir, bool only_new)
 {
-	struct nftnl_rule *r = rule_new(ACCT_CHAIN_FWD_EGRESS);
+	bool in = dir == ACCT_DIR_INGRESS;
+	struct nftnl_rule *r = rule_new(in ? ACCT_CHAIN_FWD_INGRESS : ACCT_CHAIN_FWD_EGRESS);
 	struct nftnl_expr *ex;
 
 	if (!r)
 		return NULL;
-	match_ct_new(r);
-	put(r, load_ip(12));
-	ex = lookup(ACCT_MAP_GUARD, ACCT_ID_GUARD, false);
+	if (only_new)
+		match_ct_new(r);
+	put(r, load_ip(in ? 16 : 12));
+	ex = in ? lookup(ACCT_MAP_GUARD_IN, ACCT_ID_GUARD_IN, false)
+		: lookup(ACCT_MAP_GUARD, ACCT_ID_GUARD, false);
 	nftnl_expr_set_u32(ex, NFTNL_EXPR_LOOKUP_DREG, NFT_REG_VERDICT);
 	put(r, ex);
 	return r;
@@ -366,8 +373,11 @@ int acct_rule_comment(struct nftnl_rule *r, const char *stamp)
 	return 0;
 }
 
-/* <over> counter name "ns_<namespace>_refused_<why>" goto guard-refuse (takes over) */
-static struct nftnl_rule *refusal_rule(const char *chain, struct nftnl_expr *over,
+/*
+ * [ct state new] <over> counter name "ns_<namespace>_refused_<why>" goto
+ * guard-refuse (takes over); ct state new where every packet comes here.
+ */
+static struct nftnl_rule *refusal_rule(const char *chain, bool only_new, struct nftnl_expr *over,
 				       const char *k8s_namespace, enum acct_refusal why)
 {
 	struct nftnl_rule *r = rule_new_any(chain);
@@ -381,6 +391,8 @@ static struct nftnl_rule *refusal_rule(const char *chain, struct nftnl_expr *ove
 			nftnl_expr_free(over);
 		return NULL;
 	}
+	if (only_new)
+		match_ct_new(r);
 	put(r, over);
 	acct_refused_counter_name(k8s_namespace, why, name);
 	put(r, counter_named(name));
@@ -388,8 +400,43 @@ static struct nftnl_rule *refusal_rule(const char *chain, struct nftnl_expr *ove
 	return r;
 }
 
-int acct_guard_rules(const struct acct_config *cfg, const char *k8s_namespace, const char *stamp,
-		     struct acct_rule_list *bt)
+/* update @dst_<namespace>_<dir> { ip daddr|saddr & mask }: the set's counter takes the packet */
+static struct nftnl_rule *destination_rule(const char *chain, const struct acct_destinations *d,
+					   const char *k8s_namespace, enum acct_dir dir)
+{
+	struct nftnl_rule *r = rule_new_any(chain);
+	uint32_t mask = d->prefix_len ? htonl(~0u << (32 - d->prefix_len)) : 0;
+	char set[ACCT_COUNTER_NAME_MAX];
+	struct nftnl_expr *ex;
+
+	if (!r)
+		return NULL;
+	acct_dst_set_name(k8s_namespace, dir, set);
+	/* the outside end: where egress goes, where ingress comes from */
+	put(r, load_ip(dir == ACCT_DIR_EGRESS ? 16 : 12));
+	if (d->prefix_len < 32)
+		put(r, bitwise32(mask, 0));
+	ex = nftnl_expr_alloc("dynset");
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_DYNSET_SREG_KEY, NFT_REG_1);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_DYNSET_OP, NFT_DYNSET_OP_UPDATE);
+	nftnl_expr_set_str(ex, NFTNL_EXPR_DYNSET_SET_NAME, set);
+	put(r, ex);
+	return r;
+}
+
+unsigned acct_guard_rules_wanted(const struct acct_config *cfg, const char *k8s_namespace,
+				 enum acct_dir dir)
+{
+	const struct acct_guard *g = &cfg->guard;
+	unsigned n = 1 + g->dst.on; /* return, the destination's update */
+
+	if (dir == ACCT_DIR_EGRESS && g->limits)
+		n += (g->new_per_second != 0) + (acct_guard_concurrent(g, k8s_namespace) != 0);
+	return n;
+}
+
+int acct_guard_rules(const struct acct_config *cfg, const char *k8s_namespace, enum acct_dir dir,
+		     const char *stamp, struct acct_rule_list *bt)
 {
 	const struct acct_guard *g = &cfg->guard;
 	uint32_t concurrent = acct_guard_concurrent(g, k8s_namespace);
@@ -400,9 +447,9 @@ int acct_guard_rules(const struct acct_config *cfg, const char *k8s_namespace, c
 
 	bt->n = 0;
 	bt->failed = false;
-	acct_guard_chain_name(k8s_namespace, chain);
+	acct_guard_chain_name(k8s_namespace, dir, chain);
 	/* Rate first: a connection it refuses never enters the count. */
-	if (g->new_per_second) {
+	if (dir == ACCT_DIR_EGRESS && g->limits && g->new_per_second) {
 		/* limit rate over R/second burst R packets */
 		ex = nftnl_expr_alloc("limit");
 		nftnl_expr_set_u64(ex, NFTNL_EXPR_LIMIT_RATE, g->new_per_second);
@@ -410,15 +457,23 @@ int acct_guard_rules(const struct acct_config *cfg, const char *k8s_namespace, c
 		nftnl_expr_set_u32(ex, NFTNL_EXPR_LIMIT_BURST, g->new_per_second);
 		nftnl_expr_set_u32(ex, NFTNL_EXPR_LIMIT_TYPE, NFT_LIMIT_PKTS);
 		nftnl_expr_set_u32(ex, NFTNL_EXPR_LIMIT_FLAGS, NFT_LIMIT_F_INV);
-		err |= put_rule(bt, refusal_rule(chain, ex, k8s_namespace, ACCT_REFUSED_RATE));
+		err |= put_rule(bt, refusal_rule(chain, g->dst.on, ex, k8s_namespace,
+						 ACCT_REFUSED_RATE));
 	}
-	if (concurrent) {
+	if (dir == ACCT_DIR_EGRESS && g->limits && concurrent) {
 		/* ct count over N: this connection included, more than N */
 		ex = nftnl_expr_alloc("connlimit");
 		nftnl_expr_set_u32(ex, NFTNL_EXPR_CONNLIMIT_COUNT, concurrent);
 		nftnl_expr_set_u32(ex, NFTNL_EXPR_CONNLIMIT_FLAGS, NFT_CONNLIMIT_F_INV);
-		err |= put_rule(bt, refusal_rule(chain, ex, k8s_namespace, ACCT_REFUSED_CONCURRENT));
+		err |= put_rule(bt, refusal_rule(chain, g->dst.on, ex, k8s_namespace,
+						 ACCT_REFUSED_CONCURRENT));
 	}
+	/*
+	 * Past every refusal: the set counts only what the namespace's counter
+	 * counts too. A full set fails the update, and the packet goes on.
+	 */
+	if (g->dst.on)
+		err |= put_rule(bt, destination_rule(chain, &g->dst, k8s_namespace, dir));
 	/* A chain of a namespace without limits still holds a rule: the stamp lives on rules. */
 	r = rule_new_any(chain);
 	if (r)
@@ -773,9 +828,11 @@ int acct_table_rules(const struct acct_config *cfg, struct acct_rule_list *bt)
 				      ACCT_CHAIN_FWD_EGRESS_INTERNAL));
 	r |= put_rule(bt, branch_rule(ACCT_CHAIN_FWD_INGRESS, 12, NFT_GOTO,
 				      ACCT_CHAIN_FWD_INGRESS_INTERNAL));
-	/* A new internet connection passes its namespace's guard before it is counted or shaped. */
+	/* Internet traffic passes its namespace's guard before it is counted or shaped. */
 	if (cfg->guard.on) {
-		r |= put_rule(bt, guard_jump_rule());
+		r |= put_rule(bt, guard_jump_rule(ACCT_DIR_EGRESS, !cfg->guard.dst.on));
+		if (cfg->guard.dst.on)
+			r |= put_rule(bt, guard_jump_rule(ACCT_DIR_INGRESS, false));
 		r |= put_rule(bt, refuse_rule(true));
 		r |= put_rule(bt, refuse_rule(false));
 	}

@@ -79,8 +79,8 @@ size_t acct_set_key_of(enum acct_set_key k, const char *link, uint32_t ip_host,
 	return n;
 }
 
-static struct nftnl_set *set_new(const char *name, uint32_t id, uint32_t flags,
-				 enum acct_set_key key)
+struct nftnl_set *acct_set_new(const char *name, uint32_t id, uint32_t flags,
+			      enum acct_set_key key)
 {
 	struct nftnl_set *s = nftnl_set_alloc();
 	static const uint32_t key_len[] = { [ACCT_KEY_ADDR] = 4,
@@ -144,11 +144,12 @@ const struct acct_set_def acct_table_sets[ACCT_TABLE_SETS] = {
 	{ ACCT_MAP_METADATA_DROP, ACCT_ID_METADATA_DROP, NFT_SET_OBJECT, ACCT_KEY_ADDR, false },
 	{ ACCT_MAP_AGENT_DROP, ACCT_ID_AGENT_DROP, NFT_SET_OBJECT, ACCT_KEY_ADDR, false },
 	{ ACCT_MAP_GUARD, ACCT_ID_GUARD, NFT_SET_MAP, ACCT_KEY_ADDR, true },
+	{ ACCT_MAP_GUARD_IN, ACCT_ID_GUARD_IN, NFT_SET_MAP, ACCT_KEY_ADDR, true },
 };
 
 int acct_table_put_set(struct acct_batch *bt, const struct acct_set_def *d)
 {
-	struct nftnl_set *s = set_new(d->name, d->id, d->flags, d->key);
+	struct nftnl_set *s = acct_set_new(d->name, d->id, d->flags, d->key);
 	struct nlmsghdr *nlh;
 
 	if (!s)
@@ -202,7 +203,7 @@ size_t acct_table_internal_bounds(const struct acct_config *cfg,
 
 int acct_table_put_internal(struct acct_batch *bt, const struct acct_config *cfg)
 {
-	struct nftnl_set *s = set_new(ACCT_SET_INTERNAL, ACCT_ID_INTERNAL, NFT_SET_INTERVAL,
+	struct nftnl_set *s = acct_set_new(ACCT_SET_INTERNAL, ACCT_ID_INTERNAL, NFT_SET_INTERVAL,
 				      ACCT_KEY_ADDR);
 	struct acct_bound b[ACCT_TABLE_BOUNDS_MAX];
 	size_t n = acct_table_internal_bounds(cfg, b);

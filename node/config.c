@@ -392,7 +392,35 @@ static int parse_budgets(json_object *root, struct node_config *cfg, struct tg_e
 /* Connection limits: at most ten million (a node's conntrack table holds far fewer). */
 #define GUARD_LIMIT_MAX 10000000
 
-/* internetGuard.connections: {"namespaceDefault": N, "namespaces": {ns: N}, "newPerSecond": R} */
+/* internetGuard.destinations: {"top": N, "prefixLength": L, "tracked": S} */
+static int parse_destinations(json_object *o, struct acct_destinations *d, struct tg_err *e)
+{
+	static const char where[] = "internetGuard.destinations";
+	json_object *dst = NULL;
+	int64_t top = ACCT_DST_TOP_DEFAULT, len = ACCT_DST_PREFIX_DEFAULT,
+		tracked = ACCT_DST_TRACKED_DEFAULT;
+	int r;
+
+	if ((r = jx_object(o, "internetGuard", "destinations", &dst, e)) <= 0)
+		return r;
+	if (jx_int(dst, where, "top", 1, ACCT_DST_TOP_MAX, &top, e) < 0 ||
+	    jx_int(dst, where, "prefixLength", 8, 32, &len, e) < 0 ||
+	    jx_int(dst, where, "tracked", ACCT_DST_TRACKED_MIN, ACCT_DST_TRACKED_MAX, &tracked,
+		   e) < 0)
+		return -EINVAL;
+	if (top > tracked)
+		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+			       "%s.top (%lld) is more than %s.tracked (%lld)", where,
+			       (long long)top, where, (long long)tracked);
+	*d = (struct acct_destinations){ .on = true, .top = (uint32_t)top,
+					 .prefix_len = (uint8_t)len, .tracked = (uint32_t)tracked };
+	return 0;
+}
+
+/*
+ * internetGuard: "connections" {"namespaceDefault": N, "namespaces": {ns: N},
+ * "newPerSecond": R} and "destinations".
+ */
 static int parse_guard(json_object *root, struct node_config *cfg, struct tg_err *e)
 {
 	struct acct_guard *g = &cfg->guard;
@@ -402,6 +430,9 @@ static int parse_guard(json_object *root, struct node_config *cfg, struct tg_err
 
 	if ((r = jx_object(root, "", "internetGuard", &o, e)) <= 0)
 		return r;
+	if ((r = parse_destinations(o, &g->dst, e)) < 0)
+		return r;
+	g->on = g->dst.on;
 	if ((r = jx_object(o, "internetGuard", "connections", &conns, e)) < 0)
 		return r;
 	if (r == 0)
@@ -412,7 +443,7 @@ static int parse_guard(json_object *root, struct node_config *cfg, struct tg_err
 		   e) < 0 ||
 	    jx_object(conns, "internetGuard.connections", "namespaces", &per_ns, e) < 0)
 		return -EINVAL;
-	g->on = true;
+	g->on = g->limits = true;
 	g->concurrent_default = (uint32_t)dflt;
 	g->new_per_second = (uint32_t)rate;
 	if (!per_ns)

@@ -44,7 +44,7 @@
  * change, ACCT_TABLE_LAYOUT must change too (rule stamps are made from it, not from
  * the rules), or nodes declared by the old layout would keep the old rules.
  */
-#define LAYOUT_RULES_HASH 0xf3b898fff78b6f22ULL
+#define LAYOUT_RULES_HASH 0xb1c35e6a53712897ULL
 
 static uint64_t rules_hash(const struct acct_config *cfg, uint64_t h)
 {
@@ -59,6 +59,20 @@ static uint64_t rules_hash(const struct acct_config *cfg, uint64_t h)
 		h = hash_fnv1a64(mnl_nlmsg_get_payload(nlh), mnl_nlmsg_get_payload_len(nlh), h);
 	}
 	acct_rule_list_free(&w);
+	/* and a namespace's guard chains, whose stamps carry the layout too */
+	for (int d = 0; cfg->guard.on && d < ACCT_DIRS; d++) {
+		assert_int_equal(acct_guard_rules(cfg, "crawl", (enum acct_dir)d, "s", &w), 0);
+		for (size_t i = 0; i < w.n; i++) {
+			char buf[4096] = { 0 };
+			struct nlmsghdr *nlh =
+				nftnl_nlmsg_build_hdr(buf, NFT_MSG_NEWRULE, NFPROTO_INET, 0, 0);
+
+			nftnl_rule_nlmsg_build_payload(nlh, w.r[i]);
+			h = hash_fnv1a64(mnl_nlmsg_get_payload(nlh), mnl_nlmsg_get_payload_len(nlh),
+					 h);
+		}
+		acct_rule_list_free(&w);
+	}
 	return h;
 }
 
@@ -69,7 +83,13 @@ static void t_layout_version_follows_rules(void **state)
 
 	(void)state;
 	h = rules_hash(&cfg, h);
-	cfg.guard.on = true;
+	cfg.guard.on = cfg.guard.limits = true;
+	cfg.guard.concurrent_default = 100;
+	cfg.guard.new_per_second = 10;
+	h = rules_hash(&cfg, h);
+	cfg.guard.dst = (struct acct_destinations){ true, 10, 24, 1024 };
+	h = rules_hash(&cfg, h);
+	cfg.guard.limits = false;
 	h = rules_hash(&cfg, h);
 	cfg.guard.on = false;
 	cfg.per_pod = false;
@@ -79,7 +99,7 @@ static void t_layout_version_follows_rules(void **state)
 	cfg.internet_mark = 0;
 	cfg.inet_ingress_classid = 0;
 	h = rules_hash(&cfg, h);
-	if (h != LAYOUT_RULES_HASH || strcmp(ACCT_TABLE_LAYOUT, "tollgate-table/8") != 0)
+	if (h != LAYOUT_RULES_HASH || strcmp(ACCT_TABLE_LAYOUT, "tollgate-table/9") != 0)
 		fail_msg("the rules changed (hash %#llx): give ACCT_TABLE_LAYOUT a new version and "
 			 "record both here", (unsigned long long)h);
 }

@@ -59,6 +59,7 @@ static void expect_ok_cmd(const char *json, enum cni_cmd cmd)
 #define ACCT(kv) HEAD "," IPAM_OK ",\"accounting\":{" kv "}}"
 #define ACCESS(kv) HEAD "," IPAM_OK ",\"nodeAccess\":{" kv "}}"
 #define GUARD(kv) HEAD "," IPAM_OK ",\"internetGuard\":{\"connections\":{" kv "}}}"
+#define DSTS(v) HEAD "," IPAM_OK ",\"internetGuard\":{\"destinations\":" v "}}"
 #define BUDGETS(kv) HEAD "," IPAM_OK ",\"budgets\":{" kv "}}"
 #define ALLOC_OK "\"allocator\":\"http://10.0.0.9:9618\""
 #define VERSIONED(v, rest) "{\"cniVersion\":\"" v "\",\"name\":\"net\",\"type\":\"tollgate\"," rest "}"
@@ -167,6 +168,15 @@ static const struct bad_case bad_cases[] = {
 	{ "value: internetGuard.connections.namespaces upper-case namespace", GUARD("\"namespaces\":{\"Crawl\":5}"), CNI_CMD_ADD, 7, "internetGuard.connections.namespaces[\"Crawl\"]" },
 	{ "value: internetGuard.connections.namespaces limit negative", GUARD("\"namespaces\":{\"crawl\":-5}"), CNI_CMD_ADD, 7, "internetGuard.connections.namespaces[\"crawl\"]" },
 	{ "type: internetGuard.connections.namespaces limit string", GUARD("\"namespaces\":{\"crawl\":\"5\"}"), CNI_CMD_ADD, 7, "internetGuard.connections.namespaces[\"crawl\"]" },
+	{ "type: internetGuard.destinations array", DSTS("[]"), CNI_CMD_ADD, 7, "internetGuard.destinations" },
+	{ "value: internetGuard.destinations.top 0", DSTS("{\"top\":0}"), CNI_CMD_ADD, 7, "internetGuard.destinations.top" },
+	{ "value: internetGuard.destinations.top over 100", DSTS("{\"top\":101}"), CNI_CMD_ADD, 7, "internetGuard.destinations.top" },
+	{ "value: internetGuard.destinations.prefixLength 7", DSTS("{\"prefixLength\":7}"), CNI_CMD_ADD, 7, "internetGuard.destinations.prefixLength" },
+	{ "value: internetGuard.destinations.prefixLength 33", DSTS("{\"prefixLength\":33}"), CNI_CMD_ADD, 7, "internetGuard.destinations.prefixLength" },
+	{ "type: internetGuard.destinations.prefixLength string", DSTS("{\"prefixLength\":\"24\"}"), CNI_CMD_ADD, 7, "internetGuard.destinations.prefixLength" },
+	{ "value: internetGuard.destinations.tracked 15", DSTS("{\"tracked\":15}"), CNI_CMD_ADD, 7, "internetGuard.destinations.tracked" },
+	{ "value: internetGuard.destinations.tracked over 65536", DSTS("{\"tracked\":65537}"), CNI_CMD_ADD, 7, "internetGuard.destinations.tracked" },
+	{ "value: internetGuard.destinations.top above tracked", DSTS("{\"top\":20,\"tracked\":16}"), CNI_CMD_ADD, 7, "internetGuard.destinations.top (20) is more than internetGuard.destinations.tracked (16)" },
 	/* ---- nodeAccess ---- */
 	{ "type: nodeAccess array", TOP("\"nodeAccess\":[]"), CNI_CMD_ADD, 7, "nodeAccess" },
 	{ "type: nodeAccess.metadataNamespaces string", ACCESS("\"metadataNamespaces\":\"monitoring\""), CNI_CMD_ADD, 7, "nodeAccess.metadataNamespaces" },
@@ -510,6 +520,7 @@ static void t_internet_guard(void **state)
 				     "\"namespaces\":{\"crawl\":50000,\"open\":0}"),
 			       &cfg, &e), 0);
 	assert_true(cfg.guard.on);
+	assert_true(cfg.guard.limits);
 	assert_int_equal(cfg.guard.new_per_second, 2000);
 	assert_int_equal(acct_guard_concurrent(&cfg.guard, "crawl"), 50000);
 	assert_int_equal(acct_guard_concurrent(&cfg.guard, "open"), 0);
@@ -522,6 +533,22 @@ static void t_internet_guard(void **state)
 	assert_int_equal(cfg.guard.new_per_second, 0);
 	assert_int_equal(acct_guard_concurrent(&cfg.guard, "crawl"), 7);
 	assert_int_equal(acct_guard_concurrent(&cfg.guard, "other"), 0);
+	assert_false(cfg.guard.dst.on);
+	node_config_free(&cfg);
+	/* destinations alone: the namespaces' chains without limits; defaults filled in */
+	assert_int_equal(parse(DSTS("{}"), &cfg, &e), 0);
+	assert_true(cfg.guard.on);
+	assert_false(cfg.guard.limits);
+	assert_true(cfg.guard.dst.on);
+	assert_int_equal(cfg.guard.dst.top, ACCT_DST_TOP_DEFAULT);
+	assert_int_equal(cfg.guard.dst.prefix_len, ACCT_DST_PREFIX_DEFAULT);
+	assert_int_equal(cfg.guard.dst.tracked, ACCT_DST_TRACKED_DEFAULT);
+	assert_int_equal(acct_guard_concurrent(&cfg.guard, "crawl"), 0);
+	node_config_free(&cfg);
+	assert_int_equal(parse(DSTS("{\"top\":3,\"prefixLength\":32,\"tracked\":16}"), &cfg, &e), 0);
+	assert_int_equal(cfg.guard.dst.top, 3);
+	assert_int_equal(cfg.guard.dst.prefix_len, 32);
+	assert_int_equal(cfg.guard.dst.tracked, 16);
 	node_config_free(&cfg);
 }
 

@@ -1,0 +1,292 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * internetGuard.destinations in table inet tollgate: each namespace's sets
+ * dst_<namespace>_egress and dst_<namespace>_ingress (made and removed with
+ * its guard chains, guard.c), and their read. The read parses the answers
+ * in place with libmnl: a set holds up to 65,536 elements and the node
+ * daemon reads every set every few seconds.
+ */
+#include <arpa/inet.h>
+#include <endian.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <linux/netfilter.h>
+#include <linux/netfilter/nf_tables.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <libnftnl/common.h>
+#include <libnftnl/expr.h>
+#include <libnftnl/set.h>
+
+#include "accounting/internal.h"
+#include "lib/util.h"
+
+#define DST_RECV_SIZE 32768
+
+void acct_dst_set_name(const char *k8s_namespace, enum acct_dir dir,
+		       char ret[ACCT_COUNTER_NAME_MAX])
+{
+	snprintf(ret, ACCT_COUNTER_NAME_MAX, ACCT_DST_SET_PREFIX "%.100s_%s",
+		 k8s_namespace ? k8s_namespace : "", acct_dir_names[dir]);
+}
+
+bool acct_dst_set_parse(const char *name, char ret_ns[ACCT_COUNTER_NAME_MAX],
+			enum acct_dir *ret_dir)
+{
+	size_t len = strlen(name), pre = strlen(ACCT_DST_SET_PREFIX);
+
+	if (len >= ACCT_COUNTER_NAME_MAX || strncmp(name, ACCT_DST_SET_PREFIX, pre) != 0)
+		return false;
+	for (int d = 0; d < ACCT_DIRS; d++) {
+		size_t suf = strlen(acct_dir_names[d]) + 1;
+		const char *ns = name + pre;
+		size_t ns_len;
+
+		if (len < pre + suf || name[len - suf] != '_' ||
+		    strcmp(name + len - suf + 1, acct_dir_names[d]) != 0)
+			continue;
+		ns_len = len - pre - suf;
+		/* a namespace is a DNS label: no '_' */
+		if (memchr(ns, '_', ns_len))
+			return false;
+		memcpy(ret_ns, ns, ns_len);
+		ret_ns[ns_len] = '\0';
+		*ret_dir = (enum acct_dir)d;
+		return true;
+	}
+	return false;
+}
+
+int acct_dst_put_set(struct acct_batch *bt, const struct acct_config *cfg,
+		     const char *k8s_namespace, enum acct_dir dir, uint16_t msg)
+{
+	char name[ACCT_COUNTER_NAME_MAX];
+	struct nftnl_set *s;
+	struct nftnl_expr *counter;
+	struct nlmsghdr *nlh;
+
+	acct_dst_set_name(k8s_namespace, dir, name);
+	if (msg != NFT_MSG_NEWSET) {
+		s = nftnl_set_alloc();
+		if (!s)
+			return -ENOMEM;
+		nftnl_set_set_str(s, NFTNL_SET_TABLE, ACCT_TABLE);
+		nftnl_set_set_str(s, NFTNL_SET_NAME, name);
+		nftnl_set_set_u32(s, NFTNL_SET_FAMILY, NFPROTO_INET);
+	} else {
+		/* { type ipv4_addr; size tracked; flags dynamic,timeout; timeout 60s; counter; } */
+		/* the kernel wants an id for every new set: one of the name's, above the skeleton's */
+		uint32_t id = (uint32_t)hash_fnv1a64(name, strlen(name), FNV1A64_INIT) | 1u << 31;
+
+		s = acct_set_new(name, id, NFT_SET_TIMEOUT | NFT_SET_EVAL, ACCT_KEY_ADDR);
+		counter = nftnl_expr_alloc("counter");
+		if (!s || !counter) {
+			if (s)
+				nftnl_set_free(s);
+			if (counter)
+				nftnl_expr_free(counter);
+			return -ENOMEM;
+		}
+		nftnl_set_set_u32(s, NFTNL_SET_DESC_SIZE, cfg->guard.dst.tracked);
+		nftnl_set_set_u64(s, NFTNL_SET_TIMEOUT, ACCT_DST_TIMEOUT_S * 1000ull);
+		nftnl_set_add_expr(s, counter);
+	}
+	nlh = acct_batch_msg(bt, msg, msg == NFT_MSG_NEWSET ? NLM_F_CREATE : 0);
+	nftnl_set_nlmsg_build_payload(nlh, s);
+	nftnl_set_free(s);
+	acct_batch_next(bt);
+	return 0;
+}
+
+/* ---- the read ---- */
+
+struct set_name {
+	char ns[ACCT_COUNTER_NAME_MAX];
+	enum acct_dir dir;
+};
+
+struct names_ctx {
+	struct set_name *v;
+	size_t n, cap;
+	int err;
+};
+
+static int set_cb(const struct nlmsghdr *nlh, void *p)
+{
+	struct names_ctx *ctx = p;
+	const struct nlattr *a;
+
+	mnl_attr_for_each(a, nlh, sizeof(struct nfgenmsg)) {
+		struct set_name sn;
+
+		if (mnl_attr_get_type(a) != NFTA_SET_NAME ||
+		    mnl_attr_validate(a, MNL_TYPE_NUL_STRING) < 0 ||
+		    !acct_dst_set_parse(mnl_attr_get_str(a), sn.ns, &sn.dir))
+			continue;
+		if (!array_grow(&ctx->v, &ctx->cap, ctx->n, sizeof(*ctx->v), 16)) {
+			ctx->err = -ENOMEM;
+			return MNL_CB_ERROR;
+		}
+		ctx->v[ctx->n++] = sn;
+	}
+	return MNL_CB_OK;
+}
+
+struct elems_ctx {
+	acct_dst_fn fn;
+	void *arg;
+	struct acct_dst_sample d;
+};
+
+/* counter's bytes and packets out of an expression (NFTA_EXPR_NAME, NFTA_EXPR_DATA) */
+static void expr_counter(const struct nlattr *expr, uint64_t *bytes, uint64_t *packets)
+{
+	const struct nlattr *a, *data = NULL;
+	bool counter = false;
+
+	mnl_attr_for_each_nested(a, expr) {
+		if (mnl_attr_get_type(a) == NFTA_EXPR_NAME &&
+		    mnl_attr_validate(a, MNL_TYPE_NUL_STRING) == 0)
+			counter = strcmp(mnl_attr_get_str(a), "counter") == 0;
+		else if (mnl_attr_get_type(a) == NFTA_EXPR_DATA)
+			data = a;
+	}
+	if (!counter || !data)
+		return;
+	mnl_attr_for_each_nested(a, data) {
+		uint16_t t = mnl_attr_get_type(a);
+
+		if ((t == NFTA_COUNTER_BYTES || t == NFTA_COUNTER_PACKETS) &&
+		    mnl_attr_validate(a, MNL_TYPE_U64) == 0)
+			*(t == NFTA_COUNTER_BYTES ? bytes : packets) = be64toh(mnl_attr_get_u64(a));
+	}
+}
+
+static void elem(struct elems_ctx *ctx, const struct nlattr *el)
+{
+	const struct nlattr *a, *b;
+	bool keyed = false;
+
+	ctx->d.bytes = ctx->d.packets = 0;
+	mnl_attr_for_each_nested(a, el) {
+		switch (mnl_attr_get_type(a)) {
+		case NFTA_SET_ELEM_KEY:
+			mnl_attr_for_each_nested(b, a)
+				if (mnl_attr_get_type(b) == NFTA_DATA_VALUE &&
+				    mnl_attr_get_payload_len(b) == 4) {
+					uint32_t be;
+
+					memcpy(&be, mnl_attr_get_payload(b), 4);
+					ctx->d.prefix = ntohl(be);
+					keyed = true;
+				}
+			break;
+		case NFTA_SET_ELEM_EXPR:
+			expr_counter(a, &ctx->d.bytes, &ctx->d.packets);
+			break;
+		case NFTA_SET_ELEM_EXPRESSIONS:
+			mnl_attr_for_each_nested(b, a)
+				expr_counter(b, &ctx->d.bytes, &ctx->d.packets);
+			break;
+		default:
+			break;
+		}
+	}
+	if (keyed)
+		ctx->fn(&ctx->d, ctx->arg);
+}
+
+static int elems_cb(const struct nlmsghdr *nlh, void *p)
+{
+	struct elems_ctx *ctx = p;
+	const struct nlattr *a, *b;
+
+	mnl_attr_for_each(a, nlh, sizeof(struct nfgenmsg)) {
+		if (mnl_attr_get_type(a) != NFTA_SET_ELEM_LIST_ELEMENTS)
+			continue;
+		mnl_attr_for_each_nested(b, a)
+			if (mnl_attr_get_type(b) == NFTA_LIST_ELEM)
+				elem(ctx, b);
+	}
+	return MNL_CB_OK;
+}
+
+/*
+ * A dump, every answer used: one the kernel flags as interrupted (a commit
+ * elsewhere during it) still carries elements that a reset dump has zeroed,
+ * so its bytes are taken, not dropped as libmnl would.
+ */
+static int dump_all(struct acct_nft_conn *c, char *buf, size_t size, mnl_cb_t cb, void *arg)
+{
+	const struct nlmsghdr *req = (const struct nlmsghdr *)buf;
+	uint32_t seq = req->nlmsg_seq;
+
+	if (mnl_socket_sendto(c->nl, req, req->nlmsg_len) < 0)
+		return -errno;
+	for (;;) {
+		ssize_t n = mnl_socket_recvfrom(c->nl, buf, size);
+		int left, r;
+
+		if (n < 0)
+			return -errno;
+		left = (int)n;
+		for (struct nlmsghdr *h = (struct nlmsghdr *)buf; mnl_nlmsg_ok(h, left);
+		     h = mnl_nlmsg_next(h, &left))
+			h->nlmsg_flags &= (uint16_t)~NLM_F_DUMP_INTR;
+		errno = 0;
+		r = mnl_cb_run(buf, (size_t)n, seq, c->portid, cb, arg);
+		if (r < 0)
+			return errno ? -errno : -EIO;
+		if (r == MNL_CB_STOP)
+			return 0;
+	}
+}
+
+int acct_dst_read(bool reset, acct_dst_fn fn, void *arg, size_t *ret_sets)
+{
+	struct names_ctx names = { 0 };
+	struct acct_nft_conn c = { 0 };
+	char *buf = malloc(DST_RECV_SIZE);
+	struct nlmsghdr *nlh;
+	size_t done = 0;
+	int r;
+
+	if (!buf)
+		return -ENOMEM;
+	r = acct_nft_open(&c, 0, NULL);
+	if (r == 0) {
+		memset(buf, 0, 256);
+		nlh = nftnl_nlmsg_build_hdr(buf, NFT_MSG_GETSET, NFPROTO_INET,
+					    NLM_F_DUMP | NLM_F_ACK, 1);
+		mnl_attr_put_strz(nlh, NFTA_SET_TABLE, ACCT_TABLE);
+		r = acct_nft_request(&c, buf, DST_RECV_SIZE, set_cb, &names);
+		r = r < 0 && names.err ? names.err : r;
+	}
+	for (size_t i = 0; r == 0 && i < names.n; i++) {
+		struct elems_ctx ctx = { .fn = fn, .arg = arg };
+		char set[ACCT_COUNTER_NAME_MAX];
+		int q;
+
+		ctx.d.k8s_namespace = names.v[i].ns;
+		ctx.d.dir = names.v[i].dir;
+		acct_dst_set_name(names.v[i].ns, names.v[i].dir, set);
+		memset(buf, 0, 256);
+		nlh = nftnl_nlmsg_build_hdr(buf, reset ? NFT_MSG_GETSETELEM_RESET : NFT_MSG_GETSETELEM,
+					    NFPROTO_INET, NLM_F_DUMP | NLM_F_ACK, (uint32_t)i + 2);
+		mnl_attr_put_strz(nlh, NFTA_SET_ELEM_LIST_TABLE, ACCT_TABLE);
+		mnl_attr_put_strz(nlh, NFTA_SET_ELEM_LIST_SET, set);
+		q = dump_all(&c, buf, DST_RECV_SIZE, elems_cb, &ctx);
+		/* a set retired since the list: nothing to take */
+		if (q < 0 && q != -ENOENT)
+			r = q;
+		done += q == 0;
+	}
+	acct_nft_close(&c);
+	free(names.v);
+	free(buf);
+	if (ret_sets)
+		*ret_sets = done;
+	return r;
+}
