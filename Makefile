@@ -37,7 +37,7 @@ endif
 CC       ?= cc
 PKGS     := libnl-3.0 libnl-route-3.0 libnftnl libmnl json-c
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm
 CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null)
 # The binaries link libnl, libnftnl and json-c statically: a CNI plugin is a
 # short-lived process started per pod event, and resolving libnl-route's

@@ -339,22 +339,29 @@ void acct_dst_set_name(const char *k8s_namespace, enum acct_dir dir,
 /* The namespace and direction of a set's name; false when it is none of these sets. */
 bool acct_dst_set_parse(const char *name, char ret_ns[ACCT_COUNTER_NAME_MAX],
 			enum acct_dir *ret_dir);
-struct acct_dst_sample {
-	const char *k8s_namespace;	/* valid during the call */
+/* A set as its read finds it: whose, and what its config was (kept in the set's comment). */
+struct acct_dst_set {
+	const char *k8s_namespace;	/* valid during the calls */
 	enum acct_dir dir;
-	uint32_t prefix;		/* host order */
-	uint64_t bytes, packets;
+	uint8_t prefix_len;		/* 0: a set without Tollgate's comment */
+	uint32_t top;
 };
-typedef void (*acct_dst_fn)(const struct acct_dst_sample *d, void *arg);
+struct acct_dst_visitor {
+	void (*set)(const struct acct_dst_set *s, void *arg);	/* each set, before its elements */
+	/* each element: its prefix (host order), bytes and packets */
+	void (*elem)(const struct acct_dst_set *s, uint32_t prefix, uint64_t bytes,
+		     uint64_t packets, void *arg);
+	void *arg;
+};
 /*
  * Reads every destination set once; with `reset` each element's counter is
  * zeroed as it is read (NFT_MSG_GETSETELEM_RESET, atomically per element),
- * so that fn gets the bytes since the last such read: the node daemon takes
- * this way, and takes more often than ACCT_DST_TIMEOUT_S so that no entry
- * expires with bytes unread. Without it, a look that changes nothing.
+ * so that elem gets the bytes since the last such read: the node daemon
+ * takes this way, and takes more often than ACCT_DST_TIMEOUT_S so that no
+ * entry expires with bytes unread. Without it, a look that changes nothing.
  * *ret_sets (may be NULL): how many sets were read. 0, -ENOENT when the
- * table is missing, or a negative errno (what fn got stays got).
+ * table is missing, or a negative errno (what was visited stays visited).
  */
-int acct_dst_read(bool reset, acct_dst_fn fn, void *arg, size_t *ret_sets);
+int acct_dst_read(bool reset, const struct acct_dst_visitor *v, size_t *ret_sets);
 
 #endif

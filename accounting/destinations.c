@@ -19,11 +19,14 @@
 #include <libnftnl/common.h>
 #include <libnftnl/expr.h>
 #include <libnftnl/set.h>
+#include <libnftnl/udata.h>
 
 #include "accounting/internal.h"
 #include "lib/util.h"
 
 #define DST_RECV_SIZE 32768
+/* The set's comment: `nft list` shows it, acct_dst_read parses it. */
+#define DST_COMMENT_FMT "tollgate: prefixLength %u top %u"
 
 void acct_dst_set_name(const char *k8s_namespace, enum acct_dir dir,
 		       char ret[ACCT_COUNTER_NAME_MAX])
@@ -62,7 +65,8 @@ bool acct_dst_set_parse(const char *name, char ret_ns[ACCT_COUNTER_NAME_MAX],
 int acct_dst_put_set(struct acct_batch *bt, const struct acct_config *cfg,
 		     const char *k8s_namespace, enum acct_dir dir, uint16_t msg)
 {
-	char name[ACCT_COUNTER_NAME_MAX];
+	char name[ACCT_COUNTER_NAME_MAX], comment[64];
+	struct nftnl_udata_buf *u = NULL;
 	struct nftnl_set *s;
 	struct nftnl_expr *counter;
 	struct nlmsghdr *nlh;
@@ -90,6 +94,19 @@ int acct_dst_put_set(struct acct_batch *bt, const struct acct_config *cfg,
 			return -ENOMEM;
 		}
 		nftnl_set_set_u32(s, NFTNL_SET_DESC_SIZE, cfg->guard.dst.tracked);
+		/* what a reader needs to know of the config, in the set itself */
+		snprintf(comment, sizeof(comment), DST_COMMENT_FMT, cfg->guard.dst.prefix_len,
+			 cfg->guard.dst.top);
+		if (!(u = nftnl_udata_buf_alloc(128)) ||
+		    !nftnl_udata_put_strz(u, NFTNL_UDATA_SET_COMMENT, comment)) {
+			nftnl_set_free(s);
+			nftnl_expr_free(counter);
+			nftnl_udata_buf_free(u);
+			return -ENOMEM;
+		}
+		nftnl_set_set_data(s, NFTNL_SET_USERDATA, nftnl_udata_buf_data(u),
+				   nftnl_udata_buf_len(u));
+		nftnl_udata_buf_free(u);
 		nftnl_set_set_u64(s, NFTNL_SET_TIMEOUT, ACCT_DST_TIMEOUT_S * 1000ull);
 		nftnl_set_add_expr(s, counter);
 	}
@@ -105,6 +122,8 @@ int acct_dst_put_set(struct acct_batch *bt, const struct acct_config *cfg,
 struct set_name {
 	char ns[ACCT_COUNTER_NAME_MAX];
 	enum acct_dir dir;
+	uint8_t prefix_len;
+	uint32_t top;
 };
 
 struct names_ctx {
@@ -113,31 +132,52 @@ struct names_ctx {
 	int err;
 };
 
+static int comment_cb(const struct nftnl_udata *attr, void *data)
+{
+	struct set_name *sn = data;
+	unsigned len, top;
+	char text[64];
+
+	if (nftnl_udata_type(attr) != NFTNL_UDATA_SET_COMMENT ||
+	    nftnl_udata_len(attr) >= sizeof(text))
+		return 0;
+	memcpy(text, nftnl_udata_get(attr), nftnl_udata_len(attr));
+	text[nftnl_udata_len(attr)] = '\0';
+	if (sscanf(text, DST_COMMENT_FMT, &len, &top) == 2 && len >= 1 && len <= 32 && top >= 1) {
+		sn->prefix_len = (uint8_t)len;
+		sn->top = top;
+	}
+	return 0;
+}
+
 static int set_cb(const struct nlmsghdr *nlh, void *p)
 {
 	struct names_ctx *ctx = p;
 	const struct nlattr *a;
+	struct set_name sn = { .prefix_len = 0 };
+	bool ours = false;
 
 	mnl_attr_for_each(a, nlh, sizeof(struct nfgenmsg)) {
-		struct set_name sn;
-
-		if (mnl_attr_get_type(a) != NFTA_SET_NAME ||
-		    mnl_attr_validate(a, MNL_TYPE_NUL_STRING) < 0 ||
-		    !acct_dst_set_parse(mnl_attr_get_str(a), sn.ns, &sn.dir))
-			continue;
-		if (!array_grow(&ctx->v, &ctx->cap, ctx->n, sizeof(*ctx->v), 16)) {
-			ctx->err = -ENOMEM;
-			return MNL_CB_ERROR;
-		}
-		ctx->v[ctx->n++] = sn;
+		if (mnl_attr_get_type(a) == NFTA_SET_NAME &&
+		    mnl_attr_validate(a, MNL_TYPE_NUL_STRING) == 0)
+			ours = acct_dst_set_parse(mnl_attr_get_str(a), sn.ns, &sn.dir);
+		else if (mnl_attr_get_type(a) == NFTA_SET_USERDATA)
+			nftnl_udata_parse(mnl_attr_get_payload(a), mnl_attr_get_payload_len(a),
+					  comment_cb, &sn);
 	}
+	if (!ours)
+		return MNL_CB_OK;
+	if (!array_grow(&ctx->v, &ctx->cap, ctx->n, sizeof(*ctx->v), 16)) {
+		ctx->err = -ENOMEM;
+		return MNL_CB_ERROR;
+	}
+	ctx->v[ctx->n++] = sn;
 	return MNL_CB_OK;
 }
 
 struct elems_ctx {
-	acct_dst_fn fn;
-	void *arg;
-	struct acct_dst_sample d;
+	const struct acct_dst_visitor *v;
+	struct acct_dst_set set;
 };
 
 /* counter's bytes and packets out of an expression (NFTA_EXPR_NAME, NFTA_EXPR_DATA) */
@@ -167,9 +207,10 @@ static void expr_counter(const struct nlattr *expr, uint64_t *bytes, uint64_t *p
 static void elem(struct elems_ctx *ctx, const struct nlattr *el)
 {
 	const struct nlattr *a, *b;
+	uint64_t bytes = 0, packets = 0;
+	uint32_t prefix = 0;
 	bool keyed = false;
 
-	ctx->d.bytes = ctx->d.packets = 0;
 	mnl_attr_for_each_nested(a, el) {
 		switch (mnl_attr_get_type(a)) {
 		case NFTA_SET_ELEM_KEY:
@@ -179,23 +220,23 @@ static void elem(struct elems_ctx *ctx, const struct nlattr *el)
 					uint32_t be;
 
 					memcpy(&be, mnl_attr_get_payload(b), 4);
-					ctx->d.prefix = ntohl(be);
+					prefix = ntohl(be);
 					keyed = true;
 				}
 			break;
 		case NFTA_SET_ELEM_EXPR:
-			expr_counter(a, &ctx->d.bytes, &ctx->d.packets);
+			expr_counter(a, &bytes, &packets);
 			break;
 		case NFTA_SET_ELEM_EXPRESSIONS:
 			mnl_attr_for_each_nested(b, a)
-				expr_counter(b, &ctx->d.bytes, &ctx->d.packets);
+				expr_counter(b, &bytes, &packets);
 			break;
 		default:
 			break;
 		}
 	}
-	if (keyed)
-		ctx->fn(&ctx->d, ctx->arg);
+	if (keyed && ctx->v->elem)
+		ctx->v->elem(&ctx->set, prefix, bytes, packets, ctx->v->arg);
 }
 
 static int elems_cb(const struct nlmsghdr *nlh, void *p)
@@ -244,7 +285,7 @@ static int dump_all(struct acct_nft_conn *c, char *buf, size_t size, mnl_cb_t cb
 	}
 }
 
-int acct_dst_read(bool reset, acct_dst_fn fn, void *arg, size_t *ret_sets)
+int acct_dst_read(bool reset, const struct acct_dst_visitor *v, size_t *ret_sets)
 {
 	struct names_ctx names = { 0 };
 	struct acct_nft_conn c = { 0 };
@@ -265,12 +306,14 @@ int acct_dst_read(bool reset, acct_dst_fn fn, void *arg, size_t *ret_sets)
 		r = r < 0 && names.err ? names.err : r;
 	}
 	for (size_t i = 0; r == 0 && i < names.n; i++) {
-		struct elems_ctx ctx = { .fn = fn, .arg = arg };
+		struct elems_ctx ctx = { .v = v };
 		char set[ACCT_COUNTER_NAME_MAX];
 		int q;
 
-		ctx.d.k8s_namespace = names.v[i].ns;
-		ctx.d.dir = names.v[i].dir;
+		ctx.set = (struct acct_dst_set){ names.v[i].ns, names.v[i].dir, names.v[i].prefix_len,
+						 names.v[i].top };
+		if (v->set)
+			v->set(&ctx.set, v->arg);
 		acct_dst_set_name(names.v[i].ns, names.v[i].dir, set);
 		memset(buf, 0, 256);
 		nlh = nftnl_nlmsg_build_hdr(buf, reset ? NFT_MSG_GETSETELEM_RESET : NFT_MSG_GETSETELEM,

@@ -31,9 +31,9 @@ void acct_guard_stamp(const struct acct_config *cfg, const char *k8s_namespace,
 		      char ret[ACCT_GUARD_STAMP_LEN])
 {
 	const struct acct_destinations *d = &cfg->guard.dst;
-	uint32_t limits[5] = { acct_guard_concurrent(&cfg->guard, k8s_namespace),
+	uint32_t limits[6] = { acct_guard_concurrent(&cfg->guard, k8s_namespace),
 			       cfg->guard.new_per_second, d->on, d->on ? d->prefix_len : 0,
-			       d->on ? d->tracked : 0 };
+			       d->on ? d->tracked : 0, d->on ? d->top : 0 };
 	uint64_t h = hash_fnv1a64(ACCT_TABLE_LAYOUT, strlen(ACCT_TABLE_LAYOUT), FNV1A64_INIT);
 
 	h = hash_fnv1a64(ACCT_CHAIN_GUARD_PREFIX, strlen(ACCT_CHAIN_GUARD_PREFIX), h);

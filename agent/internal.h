@@ -88,6 +88,8 @@ struct app {
 	sigset_t sigs;			/* blocked, read from a signalfd by the loop */
 	bool config_changed;		/* an event in the config's directory: re-read */
 	bool exhausted;			/* the plugin found no free address: sync soon */
+	/* internetGuard.destinations' sets taken between scrapes, before an entry can expire */
+	struct sched_task take;
 };
 
 /*

@@ -210,6 +210,22 @@ static void watch_store(struct app *app)
 	app->store_wd = inotify_add_watch(app->inotify_fd, dir, IN_ATTRIB | IN_CREATE | IN_MOVED_TO);
 }
 
+/* What the destination sets counted, into the exporter's ledger (a scrape takes too). */
+static void run_take(struct app *app)
+{
+	int r;
+
+	sched_started(&app->take, mono_ms());
+	r = app->ex ? exporter_take_destinations(app->ex) : 0;
+	if (r < 0) {
+		agent_log(AGENT_LOG_WARN, "msg=\"destination sets not read\" err=%s",
+			  LOGFMT_Q(strerror(-r)));
+		sched_failed(&app->take, mono_ms());
+		return;
+	}
+	sched_succeeded(&app->take, mono_ms(), uniform());
+}
+
 static void run_due(struct app *app)
 {
 	int64_t now = mono_ms();
@@ -220,6 +236,8 @@ static void run_due(struct app *app)
 		reload(app);
 		ran = true;
 	}
+	if (sched_due(&app->take, now))
+		run_take(app);
 	if (app->exhausted && !app->a.opt.metrics_only) {
 		/* soon, but never two IMDS requests within the task's minimum gap */
 		app->exhausted = false;
@@ -265,8 +283,9 @@ static void run_budgets(struct app *app)
 
 static int next_wait_ms(struct app *app)
 {
-	const struct sched_task *const tasks[] = { &app->a.declare, &app->a.sync, &app->a.gc };
-	int64_t next = app->a.opt.metrics_only ? INT64_MAX : sched_next(tasks, 3);
+	const struct sched_task *const tasks[] = { &app->take, &app->a.declare, &app->a.sync,
+						   &app->a.gc };
+	int64_t next = sched_next(tasks, app->a.opt.metrics_only ? 1 : 4);
 	int64_t wait = next == INT64_MAX ? -1 : next - mono_ms();
 	int h = app->http ? http_timeout_ms(app->http) : -1;
 
@@ -375,6 +394,7 @@ static void start_up(struct app *app)
 	sched_init(&app->a.declare, now);
 	sched_init(&app->a.sync, now);
 	sched_init(&app->a.gc, now);
+	sched_init(&app->take, now);
 	run_due(app);
 }
 

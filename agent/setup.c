@@ -117,6 +117,16 @@ static void schedule_tasks(struct agent *a)
 				     .backoff_max_ms = a->opt.gc_ms };
 }
 
+/* A destination set's entry is forgotten a minute after its last packet: take six times as often. */
+static void schedule_take(struct app *app)
+{
+	int64_t period = ACCT_DST_TIMEOUT_S * 1000 / 6;
+
+	app->take = (struct sched_task){ .name = "take", .period_ms = period, .jitter_pct = 10,
+					 .min_gap_ms = 1000, .backoff_first_ms = 1000,
+					 .backoff_max_ms = period };
+}
+
 int agent_setup(struct app *app, const struct agent_cli *cli)
 {
 	struct agent *a = &app->a;
@@ -128,6 +138,7 @@ int agent_setup(struct app *app, const struct agent_cli *cli)
 	a->opt = cli->opt;
 	agent_log_set_level(cli->log_level);
 	schedule_tasks(a);
+	schedule_take(app);
 	http_config_defaults(&app->hc);
 	if (cli->page_cache_ms >= 0)
 		app->hc.cache_ms = (unsigned int)cli->page_cache_ms;

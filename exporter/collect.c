@@ -53,6 +53,7 @@ struct exporter {
 	uint64_t store_generation;	/* bumped on every store load */
 	struct acct_reader *reader;
 	struct tc_collector *tc;
+	struct dst_ledger *dst;		/* internetGuard.destinations */
 	struct series *series;		/* dense; index[] maps names to positions */
 	size_t n_series, cap_series;
 	uint32_t *index;		/* open addressing: position + 1, 0 = empty */
@@ -75,9 +76,11 @@ struct exporter *exporter_new(const char *data_dir, const char *network)
 	ipam_state_init(&ex->state);
 	ex->reader = acct_reader_new();
 	ex->tc = tc_collector_new();
-	if (!ex->reader || !ex->tc) {
+	ex->dst = dst_ledger_new();
+	if (!ex->reader || !ex->tc || !ex->dst) {
 		acct_reader_free(ex->reader);
 		tc_collector_free(ex->tc);
+		dst_ledger_free(ex->dst);
 		free(ex);
 		return NULL;
 	}
@@ -105,6 +108,7 @@ void exporter_free(struct exporter *ex)
 	free(ex->order);
 	acct_reader_free(ex->reader);
 	tc_collector_free(ex->tc);
+	dst_ledger_free(ex->dst);
 	free(ex);
 }
 
@@ -220,6 +224,23 @@ static int index_rebuild(struct exporter *ex, size_t cap)
 	ex->index = idx;
 	ex->index_cap = cap;
 	return 0;
+}
+
+/* The series of a counter this scrape read; NULL when it read none of that name. */
+static const struct series *series_find(const struct exporter *ex, const char *name)
+{
+	size_t len = strlen(name), mask, j;
+
+	if (!ex->index_cap)
+		return NULL;
+	mask = ex->index_cap - 1;
+	for (j = name_hash(name, len) & mask; ex->index[j]; j = (j + 1) & mask) {
+		const struct series *s = &ex->series[ex->index[j] - 1];
+
+		if (s->name_len == len && memcmp(s->name, name, len) == 0)
+			return s->seen == ex->generation ? s : NULL;
+	}
+	return NULL;
 }
 
 /* The series of a counter, made (and classified) on first sight; -1 when out of memory. */
@@ -502,6 +523,61 @@ out:
 	free(pods);
 }
 
+/* ---- internetGuard.destinations (the ledger: destinations.c) ---- */
+
+int exporter_take_destinations(struct exporter *ex)
+{
+	return dst_ledger_take(ex->dst, time_mono_ns() / 1000000);
+}
+
+/* A namespace's internet bytes in a direction, as this scrape read its counter. */
+static bool ns_internet_total(const char *ns, enum acct_dir dir, uint64_t *ret, void *arg)
+{
+	char name[ACCT_COUNTER_NAME_MAX];
+	const struct series *s;
+
+	acct_ns_counter_name(ns, dir == ACCT_DIR_EGRESS ? ACCT_EGRESS_INTERNET : ACCT_INGRESS_INTERNET,
+			     name);
+	s = series_find(arg, name);
+	if (s)
+		*ret = s->bytes;
+	return s != NULL;
+}
+
+#define DST_FAMILY "tollgate_namespace_destination_bytes_total"
+
+static bool render_book(const char *ns, enum acct_dir dir, uint64_t total, uint64_t other,
+			void *arg)
+{
+	const char *l[] = { "namespace", ns, "destination", "other", "direction", acct_dir_names[dir],
+			    NULL };
+
+	(void)total;
+	expo_sample_u64(arg, DST_FAMILY, l, other);
+	return true;
+}
+
+static void render_prefix(const char *ns, enum acct_dir dir, uint32_t prefix, uint8_t prefix_len,
+			  uint64_t bytes, void *arg)
+{
+	char dst[DST_LABEL_MAX];
+	const char *l[] = { "namespace", ns, "destination", dst, "direction", acct_dir_names[dir],
+			    NULL };
+
+	dst_prefix_label(prefix, prefix_len, dst);
+	expo_sample_u64(arg, DST_FAMILY, l, bytes);
+}
+
+static void render_destinations(struct exporter *ex, struct expo *x)
+{
+	dst_ledger_settle(ex->dst, ns_internet_total, ex);
+	expo_family(x, DST_FAMILY, "counter",
+		    "IP bytes of a namespace's internet traffic by destination prefix "
+		    "(internetGuard.destinations: its top prefixes, each counted from when it "
+		    "entered the top, and other); a namespace's series sum to its internet bytes.");
+	dst_ledger_visit(ex->dst, render_book, render_prefix, x);
+}
+
 int exporter_render(struct exporter *ex, struct expo *x)
 {
 	int64_t t0 = time_mono_ns(), t1, t2, t3, t4;
@@ -515,6 +591,8 @@ int exporter_render(struct exporter *ex, struct expo *x)
 	ex->n_prev = ex->n_order;
 	ex->n_order = 0;
 	ex->read_err = 0;
+	/* before the counters: whatever a take finds, their read finds too */
+	exporter_take_destinations(ex);
 	nft_r = acct_reader_read(ex->reader, on_counter, ex);
 	if (nft_r == 0)
 		nft_r = ex->read_err;
@@ -532,6 +610,7 @@ int exporter_render(struct exporter *ex, struct expo *x)
 				    counter_families[i].family, counter_families[i].help);
 		if (ipam_r == 0)
 			render_guard(ex, x);
+		render_destinations(ex, x);
 	}
 	t3 = time_mono_ns();
 	/* Which pods are shaped, and how, is in the store. */

@@ -61,6 +61,12 @@ struct exporter *exporter_new(const char *data_dir, const char *network);
 void exporter_free(struct exporter *ex);
 /* Renders every family into x. Returns 0, or -EIO when nothing could be collected. */
 int exporter_render(struct exporter *ex, struct expo *x);
+/*
+ * Takes what internetGuard.destinations' sets counted since the last take:
+ * every render does, and the node daemon between scrapes, so that no entry
+ * expires with bytes untaken. 0 or a negative errno.
+ */
+int exporter_take_destinations(struct exporter *ex);
 
 /* ---- the endpoint's own health ---- */
 

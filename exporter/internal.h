@@ -4,9 +4,11 @@
 
 /* Between the exporter's collectors; not part of its public face. */
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "accounting/accounting.h"
 #include "exporter/exporter.h"
 #include "ipam/ipam.h"
 
@@ -33,5 +35,43 @@ struct ct_pod {
 	uint32_t ns;	/* < n_ns */
 };
 int ct_count_internet(struct ct_pod *pods, size_t n_pods, size_t n_ns, uint64_t *counts);
+
+/*
+ * internetGuard.destinations' ledger (destinations.c): the kernel's
+ * destination sets taken into per-prefix series that only grow and, with
+ * `other`, sum to each namespace's internet bytes.
+ */
+struct dst_ledger;
+struct dst_ledger *dst_ledger_new(void);
+void dst_ledger_free(struct dst_ledger *l);
+/* Takes what every set counted since the last take (a reset read). 0 or a negative errno. */
+int dst_ledger_take(struct dst_ledger *l, int64_t now_ms);
+/*
+ * A take from given samples (what dst_ledger_take does with the kernel's):
+ * begin, each set, each element's bytes since the last take, end (complete:
+ * every set was read, so a book not seen is gone).
+ */
+void dst_ledger_begin(struct dst_ledger *l, int64_t now_ms);
+int dst_ledger_set(struct dst_ledger *l, const char *ns, enum acct_dir dir, uint8_t prefix_len,
+		   uint32_t top);
+int dst_ledger_add(struct dst_ledger *l, const char *ns, enum acct_dir dir, uint32_t prefix,
+		   uint64_t bytes);
+void dst_ledger_end(struct dst_ledger *l, bool complete);
+/*
+ * At a scrape, after the counters' read: total gives a namespace's internet
+ * bytes in a direction (false: not read, the book is not shown).
+ */
+typedef bool (*dst_total_fn)(const char *ns, enum acct_dir dir, uint64_t *ret, void *arg);
+void dst_ledger_settle(struct dst_ledger *l, dst_total_fn total, void *arg);
+/* What the last settle showed: each book (false: skip its series), then its top prefixes. */
+typedef bool (*dst_book_fn)(const char *ns, enum acct_dir dir, uint64_t total, uint64_t other,
+			    void *arg);
+typedef void (*dst_series_fn)(const char *ns, enum acct_dir dir, uint32_t prefix,
+			      uint8_t prefix_len, uint64_t bytes, void *arg);
+void dst_ledger_visit(const struct dst_ledger *l, dst_book_fn book, dst_series_fn series,
+		      void *arg);
+/* "203.0.113.0/24" */
+#define DST_LABEL_MAX 24
+void dst_prefix_label(uint32_t prefix, uint8_t prefix_len, char ret[DST_LABEL_MAX]);
 
 #endif
