@@ -214,7 +214,7 @@ static void book_prune(struct dst_book *b, int64_t now_ms)
 	for (size_t i = 0; i < b->n; i++) {
 		const struct dst_entry *e = &b->e[i];
 
-		if (e->top || e->pending || now_ms - e->last_ms <= DST_FORGET_MS)
+		if (e->top || now_ms - e->last_ms <= DST_FORGET_MS)
 			b->e[kept++] = *e;
 	}
 	if (kept == b->n)
@@ -397,4 +397,13 @@ void dst_prefix_label(uint32_t prefix, uint8_t prefix_len, char ret[DST_LABEL_MA
 
 	inet_ntop(AF_INET, &be, a, sizeof(a));
 	snprintf(ret, DST_LABEL_MAX, "%s/%u", a, prefix_len);
+}
+
+size_t dst_ledger_entries(const struct dst_ledger *l)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < l->n; i++)
+		n += l->b[i].n;
+	return n;
 }

@@ -70,6 +70,8 @@ typedef void (*dst_series_fn)(const char *ns, enum acct_dir dir, uint32_t prefix
 			      uint8_t prefix_len, uint64_t bytes, void *arg);
 void dst_ledger_visit(const struct dst_ledger *l, dst_book_fn book, dst_series_fn series,
 		      void *arg);
+/* Prefixes the ledger holds, all books together (what bounds its memory). */
+size_t dst_ledger_entries(const struct dst_ledger *l);
 /* "203.0.113.0/24" */
 #define DST_LABEL_MAX 24
 void dst_prefix_label(uint32_t prefix, uint8_t prefix_len, char ret[DST_LABEL_MAX]);
