@@ -90,6 +90,7 @@ struct app {
 	bool exhausted;			/* the plugin found no free address: sync soon */
 	/* internetGuard.destinations' sets taken between scrapes, before an entry can expire */
 	struct sched_task take;
+	char *dst_body;			/* /destinations' last answer (copied by the server) */
 };
 
 /*

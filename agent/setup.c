@@ -25,7 +25,8 @@ static const char index_html[] =
 	"<!DOCTYPE html>\n<html><head><title>Tollgate agent</title></head><body>\n"
 	"<h1>Tollgate agent</h1>\n<ul>\n<li><a href=\"metrics\">/metrics</a> "
 	"(Prometheus text format 0.0.4)</li>\n<li><a href=\"healthz\">/healthz</a></li>\n"
-	"<li><a href=\"readyz\">/readyz</a></li>\n</ul>\n</body></html>\n";
+	"<li><a href=\"readyz\">/readyz</a></li>\n<li><a href=\"destinations\">/destinations</a> "
+	"(internetGuard.destinations, JSON)</li>\n</ul>\n</body></html>\n";
 
 static void route(void *cls, const char *path, struct http_reply *ret)
 {
@@ -43,6 +44,24 @@ static void route(void *cls, const char *path, struct http_reply *ret)
 		*ret = (struct http_reply){ .status = ready ? 200 : 503, .content_type = text,
 					    .body = ready ? "ready\n" : "not ready\n",
 					    .len = ready ? 6 : 10 };
+	} else if (strcmp(path, "/destinations") == 0) {
+		/* internetGuard.destinations, as /metrics has them (tollgate-ipam top) */
+		char *body = NULL;
+		size_t len = 0;
+		int r;
+
+		/* the last answer's body: the server copied it when it queued that answer */
+		free(app->dst_body);
+		app->dst_body = NULL;
+		r = exporter_destinations_json(app->ex, &body, &len);
+
+		if (r == 0)
+			*ret = (struct http_reply){ .status = 200, .content_type = "application/json",
+						    .body = body, .len = len, .copy = true };
+		else
+			*ret = (struct http_reply){ .status = 500, .content_type = text,
+						    .body = "destinations not read\n", .len = 22 };
+		app->dst_body = body;
 	} else if (strcmp(path, "/") == 0) {
 		*ret = (struct http_reply){ .status = 200, .content_type = "text/html; charset=utf-8",
 					    .body = index_html, .len = sizeof(index_html) - 1 };
@@ -226,6 +245,7 @@ void agent_teardown(struct app *app)
 	http_free(app->http);
 	expo_free(&app->page);
 	exporter_free(app->ex);
+	free(app->dst_body);
 	if (app->inotify_fd >= 0)
 		close(app->inotify_fd);
 	if (a->cfg_ok)

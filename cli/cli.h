@@ -33,7 +33,9 @@ struct cli {
 	const char *uplink;
 	const char *imds_url;
 	const char *from_file;
-	const char *arg;		/* the verb's operand (show, release) */
+	const char *arg;		/* the verb's operand (show, release, top) */
+	const char *agent_url;		/* top: the node agent's HTTP endpoint */
+	char agent_url_buf[64];
 	int retry_budget_s;
 	bool json;
 	bool imds_check;
@@ -59,6 +61,7 @@ int release_main(struct cli *c);
 int gc_main(struct cli *c);
 int doctor_main(struct cli *c);
 int reshape_main(struct cli *c);
+int top_main(struct cli *c);
 
 /* ---- JSON documents and their text form ---- */
 

@@ -28,6 +28,7 @@ enum {
 	OPT_FIX = 1 << 3,
 	OPT_FROM_FILE = 1 << 4,
 	OPT_RETRY_BUDGET = 1 << 5,
+	OPT_AGENT = 1 << 6,
 };
 
 /* What a verb needs before it runs. */
@@ -37,6 +38,7 @@ enum {
 	NEED_STORE_WRITE = 1 << 2,	/* the store opened for writing (its lock) */
 	NEED_STATE = 1 << 3,		/* the state loaded (without the lock) */
 	NEED_STATE_ANYHOW = 1 << 4,	/* ... and a corrupt store is the verb's to report */
+	NEED_ARG_MAYBE = 1 << 5,	/* an operand or none */
 };
 
 struct verb {
@@ -94,6 +96,14 @@ static const struct verb verbs[] = {
 	  "Each finding comes with the command that repairs it. Exit 1 on findings.\n"
 	  "--fix (with --config) declares the nftables table again with every pod of\n"
 	  "the store: the repair for missing-table and missing-nft-element.\n" },
+	{ "top", top_main, "[NAMESPACE] [--agent URL]", OPT_AGENT, NEED_ARG_MAYBE,
+	  "where each namespace's internet bytes go: top prefixes and other",
+	  "usage: tollgate-ipam top [NAMESPACE] [--agent URL]\n"
+	  "Each namespace's internet bytes on this node by outside prefix and direction\n"
+	  "(internetGuard.destinations): its top prefixes, each counted from when it\n"
+	  "entered the top, and the rest as other; they add up to the namespace's\n"
+	  "internet bytes. Read from the node agent (default http://127.0.0.1:PORT,\n"
+	  "PORT nodeAccess.metricsPort of --config, else 9617), as /metrics has them.\n" },
 	{ "reshape", reshape_main, "[--dry-run]", OPT_DRY_RUN,
 	  NEED_CONFIG | NEED_STORE_WRITE | NEED_STATE,
 	  "apply the config's shaping policy to running pods",
@@ -159,6 +169,7 @@ static const struct option long_opts[] = {
 	{ "retry-budget", required_argument, NULL, 'b' },
 	{ "imds", no_argument, NULL, 'I' },
 	{ "fix", no_argument, NULL, 'X' },
+	{ "agent", required_argument, NULL, 'A' },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -206,6 +217,9 @@ static int parse_option(int opt, struct cli *c, struct args *a)
 	case 'X':
 		c->fix = true;
 		break;
+	case 'A':
+		c->agent_url = optarg;
+		break;
 	case 'b':
 		c->retry_budget_s = (int)strtol(optarg, &end, 10);
 		if (*end || c->retry_budget_s < 0 || c->retry_budget_s > 600) {
@@ -245,7 +259,7 @@ static unsigned int opts_used(const struct cli *c)
 {
 	return (c->force ? OPT_FORCE : 0) | (c->dry_run ? OPT_DRY_RUN : 0) |
 	       (c->imds_check ? OPT_IMDS : 0) | (c->fix ? OPT_FIX : 0) |
-	       (c->from_file ? OPT_FROM_FILE : 0) |
+	       (c->from_file ? OPT_FROM_FILE : 0) | (c->agent_url ? OPT_AGENT : 0) |
 	       (c->retry_budget_s != 70 ? OPT_RETRY_BUDGET : 0);
 }
 
@@ -278,6 +292,11 @@ static int settle(struct cli *c, const struct args *a, const struct verb *v)
 		return EXIT_USAGE;
 	if (!c->imds_url)
 		c->imds_url = "http://169.254.169.254";
+	if (!c->agent_url) {
+		snprintf(c->agent_url_buf, sizeof(c->agent_url_buf), "http://127.0.0.1:%u",
+			 c->config_path ? c->cfg.access.metrics_port : 9617u);
+		c->agent_url = c->agent_url_buf;
+	}
 	if (!name_is_safe(c->network, TG_NETWORK_NAME_MAX)) {
 		fprintf(stderr, "tollgate-ipam: --network \"%s\" is not a valid network name\n",
 			c->network);
@@ -347,7 +366,8 @@ static const struct verb *pick_verb(const struct cli *c, const struct args *a, i
 		*rc = 0;
 		return NULL;
 	}
-	if (!!(v->needs & NEED_ARG) != !!c->arg || (opts_used(c) & ~v->opts)) {
+	if ((!(v->needs & NEED_ARG_MAYBE) && !!(v->needs & NEED_ARG) != !!c->arg) ||
+	    (opts_used(c) & ~v->opts)) {
 		fputs(v->help, stderr);
 		return NULL;
 	}

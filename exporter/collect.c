@@ -9,6 +9,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <json-c/json.h>
+
 #include "accounting/accounting.h"
 #include "exporter/internal.h"
 #include "ipam/ipam.h"
@@ -578,6 +580,82 @@ static void render_destinations(struct exporter *ex, struct expo *x)
 	dst_ledger_visit(ex->dst, render_book, render_prefix, x);
 }
 
+/*
+ * One read of every counter (a scrape's generation): what a take found
+ * before it is in what this read finds. 0 or a negative errno.
+ */
+static int read_counters(struct exporter *ex)
+{
+	int r;
+
+	ex->generation++;
+	ex->n_prev = ex->n_order;
+	ex->n_order = 0;
+	ex->read_err = 0;
+	exporter_take_destinations(ex);
+	r = acct_reader_read(ex->reader, on_counter, ex);
+	return r == 0 ? ex->read_err : r;
+}
+
+struct dst_json {
+	json_object *list, *book;
+};
+
+static bool json_book(const char *ns, enum acct_dir dir, uint64_t total, uint64_t other, void *arg)
+{
+	struct dst_json *j = arg;
+	json_object *dsts = json_object_new_array();
+
+	j->book = json_object_new_object();
+	json_object_object_add(j->book, "namespace", json_object_new_string(ns));
+	json_object_object_add(j->book, "direction", json_object_new_string(acct_dir_names[dir]));
+	json_object_object_add(j->book, "bytes", json_object_new_int64((int64_t)total));
+	json_object_object_add(j->book, "other", json_object_new_int64((int64_t)other));
+	json_object_object_add(j->book, "destinations", dsts);
+	json_object_array_add(j->list, j->book);
+	return true;
+}
+
+static void json_prefix(const char *ns, enum acct_dir dir, uint32_t prefix, uint8_t prefix_len,
+			uint64_t bytes, void *arg)
+{
+	struct dst_json *j = arg;
+	json_object *d = json_object_new_object(), *dsts = NULL;
+	char label[DST_LABEL_MAX];
+
+	(void)ns;
+	(void)dir;
+	dst_prefix_label(prefix, prefix_len, label);
+	json_object_object_add(d, "destination", json_object_new_string(label));
+	json_object_object_add(d, "bytes", json_object_new_int64((int64_t)bytes));
+	json_object_object_get_ex(j->book, "destinations", &dsts);
+	json_object_array_add(dsts, d);
+}
+
+int exporter_destinations_json(struct exporter *ex, char **ret, size_t *ret_len)
+{
+	struct dst_json j = { json_object_new_array(), NULL };
+	json_object *doc = json_object_new_object();
+	const char *text;
+	int r = read_counters(ex);
+
+	if (r == 0) {
+		dst_ledger_settle(ex->dst, ns_internet_total, ex);
+		dst_ledger_visit(ex->dst, json_book, json_prefix, &j);
+	}
+	json_object_object_add(doc, "namespaces", j.list);
+	text = json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN);
+	*ret = text ? strdup(text) : NULL;
+	*ret_len = *ret ? strlen(*ret) : 0;
+	json_object_put(doc);
+	if (r < 0) {
+		free(*ret);
+		*ret = NULL;
+		return r;
+	}
+	return *ret ? 0 : -ENOMEM;
+}
+
 int exporter_render(struct exporter *ex, struct expo *x)
 {
 	int64_t t0 = time_mono_ns(), t1, t2, t3, t4;
@@ -587,15 +665,7 @@ int exporter_render(struct exporter *ex, struct expo *x)
 	const char *up_tc[] = { "collector", "shaper", NULL };
 	const char *version[] = { "version", EXPORTER_VERSION, NULL };
 
-	ex->generation++;
-	ex->n_prev = ex->n_order;
-	ex->n_order = 0;
-	ex->read_err = 0;
-	/* before the counters: whatever a take finds, their read finds too */
-	exporter_take_destinations(ex);
-	nft_r = acct_reader_read(ex->reader, on_counter, ex);
-	if (nft_r == 0)
-		nft_r = ex->read_err;
+	nft_r = read_counters(ex);
 	t1 = time_mono_ns();
 	ipam_r = refresh_store(ex);
 	t2 = time_mono_ns();

@@ -67,6 +67,13 @@ int exporter_render(struct exporter *ex, struct expo *x);
  * expires with bytes untaken. 0 or a negative errno.
  */
 int exporter_take_destinations(struct exporter *ex);
+/*
+ * The same destination series as a JSON document (tollgate-agent's
+ * /destinations, which tollgate-ipam top reads), from a read of its own:
+ * {"namespaces": [{"namespace", "direction", "bytes", "other",
+ * "destinations": [{"destination", "bytes"}]}]}. *ret is malloc'ed.
+ */
+int exporter_destinations_json(struct exporter *ex, char **ret, size_t *ret_len);
 
 /* ---- the endpoint's own health ---- */
 
