@@ -212,27 +212,25 @@ static void elem(struct elems_ctx *ctx, const struct nlattr *el)
 	bool keyed = false;
 
 	mnl_attr_for_each_nested(a, el) {
-		switch (mnl_attr_get_type(a)) {
-		case NFTA_SET_ELEM_KEY:
-			mnl_attr_for_each_nested(b, a)
-				if (mnl_attr_get_type(b) == NFTA_DATA_VALUE &&
-				    mnl_attr_get_payload_len(b) == 4) {
-					uint32_t be;
+		uint16_t t = mnl_attr_get_type(a);
 
-					memcpy(&be, mnl_attr_get_payload(b), 4);
-					prefix = ntohl(be);
-					keyed = true;
-				}
-			break;
-		case NFTA_SET_ELEM_EXPR:
+		if (t == NFTA_SET_ELEM_KEY) {
+			mnl_attr_for_each_nested(b, a) {
+				uint32_t be;
+
+				if (mnl_attr_get_type(b) != NFTA_DATA_VALUE ||
+				    mnl_attr_get_payload_len(b) != 4)
+					continue;
+				memcpy(&be, mnl_attr_get_payload(b), 4);
+				prefix = ntohl(be);
+				keyed = true;
+			}
+		} else if (t == NFTA_SET_ELEM_EXPR) {
 			expr_counter(a, &bytes, &packets);
-			break;
-		case NFTA_SET_ELEM_EXPRESSIONS:
-			mnl_attr_for_each_nested(b, a)
+		} else if (t == NFTA_SET_ELEM_EXPRESSIONS) {
+			mnl_attr_for_each_nested(b, a) {
 				expr_counter(b, &bytes, &packets);
-			break;
-		default:
-			break;
+			}
 		}
 	}
 	if (keyed && ctx->v->elem)
@@ -247,9 +245,10 @@ static int elems_cb(const struct nlmsghdr *nlh, void *p)
 	mnl_attr_for_each(a, nlh, sizeof(struct nfgenmsg)) {
 		if (mnl_attr_get_type(a) != NFTA_SET_ELEM_LIST_ELEMENTS)
 			continue;
-		mnl_attr_for_each_nested(b, a)
+		mnl_attr_for_each_nested(b, a) {
 			if (mnl_attr_get_type(b) == NFTA_LIST_ELEM)
 				elem(ctx, b);
+		}
 	}
 	return MNL_CB_OK;
 }

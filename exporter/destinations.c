@@ -57,8 +57,7 @@ struct dst_book {
 	bool settled;		/* by the last settle: its namespace's counter was read */
 	struct dst_entry *e;
 	size_t n, cap;
-	uint32_t *index;	/* open addressing by prefix: position + 1, 0 = empty */
-	size_t index_cap;
+	size_t n_sorted;	/* e[] is sorted by prefix up to here; a take appends after */
 	uint64_t attributed, other, total;
 };
 
@@ -77,10 +76,8 @@ struct dst_ledger *dst_ledger_new(void)
 static void book_clear(struct dst_book *b)
 {
 	free(b->e);
-	free(b->index);
 	b->e = NULL;
-	b->index = NULL;
-	b->n = b->cap = b->index_cap = 0;
+	b->n = b->cap = b->n_sorted = 0;
 	b->attributed = 0;
 }
 
@@ -94,49 +91,44 @@ void dst_ledger_free(struct dst_ledger *l)
 	free(l);
 }
 
-static size_t slot_of(uint32_t prefix, size_t cap)
+static int by_prefix(const void *a, const void *b)
 {
-	return (size_t)(((uint64_t)prefix * 0x9e3779b97f4a7c15ull) >> 32) & (cap - 1);
+	uint32_t x = ((const struct dst_entry *)a)->prefix, y = ((const struct dst_entry *)b)->prefix;
+
+	return x < y ? -1 : x > y;
 }
 
-static int index_rebuild(struct dst_book *b, size_t cap)
+/* The entry of a prefix among the sorted ones; NULL when it has none yet. */
+static struct dst_entry *entry_find(struct dst_book *b, uint32_t prefix)
 {
-	uint32_t *idx = calloc(cap, sizeof(*idx));
+	const struct dst_entry key = { .prefix = prefix };
 
-	if (!idx)
-		return -ENOMEM;
+	return b->n_sorted ? bsearch(&key, b->e, b->n_sorted, sizeof(*b->e), by_prefix) : NULL;
+}
+
+/* Sorts the prefixes a take added after the others, one entry each (a second one's bytes join the first's). */
+static void book_sort(struct dst_book *b)
+{
+	size_t kept = 0;
+
+	if (b->n_sorted == b->n)
+		return;
+	qsort(b->e, b->n, sizeof(*b->e), by_prefix);
 	for (size_t i = 0; i < b->n; i++) {
-		size_t j = slot_of(b->e[i].prefix, cap);
+		struct dst_entry *k = &b->e[kept - (kept > 0)];
 
-		while (idx[j])
-			j = (j + 1) & (cap - 1);
-		idx[j] = (uint32_t)i + 1;
+		if (kept && k->prefix == b->e[i].prefix) {
+			k->pending += b->e[i].pending;
+			k->attributed += b->e[i].attributed;
+			k->score += b->e[i].score;
+			k->top = k->top || b->e[i].top;
+			if (b->e[i].last_ms > k->last_ms)
+				k->last_ms = b->e[i].last_ms;
+			continue;
+		}
+		b->e[kept++] = b->e[i];
 	}
-	free(b->index);
-	b->index = idx;
-	b->index_cap = cap;
-	return 0;
-}
-
-static struct dst_entry *entry_get(struct dst_book *b, uint32_t prefix)
-{
-	size_t j;
-
-	if (b->index_cap) {
-		for (j = slot_of(prefix, b->index_cap); b->index[j]; j = (j + 1) & (b->index_cap - 1))
-			if (b->e[b->index[j] - 1].prefix == prefix)
-				return &b->e[b->index[j] - 1];
-	}
-	if (!array_grow(&b->e, &b->cap, b->n, sizeof(*b->e), 16))
-		return NULL;
-	if ((b->n + 1) * 2 > b->index_cap &&
-	    index_rebuild(b, b->index_cap ? b->index_cap * 2 : 32) < 0)
-		return NULL;
-	b->e[b->n] = (struct dst_entry){ .prefix = prefix };
-	for (j = slot_of(prefix, b->index_cap); b->index[j]; j = (j + 1) & (b->index_cap - 1))
-		;
-	b->index[j] = (uint32_t)b->n + 1;
-	return &b->e[b->n++];
+	b->n = b->n_sorted = kept;
 }
 
 static struct dst_book *book_find(struct dst_ledger *l, const char *ns, enum acct_dir dir)
@@ -197,9 +189,13 @@ int dst_ledger_add(struct dst_ledger *l, const char *ns, enum acct_dir dir, uint
 		return -ENOENT;
 	if (!bytes)
 		return 0;
-	e = entry_get(b, prefix);
-	if (!e)
-		return -ENOMEM;
+	e = entry_find(b, prefix);
+	if (!e) {
+		if (!array_grow(&b->e, &b->cap, b->n, sizeof(*b->e), 16))
+			return -ENOMEM;
+		e = &b->e[b->n++];
+		*e = (struct dst_entry){ .prefix = prefix };
+	}
 	e->pending += bytes;
 	e->score += (double)bytes;
 	e->last_ms = l->now_ms;
@@ -211,19 +207,14 @@ static void book_prune(struct dst_book *b, int64_t now_ms)
 {
 	size_t kept = 0;
 
+	book_sort(b);
 	for (size_t i = 0; i < b->n; i++) {
 		const struct dst_entry *e = &b->e[i];
 
 		if (e->top || now_ms - e->last_ms <= DST_FORGET_MS)
 			b->e[kept++] = *e;
 	}
-	if (kept == b->n)
-		return;
-	b->n = kept;
-	if (index_rebuild(b, b->index_cap) < 0) {
-		/* no index, no entries: their bytes are other's */
-		book_clear(b);
-	}
+	b->n = b->n_sorted = kept;
 }
 
 void dst_ledger_end(struct dst_ledger *l, bool complete)
@@ -237,7 +228,9 @@ void dst_ledger_end(struct dst_ledger *l, bool complete)
 			continue;
 		}
 		book_prune(&l->b[i], l->now_ms);
-		l->b[kept++] = l->b[i];
+		if (kept != i)
+			memcpy(&l->b[kept], &l->b[i], sizeof(*l->b));
+		kept++;
 	}
 	l->n = kept;
 }
