@@ -139,12 +139,15 @@ static struct nftnl_set *guard_elem(const struct acct_pod *p, enum acct_dir dir,
 	return s;
 }
 
-int acct_guard_put_elem(struct acct_batch *bt, uint16_t type, const struct acct_pod *p)
+int acct_guard_put_elem(struct acct_batch *bt, uint16_t type, const struct acct_pod *p, int only)
 {
 	for (int d = 0; d < ACCT_DIRS; d++) {
-		struct nftnl_set *s = guard_elem(p, (enum acct_dir)d, type == NFT_MSG_NEWSETELEM);
+		struct nftnl_set *s;
 		struct nlmsghdr *nlh;
 
+		if (only >= 0 && only != d)
+			continue;
+		s = guard_elem(p, (enum acct_dir)d, type == NFT_MSG_NEWSETELEM);
 		if (!s)
 			return -ENOMEM;
 		/* REPLACE: an address taken over by a pod of another namespace jumps to that one's chain */

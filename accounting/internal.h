@@ -308,8 +308,11 @@ int acct_guard_put_removal(struct acct_batch *bt, const char *k8s_namespace, boo
  */
 int acct_dst_put_set(struct acct_batch *bt, const struct acct_config *cfg,
 		     const char *k8s_namespace, enum acct_dir dir, uint16_t msg);
-/* The pod's elements of @guard_ns and @guard_in (NEWSETELEM) or their removal (keys only). */
-int acct_guard_put_elem(struct acct_batch *bt, uint16_t type, const struct acct_pod *p);
+/*
+ * The pod's elements of @guard_ns and @guard_in (NEWSETELEM) or their
+ * removal (keys only); `only` (-1: both) picks one by enum acct_dir.
+ */
+int acct_guard_put_elem(struct acct_batch *bt, uint16_t type, const struct acct_pod *p, int only);
 /* 1 when the namespace's egress chain exists, 0 when not, negative errno. */
 int acct_guard_chain_exists(struct acct_nft_conn *c, const char *k8s_namespace);
 /* 1 when the pod's elements of @guard_ns and @guard_in jump to its namespace's chains, 0 when not. */

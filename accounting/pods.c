@@ -145,7 +145,7 @@ int acct_put_pod(struct acct_batch *bt, const struct acct_config *cfg, const str
 		r |= acct_put_elem(bt, NFT_MSG_NEWSETELEM, ACCT_SET_MASQ, p->ip, NULL);
 	/* its namespace's chain is there already (acct_pod_add, acct_declare) */
 	if (cfg->guard.on)
-		r |= acct_guard_put_elem(bt, NFT_MSG_NEWSETELEM, p);
+		r |= acct_guard_put_elem(bt, NFT_MSG_NEWSETELEM, p, -1);
 	for (int c = 0; c < ACCT_CLASSES; c++) {
 		/* The namespace's counters appear with its first pod and stay. */
 		acct_ns_counter_name(p->k8s_namespace, c, name);
@@ -220,7 +220,8 @@ static int put_pod_removal(struct acct_batch *bt, const struct acct_pod *p, uint
 	STEP(acct_put_elem(bt, del_elem, ACCT_SET_MASQ, p->ip, NULL));
 	STEP(acct_put_elem(bt, del_elem, ACCT_SET_PODS, p->ip, NULL));
 	STEP(acct_put_elem(bt, del_elem, ACCT_MAP_EGRESS_CLASS, p->ip, NULL));
-	STEP(acct_guard_put_elem(bt, del_elem, p));
+	for (int d = 0; d < ACCT_DIRS; d++)
+		STEP(acct_guard_put_elem(bt, del_elem, p, d));
 	for (int c = 0; c < ACCT_CLASSES; c++) {
 		STEP(acct_put_elem(bt, del_elem, acct_ns_maps[c], p->ip, NULL));
 		STEP(acct_put_elem(bt, del_elem, acct_pod_maps[c], p->ip, NULL));

@@ -53,12 +53,14 @@ say "plugin $TG_BIN"
 TG_NETNAME=tollgate
 # The datasets namespace may send at most 50 Mbit/s to the internet; nothing else is capped.
 # nodeAccess: no namespace reaches the cloud's metadata; only "monitoring" reaches the agents' port.
-# internetGuard: a namespace's pods hold at most 20 connections to the internet at once.
+# internetGuard: a namespace's pods hold at most 20 connections to the internet at once,
+# and each namespace's internet bytes are counted by outside /24 (its top 3 exported).
 APORT=$((20000 + RANDOM % 20000))
 policy() {
 	tg_conf '.shaping = {internetEgress: {namespaces: {datasets: $cap}}}
 		| .nodeAccess = {metadataNamespaces: [], metricsNamespaces: ["monitoring"], metricsPort: $port}
-		| .internetGuard = {connections: {namespaceDefault: 20}}' \
+		| .internetGuard = {connections: {namespaceDefault: 20},
+		                    destinations: {top: 3, prefixLength: 24}}' \
 		--arg cap "$1" --argjson port "$APORT"
 }
 # configmap_write STAMP CAP: the ConfigMap as kubelet mounts it (FILE -> ..data/FILE, ..data -> ..STAMP)
@@ -216,6 +218,30 @@ result $? "internal connections are not limited: 30 of 30 to research/train-0"
 show ip netns exec "$TG_NODE" nft list chain inet tollgate guard_datasets
 say "$ curl http://127.0.0.1:$APORT/metrics | grep connections_refused"
 agent_get /metrics | grep -E '^tollgate_namespace_connections_refused_total' | sed 's/^/    /'
+
+section "Internet guard: which outside prefixes each namespace sends to"
+# two more outside networks, answered by the internet host
+for net in 198.51.100.0/24 192.0.2.0/24; do
+	ip -n "$TG_INET" route add local "$net" dev lo && ip -n "$TG_FABRIC" route add "$net" via "$TG_INET_IP" ||
+		die "the outside network $net"
+done
+say "  datasets/fetch-0 sends 300 x 1000-byte datagrams to 198.51.100.7, 100 to 192.0.2.9 and 50 to $TG_INET_IP;"
+say "  research/train-0 sends 20 to 192.0.2.9:"
+ip netns exec "$TG_ID-$C" python3 "$TG_LIB_DIR/dst_send.py" send --dst "198.51.100.7,192.0.2.9,$TG_INET_IP" \
+	--count 300,100,50 --size 972 >/dev/null
+ip netns exec "$TG_ID-$A" python3 "$TG_LIB_DIR/dst_send.py" send --dst 192.0.2.9 --count 20 --size 972 >/dev/null
+say "$ tollgate-ipam top   (on the node; the agent's /destinations, the same numbers as /metrics)"
+ip netns exec "$TG_NODE" "$TOLLGATE_BIN_DIR/tollgate-ipam" top --agent "http://127.0.0.1:$APORT" 2>&1 | sed 's/^/    /'
+agent_get /metrics >"$TG_TMP/dst.prom"
+grep -E '^tollgate_namespace_destination_bytes_total\{namespace="datasets",.*direction="egress"' "$TG_TMP/dst.prom" | sed 's/^/    /'
+first=$(ip netns exec "$TG_NODE" "$TOLLGATE_BIN_DIR/tollgate-ipam" --json top datasets --agent "http://127.0.0.1:$APORT" |
+	jq -r '[.[] | select(.direction == "egress")][0].destinations[0] | "\(.destination) \(.bytes)"')
+[ "$first" = "198.51.100.0/24 300000" ]
+result $? "datasets' top egress prefix: 198.51.100.0/24, 300,000 bytes to the byte (got: $first)"
+sum=$(awk '/^tollgate_namespace_destination_bytes_total\{namespace="datasets",.*direction="egress"/ { s += $2 } END { print s }' "$TG_TMP/dst.prom")
+total=$(awk '/^tollgate_namespace_bytes_total\{namespace="datasets",direction="egress",traffic="internet"\}/ { print $2 }' "$TG_TMP/dst.prom")
+[ -n "$sum" ] && [ "$sum" = "$total" ]
+result $? "datasets' destination series add up to its internet egress bytes ($sum = $total)"
 
 section "Shaping: datasets' internet traffic held to its 50M cap, internal traffic at full speed"
 iperf_to() { # NETNS_FROM SERVER_NETNS SERVER_IP: Mbit/s received in 2 s

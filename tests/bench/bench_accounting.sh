@@ -32,8 +32,10 @@
 #      prerouting_raw's mark rule as it was without them (`ip saddr @pods ...`; from_pod's
 #      nodeAccess jumps go too) (UDP only)
 #   G  as C with anti-spoofing off (UDP only)
-#   H  as B with internetGuard.connections on (a chain for the namespace, its
-#      pods' elements of @guard_ns; limits far above what a run opens)
+#   H  as B with internetGuard on: connections (limits far above what a run
+#      opens) and destinations (top 10 of /24s, 1,024 tracked): every internet
+#      packet goes through its namespace's guard chain, and its prefix's set
+#      element counts it, both ways
 # Runs alternate A B H F C G D [E] within each metric of each round, in reverse
 # order every other round (so that no variant always runs before its
 # partner); ratios are taken per round (paired) and their median is
@@ -237,7 +239,8 @@ for v in "${VARS[@]}"; do
     mkdir -p "$WORK/n$k"
     printf '%s\n' "{\"cniVersion\":\"1.1.0\",\"name\":\"tgacct\",\"type\":\"tollgate\",\"mtu\":1500,\"uplink\":\"eth0\",\"internalCIDRs\":[\"10.0.0.0/8\"],\"masquerade\":true,\"dataDir\":\"$WORK/n$k/data\",\"logFile\":\"$WORK/n$k/tollgate.log\",\"ipam\":{\"source\":\"static\",\"addresses\":[\"10.1.$k.10-10.1.$k.60\"],\"cooldownSeconds\":0}}" >"$WORK/n$k/conf.json"
     if [[ $v == H ]]; then
-        jq -c '.internetGuard = {connections: {namespaceDefault: 1000000, newPerSecond: 1000000}}' \
+        jq -c '.internetGuard = {connections: {namespaceDefault: 1000000, newPerSecond: 1000000},
+                destinations: {top: 10, prefixLength: 24, tracked: 1024}}' \
             "$WORK/n$k/conf.json" >"$WORK/n$k/conf.guard" || die "node $k: cannot write the guard's config"
         mv "$WORK/n$k/conf.guard" "$WORK/n$k/conf.json" || die "node $k: cannot write the guard's config"
     fi
@@ -396,6 +399,10 @@ for v in B C F G H; do
     on=0
     ip netns exec "$RUN-n$k" nft list chain inet tollgate guard_bench >/dev/null 2>&1 && on=1
     [[ $v == H && $on == 1 || $v != H && $on == 0 ]] || die "variant $v: chain guard_bench present=$on"
+    if [[ $v == H ]]; then
+        ip netns exec "$RUN-n$k" nft list set inet tollgate dst_bench_egress >/dev/null 2>&1 ||
+            die "variant H: set dst_bench_egress missing (destinations not on)"
+    fi
 done
 for v in A D E; do
     [[ " ${VARS[*]} " == *" $v "* ]] || continue
@@ -558,6 +565,17 @@ for v in B C; do
         NOTES+=("variant $v: counter ns_bench_egress_internet is '$b' after the run: the accounting rules did NOT count the pod's traffic")
     fi
 done
+if ((GUARD)); then
+    # nothing reads H's set (no agent): its element holds every byte to the internet host's /24
+    k=${VNODE[H]}
+    b=$(ip netns exec "$RUN-n$k" nft -j list set inet tollgate dst_bench_egress 2>/dev/null |
+        jq '[.nftables[] | .set? // empty | .elem // [] | .[] | .elem.counter.bytes // empty] | add // 0')
+    if [[ $b =~ ^[0-9]+$ ]] && ((b > 0)); then
+        NOTES+=("variant H: set dst_bench_egress counted $(awk -v b="$b" 'BEGIN { printf "%.2f GB", b / 1e9 }') (the destination path exercised)")
+    else
+        NOTES+=("variant H: set dst_bench_egress counted '$b': the destination rules were NOT on the path")
+    fi
+fi
 c_end=$(nft_count "$RUN-n3" set pod_src)
 [[ $c_end == $((10 + EXTRA)) ]] || NOTES+=("variant C: set pod_src has $c_end elements at the end (expected $((10 + EXTRA))): the table changed during the run")
 declare -A VRULES=([D]=$IPT_RULES [E]=$SMALL)
