@@ -214,7 +214,8 @@ int acct_nft_get(struct acct_nft_conn *c, uint16_t type,
 	return acct_nft_request(c, buf, sizeof(buf), NULL, NULL);
 }
 
-int acct_nft_request(struct acct_nft_conn *c, char *buf, size_t size, mnl_cb_t cb, void *arg)
+static int request(struct acct_nft_conn *c, char *buf, size_t size, mnl_cb_t cb, void *arg,
+		   bool keep_interrupted)
 {
 	const struct nlmsghdr *nlh = (const struct nlmsghdr *)buf;
 	uint32_t seq = nlh->nlmsg_seq;
@@ -223,10 +224,14 @@ int acct_nft_request(struct acct_nft_conn *c, char *buf, size_t size, mnl_cb_t c
 		return -errno;
 	for (;;) {
 		ssize_t n = mnl_socket_recvfrom(c->nl, buf, size);
-		int r;
+		int r, left = (int)n;
 
 		if (n < 0)
 			return -errno;
+		/* libmnl refuses a message flagged interrupted before cb sees it */
+		for (struct nlmsghdr *h = (struct nlmsghdr *)buf; keep_interrupted &&
+		     mnl_nlmsg_ok(h, left); h = mnl_nlmsg_next(h, &left))
+			h->nlmsg_flags &= (uint16_t)~NLM_F_DUMP_INTR;
 		errno = 0;
 		r = mnl_cb_run(buf, (size_t)n, seq, c->portid, cb, arg);
 		if (r < 0)
@@ -234,6 +239,16 @@ int acct_nft_request(struct acct_nft_conn *c, char *buf, size_t size, mnl_cb_t c
 		if (r == MNL_CB_STOP)
 			return 0;
 	}
+}
+
+int acct_nft_request(struct acct_nft_conn *c, char *buf, size_t size, mnl_cb_t cb, void *arg)
+{
+	return request(c, buf, size, cb, arg, false);
+}
+
+int acct_nft_request_all(struct acct_nft_conn *c, char *buf, size_t size, mnl_cb_t cb, void *arg)
+{
+	return request(c, buf, size, cb, arg, true);
 }
 
 int acct_nft_fail(struct tg_err *e, int r, const char *what, const char *why)

@@ -253,37 +253,6 @@ static int elems_cb(const struct nlmsghdr *nlh, void *p)
 	return MNL_CB_OK;
 }
 
-/*
- * A dump, every answer used: one the kernel flags as interrupted (a commit
- * elsewhere during it) still carries elements that a reset dump has zeroed,
- * so its bytes are taken, not dropped as libmnl would.
- */
-static int dump_all(struct acct_nft_conn *c, char *buf, size_t size, mnl_cb_t cb, void *arg)
-{
-	const struct nlmsghdr *req = (const struct nlmsghdr *)buf;
-	uint32_t seq = req->nlmsg_seq;
-
-	if (mnl_socket_sendto(c->nl, req, req->nlmsg_len) < 0)
-		return -errno;
-	for (;;) {
-		ssize_t n = mnl_socket_recvfrom(c->nl, buf, size);
-		int left, r;
-
-		if (n < 0)
-			return -errno;
-		left = (int)n;
-		for (struct nlmsghdr *h = (struct nlmsghdr *)buf; mnl_nlmsg_ok(h, left);
-		     h = mnl_nlmsg_next(h, &left))
-			h->nlmsg_flags &= (uint16_t)~NLM_F_DUMP_INTR;
-		errno = 0;
-		r = mnl_cb_run(buf, (size_t)n, seq, c->portid, cb, arg);
-		if (r < 0)
-			return errno ? -errno : -EIO;
-		if (r == MNL_CB_STOP)
-			return 0;
-	}
-}
-
 int acct_dst_read(bool reset, const struct acct_dst_visitor *v, size_t *ret_sets)
 {
 	struct names_ctx names = { 0 };
@@ -319,7 +288,7 @@ int acct_dst_read(bool reset, const struct acct_dst_visitor *v, size_t *ret_sets
 					    NFPROTO_INET, NLM_F_DUMP | NLM_F_ACK, (uint32_t)i + 2);
 		mnl_attr_put_strz(nlh, NFTA_SET_ELEM_LIST_TABLE, ACCT_TABLE);
 		mnl_attr_put_strz(nlh, NFTA_SET_ELEM_LIST_SET, set);
-		q = dump_all(&c, buf, DST_RECV_SIZE, elems_cb, &ctx);
+		q = acct_nft_request_all(&c, buf, DST_RECV_SIZE, elems_cb, &ctx);
 		/* a set retired since the list: nothing to take */
 		if (q < 0 && q != -ENOENT)
 			r = q;

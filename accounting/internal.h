@@ -98,6 +98,11 @@ int acct_nft_get(struct acct_nft_conn *c, uint16_t type,
  * a negative errno: the kernel's, or -EIO when cb refused a message.
  */
 int acct_nft_request(struct acct_nft_conn *c, char *buf, size_t size, mnl_cb_t cb, void *arg);
+/*
+ * The same, cb seeing also answers the kernel flagged interrupted (a commit
+ * during the dump): a reset dump's elements are zeroed whether or not.
+ */
+int acct_nft_request_all(struct acct_nft_conn *c, char *buf, size_t size, mnl_cb_t cb, void *arg);
 int acct_nft_fail(struct tg_err *e, int r, const char *what, const char *why);
 
 /* ---- the table's skeleton (table.c) and its rules (rules.c) ---- */
