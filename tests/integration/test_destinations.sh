@@ -68,9 +68,18 @@ ip -n "$TG_INET" route add 10.1.0.0/24 via 203.0.113.1 || t_fail "inet route to 
 (exec ip netns exec "$TG_INET" "$PY" "$UDP" sink --port 9000 --ready "$TG_TMP/sink.inet" --timeout 300 >/dev/null) &
 TG_PIDS+=("$!")
 wait_for 5 test -s "$TG_TMP/sink.inet" || t_fail "the internet host's sink did not start"
+# Under ASan freed memory sits in its quarantine (256 MB by default) and RSS
+# says nothing of the agent's own growth: there the quarantine is kept small
+# and counted in the bound.
+RSS_GROWTH_KB=8192
+AGENT_ENV=()
+if ldd "$AGENT" 2>/dev/null | grep -q libasan; then
+	RSS_GROWTH_KB=$((8192 + 8192))
+	AGENT_ENV=(env "ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=4")
+fi
 CONF=$(tg_conf '.internetGuard = {destinations: {top: 5, prefixLength: 24, tracked: 64}} | .accounting = {retainSeconds: 2}')
 jq -c '{cniVersion, name, plugins: [del(.cniVersion, .name)]}' <<<"$CONF" >"$CL"
-(exec ip netns exec "$TG_NODE" "$AGENT" --config "$CL" --data-dir "$TG_TMP/data" --listen "127.0.0.1:$APORT" \
+(exec ip netns exec "$TG_NODE" "${AGENT_ENV[@]}" "$AGENT" --config "$CL" --data-dir "$TG_TMP/data" --listen "127.0.0.1:$APORT" \
 	--page-cache-ms 0 --declare-interval 1 --gc-interval 1 --sync-interval 60 2>>"$ALOG") &
 TG_PIDS+=("$!")
 AGENT_PID=$!
@@ -196,7 +205,7 @@ t_expect "sum of flood's egress series = its internet bytes" "$(dst_sum "$TG_TMP
 sleep 11
 rss_after=$(awk '/^VmRSS/ { print $2 }' "/proc/$AGENT_PID/status")
 diag "agent RSS: ${rss_before} kB before, ${rss_after} kB after 100,000 destinations"
-[ $((rss_after - rss_before)) -le 8192 ] || t_fail "the agent grew by $((rss_after - rss_before)) kB"
+[ $((rss_after - rss_before)) -le "$RSS_GROWTH_KB" ] || t_fail "the agent grew by $((rss_after - rss_before)) kB"
 t_end
 
 t_begin "DEL every pod: retiring the namespaces takes their sets and chains along"

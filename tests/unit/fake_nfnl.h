@@ -643,6 +643,10 @@ ssize_t __wrap_mnl_socket_sendto(const struct mnl_socket *nl, const void *req, s
 	} else if (nlh->nlmsg_type == (NFNL_SUBSYS_NFTABLES << 8 | NFT_MSG_GETOBJ) &&
 		   (nlh->nlmsg_flags & NLM_F_DUMP)) {
 		fake_dump_obj(s, nlh);
+	} else if (nlh->nlmsg_type == (NFNL_SUBSYS_NFTABLES << 8 | NFT_MSG_GETSET) &&
+		   (nlh->nlmsg_flags & NLM_F_DUMP)) {
+		/* the model's tables hold counters only: every set dump is empty */
+		fake_done(s, nlh);
 	} else if (NFNL_MSG_TYPE(nlh->nlmsg_type) == NFT_MSG_GETRULE ||
 		   NFNL_MSG_TYPE(nlh->nlmsg_type) == NFT_MSG_GETCHAIN ||
 		   NFNL_MSG_TYPE(nlh->nlmsg_type) == NFT_MSG_GETSET ||
