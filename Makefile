@@ -76,6 +76,9 @@ CLI_SRC  := $(wildcard cli/*.c)
 AGENT_SRC := $(filter-out agent/main.c,$(wildcard agent/*.c))
 BUDGET_SRC := $(wildcard budget/*.c)
 ALLOC_SRC := $(filter-out allocator/main.c,$(wildcard allocator/*.c))
+# The daemons' HTTP client (libcurl multi in their loops) and etcd's JSON gateway.
+HTTPC_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard httpc/*.c))
+ETCD_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard etcd/*.c))
 
 # Every layer below the binaries; the plugin links none of the HTTP code.
 CORE_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRC) $(IPAM_SRC) $(ACCT_SRC) $(SHAPER_SRC) $(NODE_SRC) $(BUDGET_SRC))
@@ -109,7 +112,7 @@ ALLOC_EXPO_OBJ := $(BUILD)/obj/exporter/expo.o $(BUILD)/obj/exporter/http_metric
 # Every object of the four binaries, each once (what `make lint` analyzes).
 PRODUCT_OBJ := $(sort $(PLUGIN_OBJ) $(CLI_OBJ) $(IMDS_OBJ) $(BUILD)/obj/agent/main.o \
 	       $(patsubst %.c,$(BUILD)/obj/%.o,$(AGENT_SRC)) $(EXPORTER_OBJ) $(HTTP_OBJ) \
-	       $(BUILD)/obj/allocator/main.o $(ALLOC_OBJ) $(BUDGET_OBJ))
+	       $(BUILD)/obj/allocator/main.o $(ALLOC_OBJ) $(BUDGET_OBJ) $(HTTPC_OBJ) $(ETCD_OBJ))
 
 ifeq ($(ANALYZE),1)
 # gcc 12's analyzer does not count memory reached through a pointer held in
@@ -155,14 +158,15 @@ $(BUILD)/tollgate-ipam: $(CLI_OBJ) $(IMDS_OBJ) $(CORE_OBJ)
 
 AGENT_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(AGENT_SRC))
 
-$(BUILD)/tollgate-agent: $(BUILD)/obj/agent/main.o $(AGENT_OBJ) $(EXPORTER_OBJ) $(HTTP_OBJ) $(IMDS_OBJ) $(CORE_OBJ)
+$(BUILD)/tollgate-agent: $(BUILD)/obj/agent/main.o $(AGENT_OBJ) $(HTTPC_OBJ) $(EXPORTER_OBJ) $(HTTP_OBJ) $(IMDS_OBJ) $(CORE_OBJ)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BIN_LIBS) $(MHD_LIBS) $(CURL_LIBS) $(NFCT_LIBS)
 
-# No netlink, no libcurl: the config's parser (CORE_OBJ), budget/, http/ and the text writer.
-$(BUILD)/tollgate-allocator: $(BUILD)/obj/allocator/main.o $(ALLOC_OBJ) $(BUDGET_OBJ) $(ALLOC_EXPO_OBJ) $(HTTP_OBJ) $(CORE_OBJ)
+# No netlink: the config's parser (CORE_OBJ), budget/, http/, the text writer, and
+# libcurl for etcd (leader election).
+$(BUILD)/tollgate-allocator: $(BUILD)/obj/allocator/main.o $(ALLOC_OBJ) $(BUDGET_OBJ) $(ALLOC_EXPO_OBJ) $(HTTP_OBJ) $(HTTPC_OBJ) $(ETCD_OBJ) $(CORE_OBJ)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BIN_LIBS) $(MHD_LIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BIN_LIBS) $(MHD_LIBS) $(CURL_LIBS)
 
 $(BUILD)/alloc_load: tests/bench/alloc_load.c
 	@mkdir -p $(dir $@)
@@ -184,12 +188,12 @@ $(BUILD)/tests/unit_test_store: UNIT_EXTRA_LIBS := -Wl,--wrap=fsync -Wl,--wrap=r
 # ... and the node daemon's, of a file it installs into the host's CNI directories.
 $(BUILD)/tests/unit_test_install: UNIT_EXTRA_LIBS := -Wl,--wrap=fsync -Wl,--wrap=rename
 
-$(BUILD)/tests/unit_%: tests/unit/%.c $(CNI_OBJ) $(CORE_OBJ) $(IMDS_OBJ) $(EXPORTER_OBJ) $(HTTP_OBJ) $(AGENT_OBJ)
+$(BUILD)/tests/unit_%: tests/unit/%.c $(CNI_OBJ) $(CORE_OBJ) $(IMDS_OBJ) $(EXPORTER_OBJ) $(HTTP_OBJ) $(AGENT_OBJ) $(HTTPC_OBJ) $(ETCD_OBJ)
 	@mkdir -p $(dir $@)
 	@echo "  TEST    $@"
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(PKG_LIBS) $(CMOCKA_LIBS) $(CURL_LIBS) $(MHD_LIBS) $(NFCT_LIBS) $(UNIT_EXTRA_LIBS)
 
-$(BUILD)/tests/ktest_%: tests/kernel/ktest_%.c $(CNI_OBJ) $(CORE_OBJ) $(IMDS_OBJ) $(EXPORTER_OBJ) $(HTTP_OBJ) $(AGENT_OBJ)
+$(BUILD)/tests/ktest_%: tests/kernel/ktest_%.c $(CNI_OBJ) $(CORE_OBJ) $(IMDS_OBJ) $(EXPORTER_OBJ) $(HTTP_OBJ) $(AGENT_OBJ) $(HTTPC_OBJ) $(ETCD_OBJ)
 	@mkdir -p $(dir $@)
 	@echo "  KTEST   $@"
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(PKG_LIBS) $(CMOCKA_LIBS) $(CURL_LIBS) $(MHD_LIBS) $(NFCT_LIBS)
@@ -207,7 +211,7 @@ lint-objs: $(PRODUCT_OBJ)
 # cppcheck over every C source of the product and its tests, shellcheck over
 # every shell script. Any finding fails; suppressions carry their reason
 # (cppcheck.supp, inline `cppcheck-suppress`, `shellcheck disable`).
-CPPCHECK_DIRS := lib ipam accounting shaper node cni cli agent allocator exporter http budget tests/unit tests/kernel tests/fuzz tests/bench
+CPPCHECK_DIRS := lib ipam accounting shaper node cni cli agent allocator exporter http httpc etcd budget tests/unit tests/kernel tests/fuzz tests/bench
 # With TG_FAILPOINTS, as in the test builds: without it each TG_FAILPOINT() is
 # a literal 0, and every 'r = TG_FAILPOINT(..); if (r == 0)' reads to cppcheck
 # as a condition always true (the failpoint code is checked as well).

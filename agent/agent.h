@@ -92,12 +92,12 @@ struct agent_budget_ns {
 	int64_t probe_ms;
 };
 
-struct report_client;
+struct httpc;
 struct nl_sock;
 struct agent_budgets {
 	struct agent_budget_ns *ns;
 	size_t n, cap;
-	struct report_client *client;	/* NULL: not reporting (--once, --metrics-only) */
+	struct httpc *client;	/* NULL: not reporting (--once, --metrics-only) */
 	struct nl_sock *sk;		/* kept open: the loop reads classes 4 times a period */
 	struct ipam_store_stamp store;	/* of the store last read */
 	uint64_t cfg_hash;		/* of the config it was read with */
@@ -107,6 +107,11 @@ struct agent_budgets {
 	uint64_t seq;
 	bool restored, dirty;		/* budgets.json read; to be written */
 	uint64_t reports_ok, reports_failed, answers_rejected, reports_failed_logged;
+	/* replicas with leader election: the leader reported to, and the newest term seen */
+	char leader[BUDGET_URL_MAX + 1];	/* "": budgets.allocator (the Service) */
+	uint64_t epoch_seen;		/* an answer of an older term is never applied */
+	uint32_t redirects_in_row;	/* redirects since the last answer (a loop stops at 3) */
+	uint64_t answers_stale, redirects;
 	uint64_t ceil_changes, ceil_failures, lease_expiries;
 };
 

@@ -268,6 +268,22 @@ static void report_by(struct agent *a, int64_t at_ms, int64_t now_ms)
 		b->next_ms = at_ms;
 }
 
+/* To the leader a redirect named, else to budgets.allocator (the replicas' Service). */
+static int post_report(struct agent *a, const char *body, size_t len)
+{
+	const struct agent_budgets *b = &a->budgets;
+	const char *base = b->leader[0] ? b->leader : a->cfg.budgets.allocator;
+	size_t n = strlen(base);
+	char url[BUDGET_URL_MAX + 64];
+
+	while (n && base[n - 1] == '/')
+		n--;
+	if (n + sizeof(BUDGET_REPORT_PATH) > sizeof(url))
+		return -ENAMETOOLONG;
+	snprintf(url, sizeof(url), "%.*s%s", (int)n, base, BUDGET_REPORT_PATH);
+	return httpc_post(b->client, url, body, len, AGENT_REPORT_TIMEOUT_MS);
+}
+
 /* The loop's netlink socket, opened on first use (and after a failure). */
 static int budget_sock(struct agent_budgets *b, struct nl_sock **ret)
 {
@@ -448,6 +464,7 @@ static void save_state(struct agent *a, int64_t now_ms)
 	jx_add(o, "node", json_object_new_string(a->opt.node_name ? a->opt.node_name : ""));
 	jx_add(o, "allocator", json_object_new_string(a->cfg.budgets.allocator));
 	jx_add(o, "bootMs", json_object_new_int64(now_ms));
+	jx_add(o, "epoch", json_object_new_int64((int64_t)b->epoch_seen));
 	jx_add(o, "updated", json_object_new_int64((int64_t)time(NULL)));
 	for (size_t i = 0; i < b->n; i++) {
 		const struct agent_budget_ns *n = &b->ns[i];
@@ -494,6 +511,9 @@ static void restore_state(struct agent *a, int64_t now_ms)
 		boot_ms = json_object_get_int64(v);
 	if (boot_ms <= 0 || boot_ms > now_ms)
 		return;
+	/* the newest term seen outlives a restart: a deposed leader's answer stays refused */
+	if (json_object_object_get_ex(o, "epoch", &v) && json_object_get_int64(v) > 0)
+		b->epoch_seen = (uint64_t)json_object_get_int64(v);
 	for (size_t i = 0; i < json_object_array_length(arr); i++) {
 		json_object *e = json_object_array_get_idx(arr, i), *f;
 		const char *ns, *state;
@@ -600,17 +620,50 @@ void agent_budgets_tick(struct agent *a, int64_t now_ms, double rnd, struct agen
 			   LOGFMT_Q(e.msg));
 	if (b->dirty)
 		save_state(a, now_ms);
-	if (!b->client || report_client_busy(b->client) || !a->opt.node_name)
+	if (!b->client || httpc_busy(b->client) || !a->opt.node_name)
 		return;
 	if (build_report(a, &body, &len) < 0)
 		return;
-	r = report_client_post(b->client, a->cfg.budgets.allocator, body, len, AGENT_REPORT_TIMEOUT_MS);
+	r = post_report(a, body, len);
 	free(body);
 	if (r < 0) {
 		b->reports_failed++;
 		return;
 	}
 	b->sent_ms = now_ms;
+}
+
+/*
+ * A replica that does not lead said where the leader is: the report goes
+ * there at once, and the next ones too until one fails. A redirect of an
+ * older term than one seen is a stale replica's and is not followed; nor
+ * is a fourth in a row (replicas that disagree), until the next period.
+ */
+static void redirected(struct agent *a, const char *body, size_t len, int64_t now_ms,
+		       struct agent_notes *notes)
+{
+	struct agent_budgets *b = &a->budgets;
+	struct budget_redirect d;
+	struct tg_err e = { 0 };
+
+	if (budget_redirect_parse(body, len, &d, &e) < 0) {
+		b->answers_rejected++;
+		agent_note(notes, "msg=\"budget: the allocator's redirect was refused\" err=%s",
+			   LOGFMT_Q(e.msg));
+		return;
+	}
+	if (d.epoch < b->epoch_seen) {
+		b->answers_stale++;
+		return;
+	}
+	b->redirects++;
+	if (++b->redirects_in_row > 3)
+		return;
+	if (strcmp(b->leader, d.leader) != 0)
+		agent_note(notes, "msg=\"budget: reporting to the leader\" leader=%s epoch=%llu",
+			   LOGFMT_Q(d.leader), (unsigned long long)d.epoch);
+	snprintf(b->leader, sizeof(b->leader), "%s", d.leader);
+	b->next_ms = now_ms;
 }
 
 void agent_budgets_store_changed(struct agent *a, int64_t now_ms)
@@ -630,10 +683,22 @@ void agent_budgets_answer(struct agent *a, int64_t now_ms, struct agent_notes *n
 	char why[256];
 	long status;
 	size_t len;
-	int r = b->client ? report_client_take(b->client, &status, &body, &len, why, sizeof(why)) : 0;
+	int r = b->client ? httpc_take(b->client, &status, &body, &len, why, sizeof(why)) : 0;
 
 	if (r == 0)
 		return;
+	if (r < 0 && status == 307) {
+		redirected(a, body, len, now_ms, notes);
+		return;
+	}
+	if (r < 0 && b->leader[0]) {
+		/* the leader reported to is gone or no longer leads: the Service finds the next */
+		agent_note(notes, "msg=\"budget: the leader did not answer; reporting to the "
+			   "allocator's address\" leader=%s allocator=%s err=%s", LOGFMT_Q(b->leader),
+			   LOGFMT_Q(a->cfg.budgets.allocator), LOGFMT_Q(why));
+		b->leader[0] = '\0';
+		b->next_ms = now_ms;
+	}
 	if (r < 0) {
 		b->reports_failed++;
 		/* once per failing stretch, not once a second */
@@ -648,6 +713,17 @@ void agent_budgets_answer(struct agent *a, int64_t now_ms, struct agent_notes *n
 		agent_note(notes, "msg=\"budget: the allocator's answer was refused\" err=%s",
 			   LOGFMT_Q(e.msg));
 		return;
+	}
+	if (ans.epoch && ans.epoch < b->epoch_seen) {
+		/* a deposed leader's late answer: its grants are not this term's */
+		b->answers_stale++;
+		budget_answer_free(&ans);
+		return;
+	}
+	b->redirects_in_row = 0;
+	if (ans.epoch > b->epoch_seen) {
+		b->epoch_seen = ans.epoch;
+		b->dirty = true;
 	}
 	if (b->reports_failed_logged)
 		agent_note(notes, "msg=\"budget: the allocator answers again\" failed_reports=%llu",
@@ -686,7 +762,7 @@ void agent_budgets_answer(struct agent *a, int64_t now_ms, struct agent_notes *n
 
 void agent_budgets_free(struct agent *a)
 {
-	report_client_free(a->budgets.client);
+	httpc_free(a->budgets.client);
 	nl_socket_free(a->budgets.sk);
 	free(a->budgets.ns);
 	memset(&a->budgets, 0, sizeof(a->budgets));
@@ -724,12 +800,21 @@ void agent_budgets_render(const struct agent *a, struct expo *x)
 					b->ns[i].state == (enum budget_state)s);
 	expo_family(x, "tollgate_budget_reports_total", "counter",
 		    "Reports to the allocator, by result (error: no answer, an HTTP error, or an "
-		    "answer refused).");
+		    "answer refused; redirected: a replica that does not lead named the leader; "
+		    "stale: an answer of an older term than one seen, not applied).");
 	expo_sample_u64(x, "tollgate_budget_reports_total",
 			(const char *const[]){ "result", "ok", NULL }, b->reports_ok);
 	expo_sample_u64(x, "tollgate_budget_reports_total",
 			(const char *const[]){ "result", "error", NULL },
 			b->reports_failed + b->answers_rejected);
+	expo_sample_u64(x, "tollgate_budget_reports_total",
+			(const char *const[]){ "result", "redirected", NULL }, b->redirects);
+	expo_sample_u64(x, "tollgate_budget_reports_total",
+			(const char *const[]){ "result", "stale", NULL }, b->answers_stale);
+	expo_family(x, "tollgate_budget_epoch", "gauge",
+		    "The newest allocator term this node has seen (0: no leader election); an "
+		    "answer of an older one is never applied.");
+	expo_sample_u64(x, "tollgate_budget_epoch", (const char *const[]){ NULL }, b->epoch_seen);
 	expo_family(x, "tollgate_budget_ceil_changes_total", "counter",
 		    "Changes of a budgeted namespace's ceil (one netlink change each), and failures.");
 	expo_sample_u64(x, "tollgate_budget_ceil_changes_total",

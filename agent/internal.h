@@ -15,6 +15,7 @@
 #include <stdio.h>
 
 #include "agent/agent.h"
+#include "httpc/httpc.h"
 #include "exporter/exporter.h"
 #include "http/http.h"
 
@@ -52,27 +53,9 @@ struct agent_cli {
 int agent_parse_options(int argc, char **argv, struct agent_cli *ret);
 void agent_usage(FILE *f);
 
-/* ---- the budget reports' HTTP client (report.c): libcurl multi in the loop's epoll ---- */
+/* ---- the budget reports: sent with httpc/httpc.h in the loop ---- */
 
 #define AGENT_REPORT_TIMEOUT_MS 1000	/* a report's whole life */
-struct report_client;
-int report_client_new(int epfd, struct report_client **ret);
-void report_client_free(struct report_client *c);
-bool report_client_busy(const struct report_client *c);
-/* POSTs body to base_url + /v1/report; -EBUSY while one runs. */
-int report_client_post(struct report_client *c, const char *base_url, const char *body,
-		       size_t len, int timeout_ms);
-/* One of the client's sockets (not the loop's own) is ready. */
-void report_client_socket(struct report_client *c, int fd, uint32_t events);
-/* How long the loop may wait for the client's timer; -1: no limit. */
-int report_client_timeout_ms(const struct report_client *c);
-void report_client_run_timer(struct report_client *c);
-/*
- * The finished request: 1 with a 200 answer (body valid until the next
- * post), -1 for a failure (why says it), 0 when none finished.
- */
-int report_client_take(struct report_client *c, long *ret_status, const char **ret_body,
-		       size_t *ret_len, char *why, size_t why_size);
 
 /* ---- the daemon (setup.c, loop.c) ---- */
 

@@ -297,7 +297,7 @@ static int next_wait_ms(struct app *app)
 		wait = h;
 	if (agent_budgets_enabled(&app->a) && !app->a.opt.metrics_only) {
 		int64_t b = agent_budgets_next_ms(&app->a) - time_boot_ms();
-		int c = app->a.budgets.client ? report_client_timeout_ms(app->a.budgets.client) : -1;
+		int c = app->a.budgets.client ? httpc_timeout_ms(app->a.budgets.client) : -1;
 
 		if (b < 0)
 			b = 0;
@@ -352,7 +352,7 @@ static int serve(struct app *app)
 			return -errno;
 	}
 	/* The budget reports' client: its sockets join this epoll set as libcurl opens them. */
-	if (!app->a.opt.metrics_only && report_client_new(ep, &app->a.budgets.client) < 0)
+	if (!app->a.opt.metrics_only && httpc_new(ep, "tollgate-agent/" TG_VERSION, BUDGET_BODY_MAX, &app->a.budgets.client) < 0)
 		return -ENOMEM;
 	for (;;) {
 		int n = epoll_wait(ep, evs, 8, next_wait_ms(app));
@@ -374,12 +374,12 @@ static int serve(struct app *app)
 			} else if (evs[i].data.fd == app->inotify_fd) {
 				drain_inotify(app);
 			} else if (evs[i].data.fd != http_fd(app->http) && app->a.budgets.client) {
-				report_client_socket(app->a.budgets.client, evs[i].data.fd,
+				httpc_socket(app->a.budgets.client, evs[i].data.fd,
 						     evs[i].events);
 			}
 		}
 		if (app->a.budgets.client)
-			report_client_run_timer(app->a.budgets.client);
+			httpc_run_timer(app->a.budgets.client);
 		run_due(app);
 		run_budgets(app);
 		http_run(app->http);

@@ -9,12 +9,16 @@
  *
  *   tollgate-allocator --config FILE [--listen ADDR:PORT] [--max-connections N]
  *                      [--per-client N] [--deadline-ms MS] [--log-level L]
+ *                      [--etcd URLS --advertise URL [--election-key KEY]
+ *                       [--election-ttl S] [--etcd-ca F --etcd-cert F --etcd-key F]]
  *
  * One process, one thread, one event loop: a signalfd (TERM and INT exit 0,
  * HUP re-reads the config), an inotify watch on the config's directory, a
  * timerfd for the allocation rounds, and the HTTP server (http/http.h) that
  * takes POST /v1/report and serves /metrics, /healthz, /readyz and /.
- * Without --etcd (a later change) it is the only replica and always leads.
+ * Without --etcd it is the only replica and always leads; with it,
+ * replicas elect a leader on etcd (elect.h) and only the leader grants: the
+ * others answer reports with where the leader is.
  */
 
 #include <stdio.h>
@@ -30,6 +34,12 @@ struct alloc_cli {
 	unsigned int per_client;	/* connections one address may hold */
 	unsigned int deadline_ms;	/* a request's whole life (and a kept-alive idle one's) */
 	enum alloc_log_level log_level;
+	/* leader election: etcd NULL without */
+	const char *etcd;		/* comma-separated client URLs */
+	const char *election_key;
+	const char *advertise;		/* this replica's URL, as the nodes reach it */
+	unsigned int election_ttl_s;
+	const char *etcd_ca, *etcd_cert, *etcd_key;
 };
 
 #define ALLOC_DEFAULT_MAX_CONNECTIONS 25000

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "allocator/allocator.h"
+#include "allocator/elect.h"
 #include "budget/budget.h"
 #include "exporter/exporter.h"
 #include "http/http.h"
@@ -51,6 +52,8 @@ enum alloc_report_result {
 	ALLOC_REPORT_MALFORMED,		/* not a report: bad JSON, a wrong type, a value out of range */
 	ALLOC_REPORT_OVERSIZED,		/* over BUDGET_BODY_MAX (the HTTP server's 413s included) */
 	ALLOC_REPORT_VERSION,		/* a version this allocator does not speak */
+	ALLOC_REPORT_REDIRECTED,	/* a follower's: answered with the leader's URL (307) */
+	ALLOC_REPORT_NO_LEADER,		/* a follower's that knows no leader (503) */
 	ALLOC_REPORT_RESULTS
 };
 
@@ -80,6 +83,17 @@ struct app {
 	sigset_t sigs;
 	int64_t round_ms;		/* the timer's period in force */
 	struct alloc_stats stats;
+	/* leader election (leader.c); elect_on false: the only replica, always leading */
+	bool elect_on;
+	struct elect el;
+	struct httpc *etcd;
+	char etcd_urls[ELECT_URLS_MAX][ELECT_URL_MAX + 1];
+	struct alloc_term {		/* this replica's term in force, or its last */
+		int64_t epoch;
+		uint64_t answers;	/* reports answered with grants */
+		int64_t first_grant_unix_ms, last_grant_unix_ms;
+	} term;
+	char *redirect;			/* the last redirect's text */
 };
 
 #define ALLOC_REFUSED_LOG_MS 10000
@@ -103,6 +117,27 @@ int alloc_setup(struct app *app, const struct alloc_cli *cli);
 void alloc_teardown(struct app *app);
 /* The HTTP server's callbacks and its config (serve.c). */
 void alloc_http_config(struct app *app, struct http_config *hc);
+/* ---- leader election (leader.c) ---- */
+
+/* The etcd URLs and the machine, from the command line (before the loop). */
+void alloc_elect_init(struct app *app);
+/* The etcd client, its sockets in epfd. 0 or -ENOMEM. */
+int alloc_elect_start(struct app *app, int epfd);
+/* One of the etcd client's sockets is ready. */
+void alloc_elect_socket(struct app *app, int fd, uint32_t events);
+/* Timers, answers, the next request; a change of role is taken here. */
+void alloc_elect_run(struct app *app);
+/* How long the loop may wait for the election; -1: no limit. */
+int alloc_elect_timeout_ms(const struct app *app);
+/* A clean shutdown: a leader revokes its lease (a follower takes over at once). */
+void alloc_elect_stop(struct app *app);
+/* Whether this replica grants now (always without --etcd). */
+bool alloc_leading(struct app *app);
+/* A report answered with grants, in the term's record. */
+void alloc_term_granted(struct app *app);
+/* A new allocation state for the policy in force (a new term learns anew). 0 or -ENOMEM. */
+int alloc_relearn(struct app *app);
+
 /* The loop until SIGTERM or SIGINT: 0, or a negative errno when the loop itself failed. */
 int alloc_loop(struct app *app);
 

@@ -2,8 +2,9 @@
 /*
  * The allocator's event loop (allocator/internal.h). One thread: epoll over
  * a signalfd (TERM and INT end it, HUP re-reads the config), an inotify
- * watch on the config's directory, the round's timerfd and the HTTP server;
- * the wait ends at the HTTP server's next deadline.
+ * watch on the config's directory, the round's timerfd, the HTTP server and
+ * the election's etcd client (its sockets, libcurl's); the wait ends at the
+ * next deadline of either.
  */
 #include <errno.h>
 #include <signal.h>
@@ -55,8 +56,12 @@ int alloc_loop(struct app *app)
 	if ((r = add(ep, sfd)) < 0 || (r = add(ep, http_fd(app->http))) < 0 ||
 	    (r = add(ep, app->inotify_fd)) < 0 || (r = add(ep, app->timer_fd)) < 0)
 		return r;
+	/* the election's etcd client: its sockets join this set as libcurl opens them */
+	if ((r = alloc_elect_start(app, ep)) < 0)
+		return r;
 	for (;;) {
-		int n = epoll_wait(ep, evs, 8, http_timeout_ms(app->http));
+		int wait = http_timeout_ms(app->http), e = alloc_elect_timeout_ms(app);
+		int n = epoll_wait(ep, evs, 8, e >= 0 && (wait < 0 || e < wait) ? e : wait);
 		bool changed = false, hup = false;
 
 		if (n < 0 && errno != EINTR)
@@ -74,6 +79,7 @@ int alloc_loop(struct app *app)
 					}
 					alloc_log(ALLOC_LOG_INFO, "msg=\"shutting down\" signal=%u",
 						  si.ssi_signo);
+					alloc_elect_stop(app);
 					return 0;
 				}
 			} else if (fd == app->inotify_fd) {
@@ -85,8 +91,11 @@ int alloc_loop(struct app *app)
 				/* late rounds are not made up: one round sees every report */
 				if (read(fd, &expired, sizeof(expired)) == (ssize_t)sizeof(expired))
 					alloc_round(app);
+			} else if (fd != http_fd(app->http)) {
+				alloc_elect_socket(app, fd, evs[i].events);
 			}
 		}
+		alloc_elect_run(app);
 		if (changed)
 			reload(app, hup);
 		http_run(app->http);

@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 /* The allocator's command line, read and checked before anything starts (allocator/allocator.h). */
 #include <errno.h>
+#include <stdbool.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "allocator/allocator.h"
+#include "allocator/elect.h"
+#include "budget/budget.h"
 
 void alloc_usage(FILE *f)
 {
@@ -17,7 +20,12 @@ void alloc_usage(FILE *f)
 	      "          at most the open-file limit allows), --per-client 64 (connections\n"
 	      "          one address may hold), --deadline-ms 5000 (a request's whole life,\n"
 	      "          and a kept-alive connection's idle time), --log-level info\n"
-	      "--etcd, --election-key, --advertise: leader election, not in this build\n"
+	      "       leader election: --etcd URL[,URL...] --advertise URL\n"
+	      "                        [--election-key KEY] [--election-ttl SECONDS]\n"
+	      "                        [--etcd-ca FILE] [--etcd-cert FILE --etcd-key FILE]\n"
+	      "          replicas campaign on an etcd lease (the v3 JSON gateway); only the\n"
+	      "          leader grants, the others answer with its --advertise URL.\n"
+	      "          --election-key /tollgate/allocator/leader, --election-ttl 5 (2 to 60)\n"
 	      "endpoints: POST /v1/report, /metrics, /healthz, /readyz, /\n",
 	      f);
 }
@@ -51,6 +59,49 @@ static int parse_log_level(const char *s, enum alloc_log_level *ret)
 	return 0;
 }
 
+/* Each of --etcd's URLs, --advertise and the key: what the election can use. */
+static int check_election(const struct alloc_cli *cli)
+{
+	const char *p = cli->etcd;
+	size_t n = 0;
+
+	for (;;) {
+		size_t len = strcspn(p, ",");
+
+		if (!budget_leader_url_ok(p, len) || len > ELECT_URL_MAX) {
+			fprintf(stderr, "tollgate-allocator: --etcd: \"%.*s\" is not an http:// or "
+					"https:// URL\n", (int)(len > 80 ? 80 : len), p);
+			return -EINVAL;
+		}
+		if (++n > ELECT_URLS_MAX) {
+			fprintf(stderr, "tollgate-allocator: --etcd: at most %d URLs\n", ELECT_URLS_MAX);
+			return -EINVAL;
+		}
+		if (!p[len])
+			break;
+		p += len + 1;
+	}
+	if (!cli->advertise) {
+		fprintf(stderr, "tollgate-allocator: --etcd needs --advertise (the URL the nodes "
+				"reach this replica at)\n");
+		return -EINVAL;
+	}
+	if (!budget_leader_url_ok(cli->advertise, strlen(cli->advertise))) {
+		fprintf(stderr, "tollgate-allocator: --advertise: \"%.80s\" is not an http:// or "
+				"https:// URL of at most %d bytes\n", cli->advertise, BUDGET_URL_MAX);
+		return -EINVAL;
+	}
+	if (!*cli->election_key || strlen(cli->election_key) > ETCD_KEY_MAX) {
+		fprintf(stderr, "tollgate-allocator: --election-key: 1 to %d bytes\n", ETCD_KEY_MAX);
+		return -EINVAL;
+	}
+	if (!cli->etcd_cert != !cli->etcd_key) {
+		fprintf(stderr, "tollgate-allocator: --etcd-cert and --etcd-key go together\n");
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int alloc_parse_options(int argc, char **argv, struct alloc_cli *ret)
 {
 	static const struct option opts[] = {
@@ -63,6 +114,10 @@ int alloc_parse_options(int argc, char **argv, struct alloc_cli *ret)
 		{ "etcd", required_argument, NULL, 'E' },
 		{ "election-key", required_argument, NULL, 'K' },
 		{ "advertise", required_argument, NULL, 'A' },
+		{ "election-ttl", required_argument, NULL, 'L' },
+		{ "etcd-ca", required_argument, NULL, 'a' },
+		{ "etcd-cert", required_argument, NULL, 'e' },
+		{ "etcd-key", required_argument, NULL, 'k' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -75,7 +130,10 @@ int alloc_parse_options(int argc, char **argv, struct alloc_cli *ret)
 		.per_client = ALLOC_DEFAULT_PER_CLIENT,
 		.deadline_ms = ALLOC_DEFAULT_DEADLINE_MS,
 		.log_level = ALLOC_LOG_INFO,
+		.election_key = ELECT_DEFAULT_KEY,
+		.election_ttl_s = ELECT_DEFAULT_TTL_S,
 	};
+	bool election_opt = false;
 	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'c': cli->config_path = optarg; break;
@@ -104,14 +162,19 @@ int alloc_parse_options(int argc, char **argv, struct alloc_cli *ret)
 				return 2;
 			}
 			break;
-		case 'E':
-		case 'K':
-		case 'A':
-			/* a replica that believed it led alone beside others would overgrant */
-			fprintf(stderr, "tollgate-allocator: --%s: leader election (etcd) is not in this "
-					"build; run one replica without it\n",
-				opt == 'E' ? "etcd" : opt == 'K' ? "election-key" : "advertise");
-			return 2;
+		case 'E': cli->etcd = optarg; break;
+		case 'K': cli->election_key = optarg; election_opt = true; break;
+		case 'A': cli->advertise = optarg; election_opt = true; break;
+		case 'a': cli->etcd_ca = optarg; election_opt = true; break;
+		case 'e': cli->etcd_cert = optarg; election_opt = true; break;
+		case 'k': cli->etcd_key = optarg; election_opt = true; break;
+		case 'L':
+			if (parse_uint(optarg, 2, 60, &cli->election_ttl_s) < 0) {
+				fprintf(stderr, "tollgate-allocator: --election-ttl is 2 to 60 (seconds)\n");
+				return 2;
+			}
+			election_opt = true;
+			break;
 		case 'h': alloc_usage(stdout); return 0;
 		default: alloc_usage(stderr); return 2;
 		}
@@ -124,5 +187,12 @@ int alloc_parse_options(int argc, char **argv, struct alloc_cli *ret)
 		alloc_usage(stderr);
 		return 2;
 	}
+	if (!cli->etcd && election_opt) {
+		/* a replica that believed it led alone beside others would overgrant */
+		fprintf(stderr, "tollgate-allocator: --advertise, --election-* and --etcd-* need --etcd\n");
+		return 2;
+	}
+	if (cli->etcd && check_election(cli) < 0)
+		return 2;
 	return ALLOC_RUN;
 }

@@ -31,7 +31,40 @@ static const char *const result_names[ALLOC_REPORT_RESULTS] = {
 	[ALLOC_REPORT_MALFORMED] = "malformed",
 	[ALLOC_REPORT_OVERSIZED] = "oversized",
 	[ALLOC_REPORT_VERSION] = "version",
+	[ALLOC_REPORT_REDIRECTED] = "redirected",
+	[ALLOC_REPORT_NO_LEADER] = "no-leader",
 };
+
+/*
+ * A replica that does not lead: 307 to the leader it knows (the nodes
+ * report there until that fails), 503 while it knows none. Nothing of the
+ * report is kept.
+ */
+static const char no_leader[] =
+	"no leader: this replica does not grant, and knows of none that does\n";
+
+static void not_leading(struct app *app, struct http_reply *ret)
+{
+	struct budget_redirect d = { .epoch = (uint64_t)app->el.leader_epoch };
+	size_t len;
+	char *text;
+
+	if (app->el.leader_known && budget_leader_url_ok(app->el.leader, strlen(app->el.leader))) {
+		snprintf(d.leader, sizeof(d.leader), "%s", app->el.leader);
+		if (budget_redirect_build(&d, &text, &len) == 0) {
+			free(app->redirect);
+			app->redirect = text;
+			app->stats.reports[ALLOC_REPORT_REDIRECTED]++;
+			*ret = (struct http_reply){ .status = 307, .content_type = json_type,
+						    .body = text, .len = len,
+						    .location = app->el.leader };
+			return;
+		}
+	}
+	app->stats.reports[ALLOC_REPORT_NO_LEADER]++;
+	*ret = (struct http_reply){ .status = 503, .content_type = text_type, .body = no_leader,
+				    .len = sizeof(no_leader) - 1 };
+}
 
 static void route(void *cls, const char *path, struct http_reply *ret)
 {
@@ -105,8 +138,15 @@ static void post(void *cls, const char *path, const char *body, size_t len,
 		refused(app, r == -EPROTO ? ALLOC_REPORT_VERSION : ALLOC_REPORT_MALFORMED, ret);
 		return;
 	}
+	/* asked at the answer itself: a term whose renewal is late grants nothing more */
+	if (!alloc_leading(app)) {
+		budget_report_free(&rep);
+		not_leading(app, ret);
+		return;
+	}
 	r = budget_alloc_report(app->ba, &rep, alloc_now_ms(), &ans);
 	budget_report_free(&rep);
+	ans.epoch = app->elect_on ? (uint64_t)app->el.epoch : 0;
 	if (r == 0) {
 		r = budget_answer_build(&ans, &text, &tlen);
 		budget_answer_free(&ans);
@@ -118,6 +158,7 @@ static void post(void *cls, const char *path, const char *body, size_t len,
 		return;
 	}
 	app->stats.reports[ALLOC_REPORT_OK]++;
+	alloc_term_granted(app);
 	/* the server copies it when this returns; it goes with the next answer */
 	free(app->answer);
 	app->answer = text;
@@ -165,6 +206,39 @@ static uint64_t view_value(const struct budget_view *v, enum view_field f)
 	return 0;
 }
 
+/* Leader election's families (--etcd only). */
+static void render_election(struct app *app, struct expo *x)
+{
+	const struct elect *el = &app->el;
+
+	expo_family(x, "tollgate_allocator_epoch", "gauge",
+		    "The term of the leader this replica knows of (the election key's revision in "
+		    "etcd; grants carry it); 0: none known.");
+	expo_sample_u64(x, "tollgate_allocator_epoch", NULL,
+			el->leading || el->leader_known ? (uint64_t)el->leader_epoch : 0);
+	expo_family(x, "tollgate_allocator_etcd_up", "gauge",
+		    "1 when etcd answered this replica's last request.");
+	expo_sample_u64(x, "tollgate_allocator_etcd_up", NULL, el->etcd_ok);
+	expo_family(x, "tollgate_allocator_etcd_requests_total", "counter",
+		    "Requests to etcd's JSON gateway, by step of the election and result.");
+	for (int i = ELECT_GRANT; i < ELECT_STEPS; i++) {
+		const char *ok[] = { "step", elect_step_names[i], "result", "ok", NULL };
+		const char *err[] = { "step", elect_step_names[i], "result", "error", NULL };
+
+		expo_sample_u64(x, "tollgate_allocator_etcd_requests_total", ok,
+				el->stats.requests[i] - el->stats.failures[i]);
+		expo_sample_u64(x, "tollgate_allocator_etcd_requests_total", err,
+				el->stats.failures[i]);
+	}
+	expo_family(x, "tollgate_allocator_terms_total", "counter",
+		    "Terms this replica won (campaigns on the election key).");
+	expo_sample_u64(x, "tollgate_allocator_terms_total", NULL, el->stats.terms);
+	expo_family(x, "tollgate_allocator_step_downs_total", "counter",
+		    "Terms that ended other than by a clean shutdown (the lease not renewed in "
+		    "time, or the key lost).");
+	expo_sample_u64(x, "tollgate_allocator_step_downs_total", NULL, el->stats.step_downs);
+}
+
 static void render(struct app *app, struct expo *x)
 {
 	static const char *const version[] = { "version", TG_VERSION, NULL };
@@ -178,7 +252,9 @@ static void render(struct app *app, struct expo *x)
 	expo_sample_u64(x, "tollgate_build_info", version, 1);
 	expo_family(x, "tollgate_allocator_leader", "gauge",
 		    "1 when this replica grants (without leader election: always).");
-	expo_sample_u64(x, "tollgate_allocator_leader", NULL, 1);
+	expo_sample_u64(x, "tollgate_allocator_leader", NULL, alloc_leading(app));
+	if (app->elect_on)
+		render_election(app, x);
 	expo_family(x, "tollgate_allocator_learning", "gauge",
 		    "1 for one lease after a start (or a new leaseSeconds): each node is granted "
 		    "only what it reports holding.");
@@ -195,9 +271,10 @@ static void render(struct app *app, struct expo *x)
 		}
 	}
 	expo_family(x, "tollgate_allocator_reports_total", "counter",
-		    "Reports received, by result: ok (answered), malformed, oversized (over the "
-		    "wire's limit, the HTTP server's 413s included) or version (one this allocator "
-		    "does not speak); a refused report changes nothing.");
+		    "Reports received, by result: ok (answered with grants), malformed, oversized "
+		    "(over the wire's limit, the HTTP server's 413s included), version (one this "
+		    "allocator does not speak), redirected (to the leader) or no-leader; only ok "
+		    "changes anything.");
 	for (int i = 0; i < ALLOC_REPORT_RESULTS; i++) {
 		const char *labels[] = { "result", result_names[i], NULL };
 		uint64_t v = app->stats.reports[i];

@@ -93,6 +93,19 @@ static struct budget_alloc *new_state(const struct alloc_policy *pol)
 	return budget_alloc_new(&p, alloc_now_ms());
 }
 
+int alloc_relearn(struct app *app)
+{
+	struct budget_alloc *ba = new_state(&app->pol);
+
+	if (!ba || budget_alloc_set(ba, app->pol.defs, app->pol.n) < 0) {
+		budget_alloc_free(ba);
+		return -ENOMEM;
+	}
+	budget_alloc_free(app->ba);
+	app->ba = ba;
+	return 0;
+}
+
 static bool same_budgets(const struct alloc_policy *a, const struct alloc_policy *b)
 {
 	return a->n == b->n && memcmp(a->defs, b->defs, a->n * sizeof(*a->defs)) == 0;
@@ -251,6 +264,7 @@ int alloc_setup(struct app *app, const struct alloc_cli *cli)
 	}
 	if (alloc_reload(app, true) < 0)
 		return 1;
+	alloc_elect_init(app);
 	sigemptyset(&app->sigs);
 	sigaddset(&app->sigs, SIGTERM);
 	sigaddset(&app->sigs, SIGINT);
@@ -279,11 +293,16 @@ int alloc_setup(struct app *app, const struct alloc_cli *cli)
 		  LOGFMT_Q(cli->config_path), LOGFMT_Q(cli->listen), app->pol.n,
 		  (long long)app->pol.lease_ms, (long long)app->round_ms, conns, cli->per_client,
 		  TG_VERSION);
+	if (app->elect_on)
+		alloc_log(ALLOC_LOG_INFO, "msg=\"leader election: no grant until this replica leads\" "
+			  "etcd=%s key=%s advertise=%s ttl_s=%u", LOGFMT_Q(cli->etcd),
+			  LOGFMT_Q(cli->election_key), LOGFMT_Q(cli->advertise), cli->election_ttl_s);
 	return 0;
 }
 
 void alloc_teardown(struct app *app)
 {
+	alloc_elect_stop(app);
 	http_free(app->http);
 	expo_free(&app->page);
 	if (app->inotify_fd >= 0)
@@ -294,6 +313,7 @@ void alloc_teardown(struct app *app)
 	alloc_policy_free(&app->pol);
 	free(app->views);
 	free(app->answer);
+	free(app->redirect);
 	free(app->tried_text);
 }
 

@@ -34,6 +34,17 @@
  * held back until others have given capacity up, a demand that moved
  * since the last round), so that capacity changes hands in a fraction of
  * a period.
+ *
+ * epoch (optional, absent: 0) is the granting leader's term where
+ * replicas elect one (the election key's revision in etcd): a node never
+ * applies a grant of an older epoch than one it has seen, so a deposed
+ * leader's late answers change nothing. A replica that does not lead
+ * answers 307 with the leader it knows (and a Location header):
+ *
+ *   redirect {"version":1,"leader":"http://10.0.3.7:9618","epoch":7}
+ *
+ * and 503 while it knows none; the node then reports to that leader
+ * until a report there fails.
  */
 
 #include <stdbool.h>
@@ -59,6 +70,8 @@
 #define BUDGET_PODS_MAX 65535
 #define BUDGET_NODES_MAX 1000000
 #define BUDGET_LEASE_MAX_MS 3600000
+#define BUDGET_URL_MAX 255		/* a leader's URL in a redirect */
+#define BUDGET_EPOCH_MAX INT64_MAX	/* etcd's revisions are int64 */
 
 /* A node's state for one budget (tollgate_budget_state's label). */
 enum budget_state {
@@ -102,16 +115,26 @@ struct budget_grant {
 struct budget_answer {
 	int64_t lease_ms;
 	int64_t next_report_ms;		/* > 0: the next report is wanted this soon */
+	uint64_t epoch;			/* the granting leader's term; 0: no election */
 	struct budget_grant *g;
 	size_t n;
 };
 
+/* A replica that does not lead: where the leader is. */
+struct budget_redirect {
+	char leader[BUDGET_URL_MAX + 1];	/* http:// or https://, printable, no spaces */
+	uint64_t epoch;
+};
+
 /*
- * JSON text of a report or answer (malloc'ed, NUL-terminated; *ret_len
+ * JSON text of a report, answer or redirect (malloc'ed, NUL-terminated; *ret_len
  * without the NUL). 0 or -ENOMEM.
  */
 int budget_report_build(const struct budget_report *r, char **ret, size_t *ret_len);
 int budget_answer_build(const struct budget_answer *a, char **ret, size_t *ret_len);
+int budget_redirect_build(const struct budget_redirect *d, char **ret, size_t *ret_len);
+/* Whether s is a leader's URL a redirect may carry (what the parser accepts). */
+bool budget_leader_url_ok(const char *s, size_t n);
 /*
  * Strict parsers (any bytes: a hostile peer writes them): a document over
  * BUDGET_BODY_MAX, not JSON, of another version, with a member of the wrong
@@ -123,6 +146,8 @@ int budget_answer_build(const struct budget_answer *a, char **ret, size_t *ret_l
  */
 int budget_report_parse(const char *text, size_t len, struct budget_report *ret, struct tg_err *e);
 int budget_answer_parse(const char *text, size_t len, struct budget_answer *ret, struct tg_err *e);
+int budget_redirect_parse(const char *text, size_t len, struct budget_redirect *ret,
+			  struct tg_err *e);
 void budget_report_free(struct budget_report *r);
 void budget_answer_free(struct budget_answer *a);
 

@@ -148,6 +148,8 @@ int budget_answer_build(const struct budget_answer *a, char **ret, size_t *ret_l
 	put(&b, "{\"version\":%d,\"leaseMs\":%" PRId64, BUDGET_WIRE_VERSION, a->lease_ms);
 	if (a->next_report_ms > 0)
 		put(&b, ",\"nextReportMs\":%" PRId64, a->next_report_ms);
+	if (a->epoch > 0)
+		put(&b, ",\"epoch\":%" PRIu64, a->epoch);
 	put(&b, ",\"grants\":[");
 	for (size_t i = 0; i < a->n; i++) {
 		const struct budget_grant *g = &a->g[i];
@@ -158,6 +160,16 @@ int budget_answer_build(const struct budget_answer *a, char **ret, size_t *ret_l
 		    g->grant, g->safe_share, g->nodes);
 	}
 	put(&b, "]}");
+	return wbuf_done(&b, ret, ret_len);
+}
+
+int budget_redirect_build(const struct budget_redirect *d, char **ret, size_t *ret_len)
+{
+	struct wbuf b = { 0 };
+
+	put(&b, "{\"version\":%d,\"leader\":", BUDGET_WIRE_VERSION);
+	put_str(&b, d->leader, sizeof(d->leader));
+	put(&b, ",\"epoch\":%" PRIu64 "}", d->epoch);
 	return wbuf_done(&b, ret, ret_len);
 }
 
@@ -737,6 +749,8 @@ int budget_answer_parse(const char *text, size_t len, struct budget_answer *ret,
 	if ((r = get_uint(root, "", "leaseMs", BUDGET_LEASE_MAX_MS, &lease, e)) < 0 ||
 	    (json_object_object_get_ex(root, "nextReportMs", NULL) &&
 	     (r = get_uint(root, "", "nextReportMs", BUDGET_INTERVAL_MAX_MS, &next, e)) < 0) ||
+	    (json_object_object_get_ex(root, "epoch", NULL) &&
+	     (r = get_uint(root, "", "epoch", BUDGET_EPOCH_MAX, &ans.epoch, e)) < 0) ||
 	    (r = get_entries(root, "grants", &arr, &ans.n, e)) < 0)
 		goto out;
 	if (lease == 0) {
@@ -770,6 +784,52 @@ int budget_answer_parse(const char *text, size_t len, struct budget_answer *ret,
 out:
 	free(ans.g);
 	free(seen);
+	json_object_put(root);
+	return r;
+}
+
+bool budget_leader_url_ok(const char *s, size_t n)
+{
+	size_t scheme = 0;
+
+	if (n >= 7 && strncmp(s, "http://", 7) == 0)
+		scheme = 7;
+	else if (n >= 8 && strncmp(s, "https://", 8) == 0)
+		scheme = 8;
+
+	if (!scheme || n == scheme || n > BUDGET_URL_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (s[i] <= 0x20 || s[i] >= 0x7f || s[i] == '"' || s[i] == '\\')
+			return false;
+	return true;
+}
+
+int budget_redirect_parse(const char *text, size_t len, struct budget_redirect *ret,
+			  struct tg_err *e)
+{
+	struct budget_redirect d = { 0 };
+	json_object *root;
+	const char *url;
+	size_t url_len;
+	int r;
+
+	r = parse_doc(text, len, "a redirect", &root, e);
+	if (r < 0)
+		return r;
+	if ((r = get_str(root, "", "leader", &url, &url_len, e)) < 0 ||
+	    (r = get_uint(root, "", "epoch", BUDGET_EPOCH_MAX, &d.epoch, e)) < 0)
+		goto out;
+	if (!budget_leader_url_ok(url, url_len)) {
+		r = bad(e, -EINVAL,
+			"leader: \"%s\" is not a URL (http:// or https://, printable, at most %d)",
+			SHOWN(url, url_len), BUDGET_URL_MAX);
+		goto out;
+	}
+	memcpy(d.leader, url, url_len);
+	d.leader[url_len] = '\0';
+	*ret = d;
+out:
 	json_object_put(root);
 	return r;
 }

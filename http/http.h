@@ -74,6 +74,7 @@ struct http_reply {
 	size_t len;
 	bool copy;			/* body is the caller's: copied (else it must outlive the server) */
 	bool page;			/* answer with the shared page (see collect) */
+	const char *location;		/* a Location header (a redirect's); NULL: none */
 };
 
 /* Called for GET and HEAD of any path (without the query string). */

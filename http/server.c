@@ -207,9 +207,9 @@ static void body_free(struct body *b)
 	free(b);
 }
 
-static enum MHD_Result queue_static(const struct http_server *srv, struct MHD_Connection *conn,
-				    unsigned int status, const char *type, const char *body,
-				    size_t len, bool copy)
+static enum MHD_Result queue_reply(const struct http_server *srv, struct MHD_Connection *conn,
+				   unsigned int status, const char *type, const char *body,
+				   size_t len, bool copy, const char *location)
 {
 	struct MHD_Response *resp = MHD_create_response_from_buffer(
 		len, (void *)body, copy ? MHD_RESPMEM_MUST_COPY : MHD_RESPMEM_PERSISTENT);
@@ -219,12 +219,21 @@ static enum MHD_Result queue_static(const struct http_server *srv, struct MHD_Co
 		return MHD_NO;
 	if (type)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+	if (location)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_LOCATION, location);
 	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW,
 					srv->cfg.post ? "GET, HEAD, POST" : "GET, HEAD");
 	r = MHD_queue_response(conn, status, resp);
 	MHD_destroy_response(resp);
 	return r;
+}
+
+static enum MHD_Result queue_static(const struct http_server *srv, struct MHD_Connection *conn,
+				    unsigned int status, const char *type, const char *body,
+				    size_t len, bool copy)
+{
+	return queue_reply(srv, conn, status, type, body, len, copy, NULL);
 }
 
 #define QUEUE_TEXT(srv, conn, status, text) \
@@ -326,8 +335,8 @@ static enum MHD_Result post_more(struct http_server *srv, struct MHD_Connection 
 	if (!reply.status)
 		return QUEUE_TEXT(srv, conn, MHD_HTTP_NOT_FOUND, "not found\n");
 	/* the callback's buffer need not outlive the call: copied */
-	r = queue_static(srv, conn, reply.status, reply.content_type, reply.body ? reply.body : "",
-			 reply.body ? reply.len : 0, true);
+	r = queue_reply(srv, conn, reply.status, reply.content_type, reply.body ? reply.body : "",
+			reply.body ? reply.len : 0, true, reply.location);
 	return r;
 }
 
@@ -369,8 +378,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	}
 	if (!reply.status)
 		return QUEUE_TEXT(srv, conn, MHD_HTTP_NOT_FOUND, "not found\n");
-	return queue_static(srv, conn, reply.status, reply.content_type,
-			    reply.body ? reply.body : "", reply.body ? reply.len : 0, reply.copy);
+	return queue_reply(srv, conn, reply.status, reply.content_type,
+			   reply.body ? reply.body : "", reply.body ? reply.len : 0, reply.copy,
+			   reply.location);
 }
 
 /*

@@ -1,11 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * The budget reports' HTTP client (agent/internal.h): one libcurl easy
- * handle on a multi handle whose sockets and timer live in the agent's own
- * epoll loop, so that an allocator that is slow or gone costs the loop
- * nothing but the request's timeout, and never blocks /metrics or a
- * declaration. The easy handle is reused: its connection stays alive from
- * one report to the next.
+ * One request at a time on a reused libcurl easy handle, on a multi handle
+ * whose sockets and timer live in the caller's epoll loop (httpc/httpc.h).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -15,10 +11,9 @@
 
 #include <curl/curl.h>
 
-#include "agent/internal.h"
-#include "budget/budget.h"
+#include "httpc/httpc.h"
 
-struct report_client {
+struct httpc {
 	CURLM *multi;
 	CURL *easy;
 	struct curl_slist *headers;
@@ -28,6 +23,9 @@ struct report_client {
 	char *body;			/* the answer so far */
 	size_t len;
 	bool too_big;
+	size_t max_body;
+	char *user_agent;
+	char *tls[3];			/* CA, certificate, key */
 	char url[600];
 	char err[CURL_ERROR_SIZE];
 	/* what the last request ended with, until taken */
@@ -46,11 +44,11 @@ static int64_t now_ms(void)
 
 static size_t on_data(char *p, size_t size, size_t n, void *arg)
 {
-	struct report_client *c = arg;
+	struct httpc *c = arg;
 	size_t len = size * n;
 	char *b;
 
-	if (c->len + len > BUDGET_BODY_MAX) {
+	if (c->len + len > c->max_body) {
 		c->too_big = true;
 		return 0; /* aborts the transfer */
 	}
@@ -68,7 +66,7 @@ static size_t on_data(char *p, size_t size, size_t n, void *arg)
 /* cppcheck-suppress constParameter ; libcurl's callback type fixes it */
 static int on_socket(CURL *easy, curl_socket_t s, int what, void *arg, void *sockp)
 {
-	struct report_client *c = arg;
+	struct httpc *c = arg;
 	struct epoll_event ev = { .data.fd = s };
 
 	(void)easy;
@@ -87,26 +85,28 @@ static int on_socket(CURL *easy, curl_socket_t s, int what, void *arg, void *soc
 
 static int on_timer(CURLM *multi, long timeout_ms, void *arg)
 {
-	struct report_client *c = arg;
+	struct httpc *c = arg;
 
 	(void)multi;
 	c->timer_ms = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
 	return 0;
 }
 
-int report_client_new(int epfd, struct report_client **ret)
+int httpc_new(int epfd, const char *user_agent, size_t max_body, struct httpc **ret)
 {
-	struct report_client *c = calloc(1, sizeof(*c));
+	struct httpc *c = calloc(1, sizeof(*c));
 
 	if (!c)
 		return -ENOMEM;
 	c->epfd = epfd;
 	c->timer_ms = -1;
+	c->max_body = max_body;
+	c->user_agent = strdup(user_agent);
 	c->multi = curl_multi_init();
 	c->easy = curl_easy_init();
 	c->headers = curl_slist_append(NULL, "Content-Type: application/json");
-	if (!c->multi || !c->easy || !c->headers) {
-		report_client_free(c);
+	if (!c->multi || !c->easy || !c->headers || !c->user_agent) {
+		httpc_free(c);
 		return -ENOMEM;
 	}
 	curl_multi_setopt(c->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
@@ -117,7 +117,7 @@ int report_client_new(int epfd, struct report_client **ret)
 	return 0;
 }
 
-void report_client_free(struct report_client *c)
+void httpc_free(struct httpc *c)
 {
 	if (!c)
 		return;
@@ -128,28 +128,49 @@ void report_client_free(struct report_client *c)
 	if (c->multi)
 		curl_multi_cleanup(c->multi);
 	curl_slist_free_all(c->headers);
+	for (size_t i = 0; i < 3; i++)
+		free(c->tls[i]);
+	free(c->user_agent);
 	free(c->body);
 	free(c);
 }
 
-bool report_client_busy(const struct report_client *c)
+int httpc_set_tls(struct httpc *c, const struct httpc_tls *tls)
+{
+	const char *f[3] = { tls->ca_file, tls->cert_file, tls->key_file };
+
+	for (size_t i = 0; i < 3; i++) {
+		free(c->tls[i]);
+		c->tls[i] = f[i] ? strdup(f[i]) : NULL;
+		if (f[i] && !c->tls[i])
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+void httpc_cancel(struct httpc *c)
+{
+	if (!c->busy)
+		return;
+	curl_multi_remove_handle(c->multi, c->easy);
+	c->busy = false;
+	c->done = false;
+}
+
+bool httpc_busy(const struct httpc *c)
 {
 	return c->busy;
 }
 
-int report_client_post(struct report_client *c, const char *base_url, const char *body,
-		       size_t len, int timeout_ms)
+int httpc_post(struct httpc *c, const char *url, const char *body, size_t len, int timeout_ms)
 {
 	CURL *h = c->easy;
-	size_t n = strlen(base_url);
 
 	if (c->busy)
 		return -EBUSY;
-	while (n && base_url[n - 1] == '/')
-		n--;
-	if (n + sizeof(BUDGET_REPORT_PATH) > sizeof(c->url))
+	if (strlen(url) >= sizeof(c->url))
 		return -ENAMETOOLONG;
-	snprintf(c->url, sizeof(c->url), "%.*s%s", (int)n, base_url, BUDGET_REPORT_PATH);
+	snprintf(c->url, sizeof(c->url), "%s", url);
 	free(c->body);
 	c->body = NULL;
 	c->len = 0;
@@ -169,7 +190,13 @@ int report_client_post(struct report_client *c, const char *base_url, const char
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, c);
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, c->err);
-	curl_easy_setopt(h, CURLOPT_USERAGENT, "tollgate-agent/" TG_VERSION);
+	curl_easy_setopt(h, CURLOPT_USERAGENT, c->user_agent);
+	if (c->tls[0])
+		curl_easy_setopt(h, CURLOPT_CAINFO, c->tls[0]);
+	if (c->tls[1])
+		curl_easy_setopt(h, CURLOPT_SSLCERT, c->tls[1]);
+	if (c->tls[2])
+		curl_easy_setopt(h, CURLOPT_SSLKEY, c->tls[2]);
 	if (curl_multi_add_handle(c->multi, h) != CURLM_OK)
 		return -EIO;
 	c->busy = true;
@@ -177,7 +204,7 @@ int report_client_post(struct report_client *c, const char *base_url, const char
 }
 
 /* What finished, from libcurl's messages. */
-static void collect(struct report_client *c)
+static void collect(struct httpc *c)
 {
 	CURLMsg *m;
 	int left;
@@ -194,7 +221,7 @@ static void collect(struct report_client *c)
 	}
 }
 
-void report_client_socket(struct report_client *c, int fd, uint32_t events)
+void httpc_socket(struct httpc *c, int fd, uint32_t events)
 {
 	int running, flags = ((events & EPOLLIN) ? CURL_CSELECT_IN : 0) |
 			     ((events & EPOLLOUT) ? CURL_CSELECT_OUT : 0) |
@@ -204,7 +231,7 @@ void report_client_socket(struct report_client *c, int fd, uint32_t events)
 	collect(c);
 }
 
-int report_client_timeout_ms(const struct report_client *c)
+int httpc_timeout_ms(const struct httpc *c)
 {
 	int64_t w;
 
@@ -214,7 +241,7 @@ int report_client_timeout_ms(const struct report_client *c)
 	return w < 0 ? 0 : w > INT32_MAX ? INT32_MAX : (int)w;
 }
 
-void report_client_run_timer(struct report_client *c)
+void httpc_run_timer(struct httpc *c)
 {
 	int running;
 
@@ -225,8 +252,8 @@ void report_client_run_timer(struct report_client *c)
 	collect(c);
 }
 
-int report_client_take(struct report_client *c, long *ret_status, const char **ret_body,
-		       size_t *ret_len, char *why, size_t why_size)
+int httpc_take(struct httpc *c, long *ret_status, const char **ret_body, size_t *ret_len,
+	       char *why, size_t why_size)
 {
 	if (!c->done)
 		return 0;
@@ -235,7 +262,7 @@ int report_client_take(struct report_client *c, long *ret_status, const char **r
 	*ret_body = c->body ? c->body : "";
 	*ret_len = c->len;
 	if (c->too_big)
-		snprintf(why, why_size, "the answer is over %d bytes", BUDGET_BODY_MAX);
+		snprintf(why, why_size, "the answer is over %zu bytes", c->max_body);
 	else if (c->result != CURLE_OK)
 		snprintf(why, why_size, "%s", c->err[0] ? c->err : curl_easy_strerror(c->result));
 	else if (c->status != 200)

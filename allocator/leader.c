@@ -1,0 +1,223 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The allocator's side of the leader election (allocator/internal.h): the
+ * machine's requests sent to etcd through httpc in the loop, its answers
+ * taken, and a change of role applied. A new term starts a new allocation
+ * state, learning for one lease (what a new leader must do: the nodes
+ * still hold the last leader's grants); a term that ends drops it, so a
+ * replica that leads again later learns again.
+ */
+#include <curl/curl.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "allocator/internal.h"
+#include "httpc/httpc.h"
+#include "lib/util.h"
+
+/* etcd's answers: a range of one small key, a lease, a transaction */
+#define ETCD_ANSWER_MAX (16u << 10)
+
+static int64_t unix_ms(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_REALTIME, &t);
+	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+void alloc_elect_init(struct app *app)
+{
+	struct elect_config cfg = { .key = app->cli.election_key,
+				    .advertise = app->cli.advertise,
+				    .ttl_s = app->cli.election_ttl_s };
+	const char *p = app->cli.etcd;
+
+	app->elect_on = p != NULL;
+	if (!p)
+		return;
+	/* alloc_parse_options checked them: at most ELECT_URLS_MAX, each short enough */
+	while (cfg.n_urls < ELECT_URLS_MAX) {
+		size_t len = strcspn(p, ",");
+		char *u = app->etcd_urls[cfg.n_urls];
+
+		snprintf(u, ELECT_URL_MAX + 1, "%.*s", (int)len, p);
+		while (*u && u[strlen(u) - 1] == '/')
+			u[strlen(u) - 1] = '\0';
+		cfg.urls[cfg.n_urls++] = u;
+		if (!p[len])
+			break;
+		p += len + 1;
+	}
+	elect_init(&app->el, &cfg, alloc_now_ms());
+}
+
+int alloc_elect_start(struct app *app, int epfd)
+{
+	const struct httpc_tls tls = { app->cli.etcd_ca, app->cli.etcd_cert, app->cli.etcd_key };
+	int r;
+
+	if (!app->elect_on)
+		return 0;
+	r = httpc_new(epfd, "tollgate-allocator/" TG_VERSION, ETCD_ANSWER_MAX, &app->etcd);
+	if (r == 0)
+		r = httpc_set_tls(app->etcd, &tls);
+	return r;
+}
+
+bool alloc_leading(struct app *app)
+{
+	return !app->elect_on || elect_leading(&app->el, alloc_now_ms());
+}
+
+void alloc_term_granted(struct app *app)
+{
+	int64_t now = unix_ms();
+
+	if (!app->term.answers++)
+		app->term.first_grant_unix_ms = now;
+	app->term.last_grant_unix_ms = now;
+}
+
+static void role_changed(struct app *app, int change, int64_t epoch)
+{
+	if (change == ELECT_WON) {
+		app->term = (struct alloc_term){ .epoch = epoch };
+		if (alloc_relearn(app) < 0)
+			alloc_log(ALLOC_LOG_ERROR, "msg=\"out of memory for a new term's state\"");
+		alloc_log(ALLOC_LOG_INFO, "msg=\"leading: granting from now\" epoch=%lld "
+			  "etcd=%s learning_ms=%lld", (long long)epoch,
+			  LOGFMT_Q(app->el.cfg.urls[app->el.url]), (long long)app->pol.lease_ms);
+	} else if (change == ELECT_LOST) {
+		/* the record the chaos test reads: no two terms may overlap */
+		alloc_log(ALLOC_LOG_WARN, "msg=\"stopped leading\" epoch=%lld why=%s answers=%llu "
+			  "first_grant_unix_ms=%lld last_grant_unix_ms=%lld",
+			  (long long)app->term.epoch, LOGFMT_Q(app->el.step_down_why),
+			  (unsigned long long)app->term.answers,
+			  (long long)app->term.first_grant_unix_ms,
+			  (long long)app->term.last_grant_unix_ms);
+		if (alloc_relearn(app) < 0)
+			alloc_log(ALLOC_LOG_ERROR, "msg=\"out of memory for a new state\"");
+	}
+}
+
+/* The answer to the request out, if it came. */
+static void take(struct app *app)
+{
+	bool was_ok = app->el.etcd_ok, was_known = app->el.leader_known;
+	int64_t epoch_before = app->el.leader_epoch;
+	const char *body;
+	char why[256];
+	long status;
+	size_t len;
+	int r = httpc_take(app->etcd, &status, &body, &len, why, sizeof(why));
+	int change;
+
+	if (r == 0)
+		return;
+	if (r < 0 && status && len) {
+		/* etcd's own error: its message says more than the status */
+		size_t n = strlen(why);
+
+		snprintf(why + n, sizeof(why) - n, ": %.*s", (int)(len > 120 ? 120 : len), body);
+	}
+	change = elect_answer(&app->el, alloc_now_ms(), r > 0, body, len, why);
+	role_changed(app, change, app->el.epoch);
+	if (was_ok && !app->el.etcd_ok)
+		alloc_log(ALLOC_LOG_WARN, "msg=\"etcd does not answer\" err=%s",
+			  LOGFMT_Q(app->el.last_error));
+	else if (!was_ok && app->el.etcd_ok)
+		alloc_log(ALLOC_LOG_INFO, "msg=\"etcd answers\" etcd=%s",
+			  LOGFMT_Q(app->el.cfg.urls[app->el.url]));
+	if (!app->el.leading && app->el.leader_known &&
+	    (!was_known || epoch_before != app->el.leader_epoch))
+		alloc_log(ALLOC_LOG_INFO, "msg=\"following\" leader=%s epoch=%lld",
+			  LOGFMT_Q(app->el.leader), (long long)app->el.leader_epoch);
+}
+
+void alloc_elect_socket(struct app *app, int fd, uint32_t events)
+{
+	if (app->etcd)
+		httpc_socket(app->etcd, fd, events);
+}
+
+void alloc_elect_run(struct app *app)
+{
+	struct elect_request req;
+	int r;
+
+	if (!app->etcd)
+		return;
+	httpc_run_timer(app->etcd);
+	take(app);
+	/* a request that outlived its timeout: libcurl's own timer ends it first */
+	role_changed(app, elect_tick(&app->el, alloc_now_ms()), 0);
+	r = elect_due(&app->el, alloc_now_ms(), &req);
+	if (r <= 0)
+		return;
+	r = httpc_post(app->etcd, req.url, req.body, strlen(req.body), req.timeout_ms);
+	free(req.body);
+	if (r < 0)
+		elect_answer(&app->el, alloc_now_ms(), false, NULL, 0, strerror(-r));
+}
+
+int alloc_elect_timeout_ms(const struct app *app)
+{
+	int64_t w;
+	int c;
+
+	if (!app->etcd)
+		return -1;
+	w = elect_next_ms(&app->el) - alloc_now_ms();
+	w = w < 0 ? 0 : w > 60000 ? 60000 : w;
+	c = httpc_timeout_ms(app->etcd);
+	return c >= 0 && c < w ? c : (int)w;
+}
+
+static size_t discard(char *p, size_t size, size_t n, void *arg)
+{
+	(void)p;
+	(void)arg;
+	return size * n;
+}
+
+void alloc_elect_stop(struct app *app)
+{
+	struct elect_request req;
+	CURL *h;
+	int64_t epoch = app->el.epoch;
+
+	if (!app->etcd)
+		return;
+	httpc_cancel(app->etcd);
+	if (elect_resign(&app->el, alloc_now_ms(), &req) > 0) {
+		/* one blocking call on the way out: the loop is gone */
+		h = curl_easy_init();
+		if (h) {
+			curl_easy_setopt(h, CURLOPT_URL, req.url);
+			curl_easy_setopt(h, CURLOPT_POSTFIELDS, req.body);
+			curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)req.timeout_ms);
+			curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+			if (app->cli.etcd_ca)
+				curl_easy_setopt(h, CURLOPT_CAINFO, app->cli.etcd_ca);
+			if (app->cli.etcd_cert)
+				curl_easy_setopt(h, CURLOPT_SSLCERT, app->cli.etcd_cert);
+			if (app->cli.etcd_key)
+				curl_easy_setopt(h, CURLOPT_SSLKEY, app->cli.etcd_key);
+			curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
+			alloc_log(ALLOC_LOG_INFO, "msg=\"stopped leading\" epoch=%lld why=shutdown "
+				  "answers=%llu first_grant_unix_ms=%lld last_grant_unix_ms=%lld "
+				  "revoke=%s", (long long)epoch, (unsigned long long)app->term.answers,
+				  (long long)app->term.first_grant_unix_ms,
+				  (long long)app->term.last_grant_unix_ms,
+				  LOGFMT_Q(curl_easy_strerror(curl_easy_perform(h))));
+			curl_easy_cleanup(h);
+		}
+		free(req.body);
+	}
+	httpc_free(app->etcd);
+	app->etcd = NULL;
+}

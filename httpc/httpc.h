@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+#ifndef TG_HTTPC_H
+#define TG_HTTPC_H
+
+/*
+ * An HTTP client for daemons with an epoll loop: one request at a time on
+ * one libcurl easy handle, driven by libcurl's multi interface whose
+ * sockets join the caller's epoll set and whose timer the caller runs. A
+ * peer that is slow or gone costs the loop nothing but the request's
+ * timeout; it never blocks the loop's other work. The easy handle is
+ * reused, so a connection stays alive from one request to the next.
+ *
+ * The agent reports to the allocator with it; the allocator talks to
+ * etcd's JSON gateway with it.
+ */
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct httpc;
+
+struct httpc_tls {
+	const char *ca_file;		/* the peer's CA bundle; NULL: the system's */
+	const char *cert_file;		/* a client certificate (PEM); NULL: none */
+	const char *key_file;		/* its key (PEM) */
+};
+
+/*
+ * A client whose sockets go into epfd; answers over max_body bytes fail.
+ * user_agent is copied. 0 or -ENOMEM.
+ */
+int httpc_new(int epfd, const char *user_agent, size_t max_body, struct httpc **ret);
+void httpc_free(struct httpc *c);
+/* TLS files for https:// URLs (copied); 0 or -ENOMEM. */
+int httpc_set_tls(struct httpc *c, const struct httpc_tls *tls);
+bool httpc_busy(const struct httpc *c);
+/* POSTs body (JSON) to url; -EBUSY while one runs, -ENAMETOOLONG, -EIO. */
+int httpc_post(struct httpc *c, const char *url, const char *body, size_t len, int timeout_ms);
+/* Drops the request that runs, if any (its answer is never taken). */
+void httpc_cancel(struct httpc *c);
+/* One of the client's sockets (not the loop's own) is ready. */
+void httpc_socket(struct httpc *c, int fd, uint32_t events);
+/* How long the loop may wait for the client's timer; -1: no limit. */
+int httpc_timeout_ms(const struct httpc *c);
+void httpc_run_timer(struct httpc *c);
+/*
+ * The finished request: 1 with a 200 answer (body valid until the next
+ * post, NUL-terminated), -1 for a failure (why says it; *ret_status is the
+ * HTTP status, 0 when there was none, and the body what came), 0 when none
+ * finished.
+ */
+int httpc_take(struct httpc *c, long *ret_status, const char **ret_body, size_t *ret_len,
+	       char *why, size_t why_size);
+
+#endif
