@@ -173,6 +173,9 @@ $(BUILD)/alloc_load: tests/bench/alloc_load.c
 	@echo "  LD      $@"
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(CURL_LIBS) -ljson-c -lm
 
+# The election's machine is the allocator's.
+$(BUILD)/tests/unit_test_elect: $(BUILD)/obj/allocator/elect.o
+
 # The rate parser's differential test checks it against exact rationals (GMP).
 $(BUILD)/tests/unit_test_rate_diff: UNIT_EXTRA_LIBS := -lgmp
 # Tests whose nftables netlink ends in a fake nf_tables (tests/unit/fake_nfnl.h):
@@ -234,7 +237,8 @@ lint: deps
 # libFuzzer targets (tests/fuzz/fuzz_*.c): the config, CNI_ARGS and the
 # environment, prevResult, rates (differential, against exact rationals),
 # address pools and CIDRs, IMDS documents, the store, the metrics endpoint's
-# request path, cluster budget reports and answers; `make fuzz` builds them
+# request path, cluster budget reports, answers and redirects, etcd's answers;
+# `make fuzz` builds them
 # with clang and runs each for FUZZ_SECONDS (default 20); `make test` runs
 # each for 3 s.
 FUZZ_BIN := $(patsubst tests/fuzz/%.c,$(BUILD)/%,$(wildcard tests/fuzz/fuzz_*.c))
@@ -244,6 +248,8 @@ $(BUILD)/fuzz_rate: UNIT_EXTRA_LIBS := -lgmp
 # The metrics endpoint's request path: the HTTP server over libmicrohttpd.
 $(BUILD)/fuzz_http: UNIT_EXTRA_LIBS := $(MHD_LIBS)
 $(BUILD)/fuzz_http: $(HTTP_OBJ)
+# etcd's answers, as the allocator's election reads them.
+$(BUILD)/fuzz_etcd: $(ETCD_OBJ)
 
 $(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(CNI_OBJ) $(CORE_OBJ) $(IMDS_OBJ)
 	@echo "  FUZZ    $@"

@@ -66,6 +66,9 @@ long etcd_b64_decode(const char *src, size_t n, char *dst, size_t size)
 			if (pad || (v[k] = b64_value(src[i + k])) < 0)
 				return -1;
 		}
+		/* canonical only: the bits padding leaves over are zero */
+		if ((pad == 1 && (v[2] & 3)) || (pad == 2 && (v[1] & 15)))
+			return -1;
 		uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 |
 			     (uint32_t)v[3];
 		unsigned char b[3] = { (unsigned char)(w >> 16), (unsigned char)(w >> 8),

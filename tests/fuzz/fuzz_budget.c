@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * libFuzzer: a cluster budget report and answer as the allocator and the
- * agent read them (any bytes: a peer writes them). Whatever parses must
+ * libFuzzer: a cluster budget report, answer and redirect as the allocator
+ * and the agent read them (any bytes: a peer writes them). Whatever parses must
  * write back to a document that parses to the same report or answer, within
  * the size cap.
  */
@@ -58,7 +58,7 @@ static void answer(const char *text, size_t size)
 	if (len > BUDGET_BODY_MAX || budget_answer_parse(out, len, &again, &e) != 0)
 		abort();
 	if (a.lease_ms != again.lease_ms || a.next_report_ms != again.next_report_ms ||
-	    a.n != again.n)
+	    a.epoch != again.epoch || a.n != again.n)
 		abort();
 	for (size_t i = 0; i < a.n; i++)
 		if (strcmp(a.g[i].ns, again.g[i].ns) != 0 || a.g[i].grant != again.g[i].grant ||
@@ -69,9 +69,28 @@ static void answer(const char *text, size_t size)
 	free(out);
 }
 
+static void redirect(const char *text, size_t size)
+{
+	struct budget_redirect d, again;
+	struct tg_err e = { 0 };
+	size_t len;
+	char *out;
+
+	if (budget_redirect_parse(text, size, &d, &e) != 0)
+		return;
+	if (!budget_leader_url_ok(d.leader, strlen(d.leader)) ||
+	    budget_redirect_build(&d, &out, &len) != 0)
+		abort();
+	if (budget_redirect_parse(out, len, &again, &e) != 0 || strcmp(d.leader, again.leader) != 0 ||
+	    d.epoch != again.epoch)
+		abort();
+	free(out);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	report((const char *)data, size);
 	answer((const char *)data, size);
+	redirect((const char *)data, size);
 	return 0;
 }

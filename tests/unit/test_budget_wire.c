@@ -611,6 +611,86 @@ static void t_messages_show_hostile_bytes_safely(void **state)
 		assert_true(*c >= 0x20 && *c < 0x7f);
 }
 
+/* A term's epoch rides on the answer; a follower's redirect names the leader. */
+static void t_epoch_and_redirect(void **state)
+{
+	struct budget_answer a = { .lease_ms = 10000, .epoch = 7 }, back;
+	struct budget_redirect d = { .leader = "http://10.0.3.7:9618", .epoch = 7 }, db;
+	struct tg_err e = { 0 };
+	size_t len;
+	char *text;
+
+	(void)state;
+	assert_int_equal(budget_answer_build(&a, &text, &len), 0);
+	assert_string_equal(text, "{\"version\":1,\"leaseMs\":10000,\"epoch\":7,\"grants\":[]}");
+	assert_int_equal(budget_answer_parse(text, len, &back, &e), 0);
+	assert_int_equal(back.epoch, 7);
+	budget_answer_free(&back);
+	free(text);
+	/* no election: no epoch written, 0 read */
+	a.epoch = 0;
+	assert_int_equal(budget_answer_build(&a, &text, &len), 0);
+	assert_null(strstr(text, "epoch"));
+	assert_int_equal(budget_answer_parse(text, len, &back, &e), 0);
+	assert_int_equal(back.epoch, 0);
+	budget_answer_free(&back);
+	free(text);
+	assert_int_equal(budget_redirect_build(&d, &text, &len), 0);
+	assert_string_equal(text, "{\"version\":1,\"leader\":\"http://10.0.3.7:9618\",\"epoch\":7}");
+	assert_int_equal(budget_redirect_parse(text, len, &db, &e), 0);
+	assert_string_equal(db.leader, d.leader);
+	assert_int_equal(db.epoch, 7);
+	free(text);
+}
+
+static void t_bad_redirects_are_refused(void **state)
+{
+	static const struct {
+		const char *doc, *msg;
+	} bad[] = {
+		{ "{\"version\":1,\"epoch\":7}", "leader: missing" },
+		{ "{\"version\":1,\"leader\":\"http://a:1\"}", "epoch: missing" },
+		{ "{\"version\":1,\"leader\":\"ftp://a:1\",\"epoch\":1}", "is not a URL" },
+		{ "{\"version\":1,\"leader\":\"http://\",\"epoch\":1}", "is not a URL" },
+		{ "{\"version\":1,\"leader\":\"http://a b\",\"epoch\":1}", "is not a URL" },
+		{ "{\"version\":1,\"leader\":\"http://a\\nb\",\"epoch\":1}", "is not a URL" },
+		{ "{\"version\":1,\"leader\":\"http://a:1\",\"epoch\":-1}", "epoch: -1 is negative" },
+		{ "{\"version\":1,\"leader\":7,\"epoch\":1}", "leader: must be a string" },
+		{ "{\"version\":2,\"leader\":\"http://a:1\",\"epoch\":1}", "not a version" },
+		{ "{\"version\":1,\"leaseMs\":1,\"epoch\":\"7\",\"grants\":[]}", NULL },
+	};
+	struct budget_redirect d;
+	struct budget_answer a;
+	struct tg_err e;
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		memset(&e, 0, sizeof(e));
+		if (!bad[i].msg) {
+			/* an answer whose epoch is not a number */
+			assert_int_equal(budget_answer_parse(bad[i].doc, strlen(bad[i].doc), &a, &e),
+					 -EINVAL);
+			assert_contains(e.msg, "epoch: must be an integer");
+			continue;
+		}
+		assert_true(budget_redirect_parse(bad[i].doc, strlen(bad[i].doc), &d, &e) < 0);
+		assert_contains(e.msg, bad[i].msg);
+	}
+	/* a URL of 256 bytes is one too many */
+	{
+		char doc[400], url[300];
+
+		memset(url, 'a', sizeof(url));
+		memcpy(url, "http://", 7);
+		url[256] = '\0';
+		snprintf(doc, sizeof(doc), "{\"version\":1,\"leader\":\"%s\",\"epoch\":1}", url);
+		assert_int_equal(budget_redirect_parse(doc, strlen(doc), &d, &e), -EINVAL);
+		url[255] = '\0';
+		snprintf(doc, sizeof(doc), "{\"version\":1,\"leader\":\"%s\",\"epoch\":1}", url);
+		assert_int_equal(budget_redirect_parse(doc, strlen(doc), &d, &e), 0);
+	}
+}
+
 int main(void)
 {
 	add_test("a report written and read back is the same", t_report_round_trip, NULL);
@@ -625,6 +705,8 @@ int main(void)
 	add_test("a document over the size cap is refused before it is parsed", t_oversized_document_is_refused, NULL);
 	add_test("a report of more budgets than the cap is refused", t_too_many_budgets_are_refused, NULL);
 	add_test("a message shows a peer's bytes printable and cut", t_messages_show_hostile_bytes_safely, NULL);
+	add_test("an answer carries its term's epoch; a redirect names the leader", t_epoch_and_redirect, NULL);
+	add_test("a redirect the agent must not follow is refused", t_bad_redirects_are_refused, NULL);
 	for (size_t i = 0; i < ARRAY_SIZE(raw_cases); i++)
 		add_test(raw_cases[i].name, t_raw, (void *)&raw_cases[i]);
 	for (size_t i = 0; i < ARRAY_SIZE(bad_cases); i++)
