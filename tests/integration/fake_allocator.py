@@ -15,8 +15,11 @@ The control file (JSON, re-read at every request; every key optional):
                   "oversize", 200 with a 128 KiB body
                   "status",   answer "status" (e.g. 500) with no body
                   "close",    read the request, close without answering
+                  "redirect", 307 naming "leader" of "epoch", as a replica that
+                              does not lead answers
    "grants": {"datasets": {"grant": 1250000, "safeShare": 500000, "nodes": 3}},
-   "leaseMs": 4000, "nextReportMs": 300, "delay": 5, "status": 500}
+   "leaseMs": 4000, "nextReportMs": 300, "delay": 5, "status": 500,
+   "epoch": 7 (the answer's term; absent: none), "leader": "http://..."}
 
 Every report received is appended to --log as one JSON line:
   {"t": <unix time>, "mode": "...", "report": <the report as sent>}
@@ -43,9 +46,11 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, fmt, *args):
         pass
 
-    def send(self, status, body, ctype="application/json"):
+    def send(self, status, body, ctype="application/json", location=None):
         self.send_response(status)
         self.send_header("Content-Type", ctype)
+        if location:
+            self.send_header("Location", location)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
@@ -73,6 +78,9 @@ class Handler(BaseHTTPRequestHandler):
             return self.send(200, b"{" + b" " * (128 << 10) + b"}")
         if mode == "status":
             return self.send(int(c.get("status", 500)), b"")
+        if mode == "redirect":
+            body = {"version": 1, "leader": c.get("leader", ""), "epoch": c.get("epoch", 0)}
+            return self.send(307, json.dumps(body).encode(), location=c.get("leader"))
         grants = []
         for ns, g in sorted(c.get("grants", {}).items()):
             grants.append({"namespace": ns, "grant": g.get("grant", 0),
@@ -81,6 +89,8 @@ class Handler(BaseHTTPRequestHandler):
                   "leaseMs": c.get("leaseMs", 4000), "grants": grants}
         if "nextReportMs" in c:
             answer["nextReportMs"] = c["nextReportMs"]
+        if "epoch" in c:
+            answer["epoch"] = c["epoch"]
         self.send(200, json.dumps(answer).encode())
 
 

@@ -275,6 +275,53 @@ for mode in garbage version2 oversize close; do
 	t_end
 done
 
+# ---- replicas with leader election: terms and redirects ----
+t_begin "an answer of an older term than one seen is never applied"
+ctl '{"mode": "grant", "leaseMs": 4000, "epoch": 9, "grants": {"datasets": {"grant": 2500000, "safeShare": 500000, "nodes": 3}}}'
+wait_for 5 ceil_is d1 20000000 || t_fail "epoch 9's grant not applied: ceil $(ns_ceil d1)"
+t_expect "epoch seen" "$(metric tollgate_budget_epoch '')" 9
+stale0=$(metric tollgate_budget_reports_total 'result="stale"')
+ctl '{"mode": "grant", "leaseMs": 4000, "epoch": 8, "grants": {"datasets": {"grant": 5000000, "safeShare": 500000, "nodes": 3}}}'
+sleep 2.5
+t_expect "ceil under epoch 8's answers" "$(ns_ceil d1)" 20000000
+stale1=$(metric tollgate_budget_reports_total 'result="stale"')
+[ "${stale1:-0}" -ge $((${stale0:-0} + 2)) ] || t_fail "stale answers not counted: $stale0 -> $stale1"
+# control: the same answer of a newer term is applied
+ctl '{"mode": "grant", "leaseMs": 4000, "epoch": 10, "grants": {"datasets": {"grant": 5000000, "safeShare": 500000, "nodes": 3}}}'
+wait_for 5 ceil_is d1 40000000 || t_fail "epoch 10's grant not applied: ceil $(ns_ceil d1)"
+t_expect "epoch seen" "$(metric tollgate_budget_epoch '')" 10
+t_expect "budgets.json keeps it" "$(jq .epoch "$BUDGETS")" 10
+t_end
+
+t_begin "a replica's redirect: the agent reports to the leader it names until that fails"
+CTL2=$TG_TMP/leader.control RLOG2=$TG_TMP/leader.log LPORT=$((APORT + 1))
+printf '%s
+' '{"mode": "grant", "leaseMs": 4000, "epoch": 11, "grants": {"datasets": {"grant": 3000000, "safeShare": 500000, "nodes": 3}}}' >"$CTL2"
+ip netns exec "$TG_NODE" python3 "$(dirname "$0")/fake_allocator.py" --port "$LPORT" 	--log "$RLOG2" --control "$CTL2" >/dev/null 2>&1 &
+LEADER_PID=$!
+TG_PIDS+=("$LEADER_PID")
+wait_for 5 sh_port "$LPORT" || t_fail "the second allocator did not start"
+# an older term's redirect is not followed
+ctl '{"mode": "redirect", "leader": "http://127.0.0.1:'"$LPORT"'", "epoch": 3}'
+sleep 2.5
+[ ! -s "$RLOG2" ] || t_fail "an epoch-3 redirect was followed"
+ctl '{"mode": "redirect", "leader": "http://127.0.0.1:'"$LPORT"'", "epoch": 11}'
+wait_for 5 ceil_is d1 24000000 || t_fail "the leader's grant not applied: ceil $(ns_ceil d1)"
+n0=$(wc -l <"$RLOG") m0=$(wc -l <"$RLOG2")
+sleep 3
+n1=$(wc -l <"$RLOG") m1=$(wc -l <"$RLOG2")
+[ $((n1 - n0)) -le 1 ] || t_fail "the replica still got $((n1 - n0)) reports in 3 s"
+[ $((m1 - m0)) -ge 2 ] || t_fail "the leader got $((m1 - m0)) reports in 3 s"
+t_expect "the leader hears node-a" "$(tail -1 "$RLOG2" | jq -r .report.node)" node-a
+redirected=$(metric tollgate_budget_reports_total 'result="redirected"')
+[ "${redirected:-0}" -ge 1 ] || t_fail "redirects not counted: $redirected"
+# the leader goes: back to budgets.allocator, which answers again (a new leader)
+kill -KILL "$LEADER_PID"; wait "$LEADER_PID" 2>/dev/null
+ctl '{"mode": "grant", "leaseMs": 4000, "epoch": 12, "grants": {"datasets": {"grant": 3750000, "safeShare": 500000, "nodes": 3}}}'
+wait_for 5 ceil_is d1 30000000 || t_fail "back to budgets.allocator: ceil $(ns_ceil d1)"
+grep -q 'reporting to the leader' "$ALOG" || t_fail "the agent's log does not say it followed the leader"
+t_end
+
 # ---- restarts ----
 t_begin "the agent's restart keeps a grant whose lease still runs"
 ctl '{"mode": "grant", "leaseMs": 30000, "grants": {"datasets": {"grant": 3750000, "safeShare": 500000, "nodes": 3}}}'
