@@ -94,6 +94,7 @@ struct app {
 		int64_t first_grant_unix_ms, last_grant_unix_ms;
 	} term;
 	char *redirect;			/* the last redirect's text */
+	int etcd_said;			/* what the log last said of etcd: -1 nothing, 0 down, 1 up */
 };
 
 #define ALLOC_REFUSED_LOG_MS 10000

@@ -37,6 +37,7 @@ void alloc_elect_init(struct app *app)
 	const char *p = app->cli.etcd;
 
 	app->elect_on = p != NULL;
+	app->etcd_said = -1;
 	if (!p)
 		return;
 	/* alloc_parse_options checked them: at most ELECT_URLS_MAX, each short enough */
@@ -107,7 +108,7 @@ static void role_changed(struct app *app, int change, int64_t epoch)
 /* The answer to the request out, if it came. */
 static void take(struct app *app)
 {
-	bool was_ok = app->el.etcd_ok, was_known = app->el.leader_known;
+	bool was_known = app->el.leader_known;
 	int64_t epoch_before = app->el.leader_epoch;
 	const char *body;
 	char why[256];
@@ -126,12 +127,14 @@ static void take(struct app *app)
 	}
 	change = elect_answer(&app->el, alloc_now_ms(), r > 0, body, len, why);
 	role_changed(app, change, app->el.epoch);
-	if (was_ok && !app->el.etcd_ok)
-		alloc_log(ALLOC_LOG_WARN, "msg=\"etcd does not answer\" err=%s",
-			  LOGFMT_Q(app->el.last_error));
-	else if (!was_ok && app->el.etcd_ok)
+	/* once per change (the first answer or failure says which it is) */
+	if (app->etcd_said != 0 && !app->el.etcd_ok)
+		alloc_log(ALLOC_LOG_WARN, "msg=\"etcd does not answer; no grant until this replica "
+			  "leads\" err=%s", LOGFMT_Q(app->el.last_error));
+	else if (app->etcd_said != 1 && app->el.etcd_ok)
 		alloc_log(ALLOC_LOG_INFO, "msg=\"etcd answers\" etcd=%s",
 			  LOGFMT_Q(app->el.cfg.urls[app->el.url]));
+	app->etcd_said = app->el.etcd_ok;
 	if (!app->el.leading && app->el.leader_known &&
 	    (!was_known || epoch_before != app->el.leader_epoch))
 		alloc_log(ALLOC_LOG_INFO, "msg=\"following\" leader=%s epoch=%lld",

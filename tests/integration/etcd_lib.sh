@@ -20,6 +20,9 @@
 # API (call these in the test's main shell, never in $(...) or a pipeline:
 # the members are its children, started with a parent-death signal, and
 # etcd_stop reaps them):
+#   fabric_attach FABRIC NS DEV IP PREFIX
+#                           another namespace on the fabric as the members are
+#                           (eth0 IP/16, default via PREFIX.254)
 #   etcd_require            preconditions (etcd, curl, jq, nft, setpriv), or the test ends not ok
 #   etcd_up FABRIC_NS SUBNET_PREFIX
 #                           makes the 3 namespaces, starts the 3 members, waits
@@ -103,23 +106,30 @@ _etcd_in() {
 	timeout -k 1 30 ip netns exec "$ns" "$@"
 }
 
-# _etcd_link I: member I's namespace, eth0 P.1I/16 on the fabric's etcdI
-_etcd_link() {
-	local ns=${ETCD_NS[$1]} ip=${ETCD_IP[$1]} dev=etcd$1 gw=$ETCD_PREFIX.254
+# fabric_attach FABRIC NS DEV IP PREFIX: a new namespace NS on the fabric,
+# eth0 IP/16 there and DEV on the fabric's side (PREFIX.254/32, proxy ARP, a
+# /32 route to IP): what the members use, and what a test attaches beside
+# them (allocators, clients)
+fabric_attach() {
+	local fab=$1 ns=$2 dev=$3 ip=$4 gw=$5.254
 	_tg_netns_add "$ns" || return 1
-	# created in the fabric with the peer end directly in the member: never in the root namespace
-	ip -n "$ETCD_FABRIC" link add "$dev" type veth peer name eth0 netns "$ns" || return 1
-	# proxy ARP: a member reaches the others (and anything else of the /16)
-	# through the fabric, which answers for the addresses it routes elsewhere
-	_tg_sysctl "$ETCD_FABRIC" "net.ipv4.conf.$dev.proxy_arp" 1 &&
-		_tg_sysctl "$ETCD_FABRIC" "net.ipv4.neigh.$dev.proxy_delay" 0 || return 1
-	ip -n "$ETCD_FABRIC" addr add "$gw/32" dev "$dev" || return 1
-	ip -n "$ETCD_FABRIC" link set "$dev" up || return 1
-	ip -n "$ETCD_FABRIC" route add "$ip/32" dev "$dev" || return 1
+	# created in the fabric with the peer end directly in NS: never in the root namespace
+	ip -n "$fab" link add "$dev" type veth peer name eth0 netns "$ns" || return 1
+	# proxy ARP: NS reaches everything else of the /16 through the fabric,
+	# which answers for the addresses it routes elsewhere
+	_tg_sysctl "$fab" "net.ipv4.conf.$dev.proxy_arp" 1 &&
+		_tg_sysctl "$fab" "net.ipv4.neigh.$dev.proxy_delay" 0 || return 1
+	ip -n "$fab" addr add "$gw/32" dev "$dev" || return 1
+	ip -n "$fab" link set "$dev" up || return 1
+	ip -n "$fab" route add "$ip/32" dev "$dev" || return 1
 	ip -n "$ns" addr add "$ip/16" dev eth0 || return 1
 	ip -n "$ns" link set eth0 up || return 1
+	ip -n "$ns" link set lo up || return 1
 	ip -n "$ns" route add default via "$gw"
 }
+
+# _etcd_link I: member I's namespace, eth0 P.1I/16 on the fabric's etcdI
+_etcd_link() { fabric_attach "$ETCD_FABRIC" "${ETCD_NS[$1]}" "etcd$1" "${ETCD_IP[$1]}" "$ETCD_PREFIX"; }
 
 # _etcd_run I STATE: start member I with --initial-cluster-state STATE
 # (new or existing); records its PID. Its PID is $! itself: ip netns exec,
