@@ -71,8 +71,15 @@ static int parse_list(json_object *list, const char *where, const char *key, boo
 	if (!spans)
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
 	for (i = 0; i < n; i++) {
-		const char *s = json_object_get_string(json_object_array_get_idx(list, i));
-		int r = parse_entry(s, is_exclude, &spans[i]);
+		json_object *v = json_object_array_get_idx(list, i);
+		const char *s = json_object_get_string(v);
+		int r;
+
+		/* the config's reader checks this too; a store's file may hold anything */
+		if (!json_object_is_type(v, json_type_string))
+			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL, "%s.%s[%zu] must be a string",
+				       where, key, i);
+		r = parse_entry(s, is_exclude, &spans[i]);
 
 		if (r == -ERANGE)
 			return tg_fail(e, CNI_ERR_CONFIG, r,

@@ -464,6 +464,34 @@ static void t_pool_where_names_the_key(void **state)
 	json_object_put(a);
 }
 
+/* An entry that is not a string (a store's file may hold anything): refused by index. */
+static void t_pool_non_string_entries(void **state)
+{
+	const char *docs[] = { "[\"10.0.0.1\",null]", "[7]", "[\"10.0.0.1\",[\"10.0.0.2\"]]" };
+	const char *want[] = { "ipam.addresses[1] must be a string", "ipam.addresses[0] must be a string",
+			       "ipam.addresses[1] must be a string" };
+	uint32_t *pool = NULL;
+	size_t n = 0;
+
+	(void)state;
+	for (size_t i = 0; i < 3; i++) {
+		json_object *a = json_tokener_parse(docs[i]), *x = json_tokener_parse("[null]");
+		struct tg_err e = { 0 };
+
+		assert_true(ipam_pool_parse(a, NULL, "ipam", &pool, &n, &e) < 0);
+		assert_int_equal(e.code, CNI_ERR_CONFIG);
+		assert_contains(e.msg, want[i]);
+		/* and in the exclusions (the fuzzer's find: {"exclude": [null]}) */
+		e = (struct tg_err){ 0 };
+		json_object_put(a);
+		a = strs(LIST("10.0.0.1"));
+		assert_true(ipam_pool_parse(a, x, "ipam", &pool, &n, &e) < 0);
+		assert_contains(e.msg, "ipam.exclude[0] must be a string");
+		json_object_put(a);
+		json_object_put(x);
+	}
+}
+
 static void t_pool_exactly_max(void **state)
 {
 	struct pool p;
@@ -662,6 +690,7 @@ int main(void)
 	ADD(t_pool_empty_and_null);
 	ADD(t_pool_where_names_the_key);
 	ADD(t_pool_exactly_max);
+	ADD(t_pool_non_string_entries);
 	ADD(t_pool_max_plus_one);
 	ADD(t_pool_large_sorted_unique);
 	ADD(t_to_ranges_compacts);
