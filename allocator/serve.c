@@ -260,6 +260,9 @@ static void render(struct app *app, struct expo *x)
 		    "only what it reports holding.");
 	expo_sample_u64(x, "tollgate_allocator_learning", NULL,
 			budget_alloc_learning(app->ba, alloc_now_ms()));
+	/* a replica that does not lead allocates nothing: only the leader's are the budgets' */
+	if (!alloc_leading(app))
+		n = 0;
 	for (size_t f = 0; f < ARRAY_SIZE(view_families); f++) {
 		const struct view_family *vf = &view_families[f];
 

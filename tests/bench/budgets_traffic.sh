@@ -62,75 +62,28 @@
 #
 # The sanitizer build runs the same phases, shorter (TG_BUDGETS_SHORT=1 is
 # the default there): the same checks, each phase's tail cut.
+# The world and its helpers (topology, agents, pods, demand, the meter and
+# its statistics) are tests/bench/budgets_lib.sh's, shared with
+# tests/chaos/chaos_failover.sh.
 # Run by tests/bench/bench_budgets.sh (make bench); standalone:
 #   TOLLGATE_BIN_DIR=build bash tests/bench/budgets_traffic.sh
 # shellcheck disable=SC2016,SC1091,SC2153,SC2034  # jq filters with $vars; lib.sh globals
 set -u
 export LC_NUMERIC=C # EPOCHREALTIME with a decimal point
 . "$(dirname "$0")/../integration/lib.sh"
+. "$(dirname "$0")/budgets_lib.sh"
 tg_require
-for t in curl python3 tc setpriv; do
-	command -v "$t" >/dev/null 2>&1 || { echo "not ok - preconditions: '$t' not installed (make deps)"; exit 1; }
-done
-AGENT=$TOLLGATE_BIN_DIR/tollgate-agent
-ALLOC=$TOLLGATE_BIN_DIR/tollgate-allocator
-IPAM_BIN=$TOLLGATE_BIN_DIR/tollgate-ipam
-for b in "$AGENT" "$ALLOC" "$IPAM_BIN"; do
-	[ -x "$b" ] || { echo "not ok - preconditions: $b not found (run make)"; exit 1; }
-done
-CONFLIST=${TG_DEPLOY_DIR:-$TG_ROOT/deploy}/10-tollgate.conflist
-[ -f "$CONFLIST" ] || { echo "not ok - preconditions: $CONFLIST missing"; exit 1; }
-PY=$(python3 -c 'import sys; print(sys.executable)')
-METER=$TG_LIB_DIR/inet_meter.py
+budgets_require
 T0=$SECONDS
 
 case ${TOLLGATE_BIN_DIR%/} in *san*) SHORT=${TG_BUDGETS_SHORT:-1} ;; *) SHORT=${TG_BUDGETS_SHORT:-0} ;; esac
 # phase lengths (s): the bound a phase checks, then a tail that shows it holds
 if [ "$SHORT" = 1 ]; then TAIL=2; else TAIL=4; fi
 
-B_BITS=120000000 B_CONF=120M
-FALLBACK_BITS=10000000 FALLBACK_CONF=10M
-REPORT_S=1 LEASE_S=4
-LIGHT_BITS=3000000 HEAVY_STREAMS=8
-CONTROL_CONF=30G
-mbit() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1e6 }'; }
 diag "budget B = $B_CONF ($B_BITS bit/s) for datasets, fallback $FALLBACK_CONF, reportSeconds $REPORT_S, leaseSeconds $LEASE_S; light nodes $(mbit "$LIGHT_BITS") Mbit/s UDP, heavy nodes $HEAVY_STREAMS TCP streams$([ "$SHORT" = 1 ] && echo "; short phases (tail $TAIL s)")"
 
-FAB=$TG_ID-fab
-INET=$TG_INET
-INET_IP=$TG_INET_IP
 ALLOC_NS=$TG_ID-alloc
-ALLOC_IP=10.0.0.200
-ALLOC_PORT=9618
-ALLOC_URL=http://$ALLOC_IP:$ALLOC_PORT
-TCP_PORT=9001 UDP_PORT=9002
 NODES_ALL="1 2 3 4 5 6 7"
-node_ns() { echo "$TG_ID-n$1"; }
-node_ip() { echo "10.0.0.$1"; }
-
-# forget_pid PID: drop a reaped PID from TG_PIDS (the cleanup kills what is
-# left there: a reaped PID may be someone else's by then)
-forget_pid() {
-	local p keep=()
-	for p in "${TG_PIDS[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done
-	TG_PIDS=("${keep[@]}")
-}
-# stop_pid PID [SIGNAL]: signal one of ours, reap it, forget it
-stop_pid() {
-	[ -n "$1" ] || return 0
-	kill "-${2:-TERM}" "$1" 2>/dev/null
-	{ wait "$1"; } 2>/dev/null
-	forget_pid "$1"
-}
-# daemon NETNS CMD...: a long-lived process of the test in NETNS (its PID is
-# $!, the command's own: ip netns exec and setpriv exec it); SIGTERM should
-# this script die without its traps; stdout never held (a runner reads it)
-daemon() {
-	local ns=$1
-	shift
-	ip netns exec "$ns" setpriv --pdeathsig TERM "$@" >/dev/null &
-	TG_PIDS+=("$!")
-}
 tg_traps
 
 # ---------------------------------------------------------------- topology
@@ -139,56 +92,11 @@ TG_TMP=$(mktemp -d "${TG_TMP_BASE:-/dev/shm}/tollgate-it.XXXXXX") || tap_bail "m
 chmod 755 "$TG_TMP"
 METER_OUT=$TG_TMP/meter.txt
 topo() {
-	local i ns rules=""
-	_tg_netns_add "$FAB" || return 1
-	_tg_sysctl "$FAB" net.ipv4.ip_forward 1 || return 1
-	# fabric_link NAME NETNS IP: NETNS's eth0 with IP/16 on the fabric's NAME
-	fabric_link() {
-		ip -n "$FAB" link add "$1" type veth peer name eth0 netns "$2" || return 1
-		_tg_sysctl "$FAB" "net.ipv4.conf.$1.proxy_arp" 1 &&
-			_tg_sysctl "$FAB" "net.ipv4.neigh.$1.proxy_delay" 0 || return 1
-		ip -n "$FAB" addr add 10.0.0.254/32 dev "$1"
-		ip -n "$FAB" link set "$1" up
-		ip -n "$FAB" route add "$3/32" dev "$1" || return 1
-		ip -n "$2" addr add "$3/16" dev eth0
-		ip -n "$2" link set eth0 up
-		ip -n "$2" route add default via 10.0.0.254 || return 1
-	}
-	for i in $NODES_ALL; do
-		ns=$(node_ns "$i")
-		_tg_netns_add "$ns" || return 1
-		_tg_sysctl "$ns" net.ipv4.ip_forward 0 # the agent's job
-		fabric_link "v$i" "$ns" "$(node_ip "$i")" || return 1
-		ip -n "$FAB" route add "10.0.$i.0/27" via "$(node_ip "$i")" dev "v$i" || return 1
-	done
+	topo_fabric_nodes || return 1
 	_tg_netns_add "$ALLOC_NS" || return 1
 	fabric_link valloc "$ALLOC_NS" "$ALLOC_IP" || return 1
-	_tg_netns_add "$INET" || return 1
-	ip -n "$FAB" link add inet0 type veth peer name eth0 netns "$INET" || return 1
-	ip -n "$FAB" addr add 203.0.113.1/24 dev inet0
-	ip -n "$FAB" link set inet0 up
-	ip -n "$INET" addr add "$INET_IP/24" dev eth0
-	ip -n "$INET" link set eth0 up
-	ip -n "$INET" route add 10.0.0.0/24 via 203.0.113.1 || return 1
-	# the internet host's meter: what each node's pods send to the sink ports
-	for i in $NODES_ALL; do
-		rules+="		ip saddr $(node_ip "$i") meta l4proto { tcp, udp } th dport { $TCP_PORT, $UDP_PORT } counter name n$i accept"$'\n'
-	done
-	ip netns exec "$INET" nft -f - <<-EOF || return 1
-		table inet tgmeter {
-		$(for i in $NODES_ALL; do echo "counter n$i { }"; done)
-			counter other { }
-			chain input {
-				type filter hook input priority 0; policy accept;
-		$rules
-				meta l4proto { tcp, udp } th dport { $TCP_PORT, $UDP_PORT } counter name other
-			}
-		}
-	EOF
-	for i in $NODES_ALL; do
-		pingq "$(node_ns "$i")" "$INET_IP" || { echo "node $i cannot reach the internet host"; return 1; }
-		pingq "$(node_ns "$i")" "$ALLOC_IP" || { echo "node $i cannot reach the allocator's address"; return 1; }
-	done
+	topo_inet || return 1
+	topo_reach "$ALLOC_IP" "the allocator's address"
 }
 # (not in a subshell: the namespaces it makes are recorded for the cleanup)
 topo >"$TG_TMP/topo.err" 2>&1 || tap_bail "could not build the topology: $(tail -3 "$TG_TMP/topo.err")"
@@ -202,59 +110,11 @@ table ip tgcut {
 EOF
 
 t_begin "the internet host: a sink for TCP and UDP, its counters read every 100 ms"
-daemon "$INET" "$PY" "$METER" serve --tcp-port "$TCP_PORT" --udp-port "$UDP_PORT" --table tgmeter \
-	--out "$METER_OUT" --ready "$TG_TMP/meter.ready" --interval 0.1 --seconds 290 2>"$TG_TMP/meter.err"
-METER_PID=$!
-wait_for 10 test -e "$TG_TMP/meter.ready" || tap_bail "inet_meter.py serve did not start: $(cat "$TG_TMP/meter.err")"
+meter_start 290 || tap_bail "inet_meter.py serve did not start: $(cat "$TG_TMP/meter.err")"
 wait_for 5 test -s "$METER_OUT" || t_fail "no counter read within 5 s: $(cat "$TG_TMP/meter.err")"
 t_end
 
 # ---------------------------------------------------------------- agents
-# shipped_conf BUDGET: the shipped conflist (its tollgate entry) with the
-# budgets block: what the ConfigMap holds, and what the allocator reads
-shipped_conf() {
-	jq --arg url "$ALLOC_URL" --argjson rs "$REPORT_S" --argjson ls "$LEASE_S" --arg fb "$FALLBACK_CONF" --arg b "$1" '
-		.plugins |= map(select(.type == "tollgate")) |
-		.plugins[0].budgets = {allocator: $url, reportSeconds: $rs, leaseSeconds: $ls, fallback: $fb,
-		                       internetEgress: {datasets: $b}}' "$CONFLIST"
-}
-# conflist I: that conflist made node I's (own dataDir and log, a static pool)
-conflist() {
-	shipped_conf "$B_CONF" | jq --arg dd "$TG_TMP/n$1/data" --arg lf "$TG_TMP/n$1/tollgate.log" --arg pool "10.0.$1.2-10.0.$1.30" '
-		.plugins[0] |= (.dataDir = $dd | .logFile = $lf |
-			.ipam = {source: "static", addresses: [$pool], cooldownSeconds: 0})'
-}
-declare -A AGENT_PID=()
-agent_start() { # I
-	local i=$1 d=$TG_TMP/n$1
-	mkdir -p "$d/cm" "$d/net.d" "$d/bin"
-	conflist "$i" >"$d/cm/10-tollgate.conflist" || return 1
-	daemon "$(node_ns "$i")" "$AGENT" --config "$d/cm/10-tollgate.conflist" \
-		--listen "$(node_ip "$i"):9617" --cni-conf-dir "$d/net.d" --cni-bin-dir "$d/bin" \
-		--plugin "$TOLLGATE_BIN_DIR/tollgate" --node-name "node$i" --page-cache-ms 0 2>>"$d/agent.log"
-	AGENT_PID[$i]=$!
-}
-# in_node I CMD...: a client in node I's namespace, bounded in time
-in_node() { local ns; ns=$(node_ns "$1"); shift; timeout -k 1 5 ip netns exec "$ns" "$@"; }
-agent_get() { in_node "$1" curl -s --max-time 2 "http://$(node_ip "$1"):9617$2"; }
-readyz_code() { in_node "$1" curl -s -o /dev/null -w '%{http_code}' --max-time 1 "http://$(node_ip "$1"):9617/readyz"; }
-agent_ready() { [ "$(readyz_code "$1")" = 200 ]; }
-# metric_of TEXT NAME{LABELS}: the sample's value ("" when absent)
-metric_of() { awk -v m="$2" '$1 == m { print $2; exit }' <<<"$1"; }
-agent_metric() { metric_of "$(agent_get "$1" /metrics)" "$2"; }
-GRANT='tollgate_budget_grant_bytes_per_second{namespace="datasets"}'
-CEIL='tollgate_budget_ceil_bytes_per_second{namespace="datasets"}'
-state_m() { echo "tollgate_budget_state{namespace=\"datasets\",state=\"$1\"}"; }
-# node_budget I: "STATE GRANT CEIL" (bytes/s) from node I's metrics
-node_budget() {
-	local m s st=none
-	m=$(agent_get "$1" /metrics)
-	for s in granted lease-expired fallback; do
-		[ "$(metric_of "$m" "$(state_m "$s")")" = 1 ] && st=$s
-	done
-	echo "$st $(metric_of "$m" "$GRANT") $(metric_of "$m" "$CEIL")"
-}
-
 t_begin "six agents (--node-name node1..node6) turn ready with a budget configured and the allocator unreachable"
 for i in 1 2 3 4 5 6; do agent_start "$i" || tap_bail "cannot derive node $i's conflist from $CONFLIST"; done
 for i in 1 2 3 4 5 6; do
@@ -265,31 +125,6 @@ t_end
 for i in 1 2 3 4 5 6; do kill -0 "${AGENT_PID[$i]}" 2>/dev/null || tap_bail "node $i's agent exited: $(tail -5 "$TG_TMP/n$i/agent.log")"; done
 
 # ---------------------------------------------------------------- pods
-# on_node I: the plugin calls that follow run on node I, through its
-# installed plugin, with the installed conflist's entry (as a runtime does)
-on_node() {
-	TG_NODE=$(node_ns "$1")
-	TG_BIN=$TG_TMP/n$1/bin/tollgate
-	NODE_CONF=$(jq -c '.plugins[0] + {name: .name, cniVersion: .cniVersion}' "$TG_TMP/n$1/net.d/10-tollgate.conflist")
-}
-# pod_up I: pod d<I> of namespace datasets on node I, TSO/GSO off on its
-# eth0; pod_down I: its DEL. Each t_fails saying why (not in $(...): the
-# POD_* arrays are this shell's)
-pod_up() {
-	on_node "$1"
-	pod_add "d$1" datasets "$NODE_CONF" || { t_fail "ADD d$1: rc=$TG_RC $TG_OUT"; return 1; }
-	ip netns exec "$TG_ID-d$1" "$PY" "$METER" nogso eth0 || { t_fail "d$1: cannot turn TSO/GSO off"; return 1; }
-}
-pod_down() { on_node "$1"; pod_del "d$1" "$NODE_CONF" || { t_fail "DEL d$1: rc=$TG_RC $TG_OUT"; return 1; }; }
-ns_classid() { # I: datasets' class on node I's tollgate-inet ("1:hex")
-	jq -r '[.attachments[] | select(.namespace == "datasets") | .shaping.namespaceClass][0] // 0' \
-		"$TG_TMP/n$1/data/tollgate/state.json" 2>/dev/null | awk '$1 > 0 { printf "1:%x\n", $1 }'
-}
-class_ceil_of() { # I: datasets' class ceil on node I, as tc prints it
-	tc -n "$(node_ns "$1")" class show dev tollgate-inet classid "$(ns_classid "$1")" 2>/dev/null |
-		awk '{ for (i = 1; i < NF; i++) if ($i == "ceil") { print $(i + 1); exit } }'
-}
-
 t_begin "a pod of namespace datasets on each of the six nodes, ADDed through the node's installed plugin"
 for i in 1 2 3 4 5 6; do pod_up "$i"; done
 for i in 1 2 3 4 5 6; do
@@ -299,65 +134,7 @@ done
 t_end
 for i in 1 2 3 4 5 6; do [ -n "${POD_IP[d$i]:-}" ] || tap_bail "cannot continue without pod d$i"; done
 
-# ---------------------------------------------------------------- demand
-declare -A LOAD_PID=() DEMAND=()
-# demand I heavy|light|none: what node I's pod sends from now on
-demand() {
-	local i=$1 kind=$2 args
-	[ "${DEMAND[$i]:-none}" = "$kind" ] && return 0
-	stop_pid "${LOAD_PID[$i]:-}"
-	LOAD_PID[$i]="" DEMAND[$i]=$kind
-	case $kind in
-	heavy) args=(--port "$TCP_PORT" --tcp "$HEAVY_STREAMS") ;;
-	light) args=(--port "$UDP_PORT" --udp-bps "$LIGHT_BITS") ;;
-	none) return 0 ;;
-	esac
-	daemon "$TG_ID-d$i" "$PY" "$METER" load --dst "$INET_IP" "${args[@]}" --seconds 280 2>>"$TG_TMP/load-$i.err"
-	LOAD_PID[$i]=$!
-}
-# demand_spec: "nI=inf|BITS,..." of the nodes with demand (inet_meter.py's --demand)
-demand_spec() {
-	local i out=""
-	for i in $NODES_ALL; do
-		case ${DEMAND[$i]:-none} in
-		heavy) out+="n$i=inf," ;;
-		light) out+="n$i=$LIGHT_BITS," ;;
-		esac
-	done
-	echo "${out%,}"
-}
-meter_py() { "$PY" "$METER" "$@" --file "$METER_OUT"; }
-# settle: the meter's next read is in (a window ending now is complete)
-settle() { sleep 0.25; }
-# stats T0 T1 [NAMES] -> sets ST_MEAN ST_P99 ST_MAX ST_MIN ST_N (bits/s)
-stats() {
-	local names=() _m _p _x _n
-	[ -n "${3:-}" ] && names=(--names "$3")
-	read -r _m ST_MEAN _p ST_P99 _x ST_MAX _n ST_MIN _n ST_N < <(meter_py stats --from "$1" --to "$2" "${names[@]}")
-}
-stats_line() { echo "mean $(mbit "$ST_MEAN"), p99 $(mbit "$ST_P99"), max $(mbit "$ST_MAX"), min $(mbit "$ST_MIN") Mbit/s over $ST_N windows of 1 s"; }
-# converge T0 T1: CONV_AFTER (seconds or "never") and CONV_LAST (per node:
-# rate/share over the last window), against the fair shares of B for the
-# demand in force
-converge() {
-	local out
-	out=$(meter_py converge --from "$1" --to "$2" --budget "$B_BITS" --demand "$(demand_spec)" --tol 0.1)
-	CONV_AFTER=$(awk '{ print $2 }' <<<"$out")
-	CONV_LAST=$(cut -d' ' -f3- <<<"$out" | awk '{ for (i = 1; i <= NF; i++) { split($i, a, "[=/]"); printf "%s %s/%s  ", a[1], sprintf("%.1f", a[2] / 1e6), sprintf("%.1f", a[3] / 1e6) } }')
-}
-# sh_le A B / sh_ge A B: numeric comparisons, false when either is not a
-# number ("never", "nan": mawk holds nan >= anything true)
-sh_le() { awk -v a="$1" -v b="$2" 'BEGIN { if (a !~ /^-?[0-9.]+$/ || b !~ /^-?[0-9.]+$/) exit 1; exit !(a + 0 <= b + 0) }'; }
-sh_ge() { awk -v a="$1" -v b="$2" 'BEGIN { if (a !~ /^-?[0-9.]+$/ || b !~ /^-?[0-9.]+$/) exit 1; exit !(a + 0 >= b + 0) }'; }
-grants_line() { # the grant and state of every node with an agent
-	local i out=""
-	for i in $NODES_ALL; do
-		[ -n "${AGENT_PID[$i]:-}" ] || continue
-		read -r st g c < <(node_budget "$i")
-		out+="node$i $st grant $(mbit "$((${g:-0} * 8))") ceil $(mbit "$((${c:-0} * 8))"); "
-	done
-	echo "${out%; } (Mbit/s)"
-}
+# ---------------------------------------------------------------- phases
 # alloc_line: the allocator's own figures for datasets (Mbit/s), when it runs
 alloc_line() {
 	local m f v out=""

@@ -9,6 +9,8 @@
   deploy_check.py DEPLOY_DIR agent-args       the agent container's command, one word a line
   deploy_check.py DEPLOY_DIR allocator        what the allocator's Deployment and Service must hold
   deploy_check.py DEPLOY_DIR allocator-args   the allocator container's command, one word a line
+  deploy_check.py DEPLOY_DIR etcd             deploy/etcd.yaml and the TLS patch against the allocator
+  deploy_check.py DEPLOY_DIR etcd-args        the etcd container's command, one word a line
   deploy_check.py DEPLOY_DIR rules OUT        the PrometheusRule's spec as a Prometheus rules file
   deploy_check.py DEPLOY_DIR dashboard-rules OUT
                                               every dashboard query as a recording rule (Grafana's
@@ -27,7 +29,10 @@ import sys
 import yaml
 
 MANIFESTS = ["configmap.yaml", "daemonset.yaml", "podmonitor.yaml", "prometheusrule.yaml",
-             "allocator.yaml"]
+             "allocator.yaml", "etcd.yaml"]
+# a patch of the allocator's Deployment (not an object of its own)
+TLS_PATCH = "allocator-etcd-tls.yaml"
+ETCD = "tollgate-etcd"
 CONFLIST_KEY = "10-tollgate.conflist"
 ALLOCATOR = "tollgate-allocator"
 
@@ -201,11 +206,30 @@ def check_allocator(d):
         if obj["metadata"].get("namespace") != "kube-system":
             p.append("%s %s is not in kube-system" % (obj["kind"], ALLOCATOR))
     spec = dep["spec"]
-    if spec.get("replicas") != 1:
-        p.append("replicas is %r: one replica until leader election (two would each grant "
-                 "the whole budget)" % spec.get("replicas"))
-    if (spec.get("strategy") or {}).get("type") != "Recreate":
-        p.append("strategy is not Recreate: a rolling update runs two replicas at once")
+    cmd = allocator_container(dep)["command"]
+    if spec.get("replicas", 1) < 3:
+        p.append("replicas is %r: three, so that one lost still leaves a choice" % spec.get("replicas"))
+    if spec.get("replicas", 1) > 1 and not (flag(cmd, "--etcd") and flag(cmd, "--advertise")):
+        p.append("replicas without --etcd and --advertise: each would grant the whole budget")
+    strat = spec.get("strategy") or {}
+    if strat.get("type") != "RollingUpdate" or (strat.get("rollingUpdate") or {}).get("maxSurge") != 0:
+        p.append("strategy is not RollingUpdate with maxSurge 0 (a node each: no fourth replica)")
+    anti = (((spec["template"]["spec"].get("affinity") or {}).get("podAntiAffinity") or {})
+            .get("requiredDuringSchedulingIgnoredDuringExecution") or [])
+    if not any(t.get("topologyKey") == "kubernetes.io/hostname" and
+               t.get("labelSelector", {}).get("matchLabels") == spec["selector"]["matchLabels"]
+               for t in anti):
+        p.append("no required anti-affinity on kubernetes.io/hostname: two replicas could share a node")
+    pdb = named.get(("PodDisruptionBudget", ALLOCATOR))
+    if pdb is None or pdb["spec"].get("selector", {}).get("matchLabels") != spec["selector"]["matchLabels"]:
+        p.append("no PodDisruptionBudget %s selecting its pods" % ALLOCATOR)
+    elif pdb["spec"].get("maxUnavailable") != 1:
+        p.append("the PodDisruptionBudget lets %r go at once" % pdb["spec"].get("maxUnavailable"))
+    adv = flag(cmd, "--advertise") or ""
+    env = {e["name"]: e for e in allocator_container(dep).get("env", [])}
+    m = re.fullmatch(r"http://\$\((\w+)\):(\d+)", adv)
+    if not m or ((env.get(m.group(1)) or {}).get("valueFrom") or {}).get("fieldRef", {}).get("fieldPath") != "status.podIP":
+        p.append("--advertise %r is not http://$(VAR):PORT with VAR the pod's IP (the nodes reach the leader there)" % adv)
     tpl = spec["template"]
     pod = tpl["spec"]
     labels = tpl["metadata"]["labels"]
@@ -233,7 +257,6 @@ def check_allocator(d):
         p.append("readOnlyRootFilesystem is not true")
     if (sc.get("seccompProfile") or psc.get("seccompProfile") or {}).get("type") != "RuntimeDefault":
         p.append("seccompProfile is not RuntimeDefault")
-    cmd = c["command"]
     if cmd[0] != ALLOCATOR:
         p.append("the command is not %s" % ALLOCATOR)
     listen = flag(cmd, "--listen") or ":9618"
@@ -274,6 +297,75 @@ def check_allocator(d):
     got = (entry.get("budgets") or {}).get("allocator")
     if got != want:
         p.append("the ConfigMap's budgets.allocator is %r, the Service is %s" % (got, want))
+    return p
+
+
+def etcd_container(sts):
+    return next(c for c in sts["spec"]["template"]["spec"]["containers"] if c["name"] == "etcd")
+
+
+def check_etcd(d):
+    """deploy/etcd.yaml is a 3-member cluster the allocator's --etcd names; the TLS patch is whole"""
+    named = load_named(d)
+    sts, svc = named.get(("StatefulSet", ETCD)), named.get(("Service", ETCD))
+    dep = named.get(("Deployment", ALLOCATOR))
+    p = []
+    if sts is None or svc is None:
+        return ["no StatefulSet and Service %s" % ETCD]
+    ns = sts["metadata"]["namespace"]
+    if sts["spec"].get("replicas") != 3:
+        p.append("%r members: three keep a quorum through one's loss" % sts["spec"].get("replicas"))
+    if sts["spec"].get("serviceName") != ETCD or svc["spec"].get("clusterIP") != "None":
+        p.append("the members' names need a headless Service %s as serviceName" % ETCD)
+    if svc["spec"].get("publishNotReadyAddresses") is not True:
+        p.append("publishNotReadyAddresses is not true: members could not find each other to start")
+    if sts["spec"].get("podManagementPolicy") != "Parallel":
+        p.append("podManagementPolicy is not Parallel: the first member waits for a quorum alone")
+    anti = (((sts["spec"]["template"]["spec"].get("affinity") or {}).get("podAntiAffinity") or {})
+            .get("requiredDuringSchedulingIgnoredDuringExecution") or [])
+    if not any(t.get("topologyKey") == "kubernetes.io/hostname" for t in anti):
+        p.append("members may share a node")
+    pdb = named.get(("PodDisruptionBudget", ETCD))
+    if pdb is None or pdb["spec"].get("minAvailable") != 2:
+        p.append("no PodDisruptionBudget keeping two members (the quorum)")
+    cmd = etcd_container(sts)["command"]
+    dom = "%s.%s.svc" % (ETCD, ns)
+    want_peers = ",".join("%s-%d=http://%s-%d.%s:2380" % (ETCD, i, ETCD, i, dom) for i in range(3))
+    if flag(cmd, "--initial-cluster") != want_peers:
+        p.append("--initial-cluster is %r, the members are %s" % (flag(cmd, "--initial-cluster"), want_peers))
+    if flag(cmd, "--advertise-client-urls") != "http://$(POD_NAME).%s:2379" % dom:
+        p.append("--advertise-client-urls is not the member's own name")
+    mounts = {m["mountPath"] for m in etcd_container(sts).get("volumeMounts", [])}
+    if flag(cmd, "--data-dir") not in mounts:
+        p.append("--data-dir is not on the member's volume")
+    if dep is not None:
+        urls = (flag(allocator_container(dep)["command"], "--etcd") or "").split(",")
+        want = ["http://%s-%d.%s:2379" % (ETCD, i, dom) for i in range(3)]
+        if urls != want:
+            p.append("the allocator's --etcd is %r, the members are %s" % (urls, want))
+    netpol = named.get(("NetworkPolicy", ETCD))
+    if netpol is None or not any(
+            (f.get("podSelector") or {}).get("matchLabels") == dep["spec"]["selector"]["matchLabels"]
+            for r in netpol["spec"].get("ingress", []) for f in r.get("from", [])):
+        p.append("no NetworkPolicy letting the allocator (and no one else) be etcd's client")
+    # the patch for a cluster's own etcd: https, its certificates under the Secret's mount
+    with open(os.path.join(d, TLS_PATCH)) as fh:
+        patch = yaml.safe_load(fh)
+    pc = next(c for c in patch["spec"]["template"]["spec"]["containers"] if c["name"] == "allocator")
+    pcmd = pc["command"]
+    if pcmd[:3] != allocator_container(dep)["command"][:3]:
+        p.append("%s: the command's first words are not the Deployment's" % TLS_PATCH)
+    if not all(u.startswith("https://") for u in (flag(pcmd, "--etcd") or "").split(",")):
+        p.append("%s: --etcd is not https" % TLS_PATCH)
+    vols = {v["name"]: v for v in patch["spec"]["template"]["spec"]["volumes"]}
+    mounts = {m["mountPath"]: vols.get(m["name"], {}) for m in pc.get("volumeMounts", [])}
+    for f in ("--etcd-ca", "--etcd-cert", "--etcd-key"):
+        path = flag(pcmd, f) or ""
+        if not any(path.startswith(mp.rstrip("/") + "/") and "secret" in v for mp, v in mounts.items()):
+            p.append("%s: %s %r is not in a mounted Secret" % (TLS_PATCH, f, path))
+    for w in ("--advertise", "--election-key", "--config", "--listen"):
+        if flag(pcmd, w) != flag(allocator_container(dep)["command"], w):
+            p.append("%s: %s differs from the Deployment's" % (TLS_PATCH, w))
     return p
 
 
@@ -452,6 +544,10 @@ def main():
         print("\n".join(agent_container(load_all(d)["DaemonSet"])["command"]))
     elif what == "allocator":
         problems = check_allocator(d)
+    elif what == "etcd":
+        problems = check_etcd(d)
+    elif what == "etcd-args":
+        print("\n".join(etcd_container(load_named(d)[("StatefulSet", ETCD)])["command"]))
     elif what == "allocator-args":
         print("\n".join(allocator_container(load_named(d)[("Deployment", ALLOCATOR)])["command"]))
     elif what == "rules":

@@ -2,7 +2,7 @@
 # tollgate-allocator, alone in a network namespace, fed reports as the
 # agents send them (POST /v1/report, JSON, version 1), from curl:
 #   - it starts confined (no capability, no_new_privs, the open-file soft
-#     limit raised to the hard one), ready at once; --etcd is refused;
+#     limit raised to the hard one), ready at once; the election's flags need --etcd;
 #   - learning: right after its start a node is granted only what it
 #     reports applied; one lease later a saturated node gets more;
 #   - two nodes' reports split a budget (each granted, the sum within it,
@@ -365,12 +365,12 @@ num "$g" || t_fail "reports are not answered after a bad config: $g"
 t_end
 
 # ============================================================ options, stop
-t_begin "--etcd, --election-key, --advertise: refused, not in this build (exit 2)"
-for o in --etcd=http://127.0.0.1:2379 --election-key=/tollgate/leader --advertise=http://10.0.0.1:9618; do
+t_begin "the election's flags without --etcd, and no --config: usage errors (exit 2); test_allocator_ha.sh runs the election"
+for o in --election-key=/tollgate/leader --advertise=http://10.0.0.1:9618 --election-ttl=5; do
 	out=$(A "$ALLOC" --config "$CM/10-tollgate.conflist" "$o" 2>&1)
 	rc=$?
 	t_expect "$o exit status" "$rc" 2
-	grep -q "not in this build" <<<"$out" || t_fail "$o: $out"
+	grep -q "need --etcd" <<<"$out" || t_fail "$o: $out"
 done
 out=$(A "$ALLOC" --listen :9619 2>&1)
 t_expect "without --config" "$?" 2

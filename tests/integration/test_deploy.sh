@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # deploy/: every manifest parses and holds what it must; the ConfigMap's
 # conflist is deploy/10-tollgate.conflist, says cniVersion 1.0.0 and is what
-# the agent installs; the allocator's Deployment (one replica, the agents'
+# the agent installs; the allocator's Deployment (three replicas electing on etcd, the agents'
 # ConfigMap, no capability) and its Service, which budgets.allocator names;
 # the rules pass `promtool check rules` and `promtool test rules`
 # (deploy/tests/rules_test.yaml); every dashboard query parses; every
@@ -62,7 +62,10 @@ out=$(check parse 2>&1) || t_fail "$out"
 for want in "configmap.yaml ConfigMap/tollgate" "daemonset.yaml DaemonSet/tollgate" \
 	"podmonitor.yaml PodMonitor/tollgate" "prometheusrule.yaml PrometheusRule/tollgate" \
 	"allocator.yaml Deployment/tollgate-allocator" "allocator.yaml Service/tollgate-allocator" \
-	"podmonitor.yaml PodMonitor/tollgate-allocator" \
+	"podmonitor.yaml PodMonitor/tollgate-allocator" "allocator.yaml PodDisruptionBudget/tollgate-allocator" \
+	"etcd.yaml StatefulSet/tollgate-etcd" "etcd.yaml Service/tollgate-etcd" \
+	"etcd.yaml PodDisruptionBudget/tollgate-etcd" "etcd.yaml NetworkPolicy/tollgate-etcd" \
+	"allocator-etcd-tls.yaml Deployment/tollgate-allocator" \
 	"dashboard.json json" "10-tollgate.conflist json"; do
 	grep -qxF "$want" <<<"$out" || t_fail "missing: $want"
 done
@@ -82,16 +85,42 @@ done < <(check agent-args)
 "$AGENT" --help | grep -q 'endpoints: /metrics, /healthz, /readyz' || t_fail "the agent does not list /healthz and /readyz"
 t_end
 
-t_begin "the allocator: one replica (Recreate), the agents' ConfigMap, nobody, no capability, probes; its Service is budgets.allocator"
+t_begin "the allocator: three replicas electing on etcd, a node each, a PodDisruptionBudget; the agents' ConfigMap, nobody, no capability, probes; its Service is budgets.allocator"
 out=$(check allocator 2>&1) || t_fail "$(tr '\n' ';' <<<"$out")"
-# the checker has teeth: two replicas, or a capability, are refused
+# the checker has teeth: replicas without the election, two on one node, or a capability, are refused
 mkdir -p "$TG_TMP/teeth"
 cp "$DEPLOY"/*.yaml "$DEPLOY"/*.json "$DEPLOY"/*.conflist "$TG_TMP/teeth/"
-sed -i 's/^  replicas: 1$/  replicas: 2/' "$TG_TMP/teeth/allocator.yaml"
-python3 "$CHECK" "$TG_TMP/teeth" allocator >/dev/null 2>&1 && t_fail "the check took two replicas"
+teeth() { # SED-EXPR WHAT: the check must refuse allocator.yaml edited so
+	cp "$DEPLOY/allocator.yaml" "$TG_TMP/teeth/"
+	sed -i "$1" "$TG_TMP/teeth/allocator.yaml"
+	cmp -s "$DEPLOY/allocator.yaml" "$TG_TMP/teeth/allocator.yaml" && t_fail "teeth: '$1' changed nothing"
+	python3 "$CHECK" "$TG_TMP/teeth" allocator >/dev/null 2>&1 && t_fail "the check took $2"
+}
+teeth '/- --etcd=/d' "three replicas without --etcd"
+teeth 's/topologyKey: kubernetes.io\/hostname/topologyKey: kubernetes.io\/os/' "replicas sharing a node"
+teeth 's/capabilities: { drop: \[ALL\] }/capabilities: { drop: [ALL], add: [NET_ADMIN] }/' "a capability"
+teeth 's/maxUnavailable: 1$/maxUnavailable: 3/' "a disruption budget of every replica"
 cp "$DEPLOY/allocator.yaml" "$TG_TMP/teeth/"
-sed -i 's/capabilities: { drop: \[ALL\] }/capabilities: { drop: [ALL], add: [NET_ADMIN] }/' "$TG_TMP/teeth/allocator.yaml"
-python3 "$CHECK" "$TG_TMP/teeth" allocator >/dev/null 2>&1 && t_fail "the check took a capability"
+t_end
+
+t_begin "etcd.yaml: three members on three nodes, a quorum kept through drains, the allocator's --etcd names them; the TLS patch is whole"
+out=$(check etcd 2>&1) || t_fail "$(tr '\n' ';' <<<"$out")"
+cp "$DEPLOY/etcd.yaml" "$TG_TMP/teeth/etcd.yaml.orig"
+sed -i 's/tollgate-etcd-2=http:\/\/tollgate-etcd-2/tollgate-etcd-2=http:\/\/tollgate-etcd-9/' "$TG_TMP/teeth/etcd.yaml"
+python3 "$CHECK" "$TG_TMP/teeth" etcd >/dev/null 2>&1 && t_fail "the check took a wrong --initial-cluster"
+cp "$DEPLOY/etcd.yaml" "$TG_TMP/teeth/"
+sed -i 's/--etcd-key=\/etc\/tollgate-etcd/--etcd-key=\/tmp/' "$TG_TMP/teeth/allocator-etcd-tls.yaml"
+python3 "$CHECK" "$TG_TMP/teeth" etcd >/dev/null 2>&1 && t_fail "the check took a key outside the Secret"
+cp "$DEPLOY/allocator-etcd-tls.yaml" "$TG_TMP/teeth/"
+# every flag of the members is one Debian's etcd knows
+if [ -x /usr/bin/etcd ]; then
+	while IFS= read -r w; do
+		case $w in --*) ;; *) continue ;; esac
+		/usr/bin/etcd --help 2>&1 | grep -qE -- "^[[:space:]]*${w%%=*}( |$)" || t_fail "etcd --help does not know ${w%%=*}"
+	done < <(check etcd-args)
+else
+	t_fail "/usr/bin/etcd missing (make deps: etcd-server)"
+fi
 t_end
 
 t_begin "the Deployment's flags are the allocator's own"
@@ -99,6 +128,10 @@ while IFS= read -r w; do
 	case $w in --*) ;; *) continue ;; esac
 	"$ALLOCATOR" --help | grep -qE -- "(^|[[ ])${w%%=*}([] =]|\$)" || t_fail "tollgate-allocator --help does not know ${w%%=*}"
 done < <(check allocator-args)
+# and the TLS patch's
+while IFS= read -r w; do
+	"$ALLOCATOR" --help | grep -qE -- "(^|[[ ])${w%%=*}([] =]|\$)" || t_fail "tollgate-allocator --help does not know ${w%%=*} (allocator-etcd-tls.yaml)"
+done < <(python3 -c 'import sys, yaml; c = yaml.safe_load(open(sys.argv[1]))["spec"]["template"]["spec"]["containers"][0]; print("\n".join(w for w in c["command"] if w.startswith("--")))' "$DEPLOY/allocator-etcd-tls.yaml")
 "$ALLOCATOR" --help | grep -q 'endpoints: POST /v1/report, /metrics, /healthz, /readyz' || t_fail "the allocator does not list its endpoints"
 t_end
 
@@ -238,12 +271,24 @@ t_end
 
 # The Deployment's command, word for word, its paths mapped; as the runtime
 # confines it: nobody, no capability at all, no_new_privs, a read-only root.
+# Its etcd: one member in the node's namespace, for the election's key (the
+# members of deploy/etcd.yaml are mapped to it).
+EPORT=$((APORT + 100))
+ip netns exec "$TG_NODE" env -i PATH="$TG_PATH" /usr/bin/etcd --name deploy-test \
+	--data-dir "$TG_TMP/etcd.data" --listen-client-urls "http://127.0.0.1:$EPORT" \
+	--advertise-client-urls "http://127.0.0.1:$EPORT" --listen-peer-urls "http://127.0.0.1:$((EPORT + 1))" \
+	--initial-advertise-peer-urls "http://127.0.0.1:$((EPORT + 1))" \
+	--initial-cluster "deploy-test=http://127.0.0.1:$((EPORT + 1))" >"$TG_TMP/etcd.log" 2>&1 &
+TG_PIDS+=("$!")
 AARGS=()
 while IFS= read -r w; do
 	case $w in
 	tollgate-allocator) w=$ALLOCATOR ;;
 	--config=/etc/tollgate/*) w=--config=$CM/${w#--config=/etc/tollgate/} ;;
 	--listen=:9618) w=--listen=127.0.0.1:$APORT ;;
+	--etcd=http://tollgate-etcd-0.*) w=--etcd=http://127.0.0.1:$EPORT ;;
+	'--advertise=http://$(POD_IP):9618') w=--advertise=http://127.0.0.1:$APORT ;;
+	--election-key=/tollgate/*) ;;
 	*/*) tap_bail "the Deployment's argument '$w' has a path this test does not map" ;;
 	esac
 	AARGS+=("$w")
@@ -292,7 +337,8 @@ done < <(check names)
 [ "$n" -ge 10 ] || t_fail "only $n names read by the rules and the dashboard"
 grep -q '^tollgate_collector_up{collector="nftables"} 1$' "$TG_TMP/http.out" || t_fail "nftables collector down"
 grep -q '^tollgate_agent_ready 1$' "$TG_TMP/http.out" || t_fail "tollgate_agent_ready is not 1"
-grep -q '^tollgate_allocator_leader 1$' "$TG_TMP/alloc.out" || t_fail "tollgate_allocator_leader is not 1"
+alloc_leads() { [ "$(alloc_get /metrics)" = 200 ] && grep -q '^tollgate_allocator_leader 1$' "$TG_TMP/alloc.out"; }
+wait_for 10 alloc_leads || t_fail "tollgate_allocator_leader is not 1: $(grep 'msg="etcd' "$ALLOC_LOG" | tail -2)"
 t_end
 
 # ------------------------------------------------------------ the chain at 1.0.0, as libcni runs it
