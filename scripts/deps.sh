@@ -7,7 +7,7 @@ PKGS="build-essential pkg-config libnl-3-dev libnl-route-3-dev libnftnl-dev libm
 libjson-c-dev libxxhash-dev libmicrohttpd-dev libcurl4-openssl-dev libcmocka-dev iproute2 nftables
 iperf3 jq containernetworking-plugins valgrind procps iputils-ping iptables python3 python3-yaml
 curl conntrack prometheus clang libgmp-dev podman containerd runc busybox-static util-linux
-cppcheck shellcheck etcd-server"
+cppcheck shellcheck etcd-server openssl"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -25,7 +25,7 @@ export LC_NUMERIC=C
 tg_require
 tg_traps
 etcd_require
-tg_require_tools curl python3 date
+tg_require_tools curl python3 date openssl
 ALLOC=$TOLLGATE_BIN_DIR/tollgate-allocator
 [ -x "$ALLOC" ] || { echo "not ok - preconditions: $ALLOC not found (run make)"; exit 1; }
 T0=$SECONDS
@@ -280,8 +280,53 @@ grep -q 'not JSON' "$TG_TMP/a4.log" || t_fail "a4's log does not say what etcd a
 alloc_stop 4 TERM
 t_end
 
+# ---------------------------------------------------------------- etcd with client certificates
+t_begin "an etcd that wants client certificates (deploy/allocator-etcd-tls.yaml): with them a replica leads; without, it never does"
+PKI=$TG_TMP/pki TLS_NS=$TG_ID-tls TLS_IP=10.0.0.60
+mkdir -p "$PKI"
+pki() { openssl "$@" >>"$PKI/openssl.log" 2>&1; }
+# a CA, etcd's server certificate for its address, the allocator's client
+# certificate. The server's serves client authentication too: etcd's JSON
+# gateway is a client of its own gRPC server, with that certificate.
+pki req -x509 -newkey rsa:2048 -nodes -keyout "$PKI/ca.key" -out "$PKI/ca.crt" -days 1 -subj /CN=test-etcd-ca &&
+	pki req -newkey rsa:2048 -nodes -keyout "$PKI/server.key" -out "$PKI/server.csr" -subj /CN=etcd &&
+	pki x509 -req -in "$PKI/server.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" -CAcreateserial -days 1 \
+		-extfile <(printf 'subjectAltName=IP:%s,IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n' "$TLS_IP") -out "$PKI/server.crt" &&
+	pki req -newkey rsa:2048 -nodes -keyout "$PKI/tls.key" -out "$PKI/client.csr" -subj /CN=tollgate-allocator &&
+	pki x509 -req -in "$PKI/client.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" -CAcreateserial -days 1 \
+		-extfile <(printf 'extendedKeyUsage=clientAuth\n') -out "$PKI/tls.crt"
+[ -s "$PKI/tls.crt" ] || t_fail "openssl: $(tail -3 "$PKI/openssl.log")"
+fabric_attach "$FAB" "$TLS_NS" etcdtls "$TLS_IP" 10.0.0 || t_fail "the TLS member's link"
+ip netns exec "$TLS_NS" env -i PATH="$TG_PATH" /usr/bin/etcd --name tls --data-dir "$TG_TMP/etcd-tls.data" \
+	--listen-client-urls "https://$TLS_IP:2379" --advertise-client-urls "https://$TLS_IP:2379" \
+	--listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
+	--initial-cluster tls=http://127.0.0.1:2380 --cert-file "$PKI/server.crt" --key-file "$PKI/server.key" \
+	--trusted-ca-file "$PKI/ca.crt" --client-cert-auth >"$TG_TMP/etcd-tls.log" 2>&1 &
+TG_PIDS+=("$!")
+for i in 5 6; do fabric_attach "$FAB" "$(a_ns "$i")" "alloc$i" "$(a_ip "$i")" 10.0.0 || t_fail "a$i's link"; done
+alloc_tls() { # I ARGS...: replica I on the TLS member
+	local i=$1
+	shift
+	ip netns exec "$(a_ns "$i")" "$ALLOC" --config "$CONF" --listen "$(a_ip "$i"):9618" \
+		--etcd "https://$TLS_IP:2379" --advertise "$(a_url "$i")" --election-ttl "$TTL" "$@" 2>>"$TG_TMP/a$i.log" &
+	A_PID[i]=$!
+	TG_PIDS+=("$!")
+	wait_for 5 alloc_serves "$i"
+}
+alloc_tls 5 --etcd-ca "$PKI/ca.crt" --etcd-cert "$PKI/tls.crt" --etcd-key "$PKI/tls.key" || t_fail "a5 does not serve"
+wait_for 10 code_is 5 200 || t_fail "a5 does not lead on the TLS member: $(grep 'msg="etcd' "$TG_TMP/a5.log" | tail -2)"
+# control: the CA alone (no client certificate) is refused by etcd
+alloc_tls 6 --etcd-ca "$PKI/ca.crt" || t_fail "a6 does not serve"
+sleep 2
+t_expect "a6 without a client certificate" "$(a_metric 6 tollgate_allocator_etcd_up)" 0
+grep -q 'msg="etcd does not answer' "$TG_TMP/a6.log" || t_fail "a6's log: $(tail -2 "$TG_TMP/a6.log")"
+t_expect "a6 redirects to a5 (it never read the key) or knows none" "$(code_of 6)" 503
+alloc_stop 5 TERM
+alloc_stop 6 TERM
+t_end
+
 # ---------------------------------------------------------------- the records
-t_begin "no two replicas ever led in the same epoch, and terms never overlapped (each replica's own log)"
+t_begin "no two replicas ever led in the same epoch, and terms never overlapped (each replica's own log; a1-a3, on the one etcd)"
 terms=$(for i in 1 2 3; do sed -nE "s/^([^ ]+) .*msg=\"leading: granting from now\" epoch=([0-9]+).*/\2 $i \1/p" "$TG_TMP/a$i.log"; done | sort -n)
 diag "terms (epoch replica start): $(tr '\n' ';' <<<"$terms")"
 n_terms=$(wc -l <<<"$terms")
