@@ -6,8 +6,9 @@
 # and to an "internet" host, the agent repairing a flushed table and applying
 # a policy change to a running pod, the kernel objects and store Tollgate
 # keeps; then two more nodes sharing one namespace's cluster budget through
-# tollgate-allocator, their grants moving when the demand moves; then
-# everything deleted.
+# two tollgate-allocator replicas electing a leader on etcd, their grants
+# moving when the demand moves, and the leader SIGKILLed while the other
+# takes over; then everything deleted.
 #
 #   pod research/train-0   pod research/train-1   pod datasets/fetch-0
 #          \                       |                      /
@@ -351,7 +352,7 @@ bnode_up() {
 	mkdir -p "$d/net.d" "$d/bin"
 	tg_conf '.name = "tollgate" | .dataDir = $dd | .logFile = $lf
 		| .ipam = {source: "static", addresses: [$pool], cooldownSeconds: 0}
-		| .budgets = {allocator: "http://10.0.4.1:9618", reportSeconds: 1, leaseSeconds: 4, fallback: "10M",
+		| .budgets = {allocator: "http://10.0.4.100:9618", reportSeconds: 1, leaseSeconds: 4, fallback: "10M",
 		              internetEgress: {datasets: $b}}' \
 		--arg dd "$d/data" --arg lf "$d/tollgate.log" --arg pool "10.3.$i.2-10.3.$i.9" --arg b "$BUDGET_CONF" |
 		jq '{cniVersion, name, plugins: [del(.cniVersion, .name)]}' >"$d/10-tollgate.conflist"
@@ -415,15 +416,43 @@ else
 	ip -n "$TG_FABRIC" addr add 10.0.4.254/24 dev balloc
 	ip -n "$TG_FABRIC" link set balloc up
 	ip -n "$TG_ID-alloc" addr add 10.0.4.1/24 dev eth0
+	ip -n "$TG_ID-alloc" addr add 10.0.4.2/24 dev eth0
 	ip -n "$TG_ID-alloc" link set eth0 up
 	ip -n "$TG_ID-alloc" route add default via 10.0.4.254
+	# the allocator's Service, 10.0.4.100:9618, as kube-proxy makes it: DNAT to its live endpoints
+	ip netns exec "$TG_FABRIC" nft -f - <<-'EOF' || die "the allocator's Service"
+		table ip tgsvc {
+			map backends { typeof numgen inc mod 2 : ip daddr; elements = { 0 : 10.0.4.1, 1 : 10.0.4.2 } }
+			chain prerouting {
+				type nat hook prerouting priority dstnat; policy accept;
+				ip daddr 10.0.4.100 tcp dport 9618 dnat to numgen inc mod 2 map @backends
+			}
+		}
+	EOF
 	bnode_up 1 && bnode_up 2 || die "could not build the budget nodes"
 	cp "$TG_TMP/b1/10-tollgate.conflist" "$TG_TMP/allocator.conflist"
-	say "$ tollgate-allocator --config allocator.conflist --listen 10.0.4.1:9618   (the same ConfigMap)"
-	ip netns exec "$TG_ID-alloc" "$ALLOC_BIN" --config "$TG_TMP/allocator.conflist" --listen 10.0.4.1:9618 \
-		2>"$TG_TMP/allocator.log" &
+	say "Two replicas elect a leader on etcd (one member here; three in a cluster): only the"
+	say "leader grants, the other answers the nodes with where the leader is."
+	ip netns exec "$TG_ID-alloc" env -i PATH="$PATH" etcd --name demo --data-dir "$TG_TMP/etcd.data" \
+		--listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
+		--listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
+		--initial-cluster demo=http://127.0.0.1:2380 >"$TG_TMP/etcd.log" 2>&1 &
 	TG_PIDS+=("$!")
-	ALLOC_PID=$!
+	ETCD_PID=$!
+	declare -A APID=()
+	for r in 1 2; do
+		say "$ tollgate-allocator --config allocator.conflist --listen 10.0.4.$r:9618 --etcd http://127.0.0.1:2379 --advertise http://10.0.4.$r:9618 --election-ttl 3"
+		ip netns exec "$TG_ID-alloc" "$ALLOC_BIN" --config "$TG_TMP/allocator.conflist" --listen "10.0.4.$r:9618" \
+			--etcd http://127.0.0.1:2379 --advertise "http://10.0.4.$r:9618" --election-ttl 3 2>"$TG_TMP/allocator$r.log" &
+		TG_PIDS+=("$!")
+		APID[$r]=$!
+	done
+	aget() { ip netns exec "$TG_ID-alloc" curl -s --max-time 2 "http://10.0.4.$1:9618/metrics"; }
+	ametric() { aget "$1" | awk -v m="$2" '$1 == m { print $2; exit }'; }
+	leader_of() { local r; for r in "$@"; do [ "$(ametric "$r" tollgate_allocator_leader)" = 1 ] && { echo "$r"; return 0; }; done; return 1; }
+	wait_for 10 leader_of 1 2 >/dev/null
+	LEAD=$(leader_of 1 2)
+	result $? "replica 10.0.4.${LEAD:-?} leads (epoch $(ametric "${LEAD:-1}" tollgate_allocator_epoch)), the other follows"
 	# the internet host counts what each node sends it (masqueraded: the node's address)
 	ip netns exec "$TG_INET" nft -f - <<-'EOF' || die "the internet host's counters"
 		table inet tgmeter {
@@ -476,9 +505,23 @@ else
 	sum=$(python3 "$METER" stats --file "$TG_TMP/meter.txt" --from "$(awk -v t="$EPOCHREALTIME" 'BEGIN { printf "%.6f", t - 4 }')" --to "$EPOCHREALTIME" | awk '{ print $6 }')
 	awk -v s="${sum:-x}" 'BEGIN { exit !(s ~ /^[0-9.]+$/ && s <= 1.05 * 40e6) }'
 	result $? "both nodes together: at most $BUDGET_CONF (+5%) at the internet host over the last 4 s (the most in 1 s: $(awk -v s="${sum:-0}" 'BEGIN { printf "%.1f", s / 1e6 }') Mbit/s)"
-	say "$ curl http://10.0.4.1:9618/metrics   (tollgate-allocator)"
-	ip netns exec "$TG_ID-alloc" curl -s --max-time 2 http://10.0.4.1:9618/metrics |
-		grep -E '^tollgate_allocator_(budget|granted|usage|nodes)' | sed 's/^/    /'
+	say "$ curl http://10.0.4.$LEAD:9618/metrics   (the leading tollgate-allocator)"
+	aget "$LEAD" | grep -E '^tollgate_allocator_(leader|epoch|budget|granted|usage|nodes)' | sed 's/^/    /'
+	say ""
+	say "The leading replica is SIGKILLed (its pod is gone: the Service drops it):"
+	OTHER=$((3 - LEAD)) old_epoch=$(ametric "$LEAD" tollgate_allocator_epoch)
+	kill -KILL "${APID[$LEAD]}"
+	bstop "${APID[$LEAD]}"
+	ip netns exec "$TG_FABRIC" nft delete element ip tgsvc backends "{ $((LEAD - 1)) }" &&
+		ip netns exec "$TG_FABRIC" nft add element ip tgsvc backends "{ $((LEAD - 1)) : 10.0.4.$OTHER }"
+	t0=$EPOCHREALTIME
+	wait_for 10 leader_of "$OTHER" >/dev/null
+	result $? "replica 10.0.4.$OTHER leads after $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }') s (the etcd lease's TTL is 3 s), epoch $(ametric "$OTHER" tollgate_allocator_epoch) (was $old_epoch)"
+	new_epoch=$(ametric "$OTHER" tollgate_allocator_epoch)
+	both_follow() { local i; for i in 1 2; do bget "$i" /metrics | grep -qx "tollgate_budget_epoch $new_epoch" || return 1; done; }
+	wait_for 15 both_follow
+	result $? "both nodes take their grants from the new leader (tollgate_budget_epoch $new_epoch); no grant of the old term is applied again"
+	btable
 	for i in 1 2; do
 		bstop "${BLOAD[$i]}"
 		TG_NODE=$TG_ID-b$i TG_BIN=$TG_TMP/b$i/bin/tollgate
@@ -488,7 +531,8 @@ else
 		bstop "${BAGENT[$i]}"
 	done
 	TG_NODE=$SAVED_NODE TG_BIN=$SAVED_BIN
-	bstop "$ALLOC_PID"
+	bstop "${APID[$OTHER]}"
+	bstop "$ETCD_PID"
 	bstop "$METER_PID"
 fi
 

@@ -171,23 +171,26 @@ alloc_line() {
 
 # agents_scrape: every agent's /metrics at once, from the fabric: AG_STATE[i]
 # (granted, lease-expired, fallback; "-" when no answer) AG_EPOCH[i]
-# AG_GRANT[i] AG_CEIL[i] (bytes/s) AG_REDIR[i] AG_STALE[i] (reports counted
-# redirected, stale)
-declare -a AG_STATE=() AG_EPOCH=() AG_GRANT=() AG_CEIL=() AG_REDIR=() AG_STALE=()
+# AG_GRANT[i] AG_CEIL[i] (bytes/s) AG_REDIR[i] AG_STALE[i] AG_ROK[i]
+# AG_RERR[i] (reports counted redirected, stale, ok, error)
+declare -a AG_STATE=() AG_EPOCH=() AG_GRANT=() AG_CEIL=() AG_REDIR=() AG_STALE=() AG_ROK=() AG_RERR=()
 agents_scrape() {
 	local i args=() f=$TG_TMP/ag$BASHPID
 	for i in $NODES_ALL; do rm -f "$f.$i"; args+=(-o "$f.$i" "http://10.0.0.$i:9617/metrics"); done
 	timeout -k 1 5 ip netns exec "$FAB" curl -s -Z --no-progress-meter --max-time 1 "${args[@]}" 2>/dev/null
 	for i in $NODES_ALL; do
-		AG_STATE[i]=- AG_EPOCH[i]=- AG_GRANT[i]=0 AG_CEIL[i]=0 AG_REDIR[i]=0 AG_STALE[i]=0
-		[ -s "$f.$i" ] && read -r "AG_STATE[$i]" "AG_EPOCH[$i]" "AG_GRANT[$i]" "AG_CEIL[$i]" "AG_REDIR[$i]" "AG_STALE[$i]" < <(awk -v g="$GRANT" -v c="$CEIL" '
+		AG_STATE[i]=- AG_EPOCH[i]=- AG_GRANT[i]=0 AG_CEIL[i]=0 AG_REDIR[i]=0 AG_STALE[i]=0 AG_ROK[i]=0 AG_RERR[i]=0
+		[ -s "$f.$i" ] && read -r "AG_STATE[$i]" "AG_EPOCH[$i]" "AG_GRANT[$i]" "AG_CEIL[$i]" "AG_REDIR[$i]" "AG_STALE[$i]" \
+			"AG_ROK[$i]" "AG_RERR[$i]" < <(awk -v g="$GRANT" -v c="$CEIL" '
 			index($1, "tollgate_budget_state{namespace=\"datasets\",state=\"") == 1 && $2 == 1 { s = $1; sub(/.*state="/, "", s); sub(/".*/, "", s) }
 			$1 == "tollgate_budget_epoch" { e = $2 }
 			$1 == g { gr = $2 }
 			$1 == c { ce = $2 }
 			$1 == "tollgate_budget_reports_total{result=\"redirected\"}" { r = $2 }
 			$1 == "tollgate_budget_reports_total{result=\"stale\"}" { st = $2 }
-			END { print (s == "" ? "none" : s), (e == "" ? "-" : e), gr + 0, ce + 0, r + 0, st + 0 }' "$f.$i")
+			$1 == "tollgate_budget_reports_total{result=\"ok\"}" { ok = $2 }
+			$1 == "tollgate_budget_reports_total{result=\"error\"}" { er = $2 }
+			END { print (s == "" ? "none" : s), (e == "" ? "-" : e), gr + 0, ce + 0, r + 0, st + 0, ok + 0, er + 0 }' "$f.$i")
 		rm -f "$f.$i"
 	done
 }
@@ -207,6 +210,19 @@ agents_line() {
 	local i out=""
 	for i in $NODES_ALL; do out+="node$i ${AG_STATE[i]} e${AG_EPOCH[i]} grant $(mbit $((AG_GRANT[i] * 8))) ceil $(mbit $((AG_CEIL[i] * 8))); "; done
 	echo "${out%; } (Mbit/s)"
+}
+# stuck_line E: the nodes not granted in term E, what their agents counted
+# and where the fabric's conntrack sends their kept-alive connection to the
+# Service (for a failure's message)
+stuck_line() {
+	local i out="" pins
+	pins=$(timeout -k 1 5 ip netns exec "$FAB" conntrack -L -p tcp --orig-dst "$ALLOC_IP" --dport "$ALLOC_PORT" 2>/dev/null |
+		awk '/ESTABLISHED/ { n = 0; for (f = 1; f <= NF; f++) if ($f ~ /^src=/) { n++; v[n] = substr($f, 5) } print v[1], v[2] }')
+	for i in $NODES_ALL; do
+		[ "${AG_STATE[i]}" = granted ] && [ "${AG_EPOCH[i]}" = "$1" ] && continue
+		out+="node$i ${AG_STATE[i]} in term ${AG_EPOCH[i]}, reports ok ${AG_ROK[i]} error ${AG_RERR[i]} redirected ${AG_REDIR[i]} stale ${AG_STALE[i]}, Service connection to $(awk -v n="10.0.0.$i" '$1 == n { printf "%s ", $2 }' <<<"$pins"); "
+	done
+	echo "${out%; }"
 }
 redirects_sum() { local i n=0; for i in $NODES_ALL; do n=$((n + AG_REDIR[i])); done; echo "$n"; }
 stale_sum() { local i n=0; for i in $NODES_ALL; do n=$((n + AG_STALE[i])); done; echo "$n"; }
@@ -311,7 +327,8 @@ phase_stats() {
 	sh_le "$ST_MAX" "$B105" || t_fail "$1: aggregate max $(mbit "$ST_MAX") Mbit/s > 1.05 B"
 }
 # steady WHAT: a leader (LEAD, LEAD_E) and every node granted in its term,
-# within lease + 3 s; t_fails saying what it saw otherwise
+# within lease + 3 s; t_fails saying what it saw otherwise, status 1 when
+# no replica leads (the round cannot go on)
 steady() {
 	if ! poll $((FAILOVER_S * 1000)) lead_known; then
 		t_fail "$1: no single leader within $FAILOVER_S s ($(alloc_line))"
@@ -319,7 +336,8 @@ steady() {
 	fi
 	LEAD_E=${AM_EPOCH[LEAD]}
 	poll $((FAILOVER_S * 1000)) agents_on "$LEAD_E" ||
-		{ t_fail "$1: not every node granted in term $LEAD_E within $FAILOVER_S s ($(agents_line))"; return 1; }
+		t_fail "$1: not every node granted in term $LEAD_E within $FAILOVER_S s ($(stuck_line "$LEAD_E"))"
+	return 0
 }
 
 # sampler: every 0.5 s, every replica's leader gauge and epoch and every
@@ -449,7 +467,7 @@ granted_by_new() { # L: another replica leads and has answered a report with gra
 }
 for ((r = 1; r <= KILLS; r++)); do
 	traffic_ensure 30
-	steady "kill $r, before" || break
+	steady "kill $r, before" || continue
 	L=$LEAD E=$LEAD_E
 	for k in 1 2 3; do BASE_OK[k]=${AM_OK[k]/-/0}; done
 	alloc_kill "$L"
@@ -470,7 +488,7 @@ for ((r = 1; r <= KILLS; r++)); do
 		ms_now
 		left=$((FAILOVER_S * 1000 - (REPLY - KILL_MS)))
 		poll $((left > 0 ? left : 0)) agents_on "$E2" ||
-			t_fail "kill $r: not every node granted in term $E2 within $FAILOVER_S s of the kill ($(agents_line))"
+			t_fail "kill $r: not every node granted in term $E2 within $FAILOVER_S s of the kill ($(stuck_line "$E2"))"
 	fi
 	sleep "0.$((RANDOM % 9 + 1))"
 done
@@ -493,7 +511,7 @@ ms_now
 P_T0=$REPLY
 for ((r = 1; r <= ETCD_KILLS; r++)); do
 	traffic_ensure 40
-	steady "etcd kill $r, before" || break
+	steady "etcd kill $r, before" || continue
 	L=$LEAD E=$LEAD_E
 	etcd_leader >"$TG_TMP/etcd.leader" || { t_fail "etcd kill $r: no raft leader"; break; }
 	m=$(cat "$TG_TMP/etcd.leader")
@@ -537,7 +555,7 @@ ms_now
 P_T0=$REPLY
 for ((r = 1; r <= NOQUORUM; r++)); do
 	traffic_ensure 60
-	steady "quorum loss $r, before" || break
+	steady "quorum loss $r, before" || continue
 	L=$LEAD E=$LEAD_E
 	etcd_leader >"$TG_TMP/etcd.leader" || { t_fail "quorum loss $r: no raft leader"; break; }
 	m=$(cat "$TG_TMP/etcd.leader")
@@ -611,7 +629,7 @@ key_rev() {
 }
 for ((r = 1; r <= ALLOC_CUTS; r++)); do
 	traffic_ensure 40
-	steady "cut $r, before" || break
+	steady "cut $r, before" || continue
 	L=$LEAD E=$LEAD_E
 	redir0=$(redirects_sum)
 	ms_now
@@ -658,7 +676,7 @@ for ((r = 1; r <= ALLOC_CUTS; r++)); do
 		ms_now
 		left=$((FAILOVER_S * 1000 - (REPLY - NEW_MS)))
 		poll $((left > 0 ? left : 0)) agents_on "$E2" ||
-			t_fail "cut $r: not every node granted in term $E2 within $FAILOVER_S s of its start ($(agents_line))"
+			t_fail "cut $r: not every node granted in term $E2 within $FAILOVER_S s of its start ($(stuck_line "$E2"))"
 		redir1=$(redirects_sum)
 		diag "cut $r: agents counted $((redir1 - redir0)) reports redirected meanwhile; $(agents_line)"
 		[ "$redir1" -gt "$redir0" ] || t_fail "cut $r: no agent was redirected to the new leader"
@@ -681,7 +699,7 @@ CUT_IPS=()
 for i in $CUT_NODES; do CUT_IPS+=("$(node_ip "$i")"); done
 for ((r = 1; r <= NODE_CUTS; r++)); do
 	traffic_ensure 40
-	steady "node cut $r, before" || break
+	steady "node cut $r, before" || continue
 	L=$LEAD E=$LEAD_E
 	ms_now
 	N_MS=$REPLY
@@ -707,7 +725,7 @@ for ((r = 1; r <= NODE_CUTS; r++)); do
 	if poll $(((LEASE_S + 3) * 1000)) agents_on "$E"; then
 		diag "node cut $r: healed, every node granted again after $(secs "$POLL_MS") s"
 	else
-		t_fail "node cut $r: not every node granted again within $((LEASE_S + 3)) s of the heal ($(agents_line))"
+		t_fail "node cut $r: not every node granted again within $((LEASE_S + 3)) s of the heal ($(stuck_line "$E"))"
 	fi
 done
 ms_now

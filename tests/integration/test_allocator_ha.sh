@@ -172,6 +172,34 @@ done
 t_expect "the leader learns first" "$(a_metric "$L" tollgate_allocator_learning)" 1
 t_end
 
+t_begin "etcd sees a handful of requests a second from the three replicas, however many reports the nodes send"
+etcd_requests() { # the three replicas' requests to etcd so far
+	local i n=0 v
+	for i in 1 2 3; do
+		v=$(a_metrics "$i" | awk '$1 ~ /^tollgate_allocator_etcd_requests_total/ { s += $2 } END { printf "%d", s }')
+		n=$((n + v))
+	done
+	echo "$n"
+}
+r0=$(etcd_requests) s0=$(ms_now)
+# 600 reports to the leader from 6 "nodes", as fast as curl sends them
+urls=()
+for j in $(seq 1 100); do urls+=("$(a_url "$L")/v1/report?$j"); done
+senders=()
+for k in 1 2 3 4 5 6; do
+	C curl -s -o /dev/null --max-time 10 --parallel --parallel-max 4 -H 'Content-Type: application/json' \
+		--data-binary "${REPORT/\"n1\"/\"n$k\"}" "${urls[@]}" &
+	senders+=("$!")
+done
+wait "${senders[@]}"
+sleep_left=$((5000 - ($(ms_now) - s0)))
+[ "$sleep_left" -gt 0 ] && sleep "$(awk -v m="$sleep_left" 'BEGIN { printf "%.3f", m / 1000 }')"
+r1=$(etcd_requests) s1=$(ms_now)
+rate=$(awk -v n=$((r1 - r0)) -v t=$((s1 - s0)) 'BEGIN { printf "%.1f", n * 1000 / t }')
+diag "etcd: $((r1 - r0)) requests in $((s1 - s0)) ms from 3 replicas ($rate/s) while 600 reports came in"
+awk -v r="$rate" 'BEGIN { exit !(r > 0.5 && r <= 5) }' || t_fail "$rate requests a second"
+t_end
+
 # ---------------------------------------------------------------- the leader killed
 t_begin "the leader SIGKILLed: another grants within TTL + 2 s, with a newer epoch, learning first"
 old=$L old_rev=$rev
