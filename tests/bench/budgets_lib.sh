@@ -271,7 +271,7 @@ settle() { sleep 0.25; }
 stats() {
 	local names=() _m _p _x _n
 	[ -n "${3:-}" ] && names=(--names "$3")
-	read -r _m ST_MEAN _p ST_P99 _x ST_MAX _n ST_MIN _n ST_N < <(meter_py stats --from "$1" --to "$2" "${names[@]}")
+	read -r _m ST_MEAN _p ST_P99 _x ST_MAX _n ST_MIN _n ST_N <<<"$(meter_py stats --from "$1" --to "$2" "${names[@]}")"
 }
 stats_line() { echo "mean $(mbit "$ST_MEAN"), p99 $(mbit "$ST_P99"), max $(mbit "$ST_MAX"), min $(mbit "$ST_MIN") Mbit/s over $ST_N windows of 1 s"; }
 # converge T0 T1: CONV_AFTER (seconds or "never") and CONV_LAST (per node:
@@ -291,7 +291,7 @@ grants_line() { # the grant and state of every node with an agent
 	local i out=""
 	for i in $NODES_ALL; do
 		[ -n "${AGENT_PID[$i]:-}" ] || continue
-		read -r st g c < <(node_budget "$i")
+		read -r st g c <<<"$(node_budget "$i")"
 		out+="node$i $st grant $(mbit "$((${g:-0} * 8))") ceil $(mbit "$((${c:-0} * 8))"); "
 	done
 	echo "${out%; } (Mbit/s)"

@@ -139,27 +139,35 @@ event() { ms_now; echo "$REPLY $*" >>"$TG_TMP/events"; }
 # no cut stops): AM_LEADER[k] AM_EPOCH[k] AM_OK[k] (reports answered with
 # grants) AM_ETCD[k] ("-" when it did not answer); LEAD: the one replica
 # whose leader gauge is 1 ("" when none, "many" when more). Only the running
-# replicas, or all three.
+# replicas, or all three. (Polled every 100 ms: few processes, and no
+# process substitution: bash 5.2 can lose a foreground child's exit to a
+# process substitution's recorded PID once PIDs wrap, and hang in wait.)
 declare -a AM_LEADER=() AM_EPOCH=() AM_OK=() AM_ETCD=()
 alloc_scrape() {
-	local k n=0 args=() f=$TG_TMP/am$BASHPID
+	local k n=0 args=() files=() f=$TG_TMP/am$BASHPID out l e o u
 	for k in 1 2 3; do
-		rm -f "$f.$k"
+		: >"$f.$k"
+		files+=("$f.$k")
 		[ -n "${A_PID[k]}" ] || [ "${1:-}" = all ] && args+=(-o "$f.$k" "http://${A_IP[k]}:$ALLOC_PORT/metrics")
 	done
 	[ ${#args[@]} -eq 0 ] || timeout -k 1 5 ip netns exec "$FAB" curl -s -Z --no-progress-meter --max-time 1 "${args[@]}" 2>/dev/null
-	LEAD=""
-	for k in 1 2 3; do
-		AM_LEADER[k]=- AM_EPOCH[k]=- AM_OK[k]=- AM_ETCD[k]=-
-		[ -s "$f.$k" ] && read -r "AM_LEADER[$k]" "AM_EPOCH[$k]" "AM_OK[$k]" "AM_ETCD[$k]" < <(awk '
-			$1 == "tollgate_allocator_leader" { l = $2 }
-			$1 == "tollgate_allocator_epoch" { e = $2 }
-			$1 == "tollgate_allocator_reports_total{result=\"ok\"}" { o = $2 }
-			$1 == "tollgate_allocator_etcd_up" { u = $2 }
-			END { print (l == "" ? "-" : l), (e == "" ? "-" : e), (o == "" ? "-" : o), (u == "" ? "-" : u) }' "$f.$k")
-		rm -f "$f.$k"
-		[ "${AM_LEADER[k]}" = 1 ] && { n=$((n + 1)); LEAD=$k; }
-	done
+	out=$(awk '
+		$1 == "tollgate_allocator_leader" { l[FILENAME] = $2 }
+		$1 == "tollgate_allocator_epoch" { e[FILENAME] = $2 }
+		$1 == "tollgate_allocator_reports_total{result=\"ok\"}" { o[FILENAME] = $2 }
+		$1 == "tollgate_allocator_etcd_up" { u[FILENAME] = $2 }
+		END {
+			for (i = 1; i < ARGC; i++) {
+				f = ARGV[i]
+				print (f in l ? l[f] : "-"), (f in e ? e[f] : "-"), (f in o ? o[f] : "-"), (f in u ? u[f] : "-")
+			}
+		}' "${files[@]}")
+	LEAD="" k=0
+	while read -r l e o u; do
+		k=$((k + 1))
+		AM_LEADER[k]=$l AM_EPOCH[k]=$e AM_OK[k]=$o AM_ETCD[k]=$u
+		[ "$l" = 1 ] && { n=$((n + 1)); LEAD=$k; }
+	done <<<"$out"
 	[ "$n" -le 1 ] || LEAD=many
 }
 lead_known() { alloc_scrape; [ -n "$LEAD" ] && [ "$LEAD" != many ]; }
@@ -175,24 +183,36 @@ alloc_line() {
 # AG_RERR[i] (reports counted redirected, stale, ok, error)
 declare -a AG_STATE=() AG_EPOCH=() AG_GRANT=() AG_CEIL=() AG_REDIR=() AG_STALE=() AG_ROK=() AG_RERR=()
 agents_scrape() {
-	local i args=() f=$TG_TMP/ag$BASHPID
-	for i in $NODES_ALL; do rm -f "$f.$i"; args+=(-o "$f.$i" "http://10.0.0.$i:9617/metrics"); done
-	timeout -k 1 5 ip netns exec "$FAB" curl -s -Z --no-progress-meter --max-time 1 "${args[@]}" 2>/dev/null
+	local i j ids args=() files=() f=$TG_TMP/ag$BASHPID out st e g c r sl ok er
 	for i in $NODES_ALL; do
-		AG_STATE[i]=- AG_EPOCH[i]=- AG_GRANT[i]=0 AG_CEIL[i]=0 AG_REDIR[i]=0 AG_STALE[i]=0 AG_ROK[i]=0 AG_RERR[i]=0
-		[ -s "$f.$i" ] && read -r "AG_STATE[$i]" "AG_EPOCH[$i]" "AG_GRANT[$i]" "AG_CEIL[$i]" "AG_REDIR[$i]" "AG_STALE[$i]" \
-			"AG_ROK[$i]" "AG_RERR[$i]" < <(awk -v g="$GRANT" -v c="$CEIL" '
-			index($1, "tollgate_budget_state{namespace=\"datasets\",state=\"") == 1 && $2 == 1 { s = $1; sub(/.*state="/, "", s); sub(/".*/, "", s) }
-			$1 == "tollgate_budget_epoch" { e = $2 }
-			$1 == g { gr = $2 }
-			$1 == c { ce = $2 }
-			$1 == "tollgate_budget_reports_total{result=\"redirected\"}" { r = $2 }
-			$1 == "tollgate_budget_reports_total{result=\"stale\"}" { st = $2 }
-			$1 == "tollgate_budget_reports_total{result=\"ok\"}" { ok = $2 }
-			$1 == "tollgate_budget_reports_total{result=\"error\"}" { er = $2 }
-			END { print (s == "" ? "none" : s), (e == "" ? "-" : e), gr + 0, ce + 0, r + 0, st + 0, ok + 0, er + 0 }' "$f.$i")
-		rm -f "$f.$i"
+		: >"$f.$i"
+		files+=("$f.$i")
+		args+=(-o "$f.$i" "http://10.0.0.$i:9617/metrics")
 	done
+	timeout -k 1 5 ip netns exec "$FAB" curl -s -Z --no-progress-meter --max-time 1 "${args[@]}" 2>/dev/null
+	out=$(awk -v g="$GRANT" -v c="$CEIL" '
+		index($1, "tollgate_budget_state{namespace=\"datasets\",state=\"") == 1 && $2 == 1 { x = $1; sub(/.*state="/, "", x); sub(/".*/, "", x); s[FILENAME] = x }
+		$1 == "tollgate_budget_epoch" { e[FILENAME] = $2 }
+		$1 == g { gr[FILENAME] = $2 }
+		$1 == c { ce[FILENAME] = $2 }
+		$1 == "tollgate_budget_reports_total{result=\"redirected\"}" { r[FILENAME] = $2 }
+		$1 == "tollgate_budget_reports_total{result=\"stale\"}" { sl[FILENAME] = $2 }
+		$1 == "tollgate_budget_reports_total{result=\"ok\"}" { ok[FILENAME] = $2 }
+		$1 == "tollgate_budget_reports_total{result=\"error\"}" { er[FILENAME] = $2 }
+		END {
+			for (i = 1; i < ARGC; i++) {
+				f = ARGV[i]
+				if (!(f in e)) { print "- - 0 0 0 0 0 0"; continue }
+				print (f in s ? s[f] : "none"), e[f], gr[f] + 0, ce[f] + 0, r[f] + 0, sl[f] + 0, ok[f] + 0, er[f] + 0
+			}
+		}' "${files[@]}")
+	read -ra ids <<<"$NODES_ALL"
+	j=0
+	while read -r st e g c r sl ok er; do
+		i=${ids[j]}
+		j=$((j + 1))
+		AG_STATE[i]=$st AG_EPOCH[i]=$e AG_GRANT[i]=$g AG_CEIL[i]=$c AG_REDIR[i]=$r AG_STALE[i]=$sl AG_ROK[i]=$ok AG_RERR[i]=$er
+	done <<<"$out"
 }
 # agents_on E [NODES]: those nodes (default all) granted, in term E
 agents_on() {
@@ -233,8 +253,8 @@ expired_ok() {
 	local jg js jn want
 	EXP_SAFE=0
 	[ "${AG_STATE[$1]}" = lease-expired ] || { EXP_WHY="node $1 state ${AG_STATE[$1]}, expected lease-expired"; return 1; }
-	read -r jg js jn < <(jq -r '.namespaces[] | select(.namespace == "datasets") | "\(.grant) \(.safeShare) \(.nodes)"' \
-		"$TG_TMP/n$1/data/tollgate/budgets.json" 2>/dev/null)
+	read -r jg js jn <<<"$(jq -r '.namespaces[] | select(.namespace == "datasets") | "\(.grant) \(.safeShare) \(.nodes)"' \
+		"$TG_TMP/n$1/data/tollgate/budgets.json" 2>/dev/null)"
 	EXP_SAFE=${js:-0}
 	want=$((${jg:-0} < ${js:-0} ? ${jg:-0} : ${js:-0}))
 	[ "${AG_CEIL[$1]}" = "$want" ] || { EXP_WHY="node $1 ceil ${AG_CEIL[$1]}, expected min(grant ${jg:-?}, safe share ${js:-?}) = $want"; return 1; }
