@@ -112,6 +112,7 @@ struct agent_budgets {
 	uint64_t epoch_seen;		/* an answer of an older term is never applied */
 	uint32_t redirects_in_row;	/* redirects since the last answer (a loop stops at 3) */
 	uint64_t answers_stale, redirects;
+	int64_t stale_since_ms;		/* answers of older terms only, since (0: none) */
 	uint64_t ceil_changes, ceil_failures, lease_expiries;
 };
 

@@ -715,11 +715,26 @@ void agent_budgets_answer(struct agent *a, int64_t now_ms, struct agent_notes *n
 		return;
 	}
 	if (ans.epoch && ans.epoch < b->epoch_seen) {
-		/* a deposed leader's late answer: its grants are not this term's */
-		b->answers_stale++;
-		budget_answer_free(&ans);
-		return;
+		/*
+		 * A deposed leader's late answer: its grants are not this term's.
+		 * Such answers end within that leader's etcd TTL; older terms
+		 * answering for three leases on end mean the terms started
+		 * again (the replicas moved to a new etcd), and are taken.
+		 */
+		if (!b->stale_since_ms)
+			b->stale_since_ms = now_ms;
+		if (now_ms - b->stale_since_ms < 3 * ans.lease_ms) {
+			b->answers_stale++;
+			budget_answer_free(&ans);
+			return;
+		}
+		agent_note(notes, "msg=\"budget: only older terms have answered for three leases: "
+			   "the allocator's terms started again (a new etcd?)\" epoch=%llu was=%llu",
+			   (unsigned long long)ans.epoch, (unsigned long long)b->epoch_seen);
+		b->epoch_seen = ans.epoch;
+		b->dirty = true;
 	}
+	b->stale_since_ms = 0;
 	b->redirects_in_row = 0;
 	if (ans.epoch > b->epoch_seen) {
 		b->epoch_seen = ans.epoch;

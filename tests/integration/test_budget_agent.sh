@@ -293,6 +293,20 @@ t_expect "epoch seen" "$(metric tollgate_budget_epoch '')" 10
 t_expect "budgets.json keeps it" "$(jq .epoch "$BUDGETS")" 10
 t_end
 
+t_begin "older terms answering for three leases on end are taken: the terms started again (a new etcd)"
+ctl '{"mode": "grant", "leaseMs": 2000, "epoch": 2, "grants": {"datasets": {"grant": 3000000, "safeShare": 500000, "nodes": 3}}}'
+t0=$SECONDS
+sleep 3
+t_expect "ceil after 3 s of epoch 2 (under 3 leases)" "$(ns_ceil d1)" 40000000
+wait_for 8 ceil_is d1 24000000 || t_fail "epoch 2's grant never taken: ceil $(ns_ceil d1)"
+diag "epoch 2 taken after $((SECONDS - t0)) s (leaseMs 2000)"
+t_expect "epoch seen" "$(metric tollgate_budget_epoch '')" 2
+grep -q 'terms started again' "$ALOG" || t_fail "the agent's log does not say so"
+# back to epoch 10 for the cases after
+ctl '{"mode": "grant", "leaseMs": 4000, "epoch": 10, "grants": {"datasets": {"grant": 5000000, "safeShare": 500000, "nodes": 3}}}'
+wait_for 5 ceil_is d1 40000000 || t_fail "epoch 10 again: ceil $(ns_ceil d1)"
+t_end
+
 t_begin "a replica's redirect: the agent reports to the leader it names until that fails"
 CTL2=$TG_TMP/leader.control RLOG2=$TG_TMP/leader.log LPORT=$((APORT + 1))
 printf '%s
