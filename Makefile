@@ -143,6 +143,19 @@ $(FP_STAMP): FORCE
 .PHONY: FORCE
 FORCE:
 
+# The commit and the build's kind, in lib/version.c alone (every binary's
+# --version and tollgate_build_info): a stamp that changes with them
+# rebuilds that one object, nothing else.
+COMMIT      ?= $(or $(shell git rev-parse --short=12 HEAD 2>/dev/null),unknown)
+BUILD_FLAGS := $(strip $(if $(filter 1,$(FUZZ)),fuzzer asan ubsan,$(if $(filter 1,$(SAN)),asan ubsan,$(if $(filter 1,$(ANALYZE)),analyzer,release))) \
+	       $(if $(filter 1,$(FAILPOINTS)),failpoints) $(shell $(CC) -dumpmachine 2>/dev/null))
+VERSION_STAMP := $(BUILD)/.version
+$(VERSION_STAMP): FORCE
+	@mkdir -p $(BUILD)
+	@echo '$(VERSION) $(COMMIT) $(BUILD_FLAGS)' | cmp -s - $@ || echo '$(VERSION) $(COMMIT) $(BUILD_FLAGS)' > $@
+$(BUILD)/obj/lib/version.o: $(VERSION_STAMP)
+$(BUILD)/obj/lib/version.o: CFLAGS += -DTG_COMMIT='"$(COMMIT)"' -DTG_BUILD_FLAGS='"$(BUILD_FLAGS)"'
+
 $(BUILD)/obj/%.o: %.c $(FP_STAMP)
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "lib/version.h"
 #include "agent/internal.h"
 #include "lib/util.h"
 
@@ -21,6 +22,7 @@ void agent_usage(FILE *f)
 	      "                      [--page-cache-ms MS] [--deadline-ms MS] [--log-level L]\n"
 	      "                      [--node-name NAME]\n"
 	      "       tollgate-agent --metrics-only --data-dir DIR --network NAME [--listen ...]\n"
+	      "       tollgate-agent --version\n"
 	      "defaults: --listen :9617, --plugin: tollgate beside this binary,\n"
 	      "          --conf-name 10-tollgate.conflist, intervals 30 / 300 / 60 s,\n"
 	      "          --page-cache-ms 1000 (scrapes within it share one page),\n"
@@ -162,6 +164,7 @@ int agent_parse_options(int argc, char **argv, struct agent_cli *ret)
 		{ "log-level", required_argument, NULL, 'v' },
 		{ "node-name", required_argument, NULL, 'H' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct agent_cli *cli = ret;
@@ -217,6 +220,7 @@ int agent_parse_options(int argc, char **argv, struct agent_cli *ret)
 				return 2;
 			break;
 		case 'h': agent_usage(stdout); return 0;
+		case 'V': tg_print_version(stdout, "tollgate-agent"); return 0;
 		default: agent_usage(stderr); return 2;
 		}
 	}

@@ -10,6 +10,7 @@
 #include "allocator/allocator.h"
 #include "allocator/elect.h"
 #include "budget/budget.h"
+#include "lib/version.h"
 
 void alloc_usage(FILE *f)
 {
@@ -26,6 +27,7 @@ void alloc_usage(FILE *f)
 	      "          replicas campaign on an etcd lease (the v3 JSON gateway); only the\n"
 	      "          leader grants, the others answer with its --advertise URL.\n"
 	      "          --election-key /tollgate/allocator/leader, --election-ttl 5 (2 to 60)\n"
+	      "       tollgate-allocator --version\n"
 	      "endpoints: POST /v1/report, /metrics, /healthz, /readyz, /\n",
 	      f);
 }
@@ -119,6 +121,7 @@ int alloc_parse_options(int argc, char **argv, struct alloc_cli *ret)
 		{ "etcd-cert", required_argument, NULL, 'e' },
 		{ "etcd-key", required_argument, NULL, 'k' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct alloc_cli *cli = ret;
@@ -176,6 +179,7 @@ int alloc_parse_options(int argc, char **argv, struct alloc_cli *ret)
 			election_opt = true;
 			break;
 		case 'h': alloc_usage(stdout); return 0;
+		case 'V': tg_print_version(stdout, "tollgate-allocator"); return 0;
 		default: alloc_usage(stderr); return 2;
 		}
 	}

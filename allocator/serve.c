@@ -15,6 +15,7 @@
 
 #include "allocator/internal.h"
 #include "lib/util.h"
+#include "lib/version.h"
 
 static const char text_type[] = "text/plain; charset=utf-8";
 static const char json_type[] = "application/json";
@@ -241,7 +242,8 @@ static void render_election(struct app *app, struct expo *x)
 
 static void render(struct app *app, struct expo *x)
 {
-	static const char *const version[] = { "version", TG_VERSION, NULL };
+	static const char *const version[] = { "version", tg_build_version, "commit",
+						 tg_build_commit, NULL };
 	size_t n = budget_alloc_views(app->ba, app->views, app->pol.n);
 	struct http_stats st;
 

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "lib/version.h"
 #include "lib/util.h"
 
 /* The options only some verbs take. */
@@ -134,7 +135,7 @@ static void usage(FILE *f)
 	fputs("\n"
 	      "defaults: --data-dir /run/tollgate --network tollgate; --config reads both, the\n"
 	      "uplink, imdsURL and exclude from a conflist. `tollgate-ipam VERB --help` describes "
-	      "a verb.\n"
+	      "a verb;\n`tollgate-ipam --version` says which build this is.\n"
 	      "exit status: 0 ok, 1 problems found, 2 usage error\n",
 	      f);
 }
@@ -150,6 +151,7 @@ static const struct verb *verb_find(const char *name)
 /* What the command line said beyond struct cli. */
 struct args {
 	bool help;
+	bool version;
 	bool net_set;
 	bool dir_set;
 	const char *verb;
@@ -161,6 +163,7 @@ static const struct option long_opts[] = {
 	{ "config", required_argument, NULL, 'c' },
 	{ "json", no_argument, NULL, 'j' },
 	{ "help", no_argument, NULL, 'h' },
+	{ "version", no_argument, NULL, 'V' },
 	{ "force", no_argument, NULL, 'f' },
 	{ "dry-run", no_argument, NULL, 'r' },
 	{ "imds-url", required_argument, NULL, 'u' },
@@ -195,6 +198,9 @@ static int parse_option(int opt, struct cli *c, struct args *a)
 		break;
 	case 'h':
 		a->help = true;
+		break;
+	case 'V':
+		a->version = true;
 		break;
 	case 'f':
 		c->force = true;
@@ -350,6 +356,11 @@ static const struct verb *pick_verb(const struct cli *c, const struct args *a, i
 	const struct verb *v;
 
 	*rc = EXIT_USAGE;
+	if (a->version) {
+		tg_print_version(stdout, "tollgate-ipam");
+		*rc = 0;
+		return NULL;
+	}
 	if (!a->verb) {
 		usage(a->help ? stdout : stderr);
 		*rc = a->help ? 0 : EXIT_USAGE;

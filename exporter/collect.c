@@ -15,9 +15,9 @@
 #include "exporter/internal.h"
 #include "ipam/ipam.h"
 #include "ipam/store.h"
+#include "lib/version.h"
 #include "lib/util.h"
 
-#define EXPORTER_VERSION TG_VERSION
 
 /*
  * One series per nftables counter, kept across scrapes: its labels are
@@ -663,7 +663,7 @@ int exporter_render(struct exporter *ex, struct expo *x)
 	const char *up_nft[] = { "collector", "nftables", NULL };
 	const char *up_ipam[] = { "collector", "ipam", NULL };
 	const char *up_tc[] = { "collector", "shaper", NULL };
-	const char *version[] = { "version", EXPORTER_VERSION, NULL };
+	const char *version[] = { "version", tg_build_version, "commit", tg_build_commit, NULL };
 
 	nft_r = read_counters(ex);
 	t1 = time_mono_ns();

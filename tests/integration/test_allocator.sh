@@ -273,7 +273,7 @@ for f in tollgate_build_info tollgate_allocator_leader tollgate_allocator_learni
 	grep -q "^# TYPE $f " "$TG_TMP/metrics.prom" || t_fail "no family $f"
 done
 t_expect "leader" "$(mval tollgate_allocator_leader)" 1
-t_expect "build_info" "$(grep -c '^tollgate_build_info{version="[^"]*"} 1$' "$TG_TMP/metrics.prom")" 1
+t_expect "build_info" "$(grep -c '^tollgate_build_info{version="[^"]*",commit="[^"]*"} 1$' "$TG_TMP/metrics.prom")" 1
 t_expect "budget datasets" "$(mval 'tollgate_allocator_budget_bytes_per_second{namespace="datasets"}')" "$DATASETS"
 t_expect "budget crawl" "$(mval 'tollgate_allocator_budget_bytes_per_second{namespace="crawl"}')" "$CRAWL"
 t_expect "usage datasets (3 MB + 1.5 MB in a second)" "$(mval 'tollgate_allocator_usage_bytes_per_second{namespace="datasets"}')" 4500000

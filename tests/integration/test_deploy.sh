@@ -341,6 +341,22 @@ alloc_leads() { [ "$(alloc_get /metrics)" = 200 ] && grep -q '^tollgate_allocato
 wait_for 10 alloc_leads || t_fail "tollgate_allocator_leader is not 1: $(grep 'msg="etcd' "$ALLOC_LOG" | tail -2)"
 t_end
 
+t_begin "every binary says its build (--version: version, commit, kind), and tollgate_build_info carries the same"
+COMMIT=$(git -C "$TG_ROOT" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+for b in tollgate tollgate-ipam tollgate-agent tollgate-allocator; do
+	out=$("$TOLLGATE_BIN_DIR/$b" --version 2>&1)
+	t_expect "$b --version's exit status" "$?" 0
+	[[ $out =~ ^$b\ ([0-9][0-9.]*)\ \(commit\ ([0-9a-f]+|unknown)\;\ .+\)$ ]] || { t_fail "$b --version: $out"; continue; }
+	VER=${BASH_REMATCH[1]}
+	# a build from an older checkout would say another commit (make rebuilds lib/version.o when it moves)
+	t_expect "$b's commit" "${BASH_REMATCH[2]}" "$COMMIT"
+done
+grep -qxF "tollgate_build_info{version=\"$VER\",commit=\"$COMMIT\"} 1" "$TG_TMP/http.out" ||
+	t_fail "the agent's build_info: $(grep '^tollgate_build_info' "$TG_TMP/http.out")"
+grep -qxF "tollgate_build_info{version=\"$VER\",commit=\"$COMMIT\"} 1" "$TG_TMP/alloc.out" ||
+	t_fail "the allocator's build_info: $(grep '^tollgate_build_info' "$TG_TMP/alloc.out")"
+t_end
+
 # ------------------------------------------------------------ the chain at 1.0.0, as libcni runs it
 TG_BIN=$CNIBIN/tollgate
 entry() { # INDEX: the list's entry as a runtime hands it to the plugin

@@ -168,7 +168,7 @@ t_begin "no pods, no table: 200, promtool accepts, collector nftables 0, ipam 1"
 if check_page empty; then
 	t_expect "nftables collector" "$(mval empty "$(upkey nftables)")" 0
 	t_expect "ipam collector" "$(mval empty "$(upkey ipam)")" 1
-	grep -Eq '^tollgate_build_info\{version="[^"]+"\} 1$' "$TG_TMP/empty.prom" || t_fail "no tollgate_build_info{version=...} 1"
+	grep -Eq '^tollgate_build_info\{version="[^"]+",commit="[^"]+"\} 1$' "$TG_TMP/empty.prom" || t_fail "no tollgate_build_info{version=...,commit=...} 1"
 	t_expect "attachments" "$(mval empty tollgate_ipam_attachments)" 0
 	grep -q '^tollgate_namespace_bytes_total{' "$TG_TMP/empty.prom" && t_fail "namespace samples without a table"
 fi
