@@ -40,7 +40,11 @@ struct agent_cli {
 	enum agent_log_level log_level;
 	char plugin[PATH_MAX];		/* opt.plugin_path when --plugin is not given */
 	char hostname[256];		/* opt.node_name when --node-name is not given */
+	bool check;			/* --check: judge --config, print the verdict, exit */
 };
+
+/* --check: the verdict on --config (the plugin's parser) on stdout; 0 taken, 1 refused. */
+int agent_check_config(const struct agent_cli *cli);
 
 /* What agent_parse_options and the set-up return when the agent goes on. */
 #define AGENT_RUN (-1)

@@ -20,6 +20,8 @@ int main(int argc, char **argv)
 	r = agent_parse_options(argc, argv, &cli);
 	if (r != AGENT_RUN)
 		return r;
+	if (cli.check)
+		return agent_check_config(&cli);
 	r = agent_setup(&app, &cli);
 	if (r == AGENT_RUN && cli.opt.once)
 		r = agent_once(&app);

@@ -22,6 +22,7 @@ void agent_usage(FILE *f)
 	      "                      [--page-cache-ms MS] [--deadline-ms MS] [--log-level L]\n"
 	      "                      [--node-name NAME]\n"
 	      "       tollgate-agent --metrics-only --data-dir DIR --network NAME [--listen ...]\n"
+	      "       tollgate-agent --check --config FILE   (would FILE be taken? exit 0 or 1)\n"
 	      "       tollgate-agent --version\n"
 	      "defaults: --listen :9617, --plugin: tollgate beside this binary,\n"
 	      "          --conf-name 10-tollgate.conflist, intervals 30 / 300 / 60 s,\n"
@@ -165,6 +166,7 @@ int agent_parse_options(int argc, char **argv, struct agent_cli *ret)
 		{ "node-name", required_argument, NULL, 'H' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
+		{ "check", no_argument, NULL, 'K' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct agent_cli *cli = ret;
@@ -221,6 +223,7 @@ int agent_parse_options(int argc, char **argv, struct agent_cli *ret)
 			break;
 		case 'h': agent_usage(stdout); return 0;
 		case 'V': tg_print_version(stdout, "tollgate-agent"); return 0;
+		case 'K': cli->check = true; break;
 		default: agent_usage(stderr); return 2;
 		}
 	}

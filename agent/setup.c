@@ -146,6 +146,22 @@ static void schedule_take(struct app *app)
 					 .backoff_max_ms = period };
 }
 
+int agent_check_config(const struct agent_cli *cli)
+{
+	struct node_config cfg = { 0 };
+	struct tg_err e = { 0 };
+	int r;
+
+	if (!cli->opt.config_path) {
+		fprintf(stderr, "tollgate-agent: --check needs --config\n");
+		return 2;
+	}
+	r = node_config_load_file(cli->opt.config_path, &cfg, &e);
+	node_config_verdict(stdout, cli->opt.config_path, r, &cfg, &e);
+	node_config_free(&cfg);
+	return r == 0 ? 0 : 1;
+}
+
 int agent_setup(struct app *app, const struct agent_cli *cli)
 {
 	struct agent *a = &app->a;

@@ -62,6 +62,7 @@ int gc_main(struct cli *c);
 int doctor_main(struct cli *c);
 int reshape_main(struct cli *c);
 int top_main(struct cli *c);
+int validate_main(struct cli *c);
 
 /* ---- JSON documents and their text form ---- */
 

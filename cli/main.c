@@ -105,6 +105,13 @@ static const struct verb verbs[] = {
 	  "entered the top, and the rest as other; they add up to the namespace's\n"
 	  "internet bytes. Read from the node agent (default http://127.0.0.1:PORT,\n"
 	  "PORT nodeAccess.metricsPort of --config, else 9617), as /metrics has them.\n" },
+	{ "validate", validate_main, "FILE", 0, NEED_ARG,
+	  "whether a conflist would be taken, and why not",
+	  "usage: tollgate-ipam validate FILE\n"
+	  "Reads FILE (a conflist, or one plugin config) with the parser the plugin and\n"
+	  "the node agent run: \"accepted\", or \"refused\" with the CNI error code and\n"
+	  "the message the plugin would answer (--json: those as members). Changes\n"
+	  "nothing and needs no node. Exit 0 accepted, 1 refused.\n" },
 	{ "reshape", reshape_main, "[--dry-run]", OPT_DRY_RUN,
 	  NEED_CONFIG | NEED_STORE_WRITE | NEED_STATE,
 	  "apply the config's shaping policy to running pods",

@@ -711,6 +711,17 @@ void node_config_free(struct node_config *cfg)
 	memset(cfg, 0, sizeof(*cfg));
 }
 
+void node_config_verdict(FILE *f, const char *path, int r, const struct node_config *cfg,
+			 const struct tg_err *e)
+{
+	if (r == 0)
+		fprintf(f, "%s: accepted (network %s, cniVersion %s)\n", path,
+			cfg->name ? cfg->name : "", cfg->cni_version ? cfg->cni_version : "");
+	else
+		fprintf(f, "%s: refused (CNI error %d): %s\n", path, e->code ? e->code : CNI_ERR_IO,
+			e->msg);
+}
+
 int node_config_load_file(const char *path, struct node_config *cfg, struct tg_err *e)
 {
 	_cleanup_free_ char *file = NULL;

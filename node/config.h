@@ -13,6 +13,7 @@
 #include <limits.h>
 #include <net/if.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <json-c/json.h>
@@ -103,6 +104,13 @@ void node_config_free(struct node_config *cfg);
  * list's name and cniVersion) or a single plugin config, from a file.
  */
 int node_config_load_file(const char *path, struct node_config *cfg, struct tg_err *e);
+/*
+ * What a load of path said, in one line: "PATH: accepted (network N,
+ * cniVersion V)" or "PATH: refused (CNI error C): MSG" (tollgate-ipam
+ * validate, tollgate-agent --check).
+ */
+void node_config_verdict(FILE *f, const char *path, int r, const struct node_config *cfg,
+			 const struct tg_err *e);
 /*
  * The same for a conflist's bytes already read (len of them), named `path` in
  * messages: the node daemon validates exactly the bytes it then installs.

@@ -38,7 +38,9 @@ c() { tg_conf "$@"; }
 # bad NAME CODE STDIN [MOD...]
 #   STDIN: the config text, or @FILE to read it from a file
 #   MOD:   VAR=value sets a variable, -VAR removes it (base: a valid ADD of pod "bad")
-NCASES=0
+NCASES=0 NVALIDATE=0
+IPAM_BIN=$TOLLGATE_BIN_DIR/tollgate-ipam
+AGENT_BIN=$TOLLGATE_BIN_DIR/tollgate-agent
 bad() {
 	local name=$1 code=$2 input=$3
 	shift 3
@@ -63,6 +65,26 @@ bad() {
 	local r
 	r=$(cni_error_problem "$code")
 	[ -z "$r" ] || t_fail "$r"
+	# the config alone, judged offline: where validate refuses it, it says what the plugin said
+	if [[ $input == @* ]]; then cp "${input#@}" "$TG_TMP/case.conf"; else printf '%s' "$input" >"$TG_TMP/case.conf"; fi
+	local size
+	size=$(wc -c <"$TG_TMP/case.conf")
+	# (an empty or over-large stdin is the plugin's reading, not a config: a file says so its own way)
+	if [ "$size" = 0 ] || [ "$size" -gt 1048576 ] ||
+		ip netns exec "$TG_NODE" "$IPAM_BIN" --json validate "$TG_TMP/case.conf" >"$TG_TMP/validate.out" 2>&1; then :; else
+		NVALIDATE=$((NVALIDATE + 1))
+		t_expect "validate's code" "$(jq -r .code "$TG_TMP/validate.out" 2>/dev/null)" "$(jq -r .code <<<"$TG_OUT" 2>/dev/null)"
+		local vmsg pmsg
+		vmsg=$(jq -r .msg "$TG_TMP/validate.out" 2>/dev/null) pmsg=$(jq -r .msg <<<"$TG_OUT" 2>/dev/null)
+		if [ "$code" = 6 ]; then
+			# not JSON at all: the file is named where the plugin says "the network
+			# configuration"; the place it stops at is the same
+			[[ $pmsg != *" at byte "* ]] || [ "${vmsg##* at byte }" = "${pmsg##* at byte }" ] ||
+				t_fail "validate: '$vmsg', the plugin: '$pmsg'"
+		else
+			t_expect "validate's message" "$vmsg" "$pmsg"
+		fi
+	fi
 	if [ "$TG_RC" = 0 ] && [ "${env[CNI_COMMAND]:-}" = ADD ]; then
 		# accepted by mistake: undo it so that later cases start clean
 		tg_exec "${list[@]/CNI_COMMAND=ADD/CNI_COMMAND=DEL}" <<<"$CONF" >/dev/null 2>&1
@@ -202,5 +224,20 @@ pingq "$TG_ID-good" "$TG_PEER_POD_IP" || t_fail "good -> peer pod fails"
 t_expect "attachments" "$(state_count)" 1
 t_end
 diag "$NCASES bad-input cases"
+
+t_begin "tollgate-ipam validate and tollgate-agent --check: the plugin's verdict on a config, offline"
+diag "validate refused $NVALIDATE of the $NCASES bad inputs with the plugin's code and message (the rest are bad environments, not configs)"
+[ "$NVALIDATE" -ge 20 ] || t_fail "only $NVALIDATE cases compared"
+jq -c '{cniVersion, name, plugins: [del(.cniVersion, .name)]}' <<<"$CONF" >"$TG_TMP/good.conflist"
+out=$(ip netns exec "$TG_NODE" "$IPAM_BIN" validate "$TG_TMP/good.conflist"); rc=$?
+t_expect "validate of the good conflist" "$rc:$out" "0:$TG_TMP/good.conflist: accepted (network $TG_NETNAME, cniVersion 1.1.0)"
+out2=$(ip netns exec "$TG_NODE" "$AGENT_BIN" --check --config "$TG_TMP/good.conflist"); rc=$?
+t_expect "the agent's --check" "$rc:$out2" "0:$out"
+jq '.plugins[0].mtu = "big"' "$TG_TMP/good.conflist" >"$TG_TMP/bad.conflist"
+out=$(ip netns exec "$TG_NODE" "$IPAM_BIN" validate "$TG_TMP/bad.conflist"); rc=$?
+t_expect "validate of a bad conflist" "$rc:$out" "1:$TG_TMP/bad.conflist: refused (CNI error 7): mtu must be an integer, not a string"
+out2=$(ip netns exec "$TG_NODE" "$AGENT_BIN" --check --config "$TG_TMP/bad.conflist"); rc=$?
+t_expect "the agent's --check" "$rc:$out2" "1:$out"
+t_end
 
 tap_done
