@@ -110,7 +110,8 @@ struct agent_budgets {
 	/* replicas with leader election: the leader reported to, and the newest term seen */
 	char leader[BUDGET_URL_MAX + 1];	/* "": budgets.allocator (the Service) */
 	uint64_t epoch_seen;		/* an answer of an older term is never applied */
-	uint32_t redirects_in_row;	/* redirects since the last answer (a loop stops at 3) */
+	uint32_t redirects_in_row;	/* redirects followed in this period (a loop stops at 3) */
+	int64_t redirects_period_ms;	/* when that period began */
 	uint64_t answers_stale, redirects;
 	int64_t stale_since_ms;		/* answers of older terms only, since (0: none) */
 	uint64_t ceil_changes, ceil_failures, lease_expiries;

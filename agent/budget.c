@@ -637,7 +637,8 @@ void agent_budgets_tick(struct agent *a, int64_t now_ms, double rnd, struct agen
  * A replica that does not lead said where the leader is: the report goes
  * there at once, and the next ones too until one fails. A redirect of an
  * older term than one seen is a stale replica's and is not followed; nor
- * is a fourth in a row (replicas that disagree), until the next period.
+ * is a fourth in one report period (replicas that disagree, or that still
+ * name a leader that is gone), until the next period.
  */
 static void redirected(struct agent *a, const char *body, size_t len, int64_t now_ms,
 		       struct agent_notes *notes)
@@ -657,6 +658,10 @@ static void redirected(struct agent *a, const char *body, size_t len, int64_t no
 		return;
 	}
 	b->redirects++;
+	if (now_ms - b->redirects_period_ms >= a->cfg.budgets.report_ms) {
+		b->redirects_period_ms = now_ms;
+		b->redirects_in_row = 0;
+	}
 	if (++b->redirects_in_row > 3)
 		return;
 	if (strcmp(b->leader, d.leader) != 0)

@@ -44,6 +44,7 @@ static void end_term(struct elect *el, const char *why)
 	el->leading = false;
 	el->leader_known = false;
 	el->epoch = 0;
+	el->revoke_id = el->lease_id;
 	el->lease_id = 0;
 	el->stats.step_downs++;
 	snprintf(el->step_down_why, sizeof(el->step_down_why), "%s", why);
@@ -104,6 +105,8 @@ int elect_due(struct elect *el, int64_t now_ms, struct elect_request *req)
 			return request(el, now_ms, ELECT_CHECK, etcd_range_body(el->cfg.key), req);
 		return request(el, now_ms, ELECT_KEEPALIVE, etcd_lease_body(el->lease_id), req);
 	}
+	if (el->revoke_id)
+		return request(el, now_ms, ELECT_REVOKE, etcd_lease_body(el->revoke_id), req);
 	if (el->lease_id)
 		return request(el, now_ms, ELECT_CAMPAIGN,
 			       etcd_campaign_body(el->cfg.key, el->cfg.advertise, el->lease_id), req);
@@ -191,9 +194,10 @@ static int campaigned(struct elect *el, int64_t now_ms, const char *text, size_t
 	return ELECT_WON;
 }
 
-int elect_answer(struct elect *el, int64_t now_ms, bool ok, const char *text, size_t len,
+int elect_answer(struct elect *el, int64_t now_ms, long status, const char *text, size_t len,
 		 const char *why)
 {
+	bool ok = status == 200;
 	enum elect_step step = el->pending;
 	int64_t sent = el->sent_ms, ttl_s = 0, id = 0;
 	char bad[ETCD_WHY_MAX];
@@ -203,6 +207,13 @@ int elect_answer(struct elect *el, int64_t now_ms, bool ok, const char *text, si
 	if (!step)
 		return 0;
 	el->pending = ELECT_NONE;
+	/* an ended term's lease, revoked, or gone already (404: etcd's "lease not found") */
+	if (step == ELECT_REVOKE && (ok || status == 404)) {
+		el->revoke_id = 0;
+		el->next_ms = now_ms;
+		el->etcd_ok = true;
+		return 0;
+	}
 	if (!ok)
 		return failed(el, step, now_ms, why && *why ? why : "no answer");
 	switch (step) {

@@ -64,6 +64,9 @@ struct elect {
 	int64_t next_ms;			/* when the next request goes */
 	/* the lease */
 	int64_t lease_id, lease_ttl_ms;
+	int64_t revoke_id;			/* an ended term's lease, revoked once etcd answers:
+						   its key would otherwise outlive the term (etcd
+						   even extends leases when its own leader changes) */
 	int64_t lease_sent_ms;			/* the grant or keepalive that etcd answered last */
 	/* the term */
 	bool leading;
@@ -92,13 +95,13 @@ void elect_init(struct elect *el, const struct elect_config *cfg, int64_t now_ms
 /* 1 and *req when a request is due now (none is out), 0 when not, -ENOMEM. */
 int elect_due(struct elect *el, int64_t now_ms, struct elect_request *req);
 /*
- * The answer to the request out: ok when etcd answered 200 (text, len its
- * body), else why says what failed. Returns what changed: ELECT_WON,
- * ELECT_LOST (a term ended), or 0.
+ * The answer to the request out: etcd's HTTP status (0: none came), its
+ * body (text, len), and why when it is not 200. Returns what changed:
+ * ELECT_WON, ELECT_LOST (a term ended), or 0.
  */
 #define ELECT_WON 1
 #define ELECT_LOST 2
-int elect_answer(struct elect *el, int64_t now_ms, bool ok, const char *text, size_t len,
+int elect_answer(struct elect *el, int64_t now_ms, long status, const char *text, size_t len,
 		 const char *why);
 /* Whether this replica may grant now; a term past its deadline ends here (ELECT_LOST). */
 int elect_tick(struct elect *el, int64_t now_ms);

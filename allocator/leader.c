@@ -125,7 +125,8 @@ static void take(struct app *app)
 
 		snprintf(why + n, sizeof(why) - n, ": %.*s", (int)(len > 120 ? 120 : len), body);
 	}
-	change = elect_answer(&app->el, alloc_now_ms(), r > 0, body, len, why);
+	change = elect_answer(&app->el, alloc_now_ms(),
+			      r > 0 ? 200 : status == 200 ? 0 : status, body, len, why);
 	role_changed(app, change, app->el.epoch);
 	/* once per change (the first answer or failure says which it is) */
 	if (app->etcd_said != 0 && !app->el.etcd_ok)
@@ -164,7 +165,7 @@ void alloc_elect_run(struct app *app)
 	r = httpc_post(app->etcd, req.url, req.body, strlen(req.body), req.timeout_ms);
 	free(req.body);
 	if (r < 0)
-		elect_answer(&app->el, alloc_now_ms(), false, NULL, 0, strerror(-r));
+		elect_answer(&app->el, alloc_now_ms(), 0, NULL, 0, strerror(-r));
 }
 
 int alloc_elect_timeout_ms(const struct app *app)

@@ -32,6 +32,7 @@ struct httpc {
 	bool done;
 	long status;
 	CURLcode result;
+	bool fresh;			/* the last exchange failed: the next one connects anew */
 };
 
 static int64_t now_ms(void)
@@ -191,6 +192,12 @@ int httpc_post(struct httpc *c, const char *url, const char *body, size_t len, i
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, c);
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, c->err);
 	curl_easy_setopt(h, CURLOPT_USERAGENT, c->user_agent);
+	/*
+	 * A kept-alive connection to a peer that keeps failing (behind a
+	 * Service: always the same replica) is dropped for a new one, which
+	 * the Service may send elsewhere.
+	 */
+	curl_easy_setopt(h, CURLOPT_FRESH_CONNECT, c->fresh ? 1L : 0L);
 	if (c->tls[0])
 		curl_easy_setopt(h, CURLOPT_CAINFO, c->tls[0]);
 	if (c->tls[1])
@@ -216,6 +223,8 @@ static void collect(struct httpc *c)
 		c->status = 0;
 		curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &c->status);
 		curl_multi_remove_handle(c->multi, c->easy);
+		/* a redirect is an answer: the peer works, it just does not lead */
+		c->fresh = c->result != CURLE_OK || (c->status != 200 && c->status != 307);
 		c->busy = false;
 		c->done = true;
 	}

@@ -8,7 +8,9 @@
  * sockets join the caller's epoll set and whose timer the caller runs. A
  * peer that is slow or gone costs the loop nothing but the request's
  * timeout; it never blocks the loop's other work. The easy handle is
- * reused, so a connection stays alive from one request to the next.
+ * reused, so a connection stays alive from one request to the next, until
+ * an exchange fails (no answer, or a status other than 200 and 307): the
+ * next request connects anew.
  *
  * The agent reports to the allocator with it; the allocator talks to
  * etcd's JSON gateway with it.

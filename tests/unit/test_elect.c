@@ -264,7 +264,7 @@ static int answer(struct run *r, const char *text)
 {
 	enum elect_step step = r->el.pending;
 	int64_t sent = r->el.sent_ms;
-	int c = elect_answer(&r->el, r->now, true, text, strlen(text), NULL);
+	int c = elect_answer(&r->el, r->now, 200, text, strlen(text), NULL);
 
 	if ((step == ELECT_GRANT || step == ELECT_KEEPALIVE) && r->el.lease_sent_ms == sent)
 		r->renewed_sent = sent;
@@ -273,7 +273,7 @@ static int answer(struct run *r, const char *text)
 
 static int fail_req(struct run *r, const char *why)
 {
-	return elect_answer(&r->el, r->now, false, NULL, 0, why);
+	return elect_answer(&r->el, r->now, 0, NULL, 0, why);
 }
 
 static void invariant(const struct run *r)
@@ -390,6 +390,47 @@ static void t_a_lost_lease_or_key_ends_the_term(void **state)
 	assert_true(r.el.leader_known);
 	assert_string_equal(r.el.leader, OTHER);
 	assert_int_equal(r.el.leader_epoch, 9);
+}
+
+/* A term ended by a late renewal revokes its lease once etcd answers: its key goes at once. */
+static void t_an_ended_term_revokes_its_lease(void **state)
+{
+	struct run r;
+
+	(void)state;
+	start(&r, 1);
+	win(&r, 77, "7");
+	for (r.now = T0 + 5000 / 3; elect_tick(&r.el, r.now) != ELECT_LOST; r.now += 10)
+		if (due(&r) != ELECT_NONE)
+			assert_int_equal(fail_req(&r, "Connection timed out"), 0);
+	/* etcd answers again: the old lease first, however often that fails */
+	r.now += 2 * ELECT_RETRY_MS;
+	assert_int_equal(due(&r), ELECT_REVOKE);
+	assert_string_equal(r.req.url, "http://e1:2379/v3/lease/revoke");
+	assert_int_equal(elect_answer(&r.el, r.now, 503, "{}", 2, "HTTP 503"), 0);
+	r.now += 2 * ELECT_RETRY_MS;
+	assert_int_equal(due(&r), ELECT_REVOKE);
+	/* gone already (etcd let it expire): done as well */
+	assert_int_equal(elect_answer(&r.el, r.now, 404,
+				      "{\"error\":\"etcdserver: requested lease not found\",\"code\":5}", 60,
+				      "HTTP 404"), 0);
+	assert_int_equal(r.el.revoke_id, 0);
+	assert_int_equal(due(&r), ELECT_GRANT);
+	/* a clean revoke ends it the same way */
+	start(&r, 1);
+	win(&r, 78, "9");
+	r.now = elect_next_ms(&r.el);
+	assert_int_equal(due(&r), ELECT_KEEPALIVE);
+	assert_int_equal(answer(&r, keepalive_answer(78, 5)), 0);
+	r.now = elect_next_ms(&r.el);
+	assert_int_equal(due(&r), ELECT_CHECK);
+	assert_int_equal(answer(&r, range_answer(OTHER, 12, 5)), ELECT_LOST);
+	/* (following the new holder from its next read on) */
+	r.now += ELECT_POLL_MS;
+	assert_int_equal(due(&r), ELECT_REVOKE);
+	assert_string_equal(r.req.url, "http://e1:2379/v3/lease/revoke");
+	assert_int_equal(answer(&r, doc("{" HDR "}", "13")), 0);
+	assert_int_equal(due(&r), ELECT_RANGE);
 }
 
 static void t_follows_then_campaigns_when_the_key_is_gone(void **state)
@@ -514,6 +555,8 @@ static void t_random_walk_keeps_the_invariant(void **state)
 			answer(&r, range_answer(ME, r.el.epoch, x % 13 == 0 ? 1 : r.el.lease_id));
 		} else if (s == ELECT_RANGE) {
 			answer(&r, range_answer(x % 2 ? OTHER : NULL, 3, 9));
+		} else if (s == ELECT_REVOKE) {
+			answer(&r, doc("{" HDR "}", "31"));
 		}
 		invariant(&r);
 	}
@@ -531,6 +574,7 @@ int main(void)
 		cmocka_unit_test(t_wins_and_renews),
 		cmocka_unit_test(t_stops_granting_before_the_lease_can_expire),
 		cmocka_unit_test(t_a_lost_lease_or_key_ends_the_term),
+		cmocka_unit_test(t_an_ended_term_revokes_its_lease),
 		cmocka_unit_test(t_follows_then_campaigns_when_the_key_is_gone),
 		cmocka_unit_test(t_a_retried_campaign_that_had_won),
 		cmocka_unit_test(t_garbage_never_makes_a_leader),
