@@ -6,12 +6,40 @@
 #include <string.h>
 
 #include "allocator/elect.h"
+#include "budget/budget.h"
 
 const char *const elect_step_names[ELECT_STEPS] = {
 	[ELECT_NONE] = "none",		 [ELECT_GRANT] = "grant",   [ELECT_CAMPAIGN] = "campaign",
 	[ELECT_KEEPALIVE] = "keepalive", [ELECT_CHECK] = "check",   [ELECT_RANGE] = "range",
 	[ELECT_REVOKE] = "revoke",
 };
+
+int elect_split_urls(const char *list, char urls[ELECT_URLS_MAX][ELECT_URL_MAX + 1],
+		     size_t *ret_n, const char **bad, size_t *bad_len)
+{
+	const char *p = list;
+
+	*ret_n = 0;
+	for (;;) {
+		size_t len = strcspn(p, ",");
+		char *u;
+
+		if (!budget_leader_url_ok(p, len) || len > ELECT_URL_MAX) {
+			*bad = p;
+			*bad_len = len;
+			return -EINVAL;
+		}
+		if (*ret_n == ELECT_URLS_MAX)
+			return -E2BIG;
+		u = urls[(*ret_n)++];
+		snprintf(u, ELECT_URL_MAX + 1, "%.*s", (int)len, p);
+		while (*u && u[strlen(u) - 1] == '/')
+			u[strlen(u) - 1] = '\0';
+		if (!p[len])
+			return 0;
+		p += len + 1;
+	}
+}
 
 void elect_init(struct elect *el, const struct elect_config *cfg, int64_t now_ms)
 {

@@ -91,6 +91,14 @@ struct elect_request {
 	int timeout_ms;
 };
 
+/*
+ * --etcd's comma-separated URLs into urls[] (each without trailing '/'),
+ * *ret_n of them: 0; -EINVAL with *bad, *bad_len the one that is not an
+ * http:// or https:// URL of at most ELECT_URL_MAX; -E2BIG past
+ * ELECT_URLS_MAX.
+ */
+int elect_split_urls(const char *list, char urls[ELECT_URLS_MAX][ELECT_URL_MAX + 1],
+		     size_t *ret_n, const char **bad, size_t *bad_len);
 void elect_init(struct elect *el, const struct elect_config *cfg, int64_t now_ms);
 /* 1 and *req when a request is due now (none is out), 0 when not, -ENOMEM. */
 int elect_due(struct elect *el, int64_t now_ms, struct elect_request *req);

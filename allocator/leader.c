@@ -34,25 +34,17 @@ void alloc_elect_init(struct app *app)
 	struct elect_config cfg = { .key = app->cli.election_key,
 				    .advertise = app->cli.advertise,
 				    .ttl_s = app->cli.election_ttl_s };
-	const char *p = app->cli.etcd;
+	const char *bad;
+	size_t bad_len;
 
-	app->elect_on = p != NULL;
+	app->elect_on = app->cli.etcd != NULL;
 	app->etcd_said = -1;
-	if (!p)
+	if (!app->elect_on)
 		return;
-	/* alloc_parse_options checked them: at most ELECT_URLS_MAX, each short enough */
-	while (cfg.n_urls < ELECT_URLS_MAX) {
-		size_t len = strcspn(p, ",");
-		char *u = app->etcd_urls[cfg.n_urls];
-
-		snprintf(u, ELECT_URL_MAX + 1, "%.*s", (int)len, p);
-		while (*u && u[strlen(u) - 1] == '/')
-			u[strlen(u) - 1] = '\0';
-		cfg.urls[cfg.n_urls++] = u;
-		if (!p[len])
-			break;
-		p += len + 1;
-	}
+	/* alloc_parse_options refused any list this would */
+	elect_split_urls(app->cli.etcd, app->etcd_urls, &cfg.n_urls, &bad, &bad_len);
+	for (size_t i = 0; i < cfg.n_urls; i++)
+		cfg.urls[i] = app->etcd_urls[i];
 	elect_init(&app->el, &cfg, alloc_now_ms());
 }
 

@@ -64,24 +64,19 @@ static int parse_log_level(const char *s, enum alloc_log_level *ret)
 /* Each of --etcd's URLs, --advertise and the key: what the election can use. */
 static int check_election(const struct alloc_cli *cli)
 {
-	const char *p = cli->etcd;
-	size_t n = 0;
+	char urls[ELECT_URLS_MAX][ELECT_URL_MAX + 1];
+	const char *bad = NULL;
+	size_t n, len = 0;
+	int r = elect_split_urls(cli->etcd, urls, &n, &bad, &len);
 
-	for (;;) {
-		size_t len = strcspn(p, ",");
-
-		if (!budget_leader_url_ok(p, len) || len > ELECT_URL_MAX) {
-			fprintf(stderr, "tollgate-allocator: --etcd: \"%.*s\" is not an http:// or "
-					"https:// URL\n", (int)(len > 80 ? 80 : len), p);
-			return -EINVAL;
-		}
-		if (++n > ELECT_URLS_MAX) {
-			fprintf(stderr, "tollgate-allocator: --etcd: at most %d URLs\n", ELECT_URLS_MAX);
-			return -EINVAL;
-		}
-		if (!p[len])
-			break;
-		p += len + 1;
+	if (r == -EINVAL) {
+		fprintf(stderr, "tollgate-allocator: --etcd: \"%.*s\" is not an http:// or "
+				"https:// URL\n", (int)(len > 80 ? 80 : len), bad);
+		return r;
+	}
+	if (r < 0) {
+		fprintf(stderr, "tollgate-allocator: --etcd: at most %d URLs\n", ELECT_URLS_MAX);
+		return -EINVAL;
 	}
 	if (!cli->advertise) {
 		fprintf(stderr, "tollgate-allocator: --etcd needs --advertise (the URL the nodes "

@@ -78,6 +78,27 @@ static void t_bodies(void **state)
 	free(b);
 }
 
+/* --etcd's list: split, trailing '/' dropped; a bad URL named, too many refused */
+static void t_split_urls(void **state)
+{
+	char urls[ELECT_URLS_MAX][ELECT_URL_MAX + 1];
+	const char *bad = NULL;
+	size_t n = 0, bad_len = 0;
+
+	(void)state;
+	assert_int_equal(elect_split_urls("http://e1:2379/,https://e2:2379", urls, &n, &bad, &bad_len), 0);
+	assert_int_equal(n, 2);
+	assert_string_equal(urls[0], "http://e1:2379");
+	assert_string_equal(urls[1], "https://e2:2379");
+	assert_int_equal(elect_split_urls("http://e1:2379,,http://e3", urls, &n, &bad, &bad_len), -EINVAL);
+	assert_int_equal(bad_len, 0);
+	assert_int_equal(elect_split_urls("http://e1,ftp://e2", urls, &n, &bad, &bad_len), -EINVAL);
+	assert_int_equal(strncmp(bad, "ftp://e2", bad_len), 0);
+	assert_int_equal(elect_split_urls("http://a,http://a,http://a,http://a,http://a,http://a,"
+					  "http://a,http://a,http://a,http://a", urls, &n, &bad, &bad_len),
+			 -E2BIG);
+}
+
 /* ---- etcd's answers, as etcd 3.4's gateway writes them ---- */
 
 #define HDR "\"header\":{\"cluster_id\":\"14841639068965178418\",\"member_id\":\"10276657743932975437\"," \
@@ -569,6 +590,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(t_b64_round_trip),
 		cmocka_unit_test(t_bodies),
+		cmocka_unit_test(t_split_urls),
 		cmocka_unit_test(t_parsers_read_etcd),
 		cmocka_unit_test(t_parsers_refuse_garbage),
 		cmocka_unit_test(t_wins_and_renews),
