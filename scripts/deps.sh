@@ -7,7 +7,15 @@ PKGS="build-essential pkg-config libnl-3-dev libnl-route-3-dev libnftnl-dev libm
 libjson-c-dev libxxhash-dev libmicrohttpd-dev libcurl4-openssl-dev libcmocka-dev iproute2 nftables
 iperf3 jq containernetworking-plugins valgrind procps iputils-ping iptables python3 python3-yaml
 curl conntrack prometheus clang libgmp-dev podman containerd runc busybox-static util-linux
-cppcheck shellcheck etcd-server openssl"
+cppcheck shellcheck etcd-server openssl buildah qemu-user-static crossbuild-essential-arm64"
+# The arm64 build (make ARCH=arm64): the same libraries for arm64, beside the
+# host's (Debian multiarch); its tests run under qemu-aarch64-static.
+ARM64_LIBS="libnl-3-dev libnl-route-3-dev libnftnl-dev libmnl-dev libnetfilter-conntrack-dev
+libjson-c-dev libxxhash-dev libmicrohttpd-dev libcurl4-openssl-dev libcmocka-dev libgmp-dev"
+for p in $ARM64_LIBS; do PKGS="$PKGS $p:arm64"; done
+# `kubectl kustomize` renders deploy/: Debian's kubernetes-client, unless the
+# machine already has a kubectl of its own (the two packages clash on /usr/bin/kubectl).
+command -v kubectl >/dev/null 2>&1 || PKGS="$PKGS kubernetes-client"
 missing=""
 for p in $PKGS; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -28,6 +36,7 @@ if [ ! -e "$policy" ]; then
 	chmod +x "$policy"
 	trap 'rm -f "$policy"' EXIT
 fi
+dpkg --print-foreign-architectures | grep -qx arm64 || dpkg --add-architecture arm64
 apt-get update -qq
 # shellcheck disable=SC2086  # one word per package: the list is split on purpose
 apt-get install -y -qq --no-install-recommends $missing
