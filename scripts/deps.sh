@@ -3,16 +3,17 @@
 # Installs the Debian packages Tollgate's build, lint, tests, demo and bench need.
 # Runs apt-get only when something is missing, so repeated `make test` is quick.
 set -eu
-PKGS="build-essential pkg-config libnl-3-dev libnl-route-3-dev libnftnl-dev libmnl-dev libnetfilter-conntrack-dev
-libjson-c-dev libxxhash-dev libmicrohttpd-dev libcurl4-openssl-dev libcmocka-dev iproute2 nftables
+PKGS="build-essential pkg-config iproute2 nftables
 iperf3 jq containernetworking-plugins valgrind procps iputils-ping iptables python3 python3-yaml
-curl conntrack prometheus clang libgmp-dev podman containerd runc busybox-static util-linux
+curl conntrack prometheus clang podman containerd runc busybox-static util-linux
 cppcheck shellcheck etcd-server openssl buildah qemu-user-static crossbuild-essential-arm64"
-# The arm64 build (make ARCH=arm64): the same libraries for arm64, beside the
-# host's (Debian multiarch); its tests run under qemu-aarch64-static.
-ARM64_LIBS="libnl-3-dev libnl-route-3-dev libnftnl-dev libmnl-dev libnetfilter-conntrack-dev
+# The libraries, for the host's architecture and for arm64 beside it (Debian
+# multiarch: `make ARCH=arm64`, its tests under qemu-aarch64-static). Each is
+# named with its architecture: a bare name matches either one's install.
+LIBS="libnl-3-dev libnl-route-3-dev libnftnl-dev libmnl-dev libnetfilter-conntrack-dev
 libjson-c-dev libxxhash-dev libmicrohttpd-dev libcurl4-openssl-dev libcmocka-dev libgmp-dev"
-for p in $ARM64_LIBS; do PKGS="$PKGS $p:arm64"; done
+NATIVE=$(dpkg --print-architecture)
+for p in $LIBS; do PKGS="$PKGS $p:$NATIVE $p:arm64"; done
 # `kubectl kustomize` renders deploy/: Debian's kubernetes-client, unless the
 # machine already has a kubectl of its own (the two packages clash on /usr/bin/kubectl).
 command -v kubectl >/dev/null 2>&1 || PKGS="$PKGS kubernetes-client"
