@@ -9,8 +9,29 @@ VERSION    ?= 0.1.0
 # Hardening of every build: stack protector and clash protection, CET,
 # full RELRO with immediate binding; _FORTIFY_SOURCE where the sanitizers
 # do not already check the same calls.
-HARDEN     := -fstack-protector-strong -fstack-clash-protection -fcf-protection -fPIE
+HARDEN     = -fstack-protector-strong -fstack-clash-protection $(CF_PROTECT) -fPIE
 LDHARDEN   := -pie -Wl,-z,relro -Wl,-z,now
+# ARCH=arm64: cross-built with Debian's aarch64-linux-gnu toolchain against the
+# arm64 -dev packages (multiarch), into build-arm64/; its tests run under
+# qemu-aarch64-static. Any other ARCH is the build host's own.
+ARCH       ?= $(shell uname -m | sed 's/x86_64/amd64/;s/aarch64/arm64/')
+HOST_ARCH  := $(shell uname -m | sed 's/x86_64/amd64/;s/aarch64/arm64/')
+PKG_CONFIG ?= pkg-config
+ifneq ($(ARCH),$(HOST_ARCH))
+ifneq ($(ARCH),arm64)
+$(error ARCH=$(ARCH): only the host's architecture ($(HOST_ARCH)) and arm64 are built)
+endif
+ifneq ($(FUZZ)$(SAN)$(ANALYZE),)
+$(error ARCH=arm64 is the release build only: the sanitizer, fuzz and lint builds are the host's)
+endif
+CROSS      := aarch64-linux-gnu-
+CC         := $(CROSS)gcc
+PKG_CONFIG := $(CROSS)pkg-config
+BUILD      ?= build-arm64
+endif
+# CET is x86's; arm64 has its own branch protection (PAC, BTI).
+CF_PROTECT := $(if $(filter arm64,$(ARCH)),-mbranch-protection=standard,-fcf-protection)
+
 ifeq ($(FUZZ),1)
 # libFuzzer (clang): every object instrumented for coverage, with ASan + UBSan
 BUILD      ?= build-fuzz
@@ -36,17 +57,17 @@ endif
 
 CC       ?= cc
 PKGS     := libnl-3.0 libnl-route-3.0 libnftnl libmnl json-c
-PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lm
-CMOCKA_LIBS := $(shell pkg-config --libs cmocka 2>/dev/null)
+PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null) -lm
+CMOCKA_LIBS := $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null)
 # The binaries link libnl, libnftnl and json-c statically: a CNI plugin is a
 # short-lived process started per pod event, and resolving libnl-route's
 # symbols at every start cost more than half of its start-up instructions
 # (callgrind: 604k -> 242k per start). libmnl ships no static archive.
 BIN_LIBS := -Wl,-Bstatic -lnl-route-3 -lnl-3 -lnftnl -ljson-c -Wl,-Bdynamic -lmnl -lpthread -lm
 # Only tollgate-ipam talks HTTP: the plugin binary never links libcurl.
-CURL_CFLAGS := $(shell pkg-config --cflags libcurl 2>/dev/null)
-CURL_LIBS := $(shell pkg-config --libs libcurl 2>/dev/null)
+CURL_CFLAGS := $(shell $(PKG_CONFIG) --cflags libcurl 2>/dev/null)
+CURL_LIBS := $(shell $(PKG_CONFIG) --libs libcurl 2>/dev/null)
 
 WARN     := -Wall -Wextra -Werror -Wmissing-prototypes -Wshadow -Wformat=2 -Wvla \
             -Wno-unused-parameter
@@ -99,9 +120,9 @@ KTEST_BIN := $(patsubst tests/kernel/%.c,$(BUILD)/tests/%,$(KTEST_SRC))
 EXPORTER_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard exporter/*.c))
 # The metrics endpoint's HTTP server (libmicrohttpd): the exporter's, never the plugin's.
 HTTP_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard http/*.c))
-MHD_LIBS := $(shell pkg-config --libs libmicrohttpd 2>/dev/null)
+MHD_LIBS := $(shell $(PKG_CONFIG) --libs libmicrohttpd 2>/dev/null)
 # The internet guard's gauge reads the conntrack table: the exporter's, never the plugin's.
-NFCT_LIBS := $(shell pkg-config --libs libnetfilter_conntrack 2>/dev/null)
+NFCT_LIBS := $(shell $(PKG_CONFIG) --libs libnetfilter_conntrack 2>/dev/null)
 
 # Cluster budgets' wire format and arithmetic: the agent's and the allocator's.
 BUDGET_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard budget/*.c))
@@ -131,8 +152,10 @@ LOAD_BIN := $(BUILD)/alloc_load
 # Benchmarks in C (tests/bench/bench_*.c), built with the rest, run by hand.
 BENCH_BIN := $(patsubst tests/bench/%.c,$(BUILD)/%,$(wildcard tests/bench/bench_*.c))
 
-.PHONY: all clean install test unit demo bench chaos deps san fuzz fuzz-targets image lint lint-objs
+.PHONY: all bins clean install test unit demo bench chaos deps san fuzz fuzz-targets image lint lint-objs
 all: $(BINS) $(UNIT_BIN) $(KTEST_BIN) $(BENCH_BIN) $(LOAD_BIN)
+# The four binaries alone (`make ARCH=arm64 bins`: what the image takes).
+bins: $(BINS)
 
 # Whether the objects carry failpoints: a build dir made the other way is rebuilt.
 FP_STAMP := $(BUILD)/.failpoints
@@ -278,11 +301,13 @@ fuzz: deps
 deps:
 	@scripts/deps.sh
 
-# The node agent's OCI image (agent, plugin, tollgate-ipam and their shared
-# libraries, FROM scratch), built offline with podman into an OCI archive:
-# $(BUILD)/tollgate-image.tar (podman load -i / ctr images import).
+# The node agent's OCI image (agent, plugin, tollgate-ipam, the allocator and
+# their shared libraries, FROM scratch), built offline with podman into an OCI
+# archive whose image index holds linux/amd64 and linux/arm64:
+# $(BUILD)/tollgate-image.tar (ctr images import; skopeo/podman push).
 image: $(BINS)
-	scripts/image/build.sh $(BUILD) $(BUILD)/tollgate-image.tar
+	$(MAKE) ARCH=arm64 bins
+	scripts/image/build.sh $(BUILD) $(BUILD)/tollgate-image.tar arm64=build-arm64
 
 install: $(BINS)
 	install -d $(DESTDIR)$(CNI_BINDIR)
