@@ -320,6 +320,7 @@ install: $(BINS)
 test: deps
 	$(MAKE) all
 	$(MAKE) SAN=1 all
+	$(MAKE) ARCH=arm64 all
 	$(MAKE) FUZZ=1 fuzz-targets
 	TG_FUZZ_DIR=build-fuzz tests/run.sh build build-san
 

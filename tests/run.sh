@@ -35,7 +35,8 @@
 #                            at ASan's speed; test_shaping drives the shaping code
 #                            under ASan without measuring a rate; and
 #                            test_valgrind, which runs the plain binaries under
-#                            valgrind: valgrind and ASan do not mix)
+#                            valgrind: valgrind and ASan do not mix; and
+#                            test_arm64, whose arm64 build has no sanitizer)
 #
 # tests/chaos/run.sh sources this file for its runner (everything down to
 # run_summary: the counting is one code): it sets RUN_NAME and
@@ -190,7 +191,7 @@ run_summary() {
 # Every build dir of this run, for the files that divide work between them
 export TG_RUN_BUILDS="$*"
 FILTER=${TG_TEST_FILTER:-}
-SAN_EXCLUDE=${TG_SAN_EXCLUDE-test_shaping_rates|test_node_state|test_valgrind}
+SAN_EXCLUDE=${TG_SAN_EXCLUDE-test_shaping_rates|test_node_state|test_valgrind|test_arm64}
 HOST_BEFORE=$(bash tests/host_dirs.sh)
 
 for build in "$@"; do

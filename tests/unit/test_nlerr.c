@@ -149,7 +149,7 @@ static void t_kernel_text_reaches_cni_error(void **state)
 	int idx = 0, r;
 
 	(void)state;
-	NEED_NETNS();
+	NEED_NETNS_TC();
 	assert_int_equal(nl_route_open(&sk), 0);
 	/* The "host veth": an IFB will do, tc treats it alike. */
 	assert_int_equal(sh_ensure_ifb(sk, "tg00000000beef", 1500, 0, &idx), 0);
