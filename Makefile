@@ -152,7 +152,7 @@ LOAD_BIN := $(BUILD)/alloc_load
 # Benchmarks in C (tests/bench/bench_*.c), built with the rest, run by hand.
 BENCH_BIN := $(patsubst tests/bench/%.c,$(BUILD)/%,$(wildcard tests/bench/bench_*.c))
 
-.PHONY: all bins clean install test unit demo bench chaos deps san fuzz fuzz-targets image lint lint-objs
+.PHONY: all bins release clean install test unit demo bench chaos deps san fuzz fuzz-targets image lint lint-objs
 all: $(BINS) $(UNIT_BIN) $(KTEST_BIN) $(BENCH_BIN) $(LOAD_BIN)
 # The four binaries alone (`make ARCH=arm64 bins`: what the image takes).
 bins: $(BINS)
@@ -309,6 +309,11 @@ image: $(BINS)
 	$(MAKE) ARCH=arm64 bins
 	scripts/image/build.sh $(BUILD) $(BUILD)/tollgate-image.tar arm64=build-arm64
 
+# A release (scripts/release.sh): dist/$(VERSION)/ holds an archive per
+# architecture (binaries, deploy/, docs), the image index and SHA256SUMS.
+release: deps
+	scripts/release.sh $(VERSION)
+
 install: $(BINS)
 	install -d $(DESTDIR)$(CNI_BINDIR)
 	install -m 0755 $(BUILD)/tollgate $(DESTDIR)$(CNI_BINDIR)/tollgate
@@ -340,6 +345,6 @@ chaos: deps
 	tests/chaos/run.sh build build-san
 
 clean:
-	rm -rf build build-san build-fuzz build-lint
+	rm -rf build build-san build-fuzz build-lint build-arm64 dist
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
