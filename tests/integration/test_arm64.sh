@@ -16,8 +16,8 @@
 #
 # qemu-user is no kernel: it refuses NETLINK_NETFILTER sockets, passes no
 # tc message and no NS_GET_NSTYPE ioctl, so the plugin's ADD (which checks
-# CNI_NETNS with that ioctl and writes nftables) cannot run under it. The
-# kernel half of ADD/CHECK/DEL is the native build's, on the same code.
+# CNI_NETNS with that ioctl and writes nftables) cannot run under it: the
+# arm64 ADD, CHECK and DEL run on an arm64 kernel in test_arm64_vm.sh.
 #
 # The loader: qemu without -L, so that the arm64 binaries load the
 # multiarch libraries (/usr/lib/aarch64-linux-gnu, Debian's arm64 -dev
