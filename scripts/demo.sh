@@ -74,6 +74,15 @@ configmap_write() {
 }
 configmap_write v1 50M
 
+section "Check the config before it ships: tollgate-ipam validate"
+say "$ tollgate-ipam --version"
+"$TOLLGATE_BIN_DIR/tollgate-ipam" --version | sed 's/^/    /'
+say "$ tollgate-ipam validate 10-tollgate.conflist   (the plugin's own verdict, offline)"
+"$TOLLGATE_BIN_DIR/tollgate-ipam" validate "$CM/10-tollgate.conflist" 2>&1 | sed 's/^/    /'
+jq '.plugins[0].shaping.internetEgress.namespaces.datasets = "50 parsecs"' "$CM/10-tollgate.conflist" >"$TG_TMP/typo.conflist"
+say "$ tollgate-ipam validate typo.conflist   (the same file with a typo in a rate)"
+"$TOLLGATE_BIN_DIR/tollgate-ipam" validate "$TG_TMP/typo.conflist" 2>&1 | sed 's/^/    /'
+
 section "Start tollgate-agent, the node daemon"
 AGENT_BIN=$TOLLGATE_BIN_DIR/tollgate-agent
 NETD=$TG_TMP/net.d CNIBIN=$TG_TMP/cni-bin AGENT_LOG=$TG_TMP/agent.log
