@@ -15,22 +15,50 @@
 
 #include "accounting/internal.h"
 #include "lib/extack.h"
+#include "lib/failpoint.h"
 
 /* Kernel memory an acknowledgement takes in the receive queue (an skb of its own), with room. */
 #define ACK_TRUESIZE 1024u
 /* Answers the default receive buffer (about 200 kB) surely holds. */
 #define ACKS_IN_DEFAULT_RCVBUF 128u
 
+#ifdef TG_FAILPOINTS
+/*
+ * Failpoint nft.open.before: this open fails, and the kernel has lost
+ * nf_tables from then on: every later open in the process fails as on a
+ * kernel without it (mnl_socket_open: EPROTONOSUPPORT), naming the point.
+ */
+static bool nft_absent;
+
+static int nft_open_failpoint(struct tg_err *e)
+{
+	if (!nft_absent) {
+		int r = TG_FAILPOINT("nft.open.before", e);
+
+		nft_absent = r < 0;
+		return r;
+	}
+	return tg_fail(e, CNI_ERR_IO, -EPROTONOSUPPORT,
+		       "failpoint nft.open.before: cannot open nftables netlink socket: %s",
+		       strerror(EPROTONOSUPPORT));
+}
+#else
+#define nft_open_failpoint(e) 0
+#endif
+
 int acct_nft_open(struct acct_nft_conn *c, size_t bufsize, struct tg_err *e)
 {
 	int one = 1;
+	int r = nft_open_failpoint(e);
 
+	c->nl = NULL;
+	if (r < 0)
+		return r;
 	c->nl = mnl_socket_open(NETLINK_NETFILTER);
 	if (!c->nl)
 		return tg_fail(e, CNI_ERR_IO, -errno, "cannot open nftables netlink socket: %m");
 	if (mnl_socket_bind(c->nl, 0, MNL_SOCKET_AUTOPID) < 0) {
-		int r = -errno;
-
+		r = -errno;
 		mnl_socket_close(c->nl);
 		c->nl = NULL;
 		return tg_fail(e, CNI_ERR_IO, r, "cannot bind nftables netlink socket: %s",

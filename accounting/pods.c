@@ -249,16 +249,30 @@ void acct_conn_close(struct acct_conn *held)
 int acct_pod_del(const struct acct_pod *pod, struct acct_conn **keep, struct tg_err *e)
 {
 	struct acct_nft_conn c = { 0 };
+	struct tg_err oe = { 0 };
 	struct acct_batch *bt = acct_batch_new(2 * ACCT_BATCH_PER_POD + 4096);
 	char why[256] = "";
 	int r, steps;
 
 	if (!bt)
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
-	r = acct_nft_open(&c, 0, e);
+	r = acct_nft_open(&c, 0, &oe);
+	if (r == -EPROTONOSUPPORT) {
+		/*
+		 * The kernel has no nf_tables (no nfnetlink, even after the module
+		 * request that opening the socket makes): no table of ours exists,
+		 * and so none of the pod's elements. Nothing to remove: the
+		 * attachment may go (a failed ADD undoes its record, a DEL
+		 * releases the address).
+		 */
+		fprintf(stderr, "tollgate: %s: no nftables element of %s to remove\n", oe.msg,
+			pod->host_veth && pod->host_veth[0] ? pod->host_veth : "the pod");
+		acct_batch_free(bt);
+		return 0;
+	}
 	if (r < 0) {
 		acct_batch_free(bt);
-		return r;
+		return tg_fail(e, oe.code, r, "%s", oe.msg);
 	}
 	/* One transaction of "destroy" messages: each is fine when its object is gone. */
 	acct_batch_start(bt);

@@ -14,6 +14,9 @@
 #            an unarmed rerun converges to the state a clean run declares
 # The points come from the binaries (TOLLGATE_FAILPOINT=list), never from a
 # list here; every point must be reached by at least one scenario.
+# nft.open.before stands for a kernel that loses nf_tables: that open fails,
+# and every later one of the process fails as on a kernel without it
+# (EPROTONOSUPPORT); a failed ADD must still undo its store record.
 #
 #   pods k (keeper) and v (victim), namespace "fp", one netns each
 #     eth0 10.1.0.x/32 -- veth tg* (+ IFB ti*: egress limit) --
