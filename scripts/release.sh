@@ -51,20 +51,16 @@ for arch in amd64 arm64; do
 	install -D -m 0755 -t "$d/cni" "${DIR[$arch]}/tollgate"
 	cp -r deploy docs "$d/"
 	cp README.md CHANGELOG.md "$d/"
-	# the manifests run this release's image: the base's images: entry, as kustomize renders it
-	python3 - "$d/deploy/kustomization.yaml" "$VERSION" <<-'EOP'
-		import sys, yaml
-		path, version = sys.argv[1], sys.argv[2]
-		k = yaml.safe_load(open(path))
-		images = [i for i in k.get("images", []) if i.get("name") != "tollgate"]
-		images.append({"name": "tollgate", "newTag": version})
-		k["images"] = images
-		yaml.safe_dump(k, open(path, "w"), sort_keys=False)
-	EOP
-	rendered=$(kubectl kustomize "$d/deploy") || die "kubectl kustomize of the release's deploy/ failed"
+	# the manifests run this release's image: every tollgate image they name
+	find "$d/deploy" -name '*.yaml' -exec sed -i -E "s|^( *image: *tollgate):[^ ]+\$|\1:$VERSION|" {} +
+	if [ -f "$d/deploy/kustomization.yaml" ]; then
+		rendered=$(kubectl kustomize "$d/deploy") || die "kubectl kustomize of the release's deploy/ failed"
+	else
+		rendered=$(cat "$d"/deploy/*.yaml)
+	fi
 	grep -q "image: tollgate:$VERSION\$" <<<"$rendered" || die "the release's manifests do not run tollgate:$VERSION"
-	if grep -E 'image: tollgate:' <<<"$rendered" | grep -qv "tollgate:$VERSION\$"; then
-		die "the release's manifests name another tollgate image: $(grep 'image: tollgate:' <<<"$rendered" | sort -u | tr '\n' ' ')"
+	if grep -E 'image: *tollgate:' <<<"$rendered" | grep -qv "tollgate:$VERSION\$"; then
+		die "the release's manifests name another tollgate image: $(grep 'image: *tollgate:' <<<"$rendered" | sort -u | tr '\n' ' ')"
 	fi
 	tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$EPOCH" -C "$STAGE" -cf - "$name" |
 		gzip -n -9 >"$OUT/$name.tar.gz"
