@@ -21,6 +21,41 @@ static void results(struct expo *x, const char *name, const char *help, uint64_t
 	expo_sample_u64(x, name, (const char *const[]){ "result", "error", NULL }, failed);
 }
 
+/*
+ * How long each command took, as the plugin recorded it: a histogram per
+ * command once one was counted. A file of an older plugin has no durations:
+ * the family, and none of its series.
+ */
+static void cni_durations(struct expo *x, const struct cniops_counts *c)
+{
+	static const char name[] = "tollgate_cni_operation_duration_seconds";
+
+	expo_family(x, name, "histogram",
+		    "How long the plugin's CNI operations on this node took since boot, by "
+		    "command: from reading its environment to its result written and logged.");
+	for (unsigned cmd = 0; c->has_durations && cmd < CNIOPS_CMDS; cmd++) {
+		const char *l[] = { "command", cni_cmd_names[cmd], NULL };
+		uint64_t n = 0;
+
+		for (unsigned k = 0; k < CNIOPS_BUCKETS; k++)
+			n += c->bucket[cmd][k];
+		if (!n)
+			continue;
+		n = 0;
+		for (unsigned k = 0; k < CNIOPS_BUCKETS; k++) {
+			n += c->bucket[cmd][k];
+			expo_sample_u64(x, "tollgate_cni_operation_duration_seconds_bucket",
+					(const char *const[]){ "command", cni_cmd_names[cmd], "le",
+							       cniops_bucket_le(k), NULL },
+					n);
+		}
+		expo_sample(x, "tollgate_cni_operation_duration_seconds_sum", l,
+			    (double)c->sum_ns[cmd] / 1e9);
+		/* the buckets' total, so that _count and le="+Inf" always agree */
+		expo_sample_u64(x, "tollgate_cni_operation_duration_seconds_count", l, n);
+	}
+}
+
 /* What the plugin counted (lib/cniops.h): a series once its count is not zero. */
 static void cni_operations(const struct agent *a, struct expo *x)
 {
@@ -32,8 +67,7 @@ static void cni_operations(const struct agent *a, struct expo *x)
 	expo_family(x, name, "counter",
 		    "CNI operations the plugin ran on this node since boot, by command and result "
 		    "code (0: success).");
-	if (cniops_read(dir, &c) < 0)
-		return;
+	cniops_read(dir, &c); /* all zero without a file */
 	for (unsigned cmd = 0; cmd < CNIOPS_CMDS; cmd++)
 		for (unsigned k = 0; k < CNIOPS_CODES; k++)
 			if (c.n[cmd][k])
@@ -43,6 +77,7 @@ static void cni_operations(const struct agent *a, struct expo *x)
 								       cniops_code_name(k, code),
 								       NULL },
 						c.n[cmd][k]);
+	cni_durations(x, &c);
 }
 
 void agent_render_metrics(const struct agent *a, struct expo *x)

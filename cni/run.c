@@ -16,15 +16,18 @@
 
 /*
  * For the node daemon's metrics: the operation by command and result code,
- * and, when an ADD found no free address, the signal to sync soon.
+ * its duration (from the plugin's first read of its environment to its
+ * result written and logged), and, when an ADD found no free address, the
+ * signal to sync soon.
  */
-static void record_operation(const struct node_config *cfg, enum cni_cmd cmd, int code)
+static void record_operation(const struct node_config *cfg, enum cni_cmd cmd, int code,
+			     int64_t t0)
 {
 	char dir[PATH_MAX + 256];
 
 	if ((size_t)snprintf(dir, sizeof(dir), "%s/%s", cfg->data_dir, cfg->name) >= sizeof(dir))
 		return;
-	cniops_record(dir, cmd, code);
+	cniops_record(dir, cmd, code, time_mono_ns() - t0);
 	if (cmd == CNI_CMD_ADD && code == CNI_ERR_TRY_AGAIN)
 		cniops_signal_exhausted(dir);
 }
@@ -162,7 +165,7 @@ done:
 		cni_log(cfg.log_file, cfg.log_max_bytes, &env, ip, time_mono_ns() - t0, &shaping,
 			r < 0 ? &err : NULL);
 	if (env.cmd_name && env.cmd != CNI_CMD_VERSION && cfg.name && cfg.data_dir[0])
-		record_operation(&cfg, env.cmd, r < 0 ? err.code : 0);
+		record_operation(&cfg, env.cmd, r < 0 ? err.code : 0, t0);
 	node_config_free(&cfg);
 	return r < 0 ? 1 : 0;
 }

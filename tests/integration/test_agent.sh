@@ -3,14 +3,16 @@
 # IMDS: nothing is installed and /readyz says 503 while the pool is empty
 # (IMDS asked at most once a second while it fails); then it syncs, declares,
 # installs the plugin and the conflist (cmp) and turns ready; pods ADDed
-# through the installed plugin; a flushed table and a deleted IFB repaired
-# within a period and counted by object; a ConfigMap swap through ..data (as
-# kubelet does it) reaching running pods' classes and the installed conflist;
-# a pod whose netns is gone collected; kill -9 and restart leaving pods and
-# store intact; the agent dropping every capability but CAP_NET_ADMIN and
-# setting no_new_privs itself; SIGTERM exits 0 within a second; --once and
-# the daemon started under a bounding set of CAP_NET_ADMIN alone with
-# no_new_privs (as allowPrivilegeEscalation: false starts it).
+# through the installed plugin, counted and timed (the ADD histogram's
+# _count the ADDs run, its _sum within the time they took); a flushed table
+# and a deleted IFB repaired within a period and counted by object; a
+# ConfigMap swap through ..data (as kubelet does it) reaching running pods'
+# classes and the installed conflist; a pod whose netns is gone collected;
+# kill -9 and restart leaving pods and store intact; the agent dropping
+# every capability but CAP_NET_ADMIN and setting no_new_privs itself;
+# SIGTERM exits 0 within a second; --once and the daemon started under a
+# bounding set of CAP_NET_ADMIN alone with no_new_privs (as
+# allowPrivilegeEscalation: false starts it).
 #
 #   node ($TG_ID-node, topology from lib.sh), eth0 MAC 00:0d:3a:f8:06:ec
 #     lo  127.0.0.1:$IMDS_PORT fake_imds.py, 127.0.0.1:$PORT the agent
@@ -131,8 +133,18 @@ t_begin "pods through the installed plugin"
 # shellcheck disable=SC2034  # read by lib.sh's tg_exec
 TG_BIN=$CNIBIN/tollgate
 CONF=$(plugin_conf)
-pod_add a1 team-a "$CONF" || t_fail "ADD a1 rc=$TG_RC $TG_OUT"
-pod_add a2 team-b "$CONF" || t_fail "ADD a2 rc=$TG_RC $TG_OUT"
+# how long the ADDs took as the runtime sees them (the netns made too): the plugin's own sum is less
+ADD_NS=0
+timed_add() { # pod_add's arguments; its time added to ADD_NS
+	local t0 rc
+	t0=$(date +%s%N)
+	pod_add "$@"
+	rc=$?
+	ADD_NS=$((ADD_NS + $(date +%s%N) - t0))
+	return "$rc"
+}
+timed_add a1 team-a "$CONF" || t_fail "ADD a1 rc=$TG_RC $TG_OUT"
+timed_add a2 team-b "$CONF" || t_fail "ADD a2 rc=$TG_RC $TG_OUT"
 # (the pool is the uplink's subnet, 10.0.0.x: the fabric does not route it to the node, the
 # internet host's answers come back masqueraded)
 pingq "$TG_ID-a1" "$TG_INET_IP" || t_fail "a1 cannot reach the internet host"
@@ -140,10 +152,23 @@ t_expect "a1 class" "$(pod_class_ceil "${POD_IP[a1]}")" "ceil 20Mbit"
 t_expect "ADDs counted" "$(metric 'tollgate_cni_operations_total{command="ADD",code="0"}')" 2
 t_end
 
+# within: the histogram's ADD sum is above 0 and at most what the ADDs took outside
+add_sum_within() {
+	awk -v s="$(metric 'tollgate_cni_operation_duration_seconds_sum{command="ADD"}')" -v ns="$ADD_NS" \
+		'BEGIN { exit !(s != "" && s > 0 && s <= ns / 1e9) }'
+}
+t_begin "the ADDs' durations: _count is the ADDs run, _sum within the time they took"
+t_expect "_count" "$(metric 'tollgate_cni_operation_duration_seconds_count{command="ADD"}')" 2
+t_expect "+Inf bucket" "$(metric 'tollgate_cni_operation_duration_seconds_bucket{command="ADD",le="+Inf"}')" 2
+add_sum_within || t_fail "_sum $(metric 'tollgate_cni_operation_duration_seconds_sum{command="ADD"}') s, the ADDs took $ADD_NS ns"
+# control: a command not run has no series
+t_expect "DEL's _count before any DEL" "$(metric 'tollgate_cni_operation_duration_seconds_count{command="DEL"}')" ""
+t_end
+
 t_begin "the pool runs out: the ADD's code 11 is counted and the agent syncs at once"
-for i in 1 2 3 4 5 6; do pod_add "f$i" team-a "$CONF" || t_fail "ADD f$i rc=$TG_RC"; done
+for i in 1 2 3 4 5 6; do timed_add "f$i" team-a "$CONF" || t_fail "ADD f$i rc=$TG_RC"; done
 n_before=$(wc -l <"$ILOG")
-pod_add f7 team-a "$CONF"
+timed_add f7 team-a "$CONF"
 r=$(cni_error_problem 11)
 [ -z "$r" ] || t_fail "ADD on a full pool: $r"
 asked() { [ "$(wc -l <"$ILOG")" -gt "$n_before" ]; }
@@ -152,6 +177,10 @@ t_expect "code 11 counted" "$(metric 'tollgate_cni_operations_total{command="ADD
 for i in 1 2 3 4 5 6; do pod_del "f$i" "$CONF" || t_fail "DEL f$i rc=$TG_RC"; done
 pod_ns_del f7
 t_expect "DELs counted" "$(metric 'tollgate_cni_operations_total{command="DEL",code="0"}')" 6
+# every ADD is timed, the refused one too; DEL has its own
+t_expect "ADD _count" "$(metric 'tollgate_cni_operation_duration_seconds_count{command="ADD"}')" 9
+add_sum_within || t_fail "ADD _sum $(metric 'tollgate_cni_operation_duration_seconds_sum{command="ADD"}') s, the ADDs took $ADD_NS ns"
+t_expect "DEL _count" "$(metric 'tollgate_cni_operation_duration_seconds_count{command="DEL"}')" 6
 t_end
 
 t_begin "a flushed table and a deleted IFB come back within a period, counted by object"
