@@ -1,23 +1,34 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Reads deploy/'s manifests for tests/integration/test_deploy.sh.
+"""Reads Tollgate's manifests, as `kubectl kustomize` renders them, for
+tests/integration/test_deploy.sh. RENDERED is that multi-document YAML (a
+file, or - for stdin); DIR (--deploy) is deploy/, for the files that are not
+objects (the dashboard).
 
-  deploy_check.py DEPLOY_DIR parse            every manifest loads; prints one line per object
-  deploy_check.py DEPLOY_DIR daemonset        what the DaemonSet must hold; prints each problem
-  deploy_check.py DEPLOY_DIR monitoring       PodMonitor and PrometheusRule fields; each problem
-  deploy_check.py DEPLOY_DIR conflist         the ConfigMap's conflist, as its bytes
-  deploy_check.py DEPLOY_DIR agent-args       the agent container's command, one word a line
-  deploy_check.py DEPLOY_DIR allocator        what the allocator's Deployment and Service must hold
-  deploy_check.py DEPLOY_DIR allocator-args   the allocator container's command, one word a line
-  deploy_check.py DEPLOY_DIR etcd             deploy/etcd.yaml and the TLS patch against the allocator
-  deploy_check.py DEPLOY_DIR etcd-args        the etcd container's command, one word a line
-  deploy_check.py DEPLOY_DIR rules OUT        the PrometheusRule's spec as a Prometheus rules file
-  deploy_check.py DEPLOY_DIR dashboard-rules OUT
-                                              every dashboard query as a recording rule (Grafana's
-                                              variables replaced), for promtool to parse
-  deploy_check.py DEPLOY_DIR names            metric names the rules and the dashboard read
-                                              (recorded names excluded); one a line
-  deploy_check.py DEPLOY_DIR undefined        recorded names (level:metric:op) read but not recorded
+  deploy_check.py RENDERED parse            every object loads; prints Kind/name, one a line
+  deploy_check.py RENDERED generated        the agents' ConfigMap is generated (tollgate-HASH,
+                                            immutable) and the DaemonSet and the allocator's
+                                            Deployment mount it; prints its name
+  deploy_check.py RENDERED daemonset        what the DaemonSet must hold; prints each problem
+  deploy_check.py RENDERED monitoring       PodMonitor and PrometheusRule fields; each problem
+  deploy_check.py RENDERED conflist         the ConfigMap's conflist, as its bytes
+  deploy_check.py RENDERED agent-args       the agent container's command, one word a line
+  deploy_check.py RENDERED allocator        what the allocator's Deployment and Service must hold
+  deploy_check.py RENDERED allocator-args   the allocator container's command, one word a line
+  deploy_check.py RENDERED etcd             components/etcd: three members the allocator's --etcd names
+  deploy_check.py RENDERED etcd-args        the etcd container's command, one word a line
+  deploy_check.py RENDERED etcd-tls BASE    components/etcd-tls over the base (BASE, rendered):
+                                            https, certificates in a mounted Secret, the rest
+                                            of the command the base's
+  deploy_check.py RENDERED rules OUT        the PrometheusRule's spec as a Prometheus rules file
+  deploy_check.py --deploy DIR RENDERED dashboard-rules OUT
+                                            every dashboard query as a recording rule (Grafana's
+                                            variables replaced), for promtool to parse
+  deploy_check.py --deploy DIR RENDERED names
+                                            metric names the rules and the dashboard read
+                                            (recorded names excluded); one a line
+  deploy_check.py --deploy DIR RENDERED undefined
+                                            recorded names (level:metric:op) read but not recorded
 
 Problems are printed one a line; the exit status is 1 when there are any.
 """
@@ -28,33 +39,42 @@ import sys
 
 import yaml
 
-MANIFESTS = ["configmap.yaml", "daemonset.yaml", "podmonitor.yaml", "prometheusrule.yaml",
-             "allocator.yaml", "etcd.yaml"]
-# a patch of the allocator's Deployment (not an object of its own)
-TLS_PATCH = "allocator-etcd-tls.yaml"
 ETCD = "tollgate-etcd"
 CONFLIST_KEY = "10-tollgate.conflist"
 ALLOCATOR = "tollgate-allocator"
+GENERATED_RE = r"tollgate-[a-z0-9]{10}"
+
+_DOCS = {}
 
 
-def load_named(d):
+def docs(rendered):
+    """every object of the rendering, in order"""
+    if rendered not in _DOCS:
+        fh = sys.stdin if rendered == "-" else open(rendered)
+        _DOCS[rendered] = [x for x in yaml.safe_load_all(fh) if x is not None]
+    return _DOCS[rendered]
+
+
+def load_named(rendered):
     """every object, by (kind, name)"""
-    objs = {}
-    for f in MANIFESTS:
-        with open(os.path.join(d, f)) as fh:
-            for doc in yaml.safe_load_all(fh):
-                if doc is None:
-                    continue
-                objs[(doc["kind"], doc["metadata"]["name"])] = doc
-    return objs
+    return {(x["kind"], x["metadata"]["name"]): x for x in docs(rendered)}
 
 
-def load_all(d):
+def agents_configmap(rendered):
+    """the ConfigMap holding the conflist (the generated one)"""
+    cms = [x for x in docs(rendered) if x["kind"] == "ConfigMap" and CONFLIST_KEY in (x.get("data") or {})]
+    if len(cms) != 1:
+        raise SystemExit("%d ConfigMaps hold %s, expected one" % (len(cms), CONFLIST_KEY))
+    return cms[0]
+
+
+def load_all(rendered):
     """by kind: the agent's objects (named tollgate), or the only one of its kind"""
     objs = {}
-    for (kind, name), doc in load_named(d).items():
+    for (kind, name), doc in load_named(rendered).items():
         if name == "tollgate" or kind not in objs:
             objs[kind] = doc
+    objs["ConfigMap"] = agents_configmap(rendered)
     return objs
 
 
@@ -191,6 +211,20 @@ def check_daemonset(d):
     for obj in (ds, cm):
         if obj["metadata"].get("namespace") != "kube-system":
             p.append("%s is not in kube-system" % obj["kind"])
+    # a rollout (a new image, a new ConfigMap) goes node by node
+    us = ds["spec"].get("updateStrategy") or {}
+    ru = us.get("rollingUpdate") or {}
+    mu = ru.get("maxUnavailable", 1)
+    if us.get("type", "RollingUpdate") != "RollingUpdate":
+        p.append("updateStrategy is %r: a new ConfigMap would reach no running agent" % us.get("type"))
+    elif isinstance(mu, str) and re.fullmatch(r"\d+%", mu):
+        if not 0 < int(mu[:-1]) <= 25:
+            p.append("maxUnavailable %s: a bad rollout would take more than a quarter of the nodes' agents" % mu)
+    elif not (isinstance(mu, int) and mu >= 1):
+        p.append("maxUnavailable %r is not a count >= 1 or a percentage" % mu)
+    if ru.get("maxSurge", 0) not in (0, "0%"):
+        p.append("maxSurge %r: a second agent on a node finds the hostNetwork port %r taken"
+                 % (ru.get("maxSurge"), port))
     return p
 
 
@@ -305,7 +339,7 @@ def etcd_container(sts):
 
 
 def check_etcd(d):
-    """deploy/etcd.yaml is a 3-member cluster the allocator's --etcd names; the TLS patch is whole"""
+    """components/etcd: a 3-member cluster the allocator's --etcd names"""
     named = load_named(d)
     sts, svc = named.get(("StatefulSet", ETCD)), named.get(("Service", ETCD))
     dep = named.get(("Deployment", ALLOCATOR))
@@ -348,24 +382,44 @@ def check_etcd(d):
             (f.get("podSelector") or {}).get("matchLabels") == dep["spec"]["selector"]["matchLabels"]
             for r in netpol["spec"].get("ingress", []) for f in r.get("from", [])):
         p.append("no NetworkPolicy letting the allocator (and no one else) be etcd's client")
-    # the patch for a cluster's own etcd: https, its certificates under the Secret's mount
-    with open(os.path.join(d, TLS_PATCH)) as fh:
-        patch = yaml.safe_load(fh)
-    pc = next(c for c in patch["spec"]["template"]["spec"]["containers"] if c["name"] == "allocator")
-    pcmd = pc["command"]
-    if pcmd[:3] != allocator_container(dep)["command"][:3]:
-        p.append("%s: the command's first words are not the Deployment's" % TLS_PATCH)
+    return p
+
+
+def check_etcd_tls(d, base):
+    """components/etcd-tls over the base: https, its certificates under a Secret's mount,
+    every other flag and mount the base's; no etcd of Tollgate's own"""
+    named, bnamed = load_named(d), load_named(base)
+    dep, bdep = named.get(("Deployment", ALLOCATOR)), bnamed.get(("Deployment", ALLOCATOR))
+    if dep is None or bdep is None:
+        return ["no Deployment %s in both renderings" % ALLOCATOR]
+    p = []
+    if ("StatefulSet", ETCD) in named:
+        p.append("the StatefulSet %s is there too: the TLS component is for a cluster's own etcd" % ETCD)
+    pc, bc = allocator_container(dep), allocator_container(bdep)
+    pcmd, bcmd = pc["command"], bc["command"]
+    if pcmd[:3] != bcmd[:3]:
+        p.append("the command's first words are not the base's")
     if not all(u.startswith("https://") for u in (flag(pcmd, "--etcd") or "").split(",")):
-        p.append("%s: --etcd is not https" % TLS_PATCH)
-    vols = {v["name"]: v for v in patch["spec"]["template"]["spec"]["volumes"]}
+        p.append("--etcd is not https")
+    if flag(pcmd, "--etcd") == flag(bcmd, "--etcd"):
+        p.append("--etcd is the base's (Tollgate's own members)")
+    vols = {v["name"]: v for v in dep["spec"]["template"]["spec"]["volumes"]}
     mounts = {m["mountPath"]: vols.get(m["name"], {}) for m in pc.get("volumeMounts", [])}
     for f in ("--etcd-ca", "--etcd-cert", "--etcd-key"):
         path = flag(pcmd, f) or ""
         if not any(path.startswith(mp.rstrip("/") + "/") and "secret" in v for mp, v in mounts.items()):
-            p.append("%s: %s %r is not in a mounted Secret" % (TLS_PATCH, f, path))
+            p.append("%s %r is not in a mounted Secret" % (f, path))
     for w in ("--advertise", "--election-key", "--config", "--listen"):
-        if flag(pcmd, w) != flag(allocator_container(dep)["command"], w):
-            p.append("%s: %s differs from the Deployment's" % (TLS_PATCH, w))
+        if flag(pcmd, w) != flag(bcmd, w):
+            p.append("%s differs from the base's" % w)
+    # the patch adds to the pod; it takes nothing of the base's away
+    for m in bc.get("volumeMounts", []):
+        if m not in pc.get("volumeMounts", []):
+            p.append("the base's mount %s is gone" % m["mountPath"])
+    bvols = bdep["spec"]["template"]["spec"]["volumes"]
+    for v in bvols:
+        if v not in dep["spec"]["template"]["spec"]["volumes"]:
+            p.append("the base's volume %s is gone" % v["name"])
     return p
 
 
@@ -432,15 +486,44 @@ def check_monitoring(d):
     return p
 
 
+def check_generated(d):
+    """the agents' ConfigMap has a generated (hashed) name and the two workloads mount it"""
+    cm = agents_configmap(d)
+    name = cm["metadata"]["name"]
+    p = []
+    if not re.fullmatch(GENERATED_RE, name):
+        p.append("the ConfigMap is named %r, not tollgate-<hash> (configMapGenerator)" % name)
+    if cm.get("immutable") is not True:
+        p.append("the ConfigMap is not immutable (every kubelet would watch it)")
+    if cm["metadata"].get("namespace") != "kube-system":
+        p.append("the ConfigMap is not in kube-system")
+    named = load_named(d)
+    for kind, wname in (("DaemonSet", "tollgate"), ("Deployment", ALLOCATOR)):
+        w = named.get((kind, wname))
+        if w is None:
+            p.append("no %s %s" % (kind, wname))
+            continue
+        refs = [v["configMap"]["name"] for v in w["spec"]["template"]["spec"].get("volumes", [])
+                if "configMap" in v]
+        if refs != [name]:
+            p.append("%s %s mounts ConfigMaps %r, not %s" % (kind, wname, refs, name))
+    others = [x["metadata"]["name"] for x in docs(d) if x["kind"] == "ConfigMap" and x is not cm]
+    if others:
+        p.append("other ConfigMaps: %s" % ", ".join(others))
+    return name, p
+
+
 GRAFANA_VARS = [(r"\$__rate_interval|\$\{__rate_interval\}", "5m"),
                 (r"\$__range|\$\{__range\}", "1h"),
                 (r"\$__interval|\$\{__interval\}", "1m"),
                 (r"\$\{?[A-Za-z_][A-Za-z0-9_]*(:[a-z]+)?\}?", ".*")]
 
 
-def dashboard_queries(d):
+def dashboard_queries(deploy):
     """(exprs, metric names of the template variables' label_values())"""
-    with open(os.path.join(d, "dashboard.json")) as fh:
+    if not deploy:
+        raise SystemExit("--deploy DIR is needed: the dashboard is DIR/dashboard.json")
+    with open(os.path.join(deploy, "dashboard.json")) as fh:
         dash = json.load(fh)
     exprs, var_metrics = [], []
 
@@ -504,9 +587,9 @@ def rule_exprs(d):
     return recorded, exprs
 
 
-def referenced(d):
+def referenced(d, deploy):
     recorded, exprs = rule_exprs(d)
-    dexprs, var_metrics = dashboard_queries(d)
+    dexprs, var_metrics = dashboard_queries(deploy)
     names = set(var_metrics)
     for e in exprs + [grafana_subst(x) for x in dexprs]:
         names |= names_in(e)
@@ -514,26 +597,34 @@ def referenced(d):
 
 
 def main():
-    d, what = sys.argv[1], sys.argv[2]
+    args = sys.argv[1:]
+    opts = {}
+    while args and args[0].startswith("--"):
+        if len(args) < 2:
+            print("%s needs a value" % args[0], file=sys.stderr)
+            return 2
+        opts[args[0]] = args[1]
+        args = args[2:]
+    if len(args) < 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    d, what, rest = args[0], args[1], args[2:]
+    while rest and rest[0].startswith("--") and len(rest) >= 2:
+        opts[rest[0]] = rest[1]
+        rest = rest[2:]
+    deploy = opts.get("--deploy")
     problems = []
     if what == "parse":
-        for f in sorted(os.listdir(d)):
-            path = os.path.join(d, f)
-            if f.endswith(".yaml"):
-                with open(path) as fh:
-                    for doc in yaml.safe_load_all(fh):
-                        if doc is None:
-                            continue
-                        for k in ("apiVersion", "kind"):
-                            if k not in doc:
-                                problems.append("%s: no %s" % (f, k))
-                        if "name" not in doc.get("metadata", {}):
-                            problems.append("%s: no metadata.name" % f)
-                        print("%s %s/%s" % (f, doc.get("kind"), doc.get("metadata", {}).get("name")))
-            elif f.endswith(".json") or f.endswith(".conflist"):
-                with open(path) as fh:
-                    json.load(fh)
-                print("%s json" % f)
+        for x in docs(d):
+            for k in ("apiVersion", "kind"):
+                if k not in x:
+                    problems.append("an object without %s" % k)
+            if "name" not in x.get("metadata", {}):
+                problems.append("%s without metadata.name" % x.get("kind"))
+            print("%s/%s" % (x.get("kind"), x.get("metadata", {}).get("name")))
+    elif what == "generated":
+        name, problems = check_generated(d)
+        print(name)
     elif what == "daemonset":
         problems = check_daemonset(d)
     elif what == "monitoring":
@@ -546,25 +637,27 @@ def main():
         problems = check_allocator(d)
     elif what == "etcd":
         problems = check_etcd(d)
+    elif what == "etcd-tls":
+        problems = check_etcd_tls(d, rest[0])
     elif what == "etcd-args":
         print("\n".join(etcd_container(load_named(d)[("StatefulSet", ETCD)])["command"]))
     elif what == "allocator-args":
         print("\n".join(allocator_container(load_named(d)[("Deployment", ALLOCATOR)])["command"]))
     elif what == "rules":
-        with open(sys.argv[3], "w") as fh:
+        with open(rest[0], "w") as fh:
             yaml.safe_dump(load_all(d)["PrometheusRule"]["spec"], fh, sort_keys=False)
     elif what == "dashboard-rules":
-        exprs, _ = dashboard_queries(d)
+        exprs, _ = dashboard_queries(deploy)
         rules = [{"record": "dashboard:query_%d:parse" % i, "expr": grafana_subst(e)}
                  for i, e in enumerate(exprs)]
-        with open(sys.argv[3], "w") as fh:
+        with open(rest[0], "w") as fh:
             yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}, fh, sort_keys=False)
         print(len(rules))
     elif what == "names":
-        _, names = referenced(d)
+        _, names = referenced(d, deploy)
         print("\n".join(sorted(n for n in names if ":" not in n)))
     elif what == "undefined":
-        recorded, names = referenced(d)
+        recorded, names = referenced(d, deploy)
         print("\n".join(sorted(n for n in names if ":" in n and n not in recorded)))
     else:
         print("unknown check %s" % what, file=sys.stderr)

@@ -1,13 +1,24 @@
 #!/usr/bin/env bash
-# deploy/: every manifest parses and holds what it must; the ConfigMap's
-# conflist is deploy/10-tollgate.conflist, says cniVersion 1.0.0 and is what
-# the agent installs; the allocator's Deployment (three replicas electing on etcd, the agents'
-# ConfigMap, no capability) and its Service, which budgets.allocator names;
-# the rules pass `promtool check rules` and `promtool test rules`
-# (deploy/tests/rules_test.yaml); every dashboard query parses; every
-# metric the rules and the dashboard read is one the agent or the
-# allocator serves (the agent's budget families once a budget is set: a
-# ConfigMap with one is swapped in at the end, and both daemons take it).
+# deploy/ is a kustomize base (deploy/base, rendered by `kubectl kustomize
+# deploy/`) with an example overlay (deploy/overlays/example) and two etcd
+# components; every check below reads what kustomize renders.
+#
+# The base and the overlay render without a word on stderr; the agents'
+# ConfigMap is generated from the conflist (tollgate-<hash>, immutable) and
+# the DaemonSet and the allocator's Deployment mount it by that name; a
+# changed conflist gets another name and both follow it (a copy of deploy/
+# rendered with an edited conflist). The DaemonSet rolls out a bounded share
+# of the nodes at a time. The allocator's Deployment (three replicas electing
+# on etcd, the agents' ConfigMap, no capability) and its Service, which
+# budgets.allocator names; components/etcd's members, and components/etcd-tls
+# over the base (https, certificates in a Secret, the rest the base's). The
+# overlay's conflist and budgets show in its rendering; both conflists are
+# ones the plugin takes. The rules pass `promtool check rules` and
+# `promtool test rules` (deploy/tests/rules_test.yaml); every dashboard
+# query parses; every metric the rules and the dashboard read is one
+# the agent or the allocator serves (the agent's budget families once a budget
+# is set: a ConfigMap with one is swapped in at the end, and both daemons take it).
+# Each check is shown refusing a broken copy.
 #
 # Then the DaemonSet's agent for real, in a throwaway node namespace with a
 # fake IMDS: its exact command line (paths mapped to the test's directories),
@@ -31,8 +42,11 @@ tg_require
 tg_traps
 
 DEPLOY=$TG_ROOT/deploy
+OVERLAY=$DEPLOY/overlays/example
+RUNBOOK=$TG_ROOT/docs/runbook.md
 CHECK=$TG_LIB_DIR/deploy_check.py
 AGENT=$TOLLGATE_BIN_DIR/tollgate-agent
+IPAM=$TOLLGATE_BIN_DIR/tollgate-ipam
 PORTMAP=/usr/lib/cni/portmap
 FIX=$TG_ROOT/tests/fixtures/imds
 IMDS_PORT=18084
@@ -41,7 +55,7 @@ HOSTPORT=18080
 
 ALLOCATOR=$TOLLGATE_BIN_DIR/tollgate-allocator
 APORT=19620
-for t in "$AGENT" "$ALLOCATOR" "$PORTMAP" "$(command -v promtool)" "$(command -v setpriv)" "$(command -v unshare)"; do
+for t in "$AGENT" "$ALLOCATOR" "$IPAM" "$PORTMAP" "$(command -v promtool)" "$(command -v setpriv)" "$(command -v unshare)"; do
 	if [ ! -x "$t" ]; then
 		echo "not ok - preconditions: ${t:-promtool, setpriv or unshare} not found (make deps; make)"
 		exit 1
@@ -51,28 +65,120 @@ python3 -c 'import yaml' 2>/dev/null || {
 	echo "not ok - preconditions: python3-yaml not installed (make deps)"
 	exit 1
 }
+# deploy/ is a kustomize base: kubectl's kustomize renders it
+if ! KUBECTL=$(command -v kubectl); then
+	echo "not ok - preconditions: kubectl not found: deploy/ is rendered with 'kubectl kustomize' (make deps installs kubernetes-client where no kubectl is)"
+	exit 1
+fi
+kv=$(kubectl version --client 2>/dev/null | sed -n 's/^Kustomize Version: v\([0-9][0-9]*\)\..*/\1/p')
+if [ "${kv:-0}" -lt 5 ]; then
+	kvs=${kv:+v$kv}
+	echo "not ok - preconditions: $KUBECTL embeds kustomize ${kvs:-older than v5 (kubectl 1.20 has v2.0.3)}; deploy/'s overlay and components need kustomize v5 (kubectl 1.27 or later)"
+	exit 1
+fi
 # no network namespace yet: a scratch directory (tg_cleanup removes it) until topo_up
 TG_TMP=$(mktemp -d /dev/shm/tollgate-deploy.XXXXXX) || exit 1
 
-check() { python3 "$CHECK" "$DEPLOY" "$@"; }
+render() { # DIR OUT: kubectl kustomize DIR into OUT, which must say nothing on stderr
+	local err
+	if ! err=$(kubectl kustomize "$1" 2>&1 >"$2"); then
+		t_fail "kubectl kustomize $1: $err"
+		return 1
+	fi
+	[ -z "$err" ] || t_fail "kubectl kustomize $1 warns: $err"
+}
+BASE=$TG_TMP/base.yaml
+OVR=$TG_TMP/overlay.yaml
+check() { python3 "$CHECK" --deploy "$DEPLOY" "$BASE" "$@"; }
+checkr() { python3 "$CHECK" --deploy "$DEPLOY" "$@"; } # RENDERED CHECK ...
+# A copy of deploy/ to break: copy_edit FILE SED-EXPR renders the copy's base
+# into $TG_TMP/copy.yaml and its example overlay into $TG_TMP/copy-overlay.yaml
+# (FILE relative to deploy/; every call starts from a fresh copy).
+copy_edit() {
+	rm -rf "$TG_TMP/copy"
+	cp -a "$DEPLOY" "$TG_TMP/copy"
+	sed -i "$2" "$TG_TMP/copy/$1"
+	cmp -s "$DEPLOY/$1" "$TG_TMP/copy/$1" && t_fail "teeth: '$2' changed nothing in $1"
+	render "$TG_TMP/copy" "$TG_TMP/copy.yaml"
+	render "$TG_TMP/copy/overlays/example" "$TG_TMP/copy-overlay.yaml"
+}
+refused() { # WHAT RENDERED CHECK [ARGS]: the check must refuse RENDERED
+	local what=$1
+	shift
+	checkr "$@" >/dev/null 2>&1 && t_fail "the $2 check took $what"
+	return 0
+}
+overlay_of() { # DIR BASE COMPONENT...: a kustomization in DIR of BASE and the components (paths relative, as kustomize wants)
+	local dir=$1 base=$2 c
+	shift 2
+	mkdir -p "$dir"
+	{
+		echo "resources:"
+		echo "  - $(realpath --relative-to="$dir" "$base")"
+		echo "components:"
+		for c; do echo "  - $(realpath --relative-to="$dir" "$c")"; done
+	} >"$dir/kustomization.yaml"
+}
 
-# ============================================================ the manifests
-t_begin "every manifest parses: YAML objects with apiVersion, kind and name; JSON files"
+# ============================================================ the manifests, rendered
+t_begin "kubectl kustomize renders the base and the overlay: every object whole; the base without etcd, the overlay with its own; JSON files parse"
+render "$DEPLOY" "$BASE"
+render "$OVERLAY" "$OVR"
 out=$(check parse 2>&1) || t_fail "$out"
-for want in "configmap.yaml ConfigMap/tollgate" "daemonset.yaml DaemonSet/tollgate" \
-	"podmonitor.yaml PodMonitor/tollgate" "prometheusrule.yaml PrometheusRule/tollgate" \
-	"allocator.yaml Deployment/tollgate-allocator" "allocator.yaml Service/tollgate-allocator" \
-	"podmonitor.yaml PodMonitor/tollgate-allocator" "allocator.yaml PodDisruptionBudget/tollgate-allocator" \
-	"etcd.yaml StatefulSet/tollgate-etcd" "etcd.yaml Service/tollgate-etcd" \
-	"etcd.yaml PodDisruptionBudget/tollgate-etcd" "etcd.yaml NetworkPolicy/tollgate-etcd" \
-	"allocator-etcd-tls.yaml Deployment/tollgate-allocator" \
-	"dashboard.json json" "10-tollgate.conflist json"; do
-	grep -qxF "$want" <<<"$out" || t_fail "missing: $want"
+for want in "DaemonSet/tollgate" "PodMonitor/tollgate" "PrometheusRule/tollgate" \
+	"Deployment/tollgate-allocator" "Service/tollgate-allocator" "PodMonitor/tollgate-allocator" \
+	"PodDisruptionBudget/tollgate-allocator"; do
+	grep -qxF "$want" <<<"$out" || t_fail "the base has no $want"
+done
+grep -qxE 'ConfigMap/tollgate-[a-z0-9]{10}' <<<"$out" || t_fail "the base has no generated ConfigMap tollgate-<hash>"
+grep -q "tollgate-etcd" <<<"$out" && t_fail "the base holds etcd (components/etcd is optional)"
+base_objs=$(grep -vE '^ConfigMap/' <<<"$out")
+out=$(checkr "$OVR" parse 2>&1) || t_fail "overlay: $out"
+for want in $base_objs "StatefulSet/tollgate-etcd" "Service/tollgate-etcd" \
+	"PodDisruptionBudget/tollgate-etcd" "NetworkPolicy/tollgate-etcd"; do
+	grep -qxF "$want" <<<"$out" || t_fail "the overlay has no $want"
+done
+for f in "$DEPLOY/dashboard.json" "$DEPLOY/base/10-tollgate.conflist" "$OVERLAY/10-tollgate.conflist"; do
+	jq -e . "$f" >/dev/null 2>&1 || t_fail "$f is not JSON"
+done
+# the old paths are links to the base's files, never copies that could drift
+for f in daemonset.yaml allocator.yaml podmonitor.yaml prometheusrule.yaml 10-tollgate.conflist; do
+	{ [ -L "$DEPLOY/$f" ] && [ "$DEPLOY/$f" -ef "$DEPLOY/base/$f" ]; } || t_fail "deploy/$f is not a link to deploy/base/$f"
 done
 t_end
 
-t_begin "the DaemonSet: hostNetwork, system-node-critical, every taint, linux; mounts, probes, resources; NET_ADMIN alone"
+t_begin "the agents' ConfigMap: generated from the conflist (tollgate-<hash>, immutable), mounted by that name by the DaemonSet and the allocator; another conflist, another name, both following"
+CM_NAME=$(check generated 2>&1) || t_fail "$(tr '\n' ';' <<<"$CM_NAME")"
+CM_NAME=$(head -1 <<<"$CM_NAME")
+check conflist | cmp -s - "$DEPLOY/base/10-tollgate.conflist" || t_fail "the ConfigMap's conflist is not deploy/base/10-tollgate.conflist"
+# the name is the contents': the same bytes elsewhere, the same name ...
+cp -a "$DEPLOY" "$TG_TMP/copy"
+render "$TG_TMP/copy" "$TG_TMP/copy.yaml"
+t_expect "an unedited copy's ConfigMap" "$(checkr "$TG_TMP/copy.yaml" generated 2>&1 | head -1)" "$CM_NAME"
+# ... an edited conflist (a static pool), another name, and both workloads on it
+jq '(.plugins[] | select(.type == "tollgate") | .ipam) |= {source: "static", addresses: ["10.1.0.10-10.1.0.40"], exclude: ["10.1.0.11"]}' \
+	"$DEPLOY/base/10-tollgate.conflist" >"$TG_TMP/copy/base/10-tollgate.conflist"
+render "$TG_TMP/copy" "$TG_TMP/copy.yaml"
+name2=$(checkr "$TG_TMP/copy.yaml" generated 2>&1) || t_fail "the edited copy: $(tr '\n' ';' <<<"$name2")"
+name2=$(head -1 <<<"$name2")
+[ "$name2" != "$CM_NAME" ] || t_fail "an edited conflist kept the ConfigMap's name $CM_NAME: no rollout"
+[[ $name2 =~ ^tollgate-[a-z0-9]{10}$ ]] || t_fail "the edited copy's ConfigMap is '$name2'"
+t_expect "the edited copy's pool source" "$(checkr "$TG_TMP/copy.yaml" conflist | jq -r '.plugins[0].ipam.source')" static
+# the check has teeth: a DaemonSet naming a ConfigMap the generator does not make
+copy_edit base/daemonset.yaml 's/configMap: { name: tollgate }/configMap: { name: tollgate-conf }/'
+refused "a DaemonSet mounting another ConfigMap" "$TG_TMP/copy.yaml" generated
+t_end
+
+t_begin "the DaemonSet: hostNetwork, system-node-critical, every taint, linux; mounts, probes, resources; NET_ADMIN alone; a rollout a tenth of the nodes at a time, no surge"
 out=$(check daemonset 2>&1) || t_fail "$(tr '\n' ';' <<<"$out")"
+t_expect "maxUnavailable" "$(python3 -c 'import sys, yaml
+print(next(d for d in yaml.safe_load_all(open(sys.argv[1])) if d["kind"] == "DaemonSet")["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"])' "$BASE")" 10%
+copy_edit base/daemonset.yaml 's/maxUnavailable: 10%/maxUnavailable: 100%/'
+refused "every node's agent at once" "$TG_TMP/copy.yaml" daemonset
+copy_edit base/daemonset.yaml 's/maxSurge: 0 }/maxSurge: 1 }/'
+refused "a surge (two agents on one port)" "$TG_TMP/copy.yaml" daemonset
+copy_edit base/daemonset.yaml 's/add: \[NET_ADMIN\]/add: [NET_ADMIN, SYS_ADMIN]/'
+refused "a second capability" "$TG_TMP/copy.yaml" daemonset
 t_end
 
 t_begin "the DaemonSet's flags are the agent's own"
@@ -88,50 +194,54 @@ t_end
 t_begin "the allocator: three replicas electing on etcd, a node each, a PodDisruptionBudget; the agents' ConfigMap, nobody, no capability, probes; its Service is budgets.allocator"
 out=$(check allocator 2>&1) || t_fail "$(tr '\n' ';' <<<"$out")"
 # the checker has teeth: replicas without the election, two on one node, or a capability, are refused
-mkdir -p "$TG_TMP/teeth"
-cp "$DEPLOY"/*.yaml "$DEPLOY"/*.json "$DEPLOY"/*.conflist "$TG_TMP/teeth/"
-teeth() { # SED-EXPR WHAT: the check must refuse allocator.yaml edited so
-	cp "$DEPLOY/allocator.yaml" "$TG_TMP/teeth/"
-	sed -i "$1" "$TG_TMP/teeth/allocator.yaml"
-	cmp -s "$DEPLOY/allocator.yaml" "$TG_TMP/teeth/allocator.yaml" && t_fail "teeth: '$1' changed nothing"
-	python3 "$CHECK" "$TG_TMP/teeth" allocator >/dev/null 2>&1 && t_fail "the check took $2"
-}
-teeth '/- --etcd=/d' "three replicas without --etcd"
-teeth 's/topologyKey: kubernetes.io\/hostname/topologyKey: kubernetes.io\/os/' "replicas sharing a node"
-teeth 's/capabilities: { drop: \[ALL\] }/capabilities: { drop: [ALL], add: [NET_ADMIN] }/' "a capability"
-teeth 's/maxUnavailable: 1$/maxUnavailable: 3/' "a disruption budget of every replica"
-cp "$DEPLOY/allocator.yaml" "$TG_TMP/teeth/"
+copy_edit base/allocator.yaml '/- --etcd=/d'
+refused "three replicas without --etcd" "$TG_TMP/copy.yaml" allocator
+copy_edit base/allocator.yaml 's/topologyKey: kubernetes.io\/hostname/topologyKey: kubernetes.io\/os/'
+refused "replicas sharing a node" "$TG_TMP/copy.yaml" allocator
+copy_edit base/allocator.yaml 's/capabilities: { drop: \[ALL\] }/capabilities: { drop: [ALL], add: [NET_ADMIN] }/'
+refused "a capability" "$TG_TMP/copy.yaml" allocator
+copy_edit base/allocator.yaml 's/maxUnavailable: 1$/maxUnavailable: 3/'
+refused "a disruption budget of every replica" "$TG_TMP/copy.yaml" allocator
 t_end
 
-t_begin "etcd.yaml: three members on three nodes, a quorum kept through drains, the allocator's --etcd names them; the TLS patch is whole"
-out=$(check etcd 2>&1) || t_fail "$(tr '\n' ';' <<<"$out")"
-cp "$DEPLOY/etcd.yaml" "$TG_TMP/teeth/etcd.yaml.orig"
-sed -i 's/tollgate-etcd-2=http:\/\/tollgate-etcd-2/tollgate-etcd-2=http:\/\/tollgate-etcd-9/' "$TG_TMP/teeth/etcd.yaml"
-python3 "$CHECK" "$TG_TMP/teeth" etcd >/dev/null 2>&1 && t_fail "the check took a wrong --initial-cluster"
-cp "$DEPLOY/etcd.yaml" "$TG_TMP/teeth/"
-sed -i 's/--etcd-key=\/etc\/tollgate-etcd/--etcd-key=\/tmp/' "$TG_TMP/teeth/allocator-etcd-tls.yaml"
-python3 "$CHECK" "$TG_TMP/teeth" etcd >/dev/null 2>&1 && t_fail "the check took a key outside the Secret"
-cp "$DEPLOY/allocator-etcd-tls.yaml" "$TG_TMP/teeth/"
+TLS=$TG_TMP/tls.yaml
+t_begin "components/etcd: three members on three nodes, a quorum kept through drains, the allocator's --etcd names them; components/etcd-tls over the base is whole"
+out=$(checkr "$OVR" etcd 2>&1) || t_fail "$(tr '\n' ';' <<<"$out")"
+copy_edit components/etcd/etcd.yaml 's/tollgate-etcd-2=http:\/\/tollgate-etcd-2/tollgate-etcd-2=http:\/\/tollgate-etcd-9/'
+refused "a wrong --initial-cluster" "$TG_TMP/copy-overlay.yaml" etcd
+# an overlay of the base with the TLS component, as a cluster's own would be
+overlay_of "$TG_TMP/tls" "$DEPLOY/base" "$DEPLOY/components/etcd-tls"
+render "$TG_TMP/tls" "$TLS"
+out=$(checkr "$TLS" etcd-tls "$BASE" 2>&1) || t_fail "$(tr '\n' ';' <<<"$out")"
+out=$(checkr "$TLS" allocator 2>&1) || t_fail "the patched allocator: $(tr '\n' ';' <<<"$out")"
+copy_edit components/etcd-tls/allocator-etcd-tls.yaml 's/--etcd-key=\/etc\/tollgate-etcd/--etcd-key=\/tmp/'
+overlay_of "$TG_TMP/copy/overlays/tls" "$TG_TMP/copy/base" "$TG_TMP/copy/components/etcd-tls"
+render "$TG_TMP/copy/overlays/tls" "$TG_TMP/copy-tls.yaml"
+refused "a key outside the Secret" "$TG_TMP/copy-tls.yaml" etcd-tls "$BASE"
+refused "the overlay's own etcd for a cluster's" "$OVR" etcd-tls "$BASE"
 # every flag of the members is one Debian's etcd knows
 if [ -x /usr/bin/etcd ]; then
 	while IFS= read -r w; do
 		case $w in --*) ;; *) continue ;; esac
 		/usr/bin/etcd --help 2>&1 | grep -qE -- "^[[:space:]]*${w%%=*}( |$)" || t_fail "etcd --help does not know ${w%%=*}"
-	done < <(check etcd-args)
+	done < <(checkr "$OVR" etcd-args)
 else
 	t_fail "/usr/bin/etcd missing (make deps: etcd-server)"
 fi
 t_end
 
-t_begin "the Deployment's flags are the allocator's own"
+t_begin "the Deployment's flags are the allocator's own (and components/etcd-tls's)"
 while IFS= read -r w; do
 	case $w in --*) ;; *) continue ;; esac
 	"$ALLOCATOR" --help | grep -qE -- "(^|[[ ])${w%%=*}([] =]|\$)" || t_fail "tollgate-allocator --help does not know ${w%%=*}"
 done < <(check allocator-args)
-# and the TLS patch's
+n=0
 while IFS= read -r w; do
-	"$ALLOCATOR" --help | grep -qE -- "(^|[[ ])${w%%=*}([] =]|\$)" || t_fail "tollgate-allocator --help does not know ${w%%=*} (allocator-etcd-tls.yaml)"
-done < <(python3 -c 'import sys, yaml; c = yaml.safe_load(open(sys.argv[1]))["spec"]["template"]["spec"]["containers"][0]; print("\n".join(w for w in c["command"] if w.startswith("--")))' "$DEPLOY/allocator-etcd-tls.yaml")
+	case $w in --*) ;; *) continue ;; esac
+	n=$((n + 1))
+	"$ALLOCATOR" --help | grep -qE -- "(^|[[ ])${w%%=*}([] =]|\$)" || t_fail "tollgate-allocator --help does not know ${w%%=*} (components/etcd-tls)"
+done < <(checkr "$TLS" allocator-args)
+[ "$n" -ge 8 ] || t_fail "only $n flags in the TLS rendering's command"
 "$ALLOCATOR" --help | grep -q 'endpoints: POST /v1/report, /metrics, /healthz, /readyz' || t_fail "the allocator does not list its endpoints"
 t_end
 
@@ -139,19 +249,51 @@ t_begin "PodMonitors (honorLabels, node label, the target's namespace dropped; t
 out=$(check monitoring 2>&1) || t_fail "$(tr '\n' ';' <<<"$out")"
 t_end
 
-t_begin "the ConfigMap's conflist is deploy/10-tollgate.conflist, cniVersion 1.0.0, every plugin at it"
+t_begin "the example overlay: its conflist (another ConfigMap, both workloads on it), pool and budgets; the base's checks hold"
+name_ov=$(checkr "$OVR" generated 2>&1) || t_fail "$(tr '\n' ';' <<<"$name_ov")"
+name_ov=$(head -1 <<<"$name_ov")
+[ "$name_ov" != "$CM_NAME" ] || t_fail "the overlay's ConfigMap has the base's name"
+checkr "$OVR" conflist >"$TG_TMP/overlay.conflist"
+cmp -s "$TG_TMP/overlay.conflist" "$OVERLAY/10-tollgate.conflist" || t_fail "the overlay's ConfigMap is not its 10-tollgate.conflist"
+TGE='.plugins[] | select(.type == "tollgate")'
+t_expect "overlay ipam" "$(jq -c "$TGE | .ipam | {source, exclude}" "$TG_TMP/overlay.conflist")" '{"source":"imds","exclude":["10.1.0.250"]}'
+t_expect "overlay budgets" "$(jq -c "$TGE | .budgets | {fallback, internetEgress}" "$TG_TMP/overlay.conflist")" \
+	'{"fallback":"50M","internetEgress":{"datasets":"20G","crawl":"2G"}}'
+t_expect "overlay metricsNamespaces" "$(jq -c "$TGE | .nodeAccess.metricsNamespaces" "$TG_TMP/overlay.conflist")" '["prometheus"]'
+# the rest is the base's: a copy drifting from it would hide a change of the base
+strip="($TGE) |= (del(.ipam.exclude) | del(.budgets.fallback) | del(.budgets.internetEgress) | del(.nodeAccess.metricsNamespaces))"
+[ "$(jq -S "$strip" "$TG_TMP/overlay.conflist")" = "$(check conflist | jq -S "$strip")" ] ||
+	t_fail "the overlay's conflist differs from the base's beyond its changes: $(diff <(check conflist | jq -S "$strip") <(jq -S "$strip" "$TG_TMP/overlay.conflist") | head -6 | tr '\n' ' ')"
+for c in daemonset allocator monitoring; do
+	out=$(checkr "$OVR" "$c" 2>&1) || t_fail "overlay, $c: $(tr '\n' ';' <<<"$out")"
+done
+t_end
+
+t_begin "the plugin takes the rendered conflists (base, overlay, the static-pool copy); a wrong rate it refuses"
+for r in "$BASE" "$OVR"; do
+	checkr "$r" conflist >"$TG_TMP/v.conflist"
+	out=$("$IPAM" validate "$TG_TMP/v.conflist" 2>&1) || t_fail "$(basename "$r"): $out"
+done
+jq '(.plugins[] | select(.type == "tollgate") | .ipam) |= {source: "static", addresses: ["10.1.0.10-10.1.0.40"], exclude: ["10.1.0.11"]}' \
+	"$OVERLAY/10-tollgate.conflist" >"$TG_TMP/v.conflist"
+out=$("$IPAM" validate "$TG_TMP/v.conflist" 2>&1) || t_fail "a static pool: $out"
+jq "($TGE | .budgets.fallback) = \"10Mbps\"" "$OVERLAY/10-tollgate.conflist" >"$TG_TMP/v.conflist"
+out=$("$IPAM" validate "$TG_TMP/v.conflist" 2>&1) && t_fail "validate took fallback 10Mbps: $out"
+grep -q 'budgets.fallback' <<<"$out" || t_fail "the refusal does not name the key: $out"
+t_end
+
+t_begin "the ConfigMap's conflist says cniVersion 1.0.0, every plugin at it"
 check conflist >"$TG_TMP/cm.conflist" || t_fail "no conflist in the ConfigMap"
-cmp -s "$TG_TMP/cm.conflist" "$DEPLOY/10-tollgate.conflist" ||
-	t_fail "the ConfigMap's conflist differs from deploy/10-tollgate.conflist: $(diff "$TG_TMP/cm.conflist" "$DEPLOY/10-tollgate.conflist" | head -5)"
 t_expect cniVersion "$(jq -r .cniVersion "$TG_TMP/cm.conflist")" 1.0.0
 t_expect "plugins" "$(jq -c '[.plugins[].type]' "$TG_TMP/cm.conflist")" '["tollgate","portmap"]'
+t_expect "the overlay's cniVersion" "$(jq -r .cniVersion "$TG_TMP/overlay.conflist")" 1.0.0
 # portmap, the chained plugin as Debian ships it, supports the list's version
 CNI_COMMAND=VERSION "$PORTMAP" <<<'{"cniVersion":"1.0.0"}' 2>/dev/null |
 	jq -e '.supportedVersions | index("1.0.0")' >/dev/null || t_fail "portmap does not support 1.0.0"
 t_end
 
 # ============================================================ rules and dashboard
-t_begin "promtool check rules and promtool test rules on the PrometheusRule's spec"
+t_begin "promtool check rules and promtool test rules on the PrometheusRule's spec (base and overlay)"
 mkdir -p "$TG_TMP/rules"
 check rules "$TG_TMP/rules/rules.yaml" || t_fail "cannot extract the rules"
 cp "$DEPLOY/tests/rules_test.yaml" "$TG_TMP/rules/"
@@ -164,10 +306,14 @@ if out=$(cd "$TG_TMP/rules" && promtool test rules rules_test.yaml 2>&1); then
 else
 	t_fail "test rules: $(tail -20 <<<"$out")"
 fi
+checkr "$OVR" rules "$TG_TMP/rules/overlay.yaml" || t_fail "cannot extract the overlay's rules"
+out=$(promtool check rules "$TG_TMP/rules/overlay.yaml" 2>&1) || t_fail "check rules (overlay): $out"
+grep -q "SUCCESS: $n rules found" <<<"$out" || t_fail "check rules (overlay): $out (expected $n rules)"
 # the checker has teeth: a broken expression and a wrong expectation fail
 printf 'groups:\n- name: x\n  rules:\n  - record: a:b:c\n    expr: sum by (namespace (x)\n' >"$TG_TMP/rules/broken.yaml"
 promtool check rules "$TG_TMP/rules/broken.yaml" >/dev/null 2>&1 && t_fail "promtool accepted a broken expression"
 sed 's/value: 3000000$/value: 2000000/' "$DEPLOY/tests/rules_test.yaml" >"$TG_TMP/rules/wrong_test.yaml"
+cmp -s "$DEPLOY/tests/rules_test.yaml" "$TG_TMP/rules/wrong_test.yaml" && t_fail "teeth: the wrong expectation changed nothing"
 (cd "$TG_TMP/rules" && promtool test rules wrong_test.yaml >/dev/null 2>&1) && t_fail "promtool test rules passed a wrong expectation"
 t_end
 
@@ -187,6 +333,8 @@ TG_TMP=""
 # ============================================================ the agent, as the DaemonSet runs it
 t_begin topology
 topo_up || tap_bail "could not build the namespace topology"
+BASE=$TG_TMP/base.yaml
+render "$DEPLOY" "$BASE" || tap_bail "kubectl kustomize $DEPLOY failed"
 ip -n "$TG_NODE" link set eth0 address 00:0d:3a:f8:06:ec || tap_bail "cannot set the MAC"
 ip -n "$TG_NODE" addr add 10.0.0.4/24 dev eth0 || tap_bail "cannot add 10.0.0.4"
 # the fabric learnt the node's old MAC in topo_up
@@ -200,7 +348,7 @@ t_end
 # host's paths and the IMDS address moved into the test's.
 CM=$TG_TMP/etc-tollgate NETD=$TG_TMP/net.d CNIBIN=$TG_TMP/cni-bin ALOG=$TG_TMP/agent.log
 mkdir -p "$CM/..v1" "$NETD" "$CNIBIN"
-python3 "$CHECK" "$DEPLOY" conflist | jq --arg dd "$TG_TMP/data" --arg lf "$TG_TMP/tollgate.log" \
+check conflist | jq --arg dd "$TG_TMP/data" --arg lf "$TG_TMP/tollgate.log" \
 	--arg u "http://127.0.0.1:$IMDS_PORT" \
 	'(.plugins[] | select(.type == "tollgate")) |= (.dataDir = $dd | .logFile = $lf | .ipam.imdsURL = $u)' \
 	>"$CM/..v1/10-tollgate.conflist"
