@@ -10,7 +10,12 @@ objects (the dashboard).
                                             immutable) and the DaemonSet and the allocator's
                                             Deployment mount it; prints its name
   deploy_check.py RENDERED daemonset        what the DaemonSet must hold; prints each problem
-  deploy_check.py RENDERED monitoring       PodMonitor and PrometheusRule fields; each problem
+  deploy_check.py RENDERED monitoring [--release R] [--runbook-base URL]
+                                            PodMonitors and PrometheusRule: selectors, labels,
+                                            the `up` label, alerts' severity, summary and
+                                            runbook_url, the billing rule; each problem
+  deploy_check.py RENDERED runbook FILE     every alert has a heading of its name in FILE
+                                            (docs/runbook.md), the anchor its runbook_url names
   deploy_check.py RENDERED conflist         the ConfigMap's conflist, as its bytes
   deploy_check.py RENDERED agent-args       the agent container's command, one word a line
   deploy_check.py RENDERED allocator        what the allocator's Deployment and Service must hold
@@ -42,6 +47,14 @@ import yaml
 ETCD = "tollgate-etcd"
 CONFLIST_KEY = "10-tollgate.conflist"
 ALLOCATOR = "tollgate-allocator"
+# what a default kube-prometheus-stack install selects PodMonitors and rules by
+RELEASE = "kube-prometheus-stack"
+RUNBOOK_BASE = "https://github.com/tollgate-cni/tollgate/blob/main/docs/runbook.md"
+RUNBOOK_ANNOTATION = "tollgate.io/runbook-base"
+# the label each PodMonitor sets on its targets (and so on `up`)
+UP_LABEL = "tollgate"
+UP_VALUES = {"tollgate": "agent", ALLOCATOR: "allocator"}
+BILLING_RULE = "namespace:tollgate_namespace_bytes:increase1h"
 GENERATED_RE = r"tollgate-[a-z0-9]{10}"
 
 _DOCS = {}
@@ -423,7 +436,7 @@ def check_etcd_tls(d, base):
     return p
 
 
-def check_monitoring(d):
+def check_monitoring(d, release=RELEASE, runbook_base=RUNBOOK_BASE):
     objs = load_all(d)
     pm, pr, ds = objs["PodMonitor"], objs["PrometheusRule"], objs["DaemonSet"]
     p = []
@@ -483,6 +496,111 @@ def check_monitoring(d):
     for what, name in need.items():
         if name not in alerts:
             p.append("no %s alert (%s)" % (what, name))
+    p += check_selector_labels(d, release)
+    p += check_up_label(d)
+    p += check_runbook_urls(d, runbook_base)
+    p += check_billing(d)
+    return p
+
+
+def check_selector_labels(d, release):
+    """the label the cluster's Prometheus selects PodMonitors and rules by"""
+    p = []
+    objs = [x for x in docs(d) if x["kind"] in ("PodMonitor", "PrometheusRule")]
+    if not objs:
+        p.append("no PodMonitor or PrometheusRule")
+    for x in objs:
+        got = (x["metadata"].get("labels") or {}).get("release")
+        if got != release:
+            p.append("%s %s: label release is %r, not %r" % (x["kind"], x["metadata"]["name"], got, release))
+    return p
+
+
+def check_up_label(d):
+    """each PodMonitor puts tollgate=<its part> on its targets, and only there (the page's
+    samples are left as served); the rules select `up` by it, never by job"""
+    p = []
+    named = load_named(d)
+    for name, value in UP_VALUES.items():
+        pm = named.get(("PodMonitor", name))
+        if pm is None:
+            p.append("no PodMonitor %s" % name)
+            continue
+        for ep in pm["spec"]["podMetricsEndpoints"]:
+            if not any(r.get("targetLabel") == UP_LABEL and r.get("replacement") == value
+                       and not r.get("sourceLabels") and r.get("action", "replace").lower() == "replace"
+                       for r in ep.get("relabelings") or []):
+                p.append("PodMonitor %s does not set %s=%r on its targets" % (name, UP_LABEL, value))
+            if not any(r.get("action", "").lower() == "labeldrop" and re.fullmatch(r.get("regex", ""), UP_LABEL)
+                       for r in ep.get("metricRelabelings") or []):
+                p.append("PodMonitor %s leaves %s on the page's samples (it belongs on up alone)"
+                         % (name, UP_LABEL))
+    spec = load_all(d)["PrometheusRule"]["spec"]
+    for g in spec["groups"]:
+        for r in g["rules"]:
+            what = r.get("alert") or r.get("record")
+            e = str(r["expr"])
+            if re.search(r"\bjob\s*(=|!=|=~|!~)", e):
+                p.append("%s matches on job (an overlay's names change it): %s" % (what, " ".join(e.split())))
+            for m in re.finditer(r"\bup\s*(\{[^}]*\})?", e):
+                sel = m.group(1) or ""
+                v = re.search(r'\b%s\s*=\s*"([^"]*)"' % UP_LABEL, sel)
+                if not v or v.group(1) not in UP_VALUES.values():
+                    p.append("%s reads up%s: not selected by %s=%s" % (what, sel, UP_LABEL,
+                                                                         "|".join(sorted(UP_VALUES.values()))))
+    return p
+
+
+def check_runbook_urls(d, base):
+    p = []
+    pr = load_all(d)["PrometheusRule"]
+    ann = (pr["metadata"].get("annotations") or {}).get(RUNBOOK_ANNOTATION)
+    if ann != base:
+        p.append("the PrometheusRule's %s is %r, not %r" % (RUNBOOK_ANNOTATION, ann, base))
+    for g in pr["spec"]["groups"]:
+        for r in g["rules"]:
+            if "alert" not in r:
+                continue
+            want = "%s#%s" % (base, r["alert"].lower())
+            got = (r.get("annotations") or {}).get("runbook_url")
+            if got != want:
+                p.append("alert %s: runbook_url is %r, not %r" % (r["alert"], got, want))
+    return p
+
+
+def check_runbook(d, path):
+    """docs/runbook.md has a heading of each alert's name (GitHub's anchor: its name in lower case)"""
+    if not os.path.exists(path):
+        return ["%s does not exist: every alert's runbook_url points into it" % path]
+    with open(path) as fh:
+        headings = {m.group(1).strip() for m in re.finditer(r"^#{1,6}\s+(.+?)\s*#*\s*$", fh.read(), re.M)}
+    p = []
+    for g in load_all(d)["PrometheusRule"]["spec"]["groups"]:
+        for r in g["rules"]:
+            if "alert" in r and r["alert"] not in headings:
+                p.append("alert %s has no heading '%s' in %s" % (r["alert"], r["alert"], path))
+    return p
+
+
+def check_billing(d):
+    """what bills read is hourly increases summed across nodes; no rule sums the raw
+    counters across nodes (that sum drops at every scale-in and reboot)"""
+    p = []
+    rules = [r for g in load_all(d)["PrometheusRule"]["spec"]["groups"] for r in g["rules"] if "record" in r]
+    bill = next((r for r in rules if r["record"] == BILLING_RULE), None)
+    if bill is None:
+        p.append("no recording rule %s" % BILLING_RULE)
+    else:
+        e = " ".join(str(bill["expr"]).split())
+        m = re.fullmatch(r"sum by \(([^)]*)\) \(increase\(tollgate_namespace_bytes_total\[1h\]\)\)", e)
+        if not m:
+            p.append("%s is not sum by (...) (increase(tollgate_namespace_bytes_total[1h])): %s" % (BILLING_RULE, e))
+        elif sorted(x.strip() for x in m.group(1).split(",")) != ["direction", "namespace", "traffic"]:
+            p.append("%s sums by (%s), not by namespace, direction, traffic" % (BILLING_RULE, m.group(1)))
+    for r in rules:
+        e = " ".join(str(r["expr"]).split())
+        if re.fullmatch(r"sum\s*(by\s*\([^)]*\)\s*)?\(\s*tollgate_namespace_bytes_total\s*\)", e):
+            p.append("%s sums the raw counters across nodes: it drops when a node leaves or reboots" % r["record"])
     return p
 
 
@@ -628,7 +746,9 @@ def main():
     elif what == "daemonset":
         problems = check_daemonset(d)
     elif what == "monitoring":
-        problems = check_monitoring(d)
+        problems = check_monitoring(d, opts.get("--release", RELEASE), opts.get("--runbook-base", RUNBOOK_BASE))
+    elif what == "runbook":
+        problems = check_runbook(d, rest[0])
     elif what == "conflist":
         sys.stdout.write(load_all(d)["ConfigMap"]["data"][CONFLIST_KEY])
     elif what == "agent-args":

@@ -12,10 +12,15 @@
 # on etcd, the agents' ConfigMap, no capability) and its Service, which
 # budgets.allocator names; components/etcd's members, and components/etcd-tls
 # over the base (https, certificates in a Secret, the rest the base's). The
-# overlay's conflist and budgets show in its rendering; both conflists are
-# ones the plugin takes. The rules pass `promtool check rules` and
-# `promtool test rules` (deploy/tests/rules_test.yaml); every dashboard
-# query parses; every metric the rules and the dashboard read is one
+# PodMonitors and the PrometheusRule: the release label kube-prometheus-stack
+# selects by, the tollgate="agent|allocator" label on `up` that the down
+# alerts select by (no rule matches on job), every alert's runbook_url and
+# its heading in docs/runbook.md, the hourly-increase billing rule. The
+# overlay's conflist, budgets, Prometheus label and runbook base show in its
+# rendering; both conflists are ones the plugin takes. The rules pass
+# `promtool check rules` and `promtool test rules` (deploy/tests/rules_test.yaml:
+# bills through a scale-in and a reboot, and the raw sum that drops); every
+# dashboard query parses; every metric the rules and the dashboard read is one
 # the agent or the allocator serves (the agent's budget families once a budget
 # is set: a ConfigMap with one is swapped in at the end, and both daemons take it).
 # Each check is shown refusing a broken copy.
@@ -245,11 +250,37 @@ done < <(checkr "$TLS" allocator-args)
 "$ALLOCATOR" --help | grep -q 'endpoints: POST /v1/report, /metrics, /healthz, /readyz' || t_fail "the allocator does not list its endpoints"
 t_end
 
-t_begin "PodMonitors (honorLabels, node label, the target's namespace dropped; the allocator's) and PrometheusRule's alerts"
+t_begin "PodMonitors (honorLabels, node label, the target's namespace dropped, tollgate= on up alone; the allocator's), release labels, alerts (severity, summary, runbook_url, up selected without job), the billing rule"
 out=$(check monitoring 2>&1) || t_fail "$(tr '\n' ';' <<<"$out")"
+refused "the base's release label for another" "$BASE" monitoring --release prometheus
+copy_edit base/podmonitor.yaml '0,/replacement: agent/s//replacement: node/'
+refused "agents' targets without tollgate=agent" "$TG_TMP/copy.yaml" monitoring
+copy_edit base/podmonitor.yaml '0,/- regex: tollgate/s//- regex: tollgate_x/'
+refused "tollgate= left on the page's samples" "$TG_TMP/copy.yaml" monitoring
+copy_edit base/prometheusrule.yaml 's/expr: up{tollgate="agent"} == 0/expr: up{job="kube-system\/tollgate"} == 0/'
+refused "an alert on the job's name" "$TG_TMP/copy.yaml" monitoring
+copy_edit base/prometheusrule.yaml '0,/^ *runbook_url: .*/{//d}'
+refused "an alert without runbook_url" "$TG_TMP/copy.yaml" monitoring
+copy_edit base/prometheusrule.yaml 's/runbook.md#tollgatepoolexhausted/runbook.md#pool-exhausted/'
+refused "a runbook_url of another anchor" "$TG_TMP/copy.yaml" monitoring
+copy_edit base/prometheusrule.yaml 's/(increase(tollgate_namespace_bytes_total\[1h\]))$/(tollgate_namespace_bytes_total)/'
+refused "bills from the raw counters' sum" "$TG_TMP/copy.yaml" monitoring
 t_end
 
-t_begin "the example overlay: its conflist (another ConfigMap, both workloads on it), pool and budgets; the base's checks hold"
+t_begin "every alert's runbook_url anchor is a heading in docs/runbook.md"
+out=$(check runbook "$RUNBOOK" 2>&1) || t_fail "$(tr '\n' ';' <<<"$out")"
+# the check has teeth: a runbook with every alert's heading is taken, one without one is not
+check rules "$TG_TMP/alerts.yaml"
+python3 -c 'import sys, yaml
+for g in yaml.safe_load(open(sys.argv[1]))["groups"]:
+    for r in g["rules"]:
+        if "alert" in r: print("### %s\n\nWhat to do.\n" % r["alert"])' "$TG_TMP/alerts.yaml" >"$TG_TMP/runbook.md"
+check runbook "$TG_TMP/runbook.md" >/dev/null 2>&1 || t_fail "the check refused a runbook with every heading"
+sed -i '/^### TollgateAgentDown$/d' "$TG_TMP/runbook.md"
+refused "a runbook without TollgateAgentDown's heading" "$BASE" runbook "$TG_TMP/runbook.md"
+t_end
+
+t_begin "the example overlay: its conflist (another ConfigMap, both workloads on it), pool and budgets; the Prometheus label; the runbook base; the base's checks hold"
 name_ov=$(checkr "$OVR" generated 2>&1) || t_fail "$(tr '\n' ';' <<<"$name_ov")"
 name_ov=$(head -1 <<<"$name_ov")
 [ "$name_ov" != "$CM_NAME" ] || t_fail "the overlay's ConfigMap has the base's name"
@@ -264,7 +295,10 @@ t_expect "overlay metricsNamespaces" "$(jq -c "$TGE | .nodeAccess.metricsNamespa
 strip="($TGE) |= (del(.ipam.exclude) | del(.budgets.fallback) | del(.budgets.internetEgress) | del(.nodeAccess.metricsNamespaces))"
 [ "$(jq -S "$strip" "$TG_TMP/overlay.conflist")" = "$(check conflist | jq -S "$strip")" ] ||
 	t_fail "the overlay's conflist differs from the base's beyond its changes: $(diff <(check conflist | jq -S "$strip") <(jq -S "$strip" "$TG_TMP/overlay.conflist") | head -6 | tr '\n' ' ')"
-for c in daemonset allocator monitoring; do
+OV_RB=https://runbooks.example.internal/tollgate
+out=$(checkr "$OVR" monitoring --release prometheus --runbook-base "$OV_RB" 2>&1) || t_fail "$(tr '\n' ';' <<<"$out")"
+refused "the overlay as the base (its release label and runbooks unchanged)" "$OVR" monitoring
+for c in daemonset allocator; do
 	out=$(checkr "$OVR" "$c" 2>&1) || t_fail "overlay, $c: $(tr '\n' ';' <<<"$out")"
 done
 t_end
@@ -293,7 +327,20 @@ CNI_COMMAND=VERSION "$PORTMAP" <<<'{"cniVersion":"1.0.0"}' 2>/dev/null |
 t_end
 
 # ============================================================ rules and dashboard
-t_begin "promtool check rules and promtool test rules on the PrometheusRule's spec (base and overlay)"
+set_expr() { # IN OUT RULE EXPR: the rules file IN with RULE's (alert or record) expression replaced
+	python3 -c 'import sys, yaml
+src, dst, name, expr = sys.argv[1:]
+r = yaml.safe_load(open(src))
+n = 0
+for g in r["groups"]:
+    for x in g["rules"]:
+        if name in (x.get("alert"), x.get("record")):
+            x["expr"] = expr
+            n += 1
+assert n == 1, "%s: %d rules" % (name, n)
+yaml.safe_dump(r, open(dst, "w"), sort_keys=False)' "$@"
+}
+t_begin "promtool check rules and promtool test rules on the PrometheusRule's spec (base and overlay); the tests refuse the raw sum and a job-bound agent alert"
 mkdir -p "$TG_TMP/rules"
 check rules "$TG_TMP/rules/rules.yaml" || t_fail "cannot extract the rules"
 cp "$DEPLOY/tests/rules_test.yaml" "$TG_TMP/rules/"
@@ -315,6 +362,20 @@ promtool check rules "$TG_TMP/rules/broken.yaml" >/dev/null 2>&1 && t_fail "prom
 sed 's/value: 3000000$/value: 2000000/' "$DEPLOY/tests/rules_test.yaml" >"$TG_TMP/rules/wrong_test.yaml"
 cmp -s "$DEPLOY/tests/rules_test.yaml" "$TG_TMP/rules/wrong_test.yaml" && t_fail "teeth: the wrong expectation changed nothing"
 (cd "$TG_TMP/rules" && promtool test rules wrong_test.yaml >/dev/null 2>&1) && t_fail "promtool test rules passed a wrong expectation"
+# the billing tests fail on the raw counters' sum, which drops at the scale-in and the reboot
+ctl() { # RULE EXPR WHAT: rules_test.yaml must fail with RULE's expression so
+	set_expr "$TG_TMP/rules/rules.yaml" "$TG_TMP/rules/ctl.yaml" "$1" "$2" || { t_fail "teeth: cannot set $1"; return; }
+	sed 's/^rule_files: \[rules.yaml\]$/rule_files: [ctl.yaml]/' "$TG_TMP/rules/rules_test.yaml" >"$TG_TMP/rules/ctl_test.yaml"
+	if out=$(cd "$TG_TMP/rules" && promtool test rules ctl_test.yaml 2>&1); then
+		t_fail "promtool test rules passed $3"
+	else
+		grep -q "$4" <<<"$out" || t_fail "$3 failed elsewhere than $4: $(head -5 <<<"$out" | tr '\n' ' ')"
+	fi
+}
+ctl namespace:tollgate_namespace_bytes:increase1h 'sum by (namespace, direction, traffic) (tollgate_namespace_bytes_total)' \
+	"bills from the raw counters' sum" 'sum_over_time(namespace:tollgate_namespace_bytes:increase1h'
+ctl TollgateAgentDown 'up{job="kube-system/tollgate"} == 0' "an agent-down alert on the job's name" 'alertname: TollgateAgentDown'
+ctl TollgateAgentDown 'up == 0' "an agent-down alert on every target" 'alertname: TollgateAgentDown'
 t_end
 
 t_begin "every dashboard query parses (promtool, as recording rules); every recorded name it reads is recorded"
