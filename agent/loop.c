@@ -185,6 +185,8 @@ static void reload(struct app *app)
 	}
 	app->a.stats.config_reloads++;
 	agent_log(AGENT_LOG_INFO, "msg=\"config changed\" path=%s", app->a.opt.config_path);
+	if (app->ex)
+		exporter_set_cooldown(app->ex, app->a.cfg.cooldown_ms);
 	if (app->a.opt.metrics_only)
 		return;
 	run_declare(app); /* and the reshape */

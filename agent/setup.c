@@ -239,6 +239,8 @@ int agent_setup_servers(struct app *app, const struct agent_cli *cli)
 	app->ex = exporter_new(app->a.cfg.data_dir, app->a.cfg.name);
 	if (!app->ex)
 		return 1;
+	if (app->a.cfg_ok)
+		exporter_set_cooldown(app->ex, app->a.cfg.cooldown_ms);
 	expo_init(&app->page, PAGE_MAX);
 	app->hc.route = route;
 	app->hc.route_cls = app;

@@ -28,7 +28,7 @@ static json_object *status_warnings(const struct ipam_counts *n, bool stale)
 {
 	json_object *warn = json_object_new_array();
 
-	if (n->total == 0)
+	if (n->pool == 0)
 		json_object_array_add(warn, json_object_new_string(
 			"the pool is empty: pods cannot start "
 			"(run `tollgate-ipam sync` or set ipam.addresses)"));
@@ -122,18 +122,23 @@ static json_object *status_json(struct cli *c)
 	/* After a reboot the recorded attachments are gone: count them as the next ADD will. */
 	if (stale)
 		ipam_check_boot(st, boot);
-	ipam_count(st, time_boot_ms(), c->cooldown_ms, &n);
+	if (ipam_count(st, time_boot_ms(), c->cooldown_ms, &n) < 0) {
+		json_object_put(o);
+		return NULL;
+	}
 	if (st->node_ip)
 		ip4_format(st->node_ip, ip);
 	if (st->subnet.net)
 		cidr4_format(&st->subnet, cidr);
 	json_object_object_add(o, "network", json_object_new_string(c->network));
 	json_object_object_add(o, "source", json_object_new_string(st->source));
-	add_int(o, "total", (int64_t)n.total);
+	/* total: the pool, as sync's total says; held: the four states' sum (ipam/ipam.h) */
+	add_int(o, "total", (int64_t)n.pool);
 	add_int(o, "allocated", (int64_t)n.allocated);
 	add_int(o, "free", (int64_t)n.free);
 	add_int(o, "cooling", (int64_t)n.cooling);
 	add_int(o, "retired", (int64_t)n.retired);
+	add_int(o, "held", (int64_t)n.held);
 	add_int(o, "pending", (int64_t)st->n_pending);
 	add_int(o, "lastSyncMs", st->last_sync_ms);
 	json_object_object_add(o, "nodeIp", json_object_new_string(ip));
@@ -162,11 +167,13 @@ static void status_print(json_object *o)
 	printf("last sync  %s\n", sync);
 	if (jx_get_str(o, "nodeIp")[0])
 		printf("node       %s in %s\n", jx_get_str(o, "nodeIp"), jx_get_str(o, "subnet"));
-	printf("addresses  %lld total, %lld allocated, %lld free, %lld cooling down, %lld retired, "
+	printf("addresses  %lld held: %lld allocated, %lld free, %lld cooling down, %lld retired; "
 	       "%lld pending\n",
-	       (long long)jx_get_int(o, "total"), (long long)jx_get_int(o, "allocated"),
+	       (long long)jx_get_int(o, "held"), (long long)jx_get_int(o, "allocated"),
 	       (long long)jx_get_int(o, "free"), (long long)jx_get_int(o, "cooling"),
 	       (long long)jx_get_int(o, "retired"), (long long)jx_get_int(o, "pending"));
+	printf("pool       %lld addresses: allocated, free and cooling down (retired ones left it)\n",
+	       (long long)jx_get_int(o, "total"));
 	for (size_t i = 0; i < json_object_array_length(budgets); i++) {
 		char line[256];
 
@@ -182,6 +189,10 @@ int status_main(struct cli *c)
 {
 	_cleanup_json_ json_object *o = status_json(c);
 
+	if (!o) {
+		fputs("tollgate-ipam: out of memory\n", stderr);
+		return EXIT_PROBLEMS;
+	}
 	if (c->json)
 		jx_print(stdout, o, JSON_C_TO_STRING_PRETTY);
 	else

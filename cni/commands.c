@@ -476,7 +476,6 @@ out:
 int cmd_status(const struct node_config *cfg, struct tg_err *e)
 {
 	struct session s;
-	struct ipam_counts c;
 	struct tg_err sub = { 0 };
 	int r;
 
@@ -497,8 +496,7 @@ int cmd_status(const struct node_config *cfg, struct tg_err *e)
 	 * STATUS error into a NotReady node whose pods get evicted. ADD answers
 	 * a full pool with code 11.
 	 */
-	ipam_count(&s.state, time_boot_ms(), cfg->cooldown_ms, &c);
-	if (c.total == 0)
+	if (s.state.n_pool == 0)
 		r = tg_fail(e, CNI_ERR_NOT_AVAILABLE, -ENOSPC,
 			    "not ready: the address pool is empty (never synced: run `tollgate-ipam sync`)");
 	r = r < 0 ? r : 0;

@@ -65,6 +65,7 @@ struct exporter {
 	size_t n_prev;			/* order[] entries still valid from the last scrape */
 	int read_err;
 	uint64_t generation;
+	int64_t cooldown_ms;		/* the config's: what "cooling" means */
 };
 
 struct exporter *exporter_new(const char *data_dir, const char *network)
@@ -76,6 +77,7 @@ struct exporter *exporter_new(const char *data_dir, const char *network)
 	snprintf(ex->data_dir, sizeof(ex->data_dir), "%s", data_dir);
 	snprintf(ex->network, sizeof(ex->network), "%s", network);
 	ipam_state_init(&ex->state);
+	ex->cooldown_ms = IPAM_DEFAULT_COOLDOWN_MS;
 	ex->reader = acct_reader_new();
 	ex->tc = tc_collector_new();
 	ex->dst = dst_ledger_new();
@@ -87,6 +89,11 @@ struct exporter *exporter_new(const char *data_dir, const char *network)
 		return NULL;
 	}
 	return ex;
+}
+
+void exporter_set_cooldown(struct exporter *ex, int64_t cooldown_ms)
+{
+	ex->cooldown_ms = cooldown_ms;
 }
 
 static void series_clear(struct exporter *ex)
@@ -660,6 +667,7 @@ int exporter_render(struct exporter *ex, struct expo *x)
 {
 	int64_t t0 = time_mono_ns(), t1, t2, t3, t4;
 	int nft_r, ipam_r, tc_r = -ENODATA;
+	struct ipam_counts c;
 	const char *up_nft[] = { "collector", "nftables", NULL };
 	const char *up_ipam[] = { "collector", "ipam", NULL };
 	const char *up_tc[] = { "collector", "shaper", NULL };
@@ -668,6 +676,8 @@ int exporter_render(struct exporter *ex, struct expo *x)
 	nft_r = read_counters(ex);
 	t1 = time_mono_ns();
 	ipam_r = refresh_store(ex);
+	if (ipam_r == 0)
+		ipam_r = ipam_count(&ex->state, time_boot_ms(), ex->cooldown_ms, &c);
 	t2 = time_mono_ns();
 	if (nft_r == 0)
 		relabel_pods(ex);
@@ -688,20 +698,27 @@ int exporter_render(struct exporter *ex, struct expo *x)
 		tc_r = tc_collect(ex->tc, &ex->state, ex->store_generation, x);
 	t4 = time_mono_ns();
 	if (ipam_r == 0) {
-		struct ipam_counts c;
-		const char *states[] = { "total", "allocated", "free", "cooling", "retired" };
+		const char *states[] = { "allocated", "free", "cooling", "retired" };
+		size_t vals[] = { c.allocated, c.free, c.cooling, c.retired };
 
-		ipam_count(&ex->state, time_boot_ms(), IPAM_DEFAULT_COOLDOWN_MS, &c);
-		size_t vals[] = { c.total, c.allocated, c.free, c.cooling, c.retired };
-
+		/*
+		 * Each address the node holds in one state; the states' sum is a
+		 * family of its own (a sum over the states counts no total twice).
+		 */
 		expo_family(x, "tollgate_ipam_addresses", "gauge",
-			    "Addresses of the node's pool by state (retired: in use, no longer in "
-			    "the pool).");
-		for (size_t i = 0; i < 5; i++) {
+			    "Addresses the node holds, each in one state: allocated (in the pool, "
+			    "a pod's), free (in the pool, to be handed out), cooling (in the pool, "
+			    "released within the cool-down), retired (a pod's, no longer in the "
+			    "pool). They sum to tollgate_ipam_held_addresses.");
+		for (size_t i = 0; i < ARRAY_SIZE(states); i++) {
 			const char *l[] = { "state", states[i], NULL };
 
 			expo_sample_u64(x, "tollgate_ipam_addresses", l, vals[i]);
 		}
+		expo_family(x, "tollgate_ipam_held_addresses", "gauge",
+			    "Addresses the node holds: its pool's and the retired ones pods still "
+			    "hold (the sum of tollgate_ipam_addresses over its states).");
+		expo_sample_u64(x, "tollgate_ipam_held_addresses", NULL, c.held);
 		expo_family(x, "tollgate_ipam_attachments", "gauge", "Pods attached on this node.");
 		expo_sample_u64(x, "tollgate_ipam_attachments", NULL, ex->state.n_att);
 		expo_family(x, "tollgate_ipam_last_sync_timestamp_seconds", "gauge",

@@ -59,6 +59,8 @@ struct exporter;
 
 struct exporter *exporter_new(const char *data_dir, const char *network);
 void exporter_free(struct exporter *ex);
+/* The config's cool-down, which tells cooling addresses from free ones (default 30 s). */
+void exporter_set_cooldown(struct exporter *ex, int64_t cooldown_ms);
 /* Renders every family into x. Returns 0, or -EIO when nothing could be collected. */
 int exporter_render(struct exporter *ex, struct expo *x);
 /*

@@ -148,7 +148,7 @@ int ipam_assign(struct ipam_state *st, const struct ipam_attachment *req, int64_
 	return tg_fail(e, CNI_ERR_TRY_AGAIN, -ENOSPC,
 		       "no free address: %zu of %zu in use, %zu cooling down after release "
 		       "(see `tollgate-ipam list`)",
-		       c.allocated, c.total, c.cooling);
+		       c.allocated, c.pool, c.cooling);
 }
 
 int ipam_release(struct ipam_state *st, const char *container_id, const char *ifname,
@@ -182,24 +182,49 @@ int ipam_release(struct ipam_state *st, const char *container_id, const char *if
 	return 1;
 }
 
-void ipam_count(const struct ipam_state *st, int64_t now_ms, int64_t cooldown_ms,
-		struct ipam_counts *ret)
+/* Sorts and drops repeats: n after. */
+static size_t sort_unique(uint32_t *a, size_t n)
 {
-	size_t i;
+	size_t out = 0;
+
+	qsort(a, n, sizeof(*a), cmp_u32);
+	for (size_t i = 0; i < n; i++)
+		if (out == 0 || a[out - 1] != a[i])
+			a[out++] = a[i];
+	return out;
+}
+
+int ipam_count(const struct ipam_state *st, int64_t now_ms, int64_t cooldown_ms,
+	       struct ipam_counts *ret)
+{
+	/* distinct addresses: a store may hold two records of one (two cool-downs) */
+	_cleanup_free_ uint32_t *used = malloc((st->n_att + 1) * sizeof(*used));
+	_cleanup_free_ uint32_t *resting = malloc((st->n_cooling + 1) * sizeof(*resting));
+	size_t n_used = 0, n_resting = 0, i;
 
 	memset(ret, 0, sizeof(*ret));
-	ret->total = st->n_pool;
-	for (i = 0; i < st->n_att; i++) {
-		if (ipam_in_pool(st, st->att[i].ip))
-			ret->allocated++;
-		else
-			ret->retired++;
-	}
+	if (!used || !resting)
+		return -ENOMEM;
+	for (i = 0; i < st->n_att; i++)
+		used[n_used++] = st->att[i].ip;
 	for (i = 0; i < st->n_cooling; i++)
-		if (cooling(&st->cooling[i], now_ms, cooldown_ms) &&
-		    ipam_in_pool(st, st->cooling[i].ip) && !ipam_find_ip(st, st->cooling[i].ip))
+		if (cooling(&st->cooling[i], now_ms, cooldown_ms))
+			resting[n_resting++] = st->cooling[i].ip;
+	n_used = sort_unique(used, n_used);
+	n_resting = sort_unique(resting, n_resting);
+	for (i = 0; i < st->n_pool; i++) {
+		if (ipam_addr_in(used, n_used, st->pool[i]))
+			ret->allocated++;
+		else if (ipam_addr_in(resting, n_resting, st->pool[i]))
 			ret->cooling++;
-	ret->free = ret->total - ret->allocated - ret->cooling;
+		else
+			ret->free++;
+	}
+	for (i = 0; i < n_used; i++)
+		ret->retired += !ipam_in_pool(st, used[i]);
+	ret->pool = ret->allocated + ret->cooling + ret->free;
+	ret->held = ret->pool + ret->retired;
+	return 0;
 }
 
 size_t ipam_check_boot(struct ipam_state *st, const char *boot_id)

@@ -102,11 +102,24 @@ int ipam_release(struct ipam_state *st, const char *container_id, const char *if
 		 int64_t now_ms, bool cool, struct ipam_attachment *ret_removed);
 /* Drops cool-down records that have expired. */
 void ipam_expire_cooling(struct ipam_state *st, int64_t now_ms, int64_t cooldown_ms);
+/*
+ * The addresses the node holds, each counted once and in one state:
+ *   allocated  in the pool, held by an attachment
+ *   cooling    in the pool, held by none, released less than cooldown_ms ago
+ *   free       in the pool, neither: the next ADD may have it
+ *   retired    held by an attachment, no longer in the pool (it left the
+ *              NIC or the config; never handed out again)
+ * pool = allocated + cooling + free (what ADD hands out from; the node's
+ * own address and pending ones are never in it); held = pool + retired,
+ * the sum of the four.
+ */
 struct ipam_counts {
-	size_t total, allocated, cooling, free, retired;
+	size_t pool, held;
+	size_t allocated, cooling, free, retired;
 };
-void ipam_count(const struct ipam_state *st, int64_t now_ms, int64_t cooldown_ms,
-		struct ipam_counts *ret);
+/* 0, or -ENOMEM (the counts are then all zero). */
+int ipam_count(const struct ipam_state *st, int64_t now_ms, int64_t cooldown_ms,
+	       struct ipam_counts *ret);
 /*
  * After a reboot every attachment is stale (its veth and netns died with the
  * boot): when boot_id differs from the recorded one, drop them all and

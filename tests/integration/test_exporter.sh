@@ -5,7 +5,8 @@
 # exact bytes a pod sent, every value equals the kernel's counter
 # (`nft -j list counters`), namespace counters survive DEL and a table rebuild,
 # shaped pods' tollgate_shaper_* series equal `tc -s class show` of their
-# classes (pod, namespace, node) and go with the pods,
+# classes (pod, namespace, node) and go with the pods, a pool with an
+# address in every state whose states add up to the held total,
 # HTTP robustness (200 concurrent requests, slow clients, garbage, a 100 KB
 # header, wrong methods and paths, HEAD, idle connections) while scrapes keep
 # answering within 1 s and memory stays bounded, only CAP_NET_ADMIN, SIGTERM.
@@ -94,8 +95,10 @@ check_page() {
 	metrics "$1" || { t_fail "/metrics did not answer 200"; return 1; }
 	p=$(promtool_problem "$TG_TMP/$1.prom")
 	[ -z "$p" ] || t_fail "$p"
-	p=$(awk '/^# HELP /{h[$3]=1; next} /^# TYPE /{t[$3]=1; next} /^#/{next}
-		{ n=$1; sub(/\{.*/, "", n); if (!(n in h) || !(n in t)) print n }' "$TG_TMP/$1.prom" | sort -u | head -5)
+	# a histogram's samples are its family's name and _bucket, _sum or _count
+	p=$(awk '/^# HELP /{h[$3]=1; next} /^# TYPE /{t[$3]=$4; next} /^#/{next}
+		{ n=$1; sub(/\{.*/, "", n); b=n; sub(/_(bucket|sum|count)$/, "", b)
+		  if (t[b] == "histogram") n=b; if (!(n in h) || !(n in t)) print n }' "$TG_TMP/$1.prom" | sort -u | head -5)
 	[ -z "$p" ] || t_fail "samples without # HELP/# TYPE: $p"
 	return 0
 }
@@ -215,6 +218,44 @@ if check_page pods; then
 	ct=$(N curl -s -o /dev/null -w '%{content_type}' "http://127.0.0.1:$EXP_PORT/metrics")
 	t_expect "Content-Type" "$ct" "text/plain; version=0.0.4; charset=utf-8"
 fi
+t_end
+
+# ---------------------------------------------------------------- address states
+# A pool with an address in every state: pod c's address leaves the pool
+# (a static pool follows the config of each ADD and DEL; c keeps it:
+# retired), r1 is ADDed and DELeted (its address cooling: the plugin's
+# cool-down 30 s here, as the exporter without a config counts it), the
+# rest free. The states add up to tollgate_ipam_held_addresses.
+states_sum() { # NAME -> the sum of tollgate_ipam_addresses{state} on that page, and how many
+	awk '/^tollgate_ipam_addresses\{state="/ { s += $2; n++ } END { printf "%d %d", s, n }' "$TG_TMP/$1.prom"
+}
+t_begin "addresses in every state: allocated, free, cooling, retired add up to the held total"
+XC=${POD_IP[c]:-}
+CONF_OUT=$(jq -c --arg x "$XC" '.ipam.exclude += [$x] | .ipam.cooldownSeconds = 30' <<<"$CONF")
+pod_add r1 research "$CONF_OUT" || t_fail "ADD r1: rc=$TG_RC $TG_OUT"
+pod_del r1 "$CONF_OUT" || t_fail "DEL r1: rc=$TG_RC $TG_OUT"
+if check_page states; then
+	# 44 addresses in the config (the /28 without its first and last), c's left: a
+	# pool of 43; 8 pods, c's address retired
+	t_expect "allocated" "$(mval states 'tollgate_ipam_addresses{state="allocated"}')" 7
+	t_expect "cooling" "$(mval states 'tollgate_ipam_addresses{state="cooling"}')" 1
+	t_expect "free" "$(mval states 'tollgate_ipam_addresses{state="free"}')" 35
+	t_expect "retired" "$(mval states 'tollgate_ipam_addresses{state="retired"}')" 1
+	t_expect "held" "$(mval states tollgate_ipam_held_addresses)" 44
+	t_expect "the states' sum and count" "$(states_sum states)" "44 4"
+	t_expect "no total state" "$(mval states 'tollgate_ipam_addresses{state="total"}')" absent
+fi
+# control: the pool as before (c's address back in it), nothing retired, the same sum
+pod_add r2 research "$CONF" || t_fail "ADD r2: rc=$TG_RC $TG_OUT"
+pod_del r2 "$CONF" || t_fail "DEL r2: rc=$TG_RC $TG_OUT"
+if check_page states2; then
+	t_expect "retired after" "$(mval states2 'tollgate_ipam_addresses{state="retired"}')" 0
+	t_expect "allocated after" "$(mval states2 'tollgate_ipam_addresses{state="allocated"}')" 8
+	t_expect "held after" "$(mval states2 tollgate_ipam_held_addresses)" 44
+	t_expect "the states' sum after" "$(states_sum states2)" "44 4"
+fi
+pod_ns_del r1
+pod_ns_del r2
 t_end
 
 # ---------------------------------------------------------------- traffic

@@ -17,7 +17,8 @@
  * re-created, or the counter alone), with a lower value or one already past
  * the old, never makes a series go backwards, through the growth and
  * compaction of the exporter's table of counters; the same state scraped
- * again is the same page.
+ * again is the same page; the pool's addresses, one state each, add up to
+ * the held total.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -150,7 +151,8 @@ static void t_render_no_table_no_store(void **state)
 	assert_contains(p, "# TYPE tollgate_build_info gauge\ntollgate_build_info{version=\"");
 	assert_contains(p, "tollgate_collector_up{collector=\"nftables\"} 0\n");
 	assert_contains(p, "tollgate_collector_up{collector=\"ipam\"} 1\n");
-	assert_contains(p, "tollgate_ipam_addresses{state=\"total\"} 0\n");
+	assert_contains(p, "tollgate_ipam_held_addresses 0\n");
+	assert_not_contains(p, "state=\"total\"");
 	assert_contains(p, "tollgate_ipam_attachments 0\n");
 	assert_contains(p, "# TYPE tollgate_scrape_duration_seconds gauge\n");
 	assert_contains(p, "tollgate_collector_duration_seconds{collector=\"nftables\"} ");
@@ -177,7 +179,7 @@ static void t_render_corrupt_store(void **state)
 			 "\"addresses\":[\"10.1.0.10-10.1.0.19\"]},\"cooling\":[],\"attachments\":[]}");
 	p = render(env);
 	assert_contains(p, "tollgate_collector_up{collector=\"ipam\"} 1\n");
-	assert_contains(p, "tollgate_ipam_addresses{state=\"total\"} 10\n");
+	assert_contains(p, "tollgate_ipam_held_addresses 10\n");
 	assert_contains(p, "tollgate_ipam_addresses{state=\"free\"} 10\n");
 }
 
@@ -454,6 +456,65 @@ static void t_render_repeated_is_stable(void **state)
 	free(first);
 }
 
+/* The page's tollgate_ipam_addresses samples added up, and how many there are. */
+static unsigned long long states_sum(const char *page, size_t *ret_n)
+{
+	static const char name[] = "tollgate_ipam_addresses{state=\"";
+	unsigned long long sum = 0;
+
+	*ret_n = 0;
+	for (const char *l = strstr(page, name); l; l = strstr(l + 1, name)) {
+		const char *v = strchr(l, ' ');
+
+		assert_non_null(v);
+		sum += strtoull(v + 1, NULL, 10);
+		++*ret_n;
+	}
+	return sum;
+}
+
+/*
+ * A store with an address in every state: the four states are the page's
+ * only samples of the family and add up to the held total; the config's
+ * cool-down decides cooling from free.
+ */
+static void t_render_address_states(void **state)
+{
+	struct render_env *env = *state;
+	char json[1024];
+	const char *p;
+	size_t n;
+
+	NFT_FX_NEED();
+	/* .10 allocated, .11 released just now (cooling), .12-.19 free, 10.1.0.50 retired */
+	snprintf(json, sizeof(json),
+		 "{\"version\":1,\"bootId\":\"b\",\"pool\":{\"source\":\"static\","
+		 "\"addresses\":[\"10.1.0.10-10.1.0.19\"]},\"cooling\":[{\"ip\":\"10.1.0.11\","
+		 "\"releasedMs\":%lld,\"releasedBootMs\":%lld}],\"attachments\":["
+		 "{\"containerId\":\"c1\",\"ifname\":\"eth0\",\"ip\":\"10.1.0.10\",\"netns\":\"/x\","
+		 "\"namespace\":\"a\",\"pod\":\"p1\",\"hostVeth\":\"tg000000000001\",\"created\":1},"
+		 "{\"containerId\":\"c2\",\"ifname\":\"eth0\",\"ip\":\"10.1.0.50\",\"netns\":\"/x\","
+		 "\"namespace\":\"a\",\"pod\":\"p2\",\"hostVeth\":\"tg000000000002\",\"created\":1}]}",
+		 (long long)time_now_ms(), (long long)time_boot_ms());
+	write_state(env, json);
+	p = render(env);
+	assert_well_formed(p);
+	assert_sample(p, "tollgate_ipam_addresses{state=\"allocated\"} ", 1);
+	assert_sample(p, "tollgate_ipam_addresses{state=\"cooling\"} ", 1);
+	assert_sample(p, "tollgate_ipam_addresses{state=\"free\"} ", 8);
+	assert_sample(p, "tollgate_ipam_addresses{state=\"retired\"} ", 1);
+	assert_sample(p, "\ntollgate_ipam_held_addresses ", 11);
+	assert_int_equal(states_sum(p, &n), 11);
+	assert_int_equal(n, 4);
+	/* a config without a cool-down: the released address is free, the sum the same */
+	exporter_set_cooldown(env->ex, 0);
+	p = render(env);
+	assert_sample(p, "tollgate_ipam_addresses{state=\"cooling\"} ", 0);
+	assert_sample(p, "tollgate_ipam_addresses{state=\"free\"} ", 9);
+	assert_int_equal(states_sum(p, &n), 11);
+	assert_sample(p, "\ntollgate_ipam_held_addresses ", 11);
+}
+
 /* Every case above, in each binary's group. */
 static inline void add_render_cases(void)
 {
@@ -464,6 +525,7 @@ static inline void add_render_cases(void)
 	ADD_RENDER(t_render_monotonic_across_rebuild);
 	ADD_RENDER(t_render_many_counters_keep_offsets);
 	ADD_RENDER(t_render_repeated_is_stable);
+	ADD_RENDER(t_render_address_states);
 }
 
 #endif

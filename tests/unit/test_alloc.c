@@ -98,18 +98,21 @@ static int assign_fails(struct ipam_state *st, const char *cid, int64_t now, int
 	return r;
 }
 
-static void check_counts(const struct ipam_state *st, int64_t now, int64_t cooldown, size_t total,
+/* The counts as wanted; and always: the pool's three states sum to it, the four to held. */
+static void check_counts(const struct ipam_state *st, int64_t now, int64_t cooldown, size_t pool,
 			 size_t allocated, size_t cooling, size_t free_, size_t retired)
 {
 	struct ipam_counts c;
 
-	ipam_count(st, now, cooldown, &c);
-	if (c.total != total || c.allocated != allocated || c.cooling != cooling ||
+	assert_int_equal(ipam_count(st, now, cooldown, &c), 0);
+	if (c.pool != pool || c.allocated != allocated || c.cooling != cooling ||
 	    c.free != free_ || c.retired != retired)
-		fail_msg("counts total=%zu allocated=%zu cooling=%zu free=%zu retired=%zu, want "
+		fail_msg("counts pool=%zu allocated=%zu cooling=%zu free=%zu retired=%zu, want "
 			 "%zu %zu %zu %zu %zu",
-			 c.total, c.allocated, c.cooling, c.free, c.retired, total, allocated, cooling,
+			 c.pool, c.allocated, c.cooling, c.free, c.retired, pool, allocated, cooling,
 			 free_, retired);
+	assert_int_equal(c.allocated + c.cooling + c.free, c.pool);
+	assert_int_equal(c.allocated + c.cooling + c.free + c.retired, c.held);
 }
 
 static int setup(void **state)
@@ -680,6 +683,49 @@ static void t_retired_release_cooling_not_counted(void **state)
 	check_counts(st, T0 + 1, COOL, 3, 1, 0, 2, 0);
 }
 
+/*
+ * Every state at once, each address counted once: two cool-down records of
+ * one address (a shorter cool-down in an older config let it go out and
+ * come back), a record of an address a pod holds again, one of an address
+ * outside the pool. The four states sum to what the node holds.
+ */
+static void t_counts_partition(void **state)
+{
+	struct ipam_state *st = *state;
+	struct ipam_counts c;
+
+	set_range(st, "10.1.0.1", "10.1.0.6");
+	assign(st, "a");	/* .1: stays, then retired */
+	assign(st, "b");	/* .2: allocated */
+	assign(st, "c");	/* .3: released, out again, released: cooling, two records */
+	assign(st, "d");	/* .4: released, out again: allocated, with a record */
+	assert_int_equal(ipam_release(st, "c", "eth0", T0, true, NULL), 1);
+	assert_int_equal(ipam_release(st, "d", "eth0", T0, true, NULL), 1);
+	/* cool-down 0: .3 and .4 go out again at once */
+	assert_ip(assign_at(st, "c2", "eth0", T0 + 1, 0, NULL), "10.1.0.5");
+	assert_ip(assign_at(st, "c3", "eth0", T0 + 1, 0, NULL), "10.1.0.6");
+	assert_ip(assign_at(st, "c4", "eth0", T0 + 1, 0, NULL), "10.1.0.3");
+	assert_int_equal(ipam_release(st, "c4", "eth0", T0 + 2, true, NULL), 1);
+	assert_ip(assign_at(st, "d2", "eth0", T0 + 3, 0, NULL), "10.1.0.4");
+	assert_int_equal(ipam_release(st, "c2", "eth0", T0 + 3, false, NULL), 1); /* .5 free */
+	assert_int_equal(st->n_cooling, 3);
+	/* .1 leaves the pool (its pod stays); .7 joins, free */
+	{
+		uint32_t *pool = malloc(6 * sizeof(*pool));
+
+		assert_non_null(pool);
+		for (int i = 0; i < 6; i++)
+			pool[i] = ip("10.1.0.2") + (uint32_t)i;
+		ipam_set_pool(st, "static", pool, 6);
+	}
+	/* .2 .4 .6 allocated; .3 cooling (two records); .5 .7 free; .1 retired */
+	check_counts(st, T0 + 4, COOL, 6, 3, 1, 2, 1);
+	assert_int_equal(ipam_count(st, T0 + 4, COOL, &c), 0);
+	assert_int_equal(c.held, 7);
+	/* control: the records' cool-downs over, .3 is free and the sum stays */
+	check_counts(st, T0 + 3 + COOL, COOL, 6, 3, 0, 3, 1);
+}
+
 static void t_pool_grows(void **state)
 {
 	struct ipam_state *st = *state;
@@ -718,7 +764,8 @@ static int pool_emptied_child(void *arg)
 	rq = req("b", "eth0");
 	ipam_set_pool(&st, "imds", NULL, 0);
 	ipam_count(&st, T0, COOL, &c);
-	if (c.total != 0 || c.allocated != 0 || c.cooling != 0 || c.free != 0 || c.retired != 1)
+	if (c.pool != 0 || c.allocated != 0 || c.cooling != 0 || c.free != 0 || c.retired != 1 ||
+	    c.held != 1)
 		return 4;
 	if (ipam_assign(&st, &rq, T0, COOL, &got, &ex, &e) != -ENOSPC || e.code != 11)
 		return 5;
@@ -727,7 +774,7 @@ static int pool_emptied_child(void *arg)
 	if (ipam_release(&st, "a", "eth0", T0, true, NULL) != 1)
 		return 7;
 	ipam_count(&st, T0 + 1, COOL, &c);
-	if (c.total != 0 || c.cooling != 0 || c.free != 0 || c.retired != 0)
+	if (c.pool != 0 || c.cooling != 0 || c.free != 0 || c.retired != 0 || c.held != 0)
 		return 8;
 	ipam_state_free(&st);
 	return 0;
@@ -767,8 +814,9 @@ static void t_counts_invariant_random(void **state)
 			(void)ipam_release(st, cid, "eth0", now, true, NULL);
 		}
 		ipam_count(st, now, 5000, &c);
-		assert_int_equal(c.total, 40);
-		assert_int_equal(c.allocated + c.cooling + c.free, c.total);
+		assert_int_equal(c.pool, 40);
+		assert_int_equal(c.allocated + c.cooling + c.free, c.pool);
+		assert_int_equal(c.held, c.pool);
 		assert_int_equal(c.allocated, st->n_att);
 		assert_int_equal(c.retired, 0);
 		/* no two attachments share an address */
@@ -913,6 +961,7 @@ int main(void)
 		T(t_retired_stays_attached),
 		T(t_retired_never_handed_out_again),
 		T(t_retired_release_cooling_not_counted),
+		T(t_counts_partition),
 		T(t_pool_grows),
 		T(t_pool_emptied),
 		T(t_counts_invariant_random),

@@ -468,7 +468,7 @@ static void t_reconcile_new_address_needs_two_syncs(void **state)
 	assert_int_equal(rep.added, 0);
 	assert_int_equal(rep.pending, 1);
 	ipam_count(&st, T0 + 1000, 0, &c);
-	assert_int_equal(c.total, 3); /* pending is not in the pool */
+	assert_int_equal(c.pool, 3); /* pending is not in the pool */
 	assert_int_equal(c.free, 3);
 	/* not handed out while pending */
 	assert_int_equal(fill(&st, "a", T0 + 1000, "10.0.0.8"), 3);
@@ -544,7 +544,7 @@ static void t_reconcile_removed_free_address(void **state)
 	assert_int_equal(rep.removed, 1);
 	assert_int_equal(rep.retired, 0);
 	ipam_count(&st, T0 + 1000, 0, &c);
-	assert_int_equal(c.total, 2);
+	assert_int_equal(c.pool, 2);
 	assert_int_equal(c.retired, 0);
 	assert_int_equal(fill(&st, "a", T0 + 1000, "10.0.0.6"), 2);
 	ipam_state_free(&st);
@@ -581,7 +581,7 @@ static void t_reconcile_removed_in_use_is_retired(void **state)
 	assert_non_null(ipam_find(&st, "victim", "eth0"));
 	assert_int_equal(ipam_find(&st, "victim", "eth0")->ip, ip(held));
 	ipam_count(&st, T0 + 1000, 0, &c);
-	assert_int_equal(c.total, 2);
+	assert_int_equal(c.pool, 2);
 	assert_int_equal(c.retired, 1);
 	assert_int_equal(c.allocated, 0);
 	assert_int_equal(c.free, 2);
@@ -600,7 +600,7 @@ static void t_reconcile_removed_in_use_is_retired(void **state)
 	assert_int_equal(ipam_release(&st, "victim", "eth0", T0 + 3000, true, NULL), 1);
 	ipam_count(&st, T0 + 3000, 0, &c);
 	assert_int_equal(c.retired, 0);
-	assert_int_equal(c.total, 2);
+	assert_int_equal(c.pool, 2);
 	assert_int_equal(c.free, 2);
 	assert_int_equal(fill(&st, "after", T0 + 100000, held), 2);
 	ipam_state_free(&st);
