@@ -140,6 +140,12 @@ static json_object *status_json(struct cli *c)
 	add_int(o, "retired", (int64_t)n.retired);
 	add_int(o, "held", (int64_t)n.held);
 	add_int(o, "pending", (int64_t)st->n_pending);
+	/*
+	 * Pods the pool can give an address to: every pool address can be one
+	 * pod's (the node's own is never in it), a retired one never again.
+	 * kubelet's --max-pods counts hostNetwork pods too, which take none.
+	 */
+	add_int(o, "maxPodsFromPool", (int64_t)n.pool);
 	add_int(o, "lastSyncMs", st->last_sync_ms);
 	json_object_object_add(o, "nodeIp", json_object_new_string(ip));
 	json_object_object_add(o, "subnet", json_object_new_string(cidr));
@@ -174,6 +180,9 @@ static void status_print(json_object *o)
 	       (long long)jx_get_int(o, "retired"), (long long)jx_get_int(o, "pending"));
 	printf("pool       %lld addresses: allocated, free and cooling down (retired ones left it)\n",
 	       (long long)jx_get_int(o, "total"));
+	printf("max-pods   %lld (pool) + hostNetwork pods (--max-pods counts those too; they need "
+	       "no address)\n",
+	       (long long)jx_get_int(o, "maxPodsFromPool"));
 	for (size_t i = 0; i < json_object_array_length(budgets); i++) {
 		char line[256];
 

@@ -3,7 +3,8 @@
 # 429/410 back-off, 500, hang, cut body, malformed answers), pool growth and
 # shrink with pods running, the plugin on an empty IMDS pool, and every verb
 # (status, list, show, release, gc, reshape, doctor) in human and --json form
-# (status: the address states adding up to the held total);
+# (status: the address states adding up to the held total, and the pool's
+# kubelet --max-pods);
 # doctor's findings with their fixes, and `doctor --fix` (the command doctor
 # prints, run as printed) repairing a table whose rules were flushed and a
 # table that was deleted: rules, every pod's elements, counting again.
@@ -201,12 +202,14 @@ ipam status --json
 t_expect "status --json rc" "$IPAM_RC" 0
 json_check status '.network == "tgimds" and .source == "imds" and .total == 8 and .allocated == 0
 	and .free == 8 and .cooling == 0 and .retired == 0 and .held == 8 and .pending == 0
-	and .nodeIp == "10.0.0.4" and .subnet == "10.0.0.0/24" and .warnings == []
+	and .maxPodsFromPool == 8 and .nodeIp == "10.0.0.4" and .subnet == "10.0.0.0/24" and .warnings == []
 	and (.lastSyncMs | type == "number" and . > $now - 120000 and . < $now + 60000)' --argjson now "$now_ms"
 ipam status
 t_expect "status rc" "$IPAM_RC" 0
 grep -q imds <<<"$IPAM_OUT" || t_fail "human status does not name the source: $IPAM_OUT"
 grep -qw 8 <<<"$IPAM_OUT" || t_fail "human status does not show 8: $IPAM_OUT"
+t_expect "max-pods line" "$(grep '^max-pods' <<<"$IPAM_OUT")" \
+	"max-pods   8 (pool) + hostNetwork pods (--max-pods counts those too; they need no address)"
 ipam list --json
 t_expect "list --json rc" "$IPAM_RC" 0
 json_check "empty list" '. == []'
@@ -449,12 +452,14 @@ ip -n "$TG_ID-p3" -4 addr show dev eth0 | grep -q "inet $X/32" || t_fail "pod lo
 ipam status --json
 t_expect "status rc (retired address)" "$IPAM_RC" 1
 json_check status '.retired == 1 and .total == 8 and .allocated == 8 and .free == 0 and (.warnings | length) >= 1'
-# the states add up to what the node holds
-json_check status '.held == 9 and .allocated + .free + .cooling + .retired == .held'
+# the states add up to what the node holds; the retired address is no pod's to come
+json_check status '.held == 9 and .allocated + .free + .cooling + .retired == .held and .maxPodsFromPool == 8'
 ipam status
 grep -qi retired <<<"$IPAM_OUT" || t_fail "human status does not mention retired: $IPAM_OUT"
 t_expect "addresses line" "$(grep '^addresses' <<<"$IPAM_OUT")" \
 	"addresses  9 held: 8 allocated, 0 free, 0 cooling down, 1 retired; 0 pending"
+t_expect "max-pods (the retired address not counted)" "$(grep -o '^max-pods *[0-9]* (pool)' <<<"$IPAM_OUT")" \
+	"max-pods   8 (pool)"
 ipam list --json
 json_check list '[.[] | select(.retired == true) | .ip] == [$x] and length == 9' --arg x "$X"
 ipam list
@@ -467,7 +472,8 @@ t_end
 t_begin "shrink: after DEL the retired address is never handed out again"
 pod_del p3 "$CONF" || { t_fail "DEL p3 rc=$TG_RC $TG_OUT"; tg_diag_last; }
 ipam status --json
-json_check status '.retired == 0 and .total == 8 and .allocated == 8 and .free == 0 and .held == 8'
+json_check status '.retired == 0 and .total == 8 and .allocated == 8 and .free == 0 and .held == 8
+	and .maxPodsFromPool == 8'
 pod_add p10 research "$CONF"
 r=$(cni_error_problem 11)
 [ -z "$r" ] || t_fail "ADD with the retired address as the only unused one: $r"
