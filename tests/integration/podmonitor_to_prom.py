@@ -8,7 +8,6 @@ deploy/podmonitor.yaml, and evaluates deploy/prometheusrule.yaml.
   podmonitor_to_prom.py --podmonitor PM.yaml --daemonset DS.yaml --rules PR.yaml
                         --node NAME=IP [--node ...] [--decoy NAME=IP]
                         --out DIR [--scrape-interval 1s] [--eval-interval 1s]
-  podmonitor_to_prom.py --find-sum-rule METRIC --rules PR.yaml
   podmonitor_to_prom.py --rules-using METRIC --rules PR.yaml
 
 Writes DIR/prometheus.yml, DIR/targets.json and DIR/rules.yml.
@@ -32,8 +31,6 @@ The rules file is the PrometheusRule's spec.groups. --scrape-interval and
 --eval-interval replace the manifests' intervals (30 s) so that a test sees
 its traffic within seconds; nothing else is changed.
 
---find-sum-rule prints the name of the recording rule whose expression is a
-plain `sum by (LABELS) (METRIC)` (no rate), then its LABELS comma-separated.
 --rules-using prints the name of every recording rule that reads METRIC.
 """
 import argparse
@@ -235,21 +232,6 @@ def rules_file(pr, eval_interval):
     return {"groups": groups}
 
 
-SUM_RE = re.compile(r"^sum\s*(?:by\s*\(([^)]*)\)\s*)?\(\s*([a-zA-Z_:][a-zA-Z0-9_:]*)\s*\)\s*(?:by\s*\(([^)]*)\))?$")
-
-
-def find_sum_rule(pr, metric):
-    for g in pr["spec"]["groups"]:
-        for r in g.get("rules") or []:
-            if "record" not in r:
-                continue
-            m = SUM_RE.match(" ".join(str(r["expr"]).split()))
-            if m and m.group(2) == metric and (m.group(1) or m.group(3)):
-                labels = [x.strip() for x in (m.group(1) or m.group(3)).split(",") if x.strip()]
-                return r["record"], labels
-    return None, None
-
-
 def node_arg(s):
     if "=" not in s:
         raise argparse.ArgumentTypeError("NAME=IP expected")
@@ -266,7 +248,6 @@ def main():
     p.add_argument("--out")
     p.add_argument("--scrape-interval", default="")
     p.add_argument("--eval-interval", default="")
-    p.add_argument("--find-sum-rule", metavar="METRIC")
     p.add_argument("--rules-using", metavar="METRIC")
     a = p.parse_args()
     pr = load_one(a.rules, "PrometheusRule")
@@ -275,14 +256,6 @@ def main():
             for r in g.get("rules") or []:
                 if "record" in r and re.search(r"\b%s\b" % re.escape(a.rules_using), str(r["expr"])):
                     print(r["record"])
-        return 0
-    if a.find_sum_rule:
-        rec, labels = find_sum_rule(pr, a.find_sum_rule)
-        if not rec:
-            print("%s: no recording rule is a plain sum by (...) (%s)" % (a.rules, a.find_sum_rule), file=sys.stderr)
-            return 1
-        print(rec)
-        print(",".join(labels))
         return 0
     if not (a.podmonitor and a.daemonset and a.out and a.node):
         p.error("--podmonitor, --daemonset, --out and --node are needed")
