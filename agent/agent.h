@@ -31,6 +31,11 @@ struct agent_options {
 	const char *plugin_path;	/* the plugin binary installed into cni_bin_dir */
 	const char *conf_name;		/* file name of the installed conflist */
 	const char *node_name;		/* this node in budget reports */
+	/*
+	 * The host's root as mounted here, read-only (NULL: not checked): the
+	 * plugin runs on the host, its libraries must be the host's.
+	 */
+	const char *host_root;
 	bool once;			/* start-up work, then exit */
 	bool metrics_only;		/* serve metrics, change nothing */
 	int64_t declare_ms, sync_ms, gc_ms;
@@ -117,6 +122,24 @@ struct agent_budgets {
 	uint64_t ceil_changes, ceil_failures, lease_expiries;
 };
 
+/*
+ * What the node lacks for Tollgate, each one line for /readyz and a record
+ * for the log (agent/host.c). A blocking lack means the plugin would not
+ * load on the host: it is not installed and the node stays unready.
+ */
+#define AGENT_LACKS_MAX 16
+struct agent_lack {
+	char key[96];			/* what it is about: "lib:libmnl.so.0", "sysctl:..." */
+	bool blocking;
+	char text[768];			/* what lacks and what to do, one line */
+	char note[1024];		/* the log record's logfmt fields (msg="..." first) */
+};
+struct agent_lacks {
+	struct agent_lack l[AGENT_LACKS_MAX];
+	size_t n;
+	size_t dropped;			/* past AGENT_LACKS_MAX */
+};
+
 struct agent {
 	struct agent_options opt;
 	struct node_config cfg;
@@ -132,6 +155,7 @@ struct agent {
 	/* readiness: pool, node declared, plugin installed (when asked to) */
 	bool pool_ready, declared, installed;
 	bool reshape_failed;		/* the last reshape failed: the next one declares in full */
+	struct agent_lacks lacks;	/* as the last declaration found them */
 	struct agent_budgets budgets;
 };
 
@@ -176,7 +200,20 @@ int agent_reshape(struct agent *a, struct agent_notes *notes, struct tg_err *e);
 int agent_reconcile(struct agent *a, struct agent_notes *notes, struct tg_err *e);
 /* The plugin binary and the conflist into the runtime's directories (temp file, rename). */
 int agent_install(struct agent *a, struct tg_err *e);
+/* Pool, declaration and installation done, and nothing blocking lacks. */
 bool agent_ready(const struct agent *a);
+
+/*
+ * ---- what the node lacks (host.c) ----
+ * The plugin at plugin_path (an ELF file, ours) against the host's
+ * libraries under host_root: its loader, every library it (and they) load,
+ * every symbol version they need; what lacks is added to l, blocking. 0, or
+ * a negative errno when the plugin itself cannot be read.
+ */
+int agent_host_libraries(const char *host_root, const char *plugin_path, struct agent_lacks *l);
+/* The sysctls below their floors under proc_sys ("/proc/sys"), added to l (not blocking). */
+void agent_host_sysctls(const char *proc_sys, struct agent_lacks *l);
+bool agent_lacks_blocking(const struct agent_lacks *l);
 /* The store's pool holds at least one address. */
 int agent_pool_size(struct agent *a, size_t *ret);
 

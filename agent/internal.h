@@ -78,6 +78,9 @@ struct app {
 	/* internetGuard.destinations' sets taken between scrapes, before an entry can expire */
 	struct sched_task take;
 	char *dst_body;			/* /destinations' last answer (copied by the server) */
+	struct agent_lacks lacks_scratch;	/* a look at the node, before it replaces a.lacks */
+	int host_check_err;		/* the last look's error reading the plugin (said once) */
+	char ready_body[AGENT_LACKS_MAX * 800 + 64];	/* /readyz's answer (copied by the server) */
 };
 
 /*

@@ -83,9 +83,52 @@ static void run_policy(struct app *app)
 		          LOGFMT_Q(e.msg));
 }
 
+/*
+ * What the node lacks, looked at after each declaration (the sysctls it
+ * could not raise, the host's libraries for the plugin about to be
+ * installed): each lack logged once when it appears and once when it is
+ * gone, never at every look.
+ */
+static void check_node(struct app *app)
+{
+	struct agent *a = &app->a;
+	struct agent_lacks *now = &app->lacks_scratch;
+	int r = 0;
+
+	memset(now, 0, sizeof(*now));
+	if (a->opt.host_root && a->opt.cni_bin_dir)
+		r = agent_host_libraries(a->opt.host_root, a->opt.plugin_path, now);
+	if (r < 0 && r != app->host_check_err)
+		agent_log(AGENT_LOG_ERROR, "msg=\"cannot read the plugin to check the host's libraries\" "
+			  "plugin=%s err=%s", LOGFMT_Q(a->opt.plugin_path), LOGFMT_Q(strerror(-r)));
+	app->host_check_err = r;
+	agent_host_sysctls("/proc/sys", now);
+	for (size_t i = 0; i < now->n; i++) {
+		bool known = false;
+
+		for (size_t k = 0; k < a->lacks.n && !known; k++)
+			known = strcmp(a->lacks.l[k].key, now->l[i].key) == 0;
+		if (!known)
+			agent_log(now->l[i].blocking ? AGENT_LOG_ERROR : AGENT_LOG_WARN, "%s",
+				  now->l[i].note);
+	}
+	for (size_t k = 0; k < a->lacks.n; k++) {
+		bool still = false;
+
+		for (size_t i = 0; i < now->n && !still; i++)
+			still = strcmp(a->lacks.l[k].key, now->l[i].key) == 0;
+		if (!still)
+			agent_log(AGENT_LOG_INFO, "msg=\"no longer lacking\" what=%s",
+				  LOGFMT_Q(a->lacks.l[k].key));
+	}
+	if (now->dropped && !a->lacks.dropped)
+		agent_log(AGENT_LOG_WARN, "msg=\"more lacks than listed\" left_out=%zu", now->dropped);
+	a->lacks = *now;
+}
+
 static void run_declare(struct app *app)
 {
-	uint64_t before = repairs(&app->a.stats), ro = app->a.stats.sysctls_readonly;
+	uint64_t before = repairs(&app->a.stats);
 	struct tg_err e = { 0 };
 
 	sched_started(&app->a.declare, mono_ms());
@@ -98,10 +141,7 @@ static void run_declare(struct app *app)
 	if (repairs(&app->a.stats) != before)
 		agent_log(AGENT_LOG_WARN, "msg=\"node-wide state repaired\" objects=%llu",
 		          (unsigned long long)(repairs(&app->a.stats) - before));
-	/* once: the next declarations find the same */
-	if (ro == 0 && app->a.stats.sysctls_readonly)
-		agent_log(AGENT_LOG_WARN, "msg=\"a sysctl is below its floor and /proc/sys is read-only "
-		          "(an unprivileged container): left to the plugin on the host\"");
+	check_node(app);
 	sched_succeeded(&app->a.declare, mono_ms(), uniform());
 }
 
@@ -155,8 +195,9 @@ static void run_install(struct app *app)
 {
 	struct tg_err e = { 0 };
 
+	/* a plugin the host cannot load is never installed (the lack is said once) */
 	if (app->a.installed || !app->a.opt.cni_conf_dir || !app->a.pool_ready ||
-	    !app->a.declared)
+	    !app->a.declared || agent_lacks_blocking(&app->a.lacks))
 		return;
 	if (agent_install(&app->a, &e) < 0)
 		agent_log(AGENT_LOG_ERROR, "msg=\"install failed\" err=%s", LOGFMT_Q(e.msg));
@@ -392,6 +433,10 @@ static int serve(struct app *app)
 static void start_up(struct app *app)
 {
 	int64_t now = mono_ms();
+
+	if (app->a.opt.cni_bin_dir && !app->a.opt.host_root && !app->a.opt.metrics_only)
+		agent_log(AGENT_LOG_INFO, "msg=\"the host's libraries are not checked for the plugin "
+			  "(no --host-root)\"");
 
 	sched_init(&app->a.declare, now);
 	sched_init(&app->a.sync, now);

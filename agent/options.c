@@ -20,7 +20,7 @@ void agent_usage(FILE *f)
 	      "                      [--conf-name NAME] [--once] [--metrics-only]\n"
 	      "                      [--declare-interval S] [--sync-interval S] [--gc-interval S]\n"
 	      "                      [--page-cache-ms MS] [--deadline-ms MS] [--log-level L]\n"
-	      "                      [--node-name NAME]\n"
+	      "                      [--node-name NAME] [--host-root DIR]\n"
 	      "       tollgate-agent --metrics-only --data-dir DIR --network NAME [--listen ...]\n"
 	      "       tollgate-agent --check --config FILE   (would FILE be taken? exit 0 or 1)\n"
 	      "       tollgate-agent --version\n"
@@ -28,7 +28,9 @@ void agent_usage(FILE *f)
 	      "          --conf-name 10-tollgate.conflist, intervals 30 / 300 / 60 s,\n"
 	      "          --page-cache-ms 1000 (scrapes within it share one page),\n"
 	      "          --deadline-ms 10000 (a request's whole life), --log-level info,\n"
-	      "          --node-name: this host's name (the DaemonSet passes spec.nodeName)\n"
+	      "          --node-name: this host's name (the DaemonSet passes spec.nodeName),\n"
+	      "          --host-root: none (the host's / mounted read-only: the plugin's\n"
+	      "          libraries are checked there before it is installed)\n"
 	      "endpoints: /metrics, /healthz, /readyz, /\n",
 	      f);
 }
@@ -164,6 +166,7 @@ int agent_parse_options(int argc, char **argv, struct agent_cli *ret)
 		{ "network", required_argument, NULL, 'n' },
 		{ "log-level", required_argument, NULL, 'v' },
 		{ "node-name", required_argument, NULL, 'H' },
+		{ "host-root", required_argument, NULL, 'R' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "check", no_argument, NULL, 'K' },
@@ -189,6 +192,7 @@ int agent_parse_options(int argc, char **argv, struct agent_cli *ret)
 		case 'C': o->cni_conf_dir = optarg; break;
 		case 'B': o->cni_bin_dir = optarg; break;
 		case 'p': o->plugin_path = optarg; break;
+		case 'R': o->host_root = optarg; break;
 		case 'N': o->conf_name = optarg; break;
 		case 'o': o->once = true; break;
 		case 'm': o->metrics_only = true; break;

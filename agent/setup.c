@@ -28,6 +28,21 @@ static const char index_html[] =
 	"<li><a href=\"readyz\">/readyz</a></li>\n<li><a href=\"destinations\">/destinations</a> "
 	"(internetGuard.destinations, JSON)</li>\n</ul>\n</body></html>\n";
 
+/* "ready" or "not ready", then each thing the node lacks, one a line, with what to do. */
+static size_t readyz_text(struct app *app, bool ready)
+{
+	const struct agent_lacks *l = &app->a.lacks;
+	size_t size = sizeof(app->ready_body);
+	size_t n = (size_t)snprintf(app->ready_body, size, "%s\n", ready ? "ready" : "not ready");
+
+	for (size_t i = 0; i < l->n && n < size; i++)
+		n += (size_t)snprintf(app->ready_body + n, size - n, "%s\n", l->l[i].text);
+	if (l->dropped && n < size)
+		n += (size_t)snprintf(app->ready_body + n, size - n, "(%zu more not listed)\n",
+				      l->dropped);
+	return n < size ? n : size - 1;
+}
+
 static void route(void *cls, const char *path, struct http_reply *ret)
 {
 	struct app *app = cls;
@@ -42,8 +57,8 @@ static void route(void *cls, const char *path, struct http_reply *ret)
 		bool ready = agent_ready(&app->a);
 
 		*ret = (struct http_reply){ .status = ready ? 200 : 503, .content_type = text,
-					    .body = ready ? "ready\n" : "not ready\n",
-					    .len = ready ? 6 : 10 };
+					    .body = app->ready_body,
+					    .len = readyz_text(app, ready), .copy = true };
 	} else if (strcmp(path, "/destinations") == 0) {
 		/* internetGuard.destinations, as /metrics has them (tollgate-ipam top) */
 		char *body = NULL;

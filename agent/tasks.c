@@ -523,5 +523,5 @@ int agent_pool_size(struct agent *a, size_t *ret)
 bool agent_ready(const struct agent *a)
 {
 	return a->cfg_ok && a->pool_ready && a->declared &&
-	       (a->installed || !a->opt.cni_conf_dir);
+	       (a->installed || !a->opt.cni_conf_dir) && !agent_lacks_blocking(&a->lacks);
 }

@@ -22,43 +22,32 @@
 #include "lib/failpoint.h"
 #include "lib/nl.h"
 #include "lib/steps.h"
+#include "lib/sysctls.h"
 #include "lib/util.h"
 #include "node/internal.h"
 #include "shaper/shaper.h"
 
-struct sysctl_floor {
-	const char *path;
-	long min;	/* raised to this, never lowered */
-};
-
 /*
- * Big flat subnets: thousands of neighbours (at 7,500 nodes "neighbor table
- * overflow"). The neighbour table's thresholds exist only in the host's
- * first network namespace; elsewhere they are skipped.
+ * 1 when raised to its floor (lib/sysctls.h), 0 when already at or above
+ * it or absent here (the neighbour table's thresholds exist only in the
+ * host's first network namespace; ip_forward always does), negative errno.
  */
-static const struct sysctl_floor sysctls[] = {
-	{ "/proc/sys/net/ipv4/ip_forward", 1 },
-	{ "/proc/sys/net/ipv4/neigh/default/gc_thresh1", 80000 },
-	{ "/proc/sys/net/ipv4/neigh/default/gc_thresh2", 90000 },
-	{ "/proc/sys/net/ipv4/neigh/default/gc_thresh3", 100000 },
-};
-
-/* 1 when raised, 0 when already at or above, negative errno. */
-static int sysctl_raise(const struct sysctl_floor *s, bool probe)
+static int sysctl_raise(const struct tg_sysctl_floor *s, bool probe)
 {
-	char cur[32], val[32];
+	char path[256], val[32];
+	long cur;
 	int fd, n;
-
-	int got = read_line_file(s->path, cur, sizeof(cur));
+	int got = tg_sysctl_read("/proc/sys", s, &cur);
 
 	if (got == -ENOENT && s->min > 1)
 		return 0;
-	if (got > 0 && strtol(cur, NULL, 10) >= s->min)
+	if (got == 0 && cur >= s->min)
 		return 0;
 	if (probe)
 		return 1;
+	tg_sysctl_path("/proc/sys", s, path, sizeof(path));
 	n = snprintf(val, sizeof(val), "%ld\n", s->min);
-	fd = open(s->path, O_WRONLY | O_CLOEXEC);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	if (write(fd, val, (size_t)n) != n) {
@@ -161,13 +150,13 @@ int node_declare(struct nl_sock *sk, const struct node_config *cfg, const struct
 
 	if (!all)
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
-	for (size_t i = 0; i < ARRAY_SIZE(sysctls) && r >= 0; i++) {
-		r = sysctl_raise(&sysctls[i], false);
+	for (size_t i = 0; i < tg_sysctl_floors_n && r >= 0; i++) {
+		r = sysctl_raise(&tg_sysctl_floors[i], false);
 		if (r == -EROFS && (flags & NODE_DECLARE_SYSCTL_RO)) {
 			rep.sysctls_readonly++;
 			r = 0;
 		} else if (r < 0)
-			r = tg_fail(e, CNI_ERR_IO, r, "cannot set %s: %s", sysctls[i].path,
+			r = tg_fail(e, CNI_ERR_IO, r, "cannot set %s: %s", tg_sysctl_floors[i].name,
 				    strerror(-r));
 		else
 			rep.sysctls += (unsigned)r;
@@ -234,7 +223,7 @@ static int node_probe(struct nl_sock *sk, const struct node_config *cfg,
 		      const struct node_uplink *up, bool inet, int *ret_ifb)
 {
 	struct acct_config acct = node_acct_config(cfg);
-	int r = sysctl_raise(&sysctls[0], true);
+	int r = sysctl_raise(&tg_sysctl_floors[0], true);	/* ip_forward */
 
 	if (r == 0)
 		r = acct_declared(&acct) == 1 ? 0 : 1;

@@ -88,15 +88,15 @@ AGENT_BIN=$TOLLGATE_BIN_DIR/tollgate-agent
 NETD=$TG_TMP/net.d CNIBIN=$TG_TMP/cni-bin AGENT_LOG=$TG_TMP/agent.log
 mkdir -p "$NETD" "$CNIBIN"
 ip -n "$TG_NODE" link set lo up
-say "$ tollgate-agent --config $CM/10-tollgate.conflist --cni-conf-dir $NETD --cni-bin-dir $CNIBIN --listen 0.0.0.0:$APORT"
+say "$ tollgate-agent --config $CM/10-tollgate.conflist --cni-conf-dir $NETD --cni-bin-dir $CNIBIN --host-root / --listen 0.0.0.0:$APORT"
 ip netns exec "$TG_NODE" "$AGENT_BIN" --config "$CM/10-tollgate.conflist" --listen "0.0.0.0:$APORT" \
-	--cni-conf-dir "$NETD" --cni-bin-dir "$CNIBIN" --plugin "$TG_BIN" --declare-interval 2 \
-	--page-cache-ms 0 2>"$AGENT_LOG" &
+	--cni-conf-dir "$NETD" --cni-bin-dir "$CNIBIN" --plugin "$TG_BIN" --host-root / \
+	--declare-interval 2 --page-cache-ms 0 2>"$AGENT_LOG" &
 TG_PIDS+=("$!")
 agent_get() { ip netns exec "$TG_NODE" curl -s --max-time 2 "http://127.0.0.1:$APORT$1"; }
 agent_ready() { [ "$(agent_get /readyz)" = ready ]; }
 wait_for 20 agent_ready
-result $? "/readyz: ready (node declared, pool in place, plugin installed)"
+result $? "/readyz: ready (node declared, pool in place, this host's libraries checked for the plugin, plugin installed)"
 sed 's/^/    /' "$AGENT_LOG"
 show ls -l "$NETD" "$CNIBIN"
 TG_BIN=$CNIBIN/tollgate

@@ -217,6 +217,12 @@ def check_daemonset(d):
     if m and m["mountPath"] != "/var/run/netns":
         p.append("the netns directory is mounted at %s, not where the runtime's paths point"
                  % m["mountPath"])
+    m = mount_of("/", "the plugin's libraries are checked on the host")
+    if m and flag(cmd, "--host-root") != m["mountPath"]:
+        p.append("--host-root %r is not where the host's / is mounted (%s)"
+                 % (flag(cmd, "--host-root"), m["mountPath"]))
+    if m and not m.get("readOnly"):
+        p.append("the host's / is mounted writable")
     m = mount_of("configmap:" + cm["metadata"]["name"], "the conflist")
     cfg = flag(cmd, "--config")
     if m and cfg != m["mountPath"].rstrip("/") + "/" + CONFLIST_KEY:

@@ -184,6 +184,10 @@ copy_edit base/daemonset.yaml 's/maxSurge: 0 }/maxSurge: 1 }/'
 refused "a surge (two agents on one port)" "$TG_TMP/copy.yaml" daemonset
 copy_edit base/daemonset.yaml 's/add: \[NET_ADMIN\]/add: [NET_ADMIN, SYS_ADMIN]/'
 refused "a second capability" "$TG_TMP/copy.yaml" daemonset
+copy_edit base/daemonset.yaml 's|{ name: host-root, mountPath: /host/root, readOnly: true }|{ name: host-root, mountPath: /host/root }|'
+refused "the host's / mounted writable" "$TG_TMP/copy.yaml" daemonset
+copy_edit base/daemonset.yaml 's|--host-root=/host/root|--host-root=/host|'
+refused "--host-root where the host's / is not" "$TG_TMP/copy.yaml" daemonset
 t_end
 
 t_begin "the DaemonSet's flags are the agent's own"
@@ -427,6 +431,7 @@ while IFS= read -r w; do
 	--cni-conf-dir=/host/etc/cni/net.d) w=--cni-conf-dir=$NETD ;;
 	--cni-bin-dir=/host/opt/cni/bin) w=--cni-bin-dir=$CNIBIN ;;
 	--plugin=*) w=--plugin=$TOLLGATE_BIN_DIR/tollgate ;;
+	--host-root=/host/root) w=--host-root=/ ;; # this machine is the host
 	*/*) tap_bail "the DaemonSet's argument '$w' has a path this test does not map" ;;
 	esac
 	ARGS+=("$w")
@@ -457,6 +462,11 @@ agent_start
 wait_for 10 up || t_fail "/healthz does not answer: $(tail -3 "$ALOG")"
 wait_for 40 ready || t_fail "not ready within 40 s: $(tail -3 "$ALOG")"
 t_expect "read-only sysctl warnings" "$(grep -c 'below its floor and /proc/sys is read-only' "$ALOG")" 1
+# /readyz names it, and this machine's libraries are the plugin's: nothing else
+http_get /readyz >/dev/null
+t_expect "/readyz body" "$(cat "$TG_TMP/http.out")" "ready
+net.ipv4.ip_forward is 0, below 1, and the agent cannot raise it (/proc/sys is read-only here): the plugin raises it at its next ADD on the host; set it at boot with deploy/90-tollgate.conf in /etc/sysctl.d"
+t_expect "library checks" "$(grep -c 'cannot load on this host\|host.s root cannot be read' "$ALOG")" 0
 t_expect "ip_forward (left to the plugin)" "$(ip netns exec "$TG_NODE" sysctl -n net.ipv4.ip_forward)" 0
 cmp -s "$NETD/10-tollgate.conflist" "$CM/10-tollgate.conflist" || t_fail "the conflist was not installed as given"
 cmp -s "$CNIBIN/tollgate" "$TOLLGATE_BIN_DIR/tollgate" || t_fail "the plugin was not installed"
@@ -476,6 +486,8 @@ wait "$AGENT_PID" 2>/dev/null
 agent_start
 wait_for 40 ready || t_fail "not ready within 40 s: $(tail -3 "$ALOG")"
 t_expect "read-only sysctl warnings" "$(grep -c 'below its floor' "$ALOG")" 0
+http_get /readyz >/dev/null
+t_expect "/readyz body" "$(cat "$TG_TMP/http.out")" ready
 t_end
 
 # The Deployment's command, word for word, its paths mapped; as the runtime

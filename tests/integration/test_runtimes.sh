@@ -219,10 +219,10 @@ nx podman run -d --name tollgate-agent --network host --cap-drop all --cap-add N
 	--cgroup-parent "/$CG" \
 	-v "$TG_TMP/agent-config:/etc/tollgate:ro" \
 	-v /opt/cni/bin:/host/opt/cni/bin -v /etc/cni/net.d:/host/etc/cni/net.d \
-	-v /run/tollgate:/run/tollgate -v /run/netns:/var/run/netns:ro,rslave \
+	-v /run/tollgate:/run/tollgate -v /run/netns:/var/run/netns:ro,rslave -v /:/host/root:ro \
 	"$IMAGE" tollgate-agent --config=/etc/tollgate/10-tollgate.conflist \
 	--listen="$TG_NODE_IP:$AGENT_PORT" --cni-conf-dir=/host/etc/cni/net.d \
-	--cni-bin-dir=/host/opt/cni/bin --plugin=/usr/lib/tollgate/tollgate \
+	--cni-bin-dir=/host/opt/cni/bin --plugin=/usr/lib/tollgate/tollgate --host-root=/host/root \
 	>"$TG_TMP/agent.id" 2>"$TG_TMP/agent.err" || t_fail "podman run: $(cat "$TG_TMP/agent.err")"
 ready() { [ "$(http_get /readyz)" = 200 ]; }
 wait_for 20 ready || t_fail "not ready within 20 s: $(nx podman logs --tail 5 tollgate-agent 2>&1)"
@@ -236,6 +236,8 @@ t_expect "read-only rootfs" "$(nx podman inspect -f '{{.HostConfig.ReadonlyRootf
 # to the plugin's first ADD, with one warning
 t_expect "ip_forward" "$(nx cat /proc/sys/net/ipv4/ip_forward)" 0
 t_expect "read-only /proc/sys warnings" "$(nx podman logs tollgate-agent 2>&1 | grep -c '/proc/sys is read-only')" 1
+# the image's agent read this host's libraries for the plugin and found them all
+t_expect "library lacks" "$(nx podman logs tollgate-agent 2>&1 | grep -c 'cannot load on this host\|host.s root cannot be read')" 0
 # the plugin, copied to the host, runs there: its VERSION as a runtime asks it
 v=$(nx env -i CNI_COMMAND=VERSION /opt/cni/bin/tollgate </dev/null | jq -c '.supportedVersions')
 jq -e 'index("1.0.0") and index("0.4.0")' <<<"$v" >/dev/null || t_fail "installed plugin's VERSION: $v"
