@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/* state.json <-> struct ipam_state. The format is documented in the README. */
+/* state.json <-> struct ipam_state. The format is documented in docs/configuration.md, "The store". */
 #include <errno.h>
 #include <stddef.h>
 #include <stdio.h>

@@ -149,7 +149,7 @@ t_begin "after the storm: state.json is valid JSON, beside it only the store's o
 jq -e '.version == 1 and (.attachments | type == "array") and (.pool | type == "object")' \
 	"$(tg_state_file "$NET")" >/dev/null 2>&1 || t_fail "invalid: $(head -c 300 "$(tg_state_file "$NET")")"
 t_expect "mode" "$(stat -c %a "$(tg_state_file "$NET")")" 600
-# only the files the store keeps (README "On disk"), and at most the one
+# only the files the store keeps (docs/configuration.md, "The store"), and at most the one
 # temp file of a save killed before its rename (state.json.tmp, which the
 # next save replaces: checked after the DELs below); anything else fails
 store_leftovers() {

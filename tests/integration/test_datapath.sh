@@ -83,7 +83,7 @@ nft_set_has pods "$A" || t_fail "$A not in @pods"
 nft_set_has pods "$B" || t_fail "$B not in @pods"
 ip netns exec "$TG_NODE" nft list set inet tollgate internal 2>/dev/null | grep -q '10\.0\.0\.0/8' || t_fail "10.0.0.0/8 not in @internal"
 # The masquerade rule names the set of pods to masquerade: @pods in the first
-# contract, @masq since masquerade became per attachment (README).
+# contract, @masq since masquerade became per attachment (docs/configuration.md).
 masq_set=$(sed -nE 's/.*ip saddr @([A-Za-z0-9_]+) ip daddr != @internal .*masquerade.*/\1/p' <<<"$nft_txt" | head -n1)
 if [ -z "$masq_set" ]; then
 	t_fail "no 'ip saddr @SET ip daddr != @internal masquerade' rule"

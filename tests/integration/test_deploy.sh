@@ -624,7 +624,7 @@ t_expect "peer -> node:$HOSTPORT -> pod:80" "$code" 200
 [ "$code" = 200 ] || diag "$(ip netns exec "$TG_NODE" iptables-save -t nat 2>&1 | grep -v '^#')"
 t_end
 
-# Why 1.0.0 is shipped (README "cniVersion"): Debian's portmap refuses the
+# Why 1.0.0 is shipped (docs/configuration.md, "cniVersion"): Debian's portmap refuses the
 # same chain at 1.1.0. A fact about the environment, not about Tollgate:
 # shown as a note, never counted as a check.
 PM11=$(jq -c '.cniVersion = "1.1.0" | .prevResult.cniVersion = "1.1.0"' <<<"$PM_CONF")
@@ -634,7 +634,7 @@ out=$(tr -s ' \t\n' ' ' <<<"$out")
 if [ "$rc" != 0 ] && grep -q 'incompatible CNI versions' <<<"$out"; then
 	diag "note: $PORTMAP refuses the chain at cniVersion 1.1.0 (exit $rc): ${out:0:200}"
 else
-	diag "note: $PORTMAP no longer refuses cniVersion 1.1.0 as the README says (exit $rc): ${out:0:300}"
+	diag "note: $PORTMAP no longer refuses cniVersion 1.1.0 as docs/configuration.md says (exit $rc): ${out:0:300}"
 	[ "$rc" != 0 ] || portmap_run DEL "$PM11" >/dev/null 2>&1 # take its second mapping back
 fi
 

@@ -10,8 +10,8 @@
 #     Prometheus-like client on another host scrapes every 0.25 s: every
 #     scrape completes within 1 s, the slow clients are cut at the deadline
 #     (10 s, the default), and RSS stays within the documented bound
-#     (README: 9 MiB + 64 x 24 KiB + 5 x the page);
-#   - the README's host firewall example (in the node netns): Prometheus and
+#     (docs/metrics.md: 9 MiB + 64 x 24 KiB + 5 x the page);
+#   - docs/metrics.md's host firewall example (in the node netns): Prometheus and
 #     the node itself reach the port, pods and other addresses are reset;
 #   - afterwards the slots are free again; SIGTERM exits 0.
 #
@@ -49,7 +49,7 @@ PORT=9617
 DEADLINE=10  # s, the exporter's default --deadline-ms
 WINDOW=1     # s, the exporter's default --page-cache-ms
 NBULK=900    # extra namespaces: 900 x 4 counters x 2 families, a ~600 kB page
-# The documented bound (README, "The metrics endpoint"): 9 MiB + 64
+# The documented bound (docs/metrics.md, "The metrics endpoint"): 9 MiB + 64
 # connections x 24 KiB + 5 x the page. A sanitizer build carries shadow
 # memory and keeps freed blocks in quarantine (256 MiB by default, which
 # freed pages would fill): there the quarantine is kept small and the base
@@ -277,24 +277,16 @@ diag "deadline closes $dl, refused: client $rc, reserve $rr"
 t_end
 
 # ---------------------------------------------------------------- host firewall
-# The README's rule set, with this topology's addresses, in the node netns:
-# only the Prometheus host (10.0.1.1) and the node itself reach the port.
-t_begin "the README's host firewall: Prometheus and the node get in, pods and other hosts are reset"
-cat >"$TG_TMP/fw.nft" <<EOF
-table inet tollgate_metrics {
-	set prometheus {
-		type ipv4_addr; flags interval
-		elements = { 10.0.1.1 }
-	}
-	chain input {
-		type filter hook input priority filter - 10; policy accept;
-		tcp dport $PORT ip saddr @prometheus accept
-		tcp dport $PORT fib saddr type local accept
-		tcp dport $PORT counter reject with tcp reset
-	}
-}
-EOF
-N nft -f "$TG_TMP/fw.nft" || t_fail "nft -f of the README's rule set failed"
+# docs/metrics.md's rule set ("Host firewall"), read from the doc itself
+# with this topology's addresses, in the node netns: only the Prometheus host
+# (10.0.1.1) and the node itself reach the port.
+t_begin "docs/metrics.md's host firewall: Prometheus and the node get in, pods and other hosts are reset"
+sed -n '/^# \/etc\/nftables.d\/tollgate-metrics.nft/,/^```/p' "$TG_ROOT/docs/metrics.md" | sed '$d' |
+	sed -e 's#10\.240\.8\.0/24#10.0.1.1#' -e "s/dport 9617 /dport $PORT /" >"$TG_TMP/fw.nft"
+grep -q "dport $PORT fib saddr type local accept" "$TG_TMP/fw.nft" &&
+	grep -q "elements = { 10.0.1.1 }" "$TG_TMP/fw.nft" ||
+	t_fail "docs/metrics.md's rule set not found as this test reads it: $(head -c 400 "$TG_TMP/fw.nft")"
+N nft -f "$TG_TMP/fw.nft" || t_fail "nft -f of docs/metrics.md's rule set failed"
 fw_get() { # NETNS [SRC]: HTTP status of GET /healthz on the node address ("000": none)
 	ip netns exec "$1" curl -s -o /dev/null -w '%{http_code}' --max-time 2 ${2:+--interface "$2"} \
 		"http://$TG_NODE_IP:$PORT/healthz" 2>/dev/null

@@ -379,7 +379,7 @@ for v in 0.3.1 0.4.0 1.0.0 1.1.0; do
 		# libcni < 1.2 knows no 1.1.0 result: the plugin's ADD succeeds, the
 		# runtime cannot read its answer, fails the container and calls DEL
 		# (what podman's libcni makes of it is a note, not Tollgate's check)
-		[ "$rc" -ne 0 ] || diag "note: a 1.1.0 conflist worked under podman $(podman --version): update this test and the README"
+		[ "$rc" -ne 0 ] || diag "note: a 1.1.0 conflist worked under podman $(podman --version): update this test and docs/configuration.md (cniVersion)"
 		grep -q 'unsupported CNI result version "1.1.0"' "$TG_TMP/v.err" && diag "note: podman: $(tail -n 1 "$TG_TMP/v.err")" || diag "note: podman's error is not libcni's version refusal: $(cat "$TG_TMP/v.err")"
 		nx grep -q "cmd=ADD .* pod=/v$v .*result=ok" /run/tollgate/tollgate.log || t_fail "no successful ADD logged"
 		[ "$rc" -eq 0 ] || nx grep -q "cmd=DEL .* pod=/v$v .*result=ok" /run/tollgate/tollgate.log || t_fail "no DEL logged"
@@ -402,7 +402,7 @@ for v in 0.3.1 0.4.0 1.0.0 1.1.0; do
 		wait "${CTR_PID[$name]}"
 		rc=$?
 		# (what ctr's libcni makes of it is a note, not Tollgate's check)
-		[ "$rc" -ne 0 ] || diag "note: a 1.1.0 conflist worked under ctr: update this test and the README"
+		[ "$rc" -ne 0 ] || diag "note: a 1.1.0 conflist worked under ctr: update this test and docs/configuration.md (cniVersion)"
 		grep -q 'unsupported CNI result version "1.1.0"' "$TG_TMP/ctr-$name.out" && diag "note: ctr: $(grep -m 1 'unsupported CNI result version' "$TG_TMP/ctr-$name.out")" ||
 			diag "note: ctr's error is not libcni's version refusal: $(cat "$TG_TMP/ctr-$name.out")"
 		nx grep -q "cmd=ADD container=default-$name .*result=ok" /run/tollgate/tollgate.log || t_fail "no successful ADD logged"
