@@ -94,9 +94,12 @@ ip netns exec "$TG_NODE" "$AGENT_BIN" --config "$CM/10-tollgate.conflist" --list
 	--declare-interval 2 --page-cache-ms 0 2>"$AGENT_LOG" &
 TG_PIDS+=("$!")
 agent_get() { ip netns exec "$TG_NODE" curl -s --max-time 2 "http://127.0.0.1:$APORT$1"; }
-agent_ready() { [ "$(agent_get /readyz)" = ready ]; }
+# the first line says ready; any further line is something this host lacks
+agent_ready() { [ "$(agent_get /readyz | head -n 1)" = ready ]; }
 wait_for 20 agent_ready
 result $? "/readyz: ready (node declared, pool in place, this host's libraries checked for the plugin, plugin installed)"
+say "$ curl -s http://127.0.0.1:$APORT/readyz   # 'ready', then one line per thing the host lacks"
+agent_get /readyz | sed 's/^/    /'
 sed 's/^/    /' "$AGENT_LOG"
 show ls -l "$NETD" "$CNIBIN"
 TG_BIN=$CNIBIN/tollgate
