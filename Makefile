@@ -250,7 +250,7 @@ lint-objs: $(PRODUCT_OBJ)
 # cppcheck over every C source of the product and its tests, shellcheck over
 # every shell script. Any finding fails; suppressions carry their reason
 # (cppcheck.supp, inline `cppcheck-suppress`, `shellcheck disable`).
-CPPCHECK_DIRS := lib ipam accounting shaper node cni cli agent allocator exporter http httpc etcd budget tests/unit tests/kernel tests/fuzz tests/bench
+CPPCHECK_DIRS := lib ipam accounting shaper node cni cli agent allocator exporter http httpc etcd budget tests/unit tests/kernel tests/fuzz tests/bench tests/integration/cri
 # With TG_FAILPOINTS, as in the test builds: without it each TG_FAILPOINT() is
 # a literal 0, and every 'r = TG_FAILPOINT(..); if (r == 0)' reads to cppcheck
 # as a condition always true (the failpoint code is checked as well).

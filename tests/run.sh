@@ -36,7 +36,8 @@
 #                            under ASan without measuring a rate; and
 #                            test_valgrind, which runs the plain binaries under
 #                            valgrind: valgrind and ASan do not mix; and
-#                            test_arm64, whose arm64 build has no sanitizer)
+#                            test_arm64, whose arm64 build has no sanitizer;
+#                            and test_cri, which measures caps)
 #
 # tests/chaos/run.sh sources this file for its runner (everything down to
 # run_summary: the counting is one code): it sets RUN_NAME and
@@ -191,7 +192,7 @@ run_summary() {
 # Every build dir of this run, for the files that divide work between them
 export TG_RUN_BUILDS="$*"
 FILTER=${TG_TEST_FILTER:-}
-SAN_EXCLUDE=${TG_SAN_EXCLUDE-test_shaping_rates|test_node_state|test_valgrind|test_arm64}
+SAN_EXCLUDE=${TG_SAN_EXCLUDE-test_shaping_rates|test_node_state|test_valgrind|test_arm64|test_cri}
 HOST_BEFORE=$(bash tests/host_dirs.sh)
 
 for build in "$@"; do

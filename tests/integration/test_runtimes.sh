@@ -2,14 +2,10 @@
 # Real container runtimes, end to end: podman (CNI backend) and containerd's
 # `ctr run --cni`, both from Debian, running Tollgate in a throwaway node.
 #
-#   node ($TG_ID-node, topology from lib.sh), entered through a holder process
-#   (nsenter --net=node unshare --mount --propagation private): its own mount
-#   namespace, with tmpfs over every directory a runtime writes
-#   (scripts/lib/runtime_sandbox.sh: /run, /var/lib, /var/tmp, /opt, /etc/cni,
-#   /etc/containers, ...), a fresh sysfs (the node's /sys/class/net) and the
-#   host's cgroup hierarchies moved under it. /etc/cni/net.d, /opt/cni/bin,
-#   /var/lib/cni and /run there are never the host's; containerd and podman
-#   keep their storage in $TG_TMP and their cgroups under one parent per run.
+#   The node is runtime_lib.sh's throwaway node: lib.sh's node netns with a
+#   private mount namespace (tmpfs over every directory a runtime writes, a
+#   fresh sysfs, the cgroup hierarchies under it); containerd and podman keep
+#   their storage in $TG_TMP and their cgroups under one parent per run.
 #   The host's runtime directories (tests/host_dirs.sh) are compared, byte
 #   for byte, before the run and after the agent's and the pods' steps.
 #
@@ -35,6 +31,7 @@
 # shellcheck disable=SC2016,SC1091,SC2015
 set -u
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/runtime_lib.sh"
 tg_require
 tg_traps
 
@@ -49,97 +46,13 @@ done
 [ -x /bin/busybox ] && ! ldd /bin/busybox >/dev/null 2>&1 ||
 	{ echo "not ok - preconditions: static /bin/busybox missing (busybox-static, make deps)"; exit 1; }
 
-HOLDER=""
-CTD_PID=""
-CG=tollgate-e2e-$TG_ID # cgroup parent of every container of this run
-HOST_DIRS_BEFORE=$(bash "$TG_ROOT/tests/host_dirs.sh")
-# host_untouched WHEN: the host's runtime directories as before the run
-host_untouched() {
-	local d
-	d=$(snap_diff "$HOST_DIRS_BEFORE" "$(bash "$TG_ROOT/tests/host_dirs.sh")")
-	[ -z "$d" ] || t_fail "host runtime directories changed $1: $(head -c 1500 <<<"$d")"
-}
-
-# nx CMD...: run CMD in the node: its netns and the private mounts.
-nx() { nsenter -t "$HOLDER" -m -n -- "$@"; }
-# pids of every process in the private mount namespace (all started by this run)
-private_pids() {
-	local m p
-	m=$(readlink "/proc/$HOLDER/ns/mnt") || return 0
-	for p in /proc/[0-9]*; do
-		[ "$(readlink "$p/ns/mnt" 2>/dev/null)" = "$m" ] && echo "${p#/proc/}"
-	done
-}
-cg_dirs() { find /sys/fs/cgroup/*/"$CG" -depth -type d 2>/dev/null; }
-
-e2e_cleanup() {
-	if [ -n "$HOLDER" ] && [ -d "/proc/$HOLDER" ]; then
-		# containers first (their DELs), then containerd, then the holder
-		nx podman rm -a -f -t 0 >/dev/null 2>&1
-		local id
-		for id in $(nx ctr task ls -q 2>/dev/null); do nx ctr task kill -s KILL "$id" >/dev/null 2>&1; done
-		sleep 0.5
-		[ -n "$CTD_PID" ] && kill "$CTD_PID" 2>/dev/null
-		local p left=""
-		for _ in 1 2 3 4 5 6 7 8 9 10; do
-			left=$(private_pids | grep -vx "$HOLDER")
-			[ -z "$left" ] && break
-			sleep 0.2
-		done
-		for p in $left; do kill -9 "$p" 2>/dev/null; done
-		kill "$HOLDER" 2>/dev/null
-		wait "$HOLDER" 2>/dev/null
-	fi
-	HOLDER=""
-	local d
-	for d in $(cg_dirs); do rmdir "$d" 2>/dev/null; done
-	topo_down
-}
-trap e2e_cleanup EXIT
+trap rt_node_down EXIT
 
 # ------------------------------------------------------------------ setup
 t_begin "setup: topology, private node mount namespace, images"
-topo_up || tap_bail "could not build the namespace topology"
-nsenter --net="$TG_NETNS_DIR/$TG_NODE" unshare --mount --propagation private sleep 100000 </dev/null >/dev/null 2>&1 &
-HOLDER=$!
-TG_PIDS+=("$HOLDER")
-private_ns() { [ "$(readlink "/proc/$HOLDER/ns/mnt")" != "$(readlink /proc/self/ns/mnt)" ] && [ "$(cat "/proc/$HOLDER/comm")" = sleep ]; }
-wait_for 5 private_ns || tap_bail "no private mount namespace"
-mkdir -p "$TG_TMP/cg" "$TG_TMP/podman" "$TG_TMP/containerd" "$TG_TMP/agent-config"
-# a fresh sysfs shows the node's interfaces; the cgroup hierarchies move under it
-nx bash -ec "
-	mount --rbind /sys/fs/cgroup '$TG_TMP/cg'
-	mount -t sysfs sysfs /sys
-	mount --move '$TG_TMP/cg' /sys/fs/cgroup
-	. '$TG_ROOT/scripts/lib/runtime_sandbox.sh'
-	runtime_sandbox_mounts
-	mkdir -p /etc/cni/net.d /opt/cni/bin /var/lib/cni /run/netns /run/tollgate
-" || tap_bail "cannot build the private mounts"
+rt_node_up || tap_bail "could not build the node"
+mkdir -p "$TG_TMP/agent-config"
 [ "$(nx ls /sys/class/net | sort | tr '\n' ' ')" = "eth0 lo " ] || t_fail "sysfs is not the node's: $(nx ls /sys/class/net)"
-nx sh -ec "
-	cat >/etc/containers/storage.conf <<EOF
-[storage]
-driver = \"vfs\"
-graphroot = \"$TG_TMP/podman/root\"
-runroot = \"/run/containers/storage\"
-EOF
-	# CAP_SYS_RESOURCE may be missing (a container host): no limits above ours;
-	# runc (crun refuses hybrid cgroup v1/v2 hosts)
-	cat >/etc/containers/containers.conf <<EOF
-[containers]
-default_ulimits = [\"nofile=1024:1024\", \"nproc=4096:4096\"]
-[engine]
-cgroup_manager = \"cgroupfs\"
-events_logger = \"file\"
-runtime = \"runc\"
-[network]
-network_backend = \"cni\"
-cni_plugin_dirs = [\"/opt/cni/bin\"]
-network_config_dir = \"/etc/cni/net.d\"
-EOF
-	echo '{\"default\": [{\"type\": \"insecureAcceptAnything\"}]}' >/etc/containers/policy.json
-	: >/etc/containers/registries.conf
-" || tap_bail "cannot write podman's configuration"
 
 # the agent's image, as `make image` builds it
 t0=$SECONDS
@@ -149,14 +62,11 @@ diag "$(cat "$TG_TMP/image.out") in $((SECONDS - t0)) s"
 nx podman load -q -i "$TG_TMP/tollgate-image.tar" >/dev/null 2>"$TG_TMP/load.err" ||
 	tap_bail "podman load: $(cat "$TG_TMP/load.err")"
 # busybox-static as a one-layer image, imported offline into both runtimes
-mkdir -p "$TG_TMP/bb/bin" "$TG_TMP/bb/proc" "$TG_TMP/bb/sys" "$TG_TMP/bb/dev" "$TG_TMP/bb/etc" "$TG_TMP/bb/tmp"
+rt_rootfs "$TG_TMP/bb"
 cp /bin/busybox "$TG_TMP/bb/bin/busybox"
 for a in $(/bin/busybox --list); do [ "$a" = busybox ] || ln -s busybox "$TG_TMP/bb/bin/$a"; done
-tar -C "$TG_TMP/bb" -cf "$TG_TMP/bb.tar" .
-nx podman import -q --change 'ENV PATH=/bin' "$TG_TMP/bb.tar" "$BB" >/dev/null 2>"$TG_TMP/import.err" ||
-	tap_bail "podman import: $(cat "$TG_TMP/import.err")"
-nx podman save -q --format oci-archive -o "$TG_TMP/bb-oci.tar" "$BB" 2>"$TG_TMP/save.err" ||
-	tap_bail "podman save: $(cat "$TG_TMP/save.err")"
+rt_image "$TG_TMP/bb" "$BB" "$TG_TMP/bb-oci.tar" 'ENV PATH=/bin' 2>"$TG_TMP/import.err" ||
+	tap_bail "busybox image: $(cat "$TG_TMP/import.err")"
 # containerd with its root and state here, CRI off (ctr drives CNI itself)
 cat >"$TG_TMP/containerd/config.toml" <<EOF
 version = 2
@@ -166,10 +76,8 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 [grpc]
   address = "/run/containerd/containerd.sock"
 EOF
-nsenter -t "$HOLDER" -m -n -- containerd --config "$TG_TMP/containerd/config.toml" >"$TG_TMP/containerd.log" 2>&1 &
-CTD_PID=$!
-TG_PIDS+=("$CTD_PID")
-wait_for 15 nx ctr version >/dev/null 2>&1 || tap_bail "containerd did not start: $(tail -3 "$TG_TMP/containerd.log")"
+rt_containerd_start "$TG_TMP/containerd/config.toml" "$TG_TMP/containerd.log" ||
+	tap_bail "containerd did not start: $(tail -3 "$TG_TMP/containerd.log")"
 nx ctr images import "$TG_TMP/bb-oci.tar" >/dev/null 2>"$TG_TMP/ctr-import.err" ||
 	tap_bail "ctr images import: $(cat "$TG_TMP/ctr-import.err")"
 t_end
@@ -182,41 +90,16 @@ conflist() {
 			masquerade: true, dataDir: "/run/tollgate", logFile: "/run/tollgate/tollgate.log",
 			ipam: {source: "static", addresses: ["10.1.0.10-10.1.0.40"], cooldownSeconds: 0}}]}'
 }
-store() { nx cat "/run/tollgate/$NET/state.json" 2>/dev/null || echo '{}'; }
-store_count() { store | jq '.attachments // [] | length'; }
 http_get() { nx curl -s -o "$TG_TMP/http.out" -w '%{http_code}' --max-time 2 "http://$TG_NODE_IP:$AGENT_PORT$1"; }
 metric() { http_get /metrics >/dev/null && awk -v m="$1" '$1 == m { print $2 }' "$TG_TMP/http.out"; }
 nft_counter_bytes() { # NAME -> bytes of the named counter in table inet tollgate
 	nx nft -j list counter inet tollgate "$1" 2>/dev/null | jq -r '.nftables[] | select(.counter) | .counter.bytes'
 }
-# node_view: what a pod leaves on the node and in the runtime's cache (the
-# namespaces' named counters stay, by design, for retainSeconds)
-node_view() {
-	echo "# links"
-	nx ip -o link show | awk -F': ' '{ print $2 }' | sed 's/@.*//' | sort
-	echo "# routes"
-	nx ip route show table all | grep -v '^local\|^broadcast\|^multicast\|fe80::\|ff00::' | sort
-	echo "# nft sets and maps"
-	nx nft -j list ruleset | jq -c '.nftables[] | (.set // .map // empty) | {name, elem}'
-	echo "# tc"
-	local l
-	for l in $(nx ip -o link show | awk -F': ' '{ print $2 }' | sed 's/@.*//'); do
-		nx tc qdisc show dev "$l" | sed "s/^/$l /"
-		nx tc class show dev "$l" | sed "s/^/$l /"
-		nx tc filter show dev "$l" | sed "s/^/$l /"
-		nx tc filter show dev "$l" ingress 2>/dev/null | sed "s/^/$l ingress /"
-	done
-	echo "# store"
-	store | jq -c '.attachments // []'
-	echo "# libcni cache"
-	nx find /var/lib/cni -type f | sort
-}
-
 # ------------------------------------------------------- agent from the image
 t_begin "agent from the image under podman: installs plugin and conflist, /readyz 200, /metrics"
 conflist 1.0.0 >"$TG_TMP/agent-config/10-tollgate.conflist"
 nx podman run -d --name tollgate-agent --network host --cap-drop all --cap-add NET_ADMIN --read-only \
-	--cgroup-parent "/$CG" \
+	--cgroup-parent "/$RT_CG" \
 	-v "$TG_TMP/agent-config:/etc/tollgate:ro" \
 	-v /opt/cni/bin:/host/opt/cni/bin -v /etc/cni/net.d:/host/etc/cni/net.d \
 	-v /run/tollgate:/run/tollgate -v /run/netns:/var/run/netns:ro,rslave -v /:/host/root:ro \
@@ -263,7 +146,7 @@ for i in $(seq 1 "$N"); do
 	# podman hands CNI_ARGS from its environment to the plugin (it sets only
 	# K8S_POD_NAME itself): the pods are named as kubelet would name them
 	CNI_ARGS="K8S_POD_NAMESPACE=team-p;K8S_POD_NAME=p$i" nx podman run -d --name "p$i" --network "$NET" \
-		--cap-add NET_RAW --cgroup-parent "/$CG" "$BB" sleep 600 >/dev/null 2>"$TG_TMP/p$i.err" &
+		--cap-add NET_RAW --cgroup-parent "/$RT_CG" "$BB" sleep 600 >/dev/null 2>"$TG_TMP/p$i.err" &
 	pids+=($!)
 done
 for i in $(seq 1 "$N"); do wait "${pids[i - 1]}" || t_fail "podman run p$i: $(cat "$TG_TMP/p$i.err")"; done
@@ -313,7 +196,7 @@ t_end
 declare -A CTR_PID=()
 ctr_start() {
 	nsenter -t "$HOLDER" -m -n -- env CNI_ARGS="K8S_POD_NAMESPACE=team-c;K8S_POD_NAME=$1" \
-		ctr run --rm --cni --cap-add CAP_NET_RAW --cgroup "/$CG/$1" "$BB" "$1" sleep 600 \
+		ctr run --rm --cni --cap-add CAP_NET_RAW --cgroup "/$RT_CG/$1" "$BB" "$1" sleep 600 \
 		>"$TG_TMP/ctr-$1.out" 2>&1 </dev/null &
 	CTR_PID[$1]=$!
 	TG_PIDS+=("${CTR_PID[$1]}")
@@ -372,7 +255,7 @@ t_end
 for v in 0.3.1 0.4.0 1.0.0 1.1.0; do
 	conflist "$v" | nx sh -c 'cat >/etc/cni/net.d/.05-tollgate-v.tmp && mv /etc/cni/net.d/.05-tollgate-v.tmp /etc/cni/net.d/05-tollgate-v.conflist'
 	t_begin "cniVersion $v under podman"
-	nx podman run -d --name "v$v" --network "$NET" --cap-add NET_RAW --cgroup-parent "/$CG" "$BB" sleep 600 \
+	nx podman run -d --name "v$v" --network "$NET" --cap-add NET_RAW --cgroup-parent "/$RT_CG" "$BB" sleep 600 \
 		>/dev/null 2>"$TG_TMP/v.err"
 	rc=$?
 	if [ "$v" = 1.1.0 ]; then
