@@ -125,7 +125,8 @@ struct agent_budgets {
 /*
  * What the node lacks for Tollgate, each one line for /readyz and a record
  * for the log (agent/host.c). A blocking lack means the plugin would not
- * load on the host: it is not installed and the node stays unready.
+ * load on the host, or the conflist names a plugin the node does not have:
+ * nothing is installed and the node stays unready.
  */
 #define AGENT_LACKS_MAX 16
 struct agent_lack {
@@ -213,6 +214,13 @@ bool agent_ready(const struct agent *a);
 int agent_host_libraries(const char *host_root, const char *plugin_path, struct agent_lacks *l);
 /* The sysctls below their floors under proc_sys ("/proc/sys"), added to l (not blocking). */
 void agent_host_sysctls(const char *proc_sys, struct agent_lacks *l);
+/*
+ * Each plugin the conflist (len bytes) chains besides Tollgate that is no
+ * executable file of bin_dir, added to l, blocking: the runtime would fail
+ * every ADD. 0, or -EINVAL when the conflist has no plugin list.
+ */
+int agent_host_chained(const char *bin_dir, const char *conflist, size_t len,
+		       struct agent_lacks *l);
 bool agent_lacks_blocking(const struct agent_lacks *l);
 /* The store's pool holds at least one address. */
 int agent_pool_size(struct agent *a, size_t *ret);

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * What the node lacks for Tollgate (agent/agent.h): the libraries the
- * plugin loads on the host, and the sysctls below their floors.
+ * plugin loads on the host, the sysctls below their floors, and the other
+ * plugins the conflist chains.
  *
  * The plugin runs on the host (kubelet's runtime starts it there), not in
  * the agent's container, so the host's own loader must find what the
@@ -30,6 +31,8 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <json-c/json.h>
 
 #include "agent/agent.h"
 #include "lib/cleanup.h"
@@ -469,4 +472,64 @@ void agent_host_sysctls(const char *proc_sys, struct agent_lacks *l)
 			 f->plugin_raises ? "left to the plugin on the host" : "left as it is",
 			 f->name, v, f->min);
 	}
+}
+
+/* ---- the conflist's other plugins ---- */
+
+/* A type names a file of the bin dir: one path component, not "." or "..". */
+static bool plugin_name_ok(const char *t)
+{
+	return t[0] && strchr(t, '/') == NULL && strcmp(t, ".") != 0 && strcmp(t, "..") != 0;
+}
+
+int agent_host_chained(const char *bin_dir, const char *conflist, size_t len,
+		       struct agent_lacks *l)
+{
+	struct json_tokener *tok = json_tokener_new();
+	json_object *root, *plugins;
+
+	if (!tok)
+		return -ENOMEM;
+	root = json_tokener_parse_ex(tok, conflist, (int)len);
+	json_tokener_free(tok);
+	if (!root)
+		return -EINVAL;
+	if (!json_object_object_get_ex(root, "plugins", &plugins) ||
+	    !json_object_is_type(plugins, json_type_array)) {
+		json_object_put(root);
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < json_object_array_length(plugins); i++) {
+		json_object *p = json_object_array_get_idx(plugins, i), *t;
+		const char *type;
+		struct agent_lack *k;
+		char key[96], path[PATH_MAX];
+		struct stat st;
+
+		if (!json_object_object_get_ex(p, "type", &t) ||
+		    !json_object_is_type(t, json_type_string))
+			continue;
+		type = json_object_get_string(t);
+		/* the agent installs Tollgate itself */
+		if (strcmp(type, NODE_PLUGIN_TYPE) == 0)
+			continue;
+		if (plugin_name_ok(type) &&
+		    (size_t)snprintf(path, sizeof(path), "%s/%s", bin_dir, type) < sizeof(path) &&
+		    stat(path, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0111))
+			continue;
+		snprintf(key, sizeof(key), "plugin:%.80s", type);
+		k = lack_add(l, true, key);
+		if (!k)
+			continue;
+		snprintf(k->text, sizeof(k->text),
+			 "the conflist chains plugin '%.80s', which is not an executable file of "
+			 "%.400s: every pod's ADD would fail, so the conflist is not installed; put the "
+			 "plugin there (the reference CNI plugins) or take it out of the conflist",
+			 type, bin_dir);
+		snprintf(k->note, sizeof(k->note),
+			 "msg=\"the conflist chains a plugin missing from the CNI bin dir: not "
+			 "installing it\" plugin=%s bin_dir=%s", LOGFMT_Q(type), LOGFMT_Q(bin_dir));
+	}
+	json_object_put(root);
+	return 0;
 }

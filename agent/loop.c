@@ -86,7 +86,7 @@ static void run_policy(struct app *app)
 /*
  * What the node lacks, looked at after each declaration (the sysctls it
  * could not raise, the host's libraries for the plugin about to be
- * installed): each lack logged once when it appears and once when it is
+ * installed, the plugins the conflist chains): each lack logged once when it appears and once when it is
  * gone, never at every look.
  */
 static void check_node(struct app *app)
@@ -102,6 +102,8 @@ static void check_node(struct app *app)
 		agent_log(AGENT_LOG_ERROR, "msg=\"cannot read the plugin to check the host's libraries\" "
 			  "plugin=%s err=%s", LOGFMT_Q(a->opt.plugin_path), LOGFMT_Q(strerror(-r)));
 	app->host_check_err = r;
+	if (a->opt.cni_bin_dir && a->opt.cni_conf_dir && a->cfg_text)
+		agent_host_chained(a->opt.cni_bin_dir, a->cfg_text, a->cfg_len, now);
 	agent_host_sysctls("/proc/sys", now);
 	for (size_t i = 0; i < now->n; i++) {
 		bool known = false;

@@ -766,7 +766,7 @@ int node_config_load_text(const char *path, const char *file, size_t len, struct
 
 			if (json_object_object_get_ex(p, "type", &type) &&
 			    json_object_is_type(type, json_type_string) &&
-			    strcmp(json_object_get_string(type), "tollgate") == 0)
+			    strcmp(json_object_get_string(type), NODE_PLUGIN_TYPE) == 0)
 				entry = p;
 		}
 		if (!entry)

@@ -99,6 +99,8 @@ struct node_config {
 int node_config_decode(const char *text, size_t len, struct node_config *cfg, struct tg_err *e);
 int node_config_parse(struct node_config *cfg, struct tg_err *e);
 void node_config_free(struct node_config *cfg);
+/* The "type" of Tollgate's entry in a conflist. */
+#define NODE_PLUGIN_TYPE "tollgate"
 /*
  * A conflist's Tollgate entry (the plugin whose "type" is "tollgate", with the
  * list's name and cniVersion) or a single plugin config, from a file.

@@ -13,7 +13,7 @@
 # containers' cgroups under $RT_CG, one parent per run.
 #
 # Sourced after lib.sh. Public: rt_node_up, rt_node_down (the trap's work),
-# nx, rt_rootfs, rt_image, rt_containerd_start, rt_containerd_stop, host_untouched,
+# nx, rt_rootfs, rt_image, rt_containerd_config, rt_containerd_start, rt_containerd_stop, host_untouched,
 # store, store_count, node_view (with $NET), private_pids, cg_dirs.
 
 HOLDER=""
@@ -99,6 +99,17 @@ rt_image() {
 	tar -C "$rootfs" -cf "$out.layer.tar" . &&
 		nx podman import -q "${changes[@]}" "$out.layer.tar" "$ref" >/dev/null &&
 		nx podman save -q --format oci-archive -o "$out" "$ref"
+}
+
+# rt_containerd_config [TOP-LEVEL-LINE...]: $TG_TMP/containerd/config.toml,
+# containerd's root in $TG_TMP and its state and socket in the node's /run,
+# the lines given before its sections, what stdin holds after them
+rt_containerd_config() {
+	{
+		printf '%s\n' 'version = 2' "root = \"$TG_TMP/containerd/root\"" 'state = "/run/containerd"' "$@" \
+			'[grpc]' '  address = "/run/containerd/containerd.sock"'
+		cat
+	} >"$TG_TMP/containerd/config.toml"
 }
 
 # rt_containerd_start CONFIG LOG: containerd in the node with CONFIG; true

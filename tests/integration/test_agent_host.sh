@@ -13,7 +13,11 @@
 #   - glibc older than the plugin needs (the copies' GLIBC_2.33 and later
 #     renamed, a 2.32 glibc): /readyz names the host's version, what the
 #     plugin needs and the node images that have it;
-#   - an unreadable --host-root: not ready, said so.
+#   - an unreadable --host-root: not ready, said so;
+#   - a conflist that chains portmap while the CNI bin dir lacks it: not
+#     ready, nothing installed, /readyz names the plugin and the bin dir, one
+#     log record; portmap put in place: ready and installed at the next
+#     declaration (the control).
 #
 #   node ($TG_ID-node, topology from lib.sh): tollgate-agent on 127.0.0.1:$PORT
 #
@@ -68,7 +72,7 @@ agent_run() {
 	NETD=$TG_TMP/$1.netd
 	CNIBIN=$TG_TMP/$1.bin
 	mkdir -p "$NETD" "$CNIBIN"
-	ip netns exec "$TG_NODE" "$AGENT" --config "$CL" --listen "127.0.0.1:$PORT" \
+	ip netns exec "$TG_NODE" "$AGENT" --config "${AGENT_CL:-$CL}" --listen "127.0.0.1:$PORT" \
 		--cni-conf-dir "$NETD" --cni-bin-dir "$CNIBIN" --plugin "$PLUGIN" \
 		--host-root "$2" --declare-interval 1 --gc-interval 60 --sync-interval 60 2>>"$ALOG" &
 	AGENT_PID=$!
@@ -174,6 +178,29 @@ t_expect "readyz" "$(http_get /readyz)" 503
 grep -qF "the host's root $TG_TMP/no-such-root cannot be read (No such file or directory)" "$TG_TMP/http.out" ||
 	t_fail "/readyz does not say the root is unreadable: $(cat "$TG_TMP/http.out")"
 t_expect "installed" "$(find "$NETD" "$CNIBIN" -mindepth 1 | tr '\n' ' ')" ""
+agent_stop
+t_end
+
+t_begin "a conflist chaining portmap, missing from the bin dir: not ready, nothing installed, said once"
+AGENT_CL=$TG_TMP/chained.conflist
+jq -c '.plugins += [{type: "portmap", capabilities: {portMappings: true}}]' "$CL" >"$AGENT_CL"
+agent_run chained "$TG_TMP/good"
+wait_for 10 up || t_fail "/healthz does not answer: $(tail -3 "$ALOG")"
+wait_declarations 3 || t_fail "fewer than 3 declarations: $(tail -3 "$ALOG")"
+t_expect "readyz" "$(http_get /readyz)" 503
+grep -qF "the conflist chains plugin 'portmap', which is not an executable file of $CNIBIN: every pod's ADD would fail" "$TG_TMP/http.out" ||
+	t_fail "/readyz does not name the missing plugin: $(cat "$TG_TMP/http.out")"
+t_expect "installed" "$(find "$NETD" "$CNIBIN" -mindepth 1 | tr '\n' ' ')" ""
+t_expect "missing-plugin records after 3 declarations" \
+	"$(grep -c 'level=error msg="the conflist chains a plugin missing from the CNI bin dir: not installing it" plugin=\"portmap\" bin_dir=' "$ALOG")" 1
+t_end
+
+t_begin "portmap put in place: ready and installed at the next declaration"
+cp /usr/lib/cni/portmap "$CNIBIN/portmap"
+wait_for 10 ready || t_fail "not ready after portmap arrived: $(tail -3 "$ALOG")"
+installed || t_fail "the plugin or the conflist was not installed"
+t_expect "installed conflist chains" "$(jq -c '[.plugins[].type]' "$NETD/10-tollgate.conflist")" '["tollgate","portmap"]'
+t_expect "no-longer-lacking records" "$(grep -c 'msg="no longer lacking" what=\"plugin:portmap\"' "$ALOG")" 1
 agent_stop
 t_end
 

@@ -91,12 +91,7 @@ gcc -static -O2 -Wall -Wextra -Werror -o "$TG_TMP/pause/pause" "$TG_LIB_DIR/cri/
 	tap_bail "pause: $(cat "$TG_TMP/pause.err")"
 rt_image "$TG_TMP/pause" "$PAUSE" "$TG_TMP/pause-oci.tar" 'ENTRYPOINT ["/pause"]' 2>"$TG_TMP/image.err" ||
 	tap_bail "pause image: $(cat "$TG_TMP/image.err")"
-cat >"$TG_TMP/containerd/config.toml" <<EOF
-version = 2
-root = "$TG_TMP/containerd/root"
-state = "/run/containerd"
-[grpc]
-  address = "/run/containerd/containerd.sock"
+rt_containerd_config <<EOF
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "$PAUSE"
   disable_apparmor = true

@@ -413,6 +413,8 @@ t_end
 # host's paths and the IMDS address moved into the test's.
 CM=$TG_TMP/etc-tollgate NETD=$TG_TMP/net.d CNIBIN=$TG_TMP/cni-bin ALOG=$TG_TMP/agent.log
 mkdir -p "$CM/..v1" "$NETD" "$CNIBIN"
+# the plugins the shipped conflist chains, as a node has them (the agent installs none that lacks one)
+cp /usr/lib/cni/portmap "$CNIBIN/portmap"
 check conflist | jq --arg dd "$TG_TMP/data" --arg lf "$TG_TMP/tollgate.log" \
 	--arg u "http://127.0.0.1:$IMDS_PORT" \
 	'(.plugins[] | select(.type == "tollgate")) |= (.dataDir = $dd | .logFile = $lf | .ipam.imdsURL = $u)' \

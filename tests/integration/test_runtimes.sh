@@ -68,14 +68,7 @@ for a in $(/bin/busybox --list); do [ "$a" = busybox ] || ln -s busybox "$TG_TMP
 rt_image "$TG_TMP/bb" "$BB" "$TG_TMP/bb-oci.tar" 'ENV PATH=/bin' 2>"$TG_TMP/import.err" ||
 	tap_bail "busybox image: $(cat "$TG_TMP/import.err")"
 # containerd with its root and state here, CRI off (ctr drives CNI itself)
-cat >"$TG_TMP/containerd/config.toml" <<EOF
-version = 2
-root = "$TG_TMP/containerd/root"
-state = "/run/containerd"
-disabled_plugins = ["io.containerd.grpc.v1.cri"]
-[grpc]
-  address = "/run/containerd/containerd.sock"
-EOF
+rt_containerd_config 'disabled_plugins = ["io.containerd.grpc.v1.cri"]' </dev/null
 rt_containerd_start "$TG_TMP/containerd/config.toml" "$TG_TMP/containerd.log" ||
 	tap_bail "containerd did not start: $(tail -3 "$TG_TMP/containerd.log")"
 nx ctr images import "$TG_TMP/bb-oci.tar" >/dev/null 2>"$TG_TMP/ctr-import.err" ||

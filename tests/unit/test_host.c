@@ -709,6 +709,43 @@ static void t_sysctl_floors_are_the_deploy_files(void **state)
 	assert_int_equal(seen, tg_sysctl_floors_n);
 }
 
+/* ---- the conflist's other plugins ---- */
+
+static void t_chained_plugins_missing(void **state)
+{
+	static const char conflist[] =
+		"{\"cniVersion\":\"1.0.0\",\"name\":\"n\",\"plugins\":[{\"type\":\"tollgate\"},"
+		"{\"type\":\"portmap\"},{\"type\":\"bandwidth\"},{\"type\":\"../sbin/x\"}]}";
+	char path[512];
+
+	memset(&lacks, 0, sizeof(lacks));
+	tmpdir_remove(root);
+	assert_int_equal(mkdir(root, 0700), 0);
+	/* portmap executable, bandwidth not executable, the third no plain name */
+	mk("portmap", "#!/bin/sh\n");
+	snprintf(path, sizeof(path), "%s/portmap", root);
+	assert_int_equal(chmod(path, 0755), 0);
+	mk("bandwidth", "#!/bin/sh\n");
+	assert_int_equal(agent_host_chained(root, conflist, strlen(conflist), &lacks), 0);
+	assert_int_equal(lacks.n, 2);
+	assert_string_equal(lacks.l[0].key, "plugin:bandwidth");
+	assert_string_equal(lacks.l[1].key, "plugin:../sbin/x");
+	assert_true(agent_lacks_blocking(&lacks));
+	assert_non_null(strstr(lacks.l[0].text, "the conflist chains plugin 'bandwidth'"));
+	assert_non_null(strstr(lacks.l[0].text, root));
+	/* the control: with both in place, nothing lacks but the name that is no file name */
+	snprintf(path, sizeof(path), "%s/bandwidth", root);
+	assert_int_equal(chmod(path, 0755), 0);
+	memset(&lacks, 0, sizeof(lacks));
+	assert_int_equal(agent_host_chained(root, conflist, strlen(conflist), &lacks), 0);
+	assert_int_equal(lacks.n, 1);
+	assert_string_equal(lacks.l[0].key, "plugin:../sbin/x");
+	/* no plugin list: said, nothing added */
+	memset(&lacks, 0, sizeof(lacks));
+	assert_int_equal(agent_host_chained(root, "{\"type\":\"tollgate\"}", 19, &lacks), -EINVAL);
+	assert_int_equal(lacks.n, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -725,6 +762,7 @@ int main(void)
 		cmocka_unit_test(t_host_root_unreadable),
 		cmocka_unit_test(t_sysctls_below_floor),
 		cmocka_unit_test(t_sysctl_floors_are_the_deploy_files),
+		cmocka_unit_test(t_chained_plugins_missing),
 	};
 
 	return cmocka_run_group_tests_name("host", tests, root_setup, root_teardown);
