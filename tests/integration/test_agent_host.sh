@@ -96,6 +96,15 @@ wait_declarations() {
 }
 declared_at_least() { [ "$(declarations)" -ge "$1" ] 2>/dev/null; }
 installed() { [ -f "$NETD/10-tollgate.conflist" ] && cmp -s "$CNIBIN/tollgate" "$PLUGIN"; }
+# refused N TEXT: after N declarations the agent is up but not ready, its
+# /readyz body holds TEXT, and nothing is installed
+refused() {
+	wait_for 10 up || t_fail "/healthz does not answer: $(tail -3 "$ALOG")"
+	wait_declarations "$1" || t_fail "fewer than $1 declarations: $(tail -3 "$ALOG")"
+	t_expect "readyz" "$(http_get /readyz)" 503
+	grep -qF "$2" "$TG_TMP/http.out" || t_fail "/readyz does not say '$2': $(cat "$TG_TMP/http.out")"
+	t_expect "installed" "$(find "$NETD" "$CNIBIN" -mindepth 1 | tr '\n' ' ')" ""
+}
 
 t_begin "a complete host: ready, plugin and conflist installed, /readyz says only ready"
 host_root "$TG_TMP/good" || tap_bail "cannot build a host root from ldd $PLUGIN"
@@ -172,12 +181,7 @@ t_end
 
 t_begin "an unreadable --host-root: not ready, said so"
 agent_run noroot "$TG_TMP/no-such-root"
-wait_for 10 up || t_fail "/healthz does not answer: $(tail -3 "$ALOG")"
-wait_declarations 2 || t_fail "no declarations: $(tail -3 "$ALOG")"
-t_expect "readyz" "$(http_get /readyz)" 503
-grep -qF "the host's root $TG_TMP/no-such-root cannot be read (No such file or directory)" "$TG_TMP/http.out" ||
-	t_fail "/readyz does not say the root is unreadable: $(cat "$TG_TMP/http.out")"
-t_expect "installed" "$(find "$NETD" "$CNIBIN" -mindepth 1 | tr '\n' ' ')" ""
+refused 2 "the host's root $TG_TMP/no-such-root cannot be read (No such file or directory)"
 agent_stop
 t_end
 
@@ -185,12 +189,7 @@ t_begin "a conflist chaining portmap, missing from the bin dir: not ready, nothi
 AGENT_CL=$TG_TMP/chained.conflist
 jq -c '.plugins += [{type: "portmap", capabilities: {portMappings: true}}]' "$CL" >"$AGENT_CL"
 agent_run chained "$TG_TMP/good"
-wait_for 10 up || t_fail "/healthz does not answer: $(tail -3 "$ALOG")"
-wait_declarations 3 || t_fail "fewer than 3 declarations: $(tail -3 "$ALOG")"
-t_expect "readyz" "$(http_get /readyz)" 503
-grep -qF "the conflist chains plugin 'portmap', which is not an executable file of $CNIBIN: every pod's ADD would fail" "$TG_TMP/http.out" ||
-	t_fail "/readyz does not name the missing plugin: $(cat "$TG_TMP/http.out")"
-t_expect "installed" "$(find "$NETD" "$CNIBIN" -mindepth 1 | tr '\n' ' ')" ""
+refused 3 "the conflist chains plugin 'portmap', which is not an executable file of $CNIBIN: every pod's ADD would fail"
 t_expect "missing-plugin records after 3 declarations" \
 	"$(grep -c 'level=error msg="the conflist chains a plugin missing from the CNI bin dir: not installing it" plugin=\"portmap\" bin_dir=' "$ALOG")" 1
 t_end
