@@ -217,7 +217,8 @@ void agent_host_sysctls(const char *proc_sys, struct agent_lacks *l);
 /*
  * Each plugin the conflist (len bytes) chains besides Tollgate that is no
  * executable file of bin_dir, added to l, blocking: the runtime would fail
- * every ADD. 0, or -EINVAL when the conflist has no plugin list.
+ * every ADD. 0, -EINVAL when the conflist has no plugin list, or
+ * jx_parse's error.
  */
 int agent_host_chained(const char *bin_dir, const char *conflist, size_t len,
 		       struct agent_lacks *l);

@@ -37,6 +37,7 @@
 #include "agent/agent.h"
 #include "lib/cleanup.h"
 #include "lib/elf.h"
+#include "lib/jsonx.h"
 #include "lib/rootfs.h"
 #include "lib/sysctls.h"
 #include "lib/util.h"
@@ -485,29 +486,25 @@ static bool plugin_name_ok(const char *t)
 int agent_host_chained(const char *bin_dir, const char *conflist, size_t len,
 		       struct agent_lacks *l)
 {
-	struct json_tokener *tok = json_tokener_new();
+	struct jx_parse_error why;
 	json_object *root, *plugins;
+	int r = jx_parse(conflist, len, &root, &why);
 
-	if (!tok)
-		return -ENOMEM;
-	root = json_tokener_parse_ex(tok, conflist, (int)len);
-	json_tokener_free(tok);
-	if (!root)
-		return -EINVAL;
-	if (!json_object_object_get_ex(root, "plugins", &plugins) ||
-	    !json_object_is_type(plugins, json_type_array)) {
+	if (r < 0)
+		return r;
+	plugins = jx_get(root, "plugins");
+	if (!json_object_is_type(plugins, json_type_array)) {
 		json_object_put(root);
 		return -EINVAL;
 	}
 	for (size_t i = 0; i < json_object_array_length(plugins); i++) {
-		json_object *p = json_object_array_get_idx(plugins, i), *t;
+		json_object *t = jx_get(json_object_array_get_idx(plugins, i), "type");
 		const char *type;
 		struct agent_lack *k;
 		char key[96], path[PATH_MAX];
 		struct stat st;
 
-		if (!json_object_object_get_ex(p, "type", &t) ||
-		    !json_object_is_type(t, json_type_string))
+		if (!json_object_is_type(t, json_type_string))
 			continue;
 		type = json_object_get_string(t);
 		/* the agent installs Tollgate itself */

@@ -86,8 +86,8 @@ static void run_policy(struct app *app)
 /*
  * What the node lacks, looked at after each declaration (the sysctls it
  * could not raise, the host's libraries for the plugin about to be
- * installed, the plugins the conflist chains): each lack logged once when it appears and once when it is
- * gone, never at every look.
+ * installed, the plugins the conflist chains): each lack logged once when
+ * it appears and once when it is gone, never at every look.
  */
 static void check_node(struct app *app)
 {
