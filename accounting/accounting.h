@@ -45,6 +45,16 @@
  *   set dst_<namespace>_<direction> { type ipv4_addr; size tracked;
  *     flags dynamic,timeout; counter }: bytes per destination prefix
  *
+ *   hostPorts (hostports.c):
+ *   map hostport { type inet_proto . inet_service : ipv4_addr . inet_service; }
+ *   map hostport_ip { type ipv4_addr . inet_proto . inet_service : ipv4_addr . inet_service; }
+ *   chains prerouting_nat, output_nat (dstnat): `ip daddr . meta l4proto .
+ *     th dport dnat to @hostport_ip`, then for a local address outside
+ *     127/8 `meta l4proto . th dport dnat to @hostport`; chain postrouting:
+ *     a DNAT'd packet going back to the pod that sent it (oifname . ip
+ *     saddr in @pod_src) is masqueraded, so that its answer comes back
+ *     through the node
+ *
  * and table `arp tollgate`, declared in the same batch: chain input drops
  * every ARP packet from a pod's link, counted in node_arp_dropped.
  *
@@ -59,6 +69,7 @@
 #include <stdint.h>
 
 #include "lib/err.h"
+#include "lib/hostport.h"
 #include "lib/ip4.h"
 
 #define ACCT_TABLE "tollgate"
@@ -164,6 +175,7 @@ struct acct_pod {
 	const char *k8s_namespace;	/* "" when the runtime did not say */
 	const char *host_veth;		/* its host link: what it may send from; names its own counters */
 	uint32_t egress_classid;	/* uplink HTB class of its internet traffic, 0: none */
+	const struct hostports *ports;	/* its hostPorts; NULL: none */
 };
 
 /* Counter names: ns_<namespace>_<class>, pod_<host veth>_<class>, host_<class>. */

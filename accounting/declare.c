@@ -599,8 +599,12 @@ int acct_declare(const struct acct_config *cfg, const struct acct_pod *all, size
 		r = put_guards(bt, cfg, all, n_all, s, &rep);
 	/* Sets made anew lost their elements: every pod goes back in, from the store. */
 	if (r == 0 && (lost > 0 || (flags & ACCT_DECLARE_PODS)))
-		for (size_t i = 0; i < n_all && r == 0; i++)
+		for (size_t i = 0; i < n_all && r == 0; i++) {
 			r = acct_put_pod(bt, cfg, &all[i]);
+			/* the store's mappings win over any element left in a map that was kept */
+			if (r == 0)
+				r = acct_hostport_put(bt, NFT_MSG_NEWSETELEM, &all[i], true);
+		}
 	if (r == 0 && (repairs_total(&rep) || (flags & ACCT_DECLARE_PODS && n_all)))
 		r = acct_batch_send(&c, bt, why, sizeof(why));
 	if (r < 0)

@@ -28,6 +28,16 @@
  * (what it gets from there). A namespace is a DNS label, without '_': the
  * names cannot meet.
  */
+/*
+ * hostPorts (hostports.c): (protocol, port) -> (pod address, port) for
+ * mappings on every address of the node, and (address, protocol, port) ->
+ * the same for those on one hostIP; DNAT'd in chains prerouting_nat and
+ * output_nat, the pod reaching itself masqueraded in postrouting.
+ */
+#define ACCT_MAP_HOSTPORT "hostport"
+#define ACCT_MAP_HOSTPORT_IP "hostport_ip"
+#define ACCT_CHAIN_PREROUTING_NAT "prerouting_nat"
+#define ACCT_CHAIN_OUTPUT_NAT "output_nat"
 #define ACCT_MAP_GUARD "guard_ns"
 #define ACCT_MAP_GUARD_IN "guard_in"
 #define ACCT_CHAIN_GUARD_PREFIX "guard_"
@@ -39,6 +49,8 @@
 #define ACCT_NFT_TYPE_IPADDR 7
 #define ACCT_NFT_TYPE_CLASSID 23
 #define ACCT_NFT_TYPE_IFNAME 41
+#define ACCT_NFT_TYPE_INET_PROTO 12
+#define ACCT_NFT_TYPE_INET_SERVICE 13
 #define ACCT_NFT_TYPE_CONCAT(a, b) ((a) << 6 | (b)) /* nft's TYPE_BITS */
 #define ACCT_NFT_RECV_SIZE 16384 /* MNL_SOCKET_BUFFER_SIZE is a runtime value (page size) */
 
@@ -109,8 +121,17 @@ int acct_nft_fail(struct tg_err *e, int r, const char *what, const char *why);
 
 struct nftnl_rule;
 
-/* What a set is keyed by: a pod's address, its host link's name, or both. */
-enum acct_set_key { ACCT_KEY_ADDR, ACCT_KEY_LINK, ACCT_KEY_LINK_ADDR };
+/*
+ * What a set is keyed by: a pod's address, its host link's name, or both;
+ * a hostPort's protocol and port, on every address or on one.
+ */
+enum acct_set_key {
+	ACCT_KEY_ADDR,
+	ACCT_KEY_LINK,
+	ACCT_KEY_LINK_ADDR,
+	ACCT_KEY_HOSTPORT,
+	ACCT_KEY_HOSTPORT_IP,
+};
 
 /* Set ids let rules in the same transaction refer to sets created in it. */
 enum {
@@ -128,6 +149,8 @@ enum {
 	ACCT_ID_AGENT_DROP,
 	ACCT_ID_GUARD,
 	ACCT_ID_GUARD_IN,
+	ACCT_ID_HOSTPORT,
+	ACCT_ID_HOSTPORT_IP,
 };
 
 struct acct_set_def {
@@ -137,7 +160,7 @@ struct acct_set_def {
 	enum acct_set_key key;
 	bool verdicts;		/* a verdict map (NFT_SET_MAP): key -> jump */
 };
-#define ACCT_TABLE_SETS 21
+#define ACCT_TABLE_SETS 23
 extern const struct acct_set_def acct_table_sets[ACCT_TABLE_SETS];
 
 struct acct_chain_def {
@@ -146,7 +169,7 @@ struct acct_chain_def {
 	uint32_t hook;
 	int32_t prio;
 };
-#define ACCT_TABLE_CHAINS 14
+#define ACCT_TABLE_CHAINS 16
 extern const struct acct_chain_def acct_table_chains[ACCT_TABLE_CHAINS];
 
 /*
@@ -200,10 +223,10 @@ int acct_arp_put(struct acct_batch *bt, const struct acct_config *cfg);
  * that a node declared by an older layout is declared again. Change it with
  * every change of a rule (tests/unit/test_accounting.c checks it moves).
  */
-#define ACCT_TABLE_LAYOUT "tollgate-table/9"
+#define ACCT_TABLE_LAYOUT "tollgate-table/10"
 
 /* Every rule the config asks for, in chain order. */
-#define ACCT_TABLE_RULES_MAX 64
+#define ACCT_TABLE_RULES_MAX 80
 struct acct_rule_list {
 	struct nftnl_rule *r[ACCT_TABLE_RULES_MAX];
 	size_t n;
@@ -263,6 +286,35 @@ int acct_put_counter_msg(struct acct_batch *bt, const char *name, uint16_t msg, 
 struct nftnl_set *acct_set_ref(const char *name);
 int acct_put_elem(struct acct_batch *bt, uint16_t type, const char *set, uint32_t ip,
 		  const char *counter);
+/*
+ * hostPorts (hostports.c). A mapping's key in its map (ACCT_KEY_HOSTPORT_IP
+ * when it has a hostIP) and its value, laid out as nft lays out a
+ * concatenation: each part in a register of its own (4 bytes), network order.
+ */
+#define ACCT_HOSTPORT_KEY_MAX 12
+#define ACCT_HOSTPORT_DATA_LEN 8
+const char *acct_hostport_map(const struct hostport *m);
+size_t acct_hostport_key(const struct hostport *m, uint8_t ret[ACCT_HOSTPORT_KEY_MAX]);
+void acct_hostport_data(uint32_t pod_ip, uint16_t port, uint8_t ret[ACCT_HOSTPORT_DATA_LEN]);
+/*
+ * The pod's mappings into the batch: NEWSETELEM (an element already there
+ * with another pod's value fails the batch with -EEXIST; with `take`, any
+ * element of the key is removed first: a declaration putting the store's
+ * pods back wins over strays), or their removal by key.
+ */
+int acct_hostport_put(struct acct_batch *bt, uint16_t type, const struct acct_pod *p, bool take);
+int acct_hostport_put_one(struct acct_batch *bt, uint16_t type, uint32_t pod_ip,
+			  const struct hostport *m, bool take);
+/* 1 when each of the pod's mappings is in its map with the pod's value, 0 when not, <0 error. */
+int acct_hostport_check(struct acct_nft_conn *c, const struct acct_pod *p);
+/*
+ * The maps against the store's pods: missing mappings put in, elements no
+ * pod maps (or of another value) taken out, in one batch. Counted into
+ * *added and *removed.
+ */
+int acct_hostport_reconcile(const struct acct_pod *all, size_t n_all, unsigned *added,
+			    unsigned *removed, struct tg_err *e);
+
 /* nodeAccess' per-pod drop maps, by enum acct_access_drop */
 extern const char *const acct_drop_maps[ACCT_DROPS];
 

@@ -182,6 +182,9 @@ int acct_pod_add(const struct acct_config *cfg, const struct acct_pod *pod, stru
 			r = missing ? acct_guard_put_chain(bt, cfg, pod->k8s_namespace, true, false) : 0;
 			if (r == 0)
 				r = acct_put_pod(bt, cfg, pod);
+			/* no `take`: a hostPort element of another address fails the ADD (-EEXIST) */
+			if (r == 0)
+				r = acct_hostport_put(bt, NFT_MSG_NEWSETELEM, pod, false);
 			if (r == 0)
 				r = acct_batch_send(&c, bt, why, sizeof(why));
 			/* A concurrent ADD of the same namespace made the chain first: it is there. */
@@ -193,6 +196,11 @@ int acct_pod_add(const struct acct_config *cfg, const struct acct_pod *pod, stru
 		if (r == -ENOENT)
 			r = tg_fail(e, CNI_ERR_IO, r, "nftables: table inet " ACCT_TABLE
 				    " lacks a set or map of this config");
+		else if (r == -EEXIST && pod->ports && pod->ports->n)
+			/* the store gave no other pod the port: an element left over, which the agent removes */
+			r = tg_fail(e, CNI_ERR_TRY_AGAIN, r, "a hostPort of the pod is mapped to another "
+				    "address in table inet " ACCT_TABLE " (an element no pod holds, "
+				    "which the node agent's next pass removes)");
 		else if (r < 0)
 			r = acct_nft_fail(e, r, "adding the pod to table inet " ACCT_TABLE, why);
 	}
@@ -226,6 +234,8 @@ static int put_pod_removal(struct acct_batch *bt, const struct acct_pod *p, uint
 		STEP(acct_put_elem(bt, del_elem, acct_ns_maps[c], p->ip, NULL));
 		STEP(acct_put_elem(bt, del_elem, acct_pod_maps[c], p->ip, NULL));
 	}
+	for (size_t k = 0; p->ports && k < p->ports->n; k++)
+		STEP(acct_hostport_put_one(bt, del_elem, p->ip, &p->ports->m[k], false));
 	for (int c = 0; c < ACCT_CLASSES; c++) {
 		acct_pod_counter_name(p->host_veth, c, name);
 		STEP(acct_put_counter_msg(bt, name, del_obj, 0));
@@ -530,6 +540,9 @@ int acct_pod_check(const struct acct_pod *pod, const struct acct_config *cfg, st
 	/* Its new internet connections pass its namespace's guard. */
 	if (r == 1 && cfg->guard.on)
 		r = acct_guard_elem_right(&c, pod);
+	/* Its hostPorts reach it. */
+	if (r == 1)
+		r = acct_hostport_check(&c, pod);
 	/* Without it every packet of the pod is dropped as spoofed. */
 	if (r == 1)
 		r = link_ok(pod) ? elem_present_key(&c, ACCT_SET_POD_SRC, ACCT_KEY_LINK_ADDR,

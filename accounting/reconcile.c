@@ -274,10 +274,14 @@ int acct_pods_reconcile(const struct acct_config *cfg, const struct acct_pod *al
 	size_t n_have[RECONCILE_SETS] = { 0 };
 	struct acct_nft_conn c = { 0 };
 	struct acct_batch *bt = NULL;
-	unsigned added = 0, removed = 0;
+	unsigned added = 0, removed = 0, hp_added = 0, hp_removed = 0;
 	char why[256] = "";
 	int r = 0;
 
+	/* hostPorts first: a pod put back below has its mappings right already */
+	r = acct_hostport_reconcile(all, n_all, &hp_added, &hp_removed, e);
+	if (r < 0)
+		return r;
 	want = calloc(n_all + 1, sizeof(*want));
 	if (!want)
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
@@ -395,9 +399,9 @@ int acct_pods_reconcile(const struct acct_config *cfg, const struct acct_pod *al
 	}
 	if (r == 0) {
 		if (ret_added)
-			*ret_added = added;
+			*ret_added = added + hp_added;
 		if (ret_removed)
-			*ret_removed = removed;
+			*ret_removed = removed + hp_removed;
 	}
 out:
 	for (int k = 0; k < RECONCILE_SETS; k++)

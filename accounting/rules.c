@@ -17,6 +17,7 @@
 #include <libnftnl/rule.h>
 #include <libnftnl/udata.h>
 #include <linux/netfilter/nf_conntrack_common.h>
+#include <linux/netfilter/nf_nat.h>
 
 #include "accounting/internal.h"
 #include "lib/util.h"
@@ -737,6 +738,101 @@ static int put_access(struct acct_rule_list *bt, const struct acct_config *cfg)
 	return r ? -ENOMEM : 0;
 }
 
+/* <what> into register dreg: a meta key, or a header's bytes (payload base, offset, length) */
+static struct nftnl_expr *meta_load_to(uint32_t key, uint32_t dreg)
+{
+	struct nftnl_expr *ex = meta_load(key);
+
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_META_DREG, dreg);
+	return ex;
+}
+
+static struct nftnl_expr *payload_to(uint32_t base, uint32_t offset, uint32_t len, uint32_t dreg)
+{
+	struct nftnl_expr *ex = nftnl_expr_alloc("payload");
+
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_PAYLOAD_BASE, base);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_PAYLOAD_OFFSET, offset);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_PAYLOAD_LEN, len);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_PAYLOAD_DREG, dreg);
+	return ex;
+}
+
+/*
+ * A hostPort's DNAT: [ip daddr .] meta l4proto . th dport, one 32-bit
+ * register each from NFT_REG32_00 on, looked up in the map, whose value
+ * (address . port) lands in the next two registers, which dnat reads.
+ * On every address only for a local destination outside 127/8: a packet
+ * the node forwards keeps its destination, and loopback would need
+ * route_localnet on the pods' links (which lets a pod reach the node's
+ * localhost).
+ */
+static struct nftnl_rule *hostport_rule(const char *chain, bool by_ip)
+{
+	struct nftnl_rule *r = rule_new(chain);
+	uint32_t reg = NFT_REG32_00;
+	struct nftnl_expr *ex;
+
+	if (!r)
+		return NULL;
+	if (by_ip) {
+		put(r, load_ip_to(16, reg++));
+	} else {
+		uint32_t lo_mask = htonl(0xff000000u), lo_net = htonl(0x7f000000u);
+
+		put(r, load_ip(16));
+		put(r, bitwise32(lo_mask, 0));
+		ex = cmp_eq(&lo_net, sizeof(lo_net));
+		nftnl_expr_set_u32(ex, NFTNL_EXPR_CMP_OP, NFT_CMP_NEQ);
+		put(r, ex);
+		match_local(r);
+	}
+	put(r, meta_load_to(NFT_META_L4PROTO, reg++));
+	put(r, payload_to(NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, reg++));
+	ex = nftnl_expr_alloc("lookup");
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_LOOKUP_SREG, NFT_REG32_00);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_LOOKUP_DREG, reg);
+	nftnl_expr_set_str(ex, NFTNL_EXPR_LOOKUP_SET, by_ip ? ACCT_MAP_HOSTPORT_IP : ACCT_MAP_HOSTPORT);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_LOOKUP_SET_ID, by_ip ? ACCT_ID_HOSTPORT_IP : ACCT_ID_HOSTPORT);
+	put(r, ex);
+	ex = nftnl_expr_alloc("nat");
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_NAT_TYPE, NFT_NAT_DNAT);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_NAT_FAMILY, NFPROTO_IPV4);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_NAT_REG_ADDR_MIN, reg);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_NAT_REG_PROTO_MIN, reg + 1);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_NAT_FLAGS, NF_NAT_RANGE_MAP_IPS | NF_NAT_RANGE_PROTO_SPECIFIED);
+	put(r, ex);
+	return r;
+}
+
+/*
+ * ct status dnat oifname . ip saddr @pod_src masquerade: a pod that reached
+ * its own hostPort gets its packet back from the node's address, so that
+ * its answer goes through the node and its DNAT is undone there.
+ */
+static struct nftnl_rule *hairpin_rule(void)
+{
+	struct nftnl_rule *r = rule_new("postrouting");
+	struct nftnl_expr *ex;
+	uint32_t dnat = IPS_DST_NAT, zero = 0;
+
+	if (!r)
+		return NULL;
+	ex = nftnl_expr_alloc("ct");
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_CT_KEY, NFT_CT_STATUS);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_CT_DREG, NFT_REG_1);
+	put(r, ex);
+	put(r, bitwise32(dnat, zero));
+	ex = cmp_eq(&zero, sizeof(zero));
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_CMP_OP, NFT_CMP_NEQ);
+	put(r, ex);
+	put(r, meta_load(NFT_META_OIFNAME));
+	put(r, load_ip_to(12, NFT_REG_2));
+	put(r, lookup(ACCT_SET_POD_SRC, ACCT_ID_POD_SRC, false));
+	put(r, nftnl_expr_alloc("masq"));
+	return r;
+}
+
 static struct nftnl_rule *masquerade_rule(void)
 {
 	struct nftnl_rule *r = rule_new("postrouting");
@@ -859,6 +955,12 @@ int acct_table_rules(const struct acct_config *cfg, struct acct_rule_list *bt)
 		r |= put_rule(bt, count_rule("output", 16, false, 0, NULL, 0, "host_egress_internal"));
 		r |= put_rule(bt, count_rule("output", 16, true, 0, NULL, 0, "host_egress_internet"));
 	}
+	/* hostPorts: the mappings on one address first, those on every address after */
+	r |= put_rule(bt, hostport_rule(ACCT_CHAIN_PREROUTING_NAT, true));
+	r |= put_rule(bt, hostport_rule(ACCT_CHAIN_PREROUTING_NAT, false));
+	r |= put_rule(bt, hostport_rule(ACCT_CHAIN_OUTPUT_NAT, true));
+	r |= put_rule(bt, hostport_rule(ACCT_CHAIN_OUTPUT_NAT, false));
+	r |= put_rule(bt, hairpin_rule());
 	r |= put_rule(bt, masquerade_rule());
 	if (r || bt->failed) {
 		acct_rule_list_free(bt);

@@ -45,6 +45,8 @@ const struct acct_chain_def acct_table_chains[ACCT_TABLE_CHAINS] = {
 	{ ACCT_CHAIN_FWD_INGRESS, NULL, 0, 0 },
 	{ ACCT_CHAIN_FWD_INGRESS_INTERNAL, NULL, 0, 0 },
 	{ ACCT_CHAIN_GUARD_REFUSE, NULL, 0, 0 },
+	{ ACCT_CHAIN_PREROUTING_NAT, "nat", NF_INET_PRE_ROUTING, -100 },	/* dstnat */
+	{ ACCT_CHAIN_OUTPUT_NAT, "nat", NF_INET_LOCAL_OUT, -100 },
 };
 
 void acct_set_add_key(struct nftnl_set *s, uint32_t ip_host, bool interval_end)
@@ -85,12 +87,19 @@ struct nftnl_set *acct_set_new(const char *name, uint32_t id, uint32_t flags,
 	struct nftnl_set *s = nftnl_set_alloc();
 	static const uint32_t key_len[] = { [ACCT_KEY_ADDR] = 4,
 					    [ACCT_KEY_LINK] = ACCT_KEY_LINK_LEN,
-					    [ACCT_KEY_LINK_ADDR] = ACCT_KEY_LINK_LEN + 4 };
+					    [ACCT_KEY_LINK_ADDR] = ACCT_KEY_LINK_LEN + 4,
+					    [ACCT_KEY_HOSTPORT] = 8,
+					    [ACCT_KEY_HOSTPORT_IP] = 12 };
 	static const uint32_t key_type[] = {
 		[ACCT_KEY_ADDR] = ACCT_NFT_TYPE_IPADDR,
 		[ACCT_KEY_LINK] = ACCT_NFT_TYPE_IFNAME,
 		[ACCT_KEY_LINK_ADDR] =
 			ACCT_NFT_TYPE_CONCAT(ACCT_NFT_TYPE_IFNAME, ACCT_NFT_TYPE_IPADDR),
+		[ACCT_KEY_HOSTPORT] =
+			ACCT_NFT_TYPE_CONCAT(ACCT_NFT_TYPE_INET_PROTO, ACCT_NFT_TYPE_INET_SERVICE),
+		[ACCT_KEY_HOSTPORT_IP] = ACCT_NFT_TYPE_CONCAT(
+			ACCT_NFT_TYPE_CONCAT(ACCT_NFT_TYPE_IPADDR, ACCT_NFT_TYPE_INET_PROTO),
+			ACCT_NFT_TYPE_INET_SERVICE),
 	};
 
 	if (!s)
@@ -105,7 +114,12 @@ struct nftnl_set *acct_set_new(const char *name, uint32_t id, uint32_t flags,
 		nftnl_set_set_u32(s, NFTNL_SET_FLAGS, flags);
 	if (flags & NFT_SET_OBJECT)
 		nftnl_set_set_u32(s, NFTNL_SET_OBJ_TYPE, NFT_OBJECT_COUNTER);
-	if (flags & NFT_SET_MAP) {
+	if ((flags & NFT_SET_MAP) && (key == ACCT_KEY_HOSTPORT || key == ACCT_KEY_HOSTPORT_IP)) {
+		/* a hostPort's target: ipv4_addr . inet_service */
+		nftnl_set_set_u32(s, NFTNL_SET_DATA_TYPE,
+				  ACCT_NFT_TYPE_CONCAT(ACCT_NFT_TYPE_IPADDR, ACCT_NFT_TYPE_INET_SERVICE));
+		nftnl_set_set_u32(s, NFTNL_SET_DATA_LEN, ACCT_HOSTPORT_DATA_LEN);
+	} else if (flags & NFT_SET_MAP) {
 		/* ipv4_addr : classid, with nft's byte-order notes so `nft list` reads it right. */
 		static const uint8_t udata[] = { 0x00, 0x04, 0x02, 0x00, 0x00, 0x00, 0x01, 0x04, 0x01,
 						 0x00, 0x00, 0x00, 0x06, 0x04, 0x00, 0x00, 0x00, 0x00 };
@@ -145,6 +159,8 @@ const struct acct_set_def acct_table_sets[ACCT_TABLE_SETS] = {
 	{ ACCT_MAP_AGENT_DROP, ACCT_ID_AGENT_DROP, NFT_SET_OBJECT, ACCT_KEY_ADDR, false },
 	{ ACCT_MAP_GUARD, ACCT_ID_GUARD, NFT_SET_MAP, ACCT_KEY_ADDR, true },
 	{ ACCT_MAP_GUARD_IN, ACCT_ID_GUARD_IN, NFT_SET_MAP, ACCT_KEY_ADDR, true },
+	{ ACCT_MAP_HOSTPORT, ACCT_ID_HOSTPORT, NFT_SET_MAP, ACCT_KEY_HOSTPORT, false },
+	{ ACCT_MAP_HOSTPORT_IP, ACCT_ID_HOSTPORT_IP, NFT_SET_MAP, ACCT_KEY_HOSTPORT_IP, false },
 };
 
 int acct_table_put_set(struct acct_batch *bt, const struct acct_set_def *d)

@@ -83,7 +83,38 @@ struct assign_ctx {
 	struct ipam_attachment got;
 	bool existing;
 	uint32_t prev_last_ip;		/* the allocator's cursor before this ADD */
+	struct hostports old_ports;	/* a repeated ADD's: what its record had */
 };
+
+/*
+ * A hostPort another attachment of the node holds: refused, naming the
+ * holder. Retried (11): the holder may be a pod whose DEL has not come yet,
+ * as when a StatefulSet's pod is made again under its name.
+ */
+static int hostports_free(const struct ipam_state *st, const struct ipam_attachment *me,
+			  struct tg_err *e)
+{
+	for (size_t i = 0; i < st->n_att; i++) {
+		const struct ipam_attachment *o = &st->att[i];
+
+		if (o == me)
+			continue;
+		for (size_t k = 0; k < me->ports.n; k++)
+			for (size_t j = 0; j < o->ports.n; j++) {
+				char mine[HOSTPORT_STRLEN], theirs[HOSTPORT_STRLEN];
+
+				if (!hostport_overlap(&me->ports.m[k], &o->ports.m[j]))
+					continue;
+				return tg_fail(e, CNI_ERR_TRY_AGAIN, -EADDRINUSE,
+					       "hostPort %s is taken on this node: %s of pod %s/%s "
+					       "(container %.12s) maps it",
+					       hostport_format(&me->ports.m[k], mine),
+					       hostport_format(&o->ports.m[j], theirs),
+					       o->k8s_namespace, o->pod, o->container_id);
+			}
+	}
+	return 0;
+}
 
 static int assign_fn(struct ipam_state *st, void *p, struct tg_err *e)
 {
@@ -100,6 +131,15 @@ static int assign_fn(struct ipam_state *st, void *p, struct tg_err *e)
 	/* The shaping this ADD asks for replaces the recorded one; its classes stay. */
 	a = (struct ipam_attachment *)ipam_find(st, c->req.container_id, c->req.ifname);
 	before = a->shaping;
+	c->old_ports = a->ports;
+	a->ports = c->req.ports;
+	if (hostports_free(st, a, e) < 0) {
+		if (!c->existing)
+			ipam_release(st, a->container_id, a->ifname, time_boot_ms(), false, NULL);
+		else
+			a->ports = c->old_ports;
+		return -EADDRINUSE;
+	}
 	a->shaping = c->req.shaping;
 	a->shaping.ns_class = before.ns_class;
 	a->shaping.pod_class = before.pod_class;
@@ -107,12 +147,13 @@ static int assign_fn(struct ipam_state *st, void *p, struct tg_err *e)
 		if (!c->existing)
 			ipam_release(st, a->container_id, a->ifname, time_boot_ms(), false, NULL);
 		else
-			a->shaping = before;
+			a->shaping = before, a->ports = c->old_ports;
 		return tg_fail(e, CNI_ERR_TRY_AGAIN, -ENOSPC,
 			       "no free traffic class on the uplink for internet shaping");
 	}
 	c->got = *a;
-	return !c->existing || memcmp(&before, &a->shaping, sizeof(before)) != 0;
+	return !c->existing || memcmp(&before, &a->shaping, sizeof(before)) != 0 ||
+	       memcmp(&c->old_ports, &a->ports, sizeof(a->ports)) != 0;
 }
 
 struct release_ctx {
@@ -203,6 +244,9 @@ static int add_prepare(struct session *s, const struct cni_env *env, const struc
 	node_veth_name(env->container_id, env->ifname, req->host_veth);
 	req->created = time(NULL);
 	node_shaping_request(cfg, env->k8s_namespace, &req->shaping);
+	r = node_config_ports(cfg, &req->ports, e);
+	if (r < 0)
+		return r;
 
 	/*
 	 * The uplink sizes the MTU and carries internet shaping (the node's path,

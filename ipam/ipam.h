@@ -16,6 +16,7 @@
 #include <json-c/json.h>
 
 #include "lib/err.h"
+#include "lib/hostport.h"
 #include "lib/ip4.h"
 #include "lib/shaping.h"
 
@@ -38,6 +39,7 @@ struct ipam_attachment {
 	char host_veth[IFNAMSIZ];
 	int64_t created;		/* unix seconds */
 	struct shaping shaping;
+	struct hostports ports;		/* its hostPorts (runtimeConfig.portMappings) */
 	/*
 	 * A reshape saved new caps and has not yet put the pod's classes right:
 	 * the next reshape finishes it. Only a reshape sets it, so it never

@@ -9,6 +9,7 @@
 #include "ipam/ipam.h"
 #include "ipam/pool.h"
 #include "ipam/store.h"
+#include "lib/hostport.h"
 #include "lib/ip4.h"
 #include "lib/jsonx.h"
 #include "lib/util.h"
@@ -142,6 +143,8 @@ json_object *ipam_attachment_to_json(const struct ipam_attachment *a)
 		jx_add(o, "shaping", shaping_to_json(&a->shaping));
 	if (a->reshape_pending)
 		jx_add(o, "reshapePending", json_object_new_boolean(true));
+	if (a->ports.n)
+		jx_add(o, "ports", hostports_to_json(&a->ports));
 	return o;
 }
 
@@ -260,7 +263,8 @@ static int attachment_from_json(json_object *o, size_t i, struct ipam_attachment
 				struct tg_err *e)
 {
 	const char *w = "state.attachments[]";
-	json_object *sh = NULL;
+	json_object *sh = NULL, *ports = NULL;
+	struct tg_err pe = { 0 };
 
 	if (!json_object_is_type(o, json_type_object))
 		return tg_fail(e, CNI_ERR_IO, -EBADMSG, "state.attachments[%zu] is not an object", i);
@@ -276,6 +280,9 @@ static int attachment_from_json(json_object *o, size_t i, struct ipam_attachment
 	    (sh && shaping_from_json(sh, &a->shaping, e) < 0) ||
 	    jx_bool(o, w, "reshapePending", &a->reshape_pending, e) < 0)
 		return -EBADMSG;
+	json_object_object_get_ex(o, "ports", &ports);
+	if (hostports_parse(ports, "state.attachments[].ports", &a->ports, &pe) < 0)
+		return tg_fail(e, CNI_ERR_IO, -EBADMSG, "%s", pe.msg);
 	return 0;
 }
 
@@ -317,7 +324,9 @@ static int attachments_from_json(json_object *root, struct ipam_state *st, struc
  * reader ignores it: a reshape it left half done stays so until the next
  * reshape of a build that reads it), then cooling[].releasedBootMs (the
  * cool-down on the boot clock; releasedMs keeps its wall-clock meaning for
- * earlier readers). Its layout changed (indented, one
+ * earlier readers), then attachments[].ports (the pod's hostPorts; an
+ * earlier reader ignores them, and a later declaration's reconcile takes
+ * out the elements of a pod its DEL did not know to remove). Its layout changed (indented, one
  * line, one attachment per line), which JSON does not see. tests/fixtures/store/ holds
  * a file of each shape, written by the release that wrote it.
  *

@@ -565,6 +565,20 @@ static int parse_runtime(struct node_config *cfg, struct tg_err *e)
 	return 0;
 }
 
+int node_config_ports(const struct node_config *cfg, struct hostports *ret, struct tg_err *e)
+{
+	if (hostports_parse(jx_get_nocase(cfg->runtime_config, "portMappings"),
+			    "runtimeConfig.portMappings", ret, e) < 0)
+		return -EINVAL;
+	for (size_t i = 0; i < ret->n; i++)
+		/* the node's port of the agent, which a pod would otherwise take over */
+		if (cfg->access.metrics_port && ret->m[i].host_port == cfg->access.metrics_port)
+			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+				       "runtimeConfig.portMappings[%zu]: hostPort %u is the node's "
+				       "metricsPort, which no pod may take", i, cfg->access.metrics_port);
+	return 0;
+}
+
 static int parse_gc_list(json_object *root, struct node_config *cfg, struct tg_err *e)
 {
 	json_object *arr;

@@ -20,6 +20,7 @@
 
 #include "accounting/accounting.h"
 #include "lib/err.h"
+#include "lib/hostport.h"
 #include "lib/ip4.h"
 #include "lib/shaping.h"
 
@@ -99,6 +100,12 @@ struct node_config {
 int node_config_decode(const char *text, size_t len, struct node_config *cfg, struct tg_err *e);
 int node_config_parse(struct node_config *cfg, struct tg_err *e);
 void node_config_free(struct node_config *cfg);
+/*
+ * The pod's hostPorts from runtimeConfig.portMappings (ADD's alone: a DEL
+ * or CHECK goes by the store's record, whatever the runtime passes), none
+ * on the node's metricsPort. CNI_ERR_CONFIG naming the entry.
+ */
+int node_config_ports(const struct node_config *cfg, struct hostports *ret, struct tg_err *e);
 /* The "type" of Tollgate's entry in a conflist. */
 #define NODE_PLUGIN_TYPE "tollgate"
 /*

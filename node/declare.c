@@ -83,6 +83,7 @@ struct acct_pod node_acct_pod(const struct ipam_attachment *a)
 		.k8s_namespace = a->k8s_namespace,
 		.host_veth = a->host_veth,
 		.egress_classid = shaper_egress_classid(&a->shaping),
+		.ports = &a->ports,
 	};
 }
 

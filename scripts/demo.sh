@@ -280,6 +280,28 @@ agent_get /metrics |
 	grep -E '^tollgate_shaper_(node|namespace|pod)_(sent_bytes_total|dropped_packets_total|limit_bytes_per_second)' |
 	sed 's/^/    /'
 
+section "hostPort: a pod's port on the node's address, mapped by Tollgate itself (no portmap)"
+WEB_CONF=$(jq -c '. + {runtimeConfig: {portMappings: [{hostPort: 8080, containerPort: 80, protocol: "tcp"}]}}' <<<"$CONF")
+say "  ADD research/web-0 with runtimeConfig.portMappings [{hostPort: 8080, containerPort: 80, protocol: tcp}]"
+pod_add web research "$WEB_CONF" || die "ADD research/web-0 failed: $TG_OUT"
+ip netns exec "$TG_ID-web" python3 "$TG_LIB_DIR/hostport_probe.py" serve 80 --name web-0 --bind "${POD_IP[web]}" &
+TG_PIDS+=("$!")
+web_up() { ip netns exec "$TG_ID-web" python3 "$TG_LIB_DIR/hostport_probe.py" tcp "${POD_IP[web]}" 80 >/dev/null; }
+wait_for 10 web_up || die "research/web-0's listener did not start"
+show ip netns exec "$TG_NODE" nft list map inet tollgate hostport
+got=$(ip netns exec "$TG_PEER" python3 "$TG_LIB_DIR/hostport_probe.py" tcp "$TG_NODE_IP" 8080)
+[ "$got" = "web-0 10.0.1.1" ]
+result $? "peer node -> $TG_NODE_IP:8080: answered by web-0, which saw the peer's own address ($got)"
+got=$(ip netns exec "$TG_INET" python3 "$TG_LIB_DIR/hostport_probe.py" tcp "$TG_NODE_IP" 8080)
+[ "$got" = "web-0 $TG_INET_IP" ]
+result $? "internet host -> $TG_NODE_IP:8080: answered by web-0 ($got)"
+pod_del web "$WEB_CONF" || die "DEL research/web-0 failed: $TG_OUT"
+pod_ns_del web
+got=$(ip netns exec "$TG_PEER" python3 "$TG_LIB_DIR/hostport_probe.py" tcp "$TG_NODE_IP" 8080)
+left=$(ip netns exec "$TG_NODE" nft -j list map inet tollgate hostport | jq '[.nftables[] | .map // empty][0].elem // [] | length')
+[ "$got" = "no: Connection refused" ] && [ "$left" = 0 ]
+result $? "after DEL the map is empty and the port refuses ($got)"
+
 section "The agent repairs what someone flushed"
 DS_EGRESS='tollgate_namespace_bytes_total{namespace="datasets",direction="egress",traffic="internet"}'
 ds_egress() { agent_get /metrics | awk -v m="$DS_EGRESS" '$1 == m { print $2 }'; }

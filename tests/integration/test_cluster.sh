@@ -164,8 +164,7 @@ t_end
 
 # ---------------------------------------------------------------- agents
 # conflist I: the shipped conflist, made this node's (own dataDir and log;
-# nodes 1 and 2 a static pool, node 3 its pool from IMDS); the chained
-# portmap is not part of this test
+# nodes 1 and 2 a static pool, node 3 its pool from IMDS)
 conflist() {
 	local ipam
 	if [ "$1" = "$IMDS_NODE" ]; then
@@ -174,7 +173,6 @@ conflist() {
 		ipam=$(jq -cn --arg pool "10.0.$1.2-10.0.$1.30" '{source: "static", addresses: [$pool], cooldownSeconds: 0}')
 	fi
 	jq --arg dd "$TG_TMP/n$1/data" --arg lf "$TG_TMP/n$1/tollgate.log" --argjson ipam "$ipam" '
-		.plugins |= map(select(.type == "tollgate")) |
 		.plugins[0] |= (.dataDir = $dd | .logFile = $lf | .ipam = $ipam)' "$CONFLIST"
 }
 # node 3's NIC as IMDS describes it: its own address first, then 8 alias

@@ -8,7 +8,7 @@
 # sandbox, python3-grpcio). The sandbox image is cri/pause.c, built static
 # here and imported offline (`ctr -n k8s.io images import`). tollgate-agent
 # runs in the node as the DaemonSet runs it and installs the plugin and the
-# conflist (Tollgate, then Debian's portmap, as shipped).
+# conflist (Tollgate alone, as shipped: it maps hostPorts itself).
 #
 #   - the runtime's Status says NetworkReady false until the agent installed
 #     the conflist, true after (the control: the same call before);
@@ -18,8 +18,8 @@
 #     pool address, the one the store records for that namespace/pod;
 #   - what containerd passed: the K8S_POD_* names (the store's namespace and
 #     pod), runtimeConfig.bandwidth (the pod's egress rate), the pod
-#     annotations (the internet cap the annotation set), portMappings (a host
-#     port on the node reaches the pod);
+#     annotations (the internet cap the annotation set), portMappings (the
+#     store records them, and a host port on the node reaches the pod);
 #   - each pod's bytes land in its namespace's counters, to the byte (pings of
 #     a known size);
 #   - the caps hold, measured on the kernel's class counters (within 5 %);
@@ -45,15 +45,13 @@ CRI_CLIENT=$TG_LIB_DIR/cri/cri_client.py
 NET=tgcri
 AGENT_PORT=9617
 PAUSE=localhost/tollgate-pause:e2e
-PORTMAP=/usr/lib/cni/portmap
 for t in containerd ctr runc podman nsenter unshare curl gcc; do
 	command -v "$t" >/dev/null 2>&1 || { echo "not ok - preconditions: '$t' not installed (make deps)"; exit 1; }
 done
 "$PY" -c 'import grpc, grpc_tools.protoc' 2>/dev/null ||
 	{ echo "not ok - preconditions: python3-grpcio and python3-grpc-tools not installed (make deps)"; exit 1; }
-for p in "$PORTMAP" /usr/lib/cni/loopback; do
-	[ -x "$p" ] || { echo "not ok - preconditions: $p missing (containernetworking-plugins)"; exit 1; }
-done
+[ -x /usr/lib/cni/loopback ] ||
+	{ echo "not ok - preconditions: /usr/lib/cni/loopback missing (containernetworking-plugins)"; exit 1; }
 
 declare -A SID=() PIP=() # pod -> sandbox ID, pod -> its address
 ATTACHED=()               # $TG_ID-p-POD names bound to the sandboxes' netns (ip netns attach)
@@ -118,7 +116,7 @@ t_end
 # ------------------------------------------------------------------ status
 t_begin "the runtime's Status: NetworkReady false before the agent installed the conflist, true after"
 t_expect "NetworkReady before the agent" "$(network_ready)" false
-# the conflist as shipped (Tollgate, then portmap), with this node's pool and caps
+# the conflist as shipped, with this node's pool and caps
 jq --arg net "$NET" '.name = $net | .plugins[0] += {
 		uplink: "eth0", logFile: "/run/tollgate/tollgate.log",
 		ipam: {source: "static", addresses: ["10.1.0.10-10.1.0.40"], cooldownSeconds: 0},
@@ -126,7 +124,6 @@ jq --arg net "$NET" '.name = $net | .plugins[0] += {
 	"$TG_ROOT/deploy/base/10-tollgate.conflist" >"$TG_TMP/agent-config/10-tollgate.conflist" ||
 	tap_bail "cannot write the conflist"
 # containerd 1.6 brings every sandbox's lo up with the reference loopback plugin
-nx cp "$PORTMAP" /opt/cni/bin/portmap
 nx cp /usr/lib/cni/loopback /opt/cni/bin/loopback
 nx "$TOLLGATE_BIN_DIR/tollgate-agent" --config "$TG_TMP/agent-config/10-tollgate.conflist" \
 	--listen "$TG_NODE_IP:$AGENT_PORT" --cni-conf-dir /etc/cni/net.d --cni-bin-dir /opt/cni/bin \
@@ -210,7 +207,8 @@ t_expect "inet: internet egress cap" "$(inet_cap inet)" "20000000 annotation"
 # the plain pod (the control): no rate of its own, the config's podDefault
 t_expect "plain: internet egress cap" "$(inet_cap plain)" "50000000 config"
 t_expect "plain: egress rate" "$(attachment team-b plain | jq -r '.shaping.egressRate // 0')" 0
-# the port mapping: portmap's DNAT from the node's address to the web pod
+# the port mapping: recorded with the pod, Tollgate's DNAT from the node's address to it
+t_expect "web: the store's ports" "$(attachment team-a web | jq -c .ports)" '[{"hostPort":8080,"containerPort":18080,"protocol":"tcp"}]'
 ip netns exec "$TG_ID-p-web" timeout 15 "$PY" -m http.server 18080 --bind "${PIP[web]}" >/dev/null 2>&1 &
 SRV=$!
 SH_PIDS+=("$SRV")

@@ -31,10 +31,9 @@
 # root filesystem and /proc/sys read-only, in a private mount namespace):
 # ready without deploy/90-tollgate.conf's sysctls, saying once that it left
 # them (the plugin on the host raises ip_forward), and with them set, silent
-# about it; the installed conflist's chain at 1.0.0 —
-# the plugin, then Debian's portmap with the plugin's result — forwards a
-# host port into a pod; a note (not a check: it is Debian's, not Tollgate's)
-# shows whether that portmap refuses the same chain at 1.1.0. And the
+# about it; the installed conflist at 1.0.0, the plugin alone, forwards a
+# host port into a pod (runtimeConfig.portMappings, as the runtime passes it
+# for the capability the conflist declares). And the
 # Deployment's allocator, its command word for word, as the runtime confines
 # it (nobody, no capability, no_new_privs, a read-only root), reading the
 # same ConfigMap.
@@ -52,7 +51,6 @@ RUNBOOK=$TG_ROOT/docs/runbook.md
 CHECK=$TG_LIB_DIR/deploy_check.py
 AGENT=$TOLLGATE_BIN_DIR/tollgate-agent
 IPAM=$TOLLGATE_BIN_DIR/tollgate-ipam
-PORTMAP=/usr/lib/cni/portmap
 FIX=$TG_ROOT/tests/fixtures/imds
 IMDS_PORT=18084
 PORT=19618
@@ -60,7 +58,7 @@ HOSTPORT=18080
 
 ALLOCATOR=$TOLLGATE_BIN_DIR/tollgate-allocator
 APORT=19620
-for t in "$AGENT" "$ALLOCATOR" "$IPAM" "$PORTMAP" "$(command -v promtool)" "$(command -v setpriv)" "$(command -v unshare)"; do
+for t in "$AGENT" "$ALLOCATOR" "$IPAM" "$(command -v promtool)" "$(command -v setpriv)" "$(command -v unshare)"; do
 	if [ ! -x "$t" ]; then
 		echo "not ok - preconditions: ${t:-promtool, setpriv or unshare} not found (make deps; make)"
 		exit 1
@@ -323,11 +321,10 @@ t_end
 t_begin "the ConfigMap's conflist says cniVersion 1.0.0, every plugin at it"
 check conflist >"$TG_TMP/cm.conflist" || t_fail "no conflist in the ConfigMap"
 t_expect cniVersion "$(jq -r .cniVersion "$TG_TMP/cm.conflist")" 1.0.0
-t_expect "plugins" "$(jq -c '[.plugins[].type]' "$TG_TMP/cm.conflist")" '["tollgate","portmap"]'
+t_expect "plugins" "$(jq -c '[.plugins[].type]' "$TG_TMP/cm.conflist")" '["tollgate"]'
+t_expect "capabilities" "$(jq -c '.plugins[0].capabilities' "$TG_TMP/cm.conflist")" \
+	'{"bandwidth":true,"portMappings":true,"io.kubernetes.cri.pod-annotations":true}'
 t_expect "the overlay's cniVersion" "$(jq -r .cniVersion "$TG_TMP/overlay.conflist")" 1.0.0
-# portmap, the chained plugin as Debian ships it, supports the list's version
-CNI_COMMAND=VERSION "$PORTMAP" <<<'{"cniVersion":"1.0.0"}' 2>/dev/null |
-	jq -e '.supportedVersions | index("1.0.0")' >/dev/null || t_fail "portmap does not support 1.0.0"
 t_end
 
 # ============================================================ rules and dashboard
@@ -413,8 +410,6 @@ t_end
 # host's paths and the IMDS address moved into the test's.
 CM=$TG_TMP/etc-tollgate NETD=$TG_TMP/net.d CNIBIN=$TG_TMP/cni-bin ALOG=$TG_TMP/agent.log
 mkdir -p "$CM/..v1" "$NETD" "$CNIBIN"
-# the plugins the shipped conflist chains, as a node has them (the agent installs none that lacks one)
-cp /usr/lib/cni/portmap "$CNIBIN/portmap"
 check conflist | jq --arg dd "$TG_TMP/data" --arg lf "$TG_TMP/tollgate.log" \
 	--arg u "http://127.0.0.1:$IMDS_PORT" \
 	'(.plugins[] | select(.type == "tollgate")) |= (.dataDir = $dd | .logFile = $lf | .ipam.imdsURL = $u)' \
@@ -580,27 +575,16 @@ grep -qxF "tollgate_build_info{version=\"$VER\",commit=\"$COMMIT\"} 1" "$TG_TMP/
 	t_fail "the allocator's build_info: $(grep '^tollgate_build_info' "$TG_TMP/alloc.out")"
 t_end
 
-# ------------------------------------------------------------ the chain at 1.0.0, as libcni runs it
+# ------------------------------------------------------------ the installed conflist at 1.0.0
 TG_BIN=$CNIBIN/tollgate
 entry() { # INDEX: the list's entry as a runtime hands it to the plugin
 	jq -c --argjson i "$1" '.plugins[$i] + {name: .name, cniVersion: .cniVersion}' "$NETD/10-tollgate.conflist"
 }
-portmap_run() { # CMD CONF
-	ip netns exec "$TG_NODE" env -i PATH="$TG_PATH" CNI_COMMAND="$1" CNI_CONTAINERID="${POD_CID[web]}" \
-		CNI_NETNS="${POD_NETNS[web]}" CNI_IFNAME=eth0 CNI_PATH=/usr/lib/cni \
-		CNI_ARGS="$(k8s_args team-a web "${POD_CID[web]}")" "$PORTMAP" <<<"$2"
-}
-PM_RT='{"portMappings": [{"hostPort": '$HOSTPORT', "containerPort": 80, "protocol": "tcp"}]}'
+WEB_CONF=$(entry 0 | jq -c --argjson p "$HOSTPORT" '. + {runtimeConfig: {portMappings: [{hostPort: $p, containerPort: 80, protocol: "tcp"}]}}')
 
-t_begin "the installed chain at 1.0.0: the plugin, then portmap with its result; a host port reaches the pod"
-pod_add web team-a "$(entry 0)" || t_fail "tollgate ADD rc=$TG_RC $TG_OUT"
+t_begin "the installed conflist at 1.0.0, the plugin alone: a host port reaches the pod"
+pod_add web team-a "$WEB_CONF" || t_fail "tollgate ADD rc=$TG_RC $TG_OUT"
 t_expect "result cniVersion" "$(jq -r .cniVersion <<<"$TG_OUT")" 1.0.0
-PM_CONF=$(entry 1 | jq -c --argjson prev "${POD_RESULT[web]:-null}" --argjson rt "$PM_RT" '. + {prevResult: $prev, runtimeConfig: $rt}')
-PM_OUT=$(portmap_run ADD "$PM_CONF" 2>"$TG_TMP/pm.err")
-pm_rc=$?
-t_expect "portmap ADD exit status" "$pm_rc" 0
-[ "$pm_rc" = 0 ] || diag "$PM_OUT $(cat "$TG_TMP/pm.err")"
-t_expect "portmap passes the address on" "$(jq -r '.ips[0].address' <<<"$PM_OUT" 2>/dev/null)" "$(jq -r '.ips[0].address' <<<"${POD_RESULT[web]:-}")"
 # a one-line HTTP answer (http.server would look the address up in DNS first)
 ip netns exec "$TG_ID-web" python3 -c '
 import socket, sys
@@ -620,32 +604,18 @@ while True:
 TG_PIDS+=($!)
 served() { ip netns exec "$TG_ID-web" bash -c "exec 3<>/dev/tcp/${POD_IP[web]}/80" 2>/dev/null; }
 wait_for 10 served || t_fail "the pod's server did not start: $(tail -3 "$TG_TMP/web.log")"
-# from the peer node to this node's port: DNAT by portmap, routed by tollgate
+# from the peer node to this node's port: Tollgate's DNAT to the pod
 code=$(ip netns exec "$TG_PEER" curl -s -o /dev/null -w '%{http_code}' --max-time 3 "http://$TG_NODE_IP:$HOSTPORT/")
 t_expect "peer -> node:$HOSTPORT -> pod:80" "$code" 200
-[ "$code" = 200 ] || diag "$(ip netns exec "$TG_NODE" iptables-save -t nat 2>&1 | grep -v '^#')"
+[ "$code" = 200 ] || diag "$(ip netns exec "$TG_NODE" nft list map inet tollgate hostport 2>&1)"
 t_end
 
-# Why 1.0.0 is shipped (docs/configuration.md, "cniVersion"): Debian's portmap refuses the
-# same chain at 1.1.0. A fact about the environment, not about Tollgate:
-# shown as a note, never counted as a check.
-PM11=$(jq -c '.cniVersion = "1.1.0" | .prevResult.cniVersion = "1.1.0"' <<<"$PM_CONF")
-out=$(portmap_run ADD "$PM11" 2>&1)
-rc=$?
-out=$(tr -s ' \t\n' ' ' <<<"$out")
-if [ "$rc" != 0 ] && grep -q 'incompatible CNI versions' <<<"$out"; then
-	diag "note: $PORTMAP refuses the chain at cniVersion 1.1.0 (exit $rc): ${out:0:200}"
-else
-	diag "note: $PORTMAP no longer refuses cniVersion 1.1.0 as docs/configuration.md says (exit $rc): ${out:0:300}"
-	[ "$rc" != 0 ] || portmap_run DEL "$PM11" >/dev/null 2>&1 # take its second mapping back
-fi
-
-t_begin "DEL through the chain (portmap, then the plugin) leaves neither a DNAT nor an attachment"
-out=$(portmap_run DEL "$PM_CONF" 2>&1) || t_fail "portmap DEL: $out"
-pod_del web "$(entry 0)" || t_fail "tollgate DEL rc=$TG_RC $TG_OUT"
-ip netns exec "$TG_NODE" iptables-save -t nat 2>/dev/null | grep -q -- "--to-destination ${POD_IP[web]:-x}:80" &&
-	t_fail "portmap's DNAT is left"
+t_begin "DEL leaves neither a mapping nor an attachment"
+pod_del web "$WEB_CONF" || t_fail "tollgate DEL rc=$TG_RC $TG_OUT"
+t_expect "mappings" "$(ip netns exec "$TG_NODE" nft -j list map inet tollgate hostport | jq '[.nftables[] | .map // empty][0].elem // [] | length')" 0
 t_expect "attachments" "$(jq '.attachments | length' "$TG_TMP/data/$NET/state.json")" 0
+code=$(ip netns exec "$TG_PEER" curl -s -o /dev/null -w '%{http_code}' --max-time 3 "http://$TG_NODE_IP:$HOSTPORT/")
+t_expect "peer -> node:$HOSTPORT after DEL" "$code" 000
 t_end
 
 t_begin "the plugin's parser checks the shipped entry: a wrong value in it is error 7"

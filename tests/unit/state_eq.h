@@ -42,6 +42,7 @@ struct compared_attachment {
 	char host_veth[IFNAMSIZ];
 	int64_t created;
 	struct compared_shaping shaping;
+	struct hostports ports;
 	bool reshape_pending;
 };
 struct compared_cooling {
@@ -138,6 +139,9 @@ static inline void assert_state_equal(const struct ipam_state *a, const struct i
 		assert_int_equal(x->created, y->created);
 		assert_shaping_equal(&x->shaping, &y->shaping, i);
 		assert_int_equal(x->reshape_pending, y->reshape_pending);
+		assert_int_equal(x->ports.n, y->ports.n);
+		for (size_t k = 0; k < x->ports.n; k++)
+			assert_true(hostport_equal(&x->ports.m[k], &y->ports.m[k]));
 	}
 }
 

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -118,6 +119,11 @@ static void rich_state(struct ipam_state *st)
 		.ns_class = 0x0002, .pod_class = 0x8003,
 	};
 	st->att[1].shaping = (struct shaping){ .egress_bps = 70000000, .egress_burst = 8750 };
+	/* hostPorts: every protocol, on every address and on one */
+	st->att[0].ports = (struct hostports){ .n = 3, .m = {
+		{ .host_port = 8080, .container_port = 80, .proto = IPPROTO_TCP },
+		{ .host_port = 53, .container_port = 5353, .proto = IPPROTO_UDP, .host_ip = ip("10.0.0.5") },
+		{ .host_port = 9, .container_port = 9, .proto = IPPROTO_SCTP } } };
 	st->cooling = calloc(2, sizeof(*st->cooling));
 	assert_non_null(st->cooling);
 	st->cooling[0] = (struct ipam_cooling){ .ip = ip("10.1.0.14"), .released_ms = 5000 - 100,
@@ -1174,7 +1180,7 @@ static void t_cache_only_on_tmpfs(void **state)
  * IPAM_SNAPSHOT_LAYOUT, so that no cache of the old layout is read. Update
  * both numbers together.
  */
-#define PINNED_LAYOUT 4
+#define PINNED_LAYOUT 5
 #define PINNED_ATT_TEXT                                                                    \
 	"{\"containerId\":\"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\"," \
 	"\"ifname\":\"eth0\",\"ip\":\"10.1.0.10\",\"netns\":\"/var/run/netns/cni-"            \
@@ -1186,8 +1192,11 @@ static void t_cache_only_on_tmpfs(void **state)
 	"\"annotationInternetEgress\":50000000,\"annotationInternetIngress\":40000000,"       \
 	"\"internetIngress\":45000000,\"internetEgress\":55000000,\"namespaceInternetEgress\":"\
 	"200000000,\"nodeInternetEgress\":10000000000,\"budgetFallback\":10000000,"             \
-	"\"namespaceClass\":2,\"podClass\":32771}}"
-#define PINNED_ATT_SIZE 984
+	"\"namespaceClass\":2,\"podClass\":32771},\"ports\":[{\"hostPort\":8080,"              \
+	"\"containerPort\":80,\"protocol\":\"tcp\"},{\"hostPort\":53,\"containerPort\":5353,"  \
+	"\"protocol\":\"udp\",\"hostIP\":\"10.0.0.5\"},{\"hostPort\":9,\"containerPort\":9,"    \
+	"\"protocol\":\"sctp\"}]}"
+#define PINNED_ATT_SIZE 1368
 
 static void t_cache_layout_follows_the_text(void **state)
 {

@@ -1,0 +1,314 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * hostPorts in table inet tollgate: a pod's mappings as elements of maps
+ * hostport and hostport_ip (the rules that DNAT by them: rules.c), put in
+ * with the pod, taken out with it, checked, and put right against the store.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <linux/netfilter.h>
+#include <linux/netfilter/nf_tables.h>
+#include <libmnl/libmnl.h>
+#include <libnftnl/set.h>
+
+#include "accounting/internal.h"
+#include "lib/util.h"
+
+const char *acct_hostport_map(const struct hostport *m)
+{
+	return m->host_ip ? ACCT_MAP_HOSTPORT_IP : ACCT_MAP_HOSTPORT;
+}
+
+size_t acct_hostport_key(const struct hostport *m, uint8_t ret[ACCT_HOSTPORT_KEY_MAX])
+{
+	uint32_t ip = htonl(m->host_ip);
+	uint16_t port = htons(m->host_port);
+	size_t n = 0;
+
+	memset(ret, 0, ACCT_HOSTPORT_KEY_MAX);
+	if (m->host_ip) {
+		memcpy(ret, &ip, 4);
+		n = 4;
+	}
+	ret[n] = m->proto;
+	memcpy(ret + n + 4, &port, 2);
+	return n + 8;
+}
+
+void acct_hostport_data(uint32_t pod_ip, uint16_t port, uint8_t ret[ACCT_HOSTPORT_DATA_LEN])
+{
+	uint32_t ip = htonl(pod_ip);
+	uint16_t be = htons(port);
+
+	memset(ret, 0, ACCT_HOSTPORT_DATA_LEN);
+	memcpy(ret, &ip, 4);
+	memcpy(ret + 4, &be, 2);
+}
+
+/* One element message: the key, and with NEWSETELEM the value. */
+static int put_elem(struct acct_batch *bt, uint16_t type, const char *map, const uint8_t *key,
+		    size_t key_len, const uint8_t *data)
+{
+	struct nftnl_set *s = acct_set_ref(map);
+	struct nftnl_set_elem *el = nftnl_set_elem_alloc();
+	struct nlmsghdr *nlh;
+
+	if (!s || !el) {
+		if (s)
+			nftnl_set_free(s);
+		if (el)
+			nftnl_set_elem_free(el);
+		return -ENOMEM;
+	}
+	nftnl_set_elem_set(el, NFTNL_SET_ELEM_KEY, key, (uint32_t)key_len);
+	if (data)
+		nftnl_set_elem_set(el, NFTNL_SET_ELEM_DATA, data, ACCT_HOSTPORT_DATA_LEN);
+	nftnl_set_elem_add(s, el);
+	nlh = acct_batch_msg(bt, type, type == NFT_MSG_NEWSETELEM ? NLM_F_CREATE : 0);
+	nftnl_set_elems_nlmsg_build_payload(nlh, s);
+	nftnl_set_free(s);
+	acct_batch_next(bt);
+	return 0;
+}
+
+int acct_hostport_put_one(struct acct_batch *bt, uint16_t type, uint32_t pod_ip,
+			  const struct hostport *m, bool take)
+{
+	uint8_t key[ACCT_HOSTPORT_KEY_MAX], data[ACCT_HOSTPORT_DATA_LEN];
+	size_t n = acct_hostport_key(m, key);
+	bool add = type == NFT_MSG_NEWSETELEM;
+	int r = 0;
+
+	acct_hostport_data(pod_ip, m->container_port, data);
+	if (add && take)
+		r = put_elem(bt, NFT_MSG_DESTROYSETELEM, acct_hostport_map(m), key, n, NULL);
+	return r ? r : put_elem(bt, type, acct_hostport_map(m), key, n, add ? data : NULL);
+}
+
+int acct_hostport_put(struct acct_batch *bt, uint16_t type, const struct acct_pod *p, bool take)
+{
+	int r = 0;
+
+	for (size_t i = 0; p->ports && i < p->ports->n && r == 0; i++)
+		r = acct_hostport_put_one(bt, type, p->ip, &p->ports->m[i], take);
+	return r;
+}
+
+/* ---- reading the maps back ---- */
+
+struct elem_read {
+	uint8_t data[ACCT_HOSTPORT_DATA_LEN];
+	bool found;
+};
+
+static int read_elem(struct nftnl_set_elem *el, void *p)
+{
+	struct elem_read *q = p;
+	uint32_t len = 0;
+	const void *d = nftnl_set_elem_get(el, NFTNL_SET_ELEM_DATA, &len);
+
+	if (d && len == ACCT_HOSTPORT_DATA_LEN) {
+		memcpy(q->data, d, len);
+		q->found = true;
+	}
+	return 0;
+}
+
+static int elem_cb(const struct nlmsghdr *nlh, void *p)
+{
+	struct nftnl_set *s = nftnl_set_alloc();
+
+	if (!s)
+		return MNL_CB_ERROR;
+	if (nftnl_set_elems_nlmsg_parse(nlh, s) == 0)
+		nftnl_set_elem_foreach(s, read_elem, p);
+	nftnl_set_free(s);
+	return MNL_CB_OK;
+}
+
+int acct_hostport_check(struct acct_nft_conn *c, const struct acct_pod *p)
+{
+	for (size_t i = 0; p->ports && i < p->ports->n; i++) {
+		const struct hostport *m = &p->ports->m[i];
+		uint8_t key[ACCT_HOSTPORT_KEY_MAX], want[ACCT_HOSTPORT_DATA_LEN];
+		char buf[ACCT_NFT_RECV_SIZE] = { 0 };
+		struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(buf, NFT_MSG_GETSETELEM, NFPROTO_INET,
+							     NLM_F_ACK, 1);
+		struct nftnl_set *s = acct_set_ref(acct_hostport_map(m));
+		struct nftnl_set_elem *el = nftnl_set_elem_alloc();
+		struct elem_read got = { 0 };
+		int r;
+
+		if (!s || !el) {
+			if (s)
+				nftnl_set_free(s);
+			if (el)
+				nftnl_set_elem_free(el);
+			return -ENOMEM;
+		}
+		nftnl_set_elem_set(el, NFTNL_SET_ELEM_KEY, key, (uint32_t)acct_hostport_key(m, key));
+		nftnl_set_elem_add(s, el);
+		nftnl_set_elems_nlmsg_build_payload(nlh, s);
+		nftnl_set_free(s);
+		r = acct_nft_request(c, buf, sizeof(buf), elem_cb, &got);
+		if (r == -ENOENT)
+			return 0;
+		if (r < 0)
+			return r;
+		acct_hostport_data(p->ip, m->container_port, want);
+		if (!got.found || memcmp(got.data, want, sizeof(want)) != 0)
+			return 0;
+	}
+	return 1;
+}
+
+/* ---- against the store ---- */
+
+struct map_elem {
+	uint8_t key[ACCT_HOSTPORT_KEY_MAX];
+	uint8_t data[ACCT_HOSTPORT_DATA_LEN];
+	uint8_t map;		/* 0: hostport, 1: hostport_ip */
+	uint8_t key_len;
+	bool matched;
+};
+
+struct map_dump {
+	struct map_elem *v;
+	size_t n, cap;
+	uint8_t map;
+	int err;
+};
+
+static int collect(struct nftnl_set_elem *el, void *p)
+{
+	struct map_dump *d = p;
+	uint32_t klen = 0, dlen = 0;
+	const void *k = nftnl_set_elem_get(el, NFTNL_SET_ELEM_KEY, &klen);
+	const void *v = nftnl_set_elem_get(el, NFTNL_SET_ELEM_DATA, &dlen);
+	struct map_elem *e;
+
+	if (!k || klen > ACCT_HOSTPORT_KEY_MAX)
+		return 0;
+	if (!array_grow(&d->v, &d->cap, d->n, sizeof(*d->v), 16)) {
+		d->err = -ENOMEM;
+		return -1;
+	}
+	e = &d->v[d->n++];
+	memset(e, 0, sizeof(*e));
+	memcpy(e->key, k, klen);
+	e->key_len = (uint8_t)klen;
+	if (v && dlen == ACCT_HOSTPORT_DATA_LEN)
+		memcpy(e->data, v, dlen);
+	e->map = d->map;
+	return 0;
+}
+
+static int collect_cb(const struct nlmsghdr *nlh, void *p)
+{
+	struct nftnl_set *s = nftnl_set_alloc();
+	int r = MNL_CB_OK;
+
+	if (!s)
+		return MNL_CB_ERROR;
+	if (nftnl_set_elems_nlmsg_parse(nlh, s) == 0)
+		nftnl_set_elem_foreach(s, collect, p);
+	else
+		r = MNL_CB_ERROR;
+	nftnl_set_free(s);
+	return r;
+}
+
+static int dump_map(struct acct_nft_conn *c, const char *map, uint8_t which, struct map_dump *d)
+{
+	char buf[ACCT_NFT_RECV_SIZE] = { 0 };
+	struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(buf, NFT_MSG_GETSETELEM, NFPROTO_INET,
+						     NLM_F_DUMP | NLM_F_ACK, 1);
+	int r;
+
+	mnl_attr_put_strz(nlh, NFTA_SET_ELEM_LIST_TABLE, ACCT_TABLE);
+	mnl_attr_put_strz(nlh, NFTA_SET_ELEM_LIST_SET, map);
+	d->map = which;
+	r = acct_nft_request(c, buf, sizeof(buf), collect_cb, d);
+	return r < 0 && d->err ? d->err : r;
+}
+
+/* The element of the dump with this key; NULL when none. */
+static struct map_elem *find(struct map_dump *d, uint8_t map, const uint8_t *key, size_t len)
+{
+	for (size_t i = 0; i < d->n; i++)
+		if (d->v[i].map == map && d->v[i].key_len == len && memcmp(d->v[i].key, key, len) == 0)
+			return &d->v[i];
+	return NULL;
+}
+
+int acct_hostport_reconcile(const struct acct_pod *all, size_t n_all, unsigned *added,
+			    unsigned *removed, struct tg_err *e)
+{
+	static const char *const maps[2] = { ACCT_MAP_HOSTPORT, ACCT_MAP_HOSTPORT_IP };
+	struct acct_nft_conn c = { 0 };
+	struct map_dump d = { 0 };
+	struct acct_batch *bt = NULL;
+	unsigned put = 0, del = 0;
+	char why[256] = "";
+	int r = acct_nft_open(&c, 0, e);
+
+	for (uint8_t k = 0; k < 2 && r == 0; k++) {
+		r = dump_map(&c, maps[k], k, &d);
+		if (r < 0)
+			r = acct_nft_fail(e, r, "listing a map", maps[k]);
+	}
+	if (r == 0 && !(bt = acct_batch_new(ACCT_BATCH_BASE)))
+		r = tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+	if (r < 0)
+		goto out;
+	acct_batch_start(bt);
+	/* What the store's pods map: matched where the map holds it with their value, else put in. */
+	for (size_t i = 0; i < n_all && r == 0; i++)
+		for (size_t j = 0; all[i].ports && j < all[i].ports->n && r == 0; j++) {
+			const struct hostport *m = &all[i].ports->m[j];
+			uint8_t key[ACCT_HOSTPORT_KEY_MAX], data[ACCT_HOSTPORT_DATA_LEN];
+			size_t n = acct_hostport_key(m, key);
+			struct map_elem *have = find(&d, m->host_ip != 0, key, n);
+
+			acct_hostport_data(all[i].ip, m->container_port, data);
+			if (have && memcmp(have->data, data, sizeof(data)) == 0) {
+				have->matched = true;
+				continue;
+			}
+			if (have) {
+				r = put_elem(bt, NFT_MSG_DELSETELEM, maps[have->map], key, n, NULL);
+				have->matched = true;
+				del++;
+			}
+			if (r == 0)
+				r = put_elem(bt, NFT_MSG_NEWSETELEM, acct_hostport_map(m), key, n, data);
+			put++;
+		}
+	/* What no pod maps: out. */
+	for (size_t i = 0; i < d.n && r == 0; i++) {
+		if (d.v[i].matched)
+			continue;
+		r = put_elem(bt, NFT_MSG_DELSETELEM, maps[d.v[i].map], d.v[i].key, d.v[i].key_len,
+			     NULL);
+		del++;
+	}
+	if (r == 0 && bt->full)
+		r = tg_fail(e, CNI_ERR_IO, -ENOBUFS, "too many hostPort elements to put right at once");
+	if (r == 0 && (put || del)) {
+		r = acct_batch_send(&c, bt, why, sizeof(why));
+		if (r < 0)
+			r = acct_nft_fail(e, r, "putting hostPorts right in table inet " ACCT_TABLE, why);
+	}
+	if (r == 0) {
+		*added += put;
+		*removed += del;
+	}
+out:
+	acct_batch_free(bt);
+	acct_nft_close(&c);
+	free(d.v);
+	return r;
+}
