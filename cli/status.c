@@ -314,6 +314,23 @@ static const char *present(json_object *k, const char *key, const char *absent)
 	return jbool(k, key) ? "present" : absent;
 }
 
+/* "8080/tcp -> 80, 10.0.0.1:53/udp -> 5353", or "none" */
+static void ports_line(json_object *ports, char *buf, size_t size)
+{
+	size_t n = json_object_array_length(ports), at = 0;
+
+	snprintf(buf, size, "none");
+	for (size_t i = 0; i < n && at < size; i++) {
+		json_object *m = json_object_array_get_idx(ports, i);
+		const char *ip = jx_get_str(m, "hostIP");
+
+		at += (size_t)snprintf(buf + at, size - at, "%s%s%s%lld/%s -> %lld", i ? ", " : "",
+				       ip[0] ? ip : "", ip[0] ? ":" : "",
+				       (long long)jx_get_int(m, "hostPort"), jx_get_str(m, "protocol"),
+				       (long long)jx_get_int(m, "containerPort"));
+	}
+}
+
 static void show_print(json_object *o)
 {
 	json_object *k = jx_get(o, "kernel"), *sh = jx_get(o, "shaping"), *cls = jx_get(sh, "classes");
@@ -331,6 +348,8 @@ static void show_print(json_object *o)
 	       present(k, "hostRoute", "MISSING"));
 	printf("nft element %s in set inet tollgate pods (%s)\n", jx_get_str(o, "ip"),
 	       present(k, "nftElement", "MISSING"));
+	ports_line(jx_get(o, "ports"), line, sizeof(line));
+	printf("host ports  %s\n", line);
 	shaping_line(sh, line, sizeof(line));
 	printf("shaping     %s\n", line);
 	shaping_source_line(sh, line, sizeof(line));
@@ -373,6 +392,7 @@ int show_main(struct cli *c)
 			       json_object_new_boolean(ipam_in_pool(&c->state, a->ip)));
 	json_object_object_add(o, "kernel", k);
 	json_object_object_add(o, "shaping", show_shaping(a));
+	json_object_object_add(o, "ports", hostports_to_json(&a->ports));
 	json_object_object_add(o, "budgets",
 			       a->shaping.budget_fallback_bps ? budgets_json(c, a->k8s_namespace)
 							      : json_object_new_array());

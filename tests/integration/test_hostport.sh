@@ -133,6 +133,9 @@ t_expect "recorded" "$(jq -c --arg c "${POD_CID[web]:-}" '.attachments[] | selec
 	'[{"hostPort":8080,"containerPort":80,"protocol":"tcp"},{"hostPort":8080,"containerPort":80,"protocol":"udp"},{"hostPort":8081,"containerPort":81,"protocol":"tcp","hostIP":"10.0.0.1"}]'
 t_expect "elements of @hostport" "$(hp_count hostport)" 2
 t_expect "elements of @hostport_ip" "$(hp_count hostport_ip)" 1
+printf '%s\n' "$NATIVE" >"$TG_TMP/native.conf"
+t_expect "tollgate-ipam show" "$(N "$TOLLGATE_BIN_DIR/tollgate-ipam" --config "$TG_TMP/native.conf" show team-a/web | grep '^host ports')" \
+	"host ports  8080/tcp -> 80, 8080/udp -> 80, 10.0.0.1:8081/tcp -> 81"
 t_end
 run_cases native
 

@@ -81,7 +81,8 @@ conflist() {
 		cniVersion: $v, name: $net, plugins: [{
 			type: "tollgate", mtu: 1500, uplink: "eth0", internalCIDRs: ["10.0.0.0/8"],
 			masquerade: true, dataDir: "/run/tollgate", logFile: "/run/tollgate/tollgate.log",
-			ipam: {source: "static", addresses: ["10.1.0.10-10.1.0.40"], cooldownSeconds: 0}}]}'
+			ipam: {source: "static", addresses: ["10.1.0.10-10.1.0.40"], cooldownSeconds: 0},
+			capabilities: {portMappings: true}}]}'
 }
 http_get() { nx curl -s -o "$TG_TMP/http.out" -w '%{http_code}' --max-time 2 "http://$TG_NODE_IP:$AGENT_PORT$1"; }
 metric() { http_get /metrics >/dev/null && awk -v m="$1" '$1 == m { print $2 }' "$TG_TMP/http.out"; }
@@ -170,6 +171,19 @@ b1=$(nft_counter_bytes ns_team-p_egress_internal)
 m() { metric 'tollgate_namespace_bytes_total{namespace="team-p",direction="egress",traffic="internal"}'; }
 got_metric() { [ "$(m)" -ge $((N * 5 * 1000)) ] 2>/dev/null; }
 wait_for 5 got_metric || t_fail "agent's /metrics: team-p egress internal bytes '$(m)'"
+t_end
+
+t_begin "podman -p 8080:80: the mapping podman passes reaches the container from the peer, Tollgate's alone"
+CNI_ARGS="K8S_POD_NAMESPACE=team-p;K8S_POD_NAME=web" nx podman run -d --name web --network "$NET" -p 8080:80 \
+	--cgroup-parent "/$RT_CG" "$BB" httpd -f -p 80 -h /etc >/dev/null 2>"$TG_TMP/web.err" ||
+	t_fail "podman run -p: $(cat "$TG_TMP/web.err")"
+t_expect "web's record" "$(store | jq -c '.attachments[] | select(.pod == "web") | .ports')" \
+	'[{"hostPort":8080,"containerPort":80,"protocol":"tcp"}]'
+web_code() { ip netns exec "$TG_PEER" curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://$TG_NODE_IP:8080/hostname"; }
+web_ok() { [ "$(web_code)" = 200 ]; }
+wait_for 5 web_ok || t_fail "peer -> node:8080: HTTP $(web_code)"
+nx podman rm -f -t 0 web >/dev/null 2>&1 || t_fail "podman rm web"
+t_expect "peer -> node:8080 after podman rm" "$(web_code)" 000
 t_end
 
 t_begin "podman rm: DEL for each, nothing left (links, routes, nft elements, tc objects, store, cache)"
