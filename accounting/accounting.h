@@ -263,6 +263,11 @@ struct acct_conn;
 int acct_pod_del(const struct acct_pod *pod, struct acct_conn **keep, struct tg_err *e);
 void acct_conn_close(struct acct_conn *held);
 /*
+ * Takes the mappings of `gone` out of the hostPort maps (by key; an absent
+ * one is fine): what a repeated ADD no longer asks for.
+ */
+int acct_hostports_del(const struct hostports *gone, struct tg_err *e);
+/*
  * Deletes namespaces' counters (bytes and packets of every class, spoofed
  * packets of each family): the node daemon retires a namespace this way once
  * it has had no pod for accounting.retainSeconds. One transaction per 128

@@ -97,6 +97,30 @@ int acct_hostport_put(struct acct_batch *bt, uint16_t type, const struct acct_po
 	return r;
 }
 
+int acct_hostports_del(const struct hostports *gone, struct tg_err *e)
+{
+	struct acct_nft_conn c = { 0 };
+	struct acct_batch *bt = acct_batch_new(4096);
+	char why[256] = "";
+	int r = bt ? acct_nft_open(&c, 0, e) : tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+
+	/* one transaction each: a mapping already gone must not keep the others */
+	for (size_t i = 0; r == 0 && i < gone->n; i++) {
+		acct_batch_start(bt);
+		r = acct_hostport_put_one(bt, NFT_MSG_DELSETELEM, 0, &gone->m[i], false);
+		if (r == 0)
+			r = acct_batch_send(&c, bt, why, sizeof(why));
+		if (r == -ENOENT)
+			r = 0;
+		else if (r < 0)
+			r = acct_nft_fail(e, r, "removing a hostPort from table inet " ACCT_TABLE, why);
+	}
+	if (bt)
+		acct_nft_close(&c);
+	acct_batch_free(bt);
+	return r;
+}
+
 /* ---- reading the maps back ---- */
 
 struct elem_read {

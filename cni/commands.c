@@ -299,6 +299,9 @@ int cmd_add(const struct cni_env *env, const struct node_config *cfg, cni_emit_f
 		if (r < 0)
 			goto undo;
 	}
+	/* A repeated ADD that asks for fewer hostPorts than its record had: the rest go. */
+	if (ac.existing && (r = node_pod_unmap(&ac.got, &ac.old_ports, e)) < 0)
+		goto out;
 
 	/* Answer: once the runtime has the result, the pod is its. */
 	res = answer(cfg, env, &ac.got, up.mtu);

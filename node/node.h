@@ -181,6 +181,8 @@ int node_pod_del(struct nl_sock *sk, const struct ipam_attachment *a, struct tg_
  * found the pod still recorded and may have put them back. Absent ones are
  * fine. With `keep`, the nftables socket comes back open (acct_pod_del).
  */
+/* The mappings of `old` that the attachment no longer has, taken out (a repeated ADD's). */
+int node_pod_unmap(const struct ipam_attachment *a, const struct hostports *old, struct tg_err *e);
 struct acct_conn;
 int node_pod_forget(const struct ipam_attachment *a, struct acct_conn **keep, struct tg_err *e);
 void node_conn_close(struct acct_conn *held);

@@ -167,6 +167,16 @@ int node_pod_forget(const struct ipam_attachment *a, struct acct_conn **keep, st
 	return a->ip ? acct_pod_del(&me, keep, e) : 0;
 }
 
+int node_pod_unmap(const struct ipam_attachment *a, const struct hostports *old, struct tg_err *e)
+{
+	struct hostports gone = { 0 };
+
+	for (size_t i = 0; i < old->n; i++)
+		if (!hostports_have(&a->ports, &old->m[i]))
+			gone.m[gone.n++] = old->m[i];
+	return gone.n ? acct_hostports_del(&gone, e) : 0;
+}
+
 void node_conn_close(struct acct_conn *held)
 {
 	acct_conn_close(held);

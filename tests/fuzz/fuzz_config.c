@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/* libFuzzer: the network config as the plugin reads it from stdin (every command's rules). */
+/* libFuzzer: the network config as the plugin reads it from stdin (every command's rules, and an ADD's hostPorts). */
 #include <stddef.h>
 #include <stdint.h>
 
@@ -15,7 +15,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct node_config cfg = { 0 };
 		struct tg_err e = { 0 };
 
-		cni_config_read((const char *)data, size, cmds[i], &cfg, &e);
+		/* an ADD reads the pod's hostPorts from runtimeConfig.portMappings too */
+		if (cni_config_read((const char *)data, size, cmds[i], &cfg, &e) == 0 &&
+		    cmds[i] == CNI_CMD_ADD) {
+			struct hostports ports;
+
+			node_config_ports(&cfg, &ports, &e);
+		}
 		node_config_free(&cfg);
 	}
 	return 0;

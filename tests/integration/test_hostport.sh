@@ -152,6 +152,18 @@ pod_add web team-a "$CONF_WEB" || t_fail "repeated ADD rc=$TG_RC $TG_OUT"
 t_expect "back after the repeated ADD" "$(hp_count hostport)" 2
 t_end
 
+t_begin "native: a repeated ADD asking for fewer hostPorts takes the rest out; the next one puts them back"
+pod_add web team-a "$(jq -c '. + {runtimeConfig: {portMappings: [{hostPort: 8080, containerPort: 80}]}}' <<<"$NATIVE")" ||
+	t_fail "repeated ADD rc=$TG_RC $TG_OUT"
+t_expect "elements of @hostport" "$(hp_count hostport)" 1
+t_expect "elements of @hostport_ip" "$(hp_count hostport_ip)" 0
+t_expect "recorded" "$(state_attachments | jq -c --arg c "${POD_CID[web]}" '.[] | select(.containerId == $c) | .ports')" \
+	'[{"hostPort":8080,"containerPort":80,"protocol":"tcp"}]'
+pod_add web team-a "$CONF_WEB" || t_fail "repeated ADD rc=$TG_RC $TG_OUT"
+t_expect "elements of @hostport, back" "$(hp_count hostport)" 2
+t_expect "elements of @hostport_ip, back" "$(hp_count hostport_ip)" 1
+t_end
+
 t_begin "native: a second pod asking for a hostPort held is refused (11), naming the holder; the node unchanged"
 before=$(tg_snapshot)
 pod_add thief team-b "$(jq -c '. + {runtimeConfig: {portMappings: [{hostPort: 8080, containerPort: 8080, protocol: "TCP"}]}}' <<<"$NATIVE")"
