@@ -196,14 +196,7 @@ static int verdict_cb(struct nftnl_set_elem *el, void *p)
 
 static int elem_cb(const struct nlmsghdr *nlh, void *p)
 {
-	struct nftnl_set *s = nftnl_set_alloc();
-
-	if (!s)
-		return MNL_CB_ERROR;
-	if (nftnl_set_elems_nlmsg_parse(nlh, s) == 0)
-		nftnl_set_elem_foreach(s, verdict_cb, p);
-	nftnl_set_free(s);
-	return MNL_CB_OK;
+	return acct_foreach_elem(nlh, verdict_cb, p);
 }
 
 int acct_guard_elem_right(struct acct_nft_conn *c, const struct acct_pod *p)

@@ -48,32 +48,6 @@ void acct_hostport_data(uint32_t pod_ip, uint16_t port, uint8_t ret[ACCT_HOSTPOR
 	memcpy(ret + 4, &be, 2);
 }
 
-/* One element message: the key, and with NEWSETELEM the value. */
-static int put_elem(struct acct_batch *bt, uint16_t type, const char *map, const uint8_t *key,
-		    size_t key_len, const uint8_t *data)
-{
-	struct nftnl_set *s = acct_set_ref(map);
-	struct nftnl_set_elem *el = nftnl_set_elem_alloc();
-	struct nlmsghdr *nlh;
-
-	if (!s || !el) {
-		if (s)
-			nftnl_set_free(s);
-		if (el)
-			nftnl_set_elem_free(el);
-		return -ENOMEM;
-	}
-	nftnl_set_elem_set(el, NFTNL_SET_ELEM_KEY, key, (uint32_t)key_len);
-	if (data)
-		nftnl_set_elem_set(el, NFTNL_SET_ELEM_DATA, data, ACCT_HOSTPORT_DATA_LEN);
-	nftnl_set_elem_add(s, el);
-	nlh = acct_batch_msg(bt, type, type == NFT_MSG_NEWSETELEM ? NLM_F_CREATE : 0);
-	nftnl_set_elems_nlmsg_build_payload(nlh, s);
-	nftnl_set_free(s);
-	acct_batch_next(bt);
-	return 0;
-}
-
 int acct_hostport_put_one(struct acct_batch *bt, uint16_t type, uint32_t pod_ip,
 			  const struct hostport *m, bool take)
 {
@@ -84,8 +58,10 @@ int acct_hostport_put_one(struct acct_batch *bt, uint16_t type, uint32_t pod_ip,
 
 	acct_hostport_data(pod_ip, m->container_port, data);
 	if (add && take)
-		r = put_elem(bt, NFT_MSG_DESTROYSETELEM, acct_hostport_map(m), key, n, NULL);
-	return r ? r : put_elem(bt, type, acct_hostport_map(m), key, n, add ? data : NULL);
+		r = acct_put_elem_key(bt, NFT_MSG_DESTROYSETELEM, acct_hostport_map(m), key, n, NULL,
+				      NULL, 0, false);
+	return r ? r : acct_put_elem_key(bt, type, acct_hostport_map(m), key, n, NULL,
+					 add ? data : NULL, sizeof(data), false);
 }
 
 int acct_hostport_put(struct acct_batch *bt, uint16_t type, const struct acct_pod *p, bool take)
@@ -143,41 +119,20 @@ static int read_elem(struct nftnl_set_elem *el, void *p)
 
 static int elem_cb(const struct nlmsghdr *nlh, void *p)
 {
-	struct nftnl_set *s = nftnl_set_alloc();
-
-	if (!s)
-		return MNL_CB_ERROR;
-	if (nftnl_set_elems_nlmsg_parse(nlh, s) == 0)
-		nftnl_set_elem_foreach(s, read_elem, p);
-	nftnl_set_free(s);
-	return MNL_CB_OK;
+	return acct_foreach_elem(nlh, read_elem, p);
 }
 
 int acct_hostport_check(struct acct_nft_conn *c, const struct acct_pod *p)
 {
 	for (size_t i = 0; p->ports && i < p->ports->n; i++) {
 		const struct hostport *m = &p->ports->m[i];
-		uint8_t key[ACCT_HOSTPORT_KEY_MAX], want[ACCT_HOSTPORT_DATA_LEN];
-		char buf[ACCT_NFT_RECV_SIZE] = { 0 };
-		struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(buf, NFT_MSG_GETSETELEM, NFPROTO_INET,
-							     NLM_F_ACK, 1);
-		struct nftnl_set *s = acct_set_ref(acct_hostport_map(m));
-		struct nftnl_set_elem *el = nftnl_set_elem_alloc();
+		struct acct_elem_query q = { .set = acct_hostport_map(m) };
+		uint8_t want[ACCT_HOSTPORT_DATA_LEN];
 		struct elem_read got = { 0 };
 		int r;
 
-		if (!s || !el) {
-			if (s)
-				nftnl_set_free(s);
-			if (el)
-				nftnl_set_elem_free(el);
-			return -ENOMEM;
-		}
-		nftnl_set_elem_set(el, NFTNL_SET_ELEM_KEY, key, (uint32_t)acct_hostport_key(m, key));
-		nftnl_set_elem_add(s, el);
-		nftnl_set_elems_nlmsg_build_payload(nlh, s);
-		nftnl_set_free(s);
-		r = acct_nft_request(c, buf, sizeof(buf), elem_cb, &got);
+		q.key_len = acct_hostport_key(m, q.key);
+		r = acct_nft_get_elem(c, &q, elem_cb, &got);
 		if (r == -ENOENT)
 			return 0;
 		if (r < 0)
@@ -232,17 +187,7 @@ static int collect(struct nftnl_set_elem *el, void *p)
 
 static int collect_cb(const struct nlmsghdr *nlh, void *p)
 {
-	struct nftnl_set *s = nftnl_set_alloc();
-	int r = MNL_CB_OK;
-
-	if (!s)
-		return MNL_CB_ERROR;
-	if (nftnl_set_elems_nlmsg_parse(nlh, s) == 0)
-		nftnl_set_elem_foreach(s, collect, p);
-	else
-		r = MNL_CB_ERROR;
-	nftnl_set_free(s);
-	return r;
+	return acct_foreach_elem(nlh, collect, p);
 }
 
 static int dump_map(struct acct_nft_conn *c, const char *map, uint8_t which, struct map_dump *d)
@@ -303,20 +248,22 @@ int acct_hostport_reconcile(const struct acct_pod *all, size_t n_all, unsigned *
 				continue;
 			}
 			if (have) {
-				r = put_elem(bt, NFT_MSG_DELSETELEM, maps[have->map], key, n, NULL);
+				r = acct_put_elem_key(bt, NFT_MSG_DELSETELEM, maps[have->map], key, n,
+						      NULL, NULL, 0, false);
 				have->matched = true;
 				del++;
 			}
 			if (r == 0)
-				r = put_elem(bt, NFT_MSG_NEWSETELEM, acct_hostport_map(m), key, n, data);
+				r = acct_put_elem_key(bt, NFT_MSG_NEWSETELEM, acct_hostport_map(m), key,
+						      n, NULL, data, sizeof(data), false);
 			put++;
 		}
 	/* What no pod maps: out. */
 	for (size_t i = 0; i < d.n && r == 0; i++) {
 		if (d.v[i].matched)
 			continue;
-		r = put_elem(bt, NFT_MSG_DELSETELEM, maps[d.v[i].map], d.v[i].key, d.v[i].key_len,
-			     NULL);
+		r = acct_put_elem_key(bt, NFT_MSG_DELSETELEM, maps[d.v[i].map], d.v[i].key,
+				      d.v[i].key_len, NULL, NULL, 0, false);
 		del++;
 	}
 	if (r == 0 && bt->full)

@@ -282,8 +282,27 @@ int acct_put_counter(struct acct_batch *bt, const char *name);
 /* A counter message of any kind (NFT_MSG_DELOBJ, NFT_MSG_DESTROYOBJ...) for counter <name>. */
 int acct_put_counter_msg(struct acct_batch *bt, const char *name, uint16_t msg, uint16_t flags);
 
-/* pods.c's element helpers, which reconcile.c shares */
+/* pods.c's element helpers, which reconcile.c and hostports.c share */
 struct nftnl_set *acct_set_ref(const char *name);
+/*
+ * One element message: a key into set `set`, with `counter` (an objref map)
+ * or `data` (a map's value) when given; a NEWSETELEM with `replace` takes
+ * the place of an element of the key with another value.
+ */
+int acct_put_elem_key(struct acct_batch *bt, uint16_t type, const char *set, const void *key,
+		      size_t key_len, const char *counter, const void *data, size_t data_len,
+		      bool replace);
+/* One element asked for by key: 0 when the kernel has it (cb sees the answer), -ENOENT when not. */
+struct acct_elem_query {
+	const char *set;
+	uint8_t key[ACCT_KEY_MAX];
+	size_t key_len;
+};
+int acct_nft_get_elem(struct acct_nft_conn *c, const struct acct_elem_query *q, mnl_cb_t cb,
+		      void *arg);
+/* fn over every element of one message of an element dump or get (reconcile.c) */
+int acct_foreach_elem(const struct nlmsghdr *nlh, int (*fn)(struct nftnl_set_elem *, void *),
+		      void *p);
 int acct_put_elem(struct acct_batch *bt, uint16_t type, const char *set, uint32_t ip,
 		  const char *counter);
 /*

@@ -26,13 +26,9 @@ struct nftnl_set *acct_set_ref(const char *name)
 	return s;
 }
 
-/*
- * One element message: a key (an address, a link, or both) into set `set`,
- * `key : counter` into an objref map, or `ip : classid` into map
- * egress_class (classid non-zero).
- */
-static int put_elem_key(struct acct_batch *bt, uint16_t type, const char *set, const void *key,
-			size_t key_len, const char *counter, uint32_t classid)
+int acct_put_elem_key(struct acct_batch *bt, uint16_t type, const char *set, const void *key,
+		      size_t key_len, const char *counter, const void *data, size_t data_len,
+		      bool replace)
 {
 	struct nftnl_set *s = acct_set_ref(set);
 	struct nftnl_set_elem *el = nftnl_set_elem_alloc();
@@ -48,12 +44,11 @@ static int put_elem_key(struct acct_batch *bt, uint16_t type, const char *set, c
 	nftnl_set_elem_set(el, NFTNL_SET_ELEM_KEY, key, (uint32_t)key_len);
 	if (counter)
 		nftnl_set_elem_set_str(el, NFTNL_SET_ELEM_OBJREF, counter);
-	if (classid) /* meta priority is host-endian */
-		nftnl_set_elem_set(el, NFTNL_SET_ELEM_DATA, &classid, sizeof(classid));
+	if (data)
+		nftnl_set_elem_set(el, NFTNL_SET_ELEM_DATA, data, (uint32_t)data_len);
 	nftnl_set_elem_add(s, el);
-	/* NLM_F_REPLACE for classes: a reshape may move the pod to another one. */
 	nlh = acct_batch_msg(bt, type, type != NFT_MSG_NEWSETELEM ? 0
-				       : classid		     ? NLM_F_CREATE | NLM_F_REPLACE
+				       : replace		     ? NLM_F_CREATE | NLM_F_REPLACE
 								     : NLM_F_CREATE);
 	nftnl_set_elems_nlmsg_build_payload(nlh, s);
 	nftnl_set_free(s);
@@ -67,7 +62,9 @@ static int put_elem_data(struct acct_batch *bt, uint16_t type, const char *set, 
 	uint8_t key[ACCT_KEY_MAX];
 	size_t n = acct_set_key_of(ACCT_KEY_ADDR, NULL, ip, key);
 
-	return put_elem_key(bt, type, set, key, n, counter, classid);
+	/* a class is host-endian (meta priority), and replaced: a reshape may move the pod */
+	return acct_put_elem_key(bt, type, set, key, n, counter, classid ? &classid : NULL,
+				 sizeof(classid), classid != 0);
 }
 
 int acct_put_elem(struct acct_batch *bt, uint16_t type, const char *set, uint32_t ip,
@@ -87,7 +84,7 @@ static int put_src_elem(struct acct_batch *bt, uint16_t type, const struct acct_
 	uint8_t key[ACCT_KEY_MAX];
 	size_t n = acct_set_key_of(ACCT_KEY_LINK_ADDR, p->host_veth, p->ip, key);
 
-	return put_elem_key(bt, type, ACCT_SET_POD_SRC, key, n, NULL, 0);
+	return acct_put_elem_key(bt, type, ACCT_SET_POD_SRC, key, n, NULL, NULL, 0, false);
 }
 
 /* Its link -> its namespace's spoofed-packet counter of family f (`with`: that counter). */
@@ -97,7 +94,7 @@ static int put_spoofed_elem(struct acct_batch *bt, uint16_t type, const struct a
 	uint8_t key[ACCT_KEY_MAX];
 	size_t n = acct_set_key_of(ACCT_KEY_LINK, p->host_veth, 0, key);
 
-	return put_elem_key(bt, type, acct_spoofed_maps[f], key, n, with, 0);
+	return acct_put_elem_key(bt, type, acct_spoofed_maps[f], key, n, with, NULL, 0, false);
 }
 
 const char *const acct_drop_maps[ACCT_DROPS] = { ACCT_MAP_METADATA_DROP, ACCT_MAP_AGENT_DROP };
@@ -465,15 +462,9 @@ int acct_keep_namespaces(const char *const *names, size_t n, struct tg_err *e)
 	return 0;
 }
 
-struct elem_query {
-	const char *set;
-	uint8_t key[ACCT_KEY_MAX];
-	size_t key_len;
-};
-
 static void build_getelem(struct nlmsghdr *nlh, const void *arg)
 {
-	const struct elem_query *q = arg;
+	const struct acct_elem_query *q = arg;
 	struct nftnl_set *s = acct_set_ref(q->set);
 	struct nftnl_set_elem *el = nftnl_set_elem_alloc();
 
@@ -490,14 +481,25 @@ static void build_getelem(struct nlmsghdr *nlh, const void *arg)
 	nftnl_set_free(s);
 }
 
+int acct_nft_get_elem(struct acct_nft_conn *c, const struct acct_elem_query *q, mnl_cb_t cb,
+		      void *arg)
+{
+	char buf[ACCT_NFT_RECV_SIZE] = { 0 };
+	struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(buf, NFT_MSG_GETSETELEM, NFPROTO_INET,
+						     NLM_F_ACK, 1);
+
+	build_getelem(nlh, q);
+	return acct_nft_request(c, buf, sizeof(buf), cb, arg);
+}
+
 static int elem_present_key(struct acct_nft_conn *c, const char *set, enum acct_set_key k,
 			    const char *link, uint32_t ip)
 {
-	struct elem_query q = { .set = set };
+	struct acct_elem_query q = { .set = set };
 	int r;
 
 	q.key_len = acct_set_key_of(k, link, ip, q.key);
-	r = acct_nft_get(c, NFT_MSG_GETSETELEM, build_getelem, &q);
+	r = acct_nft_get_elem(c, &q, NULL, NULL);
 	return r == 0 ? 1 : r == -ENOENT ? 0 : r;
 }
 

@@ -48,9 +48,8 @@ static int collect_elem(struct nftnl_set_elem *el, void *p)
 	return 0;
 }
 
-/* fn over every element of one message of an element dump */
-static int foreach_elem(const struct nlmsghdr *nlh, int (*fn)(struct nftnl_set_elem *, void *),
-			void *p)
+int acct_foreach_elem(const struct nlmsghdr *nlh, int (*fn)(struct nftnl_set_elem *, void *),
+		      void *p)
 {
 	struct nftnl_set *s = nftnl_set_alloc();
 	int r = MNL_CB_OK;
@@ -67,7 +66,7 @@ static int foreach_elem(const struct nlmsghdr *nlh, int (*fn)(struct nftnl_set_e
 
 static int elems_cb(const struct nlmsghdr *nlh, void *p)
 {
-	return foreach_elem(nlh, collect_elem, p);
+	return acct_foreach_elem(nlh, collect_elem, p);
 }
 
 /* One dump; *err is the callbacks' own failure (out of memory), which wins. */
@@ -149,7 +148,7 @@ static int collect_bound(struct nftnl_set_elem *el, void *p)
 
 static int bounds_cb(const struct nlmsghdr *nlh, void *p)
 {
-	return foreach_elem(nlh, collect_bound, p);
+	return acct_foreach_elem(nlh, collect_bound, p);
 }
 
 static int cmp_bound(const void *a, const void *b)

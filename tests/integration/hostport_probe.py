@@ -25,16 +25,9 @@ import sys
 import threading
 import time
 
+from spoof_send import csum  # the Internet checksum, as the other forged-traffic helper computes it
+
 ETH_P_IP = 0x0800
-
-
-def csum(data):
-    if len(data) % 2:
-        data += b"\0"
-    s = sum(struct.unpack("!%dH" % (len(data) // 2), data))
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return ~s & 0xFFFF
 
 
 def serve(args):
