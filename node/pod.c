@@ -113,7 +113,8 @@ int node_pod_check(struct nl_sock *sk, const struct node_config *cfg, const stru
 		r = tg_fail(e, TG_ERR_DRIFT, -ENOENT,
 			    "drift: the elements of %s in table inet tollgate (sets pods, masq, "
 			    "pod_src, metadata_ok, agent_ok, maps ns_egress_internal, metadata_drop, "
-			    "agent_drop) do not match the config (masquerade %s, nodeAccess)",
+			    "agent_drop, hostport, hostport_ip) do not match the config (masquerade "
+			    "%s, nodeAccess) or the pod's hostPorts",
 			    ip4_format(p->a->ip, ip), cfg->masquerade ? "true" : "false");
 	return r < 0 ? r : 0;
 }

@@ -20,8 +20,9 @@
 #
 # And what only Tollgate's mappings have: CHECK sees a mapping gone, a second
 # pod asking for a hostPort held is refused (11) naming the holder with the
-# node unchanged, bad mappings are error 7, DEL and the agent's reconcile
-# leave no element.
+# node unchanged, bad mappings are error 7, a repeated ADD with fewer
+# mappings takes the rest out, the agent's reconcile removes a stray element
+# and restores a lost one, GC and DEL leave no element.
 #
 # Standalone: TOLLGATE_BIN_DIR=build bash tests/integration/test_hostport.sh
 # shellcheck disable=SC2016,SC1091  # jq filters with $vars
@@ -147,6 +148,7 @@ N nft delete element inet tollgate hostport '{ udp . 8080 }'
 tg_run CHECK "${POD_CID[web]}" eth0 "${POD_NETNS[web]}" "$(k8s_args team-a web "${POD_CID[web]}")" <<<"$CONF_WEB"
 r=$(cni_error_problem 100)
 [ -z "$r" ] || t_fail "CHECK without the udp mapping: $r"
+grep -q "or the pod's hostPorts" <<<"$(jq -r .msg <<<"$TG_OUT" 2>/dev/null)" || t_fail "CHECK's message: ${TG_OUT:0:300}"
 # a repeated ADD puts it back (the runtime's answer to a failed CHECK)
 pod_add web team-a "$CONF_WEB" || t_fail "repeated ADD rc=$TG_RC $TG_OUT"
 t_expect "back after the repeated ADD" "$(hp_count hostport)" 2
@@ -207,6 +209,19 @@ stray_gone() { [ "$(hp_count hostport)" = 2 ] && [ "$(hp_count hostport_ip)" = 1
 wait_for 10 stray_gone || t_fail "after the agent: $(N nft list map inet tollgate hostport; N nft list map inet tollgate hostport_ip; tail -3 "$TG_TMP/agent.log")"
 kill "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null
 t_expect "10.0.0.1:8081 answers again" "$(roles "$(probe "$TG_PEER" tcp "$TG_NODE_IP" 8081)")" "web81 peer"
+t_end
+
+t_begin "native: GC releases an attachment the runtime no longer lists, its mapping with it, and no other"
+pod_add gcd team-b "$(jq -c '. + {runtimeConfig: {portMappings: [{hostPort: 8090, containerPort: 80}]}}' <<<"$NATIVE")" ||
+	t_fail "ADD gcd rc=$TG_RC $TG_OUT"
+t_expect "elements of @hostport with gcd's" "$(hp_count hostport)" 3
+GC_CONF=$(jq -c --arg w "${POD_CID[web]}" --arg c "${POD_CID[client]}" '.cniVersion = "1.1.0" |
+	.["cni.dev/valid-attachments"] = [{containerID: $w, ifname: "eth0"}, {containerID: $c, ifname: "eth0"}]' <<<"$NATIVE")
+tg_run GC "" "" "" <<<"$GC_CONF" || t_fail "GC rc=$TG_RC $TG_OUT"
+t_expect "elements of @hostport after GC" "$(hp_count hostport)" 2
+N nft list map inet tollgate hostport | grep -q 8090 && t_fail "gcd's 8090 is left"
+t_expect "web's 8080 still answers" "$(roles "$(probe "$TG_PEER" tcp "$TG_NODE_IP" 8080)")" "web peer"
+pod_ns_del gcd
 t_end
 
 t_begin "native: DEL takes every mapping out, and the pods' links, routes and records"
