@@ -48,9 +48,9 @@
  *   hostPorts (hostports.c):
  *   map hostport { type inet_proto . inet_service : ipv4_addr . inet_service; }
  *   map hostport_ip { type ipv4_addr . inet_proto . inet_service : ipv4_addr . inet_service; }
- *   chains prerouting_nat, output_nat (dstnat): `ip daddr . meta l4proto .
- *     th dport dnat to @hostport_ip`, then for a local address outside
- *     127/8 `meta l4proto . th dport dnat to @hostport`; chain postrouting:
+ *   chains prerouting_nat, output_nat (dstnat), for a local destination
+ *     alone: `ip daddr . meta l4proto . th dport dnat to @hostport_ip`,
+ *     then outside 127/8 `meta l4proto . th dport dnat to @hostport`; chain postrouting:
  *     a DNAT'd packet going back to the pod that sent it (oifname . ip
  *     saddr in @pod_src) is masqueraded, so that its answer comes back
  *     through the node

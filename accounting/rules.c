@@ -762,10 +762,11 @@ static struct nftnl_expr *payload_to(uint32_t base, uint32_t offset, uint32_t le
  * A hostPort's DNAT: [ip daddr .] meta l4proto . th dport, one 32-bit
  * register each from NFT_REG32_00 on, looked up in the map, whose value
  * (address . port) lands in the next two registers, which dnat reads.
- * On every address only for a local destination outside 127/8: a packet
- * the node forwards keeps its destination, and loopback would need
- * route_localnet on the pods' links (which lets a pod reach the node's
- * localhost).
+ * Only for a local destination: a packet the node forwards keeps its
+ * destination, even to an address a pod named as its hostIP (or it would
+ * take its neighbours' traffic to that address). On every address, outside
+ * 127/8: loopback would need route_localnet on the pods' links (which lets
+ * a pod reach the node's localhost).
  */
 static struct nftnl_rule *hostport_rule(const char *chain, bool by_ip)
 {
@@ -775,9 +776,7 @@ static struct nftnl_rule *hostport_rule(const char *chain, bool by_ip)
 
 	if (!r)
 		return NULL;
-	if (by_ip) {
-		put(r, load_ip_to(16, reg++));
-	} else {
+	if (!by_ip) {
 		uint32_t lo_mask = htonl(0xff000000u), lo_net = htonl(0x7f000000u);
 
 		put(r, load_ip(16));
@@ -785,8 +784,11 @@ static struct nftnl_rule *hostport_rule(const char *chain, bool by_ip)
 		ex = cmp_eq(&lo_net, sizeof(lo_net));
 		nftnl_expr_set_u32(ex, NFTNL_EXPR_CMP_OP, NFT_CMP_NEQ);
 		put(r, ex);
-		match_local(r);
 	}
+	/* a hostIP that is not the node's must not catch what the node forwards to that address */
+	match_local(r);
+	if (by_ip)
+		put(r, load_ip_to(16, reg++));
 	put(r, meta_load_to(NFT_META_L4PROTO, reg++));
 	put(r, payload_to(NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, reg++));
 	ex = nftnl_expr_alloc("lookup");

@@ -2,17 +2,21 @@
 # hostPorts: Tollgate's own (the portMappings capability, DNAT in table inet
 # tollgate) side by side with Debian's reference portmap chained after the
 # plugin, in one run on one node. The same pods get the same mappings
-# (8080 tcp and udp on every address, 8081 tcp on hostIP 10.0.0.1 alone),
+# (8080 tcp and udp on every address, 8081 tcp on hostIP 10.0.0.1 alone,
+# 9090 tcp on a remote pod's address),
 # and each case is tried from where a cluster tries it: a peer node, the
 # internet, the node itself (its address and 127.0.0.1), another pod of the
 # node, the pod itself; a second address of the node; a pod reaching a peer
-# on the mapped port (which must not be DNAT'd); and a tenant, root in the
+# on the mapped port (which must not be DNAT'd), or an address a pod named
+# as its hostIP without it being the node's; and a tenant, root in the
 # pod, sending a SYN to the node's 127.0.0.1. Every answer names who
 # answered and whom it saw: a mapping that works but hides the client's
 # address shows. The table of both columns is the one docs/configuration.md
 # holds (checked here, so the docs say what this run saw).
 #
-#   web (team-a)      8080/tcp, 8080/udp -> 80; 10.0.0.1:8081/tcp -> 81
+#   web (team-a)      8080/tcp, 8080/udp -> 80; 10.0.0.1:8081/tcp -> 81;
+#                     10.2.0.5:9090/tcp -> 81 (a hostIP that is a remote pod's:
+#                     the node's other pods must still reach 10.2.0.5:9090)
 #   client (team-b)   no mapping
 #   node 10.0.0.1, 10.0.0.2 (eth0); 127.0.0.1:9999 a listener of the node's own
 #   peer 10.0.1.1 (another node), 10.2.0.5:8080 a listener (a remote pod)
@@ -56,10 +60,12 @@ topo_up || tap_bail "topology"
 N ip addr add "$NODE2/24" dev eth0
 serve "$TG_NODE" node-lo 9999 127.0.0.1
 serve "$TG_PEER" remote 8080 "$TG_PEER_POD_IP"
+serve "$TG_PEER" remote9090 9090 "$TG_PEER_POD_IP"
 
 MAPPINGS='[{"hostPort": 8080, "containerPort": 80, "protocol": "tcp"},
 	{"hostPort": 8080, "containerPort": 80, "protocol": "udp"},
-	{"hostPort": 8081, "containerPort": 81, "protocol": "tcp", "hostIP": "10.0.0.1"}]'
+	{"hostPort": 8081, "containerPort": 81, "protocol": "tcp", "hostIP": "10.0.0.1"},
+	{"hostPort": 9090, "containerPort": 81, "protocol": "tcp", "hostIP": "10.2.0.5"}]'
 # Tollgate's entry: with the capability (native), or without it, portmap after it.
 NATIVE=$(tg_conf '.cniVersion = "1.0.0" | .capabilities = {portMappings: true}')
 PLAIN=$(tg_conf '.cniVersion = "1.0.0"')
@@ -82,7 +88,8 @@ roles() {
 	printf '%s' "$s"
 }
 
-CASES=(peer-tcp peer-udp inet-tcp node-tcp node-lo pod-tcp self-tcp hostip hostip-other second-addr forwarded loopback-syn)
+CASES=(peer-tcp peer-udp inet-tcp node-tcp node-lo pod-tcp self-tcp hostip hostip-other second-addr forwarded
+	foreign-hostip loopback-syn)
 declare -A WHAT=(
 	[peer-tcp]="a peer node -> node:8080/tcp"
 	[peer-udp]="a peer node -> node:8080/udp"
@@ -95,6 +102,7 @@ declare -A WHAT=(
 	[hostip-other]="a peer -> 10.0.0.2:8081 (not its hostIP)"
 	[second-addr]="a peer -> 10.0.0.2:8080 (every address)"
 	[forwarded]="a pod -> a remote pod's :8080 (through the node)"
+	[foreign-hostip]="a pod -> 10.2.0.5:9090, which web names as a hostIP (not the node's)"
 	[loopback-syn]="the pod, root in it, sends a SYN to the node's 127.0.0.1:9999"
 )
 declare -A SEEN=()
@@ -112,6 +120,7 @@ run_cases() {
 	SEEN[$m,hostip-other]=$(probe "$TG_PEER" tcp "$NODE2" 8081)
 	SEEN[$m,second-addr]=$(probe "$TG_PEER" tcp "$NODE2" 8080)
 	SEEN[$m,forwarded]=$(probe "$TG_ID-client" tcp "$TG_PEER_POD_IP" 8080)
+	SEEN[$m,foreign-hostip]=$(probe "$TG_ID-client" tcp "$TG_PEER_POD_IP" 9090)
 	mac=$(N cat "/sys/class/net/${POD_VETH[web]}/address")
 	SEEN[$m,loopback-syn]=$(P web "$PY" "$PROBE" loopback-syn --ifname eth0 --dst-mac "$mac" \
 		--src "${POD_IP[web]}" --port 9999 2>&1)
@@ -131,12 +140,12 @@ pods_up() {
 t_begin "native: ADD with portMappings records them and puts them in the maps"
 pods_up "$NATIVE"
 t_expect "recorded" "$(jq -c --arg c "${POD_CID[web]:-}" '.attachments[] | select(.containerId == $c) | .ports' "$(tg_state_file)")" \
-	'[{"hostPort":8080,"containerPort":80,"protocol":"tcp"},{"hostPort":8080,"containerPort":80,"protocol":"udp"},{"hostPort":8081,"containerPort":81,"protocol":"tcp","hostIP":"10.0.0.1"}]'
+	'[{"hostPort":8080,"containerPort":80,"protocol":"tcp"},{"hostPort":8080,"containerPort":80,"protocol":"udp"},{"hostPort":8081,"containerPort":81,"protocol":"tcp","hostIP":"10.0.0.1"},{"hostPort":9090,"containerPort":81,"protocol":"tcp","hostIP":"10.2.0.5"}]'
 t_expect "elements of @hostport" "$(hp_count hostport)" 2
-t_expect "elements of @hostport_ip" "$(hp_count hostport_ip)" 1
+t_expect "elements of @hostport_ip" "$(hp_count hostport_ip)" 2
 printf '%s\n' "$NATIVE" >"$TG_TMP/native.conf"
 t_expect "tollgate-ipam show" "$(N "$TOLLGATE_BIN_DIR/tollgate-ipam" --config "$TG_TMP/native.conf" show team-a/web | grep '^host ports')" \
-	"host ports  8080/tcp -> 80, 8080/udp -> 80, 10.0.0.1:8081/tcp -> 81"
+	"host ports  8080/tcp -> 80, 8080/udp -> 80, 10.0.0.1:8081/tcp -> 81, 10.2.0.5:9090/tcp -> 81"
 t_end
 run_cases native
 
@@ -163,7 +172,7 @@ t_expect "recorded" "$(state_attachments | jq -c --arg c "${POD_CID[web]}" '.[] 
 	'[{"hostPort":8080,"containerPort":80,"protocol":"tcp"}]'
 pod_add web team-a "$CONF_WEB" || t_fail "repeated ADD rc=$TG_RC $TG_OUT"
 t_expect "elements of @hostport, back" "$(hp_count hostport)" 2
-t_expect "elements of @hostport_ip, back" "$(hp_count hostport_ip)" 1
+t_expect "elements of @hostport_ip, back" "$(hp_count hostport_ip)" 2
 t_end
 
 t_begin "native: a second pod asking for a hostPort held is refused (11), naming the holder; the node unchanged"
@@ -204,7 +213,7 @@ ip netns exec "$TG_NODE" "$AGENT" --config "$CL" --data-dir "$TG_TMP/data" --lis
 	--declare-interval 1 --gc-interval 60 --sync-interval 60 2>"$TG_TMP/agent.log" &
 AGENT_PID=$!
 TG_PIDS+=("$AGENT_PID")
-stray_gone() { [ "$(hp_count hostport)" = 2 ] && [ "$(hp_count hostport_ip)" = 1 ] &&
+stray_gone() { [ "$(hp_count hostport)" = 2 ] && [ "$(hp_count hostport_ip)" = 2 ] &&
 	! N nft list map inet tollgate hostport | grep -q 9090; }
 wait_for 10 stray_gone || t_fail "after the agent: $(N nft list map inet tollgate hostport; N nft list map inet tollgate hostport_ip; tail -3 "$TG_TMP/agent.log")"
 kill "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null
@@ -270,7 +279,7 @@ declare -A WANT=(
 	[peer-tcp]="web peer" [peer-udp]="web peer" [inet-tcp]="web internet" [node-tcp]="web node"
 	[node-lo]="no: Connection refused" [pod-tcp]="web client pod" [self-tcp]="web node"
 	[hostip]="web81 peer" [hostip-other]="no: Connection refused" [second-addr]="web peer"
-	[forwarded]="remote client pod" [loopback-syn]="no answer" [after-del]="no: Connection refused"
+	[forwarded]="remote client pod" [foreign-hostip]="remote9090 client pod" [loopback-syn]="no answer" [after-del]="no: Connection refused"
 )
 for c in "${CASES[@]}"; do
 	t_begin "native: ${WHAT[$c]}"
