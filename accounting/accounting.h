@@ -50,7 +50,8 @@
  *   map hostport_ip { type ipv4_addr . inet_proto . inet_service : ipv4_addr . inet_service; }
  *   chains prerouting_nat, output_nat (dstnat), for a local destination
  *     alone: `ip daddr . meta l4proto . th dport dnat to @hostport_ip`,
- *     then outside 127/8 `meta l4proto . th dport dnat to @hostport`; chain postrouting:
+ *     then outside 127/8 and 169.254/16 `meta l4proto . th dport dnat to
+ *     @hostport`; chain postrouting:
  *     a DNAT'd packet going back to the pod that sent it (oifname . ip
  *     saddr in @pod_src) is masqueraded, so that its answer comes back
  *     through the node
@@ -264,9 +265,18 @@ int acct_pod_del(const struct acct_pod *pod, struct acct_conn **keep, struct tg_
 void acct_conn_close(struct acct_conn *held);
 /*
  * Takes the mappings of `gone` out of the hostPort maps (by key; an absent
- * one is fine): what a repeated ADD no longer asks for.
+ * one is fine): what a repeated ADD no longer asks for. Call with the store
+ * locked, the record no longer holding them.
  */
 int acct_hostports_del(const struct hostports *gone, struct tg_err *e);
+/*
+ * Takes out every hostPort element whose value is pod_ip, whatever its key:
+ * the mappings of the attachment that holds the address, even those of a
+ * record that did not know them (a DEL without one, an earlier release's).
+ * Call with the store locked, the address this attachment's or no one's:
+ * a key alone proves nothing once the store has let another pod take it.
+ */
+int acct_hostports_forget(uint32_t pod_ip, struct tg_err *e);
 /*
  * Deletes namespaces' counters (bytes and packets of every class, spoofed
  * packets of each family): the node daemon retires a namespace this way once

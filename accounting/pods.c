@@ -231,8 +231,6 @@ static int put_pod_removal(struct acct_batch *bt, const struct acct_pod *p, uint
 		STEP(acct_put_elem(bt, del_elem, acct_ns_maps[c], p->ip, NULL));
 		STEP(acct_put_elem(bt, del_elem, acct_pod_maps[c], p->ip, NULL));
 	}
-	for (size_t k = 0; p->ports && k < p->ports->n; k++)
-		STEP(acct_hostport_put_one(bt, del_elem, p->ip, &p->ports->m[k], false));
 	for (int c = 0; c < ACCT_CLASSES; c++) {
 		acct_pod_counter_name(p->host_veth, c, name);
 		STEP(acct_put_counter_msg(bt, name, del_obj, 0));

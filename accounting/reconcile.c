@@ -277,10 +277,6 @@ int acct_pods_reconcile(const struct acct_config *cfg, const struct acct_pod *al
 	char why[256] = "";
 	int r = 0;
 
-	/* hostPorts first: a pod put back below has its mappings right already */
-	r = acct_hostport_reconcile(all, n_all, &hp_added, &hp_removed, e);
-	if (r < 0)
-		return r;
 	want = calloc(n_all + 1, sizeof(*want));
 	if (!want)
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
@@ -396,6 +392,9 @@ int acct_pods_reconcile(const struct acct_config *cfg, const struct acct_pod *al
 		}
 		acct_nft_close(&c);
 	}
+	/* hostPorts: their own maps, keyed by port (a pod put back above has none of them) */
+	if (r == 0)
+		r = acct_hostport_reconcile(all, n_all, &hp_added, &hp_removed, e);
 	if (r == 0) {
 		if (ret_added)
 			*ret_added = added + hp_added;

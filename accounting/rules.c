@@ -765,8 +765,10 @@ static struct nftnl_expr *payload_to(uint32_t base, uint32_t offset, uint32_t le
  * Only for a local destination: a packet the node forwards keeps its
  * destination, even to an address a pod named as its hostIP (or it would
  * take its neighbours' traffic to that address). On every address, outside
- * 127/8: loopback would need route_localnet on the pods' links (which lets
- * a pod reach the node's localhost).
+ * 127/8 and 169.254/16: loopback would need route_localnet on the pods'
+ * links (which lets a pod reach the node's localhost), and link-local
+ * addresses of the node are its services for pods (a node-local DNS cache
+ * on 169.254.20.10, a credentials agent), which no pod's hostPort may take.
  */
 static struct nftnl_rule *hostport_rule(const char *chain, bool by_ip)
 {
@@ -777,13 +779,18 @@ static struct nftnl_rule *hostport_rule(const char *chain, bool by_ip)
 	if (!r)
 		return NULL;
 	if (!by_ip) {
-		uint32_t lo_mask = htonl(0xff000000u), lo_net = htonl(0x7f000000u);
+		static const uint32_t nets[][2] = { { 0x7f000000u, 0xff000000u },	/* 127/8 */
+						    { 0xa9fe0000u, 0xffff0000u } };	/* 169.254/16 */
 
-		put(r, load_ip(16));
-		put(r, bitwise32(lo_mask, 0));
-		ex = cmp_eq(&lo_net, sizeof(lo_net));
-		nftnl_expr_set_u32(ex, NFTNL_EXPR_CMP_OP, NFT_CMP_NEQ);
-		put(r, ex);
+		for (size_t i = 0; i < ARRAY_SIZE(nets); i++) {
+			uint32_t net = htonl(nets[i][0]);
+
+			put(r, load_ip(16));
+			put(r, bitwise32(htonl(nets[i][1]), 0));
+			ex = cmp_eq(&net, sizeof(net));
+			nftnl_expr_set_u32(ex, NFTNL_EXPR_CMP_OP, NFT_CMP_NEQ);
+			put(r, ex);
+		}
 	}
 	/* a hostIP that is not the node's must not catch what the node forwards to that address */
 	match_local(r);

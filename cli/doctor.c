@@ -255,7 +255,8 @@ static int doctor_fix(struct cli *c)
 	}
 	r = node_uplink(sk, c->cfg.uplink, c->cfg.mtu, &up, &e);
 	if (r == 0)
-		r = node_declare(sk, &c->cfg, &up, &c->state, NODE_DECLARE_PODS, &rep, &e);
+		/* from the store as it is under its lock: a pod ADDed or deleted since the read counts */
+		r = node_declare_from_store(sk, &c->cfg, &up, &c->store, NODE_DECLARE_PODS, &rep, &e);
 	nl_socket_free(sk);
 	if (r < 0) {
 		fprintf(stderr, "tollgate-ipam: %s\n", e.msg);

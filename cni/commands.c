@@ -140,6 +140,14 @@ static int assign_fn(struct ipam_state *st, void *p, struct tg_err *e)
 			a->ports = c->old_ports;
 		return -EADDRINUSE;
 	}
+	/*
+	 * A repeated ADD whose mappings changed: what the record gives up goes
+	 * now, under the lock, before another pod can be given the port.
+	 */
+	if (c->existing && node_pod_unmap(a, &c->old_ports, e) < 0) {
+		a->ports = c->old_ports;
+		return -EIO;
+	}
 	a->shaping = c->req.shaping;
 	a->shaping.ns_class = before.ns_class;
 	a->shaping.pod_class = before.pod_class;
@@ -299,9 +307,6 @@ int cmd_add(const struct cni_env *env, const struct node_config *cfg, cni_emit_f
 		if (r < 0)
 			goto undo;
 	}
-	/* A repeated ADD that asks for fewer hostPorts than its record had: the rest go. */
-	if (ac.existing && (r = node_pod_unmap(&ac.got, &ac.old_ports, e)) < 0)
-		goto out;
 
 	/* Answer: once the runtime has the result, the pod is its. */
 	res = answer(cfg, env, &ac.got, up.mtu);

@@ -121,6 +121,10 @@ static int entry_of(json_object *o, const char *where, size_t i, struct hostport
 		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
 			       "%s[%zu].hostIP \"%.64s\" is not an IPv4 address (Tollgate serves "
 			       "IPv4 pods only)", where, i, s);
+	if ((m->host_ip >> 16) == 0xa9fe)
+		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+			       "%s[%zu].hostIP \"%s\" is a link-local address: those are the node's "
+			       "services for pods, which no hostPort may take", where, i, s);
 	/* 127/8 would need route_localnet on the pod's link: a pod could then reach the node's localhost */
 	if ((m->host_ip >> 24) == 127)
 		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,

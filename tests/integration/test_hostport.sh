@@ -8,7 +8,8 @@
 # internet, the node itself (its address and 127.0.0.1), another pod of the
 # node, the pod itself; a second address of the node; a pod reaching a peer
 # on the mapped port (which must not be DNAT'd), or an address a pod named
-# as its hostIP without it being the node's; and a tenant, root in the
+# as its hostIP without it being the node's, or a node-local service on a
+# link-local address; and a tenant, root in the
 # pod, sending a SYN to the node's 127.0.0.1. Every answer names who
 # answered and whom it saw: a mapping that works but hides the client's
 # address shows. The table of both columns is the one docs/configuration.md
@@ -44,6 +45,7 @@ PY=$(python3 -c 'import sys; print(sys.executable)')
 PROBE=$TG_LIB_DIR/hostport_probe.py
 DOC=$TG_ROOT/docs/configuration.md
 NODE2=10.0.0.2
+NODELOCAL=169.254.20.10
 
 N() { ip netns exec "$TG_NODE" "$@"; }
 P() { local p=$1; shift; ip netns exec "$TG_ID-$p" "$@"; }
@@ -58,6 +60,11 @@ hp_count() { N nft -j list map inet tollgate "$1" 2>/dev/null | jq '[.nftables[]
 
 topo_up || tap_bail "topology"
 N ip addr add "$NODE2/24" dev eth0
+# a node-local service on a link-local address, as NodeLocal DNSCache's 169.254.20.10 on its
+# own link (a veth pair inside the node here: this kernel has no dummy links)
+{ N ip link add nodelocal type veth peer name nodelocal-peer && N ip addr add "$NODELOCAL/32" dev nodelocal &&
+	N ip link set nodelocal up && N ip link set nodelocal-peer up; } || tap_bail "the node-local address"
+serve "$TG_NODE" nodelocal 8080 "$NODELOCAL"
 serve "$TG_NODE" node-lo 9999 127.0.0.1
 serve "$TG_PEER" remote 8080 "$TG_PEER_POD_IP"
 serve "$TG_PEER" remote9090 9090 "$TG_PEER_POD_IP"
@@ -89,7 +96,7 @@ roles() {
 }
 
 CASES=(peer-tcp peer-udp inet-tcp node-tcp node-lo pod-tcp self-tcp hostip hostip-other second-addr forwarded
-	foreign-hostip loopback-syn)
+	foreign-hostip link-local loopback-syn)
 declare -A WHAT=(
 	[peer-tcp]="a peer node -> node:8080/tcp"
 	[peer-udp]="a peer node -> node:8080/udp"
@@ -103,6 +110,7 @@ declare -A WHAT=(
 	[second-addr]="a peer -> 10.0.0.2:8080 (every address)"
 	[forwarded]="a pod -> a remote pod's :8080 (through the node)"
 	[foreign-hostip]="a pod -> 10.2.0.5:9090, which web names as a hostIP (not the node's)"
+	[link-local]="a pod -> the node's 169.254.20.10:8080 (a node-local service)"
 	[loopback-syn]="the pod, root in it, sends a SYN to the node's 127.0.0.1:9999"
 )
 declare -A SEEN=()
@@ -121,6 +129,7 @@ run_cases() {
 	SEEN[$m,second-addr]=$(probe "$TG_PEER" tcp "$NODE2" 8080)
 	SEEN[$m,forwarded]=$(probe "$TG_ID-client" tcp "$TG_PEER_POD_IP" 8080)
 	SEEN[$m,foreign-hostip]=$(probe "$TG_ID-client" tcp "$TG_PEER_POD_IP" 9090)
+	SEEN[$m,link-local]=$(probe "$TG_ID-client" tcp "$NODELOCAL" 8080)
 	mac=$(N cat "/sys/class/net/${POD_VETH[web]}/address")
 	SEEN[$m,loopback-syn]=$(P web "$PY" "$PROBE" loopback-syn --ifname eth0 --dst-mac "$mac" \
 		--src "${POD_IP[web]}" --port 9999 2>&1)
@@ -175,6 +184,14 @@ t_expect "elements of @hostport, back" "$(hp_count hostport)" 2
 t_expect "elements of @hostport_ip, back" "$(hp_count hostport_ip)" 2
 t_end
 
+t_begin "native: a repeated ADD moving a hostPort to another containerPort: the new target answers"
+pod_add web team-a "$(jq -c '. + {runtimeConfig: {portMappings: [{hostPort: 8080, containerPort: 81}]}}' <<<"$NATIVE")" ||
+	t_fail "repeated ADD rc=$TG_RC $TG_OUT"
+t_expect "peer -> node:8080" "$(roles "$(probe "$TG_PEER" tcp "$TG_NODE_IP" 8080)")" "web81 peer"
+pod_add web team-a "$CONF_WEB" || t_fail "repeated ADD rc=$TG_RC $TG_OUT"
+t_expect "peer -> node:8080, back" "$(roles "$(probe "$TG_PEER" tcp "$TG_NODE_IP" 8080)")" "web peer"
+t_end
+
 t_begin "native: a second pod asking for a hostPort held is refused (11), naming the holder; the node unchanged"
 before=$(tg_snapshot)
 pod_add thief team-b "$(jq -c '. + {runtimeConfig: {portMappings: [{hostPort: 8080, containerPort: 8080, protocol: "TCP"}]}}' <<<"$NATIVE")"
@@ -191,6 +208,7 @@ for bad in '[{"hostPort": 0, "containerPort": 80}]|runtimeConfig.portMappings[0]
 	'[{"hostPort": 80, "containerPort": 80, "protocol": "icmp"}]|runtimeConfig.portMappings[0].protocol "icmp" is none of tcp, udp, sctp' \
 	'[{"hostPort": 80, "containerPort": 80, "hostIP": "127.0.0.1"}]|runtimeConfig.portMappings[0].hostIP "127.0.0.1" is a loopback address' \
 	'[{"hostPort": 80, "containerPort": 80, "hostIP": "::1"}]|runtimeConfig.portMappings[0].hostIP "::1" is not an IPv4 address' \
+	'[{"hostPort": 53, "containerPort": 53, "hostIP": "169.254.20.10"}]|runtimeConfig.portMappings[0].hostIP "169.254.20.10" is a link-local address' \
 	'[{"hostPort": 9617, "containerPort": 80}]|hostPort 9617 is the node'"'"'s metricsPort' \
 	'[{"hostPort": 80, "containerPort": 80}, {"hostPort": 80, "containerPort": 81}]|runtimeConfig.portMappings[1]: hostPort 80/tcp overlaps 80/tcp' \
 	'{"hostPort": 80}|runtimeConfig.portMappings must be an array'; do
@@ -239,6 +257,12 @@ pod_del client "$NATIVE" || t_fail "DEL client rc=$TG_RC $TG_OUT"
 t_expect "elements of @hostport" "$(hp_count hostport)" 0
 t_expect "elements of @hostport_ip" "$(hp_count hostport_ip)" 0
 SEEN[native,after-del]=$(roles "$(probe "$TG_PEER" tcp "$TG_NODE_IP" 8080)")
+# a DEL the store has no record of (a repeated one) with prevResult's address: whatever still maps to it goes
+N nft add element inet tollgate hostport "{ tcp . 9191 : ${POD_IP[web]} . 80 }"
+tg_run DEL "${POD_CID[web]}" eth0 "" "$(k8s_args team-a web "${POD_CID[web]}")" \
+	<<<"$(jq -c --argjson prev "${POD_RESULT[web]}" '. + {prevResult: $prev}' <<<"$CONF_WEB")" ||
+	t_fail "a repeated DEL: rc=$TG_RC $TG_OUT"
+t_expect "elements after a repeated DEL with prevResult" "$(hp_count hostport)" 0
 pod_ns_del web; pod_ns_del client; pod_ns_del thief
 t_expect "pod links" "$(node_links_tg)" ""
 t_expect "host routes" "$(node_host_routes)" ""
@@ -279,7 +303,7 @@ declare -A WANT=(
 	[peer-tcp]="web peer" [peer-udp]="web peer" [inet-tcp]="web internet" [node-tcp]="web node"
 	[node-lo]="no: Connection refused" [pod-tcp]="web client pod" [self-tcp]="web node"
 	[hostip]="web81 peer" [hostip-other]="no: Connection refused" [second-addr]="web peer"
-	[forwarded]="remote client pod" [foreign-hostip]="remote9090 client pod" [loopback-syn]="no answer" [after-del]="no: Connection refused"
+	[forwarded]="remote client pod" [foreign-hostip]="remote9090 client pod" [link-local]="nodelocal client pod" [loopback-syn]="no answer" [after-del]="no: Connection refused"
 )
 for c in "${CASES[@]}"; do
 	t_begin "native: ${WHAT[$c]}"
@@ -287,15 +311,17 @@ for c in "${CASES[@]}"; do
 	t_end
 done
 
-t_begin "portmap answers as Tollgate does but for 127.0.0.1, which it reaches by route_localnet on the pod's link"
+t_begin "portmap answers as Tollgate does but for 127.0.0.1 (route_localnet on the pod's link) and the node's link-local service"
 for c in "${CASES[@]}"; do
-	case $c in node-lo | loopback-syn) continue ;; esac
+	case $c in node-lo | loopback-syn | link-local) continue ;; esac
 	[ "${SEEN[portmap,$c]}" = "${SEEN[native,$c]}" ] || t_fail "$c: portmap '${SEEN[portmap,$c]}', Tollgate '${SEEN[native,$c]}'"
 done
 t_expect "portmap: the node -> 127.0.0.1:8080" "${SEEN[portmap,node-lo]}" "web node"
 t_expect "portmap: route_localnet on the pod's host link" "${SEEN[portmap,route_localnet]}" 1
 # the control for the native "no answer": the forged SYN is answered where route_localnet lets it
 t_expect "portmap: the pod's SYN to the node's 127.0.0.1:9999" "${SEEN[portmap,loopback-syn]}" answered
+# and for the native "nodelocal": portmap's every-address mapping takes the node's link-local service
+t_expect "portmap: a pod -> 169.254.20.10:8080" "${SEEN[portmap,link-local]}" "web client pod"
 t_end
 
 # an answer as the table shows it: who answered, and whom it saw the packet come from
