@@ -240,6 +240,7 @@ static int doctor_fix(struct cli *c)
 {
 	struct node_uplink up = { .mtu = c->cfg.mtu ? c->cfg.mtu : 1500 };
 	struct node_repairs rep = { 0 };
+	struct ipam_store store = { .lock_fd = -1 };
 	struct nl_sock *sk = NULL;
 	struct tg_err e = { 0 };
 	int r;
@@ -254,9 +255,17 @@ static int doctor_fix(struct cli *c)
 		return EXIT_PROBLEMS;
 	}
 	r = node_uplink(sk, c->cfg.uplink, c->cfg.mtu, &up, &e);
+	/*
+	 * From the store as it is under its lock (doctor only read it): a pod
+	 * ADDed or deleted since that read counts, and no element of another
+	 * pod's is taken back.
+	 */
 	if (r == 0)
-		/* from the store as it is under its lock: a pod ADDed or deleted since the read counts */
-		r = node_declare_from_store(sk, &c->cfg, &up, &c->store, NODE_DECLARE_PODS, &rep, &e);
+		r = ipam_store_open(&store, c->data_dir, c->network, &e);
+	if (r == 0) {
+		r = node_declare_from_store(sk, &c->cfg, &up, &store, NODE_DECLARE_PODS, &rep, &e);
+		ipam_store_close(&store);
+	}
 	nl_socket_free(sk);
 	if (r < 0) {
 		fprintf(stderr, "tollgate-ipam: %s\n", e.msg);
