@@ -255,8 +255,11 @@ int acct_declared(const struct acct_config *cfg);
  */
 int acct_pod_add(const struct acct_config *cfg, const struct acct_pod *pod, struct tg_err *e);
 /*
- * Removes the pod's elements and own counters; anything already gone is
- * fine. With `keep`, the nftables socket is handed back open: closing it
+ * Removes the pod's elements and own counters, and every hostPort element
+ * whose value is its address, whatever the key (a record that did not know
+ * them, a DEL without one): a key proves nothing once the store has let
+ * another pod take the port, an address rests its cool-down before anyone
+ * gets it again. Anything already gone is fine. With `keep`, the nftables socket is handed back open: closing it
  * waits out the kernel's RCU grace period for the deletion, so a caller
  * closes it (acct_conn_close) after its own slow work.
  */
@@ -269,14 +272,7 @@ void acct_conn_close(struct acct_conn *held);
  * locked, the record no longer holding them.
  */
 int acct_hostports_del(const struct hostports *gone, struct tg_err *e);
-/*
- * Takes out every hostPort element whose value is pod_ip, whatever its key:
- * the mappings of the attachment that holds the address, even those of a
- * record that did not know them (a DEL without one, an earlier release's).
- * Call with the store locked, the address this attachment's or no one's:
- * a key alone proves nothing once the store has let another pod take it.
- */
-int acct_hostports_forget(uint32_t pod_ip, struct tg_err *e);
+
 /*
  * Deletes namespaces' counters (bytes and packets of every class, spoofed
  * packets of each family): the node daemon retires a namespace this way once

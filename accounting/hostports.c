@@ -204,44 +204,31 @@ static int dump_map(struct acct_nft_conn *c, const char *map, uint8_t which, str
 	return r < 0 && d->err ? d->err : r;
 }
 
-int acct_hostports_forget(uint32_t pod_ip, struct tg_err *e)
+int acct_hostports_forget_on(struct acct_nft_conn *c, uint32_t pod_ip, char *why, size_t why_len)
 {
 	static const char *const maps[2] = { ACCT_MAP_HOSTPORT, ACCT_MAP_HOSTPORT_IP };
-	struct acct_nft_conn c = { 0 };
 	struct map_dump d = { 0 };
 	struct acct_batch *bt = NULL;
-	uint8_t mine[4];
-	unsigned n = 0;
-	char why[256] = "";
-	int r = acct_nft_open(&c, 0, e);
 	uint32_t be = htonl(pod_ip);
+	unsigned n = 0;
+	int r = 0;
 
-	memcpy(mine, &be, 4);
 	for (uint8_t k = 0; k < 2 && r == 0; k++)
-		r = dump_map(&c, maps[k], k, &d);
-	if (r == -ENOENT || r == -EPROTONOSUPPORT)
-		r = 0; /* no table (or no nf_tables): nothing maps to the pod */
-	else if (r < 0)
-		r = acct_nft_fail(e, r, "listing the hostPort maps", "");
+		r = dump_map(c, maps[k], k, &d);
 	if (r == 0 && !(bt = acct_batch_new(ACCT_BATCH_BASE)))
-		r = tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+		r = -ENOMEM;
 	if (r == 0)
 		acct_batch_start(bt);
 	for (size_t i = 0; r == 0 && i < d.n; i++) {
-		if (memcmp(d.v[i].data, mine, 4) != 0)
+		if (memcmp(d.v[i].data, &be, 4) != 0)
 			continue;
 		r = acct_put_elem_key(bt, NFT_MSG_DELSETELEM, maps[d.v[i].map], d.v[i].key,
 				      d.v[i].key_len, NULL, NULL, 0, false);
 		n++;
 	}
-	if (r == 0 && n) {
-		r = acct_batch_send(&c, bt, why, sizeof(why));
-		if (r < 0)
-			r = acct_nft_fail(e, r, "removing the pod's hostPorts from table inet " ACCT_TABLE,
-					  why);
-	}
+	if (r == 0 && n)
+		r = acct_batch_send(c, bt, why, why_len);
 	acct_batch_free(bt);
-	acct_nft_close(&c);
 	free(d.v);
 	return r;
 }

@@ -333,6 +333,11 @@ int acct_hostport_check(struct acct_nft_conn *c, const struct acct_pod *p);
  */
 int acct_hostport_reconcile(const struct acct_pod *all, size_t n_all, unsigned *added,
 			    unsigned *removed, struct tg_err *e);
+/*
+ * Every hostPort element whose value is pod_ip, whatever its key, out in
+ * one transaction on c (acct_pod_del's). 0, -ENOENT without the table.
+ */
+int acct_hostports_forget_on(struct acct_nft_conn *c, uint32_t pod_ip, char *why, size_t why_len);
 
 /* nodeAccess' per-pod drop maps, by enum acct_access_drop */
 extern const char *const acct_drop_maps[ACCT_DROPS];

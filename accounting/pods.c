@@ -279,6 +279,20 @@ int acct_pod_del(const struct acct_pod *pod, struct acct_conn **keep, struct tg_
 		acct_batch_free(bt);
 		return tg_fail(e, oe.code, r, "%s", oe.msg);
 	}
+	/*
+	 * Its hostPorts by value, first (a transaction of their own on the same
+	 * socket): every element mapping to the address, never one by key,
+	 * which the store may have given another pod since the caller's read.
+	 */
+	r = acct_hostports_forget_on(&c, pod->ip, why, sizeof(why));
+	if (r == -ENOENT)
+		r = 0; /* no table: the next transaction says so */
+	if (r < 0) {
+		acct_batch_free(bt);
+		acct_nft_close(&c);
+		return acct_nft_fail(e, r, "removing the pod's hostPorts from table inet " ACCT_TABLE,
+				     why);
+	}
 	/* One transaction of "destroy" messages: each is fine when its object is gone. */
 	acct_batch_start(bt);
 	steps = put_pod_removal(bt, pod, NFT_MSG_DESTROYSETELEM, NFT_MSG_DESTROYOBJ, -1);

@@ -178,11 +178,9 @@ int node_pod_del(struct nl_sock *sk, const struct ipam_attachment *a, struct tg_
  * The pod's table elements and own counters removed once more, with the
  * store locked, just before its address is released (by DEL, an ADD's undo,
  * GC): a declaration from the store between the teardown and the release
- * found the pod still recorded and may have put them back. Its hostPorts go
- * here alone (every element mapping to its address): the teardown before,
- * without the lock, cannot tell a port still its own from one the store has
- * since let another pod take. Absent ones are fine. With `keep`, the
- * nftables socket comes back open (acct_pod_del).
+ * found the pod still recorded and may have put them back. Its hostPorts
+ * go by value, here as in the teardown (acct_pod_del). Absent ones are
+ * fine. With `keep`, the nftables socket comes back open (acct_pod_del).
  */
 /*
  * The mappings of `old` that the attachment no longer has (by key and

@@ -164,13 +164,8 @@ int node_pod_del(struct nl_sock *sk, const struct ipam_attachment *a, struct tg_
 int node_pod_forget(const struct ipam_attachment *a, struct acct_conn **keep, struct tg_err *e)
 {
 	struct acct_pod me = node_acct_pod(a);
-	int r;
 
-	if (!a->ip)
-		return 0;
-	/* under the lock, the address is this pod's: what maps to it goes, by value */
-	r = acct_hostports_forget(a->ip, e);
-	return r < 0 ? r : acct_pod_del(&me, keep, e);
+	return a->ip ? acct_pod_del(&me, keep, e) : 0;
 }
 
 int node_pod_unmap(const struct ipam_attachment *a, const struct hostports *old, struct tg_err *e)
