@@ -161,7 +161,7 @@ static int assign_fn(struct ipam_state *st, void *p, struct tg_err *e)
 	}
 	c->got = *a;
 	return !c->existing || memcmp(&before, &a->shaping, sizeof(before)) != 0 ||
-	       memcmp(&c->old_ports, &a->ports, sizeof(a->ports)) != 0;
+	       !hostports_same(&c->old_ports, &a->ports);
 }
 
 struct release_ctx {

@@ -43,6 +43,16 @@ bool hostports_have(const struct hostports *list, const struct hostport *m)
 	return false;
 }
 
+bool hostports_same(const struct hostports *a, const struct hostports *b)
+{
+	if (a->n != b->n)
+		return false;
+	for (size_t i = 0; i < a->n; i++)
+		if (!hostports_have(b, &a->m[i]))
+			return false;
+	return true;
+}
+
 const char *hostport_format(const struct hostport *m, char buf[HOSTPORT_STRLEN])
 {
 	const char *p = hostport_proto_name(m->proto);

@@ -41,6 +41,8 @@ bool hostport_overlap(const struct hostport *a, const struct hostport *b);
 bool hostport_equal(const struct hostport *a, const struct hostport *b);
 /* Whether `list` holds a mapping equal to m. */
 bool hostports_have(const struct hostports *list, const struct hostport *m);
+/* Whether two lists hold the same mappings, in any order (field by field: no padding compared). */
+bool hostports_same(const struct hostports *a, const struct hostports *b);
 /* "8080/tcp", "10.0.0.5:8080/udp" */
 #define HOSTPORT_STRLEN 32
 const char *hostport_format(const struct hostport *m, char buf[HOSTPORT_STRLEN]);

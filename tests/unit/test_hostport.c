@@ -137,6 +137,10 @@ static void t_round_trip(void **state)
 	assert_int_equal(q.n, 2);
 	for (size_t i = 0; i < p.n; i++)
 		assert_true(hostports_have(&q, &p.m[i]));
+	assert_true(hostports_same(&p, &q));
+	/* the control: one mapping fewer is another list */
+	q.n--;
+	assert_false(hostports_same(&p, &q));
 }
 
 static void t_overlap(void **state)
