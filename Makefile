@@ -217,7 +217,7 @@ $(BUILD)/tests/unit_test_rate_diff: UNIT_EXTRA_LIBS := -lgmp
 # Tests whose nftables netlink ends in a fake nf_tables (tests/unit/fake_nfnl.h):
 # libmnl's socket calls, wrapped at link time.
 FAKE_NFNL_WRAP := $(foreach f,open bind close get_fd get_portid setsockopt sendto recvfrom,-Wl,--wrap=mnl_socket_$(f))
-$(BUILD)/tests/unit_test_accounting: UNIT_EXTRA_LIBS := $(FAKE_NFNL_WRAP)
+$(BUILD)/tests/unit_test_accounting: UNIT_EXTRA_LIBS := $(FAKE_NFNL_WRAP) -Wl,--wrap=nftnl_expr_alloc
 # exporter_render: its shaper collector's rtnetlink cut at nl_route_open as well.
 $(BUILD)/tests/unit_test_expo: UNIT_EXTRA_LIBS := $(FAKE_NFNL_WRAP) -Wl,--wrap=nl_route_open
 # gc's test says which PID namespace /proc/self/ns/pid is (a link-time seam).

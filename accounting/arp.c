@@ -94,27 +94,15 @@ int acct_arp_read(struct acct_nft_conn *c, const struct acct_config *cfg)
 	return s.rules == 1 && s.stamped == 1;
 }
 
-static struct nftnl_expr *meta_load(uint32_t key)
-{
-	struct nftnl_expr *ex = nftnl_expr_alloc("meta");
-
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_META_KEY, key);
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_META_DREG, NFT_REG_1);
-	return ex;
-}
-
-static void put(struct nftnl_rule *r, struct nftnl_expr *ex)
-{
-	if (ex)
-		nftnl_rule_add_expr(r, ex);
-}
-
-/* iifname "<prefix>*" counter name "node_arp_dropped" drop, stamped. */
+/*
+ * iifname "<prefix>*" counter name "node_arp_dropped" drop, stamped; NULL
+ * when any part of it could not be built (short of its match it would drop
+ * every ARP packet of the node).
+ */
 static struct nftnl_rule *drop_rule(const struct acct_config *cfg)
 {
 	struct nftnl_rule *r = nftnl_rule_alloc();
 	struct nftnl_udata_buf *u = nftnl_udata_buf_alloc(64);
-	struct nftnl_expr *ex;
 	char stamp[ARP_STAMP_LEN];
 
 	if (!r || !u) {
@@ -127,26 +115,14 @@ static struct nftnl_rule *drop_rule(const struct acct_config *cfg)
 	nftnl_rule_set_str(r, NFTNL_RULE_TABLE, ACCT_TABLE);
 	nftnl_rule_set_str(r, NFTNL_RULE_CHAIN, ACCT_ARP_CHAIN);
 	nftnl_rule_set_u32(r, NFTNL_RULE_FAMILY, NFPROTO_ARP);
-	put(r, meta_load(NFT_META_IIFNAME));
-	ex = nftnl_expr_alloc("cmp");
-	if (ex) {
-		nftnl_expr_set_u32(ex, NFTNL_EXPR_CMP_SREG, NFT_REG_1);
-		nftnl_expr_set_u32(ex, NFTNL_EXPR_CMP_OP, NFT_CMP_EQ);
-		nftnl_expr_set(ex, NFTNL_EXPR_CMP_DATA, cfg->pod_link_prefix,
-			       (uint32_t)strlen(cfg->pod_link_prefix));
-		put(r, ex);
-	}
-	ex = nftnl_expr_alloc("objref");
-	if (ex) {
-		nftnl_expr_set_u32(ex, NFTNL_EXPR_OBJREF_IMM_TYPE, NFT_OBJECT_COUNTER);
-		nftnl_expr_set_str(ex, NFTNL_EXPR_OBJREF_IMM_NAME, ACCT_ARP_COUNTER);
-		put(r, ex);
-	}
-	ex = nftnl_expr_alloc("immediate");
-	if (ex) {
-		nftnl_expr_set_u32(ex, NFTNL_EXPR_IMM_DREG, NFT_REG_VERDICT);
-		nftnl_expr_set_u32(ex, NFTNL_EXPR_IMM_VERDICT, NF_DROP);
-		put(r, ex);
+	acct_rule_add(r, acct_expr_meta(NFT_META_IIFNAME));
+	acct_rule_add(r, acct_expr_cmp_eq(cfg->pod_link_prefix, (uint32_t)strlen(cfg->pod_link_prefix)));
+	acct_rule_add(r, acct_expr_counter(ACCT_ARP_COUNTER));
+	acct_rule_add(r, acct_expr_verdict(NF_DROP, NULL));
+	if (acct_rule_spoiled()) {
+		nftnl_rule_free(r);
+		nftnl_udata_buf_free(u);
+		return NULL;
 	}
 	arp_stamp(cfg, stamp);
 	nftnl_udata_put_strz(u, NFTNL_UDATA_RULE_COMMENT, stamp);

@@ -117,9 +117,53 @@ int acct_nft_request(struct acct_nft_conn *c, char *buf, size_t size, mnl_cb_t c
 int acct_nft_request_all(struct acct_nft_conn *c, char *buf, size_t size, mnl_cb_t cb, void *arg);
 int acct_nft_fail(struct tg_err *e, int r, const char *what, const char *why);
 
-/* ---- the table's skeleton (table.c) and its rules (rules.c) ---- */
+/* ---- expressions (expr.c): what rules.c and arp.c build rules of ---- */
 
 struct nftnl_rule;
+struct nftnl_expr;
+
+/*
+ * Adds ex to r; a NULL ex (its builder could not allocate) spoils the
+ * rule: acct_rule_spoiled() says so once (and forgets), and whoever
+ * collects the rule drops it and fails, never sends it short of a match.
+ */
+void acct_rule_add(struct nftnl_rule *r, struct nftnl_expr *ex);
+bool acct_rule_spoiled(void);
+/* Each NULL when it cannot allocate. Loads go to register 1 unless a dreg is named. */
+struct nftnl_expr *acct_expr_meta(uint32_t key);
+struct nftnl_expr *acct_expr_meta_to(uint32_t key, uint32_t dreg);
+struct nftnl_expr *acct_expr_meta_set(uint32_t key);	/* meta <key> set reg1 */
+struct nftnl_expr *acct_expr_cmp(uint32_t op, const void *data, uint32_t len);
+struct nftnl_expr *acct_expr_cmp_eq(const void *data, uint32_t len);
+struct nftnl_expr *acct_expr_bitwise32(uint32_t mask, uint32_t xor);	/* reg1 = (reg1 & mask) ^ xor */
+struct nftnl_expr *acct_expr_payload_to(uint32_t base, uint32_t offset, uint32_t len,
+					uint32_t dreg);
+/* 12: ip saddr, 16: ip daddr */
+struct nftnl_expr *acct_expr_ip(uint32_t offset);
+struct nftnl_expr *acct_expr_ip_to(uint32_t offset, uint32_t dreg);
+/* reg1 [!]in @set */
+struct nftnl_expr *acct_expr_lookup(const char *set, uint32_t id, bool invert);
+/* dreg = sreg's value in @map (NFT_REG_VERDICT: a verdict map) */
+struct nftnl_expr *acct_expr_map(const char *map, uint32_t id, uint32_t sreg, uint32_t dreg);
+/* counter name reg1 map @map */
+struct nftnl_expr *acct_expr_counter_map(const char *map, uint32_t id);
+/* counter name "<name>" */
+struct nftnl_expr *acct_expr_counter(const char *name);
+/* A verdict; `chain` names the target of a jump or goto. */
+struct nftnl_expr *acct_expr_verdict(uint32_t v, const char *chain);
+struct nftnl_expr *acct_expr_immediate32(uint32_t value);	/* reg1 = value */
+struct nftnl_expr *acct_expr_ct(uint32_t key);			/* reg1 = ct <key> */
+struct nftnl_expr *acct_expr_plain(const char *name);		/* masq, counter: no attributes */
+struct nftnl_expr *acct_expr_reject(uint32_t type, uint8_t code);
+struct nftnl_expr *acct_expr_dynset_update(const char *set);	/* update @set { reg1 } */
+/* limit rate over <per_second>/second burst <burst> packets */
+struct nftnl_expr *acct_expr_limit_over(uint64_t per_second, uint32_t burst);
+struct nftnl_expr *acct_expr_count_over(uint32_t n);		/* ct count over n */
+struct nftnl_expr *acct_expr_fib_daddr_type(void);		/* reg1 = fib daddr type */
+/* dnat ip to reg_addr : reg_port */
+struct nftnl_expr *acct_expr_dnat4(uint32_t reg_addr, uint32_t reg_port);
+
+/* ---- the table's skeleton (table.c) and its rules (rules.c) ---- */
 
 /*
  * What a set is keyed by: a pod's address, its host link's name, or both;

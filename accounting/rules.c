@@ -22,111 +22,11 @@
 #include "accounting/internal.h"
 #include "lib/util.h"
 
-static void put(struct nftnl_rule *r, struct nftnl_expr *ex)
-{
-	if (ex)
-		nftnl_rule_add_expr(r, ex);
-}
-
-static struct nftnl_expr *meta_load(uint32_t key)
-{
-	struct nftnl_expr *ex = nftnl_expr_alloc("meta");
-
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_META_KEY, key);
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_META_DREG, NFT_REG_1);
-	return ex;
-}
-
-static struct nftnl_expr *cmp_eq(const void *data, uint32_t len)
-{
-	struct nftnl_expr *ex = nftnl_expr_alloc("cmp");
-
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_CMP_SREG, NFT_REG_1);
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_CMP_OP, NFT_CMP_EQ);
-	nftnl_expr_set(ex, NFTNL_EXPR_CMP_DATA, data, len);
-	return ex;
-}
-
-/* reg1 = (reg1 & mask) ^ xor, 32 bits */
-static struct nftnl_expr *bitwise32(uint32_t mask, uint32_t xor)
-{
-	struct nftnl_expr *ex = nftnl_expr_alloc("bitwise");
-
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_BITWISE_SREG, NFT_REG_1);
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_BITWISE_DREG, NFT_REG_1);
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_BITWISE_LEN, sizeof(uint32_t));
-	nftnl_expr_set(ex, NFTNL_EXPR_BITWISE_MASK, &mask, sizeof(mask));
-	nftnl_expr_set(ex, NFTNL_EXPR_BITWISE_XOR, &xor, sizeof(xor));
-	return ex;
-}
-
-/* 12: ip saddr, 16: ip daddr; into register dreg */
-static struct nftnl_expr *load_ip_to(uint32_t offset, uint32_t dreg)
-{
-	struct nftnl_expr *ex = nftnl_expr_alloc("payload");
-
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_PAYLOAD_BASE, NFT_PAYLOAD_NETWORK_HEADER);
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_PAYLOAD_OFFSET, offset);
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_PAYLOAD_LEN, 4);
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_PAYLOAD_DREG, dreg);
-	return ex;
-}
-
-static struct nftnl_expr *load_ip(uint32_t offset)
-{
-	return load_ip_to(offset, NFT_REG_1);
-}
-
-static struct nftnl_expr *lookup(const char *set, uint32_t id, bool invert)
-{
-	struct nftnl_expr *ex = nftnl_expr_alloc("lookup");
-
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_LOOKUP_SREG, NFT_REG_1);
-	nftnl_expr_set_str(ex, NFTNL_EXPR_LOOKUP_SET, set);
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_LOOKUP_SET_ID, id);
-	if (invert)
-		nftnl_expr_set_u32(ex, NFTNL_EXPR_LOOKUP_FLAGS, NFT_LOOKUP_F_INV);
-	return ex;
-}
-
-/* counter name <reg1> map @set */
-static struct nftnl_expr *counter_map(const char *set, uint32_t id)
-{
-	struct nftnl_expr *ex = nftnl_expr_alloc("objref");
-
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_OBJREF_SET_SREG, NFT_REG_1);
-	nftnl_expr_set_str(ex, NFTNL_EXPR_OBJREF_SET_NAME, set);
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_OBJREF_SET_ID, id);
-	return ex;
-}
-
-/* counter name "<name>" */
-static struct nftnl_expr *counter_named(const char *name)
-{
-	struct nftnl_expr *ex = nftnl_expr_alloc("objref");
-
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_OBJREF_IMM_TYPE, NFT_OBJECT_COUNTER);
-	nftnl_expr_set_str(ex, NFTNL_EXPR_OBJREF_IMM_NAME, name);
-	return ex;
-}
-
-/* A verdict; `chain` names the target of a jump or goto. */
-static struct nftnl_expr *verdict(uint32_t v, const char *chain)
-{
-	struct nftnl_expr *imm = nftnl_expr_alloc("immediate");
-
-	nftnl_expr_set_u32(imm, NFTNL_EXPR_IMM_DREG, NFT_REG_VERDICT);
-	nftnl_expr_set_u32(imm, NFTNL_EXPR_IMM_VERDICT, v);
-	if (chain)
-		nftnl_expr_set_str(imm, NFTNL_EXPR_IMM_CHAIN, chain);
-	return imm;
-}
-
 /* meta nfproto ipv4|ipv6 */
 static void match_nfproto(struct nftnl_rule *r, uint8_t proto)
 {
-	put(r, meta_load(NFT_META_NFPROTO));
-	put(r, cmp_eq(&proto, sizeof(proto)));
+	acct_rule_add(r, acct_expr_meta(NFT_META_NFPROTO));
+	acct_rule_add(r, acct_expr_cmp_eq(&proto, sizeof(proto)));
 }
 
 /* A rule of either family. */
@@ -155,7 +55,8 @@ static struct nftnl_rule *rule_new(const char *chain)
 /* Appends a rule to the list (which owns it from now on); the list remembers a failure. */
 static int put_rule(struct acct_rule_list *w, struct nftnl_rule *r)
 {
-	if (!r || w->n >= ACCT_TABLE_RULES_MAX) {
+	/* a rule that lost an expression is never sent short of it */
+	if (acct_rule_spoiled() || !r || w->n >= ACCT_TABLE_RULES_MAX) {
 		if (r)
 			nftnl_rule_free(r);
 		w->failed = true;
@@ -180,9 +81,9 @@ static struct nftnl_rule *skip_loopback(const char *chain, uint32_t meta_key)
 
 	if (!r)
 		return NULL;
-	put(r, meta_load(meta_key));
-	put(r, cmp_eq(&lo, sizeof(lo)));
-	put(r, verdict(NFT_RETURN, NULL));
+	acct_rule_add(r, acct_expr_meta(meta_key));
+	acct_rule_add(r, acct_expr_cmp_eq(&lo, sizeof(lo)));
+	acct_rule_add(r, acct_expr_verdict(NFT_RETURN, NULL));
 	return r;
 }
 
@@ -200,14 +101,14 @@ static struct nftnl_rule *count_rule(const char *chain, uint32_t class_off, bool
 	if (!r)
 		return NULL;
 	if (class_off) {
-		put(r, load_ip(class_off));
-		put(r, lookup(ACCT_SET_INTERNAL, ACCT_ID_INTERNAL, internet));
+		acct_rule_add(r, acct_expr_ip(class_off));
+		acct_rule_add(r, acct_expr_lookup(ACCT_SET_INTERNAL, ACCT_ID_INTERNAL, internet));
 	}
 	if (map) {
-		put(r, load_ip(key_off));
-		put(r, counter_map(map, map_id));
+		acct_rule_add(r, acct_expr_ip(key_off));
+		acct_rule_add(r, acct_expr_counter_map(map, map_id));
 	} else {
-		put(r, counter_named(named));
+		acct_rule_add(r, acct_expr_counter(named));
 	}
 	return r;
 }
@@ -219,46 +120,29 @@ static struct nftnl_rule *count_rule(const char *chain, uint32_t class_off, bool
 static struct nftnl_rule *mark_rule(const char *chain, uint32_t mark)
 {
 	struct nftnl_rule *r = rule_new(chain);
-	struct nftnl_expr *ex;
 	uint32_t mask = ~mark, xor = mark;
 
 	if (!r)
 		return NULL;
-	put(r, load_ip(16));
-	put(r, lookup(ACCT_SET_INTERNAL, ACCT_ID_INTERNAL, true));
-	put(r, meta_load(NFT_META_MARK));
-	put(r, bitwise32(mask, xor));
-	ex = nftnl_expr_alloc("meta");
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_META_KEY, NFT_META_MARK);
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_META_SREG, NFT_REG_1);
-	put(r, ex);
+	acct_rule_add(r, acct_expr_ip(16));
+	acct_rule_add(r, acct_expr_lookup(ACCT_SET_INTERNAL, ACCT_ID_INTERNAL, true));
+	acct_rule_add(r, acct_expr_meta(NFT_META_MARK));
+	acct_rule_add(r, acct_expr_bitwise32(mask, xor));
+	acct_rule_add(r, acct_expr_meta_set(NFT_META_MARK));
 	return r;
-}
-
-static struct nftnl_expr *meta_set_priority(void)
-{
-	struct nftnl_expr *ex = nftnl_expr_alloc("meta");
-
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_META_KEY, NFT_META_PRIORITY);
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_META_SREG, NFT_REG_1);
-	return ex;
 }
 
 /* In fwd_ingress (source not internal): ip daddr @pods meta priority set <the pods' internet ingress class> */
 static struct nftnl_rule *inet_ingress_class_rule(uint32_t classid)
 {
 	struct nftnl_rule *r = rule_new(ACCT_CHAIN_FWD_INGRESS);
-	struct nftnl_expr *imm;
 
 	if (!r)
 		return NULL;
-	put(r, load_ip(16));
-	put(r, lookup(ACCT_SET_PODS, ACCT_ID_PODS, false));
-	imm = nftnl_expr_alloc("immediate");
-	nftnl_expr_set_u32(imm, NFTNL_EXPR_IMM_DREG, NFT_REG_1);
-	nftnl_expr_set(imm, NFTNL_EXPR_IMM_DATA, &classid, sizeof(classid));
-	put(r, imm);
-	put(r, meta_set_priority());
+	acct_rule_add(r, acct_expr_ip(16));
+	acct_rule_add(r, acct_expr_lookup(ACCT_SET_PODS, ACCT_ID_PODS, false));
+	acct_rule_add(r, acct_expr_immediate32(classid));
+	acct_rule_add(r, acct_expr_meta_set(NFT_META_PRIORITY));
 	return r;
 }
 
@@ -266,18 +150,13 @@ static struct nftnl_rule *inet_ingress_class_rule(uint32_t classid)
 static struct nftnl_rule *inet_egress_class_rule(void)
 {
 	struct nftnl_rule *r = rule_new(ACCT_CHAIN_FWD_EGRESS);
-	struct nftnl_expr *ex;
 
 	if (!r)
 		return NULL;
-	put(r, load_ip(12));
-	ex = nftnl_expr_alloc("lookup");
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_LOOKUP_SREG, NFT_REG_1);
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_LOOKUP_DREG, NFT_REG_1);
-	nftnl_expr_set_str(ex, NFTNL_EXPR_LOOKUP_SET, ACCT_MAP_EGRESS_CLASS);
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_LOOKUP_SET_ID, ACCT_ID_EGRESS_CLASS);
-	put(r, ex);
-	put(r, meta_set_priority());
+	acct_rule_add(r, acct_expr_ip(12));
+	acct_rule_add(r, acct_expr_map(ACCT_MAP_EGRESS_CLASS, ACCT_ID_EGRESS_CLASS, NFT_REG_1,
+				       NFT_REG_1));
+	acct_rule_add(r, acct_expr_meta_set(NFT_META_PRIORITY));
 	return r;
 }
 
@@ -290,28 +169,27 @@ static struct nftnl_rule *branch_rule(const char *chain, uint32_t class_off, uin
 	if (!r)
 		return NULL;
 	if (class_off) {
-		put(r, load_ip(class_off));
-		put(r, lookup(ACCT_SET_INTERNAL, ACCT_ID_INTERNAL, false));
+		acct_rule_add(r, acct_expr_ip(class_off));
+		acct_rule_add(r, acct_expr_lookup(ACCT_SET_INTERNAL, ACCT_ID_INTERNAL, false));
 	}
-	put(r, verdict(v, target));
+	acct_rule_add(r, acct_expr_verdict(v, target));
 	return r;
+}
+
+/* ct state & bits != 0 */
+static void match_ct_state(struct nftnl_rule *r, uint32_t bits)
+{
+	uint32_t zero = 0;
+
+	acct_rule_add(r, acct_expr_ct(NFT_CT_STATE));
+	acct_rule_add(r, acct_expr_bitwise32(bits, zero));
+	acct_rule_add(r, acct_expr_cmp(NFT_CMP_NEQ, &zero, sizeof(zero)));
 }
 
 /* ct state new: the first packet of a connection (a refusal never touches an established one) */
 static void match_ct_new(struct nftnl_rule *r)
 {
-	struct nftnl_expr *ex = nftnl_expr_alloc("ct");
-	uint32_t mask = NF_CT_STATE_BIT(IP_CT_NEW), zero = 0;
-
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_CT_KEY, NFT_CT_STATE);
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_CT_DREG, NFT_REG_1);
-	put(r, ex);
-	put(r, bitwise32(mask, zero));
-	ex = nftnl_expr_alloc("cmp");
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_CMP_SREG, NFT_REG_1);
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_CMP_OP, NFT_CMP_NEQ);
-	nftnl_expr_set(ex, NFTNL_EXPR_CMP_DATA, &zero, sizeof(zero));
-	put(r, ex);
+	match_ct_state(r, NF_CT_STATE_BIT(IP_CT_NEW));
 }
 
 /*
@@ -323,17 +201,16 @@ static struct nftnl_rule *guard_jump_rule(enum acct_dir dir, bool only_new)
 {
 	bool in = dir == ACCT_DIR_INGRESS;
 	struct nftnl_rule *r = rule_new(in ? ACCT_CHAIN_FWD_INGRESS : ACCT_CHAIN_FWD_EGRESS);
-	struct nftnl_expr *ex;
 
 	if (!r)
 		return NULL;
 	if (only_new)
 		match_ct_new(r);
-	put(r, load_ip(in ? 16 : 12));
-	ex = in ? lookup(ACCT_MAP_GUARD_IN, ACCT_ID_GUARD_IN, false)
-		: lookup(ACCT_MAP_GUARD, ACCT_ID_GUARD, false);
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_LOOKUP_DREG, NFT_REG_VERDICT);
-	put(r, ex);
+	acct_rule_add(r, acct_expr_ip(in ? 16 : 12));
+	acct_rule_add(r, in ? acct_expr_map(ACCT_MAP_GUARD_IN, ACCT_ID_GUARD_IN, NFT_REG_1,
+					    NFT_REG_VERDICT)
+			    : acct_expr_map(ACCT_MAP_GUARD, ACCT_ID_GUARD, NFT_REG_1,
+					    NFT_REG_VERDICT));
 	return r;
 }
 
@@ -344,20 +221,16 @@ static struct nftnl_rule *guard_jump_rule(enum acct_dir dir, bool only_new)
 static struct nftnl_rule *refuse_rule(bool tcp)
 {
 	struct nftnl_rule *r = rule_new_any(ACCT_CHAIN_GUARD_REFUSE);
-	struct nftnl_expr *ex;
 	uint8_t proto = IPPROTO_TCP;
 
 	if (!r)
 		return NULL;
 	if (tcp) {
-		put(r, meta_load(NFT_META_L4PROTO));
-		put(r, cmp_eq(&proto, sizeof(proto)));
+		acct_rule_add(r, acct_expr_meta(NFT_META_L4PROTO));
+		acct_rule_add(r, acct_expr_cmp_eq(&proto, sizeof(proto)));
 	}
-	ex = nftnl_expr_alloc("reject");
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_REJECT_TYPE,
-			   tcp ? NFT_REJECT_TCP_RST : NFT_REJECT_ICMPX_UNREACH);
-	nftnl_expr_set_u8(ex, NFTNL_EXPR_REJECT_CODE, tcp ? 0 : NFT_REJECT_ICMPX_ADMIN_PROHIBITED);
-	put(r, ex);
+	acct_rule_add(r, acct_expr_reject(tcp ? NFT_REJECT_TCP_RST : NFT_REJECT_ICMPX_UNREACH,
+					  tcp ? 0 : NFT_REJECT_ICMPX_ADMIN_PROHIBITED));
 	return r;
 }
 
@@ -394,10 +267,10 @@ static struct nftnl_rule *refusal_rule(const char *chain, bool only_new, struct 
 	}
 	if (only_new)
 		match_ct_new(r);
-	put(r, over);
+	acct_rule_add(r, over);
 	acct_refused_counter_name(k8s_namespace, why, name);
-	put(r, counter_named(name));
-	put(r, verdict(NFT_GOTO, ACCT_CHAIN_GUARD_REFUSE));
+	acct_rule_add(r, acct_expr_counter(name));
+	acct_rule_add(r, acct_expr_verdict(NFT_GOTO, ACCT_CHAIN_GUARD_REFUSE));
 	return r;
 }
 
@@ -408,20 +281,15 @@ static struct nftnl_rule *destination_rule(const char *chain, const struct acct_
 	struct nftnl_rule *r = rule_new_any(chain);
 	uint32_t mask = d->prefix_len ? htonl(~0u << (32 - d->prefix_len)) : 0;
 	char set[ACCT_COUNTER_NAME_MAX];
-	struct nftnl_expr *ex;
 
 	if (!r)
 		return NULL;
 	acct_dst_set_name(k8s_namespace, dir, set);
 	/* the outside end: where egress goes, where ingress comes from */
-	put(r, load_ip(dir == ACCT_DIR_EGRESS ? 16 : 12));
+	acct_rule_add(r, acct_expr_ip(dir == ACCT_DIR_EGRESS ? 16 : 12));
 	if (d->prefix_len < 32)
-		put(r, bitwise32(mask, 0));
-	ex = nftnl_expr_alloc("dynset");
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_DYNSET_SREG_KEY, NFT_REG_1);
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_DYNSET_OP, NFT_DYNSET_OP_UPDATE);
-	nftnl_expr_set_str(ex, NFTNL_EXPR_DYNSET_SET_NAME, set);
-	put(r, ex);
+		acct_rule_add(r, acct_expr_bitwise32(mask, 0));
+	acct_rule_add(r, acct_expr_dynset_update(set));
 	return r;
 }
 
@@ -452,20 +320,13 @@ int acct_guard_rules(const struct acct_config *cfg, const char *k8s_namespace, e
 	/* Rate first: a connection it refuses never enters the count. */
 	if (dir == ACCT_DIR_EGRESS && g->limits && g->new_per_second) {
 		/* limit rate over R/second burst R packets */
-		ex = nftnl_expr_alloc("limit");
-		nftnl_expr_set_u64(ex, NFTNL_EXPR_LIMIT_RATE, g->new_per_second);
-		nftnl_expr_set_u64(ex, NFTNL_EXPR_LIMIT_UNIT, 1);
-		nftnl_expr_set_u32(ex, NFTNL_EXPR_LIMIT_BURST, g->new_per_second);
-		nftnl_expr_set_u32(ex, NFTNL_EXPR_LIMIT_TYPE, NFT_LIMIT_PKTS);
-		nftnl_expr_set_u32(ex, NFTNL_EXPR_LIMIT_FLAGS, NFT_LIMIT_F_INV);
+		ex = acct_expr_limit_over(g->new_per_second, g->new_per_second);
 		err |= put_rule(bt, refusal_rule(chain, g->dst.on, ex, k8s_namespace,
 						 ACCT_REFUSED_RATE));
 	}
 	if (dir == ACCT_DIR_EGRESS && g->limits && concurrent) {
 		/* ct count over N: this connection included, more than N */
-		ex = nftnl_expr_alloc("connlimit");
-		nftnl_expr_set_u32(ex, NFTNL_EXPR_CONNLIMIT_COUNT, concurrent);
-		nftnl_expr_set_u32(ex, NFTNL_EXPR_CONNLIMIT_FLAGS, NFT_CONNLIMIT_F_INV);
+		ex = acct_expr_count_over(concurrent);
 		err |= put_rule(bt, refusal_rule(chain, g->dst.on, ex, k8s_namespace,
 						 ACCT_REFUSED_CONCURRENT));
 	}
@@ -478,7 +339,7 @@ int acct_guard_rules(const struct acct_config *cfg, const char *k8s_namespace, e
 	/* A chain of a namespace without limits still holds a rule: the stamp lives on rules. */
 	r = rule_new_any(chain);
 	if (r)
-		put(r, verdict(NFT_RETURN, NULL));
+		acct_rule_add(r, acct_expr_verdict(NFT_RETURN, NULL));
 	err |= put_rule(bt, r);
 	for (size_t i = 0; i < bt->n && !err; i++)
 		err = acct_rule_comment(bt->r[i], stamp);
@@ -492,8 +353,8 @@ int acct_guard_rules(const struct acct_config *cfg, const char *k8s_namespace, e
 /* iifname "<prefix>*": the packet came in from a pod's host link. */
 static void match_pod_link(struct nftnl_rule *r, const char *prefix)
 {
-	put(r, meta_load(NFT_META_IIFNAME));
-	put(r, cmp_eq(prefix, (uint32_t)strlen(prefix)));
+	acct_rule_add(r, acct_expr_meta(NFT_META_IIFNAME));
+	acct_rule_add(r, acct_expr_cmp_eq(prefix, (uint32_t)strlen(prefix)));
 }
 
 /* In prerouting_raw, either family: iifname "<prefix>*" jump from_pod */
@@ -504,7 +365,7 @@ static struct nftnl_rule *from_pod_rule(const char *prefix)
 	if (!r)
 		return NULL;
 	match_pod_link(r, prefix);
-	put(r, verdict(NFT_JUMP, ACCT_CHAIN_FROM_POD));
+	acct_rule_add(r, acct_expr_verdict(NFT_JUMP, ACCT_CHAIN_FROM_POD));
 	return r;
 }
 
@@ -520,10 +381,10 @@ static struct nftnl_rule *antispoof_rule(void)
 
 	if (!r)
 		return NULL;
-	put(r, meta_load(NFT_META_IIFNAME));
-	put(r, load_ip_to(12, NFT_REG_2));
-	put(r, lookup(ACCT_SET_POD_SRC, ACCT_ID_POD_SRC, true));
-	put(r, verdict(NFT_GOTO, ACCT_CHAIN_SPOOFED));
+	acct_rule_add(r, acct_expr_meta(NFT_META_IIFNAME));
+	acct_rule_add(r, acct_expr_ip_to(12, NFT_REG_2));
+	acct_rule_add(r, acct_expr_lookup(ACCT_SET_POD_SRC, ACCT_ID_POD_SRC, true));
+	acct_rule_add(r, acct_expr_verdict(NFT_GOTO, ACCT_CHAIN_SPOOFED));
 	return r;
 }
 
@@ -535,7 +396,7 @@ static struct nftnl_rule *antispoof_ipv6_rule(void)
 	if (!r)
 		return NULL;
 	match_nfproto(r, NFPROTO_IPV6);
-	put(r, verdict(NFT_GOTO, ACCT_CHAIN_SPOOFED));
+	acct_rule_add(r, acct_expr_verdict(NFT_GOTO, ACCT_CHAIN_SPOOFED));
 	return r;
 }
 
@@ -555,13 +416,13 @@ static struct nftnl_rule *spoofed_rule(enum acct_family f, bool by_link, bool la
 	if (!last)
 		match_nfproto(r, f == ACCT_IPV4 ? NFPROTO_IPV4 : NFPROTO_IPV6);
 	if (by_link) {
-		put(r, meta_load(NFT_META_IIFNAME));
-		put(r, counter_map(acct_spoofed_maps[f], ACCT_ID_SPOOFED_MAPS + f));
+		acct_rule_add(r, acct_expr_meta(NFT_META_IIFNAME));
+		acct_rule_add(r, acct_expr_counter_map(acct_spoofed_maps[f], ACCT_ID_SPOOFED_MAPS + f));
 	} else {
 		acct_spoofed_counter_name(NULL, f, name);
-		put(r, counter_named(name));
+		acct_rule_add(r, acct_expr_counter(name));
 	}
-	put(r, verdict(NF_DROP, NULL));
+	acct_rule_add(r, acct_expr_verdict(NF_DROP, NULL));
 	return r;
 }
 
@@ -570,25 +431,19 @@ static void match_daddr(struct nftnl_rule *r, uint32_t addr)
 {
 	uint32_t be = htonl(addr);
 
-	put(r, load_ip(16));
-	put(r, cmp_eq(&be, sizeof(be)));
+	acct_rule_add(r, acct_expr_ip(16));
+	acct_rule_add(r, acct_expr_cmp_eq(&be, sizeof(be)));
 }
 
 /* meta l4proto <proto> th dport <port> */
 static void match_dport(struct nftnl_rule *r, uint8_t proto, uint16_t port)
 {
-	struct nftnl_expr *ex;
 	uint16_t be = htons(port);
 
-	put(r, meta_load(NFT_META_L4PROTO));
-	put(r, cmp_eq(&proto, sizeof(proto)));
-	ex = nftnl_expr_alloc("payload");
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_PAYLOAD_BASE, NFT_PAYLOAD_TRANSPORT_HEADER);
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_PAYLOAD_OFFSET, 2);
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_PAYLOAD_LEN, 2);
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_PAYLOAD_DREG, NFT_REG_1);
-	put(r, ex);
-	put(r, cmp_eq(&be, sizeof(be)));
+	acct_rule_add(r, acct_expr_meta(NFT_META_L4PROTO));
+	acct_rule_add(r, acct_expr_cmp_eq(&proto, sizeof(proto)));
+	acct_rule_add(r, acct_expr_payload_to(NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, NFT_REG_1));
+	acct_rule_add(r, acct_expr_cmp_eq(&be, sizeof(be)));
 }
 
 /* In from_pod: ip daddr <addr> jump to_cloud */
@@ -599,7 +454,7 @@ static struct nftnl_rule *to_cloud_rule(uint32_t addr)
 	if (!r)
 		return NULL;
 	match_daddr(r, addr);
-	put(r, verdict(NFT_JUMP, ACCT_CHAIN_TO_CLOUD));
+	acct_rule_add(r, acct_expr_verdict(NFT_JUMP, ACCT_CHAIN_TO_CLOUD));
 	return r;
 }
 
@@ -611,7 +466,7 @@ static struct nftnl_rule *to_agent_rule(uint16_t port)
 	if (!r)
 		return NULL;
 	match_dport(r, IPPROTO_TCP, port);
-	put(r, verdict(NFT_JUMP, ACCT_CHAIN_TO_AGENT));
+	acct_rule_add(r, acct_expr_verdict(NFT_JUMP, ACCT_CHAIN_TO_AGENT));
 	return r;
 }
 
@@ -630,7 +485,7 @@ static struct nftnl_rule *to_agent_translated_rule(const char *chain, const char
 		return NULL;
 	match_pod_link(r, prefix);
 	match_dport(r, IPPROTO_TCP, port);
-	put(r, verdict(NFT_JUMP, ACCT_CHAIN_TO_AGENT));
+	acct_rule_add(r, acct_expr_verdict(NFT_JUMP, ACCT_CHAIN_TO_AGENT));
 	return r;
 }
 
@@ -641,9 +496,9 @@ static struct nftnl_rule *allowed_rule(const char *chain, const char *set, uint3
 
 	if (!r)
 		return NULL;
-	put(r, load_ip(12));
-	put(r, lookup(set, id, false));
-	put(r, verdict(NFT_RETURN, NULL));
+	acct_rule_add(r, acct_expr_ip(12));
+	acct_rule_add(r, acct_expr_lookup(set, id, false));
+	acct_rule_add(r, acct_expr_verdict(NFT_RETURN, NULL));
 	return r;
 }
 
@@ -656,21 +511,17 @@ static struct nftnl_rule *wireserver_dns_rule(uint8_t proto)
 		return NULL;
 	match_daddr(r, ACCT_WIRESERVER_ADDR);
 	match_dport(r, proto, 53);
-	put(r, verdict(NFT_RETURN, NULL));
+	acct_rule_add(r, acct_expr_verdict(NFT_RETURN, NULL));
 	return r;
 }
 
 /* fib daddr type local */
 static void match_local(struct nftnl_rule *r)
 {
-	struct nftnl_expr *ex = nftnl_expr_alloc("fib");
 	uint32_t local = RTN_LOCAL;
 
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_FIB_RESULT, NFT_FIB_RESULT_ADDRTYPE);
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_FIB_FLAGS, NFTA_FIB_F_DADDR);
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_FIB_DREG, NFT_REG_1);
-	put(r, ex);
-	put(r, cmp_eq(&local, sizeof(local)));
+	acct_rule_add(r, acct_expr_fib_daddr_type());
+	acct_rule_add(r, acct_expr_cmp_eq(&local, sizeof(local)));
 }
 
 enum deny_when { DENY_ALWAYS, DENY_INTERNAL, DENY_LOCAL };
@@ -688,16 +539,16 @@ static struct nftnl_rule *deny_rule(const char *chain, enum deny_when when, cons
 	if (!r)
 		return NULL;
 	if (when == DENY_INTERNAL) {
-		put(r, load_ip(16));
-		put(r, lookup(ACCT_SET_INTERNAL, ACCT_ID_INTERNAL, false));
+		acct_rule_add(r, acct_expr_ip(16));
+		acct_rule_add(r, acct_expr_lookup(ACCT_SET_INTERNAL, ACCT_ID_INTERNAL, false));
 	} else if (when == DENY_LOCAL) {
 		match_local(r);
 	}
 	if (map) {
-		put(r, load_ip(12));
-		put(r, counter_map(map, map_id));
+		acct_rule_add(r, acct_expr_ip(12));
+		acct_rule_add(r, acct_expr_counter_map(map, map_id));
 	}
-	put(r, verdict(NF_DROP, NULL));
+	acct_rule_add(r, acct_expr_verdict(NF_DROP, NULL));
 	return r;
 }
 
@@ -738,26 +589,6 @@ static int put_access(struct acct_rule_list *bt, const struct acct_config *cfg)
 	return r ? -ENOMEM : 0;
 }
 
-/* <what> into register dreg: a meta key, or a header's bytes (payload base, offset, length) */
-static struct nftnl_expr *meta_load_to(uint32_t key, uint32_t dreg)
-{
-	struct nftnl_expr *ex = meta_load(key);
-
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_META_DREG, dreg);
-	return ex;
-}
-
-static struct nftnl_expr *payload_to(uint32_t base, uint32_t offset, uint32_t len, uint32_t dreg)
-{
-	struct nftnl_expr *ex = nftnl_expr_alloc("payload");
-
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_PAYLOAD_BASE, base);
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_PAYLOAD_OFFSET, offset);
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_PAYLOAD_LEN, len);
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_PAYLOAD_DREG, dreg);
-	return ex;
-}
-
 /*
  * A hostPort's DNAT: [ip daddr .] meta l4proto . th dport, one 32-bit
  * register each from NFT_REG32_00 on, looked up in the map, whose value
@@ -774,7 +605,6 @@ static struct nftnl_rule *hostport_rule(const char *chain, bool by_ip)
 {
 	struct nftnl_rule *r = rule_new(chain);
 	uint32_t reg = NFT_REG32_00;
-	struct nftnl_expr *ex;
 
 	if (!r)
 		return NULL;
@@ -785,32 +615,22 @@ static struct nftnl_rule *hostport_rule(const char *chain, bool by_ip)
 		for (size_t i = 0; i < ARRAY_SIZE(nets); i++) {
 			uint32_t net = htonl(nets[i][0]);
 
-			put(r, load_ip(16));
-			put(r, bitwise32(htonl(nets[i][1]), 0));
-			ex = cmp_eq(&net, sizeof(net));
-			nftnl_expr_set_u32(ex, NFTNL_EXPR_CMP_OP, NFT_CMP_NEQ);
-			put(r, ex);
+			acct_rule_add(r, acct_expr_ip(16));
+			acct_rule_add(r, acct_expr_bitwise32(htonl(nets[i][1]), 0));
+			acct_rule_add(r, acct_expr_cmp(NFT_CMP_NEQ, &net, sizeof(net)));
 		}
 	}
 	/* a hostIP that is not the node's must not catch what the node forwards to that address */
 	match_local(r);
 	if (by_ip)
-		put(r, load_ip_to(16, reg++));
-	put(r, meta_load_to(NFT_META_L4PROTO, reg++));
-	put(r, payload_to(NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, reg++));
-	ex = nftnl_expr_alloc("lookup");
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_LOOKUP_SREG, NFT_REG32_00);
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_LOOKUP_DREG, reg);
-	nftnl_expr_set_str(ex, NFTNL_EXPR_LOOKUP_SET, by_ip ? ACCT_MAP_HOSTPORT_IP : ACCT_MAP_HOSTPORT);
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_LOOKUP_SET_ID, by_ip ? ACCT_ID_HOSTPORT_IP : ACCT_ID_HOSTPORT);
-	put(r, ex);
-	ex = nftnl_expr_alloc("nat");
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_NAT_TYPE, NFT_NAT_DNAT);
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_NAT_FAMILY, NFPROTO_IPV4);
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_NAT_REG_ADDR_MIN, reg);
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_NAT_REG_PROTO_MIN, reg + 1);
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_NAT_FLAGS, NF_NAT_RANGE_MAP_IPS | NF_NAT_RANGE_PROTO_SPECIFIED);
-	put(r, ex);
+		acct_rule_add(r, acct_expr_ip_to(16, reg++));
+	acct_rule_add(r, acct_expr_meta_to(NFT_META_L4PROTO, reg++));
+	acct_rule_add(r, acct_expr_payload_to(NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, reg++));
+	acct_rule_add(r, by_ip ? acct_expr_map(ACCT_MAP_HOSTPORT_IP, ACCT_ID_HOSTPORT_IP,
+					       NFT_REG32_00, reg)
+			       : acct_expr_map(ACCT_MAP_HOSTPORT, ACCT_ID_HOSTPORT, NFT_REG32_00,
+					       reg));
+	acct_rule_add(r, acct_expr_dnat4(reg, reg + 1));
 	return r;
 }
 
@@ -822,23 +642,17 @@ static struct nftnl_rule *hostport_rule(const char *chain, bool by_ip)
 static struct nftnl_rule *hairpin_rule(void)
 {
 	struct nftnl_rule *r = rule_new("postrouting");
-	struct nftnl_expr *ex;
 	uint32_t dnat = IPS_DST_NAT, zero = 0;
 
 	if (!r)
 		return NULL;
-	ex = nftnl_expr_alloc("ct");
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_CT_KEY, NFT_CT_STATUS);
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_CT_DREG, NFT_REG_1);
-	put(r, ex);
-	put(r, bitwise32(dnat, zero));
-	ex = cmp_eq(&zero, sizeof(zero));
-	nftnl_expr_set_u32(ex, NFTNL_EXPR_CMP_OP, NFT_CMP_NEQ);
-	put(r, ex);
-	put(r, meta_load(NFT_META_OIFNAME));
-	put(r, load_ip_to(12, NFT_REG_2));
-	put(r, lookup(ACCT_SET_POD_SRC, ACCT_ID_POD_SRC, false));
-	put(r, nftnl_expr_alloc("masq"));
+	acct_rule_add(r, acct_expr_ct(NFT_CT_STATUS));
+	acct_rule_add(r, acct_expr_bitwise32(dnat, zero));
+	acct_rule_add(r, acct_expr_cmp(NFT_CMP_NEQ, &zero, sizeof(zero)));
+	acct_rule_add(r, acct_expr_meta(NFT_META_OIFNAME));
+	acct_rule_add(r, acct_expr_ip_to(12, NFT_REG_2));
+	acct_rule_add(r, acct_expr_lookup(ACCT_SET_POD_SRC, ACCT_ID_POD_SRC, false));
+	acct_rule_add(r, acct_expr_plain("masq"));
 	return r;
 }
 
@@ -848,11 +662,11 @@ static struct nftnl_rule *masquerade_rule(void)
 
 	if (!r)
 		return NULL;
-	put(r, load_ip(12));
-	put(r, lookup(ACCT_SET_MASQ, ACCT_ID_MASQ, false));
-	put(r, load_ip(16));
-	put(r, lookup(ACCT_SET_INTERNAL, ACCT_ID_INTERNAL, true));
-	put(r, nftnl_expr_alloc("masq"));
+	acct_rule_add(r, acct_expr_ip(12));
+	acct_rule_add(r, acct_expr_lookup(ACCT_SET_MASQ, ACCT_ID_MASQ, false));
+	acct_rule_add(r, acct_expr_ip(16));
+	acct_rule_add(r, acct_expr_lookup(ACCT_SET_INTERNAL, ACCT_ID_INTERNAL, true));
+	acct_rule_add(r, acct_expr_plain("masq"));
 	return r;
 }
 

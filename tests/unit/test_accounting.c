@@ -11,7 +11,9 @@
  *
  * - the rules' bytes pin ACCT_TABLE_LAYOUT; spoofed-packet counter names parse back;
  * - the reader takes only Tollgate's counters even from a kernel that does
- *   not filter the dump, and reads again after a commit interrupted a read.
+ *   not filter the dump, and reads again after a commit interrupted a read;
+ * - an expression that cannot be allocated (nftnl_expr_alloc wrapped at link
+ *   time) fails the whole build of the rules: none is sent short of a match.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -102,6 +104,92 @@ static void t_layout_version_follows_rules(void **state)
 	if (h != LAYOUT_RULES_HASH || strcmp(ACCT_TABLE_LAYOUT, "tollgate-table/12") != 0)
 		fail_msg("the rules changed (hash %#llx): give ACCT_TABLE_LAYOUT a new version and "
 			 "record both here", (unsigned long long)h);
+}
+
+/* nftnl_expr_alloc fails at its expr_fail_at-th call from now (0: never). */
+struct nftnl_expr *__real_nftnl_expr_alloc(const char *name);
+struct nftnl_expr *__wrap_nftnl_expr_alloc(const char *name);
+static unsigned expr_calls, expr_fail_at;
+
+struct nftnl_expr *__wrap_nftnl_expr_alloc(const char *name)
+{
+	if (expr_fail_at && ++expr_calls == expr_fail_at)
+		return NULL;
+	return __real_nftnl_expr_alloc(name);
+}
+
+/* Builds every rule of a config with the n-th allocation failing; how many allocations it made. */
+static unsigned rules_with_failure(const struct acct_config *cfg, unsigned n, int *ret)
+{
+	struct acct_rule_list w;
+
+	expr_calls = 0;
+	expr_fail_at = n;
+	*ret = acct_table_rules(cfg, &w);
+	expr_fail_at = 0;
+	if (*ret == 0)
+		acct_rule_list_free(&w);
+	else
+		assert_int_equal(w.n, 0);
+	return expr_calls;
+}
+
+static void t_rules_fail_whole_on_allocation_failure(void **state)
+{
+	struct acct_config cfg = config();
+	unsigned total, failed = 0;
+	int r;
+
+	(void)state;
+	cfg.guard.on = cfg.guard.limits = true;
+	cfg.access.metrics_filter = true;
+	cfg.access.metrics_port = 9617;
+	/* control: counted without a failure, every rule built */
+	expr_calls = 0;
+	expr_fail_at = ~0u;
+	total = rules_with_failure(&cfg, ~0u, &r);
+	assert_int_equal(r, 0);
+	assert_true(total > 100);
+	for (unsigned n = 1; n <= total; n++) {
+		rules_with_failure(&cfg, n, &r);
+		if (r != -ENOMEM)
+			fail_msg("allocation %u of %u failed and the rules were still built (%d)", n,
+				 total, r);
+		failed++;
+	}
+	assert_int_equal(failed, total);
+	/* and the next build, without a failure, is whole again (nothing stale) */
+	rules_with_failure(&cfg, 0, &r);
+	assert_int_equal(r, 0);
+}
+
+/* Table arp tollgate's one rule drops ARP from pods: short of its iifname match, all ARP. */
+static void t_arp_rule_fails_whole_on_allocation_failure(void **state)
+{
+	struct acct_config cfg = config();
+	unsigned total;
+
+	(void)state;
+	for (unsigned n = 1;; n++) {
+		struct acct_batch *bt = acct_batch_new(16384);
+		int r;
+
+		assert_non_null(bt);
+		acct_batch_start(bt);
+		expr_calls = 0;
+		expr_fail_at = n;
+		r = acct_arp_put(bt, &cfg);
+		total = expr_calls;
+		expr_fail_at = 0;
+		acct_batch_free(bt);
+		if (n > total) {
+			assert_int_equal(r, 0);	/* control: no failure, the rule is built */
+			break;
+		}
+		if (r != -ENOMEM)
+			fail_msg("allocation %u of the ARP rule failed and it was still built", n);
+	}
+	assert_int_equal(total, 4);
 }
 
 /* The guard's gauge classifies a destination against set internal's ranges. */
@@ -230,6 +318,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(t_layout_version_follows_rules),
+		cmocka_unit_test(t_rules_fail_whole_on_allocation_failure),
+		cmocka_unit_test(t_arp_rule_fails_whole_on_allocation_failure),
 		cmocka_unit_test(t_spoofed_names_round_trip),
 		cmocka_unit_test(t_ranges_have),
 		cmocka_unit_test(t_refused_names_round_trip),
