@@ -489,6 +489,26 @@ static struct nftnl_rule *to_agent_translated_rule(const char *chain, const char
 	return r;
 }
 
+/*
+ * In forward and input, after DNAT: ip daddr <addr> iifname "<prefix>*"
+ * jump to_cloud. A Service (or an EndpointSlice a tenant writes) pointing
+ * at IMDS or the WireServer reaches them only once translated, which
+ * from_pod, before conntrack, cannot see. The address first: it fails
+ * fast for every other packet.
+ */
+static struct nftnl_rule *to_cloud_translated_rule(const char *chain, const char *prefix,
+						   uint32_t addr)
+{
+	struct nftnl_rule *r = rule_new(chain);
+
+	if (!r)
+		return NULL;
+	match_daddr(r, addr);
+	match_pod_link(r, prefix);
+	acct_rule_add(r, acct_expr_verdict(NFT_JUMP, ACCT_CHAIN_TO_CLOUD));
+	return r;
+}
+
 /* ip saddr @<allowed> return: a pod of a listed namespace goes on. */
 static struct nftnl_rule *allowed_rule(const char *chain, const char *set, uint32_t id)
 {
@@ -560,10 +580,16 @@ static struct nftnl_rule *deny_rule(const char *chain, enum deny_when when, cons
  */
 static int put_access(struct acct_rule_list *bt, const struct acct_config *cfg)
 {
+
+	static const uint32_t cloud[] = { ACCT_IMDS_ADDR, ACCT_WIRESERVER_ADDR };
 	int r = 0;
 
-	r |= put_rule(bt, to_cloud_rule(ACCT_IMDS_ADDR));
-	r |= put_rule(bt, to_cloud_rule(ACCT_WIRESERVER_ADDR));
+	for (size_t i = 0; i < ARRAY_SIZE(cloud); i++) {
+		r |= put_rule(bt, to_cloud_rule(cloud[i]));
+		/* first in their chains: nothing is counted of what they drop */
+		r |= put_rule(bt, to_cloud_translated_rule("forward", cfg->pod_link_prefix, cloud[i]));
+		r |= put_rule(bt, to_cloud_translated_rule("input", cfg->pod_link_prefix, cloud[i]));
+	}
 	r |= put_rule(bt, allowed_rule(ACCT_CHAIN_TO_CLOUD, ACCT_SET_METADATA_OK,
 				       ACCT_ID_METADATA_OK));
 	r |= put_rule(bt, wireserver_dns_rule(IPPROTO_UDP));

@@ -249,6 +249,30 @@ t_expect "mon -> 10.96.0.11:8080" "$(try mon tcp 10.96.0.11 8080)" ok
 N nft delete table ip tgtest_svc || t_fail "cannot delete the Services' DNAT"
 t_end
 
+t_begin "a Service's address translated to IMDS or the WireServer is dropped too; counted"
+# a tenant's Service (or an EndpointSlice it writes) whose endpoints are the
+# cloud's metadata addresses: kube-proxy's DNAT, in a table of its own
+printf '%s\n' "table ip tgtest_svc {" \
+	"  chain pre {" \
+	"    type nat hook prerouting priority -100;" \
+	"    ip daddr 10.96.0.20 tcp dport 80 dnat to $IMDS:80" \
+	"    ip daddr 10.96.0.21 tcp dport 80 dnat to $WIRE:80" \
+	"  }" "}" >"$TG_TMP/svc.nft"
+N nft -f "$TG_TMP/svc.nft" || t_fail "cannot add the Services' DNAT"
+before=$(ctr inet ns_tenant_metadata_dropped)
+t_expect "tenant -> 10.96.0.20 (IMDS behind a Service)" "$(http tenant 10.96.0.20)" 000
+t_expect "tenant -> 10.96.0.21 (the WireServer behind a Service)" "$(http tenant 10.96.0.21)" 000
+after=$(ctr inet ns_tenant_metadata_dropped)
+[ "$before" != - ] && [ "$after" != - ] && [ "$((after - before))" -ge 2 ] ||
+	t_fail "ns_tenant_metadata_dropped did not count the translated attempts ($before -> $after)"
+t_end
+
+t_begin "control: a pod of a listed namespace reaches both through the Services"
+t_expect "mon -> 10.96.0.20" "$(http mon 10.96.0.20)" 200
+t_expect "mon -> 10.96.0.21" "$(http mon 10.96.0.21)" 200
+N nft delete table ip tgtest_svc || t_fail "cannot delete the Services' DNAT"
+t_end
+
 # ---------------------------------------------------------------- conntrack
 ct_entry() { # the node's conntrack entry of victim's UDP flow to the peer pod
 	N conntrack -L -p udp --orig-src "${POD_IP[victim]}" --orig-dst "$TG_PEER_POD_IP" --dport 7777 2>/dev/null
