@@ -193,11 +193,12 @@ void acct_spoofed_counter_name(const char *k8s_namespace, enum acct_family f,
 			       char ret[ACCT_COUNTER_NAME_MAX]);
 /*
  * Packets nodeAccess dropped: ns_<namespace>_metadata_dropped (IMDS, the
- * WireServer), ns_<namespace>_agent_dropped (metricsPort); node_arp_dropped
- * (ARP from pods, in table arp tollgate).
+ * WireServer), ns_<namespace>_agent_dropped (metricsPort),
+ * ns_<namespace>_invalid_dropped (conntrack-invalid packets from pods);
+ * node_arp_dropped (ARP from pods, in table arp tollgate).
  */
-enum acct_access_drop { ACCT_DROP_METADATA, ACCT_DROP_AGENT, ACCT_DROPS };
-extern const char *const acct_drop_names[ACCT_DROPS];	/* "metadata", "agent" */
+enum acct_access_drop { ACCT_DROP_METADATA, ACCT_DROP_AGENT, ACCT_DROP_INVALID, ACCT_DROPS };
+extern const char *const acct_drop_names[ACCT_DROPS];	/* "metadata", "agent", "invalid" */
 void acct_drop_counter_name(const char *k8s_namespace, enum acct_access_drop d,
 			    char ret[ACCT_COUNTER_NAME_MAX]);
 #define ACCT_ARP_COUNTER "node_arp_dropped"

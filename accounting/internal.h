@@ -22,6 +22,7 @@
 #define ACCT_SET_AGENT_OK "agent_ok"
 #define ACCT_MAP_METADATA_DROP "metadata_drop"
 #define ACCT_MAP_AGENT_DROP "agent_drop"
+#define ACCT_MAP_INVALID_DROP "invalid_drop"
 /*
  * internetGuard: a pod's address -> jump to its namespace's chain
  * guard_<namespace> (what it sends to the internet) and guard_in_<namespace>
@@ -195,6 +196,7 @@ enum {
 	ACCT_ID_GUARD_IN,
 	ACCT_ID_HOSTPORT,
 	ACCT_ID_HOSTPORT_IP,
+	ACCT_ID_INVALID_DROP,
 };
 
 struct acct_set_def {
@@ -204,7 +206,7 @@ struct acct_set_def {
 	enum acct_set_key key;
 	bool verdicts;		/* a verdict map (NFT_SET_MAP): key -> jump */
 };
-#define ACCT_TABLE_SETS 23
+#define ACCT_TABLE_SETS 24
 extern const struct acct_set_def acct_table_sets[ACCT_TABLE_SETS];
 
 struct acct_chain_def {
@@ -267,7 +269,7 @@ int acct_arp_put(struct acct_batch *bt, const struct acct_config *cfg);
  * that a node declared by an older layout is declared again. Change it with
  * every change of a rule (tests/unit/test_accounting.c checks it moves).
  */
-#define ACCT_TABLE_LAYOUT "tollgate-table/13"
+#define ACCT_TABLE_LAYOUT "tollgate-table/14"
 
 /* Every rule the config asks for, in chain order. */
 #define ACCT_TABLE_RULES_MAX 80

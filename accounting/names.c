@@ -123,7 +123,7 @@ enum acct_owner acct_spoofed_parse(const char *name, size_t name_len,
 	return ACCT_OWNER_NONE;
 }
 
-const char *const acct_drop_names[ACCT_DROPS] = { "metadata", "agent" };
+const char *const acct_drop_names[ACCT_DROPS] = { "metadata", "agent", "invalid" };
 
 void acct_drop_counter_name(const char *k8s_namespace, enum acct_access_drop d,
 			    char ret[ACCT_COUNTER_NAME_MAX])

@@ -97,7 +97,8 @@ static int put_spoofed_elem(struct acct_batch *bt, uint16_t type, const struct a
 	return acct_put_elem_key(bt, type, acct_spoofed_maps[f], key, n, with, NULL, 0, false);
 }
 
-const char *const acct_drop_maps[ACCT_DROPS] = { ACCT_MAP_METADATA_DROP, ACCT_MAP_AGENT_DROP };
+const char *const acct_drop_maps[ACCT_DROPS] = { ACCT_MAP_METADATA_DROP, ACCT_MAP_AGENT_DROP,
+						   ACCT_MAP_INVALID_DROP };
 
 int acct_put_pod_access(struct acct_batch *bt, const struct acct_config *cfg,
 			const struct acct_pod *p)

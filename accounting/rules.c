@@ -573,6 +573,29 @@ static struct nftnl_rule *deny_rule(const char *chain, enum deny_when when, cons
 }
 
 /*
+ * In forward and input: iifname "<prefix>*" ct state invalid [counter name
+ * ip saddr map @invalid_drop] drop. What conntrack cannot place (a SYN|FIN,
+ * an out-of-window segment) never reaches the guard, whose refusals look
+ * only at new connections, nor the masquerade, which would send it out with
+ * the node's address; kube-proxy drops the same in its own forward chain.
+ */
+static struct nftnl_rule *invalid_rule(const char *chain, const char *prefix, bool counted)
+{
+	struct nftnl_rule *r = rule_new(chain);
+
+	if (!r)
+		return NULL;
+	match_pod_link(r, prefix);
+	match_ct_state(r, NF_CT_STATE_INVALID_BIT);
+	if (counted) {
+		acct_rule_add(r, acct_expr_ip(12));
+		acct_rule_add(r, acct_expr_counter_map(ACCT_MAP_INVALID_DROP, ACCT_ID_INVALID_DROP));
+	}
+	acct_rule_add(r, acct_expr_verdict(NF_DROP, NULL));
+	return r;
+}
+
+/*
  * nodeAccess, after anti-spoofing (the source is the pod's own): the
  * cloud's metadata for pods of metadataNamespaces (and the WireServer's DNS
  * for every pod), metricsPort of the node or of any internal address for
@@ -756,6 +779,11 @@ int acct_table_rules(const struct acct_config *cfg, struct acct_rule_list *bt)
 	r |= put_rule(bt, spoofed_rule(ACCT_IPV4, false, false));
 	r |= put_rule(bt, spoofed_rule(ACCT_IPV6, false, true));
 	r |= put_access(bt, cfg);
+	/* a pod without an element in @invalid_drop (none should be) meets the uncounted rule */
+	for (int counted = 1; counted >= 0; counted--) {
+		r |= put_rule(bt, invalid_rule("forward", cfg->pod_link_prefix, counted));
+		r |= put_rule(bt, invalid_rule("input", cfg->pod_link_prefix, counted));
+	}
 	/*
 	 * Internet-bound packets carry the mark from before routing on. What
 	 * reaches the mark in from_pod has its pod's address (anti-spoofing saw

@@ -30,7 +30,8 @@
  * scrapes would otherwise swallow it.
  */
 enum series_kind { SERIES_OTHER, SERIES_NS, SERIES_POD, SERIES_HOST, SERIES_SPOOFED,
-		   SERIES_METADATA_DROP, SERIES_AGENT_DROP, SERIES_ARP_DROP, SERIES_REFUSED };
+		   SERIES_METADATA_DROP, SERIES_AGENT_DROP, SERIES_INVALID_DROP, SERIES_ARP_DROP,
+		   SERIES_REFUSED };
 
 struct series {
 	char name[ACCT_COUNTER_NAME_MAX];
@@ -175,7 +176,13 @@ static void classify(struct exporter *ex, struct series *s)
 		if (acct_drop_parse(s->name, s->name_len, owner, &drop) == ACCT_OWNER_NAMESPACE) {
 			const char *l[] = { "namespace", owner, NULL };
 
-			s->kind = drop == ACCT_DROP_METADATA ? SERIES_METADATA_DROP : SERIES_AGENT_DROP;
+			static const enum series_kind kinds[ACCT_DROPS] = {
+				[ACCT_DROP_METADATA] = SERIES_METADATA_DROP,
+				[ACCT_DROP_AGENT] = SERIES_AGENT_DROP,
+				[ACCT_DROP_INVALID] = SERIES_INVALID_DROP,
+			};
+
+			s->kind = kinds[drop];
 			set_labels(s, l);
 		} else if (s->name_len == strlen(ACCT_ARP_COUNTER) &&
 			   memcmp(s->name, ACCT_ARP_COUNTER, s->name_len) == 0) {
@@ -470,6 +477,10 @@ static const struct {
 	  "TCP packets from pods of namespaces not in nodeAccess.metricsNamespaces to "
 	  "nodeAccess.metricsPort of the node or of an internal address, dropped; by the sender's "
 	  "namespace." },
+	{ SERIES_INVALID_DROP, false, "tollgate_namespace_invalid_dropped_packets_total",
+	  "Packets from pods that conntrack could not place in a connection (state invalid: a "
+	  "SYN|FIN, an out-of-window segment), dropped before the guard, the counters and the "
+	  "masquerade see them; by the sender's namespace." },
 	{ SERIES_REFUSED, false, "tollgate_namespace_connections_refused_total",
 	  "New connections of a namespace's pods to internet destinations that internetGuard "
 	  "refused at their first packet (a TCP reset, else ICMP admin-prohibited): over the "

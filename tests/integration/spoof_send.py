@@ -14,6 +14,10 @@ network namespace (ip netns exec NS python3 spoof_send.py ...).
   arp --ifname IF --target IP --sender-net A.B --count N
        ARP requests "who-has TARGET tell A.B.x.y", broadcast, a new sender
        address each (x.y counting up from 0.1), from the interface's MAC
+  tcp --src IP --dst IP --port P --flags SF --count N
+       TCP segments with the given flags (S, F, R, A, P, U: any mix, such as
+       SF for SYN|FIN, which conntrack calls invalid), each from its own
+       source port (40000 up) so that each is a new 4-tuple; checksummed.
   ipv6 --ifname IF --dst-mac MAC --src IP6 --dst IP6 --port P --count N --size S
        IPv6 frames written straight onto the pod's interface (a packet
        socket), so they go out even with no IPv6 address on it; the UDP
@@ -49,6 +53,26 @@ def cmd_ipv4(a):
         ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), (i + 1) & 0xFFFF, 0, 64,
                          socket.IPPROTO_UDP, 0, src, dst)
         s.sendto(ip + udp, (a.dst, 0))
+    print(a.count)
+    return 0
+
+
+def cmd_tcp(a):
+    s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    s.setsockopt(socket.IPPROTO_IP, socket.IP_HDRINCL, 1)
+    src, dst = socket.inet_aton(a.src), socket.inet_aton(a.dst)
+    bits = {"F": 0x01, "S": 0x02, "R": 0x04, "P": 0x08, "A": 0x10, "U": 0x20}
+    flags = 0
+    for f in a.flags:
+        flags |= bits[f]
+    for i in range(a.count):
+        sport = 40000 + i
+        tcp = struct.pack("!HHIIBBHHH", sport, a.port, 1000 + i, 0, 5 << 4, flags, 64240, 0, 0)
+        pseudo = src + dst + struct.pack("!BBH", 0, socket.IPPROTO_TCP, len(tcp))
+        tcp = tcp[:16] + struct.pack("!H", csum(pseudo + tcp)) + tcp[18:]
+        ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(tcp), (i + 1) & 0xFFFF, 0, 64,
+                         socket.IPPROTO_TCP, 0, src, dst)
+        s.sendto(ip + tcp, (a.dst, 0))
     print(a.count)
     return 0
 
@@ -98,6 +122,13 @@ def main():
     q.add_argument("--sender-net", required=True)
     q.add_argument("--count", type=int, required=True)
     q.set_defaults(size=0)
+    q = sub.add_parser("tcp")
+    q.add_argument("--src", required=True)
+    q.add_argument("--dst", required=True)
+    q.add_argument("--port", type=int, required=True)
+    q.add_argument("--flags", required=True, help="any of S F R A P U, e.g. SF")
+    q.add_argument("--count", type=int, required=True)
+    q.set_defaults(size=0)
     for name in ("ipv4", "ipv6"):
         q = sub.add_parser(name)
         q.add_argument("--sport", type=int, default=40000)
@@ -114,7 +145,9 @@ def main():
         p.error("--size out of range (0..1400)")
     if not 0 <= a.count <= 10000:
         p.error("--count out of range (0..10000)")
-    return {"ipv4": cmd_ipv4, "ipv6": cmd_ipv6, "arp": cmd_arp}[a.cmd](a)
+    if a.cmd == "tcp" and (not a.flags or set(a.flags) - set("SFRAPU")):
+        p.error("--flags: letters of S F R A P U")
+    return {"ipv4": cmd_ipv4, "ipv6": cmd_ipv6, "arp": cmd_arp, "tcp": cmd_tcp}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -121,6 +121,44 @@ t_expect "other to the internet: echoed" "$(jget .echoed "$res")" 10
 t_expect "ns_other_refused_concurrent" "$(ctr ns_other_refused_concurrent)" 0
 t_end
 
+t_begin "while crawl is at its limit: 200 SYN|FIN segments on new 4-tuples are dropped and counted, none reaches the internet host"
+# what the internet host sees of them, before anything of its own
+ip netns exec "$TG_INET" nft -f - <<-'EOF' || t_fail "observer at the internet host"
+	table inet tgobs {
+		chain pre {
+			type filter hook prerouting priority -500; policy accept;
+			tcp flags & (syn | fin) == syn | fin counter
+		}
+	}
+EOF
+inet_seen() {
+	ip netns exec "$TG_INET" nft -j list chain inet tgobs pre |
+		jq '[.nftables[] | .rule? // empty | .expr[] | .counter? // empty | .packets][0] // -1'
+}
+before=$(ctr ns_crawl_invalid_dropped)
+ip netns exec "$TG_ID-crawl-a" timeout 20 "$PY" "$TG_LIB_DIR/spoof_send.py" tcp --src "${POD_IP[crawl-a]:-}" \
+	--dst "$TG_INET_IP" --port 8080 --flags SF --count 200 >/dev/null || t_fail "sender failed"
+sleep 0.3
+t_expect "SYN|FIN segments that reached the internet host" "$(inet_seen)" 0
+after=$(ctr ns_crawl_invalid_dropped)
+if [ "$before" != - ] && [ "$after" != - ]; then
+	t_expect "ns_crawl_invalid_dropped grew by" "$((after - before))" 200
+	t_expect "/metrics crawl's invalid packets" \
+		"$(metric 'tollgate_namespace_invalid_dropped_packets_total{namespace="crawl"}')" "$after"
+else
+	t_fail "counter ns_crawl_invalid_dropped missing ($before, $after)"
+fi
+t_end
+
+t_begin "control: plain SYNs from a pod on new 4-tuples reach the internet host (the observer sees what passes)"
+ip netns exec "$TG_INET" nft flush chain inet tgobs pre &&
+	ip netns exec "$TG_INET" nft add rule inet tgobs pre 'tcp flags & (syn | ack) == syn counter' || t_fail "observer"
+res=$(flood other-a "$TG_INET_IP" 3)
+t_expect "other to the internet: connected" "$(jget .connected "$res")" 3
+t_expect "SYNs that reached the internet host" "$(inet_seen)" 3
+ip netns exec "$TG_INET" nft delete table inet tgobs || t_fail "observer"
+t_end
+
 t_begin "crawl closes its connections: it connects to the internet again"
 exec {HOLD_IN}>&- # its stdin closed: the flood closes what it holds and ends
 wait "$HOLDER" 2>/dev/null
