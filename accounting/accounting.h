@@ -112,7 +112,15 @@ struct acct_access {
 	size_t n_metrics_ns;
 	bool metrics_filter;				/* metricsNamespaces was given */
 	uint16_t metrics_port;
+	uint32_t ns_connections;	/* a namespace's tracked connections on the node; 0: no ceiling */
+	uint32_t neighbours_per_second;	/* a namespace's new on-link next hops a second; 0: any */
 };
+/* The ceiling of a namespace's tracked connections when the config names none: a quarter of the table. */
+#define ACCT_NS_CONNECTIONS_SHARE 4
+#define ACCT_NEIGHBOURS_PER_SECOND_DEFAULT 200
+#define ACCT_NEIGHBOURS_BURST 10	/* seconds of the rate a namespace may spend at once */
+#define ACCT_NEXTHOPS_TRACKED 65536	/* next hops the node remembers resolving */
+#define ACCT_NEXTHOP_TIMEOUT_S 60	/* and for how long: a neighbour entry's reachable + stale time */
 /* Whether k8s_namespace is one of list's n names. */
 bool acct_ns_listed(const char *const *list, size_t n, const char *k8s_namespace);
 
@@ -194,20 +202,37 @@ void acct_spoofed_counter_name(const char *k8s_namespace, enum acct_family f,
 /*
  * Packets nodeAccess dropped: ns_<namespace>_metadata_dropped (IMDS, the
  * WireServer), ns_<namespace>_agent_dropped (metricsPort),
- * ns_<namespace>_invalid_dropped (conntrack-invalid packets from pods);
+ * ns_<namespace>_invalid_dropped (conntrack-invalid packets from pods),
+ * ns_<namespace>_neighbour_dropped (new connections to an on-link next hop
+ * the node has not resolved lately, over the namespace's rate);
  * node_arp_dropped (ARP from pods, in table arp tollgate).
  */
-enum acct_access_drop { ACCT_DROP_METADATA, ACCT_DROP_AGENT, ACCT_DROP_INVALID, ACCT_DROPS };
-extern const char *const acct_drop_names[ACCT_DROPS];	/* "metadata", "agent", "invalid" */
+enum acct_access_drop {
+	ACCT_DROP_METADATA,
+	ACCT_DROP_AGENT,
+	ACCT_DROP_INVALID,
+	ACCT_DROP_NEIGHBOUR,
+	ACCT_DROPS
+};
+/* "metadata", "agent", "invalid", "neighbour" */
+extern const char *const acct_drop_names[ACCT_DROPS];
+/*
+ * A namespace's limit of new on-link next hops a second on the node
+ * (nodeAccess.newNeighboursPerSecond): ns_<namespace>_nexthops, a named
+ * limit object its pods' elements of @nexthop_limit name.
+ */
+void acct_nexthop_limit_name(const char *k8s_namespace, char ret[ACCT_COUNTER_NAME_MAX]);
 void acct_drop_counter_name(const char *k8s_namespace, enum acct_access_drop d,
 			    char ret[ACCT_COUNTER_NAME_MAX]);
 #define ACCT_ARP_COUNTER "node_arp_dropped"
 /*
- * Internet connections the guard refused: ns_<namespace>_refused_concurrent
- * (over its concurrent limit), ns_<namespace>_refused_rate (over newPerSecond).
+ * Connections the guard refused: ns_<namespace>_refused_concurrent (internet,
+ * over its concurrent limit), ns_<namespace>_refused_rate (internet, over
+ * newPerSecond), ns_<namespace>_refused_ceiling (any destination, over
+ * nodeAccess.namespaceConnections).
  */
-enum acct_refusal { ACCT_REFUSED_CONCURRENT, ACCT_REFUSED_RATE, ACCT_REFUSALS };
-extern const char *const acct_refusal_names[ACCT_REFUSALS];	/* "concurrent", "rate" */
+enum acct_refusal { ACCT_REFUSED_CONCURRENT, ACCT_REFUSED_RATE, ACCT_REFUSED_CEILING, ACCT_REFUSALS };
+extern const char *const acct_refusal_names[ACCT_REFUSALS];	/* "concurrent", "rate", "ceiling" */
 void acct_refused_counter_name(const char *k8s_namespace, enum acct_refusal why,
 			       char ret[ACCT_COUNTER_NAME_MAX]);
 /* ACCT_OWNER_NAMESPACE (the namespace in ret_owner) and why; ACCT_OWNER_NONE otherwise. */

@@ -128,6 +128,9 @@ static void chain_stamp(const struct acct_config *cfg, int c, char ret[STAMP_LEN
 	h = hash_fnv1a64(&flags, sizeof(flags), h);
 	h = hash_fnv1a64(&cfg->internet_mark, sizeof(cfg->internet_mark), h);
 	h = hash_fnv1a64(&cfg->inet_ingress_classid, sizeof(cfg->inet_ingress_classid), h);
+	h = hash_fnv1a64(&cfg->access.ns_connections, sizeof(cfg->access.ns_connections), h);
+	h = hash_fnv1a64(&cfg->access.neighbours_per_second,
+			 sizeof(cfg->access.neighbours_per_second), h);
 	if (cfg->pod_link_prefix)
 		h = hash_fnv1a64(cfg->pod_link_prefix, strlen(cfg->pod_link_prefix), h);
 	h = access_hash(cfg, acct_table_chains[c].name, h);

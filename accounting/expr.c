@@ -146,7 +146,7 @@ struct nftnl_expr *acct_expr_map(const char *map, uint32_t id, uint32_t sreg, ui
 	return ex;
 }
 
-struct nftnl_expr *acct_expr_counter_map(const char *map, uint32_t id)
+struct nftnl_expr *acct_expr_objref_map(const char *map, uint32_t id)
 {
 	struct nftnl_expr *ex = nftnl_expr_alloc("objref");
 
@@ -281,5 +281,31 @@ struct nftnl_expr *acct_expr_dnat4(uint32_t reg_addr, uint32_t reg_port)
 	nftnl_expr_set_u32(ex, NFTNL_EXPR_NAT_REG_PROTO_MIN, reg_port);
 	nftnl_expr_set_u32(ex, NFTNL_EXPR_NAT_FLAGS,
 			   NF_NAT_RANGE_MAP_IPS | NF_NAT_RANGE_PROTO_SPECIFIED);
+	return ex;
+}
+
+struct nftnl_expr *acct_expr_dynset(const char *set, uint32_t id, uint32_t op)
+{
+	struct nftnl_expr *ex = nftnl_expr_alloc("dynset");
+
+	if (!ex)
+		return NULL;
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_DYNSET_SREG_KEY, NFT_REG_1);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_DYNSET_OP, op);
+	nftnl_expr_set_str(ex, NFTNL_EXPR_DYNSET_SET_NAME, set);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_DYNSET_SET_ID, id);
+	return ex;
+}
+
+
+
+struct nftnl_expr *acct_expr_rt_nexthop4(void)
+{
+	struct nftnl_expr *ex = nftnl_expr_alloc("rt");
+
+	if (!ex)
+		return NULL;
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_RT_KEY, NFT_RT_NEXTHOP4);
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_RT_DREG, NFT_REG_1);
 	return ex;
 }

@@ -31,9 +31,10 @@ void acct_guard_stamp(const struct acct_config *cfg, const char *k8s_namespace,
 		      char ret[ACCT_GUARD_STAMP_LEN])
 {
 	const struct acct_destinations *d = &cfg->guard.dst;
-	uint32_t limits[6] = { acct_guard_concurrent(&cfg->guard, k8s_namespace),
+	uint32_t limits[7] = { acct_guard_concurrent(&cfg->guard, k8s_namespace),
 			       cfg->guard.new_per_second, d->on, d->on ? d->prefix_len : 0,
-			       d->on ? d->tracked : 0, d->on ? d->top : 0 };
+			       d->on ? d->tracked : 0, d->on ? d->top : 0,
+			       cfg->access.ns_connections };
 	uint64_t h = hash_fnv1a64(ACCT_TABLE_LAYOUT, strlen(ACCT_TABLE_LAYOUT), FNV1A64_INIT);
 
 	h = hash_fnv1a64(ACCT_CHAIN_GUARD_PREFIX, strlen(ACCT_CHAIN_GUARD_PREFIX), h);
@@ -63,8 +64,14 @@ int acct_guard_put_chain(struct acct_batch *bt, const struct acct_config *cfg,
 				acct_rule_list_free(&rules[0]);
 			return -ENOMEM;
 		}
-	/* The rules count into these: they exist before the first rule that names them. */
+	/*
+	 * The rules count into these: they exist before the first rule that
+	 * names them. The internet limits' only with internetGuard.connections
+	 * (the exporter's gauge of a namespace's connections follows them).
+	 */
 	for (int w = 0; w < ACCT_REFUSALS; w++) {
+		if (w == ACCT_REFUSED_CEILING ? !cfg->access.ns_connections : !cfg->guard.limits)
+			continue;
 		acct_refused_counter_name(k8s_namespace, (enum acct_refusal)w, name);
 		r |= acct_put_counter(bt, name);
 	}

@@ -23,6 +23,15 @@
 #define ACCT_MAP_METADATA_DROP "metadata_drop"
 #define ACCT_MAP_AGENT_DROP "agent_drop"
 #define ACCT_MAP_INVALID_DROP "invalid_drop"
+#define ACCT_MAP_NEIGHBOUR_DROP "neighbour_drop"
+/*
+ * The neighbour table is one per node: @nexthops holds the next hops the
+ * node resolved lately (which cost the table nothing new), and a pod's
+ * element of @nexthop_limit names its namespace's limit of new ones
+ * (ns_<namespace>_nexthops).
+ */
+#define ACCT_SET_NEXTHOPS "nexthops"
+#define ACCT_MAP_NEXTHOP_LIMIT "nexthop_limit"
 /*
  * internetGuard: a pod's address -> jump to its namespace's chain
  * guard_<namespace> (what it sends to the internet) and guard_in_<namespace>
@@ -146,8 +155,8 @@ struct nftnl_expr *acct_expr_ip_to(uint32_t offset, uint32_t dreg);
 struct nftnl_expr *acct_expr_lookup(const char *set, uint32_t id, bool invert);
 /* dreg = sreg's value in @map (NFT_REG_VERDICT: a verdict map) */
 struct nftnl_expr *acct_expr_map(const char *map, uint32_t id, uint32_t sreg, uint32_t dreg);
-/* counter name reg1 map @map */
-struct nftnl_expr *acct_expr_counter_map(const char *map, uint32_t id);
+/* counter|limit name reg1 map @map: the object the map names (its type is the map's) */
+struct nftnl_expr *acct_expr_objref_map(const char *map, uint32_t id);
 /* counter name "<name>" */
 struct nftnl_expr *acct_expr_counter(const char *name);
 /* A verdict; `chain` names the target of a jump or goto. */
@@ -161,6 +170,9 @@ struct nftnl_expr *acct_expr_dynset_update(const char *set);	/* update @set { re
 struct nftnl_expr *acct_expr_limit_over(uint64_t per_second, uint32_t burst);
 struct nftnl_expr *acct_expr_count_over(uint32_t n);		/* ct count over n */
 struct nftnl_expr *acct_expr_fib_daddr_type(void);		/* reg1 = fib daddr type */
+/* <op> @set { reg1 } */
+struct nftnl_expr *acct_expr_dynset(const char *set, uint32_t id, uint32_t op);
+struct nftnl_expr *acct_expr_rt_nexthop4(void);		/* reg1 = rt ip nexthop */
 /* dnat ip to reg_addr : reg_port */
 struct nftnl_expr *acct_expr_dnat4(uint32_t reg_addr, uint32_t reg_port);
 
@@ -197,6 +209,9 @@ enum {
 	ACCT_ID_HOSTPORT,
 	ACCT_ID_HOSTPORT_IP,
 	ACCT_ID_INVALID_DROP,
+	ACCT_ID_NEIGHBOUR_DROP,
+	ACCT_ID_NEXTHOP_LIMIT,
+	ACCT_ID_NEXTHOPS,
 };
 
 struct acct_set_def {
@@ -205,8 +220,11 @@ struct acct_set_def {
 	uint32_t flags;
 	enum acct_set_key key;
 	bool verdicts;		/* a verdict map (NFT_SET_MAP): key -> jump */
+	uint32_t obj_type;	/* NFT_SET_OBJECT: the objects it names (0: counters) */
+	uint32_t size;		/* at most this many elements (0: no bound) */
+	uint32_t timeout_s;	/* its elements' default timeout (NFT_SET_TIMEOUT) */
 };
-#define ACCT_TABLE_SETS 24
+#define ACCT_TABLE_SETS 27
 extern const struct acct_set_def acct_table_sets[ACCT_TABLE_SETS];
 
 struct acct_chain_def {
@@ -269,10 +287,10 @@ int acct_arp_put(struct acct_batch *bt, const struct acct_config *cfg);
  * that a node declared by an older layout is declared again. Change it with
  * every change of a rule (tests/unit/test_accounting.c checks it moves).
  */
-#define ACCT_TABLE_LAYOUT "tollgate-table/14"
+#define ACCT_TABLE_LAYOUT "tollgate-table/15"
 
 /* Every rule the config asks for, in chain order. */
-#define ACCT_TABLE_RULES_MAX 80
+#define ACCT_TABLE_RULES_MAX 100
 struct acct_rule_list {
 	struct nftnl_rule *r[ACCT_TABLE_RULES_MAX];
 	size_t n;
@@ -311,7 +329,7 @@ int acct_table_put_host_counters(struct acct_batch *bt);
  * counters (about 3,500 bytes with perPod and a 63-character namespace).
  */
 #define ACCT_BATCH_BASE (128 * 1024)
-#define ACCT_BATCH_PER_POD 4096
+#define ACCT_BATCH_PER_POD 6144
 /* One pod's elements and counters (pods.c). */
 int acct_put_pod(struct acct_batch *bt, const struct acct_config *cfg, const struct acct_pod *p);
 /* Only its elements of @metadata_ok and @agent_ok, as cfg's lists say (a declaration re-derives them). */
@@ -327,6 +345,11 @@ size_t acct_set_key_of(enum acct_set_key k, const char *link, uint32_t ip_host,
 int acct_put_counter(struct acct_batch *bt, const char *name);
 /* A counter message of any kind (NFT_MSG_DELOBJ, NFT_MSG_DESTROYOBJ...) for counter <name>. */
 int acct_put_counter_msg(struct acct_batch *bt, const char *name, uint16_t msg, uint16_t flags);
+/* Any object's message by name and type (removals: DELOBJ, DESTROYOBJ). */
+int acct_put_obj_msg(struct acct_batch *bt, const char *name, uint32_t type, uint16_t msg,
+		     uint16_t flags);
+/* A limit object, rate over per_second/second burst `burst` packets, made when missing. */
+int acct_put_limit(struct acct_batch *bt, const char *name, uint64_t per_second, uint32_t burst);
 
 /* pods.c's element helpers, which reconcile.c and hostports.c share */
 struct nftnl_set *acct_set_ref(const char *name);

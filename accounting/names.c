@@ -123,7 +123,8 @@ enum acct_owner acct_spoofed_parse(const char *name, size_t name_len,
 	return ACCT_OWNER_NONE;
 }
 
-const char *const acct_drop_names[ACCT_DROPS] = { "metadata", "agent", "invalid" };
+const char *const acct_drop_names[ACCT_DROPS] = { "metadata", "agent", "invalid",
+						    "neighbour" };
 
 void acct_drop_counter_name(const char *k8s_namespace, enum acct_access_drop d,
 			    char ret[ACCT_COUNTER_NAME_MAX])
@@ -146,7 +147,12 @@ enum acct_owner acct_drop_parse(const char *name, size_t name_len,
 	return ACCT_OWNER_NONE;
 }
 
-const char *const acct_refusal_names[ACCT_REFUSALS] = { "concurrent", "rate" };
+const char *const acct_refusal_names[ACCT_REFUSALS] = { "concurrent", "rate", "ceiling" };
+
+void acct_nexthop_limit_name(const char *k8s_namespace, char ret[ACCT_COUNTER_NAME_MAX])
+{
+	snprintf(ret, ACCT_COUNTER_NAME_MAX, "ns_%s_nexthops", k8s_namespace);
+}
 
 void acct_refused_counter_name(const char *k8s_namespace, enum acct_refusal why,
 			       char ret[ACCT_COUNTER_NAME_MAX])

@@ -98,7 +98,25 @@ static int put_spoofed_elem(struct acct_batch *bt, uint16_t type, const struct a
 }
 
 const char *const acct_drop_maps[ACCT_DROPS] = { ACCT_MAP_METADATA_DROP, ACCT_MAP_AGENT_DROP,
-						   ACCT_MAP_INVALID_DROP };
+						   ACCT_MAP_INVALID_DROP, ACCT_MAP_NEIGHBOUR_DROP };
+
+/*
+ * Its namespace's limit of new next hops (made with the namespace's first
+ * pod, kept as it is: a changed rate reaches a namespace that arrives
+ * anew), and its element of @nexthop_limit naming it.
+ */
+static int put_nexthop_limit(struct acct_batch *bt, const struct acct_config *cfg,
+			     const struct acct_pod *p)
+{
+	uint32_t rate = cfg->access.neighbours_per_second;
+	char name[ACCT_COUNTER_NAME_MAX];
+	int r;
+
+	acct_nexthop_limit_name(p->k8s_namespace, name);
+	r = acct_put_limit(bt, name, rate ? rate : ACCT_NEIGHBOURS_PER_SECOND_DEFAULT,
+			   (rate ? rate : ACCT_NEIGHBOURS_PER_SECOND_DEFAULT) * ACCT_NEIGHBOURS_BURST);
+	return r | acct_put_elem(bt, NFT_MSG_NEWSETELEM, ACCT_MAP_NEXTHOP_LIMIT, p->ip, name);
+}
 
 int acct_put_pod_access(struct acct_batch *bt, const struct acct_config *cfg,
 			const struct acct_pod *p)
@@ -135,6 +153,7 @@ int acct_put_pod(struct acct_batch *bt, const struct acct_config *cfg, const str
 		r |= acct_put_elem(bt, NFT_MSG_NEWSETELEM, acct_drop_maps[d], p->ip, name);
 	}
 	r |= acct_put_pod_access(bt, cfg, p);
+	r |= put_nexthop_limit(bt, cfg, p);
 	r |= acct_put_elem(bt, NFT_MSG_NEWSETELEM, ACCT_SET_PODS, p->ip, NULL);
 	if (p->egress_classid)
 		r |= put_elem_data(bt, NFT_MSG_NEWSETELEM, ACCT_MAP_EGRESS_CLASS, p->ip, NULL,
@@ -223,6 +242,7 @@ static int put_pod_removal(struct acct_batch *bt, const struct acct_pod *p, uint
 	STEP(acct_put_elem(bt, del_elem, ACCT_SET_AGENT_OK, p->ip, NULL));
 	for (int d = 0; d < ACCT_DROPS; d++)
 		STEP(acct_put_elem(bt, del_elem, acct_drop_maps[d], p->ip, NULL));
+	STEP(acct_put_elem(bt, del_elem, ACCT_MAP_NEXTHOP_LIMIT, p->ip, NULL));
 	STEP(acct_put_elem(bt, del_elem, ACCT_SET_MASQ, p->ip, NULL));
 	STEP(acct_put_elem(bt, del_elem, ACCT_SET_PODS, p->ip, NULL));
 	STEP(acct_put_elem(bt, del_elem, ACCT_MAP_EGRESS_CLASS, p->ip, NULL));
@@ -360,6 +380,15 @@ static int put_ns_counters(struct acct_batch *bt, const char *k8s_namespace, uin
 	return 0;
 }
 
+/* The namespace's limit of new next hops, as `msg` (DELOBJ, DESTROYOBJ). */
+static int put_ns_limit_removal(struct acct_batch *bt, const char *k8s_namespace, uint16_t msg)
+{
+	char name[ACCT_COUNTER_NAME_MAX];
+
+	acct_nexthop_limit_name(k8s_namespace, name);
+	return acct_put_obj_msg(bt, name, NFT_OBJECT_LIMIT, msg, 0);
+}
+
 #define RETIRE_CHUNK 128
 /* One transaction retiring the n namespaces' counters; missing ones are fine (destroy). */
 static int retire_batch(struct acct_nft_conn *c, struct acct_batch *bt, const char *const *names,
@@ -373,6 +402,8 @@ static int retire_batch(struct acct_nft_conn *c, struct acct_batch *bt, const ch
 		r = acct_guard_put_removal(bt, names[i], true, -1);
 		if (r == 0)
 			r = put_ns_counters(bt, names[i], NFT_MSG_DESTROYOBJ, -1);
+		if (r == 0)
+			r = put_ns_limit_removal(bt, names[i], NFT_MSG_DESTROYOBJ);
 	}
 	return r < 0 ? r : acct_batch_send(c, bt, why, why_size);
 }
@@ -432,9 +463,10 @@ int acct_retire_namespaces(const char *const *names, size_t n, size_t *ret_retir
 					q = acct_batch_send(&c, bt, why, sizeof(why));
 				q = q == -ENOENT ? 0 : q;
 			}
-			for (int j = 0; j < NS_COUNTERS && q == 0; j++) {
+			for (int j = 0; j <= NS_COUNTERS && q == 0; j++) {
 				acct_batch_start(bt);
-				q = put_ns_counters(bt, names[i], NFT_MSG_DELOBJ, j);
+				q = j < NS_COUNTERS ? put_ns_counters(bt, names[i], NFT_MSG_DELOBJ, j)
+						    : put_ns_limit_removal(bt, names[i], NFT_MSG_DELOBJ);
 				if (q == 0)
 					q = acct_batch_send(&c, bt, why, sizeof(why));
 				q = q == -ENOENT ? 0 : q;
@@ -546,6 +578,9 @@ int acct_pod_check(const struct acct_pod *pod, const struct acct_config *cfg, st
 	/* nodeAccess: counted drops, and a pass exactly for a listed namespace's pod */
 	for (int d = 0; d < ACCT_DROPS && r == 1; d++)
 		r = elem_present(&c, acct_drop_maps[d], pod->ip);
+	/* its namespace's limit of new next hops */
+	if (r == 1)
+		r = elem_present(&c, ACCT_MAP_NEXTHOP_LIMIT, pod->ip);
 	if (r == 1)
 		r = elem_as(&c, ACCT_SET_METADATA_OK, pod->ip,
 			    acct_ns_listed(a->metadata_ns, a->n_metadata_ns, pod->k8s_namespace));

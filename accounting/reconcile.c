@@ -261,7 +261,8 @@ static bool ip_in(const uint32_t *v, size_t n, uint32_t ip)
  */
 #define RS_NS 3
 #define RS_DROP (RS_NS + ACCT_CLASSES)
-#define RS_GUARD (RS_DROP + ACCT_DROPS)	/* every pod's, with the guard on */
+#define RS_KEY (RS_DROP + ACCT_DROPS)	/* @nexthop_limit */
+#define RS_GUARD (RS_KEY + 1)		/* every pod's, with the guard on */
 #define RS_OK (RS_GUARD + ACCT_DIRS)
 #define RECONCILE_SETS (RS_OK + 2)
 
@@ -284,6 +285,7 @@ int acct_pods_reconcile(const struct acct_config *cfg, const struct acct_pod *al
 		sets[RS_NS + k] = acct_ns_maps[k];
 	for (int d = 0; d < ACCT_DROPS; d++)
 		sets[RS_DROP + d] = acct_drop_maps[d];
+	sets[RS_KEY] = ACCT_MAP_NEXTHOP_LIMIT;
 	sets[RS_GUARD] = ACCT_MAP_GUARD;
 	sets[RS_GUARD + 1] = ACCT_MAP_GUARD_IN;
 	sets[RS_OK] = ACCT_SET_METADATA_OK;

@@ -106,7 +106,7 @@ static struct nftnl_rule *count_rule(const char *chain, uint32_t class_off, bool
 	}
 	if (map) {
 		acct_rule_add(r, acct_expr_ip(key_off));
-		acct_rule_add(r, acct_expr_counter_map(map, map_id));
+		acct_rule_add(r, acct_expr_objref_map(map, map_id));
 	} else {
 		acct_rule_add(r, acct_expr_counter(named));
 	}
@@ -186,6 +186,22 @@ static void match_ct_state(struct nftnl_rule *r, uint32_t bits)
 	acct_rule_add(r, acct_expr_cmp(NFT_CMP_NEQ, &zero, sizeof(zero)));
 }
 
+/* iifname "<prefix>*": the packet came in from a pod's host link. */
+static void match_pod_link(struct nftnl_rule *r, const char *prefix)
+{
+	acct_rule_add(r, acct_expr_meta(NFT_META_IIFNAME));
+	acct_rule_add(r, acct_expr_cmp_eq(prefix, (uint32_t)strlen(prefix)));
+}
+
+/* fib daddr type local */
+static void match_local(struct nftnl_rule *r)
+{
+	uint32_t local = RTN_LOCAL;
+
+	acct_rule_add(r, acct_expr_fib_daddr_type());
+	acct_rule_add(r, acct_expr_cmp_eq(&local, sizeof(local)));
+}
+
 /* ct state new: the first packet of a connection (a refusal never touches an established one) */
 static void match_ct_new(struct nftnl_rule *r)
 {
@@ -211,6 +227,27 @@ static struct nftnl_rule *guard_jump_rule(enum acct_dir dir, bool only_new)
 					    NFT_REG_VERDICT)
 			    : acct_expr_map(ACCT_MAP_GUARD, ACCT_ID_GUARD, NFT_REG_1,
 					    NFT_REG_VERDICT));
+	return r;
+}
+
+/*
+ * With a ceiling, in forward and input, before anything counts: iifname
+ * "<prefix>*" [ct state new] ip saddr vmap @guard_ns. Every new connection
+ * of a pod reaches its namespace's guard chain, not only internet ones;
+ * with destinations on, every forwarded packet (its byte ledger), which the
+ * chain sends back at once when internal.
+ */
+static struct nftnl_rule *guard_all_jump_rule(const char *chain, const char *prefix, bool only_new)
+{
+	struct nftnl_rule *r = rule_new(chain);
+
+	if (!r)
+		return NULL;
+	match_pod_link(r, prefix);
+	if (only_new)
+		match_ct_new(r);
+	acct_rule_add(r, acct_expr_ip(12));
+	acct_rule_add(r, acct_expr_map(ACCT_MAP_GUARD, ACCT_ID_GUARD, NFT_REG_1, NFT_REG_VERDICT));
 	return r;
 }
 
@@ -299,6 +336,8 @@ unsigned acct_guard_rules_wanted(const struct acct_config *cfg, const char *k8s_
 	const struct acct_guard *g = &cfg->guard;
 	unsigned n = 1 + g->dst.on; /* return, the destination's update */
 
+	if (dir == ACCT_DIR_EGRESS && cfg->access.ns_connections)
+		n += 3; /* the ceiling, and the internal and local destinations' returns */
 	if (dir == ACCT_DIR_EGRESS && g->limits)
 		n += (g->new_per_second != 0) + (acct_guard_concurrent(g, k8s_namespace) != 0);
 	return n;
@@ -317,6 +356,29 @@ int acct_guard_rules(const struct acct_config *cfg, const char *k8s_namespace, e
 	bt->n = 0;
 	bt->failed = false;
 	acct_guard_chain_name(k8s_namespace, dir, chain);
+	/*
+	 * The ceiling first, over every new connection of the namespace's pods
+	 * (forward and input jump here with it); then only what goes to the
+	 * internet meets the rest.
+	 */
+	if (dir == ACCT_DIR_EGRESS && cfg->access.ns_connections) {
+		err |= put_rule(bt, refusal_rule(chain, true,
+						 acct_expr_count_over(cfg->access.ns_connections),
+						 k8s_namespace, ACCT_REFUSED_CEILING));
+		r = rule_new(chain);
+		if (r) {
+			acct_rule_add(r, acct_expr_ip(16));
+			acct_rule_add(r, acct_expr_lookup(ACCT_SET_INTERNAL, ACCT_ID_INTERNAL, false));
+			acct_rule_add(r, acct_expr_verdict(NFT_RETURN, NULL));
+		}
+		err |= put_rule(bt, r);
+		r = rule_new(chain);
+		if (r) {
+			match_local(r);
+			acct_rule_add(r, acct_expr_verdict(NFT_RETURN, NULL));
+		}
+		err |= put_rule(bt, r);
+	}
 	/* Rate first: a connection it refuses never enters the count. */
 	if (dir == ACCT_DIR_EGRESS && g->limits && g->new_per_second) {
 		/* limit rate over R/second burst R packets */
@@ -348,13 +410,6 @@ int acct_guard_rules(const struct acct_config *cfg, const char *k8s_namespace, e
 		return -ENOMEM;
 	}
 	return 0;
-}
-
-/* iifname "<prefix>*": the packet came in from a pod's host link. */
-static void match_pod_link(struct nftnl_rule *r, const char *prefix)
-{
-	acct_rule_add(r, acct_expr_meta(NFT_META_IIFNAME));
-	acct_rule_add(r, acct_expr_cmp_eq(prefix, (uint32_t)strlen(prefix)));
 }
 
 /* In prerouting_raw, either family: iifname "<prefix>*" jump from_pod */
@@ -417,7 +472,7 @@ static struct nftnl_rule *spoofed_rule(enum acct_family f, bool by_link, bool la
 		match_nfproto(r, f == ACCT_IPV4 ? NFPROTO_IPV4 : NFPROTO_IPV6);
 	if (by_link) {
 		acct_rule_add(r, acct_expr_meta(NFT_META_IIFNAME));
-		acct_rule_add(r, acct_expr_counter_map(acct_spoofed_maps[f], ACCT_ID_SPOOFED_MAPS + f));
+		acct_rule_add(r, acct_expr_objref_map(acct_spoofed_maps[f], ACCT_ID_SPOOFED_MAPS + f));
 	} else {
 		acct_spoofed_counter_name(NULL, f, name);
 		acct_rule_add(r, acct_expr_counter(name));
@@ -535,15 +590,6 @@ static struct nftnl_rule *wireserver_dns_rule(uint8_t proto)
 	return r;
 }
 
-/* fib daddr type local */
-static void match_local(struct nftnl_rule *r)
-{
-	uint32_t local = RTN_LOCAL;
-
-	acct_rule_add(r, acct_expr_fib_daddr_type());
-	acct_rule_add(r, acct_expr_cmp_eq(&local, sizeof(local)));
-}
-
 enum deny_when { DENY_ALWAYS, DENY_INTERNAL, DENY_LOCAL };
 
 /*
@@ -566,7 +612,7 @@ static struct nftnl_rule *deny_rule(const char *chain, enum deny_when when, cons
 	}
 	if (map) {
 		acct_rule_add(r, acct_expr_ip(12));
-		acct_rule_add(r, acct_expr_counter_map(map, map_id));
+		acct_rule_add(r, acct_expr_objref_map(map, map_id));
 	}
 	acct_rule_add(r, acct_expr_verdict(NF_DROP, NULL));
 	return r;
@@ -589,9 +635,45 @@ static struct nftnl_rule *invalid_rule(const char *chain, const char *prefix, bo
 	match_ct_state(r, NF_CT_STATE_INVALID_BIT);
 	if (counted) {
 		acct_rule_add(r, acct_expr_ip(12));
-		acct_rule_add(r, acct_expr_counter_map(ACCT_MAP_INVALID_DROP, ACCT_ID_INVALID_DROP));
+		acct_rule_add(r, acct_expr_objref_map(ACCT_MAP_INVALID_DROP, ACCT_ID_INVALID_DROP));
 	}
 	acct_rule_add(r, acct_expr_verdict(NF_DROP, NULL));
+	return r;
+}
+
+/*
+ * In forward: iifname "<prefix>*" oifname != "<prefix>*" ct state new rt ip
+ * nexthop != @nexthops limit name ip saddr map @nexthop_limit counter name
+ * ip saddr map @neighbour_drop drop, then the same match without the limit
+ * adding the next hop to @nexthops. A forwarded connection to an on-link
+ * address makes the node resolve it: a neighbour entry, in a table one per
+ * node. A pod that walks a large on-link subnet would fill it ("neighbor
+ * table overflow") and cut the node off from new peers; a next hop resolved
+ * lately costs nothing new, and pods' own links hold permanent entries.
+ * A full @nexthops remembers nothing more: every new next hop then meets
+ * the namespace's rate.
+ */
+static struct nftnl_rule *new_nexthop_rule(const char *prefix, bool limit)
+{
+	struct nftnl_rule *r = rule_new("forward");
+
+	if (!r)
+		return NULL;
+	match_pod_link(r, prefix);
+	acct_rule_add(r, acct_expr_meta(NFT_META_OIFNAME));
+	acct_rule_add(r, acct_expr_cmp(NFT_CMP_NEQ, prefix, (uint32_t)strlen(prefix)));
+	match_ct_new(r);
+	acct_rule_add(r, acct_expr_rt_nexthop4());
+	if (limit) {
+		acct_rule_add(r, acct_expr_lookup(ACCT_SET_NEXTHOPS, ACCT_ID_NEXTHOPS, true));
+		acct_rule_add(r, acct_expr_ip(12));
+		acct_rule_add(r, acct_expr_objref_map(ACCT_MAP_NEXTHOP_LIMIT, ACCT_ID_NEXTHOP_LIMIT));
+		acct_rule_add(r, acct_expr_objref_map(ACCT_MAP_NEIGHBOUR_DROP, ACCT_ID_NEIGHBOUR_DROP));
+		acct_rule_add(r, acct_expr_verdict(NF_DROP, NULL));
+	} else {
+		acct_rule_add(r, acct_expr_dynset(ACCT_SET_NEXTHOPS, ACCT_ID_NEXTHOPS,
+						  NFT_DYNSET_OP_ADD));
+	}
 	return r;
 }
 
@@ -784,6 +866,22 @@ int acct_table_rules(const struct acct_config *cfg, struct acct_rule_list *bt)
 		r |= put_rule(bt, invalid_rule("forward", cfg->pod_link_prefix, counted));
 		r |= put_rule(bt, invalid_rule("input", cfg->pod_link_prefix, counted));
 	}
+	/* The node's neighbour table: a namespace's new on-link next hops, at its rate. */
+	if (cfg->access.neighbours_per_second) {
+		r |= put_rule(bt, new_nexthop_rule(cfg->pod_link_prefix, true));
+		r |= put_rule(bt, new_nexthop_rule(cfg->pod_link_prefix, false));
+	}
+	/*
+	 * The node's conntrack table: a namespace's new connections, whatever
+	 * their destination, pass its guard chain, whose first rule is the
+	 * ceiling (its internet limits come after an internal or local
+	 * destination has returned).
+	 */
+	if (cfg->guard.on && cfg->access.ns_connections) {
+		r |= put_rule(bt, guard_all_jump_rule("forward", cfg->pod_link_prefix,
+						      !cfg->guard.dst.on));
+		r |= put_rule(bt, guard_all_jump_rule("input", cfg->pod_link_prefix, true));
+	}
 	/*
 	 * Internet-bound packets carry the mark from before routing on. What
 	 * reaches the mark in from_pod has its pod's address (anti-spoofing saw
@@ -803,7 +901,8 @@ int acct_table_rules(const struct acct_config *cfg, struct acct_rule_list *bt)
 				      ACCT_CHAIN_FWD_INGRESS_INTERNAL));
 	/* Internet traffic passes its namespace's guard before it is counted or shaped. */
 	if (cfg->guard.on) {
-		r |= put_rule(bt, guard_jump_rule(ACCT_DIR_EGRESS, !cfg->guard.dst.on));
+		if (!cfg->access.ns_connections)
+			r |= put_rule(bt, guard_jump_rule(ACCT_DIR_EGRESS, !cfg->guard.dst.on));
 		if (cfg->guard.dst.on)
 			r |= put_rule(bt, guard_jump_rule(ACCT_DIR_INGRESS, false));
 		r |= put_rule(bt, refuse_rule(true));

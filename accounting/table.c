@@ -137,31 +137,40 @@ struct nftnl_set *acct_set_new(const char *name, uint32_t id, uint32_t flags,
 	return s;
 }
 
+/* A set or map of fixed attributes; one of verdicts (key -> jump). */
+#define PLAIN(name, id, flags, key) { name, id, flags, key, false, 0, 0, 0 }
+#define VERDICTS(name, id, flags, key) { name, id, flags, key, true, 0, 0, 0 }
 const struct acct_set_def acct_table_sets[ACCT_TABLE_SETS] = {
-	{ ACCT_SET_INTERNAL, ACCT_ID_INTERNAL, NFT_SET_INTERVAL, ACCT_KEY_ADDR, false },
-	{ ACCT_SET_PODS, ACCT_ID_PODS, 0, ACCT_KEY_ADDR, false },
-	{ ACCT_SET_MASQ, ACCT_ID_MASQ, 0, ACCT_KEY_ADDR, false },
-	{ ACCT_MAP_EGRESS_CLASS, ACCT_ID_EGRESS_CLASS, NFT_SET_MAP, ACCT_KEY_ADDR, false },
-	{ ACCT_SET_POD_SRC, ACCT_ID_POD_SRC, 0, ACCT_KEY_LINK_ADDR, false },
-	{ "spoofed_ipv4", ACCT_ID_SPOOFED_MAPS + ACCT_IPV4, NFT_SET_OBJECT, ACCT_KEY_LINK, false },
-	{ "spoofed_ipv6", ACCT_ID_SPOOFED_MAPS + ACCT_IPV6, NFT_SET_OBJECT, ACCT_KEY_LINK, false },
-	{ "ns_egress_internal", ACCT_ID_NS_MAPS + 0, NFT_SET_OBJECT, ACCT_KEY_ADDR, false },
-	{ "ns_egress_internet", ACCT_ID_NS_MAPS + 1, NFT_SET_OBJECT, ACCT_KEY_ADDR, false },
-	{ "ns_ingress_internal", ACCT_ID_NS_MAPS + 2, NFT_SET_OBJECT, ACCT_KEY_ADDR, false },
-	{ "ns_ingress_internet", ACCT_ID_NS_MAPS + 3, NFT_SET_OBJECT, ACCT_KEY_ADDR, false },
-	{ "pod_egress_internal", ACCT_ID_POD_MAPS + 0, NFT_SET_OBJECT, ACCT_KEY_ADDR, false },
-	{ "pod_egress_internet", ACCT_ID_POD_MAPS + 1, NFT_SET_OBJECT, ACCT_KEY_ADDR, false },
-	{ "pod_ingress_internal", ACCT_ID_POD_MAPS + 2, NFT_SET_OBJECT, ACCT_KEY_ADDR, false },
-	{ "pod_ingress_internet", ACCT_ID_POD_MAPS + 3, NFT_SET_OBJECT, ACCT_KEY_ADDR, false },
-	{ ACCT_SET_METADATA_OK, ACCT_ID_METADATA_OK, 0, ACCT_KEY_ADDR, false },
-	{ ACCT_SET_AGENT_OK, ACCT_ID_AGENT_OK, 0, ACCT_KEY_ADDR, false },
-	{ ACCT_MAP_METADATA_DROP, ACCT_ID_METADATA_DROP, NFT_SET_OBJECT, ACCT_KEY_ADDR, false },
-	{ ACCT_MAP_AGENT_DROP, ACCT_ID_AGENT_DROP, NFT_SET_OBJECT, ACCT_KEY_ADDR, false },
-	{ ACCT_MAP_INVALID_DROP, ACCT_ID_INVALID_DROP, NFT_SET_OBJECT, ACCT_KEY_ADDR, false },
-	{ ACCT_MAP_GUARD, ACCT_ID_GUARD, NFT_SET_MAP, ACCT_KEY_ADDR, true },
-	{ ACCT_MAP_GUARD_IN, ACCT_ID_GUARD_IN, NFT_SET_MAP, ACCT_KEY_ADDR, true },
-	{ ACCT_MAP_HOSTPORT, ACCT_ID_HOSTPORT, NFT_SET_MAP, ACCT_KEY_HOSTPORT, false },
-	{ ACCT_MAP_HOSTPORT_IP, ACCT_ID_HOSTPORT_IP, NFT_SET_MAP, ACCT_KEY_HOSTPORT_IP, false },
+	PLAIN(ACCT_SET_INTERNAL, ACCT_ID_INTERNAL, NFT_SET_INTERVAL, ACCT_KEY_ADDR),
+	PLAIN(ACCT_SET_PODS, ACCT_ID_PODS, 0, ACCT_KEY_ADDR),
+	PLAIN(ACCT_SET_MASQ, ACCT_ID_MASQ, 0, ACCT_KEY_ADDR),
+	PLAIN(ACCT_MAP_EGRESS_CLASS, ACCT_ID_EGRESS_CLASS, NFT_SET_MAP, ACCT_KEY_ADDR),
+	PLAIN(ACCT_SET_POD_SRC, ACCT_ID_POD_SRC, 0, ACCT_KEY_LINK_ADDR),
+	PLAIN("spoofed_ipv4", ACCT_ID_SPOOFED_MAPS + ACCT_IPV4, NFT_SET_OBJECT, ACCT_KEY_LINK),
+	PLAIN("spoofed_ipv6", ACCT_ID_SPOOFED_MAPS + ACCT_IPV6, NFT_SET_OBJECT, ACCT_KEY_LINK),
+	PLAIN("ns_egress_internal", ACCT_ID_NS_MAPS + 0, NFT_SET_OBJECT, ACCT_KEY_ADDR),
+	PLAIN("ns_egress_internet", ACCT_ID_NS_MAPS + 1, NFT_SET_OBJECT, ACCT_KEY_ADDR),
+	PLAIN("ns_ingress_internal", ACCT_ID_NS_MAPS + 2, NFT_SET_OBJECT, ACCT_KEY_ADDR),
+	PLAIN("ns_ingress_internet", ACCT_ID_NS_MAPS + 3, NFT_SET_OBJECT, ACCT_KEY_ADDR),
+	PLAIN("pod_egress_internal", ACCT_ID_POD_MAPS + 0, NFT_SET_OBJECT, ACCT_KEY_ADDR),
+	PLAIN("pod_egress_internet", ACCT_ID_POD_MAPS + 1, NFT_SET_OBJECT, ACCT_KEY_ADDR),
+	PLAIN("pod_ingress_internal", ACCT_ID_POD_MAPS + 2, NFT_SET_OBJECT, ACCT_KEY_ADDR),
+	PLAIN("pod_ingress_internet", ACCT_ID_POD_MAPS + 3, NFT_SET_OBJECT, ACCT_KEY_ADDR),
+	PLAIN(ACCT_SET_METADATA_OK, ACCT_ID_METADATA_OK, 0, ACCT_KEY_ADDR),
+	PLAIN(ACCT_SET_AGENT_OK, ACCT_ID_AGENT_OK, 0, ACCT_KEY_ADDR),
+	PLAIN(ACCT_MAP_METADATA_DROP, ACCT_ID_METADATA_DROP, NFT_SET_OBJECT, ACCT_KEY_ADDR),
+	PLAIN(ACCT_MAP_AGENT_DROP, ACCT_ID_AGENT_DROP, NFT_SET_OBJECT, ACCT_KEY_ADDR),
+	PLAIN(ACCT_MAP_INVALID_DROP, ACCT_ID_INVALID_DROP, NFT_SET_OBJECT, ACCT_KEY_ADDR),
+	PLAIN(ACCT_MAP_NEIGHBOUR_DROP, ACCT_ID_NEIGHBOUR_DROP, NFT_SET_OBJECT, ACCT_KEY_ADDR),
+	{ ACCT_MAP_NEXTHOP_LIMIT, ACCT_ID_NEXTHOP_LIMIT, NFT_SET_OBJECT, ACCT_KEY_ADDR, false,
+	  NFT_OBJECT_LIMIT, 0, 0 },
+	/* filled by the rules (dynamic), bounded, each next hop forgotten a while after its last use */
+	{ ACCT_SET_NEXTHOPS, ACCT_ID_NEXTHOPS, NFT_SET_EVAL | NFT_SET_TIMEOUT, ACCT_KEY_ADDR, false, 0,
+	  ACCT_NEXTHOPS_TRACKED, ACCT_NEXTHOP_TIMEOUT_S },
+	VERDICTS(ACCT_MAP_GUARD, ACCT_ID_GUARD, NFT_SET_MAP, ACCT_KEY_ADDR),
+	VERDICTS(ACCT_MAP_GUARD_IN, ACCT_ID_GUARD_IN, NFT_SET_MAP, ACCT_KEY_ADDR),
+	PLAIN(ACCT_MAP_HOSTPORT, ACCT_ID_HOSTPORT, NFT_SET_MAP, ACCT_KEY_HOSTPORT),
+	PLAIN(ACCT_MAP_HOSTPORT_IP, ACCT_ID_HOSTPORT_IP, NFT_SET_MAP, ACCT_KEY_HOSTPORT_IP),
 };
 
 int acct_table_put_set(struct acct_batch *bt, const struct acct_set_def *d)
@@ -171,6 +180,12 @@ int acct_table_put_set(struct acct_batch *bt, const struct acct_set_def *d)
 
 	if (!s)
 		return -ENOMEM;
+	if (d->obj_type)
+		nftnl_set_set_u32(s, NFTNL_SET_OBJ_TYPE, d->obj_type);
+	if (d->size)
+		nftnl_set_set_u32(s, NFTNL_SET_DESC_SIZE, d->size);
+	if (d->timeout_s)
+		nftnl_set_set_u64(s, NFTNL_SET_TIMEOUT, (uint64_t)d->timeout_s * 1000);
 	if (d->verdicts) {
 		/* ipv4_addr : verdict (nft's note for the key only: a verdict has no byte order) */
 		static const uint8_t udata[] = { 0x00, 0x04, 0x02, 0x00, 0x00, 0x00 };
@@ -237,7 +252,9 @@ int acct_table_put_internal(struct acct_batch *bt, const struct acct_config *cfg
 	return 0;
 }
 
-int acct_put_counter_msg(struct acct_batch *bt, const char *name, uint16_t msg, uint16_t flags)
+/* An object's message; with a limit's rate (packets a second, 0: none given), its rate and burst. */
+static int put_obj(struct acct_batch *bt, const char *name, uint32_t type, uint16_t msg,
+		   uint16_t flags, uint64_t rate, uint32_t burst)
 {
 	struct nftnl_obj *o = nftnl_obj_alloc();
 	struct nlmsghdr *nlh;
@@ -246,13 +263,38 @@ int acct_put_counter_msg(struct acct_batch *bt, const char *name, uint16_t msg, 
 		return -ENOMEM;
 	nftnl_obj_set_str(o, NFTNL_OBJ_TABLE, ACCT_TABLE);
 	nftnl_obj_set_str(o, NFTNL_OBJ_NAME, name);
-	nftnl_obj_set_u32(o, NFTNL_OBJ_TYPE, NFT_OBJECT_COUNTER);
+	nftnl_obj_set_u32(o, NFTNL_OBJ_TYPE, type);
 	nftnl_obj_set_u32(o, NFTNL_OBJ_FAMILY, NFPROTO_INET);
+	if (type == NFT_OBJECT_LIMIT && rate) {
+		/* rate over <rate>/second burst <burst> packets */
+		nftnl_obj_set_u64(o, NFTNL_OBJ_LIMIT_RATE, rate);
+		nftnl_obj_set_u64(o, NFTNL_OBJ_LIMIT_UNIT, 1);
+		nftnl_obj_set_u32(o, NFTNL_OBJ_LIMIT_BURST, burst);
+		nftnl_obj_set_u32(o, NFTNL_OBJ_LIMIT_TYPE, NFT_LIMIT_PKTS);
+		nftnl_obj_set_u32(o, NFTNL_OBJ_LIMIT_FLAGS, NFT_LIMIT_F_INV);
+	}
 	nlh = acct_batch_msg(bt, msg, flags);
 	nftnl_obj_nlmsg_build_payload(nlh, o);
 	nftnl_obj_free(o);
 	acct_batch_next(bt);
 	return 0;
+}
+
+int acct_put_counter_msg(struct acct_batch *bt, const char *name, uint16_t msg, uint16_t flags)
+{
+	return put_obj(bt, name, NFT_OBJECT_COUNTER, msg, flags, 0, 0);
+}
+
+int acct_put_obj_msg(struct acct_batch *bt, const char *name, uint32_t type, uint16_t msg,
+		     uint16_t flags)
+{
+	return put_obj(bt, name, type, msg, flags, 0, 0);
+}
+
+int acct_put_limit(struct acct_batch *bt, const char *name, uint64_t per_second, uint32_t burst)
+{
+	/* No NLM_F_EXCL: an existing limit is kept as it is (the kernel cannot update one). */
+	return put_obj(bt, name, NFT_OBJECT_LIMIT, NFT_MSG_NEWOBJ, NLM_F_CREATE, per_second, burst);
 }
 
 int acct_put_counter(struct acct_batch *bt, const char *name)

@@ -30,8 +30,8 @@
  * scrapes would otherwise swallow it.
  */
 enum series_kind { SERIES_OTHER, SERIES_NS, SERIES_POD, SERIES_HOST, SERIES_SPOOFED,
-		   SERIES_METADATA_DROP, SERIES_AGENT_DROP, SERIES_INVALID_DROP, SERIES_ARP_DROP,
-		   SERIES_REFUSED };
+		   SERIES_METADATA_DROP, SERIES_AGENT_DROP, SERIES_INVALID_DROP,
+		   SERIES_NEIGHBOUR_DROP, SERIES_ARP_DROP, SERIES_REFUSED };
 
 struct series {
 	char name[ACCT_COUNTER_NAME_MAX];
@@ -180,6 +180,7 @@ static void classify(struct exporter *ex, struct series *s)
 				[ACCT_DROP_METADATA] = SERIES_METADATA_DROP,
 				[ACCT_DROP_AGENT] = SERIES_AGENT_DROP,
 				[ACCT_DROP_INVALID] = SERIES_INVALID_DROP,
+				[ACCT_DROP_NEIGHBOUR] = SERIES_NEIGHBOUR_DROP,
 			};
 
 			s->kind = kinds[drop];
@@ -481,10 +482,16 @@ static const struct {
 	  "Packets from pods that conntrack could not place in a connection (state invalid: a "
 	  "SYN|FIN, an out-of-window segment), dropped before the guard, the counters and the "
 	  "masquerade see them; by the sender's namespace." },
+	{ SERIES_NEIGHBOUR_DROP, false, "tollgate_namespace_neighbour_dropped_packets_total",
+	  "First packets of pods' new connections to an on-link next hop the node had not "
+	  "resolved lately, dropped over the namespace's nodeAccess.newNeighboursPerSecond (the "
+	  "node's neighbour table is shared by every tenant); by the sender's namespace." },
 	{ SERIES_REFUSED, false, "tollgate_namespace_connections_refused_total",
-	  "New connections of a namespace's pods to internet destinations that internetGuard "
-	  "refused at their first packet (a TCP reset, else ICMP admin-prohibited): over the "
-	  "namespace's concurrent limit on this node, or over newPerSecond." },
+	  "New connections of a namespace's pods refused at their first packet (a TCP reset, "
+	  "else ICMP admin-prohibited): reason concurrent or rate, internet connections over "
+	  "internetGuard's limits on this node; reason ceiling, connections to any destination "
+	  "over the namespace's share of the node's conntrack table "
+	  "(nodeAccess.namespaceConnections)." },
 	{ SERIES_ARP_DROP, false, "tollgate_pod_arp_dropped_packets_total",
 	  "ARP packets from pods' links, dropped before the node's neighbour table sees them "
 	  "(pods need no ARP: both ends have permanent entries)." },

@@ -319,23 +319,102 @@ static int parse_ns_list(json_object *o, const char *key, const char **ret, size
 	return 1;
 }
 
+/* ssh, kubelet, kube-proxy's health port, the NodePort range: the node's own services */
+static const struct node_port_range port_deny_default[] = {
+	{ 22, 22 }, { 10250, 10250 }, { 10256, 10256 }, { 30000, 32767 },
+};
+
+/* One entry of nodeAccess.hostPortDeny: a port (a number) or a range ("30000-32767"). */
+static int parse_port_range(json_object *v, size_t i, struct node_port_range *ret,
+			    struct tg_err *e)
+{
+	unsigned long lo, hi;
+	const char *s;
+	char *end;
+
+	if (json_object_is_type(v, json_type_int)) {
+		int64_t p = json_object_get_int64(v);
+
+		if (p < 1 || p > 65535)
+			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+				       "nodeAccess.hostPortDeny[%zu]: %lld is not a port (1-65535)", i,
+				       (long long)p);
+		*ret = (struct node_port_range){ (uint16_t)p, (uint16_t)p };
+		return 0;
+	}
+	if (!json_object_is_type(v, json_type_string))
+		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+			       "nodeAccess.hostPortDeny[%zu] must be a port or a range \"LOW-HIGH\"", i);
+	s = json_object_get_string(v);
+	errno = 0;
+	lo = strtoul(s, &end, 10);
+	if (end != s && *end == '-' && s[0] >= '0' && s[0] <= '9' && end[1] >= '0' && end[1] <= '9')
+		hi = strtoul(end + 1, &end, 10);
+	else
+		hi = 0;
+	if (errno || *end || lo < 1 || hi > 65535 || lo > hi)
+		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+			       "nodeAccess.hostPortDeny[%zu]: \"%.32s\" is not a range of ports "
+			       "\"LOW-HIGH\" (1-65535, LOW <= HIGH)", i, s);
+	*ret = (struct node_port_range){ (uint16_t)lo, (uint16_t)hi };
+	return 0;
+}
+
+static int parse_port_deny(json_object *acc, struct node_config *cfg, struct tg_err *e)
+{
+	json_object *arr = NULL;
+	size_t n;
+
+	if (!acc || !json_object_object_get_ex(acc, "hostPortDeny", &arr)) {
+		memcpy(cfg->port_deny, port_deny_default, sizeof(port_deny_default));
+		cfg->n_port_deny = ARRAY_SIZE(port_deny_default);
+		return 0;
+	}
+	if (!arr || !json_object_is_type(arr, json_type_array))
+		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+			       "nodeAccess.hostPortDeny must be an array of ports and ranges");
+	n = json_object_array_length(arr);
+	if (n > NODE_PORT_DENY_MAX)
+		return tg_fail(e, CNI_ERR_CONFIG, -E2BIG,
+			       "nodeAccess.hostPortDeny lists more than %d entries", NODE_PORT_DENY_MAX);
+	for (size_t i = 0; i < n; i++)
+		if (parse_port_range(json_object_array_get_idx(arr, i), i, &cfg->port_deny[i], e) < 0)
+			return -EINVAL;
+	cfg->n_port_deny = n;
+	return 0;
+}
+
 static int parse_access(json_object *root, struct node_config *cfg, struct tg_err *e)
 {
 	json_object *acc = NULL;
-	int64_t port = 9617;
+	int64_t port = 9617, conns = -1, neigh = ACCT_NEIGHBOURS_PER_SECOND_DEFAULT;
 	int r;
 
 	cfg->access.metrics_port = 9617;
-	if ((r = jx_object(root, "", "nodeAccess", &acc, e)) <= 0)
+	cfg->access.neighbours_per_second = ACCT_NEIGHBOURS_PER_SECOND_DEFAULT;
+	cfg->ns_connections_default = true;
+	if ((r = jx_object(root, "", "nodeAccess", &acc, e)) < 0)
 		return r;
+	if (parse_port_deny(acc, cfg, e) < 0)
+		return -EINVAL;
+	if (r == 0)
+		return 0;
 	if (parse_ns_list(acc, "metadataNamespaces", cfg->access.metadata_ns,
 			  &cfg->access.n_metadata_ns, e) < 0 ||
 	    (r = parse_ns_list(acc, "metricsNamespaces", cfg->access.metrics_ns,
 			       &cfg->access.n_metrics_ns, e)) < 0 ||
-	    jx_int(acc, "nodeAccess", "metricsPort", 1, 65535, &port, e) < 0)
+	    jx_int(acc, "nodeAccess", "metricsPort", 1, 65535, &port, e) < 0 ||
+	    /* 0: no ceiling, no rate (the node's tables are then any tenant's to fill) */
+	    jx_int(acc, "nodeAccess", "namespaceConnections", 0, INT32_MAX, &conns, e) < 0 ||
+	    jx_int(acc, "nodeAccess", "newNeighboursPerSecond", 0, 1000000, &neigh, e) < 0)
 		return -EINVAL;
 	cfg->access.metrics_filter = r == 1;
 	cfg->access.metrics_port = (uint16_t)port;
+	cfg->access.neighbours_per_second = (uint32_t)neigh;
+	if (conns >= 0) {
+		cfg->ns_connections_default = false;
+		cfg->access.ns_connections = (uint32_t)conns;
+	}
 	return 0;
 }
 
@@ -570,12 +649,23 @@ int node_config_ports(const struct node_config *cfg, struct hostports *ret, stru
 	if (hostports_parse(jx_get_nocase(cfg->runtime_config, "portMappings"),
 			    "runtimeConfig.portMappings", ret, e) < 0)
 		return -EINVAL;
-	for (size_t i = 0; i < ret->n; i++)
+	for (size_t i = 0; i < ret->n; i++) {
+		uint16_t p = ret->m[i].host_port;
+
 		/* the node's port of the agent, which a pod would otherwise take over */
-		if (cfg->access.metrics_port && ret->m[i].host_port == cfg->access.metrics_port)
+		if (cfg->access.metrics_port && p == cfg->access.metrics_port)
 			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
 				       "runtimeConfig.portMappings[%zu]: hostPort %u is the node's "
 				       "metricsPort, which no pod may take", i, cfg->access.metrics_port);
+		/* its other services: ssh, kubelet, NodePorts (nodeAccess.hostPortDeny) */
+		for (size_t j = 0; j < cfg->n_port_deny; j++)
+			if (p >= cfg->port_deny[j].lo && p <= cfg->port_deny[j].hi)
+				return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+					       "runtimeConfig.portMappings[%zu]: hostPort %u is in "
+					       "nodeAccess.hostPortDeny (%u-%u: the node's own "
+					       "services), which no pod may take",
+					       i, p, cfg->port_deny[j].lo, cfg->port_deny[j].hi);
+	}
 	return 0;
 }
 

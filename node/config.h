@@ -59,6 +59,12 @@ struct budget_policy {
 #define NODE_LOG_MAX_BYTES_MIN 4096
 #define NODE_LOG_MAX_BYTES_MAX (1LL << 30)
 
+/* nodeAccess.hostPortDeny: ports of the node's own services that no hostPort takes. */
+#define NODE_PORT_DENY_MAX 32
+struct node_port_range {
+	uint16_t lo, hi;
+};
+
 struct node_config {
 	json_object *root;		/* owns every json_object below */
 	const char *cni_version;
@@ -83,6 +89,9 @@ struct node_config {
 	uint32_t internet_mark;
 	struct shaping_policy shaping;
 	struct acct_access access;	/* nodeAccess (its lists point into root) */
+	bool ns_connections_default;	/* namespaceConnections not given: a share of the table */
+	struct node_port_range port_deny[NODE_PORT_DENY_MAX];	/* nodeAccess.hostPortDeny */
+	size_t n_port_deny;
 	struct budget_policy budgets;
 	struct acct_guard guard;	/* internetGuard.connections (its names point into root) */
 	/* runtimeConfig.bandwidth and the pod's annotations (its caps are resolved per namespace) */

@@ -60,8 +60,36 @@ static int sysctl_raise(const struct tg_sysctl_floor *s, bool probe)
 	return 1;
 }
 
+/*
+ * The ceiling of a namespace's tracked connections when the config names
+ * none: a share of the node's conntrack table (nf_conntrack_max, the same
+ * in every network namespace); the kernel's default table when conntrack
+ * is not loaded yet.
+ */
+static uint32_t ns_connections_default(void)
+{
+	char line[32];
+	long max = 262144;
+
+	if (read_line_file("/proc/sys/net/netfilter/nf_conntrack_max", line, sizeof(line)) > 0) {
+		char *end;
+		long v = strtol(line, &end, 10);
+
+		if (end != line && v > 0)
+			max = v;
+	}
+	return (uint32_t)(max / ACCT_NS_CONNECTIONS_SHARE > 0 ? max / ACCT_NS_CONNECTIONS_SHARE : 1);
+}
+
 struct acct_config node_acct_config(const struct node_config *cfg)
 {
+	struct acct_access access = cfg->access;
+	struct acct_guard guard = cfg->guard;
+
+	if (cfg->ns_connections_default)
+		access.ns_connections = ns_connections_default();
+	/* the ceiling is the first rule of each namespace's guard chain */
+	guard.on = guard.on || access.ns_connections;
 	return (struct acct_config){
 		.internal = cfg->internal,
 		.n_internal = cfg->n_internal,
@@ -71,8 +99,8 @@ struct acct_config node_acct_config(const struct node_config *cfg)
 		.internet_mark = cfg->internet_mark,
 		.inet_ingress_classid = SHAPER_INET_INGRESS_CLASS,
 		.pod_link_prefix = NODE_VETH_PREFIX,
-		.access = cfg->access,
-		.guard = cfg->guard,
+		.access = access,
+		.guard = guard,
 	};
 }
 

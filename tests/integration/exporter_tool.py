@@ -257,11 +257,16 @@ def cmd_compare(a):
                 labels["namespace"] = m.group(1)
             compared += packets_match(("tollgate_spoofed_packets_total", frozenset(labels.items())), c)
             continue
-        m = re.match(r"^ns_([^_]*)_(metadata|agent)_dropped$", name)
+        m = re.match(r"^ns_([^_]*)_(metadata|agent|invalid|neighbour)_dropped$", name)
         if m:
-            fam = {"metadata": "metadata", "agent": "metrics_port"}[m.group(2)]
+            fam = {"agent": "metrics_port"}.get(m.group(2), m.group(2))
             compared += packets_match(("tollgate_namespace_%s_dropped_packets_total" % fam,
                                        frozenset({"namespace": m.group(1)}.items())), c)
+            continue
+        m = re.match(r"^ns_([^_]*)_refused_(concurrent|rate|ceiling)$", name)
+        if m:
+            compared += packets_match(("tollgate_namespace_connections_refused_total",
+                                       frozenset({"namespace": m.group(1), "reason": m.group(2)}.items())), c)
             continue
         cls = next((k for k in CLASSES if name.endswith("_" + k)), None)
         if cls is None:
@@ -293,7 +298,7 @@ def cmd_compare(a):
             else:
                 compared += 1
     for k in met:
-        if re.match(r"tollgate_((namespace|pod|host)_(bytes|packets)|spoofed_packets|namespace_(metadata|metrics_port)_dropped_packets)_total$", k[0]) and k not in expected_keys:
+        if re.match(r"tollgate_((namespace|pod|host)_(bytes|packets)|spoofed_packets|namespace_(metadata|metrics_port|invalid|neighbour)_dropped_packets|namespace_connections_refused)_total$", k[0]) and k not in expected_keys:
             problems.append("%s on /metrics has no nft counter" % key_str(k))
     out({"compared": compared, "problems": problems[:20], "n_problems": len(problems)})
     return 0

@@ -236,8 +236,8 @@ for p in a:research b:ml-datasets n:; do
 		t_expect "map spoofed_${f}[$s's link]" "$(map_value "spoofed_$f" "${POD_VETH[$s]}")" "ns_${ns}_spoofed_$f"
 	done
 done
-# 3 namespaces x (4 classes + 2 families + 2 nodeAccess drops) + 4 host + 2 node
-t_expect "counter count" "$(wc -l <<<"$all")" 30
+# 3 namespaces x (4 classes + 2 families + 4 nodeAccess drops + the ceiling's refusals) + 4 host + 2 node
+t_expect "counter count" "$(wc -l <<<"$all")" 39
 [ -z "$T_ERRS" ] || diag "$all"
 t_end
 
@@ -476,7 +476,8 @@ for s in b n p2; do
 	t_expect "elements with $s's $ip after GC" "$(nft_elems_with "$ip")" 0
 	t_expect "elements with $s's link after GC" "$(nft_elems_with "${POD_VETH[$s]}")" 0
 done
-t_expect "elements with a's $A after GC (pods, masq, pod_src, 4 ns maps, 2 drop maps)" "$(nft_elems_with "$A")" 9
+t_expect "elements with a's $A after GC (pods, masq, pod_src, 4 ns maps, 4 drop maps, nexthop_limit, guard_ns, guard_in)" \
+	"$(nft_elems_with "$A")" 14
 t_expect "elements with a's link after GC (pod_src, 2 spoofed maps)" "$(nft_elems_with "${POD_VETH[a]}")" 3
 pod_del a "$CONF" || t_fail "DEL a rc=$TG_RC $TG_OUT"
 t_expect "elements with a's $A after DEL" "$(nft_elems_with "$A")" 0

@@ -330,8 +330,9 @@ else
 	[ "$(jq -r .n_problems <<<"$res")" = 0 ] || t_fail "$(jq -r '.problems | join("; ")' <<<"$res")"
 	# 6 namespaces and "", 8 pods, host: (7 + 8 + 1) x 4 classes x 2 kinds;
 	# spoofed packets: (7 namespaces + the node) x 2 families; nodeAccess'
-	# drops: 7 namespaces x 2 (metadata, metrics port)
-	t_expect "samples compared" "$n" 158
+	# drops: 7 namespaces x 4 (metadata, metrics port, invalid, neighbour);
+	# refusals: 7 namespaces x 1 (the ceiling)
+	t_expect "samples compared" "$n" 179
 	t_expect "host egress internet bytes" "$(mval cmp 'tollgate_host_bytes_total{direction="egress",traffic="internet"}')" \
 		"$(jq '[.nftables[].counter | select(. != null and .name == "host_egress_internet") | .bytes][0]' "$TG_TMP/nft1.json")"
 	[ "$(mval cmp "$(nskey bytes datasets egress_internet)")" -ge $((7 * 328)) ] 2>/dev/null || t_fail "datasets egress internet < $((7 * 328))"

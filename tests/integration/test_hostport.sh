@@ -210,6 +210,10 @@ for bad in '[{"hostPort": 0, "containerPort": 80}]|runtimeConfig.portMappings[0]
 	'[{"hostPort": 80, "containerPort": 80, "hostIP": "::1"}]|runtimeConfig.portMappings[0].hostIP "::1" is not an IPv4 address' \
 	'[{"hostPort": 53, "containerPort": 53, "hostIP": "169.254.20.10"}]|runtimeConfig.portMappings[0].hostIP "169.254.20.10" is a link-local address' \
 	'[{"hostPort": 9617, "containerPort": 80}]|hostPort 9617 is the node'"'"'s metricsPort' \
+	'[{"hostPort": 10250, "containerPort": 80}]|runtimeConfig.portMappings[0]: hostPort 10250 is in nodeAccess.hostPortDeny (10250-10250: the node'"'"'s own services)' \
+	'[{"hostPort": 22, "containerPort": 22}]|hostPort 22 is in nodeAccess.hostPortDeny' \
+	'[{"hostPort": 10256, "containerPort": 80, "protocol": "UDP"}]|hostPort 10256 is in nodeAccess.hostPortDeny' \
+	'[{"hostPort": 8082, "containerPort": 80}, {"hostPort": 30080, "containerPort": 80}]|runtimeConfig.portMappings[1]: hostPort 30080 is in nodeAccess.hostPortDeny (30000-32767' \
 	'[{"hostPort": 80, "containerPort": 80}, {"hostPort": 80, "containerPort": 81}]|runtimeConfig.portMappings[1]: hostPort 80/tcp overlaps 80/tcp' \
 	'{"hostPort": 80}|runtimeConfig.portMappings must be an array'; do
 	pod_add bad team-b "$(jq -c --argjson m "${bad%%|*}" '. + {runtimeConfig: {portMappings: $m}}' <<<"$NATIVE")"

@@ -46,7 +46,7 @@
  * change, ACCT_TABLE_LAYOUT must change too (rule stamps are made from it, not from
  * the rules), or nodes declared by the old layout would keep the old rules.
  */
-#define LAYOUT_RULES_HASH 0xeb790adf242d5a95ULL
+#define LAYOUT_RULES_HASH 0x1963aef7f8f6f7ebULL
 
 static uint64_t rules_hash(const struct acct_config *cfg, uint64_t h)
 {
@@ -85,12 +85,18 @@ static void t_layout_version_follows_rules(void **state)
 
 	(void)state;
 	h = rules_hash(&cfg, h);
+	/* nodeAccess' ceiling and next-hop rate, with and without the guard */
+	cfg.access.ns_connections = 65536;
+	cfg.access.neighbours_per_second = 200;
+	h = rules_hash(&cfg, h);
 	cfg.guard.on = cfg.guard.limits = true;
 	cfg.guard.concurrent_default = 100;
 	cfg.guard.new_per_second = 10;
 	h = rules_hash(&cfg, h);
 	cfg.guard.dst = (struct acct_destinations){ true, 10, 24, 1024 };
 	h = rules_hash(&cfg, h);
+	cfg.access.ns_connections = 0;
+	cfg.access.neighbours_per_second = 0;
 	cfg.guard.limits = false;
 	h = rules_hash(&cfg, h);
 	cfg.guard.on = false;
@@ -101,7 +107,7 @@ static void t_layout_version_follows_rules(void **state)
 	cfg.internet_mark = 0;
 	cfg.inet_ingress_classid = 0;
 	h = rules_hash(&cfg, h);
-	if (h != LAYOUT_RULES_HASH || strcmp(ACCT_TABLE_LAYOUT, "tollgate-table/14") != 0)
+	if (h != LAYOUT_RULES_HASH || strcmp(ACCT_TABLE_LAYOUT, "tollgate-table/15") != 0)
 		fail_msg("the rules changed (hash %#llx): give ACCT_TABLE_LAYOUT a new version and "
 			 "record both here", (unsigned long long)h);
 }

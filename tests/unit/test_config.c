@@ -190,6 +190,19 @@ static const struct bad_case bad_cases[] = {
 	{ "value: nodeAccess.metadataNamespaces empty name", ACCESS("\"metadataNamespaces\":[\"\"]"), CNI_CMD_ADD, 7, "nodeAccess.metadataNamespaces[0]" },
 	{ "value: nodeAccess.metricsNamespaces underscore", ACCESS("\"metricsNamespaces\":[\"ok\",\"a_b\"]"), CNI_CMD_ADD, 7, "nodeAccess.metricsNamespaces[1]" },
 	{ "value: nodeAccess.metricsNamespaces leading dash", ACCESS("\"metricsNamespaces\":[\"-a\"]"), CNI_CMD_ADD, 7, "nodeAccess.metricsNamespaces[0]" },
+	{ "type: nodeAccess.hostPortDeny object", ACCESS("\"hostPortDeny\":{}"), CNI_CMD_ADD, 7, "nodeAccess.hostPortDeny must be an array" },
+	{ "type: nodeAccess.hostPortDeny element bool", ACCESS("\"hostPortDeny\":[22,true]"), CNI_CMD_ADD, 7, "nodeAccess.hostPortDeny[1] must be a port" },
+	{ "value: nodeAccess.hostPortDeny port 0", ACCESS("\"hostPortDeny\":[0]"), CNI_CMD_ADD, 7, "nodeAccess.hostPortDeny[0]: 0 is not a port" },
+	{ "value: nodeAccess.hostPortDeny port 65536", ACCESS("\"hostPortDeny\":[65536]"), CNI_CMD_ADD, 7, "nodeAccess.hostPortDeny[0]: 65536 is not a port" },
+	{ "value: nodeAccess.hostPortDeny range reversed", ACCESS("\"hostPortDeny\":[\"32767-30000\"]"), CNI_CMD_ADD, 7, "nodeAccess.hostPortDeny[0]: \"32767-30000\" is not a range" },
+	{ "value: nodeAccess.hostPortDeny range open", ACCESS("\"hostPortDeny\":[\"30000-\"]"), CNI_CMD_ADD, 7, "nodeAccess.hostPortDeny[0]: \"30000-\" is not a range" },
+	{ "value: nodeAccess.hostPortDeny range signed", ACCESS("\"hostPortDeny\":[\"-1-5\"]"), CNI_CMD_ADD, 7, "nodeAccess.hostPortDeny[0]: \"-1-5\" is not a range" },
+	{ "value: nodeAccess.hostPortDeny range past 65535", ACCESS("\"hostPortDeny\":[\"1-70000\"]"), CNI_CMD_ADD, 7, "nodeAccess.hostPortDeny[0]: \"1-70000\" is not a range" },
+	{ "value: nodeAccess.hostPortDeny 33 entries", ACCESS("\"hostPortDeny\":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32,33]"), CNI_CMD_ADD, 7, "nodeAccess.hostPortDeny lists more than 32 entries" },
+	{ "value: nodeAccess.namespaceConnections negative", ACCESS("\"namespaceConnections\":-1"), CNI_CMD_ADD, 7, "nodeAccess.namespaceConnections" },
+	{ "type: nodeAccess.namespaceConnections string", ACCESS("\"namespaceConnections\":\"1000\""), CNI_CMD_ADD, 7, "nodeAccess.namespaceConnections" },
+	{ "value: nodeAccess.newNeighboursPerSecond negative", ACCESS("\"newNeighboursPerSecond\":-5"), CNI_CMD_ADD, 7, "nodeAccess.newNeighboursPerSecond" },
+	{ "value: nodeAccess.newNeighboursPerSecond over a million", ACCESS("\"newNeighboursPerSecond\":1000001"), CNI_CMD_ADD, 7, "nodeAccess.newNeighboursPerSecond" },
 	{ "value: nodeAccess.metricsNamespaces 64 characters", ACCESS("\"metricsNamespaces\":[\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"]"), CNI_CMD_ADD, 7, "nodeAccess.metricsNamespaces[0]" },
 
 	/* ---- missing required keys ---- */
@@ -479,6 +492,61 @@ static void t_node_access_defaults(void **state)
 	assert_int_equal(parse(ACCESS(""), &cfg, &e), 0);
 	assert_false(cfg.access.metrics_filter);
 	assert_int_equal(cfg.access.metrics_port, 9617);
+	node_config_free(&cfg);
+}
+
+/* What a tenant can exhaust of the node: the defaults, values, and the hostPorts it cannot take. */
+static void t_node_access_tables_and_ports(void **state)
+{
+	static const uint16_t denied[] = { 22, 10250, 10256, 30000, 30080, 32767 };
+	static const uint16_t allowed[] = { 21, 23, 8080, 10249, 10251, 29999, 32768 };
+	struct hostports ports;
+	struct node_config cfg;
+	struct tg_err e;
+
+	assert_int_equal(parse(MINIMAL, &cfg, &e), 0);
+	assert_true(cfg.ns_connections_default);
+	assert_int_equal(cfg.access.neighbours_per_second, ACCT_NEIGHBOURS_PER_SECOND_DEFAULT);
+	assert_int_equal(cfg.n_port_deny, 4);
+	for (size_t i = 0; i < ARRAY_SIZE(denied); i++) {
+		char rc[160];
+
+		snprintf(rc, sizeof(rc), "{\"portMappings\":[{\"hostPort\":%u,\"containerPort\":80}]}",
+			 denied[i]);
+		json_object_put(cfg.runtime_config);
+		cfg.runtime_config = json_tokener_parse(rc);
+		e = (struct tg_err){ 0 };
+		assert_int_equal(node_config_ports(&cfg, &ports, &e), -EINVAL);
+		assert_int_equal(e.code, CNI_ERR_CONFIG);
+		assert_non_null(strstr(e.msg, "nodeAccess.hostPortDeny"));
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(allowed); i++) {
+		char rc[160];
+
+		snprintf(rc, sizeof(rc), "{\"portMappings\":[{\"hostPort\":%u,\"containerPort\":80}]}",
+			 allowed[i]);
+		json_object_put(cfg.runtime_config);
+		cfg.runtime_config = json_tokener_parse(rc);
+		assert_int_equal(node_config_ports(&cfg, &ports, &e), 0);
+	}
+	json_object_put(cfg.runtime_config);
+	cfg.runtime_config = NULL;
+	node_config_free(&cfg);
+	/* an operator's own list replaces the default: [] lets 22 through, "8000-8099" not 8050 */
+	assert_int_equal(parse(ACCESS("\"hostPortDeny\":[\"8000-8099\", 9000],"
+				      "\"namespaceConnections\":5000,\"newNeighboursPerSecond\":0"),
+			       &cfg, &e), 0);
+	assert_false(cfg.ns_connections_default);
+	assert_int_equal(cfg.access.ns_connections, 5000);
+	assert_int_equal(cfg.access.neighbours_per_second, 0);
+	assert_int_equal(cfg.n_port_deny, 2);
+	assert_int_equal(cfg.port_deny[0].lo, 8000);
+	assert_int_equal(cfg.port_deny[0].hi, 8099);
+	assert_int_equal(cfg.port_deny[1].lo, 9000);
+	assert_int_equal(cfg.port_deny[1].hi, 9000);
+	node_config_free(&cfg);
+	assert_int_equal(parse(ACCESS("\"hostPortDeny\":[]"), &cfg, &e), 0);
+	assert_int_equal(cfg.n_port_deny, 0);
 	node_config_free(&cfg);
 }
 
@@ -958,6 +1026,7 @@ int main(void)
 	ADD(t_defaults);
 	ADD(t_node_access_defaults);
 	ADD(t_node_access_values);
+	ADD(t_node_access_tables_and_ports);
 	ADD(t_internet_guard);
 	ADD(t_ipam_source_defaults_to_imds_without_addresses);
 	ADD(t_empty_ipam_object_is_imds);
