@@ -18,7 +18,7 @@
 #   (lib.sh draws the topology)
 #
 # Standalone: TOLLGATE_BIN_DIR=build bash tests/integration/test_conntrack_release.sh
-# shellcheck disable=SC1091
+# shellcheck disable=SC1091,SC2153  # TG_OUT and the pod arrays are lib.sh's
 set -u
 . "$(dirname "$0")/lib.sh"
 tg_require
@@ -29,30 +29,31 @@ UDP=$TG_LIB_DIR/udp_send.py
 LISTEN_S=3 # how long B listens for A's datagrams
 
 N() { ip netns exec "$TG_NODE" "$@"; }
-# bg NETNS ARGS...: udp_send.py ARGS in NETNS, in the background; BG_PID its PID, output in $TG_TMP/bg.<PID>
+# bg NETNS ARGS...: udp_send.py ARGS in NETNS, in the background; BG_PID its PID, BG_OUT its output
 bg() {
 	local ns=$1
 	shift
-	ip netns exec "$ns" "$PY" "$UDP" "$@" >"$TG_TMP/bg.out" 2>&1 &
+	BG_OUT=$(mktemp "$TG_TMP/bg.XXXXXX")
+	ip netns exec "$ns" "$PY" "$UDP" "$@" >"$BG_OUT" 2>&1 &
 	BG_PID=$!
 	TG_PIDS+=("$BG_PID")
-	mv "$TG_TMP/bg.out" "$TG_TMP/bg.$BG_PID"
 }
 ready() { [ -e "$1" ]; }
 # counts NETNS PORT... : a counter per port for LISTEN_S seconds, their figures in order
 counts() {
-	local ns=$1 p pids=() r v
+	local ns=$1 p pids=() outs=() r v i
 	shift
 	for p in "$@"; do
 		r=$TG_TMP/ready.$ns.$p
 		rm -f "$r"
 		bg "$ns" count --port "$p" --ready "$r" --timeout "$LISTEN_S"
 		pids+=("$BG_PID")
+		outs+=("$BG_OUT")
 		wait_for 5 ready "$r" || tap_bail "the counter on $ns:$p did not start"
 	done
-	for p in "${pids[@]}"; do
-		wait "$p" 2>/dev/null # here: a subshell cannot wait for this shell's children
-		v=$(tail -1 "$TG_TMP/bg.$p")
+	for i in "${!pids[@]}"; do
+		wait "${pids[$i]}" 2>/dev/null # here: a subshell cannot wait for this shell's children
+		v=$(tail -1 "${outs[$i]}")
 		printf '%s ' "${v:-none}"
 	done
 }
@@ -98,7 +99,7 @@ read -r got_hp got_masq <<<"$(counts "$TG_ID-a" 5353 4000)"
 diag "A received $got_hp datagrams on its hostPort, $got_masq from the internet host in ${LISTEN_S}s"
 CTL_UDP=$(ct_ids -p udp --dport 6000)
 CTL_TCP=$(ct_ids -p tcp --dport 6001)
-[ -n "$CTL_UDP" ] && [ -n "$CTL_TCP" ] || t_fail "no conntrack entry for C's flows: udp '$CTL_UDP' tcp '$CTL_TCP'"
+{ [ -n "$CTL_UDP" ] && [ -n "$CTL_TCP" ]; } || t_fail "no conntrack entry for C's flows: udp '$CTL_UDP' tcp '$CTL_TCP'"
 t_end
 
 t_begin "DEL of A, B of tenant-b given A's address after the cool-down"
