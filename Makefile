@@ -60,11 +60,17 @@ PKGS     := libnl-3.0 libnl-route-3.0 libnftnl libmnl json-c
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null) -lm
 CMOCKA_LIBS := $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null)
+# node/conntrack.c: the plugin deletes a released address's conntrack
+# entries, the exporter counts the guard's connections; in every binary that
+# links node/ (the allocator too, for the config's parser there).
+NFCT_LIBS := $(shell $(PKG_CONFIG) --libs libnetfilter_conntrack 2>/dev/null)
+PKG_LIBS   += $(NFCT_LIBS)
 # The binaries link libnl, libnftnl and json-c statically: a CNI plugin is a
 # short-lived process started per pod event, and resolving libnl-route's
 # symbols at every start cost more than half of its start-up instructions
-# (callgrind: 604k -> 242k per start). libmnl ships no static archive.
-BIN_LIBS := -Wl,-Bstatic -lnl-route-3 -lnl-3 -lnftnl -ljson-c -Wl,-Bdynamic -lmnl -lpthread -lm
+# (callgrind: 604k -> 242k per start). libmnl and libnetfilter_conntrack
+# ship no static archive.
+BIN_LIBS := -Wl,-Bstatic -lnl-route-3 -lnl-3 -lnftnl -ljson-c -Wl,-Bdynamic -lmnl $(NFCT_LIBS) -lpthread -lm
 # Only tollgate-ipam talks HTTP: the plugin binary never links libcurl.
 CURL_CFLAGS := $(shell $(PKG_CONFIG) --cflags libcurl 2>/dev/null)
 CURL_LIBS := $(shell $(PKG_CONFIG) --libs libcurl 2>/dev/null)
@@ -121,8 +127,6 @@ EXPORTER_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard exporter/*.c))
 # The metrics endpoint's HTTP server (libmicrohttpd): the exporter's, never the plugin's.
 HTTP_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard http/*.c))
 MHD_LIBS := $(shell $(PKG_CONFIG) --libs libmicrohttpd 2>/dev/null)
-# The internet guard's gauge reads the conntrack table: the exporter's, never the plugin's.
-NFCT_LIBS := $(shell $(PKG_CONFIG) --libs libnetfilter_conntrack 2>/dev/null)
 
 # Cluster budgets' wire format and arithmetic: the agent's and the allocator's.
 BUDGET_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard budget/*.c))
@@ -196,7 +200,7 @@ AGENT_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(AGENT_SRC))
 
 $(BUILD)/tollgate-agent: $(BUILD)/obj/agent/main.o $(AGENT_OBJ) $(HTTPC_OBJ) $(EXPORTER_OBJ) $(HTTP_OBJ) $(IMDS_OBJ) $(CORE_OBJ)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BIN_LIBS) $(MHD_LIBS) $(CURL_LIBS) $(NFCT_LIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BIN_LIBS) $(MHD_LIBS) $(CURL_LIBS)
 
 # No netlink: the config's parser (CORE_OBJ), budget/, http/, the text writer, and
 # libcurl for etcd (leader election).
@@ -230,12 +234,12 @@ $(BUILD)/tests/unit_test_install: UNIT_EXTRA_LIBS := -Wl,--wrap=fsync -Wl,--wrap
 $(BUILD)/tests/unit_%: tests/unit/%.c $(CNI_OBJ) $(CORE_OBJ) $(IMDS_OBJ) $(EXPORTER_OBJ) $(HTTP_OBJ) $(AGENT_OBJ) $(HTTPC_OBJ) $(ETCD_OBJ)
 	@mkdir -p $(dir $@)
 	@echo "  TEST    $@"
-	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(PKG_LIBS) $(CMOCKA_LIBS) $(CURL_LIBS) $(MHD_LIBS) $(NFCT_LIBS) $(UNIT_EXTRA_LIBS)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(PKG_LIBS) $(CMOCKA_LIBS) $(CURL_LIBS) $(MHD_LIBS) $(UNIT_EXTRA_LIBS)
 
 $(BUILD)/tests/ktest_%: tests/kernel/ktest_%.c $(CNI_OBJ) $(CORE_OBJ) $(IMDS_OBJ) $(EXPORTER_OBJ) $(HTTP_OBJ) $(AGENT_OBJ) $(HTTPC_OBJ) $(ETCD_OBJ)
 	@mkdir -p $(dir $@)
 	@echo "  KTEST   $@"
-	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(PKG_LIBS) $(CMOCKA_LIBS) $(CURL_LIBS) $(MHD_LIBS) $(NFCT_LIBS)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(PKG_LIBS) $(CMOCKA_LIBS) $(CURL_LIBS) $(MHD_LIBS)
 
 $(BUILD)/bench_%: tests/bench/bench_%.c $(CORE_OBJ)
 	@echo "  BENCH   $@"

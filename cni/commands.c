@@ -172,6 +172,7 @@ struct release_ctx {
 	/* An ADD undone: the cursor goes back from its address, unless another ADD moved it. */
 	uint32_t undo_ip, undo_last_ip;
 	struct acct_conn *held;	/* node_pod_forget's socket, closed after the store's lock */
+	struct tg_err flows;	/* conntrack entries left behind (reported, not a failure) */
 };
 
 static int release_fn(struct ipam_state *st, void *p, struct tg_err *e)
@@ -179,7 +180,7 @@ static int release_fn(struct ipam_state *st, void *p, struct tg_err *e)
 	struct release_ctx *c = p;
 	const struct ipam_attachment *a = ipam_find(st, c->container_id, c->ifname);
 
-	if (a && node_pod_forget(a, &c->held, e) < 0)
+	if (a && node_pod_forget(a, &c->held, &c->flows, e) < 0)
 		return -EIO;
 	c->released = ipam_release(st, c->container_id, c->ifname, time_boot_ms(), c->cool, NULL);
 	if (c->released > 0 && c->undo_ip && st->last_ip == c->undo_ip)
@@ -196,6 +197,7 @@ struct orphan_ctx {
 	uint32_t ip;
 	bool removed;
 	struct acct_conn *held;
+	struct tg_err flows;
 };
 
 static int orphan_fn(struct ipam_state *st, void *p, struct tg_err *e)
@@ -205,10 +207,18 @@ static int orphan_fn(struct ipam_state *st, void *p, struct tg_err *e)
 
 	if (ipam_find_ip(st, c->ip))
 		return 0;
-	if (node_pod_forget(&gone, &c->held, e) < 0)
+	if (node_pod_forget(&gone, &c->held, &c->flows, e) < 0)
 		return -EIO;
 	c->removed = true;
 	return 0;
+}
+
+/* Entries left in the conntrack table: the runtime logs stderr; the call still succeeds. */
+static void flows_report(const char *cmd, const struct cni_env *env, const struct tg_err *flows)
+{
+	if (tg_err_set(flows))
+		fprintf(stderr, "tollgate: %s of %.64s/%s: %s\n", cmd, env->container_id, env->ifname,
+			flows->msg);
 }
 
 static json_object *answer(const struct node_config *cfg, const struct cni_env *env,
@@ -324,6 +334,7 @@ undo:
 
 		store_update(&s, cfg, release_fn, &rc, NULL);
 		node_conn_close(rc.held);
+		flows_report("ADD", env, &rc.flows);
 	}
 out:
 	session_end(&s);
@@ -384,6 +395,7 @@ int cmd_del(const struct cni_env *env, const struct node_config *cfg, char ret_i
 			fprintf(stderr, "tollgate: DEL of %.64s/%s: the elements of prevResult's "
 					"address are left (%s)\n", env->container_id, env->ifname, oe.msg);
 		node_conn_close(oc.held);
+		flows_report("DEL", env, &oc.flows);
 		if (oc.removed)
 			ip4_format(gone.ip, ret_ip);
 		gone.ip = 0; /* the rest goes by the container's names */
@@ -408,6 +420,7 @@ int cmd_del(const struct cni_env *env, const struct node_config *cfg, char ret_i
 		if (r == 0)
 			r = store_update(&s, cfg, release_fn, &rc, e);
 		node_conn_close(rc.held);
+		flows_report("DEL", env, &rc.flows);
 		if (r == 0)
 			r = TG_FAILPOINT("del.release.after", e);
 		if (r < 0)

@@ -109,7 +109,7 @@ int node_release_locked(struct ipam_state *st, const struct ipam_attachment *lis
 		if (!list[i].container_id[0])
 			continue; /* not torn down: kept */
 		a = ipam_find(st, list[i].container_id, list[i].ifname);
-		if (a && node_pod_forget(a, NULL, e) < 0)
+		if (a && node_pod_forget(a, NULL, NULL, e) < 0)
 			continue; /* kept: the next collection finishes it */
 		released += ipam_release(st, list[i].container_id, list[i].ifname, time_boot_ms(),
 					 true, NULL);

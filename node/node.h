@@ -175,27 +175,34 @@ int node_pod_check(struct nl_sock *sk, const struct node_config *cfg, const stru
  */
 int node_pod_del(struct nl_sock *sk, const struct ipam_attachment *a, struct tg_err *e);
 /*
+ * The mappings of `old` that the attachment no longer has (by key and
+ * value), taken out: a repeated ADD's, under the store's lock, before the
+ * record that gives the ports up is saved; the UDP/SCTP ones' conntrack
+ * entries with them (best effort: the port's next mapping deletes them too).
+ */
+int node_pod_unmap(const struct ipam_attachment *a, const struct hostports *old, struct tg_err *e);
+/*
  * The pod's table elements and own counters removed once more, with the
  * store locked, just before its address is released (by DEL, an ADD's undo,
  * GC): a declaration from the store between the teardown and the release
  * found the pod still recorded and may have put them back. Its hostPorts
  * go by value, here as in the teardown (acct_pod_del). Absent ones are
  * fine. With `keep`, the nftables socket comes back open (acct_pod_del).
+ * Then every conntrack entry of the address and of its UDP/SCTP hostPorts
+ * goes (node/conntrack.h), so that the next owner of the address gets
+ * nothing of this pod's flows; that failing does not keep the address:
+ * `warn` (may be NULL) says why.
  */
-/*
- * The mappings of `old` that the attachment no longer has (by key and
- * value), taken out: a repeated ADD's, under the store's lock, before the
- * record that gives the ports up is saved.
- */
-int node_pod_unmap(const struct ipam_attachment *a, const struct hostports *old, struct tg_err *e);
 struct acct_conn;
-int node_pod_forget(const struct ipam_attachment *a, struct acct_conn **keep, struct tg_err *e);
+int node_pod_forget(const struct ipam_attachment *a, struct acct_conn **keep, struct tg_err *warn,
+		    struct tg_err *e);
 void node_conn_close(struct acct_conn *held);
 /*
  * The same inside an update the caller holds: each attachment's elements
  * forgotten (node_pod_forget), then its address released; entries with an
- * empty containerID, and ones that cannot be forgotten, are kept. Returns
- * how many were released.
+ * empty containerID, and ones that cannot be forgotten, are kept (conntrack
+ * entries that cannot be deleted do not keep one). Returns how many were
+ * released.
  */
 int node_release_locked(struct ipam_state *st, const struct ipam_attachment *list, size_t n,
 			struct tg_err *e);

@@ -11,7 +11,9 @@
 #include "accounting/accounting.h"
 #include "lib/failpoint.h"
 #include "lib/steps.h"
+#include "lib/ip4.h"
 #include "lib/util.h"
+#include "node/conntrack.h"
 #include "node/internal.h"
 #include "shaper/shaper.h"
 
@@ -71,6 +73,19 @@ int node_pod_add(struct nl_sock *sk, const struct node_config *cfg, const struct
 	step_done(STEP_NFT, t);
 	if (r == 0)
 		r = TG_FAILPOINT("add.nft.after", e);
+	/*
+	 * A UDP or SCTP hostPort now mapped: a flow to the node's port older
+	 * than the mapping (a client that kept sending while nothing listened)
+	 * would carry the client past it, to the node, for as long as it sends.
+	 */
+	if (r == 0) {
+		r = node_ct_forget(0, &a->ports);
+		if (r < 0)
+			tg_fail(e, CNI_ERR_IO, r,
+				"cannot delete the conntrack entries of the pod's UDP/SCTP hostPorts: %s",
+				strerror(-r));
+		r = r < 0 ? r : 0;
+	}
 	if (r == 0)
 		return 0;
 undo:
@@ -161,21 +176,43 @@ int node_pod_del(struct nl_sock *sk, const struct ipam_attachment *a, struct tg_
 	return first ? first : r;
 }
 
-int node_pod_forget(const struct ipam_attachment *a, struct acct_conn **keep, struct tg_err *e)
+int node_pod_forget(const struct ipam_attachment *a, struct acct_conn **keep, struct tg_err *warn,
+		    struct tg_err *e)
 {
 	struct acct_pod me = node_acct_pod(a);
+	char ip[IP4_STRLEN];
+	int r = a->ip ? acct_pod_del(&me, keep, e) : 0;
 
-	return a->ip ? acct_pod_del(&me, keep, e) : 0;
+	if (r < 0)
+		return r;
+	/*
+	 * The address's flows, after its elements (no new flow can be DNAT'd
+	 * to it now): whatever a peer keeps sending would reach the next
+	 * owner through them, and be billed to it. Not a reason to keep the
+	 * address: the caller reports it.
+	 */
+	r = node_ct_forget(a->ip, &a->ports);
+	if (r < 0 && warn)
+		tg_fail(warn, CNI_ERR_IO, r, "the conntrack entries of %s are left: %s",
+			ip4_format(a->ip, ip), strerror(-r));
+	return 0;
 }
 
 int node_pod_unmap(const struct ipam_attachment *a, const struct hostports *old, struct tg_err *e)
 {
 	struct hostports gone = { 0 };
+	int r;
 
 	for (size_t i = 0; i < old->n; i++)
 		if (!hostports_have(&a->ports, &old->m[i]))
 			gone.m[gone.n++] = old->m[i];
-	return gone.n ? acct_hostports_del(&gone, e) : 0;
+	if (!gone.n)
+		return 0;
+	r = acct_hostports_del(&gone, e);
+	/* Best effort: the port's next mapping deletes what is left (node_pod_add). */
+	if (r == 0)
+		node_ct_forget(0, &gone);
+	return r;
 }
 
 void node_conn_close(struct acct_conn *held)

@@ -16,6 +16,14 @@ Run it inside a test network namespace (ip netns exec NS python3 udp_send.py ...
            sender's address (through its NAT), then exit
   tcp-send --dst IP --port P --bytes B [--timeout T]
            connect, send B bytes, half-close, wait for the peer to close
+  stream   --dst IP --port P [--sport S] --interval MS --timeout T
+           one datagram every MS milliseconds from one socket (source port
+           S), until T seconds have passed: a client that keeps sending
+  answer   --port P --interval MS --ready FILE --timeout T
+           wait for one datagram, then send one every MS milliseconds back
+           to its sender's address (through its NAT), until T seconds have passed
+  count    --port P [--bind IP] --ready FILE --timeout T
+           count the datagrams received for T seconds
 Prints one line: the number of datagrams/bytes moved.
 """
 import argparse
@@ -140,14 +148,75 @@ def cmd_tcp_send(a):
     return 0
 
 
+def cmd_stream(a):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    if a.sport:
+        s.bind(("0.0.0.0", a.sport))
+    deadline = time.monotonic() + a.timeout
+    n = 0
+    while time.monotonic() < deadline:
+        try:
+            s.sendto(b"s" * 64, (a.dst, a.port))
+            n += 1
+        except OSError:
+            pass  # an ICMP error from an earlier datagram: keep sending
+        time.sleep(a.interval / 1000.0)
+    print(n)
+    return 0
+
+
+def cmd_answer(a):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind((a.bind, a.port))
+    ready(a.ready)
+    deadline = time.monotonic() + a.timeout
+    s.settimeout(deadline_left(deadline))
+    try:
+        _, peer = s.recvfrom(65536)
+    except socket.timeout:
+        print("no datagram came", file=sys.stderr)
+        return 1
+    n = 0
+    while time.monotonic() < deadline:
+        try:
+            s.sendto(b"a" * 64, peer)
+            n += 1
+        except OSError:
+            pass
+        time.sleep(a.interval / 1000.0)
+    print(n)
+    return 0
+
+
+def cmd_count(a):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind((a.bind, a.port))
+    ready(a.ready)
+    deadline = time.monotonic() + a.timeout
+    n = 0
+    while time.monotonic() < deadline:
+        s.settimeout(deadline_left(deadline))
+        try:
+            s.recvfrom(65536)
+        except socket.timeout:
+            break
+        n += 1
+    print(n)
+    return 0
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
-    for name in ("send", "sink", "reply", "tcp-send"):
+    for name in ("send", "sink", "reply", "tcp-send", "stream", "answer", "count"):
         q = sub.add_parser(name)
         q.add_argument("--port", type=int, required=True)
         q.add_argument("--timeout", type=float, default=10.0)
-        if name in ("send", "tcp-send"):
+        if name in ("stream", "answer"):
+            q.add_argument("--interval", type=float, required=True)
+        if name == "stream":
+            q.add_argument("--sport", type=int, default=0)
+        if name in ("send", "tcp-send", "stream"):
             q.add_argument("--dst", required=True)
         else:
             q.add_argument("--bind", default="0.0.0.0")
@@ -168,7 +237,10 @@ def main():
         p.error("--size out of range")
     if getattr(a, "count", 0) and not 0 <= a.count <= 100000:
         p.error("--count out of range")
-    return {"send": cmd_send, "sink": cmd_sink, "reply": cmd_reply, "tcp-send": cmd_tcp_send}[a.cmd](a)
+    if getattr(a, "interval", 1) < 1 or a.timeout > 600:
+        p.error("--interval below 1 ms or --timeout above 600 s")
+    return {"send": cmd_send, "sink": cmd_sink, "reply": cmd_reply, "tcp-send": cmd_tcp_send,
+            "stream": cmd_stream, "answer": cmd_answer, "count": cmd_count}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,216 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The node's conntrack table (node/conntrack.h): one dump of its IPv4
+ * flows, each visited, and those a filter picks deleted as they pass, on a
+ * second handle (the dump's is busy until the dump ends; the kernel's dump
+ * holds its place by a reference, so a flow deleted behind it is fine).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libnetfilter_conntrack/libnetfilter_conntrack.h>
+#include <linux/netfilter/nf_conntrack_tcp.h>
+#include <netlink/route/addr.h>
+
+#include "lib/nl.h"
+#include "lib/nl_cleanup.h"
+#include "node/conntrack.h"
+
+/* A dump the kernel could not finish (a table that changed under a full socket buffer): tried again. */
+#define DUMP_TRIES 3
+
+/* The node's own addresses, where a hostPort on every address applies. */
+struct locals {
+	uint32_t *ip;
+	size_t n, cap;
+	bool oom;
+};
+
+struct pick {
+	uint32_t ip;			/* 0: none */
+	const struct hostports *ports;	/* NULL: none */
+	const struct locals *local;
+};
+
+struct walk {
+	node_ct_visit_fn visit;
+	void *ctx;
+	const struct pick *pick;	/* NULL: visit only */
+	struct nfct_handle *del;
+	int deleted;
+	int err;			/* the first deletion that failed */
+};
+
+static void flow_of(const struct nf_conntrack *ct, struct node_ct_flow *f)
+{
+	memset(f, 0, sizeof(*f));
+	f->proto = nfct_get_attr_u8(ct, ATTR_ORIG_L4PROTO);
+	f->orig_src = ntohl(nfct_get_attr_u32(ct, ATTR_ORIG_IPV4_SRC));
+	f->orig_dst = ntohl(nfct_get_attr_u32(ct, ATTR_ORIG_IPV4_DST));
+	f->reply_src = ntohl(nfct_get_attr_u32(ct, ATTR_REPL_IPV4_SRC));
+	f->reply_dst = ntohl(nfct_get_attr_u32(ct, ATTR_REPL_IPV4_DST));
+	if (nfct_attr_is_set(ct, ATTR_ORIG_PORT_DST))
+		f->orig_dport = ntohs(nfct_get_attr_u16(ct, ATTR_ORIG_PORT_DST));
+	f->tcp_state = -1;
+	if (f->proto == IPPROTO_TCP && nfct_attr_is_set(ct, ATTR_TCP_STATE))
+		f->tcp_state = nfct_get_attr_u8(ct, ATTR_TCP_STATE);
+}
+
+static bool local_to(const struct locals *l, uint32_t ip)
+{
+	/* The mappings on every address leave these to the node (accounting/rules.c). */
+	if ((ip >> 24) == 127 || (ip >> 16) == 0xa9fe)
+		return false;
+	for (size_t i = 0; i < l->n; i++)
+		if (l->ip[i] == ip)
+			return true;
+	return false;
+}
+
+static bool picked(const struct pick *p, const struct node_ct_flow *f)
+{
+	if (p->ip && (f->orig_src == p->ip || f->orig_dst == p->ip || f->reply_src == p->ip ||
+		      f->reply_dst == p->ip))
+		return true;
+	for (size_t i = 0; p->ports && i < p->ports->n; i++) {
+		const struct hostport *m = &p->ports->m[i];
+
+		if (m->proto == IPPROTO_TCP || f->proto != m->proto || f->orig_dport != m->host_port)
+			continue;
+		if (m->host_ip ? f->orig_dst == m->host_ip : local_to(p->local, f->orig_dst))
+			return true;
+	}
+	return false;
+}
+
+static int on_ct(enum nf_conntrack_msg_type type, struct nf_conntrack *ct, void *arg)
+{
+	struct walk *w = arg;
+	struct node_ct_flow f;
+
+	(void)type;
+	if (nfct_get_attr_u8(ct, ATTR_ORIG_L3PROTO) != AF_INET)
+		return NFCT_CB_CONTINUE;
+	flow_of(ct, &f);
+	if (w->visit)
+		w->visit(&f, w->ctx);
+	if (w->pick && picked(w->pick, &f)) {
+		/* The flow as dumped, its zone with it: gone already (it timed out) is fine. */
+		if (nfct_query(w->del, NFCT_Q_DESTROY, ct) == 0)
+			w->deleted++;
+		else if (errno != ENOENT && !w->err)
+			w->err = errno ? -errno : -EIO;
+	}
+	return NFCT_CB_CONTINUE;
+}
+
+static int walk_run(struct walk *w, int tries)
+{
+	uint32_t family = AF_INET;
+	struct nfct_handle *h = nfct_open(CONNTRACK, 0);
+	int r = 0;
+
+	if (!h)
+		return errno ? -errno : -EIO;
+	if (w->pick) {
+		w->del = nfct_open(CONNTRACK, 0);
+		if (!w->del) {
+			r = errno ? -errno : -EIO;
+			nfct_close(h);
+			return r;
+		}
+	}
+	nfct_callback_register(h, NFCT_T_ALL, on_ct, w);
+	for (int i = 0; i < tries; i++) {
+		r = nfct_query(h, NFCT_Q_DUMP, &family) < 0 ? (errno ? -errno : -EIO) : 0;
+		if (r != -EINTR && r != -ENOBUFS)
+			break;
+	}
+	if (w->del)
+		nfct_close(w->del);
+	nfct_close(h);
+	return r < 0 ? r : w->err;
+}
+
+int node_ct_walk(node_ct_visit_fn fn, void *ctx)
+{
+	struct walk w = { .visit = fn, .ctx = ctx };
+
+	/* Once: a visit is not repeatable (the visitor counts). */
+	return walk_run(&w, 1);
+}
+
+static void add_local(struct nl_object *obj, void *arg)
+{
+	struct rtnl_addr *a = (struct rtnl_addr *)obj;
+	struct nl_addr *addr = rtnl_addr_get_local(a);
+	struct locals *l = arg;
+	uint32_t ip;
+
+	if (l->oom || rtnl_addr_get_family(a) != AF_INET || !addr || nl_addr_get_len(addr) != 4)
+		return;
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 16;
+		uint32_t *more = realloc(l->ip, cap * sizeof(*more));
+
+		if (!more) {
+			l->oom = true;
+			return;
+		}
+		l->ip = more;
+		l->cap = cap;
+	}
+	memcpy(&ip, nl_addr_get_binary_addr(addr), 4);
+	l->ip[l->n++] = ntohl(ip);
+}
+
+static int locals_read(struct locals *l)
+{
+	_cleanup_nl_sock_ struct nl_sock *sk = NULL;
+	_cleanup_nl_cache_ struct nl_cache *cache = NULL;
+	int r = nl_route_open(&sk);
+
+	if (r == 0)
+		r = nl_to_errno(rtnl_addr_alloc_cache(sk, &cache));
+	if (r < 0)
+		return r;
+	nl_cache_foreach(cache, add_local, l);
+	return l->oom ? -ENOMEM : 0;
+}
+
+static bool has_datagram_port(const struct hostports *ports)
+{
+	for (size_t i = 0; ports && i < ports->n; i++)
+		if (ports->m[i].proto != IPPROTO_TCP)
+			return true;
+	return false;
+}
+
+int node_ct_forget(uint32_t ip, const struct hostports *ports)
+{
+	struct locals local = { 0 };
+	struct pick p = { .ip = ip, .local = &local };
+	struct walk w = { .pick = &p };
+	int r;
+
+	if (has_datagram_port(ports)) {
+		r = locals_read(&local);
+		if (r < 0) {
+			free(local.ip);
+			return r;
+		}
+		p.ports = ports;
+	}
+	if (!p.ip && !p.ports)
+		return 0;
+	r = walk_run(&w, DUMP_TRIES);
+	free(local.ip);
+	/* No conntrack in this kernel (or not loaded): no flow to forget. */
+	if (r == -EOPNOTSUPP || r == -EPROTONOSUPPORT || r == -EAFNOSUPPORT)
+		return 0;
+	return r < 0 ? r : w.deleted;
+}
