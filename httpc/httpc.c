@@ -226,6 +226,7 @@ int httpc_post(struct httpc *c, const char *url, const char *body, size_t len, i
 {
 	if (c->busy)
 		return -EBUSY;
+	curl_easy_setopt(c->easy, CURLOPT_NOPROXY, NULL);
 	curl_easy_setopt(c->easy, CURLOPT_POSTFIELDSIZE, (long)len);
 	curl_easy_setopt(c->easy, CURLOPT_COPYPOSTFIELDS, body);
 	return start(c, url, c->headers, timeout_ms);
@@ -240,6 +241,8 @@ int httpc_get(struct httpc *c, const char *url, const char *header, int timeout_
 	if (header && !c->get_headers)
 		return -ENOMEM;
 	curl_easy_setopt(c->easy, CURLOPT_HTTPGET, 1L);
+	/* what a daemon GETs is link-local (IMDS): never through a proxy */
+	curl_easy_setopt(c->easy, CURLOPT_NOPROXY, "*");
 	return start(c, url, c->get_headers, timeout_ms);
 }
 

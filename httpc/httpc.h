@@ -40,8 +40,9 @@ bool httpc_busy(const struct httpc *c);
 /* POSTs body (JSON) to url; -EBUSY while one runs, -ENAMETOOLONG, -EIO. */
 int httpc_post(struct httpc *c, const char *url, const char *body, size_t len, int timeout_ms);
 /*
- * GETs url, with one extra header ("Metadata: true"; NULL: none); -EBUSY
- * while one runs, -ENAMETOOLONG, -ENOMEM, -EIO.
+ * GETs url, with one extra header ("Metadata: true"; NULL: none), never
+ * through a proxy (IMDS is link-local); -EBUSY while one runs,
+ * -ENAMETOOLONG, -ENOMEM, -EIO.
  */
 int httpc_get(struct httpc *c, const char *url, const char *header, int timeout_ms);
 /* Drops the request that runs, if any (its answer is never taken). */
