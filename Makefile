@@ -230,6 +230,8 @@ $(BUILD)/tests/unit_test_gc: UNIT_EXTRA_LIBS := -Wl,--wrap=stat
 $(BUILD)/tests/unit_test_store: UNIT_EXTRA_LIBS := -Wl,--wrap=fsync -Wl,--wrap=rename
 # ... and the node daemon's, of a file it installs into the host's CNI directories.
 $(BUILD)/tests/unit_test_install: UNIT_EXTRA_LIBS := -Wl,--wrap=fsync -Wl,--wrap=rename
+# ... and of a file replaced whole (lib/replace.h: state.json, budgets.json).
+$(BUILD)/tests/unit_test_replace: UNIT_EXTRA_LIBS := -Wl,--wrap=fsync -Wl,--wrap=rename
 
 $(BUILD)/tests/unit_%: tests/unit/%.c $(CNI_OBJ) $(CORE_OBJ) $(IMDS_OBJ) $(EXPORTER_OBJ) $(HTTP_OBJ) $(AGENT_OBJ) $(HTTPC_OBJ) $(ETCD_OBJ)
 	@mkdir -p $(dir $@)

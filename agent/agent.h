@@ -179,8 +179,21 @@ void agent_notes_clear(struct agent_notes *n);
 int agent_load_config(struct agent *a, struct tg_err *e);
 /* The node-wide declaration, under the store's lock (no deleted pod's elements come back). */
 int agent_declare(struct agent *a, struct tg_err *e);
-/* IMDS sync (static pools: the store follows the config). */
+/*
+ * IMDS sync (static pools: the store follows the config), asking IMDS with
+ * the blocking client: static pools and --once. The daemon's loop asks IMDS
+ * itself (httpc/) and hands the answer to agent_sync_answer.
+ */
 int agent_sync(struct agent *a, struct agent_notes *notes, struct tg_err *e);
+/* The base URL the pool comes from (ipam.imdsURL, else Azure's). */
+const char *agent_imds_url(const struct agent *a);
+/*
+ * The loop's IMDS sync, once its request ended: body (len bytes) the network
+ * document, folded into the pool; NULL when the request failed (e says
+ * why). Counted as agent_sync counts.
+ */
+int agent_sync_answer(struct agent *a, const char *body, size_t len, struct agent_notes *notes,
+		      struct tg_err *e);
 /* Collection of attachments whose netns is gone, and of unused uplink classes. */
 int agent_gc(struct agent *a, struct agent_notes *notes, struct tg_err *e);
 /*

@@ -28,6 +28,7 @@
 #include "lib/jsonx.h"
 #include "lib/nl.h"
 #include "lib/nl_cleanup.h"
+#include "lib/replace.h"
 #include "lib/util.h"
 #include "shaper/shaper.h"
 
@@ -484,7 +485,8 @@ static void save_state(struct agent *a, int64_t now_ms)
 	jx_add(o, "namespaces", arr);
 	text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY);
 	state_path(a, dir, sizeof(dir));
-	if (agent_write_file(dir, BUDGET_STATE_FILE, text, strlen(text), 0600) == 0)
+	/* Only this node's one agent writes it: one writer, the store's fixed temp name. */
+	if (tg_file_replace(dir, BUDGET_STATE_FILE, text, strlen(text), tg_dir_durable(dir)) == 0)
 		b->dirty = false;
 }
 

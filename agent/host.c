@@ -450,28 +450,33 @@ void agent_host_sysctls(const char *proc_sys, struct agent_lacks *l)
 	for (size_t i = 0; i < tg_sysctl_floors_n; i++) {
 		const struct tg_sysctl_floor *f = &tg_sysctl_floors[i];
 		struct agent_lack *k;
-		char key[64];
+		char key[64], who[128];
 		long v;
 
 		/* absent in this network namespace, or unreadable: nothing to say */
-		if (tg_sysctl_read(proc_sys, f, &v) < 0 || v >= f->min)
+		if (tg_sysctl_read(proc_sys, f, &v) < 0 || tg_sysctl_ok(f, v))
 			continue;
 		snprintf(key, sizeof(key), "sysctl:%s", f->name);
 		k = lack_add(l, false, key);
 		if (!k)
 			continue;
+		if (f->plugin_raises)
+			snprintf(who, sizeof(who), "the plugin raises it at its next ADD on the host");
+		else
+			snprintf(who, sizeof(who), "nothing %s it (%s)", f->exact ? "sets" : "raises",
+				 f->why);
 		snprintf(k->text, sizeof(k->text),
-			 "%s is %ld, below %ld, and the agent cannot raise it (/proc/sys is read-only "
+			 "%s is %ld, %s %ld, and the agent cannot %s it (/proc/sys is read-only "
 			 "here): %s; set it at boot with deploy/90-tollgate.conf in /etc/sysctl.d",
-			 f->name, v, f->min, f->plugin_raises ?
-			 "the plugin raises it at its next ADD on the host" :
-			 "nothing raises it (big subnets overflow the neighbour table)");
+			 f->name, v, f->exact ? "not" : "below", f->min, f->exact ? "set" : "raise",
+			 who);
 		snprintf(k->note, sizeof(k->note),
-			 "msg=\"a sysctl is below its floor and /proc/sys is read-only (an unprivileged "
-			 "container): %s\" sysctl=%s value=%ld floor=%ld fix=\"deploy/90-tollgate.conf "
+			 "msg=\"a sysctl is %s and /proc/sys is read-only (an unprivileged "
+			 "container): %s\" sysctl=%s value=%ld %s=%ld fix=\"deploy/90-tollgate.conf "
 			 "in /etc/sysctl.d\"",
+			 f->exact ? "off its pinned value" : "below its floor",
 			 f->plugin_raises ? "left to the plugin on the host" : "left as it is",
-			 f->name, v, f->min);
+			 f->name, v, f->exact ? "pinned" : "floor", f->min);
 	}
 }
 

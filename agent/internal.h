@@ -75,6 +75,9 @@ struct app {
 	sigset_t sigs;			/* blocked, read from a signalfd by the loop */
 	bool config_changed;		/* an event in the config's directory: re-read */
 	bool exhausted;			/* the plugin found no free address: sync soon */
+	/* The pool's IMDS requests, sent from the loop (NULL: --once asks with the blocking client). */
+	struct httpc *imds;
+	int64_t imds_gone_since_ms;	/* IMDS has said 410 (not ready yet) since; 0: it has not */
 	/* internetGuard.destinations' sets taken between scrapes, before an entry can expire */
 	struct sched_task take;
 	char *dst_body;			/* /destinations' last answer (copied by the server) */

@@ -147,20 +147,18 @@ static void run_declare(struct app *app)
 	sched_succeeded(&app->a.declare, mono_ms(), uniform());
 }
 
-static void run_sync(struct app *app)
+/*
+ * A sync's end: scheduled again, logged. A failure backs off within
+ * [min_ms, max_ms] (IMDS's Retry-After; its 410 while the VM starts).
+ */
+static void sync_finish(struct app *app, int r, struct agent_notes *notes, const struct tg_err *e,
+			bool was_ready, int64_t min_ms, int64_t max_ms)
 {
-	struct agent_notes notes = { 0 };
-	struct tg_err e = { 0 };
-	bool was_ready = app->a.pool_ready;
-	int r;
-
-	sched_started(&app->a.sync, mono_ms());
-	r = agent_sync(&app->a, &notes, &e);
-	agent_log_notes(&notes);
+	agent_log_notes(notes);
 	if (r < 0) {
-		agent_log(AGENT_LOG_ERROR, "msg=\"sync failed\" err=%s failures=%u", LOGFMT_Q(e.msg),
+		agent_log(AGENT_LOG_ERROR, "msg=\"sync failed\" err=%s failures=%u", LOGFMT_Q(e->msg),
 		          app->a.sync.failures + 1);
-		sched_failed(&app->a.sync, mono_ms());
+		sched_failed_within(&app->a.sync, mono_ms(), min_ms, max_ms);
 		return;
 	}
 	if (!app->a.pool_ready) {
@@ -172,6 +170,85 @@ static void run_sync(struct app *app)
 	if (!was_ready)
 		agent_log(AGENT_LOG_INFO, "msg=\"pool ready\"");
 	sched_succeeded(&app->a.sync, mono_ms(), uniform());
+}
+
+static bool imds_busy(const struct app *app)
+{
+	return app->imds && httpc_busy(app->imds);
+}
+
+/* The loop's IMDS sync: the request goes out, its answer comes in take_imds. */
+static void request_imds(struct app *app)
+{
+	struct agent_notes notes = { 0 };
+	struct tg_err e = { 0 };
+	char url[1100];
+	int r = imds_url(agent_imds_url(&app->a), url, sizeof(url));
+
+	if (r == 0)
+		r = httpc_get(app->imds, url, "Metadata: true", IMDS_REQUEST_TIMEOUT_MS);
+	if (r == 0)
+		return;
+	tg_fail(&e, CNI_ERR_IO, r, "cannot ask IMDS %s: %s", url, strerror(-r));
+	sync_finish(app, agent_sync_answer(&app->a, NULL, 0, &notes, &e), &notes, &e,
+		    app->a.pool_ready, 0, INT64_MAX);
+}
+
+/*
+ * IMDS's answer, once in: the pool synced from it, or the failure backed
+ * off as IMDS asks (Retry-After; 410, "not ready yet", retried every second
+ * for up to IMDS_GONE_RETRY_S since the first).
+ */
+static void take_imds(struct app *app)
+{
+	struct agent_notes notes = { 0 };
+	struct tg_err e = { 0 };
+	const char *body = NULL;
+	bool was_ready = app->a.pool_ready;
+	int64_t now = mono_ms(), min_ms = 0, max_ms = INT64_MAX, ra;
+	size_t len = 0;
+	long status = 0;
+	char why[320];
+	int r = app->imds ? httpc_take(app->imds, &status, &body, &len, why, sizeof(why)) : 0;
+
+	if (r == 0)
+		return;
+	/* the config turned to a static pool meanwhile: that sync is due at once */
+	if (app->a.cfg.source == IPAM_SOURCE_STATIC)
+		return;
+	if (r > 0 || status != 410)
+		app->imds_gone_since_ms = 0;
+	if (r < 0) {
+		tg_fail(&e, CNI_ERR_IO, -EIO, "IMDS %s: %s", agent_imds_url(&app->a), why);
+		ra = httpc_retry_after_s(app->imds) * 1000;
+		if (ra > app->a.opt.sync_ms)
+			ra = app->a.opt.sync_ms;
+		if (imds_retryable(status))
+			min_ms = ra;
+		if (status == 410 && !app->imds_gone_since_ms)
+			app->imds_gone_since_ms = now;
+		if (status == 410 && now - app->imds_gone_since_ms < IMDS_GONE_RETRY_S * 1000)
+			max_ms = ra > 1000 ? ra : 1000;
+	}
+	r = agent_sync_answer(&app->a, r > 0 ? body : NULL, len, &notes, &e);
+	sync_finish(app, r, &notes, &e, was_ready, min_ms, max_ms);
+}
+
+static void run_sync(struct app *app)
+{
+	struct agent_notes notes = { 0 };
+	struct tg_err e = { 0 };
+	bool was_ready = app->a.pool_ready;
+	int r;
+
+	sched_started(&app->a.sync, mono_ms());
+	/* In the loop, IMDS is asked without waiting for it: the loop never blocks. */
+	if (app->imds && app->a.cfg.source != IPAM_SOURCE_STATIC) {
+		request_imds(app);
+		return;
+	}
+	r = agent_sync(&app->a, &notes, &e);
+	sync_finish(app, r, &notes, &e, was_ready, 0, INT64_MAX);
 }
 
 static void run_gc(struct app *app)
@@ -294,7 +371,7 @@ static void run_due(struct app *app)
 			run_declare(app);
 			ran = true;
 		}
-		if (sched_due(&app->a.sync, now)) {
+		if (sched_due(&app->a.sync, now) && !imds_busy(app)) {
 			run_sync(app);
 			ran = true;
 		}
@@ -328,11 +405,13 @@ static void run_budgets(struct app *app)
 
 static int next_wait_ms(struct app *app)
 {
-	const struct sched_task *const tasks[] = { &app->take, &app->a.declare, &app->a.sync,
-						   &app->a.gc };
+	/* a sync whose request runs is due again only once its answer is in */
+	const struct sched_task *const tasks[] = { &app->take, &app->a.declare, &app->a.gc,
+						   imds_busy(app) ? NULL : &app->a.sync };
 	int64_t next = sched_next(tasks, app->a.opt.metrics_only ? 1 : 4);
 	int64_t wait = next == INT64_MAX ? -1 : next - mono_ms();
 	int h = app->http ? http_timeout_ms(app->http) : -1;
+	int i = app->imds ? httpc_timeout_ms(app->imds) : -1;
 
 	if (wait < 0 && next != INT64_MAX)
 		wait = 0;
@@ -340,6 +419,8 @@ static int next_wait_ms(struct app *app)
 		wait = INT32_MAX;
 	if (h >= 0 && (wait < 0 || h < wait))
 		wait = h;
+	if (i >= 0 && (wait < 0 || i < wait))
+		wait = i;
 	if (agent_budgets_enabled(&app->a) && !app->a.opt.metrics_only) {
 		int64_t b = agent_budgets_next_ms(&app->a) - time_boot_ms();
 		int c = app->a.budgets.client ? httpc_timeout_ms(app->a.budgets.client) : -1;
@@ -399,6 +480,10 @@ static int serve(struct app *app)
 	/* The budget reports' client: its sockets join this epoll set as libcurl opens them. */
 	if (!app->a.opt.metrics_only && httpc_new(ep, "tollgate-agent/" TG_VERSION, BUDGET_BODY_MAX, &app->a.budgets.client) < 0)
 		return -ENOMEM;
+	/* IMDS's client, the same way: the pool's sync never waits on IMDS in this loop. */
+	if (!app->a.opt.metrics_only &&
+	    httpc_new(ep, "tollgate-agent/" TG_VERSION, IMDS_BODY_MAX, &app->imds) < 0)
+		return -ENOMEM;
 	for (;;) {
 		int n = epoll_wait(ep, evs, 8, next_wait_ms(app));
 
@@ -418,6 +503,8 @@ static int serve(struct app *app)
 				}
 			} else if (evs[i].data.fd == app->inotify_fd) {
 				drain_inotify(app);
+			} else if (app->imds && httpc_has_socket(app->imds, evs[i].data.fd)) {
+				httpc_socket(app->imds, evs[i].data.fd, evs[i].events);
 			} else if (evs[i].data.fd != http_fd(app->http) && app->a.budgets.client) {
 				httpc_socket(app->a.budgets.client, evs[i].data.fd,
 						     evs[i].events);
@@ -425,6 +512,9 @@ static int serve(struct app *app)
 		}
 		if (app->a.budgets.client)
 			httpc_run_timer(app->a.budgets.client);
+		if (app->imds)
+			httpc_run_timer(app->imds);
+		take_imds(app);
 		run_due(app);
 		run_budgets(app);
 		http_run(app->http);

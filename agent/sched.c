@@ -42,12 +42,21 @@ void sched_succeeded(struct sched_task *t, int64_t now_ms, double rnd)
 
 void sched_failed(struct sched_task *t, int64_t now_ms)
 {
+	sched_failed_within(t, now_ms, 0, INT64_MAX);
+}
+
+void sched_failed_within(struct sched_task *t, int64_t now_ms, int64_t min_ms, int64_t max_ms)
+{
 	int64_t delay = t->backoff_first_ms;
 
 	for (unsigned i = 0; i < t->failures && delay < t->backoff_max_ms; i++)
 		delay *= 2;
 	if (delay > t->backoff_max_ms)
 		delay = t->backoff_max_ms;
+	if (delay > max_ms)
+		delay = max_ms;
+	if (delay < min_ms)
+		delay = min_ms;
 	if (t->failures < 64)
 		t->failures++;
 	t->next_ms = not_before_gap(t, now_ms + delay);

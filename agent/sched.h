@@ -33,6 +33,12 @@ void sched_started(struct sched_task *t, int64_t now_ms);
 /* rnd: uniform in [0, 1) (the caller's random source). */
 void sched_succeeded(struct sched_task *t, int64_t now_ms, double rnd);
 void sched_failed(struct sched_task *t, int64_t now_ms);
+/*
+ * sched_failed, its back-off held within [min_ms, max_ms] (a peer's
+ * Retry-After; a failure known to pass soon, as IMDS's 410 while the VM
+ * starts), still never closer than the minimum gap.
+ */
+void sched_failed_within(struct sched_task *t, int64_t now_ms, int64_t min_ms, int64_t max_ms);
 /* Runs within delay_ms if it would run later, keeping the minimum gap since the last start. */
 void sched_soon(struct sched_task *t, int64_t now_ms, int64_t delay_ms);
 /* The earliest next_ms of the tasks. */

@@ -284,6 +284,7 @@ void agent_teardown(struct app *app)
 	if (a->cfg_ok)
 		node_config_free(&a->cfg);
 	agent_budgets_free(a);
+	httpc_free(app->imds);
 	free(a->counted);
 	free(a->cfg_text);
 }

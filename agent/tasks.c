@@ -152,55 +152,101 @@ static int refresh_only(struct ipam_state *st, void *ctx, struct tg_err *e)
 	return 0;
 }
 
+const char *agent_imds_url(const struct agent *a)
+{
+	return a->cfg.imds_url ? a->cfg.imds_url : "http://169.254.169.254";
+}
+
+static struct node_sync_source sync_source(const struct agent *a)
+{
+	/* A short budget: the schedule does the retrying (and the loop stays responsive). */
+	return (struct node_sync_source){ .uplink = a->cfg.uplink, .imds_url = agent_imds_url(a),
+					  .exclude = a->cfg.exclude, .budget_s = 2 };
+}
+
+/* An offer folded into the store's pool (the offer freed). */
+static int sync_offer(struct agent *a, struct ipam_store *store, struct ipam_state *st,
+		      struct node_sync_offer *offer, struct agent_notes *notes, struct tg_err *e)
+{
+	struct ipam_sync_report rep;
+	int r;
+
+	if (offer->n_refused) {
+		char ip[IP4_STRLEN];
+
+		agent_note(notes,
+			   "msg=\"IMDS offered address(es) no pod can have, left out of the "
+			   "pool\" refused=%zu first=%s why=%s",
+			   offer->n_refused, ip4_format(offer->refused, ip),
+			   LOGFMT_Q(offer->refused_why));
+	}
+	r = node_sync(store, st, offer, &rep, e);
+	node_imds_offer_free(offer);
+	return r;
+}
+
+/* The end of a sync, counted. */
+static int sync_done(struct agent *a, int r)
+{
+	a->stats.syncs++;
+	if (r < 0)
+		a->stats.sync_failures++;
+	else
+		a->stats.last_sync_ok_s = (int64_t)time(NULL);
+	return r;
+}
+
 int agent_sync(struct agent *a, struct agent_notes *notes, struct tg_err *e)
 {
+	struct node_sync_source src = sync_source(a);
 	struct ipam_state st = { 0 };
+	struct node_sync_offer offer;
 	struct ipam_store store;
 	int r;
 
-	a->stats.syncs++;
 	r = open_store(a, &store, e);
 	if (r < 0)
-		goto out;
+		return sync_done(a, r);
 	if (a->cfg.source == IPAM_SOURCE_STATIC) {
 		/* The store's pool follows the config at each update; this is one. */
 		r = node_store_update(&store, &st, &a->cfg, refresh_only, NULL, e);
 	} else {
-		struct node_sync_source src = { .uplink = a->cfg.uplink,
-						.imds_url = a->cfg.imds_url ? a->cfg.imds_url
-									   : "http://169.254.169.254",
-						.exclude = a->cfg.exclude,
-						.budget_s = 2 };
-		struct node_sync_offer offer;
-		struct ipam_sync_report rep;
-
-		/* A short budget: the schedule does the retrying (and the loop stays responsive). */
 		r = node_imds_offer(&src, &offer, e);
-		if (r == 0 && offer.n_refused) {
-			char ip[IP4_STRLEN];
-
-			agent_note(notes,
-				   "msg=\"IMDS offered address(es) no pod can have, left out of the "
-				   "pool\" refused=%zu first=%s why=%s",
-				   offer.n_refused, ip4_format(offer.refused, ip),
-				   LOGFMT_Q(offer.refused_why));
-		}
-		if (r == 0) {
-			r = node_sync(&store, &st, &offer, &rep, e);
-			node_imds_offer_free(&offer);
-		}
+		if (r == 0)
+			r = sync_offer(a, &store, &st, &offer, notes, e);
 	}
 	if (r == 0)
 		a->pool_ready = st.n_pool > 0;
 	ipam_state_free(&st);
 	ipam_store_close(&store);
-out:
+	return sync_done(a, r);
+}
+
+int agent_sync_answer(struct agent *a, const char *body, size_t len, struct agent_notes *notes,
+		      struct tg_err *e)
+{
+	struct node_sync_source src = sync_source(a);
+	struct ipam_state st = { 0 };
+	struct node_sync_offer offer;
+	struct ipam_store store;
+	int r;
+
+	if (!body)
+		return sync_done(a, -EIO);
+	r = node_imds_offer_from(&src, body, len, &offer, e);
+	if (r < 0)
+		return sync_done(a, r);
+	r = open_store(a, &store, e);
 	if (r < 0) {
-		a->stats.sync_failures++;
-	} else {
-		a->stats.last_sync_ok_s = (int64_t)time(NULL);
+		node_imds_offer_free(&offer);
+		return sync_done(a, r);
 	}
-	return r;
+	r = sync_offer(a, &store, &st, &offer, notes, e);
+	if (r == 0)
+		a->pool_ready = st.n_pool > 0;
+	ipam_state_free(&st);
+	ipam_store_close(&store);
+	return sync_done(a, r);
 }
 
 static void gc_error(void *ctx, const struct ipam_attachment *att, const char *why)

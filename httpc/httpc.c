@@ -13,11 +13,17 @@
 
 #include "httpc/httpc.h"
 
+/* One request at a time: a connection, and libcurl's happy-eyeballs second try. */
+#define HTTPC_SOCKS_MAX 8
+
 struct httpc {
 	CURLM *multi;
 	CURL *easy;
 	struct curl_slist *headers;
+	struct curl_slist *get_headers;	/* the running GET's own */
 	int epfd;
+	int socks[HTTPC_SOCKS_MAX];	/* the sockets libcurl has in the loop's set */
+	size_t n_socks;
 	int64_t timer_ms;		/* when libcurl wants its timer run; -1: never */
 	bool busy;			/* a request is running */
 	char *body;			/* the answer so far */
@@ -32,6 +38,7 @@ struct httpc {
 	bool done;
 	long status;
 	CURLcode result;
+	long retry_after_s;
 	bool fresh;			/* the last exchange failed: the next one connects anew */
 };
 
@@ -74,8 +81,13 @@ static int on_socket(CURL *easy, curl_socket_t s, int what, void *arg, void *soc
 	if (what == CURL_POLL_REMOVE) {
 		epoll_ctl(c->epfd, EPOLL_CTL_DEL, s, NULL);
 		curl_multi_assign(c->multi, s, NULL);
+		for (size_t i = 0; i < c->n_socks; i++)
+			if (c->socks[i] == s)
+				c->socks[i] = c->socks[--c->n_socks];
 		return 0;
 	}
+	if (!sockp && c->n_socks < HTTPC_SOCKS_MAX)
+		c->socks[c->n_socks++] = s;
 	ev.events = ((what & CURL_POLL_IN) ? EPOLLIN : 0) | ((what & CURL_POLL_OUT) ? EPOLLOUT : 0);
 	/* sockp: set once the socket is in the set (curl_multi_assign) */
 	if (sockp || (epoll_ctl(c->epfd, EPOLL_CTL_ADD, s, &ev) < 0 && errno == EEXIST))
@@ -129,6 +141,7 @@ void httpc_free(struct httpc *c)
 	if (c->multi)
 		curl_multi_cleanup(c->multi);
 	curl_slist_free_all(c->headers);
+	curl_slist_free_all(c->get_headers);
 	for (size_t i = 0; i < 3; i++)
 		free(c->tls[i]);
 	free(c->user_agent);
@@ -163,7 +176,8 @@ bool httpc_busy(const struct httpc *c)
 	return c->busy;
 }
 
-int httpc_post(struct httpc *c, const char *url, const char *body, size_t len, int timeout_ms)
+/* A request on the reused handle; the method's own options are set by the caller. */
+static int start(struct httpc *c, const char *url, struct curl_slist *headers, int timeout_ms)
 {
 	CURL *h = c->easy;
 
@@ -180,9 +194,7 @@ int httpc_post(struct httpc *c, const char *url, const char *body, size_t len, i
 	c->err[0] = '\0';
 	curl_easy_setopt(h, CURLOPT_URL, c->url);
 	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(h, CURLOPT_HTTPHEADER, c->headers);
-	curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)len);
-	curl_easy_setopt(h, CURLOPT_COPYPOSTFIELDS, body);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)timeout_ms);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
@@ -210,6 +222,30 @@ int httpc_post(struct httpc *c, const char *url, const char *body, size_t len, i
 	return 0;
 }
 
+int httpc_post(struct httpc *c, const char *url, const char *body, size_t len, int timeout_ms)
+{
+	if (c->busy)
+		return -EBUSY;
+	curl_easy_setopt(c->easy, CURLOPT_NOPROXY, NULL);
+	curl_easy_setopt(c->easy, CURLOPT_POSTFIELDSIZE, (long)len);
+	curl_easy_setopt(c->easy, CURLOPT_COPYPOSTFIELDS, body);
+	return start(c, url, c->headers, timeout_ms);
+}
+
+int httpc_get(struct httpc *c, const char *url, const char *header, int timeout_ms)
+{
+	if (c->busy)
+		return -EBUSY;
+	curl_slist_free_all(c->get_headers);
+	c->get_headers = header ? curl_slist_append(NULL, header) : NULL;
+	if (header && !c->get_headers)
+		return -ENOMEM;
+	curl_easy_setopt(c->easy, CURLOPT_HTTPGET, 1L);
+	/* what a daemon GETs is link-local (IMDS): never through a proxy */
+	curl_easy_setopt(c->easy, CURLOPT_NOPROXY, "*");
+	return start(c, url, c->get_headers, timeout_ms);
+}
+
 /* What finished, from libcurl's messages. */
 static void collect(struct httpc *c)
 {
@@ -222,6 +258,12 @@ static void collect(struct httpc *c)
 		c->result = m->data.result;
 		c->status = 0;
 		curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &c->status);
+		{
+			curl_off_t ra = 0;
+
+			curl_easy_getinfo(c->easy, CURLINFO_RETRY_AFTER, &ra);
+			c->retry_after_s = ra > 0 && ra < 86400 ? (long)ra : ra >= 86400 ? 86400 : 0;
+		}
 		curl_multi_remove_handle(c->multi, c->easy);
 		/* a redirect is an answer: the peer works, it just does not lead */
 		c->fresh = c->result != CURLE_OK || (c->status != 200 && c->status != 307);
@@ -279,4 +321,17 @@ int httpc_take(struct httpc *c, long *ret_status, const char **ret_body, size_t 
 	else
 		why[0] = '\0';
 	return c->result == CURLE_OK && c->status == 200 && !c->too_big ? 1 : -1;
+}
+
+long httpc_retry_after_s(const struct httpc *c)
+{
+	return c->retry_after_s;
+}
+
+bool httpc_has_socket(const struct httpc *c, int fd)
+{
+	for (size_t i = 0; i < c->n_socks; i++)
+		if (c->socks[i] == fd)
+			return true;
+	return false;
 }

@@ -12,8 +12,8 @@
  * an exchange fails (no answer, or a status other than 200 and 307): the
  * next request connects anew.
  *
- * The agent reports to the allocator with it; the allocator talks to
- * etcd's JSON gateway with it.
+ * The agent reports to the allocator and asks IMDS with it (a client
+ * each); the allocator talks to etcd's JSON gateway with it.
  */
 
 #include <stdbool.h>
@@ -39,8 +39,16 @@ int httpc_set_tls(struct httpc *c, const struct httpc_tls *tls);
 bool httpc_busy(const struct httpc *c);
 /* POSTs body (JSON) to url; -EBUSY while one runs, -ENAMETOOLONG, -EIO. */
 int httpc_post(struct httpc *c, const char *url, const char *body, size_t len, int timeout_ms);
+/*
+ * GETs url, with one extra header ("Metadata: true"; NULL: none), never
+ * through a proxy (IMDS is link-local); -EBUSY while one runs,
+ * -ENAMETOOLONG, -ENOMEM, -EIO.
+ */
+int httpc_get(struct httpc *c, const char *url, const char *header, int timeout_ms);
 /* Drops the request that runs, if any (its answer is never taken). */
 void httpc_cancel(struct httpc *c);
+/* Whether fd is one of this client's sockets (a loop may run several clients). */
+bool httpc_has_socket(const struct httpc *c, int fd);
 /* One of the client's sockets (not the loop's own) is ready. */
 void httpc_socket(struct httpc *c, int fd, uint32_t events);
 /* How long the loop may wait for the client's timer; -1: no limit. */
@@ -54,5 +62,7 @@ void httpc_run_timer(struct httpc *c);
  */
 int httpc_take(struct httpc *c, long *ret_status, const char **ret_body, size_t *ret_len,
 	       char *why, size_t why_size);
+/* The Retry-After (seconds) of the last answer taken; 0 when it had none. */
+long httpc_retry_after_s(const struct httpc *c);
 
 #endif

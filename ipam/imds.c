@@ -24,7 +24,6 @@
 #include "lib/jsonx.h"
 
 #define IMDS_PATH "/metadata/instance/network?api-version=2021-02-01"
-#define IMDS_BODY_MAX (1 << 20)
 
 static int parse_mac(const char *s, uint8_t mac[6])
 {
@@ -198,6 +197,16 @@ void imds_network_free(struct imds_network *n)
 	memset(n, 0, sizeof(*n));
 }
 
+int imds_url(const char *base_url, char *buf, size_t size)
+{
+	return (size_t)snprintf(buf, size, "%s%s", base_url, IMDS_PATH) >= size ? -ENAMETOOLONG : 0;
+}
+
+bool imds_retryable(long status)
+{
+	return status == 0 || status == 429 || status == 410 || status >= 500;
+}
+
 struct body {
 	char *buf;
 	size_t len;
@@ -245,7 +254,8 @@ static void setup_request(CURL *c, const char *url, struct curl_slist *hdr, int6
 			  struct body *b)
 {
 	/* A request never outlives the budget: 5 s at most, less when less is left. */
-	long total = left_ms < 5000 ? (long)(left_ms > 200 ? left_ms : 200) : 5000L;
+	long total = left_ms < IMDS_REQUEST_TIMEOUT_MS ? (long)(left_ms > 200 ? left_ms : 200)
+						       : (long)IMDS_REQUEST_TIMEOUT_MS;
 
 	curl_easy_reset(c);
 	curl_easy_setopt(c, CURLOPT_URL, url);
@@ -268,9 +278,8 @@ int imds_fetch(const char *base_url, int budget_s, char **ret_body, size_t *ret_
 	int attempts = 0;
 	CURL *c;
 
-	if (strlen(base_url) + sizeof(IMDS_PATH) >= sizeof(url))
+	if (imds_url(base_url, url, sizeof(url)) < 0)
 		return tg_fail(e, CNI_ERR_CONFIG, -ENAMETOOLONG, "IMDS URL is too long");
-	snprintf(url, sizeof(url), "%s%s", base_url, IMDS_PATH);
 	if (curl_global_init(CURL_GLOBAL_NOTHING) != CURLE_OK)
 		return tg_fail(e, CNI_ERR_IO, -EIO, "cannot initialise libcurl");
 	c = curl_easy_init();
@@ -311,12 +320,10 @@ int imds_fetch(const char *base_url, int budget_s, char **ret_body, size_t *ret_
 		else
 			snprintf(why, sizeof(why), "HTTP %ld", status);
 		/*
-		 * IMDS allows 5 requests/s per VM: 429 (throttled), 410 (not ready
-		 * yet, retry for up to 70 s), 5xx and timeouts are retried with
-		 * exponential back-off from 1 s, honouring Retry-After, within the
-		 * budget. Anything else will not get better by asking again.
+		 * Retried with exponential back-off from 1 s, honouring
+		 * Retry-After, within the budget.
 		 */
-		retry = !b.overflow && (cr != CURLE_OK || status == 429 || status == 410 || status >= 500);
+		retry = !b.overflow && imds_retryable(cr != CURLE_OK ? 0 : status);
 		/* An absurd Retry-After (past the budget) ends the tries; it never wraps to "now". */
 		if (retry_after > (curl_off_t)budget_s)
 			wait = ((int64_t)budget_s + 1) * 1000;

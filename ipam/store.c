@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * The on-disk store: <dataDir>/<network>/state.json, replaced atomically
- * (temp file, fsync, rename, directory fsync) under an exclusive flock on
+ * (lib/replace.h: temp file, fsync, rename, directory fsync) under an exclusive flock on
  * <dataDir>/<network>/lock. Readers need no lock: rename is atomic. On tmpfs
  * (the default /run/tollgate) the fsyncs are skipped, they cost ~5 ms on a
  * disk and buy nothing in RAM.
@@ -10,19 +10,18 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <json-c/printbuf.h>
-#include <linux/magic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "ipam/store.h"
 #include "lib/cleanup.h"
 #include "lib/failpoint.h"
 #include "lib/jsonx.h"
+#include "lib/replace.h"
 #include "lib/util.h"
 
 #define STATE_FILE_MAX (64 << 20)
@@ -68,7 +67,6 @@ static int dir_private(const char *dir, struct tg_err *e)
 int ipam_store_open(struct ipam_store *s, const char *data_dir, const char *network,
 		    struct tg_err *e)
 {
-	struct statfs sfs;
 	char lock[sizeof(s->dir) + 8], cache[sizeof(s->dir) + 16];
 	int r = store_paths(s, data_dir, network, e);
 
@@ -86,8 +84,7 @@ int ipam_store_open(struct ipam_store *s, const char *data_dir, const char *netw
 	s->lock_fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (s->lock_fd < 0)
 		return tg_fail(e, CNI_ERR_IO, -errno, "cannot open %s: %m", lock);
-	s->durable = !(statfs(s->dir, &sfs) == 0 &&
-		       (sfs.f_type == TMPFS_MAGIC || sfs.f_type == RAMFS_MAGIC));
+	s->durable = tg_dir_durable(s->dir);
 	/* Without its cache the store still works, one parse slower (ipam/snapshot.h). */
 	snprintf(cache, sizeof(cache), "%s/state.cache", s->dir);
 	if (!s->durable)
@@ -266,8 +263,7 @@ int ipam_store_save(struct ipam_store *s, const struct ipam_state *st, struct tg
 	_cleanup_free_ uint32_t *span = malloc((2 * st->n_att + 1) * sizeof(*span));
 	_cleanup_free_ uint64_t *sum = malloc((st->n_att + 1) * sizeof(*sum));
 	struct printbuf *pb = printbuf_new();
-	char tmp[sizeof(s->path) + 16];
-	int fd, r;
+	int r;
 
 	r = span && sum && pb ? state_text(s, st, pb, span, sum) : -ENOMEM;
 	if (r == 0 && TG_FAILPOINT("store.save.before", e) < 0) {
@@ -279,42 +275,11 @@ int ipam_store_save(struct ipam_store *s, const struct ipam_state *st, struct tg
 			printbuf_free(pb);
 		return tg_fail(e, CNI_ERR_IO, r, "cannot write %s: %s", s->path, strerror(-r));
 	}
-	/*
-	 * One fixed temp name, written only under the exclusive lock: a writer
-	 * SIGKILLed before its rename leaves at most this one file, and the next
-	 * save removes it. Removed first and created O_EXCL | O_NOFOLLOW, 0600:
-	 * nothing left or planted under the name is reused. Where something
-	 * there cannot be removed (a directory), a name of its own.
-	 */
-	snprintf(tmp, sizeof(tmp), "%s.tmp", s->path);
-	if (unlink(tmp) == 0 || errno == ENOENT) {
-		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	} else {
-		snprintf(tmp, sizeof(tmp), "%s.XXXXXX", s->path);
-		fd = mkostemp(tmp, O_CLOEXEC);
-	}
-	if (fd < 0) {
-		r = -errno;
-		printbuf_free(pb);
-		return tg_fail(e, CNI_ERR_IO, r, "cannot write %s: %s", tmp, strerror(-r));
-	}
-	r = write_all(fd, pb->buf, (size_t)pb->bpos);
-	if (r == 0 && s->durable && fsync(fd) < 0)
-		r = -errno;
-	if (close(fd) < 0 && r == 0)
-		r = -errno;
-	if (r == 0 && rename(tmp, s->path) < 0)
-		r = -errno;
+	/* Written only under the exclusive lock: one writer, one fixed temp name. */
+	r = tg_file_replace(s->dir, IPAM_STORE_FILE, pb->buf, (size_t)pb->bpos, s->durable);
 	if (r < 0) {
-		unlink(tmp);
 		printbuf_free(pb);
 		return tg_fail(e, CNI_ERR_IO, r, "cannot write %s: %s", s->path, strerror(-r));
-	}
-	if (s->durable) {
-		_cleanup_close_ int dfd = open(s->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-
-		if (dfd >= 0)
-			fsync(dfd);
 	}
 	if (s->locked && s->cache_fd >= 0)
 		ipam_snapshot_write(s->cache_fd, pb->buf, (size_t)pb->bpos, st, span, sum);

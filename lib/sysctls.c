@@ -8,14 +8,30 @@
 #include "lib/sysctls.h"
 #include "lib/util.h"
 
-/* Big flat subnets: thousands of neighbours (at 7,500 nodes "neighbor table overflow"). */
+#define NEIGH_WHY "big subnets overflow the neighbour table"
+/*
+ * Big flat subnets: thousands of neighbours (at 7,500 nodes "neighbor table
+ * overflow"). Source routing: a packet carrying its own route (IPv4 LSRR/SSRR)
+ * would have the node forward it where the sender says, past the routes and
+ * policy the node declares; the kernel honours it only where both `all` and
+ * the interface's own setting allow, and a new interface takes `default`.
+ */
 const struct tg_sysctl_floor tg_sysctl_floors[] = {
-	{ "net.ipv4.ip_forward", 1, true },
-	{ "net.ipv4.neigh.default.gc_thresh1", 80000, false },
-	{ "net.ipv4.neigh.default.gc_thresh2", 90000, false },
-	{ "net.ipv4.neigh.default.gc_thresh3", 100000, false },
+	{ "net.ipv4.ip_forward", 1, false, "pods reach nothing beyond the node", true },
+	{ "net.ipv4.neigh.default.gc_thresh1", 80000, false, NEIGH_WHY, false },
+	{ "net.ipv4.neigh.default.gc_thresh2", 90000, false, NEIGH_WHY, false },
+	{ "net.ipv4.neigh.default.gc_thresh3", 100000, false, NEIGH_WHY, false },
+	{ "net.ipv4.conf.all.accept_source_route", 0, true,
+	  "the node forwards source-routed packets where their sender says", false },
+	{ "net.ipv4.conf.default.accept_source_route", 0, true,
+	  "the node forwards source-routed packets where their sender says", false },
 };
 const size_t tg_sysctl_floors_n = ARRAY_SIZE(tg_sysctl_floors);
+
+bool tg_sysctl_ok(const struct tg_sysctl_floor *f, long v)
+{
+	return f->exact ? v == f->min : v >= f->min;
+}
 
 int tg_sysctl_path(const char *proc_sys, const struct tg_sysctl_floor *f, char *buf, size_t size)
 {

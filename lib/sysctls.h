@@ -3,10 +3,11 @@
 #define TG_LIB_SYSCTLS_H
 
 /*
- * The sysctl floors a Tollgate node needs (raised, never lowered), as
- * deploy/90-tollgate.conf sets them at boot: the node declaration raises
- * them where it can write /proc/sys (node/declare.c),
- * the agent says which ones stay below where it cannot.
+ * The sysctls a Tollgate node needs, as deploy/90-tollgate.conf sets them
+ * at boot: most are floors (raised, never lowered), a few are pinned to one
+ * value (set either way). The node declaration sets them where it can
+ * write /proc/sys (node/declare.c), the agent says which ones stay off
+ * where it cannot.
  */
 
 #include <stdbool.h>
@@ -14,7 +15,11 @@
 
 struct tg_sysctl_floor {
 	const char *name;	/* as sysctl(8) and 90-tollgate.conf write it */
-	long min;
+	long min;	/* the floor, or with `exact` the one value */
+	/* Pinned to min: lowered when higher as well as raised when lower. */
+	bool exact;
+	/* What goes wrong while it is off (the agent's lack says it). */
+	const char *why;
 	/*
 	 * Raised by the plugin on the host at the ADD that finds it low (the
 	 * plugin's probe looks at it); else only by a declaration that can
@@ -26,6 +31,8 @@ struct tg_sysctl_floor {
 extern const struct tg_sysctl_floor tg_sysctl_floors[];
 extern const size_t tg_sysctl_floors_n;
 
+/* Whether v satisfies f: at or above its floor, or exactly its value. */
+bool tg_sysctl_ok(const struct tg_sysctl_floor *f, long v);
 /* Its file under proc_sys ("/proc/sys/net/ipv4/ip_forward"); 0 or -ENAMETOOLONG. */
 int tg_sysctl_path(const char *proc_sys, const struct tg_sysctl_floor *f, char *buf, size_t size);
 /*

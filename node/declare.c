@@ -28,11 +28,12 @@
 #include "shaper/shaper.h"
 
 /*
- * 1 when raised to its floor (lib/sysctls.h), 0 when already at or above
- * it or absent here (the neighbour table's thresholds exist only in the
- * host's first network namespace; ip_forward always does), negative errno.
+ * 1 when set to its floor or pinned value (lib/sysctls.h), 0 when it
+ * already satisfies it or is absent here (the neighbour table's thresholds
+ * exist only in the host's first network namespace; ip_forward and the
+ * conf/ ones always do), negative errno.
  */
-static int sysctl_raise(const struct tg_sysctl_floor *s, bool probe)
+static int sysctl_set(const struct tg_sysctl_floor *s, bool probe)
 {
 	char path[256], val[32];
 	long cur;
@@ -41,7 +42,7 @@ static int sysctl_raise(const struct tg_sysctl_floor *s, bool probe)
 
 	if (got == -ENOENT && s->min > 1)
 		return 0;
-	if (got == 0 && cur >= s->min)
+	if (got == 0 && tg_sysctl_ok(s, cur))
 		return 0;
 	if (probe)
 		return 1;
@@ -180,7 +181,7 @@ int node_declare(struct nl_sock *sk, const struct node_config *cfg, const struct
 	if (!all)
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
 	for (size_t i = 0; i < tg_sysctl_floors_n && r >= 0; i++) {
-		r = sysctl_raise(&tg_sysctl_floors[i], false);
+		r = sysctl_set(&tg_sysctl_floors[i], false);
 		if (r == -EROFS && (flags & NODE_DECLARE_SYSCTL_RO)) {
 			rep.sysctls_readonly++;
 			r = 0;
@@ -252,7 +253,7 @@ static int node_probe(struct nl_sock *sk, const struct node_config *cfg,
 		      const struct node_uplink *up, bool inet, int *ret_ifb)
 {
 	struct acct_config acct = node_acct_config(cfg);
-	int r = sysctl_raise(&tg_sysctl_floors[0], true);	/* ip_forward */
+	int r = sysctl_set(&tg_sysctl_floors[0], true);	/* ip_forward */
 
 	if (r == 0)
 		r = acct_declared(&acct) == 1 ? 0 : 1;

@@ -92,7 +92,8 @@ bool node_shapes_inet(const struct node_config *cfg);
 #define NODE_DECLARE_SYSCTL_RO 8u
 /*
  * Declares what every pod of the node shares, as cfg says: sysctls
- * (ip_forward, neighbour table sizes: raised, never lowered), the nftables
+ * (ip_forward, neighbour table sizes: raised, never lowered;
+ * accept_source_route: pinned to 0), the nftables
  * table's skeleton and, when internet egress is shaped, the path through
  * tollgate-inet. Each part reads the kernel once and writes only what
  * differs (make-before-break for the uplink's filters). `st` (may be NULL)

@@ -97,6 +97,32 @@ static int imds_keep(json_object *exclude, struct node_sync_offer *o, struct tg_
 	return 0;
 }
 
+/* The offer of a document, for the uplink `up`. */
+static int offer_of(const struct node_sync_source *src, const struct node_uplink *up,
+		    const char *body, size_t len, struct node_sync_offer *ret, struct tg_err *e)
+{
+	int r;
+
+	memcpy(ret->uplink, up->name, IFNAMSIZ);
+	r = imds_parse_network(body, len, up->mac, &ret->net, e);
+	if (r == 0)
+		r = imds_keep(src->exclude, ret, e);
+	if (r < 0)
+		node_imds_offer_free(ret);
+	return r;
+}
+
+int node_imds_offer_from(const struct node_sync_source *src, const char *body, size_t len,
+			 struct node_sync_offer *ret, struct tg_err *e)
+{
+	struct node_uplink up;
+	int r;
+
+	memset(ret, 0, sizeof(*ret));
+	r = uplink_of(src->uplink, &up, e);
+	return r < 0 ? r : offer_of(src, &up, body, len, ret, e);
+}
+
 int node_imds_offer(const struct node_sync_source *src, struct node_sync_offer *ret,
 		    struct tg_err *e)
 {
@@ -106,19 +132,11 @@ int node_imds_offer(const struct node_sync_source *src, struct node_sync_offer *
 	int r;
 
 	memset(ret, 0, sizeof(*ret));
+	/* the uplink first: without its MAC no document is worth asking for */
 	r = uplink_of(src->uplink, &up, e);
-	if (r < 0)
-		return r;
-	memcpy(ret->uplink, up.name, IFNAMSIZ);
-	r = imds_document(src, &ret->attempts, &body, &len, e);
-	if (r < 0)
-		return r;
-	r = imds_parse_network(body, len, up.mac, &ret->net, e);
 	if (r == 0)
-		r = imds_keep(src->exclude, ret, e);
-	if (r < 0)
-		node_imds_offer_free(ret);
-	return r;
+		r = imds_document(src, &ret->attempts, &body, &len, e);
+	return r < 0 ? r : offer_of(src, &up, body, len, ret, e);
 }
 
 void node_imds_offer_free(struct node_sync_offer *o)

@@ -28,8 +28,12 @@ struct node_sync_offer {
 	const char *refused_why;
 	int attempts;			/* IMDS requests made */
 };
+/* The document from src (a file, or IMDS asked with the blocking client), then its offer. */
 int node_imds_offer(const struct node_sync_source *src, struct node_sync_offer *ret,
 		    struct tg_err *e);
+/* The offer of a network document already fetched (the node daemon's loop fetches it). */
+int node_imds_offer_from(const struct node_sync_source *src, const char *body, size_t len,
+			 struct node_sync_offer *ret, struct tg_err *e);
 void node_imds_offer_free(struct node_sync_offer *o);
 /* Folds an offer into the pool (ipam_reconcile) under the store's lock; always saved. */
 int node_sync(struct ipam_store *store, struct ipam_state *st, const struct node_sync_offer *o,

@@ -13,19 +13,23 @@ re-read at every request, so a test switches behaviour without a restart):
   mode normal      answer with the status sequence (default: 200 always)
   mode hang        accept, read the request, never answer (until --hang-seconds)
   mode cut         200 with a Content-Length larger than the body sent, then close
+  mode stall       a request that arrives before stallUntil (unix seconds) is
+                   answered only then (as in normal mode); later ones at once
   statuses         e.g. 429,429,200: one per request, the last one repeats;
                    any 200 serves the fixture
   retryAfter       seconds, sent as Retry-After with 429/410/5xx answers
 
 Control file (JSON, every key optional):
-  {"fixture": "/path.json", "mode": "normal", "statuses": [410, 410, 200], "retryAfter": 0}
+  {"fixture": "/path.json", "mode": "normal", "statuses": [410, 410, 200], "retryAfter": 0,
+   "stallUntil": 1700000000.5}
 The status sequence restarts whenever the control file's content changes.
 
 Like IMDS, a request without the header "Metadata: true" gets 400, a wrong or
 missing api-version gets 400, any other path 404.
 
 Every request is logged to --log, one line each:
-  <unix time, ms precision> <answer: status|hang|cut> <path> metadata=<header or ->
+  <unix time, ms precision> <answer: status|hang|cut|stall> <path> metadata=<header or ->
+(a stalled request is logged once, when it arrives, as "stall": one line a request)
 so tests can count requests and check their spacing (no retry storm).
 """
 
@@ -68,6 +72,7 @@ class State:
             "mode": a.mode,
             "statuses": [int(x) for x in a.statuses.split(",") if x.strip()],
             "retryAfter": a.retry_after,
+            "stallUntil": 0,
         }
         raw = None
         if a.control and os.path.exists(a.control):
@@ -75,7 +80,7 @@ class State:
                 with open(a.control, "rb") as f:
                     raw = f.read()
                 ctl = json.loads(raw.decode() or "{}")
-                for k in ("fixture", "mode", "statuses", "retryAfter"):
+                for k in ("fixture", "mode", "statuses", "retryAfter", "stallUntil"):
                     if k in ctl:
                         s[k] = ctl[k]
             except (OSError, ValueError) as e:
@@ -95,6 +100,19 @@ class State:
     def record(self, what, path, metadata):
         with self.lock:
             self.log.write("%.3f %s %s metadata=%s\n" % (time.time(), what, path, metadata))
+
+
+class Quiet:
+    """A State whose record() writes nothing (a request logged already)."""
+
+    def __init__(self, st):
+        self.st = st
+
+    def next_status(self, s, raw):
+        return self.st.next_status(s, raw)
+
+    def record(self, what, path, metadata):
+        pass
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -141,6 +159,20 @@ class Handler(BaseHTTPRequestHandler):
             st.stop.wait(self.server.st.args.hang_seconds)
             self.close_connection = True
             return
+        if mode == "stall":
+            left = float(s.get("stallUntil") or 0) - time.time()
+            if left > 0:
+                st.record("stall", self.path, md_log)
+                if st.stop.wait(left):
+                    return
+                # logged already: answered as normal mode would, unlogged
+                st = Quiet(st)
+        try:
+            self.answer(st, s, raw, mode, md_log)
+        except OSError:
+            pass  # the client gave up waiting
+
+    def answer(self, st, s, raw, mode, md_log):
         status = st.next_status(s, raw)
         if status != 200:
             extra = {}
@@ -185,7 +217,7 @@ def main():
     p.add_argument("--bind", default="127.0.0.1")
     p.add_argument("--fixture", required=True)
     p.add_argument("--log", required=True)
-    p.add_argument("--mode", default="normal", choices=["normal", "hang", "cut"])
+    p.add_argument("--mode", default="normal", choices=["normal", "hang", "cut", "stall"])
     p.add_argument("--statuses", default="200")
     p.add_argument("--retry-after", type=int, default=0)
     p.add_argument("--control")

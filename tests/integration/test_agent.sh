@@ -5,7 +5,10 @@
 # installs the plugin and the conflist (cmp) and turns ready; pods ADDed
 # through the installed plugin, counted and timed (the ADD histogram's
 # _count the ADDs run, its _sum within the time they took); a flushed table
-# and a deleted IFB repaired within a period and counted by object; a
+# and a deleted IFB repaired within a period and counted by object; the
+# node's sysctls declared (accept_source_route, 1 in a new namespace, pinned
+# to 0 on conf.all and conf.default; set to 1 again, lowered within a period
+# and counted); a
 # ConfigMap swap through ..data (as kubelet does it) reaching running pods'
 # classes and the installed conflist; a pod whose netns is gone collected;
 # kill -9 and restart leaving pods and store intact; the agent dropping
@@ -40,6 +43,8 @@ t_begin topology
 topo_up || tap_bail "could not build the namespace topology"
 ip -n "$TG_NODE" link set eth0 address 00:0d:3a:f8:06:ec || tap_bail "cannot set the MAC"
 ip -n "$TG_NODE" addr add 10.0.0.4/24 dev eth0 || tap_bail "cannot add 10.0.0.4"
+# the pinned sysctls off their value (a new namespace's conf.default is 1 already)
+_tg_sysctl "$TG_NODE" net.ipv4.conf.all.accept_source_route 1 || tap_bail "cannot set accept_source_route"
 CTL=$TG_TMP/imds.ctl
 ILOG=$TG_TMP/imds.log
 CM=$TG_TMP/configmap # what kubelet mounts: ..data -> ..<stamp>, FILE -> ..data/FILE
@@ -129,6 +134,17 @@ t_expect "pool" "$(jq '.pool.addresses | length' "$TG_TMP/data/$NET/state.json")
 [ -z "$(find "$NETD" -mindepth 1 -maxdepth 1 -name '.*')" ] || t_fail "a temp file left in $NETD: $(ls -a "$NETD")"
 t_end
 
+node_sysctl() { ip netns exec "$TG_NODE" sysctl -n "$1"; }
+t_begin "the node's sysctls declared: ip_forward raised, accept_source_route pinned to 0"
+t_expect "ip_forward" "$(node_sysctl net.ipv4.ip_forward)" 1
+t_expect "conf.all.accept_source_route" "$(node_sysctl net.ipv4.conf.all.accept_source_route)" 0
+t_expect "conf.default.accept_source_route" "$(node_sysctl net.ipv4.conf.default.accept_source_route)" 0
+# an interface made after the declaration takes conf.default's 0
+ip -n "$TG_NODE" link add tgsrr0 type veth peer name tgsrr1 || t_fail "cannot add a veth pair"
+t_expect "a new link's accept_source_route" "$(node_sysctl net.ipv4.conf.tgsrr0.accept_source_route)" 0
+ip -n "$TG_NODE" link del tgsrr0
+t_end
+
 t_begin "pods through the installed plugin"
 # shellcheck disable=SC2034  # read by lib.sh's tg_exec
 TG_BIN=$CNIBIN/tollgate
@@ -197,6 +213,19 @@ wait_for 8 repaired || t_fail "not repaired within 8 s: $(tail -3 "$ALOG")"
 [ "$(metric 'tollgate_agent_repairs_total{object="tc_ifb"}')" -ge 1 ] 2>/dev/null ||
 	t_fail "IFB repair not counted"
 pingq "$TG_ID-a1" "$TG_INET_IP" || t_fail "a1 cannot reach the internet host after the repair"
+t_end
+
+t_begin "accept_source_route set to 1 again: lowered within a period, counted"
+before=$(metric 'tollgate_agent_repairs_total{object="sysctl"}')
+_tg_sysctl "$TG_NODE" net.ipv4.conf.all.accept_source_route 1
+_tg_sysctl "$TG_NODE" net.ipv4.conf.default.accept_source_route 1
+lowered() {
+	[ "$(node_sysctl net.ipv4.conf.all.accept_source_route)" = 0 ] &&
+		[ "$(node_sysctl net.ipv4.conf.default.accept_source_route)" = 0 ]
+}
+wait_for 8 lowered || t_fail "not lowered within 8 s: $(node_sysctl net.ipv4.conf.all.accept_source_route)"
+after=$(metric 'tollgate_agent_repairs_total{object="sysctl"}')
+[ "$((after - ${before:-0}))" -ge 2 ] 2>/dev/null || t_fail "sysctl repairs: $before -> $after (expected +2)"
 t_end
 
 t_begin "a ConfigMap swapped through ..data reaches running pods and the installed conflist"

@@ -10,7 +10,9 @@
 #     /metrics answers at once and /readyz stays ready
 #   - answers that are garbage, of version 2 or too big are refused and
 #     counted; nothing changes
-#   - a restart of the agent keeps the grants whose leases still run
+#   - a restart of the agent keeps the grants whose leases still run; the
+#     temp file of a budgets.json write killed before its rename is
+#     replaced by the next write (one fixed name), never kept beside it
 #   - a bad budgets config on reload keeps the one in force
 #   - an allocator that never answers leaves the node on its fallback
 #   - an answer's nextReportMs brings the next report sooner (never sooner
@@ -341,6 +343,8 @@ t_begin "the agent's restart keeps a grant whose lease still runs"
 ctl '{"mode": "grant", "leaseMs": 30000, "grants": {"datasets": {"grant": 3750000, "safeShare": 500000, "nodes": 3}}}'
 wait_for 5 state_is granted || t_fail "not granted again"
 agent_stop
+# a write of budgets.json killed before its rename left its temp file, torn
+printf '{"namesp' >"$BUDGETS.tmp"
 ctl '{"mode": "close"}'
 agent_start || t_fail "restart"
 sleep 1.5
@@ -356,6 +360,14 @@ n0=$(wc -l <"$RLOG"); sleep 3; n1=$(wc -l <"$RLOG")
 [ $((n1 - n0)) -ge 2 ] || t_fail "reports stopped: $((n1 - n0)) in 3 s"
 state_is granted || t_fail "state: $(metrics | grep tollgate_budget_state)"
 conflist "$CONF" >"$CM/tmp" && mv "$CM/tmp" "$CM/tollgate.conflist"
+t_end
+
+t_begin "budgets.json: a killed write's temp file is replaced by the next write, not kept"
+budget_files() { find "$(dirname "$BUDGETS")" -maxdepth 1 -name '*budgets.json*' -printf '%f\n' | sort | tr '\n' ' '; }
+gone() { [ ! -e "$BUDGETS.tmp" ]; }
+wait_for 5 gone || t_fail "budgets.json.tmp still there: $(budget_files)"
+t_expect "files" "$(budget_files)" "budgets.json "
+jq -e '.namespaces | length == 1' "$BUDGETS" >/dev/null || t_fail "budgets.json: $(head -c 200 "$BUDGETS")"
 t_end
 
 t_begin "an allocator that never answers leaves a new node on its fallback, and the node ready"

@@ -30,7 +30,8 @@
 # its confinement as the runtime gives it (CAP_NET_ADMIN alone, no_new_privs,
 # root filesystem and /proc/sys read-only, in a private mount namespace):
 # ready without deploy/90-tollgate.conf's sysctls, saying once that it left
-# them (the plugin on the host raises ip_forward), and with them set, silent
+# each (the plugin on the host raises ip_forward; a new namespace's
+# conf.default.accept_source_route is 1, off its pinned 0), and with them set, silent
 # about it; the installed conflist at 1.0.0, the plugin alone, forwards a
 # host port into a pod (runtimeConfig.portMappings, as the runtime passes it
 # for the capability the conflist declares). And the
@@ -459,10 +460,12 @@ agent_start
 wait_for 10 up || t_fail "/healthz does not answer: $(tail -3 "$ALOG")"
 wait_for 40 ready || t_fail "not ready within 40 s: $(tail -3 "$ALOG")"
 t_expect "read-only sysctl warnings" "$(grep -c 'below its floor and /proc/sys is read-only' "$ALOG")" 1
-# /readyz names it, and this machine's libraries are the plugin's: nothing else
+t_expect "read-only pinned sysctl warnings" "$(grep -c 'off its pinned value and /proc/sys is read-only' "$ALOG")" 1
+# /readyz names them, and this machine's libraries are the plugin's: nothing else
 http_get /readyz >/dev/null
 t_expect "/readyz body" "$(cat "$TG_TMP/http.out")" "ready
-net.ipv4.ip_forward is 0, below 1, and the agent cannot raise it (/proc/sys is read-only here): the plugin raises it at its next ADD on the host; set it at boot with deploy/90-tollgate.conf in /etc/sysctl.d"
+net.ipv4.ip_forward is 0, below 1, and the agent cannot raise it (/proc/sys is read-only here): the plugin raises it at its next ADD on the host; set it at boot with deploy/90-tollgate.conf in /etc/sysctl.d
+net.ipv4.conf.default.accept_source_route is 1, not 0, and the agent cannot set it (/proc/sys is read-only here): nothing sets it (the node forwards source-routed packets where their sender says); set it at boot with deploy/90-tollgate.conf in /etc/sysctl.d"
 t_expect "library checks" "$(grep -c 'cannot load on this host\|host.s root cannot be read' "$ALOG")" 0
 t_expect "ip_forward (left to the plugin)" "$(ip netns exec "$TG_NODE" sysctl -n net.ipv4.ip_forward)" 0
 cmp -s "$NETD/10-tollgate.conflist" "$CM/10-tollgate.conflist" || t_fail "the conflist was not installed as given"
@@ -482,7 +485,7 @@ wait "$AGENT_PID" 2>/dev/null
 : >"$ALOG"
 agent_start
 wait_for 40 ready || t_fail "not ready within 40 s: $(tail -3 "$ALOG")"
-t_expect "read-only sysctl warnings" "$(grep -c 'below its floor' "$ALOG")" 0
+t_expect "read-only sysctl warnings" "$(grep -c 'below its floor\|off its pinned value' "$ALOG")" 0
 http_get /readyz >/dev/null
 t_expect "/readyz body" "$(cat "$TG_TMP/http.out")" ready
 t_end

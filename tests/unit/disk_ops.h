@@ -7,7 +7,8 @@
  * --wrap=rename, see the Makefile) records every fsync (of a file or of a
  * directory) and rename while a test arms it, and passes each call on.
  * disk_ops_arm() starts a record; disk_ops_text() ends it and spells it
- * out, as "fsync-file rename fsync-dir".
+ * out, as "fsync-file rename fsync-dir". The last rename's two paths are
+ * kept (disk_ops.rename_from, .rename_to): which temp name a write used.
  */
 
 #include <stdbool.h>
@@ -21,6 +22,7 @@ static struct {
 	bool armed;
 	size_t n;
 	enum disk_op op[DISK_OPS_MAX];
+	char rename_from[512], rename_to[512];
 } disk_ops;
 
 int __real_fsync(int fd);
@@ -45,12 +47,17 @@ int __wrap_fsync(int fd)
 int __wrap_rename(const char *from, const char *to)
 {
 	disk_op(OP_RENAME);
+	if (disk_ops.armed) {
+		snprintf(disk_ops.rename_from, sizeof(disk_ops.rename_from), "%s", from);
+		snprintf(disk_ops.rename_to, sizeof(disk_ops.rename_to), "%s", to);
+	}
 	return __real_rename(from, to);
 }
 
 static inline void disk_ops_arm(void)
 {
 	disk_ops.n = 0;
+	disk_ops.rename_from[0] = disk_ops.rename_to[0] = '\0';
 	disk_ops.armed = true;
 }
 

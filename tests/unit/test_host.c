@@ -660,9 +660,15 @@ static void t_sysctls_below_floor(void **state)
 	mk("net/ipv4/neigh/default/gc_thresh1", "128\n");
 	mk("net/ipv4/neigh/default/gc_thresh2", "90000\n");	/* on its floor */
 	/* gc_thresh3 absent, as in a network namespace other than the host's first */
+	mk("net/ipv4/conf", NULL);
+	mk("net/ipv4/conf/all", NULL);
+	mk("net/ipv4/conf/default", NULL);
+	mk("net/ipv4/conf/all/accept_source_route", "0\n");	/* its pinned value */
+	/* pinned: above is as wrong as below (a fresh namespace's default is 1) */
+	mk("net/ipv4/conf/default/accept_source_route", "1\n");
 	memset(&lacks, 0, sizeof(lacks));
 	agent_host_sysctls(root, &lacks);
-	assert_int_equal(lacks.n, 2);
+	assert_int_equal(lacks.n, 3);
 	assert_false(agent_lacks_blocking(&lacks));
 	assert_string_equal(lacks.l[0].key, "sysctl:net.ipv4.ip_forward");
 	assert_contains(lacks.l[0].text, "net.ipv4.ip_forward is 0, below 1");
@@ -672,9 +678,15 @@ static void t_sysctls_below_floor(void **state)
 	assert_string_equal(lacks.l[1].key, "sysctl:net.ipv4.neigh.default.gc_thresh1");
 	assert_contains(lacks.l[1].text, "is 128, below 80000");
 	assert_contains(lacks.l[1].text, "nothing raises it");
-	/* control: at their floors, nothing to say */
+	assert_string_equal(lacks.l[2].key, "sysctl:net.ipv4.conf.default.accept_source_route");
+	assert_contains(lacks.l[2].text, "accept_source_route is 1, not 0, and the agent cannot set it");
+	assert_contains(lacks.l[2].text, "nothing sets it (the node forwards source-routed");
+	assert_contains(lacks.l[2].note, "off its pinned value");
+	assert_contains(lacks.l[2].note, "value=1 pinned=0");
+	/* control: at their floors (or above) and pinned values, nothing to say */
 	mk("net/ipv4/ip_forward", "1\n");
-	mk("net/ipv4/neigh/default/gc_thresh1", "80000\n");
+	mk("net/ipv4/neigh/default/gc_thresh1", "80001\n");
+	mk("net/ipv4/conf/default/accept_source_route", "0\n");
 	memset(&lacks, 0, sizeof(lacks));
 	agent_host_sysctls(root, &lacks);
 	assert_int_equal(lacks.n, 0);

@@ -125,6 +125,39 @@ static void t_next_is_the_earliest(void **state)
 	assert_int_equal(sched_next(all, 0), INT64_MAX);
 }
 
+/*
+ * IMDS's Retry-After holds the back-off up; its 410 (not ready yet) holds it
+ * down to a second; never two starts closer than the minimum gap.
+ */
+static void t_failed_within_bounds(void **state)
+{
+	struct sched_task t = sync_task();
+	int64_t now = 0;
+
+	/* Retry-After 30 s on the first failure (back-off 1 s): 30 s */
+	sched_started(&t, now);
+	sched_failed_within(&t, now, 30000, INT64_MAX);
+	assert_int_equal(t.next_ms, 30000);
+	/* 410 six times on end: 1 s each, though the back-off has doubled to 64 s */
+	for (int i = 0; i < 6; i++) {
+		now = t.next_ms;
+		sched_started(&t, now);
+		sched_failed_within(&t, now, 0, 1000);
+		assert_int_equal(t.next_ms, now + 1000);
+	}
+	assert_int_equal(t.failures, 7);
+	/* a bound under the minimum gap still keeps the gap */
+	now = t.next_ms;
+	sched_started(&t, now);
+	sched_failed_within(&t, now + 10, 0, 0);
+	assert_int_equal(t.next_ms, now + 1000);
+	/* unbounded: the doubled back-off (1 s << 8), as sched_failed */
+	now = t.next_ms;
+	sched_started(&t, now);
+	sched_failed_within(&t, now, 0, INT64_MAX);
+	assert_int_equal(t.next_ms, now + 256000);
+}
+
 int main(void)
 {
 	ADD(t_first_run_is_due_at_once);
@@ -132,5 +165,6 @@ int main(void)
 	ADD(t_backoff_doubles_to_its_cap_and_resets);
 	ADD(t_soon_keeps_the_minimum_gap);
 	ADD(t_next_is_the_earliest);
+	ADD(t_failed_within_bounds);
 	return run_group("sched");
 }
