@@ -82,7 +82,6 @@ imds_gap_min() {
 		awk 'NR > 1 { g = ($1 - p) * 1000; if (m == "" || g < m) m = g } { p = $1 } END { printf "%d", m == "" ? 99999 : m }'
 }
 
-declare -A POD_CID POD_IP POD_NETNS POD_RESULT POD_VETH
 t_begin "the agent syncs from IMDS, declares and reports a budgeted pod's grant"
 ip netns exec "$TG_NODE" "$AGENT" --config "$TG_TMP/cm/tollgate.conflist" --listen "127.0.0.1:$PORT" \
 	--node-name node-a --declare-interval 5 --gc-interval 60 --sync-interval 2 \

@@ -151,8 +151,10 @@ fi
 t_end
 
 t_begin "control: plain SYNs from a pod on new 4-tuples reach the internet host (the observer sees what passes)"
-ip netns exec "$TG_INET" nft flush chain inet tgobs pre &&
-	ip netns exec "$TG_INET" nft add rule inet tgobs pre 'tcp flags & (syn | ack) == syn counter' || t_fail "observer"
+if ! ip netns exec "$TG_INET" nft flush chain inet tgobs pre ||
+	! ip netns exec "$TG_INET" nft add rule inet tgobs pre 'tcp flags & (syn | ack) == syn counter'; then
+	t_fail "observer"
+fi
 res=$(flood other-a "$TG_INET_IP" 3)
 t_expect "other to the internet: connected" "$(jget .connected "$res")" 3
 t_expect "SYNs that reached the internet host" "$(inet_seen)" 3
