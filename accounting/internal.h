@@ -287,7 +287,7 @@ int acct_arp_put(struct acct_batch *bt, const struct acct_config *cfg);
  * that a node declared by an older layout is declared again. Change it with
  * every change of a rule (tests/unit/test_accounting.c checks it moves).
  */
-#define ACCT_TABLE_LAYOUT "tollgate-table/15"
+#define ACCT_TABLE_LAYOUT "tollgate-table/16"
 
 /* Every rule the config asks for, in chain order. */
 #define ACCT_TABLE_RULES_MAX 100

@@ -231,21 +231,22 @@ static struct nftnl_rule *guard_jump_rule(enum acct_dir dir, bool only_new)
 }
 
 /*
- * With a ceiling, in forward and input, before anything counts: iifname
- * "<prefix>*" [ct state new] ip saddr vmap @guard_ns. Every new connection
- * of a pod reaches its namespace's guard chain, not only internet ones;
- * with destinations on, every forwarded packet (its byte ledger), which the
- * chain sends back at once when internal.
+ * With a ceiling, before anything counts: in fwd_egress_internal `ct state
+ * new ip saddr vmap @guard_ns`, in input the same for what comes from a
+ * pod's link. With the internet's jump from fwd_egress, every new
+ * connection of a pod reaches its namespace's guard chain once, whatever
+ * its destination; an internal packet of an established one pays a ct
+ * state compare, no lookup.
  */
-static struct nftnl_rule *guard_all_jump_rule(const char *chain, const char *prefix, bool only_new)
+static struct nftnl_rule *guard_new_jump_rule(const char *chain, const char *prefix)
 {
 	struct nftnl_rule *r = rule_new(chain);
 
 	if (!r)
 		return NULL;
-	match_pod_link(r, prefix);
-	if (only_new)
-		match_ct_new(r);
+	if (prefix)
+		match_pod_link(r, prefix);
+	match_ct_new(r);
 	acct_rule_add(r, acct_expr_ip(12));
 	acct_rule_add(r, acct_expr_map(ACCT_MAP_GUARD, ACCT_ID_GUARD, NFT_REG_1, NFT_REG_VERDICT));
 	return r;
@@ -358,8 +359,8 @@ int acct_guard_rules(const struct acct_config *cfg, const char *k8s_namespace, e
 	acct_guard_chain_name(k8s_namespace, dir, chain);
 	/*
 	 * The ceiling first, over every new connection of the namespace's pods
-	 * (forward and input jump here with it); then only what goes to the
-	 * internet meets the rest.
+	 * (fwd_egress_internal and input jump here with it, as fwd_egress
+	 * does); then only what goes to the internet meets the rest.
 	 */
 	if (dir == ACCT_DIR_EGRESS && cfg->access.ns_connections) {
 		err |= put_rule(bt, refusal_rule(chain, true,
@@ -872,17 +873,6 @@ int acct_table_rules(const struct acct_config *cfg, struct acct_rule_list *bt)
 		r |= put_rule(bt, new_nexthop_rule(cfg->pod_link_prefix, false));
 	}
 	/*
-	 * The node's conntrack table: a namespace's new connections, whatever
-	 * their destination, pass its guard chain, whose first rule is the
-	 * ceiling (its internet limits come after an internal or local
-	 * destination has returned).
-	 */
-	if (cfg->guard.on && cfg->access.ns_connections) {
-		r |= put_rule(bt, guard_all_jump_rule("forward", cfg->pod_link_prefix,
-						      !cfg->guard.dst.on));
-		r |= put_rule(bt, guard_all_jump_rule("input", cfg->pod_link_prefix, true));
-	}
-	/*
 	 * Internet-bound packets carry the mark from before routing on. What
 	 * reaches the mark in from_pod has its pod's address (anti-spoofing saw
 	 * to it): no lookup in @pods to tell a pod's packet.
@@ -901,10 +891,18 @@ int acct_table_rules(const struct acct_config *cfg, struct acct_rule_list *bt)
 				      ACCT_CHAIN_FWD_INGRESS_INTERNAL));
 	/* Internet traffic passes its namespace's guard before it is counted or shaped. */
 	if (cfg->guard.on) {
-		if (!cfg->access.ns_connections)
-			r |= put_rule(bt, guard_jump_rule(ACCT_DIR_EGRESS, !cfg->guard.dst.on));
+		r |= put_rule(bt, guard_jump_rule(ACCT_DIR_EGRESS, !cfg->guard.dst.on));
 		if (cfg->guard.dst.on)
 			r |= put_rule(bt, guard_jump_rule(ACCT_DIR_INGRESS, false));
+		/*
+		 * The node's conntrack table: a namespace's new internal and
+		 * local connections pass its guard chain too, whose first rule
+		 * is the ceiling (they return before its internet limits).
+		 */
+		if (cfg->access.ns_connections) {
+			r |= put_rule(bt, guard_new_jump_rule(ACCT_CHAIN_FWD_EGRESS_INTERNAL, NULL));
+			r |= put_rule(bt, guard_new_jump_rule("input", cfg->pod_link_prefix));
+		}
 		r |= put_rule(bt, refuse_rule(true));
 		r |= put_rule(bt, refuse_rule(false));
 	}

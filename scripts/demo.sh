@@ -185,7 +185,7 @@ say "$ curl http://127.0.0.1:$APORT/metrics   (tollgate-agent in the node namesp
 agent_get /metrics | grep -E '^tollgate_(namespace_bytes|host_bytes|ipam_addresses|collector_up|scrape_duration)' |
 	sed 's/^/    /'
 
-section "Node access: a tenant pod is refused by IMDS and by the agents' port"
+section "Node access: a tenant pod is refused by IMDS and by the agents' port, and takes no more than its share of the node"
 IMDS=169.254.169.254
 ip -n "$TG_INET" addr add "$IMDS/32" dev lo && ip -n "$TG_FABRIC" route add "$IMDS/32" via "$TG_INET_IP" ||
 	die "the fake IMDS's address"
@@ -206,6 +206,24 @@ show ip netns exec "$TG_NODE" nft list counter inet tollgate ns_research_metadat
 show ip netns exec "$TG_NODE" nft list counter inet tollgate ns_research_agent_dropped
 say "$ curl http://127.0.0.1:$APORT/metrics | grep -E 'dropped_packets'   (the node itself reaches its agent)"
 agent_get /metrics | grep -E '^tollgate_(namespace_(metadata|metrics_port)_dropped|pod_arp_dropped)' | sed 's/^/    /'
+say "  a Service (kube-proxy's DNAT, here by hand) whose endpoint is IMDS: the translated connection is dropped too"
+printf '%s\n' "table ip tgdemo_svc {" "  chain pre {" "    type nat hook prerouting priority -100;" \
+	"    ip daddr 10.96.0.20 tcp dport 80 dnat to $IMDS:80" "  }" "}" >"$TG_TMP/svc.nft"
+ip netns exec "$TG_NODE" nft -f "$TG_TMP/svc.nft" || die "the stand-in Service"
+code=$(ip netns exec "$TG_ID-$A" curl -s -o /dev/null -w '%{http_code}' --connect-timeout 0.5 "http://10.96.0.20/")
+[ "$code" = 000 ]
+result $? "research/train-0: GET http://10.96.0.20/ (a Service in front of IMDS) -> no connection"
+ip netns exec "$TG_NODE" nft delete table ip tgdemo_svc
+say "  what no tenant may exhaust of the node: each namespace's guard chain starts with its share of the"
+say "  conntrack table (a quarter of nf_conntrack_max by default), and new on-link next hops have a rate:"
+show ip netns exec "$TG_NODE" sh -c "nft list chain inet tollgate guard_research | grep 'ct count'"
+show ip netns exec "$TG_NODE" nft list limit inet tollgate ns_research_nexthops
+say "  and a hostPort on kubelet's port (nodeAccess.hostPortDeny) is refused before anything changes:"
+pod_add kubelet research "$(jq -c '. + {runtimeConfig: {portMappings: [{hostPort: 10250, containerPort: 10250}]}}' <<<"$CONF")"
+msg=$(jq -r .msg <<<"$TG_OUT" 2>/dev/null)
+[ "$TG_RC" != 0 ] && grep -q "hostPort 10250 is in nodeAccess.hostPortDeny" <<<"$msg"
+result $? "ADD research/kubelet-0 with hostPort 10250 -> error $(jq -r .code <<<"$TG_OUT" 2>/dev/null): $msg"
+pod_ns_del kubelet
 
 section "Internet guard: a namespace holds at most 20 connections to the internet at once"
 ip netns exec "$TG_INET" python3 "$TG_LIB_DIR/conn_flood.py" serve 8081 &
