@@ -4,6 +4,13 @@
  * flows, each visited, and those a filter picks deleted as they pass, on a
  * second handle (the dump's is busy until the dump ends; the kernel's dump
  * holds its place by a reference, so a flow deleted behind it is fine).
+ *
+ * Forgetting an address asks the kernel for its flows only (ctnetlink's
+ * dump filter, CTA_FILTER, Linux 5.9; libnetfilter_conntrack 1.0.9 has no
+ * call for it, so the request is built with libmnl and its answers read
+ * by the library): a table of 100,000 flows is then walked in the kernel,
+ * not copied out, while the store's lock is held. A kernel without the
+ * filter gets the whole dump, as before.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -11,9 +18,13 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include <libmnl/libmnl.h>
 #include <libnetfilter_conntrack/libnetfilter_conntrack.h>
 #include <linux/netfilter/nf_conntrack_tcp.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <linux/netfilter/nfnetlink_conntrack.h>
 #include <netlink/route/addr.h>
 
 #include "lib/nl.h"
@@ -136,6 +147,140 @@ static int walk_run(struct walk *w, int tries)
 	return r < 0 ? r : w->err;
 }
 
+/*
+ * The dump filter's fields (the kernel's CTA_FILTER_F_* of nf_internals.h,
+ * not in the uapi headers): which fields of a tuple must equal the request's.
+ */
+#define CT_FILTER_IP_SRC (1u << 0)
+#define CT_FILTER_IP_DST (1u << 1)
+#define CT_FILTER_PROTO_NUM (1u << 3)
+#define CT_FILTER_PROTO_DST_PORT (1u << 5)
+
+/* One filtered dump: flows whose original (or reply) tuple has these fields. */
+struct ct_sel {
+	bool reply;
+	uint32_t flags;		/* CT_FILTER_* */
+	uint32_t ip;		/* host order, with IP_SRC or IP_DST */
+	uint8_t proto;		/* with PROTO_NUM */
+	uint16_t dport;		/* with PROTO_DST_PORT */
+};
+
+/* A tuple nest of the request: the selected fields when it is the selected direction. */
+static void put_tuple(struct nlmsghdr *nlh, const struct ct_sel *s, bool reply)
+{
+	struct nlattr *tuple = mnl_attr_nest_start(nlh, reply ? CTA_TUPLE_REPLY : CTA_TUPLE_ORIG);
+	struct nlattr *n;
+
+	if (s->reply == reply && (s->flags & (CT_FILTER_IP_SRC | CT_FILTER_IP_DST))) {
+		n = mnl_attr_nest_start(nlh, CTA_TUPLE_IP);
+		mnl_attr_put_u32(nlh, s->flags & CT_FILTER_IP_SRC ? CTA_IP_V4_SRC : CTA_IP_V4_DST,
+				 htonl(s->ip));
+		mnl_attr_nest_end(nlh, n);
+	}
+	if (s->reply == reply && (s->flags & CT_FILTER_PROTO_NUM)) {
+		n = mnl_attr_nest_start(nlh, CTA_TUPLE_PROTO);
+		mnl_attr_put_u8(nlh, CTA_PROTO_NUM, s->proto);
+		if (s->flags & CT_FILTER_PROTO_DST_PORT)
+			mnl_attr_put_u16(nlh, CTA_PROTO_DST_PORT, htons(s->dport));
+		mnl_attr_nest_end(nlh, n);
+	}
+	mnl_attr_nest_end(nlh, tuple);
+}
+
+static int on_filtered(const struct nlmsghdr *nlh, void *arg)
+{
+	struct walk *w = arg;
+	struct nf_conntrack *ct = nfct_new();
+
+	if (!ct) {
+		w->err = w->err ? w->err : -ENOMEM;
+		return MNL_CB_ERROR;
+	}
+	if (nfct_nlmsg_parse(nlh, ct) >= 0)
+		on_ct(NFCT_T_UNKNOWN, ct, w);
+	nfct_destroy(ct);
+	return MNL_CB_OK;
+}
+
+/* The flows of one selection, each picked or not as in the whole dump; -EOPNOTSUPP: no filter here. */
+static int dump_filtered(struct mnl_socket *nl, char *buf, size_t size, const struct ct_sel *s,
+			 struct walk *w)
+{
+	struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+	struct nfgenmsg *g;
+	struct nlattr *f;
+	uint32_t seq = (uint32_t)time(NULL), portid = mnl_socket_get_portid(nl);
+	ssize_t n;
+	int r = MNL_CB_OK;
+
+	nlh->nlmsg_type = (NFNL_SUBSYS_CTNETLINK << 8) | IPCTNL_MSG_CT_GET;
+	nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+	nlh->nlmsg_seq = seq;
+	g = mnl_nlmsg_put_extra_header(nlh, sizeof(*g));
+	g->nfgen_family = AF_INET;
+	g->version = NFNETLINK_V0;
+	g->res_id = 0;
+	/* both tuples and both flag words, the unselected empty: older kernels want each */
+	put_tuple(nlh, s, false);
+	put_tuple(nlh, s, true);
+	f = mnl_attr_nest_start(nlh, CTA_FILTER);
+	mnl_attr_put_u32(nlh, CTA_FILTER_ORIG_FLAGS, s->reply ? 0 : s->flags);
+	mnl_attr_put_u32(nlh, CTA_FILTER_REPLY_FLAGS, s->reply ? s->flags : 0);
+	mnl_attr_nest_end(nlh, f);
+	if (mnl_socket_sendto(nl, nlh, nlh->nlmsg_len) < 0)
+		return -errno;
+	while (r > MNL_CB_STOP) {
+		n = mnl_socket_recvfrom(nl, buf, size);
+		if (n < 0)
+			return -errno;
+		r = mnl_cb_run(buf, (size_t)n, seq, portid, on_filtered, w);
+	}
+	if (r < 0)
+		return w->err ? w->err : (errno == EINVAL ? -EOPNOTSUPP : -errno);
+	return w->err;
+}
+
+#define CT_DUMP_BUF (64 << 10)
+
+/*
+ * The flows of the selections, on one socket; -EOPNOTSUPP when the kernel
+ * has no dump filter (and nothing was deleted by it).
+ */
+static int forget_filtered(const struct ct_sel *sel, size_t n, struct walk *w)
+{
+	struct mnl_socket *nl = mnl_socket_open(NETLINK_NETFILTER);
+	char *buf = malloc(CT_DUMP_BUF);
+	int r = 0;
+
+	if (!nl || !buf || mnl_socket_bind(nl, 0, MNL_SOCKET_AUTOPID) < 0) {
+		r = errno ? -errno : -ENOMEM;
+		goto out;
+	}
+	w->del = nfct_open(CONNTRACK, 0);
+	if (!w->del) {
+		r = errno ? -errno : -EIO;
+		goto out;
+	}
+	for (size_t i = 0; i < n && r == 0; i++) {
+		for (int t = 0; t < DUMP_TRIES; t++) {
+			r = dump_filtered(nl, buf, CT_DUMP_BUF, &sel[i], w);
+			if (r != -EINTR && r != -ENOBUFS)
+				break;
+		}
+		/* a kernel without the filter refuses the first: nothing deleted yet */
+		if (r == -EOPNOTSUPP && i > 0)
+			r = -EIO;
+	}
+out:
+	if (w->del)
+		nfct_close(w->del);
+	w->del = NULL;
+	if (nl)
+		mnl_socket_close(nl);
+	free(buf);
+	return r;
+}
+
 int node_ct_walk(node_ct_visit_fn fn, void *ctx)
 {
 	struct walk w = { .visit = fn, .ctx = ctx };
@@ -207,7 +352,30 @@ int node_ct_forget(uint32_t ip, const struct hostports *ports)
 	}
 	if (!p.ip && !p.ports)
 		return 0;
-	r = walk_run(&w, DUMP_TRIES);
+	{
+		/* the address in each place a flow can hold it, and each datagram hostPort */
+		struct ct_sel sel[4 + HOSTPORT_MAX];
+		size_t n = 0;
+
+		if (ip) {
+			sel[n++] = (struct ct_sel){ false, CT_FILTER_IP_SRC, ip, 0, 0 };
+			sel[n++] = (struct ct_sel){ false, CT_FILTER_IP_DST, ip, 0, 0 };
+			sel[n++] = (struct ct_sel){ true, CT_FILTER_IP_SRC, ip, 0, 0 };
+			sel[n++] = (struct ct_sel){ true, CT_FILTER_IP_DST, ip, 0, 0 };
+		}
+		for (size_t i = 0; p.ports && i < p.ports->n; i++)
+			if (p.ports->m[i].proto != IPPROTO_TCP)
+				sel[n++] = (struct ct_sel){ false,
+							    CT_FILTER_PROTO_NUM | CT_FILTER_PROTO_DST_PORT,
+							    0, p.ports->m[i].proto,
+							    p.ports->m[i].host_port };
+		r = forget_filtered(sel, n, &w);
+	}
+	if (r == -EOPNOTSUPP) {
+		w.deleted = 0;
+		w.err = 0;
+		r = walk_run(&w, DUMP_TRIES);
+	}
 	free(local.ip);
 	/* No conntrack in this kernel (or not loaded): no flow to forget. */
 	if (r == -EOPNOTSUPP || r == -EPROTONOSUPPORT || r == -EAFNOSUPPORT)
