@@ -306,7 +306,7 @@ leak_counts() {
 		"$(ip -n "$TG_NODE" -4 route show | grep -cE '^[0-9.]+ dev ')" \
 		"$(ip -n "$TG_NODE" neigh show nud permanent | grep -c . ; true)" \
 		"$cls_inet" "$cls_up" \
-		"$(($(jq '[.nftables[] | (.set // .map // empty) | .elem // [] | length] | add // 0' <<<"$nj") - BASE_ELEMENTS))" \
+		"$(($(jq '[.nftables[] | (.set // .map // empty) | select(.name != "nexthops") | .elem // [] | length] | add // 0' <<<"$nj") - BASE_ELEMENTS))" \
 		"$(jq '[.nftables[] | select(.counter) | .counter.name | select(startswith("pod_"))] | length' <<<"$nj")" \
 		"$(jq '[.nftables[] | select(.counter) | .counter.name | select(startswith("ns_"))] | length' <<<"$nj")"
 }
@@ -319,7 +319,7 @@ ip netns exec "$TG_NODE" "$AGENT" --once --config "$CONFLIST" --listen "127.0.0.
 	2>>"$TG_TMP/agent.log" || t_fail "agent --once failed: $(tail -n 5 "$TG_TMP/agent.log")"
 link_exists "$UPQ" || t_fail "no $UPQ after the declaration"
 BASE=$(node_snapshot)
-BASE_ELEMENTS=$(node_nft_json | jq '[.nftables[] | (.set // .map // empty) | .elem // [] | length] | add // 0')
+BASE_ELEMENTS=$(node_nft_json | jq '[.nftables[] | (.set // .map // empty) | select(.name != "nexthops") | .elem // [] | length] | add // 0')
 BASE_UPLINK_CLASSES=$(ip netns exec "$TG_NODE" tc class show dev eth0 2>/dev/null | wc -l)
 diag "baseline: $BASE_ELEMENTS set/map elements, $BASE_UPLINK_CLASSES classes on eth0, $(leak_counts)"
 t_end

@@ -167,8 +167,8 @@ node_view() {
 	nx ip -o link show | awk -F': ' '{ print $2 }' | sed 's/@.*//' | sort
 	echo "# routes"
 	nx ip route show table all | grep -v '^local\|^broadcast\|^multicast\|fe80::\|ff00::' | sort
-	echo "# nft sets and maps"
-	nx nft -j list ruleset | jq -c '.nftables[] | (.set // .map // empty) | {name, elem}'
+	echo "# nft sets and maps (not @nexthops: the next hops traffic added, each for a minute)"
+	nx nft -j list ruleset | jq -c '.nftables[] | (.set // .map // empty) | select(.name != "nexthops") | {name, elem}'
 	echo "# tc"
 	local l
 	for l in $(nx ip -o link show | awk -F': ' '{ print $2 }' | sed 's/@.*//'); do

@@ -863,13 +863,15 @@ fi
 t_end
 
 # nft_table_norm [NAMESPACES]: table inet tollgate as JSON, comparable across
-# a rebuild: handles dropped, counter values zeroed, set/map elements and the
+# a rebuild: handles dropped, counter values zeroed, @nexthops without its
+# elements (what traffic added, each for a minute), set/map elements and the
 # objects sorted. With NAMESPACES (a JSON array), namespace counters are kept
 # only for those (a table declared again from the store cannot know the
 # counters of namespaces whose pods are gone).
 nft_table_norm() {
 	ip netns exec "$TG_NODE" nft -j list table inet tollgate 2>/dev/null | jq -S --argjson keep "${1:-null}" '
 		[.nftables[] | select(has("metainfo") | not)
+		 | (if .set.name? == "nexthops" then del(.set.elem) else . end)
 		 | select($keep == null or (.counter.name // "" | startswith("ns_") | not)
 			or (.counter.name as $n | any($keep[]; . as $k | $n | startswith("ns_\($k)_"))))]
 		| walk(if type == "object" then del(.handle)
