@@ -866,14 +866,21 @@ t_end
 # a rebuild: handles dropped, counter values zeroed, @nexthops without its
 # elements (what traffic added, each for a minute), set/map elements and the
 # objects sorted. With NAMESPACES (a JSON array), namespace counters are kept
-# only for those (a table declared again from the store cannot know the
-# counters of namespaces whose pods are gone).
+# only for those, and so are their guard chains and next-hop limits (a table
+# declared again from the store cannot know the namespaces whose pods are
+# gone); with GUARDS as well, the guard chains only of those (a flushed table
+# keeps the counters and chains of a namespace waiting to retire, but not its
+# rules, which no pod's element leads to).
 nft_table_norm() {
-	ip netns exec "$TG_NODE" nft -j list table inet tollgate 2>/dev/null | jq -S --argjson keep "${1:-null}" '
+	ip netns exec "$TG_NODE" nft -j list table inet tollgate 2>/dev/null |
+		jq -S --argjson keep "${1:-null}" --argjson guards "${2:-${1:-null}}" '
 		[.nftables[] | select(has("metainfo") | not)
 		 | (if .set.name? == "nexthops" then del(.set.elem) else . end)
-		 | select($keep == null or (.counter.name // "" | startswith("ns_") | not)
-			or (.counter.name as $n | any($keep[]; . as $k | $n | startswith("ns_\($k)_"))))]
+		 | select($keep == null or ((.counter // .limit).name // "" | startswith("ns_") | not)
+			or ((.counter // .limit).name as $n | any($keep[]; . as $k | $n | startswith("ns_\($k)_"))))
+		 | select($guards == null or ((.chain // .rule).chain // (.chain // {}).name // "" | startswith("guard_") | not)
+			or ((.chain // .rule).chain // .chain.name | ltrimstr("guard_") | ltrimstr("in_") as $n
+			    | any($guards[]; . == $n)))]
 		| walk(if type == "object" then del(.handle)
 			| (if has("packets") and has("bytes") then .packets = 0 | .bytes = 0 else . end)
 			| (if (.elem | type) == "array" then .elem |= sort else . end)
@@ -899,12 +906,12 @@ counts_traffic() {
 }
 DOC_CONF=$TG_TMP/doctor.conflist
 jq -c '{cniVersion, name, plugins: [.]}' <<<"$CONF" >"$DOC_CONF"
-# doctor_fix_repairs KIND TABLE_BEFORE [NAMESPACES]: doctor --config reports
+# doctor_fix_repairs KIND TABLE_BEFORE [NAMESPACES [GUARDS]]: doctor --config reports
 # KIND with `doctor --fix` as its fix; that command, run as printed, declares
 # the table again: equal to TABLE_BEFORE (nft_table_norm [NAMESPACES]), every
 # pod of the store in @pods and @masq, counting again, doctor clean after.
 doctor_fix_repairs() {
-	local kind=$1 before=$2 keep=${3:-} fix words d a n
+	local kind=$1 before=$2 keep=${3:-} guards=${4:-} fix words d a n
 	DOC_OPTS=(--config "$DOC_CONF")
 	doctor_finding "$kind" 'inet tollgate|^tollgate$'
 	DOC_OPTS=()
@@ -923,7 +930,7 @@ doctor_fix_repairs() {
 	else
 		t_fail "$kind: no doctor --fix command to run"
 	fi
-	d=$(snap_diff "$before" "$(nft_table_norm "$keep")")
+	d=$(snap_diff "$before" "$(nft_table_norm "${keep:-null}" "${guards:-${keep:-null}}")")
 	[ -z "$d" ] || { t_fail "table inet tollgate after doctor --fix differs from before"; diag "$d"; }
 	for a in $(tg_state "$NET" | jq -r '.attachments[].ip'); do
 		nft_set_has pods "$a" || t_fail "$a not in @pods after doctor --fix"
@@ -942,7 +949,8 @@ table_restore() {
 }
 
 t_begin "doctor: missing-rules (the table's rules flushed), doctor --fix puts rules and counting back"
-TABLE_BEFORE=$(nft_table_norm)
+GUARDS=$(store_namespaces)
+TABLE_BEFORE=$(nft_table_norm null "$GUARDS")
 TABLE_TEXT=$(ip netns exec "$TG_NODE" nft list table inet tollgate)
 [ -n "$TABLE_BEFORE" ] && [ "$TABLE_BEFORE" != "[]" ] || t_fail "no table inet tollgate to start from"
 counts_traffic "before the flush"
@@ -950,7 +958,7 @@ ip netns exec "$TG_NODE" nft flush table inet tollgate || t_fail "nft flush tabl
 b0=$(ns_bytes "$CTR")
 pod_traffic p2 p6
 t_expect "$CTR after the flush, with traffic (no rules: no counting)" "$(ns_bytes "$CTR")" "$b0"
-doctor_fix_repairs missing-rules "$TABLE_BEFORE"
+doctor_fix_repairs missing-rules "$TABLE_BEFORE" null "$GUARDS"
 table_restore "$TABLE_TEXT"
 t_end
 
