@@ -353,15 +353,20 @@ int node_ct_forget(uint32_t ip, const struct hostports *ports)
 	if (!p.ip && !p.ports)
 		return 0;
 	{
-		/* the address in each place a flow can hold it, and each datagram hostPort */
-		struct ct_sel sel[4 + HOSTPORT_MAX];
+		/*
+		 * The flows the address sends (its original source: its own, the
+		 * masqueraded ones) and those it answers (its reply source: sent
+		 * straight to it, or DNAT'd to it by a hostPort or a Service):
+		 * every flow whose packets reach the address is one of them, in
+		 * two walks of the table. (A flow sent to it and DNAT'd elsewhere
+		 * reaches it no more; nothing of Tollgate's SNATs to a pod.)
+		 */
+		struct ct_sel sel[2 + HOSTPORT_MAX];
 		size_t n = 0;
 
 		if (ip) {
 			sel[n++] = (struct ct_sel){ false, CT_FILTER_IP_SRC, ip, 0, 0 };
-			sel[n++] = (struct ct_sel){ false, CT_FILTER_IP_DST, ip, 0, 0 };
 			sel[n++] = (struct ct_sel){ true, CT_FILTER_IP_SRC, ip, 0, 0 };
-			sel[n++] = (struct ct_sel){ true, CT_FILTER_IP_DST, ip, 0, 0 };
 		}
 		for (size_t i = 0; p.ports && i < p.ports->n; i++)
 			if (p.ports->m[i].proto != IPPROTO_TCP)
