@@ -173,7 +173,7 @@ static void put_tuple(struct nlmsghdr *nlh, const struct ct_sel *s, bool reply)
 
 	if (s->reply == reply && (s->flags & (CT_FILTER_IP_SRC | CT_FILTER_IP_DST))) {
 		n = mnl_attr_nest_start(nlh, CTA_TUPLE_IP);
-		mnl_attr_put_u32(nlh, s->flags & CT_FILTER_IP_SRC ? CTA_IP_V4_SRC : CTA_IP_V4_DST,
+		mnl_attr_put_u32(nlh, (s->flags & CT_FILTER_IP_SRC) ? CTA_IP_V4_SRC : CTA_IP_V4_DST,
 				 htonl(s->ip));
 		mnl_attr_nest_end(nlh, n);
 	}
