@@ -151,7 +151,7 @@ for verb in "list" "status" "--json list" "--json status"; do
 	# shellcheck disable=SC2086
 	a=$(ipam "$QEMU" "$A64/tollgate-ipam" --data-dir "$TG_TMP/data" --network "$TG_NETNAME" $verb 2>&1)
 	# ages are printed in seconds: the two runs may be a second apart
-	strip() { sed -E 's/\b[0-9]+s\b/Ns/g; s/"age(_s)?": *[0-9]+/"age": N/g'; }
+	strip() { sed -E 's/\b[0-9]+s\b/Ns/g; s/"age(_s|Seconds)?": *[0-9]+/"age": N/g'; }
 	[ "$(strip <<<"$a")" = "$(strip <<<"$n")" ] ||
 		t_fail "$verb: arm64 printed '${a:0:300}', native '${n:0:300}'"
 done
