@@ -15,10 +15,13 @@ inside a test network namespace (ip netns exec NS python3 inet_meter.py ...).
          EPOCHREALTIME). The counters are the exact figures (the kernel's);
          the sockets only make the traffic arrive.
   load   --dst IP --port P (--tcp N | --udp-bps R) [--size S] --seconds S
-         [--ready FILE]
+         [--ready FILE] [--go FILE]
          a pod's demand: N TCP streams sending as fast as they may, or UDP
          datagrams of S payload bytes paced to R bits/s counted on the wire
          (Ethernet frame: S + 8 + 20 + 14 bytes), until S seconds pass.
+         With --go (UDP), it writes --ready once started and sends nothing
+         until FILE exists (at most 10 s), so that the traffic starts when
+         the caller says, not when Python has started.
   nogso  IFNAME
          turns TSO and GSO off on IFNAME (the SIOCETHTOOL ioctl ethtool -K
          uses), so that every TCP segment travels as its own packet: a counter
@@ -198,6 +201,11 @@ def cmd_load(a):
     frame_bits = (a.size + 8 + 20 + 14) * 8
     per_s = a.udp_bps / frame_bits
     ready(a.ready)
+    if a.go:
+        wait_until = time.monotonic() + 10
+        while not os.path.exists(a.go) and time.monotonic() < wait_until:
+            time.sleep(0.001)
+        deadline = time.monotonic() + a.seconds
     t0 = time.monotonic()
     sent = 0
     while True:
@@ -357,6 +365,7 @@ def main():
     q.add_argument("--size", type=int, default=1400)
     q.add_argument("--seconds", type=float, required=True)
     q.add_argument("--ready")
+    q.add_argument("--go")
     q = sub.add_parser("nogso")
     q.add_argument("ifname")
     for name in ("stats", "windows", "converge"):

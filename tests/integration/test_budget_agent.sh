@@ -173,12 +173,16 @@ t_begin "a class whose traffic comes or stops is reported within a quarter perio
 # the regular next one is 900-1100 ms on, the agent's look at the class a
 # quarter period on, so a report of the change less than 700 ms after the
 # one before came from that look.
+# The sender is started first and sends from the moment GO exists: its
+# traffic comes at a moment the test chooses, whatever Python's start-up takes.
 LOAD=""
 load_start() {
+	rm -f "$TG_TMP/load.ready" "$TG_TMP/load.go"
 	ip netns exec "${TG_ID}-d1" python3 "$TG_LIB_DIR/inet_meter.py" load --dst "$TG_INET_IP" --port 9 \
-		--udp-bps 40000000 --seconds 6 >/dev/null 2>&1 &
+		--udp-bps 40000000 --seconds 6 --ready "$TG_TMP/load.ready" --go "$TG_TMP/load.go" >/dev/null 2>&1 &
 	LOAD=$!
 	TG_PIDS+=("$LOAD")
+	wait_for 10 test -e "$TG_TMP/load.ready" || t_fail "the sender did not start"
 }
 # flip_report SINCE SATURATED: the intervalMs of the first report after line
 # SINCE that says saturated == SATURATED (empty: none)
@@ -191,8 +195,9 @@ more_reports() { [ "$(wc -l <"$RLOG")" -gt "$1" ]; }
 # just_reported: returns 100 ms after the next report, with N0 the log's lines then
 just_reported() { local n; n=$(wc -l <"$RLOG"); wait_for 2 more_reports "$n"; sleep 0.1; n0=$(wc -l <"$RLOG"); }
 sleep 1.5
-just_reported
 load_start
+just_reported
+touch "$TG_TMP/load.go"
 wait_for 3 flipped "$n0" true
 came=$(flip_report "$n0" true)
 sleep 1.5
