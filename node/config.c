@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "node/config.h"
+#include "node/config_internal.h"
 #include "ipam/ipam.h"
 #include "ipam/pool.h"
 #include "lib/cleanup.h"
@@ -278,146 +279,6 @@ static int parse_shaping(json_object *root, struct node_config *cfg, struct tg_e
 	return 0;
 }
 
-/* A Kubernetes namespace name: a DNS label (RFC 1123), at most 63 characters. */
-static bool ns_name_ok(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n == 0 || n > 63 || s[0] == '-' || s[n - 1] == '-')
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
-			return false;
-	return true;
-}
-
-/* nodeAccess.<key>: an array of namespace names, at most ACCT_ACCESS_NS_MAX. 1 when given. */
-static int parse_ns_list(json_object *o, const char *key, const char **ret, size_t *ret_n,
-			 struct tg_err *e)
-{
-	json_object *arr = NULL;
-	size_t n;
-	int r = jx_string_array(o, "nodeAccess", key, &arr, e);
-
-	if (r <= 0)
-		return r;
-	n = json_object_array_length(arr);
-	if (n > ACCT_ACCESS_NS_MAX)
-		return tg_fail(e, CNI_ERR_CONFIG, -E2BIG, "nodeAccess.%s lists more than %d namespaces",
-			       key, ACCT_ACCESS_NS_MAX);
-	for (size_t i = 0; i < n; i++) {
-		const char *s = json_object_get_string(json_object_array_get_idx(arr, i));
-
-		if (!ns_name_ok(s))
-			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
-				       "nodeAccess.%s[%zu] \"%.64s\" is not a namespace name "
-				       "(a DNS label: a-z, 0-9 and '-', at most 63 characters)",
-				       key, i, s);
-		ret[i] = s;
-	}
-	*ret_n = n;
-	return 1;
-}
-
-/* ssh, kubelet, kube-proxy's health port, the NodePort range: the node's own services */
-static const struct node_port_range port_deny_default[] = {
-	{ 22, 22 }, { 10250, 10250 }, { 10256, 10256 }, { 30000, 32767 },
-};
-
-/* One entry of nodeAccess.hostPortDeny: a port (a number) or a range ("30000-32767"). */
-static int parse_port_range(json_object *v, size_t i, struct node_port_range *ret,
-			    struct tg_err *e)
-{
-	unsigned long lo, hi;
-	const char *s;
-	char *end;
-
-	if (json_object_is_type(v, json_type_int)) {
-		int64_t p = json_object_get_int64(v);
-
-		if (p < 1 || p > 65535)
-			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
-				       "nodeAccess.hostPortDeny[%zu]: %lld is not a port (1-65535)", i,
-				       (long long)p);
-		*ret = (struct node_port_range){ (uint16_t)p, (uint16_t)p };
-		return 0;
-	}
-	if (!json_object_is_type(v, json_type_string))
-		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
-			       "nodeAccess.hostPortDeny[%zu] must be a port or a range \"LOW-HIGH\"", i);
-	s = json_object_get_string(v);
-	errno = 0;
-	lo = strtoul(s, &end, 10);
-	if (end != s && *end == '-' && s[0] >= '0' && s[0] <= '9' && end[1] >= '0' && end[1] <= '9')
-		hi = strtoul(end + 1, &end, 10);
-	else
-		hi = 0;
-	if (errno || *end || lo < 1 || hi > 65535 || lo > hi)
-		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
-			       "nodeAccess.hostPortDeny[%zu]: \"%.32s\" is not a range of ports "
-			       "\"LOW-HIGH\" (1-65535, LOW <= HIGH)", i, s);
-	*ret = (struct node_port_range){ (uint16_t)lo, (uint16_t)hi };
-	return 0;
-}
-
-static int parse_port_deny(json_object *acc, struct node_config *cfg, struct tg_err *e)
-{
-	json_object *arr = NULL;
-	size_t n;
-
-	if (!acc || !json_object_object_get_ex(acc, "hostPortDeny", &arr)) {
-		memcpy(cfg->port_deny, port_deny_default, sizeof(port_deny_default));
-		cfg->n_port_deny = ARRAY_SIZE(port_deny_default);
-		return 0;
-	}
-	if (!arr || !json_object_is_type(arr, json_type_array))
-		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
-			       "nodeAccess.hostPortDeny must be an array of ports and ranges");
-	n = json_object_array_length(arr);
-	if (n > NODE_PORT_DENY_MAX)
-		return tg_fail(e, CNI_ERR_CONFIG, -E2BIG,
-			       "nodeAccess.hostPortDeny lists more than %d entries", NODE_PORT_DENY_MAX);
-	for (size_t i = 0; i < n; i++)
-		if (parse_port_range(json_object_array_get_idx(arr, i), i, &cfg->port_deny[i], e) < 0)
-			return -EINVAL;
-	cfg->n_port_deny = n;
-	return 0;
-}
-
-static int parse_access(json_object *root, struct node_config *cfg, struct tg_err *e)
-{
-	json_object *acc = NULL;
-	int64_t port = 9617, conns = -1, neigh = ACCT_NEIGHBOURS_PER_SECOND_DEFAULT;
-	int r;
-
-	cfg->access.metrics_port = 9617;
-	cfg->access.neighbours_per_second = ACCT_NEIGHBOURS_PER_SECOND_DEFAULT;
-	cfg->ns_connections_default = true;
-	if ((r = jx_object(root, "", "nodeAccess", &acc, e)) < 0)
-		return r;
-	if (parse_port_deny(acc, cfg, e) < 0)
-		return -EINVAL;
-	if (r == 0)
-		return 0;
-	if (parse_ns_list(acc, "metadataNamespaces", cfg->access.metadata_ns,
-			  &cfg->access.n_metadata_ns, e) < 0 ||
-	    (r = parse_ns_list(acc, "metricsNamespaces", cfg->access.metrics_ns,
-			       &cfg->access.n_metrics_ns, e)) < 0 ||
-	    jx_int(acc, "nodeAccess", "metricsPort", 1, 65535, &port, e) < 0 ||
-	    /* 0: no ceiling, no rate (the node's tables are then any tenant's to fill) */
-	    jx_int(acc, "nodeAccess", "namespaceConnections", 0, INT32_MAX, &conns, e) < 0 ||
-	    jx_int(acc, "nodeAccess", "newNeighboursPerSecond", 0, 1000000, &neigh, e) < 0)
-		return -EINVAL;
-	cfg->access.metrics_filter = r == 1;
-	cfg->access.metrics_port = (uint16_t)port;
-	cfg->access.neighbours_per_second = (uint32_t)neigh;
-	if (conns >= 0) {
-		cfg->ns_connections_default = false;
-		cfg->access.ns_connections = (uint32_t)conns;
-	}
-	return 0;
-}
-
 static int parse_budgets(json_object *root, struct node_config *cfg, struct tg_err *e)
 {
 	struct budget_policy *b = &cfg->budgets;
@@ -455,7 +316,7 @@ static int parse_budgets(json_object *root, struct node_config *cfg, struct tg_e
 		return 0;
 	json_object_object_foreach(b->egress, k, v) {
 		(void)v;
-		if (!ns_name_ok(k))
+		if (!node_ns_name_ok(k))
 			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
 				       "budgets.internetEgress[\"%.64s\"] is not a namespace name "
 				       "(a DNS label: a-z, 0-9 and '-', at most 63 characters)", k);
@@ -534,7 +395,7 @@ static int parse_guard(json_object *root, struct node_config *cfg, struct tg_err
 	json_object_object_foreach(per_ns, k, v) {
 		int64_t n;
 
-		if (!ns_name_ok(k))
+		if (!node_ns_name_ok(k))
 			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
 				       "internetGuard.connections.namespaces[\"%.64s\"] is not a namespace "
 				       "name (a DNS label: a-z, 0-9 and '-', at most 63 characters)", k);
@@ -789,7 +650,7 @@ int node_config_parse(struct node_config *cfg, struct tg_err *e)
 		return r;
 	if ((r = parse_shaping(root, cfg, e)) < 0)
 		return r;
-	if ((r = parse_access(root, cfg, e)) < 0)
+	if ((r = node_config_parse_access(root, cfg, e)) < 0)
 		return r;
 	if ((r = parse_budgets(root, cfg, e)) < 0)
 		return r;
