@@ -10,6 +10,8 @@
  */
 #include "agent/internal.h"
 
+#include <malloc.h>
+
 int main(int argc, char **argv)
 {
 	/* static: the agent's state (config, store paths, the page) is too big for a stack */
@@ -17,6 +19,15 @@ int main(int argc, char **argv)
 	static struct app app;
 	int r;
 
+	/*
+	 * A fixed mmap threshold: the metrics pages (hundreds of kB each) and
+	 * a declaration's batch are mapped and go back to the kernel when
+	 * freed. glibc would otherwise raise the threshold after the first
+	 * such free and carve later pages out of the heap, where they leave
+	 * holes: the resident size would depend on the order of frees, not
+	 * on what is alive (docs/metrics.md, "Memory bound").
+	 */
+	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
 	r = agent_parse_options(argc, argv, &cli);
 	if (r != AGENT_RUN)
 		return r;
