@@ -97,6 +97,7 @@ endif
 IPAM_SRC := $(filter-out ipam/imds.c,$(wildcard ipam/*.c))
 ACCT_SRC := $(wildcard accounting/*.c)
 SHAPER_SRC := $(wildcard shaper/*.c)
+CONFIG_SRC := $(wildcard config/*.c)
 NODE_SRC := $(filter-out node/sync.c,$(wildcard node/*.c))
 CNI_SRC  := $(filter-out cni/main.c,$(wildcard cni/*.c))
 CLI_SRC  := $(wildcard cli/*.c)
@@ -108,7 +109,7 @@ HTTPC_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard httpc/*.c))
 ETCD_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard etcd/*.c))
 
 # Every layer below the binaries; the plugin links none of the HTTP code.
-CORE_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRC) $(IPAM_SRC) $(ACCT_SRC) $(SHAPER_SRC) $(NODE_SRC) $(BUDGET_SRC))
+CORE_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRC) $(CONFIG_SRC) $(IPAM_SRC) $(ACCT_SRC) $(SHAPER_SRC) $(NODE_SRC) $(BUDGET_SRC))
 CNI_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(CNI_SRC))
 PLUGIN_OBJ := $(BUILD)/obj/cni/main.o $(CNI_OBJ) $(CORE_OBJ)
 IMDS_OBJ := $(BUILD)/obj/ipam/imds.o $(BUILD)/obj/node/sync.o
@@ -256,7 +257,7 @@ lint-objs: $(PRODUCT_OBJ)
 # cppcheck over every C source of the product and its tests, shellcheck over
 # every shell script. Any finding fails; suppressions carry their reason
 # (cppcheck.supp, inline `cppcheck-suppress`, `shellcheck disable`).
-CPPCHECK_DIRS := lib ipam accounting shaper node cni cli agent allocator exporter http httpc etcd budget tests/unit tests/kernel tests/fuzz tests/bench tests/integration/cri
+CPPCHECK_DIRS := lib config ipam accounting shaper node cni cli agent allocator exporter http httpc etcd budget tests/unit tests/kernel tests/fuzz tests/bench tests/integration/cri
 # With TG_FAILPOINTS, as in the test builds: without it each TG_FAILPOINT() is
 # a literal 0, and every 'r = TG_FAILPOINT(..); if (r == 0)' reads to cppcheck
 # as a condition always true (the failpoint code is checked as well).

@@ -19,8 +19,8 @@
 #include <unistd.h>
 
 #include "allocator/internal.h"
+#include "config/config.h"
 #include "lib/util.h"
-#include "node/config.h"
 
 #define PAGE_MAX (16u << 20)
 /* descriptors kept back from the connections: the listener, epoll, timer, inotify, log */

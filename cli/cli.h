@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <json-c/json.h>
 
+#include "config/config.h"
 #include "ipam/imds.h"
 #include "ipam/ipam.h"
 #include "ipam/store.h"
