@@ -103,7 +103,7 @@ endif
 # apart from them: each daemon's and the plugin's main.c (its binary's own),
 # the pool from IMDS (ipam/imds.c, node/sync.c: never in the plugin), and the
 # failpoints (lib/failpoint.c: test builds alone).
-MODULES  := lib config ipam accounting shaper node budget exporter http httpc etcd \
+MODULES  := lib ipam accounting shaper config node budget http httpc etcd exporter \
 	    cni cli agent allocator
 obj_of    = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 MAIN_SRC := cni/main.c agent/main.c allocator/main.c
@@ -116,9 +116,9 @@ IMDS_OBJ := $(call obj_of,$(IMDS_SRC))
 LIB_NODE_OBJ := $(call obj_of,lib/nl.c lib/extack.c lib/sysctls.c lib/cniops.c lib/steps.c \
 		lib/rootfs.c lib/elf.c)
 
-# The layers below the node's binaries: the config, addresses, accounting,
-# shaping, the node's kernel objects.
-NODE_OBJ := $(foreach m,lib config ipam accounting shaper node,$(OBJ_$(m)))
+# The layers below the node's binaries: addresses, accounting, shaping, the
+# config, the node's kernel objects.
+NODE_OBJ := $(foreach m,lib ipam accounting shaper config node,$(OBJ_$(m)))
 # Each binary's link: what it calls.
 # The plugin: no HTTP code (budget/ as ever, though it calls none of it).
 CORE_OBJ := $(NODE_OBJ) $(OBJ_budget)
