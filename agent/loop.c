@@ -26,20 +26,12 @@
 #include "lib/cniops.h"
 #include "lib/util.h"
 
-static int64_t mono_ms(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
 static double uniform(void)
 {
 	uint32_t v = 0;
 
 	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != sizeof(v))
-		v = (uint32_t)mono_ms() * 2654435761u;
+		v = (uint32_t)time_mono_ms() * 2654435761u;
 	return (double)v / 4294967296.0;
 }
 
@@ -133,10 +125,10 @@ static void run_declare(struct app *app)
 	uint64_t before = repairs(&app->a.stats);
 	struct tg_err e = { 0 };
 
-	sched_started(&app->a.declare, mono_ms());
+	sched_started(&app->a.declare, time_mono_ms());
 	if (agent_declare(&app->a, &e) < 0) {
 		agent_log(AGENT_LOG_ERROR, "msg=\"declaration failed\" err=%s", LOGFMT_Q(e.msg));
-		sched_failed(&app->a.declare, mono_ms());
+		sched_failed(&app->a.declare, time_mono_ms());
 		return;
 	}
 	run_policy(app);
@@ -144,7 +136,7 @@ static void run_declare(struct app *app)
 		agent_log(AGENT_LOG_WARN, "msg=\"node-wide state repaired\" objects=%llu",
 		          (unsigned long long)(repairs(&app->a.stats) - before));
 	check_node(app);
-	sched_succeeded(&app->a.declare, mono_ms(), uniform());
+	sched_succeeded(&app->a.declare, time_mono_ms(), uniform());
 }
 
 /*
@@ -158,18 +150,18 @@ static void sync_finish(struct app *app, int r, struct agent_notes *notes, const
 	if (r < 0) {
 		agent_log(AGENT_LOG_ERROR, "msg=\"sync failed\" err=%s failures=%u", LOGFMT_Q(e->msg),
 		          app->a.sync.failures + 1);
-		sched_failed_within(&app->a.sync, mono_ms(), min_ms, max_ms);
+		sched_failed_within(&app->a.sync, time_mono_ms(), min_ms, max_ms);
 		return;
 	}
 	if (!app->a.pool_ready) {
 		/* no pool yet: keep asking, backing off */
 		agent_log(AGENT_LOG_WARN, "msg=\"the pool is empty\"");
-		sched_failed(&app->a.sync, mono_ms());
+		sched_failed(&app->a.sync, time_mono_ms());
 		return;
 	}
 	if (!was_ready)
 		agent_log(AGENT_LOG_INFO, "msg=\"pool ready\"");
-	sched_succeeded(&app->a.sync, mono_ms(), uniform());
+	sched_succeeded(&app->a.sync, time_mono_ms(), uniform());
 }
 
 static bool imds_busy(const struct app *app)
@@ -205,7 +197,7 @@ static void take_imds(struct app *app)
 	struct tg_err e = { 0 };
 	const char *body = NULL;
 	bool was_ready = app->a.pool_ready;
-	int64_t now = mono_ms(), min_ms = 0, max_ms = INT64_MAX, ra;
+	int64_t now = time_mono_ms(), min_ms = 0, max_ms = INT64_MAX, ra;
 	size_t len = 0;
 	long status = 0;
 	char why[320];
@@ -241,7 +233,7 @@ static void run_sync(struct app *app)
 	bool was_ready = app->a.pool_ready;
 	int r;
 
-	sched_started(&app->a.sync, mono_ms());
+	sched_started(&app->a.sync, time_mono_ms());
 	/* In the loop, IMDS is asked without waiting for it: the loop never blocks. */
 	if (app->imds && app->a.cfg.source != IPAM_SOURCE_STATIC) {
 		request_imds(app);
@@ -257,17 +249,17 @@ static void run_gc(struct app *app)
 	struct tg_err e = { 0 };
 	int r;
 
-	sched_started(&app->a.gc, mono_ms());
+	sched_started(&app->a.gc, time_mono_ms());
 	r = agent_gc(&app->a, &notes, &e);
 	agent_log_notes(&notes);
 	if (r < 0) {
 		agent_log(AGENT_LOG_ERROR, "msg=\"gc failed\" err=%s", LOGFMT_Q(e.msg));
-		sched_failed(&app->a.gc, mono_ms());
+		sched_failed(&app->a.gc, time_mono_ms());
 		return;
 	}
-	if (agent_retire_namespaces(&app->a, mono_ms(), &e) < 0)
+	if (agent_retire_namespaces(&app->a, time_mono_ms(), &e) < 0)
 		agent_log(AGENT_LOG_ERROR, "msg=\"namespace retirement failed\" err=%s", LOGFMT_Q(e.msg));
-	sched_succeeded(&app->a.gc, mono_ms(), uniform());
+	sched_succeeded(&app->a.gc, time_mono_ms(), uniform());
 }
 
 static void run_install(struct app *app)
@@ -310,7 +302,7 @@ static void reload(struct app *app)
 	if (app->a.opt.metrics_only)
 		return;
 	run_declare(app); /* and the reshape */
-	sched_soon(&app->a.sync, mono_ms(), 0);
+	sched_soon(&app->a.sync, time_mono_ms(), 0);
 	app->a.installed = false; /* the new conflist goes to the runtime */
 	run_install(app);
 	/*
@@ -318,7 +310,7 @@ static void reload(struct app *app)
 	 * caps after that reshape: the next declaration's reshape, soon,
 	 * gives them the new ones (and every later one, for ADDs still later).
 	 */
-	sched_soon(&app->a.declare, mono_ms(), RESHAPE_AFTER_INSTALL_MS);
+	sched_soon(&app->a.declare, time_mono_ms(), RESHAPE_AFTER_INSTALL_MS);
 }
 
 /* The plugin's pool-exhausted signal lands in the store's directory (once it exists). */
@@ -337,20 +329,20 @@ static void run_take(struct app *app)
 {
 	int r;
 
-	sched_started(&app->take, mono_ms());
+	sched_started(&app->take, time_mono_ms());
 	r = app->ex ? exporter_take_destinations(app->ex) : 0;
 	if (r < 0) {
 		agent_log(AGENT_LOG_WARN, "msg=\"destination sets not read\" err=%s",
 			  LOGFMT_Q(strerror(-r)));
-		sched_failed(&app->take, mono_ms());
+		sched_failed(&app->take, time_mono_ms());
 		return;
 	}
-	sched_succeeded(&app->take, mono_ms(), uniform());
+	sched_succeeded(&app->take, time_mono_ms(), uniform());
 }
 
 static void run_due(struct app *app)
 {
-	int64_t now = mono_ms();
+	int64_t now = time_mono_ms();
 	bool ran = false;
 
 	if (app->config_changed) {
@@ -377,7 +369,7 @@ static void run_due(struct app *app)
 		}
 		watch_store(app);
 		run_install(app);
-		if (sched_due(&app->a.gc, mono_ms())) {
+		if (sched_due(&app->a.gc, time_mono_ms())) {
 			run_gc(app);
 			ran = true;
 		}
@@ -409,7 +401,7 @@ static int next_wait_ms(struct app *app)
 	const struct sched_task *const tasks[] = { &app->take, &app->a.declare, &app->a.gc,
 						   imds_busy(app) ? NULL : &app->a.sync };
 	int64_t next = sched_next(tasks, app->a.opt.metrics_only ? 1 : 4);
-	int64_t wait = next == INT64_MAX ? -1 : next - mono_ms();
+	int64_t wait = next == INT64_MAX ? -1 : next - time_mono_ms();
 	int h = app->http ? http_timeout_ms(app->http) : -1;
 	int i = app->imds ? httpc_timeout_ms(app->imds) : -1;
 
@@ -524,7 +516,7 @@ static int serve(struct app *app)
 /* Start-up: the config, the node declared, the pool, the plugin installed. */
 static void start_up(struct app *app)
 {
-	int64_t now = mono_ms();
+	int64_t now = time_mono_ms();
 
 	if (app->a.opt.cni_bin_dir && !app->a.opt.host_root && !app->a.opt.metrics_only)
 		agent_log(AGENT_LOG_INFO, "msg=\"the host's libraries are not checked for the plugin "
@@ -540,11 +532,11 @@ static void start_up(struct app *app)
 /* --once: the start-up work with a bounded number of sync tries (1 s apart, then backing off). */
 int agent_once(struct app *app)
 {
-	int64_t deadline = mono_ms() + 60000;
+	int64_t deadline = time_mono_ms() + 60000;
 
 	start_up(app);
-	while (!agent_ready(&app->a) && mono_ms() < deadline) {
-		int64_t wait = app->a.sync.next_ms - mono_ms();
+	while (!agent_ready(&app->a) && time_mono_ms() < deadline) {
+		int64_t wait = app->a.sync.next_ms - time_mono_ms();
 
 		if (wait > 0)
 			usleep((useconds_t)(wait > 5000 ? 5000 : wait) * 1000);

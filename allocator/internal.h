@@ -99,8 +99,6 @@ struct app {
 
 #define ALLOC_REFUSED_LOG_MS 10000
 
-int64_t alloc_now_ms(void);
-
 /*
  * The config read and taken (at start: `first`, and a failure is the end;
  * later, a failure keeps the policy in force and is counted). 1 when the

@@ -94,7 +94,7 @@ static void route(void *cls, const char *path, struct http_reply *ret)
  */
 static void refused(struct app *app, enum alloc_report_result why, struct http_reply *ret)
 {
-	int64_t now = alloc_now_ms();
+	int64_t now = time_mono_ms();
 	size_t n;
 
 	app->stats.reports[why]++;
@@ -145,7 +145,7 @@ static void post(void *cls, const char *path, const char *body, size_t len,
 		not_leading(app, ret);
 		return;
 	}
-	r = budget_alloc_report(app->ba, &rep, alloc_now_ms(), &ans);
+	r = budget_alloc_report(app->ba, &rep, time_mono_ms(), &ans);
 	budget_report_free(&rep);
 	ans.epoch = app->elect_on ? (uint64_t)app->el.epoch : 0;
 	if (r == 0) {
@@ -261,7 +261,7 @@ static void render(struct app *app, struct expo *x)
 		    "1 for one lease after a start (or a new leaseSeconds): each node is granted "
 		    "only what it reports holding.");
 	expo_sample_u64(x, "tollgate_allocator_learning", NULL,
-			budget_alloc_learning(app->ba, alloc_now_ms()));
+			budget_alloc_learning(app->ba, time_mono_ms()));
 	/* a replica that does not lead allocates nothing: only the leader's are the budgets' */
 	if (!alloc_leading(app))
 		n = 0;

@@ -26,11 +26,6 @@
 /* descriptors kept back from the connections: the listener, epoll, timer, inotify, log */
 #define FD_SPARE 64
 
-int64_t alloc_now_ms(void)
-{
-	return time_mono_ns() / 1000000;
-}
-
 /*
  * Every node keeps a connection open: the soft limit goes up to the hard
  * one (which needs no privilege), and the connections the server takes are
@@ -90,7 +85,7 @@ static struct budget_alloc *new_state(const struct alloc_policy *pol)
 	/* a node is forgotten well after its lease ran out, never before */
 	if (p.forget_ms < 3 * pol->lease_ms)
 		p.forget_ms = 3 * pol->lease_ms;
-	return budget_alloc_new(&p, alloc_now_ms());
+	return budget_alloc_new(&p, time_mono_ms());
 }
 
 int alloc_relearn(struct app *app)
@@ -216,7 +211,7 @@ void alloc_round(struct app *app)
 {
 	int64_t t0 = time_mono_ns();
 
-	budget_alloc_round(app->ba, alloc_now_ms());
+	budget_alloc_round(app->ba, time_mono_ms());
 	app->stats.rounds++;
 	app->stats.round_seconds = (double)(time_mono_ns() - t0) / 1e9;
 }

@@ -35,6 +35,11 @@ int64_t time_mono_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+int64_t time_mono_ms(void)
+{
+	return time_mono_ns() / 1000000;
+}
+
 uint64_t hash_fnv1a64(const void *data, size_t len, uint64_t h)
 {
 	const unsigned char *p = data;
