@@ -64,21 +64,6 @@ static int parse_ms(int opt, const char *s, struct agent_cli *cli)
 	return 0;
 }
 
-static int parse_log_level(const char *s, enum agent_log_level *ret)
-{
-	if (strcmp(s, "error") == 0)
-		*ret = AGENT_LOG_ERROR;
-	else if (strcmp(s, "warn") == 0)
-		*ret = AGENT_LOG_WARN;
-	else if (strcmp(s, "info") == 0)
-		*ret = AGENT_LOG_INFO;
-	else {
-		fprintf(stderr, "tollgate-agent: --log-level is error, warn or info\n");
-		return -EINVAL;
-	}
-	return 0;
-}
-
 static void default_plugin(char *buf, size_t size)
 {
 	char self[PATH_MAX];
@@ -182,7 +167,7 @@ int agent_parse_options(int argc, char **argv, struct agent_cli *ret)
 		.listen = ":9617",
 		.page_cache_ms = -1,
 		.deadline_ms = -1,
-		.log_level = AGENT_LOG_INFO,
+		.log_level = TG_LOG_INFO,
 	};
 	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (opt) {
@@ -222,8 +207,10 @@ int agent_parse_options(int argc, char **argv, struct agent_cli *ret)
 			o->node_name = optarg;
 			break;
 		case 'v':
-			if (parse_log_level(optarg, &cli->log_level) < 0)
+			if (tg_log_level_parse(optarg, &cli->log_level) < 0) {
+				fprintf(stderr, "tollgate-agent: --log-level is error, warn or info\n");
 				return 2;
+			}
 			break;
 		case 'h': agent_usage(stdout); return 0;
 		case 'V': tg_print_version(stdout, "tollgate-agent"); return 0;

@@ -102,7 +102,7 @@ static int collect(void *cls, char **ret_buf, size_t *ret_len)
 			r = -ENOBUFS;
 	}
 	if (r < 0) {
-		agent_log(AGENT_LOG_ERROR, "msg=\"scrape failed\" err=%s", LOGFMT_Q(strerror(-r)));
+		tg_log(TG_LOG_ERROR, "msg=\"scrape failed\" err=%s", LOGFMT_Q(strerror(-r)));
 		return r;
 	}
 	buf = expo_take(&app->page, &len);
@@ -186,7 +186,7 @@ int agent_setup(struct app *app, const struct agent_cli *cli)
 	memset(app, 0, sizeof(*app));
 	app->inotify_fd = app->config_wd = app->store_wd = -1;
 	a->opt = cli->opt;
-	agent_log_set_level(cli->log_level);
+	tg_log_set_level(cli->log_level);
 	schedule_tasks(a);
 	schedule_take(app);
 	http_config_defaults(&app->hc);
@@ -203,7 +203,7 @@ int agent_setup(struct app *app, const struct agent_cli *cli)
 		return status;
 	}
 	if ((r = keep_net_admin()) < 0) {
-		agent_log(AGENT_LOG_ERROR, "msg=\"cannot set capabilities\" err=%s", LOGFMT_Q(strerror(-r)));
+		tg_log(TG_LOG_ERROR, "msg=\"cannot set capabilities\" err=%s", LOGFMT_Q(strerror(-r)));
 		return 1;
 	}
 	if (!a->opt.config_path) {
@@ -211,8 +211,8 @@ int agent_setup(struct app *app, const struct agent_cli *cli)
 		snprintf(a->cfg.data_dir, sizeof(a->cfg.data_dir), "%s", a->opt.data_dir);
 		a->cfg.name = cli->network;
 	} else if (agent_load_config(a, &e) < 0) {
-		agent_log(AGENT_LOG_ERROR, "msg=\"cannot load the config\" path=%s err=%s",
-			  LOGFMT_Q(a->opt.config_path), LOGFMT_Q(e.msg));
+		tg_log(TG_LOG_ERROR, "msg=\"cannot load the config\" path=%s err=%s",
+		       LOGFMT_Q(a->opt.config_path), LOGFMT_Q(e.msg));
 		return 1;
 	}
 	sigemptyset(&app->sigs);
@@ -221,9 +221,9 @@ int agent_setup(struct app *app, const struct agent_cli *cli)
 	sigaddset(&app->sigs, SIGHUP);
 	sigprocmask(SIG_BLOCK, &app->sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	agent_log(AGENT_LOG_INFO, "msg=\"starting\" config=%s network=%s data_dir=%s version=%s%s%s",
-		  a->opt.config_path ? a->opt.config_path : "-", a->cfg.name, a->cfg.data_dir,
-		  TG_VERSION, a->opt.once ? " once" : "", a->opt.metrics_only ? " metrics-only" : "");
+	tg_log(TG_LOG_INFO, "msg=\"starting\" config=%s network=%s data_dir=%s version=%s%s%s",
+	       a->opt.config_path ? a->opt.config_path : "-", a->cfg.name, a->cfg.data_dir,
+	       TG_VERSION, a->opt.once ? " once" : "", a->opt.metrics_only ? " metrics-only" : "");
 	return AGENT_RUN;
 }
 
@@ -241,9 +241,9 @@ static void watch_config(struct app *app)
 						   IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE |
 							   IN_DELETE | IN_ATTRIB);
 	if (app->config_wd < 0 && path)
-		agent_log(AGENT_LOG_WARN, "msg=\"cannot watch the config's directory; SIGHUP re-reads\" "
-			  "dir=%s err=\"%m\"",
-			  app->config_dir);
+		tg_log(TG_LOG_WARN, "msg=\"cannot watch the config's directory; SIGHUP re-reads\" "
+		       "dir=%s err=\"%m\"",
+		       app->config_dir);
 }
 
 int agent_setup_servers(struct app *app, const struct agent_cli *cli)
@@ -264,8 +264,8 @@ int agent_setup_servers(struct app *app, const struct agent_cli *cli)
 	app->hc.page_type = "text/plain; version=0.0.4; charset=utf-8";
 	r = http_start(&app->hc, &app->http);
 	if (r < 0) {
-		agent_log(AGENT_LOG_ERROR, "msg=\"cannot listen\" listen=%s err=%s", LOGFMT_Q(cli->listen),
-			  LOGFMT_Q(strerror(-r)));
+		tg_log(TG_LOG_ERROR, "msg=\"cannot listen\" listen=%s err=%s", LOGFMT_Q(cli->listen),
+		       LOGFMT_Q(strerror(-r)));
 		return 1;
 	}
 	return AGENT_RUN;

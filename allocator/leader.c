@@ -72,20 +72,20 @@ static void role_changed(struct app *app, int change, int64_t epoch)
 	if (change == ELECT_WON) {
 		app->term = (struct alloc_term){ .epoch = epoch };
 		if (alloc_relearn(app) < 0)
-			alloc_log(ALLOC_LOG_ERROR, "msg=\"out of memory for a new term's state\"");
-		alloc_log(ALLOC_LOG_INFO, "msg=\"leading: granting from now\" epoch=%lld "
-			  "etcd=%s learning_ms=%lld", (long long)epoch,
-			  LOGFMT_Q(app->el.cfg.urls[app->el.url]), (long long)app->pol.lease_ms);
+			tg_log(TG_LOG_ERROR, "msg=\"out of memory for a new term's state\"");
+		tg_log(TG_LOG_INFO, "msg=\"leading: granting from now\" epoch=%lld "
+		       "etcd=%s learning_ms=%lld", (long long)epoch,
+		       LOGFMT_Q(app->el.cfg.urls[app->el.url]), (long long)app->pol.lease_ms);
 	} else if (change == ELECT_LOST) {
 		/* the record the chaos test reads: no two terms may overlap */
-		alloc_log(ALLOC_LOG_WARN, "msg=\"stopped leading\" epoch=%lld why=%s answers=%llu "
-			  "first_grant_unix_ms=%lld last_grant_unix_ms=%lld",
-			  (long long)app->term.epoch, LOGFMT_Q(app->el.step_down_why),
-			  (unsigned long long)app->term.answers,
-			  (long long)app->term.first_grant_unix_ms,
-			  (long long)app->term.last_grant_unix_ms);
+		tg_log(TG_LOG_WARN, "msg=\"stopped leading\" epoch=%lld why=%s answers=%llu "
+		       "first_grant_unix_ms=%lld last_grant_unix_ms=%lld",
+		       (long long)app->term.epoch, LOGFMT_Q(app->el.step_down_why),
+		       (unsigned long long)app->term.answers,
+		       (long long)app->term.first_grant_unix_ms,
+		       (long long)app->term.last_grant_unix_ms);
 		if (alloc_relearn(app) < 0)
-			alloc_log(ALLOC_LOG_ERROR, "msg=\"out of memory for a new state\"");
+			tg_log(TG_LOG_ERROR, "msg=\"out of memory for a new state\"");
 	}
 }
 
@@ -114,16 +114,16 @@ static void take(struct app *app)
 	role_changed(app, change, app->el.epoch);
 	/* once per change (the first answer or failure says which it is) */
 	if (app->etcd_said != 0 && !app->el.etcd_ok)
-		alloc_log(ALLOC_LOG_WARN, "msg=\"etcd does not answer; no grant until this replica "
-			  "leads\" err=%s", LOGFMT_Q(app->el.last_error));
+		tg_log(TG_LOG_WARN, "msg=\"etcd does not answer; no grant until this replica "
+		       "leads\" err=%s", LOGFMT_Q(app->el.last_error));
 	else if (app->etcd_said != 1 && app->el.etcd_ok)
-		alloc_log(ALLOC_LOG_INFO, "msg=\"etcd answers\" etcd=%s",
-			  LOGFMT_Q(app->el.cfg.urls[app->el.url]));
+		tg_log(TG_LOG_INFO, "msg=\"etcd answers\" etcd=%s",
+		       LOGFMT_Q(app->el.cfg.urls[app->el.url]));
 	app->etcd_said = app->el.etcd_ok;
 	if (!app->el.leading && app->el.leader_known &&
 	    (!was_known || epoch_before != app->el.leader_epoch))
-		alloc_log(ALLOC_LOG_INFO, "msg=\"following\" leader=%s epoch=%lld",
-			  LOGFMT_Q(app->el.leader), (long long)app->el.leader_epoch);
+		tg_log(TG_LOG_INFO, "msg=\"following\" leader=%s epoch=%lld",
+		       LOGFMT_Q(app->el.leader), (long long)app->el.leader_epoch);
 }
 
 void alloc_elect_socket(struct app *app, int fd, uint32_t events)
@@ -196,12 +196,12 @@ void alloc_elect_stop(struct app *app)
 			if (app->cli.etcd_key)
 				curl_easy_setopt(h, CURLOPT_SSLKEY, app->cli.etcd_key);
 			curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
-			alloc_log(ALLOC_LOG_INFO, "msg=\"stopped leading\" epoch=%lld why=shutdown "
-				  "answers=%llu first_grant_unix_ms=%lld last_grant_unix_ms=%lld "
-				  "revoke=%s", (long long)epoch, (unsigned long long)app->term.answers,
-				  (long long)app->term.first_grant_unix_ms,
-				  (long long)app->term.last_grant_unix_ms,
-				  LOGFMT_Q(curl_easy_strerror(curl_easy_perform(h))));
+			tg_log(TG_LOG_INFO, "msg=\"stopped leading\" epoch=%lld why=shutdown "
+			       "answers=%llu first_grant_unix_ms=%lld last_grant_unix_ms=%lld "
+			       "revoke=%s", (long long)epoch, (unsigned long long)app->term.answers,
+			       (long long)app->term.first_grant_unix_ms,
+			       (long long)app->term.last_grant_unix_ms,
+			       LOGFMT_Q(curl_easy_strerror(curl_easy_perform(h))));
 			curl_easy_cleanup(h);
 		}
 		free(req.body);

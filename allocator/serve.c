@@ -99,9 +99,9 @@ static void refused(struct app *app, enum alloc_report_result why, struct http_r
 
 	app->stats.reports[why]++;
 	if (!app->refused_logged_ms || now - app->refused_logged_ms >= ALLOC_REFUSED_LOG_MS) {
-		alloc_log(ALLOC_LOG_WARN, "msg=\"report refused\" result=%s err=%s refused_since=%llu",
-			  result_names[why], LOGFMT_Q(app->reason),
-			  (unsigned long long)app->refused_since_log);
+		tg_log(TG_LOG_WARN, "msg=\"report refused\" result=%s err=%s refused_since=%llu",
+		       result_names[why], LOGFMT_Q(app->reason),
+		       (unsigned long long)app->refused_since_log);
 		app->refused_logged_ms = now;
 		app->refused_since_log = 0;
 	} else {
@@ -321,7 +321,7 @@ static int collect(void *cls, char **ret_buf, size_t *ret_len)
 	expo_reset(&app->page);
 	render(app, &app->page);
 	if (app->page.overflow) {
-		alloc_log(ALLOC_LOG_ERROR, "msg=\"scrape failed\" err=\"the page outgrew its bound\"");
+		tg_log(TG_LOG_ERROR, "msg=\"scrape failed\" err=\"the page outgrew its bound\"");
 		return -ENOBUFS;
 	}
 	buf = expo_take(&app->page, &len);

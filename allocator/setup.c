@@ -48,9 +48,9 @@ static unsigned int raise_nofile(unsigned int want)
 		unsigned int fit = rl.rlim_cur > 2 * FD_SPARE ? (unsigned int)(rl.rlim_cur - FD_SPARE)
 							      : FD_SPARE;
 
-		alloc_log(ALLOC_LOG_WARN, "msg=\"the open-file limit caps the connections\" "
-			  "max_connections=%u nofile=%llu connections=%u", want,
-			  (unsigned long long)rl.rlim_cur, fit);
+		tg_log(TG_LOG_WARN, "msg=\"the open-file limit caps the connections\" "
+		       "max_connections=%u nofile=%llu connections=%u", want,
+		       (unsigned long long)rl.rlim_cur, fit);
 		return fit;
 	}
 	return want;
@@ -165,29 +165,29 @@ int alloc_reload(struct app *app, bool first)
 	budget_alloc_set_report_ms(app->ba, pol.report_ms);
 	if (!first) {
 		app->stats.reloads++;
-		alloc_log(ALLOC_LOG_INFO, "msg=\"config changed\" path=%s budgets=%zu "
-			  "lease_ms=%lld report_ms=%lld%s%s", LOGFMT_Q(app->cli.config_path), pol.n,
-			  (long long)pol.lease_ms, (long long)pol.report_ms,
-			  same_budgets(&pol, &app->pol) ? " budgets_unchanged" : "",
-			  lease_changed ? " relearning" : "");
+		tg_log(TG_LOG_INFO, "msg=\"config changed\" path=%s budgets=%zu "
+		       "lease_ms=%lld report_ms=%lld%s%s", LOGFMT_Q(app->cli.config_path), pol.n,
+		       (long long)pol.lease_ms, (long long)pol.report_ms,
+		       same_budgets(&pol, &app->pol) ? " budgets_unchanged" : "",
+		       lease_changed ? " relearning" : "");
 	}
 	if (!pol.has_allocator)
-		alloc_log(ALLOC_LOG_WARN, "msg=\"budgets.allocator is not set: no node reports here\"");
+		tg_log(TG_LOG_WARN, "msg=\"budgets.allocator is not set: no node reports here\"");
 	else if (!pol.n)
-		alloc_log(ALLOC_LOG_WARN, "msg=\"budgets.internetEgress is empty: nothing to allocate\"");
+		tg_log(TG_LOG_WARN, "msg=\"budgets.internetEgress is empty: nothing to allocate\"");
 	alloc_policy_free(&app->pol);
 	app->pol = pol;
 	return 1;
 refused:
 	if (first) {
-		alloc_log(ALLOC_LOG_ERROR, "msg=\"cannot load the config\" path=%s err=%s",
-			  LOGFMT_Q(app->cli.config_path), LOGFMT_Q(e.msg));
+		tg_log(TG_LOG_ERROR, "msg=\"cannot load the config\" path=%s err=%s",
+		       LOGFMT_Q(app->cli.config_path), LOGFMT_Q(e.msg));
 		return r;
 	}
 	app->stats.reloads++;
 	app->stats.reload_errors++;
-	alloc_log(ALLOC_LOG_ERROR, "msg=\"config not reloaded; the one in force stays\" path=%s err=%s",
-		  LOGFMT_Q(app->cli.config_path), LOGFMT_Q(e.msg));
+	tg_log(TG_LOG_ERROR, "msg=\"config not reloaded; the one in force stays\" path=%s err=%s",
+	       LOGFMT_Q(app->cli.config_path), LOGFMT_Q(e.msg));
 	return r;
 }
 
@@ -229,8 +229,8 @@ static void watch_config(struct app *app)
 						   IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE |
 							   IN_DELETE | IN_ATTRIB);
 	if (app->config_wd < 0)
-		alloc_log(ALLOC_LOG_WARN, "msg=\"cannot watch the config's directory; SIGHUP re-reads\" "
-			  "dir=%s err=\"%m\"", LOGFMT_Q(app->config_dir));
+		tg_log(TG_LOG_WARN, "msg=\"cannot watch the config's directory; SIGHUP re-reads\" "
+		       "dir=%s err=\"%m\"", LOGFMT_Q(app->config_dir));
 }
 
 int alloc_setup(struct app *app, const struct alloc_cli *cli)
@@ -241,7 +241,7 @@ int alloc_setup(struct app *app, const struct alloc_cli *cli)
 	memset(app, 0, sizeof(*app));
 	app->inotify_fd = app->config_wd = app->timer_fd = -1;
 	app->cli = *cli;
-	alloc_log_set_level(cli->log_level);
+	tg_log_set_level(cli->log_level);
 	http_config_defaults(&app->hc);
 	r = http_parse_listen(cli->listen, BUDGET_DEFAULT_PORT, &app->hc.addr);
 	if (r < 0) {
@@ -253,8 +253,8 @@ int alloc_setup(struct app *app, const struct alloc_cli *cli)
 	}
 	conns = raise_nofile(cli->max_connections);
 	if ((r = drop_capabilities()) < 0) {
-		alloc_log(ALLOC_LOG_ERROR, "msg=\"cannot drop capabilities\" err=%s",
-			  LOGFMT_Q(strerror(-r)));
+		tg_log(TG_LOG_ERROR, "msg=\"cannot drop capabilities\" err=%s",
+		       LOGFMT_Q(strerror(-r)));
 		return 1;
 	}
 	if (alloc_reload(app, true) < 0)
@@ -269,7 +269,7 @@ int alloc_setup(struct app *app, const struct alloc_cli *cli)
 	watch_config(app);
 	app->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 	if (app->timer_fd < 0 || (r = alloc_arm_rounds(app)) < 0) {
-		alloc_log(ALLOC_LOG_ERROR, "msg=\"cannot arm the round's timer\" err=\"%m\"");
+		tg_log(TG_LOG_ERROR, "msg=\"cannot arm the round's timer\" err=\"%m\"");
 		return 1;
 	}
 	expo_init(&app->page, PAGE_MAX);
@@ -279,19 +279,19 @@ int alloc_setup(struct app *app, const struct alloc_cli *cli)
 	alloc_http_config(app, &app->hc);
 	r = http_start(&app->hc, &app->http);
 	if (r < 0) {
-		alloc_log(ALLOC_LOG_ERROR, "msg=\"cannot listen\" listen=%s err=%s",
-			  LOGFMT_Q(cli->listen), LOGFMT_Q(strerror(-r)));
+		tg_log(TG_LOG_ERROR, "msg=\"cannot listen\" listen=%s err=%s",
+		       LOGFMT_Q(cli->listen), LOGFMT_Q(strerror(-r)));
 		return 1;
 	}
-	alloc_log(ALLOC_LOG_INFO, "msg=\"starting\" config=%s listen=%s budgets=%zu lease_ms=%lld "
-		  "round_ms=%lld max_connections=%u per_client=%u version=%s",
-		  LOGFMT_Q(cli->config_path), LOGFMT_Q(cli->listen), app->pol.n,
-		  (long long)app->pol.lease_ms, (long long)app->round_ms, conns, cli->per_client,
-		  TG_VERSION);
+	tg_log(TG_LOG_INFO, "msg=\"starting\" config=%s listen=%s budgets=%zu lease_ms=%lld "
+	       "round_ms=%lld max_connections=%u per_client=%u version=%s",
+	       LOGFMT_Q(cli->config_path), LOGFMT_Q(cli->listen), app->pol.n,
+	       (long long)app->pol.lease_ms, (long long)app->round_ms, conns, cli->per_client,
+	       TG_VERSION);
 	if (app->elect_on)
-		alloc_log(ALLOC_LOG_INFO, "msg=\"leader election: no grant until this replica leads\" "
-			  "etcd=%s key=%s advertise=%s ttl_s=%u", LOGFMT_Q(cli->etcd),
-			  LOGFMT_Q(cli->election_key), LOGFMT_Q(cli->advertise), cli->election_ttl_s);
+		tg_log(TG_LOG_INFO, "msg=\"leader election: no grant until this replica leads\" "
+		       "etcd=%s key=%s advertise=%s ttl_s=%u", LOGFMT_Q(cli->etcd),
+		       LOGFMT_Q(cli->election_key), LOGFMT_Q(cli->advertise), cli->election_ttl_s);
 	return 0;
 }
 
