@@ -267,7 +267,7 @@ int imds_fetch(const char *base_url, int budget_s, char **ret_body, size_t *ret_
 	       int *ret_attempts, struct tg_err *e)
 {
 	char url[1024];
-	int64_t start = time_mono_ms(), backoff = 1000;
+	int64_t start = time_mono_ms();
 	int attempts = 0;
 	CURL *c;
 
@@ -321,7 +321,8 @@ int imds_fetch(const char *base_url, int budget_s, char **ret_body, size_t *ret_
 		if (retry_after > (curl_off_t)budget_s)
 			wait = ((int64_t)budget_s + 1) * 1000;
 		else
-			wait = retry_after > 0 ? (int64_t)retry_after * 1000 : backoff;
+			wait = retry_after > 0 ? (int64_t)retry_after * 1000
+					       : backoff_ms(1000, 10000, (unsigned)attempts - 1);
 		if (!retry || time_mono_ms() - start + wait > (int64_t)budget_s * 1000) {
 			curl_easy_cleanup(c);
 			curl_global_cleanup();
@@ -329,6 +330,5 @@ int imds_fetch(const char *base_url, int budget_s, char **ret_body, size_t *ret_
 				       attempts, attempts == 1 ? "" : "s");
 		}
 		sleep_ms(wait);
-		backoff = backoff * 2 > 10000 ? 10000 : backoff * 2;
 	}
 }
