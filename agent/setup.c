@@ -12,11 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "agent/internal.h"
+#include "lib/caps.h"
 #include "lib/util.h"
 
 #define PAGE_MAX (64u << 20)
@@ -113,28 +112,6 @@ static int collect(void *cls, char **ret_buf, size_t *ret_len)
 	return 0;
 }
 
-/*
- * Keeps CAP_NET_ADMIN and nothing else in the effective and permitted sets,
- * and sets no_new_privs. The bounding set is the runtime's (the manifest's
- * drop ALL, add NET_ADMIN): changing it would need CAP_SETPCAP.
- */
-static int keep_net_admin(void)
-{
-	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
-	struct __user_cap_data_struct data[2];
-	uint32_t keep = 1u << CAP_NET_ADMIN;
-
-	if (syscall(SYS_capget, &hdr, data) < 0)
-		return -errno;
-	data[0].effective &= keep;
-	data[0].permitted &= keep;
-	data[0].inheritable = 0;
-	data[1].effective = data[1].permitted = data[1].inheritable = 0;
-	if (syscall(SYS_capset, &hdr, data) < 0)
-		return -errno;
-	return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ? -errno : 0;
-}
-
 /* Each task's period, jitter, minimum gap and back-off. */
 static void schedule_tasks(struct agent *a)
 {
@@ -202,7 +179,12 @@ int agent_setup(struct app *app, const struct agent_cli *cli)
 			agent_usage(stderr);
 		return status;
 	}
-	if ((r = keep_net_admin()) < 0) {
+	/*
+	 * CAP_NET_ADMIN and nothing else. The bounding set is the runtime's
+	 * (the manifest's drop ALL, add NET_ADMIN): changing it would need
+	 * CAP_SETPCAP.
+	 */
+	if ((r = caps_keep_only(1u << CAP_NET_ADMIN, false)) < 0) {
 		tg_log(TG_LOG_ERROR, "msg=\"cannot set capabilities\" err=%s", LOGFMT_Q(strerror(-r)));
 		return 1;
 	}

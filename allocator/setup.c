@@ -6,19 +6,17 @@
  */
 #include <errno.h>
 #include <libgen.h>
-#include <linux/capability.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
-#include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "allocator/internal.h"
+#include "lib/caps.h"
 #include "lib/util.h"
 #include "node/config.h"
 
@@ -54,24 +52,6 @@ static unsigned int raise_nofile(unsigned int want)
 		return fit;
 	}
 	return want;
-}
-
-/*
- * Nothing the allocator does needs a capability: each set is emptied (the
- * bounding set too, when it may be), and no_new_privs set.
- */
-static int drop_capabilities(void)
-{
-	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
-	struct __user_cap_data_struct data[2] = { { 0 } };
-
-	if (prctl(PR_CAPBSET_READ, CAP_SETPCAP, 0, 0, 0) == 1)
-		for (int c = 0; c <= CAP_LAST_CAP; c++)
-			prctl(PR_CAPBSET_DROP, c, 0, 0, 0); /* without CAP_SETPCAP: EPERM, harmless */
-	if (syscall(SYS_capset, &hdr, data) < 0)
-		return -errno;
-	prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
-	return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ? -errno : 0;
 }
 
 /* A new allocation state (learning for one lease) for the policy's lease. */
@@ -252,7 +232,8 @@ int alloc_setup(struct app *app, const struct alloc_cli *cli)
 		return status;
 	}
 	conns = raise_nofile(cli->max_connections);
-	if ((r = drop_capabilities()) < 0) {
+	/* Nothing the allocator does needs a capability. */
+	if ((r = caps_keep_only(0, true)) < 0) {
 		tg_log(TG_LOG_ERROR, "msg=\"cannot drop capabilities\" err=%s",
 		       LOGFMT_Q(strerror(-r)));
 		return 1;
