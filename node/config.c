@@ -12,6 +12,7 @@
 #include "lib/cleanup.h"
 #include "lib/cnispec.h"
 #include "lib/jsonx.h"
+#include "lib/k8sname.h"
 #include "lib/rate.h"
 #include "lib/util.h"
 
@@ -316,7 +317,7 @@ static int parse_budgets(json_object *root, struct node_config *cfg, struct tg_e
 		return 0;
 	json_object_object_foreach(b->egress, k, v) {
 		(void)v;
-		if (!node_ns_name_ok(k))
+		if (!k8s_dns_label(k, strlen(k)))
 			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
 				       "budgets.internetEgress[\"%.64s\"] is not a namespace name "
 				       "(a DNS label: a-z, 0-9 and '-', at most 63 characters)", k);
@@ -395,7 +396,7 @@ static int parse_guard(json_object *root, struct node_config *cfg, struct tg_err
 	json_object_object_foreach(per_ns, k, v) {
 		int64_t n;
 
-		if (!node_ns_name_ok(k))
+		if (!k8s_dns_label(k, strlen(k)))
 			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
 				       "internetGuard.connections.namespaces[\"%.64s\"] is not a namespace "
 				       "name (a DNS label: a-z, 0-9 and '-', at most 63 characters)", k);

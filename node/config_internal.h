@@ -12,8 +12,6 @@
 
 struct node_config;
 
-/* A Kubernetes namespace name: a DNS label (RFC 1123), at most 63 characters. */
-bool node_ns_name_ok(const char *s);
 /* nodeAccess (node/config_access.c): its defaults when absent; code 7 naming the key. */
 int node_config_parse_access(json_object *root, struct node_config *cfg, struct tg_err *e);
 
