@@ -45,19 +45,12 @@ struct arp_seen {
 	unsigned rules, stamped;
 };
 
-static int comment_cb(const struct nftnl_udata *attr, void *data)
-{
-	if (nftnl_udata_type(attr) == NFTNL_UDATA_RULE_COMMENT)
-		*(const char **)data = nftnl_udata_get(attr);
-	return 0;
-}
-
 static int rule_cb(const struct nlmsghdr *nlh, void *p)
 {
 	struct arp_seen *s = p;
 	const struct nlattr *a;
-	const char *comment = NULL;
-	bool ours = false;
+	char comment[64];
+	bool ours = false, has_comment = false;
 
 	mnl_attr_for_each(a, nlh, sizeof(struct nfgenmsg)) {
 		uint16_t t = mnl_attr_get_type(a);
@@ -65,12 +58,11 @@ static int rule_cb(const struct nlmsghdr *nlh, void *p)
 		if (t == NFTA_RULE_CHAIN && mnl_attr_validate(a, MNL_TYPE_NUL_STRING) == 0)
 			ours = strcmp(mnl_attr_get_str(a), ACCT_ARP_CHAIN) == 0;
 		else if (t == NFTA_RULE_USERDATA)
-			nftnl_udata_parse(mnl_attr_get_payload(a), mnl_attr_get_payload_len(a),
-					  comment_cb, &comment);
+			has_comment = acct_udata_comment(a, NFTNL_UDATA_RULE_COMMENT, comment,
+							 sizeof(comment));
 	}
 	s->rules++;
-	if (ours && comment && strnlen(comment, ARP_STAMP_LEN) < ARP_STAMP_LEN &&
-	    strcmp(comment, s->stamp) == 0)
+	if (ours && has_comment && strcmp(comment, s->stamp) == 0)
 		s->stamped++;
 	return MNL_CB_OK;
 }
