@@ -173,8 +173,11 @@ int agent_setup(struct app *app, const struct agent_cli *cli)
 		app->hc.deadline_ms = (unsigned int)cli->deadline_ms;
 	r = http_parse_listen(cli->listen, HTTP_DEFAULT_PORT, &app->hc.addr);
 	if (r < 0) {
-		int status = http_listen_problem("tollgate-agent", cli->listen, r);
+		int status;
+		const char *why = http_listen_problem(r, &status);
 
+		fprintf(stderr, "tollgate-agent: --listen \"%s\"%s%s\n", cli->listen, why ? why : ": ",
+			why ? "" : strerror(-r));
 		if (r == -EINVAL)
 			agent_usage(stderr);
 		return status;
