@@ -11,20 +11,8 @@
 #include "config/config.h"
 #include "config/internal.h"
 #include "lib/jsonx.h"
+#include "lib/k8sname.h"
 #include "lib/util.h"
-
-/* A Kubernetes namespace name: a DNS label (RFC 1123), at most 63 characters. */
-bool config_ns_name_ok(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n == 0 || n > 63 || s[0] == '-' || s[n - 1] == '-')
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
-			return false;
-	return true;
-}
 
 /* nodeAccess.<key>: an array of namespace names, at most ACCT_ACCESS_NS_MAX. 1 when given. */
 static int parse_ns_list(json_object *o, const char *key, const char **ret, size_t *ret_n,
@@ -43,7 +31,7 @@ static int parse_ns_list(json_object *o, const char *key, const char **ret, size
 	for (size_t i = 0; i < n; i++) {
 		const char *s = json_object_get_string(json_object_array_get_idx(arr, i));
 
-		if (!config_ns_name_ok(s))
+		if (!k8s_dns_label(s, strlen(s)))
 			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
 				       "nodeAccess.%s[%zu] \"%.64s\" is not a namespace name "
 				       "(a DNS label: a-z, 0-9 and '-', at most 63 characters)",

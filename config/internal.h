@@ -24,8 +24,6 @@ struct node_config;
 #define NODE_LOG_MAX_BYTES_MIN 4096
 #define NODE_LOG_MAX_BYTES_MAX (1LL << 30)
 
-/* A Kubernetes namespace name: a DNS label (RFC 1123), at most 63 characters. */
-bool config_ns_name_ok(const char *s);
 
 /* config/policy.c: accounting, shaping, budgets, internetGuard. */
 int config_parse_accounting(json_object *root, struct node_config *cfg, struct tg_err *e);

@@ -11,6 +11,7 @@
 #include "config/config.h"
 #include "config/internal.h"
 #include "lib/jsonx.h"
+#include "lib/k8sname.h"
 #include "lib/rate.h"
 
 int config_parse_accounting(json_object *root, struct node_config *cfg, struct tg_err *e)
@@ -169,7 +170,7 @@ int config_parse_budgets(json_object *root, struct node_config *cfg, struct tg_e
 		return 0;
 	json_object_object_foreach(b->egress, k, v) {
 		(void)v;
-		if (!config_ns_name_ok(k))
+		if (!k8s_dns_label(k, strlen(k)))
 			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
 				       "budgets.internetEgress[\"%.64s\"] is not a namespace name "
 				       "(a DNS label: a-z, 0-9 and '-', at most 63 characters)", k);
@@ -248,7 +249,7 @@ int config_parse_guard(json_object *root, struct node_config *cfg, struct tg_err
 	json_object_object_foreach(per_ns, k, v) {
 		int64_t n;
 
-		if (!config_ns_name_ok(k))
+		if (!k8s_dns_label(k, strlen(k)))
 			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
 				       "internetGuard.connections.namespaces[\"%.64s\"] is not a namespace "
 				       "name (a DNS label: a-z, 0-9 and '-', at most 63 characters)", k);

@@ -12,6 +12,7 @@
 #include <curl/curl.h>
 
 #include "httpc/httpc.h"
+#include "lib/util.h"
 
 /* One request at a time: a connection, and libcurl's happy-eyeballs second try. */
 #define HTTPC_SOCKS_MAX 8
@@ -41,14 +42,6 @@ struct httpc {
 	long retry_after_s;
 	bool fresh;			/* the last exchange failed: the next one connects anew */
 };
-
-static int64_t now_ms(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
 
 static size_t on_data(char *p, size_t size, size_t n, void *arg)
 {
@@ -101,7 +94,7 @@ static int on_timer(CURLM *multi, long timeout_ms, void *arg)
 	struct httpc *c = arg;
 
 	(void)multi;
-	c->timer_ms = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+	c->timer_ms = timeout_ms < 0 ? -1 : time_mono_ms() + timeout_ms;
 	return 0;
 }
 
@@ -288,7 +281,7 @@ int httpc_timeout_ms(const struct httpc *c)
 
 	if (c->timer_ms < 0)
 		return -1;
-	w = c->timer_ms - now_ms();
+	w = c->timer_ms - time_mono_ms();
 	return w < 0 ? 0 : w > INT32_MAX ? INT32_MAX : (int)w;
 }
 
@@ -296,7 +289,7 @@ void httpc_run_timer(struct httpc *c)
 {
 	int running;
 
-	if (c->timer_ms < 0 || c->timer_ms > now_ms())
+	if (c->timer_ms < 0 || c->timer_ms > time_mono_ms())
 		return;
 	c->timer_ms = -1;
 	curl_multi_socket_action(c->multi, CURL_SOCKET_TIMEOUT, 0, &running);

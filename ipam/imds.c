@@ -22,6 +22,7 @@
 #include "lib/cleanup.h"
 #include "lib/ip4.h"
 #include "lib/jsonx.h"
+#include "lib/util.h"
 
 #define IMDS_PATH "/metadata/instance/network?api-version=2021-02-01"
 
@@ -241,14 +242,6 @@ static void sleep_ms(int64_t ms)
 		;
 }
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* One GET of url; left_ms is what is left of the budget. */
 static void setup_request(CURL *c, const char *url, struct curl_slist *hdr, int64_t left_ms,
 			  struct body *b)
@@ -274,7 +267,7 @@ int imds_fetch(const char *base_url, int budget_s, char **ret_body, size_t *ret_
 	       int *ret_attempts, struct tg_err *e)
 {
 	char url[1024];
-	int64_t start = mono_ms(), backoff = 1000;
+	int64_t start = time_mono_ms();
 	int attempts = 0;
 	CURL *c;
 
@@ -298,7 +291,7 @@ int imds_fetch(const char *base_url, int budget_s, char **ret_body, size_t *ret_
 		int64_t wait;
 
 		attempts++;
-		setup_request(c, url, hdr, (int64_t)budget_s * 1000 - (mono_ms() - start), &b);
+		setup_request(c, url, hdr, (int64_t)budget_s * 1000 - (time_mono_ms() - start), &b);
 		cr = curl_easy_perform(c);
 		curl_slist_free_all(hdr);
 		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
@@ -328,14 +321,14 @@ int imds_fetch(const char *base_url, int budget_s, char **ret_body, size_t *ret_
 		if (retry_after > (curl_off_t)budget_s)
 			wait = ((int64_t)budget_s + 1) * 1000;
 		else
-			wait = retry_after > 0 ? (int64_t)retry_after * 1000 : backoff;
-		if (!retry || mono_ms() - start + wait > (int64_t)budget_s * 1000) {
+			wait = retry_after > 0 ? (int64_t)retry_after * 1000
+					       : backoff_ms(1000, 10000, (unsigned)attempts - 1);
+		if (!retry || time_mono_ms() - start + wait > (int64_t)budget_s * 1000) {
 			curl_easy_cleanup(c);
 			curl_global_cleanup();
 			return tg_fail(e, CNI_ERR_IO, -EIO, "IMDS %s: %s (after %d request%s)", url, why,
 				       attempts, attempts == 1 ? "" : "s");
 		}
 		sleep_ms(wait);
-		backoff = backoff * 2 > 10000 ? 10000 : backoff * 2;
 	}
 }
