@@ -34,9 +34,10 @@
 # TG_BOTH=1 runs every integration file against every build dir, as
 # before (TG_SAN_EXCLUDE still holds).
 #
-# Files outside TG_SERIAL run two at a time (TG_JOBS): each writes to a log
-# of its own, printed whole when it ends; the timing-sensitive files, and
-# those that start real runtimes or the runner itself, run alone.
+# Files outside TG_SERIAL run two at a time (TG_JOBS), each in throwaway
+# namespaces of its own (lib.sh's per-run prefix), its output to a log of
+# its own printed whole when it ends; the files that measure rates, timing
+# or memory, and those that start real runtimes, run alone after them.
 #
 # Env: TG_TEST_FILTER=regex  run only files whose name matches
 #      TG_TEST_TIMEOUT=secs  per-file time limit (default 300)
@@ -62,9 +63,11 @@
 #                            cases' cmocka binaries of each build; test_runner)
 #      TG_BOTH=1             every integration file against every build dir
 #      TG_JOBS=n             files run at once outside TG_SERIAL (default 2; 1: one by one)
-#      TG_SERIAL=regex       files that run alone (default: TG_SAN_EXCLUDE's
-#                            measurements, and test_runtimes, test_deploy,
-#                            test_runner)
+#      TG_SERIAL=regex       files that run alone (default: those that measure
+#                            rates, timing or memory: test_shaping_rates,
+#                            test_node_state, test_budget_agent,
+#                            test_metrics_http, test_cri; and test_runtimes and
+#                            test_deploy, which start real runtimes)
 #
 # tests/chaos/run.sh sources this file for its runner (everything down to
 # run_summary: the counting is one code): it sets RUN_NAME and
@@ -280,7 +283,7 @@ export TG_RUN_BUILDS="$*"
 FILTER=${TG_TEST_FILTER:-}
 SAN_EXCLUDE=${TG_SAN_EXCLUDE-test_shaping_rates|test_node_state|test_budget_agent|test_metrics_http|test_valgrind|test_arm64|test_cri}
 EVERY_BUILD=${TG_EVERY_BUILD-test_failpoints|test_kernel_cases|test_runner}
-SERIAL=${TG_SERIAL-${SAN_EXCLUDE:+$SAN_EXCLUDE|}test_runtimes|test_deploy|test_runner}
+SERIAL=${TG_SERIAL-test_shaping_rates|test_node_state|test_budget_agent|test_metrics_http|test_cri|test_runtimes|test_deploy}
 JOBS=${TG_JOBS:-2}
 HOST_BEFORE=$(bash tests/host_dirs.sh)
 
