@@ -66,8 +66,11 @@
 #      TG_SERIAL=regex       files that run alone (default: those that measure
 #                            rates, timing or memory: test_shaping_rates,
 #                            test_node_state, test_budget_agent,
-#                            test_metrics_http, test_cri; and test_runtimes and
-#                            test_deploy, which start real runtimes)
+#                            test_metrics_http, test_cri; test_allocator, whose
+#                            leases last 2 s; test_declare_commits, which needs
+#                            100 commits in 12 s; test_guard, which counts
+#                            connections against newPerSecond; and test_runtimes
+#                            and test_deploy, which start real runtimes)
 #
 # tests/chaos/run.sh sources this file for its runner (everything down to
 # run_summary: the counting is one code): it sets RUN_NAME and
@@ -283,7 +286,7 @@ export TG_RUN_BUILDS="$*"
 FILTER=${TG_TEST_FILTER:-}
 SAN_EXCLUDE=${TG_SAN_EXCLUDE-test_shaping_rates|test_node_state|test_budget_agent|test_metrics_http|test_valgrind|test_arm64|test_cri}
 EVERY_BUILD=${TG_EVERY_BUILD-test_failpoints|test_kernel_cases|test_runner}
-SERIAL=${TG_SERIAL-test_shaping_rates|test_node_state|test_budget_agent|test_metrics_http|test_cri|test_runtimes|test_deploy}
+SERIAL=${TG_SERIAL-test_shaping_rates|test_node_state|test_budget_agent|test_metrics_http|test_cri|test_allocator\.sh|test_declare_commits|test_guard|test_runtimes|test_deploy}
 JOBS=${TG_JOBS:-2}
 HOST_BEFORE=$(bash tests/host_dirs.sh)
 
