@@ -169,6 +169,8 @@ int imds_parse_network(const char *body, size_t len, const uint8_t mac[6],
 	r = jx_parse(body, len, &root, &pe);
 	if (r == -ENOMEM)
 		return tg_fail(e, CNI_ERR_IO, r, "out of memory");
+	if (r < 0 && pe.twice)
+		return bad(e, "%s at byte %zu", pe.why, pe.at);
 	if (r < 0 && pe.trailing)
 		return tg_fail(e, CNI_ERR_IO, r, "IMDS answer has trailing data at byte %zu", pe.at);
 	if (r < 0)

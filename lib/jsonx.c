@@ -24,44 +24,6 @@ static const char *type_name(json_type t)
 	}
 }
 
-int jx_parse(const char *text, size_t len, json_object **ret, struct jx_parse_error *ret_err)
-{
-	json_tokener *tok;
-	json_object *root;
-	size_t end;
-
-	if (len > INT_MAX) {
-		*ret_err = (struct jx_parse_error){ .why = "too large" };
-		return -EBADMSG;
-	}
-	tok = json_tokener_new();
-	if (!tok)
-		return -ENOMEM;
-	json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
-	root = json_tokener_parse_ex(tok, text, (int)len);
-	end = json_tokener_get_parse_end(tok);
-	if (!root || json_tokener_get_error(tok) != json_tokener_success) {
-		*ret_err = (struct jx_parse_error){
-			.why = json_tokener_error_desc(json_tokener_get_error(tok)), .at = end
-		};
-		json_tokener_free(tok);
-		json_object_put(root);
-		return -EBADMSG;
-	}
-	json_tokener_free(tok);
-	/* json-c stops at a NUL byte as at the end of the text. */
-	for (size_t i = end; i < len; i++)
-		if (text[i] != ' ' && text[i] != '\t' && text[i] != '\n' && text[i] != '\r') {
-			*ret_err = (struct jx_parse_error){
-				.why = "trailing data", .at = i, .trailing = true
-			};
-			json_object_put(root);
-			return -EBADMSG;
-		}
-	*ret = root;
-	return 0;
-}
-
 void jx_print(FILE *out, json_object *o, int flags)
 {
 	fputs(json_object_to_json_string_ext(o, flags | JSON_C_TO_STRING_NOSLASHESCAPE), out);
