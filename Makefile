@@ -111,7 +111,8 @@ ETCD_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard etcd/*.c))
 CORE_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRC) $(IPAM_SRC) $(ACCT_SRC) $(SHAPER_SRC) $(NODE_SRC) $(BUDGET_SRC))
 CNI_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(CNI_SRC))
 PLUGIN_OBJ := $(BUILD)/obj/cni/main.o $(CNI_OBJ) $(CORE_OBJ)
-IMDS_OBJ := $(BUILD)/obj/ipam/imds.o $(BUILD)/obj/node/sync.o
+# IMDS asks through the HTTP client (its blocking call, in tollgate-ipam).
+IMDS_OBJ := $(BUILD)/obj/ipam/imds.o $(BUILD)/obj/node/sync.o $(HTTPC_OBJ)
 CLI_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRC))
 
 UNIT_SRC := $(wildcard tests/unit/test_*.c)

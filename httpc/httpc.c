@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <unistd.h>
 #include <time.h>
 
 #include <curl/curl.h>
@@ -40,6 +41,7 @@ struct httpc {
 	CURLcode result;
 	long retry_after_s;
 	bool fresh;			/* the last exchange failed: the next one connects anew */
+	int connect_timeout_ms;		/* 0: the request's whole timeout */
 };
 
 static int64_t now_ms(void)
@@ -196,7 +198,8 @@ static int start(struct httpc *c, const char *url, struct curl_slist *headers, i
 	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
-	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)timeout_ms);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
+			 (long)(c->connect_timeout_ms > 0 ? c->connect_timeout_ms : timeout_ms));
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
 	curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
@@ -334,4 +337,77 @@ bool httpc_has_socket(const struct httpc *c, int fd)
 		if (c->socks[i] == fd)
 			return true;
 	return false;
+}
+
+/* Runs c's request on its own epoll set until it ends; false past the deadline. */
+static bool drive(struct httpc *c, int epfd, int64_t deadline_ms)
+{
+	while (!c->done) {
+		struct epoll_event ev[HTTPC_SOCKS_MAX];
+		int64_t left = deadline_ms - now_ms();
+		int wait = httpc_timeout_ms(c), n;
+
+		if (left <= 0)
+			return false;
+		if (wait < 0 || wait > left)
+			wait = (int)left;
+		n = epoll_wait(epfd, ev, HTTPC_SOCKS_MAX, wait);
+		if (n < 0 && errno != EINTR)
+			return false;
+		for (int i = 0; i < n; i++)
+			httpc_socket(c, ev[i].data.fd, ev[i].events);
+		httpc_run_timer(c);
+	}
+	return true;
+}
+
+int httpc_request_sync(const struct httpc_sync *req, struct httpc_answer *ret)
+{
+	struct httpc *c = NULL;
+	const char *body;
+	int epfd, r;
+
+	memset(ret, 0, sizeof(*ret));
+	epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (epfd < 0)
+		return -errno;
+	r = httpc_new(epfd, req->user_agent, req->max_body, &c);
+	if (r == 0 && req->tls)
+		r = httpc_set_tls(c, req->tls);
+	if (r == 0) {
+		c->connect_timeout_ms = req->connect_timeout_ms;
+		r = req->body ? httpc_post(c, req->url, req->body, req->len, req->timeout_ms)
+			      : httpc_get(c, req->url, req->header, req->timeout_ms);
+	}
+	if (r < 0)
+		goto out;
+	/* libcurl's own timeout ends the request; this is only a bound on the wait */
+	if (!drive(c, epfd, now_ms() + req->timeout_ms + 1000)) {
+		httpc_cancel(c);
+		c->done = true;
+		c->result = CURLE_OPERATION_TIMEDOUT;
+		c->status = 0;
+		c->err[0] = '\0';
+	}
+	ret->ok = httpc_take(c, &ret->status, &body, &ret->len, ret->why, sizeof(ret->why)) == 1;
+	ret->answered = c->result == CURLE_OK;
+	ret->error = curl_easy_strerror(c->result);
+	ret->too_big = c->too_big;
+	ret->retry_after_s = c->retry_after_s;
+	ret->body = c->body;
+	c->body = NULL;
+	if (!ret->body) {
+		ret->body = strdup("");
+		r = ret->body ? 0 : -ENOMEM;
+	}
+out:
+	httpc_free(c);
+	close(epfd);
+	return r;
+}
+
+void httpc_answer_free(struct httpc_answer *a)
+{
+	free(a->body);
+	memset(a, 0, sizeof(*a));
 }

@@ -14,8 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include <curl/curl.h>
-
+#include "httpc/httpc.h"
 #include "ipam/imds.h"
 #include "ipam/ipam.h"
 #include "ipam/pool.h"
@@ -209,32 +208,6 @@ bool imds_retryable(long status)
 	return status == 0 || status == 429 || status == 410 || status >= 500;
 }
 
-struct body {
-	char *buf;
-	size_t len;
-	bool overflow;
-};
-
-static size_t on_body(char *data, size_t size, size_t nmemb, void *p)
-{
-	struct body *b = p;
-	size_t n = size * nmemb;
-	char *grown;
-
-	if (b->len + n > IMDS_BODY_MAX) {
-		b->overflow = true;
-		return 0;
-	}
-	grown = realloc(b->buf, b->len + n + 1);
-	if (!grown)
-		return 0;
-	b->buf = grown;
-	memcpy(b->buf + b->len, data, n);
-	b->len += n;
-	b->buf[b->len] = '\0';
-	return n;
-}
-
 static void sleep_ms(int64_t ms)
 {
 	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000 };
@@ -252,24 +225,22 @@ static int64_t mono_ms(void)
 }
 
 /* One GET of url; left_ms is what is left of the budget. */
-static void setup_request(CURL *c, const char *url, struct curl_slist *hdr, int64_t left_ms,
-			  struct body *b)
+static int get(const char *url, int64_t left_ms, struct httpc_answer *ret)
 {
 	/* A request never outlives the budget: 5 s at most, less when less is left. */
 	long total = left_ms < IMDS_REQUEST_TIMEOUT_MS ? (long)(left_ms > 200 ? left_ms : 200)
 						       : (long)IMDS_REQUEST_TIMEOUT_MS;
-
-	curl_easy_reset(c);
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
 	/* IMDS is link-local: never through a proxy, never redirected. */
-	curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
-	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
-	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, total < 2000 ? total : 2000L);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, total);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, b);
+	struct httpc_sync req = {
+		.url = url,
+		.user_agent = "tollgate/" TG_VERSION,
+		.header = "Metadata: true",
+		.timeout_ms = (int)total,
+		.connect_timeout_ms = total < 2000 ? (int)total : 2000,
+		.max_body = IMDS_BODY_MAX,
+	};
+
+	return httpc_request_sync(&req, ret);
 }
 
 int imds_fetch(const char *base_url, int budget_s, char **ret_body, size_t *ret_len,
@@ -278,65 +249,49 @@ int imds_fetch(const char *base_url, int budget_s, char **ret_body, size_t *ret_
 	char url[1024];
 	int64_t start = mono_ms(), backoff = 1000;
 	int attempts = 0;
-	CURL *c;
 
 	if (imds_url(base_url, url, sizeof(url)) < 0)
 		return tg_fail(e, CNI_ERR_CONFIG, -ENAMETOOLONG, "IMDS URL is too long");
-	if (curl_global_init(CURL_GLOBAL_NOTHING) != CURLE_OK)
-		return tg_fail(e, CNI_ERR_IO, -EIO, "cannot initialise libcurl");
-	c = curl_easy_init();
-	if (!c) {
-		curl_global_cleanup();
-		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "cannot initialise libcurl");
-	}
 	for (;;) {
-		struct curl_slist *hdr = curl_slist_append(NULL, "Metadata: true");
-		struct body b = { 0 };
-		long status = 0;
-		curl_off_t retry_after = 0;
-		CURLcode cr;
+		struct httpc_answer a;
 		char why[160];
 		bool retry;
 		int64_t wait;
+		int r;
 
 		attempts++;
-		setup_request(c, url, hdr, (int64_t)budget_s * 1000 - (mono_ms() - start), &b);
-		cr = curl_easy_perform(c);
-		curl_slist_free_all(hdr);
-		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-		curl_easy_getinfo(c, CURLINFO_RETRY_AFTER, &retry_after);
-		if (cr == CURLE_OK && status == 200) {
-			curl_easy_cleanup(c);
-			curl_global_cleanup();
-			*ret_body = b.buf;
-			*ret_len = b.len;
+		r = get(url, (int64_t)budget_s * 1000 - (mono_ms() - start), &a);
+		if (r == -ENOMEM)
+			return tg_fail(e, CNI_ERR_IO, r, "out of memory");
+		if (r < 0)
+			return tg_fail(e, CNI_ERR_IO, -EIO, "cannot initialise libcurl");
+		if (a.ok) {
+			*ret_body = a.body;
+			*ret_len = a.len;
 			if (ret_attempts)
 				*ret_attempts = attempts;
 			return 0;
 		}
-		free(b.buf);
-		if (b.overflow)
+		if (a.too_big)
 			snprintf(why, sizeof(why), "the answer is larger than %d bytes", IMDS_BODY_MAX);
-		else if (cr != CURLE_OK)
-			snprintf(why, sizeof(why), "%s", curl_easy_strerror(cr));
+		else if (!a.answered)
+			snprintf(why, sizeof(why), "%s", a.error);
 		else
-			snprintf(why, sizeof(why), "HTTP %ld", status);
+			snprintf(why, sizeof(why), "HTTP %ld", a.status);
 		/*
 		 * Retried with exponential back-off from 1 s, honouring
 		 * Retry-After, within the budget.
 		 */
-		retry = !b.overflow && imds_retryable(cr != CURLE_OK ? 0 : status);
+		retry = !a.too_big && imds_retryable(a.answered ? a.status : 0);
 		/* An absurd Retry-After (past the budget) ends the tries; it never wraps to "now". */
-		if (retry_after > (curl_off_t)budget_s)
+		if (a.retry_after_s > budget_s)
 			wait = ((int64_t)budget_s + 1) * 1000;
 		else
-			wait = retry_after > 0 ? (int64_t)retry_after * 1000 : backoff;
-		if (!retry || mono_ms() - start + wait > (int64_t)budget_s * 1000) {
-			curl_easy_cleanup(c);
-			curl_global_cleanup();
+			wait = a.retry_after_s > 0 ? (int64_t)a.retry_after_s * 1000 : backoff;
+		httpc_answer_free(&a);
+		if (!retry || mono_ms() - start + wait > (int64_t)budget_s * 1000)
 			return tg_fail(e, CNI_ERR_IO, -EIO, "IMDS %s: %s (after %d request%s)", url, why,
 				       attempts, attempts == 1 ? "" : "s");
-		}
 		sleep_ms(wait);
 		backoff = backoff * 2 > 10000 ? 10000 : backoff * 2;
 	}
