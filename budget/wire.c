@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "budget/budget.h"
+#include "lib/buf.h"
 #include "lib/jsonx.h"
 #include "lib/util.h"
 
@@ -23,66 +24,15 @@ const char *const budget_state_names[BUDGET_STATES] = {
 
 /* ---- writing ---- */
 
-struct wbuf {
-	char *p;
-	size_t len, cap;
-	bool oom;
-};
-
-static bool wbuf_room(struct wbuf *b, size_t more)
-{
-	char *grown;
-	size_t cap = b->cap;
-
-	if (b->oom)
-		return false;
-	if (b->len + more < b->cap)
-		return true;
-	while (b->len + more >= cap)
-		cap = cap ? cap * 2 : 512;
-	grown = realloc(b->p, cap);
-	if (!grown) {
-		b->oom = true;
-		return false;
-	}
-	b->p = grown;
-	b->cap = cap;
-	return true;
-}
-
-static void __attribute__((format(printf, 2, 3))) put(struct wbuf *b, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (!wbuf_room(b, 128))
-		return;
-	va_start(ap, fmt);
-	n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-	va_end(ap);
-	if (n < 0) {
-		b->oom = true;
-		return;
-	}
-	if ((size_t)n >= b->cap - b->len) {
-		if (!wbuf_room(b, (size_t)n + 1))
-			return;
-		va_start(ap, fmt);
-		vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-		va_end(ap);
-	}
-	b->len += (size_t)n;
-}
-
 /*
  * A JSON string. The names the parsers accept need no escape; a struct
  * filled by hand still makes a valid document (that the parser refuses).
  */
-static void put_str(struct wbuf *b, const char *s, size_t max)
+static void put_str(struct buf *b, const char *s, size_t max)
 {
 	size_t n = strnlen(s, max);
 
-	if (!wbuf_room(b, n * 6 + 3))
+	if (!buf_reserve(b, n * 6 + 2))
 		return;
 	b->p[b->len++] = '"';
 	for (size_t i = 0; i < n; i++) {
@@ -101,15 +51,13 @@ static void put_str(struct wbuf *b, const char *s, size_t max)
 	b->p[b->len] = '\0';
 }
 
-static int wbuf_done(struct wbuf *b, char **ret, size_t *ret_len)
+static int done(struct buf *b, char **ret, size_t *ret_len)
 {
-	if (b->oom || !b->p) {
-		free(b->p);
+	if (b->failed || !b->p) {
+		buf_free(b);
 		return -ENOMEM;
 	}
-	*ret = b->p;
-	if (ret_len)
-		*ret_len = b->len;
+	*ret = buf_take(b, ret_len);
 	return 0;
 }
 
@@ -120,57 +68,57 @@ static const char *state_name(enum budget_state st)
 
 int budget_report_build(const struct budget_report *r, char **ret, size_t *ret_len)
 {
-	struct wbuf b = { 0 };
+	struct buf b = { 0 };
 
-	put(&b, "{\"version\":%d,\"node\":", BUDGET_WIRE_VERSION);
+	buf_printf(&b, "{\"version\":%d,\"node\":", BUDGET_WIRE_VERSION);
 	put_str(&b, r->node, sizeof(r->node));
-	put(&b, ",\"seq\":%" PRIu64 ",\"budgets\":[", r->seq);
+	buf_printf(&b, ",\"seq\":%" PRIu64 ",\"budgets\":[", r->seq);
 	for (size_t i = 0; i < r->n; i++) {
 		const struct budget_usage *u = &r->use[i];
 
-		put(&b, "%s{\"namespace\":", i ? "," : "");
+		buf_printf(&b, "%s{\"namespace\":", i ? "," : "");
 		put_str(&b, u->ns, sizeof(u->ns));
-		put(&b,
+		buf_printf(&b,
 		    ",\"sentBytes\":%" PRIu64 ",\"intervalMs\":%" PRIu32 ",\"saturated\":%s"
 		    ",\"applied\":%" PRIu64 ",\"limit\":%" PRIu64 ",\"state\":\"%s\""
 		    ",\"pods\":%" PRIu32 ",\"safeShare\":%" PRIu64 ",\"nodes\":%" PRIu32 "}",
 		    u->sent_bytes, u->interval_ms, u->saturated ? "true" : "false", u->applied,
 		    u->limit, state_name(u->state), u->pods, u->safe_share, u->nodes);
 	}
-	put(&b, "]}");
-	return wbuf_done(&b, ret, ret_len);
+	buf_printf(&b, "]}");
+	return done(&b, ret, ret_len);
 }
 
 int budget_answer_build(const struct budget_answer *a, char **ret, size_t *ret_len)
 {
-	struct wbuf b = { 0 };
+	struct buf b = { 0 };
 
-	put(&b, "{\"version\":%d,\"leaseMs\":%" PRId64, BUDGET_WIRE_VERSION, a->lease_ms);
+	buf_printf(&b, "{\"version\":%d,\"leaseMs\":%" PRId64, BUDGET_WIRE_VERSION, a->lease_ms);
 	if (a->next_report_ms > 0)
-		put(&b, ",\"nextReportMs\":%" PRId64, a->next_report_ms);
+		buf_printf(&b, ",\"nextReportMs\":%" PRId64, a->next_report_ms);
 	if (a->epoch > 0)
-		put(&b, ",\"epoch\":%" PRIu64, a->epoch);
-	put(&b, ",\"grants\":[");
+		buf_printf(&b, ",\"epoch\":%" PRIu64, a->epoch);
+	buf_printf(&b, ",\"grants\":[");
 	for (size_t i = 0; i < a->n; i++) {
 		const struct budget_grant *g = &a->g[i];
 
-		put(&b, "%s{\"namespace\":", i ? "," : "");
+		buf_printf(&b, "%s{\"namespace\":", i ? "," : "");
 		put_str(&b, g->ns, sizeof(g->ns));
-		put(&b, ",\"grant\":%" PRIu64 ",\"safeShare\":%" PRIu64 ",\"nodes\":%" PRIu32 "}",
+		buf_printf(&b, ",\"grant\":%" PRIu64 ",\"safeShare\":%" PRIu64 ",\"nodes\":%" PRIu32 "}",
 		    g->grant, g->safe_share, g->nodes);
 	}
-	put(&b, "]}");
-	return wbuf_done(&b, ret, ret_len);
+	buf_printf(&b, "]}");
+	return done(&b, ret, ret_len);
 }
 
 int budget_redirect_build(const struct budget_redirect *d, char **ret, size_t *ret_len)
 {
-	struct wbuf b = { 0 };
+	struct buf b = { 0 };
 
-	put(&b, "{\"version\":%d,\"leader\":", BUDGET_WIRE_VERSION);
+	buf_printf(&b, "{\"version\":%d,\"leader\":", BUDGET_WIRE_VERSION);
 	put_str(&b, d->leader, sizeof(d->leader));
-	put(&b, ",\"epoch\":%" PRIu64 "}", d->epoch);
-	return wbuf_done(&b, ret, ret_len);
+	buf_printf(&b, ",\"epoch\":%" PRIu64 "}", d->epoch);
+	return done(&b, ret, ret_len);
 }
 
 void budget_report_free(struct budget_report *r)

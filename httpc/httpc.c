@@ -13,6 +13,7 @@
 #include <curl/curl.h>
 
 #include "httpc/httpc.h"
+#include "lib/buf.h"
 
 /* One request at a time: a connection, and libcurl's happy-eyeballs second try. */
 #define HTTPC_SOCKS_MAX 8
@@ -27,9 +28,7 @@ struct httpc {
 	size_t n_socks;
 	int64_t timer_ms;		/* when libcurl wants its timer run; -1: never */
 	bool busy;			/* a request is running */
-	char *body;			/* the answer so far */
-	size_t len;
-	bool too_big;
+	struct buf body;		/* the answer so far, up to the client's max_body */
 	size_t max_body;
 	char *user_agent;
 	char *tls[3];			/* CA, certificate, key */
@@ -56,20 +55,9 @@ static size_t on_data(char *p, size_t size, size_t n, void *arg)
 {
 	struct httpc *c = arg;
 	size_t len = size * n;
-	char *b;
 
-	if (c->len + len > c->max_body) {
-		c->too_big = true;
-		return 0; /* aborts the transfer */
-	}
-	b = realloc(c->body, c->len + len + 1);
-	if (!b)
-		return 0;
-	memcpy(b + c->len, p, len);
-	c->len += len;
-	b[c->len] = '\0';
-	c->body = b;
-	return len;
+	buf_add(&c->body, p, len);
+	return c->body.failed ? 0 : len; /* 0 aborts the transfer */
 }
 
 /* libcurl says which of its sockets to watch: into the loop's epoll set. */
@@ -116,6 +104,7 @@ int httpc_new(int epfd, const char *user_agent, size_t max_body, struct httpc **
 	c->epfd = epfd;
 	c->timer_ms = -1;
 	c->max_body = max_body;
+	c->body.max = max_body + 1;
 	c->user_agent = strdup(user_agent);
 	c->multi = curl_multi_init();
 	c->easy = curl_easy_init();
@@ -147,7 +136,7 @@ void httpc_free(struct httpc *c)
 	for (size_t i = 0; i < 3; i++)
 		free(c->tls[i]);
 	free(c->user_agent);
-	free(c->body);
+	buf_free(&c->body);
 	free(c);
 }
 
@@ -188,10 +177,7 @@ static int start(struct httpc *c, const char *url, struct curl_slist *headers, i
 	if (strlen(url) >= sizeof(c->url))
 		return -ENAMETOOLONG;
 	snprintf(c->url, sizeof(c->url), "%s", url);
-	free(c->body);
-	c->body = NULL;
-	c->len = 0;
-	c->too_big = false;
+	buf_free(&c->body);
 	c->done = false;
 	c->err[0] = '\0';
 	curl_easy_setopt(h, CURLOPT_URL, c->url);
@@ -313,9 +299,9 @@ int httpc_take(struct httpc *c, long *ret_status, const char **ret_body, size_t 
 		return 0;
 	c->done = false;
 	*ret_status = c->status;
-	*ret_body = c->body ? c->body : "";
-	*ret_len = c->len;
-	if (c->too_big)
+	*ret_body = c->body.p ? c->body.p : "";
+	*ret_len = c->body.len;
+	if (c->body.too_big)
 		snprintf(why, why_size, "the answer is over %zu bytes", c->max_body);
 	else if (c->result != CURLE_OK)
 		snprintf(why, why_size, "%s", c->err[0] ? c->err : curl_easy_strerror(c->result));
@@ -323,7 +309,7 @@ int httpc_take(struct httpc *c, long *ret_status, const char **ret_body, size_t 
 		snprintf(why, why_size, "HTTP %ld", c->status);
 	else
 		why[0] = '\0';
-	return c->result == CURLE_OK && c->status == 200 && !c->too_big ? 1 : -1;
+	return c->result == CURLE_OK && c->status == 200 && !c->body.too_big ? 1 : -1;
 }
 
 long httpc_retry_after_s(const struct httpc *c)
@@ -392,10 +378,9 @@ int httpc_request_sync(const struct httpc_sync *req, struct httpc_answer *ret)
 	ret->ok = httpc_take(c, &ret->status, &body, &ret->len, ret->why, sizeof(ret->why)) == 1;
 	ret->answered = c->result == CURLE_OK;
 	ret->error = curl_easy_strerror(c->result);
-	ret->too_big = c->too_big;
+	ret->too_big = c->body.too_big;
 	ret->retry_after_s = c->retry_after_s;
-	ret->body = c->body;
-	c->body = NULL;
+	ret->body = buf_take(&c->body, NULL);
 	if (!ret->body) {
 		ret->body = strdup("");
 		r = ret->body ? 0 : -ENOMEM;
