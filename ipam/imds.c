@@ -46,15 +46,6 @@ static int parse_mac(const char *s, uint8_t mac[6])
 	return n == 12 && !*s ? 0 : -EINVAL;
 }
 
-static const char *get_str(json_object *o, const char *key)
-{
-	json_object *v;
-
-	if (!o || !json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
-		return NULL;
-	return json_object_get_string(v);
-}
-
 /* A document IMDS should not have sent: "IMDS answer: <what>". */
 #define bad(e, fmt, ...) tg_fail(e, CNI_ERR_IO, -EBADMSG, "IMDS answer: " fmt, ##__VA_ARGS__)
 
@@ -66,7 +57,7 @@ static int find_nic(json_object *ifs, const uint8_t mac[6], json_object **ret, s
 
 	for (size_t i = 0; i < n; i++) {
 		json_object *it = json_object_array_get_idx(ifs, i);
-		const char *m = get_str(it, "macAddress");
+		const char *m = jx_get_string(it, "macAddress");
 		uint8_t got[6];
 
 		if (!m)
@@ -105,7 +96,7 @@ static int read_addresses(json_object *ipv4, struct imds_network *ret, struct tg
 	if (!out)
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
 	for (size_t i = 0; i < n; i++) {
-		const char *s = get_str(json_object_array_get_idx(addrs, i), "privateIpAddress");
+		const char *s = jx_get_string(json_object_array_get_idx(addrs, i), "privateIpAddress");
 		uint32_t ip;
 
 		if (!s)
@@ -136,7 +127,7 @@ static int read_subnet(json_object *ipv4, struct cidr4 *ret, struct tg_err *e)
 	    json_object_array_length(subnets) == 0)
 		return bad(e, "%s", "the uplink's interface has no ipv4.subnet");
 	sn = json_object_array_get_idx(subnets, 0);
-	a = get_str(sn, "address");
+	a = jx_get_string(sn, "address");
 	if (json_object_object_get_ex(sn, "prefix", &pv)) {
 		if (json_object_is_type(pv, json_type_string)) {
 			char *end;

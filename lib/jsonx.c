@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <errno.h>
 #include <limits.h>
+#include <stdlib.h>
 #include <strings.h>
 
 #include "lib/jsonx.h"
@@ -150,6 +151,38 @@ int jx_string_array(json_object *obj, const char *where, const char *key, json_o
 	}
 	*ret = v;
 	return 1;
+}
+
+const char *jx_get_string(json_object *obj, const char *key)
+{
+	json_object *v = jx_get(obj, key);
+
+	return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+}
+
+int jx_get_int64_text(json_object *obj, const char *key, int64_t *ret)
+{
+	json_object *v = jx_get(obj, key);
+	const char *s;
+	char *end;
+	long long n;
+
+	*ret = 0;
+	if (!v || json_object_is_type(v, json_type_null))
+		return 0;
+	if (json_object_is_type(v, json_type_int)) {
+		*ret = json_object_get_int64(v);
+		return 0;
+	}
+	if (!json_object_is_type(v, json_type_string))
+		return -EINVAL;
+	s = json_object_get_string(v);
+	errno = 0;
+	n = strtoll(s, &end, 10);
+	if (!*s || *end || errno || (*s != '-' && (*s < '0' || *s > '9')))
+		return -EBADMSG;
+	*ret = n;
+	return 0;
 }
 
 json_object *jx_get_nocase(json_object *obj, const char *key)

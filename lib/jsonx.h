@@ -93,6 +93,15 @@ int jx_string_array(json_object *obj, const char *where, const char *key, json_o
 json_object *jx_get(json_object *obj, const char *key);
 const char *jx_get_str(json_object *obj, const char *key);
 int64_t jx_get_int(json_object *obj, const char *key);
+/* A string member as it is: NULL when absent, null or of another type (no conversion). */
+const char *jx_get_string(json_object *obj, const char *key);
+/*
+ * An integer member written as a JSON integer or as a string of decimal
+ * digits (proto3's JSON for 64-bit integers, as etcd's gateway writes
+ * them); absent or null: 0. -EINVAL for another type, -EBADMSG for a
+ * string that is not one integer of 64 bits.
+ */
+int jx_get_int64_text(json_object *obj, const char *key, int64_t *ret);
 /* Member lookup ignoring ASCII case, as Go's JSON decoder does for runtimeConfig. */
 json_object *jx_get_nocase(json_object *obj, const char *key);
 
