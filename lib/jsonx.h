@@ -60,6 +60,13 @@ static inline int jx_parse(const char *text, size_t len, json_object **ret,
 }
 
 /*
+ * A file the program wrote itself, read whole and parsed as strictly (a
+ * member twice, trailing data: as if the file were not there). NULL when
+ * it cannot be read or parsed; else the caller's to put.
+ */
+json_object *jx_read_file(const char *path);
+
+/*
  * A member written twice as an invalid configuration (CNI code 7), worded
  * as the other code 7 errors: "plugins[0].mtu is written twice at byte 40".
  */

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -369,6 +370,21 @@ int jx_parse_ex(const char *text, size_t len, unsigned flags, json_object **ret,
 fail:
 	json_object_put(root);
 	return r;
+}
+
+json_object *jx_read_file(const char *path)
+{
+	struct jx_parse_error pe;
+	json_object *root = NULL;
+	size_t len;
+	char *text;
+
+	if (read_file(path, SIZE_MAX, &text, &len) < 0)
+		return NULL;
+	if (jx_parse(text, len, &root, &pe) < 0)
+		root = NULL;
+	free(text);
+	return root;
 }
 
 int jx_fail_twice(struct tg_err *e, const struct jx_parse_error *pe)

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -99,11 +100,35 @@ static void t_fail_twice_is_a_config_error(void **state)
 	assert_contains(e.msg, "ipam.exclude is written twice at byte 22");
 }
 
+/* A file of the program's own: a member twice reads as no file, as an unparseable one does. */
+static void t_read_file(void **state)
+{
+	char path[] = "/tmp/tg-jsonx-XXXXXX";
+	const char *good = "{\"a\":1,\"b\":{\"a\":2}}\n", *twice = "{\"a\":1,\"a\":2}";
+	int fd = mkstemp(path);
+	json_object *o;
+
+	(void)state;
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, good, strlen(good)), (ssize_t)strlen(good));
+	o = jx_read_file(path);
+	assert_non_null(o);
+	assert_int_equal(jx_get_int(o, "a"), 1);
+	json_object_put(o);
+	assert_int_equal(ftruncate(fd, 0), 0);
+	assert_int_equal(pwrite(fd, twice, strlen(twice), 0), (ssize_t)strlen(twice));
+	assert_null(jx_read_file(path));
+	close(fd);
+	unlink(path);
+	assert_null(jx_read_file(path));
+}
+
 int main(void)
 {
 	for (size_t i = 0; i < sizeof(twice_cases) / sizeof(twice_cases[0]); i++)
 		add_test(twice_cases[i].name, t_twice, (void *)&twice_cases[i]);
 	ADD(t_exact);
 	ADD(t_fail_twice_is_a_config_error);
+	ADD(t_read_file);
 	return run_group("jsonx");
 }
