@@ -56,24 +56,32 @@ HARDEN     += -U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=3
 endif
 
 CC       ?= cc
+# pkg-config is asked the first time a recipe needs an answer, once, so that
+# `make deps`, `make clean` and `make lint`'s first step run on a machine
+# without the packages; there a package missing stops the build naming it.
+pkg_query = $(foreach p,$(2),$(if $(shell $(PKG_CONFIG) --exists $(p) 2>/dev/null && echo y),,$(error \
+	    $(PKG_CONFIG): package $(p) not found (`make deps` installs what the build needs))))$(shell $(PKG_CONFIG) $(1) $(2))
 PKGS     := libnl-3.0 libnl-route-3.0 libnftnl libmnl json-c
-PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
-PKG_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null) -lm
-CMOCKA_LIBS := $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null)
+PKG_CFLAGS = $(eval PKG_CFLAGS := $$(call pkg_query,--cflags,$$(PKGS)))$(PKG_CFLAGS)
+PKG_LIBS   = $(eval PKG_LIBS := $$(call pkg_query,--libs,$$(PKGS)) -lm $$(NFCT_LIBS))$(PKG_LIBS)
+CMOCKA_LIBS = $(eval CMOCKA_LIBS := $$(call pkg_query,--libs,cmocka))$(CMOCKA_LIBS)
 # node/conntrack.c: the plugin deletes a released address's conntrack
 # entries, the exporter counts the guard's connections; in every binary that
-# links node/ (the allocator too, for the config's parser there).
-NFCT_LIBS := $(shell $(PKG_CONFIG) --libs libnetfilter_conntrack 2>/dev/null)
-PKG_LIBS   += $(NFCT_LIBS)
+# links node/.
+NFCT_LIBS = $(eval NFCT_LIBS := $$(call pkg_query,--libs,libnetfilter_conntrack))$(NFCT_LIBS)
 # The binaries link libnl, libnftnl and json-c statically: a CNI plugin is a
 # short-lived process started per pod event, and resolving libnl-route's
 # symbols at every start cost more than half of its start-up instructions
 # (callgrind: 604k -> 242k per start). libmnl and libnetfilter_conntrack
 # ship no static archive.
-BIN_LIBS := -Wl,-Bstatic -lnl-route-3 -lnl-3 -lnftnl -ljson-c -Wl,-Bdynamic -lmnl $(NFCT_LIBS) -lpthread -lm
-# Only tollgate-ipam talks HTTP: the plugin binary never links libcurl.
-CURL_CFLAGS := $(shell $(PKG_CONFIG) --cflags libcurl 2>/dev/null)
-CURL_LIBS := $(shell $(PKG_CONFIG) --libs libcurl 2>/dev/null)
+BIN_LIBS = -Wl,-Bstatic -lnl-route-3 -lnl-3 -lnftnl -ljson-c -Wl,-Bdynamic -lmnl $(NFCT_LIBS) -lpthread -lm
+# ... and a binary that makes no netlink call (the allocator) json-c alone.
+JSON_BIN_LIBS := -Wl,-Bstatic -ljson-c -Wl,-Bdynamic -lpthread -lm
+# Only the daemons and tollgate-ipam talk HTTP: the plugin binary never links libcurl.
+CURL_CFLAGS = $(eval CURL_CFLAGS := $$(call pkg_query,--cflags,libcurl))$(CURL_CFLAGS)
+CURL_LIBS = $(eval CURL_LIBS := $$(call pkg_query,--libs,libcurl))$(CURL_LIBS)
+# The metrics endpoint's HTTP server (libmicrohttpd): the daemons', never the plugin's.
+MHD_LIBS = $(eval MHD_LIBS := $$(call pkg_query,--libs,libmicrohttpd))$(MHD_LIBS)
 
 WARN     := -Wall -Wextra -Werror -Wmissing-prototypes -Wshadow -Wformat=2 -Wvla \
             -Wno-unused-parameter
@@ -90,30 +98,45 @@ ifneq ($(V),1)
 Q := @
 endif
 
-LIB_SRC  := $(wildcard lib/*.c)
-ifneq ($(FAILPOINTS),1)
-LIB_SRC  := $(filter-out lib/failpoint.c,$(LIB_SRC))
-endif
-IPAM_SRC := $(filter-out ipam/imds.c,$(wildcard ipam/*.c))
-ACCT_SRC := $(wildcard accounting/*.c)
-SHAPER_SRC := $(wildcard shaper/*.c)
-NODE_SRC := $(filter-out node/sync.c,$(wildcard node/*.c))
-CNI_SRC  := $(filter-out cni/main.c,$(wildcard cni/*.c))
-CLI_SRC  := $(wildcard cli/*.c)
-AGENT_SRC := $(filter-out agent/main.c,$(wildcard agent/*.c))
-BUDGET_SRC := $(wildcard budget/*.c)
-ALLOC_SRC := $(filter-out allocator/main.c,$(wildcard allocator/*.c))
-# The daemons' HTTP client (libcurl multi in their loops) and etcd's JSON gateway.
-HTTPC_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard httpc/*.c))
-ETCD_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard etcd/*.c))
-
-# Every layer below the binaries; the plugin links none of the HTTP code.
-CORE_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRC) $(IPAM_SRC) $(ACCT_SRC) $(SHAPER_SRC) $(NODE_SRC) $(BUDGET_SRC))
-CNI_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(CNI_SRC))
-PLUGIN_OBJ := $(BUILD)/obj/cni/main.o $(CNI_OBJ) $(CORE_OBJ)
+# Every module, once: a folder of its own below the binaries, in layers (a
+# module calls only those before it). A module's objects are $(OBJ_<module>);
+# apart from them: each daemon's and the plugin's main.c (its binary's own),
+# the pool from IMDS (ipam/imds.c, node/sync.c: never in the plugin), and the
+# failpoints (lib/failpoint.c: test builds alone).
+MODULES  := lib ipam accounting shaper config node budget http httpc etcd exporter \
+	    cni cli agent allocator
+obj_of    = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+MAIN_SRC := cni/main.c agent/main.c allocator/main.c
+IMDS_SRC := ipam/imds.c node/sync.c
+APART    := $(MAIN_SRC) $(IMDS_SRC) $(if $(filter 1,$(FAILPOINTS)),,lib/failpoint.c)
+$(foreach m,$(MODULES),$(eval OBJ_$(m) := $(call obj_of,$(filter-out $(APART),$(wildcard $(m)/*.c)))))
 # IMDS asks through the HTTP client (its blocking call, in tollgate-ipam).
-IMDS_OBJ := $(BUILD)/obj/ipam/imds.o $(BUILD)/obj/node/sync.o $(HTTPC_OBJ)
-CLI_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRC))
+IMDS_OBJ := $(call obj_of,$(IMDS_SRC)) $(OBJ_httpc)
+# lib/'s node side: netlink, the node's sysctls, the plugin's counters and
+# steps, the host's root and its ELF files.
+LIB_NODE_OBJ := $(call obj_of,lib/nl.c lib/extack.c lib/sysctls.c lib/cniops.c lib/steps.c \
+		lib/rootfs.c lib/elf.c)
+
+# The layers below the node's binaries: addresses, accounting, shaping, the
+# config, the node's kernel objects.
+NODE_OBJ := $(foreach m,lib ipam accounting shaper config node,$(OBJ_$(m)))
+# Each binary's link: what it calls.
+# The plugin: no HTTP code (budget/ as ever, though it calls none of it).
+CORE_OBJ := $(NODE_OBJ) $(OBJ_budget)
+PLUGIN_OBJ := $(BUILD)/obj/cni/main.o $(OBJ_cni) $(CORE_OBJ)
+# tollgate-ipam: the node's layers and the pool from IMDS, no budgets.
+IPAM_OBJ := $(OBJ_cli) $(IMDS_OBJ) $(NODE_OBJ)
+# The node agent: its budget reports, metrics page and the HTTP client too.
+AGENT_OBJ := $(BUILD)/obj/agent/main.o $(OBJ_agent) $(OBJ_budget) $(OBJ_httpc) $(OBJ_exporter) \
+	     $(OBJ_http) $(IMDS_OBJ) $(NODE_OBJ)
+# The allocator makes no netlink call: the config's parser (and the address
+# lists it checks), budget/, its page written by the exporter's text writer
+# (nothing of its collectors), http/, and etcd over libcurl (leader election).
+ALLOC_OBJ := $(BUILD)/obj/allocator/main.o $(OBJ_allocator) $(OBJ_budget) $(OBJ_config) \
+	     $(BUILD)/obj/ipam/pool.o $(filter-out $(LIB_NODE_OBJ),$(OBJ_lib)) \
+	     $(call obj_of,exporter/expo.c exporter/http_metrics.c) $(OBJ_http) $(OBJ_httpc) $(OBJ_etcd)
+# The tests' and benchmarks' objects: every module but the binaries' own front ends.
+TEST_OBJ := $(foreach m,$(filter-out cli allocator,$(MODULES)),$(OBJ_$(m))) $(IMDS_OBJ)
 
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit_%,$(UNIT_SRC))
@@ -124,21 +147,8 @@ UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit_%,$(UNIT_SRC))
 KTEST_SRC := $(wildcard tests/kernel/ktest_*.c)
 KTEST_BIN := $(patsubst tests/kernel/%.c,$(BUILD)/tests/%,$(KTEST_SRC))
 
-EXPORTER_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard exporter/*.c))
-# The metrics endpoint's HTTP server (libmicrohttpd): the exporter's, never the plugin's.
-HTTP_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard http/*.c))
-MHD_LIBS := $(shell $(PKG_CONFIG) --libs libmicrohttpd 2>/dev/null)
-
-# Cluster budgets' wire format and arithmetic: the agent's and the allocator's.
-BUDGET_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard budget/*.c))
-ALLOC_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(ALLOC_SRC))
-# The allocator's page is written by the exporter's text writer, nothing of its collectors.
-ALLOC_EXPO_OBJ := $(BUILD)/obj/exporter/expo.o $(BUILD)/obj/exporter/http_metrics.o
-
 # Every object of the four binaries, each once (what `make lint` analyzes).
-PRODUCT_OBJ := $(sort $(PLUGIN_OBJ) $(CLI_OBJ) $(IMDS_OBJ) $(BUILD)/obj/agent/main.o \
-	       $(patsubst %.c,$(BUILD)/obj/%.o,$(AGENT_SRC)) $(EXPORTER_OBJ) $(HTTP_OBJ) \
-	       $(BUILD)/obj/allocator/main.o $(ALLOC_OBJ) $(BUDGET_OBJ) $(HTTPC_OBJ) $(ETCD_OBJ))
+PRODUCT_OBJ := $(sort $(PLUGIN_OBJ) $(IPAM_OBJ) $(AGENT_OBJ) $(ALLOC_OBJ))
 
 ifeq ($(ANALYZE),1)
 # gcc 12's analyzer does not count memory reached through a pointer held in
@@ -193,21 +203,17 @@ $(BUILD)/tollgate: $(PLUGIN_OBJ)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BIN_LIBS)
 
-$(BUILD)/tollgate-ipam: $(CLI_OBJ) $(IMDS_OBJ) $(CORE_OBJ)
+$(BUILD)/tollgate-ipam: $(IPAM_OBJ)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BIN_LIBS) $(CURL_LIBS)
 
-AGENT_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(AGENT_SRC))
-
-$(BUILD)/tollgate-agent: $(BUILD)/obj/agent/main.o $(AGENT_OBJ) $(HTTPC_OBJ) $(EXPORTER_OBJ) $(HTTP_OBJ) $(IMDS_OBJ) $(CORE_OBJ)
+$(BUILD)/tollgate-agent: $(AGENT_OBJ)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BIN_LIBS) $(MHD_LIBS) $(CURL_LIBS)
 
-# No netlink: the config's parser (CORE_OBJ), budget/, http/, the text writer, and
-# libcurl for etcd (leader election).
-$(BUILD)/tollgate-allocator: $(BUILD)/obj/allocator/main.o $(ALLOC_OBJ) $(BUDGET_OBJ) $(ALLOC_EXPO_OBJ) $(HTTP_OBJ) $(HTTPC_OBJ) $(ETCD_OBJ) $(CORE_OBJ)
+$(BUILD)/tollgate-allocator: $(ALLOC_OBJ)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BIN_LIBS) $(MHD_LIBS) $(CURL_LIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(JSON_BIN_LIBS) $(MHD_LIBS) $(CURL_LIBS)
 
 $(BUILD)/alloc_load: tests/bench/alloc_load.c
 	@mkdir -p $(dir $@)
@@ -234,12 +240,12 @@ $(BUILD)/tests/unit_test_install: UNIT_EXTRA_LIBS := -Wl,--wrap=fsync -Wl,--wrap
 # ... and of a file replaced whole (lib/replace.h: state.json, budgets.json).
 $(BUILD)/tests/unit_test_replace: UNIT_EXTRA_LIBS := -Wl,--wrap=fsync -Wl,--wrap=rename
 
-$(BUILD)/tests/unit_%: tests/unit/%.c $(CNI_OBJ) $(CORE_OBJ) $(IMDS_OBJ) $(EXPORTER_OBJ) $(HTTP_OBJ) $(AGENT_OBJ) $(HTTPC_OBJ) $(ETCD_OBJ)
+$(BUILD)/tests/unit_%: tests/unit/%.c $(TEST_OBJ)
 	@mkdir -p $(dir $@)
 	@echo "  TEST    $@"
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(PKG_LIBS) $(CMOCKA_LIBS) $(CURL_LIBS) $(MHD_LIBS) $(UNIT_EXTRA_LIBS)
 
-$(BUILD)/tests/ktest_%: tests/kernel/ktest_%.c $(CNI_OBJ) $(CORE_OBJ) $(IMDS_OBJ) $(EXPORTER_OBJ) $(HTTP_OBJ) $(AGENT_OBJ) $(HTTPC_OBJ) $(ETCD_OBJ)
+$(BUILD)/tests/ktest_%: tests/kernel/ktest_%.c $(TEST_OBJ)
 	@mkdir -p $(dir $@)
 	@echo "  KTEST   $@"
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(PKG_LIBS) $(CMOCKA_LIBS) $(CURL_LIBS) $(MHD_LIBS)
@@ -257,7 +263,7 @@ lint-objs: $(PRODUCT_OBJ)
 # cppcheck over every C source of the product and its tests, shellcheck over
 # every shell script. Any finding fails; suppressions carry their reason
 # (cppcheck.supp, inline `cppcheck-suppress`, `shellcheck disable`).
-CPPCHECK_DIRS := lib ipam accounting shaper node cni cli agent allocator exporter http httpc etcd budget tests/unit tests/kernel tests/fuzz tests/bench tests/integration/cri
+CPPCHECK_DIRS := $(MODULES) tests/unit tests/kernel tests/fuzz tests/bench tests/integration/cri
 # With TG_FAILPOINTS, as in the test builds: without it each TG_FAILPOINT() is
 # a literal 0, and every 'r = TG_FAILPOINT(..); if (r == 0)' reads to cppcheck
 # as a condition always true (the failpoint code is checked as well).
@@ -289,12 +295,12 @@ FUZZ_BIN := $(patsubst tests/fuzz/%.c,$(BUILD)/%,$(wildcard tests/fuzz/fuzz_*.c)
 # The rate parser's target is differential: against exact rationals (GMP).
 $(BUILD)/fuzz_rate: UNIT_EXTRA_LIBS := -lgmp
 # The metrics endpoint's request path: the HTTP server over libmicrohttpd.
-$(BUILD)/fuzz_http: UNIT_EXTRA_LIBS := $(MHD_LIBS)
-$(BUILD)/fuzz_http: $(HTTP_OBJ)
+$(BUILD)/fuzz_http: UNIT_EXTRA_LIBS = $(MHD_LIBS)
+$(BUILD)/fuzz_http: $(OBJ_http)
 # etcd's answers, as the allocator's election reads them.
-$(BUILD)/fuzz_etcd: $(ETCD_OBJ)
+$(BUILD)/fuzz_etcd: $(OBJ_etcd)
 
-$(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(CNI_OBJ) $(CORE_OBJ) $(IMDS_OBJ)
+$(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(OBJ_cni) $(CORE_OBJ) $(IMDS_OBJ)
 	@echo "  FUZZ    $@"
 	$(Q)$(CC) $(filter-out -MMD -MP,$(CFLAGS)) -fsanitize=address,undefined,fuzzer -o $@ $(filter %.c %.o,$^) $(PKG_LIBS) $(CURL_LIBS) $(UNIT_EXTRA_LIBS)
 

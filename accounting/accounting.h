@@ -100,7 +100,7 @@ extern const char *const acct_class_traffic[ACCT_CLASSES];	/* "internal", "inter
 
 /*
  * nodeAccess: what pods reach of the node and the cloud's metadata. Names
- * are DNS labels (node/config.c checks them); the lists point into the config.
+ * are DNS labels (config/access.c checks them); the lists point into the config.
  */
 #define ACCT_ACCESS_NS_MAX 64
 #define ACCT_IMDS_ADDR 0xa9fea9feu	/* 169.254.169.254 */

@@ -45,19 +45,12 @@ struct arp_seen {
 	unsigned rules, stamped;
 };
 
-static int comment_cb(const struct nftnl_udata *attr, void *data)
-{
-	if (nftnl_udata_type(attr) == NFTNL_UDATA_RULE_COMMENT)
-		*(const char **)data = nftnl_udata_get(attr);
-	return 0;
-}
-
 static int rule_cb(const struct nlmsghdr *nlh, void *p)
 {
 	struct arp_seen *s = p;
 	const struct nlattr *a;
-	const char *comment = NULL;
-	bool ours = false;
+	char comment[64];
+	bool ours = false, has_comment = false;
 
 	mnl_attr_for_each(a, nlh, sizeof(struct nfgenmsg)) {
 		uint16_t t = mnl_attr_get_type(a);
@@ -65,12 +58,11 @@ static int rule_cb(const struct nlmsghdr *nlh, void *p)
 		if (t == NFTA_RULE_CHAIN && mnl_attr_validate(a, MNL_TYPE_NUL_STRING) == 0)
 			ours = strcmp(mnl_attr_get_str(a), ACCT_ARP_CHAIN) == 0;
 		else if (t == NFTA_RULE_USERDATA)
-			nftnl_udata_parse(mnl_attr_get_payload(a), mnl_attr_get_payload_len(a),
-					  comment_cb, &comment);
+			has_comment = acct_udata_comment(a, NFTNL_UDATA_RULE_COMMENT, comment,
+							 sizeof(comment));
 	}
 	s->rules++;
-	if (ours && comment && strnlen(comment, ARP_STAMP_LEN) < ARP_STAMP_LEN &&
-	    strcmp(comment, s->stamp) == 0)
+	if (ours && has_comment && strcmp(comment, s->stamp) == 0)
 		s->stamped++;
 	return MNL_CB_OK;
 }
@@ -102,16 +94,10 @@ int acct_arp_read(struct acct_nft_conn *c, const struct acct_config *cfg)
 static struct nftnl_rule *drop_rule(const struct acct_config *cfg)
 {
 	struct nftnl_rule *r = nftnl_rule_alloc();
-	struct nftnl_udata_buf *u = nftnl_udata_buf_alloc(64);
 	char stamp[ARP_STAMP_LEN];
 
-	if (!r || !u) {
-		if (r)
-			nftnl_rule_free(r);
-		if (u)
-			nftnl_udata_buf_free(u);
+	if (!r)
 		return NULL;
-	}
 	nftnl_rule_set_str(r, NFTNL_RULE_TABLE, ACCT_TABLE);
 	nftnl_rule_set_str(r, NFTNL_RULE_CHAIN, ACCT_ARP_CHAIN);
 	nftnl_rule_set_u32(r, NFTNL_RULE_FAMILY, NFPROTO_ARP);
@@ -119,15 +105,11 @@ static struct nftnl_rule *drop_rule(const struct acct_config *cfg)
 	acct_rule_add(r, acct_expr_cmp_eq(cfg->pod_link_prefix, (uint32_t)strlen(cfg->pod_link_prefix)));
 	acct_rule_add(r, acct_expr_counter(ACCT_ARP_COUNTER));
 	acct_rule_add(r, acct_expr_verdict(NF_DROP, NULL));
-	if (acct_rule_spoiled()) {
+	arp_stamp(cfg, stamp);
+	if (acct_rule_spoiled() || acct_rule_comment(r, stamp) < 0) {
 		nftnl_rule_free(r);
-		nftnl_udata_buf_free(u);
 		return NULL;
 	}
-	arp_stamp(cfg, stamp);
-	nftnl_udata_put_strz(u, NFTNL_UDATA_RULE_COMMENT, stamp);
-	nftnl_rule_set_data(r, NFTNL_RULE_USERDATA, nftnl_udata_buf_data(u), nftnl_udata_buf_len(u));
-	nftnl_udata_buf_free(u);
 	return r;
 }
 

@@ -166,13 +166,6 @@ static int want_build(const struct acct_config *cfg, struct want *w, bool to_wri
 
 /* ---- reading the kernel ---- */
 
-static int comment_cb(const struct nftnl_udata *attr, void *data)
-{
-	if (nftnl_udata_type(attr) == NFTNL_UDATA_RULE_COMMENT)
-		*(const char **)data = nftnl_udata_get(attr);
-	return 0;
-}
-
 static struct guard_seen *guard_find(const struct seen *s, const char *ns)
 {
 	for (size_t i = 0; i < s->n_guards; i++)
@@ -248,6 +241,7 @@ static int rule_cb(const struct nlmsghdr *nlh, void *p)
 	struct seen *s = p;
 	const struct nlattr *a;
 	const char *comment = NULL, *chain = NULL;
+	char text[64];
 	int c = -1;
 
 	mnl_attr_for_each(a, nlh, sizeof(struct nfgenmsg)) {
@@ -258,8 +252,8 @@ static int rule_cb(const struct nlmsghdr *nlh, void *p)
 			c = chain_index(chain);
 		}
 		else if (t == NFTA_RULE_USERDATA)
-			nftnl_udata_parse(mnl_attr_get_payload(a), mnl_attr_get_payload_len(a),
-					  comment_cb, &comment);
+			comment = acct_udata_comment(a, NFTNL_UDATA_RULE_COMMENT, text,
+						     sizeof(text)) ? text : NULL;
 	}
 	/* guard_in_<ns> before guard_<ns>: a namespace has no '_' */
 	if (c < 0 && chain && strncmp(chain, ACCT_CHAIN_GUARD_IN_PREFIX,
@@ -273,8 +267,7 @@ static int rule_cb(const struct nlmsghdr *nlh, void *p)
 	if (c >= 0) {
 		s->chain[c] = true;
 		s->n_rules[c]++;
-		if (comment && strnlen(comment, STAMP_LEN) < STAMP_LEN &&
-		    strcmp(comment, s->want->stamp[c]) == 0)
+		if (comment && strcmp(comment, s->want->stamp[c]) == 0)
 			s->stamped[c]++;
 	}
 	return MNL_CB_OK;

@@ -132,38 +132,28 @@ struct names_ctx {
 	int err;
 };
 
-static int comment_cb(const struct nftnl_udata *attr, void *data)
-{
-	struct set_name *sn = data;
-	unsigned len, top;
-	char text[64];
-
-	if (nftnl_udata_type(attr) != NFTNL_UDATA_SET_COMMENT ||
-	    nftnl_udata_len(attr) >= sizeof(text))
-		return 0;
-	memcpy(text, nftnl_udata_get(attr), nftnl_udata_len(attr));
-	text[nftnl_udata_len(attr)] = '\0';
-	if (sscanf(text, DST_COMMENT_FMT, &len, &top) == 2 && len >= 1 && len <= 32 && top >= 1) {
-		sn->prefix_len = (uint8_t)len;
-		sn->top = top;
-	}
-	return 0;
-}
-
 static int set_cb(const struct nlmsghdr *nlh, void *p)
 {
 	struct names_ctx *ctx = p;
 	const struct nlattr *a;
 	struct set_name sn = { .prefix_len = 0 };
-	bool ours = false;
+	bool ours = false, has_comment = false;
+	unsigned len, top;
+	char text[64];
 
 	mnl_attr_for_each(a, nlh, sizeof(struct nfgenmsg)) {
 		if (mnl_attr_get_type(a) == NFTA_SET_NAME &&
 		    mnl_attr_validate(a, MNL_TYPE_NUL_STRING) == 0)
 			ours = acct_dst_set_parse(mnl_attr_get_str(a), sn.ns, &sn.dir);
 		else if (mnl_attr_get_type(a) == NFTA_SET_USERDATA)
-			nftnl_udata_parse(mnl_attr_get_payload(a), mnl_attr_get_payload_len(a),
-					  comment_cb, &sn);
+			has_comment = acct_udata_comment(a, NFTNL_UDATA_SET_COMMENT, text,
+							 sizeof(text));
+	}
+	/* The comment says how the set groups destinations (DST_COMMENT_FMT). */
+	if (has_comment && sscanf(text, DST_COMMENT_FMT, &len, &top) == 2 && len >= 1 &&
+	    len <= 32 && top >= 1) {
+		sn.prefix_len = (uint8_t)len;
+		sn.top = top;
 	}
 	if (!ours)
 		return MNL_CB_OK;

@@ -299,6 +299,20 @@ struct acct_rule_list {
 int acct_table_rules(const struct acct_config *cfg, struct acct_rule_list *ret);
 /* Sets a rule's comment (what declarations compare: the stamp of what made it). */
 int acct_rule_comment(struct nftnl_rule *r, const char *text);
+/*
+ * The comment a dumped rule or set carries in its userdata attribute a
+ * (NFTA_RULE_USERDATA, NFTA_SET_USERDATA), of type NFTNL_UDATA_RULE_COMMENT
+ * or NFTNL_UDATA_SET_COMMENT: copied NUL-terminated into buf. False when
+ * there is none, or it does not fit (comment.c, with acct_rule_comment).
+ */
+bool acct_udata_comment(const struct nlattr *a, uint8_t type, char *buf, size_t size);
+/*
+ * The comment a dumped rule or set carries in its userdata attribute a
+ * (NFTA_RULE_USERDATA, NFTA_SET_USERDATA), of type NFTNL_UDATA_RULE_COMMENT
+ * or NFTNL_UDATA_SET_COMMENT: copied NUL-terminated into buf. False when
+ * there is none, or it does not fit.
+ */
+bool acct_udata_comment(const struct nlattr *a, uint8_t type, char *buf, size_t size);
 void acct_rule_list_free(struct acct_rule_list *w);
 
 /* The boundaries of set `internal` (interval sets hold starts and ends). */

@@ -15,7 +15,6 @@
 #include <linux/rtnetlink.h>
 #include <libnftnl/expr.h>
 #include <libnftnl/rule.h>
-#include <libnftnl/udata.h>
 #include <linux/netfilter/nf_conntrack_common.h>
 #include <linux/netfilter/nf_nat.h>
 
@@ -270,19 +269,6 @@ static struct nftnl_rule *refuse_rule(bool tcp)
 	acct_rule_add(r, acct_expr_reject(tcp ? NFT_REJECT_TCP_RST : NFT_REJECT_ICMPX_UNREACH,
 					  tcp ? 0 : NFT_REJECT_ICMPX_ADMIN_PROHIBITED));
 	return r;
-}
-
-int acct_rule_comment(struct nftnl_rule *r, const char *stamp)
-{
-	struct nftnl_udata_buf *u = nftnl_udata_buf_alloc(64);
-
-	if (!u)
-		return -ENOMEM;
-	nftnl_udata_put_strz(u, NFTNL_UDATA_RULE_COMMENT, stamp);
-	nftnl_rule_set_data(r, NFTNL_RULE_USERDATA, nftnl_udata_buf_data(u),
-			    nftnl_udata_buf_len(u));
-	nftnl_udata_buf_free(u);
-	return 0;
 }
 
 /*

@@ -18,6 +18,7 @@
 
 #include "agent/sched.h"
 #include "budget/budget.h"
+#include "config/config.h"
 #include "ipam/store.h"
 #include "node/node.h"
 #include "node/sync.h"

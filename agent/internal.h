@@ -18,15 +18,10 @@
 #include "httpc/httpc.h"
 #include "exporter/exporter.h"
 #include "http/http.h"
+#include "lib/log.h"
 
-/* ---- the log (log.c): logfmt on stderr, one record per line ---- */
+/* ---- the log (lib/log.h; log.c: the tasks' notes) ---- */
 
-enum agent_log_level { AGENT_LOG_ERROR, AGENT_LOG_WARN, AGENT_LOG_INFO };
-
-/* Records above lvl are dropped (--log-level). */
-void agent_log_set_level(enum agent_log_level lvl);
-/* fmt: the record's fields (msg="..." first); the timestamp and level= come first. */
-void agent_log(enum agent_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A task's notes, one warn record each (and one for those left out); emptied. */
 void agent_log_notes(struct agent_notes *n);
 
@@ -37,7 +32,7 @@ struct agent_cli {
 	const char *listen;		/* ADDR:PORT, :PORT, HOST:PORT, or an address or name */
 	const char *network;		/* --metrics-only without --config: the store's network */
 	int page_cache_ms, deadline_ms;	/* -1: the HTTP server's defaults */
-	enum agent_log_level log_level;
+	enum tg_log_level log_level;
 	char plugin[PATH_MAX];		/* opt.plugin_path when --plugin is not given */
 	char hostname[256];		/* opt.node_name when --node-name is not given */
 	bool check;			/* --check: judge --config, print the verdict, exit */

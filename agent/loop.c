@@ -26,20 +26,12 @@
 #include "lib/cniops.h"
 #include "lib/util.h"
 
-static int64_t mono_ms(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
 static double uniform(void)
 {
 	uint32_t v = 0;
 
 	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != sizeof(v))
-		v = (uint32_t)mono_ms() * 2654435761u;
+		v = (uint32_t)time_mono_ms() * 2654435761u;
 	return (double)v / 4294967296.0;
 }
 
@@ -71,16 +63,16 @@ static void run_policy(struct app *app)
 
 	agent_log_notes(&notes);
 	if (r < 0)
-		agent_log(AGENT_LOG_ERROR, "msg=\"reshape failed\" err=%s", LOGFMT_Q(e.msg));
+		tg_log(TG_LOG_ERROR, "msg=\"reshape failed\" err=%s", LOGFMT_Q(e.msg));
 	else if (app->a.stats.reshaped_pods != pods)
-		agent_log(AGENT_LOG_INFO, "msg=\"running pods reshaped\" pods=%llu",
-		          (unsigned long long)(app->a.stats.reshaped_pods - pods));
+		tg_log(TG_LOG_INFO, "msg=\"running pods reshaped\" pods=%llu",
+		       (unsigned long long)(app->a.stats.reshaped_pods - pods));
 	memset(&e, 0, sizeof(e));
 	r = agent_reconcile(&app->a, &notes, &e);
 	agent_log_notes(&notes);
 	if (r < 0)
-		agent_log(AGENT_LOG_ERROR, "msg=\"reconcile of the pods' classes failed\" err=%s",
-		          LOGFMT_Q(e.msg));
+		tg_log(TG_LOG_ERROR, "msg=\"reconcile of the pods' classes failed\" err=%s",
+		       LOGFMT_Q(e.msg));
 }
 
 /*
@@ -99,8 +91,8 @@ static void check_node(struct app *app)
 	if (a->opt.host_root && a->opt.cni_bin_dir)
 		r = agent_host_libraries(a->opt.host_root, a->opt.plugin_path, now);
 	if (r < 0 && r != app->host_check_err)
-		agent_log(AGENT_LOG_ERROR, "msg=\"cannot read the plugin to check the host's libraries\" "
-			  "plugin=%s err=%s", LOGFMT_Q(a->opt.plugin_path), LOGFMT_Q(strerror(-r)));
+		tg_log(TG_LOG_ERROR, "msg=\"cannot read the plugin to check the host's libraries\" "
+		       "plugin=%s err=%s", LOGFMT_Q(a->opt.plugin_path), LOGFMT_Q(strerror(-r)));
 	app->host_check_err = r;
 	if (a->opt.cni_bin_dir && a->opt.cni_conf_dir && a->cfg_text)
 		agent_host_chained(a->opt.cni_bin_dir, a->cfg_text, a->cfg_len, now);
@@ -111,8 +103,8 @@ static void check_node(struct app *app)
 		for (size_t k = 0; k < a->lacks.n && !known; k++)
 			known = strcmp(a->lacks.l[k].key, now->l[i].key) == 0;
 		if (!known)
-			agent_log(now->l[i].blocking ? AGENT_LOG_ERROR : AGENT_LOG_WARN, "%s",
-				  now->l[i].note);
+			tg_log(now->l[i].blocking ? TG_LOG_ERROR : TG_LOG_WARN, "%s",
+			       now->l[i].note);
 	}
 	for (size_t k = 0; k < a->lacks.n; k++) {
 		bool still = false;
@@ -120,11 +112,11 @@ static void check_node(struct app *app)
 		for (size_t i = 0; i < now->n && !still; i++)
 			still = strcmp(a->lacks.l[k].key, now->l[i].key) == 0;
 		if (!still)
-			agent_log(AGENT_LOG_INFO, "msg=\"no longer lacking\" what=%s",
-				  LOGFMT_Q(a->lacks.l[k].key));
+			tg_log(TG_LOG_INFO, "msg=\"no longer lacking\" what=%s",
+			       LOGFMT_Q(a->lacks.l[k].key));
 	}
 	if (now->dropped && !a->lacks.dropped)
-		agent_log(AGENT_LOG_WARN, "msg=\"more lacks than listed\" left_out=%zu", now->dropped);
+		tg_log(TG_LOG_WARN, "msg=\"more lacks than listed\" left_out=%zu", now->dropped);
 	a->lacks = *now;
 }
 
@@ -133,18 +125,18 @@ static void run_declare(struct app *app)
 	uint64_t before = repairs(&app->a.stats);
 	struct tg_err e = { 0 };
 
-	sched_started(&app->a.declare, mono_ms());
+	sched_started(&app->a.declare, time_mono_ms());
 	if (agent_declare(&app->a, &e) < 0) {
-		agent_log(AGENT_LOG_ERROR, "msg=\"declaration failed\" err=%s", LOGFMT_Q(e.msg));
-		sched_failed(&app->a.declare, mono_ms());
+		tg_log(TG_LOG_ERROR, "msg=\"declaration failed\" err=%s", LOGFMT_Q(e.msg));
+		sched_failed(&app->a.declare, time_mono_ms());
 		return;
 	}
 	run_policy(app);
 	if (repairs(&app->a.stats) != before)
-		agent_log(AGENT_LOG_WARN, "msg=\"node-wide state repaired\" objects=%llu",
-		          (unsigned long long)(repairs(&app->a.stats) - before));
+		tg_log(TG_LOG_WARN, "msg=\"node-wide state repaired\" objects=%llu",
+		       (unsigned long long)(repairs(&app->a.stats) - before));
 	check_node(app);
-	sched_succeeded(&app->a.declare, mono_ms(), uniform());
+	sched_succeeded(&app->a.declare, time_mono_ms(), uniform());
 }
 
 /*
@@ -156,20 +148,20 @@ static void sync_finish(struct app *app, int r, struct agent_notes *notes, const
 {
 	agent_log_notes(notes);
 	if (r < 0) {
-		agent_log(AGENT_LOG_ERROR, "msg=\"sync failed\" err=%s failures=%u", LOGFMT_Q(e->msg),
-		          app->a.sync.failures + 1);
-		sched_failed_within(&app->a.sync, mono_ms(), min_ms, max_ms);
+		tg_log(TG_LOG_ERROR, "msg=\"sync failed\" err=%s failures=%u", LOGFMT_Q(e->msg),
+		       app->a.sync.failures + 1);
+		sched_failed_within(&app->a.sync, time_mono_ms(), min_ms, max_ms);
 		return;
 	}
 	if (!app->a.pool_ready) {
 		/* no pool yet: keep asking, backing off */
-		agent_log(AGENT_LOG_WARN, "msg=\"the pool is empty\"");
-		sched_failed(&app->a.sync, mono_ms());
+		tg_log(TG_LOG_WARN, "msg=\"the pool is empty\"");
+		sched_failed(&app->a.sync, time_mono_ms());
 		return;
 	}
 	if (!was_ready)
-		agent_log(AGENT_LOG_INFO, "msg=\"pool ready\"");
-	sched_succeeded(&app->a.sync, mono_ms(), uniform());
+		tg_log(TG_LOG_INFO, "msg=\"pool ready\"");
+	sched_succeeded(&app->a.sync, time_mono_ms(), uniform());
 }
 
 static bool imds_busy(const struct app *app)
@@ -205,7 +197,7 @@ static void take_imds(struct app *app)
 	struct tg_err e = { 0 };
 	const char *body = NULL;
 	bool was_ready = app->a.pool_ready;
-	int64_t now = mono_ms(), min_ms = 0, max_ms = INT64_MAX, ra;
+	int64_t now = time_mono_ms(), min_ms = 0, max_ms = INT64_MAX, ra;
 	size_t len = 0;
 	long status = 0;
 	char why[320];
@@ -241,7 +233,7 @@ static void run_sync(struct app *app)
 	bool was_ready = app->a.pool_ready;
 	int r;
 
-	sched_started(&app->a.sync, mono_ms());
+	sched_started(&app->a.sync, time_mono_ms());
 	/* In the loop, IMDS is asked without waiting for it: the loop never blocks. */
 	if (app->imds && app->a.cfg.source != IPAM_SOURCE_STATIC) {
 		request_imds(app);
@@ -257,17 +249,17 @@ static void run_gc(struct app *app)
 	struct tg_err e = { 0 };
 	int r;
 
-	sched_started(&app->a.gc, mono_ms());
+	sched_started(&app->a.gc, time_mono_ms());
 	r = agent_gc(&app->a, &notes, &e);
 	agent_log_notes(&notes);
 	if (r < 0) {
-		agent_log(AGENT_LOG_ERROR, "msg=\"gc failed\" err=%s", LOGFMT_Q(e.msg));
-		sched_failed(&app->a.gc, mono_ms());
+		tg_log(TG_LOG_ERROR, "msg=\"gc failed\" err=%s", LOGFMT_Q(e.msg));
+		sched_failed(&app->a.gc, time_mono_ms());
 		return;
 	}
-	if (agent_retire_namespaces(&app->a, mono_ms(), &e) < 0)
-		agent_log(AGENT_LOG_ERROR, "msg=\"namespace retirement failed\" err=%s", LOGFMT_Q(e.msg));
-	sched_succeeded(&app->a.gc, mono_ms(), uniform());
+	if (agent_retire_namespaces(&app->a, time_mono_ms(), &e) < 0)
+		tg_log(TG_LOG_ERROR, "msg=\"namespace retirement failed\" err=%s", LOGFMT_Q(e.msg));
+	sched_succeeded(&app->a.gc, time_mono_ms(), uniform());
 }
 
 static void run_install(struct app *app)
@@ -279,10 +271,10 @@ static void run_install(struct app *app)
 	    !app->a.declared || agent_lacks_blocking(&app->a.lacks))
 		return;
 	if (agent_install(&app->a, &e) < 0)
-		agent_log(AGENT_LOG_ERROR, "msg=\"install failed\" err=%s", LOGFMT_Q(e.msg));
+		tg_log(TG_LOG_ERROR, "msg=\"install failed\" err=%s", LOGFMT_Q(e.msg));
 	else
-		agent_log(AGENT_LOG_INFO, "msg=\"plugin installed\" conf_dir=%s bin_dir=%s",
-		          app->a.opt.cni_conf_dir, app->a.opt.cni_bin_dir ? app->a.opt.cni_bin_dir : "-");
+		tg_log(TG_LOG_INFO, "msg=\"plugin installed\" conf_dir=%s bin_dir=%s",
+		       app->a.opt.cni_conf_dir, app->a.opt.cni_bin_dir ? app->a.opt.cni_bin_dir : "-");
 }
 
 /* How soon after a new conflist is installed the running pods are reshaped again. */
@@ -299,18 +291,18 @@ static void reload(struct app *app)
 	if (r < 0) {
 		app->a.stats.config_reloads++;
 		app->a.stats.config_errors++;
-		agent_log(AGENT_LOG_ERROR, "msg=\"config not reloaded; the one in force stays\" err=%s",
-		          LOGFMT_Q(e.msg));
+		tg_log(TG_LOG_ERROR, "msg=\"config not reloaded; the one in force stays\" err=%s",
+		       LOGFMT_Q(e.msg));
 		return;
 	}
 	app->a.stats.config_reloads++;
-	agent_log(AGENT_LOG_INFO, "msg=\"config changed\" path=%s", app->a.opt.config_path);
+	tg_log(TG_LOG_INFO, "msg=\"config changed\" path=%s", app->a.opt.config_path);
 	if (app->ex)
 		exporter_set_cooldown(app->ex, app->a.cfg.cooldown_ms);
 	if (app->a.opt.metrics_only)
 		return;
 	run_declare(app); /* and the reshape */
-	sched_soon(&app->a.sync, mono_ms(), 0);
+	sched_soon(&app->a.sync, time_mono_ms(), 0);
 	app->a.installed = false; /* the new conflist goes to the runtime */
 	run_install(app);
 	/*
@@ -318,7 +310,7 @@ static void reload(struct app *app)
 	 * caps after that reshape: the next declaration's reshape, soon,
 	 * gives them the new ones (and every later one, for ADDs still later).
 	 */
-	sched_soon(&app->a.declare, mono_ms(), RESHAPE_AFTER_INSTALL_MS);
+	sched_soon(&app->a.declare, time_mono_ms(), RESHAPE_AFTER_INSTALL_MS);
 }
 
 /* The plugin's pool-exhausted signal lands in the store's directory (once it exists). */
@@ -337,20 +329,20 @@ static void run_take(struct app *app)
 {
 	int r;
 
-	sched_started(&app->take, mono_ms());
+	sched_started(&app->take, time_mono_ms());
 	r = app->ex ? exporter_take_destinations(app->ex) : 0;
 	if (r < 0) {
-		agent_log(AGENT_LOG_WARN, "msg=\"destination sets not read\" err=%s",
-			  LOGFMT_Q(strerror(-r)));
-		sched_failed(&app->take, mono_ms());
+		tg_log(TG_LOG_WARN, "msg=\"destination sets not read\" err=%s",
+		       LOGFMT_Q(strerror(-r)));
+		sched_failed(&app->take, time_mono_ms());
 		return;
 	}
-	sched_succeeded(&app->take, mono_ms(), uniform());
+	sched_succeeded(&app->take, time_mono_ms(), uniform());
 }
 
 static void run_due(struct app *app)
 {
-	int64_t now = mono_ms();
+	int64_t now = time_mono_ms();
 	bool ran = false;
 
 	if (app->config_changed) {
@@ -363,7 +355,7 @@ static void run_due(struct app *app)
 	if (app->exhausted && !app->a.opt.metrics_only) {
 		/* soon, but never two IMDS requests within the task's minimum gap */
 		app->exhausted = false;
-		agent_log(AGENT_LOG_INFO, "msg=\"the plugin found no free address: syncing\"");
+		tg_log(TG_LOG_INFO, "msg=\"the plugin found no free address: syncing\"");
 		sched_soon(&app->a.sync, now, 0);
 	}
 	if (!app->a.opt.metrics_only) {
@@ -377,7 +369,7 @@ static void run_due(struct app *app)
 		}
 		watch_store(app);
 		run_install(app);
-		if (sched_due(&app->a.gc, mono_ms())) {
+		if (sched_due(&app->a.gc, time_mono_ms())) {
 			run_gc(app);
 			ran = true;
 		}
@@ -409,7 +401,7 @@ static int next_wait_ms(struct app *app)
 	const struct sched_task *const tasks[] = { &app->take, &app->a.declare, &app->a.gc,
 						   imds_busy(app) ? NULL : &app->a.sync };
 	int64_t next = sched_next(tasks, app->a.opt.metrics_only ? 1 : 4);
-	int64_t wait = next == INT64_MAX ? -1 : next - mono_ms();
+	int64_t wait = next == INT64_MAX ? -1 : next - time_mono_ms();
 	int h = app->http ? http_timeout_ms(app->http) : -1;
 	int i = app->imds ? httpc_timeout_ms(app->imds) : -1;
 
@@ -498,7 +490,7 @@ static int serve(struct app *app)
 						app->config_changed = true;
 						continue;
 					}
-					agent_log(AGENT_LOG_INFO, "msg=\"shutting down\" signal=%u", si.ssi_signo);
+					tg_log(TG_LOG_INFO, "msg=\"shutting down\" signal=%u", si.ssi_signo);
 					return 0;
 				}
 			} else if (evs[i].data.fd == app->inotify_fd) {
@@ -524,11 +516,11 @@ static int serve(struct app *app)
 /* Start-up: the config, the node declared, the pool, the plugin installed. */
 static void start_up(struct app *app)
 {
-	int64_t now = mono_ms();
+	int64_t now = time_mono_ms();
 
 	if (app->a.opt.cni_bin_dir && !app->a.opt.host_root && !app->a.opt.metrics_only)
-		agent_log(AGENT_LOG_INFO, "msg=\"the host's libraries are not checked for the plugin "
-			  "(no --host-root)\"");
+		tg_log(TG_LOG_INFO, "msg=\"the host's libraries are not checked for the plugin "
+		       "(no --host-root)\"");
 
 	sched_init(&app->a.declare, now);
 	sched_init(&app->a.sync, now);
@@ -540,18 +532,18 @@ static void start_up(struct app *app)
 /* --once: the start-up work with a bounded number of sync tries (1 s apart, then backing off). */
 int agent_once(struct app *app)
 {
-	int64_t deadline = mono_ms() + 60000;
+	int64_t deadline = time_mono_ms() + 60000;
 
 	start_up(app);
-	while (!agent_ready(&app->a) && mono_ms() < deadline) {
-		int64_t wait = app->a.sync.next_ms - mono_ms();
+	while (!agent_ready(&app->a) && time_mono_ms() < deadline) {
+		int64_t wait = app->a.sync.next_ms - time_mono_ms();
 
 		if (wait > 0)
 			usleep((useconds_t)(wait > 5000 ? 5000 : wait) * 1000);
 		run_due(app);
 	}
-	agent_log(agent_ready(&app->a) ? AGENT_LOG_INFO : AGENT_LOG_ERROR, "msg=\"once: %s\"",
-	          agent_ready(&app->a) ? "ready" : "not ready within 60 s");
+	tg_log(agent_ready(&app->a) ? TG_LOG_INFO : TG_LOG_ERROR, "msg=\"once: %s\"",
+	       agent_ready(&app->a) ? "ready" : "not ready within 60 s");
 	return agent_ready(&app->a) ? 0 : 1;
 }
 

@@ -11,6 +11,7 @@
 
 #include "lib/version.h"
 #include "agent/internal.h"
+#include "lib/k8sname.h"
 #include "lib/util.h"
 
 void agent_usage(FILE *f)
@@ -64,21 +65,6 @@ static int parse_ms(int opt, const char *s, struct agent_cli *cli)
 	return 0;
 }
 
-static int parse_log_level(const char *s, enum agent_log_level *ret)
-{
-	if (strcmp(s, "error") == 0)
-		*ret = AGENT_LOG_ERROR;
-	else if (strcmp(s, "warn") == 0)
-		*ret = AGENT_LOG_WARN;
-	else if (strcmp(s, "info") == 0)
-		*ret = AGENT_LOG_INFO;
-	else {
-		fprintf(stderr, "tollgate-agent: --log-level is error, warn or info\n");
-		return -EINVAL;
-	}
-	return 0;
-}
-
 static void default_plugin(char *buf, size_t size)
 {
 	char self[PATH_MAX];
@@ -90,20 +76,6 @@ static void default_plugin(char *buf, size_t size)
 	}
 	self[n] = '\0';
 	snprintf(buf, size, "%s/tollgate", dirname(self));
-}
-
-/* A Kubernetes node name: a DNS subdomain (RFC 1123), lower case. */
-static bool node_name_ok(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n == 0 || n > 253 || s[0] == '-' || s[0] == '.' || s[n - 1] == '-' || s[n - 1] == '.')
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-' ||
-		      s[i] == '.'))
-			return false;
-	return true;
 }
 
 /* Which options go together; the usage or the problem on stderr, 2 when they do not. */
@@ -136,7 +108,7 @@ static int check_options(struct agent_cli *cli, int argc)
 	if (!o->node_name && gethostname(cli->hostname, sizeof(cli->hostname) - 1) == 0) {
 		for (char *c = cli->hostname; *c; c++)
 			*c = (char)(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
-		if (node_name_ok(cli->hostname))
+		if (k8s_dns_subdomain(cli->hostname, strlen(cli->hostname)))
 			o->node_name = cli->hostname;
 	}
 	if (!o->plugin_path) {
@@ -182,7 +154,7 @@ int agent_parse_options(int argc, char **argv, struct agent_cli *ret)
 		.listen = ":9617",
 		.page_cache_ms = -1,
 		.deadline_ms = -1,
-		.log_level = AGENT_LOG_INFO,
+		.log_level = TG_LOG_INFO,
 	};
 	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (opt) {
@@ -213,7 +185,7 @@ int agent_parse_options(int argc, char **argv, struct agent_cli *ret)
 			break;
 		case 'n': cli->network = optarg; break;
 		case 'H':
-			if (!node_name_ok(optarg)) {
+			if (!k8s_dns_subdomain(optarg, strlen(optarg))) {
 				fprintf(stderr, "tollgate-agent: --node-name \"%.64s\" is not a node name "
 						"(a DNS subdomain: a-z, 0-9, '-' and '.', at most 253)\n",
 					optarg);
@@ -222,8 +194,10 @@ int agent_parse_options(int argc, char **argv, struct agent_cli *ret)
 			o->node_name = optarg;
 			break;
 		case 'v':
-			if (parse_log_level(optarg, &cli->log_level) < 0)
+			if (tg_log_level_parse(optarg, &cli->log_level) < 0) {
+				fprintf(stderr, "tollgate-agent: --log-level is error, warn or info\n");
 				return 2;
+			}
 			break;
 		case 'h': agent_usage(stdout); return 0;
 		case 'V': tg_print_version(stdout, "tollgate-agent"); return 0;

@@ -3,6 +3,7 @@
 #include <stddef.h>
 
 #include "agent/sched.h"
+#include "lib/util.h"
 
 static int64_t not_before_gap(const struct sched_task *t, int64_t at)
 {
@@ -47,12 +48,8 @@ void sched_failed(struct sched_task *t, int64_t now_ms)
 
 void sched_failed_within(struct sched_task *t, int64_t now_ms, int64_t min_ms, int64_t max_ms)
 {
-	int64_t delay = t->backoff_first_ms;
+	int64_t delay = backoff_ms(t->backoff_first_ms, t->backoff_max_ms, t->failures);
 
-	for (unsigned i = 0; i < t->failures && delay < t->backoff_max_ms; i++)
-		delay *= 2;
-	if (delay > t->backoff_max_ms)
-		delay = t->backoff_max_ms;
 	if (delay > max_ms)
 		delay = max_ms;
 	if (delay < min_ms)

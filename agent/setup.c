@@ -12,11 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "agent/internal.h"
+#include "lib/caps.h"
 #include "lib/util.h"
 
 #define PAGE_MAX (64u << 20)
@@ -102,7 +101,7 @@ static int collect(void *cls, char **ret_buf, size_t *ret_len)
 			r = -ENOBUFS;
 	}
 	if (r < 0) {
-		agent_log(AGENT_LOG_ERROR, "msg=\"scrape failed\" err=%s", LOGFMT_Q(strerror(-r)));
+		tg_log(TG_LOG_ERROR, "msg=\"scrape failed\" err=%s", LOGFMT_Q(strerror(-r)));
 		return r;
 	}
 	buf = expo_take(&app->page, &len);
@@ -111,28 +110,6 @@ static int collect(void *cls, char **ret_buf, size_t *ret_len)
 	*ret_buf = buf;
 	*ret_len = len;
 	return 0;
-}
-
-/*
- * Keeps CAP_NET_ADMIN and nothing else in the effective and permitted sets,
- * and sets no_new_privs. The bounding set is the runtime's (the manifest's
- * drop ALL, add NET_ADMIN): changing it would need CAP_SETPCAP.
- */
-static int keep_net_admin(void)
-{
-	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
-	struct __user_cap_data_struct data[2];
-	uint32_t keep = 1u << CAP_NET_ADMIN;
-
-	if (syscall(SYS_capget, &hdr, data) < 0)
-		return -errno;
-	data[0].effective &= keep;
-	data[0].permitted &= keep;
-	data[0].inheritable = 0;
-	data[1].effective = data[1].permitted = data[1].inheritable = 0;
-	if (syscall(SYS_capset, &hdr, data) < 0)
-		return -errno;
-	return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ? -errno : 0;
 }
 
 /* Each task's period, jitter, minimum gap and back-off. */
@@ -186,7 +163,7 @@ int agent_setup(struct app *app, const struct agent_cli *cli)
 	memset(app, 0, sizeof(*app));
 	app->inotify_fd = app->config_wd = app->store_wd = -1;
 	a->opt = cli->opt;
-	agent_log_set_level(cli->log_level);
+	tg_log_set_level(cli->log_level);
 	schedule_tasks(a);
 	schedule_take(app);
 	http_config_defaults(&app->hc);
@@ -196,14 +173,22 @@ int agent_setup(struct app *app, const struct agent_cli *cli)
 		app->hc.deadline_ms = (unsigned int)cli->deadline_ms;
 	r = http_parse_listen(cli->listen, HTTP_DEFAULT_PORT, &app->hc.addr);
 	if (r < 0) {
-		int status = http_listen_problem("tollgate-agent", cli->listen, r);
+		int status;
+		const char *why = http_listen_problem(r, &status);
 
+		fprintf(stderr, "tollgate-agent: --listen \"%s\"%s%s\n", cli->listen, why ? why : ": ",
+			why ? "" : strerror(-r));
 		if (r == -EINVAL)
 			agent_usage(stderr);
 		return status;
 	}
-	if ((r = keep_net_admin()) < 0) {
-		agent_log(AGENT_LOG_ERROR, "msg=\"cannot set capabilities\" err=%s", LOGFMT_Q(strerror(-r)));
+	/*
+	 * CAP_NET_ADMIN and nothing else. The bounding set is the runtime's
+	 * (the manifest's drop ALL, add NET_ADMIN): changing it would need
+	 * CAP_SETPCAP.
+	 */
+	if ((r = caps_keep_only(1u << CAP_NET_ADMIN, false)) < 0) {
+		tg_log(TG_LOG_ERROR, "msg=\"cannot set capabilities\" err=%s", LOGFMT_Q(strerror(-r)));
 		return 1;
 	}
 	if (!a->opt.config_path) {
@@ -211,8 +196,8 @@ int agent_setup(struct app *app, const struct agent_cli *cli)
 		snprintf(a->cfg.data_dir, sizeof(a->cfg.data_dir), "%s", a->opt.data_dir);
 		a->cfg.name = cli->network;
 	} else if (agent_load_config(a, &e) < 0) {
-		agent_log(AGENT_LOG_ERROR, "msg=\"cannot load the config\" path=%s err=%s",
-			  LOGFMT_Q(a->opt.config_path), LOGFMT_Q(e.msg));
+		tg_log(TG_LOG_ERROR, "msg=\"cannot load the config\" path=%s err=%s",
+		       LOGFMT_Q(a->opt.config_path), LOGFMT_Q(e.msg));
 		return 1;
 	}
 	sigemptyset(&app->sigs);
@@ -221,9 +206,9 @@ int agent_setup(struct app *app, const struct agent_cli *cli)
 	sigaddset(&app->sigs, SIGHUP);
 	sigprocmask(SIG_BLOCK, &app->sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	agent_log(AGENT_LOG_INFO, "msg=\"starting\" config=%s network=%s data_dir=%s version=%s%s%s",
-		  a->opt.config_path ? a->opt.config_path : "-", a->cfg.name, a->cfg.data_dir,
-		  TG_VERSION, a->opt.once ? " once" : "", a->opt.metrics_only ? " metrics-only" : "");
+	tg_log(TG_LOG_INFO, "msg=\"starting\" config=%s network=%s data_dir=%s version=%s%s%s",
+	       a->opt.config_path ? a->opt.config_path : "-", a->cfg.name, a->cfg.data_dir,
+	       TG_VERSION, a->opt.once ? " once" : "", a->opt.metrics_only ? " metrics-only" : "");
 	return AGENT_RUN;
 }
 
@@ -241,9 +226,9 @@ static void watch_config(struct app *app)
 						   IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE |
 							   IN_DELETE | IN_ATTRIB);
 	if (app->config_wd < 0 && path)
-		agent_log(AGENT_LOG_WARN, "msg=\"cannot watch the config's directory; SIGHUP re-reads\" "
-			  "dir=%s err=\"%m\"",
-			  app->config_dir);
+		tg_log(TG_LOG_WARN, "msg=\"cannot watch the config's directory; SIGHUP re-reads\" "
+		       "dir=%s err=\"%m\"",
+		       app->config_dir);
 }
 
 int agent_setup_servers(struct app *app, const struct agent_cli *cli)
@@ -264,8 +249,8 @@ int agent_setup_servers(struct app *app, const struct agent_cli *cli)
 	app->hc.page_type = "text/plain; version=0.0.4; charset=utf-8";
 	r = http_start(&app->hc, &app->http);
 	if (r < 0) {
-		agent_log(AGENT_LOG_ERROR, "msg=\"cannot listen\" listen=%s err=%s", LOGFMT_Q(cli->listen),
-			  LOGFMT_Q(strerror(-r)));
+		tg_log(TG_LOG_ERROR, "msg=\"cannot listen\" listen=%s err=%s", LOGFMT_Q(cli->listen),
+		       LOGFMT_Q(strerror(-r)));
 		return 1;
 	}
 	return AGENT_RUN;

@@ -23,9 +23,9 @@
 
 #include <stdio.h>
 
-/* ---- the command line (options.c) ---- */
+#include "lib/log.h"
 
-enum alloc_log_level { ALLOC_LOG_ERROR, ALLOC_LOG_WARN, ALLOC_LOG_INFO };
+/* ---- the command line (options.c) ---- */
 
 struct alloc_cli {
 	const char *config_path;
@@ -33,7 +33,7 @@ struct alloc_cli {
 	unsigned int max_connections;	/* nodes' kept-alive connections, and a few more */
 	unsigned int per_client;	/* connections one address may hold */
 	unsigned int deadline_ms;	/* a request's whole life (and a kept-alive idle one's) */
-	enum alloc_log_level log_level;
+	enum tg_log_level log_level;
 	/* leader election: etcd NULL without */
 	const char *etcd;		/* comma-separated client URLs */
 	const char *election_key;

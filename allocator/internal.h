@@ -3,7 +3,7 @@
 #define TG_ALLOCATOR_INTERNAL_H
 
 /*
- * Between the allocator's files: its log (log.c), the policy read from the
+ * Between the allocator's files: the policy read from the
  * config (policy.c), the process set up and torn down (setup.c), the HTTP
  * side, reports and the metrics page (serve.c), and the loop (loop.c).
  */
@@ -19,12 +19,6 @@
 #include "budget/budget.h"
 #include "exporter/exporter.h"
 #include "http/http.h"
-
-/* ---- the log (log.c): logfmt on stderr, one record per line ---- */
-
-void alloc_log_set_level(enum alloc_log_level lvl);
-/* fmt: the record's fields (msg="..." first); the timestamp and level= come first. */
-void alloc_log(enum alloc_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- what the allocator takes from the config (policy.c) ---- */
 
@@ -98,8 +92,6 @@ struct app {
 };
 
 #define ALLOC_REFUSED_LOG_MS 10000
-
-int64_t alloc_now_ms(void);
 
 /*
  * The config read and taken (at start: `first`, and a failure is the end;

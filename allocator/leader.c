@@ -20,14 +20,6 @@
 /* etcd's answers: a range of one small key, a lease, a transaction */
 #define ETCD_ANSWER_MAX (16u << 10)
 
-static int64_t unix_ms(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_REALTIME, &t);
-	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
-
 void alloc_elect_init(struct app *app)
 {
 	struct elect_config cfg = { .key = app->cli.election_key,
@@ -44,7 +36,7 @@ void alloc_elect_init(struct app *app)
 	elect_split_urls(app->cli.etcd, app->etcd_urls, &cfg.n_urls, &bad, &bad_len);
 	for (size_t i = 0; i < cfg.n_urls; i++)
 		cfg.urls[i] = app->etcd_urls[i];
-	elect_init(&app->el, &cfg, alloc_now_ms());
+	elect_init(&app->el, &cfg, time_mono_ms());
 }
 
 int alloc_elect_start(struct app *app, int epfd)
@@ -62,12 +54,12 @@ int alloc_elect_start(struct app *app, int epfd)
 
 bool alloc_leading(struct app *app)
 {
-	return !app->elect_on || elect_leading(&app->el, alloc_now_ms());
+	return !app->elect_on || elect_leading(&app->el, time_mono_ms());
 }
 
 void alloc_term_granted(struct app *app)
 {
-	int64_t now = unix_ms();
+	int64_t now = time_now_ms();
 
 	if (!app->term.answers++)
 		app->term.first_grant_unix_ms = now;
@@ -79,20 +71,20 @@ static void role_changed(struct app *app, int change, int64_t epoch)
 	if (change == ELECT_WON) {
 		app->term = (struct alloc_term){ .epoch = epoch };
 		if (alloc_relearn(app) < 0)
-			alloc_log(ALLOC_LOG_ERROR, "msg=\"out of memory for a new term's state\"");
-		alloc_log(ALLOC_LOG_INFO, "msg=\"leading: granting from now\" epoch=%lld "
-			  "etcd=%s learning_ms=%lld", (long long)epoch,
-			  LOGFMT_Q(app->el.cfg.urls[app->el.url]), (long long)app->pol.lease_ms);
+			tg_log(TG_LOG_ERROR, "msg=\"out of memory for a new term's state\"");
+		tg_log(TG_LOG_INFO, "msg=\"leading: granting from now\" epoch=%lld "
+		       "etcd=%s learning_ms=%lld", (long long)epoch,
+		       LOGFMT_Q(app->el.cfg.urls[app->el.url]), (long long)app->pol.lease_ms);
 	} else if (change == ELECT_LOST) {
 		/* the record the chaos test reads: no two terms may overlap */
-		alloc_log(ALLOC_LOG_WARN, "msg=\"stopped leading\" epoch=%lld why=%s answers=%llu "
-			  "first_grant_unix_ms=%lld last_grant_unix_ms=%lld",
-			  (long long)app->term.epoch, LOGFMT_Q(app->el.step_down_why),
-			  (unsigned long long)app->term.answers,
-			  (long long)app->term.first_grant_unix_ms,
-			  (long long)app->term.last_grant_unix_ms);
+		tg_log(TG_LOG_WARN, "msg=\"stopped leading\" epoch=%lld why=%s answers=%llu "
+		       "first_grant_unix_ms=%lld last_grant_unix_ms=%lld",
+		       (long long)app->term.epoch, LOGFMT_Q(app->el.step_down_why),
+		       (unsigned long long)app->term.answers,
+		       (long long)app->term.first_grant_unix_ms,
+		       (long long)app->term.last_grant_unix_ms);
 		if (alloc_relearn(app) < 0)
-			alloc_log(ALLOC_LOG_ERROR, "msg=\"out of memory for a new state\"");
+			tg_log(TG_LOG_ERROR, "msg=\"out of memory for a new state\"");
 	}
 }
 
@@ -116,21 +108,21 @@ static void take(struct app *app)
 
 		snprintf(why + n, sizeof(why) - n, ": %.*s", (int)(len > 120 ? 120 : len), body);
 	}
-	change = elect_answer(&app->el, alloc_now_ms(),
+	change = elect_answer(&app->el, time_mono_ms(),
 			      r > 0 ? 200 : status == 200 ? 0 : status, body, len, why);
 	role_changed(app, change, app->el.epoch);
 	/* once per change (the first answer or failure says which it is) */
 	if (app->etcd_said != 0 && !app->el.etcd_ok)
-		alloc_log(ALLOC_LOG_WARN, "msg=\"etcd does not answer; no grant until this replica "
-			  "leads\" err=%s", LOGFMT_Q(app->el.last_error));
+		tg_log(TG_LOG_WARN, "msg=\"etcd does not answer; no grant until this replica "
+		       "leads\" err=%s", LOGFMT_Q(app->el.last_error));
 	else if (app->etcd_said != 1 && app->el.etcd_ok)
-		alloc_log(ALLOC_LOG_INFO, "msg=\"etcd answers\" etcd=%s",
-			  LOGFMT_Q(app->el.cfg.urls[app->el.url]));
+		tg_log(TG_LOG_INFO, "msg=\"etcd answers\" etcd=%s",
+		       LOGFMT_Q(app->el.cfg.urls[app->el.url]));
 	app->etcd_said = app->el.etcd_ok;
 	if (!app->el.leading && app->el.leader_known &&
 	    (!was_known || epoch_before != app->el.leader_epoch))
-		alloc_log(ALLOC_LOG_INFO, "msg=\"following\" leader=%s epoch=%lld",
-			  LOGFMT_Q(app->el.leader), (long long)app->el.leader_epoch);
+		tg_log(TG_LOG_INFO, "msg=\"following\" leader=%s epoch=%lld",
+		       LOGFMT_Q(app->el.leader), (long long)app->el.leader_epoch);
 }
 
 void alloc_elect_socket(struct app *app, int fd, uint32_t events)
@@ -149,14 +141,14 @@ void alloc_elect_run(struct app *app)
 	httpc_run_timer(app->etcd);
 	take(app);
 	/* a request that outlived its timeout: libcurl's own timer ends it first */
-	role_changed(app, elect_tick(&app->el, alloc_now_ms()), 0);
-	r = elect_due(&app->el, alloc_now_ms(), &req);
+	role_changed(app, elect_tick(&app->el, time_mono_ms()), 0);
+	r = elect_due(&app->el, time_mono_ms(), &req);
 	if (r <= 0)
 		return;
 	r = httpc_post(app->etcd, req.url, req.body, strlen(req.body), req.timeout_ms);
 	free(req.body);
 	if (r < 0)
-		elect_answer(&app->el, alloc_now_ms(), 0, NULL, 0, strerror(-r));
+		elect_answer(&app->el, time_mono_ms(), 0, NULL, 0, strerror(-r));
 }
 
 int alloc_elect_timeout_ms(const struct app *app)
@@ -166,7 +158,7 @@ int alloc_elect_timeout_ms(const struct app *app)
 
 	if (!app->etcd)
 		return -1;
-	w = elect_next_ms(&app->el) - alloc_now_ms();
+	w = elect_next_ms(&app->el) - time_mono_ms();
 	w = w < 0 ? 0 : w > 60000 ? 60000 : w;
 	c = httpc_timeout_ms(app->etcd);
 	return c >= 0 && c < w ? c : (int)w;
@@ -180,7 +172,7 @@ void alloc_elect_stop(struct app *app)
 	if (!app->etcd)
 		return;
 	httpc_cancel(app->etcd);
-	if (elect_resign(&app->el, alloc_now_ms(), &req) > 0) {
+	if (elect_resign(&app->el, time_mono_ms(), &req) > 0) {
 		/* one blocking call on the way out: the loop is gone */
 		struct httpc_tls tls = { app->cli.etcd_ca, app->cli.etcd_cert, app->cli.etcd_key };
 		struct httpc_sync sync = {
@@ -195,11 +187,11 @@ void alloc_elect_stop(struct app *app)
 		struct httpc_answer a;
 
 		if (httpc_request_sync(&sync, &a) == 0) {
-			alloc_log(ALLOC_LOG_INFO, "msg=\"stopped leading\" epoch=%lld why=shutdown "
-				  "answers=%llu first_grant_unix_ms=%lld last_grant_unix_ms=%lld "
-				  "revoke=%s", (long long)epoch, (unsigned long long)app->term.answers,
-				  (long long)app->term.first_grant_unix_ms,
-				  (long long)app->term.last_grant_unix_ms, LOGFMT_Q(a.error));
+			tg_log(TG_LOG_INFO, "msg=\"stopped leading\" epoch=%lld why=shutdown "
+			       "answers=%llu first_grant_unix_ms=%lld last_grant_unix_ms=%lld "
+			       "revoke=%s", (long long)epoch, (unsigned long long)app->term.answers,
+			       (long long)app->term.first_grant_unix_ms,
+			       (long long)app->term.last_grant_unix_ms, LOGFMT_Q(a.error));
 			httpc_answer_free(&a);
 		}
 		free(req.body);

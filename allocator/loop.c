@@ -32,9 +32,9 @@ static void reload(struct app *app, bool hup)
 	int r = alloc_reload(app, false);
 
 	if (r == 0 && hup)
-		alloc_log(ALLOC_LOG_INFO, "msg=\"SIGHUP: the config is unchanged\"");
+		tg_log(TG_LOG_INFO, "msg=\"SIGHUP: the config is unchanged\"");
 	if (r > 0 && alloc_arm_rounds(app) < 0)
-		alloc_log(ALLOC_LOG_ERROR, "msg=\"cannot re-arm the round's timer\" err=\"%m\"");
+		tg_log(TG_LOG_ERROR, "msg=\"cannot re-arm the round's timer\" err=\"%m\"");
 }
 
 static int add(int ep, int fd)
@@ -77,8 +77,8 @@ int alloc_loop(struct app *app)
 						hup = changed = true;
 						continue;
 					}
-					alloc_log(ALLOC_LOG_INFO, "msg=\"shutting down\" signal=%u",
-						  si.ssi_signo);
+					tg_log(TG_LOG_INFO, "msg=\"shutting down\" signal=%u",
+					       si.ssi_signo);
 					alloc_elect_stop(app);
 					return 0;
 				}

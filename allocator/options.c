@@ -48,19 +48,6 @@ static int parse_uint(const char *s, unsigned long lo, unsigned long hi, unsigne
 	return 0;
 }
 
-static int parse_log_level(const char *s, enum alloc_log_level *ret)
-{
-	if (strcmp(s, "error") == 0)
-		*ret = ALLOC_LOG_ERROR;
-	else if (strcmp(s, "warn") == 0)
-		*ret = ALLOC_LOG_WARN;
-	else if (strcmp(s, "info") == 0)
-		*ret = ALLOC_LOG_INFO;
-	else
-		return -EINVAL;
-	return 0;
-}
-
 /* Each of --etcd's URLs, --advertise and the key: what the election can use. */
 static int check_election(const struct alloc_cli *cli)
 {
@@ -127,7 +114,7 @@ int alloc_parse_options(int argc, char **argv, struct alloc_cli *ret)
 		.max_connections = ALLOC_DEFAULT_MAX_CONNECTIONS,
 		.per_client = ALLOC_DEFAULT_PER_CLIENT,
 		.deadline_ms = ALLOC_DEFAULT_DEADLINE_MS,
-		.log_level = ALLOC_LOG_INFO,
+		.log_level = TG_LOG_INFO,
 		.election_key = ELECT_DEFAULT_KEY,
 		.election_ttl_s = ELECT_DEFAULT_TTL_S,
 	};
@@ -155,7 +142,7 @@ int alloc_parse_options(int argc, char **argv, struct alloc_cli *ret)
 			}
 			break;
 		case 'v':
-			if (parse_log_level(optarg, &cli->log_level) < 0) {
+			if (tg_log_level_parse(optarg, &cli->log_level) < 0) {
 				fprintf(stderr, "tollgate-allocator: --log-level is error, warn or info\n");
 				return 2;
 			}

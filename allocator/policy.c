@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "allocator/internal.h"
-#include "node/config.h"
+#include "config/config.h"
 
 int alloc_policy_load(const char *path, const char *text, size_t len, struct alloc_policy *ret,
 		      struct tg_err *e)

@@ -94,14 +94,14 @@ static void route(void *cls, const char *path, struct http_reply *ret)
  */
 static void refused(struct app *app, enum alloc_report_result why, struct http_reply *ret)
 {
-	int64_t now = alloc_now_ms();
+	int64_t now = time_mono_ms();
 	size_t n;
 
 	app->stats.reports[why]++;
 	if (!app->refused_logged_ms || now - app->refused_logged_ms >= ALLOC_REFUSED_LOG_MS) {
-		alloc_log(ALLOC_LOG_WARN, "msg=\"report refused\" result=%s err=%s refused_since=%llu",
-			  result_names[why], LOGFMT_Q(app->reason),
-			  (unsigned long long)app->refused_since_log);
+		tg_log(TG_LOG_WARN, "msg=\"report refused\" result=%s err=%s refused_since=%llu",
+		       result_names[why], LOGFMT_Q(app->reason),
+		       (unsigned long long)app->refused_since_log);
 		app->refused_logged_ms = now;
 		app->refused_since_log = 0;
 	} else {
@@ -145,7 +145,7 @@ static void post(void *cls, const char *path, const char *body, size_t len,
 		not_leading(app, ret);
 		return;
 	}
-	r = budget_alloc_report(app->ba, &rep, alloc_now_ms(), &ans);
+	r = budget_alloc_report(app->ba, &rep, time_mono_ms(), &ans);
 	budget_report_free(&rep);
 	ans.epoch = app->elect_on ? (uint64_t)app->el.epoch : 0;
 	if (r == 0) {
@@ -261,7 +261,7 @@ static void render(struct app *app, struct expo *x)
 		    "1 for one lease after a start (or a new leaseSeconds): each node is granted "
 		    "only what it reports holding.");
 	expo_sample_u64(x, "tollgate_allocator_learning", NULL,
-			budget_alloc_learning(app->ba, alloc_now_ms()));
+			budget_alloc_learning(app->ba, time_mono_ms()));
 	/* a replica that does not lead allocates nothing: only the leader's are the budgets' */
 	if (!alloc_leading(app))
 		n = 0;
@@ -321,7 +321,7 @@ static int collect(void *cls, char **ret_buf, size_t *ret_len)
 	expo_reset(&app->page);
 	render(app, &app->page);
 	if (app->page.overflow) {
-		alloc_log(ALLOC_LOG_ERROR, "msg=\"scrape failed\" err=\"the page outgrew its bound\"");
+		tg_log(TG_LOG_ERROR, "msg=\"scrape failed\" err=\"the page outgrew its bound\"");
 		return -ENOBUFS;
 	}
 	buf = expo_take(&app->page, &len);

@@ -6,30 +6,23 @@
  */
 #include <errno.h>
 #include <libgen.h>
-#include <linux/capability.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/inotify.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
-#include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "allocator/internal.h"
+#include "config/config.h"
+#include "lib/caps.h"
 #include "lib/util.h"
-#include "node/config.h"
 
 #define PAGE_MAX (16u << 20)
 /* descriptors kept back from the connections: the listener, epoll, timer, inotify, log */
 #define FD_SPARE 64
-
-int64_t alloc_now_ms(void)
-{
-	return time_mono_ns() / 1000000;
-}
 
 /*
  * Every node keeps a connection open: the soft limit goes up to the hard
@@ -53,30 +46,12 @@ static unsigned int raise_nofile(unsigned int want)
 		unsigned int fit = rl.rlim_cur > 2 * FD_SPARE ? (unsigned int)(rl.rlim_cur - FD_SPARE)
 							      : FD_SPARE;
 
-		alloc_log(ALLOC_LOG_WARN, "msg=\"the open-file limit caps the connections\" "
-			  "max_connections=%u nofile=%llu connections=%u", want,
-			  (unsigned long long)rl.rlim_cur, fit);
+		tg_log(TG_LOG_WARN, "msg=\"the open-file limit caps the connections\" "
+		       "max_connections=%u nofile=%llu connections=%u", want,
+		       (unsigned long long)rl.rlim_cur, fit);
 		return fit;
 	}
 	return want;
-}
-
-/*
- * Nothing the allocator does needs a capability: each set is emptied (the
- * bounding set too, when it may be), and no_new_privs set.
- */
-static int drop_capabilities(void)
-{
-	struct __user_cap_header_struct hdr = { .version = _LINUX_CAPABILITY_VERSION_3 };
-	struct __user_cap_data_struct data[2] = { { 0 } };
-
-	if (prctl(PR_CAPBSET_READ, CAP_SETPCAP, 0, 0, 0) == 1)
-		for (int c = 0; c <= CAP_LAST_CAP; c++)
-			prctl(PR_CAPBSET_DROP, c, 0, 0, 0); /* without CAP_SETPCAP: EPERM, harmless */
-	if (syscall(SYS_capset, &hdr, data) < 0)
-		return -errno;
-	prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
-	return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ? -errno : 0;
 }
 
 /* A new allocation state (learning for one lease) for the policy's lease. */
@@ -90,7 +65,7 @@ static struct budget_alloc *new_state(const struct alloc_policy *pol)
 	/* a node is forgotten well after its lease ran out, never before */
 	if (p.forget_ms < 3 * pol->lease_ms)
 		p.forget_ms = 3 * pol->lease_ms;
-	return budget_alloc_new(&p, alloc_now_ms());
+	return budget_alloc_new(&p, time_mono_ms());
 }
 
 int alloc_relearn(struct app *app)
@@ -170,29 +145,29 @@ int alloc_reload(struct app *app, bool first)
 	budget_alloc_set_report_ms(app->ba, pol.report_ms);
 	if (!first) {
 		app->stats.reloads++;
-		alloc_log(ALLOC_LOG_INFO, "msg=\"config changed\" path=%s budgets=%zu "
-			  "lease_ms=%lld report_ms=%lld%s%s", LOGFMT_Q(app->cli.config_path), pol.n,
-			  (long long)pol.lease_ms, (long long)pol.report_ms,
-			  same_budgets(&pol, &app->pol) ? " budgets_unchanged" : "",
-			  lease_changed ? " relearning" : "");
+		tg_log(TG_LOG_INFO, "msg=\"config changed\" path=%s budgets=%zu "
+		       "lease_ms=%lld report_ms=%lld%s%s", LOGFMT_Q(app->cli.config_path), pol.n,
+		       (long long)pol.lease_ms, (long long)pol.report_ms,
+		       same_budgets(&pol, &app->pol) ? " budgets_unchanged" : "",
+		       lease_changed ? " relearning" : "");
 	}
 	if (!pol.has_allocator)
-		alloc_log(ALLOC_LOG_WARN, "msg=\"budgets.allocator is not set: no node reports here\"");
+		tg_log(TG_LOG_WARN, "msg=\"budgets.allocator is not set: no node reports here\"");
 	else if (!pol.n)
-		alloc_log(ALLOC_LOG_WARN, "msg=\"budgets.internetEgress is empty: nothing to allocate\"");
+		tg_log(TG_LOG_WARN, "msg=\"budgets.internetEgress is empty: nothing to allocate\"");
 	alloc_policy_free(&app->pol);
 	app->pol = pol;
 	return 1;
 refused:
 	if (first) {
-		alloc_log(ALLOC_LOG_ERROR, "msg=\"cannot load the config\" path=%s err=%s",
-			  LOGFMT_Q(app->cli.config_path), LOGFMT_Q(e.msg));
+		tg_log(TG_LOG_ERROR, "msg=\"cannot load the config\" path=%s err=%s",
+		       LOGFMT_Q(app->cli.config_path), LOGFMT_Q(e.msg));
 		return r;
 	}
 	app->stats.reloads++;
 	app->stats.reload_errors++;
-	alloc_log(ALLOC_LOG_ERROR, "msg=\"config not reloaded; the one in force stays\" path=%s err=%s",
-		  LOGFMT_Q(app->cli.config_path), LOGFMT_Q(e.msg));
+	tg_log(TG_LOG_ERROR, "msg=\"config not reloaded; the one in force stays\" path=%s err=%s",
+	       LOGFMT_Q(app->cli.config_path), LOGFMT_Q(e.msg));
 	return r;
 }
 
@@ -216,7 +191,7 @@ void alloc_round(struct app *app)
 {
 	int64_t t0 = time_mono_ns();
 
-	budget_alloc_round(app->ba, alloc_now_ms());
+	budget_alloc_round(app->ba, time_mono_ms());
 	app->stats.rounds++;
 	app->stats.round_seconds = (double)(time_mono_ns() - t0) / 1e9;
 }
@@ -234,8 +209,8 @@ static void watch_config(struct app *app)
 						   IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE |
 							   IN_DELETE | IN_ATTRIB);
 	if (app->config_wd < 0)
-		alloc_log(ALLOC_LOG_WARN, "msg=\"cannot watch the config's directory; SIGHUP re-reads\" "
-			  "dir=%s err=\"%m\"", LOGFMT_Q(app->config_dir));
+		tg_log(TG_LOG_WARN, "msg=\"cannot watch the config's directory; SIGHUP re-reads\" "
+		       "dir=%s err=\"%m\"", LOGFMT_Q(app->config_dir));
 }
 
 int alloc_setup(struct app *app, const struct alloc_cli *cli)
@@ -246,20 +221,24 @@ int alloc_setup(struct app *app, const struct alloc_cli *cli)
 	memset(app, 0, sizeof(*app));
 	app->inotify_fd = app->config_wd = app->timer_fd = -1;
 	app->cli = *cli;
-	alloc_log_set_level(cli->log_level);
+	tg_log_set_level(cli->log_level);
 	http_config_defaults(&app->hc);
 	r = http_parse_listen(cli->listen, BUDGET_DEFAULT_PORT, &app->hc.addr);
 	if (r < 0) {
-		int status = http_listen_problem("tollgate-allocator", cli->listen, r);
+		int status;
+		const char *why = http_listen_problem(r, &status);
 
+		fprintf(stderr, "tollgate-allocator: --listen \"%s\"%s%s\n", cli->listen, why ? why : ": ",
+			why ? "" : strerror(-r));
 		if (r == -EINVAL)
 			alloc_usage(stderr);
 		return status;
 	}
 	conns = raise_nofile(cli->max_connections);
-	if ((r = drop_capabilities()) < 0) {
-		alloc_log(ALLOC_LOG_ERROR, "msg=\"cannot drop capabilities\" err=%s",
-			  LOGFMT_Q(strerror(-r)));
+	/* Nothing the allocator does needs a capability. */
+	if ((r = caps_keep_only(0, true)) < 0) {
+		tg_log(TG_LOG_ERROR, "msg=\"cannot drop capabilities\" err=%s",
+		       LOGFMT_Q(strerror(-r)));
 		return 1;
 	}
 	if (alloc_reload(app, true) < 0)
@@ -274,7 +253,7 @@ int alloc_setup(struct app *app, const struct alloc_cli *cli)
 	watch_config(app);
 	app->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 	if (app->timer_fd < 0 || (r = alloc_arm_rounds(app)) < 0) {
-		alloc_log(ALLOC_LOG_ERROR, "msg=\"cannot arm the round's timer\" err=\"%m\"");
+		tg_log(TG_LOG_ERROR, "msg=\"cannot arm the round's timer\" err=\"%m\"");
 		return 1;
 	}
 	expo_init(&app->page, PAGE_MAX);
@@ -284,19 +263,19 @@ int alloc_setup(struct app *app, const struct alloc_cli *cli)
 	alloc_http_config(app, &app->hc);
 	r = http_start(&app->hc, &app->http);
 	if (r < 0) {
-		alloc_log(ALLOC_LOG_ERROR, "msg=\"cannot listen\" listen=%s err=%s",
-			  LOGFMT_Q(cli->listen), LOGFMT_Q(strerror(-r)));
+		tg_log(TG_LOG_ERROR, "msg=\"cannot listen\" listen=%s err=%s",
+		       LOGFMT_Q(cli->listen), LOGFMT_Q(strerror(-r)));
 		return 1;
 	}
-	alloc_log(ALLOC_LOG_INFO, "msg=\"starting\" config=%s listen=%s budgets=%zu lease_ms=%lld "
-		  "round_ms=%lld max_connections=%u per_client=%u version=%s",
-		  LOGFMT_Q(cli->config_path), LOGFMT_Q(cli->listen), app->pol.n,
-		  (long long)app->pol.lease_ms, (long long)app->round_ms, conns, cli->per_client,
-		  TG_VERSION);
+	tg_log(TG_LOG_INFO, "msg=\"starting\" config=%s listen=%s budgets=%zu lease_ms=%lld "
+	       "round_ms=%lld max_connections=%u per_client=%u version=%s",
+	       LOGFMT_Q(cli->config_path), LOGFMT_Q(cli->listen), app->pol.n,
+	       (long long)app->pol.lease_ms, (long long)app->round_ms, conns, cli->per_client,
+	       TG_VERSION);
 	if (app->elect_on)
-		alloc_log(ALLOC_LOG_INFO, "msg=\"leader election: no grant until this replica leads\" "
-			  "etcd=%s key=%s advertise=%s ttl_s=%u", LOGFMT_Q(cli->etcd),
-			  LOGFMT_Q(cli->election_key), LOGFMT_Q(cli->advertise), cli->election_ttl_s);
+		tg_log(TG_LOG_INFO, "msg=\"leader election: no grant until this replica leads\" "
+		       "etcd=%s key=%s advertise=%s ttl_s=%u", LOGFMT_Q(cli->etcd),
+		       LOGFMT_Q(cli->election_key), LOGFMT_Q(cli->advertise), cli->election_ttl_s);
 	return 0;
 }
 

@@ -14,6 +14,7 @@
 #include "budget/budget.h"
 #include "lib/buf.h"
 #include "lib/jsonx.h"
+#include "lib/k8sname.h"
 #include "lib/util.h"
 
 const char *const budget_state_names[BUDGET_STATES] = {
@@ -247,38 +248,6 @@ static int get_str(json_object *obj, const char *where, const char *key, const c
 	return 0;
 }
 
-/* RFC 1123 label: [a-z0-9]([-a-z0-9]*[a-z0-9])?, as Kubernetes checks namespaces. */
-static bool dns_label(const char *s, size_t n)
-{
-	if (n == 0 || n > BUDGET_NS_MAX || s[0] == '-' || s[n - 1] == '-')
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
-			return false;
-	return true;
-}
-
-/* RFC 1123 subdomain: labels joined by '.', as Kubernetes checks node names. */
-static bool dns_subdomain(const char *s, size_t n)
-{
-	size_t start = 0;
-
-	if (n == 0 || n > BUDGET_NODE_MAX)
-		return false;
-	for (size_t i = 0; i <= n; i++) {
-		if (i < n && s[i] != '.')
-			continue;
-		if (i == start || s[start] == '-' || s[i - 1] == '-')
-			return false;
-		for (size_t k = start; k < i; k++)
-			if (!((s[k] >= 'a' && s[k] <= 'z') || (s[k] >= '0' && s[k] <= '9') ||
-			      s[k] == '-'))
-				return false;
-		start = i + 1;
-	}
-	return true;
-}
-
 static int get_ns(json_object *obj, const char *where, char ret[BUDGET_NS_MAX + 1],
 		  struct tg_err *e)
 {
@@ -288,7 +257,7 @@ static int get_ns(json_object *obj, const char *where, char ret[BUDGET_NS_MAX + 
 
 	if (r < 0)
 		return r;
-	if (!dns_label(s, n))
+	if (!k8s_dns_label(s, n))
 		return bad(e, -EINVAL,
 			   "%s.namespace: \"%s\" is not a namespace (a DNS label: a-z, 0-9 and "
 			   "'-', at most %d)",
@@ -473,7 +442,7 @@ int budget_report_parse(const char *text, size_t len, struct budget_report *ret,
 		return r;
 	if ((r = get_str(root, "", "node", &node, &node_len, e)) < 0)
 		goto out;
-	if (!dns_subdomain(node, node_len)) {
+	if (!k8s_dns_subdomain(node, node_len)) {
 		r = bad(e, -EINVAL,
 			"node: \"%s\" is not a node name (a DNS subdomain: a-z, 0-9, '-' and '.', "
 			"at most %d)",

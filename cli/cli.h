@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <json-c/json.h>
 
+#include "config/config.h"
 #include "ipam/imds.h"
 #include "ipam/ipam.h"
 #include "ipam/store.h"
@@ -68,8 +69,7 @@ int validate_main(struct cli *c);
 
 void format_age(int64_t secs, char *buf, size_t size);
 json_object *attachment_json(const struct ipam_attachment *a, int64_t now_s);
-json_object *shaping_json(const struct shaping *s);
-/* One line of caps, from a shaping_json() object. */
+/* One line of caps, from a shaping_view_json() object (lib/shaping.h). */
 void shaping_line(json_object *shaping, char *buf, size_t size);
 /* Which value set each internet cap, config or annotation; true when the pod has an annotation. */
 bool shaping_source_line(json_object *shaping, char *buf, size_t size);

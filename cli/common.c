@@ -52,42 +52,6 @@ json_object *attachment_json(const struct ipam_attachment *a, int64_t now_s)
 	return o;
 }
 
-json_object *shaping_json(const struct shaping *s)
-{
-	json_object *o = json_object_new_object();
-	struct {
-		const char *key;
-		uint64_t v;
-	} f[] = {
-		{ "ingressRate", s->ingress_bps },
-		{ "egressRate", s->egress_bps },
-		{ "internetIngress", s->inet_ingress_bps },
-		{ "internetEgress", s->inet_egress_bps },
-		{ "namespaceInternetEgress", s->ns_egress_bps },
-		{ "nodeInternetEgress", s->node_egress_bps },
-		{ "budgetFallback", s->budget_fallback_bps },
-	};
-	struct {
-		const char *from, *annot;
-		struct shaping_source src;
-	} g[] = {
-		{ "internetIngressFrom", "internetIngressAnnotation", shaping_inet_ingress_source(s) },
-		{ "internetEgressFrom", "internetEgressAnnotation", shaping_inet_egress_source(s) },
-	};
-
-	for (size_t i = 0; i < ARRAY_SIZE(f); i++)
-		json_object_object_add(o, f[i].key, json_object_new_int64((int64_t)f[i].v));
-	/* Which value set each internet cap: an annotation above the config's is ignored. */
-	for (size_t i = 0; i < ARRAY_SIZE(g); i++) {
-		json_object_object_add(o, g[i].from,
-				       json_object_new_string(g[i].src.annotation ? "annotation"
-										  : "config"));
-		json_object_object_add(o, g[i].annot,
-				       json_object_new_int64((int64_t)g[i].src.annot_bps));
-	}
-	return o;
-}
-
 /* A rate, or "-" when there is no cap. */
 static const char *rate_or_dash(json_object *o, const char *key, char *buf, size_t size)
 {

@@ -27,7 +27,7 @@ static json_object *reshape_json(const struct cli *c, const struct node_reshape 
 
 		json_object_object_add(o, "changed",
 				       json_object_new_boolean(node_reshaped(r, &c->state, i)));
-		json_object_object_add(o, "shaping", shaping_json(&a->shaping));
+		json_object_object_add(o, "shaping", shaping_view_json(&a->shaping));
 		json_object_array_add(arr, o);
 	}
 	return arr;

@@ -296,7 +296,7 @@ static json_object *show_shaping(const struct ipam_attachment *a)
 	struct shaper_class classes[SHAPER_POD_CLASSES_MAX];
 	struct shaper_stats stats[SHAPER_POD_CLASSES_MAX];
 	struct nl_sock *sk = NULL;
-	json_object *sh = shaping_json(&a->shaping), *sa = json_object_new_array();
+	json_object *sh = shaping_view_json(&a->shaping), *sa = json_object_new_array();
 	int n = 0;
 
 	if (shaping_any(&sp) && nl_route_open(&sk) == 0) {

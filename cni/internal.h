@@ -8,11 +8,11 @@
 #include <stdint.h>
 #include <json-c/json.h>
 
+#include "config/config.h"
 #include "ipam/ipam.h"
 #include "lib/cnispec.h"
 #include "lib/err.h"
 #include "lib/ip4.h"
-#include "node/config.h"
 
 /* ---- environment ---- */
 struct cni_env {

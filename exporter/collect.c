@@ -554,7 +554,7 @@ out:
 
 int exporter_take_destinations(struct exporter *ex)
 {
-	return dst_ledger_take(ex->dst, time_mono_ns() / 1000000);
+	return dst_ledger_take(ex->dst, time_mono_ms());
 }
 
 /* A namespace's internet bytes in a direction, as this scrape read its counter. */

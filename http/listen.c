@@ -126,26 +126,20 @@ int http_parse_listen(const char *s, uint16_t default_port, struct sockaddr_in *
 	return 0;
 }
 
-int http_listen_problem(const char *prog, const char *listen, int r)
+const char *http_listen_problem(int r, int *ret_status)
 {
+	*ret_status = r == -EAFNOSUPPORT || r == -EINVAL ? 2 : 1;
 	switch (r) {
 	case -EAFNOSUPPORT:
-		fprintf(stderr, "%s: --listen \"%s\": IPv6 is not served; give an IPv4 address or a "
-				"name with one\n", prog, listen);
-		return 2;
+		return ": IPv6 is not served; give an IPv4 address or a name with one";
 	case -ENOENT:
-		fprintf(stderr, "%s: --listen \"%s\": the name has no IPv4 address\n", prog, listen);
-		return 1;
+		return ": the name has no IPv4 address";
 	case -EAGAIN:
-		fprintf(stderr, "%s: --listen \"%s\": the resolver did not answer; try again\n", prog,
-			listen);
-		return 1;
+		return ": the resolver did not answer; try again";
 	case -EINVAL:
-		fprintf(stderr, "%s: --listen \"%s\" is not ADDR:PORT, :PORT or HOST:PORT "
-				"(port 1-65535)\n", prog, listen);
-		return 2;
+		return " is not ADDR:PORT, :PORT or HOST:PORT (port 1-65535)";
 	default:
-		fprintf(stderr, "%s: --listen \"%s\": %s\n", prog, listen, strerror(-r));
-		return 1;
+		/* strerror's text, after ": " */
+		return NULL;
 	}
 }

@@ -62,11 +62,6 @@ struct http_server {
 	struct http_stats stats;
 };
 
-static int64_t now_ms(void)
-{
-	return time_mono_ns() / 1000000;
-}
-
 void http_config_defaults(struct http_config *cfg)
 {
 	memset(cfg, 0, sizeof(*cfg));
@@ -151,7 +146,7 @@ static int page_collect(struct http_server *srv, int64_t now, struct page **ret)
  */
 static int page_get(struct http_server *srv, struct page **ret)
 {
-	int64_t now = now_ms();
+	int64_t now = time_mono_ms();
 	struct page *p;
 	int r;
 
@@ -400,7 +395,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **req_cls,
 		return;
 	ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
 	if (ci && ci->socket_context)
-		conntab_restart(&srv->conns, ci->socket_context, now_ms());
+		conntab_restart(&srv->conns, ci->socket_context, time_mono_ms());
 }
 
 /* Ties libmicrohttpd's connections to the table: started (by fd) and closed. */
@@ -485,7 +480,7 @@ static void admit(struct http_server *srv, int fd, const struct sockaddr_in *sa)
 		close(fd);
 		return;
 	}
-	c = conntab_add(&srv->conns, fd, sa->sin_addr.s_addr, now_ms());
+	c = conntab_add(&srv->conns, fd, sa->sin_addr.s_addr, time_mono_ms());
 	if (!c) {
 		close(fd);
 		return;
@@ -519,7 +514,7 @@ static int accept_some(struct http_server *srv)
 			case ENOBUFS:
 			case ENOMEM:
 				/* The socket stays readable: a busy loop unless it rests. */
-				srv->accept_rest_ms = now_ms() + ACCEPT_REST_MS;
+				srv->accept_rest_ms = time_mono_ms() + ACCEPT_REST_MS;
 				return -errno;
 			default:
 				return -errno;
@@ -544,7 +539,7 @@ int http_fd(const struct http_server *srv)
 int http_timeout_ms(struct http_server *srv)
 {
 	MHD_UNSIGNED_LONG_LONG mhd_ms;
-	int64_t now = now_ms(), t = -1, next;
+	int64_t now = time_mono_ms(), t = -1, next;
 
 	if (MHD_get_timeout(srv->mhd, &mhd_ms) == MHD_YES)
 		t = mhd_ms > INT_MAX ? INT_MAX : (int64_t)mhd_ms;
@@ -566,7 +561,7 @@ int http_run(struct http_server *srv)
 {
 	int fds[64];
 	unsigned int n;
-	int64_t now = now_ms();
+	int64_t now = time_mono_ms();
 	int r = 0;
 
 	if (srv->accept_rest_ms && now >= srv->accept_rest_ms)

@@ -14,6 +14,7 @@
 
 #include "httpc/httpc.h"
 #include "lib/buf.h"
+#include "lib/util.h"
 
 /* One request at a time: a connection, and libcurl's happy-eyeballs second try. */
 #define HTTPC_SOCKS_MAX 8
@@ -42,14 +43,6 @@ struct httpc {
 	bool fresh;			/* the last exchange failed: the next one connects anew */
 	int connect_timeout_ms;		/* 0: the request's whole timeout */
 };
-
-static int64_t now_ms(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
 
 static size_t on_data(char *p, size_t size, size_t n, void *arg)
 {
@@ -91,7 +84,7 @@ static int on_timer(CURLM *multi, long timeout_ms, void *arg)
 	struct httpc *c = arg;
 
 	(void)multi;
-	c->timer_ms = timeout_ms < 0 ? -1 : now_ms() + timeout_ms;
+	c->timer_ms = timeout_ms < 0 ? -1 : time_mono_ms() + timeout_ms;
 	return 0;
 }
 
@@ -277,7 +270,7 @@ int httpc_timeout_ms(const struct httpc *c)
 
 	if (c->timer_ms < 0)
 		return -1;
-	w = c->timer_ms - now_ms();
+	w = c->timer_ms - time_mono_ms();
 	return w < 0 ? 0 : w > INT32_MAX ? INT32_MAX : (int)w;
 }
 
@@ -285,7 +278,7 @@ void httpc_run_timer(struct httpc *c)
 {
 	int running;
 
-	if (c->timer_ms < 0 || c->timer_ms > now_ms())
+	if (c->timer_ms < 0 || c->timer_ms > time_mono_ms())
 		return;
 	c->timer_ms = -1;
 	curl_multi_socket_action(c->multi, CURL_SOCKET_TIMEOUT, 0, &running);
@@ -330,7 +323,7 @@ static bool drive(struct httpc *c, int epfd, int64_t deadline_ms)
 {
 	while (!c->done) {
 		struct epoll_event ev[HTTPC_SOCKS_MAX];
-		int64_t left = deadline_ms - now_ms();
+		int64_t left = deadline_ms - time_mono_ms();
 		int wait = httpc_timeout_ms(c), n;
 
 		if (left <= 0)
@@ -368,7 +361,7 @@ int httpc_request_sync(const struct httpc_sync *req, struct httpc_answer *ret)
 	if (r < 0)
 		goto out;
 	/* libcurl's own timeout ends the request; this is only a bound on the wait */
-	if (!drive(c, epfd, now_ms() + req->timeout_ms + 1000)) {
+	if (!drive(c, epfd, time_mono_ms() + req->timeout_ms + 1000)) {
 		httpc_cancel(c);
 		c->done = true;
 		c->result = CURLE_OPERATION_TIMEDOUT;

@@ -256,21 +256,6 @@ int ipam_read_boot_id(char *buf, size_t size)
 	return ipam_read_boot_id_from("/proc/sys/kernel/random/boot_id", buf, size);
 }
 
-bool ipam_addr_in(const uint32_t *sorted, size_t n, uint32_t ip)
-{
-	return n && bsearch(&ip, sorted, n, sizeof(ip), cmp_u32) != NULL;
-}
-
-void ipam_addrs_sort(uint32_t *a, size_t n)
-{
-	/* A pool from ranges comes in order: one pass, not glibc's merge sort and its buffer. */
-	for (size_t i = 1; i < n; i++)
-		if (a[i - 1] > a[i]) {
-			qsort(a, n, sizeof(*a), cmp_u32);
-			return;
-		}
-}
-
 int ipam_reconcile(struct ipam_state *st, const uint32_t *seen_in, size_t n_in, int64_t now_ms,
 		   struct ipam_sync_report *ret, struct tg_err *e)
 {

@@ -21,6 +21,7 @@
 #include "lib/cleanup.h"
 #include "lib/ip4.h"
 #include "lib/jsonx.h"
+#include "lib/util.h"
 
 #define IMDS_PATH "/metadata/instance/network?api-version=2021-02-01"
 
@@ -207,14 +208,6 @@ static void sleep_ms(int64_t ms)
 		;
 }
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* One GET of url; left_ms is what is left of the budget. */
 static int get(const char *url, int64_t left_ms, struct httpc_answer *ret)
 {
@@ -238,7 +231,7 @@ int imds_fetch(const char *base_url, int budget_s, char **ret_body, size_t *ret_
 	       int *ret_attempts, struct tg_err *e)
 {
 	char url[1024];
-	int64_t start = mono_ms(), backoff = 1000;
+	int64_t start = time_mono_ms();
 	int attempts = 0;
 
 	if (imds_url(base_url, url, sizeof(url)) < 0)
@@ -251,7 +244,7 @@ int imds_fetch(const char *base_url, int budget_s, char **ret_body, size_t *ret_
 		int r;
 
 		attempts++;
-		r = get(url, (int64_t)budget_s * 1000 - (mono_ms() - start), &a);
+		r = get(url, (int64_t)budget_s * 1000 - (time_mono_ms() - start), &a);
 		if (r == -ENOMEM)
 			return tg_fail(e, CNI_ERR_IO, r, "out of memory");
 		if (r < 0)
@@ -278,12 +271,12 @@ int imds_fetch(const char *base_url, int budget_s, char **ret_body, size_t *ret_
 		if (a.retry_after_s > budget_s)
 			wait = ((int64_t)budget_s + 1) * 1000;
 		else
-			wait = a.retry_after_s > 0 ? (int64_t)a.retry_after_s * 1000 : backoff;
+			wait = a.retry_after_s > 0 ? (int64_t)a.retry_after_s * 1000
+						   : backoff_ms(1000, 10000, (unsigned)attempts - 1);
 		httpc_answer_free(&a);
-		if (!retry || mono_ms() - start + wait > (int64_t)budget_s * 1000)
+		if (!retry || time_mono_ms() - start + wait > (int64_t)budget_s * 1000)
 			return tg_fail(e, CNI_ERR_IO, -EIO, "IMDS %s: %s (after %d request%s)", url, why,
 				       attempts, attempts == 1 ? "" : "s");
 		sleep_ms(wait);
-		backoff = backoff * 2 > 10000 ? 10000 : backoff * 2;
 	}
 }

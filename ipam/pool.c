@@ -163,3 +163,25 @@ json_object *ipam_pool_to_ranges(const uint32_t *pool, size_t n)
 	}
 	return arr;
 }
+
+static int cmp_addr(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+bool ipam_addr_in(const uint32_t *sorted, size_t n, uint32_t ip)
+{
+	return n && bsearch(&ip, sorted, n, sizeof(ip), cmp_addr) != NULL;
+}
+
+void ipam_addrs_sort(uint32_t *a, size_t n)
+{
+	/* A pool from ranges comes in order: one pass, not glibc's merge sort and its buffer. */
+	for (size_t i = 1; i < n; i++)
+		if (a[i - 1] > a[i]) {
+			qsort(a, n, sizeof(*a), cmp_addr);
+			return;
+		}
+}

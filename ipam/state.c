@@ -26,62 +26,6 @@ static void add_ip(json_object *o, const char *k, uint32_t ip)
 	add_str(o, k, ip4_format(ip, buf));
 }
 
-static const struct {
-	const char *key;
-	size_t off;
-} shaping_keys[] = {
-	{ "ingressRate", offsetof(struct shaping, ingress_bps) },
-	{ "ingressBurst", offsetof(struct shaping, ingress_burst) },
-	{ "egressRate", offsetof(struct shaping, egress_bps) },
-	{ "egressBurst", offsetof(struct shaping, egress_burst) },
-	{ "annotationInternetEgress", offsetof(struct shaping, annot_inet_egress) },
-	{ "annotationInternetIngress", offsetof(struct shaping, annot_inet_ingress) },
-	{ "internetIngress", offsetof(struct shaping, inet_ingress_bps) },
-	{ "internetEgress", offsetof(struct shaping, inet_egress_bps) },
-	{ "namespaceInternetEgress", offsetof(struct shaping, ns_egress_bps) },
-	{ "nodeInternetEgress", offsetof(struct shaping, node_egress_bps) },
-	{ "budgetFallback", offsetof(struct shaping, budget_fallback_bps) },
-};
-
-static json_object *shaping_to_json(const struct shaping *s)
-{
-	json_object *o = json_object_new_object();
-
-	for (size_t i = 0; i < ARRAY_SIZE(shaping_keys); i++) {
-		uint64_t v = *(const uint64_t *)((const char *)s + shaping_keys[i].off);
-
-		if (v)
-			jx_add(o, shaping_keys[i].key, json_object_new_int64((int64_t)v));
-	}
-	if (s->pod_class) {
-		jx_add(o, "namespaceClass", json_object_new_int(s->ns_class));
-		jx_add(o, "podClass", json_object_new_int(s->pod_class));
-	}
-	return o;
-}
-
-static int shaping_from_json(json_object *o, struct shaping *s, struct tg_err *e)
-{
-	int64_t v;
-
-	for (size_t i = 0; i < ARRAY_SIZE(shaping_keys); i++) {
-		v = 0;
-		if (jx_int(o, "state.attachments[].shaping", shaping_keys[i].key, 0, INT64_MAX, &v,
-			   e) < 0)
-			return -EBADMSG;
-		*(uint64_t *)((char *)s + shaping_keys[i].off) = (uint64_t)v;
-	}
-	v = 0;
-	if (jx_int(o, "state.attachments[].shaping", "namespaceClass", 0, 0xffff, &v, e) < 0)
-		return -EBADMSG;
-	s->ns_class = (uint16_t)v;
-	v = 0;
-	if (jx_int(o, "state.attachments[].shaping", "podClass", 0, 0xffff, &v, e) < 0)
-		return -EBADMSG;
-	s->pod_class = (uint16_t)v;
-	return 0;
-}
-
 json_object *ipam_state_head_to_json(const struct ipam_state *st)
 {
 	json_object *root = json_object_new_object();
@@ -277,7 +221,7 @@ static int attachment_from_json(json_object *o, size_t i, struct ipam_attachment
 	    copy_str(o, w, "hostVeth", a->host_veth, sizeof(a->host_veth), false, e) < 0 ||
 	    jx_int(o, w, "created", 0, INT64_MAX, &a->created, e) < 0 ||
 	    jx_object(o, w, "shaping", &sh, e) < 0 ||
-	    (sh && shaping_from_json(sh, &a->shaping, e) < 0) ||
+	    (sh && shaping_from_json(sh, "state.attachments[].shaping", &a->shaping, e) < 0) ||
 	    jx_bool(o, w, "reshapePending", &a->reshape_pending, e) < 0)
 		return -EBADMSG;
 	json_object_object_get_ex(o, "ports", &ports);

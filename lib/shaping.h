@@ -95,4 +95,20 @@ static inline struct shaping_source shaping_inet_ingress_source(const struct sha
 	return shaping_source_of(s->annot_inet_ingress, s->inet_ingress_bps);
 }
 
+/* ---- as JSON (shaping.c): the one place that names the record's keys ---- */
+
+struct json_object;
+struct tg_err;
+
+/* The store's form (docs/configuration.md, "The store"): every field but those at 0. */
+struct json_object *shaping_to_json(const struct shaping *s);
+/* The store's form back; a negative errno with a code 7 error naming where.<key>. */
+int shaping_from_json(struct json_object *o, const char *where, struct shaping *s,
+		      struct tg_err *e);
+/*
+ * The status view's form: the rates and caps, 0 included, and which value
+ * set each internet cap (internet{Ingress,Egress}From, ...Annotation).
+ */
+struct json_object *shaping_view_json(const struct shaping *s);
+
 #endif

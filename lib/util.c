@@ -36,6 +36,20 @@ int64_t time_mono_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+int64_t time_mono_ms(void)
+{
+	return time_mono_ns() / 1000000;
+}
+
+int64_t backoff_ms(int64_t first_ms, int64_t max_ms, unsigned failures)
+{
+	int64_t delay = first_ms;
+
+	for (unsigned i = 0; i < failures && delay < max_ms; i++)
+		delay *= 2;
+	return delay > max_ms ? max_ms : delay;
+}
+
 uint64_t hash_fnv1a64(const void *data, size_t len, uint64_t h)
 {
 	const unsigned char *p = data;

@@ -17,6 +17,12 @@ int64_t time_now_ms(void);		/* wall clock, for records that outlive the process 
  */
 int64_t time_boot_ms(void);
 int64_t time_mono_ns(void);		/* for durations */
+int64_t time_mono_ms(void);		/* for deadlines and schedules */
+/*
+ * Exponential back-off: first_ms after the first failure, doubled for each
+ * one after it, never over max_ms (failures: those before this one).
+ */
+int64_t backoff_ms(int64_t first_ms, int64_t max_ms, unsigned failures);
 uint64_t hash_fnv1a64(const void *data, size_t len, uint64_t seed);
 #define FNV1A64_INIT 0xcbf29ce484222325ULL
 /*

@@ -26,11 +26,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "config/config.h"
 #include "ipam/ipam.h"
 #include "ipam/store.h"
 #include "lib/err.h"
 #include "lib/shaping.h"
-#include "node/config.h"
 
 #define NODE_GATEWAY 0xa9fe0101u /* 169.254.1.1: every pod's on-link next hop */
 

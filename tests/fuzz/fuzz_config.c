@@ -4,6 +4,7 @@
 #include <stdint.h>
 
 #include "cni/internal.h"
+#include "config/config.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

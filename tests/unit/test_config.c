@@ -22,6 +22,7 @@
 #include "tests/unit/helpers.h"
 
 #include "cni/internal.h"
+#include "config/config.h"
 #include "node/node.h"
 
 /* ---- helpers ---- */

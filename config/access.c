@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * The conflist's nodeAccess (node/config_internal.h): who may reach the
+ * The conflist's nodeAccess (config/internal.h): who may reach the
  * node's and the cloud's services, what no tenant may exhaust of the node,
  * and the ports no hostPort may take.
  */
@@ -8,23 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config/config.h"
+#include "config/internal.h"
 #include "lib/jsonx.h"
+#include "lib/k8sname.h"
 #include "lib/util.h"
-#include "node/config.h"
-#include "node/config_internal.h"
-
-/* A Kubernetes namespace name: a DNS label (RFC 1123), at most 63 characters. */
-bool node_ns_name_ok(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n == 0 || n > 63 || s[0] == '-' || s[n - 1] == '-')
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
-			return false;
-	return true;
-}
 
 /* nodeAccess.<key>: an array of namespace names, at most ACCT_ACCESS_NS_MAX. 1 when given. */
 static int parse_ns_list(json_object *o, const char *key, const char **ret, size_t *ret_n,
@@ -43,7 +31,7 @@ static int parse_ns_list(json_object *o, const char *key, const char **ret, size
 	for (size_t i = 0; i < n; i++) {
 		const char *s = json_object_get_string(json_object_array_get_idx(arr, i));
 
-		if (!node_ns_name_ok(s))
+		if (!k8s_dns_label(s, strlen(s)))
 			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
 				       "nodeAccess.%s[%zu] \"%.64s\" is not a namespace name "
 				       "(a DNS label: a-z, 0-9 and '-', at most 63 characters)",
@@ -119,7 +107,7 @@ static int parse_port_deny(json_object *acc, struct node_config *cfg, struct tg_
 	return 0;
 }
 
-int node_config_parse_access(json_object *root, struct node_config *cfg, struct tg_err *e)
+int config_parse_access(json_object *root, struct node_config *cfg, struct tg_err *e)
 {
 	json_object *acc = NULL;
 	int64_t port = 9617, conns = -1, neigh = ACCT_NEIGHBOURS_PER_SECOND_DEFAULT;

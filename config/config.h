@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-#ifndef TG_NODE_CONFIG_H
-#define TG_NODE_CONFIG_H
+#ifndef TG_CONFIG_CONFIG_H
+#define TG_CONFIG_CONFIG_H
 
 /*
- * The network configuration: the plugin reads it from stdin, tollgate-ipam
- * (and the node agent) from a conflist: one parser for all of them. Every
+ * The network configuration: the plugin reads it from stdin, tollgate-ipam,
+ * the node agent and the allocator from a conflist: one parser for all of
+ * them, with no kernel code (what a default needs of the node, such as the
+ * conntrack table's size, node/ resolves). Every
  * key is checked before anything is changed; unknown keys are ignored (CNI
  * convention), a known key of the wrong type or with an invalid value is
  * error 7 naming the key.
@@ -45,19 +47,13 @@ struct shaping_policy {
  * the same keys from the same ConfigMap. Rates bits/s as everywhere in the
  * config; the wire and budget/ speak bytes/s.
  */
-#define BUDGET_FALLBACK_DEFAULT_BPS 10000000ULL	/* 10M */
 struct budget_policy {
 	const char *allocator;		/* the allocator's base URL; NULL: no budgets */
 	int64_t report_ms;		/* reportSeconds */
 	int64_t lease_ms;		/* leaseSeconds */
-	uint64_t fallback_bps;		/* a node never granted */
+	uint64_t fallback_bps;		/* a node never granted (default 10M) */
 	json_object *egress;		/* internetEgress {ns: rate}, validated; NULL: none */
 };
-
-/* logMaxBytes: the default, and its bounds (two files of it at most are kept). */
-#define NODE_LOG_MAX_BYTES (10 << 20)
-#define NODE_LOG_MAX_BYTES_MIN 4096
-#define NODE_LOG_MAX_BYTES_MAX (1LL << 30)
 
 /* nodeAccess.hostPortDeny: ports of the node's own services that no hostPort takes. */
 #define NODE_PORT_DENY_MAX 32
@@ -129,13 +125,13 @@ int node_config_load_file(const char *path, struct node_config *cfg, struct tg_e
  */
 void node_config_verdict(FILE *f, const char *path, int r, const struct node_config *cfg,
 			 const struct tg_err *e);
-/*
- * The same for a conflist's bytes already read (len of them), named `path` in
- * messages: the node daemon validates exactly the bytes it then installs.
- */
 /* A namespace's cluster budget, bits/s; 0 when it has none. */
 uint64_t node_config_budget(const struct node_config *cfg, const char *ns);
-
+/*
+ * node_config_load_file for a conflist's bytes already read (len of them),
+ * named `path` in messages: the node daemon validates exactly the bytes it
+ * then installs.
+ */
 int node_config_load_text(const char *path, const char *text, size_t len, struct node_config *cfg,
 			  struct tg_err *e);
 
