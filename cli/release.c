@@ -62,7 +62,7 @@ int release_main(struct cli *c)
 	if (cli_find(c, c->arg, &idx) < 0)
 		return EXIT_PROBLEMS;
 	a = c->state.att[idx];
-	nl_route_open(&sk);
+	tg_nl_route_open(&sk);
 	if (link_exists(sk, a.host_veth) && !c->force) {
 		fprintf(stderr,
 			"tollgate-ipam: %s is still plumbed (veth %s exists); releasing it would "
@@ -131,7 +131,7 @@ int gc_main(struct cli *c)
 	if (!c->dry_run) {
 		struct nl_sock *sk = NULL;
 
-		if (nl_route_open(&sk) < 0) {
+		if (tg_nl_route_open(&sk) < 0) {
 			fprintf(stderr, "tollgate-ipam: cannot open a netlink socket\n");
 			node_gc_free(&g);
 			return EXIT_PROBLEMS;

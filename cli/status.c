@@ -299,7 +299,7 @@ static json_object *show_shaping(const struct ipam_attachment *a)
 	json_object *sh = shaping_view_json(&a->shaping), *sa = json_object_new_array();
 	int n = 0;
 
-	if (shaping_any(&sp) && nl_route_open(&sk) == 0) {
+	if (shaping_any(&sp) && tg_nl_route_open(&sk) == 0) {
 		n = shaper_pod_stats(sk, a->host_veth, &sp, classes, stats);
 		nl_socket_free(sk);
 	}

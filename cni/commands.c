@@ -52,7 +52,7 @@ static int session_begin(struct session *s, const struct node_config *cfg, struc
 
 static int open_route_socket(struct session *s, struct tg_err *e)
 {
-	int r = nl_route_open(&s->sk);
+	int r = tg_nl_route_open(&s->sk);
 
 	if (r < 0)
 		return tg_fail(e, CNI_ERR_IO, r, "cannot open a netlink socket: %s", strerror(-r));

@@ -317,10 +317,10 @@ static int locals_read(struct locals *l)
 {
 	_cleanup_nl_sock_ struct nl_sock *sk = NULL;
 	_cleanup_nl_cache_ struct nl_cache *cache = NULL;
-	int r = nl_route_open(&sk);
+	int r = tg_nl_route_open(&sk);
 
 	if (r == 0)
-		r = nl_to_errno(rtnl_addr_alloc_cache(sk, &cache));
+		r = tg_nl_to_errno(rtnl_addr_alloc_cache(sk, &cache));
 	if (r < 0)
 		return r;
 	nl_cache_foreach(cache, add_local, l);

@@ -125,7 +125,7 @@ static int read_filters(struct nl_sock *sk, int uplink, struct filters_seen *fs)
 
 	memset(fs, 0, sizeof(*fs));
 	/* (A dump under a clsact that is missing is empty, not an error.) */
-	r = nl_to_errno(rtnl_cls_alloc_cache(sk, uplink, CLSACT_EGRESS, &cache));
+	r = tg_nl_to_errno(rtnl_cls_alloc_cache(sk, uplink, CLSACT_EGRESS, &cache));
 	if (r == -EINVAL || r == -ENOENT || r == -EOPNOTSUPP)
 		return 0;
 	if (r < 0)
@@ -167,7 +167,7 @@ static int del_prio(struct nl_sock *sk, int uplink, uint16_t prio)
 	rtnl_tc_set_parent(TC_CAST(cls), CLSACT_EGRESS);
 	rtnl_cls_set_prio(cls, prio);
 	rtnl_cls_set_protocol(cls, ETH_P_IP);
-	r = nl_to_errno(rtnl_cls_delete(sk, cls, 0));
+	r = tg_nl_to_errno(rtnl_cls_delete(sk, cls, 0));
 	return r == -ENOENT || r == -EINVAL ? 0 : r;
 }
 
@@ -184,7 +184,7 @@ static int put_clsact(struct nl_sock *sk, int uplink)
 	r = rtnl_tc_set_kind(TC_CAST(q), "clsact");
 	if (r == 0)
 		r = rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_EXCL);
-	r = nl_to_errno(r);
+	r = tg_nl_to_errno(r);
 	return r == -EEXIST ? 0 : r < 0 ? r : 1;
 }
 
@@ -270,7 +270,7 @@ struct ifb_seen {
 static int read_ifb(struct nl_sock *sk, struct ifb_seen *ret)
 {
 	_cleanup_link_ struct rtnl_link *l = NULL;
-	int r = nl_to_errno(rtnl_link_get_kernel(sk, 0, SHAPER_INET_IFB, &l));
+	int r = tg_nl_to_errno(rtnl_link_get_kernel(sk, 0, SHAPER_INET_IFB, &l));
 
 	memset(ret, 0, sizeof(*ret));
 	if (r == -ENODEV || r == -ENOENT)
@@ -293,7 +293,7 @@ static int set_alias(struct nl_sock *sk, int ifindex, const char *alias)
 		return -ENOMEM;
 	rtnl_link_set_ifindex(cur, ifindex);
 	rtnl_link_set_ifalias(chg, alias);
-	return nl_to_errno(rtnl_link_change(sk, cur, chg, 0));
+	return tg_nl_to_errno(rtnl_link_change(sk, cur, chg, 0));
 }
 
 /* Adds class 1:1 where it is missing: EEXIST (the usual answer) changes nothing. */
@@ -474,7 +474,7 @@ int shaper_retire_classes(struct nl_sock *sk, const uint16_t *keep, size_t n_kee
 		*ret_retired = 0;
 	if (!ifb)
 		return 0;
-	r = nl_to_errno(rtnl_class_alloc_cache(sk, ifb, &cache));
+	r = tg_nl_to_errno(rtnl_class_alloc_cache(sk, ifb, &cache));
 	if (r < 0)
 		return r;
 	/* Pod classes first: HTB keeps a class while it has children. */

@@ -39,7 +39,7 @@ int sh_ifindex(struct nl_sock *sk, const char *name)
 	int idx;
 
 	if (!name || !*name)
-		return nl_default_route_ifindex(sk, &idx) < 0 ? 0 : idx;
+		return tg_nl_default_route_ifindex(sk, &idx) < 0 ? 0 : idx;
 	if (rtnl_link_get_kernel(sk, 0, name, &l) < 0)
 		return 0;
 	return rtnl_link_get_ifindex(l);
@@ -89,7 +89,7 @@ int sh_put_class_flags(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_
 	rtnl_tc_set_ifindex(TC_CAST(c), ifindex);
 	rtnl_tc_set_parent(TC_CAST(c), parent);
 	rtnl_tc_set_handle(TC_CAST(c), id);
-	r = nl_to_errno(rtnl_tc_set_kind(TC_CAST(c), "htb"));
+	r = tg_nl_to_errno(rtnl_tc_set_kind(TC_CAST(c), "htb"));
 	if (r < 0)
 		return r;
 	rtnl_htb_set_rate(c, rate);
@@ -97,7 +97,7 @@ int sh_put_class_flags(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_
 	rtnl_htb_set_rbuffer(c, burst);
 	rtnl_htb_set_cbuffer(c, burst);
 	rtnl_htb_set_quantum(c, clamp32(ceil / 1000, pkt, 200000));
-	return nl_to_errno(rtnl_class_add(sk, c, flags));
+	return tg_nl_to_errno(rtnl_class_add(sk, c, flags));
 }
 
 static int find_class(struct nl_sock *sk, int ifindex, uint32_t id, struct shaper_stats *st);
@@ -118,13 +118,13 @@ int sh_put_htb_root(struct nl_sock *sk, int ifindex, uint32_t defcls)
 	rtnl_tc_set_ifindex(TC_CAST(q), ifindex);
 	rtnl_tc_set_parent(TC_CAST(q), TC_H_ROOT);
 	rtnl_tc_set_handle(TC_CAST(q), TC_HANDLE(1, 0));
-	r = nl_to_errno(rtnl_tc_set_kind(TC_CAST(q), "htb"));
+	r = tg_nl_to_errno(rtnl_tc_set_kind(TC_CAST(q), "htb"));
 	if (r < 0)
 		return r;
 	/* A default that names no class sends unclassified packets direct, unshaped. */
 	rtnl_htb_set_defcls(q, defcls);
 	rtnl_htb_set_rate2quantum(q, 10);
-	r = nl_to_errno(rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_EXCL));
+	r = tg_nl_to_errno(rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_EXCL));
 	if (r != -EEXIST)
 		return r;
 	if (find_class(sk, ifindex, TC_HANDLE(1, 1), NULL))
@@ -132,7 +132,7 @@ int sh_put_htb_root(struct nl_sock *sk, int ifindex, uint32_t defcls)
 	r = sh_del_qdisc(sk, ifindex, TC_H_ROOT);
 	if (r < 0)
 		return r;
-	return nl_to_errno(rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_EXCL));
+	return tg_nl_to_errno(rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_EXCL));
 }
 
 /*
@@ -156,11 +156,11 @@ int sh_put_leaf_queue(struct nl_sock *sk, int ifindex, uint32_t classid, uint64_
 	rtnl_tc_set_ifindex(TC_CAST(q), ifindex);
 	/* No handle: the kernel picks a free one (1:1's leaf must not be "1:"). */
 	rtnl_tc_set_parent(TC_CAST(q), classid);
-	r = nl_to_errno(rtnl_tc_set_kind(TC_CAST(q), "bfifo"));
+	r = tg_nl_to_errno(rtnl_tc_set_kind(TC_CAST(q), "bfifo"));
 	if (r < 0)
 		return r;
 	rtnl_qdisc_fifo_set_limit(q, (int)(limit > INT32_MAX ? INT32_MAX : limit));
-	return nl_to_errno(rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_REPLACE));
+	return tg_nl_to_errno(rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_REPLACE));
 }
 
 int sh_ensure_ifb(struct nl_sock *sk, const char *name, int mtu, uint32_t group,
@@ -178,7 +178,7 @@ int sh_ensure_ifb(struct nl_sock *sk, const char *name, int mtu, uint32_t group,
 	rtnl_link_set_flags(l, IFF_UP);
 	if (group)
 		rtnl_link_set_group(l, group);
-	r = nl_to_errno(rtnl_link_add(sk, l, NLM_F_CREATE | NLM_F_EXCL));
+	r = tg_nl_to_errno(rtnl_link_add(sk, l, NLM_F_CREATE | NLM_F_EXCL));
 	if (r < 0 && r != -EEXIST)
 		return r;
 	*ret_ifindex = sh_ifindex(sk, name);
@@ -193,7 +193,7 @@ int sh_ensure_ifb(struct nl_sock *sk, const char *name, int mtu, uint32_t group,
 		return -ENOMEM;
 	rtnl_link_set_ifindex(cur, *ret_ifindex);
 	rtnl_link_set_flags(chg, IFF_UP);
-	return nl_to_errno(rtnl_link_change(sk, cur, chg, 0));
+	return tg_nl_to_errno(rtnl_link_change(sk, cur, chg, 0));
 }
 
 int sh_put_u32(struct nl_sock *sk, const struct sh_u32 *f, int flags)
@@ -208,7 +208,7 @@ int sh_put_u32(struct nl_sock *sk, const struct sh_u32 *f, int flags)
 	rtnl_tc_set_parent(TC_CAST(cls), f->parent);
 	if (f->handle)
 		rtnl_tc_set_handle(TC_CAST(cls), f->handle);
-	r = nl_to_errno(rtnl_tc_set_kind(TC_CAST(cls), "u32"));
+	r = tg_nl_to_errno(rtnl_tc_set_kind(TC_CAST(cls), "u32"));
 	if (r < 0)
 		return r;
 	rtnl_cls_set_prio(cls, f->prio);
@@ -223,11 +223,11 @@ int sh_put_u32(struct nl_sock *sk, const struct sh_u32 *f, int flags)
 		rtnl_mirred_set_action(act, TCA_EGRESS_REDIR);
 		rtnl_mirred_set_policy(act, TC_ACT_STOLEN);
 		rtnl_mirred_set_ifindex(act, (uint32_t)f->redirect);
-		r = nl_to_errno(rtnl_u32_add_action(cls, act));
+		r = tg_nl_to_errno(rtnl_u32_add_action(cls, act));
 		if (r < 0)
 			return r;
 	}
-	return nl_to_errno(rtnl_cls_add(sk, cls, flags));
+	return tg_nl_to_errno(rtnl_cls_add(sk, cls, flags));
 }
 
 /* tgX ingress: every packet from the pod goes through the IFB (redirected, then shaped). */
@@ -247,7 +247,7 @@ static int redirect_to_ifb(struct nl_sock *sk, int ifindex, int ifb_index)
 	r = rtnl_tc_set_kind(TC_CAST(q), "ingress");
 	if (r == 0)
 		r = rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_REPLACE);
-	return r < 0 ? nl_to_errno(r) : sh_put_u32(sk, &f, NLM_F_CREATE | NLM_F_REPLACE);
+	return r < 0 ? tg_nl_to_errno(r) : sh_put_u32(sk, &f, NLM_F_CREATE | NLM_F_REPLACE);
 }
 
 /* The devices a pod's steps name, each looked up once. */
@@ -474,7 +474,7 @@ int sh_del_class(struct nl_sock *sk, int ifindex, uint32_t id)
 	rtnl_tc_set_ifindex(TC_CAST(c), ifindex);
 	rtnl_tc_set_handle(TC_CAST(c), id);
 	rtnl_tc_set_kind(TC_CAST(c), "htb");
-	r = nl_to_errno(rtnl_class_delete(sk, c));
+	r = tg_nl_to_errno(rtnl_class_delete(sk, c));
 	return r == -ENOENT || r == -ENODEV || r == -EINVAL ? 0 : r;
 }
 
@@ -491,7 +491,7 @@ int shaper_pod_del(struct nl_sock *sk, const char *host_veth, const struct shapi
 		first = TG_FAILPOINT("tc.pod.del.ifb.before", e);
 	if (l && first == 0) {
 		rtnl_link_set_name(l, ifb);
-		r = nl_to_errno(rtnl_link_delete(sk, l));
+		r = tg_nl_to_errno(rtnl_link_delete(sk, l));
 		if (r < 0 && r != -ENODEV && r != -ENOENT)
 			first = tc_fail(e, r, "deleting %s", ifb);
 	}
@@ -523,7 +523,7 @@ int sh_del_qdisc(struct nl_sock *sk, int ifindex, uint32_t parent)
 		return -ENOMEM;
 	rtnl_tc_set_ifindex(TC_CAST(q), ifindex);
 	rtnl_tc_set_parent(TC_CAST(q), parent);
-	r = nl_to_errno(rtnl_qdisc_delete(sk, q));
+	r = tg_nl_to_errno(rtnl_qdisc_delete(sk, q));
 	return r == -ENOENT || r == -EINVAL || r == -ENODEV ? 0 : r;
 }
 
@@ -620,7 +620,7 @@ int shaper_dump_classes(struct nl_sock *sk, int ifindex, shaper_class_fn fn, voi
 {
 	_cleanup_nl_cache_ struct nl_cache *cache = NULL;
 	struct dump_arg d = { .fn = fn, .arg = arg };
-	int r = nl_to_errno(rtnl_class_alloc_cache(sk, ifindex, &cache));
+	int r = tg_nl_to_errno(rtnl_class_alloc_cache(sk, ifindex, &cache));
 
 	if (r < 0)
 		return r;
