@@ -148,11 +148,11 @@ static bool steer_equal(const struct steer_seen *s, const struct steer *want, si
 /* Adds one u32 node at `prio`; the kernel numbers it after the ones already there. */
 static int put_steer(struct nl_sock *sk, int uplink, uint16_t prio, const struct steer *f)
 {
-	struct sh_u32 u = { .ifindex = uplink, .parent = CLSACT_EGRESS, .prio = prio,
+	struct shaper_u32 u = { .ifindex = uplink, .parent = CLSACT_EGRESS, .prio = prio,
 			    .protocol = ETH_P_IP, .val = f->val, .mask = f->mask, .off = 16,
 			    .redirect = f->redirect };
 
-	return sh_put_u32(sk, &u, NLM_F_CREATE | NLM_F_EXCL);
+	return shaper_put_u32(sk, &u, NLM_F_CREATE | NLM_F_EXCL);
 }
 
 /* Deletes every filter of one priority in one message (the whole u32 instance). */
@@ -299,8 +299,8 @@ static int set_alias(struct nl_sock *sk, int ifindex, const char *alias)
 /* Adds class 1:1 where it is missing: EEXIST (the usual answer) changes nothing. */
 static int put_node_class(struct nl_sock *sk, const struct shaper_node *n, int ifb, int flags)
 {
-	return sh_put_class_flags(sk, ifb, TC_HANDLE(1, 0), TC_HANDLE(1, 1), n->node_ceil_bps, n->node_ceil_bps,
-				  0, n->mtu, flags);
+	return shaper_put_class_flags(sk, ifb, TC_HANDLE(1, 0), TC_HANDLE(1, 1), n->node_ceil_bps,
+				      n->node_ceil_bps, 0, n->mtu, flags);
 }
 
 /*
@@ -337,9 +337,9 @@ static int declare_root(struct nl_sock *sk, const struct shaper_node *n, int ifb
 	}
 	rep->root++;
 	*lost = true;
-	r = sh_del_qdisc(sk, ifb, TC_H_ROOT);
+	r = shaper_del_qdisc(sk, ifb, TC_H_ROOT);
 	if (r == 0)
-		r = sh_put_htb_root(sk, ifb, 0);
+		r = shaper_put_htb_root(sk, ifb, 0);
 	if (r == 0)
 		r = put_node_class(sk, n, ifb, NLM_F_CREATE | NLM_F_EXCL);
 	return r < 0 ? r : 1;
@@ -410,7 +410,7 @@ int shaper_node_declare(struct nl_sock *sk, const struct shaper_node *n, unsigne
 	if (r == 0 && (!ib.ifindex || !ib.up)) {
 		rep->ifb++;
 		wrote = 1;
-		r = sh_ensure_ifb(sk, SHAPER_INET_IFB, n->mtu, 0, &ib.ifindex);
+		r = shaper_ensure_ifb(sk, SHAPER_INET_IFB, n->mtu, 0, &ib.ifindex);
 	}
 	if (r < 0)
 		return tc_fail(e, r, "creating %s", SHAPER_INET_IFB);
@@ -467,7 +467,7 @@ int shaper_retire_classes(struct nl_sock *sk, const uint16_t *keep, size_t n_kee
 			  unsigned *ret_retired)
 {
 	_cleanup_nl_cache_ struct nl_cache *cache = NULL;
-	int ifb = sh_ifindex(sk, SHAPER_INET_IFB), r;
+	int ifb = shaper_ifindex(sk, SHAPER_INET_IFB), r;
 	unsigned retired = 0;
 
 	if (ret_retired)
@@ -488,7 +488,7 @@ int shaper_retire_classes(struct nl_sock *sk, const uint16_t *keep, size_t n_kee
 				continue;
 			for (size_t i = 0; i < n_keep && !kept; i++)
 				kept = keep[i] == minor;
-			if (!kept && sh_del_class(sk, ifb, id) == 0)
+			if (!kept && shaper_del_class(sk, ifb, id) == 0)
 				retired++;
 		}
 	}

@@ -33,7 +33,7 @@
 /* Failures read "tc: <what>: <strerror>". */
 #define tc_fail(e, r, fmt, ...) tg_fail_kernel(e, r, "tc: " fmt, ##__VA_ARGS__)
 
-int sh_ifindex(struct nl_sock *sk, const char *name)
+int shaper_ifindex(struct nl_sock *sk, const char *name)
 {
 	_cleanup_link_ struct rtnl_link *l = NULL;
 	int idx;
@@ -63,16 +63,16 @@ static uint32_t clamp32(uint64_t v, uint64_t lo, uint64_t hi)
  * packets) keep accuracy at high rates without letting short transfers run
  * unshaped; quanta follow the ceiling so siblings share evenly.
  */
-int sh_put_class(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t id,
-		 uint64_t rate_bps, uint64_t ceil_bps, uint64_t burst_bits, int mtu)
+int shaper_put_class(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t id,
+		     uint64_t rate_bps, uint64_t ceil_bps, uint64_t burst_bits, int mtu)
 {
-	return sh_put_class_flags(sk, ifindex, parent, id, rate_bps, ceil_bps, burst_bits, mtu,
-				  NLM_F_CREATE | NLM_F_REPLACE);
+	return shaper_put_class_flags(sk, ifindex, parent, id, rate_bps, ceil_bps, burst_bits, mtu,
+				      NLM_F_CREATE | NLM_F_REPLACE);
 }
 
-int sh_put_class_flags(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t id,
-		       uint64_t rate_bps, uint64_t ceil_bps, uint64_t burst_bits, int mtu,
-		       int flags)
+int shaper_put_class_flags(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t id,
+			   uint64_t rate_bps, uint64_t ceil_bps, uint64_t burst_bits, int mtu,
+			   int flags)
 {
 	_cleanup_class_ struct rtnl_class *c = rtnl_class_alloc();
 	uint32_t ceil = bytes_per_s(ceil_bps);
@@ -108,7 +108,7 @@ static int find_class(struct nl_sock *sk, int ifindex, uint32_t id, struct shape
  * a root left without 1:1) is deleted and made anew: HTB refuses to replace
  * itself in place ("Change operation not supported").
  */
-int sh_put_htb_root(struct nl_sock *sk, int ifindex, uint32_t defcls)
+int shaper_put_htb_root(struct nl_sock *sk, int ifindex, uint32_t defcls)
 {
 	_cleanup_qdisc_ struct rtnl_qdisc *q = rtnl_qdisc_alloc();
 	int r;
@@ -129,7 +129,7 @@ int sh_put_htb_root(struct nl_sock *sk, int ifindex, uint32_t defcls)
 		return r;
 	if (find_class(sk, ifindex, TC_HANDLE(1, 1), NULL))
 		return 0;
-	r = sh_del_qdisc(sk, ifindex, TC_H_ROOT);
+	r = shaper_del_qdisc(sk, ifindex, TC_H_ROOT);
 	if (r < 0)
 		return r;
 	return tg_nl_to_errno(rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_EXCL));
@@ -142,7 +142,7 @@ int sh_put_htb_root(struct nl_sock *sk, int ifindex, uint32_t defcls)
  * 73-91 % of its cap with 25 kB). Below ~80 Mbit/s this floor, not queue_ms,
  * bounds the added latency.
  */
-int sh_put_leaf_queue(struct nl_sock *sk, int ifindex, uint32_t classid, uint64_t ceil_bps,
+int shaper_put_leaf_queue(struct nl_sock *sk, int ifindex, uint32_t classid, uint64_t ceil_bps,
 			  uint32_t queue_ms, int mtu)
 {
 	_cleanup_qdisc_ struct rtnl_qdisc *q = rtnl_qdisc_alloc();
@@ -163,8 +163,8 @@ int sh_put_leaf_queue(struct nl_sock *sk, int ifindex, uint32_t classid, uint64_
 	return tg_nl_to_errno(rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_REPLACE));
 }
 
-int sh_ensure_ifb(struct nl_sock *sk, const char *name, int mtu, uint32_t group,
-		  int *ret_ifindex)
+int shaper_ensure_ifb(struct nl_sock *sk, const char *name, int mtu, uint32_t group,
+		      int *ret_ifindex)
 {
 	_cleanup_link_ struct rtnl_link *l = rtnl_link_alloc();
 	_cleanup_link_ struct rtnl_link *cur = NULL, *chg = NULL;
@@ -181,7 +181,7 @@ int sh_ensure_ifb(struct nl_sock *sk, const char *name, int mtu, uint32_t group,
 	r = tg_nl_to_errno(rtnl_link_add(sk, l, NLM_F_CREATE | NLM_F_EXCL));
 	if (r < 0 && r != -EEXIST)
 		return r;
-	*ret_ifindex = sh_ifindex(sk, name);
+	*ret_ifindex = shaper_ifindex(sk, name);
 	if (!*ret_ifindex)
 		return -ENODEV;
 	if (r == 0)
@@ -196,7 +196,7 @@ int sh_ensure_ifb(struct nl_sock *sk, const char *name, int mtu, uint32_t group,
 	return tg_nl_to_errno(rtnl_link_change(sk, cur, chg, 0));
 }
 
-int sh_put_u32(struct nl_sock *sk, const struct sh_u32 *f, int flags)
+int shaper_put_u32(struct nl_sock *sk, const struct shaper_u32 *f, int flags)
 {
 	_cleanup_cls_ struct rtnl_cls *cls = rtnl_cls_alloc();
 	_cleanup_act_ struct rtnl_act *act = NULL;
@@ -235,7 +235,7 @@ static int redirect_to_ifb(struct nl_sock *sk, int ifindex, int ifb_index)
 {
 	_cleanup_qdisc_ struct rtnl_qdisc *q = rtnl_qdisc_alloc();
 	/* 800::800, fixed: a repeat replaces it */
-	struct sh_u32 f = { .ifindex = ifindex, .parent = INGRESS_HANDLE, .handle = 0x80000800u,
+	struct shaper_u32 f = { .ifindex = ifindex, .parent = INGRESS_HANDLE, .handle = 0x80000800u,
 			    .prio = 1, .protocol = ETH_P_ALL, .redirect = ifb_index };
 	int r;
 
@@ -247,7 +247,7 @@ static int redirect_to_ifb(struct nl_sock *sk, int ifindex, int ifb_index)
 	r = rtnl_tc_set_kind(TC_CAST(q), "ingress");
 	if (r == 0)
 		r = rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_REPLACE);
-	return r < 0 ? tg_nl_to_errno(r) : sh_put_u32(sk, &f, NLM_F_CREATE | NLM_F_REPLACE);
+	return r < 0 ? tg_nl_to_errno(r) : shaper_put_u32(sk, &f, NLM_F_CREATE | NLM_F_REPLACE);
 }
 
 /* The devices a pod's steps name, each looked up once. */
@@ -296,7 +296,7 @@ static int resolve_devs(struct nl_sock *sk, const struct shaper_step *st, int n,
 		if (strcmp(dev, SHAPER_INET_IFB) == 0 && inet_ifb > 0)
 			d->ifindex = inet_ifb;
 		else
-			d->ifindex = sh_ifindex(sk, dev);
+			d->ifindex = shaper_ifindex(sk, dev);
 		if (d->ifindex)
 			continue;
 		if (strcmp(dev, SHAPER_INET_IFB) == 0)
@@ -337,10 +337,10 @@ static int make_step(struct nl_sock *sk, const struct shaper_step *st, struct st
 		return tg_fail(e, CNI_ERR_IO, -E2BIG, "tc: too many devices");
 	switch (st->obj) {
 	case SHAPER_OBJ_IFB:
-		r = sh_ensure_ifb(sk, st->dev, mtu, group, &d->ifindex);
+		r = shaper_ensure_ifb(sk, st->dev, mtu, group, &d->ifindex);
 		return r < 0 ? tc_fail(e, r, "creating %s", st->dev) : 0;
 	case SHAPER_OBJ_ROOT:
-		r = sh_put_htb_root(sk, d->ifindex, id);
+		r = shaper_put_htb_root(sk, d->ifindex, id);
 		return r < 0 ? tc_fail(e, r, "adding the HTB root 1: of %s", st->dev) : 0;
 	case SHAPER_OBJ_CLASS:
 		/*
@@ -351,13 +351,13 @@ static int make_step(struct nl_sock *sk, const struct shaper_step *st, struct st
 		 */
 		if (st->level == SHAPER_NAMESPACE && (!own_ns || st->budgeted)) {
 			/* Under a budget its ceil is the grant: the agent's, never a reshape's. */
-			r = sh_put_class_flags(sk, d->ifindex, parent, id, st->rate_bps,
-					       st->budgeted ? st->start_bps : st->ceil_bps,
-					       st->burst_bits, mtu, NLM_F_CREATE | NLM_F_EXCL);
+			r = shaper_put_class_flags(sk, d->ifindex, parent, id, st->rate_bps,
+						   st->budgeted ? st->start_bps : st->ceil_bps,
+						   st->burst_bits, mtu, NLM_F_CREATE | NLM_F_EXCL);
 			r = r == -EEXIST ? 0 : r;
 		} else {
-			r = sh_put_class(sk, d->ifindex, parent, id, st->rate_bps, st->ceil_bps,
-					 st->burst_bits, mtu);
+			r = shaper_put_class(sk, d->ifindex, parent, id, st->rate_bps, st->ceil_bps,
+					     st->burst_bits, mtu);
 		}
 		return r < 0 ? tc_fail(e, r, "adding class %x:%x (%s %s %s) under %x:%x on %s",
 				       id >> 16, id & 0xffff, shaper_level_what[st->level],
@@ -365,7 +365,7 @@ static int make_step(struct nl_sock *sk, const struct shaper_step *st, struct st
 				       st->dev)
 			     : 0;
 	case SHAPER_OBJ_QUEUE:
-		r = sh_put_leaf_queue(sk, d->ifindex, id, st->ceil_bps, queue_ms, mtu);
+		r = shaper_put_leaf_queue(sk, d->ifindex, id, st->ceil_bps, queue_ms, mtu);
 		return r < 0 ? tc_fail(e, r, "adding the bfifo queue of class %x:%x on %s", id >> 16,
 				       id & 0xffff, st->dev)
 			     : 0;
@@ -406,15 +406,15 @@ static int put_steps(struct nl_sock *sk, const char *host_veth, int inet_ifb, ui
 
 int shaper_inet_ifindex(struct nl_sock *sk)
 {
-	return sh_ifindex(sk, SHAPER_INET_IFB);
+	return shaper_ifindex(sk, SHAPER_INET_IFB);
 }
 
 int shaper_ns_set_ceil(struct nl_sock *sk, int inet_ifb, uint16_t ns_class, uint64_t ceil_bps,
 		       int mtu)
 {
 	/* NLM_F_REPLACE without NLM_F_CREATE: a change of the class that is there, or -ENOENT. */
-	return sh_put_class_flags(sk, inet_ifb, TC_HANDLE(1, 1), TC_HANDLE(1, ns_class), 0,
-				  ceil_bps, 0, mtu, NLM_F_REPLACE);
+	return shaper_put_class_flags(sk, inet_ifb, TC_HANDLE(1, 1), TC_HANDLE(1, ns_class), 0,
+				      ceil_bps, 0, mtu, NLM_F_REPLACE);
 }
 
 int shaper_pod_add(struct nl_sock *sk, const char *host_veth, int inet_ifb, uint32_t group,
@@ -439,15 +439,15 @@ int shaper_pod_change(struct nl_sock *sk, const char *host_veth, uint32_t group,
 	if (r < 0)
 		return r;
 	/* Break: what the new caps no longer have goes, now that they are in force. */
-	veth = sh_ifindex(sk, host_veth);
+	veth = shaper_ifindex(sk, host_veth);
 	if (veth && !shaping_pod_ingress(s)) {
-		r = sh_del_qdisc(sk, veth, TC_H_ROOT);
+		r = shaper_del_qdisc(sk, veth, TC_H_ROOT);
 		if (r < 0)
 			return tc_fail(e, r, "removing the root qdisc of %s", host_veth);
 	}
 	if (!s->egress_bps) {
 		/* The redirect first, so that no packet is sent to an IFB that is going. */
-		r = veth ? sh_del_qdisc(sk, veth, TC_H_INGRESS) : 0;
+		r = veth ? shaper_del_qdisc(sk, veth, TC_H_INGRESS) : 0;
 		if (r < 0)
 			return tc_fail(e, r, "removing the ingress qdisc of %s", host_veth);
 		r = shaper_pod_del(sk, host_veth, NULL, e);
@@ -455,16 +455,16 @@ int shaper_pod_change(struct nl_sock *sk, const char *host_veth, uint32_t group,
 			return r;
 	}
 	if (old && old->pod_class && old->pod_class != s->pod_class) {
-		int up = sh_ifindex(sk, SHAPER_INET_IFB);
+		int up = shaper_ifindex(sk, SHAPER_INET_IFB);
 
-		r = up ? sh_del_class(sk, up, TC_HANDLE(1, old->pod_class)) : 0;
+		r = up ? shaper_del_class(sk, up, TC_HANDLE(1, old->pod_class)) : 0;
 		if (r < 0)
 			return tc_fail(e, r, "deleting class 1:%x on the uplink", old->pod_class);
 	}
 	return 0;
 }
 
-int sh_del_class(struct nl_sock *sk, int ifindex, uint32_t id)
+int shaper_del_class(struct nl_sock *sk, int ifindex, uint32_t id)
 {
 	_cleanup_class_ struct rtnl_class *c = rtnl_class_alloc();
 	int r;
@@ -496,12 +496,12 @@ int shaper_pod_del(struct nl_sock *sk, const char *host_veth, const struct shapi
 			first = tc_fail(e, r, "deleting %s", ifb);
 	}
 	if (s && s->pod_class) {
-		int up = sh_ifindex(sk, SHAPER_INET_IFB);
+		int up = shaper_ifindex(sk, SHAPER_INET_IFB);
 
 		if (up) {
 			r = TG_FAILPOINT("tc.pod.del.class.before", e);
 			if (r == 0)
-				r = sh_del_class(sk, up, TC_HANDLE(1, s->pod_class));
+				r = shaper_del_class(sk, up, TC_HANDLE(1, s->pod_class));
 			if (r < 0 && !first)
 				first = tc_fail(e, r, "deleting class 1:%x on the uplink", s->pod_class);
 			/*
@@ -514,7 +514,7 @@ int shaper_pod_del(struct nl_sock *sk, const char *host_veth, const struct shapi
 	return first;
 }
 
-int sh_del_qdisc(struct nl_sock *sk, int ifindex, uint32_t parent)
+int shaper_del_qdisc(struct nl_sock *sk, int ifindex, uint32_t parent)
 {
 	_cleanup_qdisc_ struct rtnl_qdisc *q = rtnl_qdisc_alloc();
 	int r;
@@ -527,7 +527,7 @@ int sh_del_qdisc(struct nl_sock *sk, int ifindex, uint32_t parent)
 	return r == -ENOENT || r == -EINVAL || r == -ENODEV ? 0 : r;
 }
 
-void sh_fill_stats(struct rtnl_class *c, struct shaper_stats *st)
+void shaper_fill_stats(struct rtnl_class *c, struct shaper_stats *st)
 {
 	memset(st, 0, sizeof(*st));
 	st->classid = rtnl_tc_get_handle(TC_CAST(c));
@@ -576,7 +576,7 @@ static int view_class(struct nl_sock *sk, struct class_view *v, int ifindex, uin
 	if (!c)
 		return 0;
 	if (st)
-		sh_fill_stats(c, st);
+		shaper_fill_stats(c, st);
 	if (ret_parent)
 		*ret_parent = rtnl_tc_get_parent(TC_CAST(c));
 	return 1;
@@ -588,7 +588,7 @@ static int view_dev_class(struct nl_sock *sk, struct class_view *v, const char *
 {
 	if (strcmp(v->dev, dev) != 0) {
 		snprintf(v->dev, sizeof(v->dev), "%s", dev);
-		v->dev_ifindex = sh_ifindex(sk, dev);
+		v->dev_ifindex = shaper_ifindex(sk, dev);
 	}
 	return v->dev_ifindex && view_class(sk, v, v->dev_ifindex, id, st, ret_parent);
 }
@@ -612,7 +612,7 @@ static void each_class(struct nl_object *o, void *p)
 	struct dump_arg *d = p;
 	struct shaper_stats st;
 
-	sh_fill_stats((struct rtnl_class *)o, &st);
+	shaper_fill_stats((struct rtnl_class *)o, &st);
 	d->fn(&st, d->arg);
 }
 
