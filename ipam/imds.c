@@ -17,6 +17,7 @@
 #include <curl/curl.h>
 
 #include "ipam/imds.h"
+#include "ipam/internal.h"
 #include "ipam/ipam.h"
 #include "ipam/pool.h"
 #include "lib/cleanup.h"
