@@ -14,6 +14,23 @@
  * is TC_HANDLE(1, 1), the root qdisc 1: is TC_HANDLE(1, 0).
  */
 
+/* The minors of tollgate-inet's classes: namespaces' (up to SHAPER_NS_CLASS_MAX), then pods'. */
+#define SHAPER_NS_CLASS_MIN 0x0002
+#define SHAPER_POD_CLASS_BASE 0x8000
+#define SHAPER_POD_CLASS_MAX 0xfffe
+/*
+ * The guaranteed rate of a pod's internet class under a budgeted namespace:
+ * HTB lets every class send at its own rate whatever its parents' ceils, so
+ * the pods' rates must add up to far less than any grant (250 pods: 2 Mbit/s).
+ * Above it they borrow from the namespace class, whose ceil is the grant.
+ */
+#define SHAPER_BUDGET_POD_RATE_BPS 8000ULL
+/* ... and its leaf queue holds queueLatencyMs at this many times the fallback. */
+#define SHAPER_BUDGET_QUEUE_X 10
+
+/* The IFB of a pod: its host veth's name with "ti" for "tg". */
+void shaper_ifb_name(const char *host_veth, char ret[IFNAMSIZ]);
+
 /*
  * The ceilings a pod's shaping gives its classes, bits/s: worked out once
  * (layout.c), so that the classes shaper_pod_add makes and the ones CHECK,
