@@ -351,7 +351,7 @@ static int declare_root(struct nl_sock *sk, const struct shaper_node *n, int ifb
  * SHAPER_RESTORE: classes made meanwhile at the top, or lost with an old
  * root, are put right).
  */
-static int probe(struct nl_sock *sk, const struct shaper_node *n, int *ret_ifb)
+static int probe_inet_path(struct nl_sock *sk, const struct shaper_node *n, int *ret_ifb)
 {
 	struct steer want[STEER_MAX];
 	struct filters_seen fs;
@@ -402,7 +402,7 @@ int shaper_node_declare(struct nl_sock *sk, const struct shaper_node *n, unsigne
 			       "tc: internet shaping needs an uplink (none is configured and "
 			       "there is no default route)");
 	if (flags & SHAPER_PROBE) {
-		r = probe(sk, n, ret_ifb ? ret_ifb : &ifb);
+		r = probe_inet_path(sk, n, ret_ifb ? ret_ifb : &ifb);
 		return r < 0 ? tc_fail(e, r, "reading %s and the uplink's filters", SHAPER_INET_IFB)
 			     : r;
 	}
