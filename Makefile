@@ -229,8 +229,8 @@ $(BUILD)/tests/unit_test_rate_diff: UNIT_EXTRA_LIBS := -lgmp
 # libmnl's socket calls, wrapped at link time.
 FAKE_NFNL_WRAP := $(foreach f,open bind close get_fd get_portid setsockopt sendto recvfrom,-Wl,--wrap=mnl_socket_$(f))
 $(BUILD)/tests/unit_test_accounting: UNIT_EXTRA_LIBS := $(FAKE_NFNL_WRAP) -Wl,--wrap=nftnl_expr_alloc
-# exporter_render: its shaper collector's rtnetlink cut at nl_route_open as well.
-$(BUILD)/tests/unit_test_expo: UNIT_EXTRA_LIBS := $(FAKE_NFNL_WRAP) -Wl,--wrap=nl_route_open
+# exporter_render: its shaper collector's rtnetlink cut at tg_nl_route_open as well.
+$(BUILD)/tests/unit_test_expo: UNIT_EXTRA_LIBS := $(FAKE_NFNL_WRAP) -Wl,--wrap=tg_nl_route_open
 # gc's test says which PID namespace /proc/self/ns/pid is (a link-time seam).
 $(BUILD)/tests/unit_test_gc: UNIT_EXTRA_LIBS := -Wl,--wrap=stat
 # The store's test sees every fsync and rename of a save, in order (link-time seams).

@@ -225,7 +225,7 @@ int acct_batch_send(struct acct_nft_conn *c, struct acct_batch *bt, char *why, s
 			if (err->error && !first) {
 				first = err->error;
 				if (why)
-					nl_ext_ack_msg(nlh, nlh->nlmsg_len, why, why_len);
+					tg_nl_ext_ack_msg(nlh, nlh->nlmsg_len, why, why_len);
 			}
 		}
 	}

@@ -288,7 +288,7 @@ static int post_report(struct agent *a, const char *body, size_t len)
 /* The loop's netlink socket, opened on first use (and after a failure). */
 static int budget_sock(struct agent_budgets *b, struct nl_sock **ret)
 {
-	int r = b->sk ? 0 : nl_route_open(&b->sk);
+	int r = b->sk ? 0 : tg_nl_route_open(&b->sk);
 
 	*ret = b->sk;
 	return r;

@@ -120,7 +120,7 @@ int agent_declare(struct agent *a, struct tg_err *e)
 	int r;
 
 	a->stats.declarations++;
-	r = nl_route_open(&sk);
+	r = tg_nl_route_open(&sk);
 	if (r < 0) {
 		tg_fail(e, CNI_ERR_IO, r, "cannot open a netlink socket: %s", strerror(-r));
 		goto out;
@@ -282,7 +282,7 @@ int agent_gc(struct agent *a, struct agent_notes *notes, struct tg_err *e)
 			   g.n_unseen, g.unseen_dir);
 	}
 	if (r == 0)
-		r = nl_route_open(&sk);
+		r = tg_nl_route_open(&sk);
 	if (r == 0)
 		r = node_gc_collect(sk, &store, &st, &g, gc_error, notes, e);
 	else if (!e->msg[0])
@@ -503,7 +503,7 @@ int agent_reshape(struct agent *a, struct agent_notes *notes, struct tg_err *e)
 	int r;
 
 	a->stats.reshapes++;
-	r = nl_route_open(&sk);
+	r = tg_nl_route_open(&sk);
 	if (r < 0)
 		return tg_fail(e, CNI_ERR_IO, r, "cannot open a netlink socket: %s", strerror(-r));
 	r = open_store(a, &store, e);
@@ -537,7 +537,7 @@ int agent_reconcile(struct agent *a, struct agent_notes *notes, struct tg_err *e
 	struct nl_sock *sk = NULL;
 	int r;
 
-	r = nl_route_open(&sk);
+	r = tg_nl_route_open(&sk);
 	if (r < 0)
 		return tg_fail(e, CNI_ERR_IO, r, "cannot open a netlink socket: %s", strerror(-r));
 	r = ipam_store_open_readonly(&store, a->cfg.data_dir, a->cfg.name, e);

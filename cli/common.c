@@ -253,7 +253,7 @@ int kview_load(struct kview *k, const char *uplink)
 	int uplink_ifindex = 0, r;
 
 	memset(k, 0, sizeof(*k));
-	r = nl_route_open(&sk);
+	r = tg_nl_route_open(&sk);
 	if (r < 0)
 		return r;
 	if (rtnl_link_alloc_cache(sk, AF_UNSPEC, &links) < 0 ||
@@ -268,7 +268,7 @@ int kview_load(struct kview *k, const char *uplink)
 	if (uplink && *uplink)
 		uplink_ifindex = rtnl_link_name2i(links, uplink);
 	else
-		nl_default_route_ifindex(sk, &uplink_ifindex);
+		tg_nl_default_route_ifindex(sk, &uplink_ifindex);
 	if (uplink_ifindex)
 		rtnl_link_i2name(links, uplink_ifindex, k->uplink, sizeof(k->uplink));
 	kview_veths(k, links);

@@ -250,7 +250,7 @@ static int doctor_fix(struct cli *c)
 				"network config)\n");
 		return EXIT_USAGE;
 	}
-	if (nl_route_open(&sk) < 0) {
+	if (tg_nl_route_open(&sk) < 0) {
 		fprintf(stderr, "tollgate-ipam: cannot open a netlink socket\n");
 		return EXIT_PROBLEMS;
 	}

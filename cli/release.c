@@ -17,7 +17,7 @@
 #include "lib/util.h"
 
 /* What the plugin's GC does for one attachment: its kernel objects go (node_pod_del). */
-static int teardown(struct nl_sock *sk, const struct ipam_attachment *a)
+static int teardown_attachment(struct nl_sock *sk, const struct ipam_attachment *a)
 {
 	struct tg_err e = { 0 };
 	int r = sk ? node_pod_del(sk, a, &e) : -ENOTCONN;
@@ -29,7 +29,7 @@ static int teardown(struct nl_sock *sk, const struct ipam_attachment *a)
 }
 
 /* Releases the attachments (into cool-down) in one locked update of the store. */
-static int release(struct cli *c, const struct ipam_attachment *list, size_t n)
+static int release_attachments(struct cli *c, const struct ipam_attachment *list, size_t n)
 {
 	struct tg_err e = { 0 };
 
@@ -62,7 +62,7 @@ int release_main(struct cli *c)
 	if (cli_find(c, c->arg, &idx) < 0)
 		return EXIT_PROBLEMS;
 	a = c->state.att[idx];
-	nl_route_open(&sk);
+	tg_nl_route_open(&sk);
 	if (link_exists(sk, a.host_veth) && !c->force) {
 		fprintf(stderr,
 			"tollgate-ipam: %s is still plumbed (veth %s exists); releasing it would "
@@ -73,10 +73,10 @@ int release_main(struct cli *c)
 		return EXIT_PROBLEMS;
 	}
 	/* Without a veth only the nft elements are left; with --force the veth goes too. */
-	r = teardown(sk, &a);
+	r = teardown_attachment(sk, &a);
 	if (sk)
 		nl_socket_free(sk);
-	if (r < 0 || release(c, &a, 1) < 0)
+	if (r < 0 || release_attachments(c, &a, 1) < 0)
 		return EXIT_PROBLEMS;
 	o = attachment_json(&a, time(NULL));
 	json_object_object_add(o, "released", json_object_new_boolean(true));
@@ -131,7 +131,7 @@ int gc_main(struct cli *c)
 	if (!c->dry_run) {
 		struct nl_sock *sk = NULL;
 
-		if (nl_route_open(&sk) < 0) {
+		if (tg_nl_route_open(&sk) < 0) {
 			fprintf(stderr, "tollgate-ipam: cannot open a netlink socket\n");
 			node_gc_free(&g);
 			return EXIT_PROBLEMS;

@@ -70,7 +70,7 @@ int reshape_main(struct cli *c)
 	struct tg_err e = { 0 };
 	int rc;
 
-	if (!c->dry_run && nl_route_open(&sk) < 0) {
+	if (!c->dry_run && tg_nl_route_open(&sk) < 0) {
 		fprintf(stderr, "tollgate-ipam: cannot open a netlink socket\n");
 		return EXIT_PROBLEMS;
 	}

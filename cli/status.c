@@ -299,7 +299,7 @@ static json_object *show_shaping(const struct ipam_attachment *a)
 	json_object *sh = shaping_view_json(&a->shaping), *sa = json_object_new_array();
 	int n = 0;
 
-	if (shaping_any(&sp) && nl_route_open(&sk) == 0) {
+	if (shaping_any(&sp) && tg_nl_route_open(&sk) == 0) {
 		n = shaper_pod_stats(sk, a->host_veth, &sp, classes, stats);
 		nl_socket_free(sk);
 	}
@@ -309,7 +309,7 @@ static json_object *show_shaping(const struct ipam_attachment *a)
 	return sh;
 }
 
-static const char *present(json_object *k, const char *key, const char *absent)
+static const char *present_or(json_object *k, const char *key, const char *absent)
 {
 	return jbool(k, key) ? "present" : absent;
 }
@@ -342,12 +342,12 @@ static void show_print(json_object *o)
 	printf("container   %s\n", jx_get_str(o, "containerId"));
 	printf("ifname      %s\n", jx_get_str(o, "ifname"));
 	printf("netns       %s (%s)\n", jx_get_str(o, "netns")[0] ? jx_get_str(o, "netns") : "-",
-	       present(k, "netns", "gone"));
-	printf("host veth   %s (%s)\n", jx_get_str(o, "hostVeth"), present(k, "hostVeth", "MISSING"));
+	       present_or(k, "netns", "gone"));
+	printf("host veth   %s (%s)\n", jx_get_str(o, "hostVeth"), present_or(k, "hostVeth", "MISSING"));
 	printf("host route  %s/32 dev %s (%s)\n", jx_get_str(o, "ip"), jx_get_str(o, "hostVeth"),
-	       present(k, "hostRoute", "MISSING"));
+	       present_or(k, "hostRoute", "MISSING"));
 	printf("nft element %s in set inet tollgate pods (%s)\n", jx_get_str(o, "ip"),
-	       present(k, "nftElement", "MISSING"));
+	       present_or(k, "nftElement", "MISSING"));
 	ports_line(jx_get(o, "ports"), line, sizeof(line));
 	printf("host ports  %s\n", line);
 	shaping_line(sh, line, sizeof(line));

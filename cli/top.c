@@ -16,7 +16,7 @@
 #define TOP_BODY_MAX (16u << 20)
 
 /* GET url into *ret (the parsed document); 0, or a message in why. */
-static int fetch(const char *url, json_object **ret, char *why, size_t why_len)
+static int fetch_json(const char *url, json_object **ret, char *why, size_t why_len)
 {
 	struct httpc_sync req = {
 		.url = url,
@@ -90,7 +90,7 @@ int top_main(struct cli *c)
 	size_t n;
 
 	snprintf(url, sizeof(url), "%s/destinations", c->agent_url);
-	if (fetch(url, &doc, why, sizeof(why)) < 0) {
+	if (fetch_json(url, &doc, why, sizeof(why)) < 0) {
 		fprintf(stderr, "tollgate-ipam: cannot read the agent's destinations at %s: %s\n",
 			url, why);
 		return EXIT_PROBLEMS;

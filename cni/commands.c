@@ -52,7 +52,7 @@ static int session_begin(struct session *s, const struct node_config *cfg, struc
 
 static int open_route_socket(struct session *s, struct tg_err *e)
 {
-	int r = nl_route_open(&s->sk);
+	int r = tg_nl_route_open(&s->sk);
 
 	if (r < 0)
 		return tg_fail(e, CNI_ERR_IO, r, "cannot open a netlink socket: %s", strerror(-r));
@@ -221,8 +221,8 @@ static void flows_report(const char *cmd, const struct cni_env *env, const struc
 			flows->msg);
 }
 
-static json_object *answer(const struct node_config *cfg, const struct cni_env *env,
-			   const struct ipam_attachment *a, int mtu)
+static json_object *add_result_json(const struct node_config *cfg, const struct cni_env *env,
+				    const struct ipam_attachment *a, int mtu)
 {
 	uint8_t pod_mac[6];
 	struct cni_add_result res = {
@@ -319,7 +319,7 @@ int cmd_add(const struct cni_env *env, const struct node_config *cfg, cni_emit_f
 	}
 
 	/* Answer: once the runtime has the result, the pod is its. */
-	res = answer(cfg, env, &ac.got, up.mtu);
+	res = add_result_json(cfg, env, &ac.got, up.mtu);
 	r = res ? emit(res, emit_ctx, e) : tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
 	json_object_put(res);
 	if (r == 0)
@@ -570,7 +570,7 @@ out:
 	return r;
 }
 
-static bool listed(json_object *valid, const struct ipam_attachment *a)
+static bool in_valid_list(json_object *valid, const struct ipam_attachment *a)
 {
 	size_t n = valid ? json_object_array_length(valid) : 0;
 
@@ -606,7 +606,7 @@ static int gc_fn(struct ipam_state *st, void *p, struct tg_err *e)
 	if (!c->stale)
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
 	for (i = 0; i < st->n_att; i++)
-		if (!listed(c->cfg->valid_attachments, &st->att[i]))
+		if (!in_valid_list(c->cfg->valid_attachments, &st->att[i]))
 			c->stale[c->n_stale++] = st->att[i];
 	return 0;
 }

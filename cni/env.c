@@ -37,7 +37,7 @@ static bool ifname_valid(const char *s)
 	return true;
 }
 
-static const char *need(const char *name, bool required, struct tg_err *e, int *r)
+static const char *env_var(const char *name, bool required, struct tg_err *e, int *r)
 {
 	const char *v = getenv(name);
 
@@ -121,23 +121,23 @@ int cni_env_parse(struct cni_env *env, struct tg_err *e)
 
 	if (!per_container)
 		return 0;
-	env->container_id = need("CNI_CONTAINERID", true, e, &r);
+	env->container_id = env_var("CNI_CONTAINERID", true, e, &r);
 	if (r == 0 && !name_is_safe(env->container_id, IPAM_CONTAINER_ID_MAX))
 		r = tg_fail(e, CNI_ERR_ENV, -EINVAL,
 			    "CNI_CONTAINERID \"%.64s\" must match [A-Za-z0-9][A-Za-z0-9_.-]* "
 			    "(at most %d characters)",
 			    env->container_id, IPAM_CONTAINER_ID_MAX);
-	env->ifname = need("CNI_IFNAME", true, e, &r);
+	env->ifname = env_var("CNI_IFNAME", true, e, &r);
 	if (r == 0 && !ifname_valid(env->ifname))
 		r = tg_fail(e, CNI_ERR_ENV, -EINVAL,
 			    "CNI_IFNAME \"%.64s\" is not a valid interface name (1-15 characters, "
 			    "no '/', ':' or spaces)",
 			    env->ifname);
-	env->netns = need("CNI_NETNS", add_or_check, e, &r);
+	env->netns = env_var("CNI_NETNS", add_or_check, e, &r);
 	if (r == 0 && strlen(env->netns) > IPAM_NETNS_MAX)
 		r = tg_fail(e, CNI_ERR_ENV, -EINVAL, "CNI_NETNS is longer than %d characters",
 			    IPAM_NETNS_MAX);
-	env->path = need("CNI_PATH", true, e, &r);
+	env->path = env_var("CNI_PATH", true, e, &r);
 	if (r == 0)
 		r = parse_args(getenv("CNI_ARGS"), env, e);
 	return r;

@@ -318,7 +318,7 @@ int tc_collect(struct tc_collector *tc, const struct ipam_state *st, uint64_t st
 
 	tc->n_rows = 0;
 	tc->err = 0;
-	if (!tc->sk && (r = nl_route_open(&tc->sk)) < 0)
+	if (!tc->sk && (r = tg_nl_route_open(&tc->sk)) < 0)
 		return r;
 	if ((!tc->devs || tc->devs_store != store) && (r = list_devices(tc, st, store)) < 0)
 		return r;

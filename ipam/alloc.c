@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ipam/internal.h"
 #include "ipam/ipam.h"
 #include "ipam/pool.h"
 #include "lib/cleanup.h"
@@ -64,7 +65,7 @@ bool ipam_in_pool(const struct ipam_state *st, uint32_t ip)
 	return ipam_addr_in(st->pool, st->n_pool, ip);
 }
 
-static bool cooling(const struct ipam_cooling *c, int64_t now_ms, int64_t cooldown_ms)
+static bool still_cooling(const struct ipam_cooling *c, int64_t now_ms, int64_t cooldown_ms)
 {
 	return now_ms - c->released_ms < cooldown_ms && now_ms >= c->released_ms;
 }
@@ -74,7 +75,7 @@ void ipam_expire_cooling(struct ipam_state *st, int64_t now_ms, int64_t cooldown
 	size_t i, out = 0;
 
 	for (i = 0; i < st->n_cooling; i++)
-		if (cooling(&st->cooling[i], now_ms, cooldown_ms))
+		if (still_cooling(&st->cooling[i], now_ms, cooldown_ms))
 			st->cooling[out++] = st->cooling[i];
 	st->n_cooling = out;
 }
@@ -91,7 +92,7 @@ static uint32_t *busy_list(const struct ipam_state *st, int64_t now_ms, int64_t 
 	for (i = 0; i < st->n_att; i++)
 		busy[n++] = st->att[i].ip;
 	for (i = 0; i < st->n_cooling; i++)
-		if (cooling(&st->cooling[i], now_ms, cooldown_ms))
+		if (still_cooling(&st->cooling[i], now_ms, cooldown_ms))
 			busy[n++] = st->cooling[i].ip;
 	qsort(busy, n, sizeof(*busy), cmp_u32);
 	*ret_n = n;
@@ -208,7 +209,7 @@ int ipam_count(const struct ipam_state *st, int64_t now_ms, int64_t cooldown_ms,
 	for (i = 0; i < st->n_att; i++)
 		used[n_used++] = st->att[i].ip;
 	for (i = 0; i < st->n_cooling; i++)
-		if (cooling(&st->cooling[i], now_ms, cooldown_ms))
+		if (still_cooling(&st->cooling[i], now_ms, cooldown_ms))
 			resting[n_resting++] = st->cooling[i].ip;
 	n_used = sort_unique(used, n_used);
 	n_resting = sort_unique(resting, n_resting);

@@ -16,6 +16,7 @@
 
 #include "httpc/httpc.h"
 #include "ipam/imds.h"
+#include "ipam/internal.h"
 #include "ipam/ipam.h"
 #include "ipam/pool.h"
 #include "lib/cleanup.h"
@@ -48,7 +49,7 @@ static int parse_mac(const char *s, uint8_t mac[6])
 }
 
 /* A document IMDS should not have sent: "IMDS answer: <what>". */
-#define bad(e, fmt, ...) tg_fail(e, CNI_ERR_IO, -EBADMSG, "IMDS answer: " fmt, ##__VA_ARGS__)
+#define bad_answer(e, fmt, ...) tg_fail(e, CNI_ERR_IO, -EBADMSG, "IMDS answer: " fmt, ##__VA_ARGS__)
 
 /* The interface whose MAC is the uplink's (IMDS lists them in no promised order). */
 static int find_nic(json_object *ifs, const uint8_t mac[6], json_object **ret, struct tg_err *e)
@@ -87,12 +88,12 @@ static int read_addresses(json_object *ipv4, struct imds_network *ret, struct tg
 
 	if (!json_object_object_get_ex(ipv4, "ipAddress", &addrs) ||
 	    !json_object_is_type(addrs, json_type_array))
-		return bad(e, "%s", "the uplink's interface has no ipv4.ipAddress list");
+		return bad_answer(e, "%s", "the uplink's interface has no ipv4.ipAddress list");
 	n = json_object_array_length(addrs);
 	if (n == 0)
-		return bad(e, "%s", "the uplink's ipv4.ipAddress list is empty");
+		return bad_answer(e, "%s", "the uplink's ipv4.ipAddress list is empty");
 	if (n > IPAM_POOL_MAX)
-		return bad(e, "%s", "the uplink lists too many addresses");
+		return bad_answer(e, "%s", "the uplink lists too many addresses");
 	out = calloc(n, sizeof(*out));
 	if (!out)
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
@@ -101,9 +102,11 @@ static int read_addresses(json_object *ipv4, struct imds_network *ret, struct tg
 		uint32_t ip;
 
 		if (!s)
-			return bad(e, "%s", "an ipAddress entry has no privateIpAddress string");
+			return bad_answer(e, "%s",
+					  "an ipAddress entry has no privateIpAddress string");
 		if (ip4_parse(s, &ip) < 0)
-			return bad(e, "privateIpAddress \"%.40s\" is not an IPv4 address", s);
+			return bad_answer(e, "privateIpAddress \"%.40s\" is not an IPv4 address",
+					  s);
 		if (i == 0)
 			ret->node_ip = ip; /* the primary: the node's own */
 		else
@@ -126,7 +129,7 @@ static int read_subnet(json_object *ipv4, struct cidr4 *ret, struct tg_err *e)
 	if (!json_object_object_get_ex(ipv4, "subnet", &subnets) ||
 	    !json_object_is_type(subnets, json_type_array) ||
 	    json_object_array_length(subnets) == 0)
-		return bad(e, "%s", "the uplink's interface has no ipv4.subnet");
+		return bad_answer(e, "%s", "the uplink's interface has no ipv4.subnet");
 	sn = json_object_array_get_idx(subnets, 0);
 	a = jx_get_string(sn, "address");
 	if (json_object_object_get_ex(sn, "prefix", &pv)) {
@@ -141,10 +144,10 @@ static int read_subnet(json_object *ipv4, struct cidr4 *ret, struct tg_err *e)
 		}
 	}
 	if (!a || prefix < 0 || prefix > 32)
-		return bad(e, "%s", "ipv4.subnet needs an address and a prefix of 0..32");
+		return bad_answer(e, "%s", "ipv4.subnet needs an address and a prefix of 0..32");
 	snprintf(cidr, sizeof(cidr), "%s/%ld", a, prefix);
 	if (cidr4_parse(cidr, ret) < 0)
-		return bad(e, "ipv4.subnet \"%s\" is not a valid subnet", cidr);
+		return bad_answer(e, "ipv4.subnet \"%s\" is not a valid subnet", cidr);
 	return 0;
 }
 
@@ -161,7 +164,7 @@ int imds_parse_network(const char *body, size_t len, const uint8_t mac[6],
 	if (r == -ENOMEM)
 		return tg_fail(e, CNI_ERR_IO, r, "out of memory");
 	if (r < 0 && pe.twice)
-		return bad(e, "%s at byte %zu", pe.why, pe.at);
+		return bad_answer(e, "%s at byte %zu", pe.why, pe.at);
 	if (r < 0 && pe.trailing)
 		return tg_fail(e, CNI_ERR_IO, r, "IMDS answer has trailing data at byte %zu", pe.at);
 	if (r < 0)
@@ -170,12 +173,12 @@ int imds_parse_network(const char *body, size_t len, const uint8_t mac[6],
 	if (!json_object_is_type(root, json_type_object) ||
 	    !json_object_object_get_ex(root, "interface", &ifs) ||
 	    !json_object_is_type(ifs, json_type_array))
-		return bad(e, "%s", "no \"interface\" list");
+		return bad_answer(e, "%s", "no \"interface\" list");
 	r = find_nic(ifs, mac, &nic, e);
 	if (r < 0)
 		return r;
 	if (!json_object_object_get_ex(nic, "ipv4", &ipv4))
-		return bad(e, "%s", "the uplink's interface has no ipv4.ipAddress list");
+		return bad_answer(e, "%s", "the uplink's interface has no ipv4.ipAddress list");
 	r = read_addresses(ipv4, ret, e);
 	if (r == 0)
 		r = read_subnet(ipv4, &ret->subnet, e);

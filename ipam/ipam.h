@@ -6,7 +6,8 @@
  * IPAM: the node's pool of alias addresses and the attachments that hold
  * them. The state is plain data (struct ipam_state); the allocator works on
  * it in memory, with no I/O. ipam/store.h keeps it on disk, ipam/pool.h
- * parses address lists, ipam/imds.h reads the pool from Azure IMDS.
+ * parses address lists, ipam/imds.h reads the pool from Azure IMDS;
+ * ipam/internal.h has the module's own limits.
  */
 
 #include <net/if.h>
@@ -20,9 +21,6 @@
 #include "lib/ip4.h"
 #include "lib/shaping.h"
 
-#define IPAM_STATE_VERSION 1		/* the store's format (ipam/store.h) */
-#define IPAM_POOL_MAX 65536		/* addresses in one pool */
-#define IPAM_ATTACHMENTS_MAX 65536
 #define IPAM_CONTAINER_ID_MAX 255
 #define IPAM_NETNS_MAX 255
 #define IPAM_K8S_NAMESPACE_MAX 63	/* a DNS-1123 label */
@@ -133,8 +131,6 @@ size_t ipam_check_boot(struct ipam_state *st, const char *boot_id);
  * environment can stand in for it: a faked reboot would free every address.
  */
 int ipam_read_boot_id(char *buf, size_t size);
-/* The first line of `path`: -ENODATA when it is empty. */
-int ipam_read_boot_id_from(const char *path, char *buf, size_t size);
 
 /*
  * Folds one sync's addresses into the pool. The first sync of an empty pool

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ipam/internal.h"
 #include "ipam/ipam.h"
 #include "ipam/pool.h"
 #include "lib/cleanup.h"

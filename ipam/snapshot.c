@@ -18,6 +18,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "ipam/internal.h"
 #include "ipam/snapshot.h"
 
 #define SNAPSHOT_MAGIC "TGCACHE"

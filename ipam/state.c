@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ipam/internal.h"
 #include "ipam/ipam.h"
 #include "ipam/pool.h"
 #include "ipam/store.h"

@@ -203,7 +203,7 @@ int ipam_store_load(struct ipam_store *s, struct ipam_state *st, struct tg_err *
 	return 0;
 }
 
-static int append(struct printbuf *pb, const char *p, size_t n)
+static int pb_append(struct printbuf *pb, const char *p, size_t n)
 {
 	return n > INT_MAX || printbuf_memappend(pb, p, (int)n) < 0 ? -ENOMEM : 0;
 }
@@ -230,7 +230,7 @@ static int state_text(const struct ipam_store *s, const struct ipam_state *st,
 	/* The head ends with its empty attachments array: the lines go inside it. */
 	if (len < 3 || strcmp(text + len - 3, "[]}") != 0)
 		return -EINVAL;
-	r = append(pb, text, len - 2);
+	r = pb_append(pb, text, len - 2);
 	for (size_t i = 0; r == 0 && i < st->n_att; i++) {
 		_cleanup_json_ json_object *o = NULL;
 		const char *t;
@@ -245,16 +245,16 @@ static int state_text(const struct ipam_store *s, const struct ipam_state *st,
 			t = json_object_to_json_string_ext(o, flags);
 			len = strlen(t);
 		}
-		r = append(pb, i ? ",\n" : "\n", i ? 2 : 1);
+		r = pb_append(pb, i ? ",\n" : "\n", i ? 2 : 1);
 		span[2 * i] = (uint32_t)pb->bpos;
 		if (r == 0)
-			r = append(pb, t, len);
+			r = pb_append(pb, t, len);
 		span[2 * i + 1] = (uint32_t)pb->bpos;
 		if (r == 0 && pb->bpos > STATE_FILE_MAX)
 			r = -EFBIG;
 	}
 	if (r == 0)
-		r = append(pb, st->n_att ? "\n]}\n" : "]}\n", st->n_att ? 4 : 3);
+		r = pb_append(pb, st->n_att ? "\n]}\n" : "]}\n", st->n_att ? 4 : 3);
 	return r;
 }
 

@@ -26,7 +26,7 @@ struct file {
 };
 
 /* n bytes at off, copied whole or not at all. */
-static int get(const struct file *f, uint64_t off, void *dst, size_t n)
+static int read_at(const struct file *f, uint64_t off, void *dst, size_t n)
 {
 	if (off > f->len || n > f->len - off)
 		return -EBADMSG;
@@ -61,7 +61,7 @@ static int dyn_str(const struct file *f, uint64_t idx, char *dst, size_t size)
 }
 
 /* The file offset of an address the dynamic section gives. */
-static int at(const struct file *f, uint64_t vaddr, uint64_t *ret)
+static int vaddr_offset(const struct file *f, uint64_t vaddr, uint64_t *ret)
 {
 	for (size_t i = 0; i < f->n_loads; i++)
 		if (vaddr >= f->vaddr[i] && vaddr - f->vaddr[i] < f->filesz[i]) {
@@ -76,7 +76,7 @@ static int table_at(const struct file *f, uint64_t vaddr, uint64_t num, uint64_t
 {
 	if (num > TABLE_MAX)
 		return -E2BIG;
-	return at(f, vaddr, ret);
+	return vaddr_offset(f, vaddr, ret);
 }
 
 static int read_verneed(const struct file *f, uint64_t vaddr, uint64_t num, struct elf_info *ret)
@@ -91,7 +91,7 @@ static int read_verneed(const struct file *f, uint64_t vaddr, uint64_t num, stru
 		uint64_t aux;
 		char file[ELF_NAME_MAX];
 
-		if ((r = get(f, off, &vn, sizeof(vn))) < 0)
+		if ((r = read_at(f, off, &vn, sizeof(vn))) < 0)
 			return r;
 		if (vn.vn_version != VER_NEED_CURRENT)
 			return -EBADMSG;
@@ -104,7 +104,7 @@ static int read_verneed(const struct file *f, uint64_t vaddr, uint64_t num, stru
 
 			if (ret->n_verneed == ELF_VERNEED_MAX)
 				return -E2BIG;
-			if ((r = get(f, aux, &va, sizeof(va))) < 0)
+			if ((r = read_at(f, aux, &va, sizeof(va))) < 0)
 				return r;
 			n = &ret->verneed[ret->n_verneed];
 			if ((r = dyn_str(f, va.vna_name, n->name, sizeof(n->name))) < 0)
@@ -133,7 +133,7 @@ static int read_verdef(const struct file *f, uint64_t vaddr, uint64_t num, struc
 		Elf64_Verdef vd;
 		Elf64_Verdaux va;
 
-		if ((r = get(f, off, &vd, sizeof(vd))) < 0)
+		if ((r = read_at(f, off, &vd, sizeof(vd))) < 0)
 			return r;
 		if (vd.vd_version != VER_DEF_CURRENT)
 			return -EBADMSG;
@@ -141,7 +141,7 @@ static int read_verdef(const struct file *f, uint64_t vaddr, uint64_t num, struc
 		if (vd.vd_cnt && !(vd.vd_flags & VER_FLG_BASE)) {
 			if (ret->n_verdef == ELF_VERDEF_MAX)
 				return -E2BIG;
-			if ((r = get(f, off + vd.vd_aux, &va, sizeof(va))) < 0)
+			if ((r = read_at(f, off + vd.vd_aux, &va, sizeof(va))) < 0)
 				return r;
 			r = dyn_str(f, va.vda_name, ret->verdef[ret->n_verdef],
 				    sizeof(ret->verdef[0]));
@@ -166,7 +166,7 @@ static int read_phdrs(struct file *f, const Elf64_Ehdr *eh, uint64_t *ret_dyn, u
 	for (unsigned i = 0; i < eh->e_phnum; i++) {
 		Elf64_Phdr ph;
 
-		if ((r = get(f, eh->e_phoff + (uint64_t)i * sizeof(ph), &ph, sizeof(ph))) < 0)
+		if ((r = read_at(f, eh->e_phoff + (uint64_t)i * sizeof(ph), &ph, sizeof(ph))) < 0)
 			return r;
 		if (ph.p_type == PT_INTERP) {
 			if (ph.p_offset > f->len || ph.p_filesz > f->len - ph.p_offset)
@@ -203,7 +203,7 @@ static int read_dynamic(struct file *f, uint64_t dyn, uint64_t dynsz, struct elf
 	for (uint64_t o = dyn; o + sizeof(Elf64_Dyn) <= dyn + dynsz; o += sizeof(Elf64_Dyn)) {
 		Elf64_Dyn d;
 
-		if ((r = get(f, o, &d, sizeof(d))) < 0)
+		if ((r = read_at(f, o, &d, sizeof(d))) < 0)
 			return r;
 		if (d.d_tag == DT_NULL)
 			break;
@@ -225,7 +225,7 @@ static int read_dynamic(struct file *f, uint64_t dyn, uint64_t dynsz, struct elf
 	}
 	if (!has_strtab)
 		return ret->n_needed || has_soname || verneednum || verdefnum ? -EBADMSG : 0;
-	if ((r = at(f, strtab, &f->strtab)) < 0)
+	if ((r = vaddr_offset(f, strtab, &f->strtab)) < 0)
 		return r;
 	for (size_t i = 0; i < ret->n_needed; i++)
 		if ((r = dyn_str(f, needed[i], ret->needed[i], sizeof(ret->needed[i]))) < 0)

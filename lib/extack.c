@@ -7,7 +7,7 @@
 
 #include "lib/extack.h"
 
-size_t nl_ext_ack_msg(const struct nlmsghdr *nlh, size_t len, char *buf, size_t size)
+size_t tg_nl_ext_ack_msg(const struct nlmsghdr *nlh, size_t len, char *buf, size_t size)
 {
 	const struct nlmsgerr *err;
 	const struct nlattr *a;

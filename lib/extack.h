@@ -17,6 +17,6 @@ struct nlmsghdr;
  * or carrying the whole request), copied into buf; "" when it has none.
  * Returns its length.
  */
-size_t nl_ext_ack_msg(const struct nlmsghdr *nlh, size_t len, char *buf, size_t size);
+size_t tg_nl_ext_ack_msg(const struct nlmsghdr *nlh, size_t len, char *buf, size_t size);
 
 #endif

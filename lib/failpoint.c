@@ -18,7 +18,7 @@ static char armed[128];
 static long armed_hit = 1;	/* which hit fails */
 static long hits;
 
-static bool known(const char *name)
+static bool failpoint_known(const char *name)
 {
 	/* cppcheck-suppress comparePointers ; both bound the one tg_failpoints section */
 	for (const char *const *p = __start_tg_failpoints; p && p < __stop_tg_failpoints; p++)
@@ -33,7 +33,7 @@ static int by_name(const void *a, const void *b)
 }
 
 /* Every name once, sorted. */
-static void list(void)
+static void list_failpoints(void)
 {
 	/* cppcheck-suppress comparePointers ; both bound the one tg_failpoints section */
 	size_t n = __start_tg_failpoints ? (size_t)(__stop_tg_failpoints - __start_tg_failpoints) : 0;
@@ -59,7 +59,7 @@ __attribute__((constructor)) static void failpoint_arm(void)
 	if (!v || !*v)
 		return;
 	if (strcmp(v, "list") == 0)
-		list();
+		list_failpoints();
 	at = strchr(v, '@');
 	if ((size_t)(at ? at - v : (long)strlen(v)) >= sizeof(armed)) {
 		fprintf(stderr, "TOLLGATE_FAILPOINT=%.64s: name too long\n", v);
@@ -74,7 +74,7 @@ __attribute__((constructor)) static void failpoint_arm(void)
 			_exit(2);
 		}
 	}
-	if (!known(armed)) {
+	if (!failpoint_known(armed)) {
 		fprintf(stderr, "TOLLGATE_FAILPOINT=%s: this binary has no failpoint of that name "
 				"(TOLLGATE_FAILPOINT=list lists them)\n", v);
 		_exit(2);

@@ -54,7 +54,7 @@ int64_t jx_get_int(json_object *obj, const char *key)
 	return v ? json_object_get_int64(v) : 0;
 }
 
-static int lookup(json_object *obj, const char *key, json_object **ret)
+static int find_key(json_object *obj, const char *key, json_object **ret)
 {
 	json_object *v = jx_get(obj, key);
 
@@ -76,7 +76,7 @@ int jx_string(json_object *obj, const char *where, const char *key, const char *
 {
 	json_object *v;
 
-	if (!lookup(obj, key, &v))
+	if (!find_key(obj, key, &v))
 		return 0;
 	if (!json_object_is_type(v, json_type_string))
 		return wrong_type(e, where, key, "a string", v);
@@ -88,7 +88,7 @@ int jx_bool(json_object *obj, const char *where, const char *key, bool *ret, str
 {
 	json_object *v;
 
-	if (!lookup(obj, key, &v))
+	if (!find_key(obj, key, &v))
 		return 0;
 	if (!json_object_is_type(v, json_type_boolean))
 		return wrong_type(e, where, key, "true or false", v);
@@ -102,7 +102,7 @@ int jx_int(json_object *obj, const char *where, const char *key, int64_t min, in
 	json_object *v;
 	int64_t n;
 
-	if (!lookup(obj, key, &v))
+	if (!find_key(obj, key, &v))
 		return 0;
 	if (!json_object_is_type(v, json_type_int))
 		return wrong_type(e, where, key, "an integer", v);
@@ -121,7 +121,7 @@ int jx_object(json_object *obj, const char *where, const char *key, json_object 
 {
 	json_object *v;
 
-	if (!lookup(obj, key, &v))
+	if (!find_key(obj, key, &v))
 		return 0;
 	if (!json_object_is_type(v, json_type_object))
 		return wrong_type(e, where, key, "an object", v);
@@ -135,7 +135,7 @@ int jx_string_array(json_object *obj, const char *where, const char *key, json_o
 	json_object *v;
 	size_t i, n;
 
-	if (!lookup(obj, key, &v))
+	if (!find_key(obj, key, &v))
 		return 0;
 	if (!json_object_is_type(v, json_type_array))
 		return wrong_type(e, where, key, "an array of strings", v);

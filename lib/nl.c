@@ -24,7 +24,7 @@
 #include "lib/nl.h"
 #include "lib/util.h"
 
-int nl_to_errno(int nlerr)
+int tg_nl_to_errno(int nlerr)
 {
 	static const int map[][2] = {
 		{ NLE_NOMEM, ENOMEM },	     { NLE_EXIST, EEXIST },	  { NLE_INVAL, EINVAL },
@@ -48,7 +48,7 @@ int nl_to_errno(int nlerr)
 
 /*
  * The kernel's text for the last refusal acked on this thread's route
- * sockets, with the error it came with (as nl_to_errno gives it): what
+ * sockets, with the error it came with (as tg_nl_to_errno gives it): what
  * tg_fail_kernel adds to the message of the step that failed.
  */
 static __thread struct {
@@ -62,12 +62,12 @@ static int keep_ext_ack(struct sockaddr_nl *who, struct nlmsgerr *err, void *arg
 	/* libnl calls this with the payload of a whole NLMSG_ERROR message. */
 	const struct nlmsghdr *nlh = (const struct nlmsghdr *)((const char *)err - NLMSG_HDRLEN);
 
-	last_ack.err = nl_to_errno(nl_syserr2nlerr(err->error));
-	nl_ext_ack_msg(nlh, nlh->nlmsg_len, last_ack.msg, sizeof(last_ack.msg));
+	last_ack.err = tg_nl_to_errno(nl_syserr2nlerr(err->error));
+	tg_nl_ext_ack_msg(nlh, nlh->nlmsg_len, last_ack.msg, sizeof(last_ack.msg));
 	return NL_STOP;
 }
 
-int nl_route_open(struct nl_sock **ret)
+int tg_nl_route_open(struct nl_sock **ret)
 {
 	struct nl_sock *sk = nl_socket_alloc();
 	int one = 1, r;
@@ -79,7 +79,7 @@ int nl_route_open(struct nl_sock **ret)
 		r = nl_socket_modify_err_cb(sk, NL_CB_CUSTOM, keep_ext_ack, NULL);
 	if (r < 0) {
 		nl_socket_free(sk);
-		return nl_to_errno(r);
+		return tg_nl_to_errno(r);
 	}
 	/*
 	 * Extended acks, as iproute2 asks for them: the kernel says why it
@@ -92,7 +92,7 @@ int nl_route_open(struct nl_sock **ret)
 	return 0;
 }
 
-int nl_route_open_in(int netns_fd, struct nl_sock **ret)
+int tg_nl_route_open_in(int netns_fd, struct nl_sock **ret)
 {
 	_cleanup_close_ int self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
 	int r, back;
@@ -102,7 +102,7 @@ int nl_route_open_in(int netns_fd, struct nl_sock **ret)
 	/* A socket stays in the namespace it was created in: enter, connect, come back. */
 	if (setns(netns_fd, CLONE_NEWNET) < 0)
 		return -errno;
-	r = nl_route_open(ret);
+	r = tg_nl_route_open(ret);
 	back = setns(self, CLONE_NEWNET);
 	if (back < 0) {
 		/* Staying in the pod's namespace would be far worse than failing. */
@@ -113,7 +113,7 @@ int nl_route_open_in(int netns_fd, struct nl_sock **ret)
 	return r;
 }
 
-struct nl_addr *nl_addr_ip4(uint32_t ip, int prefix)
+struct nl_addr *tg_nl_addr_ip4(uint32_t ip, int prefix)
 {
 	uint32_t be = htonl(ip);
 	struct nl_addr *a = nl_addr_build(AF_INET, &be, sizeof(be));
@@ -153,7 +153,7 @@ static int route_oif_cb(struct nl_msg *msg, void *arg)
  * (RTM_GETROUTE without NLM_F_DUMP; no packet is sent). A dump of the main
  * table would cost O(pods), since every pod has a /32 route there.
  */
-int nl_default_route_ifindex(struct nl_sock *sk, int *ret)
+int tg_nl_default_route_ifindex(struct nl_sock *sk, int *ret)
 {
 	struct rtmsg rtm = { .rtm_family = AF_INET, .rtm_dst_len = 32 };
 	uint32_t probe = htonl(0xc6336401); /* 198.51.100.1 (TEST-NET-2), looked up only */
@@ -190,7 +190,7 @@ out:
 	if (cb)
 		nl_cb_put(cb);
 	nlmsg_free(msg);
-	return r < 0 ? nl_to_errno(r) : 0;
+	return r < 0 ? tg_nl_to_errno(r) : 0;
 }
 
 int tg_fail_kernel(struct tg_err *e, int neg_errno, const char *fmt, ...)

@@ -15,20 +15,20 @@
  * every libnl call's result goes through it where the call is made, so no
  * -NLE_* value travels further than that line.
  */
-int nl_to_errno(int nlerr);
+int tg_nl_to_errno(int nlerr);
 /*
  * A connected NETLINK_ROUTE socket in the current network namespace, with
  * extended acks on (NETLINK_EXT_ACK, NETLINK_CAP_ACK): the text the kernel
  * gives with a refusal is kept for tg_fail_kernel.
  */
-int nl_route_open(struct nl_sock **ret);
+int tg_nl_route_open(struct nl_sock **ret);
 /* A connected NETLINK_ROUTE socket inside the network namespace `netns_fd`. */
-int nl_route_open_in(int netns_fd, struct nl_sock **ret);
+int tg_nl_route_open_in(int netns_fd, struct nl_sock **ret);
 /* An nl_addr for an IPv4 host-order address with a prefix length. */
-struct nl_addr *nl_addr_ip4(uint32_t ip, int prefix);
+struct nl_addr *tg_nl_addr_ip4(uint32_t ip, int prefix);
 
 /* The interface of the IPv4 default route (one FIB lookup, no dump); 0 when none. */
-int nl_default_route_ifindex(struct nl_sock *sk, int *ret);
+int tg_nl_default_route_ifindex(struct nl_sock *sk, int *ret);
 
 /*
  * Records a failed kernel step, CNI code 5: "<what>: <strerror>", followed by

@@ -82,7 +82,7 @@ static bool local_to(const struct locals *l, uint32_t ip)
 	return false;
 }
 
-static bool picked(const struct pick *p, const struct node_ct_flow *f)
+static bool flow_picked(const struct pick *p, const struct node_ct_flow *f)
 {
 	if (p->ip && (f->orig_src == p->ip || f->orig_dst == p->ip || f->reply_src == p->ip ||
 		      f->reply_dst == p->ip))
@@ -109,7 +109,7 @@ static int on_ct(enum nf_conntrack_msg_type type, struct nf_conntrack *ct, void 
 	flow_of(ct, &f);
 	if (w->visit)
 		w->visit(&f, w->ctx);
-	if (w->pick && picked(w->pick, &f)) {
+	if (w->pick && flow_picked(w->pick, &f)) {
 		/* The flow as dumped, its zone with it: gone already (it timed out) is fine. */
 		if (nfct_query(w->del, NFCT_Q_DESTROY, ct) == 0)
 			w->deleted++;
@@ -317,10 +317,10 @@ static int locals_read(struct locals *l)
 {
 	_cleanup_nl_sock_ struct nl_sock *sk = NULL;
 	_cleanup_nl_cache_ struct nl_cache *cache = NULL;
-	int r = nl_route_open(&sk);
+	int r = tg_nl_route_open(&sk);
 
 	if (r == 0)
-		r = nl_to_errno(rtnl_addr_alloc_cache(sk, &cache));
+		r = tg_nl_to_errno(rtnl_addr_alloc_cache(sk, &cache));
 	if (r < 0)
 		return r;
 	nl_cache_foreach(cache, add_local, l);

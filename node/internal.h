@@ -50,6 +50,25 @@ static inline uint32_t node_link_group(const struct ipam_attachment *a)
 	return a->ip;
 }
 
+/* ---- node-wide state, inside the node layer (node.h has the public flags) ---- */
+/* The "tg" of node_veth_name's host ends (node.h). */
+#define NODE_VETH_PREFIX "tg"
+#define NODE_DECLARE_INET 1u	/* the internet-shaping path even if the config shapes none */
+#define NODE_DECLARE_RESTORE 4u	/* the class tree was broken: every pod's classes put back */
+/*
+ * Declares what every pod of the node shares, as cfg says: sysctls
+ * (ip_forward, neighbour table sizes: raised, never lowered;
+ * accept_source_route: pinned to 0), the nftables
+ * table's skeleton and, when internet egress is shaped, the path through
+ * tollgate-inet. Each part reads the kernel once and writes only what
+ * differs (make-before-break for the uplink's filters). `st` (may be NULL)
+ * gives the attachments to put back when the table or the HTB root had to be
+ * made anew.
+ */
+int node_declare(struct nl_sock *sk, const struct node_config *cfg, const struct node_uplink *up,
+		 const struct ipam_state *st, unsigned flags, struct node_repairs *ret,
+		 struct tg_err *e);
+
 /* ---- called inside the node layer only (node_pod_add, node_gc_collect, node_reshape) ---- */
 /*
  * The plugin's: probes (reads only) and, when something is missing or was

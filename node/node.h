@@ -41,7 +41,6 @@ struct nl_sock;
  * (containerID, ifname). Anti-spoofing takes every link named "tg*" for a
  * pod's: no other link of the node may be named so (node_uplink refuses one).
  */
-#define NODE_VETH_PREFIX "tg"
 void node_veth_name(const char *container_id, const char *ifname, char ret[IFNAMSIZ]);
 /* Whether a link name is one node_veth_name gives. */
 bool node_is_veth_name(const char *name);
@@ -79,9 +78,8 @@ struct node_repairs {
 };
 /* Whether the config shapes internet egress at all (else the path waits for a pod that needs it). */
 bool node_shapes_inet(const struct node_config *cfg);
-#define NODE_DECLARE_INET 1u	/* the internet-shaping path even if the config shapes none */
+/* The flags of a declaration (more inside the node layer: node/internal.h). */
 #define NODE_DECLARE_PODS 2u	/* every attachment's nft elements put (back) in */
-#define NODE_DECLARE_RESTORE 4u	/* the class tree was broken: every pod's classes put back */
 /*
  * A sysctl on a read-only /proc/sys is skipped and counted in
  * sysctls_readonly instead of failing the declaration: the node agent in its
@@ -90,19 +88,6 @@ bool node_shapes_inet(const struct node_config *cfg);
  * ADD that finds it low.
  */
 #define NODE_DECLARE_SYSCTL_RO 8u
-/*
- * Declares what every pod of the node shares, as cfg says: sysctls
- * (ip_forward, neighbour table sizes: raised, never lowered;
- * accept_source_route: pinned to 0), the nftables
- * table's skeleton and, when internet egress is shaped, the path through
- * tollgate-inet. Each part reads the kernel once and writes only what
- * differs (make-before-break for the uplink's filters). `st` (may be NULL)
- * gives the attachments to put back when the table or the HTB root had to be
- * made anew.
- */
-int node_declare(struct nl_sock *sk, const struct node_config *cfg, const struct node_uplink *up,
-		 const struct ipam_state *st, unsigned flags, struct node_repairs *ret,
-		 struct tg_err *e);
 /*
  * node_declare with the attachments as the store holds them, read under its
  * lock and declared before it is released: a table made anew gets every

@@ -74,7 +74,7 @@ int node_uplink(struct nl_sock *sk, const char *name, int mtu, struct node_uplin
 	memset(ret, 0, sizeof(*ret));
 	ret->mtu = mtu ? mtu : 1500;
 	if (name[0]) {
-		r = nl_to_errno(rtnl_link_get_kernel(sk, 0, name, &link));
+		r = tg_nl_to_errno(rtnl_link_get_kernel(sk, 0, name, &link));
 		if (r == -ENODEV || r == -ENOENT)
 			return tg_fail(e, CNI_ERR_CONFIG, -ENODEV,
 				       "uplink \"%s\" does not exist on this node", name);
@@ -82,9 +82,9 @@ int node_uplink(struct nl_sock *sk, const char *name, int mtu, struct node_uplin
 			return tg_fail_kernel(e, r, "cannot read uplink \"%s\"", name);
 	} else {
 		/* No uplink configured: the interface of the default route, else none. */
-		if (nl_default_route_ifindex(sk, &ifindex) < 0 || ifindex == 0)
+		if (tg_nl_default_route_ifindex(sk, &ifindex) < 0 || ifindex == 0)
 			return 0;
-		r = nl_to_errno(rtnl_link_get_kernel(sk, ifindex, NULL, &link));
+		r = tg_nl_to_errno(rtnl_link_get_kernel(sk, ifindex, NULL, &link));
 		if (r < 0)
 			return tg_fail_kernel(e, r, "%s", "cannot read the default route's interface");
 	}
@@ -108,7 +108,7 @@ int node_uplink(struct nl_sock *sk, const char *name, int mtu, struct node_uplin
 int plumb_ifindex(struct nl_sock *sk, const char *name, unsigned int *flags, int *ret)
 {
 	_cleanup_link_ struct rtnl_link *link = NULL;
-	int r = nl_to_errno(rtnl_link_get_kernel(sk, 0, name, &link));
+	int r = tg_nl_to_errno(rtnl_link_get_kernel(sk, 0, name, &link));
 
 	if (r < 0)
 		return r;
@@ -121,7 +121,7 @@ int plumb_ifindex(struct nl_sock *sk, const char *name, unsigned int *flags, int
 static int add_neigh(struct nl_sock *sk, int ifindex, uint32_t ip, const uint8_t mac[6])
 {
 	_cleanup_neigh_ struct rtnl_neigh *n = rtnl_neigh_alloc();
-	_cleanup_nl_addr_ struct nl_addr *dst = nl_addr_ip4(ip, 32);
+	_cleanup_nl_addr_ struct nl_addr *dst = tg_nl_addr_ip4(ip, 32);
 	_cleanup_nl_addr_ struct nl_addr *ll = nl_addr_build(AF_LLC, mac, 6);
 
 	if (!n || !dst || !ll)
@@ -131,7 +131,7 @@ static int add_neigh(struct nl_sock *sk, int ifindex, uint32_t ip, const uint8_t
 	rtnl_neigh_set_dst(n, dst);
 	rtnl_neigh_set_lladdr(n, ll);
 	rtnl_neigh_set_state(n, NUD_PERMANENT);
-	return nl_to_errno(rtnl_neigh_add(sk, n, NLM_F_CREATE | NLM_F_REPLACE));
+	return tg_nl_to_errno(rtnl_neigh_add(sk, n, NLM_F_CREATE | NLM_F_REPLACE));
 }
 
 static int add_route(struct nl_sock *sk, int ifindex, uint32_t dst_ip, int prefix, uint32_t gw,
@@ -139,8 +139,8 @@ static int add_route(struct nl_sock *sk, int ifindex, uint32_t dst_ip, int prefi
 {
 	_cleanup_route_ struct rtnl_route *rt = rtnl_route_alloc();
 	_cleanup_nexthop_ struct rtnl_nexthop *nh = rtnl_route_nh_alloc();
-	_cleanup_nl_addr_ struct nl_addr *dst = nl_addr_ip4(dst_ip, prefix);
-	_cleanup_nl_addr_ struct nl_addr *via = gw ? nl_addr_ip4(gw, 32) : NULL;
+	_cleanup_nl_addr_ struct nl_addr *dst = tg_nl_addr_ip4(dst_ip, prefix);
+	_cleanup_nl_addr_ struct nl_addr *via = gw ? tg_nl_addr_ip4(gw, 32) : NULL;
 
 	if (!rt || !nh || !dst || (gw && !via))
 		return -ENOMEM;
@@ -153,7 +153,7 @@ static int add_route(struct nl_sock *sk, int ifindex, uint32_t dst_ip, int prefi
 	if (via)
 		rtnl_route_nh_set_gateway(nh, via);
 	rtnl_route_add_nexthop(rt, TAKE_PTR(nh)); /* owned by the route now */
-	return nl_to_errno(rtnl_route_add(sk, rt, NLM_F_CREATE | NLM_F_REPLACE));
+	return tg_nl_to_errno(rtnl_route_add(sk, rt, NLM_F_CREATE | NLM_F_REPLACE));
 }
 
 static int create_veth(struct nl_sock *sk, const struct plumb_req *rq)
@@ -177,7 +177,7 @@ static int create_veth(struct nl_sock *sk, const struct plumb_req *rq)
 	rtnl_link_set_addr(peer, pmac);
 	rtnl_link_set_ns_fd(peer, rq->netns_fd);
 	rtnl_link_put(peer); /* the reference get_peer took */
-	return nl_to_errno(rtnl_link_add(sk, veth, NLM_F_CREATE | NLM_F_EXCL));
+	return tg_nl_to_errno(rtnl_link_add(sk, veth, NLM_F_CREATE | NLM_F_EXCL));
 }
 
 /*
@@ -201,7 +201,7 @@ static int pod_link_up(struct nl_sock *sk, int ifindex, bool no_ipv6_ll)
 	r = no_ipv6_ll ? rtnl_link_inet6_set_addr_gen_mode(chg, IN6_ADDR_GEN_MODE_NONE) : 0;
 	if (r == 0)
 		r = rtnl_link_change(sk, cur, chg, 0);
-	return nl_to_errno(r);
+	return tg_nl_to_errno(r);
 }
 
 static int pod_side(const struct plumb_req *rq, struct tg_err *e)
@@ -214,7 +214,7 @@ static int pod_side(const struct plumb_req *rq, struct tg_err *e)
 	int ifindex, r;
 
 	if (!sk) {
-		r = nl_route_open_in(rq->netns_fd, &own);
+		r = tg_nl_route_open_in(rq->netns_fd, &own);
 		if (r < 0)
 			return tg_fail(e, CNI_ERR_IO, r,
 				       "cannot enter the pod's network namespace: %s", strerror(-r));
@@ -233,14 +233,14 @@ static int pod_side(const struct plumb_req *rq, struct tg_err *e)
 			return tg_fail_kernel(e, r, "cannot bring %s up in the pod", rq->pod_ifname);
 	}
 	addr = rtnl_addr_alloc();
-	local = nl_addr_ip4(rq->ip, 32);
+	local = tg_nl_addr_ip4(rq->ip, 32);
 	if (!addr || !local)
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
 	rtnl_addr_set_ifindex(addr, ifindex);
 	rtnl_addr_set_family(addr, AF_INET);
 	rtnl_addr_set_local(addr, local);
 	rtnl_addr_set_prefixlen(addr, 32);
-	r = nl_to_errno(rtnl_addr_add(sk, addr, NLM_F_REPLACE));
+	r = tg_nl_to_errno(rtnl_addr_add(sk, addr, NLM_F_REPLACE));
 	if (r < 0)
 		return tg_fail_kernel(e, r, "cannot add the pod address on %s", rq->pod_ifname);
 	r = TG_FAILPOINT("add.pod.addr.after", e);
@@ -316,7 +316,7 @@ int plumb_del(struct nl_sock *sk, const char *host_ifname, struct tg_err *e)
 	if (!link)
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
 	rtnl_link_set_name(link, host_ifname);
-	r = nl_to_errno(rtnl_link_delete(sk, link));
+	r = tg_nl_to_errno(rtnl_link_delete(sk, link));
 	if (r == -ENODEV || r == -ENOENT)
 		return 0;
 	if (r < 0)
@@ -330,12 +330,12 @@ int node_pod_ifname_check(int netns_fd, const char *container_id, const char *if
 	_cleanup_link_ struct rtnl_link *l = NULL;
 	struct nl_addr *mac;
 	uint8_t mine[6];
-	int r = nl_route_open_in(netns_fd, ret_sk);
+	int r = tg_nl_route_open_in(netns_fd, ret_sk);
 
 	if (r < 0)
 		return tg_fail(e, CNI_ERR_IO, r, "cannot enter the pod's network namespace: %s",
 			       strerror(-r));
-	r = nl_to_errno(rtnl_link_get_kernel(*ret_sk, 0, ifname, &l));
+	r = tg_nl_to_errno(rtnl_link_get_kernel(*ret_sk, 0, ifname, &l));
 	if (r == -ENODEV || r == -ENOENT)
 		return 0;
 	if (r < 0)
@@ -358,7 +358,7 @@ int plumb_del_group(struct nl_sock *sk, uint32_t group)
 
 	if (m && nlmsg_append(m, &ifi, sizeof(ifi), NLMSG_ALIGNTO) == 0 &&
 	    nla_put_u32(m, IFLA_GROUP, group) == 0)
-		r = nl_to_errno(nl_send_sync(sk, m)); /* frees m */
+		r = tg_nl_to_errno(nl_send_sync(sk, m)); /* frees m */
 	else
 		nlmsg_free(m);
 	return r == -ENOENT ? -ENODEV : r;
@@ -443,7 +443,7 @@ int plumb_check(struct nl_sock *sk, const struct plumb_req *rq, struct tg_err *e
 		return drift(e, "host veth %s is down", rq->host_ifname);
 	if (!has_route(sk, ifindex, rq->ip, 32, 0))
 		return drift(e, "host route %s/32 dev %s is missing", ip, rq->host_ifname);
-	r = nl_route_open_in(rq->netns_fd, &psk);
+	r = tg_nl_route_open_in(rq->netns_fd, &psk);
 	if (r < 0)
 		return tg_fail(e, CNI_ERR_IO, r, "cannot enter the pod's network namespace: %s",
 			       strerror(-r));

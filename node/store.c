@@ -52,10 +52,10 @@ static int pool_check_local(const uint32_t *pool, size_t n, struct tg_err *e)
 	char ip[IP4_STRLEN];
 	int r;
 
-	r = nl_route_open(&sk);
+	r = tg_nl_route_open(&sk);
 	if (r < 0)
 		return tg_fail(e, CNI_ERR_IO, r, "cannot open a netlink socket: %s", strerror(-r));
-	r = nl_to_errno(rtnl_addr_alloc_cache(sk, &cache));
+	r = tg_nl_to_errno(rtnl_addr_alloc_cache(sk, &cache));
 	nl_socket_free(sk);
 	if (r < 0)
 		return tg_fail_kernel(e, r, "reading the node's addresses");

@@ -22,7 +22,7 @@
 static int uplink_of(const char *name, struct node_uplink *ret, struct tg_err *e)
 {
 	struct nl_sock *sk = NULL;
-	int r = nl_route_open(&sk);
+	int r = tg_nl_route_open(&sk);
 
 	if (!name)
 		name = "";

@@ -14,6 +14,23 @@
  * is TC_HANDLE(1, 1), the root qdisc 1: is TC_HANDLE(1, 0).
  */
 
+/* The minors of tollgate-inet's classes: namespaces' (up to SHAPER_NS_CLASS_MAX), then pods'. */
+#define SHAPER_NS_CLASS_MIN 0x0002
+#define SHAPER_POD_CLASS_BASE 0x8000
+#define SHAPER_POD_CLASS_MAX 0xfffe
+/*
+ * The guaranteed rate of a pod's internet class under a budgeted namespace:
+ * HTB lets every class send at its own rate whatever its parents' ceils, so
+ * the pods' rates must add up to far less than any grant (250 pods: 2 Mbit/s).
+ * Above it they borrow from the namespace class, whose ceil is the grant.
+ */
+#define SHAPER_BUDGET_POD_RATE_BPS 8000ULL
+/* ... and its leaf queue holds queueLatencyMs at this many times the fallback. */
+#define SHAPER_BUDGET_QUEUE_X 10
+
+/* The IFB of a pod: its host veth's name with "ti" for "tg". */
+void shaper_ifb_name(const char *host_veth, char ret[IFNAMSIZ]);
+
 /*
  * The ceilings a pod's shaping gives its classes, bits/s: worked out once
  * (layout.c), so that the classes shaper_pod_add makes and the ones CHECK,
@@ -80,26 +97,26 @@ int shaper_pod_steps(const char *host_veth, const struct shaping *s,
 /* Whom a class belongs to, for messages: "the pod's", "its namespace's", "the node's". */
 extern const char *const shaper_level_what[3];
 
-/* ---- sh_*: tc helpers shared by the pod's objects (tc.c) and the node's (node.c) ---- */
+/* ---- shaper_*: tc helpers shared by the pod's objects (tc.c) and the node's (node.c) ---- */
 struct nl_sock;
 struct rtnl_class;
 /* ifindex of a device ("" or NULL: the default route's), 0 when missing. */
-int sh_ifindex(struct nl_sock *sk, const char *name);
-int sh_put_class(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t id,
-		 uint64_t rate_bps, uint64_t ceil_bps, uint64_t burst_bits, int mtu);
-int sh_put_class_flags(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t id,
-		       uint64_t rate_bps, uint64_t ceil_bps, uint64_t burst_bits, int mtu,
-		       int flags);
-int sh_put_htb_root(struct nl_sock *sk, int ifindex, uint32_t defcls);
-int sh_put_leaf_queue(struct nl_sock *sk, int ifindex, uint32_t classid, uint64_t ceil_bps,
-		      uint32_t queue_ms, int mtu);
+int shaper_ifindex(struct nl_sock *sk, const char *name);
+int shaper_put_class(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t id,
+		     uint64_t rate_bps, uint64_t ceil_bps, uint64_t burst_bits, int mtu);
+int shaper_put_class_flags(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t id,
+			   uint64_t rate_bps, uint64_t ceil_bps, uint64_t burst_bits, int mtu,
+			   int flags);
+int shaper_put_htb_root(struct nl_sock *sk, int ifindex, uint32_t defcls);
+int shaper_put_leaf_queue(struct nl_sock *sk, int ifindex, uint32_t classid, uint64_t ceil_bps,
+			  uint32_t queue_ms, int mtu);
 /* An IFB, up; group: its link group (0: the default). */
-int sh_ensure_ifb(struct nl_sock *sk, const char *name, int mtu, uint32_t group,
-		  int *ret_ifindex);
-int sh_del_class(struct nl_sock *sk, int ifindex, uint32_t id);
-int sh_del_qdisc(struct nl_sock *sk, int ifindex, uint32_t parent);
+int shaper_ensure_ifb(struct nl_sock *sk, const char *name, int mtu, uint32_t group,
+		      int *ret_ifindex);
+int shaper_del_class(struct nl_sock *sk, int ifindex, uint32_t id);
+int shaper_del_qdisc(struct nl_sock *sk, int ifindex, uint32_t parent);
 /* One terminal u32 node: a destination match (mask 0: every packet), passed or redirected. */
-struct sh_u32 {
+struct shaper_u32 {
 	int ifindex;
 	uint32_t parent, handle;	/* handle 0: the kernel numbers it */
 	uint16_t prio, protocol;
@@ -107,7 +124,7 @@ struct sh_u32 {
 	int off;			/* of the match in the IP header */
 	int redirect;			/* mirred egress redirect to this ifindex; 0: pass */
 };
-int sh_put_u32(struct nl_sock *sk, const struct sh_u32 *f, int flags);
-void sh_fill_stats(struct rtnl_class *c, struct shaper_stats *st);
+int shaper_put_u32(struct nl_sock *sk, const struct shaper_u32 *f, int flags);
+void shaper_fill_stats(struct rtnl_class *c, struct shaper_stats *st);
 
 #endif

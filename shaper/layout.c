@@ -41,19 +41,19 @@ const char *const shaper_level_what[3] = {
 };
 
 /* Appends one step; `c` is the next free one. */
-static struct shaper_step *step(struct shaper_step *c, enum shaper_obj obj, const char *dev,
-				uint32_t id, uint32_t parent)
+static struct shaper_step *add_step(struct shaper_step *c, enum shaper_obj obj, const char *dev,
+				    uint32_t id, uint32_t parent)
 {
 	*c = (struct shaper_step){ .obj = obj, .id = id, .parent = parent };
 	snprintf(c->dev, sizeof(c->dev), "%s", dev);
 	return c;
 }
 
-static struct shaper_step *class(struct shaper_step *c, const char *dev, uint32_t id,
-				 uint32_t parent, enum shaper_level level, const char *direction,
-				 const char *traffic, uint64_t ceil_bps)
+static struct shaper_step *class_step(struct shaper_step *c, const char *dev, uint32_t id,
+				      uint32_t parent, enum shaper_level level,
+				      const char *direction, const char *traffic, uint64_t ceil_bps)
 {
-	step(c, SHAPER_OBJ_CLASS, dev, id, parent);
+	add_step(c, SHAPER_OBJ_CLASS, dev, id, parent);
 	c->level = level;
 	c->direction = direction;
 	c->traffic = traffic;
@@ -63,9 +63,9 @@ static struct shaper_step *class(struct shaper_step *c, const char *dev, uint32_
 }
 
 /* The leaf queue of the class just described. */
-static struct shaper_step *queue(struct shaper_step *c, const struct shaper_step *of)
+static struct shaper_step *queue_step(struct shaper_step *c, const struct shaper_step *of)
 {
-	step(c, SHAPER_OBJ_QUEUE, of->dev, of->id, 0);
+	add_step(c, SHAPER_OBJ_QUEUE, of->dev, of->id, 0);
 	c->ceil_bps = of->ceil_bps;
 	return c;
 }
@@ -79,20 +79,20 @@ int shaper_pod_steps(const char *host_veth, const struct shaping *s,
 	shaper_ceilings(s, &ceil);
 	if (shaping_pod_ingress(s)) {
 		/* Internal traffic is only classified (1:3) when a whole-pod limit applies. */
-		step(c++, SHAPER_OBJ_ROOT, host_veth, s->ingress_bps ? 3 : 0, TC_H_ROOT);
+		add_step(c++, SHAPER_OBJ_ROOT, host_veth, s->ingress_bps ? 3 : 0, TC_H_ROOT);
 		/* 1:1 is made for every shaped ingress (1:2 hangs under it), listed with a limit. */
-		k = class(c++, host_veth, TC_HANDLE(1, 1), TC_H_ROOT, SHAPER_POD, "ingress", "all",
-			  ceil.to_pod);
+		k = class_step(c++, host_veth, TC_HANDLE(1, 1), TC_H_ROOT, SHAPER_POD, "ingress",
+			       "all", ceil.to_pod);
 		k->rate_bps = ceil.to_pod;
 		k->burst_bits = s->ingress_burst;
 		k->listed = s->ingress_bps != 0;
-		k = class(c++, host_veth, SHAPER_INET_INGRESS_CLASS, TC_HANDLE(1, 1), SHAPER_POD,
-			  "ingress", "internet", ceil.to_pod_inet);
-		k = queue(c++, k);
+		k = class_step(c++, host_veth, SHAPER_INET_INGRESS_CLASS, TC_HANDLE(1, 1),
+			       SHAPER_POD, "ingress", "internet", ceil.to_pod_inet);
+		k = queue_step(c++, k);
 		if (s->ingress_bps) {
-			k = class(c++, host_veth, TC_HANDLE(1, 3), TC_HANDLE(1, 1), SHAPER_POD,
-				  "ingress", "internal", ceil.to_pod);
-			k = queue(c++, k);
+			k = class_step(c++, host_veth, TC_HANDLE(1, 3), TC_HANDLE(1, 1), SHAPER_POD,
+				       "ingress", "internal", ceil.to_pod);
+			k = queue_step(c++, k);
 		}
 		k->point = SHAPER_AT_INGRESS;
 	}
@@ -100,14 +100,14 @@ int shaper_pod_steps(const char *host_veth, const struct shaping *s,
 		char ifb[IFNAMSIZ];
 
 		shaper_ifb_name(host_veth, ifb);
-		step(c++, SHAPER_OBJ_IFB, ifb, 0, 0)->point = SHAPER_AT_IFB;
-		step(c++, SHAPER_OBJ_ROOT, ifb, 1, TC_H_ROOT);
-		k = class(c++, ifb, TC_HANDLE(1, 1), TC_H_ROOT, SHAPER_POD, "egress", "all",
-			  s->egress_bps);
+		add_step(c++, SHAPER_OBJ_IFB, ifb, 0, 0)->point = SHAPER_AT_IFB;
+		add_step(c++, SHAPER_OBJ_ROOT, ifb, 1, TC_H_ROOT);
+		k = class_step(c++, ifb, TC_HANDLE(1, 1), TC_H_ROOT, SHAPER_POD, "egress", "all",
+			       s->egress_bps);
 		k->rate_bps = s->egress_bps;
 		k->burst_bits = s->egress_burst;
-		queue(c++, k);
-		k = step(c++, SHAPER_OBJ_REDIRECT, host_veth, 0, 0);
+		queue_step(c++, k);
+		k = add_step(c++, SHAPER_OBJ_REDIRECT, host_veth, 0, 0);
 		snprintf(k->to, sizeof(k->to), "%s", ifb);
 		k->point = SHAPER_AT_EGRESS;
 	}
@@ -117,16 +117,17 @@ int shaper_pod_steps(const char *host_veth, const struct shaping *s,
 		 * (made by its first pod, kept while a pod may attach under it), then
 		 * the pod's. Nothing node-wide is made here.
 		 */
-		k = class(c++, SHAPER_INET_IFB, TC_HANDLE(1, s->ns_class), TC_HANDLE(1, 1),
-			  SHAPER_NAMESPACE, "egress", "internet", ceil.ns);
+		k = class_step(c++, SHAPER_INET_IFB, TC_HANDLE(1, s->ns_class), TC_HANDLE(1, 1),
+			       SHAPER_NAMESPACE, "egress", "internet", ceil.ns);
 		k->point = SHAPER_AT_NS_CLASS;
 		if (s->budget_fallback_bps) {
 			k->budgeted = true;
 			k->start_bps = shaping_min_cap(s->budget_fallback_bps, ceil.ns);
 		}
-		k = class(c++, SHAPER_INET_IFB, TC_HANDLE(1, s->pod_class), TC_HANDLE(1, s->ns_class),
-			  SHAPER_POD, "egress", "internet", ceil.pod_inet);
-		k = queue(c++, k);
+		k = class_step(c++, SHAPER_INET_IFB, TC_HANDLE(1, s->pod_class),
+			       TC_HANDLE(1, s->ns_class), SHAPER_POD, "egress", "internet",
+			       ceil.pod_inet);
+		k = queue_step(c++, k);
 		k->point = SHAPER_AT_INET;
 		if (s->budget_fallback_bps) {
 			k[-1].rate_bps = shaping_min_cap(SHAPER_BUDGET_POD_RATE_BPS, ceil.pod_inet);
@@ -138,8 +139,8 @@ int shaper_pod_steps(const char *host_veth, const struct shaping *s,
 			k->ceil_bps = shaping_min_cap(SHAPER_BUDGET_QUEUE_X * s->budget_fallback_bps,
 						      ceil.pod_inet);
 		}
-		k = class(c++, SHAPER_INET_IFB, TC_HANDLE(1, 1), TC_H_ROOT, SHAPER_NODE, "egress",
-			  "internet", ceil.node);
+		k = class_step(c++, SHAPER_INET_IFB, TC_HANDLE(1, 1), TC_H_ROOT, SHAPER_NODE,
+			       "egress", "internet", ceil.node);
 		k->obj = SHAPER_OBJ_DECLARED;
 	}
 	return (int)(c - ret);
@@ -184,8 +185,8 @@ static bool class_taken(const struct shaper_class_holder *others, size_t n, uint
 }
 
 /* The first id of [min, max] not taken, probing from `start`. 0 when all are. */
-static uint16_t probe(const struct shaper_class_holder *others, size_t n, uint32_t min,
-		      uint32_t max, uint32_t start, bool ns_class, const char *ns)
+static uint16_t free_id(const struct shaper_class_holder *others, size_t n, uint32_t min,
+			uint32_t max, uint32_t start, bool ns_class, const char *ns)
 {
 	uint32_t span = max - min + 1;
 
@@ -214,13 +215,13 @@ int shaper_classes_assign(struct shaping *s, const char *k8s_namespace, uint32_t
 						     FNV1A64_INIT) %
 					(SHAPER_NS_CLASS_MAX - SHAPER_NS_CLASS_MIN + 1));
 
-		s->ns_class = probe(others, n, SHAPER_NS_CLASS_MIN, SHAPER_NS_CLASS_MAX, h, true,
-				    k8s_namespace);
+		s->ns_class = free_id(others, n, SHAPER_NS_CLASS_MIN, SHAPER_NS_CLASS_MAX, h, true,
+				      k8s_namespace);
 	}
 	/* The pod's: from its address, so it is stable, probing on a (rare) clash. */
 	if (!s->pod_class)
-		s->pod_class = probe(others, n, SHAPER_POD_CLASS_BASE, SHAPER_POD_CLASS_MAX,
-				     ip % (SHAPER_POD_CLASS_MAX - SHAPER_POD_CLASS_BASE + 1), false,
-				     NULL);
+		s->pod_class = free_id(others, n, SHAPER_POD_CLASS_BASE, SHAPER_POD_CLASS_MAX,
+				       ip % (SHAPER_POD_CLASS_MAX - SHAPER_POD_CLASS_BASE + 1),
+				       false, NULL);
 	return s->ns_class && s->pod_class ? 0 : -ENOSPC;
 }

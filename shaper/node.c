@@ -125,7 +125,7 @@ static int read_filters(struct nl_sock *sk, int uplink, struct filters_seen *fs)
 
 	memset(fs, 0, sizeof(*fs));
 	/* (A dump under a clsact that is missing is empty, not an error.) */
-	r = nl_to_errno(rtnl_cls_alloc_cache(sk, uplink, CLSACT_EGRESS, &cache));
+	r = tg_nl_to_errno(rtnl_cls_alloc_cache(sk, uplink, CLSACT_EGRESS, &cache));
 	if (r == -EINVAL || r == -ENOENT || r == -EOPNOTSUPP)
 		return 0;
 	if (r < 0)
@@ -148,11 +148,11 @@ static bool steer_equal(const struct steer_seen *s, const struct steer *want, si
 /* Adds one u32 node at `prio`; the kernel numbers it after the ones already there. */
 static int put_steer(struct nl_sock *sk, int uplink, uint16_t prio, const struct steer *f)
 {
-	struct sh_u32 u = { .ifindex = uplink, .parent = CLSACT_EGRESS, .prio = prio,
+	struct shaper_u32 u = { .ifindex = uplink, .parent = CLSACT_EGRESS, .prio = prio,
 			    .protocol = ETH_P_IP, .val = f->val, .mask = f->mask, .off = 16,
 			    .redirect = f->redirect };
 
-	return sh_put_u32(sk, &u, NLM_F_CREATE | NLM_F_EXCL);
+	return shaper_put_u32(sk, &u, NLM_F_CREATE | NLM_F_EXCL);
 }
 
 /* Deletes every filter of one priority in one message (the whole u32 instance). */
@@ -167,7 +167,7 @@ static int del_prio(struct nl_sock *sk, int uplink, uint16_t prio)
 	rtnl_tc_set_parent(TC_CAST(cls), CLSACT_EGRESS);
 	rtnl_cls_set_prio(cls, prio);
 	rtnl_cls_set_protocol(cls, ETH_P_IP);
-	r = nl_to_errno(rtnl_cls_delete(sk, cls, 0));
+	r = tg_nl_to_errno(rtnl_cls_delete(sk, cls, 0));
 	return r == -ENOENT || r == -EINVAL ? 0 : r;
 }
 
@@ -184,7 +184,7 @@ static int put_clsact(struct nl_sock *sk, int uplink)
 	r = rtnl_tc_set_kind(TC_CAST(q), "clsact");
 	if (r == 0)
 		r = rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_EXCL);
-	r = nl_to_errno(r);
+	r = tg_nl_to_errno(r);
 	return r == -EEXIST ? 0 : r < 0 ? r : 1;
 }
 
@@ -270,7 +270,7 @@ struct ifb_seen {
 static int read_ifb(struct nl_sock *sk, struct ifb_seen *ret)
 {
 	_cleanup_link_ struct rtnl_link *l = NULL;
-	int r = nl_to_errno(rtnl_link_get_kernel(sk, 0, SHAPER_INET_IFB, &l));
+	int r = tg_nl_to_errno(rtnl_link_get_kernel(sk, 0, SHAPER_INET_IFB, &l));
 
 	memset(ret, 0, sizeof(*ret));
 	if (r == -ENODEV || r == -ENOENT)
@@ -293,14 +293,14 @@ static int set_alias(struct nl_sock *sk, int ifindex, const char *alias)
 		return -ENOMEM;
 	rtnl_link_set_ifindex(cur, ifindex);
 	rtnl_link_set_ifalias(chg, alias);
-	return nl_to_errno(rtnl_link_change(sk, cur, chg, 0));
+	return tg_nl_to_errno(rtnl_link_change(sk, cur, chg, 0));
 }
 
 /* Adds class 1:1 where it is missing: EEXIST (the usual answer) changes nothing. */
 static int put_node_class(struct nl_sock *sk, const struct shaper_node *n, int ifb, int flags)
 {
-	return sh_put_class_flags(sk, ifb, TC_HANDLE(1, 0), TC_HANDLE(1, 1), n->node_ceil_bps, n->node_ceil_bps,
-				  0, n->mtu, flags);
+	return shaper_put_class_flags(sk, ifb, TC_HANDLE(1, 0), TC_HANDLE(1, 1), n->node_ceil_bps,
+				      n->node_ceil_bps, 0, n->mtu, flags);
 }
 
 /*
@@ -337,9 +337,9 @@ static int declare_root(struct nl_sock *sk, const struct shaper_node *n, int ifb
 	}
 	rep->root++;
 	*lost = true;
-	r = sh_del_qdisc(sk, ifb, TC_H_ROOT);
+	r = shaper_del_qdisc(sk, ifb, TC_H_ROOT);
 	if (r == 0)
-		r = sh_put_htb_root(sk, ifb, 0);
+		r = shaper_put_htb_root(sk, ifb, 0);
 	if (r == 0)
 		r = put_node_class(sk, n, ifb, NLM_F_CREATE | NLM_F_EXCL);
 	return r < 0 ? r : 1;
@@ -351,7 +351,7 @@ static int declare_root(struct nl_sock *sk, const struct shaper_node *n, int ifb
  * SHAPER_RESTORE: classes made meanwhile at the top, or lost with an old
  * root, are put right).
  */
-static int probe(struct nl_sock *sk, const struct shaper_node *n, int *ret_ifb)
+static int probe_inet_path(struct nl_sock *sk, const struct shaper_node *n, int *ret_ifb)
 {
 	struct steer want[STEER_MAX];
 	struct filters_seen fs;
@@ -402,7 +402,7 @@ int shaper_node_declare(struct nl_sock *sk, const struct shaper_node *n, unsigne
 			       "tc: internet shaping needs an uplink (none is configured and "
 			       "there is no default route)");
 	if (flags & SHAPER_PROBE) {
-		r = probe(sk, n, ret_ifb ? ret_ifb : &ifb);
+		r = probe_inet_path(sk, n, ret_ifb ? ret_ifb : &ifb);
 		return r < 0 ? tc_fail(e, r, "reading %s and the uplink's filters", SHAPER_INET_IFB)
 			     : r;
 	}
@@ -410,7 +410,7 @@ int shaper_node_declare(struct nl_sock *sk, const struct shaper_node *n, unsigne
 	if (r == 0 && (!ib.ifindex || !ib.up)) {
 		rep->ifb++;
 		wrote = 1;
-		r = sh_ensure_ifb(sk, SHAPER_INET_IFB, n->mtu, 0, &ib.ifindex);
+		r = shaper_ensure_ifb(sk, SHAPER_INET_IFB, n->mtu, 0, &ib.ifindex);
 	}
 	if (r < 0)
 		return tc_fail(e, r, "creating %s", SHAPER_INET_IFB);
@@ -467,14 +467,14 @@ int shaper_retire_classes(struct nl_sock *sk, const uint16_t *keep, size_t n_kee
 			  unsigned *ret_retired)
 {
 	_cleanup_nl_cache_ struct nl_cache *cache = NULL;
-	int ifb = sh_ifindex(sk, SHAPER_INET_IFB), r;
+	int ifb = shaper_ifindex(sk, SHAPER_INET_IFB), r;
 	unsigned retired = 0;
 
 	if (ret_retired)
 		*ret_retired = 0;
 	if (!ifb)
 		return 0;
-	r = nl_to_errno(rtnl_class_alloc_cache(sk, ifb, &cache));
+	r = tg_nl_to_errno(rtnl_class_alloc_cache(sk, ifb, &cache));
 	if (r < 0)
 		return r;
 	/* Pod classes first: HTB keeps a class while it has children. */
@@ -488,7 +488,7 @@ int shaper_retire_classes(struct nl_sock *sk, const uint16_t *keep, size_t n_kee
 				continue;
 			for (size_t i = 0; i < n_keep && !kept; i++)
 				kept = keep[i] == minor;
-			if (!kept && sh_del_class(sk, ifb, id) == 0)
+			if (!kept && shaper_del_class(sk, ifb, id) == 0)
 				retired++;
 		}
 	}

@@ -42,19 +42,7 @@
 #define SHAPER_INET_INGRESS_CLASS 0x00010002u	/* 1:2 on the host veth */
 #define SHAPER_INET_IFB "tollgate-inet"		/* the uplink's internet traffic, shaped */
 #define SHAPER_LINE_BPS 32000000000ULL		/* "unlimited": the most HTB takes via libnl */
-#define SHAPER_NS_CLASS_MIN 0x0002
-#define SHAPER_NS_CLASS_MAX 0x7ffe
-#define SHAPER_POD_CLASS_BASE 0x8000
-#define SHAPER_POD_CLASS_MAX 0xfffe
-/*
- * The guaranteed rate of a pod's internet class under a budgeted namespace:
- * HTB lets every class send at its own rate whatever its parents' ceils, so
- * the pods' rates must add up to far less than any grant (250 pods: 2 Mbit/s).
- * Above it they borrow from the namespace class, whose ceil is the grant.
- */
-#define SHAPER_BUDGET_POD_RATE_BPS 8000ULL
-/* ... and its leaf queue holds queueLatencyMs at this many times the fallback. */
-#define SHAPER_BUDGET_QUEUE_X 10
+#define SHAPER_NS_CLASS_MAX 0x7ffe		/* the last namespace class; pods' follow */
 
 /* The classid nftables gives a pod's internet-bound packets: 1:<pod class>, 0: none. */
 uint32_t shaper_egress_classid(const struct shaping *s);
@@ -95,8 +83,6 @@ int shaper_pod_classes(const char *host_veth, const struct shaping *s,
 
 struct nl_sock;
 
-/* The IFB of a pod: its host veth's name with "ti" for "tg". */
-void shaper_ifb_name(const char *host_veth, char ret[IFNAMSIZ]);
 /* ---- the node's internet-shaping path ---- */
 struct shaper_node {
 	int uplink;			/* ifindex internet traffic leaves by */
@@ -158,14 +144,14 @@ int shaper_pod_add(struct nl_sock *sk, const char *host_veth, int inet_ifb, uint
 int shaper_pod_change(struct nl_sock *sk, const char *host_veth, uint32_t group,
 		      const struct shaping *old, const struct shaping *s, uint32_t queue_ms,
 		      int mtu, struct tg_err *e);
+/* tollgate-inet's ifindex, 0 when it is missing. */
+int shaper_inet_ifindex(struct nl_sock *sk);
 /*
  * A budgeted namespace's class on tollgate-inet (ifindex inet_ifb) to
  * ceil_bps, its grant: one change in place (its guaranteed rate 1% of it,
  * its burst scaled to it); no pod's class is touched. -ENOENT when the class
  * is missing (its namespace's first pod makes it).
  */
-/* tollgate-inet's ifindex, 0 when it is missing. */
-int shaper_inet_ifindex(struct nl_sock *sk);
 int shaper_ns_set_ceil(struct nl_sock *sk, int inet_ifb, uint16_t ns_class, uint64_t ceil_bps,
 		       int mtu);
 /* Removes the pod's IFB and its class on tollgate-inet (the veth's qdiscs go with the veth). */

@@ -33,13 +33,13 @@
 /* Failures read "tc: <what>: <strerror>". */
 #define tc_fail(e, r, fmt, ...) tg_fail_kernel(e, r, "tc: " fmt, ##__VA_ARGS__)
 
-int sh_ifindex(struct nl_sock *sk, const char *name)
+int shaper_ifindex(struct nl_sock *sk, const char *name)
 {
 	_cleanup_link_ struct rtnl_link *l = NULL;
 	int idx;
 
 	if (!name || !*name)
-		return nl_default_route_ifindex(sk, &idx) < 0 ? 0 : idx;
+		return tg_nl_default_route_ifindex(sk, &idx) < 0 ? 0 : idx;
 	if (rtnl_link_get_kernel(sk, 0, name, &l) < 0)
 		return 0;
 	return rtnl_link_get_ifindex(l);
@@ -63,16 +63,16 @@ static uint32_t clamp32(uint64_t v, uint64_t lo, uint64_t hi)
  * packets) keep accuracy at high rates without letting short transfers run
  * unshaped; quanta follow the ceiling so siblings share evenly.
  */
-int sh_put_class(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t id,
-		 uint64_t rate_bps, uint64_t ceil_bps, uint64_t burst_bits, int mtu)
+int shaper_put_class(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t id,
+		     uint64_t rate_bps, uint64_t ceil_bps, uint64_t burst_bits, int mtu)
 {
-	return sh_put_class_flags(sk, ifindex, parent, id, rate_bps, ceil_bps, burst_bits, mtu,
-				  NLM_F_CREATE | NLM_F_REPLACE);
+	return shaper_put_class_flags(sk, ifindex, parent, id, rate_bps, ceil_bps, burst_bits, mtu,
+				      NLM_F_CREATE | NLM_F_REPLACE);
 }
 
-int sh_put_class_flags(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t id,
-		       uint64_t rate_bps, uint64_t ceil_bps, uint64_t burst_bits, int mtu,
-		       int flags)
+int shaper_put_class_flags(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t id,
+			   uint64_t rate_bps, uint64_t ceil_bps, uint64_t burst_bits, int mtu,
+			   int flags)
 {
 	_cleanup_class_ struct rtnl_class *c = rtnl_class_alloc();
 	uint32_t ceil = bytes_per_s(ceil_bps);
@@ -89,7 +89,7 @@ int sh_put_class_flags(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_
 	rtnl_tc_set_ifindex(TC_CAST(c), ifindex);
 	rtnl_tc_set_parent(TC_CAST(c), parent);
 	rtnl_tc_set_handle(TC_CAST(c), id);
-	r = nl_to_errno(rtnl_tc_set_kind(TC_CAST(c), "htb"));
+	r = tg_nl_to_errno(rtnl_tc_set_kind(TC_CAST(c), "htb"));
 	if (r < 0)
 		return r;
 	rtnl_htb_set_rate(c, rate);
@@ -97,7 +97,7 @@ int sh_put_class_flags(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_
 	rtnl_htb_set_rbuffer(c, burst);
 	rtnl_htb_set_cbuffer(c, burst);
 	rtnl_htb_set_quantum(c, clamp32(ceil / 1000, pkt, 200000));
-	return nl_to_errno(rtnl_class_add(sk, c, flags));
+	return tg_nl_to_errno(rtnl_class_add(sk, c, flags));
 }
 
 static int find_class(struct nl_sock *sk, int ifindex, uint32_t id, struct shaper_stats *st);
@@ -108,7 +108,7 @@ static int find_class(struct nl_sock *sk, int ifindex, uint32_t id, struct shape
  * a root left without 1:1) is deleted and made anew: HTB refuses to replace
  * itself in place ("Change operation not supported").
  */
-int sh_put_htb_root(struct nl_sock *sk, int ifindex, uint32_t defcls)
+int shaper_put_htb_root(struct nl_sock *sk, int ifindex, uint32_t defcls)
 {
 	_cleanup_qdisc_ struct rtnl_qdisc *q = rtnl_qdisc_alloc();
 	int r;
@@ -118,21 +118,21 @@ int sh_put_htb_root(struct nl_sock *sk, int ifindex, uint32_t defcls)
 	rtnl_tc_set_ifindex(TC_CAST(q), ifindex);
 	rtnl_tc_set_parent(TC_CAST(q), TC_H_ROOT);
 	rtnl_tc_set_handle(TC_CAST(q), TC_HANDLE(1, 0));
-	r = nl_to_errno(rtnl_tc_set_kind(TC_CAST(q), "htb"));
+	r = tg_nl_to_errno(rtnl_tc_set_kind(TC_CAST(q), "htb"));
 	if (r < 0)
 		return r;
 	/* A default that names no class sends unclassified packets direct, unshaped. */
 	rtnl_htb_set_defcls(q, defcls);
 	rtnl_htb_set_rate2quantum(q, 10);
-	r = nl_to_errno(rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_EXCL));
+	r = tg_nl_to_errno(rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_EXCL));
 	if (r != -EEXIST)
 		return r;
 	if (find_class(sk, ifindex, TC_HANDLE(1, 1), NULL))
 		return 0;
-	r = sh_del_qdisc(sk, ifindex, TC_H_ROOT);
+	r = shaper_del_qdisc(sk, ifindex, TC_H_ROOT);
 	if (r < 0)
 		return r;
-	return nl_to_errno(rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_EXCL));
+	return tg_nl_to_errno(rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_EXCL));
 }
 
 /*
@@ -142,7 +142,7 @@ int sh_put_htb_root(struct nl_sock *sk, int ifindex, uint32_t defcls)
  * 73-91 % of its cap with 25 kB). Below ~80 Mbit/s this floor, not queue_ms,
  * bounds the added latency.
  */
-int sh_put_leaf_queue(struct nl_sock *sk, int ifindex, uint32_t classid, uint64_t ceil_bps,
+int shaper_put_leaf_queue(struct nl_sock *sk, int ifindex, uint32_t classid, uint64_t ceil_bps,
 			  uint32_t queue_ms, int mtu)
 {
 	_cleanup_qdisc_ struct rtnl_qdisc *q = rtnl_qdisc_alloc();
@@ -156,15 +156,15 @@ int sh_put_leaf_queue(struct nl_sock *sk, int ifindex, uint32_t classid, uint64_
 	rtnl_tc_set_ifindex(TC_CAST(q), ifindex);
 	/* No handle: the kernel picks a free one (1:1's leaf must not be "1:"). */
 	rtnl_tc_set_parent(TC_CAST(q), classid);
-	r = nl_to_errno(rtnl_tc_set_kind(TC_CAST(q), "bfifo"));
+	r = tg_nl_to_errno(rtnl_tc_set_kind(TC_CAST(q), "bfifo"));
 	if (r < 0)
 		return r;
 	rtnl_qdisc_fifo_set_limit(q, (int)(limit > INT32_MAX ? INT32_MAX : limit));
-	return nl_to_errno(rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_REPLACE));
+	return tg_nl_to_errno(rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_REPLACE));
 }
 
-int sh_ensure_ifb(struct nl_sock *sk, const char *name, int mtu, uint32_t group,
-		  int *ret_ifindex)
+int shaper_ensure_ifb(struct nl_sock *sk, const char *name, int mtu, uint32_t group,
+		      int *ret_ifindex)
 {
 	_cleanup_link_ struct rtnl_link *l = rtnl_link_alloc();
 	_cleanup_link_ struct rtnl_link *cur = NULL, *chg = NULL;
@@ -178,10 +178,10 @@ int sh_ensure_ifb(struct nl_sock *sk, const char *name, int mtu, uint32_t group,
 	rtnl_link_set_flags(l, IFF_UP);
 	if (group)
 		rtnl_link_set_group(l, group);
-	r = nl_to_errno(rtnl_link_add(sk, l, NLM_F_CREATE | NLM_F_EXCL));
+	r = tg_nl_to_errno(rtnl_link_add(sk, l, NLM_F_CREATE | NLM_F_EXCL));
 	if (r < 0 && r != -EEXIST)
 		return r;
-	*ret_ifindex = sh_ifindex(sk, name);
+	*ret_ifindex = shaper_ifindex(sk, name);
 	if (!*ret_ifindex)
 		return -ENODEV;
 	if (r == 0)
@@ -193,10 +193,10 @@ int sh_ensure_ifb(struct nl_sock *sk, const char *name, int mtu, uint32_t group,
 		return -ENOMEM;
 	rtnl_link_set_ifindex(cur, *ret_ifindex);
 	rtnl_link_set_flags(chg, IFF_UP);
-	return nl_to_errno(rtnl_link_change(sk, cur, chg, 0));
+	return tg_nl_to_errno(rtnl_link_change(sk, cur, chg, 0));
 }
 
-int sh_put_u32(struct nl_sock *sk, const struct sh_u32 *f, int flags)
+int shaper_put_u32(struct nl_sock *sk, const struct shaper_u32 *f, int flags)
 {
 	_cleanup_cls_ struct rtnl_cls *cls = rtnl_cls_alloc();
 	_cleanup_act_ struct rtnl_act *act = NULL;
@@ -208,7 +208,7 @@ int sh_put_u32(struct nl_sock *sk, const struct sh_u32 *f, int flags)
 	rtnl_tc_set_parent(TC_CAST(cls), f->parent);
 	if (f->handle)
 		rtnl_tc_set_handle(TC_CAST(cls), f->handle);
-	r = nl_to_errno(rtnl_tc_set_kind(TC_CAST(cls), "u32"));
+	r = tg_nl_to_errno(rtnl_tc_set_kind(TC_CAST(cls), "u32"));
 	if (r < 0)
 		return r;
 	rtnl_cls_set_prio(cls, f->prio);
@@ -223,11 +223,11 @@ int sh_put_u32(struct nl_sock *sk, const struct sh_u32 *f, int flags)
 		rtnl_mirred_set_action(act, TCA_EGRESS_REDIR);
 		rtnl_mirred_set_policy(act, TC_ACT_STOLEN);
 		rtnl_mirred_set_ifindex(act, (uint32_t)f->redirect);
-		r = nl_to_errno(rtnl_u32_add_action(cls, act));
+		r = tg_nl_to_errno(rtnl_u32_add_action(cls, act));
 		if (r < 0)
 			return r;
 	}
-	return nl_to_errno(rtnl_cls_add(sk, cls, flags));
+	return tg_nl_to_errno(rtnl_cls_add(sk, cls, flags));
 }
 
 /* tgX ingress: every packet from the pod goes through the IFB (redirected, then shaped). */
@@ -235,7 +235,7 @@ static int redirect_to_ifb(struct nl_sock *sk, int ifindex, int ifb_index)
 {
 	_cleanup_qdisc_ struct rtnl_qdisc *q = rtnl_qdisc_alloc();
 	/* 800::800, fixed: a repeat replaces it */
-	struct sh_u32 f = { .ifindex = ifindex, .parent = INGRESS_HANDLE, .handle = 0x80000800u,
+	struct shaper_u32 f = { .ifindex = ifindex, .parent = INGRESS_HANDLE, .handle = 0x80000800u,
 			    .prio = 1, .protocol = ETH_P_ALL, .redirect = ifb_index };
 	int r;
 
@@ -247,7 +247,7 @@ static int redirect_to_ifb(struct nl_sock *sk, int ifindex, int ifb_index)
 	r = rtnl_tc_set_kind(TC_CAST(q), "ingress");
 	if (r == 0)
 		r = rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_REPLACE);
-	return r < 0 ? nl_to_errno(r) : sh_put_u32(sk, &f, NLM_F_CREATE | NLM_F_REPLACE);
+	return r < 0 ? tg_nl_to_errno(r) : shaper_put_u32(sk, &f, NLM_F_CREATE | NLM_F_REPLACE);
 }
 
 /* The devices a pod's steps name, each looked up once. */
@@ -296,7 +296,7 @@ static int resolve_devs(struct nl_sock *sk, const struct shaper_step *st, int n,
 		if (strcmp(dev, SHAPER_INET_IFB) == 0 && inet_ifb > 0)
 			d->ifindex = inet_ifb;
 		else
-			d->ifindex = sh_ifindex(sk, dev);
+			d->ifindex = shaper_ifindex(sk, dev);
 		if (d->ifindex)
 			continue;
 		if (strcmp(dev, SHAPER_INET_IFB) == 0)
@@ -337,10 +337,10 @@ static int make_step(struct nl_sock *sk, const struct shaper_step *st, struct st
 		return tg_fail(e, CNI_ERR_IO, -E2BIG, "tc: too many devices");
 	switch (st->obj) {
 	case SHAPER_OBJ_IFB:
-		r = sh_ensure_ifb(sk, st->dev, mtu, group, &d->ifindex);
+		r = shaper_ensure_ifb(sk, st->dev, mtu, group, &d->ifindex);
 		return r < 0 ? tc_fail(e, r, "creating %s", st->dev) : 0;
 	case SHAPER_OBJ_ROOT:
-		r = sh_put_htb_root(sk, d->ifindex, id);
+		r = shaper_put_htb_root(sk, d->ifindex, id);
 		return r < 0 ? tc_fail(e, r, "adding the HTB root 1: of %s", st->dev) : 0;
 	case SHAPER_OBJ_CLASS:
 		/*
@@ -351,13 +351,13 @@ static int make_step(struct nl_sock *sk, const struct shaper_step *st, struct st
 		 */
 		if (st->level == SHAPER_NAMESPACE && (!own_ns || st->budgeted)) {
 			/* Under a budget its ceil is the grant: the agent's, never a reshape's. */
-			r = sh_put_class_flags(sk, d->ifindex, parent, id, st->rate_bps,
-					       st->budgeted ? st->start_bps : st->ceil_bps,
-					       st->burst_bits, mtu, NLM_F_CREATE | NLM_F_EXCL);
+			r = shaper_put_class_flags(sk, d->ifindex, parent, id, st->rate_bps,
+						   st->budgeted ? st->start_bps : st->ceil_bps,
+						   st->burst_bits, mtu, NLM_F_CREATE | NLM_F_EXCL);
 			r = r == -EEXIST ? 0 : r;
 		} else {
-			r = sh_put_class(sk, d->ifindex, parent, id, st->rate_bps, st->ceil_bps,
-					 st->burst_bits, mtu);
+			r = shaper_put_class(sk, d->ifindex, parent, id, st->rate_bps, st->ceil_bps,
+					     st->burst_bits, mtu);
 		}
 		return r < 0 ? tc_fail(e, r, "adding class %x:%x (%s %s %s) under %x:%x on %s",
 				       id >> 16, id & 0xffff, shaper_level_what[st->level],
@@ -365,7 +365,7 @@ static int make_step(struct nl_sock *sk, const struct shaper_step *st, struct st
 				       st->dev)
 			     : 0;
 	case SHAPER_OBJ_QUEUE:
-		r = sh_put_leaf_queue(sk, d->ifindex, id, st->ceil_bps, queue_ms, mtu);
+		r = shaper_put_leaf_queue(sk, d->ifindex, id, st->ceil_bps, queue_ms, mtu);
 		return r < 0 ? tc_fail(e, r, "adding the bfifo queue of class %x:%x on %s", id >> 16,
 				       id & 0xffff, st->dev)
 			     : 0;
@@ -406,15 +406,15 @@ static int put_steps(struct nl_sock *sk, const char *host_veth, int inet_ifb, ui
 
 int shaper_inet_ifindex(struct nl_sock *sk)
 {
-	return sh_ifindex(sk, SHAPER_INET_IFB);
+	return shaper_ifindex(sk, SHAPER_INET_IFB);
 }
 
 int shaper_ns_set_ceil(struct nl_sock *sk, int inet_ifb, uint16_t ns_class, uint64_t ceil_bps,
 		       int mtu)
 {
 	/* NLM_F_REPLACE without NLM_F_CREATE: a change of the class that is there, or -ENOENT. */
-	return sh_put_class_flags(sk, inet_ifb, TC_HANDLE(1, 1), TC_HANDLE(1, ns_class), 0,
-				  ceil_bps, 0, mtu, NLM_F_REPLACE);
+	return shaper_put_class_flags(sk, inet_ifb, TC_HANDLE(1, 1), TC_HANDLE(1, ns_class), 0,
+				      ceil_bps, 0, mtu, NLM_F_REPLACE);
 }
 
 int shaper_pod_add(struct nl_sock *sk, const char *host_veth, int inet_ifb, uint32_t group,
@@ -439,15 +439,15 @@ int shaper_pod_change(struct nl_sock *sk, const char *host_veth, uint32_t group,
 	if (r < 0)
 		return r;
 	/* Break: what the new caps no longer have goes, now that they are in force. */
-	veth = sh_ifindex(sk, host_veth);
+	veth = shaper_ifindex(sk, host_veth);
 	if (veth && !shaping_pod_ingress(s)) {
-		r = sh_del_qdisc(sk, veth, TC_H_ROOT);
+		r = shaper_del_qdisc(sk, veth, TC_H_ROOT);
 		if (r < 0)
 			return tc_fail(e, r, "removing the root qdisc of %s", host_veth);
 	}
 	if (!s->egress_bps) {
 		/* The redirect first, so that no packet is sent to an IFB that is going. */
-		r = veth ? sh_del_qdisc(sk, veth, TC_H_INGRESS) : 0;
+		r = veth ? shaper_del_qdisc(sk, veth, TC_H_INGRESS) : 0;
 		if (r < 0)
 			return tc_fail(e, r, "removing the ingress qdisc of %s", host_veth);
 		r = shaper_pod_del(sk, host_veth, NULL, e);
@@ -455,16 +455,16 @@ int shaper_pod_change(struct nl_sock *sk, const char *host_veth, uint32_t group,
 			return r;
 	}
 	if (old && old->pod_class && old->pod_class != s->pod_class) {
-		int up = sh_ifindex(sk, SHAPER_INET_IFB);
+		int up = shaper_ifindex(sk, SHAPER_INET_IFB);
 
-		r = up ? sh_del_class(sk, up, TC_HANDLE(1, old->pod_class)) : 0;
+		r = up ? shaper_del_class(sk, up, TC_HANDLE(1, old->pod_class)) : 0;
 		if (r < 0)
 			return tc_fail(e, r, "deleting class 1:%x on the uplink", old->pod_class);
 	}
 	return 0;
 }
 
-int sh_del_class(struct nl_sock *sk, int ifindex, uint32_t id)
+int shaper_del_class(struct nl_sock *sk, int ifindex, uint32_t id)
 {
 	_cleanup_class_ struct rtnl_class *c = rtnl_class_alloc();
 	int r;
@@ -474,7 +474,7 @@ int sh_del_class(struct nl_sock *sk, int ifindex, uint32_t id)
 	rtnl_tc_set_ifindex(TC_CAST(c), ifindex);
 	rtnl_tc_set_handle(TC_CAST(c), id);
 	rtnl_tc_set_kind(TC_CAST(c), "htb");
-	r = nl_to_errno(rtnl_class_delete(sk, c));
+	r = tg_nl_to_errno(rtnl_class_delete(sk, c));
 	return r == -ENOENT || r == -ENODEV || r == -EINVAL ? 0 : r;
 }
 
@@ -491,17 +491,17 @@ int shaper_pod_del(struct nl_sock *sk, const char *host_veth, const struct shapi
 		first = TG_FAILPOINT("tc.pod.del.ifb.before", e);
 	if (l && first == 0) {
 		rtnl_link_set_name(l, ifb);
-		r = nl_to_errno(rtnl_link_delete(sk, l));
+		r = tg_nl_to_errno(rtnl_link_delete(sk, l));
 		if (r < 0 && r != -ENODEV && r != -ENOENT)
 			first = tc_fail(e, r, "deleting %s", ifb);
 	}
 	if (s && s->pod_class) {
-		int up = sh_ifindex(sk, SHAPER_INET_IFB);
+		int up = shaper_ifindex(sk, SHAPER_INET_IFB);
 
 		if (up) {
 			r = TG_FAILPOINT("tc.pod.del.class.before", e);
 			if (r == 0)
-				r = sh_del_class(sk, up, TC_HANDLE(1, s->pod_class));
+				r = shaper_del_class(sk, up, TC_HANDLE(1, s->pod_class));
 			if (r < 0 && !first)
 				first = tc_fail(e, r, "deleting class 1:%x on the uplink", s->pod_class);
 			/*
@@ -514,7 +514,7 @@ int shaper_pod_del(struct nl_sock *sk, const char *host_veth, const struct shapi
 	return first;
 }
 
-int sh_del_qdisc(struct nl_sock *sk, int ifindex, uint32_t parent)
+int shaper_del_qdisc(struct nl_sock *sk, int ifindex, uint32_t parent)
 {
 	_cleanup_qdisc_ struct rtnl_qdisc *q = rtnl_qdisc_alloc();
 	int r;
@@ -523,11 +523,11 @@ int sh_del_qdisc(struct nl_sock *sk, int ifindex, uint32_t parent)
 		return -ENOMEM;
 	rtnl_tc_set_ifindex(TC_CAST(q), ifindex);
 	rtnl_tc_set_parent(TC_CAST(q), parent);
-	r = nl_to_errno(rtnl_qdisc_delete(sk, q));
+	r = tg_nl_to_errno(rtnl_qdisc_delete(sk, q));
 	return r == -ENOENT || r == -EINVAL || r == -ENODEV ? 0 : r;
 }
 
-void sh_fill_stats(struct rtnl_class *c, struct shaper_stats *st)
+void shaper_fill_stats(struct rtnl_class *c, struct shaper_stats *st)
 {
 	memset(st, 0, sizeof(*st));
 	st->classid = rtnl_tc_get_handle(TC_CAST(c));
@@ -576,7 +576,7 @@ static int view_class(struct nl_sock *sk, struct class_view *v, int ifindex, uin
 	if (!c)
 		return 0;
 	if (st)
-		sh_fill_stats(c, st);
+		shaper_fill_stats(c, st);
 	if (ret_parent)
 		*ret_parent = rtnl_tc_get_parent(TC_CAST(c));
 	return 1;
@@ -588,7 +588,7 @@ static int view_dev_class(struct nl_sock *sk, struct class_view *v, const char *
 {
 	if (strcmp(v->dev, dev) != 0) {
 		snprintf(v->dev, sizeof(v->dev), "%s", dev);
-		v->dev_ifindex = sh_ifindex(sk, dev);
+		v->dev_ifindex = shaper_ifindex(sk, dev);
 	}
 	return v->dev_ifindex && view_class(sk, v, v->dev_ifindex, id, st, ret_parent);
 }
@@ -612,7 +612,7 @@ static void each_class(struct nl_object *o, void *p)
 	struct dump_arg *d = p;
 	struct shaper_stats st;
 
-	sh_fill_stats((struct rtnl_class *)o, &st);
+	shaper_fill_stats((struct rtnl_class *)o, &st);
 	d->fn(&st, d->arg);
 }
 
@@ -620,7 +620,7 @@ int shaper_dump_classes(struct nl_sock *sk, int ifindex, shaper_class_fn fn, voi
 {
 	_cleanup_nl_cache_ struct nl_cache *cache = NULL;
 	struct dump_arg d = { .fn = fn, .arg = arg };
-	int r = nl_to_errno(rtnl_class_alloc_cache(sk, ifindex, &cache));
+	int r = tg_nl_to_errno(rtnl_class_alloc_cache(sk, ifindex, &cache));
 
 	if (r < 0)
 		return r;

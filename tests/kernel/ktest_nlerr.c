@@ -48,9 +48,9 @@ static void t_kernel_text_reaches_cni_error(void **state)
 
 	(void)state;
 	NEED_NETNS_TC();
-	assert_int_equal(nl_route_open(&sk), 0);
+	assert_int_equal(tg_nl_route_open(&sk), 0);
 	/* The "host veth": an IFB will do, tc treats it alike. */
-	assert_int_equal(sh_ensure_ifb(sk, "tg00000000beef", 1500, 0, &idx), 0);
+	assert_int_equal(shaper_ensure_ifb(sk, "tg00000000beef", 1500, 0, &idx), 0);
 	q = rtnl_qdisc_alloc();
 	assert_non_null(q);
 	rtnl_tc_set_ifindex(TC_CAST(q), idx);

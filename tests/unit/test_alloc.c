@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "ipam/imds.h"
+#include "ipam/internal.h"
 #include "ipam/ipam.h"
 #include "ipam/pool.h"
 #include "ipam/store.h"

@@ -569,14 +569,14 @@ static void t_content_below_max_fits(void **state)
  * The cases of tests/unit/render_cases.h (which tests/kernel/ktest_expo.c
  * runs against the kernel's nftables): the counters come from
  * tests/unit/fake_nfnl.h (libmnl's socket calls wrapped at link time), the
- * shaper's rtnetlink is cut at nl_route_open (wrapped as well: no socket,
+ * shaper's rtnetlink is cut at tg_nl_route_open (wrapped as well: no socket,
  * collector shaper 0).
  */
 
 struct nl_sock;
-int __wrap_nl_route_open(struct nl_sock **ret);
+int __wrap_tg_nl_route_open(struct nl_sock **ret);
 
-int __wrap_nl_route_open(struct nl_sock **ret)
+int __wrap_tg_nl_route_open(struct nl_sock **ret)
 {
 	return -EOPNOTSUPP;
 }

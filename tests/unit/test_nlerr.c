@@ -71,7 +71,7 @@ static void t_capped(void **state)
 	ack_attr(&b, NLMSGERR_ATTR_OFFS, &offs, sizeof(offs));
 	ack_attr(&b, NLMSGERR_ATTR_MSG, text, sizeof(text));
 	ack_attr(&b, NLMSGERR_ATTR_OFFS, &offs, sizeof(offs));
-	assert_int_equal(nl_ext_ack_msg(&b.nlh, b.len, out, sizeof(out)), strlen(text));
+	assert_int_equal(tg_nl_ext_ack_msg(&b.nlh, b.len, out, sizeof(out)), strlen(text));
 	assert_string_equal(out, text);
 }
 
@@ -85,10 +85,10 @@ static void t_uncapped(void **state)
 	/* An unaligned request: the TLVs start at the next 4-byte boundary. */
 	ack_begin(&b, -EEXIST, false, 37);
 	ack_attr(&b, NLMSGERR_ATTR_MSG, text, sizeof(text));
-	nl_ext_ack_msg(&b.nlh, b.len, out, sizeof(out));
+	tg_nl_ext_ack_msg(&b.nlh, b.len, out, sizeof(out));
 	assert_string_equal(out, text);
 	/* Cut to the buffer it is given, still a string. */
-	nl_ext_ack_msg(&b.nlh, b.len, out, 8);
+	tg_nl_ext_ack_msg(&b.nlh, b.len, out, 8);
 	assert_string_equal(out, "Exclusi");
 }
 
@@ -103,26 +103,26 @@ static void t_none(void **state)
 	ack_begin(&b, -EINVAL, true, 0);
 	ack_attr(&b, NLMSGERR_ATTR_MSG, "x", 2);
 	b.nlh.nlmsg_flags &= (uint16_t)~NLM_F_ACK_TLVS;
-	assert_int_equal(nl_ext_ack_msg(&b.nlh, b.len, out, sizeof(out)), 0);
+	assert_int_equal(tg_nl_ext_ack_msg(&b.nlh, b.len, out, sizeof(out)), 0);
 	assert_string_equal(out, "");
 	/* A message without its NUL inside the attribute. */
 	ack_begin(&b, -EINVAL, true, 0);
 	ack_attr(&b, NLMSGERR_ATTR_MSG, text, strlen(text));
-	assert_int_equal(nl_ext_ack_msg(&b.nlh, b.len, out, sizeof(out)), 0);
+	assert_int_equal(tg_nl_ext_ack_msg(&b.nlh, b.len, out, sizeof(out)), 0);
 	/* A header claiming more than was received. */
 	ack_begin(&b, -EINVAL, true, 0);
 	ack_attr(&b, NLMSGERR_ATTR_MSG, "x", 2);
-	assert_int_equal(nl_ext_ack_msg(&b.nlh, b.len - 4, out, sizeof(out)), 0);
+	assert_int_equal(tg_nl_ext_ack_msg(&b.nlh, b.len - 4, out, sizeof(out)), 0);
 	/* A request length that points past the message. */
 	ack_begin(&b, -EINVAL, false, 8);
 	ack_attr(&b, NLMSGERR_ATTR_MSG, "x", 2);
 	((struct nlmsgerr *)NLMSG_DATA(&b.nlh))->msg.nlmsg_len = 4000;
-	assert_int_equal(nl_ext_ack_msg(&b.nlh, b.len, out, sizeof(out)), 0);
+	assert_int_equal(tg_nl_ext_ack_msg(&b.nlh, b.len, out, sizeof(out)), 0);
 	/* Not an error message at all. */
 	ack_begin(&b, 0, true, 0);
 	ack_attr(&b, NLMSGERR_ATTR_MSG, "x", 2);
 	b.nlh.nlmsg_type = RTM_NEWLINK;
-	assert_int_equal(nl_ext_ack_msg(&b.nlh, b.len, out, sizeof(out)), 0);
+	assert_int_equal(tg_nl_ext_ack_msg(&b.nlh, b.len, out, sizeof(out)), 0);
 }
 
 int main(void)

@@ -16,6 +16,7 @@
 
 #include "cni/internal.h"
 #include "node/internal.h"
+#include "shaper/internal.h"
 #include "shaper/shaper.h"
 #include "lib/rate.h"
 #include "tests/unit/helpers.h"

@@ -21,6 +21,7 @@
 
 #include "tests/unit/group.h"
 
+#include "ipam/internal.h"
 #include "ipam/ipam.h"
 #include "ipam/store.h"
 #include "lib/cleanup.h"
