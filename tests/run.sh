@@ -67,7 +67,9 @@
 #                            rates, timing or memory: test_shaping_rates,
 #                            test_node_state, test_budget_agent,
 #                            test_metrics_http, test_cri; test_allocator, whose
-#                            leases last 2 s; test_declare_commits, which needs
+#                            leases last 2 s; test_allocator_ha, which times a
+#                            failover; test_ipam_cli, which times IMDS
+#                            deadlines; test_declare_commits, which needs
 #                            100 commits in 12 s; test_guard, which counts
 #                            connections against newPerSecond; and test_runtimes
 #                            and test_deploy, which start real runtimes)
@@ -286,7 +288,7 @@ export TG_RUN_BUILDS="$*"
 FILTER=${TG_TEST_FILTER:-}
 SAN_EXCLUDE=${TG_SAN_EXCLUDE-test_shaping_rates|test_node_state|test_budget_agent|test_metrics_http|test_valgrind|test_arm64|test_cri}
 EVERY_BUILD=${TG_EVERY_BUILD-test_failpoints|test_kernel_cases|test_runner}
-SERIAL=${TG_SERIAL-test_shaping_rates|test_node_state|test_budget_agent|test_metrics_http|test_cri|test_allocator\.sh|test_declare_commits|test_guard|test_runtimes|test_deploy}
+SERIAL=${TG_SERIAL-test_shaping_rates|test_node_state|test_budget_agent|test_metrics_http|test_cri|test_allocator\.sh|test_allocator_ha|test_ipam_cli|test_declare_commits|test_guard|test_runtimes|test_deploy}
 JOBS=${TG_JOBS:-2}
 HOST_BEFORE=$(bash tests/host_dirs.sh)
 
