@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * hostPorts in table inet tollgate: a pod's mappings as elements of maps
- * hostport and hostport_ip (the rules that DNAT by them: rules.c), put in
- * with the pod, taken out with it, checked, and put right against the store.
+ * hostport and hostport_ip, put in with the pod, taken out with it,
+ * checked, and put right against the store; and the rules that DNAT by them.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -11,6 +11,7 @@
 
 #include <linux/netfilter.h>
 #include <linux/netfilter/nf_tables.h>
+#include <linux/netfilter/nf_conntrack_common.h>
 #include <libmnl/libmnl.h>
 #include <libnftnl/set.h>
 
@@ -311,4 +312,86 @@ out:
 	acct_nft_close(&c);
 	free(d.v);
 	return r;
+}
+
+/* ---- the rules ---- */
+
+/*
+ * A hostPort's DNAT: [ip daddr .] meta l4proto . th dport, one 32-bit
+ * register each from NFT_REG32_00 on, looked up in the map, whose value
+ * (address . port) lands in the next two registers, which dnat reads.
+ * Only for a local destination: a packet the node forwards keeps its
+ * destination, even to an address a pod named as its hostIP (or it would
+ * take its neighbours' traffic to that address). On every address, outside
+ * 127/8 and 169.254/16: loopback would need route_localnet on the pods'
+ * links (which lets a pod reach the node's localhost), and link-local
+ * addresses of the node are its services for pods (a node-local DNS cache
+ * on 169.254.20.10, a credentials agent), which no pod's hostPort may take.
+ */
+static struct nftnl_rule *hostport_rule(const char *chain, bool by_ip)
+{
+	struct nftnl_rule *r = acct_rule_new(chain);
+	uint32_t reg = NFT_REG32_00;
+
+	if (!r)
+		return NULL;
+	if (!by_ip) {
+		static const uint32_t nets[][2] = { { 0x7f000000u, 0xff000000u },	/* 127/8 */
+						    { 0xa9fe0000u, 0xffff0000u } };	/* 169.254/16 */
+
+		for (size_t i = 0; i < ARRAY_SIZE(nets); i++) {
+			uint32_t net = htonl(nets[i][0]);
+
+			acct_rule_add(r, acct_expr_ip(16));
+			acct_rule_add(r, acct_expr_bitwise32(htonl(nets[i][1]), 0));
+			acct_rule_add(r, acct_expr_cmp(NFT_CMP_NEQ, &net, sizeof(net)));
+		}
+	}
+	/* a hostIP that is not the node's must not catch what the node forwards to that address */
+	acct_match_local(r);
+	if (by_ip)
+		acct_rule_add(r, acct_expr_ip_to(16, reg++));
+	acct_rule_add(r, acct_expr_meta_to(NFT_META_L4PROTO, reg++));
+	acct_rule_add(r, acct_expr_payload_to(NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, reg++));
+	acct_rule_add(r, by_ip ? acct_expr_map(ACCT_MAP_HOSTPORT_IP, ACCT_ID_HOSTPORT_IP,
+					       NFT_REG32_00, reg)
+			       : acct_expr_map(ACCT_MAP_HOSTPORT, ACCT_ID_HOSTPORT, NFT_REG32_00,
+					       reg));
+	acct_rule_add(r, acct_expr_dnat4(reg, reg + 1));
+	return r;
+}
+
+/*
+ * ct status dnat oifname . ip saddr @pod_src masquerade: a pod that reached
+ * its own hostPort gets its packet back from the node's address, so that
+ * its answer goes through the node and its DNAT is undone there.
+ */
+static struct nftnl_rule *hairpin_rule(void)
+{
+	struct nftnl_rule *r = acct_rule_new("postrouting");
+	uint32_t dnat = IPS_DST_NAT, zero = 0;
+
+	if (!r)
+		return NULL;
+	acct_rule_add(r, acct_expr_ct(NFT_CT_STATUS));
+	acct_rule_add(r, acct_expr_bitwise32(dnat, zero));
+	acct_rule_add(r, acct_expr_cmp(NFT_CMP_NEQ, &zero, sizeof(zero)));
+	acct_rule_add(r, acct_expr_meta(NFT_META_OIFNAME));
+	acct_rule_add(r, acct_expr_ip_to(12, NFT_REG_2));
+	acct_rule_add(r, acct_expr_lookup(ACCT_SET_POD_SRC, ACCT_ID_POD_SRC, false));
+	acct_rule_add(r, acct_expr_plain("masq"));
+	return r;
+}
+
+int acct_hostport_rules(struct acct_rule_list *list)
+{
+	int r = 0;
+
+	/* the mappings on one address first, those on every address after */
+	r |= acct_rule_list_add(list, hostport_rule(ACCT_CHAIN_PREROUTING_NAT, true));
+	r |= acct_rule_list_add(list, hostport_rule(ACCT_CHAIN_PREROUTING_NAT, false));
+	r |= acct_rule_list_add(list, hostport_rule(ACCT_CHAIN_OUTPUT_NAT, true));
+	r |= acct_rule_list_add(list, hostport_rule(ACCT_CHAIN_OUTPUT_NAT, false));
+	r |= acct_rule_list_add(list, hairpin_rule());
+	return r ? -ENOMEM : 0;
 }

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "accounting/accounting.h"
+#include "accounting/internal.h"
 
 const char *const acct_class_names[ACCT_CLASSES] = {
 	"egress_internal", "egress_internet", "ingress_internal", "ingress_internet",

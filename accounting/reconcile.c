@@ -48,22 +48,6 @@ static int collect_elem(struct nftnl_set_elem *el, void *p)
 	return 0;
 }
 
-int acct_foreach_elem(const struct nlmsghdr *nlh, int (*fn)(struct nftnl_set_elem *, void *),
-		      void *p)
-{
-	struct nftnl_set *s = nftnl_set_alloc();
-	int r = MNL_CB_OK;
-
-	if (!s)
-		return MNL_CB_ERROR;
-	if (nftnl_set_elems_nlmsg_parse(nlh, s) == 0)
-		nftnl_set_elem_foreach(s, fn, p);
-	else
-		r = MNL_CB_ERROR;
-	nftnl_set_free(s);
-	return r;
-}
-
 static int elems_cb(const struct nlmsghdr *nlh, void *p)
 {
 	return acct_foreach_elem(nlh, collect_elem, p);
