@@ -375,9 +375,9 @@ int acct_guard_rules(const struct acct_config *cfg, const char *k8s_namespace, e
 	 * does); then only what goes to the internet meets the rest.
 	 */
 	if (dir == ACCT_DIR_EGRESS && cfg->access.ns_connections) {
-		err |= acct_rule_list_add(bt, refusal_rule(chain, true,
-						 acct_expr_count_over(cfg->access.ns_connections),
-						 k8s_namespace, ACCT_REFUSED_CEILING));
+		ex = acct_expr_count_over(cfg->access.ns_connections);
+		err |= acct_rule_list_add(bt, refusal_rule(chain, true, ex, k8s_namespace,
+							   ACCT_REFUSED_CEILING));
 		r = acct_rule_new(chain);
 		if (r) {
 			acct_rule_add(r, acct_expr_ip(16));
@@ -397,13 +397,13 @@ int acct_guard_rules(const struct acct_config *cfg, const char *k8s_namespace, e
 		/* limit rate over R/second burst R packets */
 		ex = acct_expr_limit_over(g->new_per_second, g->new_per_second);
 		err |= acct_rule_list_add(bt, refusal_rule(chain, g->dst.on, ex, k8s_namespace,
-						 ACCT_REFUSED_RATE));
+							   ACCT_REFUSED_RATE));
 	}
 	if (dir == ACCT_DIR_EGRESS && g->limits && concurrent) {
 		/* ct count over N: this connection included, more than N */
 		ex = acct_expr_count_over(concurrent);
 		err |= acct_rule_list_add(bt, refusal_rule(chain, g->dst.on, ex, k8s_namespace,
-						 ACCT_REFUSED_CONCURRENT));
+							   ACCT_REFUSED_CONCURRENT));
 	}
 	/*
 	 * Past every refusal: the set counts only what the namespace's counter
@@ -438,7 +438,8 @@ int acct_guard_jump_rules(struct acct_rule_list *list, const struct acct_config 
 	 * is the ceiling (they return before its internet limits).
 	 */
 	if (cfg->access.ns_connections) {
-		r |= acct_rule_list_add(list, guard_new_jump_rule(ACCT_CHAIN_FWD_EGRESS_INTERNAL, NULL));
+		r |= acct_rule_list_add(list, guard_new_jump_rule(ACCT_CHAIN_FWD_EGRESS_INTERNAL,
+								  NULL));
 		r |= acct_rule_list_add(list, guard_new_jump_rule("input", cfg->pod_link_prefix));
 	}
 	r |= acct_rule_list_add(list, refuse_rule(true));

@@ -148,16 +148,20 @@ static int put_pod_counting(struct acct_rule_list *bt, const char *chain, bool e
 	int r = 0;
 
 	if (egress) {
-		r |= acct_rule_list_add(bt, count_rule(chain, 16, false, 12, maps[ACCT_EGRESS_INTERNAL],
-					     first_id + ACCT_EGRESS_INTERNAL, NULL));
-		r |= acct_rule_list_add(bt, count_rule(chain, 16, true, 12, maps[ACCT_EGRESS_INTERNET],
-					     first_id + ACCT_EGRESS_INTERNET, NULL));
+		r |= acct_rule_list_add(bt, count_rule(chain, 16, false, 12,
+						       maps[ACCT_EGRESS_INTERNAL],
+						       first_id + ACCT_EGRESS_INTERNAL, NULL));
+		r |= acct_rule_list_add(bt, count_rule(chain, 16, true, 12,
+						       maps[ACCT_EGRESS_INTERNET],
+						       first_id + ACCT_EGRESS_INTERNET, NULL));
 	}
 	if (ingress) {
-		r |= acct_rule_list_add(bt, count_rule(chain, 12, false, 16, maps[ACCT_INGRESS_INTERNAL],
-					     first_id + ACCT_INGRESS_INTERNAL, NULL));
-		r |= acct_rule_list_add(bt, count_rule(chain, 12, true, 16, maps[ACCT_INGRESS_INTERNET],
-					     first_id + ACCT_INGRESS_INTERNET, NULL));
+		r |= acct_rule_list_add(bt, count_rule(chain, 12, false, 16,
+						       maps[ACCT_INGRESS_INTERNAL],
+						       first_id + ACCT_INGRESS_INTERNAL, NULL));
+		r |= acct_rule_list_add(bt, count_rule(chain, 12, true, 16,
+						       maps[ACCT_INGRESS_INTERNET],
+						       first_id + ACCT_INGRESS_INTERNET, NULL));
 	}
 	return r ? -ENOMEM : 0;
 }
@@ -179,7 +183,8 @@ static int put_fwd_counting(struct acct_rule_list *bt, const char *const maps[],
 
 	for (size_t i = 0; i < ARRAY_SIZE(rules); i++)
 		r |= acct_rule_list_add(bt, count_rule(rules[i].chain, 0, false, rules[i].key_off,
-					     maps[rules[i].cls], first_id + rules[i].cls, NULL));
+						       maps[rules[i].cls], first_id + rules[i].cls,
+						       NULL));
 	return r ? -ENOMEM : 0;
 }
 
@@ -209,9 +214,9 @@ int acct_table_rules(const struct acct_config *cfg, struct acct_rule_list *bt)
 	r |= acct_rule_list_add(bt, branch_rule("forward", 0, NFT_JUMP, ACCT_CHAIN_FWD_EGRESS));
 	r |= acct_rule_list_add(bt, branch_rule("forward", 0, NFT_JUMP, ACCT_CHAIN_FWD_INGRESS));
 	r |= acct_rule_list_add(bt, branch_rule(ACCT_CHAIN_FWD_EGRESS, 16, NFT_GOTO,
-				      ACCT_CHAIN_FWD_EGRESS_INTERNAL));
+						ACCT_CHAIN_FWD_EGRESS_INTERNAL));
 	r |= acct_rule_list_add(bt, branch_rule(ACCT_CHAIN_FWD_INGRESS, 12, NFT_GOTO,
-				      ACCT_CHAIN_FWD_INGRESS_INTERNAL));
+						ACCT_CHAIN_FWD_INGRESS_INTERNAL));
 	/* Internet traffic passes its namespace's guard before it is counted or shaped. */
 	if (cfg->guard.on)
 		r |= acct_guard_jump_rules(bt, cfg);
@@ -229,14 +234,18 @@ int acct_table_rules(const struct acct_config *cfg, struct acct_rule_list *bt)
 		if (cfg->per_pod)
 			r |= put_pod_counting(bt, "input", true, false, acct_pod_maps,
 					      ACCT_ID_POD_MAPS);
-		r |= acct_rule_list_add(bt, count_rule("input", 12, false, 0, NULL, 0, "host_ingress_internal"));
-		r |= acct_rule_list_add(bt, count_rule("input", 12, true, 0, NULL, 0, "host_ingress_internet"));
+		r |= acct_rule_list_add(bt, count_rule("input", 12, false, 0, NULL, 0,
+						       "host_ingress_internal"));
+		r |= acct_rule_list_add(bt, count_rule("input", 12, true, 0, NULL, 0,
+						       "host_ingress_internet"));
 		r |= put_pod_counting(bt, "output", false, true, acct_ns_maps, ACCT_ID_NS_MAPS);
 		if (cfg->per_pod)
 			r |= put_pod_counting(bt, "output", false, true, acct_pod_maps,
 					      ACCT_ID_POD_MAPS);
-		r |= acct_rule_list_add(bt, count_rule("output", 16, false, 0, NULL, 0, "host_egress_internal"));
-		r |= acct_rule_list_add(bt, count_rule("output", 16, true, 0, NULL, 0, "host_egress_internet"));
+		r |= acct_rule_list_add(bt, count_rule("output", 16, false, 0, NULL, 0,
+						       "host_egress_internal"));
+		r |= acct_rule_list_add(bt, count_rule("output", 16, true, 0, NULL, 0,
+						       "host_egress_internet"));
 	}
 	r |= acct_hostport_rules(bt);
 	r |= acct_rule_list_add(bt, masquerade_rule());
