@@ -203,43 +203,45 @@ static struct nftnl_rule *new_nexthop_rule(const char *prefix, bool limit)
  * for every pod), metricsPort of the node or of any internal address for
  * pods of metricsNamespaces, when that is set.
  */
-static int access_rules(struct acct_rule_list *bt, const struct acct_config *cfg)
+static int access_rules(struct acct_rule_list *list, const struct acct_config *cfg)
 {
 
 	static const uint32_t cloud[] = { ACCT_IMDS_ADDR, ACCT_WIRESERVER_ADDR };
 	int r = 0;
 
 	for (size_t i = 0; i < ARRAY_SIZE(cloud); i++) {
-		r |= acct_rule_list_add(bt, to_cloud_rule(cloud[i]));
+		r |= acct_rule_list_add(list, to_cloud_rule(cloud[i]));
 		/* first in their chains: nothing is counted of what they drop */
-		r |= acct_rule_list_add(bt, to_cloud_translated_rule("forward", cfg->pod_link_prefix,
-								     cloud[i]));
-		r |= acct_rule_list_add(bt, to_cloud_translated_rule("input", cfg->pod_link_prefix,
-								     cloud[i]));
+		r |= acct_rule_list_add(list, to_cloud_translated_rule("forward",
+								       cfg->pod_link_prefix,
+								       cloud[i]));
+		r |= acct_rule_list_add(list, to_cloud_translated_rule("input",
+								       cfg->pod_link_prefix,
+								       cloud[i]));
 	}
-	r |= acct_rule_list_add(bt, allowed_rule(ACCT_CHAIN_TO_CLOUD, ACCT_SET_METADATA_OK,
-						 ACCT_ID_METADATA_OK));
-	r |= acct_rule_list_add(bt, wireserver_dns_rule(IPPROTO_UDP));
-	r |= acct_rule_list_add(bt, wireserver_dns_rule(IPPROTO_TCP));
-	r |= acct_rule_list_add(bt, deny_rule(ACCT_CHAIN_TO_CLOUD, DENY_ALWAYS,
-					      ACCT_MAP_METADATA_DROP, ACCT_ID_METADATA_DROP));
-	r |= acct_rule_list_add(bt, deny_rule(ACCT_CHAIN_TO_CLOUD, DENY_ALWAYS, NULL, 0));
+	r |= acct_rule_list_add(list, allowed_rule(ACCT_CHAIN_TO_CLOUD, ACCT_SET_METADATA_OK,
+						   ACCT_ID_METADATA_OK));
+	r |= acct_rule_list_add(list, wireserver_dns_rule(IPPROTO_UDP));
+	r |= acct_rule_list_add(list, wireserver_dns_rule(IPPROTO_TCP));
+	r |= acct_rule_list_add(list, deny_rule(ACCT_CHAIN_TO_CLOUD, DENY_ALWAYS,
+						ACCT_MAP_METADATA_DROP, ACCT_ID_METADATA_DROP));
+	r |= acct_rule_list_add(list, deny_rule(ACCT_CHAIN_TO_CLOUD, DENY_ALWAYS, NULL, 0));
 	if (!cfg->access.metrics_filter)
 		return r ? -ENOMEM : 0;
-	r |= acct_rule_list_add(bt, to_agent_rule(cfg->access.metrics_port));
+	r |= acct_rule_list_add(list, to_agent_rule(cfg->access.metrics_port));
 	/* first in their chains: nothing is counted of what they drop */
-	r |= acct_rule_list_add(bt, to_agent_translated_rule("forward", cfg->pod_link_prefix,
-							     cfg->access.metrics_port));
-	r |= acct_rule_list_add(bt, to_agent_translated_rule("input", cfg->pod_link_prefix,
-							     cfg->access.metrics_port));
-	r |= acct_rule_list_add(bt, allowed_rule(ACCT_CHAIN_TO_AGENT, ACCT_SET_AGENT_OK,
-						 ACCT_ID_AGENT_OK));
-	r |= acct_rule_list_add(bt, deny_rule(ACCT_CHAIN_TO_AGENT, DENY_INTERNAL,
-					      ACCT_MAP_AGENT_DROP, ACCT_ID_AGENT_DROP));
-	r |= acct_rule_list_add(bt, deny_rule(ACCT_CHAIN_TO_AGENT, DENY_LOCAL, ACCT_MAP_AGENT_DROP,
-					      ACCT_ID_AGENT_DROP));
-	r |= acct_rule_list_add(bt, deny_rule(ACCT_CHAIN_TO_AGENT, DENY_INTERNAL, NULL, 0));
-	r |= acct_rule_list_add(bt, deny_rule(ACCT_CHAIN_TO_AGENT, DENY_LOCAL, NULL, 0));
+	r |= acct_rule_list_add(list, to_agent_translated_rule("forward", cfg->pod_link_prefix,
+							       cfg->access.metrics_port));
+	r |= acct_rule_list_add(list, to_agent_translated_rule("input", cfg->pod_link_prefix,
+							       cfg->access.metrics_port));
+	r |= acct_rule_list_add(list, allowed_rule(ACCT_CHAIN_TO_AGENT, ACCT_SET_AGENT_OK,
+						   ACCT_ID_AGENT_OK));
+	r |= acct_rule_list_add(list, deny_rule(ACCT_CHAIN_TO_AGENT, DENY_INTERNAL,
+						ACCT_MAP_AGENT_DROP, ACCT_ID_AGENT_DROP));
+	r |= acct_rule_list_add(list, deny_rule(ACCT_CHAIN_TO_AGENT, DENY_LOCAL,
+						ACCT_MAP_AGENT_DROP, ACCT_ID_AGENT_DROP));
+	r |= acct_rule_list_add(list, deny_rule(ACCT_CHAIN_TO_AGENT, DENY_INTERNAL, NULL, 0));
+	r |= acct_rule_list_add(list, deny_rule(ACCT_CHAIN_TO_AGENT, DENY_LOCAL, NULL, 0));
 	return r ? -ENOMEM : 0;
 }
 

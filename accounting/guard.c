@@ -203,7 +203,7 @@ static int verdict_cb(struct nftnl_set_elem *el, void *p)
 	return 0;
 }
 
-static int elem_cb(const struct nlmsghdr *nlh, void *p)
+static int verdict_elems_cb(const struct nlmsghdr *nlh, void *p)
 {
 	return acct_foreach_elem(nlh, verdict_cb, p);
 }
@@ -225,7 +225,7 @@ int acct_guard_elem_right(struct acct_nft_conn *c, const struct acct_pod *p)
 				      chain);
 		nftnl_set_elems_nlmsg_build_payload(nlh, s);
 		nftnl_set_free(s);
-		r = acct_nft_request(c, buf, sizeof(buf), elem_cb, &seen);
+		r = acct_nft_request(c, buf, sizeof(buf), verdict_elems_cb, &seen);
 		r = r == -ENOENT ? 0 : r < 0 ? r : seen.right;
 	}
 	return r;
@@ -357,7 +357,7 @@ unsigned acct_guard_rules_wanted(const struct acct_config *cfg, const char *k8s_
 }
 
 int acct_guard_rules(const struct acct_config *cfg, const char *k8s_namespace, enum acct_dir dir,
-		     const char *stamp, struct acct_rule_list *bt)
+		     const char *stamp, struct acct_rule_list *list)
 {
 	const struct acct_guard *g = &cfg->guard;
 	uint32_t concurrent = acct_guard_concurrent(g, k8s_namespace);
@@ -366,8 +366,8 @@ int acct_guard_rules(const struct acct_config *cfg, const char *k8s_namespace, e
 	struct nftnl_expr *ex;
 	int err = 0;
 
-	bt->n = 0;
-	bt->failed = false;
+	list->n = 0;
+	list->failed = false;
 	acct_guard_chain_name(k8s_namespace, dir, chain);
 	/*
 	 * The ceiling first, over every new connection of the namespace's pods
@@ -376,50 +376,51 @@ int acct_guard_rules(const struct acct_config *cfg, const char *k8s_namespace, e
 	 */
 	if (dir == ACCT_DIR_EGRESS && cfg->access.ns_connections) {
 		ex = acct_expr_count_over(cfg->access.ns_connections);
-		err |= acct_rule_list_add(bt, refusal_rule(chain, true, ex, k8s_namespace,
-							   ACCT_REFUSED_CEILING));
+		err |= acct_rule_list_add(list, refusal_rule(chain, true, ex, k8s_namespace,
+							     ACCT_REFUSED_CEILING));
 		r = acct_rule_new(chain);
 		if (r) {
 			acct_rule_add(r, acct_expr_ip(16));
 			acct_rule_add(r, acct_expr_lookup(ACCT_SET_INTERNAL, ACCT_ID_INTERNAL, false));
 			acct_rule_add(r, acct_expr_verdict(NFT_RETURN, NULL));
 		}
-		err |= acct_rule_list_add(bt, r);
+		err |= acct_rule_list_add(list, r);
 		r = acct_rule_new(chain);
 		if (r) {
 			acct_match_local(r);
 			acct_rule_add(r, acct_expr_verdict(NFT_RETURN, NULL));
 		}
-		err |= acct_rule_list_add(bt, r);
+		err |= acct_rule_list_add(list, r);
 	}
 	/* Rate first: a connection it refuses never enters the count. */
 	if (dir == ACCT_DIR_EGRESS && g->limits && g->new_per_second) {
 		/* limit rate over R/second burst R packets */
 		ex = acct_expr_limit_over(g->new_per_second, g->new_per_second);
-		err |= acct_rule_list_add(bt, refusal_rule(chain, g->dst.on, ex, k8s_namespace,
-							   ACCT_REFUSED_RATE));
+		err |= acct_rule_list_add(list, refusal_rule(chain, g->dst.on, ex, k8s_namespace,
+							     ACCT_REFUSED_RATE));
 	}
 	if (dir == ACCT_DIR_EGRESS && g->limits && concurrent) {
 		/* ct count over N: this connection included, more than N */
 		ex = acct_expr_count_over(concurrent);
-		err |= acct_rule_list_add(bt, refusal_rule(chain, g->dst.on, ex, k8s_namespace,
-							   ACCT_REFUSED_CONCURRENT));
+		err |= acct_rule_list_add(list, refusal_rule(chain, g->dst.on, ex, k8s_namespace,
+							     ACCT_REFUSED_CONCURRENT));
 	}
 	/*
 	 * Past every refusal: the set counts only what the namespace's counter
 	 * counts too. A full set fails the update, and the packet goes on.
 	 */
 	if (g->dst.on)
-		err |= acct_rule_list_add(bt, destination_rule(chain, &g->dst, k8s_namespace, dir));
+		err |= acct_rule_list_add(list, destination_rule(chain, &g->dst, k8s_namespace,
+								 dir));
 	/* A chain of a namespace without limits still holds a rule: the stamp lives on rules. */
 	r = acct_rule_new_any(chain);
 	if (r)
 		acct_rule_add(r, acct_expr_verdict(NFT_RETURN, NULL));
-	err |= acct_rule_list_add(bt, r);
-	for (size_t i = 0; i < bt->n && !err; i++)
-		err = acct_rule_comment(bt->r[i], stamp);
-	if (err || bt->failed) {
-		acct_rule_list_free(bt);
+	err |= acct_rule_list_add(list, r);
+	for (size_t i = 0; i < list->n && !err; i++)
+		err = acct_rule_comment(list->r[i], stamp);
+	if (err || list->failed) {
+		acct_rule_list_free(list);
 		return -ENOMEM;
 	}
 	return 0;

@@ -118,7 +118,7 @@ static int read_elem(struct nftnl_set_elem *el, void *p)
 	return 0;
 }
 
-static int elem_cb(const struct nlmsghdr *nlh, void *p)
+static int read_elem_cb(const struct nlmsghdr *nlh, void *p)
 {
 	return acct_foreach_elem(nlh, read_elem, p);
 }
@@ -133,7 +133,7 @@ int acct_hostport_check(struct acct_nft_conn *c, const struct acct_pod *p)
 		int r;
 
 		q.key_len = acct_hostport_key(m, q.key);
-		r = acct_nft_get_elem(c, &q, elem_cb, &got);
+		r = acct_nft_get_elem(c, &q, read_elem_cb, &got);
 		if (r == -ENOENT)
 			return 0;
 		if (r < 0)
@@ -162,7 +162,7 @@ struct map_dump {
 	int err;
 };
 
-static int collect(struct nftnl_set_elem *el, void *p)
+static int collect_map_elem(struct nftnl_set_elem *el, void *p)
 {
 	struct map_dump *d = p;
 	uint32_t klen = 0, dlen = 0;
@@ -188,7 +188,7 @@ static int collect(struct nftnl_set_elem *el, void *p)
 
 static int collect_cb(const struct nlmsghdr *nlh, void *p)
 {
-	return acct_foreach_elem(nlh, collect, p);
+	return acct_foreach_elem(nlh, collect_map_elem, p);
 }
 
 static int dump_map(struct acct_nft_conn *c, const char *map, uint8_t which, struct map_dump *d)
@@ -235,7 +235,8 @@ int acct_hostports_forget_on(struct acct_nft_conn *c, uint32_t pod_ip, char *why
 }
 
 /* The element of the dump with this key; NULL when none. */
-static struct map_elem *find(struct map_dump *d, uint8_t map, const uint8_t *key, size_t len)
+static struct map_elem *map_dump_find(struct map_dump *d, uint8_t map, const uint8_t *key,
+				      size_t len)
 {
 	for (size_t i = 0; i < d->n; i++)
 		if (d->v[i].map == map && d->v[i].key_len == len && memcmp(d->v[i].key, key, len) == 0)
@@ -270,7 +271,7 @@ int acct_hostport_reconcile(const struct acct_pod *all, size_t n_all, unsigned *
 			const struct hostport *m = &all[i].ports->m[j];
 			uint8_t key[ACCT_HOSTPORT_KEY_MAX], data[ACCT_HOSTPORT_DATA_LEN];
 			size_t n = acct_hostport_key(m, key);
-			struct map_elem *have = find(&d, m->host_ip != 0, key, n);
+			struct map_elem *have = map_dump_find(&d, m->host_ip != 0, key, n);
 
 			acct_hostport_data(all[i].ip, m->container_port, data);
 			if (have && memcmp(have->data, data, sizeof(data)) == 0) {

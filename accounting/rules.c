@@ -142,32 +142,33 @@ static struct nftnl_rule *masquerade_rule(void)
 }
 
 /* The pod counting rules of one chain: egress keyed by saddr, ingress by daddr. */
-static int put_pod_counting(struct acct_rule_list *bt, const char *chain, bool egress, bool ingress,
-			    const char *const maps[], uint32_t first_id)
+static int add_pod_counting(struct acct_rule_list *list, const char *chain, bool egress,
+			    bool ingress, const char *const maps[], uint32_t first_id)
 {
 	int r = 0;
 
 	if (egress) {
-		r |= acct_rule_list_add(bt, count_rule(chain, 16, false, 12,
-						       maps[ACCT_EGRESS_INTERNAL],
-						       first_id + ACCT_EGRESS_INTERNAL, NULL));
-		r |= acct_rule_list_add(bt, count_rule(chain, 16, true, 12,
-						       maps[ACCT_EGRESS_INTERNET],
-						       first_id + ACCT_EGRESS_INTERNET, NULL));
+		r |= acct_rule_list_add(list, count_rule(chain, 16, false, 12,
+							 maps[ACCT_EGRESS_INTERNAL],
+							 first_id + ACCT_EGRESS_INTERNAL, NULL));
+		r |= acct_rule_list_add(list, count_rule(chain, 16, true, 12,
+							 maps[ACCT_EGRESS_INTERNET],
+							 first_id + ACCT_EGRESS_INTERNET, NULL));
 	}
 	if (ingress) {
-		r |= acct_rule_list_add(bt, count_rule(chain, 12, false, 16,
-						       maps[ACCT_INGRESS_INTERNAL],
-						       first_id + ACCT_INGRESS_INTERNAL, NULL));
-		r |= acct_rule_list_add(bt, count_rule(chain, 12, true, 16,
-						       maps[ACCT_INGRESS_INTERNET],
-						       first_id + ACCT_INGRESS_INTERNET, NULL));
+		r |= acct_rule_list_add(list, count_rule(chain, 12, false, 16,
+							 maps[ACCT_INGRESS_INTERNAL],
+							 first_id + ACCT_INGRESS_INTERNAL, NULL));
+		r |= acct_rule_list_add(list, count_rule(chain, 12, true, 16,
+							 maps[ACCT_INGRESS_INTERNET],
+							 first_id + ACCT_INGRESS_INTERNET, NULL));
 	}
 	return r ? -ENOMEM : 0;
 }
 
 /* Forwarded traffic's counting rules, in the chains that classified it already. */
-static int put_fwd_counting(struct acct_rule_list *bt, const char *const maps[], uint32_t first_id)
+static int add_fwd_counting(struct acct_rule_list *list, const char *const maps[],
+			    uint32_t first_id)
 {
 	static const struct {
 		const char *chain;
@@ -182,75 +183,75 @@ static int put_fwd_counting(struct acct_rule_list *bt, const char *const maps[],
 	int r = 0;
 
 	for (size_t i = 0; i < ARRAY_SIZE(rules); i++)
-		r |= acct_rule_list_add(bt, count_rule(rules[i].chain, 0, false, rules[i].key_off,
-						       maps[rules[i].cls], first_id + rules[i].cls,
-						       NULL));
+		r |= acct_rule_list_add(list, count_rule(rules[i].chain, 0, false, rules[i].key_off,
+							 maps[rules[i].cls],
+							 first_id + rules[i].cls, NULL));
 	return r ? -ENOMEM : 0;
 }
 
-int acct_table_rules(const struct acct_config *cfg, struct acct_rule_list *bt)
+int acct_table_rules(const struct acct_config *cfg, struct acct_rule_list *list)
 {
 	int r = 0;
 
-	bt->n = 0;
-	bt->failed = false;
+	list->n = 0;
+	list->failed = false;
 	if (!cfg->pod_link_prefix || !cfg->pod_link_prefix[0] ||
 	    strlen(cfg->pod_link_prefix) >= ACCT_KEY_LINK_LEN)
 		return -EINVAL;
 	/* A pod sends only as itself, whatever else the config says. */
-	r |= acct_antispoof_rules(bt, cfg);
-	r |= acct_access_rules(bt, cfg);
+	r |= acct_antispoof_rules(list, cfg);
+	r |= acct_access_rules(list, cfg);
 	/*
 	 * Internet-bound packets carry the mark from before routing on. What
 	 * reaches the mark in from_pod has its pod's address (anti-spoofing saw
 	 * to it): no lookup in @pods to tell a pod's packet.
 	 */
-	r |= acct_rule_list_add(bt, skip_loopback("output", NFT_META_OIF));
+	r |= acct_rule_list_add(list, skip_loopback("output", NFT_META_OIF));
 	if (cfg->internet_mark) {
-		r |= acct_rule_list_add(bt, mark_rule(ACCT_CHAIN_FROM_POD, cfg->internet_mark));
-		r |= acct_rule_list_add(bt, mark_rule("output", cfg->internet_mark));
+		r |= acct_rule_list_add(list, mark_rule(ACCT_CHAIN_FROM_POD, cfg->internet_mark));
+		r |= acct_rule_list_add(list, mark_rule("output", cfg->internet_mark));
 	}
 	/* Forwarded pod traffic: one classification per direction (see ACCT_CHAIN_FWD_EGRESS). */
-	r |= acct_rule_list_add(bt, branch_rule("forward", 0, NFT_JUMP, ACCT_CHAIN_FWD_EGRESS));
-	r |= acct_rule_list_add(bt, branch_rule("forward", 0, NFT_JUMP, ACCT_CHAIN_FWD_INGRESS));
-	r |= acct_rule_list_add(bt, branch_rule(ACCT_CHAIN_FWD_EGRESS, 16, NFT_GOTO,
-						ACCT_CHAIN_FWD_EGRESS_INTERNAL));
-	r |= acct_rule_list_add(bt, branch_rule(ACCT_CHAIN_FWD_INGRESS, 12, NFT_GOTO,
-						ACCT_CHAIN_FWD_INGRESS_INTERNAL));
+	r |= acct_rule_list_add(list, branch_rule("forward", 0, NFT_JUMP, ACCT_CHAIN_FWD_EGRESS));
+	r |= acct_rule_list_add(list, branch_rule("forward", 0, NFT_JUMP, ACCT_CHAIN_FWD_INGRESS));
+	r |= acct_rule_list_add(list, branch_rule(ACCT_CHAIN_FWD_EGRESS, 16, NFT_GOTO,
+						  ACCT_CHAIN_FWD_EGRESS_INTERNAL));
+	r |= acct_rule_list_add(list, branch_rule(ACCT_CHAIN_FWD_INGRESS, 12, NFT_GOTO,
+						  ACCT_CHAIN_FWD_INGRESS_INTERNAL));
 	/* Internet traffic passes its namespace's guard before it is counted or shaped. */
 	if (cfg->guard.on)
-		r |= acct_guard_jump_rules(bt, cfg);
+		r |= acct_guard_jump_rules(list, cfg);
 	/* The shaper's classes for internet traffic (the classids come with the config). */
-	r |= acct_rule_list_add(bt, inet_egress_class_rule());
+	r |= acct_rule_list_add(list, inet_egress_class_rule());
 	if (cfg->inet_ingress_classid)
-		r |= acct_rule_list_add(bt, inet_ingress_class_rule(cfg->inet_ingress_classid));
+		r |= acct_rule_list_add(list, inet_ingress_class_rule(cfg->inet_ingress_classid));
 	if (cfg->enabled) {
-		r |= put_fwd_counting(bt, acct_ns_maps, ACCT_ID_NS_MAPS);
+		r |= add_fwd_counting(list, acct_ns_maps, ACCT_ID_NS_MAPS);
 		if (cfg->per_pod)
-			r |= put_fwd_counting(bt, acct_pod_maps, ACCT_ID_POD_MAPS);
+			r |= add_fwd_counting(list, acct_pod_maps, ACCT_ID_POD_MAPS);
 		/* Pods' traffic with the node itself. */
-		r |= acct_rule_list_add(bt, skip_loopback("input", NFT_META_IIF));
-		r |= put_pod_counting(bt, "input", true, false, acct_ns_maps, ACCT_ID_NS_MAPS);
+		r |= acct_rule_list_add(list, skip_loopback("input", NFT_META_IIF));
+		r |= add_pod_counting(list, "input", true, false, acct_ns_maps, ACCT_ID_NS_MAPS);
 		if (cfg->per_pod)
-			r |= put_pod_counting(bt, "input", true, false, acct_pod_maps,
+			r |= add_pod_counting(list, "input", true, false, acct_pod_maps,
 					      ACCT_ID_POD_MAPS);
-		r |= acct_rule_list_add(bt, count_rule("input", 12, false, 0, NULL, 0,
-						       "host_ingress_internal"));
-		r |= acct_rule_list_add(bt, count_rule("input", 12, true, 0, NULL, 0,
-						       "host_ingress_internet"));
-		r |= put_pod_counting(bt, "output", false, true, acct_ns_maps, ACCT_ID_NS_MAPS);
+		r |= acct_rule_list_add(list, count_rule("input", 12, false, 0, NULL, 0,
+							 "host_ingress_internal"));
+		r |= acct_rule_list_add(list, count_rule("input", 12, true, 0, NULL, 0,
+							 "host_ingress_internet"));
+		r |= add_pod_counting(list, "output", false, true, acct_ns_maps, ACCT_ID_NS_MAPS);
 		if (cfg->per_pod)
-			r |= put_pod_counting(bt, "output", false, true, acct_pod_maps,
+			r |= add_pod_counting(list, "output", false, true, acct_pod_maps,
 					      ACCT_ID_POD_MAPS);
-		r |= acct_rule_list_add(bt, count_rule("output", 16, false, 0, NULL, 0,
-						       "host_egress_internal"));
-		r |= acct_rule_list_add(bt, count_rule("output", 16, true, 0, NULL, 0,
-						       "host_egress_internet"));
+		r |= acct_rule_list_add(list, count_rule("output", 16, false, 0, NULL, 0,
+							 "host_egress_internal"));
+		r |= acct_rule_list_add(list, count_rule("output", 16, true, 0, NULL, 0,
+							 "host_egress_internet"));
 	}
-	r |= acct_hostport_rules(bt);
-	r |= acct_rule_list_add(bt, masquerade_rule());
-	if (r || bt->failed) {
-		acct_rule_list_free(bt);
+	r |= acct_hostport_rules(list);
+	r |= acct_rule_list_add(list, masquerade_rule());
+	if (r || list->failed) {
+		acct_rule_list_free(list);
 		return -ENOMEM;
 	}
 	return 0;
