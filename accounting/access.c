@@ -7,16 +7,13 @@
  * on-link next hops. The pods' elements they look up: pods.c.
  */
 #include <errno.h>
-#include <stdio.h>
 #include <string.h>
 
-#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <linux/netfilter.h>
 #include <linux/netfilter/nf_tables.h>
-#include <libnftnl/expr.h>
-#include <libnftnl/rule.h>
 #include <linux/netfilter/nf_conntrack_common.h>
+#include <libnftnl/rule.h>
 
 #include "accounting/internal.h"
 #include "lib/util.h"

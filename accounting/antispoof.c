@@ -6,14 +6,9 @@
  * spoofed: counted to the sender's namespace and dropped.
  */
 #include <errno.h>
-#include <stdio.h>
-#include <string.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <linux/netfilter.h>
 #include <linux/netfilter/nf_tables.h>
-#include <libnftnl/expr.h>
 #include <libnftnl/rule.h>
 
 #include "accounting/internal.h"

@@ -12,6 +12,16 @@
 
 #include "accounting/accounting.h"
 
+/*
+ * The files call one way, down: declare.c (the table against a config)
+ * and reconcile.c (the pods' elements against the store) over pods.c (one
+ * pod's elements and counters), over each feature's file (guard.c,
+ * hostports.c, destinations.c; anti-spoofing's and nodeAccess' rules in
+ * antispoof.c and access.c, gathered with the rest by rules.c), over the
+ * builders (elems.c, match.c, expr.c, table.c, comment.c, names.c) and the
+ * transport (batch.c). A file never calls one above it.
+ */
+
 #define ACCT_SET_INTERNAL "internal"
 #define ACCT_SET_PODS "pods"
 #define ACCT_SET_MASQ "masq"

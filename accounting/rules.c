@@ -8,18 +8,11 @@
  * they look up: table.c).
  */
 #include <errno.h>
-#include <stdio.h>
 #include <string.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <linux/netfilter.h>
 #include <linux/netfilter/nf_tables.h>
-#include <linux/rtnetlink.h>
-#include <libnftnl/expr.h>
 #include <libnftnl/rule.h>
-#include <linux/netfilter/nf_conntrack_common.h>
-#include <linux/netfilter/nf_nat.h>
 
 #include "accounting/internal.h"
 #include "lib/util.h"
