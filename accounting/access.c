@@ -202,19 +202,16 @@ static struct nftnl_rule *new_nexthop_rule(const char *prefix, bool limit)
  */
 static int access_rules(struct acct_rule_list *list, const struct acct_config *cfg)
 {
-
 	static const uint32_t cloud[] = { ACCT_IMDS_ADDR, ACCT_WIRESERVER_ADDR };
+	const char *prefix = cfg->pod_link_prefix;
+	uint16_t port = cfg->access.metrics_port;
 	int r = 0;
 
 	for (size_t i = 0; i < ARRAY_SIZE(cloud); i++) {
 		r |= acct_rule_list_add(list, to_cloud_rule(cloud[i]));
 		/* first in their chains: nothing is counted of what they drop */
-		r |= acct_rule_list_add(list, to_cloud_translated_rule("forward",
-								       cfg->pod_link_prefix,
-								       cloud[i]));
-		r |= acct_rule_list_add(list, to_cloud_translated_rule("input",
-								       cfg->pod_link_prefix,
-								       cloud[i]));
+		r |= acct_rule_list_add(list, to_cloud_translated_rule("forward", prefix, cloud[i]));
+		r |= acct_rule_list_add(list, to_cloud_translated_rule("input", prefix, cloud[i]));
 	}
 	r |= acct_rule_list_add(list, allowed_rule(ACCT_CHAIN_TO_CLOUD, ACCT_SET_METADATA_OK,
 						   ACCT_ID_METADATA_OK));
@@ -225,12 +222,10 @@ static int access_rules(struct acct_rule_list *list, const struct acct_config *c
 	r |= acct_rule_list_add(list, deny_rule(ACCT_CHAIN_TO_CLOUD, DENY_ALWAYS, NULL, 0));
 	if (!cfg->access.metrics_filter)
 		return r ? -ENOMEM : 0;
-	r |= acct_rule_list_add(list, to_agent_rule(cfg->access.metrics_port));
+	r |= acct_rule_list_add(list, to_agent_rule(port));
 	/* first in their chains: nothing is counted of what they drop */
-	r |= acct_rule_list_add(list, to_agent_translated_rule("forward", cfg->pod_link_prefix,
-							       cfg->access.metrics_port));
-	r |= acct_rule_list_add(list, to_agent_translated_rule("input", cfg->pod_link_prefix,
-							       cfg->access.metrics_port));
+	r |= acct_rule_list_add(list, to_agent_translated_rule("forward", prefix, port));
+	r |= acct_rule_list_add(list, to_agent_translated_rule("input", prefix, port));
 	r |= acct_rule_list_add(list, allowed_rule(ACCT_CHAIN_TO_AGENT, ACCT_SET_AGENT_OK,
 						   ACCT_ID_AGENT_OK));
 	r |= acct_rule_list_add(list, deny_rule(ACCT_CHAIN_TO_AGENT, DENY_INTERNAL,
@@ -244,18 +239,18 @@ static int access_rules(struct acct_rule_list *list, const struct acct_config *c
 
 int acct_access_rules(struct acct_rule_list *list, const struct acct_config *cfg)
 {
+	const char *prefix = cfg->pod_link_prefix;
 	int r = access_rules(list, cfg);
 
 	/* a pod without an element in @invalid_drop (none should be) meets the uncounted rule */
 	for (int counted = 1; counted >= 0; counted--) {
-		r |= acct_rule_list_add(list, invalid_rule("forward", cfg->pod_link_prefix,
-							   counted));
-		r |= acct_rule_list_add(list, invalid_rule("input", cfg->pod_link_prefix, counted));
+		r |= acct_rule_list_add(list, invalid_rule("forward", prefix, counted));
+		r |= acct_rule_list_add(list, invalid_rule("input", prefix, counted));
 	}
 	/* The node's neighbour table: a namespace's new on-link next hops, at its rate. */
 	if (cfg->access.neighbours_per_second) {
-		r |= acct_rule_list_add(list, new_nexthop_rule(cfg->pod_link_prefix, true));
-		r |= acct_rule_list_add(list, new_nexthop_rule(cfg->pod_link_prefix, false));
+		r |= acct_rule_list_add(list, new_nexthop_rule(prefix, true));
+		r |= acct_rule_list_add(list, new_nexthop_rule(prefix, false));
 	}
 	return r ? -ENOMEM : 0;
 }
