@@ -2,8 +2,8 @@
 /*
  * What table `inet tollgate` holds for a config (see accounting.h for the
  * whole picture): its sets, chains and named host counters, built here
- * (its rules: rules.c and each feature's file) and compared with the kernel by declare.c, which
- * writes only what differs.
+ * (its rules: rules.c and each feature's file) and compared with the
+ * kernel by declare.c, which writes only what differs.
  */
 #include <arpa/inet.h>
 #include <errno.h>
