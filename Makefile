@@ -110,7 +110,8 @@ MAIN_SRC := cni/main.c agent/main.c allocator/main.c
 IMDS_SRC := ipam/imds.c node/sync.c
 APART    := $(MAIN_SRC) $(IMDS_SRC) $(if $(filter 1,$(FAILPOINTS)),,lib/failpoint.c)
 $(foreach m,$(MODULES),$(eval OBJ_$(m) := $(call obj_of,$(filter-out $(APART),$(wildcard $(m)/*.c)))))
-IMDS_OBJ := $(call obj_of,$(IMDS_SRC))
+# IMDS asks through the HTTP client (its blocking call, in tollgate-ipam).
+IMDS_OBJ := $(call obj_of,$(IMDS_SRC)) $(OBJ_httpc)
 # lib/'s node side: netlink, the node's sysctls, the plugin's counters and
 # steps, the host's root and its ELF files.
 LIB_NODE_OBJ := $(call obj_of,lib/nl.c lib/extack.c lib/sysctls.c lib/cniops.c lib/steps.c \

@@ -49,7 +49,7 @@ static int stamp_rule_cb(const struct nlmsghdr *nlh, void *p)
 {
 	struct arp_seen *s = p;
 	const struct nlattr *a;
-	char comment[64];
+	char comment[64] = "";
 	bool ours = false, has_comment = false;
 
 	mnl_attr_for_each(a, nlh, sizeof(struct nfgenmsg)) {

@@ -241,7 +241,7 @@ static int rule_cb(const struct nlmsghdr *nlh, void *p)
 	struct seen *s = p;
 	const struct nlattr *a;
 	const char *comment = NULL, *chain = NULL;
-	char text[64];
+	char text[64] = "";
 	int c = -1;
 
 	mnl_attr_for_each(a, nlh, sizeof(struct nfgenmsg)) {

@@ -139,7 +139,7 @@ static int set_cb(const struct nlmsghdr *nlh, void *p)
 	struct set_name sn = { .prefix_len = 0 };
 	bool ours = false, has_comment = false;
 	unsigned len, top;
-	char text[64];
+	char text[64] = "";
 
 	mnl_attr_for_each(a, nlh, sizeof(struct nfgenmsg)) {
 		if (mnl_attr_get_type(a) == NFTA_SET_NAME &&

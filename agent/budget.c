@@ -504,7 +504,7 @@ static void restore_state(struct agent *a, int64_t now_ms)
 
 	state_path(a, dir, sizeof(dir));
 	snprintf(path, sizeof(path), "%s/%s", dir, BUDGET_STATE_FILE);
-	o = json_object_from_file(path);
+	o = jx_read_file(path);
 	if (!o || !json_object_object_get_ex(o, "namespaces", &arr) ||
 	    !json_object_is_type(arr, json_type_array))
 		return;

@@ -7,7 +7,6 @@
  * still hold the last leader's grants); a term that ends drops it, so a
  * replica that leads again later learns again.
  */
-#include <curl/curl.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -165,17 +164,9 @@ int alloc_elect_timeout_ms(const struct app *app)
 	return c >= 0 && c < w ? c : (int)w;
 }
 
-static size_t discard(char *p, size_t size, size_t n, void *arg)
-{
-	(void)p;
-	(void)arg;
-	return size * n;
-}
-
 void alloc_elect_stop(struct app *app)
 {
 	struct elect_request req;
-	CURL *h;
 	int64_t epoch = app->el.epoch;
 
 	if (!app->etcd)
@@ -183,26 +174,25 @@ void alloc_elect_stop(struct app *app)
 	httpc_cancel(app->etcd);
 	if (elect_resign(&app->el, time_mono_ms(), &req) > 0) {
 		/* one blocking call on the way out: the loop is gone */
-		h = curl_easy_init();
-		if (h) {
-			curl_easy_setopt(h, CURLOPT_URL, req.url);
-			curl_easy_setopt(h, CURLOPT_POSTFIELDS, req.body);
-			curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)req.timeout_ms);
-			curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-			if (app->cli.etcd_ca)
-				curl_easy_setopt(h, CURLOPT_CAINFO, app->cli.etcd_ca);
-			if (app->cli.etcd_cert)
-				curl_easy_setopt(h, CURLOPT_SSLCERT, app->cli.etcd_cert);
-			if (app->cli.etcd_key)
-				curl_easy_setopt(h, CURLOPT_SSLKEY, app->cli.etcd_key);
-			curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
+		struct httpc_tls tls = { app->cli.etcd_ca, app->cli.etcd_cert, app->cli.etcd_key };
+		struct httpc_sync sync = {
+			.url = req.url,
+			.user_agent = "tollgate-allocator/" TG_VERSION,
+			.body = req.body,
+			.len = strlen(req.body),
+			.tls = &tls,
+			.timeout_ms = (int)req.timeout_ms,
+			.max_body = ETCD_ANSWER_MAX,
+		};
+		struct httpc_answer a;
+
+		if (httpc_request_sync(&sync, &a) == 0) {
 			tg_log(TG_LOG_INFO, "msg=\"stopped leading\" epoch=%lld why=shutdown "
 			       "answers=%llu first_grant_unix_ms=%lld last_grant_unix_ms=%lld "
 			       "revoke=%s", (long long)epoch, (unsigned long long)app->term.answers,
 			       (long long)app->term.first_grant_unix_ms,
-			       (long long)app->term.last_grant_unix_ms,
-			       LOGFMT_Q(curl_easy_strerror(curl_easy_perform(h))));
-			curl_easy_cleanup(h);
+			       (long long)app->term.last_grant_unix_ms, LOGFMT_Q(a.error));
+			httpc_answer_free(&a);
 		}
 		free(req.body);
 	}

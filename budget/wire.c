@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "budget/budget.h"
+#include "lib/buf.h"
 #include "lib/jsonx.h"
 #include "lib/k8sname.h"
 #include "lib/util.h"
@@ -24,66 +25,15 @@ const char *const budget_state_names[BUDGET_STATES] = {
 
 /* ---- writing ---- */
 
-struct wbuf {
-	char *p;
-	size_t len, cap;
-	bool oom;
-};
-
-static bool wbuf_room(struct wbuf *b, size_t more)
-{
-	char *grown;
-	size_t cap = b->cap;
-
-	if (b->oom)
-		return false;
-	if (b->len + more < b->cap)
-		return true;
-	while (b->len + more >= cap)
-		cap = cap ? cap * 2 : 512;
-	grown = realloc(b->p, cap);
-	if (!grown) {
-		b->oom = true;
-		return false;
-	}
-	b->p = grown;
-	b->cap = cap;
-	return true;
-}
-
-static void __attribute__((format(printf, 2, 3))) put(struct wbuf *b, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (!wbuf_room(b, 128))
-		return;
-	va_start(ap, fmt);
-	n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-	va_end(ap);
-	if (n < 0) {
-		b->oom = true;
-		return;
-	}
-	if ((size_t)n >= b->cap - b->len) {
-		if (!wbuf_room(b, (size_t)n + 1))
-			return;
-		va_start(ap, fmt);
-		vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-		va_end(ap);
-	}
-	b->len += (size_t)n;
-}
-
 /*
  * A JSON string. The names the parsers accept need no escape; a struct
  * filled by hand still makes a valid document (that the parser refuses).
  */
-static void put_str(struct wbuf *b, const char *s, size_t max)
+static void put_str(struct buf *b, const char *s, size_t max)
 {
 	size_t n = strnlen(s, max);
 
-	if (!wbuf_room(b, n * 6 + 3))
+	if (!buf_reserve(b, n * 6 + 2))
 		return;
 	b->p[b->len++] = '"';
 	for (size_t i = 0; i < n; i++) {
@@ -102,15 +52,13 @@ static void put_str(struct wbuf *b, const char *s, size_t max)
 	b->p[b->len] = '\0';
 }
 
-static int wbuf_done(struct wbuf *b, char **ret, size_t *ret_len)
+static int done(struct buf *b, char **ret, size_t *ret_len)
 {
-	if (b->oom || !b->p) {
-		free(b->p);
+	if (b->failed || !b->p) {
+		buf_free(b);
 		return -ENOMEM;
 	}
-	*ret = b->p;
-	if (ret_len)
-		*ret_len = b->len;
+	*ret = buf_take(b, ret_len);
 	return 0;
 }
 
@@ -121,57 +69,57 @@ static const char *state_name(enum budget_state st)
 
 int budget_report_build(const struct budget_report *r, char **ret, size_t *ret_len)
 {
-	struct wbuf b = { 0 };
+	struct buf b = { 0 };
 
-	put(&b, "{\"version\":%d,\"node\":", BUDGET_WIRE_VERSION);
+	buf_printf(&b, "{\"version\":%d,\"node\":", BUDGET_WIRE_VERSION);
 	put_str(&b, r->node, sizeof(r->node));
-	put(&b, ",\"seq\":%" PRIu64 ",\"budgets\":[", r->seq);
+	buf_printf(&b, ",\"seq\":%" PRIu64 ",\"budgets\":[", r->seq);
 	for (size_t i = 0; i < r->n; i++) {
 		const struct budget_usage *u = &r->use[i];
 
-		put(&b, "%s{\"namespace\":", i ? "," : "");
+		buf_printf(&b, "%s{\"namespace\":", i ? "," : "");
 		put_str(&b, u->ns, sizeof(u->ns));
-		put(&b,
+		buf_printf(&b,
 		    ",\"sentBytes\":%" PRIu64 ",\"intervalMs\":%" PRIu32 ",\"saturated\":%s"
 		    ",\"applied\":%" PRIu64 ",\"limit\":%" PRIu64 ",\"state\":\"%s\""
 		    ",\"pods\":%" PRIu32 ",\"safeShare\":%" PRIu64 ",\"nodes\":%" PRIu32 "}",
 		    u->sent_bytes, u->interval_ms, u->saturated ? "true" : "false", u->applied,
 		    u->limit, state_name(u->state), u->pods, u->safe_share, u->nodes);
 	}
-	put(&b, "]}");
-	return wbuf_done(&b, ret, ret_len);
+	buf_printf(&b, "]}");
+	return done(&b, ret, ret_len);
 }
 
 int budget_answer_build(const struct budget_answer *a, char **ret, size_t *ret_len)
 {
-	struct wbuf b = { 0 };
+	struct buf b = { 0 };
 
-	put(&b, "{\"version\":%d,\"leaseMs\":%" PRId64, BUDGET_WIRE_VERSION, a->lease_ms);
+	buf_printf(&b, "{\"version\":%d,\"leaseMs\":%" PRId64, BUDGET_WIRE_VERSION, a->lease_ms);
 	if (a->next_report_ms > 0)
-		put(&b, ",\"nextReportMs\":%" PRId64, a->next_report_ms);
+		buf_printf(&b, ",\"nextReportMs\":%" PRId64, a->next_report_ms);
 	if (a->epoch > 0)
-		put(&b, ",\"epoch\":%" PRIu64, a->epoch);
-	put(&b, ",\"grants\":[");
+		buf_printf(&b, ",\"epoch\":%" PRIu64, a->epoch);
+	buf_printf(&b, ",\"grants\":[");
 	for (size_t i = 0; i < a->n; i++) {
 		const struct budget_grant *g = &a->g[i];
 
-		put(&b, "%s{\"namespace\":", i ? "," : "");
+		buf_printf(&b, "%s{\"namespace\":", i ? "," : "");
 		put_str(&b, g->ns, sizeof(g->ns));
-		put(&b, ",\"grant\":%" PRIu64 ",\"safeShare\":%" PRIu64 ",\"nodes\":%" PRIu32 "}",
+		buf_printf(&b, ",\"grant\":%" PRIu64 ",\"safeShare\":%" PRIu64 ",\"nodes\":%" PRIu32 "}",
 		    g->grant, g->safe_share, g->nodes);
 	}
-	put(&b, "]}");
-	return wbuf_done(&b, ret, ret_len);
+	buf_printf(&b, "]}");
+	return done(&b, ret, ret_len);
 }
 
 int budget_redirect_build(const struct budget_redirect *d, char **ret, size_t *ret_len)
 {
-	struct wbuf b = { 0 };
+	struct buf b = { 0 };
 
-	put(&b, "{\"version\":%d,\"leader\":", BUDGET_WIRE_VERSION);
+	buf_printf(&b, "{\"version\":%d,\"leader\":", BUDGET_WIRE_VERSION);
 	put_str(&b, d->leader, sizeof(d->leader));
-	put(&b, ",\"epoch\":%" PRIu64 "}", d->epoch);
-	return wbuf_done(&b, ret, ret_len);
+	buf_printf(&b, ",\"epoch\":%" PRIu64 "}", d->epoch);
+	return done(&b, ret, ret_len);
 }
 
 void budget_report_free(struct budget_report *r)
@@ -206,20 +154,6 @@ static int bad(struct tg_err *e, int neg_errno, const char *fmt, ...)
 	va_end(ap);
 	return tg_fail(e, CNI_ERR_DECODE, neg_errno, "%s", msg);
 }
-
-/* A peer's bytes in a message: printable ASCII only, cut at 48. */
-static const char *shown(char *dst, size_t size, const char *s, size_t n)
-{
-	size_t o = 0, max = size - 4;
-
-	for (size_t i = 0; i < n && o < max; i++)
-		dst[o++] = s[i] >= 0x20 && s[i] < 0x7f && s[i] != '"' ? s[i] : '?';
-	if (o == max && n > max)
-		memcpy(dst + o - 3, "...", 3);
-	dst[o] = '\0';
-	return dst;
-}
-#define SHOWN(s, n) shown((char[52]){ 0 }, 52, (s), (n))
 
 static const char *type_name(json_object *v)
 {
@@ -327,7 +261,7 @@ static int get_ns(json_object *obj, const char *where, char ret[BUDGET_NS_MAX + 
 		return bad(e, -EINVAL,
 			   "%s.namespace: \"%s\" is not a namespace (a DNS label: a-z, 0-9 and "
 			   "'-', at most %d)",
-			   where, SHOWN(s, n), BUDGET_NS_MAX);
+			   where, JX_SHOWN(s, n), BUDGET_NS_MAX);
 	memcpy(ret, s, n);
 	ret[n] = '\0';
 	return 0;
@@ -373,174 +307,27 @@ static bool ns_seen(struct ns_set *set, const char *ns, size_t at, size_t *ret_f
 }
 
 /*
- * What json-c lets through, even strict: the last of two members of one
- * name silently wins, an integer too big for 64 bits reads as the nearest
- * that fits, and a key may be in single quotes, a number NaN, Infinity or
- * "1.", a string may hold raw control characters. One pass over the text
- * (a document json-c took) refuses the rest and counts the members
- * written; fewer members in the tree means a name twice.
+ * The whole document: size, then JSON read exactly (no member twice, no
+ * number past 64 bits: lib/jsonx.h), then an object of this version.
  */
-static int scan(const char *t, size_t len, size_t *ret_members, struct tg_err *e)
-{
-	size_t members = 0, i = 0;
-
-	while (i < len) {
-		char c = t[i];
-
-		if (c == '"') {
-			for (i++; i < len && t[i] != '"'; i++) {
-				if ((unsigned char)t[i] < 0x20)
-					return bad(e, -EINVAL,
-						   "byte %zu: a control character in a string", i);
-				if (t[i] == '\\')
-					i++;
-			}
-			i++;
-		} else if (c == ':') {
-			members++;
-			i++;
-		} else if (c == '-' || (c >= '0' && c <= '9')) {
-			size_t start = i, digits;
-			bool neg = c == '-';
-
-			if (neg)
-				i++;
-			while (i < len && t[i] >= '0' && t[i] <= '9')
-				i++;
-			digits = i - start - neg;
-			if (i < len && (t[i] == '.' || t[i] == 'e' || t[i] == 'E')) {
-				if (t[i] == '.' && (i + 1 >= len || t[i + 1] < '0' || t[i + 1] > '9'))
-					return bad(e, -EINVAL, "byte %zu: a number ends in '.'", i);
-				while (i < len && strchr("0123456789.eE+-", t[i]))
-					i++;
-				continue;
-			}
-			/* no leading zeros in JSON: the digits' count orders them */
-			if (digits > 20 || (digits == 20 && !neg &&
-					    memcmp(t + start, "18446744073709551615", 20) > 0) ||
-			    (neg && (digits > 19 ||
-				     (digits == 19 &&
-				      memcmp(t + start + 1, "9223372036854775808", 19) > 0))))
-				return bad(e, -ERANGE, "byte %zu: %s does not fit 64 bits", start,
-					   SHOWN(t + start, i - start));
-		} else if (strchr(" \t\n\r{}[],truefalsn", c)) {
-			i++;
-		} else {
-			return bad(e, -EINVAL, "byte %zu: \"%s\" is not JSON here", i, SHOWN(&c, 1));
-		}
-	}
-	*ret_members = members;
-	return 0;
-}
-
-static size_t tree_members(json_object *o)
-{
-	size_t n = 0;
-
-	if (json_object_is_type(o, json_type_object)) {
-		json_object_object_foreach(o, k, v) {
-			(void)k;
-			n += 1 + tree_members(v);
-		}
-	} else if (json_object_is_type(o, json_type_array)) {
-		size_t len = json_object_array_length(o);
-
-		for (size_t i = 0; i < len; i++)
-			n += tree_members(json_object_array_get_idx(o, i));
-	}
-	return n;
-}
-
-/*
- * The first object, in the order they open, with fewer members in the tree
- * than in the text: the text's member counts are matched against the tree's
- * in one walk (up to there both list the same objects). Only for the
- * message: scan() already knows that there is one.
- */
-struct dup_walk {
-	const uint32_t *count;
-	size_t n, k;
-	char path[64];
-};
-
-static bool find_dup(json_object *o, struct dup_walk *w, size_t path_len)
-{
-	if (json_object_is_type(o, json_type_object)) {
-		if (w->k >= w->n || w->count[w->k++] != (uint32_t)json_object_object_length(o))
-			return true;
-		json_object_object_foreach(o, k, v) {
-			snprintf(w->path + path_len, sizeof(w->path) - path_len, "%s%s",
-				 path_len ? "." : "", SHOWN(k, strlen(k)));
-			if (find_dup(v, w, strlen(w->path)))
-				return true;
-		}
-	} else if (json_object_is_type(o, json_type_array)) {
-		size_t len = json_object_array_length(o);
-
-		for (size_t i = 0; i < len; i++) {
-			snprintf(w->path + path_len, sizeof(w->path) - path_len, "[%zu]", i);
-			if (find_dup(json_object_array_get_idx(o, i), w, strlen(w->path)))
-				return true;
-		}
-	}
-	w->path[path_len] = '\0';
-	return false;
-}
-
-static int dup_member(const char *t, size_t len, json_object *root, struct tg_err *e)
-{
-	/* json-c nests at most 32 deep (JSON_TOKENER_DEFAULT_DEPTH) */
-	int64_t stack[64];
-	size_t depth = 0, objects = 0, i;
-	struct dup_walk w = { 0 };
-	uint32_t *count;
-
-	for (i = 0; i < len; i++) {
-		if (t[i] == '"') {
-			for (i++; i < len && t[i] != '"'; i++)
-				i += t[i] == '\\';
-		} else if (t[i] == '{') {
-			objects++;
-		}
-	}
-	count = calloc(objects + 1, sizeof(*count));
-	if (!count)
-		return -ENOMEM;
-	objects = 0;
-	for (i = 0; i < len; i++) {
-		if (t[i] == '"') {
-			for (i++; i < len && t[i] != '"'; i++)
-				i += t[i] == '\\';
-		} else if ((t[i] == '{' || t[i] == '[') && depth < ARRAY_SIZE(stack)) {
-			stack[depth++] = t[i] == '{' ? (int64_t)objects++ : -1;
-		} else if ((t[i] == '}' || t[i] == ']') && depth > 0) {
-			depth--;
-		} else if (t[i] == ':' && depth > 0 && stack[depth - 1] >= 0) {
-			count[stack[depth - 1]]++;
-		}
-	}
-	w.count = count;
-	w.n = objects;
-	find_dup(root, &w, 0);
-	free(count);
-	return bad(e, -EINVAL, "%s: a member written twice", w.path[0] ? w.path : "the document");
-}
-
-/* The whole document: size, JSON, version, then no member twice, no number too big. */
 static int parse_doc(const char *text, size_t len, const char *what, json_object **ret,
 		     struct tg_err *e)
 {
 	struct jx_parse_error pe;
 	json_object *root, *v;
-	size_t members = 0;
 	int64_t version;
 	int r;
 
 	if (len > BUDGET_BODY_MAX)
 		return bad(e, -EINVAL, "%s of %zu bytes: at most %d", what, len, BUDGET_BODY_MAX);
-	r = jx_parse(text, len, &root, &pe);
+	r = jx_parse_ex(text, len, JX_EXACT, &root, &pe);
 	if (r == -ENOMEM)
 		return r;
+	if (r < 0 && pe.exact)
+		return bad(e, r == -ERANGE ? r : -EINVAL, "byte %zu: %s", pe.at, pe.why);
+	if (r < 0 && pe.twice)
+		return bad(e, -EINVAL, "%s: a member written twice (\"%s\")",
+			   pe.object[0] ? pe.object : "the document", pe.key);
 	if (r < 0)
 		return bad(e, -EINVAL, "%s is not JSON: %s at byte %zu", what, pe.why, pe.at);
 	if (!json_object_is_type(root, json_type_object)) {
@@ -554,13 +341,6 @@ static int parse_doc(const char *text, size_t len, const char *what, json_object
 	if (version != BUDGET_WIRE_VERSION) {
 		r = bad(e, -EPROTO, "version: %" PRId64 " is not a version this side speaks (%d)",
 			version, BUDGET_WIRE_VERSION);
-		goto fail;
-	}
-	r = scan(text, len, &members, e);
-	if (r < 0)
-		goto fail;
-	if (members != tree_members(root)) {
-		r = dup_member(text, len, root, e);
 		goto fail;
 	}
 	*ret = root;
@@ -608,7 +388,7 @@ static int get_state(json_object *obj, const char *where, enum budget_state *ret
 			return 0;
 		}
 	return bad(e, -EINVAL, "%s.state: \"%s\" is not one of fallback, granted, lease-expired",
-		   where, SHOWN(s, n));
+		   where, JX_SHOWN(s, n));
 }
 
 static int parse_usage(json_object *o, const char *where, struct budget_usage *u,
@@ -666,7 +446,7 @@ int budget_report_parse(const char *text, size_t len, struct budget_report *ret,
 		r = bad(e, -EINVAL,
 			"node: \"%s\" is not a node name (a DNS subdomain: a-z, 0-9, '-' and '.', "
 			"at most %d)",
-			SHOWN(node, node_len), BUDGET_NODE_MAX);
+			JX_SHOWN(node, node_len), BUDGET_NODE_MAX);
 		goto out;
 	}
 	memcpy(rep.node, node, node_len);
@@ -792,7 +572,7 @@ int budget_redirect_parse(const char *text, size_t len, struct budget_redirect *
 	if (!budget_leader_url_ok(url, url_len)) {
 		r = bad(e, -EINVAL,
 			"leader: \"%s\" is not a URL (http:// or https://, printable, at most %d)",
-			SHOWN(url, url_len), BUDGET_URL_MAX);
+			JX_SHOWN(url, url_len), BUDGET_URL_MAX);
 		goto out;
 	}
 	memcpy(d.leader, url, url_len);

@@ -63,7 +63,7 @@ static json_object *budgets_json(const struct cli *c, const char *only_ns)
 	int64_t now = time_boot_ms();
 
 	snprintf(path, sizeof(path), "%s/%s/budgets.json", c->data_dir, c->network);
-	f = json_object_from_file(path);
+	f = jx_read_file(path);
 	if (!f || !json_object_object_get_ex(f, "namespaces", &ns) ||
 	    !json_object_is_type(ns, json_type_array))
 		return arr;

@@ -9,69 +9,35 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <curl/curl.h>
-
 #include "cli/cli.h"
+#include "httpc/httpc.h"
 #include "lib/jsonx.h"
 
 #define TOP_BODY_MAX (16u << 20)
 
-struct top_body {
-	char *buf;
-	size_t len;
-	bool too_large;
-};
-
-static size_t on_body(char *data, size_t size, size_t n, void *arg)
-{
-	struct top_body *b = arg;
-	size_t add = size * n;
-	char *p;
-
-	if (b->len + add > TOP_BODY_MAX) {
-		b->too_large = true;
-		return 0;
-	}
-	p = realloc(b->buf, b->len + add + 1);
-	if (!p)
-		return 0;
-	memcpy(p + b->len, data, add);
-	b->buf = p;
-	b->len += add;
-	b->buf[b->len] = '\0';
-	return add;
-}
-
 /* GET url into *ret (the parsed document); 0, or a message in why. */
 static int fetch(const char *url, json_object **ret, char *why, size_t why_len)
 {
-	struct top_body b = { 0 };
+	struct httpc_sync req = {
+		.url = url,
+		.user_agent = "tollgate-ipam/" TG_VERSION,
+		.timeout_ms = 10000,
+		.connect_timeout_ms = 2000,
+		.max_body = TOP_BODY_MAX,
+	};
+	struct httpc_answer a;
 	struct jx_parse_error pe;
-	CURL *c = curl_easy_init();
-	CURLcode cr;
-	long status = 0;
 	int r = -1;
 
-	if (!c) {
+	if (httpc_request_sync(&req, &a) < 0) {
 		snprintf(why, why_len, "out of memory");
 		return -1;
 	}
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
-	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 10000L);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-	cr = curl_easy_perform(c);
-	curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-	curl_easy_cleanup(c);
-	if (cr != CURLE_OK)
-		snprintf(why, why_len, "%s", b.too_large ? "answer larger than 16 MiB"
-							 : curl_easy_strerror(cr));
-	else if (status != 200)
-		snprintf(why, why_len, "HTTP %ld", status);
-	else if (jx_parse(b.buf ? b.buf : "", b.len, ret, &pe) < 0 ||
+	if (!a.answered)
+		snprintf(why, why_len, "%s", a.too_big ? "answer larger than 16 MiB" : a.error);
+	else if (a.status != 200)
+		snprintf(why, why_len, "HTTP %ld", a.status);
+	else if (jx_parse(a.body, a.len, ret, &pe) < 0 ||
 		 !json_object_is_type(jx_get(*ret, "namespaces"), json_type_array))
 		snprintf(why, why_len, "not a destinations document");
 	else
@@ -80,7 +46,7 @@ static int fetch(const char *url, json_object **ret, char *why, size_t why_len)
 		json_object_put(*ret);
 		*ret = NULL;
 	}
-	free(b.buf);
+	httpc_answer_free(&a);
 	return r;
 }
 

@@ -179,6 +179,8 @@ int node_config_decode(const char *text, size_t len, struct node_config *cfg, st
 	r = jx_parse(text, len, &root, &pe);
 	if (r == -ENOMEM)
 		return tg_fail(e, CNI_ERR_IO, r, "out of memory");
+	if (r < 0 && pe.twice)
+		return jx_fail_twice(e, &pe);
 	if (r < 0 && pe.trailing)
 		return tg_fail(e, CNI_ERR_DECODE, r,
 			       "the network configuration has trailing data at byte %zu", pe.at);
@@ -323,6 +325,8 @@ int node_config_load_text(const char *path, const char *file, size_t len, struct
 	r = jx_parse(file, len, &root, &pe);
 	if (r == -ENOMEM)
 		return tg_fail(e, CNI_ERR_IO, r, "out of memory");
+	if (r < 0 && pe.twice)
+		return jx_fail_twice(e, &pe);
 	if (r < 0 && pe.trailing)
 		return tg_fail(e, CNI_ERR_DECODE, r, "%s has trailing data at byte %zu", path, pe.at);
 	if (r < 0)

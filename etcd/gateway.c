@@ -180,26 +180,12 @@ static int doc(const char *text, size_t len, json_object **ret, char *why)
 /* An int64 member: a string of digits (the gateway's) or a JSON integer; absent: 0. */
 static int int64_member(json_object *o, const char *key, int64_t *ret, char *why)
 {
-	json_object *v;
-	const char *s;
-	char *end;
-	long long n;
+	int r = jx_get_int64_text(o, key, ret);
 
-	*ret = 0;
-	if (!json_object_object_get_ex(o, key, &v) || json_object_is_type(v, json_type_null))
-		return 0;
-	if (json_object_is_type(v, json_type_int)) {
-		*ret = json_object_get_int64(v);
-		return 0;
-	}
-	if (!json_object_is_type(v, json_type_string))
+	if (r == -EINVAL)
 		return fail(why, "%s: not an integer", key);
-	s = json_object_get_string(v);
-	errno = 0;
-	n = strtoll(s, &end, 10);
-	if (!*s || *end || errno || (*s != '-' && (*s < '0' || *s > '9')))
-		return fail(why, "%s: \"%.40s\" is not an integer", key, s);
-	*ret = n;
+	if (r < 0)
+		return fail(why, "%s: \"%.40s\" is not an integer", key, jx_get_string(o, key));
 	return 0;
 }
 

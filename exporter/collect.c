@@ -135,8 +135,8 @@ static void set_labels(struct series *s, const char *const *labels)
 	expo_init(&x, 8192);
 	expo_labels(&x, labels);
 	/* Kept for the life of the series: exactly as long as it is. */
-	if (!x.overflow && x.buf && (s->labels = strndup(x.buf, x.len)))
-		s->labels_len = x.len;
+	if (!x.overflow && x.page.p && (s->labels = strndup(x.page.p, x.page.len)))
+		s->labels_len = x.page.len;
 	expo_free(&x);
 }
 

@@ -8,35 +8,35 @@
 
 #include "exporter/exporter.h"
 
+/* A page's first allocation: at least this much, more when the last page needed more. */
+#define EXPO_FIRST 4096
+
 void expo_init(struct expo *x, size_t max)
 {
 	memset(x, 0, sizeof(*x));
-	x->max = max;
+	/* buf's 0 is no bound; a page of at most 0 bytes holds nothing: 1 (the NUL) says so */
+	x->page.max = max ? max : 1;
+	x->page.first = EXPO_FIRST;
 }
 
 void expo_free(struct expo *x)
 {
-	free(x->buf);
-	memset(x, 0, sizeof(*x));
+	buf_free(&x->page);
+	x->overflow = false;
 }
 
 void expo_reset(struct expo *x)
 {
-	x->len = 0;
+	buf_reset(&x->page);
 	x->overflow = false;
-	if (x->buf)
-		x->buf[0] = '\0';
 }
 
 char *expo_take(struct expo *x, size_t *len)
 {
-	char *buf = x->buf;
+	char *buf = buf_take(&x->page, len);
 
-	*len = x->len;
 	/* A little room over the last size: the next page may have grown. */
-	x->hint = x->len + x->len / 8;
-	x->buf = NULL;
-	x->len = x->cap = 0;
+	x->page.first = *len + *len / 8 > EXPO_FIRST ? *len + *len / 8 : EXPO_FIRST;
 	x->overflow = false;
 	return buf;
 }
@@ -44,24 +44,11 @@ char *expo_take(struct expo *x, size_t *len)
 /* Room for n more bytes and the NUL after them; NULL once the page is past max. */
 static char *reserve(struct expo *x, size_t n)
 {
-	if (x->overflow)
-		return NULL;
-	if (x->len + n + 1 > x->cap) {
-		size_t cap = x->cap ? x->cap : x->hint > 4096 ? x->hint : 4096;
-		char *grown;
+	char *p = buf_reserve(&x->page, n);
 
-		while (cap < x->len + n + 1)
-			cap *= 2;
-		if (cap > x->max)
-			cap = x->max;
-		if (x->len + n + 1 > cap || !(grown = realloc(x->buf, cap))) {
-			x->overflow = true;
-			return NULL;
-		}
-		x->buf = grown;
-		x->cap = cap;
-	}
-	return x->buf + x->len;
+	if (!p)
+		x->overflow = true;
+	return p;
 }
 
 static void put(struct expo *x, const char *s, size_t n)
@@ -71,8 +58,8 @@ static void put(struct expo *x, const char *s, size_t n)
 	if (!p)
 		return;
 	memcpy(p, s, n);
-	x->len += n;
-	x->buf[x->len] = '\0';
+	x->page.len += n;
+	x->page.p[x->page.len] = '\0';
 }
 
 /* Decimal digits of v, written backwards ending at end; returns the first. */
@@ -218,5 +205,5 @@ void expo_series_u64(struct expo *x, const char *name, size_t name_len, const ch
 	p += n_digits;
 	*p++ = '\n';
 	*p = '\0';
-	x->len += n;
+	x->page.len += n;
 }

@@ -17,13 +17,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lib/buf.h"
+
 /* ---- the text writer ---- */
 
 struct expo {
-	char *buf;
-	size_t len, cap, max;
-	size_t hint;		/* first allocation: the size the last page needed */
-	bool overflow;		/* past `max`: the page is cut and the scrape fails */
+	struct buf page;	/* first: the size the last page needed (expo_take) */
+	bool overflow;		/* past its max: the page is cut and the scrape fails */
 };
 
 void expo_init(struct expo *x, size_t max);

@@ -7,11 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <unistd.h>
 #include <time.h>
 
 #include <curl/curl.h>
 
 #include "httpc/httpc.h"
+#include "lib/buf.h"
 #include "lib/util.h"
 
 /* One request at a time: a connection, and libcurl's happy-eyeballs second try. */
@@ -27,9 +29,7 @@ struct httpc {
 	size_t n_socks;
 	int64_t timer_ms;		/* when libcurl wants its timer run; -1: never */
 	bool busy;			/* a request is running */
-	char *body;			/* the answer so far */
-	size_t len;
-	bool too_big;
+	struct buf body;		/* the answer so far, up to the client's max_body */
 	size_t max_body;
 	char *user_agent;
 	char *tls[3];			/* CA, certificate, key */
@@ -41,26 +41,16 @@ struct httpc {
 	CURLcode result;
 	long retry_after_s;
 	bool fresh;			/* the last exchange failed: the next one connects anew */
+	int connect_timeout_ms;		/* 0: the request's whole timeout */
 };
 
 static size_t on_data(char *p, size_t size, size_t n, void *arg)
 {
 	struct httpc *c = arg;
 	size_t len = size * n;
-	char *b;
 
-	if (c->len + len > c->max_body) {
-		c->too_big = true;
-		return 0; /* aborts the transfer */
-	}
-	b = realloc(c->body, c->len + len + 1);
-	if (!b)
-		return 0;
-	memcpy(b + c->len, p, len);
-	c->len += len;
-	b[c->len] = '\0';
-	c->body = b;
-	return len;
+	buf_add(&c->body, p, len);
+	return c->body.failed ? 0 : len; /* 0 aborts the transfer */
 }
 
 /* libcurl says which of its sockets to watch: into the loop's epoll set. */
@@ -107,6 +97,7 @@ int httpc_new(int epfd, const char *user_agent, size_t max_body, struct httpc **
 	c->epfd = epfd;
 	c->timer_ms = -1;
 	c->max_body = max_body;
+	c->body.max = max_body + 1;
 	c->user_agent = strdup(user_agent);
 	c->multi = curl_multi_init();
 	c->easy = curl_easy_init();
@@ -138,7 +129,7 @@ void httpc_free(struct httpc *c)
 	for (size_t i = 0; i < 3; i++)
 		free(c->tls[i]);
 	free(c->user_agent);
-	free(c->body);
+	buf_free(&c->body);
 	free(c);
 }
 
@@ -179,17 +170,15 @@ static int start(struct httpc *c, const char *url, struct curl_slist *headers, i
 	if (strlen(url) >= sizeof(c->url))
 		return -ENAMETOOLONG;
 	snprintf(c->url, sizeof(c->url), "%s", url);
-	free(c->body);
-	c->body = NULL;
-	c->len = 0;
-	c->too_big = false;
+	buf_free(&c->body);
 	c->done = false;
 	c->err[0] = '\0';
 	curl_easy_setopt(h, CURLOPT_URL, c->url);
 	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
-	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)timeout_ms);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
+			 (long)(c->connect_timeout_ms > 0 ? c->connect_timeout_ms : timeout_ms));
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
 	curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
@@ -303,9 +292,9 @@ int httpc_take(struct httpc *c, long *ret_status, const char **ret_body, size_t 
 		return 0;
 	c->done = false;
 	*ret_status = c->status;
-	*ret_body = c->body ? c->body : "";
-	*ret_len = c->len;
-	if (c->too_big)
+	*ret_body = c->body.p ? c->body.p : "";
+	*ret_len = c->body.len;
+	if (c->body.too_big)
 		snprintf(why, why_size, "the answer is over %zu bytes", c->max_body);
 	else if (c->result != CURLE_OK)
 		snprintf(why, why_size, "%s", c->err[0] ? c->err : curl_easy_strerror(c->result));
@@ -313,7 +302,7 @@ int httpc_take(struct httpc *c, long *ret_status, const char **ret_body, size_t 
 		snprintf(why, why_size, "HTTP %ld", c->status);
 	else
 		why[0] = '\0';
-	return c->result == CURLE_OK && c->status == 200 && !c->too_big ? 1 : -1;
+	return c->result == CURLE_OK && c->status == 200 && !c->body.too_big ? 1 : -1;
 }
 
 long httpc_retry_after_s(const struct httpc *c)
@@ -327,4 +316,76 @@ bool httpc_has_socket(const struct httpc *c, int fd)
 		if (c->socks[i] == fd)
 			return true;
 	return false;
+}
+
+/* Runs c's request on its own epoll set until it ends; false past the deadline. */
+static bool drive(struct httpc *c, int epfd, int64_t deadline_ms)
+{
+	while (!c->done) {
+		struct epoll_event ev[HTTPC_SOCKS_MAX];
+		int64_t left = deadline_ms - time_mono_ms();
+		int wait = httpc_timeout_ms(c), n;
+
+		if (left <= 0)
+			return false;
+		if (wait < 0 || wait > left)
+			wait = (int)left;
+		n = epoll_wait(epfd, ev, HTTPC_SOCKS_MAX, wait);
+		if (n < 0 && errno != EINTR)
+			return false;
+		for (int i = 0; i < n; i++)
+			httpc_socket(c, ev[i].data.fd, ev[i].events);
+		httpc_run_timer(c);
+	}
+	return true;
+}
+
+int httpc_request_sync(const struct httpc_sync *req, struct httpc_answer *ret)
+{
+	struct httpc *c = NULL;
+	const char *body;
+	int epfd, r;
+
+	memset(ret, 0, sizeof(*ret));
+	epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (epfd < 0)
+		return -errno;
+	r = httpc_new(epfd, req->user_agent, req->max_body, &c);
+	if (r == 0 && req->tls)
+		r = httpc_set_tls(c, req->tls);
+	if (r == 0) {
+		c->connect_timeout_ms = req->connect_timeout_ms;
+		r = req->body ? httpc_post(c, req->url, req->body, req->len, req->timeout_ms)
+			      : httpc_get(c, req->url, req->header, req->timeout_ms);
+	}
+	if (r < 0)
+		goto out;
+	/* libcurl's own timeout ends the request; this is only a bound on the wait */
+	if (!drive(c, epfd, time_mono_ms() + req->timeout_ms + 1000)) {
+		httpc_cancel(c);
+		c->done = true;
+		c->result = CURLE_OPERATION_TIMEDOUT;
+		c->status = 0;
+		c->err[0] = '\0';
+	}
+	ret->ok = httpc_take(c, &ret->status, &body, &ret->len, ret->why, sizeof(ret->why)) == 1;
+	ret->answered = c->result == CURLE_OK;
+	ret->error = curl_easy_strerror(c->result);
+	ret->too_big = c->body.too_big;
+	ret->retry_after_s = c->retry_after_s;
+	ret->body = buf_take(&c->body, NULL);
+	if (!ret->body) {
+		ret->body = strdup("");
+		r = ret->body ? 0 : -ENOMEM;
+	}
+out:
+	httpc_free(c);
+	close(epfd);
+	return r;
+}
+
+void httpc_answer_free(struct httpc_answer *a)
+{
+	free(a->body);
+	memset(a, 0, sizeof(*a));
 }

@@ -13,7 +13,9 @@
  * next request connects anew.
  *
  * The agent reports to the allocator and asks IMDS with it (a client
- * each); the allocator talks to etcd's JSON gateway with it.
+ * each); the allocator talks to etcd's JSON gateway with it. Programs
+ * without a loop (tollgate-ipam; the allocator on its way out) make one
+ * blocking request with httpc_request_sync: the only other way into libcurl.
  */
 
 #include <stdbool.h>
@@ -64,5 +66,35 @@ int httpc_take(struct httpc *c, long *ret_status, const char **ret_body, size_t 
 	       char *why, size_t why_size);
 /* The Retry-After (seconds) of the last answer taken; 0 when it had none. */
 long httpc_retry_after_s(const struct httpc *c);
+
+/*
+ * One request, blocking: a client of its own on an epoll set of its own,
+ * driven until the answer or the request's timeout.
+ */
+struct httpc_sync {
+	const char *url;
+	const char *user_agent;
+	const char *body;		/* POSTed (JSON); NULL: a GET (never through a proxy) */
+	size_t len;
+	const char *header;		/* a GET's one extra header; NULL: none */
+	const struct httpc_tls *tls;	/* NULL: none */
+	int timeout_ms;
+	int connect_timeout_ms;		/* 0: timeout_ms */
+	size_t max_body;		/* a longer answer fails (too_big) */
+};
+struct httpc_answer {
+	bool ok;			/* a 200 answer, whole */
+	bool answered;			/* the transfer ended with an answer, of any status */
+	long status;			/* the HTTP status; 0: none */
+	char *body;			/* what came, NUL-terminated (httpc_answer_free) */
+	size_t len;
+	bool too_big;			/* the answer was over max_body */
+	long retry_after_s;		/* 0: no Retry-After */
+	const char *error;		/* libcurl's word on the transfer ("No error") */
+	char why[256];			/* why it failed, as httpc_take says it */
+};
+/* 0 with *ret filled (ok or not); -ENOMEM, -ENAMETOOLONG, -EIO when it could not start. */
+int httpc_request_sync(const struct httpc_sync *req, struct httpc_answer *ret);
+void httpc_answer_free(struct httpc_answer *a);
 
 #endif

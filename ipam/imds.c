@@ -14,8 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include <curl/curl.h>
-
+#include "httpc/httpc.h"
 #include "ipam/imds.h"
 #include "ipam/ipam.h"
 #include "ipam/pool.h"
@@ -48,15 +47,6 @@ static int parse_mac(const char *s, uint8_t mac[6])
 	return n == 12 && !*s ? 0 : -EINVAL;
 }
 
-static const char *get_str(json_object *o, const char *key)
-{
-	json_object *v;
-
-	if (!o || !json_object_object_get_ex(o, key, &v) || !json_object_is_type(v, json_type_string))
-		return NULL;
-	return json_object_get_string(v);
-}
-
 /* A document IMDS should not have sent: "IMDS answer: <what>". */
 #define bad(e, fmt, ...) tg_fail(e, CNI_ERR_IO, -EBADMSG, "IMDS answer: " fmt, ##__VA_ARGS__)
 
@@ -68,7 +58,7 @@ static int find_nic(json_object *ifs, const uint8_t mac[6], json_object **ret, s
 
 	for (size_t i = 0; i < n; i++) {
 		json_object *it = json_object_array_get_idx(ifs, i);
-		const char *m = get_str(it, "macAddress");
+		const char *m = jx_get_string(it, "macAddress");
 		uint8_t got[6];
 
 		if (!m)
@@ -107,7 +97,7 @@ static int read_addresses(json_object *ipv4, struct imds_network *ret, struct tg
 	if (!out)
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
 	for (size_t i = 0; i < n; i++) {
-		const char *s = get_str(json_object_array_get_idx(addrs, i), "privateIpAddress");
+		const char *s = jx_get_string(json_object_array_get_idx(addrs, i), "privateIpAddress");
 		uint32_t ip;
 
 		if (!s)
@@ -138,7 +128,7 @@ static int read_subnet(json_object *ipv4, struct cidr4 *ret, struct tg_err *e)
 	    json_object_array_length(subnets) == 0)
 		return bad(e, "%s", "the uplink's interface has no ipv4.subnet");
 	sn = json_object_array_get_idx(subnets, 0);
-	a = get_str(sn, "address");
+	a = jx_get_string(sn, "address");
 	if (json_object_object_get_ex(sn, "prefix", &pv)) {
 		if (json_object_is_type(pv, json_type_string)) {
 			char *end;
@@ -170,6 +160,8 @@ int imds_parse_network(const char *body, size_t len, const uint8_t mac[6],
 	r = jx_parse(body, len, &root, &pe);
 	if (r == -ENOMEM)
 		return tg_fail(e, CNI_ERR_IO, r, "out of memory");
+	if (r < 0 && pe.twice)
+		return bad(e, "%s at byte %zu", pe.why, pe.at);
 	if (r < 0 && pe.trailing)
 		return tg_fail(e, CNI_ERR_IO, r, "IMDS answer has trailing data at byte %zu", pe.at);
 	if (r < 0)
@@ -208,32 +200,6 @@ bool imds_retryable(long status)
 	return status == 0 || status == 429 || status == 410 || status >= 500;
 }
 
-struct body {
-	char *buf;
-	size_t len;
-	bool overflow;
-};
-
-static size_t on_body(char *data, size_t size, size_t nmemb, void *p)
-{
-	struct body *b = p;
-	size_t n = size * nmemb;
-	char *grown;
-
-	if (b->len + n > IMDS_BODY_MAX) {
-		b->overflow = true;
-		return 0;
-	}
-	grown = realloc(b->buf, b->len + n + 1);
-	if (!grown)
-		return 0;
-	b->buf = grown;
-	memcpy(b->buf + b->len, data, n);
-	b->len += n;
-	b->buf[b->len] = '\0';
-	return n;
-}
-
 static void sleep_ms(int64_t ms)
 {
 	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000 };
@@ -243,24 +209,22 @@ static void sleep_ms(int64_t ms)
 }
 
 /* One GET of url; left_ms is what is left of the budget. */
-static void setup_request(CURL *c, const char *url, struct curl_slist *hdr, int64_t left_ms,
-			  struct body *b)
+static int get(const char *url, int64_t left_ms, struct httpc_answer *ret)
 {
 	/* A request never outlives the budget: 5 s at most, less when less is left. */
 	long total = left_ms < IMDS_REQUEST_TIMEOUT_MS ? (long)(left_ms > 200 ? left_ms : 200)
 						       : (long)IMDS_REQUEST_TIMEOUT_MS;
-
-	curl_easy_reset(c);
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdr);
 	/* IMDS is link-local: never through a proxy, never redirected. */
-	curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
-	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
-	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, total < 2000 ? total : 2000L);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, total);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, b);
+	struct httpc_sync req = {
+		.url = url,
+		.user_agent = "tollgate/" TG_VERSION,
+		.header = "Metadata: true",
+		.timeout_ms = (int)total,
+		.connect_timeout_ms = total < 2000 ? (int)total : 2000,
+		.max_body = IMDS_BODY_MAX,
+	};
+
+	return httpc_request_sync(&req, ret);
 }
 
 int imds_fetch(const char *base_url, int budget_s, char **ret_body, size_t *ret_len,
@@ -269,66 +233,50 @@ int imds_fetch(const char *base_url, int budget_s, char **ret_body, size_t *ret_
 	char url[1024];
 	int64_t start = time_mono_ms();
 	int attempts = 0;
-	CURL *c;
 
 	if (imds_url(base_url, url, sizeof(url)) < 0)
 		return tg_fail(e, CNI_ERR_CONFIG, -ENAMETOOLONG, "IMDS URL is too long");
-	if (curl_global_init(CURL_GLOBAL_NOTHING) != CURLE_OK)
-		return tg_fail(e, CNI_ERR_IO, -EIO, "cannot initialise libcurl");
-	c = curl_easy_init();
-	if (!c) {
-		curl_global_cleanup();
-		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "cannot initialise libcurl");
-	}
 	for (;;) {
-		struct curl_slist *hdr = curl_slist_append(NULL, "Metadata: true");
-		struct body b = { 0 };
-		long status = 0;
-		curl_off_t retry_after = 0;
-		CURLcode cr;
+		struct httpc_answer a;
 		char why[160];
 		bool retry;
 		int64_t wait;
+		int r;
 
 		attempts++;
-		setup_request(c, url, hdr, (int64_t)budget_s * 1000 - (time_mono_ms() - start), &b);
-		cr = curl_easy_perform(c);
-		curl_slist_free_all(hdr);
-		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-		curl_easy_getinfo(c, CURLINFO_RETRY_AFTER, &retry_after);
-		if (cr == CURLE_OK && status == 200) {
-			curl_easy_cleanup(c);
-			curl_global_cleanup();
-			*ret_body = b.buf;
-			*ret_len = b.len;
+		r = get(url, (int64_t)budget_s * 1000 - (time_mono_ms() - start), &a);
+		if (r == -ENOMEM)
+			return tg_fail(e, CNI_ERR_IO, r, "out of memory");
+		if (r < 0)
+			return tg_fail(e, CNI_ERR_IO, -EIO, "cannot initialise libcurl");
+		if (a.ok) {
+			*ret_body = a.body;
+			*ret_len = a.len;
 			if (ret_attempts)
 				*ret_attempts = attempts;
 			return 0;
 		}
-		free(b.buf);
-		if (b.overflow)
+		if (a.too_big)
 			snprintf(why, sizeof(why), "the answer is larger than %d bytes", IMDS_BODY_MAX);
-		else if (cr != CURLE_OK)
-			snprintf(why, sizeof(why), "%s", curl_easy_strerror(cr));
+		else if (!a.answered)
+			snprintf(why, sizeof(why), "%s", a.error);
 		else
-			snprintf(why, sizeof(why), "HTTP %ld", status);
+			snprintf(why, sizeof(why), "HTTP %ld", a.status);
 		/*
 		 * Retried with exponential back-off from 1 s, honouring
 		 * Retry-After, within the budget.
 		 */
-		retry = !b.overflow && imds_retryable(cr != CURLE_OK ? 0 : status);
+		retry = !a.too_big && imds_retryable(a.answered ? a.status : 0);
 		/* An absurd Retry-After (past the budget) ends the tries; it never wraps to "now". */
-		if (retry_after > (curl_off_t)budget_s)
+		if (a.retry_after_s > budget_s)
 			wait = ((int64_t)budget_s + 1) * 1000;
 		else
-			wait = retry_after > 0 ? (int64_t)retry_after * 1000
-					       : backoff_ms(1000, 10000, (unsigned)attempts - 1);
-		if (!retry || time_mono_ms() - start + wait > (int64_t)budget_s * 1000) {
-			curl_easy_cleanup(c);
-			curl_global_cleanup();
+			wait = a.retry_after_s > 0 ? (int64_t)a.retry_after_s * 1000
+						   : backoff_ms(1000, 10000, (unsigned)attempts - 1);
+		httpc_answer_free(&a);
+		if (!retry || time_mono_ms() - start + wait > (int64_t)budget_s * 1000)
 			return tg_fail(e, CNI_ERR_IO, -EIO, "IMDS %s: %s (after %d request%s)", url, why,
 				       attempts, attempts == 1 ? "" : "s");
-		}
 		sleep_ms(wait);
 	}
 }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include <errno.h>
 #include <limits.h>
+#include <stdlib.h>
 #include <strings.h>
 
 #include "lib/jsonx.h"
@@ -22,44 +23,6 @@ static const char *type_name(json_type t)
 	default:
 		return "null";
 	}
-}
-
-int jx_parse(const char *text, size_t len, json_object **ret, struct jx_parse_error *ret_err)
-{
-	json_tokener *tok;
-	json_object *root;
-	size_t end;
-
-	if (len > INT_MAX) {
-		*ret_err = (struct jx_parse_error){ .why = "too large" };
-		return -EBADMSG;
-	}
-	tok = json_tokener_new();
-	if (!tok)
-		return -ENOMEM;
-	json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
-	root = json_tokener_parse_ex(tok, text, (int)len);
-	end = json_tokener_get_parse_end(tok);
-	if (!root || json_tokener_get_error(tok) != json_tokener_success) {
-		*ret_err = (struct jx_parse_error){
-			.why = json_tokener_error_desc(json_tokener_get_error(tok)), .at = end
-		};
-		json_tokener_free(tok);
-		json_object_put(root);
-		return -EBADMSG;
-	}
-	json_tokener_free(tok);
-	/* json-c stops at a NUL byte as at the end of the text. */
-	for (size_t i = end; i < len; i++)
-		if (text[i] != ' ' && text[i] != '\t' && text[i] != '\n' && text[i] != '\r') {
-			*ret_err = (struct jx_parse_error){
-				.why = "trailing data", .at = i, .trailing = true
-			};
-			json_object_put(root);
-			return -EBADMSG;
-		}
-	*ret = root;
-	return 0;
 }
 
 void jx_print(FILE *out, json_object *o, int flags)
@@ -188,6 +151,38 @@ int jx_string_array(json_object *obj, const char *where, const char *key, json_o
 	}
 	*ret = v;
 	return 1;
+}
+
+const char *jx_get_string(json_object *obj, const char *key)
+{
+	json_object *v = jx_get(obj, key);
+
+	return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+}
+
+int jx_get_int64_text(json_object *obj, const char *key, int64_t *ret)
+{
+	json_object *v = jx_get(obj, key);
+	const char *s;
+	char *end;
+	long long n;
+
+	*ret = 0;
+	if (!v || json_object_is_type(v, json_type_null))
+		return 0;
+	if (json_object_is_type(v, json_type_int)) {
+		*ret = json_object_get_int64(v);
+		return 0;
+	}
+	if (!json_object_is_type(v, json_type_string))
+		return -EINVAL;
+	s = json_object_get_string(v);
+	errno = 0;
+	n = strtoll(s, &end, 10);
+	if (!*s || *end || errno || (*s != '-' && (*s < '0' || *s > '9')))
+		return -EBADMSG;
+	*ret = n;
+	return 0;
 }
 
 json_object *jx_get_nocase(json_object *obj, const char *key)

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "lib/buf.h"
 #include "lib/cleanup.h"
 #include "lib/util.h"
 
@@ -142,10 +143,10 @@ int mkdir_p(const char *path, unsigned mode)
 
 int read_stream(FILE *f, size_t max, char **ret, size_t *ret_len)
 {
-	size_t cap = 0, len = 0, n;
-	char *buf = NULL;
+	struct buf b = { .first = 8192 };
 	struct stat sb;
 	off_t at;
+	size_t n;
 	int fd = fileno(f);
 
 	/* A regular file is read into one buffer of its size (and one byte to see its end). */
@@ -153,34 +154,27 @@ int read_stream(FILE *f, size_t max, char **ret, size_t *ret_len)
 	    sb.st_size > at) {
 		if ((uint64_t)(sb.st_size - at) > max)
 			return -E2BIG;
-		cap = (size_t)(sb.st_size - at) + 2;
-		buf = malloc(cap);
-		if (!buf)
-			return -ENOMEM;
+		b.first = (size_t)(sb.st_size - at) + 2;
 	}
 	for (;;) {
-		if (cap - len < 2) { /* room to read into, and for the NUL */
-			size_t want = cap ? cap * 2 : 8192;
-			char *grown = realloc(buf, want);
+		/* room to read into, and for the NUL */
+		char *p = buf_reserve(&b, 1);
 
-			if (!grown) {
-				free(buf);
-				return -ENOMEM;
-			}
-			buf = grown;
-			cap = want;
+		if (!p) {
+			buf_free(&b);
+			return -ENOMEM;
 		}
-		n = fread(buf + len, 1, cap - len - 1, f);
-		len += n;
-		if (len > max) {
-			free(buf);
+		n = fread(p, 1, b.cap - b.len - 1, f);
+		b.len += n;
+		if (b.len > max) {
+			buf_free(&b);
 			return -E2BIG;
 		}
 		if (ferror(f)) {
 			int r = errno ? -errno : -EIO; /* what read(2) said */
 
 			if (r != -EINTR) {
-				free(buf);
+				buf_free(&b);
 				return r;
 			}
 			clearerr(f); /* a signal, not the end */
@@ -188,9 +182,8 @@ int read_stream(FILE *f, size_t max, char **ret, size_t *ret_len)
 			break;
 		}
 	}
-	buf[len] = '\0';
-	*ret = buf;
-	*ret_len = len;
+	b.p[b.len] = '\0';
+	*ret = buf_take(&b, ret_len);
 	return 0;
 }
 

@@ -23,21 +23,54 @@
 # failed`; exit status 1 when M > 0. A run narrowed by TG_TEST_FILTER or
 # FP_SCENARIOS says so in the summary.
 #
+# Which build runs what: unit binaries run in every build dir (they are
+# quick). An integration file runs once, against the sanitizer build (the
+# first build dir whose name holds "san": it catches more), or against the
+# first build dir when none is one; a check is one distinct check however
+# many builds it runs in, so running it once counts the same. Exceptions:
+# TG_SAN_EXCLUDE (timing and memory measurements, tools that do not mix
+# with ASan) run against the first plain build only, and TG_EVERY_BUILD
+# (files whose checks differ by build) against every build dir.
+# TG_BOTH=1 runs every integration file against every build dir, as
+# before (TG_SAN_EXCLUDE still holds).
+#
+# Files outside TG_SERIAL run two at a time (TG_JOBS), each in throwaway
+# namespaces of its own (lib.sh's per-run prefix), its output to a log of
+# its own printed whole when it ends; the files that measure rates, timing
+# or memory, and those that start real runtimes, run alone after them.
+#
 # Env: TG_TEST_FILTER=regex  run only files whose name matches
 #      TG_TEST_TIMEOUT=secs  per-file time limit (default 300)
 #      TG_TEST_DIR=dir       the integration test files (default tests/integration;
 #                            tests/integration/test_runner.sh points it elsewhere)
 #      TG_FUZZ_DIR=dir       also run every libFuzzer target of dir for FUZZ_SECONDS
 #                            (default 3) each; `make test` passes build-fuzz
-#      TG_SAN_EXCLUDE=regex  integration files not run against a sanitizer build
+#      TG_SAN_EXCLUDE=regex  integration files run against the plain build only
 #                            (default: test_shaping_rates and test_node_state,
 #                            whose rate measurements and churn timing mean nothing
-#                            at ASan's speed; test_shaping drives the shaping code
-#                            under ASan without measuring a rate; and
+#                            at ASan's speed; test_budget_agent, which times the
+#                            agent's reports against its period; test_metrics_http,
+#                            which bounds the agent's RSS; test_shaping drives the
+#                            shaping code under ASan without measuring a rate; and
 #                            test_valgrind, which runs the plain binaries under
 #                            valgrind: valgrind and ASan do not mix; and
 #                            test_arm64, whose arm64 build has no sanitizer;
 #                            and test_cri, which measures caps)
+#      TG_EVERY_BUILD=regex  integration files run against every build dir
+#                            (default: test_failpoints, which checks the plain
+#                            build holds no failpoint and walks the points in
+#                            the sanitizer build; test_kernel_cases, the kernel
+#                            cases' cmocka binaries of each build; test_runner)
+#      TG_BOTH=1             every integration file against every build dir
+#      TG_JOBS=n             files run at once outside TG_SERIAL (default 2; 1: one by one)
+#      TG_SERIAL=regex       files that run alone (default: those that measure
+#                            rates, timing or memory: test_shaping_rates,
+#                            test_node_state, test_budget_agent,
+#                            test_metrics_http, test_cri; test_allocator, whose
+#                            leases last 2 s; test_declare_commits, which needs
+#                            100 commits in 12 s; test_guard, which counts
+#                            connections against newPerSecond; and test_runtimes
+#                            and test_deploy, which start real runtimes)
 #
 # tests/chaos/run.sh sources this file for its runner (everything down to
 # run_summary: the counting is one code): it sets RUN_NAME and
@@ -66,7 +99,7 @@ BUILDS=()
 RUN_BUILD=""
 LOG=$(mktemp /tmp/tollgate-run.XXXXXX)
 trap 'rm -f "$LOG"' EXIT
-trap 'echo "$RUN_NAME: interrupted"; run_counts; echo "$CHECKS_PASS passed, $((CHECKS_FAIL + 1)) failed"; exit 130' INT TERM
+trap 'echo "$RUN_NAME: interrupted"; run_bg_kill; run_counts; echo "$CHECKS_PASS passed, $((CHECKS_FAIL + 1)) failed"; exit 130' INT TERM
 
 # check_record KEY pass|fail: one result of a distinct check, in RUN_BUILD.
 check_record() {
@@ -115,12 +148,19 @@ run_one() {
 	local label=$1
 	shift
 	[ -n "$key" ] || key=${label%% \[*}
-	local t0=$SECONDS rc p=0 f=0 s=0 kind name
+	local t0=$SECONDS rc
 	echo "=== $label"
 	# timeout (not --foreground) signals the file's whole process group: what
 	# it started goes with it, and its traps still clean up
 	timeout -k 10 "$TIMEOUT" "$@" 2>&1 | tee "$LOG"
 	rc=${PIPESTATUS[0]}
+	run_tally "$label" "$key" "$LOG" "$rc" $((SECONDS - t0))
+}
+
+# run_tally LABEL KEY LOG RC SECS: counts a file's lines (its output in LOG,
+# its exit status RC) and prints its summary line.
+run_tally() {
+	local label=$1 key=$2 log=$3 rc=$4 secs=$5 p=0 f=0 s=0 kind name
 	while IFS=$'\t' read -r kind name; do
 		case $kind in
 		pass) p=$((p + 1)) ;;
@@ -128,18 +168,18 @@ run_one() {
 		*) s=$((s + 1)) kind=fail ;;
 		esac
 		check_record "$key"$'\t'"$name" "$kind"
-	done < <(check_key_names <"$LOG")
+	done < <(check_key_names <"$log")
 	local why="" results=$((p + f + s)) plan
-	plan=$(awk '/^1\.\.[0-9]+$/ { n += substr($0, 4) } END { print n + 0 }' "$LOG")
+	plan=$(awk '/^1\.\.[0-9]+$/ { n += substr($0, 4) } END { print n + 0 }' "$log")
 	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
 		why=" (exit status $rc without a 'not ok'$([ "$rc" = 124 ] && echo ": timed out after ${TIMEOUT}s"))"
 	elif [ "$results" -eq 0 ]; then
 		why=" (printed no test result)"
 	elif [ "$rc" -ne 0 ]; then
 		: # stopped at a failure it reported (tap_bail)
-	elif grep -q '^1\.\.[0-9]' "$LOG"; then
+	elif grep -q '^1\.\.[0-9]' "$log"; then
 		[ "$plan" -eq "$results" ] || why=" (stopped early: its plans announce $plan results, it printed $results)"
-	elif ! grep -qx "# tollgate-tap: end of .*" "$LOG"; then
+	elif ! grep -qx "# tollgate-tap: end of .*" "$log"; then
 		why=" (stopped early: no plan, and no end-of-file marker from tap_done)"
 	fi
 	if [ -n "$why" ]; then
@@ -149,7 +189,59 @@ run_one() {
 	[ "$s" -eq 0 ] || why="$why ($s skipped, counted as failed)"
 	SKIP=$((SKIP + s))
 	[ $((f + s)) -eq 0 ] || FAILED_FILES+=("$label")
-	echo "--- $label: ok=$p not_ok=$f skipped=$s in $((SECONDS - t0))s$why"
+	echo "--- $label: ok=$p not_ok=$f skipped=$s in ${secs}s$why"
+}
+
+# Files running in the background (run_bg): label, build, log, start, pid.
+BG_LABEL=() BG_BUILD=() BG_LOG=() BG_T0=() BG_PID=()
+
+# run_bg LABEL CMD... : start one test file in the background, its output to
+# a log of its own (LOG.rc: its exit status, once it ended); run_reap prints
+# and counts it.
+run_bg() {
+	local label=$1 log
+	shift
+	log=$(mktemp /tmp/tollgate-run.XXXXXX)
+	(
+		timeout -k 10 "$TIMEOUT" "$@" >"$log" 2>&1 </dev/null
+		echo $? >"$log.rc.tmp" && mv "$log.rc.tmp" "$log.rc"
+	) &
+	BG_PID+=($!) BG_LABEL+=("$label") BG_BUILD+=("$RUN_BUILD") BG_LOG+=("$log") BG_T0+=("$SECONDS")
+	echo "# started: $label (its output follows when it ends)"
+}
+
+# run_reap N: wait until at most N background files run, printing and
+# counting each one that ended, in the order they end.
+run_reap() {
+	local i log keep_build=$RUN_BUILD
+	while :; do
+		for i in "${!BG_LOG[@]}"; do
+			log=${BG_LOG[$i]}
+			[ -e "$log.rc" ] || continue
+			wait "${BG_PID[$i]}" 2>/dev/null
+			echo "=== ${BG_LABEL[$i]}"
+			cat "$log"
+			RUN_BUILD=${BG_BUILD[$i]}
+			run_tally "${BG_LABEL[$i]}" "${BG_LABEL[$i]%% \[*}" "$log" "$(cat "$log.rc")" \
+				$((SECONDS - BG_T0[i]))
+			rm -f "$log" "$log.rc"
+			unset "BG_LOG[$i]" "BG_LABEL[$i]" "BG_BUILD[$i]" "BG_T0[$i]" "BG_PID[$i]"
+		done
+		RUN_BUILD=$keep_build
+		[ "${#BG_LOG[@]}" -gt "$1" ] || return 0
+		sleep 0.5
+	done
+}
+
+# run_bg_kill: the background files go (interrupted run), their groups with them.
+run_bg_kill() {
+	local i
+	for i in "${!BG_PID[@]}"; do
+		# timeout, the subshell's child, passes TERM on to the file's group
+		pkill -TERM -P "${BG_PID[$i]}" 2>/dev/null
+		kill -TERM "${BG_PID[$i]}" 2>/dev/null
+		rm -f "${BG_LOG[$i]}" "${BG_LOG[$i]}.rc"
+	done
 }
 
 # run_fail LABEL WHY: a failure that is no file's (a missing binary).
@@ -192,8 +284,40 @@ run_summary() {
 # Every build dir of this run, for the files that divide work between them
 export TG_RUN_BUILDS="$*"
 FILTER=${TG_TEST_FILTER:-}
-SAN_EXCLUDE=${TG_SAN_EXCLUDE-test_shaping_rates|test_node_state|test_valgrind|test_arm64|test_cri}
+SAN_EXCLUDE=${TG_SAN_EXCLUDE-test_shaping_rates|test_node_state|test_budget_agent|test_metrics_http|test_valgrind|test_arm64|test_cri}
+EVERY_BUILD=${TG_EVERY_BUILD-test_failpoints|test_kernel_cases|test_runner}
+SERIAL=${TG_SERIAL-test_shaping_rates|test_node_state|test_budget_agent|test_metrics_http|test_cri|test_allocator\.sh|test_declare_commits|test_guard|test_runtimes|test_deploy}
+JOBS=${TG_JOBS:-2}
 HOST_BEFORE=$(bash tests/host_dirs.sh)
+
+# The build an integration file runs in once: the first sanitizer build,
+# else the first build; the measurements' build: the first plain one.
+HOME_BUILD=$1 PLAIN_BUILD=""
+for build in "$@"; do
+	if [[ $build == *san* ]]; then
+		[[ $HOME_BUILD == *san* ]] || HOME_BUILD=$build
+	elif [ -z "$PLAIN_BUILD" ]; then
+		PLAIN_BUILD=$build
+	fi
+done
+
+# run_here FILE BUILD: true when FILE runs against BUILD (else says why not)
+run_here() {
+	local why=""
+	if [[ $2 == *san* ]] && [ -n "$SAN_EXCLUDE" ] && [[ $1 =~ $SAN_EXCLUDE ]]; then
+		why="not run against the sanitizer build (TG_SAN_EXCLUDE)"
+	elif [ "${TG_BOTH:-0}" = 1 ] || { [ -n "$EVERY_BUILD" ] && [[ $1 =~ $EVERY_BUILD ]]; }; then
+		return 0
+	elif [ -n "$SAN_EXCLUDE" ] && [[ $1 =~ $SAN_EXCLUDE ]]; then
+		[ "$2" = "$PLAIN_BUILD" ] && return 0
+		why="run against $PLAIN_BUILD only (TG_SAN_EXCLUDE; TG_BOTH=1: every build)"
+	else
+		[ "$2" = "$HOME_BUILD" ] && return 0
+		why="run against $HOME_BUILD only (TG_BOTH=1: every build)"
+	fi
+	echo "# $1 [$2]: $why"
+	return 1
+}
 
 for build in "$@"; do
 	bdir=$build
@@ -209,13 +333,22 @@ for build in "$@"; do
 		CMOCKA_MESSAGE_OUTPUT=TAP run_one "tests/$(basename "$u") [$build]" "$u"
 	done
 	[ "$units" -gt 0 ] || run_fail "$build/tests/unit_*" "no unit test binaries (run make)"
+	# the files that may share the machine first, TG_JOBS at a time; then,
+	# alone, the others
+	alone=()
 	for t in "${TG_TEST_DIR:-tests/integration}"/test_*.sh; do
 		[ -f "$t" ] || continue
 		[ -z "$FILTER" ] || [[ $t =~ $FILTER ]] || continue
-		if [[ $build == *san* ]] && [ -n "$SAN_EXCLUDE" ] && [[ $t =~ $SAN_EXCLUDE ]]; then
-			echo "# $t [$build]: not run against the sanitizer build (TG_SAN_EXCLUDE)"
+		run_here "$t" "$build" || continue
+		if [ "$JOBS" -le 1 ] || { [ -n "$SERIAL" ] && [[ $t =~ $SERIAL ]]; }; then
+			alone+=("$t")
 			continue
 		fi
+		run_reap $((JOBS - 1))
+		TOLLGATE_BIN_DIR=$bdir run_bg "$t [$build]" bash "$t"
+	done
+	run_reap 0
+	for t in "${alone[@]}"; do
 		TOLLGATE_BIN_DIR=$bdir run_one "$t [$build]" bash "$t"
 	done
 done

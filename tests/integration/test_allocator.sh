@@ -206,45 +206,61 @@ t_end
 
 # ============================================================ bad reports
 t_begin "malformed JSON, an oversized body, version 2 and wrong types get 400 saying why, counted, changing nothing"
+# On an allocator of their own, whose leases (a minute) outlast the check:
+# with 2 s leases a node's demand ages between the two snapshots on a slow
+# machine, and "changing nothing" would be read against time, not the reports.
+good=$(report mallory 1 "$(entry datasets 99000000 99000000 true granted)")
+pad=$(head -c 70000 /dev/zero | tr '\0' ' ')
+BAD_BODY=("${good:0:40}" "not json at all" "$(jq -c '.version = 2' <<<"$good")"
+	"$(jq -c '.budgets[0].sentBytes = "lots"' <<<"$good")" "$(jq -c '.budgets[0].saturated = 1' <<<"$good")"
+	"$(jq -c '.budgets[0].applied = -5' <<<"$good")" "$(jq -c '.node = "Mallory!"' <<<"$good")"
+	"$(jq -c '.budgets = [.budgets[0], .budgets[0]]' <<<"$good")" "$(jq -c '.budgets' <<<"$good")"
+	"${good%\}}${pad}}")
+BAD_WHAT=("truncated JSON" "not JSON" "version 2" "sentBytes a string" "saturated a number" "applied negative"
+	"a bad node name" "a namespace twice" "an array for a report" "a 70 kB body")
+BAD_WHY=("json" "json" "version" "sentBytes" "saturated" "applied" "node" "datasets|twice" "." "65536")
+head -c 1048576 /dev/zero | tr '\0' ' ' >"$TG_TMP/huge"
+conflist '.budgets.leaseSeconds = 60' >"$TG_TMP/long.conflist"
+ip netns exec "$NS" "$ALLOC" --config "$TG_TMP/long.conflist" --listen 127.0.0.1:9619 2>>"$LOG" &
+BAD_PID=$!
+TG_PIDS+=("$BAD_PID")
+MAIN_URL=$URL URL=http://127.0.0.1:9619
+wait_for 5 ready || t_fail "the second allocator is not ready within 5 s"
+code=$(post "$(report n9 1 "$(entry datasets 1000000 1000000 true fallback)" "$(entry crawl 100000 100000 false fallback)")")
+t_expect "a good report first (the state the bad ones must leave as it is)" "$code" 200
 sleep 0.3
 metrics
 gauges >"$TG_TMP/before.g"
 bad0=$(mval 'tollgate_allocator_reports_total{result="malformed"}')
 big0=$(mval 'tollgate_allocator_reports_total{result="oversized"}')
 ver0=$(mval 'tollgate_allocator_reports_total{result="version"}')
-good=$(report mallory 1 "$(entry datasets 99000000 99000000 true granted)")
-# bad TEXT WHAT PATTERN: 400, and the answer's one line says why
-bad() {
-	local code
-	code=$(post "$1")
-	[ "$code" = 400 ] || { t_fail "$2: HTTP $code, expected 400: $(head -c 200 "$TG_TMP/answer")"; return; }
-	grep -qiE -- "$3" "$TG_TMP/answer" || t_fail "$2: the reason does not say '$3': $(head -c 200 "$TG_TMP/answer")"
-	[ "$(wc -l <"$TG_TMP/answer")" -eq 1 ] || t_fail "$2: the reason is not one line"
-}
-bad "${good:0:40}" "truncated JSON" "json"
-bad "not json at all" "not JSON" "json"
-bad "$(jq -c '.version = 2' <<<"$good")" "version 2" "version"
-bad "$(jq -c '.budgets[0].sentBytes = "lots"' <<<"$good")" "sentBytes a string" "sentBytes"
-bad "$(jq -c '.budgets[0].saturated = 1' <<<"$good")" "saturated a number" "saturated"
-bad "$(jq -c '.budgets[0].applied = -5' <<<"$good")" "applied negative" "applied"
-bad "$(jq -c '.node = "Mallory!"' <<<"$good")" "a bad node name" "node"
-bad "$(jq -c '.budgets = [.budgets[0], .budgets[0]]' <<<"$good")" "a namespace twice" "datasets|twice"
-bad "$(jq -c '.budgets' <<<"$good")" "an array for a report" "."
-# over the wire's 64 KiB: read, and refused saying so
-pad=$(head -c 70000 /dev/zero | tr '\0' ' ')
-bad "${good%\}}${pad}}" "a 70 kB body" "65536"
-# far over it: refused before it is read
-head -c 1048576 /dev/zero | tr '\0' ' ' >"$TG_TMP/huge"
+codes=()
+for i in "${!BAD_BODY[@]}"; do
+	codes+=("$(post "${BAD_BODY[$i]}")")
+	cp "$TG_TMP/answer" "$TG_TMP/answer.$i"
+done
+# far over the wire's 64 KiB: refused before it is read
 code=$(A curl -s -o "$TG_TMP/answer" -w '%{http_code}' --max-time 5 --data-binary "@$TG_TMP/huge" "$URL/v1/report")
 t_expect "a 1 MiB body" "$code" 413
 sleep 0.1
 metrics
 gauges >"$TG_TMP/after.g"
+# each refusal: 400, and the answer's one line says why
+for i in "${!BAD_BODY[@]}"; do
+	what=${BAD_WHAT[$i]}
+	[ "${codes[$i]}" = 400 ] || { t_fail "$what: HTTP ${codes[$i]}, expected 400: $(head -c 200 "$TG_TMP/answer.$i")"; continue; }
+	grep -qiE -- "${BAD_WHY[$i]}" "$TG_TMP/answer.$i" || t_fail "$what: the reason does not say '${BAD_WHY[$i]}': $(head -c 200 "$TG_TMP/answer.$i")"
+	[ "$(wc -l <"$TG_TMP/answer.$i")" -eq 1 ] || t_fail "$what: the reason is not one line"
+done
 d=$(diff "$TG_TMP/before.g" "$TG_TMP/after.g") || t_fail "the refused reports changed the state: $d"
 t_expect "reports_total{result=malformed}" "$(mval 'tollgate_allocator_reports_total{result="malformed"}')" $((bad0 + 8))
 t_expect "reports_total{result=oversized}" "$(mval 'tollgate_allocator_reports_total{result="oversized"}')" $((big0 + 2))
 t_expect "reports_total{result=version}" "$(mval 'tollgate_allocator_reports_total{result="version"}')" $((ver0 + 1))
 grep -q 'msg="report refused" result=malformed' "$LOG" || t_fail "no log record of a refused report"
+t_expect "nodes (the good report's only)" "$(mval 'tollgate_allocator_nodes{namespace="datasets"}')" 1
+kill "$BAD_PID" 2>/dev/null
+wait "$BAD_PID" 2>/dev/null
+URL=$MAIN_URL
 # the node whose reports were refused is unknown to the allocator: a good one now is its first
 t_end
 

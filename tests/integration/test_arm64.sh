@@ -5,7 +5,8 @@
 #     native build's version and commit;
 #   - every unit test binary passes under qemu; the only cases left out are
 #     those that need tc's netlink messages (NEED_NETNS_TC, counted from the
-#     sources), which qemu-user does not translate;
+#     sources), which qemu-user does not translate; and the kernel case of
+#     the metrics endpoint's HTTP server on loopback, in a namespace of its own;
 #   - the plugin in a throwaway node namespace: VERSION, STATUS, a refused
 #     config (the same error object as the native plugin's), CHECK and DEL of
 #     a container it never saw, the node unchanged by all of them;
@@ -81,6 +82,23 @@ for u in "$A64"/tests/unit_test_*; do
 	t_end
 	diag "$name: ${passed:-0} passed${skipped:+, $skipped left to the native builds (tc netlink)}"
 done
+# The HTTP server on loopback: a kernel case (a network namespace of its
+# own), which qemu-user runs as it runs the unit tests.
+t_begin "arm64 ktest_http (the metrics endpoint's server on loopback) under qemu-aarch64-static"
+if [ -x "$A64/tests/ktest_http" ] && _tg_netns_add "$TG_ID-khttp"; then
+	out=$(cd "$TG_ROOT" && ip netns exec "$TG_ID-khttp" env TG_UNIT_QEMU_USER=1 \
+		timeout 240 "$QEMU" "$A64/tests/ktest_http" 2>&1)
+	rc=$?
+	passed=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' <<<"$out" | tail -1)
+	[ "$rc" = 0 ] || t_fail "exit $rc: $(grep -E 'FAILED|ERROR|LINE|SKIPPED' <<<"$out" | head -5 | tr '\n' ' ')"
+	[ "${passed:-0}" -gt 0 ] || t_fail "no case passed"
+	grep -q '^\[  SKIPPED \]' <<<"$out" && t_fail "cases skipped: $(grep -A3 'SKIPPED' <<<"$out" | head -4 | tr '\n' ' ')"
+	diag "ktest_http: ${passed:-0} passed"
+	ip netns del "$TG_ID-khttp"
+else
+	t_fail "no $A64/tests/ktest_http (make ARCH=arm64 all), or no namespace for it"
+fi
+t_end
 t_begin "the arm64 build holds unit tests"
 [ "$n_units" -ge 10 ] || t_fail "only $n_units unit test binaries in $A64/tests"
 t_end

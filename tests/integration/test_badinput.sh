@@ -162,6 +162,7 @@ bad "mtu is a string" 7 "$(c '.mtu="1500"')"
 bad "mtu 0" 7 "$(c '.mtu=0')"
 bad "mtu 67" 7 "$(c '.mtu=67')"
 bad "mtu 70000" 7 "$(c '.mtu=70000')"
+bad "mtu written twice (json-c would keep the last)" 7 "$(jq -c . <<<"$CONF" | sed 's/^{/{"mtu":1500,"mtu":9000,/')"
 bad "masquerade is a string" 7 "$(c '.masquerade="yes"')"
 bad "internalCIDRs is a string" 7 "$(c '.internalCIDRs="10.0.0.0/8"')"
 bad "internalCIDRs holds a number" 7 "$(c '.internalCIDRs=[10]')"
@@ -238,6 +239,13 @@ out=$(ip netns exec "$TG_NODE" "$IPAM_BIN" validate "$TG_TMP/bad.conflist"); rc=
 t_expect "validate of a bad conflist" "$rc:$out" "1:$TG_TMP/bad.conflist: refused (CNI error 7): mtu must be an integer, not a string"
 out2=$(ip netns exec "$TG_NODE" "$AGENT_BIN" --check --config "$TG_TMP/bad.conflist"); rc=$?
 t_expect "the agent's --check" "$rc:$out2" "1:$out"
+# a key twice in the file: refused naming it, where json-c alone would keep the last
+sed 's/"plugins":\[{/"plugins":[{"mtu":9000,/' "$TG_TMP/good.conflist" >"$TG_TMP/twice.conflist"
+out=$(ip netns exec "$TG_NODE" "$IPAM_BIN" validate "$TG_TMP/twice.conflist"); rc=$?
+case "$rc:$out" in
+"1:$TG_TMP/twice.conflist: refused (CNI error 7): plugins[0].mtu is written twice at byte "*) ;;
+*) t_fail "validate of a conflist with a key twice: $rc:$out" ;;
+esac
 t_end
 
 tap_done

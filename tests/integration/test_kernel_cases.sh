@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Cases of Tollgate's cmocka groups that need the kernel: nftables tables and
 # counters made with nft (the accounting table at node scale, the counter
-# reader, the batch transport, exporter_render), and a PID namespace of its
-# own (gc's /proc paths). They are tests/kernel/ktest_*.c, built by make into
-# $TOLLGATE_BIN_DIR/tests/ktest_*; the unit tests run the same cases
+# reader, the batch transport, exporter_render), a PID namespace of its
+# own (gc's /proc paths), loopback (the metrics endpoint's HTTP server) and
+# tc (the kernel's extended-ack text reaching the CNI error). They are
+# tests/kernel/ktest_*.c, built by make into $TOLLGATE_BIN_DIR/tests/ktest_*; the unit tests run the same cases
 # (tests/unit/*_cases.h) against a fake nf_tables and link-time seams.
 #
 #   +---------------------------------------------+

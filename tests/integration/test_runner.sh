@@ -39,7 +39,8 @@ run_runner() {
 	local out=$1
 	shift
 	(cd "$F" && env TG_TEST_DIR="$F/it" TG_TEST_FILTER="${FILTER:-}" FP_SCENARIOS="${FPS:-}" \
-		TG_FUZZ_DIR= TG_SAN_EXCLUDE= bash "$TG_ROOT/tests/run.sh" "$@") >"$out" 2>&1
+		TG_FUZZ_DIR= TG_SAN_EXCLUDE="${SAN_EXCLUDE:-}" TG_BOTH="${BOTH:-0}" \
+		bash "$TG_ROOT/tests/run.sh" "$@") >"$out" 2>&1
 }
 last() { tail -n 1 "$1"; }
 fresh() {
@@ -58,7 +59,7 @@ fresh
 unit a "$F/b1" "$good_unit"
 unit a "$F/b2" "$good_unit"
 shell_test ok 'tap_ok "answers"; tap_ok "rate: 941 Mbit/s"; tap_ok "rate: 957 Mbit/s"; tap_done'
-run_runner "$F/out" "$F/b1" "$F/b2"
+BOTH=1 run_runner "$F/out" "$F/b1" "$F/b2"
 # 2 unit + 3 shell checks, and the host check
 t_expect "last line" "$(last "$F/out")" "6 passed, 0 failed"
 grep -qx "\[$F/b1\] 5 passed, 0 failed" "$F/out" || t_fail "no per-build line for b1: $(tail -n 6 "$F/out")"
@@ -69,9 +70,41 @@ t_begin "a check failing in one build of two fails once, passes nowhere"
 shell_test ok 'tap_ok "answers"
 if [[ $TOLLGATE_BIN_DIR == */b2 ]]; then tap_not_ok "counts" "grew by 10, expected 20"; else tap_ok "counts"; fi
 tap_done'
-run_runner "$F/out" "$F/b1" "$F/b2"
+BOTH=1 run_runner "$F/out" "$F/b1" "$F/b2"
 t_expect "last line" "$(last "$F/out")" "4 passed, 1 failed"
 grep -qx "\[$F/b2\] 3 passed, 1 failed" "$F/out" || t_fail "b2's own figures: $(tail -n 6 "$F/out")"
+t_end
+
+t_begin "an integration file runs once: in the sanitizer build, a TG_SAN_EXCLUDE one in the plain build; units in both"
+fresh
+mkdir -p "$F/b2-san"
+cp "$F/b1/tollgate" "$F/b2-san/tollgate"
+unit a "$F/b1" "$good_unit"
+unit a "$F/b2-san" "$good_unit"
+shell_test ok 'tap_ok "ran in $(basename "$TOLLGATE_BIN_DIR")"; tap_done'
+shell_test rate 'tap_ok "measured in $(basename "$TOLLGATE_BIN_DIR")"; tap_done'
+SAN_EXCLUDE=test_rate run_runner "$F/out" "$F/b1" "$F/b2-san"
+# 2 unit + 2 shell checks, and the host check: the same count as in both builds
+t_expect "last line" "$(last "$F/out")" "5 passed, 0 failed"
+grep -qx "ok - ran in b2-san" "$F/out" || t_fail "test_ok did not run against b2-san"
+! grep -qx "ok - ran in b1" "$F/out" || t_fail "test_ok ran against b1 too"
+grep -qx "ok - measured in b1" "$F/out" || t_fail "test_rate did not run against b1"
+! grep -qx "ok - measured in b2-san" "$F/out" || t_fail "test_rate ran against b2-san"
+grep -qx "\[$F/b1\] 3 passed, 0 failed" "$F/out" || t_fail "b1's figures: $(tail -n 6 "$F/out")"
+grep -qx "\[$F/b2-san\] 3 passed, 0 failed" "$F/out" || t_fail "b2-san's figures"
+t_end
+
+t_begin "files run two at a time are each counted whole, a failure in one with it (control: one at a time)"
+fresh
+unit a "$F/b1" "$good_unit"
+shell_test slow 'sleep 1; tap_ok "slow one"; tap_ok "rate: 12 Mbit/s"; tap_done'
+shell_test quick 'tap_ok "quick one"; tap_not_ok "counts" "grew by 1"; tap_done'
+shell_test short 'tap_ok "short one"; exit 0'
+TG_JOBS=1 run_runner "$F/control" "$F/b1"
+run_runner "$F/out" "$F/b1"
+t_expect "control" "$(last "$F/control")" "7 passed, 2 failed"
+t_expect "last line" "$(last "$F/out")" "7 passed, 2 failed"
+grep -q 'test_short.sh.*stopped early' "$F/out" || t_fail "the file that stopped early was not seen"
 t_end
 
 t_begin "a unit binary printing fewer results than its plan stopped early (control: the whole plan passes)"

@@ -97,7 +97,7 @@ static const char *render(struct render_env *env)
 	r = exporter_render(env->ex, &env->page);
 	assert_int_equal(r, 0);
 	assert_false(env->page.overflow);
-	return env->page.buf;
+	return env->page.page.p;
 }
 
 static void write_state(struct render_env *env, const char *json)

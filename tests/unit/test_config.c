@@ -307,6 +307,14 @@ static const struct bad_case bad_cases[] = {
 	{ "decode: whitespace only", "   \n", CNI_CMD_ADD, 6, "configuration" },
 	{ "decode: single-quoted strings are not JSON", "{'cniVersion':'1.1.0','name':'net'," IPAM_OK "}", CNI_CMD_ADD, 6, "JSON" },
 	{ "decode: trailing comma is not JSON", HEAD "," IPAM_OK ",}", CNI_CMD_ADD, 6, "JSON" },
+
+	/* ---- a key twice in one object: 7, naming it (json-c would keep the last) ---- */
+	{ "twice: mtu at the top", TOP("\"mtu\":1500,\"mtu\":9000"), CNI_CMD_ADD, 7,
+	  "mtu is written twice" },
+	{ "twice: ipam.exclude", IPAM_STATIC("\"exclude\":[],\"exclude\":[\"10.1.0.11\"]"),
+	  CNI_CMD_ADD, 7, "ipam.exclude is written twice" },
+	{ "twice: one name escaped", TOP("\"mtu\":1500,\"m\\u0074u\":9000"), CNI_CMD_DEL, 7,
+	  "mtu is written twice" },
 };
 
 /* ---- valid configs ---- */
@@ -691,6 +699,14 @@ static void t_version_only_needs_cni_version(void **state)
 	node_config_free(&cfg);
 }
 
+/* One name in two objects is no name twice. */
+static void t_same_key_in_two_objects_ok(void **state)
+{
+	(void)state;
+	expect_ok_cmd(TOP("\"mtu\":1500,\"x\":{\"mtu\":9000,\"y\":[{\"mtu\":1}]}"),
+		      CNI_CMD_ADD);
+}
+
 static void t_mtu_bounds_accepted(void **state)
 {
 	struct node_config cfg;
@@ -1046,6 +1062,7 @@ int main(void)
 	ADD(t_cooldown_bounds);
 	ADD(t_unknown_keys_ignored);
 	ADD(t_trailing_whitespace_ok);
+	ADD(t_same_key_in_two_objects_ok);
 	ADD(t_conflist_file_strict);
 	ADD(t_empty_input_is_6);
 	ADD(t_over_one_mib_is_6);

@@ -46,9 +46,9 @@
 		expo_init(&x_, PAGE);                                            \
 		__VA_ARGS__;                                                     \
 		assert_false(x_.overflow);                                       \
-		assert_non_null(x_.buf);                                         \
-		assert_string_equal(x_.buf, (want));                             \
-		assert_int_equal(x_.len, strlen(want));                          \
+		assert_non_null(x_.page.p);                                         \
+		assert_string_equal(x_.page.p, (want));                             \
+		assert_int_equal(x_.page.len, strlen(want));                          \
 		expo_free(&x_);                                                  \
 	} while (0)
 
@@ -292,14 +292,14 @@ static void t_sample_long_label_value_stays_well_formed(void **state)
 	expo_sample_u64(&x, "m", l, 9);
 	assert_false(x.overflow);
 	/* m{pod="<cut value>",ns="x"} 9\n */
-	assert_memory_equal(x.buf, "m{pod=\"", 7);
-	close = strstr(x.buf, "\",ns=\"x\"} 9\n");
+	assert_memory_equal(x.page.p, "m{pod=\"", 7);
+	close = strstr(x.page.p, "\",ns=\"x\"} 9\n");
 	assert_non_null(close);
-	assert_int_equal((size_t)(close - x.buf) + strlen("\",ns=\"x\"} 9\n"), x.len);
+	assert_int_equal((size_t)(close - x.page.p) + strlen("\",ns=\"x\"} 9\n"), x.page.len);
 	{
 		/* the value part has no unescaped quote and ends on a whole escape */
-		size_t vlen = (size_t)(close - (x.buf + 7));
-		char *val = strndup(x.buf + 7, vlen);
+		size_t vlen = (size_t)(close - (x.page.p + 7));
+		char *val = strndup(x.page.p + 7, vlen);
 
 		assert_false(ends_in_split_escape(val));
 		for (size_t i = 0; i < vlen; i += 2)
@@ -353,16 +353,16 @@ static void t_series_matches_sample(void **state)
 
 	expo_init(&lab, PAGE);
 	expo_labels(&lab, l);
-	assert_string_equal(lab.buf, "{namespace=\"we\\\"ird\",traffic=\"internet\"}");
+	assert_string_equal(lab.page.p, "{namespace=\"we\\\"ird\",traffic=\"internet\"}");
 	expo_init(&a, PAGE);
 	expo_init(&b, PAGE);
 	for (size_t i = 0; i < ARRAY_SIZE(vals); i++) {
-		expo_series_u64(&a, "tollgate_x_total", 16, lab.buf, lab.len, vals[i]);
+		expo_series_u64(&a, "tollgate_x_total", 16, lab.page.p, lab.page.len, vals[i]);
 		expo_sample_u64(&b, "tollgate_x_total", l, vals[i]);
 	}
 	assert_false(a.overflow);
-	assert_string_equal(a.buf, b.buf);
-	assert_int_equal(a.len, b.len);
+	assert_string_equal(a.page.p, b.page.p);
+	assert_int_equal(a.page.len, b.page.len);
 	expo_free(&lab);
 	expo_free(&a);
 	expo_free(&b);
@@ -378,10 +378,10 @@ static void t_series_respects_max(void **state)
 	expo_init(&x, 32);
 	expo_series_u64(&x, "tollgate_namespace_bytes_total", 30, "{a=\"b\"}", 7, 1);
 	assert_true(x.overflow);
-	assert_true(x.len < 32);
-	before = x.len;
+	assert_true(x.page.len < 32);
+	before = x.page.len;
 	expo_series_u64(&x, "m", 1, "", 0, 1);
-	assert_int_equal(x.len, before); /* sticky */
+	assert_int_equal(x.page.len, before); /* sticky */
 	expo_free(&x);
 }
 
@@ -399,11 +399,11 @@ static void t_take_hands_over(void **state)
 	assert_non_null(page);
 	assert_int_equal(len, strlen(page));
 	assert_true(len > 20000);
-	assert_null(x.buf);
-	assert_int_equal(x.len, 0);
+	assert_null(x.page.p);
+	assert_int_equal(x.page.len, 0);
 	expo_sample_u64(&x, "m", NULL, 1);
-	assert_string_equal(x.buf, "m 1\n");
-	assert_true(x.cap >= len); /* one allocation for a page like the last */
+	assert_string_equal(x.page.p, "m 1\n");
+	assert_true(x.page.cap >= len); /* one allocation for a page like the last */
 	free(page);
 	expo_free(&x);
 	expo_init(&x, PAGE);
@@ -429,15 +429,15 @@ static void t_init_reset_free(void **state)
 	struct expo x;
 
 	expo_init(&x, 1000);
-	assert_null(x.buf);
-	assert_int_equal(x.len, 0);
-	assert_int_equal(x.max, 1000);
+	assert_null(x.page.p);
+	assert_int_equal(x.page.len, 0);
+	assert_int_equal(x.page.max, 1000);
 	assert_false(x.overflow);
 	expo_reset(&x); /* before anything was written */
-	assert_int_equal(x.len, 0);
+	assert_int_equal(x.page.len, 0);
 	expo_free(&x);
 	expo_free(&x); /* twice is fine */
-	assert_null(x.buf);
+	assert_null(x.page.p);
 }
 
 /* Writes samples until the page overflows; checks the invariants after each. */
@@ -448,16 +448,16 @@ static size_t fill_until_overflow(struct expo *x, size_t limit_lines)
 	size_t lines = 0;
 
 	while (!x->overflow && lines < limit_lines) {
-		size_t before = x->len;
+		size_t before = x->page.len;
 
 		expo_sample_u64(x, "tollgate_pod_bytes_total", l, 1234567890123ull + lines);
 		lines++;
-		if (x->buf) {
-			assert_true(x->cap <= x->max);
-			assert_true(x->len < x->cap);
-			assert_int_equal(strlen(x->buf), x->len);
+		if (x->page.p) {
+			assert_true(x->page.cap <= x->page.max);
+			assert_true(x->page.len < x->page.cap);
+			assert_int_equal(strlen(x->page.p), x->page.len);
 		}
-		assert_true(x->len >= before);
+		assert_true(x->page.len >= before);
 	}
 	return lines;
 }
@@ -471,30 +471,30 @@ static void t_overflow_is_sticky_and_bounded(void **state)
 	lines = fill_until_overflow(&x, 1u << 20);
 	assert_true(x.overflow);
 	assert_true(lines > 100);
-	assert_non_null(x.buf);
-	assert_true(x.cap <= x.max);
-	assert_true(x.len < x.max);
-	assert_int_equal(strlen(x.buf), x.len);
-	len_at_overflow = x.len;
+	assert_non_null(x.page.p);
+	assert_true(x.page.cap <= x.page.max);
+	assert_true(x.page.len < x.page.max);
+	assert_int_equal(strlen(x.page.p), x.page.len);
+	len_at_overflow = x.page.len;
 	/* nothing more is written once the page is cut */
 	expo_sample(&x, "m", NULL, 1);
 	expo_sample_u64(&x, "m", NULL, 1);
 	expo_family(&x, "m", "gauge", "M.");
 	assert_true(x.overflow);
-	assert_int_equal(x.len, len_at_overflow);
-	assert_int_equal(strlen(x.buf), len_at_overflow);
+	assert_int_equal(x.page.len, len_at_overflow);
+	assert_int_equal(strlen(x.page.p), len_at_overflow);
 
 	/* reset: empty, writable again, with the same limit */
 	expo_reset(&x);
 	assert_false(x.overflow);
-	assert_int_equal(x.len, 0);
-	assert_string_equal(x.buf, "");
+	assert_int_equal(x.page.len, 0);
+	assert_string_equal(x.page.p, "");
 	expo_sample(&x, "m", NULL, 1);
-	assert_string_equal(x.buf, "m 1\n");
+	assert_string_equal(x.page.p, "m 1\n");
 	assert_false(x.overflow);
 	fill_until_overflow(&x, 1u << 20);
 	assert_true(x.overflow);
-	assert_true(x.cap <= x.max);
+	assert_true(x.page.cap <= x.page.max);
 	expo_free(&x);
 }
 
@@ -508,8 +508,8 @@ static void t_overflow_tiny_max(void **state)
 		expo_sample_u64(&x, "tollgate_namespace_bytes_total", NULL, UINT64_MAX);
 		expo_sample_u64(&x, "tollgate_namespace_bytes_total", NULL, UINT64_MAX);
 		assert_true(x.overflow);
-		assert_true(x.cap <= max);
-		assert_true(x.len == 0 || x.len < max);
+		assert_true(x.page.cap <= max);
+		assert_true(x.page.len == 0 || x.page.len < max);
 		expo_free(&x);
 	}
 }
@@ -527,9 +527,9 @@ static void t_overflow_huge_single_write(void **state)
 	expo_sample(&x, "before", NULL, 1);
 	expo_family(&x, "m", "gauge", help);
 	assert_true(x.overflow);
-	assert_true(x.cap <= x.max);
-	assert_true(x.len < x.max);
-	assert_int_equal(strlen(x.buf), x.len);
+	assert_true(x.page.cap <= x.page.max);
+	assert_true(x.page.len < x.page.max);
+	assert_int_equal(strlen(x.page.p), x.page.len);
 	expo_free(&x);
 	free(help);
 }
@@ -554,7 +554,7 @@ static void t_content_below_max_fits(void **state)
 		for (size_t i = 0; i < maxes[k][1] / 100; i++)
 			expo_family(&x, "l", "g", help);
 		overflow = x.overflow;
-		len = x.len;
+		len = x.page.len;
 		expo_free(&x);
 		if (overflow)
 			fail_msg("max %zu: page of %zu bytes reported as overflow at %zu bytes",

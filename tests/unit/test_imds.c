@@ -221,6 +221,32 @@ static void t_parse_honours_len(void **state)
 	free(body);
 }
 
+/* A member twice is a refused answer (json-c would keep the last); another member is not. */
+static void t_parse_member_twice(void **state)
+{
+	size_t len;
+	char *body = fixture("one_nic.json", &len);
+	char *doc = malloc(len + 32);
+	struct imds_network n = { 0 };
+	struct tg_err e = { 0 };
+	const char *p = strchr(body, '{');
+
+	(void)state;
+	assert_non_null(doc);
+	assert_non_null(p);
+	snprintf(doc, len + 32, "{\"interface\":[],%s", p + 1);
+	assert_true(imds_parse_network(doc, strlen(doc), UPLINK_MAC, &n, &e) < 0);
+	assert_int_equal(e.code, CNI_ERR_IO);
+	assert_contains(e.msg, "IMDS answer: interface is written twice");
+	assert_null(n.addrs);
+	snprintf(doc, len + 32, "{\"other\":[],%s", p + 1);
+	assert_ok(imds_parse_network(doc, strlen(doc), UPLINK_MAC, &n, &e), &e);
+	assert_int_equal(n.n_addrs, 8);
+	imds_network_free(&n);
+	free(doc);
+	free(body);
+}
+
 /* Only whitespace may follow the document: json-c stops at a NUL byte, the parser does not. */
 static void t_parse_trailing_data(void **state)
 {
@@ -754,6 +780,7 @@ int main(void)
 	ADD(t_parse_primary_only);
 	ADD(t_parse_honours_len);
 	ADD(t_parse_trailing_data);
+	ADD(t_parse_member_twice);
 	for (size_t i = 0; i < ARRAY_SIZE(bad_cases); i++)
 		add_test(bad_cases[i].name, t_parse_bad, (void *)&bad_cases[i]);
 	ADD(t_reconcile_first_sync_takes_all);

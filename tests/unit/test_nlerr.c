@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * The kernel's extended-ack text (lib/nl.c): parsed from error messages
- * built here by hand, and carried from a tc request the kernel refuses, in
- * a network namespace of the test's own, to the CNI error object.
+ * built here by hand. Its way from a tc request the kernel refuses to the
+ * CNI error object is tests/kernel/ktest_nlerr.c's (root, a network
+ * namespace of its own).
  */
 #include <errno.h>
 #include <linux/netlink.h>
@@ -14,16 +15,9 @@
 #include <string.h>
 
 #include <cmocka.h>
-#include <json-c/json.h>
-#include <netlink/route/qdisc.h>
-#include <netlink/route/tc.h>
 
-#include "cni/internal.h"
 #include "lib/nl.h"
-#include "lib/nl_cleanup.h"
-#include "shaper/internal.h"
 #include "tests/unit/helpers.h"
-#include "tests/unit/netns.h"
 
 /* An NLMSG_ERROR answer to a request of `req_len` bytes, with TLVs after it. */
 struct ack_buf {
@@ -131,68 +125,12 @@ static void t_none(void **state)
 	assert_int_equal(nl_ext_ack_msg(&b.nlh, b.len, out, sizeof(out)), 0);
 }
 
-/*
- * A host veth that already carries a clsact (another tool's BPF programs,
- * say): the kernel refuses the ingress qdisc the pod's egress shaping puts
- * there, and says why. That text ends the step's message and reaches the
- * CNI error object.
- */
-static void t_kernel_text_reaches_cni_error(void **state)
-{
-	_cleanup_nl_sock_ struct nl_sock *sk = NULL;
-	_cleanup_qdisc_ struct rtnl_qdisc *q = NULL;
-	_cleanup_json_ json_object *obj = NULL;
-	struct shaping s = { .egress_bps = 10000000 };
-	struct tg_err e = { 0 };
-	json_object *msg;
-	char want[600];
-	int idx = 0, r;
-
-	(void)state;
-	NEED_NETNS_TC();
-	assert_int_equal(nl_route_open(&sk), 0);
-	/* The "host veth": an IFB will do, tc treats it alike. */
-	assert_int_equal(sh_ensure_ifb(sk, "tg00000000beef", 1500, 0, &idx), 0);
-	q = rtnl_qdisc_alloc();
-	assert_non_null(q);
-	rtnl_tc_set_ifindex(TC_CAST(q), idx);
-	rtnl_tc_set_parent(TC_CAST(q), TC_H_CLSACT);
-	rtnl_tc_set_handle(TC_CAST(q), 0xffff0000u);
-	assert_int_equal(rtnl_tc_set_kind(TC_CAST(q), "clsact"), 0);
-	assert_int_equal(rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_EXCL), 0);
-
-	r = shaper_pod_add(sk, "tg00000000beef", 0, 0, &s, 50, 1500, &e);
-	assert_true(r < 0);
-	assert_int_equal(e.code, CNI_ERR_IO);
-	if (!e.kernel[0])
-		fail_msg("no extack text from the kernel: \"%s\"", e.msg);
-	/* "<step>: <strerror>: <kernel's text>" */
-	snprintf(want, sizeof(want), "tc: redirecting traffic from the pod on tg00000000beef to "
-				     "ti00000000beef: %s: %s",
-		 strerror(-r), e.kernel);
-	assert_string_equal(e.msg, want);
-	print_message("# %s\n", e.msg);
-
-	obj = cni_error_render("1.0.0", &e);
-	assert_non_null(obj);
-	assert_true(json_object_object_get_ex(obj, "msg", &msg));
-	assert_contains(json_object_get_string(msg), e.kernel);
-
-	/* The text went with that failure: a later one does not borrow it. */
-	memset(&e, 0, sizeof(e));
-	tg_fail_kernel(&e, r, "another step");
-	assert_string_equal(e.kernel, "");
-	snprintf(want, sizeof(want), "another step: %s", strerror(-r));
-	assert_string_equal(e.msg, want);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(t_capped),
 		cmocka_unit_test(t_uncapped),
 		cmocka_unit_test(t_none),
-		cmocka_unit_test(t_kernel_text_reaches_cni_error),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

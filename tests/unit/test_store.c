@@ -714,6 +714,8 @@ static const struct corrupt corrupts[] = {
 	  "{\"version\":1,\"attachments\":[{\"containerId\":\"a\",\"ifname\":\"eth0\",\"ip\":\"10.1.0.999\"}]}\n" },
 	{ "corrupt: trailing garbage", "{\"version\":1,\"attachments\":[]}\nxyz" },
 	{ "corrupt: two documents", "{\"version\":1,\"attachments\":[]}{\"version\":1,\"attachments\":[]}" },
+	/* json-c would keep the last: a store written twice over is not trusted */
+	{ "corrupt: a member twice", "{\"version\":1,\"attachments\":[],\"attachments\":[]}\n" },
 	{ "corrupt: top-level array", "[{\"version\":1,\"attachments\":[]}]\n" },
 	{ "corrupt: attachments missing", "{\"version\":1}\n" },
 	{ "corrupt: version 0", "{\"version\":0,\"attachments\":[]}\n" },
