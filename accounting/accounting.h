@@ -121,8 +121,6 @@ struct acct_access {
 #define ACCT_NEIGHBOURS_BURST 10	/* seconds of the rate a namespace may spend at once */
 #define ACCT_NEXTHOPS_TRACKED 65536	/* next hops the node remembers resolving */
 #define ACCT_NEXTHOP_TIMEOUT_S 60	/* and for how long: a neighbour entry's reachable + stale time */
-/* Whether k8s_namespace is one of list's n names. */
-bool acct_ns_listed(const char *const *list, size_t n, const char *k8s_namespace);
 
 /*
  * internetGuard.destinations: bytes per (namespace, destination prefix,
@@ -159,8 +157,6 @@ struct acct_guard {
 	size_t n_ns;
 	uint32_t new_per_second;		/* newPerSecond */
 };
-/* The concurrent limit of k8s_namespace's pods on this node (0: none). */
-uint32_t acct_guard_concurrent(const struct acct_guard *g, const char *k8s_namespace);
 
 /* Which way a pod's traffic goes: what it sends, what it gets. */
 enum acct_dir { ACCT_DIR_EGRESS, ACCT_DIR_INGRESS, ACCT_DIRS };
@@ -187,18 +183,9 @@ struct acct_pod {
 	const struct hostports *ports;	/* its hostPorts; NULL: none */
 };
 
-/* Counter names: ns_<namespace>_<class>, pod_<host veth>_<class>, host_<class>. */
+/* Counter names: ns_<namespace>_<class> (pods' own and the host's: internal.h). */
 void acct_ns_counter_name(const char *k8s_namespace, enum acct_class c,
 			  char ret[ACCT_COUNTER_NAME_MAX]);
-void acct_pod_counter_name(const char *host_veth, enum acct_class c,
-			   char ret[ACCT_COUNTER_NAME_MAX]);
-void acct_host_counter_name(enum acct_class c, char ret[ACCT_COUNTER_NAME_MAX]);
-/*
- * Packets dropped as spoofed: ns_<namespace>_spoofed_<family>, or with
- * k8s_namespace NULL node_spoofed_<family> (from a pod link no pod holds).
- */
-void acct_spoofed_counter_name(const char *k8s_namespace, enum acct_family f,
-			       char ret[ACCT_COUNTER_NAME_MAX]);
 /*
  * Packets nodeAccess dropped: ns_<namespace>_metadata_dropped (IMDS, the
  * WireServer), ns_<namespace>_agent_dropped (metricsPort),
@@ -216,14 +203,6 @@ enum acct_access_drop {
 };
 /* "metadata", "agent", "invalid", "neighbour" */
 extern const char *const acct_drop_names[ACCT_DROPS];
-/*
- * A namespace's limit of new on-link next hops a second on the node
- * (nodeAccess.newNeighboursPerSecond): ns_<namespace>_nexthops, a named
- * limit object its pods' elements of @nexthop_limit name.
- */
-void acct_nexthop_limit_name(const char *k8s_namespace, char ret[ACCT_COUNTER_NAME_MAX]);
-void acct_drop_counter_name(const char *k8s_namespace, enum acct_access_drop d,
-			    char ret[ACCT_COUNTER_NAME_MAX]);
 #define ACCT_ARP_COUNTER "node_arp_dropped"
 /*
  * Connections the guard refused: ns_<namespace>_refused_concurrent (internet,
@@ -233,8 +212,6 @@ void acct_drop_counter_name(const char *k8s_namespace, enum acct_access_drop d,
  */
 enum acct_refusal { ACCT_REFUSED_CONCURRENT, ACCT_REFUSED_RATE, ACCT_REFUSED_CEILING, ACCT_REFUSALS };
 extern const char *const acct_refusal_names[ACCT_REFUSALS];	/* "concurrent", "rate", "ceiling" */
-void acct_refused_counter_name(const char *k8s_namespace, enum acct_refusal why,
-			       char ret[ACCT_COUNTER_NAME_MAX]);
 /* ACCT_OWNER_NAMESPACE (the namespace in ret_owner) and why; ACCT_OWNER_NONE otherwise. */
 enum acct_owner acct_refused_parse(const char *name, size_t name_len,
 				   char ret_owner[ACCT_COUNTER_NAME_MAX], enum acct_refusal *ret_why);
@@ -383,11 +360,6 @@ int acct_reader_read(struct acct_reader *rd, acct_counter_fn fn, void *arg);
  * counter alone, never dropped.
  */
 #define ACCT_DST_SET_PREFIX "dst_"
-void acct_dst_set_name(const char *k8s_namespace, enum acct_dir dir,
-		       char ret[ACCT_COUNTER_NAME_MAX]);
-/* The namespace and direction of a set's name; false when it is none of these sets. */
-bool acct_dst_set_parse(const char *name, char ret_ns[ACCT_COUNTER_NAME_MAX],
-			enum acct_dir *ret_dir);
 /* A set as its read finds it: whose, and what its config was (kept in the set's comment). */
 struct acct_dst_set {
 	const char *k8s_namespace;	/* valid during the calls */

@@ -45,7 +45,7 @@ struct arp_seen {
 	unsigned rules, stamped;
 };
 
-static int rule_cb(const struct nlmsghdr *nlh, void *p)
+static int stamp_rule_cb(const struct nlmsghdr *nlh, void *p)
 {
 	struct arp_seen *s = p;
 	const struct nlattr *a;
@@ -77,7 +77,7 @@ int acct_arp_read(struct acct_nft_conn *c, const struct acct_config *cfg)
 
 	arp_stamp(cfg, stamp);
 	mnl_attr_put_strz(nlh, NFTA_RULE_TABLE, ACCT_TABLE);
-	r = acct_nft_request(c, buf, sizeof(buf), rule_cb, &s);
+	r = acct_nft_request(c, buf, sizeof(buf), stamp_rule_cb, &s);
 	if (r == -ENOENT)
 		return 0;
 	if (r < 0)

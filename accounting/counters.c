@@ -166,8 +166,8 @@ static int counter_cb(const struct nlmsghdr *nlh, void *p)
  * Builds a request for the table of `family` (GETOBJ: its counters; with
  * `name`, that one) at the start of rd->buf.
  */
-static void start_family(struct acct_reader *rd, uint16_t family, uint16_t type, uint16_t flags,
-			 const char *name)
+static void build_request(struct acct_reader *rd, uint16_t family, uint16_t type, uint16_t flags,
+			  const char *name)
 {
 	struct nlmsghdr *nlh;
 
@@ -180,9 +180,9 @@ static void start_family(struct acct_reader *rd, uint16_t family, uint16_t type,
 		mnl_attr_put_u32(nlh, NFTA_OBJ_TYPE, htonl(NFT_OBJECT_COUNTER));
 }
 
-static void start(struct acct_reader *rd, uint16_t type, uint16_t flags)
+static void build_inet_request(struct acct_reader *rd, uint16_t type, uint16_t flags)
 {
-	start_family(rd, NFPROTO_INET, type, flags, NULL);
+	build_request(rd, NFPROTO_INET, type, flags, NULL);
 }
 
 /* The table's handle and the generation it was read at; -ENOENT when it is missing. */
@@ -191,7 +191,7 @@ static int read_table_family(struct acct_reader *rd, uint16_t family, struct tab
 	int r;
 
 	*t = (struct table_seen){ 0 };
-	start_family(rd, family, NFT_MSG_GETTABLE, NLM_F_ACK, NULL);
+	build_request(rd, family, NFT_MSG_GETTABLE, NLM_F_ACK, NULL);
 	r = acct_nft_request(&rd->c, rd->buf, sizeof(rd->buf), table_cb, t);
 
 	return r == 0 && !t->found ? -EPROTO : r;
@@ -214,7 +214,7 @@ static int read_arp(struct acct_reader *rd, struct read_ctx *ctx)
 	int r = read_table_family(rd, NFPROTO_ARP, &t);
 
 	if (r == 0) {
-		start_family(rd, NFPROTO_ARP, NFT_MSG_GETOBJ, NLM_F_ACK, ACCT_ARP_COUNTER);
+		build_request(rd, NFPROTO_ARP, NFT_MSG_GETOBJ, NLM_F_ACK, ACCT_ARP_COUNTER);
 		r = acct_nft_request(&rd->c, rd->buf, sizeof(rd->buf), counter_cb, &arp);
 	}
 	return r == -ENOENT || r == -EPROTO ? 0 : r;
@@ -232,7 +232,7 @@ int acct_reader_read(struct acct_reader *rd, acct_counter_fn fn, void *arg)
 		ctx.seen = 0;
 		r = read_table(rd, &t);
 		if (r == 0) {
-			start(rd, NFT_MSG_GETOBJ, NLM_F_DUMP | NLM_F_ACK);
+			build_inet_request(rd, NFT_MSG_GETOBJ, NLM_F_DUMP | NLM_F_ACK);
 			r = acct_nft_request(&rd->c, rd->buf, sizeof(rd->buf), counter_cb, &ctx);
 		}
 		/*

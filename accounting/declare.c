@@ -317,7 +317,7 @@ static int bound_cb(struct nftnl_set_elem *el, void *p)
 	return 0;
 }
 
-static int elems_cb(const struct nlmsghdr *nlh, void *p)
+static int bounds_elems_cb(const struct nlmsghdr *nlh, void *p)
 {
 	struct nftnl_set *set = nftnl_set_alloc();
 
@@ -330,8 +330,8 @@ static int elems_cb(const struct nlmsghdr *nlh, void *p)
 }
 
 /* One dump of the table's objects of a kind; -ENOENT when the table is missing. */
-static int dump(struct acct_nft_conn *c, uint16_t type, const char *set, mnl_cb_t cb,
-		struct seen *s)
+static int dump_objects(struct acct_nft_conn *c, uint16_t type, const char *set, mnl_cb_t cb,
+			struct seen *s)
 {
 	char buf[ACCT_NFT_RECV_SIZE] = { 0 };
 	struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(buf, type, NFPROTO_INET,
@@ -422,7 +422,7 @@ static int read_kernel(struct acct_nft_conn *c, const struct want *w, struct see
 	if (r < 0)
 		return r;
 	s->arp_right = r == 1;
-	r = dump(c, NFT_MSG_GETRULE, NULL, rule_cb, s);
+	r = dump_objects(c, NFT_MSG_GETRULE, NULL, rule_cb, s);
 	if (r == 0 && !rules_seen(s))
 		/* A dump names no table that is missing: ask for the table itself. */
 		r = acct_nft_get(c, NFT_MSG_GETTABLE, build_gettable, NULL);
@@ -433,15 +433,15 @@ static int read_kernel(struct acct_nft_conn *c, const struct want *w, struct see
 	s->table = true;
 	for (int i = 0; i < ACCT_TABLE_CHAINS; i++)
 		rules_right = rules_right && chain_right(w, s, i);
-	r = dump(c, NFT_MSG_GETSETELEM, ACCT_SET_INTERNAL, elems_cb, s);
+	r = dump_objects(c, NFT_MSG_GETSETELEM, ACCT_SET_INTERNAL, bounds_elems_cb, s);
 	if (r < 0 && r != -ENOENT)
 		return r;
 	if (rules_right && r == 0)
 		return 0;
 	s->n_bounds = r == -ENOENT ? 0 : s->n_bounds;
-	r = dump(c, NFT_MSG_GETCHAIN, NULL, name_cb, s);
+	r = dump_objects(c, NFT_MSG_GETCHAIN, NULL, name_cb, s);
 	if (r == 0)
-		r = dump(c, NFT_MSG_GETSET, NULL, name_cb, s);
+		r = dump_objects(c, NFT_MSG_GETSET, NULL, name_cb, s);
 	s->chains_read = s->sets_read = r == 0;
 	return r == -ENOENT ? 0 : r;
 }

@@ -194,7 +194,7 @@ static void expr_counter(const struct nlattr *expr, uint64_t *bytes, uint64_t *p
 	}
 }
 
-static void elem(struct elems_ctx *ctx, const struct nlattr *el)
+static void read_dst_elem(struct elems_ctx *ctx, const struct nlattr *el)
 {
 	const struct nlattr *a, *b;
 	uint64_t bytes = 0, packets = 0;
@@ -227,7 +227,7 @@ static void elem(struct elems_ctx *ctx, const struct nlattr *el)
 		ctx->v->elem(&ctx->set, prefix, bytes, packets, ctx->v->arg);
 }
 
-static int elems_cb(const struct nlmsghdr *nlh, void *p)
+static int dst_elems_cb(const struct nlmsghdr *nlh, void *p)
 {
 	struct elems_ctx *ctx = p;
 	const struct nlattr *a, *b;
@@ -237,7 +237,7 @@ static int elems_cb(const struct nlmsghdr *nlh, void *p)
 			continue;
 		mnl_attr_for_each_nested(b, a) {
 			if (mnl_attr_get_type(b) == NFTA_LIST_ELEM)
-				elem(ctx, b);
+				read_dst_elem(ctx, b);
 		}
 	}
 	return MNL_CB_OK;
@@ -278,7 +278,7 @@ int acct_dst_read(bool reset, const struct acct_dst_visitor *v, size_t *ret_sets
 					    NFPROTO_INET, NLM_F_DUMP | NLM_F_ACK, (uint32_t)i + 2);
 		mnl_attr_put_strz(nlh, NFTA_SET_ELEM_LIST_TABLE, ACCT_TABLE);
 		mnl_attr_put_strz(nlh, NFTA_SET_ELEM_LIST_SET, set);
-		q = acct_nft_request_all(&c, buf, DST_RECV_SIZE, elems_cb, &ctx);
+		q = acct_nft_request_all(&c, buf, DST_RECV_SIZE, dst_elems_cb, &ctx);
 		/* a set retired since the list: nothing to take */
 		if (q < 0 && q != -ENOENT)
 			r = q;

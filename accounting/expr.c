@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * The nftables expressions Tollgate's rules are made of (rules.c for table
- * inet tollgate, arp.c for table arp tollgate): one builder each, every
+ * The nftables expressions Tollgate's rules are made of (rules.c and each
+ * feature's file for table inet tollgate, arp.c for table arp tollgate): one builder each, every
  * allocation checked. A builder returns NULL when it cannot build, and
  * acct_rule_add() remembers a missing expression: a rule that lost one
  * is spoiled whole (acct_rule_spoiled), never sent short of a match (a

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * hostPorts in table inet tollgate: a pod's mappings as elements of maps
- * hostport and hostport_ip (the rules that DNAT by them: rules.c), put in
- * with the pod, taken out with it, checked, and put right against the store.
+ * hostport and hostport_ip, put in with the pod, taken out with it,
+ * checked, and put right against the store; and the rules that DNAT by them.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -11,6 +11,7 @@
 
 #include <linux/netfilter.h>
 #include <linux/netfilter/nf_tables.h>
+#include <linux/netfilter/nf_conntrack_common.h>
 #include <libmnl/libmnl.h>
 #include <libnftnl/set.h>
 
@@ -117,7 +118,7 @@ static int read_elem(struct nftnl_set_elem *el, void *p)
 	return 0;
 }
 
-static int elem_cb(const struct nlmsghdr *nlh, void *p)
+static int read_elem_cb(const struct nlmsghdr *nlh, void *p)
 {
 	return acct_foreach_elem(nlh, read_elem, p);
 }
@@ -132,7 +133,7 @@ int acct_hostport_check(struct acct_nft_conn *c, const struct acct_pod *p)
 		int r;
 
 		q.key_len = acct_hostport_key(m, q.key);
-		r = acct_nft_get_elem(c, &q, elem_cb, &got);
+		r = acct_nft_get_elem(c, &q, read_elem_cb, &got);
 		if (r == -ENOENT)
 			return 0;
 		if (r < 0)
@@ -161,7 +162,7 @@ struct map_dump {
 	int err;
 };
 
-static int collect(struct nftnl_set_elem *el, void *p)
+static int collect_map_elem(struct nftnl_set_elem *el, void *p)
 {
 	struct map_dump *d = p;
 	uint32_t klen = 0, dlen = 0;
@@ -187,7 +188,7 @@ static int collect(struct nftnl_set_elem *el, void *p)
 
 static int collect_cb(const struct nlmsghdr *nlh, void *p)
 {
-	return acct_foreach_elem(nlh, collect, p);
+	return acct_foreach_elem(nlh, collect_map_elem, p);
 }
 
 static int dump_map(struct acct_nft_conn *c, const char *map, uint8_t which, struct map_dump *d)
@@ -234,7 +235,8 @@ int acct_hostports_forget_on(struct acct_nft_conn *c, uint32_t pod_ip, char *why
 }
 
 /* The element of the dump with this key; NULL when none. */
-static struct map_elem *find(struct map_dump *d, uint8_t map, const uint8_t *key, size_t len)
+static struct map_elem *map_dump_find(struct map_dump *d, uint8_t map, const uint8_t *key,
+				      size_t len)
 {
 	for (size_t i = 0; i < d->n; i++)
 		if (d->v[i].map == map && d->v[i].key_len == len && memcmp(d->v[i].key, key, len) == 0)
@@ -269,7 +271,7 @@ int acct_hostport_reconcile(const struct acct_pod *all, size_t n_all, unsigned *
 			const struct hostport *m = &all[i].ports->m[j];
 			uint8_t key[ACCT_HOSTPORT_KEY_MAX], data[ACCT_HOSTPORT_DATA_LEN];
 			size_t n = acct_hostport_key(m, key);
-			struct map_elem *have = find(&d, m->host_ip != 0, key, n);
+			struct map_elem *have = map_dump_find(&d, m->host_ip != 0, key, n);
 
 			acct_hostport_data(all[i].ip, m->container_port, data);
 			if (have && memcmp(have->data, data, sizeof(data)) == 0) {
@@ -311,4 +313,86 @@ out:
 	acct_nft_close(&c);
 	free(d.v);
 	return r;
+}
+
+/* ---- the rules ---- */
+
+/*
+ * A hostPort's DNAT: [ip daddr .] meta l4proto . th dport, one 32-bit
+ * register each from NFT_REG32_00 on, looked up in the map, whose value
+ * (address . port) lands in the next two registers, which dnat reads.
+ * Only for a local destination: a packet the node forwards keeps its
+ * destination, even to an address a pod named as its hostIP (or it would
+ * take its neighbours' traffic to that address). On every address, outside
+ * 127/8 and 169.254/16: loopback would need route_localnet on the pods'
+ * links (which lets a pod reach the node's localhost), and link-local
+ * addresses of the node are its services for pods (a node-local DNS cache
+ * on 169.254.20.10, a credentials agent), which no pod's hostPort may take.
+ */
+static struct nftnl_rule *hostport_rule(const char *chain, bool by_ip)
+{
+	struct nftnl_rule *r = acct_rule_new(chain);
+	uint32_t reg = NFT_REG32_00;
+
+	if (!r)
+		return NULL;
+	if (!by_ip) {
+		static const uint32_t nets[][2] = { { 0x7f000000u, 0xff000000u },	/* 127/8 */
+						    { 0xa9fe0000u, 0xffff0000u } };	/* 169.254/16 */
+
+		for (size_t i = 0; i < ARRAY_SIZE(nets); i++) {
+			uint32_t net = htonl(nets[i][0]);
+
+			acct_rule_add(r, acct_expr_ip(16));
+			acct_rule_add(r, acct_expr_bitwise32(htonl(nets[i][1]), 0));
+			acct_rule_add(r, acct_expr_cmp(NFT_CMP_NEQ, &net, sizeof(net)));
+		}
+	}
+	/* a hostIP that is not the node's must not catch what the node forwards to that address */
+	acct_match_local(r);
+	if (by_ip)
+		acct_rule_add(r, acct_expr_ip_to(16, reg++));
+	acct_rule_add(r, acct_expr_meta_to(NFT_META_L4PROTO, reg++));
+	acct_rule_add(r, acct_expr_payload_to(NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, reg++));
+	acct_rule_add(r, by_ip ? acct_expr_map(ACCT_MAP_HOSTPORT_IP, ACCT_ID_HOSTPORT_IP,
+					       NFT_REG32_00, reg)
+			       : acct_expr_map(ACCT_MAP_HOSTPORT, ACCT_ID_HOSTPORT, NFT_REG32_00,
+					       reg));
+	acct_rule_add(r, acct_expr_dnat4(reg, reg + 1));
+	return r;
+}
+
+/*
+ * ct status dnat oifname . ip saddr @pod_src masquerade: a pod that reached
+ * its own hostPort gets its packet back from the node's address, so that
+ * its answer goes through the node and its DNAT is undone there.
+ */
+static struct nftnl_rule *hairpin_rule(void)
+{
+	struct nftnl_rule *r = acct_rule_new("postrouting");
+	uint32_t dnat = IPS_DST_NAT, zero = 0;
+
+	if (!r)
+		return NULL;
+	acct_rule_add(r, acct_expr_ct(NFT_CT_STATUS));
+	acct_rule_add(r, acct_expr_bitwise32(dnat, zero));
+	acct_rule_add(r, acct_expr_cmp(NFT_CMP_NEQ, &zero, sizeof(zero)));
+	acct_rule_add(r, acct_expr_meta(NFT_META_OIFNAME));
+	acct_rule_add(r, acct_expr_ip_to(12, NFT_REG_2));
+	acct_rule_add(r, acct_expr_lookup(ACCT_SET_POD_SRC, ACCT_ID_POD_SRC, false));
+	acct_rule_add(r, acct_expr_plain("masq"));
+	return r;
+}
+
+int acct_hostport_rules(struct acct_rule_list *list)
+{
+	int r = 0;
+
+	/* the mappings on one address first, those on every address after */
+	r |= acct_rule_list_add(list, hostport_rule(ACCT_CHAIN_PREROUTING_NAT, true));
+	r |= acct_rule_list_add(list, hostport_rule(ACCT_CHAIN_PREROUTING_NAT, false));
+	r |= acct_rule_list_add(list, hostport_rule(ACCT_CHAIN_OUTPUT_NAT, true));
+	r |= acct_rule_list_add(list, hostport_rule(ACCT_CHAIN_OUTPUT_NAT, false));
+	r |= acct_rule_list_add(list, hairpin_rule());
+	return r ? -ENOMEM : 0;
 }

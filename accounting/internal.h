@@ -12,6 +12,16 @@
 
 #include "accounting/accounting.h"
 
+/*
+ * The files call one way, down: declare.c (the table against a config)
+ * and reconcile.c (the pods' elements against the store) over pods.c (one
+ * pod's elements and counters), over each feature's file (guard.c,
+ * hostports.c, destinations.c; anti-spoofing's and nodeAccess' rules in
+ * antispoof.c and access.c, gathered with the rest by rules.c), over the
+ * builders (elems.c, match.c, expr.c, table.c, comment.c, names.c) and the
+ * transport (batch.c). A file never calls one above it.
+ */
+
 #define ACCT_SET_INTERNAL "internal"
 #define ACCT_SET_PODS "pods"
 #define ACCT_SET_MASQ "masq"
@@ -82,6 +92,41 @@ extern const char *const acct_pod_maps[ACCT_CLASSES];
 /* The maps from a pod's host link to its namespace's spoofed-packet counter, by family. */
 extern const char *const acct_spoofed_maps[ACCT_FAMILIES];
 
+/* ---- names the module alone makes (names.c, destinations.c) ---- */
+
+/* Whether k8s_namespace is one of list's n names. */
+bool acct_ns_listed(const char *const *list, size_t n, const char *k8s_namespace);
+/* The concurrent limit of k8s_namespace's pods on this node (0: none). */
+uint32_t acct_guard_concurrent(const struct acct_guard *g, const char *k8s_namespace);
+/* Counter names: pod_<host veth>_<class>, host_<class> (ns_<namespace>_<class>: accounting.h). */
+void acct_pod_counter_name(const char *host_veth, enum acct_class c,
+			   char ret[ACCT_COUNTER_NAME_MAX]);
+void acct_host_counter_name(enum acct_class c, char ret[ACCT_COUNTER_NAME_MAX]);
+/*
+ * Packets dropped as spoofed: ns_<namespace>_spoofed_<family>, or with
+ * k8s_namespace NULL node_spoofed_<family> (from a pod link no pod holds).
+ */
+void acct_spoofed_counter_name(const char *k8s_namespace, enum acct_family f,
+			       char ret[ACCT_COUNTER_NAME_MAX]);
+/* nodeAccess' drops: ns_<namespace>_<drop>_dropped (see enum acct_access_drop). */
+void acct_drop_counter_name(const char *k8s_namespace, enum acct_access_drop d,
+			    char ret[ACCT_COUNTER_NAME_MAX]);
+/*
+ * A namespace's limit of new on-link next hops a second on the node
+ * (nodeAccess.newNeighboursPerSecond): ns_<namespace>_nexthops, a named
+ * limit object its pods' elements of @nexthop_limit name.
+ */
+void acct_nexthop_limit_name(const char *k8s_namespace, char ret[ACCT_COUNTER_NAME_MAX]);
+/* The guard's refusals: ns_<namespace>_refused_<why> (see enum acct_refusal). */
+void acct_refused_counter_name(const char *k8s_namespace, enum acct_refusal why,
+			       char ret[ACCT_COUNTER_NAME_MAX]);
+/* internetGuard.destinations' set of a namespace and direction: dst_<namespace>_<direction>. */
+void acct_dst_set_name(const char *k8s_namespace, enum acct_dir dir,
+		       char ret[ACCT_COUNTER_NAME_MAX]);
+/* The namespace and direction of a set's name; false when it is none of these sets. */
+bool acct_dst_set_parse(const char *name, char ret_ns[ACCT_COUNTER_NAME_MAX],
+			enum acct_dir *ret_dir);
+
 /* ---- netlink transport (batch.c) ---- */
 
 struct acct_nft_conn {
@@ -127,7 +172,7 @@ int acct_nft_request(struct acct_nft_conn *c, char *buf, size_t size, mnl_cb_t c
 int acct_nft_request_all(struct acct_nft_conn *c, char *buf, size_t size, mnl_cb_t cb, void *arg);
 int acct_nft_fail(struct tg_err *e, int r, const char *what, const char *why);
 
-/* ---- expressions (expr.c): what rules.c and arp.c build rules of ---- */
+/* ---- expressions (expr.c): what the table's rules and arp.c's are built of ---- */
 
 struct nftnl_rule;
 struct nftnl_expr;
@@ -297,6 +342,16 @@ struct acct_rule_list {
 	bool failed;
 };
 int acct_table_rules(const struct acct_config *cfg, struct acct_rule_list *ret);
+/*
+ * Each feature's rules of the table, appended to the list in chain order
+ * (acct_table_rules calls them in turn): anti-spoofing (antispoof.c),
+ * nodeAccess (access.c), internetGuard's jumps and refusals (guard.c),
+ * hostPorts' DNAT (hostports.c). 0, or -ENOMEM with the list marked failed.
+ */
+int acct_antispoof_rules(struct acct_rule_list *list, const struct acct_config *cfg);
+int acct_access_rules(struct acct_rule_list *list, const struct acct_config *cfg);
+int acct_guard_jump_rules(struct acct_rule_list *list, const struct acct_config *cfg);
+int acct_hostport_rules(struct acct_rule_list *list);
 /* Sets a rule's comment (what declarations compare: the stamp of what made it). */
 int acct_rule_comment(struct nftnl_rule *r, const char *text);
 /*
@@ -306,14 +361,27 @@ int acct_rule_comment(struct nftnl_rule *r, const char *text);
  * there is none, or it does not fit (comment.c, with acct_rule_comment).
  */
 bool acct_udata_comment(const struct nlattr *a, uint8_t type, char *buf, size_t size);
-/*
- * The comment a dumped rule or set carries in its userdata attribute a
- * (NFTA_RULE_USERDATA, NFTA_SET_USERDATA), of type NFTNL_UDATA_RULE_COMMENT
- * or NFTNL_UDATA_SET_COMMENT: copied NUL-terminated into buf. False when
- * there is none, or it does not fit.
- */
-bool acct_udata_comment(const struct nlattr *a, uint8_t type, char *buf, size_t size);
 void acct_rule_list_free(struct acct_rule_list *w);
+
+/* ---- a rule's frame and the matches rules share (match.c) ---- */
+
+/* A rule of chain `chain` of table inet tollgate: either family, or IPv4 (meta nfproto ipv4). */
+struct nftnl_rule *acct_rule_new_any(const char *chain);
+struct nftnl_rule *acct_rule_new(const char *chain);
+/*
+ * Appends r to the list, which owns it from now on. A NULL or spoiled rule
+ * (acct_rule_spoiled) or a full list: r freed, the list marked failed, -ENOMEM.
+ */
+int acct_rule_list_add(struct acct_rule_list *list, struct nftnl_rule *r);
+void acct_match_nfproto(struct nftnl_rule *r, uint8_t proto);	/* meta nfproto ipv4|ipv6 */
+void acct_match_ct_state(struct nftnl_rule *r, uint32_t bits);	/* ct state & bits != 0 */
+void acct_match_ct_new(struct nftnl_rule *r);			/* ct state new */
+/* iifname "<prefix>*": the packet came in from a pod's host link */
+void acct_match_pod_link(struct nftnl_rule *r, const char *prefix);
+void acct_match_local(struct nftnl_rule *r);			/* fib daddr type local */
+void acct_match_daddr(struct nftnl_rule *r, uint32_t addr);	/* ip daddr <addr>, host order */
+/* meta l4proto <proto> th dport <port> */
+void acct_match_dport(struct nftnl_rule *r, uint8_t proto, uint16_t port);
 
 /* The boundaries of set `internal` (interval sets hold starts and ends). */
 struct acct_bound {
@@ -365,7 +433,9 @@ int acct_put_obj_msg(struct acct_batch *bt, const char *name, uint32_t type, uin
 /* A limit object, rate over per_second/second burst `burst` packets, made when missing. */
 int acct_put_limit(struct acct_batch *bt, const char *name, uint64_t per_second, uint32_t burst);
 
-/* pods.c's element helpers, which reconcile.c and hostports.c share */
+/* ---- set elements (elems.c): what pods.c, guard.c, hostports.c and reconcile.c share ---- */
+
+/* Set `name` of table inet tollgate, by name alone (to carry elements). */
 struct nftnl_set *acct_set_ref(const char *name);
 /*
  * One element message: a key into set `set`, with `counter` (an objref map)
@@ -383,9 +453,10 @@ struct acct_elem_query {
 };
 int acct_nft_get_elem(struct acct_nft_conn *c, const struct acct_elem_query *q, mnl_cb_t cb,
 		      void *arg);
-/* fn over every element of one message of an element dump or get (reconcile.c) */
+/* fn over every element of one message of an element dump or get */
 int acct_foreach_elem(const struct nlmsghdr *nlh, int (*fn)(struct nftnl_set_elem *, void *),
 		      void *p);
+/* An element of an address-keyed set, naming `counter` when given (an objref map). */
 int acct_put_elem(struct acct_batch *bt, uint16_t type, const char *set, uint32_t ip,
 		  const char *counter);
 /*
@@ -481,7 +552,7 @@ int acct_guard_put_elem(struct acct_batch *bt, uint16_t type, const struct acct_
 int acct_guard_chain_exists(struct acct_nft_conn *c, const char *k8s_namespace);
 /* 1 when the pod's elements of @guard_ns and @guard_in jump to its namespace's chains, 0 when not. */
 int acct_guard_elem_right(struct acct_nft_conn *c, const struct acct_pod *p);
-/* Each chain's rules (rules.c), stamped with `stamp`. */
+/* Each chain's rules (guard.c), stamped with `stamp`. */
 int acct_guard_rules(const struct acct_config *cfg, const char *k8s_namespace, enum acct_dir dir,
 		     const char *stamp, struct acct_rule_list *ret);
 /* How many rules acct_guard_rules makes (declare.c compares without building them). */

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "accounting/accounting.h"
+#include "accounting/internal.h"
 
 const char *const acct_class_names[ACCT_CLASSES] = {
 	"egress_internal", "egress_internet", "ingress_internal", "ingress_internet",
@@ -45,8 +45,8 @@ void acct_spoofed_counter_name(const char *k8s_namespace, enum acct_family f,
 }
 
 /* "<prefix><middle>_<class>": the middle into ret, the class into *cls. */
-static bool split(const char *name, size_t nlen, const char *prefix,
-		  char ret[ACCT_COUNTER_NAME_MAX], enum acct_class *cls)
+static bool split_counter_name(const char *name, size_t nlen, const char *prefix,
+			       char ret[ACCT_COUNTER_NAME_MAX], enum acct_class *cls)
 {
 	size_t plen = strlen(prefix);
 
@@ -72,12 +72,12 @@ static bool split(const char *name, size_t nlen, const char *prefix,
 enum acct_owner acct_counter_parse(const char *name, size_t name_len,
 				   char ret_owner[ACCT_COUNTER_NAME_MAX], enum acct_class *ret_class)
 {
-	if (split(name, name_len, "ns_", ret_owner, ret_class))
+	if (split_counter_name(name, name_len, "ns_", ret_owner, ret_class))
 		return ACCT_OWNER_NAMESPACE;
-	if (split(name, name_len, "pod_", ret_owner, ret_class))
+	if (split_counter_name(name, name_len, "pod_", ret_owner, ret_class))
 		return ACCT_OWNER_POD;
 	/* "host_<class>" splits as prefix "host", an empty middle. */
-	if (split(name, name_len, "host", ret_owner, ret_class) && !ret_owner[0])
+	if (split_counter_name(name, name_len, "host", ret_owner, ret_class) && !ret_owner[0])
 		return ACCT_OWNER_HOST;
 	return ACCT_OWNER_NONE;
 }

@@ -14,63 +14,15 @@
 #include "lib/failpoint.h"
 #include "lib/util.h"
 
-
-struct nftnl_set *acct_set_ref(const char *name)
+/* The pod's element of @egress_class: replaced, since a reshape may move the pod. */
+static int put_class_elem(struct acct_batch *bt, const struct acct_pod *p)
 {
-	struct nftnl_set *s = nftnl_set_alloc();
-
-	if (!s)
-		return NULL;
-	nftnl_set_set_str(s, NFTNL_SET_TABLE, ACCT_TABLE);
-	nftnl_set_set_str(s, NFTNL_SET_NAME, name);
-	return s;
-}
-
-int acct_put_elem_key(struct acct_batch *bt, uint16_t type, const char *set, const void *key,
-		      size_t key_len, const char *counter, const void *data, size_t data_len,
-		      bool replace)
-{
-	struct nftnl_set *s = acct_set_ref(set);
-	struct nftnl_set_elem *el = nftnl_set_elem_alloc();
-	struct nlmsghdr *nlh;
-
-	if (!s || !el) {
-		if (s)
-			nftnl_set_free(s);
-		if (el)
-			nftnl_set_elem_free(el);
-		return -ENOMEM;
-	}
-	nftnl_set_elem_set(el, NFTNL_SET_ELEM_KEY, key, (uint32_t)key_len);
-	if (counter)
-		nftnl_set_elem_set_str(el, NFTNL_SET_ELEM_OBJREF, counter);
-	if (data)
-		nftnl_set_elem_set(el, NFTNL_SET_ELEM_DATA, data, (uint32_t)data_len);
-	nftnl_set_elem_add(s, el);
-	nlh = acct_batch_msg(bt, type, type != NFT_MSG_NEWSETELEM ? 0
-				       : replace		     ? NLM_F_CREATE | NLM_F_REPLACE
-								     : NLM_F_CREATE);
-	nftnl_set_elems_nlmsg_build_payload(nlh, s);
-	nftnl_set_free(s);
-	acct_batch_next(bt);
-	return 0;
-}
-
-static int put_elem_data(struct acct_batch *bt, uint16_t type, const char *set, uint32_t ip,
-			 const char *counter, uint32_t classid)
-{
+	uint32_t classid = p->egress_classid;	/* host-endian, as meta priority holds it */
 	uint8_t key[ACCT_KEY_MAX];
-	size_t n = acct_set_key_of(ACCT_KEY_ADDR, NULL, ip, key);
+	size_t n = acct_set_key_of(ACCT_KEY_ADDR, NULL, p->ip, key);
 
-	/* a class is host-endian (meta priority), and replaced: a reshape may move the pod */
-	return acct_put_elem_key(bt, type, set, key, n, counter, classid ? &classid : NULL,
-				 sizeof(classid), classid != 0);
-}
-
-int acct_put_elem(struct acct_batch *bt, uint16_t type, const char *set, uint32_t ip,
-		  const char *counter)
-{
-	return put_elem_data(bt, type, set, ip, counter, 0);
+	return acct_put_elem_key(bt, NFT_MSG_NEWSETELEM, ACCT_MAP_EGRESS_CLASS, key, n, NULL,
+				 &classid, sizeof(classid), true);
 }
 
 static bool link_ok(const struct acct_pod *p)
@@ -96,9 +48,6 @@ static int put_spoofed_elem(struct acct_batch *bt, uint16_t type, const struct a
 
 	return acct_put_elem_key(bt, type, acct_spoofed_maps[f], key, n, with, NULL, 0, false);
 }
-
-const char *const acct_drop_maps[ACCT_DROPS] = { ACCT_MAP_METADATA_DROP, ACCT_MAP_AGENT_DROP,
-						   ACCT_MAP_INVALID_DROP, ACCT_MAP_NEIGHBOUR_DROP };
 
 /*
  * Its namespace's limit of new next hops (made with the namespace's first
@@ -156,8 +105,7 @@ int acct_put_pod(struct acct_batch *bt, const struct acct_config *cfg, const str
 	r |= put_nexthop_limit(bt, cfg, p);
 	r |= acct_put_elem(bt, NFT_MSG_NEWSETELEM, ACCT_SET_PODS, p->ip, NULL);
 	if (p->egress_classid)
-		r |= put_elem_data(bt, NFT_MSG_NEWSETELEM, ACCT_MAP_EGRESS_CLASS, p->ip, NULL,
-				   p->egress_classid);
+		r |= put_class_elem(bt, p);
 	if (cfg->masquerade)
 		r |= acct_put_elem(bt, NFT_MSG_NEWSETELEM, ACCT_SET_MASQ, p->ip, NULL);
 	/* its namespace's chain is there already (acct_pod_add, acct_declare) */
@@ -505,36 +453,6 @@ int acct_keep_namespaces(const char *const *names, size_t n, struct tg_err *e)
 	if (r < 0)
 		return acct_nft_fail(e, r, "making namespaces' counters anew", why);
 	return 0;
-}
-
-static void build_getelem(struct nlmsghdr *nlh, const void *arg)
-{
-	const struct acct_elem_query *q = arg;
-	struct nftnl_set *s = acct_set_ref(q->set);
-	struct nftnl_set_elem *el = nftnl_set_elem_alloc();
-
-	if (!s || !el) {
-		if (s)
-			nftnl_set_free(s);
-		if (el)
-			nftnl_set_elem_free(el);
-		return;
-	}
-	nftnl_set_elem_set(el, NFTNL_SET_ELEM_KEY, q->key, (uint32_t)q->key_len);
-	nftnl_set_elem_add(s, el);
-	nftnl_set_elems_nlmsg_build_payload(nlh, s);
-	nftnl_set_free(s);
-}
-
-int acct_nft_get_elem(struct acct_nft_conn *c, const struct acct_elem_query *q, mnl_cb_t cb,
-		      void *arg)
-{
-	char buf[ACCT_NFT_RECV_SIZE] = { 0 };
-	struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(buf, NFT_MSG_GETSETELEM, NFPROTO_INET,
-						     NLM_F_ACK, 1);
-
-	build_getelem(nlh, q);
-	return acct_nft_request(c, buf, sizeof(buf), cb, arg);
 }
 
 static int elem_present_key(struct acct_nft_conn *c, const char *set, enum acct_set_key k,

@@ -25,7 +25,7 @@ struct dump_ctx {
 	int err;
 };
 
-static bool grow(struct dump_ctx *d)
+static bool ips_grow(struct dump_ctx *d)
 {
 	if (array_grow(&d->ips, &d->cap, d->n, sizeof(*d->ips), 64))
 		return true;
@@ -41,37 +41,21 @@ static int collect_elem(struct nftnl_set_elem *el, void *p)
 
 	if (!key || len != 4)
 		return 0;
-	if (!grow(d))
+	if (!ips_grow(d))
 		return -1;
 	memcpy(&be, key, 4);
 	d->ips[d->n++] = ntohl(be);
 	return 0;
 }
 
-int acct_foreach_elem(const struct nlmsghdr *nlh, int (*fn)(struct nftnl_set_elem *, void *),
-		      void *p)
-{
-	struct nftnl_set *s = nftnl_set_alloc();
-	int r = MNL_CB_OK;
-
-	if (!s)
-		return MNL_CB_ERROR;
-	if (nftnl_set_elems_nlmsg_parse(nlh, s) == 0)
-		nftnl_set_elem_foreach(s, fn, p);
-	else
-		r = MNL_CB_ERROR;
-	nftnl_set_free(s);
-	return r;
-}
-
-static int elems_cb(const struct nlmsghdr *nlh, void *p)
+static int collect_elems_cb(const struct nlmsghdr *nlh, void *p)
 {
 	return acct_foreach_elem(nlh, collect_elem, p);
 }
 
 /* One dump; *err is the callbacks' own failure (out of memory), which wins. */
-static int dump(struct nlmsghdr *(*build)(char *buf, const void *arg), const void *arg,
-		mnl_cb_t cb, void *cb_arg, const int *err)
+static int open_and_dump(struct nlmsghdr *(*build)(char *buf, const void *arg), const void *arg,
+			 mnl_cb_t cb, void *cb_arg, const int *err)
 {
 	char buf[ACCT_NFT_RECV_SIZE] = { 0 };
 	struct acct_nft_conn c = { 0 };
@@ -108,7 +92,7 @@ int acct_list_set(const char *set, uint32_t **ret, size_t *ret_n, struct tg_err 
 	if (!d.ips)
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
 	d.cap = 64;
-	r = dump(build_elems_dump, set, elems_cb, &d, &d.err);
+	r = open_and_dump(build_elems_dump, set, collect_elems_cb, &d, &d.err);
 	if (r < 0) {
 		free(d.ips);
 		return r == -ENOENT ? r : acct_nft_fail(e, r, "listing a set", set);
@@ -165,7 +149,7 @@ int acct_list_internal(struct acct_range **ret, size_t *ret_n, struct tg_err *e)
 	struct bounds_ctx d = { 0 };
 	struct acct_range *out;
 	size_t n = 0;
-	int r = dump(build_elems_dump, ACCT_SET_INTERNAL, bounds_cb, &d, &d.err);
+	int r = open_and_dump(build_elems_dump, ACCT_SET_INTERNAL, bounds_cb, &d, &d.err);
 
 	if (r < 0) {
 		free(d.b);
@@ -230,7 +214,7 @@ static struct nlmsghdr *build_rules_dump(char *buf, const void *unused)
 int acct_count_rules(size_t *ret)
 {
 	struct dump_ctx d = { 0 };
-	int r = dump(build_rules_dump, NULL, count_cb, &d, &d.err);
+	int r = open_and_dump(build_rules_dump, NULL, count_cb, &d, &d.err);
 
 	if (r < 0)
 		return r;

@@ -2,8 +2,8 @@
 /*
  * What table `inet tollgate` holds for a config (see accounting.h for the
  * whole picture): its sets, chains and named host counters, built here
- * (its rules: rules.c) and compared with the kernel by declare.c, which
- * writes only what differs.
+ * (its rules: rules.c and each feature's file) and compared with the
+ * kernel by declare.c, which writes only what differs.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -28,6 +28,8 @@ const char *const acct_pod_maps[ACCT_CLASSES] = {
 	"pod_egress_internal", "pod_egress_internet", "pod_ingress_internal", "pod_ingress_internet",
 };
 const char *const acct_spoofed_maps[ACCT_FAMILIES] = { "spoofed_ipv4", "spoofed_ipv6" };
+const char *const acct_drop_maps[ACCT_DROPS] = { ACCT_MAP_METADATA_DROP, ACCT_MAP_AGENT_DROP,
+						   ACCT_MAP_INVALID_DROP, ACCT_MAP_NEIGHBOUR_DROP };
 
 const struct acct_chain_def acct_table_chains[ACCT_TABLE_CHAINS] = {
 	/* raw: before conntrack, which a forged packet must not update */

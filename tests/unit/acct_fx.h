@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "accounting/accounting.h"
+#include "accounting/internal.h"
 
 #define PODS 400
 #define NAMESPACES 40

@@ -21,6 +21,7 @@
 #include "tests/unit/group.h"
 #include "tests/unit/helpers.h"
 
+#include "accounting/internal.h"
 #include "cni/internal.h"
 #include "config/config.h"
 #include "node/node.h"

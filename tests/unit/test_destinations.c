@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "accounting/internal.h"
 #include "exporter/internal.h"
 
 #define MAX_SERIES 256
