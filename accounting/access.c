@@ -184,8 +184,10 @@ static struct nftnl_rule *new_nexthop_rule(const char *prefix, bool limit)
 	if (limit) {
 		acct_rule_add(r, acct_expr_lookup(ACCT_SET_NEXTHOPS, ACCT_ID_NEXTHOPS, true));
 		acct_rule_add(r, acct_expr_ip(12));
-		acct_rule_add(r, acct_expr_objref_map(ACCT_MAP_NEXTHOP_LIMIT, ACCT_ID_NEXTHOP_LIMIT));
-		acct_rule_add(r, acct_expr_objref_map(ACCT_MAP_NEIGHBOUR_DROP, ACCT_ID_NEIGHBOUR_DROP));
+		acct_rule_add(r,
+			      acct_expr_objref_map(ACCT_MAP_NEXTHOP_LIMIT, ACCT_ID_NEXTHOP_LIMIT));
+		acct_rule_add(r, acct_expr_objref_map(ACCT_MAP_NEIGHBOUR_DROP,
+						      ACCT_ID_NEIGHBOUR_DROP));
 		acct_rule_add(r, acct_expr_verdict(NF_DROP, NULL));
 	} else {
 		acct_rule_add(r, acct_expr_dynset(ACCT_SET_NEXTHOPS, ACCT_ID_NEXTHOPS,
@@ -210,7 +212,8 @@ static int access_rules(struct acct_rule_list *list, const struct acct_config *c
 	for (size_t i = 0; i < ARRAY_SIZE(cloud); i++) {
 		r |= acct_rule_list_add(list, to_cloud_rule(cloud[i]));
 		/* first in their chains: nothing is counted of what they drop */
-		r |= acct_rule_list_add(list, to_cloud_translated_rule("forward", prefix, cloud[i]));
+		r |= acct_rule_list_add(list,
+					to_cloud_translated_rule("forward", prefix, cloud[i]));
 		r |= acct_rule_list_add(list, to_cloud_translated_rule("input", prefix, cloud[i]));
 	}
 	r |= acct_rule_list_add(list, allowed_rule(ACCT_CHAIN_TO_CLOUD, ACCT_SET_METADATA_OK,

@@ -91,36 +91,36 @@ enum acct_family {
 	ACCT_IPV6,
 	ACCT_FAMILIES,
 };
-extern const char *const acct_family_names[ACCT_FAMILIES];	/* "ipv4", "ipv6" */
+extern const char *const acct_family_names[ACCT_FAMILIES]; /* "ipv4", "ipv6" */
 
 /* "egress_internal", ... in enum order; and each class's two halves */
 extern const char *const acct_class_names[ACCT_CLASSES];
-extern const char *const acct_class_direction[ACCT_CLASSES];	/* "egress", "ingress" */
-extern const char *const acct_class_traffic[ACCT_CLASSES];	/* "internal", "internet" */
+extern const char *const acct_class_direction[ACCT_CLASSES]; /* "egress", "ingress" */
+extern const char *const acct_class_traffic[ACCT_CLASSES];   /* "internal", "internet" */
 
 /*
  * nodeAccess: what pods reach of the node and the cloud's metadata. Names
  * are DNS labels (config/access.c checks them); the lists point into the config.
  */
 #define ACCT_ACCESS_NS_MAX 64
-#define ACCT_IMDS_ADDR 0xa9fea9feu	/* 169.254.169.254 */
+#define ACCT_IMDS_ADDR 0xa9fea9feu	 /* 169.254.169.254 */
 #define ACCT_WIRESERVER_ADDR 0xa83f8110u /* 168.63.129.16 */
 struct acct_access {
-	const char *metadata_ns[ACCT_ACCESS_NS_MAX];	/* reach IMDS and the WireServer */
+	const char *metadata_ns[ACCT_ACCESS_NS_MAX]; /* reach IMDS and the WireServer */
 	size_t n_metadata_ns;
-	const char *metrics_ns[ACCT_ACCESS_NS_MAX];	/* reach metricsPort */
+	const char *metrics_ns[ACCT_ACCESS_NS_MAX]; /* reach metricsPort */
 	size_t n_metrics_ns;
-	bool metrics_filter;				/* metricsNamespaces was given */
+	bool metrics_filter; /* metricsNamespaces was given */
 	uint16_t metrics_port;
-	uint32_t ns_connections;	/* a namespace's tracked connections on the node; 0: no ceiling */
-	uint32_t neighbours_per_second;	/* a namespace's new on-link next hops a second; 0: any */
+	uint32_t ns_connections; /* a namespace's tracked connections on the node; 0: no ceiling */
+	uint32_t neighbours_per_second; /* a namespace's new on-link next hops a second; 0: any */
 };
 /* The ceiling of a namespace's tracked connections when the config names none: a quarter of the table. */
 #define ACCT_NS_CONNECTIONS_SHARE 4
 #define ACCT_NEIGHBOURS_PER_SECOND_DEFAULT 200
-#define ACCT_NEIGHBOURS_BURST 10	/* seconds of the rate a namespace may spend at once */
-#define ACCT_NEXTHOPS_TRACKED 65536	/* next hops the node remembers resolving */
-#define ACCT_NEXTHOP_TIMEOUT_S 60	/* and for how long: a neighbour entry's reachable + stale time */
+#define ACCT_NEIGHBOURS_BURST 10    /* seconds of the rate a namespace may spend at once */
+#define ACCT_NEXTHOPS_TRACKED 65536 /* next hops the node remembers resolving */
+#define ACCT_NEXTHOP_TIMEOUT_S 60 /* and for how long: a neighbour entry's reachable + stale time */
 
 /*
  * internetGuard.destinations: bytes per (namespace, destination prefix,
@@ -136,10 +136,10 @@ struct acct_access {
 #define ACCT_DST_TRACKED_MAX 65536
 #define ACCT_DST_TIMEOUT_S 60
 struct acct_destinations {
-	bool on;			/* internetGuard.destinations was given */
-	uint32_t top;			/* prefixes exported per namespace and direction */
-	uint8_t prefix_len;		/* what a destination is: its address & this mask */
-	uint32_t tracked;		/* the kernel set's size */
+	bool on;	    /* internetGuard.destinations was given */
+	uint32_t top;	    /* prefixes exported per namespace and direction */
+	uint8_t prefix_len; /* what a destination is: its address & this mask */
+	uint32_t tracked;   /* the kernel set's size */
 };
 
 /*
@@ -148,39 +148,39 @@ struct acct_destinations {
  */
 #define ACCT_GUARD_NS_MAX 256
 struct acct_guard {
-	bool on;				/* internetGuard given: each namespace has its chains */
-	bool limits;				/* internetGuard.connections was given */
-	struct acct_destinations dst;		/* internetGuard.destinations */
-	uint32_t concurrent_default;		/* namespaceDefault */
-	const char *ns[ACCT_GUARD_NS_MAX];	/* namespaces, with their own limits */
+	bool on;			   /* internetGuard given: each namespace has its chains */
+	bool limits;			   /* internetGuard.connections was given */
+	struct acct_destinations dst;	   /* internetGuard.destinations */
+	uint32_t concurrent_default;	   /* namespaceDefault */
+	const char *ns[ACCT_GUARD_NS_MAX]; /* namespaces, with their own limits */
 	uint32_t ns_concurrent[ACCT_GUARD_NS_MAX];
 	size_t n_ns;
-	uint32_t new_per_second;		/* newPerSecond */
+	uint32_t new_per_second; /* newPerSecond */
 };
 
 /* Which way a pod's traffic goes: what it sends, what it gets. */
 enum acct_dir { ACCT_DIR_EGRESS, ACCT_DIR_INGRESS, ACCT_DIRS };
-extern const char *const acct_dir_names[ACCT_DIRS];	/* "egress", "ingress" */
+extern const char *const acct_dir_names[ACCT_DIRS]; /* "egress", "ingress" */
 
 struct acct_config {
-	const struct cidr4 *internal;	/* sorted, non-overlapping */
+	const struct cidr4 *internal; /* sorted, non-overlapping */
 	size_t n_internal;
 	bool masquerade;
-	bool enabled;			/* counting rules */
+	bool enabled; /* counting rules */
 	bool per_pod;
 	uint32_t internet_mark;
-	uint32_t inet_ingress_classid;	/* tc class of internet -> pod traffic on a pod's veth, 0: none */
-	const char *pod_link_prefix;	/* what every pod's host link is named by, and no other link */
+	uint32_t inet_ingress_classid; /* tc class of internet -> pod traffic on a pod's veth, 0: none */
+	const char *pod_link_prefix; /* what every pod's host link is named by, and no other link */
 	struct acct_access access;
 	struct acct_guard guard;
 };
 
 struct acct_pod {
 	uint32_t ip;
-	const char *k8s_namespace;	/* "" when the runtime did not say */
-	const char *host_veth;		/* its host link: what it may send from; names its own counters */
-	uint32_t egress_classid;	/* uplink HTB class of its internet traffic, 0: none */
-	const struct hostports *ports;	/* its hostPorts; NULL: none */
+	const char *k8s_namespace; /* "" when the runtime did not say */
+	const char *host_veth;	 /* its host link: what it may send from; names its own counters */
+	uint32_t egress_classid; /* uplink HTB class of its internet traffic, 0: none */
+	const struct hostports *ports; /* its hostPorts; NULL: none */
 };
 
 /* Counter names: ns_<namespace>_<class> (pods' own and the host's: internal.h). */
@@ -210,14 +210,21 @@ extern const char *const acct_drop_names[ACCT_DROPS];
  * newPerSecond), ns_<namespace>_refused_ceiling (any destination, over
  * nodeAccess.namespaceConnections).
  */
-enum acct_refusal { ACCT_REFUSED_CONCURRENT, ACCT_REFUSED_RATE, ACCT_REFUSED_CEILING, ACCT_REFUSALS };
-extern const char *const acct_refusal_names[ACCT_REFUSALS];	/* "concurrent", "rate", "ceiling" */
+enum acct_refusal {
+	ACCT_REFUSED_CONCURRENT,
+	ACCT_REFUSED_RATE,
+	ACCT_REFUSED_CEILING,
+	ACCT_REFUSALS
+};
+extern const char *const acct_refusal_names[ACCT_REFUSALS]; /* "concurrent", "rate", "ceiling" */
 /* ACCT_OWNER_NAMESPACE (the namespace in ret_owner) and why; ACCT_OWNER_NONE otherwise. */
 enum acct_owner acct_refused_parse(const char *name, size_t name_len,
-				   char ret_owner[ACCT_COUNTER_NAME_MAX], enum acct_refusal *ret_why);
+				   char ret_owner[ACCT_COUNTER_NAME_MAX],
+				   enum acct_refusal *ret_why);
 /* ACCT_OWNER_NAMESPACE (the namespace in ret_owner) and which drop; ACCT_OWNER_NONE otherwise. */
 enum acct_owner acct_drop_parse(const char *name, size_t name_len,
-				char ret_owner[ACCT_COUNTER_NAME_MAX], enum acct_access_drop *ret_drop);
+				char ret_owner[ACCT_COUNTER_NAME_MAX],
+				enum acct_access_drop *ret_drop);
 /* Whose a counter is, read back from its name (the exporter's labels). */
 enum acct_owner { ACCT_OWNER_NONE, ACCT_OWNER_NAMESPACE, ACCT_OWNER_POD, ACCT_OWNER_HOST };
 /*
@@ -226,21 +233,23 @@ enum acct_owner { ACCT_OWNER_NONE, ACCT_OWNER_NAMESPACE, ACCT_OWNER_POD, ACCT_OW
  * ACCT_OWNER_NONE when the name is none of Tollgate's.
  */
 enum acct_owner acct_counter_parse(const char *name, size_t name_len,
-				   char ret_owner[ACCT_COUNTER_NAME_MAX], enum acct_class *ret_class);
+				   char ret_owner[ACCT_COUNTER_NAME_MAX],
+				   enum acct_class *ret_class);
 /*
  * The same for spoofed-packet counters: ACCT_OWNER_NAMESPACE (the namespace
  * in ret_owner) or ACCT_OWNER_HOST (sender unknown), and the family;
  * ACCT_OWNER_NONE when the name is no spoofed-packet counter.
  */
 enum acct_owner acct_spoofed_parse(const char *name, size_t name_len,
-				   char ret_owner[ACCT_COUNTER_NAME_MAX], enum acct_family *ret_family);
+				   char ret_owner[ACCT_COUNTER_NAME_MAX],
+				   enum acct_family *ret_family);
 
 /* What a declaration wrote, by object (the node daemon counts repairs). */
 struct acct_repairs {
-	unsigned table, sets, chains, rules, internal;	/* both tables' */
-	unsigned pods_added, pods_removed;	/* acct_pods_reconcile's */
+	unsigned table, sets, chains, rules, internal; /* both tables' */
+	unsigned pods_added, pods_removed;	       /* acct_pods_reconcile's */
 };
-#define ACCT_DECLARE_PODS 1u	/* put every pod of `all` back even when no set was lost */
+#define ACCT_DECLARE_PODS 1u /* put every pod of `all` back even when no set was lost */
 /*
  * Declares the table's skeleton as cfg says: reads the kernel once, writes
  * only what differs in one atomic batch (rules are replaced chain by chain;
@@ -339,7 +348,7 @@ struct acct_counter_sample {
 	const char *name;
 	size_t name_len;
 	uint64_t packets, bytes;
-	uint64_t id;	/* the table's handle in the high half, the object's in the low */
+	uint64_t id; /* the table's handle in the high half, the object's in the low */
 };
 typedef void (*acct_counter_fn)(const struct acct_counter_sample *c, void *arg);
 struct acct_reader *acct_reader_new(void);
@@ -362,13 +371,13 @@ int acct_reader_read(struct acct_reader *rd, acct_counter_fn fn, void *arg);
 #define ACCT_DST_SET_PREFIX "dst_"
 /* A set as its read finds it: whose, and what its config was (kept in the set's comment). */
 struct acct_dst_set {
-	const char *k8s_namespace;	/* valid during the calls */
+	const char *k8s_namespace; /* valid during the calls */
 	enum acct_dir dir;
-	uint8_t prefix_len;		/* 0: a set without Tollgate's comment */
+	uint8_t prefix_len; /* 0: a set without Tollgate's comment */
 	uint32_t top;
 };
 struct acct_dst_visitor {
-	void (*set)(const struct acct_dst_set *s, void *arg);	/* each set, before its elements */
+	void (*set)(const struct acct_dst_set *s, void *arg); /* each set, before its elements */
 	/* each element: its prefix (host order), bytes and packets */
 	void (*elem)(const struct acct_dst_set *s, uint32_t prefix, uint64_t bytes,
 		     uint64_t packets, void *arg);

@@ -73,7 +73,8 @@ static struct nftnl_rule *spoofed_rule(enum acct_family f, bool by_link, bool la
 		acct_match_nfproto(r, f == ACCT_IPV4 ? NFPROTO_IPV4 : NFPROTO_IPV6);
 	if (by_link) {
 		acct_rule_add(r, acct_expr_meta(NFT_META_IIFNAME));
-		acct_rule_add(r, acct_expr_objref_map(acct_spoofed_maps[f], ACCT_ID_SPOOFED_MAPS + f));
+		acct_rule_add(r,
+			      acct_expr_objref_map(acct_spoofed_maps[f], ACCT_ID_SPOOFED_MAPS + f));
 	} else {
 		acct_spoofed_counter_name(NULL, f, name);
 		acct_rule_add(r, acct_expr_counter(name));

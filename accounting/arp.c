@@ -52,7 +52,8 @@ static int stamp_rule_cb(const struct nlmsghdr *nlh, void *p)
 	char comment[64] = "";
 	bool ours = false, has_comment = false;
 
-	mnl_attr_for_each(a, nlh, sizeof(struct nfgenmsg)) {
+	mnl_attr_for_each(a, nlh, sizeof(struct nfgenmsg))
+	{
 		uint16_t t = mnl_attr_get_type(a);
 
 		if (t == NFTA_RULE_CHAIN && mnl_attr_validate(a, MNL_TYPE_NUL_STRING) == 0)
@@ -71,8 +72,8 @@ int acct_arp_read(struct acct_nft_conn *c, const struct acct_config *cfg)
 {
 	char buf[ACCT_NFT_RECV_SIZE] = { 0 }, stamp[ARP_STAMP_LEN];
 	struct arp_seen s = { .stamp = stamp };
-	struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(buf, NFT_MSG_GETRULE, NFPROTO_ARP,
-						     NLM_F_DUMP | NLM_F_ACK, 1);
+	struct nlmsghdr *nlh =
+		nftnl_nlmsg_build_hdr(buf, NFT_MSG_GETRULE, NFPROTO_ARP, NLM_F_DUMP | NLM_F_ACK, 1);
 	int r;
 
 	arp_stamp(cfg, stamp);
@@ -102,7 +103,8 @@ static struct nftnl_rule *drop_rule(const struct acct_config *cfg)
 	nftnl_rule_set_str(r, NFTNL_RULE_CHAIN, ACCT_ARP_CHAIN);
 	nftnl_rule_set_u32(r, NFTNL_RULE_FAMILY, NFPROTO_ARP);
 	acct_rule_add(r, acct_expr_meta(NFT_META_IIFNAME));
-	acct_rule_add(r, acct_expr_cmp_eq(cfg->pod_link_prefix, (uint32_t)strlen(cfg->pod_link_prefix)));
+	acct_rule_add(r, acct_expr_cmp_eq(cfg->pod_link_prefix,
+					  (uint32_t)strlen(cfg->pod_link_prefix)));
 	acct_rule_add(r, acct_expr_counter(ACCT_ARP_COUNTER));
 	acct_rule_add(r, acct_expr_verdict(NF_DROP, NULL));
 	arp_stamp(cfg, stamp);

@@ -142,8 +142,8 @@ void acct_batch_start(struct acct_batch *bt)
 struct nlmsghdr *acct_batch_msg_family(struct acct_batch *bt, uint16_t type, uint16_t flags,
 				       uint16_t family)
 {
-	struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(bt->b), type,
-						     family, flags | NLM_F_ACK, bt->seq++);
+	struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(mnl_nlmsg_batch_current(bt->b), type, family,
+						     flags | NLM_F_ACK, bt->seq++);
 
 	bt->acks++;
 	return nlh;
@@ -197,8 +197,10 @@ int acct_batch_send(struct acct_nft_conn *c, struct acct_batch *bt, char *why, s
 		 */
 		int sz = (int)(bt->acks * ACK_TRUESIZE);
 
-		if (setsockopt(mnl_socket_get_fd(c->nl), SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof(sz)) < 0)
-			setsockopt(mnl_socket_get_fd(c->nl), SOL_SOCKET, SO_RCVBUF, &sz, sizeof(sz));
+		if (setsockopt(mnl_socket_get_fd(c->nl), SOL_SOCKET, SO_RCVBUFFORCE, &sz,
+			       sizeof(sz)) < 0)
+			setsockopt(mnl_socket_get_fd(c->nl), SOL_SOCKET, SO_RCVBUF, &sz,
+				   sizeof(sz));
 	}
 	if (mnl_socket_sendto(c->nl, mnl_nlmsg_batch_head(bt->b), mnl_nlmsg_batch_size(bt->b)) < 0)
 		return -errno;
@@ -257,8 +259,8 @@ static int request(struct acct_nft_conn *c, char *buf, size_t size, mnl_cb_t cb,
 		if (n < 0)
 			return -errno;
 		/* libmnl refuses a message flagged interrupted before cb sees it */
-		for (struct nlmsghdr *h = (struct nlmsghdr *)buf; keep_interrupted &&
-		     mnl_nlmsg_ok(h, left); h = mnl_nlmsg_next(h, &left))
+		for (struct nlmsghdr *h = (struct nlmsghdr *)buf;
+		     keep_interrupted && mnl_nlmsg_ok(h, left); h = mnl_nlmsg_next(h, &left))
 			h->nlmsg_flags &= (uint16_t)~NLM_F_DUMP_INTR;
 		errno = 0;
 		r = mnl_cb_run(buf, (size_t)n, seq, c->portid, cb, arg);

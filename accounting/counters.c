@@ -80,7 +80,8 @@ static int table_cb(const struct nlmsghdr *nlh, void *p)
 	struct table_seen *t = p;
 	const struct nlattr *a;
 
-	mnl_attr_for_each(a, nlh, sizeof(struct nfgenmsg)) {
+	mnl_attr_for_each(a, nlh, sizeof(struct nfgenmsg))
+	{
 		if (mnl_attr_get_type(a) != NFTA_TABLE_HANDLE)
 			continue;
 		if (mnl_attr_validate(a, MNL_TYPE_U64) < 0)
@@ -113,7 +114,8 @@ static int counter_cb(const struct nlmsghdr *nlh, void *p)
 		errno = EINTR;
 		return MNL_CB_ERROR;
 	}
-	mnl_attr_for_each(a, nlh, sizeof(struct nfgenmsg)) {
+	mnl_attr_for_each(a, nlh, sizeof(struct nfgenmsg))
+	{
 		switch (mnl_attr_get_type(a)) {
 		case NFTA_OBJ_NAME:
 			name = a;
@@ -143,7 +145,8 @@ static int counter_cb(const struct nlmsghdr *nlh, void *p)
 	if (ntohl(mnl_attr_get_u32(type)) != NFT_OBJECT_COUNTER ||
 	    strcmp(mnl_attr_get_str(table), ACCT_TABLE) != 0)
 		return MNL_CB_OK;
-	mnl_attr_for_each_nested(a, data) {
+	mnl_attr_for_each_nested(a, data)
+	{
 		uint16_t t = mnl_attr_get_type(a);
 
 		if (t != NFTA_COUNTER_BYTES && t != NFTA_COUNTER_PACKETS)
@@ -173,7 +176,8 @@ static void build_request(struct acct_reader *rd, uint16_t family, uint16_t type
 
 	memset(rd->buf, 0, 256);
 	nlh = nftnl_nlmsg_build_hdr(rd->buf, type, family, flags, ++rd->seq);
-	mnl_attr_put_strz(nlh, type == NFT_MSG_GETOBJ ? NFTA_OBJ_TABLE : NFTA_TABLE_NAME, ACCT_TABLE);
+	mnl_attr_put_strz(nlh, type == NFT_MSG_GETOBJ ? NFTA_OBJ_TABLE : NFTA_TABLE_NAME,
+			  ACCT_TABLE);
 	if (type == NFT_MSG_GETOBJ && name)
 		mnl_attr_put_strz(nlh, NFTA_OBJ_NAME, name);
 	if (type == NFT_MSG_GETOBJ)

@@ -50,12 +50,12 @@ struct seen {
 	bool set[ACCT_TABLE_SETS];
 	bool chain[ACCT_TABLE_CHAINS];
 	size_t n_rules[ACCT_TABLE_CHAINS];
-	size_t stamped[ACCT_TABLE_CHAINS];	/* rules carrying the chain's stamp */
+	size_t stamped[ACCT_TABLE_CHAINS]; /* rules carrying the chain's stamp */
 	struct acct_bound bounds[ACCT_TABLE_BOUNDS_MAX + 1];
-	size_t n_bounds;		/* ACCT_TABLE_BOUNDS_MAX + 1: more than any config makes */
-	bool old_prerouting;		/* an older layout's prerouting chain (at -150) */
-	bool arp_right;			/* table arp tollgate as cfg declares it */
-	struct guard_seen *guards;	/* the guard chains that hold rules */
+	size_t n_bounds;	   /* ACCT_TABLE_BOUNDS_MAX + 1: more than any config makes */
+	bool old_prerouting;	   /* an older layout's prerouting chain (at -150) */
+	bool arp_right;		   /* table arp tollgate as cfg declares it */
+	struct guard_seen *guards; /* the guard chains that hold rules */
 	size_t n_guards, cap_guards;
 	const struct want *want;
 	int err;
@@ -137,7 +137,6 @@ static void chain_stamp(const struct acct_config *cfg, int c, char ret[STAMP_LEN
 	snprintf(ret, STAMP_LEN, STAMP_PREFIX "%016llx", (unsigned long long)h);
 }
 
-
 /* What cfg asks for; the rules' comments only when they are to be written. */
 static int want_build(const struct acct_config *cfg, struct want *w, bool to_write)
 {
@@ -158,8 +157,9 @@ static int want_build(const struct acct_config *cfg, struct want *w, bool to_wri
 	for (int c = 0; c < ACCT_TABLE_CHAINS; c++)
 		chain_stamp(cfg, c, w->stamp[c]);
 	for (size_t i = 0; to_write && i < w->rules.n && r == 0; i++)
-		r = acct_rule_comment(w->rules.r[i],
-				w->stamp[chain_index(nftnl_rule_get_str(w->rules.r[i], NFTNL_RULE_CHAIN))]);
+		r = acct_rule_comment(
+			w->rules.r[i],
+			w->stamp[chain_index(nftnl_rule_get_str(w->rules.r[i], NFTNL_RULE_CHAIN))]);
 	w->n_bounds = acct_table_internal_bounds(cfg, w->bounds);
 	return r;
 }
@@ -244,24 +244,26 @@ static int rule_cb(const struct nlmsghdr *nlh, void *p)
 	char text[64] = "";
 	int c = -1;
 
-	mnl_attr_for_each(a, nlh, sizeof(struct nfgenmsg)) {
+	mnl_attr_for_each(a, nlh, sizeof(struct nfgenmsg))
+	{
 		uint16_t t = mnl_attr_get_type(a);
 
 		if (t == NFTA_RULE_CHAIN && mnl_attr_validate(a, MNL_TYPE_NUL_STRING) == 0) {
 			chain = mnl_attr_get_str(a);
 			c = chain_index(chain);
-		}
-		else if (t == NFTA_RULE_USERDATA)
-			comment = acct_udata_comment(a, NFTNL_UDATA_RULE_COMMENT, text,
-						     sizeof(text)) ? text : NULL;
+		} else if (t == NFTA_RULE_USERDATA)
+			comment =
+				acct_udata_comment(a, NFTNL_UDATA_RULE_COMMENT, text, sizeof(text))
+					? text
+					: NULL;
 	}
 	/* guard_in_<ns> before guard_<ns>: a namespace has no '_' */
-	if (c < 0 && chain && strncmp(chain, ACCT_CHAIN_GUARD_IN_PREFIX,
-				      strlen(ACCT_CHAIN_GUARD_IN_PREFIX)) == 0)
+	if (c < 0 && chain &&
+	    strncmp(chain, ACCT_CHAIN_GUARD_IN_PREFIX, strlen(ACCT_CHAIN_GUARD_IN_PREFIX)) == 0)
 		guard_rule_seen(s, chain + strlen(ACCT_CHAIN_GUARD_IN_PREFIX), ACCT_DIR_INGRESS,
 				comment);
-	else if (c < 0 && chain && strncmp(chain, ACCT_CHAIN_GUARD_PREFIX,
-					   strlen(ACCT_CHAIN_GUARD_PREFIX)) == 0)
+	else if (c < 0 && chain &&
+		 strncmp(chain, ACCT_CHAIN_GUARD_PREFIX, strlen(ACCT_CHAIN_GUARD_PREFIX)) == 0)
 		guard_rule_seen(s, chain + strlen(ACCT_CHAIN_GUARD_PREFIX), ACCT_DIR_EGRESS,
 				comment);
 	if (c >= 0) {
@@ -280,7 +282,8 @@ static int name_cb(const struct nlmsghdr *nlh, void *p)
 	int i;
 
 	/* Chains and sets both carry their name right after the table's. */
-	mnl_attr_for_each(a, nlh, sizeof(struct nfgenmsg)) {
+	mnl_attr_for_each(a, nlh, sizeof(struct nfgenmsg))
+	{
 		uint16_t t = mnl_attr_get_type(a);
 
 		if (nlh->nlmsg_type == ((NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWCHAIN) &&
@@ -303,7 +306,8 @@ static int bound_cb(struct nftnl_set_elem *el, void *p)
 	uint32_t len = 0, be;
 	const void *key = nftnl_set_elem_get(el, NFTNL_SET_ELEM_KEY, &len);
 	uint32_t flags = nftnl_set_elem_is_set(el, NFTNL_SET_ELEM_FLAGS)
-				 ? nftnl_set_elem_get_u32(el, NFTNL_SET_ELEM_FLAGS) : 0;
+				 ? nftnl_set_elem_get_u32(el, NFTNL_SET_ELEM_FLAGS)
+				 : 0;
 
 	if (s->n_bounds > ACCT_TABLE_BOUNDS_MAX)
 		return 0;
@@ -334,8 +338,8 @@ static int dump_objects(struct acct_nft_conn *c, uint16_t type, const char *set,
 			struct seen *s)
 {
 	char buf[ACCT_NFT_RECV_SIZE] = { 0 };
-	struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(buf, type, NFPROTO_INET,
-						     NLM_F_DUMP | NLM_F_ACK, 1);
+	struct nlmsghdr *nlh =
+		nftnl_nlmsg_build_hdr(buf, type, NFPROTO_INET, NLM_F_DUMP | NLM_F_ACK, 1);
 	int r;
 
 	if (type == NFT_MSG_GETSETELEM) {

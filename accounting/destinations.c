@@ -141,13 +141,14 @@ static int set_cb(const struct nlmsghdr *nlh, void *p)
 	unsigned len, top;
 	char text[64] = "";
 
-	mnl_attr_for_each(a, nlh, sizeof(struct nfgenmsg)) {
+	mnl_attr_for_each(a, nlh, sizeof(struct nfgenmsg))
+	{
 		if (mnl_attr_get_type(a) == NFTA_SET_NAME &&
 		    mnl_attr_validate(a, MNL_TYPE_NUL_STRING) == 0)
 			ours = acct_dst_set_parse(mnl_attr_get_str(a), sn.ns, &sn.dir);
 		else if (mnl_attr_get_type(a) == NFTA_SET_USERDATA)
-			has_comment = acct_udata_comment(a, NFTNL_UDATA_SET_COMMENT, text,
-							 sizeof(text));
+			has_comment =
+				acct_udata_comment(a, NFTNL_UDATA_SET_COMMENT, text, sizeof(text));
 	}
 	/* The comment says how the set groups destinations (DST_COMMENT_FMT). */
 	if (has_comment && sscanf(text, DST_COMMENT_FMT, &len, &top) == 2 && len >= 1 &&
@@ -176,7 +177,8 @@ static void expr_counter(const struct nlattr *expr, uint64_t *bytes, uint64_t *p
 	const struct nlattr *a, *data = NULL;
 	bool counter = false;
 
-	mnl_attr_for_each_nested(a, expr) {
+	mnl_attr_for_each_nested(a, expr)
+	{
 		if (mnl_attr_get_type(a) == NFTA_EXPR_NAME &&
 		    mnl_attr_validate(a, MNL_TYPE_NUL_STRING) == 0)
 			counter = strcmp(mnl_attr_get_str(a), "counter") == 0;
@@ -185,7 +187,8 @@ static void expr_counter(const struct nlattr *expr, uint64_t *bytes, uint64_t *p
 	}
 	if (!counter || !data)
 		return;
-	mnl_attr_for_each_nested(a, data) {
+	mnl_attr_for_each_nested(a, data)
+	{
 		uint16_t t = mnl_attr_get_type(a);
 
 		if ((t == NFTA_COUNTER_BYTES || t == NFTA_COUNTER_PACKETS) &&
@@ -201,11 +204,13 @@ static void read_dst_elem(struct elems_ctx *ctx, const struct nlattr *el)
 	uint32_t prefix = 0;
 	bool keyed = false;
 
-	mnl_attr_for_each_nested(a, el) {
+	mnl_attr_for_each_nested(a, el)
+	{
 		uint16_t t = mnl_attr_get_type(a);
 
 		if (t == NFTA_SET_ELEM_KEY) {
-			mnl_attr_for_each_nested(b, a) {
+			mnl_attr_for_each_nested(b, a)
+			{
 				uint32_t be;
 
 				if (mnl_attr_get_type(b) != NFTA_DATA_VALUE ||
@@ -218,7 +223,8 @@ static void read_dst_elem(struct elems_ctx *ctx, const struct nlattr *el)
 		} else if (t == NFTA_SET_ELEM_EXPR) {
 			expr_counter(a, &bytes, &packets);
 		} else if (t == NFTA_SET_ELEM_EXPRESSIONS) {
-			mnl_attr_for_each_nested(b, a) {
+			mnl_attr_for_each_nested(b, a)
+			{
 				expr_counter(b, &bytes, &packets);
 			}
 		}
@@ -232,10 +238,12 @@ static int dst_elems_cb(const struct nlmsghdr *nlh, void *p)
 	struct elems_ctx *ctx = p;
 	const struct nlattr *a, *b;
 
-	mnl_attr_for_each(a, nlh, sizeof(struct nfgenmsg)) {
+	mnl_attr_for_each(a, nlh, sizeof(struct nfgenmsg))
+	{
 		if (mnl_attr_get_type(a) != NFTA_SET_ELEM_LIST_ELEMENTS)
 			continue;
-		mnl_attr_for_each_nested(b, a) {
+		mnl_attr_for_each_nested(b, a)
+		{
 			if (mnl_attr_get_type(b) == NFTA_LIST_ELEM)
 				read_dst_elem(ctx, b);
 		}
@@ -268,13 +276,14 @@ int acct_dst_read(bool reset, const struct acct_dst_visitor *v, size_t *ret_sets
 		char set[ACCT_COUNTER_NAME_MAX];
 		int q;
 
-		ctx.set = (struct acct_dst_set){ names.v[i].ns, names.v[i].dir, names.v[i].prefix_len,
-						 names.v[i].top };
+		ctx.set = (struct acct_dst_set){ names.v[i].ns, names.v[i].dir,
+						 names.v[i].prefix_len, names.v[i].top };
 		if (v->set)
 			v->set(&ctx.set, v->arg);
 		acct_dst_set_name(names.v[i].ns, names.v[i].dir, set);
 		memset(buf, 0, 256);
-		nlh = nftnl_nlmsg_build_hdr(buf, reset ? NFT_MSG_GETSETELEM_RESET : NFT_MSG_GETSETELEM,
+		nlh = nftnl_nlmsg_build_hdr(buf,
+					    reset ? NFT_MSG_GETSETELEM_RESET : NFT_MSG_GETSETELEM,
 					    NFPROTO_INET, NLM_F_DUMP | NLM_F_ACK, (uint32_t)i + 2);
 		mnl_attr_put_strz(nlh, NFTA_SET_ELEM_LIST_TABLE, ACCT_TABLE);
 		mnl_attr_put_strz(nlh, NFTA_SET_ELEM_LIST_SET, set);

@@ -47,9 +47,10 @@ int acct_put_elem_key(struct acct_batch *bt, uint16_t type, const char *set, con
 	if (data)
 		nftnl_set_elem_set(el, NFTNL_SET_ELEM_DATA, data, (uint32_t)data_len);
 	nftnl_set_elem_add(s, el);
-	nlh = acct_batch_msg(bt, type, type != NFT_MSG_NEWSETELEM ? 0
-				       : replace		     ? NLM_F_CREATE | NLM_F_REPLACE
-								     : NLM_F_CREATE);
+	nlh = acct_batch_msg(bt, type,
+			     type != NFT_MSG_NEWSETELEM ? 0
+			     : replace			? NLM_F_CREATE | NLM_F_REPLACE
+							: NLM_F_CREATE);
 	nftnl_set_elems_nlmsg_build_payload(nlh, s);
 	nftnl_set_free(s);
 	acct_batch_next(bt);
@@ -88,8 +89,8 @@ int acct_nft_get_elem(struct acct_nft_conn *c, const struct acct_elem_query *q, 
 		      void *arg)
 {
 	char buf[ACCT_NFT_RECV_SIZE] = { 0 };
-	struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(buf, NFT_MSG_GETSETELEM, NFPROTO_INET,
-						     NLM_F_ACK, 1);
+	struct nlmsghdr *nlh =
+		nftnl_nlmsg_build_hdr(buf, NFT_MSG_GETSETELEM, NFPROTO_INET, NLM_F_ACK, 1);
 
 	build_getelem(nlh, q);
 	return acct_nft_request(c, buf, sizeof(buf), cb, arg);

@@ -95,8 +95,7 @@ struct nftnl_expr *acct_expr_bitwise32(uint32_t mask, uint32_t xor)
 	return ex;
 }
 
-struct nftnl_expr *acct_expr_payload_to(uint32_t base, uint32_t offset, uint32_t len,
-					uint32_t dreg)
+struct nftnl_expr *acct_expr_payload_to(uint32_t base, uint32_t offset, uint32_t len, uint32_t dreg)
 {
 	struct nftnl_expr *ex = nftnl_expr_alloc("payload");
 
@@ -296,8 +295,6 @@ struct nftnl_expr *acct_expr_dynset(const char *set, uint32_t id, uint32_t op)
 	nftnl_expr_set_u32(ex, NFTNL_EXPR_DYNSET_SET_ID, id);
 	return ex;
 }
-
-
 
 struct nftnl_expr *acct_expr_rt_nexthop4(void)
 {

@@ -34,8 +34,11 @@ void acct_guard_stamp(const struct acct_config *cfg, const char *k8s_namespace,
 {
 	const struct acct_destinations *d = &cfg->guard.dst;
 	uint32_t limits[7] = { acct_guard_concurrent(&cfg->guard, k8s_namespace),
-			       cfg->guard.new_per_second, d->on, d->on ? d->prefix_len : 0,
-			       d->on ? d->tracked : 0, d->on ? d->top : 0,
+			       cfg->guard.new_per_second,
+			       d->on,
+			       d->on ? d->prefix_len : 0,
+			       d->on ? d->tracked : 0,
+			       d->on ? d->top : 0,
 			       cfg->access.ns_connections };
 	uint64_t h = hash_fnv1a64(ACCT_TABLE_LAYOUT, strlen(ACCT_TABLE_LAYOUT), FNV1A64_INIT);
 
@@ -81,8 +84,9 @@ int acct_guard_put_chain(struct acct_batch *bt, const struct acct_config *cfg,
 		acct_guard_chain_name(k8s_namespace, (enum acct_dir)d, chain);
 		/* the egress chain is the unit's mark: whoever makes it makes the rest */
 		r |= put_chain_msg(bt, chain, NFT_MSG_NEWCHAIN,
-				   NLM_F_CREATE |
-					   (exclusive && !rewrite && d == ACCT_DIR_EGRESS ? NLM_F_EXCL : 0));
+				   NLM_F_CREATE | (exclusive && !rewrite && d == ACCT_DIR_EGRESS
+							   ? NLM_F_EXCL
+							   : 0));
 		if (rewrite)
 			r |= acct_table_flush_chain(bt, chain);
 	}
@@ -103,8 +107,7 @@ int acct_guard_put_chain(struct acct_batch *bt, const struct acct_config *cfg,
 	return r ? -ENOMEM : 0;
 }
 
-int acct_guard_put_removal(struct acct_batch *bt, const char *k8s_namespace, bool destroy,
-			   int only)
+int acct_guard_put_removal(struct acct_batch *bt, const char *k8s_namespace, bool destroy, int only)
 {
 	char chain[ACCT_GUARD_CHAIN_MAX];
 	int r = 0;
@@ -126,7 +129,8 @@ int acct_guard_put_removal(struct acct_batch *bt, const char *k8s_namespace, boo
 /* @guard_ns or @guard_in with the pod's element (its key; with `jump`, the jump to its namespace's chain) */
 static struct nftnl_set *guard_elem(const struct acct_pod *p, enum acct_dir dir, bool jump)
 {
-	struct nftnl_set *s = acct_set_ref(dir == ACCT_DIR_INGRESS ? ACCT_MAP_GUARD_IN : ACCT_MAP_GUARD);
+	struct nftnl_set *s =
+		acct_set_ref(dir == ACCT_DIR_INGRESS ? ACCT_MAP_GUARD_IN : ACCT_MAP_GUARD);
 	struct nftnl_set_elem *el = nftnl_set_elem_alloc();
 	char chain[ACCT_GUARD_CHAIN_MAX];
 	uint32_t key = htonl(p->ip);
@@ -214,8 +218,8 @@ int acct_guard_elem_right(struct acct_nft_conn *c, const struct acct_pod *p)
 
 	for (int d = 0; d < ACCT_DIRS && r == 1; d++) {
 		char buf[ACCT_NFT_RECV_SIZE] = { 0 }, chain[ACCT_GUARD_CHAIN_MAX];
-		struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(buf, NFT_MSG_GETSETELEM, NFPROTO_INET,
-							     NLM_F_ACK, 1);
+		struct nlmsghdr *nlh =
+			nftnl_nlmsg_build_hdr(buf, NFT_MSG_GETSETELEM, NFPROTO_INET, NLM_F_ACK, 1);
 		struct nftnl_set *s = guard_elem(p, (enum acct_dir)d, false);
 		struct elem_seen seen = { .want = chain };
 
@@ -248,10 +252,10 @@ static struct nftnl_rule *guard_jump_rule(enum acct_dir dir, bool only_new)
 	if (only_new)
 		acct_match_ct_new(r);
 	acct_rule_add(r, acct_expr_ip(in ? 16 : 12));
-	acct_rule_add(r, in ? acct_expr_map(ACCT_MAP_GUARD_IN, ACCT_ID_GUARD_IN, NFT_REG_1,
-					    NFT_REG_VERDICT)
-			    : acct_expr_map(ACCT_MAP_GUARD, ACCT_ID_GUARD, NFT_REG_1,
-					    NFT_REG_VERDICT));
+	acct_rule_add(
+		r,
+		in ? acct_expr_map(ACCT_MAP_GUARD_IN, ACCT_ID_GUARD_IN, NFT_REG_1, NFT_REG_VERDICT)
+		   : acct_expr_map(ACCT_MAP_GUARD, ACCT_ID_GUARD, NFT_REG_1, NFT_REG_VERDICT));
 	return r;
 }
 
@@ -381,7 +385,8 @@ int acct_guard_rules(const struct acct_config *cfg, const char *k8s_namespace, e
 		r = acct_rule_new(chain);
 		if (r) {
 			acct_rule_add(r, acct_expr_ip(16));
-			acct_rule_add(r, acct_expr_lookup(ACCT_SET_INTERNAL, ACCT_ID_INTERNAL, false));
+			acct_rule_add(r,
+				      acct_expr_lookup(ACCT_SET_INTERNAL, ACCT_ID_INTERNAL, false));
 			acct_rule_add(r, acct_expr_verdict(NFT_RETURN, NULL));
 		}
 		err |= acct_rule_list_add(list, r);
@@ -410,8 +415,8 @@ int acct_guard_rules(const struct acct_config *cfg, const char *k8s_namespace, e
 	 * counts too. A full set fails the update, and the packet goes on.
 	 */
 	if (g->dst.on)
-		err |= acct_rule_list_add(list, destination_rule(chain, &g->dst, k8s_namespace,
-								 dir));
+		err |= acct_rule_list_add(list,
+					  destination_rule(chain, &g->dst, k8s_namespace, dir));
 	/* A chain of a namespace without limits still holds a rule: the stamp lives on rules. */
 	r = acct_rule_new_any(chain);
 	if (r)
@@ -439,8 +444,8 @@ int acct_guard_jump_rules(struct acct_rule_list *list, const struct acct_config 
 	 * is the ceiling (they return before its internet limits).
 	 */
 	if (cfg->access.ns_connections) {
-		r |= acct_rule_list_add(list, guard_new_jump_rule(ACCT_CHAIN_FWD_EGRESS_INTERNAL,
-								  NULL));
+		r |= acct_rule_list_add(list,
+					guard_new_jump_rule(ACCT_CHAIN_FWD_EGRESS_INTERNAL, NULL));
 		r |= acct_rule_list_add(list, guard_new_jump_rule("input", cfg->pod_link_prefix));
 	}
 	r |= acct_rule_list_add(list, refuse_rule(true));

@@ -59,10 +59,11 @@ int acct_hostport_put_one(struct acct_batch *bt, uint16_t type, uint32_t pod_ip,
 
 	acct_hostport_data(pod_ip, m->container_port, data);
 	if (add && take)
-		r = acct_put_elem_key(bt, NFT_MSG_DESTROYSETELEM, acct_hostport_map(m), key, n, NULL,
-				      NULL, 0, false);
-	return r ? r : acct_put_elem_key(bt, type, acct_hostport_map(m), key, n, NULL,
-					 add ? data : NULL, sizeof(data), false);
+		r = acct_put_elem_key(bt, NFT_MSG_DESTROYSETELEM, acct_hostport_map(m), key, n,
+				      NULL, NULL, 0, false);
+	return r ? r
+		 : acct_put_elem_key(bt, type, acct_hostport_map(m), key, n, NULL,
+				     add ? data : NULL, sizeof(data), false);
 }
 
 int acct_hostport_put(struct acct_batch *bt, uint16_t type, const struct acct_pod *p, bool take)
@@ -90,7 +91,8 @@ int acct_hostports_del(const struct hostports *gone, struct tg_err *e)
 		if (r == -ENOENT)
 			r = 0;
 		else if (r < 0)
-			r = acct_nft_fail(e, r, "removing a hostPort from table inet " ACCT_TABLE, why);
+			r = acct_nft_fail(e, r, "removing a hostPort from table inet " ACCT_TABLE,
+					  why);
 	}
 	if (bt)
 		acct_nft_close(&c);
@@ -150,7 +152,7 @@ int acct_hostport_check(struct acct_nft_conn *c, const struct acct_pod *p)
 struct map_elem {
 	uint8_t key[ACCT_HOSTPORT_KEY_MAX];
 	uint8_t data[ACCT_HOSTPORT_DATA_LEN];
-	uint8_t map;		/* 0: hostport, 1: hostport_ip */
+	uint8_t map; /* 0: hostport, 1: hostport_ip */
 	uint8_t key_len;
 	bool matched;
 };
@@ -239,7 +241,8 @@ static struct map_elem *map_dump_find(struct map_dump *d, uint8_t map, const uin
 				      size_t len)
 {
 	for (size_t i = 0; i < d->n; i++)
-		if (d->v[i].map == map && d->v[i].key_len == len && memcmp(d->v[i].key, key, len) == 0)
+		if (d->v[i].map == map && d->v[i].key_len == len &&
+		    memcmp(d->v[i].key, key, len) == 0)
 			return &d->v[i];
 	return NULL;
 }
@@ -279,14 +282,14 @@ int acct_hostport_reconcile(const struct acct_pod *all, size_t n_all, unsigned *
 				continue;
 			}
 			if (have) {
-				r = acct_put_elem_key(bt, NFT_MSG_DELSETELEM, maps[have->map], key, n,
-						      NULL, NULL, 0, false);
+				r = acct_put_elem_key(bt, NFT_MSG_DELSETELEM, maps[have->map], key,
+						      n, NULL, NULL, 0, false);
 				have->matched = true;
 				del++;
 			}
 			if (r == 0)
-				r = acct_put_elem_key(bt, NFT_MSG_NEWSETELEM, acct_hostport_map(m), key,
-						      n, NULL, data, sizeof(data), false);
+				r = acct_put_elem_key(bt, NFT_MSG_NEWSETELEM, acct_hostport_map(m),
+						      key, n, NULL, data, sizeof(data), false);
 			put++;
 		}
 	/* What no pod maps: out. */
@@ -298,11 +301,13 @@ int acct_hostport_reconcile(const struct acct_pod *all, size_t n_all, unsigned *
 		del++;
 	}
 	if (r == 0 && bt->full)
-		r = tg_fail(e, CNI_ERR_IO, -ENOBUFS, "too many hostPort elements to put right at once");
+		r = tg_fail(e, CNI_ERR_IO, -ENOBUFS,
+			    "too many hostPort elements to put right at once");
 	if (r == 0 && (put || del)) {
 		r = acct_batch_send(&c, bt, why, sizeof(why));
 		if (r < 0)
-			r = acct_nft_fail(e, r, "putting hostPorts right in table inet " ACCT_TABLE, why);
+			r = acct_nft_fail(e, r, "putting hostPorts right in table inet " ACCT_TABLE,
+					  why);
 	}
 	if (r == 0) {
 		*added += put;
@@ -337,8 +342,8 @@ static struct nftnl_rule *hostport_rule(const char *chain, bool by_ip)
 	if (!r)
 		return NULL;
 	if (!by_ip) {
-		static const uint32_t nets[][2] = { { 0x7f000000u, 0xff000000u },	/* 127/8 */
-						    { 0xa9fe0000u, 0xffff0000u } };	/* 169.254/16 */
+		static const uint32_t nets[][2] = { { 0x7f000000u, 0xff000000u },   /* 127/8 */
+						    { 0xa9fe0000u, 0xffff0000u } }; /* 169.254/16 */
 
 		for (size_t i = 0; i < ARRAY_SIZE(nets); i++) {
 			uint32_t net = htonl(nets[i][0]);
@@ -354,10 +359,10 @@ static struct nftnl_rule *hostport_rule(const char *chain, bool by_ip)
 		acct_rule_add(r, acct_expr_ip_to(16, reg++));
 	acct_rule_add(r, acct_expr_meta_to(NFT_META_L4PROTO, reg++));
 	acct_rule_add(r, acct_expr_payload_to(NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, reg++));
-	acct_rule_add(r, by_ip ? acct_expr_map(ACCT_MAP_HOSTPORT_IP, ACCT_ID_HOSTPORT_IP,
-					       NFT_REG32_00, reg)
-			       : acct_expr_map(ACCT_MAP_HOSTPORT, ACCT_ID_HOSTPORT, NFT_REG32_00,
-					       reg));
+	acct_rule_add(
+		r,
+		by_ip ? acct_expr_map(ACCT_MAP_HOSTPORT_IP, ACCT_ID_HOSTPORT_IP, NFT_REG32_00, reg)
+		      : acct_expr_map(ACCT_MAP_HOSTPORT, ACCT_ID_HOSTPORT, NFT_REG32_00, reg));
 	acct_rule_add(r, acct_expr_dnat4(reg, reg + 1));
 	return r;
 }

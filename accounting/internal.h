@@ -138,10 +138,10 @@ struct acct_batch {
 	char *buf;
 	size_t size;
 	struct mnl_nlmsg_batch *b;
-	uint32_t first_seq;	/* the begin message's; seq is one past the last used */
+	uint32_t first_seq; /* the begin message's; seq is one past the last used */
 	uint32_t seq;
-	unsigned int acks;	/* messages that asked for an answer */
-	bool full;		/* a message did not fit: never send */
+	unsigned int acks; /* messages that asked for an answer */
+	bool full;	   /* a message did not fit: never send */
 };
 
 int acct_nft_open(struct acct_nft_conn *c, size_t bufsize, struct tg_err *e);
@@ -187,10 +187,11 @@ bool acct_rule_spoiled(void);
 /* Each NULL when it cannot allocate. Loads go to register 1 unless a dreg is named. */
 struct nftnl_expr *acct_expr_meta(uint32_t key);
 struct nftnl_expr *acct_expr_meta_to(uint32_t key, uint32_t dreg);
-struct nftnl_expr *acct_expr_meta_set(uint32_t key);	/* meta <key> set reg1 */
+struct nftnl_expr *acct_expr_meta_set(uint32_t key); /* meta <key> set reg1 */
 struct nftnl_expr *acct_expr_cmp(uint32_t op, const void *data, uint32_t len);
 struct nftnl_expr *acct_expr_cmp_eq(const void *data, uint32_t len);
-struct nftnl_expr *acct_expr_bitwise32(uint32_t mask, uint32_t xor);	/* reg1 = (reg1 & mask) ^ xor */
+struct nftnl_expr *acct_expr_bitwise32(uint32_t mask,
+				       uint32_t xor); /* reg1 = (reg1 & mask) ^ xor */
 struct nftnl_expr *acct_expr_payload_to(uint32_t base, uint32_t offset, uint32_t len,
 					uint32_t dreg);
 /* 12: ip saddr, 16: ip daddr */
@@ -206,18 +207,18 @@ struct nftnl_expr *acct_expr_objref_map(const char *map, uint32_t id);
 struct nftnl_expr *acct_expr_counter(const char *name);
 /* A verdict; `chain` names the target of a jump or goto. */
 struct nftnl_expr *acct_expr_verdict(uint32_t v, const char *chain);
-struct nftnl_expr *acct_expr_immediate32(uint32_t value);	/* reg1 = value */
-struct nftnl_expr *acct_expr_ct(uint32_t key);			/* reg1 = ct <key> */
-struct nftnl_expr *acct_expr_plain(const char *name);		/* masq, counter: no attributes */
+struct nftnl_expr *acct_expr_immediate32(uint32_t value); /* reg1 = value */
+struct nftnl_expr *acct_expr_ct(uint32_t key);		  /* reg1 = ct <key> */
+struct nftnl_expr *acct_expr_plain(const char *name);	  /* masq, counter: no attributes */
 struct nftnl_expr *acct_expr_reject(uint32_t type, uint8_t code);
-struct nftnl_expr *acct_expr_dynset_update(const char *set);	/* update @set { reg1 } */
+struct nftnl_expr *acct_expr_dynset_update(const char *set); /* update @set { reg1 } */
 /* limit rate over <per_second>/second burst <burst> packets */
 struct nftnl_expr *acct_expr_limit_over(uint64_t per_second, uint32_t burst);
-struct nftnl_expr *acct_expr_count_over(uint32_t n);		/* ct count over n */
-struct nftnl_expr *acct_expr_fib_daddr_type(void);		/* reg1 = fib daddr type */
+struct nftnl_expr *acct_expr_count_over(uint32_t n); /* ct count over n */
+struct nftnl_expr *acct_expr_fib_daddr_type(void);   /* reg1 = fib daddr type */
 /* <op> @set { reg1 } */
 struct nftnl_expr *acct_expr_dynset(const char *set, uint32_t id, uint32_t op);
-struct nftnl_expr *acct_expr_rt_nexthop4(void);		/* reg1 = rt ip nexthop */
+struct nftnl_expr *acct_expr_rt_nexthop4(void); /* reg1 = rt ip nexthop */
 /* dnat ip to reg_addr : reg_port */
 struct nftnl_expr *acct_expr_dnat4(uint32_t reg_addr, uint32_t reg_port);
 
@@ -261,20 +262,20 @@ enum {
 
 struct acct_set_def {
 	const char *name;
-	uint32_t id;		/* lets rules of the same transaction name a set made in it */
+	uint32_t id; /* lets rules of the same transaction name a set made in it */
 	uint32_t flags;
 	enum acct_set_key key;
-	bool verdicts;		/* a verdict map (NFT_SET_MAP): key -> jump */
-	uint32_t obj_type;	/* NFT_SET_OBJECT: the objects it names (0: counters) */
-	uint32_t size;		/* at most this many elements (0: no bound) */
-	uint32_t timeout_s;	/* its elements' default timeout (NFT_SET_TIMEOUT) */
+	bool verdicts;	    /* a verdict map (NFT_SET_MAP): key -> jump */
+	uint32_t obj_type;  /* NFT_SET_OBJECT: the objects it names (0: counters) */
+	uint32_t size;	    /* at most this many elements (0: no bound) */
+	uint32_t timeout_s; /* its elements' default timeout (NFT_SET_TIMEOUT) */
 };
 #define ACCT_TABLE_SETS 27
 extern const struct acct_set_def acct_table_sets[ACCT_TABLE_SETS];
 
 struct acct_chain_def {
 	const char *name;
-	const char *type;	/* NULL: a regular chain, reached by jump or goto */
+	const char *type; /* NULL: a regular chain, reached by jump or goto */
 	uint32_t hook;
 	int32_t prio;
 };
@@ -305,7 +306,7 @@ extern const struct acct_chain_def acct_table_chains[ACCT_TABLE_CHAINS];
  * no lookup in @pods.
  */
 #define ACCT_CHAIN_PREROUTING "prerouting_raw"
-#define ACCT_CHAIN_PREROUTING_OLD "prerouting"	/* layouts up to 5, at -150: deleted */
+#define ACCT_CHAIN_PREROUTING_OLD "prerouting" /* layouts up to 5, at -150: deleted */
 #define ACCT_PRIO_RAW -300
 #define ACCT_CHAIN_FROM_POD "from_pod"
 #define ACCT_CHAIN_SPOOFED "spoofed"
@@ -373,13 +374,13 @@ struct nftnl_rule *acct_rule_new(const char *chain);
  * (acct_rule_spoiled) or a full list: r freed, the list marked failed, -ENOMEM.
  */
 int acct_rule_list_add(struct acct_rule_list *list, struct nftnl_rule *r);
-void acct_match_nfproto(struct nftnl_rule *r, uint8_t proto);	/* meta nfproto ipv4|ipv6 */
-void acct_match_ct_state(struct nftnl_rule *r, uint32_t bits);	/* ct state & bits != 0 */
-void acct_match_ct_new(struct nftnl_rule *r);			/* ct state new */
+void acct_match_nfproto(struct nftnl_rule *r, uint8_t proto);  /* meta nfproto ipv4|ipv6 */
+void acct_match_ct_state(struct nftnl_rule *r, uint32_t bits); /* ct state & bits != 0 */
+void acct_match_ct_new(struct nftnl_rule *r);		       /* ct state new */
 /* iifname "<prefix>*": the packet came in from a pod's host link */
 void acct_match_pod_link(struct nftnl_rule *r, const char *prefix);
-void acct_match_local(struct nftnl_rule *r);			/* fib daddr type local */
-void acct_match_daddr(struct nftnl_rule *r, uint32_t addr);	/* ip daddr <addr>, host order */
+void acct_match_local(struct nftnl_rule *r);		    /* fib daddr type local */
+void acct_match_daddr(struct nftnl_rule *r, uint32_t addr); /* ip daddr <addr>, host order */
 /* meta l4proto <proto> th dport <port> */
 void acct_match_dport(struct nftnl_rule *r, uint8_t proto, uint16_t port);
 

@@ -6,10 +6,12 @@
 #include "accounting/internal.h"
 
 const char *const acct_class_names[ACCT_CLASSES] = {
-	"egress_internal", "egress_internet", "ingress_internal", "ingress_internet",
+	"egress_internal",
+	"egress_internet",
+	"ingress_internal",
+	"ingress_internet",
 };
-const char *const acct_class_direction[ACCT_CLASSES] = { "egress", "egress", "ingress",
-							 "ingress" };
+const char *const acct_class_direction[ACCT_CLASSES] = { "egress", "egress", "ingress", "ingress" };
 const char *const acct_class_traffic[ACCT_CLASSES] = { "internal", "internet", "internal",
 						       "internet" };
 const char *const acct_dir_names[ACCT_DIRS] = { "egress", "ingress" };
@@ -70,7 +72,8 @@ static bool split_counter_name(const char *name, size_t nlen, const char *prefix
 }
 
 enum acct_owner acct_counter_parse(const char *name, size_t name_len,
-				   char ret_owner[ACCT_COUNTER_NAME_MAX], enum acct_class *ret_class)
+				   char ret_owner[ACCT_COUNTER_NAME_MAX],
+				   enum acct_class *ret_class)
 {
 	if (split_counter_name(name, name_len, "ns_", ret_owner, ret_class))
 		return ACCT_OWNER_NAMESPACE;
@@ -103,7 +106,8 @@ static bool ns_with_suffix(const char *name, size_t name_len, const char *suffix
 }
 
 enum acct_owner acct_spoofed_parse(const char *name, size_t name_len,
-				   char ret_owner[ACCT_COUNTER_NAME_MAX], enum acct_family *ret_family)
+				   char ret_owner[ACCT_COUNTER_NAME_MAX],
+				   enum acct_family *ret_family)
 {
 	for (int f = 0; f < ACCT_FAMILIES; f++) {
 		char suffix[32];
@@ -123,8 +127,7 @@ enum acct_owner acct_spoofed_parse(const char *name, size_t name_len,
 	return ACCT_OWNER_NONE;
 }
 
-const char *const acct_drop_names[ACCT_DROPS] = { "metadata", "agent", "invalid",
-						    "neighbour" };
+const char *const acct_drop_names[ACCT_DROPS] = { "metadata", "agent", "invalid", "neighbour" };
 
 void acct_drop_counter_name(const char *k8s_namespace, enum acct_access_drop d,
 			    char ret[ACCT_COUNTER_NAME_MAX])
@@ -133,7 +136,8 @@ void acct_drop_counter_name(const char *k8s_namespace, enum acct_access_drop d,
 }
 
 enum acct_owner acct_drop_parse(const char *name, size_t name_len,
-				char ret_owner[ACCT_COUNTER_NAME_MAX], enum acct_access_drop *ret_drop)
+				char ret_owner[ACCT_COUNTER_NAME_MAX],
+				enum acct_access_drop *ret_drop)
 {
 	for (int d = 0; d < ACCT_DROPS; d++) {
 		char suffix[32];
@@ -162,7 +166,8 @@ void acct_refused_counter_name(const char *k8s_namespace, enum acct_refusal why,
 }
 
 enum acct_owner acct_refused_parse(const char *name, size_t name_len,
-				   char ret_owner[ACCT_COUNTER_NAME_MAX], enum acct_refusal *ret_why)
+				   char ret_owner[ACCT_COUNTER_NAME_MAX],
+				   enum acct_refusal *ret_why)
 {
 	for (int w = 0; w < ACCT_REFUSALS; w++) {
 		char suffix[32];

@@ -17,7 +17,7 @@
 /* The pod's element of @egress_class: replaced, since a reshape may move the pod. */
 static int put_class_elem(struct acct_batch *bt, const struct acct_pod *p)
 {
-	uint32_t classid = p->egress_classid;	/* host-endian, as meta priority holds it */
+	uint32_t classid = p->egress_classid; /* host-endian, as meta priority holds it */
 	uint8_t key[ACCT_KEY_MAX];
 	size_t n = acct_set_key_of(ACCT_KEY_ADDR, NULL, p->ip, key);
 
@@ -63,7 +63,8 @@ static int put_nexthop_limit(struct acct_batch *bt, const struct acct_config *cf
 
 	acct_nexthop_limit_name(p->k8s_namespace, name);
 	r = acct_put_limit(bt, name, rate ? rate : ACCT_NEIGHBOURS_PER_SECOND_DEFAULT,
-			   (rate ? rate : ACCT_NEIGHBOURS_PER_SECOND_DEFAULT) * ACCT_NEIGHBOURS_BURST);
+			   (rate ? rate : ACCT_NEIGHBOURS_PER_SECOND_DEFAULT) *
+				   ACCT_NEIGHBOURS_BURST);
 	return r | acct_put_elem(bt, NFT_MSG_NEWSETELEM, ACCT_MAP_NEXTHOP_LIMIT, p->ip, name);
 }
 
@@ -144,7 +145,8 @@ int acct_pod_add(const struct acct_config *cfg, const struct acct_pod *pod, stru
 		for (int tries = 0; tries < 2; tries++) {
 			/* Only additions: nothing the kernel must wait on before or after. */
 			acct_batch_start(bt);
-			r = missing ? acct_guard_put_chain(bt, cfg, pod->k8s_namespace, true, false) : 0;
+			r = missing ? acct_guard_put_chain(bt, cfg, pod->k8s_namespace, true, false)
+				    : 0;
 			if (r == 0)
 				r = acct_put_pod(bt, cfg, pod);
 			/* no `take`: a hostPort element of another address fails the ADD (-EEXIST) */
@@ -159,12 +161,15 @@ int acct_pod_add(const struct acct_config *cfg, const struct acct_pod *pod, stru
 		}
 		acct_nft_close(&c);
 		if (r == -ENOENT)
-			r = tg_fail(e, CNI_ERR_IO, r, "nftables: table inet " ACCT_TABLE
+			r = tg_fail(e, CNI_ERR_IO, r,
+				    "nftables: table inet " ACCT_TABLE
 				    " lacks a set or map of this config");
 		else if (r == -EEXIST && pod->ports && pod->ports->n)
 			/* the store gave no other pod the port: an element left over, which the agent removes */
-			r = tg_fail(e, CNI_ERR_TRY_AGAIN, r, "a hostPort of the pod is mapped to another "
-				    "address in table inet " ACCT_TABLE " (an element no pod holds, "
+			r = tg_fail(e, CNI_ERR_TRY_AGAIN, r,
+				    "a hostPort of the pod is mapped to another "
+				    "address in table inet " ACCT_TABLE
+				    " (an element no pod holds, "
 				    "which the node agent's next pass removes)");
 		else if (r < 0)
 			r = acct_nft_fail(e, r, "adding the pod to table inet " ACCT_TABLE, why);
@@ -180,7 +185,12 @@ static int put_pod_removal(struct acct_batch *bt, const struct acct_pod *p, uint
 	int r = 0, i = 0;
 
 	/* Elements first: a counter that a map still points at cannot go. */
-#define STEP(x) do { if (only < 0 || only == i) r |= (x); i++; } while (0)
+#define STEP(x)                            \
+	do {                               \
+		if (only < 0 || only == i) \
+			r |= (x);          \
+		i++;                       \
+	} while (0)
 	if (link_ok(p)) {
 		STEP(put_src_elem(bt, del_elem, p));
 		for (int f = 0; f < ACCT_FAMILIES; f++)
@@ -259,8 +269,8 @@ int acct_pod_del(const struct acct_pod *pod, struct acct_conn **keep, struct tg_
 	if (r < 0) {
 		acct_batch_free(bt);
 		acct_nft_close(&c);
-		return acct_nft_fail(e, r, "removing the pod's hostPorts from table inet " ACCT_TABLE,
-				     why);
+		return acct_nft_fail(
+			e, r, "removing the pod's hostPorts from table inet " ACCT_TABLE, why);
 	}
 	/* One transaction of "destroy" messages: each is fine when its object is gone. */
 	acct_batch_start(bt);
@@ -312,17 +322,19 @@ static int put_ns_counters(struct acct_batch *bt, const char *k8s_namespace, uin
 		if (i >= ACCT_CLASSES + ACCT_FAMILIES + ACCT_DROPS)
 			acct_refused_counter_name(
 				k8s_namespace,
-				(enum acct_refusal)(i - ACCT_CLASSES - ACCT_FAMILIES - ACCT_DROPS), name);
+				(enum acct_refusal)(i - ACCT_CLASSES - ACCT_FAMILIES - ACCT_DROPS),
+				name);
 		else if (i < ACCT_CLASSES)
 			acct_ns_counter_name(k8s_namespace, (enum acct_class)i, name);
 		else if (i < ACCT_CLASSES + ACCT_FAMILIES)
-			acct_spoofed_counter_name(k8s_namespace, (enum acct_family)(i - ACCT_CLASSES),
-						  name);
+			acct_spoofed_counter_name(k8s_namespace,
+						  (enum acct_family)(i - ACCT_CLASSES), name);
 		else
-			acct_drop_counter_name(k8s_namespace,
-					       (enum acct_access_drop)(i - ACCT_CLASSES - ACCT_FAMILIES),
-					       name);
-		if (acct_put_counter_msg(bt, name, msg, msg == NFT_MSG_NEWOBJ ? NLM_F_CREATE : 0) < 0)
+			acct_drop_counter_name(
+				k8s_namespace,
+				(enum acct_access_drop)(i - ACCT_CLASSES - ACCT_FAMILIES), name);
+		if (acct_put_counter_msg(bt, name, msg, msg == NFT_MSG_NEWOBJ ? NLM_F_CREATE : 0) <
+		    0)
 			return -ENOMEM;
 	}
 	return 0;
@@ -413,8 +425,9 @@ int acct_retire_namespaces(const char *const *names, size_t n, size_t *ret_retir
 			}
 			for (int j = 0; j <= NS_COUNTERS && q == 0; j++) {
 				acct_batch_start(bt);
-				q = j < NS_COUNTERS ? put_ns_counters(bt, names[i], NFT_MSG_DELOBJ, j)
-						    : put_ns_limit_removal(bt, names[i], NFT_MSG_DELOBJ);
+				q = j < NS_COUNTERS
+					    ? put_ns_counters(bt, names[i], NFT_MSG_DELOBJ, j)
+					    : put_ns_limit_removal(bt, names[i], NFT_MSG_DELOBJ);
 				if (q == 0)
 					q = acct_batch_send(&c, bt, why, sizeof(why));
 				q = q == -ENOENT ? 0 : q;

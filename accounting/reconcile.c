@@ -104,7 +104,7 @@ int acct_list_set(const char *set, uint32_t **ret, size_t *ret_n, struct tg_err 
 
 /* The interval set's elements: each start, and each range's end (the first address past it). */
 struct bounds_ctx {
-	struct acct_range *b;	/* start = key, end = 1 when an interval end */
+	struct acct_range *b; /* start = key, end = 1 when an interval end */
 	size_t n, cap;
 	int err;
 };
@@ -122,11 +122,11 @@ static int collect_bound(struct nftnl_set_elem *el, void *p)
 		return -1;
 	}
 	memcpy(&be, key, 4);
-	d->b[d->n++] = (struct acct_range){
-		ntohl(be), nftnl_set_elem_is_set(el, NFTNL_SET_ELEM_FLAGS) &&
-				   (nftnl_set_elem_get_u32(el, NFTNL_SET_ELEM_FLAGS) &
-				    NFT_SET_ELEM_INTERVAL_END)
-	};
+	d->b[d->n++] =
+		(struct acct_range){ ntohl(be),
+				     nftnl_set_elem_is_set(el, NFTNL_SET_ELEM_FLAGS) &&
+					     (nftnl_set_elem_get_u32(el, NFTNL_SET_ELEM_FLAGS) &
+					      NFT_SET_ELEM_INTERVAL_END) };
 	return 0;
 }
 
@@ -245,8 +245,8 @@ static bool ip_in(const uint32_t *v, size_t n, uint32_t ip)
  */
 #define RS_NS 3
 #define RS_DROP (RS_NS + ACCT_CLASSES)
-#define RS_KEY (RS_DROP + ACCT_DROPS)	/* @nexthop_limit */
-#define RS_GUARD (RS_KEY + 1)		/* every pod's, with the guard on */
+#define RS_KEY (RS_DROP + ACCT_DROPS) /* @nexthop_limit */
+#define RS_GUARD (RS_KEY + 1)	      /* every pod's, with the guard on */
 #define RS_OK (RS_GUARD + ACCT_DIRS)
 #define RECONCILE_SETS (RS_OK + 2)
 
@@ -280,8 +280,8 @@ int acct_pods_reconcile(const struct acct_config *cfg, const struct acct_pod *al
 	for (int k = 0; r == 0 && k < RECONCILE_SETS; k++) {
 		r = acct_list_set(sets[k], &have[k], &n_have[k], e);
 		if (r == -ENOENT)
-			r = tg_fail(e, CNI_ERR_IO, r, "nftables: table inet " ACCT_TABLE " lacks %s",
-				    sets[k]);
+			r = tg_fail(e, CNI_ERR_IO, r,
+				    "nftables: table inet " ACCT_TABLE " lacks %s", sets[k]);
 		else if (r == 0 && have[k])
 			qsort(have[k], n_have[k], sizeof(*have[k]), cmp_ip);
 	}
@@ -318,8 +318,10 @@ int acct_pods_reconcile(const struct acct_config *cfg, const struct acct_pod *al
 			const struct acct_access *a = &cfg->access;
 			bool whole = ip_in(have[0], n_have[0], all[i].ip);
 			const bool listed[2] = {
-				acct_ns_listed(a->metadata_ns, a->n_metadata_ns, all[i].k8s_namespace),
-				acct_ns_listed(a->metrics_ns, a->n_metrics_ns, all[i].k8s_namespace),
+				acct_ns_listed(a->metadata_ns, a->n_metadata_ns,
+					       all[i].k8s_namespace),
+				acct_ns_listed(a->metrics_ns, a->n_metrics_ns,
+					       all[i].k8s_namespace),
 			};
 
 			for (int k = RS_NS; k < RS_OK; k++)
@@ -337,8 +339,10 @@ int acct_pods_reconcile(const struct acct_config *cfg, const struct acct_pod *al
 				if (in == listed[j] || (!whole && listed[j]))
 					continue;
 				if (bt)
-					r = acct_put_elem(bt, in ? NFT_MSG_DELSETELEM : NFT_MSG_NEWSETELEM,
-						     sets[RS_OK + j], all[i].ip, NULL)
+					r = acct_put_elem(bt,
+							  in ? NFT_MSG_DELSETELEM
+							     : NFT_MSG_NEWSETELEM,
+							  sets[RS_OK + j], all[i].ip, NULL)
 						    ? -ENOMEM
 						    : 0;
 				if (in)
@@ -362,7 +366,8 @@ int acct_pods_reconcile(const struct acct_config *cfg, const struct acct_pod *al
 					continue;
 				for (int j = k; bt && j < RECONCILE_SETS && r == 0; j++)
 					if (ip_in(have[j], n_have[j], ip))
-						r = acct_put_elem(bt, NFT_MSG_DELSETELEM, sets[j], ip, NULL)
+						r = acct_put_elem(bt, NFT_MSG_DELSETELEM, sets[j],
+								  ip, NULL)
 							    ? -ENOMEM
 							    : 0;
 				removed++;
@@ -373,8 +378,10 @@ int acct_pods_reconcile(const struct acct_config *cfg, const struct acct_pod *al
 		if (r == 0) {
 			r = acct_batch_send(&c, bt, why, sizeof(why));
 			if (r < 0)
-				r = acct_nft_fail(e, r, "putting pods' elements right in table inet "
-					  ACCT_TABLE, why);
+				r = acct_nft_fail(
+					e, r,
+					"putting pods' elements right in table inet " ACCT_TABLE,
+					why);
 		}
 		acct_nft_close(&c);
 	}

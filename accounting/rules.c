@@ -141,20 +141,20 @@ static int add_pod_counting(struct acct_rule_list *list, const char *chain, bool
 	int r = 0;
 
 	if (egress) {
-		r |= acct_rule_list_add(list, count_rule(chain, 16, false, 12,
-							 maps[ACCT_EGRESS_INTERNAL],
-							 first_id + ACCT_EGRESS_INTERNAL, NULL));
-		r |= acct_rule_list_add(list, count_rule(chain, 16, true, 12,
-							 maps[ACCT_EGRESS_INTERNET],
-							 first_id + ACCT_EGRESS_INTERNET, NULL));
+		r |= acct_rule_list_add(list,
+					count_rule(chain, 16, false, 12, maps[ACCT_EGRESS_INTERNAL],
+						   first_id + ACCT_EGRESS_INTERNAL, NULL));
+		r |= acct_rule_list_add(list,
+					count_rule(chain, 16, true, 12, maps[ACCT_EGRESS_INTERNET],
+						   first_id + ACCT_EGRESS_INTERNET, NULL));
 	}
 	if (ingress) {
 		r |= acct_rule_list_add(list, count_rule(chain, 12, false, 16,
 							 maps[ACCT_INGRESS_INTERNAL],
 							 first_id + ACCT_INGRESS_INTERNAL, NULL));
-		r |= acct_rule_list_add(list, count_rule(chain, 12, true, 16,
-							 maps[ACCT_INGRESS_INTERNET],
-							 first_id + ACCT_INGRESS_INTERNET, NULL));
+		r |= acct_rule_list_add(list,
+					count_rule(chain, 12, true, 16, maps[ACCT_INGRESS_INTERNET],
+						   first_id + ACCT_INGRESS_INTERNET, NULL));
 	}
 	return r ? -ENOMEM : 0;
 }
@@ -166,7 +166,7 @@ static int add_fwd_counting(struct acct_rule_list *list, const char *const maps[
 	static const struct {
 		const char *chain;
 		enum acct_class cls;
-		uint32_t key_off;	/* the pod's address: source going out, destination coming in */
+		uint32_t key_off; /* the pod's address: source going out, destination coming in */
 	} rules[] = {
 		{ ACCT_CHAIN_FWD_EGRESS_INTERNAL, ACCT_EGRESS_INTERNAL, 12 },
 		{ ACCT_CHAIN_FWD_EGRESS, ACCT_EGRESS_INTERNET, 12 },

@@ -22,14 +22,20 @@
 #include "lib/util.h"
 
 const char *const acct_ns_maps[ACCT_CLASSES] = {
-	"ns_egress_internal", "ns_egress_internet", "ns_ingress_internal", "ns_ingress_internet",
+	"ns_egress_internal",
+	"ns_egress_internet",
+	"ns_ingress_internal",
+	"ns_ingress_internet",
 };
 const char *const acct_pod_maps[ACCT_CLASSES] = {
-	"pod_egress_internal", "pod_egress_internet", "pod_ingress_internal", "pod_ingress_internet",
+	"pod_egress_internal",
+	"pod_egress_internet",
+	"pod_ingress_internal",
+	"pod_ingress_internet",
 };
 const char *const acct_spoofed_maps[ACCT_FAMILIES] = { "spoofed_ipv4", "spoofed_ipv6" };
 const char *const acct_drop_maps[ACCT_DROPS] = { ACCT_MAP_METADATA_DROP, ACCT_MAP_AGENT_DROP,
-						   ACCT_MAP_INVALID_DROP, ACCT_MAP_NEIGHBOUR_DROP };
+						 ACCT_MAP_INVALID_DROP, ACCT_MAP_NEIGHBOUR_DROP };
 
 const struct acct_chain_def acct_table_chains[ACCT_TABLE_CHAINS] = {
 	/* raw: before conntrack, which a forged packet must not update */
@@ -40,14 +46,14 @@ const struct acct_chain_def acct_table_chains[ACCT_TABLE_CHAINS] = {
 	{ ACCT_CHAIN_TO_AGENT, NULL, 0, 0 },
 	{ "forward", "filter", NF_INET_FORWARD, -150 },
 	{ "input", "filter", NF_INET_LOCAL_IN, -150 },
-	{ "output", "route", NF_INET_LOCAL_OUT, -150 },	/* route: a new mark re-routes */
+	{ "output", "route", NF_INET_LOCAL_OUT, -150 },	     /* route: a new mark re-routes */
 	{ "postrouting", "nat", NF_INET_POST_ROUTING, 100 }, /* srcnat */
 	{ ACCT_CHAIN_FWD_EGRESS, NULL, 0, 0 },
 	{ ACCT_CHAIN_FWD_EGRESS_INTERNAL, NULL, 0, 0 },
 	{ ACCT_CHAIN_FWD_INGRESS, NULL, 0, 0 },
 	{ ACCT_CHAIN_FWD_INGRESS_INTERNAL, NULL, 0, 0 },
 	{ ACCT_CHAIN_GUARD_REFUSE, NULL, 0, 0 },
-	{ ACCT_CHAIN_PREROUTING_NAT, "nat", NF_INET_PRE_ROUTING, -100 },	/* dstnat */
+	{ ACCT_CHAIN_PREROUTING_NAT, "nat", NF_INET_PRE_ROUTING, -100 }, /* dstnat */
 	{ ACCT_CHAIN_OUTPUT_NAT, "nat", NF_INET_LOCAL_OUT, -100 },
 };
 
@@ -83,8 +89,7 @@ size_t acct_set_key_of(enum acct_set_key k, const char *link, uint32_t ip_host,
 	return n;
 }
 
-struct nftnl_set *acct_set_new(const char *name, uint32_t id, uint32_t flags,
-			      enum acct_set_key key)
+struct nftnl_set *acct_set_new(const char *name, uint32_t id, uint32_t flags, enum acct_set_key key)
 {
 	struct nftnl_set *s = nftnl_set_alloc();
 	static const uint32_t key_len[] = { [ACCT_KEY_ADDR] = 4,
@@ -119,12 +124,14 @@ struct nftnl_set *acct_set_new(const char *name, uint32_t id, uint32_t flags,
 	if ((flags & NFT_SET_MAP) && (key == ACCT_KEY_HOSTPORT || key == ACCT_KEY_HOSTPORT_IP)) {
 		/* a hostPort's target: ipv4_addr . inet_service */
 		nftnl_set_set_u32(s, NFTNL_SET_DATA_TYPE,
-				  ACCT_NFT_TYPE_CONCAT(ACCT_NFT_TYPE_IPADDR, ACCT_NFT_TYPE_INET_SERVICE));
+				  ACCT_NFT_TYPE_CONCAT(ACCT_NFT_TYPE_IPADDR,
+						       ACCT_NFT_TYPE_INET_SERVICE));
 		nftnl_set_set_u32(s, NFTNL_SET_DATA_LEN, ACCT_HOSTPORT_DATA_LEN);
 	} else if (flags & NFT_SET_MAP) {
 		/* ipv4_addr : classid, with nft's byte-order notes so `nft list` reads it right. */
-		static const uint8_t udata[] = { 0x00, 0x04, 0x02, 0x00, 0x00, 0x00, 0x01, 0x04, 0x01,
-						 0x00, 0x00, 0x00, 0x06, 0x04, 0x00, 0x00, 0x00, 0x00 };
+		static const uint8_t udata[] = { 0x00, 0x04, 0x02, 0x00, 0x00, 0x00,
+						 0x01, 0x04, 0x01, 0x00, 0x00, 0x00,
+						 0x06, 0x04, 0x00, 0x00, 0x00, 0x00 };
 
 		nftnl_set_set_u32(s, NFTNL_SET_DATA_TYPE, ACCT_NFT_TYPE_CLASSID);
 		nftnl_set_set_u32(s, NFTNL_SET_DATA_LEN, 4);
@@ -140,8 +147,14 @@ struct nftnl_set *acct_set_new(const char *name, uint32_t id, uint32_t flags,
 }
 
 /* A set or map of fixed attributes; one of verdicts (key -> jump). */
-#define PLAIN(name, id, flags, key) { name, id, flags, key, false, 0, 0, 0 }
-#define VERDICTS(name, id, flags, key) { name, id, flags, key, true, 0, 0, 0 }
+#define PLAIN(name, id, flags, key)                  \
+	{                                            \
+		name, id, flags, key, false, 0, 0, 0 \
+	}
+#define VERDICTS(name, id, flags, key)              \
+	{                                           \
+		name, id, flags, key, true, 0, 0, 0 \
+	}
 const struct acct_set_def acct_table_sets[ACCT_TABLE_SETS] = {
 	PLAIN(ACCT_SET_INTERNAL, ACCT_ID_INTERNAL, NFT_SET_INTERVAL, ACCT_KEY_ADDR),
 	PLAIN(ACCT_SET_PODS, ACCT_ID_PODS, 0, ACCT_KEY_ADDR),
@@ -167,8 +180,8 @@ const struct acct_set_def acct_table_sets[ACCT_TABLE_SETS] = {
 	{ ACCT_MAP_NEXTHOP_LIMIT, ACCT_ID_NEXTHOP_LIMIT, NFT_SET_OBJECT, ACCT_KEY_ADDR, false,
 	  NFT_OBJECT_LIMIT, 0, 0 },
 	/* filled by the rules (dynamic), bounded, each next hop forgotten a while after its last use */
-	{ ACCT_SET_NEXTHOPS, ACCT_ID_NEXTHOPS, NFT_SET_EVAL | NFT_SET_TIMEOUT, ACCT_KEY_ADDR, false, 0,
-	  ACCT_NEXTHOPS_TRACKED, ACCT_NEXTHOP_TIMEOUT_S },
+	{ ACCT_SET_NEXTHOPS, ACCT_ID_NEXTHOPS, NFT_SET_EVAL | NFT_SET_TIMEOUT, ACCT_KEY_ADDR, false,
+	  0, ACCT_NEXTHOPS_TRACKED, ACCT_NEXTHOP_TIMEOUT_S },
 	VERDICTS(ACCT_MAP_GUARD, ACCT_ID_GUARD, NFT_SET_MAP, ACCT_KEY_ADDR),
 	VERDICTS(ACCT_MAP_GUARD_IN, ACCT_ID_GUARD_IN, NFT_SET_MAP, ACCT_KEY_ADDR),
 	PLAIN(ACCT_MAP_HOSTPORT, ACCT_ID_HOSTPORT, NFT_SET_MAP, ACCT_KEY_HOSTPORT),
@@ -237,8 +250,8 @@ size_t acct_table_internal_bounds(const struct acct_config *cfg,
 
 int acct_table_put_internal(struct acct_batch *bt, const struct acct_config *cfg)
 {
-	struct nftnl_set *s = acct_set_new(ACCT_SET_INTERNAL, ACCT_ID_INTERNAL, NFT_SET_INTERVAL,
-				      ACCT_KEY_ADDR);
+	struct nftnl_set *s =
+		acct_set_new(ACCT_SET_INTERNAL, ACCT_ID_INTERNAL, NFT_SET_INTERVAL, ACCT_KEY_ADDR);
 	struct acct_bound b[ACCT_TABLE_BOUNDS_MAX];
 	size_t n = acct_table_internal_bounds(cfg, b);
 	struct nlmsghdr *nlh;

@@ -25,36 +25,36 @@
 #include "node/upkeep.h"
 
 struct agent_options {
-	const char *config_path;	/* the conflist (the ConfigMap's file) */
-	const char *data_dir;		/* NULL: the config's dataDir */
-	const char *cni_conf_dir;	/* NULL: nothing installed */
+	const char *config_path;  /* the conflist (the ConfigMap's file) */
+	const char *data_dir;	  /* NULL: the config's dataDir */
+	const char *cni_conf_dir; /* NULL: nothing installed */
 	const char *cni_bin_dir;
-	const char *plugin_path;	/* the plugin binary installed into cni_bin_dir */
-	const char *conf_name;		/* file name of the installed conflist */
-	const char *node_name;		/* this node in budget reports */
+	const char *plugin_path; /* the plugin binary installed into cni_bin_dir */
+	const char *conf_name;	 /* file name of the installed conflist */
+	const char *node_name;	 /* this node in budget reports */
 	/*
 	 * The host's root as mounted here, read-only (NULL: not checked): the
 	 * plugin runs on the host, its libraries must be the host's.
 	 */
 	const char *host_root;
-	bool once;			/* start-up work, then exit */
-	bool metrics_only;		/* serve metrics, change nothing */
+	bool once;	   /* start-up work, then exit */
+	bool metrics_only; /* serve metrics, change nothing */
 	int64_t declare_ms, sync_ms, gc_ms;
 };
 
 /* What the agent did, for /metrics (counters since start). */
 struct agent_stats {
 	uint64_t syncs, sync_failures;
-	int64_t last_sync_ok_s;		/* unix seconds, 0: never */
+	int64_t last_sync_ok_s; /* unix seconds, 0: never */
 	uint64_t declarations, declaration_failures;
 	/* repairs by object: what a declaration had to write */
 	uint64_t repaired_nft_table, repaired_nft_sets, repaired_nft_chains, repaired_nft_rules,
 		repaired_nft_internal, repaired_nft_pod_elements;
 	uint64_t repaired_tc_ifb, repaired_tc_root, repaired_tc_node_class, repaired_tc_clsact,
 		repaired_tc_filters, repaired_tc_classes_restored;
-	uint64_t repaired_tc_pod_classes;	/* pods whose classes had drifted from their caps */
+	uint64_t repaired_tc_pod_classes; /* pods whose classes had drifted from their caps */
 	uint64_t repaired_sysctls;
-	uint64_t sysctls_readonly;	/* declarations that left a sysctl low: /proc/sys read-only */
+	uint64_t sysctls_readonly; /* declarations that left a sysctl low: /proc/sys read-only */
 	uint64_t gc_runs, gc_collected, gc_kept, gc_unseen, gc_classes_retired;
 	uint64_t namespaces_retired, namespaces_kept;
 	uint64_t reshapes, reshaped_pods, reshape_failures;
@@ -75,23 +75,23 @@ struct agent_counted_ns {
 /* One budgeted namespace with pods on this node (agent/budget.c). */
 struct agent_budget_ns {
 	char ns[BUDGET_NS_MAX + 1];
-	uint16_t ns_class;		/* its class on tollgate-inet */
+	uint16_t ns_class; /* its class on tollgate-inet */
 	uint32_t pods;
-	uint64_t limit;			/* bytes/s: its own caps on this node */
+	uint64_t limit; /* bytes/s: its own caps on this node */
 	enum budget_state state;
-	uint64_t grant, safe_share;	/* bytes/s, from the last answer */
+	uint64_t grant, safe_share; /* bytes/s, from the last answer */
 	uint32_t nodes;
-	int64_t lease_until_ms;		/* CLOCK_BOOTTIME */
-	bool present;			/* its class was in the last dump */
-	bool leaving;			/* no pod left: said once more, then dropped */
-	uint64_t kernel_ceil;		/* bytes/s: the class's ceil as read or last set */
+	int64_t lease_until_ms; /* CLOCK_BOOTTIME */
+	bool present;		/* its class was in the last dump */
+	bool leaving;		/* no pod left: said once more, then dropped */
+	uint64_t kernel_ceil;	/* bytes/s: the class's ceil as read or last set */
 	/* the class's counters at the last report, and what they said */
 	bool counted;
 	uint64_t bytes, overlimits;
 	int64_t at_ms;
 	uint64_t sent;
 	uint32_t interval_ms;
-	uint64_t backlog;		/* bytes queued in its pods' classes at the dump */
+	uint64_t backlog; /* bytes queued in its pods' classes at the dump */
 	bool saturated;
 	/* the counters at the last look between reports */
 	uint64_t probe_bytes;
@@ -103,23 +103,23 @@ struct nl_sock;
 struct agent_budgets {
 	struct agent_budget_ns *ns;
 	size_t n, cap;
-	struct httpc *client;	/* NULL: not reporting (--once, --metrics-only) */
-	struct nl_sock *sk;		/* kept open: the loop reads classes 4 times a period */
-	struct ipam_store_stamp store;	/* of the store last read */
-	uint64_t cfg_hash;		/* of the config it was read with */
-	int64_t next_ms;		/* the next report (CLOCK_BOOTTIME) */
-	int64_t probe_ms;		/* the next look at the classes between reports */
-	int64_t sent_ms;		/* when the running report left */
+	struct httpc *client;	       /* NULL: not reporting (--once, --metrics-only) */
+	struct nl_sock *sk;	       /* kept open: the loop reads classes 4 times a period */
+	struct ipam_store_stamp store; /* of the store last read */
+	uint64_t cfg_hash;	       /* of the config it was read with */
+	int64_t next_ms;	       /* the next report (CLOCK_BOOTTIME) */
+	int64_t probe_ms;	       /* the next look at the classes between reports */
+	int64_t sent_ms;	       /* when the running report left */
 	uint64_t seq;
-	bool restored, dirty;		/* budgets.json read; to be written */
+	bool restored, dirty; /* budgets.json read; to be written */
 	uint64_t reports_ok, reports_failed, answers_rejected, reports_failed_logged;
 	/* replicas with leader election: the leader reported to, and the newest term seen */
-	char leader[BUDGET_URL_MAX + 1];	/* "": budgets.allocator (the Service) */
-	uint64_t epoch_seen;		/* an answer of an older term is never applied */
-	uint32_t redirects_in_row;	/* redirects followed in this period (a loop stops at 3) */
-	int64_t redirects_period_ms;	/* when that period began */
+	char leader[BUDGET_URL_MAX + 1]; /* "": budgets.allocator (the Service) */
+	uint64_t epoch_seen;		 /* an answer of an older term is never applied */
+	uint32_t redirects_in_row;	 /* redirects followed in this period (a loop stops at 3) */
+	int64_t redirects_period_ms;	 /* when that period began */
 	uint64_t answers_stale, redirects;
-	int64_t stale_since_ms;		/* answers of older terms only, since (0: none) */
+	int64_t stale_since_ms; /* answers of older terms only, since (0: none) */
 	uint64_t ceil_changes, ceil_failures, lease_expiries;
 };
 
@@ -131,33 +131,33 @@ struct agent_budgets {
  */
 #define AGENT_LACKS_MAX 16
 struct agent_lack {
-	char key[96];			/* what it is about: "lib:libmnl.so.0", "sysctl:..." */
+	char key[96]; /* what it is about: "lib:libmnl.so.0", "sysctl:..." */
 	bool blocking;
-	char text[768];			/* what lacks and what to do, one line */
-	char note[1024];		/* the log record's logfmt fields (msg="..." first) */
+	char text[768];	 /* what lacks and what to do, one line */
+	char note[1024]; /* the log record's logfmt fields (msg="..." first) */
 };
 struct agent_lacks {
 	struct agent_lack l[AGENT_LACKS_MAX];
 	size_t n;
-	size_t dropped;			/* past AGENT_LACKS_MAX */
+	size_t dropped; /* past AGENT_LACKS_MAX */
 };
 
 struct agent {
 	struct agent_options opt;
 	struct node_config cfg;
 	bool cfg_ok;
-	uint64_t cfg_hash;		/* of the conflist's bytes: what a reload compares */
-	char *cfg_text;			/* those bytes, as validated: what is installed */
+	uint64_t cfg_hash; /* of the conflist's bytes: what a reload compares */
+	char *cfg_text;	   /* those bytes, as validated: what is installed */
 	size_t cfg_len;
 	char data_dir[4096];
 	struct sched_task declare, sync, gc;
 	struct agent_stats stats;
-	struct agent_counted_ns *counted;	/* namespaces with counters */
+	struct agent_counted_ns *counted; /* namespaces with counters */
 	size_t n_counted;
 	/* readiness: pool, node declared, plugin installed (when asked to) */
 	bool pool_ready, declared, installed;
-	bool reshape_failed;		/* the last reshape failed: the next one declares in full */
-	struct agent_lacks lacks;	/* as the last declaration found them */
+	bool reshape_failed;	  /* the last reshape failed: the next one declares in full */
+	struct agent_lacks lacks; /* as the last declaration found them */
 	struct agent_budgets budgets;
 };
 
@@ -171,7 +171,7 @@ struct agent {
 struct agent_notes {
 	char *line[AGENT_NOTES_MAX];
 	size_t n;
-	size_t dropped;			/* past AGENT_NOTES_MAX, or out of memory */
+	size_t dropped; /* past AGENT_NOTES_MAX, or out of memory */
 };
 void agent_note(struct agent_notes *n, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void agent_notes_clear(struct agent_notes *n);
@@ -272,7 +272,6 @@ void agent_budgets_render(const struct agent *a, struct expo *x);
 void agent_render_metrics(const struct agent *a, struct expo *x);
 
 /* Writes `len` bytes to dir/name through a temp file and rename (mode). */
-int agent_write_file(const char *dir, const char *name, const void *buf, size_t len,
-		     unsigned mode);
+int agent_write_file(const char *dir, const char *name, const void *buf, size_t len, unsigned mode);
 
 #endif

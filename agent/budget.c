@@ -227,7 +227,7 @@ static void on_class(const struct shaper_stats *st, void *arg)
 struct probe_read {
 	struct agent_budgets *b;
 	int64_t now_ms;
-	uint64_t *backlog;	/* per namespace, of its pods' classes */
+	uint64_t *backlog; /* per namespace, of its pods' classes */
 	uint64_t *sent;
 	int64_t *interval;
 };
@@ -308,7 +308,10 @@ static bool probe_flipped(struct agent *a, int64_t now_ms)
 	struct nl_sock *sk;
 	uint64_t backlog[BUDGET_PER_REPORT_MAX] = { 0 }, sent[BUDGET_PER_REPORT_MAX] = { 0 };
 	int64_t interval[BUDGET_PER_REPORT_MAX] = { 0 };
-	struct probe_read pr = { .b = b, .now_ms = now_ms, .backlog = backlog, .sent = sent,
+	struct probe_read pr = { .b = b,
+				 .now_ms = now_ms,
+				 .backlog = backlog,
+				 .sent = sent,
 				 .interval = interval };
 	bool flipped = false;
 	int ifb;
@@ -353,9 +356,11 @@ static void apply_ceils(struct agent *a, struct nl_sock *sk, int ifb, struct age
 		r = shaper_ns_set_ceil(sk, ifb, n->ns_class, want * 8, mtu);
 		if (r < 0) {
 			b->ceil_failures++;
-			agent_note(notes, "msg=\"budget: setting a namespace's ceil failed\" namespace=%s "
-				   "ceil_bytes_per_second=%llu err=%s", LOGFMT_Q(n->ns),
-				   (unsigned long long)want, LOGFMT_Q(strerror(-r)));
+			agent_note(notes,
+				   "msg=\"budget: setting a namespace's ceil failed\" namespace=%s "
+				   "ceil_bytes_per_second=%llu err=%s",
+				   LOGFMT_Q(n->ns), (unsigned long long)want,
+				   LOGFMT_Q(strerror(-r)));
 			continue;
 		}
 		n->kernel_ceil = want;
@@ -431,9 +436,14 @@ static int build_report(struct agent *a, char **ret, size_t *ret_len)
 		if (!n->present)
 			continue;
 		use[rep.n] = (struct budget_usage){
-			.sent_bytes = n->sent, .interval_ms = n->interval_ms,
-			.saturated = n->saturated, .applied = n->kernel_ceil, .limit = n->limit,
-			.state = n->state, .pods = n->pods, .safe_share = n->safe_share,
+			.sent_bytes = n->sent,
+			.interval_ms = n->interval_ms,
+			.saturated = n->saturated,
+			.applied = n->kernel_ceil,
+			.limit = n->limit,
+			.state = n->state,
+			.pods = n->pods,
+			.safe_share = n->safe_share,
 			.nodes = n->nodes,
 		};
 		snprintf(use[rep.n].ns, sizeof(use[rep.n].ns), "%s", n->ns);
@@ -537,9 +547,9 @@ static void restore_state(struct agent *a, int64_t now_ms)
 		for (int s = 0; s < BUDGET_STATES; s++)
 			if (state && strcmp(state, budget_state_names[s]) == 0)
 				n->state = (enum budget_state)s;
-#define GET_U64(key, dst) \
+#define GET_U64(key, dst)                                                          \
 	if (json_object_object_get_ex(e, key, &f) && json_object_get_int64(f) > 0) \
-		dst = (uint64_t)json_object_get_int64(f)
+	dst = (uint64_t)json_object_get_int64(f)
 		GET_U64("grant", n->grant);
 		GET_U64("safeShare", n->safe_share);
 		GET_U64("limit", n->limit);
@@ -582,8 +592,10 @@ static void expire_due(struct agent *a, int64_t now_ms, struct agent_notes *note
 	if (b->lease_expiries == before)
 		return;
 	if (read_and_apply(a, false, now_ms, notes, &e) < 0)
-		agent_note(notes, "msg=\"budget: a lease ran out and the ceil could not be lowered\" "
-			   "err=%s", LOGFMT_Q(e.msg));
+		agent_note(notes,
+			   "msg=\"budget: a lease ran out and the ceil could not be lowered\" "
+			   "err=%s",
+			   LOGFMT_Q(e.msg));
 	save_state(a, now_ms);
 }
 
@@ -613,7 +625,8 @@ void agent_budgets_tick(struct agent *a, int64_t now_ms, double rnd, struct agen
 		restore_state(a, now_ms);
 	}
 	if (refresh_namespaces(a, &e) < 0) {
-		agent_note(notes, "msg=\"budget: the store could not be read\" err=%s", LOGFMT_Q(e.msg));
+		agent_note(notes, "msg=\"budget: the store could not be read\" err=%s",
+			   LOGFMT_Q(e.msg));
 		return;
 	}
 	age_leases(b, now_ms);
@@ -700,9 +713,10 @@ void agent_budgets_answer(struct agent *a, int64_t now_ms, struct agent_notes *n
 	}
 	if (r < 0 && b->leader[0]) {
 		/* the leader reported to is gone or no longer leads: the Service finds the next */
-		agent_note(notes, "msg=\"budget: the leader did not answer; reporting to the "
-			   "allocator's address\" leader=%s allocator=%s err=%s", LOGFMT_Q(b->leader),
-			   LOGFMT_Q(a->cfg.budgets.allocator), LOGFMT_Q(why));
+		agent_note(notes,
+			   "msg=\"budget: the leader did not answer; reporting to the "
+			   "allocator's address\" leader=%s allocator=%s err=%s",
+			   LOGFMT_Q(b->leader), LOGFMT_Q(a->cfg.budgets.allocator), LOGFMT_Q(why));
 		b->leader[0] = '\0';
 		b->next_ms = now_ms;
 	}
@@ -710,7 +724,8 @@ void agent_budgets_answer(struct agent *a, int64_t now_ms, struct agent_notes *n
 		b->reports_failed++;
 		/* once per failing stretch, not once a second */
 		if (b->reports_failed_logged++ == 0)
-			agent_note(notes, "msg=\"budget: the allocator did not answer; leases run out, "
+			agent_note(notes,
+				   "msg=\"budget: the allocator did not answer; leases run out, "
 				   "networking goes on\" allocator=%s err=%s",
 				   LOGFMT_Q(a->cfg.budgets.allocator), LOGFMT_Q(why));
 		return;
@@ -735,9 +750,11 @@ void agent_budgets_answer(struct agent *a, int64_t now_ms, struct agent_notes *n
 			budget_answer_free(&ans);
 			return;
 		}
-		agent_note(notes, "msg=\"budget: only older terms have answered for three leases: "
-			   "the allocator's terms started again (a new etcd?)\" epoch=%llu was=%llu",
-			   (unsigned long long)ans.epoch, (unsigned long long)b->epoch_seen);
+		agent_note(
+			notes,
+			"msg=\"budget: only older terms have answered for three leases: "
+			"the allocator's terms started again (a new etcd?)\" epoch=%llu was=%llu",
+			(unsigned long long)ans.epoch, (unsigned long long)b->epoch_seen);
 		b->epoch_seen = ans.epoch;
 		b->dirty = true;
 	}
@@ -756,7 +773,8 @@ void agent_budgets_answer(struct agent *a, int64_t now_ms, struct agent_notes *n
 	if (ans.next_report_ms > 0) {
 		int64_t period = a->cfg.budgets.report_ms;
 		int64_t soon = now_ms + (ans.next_report_ms < period / 10 ? period / 10
-					 : ans.next_report_ms < period ? ans.next_report_ms : period);
+					 : ans.next_report_ms < period	  ? ans.next_report_ms
+									  : period);
 
 		if (soon < b->next_ms)
 			b->next_ms = soon;
@@ -777,7 +795,8 @@ void agent_budgets_answer(struct agent *a, int64_t now_ms, struct agent_notes *n
 	budget_answer_free(&ans);
 	age_leases(b, now_ms);
 	if (read_and_apply(a, false, now_ms, notes, &e) < 0)
-		agent_note(notes, "msg=\"budget: a grant could not be applied\" err=%s", LOGFMT_Q(e.msg));
+		agent_note(notes, "msg=\"budget: a grant could not be applied\" err=%s",
+			   LOGFMT_Q(e.msg));
 	if (b->dirty)
 		save_state(a, now_ms);
 }
@@ -806,9 +825,10 @@ void agent_budgets_render(const struct agent *a, struct expo *x)
 	for (size_t i = 0; i < b->n; i++)
 		expo_sample_u64(x, grant, (const char *const[]){ "namespace", b->ns[i].ns, NULL },
 				b->ns[i].grant);
-	expo_family(x, ceil, "gauge",
-		    "The ceil in force on the namespace's internet class: the grant, the safe share "
-		    "after a lease ran out, or the fallback.");
+	expo_family(
+		x, ceil, "gauge",
+		"The ceil in force on the namespace's internet class: the grant, the safe share "
+		"after a lease ran out, or the fallback.");
 	for (size_t i = 0; i < b->n; i++)
 		expo_sample_u64(x, ceil, (const char *const[]){ "namespace", b->ns[i].ns, NULL },
 				b->ns[i].kernel_ceil);
@@ -837,8 +857,9 @@ void agent_budgets_render(const struct agent *a, struct expo *x)
 		    "The newest allocator term this node has seen (0: no leader election); an "
 		    "answer of an older one is never applied.");
 	expo_sample_u64(x, "tollgate_budget_epoch", (const char *const[]){ NULL }, b->epoch_seen);
-	expo_family(x, "tollgate_budget_ceil_changes_total", "counter",
-		    "Changes of a budgeted namespace's ceil (one netlink change each), and failures.");
+	expo_family(
+		x, "tollgate_budget_ceil_changes_total", "counter",
+		"Changes of a budgeted namespace's ceil (one netlink change each), and failures.");
 	expo_sample_u64(x, "tollgate_budget_ceil_changes_total",
 			(const char *const[]){ "result", "ok", NULL }, b->ceil_changes);
 	expo_sample_u64(x, "tollgate_budget_ceil_changes_total",

@@ -82,8 +82,8 @@ bool agent_lacks_blocking(const struct agent_lacks *l)
 /* ---- the plugin's libraries ---- */
 
 struct object {
-	char name[ELF_NAME_MAX];	/* what it is needed as: its soname */
-	char path[PATH_MAX];		/* in the host's root ("" for the plugin, in ours) */
+	char name[ELF_NAME_MAX]; /* what it is needed as: its soname */
+	char path[PATH_MAX];	 /* in the host's root ("" for the plugin, in ours) */
 	struct elf_info *info;
 };
 
@@ -146,7 +146,8 @@ static struct object *object_new(struct search *s, const char *name, const char 
 {
 	struct object *o = &s->obj[s->n_obj++];
 
-	snprintf(o->name, sizeof(o->name), "%.*s", (int)sizeof(o->name) - 1, name);	/* a soname: short */
+	snprintf(o->name, sizeof(o->name), "%.*s", (int)sizeof(o->name) - 1,
+		 name); /* a soname: short */
 	snprintf(o->path, sizeof(o->path), "%s", path);
 	o->info = info;
 	return o;
@@ -175,10 +176,11 @@ static void glibc_version(const char *names, size_t n, size_t stride, char *buf,
 		const char *v = names + i * stride;
 		unsigned x[3] = { 0, 0, 0 };
 
-		if (strncmp(v, "GLIBC_", 6) != 0 || sscanf(v + 6, "%u.%u.%u", &x[0], &x[1], &x[2]) < 2)
+		if (strncmp(v, "GLIBC_", 6) != 0 ||
+		    sscanf(v + 6, "%u.%u.%u", &x[0], &x[1], &x[2]) < 2)
 			continue;
-		if (x[0] > best[0] || (x[0] == best[0] && (x[1] > best[1] ||
-							   (x[1] == best[1] && x[2] > best[2])))) {
+		if (x[0] > best[0] ||
+		    (x[0] == best[0] && (x[1] > best[1] || (x[1] == best[1] && x[2] > best[2])))) {
 			memcpy(best, x, sizeof(best));
 			snprintf(buf, size, "%s", v + 6);
 		}
@@ -209,17 +211,19 @@ static void lack_missing(struct search *s, struct agent_lacks *l, const char *na
 	dirs_text(s, dirs, sizeof(dirs));
 	glibc_needed(s, glibc, sizeof(glibc));
 	if (strcmp(name, "libmnl.so.0") == 0)
-		snprintf(k->text, sizeof(k->text),
-			 "the host has no libmnl.so.0, which the plugin loads (looked in %s under "
-			 "%s): install libmnl0 (Debian, Ubuntu) or libmnl (RHEL, Fedora, Azure Linux) "
-			 "on the node; the plugin is not installed until it can load",
-			 dirs, s->root);
+		snprintf(
+			k->text, sizeof(k->text),
+			"the host has no libmnl.so.0, which the plugin loads (looked in %s under "
+			"%s): install libmnl0 (Debian, Ubuntu) or libmnl (RHEL, Fedora, Azure Linux) "
+			"on the node; the plugin is not installed until it can load",
+			dirs, s->root);
 	else if (strcmp(name, "libc.so.6") == 0)
-		snprintf(k->text, sizeof(k->text),
-			 "the host has no glibc (libc.so.6; looked in %s under %s): the plugin needs "
-			 "glibc %s or later on the node (a musl host cannot run it), or %s is not the "
-			 "host's / mounted read-only; the plugin is not installed until it can load",
-			 dirs, s->root, glibc[0] ? glibc : "2.34", s->root);
+		snprintf(
+			k->text, sizeof(k->text),
+			"the host has no glibc (libc.so.6; looked in %s under %s): the plugin needs "
+			"glibc %s or later on the node (a musl host cannot run it), or %s is not the "
+			"host's / mounted read-only; the plugin is not installed until it can load",
+			dirs, s->root, glibc[0] ? glibc : "2.34", s->root);
 	else
 		snprintf(k->text, sizeof(k->text),
 			 "the host has no %s, which the plugin loads (looked in %s under %s): "
@@ -227,7 +231,8 @@ static void lack_missing(struct search *s, struct agent_lacks *l, const char *na
 			 name, dirs, s->root);
 	snprintf(k->note, sizeof(k->note),
 		 "msg=\"the plugin cannot load on this host: a library is missing; not installed\" "
-		 "library=%s host_root=%s", name, LOGFMT_Q(s->root));
+		 "library=%s host_root=%s",
+		 name, LOGFMT_Q(s->root));
 }
 
 /* Finds `name` where the host's loader would, and reads it. */
@@ -258,15 +263,18 @@ static int load_needed(struct search *s, const char *name, struct agent_lacks *l
 
 static int version_cmp(const void *a, const void *b)
 {
-	return strverscmp(a, b);	/* GLIBC_2.9 before GLIBC_2.34 */
+	return strverscmp(a, b); /* GLIBC_2.9 before GLIBC_2.34 */
 }
 
 /* The node images whose glibc is at least `want` ("2.34"), for the operator to pick from. */
 static void node_images(const char *want, char *buf, size_t size)
 {
-	static const struct { const char *name, *glibc; } images[] = {
-		{ "Ubuntu 22.04", "2.35" }, { "Ubuntu 24.04", "2.39" }, { "Debian 12", "2.36" },
-		{ "RHEL 9", "2.34" }, { "Amazon Linux 2023", "2.34" }, { "Azure Linux 2.0", "2.35" },
+	static const struct {
+		const char *name, *glibc;
+	} images[] = {
+		{ "Ubuntu 22.04", "2.35" },	 { "Ubuntu 24.04", "2.39" },
+		{ "Debian 12", "2.36" },	 { "RHEL 9", "2.34" },
+		{ "Amazon Linux 2023", "2.34" }, { "Azure Linux 2.0", "2.35" },
 		{ "Azure Linux 3.0", "2.38" },
 	};
 	size_t n = 0;
@@ -274,7 +282,8 @@ static void node_images(const char *want, char *buf, size_t size)
 	buf[0] = '\0';
 	for (size_t i = 0; i < ARRAY_SIZE(images) && n < size; i++)
 		if (strverscmp(images[i].glibc, want) >= 0)
-			n += (size_t)snprintf(buf + n, size - n, "%s%s", n ? ", " : "", images[i].name);
+			n += (size_t)snprintf(buf + n, size - n, "%s%s", n ? ", " : "",
+					      images[i].name);
 	if (!buf[0])
 		snprintf(buf, size, "a newer node image");
 }
@@ -295,7 +304,8 @@ static void check_versions(struct search *s, const struct object *lib, struct ag
 			const struct elf_verneed *need = &user->verneed[v];
 			bool seen = false;
 
-			if (object_named(s, need->file) != lib || elf_defines(lib->info, need->name))
+			if (object_named(s, need->file) != lib ||
+			    elf_defines(lib->info, need->name))
 				continue;
 			for (size_t j = 0; j < n && !seen; j++)
 				seen = strcmp(names[j], need->name) == 0;
@@ -341,7 +351,9 @@ static void search_dirs(struct search *s)
 	static const char *const x86[] = { "lib/x86_64-linux-gnu", "usr/lib/x86_64-linux-gnu" };
 	static const char *const arm[] = { "lib/aarch64-linux-gnu", "usr/lib/aarch64-linux-gnu" };
 	static const char *const all[] = { "lib64", "usr/lib64", "lib", "usr/lib" };
-	const char *const *multi = s->machine == EM_X86_64 ? x86 : s->machine == EM_AARCH64 ? arm : NULL;
+	const char *const *multi = s->machine == EM_X86_64    ? x86
+				   : s->machine == EM_AARCH64 ? arm
+							      : NULL;
 
 	s->n_dirs = 0;
 	for (size_t i = 0; multi && i < 2; i++)
@@ -364,22 +376,27 @@ static int check_objects(struct search *s, struct agent_lacks *l)
 		if (read_host_elf(s, plugin->interp, info) == 0) {
 			const char *base = strrchr(plugin->interp, '/');
 
-			object_new(s, info->soname[0] ? info->soname : base ? base + 1 : plugin->interp,
+			object_new(s,
+				   info->soname[0] ? info->soname
+				   : base	   ? base + 1
+						   : plugin->interp,
 				   plugin->interp, info);
 		} else {
 			struct agent_lack *k = lack_add(l, true, "interp");
 
 			free(info);
 			if (k) {
-				snprintf(k->text, sizeof(k->text),
-					 "the host has no %s under %s, the program loader the plugin "
-					 "names (glibc's): the node needs glibc; the plugin is not "
-					 "installed until it can load",
-					 plugin->interp, s->root);
-				snprintf(k->note, sizeof(k->note),
-					 "msg=\"the plugin cannot load on this host: no program loader; "
-					 "not installed\" interp=%s host_root=%s",
-					 LOGFMT_Q(plugin->interp), LOGFMT_Q(s->root));
+				snprintf(
+					k->text, sizeof(k->text),
+					"the host has no %s under %s, the program loader the plugin "
+					"names (glibc's): the node needs glibc; the plugin is not "
+					"installed until it can load",
+					plugin->interp, s->root);
+				snprintf(
+					k->note, sizeof(k->note),
+					"msg=\"the plugin cannot load on this host: no program loader; "
+					"not installed\" interp=%s host_root=%s",
+					LOGFMT_Q(plugin->interp), LOGFMT_Q(s->root));
 			}
 		}
 	}
@@ -428,10 +445,11 @@ int agent_host_libraries(const char *host_root, const char *plugin_path, struct 
 				 "read-only (--host-root); the plugin is not installed until its "
 				 "libraries are checked",
 				 host_root, strerror(-r));
-			snprintf(k->note, sizeof(k->note),
-				 "msg=\"the host's root cannot be read: the plugin's libraries are not "
-				 "checked; not installed\" host_root=%s err=%s",
-				 LOGFMT_Q(host_root), LOGFMT_Q(strerror(-r)));
+			snprintf(
+				k->note, sizeof(k->note),
+				"msg=\"the host's root cannot be read: the plugin's libraries are not "
+				"checked; not installed\" host_root=%s err=%s",
+				LOGFMT_Q(host_root), LOGFMT_Q(strerror(-r)));
 		}
 		r = 0;
 	} else {
@@ -461,22 +479,24 @@ void agent_host_sysctls(const char *proc_sys, struct agent_lacks *l)
 		if (!k)
 			continue;
 		if (f->plugin_raises)
-			snprintf(who, sizeof(who), "the plugin raises it at its next ADD on the host");
+			snprintf(who, sizeof(who),
+				 "the plugin raises it at its next ADD on the host");
 		else
-			snprintf(who, sizeof(who), "nothing %s it (%s)", f->exact ? "sets" : "raises",
-				 f->why);
+			snprintf(who, sizeof(who), "nothing %s it (%s)",
+				 f->exact ? "sets" : "raises", f->why);
 		snprintf(k->text, sizeof(k->text),
 			 "%s is %ld, %s %ld, and the agent cannot %s it (/proc/sys is read-only "
 			 "here): %s; set it at boot with deploy/90-tollgate.conf in /etc/sysctl.d",
 			 f->name, v, f->exact ? "not" : "below", f->min, f->exact ? "set" : "raise",
 			 who);
-		snprintf(k->note, sizeof(k->note),
-			 "msg=\"a sysctl is %s and /proc/sys is read-only (an unprivileged "
-			 "container): %s\" sysctl=%s value=%ld %s=%ld fix=\"deploy/90-tollgate.conf "
-			 "in /etc/sysctl.d\"",
-			 f->exact ? "off its pinned value" : "below its floor",
-			 f->plugin_raises ? "left to the plugin on the host" : "left as it is",
-			 f->name, v, f->exact ? "pinned" : "floor", f->min);
+		snprintf(
+			k->note, sizeof(k->note),
+			"msg=\"a sysctl is %s and /proc/sys is read-only (an unprivileged "
+			"container): %s\" sysctl=%s value=%ld %s=%ld fix=\"deploy/90-tollgate.conf "
+			"in /etc/sysctl.d\"",
+			f->exact ? "off its pinned value" : "below its floor",
+			f->plugin_raises ? "left to the plugin on the host" : "left as it is",
+			f->name, v, f->exact ? "pinned" : "floor", f->min);
 	}
 }
 
@@ -488,8 +508,7 @@ static bool plugin_name_ok(const char *t)
 	return t[0] && strchr(t, '/') == NULL && strcmp(t, ".") != 0 && strcmp(t, "..") != 0;
 }
 
-int agent_host_chained(const char *bin_dir, const char *conflist, size_t len,
-		       struct agent_lacks *l)
+int agent_host_chained(const char *bin_dir, const char *conflist, size_t len, struct agent_lacks *l)
 {
 	struct jx_parse_error why;
 	json_object *root, *plugins;
@@ -523,14 +542,16 @@ int agent_host_chained(const char *bin_dir, const char *conflist, size_t len,
 		k = lack_add(l, true, key);
 		if (!k)
 			continue;
-		snprintf(k->text, sizeof(k->text),
-			 "the conflist chains plugin '%.80s', which is not an executable file of "
-			 "%.400s: every pod's ADD would fail, so the conflist is not installed; put the "
-			 "plugin there (the reference CNI plugins) or take it out of the conflist",
-			 type, bin_dir);
+		snprintf(
+			k->text, sizeof(k->text),
+			"the conflist chains plugin '%.80s', which is not an executable file of "
+			"%.400s: every pod's ADD would fail, so the conflist is not installed; put the "
+			"plugin there (the reference CNI plugins) or take it out of the conflist",
+			type, bin_dir);
 		snprintf(k->note, sizeof(k->note),
 			 "msg=\"the conflist chains a plugin missing from the CNI bin dir: not "
-			 "installing it\" plugin=%s bin_dir=%s", LOGFMT_Q(type), LOGFMT_Q(bin_dir));
+			 "installing it\" plugin=%s bin_dir=%s",
+			 LOGFMT_Q(type), LOGFMT_Q(bin_dir));
 	}
 	json_object_put(root);
 	return 0;

@@ -27,8 +27,7 @@
 
 static int sync_dir(const char *dir);
 
-int agent_write_file(const char *dir, const char *name, const void *buf, size_t len,
-		     unsigned mode)
+int agent_write_file(const char *dir, const char *name, const void *buf, size_t len, unsigned mode)
 {
 	char tmp[4096], path[4096];
 	int fd, r;

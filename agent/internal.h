@@ -31,11 +31,11 @@ struct agent_cli {
 	struct agent_options opt;
 	const char *listen;		/* ADDR:PORT, :PORT, HOST:PORT, or an address or name */
 	const char *network;		/* --metrics-only without --config: the store's network */
-	int page_cache_ms, deadline_ms;	/* -1: the HTTP server's defaults */
+	int page_cache_ms, deadline_ms; /* -1: the HTTP server's defaults */
 	enum tg_log_level log_level;
-	char plugin[PATH_MAX];		/* opt.plugin_path when --plugin is not given */
-	char hostname[256];		/* opt.node_name when --node-name is not given */
-	bool check;			/* --check: judge --config, print the verdict, exit */
+	char plugin[PATH_MAX]; /* opt.plugin_path when --plugin is not given */
+	char hostname[256];    /* opt.node_name when --node-name is not given */
+	bool check;	       /* --check: judge --config, print the verdict, exit */
 };
 
 /* --check: the verdict on --config (the plugin's parser) on stdout; 0 taken, 1 refused. */
@@ -54,7 +54,7 @@ void agent_usage(FILE *f);
 
 /* ---- the budget reports: sent with httpc/httpc.h in the loop ---- */
 
-#define AGENT_REPORT_TIMEOUT_MS 1000	/* a report's whole life */
+#define AGENT_REPORT_TIMEOUT_MS 1000 /* a report's whole life */
 
 /* ---- the daemon (setup.c, loop.c) ---- */
 
@@ -65,20 +65,20 @@ struct app {
 	struct expo page;
 	struct http_server *http;
 	int inotify_fd;
-	int config_wd, store_wd;	/* watches: the config's directory, the store's */
+	int config_wd, store_wd; /* watches: the config's directory, the store's */
 	char config_dir[PATH_MAX];
-	sigset_t sigs;			/* blocked, read from a signalfd by the loop */
-	bool config_changed;		/* an event in the config's directory: re-read */
-	bool exhausted;			/* the plugin found no free address: sync soon */
+	sigset_t sigs;	     /* blocked, read from a signalfd by the loop */
+	bool config_changed; /* an event in the config's directory: re-read */
+	bool exhausted;	     /* the plugin found no free address: sync soon */
 	/* The pool's IMDS requests, sent from the loop (NULL: --once asks with the blocking client). */
 	struct httpc *imds;
-	int64_t imds_gone_since_ms;	/* IMDS has said 410 (not ready yet) since; 0: it has not */
+	int64_t imds_gone_since_ms; /* IMDS has said 410 (not ready yet) since; 0: it has not */
 	/* internetGuard.destinations' sets taken between scrapes, before an entry can expire */
 	struct sched_task take;
-	char *dst_body;			/* /destinations' last answer (copied by the server) */
-	struct agent_lacks lacks_scratch;	/* a look at the node, before it replaces a.lacks */
-	int host_check_err;		/* the last look's error reading the plugin (said once) */
-	char ready_body[AGENT_LACKS_MAX * 800 + 64];	/* /readyz's answer (copied by the server) */
+	char *dst_body;			  /* /destinations' last answer (copied by the server) */
+	struct agent_lacks lacks_scratch; /* a look at the node, before it replaces a.lacks */
+	int host_check_err;		  /* the last look's error reading the plugin (said once) */
+	char ready_body[AGENT_LACKS_MAX * 800 + 64]; /* /readyz's answer (copied by the server) */
 };
 
 /*

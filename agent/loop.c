@@ -41,10 +41,9 @@ static uint64_t repairs(const struct agent_stats *s)
 {
 	return s->repaired_nft_table + s->repaired_nft_sets + s->repaired_nft_chains +
 	       s->repaired_nft_rules + s->repaired_nft_internal + s->repaired_nft_pod_elements +
-	       s->repaired_tc_ifb +
-	       s->repaired_tc_root + s->repaired_tc_node_class + s->repaired_tc_clsact +
-	       s->repaired_tc_filters + s->repaired_tc_classes_restored + s->repaired_sysctls +
-	       s->repaired_tc_pod_classes;
+	       s->repaired_tc_ifb + s->repaired_tc_root + s->repaired_tc_node_class +
+	       s->repaired_tc_clsact + s->repaired_tc_filters + s->repaired_tc_classes_restored +
+	       s->repaired_sysctls + s->repaired_tc_pod_classes;
 }
 
 /*
@@ -91,8 +90,10 @@ static void check_node(struct app *app)
 	if (a->opt.host_root && a->opt.cni_bin_dir)
 		r = agent_host_libraries(a->opt.host_root, a->opt.plugin_path, now);
 	if (r < 0 && r != app->host_check_err)
-		tg_log(TG_LOG_ERROR, "msg=\"cannot read the plugin to check the host's libraries\" "
-		       "plugin=%s err=%s", LOGFMT_Q(a->opt.plugin_path), LOGFMT_Q(strerror(-r)));
+		tg_log(TG_LOG_ERROR,
+		       "msg=\"cannot read the plugin to check the host's libraries\" "
+		       "plugin=%s err=%s",
+		       LOGFMT_Q(a->opt.plugin_path), LOGFMT_Q(strerror(-r)));
 	app->host_check_err = r;
 	if (a->opt.cni_bin_dir && a->opt.cni_conf_dir && a->cfg_text)
 		agent_host_chained(a->opt.cni_bin_dir, a->cfg_text, a->cfg_len, now);
@@ -274,7 +275,8 @@ static void run_install(struct app *app)
 		tg_log(TG_LOG_ERROR, "msg=\"install failed\" err=%s", LOGFMT_Q(e.msg));
 	else
 		tg_log(TG_LOG_INFO, "msg=\"plugin installed\" conf_dir=%s bin_dir=%s",
-		       app->a.opt.cni_conf_dir, app->a.opt.cni_bin_dir ? app->a.opt.cni_bin_dir : "-");
+		       app->a.opt.cni_conf_dir,
+		       app->a.opt.cni_bin_dir ? app->a.opt.cni_bin_dir : "-");
 }
 
 /* How soon after a new conflist is installed the running pods are reshaped again. */
@@ -321,7 +323,8 @@ static void watch_store(struct app *app)
 	if (app->store_wd >= 0 || app->inotify_fd < 0)
 		return;
 	snprintf(dir, sizeof(dir), "%s/%s", app->a.cfg.data_dir, app->a.cfg.name);
-	app->store_wd = inotify_add_watch(app->inotify_fd, dir, IN_ATTRIB | IN_CREATE | IN_MOVED_TO);
+	app->store_wd =
+		inotify_add_watch(app->inotify_fd, dir, IN_ATTRIB | IN_CREATE | IN_MOVED_TO);
 }
 
 /* What the destination sets counted, into the exporter's ledger (a scrape takes too). */
@@ -470,7 +473,8 @@ static int serve(struct app *app)
 			return -errno;
 	}
 	/* The budget reports' client: its sockets join this epoll set as libcurl opens them. */
-	if (!app->a.opt.metrics_only && httpc_new(ep, "tollgate-agent/" TG_VERSION, BUDGET_BODY_MAX, &app->a.budgets.client) < 0)
+	if (!app->a.opt.metrics_only && httpc_new(ep, "tollgate-agent/" TG_VERSION, BUDGET_BODY_MAX,
+						  &app->a.budgets.client) < 0)
 		return -ENOMEM;
 	/* IMDS's client, the same way: the pool's sync never waits on IMDS in this loop. */
 	if (!app->a.opt.metrics_only &&
@@ -490,7 +494,8 @@ static int serve(struct app *app)
 						app->config_changed = true;
 						continue;
 					}
-					tg_log(TG_LOG_INFO, "msg=\"shutting down\" signal=%u", si.ssi_signo);
+					tg_log(TG_LOG_INFO, "msg=\"shutting down\" signal=%u",
+					       si.ssi_signo);
 					return 0;
 				}
 			} else if (evs[i].data.fd == app->inotify_fd) {
@@ -498,8 +503,7 @@ static int serve(struct app *app)
 			} else if (app->imds && httpc_has_socket(app->imds, evs[i].data.fd)) {
 				httpc_socket(app->imds, evs[i].data.fd, evs[i].events);
 			} else if (evs[i].data.fd != http_fd(app->http) && app->a.budgets.client) {
-				httpc_socket(app->a.budgets.client, evs[i].data.fd,
-						     evs[i].events);
+				httpc_socket(app->a.budgets.client, evs[i].data.fd, evs[i].events);
 			}
 		}
 		if (app->a.budgets.client)
@@ -520,7 +524,7 @@ static void start_up(struct app *app)
 
 	if (app->a.opt.cni_bin_dir && !app->a.opt.host_root && !app->a.opt.metrics_only)
 		tg_log(TG_LOG_INFO, "msg=\"the host's libraries are not checked for the plugin "
-		       "(no --host-root)\"");
+				    "(no --host-root)\"");
 
 	sched_init(&app->a.declare, now);
 	sched_init(&app->a.sync, now);

@@ -72,10 +72,9 @@ static void cni_operations(const struct agent *a, struct expo *x)
 		for (unsigned k = 0; k < CNIOPS_CODES; k++)
 			if (c.n[cmd][k])
 				expo_sample_u64(x, name,
-						(const char *const[]){ "command",
-								       cni_cmd_names[cmd], "code",
-								       cniops_code_name(k, code),
-								       NULL },
+						(const char *const[]){
+							"command", cni_cmd_names[cmd], "code",
+							cniops_code_name(k, code), NULL },
 						c.n[cmd][k]);
 	cni_durations(x, &c);
 }
@@ -110,8 +109,10 @@ void agent_render_metrics(const struct agent *a, struct expo *x)
 		{ "sysctl", s->repaired_sysctls },
 	};
 
-	results(x, "tollgate_agent_syncs_total", "Pool syncs (IMDS; static pools: the store "
-		"brought in line with the config), by result.", s->syncs, s->sync_failures);
+	results(x, "tollgate_agent_syncs_total",
+		"Pool syncs (IMDS; static pools: the store "
+		"brought in line with the config), by result.",
+		s->syncs, s->sync_failures);
 	expo_family(x, "tollgate_agent_last_sync_success_timestamp_seconds", "gauge",
 		    "When the last sync succeeded (unix seconds; 0: never).");
 	expo_sample(x, "tollgate_agent_last_sync_success_timestamp_seconds",
@@ -149,10 +150,12 @@ void agent_render_metrics(const struct agent *a, struct expo *x)
 		"Running pods whose shaping could not be changed.", s->reshape_failures);
 	results(x, "tollgate_agent_config_reloads_total",
 		"Config reloads after a change (an invalid config keeps the one in force), by "
-		"result.", s->config_reloads, s->config_errors);
+		"result.",
+		s->config_reloads, s->config_errors);
 	counter(x, "tollgate_agent_installs_total",
 		"Times the plugin binary or the conflist was (re)written into the runtime's "
-		"directories.", s->installs);
+		"directories.",
+		s->installs);
 	cni_operations(a, x);
 	expo_family(x, "tollgate_agent_ready", "gauge",
 		    "1 once the pool exists, the node is declared and the plugin installed.");

@@ -58,7 +58,8 @@ static int parse_ms(int opt, const char *s, struct agent_cli *cli)
 	if (*end || !*s || (opt == 'P' && (v < 0 || v > 60000)) ||
 	    (opt == 'T' && (v < 100 || v > 600000))) {
 		fprintf(stderr, "tollgate-agent: %s\n",
-			opt == 'P' ? "--page-cache-ms is 0 to 60000" : "--deadline-ms is 100 to 600000");
+			opt == 'P' ? "--page-cache-ms is 0 to 60000"
+				   : "--deadline-ms is 100 to 600000");
 		return -EINVAL;
 	}
 	*(opt == 'P' ? &cli->page_cache_ms : &cli->deadline_ms) = (int)v;
@@ -86,17 +87,20 @@ static int check_options(struct agent_cli *cli, int argc)
 	/* Metrics only, the store named by --data-dir and --network: no config needed. */
 	if (o->metrics_only && !o->config_path && o->data_dir && cli->network) {
 		if (!name_is_safe(cli->network, 128)) {
-			fprintf(stderr, "tollgate-agent: --network \"%s\" is not a valid network name\n",
+			fprintf(stderr,
+				"tollgate-agent: --network \"%s\" is not a valid network name\n",
 				cli->network);
 			return 2;
 		}
 	} else if (optind < argc || !o->config_path || cli->network) {
 		if (!o->config_path)
-			fprintf(stderr, "tollgate-agent: --config is required (or --metrics-only with "
-					"--data-dir and --network)\n");
+			fprintf(stderr,
+				"tollgate-agent: --config is required (or --metrics-only with "
+				"--data-dir and --network)\n");
 		else if (cli->network)
-			fprintf(stderr, "tollgate-agent: --network goes with --metrics-only without "
-					"--config (the config names its network)\n");
+			fprintf(stderr,
+				"tollgate-agent: --network goes with --metrics-only without "
+				"--config (the config names its network)\n");
 		agent_usage(stderr);
 		return 2;
 	}
@@ -149,8 +153,10 @@ int agent_parse_options(int argc, char **argv, struct agent_cli *ret)
 	int opt;
 
 	*cli = (struct agent_cli){
-		.opt = { .conf_name = "10-tollgate.conflist", .declare_ms = 30000,
-			 .sync_ms = 300000, .gc_ms = 60000 },
+		.opt = { .conf_name = "10-tollgate.conflist",
+			 .declare_ms = 30000,
+			 .sync_ms = 300000,
+			 .gc_ms = 60000 },
 		.listen = ":9617",
 		.page_cache_ms = -1,
 		.deadline_ms = -1,
@@ -158,23 +164,44 @@ int agent_parse_options(int argc, char **argv, struct agent_cli *ret)
 	};
 	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (opt) {
-		case 'c': o->config_path = optarg; break;
-		case 'd': o->data_dir = optarg; break;
-		case 'l': cli->listen = optarg; break;
-		case 'C': o->cni_conf_dir = optarg; break;
-		case 'B': o->cni_bin_dir = optarg; break;
-		case 'p': o->plugin_path = optarg; break;
-		case 'R': o->host_root = optarg; break;
-		case 'N': o->conf_name = optarg; break;
-		case 'o': o->once = true; break;
-		case 'm': o->metrics_only = true; break;
+		case 'c':
+			o->config_path = optarg;
+			break;
+		case 'd':
+			o->data_dir = optarg;
+			break;
+		case 'l':
+			cli->listen = optarg;
+			break;
+		case 'C':
+			o->cni_conf_dir = optarg;
+			break;
+		case 'B':
+			o->cni_bin_dir = optarg;
+			break;
+		case 'p':
+			o->plugin_path = optarg;
+			break;
+		case 'R':
+			o->host_root = optarg;
+			break;
+		case 'N':
+			o->conf_name = optarg;
+			break;
+		case 'o':
+			o->once = true;
+			break;
+		case 'm':
+			o->metrics_only = true;
+			break;
 		case 'D':
 		case 'S':
 		case 'G':
 			if (parse_seconds(optarg, opt == 'D'   ? &o->declare_ms
 						  : opt == 'S' ? &o->sync_ms
 							       : &o->gc_ms) < 0) {
-				fprintf(stderr, "tollgate-agent: an interval is 1 to 86400 seconds\n");
+				fprintf(stderr,
+					"tollgate-agent: an interval is 1 to 86400 seconds\n");
 				return 2;
 			}
 			break;
@@ -183,11 +210,14 @@ int agent_parse_options(int argc, char **argv, struct agent_cli *ret)
 			if (parse_ms(opt, optarg, cli) < 0)
 				return 2;
 			break;
-		case 'n': cli->network = optarg; break;
+		case 'n':
+			cli->network = optarg;
+			break;
 		case 'H':
 			if (!k8s_dns_subdomain(optarg, strlen(optarg))) {
-				fprintf(stderr, "tollgate-agent: --node-name \"%.64s\" is not a node name "
-						"(a DNS subdomain: a-z, 0-9, '-' and '.', at most 253)\n",
+				fprintf(stderr,
+					"tollgate-agent: --node-name \"%.64s\" is not a node name "
+					"(a DNS subdomain: a-z, 0-9, '-' and '.', at most 253)\n",
 					optarg);
 				return 2;
 			}
@@ -195,14 +225,23 @@ int agent_parse_options(int argc, char **argv, struct agent_cli *ret)
 			break;
 		case 'v':
 			if (tg_log_level_parse(optarg, &cli->log_level) < 0) {
-				fprintf(stderr, "tollgate-agent: --log-level is error, warn or info\n");
+				fprintf(stderr,
+					"tollgate-agent: --log-level is error, warn or info\n");
 				return 2;
 			}
 			break;
-		case 'h': agent_usage(stdout); return 0;
-		case 'V': tg_print_version(stdout, "tollgate-agent"); return 0;
-		case 'K': cli->check = true; break;
-		default: agent_usage(stderr); return 2;
+		case 'h':
+			agent_usage(stdout);
+			return 0;
+		case 'V':
+			tg_print_version(stdout, "tollgate-agent");
+			return 0;
+		case 'K':
+			cli->check = true;
+			break;
+		default:
+			agent_usage(stderr);
+			return 2;
 		}
 	}
 	return check_options(cli, argc);

@@ -15,15 +15,15 @@
 
 struct sched_task {
 	const char *name;
-	int64_t period_ms;		/* after a success */
-	unsigned jitter_pct;		/* +- this much of the period, uniformly */
-	int64_t min_gap_ms;		/* never two starts closer than this */
-	int64_t backoff_first_ms;	/* after the first failure; doubled per failure */
+	int64_t period_ms;	  /* after a success */
+	unsigned jitter_pct;	  /* +- this much of the period, uniformly */
+	int64_t min_gap_ms;	  /* never two starts closer than this */
+	int64_t backoff_first_ms; /* after the first failure; doubled per failure */
 	int64_t backoff_max_ms;
 	/* state */
-	int64_t next_ms;		/* due at */
-	int64_t last_start_ms;		/* -1: never ran */
-	unsigned failures;		/* in a row */
+	int64_t next_ms;       /* due at */
+	int64_t last_start_ms; /* -1: never ran */
+	unsigned failures;     /* in a row */
 };
 
 /* Due at once (the first run at start-up). */

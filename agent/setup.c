@@ -50,14 +50,18 @@ static void route(void *cls, const char *path, struct http_reply *ret)
 	if (strcmp(path, "/metrics") == 0) {
 		ret->page = true;
 	} else if (strcmp(path, "/healthz") == 0) {
-		*ret = (struct http_reply){ .status = 200, .content_type = text, .body = "ok\n",
+		*ret = (struct http_reply){ .status = 200,
+					    .content_type = text,
+					    .body = "ok\n",
 					    .len = 3 };
 	} else if (strcmp(path, "/readyz") == 0) {
 		bool ready = agent_ready(&app->a);
 
-		*ret = (struct http_reply){ .status = ready ? 200 : 503, .content_type = text,
+		*ret = (struct http_reply){ .status = ready ? 200 : 503,
+					    .content_type = text,
 					    .body = app->ready_body,
-					    .len = readyz_text(app, ready), .copy = true };
+					    .len = readyz_text(app, ready),
+					    .copy = true };
 	} else if (strcmp(path, "/destinations") == 0) {
 		/* internetGuard.destinations, as /metrics has them (tollgate-ipam top) */
 		char *body = NULL;
@@ -70,15 +74,22 @@ static void route(void *cls, const char *path, struct http_reply *ret)
 		r = exporter_destinations_json(app->ex, &body, &len);
 
 		if (r == 0)
-			*ret = (struct http_reply){ .status = 200, .content_type = "application/json",
-						    .body = body, .len = len, .copy = true };
+			*ret = (struct http_reply){ .status = 200,
+						    .content_type = "application/json",
+						    .body = body,
+						    .len = len,
+						    .copy = true };
 		else
-			*ret = (struct http_reply){ .status = 500, .content_type = text,
-						    .body = "destinations not read\n", .len = 22 };
+			*ret = (struct http_reply){ .status = 500,
+						    .content_type = text,
+						    .body = "destinations not read\n",
+						    .len = 22 };
 		app->dst_body = body;
 	} else if (strcmp(path, "/") == 0) {
-		*ret = (struct http_reply){ .status = 200, .content_type = "text/html; charset=utf-8",
-					    .body = index_html, .len = sizeof(index_html) - 1 };
+		*ret = (struct http_reply){ .status = 200,
+					    .content_type = "text/html; charset=utf-8",
+					    .body = index_html,
+					    .len = sizeof(index_html) - 1 };
 	}
 }
 
@@ -115,16 +126,24 @@ static int collect(void *cls, char **ret_buf, size_t *ret_len)
 /* Each task's period, jitter, minimum gap and back-off. */
 static void schedule_tasks(struct agent *a)
 {
-	a->declare = (struct sched_task){ .name = "declare", .period_ms = a->opt.declare_ms,
-					  .jitter_pct = 10, .min_gap_ms = 1000,
+	a->declare = (struct sched_task){ .name = "declare",
+					  .period_ms = a->opt.declare_ms,
+					  .jitter_pct = 10,
+					  .min_gap_ms = 1000,
 					  .backoff_first_ms = 1000,
 					  .backoff_max_ms = a->opt.declare_ms };
 	/* IMDS: never more than a request a second, backing off to the period. */
-	a->sync = (struct sched_task){ .name = "sync", .period_ms = a->opt.sync_ms,
-				       .jitter_pct = 10, .min_gap_ms = 1000,
-				       .backoff_first_ms = 1000, .backoff_max_ms = a->opt.sync_ms };
-	a->gc = (struct sched_task){ .name = "gc", .period_ms = a->opt.gc_ms, .jitter_pct = 10,
-				     .min_gap_ms = 1000, .backoff_first_ms = 5000,
+	a->sync = (struct sched_task){ .name = "sync",
+				       .period_ms = a->opt.sync_ms,
+				       .jitter_pct = 10,
+				       .min_gap_ms = 1000,
+				       .backoff_first_ms = 1000,
+				       .backoff_max_ms = a->opt.sync_ms };
+	a->gc = (struct sched_task){ .name = "gc",
+				     .period_ms = a->opt.gc_ms,
+				     .jitter_pct = 10,
+				     .min_gap_ms = 1000,
+				     .backoff_first_ms = 5000,
 				     .backoff_max_ms = a->opt.gc_ms };
 }
 
@@ -133,8 +152,11 @@ static void schedule_take(struct app *app)
 {
 	int64_t period = ACCT_DST_TIMEOUT_S * 1000 / 6;
 
-	app->take = (struct sched_task){ .name = "take", .period_ms = period, .jitter_pct = 10,
-					 .min_gap_ms = 1000, .backoff_first_ms = 1000,
+	app->take = (struct sched_task){ .name = "take",
+					 .period_ms = period,
+					 .jitter_pct = 10,
+					 .min_gap_ms = 1000,
+					 .backoff_first_ms = 1000,
 					 .backoff_max_ms = period };
 }
 
@@ -176,8 +198,8 @@ int agent_setup(struct app *app, const struct agent_cli *cli)
 		int status;
 		const char *why = http_listen_problem(r, &status);
 
-		fprintf(stderr, "tollgate-agent: --listen \"%s\"%s%s\n", cli->listen, why ? why : ": ",
-			why ? "" : strerror(-r));
+		fprintf(stderr, "tollgate-agent: --listen \"%s\"%s%s\n", cli->listen,
+			why ? why : ": ", why ? "" : strerror(-r));
 		if (r == -EINVAL)
 			agent_usage(stderr);
 		return status;
@@ -188,7 +210,8 @@ int agent_setup(struct app *app, const struct agent_cli *cli)
 	 * CAP_SETPCAP.
 	 */
 	if ((r = caps_keep_only(1u << CAP_NET_ADMIN, false)) < 0) {
-		tg_log(TG_LOG_ERROR, "msg=\"cannot set capabilities\" err=%s", LOGFMT_Q(strerror(-r)));
+		tg_log(TG_LOG_ERROR, "msg=\"cannot set capabilities\" err=%s",
+		       LOGFMT_Q(strerror(-r)));
 		return 1;
 	}
 	if (!a->opt.config_path) {
@@ -226,7 +249,8 @@ static void watch_config(struct app *app)
 						   IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE |
 							   IN_DELETE | IN_ATTRIB);
 	if (app->config_wd < 0 && path)
-		tg_log(TG_LOG_WARN, "msg=\"cannot watch the config's directory; SIGHUP re-reads\" "
+		tg_log(TG_LOG_WARN,
+		       "msg=\"cannot watch the config's directory; SIGHUP re-reads\" "
 		       "dir=%s err=\"%m\"",
 		       app->config_dir);
 }
@@ -249,8 +273,8 @@ int agent_setup_servers(struct app *app, const struct agent_cli *cli)
 	app->hc.page_type = "text/plain; version=0.0.4; charset=utf-8";
 	r = http_start(&app->hc, &app->http);
 	if (r < 0) {
-		tg_log(TG_LOG_ERROR, "msg=\"cannot listen\" listen=%s err=%s", LOGFMT_Q(cli->listen),
-		       LOGFMT_Q(strerror(-r)));
+		tg_log(TG_LOG_ERROR, "msg=\"cannot listen\" listen=%s err=%s",
+		       LOGFMT_Q(cli->listen), LOGFMT_Q(strerror(-r)));
 		return 1;
 	}
 	return AGENT_RUN;

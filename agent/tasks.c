@@ -160,8 +160,10 @@ const char *agent_imds_url(const struct agent *a)
 static struct node_sync_source sync_source(const struct agent *a)
 {
 	/* A short budget: the schedule does the retrying (and the loop stays responsive). */
-	return (struct node_sync_source){ .uplink = a->cfg.uplink, .imds_url = agent_imds_url(a),
-					  .exclude = a->cfg.exclude, .budget_s = 2 };
+	return (struct node_sync_source){ .uplink = a->cfg.uplink,
+					  .imds_url = agent_imds_url(a),
+					  .exclude = a->cfg.exclude,
+					  .budget_s = 2 };
 }
 
 /* An offer folded into the store's pool (the offer freed). */
@@ -272,7 +274,8 @@ int agent_gc(struct agent *a, struct agent_notes *notes, struct tg_err *e)
 		return r;
 	r = ipam_store_load(&store, &st, e);
 	if (r == 0)
-		r = node_gc_find(&st, &g) < 0 ? tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory") : 0;
+		r = node_gc_find(&st, &g) < 0 ? tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory")
+					      : 0;
 	if (r == 0 && g.n_unseen) {
 		a->stats.gc_unseen += g.n_unseen;
 		agent_note(notes,
@@ -465,9 +468,11 @@ int agent_retire_namespaces(struct agent *a, int64_t now_ms, struct tg_err *e)
 		if (r == 0) {
 			r = acct_reader_read(rd, collect_ns, &have);
 			if (r == -ENOENT)
-				no_table = true; /* nothing to retire; the declaration makes it anew */
+				no_table =
+					true; /* nothing to retire; the declaration makes it anew */
 			else if (r < 0)
-				tg_fail(e, CNI_ERR_IO, r, "cannot read the counters: %s", strerror(-r));
+				tg_fail(e, CNI_ERR_IO, r, "cannot read the counters: %s",
+					strerror(-r));
 			else if (have.oom)
 				r = tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
 		}
@@ -522,7 +527,8 @@ int agent_reshape(struct agent *a, struct agent_notes *notes, struct tg_err *e)
 
 static void reconcile_error(void *ctx, const struct ipam_attachment *att, const char *why)
 {
-	agent_note(ctx, "msg=\"a pod's classes drifted and could not be put right\" namespace=%s "
+	agent_note(ctx,
+		   "msg=\"a pod's classes drifted and could not be put right\" namespace=%s "
 		   "pod=%s err=%s",
 		   LOGFMT_Q(att->k8s_namespace), LOGFMT_Q(att->pod), LOGFMT_Q(why));
 }

@@ -29,15 +29,15 @@
 
 struct alloc_cli {
 	const char *config_path;
-	const char *listen;		/* ADDR:PORT, :PORT, HOST:PORT, or an address or name */
-	unsigned int max_connections;	/* nodes' kept-alive connections, and a few more */
-	unsigned int per_client;	/* connections one address may hold */
-	unsigned int deadline_ms;	/* a request's whole life (and a kept-alive idle one's) */
+	const char *listen;	      /* ADDR:PORT, :PORT, HOST:PORT, or an address or name */
+	unsigned int max_connections; /* nodes' kept-alive connections, and a few more */
+	unsigned int per_client;      /* connections one address may hold */
+	unsigned int deadline_ms;     /* a request's whole life (and a kept-alive idle one's) */
 	enum tg_log_level log_level;
 	/* leader election: etcd NULL without */
-	const char *etcd;		/* comma-separated client URLs */
+	const char *etcd; /* comma-separated client URLs */
 	const char *election_key;
-	const char *advertise;		/* this replica's URL, as the nodes reach it */
+	const char *advertise; /* this replica's URL, as the nodes reach it */
 	unsigned int election_ttl_s;
 	const char *etcd_ca, *etcd_cert, *etcd_key;
 };

@@ -9,13 +9,13 @@
 #include "budget/budget.h"
 
 const char *const elect_step_names[ELECT_STEPS] = {
-	[ELECT_NONE] = "none",		 [ELECT_GRANT] = "grant",   [ELECT_CAMPAIGN] = "campaign",
-	[ELECT_KEEPALIVE] = "keepalive", [ELECT_CHECK] = "check",   [ELECT_RANGE] = "range",
+	[ELECT_NONE] = "none",		 [ELECT_GRANT] = "grant", [ELECT_CAMPAIGN] = "campaign",
+	[ELECT_KEEPALIVE] = "keepalive", [ELECT_CHECK] = "check", [ELECT_RANGE] = "range",
 	[ELECT_REVOKE] = "revoke",
 };
 
-int elect_split_urls(const char *list, char urls[ELECT_URLS_MAX][ELECT_URL_MAX + 1],
-		     size_t *ret_n, const char **bad, size_t *bad_len)
+int elect_split_urls(const char *list, char urls[ELECT_URLS_MAX][ELECT_URL_MAX + 1], size_t *ret_n,
+		     const char **bad, size_t *bad_len)
 {
 	const char *p = list;
 
@@ -103,9 +103,9 @@ static int request(struct elect *el, int64_t now_ms, enum elect_step step, char 
 		   struct elect_request *req)
 {
 	static const char *const paths[ELECT_STEPS] = {
-		[ELECT_GRANT] = ETCD_PATH_GRANT,     [ELECT_CAMPAIGN] = ETCD_PATH_TXN,
+		[ELECT_GRANT] = ETCD_PATH_GRANT,	 [ELECT_CAMPAIGN] = ETCD_PATH_TXN,
 		[ELECT_KEEPALIVE] = ETCD_PATH_KEEPALIVE, [ELECT_CHECK] = ETCD_PATH_RANGE,
-		[ELECT_RANGE] = ETCD_PATH_RANGE,     [ELECT_REVOKE] = ETCD_PATH_REVOKE,
+		[ELECT_RANGE] = ETCD_PATH_RANGE,	 [ELECT_REVOKE] = ETCD_PATH_REVOKE,
 	};
 
 	if (!body)
@@ -137,7 +137,8 @@ int elect_due(struct elect *el, int64_t now_ms, struct elect_request *req)
 		return request(el, now_ms, ELECT_REVOKE, etcd_lease_body(el->revoke_id), req);
 	if (el->lease_id)
 		return request(el, now_ms, ELECT_CAMPAIGN,
-			       etcd_campaign_body(el->cfg.key, el->cfg.advertise, el->lease_id), req);
+			       etcd_campaign_body(el->cfg.key, el->cfg.advertise, el->lease_id),
+			       req);
 	if (el->leader_known)
 		return request(el, now_ms, ELECT_RANGE, etcd_range_body(el->cfg.key), req);
 	/* nobody known to lead: try to */
@@ -282,7 +283,8 @@ int elect_answer(struct elect *el, int64_t now_ms, long status, const char *text
 		if (!el->leading)
 			break;
 		if (!kv.exists || kv.create_revision != el->epoch || kv.lease != el->lease_id) {
-			end_term(el, kv.exists ? "the election key is another's" : "the election key is gone");
+			end_term(el, kv.exists ? "the election key is another's"
+					       : "the election key is gone");
 			follow(el, &kv, now_ms);
 			el->etcd_ok = true;
 			return ELECT_LOST;

@@ -35,50 +35,58 @@
 #define ELECT_URL_MAX 255
 #define ELECT_DEFAULT_KEY "/tollgate/allocator/leader"
 #define ELECT_DEFAULT_TTL_S 5
-#define ELECT_POLL_MS 1000		/* a follower's read of the key */
-#define ELECT_RETRY_MS 250		/* after a failed request */
+#define ELECT_POLL_MS 1000 /* a follower's read of the key */
+#define ELECT_RETRY_MS 250 /* after a failed request */
 
-enum elect_step { ELECT_NONE, ELECT_GRANT, ELECT_CAMPAIGN, ELECT_KEEPALIVE, ELECT_CHECK,
-		  ELECT_RANGE, ELECT_REVOKE, ELECT_STEPS };
+enum elect_step {
+	ELECT_NONE,
+	ELECT_GRANT,
+	ELECT_CAMPAIGN,
+	ELECT_KEEPALIVE,
+	ELECT_CHECK,
+	ELECT_RANGE,
+	ELECT_REVOKE,
+	ELECT_STEPS
+};
 extern const char *const elect_step_names[ELECT_STEPS];
 
 struct elect_config {
-	const char *urls[ELECT_URLS_MAX];	/* etcd's client URLs, no trailing '/' */
+	const char *urls[ELECT_URLS_MAX]; /* etcd's client URLs, no trailing '/' */
 	size_t n_urls;
 	const char *key;
-	const char *advertise;			/* this replica's URL, the key's value */
-	int64_t ttl_s;				/* of the etcd lease */
+	const char *advertise; /* this replica's URL, the key's value */
+	int64_t ttl_s;	       /* of the etcd lease */
 };
 
 struct elect_stats {
 	uint64_t requests[ELECT_STEPS], failures[ELECT_STEPS];
-	uint64_t terms;				/* campaigns won */
-	uint64_t step_downs;			/* terms ended before a clean shutdown */
+	uint64_t terms;	     /* campaigns won */
+	uint64_t step_downs; /* terms ended before a clean shutdown */
 };
 
 struct elect {
 	struct elect_config cfg;
-	size_t url;				/* the etcd URL in use */
-	enum elect_step pending;		/* the request out, ELECT_NONE when none */
-	int64_t sent_ms;			/* when it was sent */
-	int64_t next_ms;			/* when the next request goes */
+	size_t url;		 /* the etcd URL in use */
+	enum elect_step pending; /* the request out, ELECT_NONE when none */
+	int64_t sent_ms;	 /* when it was sent */
+	int64_t next_ms;	 /* when the next request goes */
 	/* the lease */
 	int64_t lease_id, lease_ttl_ms;
-	int64_t revoke_id;			/* an ended term's lease, revoked once etcd answers:
+	int64_t revoke_id;     /* an ended term's lease, revoked once etcd answers:
 						   its key would otherwise outlive the term (etcd
 						   even extends leases when its own leader changes) */
-	int64_t lease_sent_ms;			/* the grant or keepalive that etcd answered last */
+	int64_t lease_sent_ms; /* the grant or keepalive that etcd answered last */
 	/* the term */
 	bool leading;
-	int64_t epoch;				/* this replica's, while leading */
-	int64_t lead_until_ms;			/* it grants before this, never after */
+	int64_t epoch;	       /* this replica's, while leading */
+	int64_t lead_until_ms; /* it grants before this, never after */
 	int64_t margin_ms;
-	bool check_next;			/* the next renewal is a read of the key */
+	bool check_next; /* the next renewal is a read of the key */
 	/* the leader this replica knows of (itself while leading) */
 	bool leader_known;
 	int64_t leader_epoch;
 	char leader[ETCD_VALUE_MAX + 1];
-	bool etcd_ok;				/* the last request was answered */
+	bool etcd_ok; /* the last request was answered */
 	char last_error[ETCD_WHY_MAX + 64];
 	char step_down_why[96];
 	struct elect_stats stats;
@@ -86,8 +94,8 @@ struct elect {
 
 struct elect_request {
 	enum elect_step step;
-	char url[ELECT_URL_MAX + 32];		/* etcd URL + path */
-	char *body;				/* malloc'ed: the caller frees */
+	char url[ELECT_URL_MAX + 32]; /* etcd URL + path */
+	char *body;		      /* malloc'ed: the caller frees */
 	int timeout_ms;
 };
 
@@ -97,8 +105,8 @@ struct elect_request {
  * http:// or https:// URL of at most ELECT_URL_MAX; -E2BIG past
  * ELECT_URLS_MAX.
  */
-int elect_split_urls(const char *list, char urls[ELECT_URLS_MAX][ELECT_URL_MAX + 1],
-		     size_t *ret_n, const char **bad, size_t *bad_len);
+int elect_split_urls(const char *list, char urls[ELECT_URLS_MAX][ELECT_URL_MAX + 1], size_t *ret_n,
+		     const char **bad, size_t *bad_len);
 void elect_init(struct elect *el, const struct elect_config *cfg, int64_t now_ms);
 /* 1 and *req when a request is due now (none is out), 0 when not, -ENOMEM. */
 int elect_due(struct elect *el, int64_t now_ms, struct elect_request *req);

@@ -26,11 +26,11 @@
 #define ALLOC_ROUND_MIN_MS 100
 
 struct alloc_policy {
-	struct budget_def *defs;	/* budgets.internetEgress, bytes/s, in the config's order */
+	struct budget_def *defs; /* budgets.internetEgress, bytes/s, in the config's order */
 	size_t n;
-	int64_t lease_ms;		/* budgets.leaseSeconds */
-	int64_t report_ms;		/* budgets.reportSeconds */
-	bool has_allocator;		/* budgets.allocator is set (the nodes know where to report) */
+	int64_t lease_ms;   /* budgets.leaseSeconds */
+	int64_t report_ms;  /* budgets.reportSeconds */
+	bool has_allocator; /* budgets.allocator is set (the nodes know where to report) */
 };
 
 /* The policy of a conflist's bytes (read from path); 0, or a negative errno with e. */
@@ -43,52 +43,52 @@ int64_t alloc_round_ms(const struct alloc_policy *p);
 
 enum alloc_report_result {
 	ALLOC_REPORT_OK,
-	ALLOC_REPORT_MALFORMED,		/* not a report: bad JSON, a wrong type, a value out of range */
-	ALLOC_REPORT_OVERSIZED,		/* over BUDGET_BODY_MAX (the HTTP server's 413s included) */
-	ALLOC_REPORT_VERSION,		/* a version this allocator does not speak */
-	ALLOC_REPORT_REDIRECTED,	/* a follower's: answered with the leader's URL (307) */
-	ALLOC_REPORT_NO_LEADER,		/* a follower's that knows no leader (503) */
+	ALLOC_REPORT_MALFORMED,	 /* not a report: bad JSON, a wrong type, a value out of range */
+	ALLOC_REPORT_OVERSIZED,	 /* over BUDGET_BODY_MAX (the HTTP server's 413s included) */
+	ALLOC_REPORT_VERSION,	 /* a version this allocator does not speak */
+	ALLOC_REPORT_REDIRECTED, /* a follower's: answered with the leader's URL (307) */
+	ALLOC_REPORT_NO_LEADER,	 /* a follower's that knows no leader (503) */
 	ALLOC_REPORT_RESULTS
 };
 
 struct alloc_stats {
 	uint64_t reports[ALLOC_REPORT_RESULTS];
-	uint64_t report_failures;	/* a good report that could not be answered (memory) */
+	uint64_t report_failures; /* a good report that could not be answered (memory) */
 	uint64_t rounds;
-	double round_seconds;		/* the last round's */
+	double round_seconds; /* the last round's */
 	uint64_t reloads, reload_errors;
 };
 
 struct app {
 	struct alloc_cli cli;
 	struct alloc_policy pol;
-	char *tried_text;		/* the last bytes read, taken or refused */
+	char *tried_text; /* the last bytes read, taken or refused */
 	struct budget_alloc *ba;
-	struct budget_view *views;	/* room for pol.n */
+	struct budget_view *views; /* room for pol.n */
 	struct http_config hc;
 	struct http_server *http;
 	struct expo page;
-	char *answer;			/* the last answer's text (the HTTP server copies it) */
-	char reason[640];		/* the last 400's text */
-	int64_t refused_logged_ms;	/* refused reports are logged once per ALLOC_REFUSED_LOG_MS */
+	char *answer;		   /* the last answer's text (the HTTP server copies it) */
+	char reason[640];	   /* the last 400's text */
+	int64_t refused_logged_ms; /* refused reports are logged once per ALLOC_REFUSED_LOG_MS */
 	uint64_t refused_since_log;
 	int inotify_fd, config_wd, timer_fd;
 	char config_dir[PATH_MAX];
 	sigset_t sigs;
-	int64_t round_ms;		/* the timer's period in force */
+	int64_t round_ms; /* the timer's period in force */
 	struct alloc_stats stats;
 	/* leader election (leader.c); elect_on false: the only replica, always leading */
 	bool elect_on;
 	struct elect el;
 	struct httpc *etcd;
 	char etcd_urls[ELECT_URLS_MAX][ELECT_URL_MAX + 1];
-	struct alloc_term {		/* this replica's term in force, or its last */
+	struct alloc_term { /* this replica's term in force, or its last */
 		int64_t epoch;
-		uint64_t answers;	/* reports answered with grants */
+		uint64_t answers; /* reports answered with grants */
 		int64_t first_grant_unix_ms, last_grant_unix_ms;
 	} term;
-	char *redirect;			/* the last redirect's text */
-	int etcd_said;			/* what the log last said of etcd: -1 nothing, 0 down, 1 up */
+	char *redirect; /* the last redirect's text */
+	int etcd_said;	/* what the log last said of etcd: -1 nothing, 0 down, 1 up */
 };
 
 #define ALLOC_REFUSED_LOG_MS 10000

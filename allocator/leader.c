@@ -72,12 +72,15 @@ static void role_changed(struct app *app, int change, int64_t epoch)
 		app->term = (struct alloc_term){ .epoch = epoch };
 		if (alloc_relearn(app) < 0)
 			tg_log(TG_LOG_ERROR, "msg=\"out of memory for a new term's state\"");
-		tg_log(TG_LOG_INFO, "msg=\"leading: granting from now\" epoch=%lld "
-		       "etcd=%s learning_ms=%lld", (long long)epoch,
-		       LOGFMT_Q(app->el.cfg.urls[app->el.url]), (long long)app->pol.lease_ms);
+		tg_log(TG_LOG_INFO,
+		       "msg=\"leading: granting from now\" epoch=%lld "
+		       "etcd=%s learning_ms=%lld",
+		       (long long)epoch, LOGFMT_Q(app->el.cfg.urls[app->el.url]),
+		       (long long)app->pol.lease_ms);
 	} else if (change == ELECT_LOST) {
 		/* the record the chaos test reads: no two terms may overlap */
-		tg_log(TG_LOG_WARN, "msg=\"stopped leading\" epoch=%lld why=%s answers=%llu "
+		tg_log(TG_LOG_WARN,
+		       "msg=\"stopped leading\" epoch=%lld why=%s answers=%llu "
 		       "first_grant_unix_ms=%lld last_grant_unix_ms=%lld",
 		       (long long)app->term.epoch, LOGFMT_Q(app->el.step_down_why),
 		       (unsigned long long)app->term.answers,
@@ -109,12 +112,17 @@ static void take(struct app *app)
 		snprintf(why + n, sizeof(why) - n, ": %.*s", (int)(len > 120 ? 120 : len), body);
 	}
 	change = elect_answer(&app->el, time_mono_ms(),
-			      r > 0 ? 200 : status == 200 ? 0 : status, body, len, why);
+			      r > 0	      ? 200
+			      : status == 200 ? 0
+					      : status,
+			      body, len, why);
 	role_changed(app, change, app->el.epoch);
 	/* once per change (the first answer or failure says which it is) */
 	if (app->etcd_said != 0 && !app->el.etcd_ok)
-		tg_log(TG_LOG_WARN, "msg=\"etcd does not answer; no grant until this replica "
-		       "leads\" err=%s", LOGFMT_Q(app->el.last_error));
+		tg_log(TG_LOG_WARN,
+		       "msg=\"etcd does not answer; no grant until this replica "
+		       "leads\" err=%s",
+		       LOGFMT_Q(app->el.last_error));
 	else if (app->etcd_said != 1 && app->el.etcd_ok)
 		tg_log(TG_LOG_INFO, "msg=\"etcd answers\" etcd=%s",
 		       LOGFMT_Q(app->el.cfg.urls[app->el.url]));
@@ -187,9 +195,11 @@ void alloc_elect_stop(struct app *app)
 		struct httpc_answer a;
 
 		if (httpc_request_sync(&sync, &a) == 0) {
-			tg_log(TG_LOG_INFO, "msg=\"stopped leading\" epoch=%lld why=shutdown "
+			tg_log(TG_LOG_INFO,
+			       "msg=\"stopped leading\" epoch=%lld why=shutdown "
 			       "answers=%llu first_grant_unix_ms=%lld last_grant_unix_ms=%lld "
-			       "revoke=%s", (long long)epoch, (unsigned long long)app->term.answers,
+			       "revoke=%s",
+			       (long long)epoch, (unsigned long long)app->term.answers,
 			       (long long)app->term.first_grant_unix_ms,
 			       (long long)app->term.last_grant_unix_ms, LOGFMT_Q(a.error));
 			httpc_answer_free(&a);

@@ -57,8 +57,10 @@ static int check_election(const struct alloc_cli *cli)
 	int r = elect_split_urls(cli->etcd, urls, &n, &bad, &len);
 
 	if (r == -EINVAL) {
-		fprintf(stderr, "tollgate-allocator: --etcd: \"%.*s\" is not an http:// or "
-				"https:// URL\n", (int)(len > 80 ? 80 : len), bad);
+		fprintf(stderr,
+			"tollgate-allocator: --etcd: \"%.*s\" is not an http:// or "
+			"https:// URL\n",
+			(int)(len > 80 ? 80 : len), bad);
 		return r;
 	}
 	if (r < 0) {
@@ -71,12 +73,15 @@ static int check_election(const struct alloc_cli *cli)
 		return -EINVAL;
 	}
 	if (!budget_leader_url_ok(cli->advertise, strlen(cli->advertise))) {
-		fprintf(stderr, "tollgate-allocator: --advertise: \"%.80s\" is not an http:// or "
-				"https:// URL of at most %d bytes\n", cli->advertise, BUDGET_URL_MAX);
+		fprintf(stderr,
+			"tollgate-allocator: --advertise: \"%.80s\" is not an http:// or "
+			"https:// URL of at most %d bytes\n",
+			cli->advertise, BUDGET_URL_MAX);
 		return -EINVAL;
 	}
 	if (!*cli->election_key || strlen(cli->election_key) > ETCD_KEY_MAX) {
-		fprintf(stderr, "tollgate-allocator: --election-key: 1 to %d bytes\n", ETCD_KEY_MAX);
+		fprintf(stderr, "tollgate-allocator: --election-key: 1 to %d bytes\n",
+			ETCD_KEY_MAX);
 		return -EINVAL;
 	}
 	if (!cli->etcd_cert != !cli->etcd_key) {
@@ -121,61 +126,95 @@ int alloc_parse_options(int argc, char **argv, struct alloc_cli *ret)
 	bool election_opt = false;
 	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (opt) {
-		case 'c': cli->config_path = optarg; break;
-		case 'l': cli->listen = optarg; break;
+		case 'c':
+			cli->config_path = optarg;
+			break;
+		case 'l':
+			cli->listen = optarg;
+			break;
 		case 'M':
 			if (parse_uint(optarg, 16, 1000000, &cli->max_connections) < 0) {
-				fprintf(stderr, "tollgate-allocator: --max-connections is 16 to 1000000\n");
+				fprintf(stderr,
+					"tollgate-allocator: --max-connections is 16 to 1000000\n");
 				return 2;
 			}
 			break;
 		case 'C':
 			if (parse_uint(optarg, 1, 1000000, &cli->per_client) < 0) {
-				fprintf(stderr, "tollgate-allocator: --per-client is 1 to 1000000\n");
+				fprintf(stderr,
+					"tollgate-allocator: --per-client is 1 to 1000000\n");
 				return 2;
 			}
 			break;
 		case 'T':
 			if (parse_uint(optarg, 100, 600000, &cli->deadline_ms) < 0) {
-				fprintf(stderr, "tollgate-allocator: --deadline-ms is 100 to 600000\n");
+				fprintf(stderr,
+					"tollgate-allocator: --deadline-ms is 100 to 600000\n");
 				return 2;
 			}
 			break;
 		case 'v':
 			if (tg_log_level_parse(optarg, &cli->log_level) < 0) {
-				fprintf(stderr, "tollgate-allocator: --log-level is error, warn or info\n");
+				fprintf(stderr,
+					"tollgate-allocator: --log-level is error, warn or info\n");
 				return 2;
 			}
 			break;
-		case 'E': cli->etcd = optarg; break;
-		case 'K': cli->election_key = optarg; election_opt = true; break;
-		case 'A': cli->advertise = optarg; election_opt = true; break;
-		case 'a': cli->etcd_ca = optarg; election_opt = true; break;
-		case 'e': cli->etcd_cert = optarg; election_opt = true; break;
-		case 'k': cli->etcd_key = optarg; election_opt = true; break;
+		case 'E':
+			cli->etcd = optarg;
+			break;
+		case 'K':
+			cli->election_key = optarg;
+			election_opt = true;
+			break;
+		case 'A':
+			cli->advertise = optarg;
+			election_opt = true;
+			break;
+		case 'a':
+			cli->etcd_ca = optarg;
+			election_opt = true;
+			break;
+		case 'e':
+			cli->etcd_cert = optarg;
+			election_opt = true;
+			break;
+		case 'k':
+			cli->etcd_key = optarg;
+			election_opt = true;
+			break;
 		case 'L':
 			if (parse_uint(optarg, 2, 60, &cli->election_ttl_s) < 0) {
-				fprintf(stderr, "tollgate-allocator: --election-ttl is 2 to 60 (seconds)\n");
+				fprintf(stderr,
+					"tollgate-allocator: --election-ttl is 2 to 60 (seconds)\n");
 				return 2;
 			}
 			election_opt = true;
 			break;
-		case 'h': alloc_usage(stdout); return 0;
-		case 'V': tg_print_version(stdout, "tollgate-allocator"); return 0;
-		default: alloc_usage(stderr); return 2;
+		case 'h':
+			alloc_usage(stdout);
+			return 0;
+		case 'V':
+			tg_print_version(stdout, "tollgate-allocator");
+			return 0;
+		default:
+			alloc_usage(stderr);
+			return 2;
 		}
 	}
 	if (optind < argc || !cli->config_path) {
 		if (!cli->config_path)
 			fprintf(stderr, "tollgate-allocator: --config is required\n");
 		else
-			fprintf(stderr, "tollgate-allocator: unexpected argument \"%s\"\n", argv[optind]);
+			fprintf(stderr, "tollgate-allocator: unexpected argument \"%s\"\n",
+				argv[optind]);
 		alloc_usage(stderr);
 		return 2;
 	}
 	if (!cli->etcd && election_opt) {
 		/* a replica that believed it led alone beside others would overgrant */
-		fprintf(stderr, "tollgate-allocator: --advertise, --election-* and --etcd-* need --etcd\n");
+		fprintf(stderr,
+			"tollgate-allocator: --advertise, --election-* and --etcd-* need --etcd\n");
 		return 2;
 	}
 	if (cli->etcd && check_election(cli) < 0)

@@ -38,7 +38,8 @@ int alloc_policy_load(const char *path, const char *text, size_t len, struct all
 	}
 	if (cfg.budgets.egress) {
 		/* json-c keeps an object's members in the order they were written */
-		json_object_object_foreach(cfg.budgets.egress, ns, v) {
+		json_object_object_foreach(cfg.budgets.egress, ns, v)
+		{
 			(void)v;
 			/* validated: a DNS label, so it fits */
 			snprintf(p.defs[i].ns, sizeof(p.defs[i].ns), "%s", ns);

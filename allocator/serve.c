@@ -56,14 +56,18 @@ static void not_leading(struct app *app, struct http_reply *ret)
 			free(app->redirect);
 			app->redirect = text;
 			app->stats.reports[ALLOC_REPORT_REDIRECTED]++;
-			*ret = (struct http_reply){ .status = 307, .content_type = json_type,
-						    .body = text, .len = len,
+			*ret = (struct http_reply){ .status = 307,
+						    .content_type = json_type,
+						    .body = text,
+						    .len = len,
 						    .location = app->el.leader };
 			return;
 		}
 	}
 	app->stats.reports[ALLOC_REPORT_NO_LEADER]++;
-	*ret = (struct http_reply){ .status = 503, .content_type = text_type, .body = no_leader,
+	*ret = (struct http_reply){ .status = 503,
+				    .content_type = text_type,
+				    .body = no_leader,
 				    .len = sizeof(no_leader) - 1 };
 }
 
@@ -73,18 +77,26 @@ static void route(void *cls, const char *path, struct http_reply *ret)
 	if (strcmp(path, "/metrics") == 0) {
 		ret->page = true;
 	} else if (strcmp(path, "/healthz") == 0) {
-		*ret = (struct http_reply){ .status = 200, .content_type = text_type, .body = "ok\n",
+		*ret = (struct http_reply){ .status = 200,
+					    .content_type = text_type,
+					    .body = "ok\n",
 					    .len = 3 };
 	} else if (strcmp(path, "/readyz") == 0) {
 		/* serving means the config is loaded and the socket listens */
-		*ret = (struct http_reply){ .status = 200, .content_type = text_type,
-					    .body = "ready\n", .len = 6 };
+		*ret = (struct http_reply){ .status = 200,
+					    .content_type = text_type,
+					    .body = "ready\n",
+					    .len = 6 };
 	} else if (strcmp(path, BUDGET_REPORT_PATH) == 0) {
-		*ret = (struct http_reply){ .status = 405, .content_type = text_type,
-					    .body = "POST a report\n", .len = 14 };
+		*ret = (struct http_reply){ .status = 405,
+					    .content_type = text_type,
+					    .body = "POST a report\n",
+					    .len = 14 };
 	} else if (strcmp(path, "/") == 0) {
-		*ret = (struct http_reply){ .status = 200, .content_type = "text/html; charset=utf-8",
-					    .body = index_html, .len = sizeof(index_html) - 1 };
+		*ret = (struct http_reply){ .status = 200,
+					    .content_type = "text/html; charset=utf-8",
+					    .body = index_html,
+					    .len = sizeof(index_html) - 1 };
 	}
 }
 
@@ -110,12 +122,13 @@ static void refused(struct app *app, enum alloc_report_result why, struct http_r
 	n = strlen(app->reason);
 	if (n + 1 < sizeof(app->reason))
 		app->reason[n++] = '\n';
-	*ret = (struct http_reply){ .status = 400, .content_type = text_type, .body = app->reason,
+	*ret = (struct http_reply){ .status = 400,
+				    .content_type = text_type,
+				    .body = app->reason,
 				    .len = n };
 }
 
-static void post(void *cls, const char *path, const char *body, size_t len,
-		 struct http_reply *ret)
+static void post(void *cls, const char *path, const char *body, size_t len, struct http_reply *ret)
 {
 	struct app *app = cls;
 	struct budget_report rep;
@@ -135,7 +148,8 @@ static void post(void *cls, const char *path, const char *body, size_t len,
 	}
 	r = budget_report_parse(body, len, &rep, &e);
 	if (r < 0) {
-		snprintf(app->reason, sizeof(app->reason) - 1, "%s", e.msg[0] ? e.msg : strerror(-r));
+		snprintf(app->reason, sizeof(app->reason) - 1, "%s",
+			 e.msg[0] ? e.msg : strerror(-r));
 		refused(app, r == -EPROTO ? ALLOC_REPORT_VERSION : ALLOC_REPORT_MALFORMED, ret);
 		return;
 	}
@@ -154,8 +168,10 @@ static void post(void *cls, const char *path, const char *body, size_t len,
 	}
 	if (r < 0) {
 		app->stats.report_failures++;
-		*ret = (struct http_reply){ .status = 503, .content_type = text_type,
-					    .body = "out of memory\n", .len = 14 };
+		*ret = (struct http_reply){ .status = 503,
+					    .content_type = text_type,
+					    .body = "out of memory\n",
+					    .len = 14 };
 		return;
 	}
 	app->stats.reports[ALLOC_REPORT_OK]++;
@@ -163,7 +179,9 @@ static void post(void *cls, const char *path, const char *body, size_t len,
 	/* the server copies it when this returns; it goes with the next answer */
 	free(app->answer);
 	app->answer = text;
-	*ret = (struct http_reply){ .status = 200, .content_type = json_type, .body = text,
+	*ret = (struct http_reply){ .status = 200,
+				    .content_type = json_type,
+				    .body = text,
 				    .len = tlen };
 }
 
@@ -178,11 +196,12 @@ static const struct view_family {
 } view_families[] = {
 	{ "tollgate_allocator_budget_bytes_per_second",
 	  "A namespace's cluster-wide internet egress budget (budgets.internetEgress).", V_BUDGET },
-	{ "tollgate_allocator_granted_bytes_per_second", "Sum of the grants last sent to the nodes.",
-	  V_GRANTED },
+	{ "tollgate_allocator_granted_bytes_per_second",
+	  "Sum of the grants last sent to the nodes.", V_GRANTED },
 	{ "tollgate_allocator_committed_bytes_per_second",
 	  "Sum of what the nodes may be applying (a lowered grant counts at its old value until "
-	  "the node reports it applied or its lease ran out); at most the budget.", V_COMMITTED },
+	  "the node reports it applied or its lease ran out); at most the budget.",
+	  V_COMMITTED },
 	{ "tollgate_allocator_demand_bytes_per_second", "Sum of the nodes' demand estimates.",
 	  V_DEMAND },
 	{ "tollgate_allocator_usage_bytes_per_second",
@@ -196,13 +215,20 @@ static const struct view_family {
 static uint64_t view_value(const struct budget_view *v, enum view_field f)
 {
 	switch (f) {
-	case V_BUDGET: return v->budget;
-	case V_GRANTED: return v->granted;
-	case V_COMMITTED: return v->committed;
-	case V_DEMAND: return v->demand;
-	case V_USAGE: return v->usage;
-	case V_SAFE_SHARE: return v->safe_share;
-	case V_NODES: return v->nodes;
+	case V_BUDGET:
+		return v->budget;
+	case V_GRANTED:
+		return v->granted;
+	case V_COMMITTED:
+		return v->committed;
+	case V_DEMAND:
+		return v->demand;
+	case V_USAGE:
+		return v->usage;
+	case V_SAFE_SHARE:
+		return v->safe_share;
+	case V_NODES:
+		return v->nodes;
 	}
 	return 0;
 }
@@ -243,7 +269,7 @@ static void render_election(struct app *app, struct expo *x)
 static void render(struct app *app, struct expo *x)
 {
 	static const char *const version[] = { "version", tg_build_version, "commit",
-						 tg_build_commit, NULL };
+					       tg_build_commit, NULL };
 	size_t n = budget_alloc_views(app->ba, app->views, app->pol.n);
 	struct http_stats st;
 

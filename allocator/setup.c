@@ -43,12 +43,14 @@ static unsigned int raise_nofile(unsigned int want)
 			rl.rlim_cur = was;
 	}
 	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < (rlim_t)want + FD_SPARE) {
-		unsigned int fit = rl.rlim_cur > 2 * FD_SPARE ? (unsigned int)(rl.rlim_cur - FD_SPARE)
-							      : FD_SPARE;
+		unsigned int fit = rl.rlim_cur > 2 * FD_SPARE
+					   ? (unsigned int)(rl.rlim_cur - FD_SPARE)
+					   : FD_SPARE;
 
-		tg_log(TG_LOG_WARN, "msg=\"the open-file limit caps the connections\" "
-		       "max_connections=%u nofile=%llu connections=%u", want,
-		       (unsigned long long)rl.rlim_cur, fit);
+		tg_log(TG_LOG_WARN,
+		       "msg=\"the open-file limit caps the connections\" "
+		       "max_connections=%u nofile=%llu connections=%u",
+		       want, (unsigned long long)rl.rlim_cur, fit);
 		return fit;
 	}
 	return want;
@@ -99,7 +101,8 @@ int alloc_reload(struct app *app, bool first)
 
 	r = read_file(app->cli.config_path, NODE_CONFIG_MAX, &text, &len);
 	if (r < 0) {
-		tg_fail(&e, CNI_ERR_IO, r, "cannot read %s: %s", app->cli.config_path, strerror(-r));
+		tg_fail(&e, CNI_ERR_IO, r, "cannot read %s: %s", app->cli.config_path,
+			strerror(-r));
 		goto refused;
 	}
 	if (app->tried_text && strcmp(app->tried_text, text) == 0) {
@@ -145,9 +148,11 @@ int alloc_reload(struct app *app, bool first)
 	budget_alloc_set_report_ms(app->ba, pol.report_ms);
 	if (!first) {
 		app->stats.reloads++;
-		tg_log(TG_LOG_INFO, "msg=\"config changed\" path=%s budgets=%zu "
-		       "lease_ms=%lld report_ms=%lld%s%s", LOGFMT_Q(app->cli.config_path), pol.n,
-		       (long long)pol.lease_ms, (long long)pol.report_ms,
+		tg_log(TG_LOG_INFO,
+		       "msg=\"config changed\" path=%s budgets=%zu "
+		       "lease_ms=%lld report_ms=%lld%s%s",
+		       LOGFMT_Q(app->cli.config_path), pol.n, (long long)pol.lease_ms,
+		       (long long)pol.report_ms,
 		       same_budgets(&pol, &app->pol) ? " budgets_unchanged" : "",
 		       lease_changed ? " relearning" : "");
 	}
@@ -209,8 +214,10 @@ static void watch_config(struct app *app)
 						   IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE |
 							   IN_DELETE | IN_ATTRIB);
 	if (app->config_wd < 0)
-		tg_log(TG_LOG_WARN, "msg=\"cannot watch the config's directory; SIGHUP re-reads\" "
-		       "dir=%s err=\"%m\"", LOGFMT_Q(app->config_dir));
+		tg_log(TG_LOG_WARN,
+		       "msg=\"cannot watch the config's directory; SIGHUP re-reads\" "
+		       "dir=%s err=\"%m\"",
+		       LOGFMT_Q(app->config_dir));
 }
 
 int alloc_setup(struct app *app, const struct alloc_cli *cli)
@@ -228,8 +235,8 @@ int alloc_setup(struct app *app, const struct alloc_cli *cli)
 		int status;
 		const char *why = http_listen_problem(r, &status);
 
-		fprintf(stderr, "tollgate-allocator: --listen \"%s\"%s%s\n", cli->listen, why ? why : ": ",
-			why ? "" : strerror(-r));
+		fprintf(stderr, "tollgate-allocator: --listen \"%s\"%s%s\n", cli->listen,
+			why ? why : ": ", why ? "" : strerror(-r));
 		if (r == -EINVAL)
 			alloc_usage(stderr);
 		return status;
@@ -267,15 +274,18 @@ int alloc_setup(struct app *app, const struct alloc_cli *cli)
 		       LOGFMT_Q(cli->listen), LOGFMT_Q(strerror(-r)));
 		return 1;
 	}
-	tg_log(TG_LOG_INFO, "msg=\"starting\" config=%s listen=%s budgets=%zu lease_ms=%lld "
+	tg_log(TG_LOG_INFO,
+	       "msg=\"starting\" config=%s listen=%s budgets=%zu lease_ms=%lld "
 	       "round_ms=%lld max_connections=%u per_client=%u version=%s",
 	       LOGFMT_Q(cli->config_path), LOGFMT_Q(cli->listen), app->pol.n,
 	       (long long)app->pol.lease_ms, (long long)app->round_ms, conns, cli->per_client,
 	       TG_VERSION);
 	if (app->elect_on)
-		tg_log(TG_LOG_INFO, "msg=\"leader election: no grant until this replica leads\" "
-		       "etcd=%s key=%s advertise=%s ttl_s=%u", LOGFMT_Q(cli->etcd),
-		       LOGFMT_Q(cli->election_key), LOGFMT_Q(cli->advertise), cli->election_ttl_s);
+		tg_log(TG_LOG_INFO,
+		       "msg=\"leader election: no grant until this replica leads\" "
+		       "etcd=%s key=%s advertise=%s ttl_s=%u",
+		       LOGFMT_Q(cli->etcd), LOGFMT_Q(cli->election_key), LOGFMT_Q(cli->advertise),
+		       cli->election_ttl_s);
 	return 0;
 }
 

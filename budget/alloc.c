@@ -65,27 +65,27 @@
 
 /* A node's report of one budget: what a report reads and writes. */
 struct bnode {
-	int64_t heard_ms;	/* its last report: its last grant's start, our clock */
-	uint32_t prev, next;	/* in its list, by heard_ms: live or expired */
-	uint32_t id;		/* its name in a->names */
-	uint32_t applied;	/* the ceil it reported in force */
-	uint32_t rate;		/* its last measured rate */
-	uint32_t grant;		/* the last grant sent */
-	uint32_t safe;		/* the safe share sent with it */
-	uint32_t committed;	/* what it may be applying now */
-	uint32_t after;		/* ... once the lease of the last grant ran out */
-	uint32_t safe_held;	/* the safe share it may hold */
-	bool expired;		/* committed is `after` already */
+	int64_t heard_ms;    /* its last report: its last grant's start, our clock */
+	uint32_t prev, next; /* in its list, by heard_ms: live or expired */
+	uint32_t id;	     /* its name in a->names */
+	uint32_t applied;    /* the ceil it reported in force */
+	uint32_t rate;	     /* its last measured rate */
+	uint32_t grant;	     /* the last grant sent */
+	uint32_t safe;	     /* the safe share sent with it */
+	uint32_t committed;  /* what it may be applying now */
+	uint32_t after;	     /* ... once the lease of the last grant ran out */
+	uint32_t safe_held;  /* the safe share it may hold */
+	bool expired;	     /* committed is `after` already */
 };
 
-#define HOT_FRESH 1	/* no round since it came: no target yet */
-#define HOT_MOVED 2	/* its demand moved its share since the last round */
+#define HOT_FRESH 1 /* no round since it came: no target yet */
+#define HOT_MOVED 2 /* its demand moved its share since the last round */
 
 /* What a round reads and writes of every node: dense, small. */
 struct bhot {
 	uint32_t demand, limit;
-	uint32_t target;	/* its fair share at the last round */
-	uint16_t weight;	/* max(1, pods) */
+	uint32_t target; /* its fair share at the last round */
+	uint16_t weight; /* max(1, pods) */
 	uint16_t flags;
 };
 
@@ -97,33 +97,33 @@ struct blist {
 struct bslot {
 	char ns[BUDGET_NS_MAX + 1];
 	uint64_t budget;
-	uint64_t cap;		/* budget x (1 - reserve): targets and increases */
-	uint64_t safe_total;	/* budget x safe_fraction: what safe shares add up to */
+	uint64_t cap;	     /* budget x (1 - reserve): targets and increases */
+	uint64_t safe_total; /* budget x safe_fraction: what safe shares add up to */
 	struct bnode *node;
 	struct bhot *hot;
 	size_t n, alloc;
-	uint32_t *index_of;	/* by name id: index in node[] + 1, 0: none */
+	uint32_t *index_of; /* by name id: index in node[] + 1, 0: none */
 	size_t n_index;
-	struct blist live, expired;	/* a lease running; past it */
+	struct blist live, expired; /* a lease running; past it */
 	/* sums over node[], kept as they change */
 	uint64_t committed, safe_held, granted, demand, usage;
 	/* what nodes first heard since the start said of the allocator before */
-	bool held_before;	/* one of them held a grant (of the one before) */
-	uint64_t first_safe;	/* the safe shares they held */
-	uint64_t held_total;	/* the most safe_total was since the start */
-	uint64_t phantom;	/* as of the last report or round (for the views) */
-	double level;		/* the last round's fair share per unit of weight */
-	double level_demand, level_left;	/* of each water-fill, where it starts next */
-	bool contended;		/* at the last round: the demands exceeded cap */
+	bool held_before;		 /* one of them held a grant (of the one before) */
+	uint64_t first_safe;		 /* the safe shares they held */
+	uint64_t held_total;		 /* the most safe_total was since the start */
+	uint64_t phantom;		 /* as of the last report or round (for the views) */
+	double level;			 /* the last round's fair share per unit of weight */
+	double level_demand, level_left; /* of each water-fill, where it starts next */
+	bool contended;			 /* at the last round: the demands exceeded cap */
 };
 
 struct budget_alloc {
 	struct budget_params p;
 	int64_t start_ms;
-	int64_t last_ms;	/* the latest time a report or round came with */
+	int64_t last_ms; /* the latest time a report or round came with */
 	struct bslot *b;
 	size_t nb;
-	uint32_t *ns_slot;	/* open addressing: budget index + 1 */
+	uint32_t *ns_slot; /* open addressing: budget index + 1 */
 	size_t ns_mask;
 	struct names names;
 	/* a round's scratch, for as many nodes as the largest budget has */
@@ -384,7 +384,8 @@ static uint32_t demand_next(const struct budget_alloc *a, const struct bslot *b,
 
 	if (measured && saturated) {
 		double base = dmax(dmax(d, rate), applied);
-		double step = dmax(PROBE_STEP * (double)a->p.min_grant, PROBE_SHARE * b->level * h->weight);
+		double step = dmax(PROBE_STEP * (double)a->p.min_grant,
+				   PROBE_SHARE * b->level * h->weight);
 
 		d = dmax(base * PROBE_UP, base + step);
 	} else if (measured && b->contended) {
@@ -404,9 +405,8 @@ static uint32_t demand_next(const struct budget_alloc *a, const struct bslot *b,
  * that or less: its share is min(demand, level x weight)), so what it
  * leaves goes to the others a report sooner.
  */
-static uint32_t grant_for(const struct budget_alloc *a, const struct bslot *b,
-			  const struct bhot *h, uint32_t applied, bool learning, uint64_t ph,
-			  uint64_t *ret_target)
+static uint32_t grant_for(const struct budget_alloc *a, const struct bslot *b, const struct bhot *h,
+			  uint32_t applied, bool learning, uint64_t ph, uint64_t *ret_target)
 {
 	uint64_t target, used, room;
 
@@ -462,8 +462,8 @@ static uint32_t safe_for(const struct bslot *b, uint32_t held, uint64_t ph)
  * learning ends if it is to rise then.
  */
 static int64_t node_report(struct budget_alloc *a, struct bslot *b, size_t i,
-			const struct budget_usage *u, bool first, int64_t now_ms,
-			struct budget_grant *ret)
+			   const struct budget_usage *u, bool first, int64_t now_ms,
+			   struct budget_grant *ret)
 {
 	struct bnode *nd = &b->node[i];
 	struct bhot *h = &b->hot[i];
@@ -490,7 +490,8 @@ static int64_t node_report(struct budget_alloc *a, struct bslot *b, size_t i,
 	else
 		b->demand -= h->demand;
 	if (measured) {
-		uint64_t rate = (uint64_t)((unsigned __int128)u->sent_bytes * 1000 / u->interval_ms);
+		uint64_t rate =
+			(uint64_t)((unsigned __int128)u->sent_bytes * 1000 / u->interval_ms);
 
 		b->usage = b->usage - nd->rate + rate32(rate);
 		nd->rate = rate32(rate);
@@ -538,7 +539,8 @@ static int64_t node_report(struct budget_alloc *a, struct bslot *b, size_t i,
 	if (learning)
 		return apart(g, target) ? a->start_ms + a->p.lease_ms - now_ms + 10 : 0;
 	return apart(g, applied) || apart(g, target) || (h->flags & HOT_MOVED)
-		       ? a->p.report_ms / 4 + 10 : 0;
+		       ? a->p.report_ms / 4 + 10
+		       : 0;
 }
 
 /*
@@ -712,7 +714,7 @@ static void round_budget(struct budget_alloc *a, struct bslot *b, int64_t now_ms
 	b->level = isinf(level) ? 0 : level;
 	for (i = 0; i < n; i++) {
 		b->hot[i].target = (uint32_t)(isinf(level) ? r[i].hi : fill_share(&r[i], level));
-		b->hot[i].flags &= (uint16_t)~(HOT_FRESH | HOT_MOVED);
+		b->hot[i].flags &= (uint16_t) ~(HOT_FRESH | HOT_MOVED);
 	}
 }
 

@@ -55,10 +55,10 @@
 
 #define BUDGET_WIRE_VERSION 1
 #define BUDGET_REPORT_PATH "/v1/report"
-#define BUDGET_BODY_MAX (64 << 10)	/* bytes of one report or answer */
-#define BUDGET_NODE_MAX 253		/* a node name: a DNS subdomain */
-#define BUDGET_NS_MAX 63		/* a namespace: a DNS label */
-#define BUDGET_PER_REPORT_MAX 256	/* budgets in one report or answer */
+#define BUDGET_BODY_MAX (64 << 10) /* bytes of one report or answer */
+#define BUDGET_NODE_MAX 253	   /* a node name: a DNS subdomain */
+#define BUDGET_NS_MAX 63	   /* a namespace: a DNS label */
+#define BUDGET_PER_REPORT_MAX 256  /* budgets in one report or answer */
 #define BUDGET_DEFAULT_PORT 9618
 /*
  * What the parsers accept, so the most either side may write: a rate of one
@@ -70,32 +70,33 @@
 #define BUDGET_PODS_MAX 65535
 #define BUDGET_NODES_MAX 1000000
 #define BUDGET_LEASE_MAX_MS 3600000
-#define BUDGET_URL_MAX 255		/* a leader's URL in a redirect */
-#define BUDGET_EPOCH_MAX INT64_MAX	/* etcd's revisions are int64 */
+#define BUDGET_URL_MAX 255	   /* a leader's URL in a redirect */
+#define BUDGET_EPOCH_MAX INT64_MAX /* etcd's revisions are int64 */
 
 /* A node's state for one budget (tollgate_budget_state's label). */
 enum budget_state {
-	BUDGET_FALLBACK,	/* never granted (or forgotten): the config's fallback */
-	BUDGET_GRANTED,		/* a grant whose lease runs */
-	BUDGET_LEASE_EXPIRED,	/* no renewal: min(grant, safe share) */
+	BUDGET_FALLBACK,      /* never granted (or forgotten): the config's fallback */
+	BUDGET_GRANTED,	      /* a grant whose lease runs */
+	BUDGET_LEASE_EXPIRED, /* no renewal: min(grant, safe share) */
 };
 #define BUDGET_STATES 3
-extern const char *const budget_state_names[BUDGET_STATES]; /* "fallback", "granted", "lease-expired" */
+extern const char
+	*const budget_state_names[BUDGET_STATES]; /* "fallback", "granted", "lease-expired" */
 
 /* ---- the wire format ---- */
 
 struct budget_usage {
 	char ns[BUDGET_NS_MAX + 1];
-	uint64_t sent_bytes;		/* to the internet since the last report */
-	uint32_t interval_ms;		/* the time those bytes took; 0: first report */
-	bool saturated;			/* the class ran at its ceil */
-	uint64_t applied;		/* the ceil in force, bytes/s */
-	uint64_t limit;			/* the most the node would apply, bytes/s */
+	uint64_t sent_bytes;  /* to the internet since the last report */
+	uint32_t interval_ms; /* the time those bytes took; 0: first report */
+	bool saturated;	      /* the class ran at its ceil */
+	uint64_t applied;     /* the ceil in force, bytes/s */
+	uint64_t limit;	      /* the most the node would apply, bytes/s */
 	enum budget_state state;
-	uint32_t pods;			/* of the namespace on the node: the node's weight;
+	uint32_t pods;	     /* of the namespace on the node: the node's weight;
 					   0 with applied 0: the namespace left the node */
-	uint64_t safe_share;		/* from the last answer, 0: none */
-	uint32_t nodes;			/* from the last answer, 0: none */
+	uint64_t safe_share; /* from the last answer, 0: none */
+	uint32_t nodes;	     /* from the last answer, 0: none */
 };
 
 struct budget_report {
@@ -107,22 +108,22 @@ struct budget_report {
 
 struct budget_grant {
 	char ns[BUDGET_NS_MAX + 1];
-	uint64_t grant;			/* bytes/s */
-	uint64_t safe_share;		/* budget x 0.9 / nodes, bytes/s */
-	uint32_t nodes;			/* nodes holding grants of this budget */
+	uint64_t grant;	     /* bytes/s */
+	uint64_t safe_share; /* budget x 0.9 / nodes, bytes/s */
+	uint32_t nodes;	     /* nodes holding grants of this budget */
 };
 
 struct budget_answer {
 	int64_t lease_ms;
-	int64_t next_report_ms;		/* > 0: the next report is wanted this soon */
-	uint64_t epoch;			/* the granting leader's term; 0: no election */
+	int64_t next_report_ms; /* > 0: the next report is wanted this soon */
+	uint64_t epoch;		/* the granting leader's term; 0: no election */
 	struct budget_grant *g;
 	size_t n;
 };
 
 /* A replica that does not lead: where the leader is. */
 struct budget_redirect {
-	char leader[BUDGET_URL_MAX + 1];	/* http:// or https://, printable, no spaces */
+	char leader[BUDGET_URL_MAX + 1]; /* http:// or https://, printable, no spaces */
 	uint64_t epoch;
 };
 
@@ -155,18 +156,18 @@ void budget_answer_free(struct budget_answer *a);
 
 struct budget_def {
 	char ns[BUDGET_NS_MAX + 1];
-	uint64_t budget;		/* bytes/s across the cluster */
+	uint64_t budget; /* bytes/s across the cluster */
 };
 
 struct budget_params {
-	int64_t lease_ms;		/* a grant's life without renewal */
-	int64_t forget_ms;		/* a node silent this long is gone */
-	double reserve;			/* of each budget kept back from the water-fill (0.05) */
-	double safe_fraction;		/* safe share = budget x this / nodes (0.9) */
-	uint64_t min_grant;		/* the least a node's fair share is, bytes/s (a rise to
+	int64_t lease_ms;     /* a grant's life without renewal */
+	int64_t forget_ms;    /* a node silent this long is gone */
+	double reserve;	      /* of each budget kept back from the water-fill (0.05) */
+	double safe_fraction; /* safe share = budget x this / nodes (0.9) */
+	uint64_t min_grant;   /* the least a node's fair share is, bytes/s (a rise to
 					 * it waits for capacity as any rise does; a budget
 					 * below nodes x min_grant is split evenly) */
-	int64_t report_ms;		/* the nodes' period; > 0: answers ask for early
+	int64_t report_ms;    /* the nodes' period; > 0: answers ask for early
 					 * reports while grants move (nextReportMs) */
 };
 void budget_params_defaults(struct budget_params *p);
@@ -221,13 +222,13 @@ void budget_alloc_round(struct budget_alloc *a, int64_t now_ms);
 struct budget_view {
 	char ns[BUDGET_NS_MAX + 1];
 	uint64_t budget;
-	uint64_t granted;		/* sum of the grants last sent */
-	uint64_t committed;		/* sum of what nodes may be applying (with what is kept
+	uint64_t granted;    /* sum of the grants last sent */
+	uint64_t committed;  /* sum of what nodes may be applying (with what is kept
 					 * back for nodes not heard since the start) */
-	uint64_t demand;		/* sum of the demand estimates */
-	uint64_t usage;			/* sum of the last reported rates */
-	uint32_t nodes;			/* holding grants (heard within forget_ms) */
-	uint64_t safe_share;		/* budget x safe_fraction / nodes */
+	uint64_t demand;     /* sum of the demand estimates */
+	uint64_t usage;	     /* sum of the last reported rates */
+	uint32_t nodes;	     /* holding grants (heard within forget_ms) */
+	uint64_t safe_share; /* budget x safe_fraction / nodes */
 };
 /* Up to max budgets into ret, in the config's order; returns how many there are. */
 size_t budget_alloc_views(const struct budget_alloc *a, struct budget_view *ret, size_t max);

@@ -43,7 +43,7 @@ extern const double fill_probe[FILL_PROBES];
 struct fill_sums {
 	double guess;
 	double lo, hi, w;
-	double max_lo, min_w;			/* every lo / w is at most max_lo / min_w */
+	double max_lo, min_w; /* every lo / w is at most max_lo / min_w */
 	double at[FILL_PROBES], f[FILL_PROBES];
 };
 
@@ -86,13 +86,13 @@ double fill_level(const struct fill_range *r, size_t n, double cap, double guess
 #define NAME_NONE UINT32_MAX
 
 struct names {
-	char **name;		/* by id; NULL: a free id */
-	uint32_t *refs;		/* budgets whose nodes hold the id */
+	char **name;	/* by id; NULL: a free id */
+	uint32_t *refs; /* budgets whose nodes hold the id */
 	uint32_t *free_ids;
-	uint32_t n, cap, n_free;	/* ids handed out up to n; cap: of the arrays */
-	uint32_t *slot;		/* open addressing: id + 1, 0 empty */
-	uint32_t mask;		/* slots - 1 */
-	uint32_t used;		/* names in the slots */
+	uint32_t n, cap, n_free; /* ids handed out up to n; cap: of the arrays */
+	uint32_t *slot;		 /* open addressing: id + 1, 0 empty */
+	uint32_t mask;		 /* slots - 1 */
+	uint32_t used;		 /* names in the slots */
 };
 
 uint32_t names_find(const struct names *t, const char *name);

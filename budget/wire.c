@@ -80,11 +80,12 @@ int budget_report_build(const struct budget_report *r, char **ret, size_t *ret_l
 		buf_printf(&b, "%s{\"namespace\":", i ? "," : "");
 		put_str(&b, u->ns, sizeof(u->ns));
 		buf_printf(&b,
-		    ",\"sentBytes\":%" PRIu64 ",\"intervalMs\":%" PRIu32 ",\"saturated\":%s"
-		    ",\"applied\":%" PRIu64 ",\"limit\":%" PRIu64 ",\"state\":\"%s\""
-		    ",\"pods\":%" PRIu32 ",\"safeShare\":%" PRIu64 ",\"nodes\":%" PRIu32 "}",
-		    u->sent_bytes, u->interval_ms, u->saturated ? "true" : "false", u->applied,
-		    u->limit, state_name(u->state), u->pods, u->safe_share, u->nodes);
+			   ",\"sentBytes\":%" PRIu64 ",\"intervalMs\":%" PRIu32 ",\"saturated\":%s"
+			   ",\"applied\":%" PRIu64 ",\"limit\":%" PRIu64 ",\"state\":\"%s\""
+			   ",\"pods\":%" PRIu32 ",\"safeShare\":%" PRIu64 ",\"nodes\":%" PRIu32 "}",
+			   u->sent_bytes, u->interval_ms, u->saturated ? "true" : "false",
+			   u->applied, u->limit, state_name(u->state), u->pods, u->safe_share,
+			   u->nodes);
 	}
 	buf_printf(&b, "]}");
 	return done(&b, ret, ret_len);
@@ -105,8 +106,10 @@ int budget_answer_build(const struct budget_answer *a, char **ret, size_t *ret_l
 
 		buf_printf(&b, "%s{\"namespace\":", i ? "," : "");
 		put_str(&b, g->ns, sizeof(g->ns));
-		buf_printf(&b, ",\"grant\":%" PRIu64 ",\"safeShare\":%" PRIu64 ",\"nodes\":%" PRIu32 "}",
-		    g->grant, g->safe_share, g->nodes);
+		buf_printf(&b,
+			   ",\"grant\":%" PRIu64 ",\"safeShare\":%" PRIu64 ",\"nodes\":%" PRIu32
+			   "}",
+			   g->grant, g->safe_share, g->nodes);
 	}
 	buf_printf(&b, "]}");
 	return done(&b, ret, ret_len);
@@ -373,8 +376,7 @@ static int get_entries(json_object *root, const char *key, json_object **ret, si
 	return 0;
 }
 
-static int get_state(json_object *obj, const char *where, enum budget_state *ret,
-		     struct tg_err *e)
+static int get_state(json_object *obj, const char *where, enum budget_state *ret, struct tg_err *e)
 {
 	const char *s;
 	size_t n;
@@ -383,7 +385,8 @@ static int get_state(json_object *obj, const char *where, enum budget_state *ret
 	if (r < 0)
 		return r;
 	for (int i = 0; i < BUDGET_STATES; i++)
-		if (strlen(budget_state_names[i]) == n && memcmp(budget_state_names[i], s, n) == 0) {
+		if (strlen(budget_state_names[i]) == n &&
+		    memcmp(budget_state_names[i], s, n) == 0) {
 			*ret = (enum budget_state)i;
 			return 0;
 		}
@@ -391,8 +394,7 @@ static int get_state(json_object *obj, const char *where, enum budget_state *ret
 		   where, JX_SHOWN(s, n));
 }
 
-static int parse_usage(json_object *o, const char *where, struct budget_usage *u,
-		       struct tg_err *e)
+static int parse_usage(json_object *o, const char *where, struct budget_usage *u, struct tg_err *e)
 {
 	uint64_t interval;
 	json_object *v;
@@ -415,8 +417,7 @@ static int parse_usage(json_object *o, const char *where, struct budget_usage *u
 	return 0;
 }
 
-static int parse_grant(json_object *o, const char *where, struct budget_grant *g,
-		       struct tg_err *e)
+static int parse_grant(json_object *o, const char *where, struct budget_grant *g, struct tg_err *e)
 {
 	int r;
 
@@ -522,8 +523,8 @@ int budget_answer_parse(const char *text, size_t len, struct budget_answer *ret,
 		if (r < 0)
 			goto out;
 		if (ns_seen(seen, ans.g[i].ns, i, &first)) {
-			r = bad(e, -EINVAL, "%s.namespace: \"%s\" again (grants[%zu] has it)", where,
-				ans.g[i].ns, first);
+			r = bad(e, -EINVAL, "%s.namespace: \"%s\" again (grants[%zu] has it)",
+				where, ans.g[i].ns, first);
 			goto out;
 		}
 	}

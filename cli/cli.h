@@ -34,8 +34,8 @@ struct cli {
 	const char *uplink;
 	const char *imds_url;
 	const char *from_file;
-	const char *arg;		/* the verb's operand (show, release, top) */
-	const char *agent_url;		/* top: the node agent's HTTP endpoint */
+	const char *arg;       /* the verb's operand (show, release, top) */
+	const char *agent_url; /* top: the node agent's HTTP endpoint */
 	char agent_url_buf[64];
 	int retry_budget_s;
 	bool json;
@@ -43,14 +43,14 @@ struct cli {
 	bool fix;
 	bool force;
 	bool dry_run;
-	bool store_ok;			/* false: the store did not load (doctor goes on) */
-	bool store_newer;		/* ... because a later release wrote it (format version) */
+	bool store_ok;	  /* false: the store did not load (doctor goes on) */
+	bool store_newer; /* ... because a later release wrote it (format version) */
 	char store_error[600];
 	int64_t cooldown_ms;
 	json_object *exclude;
 	struct node_config cfg;
 	struct ipam_store store;
-	struct ipam_state state;	/* loaded before the verb runs, unless sync */
+	struct ipam_state state; /* loaded before the verb runs, unless sync */
 };
 
 /* The verbs: an exit status, 0, EXIT_PROBLEMS or EXIT_USAGE. */
@@ -94,9 +94,9 @@ struct kroute {
 struct kview {
 	struct kveth *veths;
 	size_t n_veths;
-	struct kroute *routes;		/* /32 routes of the main table through a tg* veth */
+	struct kroute *routes; /* /32 routes of the main table through a tg* veth */
 	size_t n_routes;
-	uint32_t *pods;			/* set pods of table inet tollgate */
+	uint32_t *pods; /* set pods of table inet tollgate */
 	size_t n_pods;
 	bool table;
 	uint32_t *uplink_addrs;

@@ -83,8 +83,7 @@ static const char *source_text(json_object *sh, const char *from, const char *an
 	if (strcmp(jx_get_str(sh, from), "annotation") == 0)
 		snprintf(buf, size, "annotation");
 	else if (a)
-		snprintf(buf, size, "config (annotation %s ignored)",
-			 rate_format(a, r, sizeof(r)));
+		snprintf(buf, size, "config (annotation %s ignored)", rate_format(a, r, sizeof(r)));
 	else
 		snprintf(buf, size, "config");
 	return buf;
@@ -97,7 +96,8 @@ bool shaping_source_line(json_object *sh, char *buf, size_t size)
 	snprintf(buf, size, "egress: %s; ingress: %s",
 		 source_text(sh, "internetEgressFrom", "internetEgressAnnotation", e, sizeof(e)),
 		 source_text(sh, "internetIngressFrom", "internetIngressAnnotation", i, sizeof(i)));
-	return jx_get_int(sh, "internetEgressAnnotation") || jx_get_int(sh, "internetIngressAnnotation");
+	return jx_get_int(sh, "internetEgressAnnotation") ||
+	       jx_get_int(sh, "internetIngressAnnotation");
 }
 
 void print_command(const char *lead, const char *cmd)

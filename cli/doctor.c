@@ -22,7 +22,7 @@ struct doctor {
 	const struct ipam_state *st;
 	const struct kview *kv;
 	json_object *findings;
-	char fix_config[1200];		/* --config FILE [--data-dir D] [--network N] */
+	char fix_config[1200]; /* --config FILE [--data-dir D] [--network N] */
 };
 
 static void __attribute__((format(printf, 5, 6)))
@@ -275,8 +275,9 @@ static int doctor_fix(struct cli *c)
 		printf("fixed: table inet tollgate declared again with the store's %zu pods (node-wide "
 		       "writes: %u nft rules, %u sets, %u chains, internal set %u, uplink filters %u, "
 		       "IFB %u, HTB root %u, node class %u, sysctls %u)\n",
-		       c->state.n_att, rep.nft.rules, rep.nft.sets, rep.nft.chains, rep.nft.internal,
-		       rep.tc.filters, rep.tc.ifb, rep.tc.root, rep.tc.node_class, rep.sysctls);
+		       c->state.n_att, rep.nft.rules, rep.nft.sets, rep.nft.chains,
+		       rep.nft.internal, rep.tc.filters, rep.tc.ifb, rep.tc.root, rep.tc.node_class,
+		       rep.sysctls);
 	return 0;
 }
 

@@ -34,27 +34,26 @@ enum {
 
 /* What a verb needs before it runs. */
 enum {
-	NEED_ARG = 1 << 0,		/* one operand */
-	NEED_CONFIG = 1 << 1,		/* --config */
-	NEED_STORE_WRITE = 1 << 2,	/* the store opened for writing (its lock) */
-	NEED_STATE = 1 << 3,		/* the state loaded (without the lock) */
-	NEED_STATE_ANYHOW = 1 << 4,	/* ... and a corrupt store is the verb's to report */
-	NEED_ARG_MAYBE = 1 << 5,	/* an operand or none */
+	NEED_ARG = 1 << 0,	    /* one operand */
+	NEED_CONFIG = 1 << 1,	    /* --config */
+	NEED_STORE_WRITE = 1 << 2,  /* the store opened for writing (its lock) */
+	NEED_STATE = 1 << 3,	    /* the state loaded (without the lock) */
+	NEED_STATE_ANYHOW = 1 << 4, /* ... and a corrupt store is the verb's to report */
+	NEED_ARG_MAYBE = 1 << 5,    /* an operand or none */
 };
 
 struct verb {
 	const char *name;
 	int (*main)(struct cli *c);
-	const char *synopsis;		/* after the name, in usage() */
-	unsigned int opts;		/* OPT_* */
-	unsigned int needs;		/* NEED_* */
+	const char *synopsis; /* after the name, in usage() */
+	unsigned int opts;    /* OPT_* */
+	unsigned int needs;   /* NEED_* */
 	const char *summary;
 	const char *help;
 };
 
 static const struct verb verbs[] = {
-	{ "status", status_main, "", 0, NEED_STATE,
-	  "pool size, allocated, free, cooling, warnings",
+	{ "status", status_main, "", 0, NEED_STATE, "pool size, allocated, free, cooling, warnings",
 	  "usage: tollgate-ipam status\n"
 	  "Pool size, addresses allocated, free and cooling down, addresses in use that\n"
 	  "left the pool (retired), addresses seen once by sync (pending), the pool's\n"
@@ -394,8 +393,10 @@ static const struct verb *pick_verb(const struct cli *c, const struct args *a, i
 
 int main(int argc, char **argv)
 {
-	struct cli c = { .data_dir = "/run/tollgate", .network = "tollgate",
-			 .cooldown_ms = IPAM_DEFAULT_COOLDOWN_MS, .retry_budget_s = 70,
+	struct cli c = { .data_dir = "/run/tollgate",
+			 .network = "tollgate",
+			 .cooldown_ms = IPAM_DEFAULT_COOLDOWN_MS,
+			 .retry_budget_s = 70,
 			 .store_ok = true };
 	struct args a = { 0 };
 	const struct verb *v;

@@ -84,7 +84,8 @@ int release_main(struct cli *c)
 		jx_print(stdout, o, JSON_C_TO_STRING_PRETTY);
 	else
 		printf("released %s (%s/%s, container %.12s)\n", jx_get_str(o, "ip"),
-		       jx_get_str(o, "namespace"), jx_get_str(o, "pod"), jx_get_str(o, "containerId"));
+		       jx_get_str(o, "namespace"), jx_get_str(o, "pod"),
+		       jx_get_str(o, "containerId"));
 	return 0;
 }
 

@@ -52,7 +52,8 @@ static void reshape_print(const struct cli *c, const struct node_reshape *r, jso
 	printf("%zu of %zu pods %s\n", r->changed, c->state.n_att,
 	       r->dry_run ? "would change (dry run)" : "reshaped");
 	if (r->repaired)
-		printf("%zu pods' classes put right (an earlier reshape had not finished them)\n", r->repaired);
+		printf("%zu pods' classes put right (an earlier reshape had not finished them)\n",
+		       r->repaired);
 	if (r->gone)
 		printf("%zu pods gone meanwhile (their veth no longer exists)\n", r->gone);
 }

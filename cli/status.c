@@ -29,19 +29,25 @@ static json_object *status_warnings(const struct ipam_counts *n, bool stale)
 	json_object *warn = json_object_new_array();
 
 	if (n->pool == 0)
-		json_object_array_add(warn, json_object_new_string(
-			"the pool is empty: pods cannot start "
-			"(run `tollgate-ipam sync` or set ipam.addresses)"));
+		json_object_array_add(warn,
+				      json_object_new_string(
+					      "the pool is empty: pods cannot start "
+					      "(run `tollgate-ipam sync` or set ipam.addresses)"));
 	else if (n->free == 0)
-		json_object_array_add(warn, json_object_new_string(
-			"no free address: the next ADD fails (see `tollgate-ipam list`)"));
+		json_object_array_add(
+			warn,
+			json_object_new_string(
+				"no free address: the next ADD fails (see `tollgate-ipam list`)"));
 	if (n->retired)
-		json_object_array_add(warn, json_object_new_string(
-			"pods hold addresses that left the pool; they are not handed out again"));
+		json_object_array_add(
+			warn,
+			json_object_new_string(
+				"pods hold addresses that left the pool; they are not handed out again"));
 	if (stale)
-		json_object_array_add(warn, json_object_new_string(
-			"the store is from an earlier boot: "
-			"its attachments are stale and go at the next ADD"));
+		json_object_array_add(warn,
+				      json_object_new_string(
+					      "the store is from an earlier boot: "
+					      "its attachments are stale and go at the next ADD"));
 	return warn;
 }
 
@@ -74,14 +80,16 @@ static json_object *budgets_json(const struct cli *c, const char *only_ns)
 		if (only_ns && strcmp(jx_get_str(e, "namespace"), only_ns) != 0)
 			continue;
 		b = json_object_new_object();
-		json_object_object_add(b, "namespace", json_object_new_string(jx_get_str(e, "namespace")));
+		json_object_object_add(b, "namespace",
+				       json_object_new_string(jx_get_str(e, "namespace")));
 		json_object_object_add(b, "state", json_object_new_string(jx_get_str(e, "state")));
 		add_int(b, "grantBytesPerSecond", jx_get_int(e, "grant"));
 		add_int(b, "ceilBytesPerSecond", jx_get_int(e, "applied"));
 		add_int(b, "safeShareBytesPerSecond", jx_get_int(e, "safeShare"));
 		add_int(b, "nodes", jx_get_int(e, "nodes"));
 		add_int(b, "leaseRemainingMs",
-			strcmp(jx_get_str(e, "state"), "granted") == 0 && until > now ? until - now : 0);
+			strcmp(jx_get_str(e, "state"), "granted") == 0 && until > now ? until - now
+										      : 0);
 		json_object_array_add(arr, b);
 	}
 	return arr;
@@ -101,10 +109,11 @@ static void budget_line(json_object *b, char *buf, size_t size)
 	mbit(jx_get_int(b, "grantBytesPerSecond"), grant, sizeof(grant));
 	mbit(jx_get_int(b, "ceilBytesPerSecond"), ceil, sizeof(ceil));
 	if (strcmp(jx_get_str(b, "state"), "fallback") == 0)
-		snprintf(buf, size, "%s: fallback (never granted), ceil %s", jx_get_str(b, "namespace"),
-			 ceil);
+		snprintf(buf, size, "%s: fallback (never granted), ceil %s",
+			 jx_get_str(b, "namespace"), ceil);
 	else
-		snprintf(buf, size, "%s: %s %s (lease %.1f s left), ceil %s, %lld nodes hold grants",
+		snprintf(buf, size,
+			 "%s: %s %s (lease %.1f s left), ceil %s, %lld nodes hold grants",
 			 jx_get_str(b, "namespace"), jx_get_str(b, "state"), grant,
 			 (double)jx_get_int(b, "leaseRemainingMs") / 1000, ceil,
 			 (long long)jx_get_int(b, "nodes"));
@@ -263,9 +272,9 @@ static json_object *show_kernel(const struct cli *c, const struct ipam_attachmen
 	json_object_object_add(k, "netns",
 			       json_object_new_boolean(a->netns[0] && stat(a->netns, &sb) == 0));
 	json_object_object_add(k, "hostVeth", json_object_new_boolean(ifindex != 0));
-	json_object_object_add(
-		k, "hostRoute",
-		json_object_new_boolean(ifindex && kview_route(&kv, a->ip, ifindex)));
+	json_object_object_add(k, "hostRoute",
+			       json_object_new_boolean(ifindex &&
+						       kview_route(&kv, a->ip, ifindex)));
 	json_object_object_add(k, "nftElement", json_object_new_boolean(kview_pod(&kv, a->ip)));
 	kview_free(&kv);
 	return k;
@@ -326,14 +335,16 @@ static void ports_line(json_object *ports, char *buf, size_t size)
 
 		at += (size_t)snprintf(buf + at, size - at, "%s%s%s%lld/%s -> %lld", i ? ", " : "",
 				       ip[0] ? ip : "", ip[0] ? ":" : "",
-				       (long long)jx_get_int(m, "hostPort"), jx_get_str(m, "protocol"),
+				       (long long)jx_get_int(m, "hostPort"),
+				       jx_get_str(m, "protocol"),
 				       (long long)jx_get_int(m, "containerPort"));
 	}
 }
 
 static void show_print(json_object *o)
 {
-	json_object *k = jx_get(o, "kernel"), *sh = jx_get(o, "shaping"), *cls = jx_get(sh, "classes");
+	json_object *k = jx_get(o, "kernel"), *sh = jx_get(o, "shaping"),
+		    *cls = jx_get(sh, "classes");
 	char line[200];
 
 	printf("ip          %s%s\n", jx_get_str(o, "ip"),
@@ -343,7 +354,8 @@ static void show_print(json_object *o)
 	printf("ifname      %s\n", jx_get_str(o, "ifname"));
 	printf("netns       %s (%s)\n", jx_get_str(o, "netns")[0] ? jx_get_str(o, "netns") : "-",
 	       present_or(k, "netns", "gone"));
-	printf("host veth   %s (%s)\n", jx_get_str(o, "hostVeth"), present_or(k, "hostVeth", "MISSING"));
+	printf("host veth   %s (%s)\n", jx_get_str(o, "hostVeth"),
+	       present_or(k, "hostVeth", "MISSING"));
 	printf("host route  %s/32 dev %s (%s)\n", jx_get_str(o, "ip"), jx_get_str(o, "hostVeth"),
 	       present_or(k, "hostRoute", "MISSING"));
 	printf("nft element %s in set inet tollgate pods (%s)\n", jx_get_str(o, "ip"),
@@ -366,7 +378,8 @@ static void show_print(json_object *o)
 		       "overlimits %llu\n",
 		       jx_get_str(x, "class"), jx_get_str(x, "device"),
 		       rate_format((uint64_t)jx_get_int(x, "ceil"), ceil, sizeof(ceil)),
-		       (unsigned long long)jx_get_int(x, "bytes"), (unsigned long long)jx_get_int(x, "packets"),
+		       (unsigned long long)jx_get_int(x, "bytes"),
+		       (unsigned long long)jx_get_int(x, "packets"),
 		       (unsigned long long)jx_get_int(x, "drops"),
 		       (unsigned long long)jx_get_int(x, "overlimits"));
 	}

@@ -9,8 +9,10 @@
 
 struct node_sync_source cli_sync_source(const struct cli *c, int budget_s)
 {
-	return (struct node_sync_source){ .uplink = c->uplink, .imds_url = c->imds_url,
-					  .from_file = c->from_file, .exclude = c->exclude,
+	return (struct node_sync_source){ .uplink = c->uplink,
+					  .imds_url = c->imds_url,
+					  .from_file = c->from_file,
+					  .exclude = c->exclude,
 					  .budget_s = budget_s };
 }
 
@@ -41,8 +43,8 @@ static json_object *sync_json(const struct cli *c, const struct node_sync_offer 
 static void sync_print(const struct cli *c, json_object *o)
 {
 	printf("synced %s from %s (uplink %s, node %s in %s)\n", jx_get_str(o, "network"),
-	       c->from_file ? c->from_file : c->imds_url, jx_get_str(o, "uplink"), jx_get_str(o, "nodeIp"),
-	       jx_get_str(o, "subnet"));
+	       c->from_file ? c->from_file : c->imds_url, jx_get_str(o, "uplink"),
+	       jx_get_str(o, "nodeIp"), jx_get_str(o, "subnet"));
 	printf("pool: %lld addresses; %lld added, %lld pending (join when seen again), "
 	       "%lld removed (%lld still in use, retired)\n",
 	       (long long)jx_get_int(o, "total"), (long long)jx_get_int(o, "added"),

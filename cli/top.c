@@ -101,7 +101,8 @@ int top_main(struct cli *c)
 		jx_print(stdout, out, JSON_C_TO_STRING_PRETTY);
 	} else if (n == 0 && c->arg) {
 		printf("no destinations of namespace %s on this node (is internetGuard.destinations "
-		       "on, and has the namespace pods here?)\n", c->arg);
+		       "on, and has the namespace pods here?)\n",
+		       c->arg);
 	} else if (n == 0) {
 		printf("no destinations on this node (is internetGuard.destinations on?)\n");
 	} else {
@@ -110,14 +111,15 @@ int top_main(struct cli *c)
 		for (size_t i = 0; i < n; i++) {
 			json_object *book = json_object_array_get_idx(out, i);
 			json_object *dsts = jx_get(book, "destinations");
-			const char *ns = jx_get_str(book, "namespace"), *dir = jx_get_str(book, "direction");
+			const char *ns = jx_get_str(book, "namespace"),
+				   *dir = jx_get_str(book, "direction");
 			int64_t total = jx_get_int(book, "bytes");
 
 			for (size_t k = 0; k < json_object_array_length(dsts); k++) {
 				json_object *d = json_object_array_get_idx(dsts, k);
 
-				print_row(ns, dir, jx_get_str(d, "destination"), jx_get_int(d, "bytes"),
-					  total);
+				print_row(ns, dir, jx_get_str(d, "destination"),
+					  jx_get_int(d, "bytes"), total);
 			}
 			print_row(ns, dir, "other", jx_get_int(book, "other"), total);
 		}

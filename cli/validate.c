@@ -26,7 +26,8 @@ int validate_main(struct cli *c)
 	jx_add(o, "accepted", json_object_new_boolean(r == 0));
 	if (r == 0) {
 		jx_add(o, "name", json_object_new_string(cfg.name ? cfg.name : ""));
-		jx_add(o, "cniVersion", json_object_new_string(cfg.cni_version ? cfg.cni_version : ""));
+		jx_add(o, "cniVersion",
+		       json_object_new_string(cfg.cni_version ? cfg.cni_version : ""));
 	} else {
 		/* the CNI error object's members, as the plugin would answer */
 		jx_add(o, "code", json_object_new_int(e.code ? e.code : CNI_ERR_IO));

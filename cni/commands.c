@@ -25,7 +25,7 @@ struct session {
 	struct ipam_store store;
 	struct ipam_state state;
 	struct nl_sock *sk;
-	struct nl_sock *pod_sk;		/* in the pod's network namespace (ADD) */
+	struct nl_sock *pod_sk; /* in the pod's network namespace (ADD) */
 	int netns_fd;
 };
 
@@ -82,8 +82,8 @@ struct assign_ctx {
 	struct ipam_attachment req;
 	struct ipam_attachment got;
 	bool existing;
-	uint32_t prev_last_ip;		/* the allocator's cursor before this ADD */
-	struct hostports old_ports;	/* a repeated ADD's: what its record had */
+	uint32_t prev_last_ip;	    /* the allocator's cursor before this ADD */
+	struct hostports old_ports; /* a repeated ADD's: what its record had */
 };
 
 /*
@@ -171,7 +171,7 @@ struct release_ctx {
 	int released;
 	/* An ADD undone: the cursor goes back from its address, unless another ADD moved it. */
 	uint32_t undo_ip, undo_last_ip;
-	struct acct_conn *held;	/* node_pod_forget's socket, closed after the store's lock */
+	struct acct_conn *held; /* node_pod_forget's socket, closed after the store's lock */
 	struct tg_err flows;	/* conntrack entries left behind (reported, not a failure) */
 };
 
@@ -217,8 +217,8 @@ static int orphan_fn(struct ipam_state *st, void *p, struct tg_err *e)
 static void flows_report(const char *cmd, const struct cni_env *env, const struct tg_err *flows)
 {
 	if (tg_err_set(flows))
-		fprintf(stderr, "tollgate: %s of %.64s/%s: %s\n", cmd, env->container_id, env->ifname,
-			flows->msg);
+		fprintf(stderr, "tollgate: %s of %.64s/%s: %s\n", cmd, env->container_id,
+			env->ifname, flows->msg);
 }
 
 static json_object *add_result_json(const struct node_config *cfg, const struct cni_env *env,
@@ -251,7 +251,8 @@ static int add_prepare(struct session *s, const struct cni_env *env, const struc
 		r = open_route_socket(s, e);
 	/* An interface of that name held by another: refused before the store changes. */
 	if (r == 0)
-		r = node_pod_ifname_check(s->netns_fd, env->container_id, env->ifname, &s->pod_sk, e);
+		r = node_pod_ifname_check(s->netns_fd, env->container_id, env->ifname, &s->pod_sk,
+					  e);
 	if (r < 0)
 		return r;
 	snprintf(req->container_id, sizeof(req->container_id), "%s", env->container_id);
@@ -278,14 +279,14 @@ static int add_prepare(struct session *s, const struct cni_env *env, const struc
 		return 0;
 	r = node_uplink(s->sk, cfg->uplink, cfg->mtu, up, e);
 	if (r == 0 && inet && !up->ifindex)
-		r = tg_fail(e, CNI_ERR_CONFIG, -ENODEV,
-			    "shaping.internetEgress needs an uplink: set \"uplink\" or a default route");
+		r = tg_fail(
+			e, CNI_ERR_CONFIG, -ENODEV,
+			"shaping.internetEgress needs an uplink: set \"uplink\" or a default route");
 	return r;
 }
 
 int cmd_add(const struct cni_env *env, const struct node_config *cfg, cni_emit_fn emit,
-	    void *emit_ctx, char ret_ip[IP4_STRLEN], struct shaping *ret_shaping,
-	    struct tg_err *e)
+	    void *emit_ctx, char ret_ip[IP4_STRLEN], struct shaping *ret_shaping, struct tg_err *e)
 {
 	struct session s;
 	struct assign_ctx ac = { .cfg = cfg };
@@ -310,7 +311,9 @@ int cmd_add(const struct cni_env *env, const struct node_config *cfg, cni_emit_f
 		goto undo;
 
 	/* Apply, unless a repeated ADD finds the attachment healthy. */
-	pod = (struct node_pod){ .a = &ac.got, .netns_fd = s.netns_fd, .pod_sk = s.pod_sk,
+	pod = (struct node_pod){ .a = &ac.got,
+				 .netns_fd = s.netns_fd,
+				 .pod_sk = s.pod_sk,
 				 .uplink = &up };
 	if (!ac.existing || !node_pod_intact(s.sk, cfg, &pod)) {
 		r = node_pod_add(s.sk, cfg, &pod, &s.state, ac.existing, e);
@@ -329,8 +332,10 @@ int cmd_add(const struct cni_env *env, const struct node_config *cfg, cni_emit_f
 undo:
 	/* node_pod_add took its objects back; a new address goes back too. */
 	if (!ac.existing) {
-		struct release_ctx rc = { .container_id = env->container_id, .ifname = env->ifname,
-					  .undo_ip = ac.got.ip, .undo_last_ip = ac.prev_last_ip };
+		struct release_ctx rc = { .container_id = env->container_id,
+					  .ifname = env->ifname,
+					  .undo_ip = ac.got.ip,
+					  .undo_last_ip = ac.prev_last_ip };
 
 		store_update(&s, cfg, release_fn, &rc, NULL);
 		node_conn_close(rc.held);
@@ -345,7 +350,8 @@ int cmd_del(const struct cni_env *env, const struct node_config *cfg, char ret_i
 	    struct tg_err *e)
 {
 	struct session s;
-	struct release_ctx rc = { .container_id = env->container_id, .ifname = env->ifname,
+	struct release_ctx rc = { .container_id = env->container_id,
+				  .ifname = env->ifname,
 				  .cool = true };
 	struct ipam_attachment gone = { 0 };
 	const struct ipam_attachment *a;
@@ -377,8 +383,9 @@ int cmd_del(const struct cni_env *env, const struct node_config *cfg, char ret_i
 		 * down, the store is left as it is.
 		 */
 		unreadable = true;
-		fprintf(stderr, "tollgate: DEL of %.64s/%s without the store (%s): removing what the "
-				"container's names and prevResult find; the store is left as it is\n",
+		fprintf(stderr,
+			"tollgate: DEL of %.64s/%s without the store (%s): removing what the "
+			"container's names and prevResult find; the store is left as it is\n",
 			env->container_id, env->ifname, why.msg);
 		ipam_state_free(&s.state);
 		ipam_state_init(&s.state);
@@ -392,8 +399,10 @@ int cmd_del(const struct cni_env *env, const struct node_config *cfg, char ret_i
 
 		/* its elements, under the lock: the address may belong to another pod by now */
 		if (store_update(&s, cfg, orphan_fn, &oc, &oe) < 0)
-			fprintf(stderr, "tollgate: DEL of %.64s/%s: the elements of prevResult's "
-					"address are left (%s)\n", env->container_id, env->ifname, oe.msg);
+			fprintf(stderr,
+				"tollgate: DEL of %.64s/%s: the elements of prevResult's "
+				"address are left (%s)\n",
+				env->container_id, env->ifname, oe.msg);
 		node_conn_close(oc.held);
 		flows_report("DEL", env, &oc.flows);
 		if (oc.removed)
@@ -433,8 +442,7 @@ out:
 }
 
 /* "5M (annotation)", "10M (config; the annotation 32G is above the cap 5M: ignored)". */
-static const char *cap_text(uint64_t bps, const struct shaping_source *src, char *buf,
-			    size_t size)
+static const char *cap_text(uint64_t bps, const struct shaping_source *src, char *buf, size_t size)
 {
 	char v[24], a[24], c[24];
 
@@ -444,8 +452,8 @@ static const char *cap_text(uint64_t bps, const struct shaping_source *src, char
 	if (!src)
 		snprintf(buf, size, "%s", v);
 	else if (src->ignored)
-		snprintf(buf, size, "%s (config; the annotation %s is above the cap %s: ignored)", v,
-			 rate_format(src->annot_bps, a, sizeof(a)),
+		snprintf(buf, size, "%s (config; the annotation %s is above the cap %s: ignored)",
+			 v, rate_format(src->annot_bps, a, sizeof(a)),
 			 rate_format(src->cap_bps, c, sizeof(c)));
 	else
 		snprintf(buf, size, "%s (%s)", v, src->annotation ? "annotation" : "config");
@@ -512,8 +520,8 @@ int cmd_check(const struct cni_env *env, const struct node_config *cfg, char ret
 		char p[IP4_STRLEN];
 
 		r = tg_fail(e, TG_ERR_DRIFT, -EINVAL,
-			    "drift: prevResult gives %s but the store holds %s", ip4_format(prev_ip, p),
-			    ret_ip);
+			    "drift: prevResult gives %s but the store holds %s",
+			    ip4_format(prev_ip, p), ret_ip);
 		goto out;
 	}
 	{
@@ -562,8 +570,9 @@ int cmd_status(const struct node_config *cfg, struct tg_err *e)
 	 * a full pool with code 11.
 	 */
 	if (s.state.n_pool == 0)
-		r = tg_fail(e, CNI_ERR_NOT_AVAILABLE, -ENOSPC,
-			    "not ready: the address pool is empty (never synced: run `tollgate-ipam sync`)");
+		r = tg_fail(
+			e, CNI_ERR_NOT_AVAILABLE, -ENOSPC,
+			"not ready: the address pool is empty (never synced: run `tollgate-ipam sync`)");
 	r = r < 0 ? r : 0;
 out:
 	session_end(&s);
@@ -622,7 +631,8 @@ int cmd_gc(const struct node_config *cfg, struct tg_err *e)
 	 * nil list) send none, and collecting then would tear down every pod.
 	 */
 	if (!cfg->valid_attachments) {
-		fprintf(stderr, "tollgate: GC without cni.dev/valid-attachments: nothing collected\n");
+		fprintf(stderr,
+			"tollgate: GC without cni.dev/valid-attachments: nothing collected\n");
 		return 0;
 	}
 	r = session_begin(&s, cfg, e);

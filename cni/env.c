@@ -21,7 +21,8 @@ int cni_env_command(struct cni_env *env, struct tg_err *e)
 			return 0;
 		}
 	return tg_fail(e, CNI_ERR_ENV, -EINVAL,
-		       "CNI_COMMAND \"%.64s\" is not one of ADD, DEL, CHECK, STATUS, GC, VERSION", c);
+		       "CNI_COMMAND \"%.64s\" is not one of ADD, DEL, CHECK, STATUS, GC, VERSION",
+		       c);
 }
 
 static bool ifname_valid(const char *s)
@@ -97,15 +98,17 @@ static int parse_args(const char *args, struct cni_env *env, struct tg_err *e)
 			}
 			if (dst) {
 				if (vlen > max)
-					return tg_fail(e, CNI_ERR_ENV, -EINVAL,
-						       "CNI_ARGS: %.*s is longer than %zu characters",
-						       (int)klen, p, max);
+					return tg_fail(
+						e, CNI_ERR_ENV, -EINVAL,
+						"CNI_ARGS: %.*s is longer than %zu characters",
+						(int)klen, p, max);
 				memcpy(dst, eq + 1, vlen);
 				dst[vlen] = '\0';
 				if (vlen && !k8s_name_valid(dst, dst == env->pod))
-					return tg_fail(e, CNI_ERR_ENV, -EINVAL,
-						       "CNI_ARGS: %.*s \"%.64s\" is not a valid Kubernetes name",
-						       (int)klen, p, dst);
+					return tg_fail(
+						e, CNI_ERR_ENV, -EINVAL,
+						"CNI_ARGS: %.*s \"%.64s\" is not a valid Kubernetes name",
+						(int)klen, p, dst);
 			}
 		}
 		p = end ? end + 1 : NULL;

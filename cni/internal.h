@@ -19,7 +19,7 @@ struct cni_env {
 	enum cni_cmd cmd;
 	const char *cmd_name;
 	const char *container_id;
-	const char *netns;	/* may be empty on DEL */
+	const char *netns; /* may be empty on DEL */
 	const char *ifname;
 	const char *path;
 	char k8s_namespace[IPAM_K8S_NAMESPACE_MAX + 1];
@@ -64,8 +64,7 @@ int cni_config_read(const char *text, size_t len, enum cni_cmd cmd, struct node_
 typedef int (*cni_emit_fn)(json_object *result, void *ctx, struct tg_err *e);
 /* ADD and CHECK tell the pod's shaping (*ret_shaping) for the log line, once they know it. */
 int cmd_add(const struct cni_env *env, const struct node_config *cfg, cni_emit_fn emit,
-	    void *emit_ctx, char ret_ip[IP4_STRLEN], struct shaping *ret_shaping,
-	    struct tg_err *e);
+	    void *emit_ctx, char ret_ip[IP4_STRLEN], struct shaping *ret_shaping, struct tg_err *e);
 int cmd_del(const struct cni_env *env, const struct node_config *cfg, char ret_ip[IP4_STRLEN],
 	    struct tg_err *e);
 int cmd_check(const struct cni_env *env, const struct node_config *cfg, char ret_ip[IP4_STRLEN],

@@ -34,8 +34,9 @@ static int log_open(const char *log_file, int64_t max_bytes, size_t len)
 		 * Only a regular file: a FIFO nobody reads (or a device) must never
 		 * hold up a pod's ADD. O_NONBLOCK makes opening such a FIFO fail at once.
 		 */
-		int fd = open(log_file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW |
-				  O_NONBLOCK, 0600);
+		int fd = open(log_file,
+			      O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
+			      0600);
 
 		if (fd < 0)
 			return -1;
@@ -44,8 +45,8 @@ static int log_open(const char *log_file, int64_t max_bytes, size_t len)
 			return -1;
 		}
 		/* Rotated since it was opened: the new file. */
-		if (stat(log_file, &now) < 0 || now.st_ino != sb.st_ino || now.st_dev != sb.st_dev ||
-		    fstat(fd, &sb) < 0) {
+		if (stat(log_file, &now) < 0 || now.st_ino != sb.st_ino ||
+		    now.st_dev != sb.st_dev || fstat(fd, &sb) < 0) {
 			close(fd);
 			continue;
 		}
@@ -132,8 +133,8 @@ size_t cni_annotation_warning(const struct shaping *s, char *dst, size_t size)
 	return o < size ? o : size ? size - 1 : 0;
 }
 
-void cni_log(const char *log_file, int64_t max_bytes, const struct cni_env *env, const char *ip, int64_t dur_ns,
-	     const struct shaping *shaping, const struct tg_err *e)
+void cni_log(const char *log_file, int64_t max_bytes, const struct cni_env *env, const char *ip,
+	     int64_t dur_ns, const struct shaping *shaping, const struct tg_err *e)
 {
 	char line[1600], ts[80], msg[600], tail[640] = "ok", steps[200], caps[100];
 	char warn[400], warning[420] = "";
@@ -163,9 +164,8 @@ void cni_log(const char *log_file, int64_t max_bytes, const struct cni_env *env,
 		     "steps_ms=%s%s%s result=%s\n",
 		     ts, (long)(tv.tv_usec / 1000), env->cmd_name ? env->cmd_name : "?",
 		     env->container_id && *env->container_id ? env->container_id : "-",
-		     env->ifname && *env->ifname ? env->ifname : "-", env->k8s_namespace,
-		     env->pod, ip && *ip ? ip : "-", (double)dur_ns / 1e6, steps, caps, warning,
-		     tail);
+		     env->ifname && *env->ifname ? env->ifname : "-", env->k8s_namespace, env->pod,
+		     ip && *ip ? ip : "-", (double)dur_ns / 1e6, steps, caps, warning, tail);
 	if (n < 0)
 		return;
 	if ((size_t)n >= sizeof(line))

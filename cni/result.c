@@ -19,8 +19,7 @@ static json_object *mac_string(const uint8_t m[6])
 	return json_object_new_string(buf);
 }
 
-json_object *cni_result_render(const char *cni_version, int version,
-			       const struct cni_add_result *r)
+json_object *cni_result_render(const char *cni_version, int version, const struct cni_add_result *r)
 {
 	json_object *res = json_object_new_object();
 	json_object *ifs = json_object_new_array();
@@ -78,9 +77,11 @@ json_object *cni_error_render(const char *cni_version, const struct tg_err *e)
 	if (!o)
 		return NULL;
 	json_object_object_add(o, "cniVersion",
-			       json_object_new_string(cni_version ? cni_version : CNI_SPEC_VERSION));
+			       json_object_new_string(cni_version ? cni_version
+								  : CNI_SPEC_VERSION));
 	json_object_object_add(o, "code", json_object_new_int(e->code ? e->code : CNI_ERR_IO));
-	json_object_object_add(o, "msg", json_object_new_string(e->msg[0] ? e->msg : "unknown error"));
+	json_object_object_add(o, "msg",
+			       json_object_new_string(e->msg[0] ? e->msg : "unknown error"));
 	json_object_object_add(o, "details", json_object_new_string(e->details));
 	return o;
 }
@@ -109,7 +110,8 @@ int cni_prev_result_ip(json_object *prev, const char *ifname, uint32_t *ret)
 		/* Only the address that sits on our interface, when the result says which. */
 		if (ifs && json_object_object_get_ex(ip, "interface", &v) &&
 		    json_object_is_type(v, json_type_int)) {
-			json_object *itf = json_object_array_get_idx(ifs, (size_t)json_object_get_int(v));
+			json_object *itf =
+				json_object_array_get_idx(ifs, (size_t)json_object_get_int(v));
 			json_object *name;
 
 			if (!itf || !json_object_object_get_ex(itf, "name", &name) ||

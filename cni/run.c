@@ -20,8 +20,7 @@
  * result written and logged), and, when an ADD found no free address, the
  * signal to sync soon.
  */
-static void record_operation(const struct node_config *cfg, enum cni_cmd cmd, int code,
-			     int64_t t0)
+static void record_operation(const struct node_config *cfg, enum cni_cmd cmd, int code, int64_t t0)
 {
 	char dir[PATH_MAX + 256];
 
@@ -85,7 +84,7 @@ int cni_run(FILE *in, FILE *out)
 	_cleanup_free_ char *text = NULL;
 	_cleanup_json_ json_object *result = NULL;
 	char ip[IP4_STRLEN] = "";
-	struct shaping shaping = { 0 };	/* ADD's and CHECK's pod, for the log line */
+	struct shaping shaping = { 0 }; /* ADD's and CHECK's pod, for the log line */
 	const char *version = NULL;
 	int64_t t0 = time_mono_ns(), t_step;
 	size_t len = 0;
@@ -96,8 +95,8 @@ int cni_run(FILE *in, FILE *out)
 		goto done;
 	r = read_stream(in, NODE_CONFIG_MAX, &text, &len);
 	if (r == -E2BIG) {
-		r = tg_fail(&err, CNI_ERR_DECODE, r, "the network configuration is larger than %d bytes",
-			    NODE_CONFIG_MAX);
+		r = tg_fail(&err, CNI_ERR_DECODE, r,
+			    "the network configuration is larger than %d bytes", NODE_CONFIG_MAX);
 		goto done;
 	} else if (r < 0) {
 		r = tg_fail(&err, CNI_ERR_IO, r, "cannot read stdin: %s", strerror(-r));
@@ -159,7 +158,8 @@ done:
 
 		/* Not an error: the pod starts with the config's cap. The runtime logs stderr. */
 		if (cni_annotation_warning(&shaping, warning, sizeof(warning)))
-			fprintf(stderr, "tollgate: %s/%s: %s\n", env.k8s_namespace, env.pod, warning);
+			fprintf(stderr, "tollgate: %s/%s: %s\n", env.k8s_namespace, env.pod,
+				warning);
 	}
 	if (env.cmd_name && env.cmd != CNI_CMD_VERSION)
 		cni_log(cfg.log_file, cfg.log_max_bytes, &env, ip, time_mono_ns() - t0, &shaping,

@@ -26,8 +26,9 @@ static int parse_ns_list(json_object *o, const char *key, const char **ret, size
 		return r;
 	n = json_object_array_length(arr);
 	if (n > ACCT_ACCESS_NS_MAX)
-		return tg_fail(e, CNI_ERR_CONFIG, -E2BIG, "nodeAccess.%s lists more than %d namespaces",
-			       key, ACCT_ACCESS_NS_MAX);
+		return tg_fail(e, CNI_ERR_CONFIG, -E2BIG,
+			       "nodeAccess.%s lists more than %d namespaces", key,
+			       ACCT_ACCESS_NS_MAX);
 	for (size_t i = 0; i < n; i++) {
 		const char *s = json_object_get_string(json_object_array_get_idx(arr, i));
 
@@ -44,12 +45,14 @@ static int parse_ns_list(json_object *o, const char *key, const char **ret, size
 
 /* ssh, kubelet, kube-proxy's health port, the NodePort range: the node's own services */
 static const struct node_port_range port_deny_default[] = {
-	{ 22, 22 }, { 10250, 10250 }, { 10256, 10256 }, { 30000, 32767 },
+	{ 22, 22 },
+	{ 10250, 10250 },
+	{ 10256, 10256 },
+	{ 30000, 32767 },
 };
 
 /* One entry of nodeAccess.hostPortDeny: a port (a number) or a range ("30000-32767"). */
-static int parse_port_range(json_object *v, size_t i, struct node_port_range *ret,
-			    struct tg_err *e)
+static int parse_port_range(json_object *v, size_t i, struct node_port_range *ret, struct tg_err *e)
 {
 	unsigned long lo, hi;
 	const char *s;
@@ -60,14 +63,15 @@ static int parse_port_range(json_object *v, size_t i, struct node_port_range *re
 
 		if (p < 1 || p > 65535)
 			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
-				       "nodeAccess.hostPortDeny[%zu]: %lld is not a port (1-65535)", i,
-				       (long long)p);
+				       "nodeAccess.hostPortDeny[%zu]: %lld is not a port (1-65535)",
+				       i, (long long)p);
 		*ret = (struct node_port_range){ (uint16_t)p, (uint16_t)p };
 		return 0;
 	}
 	if (!json_object_is_type(v, json_type_string))
-		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
-			       "nodeAccess.hostPortDeny[%zu] must be a port or a range \"LOW-HIGH\"", i);
+		return tg_fail(
+			e, CNI_ERR_CONFIG, -EINVAL,
+			"nodeAccess.hostPortDeny[%zu] must be a port or a range \"LOW-HIGH\"", i);
 	s = json_object_get_string(v);
 	errno = 0;
 	lo = strtoul(s, &end, 10);
@@ -78,7 +82,8 @@ static int parse_port_range(json_object *v, size_t i, struct node_port_range *re
 	if (errno || *end || lo < 1 || hi > 65535 || lo > hi)
 		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
 			       "nodeAccess.hostPortDeny[%zu]: \"%.32s\" is not a range of ports "
-			       "\"LOW-HIGH\" (1-65535, LOW <= HIGH)", i, s);
+			       "\"LOW-HIGH\" (1-65535, LOW <= HIGH)",
+			       i, s);
 	*ret = (struct node_port_range){ (uint16_t)lo, (uint16_t)hi };
 	return 0;
 }
@@ -99,9 +104,11 @@ static int parse_port_deny(json_object *acc, struct node_config *cfg, struct tg_
 	n = json_object_array_length(arr);
 	if (n > NODE_PORT_DENY_MAX)
 		return tg_fail(e, CNI_ERR_CONFIG, -E2BIG,
-			       "nodeAccess.hostPortDeny lists more than %d entries", NODE_PORT_DENY_MAX);
+			       "nodeAccess.hostPortDeny lists more than %d entries",
+			       NODE_PORT_DENY_MAX);
 	for (size_t i = 0; i < n; i++)
-		if (parse_port_range(json_object_array_get_idx(arr, i), i, &cfg->port_deny[i], e) < 0)
+		if (parse_port_range(json_object_array_get_idx(arr, i), i, &cfg->port_deny[i], e) <
+		    0)
 			return -EINVAL;
 	cfg->n_port_deny = n;
 	return 0;

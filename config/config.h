@@ -26,20 +26,20 @@
 #include "lib/ip4.h"
 #include "lib/shaping.h"
 
-#define NODE_CONFIG_MAX (1 << 20)	/* bytes of one network configuration */
+#define NODE_CONFIG_MAX (1 << 20) /* bytes of one network configuration */
 #define TG_NETWORK_NAME_MAX 128
 
 enum ipam_source { IPAM_SOURCE_STATIC, IPAM_SOURCE_IMDS };
 
 /* shaping.* : the internet caps of pods, namespaces and the node; bits/s, 0 = none. */
 struct shaping_policy {
-	uint64_t node_egress;		/* internetEgress.node */
-	uint64_t ns_egress_default;	/* internetEgress.namespaceDefault */
-	uint64_t pod_egress_default;	/* internetEgress.podDefault */
-	json_object *ns_egress;		/* internetEgress.namespaces {ns: rate}, validated */
-	uint64_t pod_ingress_default;	/* internetIngress.podDefault */
-	json_object *ns_ingress;	/* internetIngress.namespaces: per-pod cap in that namespace */
-	uint32_t queue_ms;		/* queueLatencyMs: leaf queues hold this much at the rate */
+	uint64_t node_egress;	      /* internetEgress.node */
+	uint64_t ns_egress_default;   /* internetEgress.namespaceDefault */
+	uint64_t pod_egress_default;  /* internetEgress.podDefault */
+	json_object *ns_egress;	      /* internetEgress.namespaces {ns: rate}, validated */
+	uint64_t pod_ingress_default; /* internetIngress.podDefault */
+	json_object *ns_ingress; /* internetIngress.namespaces: per-pod cap in that namespace */
+	uint32_t queue_ms;	 /* queueLatencyMs: leaf queues hold this much at the rate */
 };
 
 /*
@@ -48,11 +48,11 @@ struct shaping_policy {
  * config; the wire and budget/ speak bytes/s.
  */
 struct budget_policy {
-	const char *allocator;		/* the allocator's base URL; NULL: no budgets */
-	int64_t report_ms;		/* reportSeconds */
-	int64_t lease_ms;		/* leaseSeconds */
-	uint64_t fallback_bps;		/* a node never granted (default 10M) */
-	json_object *egress;		/* internetEgress {ns: rate}, validated; NULL: none */
+	const char *allocator; /* the allocator's base URL; NULL: no budgets */
+	int64_t report_ms;     /* reportSeconds */
+	int64_t lease_ms;      /* leaseSeconds */
+	uint64_t fallback_bps; /* a node never granted (default 10M) */
+	json_object *egress;   /* internetEgress {ns: rate}, validated; NULL: none */
 };
 
 /* nodeAccess.hostPortDeny: ports of the node's own services that no hostPort takes. */
@@ -62,34 +62,34 @@ struct node_port_range {
 };
 
 struct node_config {
-	json_object *root;		/* owns every json_object below */
+	json_object *root; /* owns every json_object below */
 	const char *cni_version;
-	int version;			/* cni_version_parse(cni_version) */
+	int version; /* cni_version_parse(cni_version) */
 	const char *name;
-	int mtu;			/* 0: the uplink's */
-	char uplink[IFNAMSIZ];		/* "": the default route's interface */
+	int mtu;	       /* 0: the uplink's */
+	char uplink[IFNAMSIZ]; /* "": the default route's interface */
 	struct cidr4 internal[ACCT_MAX_INTERNAL];
 	size_t n_internal;
 	bool masquerade;
 	char data_dir[PATH_MAX];
 	char log_file[PATH_MAX];
-	int64_t log_max_bytes;		/* logFile is rotated (to logFile.1) past this size */
+	int64_t log_max_bytes; /* logFile is rotated (to logFile.1) past this size */
 	enum ipam_source source;
 	const char *imds_url;
-	json_object *exclude;		/* ipam.exclude as given */
-	uint32_t *pool;			/* static source: the expanded address list */
+	json_object *exclude; /* ipam.exclude as given */
+	uint32_t *pool;	      /* static source: the expanded address list */
 	size_t n_pool;
 	int64_t cooldown_ms;
 	bool acct_enabled, acct_per_pod;
-	int64_t retain_seconds;		/* accounting.retainSeconds: a namespace's counters after its last pod */
+	int64_t retain_seconds; /* accounting.retainSeconds: a namespace's counters after its last pod */
 	uint32_t internet_mark;
 	struct shaping_policy shaping;
-	struct acct_access access;	/* nodeAccess (its lists point into root) */
-	bool ns_connections_default;	/* namespaceConnections not given: a share of the table */
-	struct node_port_range port_deny[NODE_PORT_DENY_MAX];	/* nodeAccess.hostPortDeny */
+	struct acct_access access;   /* nodeAccess (its lists point into root) */
+	bool ns_connections_default; /* namespaceConnections not given: a share of the table */
+	struct node_port_range port_deny[NODE_PORT_DENY_MAX]; /* nodeAccess.hostPortDeny */
 	size_t n_port_deny;
 	struct budget_policy budgets;
-	struct acct_guard guard;	/* internetGuard.connections (its names point into root) */
+	struct acct_guard guard; /* internetGuard.connections (its names point into root) */
 	/* runtimeConfig.bandwidth and the pod's annotations (its caps are resolved per namespace) */
 	struct shaping request;
 	json_object *prev_result;

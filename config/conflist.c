@@ -34,7 +34,8 @@ static int copy_path(json_object *o, const char *key, char *dst, size_t size, co
 			       key, v);
 	if (strlen(v) >= size - 64 || strstr(v, "/../") ||
 	    (strlen(v) >= 3 && strcmp(v + strlen(v) - 3, "/..") == 0))
-		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL, "%s \"%.128s\" is not a usable path", key, v);
+		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL, "%s \"%.128s\" is not a usable path",
+			       key, v);
 	snprintf(dst, size, "%s", v);
 	return 0;
 }
@@ -62,8 +63,9 @@ static int parse_internal(json_object *root, struct node_config *cfg, struct tg_
 	}
 	n = json_object_array_length(arr);
 	if (n == 0)
-		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
-			       "internalCIDRs is empty: list at least one CIDR (default 10.0.0.0/8)");
+		return tg_fail(
+			e, CNI_ERR_CONFIG, -EINVAL,
+			"internalCIDRs is empty: list at least one CIDR (default 10.0.0.0/8)");
 	if (n > ACCT_MAX_INTERNAL)
 		return tg_fail(e, CNI_ERR_CONFIG, -E2BIG, "internalCIDRs lists more than %d CIDRs",
 			       ACCT_MAX_INTERNAL);
@@ -71,9 +73,10 @@ static int parse_internal(json_object *root, struct node_config *cfg, struct tg_
 		const char *s = json_object_get_string(json_object_array_get_idx(arr, i));
 
 		if (cidr4_parse(s, &cfg->internal[i]) < 0)
-			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
-				       "internalCIDRs[%zu] \"%.64s\" is not an IPv4 CIDR (a.b.c.d/len, no host bits)",
-				       i, s);
+			return tg_fail(
+				e, CNI_ERR_CONFIG, -EINVAL,
+				"internalCIDRs[%zu] \"%.64s\" is not an IPv4 CIDR (a.b.c.d/len, no host bits)",
+				i, s);
 	}
 	qsort(cfg->internal, n, sizeof(cfg->internal[0]), cmp_cidr);
 	for (i = 1; i < n; i++) {
@@ -130,8 +133,9 @@ static int parse_ipam(json_object *root, struct node_config *cfg, struct tg_err 
 	if (strcmp(source, "static") == 0) {
 		cfg->source = IPAM_SOURCE_STATIC;
 		if (!addresses || json_object_array_length(addresses) == 0)
-			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
-				       "ipam.addresses must list the node's addresses when ipam.source is \"static\"");
+			return tg_fail(
+				e, CNI_ERR_CONFIG, -EINVAL,
+				"ipam.addresses must list the node's addresses when ipam.source is \"static\"");
 		r = ipam_pool_parse(addresses, exclude, "ipam", &cfg->pool, &cfg->n_pool, e);
 		if (r == 0)
 			r = pool_check_usable(cfg->pool, cfg->n_pool, e);
@@ -175,7 +179,8 @@ int node_config_decode(const char *text, size_t len, struct node_config *cfg, st
 		return tg_fail(e, CNI_ERR_DECODE, -ENODATA, "no network configuration on stdin");
 	if (len > NODE_CONFIG_MAX)
 		return tg_fail(e, CNI_ERR_DECODE, -E2BIG,
-			       "the network configuration is larger than %d bytes", NODE_CONFIG_MAX);
+			       "the network configuration is larger than %d bytes",
+			       NODE_CONFIG_MAX);
 	r = jx_parse(text, len, &root, &pe);
 	if (r == -ENOMEM)
 		return tg_fail(e, CNI_ERR_IO, r, "out of memory");
@@ -186,8 +191,8 @@ int node_config_decode(const char *text, size_t len, struct node_config *cfg, st
 			       "the network configuration has trailing data at byte %zu", pe.at);
 	if (r < 0)
 		return tg_fail(e, CNI_ERR_DECODE, r,
-			       "the network configuration is not valid JSON: %s at byte %zu", pe.why,
-			       pe.at);
+			       "the network configuration is not valid JSON: %s at byte %zu",
+			       pe.why, pe.at);
 	cfg->root = root;
 	if (!json_object_is_type(root, json_type_object))
 		return tg_fail(e, CNI_ERR_DECODE, -EBADMSG,
@@ -223,9 +228,10 @@ int node_config_parse(struct node_config *cfg, struct tg_err *e)
 	if (r == 0)
 		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL, "name is missing");
 	if (!name_is_safe(cfg->name, TG_NETWORK_NAME_MAX))
-		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
-			       "name \"%.64s\" must match [A-Za-z0-9][A-Za-z0-9_.-]* (at most %d characters)",
-			       cfg->name, TG_NETWORK_NAME_MAX);
+		return tg_fail(
+			e, CNI_ERR_CONFIG, -EINVAL,
+			"name \"%.64s\" must match [A-Za-z0-9][A-Za-z0-9_.-]* (at most %d characters)",
+			cfg->name, TG_NETWORK_NAME_MAX);
 	/* The runtime found the binary by it; still a key like any other. */
 	if ((r = jx_string(root, "", "type", &type, e)) < 0)
 		return r;
@@ -245,7 +251,8 @@ int node_config_parse(struct node_config *cfg, struct tg_err *e)
 	cfg->masquerade = true;
 	if (jx_bool(root, "", "masquerade", &cfg->masquerade, e) < 0)
 		return -EINVAL;
-	if (copy_path(root, "dataDir", cfg->data_dir, sizeof(cfg->data_dir), "/run/tollgate", e) < 0 ||
+	if (copy_path(root, "dataDir", cfg->data_dir, sizeof(cfg->data_dir), "/run/tollgate", e) <
+		    0 ||
 	    copy_path(root, "logFile", cfg->log_file, sizeof(cfg->log_file), NULL, e) < 0)
 		return -EINVAL;
 	cfg->log_max_bytes = NODE_LOG_MAX_BYTES;
@@ -328,7 +335,8 @@ int node_config_load_text(const char *path, const char *file, size_t len, struct
 	if (r < 0 && pe.twice)
 		return jx_fail_twice(e, &pe);
 	if (r < 0 && pe.trailing)
-		return tg_fail(e, CNI_ERR_DECODE, r, "%s has trailing data at byte %zu", path, pe.at);
+		return tg_fail(e, CNI_ERR_DECODE, r, "%s has trailing data at byte %zu", path,
+			       pe.at);
 	if (r < 0)
 		return tg_fail(e, CNI_ERR_DECODE, r, "%s is not valid JSON: %s at byte %zu", path,
 			       pe.why, pe.at);

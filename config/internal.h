@@ -24,7 +24,6 @@ struct node_config;
 #define NODE_LOG_MAX_BYTES_MIN 4096
 #define NODE_LOG_MAX_BYTES_MAX (1LL << 30)
 
-
 /* config/policy.c: accounting, shaping, budgets, internetGuard. */
 int config_parse_accounting(json_object *root, struct node_config *cfg, struct tg_err *e);
 int config_parse_shaping(json_object *root, struct node_config *cfg, struct tg_err *e);

@@ -38,9 +38,10 @@ int config_parse_accounting(json_object *root, struct node_config *cfg, struct t
 			errno = 0;
 			v = strtoull(s, &end, 0);
 			if (errno || !*s || *end || v > UINT32_MAX)
-				return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
-					       "accounting.internetMark \"%.32s\" is not a 32-bit number",
-					       s);
+				return tg_fail(
+					e, CNI_ERR_CONFIG, -EINVAL,
+					"accounting.internetMark \"%.32s\" is not a 32-bit number",
+					s);
 		} else if (json_object_is_type(mark, json_type_int)) {
 			int64_t n = json_object_get_int64(mark);
 
@@ -56,9 +57,10 @@ int config_parse_accounting(json_object *root, struct node_config *cfg, struct t
 			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
 				       "accounting.internetMark must not be 0");
 		if (v & 0xc000)
-			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
-				       "accounting.internetMark 0x%llx collides with kube-proxy's mark bits 0x4000/0x8000",
-				       v);
+			return tg_fail(
+				e, CNI_ERR_CONFIG, -EINVAL,
+				"accounting.internetMark 0x%llx collides with kube-proxy's mark bits 0x4000/0x8000",
+				v);
 		cfg->internet_mark = (uint32_t)v;
 	}
 	return 0;
@@ -80,13 +82,15 @@ static int get_rate(json_object *o, const char *where, const char *key, uint64_t
 /* {"namespace": rate, ...}: every key a namespace name, every value a rate. */
 static int check_rate_map(json_object *o, const char *where, struct tg_err *e)
 {
-	json_object_object_foreach(o, k, v) {
+	json_object_object_foreach(o, k, v)
+	{
 		char path[200];
 		uint64_t bps;
 
 		snprintf(path, sizeof(path), "%s[\"%.63s\"]", where, k);
 		if (!*k || strlen(k) > 63)
-			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL, "%s: not a namespace name", path);
+			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL, "%s: not a namespace name",
+				       path);
 		if (rate_from_json(v, path, &bps, e) < 0)
 			return -EINVAL;
 	}
@@ -108,7 +112,8 @@ int config_parse_shaping(json_object *root, struct node_config *cfg, struct tg_e
 		return -EINVAL;
 	cfg->shaping.queue_ms = (uint32_t)q;
 	if (eg) {
-		if (get_rate(eg, "shaping.internetEgress", "node", &cfg->shaping.node_egress, e) < 0 ||
+		if (get_rate(eg, "shaping.internetEgress", "node", &cfg->shaping.node_egress, e) <
+			    0 ||
 		    get_rate(eg, "shaping.internetEgress", "namespaceDefault",
 			     &cfg->shaping.ns_egress_default, e) < 0 ||
 		    get_rate(eg, "shaping.internetEgress", "podDefault",
@@ -117,7 +122,8 @@ int config_parse_shaping(json_object *root, struct node_config *cfg, struct tg_e
 			      e) < 0)
 			return -EINVAL;
 		if (cfg->shaping.ns_egress &&
-		    check_rate_map(cfg->shaping.ns_egress, "shaping.internetEgress.namespaces", e) < 0)
+		    check_rate_map(cfg->shaping.ns_egress, "shaping.internetEgress.namespaces", e) <
+			    0)
 			return -EINVAL;
 	}
 	if (in) {
@@ -127,7 +133,8 @@ int config_parse_shaping(json_object *root, struct node_config *cfg, struct tg_e
 			      e) < 0)
 			return -EINVAL;
 		if (cfg->shaping.ns_ingress &&
-		    check_rate_map(cfg->shaping.ns_ingress, "shaping.internetIngress.namespaces", e) < 0)
+		    check_rate_map(cfg->shaping.ns_ingress, "shaping.internetIngress.namespaces",
+				   e) < 0)
 			return -EINVAL;
 	}
 	return 0;
@@ -152,10 +159,11 @@ int config_parse_budgets(json_object *root, struct node_config *cfg, struct tg_e
 	    jx_object(o, "budgets", "internetEgress", &b->egress, e) < 0)
 		return -EINVAL;
 	if (lease_s < 2 * report_s)
-		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
-			       "budgets.leaseSeconds %lld must be at least twice budgets.reportSeconds (%lld): "
-			       "a lease has to outlive one lost answer",
-			       (long long)lease_s, (long long)report_s);
+		return tg_fail(
+			e, CNI_ERR_CONFIG, -EINVAL,
+			"budgets.leaseSeconds %lld must be at least twice budgets.reportSeconds (%lld): "
+			"a lease has to outlive one lost answer",
+			(long long)lease_s, (long long)report_s);
 	b->report_ms = report_s * 1000;
 	b->lease_ms = lease_s * 1000;
 	if (b->allocator && strncmp(b->allocator, "http://", 7) != 0 &&
@@ -168,18 +176,21 @@ int config_parse_budgets(json_object *root, struct node_config *cfg, struct tg_e
 			       "budgets.allocator is not a URL (blanks, or over 512 characters)");
 	if (!b->egress)
 		return 0;
-	json_object_object_foreach(b->egress, k, v) {
+	json_object_object_foreach(b->egress, k, v)
+	{
 		(void)v;
 		if (!k8s_dns_label(k, strlen(k)))
 			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
 				       "budgets.internetEgress[\"%.64s\"] is not a namespace name "
-				       "(a DNS label: a-z, 0-9 and '-', at most 63 characters)", k);
+				       "(a DNS label: a-z, 0-9 and '-', at most 63 characters)",
+				       k);
 	}
 	if (check_rate_map(b->egress, "budgets.internetEgress", e) < 0)
 		return -EINVAL;
 	if (json_object_object_length(b->egress) > 0 && !b->allocator)
-		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
-			       "budgets.allocator is missing: budgets.internetEgress needs an allocator");
+		return tg_fail(
+			e, CNI_ERR_CONFIG, -EINVAL,
+			"budgets.allocator is missing: budgets.internetEgress needs an allocator");
 	return 0;
 }
 
@@ -199,15 +210,17 @@ static int parse_destinations(json_object *o, struct acct_destinations *d, struc
 		return r;
 	if (jx_int(dst, where, "top", 1, ACCT_DST_TOP_MAX, &top, e) < 0 ||
 	    jx_int(dst, where, "prefixLength", 8, 32, &len, e) < 0 ||
-	    jx_int(dst, where, "tracked", ACCT_DST_TRACKED_MIN, ACCT_DST_TRACKED_MAX, &tracked,
-		   e) < 0)
+	    jx_int(dst, where, "tracked", ACCT_DST_TRACKED_MIN, ACCT_DST_TRACKED_MAX, &tracked, e) <
+		    0)
 		return -EINVAL;
 	if (top > tracked)
 		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
 			       "%s.top (%lld) is more than %s.tracked (%lld)", where,
 			       (long long)top, where, (long long)tracked);
-	*d = (struct acct_destinations){ .on = true, .top = (uint32_t)top,
-					 .prefix_len = (uint8_t)len, .tracked = (uint32_t)tracked };
+	*d = (struct acct_destinations){ .on = true,
+					 .top = (uint32_t)top,
+					 .prefix_len = (uint8_t)len,
+					 .tracked = (uint32_t)tracked };
 	return 0;
 }
 
@@ -231,8 +244,8 @@ int config_parse_guard(json_object *root, struct node_config *cfg, struct tg_err
 		return r;
 	if (r == 0)
 		return 0;
-	if (jx_int(conns, "internetGuard.connections", "namespaceDefault", 1, GUARD_LIMIT_MAX, &dflt,
-		   e) < 0 ||
+	if (jx_int(conns, "internetGuard.connections", "namespaceDefault", 1, GUARD_LIMIT_MAX,
+		   &dflt, e) < 0 ||
 	    jx_int(conns, "internetGuard.connections", "newPerSecond", 1, GUARD_LIMIT_MAX, &rate,
 		   e) < 0 ||
 	    jx_object(conns, "internetGuard.connections", "namespaces", &per_ns, e) < 0)
@@ -246,19 +259,23 @@ int config_parse_guard(json_object *root, struct node_config *cfg, struct tg_err
 		return tg_fail(e, CNI_ERR_CONFIG, -E2BIG,
 			       "internetGuard.connections.namespaces lists more than %d namespaces",
 			       ACCT_GUARD_NS_MAX);
-	json_object_object_foreach(per_ns, k, v) {
+	json_object_object_foreach(per_ns, k, v)
+	{
 		int64_t n;
 
 		if (!k8s_dns_label(k, strlen(k)))
-			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
-				       "internetGuard.connections.namespaces[\"%.64s\"] is not a namespace "
-				       "name (a DNS label: a-z, 0-9 and '-', at most 63 characters)", k);
-		if (!json_object_is_type(v, json_type_int) ||
-		    (n = json_object_get_int64(v)) < 0 || n > GUARD_LIMIT_MAX)
-			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
-				       "internetGuard.connections.namespaces[\"%s\"] must be a whole "
-				       "number of connections from 0 (no limit) to %d",
-				       k, GUARD_LIMIT_MAX);
+			return tg_fail(
+				e, CNI_ERR_CONFIG, -EINVAL,
+				"internetGuard.connections.namespaces[\"%.64s\"] is not a namespace "
+				"name (a DNS label: a-z, 0-9 and '-', at most 63 characters)",
+				k);
+		if (!json_object_is_type(v, json_type_int) || (n = json_object_get_int64(v)) < 0 ||
+		    n > GUARD_LIMIT_MAX)
+			return tg_fail(
+				e, CNI_ERR_CONFIG, -EINVAL,
+				"internetGuard.connections.namespaces[\"%s\"] must be a whole "
+				"number of connections from 0 (no limit) to %d",
+				k, GUARD_LIMIT_MAX);
 		g->ns[g->n_ns] = k;
 		g->ns_concurrent[g->n_ns++] = (uint32_t)n;
 	}

@@ -17,8 +17,8 @@
 #define BURST_UNSET 4294967295ULL
 #define BURST_MAX (512ULL * 1024 * 1024 * 8)
 
-static int bw_pair(json_object *bw, const char *rate_key, const char *burst_key,
-		   uint64_t *ret_rate, uint64_t *ret_burst, struct tg_err *e)
+static int bw_pair(json_object *bw, const char *rate_key, const char *burst_key, uint64_t *ret_rate,
+		   uint64_t *ret_burst, struct tg_err *e)
 {
 	json_object *rv = jx_get_nocase(bw, rate_key), *bv = jx_get_nocase(bw, burst_key);
 	char path[80];
@@ -40,7 +40,8 @@ static int bw_pair(json_object *bw, const char *rate_key, const char *burst_key,
 		return 0;
 	if (!json_object_is_type(bv, json_type_int))
 		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
-			       "runtimeConfig.bandwidth.%s must be an integer number of bits", burst_key);
+			       "runtimeConfig.bandwidth.%s must be an integer number of bits",
+			       burst_key);
 	burst = json_object_get_int64(bv);
 	if (burst <= 0)
 		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
@@ -52,8 +53,8 @@ static int bw_pair(json_object *bw, const char *rate_key, const char *burst_key,
 			       "runtimeConfig.bandwidth.%s is set without %s", burst_key, rate_key);
 	if ((uint64_t)burst > BURST_MAX)
 		return tg_fail(e, CNI_ERR_CONFIG, -ERANGE,
-			       "runtimeConfig.bandwidth.%s is larger than %llu bits (512 MiB)", burst_key,
-			       (unsigned long long)BURST_MAX);
+			       "runtimeConfig.bandwidth.%s is larger than %llu bits (512 MiB)",
+			       burst_key, (unsigned long long)BURST_MAX);
 	*ret_burst = (uint64_t)burst;
 	return 0;
 }
@@ -76,12 +77,14 @@ int config_parse_runtime(struct node_config *cfg, struct tg_err *e)
 	if (ann && !json_object_is_type(ann, json_type_null)) {
 		static const char *const keys[] = { "tollgate.io/internet-egress-bandwidth",
 						    "tollgate.io/internet-ingress-bandwidth" };
-		uint64_t *dst[] = { &cfg->request.annot_inet_egress, &cfg->request.annot_inet_ingress };
+		uint64_t *dst[] = { &cfg->request.annot_inet_egress,
+				    &cfg->request.annot_inet_ingress };
 		json_object *v;
 
 		if (!json_object_is_type(ann, json_type_object))
-			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
-				       "runtimeConfig[\"io.kubernetes.cri.pod-annotations\"] must be an object");
+			return tg_fail(
+				e, CNI_ERR_CONFIG, -EINVAL,
+				"runtimeConfig[\"io.kubernetes.cri.pod-annotations\"] must be an object");
 		for (int i = 0; i < 2; i++) {
 			char path[120];
 
@@ -89,7 +92,8 @@ int config_parse_runtime(struct node_config *cfg, struct tg_err *e)
 				continue;
 			snprintf(path, sizeof(path), "pod annotation %s", keys[i]);
 			if (!json_object_is_type(v, json_type_string))
-				return tg_fail(e, CNI_ERR_CONFIG, -EINVAL, "%s must be a string", path);
+				return tg_fail(e, CNI_ERR_CONFIG, -EINVAL, "%s must be a string",
+					       path);
 			if (rate_from_json(v, path, dst[i], e) < 0)
 				return -EINVAL;
 		}
@@ -109,7 +113,8 @@ int node_config_ports(const struct node_config *cfg, struct hostports *ret, stru
 		if (cfg->access.metrics_port && p == cfg->access.metrics_port)
 			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
 				       "runtimeConfig.portMappings[%zu]: hostPort %u is the node's "
-				       "metricsPort, which no pod may take", i, cfg->access.metrics_port);
+				       "metricsPort, which no pod may take",
+				       i, cfg->access.metrics_port);
 		/* its other services: ssh, kubelet, NodePorts (nodeAccess.hostPortDeny) */
 		for (size_t j = 0; j < cfg->n_port_deny; j++)
 			if (p >= cfg->port_deny[j].lo && p <= cfg->port_deny[j].hi)
@@ -141,10 +146,11 @@ int config_parse_gc_list(json_object *root, struct node_config *cfg, struct tg_e
 		    jx_string(o, "cni.dev/valid-attachments[]", "containerID", &cid, e) < 0 ||
 		    jx_string(o, "cni.dev/valid-attachments[]", "ifname", &ifn, e) < 0 || !cid ||
 		    !ifn)
-			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
-				       "cni.dev/valid-attachments[%zu] must be an object with string "
-				       "containerID and ifname",
-				       i);
+			return tg_fail(
+				e, CNI_ERR_CONFIG, -EINVAL,
+				"cni.dev/valid-attachments[%zu] must be an object with string "
+				"containerID and ifname",
+				i);
 	}
 	cfg->valid_attachments = arr;
 	return 0;

@@ -37,9 +37,9 @@
 /* The election key as etcd holds it. */
 struct etcd_kv {
 	bool exists;
-	int64_t create_revision;	/* the holder's term: its epoch */
+	int64_t create_revision; /* the holder's term: its epoch */
 	int64_t lease;
-	char value[ETCD_VALUE_MAX + 1];	/* the holder's advertise URL */
+	char value[ETCD_VALUE_MAX + 1]; /* the holder's advertise URL */
 };
 
 /* Base64 (RFC 4648, padded) of n bytes into dst (room for 4 * ceil(n / 3) + 1). */
@@ -49,13 +49,12 @@ long etcd_b64_decode(const char *src, size_t n, char *dst, size_t size);
 
 /* Request bodies (malloc'ed, NUL-terminated), or NULL when out of memory. */
 char *etcd_grant_body(int64_t ttl_s);
-char *etcd_lease_body(int64_t lease_id);	/* keepalive and revoke */
+char *etcd_lease_body(int64_t lease_id); /* keepalive and revoke */
 char *etcd_campaign_body(const char *key, const char *value, int64_t lease_id);
 char *etcd_range_body(const char *key);
 
 /* Responses: 0, or -EBADMSG with why (ETCD_WHY_MAX) saying what is wrong. */
-int etcd_parse_grant(const char *text, size_t len, int64_t *ret_id, int64_t *ret_ttl,
-		     char *why);
+int etcd_parse_grant(const char *text, size_t len, int64_t *ret_id, int64_t *ret_ttl, char *why);
 /* *ret_ttl 0: the lease is gone (expired or revoked). */
 int etcd_parse_keepalive(const char *text, size_t len, int64_t *ret_ttl, char *why);
 /*

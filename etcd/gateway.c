@@ -229,8 +229,7 @@ static int parse_kvs(json_object *o, struct etcd_kv *kv, char *why)
 	return parse_kv(json_object_array_get_idx(arr, 0), kv, why);
 }
 
-int etcd_parse_grant(const char *text, size_t len, int64_t *ret_id, int64_t *ret_ttl,
-		     char *why)
+int etcd_parse_grant(const char *text, size_t len, int64_t *ret_id, int64_t *ret_ttl, char *why)
 {
 	json_object *root;
 	int r = doc(text, len, &root, why);

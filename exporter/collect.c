@@ -18,7 +18,6 @@
 #include "lib/version.h"
 #include "lib/util.h"
 
-
 /*
  * One series per nftables counter, kept across scrapes: its labels are
  * written once (again only when the store changes, for pods), so a scrape
@@ -29,44 +28,54 @@
  * lower value: one that has already passed the old value between two
  * scrapes would otherwise swallow it.
  */
-enum series_kind { SERIES_OTHER, SERIES_NS, SERIES_POD, SERIES_HOST, SERIES_SPOOFED,
-		   SERIES_METADATA_DROP, SERIES_AGENT_DROP, SERIES_INVALID_DROP,
-		   SERIES_NEIGHBOUR_DROP, SERIES_ARP_DROP, SERIES_REFUSED };
+enum series_kind {
+	SERIES_OTHER,
+	SERIES_NS,
+	SERIES_POD,
+	SERIES_HOST,
+	SERIES_SPOOFED,
+	SERIES_METADATA_DROP,
+	SERIES_AGENT_DROP,
+	SERIES_INVALID_DROP,
+	SERIES_NEIGHBOUR_DROP,
+	SERIES_ARP_DROP,
+	SERIES_REFUSED
+};
 
 struct series {
 	char name[ACCT_COUNTER_NAME_MAX];
 	size_t name_len;
 	enum series_kind kind;
 	enum acct_class cls;
-	char *labels;			/* {...} as written after the family name; NULL: not shown */
+	char *labels; /* {...} as written after the family name; NULL: not shown */
 	size_t labels_len;
-	uint64_t labels_store;		/* store generation they were written for (pods only) */
-	uint64_t id;			/* the kernel object read last (acct_counter_sample.id) */
+	uint64_t labels_store; /* store generation they were written for (pods only) */
+	uint64_t id;	       /* the kernel object read last (acct_counter_sample.id) */
 	uint64_t last_bytes, last_packets, off_bytes, off_packets;
-	uint64_t bytes, packets;	/* this scrape, with offsets */
-	uint64_t seen;			/* scrape generation */
+	uint64_t bytes, packets; /* this scrape, with offsets */
+	uint64_t seen;		 /* scrape generation */
 };
 
 struct exporter {
 	char data_dir[2048];
 	char network[160];
 	struct ipam_state state;
-	const struct ipam_attachment **by_veth;	/* state's attachments sorted by host veth */
+	const struct ipam_attachment **by_veth; /* state's attachments sorted by host veth */
 	struct ipam_store_stamp state_stamp;	/* of the state loaded */
-	uint64_t store_generation;	/* bumped on every store load */
+	uint64_t store_generation;		/* bumped on every store load */
 	struct acct_reader *reader;
 	struct tc_collector *tc;
-	struct dst_ledger *dst;		/* internetGuard.destinations */
-	struct series *series;		/* dense; index[] maps names to positions */
+	struct dst_ledger *dst; /* internetGuard.destinations */
+	struct series *series;	/* dense; index[] maps names to positions */
 	size_t n_series, cap_series;
-	uint32_t *index;		/* open addressing: position + 1, 0 = empty */
+	uint32_t *index; /* open addressing: position + 1, 0 = empty */
 	size_t index_cap;
-	uint32_t *order;		/* this scrape's series, in the kernel's order */
+	uint32_t *order; /* this scrape's series, in the kernel's order */
 	size_t n_order, cap_order;
-	size_t n_prev;			/* order[] entries still valid from the last scrape */
+	size_t n_prev; /* order[] entries still valid from the last scrape */
 	int read_err;
 	uint64_t generation;
-	int64_t cooldown_ms;		/* the config's: what "cooling" means */
+	int64_t cooldown_ms; /* the config's: what "cooling" means */
 };
 
 struct exporter *exporter_new(const char *data_dir, const char *network)
@@ -158,7 +167,8 @@ static void classify(struct exporter *ex, struct series *s)
 
 		who = acct_spoofed_parse(s->name, s->name_len, owner, &fam);
 		if (who != ACCT_OWNER_NONE) {
-			const char *l[] = { "namespace", owner, "family", acct_family_names[fam], NULL };
+			const char *l[] = { "namespace", owner, "family", acct_family_names[fam],
+					    NULL };
 
 			s->kind = SERIES_SPOOFED;
 			set_labels(s, who == ACCT_OWNER_NAMESPACE ? l : l + 2);
@@ -166,7 +176,8 @@ static void classify(struct exporter *ex, struct series *s)
 		}
 		/* The internet guard's refusals, by namespace and reason. */
 		if (acct_refused_parse(s->name, s->name_len, owner, &why) == ACCT_OWNER_NAMESPACE) {
-			const char *l[] = { "namespace", owner, "reason", acct_refusal_names[why], NULL };
+			const char *l[] = { "namespace", owner, "reason", acct_refusal_names[why],
+					    NULL };
 
 			s->kind = SERIES_REFUSED;
 			set_labels(s, l);
@@ -203,8 +214,11 @@ static void classify(struct exporter *ex, struct series *s)
 		set_labels(s, l);
 	} else if (who == ACCT_OWNER_POD) {
 		const struct ipam_attachment *a = by_veth(ex, owner);
-		const char *l[] = { "namespace", a ? a->k8s_namespace : "", "pod", a ? a->pod : "",
-				    "direction", dir, "traffic", traffic, NULL };
+		const char *l[] = { "namespace", a ? a->k8s_namespace : "",
+				    "pod",	 a ? a->pod : "",
+				    "direction", dir,
+				    "traffic",	 traffic,
+				    NULL };
 
 		s->kind = SERIES_POD;
 		s->labels_store = ex->store_generation;
@@ -413,7 +427,7 @@ static int refresh_store(struct exporter *ex)
 static const struct ipam_attachment *by_veth(const struct exporter *ex, const char *veth)
 {
 	struct ipam_attachment key;
-	const struct ipam_attachment *kp = &key, *const *hit;
+	const struct ipam_attachment *kp = &key, *const * hit;
 
 	if (!ex->by_veth || strlen(veth) >= sizeof(key.host_veth))
 		return NULL;
@@ -504,7 +518,7 @@ static const struct {
 static void render_guard(struct exporter *ex, struct expo *x)
 {
 	static const char family[] = "tollgate_namespace_internet_connections";
-	char (*names)[ACCT_COUNTER_NAME_MAX] = NULL;
+	char(*names)[ACCT_COUNTER_NAME_MAX] = NULL;
 	struct ct_pod *pods = NULL;
 	uint64_t *counts = NULL;
 	size_t n_ns = 0, n_pods = 0;
@@ -524,21 +538,24 @@ static void render_guard(struct exporter *ex, struct expo *x)
 		enum acct_refusal why;
 
 		if (s->kind == SERIES_REFUSED &&
-		    acct_refused_parse(s->name, s->name_len, names[n_ns], &why) == ACCT_OWNER_NAMESPACE &&
+		    acct_refused_parse(s->name, s->name_len, names[n_ns], &why) ==
+			    ACCT_OWNER_NAMESPACE &&
 		    why == ACCT_REFUSED_CONCURRENT)
 			n_ns++;
 	}
 	for (size_t i = 0; i < ex->state.n_att; i++)
 		for (size_t j = 0; j < n_ns; j++)
 			if (strcmp(ex->state.att[i].k8s_namespace, names[j]) == 0) {
-				pods[n_pods++] = (struct ct_pod){ ex->state.att[i].ip, (uint32_t)j };
+				pods[n_pods++] =
+					(struct ct_pod){ ex->state.att[i].ip, (uint32_t)j };
 				break;
 			}
 	if (ct_count_internet(pods, n_pods, n_ns, counts) < 0)
 		goto out;
-	expo_family(x, family, "gauge",
-		    "Connections a guarded namespace's pods hold to internet destinations on this node "
-		    "(conntrack flows, as internetGuard counts them against its limit).");
+	expo_family(
+		x, family, "gauge",
+		"Connections a guarded namespace's pods hold to internet destinations on this node "
+		"(conntrack flows, as internetGuard counts them against its limit).");
 	for (size_t j = 0; j < n_ns; j++) {
 		const char *l[] = { "namespace", names[j], NULL };
 
@@ -563,8 +580,8 @@ static bool ns_internet_total(const char *ns, enum acct_dir dir, uint64_t *ret, 
 	char name[ACCT_COUNTER_NAME_MAX];
 	const struct series *s;
 
-	acct_ns_counter_name(ns, dir == ACCT_DIR_EGRESS ? ACCT_EGRESS_INTERNET : ACCT_INGRESS_INTERNET,
-			     name);
+	acct_ns_counter_name(
+		ns, dir == ACCT_DIR_EGRESS ? ACCT_EGRESS_INTERNET : ACCT_INGRESS_INTERNET, name);
 	s = series_find(arg, name);
 	if (s)
 		*ret = s->bytes;
@@ -576,8 +593,8 @@ static bool ns_internet_total(const char *ns, enum acct_dir dir, uint64_t *ret, 
 static bool render_book(const char *ns, enum acct_dir dir, uint64_t total, uint64_t other,
 			void *arg)
 {
-	const char *l[] = { "namespace", ns, "destination", "other", "direction", acct_dir_names[dir],
-			    NULL };
+	const char *l[] = { "namespace",	 ns,  "destination", "other", "direction",
+			    acct_dir_names[dir], NULL };
 
 	(void)total;
 	expo_sample_u64(arg, DST_FAMILY, l, other);
@@ -588,8 +605,8 @@ static void render_prefix(const char *ns, enum acct_dir dir, uint32_t prefix, ui
 			  uint64_t bytes, void *arg)
 {
 	char dst[DST_LABEL_MAX];
-	const char *l[] = { "namespace", ns, "destination", dst, "direction", acct_dir_names[dir],
-			    NULL };
+	const char *l[] = { "namespace",	 ns,  "destination", dst, "direction",
+			    acct_dir_names[dir], NULL };
 
 	dst_prefix_label(prefix, prefix_len, dst);
 	expo_sample_u64(arg, DST_FAMILY, l, bytes);
@@ -756,7 +773,8 @@ int exporter_render(struct exporter *ex, struct expo *x)
 	expo_sample(x, "tollgate_collector_duration_seconds", up_tc, (double)(t4 - t3) / 1e9);
 	expo_family(x, "tollgate_scrape_duration_seconds", "gauge",
 		    "Time to collect and render this page.");
-	expo_sample(x, "tollgate_scrape_duration_seconds", NULL, (double)(time_mono_ns() - t0) / 1e9);
+	expo_sample(x, "tollgate_scrape_duration_seconds", NULL,
+		    (double)(time_mono_ns() - t0) / 1e9);
 
 	if (nft_r == 0)
 		series_compact(ex);

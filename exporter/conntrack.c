@@ -17,11 +17,11 @@
 #include "node/conntrack.h"
 
 struct tally {
-	const struct ct_pod *pods;	/* sorted by address */
+	const struct ct_pod *pods; /* sorted by address */
 	size_t n_pods;
 	const struct acct_range *internal;
 	size_t n_internal;
-	uint64_t *counts;		/* by the pods' ns index */
+	uint64_t *counts; /* by the pods' ns index */
 };
 
 static int cmp_pod(const void *key, const void *elem)
@@ -34,7 +34,8 @@ static int cmp_pod(const void *key, const void *elem)
 static void on_flow(const struct node_ct_flow *f, void *arg)
 {
 	struct tally *t = arg;
-	const struct ct_pod *p = bsearch(&f->orig_src, t->pods, t->n_pods, sizeof(*t->pods), cmp_pod);
+	const struct ct_pod *p =
+		bsearch(&f->orig_src, t->pods, t->n_pods, sizeof(*t->pods), cmp_pod);
 
 	if (!p || acct_ranges_have(t->internal, t->n_internal, f->orig_dst))
 		return;

@@ -42,10 +42,10 @@
 struct dst_entry {
 	uint32_t prefix;
 	bool top;
-	uint64_t pending;	/* taken since the last settle, not in a series yet */
-	uint64_t attributed;	/* its series, while it is in the top */
+	uint64_t pending;    /* taken since the last settle, not in a series yet */
+	uint64_t attributed; /* its series, while it is in the top */
 	double score;
-	int64_t last_ms;	/* the last take that found bytes */
+	int64_t last_ms; /* the last take that found bytes */
 };
 
 struct dst_book {
@@ -53,11 +53,11 @@ struct dst_book {
 	enum acct_dir dir;
 	uint8_t prefix_len;
 	uint32_t top;
-	bool seen;		/* in the take under way */
-	bool settled;		/* by the last settle: its namespace's counter was read */
+	bool seen;    /* in the take under way */
+	bool settled; /* by the last settle: its namespace's counter was read */
 	struct dst_entry *e;
 	size_t n, cap;
-	size_t n_sorted;	/* e[] is sorted by prefix up to here; a take appends after */
+	size_t n_sorted; /* e[] is sorted by prefix up to here; a take appends after */
 	uint64_t attributed, other, total;
 };
 
@@ -93,7 +93,8 @@ void dst_ledger_free(struct dst_ledger *l)
 
 static int by_prefix(const void *a, const void *b)
 {
-	uint32_t x = ((const struct dst_entry *)a)->prefix, y = ((const struct dst_entry *)b)->prefix;
+	uint32_t x = ((const struct dst_entry *)a)->prefix,
+		 y = ((const struct dst_entry *)b)->prefix;
 
 	return x < y ? -1 : x > y;
 }
@@ -368,8 +369,7 @@ void dst_ledger_settle(struct dst_ledger *l, dst_total_fn total, void *arg)
 	}
 }
 
-void dst_ledger_visit(const struct dst_ledger *l, dst_book_fn book, dst_series_fn series,
-		      void *arg)
+void dst_ledger_visit(const struct dst_ledger *l, dst_book_fn book, dst_series_fn series, void *arg)
 {
 	for (size_t i = 0; i < l->n; i++) {
 		const struct dst_book *b = &l->b[i];
@@ -378,8 +378,8 @@ void dst_ledger_visit(const struct dst_ledger *l, dst_book_fn book, dst_series_f
 			continue;
 		for (size_t k = 0; series && k < b->n; k++)
 			if (b->e[k].top)
-				series(b->ns, b->dir, b->e[k].prefix, b->prefix_len, b->e[k].attributed,
-				       arg);
+				series(b->ns, b->dir, b->e[k].prefix, b->prefix_len,
+				       b->e[k].attributed, arg);
 	}
 }
 

@@ -22,8 +22,8 @@
 /* ---- the text writer ---- */
 
 struct expo {
-	struct buf page;	/* first: the size the last page needed (expo_take) */
-	bool overflow;		/* past its max: the page is cut and the scrape fails */
+	struct buf page; /* first: the size the last page needed (expo_take) */
+	bool overflow;	 /* past its max: the page is cut and the scrape fails */
 };
 
 void expo_init(struct expo *x, size_t max);

@@ -31,8 +31,8 @@ int tc_collect(struct tc_collector *tc, const struct ipam_state *st, uint64_t st
  * negative errno.
  */
 struct ct_pod {
-	uint32_t ip;	/* first: the sort key */
-	uint32_t ns;	/* < n_ns */
+	uint32_t ip; /* first: the sort key */
+	uint32_t ns; /* < n_ns */
 };
 int ct_count_internet(struct ct_pod *pods, size_t n_pods, size_t n_ns, uint64_t *counts);
 

@@ -36,12 +36,12 @@ struct tc_dev {
 
 struct tc_collector {
 	struct nl_sock *sk;
-	struct tc_dev *devs;		/* sorted by name */
+	struct tc_dev *devs; /* sorted by name */
 	size_t n_devs;
-	uint64_t devs_store;		/* the store generation they were listed for */
+	uint64_t devs_store; /* the store generation they were listed for */
 	struct tc_row *rows;
 	size_t n_rows, cap_rows;
-	struct shaper_stats *classes;	/* the device being read */
+	struct shaper_stats *classes; /* the device being read */
 	size_t n_classes, cap_classes;
 	int err;
 };
@@ -291,9 +291,11 @@ static void render(const struct tc_collector *tc, struct expo *x)
 			expo_family(x, family, values[v].type, help);
 			for (size_t i = 0; i < tc->n_rows; i++) {
 				const struct tc_row *row = &tc->rows[i];
-				const char *pod[] = { "namespace", row->k8s_namespace, "pod", row->pod,
-						      "direction", row->direction, "traffic",
-						      row->traffic, NULL };
+				const char *pod[] = { "namespace", row->k8s_namespace,
+						      "pod",	   row->pod,
+						      "direction", row->direction,
+						      "traffic",   row->traffic,
+						      NULL };
 				const char *ns[] = { "namespace", row->k8s_namespace, NULL };
 				const uint64_t vals[VALUES] = { row->st.bytes, row->st.packets,
 								row->st.drops, row->st.overlimits,
@@ -304,15 +306,16 @@ static void render(const struct tc_collector *tc, struct expo *x)
 				if (v == VAL_LIMIT && row->st.ceil_bps >= SHAPER_LINE_BPS)
 					continue;
 				expo_sample_u64(x, family,
-						lv == SHAPER_POD ? pod : lv == SHAPER_NAMESPACE ? ns : NULL,
+						lv == SHAPER_POD	 ? pod
+						: lv == SHAPER_NAMESPACE ? ns
+									 : NULL,
 						vals[v]);
 			}
 		}
 	}
 }
 
-int tc_collect(struct tc_collector *tc, const struct ipam_state *st, uint64_t store,
-	       struct expo *x)
+int tc_collect(struct tc_collector *tc, const struct ipam_state *st, uint64_t store, struct expo *x)
 {
 	int r;
 

@@ -195,7 +195,10 @@ struct http_conn *conntab_add(struct conntab *t, int fd, uint32_t addr, int64_t 
 		return NULL;
 	c = &t->slots[i];
 	t->free_head = c->next;
-	*c = (struct http_conn){ .fd = fd, .addr = addr, .start_ms = now_ms, .prev = NIL,
+	*c = (struct http_conn){ .fd = fd,
+				 .addr = addr,
+				 .start_ms = now_ms,
+				 .prev = NIL,
 				 .next = NIL };
 	order_insert(t, c);
 	t->by_fd[fd] = i + 1;

@@ -59,7 +59,7 @@
 #define HTTP_DEFAULT_MAX_CONNECTIONS 64
 #define HTTP_DEFAULT_PER_CLIENT 16
 #define HTTP_DEFAULT_RESERVE 8
-#define HTTP_DEFAULT_DEADLINE_MS 10000	/* Prometheus' default scrape_timeout */
+#define HTTP_DEFAULT_DEADLINE_MS 10000 /* Prometheus' default scrape_timeout */
 #define HTTP_DEFAULT_CACHE_MS 1000
 #define HTTP_DEFAULT_REQUEST_MEMORY 16384
 #define HTTP_DEFAULT_MAX_PAGES 3
@@ -68,13 +68,13 @@
 
 /* What a path answers; filled by the route callback. */
 struct http_reply {
-	unsigned int status;		/* 0: 404 */
+	unsigned int status; /* 0: 404 */
 	const char *content_type;
-	const char *body;		/* body and len, unless page */
+	const char *body; /* body and len, unless page */
 	size_t len;
-	bool copy;			/* body is the caller's: copied (else it must outlive the server) */
-	bool page;			/* answer with the shared page (see collect) */
-	const char *location;		/* a Location header (a redirect's); NULL: none */
+	bool copy;	      /* body is the caller's: copied (else it must outlive the server) */
+	bool page;	      /* answer with the shared page (see collect) */
+	const char *location; /* a Location header (a redirect's); NULL: none */
 };
 
 /* Called for GET and HEAD of any path (without the query string). */
@@ -98,35 +98,36 @@ typedef void (*http_log_fn)(void *cls, const char *fmt, va_list ap);
 struct http_config {
 	struct sockaddr_in addr;
 	unsigned int max_connections, per_client, reserve;
-	unsigned int backlog;		/* listen(2)'s; 0: HTTP_DEFAULT_BACKLOG (the kernel caps it at somaxconn) */
+	unsigned int
+		backlog; /* listen(2)'s; 0: HTTP_DEFAULT_BACKLOG (the kernel caps it at somaxconn) */
 	unsigned int deadline_ms;
-	unsigned int cache_ms;		/* 0: every request collects */
+	unsigned int cache_ms; /* 0: every request collects */
 	unsigned int max_pages;
 	size_t request_memory;
 	http_route_fn route;
 	void *route_cls;
-	http_post_fn post;		/* NULL: POST is 405 like any other method */
+	http_post_fn post; /* NULL: POST is 405 like any other method */
 	void *post_cls;
-	size_t max_body;		/* bytes of a POST's body */
+	size_t max_body; /* bytes of a POST's body */
 	http_collect_fn collect;
 	void *collect_cls;
-	const char *page_type;		/* Content-Type of the page */
-	http_log_fn log;		/* NULL: none */
+	const char *page_type; /* Content-Type of the page */
+	http_log_fn log;       /* NULL: none */
 	void *log_cls;
 };
 
 /* What the server did, for the caller's metrics. */
 struct http_stats {
 	uint64_t accepted;
-	uint64_t refused_client;	/* the address held per_client connections */
-	uint64_t refused_reserve;	/* only the reserve was left and the address held one */
-	uint64_t deadline_closed;	/* shut down at their deadline */
-	uint64_t collections;		/* pages collected (the one being collected included) */
+	uint64_t refused_client;  /* the address held per_client connections */
+	uint64_t refused_reserve; /* only the reserve was left and the address held one */
+	uint64_t deadline_closed; /* shut down at their deadline */
+	uint64_t collections;	  /* pages collected (the one being collected included) */
 	uint64_t collection_failures;
-	uint64_t cache_hits;		/* requests answered with a page collected earlier */
-	uint64_t body_too_large;	/* POSTs refused with 413 */
-	unsigned int connections;	/* open now */
-	unsigned int pages;		/* alive now */
+	uint64_t cache_hits;	  /* requests answered with a page collected earlier */
+	uint64_t body_too_large;  /* POSTs refused with 413 */
+	unsigned int connections; /* open now */
+	unsigned int pages;	  /* alive now */
 };
 
 struct http_server;

@@ -13,8 +13,8 @@
 
 enum http_admit {
 	HTTP_ADMIT,
-	HTTP_REFUSE_CLIENT,	/* the address holds per_client connections */
-	HTTP_REFUSE_RESERVE,	/* only the reserve is left, and the address holds one */
+	HTTP_REFUSE_CLIENT,  /* the address holds per_client connections */
+	HTTP_REFUSE_RESERVE, /* only the reserve is left, and the address holds one */
 	HTTP_REFUSE_FULL,
 };
 
@@ -30,11 +30,11 @@ enum http_admit http_admit(unsigned int max, unsigned int per_client, unsigned i
  * deadline runs from `start_ms`: accept, then the end of each response.
  */
 struct http_conn {
-	int fd;			/* -1: slot free */
-	uint32_t addr;		/* client IPv4, network byte order */
+	int fd;	       /* -1: slot free */
+	uint32_t addr; /* client IPv4, network byte order */
 	int64_t start_ms;
-	const void *owner;	/* libmicrohttpd's connection, once it announced it */
-	bool cut;		/* shut down at its deadline, waiting to be closed */
+	const void *owner; /* libmicrohttpd's connection, once it announced it */
+	bool cut;	   /* shut down at its deadline, waiting to be closed */
 	/* the table's: the deadline order (live, uncut), or the free list (next) */
 	unsigned int prev, next;
 };
@@ -57,11 +57,11 @@ struct http_held {
 struct conntab {
 	struct http_conn *slots;
 	unsigned int cap, used;
-	unsigned int free_head;		/* a free slot, linked through next */
-	unsigned int head, tail;	/* the deadline order: oldest start first */
-	unsigned int *by_fd;		/* fd -> slot + 1; 0: none */
+	unsigned int free_head;	 /* a free slot, linked through next */
+	unsigned int head, tail; /* the deadline order: oldest start first */
+	unsigned int *by_fd;	 /* fd -> slot + 1; 0: none */
 	size_t n_fd;
-	struct http_held *held;		/* held_mask + 1 buckets, linear probing */
+	struct http_held *held; /* held_mask + 1 buckets, linear probing */
 	unsigned int held_mask, held_shift;
 };
 

@@ -38,14 +38,14 @@
 #include "http/internal.h"
 #include "lib/util.h"
 
-#define ACCEPT_BATCH 64		/* per http_run: the rest on the next (the fd stays readable) */
-#define ACCEPT_REST_MS 100	/* out of descriptors: stop accepting for a moment */
+#define ACCEPT_BATCH 64	   /* per http_run: the rest on the next (the fd stays readable) */
+#define ACCEPT_REST_MS 100 /* out of descriptors: stop accepting for a moment */
 
 struct page {
 	struct http_server *srv;
 	char *buf;
 	size_t len;
-	struct MHD_Response *resp;	/* the cache's reference; NULL once dropped */
+	struct MHD_Response *resp; /* the cache's reference; NULL once dropped */
 	int64_t born_ms;
 };
 
@@ -54,10 +54,10 @@ struct http_server {
 	struct MHD_Daemon *mhd;
 	int listen_fd, epfd;
 	bool listen_armed;
-	int64_t accept_rest_ms;		/* 0, or no accepting until then */
+	int64_t accept_rest_ms; /* 0, or no accepting until then */
 	struct conntab conns;
-	struct page *page;		/* the cached page (holds a reference) */
-	bool failed;			/* the last collection failed, at failed_ms */
+	struct page *page; /* the cached page (holds a reference) */
+	bool failed;	   /* the last collection failed, at failed_ms */
 	int64_t failed_ms;
 	struct http_stats stats;
 };
@@ -254,8 +254,8 @@ static enum MHD_Result too_large(struct http_server *srv, struct MHD_Connection 
 static enum MHD_Result post_begin(struct http_server *srv, struct MHD_Connection *conn,
 				  void **req_cls)
 {
-	const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-						     MHD_HTTP_HEADER_CONTENT_LENGTH);
+	const char *cl =
+		MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 	const char *te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 						     MHD_HTTP_HEADER_TRANSFER_ENCODING);
 	unsigned long long n = 0;
@@ -336,8 +336,8 @@ static enum MHD_Result post_more(struct http_server *srv, struct MHD_Connection 
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
-				  const char *method, const char *version,
-				  const char *upload_data, size_t *upload_size, void **req_cls)
+				  const char *method, const char *version, const char *upload_data,
+				  size_t *upload_size, void **req_cls)
 {
 	struct http_server *srv = cls;
 	struct http_reply reply = { 0 };
@@ -368,7 +368,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	srv->cfg.route(srv->cfg.route_cls, url, &reply);
 	if (reply.page) {
 		if (page_get(srv, &p) < 0)
-			return QUEUE_TEXT(srv, conn, MHD_HTTP_INTERNAL_SERVER_ERROR, "scrape failed\n");
+			return QUEUE_TEXT(srv, conn, MHD_HTTP_INTERNAL_SERVER_ERROR,
+					  "scrape failed\n");
 		return MHD_queue_response(conn, MHD_HTTP_OK, p->resp);
 	}
 	if (!reply.status)
@@ -616,7 +617,8 @@ int http_start(const struct http_config *cfg, struct http_server **ret)
 
 	if (!cfg->route || !cfg->collect || !cfg->max_connections || !cfg->per_client ||
 	    cfg->reserve >= cfg->max_connections || !cfg->deadline_ms || !cfg->max_pages ||
-	    cfg->request_memory < 1024 || (cfg->post && (!cfg->max_body || cfg->max_body >= SIZE_MAX)))
+	    cfg->request_memory < 1024 ||
+	    (cfg->post && (!cfg->max_body || cfg->max_body >= SIZE_MAX)))
 		return -EINVAL;
 	srv = calloc(1, sizeof(*srv));
 	if (!srv)
@@ -633,14 +635,12 @@ int http_start(const struct http_config *cfg, struct http_server **ret)
 	 * before a connection reaches it. Its idle timeout (whole seconds) is
 	 * the deadline rounded up, in case a sweep comes late.
 	 */
-	srv->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_request, srv,
-				    MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, srv,
-				    MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections,
-				    MHD_OPTION_CONNECTION_TIMEOUT,
-				    (unsigned int)((cfg->deadline_ms + 999) / 1000),
-				    MHD_OPTION_CONNECTION_MEMORY_LIMIT, cfg->request_memory,
-				    MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
-				    MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_END);
+	srv->mhd = MHD_start_daemon(
+		flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, srv,
+		MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+		(unsigned int)((cfg->deadline_ms + 999) / 1000), MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+		cfg->request_memory, MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
+		MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_END);
 	if (!srv->mhd) {
 		r = -EIO;
 		goto fail;

@@ -23,16 +23,16 @@ struct httpc {
 	CURLM *multi;
 	CURL *easy;
 	struct curl_slist *headers;
-	struct curl_slist *get_headers;	/* the running GET's own */
+	struct curl_slist *get_headers; /* the running GET's own */
 	int epfd;
-	int socks[HTTPC_SOCKS_MAX];	/* the sockets libcurl has in the loop's set */
+	int socks[HTTPC_SOCKS_MAX]; /* the sockets libcurl has in the loop's set */
 	size_t n_socks;
-	int64_t timer_ms;		/* when libcurl wants its timer run; -1: never */
-	bool busy;			/* a request is running */
-	struct buf body;		/* the answer so far, up to the client's max_body */
+	int64_t timer_ms; /* when libcurl wants its timer run; -1: never */
+	bool busy;	  /* a request is running */
+	struct buf body;  /* the answer so far, up to the client's max_body */
 	size_t max_body;
 	char *user_agent;
-	char *tls[3];			/* CA, certificate, key */
+	char *tls[3]; /* CA, certificate, key */
 	char url[600];
 	char err[CURL_ERROR_SIZE];
 	/* what the last request ended with, until taken */
@@ -40,8 +40,8 @@ struct httpc {
 	long status;
 	CURLcode result;
 	long retry_after_s;
-	bool fresh;			/* the last exchange failed: the next one connects anew */
-	int connect_timeout_ms;		/* 0: the request's whole timeout */
+	bool fresh;		/* the last exchange failed: the next one connects anew */
+	int connect_timeout_ms; /* 0: the request's whole timeout */
 };
 
 static size_t on_data(char *p, size_t size, size_t n, void *arg)
@@ -244,7 +244,9 @@ static void collect(struct httpc *c)
 			curl_off_t ra = 0;
 
 			curl_easy_getinfo(c->easy, CURLINFO_RETRY_AFTER, &ra);
-			c->retry_after_s = ra > 0 && ra < 86400 ? (long)ra : ra >= 86400 ? 86400 : 0;
+			c->retry_after_s = ra > 0 && ra < 86400 ? (long)ra
+					   : ra >= 86400	? 86400
+								: 0;
 		}
 		curl_multi_remove_handle(c->multi, c->easy);
 		/* a redirect is an answer: the peer works, it just does not lead */
@@ -285,8 +287,8 @@ void httpc_run_timer(struct httpc *c)
 	collect(c);
 }
 
-int httpc_take(struct httpc *c, long *ret_status, const char **ret_body, size_t *ret_len,
-	       char *why, size_t why_size)
+int httpc_take(struct httpc *c, long *ret_status, const char **ret_body, size_t *ret_len, char *why,
+	       size_t why_size)
 {
 	if (!c->done)
 		return 0;

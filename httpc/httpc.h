@@ -25,9 +25,9 @@
 struct httpc;
 
 struct httpc_tls {
-	const char *ca_file;		/* the peer's CA bundle; NULL: the system's */
-	const char *cert_file;		/* a client certificate (PEM); NULL: none */
-	const char *key_file;		/* its key (PEM) */
+	const char *ca_file;   /* the peer's CA bundle; NULL: the system's */
+	const char *cert_file; /* a client certificate (PEM); NULL: none */
+	const char *key_file;  /* its key (PEM) */
 };
 
 /*
@@ -62,8 +62,8 @@ void httpc_run_timer(struct httpc *c);
  * HTTP status, 0 when there was none, and the body what came), 0 when none
  * finished.
  */
-int httpc_take(struct httpc *c, long *ret_status, const char **ret_body, size_t *ret_len,
-	       char *why, size_t why_size);
+int httpc_take(struct httpc *c, long *ret_status, const char **ret_body, size_t *ret_len, char *why,
+	       size_t why_size);
 /* The Retry-After (seconds) of the last answer taken; 0 when it had none. */
 long httpc_retry_after_s(const struct httpc *c);
 
@@ -74,24 +74,24 @@ long httpc_retry_after_s(const struct httpc *c);
 struct httpc_sync {
 	const char *url;
 	const char *user_agent;
-	const char *body;		/* POSTed (JSON); NULL: a GET (never through a proxy) */
+	const char *body; /* POSTed (JSON); NULL: a GET (never through a proxy) */
 	size_t len;
-	const char *header;		/* a GET's one extra header; NULL: none */
-	const struct httpc_tls *tls;	/* NULL: none */
+	const char *header;	     /* a GET's one extra header; NULL: none */
+	const struct httpc_tls *tls; /* NULL: none */
 	int timeout_ms;
-	int connect_timeout_ms;		/* 0: timeout_ms */
-	size_t max_body;		/* a longer answer fails (too_big) */
+	int connect_timeout_ms; /* 0: timeout_ms */
+	size_t max_body;	/* a longer answer fails (too_big) */
 };
 struct httpc_answer {
-	bool ok;			/* a 200 answer, whole */
-	bool answered;			/* the transfer ended with an answer, of any status */
-	long status;			/* the HTTP status; 0: none */
-	char *body;			/* what came, NUL-terminated (httpc_answer_free) */
+	bool ok;       /* a 200 answer, whole */
+	bool answered; /* the transfer ended with an answer, of any status */
+	long status;   /* the HTTP status; 0: none */
+	char *body;    /* what came, NUL-terminated (httpc_answer_free) */
 	size_t len;
-	bool too_big;			/* the answer was over max_body */
-	long retry_after_s;		/* 0: no Retry-After */
-	const char *error;		/* libcurl's word on the transfer ("No error") */
-	char why[256];			/* why it failed, as httpc_take says it */
+	bool too_big;	    /* the answer was over max_body */
+	long retry_after_s; /* 0: no Retry-After */
+	const char *error;  /* libcurl's word on the transfer ("No error") */
+	char why[256];	    /* why it failed, as httpc_take says it */
 };
 /* 0 with *ret filled (ok or not); -ENOMEM, -ENAMETOOLONG, -EIO when it could not start. */
 int httpc_request_sync(const struct httpc_sync *req, struct httpc_answer *ret);

@@ -115,8 +115,9 @@ int ipam_assign(struct ipam_state *st, const struct ipam_attachment *req, int64_
 		return 0;
 	}
 	if (st->n_pool == 0)
-		return tg_fail(e, CNI_ERR_TRY_AGAIN, -ENOSPC,
-			       "the address pool is empty: run `tollgate-ipam sync` or set ipam.addresses");
+		return tg_fail(
+			e, CNI_ERR_TRY_AGAIN, -ENOSPC,
+			"the address pool is empty: run `tollgate-ipam sync` or set ipam.addresses");
 	if (st->n_att >= IPAM_ATTACHMENTS_MAX)
 		return tg_fail(e, CNI_ERR_TRY_AGAIN, -ENOSPC, "too many attachments (%d)",
 			       IPAM_ATTACHMENTS_MAX);

@@ -98,7 +98,8 @@ static int read_addresses(json_object *ipv4, struct imds_network *ret, struct tg
 	if (!out)
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
 	for (size_t i = 0; i < n; i++) {
-		const char *s = jx_get_string(json_object_array_get_idx(addrs, i), "privateIpAddress");
+		const char *s =
+			jx_get_string(json_object_array_get_idx(addrs, i), "privateIpAddress");
 		uint32_t ip;
 
 		if (!s)
@@ -151,8 +152,8 @@ static int read_subnet(json_object *ipv4, struct cidr4 *ret, struct tg_err *e)
 	return 0;
 }
 
-int imds_parse_network(const char *body, size_t len, const uint8_t mac[6],
-		       struct imds_network *ret, struct tg_err *e)
+int imds_parse_network(const char *body, size_t len, const uint8_t mac[6], struct imds_network *ret,
+		       struct tg_err *e)
 {
 	_cleanup_json_ json_object *root = NULL;
 	json_object *ifs, *nic = NULL, *ipv4;
@@ -166,7 +167,8 @@ int imds_parse_network(const char *body, size_t len, const uint8_t mac[6],
 	if (r < 0 && pe.twice)
 		return bad_answer(e, "%s at byte %zu", pe.why, pe.at);
 	if (r < 0 && pe.trailing)
-		return tg_fail(e, CNI_ERR_IO, r, "IMDS answer has trailing data at byte %zu", pe.at);
+		return tg_fail(e, CNI_ERR_IO, r, "IMDS answer has trailing data at byte %zu",
+			       pe.at);
 	if (r < 0)
 		return tg_fail(e, CNI_ERR_IO, r,
 			       "IMDS answer is not valid JSON (%zu bytes; cut short?)", len);
@@ -260,7 +262,8 @@ int imds_fetch(const char *base_url, int budget_s, char **ret_body, size_t *ret_
 			return 0;
 		}
 		if (a.too_big)
-			snprintf(why, sizeof(why), "the answer is larger than %d bytes", IMDS_BODY_MAX);
+			snprintf(why, sizeof(why), "the answer is larger than %d bytes",
+				 IMDS_BODY_MAX);
 		else if (!a.answered)
 			snprintf(why, sizeof(why), "%s", a.error);
 		else
@@ -274,12 +277,13 @@ int imds_fetch(const char *base_url, int budget_s, char **ret_body, size_t *ret_
 		if (a.retry_after_s > budget_s)
 			wait = ((int64_t)budget_s + 1) * 1000;
 		else
-			wait = a.retry_after_s > 0 ? (int64_t)a.retry_after_s * 1000
-						   : backoff_ms(1000, 10000, (unsigned)attempts - 1);
+			wait = a.retry_after_s > 0
+				       ? (int64_t)a.retry_after_s * 1000
+				       : backoff_ms(1000, 10000, (unsigned)attempts - 1);
 		httpc_answer_free(&a);
 		if (!retry || time_mono_ms() - start + wait > (int64_t)budget_s * 1000)
-			return tg_fail(e, CNI_ERR_IO, -EIO, "IMDS %s: %s (after %d request%s)", url, why,
-				       attempts, attempts == 1 ? "" : "s");
+			return tg_fail(e, CNI_ERR_IO, -EIO, "IMDS %s: %s (after %d request%s)", url,
+				       why, attempts, attempts == 1 ? "" : "s");
 		sleep_ms(wait);
 	}
 }

@@ -15,9 +15,9 @@
 #include "lib/ip4.h"
 
 struct imds_network {
-	uint32_t node_ip;		/* the uplink's first address: the node's own */
+	uint32_t node_ip; /* the uplink's first address: the node's own */
 	struct cidr4 subnet;
-	uint32_t *addrs;		/* the other addresses, sorted */
+	uint32_t *addrs; /* the other addresses, sorted */
 	size_t n_addrs;
 };
 
@@ -40,8 +40,8 @@ int imds_url(const char *base_url, char *buf, size_t size);
  */
 bool imds_retryable(long status);
 /* Picks the interface whose MAC is `mac` out of an IMDS network document (the one parser). */
-int imds_parse_network(const char *body, size_t len, const uint8_t mac[6],
-		       struct imds_network *ret, struct tg_err *e);
+int imds_parse_network(const char *body, size_t len, const uint8_t mac[6], struct imds_network *ret,
+		       struct tg_err *e);
 void imds_network_free(struct imds_network *n);
 /*
  * GETs the network document, retrying 429, 410, 5xx and timeouts with

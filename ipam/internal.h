@@ -8,8 +8,8 @@
 
 #include "ipam/ipam.h"
 
-#define IPAM_STATE_VERSION 1		/* the store's format (ipam/store.h) */
-#define IPAM_POOL_MAX 65536		/* addresses in one pool */
+#define IPAM_STATE_VERSION 1 /* the store's format (ipam/store.h) */
+#define IPAM_POOL_MAX 65536  /* addresses in one pool */
 #define IPAM_ATTACHMENTS_MAX 65536
 
 /* The first line of `path`: -ENODATA when it is empty (ipam_read_boot_id's, testable). */

@@ -23,8 +23,8 @@
 
 #define IPAM_CONTAINER_ID_MAX 255
 #define IPAM_NETNS_MAX 255
-#define IPAM_K8S_NAMESPACE_MAX 63	/* a DNS-1123 label */
-#define IPAM_K8S_POD_MAX 253		/* a DNS-1123 subdomain */
+#define IPAM_K8S_NAMESPACE_MAX 63 /* a DNS-1123 label */
+#define IPAM_K8S_POD_MAX 253	  /* a DNS-1123 subdomain */
 #define IPAM_DEFAULT_COOLDOWN_MS 30000
 
 struct ipam_attachment {
@@ -35,9 +35,9 @@ struct ipam_attachment {
 	char k8s_namespace[IPAM_K8S_NAMESPACE_MAX + 1];
 	char pod[IPAM_K8S_POD_MAX + 1];
 	char host_veth[IFNAMSIZ];
-	int64_t created;		/* unix seconds */
+	int64_t created; /* unix seconds */
 	struct shaping shaping;
-	struct hostports ports;		/* its hostPorts (runtimeConfig.portMappings) */
+	struct hostports ports; /* its hostPorts (runtimeConfig.portMappings) */
 	/*
 	 * A reshape saved new caps and has not yet put the pod's classes right:
 	 * the next reshape finishes it. Only a reshape sets it, so it never
@@ -54,22 +54,22 @@ struct ipam_attachment {
  */
 struct ipam_cooling {
 	uint32_t ip;
-	int64_t released_ms;		/* CLOCK_BOOTTIME ms */
-	int64_t released_wall_ms;	/* wall clock ms, as "releasedMs" has always been */
+	int64_t released_ms;	  /* CLOCK_BOOTTIME ms */
+	int64_t released_wall_ms; /* wall clock ms, as "releasedMs" has always been */
 };
 
 struct ipam_state {
 	int version;
 	char boot_id[64];
-	char source[16];		/* "static", "imds" or "" before the first pool */
+	char source[16]; /* "static", "imds" or "" before the first pool */
 	int64_t last_sync_ms;
-	uint32_t last_ip;		/* round-robin hint: reuse the longest-free address */
-	uint32_t *pool;			/* sorted, unique */
+	uint32_t last_ip; /* round-robin hint: reuse the longest-free address */
+	uint32_t *pool;	  /* sorted, unique */
 	size_t n_pool;
-	uint32_t *pending;		/* seen by one sync, not yet in the pool */
+	uint32_t *pending; /* seen by one sync, not yet in the pool */
 	size_t n_pending;
-	uint32_t node_ip;		/* imds: the uplink's own address, never a pod's */
-	struct cidr4 subnet;		/* imds: the uplink's subnet */
+	uint32_t node_ip;    /* imds: the uplink's own address, never a pod's */
+	struct cidr4 subnet; /* imds: the uplink's subnet */
 	struct ipam_cooling *cooling;
 	size_t n_cooling;
 	struct ipam_attachment *att;

@@ -65,8 +65,8 @@ static int parse_list(json_object *list, const char *where, const char *key, boo
 
 	/* The config's reader checks the type first; every caller gets the same answer. */
 	if (list && !json_object_is_type(list, json_type_array))
-		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL, "%s.%s must be an array of strings", where,
-			       key);
+		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL, "%s.%s must be an array of strings",
+			       where, key);
 	n = list ? json_object_array_length(list) : 0;
 	spans = calloc(n ? n : 1, sizeof(*spans));
 	if (!spans)
@@ -84,12 +84,13 @@ static int parse_list(json_object *list, const char *where, const char *key, boo
 
 		if (r == -ERANGE)
 			return tg_fail(e, CNI_ERR_CONFIG, r,
-				       "%s.%s[%zu] \"%s\": range start is after its end", where, key,
-				       i, s);
+				       "%s.%s[%zu] \"%s\": range start is after its end", where,
+				       key, i, s);
 		if (r < 0)
-			return tg_fail(e, CNI_ERR_CONFIG, r,
-				       "%s.%s[%zu] \"%s\" is not an IPv4 address, a-b range or CIDR",
-				       where, key, i, s);
+			return tg_fail(
+				e, CNI_ERR_CONFIG, r,
+				"%s.%s[%zu] \"%s\" is not an IPv4 address, a-b range or CIDR",
+				where, key, i, s);
 	}
 	*ret = TAKE_PTR(spans);
 	*ret_n = n;
@@ -158,7 +159,8 @@ json_object *ipam_pool_to_ranges(const uint32_t *pool, size_t n)
 
 		while (j + 1 < n && pool[j + 1] == pool[j] + 1)
 			j++;
-		snprintf(buf, sizeof(buf), "%s-%s", ip4_format(pool[i], lo), ip4_format(pool[j], hi));
+		snprintf(buf, sizeof(buf), "%s-%s", ip4_format(pool[i], lo),
+			 ip4_format(pool[j], hi));
 		json_object_array_add(arr, json_object_new_string(buf));
 		i = j + 1;
 	}

@@ -25,7 +25,7 @@
 
 struct snapshot_head {
 	char magic[8];
-	char build[24];			/* TG_VERSION: another build's cache is not read */
+	char build[24]; /* TG_VERSION: another build's cache is not read */
 	uint32_t layout, state_version;
 	uint32_t att_size, cooling_size;
 	uint64_t json_len, json_hash;
@@ -55,7 +55,8 @@ static uint64_t body_size(const struct snapshot_head *h)
 	if (h->n_att > IPAM_ATTACHMENTS_MAX || h->n_cooling > IPAM_POOL_MAX ||
 	    h->n_pool > IPAM_POOL_MAX || h->n_pending > IPAM_POOL_MAX)
 		return 0;
-	return h->n_att * (sizeof(struct ipam_attachment) + 2 * sizeof(uint32_t) + sizeof(uint64_t)) +
+	return h->n_att *
+		       (sizeof(struct ipam_attachment) + 2 * sizeof(uint32_t) + sizeof(uint64_t)) +
 	       h->n_cooling * sizeof(struct ipam_cooling) +
 	       (h->n_pool + h->n_pending) * sizeof(uint32_t);
 }
@@ -95,8 +96,8 @@ int ipam_snapshot_read(int fd, char **json, size_t len, struct ipam_state *st,
 
 	head_identity(&want);
 	if (pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) ||
-	    memcmp(&h, &want, offsetof(struct snapshot_head, json_len)) != 0 ||
-	    h.json_len != len || h.json_hash != XXH3_64bits(*json, len))
+	    memcmp(&h, &want, offsetof(struct snapshot_head, json_len)) != 0 || h.json_len != len ||
+	    h.json_hash != XXH3_64bits(*json, len))
 		return 0;
 	size = body_size(&h);
 	if (!size || size != h.body_len || !memchr(h.boot_id, 0, sizeof(h.boot_id)) ||
@@ -166,7 +167,8 @@ void ipam_snapshot_write(int fd, const char *json, size_t len, const struct ipam
 	if (!h.body_len)
 		goto drop;
 	body_iov(iov, &h, st->att, st->cooling, st->pool, st->pending, (void *)span, (void *)sum);
-	if (pwrite(fd, &(char[sizeof(h.magic)]){ 0 }, sizeof(h.magic), 0) == (ssize_t)sizeof(h.magic) &&
+	if (pwrite(fd, &(char[sizeof(h.magic)]){ 0 }, sizeof(h.magic), 0) ==
+		    (ssize_t)sizeof(h.magic) &&
 	    pwritev(fd, iov, BODY_PARTS, sizeof(h)) == (ssize_t)h.body_len &&
 	    ftruncate(fd, (off_t)(sizeof(h) + h.body_len)) == 0 &&
 	    pwrite(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h))

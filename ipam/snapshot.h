@@ -26,9 +26,9 @@
 #define IPAM_SNAPSHOT_LAYOUT 5
 
 struct ipam_snapshot {
-	char *json;			/* state.json as read; the texts point into it */
-	uint32_t *span;			/* attachment i's text: json[span[2i], span[2i+1]) */
-	uint64_t *sum;			/* attachment i's hash (ipam_snapshot_sum) */
+	char *json;	/* state.json as read; the texts point into it */
+	uint32_t *span; /* attachment i's text: json[span[2i], span[2i+1]) */
+	uint64_t *sum;	/* attachment i's hash (ipam_snapshot_sum) */
 	size_t n_att;
 };
 

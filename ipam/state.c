@@ -162,7 +162,8 @@ static int pool_from_json(json_object *pool, struct ipam_state *st, struct tg_er
 	if (jx_string(pool, "state.pool", "subnet", &sn, e) < 0)
 		return -EBADMSG;
 	if (sn && cidr4_parse(sn, &st->subnet) < 0)
-		return tg_fail(e, CNI_ERR_IO, -EBADMSG, "state.pool.subnet \"%s\" is not a CIDR", sn);
+		return tg_fail(e, CNI_ERR_IO, -EBADMSG, "state.pool.subnet \"%s\" is not a CIDR",
+			       sn);
 	return 0;
 }
 
@@ -212,7 +213,8 @@ static int attachment_from_json(json_object *o, size_t i, struct ipam_attachment
 	struct tg_err pe = { 0 };
 
 	if (!json_object_is_type(o, json_type_object))
-		return tg_fail(e, CNI_ERR_IO, -EBADMSG, "state.attachments[%zu] is not an object", i);
+		return tg_fail(e, CNI_ERR_IO, -EBADMSG, "state.attachments[%zu] is not an object",
+			       i);
 	if (copy_str(o, w, "containerId", a->container_id, sizeof(a->container_id), true, e) < 0 ||
 	    copy_str(o, w, "ifname", a->ifname, sizeof(a->ifname), true, e) < 0 ||
 	    get_ip(o, w, "ip", &a->ip, e) < 0 ||
@@ -286,8 +288,9 @@ static int attachments_from_json(json_object *root, struct ipam_state *st, struc
 
 static const struct state_format {
 	/* cppcheck-suppress unusedStructMember ; read by people, not code */
-	const char *shapes;	/* what its files look like, for the reader of this table */
-	int (*forward)(json_object *root, struct tg_err *e);	/* to the next version; NULL: current */
+	const char *shapes; /* what its files look like, for the reader of this table */
+	int (*forward)(json_object *root,
+		       struct tg_err *e); /* to the next version; NULL: current */
 } state_formats[] = {
 	[1] = { "every release so far (tests/fixtures/store/v1-*.json)", NULL },
 };
@@ -323,8 +326,8 @@ static int state_version(json_object *root, int64_t *ret, struct tg_err *e)
 int ipam_state_migrate(json_object *root, int64_t from, struct tg_err *e)
 {
 	if (from < STATE_VERSION_OLDEST || from > IPAM_STATE_VERSION)
-		return tg_fail(e, CNI_ERR_IO, -EBADMSG, "state format version %lld is not read here",
-			       (long long)from);
+		return tg_fail(e, CNI_ERR_IO, -EBADMSG,
+			       "state format version %lld is not read here", (long long)from);
 	for (int64_t v = from; v < IPAM_STATE_VERSION; v++) {
 		const struct state_format *f = &state_formats[v];
 

@@ -32,7 +32,8 @@ static int store_paths(struct ipam_store *s, const char *data_dir, const char *n
 	memset(s, 0, sizeof(*s));
 	s->lock_fd = -1;
 	s->cache_fd = -1;
-	if ((size_t)snprintf(s->dir, sizeof(s->dir), "%s/%s", data_dir, network) >= sizeof(s->dir) - 16)
+	if ((size_t)snprintf(s->dir, sizeof(s->dir), "%s/%s", data_dir, network) >=
+	    sizeof(s->dir) - 16)
 		return tg_fail(e, CNI_ERR_CONFIG, -ENAMETOOLONG, "dataDir \"%s\" is too long",
 			       data_dir);
 	snprintf(s->path, sizeof(s->path), "%s/" IPAM_STORE_FILE, s->dir);
@@ -57,10 +58,11 @@ static int dir_private(const char *dir, struct tg_err *e)
 			       "%s belongs to uid %u: the store's directories must belong to root",
 			       dir, (unsigned)sb.st_uid);
 	if ((sb.st_mode & (S_IWGRP | S_IWOTH)) && !(sb.st_mode & S_ISVTX))
-		return tg_fail(e, CNI_ERR_IO, -EPERM,
-			       "%s is writable by others (mode %04o): anyone could replace the store; "
-			       "make it writable by root alone (chmod go-w)",
-			       dir, (unsigned)(sb.st_mode & 07777));
+		return tg_fail(
+			e, CNI_ERR_IO, -EPERM,
+			"%s is writable by others (mode %04o): anyone could replace the store; "
+			"make it writable by root alone (chmod go-w)",
+			dir, (unsigned)(sb.st_mode & 07777));
 	return 0;
 }
 
@@ -176,7 +178,8 @@ int ipam_store_load(struct ipam_store *s, struct ipam_state *st, struct tg_err *
 	if (r < 0)
 		return tg_fail(e, CNI_ERR_IO, r, "cannot read %s: %s", s->path, strerror(-r));
 	/* Only a lock holder reads the cache: others may catch it mid-write. */
-	if (s->locked && s->cache_fd >= 0 && ipam_snapshot_read(s->cache_fd, &buf, got, st, &s->snap))
+	if (s->locked && s->cache_fd >= 0 &&
+	    ipam_snapshot_read(s->cache_fd, &buf, got, st, &s->snap))
 		return 0;
 	/* Anything but one document (and whitespace) is a torn or edited file. */
 	r = jx_parse(buf, got, &root, &pe);
@@ -190,11 +193,12 @@ int ipam_store_load(struct ipam_store *s, struct ipam_state *st, struct tg_err *
 	r = ipam_state_from_json(root, st, &sub);
 	if (r == -EPROTO)
 		/* Not corrupt: a later release wrote it, and only such a release can use it. */
-		return tg_fail(e, CNI_ERR_IO, -EPROTO,
-			       "state file %s has %s: it was written by a later release of Tollgate "
-			       "and was left as it is: run that release or a later one on this node "
-			       "(DEL still removes pods without it)",
-			       s->path, sub.msg);
+		return tg_fail(
+			e, CNI_ERR_IO, -EPROTO,
+			"state file %s has %s: it was written by a later release of Tollgate "
+			"and was left as it is: run that release or a later one on this node "
+			"(DEL still removes pods without it)",
+			s->path, sub.msg);
 	if (r < 0)
 		return tg_fail(e, CNI_ERR_IO, -EBADMSG,
 			       "state file %s is corrupt (%s); it was left as it is: run "
@@ -214,8 +218,8 @@ static int pb_append(struct printbuf *pb, const char *p, size_t n)
  * was; only new or changed ones go through json-c. span and sum record
  * where each attachment's text lies and its hash, for the next cache.
  */
-static int state_text(const struct ipam_store *s, const struct ipam_state *st,
-		      struct printbuf *pb, uint32_t *span, uint64_t *sum)
+static int state_text(const struct ipam_store *s, const struct ipam_state *st, struct printbuf *pb,
+		      uint32_t *span, uint64_t *sum)
 {
 	_cleanup_json_ json_object *head = ipam_state_head_to_json(st);
 	const int flags = JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE;

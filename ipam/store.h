@@ -16,7 +16,6 @@
 #include "ipam/snapshot.h"
 #include "lib/err.h"
 
-
 /* ---- serialisation ---- */
 
 json_object *ipam_state_to_json(const struct ipam_state *st);
@@ -41,9 +40,9 @@ struct ipam_store {
 	char dir[4096];
 	char path[4096 + 32];
 	int lock_fd;
-	int cache_fd;			/* state.cache, used only under the lock */
-	struct ipam_snapshot snap;	/* what the last locked load read from it */
-	bool durable;			/* fsync needed: not on tmpfs */
+	int cache_fd;		   /* state.cache, used only under the lock */
+	struct ipam_snapshot snap; /* what the last locked load read from it */
+	bool durable;		   /* fsync needed: not on tmpfs */
 	bool locked;
 };
 
@@ -62,7 +61,7 @@ void ipam_store_close(struct ipam_store *s);
  */
 struct ipam_store_stamp {
 	bool looked;
-	bool present;			/* state.json was there */
+	bool present; /* state.json was there */
 	dev_t dev;
 	ino_t ino;
 	off_t size;

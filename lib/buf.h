@@ -16,10 +16,10 @@
 struct buf {
 	char *p;
 	size_t len, cap;
-	size_t max;		/* the most it may hold, its NUL included; 0: no bound */
-	size_t first;		/* the first allocation; 0: 512 */
-	bool failed;		/* past max, or out of memory */
-	bool too_big;		/* ... past max */
+	size_t max;   /* the most it may hold, its NUL included; 0: no bound */
+	size_t first; /* the first allocation; 0: 512 */
+	bool failed;  /* past max, or out of memory */
+	bool too_big; /* ... past max */
 };
 
 /* Room for n more bytes and a NUL after them (at p + len); NULL once failed. */

@@ -14,11 +14,11 @@
  * funcp(type *p): calls func(*p) unless *p is NULL, for _cleanup_(funcp)
  * on a pointer to an object of a library that frees with func.
  */
-#define DEFINE_TRIVIAL_CLEANUP_FUNC(type, func)                 \
-	static inline void func##p(type *p)                     \
-	{                                                       \
-		if (*p)                                         \
-			func(*p);                               \
+#define DEFINE_TRIVIAL_CLEANUP_FUNC(type, func) \
+	static inline void func##p(type *p)     \
+	{                                       \
+		if (*p)                         \
+			func(*p);               \
 	}
 
 static inline void freep(void *p)
@@ -43,7 +43,17 @@ static inline void json_putp(json_object **o)
 #define _cleanup_json_ _cleanup_(json_putp)
 
 /* Hands ownership out of a scoped variable. */
-#define TAKE_PTR(p) ({ __typeof__(p) _p = (p); (p) = NULL; _p; })
-#define TAKE_FD(fd) ({ int _fd = (fd); (fd) = -1; _fd; })
+#define TAKE_PTR(p)                     \
+	({                              \
+		__typeof__(p) _p = (p); \
+		(p) = NULL;             \
+		_p;                     \
+	})
+#define TAKE_FD(fd)             \
+	({                      \
+		int _fd = (fd); \
+		(fd) = -1;      \
+		_fd;            \
+	})
 
 #endif

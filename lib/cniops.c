@@ -12,8 +12,8 @@
 
 #include "lib/cniops.h"
 
-#define MAGIC 0x54474f5053000001ull	/* "TGOPS", layout 1: the counts */
-#define DMAGIC 0x54474f5044000001ull	/* "TGOPD", layout 1: the durations */
+#define MAGIC 0x54474f5053000001ull  /* "TGOPS", layout 1: the counts */
+#define DMAGIC 0x54474f5044000001ull /* "TGOPD", layout 1: the durations */
 
 /*
  * The file. Every release's plugin reads and writes the counts at the same
@@ -34,7 +34,7 @@ _Static_assert(COUNTS_SIZE == 608, "the counts' layout is every release's");
 _Static_assert(sizeof(struct ops_file) <= 4096, "the file stays within a page");
 
 const uint64_t cniops_bucket_ns[CNIOPS_BUCKETS - 1] = {
-	5000000,   10000000,   25000000,   50000000,   100000000,  250000000,
+	5000000,   10000000,   25000000,   50000000,   100000000,   250000000,
 	500000000, 1000000000, 2500000000, 5000000000, 10000000000,
 };
 
@@ -103,8 +103,8 @@ void cniops_record(const char *dir, enum cni_cmd cmd, int code, int64_t duration
 	 * A new file, or an older plugin's (the counts alone), is grown to size
 	 * once; growing is idempotent between racing plugins.
 	 */
-	if (fstat(fd, &sb) < 0 || (sb.st_size < (off_t)sizeof(*f) &&
-				   ftruncate(fd, (off_t)sizeof(*f)) < 0)) {
+	if (fstat(fd, &sb) < 0 ||
+	    (sb.st_size < (off_t)sizeof(*f) && ftruncate(fd, (off_t)sizeof(*f)) < 0)) {
 		close(fd);
 		return;
 	}
@@ -155,7 +155,8 @@ int cniops_read(const char *dir, struct cniops_counts *ret)
 	for (unsigned c = 0; r == 0 && c < CNIOPS_CMDS; c++)
 		for (unsigned k = 0; k < CNIOPS_CODES; k++)
 			ret->n[c][k] = __atomic_load_n(&f->n[c][k], __ATOMIC_RELAXED);
-	if (r == 0 && len == sizeof(*f) && __atomic_load_n(&f->dmagic, __ATOMIC_RELAXED) == DMAGIC) {
+	if (r == 0 && len == sizeof(*f) &&
+	    __atomic_load_n(&f->dmagic, __ATOMIC_RELAXED) == DMAGIC) {
 		ret->has_durations = true;
 		for (unsigned c = 0; c < CNIOPS_CMDS; c++) {
 			for (unsigned k = 0; k < CNIOPS_BUCKETS; k++)

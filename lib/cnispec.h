@@ -10,7 +10,14 @@
  */
 
 /* CNI_COMMAND's values. The counted ones (lib/cniops.h) come before VERSION. */
-enum cni_cmd { CNI_CMD_ADD, CNI_CMD_DEL, CNI_CMD_CHECK, CNI_CMD_STATUS, CNI_CMD_GC, CNI_CMD_VERSION };
+enum cni_cmd {
+	CNI_CMD_ADD,
+	CNI_CMD_DEL,
+	CNI_CMD_CHECK,
+	CNI_CMD_STATUS,
+	CNI_CMD_GC,
+	CNI_CMD_VERSION
+};
 #define CNI_CMDS (CNI_CMD_VERSION + 1)
 /* Each command's name as CNI_COMMAND spells it (and the agent's metrics label it). */
 extern const char *const cni_cmd_names[CNI_CMDS];

@@ -8,7 +8,7 @@
 #include "lib/elf.h"
 
 #define LOADS_MAX 32
-#define TABLE_MAX 1024	/* entries of a version table walked at most */
+#define TABLE_MAX 1024 /* entries of a version table walked at most */
 
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 #define OWN_DATA ELFDATA2LSB
@@ -22,7 +22,7 @@ struct file {
 	/* PT_LOAD: where the dynamic section's addresses are in the file */
 	uint64_t vaddr[LOADS_MAX], off[LOADS_MAX], filesz[LOADS_MAX];
 	size_t n_loads;
-	uint64_t strtab, strsz;	/* the dynamic string table: file offset, size */
+	uint64_t strtab, strsz; /* the dynamic string table: file offset, size */
 };
 
 /* n bytes at off, copied whole or not at all. */
@@ -193,7 +193,7 @@ static int read_phdrs(struct file *f, const Elf64_Ehdr *eh, uint64_t *ret_dyn, u
 static int read_dynamic(struct file *f, uint64_t dyn, uint64_t dynsz, struct elf_info *ret)
 {
 	uint64_t needed[ELF_NEEDED_MAX], soname = 0, verneed = 0, verneednum = 0, verdef = 0,
-		 verdefnum = 0, strtab = 0;
+					 verdefnum = 0, strtab = 0;
 	bool has_soname = false, has_strtab = false;
 	int r;
 
@@ -213,14 +213,31 @@ static int read_dynamic(struct file *f, uint64_t dyn, uint64_t dynsz, struct elf
 				return -E2BIG;
 			needed[ret->n_needed++] = d.d_un.d_val;
 			break;
-		case DT_SONAME: soname = d.d_un.d_val; has_soname = true; break;
-		case DT_STRTAB: strtab = d.d_un.d_ptr; has_strtab = true; break;
-		case DT_STRSZ: f->strsz = d.d_un.d_val; break;
-		case DT_VERNEED: verneed = d.d_un.d_ptr; break;
-		case DT_VERNEEDNUM: verneednum = d.d_un.d_val; break;
-		case DT_VERDEF: verdef = d.d_un.d_ptr; break;
-		case DT_VERDEFNUM: verdefnum = d.d_un.d_val; break;
-		default: break;
+		case DT_SONAME:
+			soname = d.d_un.d_val;
+			has_soname = true;
+			break;
+		case DT_STRTAB:
+			strtab = d.d_un.d_ptr;
+			has_strtab = true;
+			break;
+		case DT_STRSZ:
+			f->strsz = d.d_un.d_val;
+			break;
+		case DT_VERNEED:
+			verneed = d.d_un.d_ptr;
+			break;
+		case DT_VERNEEDNUM:
+			verneednum = d.d_un.d_val;
+			break;
+		case DT_VERDEF:
+			verdef = d.d_un.d_ptr;
+			break;
+		case DT_VERDEFNUM:
+			verdefnum = d.d_un.d_val;
+			break;
+		default:
+			break;
 		}
 	}
 	if (!has_strtab)

@@ -20,25 +20,25 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ELF_NAME_MAX 128	/* a library's or a version's name, NUL included */
+#define ELF_NAME_MAX 128 /* a library's or a version's name, NUL included */
 #define ELF_NEEDED_MAX 32
 #define ELF_VERNEED_MAX 128
-#define ELF_VERDEF_MAX 256	/* glibc 2.36 defines 45 */
+#define ELF_VERDEF_MAX 256 /* glibc 2.36 defines 45 */
 
 struct elf_verneed {
-	char file[ELF_NAME_MAX];	/* the library it is needed of ("libc.so.6") */
-	char name[ELF_NAME_MAX];	/* the version ("GLIBC_2.34") */
+	char file[ELF_NAME_MAX]; /* the library it is needed of ("libc.so.6") */
+	char name[ELF_NAME_MAX]; /* the version ("GLIBC_2.34") */
 };
 
 struct elf_info {
-	uint16_t machine;		/* e_machine: EM_X86_64, EM_AARCH64 */
-	char interp[256];		/* PT_INTERP ("": none) */
-	char soname[ELF_NAME_MAX];	/* DT_SONAME ("": none) */
+	uint16_t machine;	   /* e_machine: EM_X86_64, EM_AARCH64 */
+	char interp[256];	   /* PT_INTERP ("": none) */
+	char soname[ELF_NAME_MAX]; /* DT_SONAME ("": none) */
 	char needed[ELF_NEEDED_MAX][ELF_NAME_MAX];
 	size_t n_needed;
 	struct elf_verneed verneed[ELF_VERNEED_MAX];
 	size_t n_verneed;
-	char verdef[ELF_VERDEF_MAX][ELF_NAME_MAX];	/* defined versions, not the base */
+	char verdef[ELF_VERDEF_MAX][ELF_NAME_MAX]; /* defined versions, not the base */
 	size_t n_verdef;
 };
 

@@ -12,23 +12,23 @@
  */
 
 enum cni_code {
-	CNI_ERR_VERSION = 1,		/* incompatible CNI version */
+	CNI_ERR_VERSION = 1, /* incompatible CNI version */
 	CNI_ERR_UNSUPPORTED_FIELD = 2,
 	CNI_ERR_UNKNOWN_CONTAINER = 3,
-	CNI_ERR_ENV = 4,		/* invalid necessary environment variables */
+	CNI_ERR_ENV = 4, /* invalid necessary environment variables */
 	CNI_ERR_IO = 5,
 	CNI_ERR_DECODE = 6,
-	CNI_ERR_CONFIG = 7,		/* invalid network config */
+	CNI_ERR_CONFIG = 7, /* invalid network config */
 	CNI_ERR_TRY_AGAIN = 11,
 	CNI_ERR_NOT_AVAILABLE = 50,
-	TG_ERR_DRIFT = 100,		/* CHECK: kernel state differs from the store */
+	TG_ERR_DRIFT = 100, /* CHECK: kernel state differs from the store */
 };
 
 struct tg_err {
 	int code;
 	char msg[512];
 	char details[512];
-	char kernel[256];	/* the kernel's extack text for the failed step ("": none) */
+	char kernel[256]; /* the kernel's extack text for the failed step ("": none) */
 };
 
 int tg_fail(struct tg_err *e, int code, int neg_errno, const char *fmt, ...)

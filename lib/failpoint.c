@@ -15,7 +15,7 @@ extern const char *const __start_tg_failpoints[] __attribute__((weak));
 extern const char *const __stop_tg_failpoints[] __attribute__((weak));
 
 static char armed[128];
-static long armed_hit = 1;	/* which hit fails */
+static long armed_hit = 1; /* which hit fails */
 static long hits;
 
 static bool failpoint_known(const char *name)
@@ -36,7 +36,8 @@ static int by_name(const void *a, const void *b)
 static void list_failpoints(void)
 {
 	/* cppcheck-suppress comparePointers ; both bound the one tg_failpoints section */
-	size_t n = __start_tg_failpoints ? (size_t)(__stop_tg_failpoints - __start_tg_failpoints) : 0;
+	size_t n = __start_tg_failpoints ? (size_t)(__stop_tg_failpoints - __start_tg_failpoints)
+					 : 0;
 	const char **all = calloc(n + 1, sizeof(*all));
 
 	if (!all)
@@ -75,8 +76,10 @@ __attribute__((constructor)) static void failpoint_arm(void)
 		}
 	}
 	if (!failpoint_known(armed)) {
-		fprintf(stderr, "TOLLGATE_FAILPOINT=%s: this binary has no failpoint of that name "
-				"(TOLLGATE_FAILPOINT=list lists them)\n", v);
+		fprintf(stderr,
+			"TOLLGATE_FAILPOINT=%s: this binary has no failpoint of that name "
+			"(TOLLGATE_FAILPOINT=list lists them)\n",
+			v);
 		_exit(2);
 	}
 }

@@ -27,12 +27,12 @@
 
 #ifdef TG_FAILPOINTS
 int tg_failpoint_fire(const char *name, struct tg_err *e);
-#define TG_FAILPOINT(name, e)                                                                   \
-	__extension__({                                                                        \
-		static const char *const tg_fp_name_                                           \
+#define TG_FAILPOINT(name, e)                                                                      \
+	__extension__({                                                                            \
+		static const char *const tg_fp_name_                                               \
 			__attribute__((used, section("tg_failpoints"), aligned(sizeof(void *)))) = \
-				(name);                                                        \
-		tg_failpoint_fire(tg_fp_name_, (e));                                           \
+				(name);                                                            \
+		tg_failpoint_fire(tg_fp_name_, (e));                                               \
 	})
 #else
 #define TG_FAILPOINT(name, e) 0

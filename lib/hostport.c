@@ -79,8 +79,8 @@ static int port_of(json_object *o, const char *where, size_t i, const char *key,
 		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL, "%s[%zu].%s is missing", where, i, key);
 	}
 	if (!json_object_is_type(v, json_type_int))
-		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL, "%s[%zu].%s must be an integer", where, i,
-			       key);
+		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL, "%s[%zu].%s must be an integer", where,
+			       i, key);
 	n = json_object_get_int64(v);
 	if (n < 1 || n > 65535)
 		return tg_fail(e, CNI_ERR_CONFIG, -ERANGE, "%s[%zu].%s is %lld, must be 1..65535",
@@ -107,8 +107,8 @@ static int entry_of(json_object *o, const char *where, size_t i, struct hostport
 		bool known = false;
 
 		if (!json_object_is_type(proto, json_type_string))
-			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL, "%s[%zu].protocol must be a string",
-				       where, i);
+			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+				       "%s[%zu].protocol must be a string", where, i);
 		s = json_object_get_string(proto);
 		for (size_t k = 0; k < sizeof(protos) / sizeof(protos[0]) && !known; k++)
 			if (strcasecmp(s, protos[k].name) == 0) {
@@ -117,30 +117,36 @@ static int entry_of(json_object *o, const char *where, size_t i, struct hostport
 			}
 		if (!known)
 			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
-				       "%s[%zu].protocol \"%.16s\" is none of tcp, udp, sctp", where, i, s);
+				       "%s[%zu].protocol \"%.16s\" is none of tcp, udp, sctp",
+				       where, i, s);
 	}
 	ip = jx_get_nocase(o, "hostIP");
 	if (!ip || json_object_is_type(ip, json_type_null))
 		return 0;
 	if (!json_object_is_type(ip, json_type_string))
-		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL, "%s[%zu].hostIP must be a string", where, i);
+		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL, "%s[%zu].hostIP must be a string", where,
+			       i);
 	s = json_object_get_string(ip);
 	if (!s[0] || strcmp(s, "0.0.0.0") == 0)
 		return 0;
 	if (ip4_parse(s, &m->host_ip) < 0)
 		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
 			       "%s[%zu].hostIP \"%.64s\" is not an IPv4 address (Tollgate serves "
-			       "IPv4 pods only)", where, i, s);
+			       "IPv4 pods only)",
+			       where, i, s);
 	if ((m->host_ip >> 16) == 0xa9fe)
-		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
-			       "%s[%zu].hostIP \"%s\" is a link-local address: those are the node's "
-			       "services for pods, which no hostPort may take", where, i, s);
+		return tg_fail(
+			e, CNI_ERR_CONFIG, -EINVAL,
+			"%s[%zu].hostIP \"%s\" is a link-local address: those are the node's "
+			"services for pods, which no hostPort may take",
+			where, i, s);
 	/* 127/8 would need route_localnet on the pod's link: a pod could then reach the node's localhost */
 	if ((m->host_ip >> 24) == 127)
-		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
-			       "%s[%zu].hostIP \"%s\" is a loopback address: a hostPort on loopback "
-			       "is not supported (it would let pods reach the node's localhost)",
-			       where, i, s);
+		return tg_fail(
+			e, CNI_ERR_CONFIG, -EINVAL,
+			"%s[%zu].hostIP \"%s\" is a loopback address: a hostPort on loopback "
+			"is not supported (it would let pods reach the node's localhost)",
+			where, i, s);
 	return 0;
 }
 
@@ -169,7 +175,8 @@ int hostports_parse(json_object *arr, const char *where, struct hostports *ret, 
 					       "%s[%zu]: hostPort %s overlaps %s, which goes to "
 					       "containerPort %u",
 					       where, i, hostport_format(&m, a),
-					       hostport_format(&ret->m[k], b), ret->m[k].container_port);
+					       hostport_format(&ret->m[k], b),
+					       ret->m[k].container_port);
 		}
 		if (dup)
 			continue;

@@ -17,13 +17,13 @@
 
 #include "lib/err.h"
 
-#define HOSTPORT_MAX 32		/* a pod's mappings; kubelet's pods rarely have more than a few */
+#define HOSTPORT_MAX 32 /* a pod's mappings; kubelet's pods rarely have more than a few */
 
 struct hostport {
-	uint32_t host_ip;	/* host order; 0: every address of the node */
+	uint32_t host_ip; /* host order; 0: every address of the node */
 	uint16_t host_port;
 	uint16_t container_port;
-	uint8_t proto;		/* IPPROTO_TCP, IPPROTO_UDP or IPPROTO_SCTP */
+	uint8_t proto; /* IPPROTO_TCP, IPPROTO_UDP or IPPROTO_SCTP */
 };
 
 struct hostports {

@@ -86,7 +86,8 @@ const char *ip4_unusable_why(uint32_t ip)
 	} reserved[] = {
 		{ 0x00000000u, 0xff000000u, "\"this network\" (0.0.0.0/8)" },
 		{ 0x7f000000u, 0xff000000u, "loopback (127.0.0.0/8)" },
-		{ 0xa9fe0000u, 0xffff0000u, "link-local (169.254.0.0/16, the pods' gateway is 169.254.1.1)" },
+		{ 0xa9fe0000u, 0xffff0000u,
+		  "link-local (169.254.0.0/16, the pods' gateway is 169.254.1.1)" },
 		{ 0xe0000000u, 0xf0000000u, "multicast (224.0.0.0/4)" },
 		{ 0xf0000000u, 0xf0000000u, "reserved or broadcast (240.0.0.0/4)" },
 	};

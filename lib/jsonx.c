@@ -109,8 +109,8 @@ int jx_int(json_object *obj, const char *where, const char *key, int64_t min, in
 	errno = 0;
 	n = json_object_get_int64(v);
 	if (errno || n < min || n > max)
-		return tg_fail(e, CNI_ERR_CONFIG, -ERANGE, "%s%s%s is %s, must be %lld..%lld", where,
-			       *where ? "." : "", key, json_object_to_json_string(v),
+		return tg_fail(e, CNI_ERR_CONFIG, -ERANGE, "%s%s%s is %s, must be %lld..%lld",
+			       where, *where ? "." : "", key, json_object_to_json_string(v),
 			       (long long)min, (long long)max);
 	*ret = n;
 	return 1;
@@ -189,7 +189,8 @@ json_object *jx_get_nocase(json_object *obj, const char *key)
 {
 	if (!obj || !json_object_is_type(obj, json_type_object))
 		return NULL;
-	json_object_object_foreach(obj, k, v) {
+	json_object_object_foreach(obj, k, v)
+	{
 		if (strcasecmp(k, key) == 0)
 			return v;
 	}

@@ -41,15 +41,15 @@ static inline void jx_add(json_object *obj, const char *literal_key, json_object
  */
 #define JX_EXACT 1u
 struct jx_parse_error {
-	const char *why;	/* json-c's reason, "trailing data", or what was refused */
-	size_t at;		/* the byte offset it is at */
-	bool trailing;		/* a whole document, followed by more than whitespace */
-	bool exact;		/* refused by JX_EXACT's reading */
-	bool twice;		/* a member written twice: why is "<member> is written twice" */
-	char object[64];	/* ... in this object ("plugins[0]"; "" at the top) */
-	char key[52];		/* ... by this name ("mtu") */
-	char member[120];	/* ... as a path ("plugins[0].mtu") */
-	char text[160];		/* what why points at when it is not a constant */
+	const char *why;  /* json-c's reason, "trailing data", or what was refused */
+	size_t at;	  /* the byte offset it is at */
+	bool trailing;	  /* a whole document, followed by more than whitespace */
+	bool exact;	  /* refused by JX_EXACT's reading */
+	bool twice;	  /* a member written twice: why is "<member> is written twice" */
+	char object[64];  /* ... in this object ("plugins[0]"; "" at the top) */
+	char key[52];	  /* ... by this name ("mtu") */
+	char member[120]; /* ... as a path ("plugins[0].mtu") */
+	char text[160];	  /* what why points at when it is not a constant */
 };
 int jx_parse_ex(const char *text, size_t len, unsigned flags, json_object **ret,
 		struct jx_parse_error *ret_err);

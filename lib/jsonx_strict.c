@@ -109,15 +109,17 @@ static int scan(const char *t, size_t len, size_t *ret_members, struct jx_parse_
 				i++;
 			digits = i - start - neg;
 			if (i < len && (t[i] == '.' || t[i] == 'e' || t[i] == 'E')) {
-				if (t[i] == '.' && (i + 1 >= len || t[i + 1] < '0' || t[i + 1] > '9'))
+				if (t[i] == '.' &&
+				    (i + 1 >= len || t[i + 1] < '0' || t[i + 1] > '9'))
 					return refuse(pe, -EBADMSG, i, "a number ends in '.'");
 				while (i < len && strchr("0123456789.eE+-", t[i]))
 					i++;
 				continue;
 			}
 			/* no leading zeros in JSON: the digits' count orders them */
-			if (digits > 20 || (digits == 20 && !neg &&
-					    memcmp(t + start, "18446744073709551615", 20) > 0) ||
+			if (digits > 20 ||
+			    (digits == 20 && !neg &&
+			     memcmp(t + start, "18446744073709551615", 20) > 0) ||
 			    (neg && (digits > 19 ||
 				     (digits == 19 &&
 				      memcmp(t + start + 1, "9223372036854775808", 19) > 0))))
@@ -138,7 +140,8 @@ static size_t tree_members(json_object *o)
 	size_t n = 0;
 
 	if (json_object_is_type(o, json_type_object)) {
-		json_object_object_foreach(o, k, v) {
+		json_object_object_foreach(o, k, v)
+		{
 			(void)k;
 			n += 1 + tree_members(v);
 		}
@@ -167,7 +170,8 @@ static bool find_object(json_object *o, struct dup_walk *w, size_t path_len)
 	if (json_object_is_type(o, json_type_object)) {
 		if (w->k >= w->n || w->count[w->k++] != (uint32_t)json_object_object_length(o))
 			return true;
-		json_object_object_foreach(o, k, v) {
+		json_object_object_foreach(o, k, v)
+		{
 			snprintf(w->path + path_len, sizeof(w->path) - path_len, "%s%s",
 				 path_len ? "." : "", JX_SHOWN(k, strlen(k)));
 			if (find_object(v, w, strlen(w->path)))
@@ -276,7 +280,8 @@ static int name_twice(const char *t, size_t len, size_t k, struct jx_parse_error
 				if (json_object_get_string_len(name) == 0)
 					snprintf(pe->key, sizeof(pe->key), "\"\"");
 				else
-					jx_shown(pe->key, sizeof(pe->key), json_object_get_string(name),
+					jx_shown(pe->key, sizeof(pe->key),
+						 json_object_get_string(name),
 						 (size_t)json_object_get_string_len(name));
 				snprintf(pe->member, sizeof(pe->member), "%s%s%s", pe->object,
 					 pe->object[0] ? "." : "", pe->key);
@@ -312,7 +317,8 @@ static int twice(const char *t, size_t len, json_object *root, struct jx_parse_e
 	if (r < 0)
 		return r;
 	if (!pe->member[0])
-		snprintf(pe->member, sizeof(pe->member), "%s", pe->object[0] ? pe->object : "a member");
+		snprintf(pe->member, sizeof(pe->member), "%s",
+			 pe->object[0] ? pe->object : "a member");
 	snprintf(pe->text, sizeof(pe->text), "%s is written twice", pe->member);
 	pe->why = pe->text;
 	return -EBADMSG;
@@ -337,9 +343,9 @@ int jx_parse_ex(const char *text, size_t len, unsigned flags, json_object **ret,
 	root = json_tokener_parse_ex(tok, text, (int)len);
 	end = json_tokener_get_parse_end(tok);
 	if (!root || json_tokener_get_error(tok) != json_tokener_success) {
-		*ret_err = (struct jx_parse_error){
-			.why = json_tokener_error_desc(json_tokener_get_error(tok)), .at = end
-		};
+		*ret_err = (struct jx_parse_error){ .why = json_tokener_error_desc(
+							    json_tokener_get_error(tok)),
+						    .at = end };
 		json_tokener_free(tok);
 		json_object_put(root);
 		return -EBADMSG;
@@ -348,9 +354,9 @@ int jx_parse_ex(const char *text, size_t len, unsigned flags, json_object **ret,
 	/* json-c stops at a NUL byte as at the end of the text. */
 	for (size_t i = end; i < len; i++)
 		if (text[i] != ' ' && text[i] != '\t' && text[i] != '\n' && text[i] != '\r') {
-			*ret_err = (struct jx_parse_error){
-				.why = "trailing data", .at = i, .trailing = true
-			};
+			*ret_err = (struct jx_parse_error){ .why = "trailing data",
+							    .at = i,
+							    .trailing = true };
 			json_object_put(root);
 			return -EBADMSG;
 		}

@@ -11,8 +11,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define K8S_DNS_LABEL_MAX 63		/* a namespace's name */
-#define K8S_DNS_SUBDOMAIN_MAX 253	/* a node's name */
+#define K8S_DNS_LABEL_MAX 63	  /* a namespace's name */
+#define K8S_DNS_SUBDOMAIN_MAX 253 /* a node's name */
 
 /* [a-z0-9]([-a-z0-9]*[a-z0-9])?, at most 63 bytes. */
 bool k8s_dns_label(const char *s, size_t n);

@@ -39,7 +39,6 @@ int tg_nl_default_route_ifindex(struct nl_sock *sk, int *ret);
 int tg_fail_kernel(struct tg_err *e, int neg_errno, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-
 /* Opens a network namespace path, checking that it really is one. */
 int netns_open(const char *path, int *ret_fd);
 

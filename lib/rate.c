@@ -11,9 +11,9 @@ static const struct {
 	const char *suffix;
 	uint64_t mult;
 } units[] = {
-	{ "Ki", 1ULL << 10 }, { "Mi", 1ULL << 20 }, { "Gi", 1ULL << 30 }, { "Ti", 1ULL << 40 },
-	{ "k", 1000ULL },     { "M", 1000000ULL },  { "G", 1000000000ULL }, { "T", 1000000000000ULL },
-	{ "", 1 },
+	{ "Ki", 1ULL << 10 },	{ "Mi", 1ULL << 20 },	   { "Gi", 1ULL << 30 },
+	{ "Ti", 1ULL << 40 },	{ "k", 1000ULL },	   { "M", 1000000ULL },
+	{ "G", 1000000000ULL }, { "T", 1000000000000ULL }, { "", 1 },
 };
 
 /* Fractional digits kept exactly; any further digit must be 0 (10^19 still fits in 64 bits). */
@@ -101,7 +101,8 @@ int rate_from_json(json_object *v, const char *where, uint64_t *ret_bps, struct 
 		if (errno || n < (int64_t)RATE_MIN_BPS || (uint64_t)n > RATE_MAX_BPS)
 			return tg_fail(e, CNI_ERR_CONFIG, -ERANGE,
 				       "%s is %s bit/s: rates must be %llu..%llu bit/s", where,
-				       json_object_to_json_string(v), (unsigned long long)RATE_MIN_BPS,
+				       json_object_to_json_string(v),
+				       (unsigned long long)RATE_MIN_BPS,
 				       (unsigned long long)RATE_MAX_BPS);
 		*ret_bps = (uint64_t)n;
 		return 0;
@@ -115,21 +116,31 @@ int rate_from_json(json_object *v, const char *where, uint64_t *ret_bps, struct 
 		return tg_fail(e, CNI_ERR_CONFIG, r, "%s \"%.32s\" is out of range (1k..32G bit/s)",
 			       where, json_object_get_string(v));
 	if (r < 0)
-		return tg_fail(e, CNI_ERR_CONFIG, r,
-			       "%s \"%.32s\" is not a rate: use bits per second, optionally with k, M, "
-			       "G, T, Ki, Mi, Gi, Ti (\"500M\", \"1.5G\")",
-			       where, json_object_get_string(v));
+		return tg_fail(
+			e, CNI_ERR_CONFIG, r,
+			"%s \"%.32s\" is not a rate: use bits per second, optionally with k, M, "
+			"G, T, Ki, Mi, Gi, Ti (\"500M\", \"1.5G\")",
+			where, json_object_get_string(v));
 	return 0;
 }
 
 const char *rate_format(uint64_t bps, char *buf, size_t size)
 {
 	if (bps >= 1000000000ULL && bps % 10000000ULL == 0)
-		snprintf(buf, size, "%g" "G", (double)bps / 1e9);
+		snprintf(buf, size,
+			 "%g"
+			 "G",
+			 (double)bps / 1e9);
 	else if (bps >= 1000000ULL && bps % 10000ULL == 0)
-		snprintf(buf, size, "%g" "M", (double)bps / 1e6);
+		snprintf(buf, size,
+			 "%g"
+			 "M",
+			 (double)bps / 1e6);
 	else if (bps >= 1000ULL && bps % 10ULL == 0)
-		snprintf(buf, size, "%g" "k", (double)bps / 1e3);
+		snprintf(buf, size,
+			 "%g"
+			 "k",
+			 (double)bps / 1e3);
 	else
 		snprintf(buf, size, "%llu", (unsigned long long)bps);
 	return buf;

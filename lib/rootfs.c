@@ -57,8 +57,8 @@ int rootfs_open(int root_fd, const char *path, int flags, int *ret_fd)
 			*(slash ? slash : done) = '\0';
 			continue;
 		}
-		if ((size_t)snprintf(cand, sizeof(cand), "%s%s%s", done, done[0] ? "/" : "", comp) >=
-		    sizeof(cand))
+		if ((size_t)snprintf(cand, sizeof(cand), "%s%s%s", done, done[0] ? "/" : "",
+				     comp) >= sizeof(cand))
 			return -ENAMETOOLONG;
 		if (fstatat(root_fd, cand, &sb, AT_SYMLINK_NOFOLLOW) < 0)
 			return -errno;

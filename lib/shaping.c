@@ -76,13 +76,15 @@ json_object *shaping_view_json(const struct shaping *s)
 		const char *from, *annot;
 		struct shaping_source src;
 	} g[] = {
-		{ "internetIngressFrom", "internetIngressAnnotation", shaping_inet_ingress_source(s) },
+		{ "internetIngressFrom", "internetIngressAnnotation",
+		  shaping_inet_ingress_source(s) },
 		{ "internetEgressFrom", "internetEgressAnnotation", shaping_inet_egress_source(s) },
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(shaping_keys); i++)
 		if (shaping_keys[i].view)
-			jx_add(o, shaping_keys[i].key, json_object_new_int64((int64_t)key_value(s, i)));
+			jx_add(o, shaping_keys[i].key,
+			       json_object_new_int64((int64_t)key_value(s, i)));
 	/* Which value set each internet cap: an annotation above the config's is ignored. */
 	for (size_t i = 0; i < ARRAY_SIZE(g); i++) {
 		jx_add(o, g[i].from,

@@ -19,10 +19,10 @@ struct shaping {
 	/* tollgate.io/internet-{egress,ingress}-bandwidth pod annotations */
 	uint64_t annot_inet_egress, annot_inet_ingress;
 	/* the internet caps the policy resolved to */
-	uint64_t inet_ingress_bps;	/* internet -> pod */
-	uint64_t inet_egress_bps;	/* pod -> internet */
-	uint64_t ns_egress_bps;		/* its namespace's internet egress cap */
-	uint64_t node_egress_bps;	/* the node's internet egress cap */
+	uint64_t inet_ingress_bps; /* internet -> pod */
+	uint64_t inet_egress_bps;  /* pod -> internet */
+	uint64_t ns_egress_bps;	   /* its namespace's internet egress cap */
+	uint64_t node_egress_bps;  /* the node's internet egress cap */
 	/*
 	 * Under a cluster budget (budgets.internetEgress): the ceil its
 	 * namespace's class starts at when this pod's ADD makes it (the
@@ -30,7 +30,7 @@ struct shaping {
 	 * agent's to set. 0: the namespace has no budget.
 	 */
 	uint64_t budget_fallback_bps;
-	uint16_t ns_class, pod_class;	/* uplink HTB minors, 0 when unused */
+	uint16_t ns_class, pod_class; /* uplink HTB minors, 0 when unused */
 };
 
 static inline bool shaping_pod_ingress(const struct shaping *s)
@@ -66,10 +66,10 @@ static inline uint64_t shaping_min_cap(uint64_t a, uint64_t b)
  * `show` and the log say the same without the config.
  */
 struct shaping_source {
-	bool annotation;	/* the annotation applied */
-	bool ignored;		/* an annotation above the config's cap: the config applied */
-	uint64_t annot_bps;	/* the annotation, 0 when the pod has none */
-	uint64_t cap_bps;	/* the cap in effect (pod, namespace, node); 0: none */
+	bool annotation;    /* the annotation applied */
+	bool ignored;	    /* an annotation above the config's cap: the config applied */
+	uint64_t annot_bps; /* the annotation, 0 when the pod has none */
+	uint64_t cap_bps;   /* the cap in effect (pod, namespace, node); 0: none */
 };
 
 static inline struct shaping_source shaping_source_of(uint64_t annot, uint64_t cap)
@@ -84,9 +84,10 @@ static inline struct shaping_source shaping_source_of(uint64_t annot, uint64_t c
 /* Internet egress: the pod's class hangs under its namespace's, under the node's. */
 static inline struct shaping_source shaping_inet_egress_source(const struct shaping *s)
 {
-	return shaping_source_of(s->annot_inet_egress,
-				 shaping_min_cap(shaping_min_cap(s->inet_egress_bps, s->ns_egress_bps),
-						 s->node_egress_bps));
+	return shaping_source_of(
+		s->annot_inet_egress,
+		shaping_min_cap(shaping_min_cap(s->inet_egress_bps, s->ns_egress_bps),
+				s->node_egress_bps));
 }
 
 /* Internet ingress: a namespace's setting is the cap of each of its pods. */

@@ -12,15 +12,15 @@
 #include <stdint.h>
 
 enum step {
-	STEP_CONFIG,	/* environment, stdin, config parse */
-	STEP_STORE,	/* lock, load, save (with its fsyncs) */
-	STEP_NODE,	/* node-wide state: the probe, and a declaration when something is missing */
-	STEP_VETH,	/* the veth pair: create, or delete (the kernel's RCU waits) */
-	STEP_POD,	/* the pod's side: address, gateway neighbour and routes */
-	STEP_ROUTES,	/* the host side: neighbour and /32 route */
-	STEP_TC,	/* qdiscs, classes, filters */
-	STEP_NFT,	/* set and map elements, counters */
-	STEP_RESULT,	/* the result or error, printed */
+	STEP_CONFIG, /* environment, stdin, config parse */
+	STEP_STORE,  /* lock, load, save (with its fsyncs) */
+	STEP_NODE,   /* node-wide state: the probe, and a declaration when something is missing */
+	STEP_VETH,   /* the veth pair: create, or delete (the kernel's RCU waits) */
+	STEP_POD,    /* the pod's side: address, gateway neighbour and routes */
+	STEP_ROUTES, /* the host side: neighbour and /32 route */
+	STEP_TC,     /* qdiscs, classes, filters */
+	STEP_NFT,    /* set and map elements, counters */
+	STEP_RESULT, /* the result or error, printed */
 	STEP_COUNT,
 };
 

@@ -14,8 +14,8 @@
 #include <stddef.h>
 
 struct tg_sysctl_floor {
-	const char *name;	/* as sysctl(8) and 90-tollgate.conf write it */
-	long min;	/* the floor, or with `exact` the one value */
+	const char *name; /* as sysctl(8) and 90-tollgate.conf write it */
+	long min;	  /* the floor, or with `exact` the one value */
 	/* Pinned to min: lowered when higher as well as raised when lower. */
 	bool exact;
 	/* What goes wrong while it is off (the agent's lack says it). */

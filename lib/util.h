@@ -10,14 +10,14 @@
 /* The number of elements of an array (an array, not a pointer to one). */
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
-int64_t time_now_ms(void);		/* wall clock, for records that outlive the process */
+int64_t time_now_ms(void); /* wall clock, for records that outlive the process */
 /*
  * CLOCK_BOOTTIME: never stepped, counts suspend, starts at boot. For the
  * store's cool-downs: valid within one boot, as every record in the store is.
  */
 int64_t time_boot_ms(void);
-int64_t time_mono_ns(void);		/* for durations */
-int64_t time_mono_ms(void);		/* for deadlines and schedules */
+int64_t time_mono_ns(void); /* for durations */
+int64_t time_mono_ms(void); /* for deadlines and schedules */
 /*
  * Exponential back-off: first_ms after the first failure, doubled for each
  * one after it, never over max_ms (failures: those before this one).

@@ -15,5 +15,6 @@ const char tg_build_flags[] = TG_BUILD_FLAGS;
 
 void tg_print_version(FILE *f, const char *prog)
 {
-	fprintf(f, "%s %s (commit %s; %s)\n", prog, tg_build_version, tg_build_commit, tg_build_flags);
+	fprintf(f, "%s %s (commit %s; %s)\n", prog, tg_build_version, tg_build_commit,
+		tg_build_flags);
 }

@@ -42,18 +42,18 @@ struct locals {
 };
 
 struct pick {
-	uint32_t ip;			/* 0: none */
-	const struct hostports *ports;	/* NULL: none */
+	uint32_t ip;		       /* 0: none */
+	const struct hostports *ports; /* NULL: none */
 	const struct locals *local;
 };
 
 struct walk {
 	node_ct_visit_fn visit;
 	void *ctx;
-	const struct pick *pick;	/* NULL: visit only */
+	const struct pick *pick; /* NULL: visit only */
 	struct nfct_handle *del;
 	int deleted;
-	int err;			/* the first deletion that failed */
+	int err; /* the first deletion that failed */
 };
 
 static void flow_of(const struct nf_conntrack *ct, struct node_ct_flow *f)
@@ -90,7 +90,8 @@ static bool flow_picked(const struct pick *p, const struct node_ct_flow *f)
 	for (size_t i = 0; p->ports && i < p->ports->n; i++) {
 		const struct hostport *m = &p->ports->m[i];
 
-		if (m->proto == IPPROTO_TCP || f->proto != m->proto || f->orig_dport != m->host_port)
+		if (m->proto == IPPROTO_TCP || f->proto != m->proto ||
+		    f->orig_dport != m->host_port)
 			continue;
 		if (m->host_ip ? f->orig_dst == m->host_ip : local_to(p->local, f->orig_dst))
 			return true;
@@ -159,10 +160,10 @@ static int walk_run(struct walk *w, int tries)
 /* One filtered dump: flows whose original (or reply) tuple has these fields. */
 struct ct_sel {
 	bool reply;
-	uint32_t flags;		/* CT_FILTER_* */
-	uint32_t ip;		/* host order, with IP_SRC or IP_DST */
-	uint8_t proto;		/* with PROTO_NUM */
-	uint16_t dport;		/* with PROTO_DST_PORT */
+	uint32_t flags; /* CT_FILTER_* */
+	uint32_t ip;	/* host order, with IP_SRC or IP_DST */
+	uint8_t proto;	/* with PROTO_NUM */
+	uint16_t dport; /* with PROTO_DST_PORT */
 };
 
 /* A tuple nest of the request: the selected fields when it is the selected direction. */
@@ -370,10 +371,10 @@ int node_ct_forget(uint32_t ip, const struct hostports *ports)
 		}
 		for (size_t i = 0; p.ports && i < p.ports->n; i++)
 			if (p.ports->m[i].proto != IPPROTO_TCP)
-				sel[n++] = (struct ct_sel){ false,
-							    CT_FILTER_PROTO_NUM | CT_FILTER_PROTO_DST_PORT,
-							    0, p.ports->m[i].proto,
-							    p.ports->m[i].host_port };
+				sel[n++] = (struct ct_sel){
+					false, CT_FILTER_PROTO_NUM | CT_FILTER_PROTO_DST_PORT, 0,
+					p.ports->m[i].proto, p.ports->m[i].host_port
+				};
 		r = forget_filtered(sel, n, &w);
 	}
 	if (r == -EOPNOTSUPP) {

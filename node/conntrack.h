@@ -19,11 +19,11 @@
 #include "lib/hostport.h"
 
 struct node_ct_flow {
-	uint8_t proto;			/* IPPROTO_* */
-	uint32_t orig_src, orig_dst;	/* host order */
+	uint8_t proto;		     /* IPPROTO_* */
+	uint32_t orig_src, orig_dst; /* host order */
 	uint32_t reply_src, reply_dst;
-	uint16_t orig_dport;		/* host order; 0 without ports */
-	int tcp_state;			/* TCP_CONNTRACK_*; -1: not TCP, or not known */
+	uint16_t orig_dport; /* host order; 0 without ports */
+	int tcp_state;	     /* TCP_CONNTRACK_*; -1: not TCP, or not known */
 };
 
 typedef void (*node_ct_visit_fn)(const struct node_ct_flow *f, void *ctx);

@@ -79,7 +79,8 @@ static uint32_t ns_connections_default(void)
 		if (end != line && v > 0)
 			max = v;
 	}
-	return (uint32_t)(max / ACCT_NS_CONNECTIONS_SHARE > 0 ? max / ACCT_NS_CONNECTIONS_SHARE : 1);
+	return (uint32_t)(max / ACCT_NS_CONNECTIONS_SHARE > 0 ? max / ACCT_NS_CONNECTIONS_SHARE
+							      : 1);
 }
 
 struct acct_config node_acct_config(const struct node_config *cfg)
@@ -151,8 +152,8 @@ static int restore_classes(struct nl_sock *sk, const struct node_config *cfg,
 			continue;
 		/* Only the part on tollgate-inet: the pod's own devices kept theirs. */
 		inet.ingress_bps = inet.inet_ingress_bps = inet.egress_bps = 0;
-		if (shaper_pod_add(sk, a->host_veth, ifb, node_link_group(a), &inet, cfg->shaping.queue_ms,
-				   up ? up->mtu : 1500, e) < 0)
+		if (shaper_pod_add(sk, a->host_veth, ifb, node_link_group(a), &inet,
+				   cfg->shaping.queue_ms, up ? up->mtu : 1500, e) < 0)
 			return -EIO;
 		(*restored)++;
 	}
@@ -253,7 +254,7 @@ static int node_probe(struct nl_sock *sk, const struct node_config *cfg,
 		      const struct node_uplink *up, bool inet, int *ret_ifb)
 {
 	struct acct_config acct = node_acct_config(cfg);
-	int r = sysctl_set(&tg_sysctl_floors[0], true);	/* ip_forward */
+	int r = sysctl_set(&tg_sysctl_floors[0], true); /* ip_forward */
 
 	if (r == 0)
 		r = acct_declared(&acct) == 1 ? 0 : 1;
@@ -330,9 +331,10 @@ int node_ensure(struct nl_sock *sk, const struct node_config *cfg, const struct 
 		r = declare_from_store_now(sk, cfg, up, flags, e);
 		if (r == 0 && inet)
 			r = node_probe(sk, cfg, up, inet, ret_ifb) == 0
-				    ? 0 : tg_fail(e, CNI_ERR_IO, -EAGAIN,
-						  "the node's internet-shaping path changed while "
-						  "it was declared");
+				    ? 0
+				    : tg_fail(e, CNI_ERR_IO, -EAGAIN,
+					      "the node's internet-shaping path changed while "
+					      "it was declared");
 	}
 	close(fd);
 	step_done(STEP_NODE, t0);

@@ -24,7 +24,7 @@ struct plumb_req {
 	int mtu;
 	uint8_t pod_mac[6];
 	uint32_t group;		/* the link group of the pod's host devices (its address) */
-	struct nl_sock *pod_sk;	/* a socket in the pod's namespace, NULL: opened here */
+	struct nl_sock *pod_sk; /* a socket in the pod's namespace, NULL: opened here */
 };
 
 int plumb_add(struct nl_sock *sk, const struct plumb_req *rq, struct tg_err *e);
@@ -54,7 +54,7 @@ static inline uint32_t node_link_group(const struct ipam_attachment *a)
 /* The "tg" of node_veth_name's host ends (node.h). */
 #define NODE_VETH_PREFIX "tg"
 #define NODE_DECLARE_INET 1u	/* the internet-shaping path even if the config shapes none */
-#define NODE_DECLARE_RESTORE 4u	/* the class tree was broken: every pod's classes put back */
+#define NODE_DECLARE_RESTORE 4u /* the class tree was broken: every pod's classes put back */
 /*
  * Declares what every pod of the node shares, as cfg says: sysctls
  * (ip_forward, neighbour table sizes: raised, never lowered;

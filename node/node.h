@@ -50,10 +50,10 @@ extern const uint8_t node_host_mac[6];
 
 /* ---- the uplink ---- */
 struct node_uplink {
-	char name[IFNAMSIZ];	/* "" when there is none */
-	int ifindex;		/* 0 when there is none */
-	int mtu;		/* the configured MTU, else the uplink's, else 1500 */
-	uint8_t mac[6];		/* picks the uplink's NIC out of an IMDS document */
+	char name[IFNAMSIZ]; /* "" when there is none */
+	int ifindex;	     /* 0 when there is none */
+	int mtu;	     /* the configured MTU, else the uplink's, else 1500 */
+	uint8_t mac[6];	     /* picks the uplink's NIC out of an IMDS document */
 	bool has_mac;
 };
 /*
@@ -73,13 +73,13 @@ struct node_repairs {
 	struct acct_repairs nft;
 	struct shaper_repairs tc;
 	unsigned sysctls;
-	unsigned classes_restored;	/* pod classes put back after the root was made anew */
-	unsigned sysctls_readonly;	/* below their floor, on a read-only /proc/sys: left as they are */
+	unsigned classes_restored; /* pod classes put back after the root was made anew */
+	unsigned sysctls_readonly; /* below their floor, on a read-only /proc/sys: left as they are */
 };
 /* Whether the config shapes internet egress at all (else the path waits for a pod that needs it). */
 bool node_shapes_inet(const struct node_config *cfg);
 /* The flags of a declaration (more inside the node layer: node/internal.h). */
-#define NODE_DECLARE_PODS 2u	/* every attachment's nft elements put (back) in */
+#define NODE_DECLARE_PODS 2u /* every attachment's nft elements put (back) in */
 /*
  * A sysctl on a read-only /proc/sys is skipped and counted in
  * sysctls_readonly instead of failing the declaration: the node agent in its
@@ -124,8 +124,8 @@ int node_shaping_classes(const struct ipam_state *st, struct ipam_attachment *a)
 /* ---- one attachment's kernel objects ---- */
 struct node_pod {
 	const struct ipam_attachment *a;
-	int netns_fd;			/* the pod's network namespace */
-	struct nl_sock *pod_sk;		/* a socket in it (node_pod_ifname_check's), or NULL */
+	int netns_fd;		/* the pod's network namespace */
+	struct nl_sock *pod_sk; /* a socket in it (node_pod_ifname_check's), or NULL */
 	const struct node_uplink *uplink;
 };
 /*

@@ -63,7 +63,6 @@ void node_pod_mac(const char *container_id, const char *ifname, uint8_t ret[6])
 		ret[i] = (uint8_t)h;
 }
 
-
 int node_uplink(struct nl_sock *sk, const char *name, int mtu, struct node_uplink *ret,
 		struct tg_err *e)
 {
@@ -86,7 +85,8 @@ int node_uplink(struct nl_sock *sk, const char *name, int mtu, struct node_uplin
 			return 0;
 		r = tg_nl_to_errno(rtnl_link_get_kernel(sk, ifindex, NULL, &link));
 		if (r < 0)
-			return tg_fail_kernel(e, r, "%s", "cannot read the default route's interface");
+			return tg_fail_kernel(e, r, "%s",
+					      "cannot read the default route's interface");
 	}
 	if (strncmp(rtnl_link_get_name(link), NODE_VETH_PREFIX, strlen(NODE_VETH_PREFIX)) == 0)
 		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
@@ -217,7 +217,8 @@ static int pod_side(const struct plumb_req *rq, struct tg_err *e)
 		r = tg_nl_route_open_in(rq->netns_fd, &own);
 		if (r < 0)
 			return tg_fail(e, CNI_ERR_IO, r,
-				       "cannot enter the pod's network namespace: %s", strerror(-r));
+				       "cannot enter the pod's network namespace: %s",
+				       strerror(-r));
 		sk = own;
 	}
 	r = plumb_ifindex(sk, rq->pod_ifname, &flags, &ifindex);
@@ -230,7 +231,8 @@ static int pod_side(const struct plumb_req *rq, struct tg_err *e)
 		if (r == -EAFNOSUPPORT)
 			r = pod_link_up(sk, ifindex, false);
 		if (r < 0)
-			return tg_fail_kernel(e, r, "cannot bring %s up in the pod", rq->pod_ifname);
+			return tg_fail_kernel(e, r, "cannot bring %s up in the pod",
+					      rq->pod_ifname);
 	}
 	addr = rtnl_addr_alloc();
 	local = tg_nl_addr_ip4(rq->ip, 32);
@@ -248,7 +250,8 @@ static int pod_side(const struct plumb_req *rq, struct tg_err *e)
 		return r;
 	r = add_neigh(sk, ifindex, NODE_GATEWAY, node_host_mac);
 	if (r < 0)
-		return tg_fail_kernel(e, r, "cannot add the gateway's neighbour entry on %s in the pod",
+		return tg_fail_kernel(e, r,
+				      "cannot add the gateway's neighbour entry on %s in the pod",
 				      rq->pod_ifname);
 	r = add_route(sk, ifindex, NODE_GATEWAY, 32, 0, RT_SCOPE_LINK);
 	if (r < 0)
@@ -256,7 +259,8 @@ static int pod_side(const struct plumb_req *rq, struct tg_err *e)
 				      rq->pod_ifname);
 	r = add_route(sk, ifindex, 0, 0, NODE_GATEWAY, RT_SCOPE_UNIVERSE);
 	if (r < 0)
-		return tg_fail_kernel(e, r, "cannot add the pod's default route via 169.254.1.1 on %s",
+		return tg_fail_kernel(e, r,
+				      "cannot add the pod's default route via 169.254.1.1 on %s",
 				      rq->pod_ifname);
 	return 0;
 }
@@ -277,9 +281,10 @@ int plumb_add(struct nl_sock *sk, const struct plumb_req *rq, struct tg_err *e)
 		r = gone == 0 ? create_veth(sk, rq) : r;
 	}
 	if (r == -EEXIST)
-		return tg_fail(e, CNI_ERR_IO, -EEXIST,
-			       "cannot create the veth pair: the pod already has an interface named %s",
-			       rq->pod_ifname);
+		return tg_fail(
+			e, CNI_ERR_IO, -EEXIST,
+			"cannot create the veth pair: the pod already has an interface named %s",
+			rq->pod_ifname);
 	if (r < 0)
 		return tg_fail_kernel(e, r, "cannot create veth %s", rq->host_ifname);
 	r = plumb_ifindex(sk, rq->host_ifname, NULL, &ifindex);
@@ -297,7 +302,8 @@ int plumb_add(struct nl_sock *sk, const struct plumb_req *rq, struct tg_err *e)
 		return r;
 	r = add_neigh(sk, ifindex, rq->ip, rq->pod_mac);
 	if (r < 0)
-		return tg_fail_kernel(e, r, "cannot add the pod's neighbour entry on %s", rq->host_ifname);
+		return tg_fail_kernel(e, r, "cannot add the pod's neighbour entry on %s",
+				      rq->host_ifname);
 	r = TG_FAILPOINT("add.host.neigh.after", e);
 	if (r < 0)
 		return r;
@@ -344,9 +350,10 @@ int node_pod_ifname_check(int netns_fd, const char *container_id, const char *if
 	node_pod_mac(container_id, ifname, mine);
 	mac = rtnl_link_get_addr(l);
 	if (!mac || nl_addr_get_len(mac) != 6 || memcmp(nl_addr_get_binary_addr(mac), mine, 6) != 0)
-		return tg_fail(e, CNI_ERR_IO, -EEXIST,
-			       "cannot create the veth pair: the pod already has an interface named %s",
-			       ifname);
+		return tg_fail(
+			e, CNI_ERR_IO, -EEXIST,
+			"cannot create the veth pair: the pod already has an interface named %s",
+			ifname);
 	return 0;
 }
 

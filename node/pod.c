@@ -125,12 +125,13 @@ int node_pod_check(struct nl_sock *sk, const struct node_config *cfg, const stru
 		return r;
 	r = acct_pod_check(&me, &acct, e);
 	if (r == 0)
-		r = tg_fail(e, TG_ERR_DRIFT, -ENOENT,
-			    "drift: the elements of %s in table inet tollgate (sets pods, masq, "
-			    "pod_src, metadata_ok, agent_ok, maps ns_egress_internal, metadata_drop, "
-			    "agent_drop, hostport, hostport_ip) do not match the config (masquerade "
-			    "%s, nodeAccess) or the pod's hostPorts",
-			    ip4_format(p->a->ip, ip), cfg->masquerade ? "true" : "false");
+		r = tg_fail(
+			e, TG_ERR_DRIFT, -ENOENT,
+			"drift: the elements of %s in table inet tollgate (sets pods, masq, "
+			"pod_src, metadata_ok, agent_ok, maps ns_egress_internal, metadata_drop, "
+			"agent_drop, hostport, hostport_ip) do not match the config (masquerade "
+			"%s, nodeAccess) or the pod's hostPorts",
+			ip4_format(p->a->ip, ip), cfg->masquerade ? "true" : "false");
 	return r < 0 ? r : 0;
 }
 
@@ -243,5 +244,7 @@ int node_pod_reshape(struct nl_sock *sk, const struct node_config *cfg,
 	if (TG_FAILPOINT("reshape.pod.tc.before", e) < 0)
 		return -EIO;
 	return shaper_pod_change(sk, a->host_veth, node_link_group(a), old, now,
-				 cfg->shaping.queue_ms, up ? up->mtu : 1500, e) < 0 ? -EIO : 0;
+				 cfg->shaping.queue_ms, up ? up->mtu : 1500, e) < 0
+		       ? -EIO
+		       : 0;
 }

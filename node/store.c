@@ -62,10 +62,11 @@ static int pool_check_local(const uint32_t *pool, size_t n, struct tg_err *e)
 	nl_cache_foreach(cache, find_local, &h);
 	nl_cache_free(cache);
 	if (h.ip)
-		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
-			       "ipam.addresses holds %s, an address of this node (%s): a pod given it "
-			       "would take the node's traffic; list it under ipam.exclude or drop it",
-			       ip4_format(h.ip, ip), h.dev);
+		return tg_fail(
+			e, CNI_ERR_CONFIG, -EINVAL,
+			"ipam.addresses holds %s, an address of this node (%s): a pod given it "
+			"would take the node's traffic; list it under ipam.exclude or drop it",
+			ip4_format(h.ip, ip), h.dev);
 	return 0;
 }
 
@@ -124,8 +125,7 @@ static int refresh_then(struct ipam_state *st, void *p, struct tg_err *e)
 }
 
 int node_store_update(struct ipam_store *store, struct ipam_state *st,
-		      const struct node_config *cfg, node_update_fn fn, void *ctx,
-		      struct tg_err *e)
+		      const struct node_config *cfg, node_update_fn fn, void *ctx, struct tg_err *e)
 {
 	struct refresh_then t = { cfg, fn, ctx };
 	int64_t t0 = time_mono_ns();

@@ -49,7 +49,8 @@ static int imds_document(const struct node_sync_source *src, int *attempts, char
 	r = read_file(src->from_file, 1 << 22, ret, ret_len);
 	r = r == -E2BIG ? -EFBIG : r;
 	if (r < 0)
-		return tg_fail(e, CNI_ERR_IO, r, "cannot read %s: %s", src->from_file, strerror(-r));
+		return tg_fail(e, CNI_ERR_IO, r, "cannot read %s: %s", src->from_file,
+			       strerror(-r));
 	return 0;
 }
 

@@ -11,22 +11,22 @@
 #include "node/node.h"
 
 struct node_sync_source {
-	const char *uplink;		/* NULL or "": the default route's interface */
+	const char *uplink; /* NULL or "": the default route's interface */
 	const char *imds_url;
-	const char *from_file;		/* a saved network document instead of IMDS */
-	json_object *exclude;		/* ipam.exclude: never pool addresses */
-	int budget_s;			/* IMDS retries within this many seconds */
+	const char *from_file; /* a saved network document instead of IMDS */
+	json_object *exclude;  /* ipam.exclude: never pool addresses */
+	int budget_s;	       /* IMDS retries within this many seconds */
 };
 /* What IMDS offers: the uplink's secondary addresses without the node's own and ipam.exclude. */
 struct node_sync_offer {
-	struct imds_network net;	/* with the node's address and subnet */
+	struct imds_network net; /* with the node's address and subnet */
 	char uplink[IFNAMSIZ];
-	uint32_t *addrs;		/* sorted */
+	uint32_t *addrs; /* sorted */
 	size_t n_addrs;
-	size_t n_refused;		/* offered but no pod's: outside the subnet, the node's, unusable */
-	uint32_t refused;		/* the first of them */
+	size_t n_refused; /* offered but no pod's: outside the subnet, the node's, unusable */
+	uint32_t refused; /* the first of them */
 	const char *refused_why;
-	int attempts;			/* IMDS requests made */
+	int attempts; /* IMDS requests made */
 };
 /* The document from src (a file, or IMDS asked with the blocking client), then its offer. */
 int node_imds_offer(const struct node_sync_source *src, struct node_sync_offer *ret,
@@ -38,6 +38,5 @@ void node_imds_offer_free(struct node_sync_offer *o);
 /* Folds an offer into the pool (ipam_reconcile) under the store's lock; always saved. */
 int node_sync(struct ipam_store *store, struct ipam_state *st, const struct node_sync_offer *o,
 	      struct ipam_sync_report *ret, struct tg_err *e);
-
 
 #endif

@@ -16,12 +16,12 @@ typedef void (*node_pod_error_fn)(void *ctx, const struct ipam_attachment *a, co
 /* ---- the config's shaping applied to running pods (reshape) ---- */
 struct node_reshape {
 	bool dry_run;
-	struct shaping *before;		/* each attachment's caps before, by index in st */
-	size_t changed;			/* attachments whose caps changed */
-	size_t repaired;		/* ... unchanged, left pending by an earlier reshape */
-	size_t failed;			/* ... whose classes could not be changed */
-	size_t gone;			/* ... whose veth went meanwhile (gc collects them) */
-	bool lazy;			/* the table's elements put only when a pod was put right */
+	struct shaping *before; /* each attachment's caps before, by index in st */
+	size_t changed;		/* attachments whose caps changed */
+	size_t repaired;	/* ... unchanged, left pending by an earlier reshape */
+	size_t failed;		/* ... whose classes could not be changed */
+	size_t gone;		/* ... whose veth went meanwhile (gc collects them) */
+	bool lazy;		/* the table's elements put only when a pod was put right */
 };
 /*
  * Works out every pod's caps and uplink classes from cfg and saves them under
@@ -40,10 +40,10 @@ void node_reshape_free(struct node_reshape *r);
 
 /* ---- every pod's classes held to its recorded caps (the node daemon's timer) ---- */
 struct node_reconcile {
-	int64_t grace_s;		/* pods recorded this recently are left (an ADD may be making them) */
-	size_t checked;			/* pods whose classes were compared */
-	size_t repaired;		/* ... that differed and were put right */
-	size_t failed;			/* ... that differed and could not be */
+	int64_t grace_s; /* pods recorded this recently are left (an ADD may be making them) */
+	size_t checked;	 /* pods whose classes were compared */
+	size_t repaired; /* ... that differed and were put right */
+	size_t failed;	 /* ... that differed and could not be */
 };
 /*
  * Compares the classes of every pod of the store (not reshapePending, recorded
@@ -58,11 +58,11 @@ int node_reconcile(struct nl_sock *sk, const struct node_config *cfg, struct ipa
 
 /* ---- collection of attachments whose network namespace is gone ---- */
 struct node_gc {
-	struct ipam_attachment *stale;	/* netns gone: to collect */
+	struct ipam_attachment *stale; /* netns gone: to collect */
 	size_t n_stale;
-	size_t n_unseen;		/* netns in a directory not visible from here: left */
+	size_t n_unseen;		     /* netns in a directory not visible from here: left */
 	char unseen_dir[IPAM_NETNS_MAX + 1]; /* the first such directory */
-	size_t released, kept;		/* kept: teardown failed, address held */
+	size_t released, kept;		     /* kept: teardown failed, address held */
 	unsigned retired_classes;
 };
 /*

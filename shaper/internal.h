@@ -53,32 +53,32 @@ void shaper_ceilings(const struct shaping *s, struct shaper_ceilings *ret);
  * and what CHECK, `show` and the exporter expect come from one description.
  */
 enum shaper_obj {
-	SHAPER_OBJ_IFB,		/* an IFB `dev`, up, in the pod's link group */
-	SHAPER_OBJ_ROOT,	/* HTB 1: at the root of `dev`; id: its default class's minor */
-	SHAPER_OBJ_CLASS,	/* HTB class `id` under `parent` */
-	SHAPER_OBJ_QUEUE,	/* the bfifo leaf of class `id` */
-	SHAPER_OBJ_REDIRECT,	/* the ingress of `dev`: every packet mirred to `to` */
-	SHAPER_OBJ_DECLARED,	/* a class the node's declaration makes: listed, never made here */
+	SHAPER_OBJ_IFB,	     /* an IFB `dev`, up, in the pod's link group */
+	SHAPER_OBJ_ROOT,     /* HTB 1: at the root of `dev`; id: its default class's minor */
+	SHAPER_OBJ_CLASS,    /* HTB class `id` under `parent` */
+	SHAPER_OBJ_QUEUE,    /* the bfifo leaf of class `id` */
+	SHAPER_OBJ_REDIRECT, /* the ingress of `dev`: every packet mirred to `to` */
+	SHAPER_OBJ_DECLARED, /* a class the node's declaration makes: listed, never made here */
 };
 /* The failpoint checked once a step is made (test builds). */
 enum shaper_point {
 	SHAPER_AT_NONE,
-	SHAPER_AT_INGRESS,	/* tc.pod.ingress.after */
-	SHAPER_AT_IFB,		/* tc.pod.ifb.after */
-	SHAPER_AT_EGRESS,	/* tc.pod.egress.after */
-	SHAPER_AT_NS_CLASS,	/* tc.pod.ns-class.after */
-	SHAPER_AT_INET,		/* tc.pod.inet.after */
+	SHAPER_AT_INGRESS,  /* tc.pod.ingress.after */
+	SHAPER_AT_IFB,	    /* tc.pod.ifb.after */
+	SHAPER_AT_EGRESS,   /* tc.pod.egress.after */
+	SHAPER_AT_NS_CLASS, /* tc.pod.ns-class.after */
+	SHAPER_AT_INET,	    /* tc.pod.inet.after */
 };
 struct shaper_step {
 	enum shaper_obj obj;
 	char dev[IFNAMSIZ];
-	char to[IFNAMSIZ];		/* SHAPER_OBJ_REDIRECT: the IFB */
+	char to[IFNAMSIZ]; /* SHAPER_OBJ_REDIRECT: the IFB */
 	uint32_t id;
-	uint32_t parent;		/* as the kernel reports it: TC_H_ROOT for a top class */
-	uint64_t rate_bps;		/* 0: 1% of the ceiling */
-	uint64_t ceil_bps;		/* a class's ceiling, a queue's class's */
-	uint64_t burst_bits;		/* 0: derived from the ceiling */
-	bool listed;			/* one of shaper_pod_classes' */
+	uint32_t parent;     /* as the kernel reports it: TC_H_ROOT for a top class */
+	uint64_t rate_bps;   /* 0: 1% of the ceiling */
+	uint64_t ceil_bps;   /* a class's ceiling, a queue's class's */
+	uint64_t burst_bits; /* 0: derived from the ceiling */
+	bool listed;	     /* one of shaper_pod_classes' */
 	/*
 	 * A namespace class under a cluster budget: made at start_bps when
 	 * missing, never replaced (its ceil is the grant, the agent's), and
@@ -118,11 +118,11 @@ int shaper_del_qdisc(struct nl_sock *sk, int ifindex, uint32_t parent);
 /* One terminal u32 node: a destination match (mask 0: every packet), passed or redirected. */
 struct shaper_u32 {
 	int ifindex;
-	uint32_t parent, handle;	/* handle 0: the kernel numbers it */
+	uint32_t parent, handle; /* handle 0: the kernel numbers it */
 	uint16_t prio, protocol;
-	uint32_t val, mask;		/* host order */
-	int off;			/* of the match in the IP header */
-	int redirect;			/* mirred egress redirect to this ifindex; 0: pass */
+	uint32_t val, mask; /* host order */
+	int off;	    /* of the match in the IP header */
+	int redirect;	    /* mirred egress redirect to this ifindex; 0: pass */
 };
 int shaper_put_u32(struct nl_sock *sk, const struct shaper_u32 *f, int flags);
 void shaper_fill_stats(struct rtnl_class *c, struct shaper_stats *st);

@@ -14,7 +14,6 @@
 #include "lib/util.h"
 #include "shaper/internal.h"
 
-
 uint32_t shaper_egress_classid(const struct shaping *s)
 {
 	return s->pod_class ? TC_HANDLE(1, s->pod_class) : 0;
@@ -136,8 +135,8 @@ int shaper_pod_steps(const char *host_veth, const struct shaping *s,
 			 * pod's own cap: a grant far below it would turn a queue of
 			 * the cap's queueLatencyMs into seconds of delay.
 			 */
-			k->ceil_bps = shaping_min_cap(SHAPER_BUDGET_QUEUE_X * s->budget_fallback_bps,
-						      ceil.pod_inet);
+			k->ceil_bps = shaping_min_cap(
+				SHAPER_BUDGET_QUEUE_X * s->budget_fallback_bps, ceil.pod_inet);
 		}
 		k = class_step(c++, SHAPER_INET_IFB, TC_HANDLE(1, 1), TC_H_ROOT, SHAPER_NODE,
 			       "egress", "internet", ceil.node);
@@ -160,11 +159,13 @@ int shaper_pod_classes(const char *host_veth, const struct shaping *s,
 
 			if (!c->listed || c->level != order[l])
 				continue;
-			ret[k] = (struct shaper_class){ .classid = c->id, .parent = c->parent,
+			ret[k] = (struct shaper_class){ .classid = c->id,
+							.parent = c->parent,
 							.level = c->level,
 							.budgeted = c->budgeted,
 							.direction = c->direction,
-							.traffic = c->traffic, .ceil_bps = c->ceil_bps };
+							.traffic = c->traffic,
+							.ceil_bps = c->ceil_bps };
 			snprintf(ret[k].dev, sizeof(ret[k].dev), "%s", c->dev);
 			k++;
 		}

@@ -47,8 +47,8 @@
 /* ---- the steering filters ---- */
 
 struct steer {
-	uint32_t val, mask;	/* destination match, host order; mask 0: every packet */
-	int redirect;		/* mirred to this ifindex, 0: pass */
+	uint32_t val, mask; /* destination match, host order; mask 0: every packet */
+	int redirect;	    /* mirred to this ifindex, 0: pass */
 };
 
 static size_t steer_want(const struct shaper_node *n, int ifb, struct steer ret[STEER_MAX])
@@ -66,8 +66,8 @@ static size_t steer_want(const struct shaper_node *n, int ifb, struct steer ret[
 struct steer_seen {
 	struct steer f[STEER_MAX + 1];
 	uint32_t node[STEER_MAX + 1];
-	size_t n;		/* STEER_MAX + 1: more than any config makes */
-	bool foreign;		/* something at this priority that is not a u32 node of ours */
+	size_t n;     /* STEER_MAX + 1: more than any config makes */
+	bool foreign; /* something at this priority that is not a u32 node of ours */
 };
 
 static void seen_add(struct steer_seen *s, struct rtnl_cls *c)
@@ -95,9 +95,11 @@ static void seen_add(struct steer_seen *s, struct rtnl_cls *c)
 		s->f[at] = s->f[at - 1];
 		s->node[at] = s->node[at - 1];
 	}
-	s->f[at] = (struct steer){ ntohl(val), ntohl(mask),
-				   act && strcmp(rtnl_tc_get_kind(TC_CAST(act)) ?: "", "mirred") == 0
-					   ? (int)rtnl_mirred_get_ifindex(act) : 0 };
+	s->f[at] =
+		(struct steer){ ntohl(val), ntohl(mask),
+				act && strcmp(rtnl_tc_get_kind(TC_CAST(act)) ?: "", "mirred") == 0
+					? (int)rtnl_mirred_get_ifindex(act)
+					: 0 };
 	if (mask && off != 16)
 		s->f[at].mask = 1; /* a match elsewhere in the packet: never equal */
 	s->node[at] = TC_U32_NODE(h);
@@ -105,7 +107,7 @@ static void seen_add(struct steer_seen *s, struct rtnl_cls *c)
 }
 
 struct filters_seen {
-	struct steer_seen prio[2];	/* STEER_PRIO_A, STEER_PRIO_B */
+	struct steer_seen prio[2]; /* STEER_PRIO_A, STEER_PRIO_B */
 };
 
 static void each_filter(struct nl_object *o, void *arg)
@@ -148,9 +150,14 @@ static bool steer_equal(const struct steer_seen *s, const struct steer *want, si
 /* Adds one u32 node at `prio`; the kernel numbers it after the ones already there. */
 static int put_steer(struct nl_sock *sk, int uplink, uint16_t prio, const struct steer *f)
 {
-	struct shaper_u32 u = { .ifindex = uplink, .parent = CLSACT_EGRESS, .prio = prio,
-			    .protocol = ETH_P_IP, .val = f->val, .mask = f->mask, .off = 16,
-			    .redirect = f->redirect };
+	struct shaper_u32 u = { .ifindex = uplink,
+				.parent = CLSACT_EGRESS,
+				.prio = prio,
+				.protocol = ETH_P_IP,
+				.val = f->val,
+				.mask = f->mask,
+				.off = 16,
+				.redirect = f->redirect };
 
 	return shaper_put_u32(sk, &u, NLM_F_CREATE | NLM_F_EXCL);
 }
@@ -262,8 +269,8 @@ static void stamp_of(const struct shaper_node *n, int ifb, char ret[64])
 }
 
 struct ifb_seen {
-	int ifindex;		/* 0: missing */
-	bool up, htb;		/* admin up; root qdisc is HTB */
+	int ifindex;  /* 0: missing */
+	bool up, htb; /* admin up; root qdisc is HTB */
 	char alias[128];
 };
 
@@ -384,8 +391,7 @@ static int probe_inet_path(struct nl_sock *sk, const struct shaper_node *n, int 
 }
 
 int shaper_node_declare(struct nl_sock *sk, const struct shaper_node *n, unsigned flags,
-			struct shaper_repairs *rep, bool *ret_lost, int *ret_ifb,
-			struct tg_err *e)
+			struct shaper_repairs *rep, bool *ret_lost, int *ret_ifb, struct tg_err *e)
 {
 	struct shaper_repairs local = { 0 };
 	struct ifb_seen ib;
@@ -425,13 +431,15 @@ int shaper_node_declare(struct nl_sock *sk, const struct shaper_node *n, unsigne
 	lost = (flags & SHAPER_RESTORE) || strcmp(ib.alias, stamp) != 0;
 	r = declare_root(sk, n, ifb, ib.htb, rep, &lost);
 	if (r < 0)
-		return tc_fail(e, r, "declaring the HTB root and node class of %s", SHAPER_INET_IFB);
+		return tc_fail(e, r, "declaring the HTB root and node class of %s",
+			       SHAPER_INET_IFB);
 	wrote |= r;
 	if ((r = TG_FAILPOINT("tc.node.root.after", e)) < 0)
 		return r;
 	r = declare_steering(sk, n, ifb, rep);
 	if (r < 0)
-		return tc_fail(e, r, "steering internet traffic of the uplink to %s", SHAPER_INET_IFB);
+		return tc_fail(e, r, "steering internet traffic of the uplink to %s",
+			       SHAPER_INET_IFB);
 	wrote |= r;
 	if ((r = TG_FAILPOINT("tc.node.steer.after", e)) < 0)
 		return r;

@@ -39,10 +39,10 @@
 #include "lib/ip4.h"
 #include "lib/shaping.h"
 
-#define SHAPER_INET_INGRESS_CLASS 0x00010002u	/* 1:2 on the host veth */
-#define SHAPER_INET_IFB "tollgate-inet"		/* the uplink's internet traffic, shaped */
-#define SHAPER_LINE_BPS 32000000000ULL		/* "unlimited": the most HTB takes via libnl */
-#define SHAPER_NS_CLASS_MAX 0x7ffe		/* the last namespace class; pods' follow */
+#define SHAPER_INET_INGRESS_CLASS 0x00010002u /* 1:2 on the host veth */
+#define SHAPER_INET_IFB "tollgate-inet"	      /* the uplink's internet traffic, shaped */
+#define SHAPER_LINE_BPS 32000000000ULL	      /* "unlimited": the most HTB takes via libnl */
+#define SHAPER_NS_CLASS_MAX 0x7ffe	      /* the last namespace class; pods' follow */
 
 /* The classid nftables gives a pod's internet-bound packets: 1:<pod class>, 0: none. */
 uint32_t shaper_egress_classid(const struct shaping *s);
@@ -66,12 +66,12 @@ enum shaper_level { SHAPER_POD, SHAPER_NAMESPACE, SHAPER_NODE };
 struct shaper_class {
 	char dev[IFNAMSIZ];
 	uint32_t classid;
-	uint32_t parent;		/* the class it must hang under (TC_H_ROOT: the root) */
+	uint32_t parent; /* the class it must hang under (TC_H_ROOT: the root) */
 	enum shaper_level level;
-	const char *direction;		/* "egress", "ingress" */
-	const char *traffic;		/* "all", "internet", "internal" */
-	uint64_t ceil_bps;		/* what its ceiling must be */
-	bool budgeted;			/* a budget's namespace class: ceil_bps is its most */
+	const char *direction; /* "egress", "ingress" */
+	const char *traffic;   /* "all", "internet", "internal" */
+	uint64_t ceil_bps;     /* what its ceiling must be */
+	bool budgeted;	       /* a budget's namespace class: ceil_bps is its most */
 };
 #define SHAPER_POD_CLASSES_MAX 7
 /*
@@ -85,18 +85,18 @@ struct nl_sock;
 
 /* ---- the node's internet-shaping path ---- */
 struct shaper_node {
-	int uplink;			/* ifindex internet traffic leaves by */
-	const struct cidr4 *internal;	/* passed unshaped */
+	int uplink;		      /* ifindex internet traffic leaves by */
+	const struct cidr4 *internal; /* passed unshaped */
 	size_t n_internal;
-	uint64_t node_ceil_bps;		/* class 1:1; SHAPER_LINE_BPS: none */
+	uint64_t node_ceil_bps; /* class 1:1; SHAPER_LINE_BPS: none */
 	int mtu;
 };
 /* What a declaration wrote, by object. */
 struct shaper_repairs {
 	unsigned ifb, root, node_class, clsact, filters;
 };
-#define SHAPER_PROBE 1u	/* read only (but for a missing 1:1): 1 when anything differs */
-#define SHAPER_RESTORE 2u	/* the tree was broken: classes are to be put back (*ret_lost) */
+#define SHAPER_PROBE 1u	  /* read only (but for a missing 1:1): 1 when anything differs */
+#define SHAPER_RESTORE 2u /* the tree was broken: classes are to be put back (*ret_lost) */
 /*
  * Declares the path: reads the kernel (the IFB, its root, 1:1, the uplink's
  * filters) and changes only what differs; filters make-before-break. With
@@ -111,8 +111,7 @@ struct shaper_repairs {
  * errno with e set.
  */
 int shaper_node_declare(struct nl_sock *sk, const struct shaper_node *n, unsigned flags,
-			struct shaper_repairs *rep, bool *ret_lost, int *ret_ifb,
-			struct tg_err *e);
+			struct shaper_repairs *rep, bool *ret_lost, int *ret_ifb, struct tg_err *e);
 /* Marks tollgate-inet (ifb) declared from n, once the lost classes are back. */
 int shaper_node_stamp(struct nl_sock *sk, const struct shaper_node *n, int ifb, struct tg_err *e);
 /*
@@ -161,14 +160,14 @@ int shaper_pod_del(struct nl_sock *sk, const char *host_veth, const struct shapi
  * 0 when the kernel holds what the spec asks for (each class, its ceiling and
  * the class it hangs under), TG_ERR_DRIFT naming the difference.
  */
-int shaper_pod_check(struct nl_sock *sk, const char *host_veth,
-		     const struct shaping *s, struct tg_err *e);
+int shaper_pod_check(struct nl_sock *sk, const char *host_veth, const struct shaping *s,
+		     struct tg_err *e);
 
 struct shaper_stats {
 	uint32_t classid;
 	uint64_t rate_bps, ceil_bps;
 	uint64_t bytes, packets, drops, overlimits;
-	uint64_t backlog;		/* bytes queued in a leaf class now */
+	uint64_t backlog; /* bytes queued in a leaf class now */
 	uint32_t parent;
 };
 /*

@@ -235,8 +235,12 @@ static int redirect_to_ifb(struct nl_sock *sk, int ifindex, int ifb_index)
 {
 	_cleanup_qdisc_ struct rtnl_qdisc *q = rtnl_qdisc_alloc();
 	/* 800::800, fixed: a repeat replaces it */
-	struct shaper_u32 f = { .ifindex = ifindex, .parent = INGRESS_HANDLE, .handle = 0x80000800u,
-			    .prio = 1, .protocol = ETH_P_ALL, .redirect = ifb_index };
+	struct shaper_u32 f = { .ifindex = ifindex,
+				.parent = INGRESS_HANDLE,
+				.handle = 0x80000800u,
+				.prio = 1,
+				.protocol = ETH_P_ALL,
+				.redirect = ifb_index };
 	int r;
 
 	if (!q)
@@ -254,10 +258,10 @@ static int redirect_to_ifb(struct nl_sock *sk, int ifindex, int ifb_index)
 struct step_dev {
 	char name[IFNAMSIZ];
 	int ifindex;
-	bool made;		/* by a step (the pod's IFB): found once that step ran */
+	bool made; /* by a step (the pod's IFB): found once that step ran */
 };
 struct step_devs {
-	struct step_dev d[3];	/* the host veth, the pod's IFB, tollgate-inet */
+	struct step_dev d[3]; /* the host veth, the pod's IFB, tollgate-inet */
 	size_t n;
 };
 
@@ -366,14 +370,14 @@ static int make_step(struct nl_sock *sk, const struct shaper_step *st, struct st
 			     : 0;
 	case SHAPER_OBJ_QUEUE:
 		r = shaper_put_leaf_queue(sk, d->ifindex, id, st->ceil_bps, queue_ms, mtu);
-		return r < 0 ? tc_fail(e, r, "adding the bfifo queue of class %x:%x on %s", id >> 16,
-				       id & 0xffff, st->dev)
+		return r < 0 ? tc_fail(e, r, "adding the bfifo queue of class %x:%x on %s",
+				       id >> 16, id & 0xffff, st->dev)
 			     : 0;
 	case SHAPER_OBJ_REDIRECT:
 		to = dev_slot(v, st->to);
 		r = to && to->ifindex ? redirect_to_ifb(sk, d->ifindex, to->ifindex) : -ENODEV;
-		return r < 0 ? tc_fail(e, r, "redirecting traffic from the pod on %s to %s", st->dev,
-				       st->to)
+		return r < 0 ? tc_fail(e, r, "redirecting traffic from the pod on %s to %s",
+				       st->dev, st->to)
 			     : 0;
 	case SHAPER_OBJ_DECLARED:
 		return 0;
@@ -503,7 +507,8 @@ int shaper_pod_del(struct nl_sock *sk, const char *host_veth, const struct shapi
 			if (r == 0)
 				r = shaper_del_class(sk, up, TC_HANDLE(1, s->pod_class));
 			if (r < 0 && !first)
-				first = tc_fail(e, r, "deleting class 1:%x on the uplink", s->pod_class);
+				first = tc_fail(e, r, "deleting class 1:%x on the uplink",
+						s->pod_class);
 			/*
 			 * The namespace's class stays: another ADD may be attaching
 			 * its pod under it right now. shaper_retire_classes removes
@@ -548,7 +553,7 @@ void shaper_fill_stats(struct rtnl_class *c, struct shaper_stats *st)
 struct class_view {
 	int ifindex;
 	struct nl_cache *cache;
-	char dev[IFNAMSIZ];		/* the device last named (view_dev_class) */
+	char dev[IFNAMSIZ]; /* the device last named (view_dev_class) */
 	int dev_ifindex;
 };
 
@@ -648,23 +653,27 @@ int shaper_pod_check(struct nl_sock *sk, const char *host_veth, const struct sha
 
 		if (!view_dev_class(sk, &v, c->dev, c->classid, &st, &parent))
 			r = tg_fail(e, TG_ERR_DRIFT, -ENOENT,
-				    "drift: class %x:%x on %s (%s %s %s) is missing", c->classid >> 16,
-				    c->classid & 0xffff, c->dev, shaper_level_what[c->level], c->direction,
-				    c->traffic);
-		else if (c->budgeted ? st.ceil_bps / 8 > c->ceil_bps / 8 : !ceil_is(&st, c->ceil_bps))
-			r = tg_fail(e, TG_ERR_DRIFT, -EINVAL,
-				    c->budgeted ? "drift: class %x:%x on %s (%s %s %s) has ceil %llu bit/s, "
-						  "above its cap %llu"
-						: "drift: class %x:%x on %s (%s %s %s) has ceil %llu bit/s, not %llu",
-				    c->classid >> 16, c->classid & 0xffff, c->dev, shaper_level_what[c->level],
-				    c->direction, c->traffic, (unsigned long long)st.ceil_bps,
-				    (unsigned long long)c->ceil_bps);
+				    "drift: class %x:%x on %s (%s %s %s) is missing",
+				    c->classid >> 16, c->classid & 0xffff, c->dev,
+				    shaper_level_what[c->level], c->direction, c->traffic);
+		else if (c->budgeted ? st.ceil_bps / 8 > c->ceil_bps / 8
+				     : !ceil_is(&st, c->ceil_bps))
+			r = tg_fail(
+				e, TG_ERR_DRIFT, -EINVAL,
+				c->budgeted
+					? "drift: class %x:%x on %s (%s %s %s) has ceil %llu bit/s, "
+					  "above its cap %llu"
+					: "drift: class %x:%x on %s (%s %s %s) has ceil %llu bit/s, not %llu",
+				c->classid >> 16, c->classid & 0xffff, c->dev,
+				shaper_level_what[c->level], c->direction, c->traffic,
+				(unsigned long long)st.ceil_bps, (unsigned long long)c->ceil_bps);
 		else if (parent != c->parent)
-			r = tg_fail(e, TG_ERR_DRIFT, -EINVAL,
-				    "drift: class %x:%x on %s (%s %s %s) hangs under %x:%x, not %x:%x",
-				    c->classid >> 16, c->classid & 0xffff, c->dev, shaper_level_what[c->level],
-				    c->direction, c->traffic, parent >> 16, parent & 0xffff,
-				    c->parent >> 16, c->parent & 0xffff);
+			r = tg_fail(
+				e, TG_ERR_DRIFT, -EINVAL,
+				"drift: class %x:%x on %s (%s %s %s) hangs under %x:%x, not %x:%x",
+				c->classid >> 16, c->classid & 0xffff, c->dev,
+				shaper_level_what[c->level], c->direction, c->traffic, parent >> 16,
+				parent & 0xffff, c->parent >> 16, c->parent & 0xffff);
 	}
 	view_free(&v);
 	return r;

@@ -52,14 +52,14 @@
 #include <json-c/json.h>
 
 #define MAX_PER_NODE 8
-#define GROUP 200		/* nodes per multi handle (each holds 2 descriptors of its own) */
+#define GROUP 200 /* nodes per multi handle (each holds 2 descriptors of its own) */
 #define BODY_MAX 2048
 #define ANSWER_MAX 2048
 
 struct ns_state {
 	int ns;
-	uint64_t demand;	/* bytes/s the namespace's pods would send */
-	uint64_t grant;		/* from the last answer; 0: none yet */
+	uint64_t demand; /* bytes/s the namespace's pods would send */
+	uint64_t grant;	 /* from the last answer; 0: none yet */
 	uint64_t safe_share;
 	uint32_t nodes;
 };
@@ -67,7 +67,7 @@ struct ns_state {
 struct group {
 	CURLM *m;
 	unsigned int index;
-	int64_t timer_us;	/* libcurl's timeout; -1: none */
+	int64_t timer_us; /* libcurl's timeout; -1: none */
 };
 
 struct node {
@@ -79,8 +79,8 @@ struct node {
 	char answer[ANSWER_MAX];
 	size_t answer_len;
 	bool busy;
-	int64_t due_us;		/* when the report in flight was due */
-	int64_t last_us;	/* when the last report was sent (its interval) */
+	int64_t due_us;	 /* when the report in flight was due */
+	int64_t last_us; /* when the last report was sent (its interval) */
 	uint64_t seq;
 	struct ns_state use[MAX_PER_NODE];
 };
@@ -96,7 +96,7 @@ struct opts {
 static int ep = -1;
 
 static struct {
-	unsigned int busy;	/* reports in flight */
+	unsigned int busy; /* reports in flight */
 	double *lat_ms;
 	size_t n_lat, cap_lat;
 	uint64_t ok, http_errors, curl_errors, bad_answers, skipped;
@@ -181,8 +181,10 @@ static size_t build_report(struct node *n, unsigned int idx, unsigned int per_no
 	int w;
 
 	n->last_us = now;
-	w = snprintf(n->body, sizeof(n->body), "{\"version\":1,\"node\":\"node-%05u\",\"seq\":%llu,"
-		     "\"budgets\":[", idx, (unsigned long long)++n->seq);
+	w = snprintf(n->body, sizeof(n->body),
+		     "{\"version\":1,\"node\":\"node-%05u\",\"seq\":%llu,"
+		     "\"budgets\":[",
+		     idx, (unsigned long long)++n->seq);
 	len = (size_t)w;
 	for (unsigned int j = 0; j < per_node; j++) {
 		const struct ns_state *u = &n->use[j];
@@ -364,8 +366,8 @@ static double cpu_seconds(void)
 		return -1;
 	/* after the command's parenthesis: state is field 3, utime 14, stime 15 */
 	p = strrchr(buf, ')');
-	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
-			 &stt) != 2)
+	if (!p ||
+	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &stt) != 2)
 		return -1;
 	return (double)(ut + stt) / (double)sysconf(_SC_CLK_TCK);
 }
@@ -421,20 +423,43 @@ static int parse(int argc, char **argv, struct opts *o)
 	};
 	int c;
 
-	*o = (struct opts){ .seconds = 10, .warmup = 3, .namespaces = 100, .per_node = 3,
+	*o = (struct opts){ .seconds = 10,
+			    .warmup = 3,
+			    .namespaces = 100,
+			    .per_node = 3,
 			    .src_base = "10.64.0.1" };
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
-		case 'u': o->url = optarg; break;
-		case 'n': o->nodes = (unsigned int)strtoul(optarg, NULL, 10); break;
-		case 'd': o->seconds = (unsigned int)strtoul(optarg, NULL, 10); break;
-		case 'w': o->warmup = (unsigned int)strtoul(optarg, NULL, 10); break;
-		case 'k': o->namespaces = (unsigned int)strtoul(optarg, NULL, 10); break;
-		case 'p': o->per_node = (unsigned int)strtoul(optarg, NULL, 10); break;
-		case 's': o->src_base = optarg; break;
-		case 'P': o->pid = atoi(optarg); break;
-		case 't': o->targets = true; break;
-		default: usage(stderr); return -1;
+		case 'u':
+			o->url = optarg;
+			break;
+		case 'n':
+			o->nodes = (unsigned int)strtoul(optarg, NULL, 10);
+			break;
+		case 'd':
+			o->seconds = (unsigned int)strtoul(optarg, NULL, 10);
+			break;
+		case 'w':
+			o->warmup = (unsigned int)strtoul(optarg, NULL, 10);
+			break;
+		case 'k':
+			o->namespaces = (unsigned int)strtoul(optarg, NULL, 10);
+			break;
+		case 'p':
+			o->per_node = (unsigned int)strtoul(optarg, NULL, 10);
+			break;
+		case 's':
+			o->src_base = optarg;
+			break;
+		case 'P':
+			o->pid = atoi(optarg);
+			break;
+		case 't':
+			o->targets = true;
+			break;
+		default:
+			usage(stderr);
+			return -1;
 		}
 	}
 	if (!o->url || !o->nodes || o->nodes > 60000 || !o->seconds || !o->namespaces ||
@@ -462,7 +487,8 @@ int main(int argc, char **argv)
 		return 2;
 	if (sscanf(o.url, "http://%63[0-9.]:%u", host, &port) != 2 ||
 	    inet_pton(AF_INET, o.src_base, &src) != 1) {
-		fprintf(stderr, "alloc_load: --url is http://ADDR:PORT, --src-base an IPv4 address\n");
+		fprintf(stderr,
+			"alloc_load: --url is http://ADDR:PORT, --src-base an IPv4 address\n");
 		return 2;
 	}
 	/* a descriptor per node, and some: past the hard limit only with CAP_SYS_RESOURCE */
@@ -471,7 +497,8 @@ int main(int argc, char **argv)
 		rl.rlim_cur = rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
 		if (rl.rlim_cur < o.nodes + 2 * (o.nodes / GROUP + 1) + 32) {
-			fprintf(stderr, "alloc_load: the open-file limit (%llu) is too low for %u nodes\n",
+			fprintf(stderr,
+				"alloc_load: the open-file limit (%llu) is too low for %u nodes\n",
 				(unsigned long long)rl.rlim_cur, o.nodes);
 			return 1;
 		}
@@ -533,8 +560,8 @@ int main(int argc, char **argv)
 			cpu1 = o.pid ? cpu_seconds() : 0;
 			gen1 = self_seconds();
 		}
-		if (now >= end || (t0 + round_us + (int64_t)cursor * 1000000 / o.nodes >= measure_to &&
-				   !st.busy))
+		if (now >= end ||
+		    (t0 + round_us + (int64_t)cursor * 1000000 / o.nodes >= measure_to && !st.busy))
 			break;
 		/* node i is due at i/N of each second */
 		/* every report due within the measured seconds goes out, late ones too */
@@ -545,7 +572,8 @@ int main(int argc, char **argv)
 			if (due >= measure_from && now - due > st.max_lag_us)
 				st.max_lag_us = now - due;
 			if (nd->busy)
-				st.skipped += due >= measure_from; /* the last report is still out */
+				st.skipped += due >=
+					      measure_from; /* the last report is still out */
 			else
 				start(nd, cursor, &o, due);
 			if (++cursor == o.nodes) {
@@ -618,8 +646,8 @@ int main(int argc, char **argv)
 		       o.nodes, o.per_node, o.namespaces, o.seconds, (unsigned long long)st.ok,
 		       (unsigned long long)expected,
 		       (unsigned long long)(st.http_errors + st.curl_errors + st.bad_answers),
-		       (unsigned long long)st.skipped, (double)st.max_lag_us / 1000.0, p50, p99, max,
-		       cores, hwm, gen_cores);
+		       (unsigned long long)st.skipped, (double)st.max_lag_us / 1000.0, p50, p99,
+		       max, cores, hwm, gen_cores);
 		printf("  %llu of %llu reports answered, %llu errors, %llu not sent (the node's last "
 		       "still out), generator lag up to %.1f ms, generator CPU %.3f cores\n",
 		       (unsigned long long)st.ok, (unsigned long long)expected,

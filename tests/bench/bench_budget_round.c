@@ -113,7 +113,8 @@ int main(int argc, char **argv)
 		/* contended: the pods want ~1.1 MB/s on average, the budget is half that */
 		for (size_t k = 0; k < BUDGETS; k++)
 			d[k].budget = sizes[s] * MB / 2;
-		if (!a || !sim.want || !sim.applied || !sim.safe || budget_alloc_set(a, d, BUDGETS) < 0) {
+		if (!a || !sim.want || !sim.applied || !sim.safe ||
+		    budget_alloc_set(a, d, BUDGETS) < 0) {
 			fprintf(stderr, "bench_budget_round: out of memory\n");
 			return 1;
 		}
@@ -141,8 +142,8 @@ int main(int argc, char **argv)
 		printf("%5zu nodes x %d budgets: %.2f ms per round (worst %.2f), %.1f us per report "
 		       "of %d budgets; %s: %" PRIu32 " nodes, granted %.1f%% of its budget\n",
 		       sizes[s], BUDGETS, round_ms / rounds, worst,
-		       rep_ms * 1e3 / ((double)rounds * (double)sizes[s]), BUDGETS, v[0].ns, v[0].nodes,
-		       100.0 * (double)v[0].granted / (double)v[0].budget);
+		       rep_ms * 1e3 / ((double)rounds * (double)sizes[s]), BUDGETS, v[0].ns,
+		       v[0].nodes, 100.0 * (double)v[0].granted / (double)v[0].budget);
 		budget_alloc_free(a);
 		free(sim.want);
 		free(sim.applied);

@@ -81,8 +81,8 @@ static void redirect(const char *text, size_t size)
 	if (!budget_leader_url_ok(d.leader, strlen(d.leader)) ||
 	    budget_redirect_build(&d, &out, &len) != 0)
 		abort();
-	if (budget_redirect_parse(out, len, &again, &e) != 0 || strcmp(d.leader, again.leader) != 0 ||
-	    d.epoch != again.epoch)
+	if (budget_redirect_parse(out, len, &again, &e) != 0 ||
+	    strcmp(d.leader, again.leader) != 0 || d.epoch != again.epoch)
 		abort();
 	free(out);
 }

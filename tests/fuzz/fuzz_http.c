@@ -32,7 +32,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 /* the agent's shape, then the allocator's */
 static struct http_server *servers[2];
 static struct sockaddr_in addrs[2];
-static struct http_server *srv;		/* the one being fed */
+static struct http_server *srv; /* the one being fed */
 
 static void route(void *cls, const char *path, struct http_reply *ret)
 {
@@ -42,10 +42,14 @@ static void route(void *cls, const char *path, struct http_reply *ret)
 	if (strcmp(path, "/metrics") == 0)
 		ret->page = true;
 	else if (strcmp(path, "/healthz") == 0)
-		*ret = (struct http_reply){ .status = 200, .content_type = text, .body = "ok\n",
+		*ret = (struct http_reply){ .status = 200,
+					    .content_type = text,
+					    .body = "ok\n",
 					    .len = 3 };
 	else if (strcmp(path, "/") == 0)
-		*ret = (struct http_reply){ .status = 200, .content_type = text, .body = "index\n",
+		*ret = (struct http_reply){ .status = 200,
+					    .content_type = text,
+					    .body = "index\n",
 					    .len = 6 };
 }
 
@@ -61,7 +65,9 @@ static void post(void *cls, const char *path, const char *body, size_t len, stru
 	for (size_t i = 0; i < len; i++)
 		reply[0] ^= body[i]; /* every byte given is readable (ASan) */
 	n = snprintf(reply, sizeof(reply), "%zu\n", len);
-	*ret = (struct http_reply){ .status = 200, .content_type = "text/plain", .body = reply,
+	*ret = (struct http_reply){ .status = 200,
+				    .content_type = "text/plain",
+				    .body = reply,
 				    .len = (size_t)n };
 }
 

@@ -46,7 +46,9 @@ static void check_pool(json_object *addresses, json_object *exclude)
 
 static void check_cidrs(json_object *addresses)
 {
-	size_t n = json_object_is_type(addresses, json_type_array) ? json_object_array_length(addresses) : 0;
+	size_t n = json_object_is_type(addresses, json_type_array)
+			   ? json_object_array_length(addresses)
+			   : 0;
 
 	for (size_t i = 0; i < n; i++) {
 		const char *s = json_object_get_string(json_object_array_get_idx(addresses, i));

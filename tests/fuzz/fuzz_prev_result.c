@@ -34,8 +34,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	prev = json_tokener_parse_ex(tok, text, (int)len);
 	if (prev && cni_prev_result_ip(prev, ifname, &addr) == 0) {
-		const char *plain = json_object_to_json_string_ext(prev, JSON_C_TO_STRING_PLAIN |
-								   JSON_C_TO_STRING_NOSLASHESCAPE);
+		const char *plain = json_object_to_json_string_ext(
+			prev, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
 
 		if (!strstr(plain, ip4_format(addr, ip)))
 			abort(); /* an address the document does not hold */

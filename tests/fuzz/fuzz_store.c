@@ -24,7 +24,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		again = ipam_state_to_json(&st);
 		if (!again || ipam_state_from_json(again, &st2, &e) != 0)
 			abort(); /* what the store read, it must be able to write and read again */
-		if (st.n_att != st2.n_att || st.n_pool != st2.n_pool || st.n_cooling != st2.n_cooling ||
+		if (st.n_att != st2.n_att || st.n_pool != st2.n_pool ||
+		    st.n_cooling != st2.n_cooling ||
 		    (st.n_pool && memcmp(st.pool, st2.pool, st.n_pool * sizeof(*st.pool)) != 0))
 			abort();
 		ipam_state_free(&st2);

@@ -41,7 +41,7 @@ struct srv_fx {
 	char post_path[64];
 	char *post_body;
 	size_t post_len;
-	bool post_nul;		/* the body had its NUL after len */
+	bool post_nul; /* the body had its NUL after len */
 	char reply[64];
 };
 
@@ -51,13 +51,15 @@ static inline void fx_route(void *cls, const char *path, struct http_reply *ret)
 	if (strcmp(path, "/metrics") == 0)
 		ret->page = true;
 	else if (strcmp(path, "/healthz") == 0)
-		*ret = (struct http_reply){ .status = 200, .content_type = "text/plain",
-					    .body = "ok\n", .len = 3 };
+		*ret = (struct http_reply){ .status = 200,
+					    .content_type = "text/plain",
+					    .body = "ok\n",
+					    .len = 3 };
 }
 
 /* Records the body; answers "post N: LEN bytes" from a buffer it overwrites on the next call. */
 static inline void fx_post(void *cls, const char *path, const char *body, size_t len,
-		    struct http_reply *ret)
+			   struct http_reply *ret)
 {
 	struct srv_fx *f = cls;
 	int n;
@@ -73,8 +75,10 @@ static inline void fx_post(void *cls, const char *path, const char *body, size_t
 	if (strcmp(path, "/v1/report") != 0)
 		return; /* 404 */
 	n = snprintf(f->reply, sizeof(f->reply), "post %d: %zu bytes\n", f->posts, len);
-	*ret = (struct http_reply){ .status = 200, .content_type = "application/json",
-				    .body = f->reply, .len = (size_t)n };
+	*ret = (struct http_reply){ .status = 200,
+				    .content_type = "application/json",
+				    .body = f->reply,
+				    .len = (size_t)n };
 }
 
 static inline int fx_collect(void *cls, char **ret_buf, size_t *ret_len)
@@ -243,7 +247,8 @@ static inline bool read_response(struct srv_fx *f, int fd, char *buf, size_t siz
 		}
 		hdr_end = strstr(buf, "\r\n\r\n");
 		cl = strcasestr(buf, "Content-Length: ");
-		if (hdr_end && cl && len >= (size_t)(hdr_end + 4 - buf) + strtoul(cl + 16, NULL, 10))
+		if (hdr_end && cl &&
+		    len >= (size_t)(hdr_end + 4 - buf) + strtoul(cl + 16, NULL, 10))
 			return true;
 	}
 	return false;

@@ -232,7 +232,8 @@ static void t_server_methods_paths(void **state)
 	NEED_NETNS();
 	start(f);
 	fd = client(f, "127.0.0.1");
-	say(fd, "POST /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 3\r\n\r\nabc");
+	say(fd,
+	    "POST /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 3\r\n\r\nabc");
 	assert_true(read_all(f, fd, buf, sizeof(buf), 2000));
 	assert_contains(buf, "HTTP/1.1 405");
 	assert_contains(buf, "Allow: GET, HEAD");
@@ -452,7 +453,8 @@ static void t_server_post_methods(void **state)
 	f->cfg.post = fx_post;
 	start(f);
 	fd = client(f, "127.0.0.1");
-	say(fd, "PUT /v1/report HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{}");
+	say(fd,
+	    "PUT /v1/report HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 2\r\n\r\n{}");
 	assert_true(read_all(f, fd, buf, sizeof(buf), 2000));
 	assert_contains(buf, "HTTP/1.1 405");
 	assert_contains(buf, "Allow: GET, HEAD, POST\r\n");
@@ -579,12 +581,13 @@ static void t_server_collect_fails(void **state)
 
 int main(void)
 {
-	add_test_fixture("t_server_page_shared", t_server_page_shared, setup_srv, teardown_srv, NULL);
+	add_test_fixture("t_server_page_shared", t_server_page_shared, setup_srv, teardown_srv,
+			 NULL);
 	add_test_fixture("t_server_cache_expires", t_server_cache_expires, setup_srv, teardown_srv,
 			 NULL);
 	add_test_fixture("t_server_no_cache", t_server_no_cache, setup_srv, teardown_srv, NULL);
-	add_test_fixture("t_server_deadline_cuts_trickle", t_server_deadline_cuts_trickle, setup_srv,
-			 teardown_srv, NULL);
+	add_test_fixture("t_server_deadline_cuts_trickle", t_server_deadline_cuts_trickle,
+			 setup_srv, teardown_srv, NULL);
 	add_test_fixture("t_server_keepalive_restart", t_server_keepalive_restart, setup_srv,
 			 teardown_srv, NULL);
 	add_test_fixture("t_server_limits", t_server_limits, setup_srv, teardown_srv, NULL);
@@ -597,8 +600,8 @@ int main(void)
 			 NULL);
 	add_test_fixture("t_server_post_too_large", t_server_post_too_large, setup_srv,
 			 teardown_srv, NULL);
-	add_test_fixture("t_server_post_length_required", t_server_post_length_required,
-			 setup_srv, teardown_srv, NULL);
+	add_test_fixture("t_server_post_length_required", t_server_post_length_required, setup_srv,
+			 teardown_srv, NULL);
 	add_test_fixture("t_server_post_methods", t_server_post_methods, setup_srv, teardown_srv,
 			 NULL);
 	add_test_fixture("t_server_post_keepalive", t_server_post_keepalive, setup_srv,

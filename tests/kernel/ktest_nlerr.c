@@ -65,8 +65,9 @@ static void t_kernel_text_reaches_cni_error(void **state)
 	if (!e.kernel[0])
 		fail_msg("no extack text from the kernel: \"%s\"", e.msg);
 	/* "<step>: <strerror>: <kernel's text>" */
-	snprintf(want, sizeof(want), "tc: redirecting traffic from the pod on tg00000000beef to "
-				     "ti00000000beef: %s: %s",
+	snprintf(want, sizeof(want),
+		 "tc: redirecting traffic from the pod on tg00000000beef to "
+		 "ti00000000beef: %s: %s",
 		 strerror(-r), e.kernel);
 	assert_string_equal(e.msg, want);
 	print_message("# %s\n", e.msg);

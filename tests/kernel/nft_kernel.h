@@ -99,7 +99,8 @@ static inline void nft_fx_add_counter(const char *table, const char *name, uint6
 				      uint64_t bytes)
 {
 	nft_fx_cmd("add table inet %s\nadd counter inet %s %s { packets %" PRIu64 " bytes %" PRIu64
-		   " }\n", table, table, name, packets, bytes);
+		   " }\n",
+		   table, table, name, packets, bytes);
 }
 
 static inline void nft_fx_del_counter(const char *table, const char *name)

@@ -160,7 +160,8 @@ static void t_reader_ids(void **state)
 /* Adds a table message (NEWTABLE or DELTABLE) named `name` to the batch. */
 static void put_table(struct acct_batch *bt, uint16_t type, const char *name)
 {
-	struct nlmsghdr *nlh = acct_batch_msg(bt, type, type == NFT_MSG_NEWTABLE ? NLM_F_CREATE : 0);
+	struct nlmsghdr *nlh =
+		acct_batch_msg(bt, type, type == NFT_MSG_NEWTABLE ? NLM_F_CREATE : 0);
 	struct nftnl_table *t = nftnl_table_alloc();
 
 	assert_non_null(t);
@@ -246,7 +247,8 @@ static void t_batch_ignores_earlier_answers(void **state)
 	mnl_nlmsg_batch_next(raw);
 	nftnl_batch_end(mnl_nlmsg_batch_current(raw), 79);
 	mnl_nlmsg_batch_next(raw);
-	assert_true(mnl_socket_sendto(c.nl, mnl_nlmsg_batch_head(raw), mnl_nlmsg_batch_size(raw)) > 0);
+	assert_true(mnl_socket_sendto(c.nl, mnl_nlmsg_batch_head(raw), mnl_nlmsg_batch_size(raw)) >
+		    0);
 	/* The next batch succeeds, and says so. */
 	put_table(bt, NFT_MSG_NEWTABLE, "tg_stale_b");
 	assert_int_equal(acct_batch_send(&c, bt, NULL, 0), 0);
@@ -275,7 +277,8 @@ static void t_batch_reports_the_first_error(void **state)
 	assert_string_equal(e.kernel, why);
 #if NFT_FX_FAKE
 	assert_string_equal(why, FAKE_EXTACK);
-	assert_string_equal(e.msg, "nftables: deleting failed: No such file or directory: " FAKE_EXTACK);
+	assert_string_equal(e.msg,
+			    "nftables: deleting failed: No such file or directory: " FAKE_EXTACK);
 #endif
 	batch_close(&c, bt);
 }

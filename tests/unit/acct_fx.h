@@ -24,9 +24,13 @@ static const struct cidr4 acct_fx_internal[] = { { 0x0a000000u, 8 } }; /* 10.0.0
 
 static inline struct acct_config config(void)
 {
-	struct acct_config c = { .internal = acct_fx_internal, .n_internal = 1, .masquerade = true,
+	struct acct_config c = { .internal = acct_fx_internal,
+				 .n_internal = 1,
+				 .masquerade = true,
 				 .inet_ingress_classid = 0x10002,
-				 .enabled = true, .per_pod = true, .internet_mark = 0x10000,
+				 .enabled = true,
+				 .per_pod = true,
+				 .internet_mark = 0x10000,
 				 .pod_link_prefix = "tg" };
 	return c;
 }
@@ -46,7 +50,8 @@ static inline struct pods *make_pods(void)
 		snprintf(ps->ns[i], sizeof(ps->ns[i]), "ns-%02d", i % NAMESPACES);
 		snprintf(ps->veth[i], sizeof(ps->veth[i]), "tg%012x", 0xa000u + (unsigned)i);
 		ps->p[i] = (struct acct_pod){ .ip = 0x0a010000u + 1 + (uint32_t)i,
-					      .k8s_namespace = ps->ns[i], .host_veth = ps->veth[i] };
+					      .k8s_namespace = ps->ns[i],
+					      .host_veth = ps->veth[i] };
 	}
 	return ps;
 }

@@ -84,7 +84,7 @@ struct fake_sock {
 static struct {
 	struct fake_model m, scratch;
 	uint32_t gen;
-	bool unfiltered;	/* dumps as kernels before 4.x: every object of every table */
+	bool unfiltered;	  /* dumps as kernels before 4.x: every object of every table */
 	int bump_gen_on_gettable; /* that many GETTABLEs see the generation move right after */
 	/* what the batches brought */
 	unsigned batches, committed, messages;
@@ -222,7 +222,9 @@ static inline void fake_del_counter(const char *table, const char *name)
  * a commit of its own, and no case reads between the calls of one batch.
  */
 #define NFT_FX_FAKE 1
-#define NFT_FX_NEED() do { } while (0)
+#define NFT_FX_NEED() \
+	do {          \
+	} while (0)
 
 static inline void nft_fx_reset(void)
 {
@@ -308,8 +310,8 @@ static inline char *fake_room(struct fake_sock *s, size_t len)
 static inline struct nlmsghdr *fake_hdr(char *buf, uint16_t type, uint16_t flags,
 					const struct nlmsghdr *req, struct fake_sock *s)
 {
-	struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(buf, type, NFPROTO_INET, flags,
-						     req->nlmsg_seq);
+	struct nlmsghdr *nlh =
+		nftnl_nlmsg_build_hdr(buf, type, NFPROTO_INET, flags, req->nlmsg_seq);
 	struct nfgenmsg *g = mnl_nlmsg_get_payload(nlh);
 
 	nlh->nlmsg_pid = s->portid;
@@ -368,9 +370,10 @@ static inline const char *fake_str_attr(const struct nlmsghdr *nlh, uint16_t typ
 {
 	const struct nlattr *a;
 
-	mnl_attr_for_each(a, nlh, sizeof(struct nfgenmsg))
-		if (mnl_attr_get_type(a) == type && mnl_attr_validate(a, MNL_TYPE_NUL_STRING) == 0)
-			return mnl_attr_get_str(a);
+	mnl_attr_for_each(a, nlh,
+			  sizeof(struct nfgenmsg)) if (mnl_attr_get_type(a) == type &&
+						       mnl_attr_validate(a, MNL_TYPE_NUL_STRING) ==
+							       0) return mnl_attr_get_str(a);
 	return NULL;
 }
 
@@ -433,9 +436,10 @@ static inline void fake_dump_obj(struct fake_sock *s, const struct nlmsghdr *req
 	const struct nlattr *a;
 	uint32_t type = 0;
 
-	mnl_attr_for_each(a, req, sizeof(struct nfgenmsg))
-		if (mnl_attr_get_type(a) == NFTA_OBJ_TYPE && mnl_attr_validate(a, MNL_TYPE_U32) == 0)
-			type = ntohl(mnl_attr_get_u32(a));
+	mnl_attr_for_each(a, req,
+			  sizeof(struct nfgenmsg)) if (mnl_attr_get_type(a) == NFTA_OBJ_TYPE &&
+						       mnl_attr_validate(a, MNL_TYPE_U32) == 0)
+		type = ntohl(mnl_attr_get_u32(a));
 	for (int i = 0; i < FAKE_TABLES; i++) {
 		const struct fake_table *t = &fake.m.t[i];
 
@@ -466,7 +470,8 @@ static inline int fake_batch_msg(const struct nlmsghdr *nlh)
 		struct nftnl_table *nt = nftnl_table_alloc();
 
 		assert_non_null(nt);
-		if (nftnl_table_nlmsg_parse(nlh, nt) < 0 || !nftnl_table_is_set(nt, NFTNL_TABLE_NAME)) {
+		if (nftnl_table_nlmsg_parse(nlh, nt) < 0 ||
+		    !nftnl_table_is_set(nt, NFTNL_TABLE_NAME)) {
 			nftnl_table_free(nt);
 			return -EINVAL;
 		}
@@ -652,7 +657,8 @@ ssize_t __wrap_mnl_socket_sendto(const struct mnl_socket *nl, const void *req, s
 		   NFNL_MSG_TYPE(nlh->nlmsg_type) == NFT_MSG_GETSET ||
 		   NFNL_MSG_TYPE(nlh->nlmsg_type) == NFT_MSG_GETSETELEM) {
 		/* not modelled: answered only for a table that is missing */
-		const char *table = fake_str_attr(nlh, 1 /* NFTA_{RULE,CHAIN,SET,SET_ELEM_LIST}_TABLE */);
+		const char *table =
+			fake_str_attr(nlh, 1 /* NFTA_{RULE,CHAIN,SET,SET_ELEM_LIST}_TABLE */);
 
 		if (table && fake_table_find(&fake.m, table))
 			fail_msg("fake nfnetlink: a dump of the rules, chains or sets of table %s",

@@ -26,8 +26,8 @@ enum gc_view { GC_FROM_HOST, GC_FROM_CONTAINER, GC_WITHOUT_PROC };
 
 /* What gc made of the attachment; plain data, as it may come from a child process. */
 struct gc_judged {
-	bool visible;		/* node_netns_dir_visible */
-	bool stale_is_it;	/* the stale one, if any, is that attachment */
+	bool visible;	  /* node_netns_dir_visible */
+	bool stale_is_it; /* the stale one, if any, is that attachment */
 	size_t n_stale, n_unseen;
 };
 
@@ -55,7 +55,8 @@ static int gc_judge(struct gc_judged *ret)
 	if (r == 0) {
 		ret->n_stale = g.n_stale;
 		ret->n_unseen = g.n_unseen;
-		ret->stale_is_it = g.n_stale == 0 || strcmp(g.stale[0].container_id, "procpath") == 0;
+		ret->stale_is_it = g.n_stale == 0 ||
+				   strcmp(g.stale[0].container_id, "procpath") == 0;
 		node_gc_free(&g);
 	}
 	ipam_state_free(&st);

@@ -26,7 +26,8 @@ static inline void add_test_fixture(const char *name, CMUnitTestFunction fn,
 {
 	if (group_n >= GROUP_MAX_TESTS)
 		abort();
-	group_tests[group_n++] = (struct CMUnitTest){ .name = name, .test_func = fn,
+	group_tests[group_n++] = (struct CMUnitTest){ .name = name,
+						      .test_func = fn,
 						      .setup_func = setup,
 						      .teardown_func = teardown,
 						      .initial_state = state };

@@ -36,18 +36,18 @@
 /* ---- strings ---- */
 
 /* Long haystacks (a metrics page) are shown by their first 400 bytes. */
-#define assert_contains(hay, needle)                                                       \
-	do {                                                                               \
-		const char *h_ = (hay), *n_ = (needle);                                    \
-		if (!h_ || !strstr(h_, n_))                                                \
+#define assert_contains(hay, needle)                                                         \
+	do {                                                                                 \
+		const char *h_ = (hay), *n_ = (needle);                                      \
+		if (!h_ || !strstr(h_, n_))                                                  \
 			fail_msg("\"%.400s\"%s does not contain \"%s\"", h_ ? h_ : "(null)", \
-				 h_ && strlen(h_) > 400 ? " (cut)" : "", n_);              \
+				 h_ &&strlen(h_) > 400 ? " (cut)" : "", n_);                 \
 	} while (0)
 
-#define assert_not_contains(hay, needle)                                                   \
-	do {                                                                               \
-		const char *h_ = (hay), *n_ = (needle), *at_;                              \
-		if (h_ && (at_ = strstr(h_, n_)))                                          \
+#define assert_not_contains(hay, needle)                                                          \
+	do {                                                                                      \
+		const char *h_ = (hay), *n_ = (needle), *at_;                                     \
+		if (h_ && (at_ = strstr(h_, n_)))                                                 \
 			fail_msg("contains \"%s\" at offset %td: \"%.200s\"", n_, at_ - h_, at_); \
 	} while (0)
 

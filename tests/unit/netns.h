@@ -48,24 +48,24 @@ static inline bool have_nft(void)
  * ...and tc's netlink messages, which qemu-user (the arm64 build's tests,
  * TG_UNIT_QEMU_USER=1) does not translate: such a case runs in the native builds.
  */
-#define NEED_NETNS_TC()                                                            \
-	do {                                                                       \
-		const char *q_ = getenv("TG_UNIT_QEMU_USER");                      \
-		if (q_ && q_[0] == '1') {                                          \
-			print_message("tc netlink: not under qemu-user\n");        \
-			skip();                                                    \
-		}                                                                  \
-		NEED_NETNS();                                                      \
+#define NEED_NETNS_TC()                                                     \
+	do {                                                                \
+		const char *q_ = getenv("TG_UNIT_QEMU_USER");               \
+		if (q_ && q_[0] == '1') {                                   \
+			print_message("tc netlink: not under qemu-user\n"); \
+			skip();                                             \
+		}                                                           \
+		NEED_NETNS();                                               \
 	} while (0)
 
 /* ...and the nft binary, which sets tables and counters up. */
-#define NEED_NETNS_NFT()                                                      \
-	do {                                                                  \
-		NEED_NETNS();                                                 \
-		if (!have_nft()) {                                            \
-			print_message("needs the nft binary\n");              \
-			skip();                                               \
-		}                                                             \
+#define NEED_NETNS_NFT()                                         \
+	do {                                                     \
+		NEED_NETNS();                                    \
+		if (!have_nft()) {                               \
+			print_message("needs the nft binary\n"); \
+			skip();                                  \
+		}                                                \
 	} while (0)
 
 /*

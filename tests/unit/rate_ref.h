@@ -35,9 +35,9 @@ static inline int ref_rate_parse(const char *s, uint64_t *ret)
 	static const struct {
 		const char *suffix;
 		unsigned long base, power;
-	} units[] = { { "", 1, 1 },	{ "k", 1000, 1 },  { "M", 1000, 2 }, { "G", 1000, 3 },
-		      { "T", 1000, 4 }, { "Ki", 1024, 1 }, { "Mi", 1024, 2 }, { "Gi", 1024, 3 },
-		      { "Ti", 1024, 4 } };
+	} units[] = { { "", 1, 1 },	 { "k", 1000, 1 },  { "M", 1000, 2 },
+		      { "G", 1000, 3 },	 { "T", 1000, 4 },  { "Ki", 1024, 1 },
+		      { "Mi", 1024, 2 }, { "Gi", 1024, 3 }, { "Ti", 1024, 4 } };
 	const char *p = s, *whole, *frac = "";
 	size_t n_whole, n_frac = 0, sig;
 	unsigned long exp10 = 0;

@@ -175,8 +175,9 @@ static void t_render_corrupt_store(void **state)
 	p = render(env);
 	assert_contains(p, "tollgate_collector_up{collector=\"ipam\"} 0\n");
 	/* fixed: back to 1 */
-	write_state(env, "{\"version\":1,\"bootId\":\"b\",\"pool\":{\"source\":\"static\","
-			 "\"addresses\":[\"10.1.0.10-10.1.0.19\"]},\"cooling\":[],\"attachments\":[]}");
+	write_state(env,
+		    "{\"version\":1,\"bootId\":\"b\",\"pool\":{\"source\":\"static\","
+		    "\"addresses\":[\"10.1.0.10-10.1.0.19\"]},\"cooling\":[],\"attachments\":[]}");
 	p = render(env);
 	assert_contains(p, "tollgate_collector_up{collector=\"ipam\"} 1\n");
 	assert_contains(p, "tollgate_ipam_held_addresses 10\n");
@@ -193,12 +194,12 @@ static size_t lines_starting(const char *page, const char *prefix)
 	return n;
 }
 
-#define assert_lines(page, prefix, want)                                                   \
-	do {                                                                               \
-		size_t got_ = lines_starting((page), (prefix));                            \
-		if (got_ != (size_t)(want))                                                \
-			fail_msg("%zu lines start with %s, expected %zu", got_, (prefix),  \
-				 (size_t)(want));                                          \
+#define assert_lines(page, prefix, want)                                                  \
+	do {                                                                              \
+		size_t got_ = lines_starting((page), (prefix));                           \
+		if (got_ != (size_t)(want))                                               \
+			fail_msg("%zu lines start with %s, expected %zu", got_, (prefix), \
+				 (size_t)(want));                                         \
 	} while (0)
 
 /* No sample line (a line not starting with '#') has exactly `value` as its value. */
@@ -217,14 +218,14 @@ static void assert_no_sample_valued(const char *page, const char *value)
 	}
 }
 
-#define STATE_TWO_PODS                                                                         \
-	"{\"version\":1,\"bootId\":\"b\",\"pool\":{\"source\":\"static\",\"lastSyncMs\":"      \
+#define STATE_TWO_PODS                                                                            \
+	"{\"version\":1,\"bootId\":\"b\",\"pool\":{\"source\":\"static\",\"lastSyncMs\":"         \
 	"1764403200500,\"addresses\":[\"10.1.0.10-10.1.0.19\"]},\"cooling\":[],\"attachments\":[" \
-	"{\"containerId\":\"c1\",\"ifname\":\"eth0\",\"ip\":\"10.1.0.10\",\"netns\":\"/x\","     \
-	"\"namespace\":\"research\",\"pod\":\"trainer-0\",\"hostVeth\":\"tg000000000001\","      \
-	"\"created\":1},"                                                                        \
-	"{\"containerId\":\"c2\",\"ifname\":\"eth0\",\"ip\":\"10.1.0.11\",\"netns\":\"/x\","     \
-	"\"namespace\":\"\",\"pod\":\"we\\\"ird\\\\pod\",\"hostVeth\":\"tg000000000002\","      \
+	"{\"containerId\":\"c1\",\"ifname\":\"eth0\",\"ip\":\"10.1.0.10\",\"netns\":\"/x\","      \
+	"\"namespace\":\"research\",\"pod\":\"trainer-0\",\"hostVeth\":\"tg000000000001\","       \
+	"\"created\":1},"                                                                         \
+	"{\"containerId\":\"c2\",\"ifname\":\"eth0\",\"ip\":\"10.1.0.11\",\"netns\":\"/x\","      \
+	"\"namespace\":\"\",\"pod\":\"we\\\"ird\\\\pod\",\"hostVeth\":\"tg000000000002\","        \
 	"\"created\":1}]}"
 
 static void t_render_counters_with_labels(void **state)
@@ -247,8 +248,9 @@ static void t_render_counters_with_labels(void **state)
 	p = render(env);
 	assert_well_formed(p);
 	assert_contains(p, "tollgate_collector_up{collector=\"nftables\"} 1\n");
-	assert_contains(p, "tollgate_namespace_bytes_total{namespace=\"research\",direction=\"egress\","
-			   "traffic=\"internal\"} 300\n");
+	assert_contains(
+		p, "tollgate_namespace_bytes_total{namespace=\"research\",direction=\"egress\","
+		   "traffic=\"internal\"} 300\n");
 	assert_contains(p, "tollgate_namespace_packets_total{namespace=\"research\",direction="
 			   "\"egress\",traffic=\"internal\"} 3\n");
 	assert_contains(p, "tollgate_namespace_bytes_total{namespace=\"research\",direction="
@@ -271,8 +273,10 @@ static void t_render_counters_with_labels(void **state)
 	assert_lines(p, "tollgate_pod_packets_total{namespace=\"\",pod=\"\",", 0);
 	assert_no_sample_valued(p, "900");
 	assert_no_sample_valued(p, "9");
-	assert_contains(p, "tollgate_host_bytes_total{direction=\"ingress\",traffic=\"internal\"} 500\n");
-	assert_contains(p, "tollgate_host_packets_total{direction=\"ingress\",traffic=\"internal\"} 5\n");
+	assert_contains(
+		p, "tollgate_host_bytes_total{direction=\"ingress\",traffic=\"internal\"} 500\n");
+	assert_contains(
+		p, "tollgate_host_packets_total{direction=\"ingress\",traffic=\"internal\"} 5\n");
 	/* a counter of no known kind ("unrelated") is no series of any family */
 	assert_lines(p, "tollgate_namespace_bytes_total{", 3);
 	assert_lines(p, "tollgate_namespace_packets_total{", 3);
@@ -296,16 +300,18 @@ static unsigned long long sample_value(const char *page, const char *prefix)
 	return strtoull(s + strlen(prefix), NULL, 10);
 }
 
-#define assert_sample(page, prefix, want)                                                  \
-	do {                                                                               \
-		unsigned long long got_ = sample_value((page), (prefix));                  \
-		if (got_ != (unsigned long long)(want))                                    \
-			fail_msg("%s%llu, expected %llu", (prefix), got_,                  \
-				 (unsigned long long)(want));                              \
+#define assert_sample(page, prefix, want)                                 \
+	do {                                                              \
+		unsigned long long got_ = sample_value((page), (prefix)); \
+		if (got_ != (unsigned long long)(want))                   \
+			fail_msg("%s%llu, expected %llu", (prefix), got_, \
+				 (unsigned long long)(want));             \
 	} while (0)
 
-#define NS_EI "tollgate_namespace_bytes_total{namespace=\"research\",direction=\"egress\",traffic=\"internal\"} "
-#define NS_EI_P "tollgate_namespace_packets_total{namespace=\"research\",direction=\"egress\",traffic=\"internal\"} "
+#define NS_EI \
+	"tollgate_namespace_bytes_total{namespace=\"research\",direction=\"egress\",traffic=\"internal\"} "
+#define NS_EI_P \
+	"tollgate_namespace_packets_total{namespace=\"research\",direction=\"egress\",traffic=\"internal\"} "
 
 /* n pods' counters (pod_tg<hex>_egress_internal, i + 1 bytes each) added to the table, at once. */
 static void add_pod_counters(size_t n)
@@ -487,15 +493,16 @@ static void t_render_address_states(void **state)
 
 	NFT_FX_NEED();
 	/* .10 allocated, .11 released just now (cooling), .12-.19 free, 10.1.0.50 retired */
-	snprintf(json, sizeof(json),
-		 "{\"version\":1,\"bootId\":\"b\",\"pool\":{\"source\":\"static\","
-		 "\"addresses\":[\"10.1.0.10-10.1.0.19\"]},\"cooling\":[{\"ip\":\"10.1.0.11\","
-		 "\"releasedMs\":%lld,\"releasedBootMs\":%lld}],\"attachments\":["
-		 "{\"containerId\":\"c1\",\"ifname\":\"eth0\",\"ip\":\"10.1.0.10\",\"netns\":\"/x\","
-		 "\"namespace\":\"a\",\"pod\":\"p1\",\"hostVeth\":\"tg000000000001\",\"created\":1},"
-		 "{\"containerId\":\"c2\",\"ifname\":\"eth0\",\"ip\":\"10.1.0.50\",\"netns\":\"/x\","
-		 "\"namespace\":\"a\",\"pod\":\"p2\",\"hostVeth\":\"tg000000000002\",\"created\":1}]}",
-		 (long long)time_now_ms(), (long long)time_boot_ms());
+	snprintf(
+		json, sizeof(json),
+		"{\"version\":1,\"bootId\":\"b\",\"pool\":{\"source\":\"static\","
+		"\"addresses\":[\"10.1.0.10-10.1.0.19\"]},\"cooling\":[{\"ip\":\"10.1.0.11\","
+		"\"releasedMs\":%lld,\"releasedBootMs\":%lld}],\"attachments\":["
+		"{\"containerId\":\"c1\",\"ifname\":\"eth0\",\"ip\":\"10.1.0.10\",\"netns\":\"/x\","
+		"\"namespace\":\"a\",\"pod\":\"p1\",\"hostVeth\":\"tg000000000001\",\"created\":1},"
+		"{\"containerId\":\"c2\",\"ifname\":\"eth0\",\"ip\":\"10.1.0.50\",\"netns\":\"/x\","
+		"\"namespace\":\"a\",\"pod\":\"p2\",\"hostVeth\":\"tg000000000002\",\"created\":1}]}",
+		(long long)time_now_ms(), (long long)time_boot_ms());
 	write_state(env, json);
 	p = render(env);
 	assert_well_formed(p);

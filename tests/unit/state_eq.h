@@ -29,7 +29,8 @@
 struct compared_shaping {
 	uint64_t ingress_bps, ingress_burst, egress_bps, egress_burst;
 	uint64_t annot_inet_egress, annot_inet_ingress;
-	uint64_t inet_ingress_bps, inet_egress_bps, ns_egress_bps, node_egress_bps, budget_fallback_bps;
+	uint64_t inet_ingress_bps, inet_egress_bps, ns_egress_bps, node_egress_bps,
+		budget_fallback_bps;
 	uint16_t ns_class, pod_class;
 };
 struct compared_attachment {
@@ -76,17 +77,15 @@ _Static_assert(sizeof(struct ipam_state) == sizeof(struct compared_state),
 _Static_assert(sizeof(struct ipam_cooling) == sizeof(struct compared_cooling),
 	       "struct ipam_cooling changed: compare the new field in assert_state_equal");
 
-#define assert_field_equal(x, y, what, i, field)                                           \
-	do {                                                                               \
-		if ((uint64_t)(x)->field != (uint64_t)(y)->field)                          \
-			fail_msg("%s %zu: " #field " %llu, expected %llu", (what), (i),    \
-				 (unsigned long long)(y)->field,                           \
-				 (unsigned long long)(x)->field);                          \
+#define assert_field_equal(x, y, what, i, field)                                                  \
+	do {                                                                                      \
+		if ((uint64_t)(x)->field != (uint64_t)(y)->field)                                 \
+			fail_msg("%s %zu: " #field " %llu, expected %llu", (what), (i),           \
+				 (unsigned long long)(y)->field, (unsigned long long)(x)->field); \
 	} while (0)
 
 /* The shaping of attachment i: y against the expected x. */
-static inline void assert_shaping_equal(const struct shaping *x, const struct shaping *y,
-					size_t i)
+static inline void assert_shaping_equal(const struct shaping *x, const struct shaping *y, size_t i)
 {
 	assert_field_equal(x, y, "attachment", i, ingress_bps);
 	assert_field_equal(x, y, "attachment", i, ingress_burst);

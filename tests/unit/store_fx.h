@@ -17,11 +17,11 @@
 #include "tests/unit/helpers.h"
 
 struct fx {
-	char tmp[64];	  /* mkdtemp */
-	char data[128];	  /* <tmp>/data (created by the store) */
-	char dir[256];	  /* <data>/net */
-	char path[320];	  /* <dir>/state.json */
-	const void *row;  /* the table row of a table-driven case */
+	char tmp[64];	 /* mkdtemp */
+	char data[128];	 /* <tmp>/data (created by the store) */
+	char dir[256];	 /* <data>/net */
+	char path[320];	 /* <dir>/state.json */
+	const void *row; /* the table row of a table-driven case */
 };
 
 static inline int fx_setup_in(void **state, const char *parent, const char *prefix)

@@ -55,7 +55,8 @@ static uint64_t rules_hash(const struct acct_config *cfg, uint64_t h)
 	assert_int_equal(acct_table_rules(cfg, &w), 0);
 	for (size_t i = 0; i < w.n; i++) {
 		char buf[4096] = { 0 };
-		struct nlmsghdr *nlh = nftnl_nlmsg_build_hdr(buf, NFT_MSG_NEWRULE, NFPROTO_INET, 0, 0);
+		struct nlmsghdr *nlh =
+			nftnl_nlmsg_build_hdr(buf, NFT_MSG_NEWRULE, NFPROTO_INET, 0, 0);
 
 		nftnl_rule_nlmsg_build_payload(nlh, w.r[i]);
 		h = hash_fnv1a64(mnl_nlmsg_get_payload(nlh), mnl_nlmsg_get_payload_len(nlh), h);
@@ -109,7 +110,8 @@ static void t_layout_version_follows_rules(void **state)
 	h = rules_hash(&cfg, h);
 	if (h != LAYOUT_RULES_HASH || strcmp(ACCT_TABLE_LAYOUT, "tollgate-table/16") != 0)
 		fail_msg("the rules changed (hash %#llx): give ACCT_TABLE_LAYOUT a new version and "
-			 "record both here", (unsigned long long)h);
+			 "record both here",
+			 (unsigned long long)h);
 }
 
 /* nftnl_expr_alloc fails at its expr_fail_at-th call from now (0: never). */
@@ -159,8 +161,8 @@ static void t_rules_fail_whole_on_allocation_failure(void **state)
 	for (unsigned n = 1; n <= total; n++) {
 		rules_with_failure(&cfg, n, &r);
 		if (r != -ENOMEM)
-			fail_msg("allocation %u of %u failed and the rules were still built (%d)", n,
-				 total, r);
+			fail_msg("allocation %u of %u failed and the rules were still built (%d)",
+				 n, total, r);
 		failed++;
 	}
 	assert_int_equal(failed, total);
@@ -189,7 +191,7 @@ static void t_arp_rule_fails_whole_on_allocation_failure(void **state)
 		expr_fail_at = 0;
 		acct_batch_free(bt);
 		if (n > total) {
-			assert_int_equal(r, 0);	/* control: no failure, the rule is built */
+			assert_int_equal(r, 0); /* control: no failure, the rule is built */
 			break;
 		}
 		if (r != -ENOMEM)
@@ -201,7 +203,8 @@ static void t_arp_rule_fails_whole_on_allocation_failure(void **state)
 /* The guard's gauge classifies a destination against set internal's ranges. */
 static void t_ranges_have(void **state)
 {
-	const struct acct_range r[] = { { 0x0a000000, 0x0affffff }, { 0xac100000, 0xac1fffff },
+	const struct acct_range r[] = { { 0x0a000000, 0x0affffff },
+					{ 0xac100000, 0xac1fffff },
 					{ 0xfffffff0, 0xffffffff } };
 
 	(void)state;
@@ -225,14 +228,17 @@ static void t_refused_names_round_trip(void **state)
 	(void)state;
 	for (int w = 0; w < ACCT_REFUSALS; w++) {
 		acct_refused_counter_name("crawl-2", (enum acct_refusal)w, name);
-		assert_int_equal(acct_refused_parse(name, strlen(name), owner, &why), ACCT_OWNER_NAMESPACE);
+		assert_int_equal(acct_refused_parse(name, strlen(name), owner, &why),
+				 ACCT_OWNER_NAMESPACE);
 		assert_string_equal(owner, "crawl-2");
 		assert_int_equal(why, w);
-		assert_int_equal(acct_counter_parse(name, strlen(name), owner, &cls), ACCT_OWNER_NONE);
+		assert_int_equal(acct_counter_parse(name, strlen(name), owner, &cls),
+				 ACCT_OWNER_NONE);
 	}
 	acct_ns_counter_name("crawl", ACCT_EGRESS_INTERNET, name);
 	assert_int_equal(acct_refused_parse(name, strlen(name), owner, &why), ACCT_OWNER_NONE);
-	assert_int_equal(acct_refused_parse("ns_a_b_refused_rate", 19, owner, &why), ACCT_OWNER_NONE);
+	assert_int_equal(acct_refused_parse("ns_a_b_refused_rate", 19, owner, &why),
+			 ACCT_OWNER_NONE);
 }
 
 /* ---- the counter reader ---- */
@@ -284,7 +290,10 @@ static void t_reader_reads_again_after_a_commit(void **state)
 static void t_spoofed_names_round_trip(void **state)
 {
 	static const char *const namespaces[] = {
-		"", "mallory", "kube-system", "a23456789012345678901234567890123456789012345678901234567890123",
+		"",
+		"mallory",
+		"kube-system",
+		"a23456789012345678901234567890123456789012345678901234567890123",
 	};
 	char name[ACCT_COUNTER_NAME_MAX], owner[ACCT_COUNTER_NAME_MAX];
 	enum acct_family f;
@@ -302,19 +311,24 @@ static void t_spoofed_names_round_trip(void **state)
 					 ACCT_OWNER_NONE);
 		}
 		acct_spoofed_counter_name(NULL, fam, name);
-		assert_int_equal(acct_spoofed_parse(name, strlen(name), owner, &f), ACCT_OWNER_HOST);
+		assert_int_equal(acct_spoofed_parse(name, strlen(name), owner, &f),
+				 ACCT_OWNER_HOST);
 		assert_int_equal(f, fam);
-		assert_int_equal(acct_counter_parse(name, strlen(name), owner, &c), ACCT_OWNER_NONE);
+		assert_int_equal(acct_counter_parse(name, strlen(name), owner, &c),
+				 ACCT_OWNER_NONE);
 	}
 	for (int k = 0; k < ACCT_CLASSES; k++) {
 		acct_ns_counter_name("mallory", k, name);
-		assert_int_equal(acct_spoofed_parse(name, strlen(name), owner, &f), ACCT_OWNER_NONE);
+		assert_int_equal(acct_spoofed_parse(name, strlen(name), owner, &f),
+				 ACCT_OWNER_NONE);
 		acct_host_counter_name(k, name);
-		assert_int_equal(acct_spoofed_parse(name, strlen(name), owner, &f), ACCT_OWNER_NONE);
+		assert_int_equal(acct_spoofed_parse(name, strlen(name), owner, &f),
+				 ACCT_OWNER_NONE);
 	}
 	/* not Tollgate's: a namespace holds no '_'; nothing before "node" */
 	static const char *const foreign[] = { "ns_a_b_spoofed_ipv4", "xnode_spoofed_ipv4",
-					       "spoofed_ipv4", "_spoofed_ipv6", "ns_a_spoofed_ipv5" };
+					       "spoofed_ipv4", "_spoofed_ipv6",
+					       "ns_a_spoofed_ipv5" };
 	for (size_t i = 0; i < ARRAY_SIZE(foreign); i++)
 		assert_int_equal(acct_spoofed_parse(foreign[i], strlen(foreign[i]), owner, &f),
 				 ACCT_OWNER_NONE);

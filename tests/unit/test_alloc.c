@@ -27,11 +27,11 @@
 #define T0 1700000000000LL /* an arbitrary "now" in ms */
 #define COOL 30000
 
-#define assert_ip(got, want)                                                              \
-	do {                                                                              \
-		uint32_t g_ = (got), w_ = ip(want);                                       \
-		if (g_ != w_)                                                             \
-			fail_msg("got %s, want %s", ip_str(g_), want);                       \
+#define assert_ip(got, want)                                           \
+	do {                                                           \
+		uint32_t g_ = (got), w_ = ip(want);                    \
+		if (g_ != w_)                                          \
+			fail_msg("got %s, want %s", ip_str(g_), want); \
 	} while (0)
 
 /* A pool of the addresses lo..hi (inclusive), handed to the state. */
@@ -71,7 +71,8 @@ static uint32_t assign_at(struct ipam_state *st, const char *cid, const char *if
 	int r = ipam_assign(st, &rq, now, cooldown, &got, &ex, &e);
 
 	if (r != 0)
-		fail_msg("ipam_assign(%s, %s) failed r=%d code=%d: %s", cid, ifname, r, e.code, e.msg);
+		fail_msg("ipam_assign(%s, %s) failed r=%d code=%d: %s", cid, ifname, r, e.code,
+			 e.msg);
 	if (existing)
 		*existing = ex;
 	return got.ip;
@@ -106,12 +107,12 @@ static void check_counts(const struct ipam_state *st, int64_t now, int64_t coold
 	struct ipam_counts c;
 
 	assert_int_equal(ipam_count(st, now, cooldown, &c), 0);
-	if (c.pool != pool || c.allocated != allocated || c.cooling != cooling ||
-	    c.free != free_ || c.retired != retired)
+	if (c.pool != pool || c.allocated != allocated || c.cooling != cooling || c.free != free_ ||
+	    c.retired != retired)
 		fail_msg("counts pool=%zu allocated=%zu cooling=%zu free=%zu retired=%zu, want "
 			 "%zu %zu %zu %zu %zu",
-			 c.pool, c.allocated, c.cooling, c.free, c.retired, pool, allocated, cooling,
-			 free_, retired);
+			 c.pool, c.allocated, c.cooling, c.free, c.retired, pool, allocated,
+			 cooling, free_, retired);
 	assert_int_equal(c.allocated + c.cooling + c.free, c.pool);
 	assert_int_equal(c.allocated + c.cooling + c.free + c.retired, c.held);
 }
@@ -641,9 +642,9 @@ static void t_retired_stays_attached(void **state)
 	struct ipam_state *st = *state;
 
 	set_range(st, "10.1.0.1", "10.1.0.5");
-	assign(st, "a"); /* .1 */
-	assign(st, "b"); /* .2 */
-	assign(st, "c"); /* .3 */
+	assign(st, "a");		       /* .1 */
+	assign(st, "b");		       /* .2 */
+	assign(st, "c");		       /* .3 */
 	set_range(st, "10.1.0.2", "10.1.0.5"); /* .1 leaves the pool */
 	assert_int_equal(st->n_att, 3);
 	assert_ip(ipam_find(st, "a", "eth0")->ip, "10.1.0.1");
@@ -696,10 +697,10 @@ static void t_counts_partition(void **state)
 	struct ipam_counts c;
 
 	set_range(st, "10.1.0.1", "10.1.0.6");
-	assign(st, "a");	/* .1: stays, then retired */
-	assign(st, "b");	/* .2: allocated */
-	assign(st, "c");	/* .3: released, out again, released: cooling, two records */
-	assign(st, "d");	/* .4: released, out again: allocated, with a record */
+	assign(st, "a"); /* .1: stays, then retired */
+	assign(st, "b"); /* .2: allocated */
+	assign(st, "c"); /* .3: released, out again, released: cooling, two records */
+	assign(st, "d"); /* .4: released, out again: allocated, with a record */
 	assert_int_equal(ipam_release(st, "c", "eth0", T0, true, NULL), 1);
 	assert_int_equal(ipam_release(st, "d", "eth0", T0, true, NULL), 1);
 	/* cool-down 0: .3 and .4 go out again at once */

@@ -193,8 +193,8 @@ static void t_fill_matches_reference(void **state)
 			double got = fill_share(&r[i], level), ref = fill_share(&r[i], want);
 
 			if (dabs(got - ref) > 1e-6 * (ref + 1))
-				fail_msg("round %d node %zu of %zu: %.6f, reference %.6f", round, i, n,
-					 got, ref);
+				fail_msg("round %d node %zu of %zu: %.6f, reference %.6f", round, i,
+					 n, got, ref);
 			f += got;
 		}
 		assert_true(dabs(f - cap) < 1e-6 * cap);
@@ -248,10 +248,15 @@ static struct node node_new(const char *name, uint64_t fallback)
 static struct budget_usage usage_of(const struct node *n, const char *ns, uint32_t interval_ms)
 {
 	uint64_t sent = (n->demand < n->applied ? n->demand : n->applied) * interval_ms / 1000;
-	struct budget_usage u = { .sent_bytes = sent, .interval_ms = interval_ms,
-				  .saturated = n->demand > n->applied, .applied = n->applied,
-				  .limit = n->limit, .state = n->st, .pods = n->pods,
-				  .safe_share = n->safe, .nodes = n->nodes };
+	struct budget_usage u = { .sent_bytes = sent,
+				  .interval_ms = interval_ms,
+				  .saturated = n->demand > n->applied,
+				  .applied = n->applied,
+				  .limit = n->limit,
+				  .state = n->st,
+				  .pods = n->pods,
+				  .safe_share = n->safe,
+				  .nodes = n->nodes };
 
 	snprintf(u.ns, sizeof(u.ns), "%s", ns);
 	return u;
@@ -817,7 +822,8 @@ static void t_removed_budget_releases_its_nodes(void **state)
 {
 	struct budget_alloc *a = alloc_one(100 * MB, 0);
 	struct node n = node_new("n1", MB);
-	struct budget_def d[2] = { { .ns = "web", .budget = MB }, { .ns = "datasets", .budget = 5 } };
+	struct budget_def d[2] = { { .ns = "web", .budget = MB },
+				   { .ns = "datasets", .budget = 5 } };
 	struct budget_usage u = usage_of(&n, "datasets", 1000);
 	struct budget_report r = { .node = "n1", .use = &u, .n = 1 };
 	struct budget_answer ans;
@@ -845,7 +851,8 @@ static void t_removed_budget_releases_its_nodes(void **state)
 static void t_namespace_twice_in_budgets_is_refused(void **state)
 {
 	struct budget_alloc *a = alloc_one(100 * MB, 0);
-	struct budget_def d[3] = { { .ns = "a", .budget = 1 }, { .ns = "b", .budget = 2 },
+	struct budget_def d[3] = { { .ns = "a", .budget = 1 },
+				   { .ns = "b", .budget = 2 },
 				   { .ns = "a", .budget = 3 } };
 
 	assert_int_equal(budget_alloc_set(a, d, 3), -EINVAL);
@@ -871,8 +878,11 @@ static void t_many_nodes_and_budgets(void **state)
 	for (int i = 0; i < 20; i++) {
 		snprintf(d[i].ns, sizeof(d[i].ns), "ns%d", i);
 		d[i].budget = 1000 * MB;
-		u[i] = (struct budget_usage){ .applied = MB, .state = BUDGET_FALLBACK, .pods = 1,
-					      .sent_bytes = MB, .interval_ms = 1000 };
+		u[i] = (struct budget_usage){ .applied = MB,
+					      .state = BUDGET_FALLBACK,
+					      .pods = 1,
+					      .sent_bytes = MB,
+					      .interval_ms = 1000 };
 		snprintf(u[i].ns, sizeof(u[i].ns), "ns%d", i);
 	}
 	assert_int_equal(budget_alloc_set(a, d, 20), 0);
@@ -924,8 +934,8 @@ static int converge(struct budget_alloc *a, struct node *n, size_t count, int64_
 		run(a, n, count, now, 1);
 		fair_shares(n, count, 95.0 * MB, fair);
 		for (size_t i = 0; i < count; i++) {
-			double got = (double)(n[i].demand < n[i].applied ? n[i].demand
-									  : n[i].applied);
+			double got =
+				(double)(n[i].demand < n[i].applied ? n[i].demand : n[i].applied);
 
 			ok = ok && dabs(got - fair[i]) <= 0.1 * fair[i];
 		}
@@ -1020,8 +1030,7 @@ int main(void)
 	add_test("an idle node keeps min_grant", t_min_grant_is_the_floor, NULL);
 	add_test("a budget below nodes times min_grant is split evenly",
 		 t_budget_below_min_grants_splits_evenly, NULL);
-	add_test("namespaces without a budget are ignored", t_unknown_namespaces_are_ignored,
-		 NULL);
+	add_test("namespaces without a budget are ignored", t_unknown_namespaces_are_ignored, NULL);
 	add_test("a shrunk budget's grants come down before any rises",
 		 t_shrunk_budget_comes_down_first, NULL);
 	add_test("a removed budget releases its nodes", t_removed_budget_releases_its_nodes, NULL);

@@ -64,11 +64,11 @@
 #include "budget/budget.h"
 
 #define MB 1000000ULL
-#define NB 2		/* budgets */
+#define NB 2 /* budgets */
 #define NODES_MAX 24
 #define REPORT_MS 1000
 #define ROUND_MS 1000
-#define TIMEOUT_MS 2000	/* the agent's client gives up on an answer */
+#define TIMEOUT_MS 2000 /* the agent's client gives up on an answer */
 
 #define EVENTS_DEFAULT 3000000
 
@@ -81,11 +81,11 @@ struct held {
 	enum budget_state st;
 	uint64_t grant, safe;
 	uint32_t nodes;
-	int64_t lease_end;	/* from when it sent the request answered */
-	int64_t answer_sent;	/* when it sent that request */
-	uint64_t demand;	/* what its pods want */
-	bool gone;		/* the namespace has no pod on the node: it sends nothing */
-	bool leaving;		/* ... and says so in its next report (then no more) */
+	int64_t lease_end;   /* from when it sent the request answered */
+	int64_t answer_sent; /* when it sent that request */
+	uint64_t demand;     /* what its pods want */
+	bool gone;	     /* the namespace has no pod on the node: it sends nothing */
+	bool leaving;	     /* ... and says so in its next report (then no more) */
 };
 
 struct agent {
@@ -95,11 +95,11 @@ struct agent {
 	uint64_t limit;
 	struct held b[NB];
 	int64_t next_report, last_report;
-	int64_t last_heard;	/* by the allocator: a report that reached it */
+	int64_t last_heard; /* by the allocator: a report that reached it */
 	/* the request on its way or its answer: */
-	bool waiting;		/* a request sent, no answer or timeout yet */
-	int64_t sent, arrive;	/* arrive: INT64_MAX when the answer is lost */
-	bool answered;		/* the allocator answered (it may be on its way) */
+	bool waiting;	      /* a request sent, no answer or timeout yet */
+	int64_t sent, arrive; /* arrive: INT64_MAX when the answer is lost */
+	bool answered;	      /* the allocator answered (it may be on its way) */
 	struct budget_grant ans[NB];
 	bool has[NB];
 	int64_t lease_ms;
@@ -112,16 +112,16 @@ struct world {
 	struct budget_params p;
 	struct agent n[NODES_MAX];
 	uint64_t budget[NB];
-	uint64_t shrunk_from[NB];	/* 0, or the budget before a shrink not yet absorbed */
+	uint64_t shrunk_from[NB]; /* 0, or the budget before a shrink not yet absorbed */
 	int64_t shrunk_at[NB];
-	uint64_t lowered_from[NB];	/* the most the budget was within forget_ms */
+	uint64_t lowered_from[NB]; /* the most the budget was within forget_ms */
 	int64_t lowered_until[NB];
-	uint64_t guard[NB];		/* the second hole's bound, until guard_until */
+	uint64_t guard[NB]; /* the second hole's bound, until guard_until */
 	int64_t guard_until[NB];
-	uint64_t unseen[NB];		/* the third hole's: more than the budget, until */
+	uint64_t unseen[NB]; /* the third hole's: more than the budget, until */
 	int64_t unseen_until[NB];
 	unsigned long events, names;
-	double worst;			/* sum / bound */
+	double worst; /* sum / bound */
 	double util_sum;
 	unsigned long util_n;
 	unsigned long restarts, shrinks, joins, leaves, silences, lost, ns_left, unseen_restarts;
@@ -299,32 +299,32 @@ static void dump(const struct world *w, int k)
 	struct budget_view v[NB];
 
 	budget_alloc_views(w->a, v, NB);
-	print_message("# %s: budget %llu, allocator: committed %llu granted %llu nodes %u safe %llu; "
-		      "%lu restarts, the last %lld ms ago; lowered %lld ms ago from %llu, guard %llu until %+lld\n",
-		      NS[k], (unsigned long long)w->budget[k], (unsigned long long)v[k].committed,
-		      (unsigned long long)v[k].granted, v[k].nodes,
-		      (unsigned long long)v[k].safe_share, w->restarts,
-		      (long long)(w->now - w->restart_at), (long long)(w->now - w->shrunk_at[k]),
-		      (unsigned long long)w->lowered_from[k], (unsigned long long)w->guard[k],
-		      (long long)(w->guard_until[k] - w->now));
+	print_message(
+		"# %s: budget %llu, allocator: committed %llu granted %llu nodes %u safe %llu; "
+		"%lu restarts, the last %lld ms ago; lowered %lld ms ago from %llu, guard %llu until %+lld\n",
+		NS[k], (unsigned long long)w->budget[k], (unsigned long long)v[k].committed,
+		(unsigned long long)v[k].granted, v[k].nodes, (unsigned long long)v[k].safe_share,
+		w->restarts, (long long)(w->now - w->restart_at),
+		(long long)(w->now - w->shrunk_at[k]), (unsigned long long)w->lowered_from[k],
+		(unsigned long long)w->guard[k], (long long)(w->guard_until[k] - w->now));
 	for (int i = 0; i < NODES_MAX; i++) {
 		const struct agent *n = &w->n[i];
 		const struct held *h = &n->b[k];
 
 		if (!n->alive)
 			continue;
-		print_message("#  %-14s may %8llu ceil %8llu %-13s grant %8llu safe %8llu nodes %2u "
-			      "lease %+7lld silent %d heard %+8lld waiting %d answered %d arrive %+lld "
-			      "ans %llu demand %llu limit %llu answer_sent %+lld\n",
-			      n->name, (unsigned long long)may_apply(n, k, w->now),
-			      (unsigned long long)ceil_at(n, k, w->now),
-			      budget_state_names[state_at(h, w->now)], (unsigned long long)h->grant,
-			      (unsigned long long)h->safe, h->nodes,
-			      (long long)(h->lease_end - w->now), n->silent,
-			      (long long)(n->last_heard - w->now), n->waiting, n->answered,
-			      n->arrive == INT64_MAX ? 0 : (long long)(n->arrive - w->now),
-			      (unsigned long long)n->ans[k].grant, (unsigned long long)h->demand,
-			      (unsigned long long)n->limit, (long long)(h->answer_sent - w->now));
+		print_message(
+			"#  %-14s may %8llu ceil %8llu %-13s grant %8llu safe %8llu nodes %2u "
+			"lease %+7lld silent %d heard %+8lld waiting %d answered %d arrive %+lld "
+			"ans %llu demand %llu limit %llu answer_sent %+lld\n",
+			n->name, (unsigned long long)may_apply(n, k, w->now),
+			(unsigned long long)ceil_at(n, k, w->now),
+			budget_state_names[state_at(h, w->now)], (unsigned long long)h->grant,
+			(unsigned long long)h->safe, h->nodes, (long long)(h->lease_end - w->now),
+			n->silent, (long long)(n->last_heard - w->now), n->waiting, n->answered,
+			n->arrive == INT64_MAX ? 0 : (long long)(n->arrive - w->now),
+			(unsigned long long)n->ans[k].grant, (unsigned long long)h->demand,
+			(unsigned long long)n->limit, (long long)(h->answer_sent - w->now));
 	}
 }
 
@@ -346,9 +346,10 @@ static void check(struct world *w)
 			w->shrunk_from[k] = 0;
 		/* a shrink is absorbed within forget_ms (the slowest: a node silent throughout) */
 		if (w->shrunk_from[k] && w->now - w->shrunk_at[k] > w->p.forget_ms + 20000)
-			fail_msg("t=%lld: %s still at %llu, over its budget %llu since its shrink at %lld",
-				 (long long)w->now, NS[k], (unsigned long long)sum,
-				 (unsigned long long)w->budget[k], (long long)w->shrunk_at[k]);
+			fail_msg(
+				"t=%lld: %s still at %llu, over its budget %llu since its shrink at %lld",
+				(long long)w->now, NS[k], (unsigned long long)sum,
+				(unsigned long long)w->budget[k], (long long)w->shrunk_at[k]);
 		bound = w->shrunk_from[k] ? w->shrunk_from[k] : w->budget[k];
 		if (w->now < w->guard_until[k] && w->guard[k] > bound)
 			bound = w->guard[k];
@@ -472,8 +473,10 @@ static void perturb(struct world *w)
 		if (w->budget[k] == BUDGET[k]) {
 			w->shrunk_from[k] = w->shrunk_from[k] ? w->shrunk_from[k] : w->budget[k];
 			w->shrunk_at[k] = w->now;
-			w->lowered_from[k] = w->now < w->lowered_until[k] && w->lowered_from[k] > w->budget[k]
-						     ? w->lowered_from[k] : w->budget[k];
+			w->lowered_from[k] = w->now < w->lowered_until[k] &&
+							     w->lowered_from[k] > w->budget[k]
+						     ? w->lowered_from[k]
+						     : w->budget[k];
 			w->lowered_until[k] = w->now + w->p.forget_ms;
 			w->budget[k] = BUDGET[k] * (30 + below(w, 60)) / 100;
 			w->shrinks++;
@@ -546,7 +549,8 @@ static void step(struct world *w)
 			check(w);
 			continue;
 		}
-		if (n->waiting && n->answered && n->arrive <= w->now && n->arrive < n->sent + TIMEOUT_MS) {
+		if (n->waiting && n->answered && n->arrive <= w->now &&
+		    n->arrive < n->sent + TIMEOUT_MS) {
 			answer_arrives(n);
 			check(w);
 		} else if (n->waiting && w->now >= n->sent + TIMEOUT_MS) {
@@ -590,15 +594,17 @@ static void t_sum_of_what_nodes_may_apply_stays_within_the_budget(void **state)
 
 	assert_non_null(w);
 	/* TG_BUDGET_SEED: another world than the one the suite runs */
-	run_world(getenv("TG_BUDGET_SEED") ? strtoull(getenv("TG_BUDGET_SEED"), NULL, 0) : 0x70116a7e,
+	run_world(getenv("TG_BUDGET_SEED") ? strtoull(getenv("TG_BUDGET_SEED"), NULL, 0)
+					   : 0x70116a7e,
 		  want, w);
-	print_message("# worst sum/budget ratio: %.4f over %lu events (%.1f simulated hours; mean "
-		      "use of the budget %.2f; %lu restarts, %lu shrinks, %lu joins, %lu leaves, "
-		      "%lu silences, %lu namespaces leaving a node, %lu answers lost; the holes: %lu "
-		      "restarts after a shrink, %lu with only new nodes to hear)\n",
-		      w->worst, w->events, (double)w->now / 3.6e6, w->util_sum / (double)w->util_n,
-		      w->restarts, w->shrinks, w->joins, w->leaves, w->silences, w->ns_left, w->lost,
-		      w->lowered_restarts, w->unseen_restarts);
+	print_message(
+		"# worst sum/budget ratio: %.4f over %lu events (%.1f simulated hours; mean "
+		"use of the budget %.2f; %lu restarts, %lu shrinks, %lu joins, %lu leaves, "
+		"%lu silences, %lu namespaces leaving a node, %lu answers lost; the holes: %lu "
+		"restarts after a shrink, %lu with only new nodes to hear)\n",
+		w->worst, w->events, (double)w->now / 3.6e6, w->util_sum / (double)w->util_n,
+		w->restarts, w->shrinks, w->joins, w->leaves, w->silences, w->ns_left, w->lost,
+		w->lowered_restarts, w->unseen_restarts);
 	assert_true(w->events >= want);
 	assert_true(w->worst <= 1.0);
 	/* not safe by doing nothing: the budget is put to use */

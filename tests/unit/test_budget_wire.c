@@ -30,18 +30,27 @@ struct member {
 
 /* The header's example, one member per line, as the agent writes them. */
 static const struct member REPORT_TOP[] = {
-	{ "version", "1" }, { "node", "\"n1\"" }, { "seq", "42" }, { "budgets", NULL },
+	{ "version", "1" },
+	{ "node", "\"n1\"" },
+	{ "seq", "42" },
+	{ "budgets", NULL },
 };
 static const struct member USAGE[] = {
-	{ "namespace", "\"datasets\"" }, { "sentBytes", "1250000" }, { "intervalMs", "1000" },
-	{ "saturated", "true" }, { "applied", "1250000" }, { "limit", "125000000" },
-	{ "state", "\"granted\"" }, { "pods", "3" }, { "safeShare", "900000" }, { "nodes", "6" },
+	{ "namespace", "\"datasets\"" }, { "sentBytes", "1250000" },
+	{ "intervalMs", "1000" },	 { "saturated", "true" },
+	{ "applied", "1250000" },	 { "limit", "125000000" },
+	{ "state", "\"granted\"" },	 { "pods", "3" },
+	{ "safeShare", "900000" },	 { "nodes", "6" },
 };
 static const struct member ANSWER_TOP[] = {
-	{ "version", "1" }, { "leaseMs", "10000" }, { "grants", NULL },
+	{ "version", "1" },
+	{ "leaseMs", "10000" },
+	{ "grants", NULL },
 };
 static const struct member GRANT[] = {
-	{ "namespace", "\"datasets\"" }, { "grant", "1500000" }, { "safeShare", "900000" },
+	{ "namespace", "\"datasets\"" },
+	{ "grant", "1500000" },
+	{ "safeShare", "900000" },
 	{ "nodes", "6" },
 };
 
@@ -136,9 +145,15 @@ static char *answer_with(char where, const char *key, const char *val)
 
 static struct budget_usage usage(const char *ns, uint64_t sent, bool sat, enum budget_state st)
 {
-	struct budget_usage u = { .sent_bytes = sent, .interval_ms = 1000, .saturated = sat,
-				  .applied = 1250000, .limit = 125000000, .state = st,
-				  .pods = 3, .safe_share = 900000, .nodes = 6 };
+	struct budget_usage u = { .sent_bytes = sent,
+				  .interval_ms = 1000,
+				  .saturated = sat,
+				  .applied = 1250000,
+				  .limit = 125000000,
+				  .state = st,
+				  .pods = 3,
+				  .safe_share = 900000,
+				  .nodes = 6 };
 
 	snprintf(u.ns, sizeof(u.ns), "%s", ns);
 	return u;
@@ -210,7 +225,10 @@ static void t_answer_round_trip(void **state)
 {
 	struct budget_grant g[2] = {
 		{ .ns = "datasets", .grant = 1500000, .safe_share = 900000, .nodes = 6 },
-		{ .ns = "web", .grant = BUDGET_RATE_MAX, .safe_share = 1, .nodes = BUDGET_NODES_MAX },
+		{ .ns = "web",
+		  .grant = BUDGET_RATE_MAX,
+		  .safe_share = 1,
+		  .nodes = BUDGET_NODES_MAX },
 	};
 	struct budget_answer a = { .lease_ms = 10000, .g = g, .n = 2 }, back;
 	struct tg_err e = { 0 };
@@ -341,18 +359,18 @@ static void t_state_names(void **state)
 
 struct bad {
 	const char *name;
-	char doc;		/* 'r' a report, 'a' an answer */
-	char where;		/* 't' top of a report, 'u' its budgets[1]; 'a', 'g' the answer's */
-	const char *key, *val;	/* the change; val NULL: the member left out */
+	char doc;	       /* 'r' a report, 'a' an answer */
+	char where;	       /* 't' top of a report, 'u' its budgets[1]; 'a', 'g' the answer's */
+	const char *key, *val; /* the change; val NULL: the member left out */
 	int err;
-	const char *msg;	/* in the message */
+	const char *msg; /* in the message */
 };
 
 static const struct bad bad_cases[] = {
 	{ "a report of another version is refused as a protocol error", 'r', 't', "version", "2",
 	  -EPROTO, "version: 2 is not a version this side speaks (1)" },
-	{ "a report of version 0 is refused as a protocol error", 'r', 't', "version", "0",
-	  -EPROTO, "version: 0" },
+	{ "a report of version 0 is refused as a protocol error", 'r', 't', "version", "0", -EPROTO,
+	  "version: 0" },
 	{ "a report without a version is refused", 'r', 't', "version", NULL, -EINVAL,
 	  "version: missing" },
 	{ "a version written as a string is refused", 'r', 't', "version", "\"1\"", -EINVAL,
@@ -408,8 +426,8 @@ static const struct bad bad_cases[] = {
 	  "budgets[1].saturated: must be true or false, not a string" },
 	{ "saturated written as a number is refused", 'r', 'u', "saturated", "1", -EINVAL,
 	  "budgets[1].saturated: must be true or false, not an integer" },
-	{ "an applied ceil over 32 Gbit/s is refused", 'r', 'u', "applied", "4000000001",
-	  -ERANGE, "budgets[1].applied: 4000000001 is more than 4000000000" },
+	{ "an applied ceil over 32 Gbit/s is refused", 'r', 'u', "applied", "4000000001", -ERANGE,
+	  "budgets[1].applied: 4000000001 is more than 4000000000" },
 	{ "an applied ceil of null is refused", 'r', 'u', "applied", "null", -EINVAL,
 	  "budgets[1].applied: must be an integer, not null" },
 	{ "a negative applied ceil is refused", 'r', 'u', "applied", "-5", -ERANGE,
@@ -434,14 +452,14 @@ static const struct bad bad_cases[] = {
 	  "budgets[1].pods: missing" },
 	{ "a member twice at the top is refused", 'r', 't', "seq", "1,\"seq\":2", -EINVAL,
 	  "the document: a member written twice" },
-	{ "a member twice in a budget is refused", 'r', 'u', "applied", "1,\"applied\":1",
-	  -EINVAL, "budgets[1]: a member written twice" },
+	{ "a member twice in a budget is refused", 'r', 'u', "applied", "1,\"applied\":1", -EINVAL,
+	  "budgets[1]: a member written twice" },
 	{ "a member twice in an unknown object is refused", 'r', 't', "x", "{\"a\":1,\"a\":1}",
 	  -EINVAL, "x: a member written twice" },
 	{ "the same name twice, once escaped, is a member twice", 'r', 'u', "pods",
 	  "1,\"p\\u006fds\":1", -EINVAL, "budgets[1]: a member written twice" },
-	{ "an answer of another version is refused as a protocol error", 'a', 'a', "version",
-	  "3", -EPROTO, "version: 3 is not a version" },
+	{ "an answer of another version is refused as a protocol error", 'a', 'a', "version", "3",
+	  -EPROTO, "version: 3 is not a version" },
 	{ "a lease of 0 is refused", 'a', 'a', "leaseMs", "0", -ERANGE, "leaseMs: 0" },
 	{ "a lease over an hour is refused", 'a', 'a', "leaseMs", "3600001", -ERANGE,
 	  "leaseMs: 3600001 is more than 3600000" },
@@ -461,8 +479,8 @@ static const struct bad bad_cases[] = {
 	  "grants[1].grant: must be an integer, not a fraction" },
 	{ "a grant without its safe share is refused", 'a', 'g', "safeShare", NULL, -EINVAL,
 	  "grants[1].safeShare: missing" },
-	{ "a grant's node count over a million is refused", 'a', 'g', "nodes", "1000001",
-	  -ERANGE, "grants[1].nodes: 1000001 is more than 1000000" },
+	{ "a grant's node count over a million is refused", 'a', 'g', "nodes", "1000001", -ERANGE,
+	  "grants[1].nodes: 1000001 is more than 1000000" },
 	{ "the same namespace granted twice is refused", 'a', 'g', "namespace", "\"datasets\"",
 	  -EINVAL, "grants[1].namespace: \"datasets\" again (grants[0] has it)" },
 	{ "a grant for a bad namespace is refused", 'a', 'g', "namespace", "\"-x\"", -EINVAL,
@@ -523,8 +541,7 @@ static const struct raw raw_cases[] = {
 	  "{\"version\":1,\"node\":\"n1\",\"seq\":1,\"budgets\":[]}x", -EINVAL,
 	  "a report is not JSON" },
 	{ "a report with a NUL byte after the document is refused",
-	  "{\"version\":1,\"node\":\"n1\",\"seq\":1,\"budgets\":[]}\0", -EINVAL,
-	  "trailing data" },
+	  "{\"version\":1,\"node\":\"n1\",\"seq\":1,\"budgets\":[]}\0", -EINVAL, "trailing data" },
 	{ "a report in single quotes is refused", "{'version':1}", -EINVAL, "not JSON" },
 	{ "a key in single quotes is refused", "{\"version\":1,'node':\"n1\"}", -EINVAL,
 	  "byte 13: \"'\" is not JSON here" },
@@ -636,7 +653,8 @@ static void t_epoch_and_redirect(void **state)
 	budget_answer_free(&back);
 	free(text);
 	assert_int_equal(budget_redirect_build(&d, &text, &len), 0);
-	assert_string_equal(text, "{\"version\":1,\"leader\":\"http://10.0.3.7:9618\",\"epoch\":7}");
+	assert_string_equal(text,
+			    "{\"version\":1,\"leader\":\"http://10.0.3.7:9618\",\"epoch\":7}");
 	assert_int_equal(budget_redirect_parse(text, len, &db, &e), 0);
 	assert_string_equal(db.leader, d.leader);
 	assert_int_equal(db.epoch, 7);
@@ -654,7 +672,8 @@ static void t_bad_redirects_are_refused(void **state)
 		{ "{\"version\":1,\"leader\":\"http://\",\"epoch\":1}", "is not a URL" },
 		{ "{\"version\":1,\"leader\":\"http://a b\",\"epoch\":1}", "is not a URL" },
 		{ "{\"version\":1,\"leader\":\"http://a\\nb\",\"epoch\":1}", "is not a URL" },
-		{ "{\"version\":1,\"leader\":\"http://a:1\",\"epoch\":-1}", "epoch: -1 is negative" },
+		{ "{\"version\":1,\"leader\":\"http://a:1\",\"epoch\":-1}",
+		  "epoch: -1 is negative" },
 		{ "{\"version\":1,\"leader\":7,\"epoch\":1}", "leader: must be a string" },
 		{ "{\"version\":2,\"leader\":\"http://a:1\",\"epoch\":1}", "not a version" },
 		{ "{\"version\":1,\"leaseMs\":1,\"epoch\":\"7\",\"grants\":[]}", NULL },
@@ -668,7 +687,8 @@ static void t_bad_redirects_are_refused(void **state)
 		memset(&e, 0, sizeof(e));
 		if (!bad[i].msg) {
 			/* an answer whose epoch is not a number */
-			assert_int_equal(budget_answer_parse(bad[i].doc, strlen(bad[i].doc), &a, &e),
+			assert_int_equal(budget_answer_parse(bad[i].doc, strlen(bad[i].doc), &a,
+							     &e),
 					 -EINVAL);
 			assert_contains(e.msg, "epoch: must be an integer");
 			continue;
@@ -694,19 +714,31 @@ static void t_bad_redirects_are_refused(void **state)
 int main(void)
 {
 	add_test("a report written and read back is the same", t_report_round_trip, NULL);
-	add_test("a report is written as the header documents it", t_report_is_written_as_documented, NULL);
-	add_test("an answer is written as documented and reads back the same", t_answer_round_trip, NULL);
-	add_test("a report and an answer with no budgets round trip", t_empty_documents_round_trip, NULL);
-	add_test("a name the parser refuses is still written as valid JSON", t_build_escapes_what_the_parser_refuses, NULL);
-	add_test("unknown members are ignored, whatever they hold", t_unknown_members_are_ignored, NULL);
-	add_test("the largest report there can be fits the size cap and parses", t_largest_report_parses, NULL);
+	add_test("a report is written as the header documents it",
+		 t_report_is_written_as_documented, NULL);
+	add_test("an answer is written as documented and reads back the same", t_answer_round_trip,
+		 NULL);
+	add_test("a report and an answer with no budgets round trip", t_empty_documents_round_trip,
+		 NULL);
+	add_test("a name the parser refuses is still written as valid JSON",
+		 t_build_escapes_what_the_parser_refuses, NULL);
+	add_test("unknown members are ignored, whatever they hold", t_unknown_members_are_ignored,
+		 NULL);
+	add_test("the largest report there can be fits the size cap and parses",
+		 t_largest_report_parses, NULL);
 	add_test("the states are named as the metrics label them", t_state_names, NULL);
-	add_test("the documents the refusals start from parse unchanged", t_table_documents_parse, NULL);
-	add_test("a document over the size cap is refused before it is parsed", t_oversized_document_is_refused, NULL);
-	add_test("a report of more budgets than the cap is refused", t_too_many_budgets_are_refused, NULL);
-	add_test("a message shows a peer's bytes printable and cut", t_messages_show_hostile_bytes_safely, NULL);
-	add_test("an answer carries its term's epoch; a redirect names the leader", t_epoch_and_redirect, NULL);
-	add_test("a redirect the agent must not follow is refused", t_bad_redirects_are_refused, NULL);
+	add_test("the documents the refusals start from parse unchanged", t_table_documents_parse,
+		 NULL);
+	add_test("a document over the size cap is refused before it is parsed",
+		 t_oversized_document_is_refused, NULL);
+	add_test("a report of more budgets than the cap is refused", t_too_many_budgets_are_refused,
+		 NULL);
+	add_test("a message shows a peer's bytes printable and cut",
+		 t_messages_show_hostile_bytes_safely, NULL);
+	add_test("an answer carries its term's epoch; a redirect names the leader",
+		 t_epoch_and_redirect, NULL);
+	add_test("a redirect the agent must not follow is refused", t_bad_redirects_are_refused,
+		 NULL);
 	for (size_t i = 0; i < ARRAY_SIZE(raw_cases); i++)
 		add_test(raw_cases[i].name, t_raw, (void *)&raw_cases[i]);
 	for (size_t i = 0; i < ARRAY_SIZE(bad_cases); i++)

@@ -100,12 +100,12 @@ static void t_round_trip(void **state)
 	assert_false(c.has_durations);
 
 	cniops_record(dir, CNI_CMD_ADD, 0, 3 * MS);
-	cniops_record(dir, CNI_CMD_ADD, 0, 5 * MS);	/* on the first bound */
+	cniops_record(dir, CNI_CMD_ADD, 0, 5 * MS); /* on the first bound */
 	cniops_record(dir, CNI_CMD_ADD, 11, 7 * MS);
 	cniops_record(dir, CNI_CMD_DEL, 0, 2000 * MS);
 	cniops_record(dir, CNI_CMD_CHECK, 7, 60000 * MS);
 	cniops_record(dir, CNI_CMD_GC, 0, -5);		/* a clock that went back: counted as 0 */
-	cniops_record(dir, CNI_CMD_VERSION, 0, 1 * MS);	/* not counted */
+	cniops_record(dir, CNI_CMD_VERSION, 0, 1 * MS); /* not counted */
 	assert_int_equal(cniops_read(dir, &c), 0);
 	assert_true(c.has_durations);
 
@@ -117,11 +117,11 @@ static void t_round_trip(void **state)
 	assert_int_equal(c.n[CNI_CMD_STATUS][0], 0);
 
 	/* durations by command, whatever the result */
-	assert_int_equal(c.bucket[CNI_CMD_ADD][0], 2);	/* 3 ms, 5 ms */
-	assert_int_equal(c.bucket[CNI_CMD_ADD][1], 1);	/* 7 ms: le 0.01 */
+	assert_int_equal(c.bucket[CNI_CMD_ADD][0], 2); /* 3 ms, 5 ms */
+	assert_int_equal(c.bucket[CNI_CMD_ADD][1], 1); /* 7 ms: le 0.01 */
 	assert_int_equal(buckets_total(&c, CNI_CMD_ADD), 3);
 	assert_int_equal(c.sum_ns[CNI_CMD_ADD], 15 * MS);
-	assert_int_equal(c.bucket[CNI_CMD_DEL][8], 1);	/* 2 s: le 2.5 */
+	assert_int_equal(c.bucket[CNI_CMD_DEL][8], 1); /* 2 s: le 2.5 */
 	assert_int_equal(c.sum_ns[CNI_CMD_DEL], 2000 * MS);
 	assert_int_equal(c.bucket[CNI_CMD_CHECK][CNIOPS_BUCKETS - 1], 1);
 	assert_int_equal(c.sum_ns[CNI_CMD_CHECK], 60000 * MS);
@@ -165,7 +165,7 @@ static void t_older_file_read_then_extended(void **state)
 	assert_int_equal(c.n[CNI_CMD_DEL][0], 4);
 	assert_true(c.has_durations);
 	assert_int_equal(buckets_total(&c, CNI_CMD_ADD), 1);
-	assert_int_equal(c.bucket[CNI_CMD_ADD][2], 1);	/* le 0.025 */
+	assert_int_equal(c.bucket[CNI_CMD_ADD][2], 1); /* le 0.025 */
 	assert_int_equal(c.sum_ns[CNI_CMD_ADD], 20 * MS);
 
 	/* what an older agent reads is still layout 1 at the same offsets */
@@ -186,7 +186,7 @@ static void t_other_layout_left_whole(void **state)
 	size_t n_before, n_after;
 
 	remove_file();
-	write_older_file(MAGIC1 + 1, 9);	/* a layout this release does not know */
+	write_older_file(MAGIC1 + 1, 9); /* a layout this release does not know */
 	path_in(path, sizeof(path));
 	before = slurp(path, &n_before);
 	cniops_record(dir, CNI_CMD_ADD, 0, 1 * MS);
@@ -298,12 +298,23 @@ static void t_page_histogram(void **state)
 	page = render();
 	assert_contains(page, "# TYPE tollgate_cni_operation_duration_seconds histogram\n");
 	/* cumulative, every bucket, +Inf and _count the total, the sum in seconds */
-	assert_contains(page, "tollgate_cni_operation_duration_seconds_bucket{command=\"ADD\",le=\"0.005\"} 1\n");
-	assert_contains(page, "tollgate_cni_operation_duration_seconds_bucket{command=\"ADD\",le=\"0.025\"} 1\n");
-	assert_contains(page, "tollgate_cni_operation_duration_seconds_bucket{command=\"ADD\",le=\"0.05\"} 2\n");
-	assert_contains(page, "tollgate_cni_operation_duration_seconds_bucket{command=\"ADD\",le=\"10\"} 2\n");
-	assert_contains(page, "tollgate_cni_operation_duration_seconds_bucket{command=\"ADD\",le=\"+Inf\"} 3\n");
-	assert_contains(page, "tollgate_cni_operation_duration_seconds_sum{command=\"ADD\"} 12.034\n");
+	assert_contains(
+		page,
+		"tollgate_cni_operation_duration_seconds_bucket{command=\"ADD\",le=\"0.005\"} 1\n");
+	assert_contains(
+		page,
+		"tollgate_cni_operation_duration_seconds_bucket{command=\"ADD\",le=\"0.025\"} 1\n");
+	assert_contains(
+		page,
+		"tollgate_cni_operation_duration_seconds_bucket{command=\"ADD\",le=\"0.05\"} 2\n");
+	assert_contains(
+		page,
+		"tollgate_cni_operation_duration_seconds_bucket{command=\"ADD\",le=\"10\"} 2\n");
+	assert_contains(
+		page,
+		"tollgate_cni_operation_duration_seconds_bucket{command=\"ADD\",le=\"+Inf\"} 3\n");
+	assert_contains(page,
+			"tollgate_cni_operation_duration_seconds_sum{command=\"ADD\"} 12.034\n");
 	assert_contains(page, "tollgate_cni_operation_duration_seconds_count{command=\"ADD\"} 3\n");
 	assert_contains(page, "tollgate_cni_operations_total{command=\"ADD\",code=\"11\"} 1\n");
 	/* no series for a command never run */

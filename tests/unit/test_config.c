@@ -46,7 +46,8 @@ static void expect_ok_cmd(const char *json, enum cni_cmd cmd)
 	int r = parse_cmd(json, cmd, &cfg, &e);
 
 	if (r != 0)
-		fail_msg("config rejected (r=%d code=%d): %s\n  config: %s", r, e.code, e.msg, json);
+		fail_msg("config rejected (r=%d code=%d): %s\n  config: %s", r, e.code, e.msg,
+			 json);
 	assert_int_equal(e.code, 0);
 	node_config_free(&cfg);
 }
@@ -64,7 +65,8 @@ static void expect_ok_cmd(const char *json, enum cni_cmd cmd)
 #define DSTS(v) HEAD "," IPAM_OK ",\"internetGuard\":{\"destinations\":" v "}}"
 #define BUDGETS(kv) HEAD "," IPAM_OK ",\"budgets\":{" kv "}}"
 #define ALLOC_OK "\"allocator\":\"http://10.0.0.9:9618\""
-#define VERSIONED(v, rest) "{\"cniVersion\":\"" v "\",\"name\":\"net\",\"type\":\"tollgate\"," rest "}"
+#define VERSIONED(v, rest) \
+	"{\"cniVersion\":\"" v "\",\"name\":\"net\",\"type\":\"tollgate\"," rest "}"
 
 /* ---- table-driven rejections: each row becomes its own test case ---- */
 
@@ -88,14 +90,17 @@ static void t_bad(void **state)
 		fail_msg("accepted, want code %d naming \"%s\"\n  config: %s", c->code, c->needle,
 			 c->json);
 	if (e.code != c->code)
-		fail_msg("code %d, want %d (msg: %s)\n  config: %s", e.code, c->code, e.msg, c->json);
+		fail_msg("code %d, want %d (msg: %s)\n  config: %s", e.code, c->code, e.msg,
+			 c->json);
 	assert_contains(e.msg, c->needle);
 }
 
 static const struct bad_case bad_cases[] = {
 	/* ---- wrong JSON type of a known key: 7, naming the key ---- */
-	{ "type: cniVersion number", "{\"cniVersion\":1,\"name\":\"net\"," IPAM_OK "}", CNI_CMD_ADD, 7, "cniVersion" },
-	{ "type: name number", "{\"cniVersion\":\"1.1.0\",\"name\":5," IPAM_OK "}", CNI_CMD_ADD, 7, "name" },
+	{ "type: cniVersion number", "{\"cniVersion\":1,\"name\":\"net\"," IPAM_OK "}", CNI_CMD_ADD,
+	  7, "cniVersion" },
+	{ "type: name number", "{\"cniVersion\":\"1.1.0\",\"name\":5," IPAM_OK "}", CNI_CMD_ADD, 7,
+	  "name" },
 	{ "type: type number", "{\"cniVersion\":\"1.1.0\",\"name\":\"net\",\"type\":5," IPAM_OK "}",
 	  CNI_CMD_ADD, 7, "type" },
 	{ "type: type array", "{\"cniVersion\":\"1.1.0\",\"name\":\"net\",\"type\":[]," IPAM_OK "}",
@@ -104,114 +109,229 @@ static const struct bad_case bad_cases[] = {
 	{ "type: mtu float", TOP("\"mtu\":1500.5"), CNI_CMD_ADD, 7, "mtu" },
 	{ "type: mtu bool", TOP("\"mtu\":true"), CNI_CMD_ADD, 7, "mtu" },
 	{ "type: uplink number", TOP("\"uplink\":5"), CNI_CMD_ADD, 7, "uplink" },
-	{ "type: internalCIDRs string", TOP("\"internalCIDRs\":\"10.0.0.0/8\""), CNI_CMD_ADD, 7, "internalCIDRs" },
-	{ "type: internalCIDRs element number", TOP("\"internalCIDRs\":[8]"), CNI_CMD_ADD, 7, "internalCIDRs[0]" },
-	{ "type: internalCIDRs object", TOP("\"internalCIDRs\":{}"), CNI_CMD_ADD, 7, "internalCIDRs" },
+	{ "type: internalCIDRs string", TOP("\"internalCIDRs\":\"10.0.0.0/8\""), CNI_CMD_ADD, 7,
+	  "internalCIDRs" },
+	{ "type: internalCIDRs element number", TOP("\"internalCIDRs\":[8]"), CNI_CMD_ADD, 7,
+	  "internalCIDRs[0]" },
+	{ "type: internalCIDRs object", TOP("\"internalCIDRs\":{}"), CNI_CMD_ADD, 7,
+	  "internalCIDRs" },
 	{ "type: masquerade string", TOP("\"masquerade\":\"yes\""), CNI_CMD_ADD, 7, "masquerade" },
 	{ "type: masquerade number", TOP("\"masquerade\":1"), CNI_CMD_ADD, 7, "masquerade" },
 	{ "type: dataDir number", TOP("\"dataDir\":5"), CNI_CMD_ADD, 7, "dataDir" },
-	{ "type: dataDir array", TOP("\"dataDir\":[\"/run/tollgate\"]"), CNI_CMD_ADD, 7, "dataDir" },
+	{ "type: dataDir array", TOP("\"dataDir\":[\"/run/tollgate\"]"), CNI_CMD_ADD, 7,
+	  "dataDir" },
 	{ "type: logFile bool", TOP("\"logFile\":false"), CNI_CMD_ADD, 7, "logFile" },
 	{ "type: ipam string", HEAD ",\"ipam\":\"static\"}", CNI_CMD_ADD, 7, "ipam" },
 	{ "type: ipam array", HEAD ",\"ipam\":[]}", CNI_CMD_ADD, 7, "ipam" },
-	{ "type: ipam.source number", IPAM("\"source\":1,\"addresses\":[\"10.1.0.1\"]"), CNI_CMD_ADD, 7, "ipam.source" },
-	{ "type: ipam.imdsURL number", IPAM_STATIC("\"imdsURL\":80"), CNI_CMD_ADD, 7, "ipam.imdsURL" },
-	{ "type: ipam.addresses number", IPAM("\"source\":\"static\",\"addresses\":5"), CNI_CMD_ADD, 7, "ipam.addresses" },
-	{ "type: ipam.addresses string", IPAM("\"source\":\"static\",\"addresses\":\"10.1.0.1\""), CNI_CMD_ADD, 7, "ipam.addresses" },
-	{ "type: ipam.addresses element number", IPAM("\"source\":\"static\",\"addresses\":[\"10.1.0.1\",5]"), CNI_CMD_ADD, 7, "ipam.addresses[1]" },
-	{ "type: ipam.exclude string", IPAM_STATIC("\"exclude\":\"10.1.0.11\""), CNI_CMD_ADD, 7, "ipam.exclude" },
-	{ "type: ipam.exclude element null", IPAM_STATIC("\"exclude\":[null]"), CNI_CMD_ADD, 7, "ipam.exclude[0]" },
-	{ "type: ipam.cooldownSeconds string", IPAM_STATIC("\"cooldownSeconds\":\"30\""), CNI_CMD_ADD, 7, "ipam.cooldownSeconds" },
-	{ "type: ipam.cooldownSeconds float", IPAM_STATIC("\"cooldownSeconds\":1.5"), CNI_CMD_ADD, 7, "ipam.cooldownSeconds" },
-	{ "type: accounting array", HEAD "," IPAM_OK ",\"accounting\":[]}", CNI_CMD_ADD, 7, "accounting" },
-	{ "type: accounting.enabled string", ACCT("\"enabled\":\"true\""), CNI_CMD_ADD, 7, "accounting.enabled" },
-	{ "type: accounting.perPod number", ACCT("\"perPod\":1"), CNI_CMD_ADD, 7, "accounting.perPod" },
-	{ "type: accounting.internetMark bool", ACCT("\"internetMark\":true"), CNI_CMD_ADD, 7, "accounting.internetMark" },
-	{ "type: accounting.internetMark array", ACCT("\"internetMark\":[65536]"), CNI_CMD_ADD, 7, "accounting.internetMark" },
+	{ "type: ipam.source number", IPAM("\"source\":1,\"addresses\":[\"10.1.0.1\"]"),
+	  CNI_CMD_ADD, 7, "ipam.source" },
+	{ "type: ipam.imdsURL number", IPAM_STATIC("\"imdsURL\":80"), CNI_CMD_ADD, 7,
+	  "ipam.imdsURL" },
+	{ "type: ipam.addresses number", IPAM("\"source\":\"static\",\"addresses\":5"), CNI_CMD_ADD,
+	  7, "ipam.addresses" },
+	{ "type: ipam.addresses string", IPAM("\"source\":\"static\",\"addresses\":\"10.1.0.1\""),
+	  CNI_CMD_ADD, 7, "ipam.addresses" },
+	{ "type: ipam.addresses element number",
+	  IPAM("\"source\":\"static\",\"addresses\":[\"10.1.0.1\",5]"), CNI_CMD_ADD, 7,
+	  "ipam.addresses[1]" },
+	{ "type: ipam.exclude string", IPAM_STATIC("\"exclude\":\"10.1.0.11\""), CNI_CMD_ADD, 7,
+	  "ipam.exclude" },
+	{ "type: ipam.exclude element null", IPAM_STATIC("\"exclude\":[null]"), CNI_CMD_ADD, 7,
+	  "ipam.exclude[0]" },
+	{ "type: ipam.cooldownSeconds string", IPAM_STATIC("\"cooldownSeconds\":\"30\""),
+	  CNI_CMD_ADD, 7, "ipam.cooldownSeconds" },
+	{ "type: ipam.cooldownSeconds float", IPAM_STATIC("\"cooldownSeconds\":1.5"), CNI_CMD_ADD,
+	  7, "ipam.cooldownSeconds" },
+	{ "type: accounting array", HEAD "," IPAM_OK ",\"accounting\":[]}", CNI_CMD_ADD, 7,
+	  "accounting" },
+	{ "type: accounting.enabled string", ACCT("\"enabled\":\"true\""), CNI_CMD_ADD, 7,
+	  "accounting.enabled" },
+	{ "type: accounting.perPod number", ACCT("\"perPod\":1"), CNI_CMD_ADD, 7,
+	  "accounting.perPod" },
+	{ "type: accounting.internetMark bool", ACCT("\"internetMark\":true"), CNI_CMD_ADD, 7,
+	  "accounting.internetMark" },
+	{ "type: accounting.internetMark array", ACCT("\"internetMark\":[65536]"), CNI_CMD_ADD, 7,
+	  "accounting.internetMark" },
 	{ "type: shaping string", TOP("\"shaping\":\"fast\""), CNI_CMD_ADD, 7, "shaping" },
-	{ "type: runtimeConfig array", TOP("\"runtimeConfig\":[]"), CNI_CMD_ADD, 7, "runtimeConfig" },
-	{ "type: runtimeConfig string", TOP("\"runtimeConfig\":\"x\""), CNI_CMD_ADD, 7, "runtimeConfig" },
-	{ "type: valid-attachments object", TOP("\"cni.dev/valid-attachments\":{}"), CNI_CMD_GC, 7, "cni.dev/valid-attachments" },
-	{ "type: valid-attachments element string", TOP("\"cni.dev/valid-attachments\":[\"abc\"]"), CNI_CMD_GC, 7, "cni.dev/valid-attachments[0]" },
-	{ "type: valid-attachments element without ifname", TOP("\"cni.dev/valid-attachments\":[{\"containerID\":\"a\",\"ifname\":\"eth0\"},{\"containerID\":\"b\"}]"), CNI_CMD_GC, 7, "cni.dev/valid-attachments[1]" },
-	{ "type: valid-attachments containerID number", TOP("\"cni.dev/valid-attachments\":[{\"containerID\":1,\"ifname\":\"eth0\"}]"), CNI_CMD_GC, 7, "containerID" },
+	{ "type: runtimeConfig array", TOP("\"runtimeConfig\":[]"), CNI_CMD_ADD, 7,
+	  "runtimeConfig" },
+	{ "type: runtimeConfig string", TOP("\"runtimeConfig\":\"x\""), CNI_CMD_ADD, 7,
+	  "runtimeConfig" },
+	{ "type: valid-attachments object", TOP("\"cni.dev/valid-attachments\":{}"), CNI_CMD_GC, 7,
+	  "cni.dev/valid-attachments" },
+	{ "type: valid-attachments element string", TOP("\"cni.dev/valid-attachments\":[\"abc\"]"),
+	  CNI_CMD_GC, 7, "cni.dev/valid-attachments[0]" },
+	{ "type: valid-attachments element without ifname",
+	  TOP("\"cni.dev/valid-attachments\":[{\"containerID\":\"a\",\"ifname\":\"eth0\"},{\"containerID\":\"b\"}]"),
+	  CNI_CMD_GC, 7, "cni.dev/valid-attachments[1]" },
+	{ "type: valid-attachments containerID number",
+	  TOP("\"cni.dev/valid-attachments\":[{\"containerID\":1,\"ifname\":\"eth0\"}]"),
+	  CNI_CMD_GC, 7, "containerID" },
 	/* prevResult that is not an object cannot be decoded: 6 (contract) */
 	{ "type: prevResult array is 6", TOP("\"prevResult\":[]"), CNI_CMD_DEL, 6, "prevResult" },
-	{ "type: prevResult string is 6", TOP("\"prevResult\":\"x\""), CNI_CMD_CHECK, 6, "prevResult" },
+	{ "type: prevResult string is 6", TOP("\"prevResult\":\"x\""), CNI_CMD_CHECK, 6,
+	  "prevResult" },
 
 	/* ---- budgets ---- */
 	{ "type: budgets array", TOP("\"budgets\":[]"), CNI_CMD_ADD, 7, "budgets" },
-	{ "type: budgets.allocator number", BUDGETS("\"allocator\":5"), CNI_CMD_ADD, 7, "budgets.allocator" },
-	{ "value: budgets.allocator not a URL", BUDGETS("\"allocator\":\"tollgate-allocator:9618\""), CNI_CMD_ADD, 7, "budgets.allocator" },
-	{ "value: budgets.allocator ftp", BUDGETS("\"allocator\":\"ftp://a/\""), CNI_CMD_ADD, 7, "budgets.allocator" },
-	{ "value: budgets.allocator with a blank", BUDGETS("\"allocator\":\"http://a b/\""), CNI_CMD_ADD, 7, "budgets.allocator" },
-	{ "value: budgets.reportSeconds 0", BUDGETS(ALLOC_OK ",\"reportSeconds\":0"), CNI_CMD_ADD, 7, "budgets.reportSeconds" },
-	{ "value: budgets.reportSeconds 61", BUDGETS(ALLOC_OK ",\"reportSeconds\":61"), CNI_CMD_ADD, 7, "budgets.reportSeconds" },
-	{ "type: budgets.reportSeconds string", BUDGETS(ALLOC_OK ",\"reportSeconds\":\"1\""), CNI_CMD_ADD, 7, "budgets.reportSeconds" },
-	{ "value: budgets.leaseSeconds 1", BUDGETS(ALLOC_OK ",\"leaseSeconds\":1"), CNI_CMD_ADD, 7, "budgets.leaseSeconds" },
-	{ "value: budgets.leaseSeconds under two reports", BUDGETS(ALLOC_OK ",\"reportSeconds\":5,\"leaseSeconds\":9"), CNI_CMD_ADD, 7, "budgets.leaseSeconds" },
-	{ "value: budgets.fallback 10Mbps", BUDGETS(ALLOC_OK ",\"fallback\":\"10Mbps\""), CNI_CMD_ADD, 7, "budgets.fallback" },
-	{ "value: budgets.fallback negative", BUDGETS(ALLOC_OK ",\"fallback\":-1"), CNI_CMD_ADD, 7, "budgets.fallback" },
-	{ "type: budgets.internetEgress array", BUDGETS(ALLOC_OK ",\"internetEgress\":[]"), CNI_CMD_ADD, 7, "budgets.internetEgress" },
-	{ "value: budgets.internetEgress rate zero", BUDGETS(ALLOC_OK ",\"internetEgress\":{\"datasets\":\"0\"}"), CNI_CMD_ADD, 7, "budgets.internetEgress[\"datasets\"]" },
-	{ "value: budgets.internetEgress rate overflow", BUDGETS(ALLOC_OK ",\"internetEgress\":{\"datasets\":\"99999999999G\"}"), CNI_CMD_ADD, 7, "budgets.internetEgress[\"datasets\"]" },
-	{ "value: budgets.internetEgress upper-case namespace", BUDGETS(ALLOC_OK ",\"internetEgress\":{\"Datasets\":\"1G\"}"), CNI_CMD_ADD, 7, "budgets.internetEgress[\"Datasets\"]" },
-	{ "missing: budgets.allocator with a budget", BUDGETS("\"internetEgress\":{\"datasets\":\"1G\"}"), CNI_CMD_ADD, 7, "budgets.allocator" },
+	{ "type: budgets.allocator number", BUDGETS("\"allocator\":5"), CNI_CMD_ADD, 7,
+	  "budgets.allocator" },
+	{ "value: budgets.allocator not a URL",
+	  BUDGETS("\"allocator\":\"tollgate-allocator:9618\""), CNI_CMD_ADD, 7,
+	  "budgets.allocator" },
+	{ "value: budgets.allocator ftp", BUDGETS("\"allocator\":\"ftp://a/\""), CNI_CMD_ADD, 7,
+	  "budgets.allocator" },
+	{ "value: budgets.allocator with a blank", BUDGETS("\"allocator\":\"http://a b/\""),
+	  CNI_CMD_ADD, 7, "budgets.allocator" },
+	{ "value: budgets.reportSeconds 0", BUDGETS(ALLOC_OK ",\"reportSeconds\":0"), CNI_CMD_ADD,
+	  7, "budgets.reportSeconds" },
+	{ "value: budgets.reportSeconds 61", BUDGETS(ALLOC_OK ",\"reportSeconds\":61"), CNI_CMD_ADD,
+	  7, "budgets.reportSeconds" },
+	{ "type: budgets.reportSeconds string", BUDGETS(ALLOC_OK ",\"reportSeconds\":\"1\""),
+	  CNI_CMD_ADD, 7, "budgets.reportSeconds" },
+	{ "value: budgets.leaseSeconds 1", BUDGETS(ALLOC_OK ",\"leaseSeconds\":1"), CNI_CMD_ADD, 7,
+	  "budgets.leaseSeconds" },
+	{ "value: budgets.leaseSeconds under two reports",
+	  BUDGETS(ALLOC_OK ",\"reportSeconds\":5,\"leaseSeconds\":9"), CNI_CMD_ADD, 7,
+	  "budgets.leaseSeconds" },
+	{ "value: budgets.fallback 10Mbps", BUDGETS(ALLOC_OK ",\"fallback\":\"10Mbps\""),
+	  CNI_CMD_ADD, 7, "budgets.fallback" },
+	{ "value: budgets.fallback negative", BUDGETS(ALLOC_OK ",\"fallback\":-1"), CNI_CMD_ADD, 7,
+	  "budgets.fallback" },
+	{ "type: budgets.internetEgress array", BUDGETS(ALLOC_OK ",\"internetEgress\":[]"),
+	  CNI_CMD_ADD, 7, "budgets.internetEgress" },
+	{ "value: budgets.internetEgress rate zero",
+	  BUDGETS(ALLOC_OK ",\"internetEgress\":{\"datasets\":\"0\"}"), CNI_CMD_ADD, 7,
+	  "budgets.internetEgress[\"datasets\"]" },
+	{ "value: budgets.internetEgress rate overflow",
+	  BUDGETS(ALLOC_OK ",\"internetEgress\":{\"datasets\":\"99999999999G\"}"), CNI_CMD_ADD, 7,
+	  "budgets.internetEgress[\"datasets\"]" },
+	{ "value: budgets.internetEgress upper-case namespace",
+	  BUDGETS(ALLOC_OK ",\"internetEgress\":{\"Datasets\":\"1G\"}"), CNI_CMD_ADD, 7,
+	  "budgets.internetEgress[\"Datasets\"]" },
+	{ "missing: budgets.allocator with a budget",
+	  BUDGETS("\"internetEgress\":{\"datasets\":\"1G\"}"), CNI_CMD_ADD, 7,
+	  "budgets.allocator" },
 
 	/* ---- internetGuard ---- */
-	{ "type: internetGuard array", TOP("\"internetGuard\":[]"), CNI_CMD_ADD, 7, "internetGuard" },
-	{ "type: internetGuard.connections number", TOP("\"internetGuard\":{\"connections\":5}"), CNI_CMD_ADD, 7, "internetGuard.connections" },
-	{ "value: internetGuard.connections.namespaceDefault 0", GUARD("\"namespaceDefault\":0"), CNI_CMD_ADD, 7, "internetGuard.connections.namespaceDefault" },
-	{ "value: internetGuard.connections.namespaceDefault over ten million", GUARD("\"namespaceDefault\":10000001"), CNI_CMD_ADD, 7, "internetGuard.connections.namespaceDefault" },
-	{ "type: internetGuard.connections.namespaceDefault string", GUARD("\"namespaceDefault\":\"20000\""), CNI_CMD_ADD, 7, "internetGuard.connections.namespaceDefault" },
-	{ "value: internetGuard.connections.newPerSecond negative", GUARD("\"newPerSecond\":-1"), CNI_CMD_ADD, 7, "internetGuard.connections.newPerSecond" },
-	{ "type: internetGuard.connections.newPerSecond float", GUARD("\"newPerSecond\":2.5"), CNI_CMD_ADD, 7, "internetGuard.connections.newPerSecond" },
-	{ "type: internetGuard.connections.namespaces array", GUARD("\"namespaces\":[]"), CNI_CMD_ADD, 7, "internetGuard.connections.namespaces" },
-	{ "value: internetGuard.connections.namespaces upper-case namespace", GUARD("\"namespaces\":{\"Crawl\":5}"), CNI_CMD_ADD, 7, "internetGuard.connections.namespaces[\"Crawl\"]" },
-	{ "value: internetGuard.connections.namespaces limit negative", GUARD("\"namespaces\":{\"crawl\":-5}"), CNI_CMD_ADD, 7, "internetGuard.connections.namespaces[\"crawl\"]" },
-	{ "type: internetGuard.connections.namespaces limit string", GUARD("\"namespaces\":{\"crawl\":\"5\"}"), CNI_CMD_ADD, 7, "internetGuard.connections.namespaces[\"crawl\"]" },
-	{ "type: internetGuard.destinations array", DSTS("[]"), CNI_CMD_ADD, 7, "internetGuard.destinations" },
-	{ "value: internetGuard.destinations.top 0", DSTS("{\"top\":0}"), CNI_CMD_ADD, 7, "internetGuard.destinations.top" },
-	{ "value: internetGuard.destinations.top over 100", DSTS("{\"top\":101}"), CNI_CMD_ADD, 7, "internetGuard.destinations.top" },
-	{ "value: internetGuard.destinations.prefixLength 7", DSTS("{\"prefixLength\":7}"), CNI_CMD_ADD, 7, "internetGuard.destinations.prefixLength" },
-	{ "value: internetGuard.destinations.prefixLength 33", DSTS("{\"prefixLength\":33}"), CNI_CMD_ADD, 7, "internetGuard.destinations.prefixLength" },
-	{ "type: internetGuard.destinations.prefixLength string", DSTS("{\"prefixLength\":\"24\"}"), CNI_CMD_ADD, 7, "internetGuard.destinations.prefixLength" },
-	{ "value: internetGuard.destinations.tracked 15", DSTS("{\"tracked\":15}"), CNI_CMD_ADD, 7, "internetGuard.destinations.tracked" },
-	{ "value: internetGuard.destinations.tracked over 65536", DSTS("{\"tracked\":65537}"), CNI_CMD_ADD, 7, "internetGuard.destinations.tracked" },
-	{ "value: internetGuard.destinations.top above tracked", DSTS("{\"top\":20,\"tracked\":16}"), CNI_CMD_ADD, 7, "internetGuard.destinations.top (20) is more than internetGuard.destinations.tracked (16)" },
+	{ "type: internetGuard array", TOP("\"internetGuard\":[]"), CNI_CMD_ADD, 7,
+	  "internetGuard" },
+	{ "type: internetGuard.connections number", TOP("\"internetGuard\":{\"connections\":5}"),
+	  CNI_CMD_ADD, 7, "internetGuard.connections" },
+	{ "value: internetGuard.connections.namespaceDefault 0", GUARD("\"namespaceDefault\":0"),
+	  CNI_CMD_ADD, 7, "internetGuard.connections.namespaceDefault" },
+	{ "value: internetGuard.connections.namespaceDefault over ten million",
+	  GUARD("\"namespaceDefault\":10000001"), CNI_CMD_ADD, 7,
+	  "internetGuard.connections.namespaceDefault" },
+	{ "type: internetGuard.connections.namespaceDefault string",
+	  GUARD("\"namespaceDefault\":\"20000\""), CNI_CMD_ADD, 7,
+	  "internetGuard.connections.namespaceDefault" },
+	{ "value: internetGuard.connections.newPerSecond negative", GUARD("\"newPerSecond\":-1"),
+	  CNI_CMD_ADD, 7, "internetGuard.connections.newPerSecond" },
+	{ "type: internetGuard.connections.newPerSecond float", GUARD("\"newPerSecond\":2.5"),
+	  CNI_CMD_ADD, 7, "internetGuard.connections.newPerSecond" },
+	{ "type: internetGuard.connections.namespaces array", GUARD("\"namespaces\":[]"),
+	  CNI_CMD_ADD, 7, "internetGuard.connections.namespaces" },
+	{ "value: internetGuard.connections.namespaces upper-case namespace",
+	  GUARD("\"namespaces\":{\"Crawl\":5}"), CNI_CMD_ADD, 7,
+	  "internetGuard.connections.namespaces[\"Crawl\"]" },
+	{ "value: internetGuard.connections.namespaces limit negative",
+	  GUARD("\"namespaces\":{\"crawl\":-5}"), CNI_CMD_ADD, 7,
+	  "internetGuard.connections.namespaces[\"crawl\"]" },
+	{ "type: internetGuard.connections.namespaces limit string",
+	  GUARD("\"namespaces\":{\"crawl\":\"5\"}"), CNI_CMD_ADD, 7,
+	  "internetGuard.connections.namespaces[\"crawl\"]" },
+	{ "type: internetGuard.destinations array", DSTS("[]"), CNI_CMD_ADD, 7,
+	  "internetGuard.destinations" },
+	{ "value: internetGuard.destinations.top 0", DSTS("{\"top\":0}"), CNI_CMD_ADD, 7,
+	  "internetGuard.destinations.top" },
+	{ "value: internetGuard.destinations.top over 100", DSTS("{\"top\":101}"), CNI_CMD_ADD, 7,
+	  "internetGuard.destinations.top" },
+	{ "value: internetGuard.destinations.prefixLength 7", DSTS("{\"prefixLength\":7}"),
+	  CNI_CMD_ADD, 7, "internetGuard.destinations.prefixLength" },
+	{ "value: internetGuard.destinations.prefixLength 33", DSTS("{\"prefixLength\":33}"),
+	  CNI_CMD_ADD, 7, "internetGuard.destinations.prefixLength" },
+	{ "type: internetGuard.destinations.prefixLength string", DSTS("{\"prefixLength\":\"24\"}"),
+	  CNI_CMD_ADD, 7, "internetGuard.destinations.prefixLength" },
+	{ "value: internetGuard.destinations.tracked 15", DSTS("{\"tracked\":15}"), CNI_CMD_ADD, 7,
+	  "internetGuard.destinations.tracked" },
+	{ "value: internetGuard.destinations.tracked over 65536", DSTS("{\"tracked\":65537}"),
+	  CNI_CMD_ADD, 7, "internetGuard.destinations.tracked" },
+	{ "value: internetGuard.destinations.top above tracked",
+	  DSTS("{\"top\":20,\"tracked\":16}"), CNI_CMD_ADD, 7,
+	  "internetGuard.destinations.top (20) is more than internetGuard.destinations.tracked (16)" },
 	/* ---- nodeAccess ---- */
 	{ "type: nodeAccess array", TOP("\"nodeAccess\":[]"), CNI_CMD_ADD, 7, "nodeAccess" },
-	{ "type: nodeAccess.metadataNamespaces string", ACCESS("\"metadataNamespaces\":\"monitoring\""), CNI_CMD_ADD, 7, "nodeAccess.metadataNamespaces" },
-	{ "type: nodeAccess.metadataNamespaces element number", ACCESS("\"metadataNamespaces\":[\"a\",5]"), CNI_CMD_ADD, 7, "nodeAccess.metadataNamespaces[1]" },
-	{ "type: nodeAccess.metricsNamespaces object", ACCESS("\"metricsNamespaces\":{}"), CNI_CMD_ADD, 7, "nodeAccess.metricsNamespaces" },
-	{ "type: nodeAccess.metricsPort string", ACCESS("\"metricsPort\":\"9617\""), CNI_CMD_ADD, 7, "nodeAccess.metricsPort" },
-	{ "type: nodeAccess.metricsPort float", ACCESS("\"metricsPort\":9617.5"), CNI_CMD_ADD, 7, "nodeAccess.metricsPort" },
-	{ "value: nodeAccess.metricsPort 0", ACCESS("\"metricsPort\":0"), CNI_CMD_ADD, 7, "nodeAccess.metricsPort" },
-	{ "value: nodeAccess.metricsPort 65536", ACCESS("\"metricsPort\":65536"), CNI_CMD_ADD, 7, "nodeAccess.metricsPort" },
-	{ "value: nodeAccess.metadataNamespaces upper case", ACCESS("\"metadataNamespaces\":[\"Kube\"]"), CNI_CMD_ADD, 7, "nodeAccess.metadataNamespaces[0]" },
-	{ "value: nodeAccess.metadataNamespaces empty name", ACCESS("\"metadataNamespaces\":[\"\"]"), CNI_CMD_ADD, 7, "nodeAccess.metadataNamespaces[0]" },
-	{ "value: nodeAccess.metricsNamespaces underscore", ACCESS("\"metricsNamespaces\":[\"ok\",\"a_b\"]"), CNI_CMD_ADD, 7, "nodeAccess.metricsNamespaces[1]" },
-	{ "value: nodeAccess.metricsNamespaces leading dash", ACCESS("\"metricsNamespaces\":[\"-a\"]"), CNI_CMD_ADD, 7, "nodeAccess.metricsNamespaces[0]" },
-	{ "type: nodeAccess.hostPortDeny object", ACCESS("\"hostPortDeny\":{}"), CNI_CMD_ADD, 7, "nodeAccess.hostPortDeny must be an array" },
-	{ "type: nodeAccess.hostPortDeny element bool", ACCESS("\"hostPortDeny\":[22,true]"), CNI_CMD_ADD, 7, "nodeAccess.hostPortDeny[1] must be a port" },
-	{ "value: nodeAccess.hostPortDeny port 0", ACCESS("\"hostPortDeny\":[0]"), CNI_CMD_ADD, 7, "nodeAccess.hostPortDeny[0]: 0 is not a port" },
-	{ "value: nodeAccess.hostPortDeny port 65536", ACCESS("\"hostPortDeny\":[65536]"), CNI_CMD_ADD, 7, "nodeAccess.hostPortDeny[0]: 65536 is not a port" },
-	{ "value: nodeAccess.hostPortDeny range reversed", ACCESS("\"hostPortDeny\":[\"32767-30000\"]"), CNI_CMD_ADD, 7, "nodeAccess.hostPortDeny[0]: \"32767-30000\" is not a range" },
-	{ "value: nodeAccess.hostPortDeny range open", ACCESS("\"hostPortDeny\":[\"30000-\"]"), CNI_CMD_ADD, 7, "nodeAccess.hostPortDeny[0]: \"30000-\" is not a range" },
-	{ "value: nodeAccess.hostPortDeny range signed", ACCESS("\"hostPortDeny\":[\"-1-5\"]"), CNI_CMD_ADD, 7, "nodeAccess.hostPortDeny[0]: \"-1-5\" is not a range" },
-	{ "value: nodeAccess.hostPortDeny range past 65535", ACCESS("\"hostPortDeny\":[\"1-70000\"]"), CNI_CMD_ADD, 7, "nodeAccess.hostPortDeny[0]: \"1-70000\" is not a range" },
-	{ "value: nodeAccess.hostPortDeny 33 entries", ACCESS("\"hostPortDeny\":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32,33]"), CNI_CMD_ADD, 7, "nodeAccess.hostPortDeny lists more than 32 entries" },
-	{ "value: nodeAccess.namespaceConnections negative", ACCESS("\"namespaceConnections\":-1"), CNI_CMD_ADD, 7, "nodeAccess.namespaceConnections" },
-	{ "type: nodeAccess.namespaceConnections string", ACCESS("\"namespaceConnections\":\"1000\""), CNI_CMD_ADD, 7, "nodeAccess.namespaceConnections" },
-	{ "value: nodeAccess.newNeighboursPerSecond negative", ACCESS("\"newNeighboursPerSecond\":-5"), CNI_CMD_ADD, 7, "nodeAccess.newNeighboursPerSecond" },
-	{ "value: nodeAccess.newNeighboursPerSecond over a million", ACCESS("\"newNeighboursPerSecond\":1000001"), CNI_CMD_ADD, 7, "nodeAccess.newNeighboursPerSecond" },
-	{ "value: nodeAccess.metricsNamespaces 64 characters", ACCESS("\"metricsNamespaces\":[\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"]"), CNI_CMD_ADD, 7, "nodeAccess.metricsNamespaces[0]" },
+	{ "type: nodeAccess.metadataNamespaces string",
+	  ACCESS("\"metadataNamespaces\":\"monitoring\""), CNI_CMD_ADD, 7,
+	  "nodeAccess.metadataNamespaces" },
+	{ "type: nodeAccess.metadataNamespaces element number",
+	  ACCESS("\"metadataNamespaces\":[\"a\",5]"), CNI_CMD_ADD, 7,
+	  "nodeAccess.metadataNamespaces[1]" },
+	{ "type: nodeAccess.metricsNamespaces object", ACCESS("\"metricsNamespaces\":{}"),
+	  CNI_CMD_ADD, 7, "nodeAccess.metricsNamespaces" },
+	{ "type: nodeAccess.metricsPort string", ACCESS("\"metricsPort\":\"9617\""), CNI_CMD_ADD, 7,
+	  "nodeAccess.metricsPort" },
+	{ "type: nodeAccess.metricsPort float", ACCESS("\"metricsPort\":9617.5"), CNI_CMD_ADD, 7,
+	  "nodeAccess.metricsPort" },
+	{ "value: nodeAccess.metricsPort 0", ACCESS("\"metricsPort\":0"), CNI_CMD_ADD, 7,
+	  "nodeAccess.metricsPort" },
+	{ "value: nodeAccess.metricsPort 65536", ACCESS("\"metricsPort\":65536"), CNI_CMD_ADD, 7,
+	  "nodeAccess.metricsPort" },
+	{ "value: nodeAccess.metadataNamespaces upper case",
+	  ACCESS("\"metadataNamespaces\":[\"Kube\"]"), CNI_CMD_ADD, 7,
+	  "nodeAccess.metadataNamespaces[0]" },
+	{ "value: nodeAccess.metadataNamespaces empty name",
+	  ACCESS("\"metadataNamespaces\":[\"\"]"), CNI_CMD_ADD, 7,
+	  "nodeAccess.metadataNamespaces[0]" },
+	{ "value: nodeAccess.metricsNamespaces underscore",
+	  ACCESS("\"metricsNamespaces\":[\"ok\",\"a_b\"]"), CNI_CMD_ADD, 7,
+	  "nodeAccess.metricsNamespaces[1]" },
+	{ "value: nodeAccess.metricsNamespaces leading dash",
+	  ACCESS("\"metricsNamespaces\":[\"-a\"]"), CNI_CMD_ADD, 7,
+	  "nodeAccess.metricsNamespaces[0]" },
+	{ "type: nodeAccess.hostPortDeny object", ACCESS("\"hostPortDeny\":{}"), CNI_CMD_ADD, 7,
+	  "nodeAccess.hostPortDeny must be an array" },
+	{ "type: nodeAccess.hostPortDeny element bool", ACCESS("\"hostPortDeny\":[22,true]"),
+	  CNI_CMD_ADD, 7, "nodeAccess.hostPortDeny[1] must be a port" },
+	{ "value: nodeAccess.hostPortDeny port 0", ACCESS("\"hostPortDeny\":[0]"), CNI_CMD_ADD, 7,
+	  "nodeAccess.hostPortDeny[0]: 0 is not a port" },
+	{ "value: nodeAccess.hostPortDeny port 65536", ACCESS("\"hostPortDeny\":[65536]"),
+	  CNI_CMD_ADD, 7, "nodeAccess.hostPortDeny[0]: 65536 is not a port" },
+	{ "value: nodeAccess.hostPortDeny range reversed",
+	  ACCESS("\"hostPortDeny\":[\"32767-30000\"]"), CNI_CMD_ADD, 7,
+	  "nodeAccess.hostPortDeny[0]: \"32767-30000\" is not a range" },
+	{ "value: nodeAccess.hostPortDeny range open", ACCESS("\"hostPortDeny\":[\"30000-\"]"),
+	  CNI_CMD_ADD, 7, "nodeAccess.hostPortDeny[0]: \"30000-\" is not a range" },
+	{ "value: nodeAccess.hostPortDeny range signed", ACCESS("\"hostPortDeny\":[\"-1-5\"]"),
+	  CNI_CMD_ADD, 7, "nodeAccess.hostPortDeny[0]: \"-1-5\" is not a range" },
+	{ "value: nodeAccess.hostPortDeny range past 65535",
+	  ACCESS("\"hostPortDeny\":[\"1-70000\"]"), CNI_CMD_ADD, 7,
+	  "nodeAccess.hostPortDeny[0]: \"1-70000\" is not a range" },
+	{ "value: nodeAccess.hostPortDeny 33 entries",
+	  ACCESS("\"hostPortDeny\":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32,33]"),
+	  CNI_CMD_ADD, 7, "nodeAccess.hostPortDeny lists more than 32 entries" },
+	{ "value: nodeAccess.namespaceConnections negative", ACCESS("\"namespaceConnections\":-1"),
+	  CNI_CMD_ADD, 7, "nodeAccess.namespaceConnections" },
+	{ "type: nodeAccess.namespaceConnections string",
+	  ACCESS("\"namespaceConnections\":\"1000\""), CNI_CMD_ADD, 7,
+	  "nodeAccess.namespaceConnections" },
+	{ "value: nodeAccess.newNeighboursPerSecond negative",
+	  ACCESS("\"newNeighboursPerSecond\":-5"), CNI_CMD_ADD, 7,
+	  "nodeAccess.newNeighboursPerSecond" },
+	{ "value: nodeAccess.newNeighboursPerSecond over a million",
+	  ACCESS("\"newNeighboursPerSecond\":1000001"), CNI_CMD_ADD, 7,
+	  "nodeAccess.newNeighboursPerSecond" },
+	{ "value: nodeAccess.metricsNamespaces 64 characters",
+	  ACCESS("\"metricsNamespaces\":[\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"]"),
+	  CNI_CMD_ADD, 7, "nodeAccess.metricsNamespaces[0]" },
 
 	/* ---- missing required keys ---- */
 	{ "missing: cniVersion", "{\"name\":\"net\"," IPAM_OK "}", CNI_CMD_ADD, 7, "cniVersion" },
 	{ "missing: name", "{\"cniVersion\":\"1.1.0\"," IPAM_OK "}", CNI_CMD_ADD, 7, "name" },
 	{ "missing: ipam", HEAD "}", CNI_CMD_ADD, 7, "ipam" },
-	{ "null: name", "{\"cniVersion\":\"1.1.0\",\"name\":null," IPAM_OK "}", CNI_CMD_ADD, 7, "name" },
+	{ "null: name", "{\"cniVersion\":\"1.1.0\",\"name\":null," IPAM_OK "}", CNI_CMD_ADD, 7,
+	  "name" },
 
 	/* ---- cniVersion ---- */
 	{ "version: 9.9.9 is 1", VERSIONED("9.9.9", IPAM_OK), CNI_CMD_ADD, 1, "9.9.9" },
@@ -219,13 +339,19 @@ static const struct bad_case bad_cases[] = {
 	{ "version: 0.2.0 is 1", VERSIONED("0.2.0", IPAM_OK), CNI_CMD_ADD, 1, "0.2.0" },
 	{ "version: 1.1 is 1", VERSIONED("1.1", IPAM_OK), CNI_CMD_ADD, 1, "cniVersion" },
 	{ "version: 1.2.0 is 1", VERSIONED("1.2.0", IPAM_OK), CNI_CMD_ADD, 1, "1.2.0" },
-	{ "version: 1.1.0 with a space is 1", VERSIONED("1.1.0 ", IPAM_OK), CNI_CMD_ADD, 1, "cniVersion" },
-	{ "version: 9.9.9 on VERSION is 1", VERSIONED("9.9.9", IPAM_OK), CNI_CMD_VERSION, 1, "9.9.9" },
-	{ "version: CHECK with 0.3.1 is 1", VERSIONED("0.3.1", IPAM_OK), CNI_CMD_CHECK, 1, "CHECK" },
-	{ "version: CHECK with 0.3.0 is 1", VERSIONED("0.3.0", IPAM_OK), CNI_CMD_CHECK, 1, "CHECK" },
-	{ "version: STATUS with 1.0.0 is 1", VERSIONED("1.0.0", IPAM_OK), CNI_CMD_STATUS, 1, "STATUS" },
+	{ "version: 1.1.0 with a space is 1", VERSIONED("1.1.0 ", IPAM_OK), CNI_CMD_ADD, 1,
+	  "cniVersion" },
+	{ "version: 9.9.9 on VERSION is 1", VERSIONED("9.9.9", IPAM_OK), CNI_CMD_VERSION, 1,
+	  "9.9.9" },
+	{ "version: CHECK with 0.3.1 is 1", VERSIONED("0.3.1", IPAM_OK), CNI_CMD_CHECK, 1,
+	  "CHECK" },
+	{ "version: CHECK with 0.3.0 is 1", VERSIONED("0.3.0", IPAM_OK), CNI_CMD_CHECK, 1,
+	  "CHECK" },
+	{ "version: STATUS with 1.0.0 is 1", VERSIONED("1.0.0", IPAM_OK), CNI_CMD_STATUS, 1,
+	  "STATUS" },
 	{ "version: GC with 1.0.0 is 1", VERSIONED("1.0.0", IPAM_OK), CNI_CMD_GC, 1, "GC" },
-	{ "version: STATUS with 0.4.0 is 1", VERSIONED("0.4.0", IPAM_OK), CNI_CMD_STATUS, 1, "STATUS" },
+	{ "version: STATUS with 0.4.0 is 1", VERSIONED("0.4.0", IPAM_OK), CNI_CMD_STATUS, 1,
+	  "STATUS" },
 	{ "version: GC with 0.3.1 is 1", VERSIONED("0.3.1", IPAM_OK), CNI_CMD_GC, 1, "GC" },
 
 	/* ---- invalid values: 7, naming the key ---- */
@@ -235,64 +361,125 @@ static const struct bad_case bad_cases[] = {
 	{ "value: mtu -1500", TOP("\"mtu\":-1500"), CNI_CMD_ADD, 7, "mtu" },
 	{ "value: mtu 2^63 overflow", TOP("\"mtu\":9223372036854775808"), CNI_CMD_ADD, 7, "mtu" },
 	{ "value: uplink empty", TOP("\"uplink\":\"\""), CNI_CMD_ADD, 7, "uplink" },
-	{ "value: uplink 16 chars", TOP("\"uplink\":\"abcdefghijklmnop\""), CNI_CMD_ADD, 7, "uplink" },
+	{ "value: uplink 16 chars", TOP("\"uplink\":\"abcdefghijklmnop\""), CNI_CMD_ADD, 7,
+	  "uplink" },
 	{ "value: uplink with slash", TOP("\"uplink\":\"eth/0\""), CNI_CMD_ADD, 7, "uplink" },
-	{ "value: internalCIDRs bad prefix", TOP("\"internalCIDRs\":[\"10.0.0.0/33\"]"), CNI_CMD_ADD, 7, "internalCIDRs[0]" },
-	{ "value: internalCIDRs not a CIDR", TOP("\"internalCIDRs\":[\"10.0.0.0/8\",\"banana\"]"), CNI_CMD_ADD, 7, "internalCIDRs[1]" },
-	{ "value: internalCIDRs bare address", TOP("\"internalCIDRs\":[\"10.0.0.0\"]"), CNI_CMD_ADD, 7, "internalCIDRs[0]" },
-	{ "value: internalCIDRs host bits set", TOP("\"internalCIDRs\":[\"10.1.2.3/8\"]"), CNI_CMD_ADD, 7, "internalCIDRs[0]" },
-	{ "value: internalCIDRs overlapping", TOP("\"internalCIDRs\":[\"10.0.0.0/8\",\"10.1.0.0/16\"]"), CNI_CMD_ADD, 7, "internalCIDRs" },
-	{ "value: internalCIDRs overlapping, reversed order", TOP("\"internalCIDRs\":[\"192.168.1.0/24\",\"172.16.0.0/12\",\"192.168.0.0/16\"]"), CNI_CMD_ADD, 7, "internalCIDRs" },
-	{ "value: internalCIDRs duplicate", TOP("\"internalCIDRs\":[\"10.0.0.0/8\",\"10.0.0.0/8\"]"), CNI_CMD_ADD, 7, "internalCIDRs" },
-	{ "value: internalCIDRs empty", TOP("\"internalCIDRs\":[]"), CNI_CMD_ADD, 7, "internalCIDRs" },
-	{ "value: dataDir relative", TOP("\"dataDir\":\"run/tollgate\""), CNI_CMD_ADD, 7, "dataDir" },
+	{ "value: internalCIDRs bad prefix", TOP("\"internalCIDRs\":[\"10.0.0.0/33\"]"),
+	  CNI_CMD_ADD, 7, "internalCIDRs[0]" },
+	{ "value: internalCIDRs not a CIDR", TOP("\"internalCIDRs\":[\"10.0.0.0/8\",\"banana\"]"),
+	  CNI_CMD_ADD, 7, "internalCIDRs[1]" },
+	{ "value: internalCIDRs bare address", TOP("\"internalCIDRs\":[\"10.0.0.0\"]"), CNI_CMD_ADD,
+	  7, "internalCIDRs[0]" },
+	{ "value: internalCIDRs host bits set", TOP("\"internalCIDRs\":[\"10.1.2.3/8\"]"),
+	  CNI_CMD_ADD, 7, "internalCIDRs[0]" },
+	{ "value: internalCIDRs overlapping",
+	  TOP("\"internalCIDRs\":[\"10.0.0.0/8\",\"10.1.0.0/16\"]"), CNI_CMD_ADD, 7,
+	  "internalCIDRs" },
+	{ "value: internalCIDRs overlapping, reversed order",
+	  TOP("\"internalCIDRs\":[\"192.168.1.0/24\",\"172.16.0.0/12\",\"192.168.0.0/16\"]"),
+	  CNI_CMD_ADD, 7, "internalCIDRs" },
+	{ "value: internalCIDRs duplicate",
+	  TOP("\"internalCIDRs\":[\"10.0.0.0/8\",\"10.0.0.0/8\"]"), CNI_CMD_ADD, 7,
+	  "internalCIDRs" },
+	{ "value: internalCIDRs empty", TOP("\"internalCIDRs\":[]"), CNI_CMD_ADD, 7,
+	  "internalCIDRs" },
+	{ "value: dataDir relative", TOP("\"dataDir\":\"run/tollgate\""), CNI_CMD_ADD, 7,
+	  "dataDir" },
 	{ "value: dataDir empty", TOP("\"dataDir\":\"\""), CNI_CMD_ADD, 7, "dataDir" },
 	{ "value: dataDir with ..", TOP("\"dataDir\":\"/run/../etc\""), CNI_CMD_ADD, 7, "dataDir" },
-	{ "value: dataDir ending in /..", TOP("\"dataDir\":\"/run/tollgate/..\""), CNI_CMD_ADD, 7, "dataDir" },
-	{ "value: logFile relative", TOP("\"logFile\":\"tollgate.log\""), CNI_CMD_ADD, 7, "logFile" },
-	{ "value: name with slash", "{\"cniVersion\":\"1.1.0\",\"name\":\"a/b\"," IPAM_OK "}", CNI_CMD_ADD, 7, "name" },
-	{ "value: name empty", "{\"cniVersion\":\"1.1.0\",\"name\":\"\"," IPAM_OK "}", CNI_CMD_ADD, 7, "name" },
-	{ "value: name ..", "{\"cniVersion\":\"1.1.0\",\"name\":\"..\"," IPAM_OK "}", CNI_CMD_ADD, 7, "name" },
-	{ "value: name leading dot", "{\"cniVersion\":\"1.1.0\",\"name\":\".net\"," IPAM_OK "}", CNI_CMD_ADD, 7, "name" },
-	{ "value: name with space", "{\"cniVersion\":\"1.1.0\",\"name\":\"my net\"," IPAM_OK "}", CNI_CMD_ADD, 7, "name" },
+	{ "value: dataDir ending in /..", TOP("\"dataDir\":\"/run/tollgate/..\""), CNI_CMD_ADD, 7,
+	  "dataDir" },
+	{ "value: logFile relative", TOP("\"logFile\":\"tollgate.log\""), CNI_CMD_ADD, 7,
+	  "logFile" },
+	{ "value: name with slash", "{\"cniVersion\":\"1.1.0\",\"name\":\"a/b\"," IPAM_OK "}",
+	  CNI_CMD_ADD, 7, "name" },
+	{ "value: name empty", "{\"cniVersion\":\"1.1.0\",\"name\":\"\"," IPAM_OK "}", CNI_CMD_ADD,
+	  7, "name" },
+	{ "value: name ..", "{\"cniVersion\":\"1.1.0\",\"name\":\"..\"," IPAM_OK "}", CNI_CMD_ADD,
+	  7, "name" },
+	{ "value: name leading dot", "{\"cniVersion\":\"1.1.0\",\"name\":\".net\"," IPAM_OK "}",
+	  CNI_CMD_ADD, 7, "name" },
+	{ "value: name with space", "{\"cniVersion\":\"1.1.0\",\"name\":\"my net\"," IPAM_OK "}",
+	  CNI_CMD_ADD, 7, "name" },
 	{ "value: name 129 chars",
 	  "{\"cniVersion\":\"1.1.0\",\"name\":\""
 	  "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 	  "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"," IPAM_OK "}",
 	  CNI_CMD_ADD, 7, "name" },
-	{ "value: ipam.source unknown", IPAM("\"source\":\"dhcp\",\"addresses\":[\"10.1.0.1\"]"), CNI_CMD_ADD, 7, "ipam.source" },
-	{ "value: ipam.source empty", IPAM("\"source\":\"\",\"addresses\":[\"10.1.0.1\"]"), CNI_CMD_ADD, 7, "ipam.source" },
-	{ "value: static without addresses", IPAM("\"source\":\"static\""), CNI_CMD_ADD, 7, "ipam.addresses" },
-	{ "value: static with empty addresses", IPAM("\"source\":\"static\",\"addresses\":[]"), CNI_CMD_ADD, 7, "ipam.addresses" },
-	{ "value: ipam.addresses bad entry", IPAM("\"source\":\"static\",\"addresses\":[\"10.1.0.1\",\"10.1.0.300\"]"), CNI_CMD_ADD, 7, "ipam.addresses[1]" },
-	{ "value: ipam.addresses reversed range", IPAM("\"source\":\"static\",\"addresses\":[\"10.1.0.9-10.1.0.1\"]"), CNI_CMD_ADD, 7, "ipam.addresses[0]" },
+	{ "value: ipam.source unknown", IPAM("\"source\":\"dhcp\",\"addresses\":[\"10.1.0.1\"]"),
+	  CNI_CMD_ADD, 7, "ipam.source" },
+	{ "value: ipam.source empty", IPAM("\"source\":\"\",\"addresses\":[\"10.1.0.1\"]"),
+	  CNI_CMD_ADD, 7, "ipam.source" },
+	{ "value: static without addresses", IPAM("\"source\":\"static\""), CNI_CMD_ADD, 7,
+	  "ipam.addresses" },
+	{ "value: static with empty addresses", IPAM("\"source\":\"static\",\"addresses\":[]"),
+	  CNI_CMD_ADD, 7, "ipam.addresses" },
+	{ "value: ipam.addresses bad entry",
+	  IPAM("\"source\":\"static\",\"addresses\":[\"10.1.0.1\",\"10.1.0.300\"]"), CNI_CMD_ADD, 7,
+	  "ipam.addresses[1]" },
+	{ "value: ipam.addresses reversed range",
+	  IPAM("\"source\":\"static\",\"addresses\":[\"10.1.0.9-10.1.0.1\"]"), CNI_CMD_ADD, 7,
+	  "ipam.addresses[0]" },
 	/* addresses no pod can use are refused, naming the address and why */
-	{ "value: ipam.addresses loopback", IPAM("\"source\":\"static\",\"addresses\":[\"10.1.0.10\",\"127.0.0.5\"]"), CNI_CMD_ADD, 7, "127.0.0.5" },
-	{ "value: ipam.addresses the pods' gateway", IPAM("\"source\":\"static\",\"addresses\":[\"169.254.1.1\"]"), CNI_CMD_ADD, 7, "169.254.1.1" },
-	{ "value: ipam.addresses multicast", IPAM("\"source\":\"static\",\"addresses\":[\"224.0.0.5\"]"), CNI_CMD_ADD, 7, "multicast" },
-	{ "value: ipam.addresses broadcast", IPAM("\"source\":\"static\",\"addresses\":[\"255.255.255.250-255.255.255.255\"]"), CNI_CMD_ADD, 7, "broadcast" },
-	{ "value: ipam.addresses CIDR with host bits", IPAM("\"source\":\"static\",\"addresses\":[\"10.1.0.1/24\"]"), CNI_CMD_ADD, 7, "ipam.addresses[0]" },
-	{ "value: ipam.addresses too many", IPAM("\"source\":\"static\",\"addresses\":[\"10.0.0.0/8\"]"), CNI_CMD_ADD, 7, "ipam.addresses" },
-	{ "value: ipam.exclude bad entry", IPAM_STATIC("\"exclude\":[\"10.1.0.11\",\"nope\"]"), CNI_CMD_ADD, 7, "ipam.exclude[1]" },
-	{ "value: ipam.exclude bad entry, imds source", IPAM("\"source\":\"imds\",\"exclude\":[\"nope\"]"), CNI_CMD_ADD, 7, "ipam.exclude" },
-	{ "value: exclude removes every address", IPAM("\"source\":\"static\",\"addresses\":[\"10.1.0.10-10.1.0.20\"],\"exclude\":[\"10.1.0.0/24\"]"), CNI_CMD_ADD, 7, "ipam.exclude" },
-	{ "value: ipam.cooldownSeconds negative", IPAM_STATIC("\"cooldownSeconds\":-1"), CNI_CMD_ADD, 7, "ipam.cooldownSeconds" },
-	{ "value: ipam.cooldownSeconds over a day", IPAM_STATIC("\"cooldownSeconds\":86401"), CNI_CMD_ADD, 7, "ipam.cooldownSeconds" },
-	{ "value: internetMark \"0\"", ACCT("\"internetMark\":\"0\""), CNI_CMD_ADD, 7, "accounting.internetMark" },
-	{ "value: retainSeconds -1", ACCT("\"retainSeconds\":-1"), CNI_CMD_ADD, 7, "accounting.retainSeconds" },
-	{ "value: retainSeconds past 30 days", ACCT("\"retainSeconds\":2592001"), CNI_CMD_ADD, 7, "accounting.retainSeconds" },
-	{ "type: retainSeconds string", ACCT("\"retainSeconds\":\"1h\""), CNI_CMD_ADD, 7, "accounting.retainSeconds" },
-	{ "value: internetMark 0", ACCT("\"internetMark\":0"), CNI_CMD_ADD, 7, "accounting.internetMark" },
-	{ "value: internetMark \"0x4000\"", ACCT("\"internetMark\":\"0x4000\""), CNI_CMD_ADD, 7, "accounting.internetMark" },
-	{ "value: internetMark 0x4000 as a number", ACCT("\"internetMark\":16384"), CNI_CMD_ADD, 7, "accounting.internetMark" },
-	{ "value: internetMark \"0x8000\"", ACCT("\"internetMark\":\"0x8000\""), CNI_CMD_ADD, 7, "accounting.internetMark" },
-	{ "value: internetMark \"0x1c000\"", ACCT("\"internetMark\":\"0x1c000\""), CNI_CMD_ADD, 7, "accounting.internetMark" },
-	{ "value: internetMark \"junk\"", ACCT("\"internetMark\":\"junk\""), CNI_CMD_ADD, 7, "accounting.internetMark" },
-	{ "value: internetMark \"0x10000junk\"", ACCT("\"internetMark\":\"0x10000junk\""), CNI_CMD_ADD, 7, "accounting.internetMark" },
-	{ "value: internetMark empty", ACCT("\"internetMark\":\"\""), CNI_CMD_ADD, 7, "accounting.internetMark" },
-	{ "value: internetMark over 32 bits", ACCT("\"internetMark\":\"0x100000000\""), CNI_CMD_ADD, 7, "accounting.internetMark" },
-	{ "value: internetMark negative number", ACCT("\"internetMark\":-1"), CNI_CMD_ADD, 7, "accounting.internetMark" },
-	{ "value: internetMark number over 32 bits", ACCT("\"internetMark\":4294967296"), CNI_CMD_ADD, 7, "accounting.internetMark" },
+	{ "value: ipam.addresses loopback",
+	  IPAM("\"source\":\"static\",\"addresses\":[\"10.1.0.10\",\"127.0.0.5\"]"), CNI_CMD_ADD, 7,
+	  "127.0.0.5" },
+	{ "value: ipam.addresses the pods' gateway",
+	  IPAM("\"source\":\"static\",\"addresses\":[\"169.254.1.1\"]"), CNI_CMD_ADD, 7,
+	  "169.254.1.1" },
+	{ "value: ipam.addresses multicast",
+	  IPAM("\"source\":\"static\",\"addresses\":[\"224.0.0.5\"]"), CNI_CMD_ADD, 7,
+	  "multicast" },
+	{ "value: ipam.addresses broadcast",
+	  IPAM("\"source\":\"static\",\"addresses\":[\"255.255.255.250-255.255.255.255\"]"),
+	  CNI_CMD_ADD, 7, "broadcast" },
+	{ "value: ipam.addresses CIDR with host bits",
+	  IPAM("\"source\":\"static\",\"addresses\":[\"10.1.0.1/24\"]"), CNI_CMD_ADD, 7,
+	  "ipam.addresses[0]" },
+	{ "value: ipam.addresses too many",
+	  IPAM("\"source\":\"static\",\"addresses\":[\"10.0.0.0/8\"]"), CNI_CMD_ADD, 7,
+	  "ipam.addresses" },
+	{ "value: ipam.exclude bad entry", IPAM_STATIC("\"exclude\":[\"10.1.0.11\",\"nope\"]"),
+	  CNI_CMD_ADD, 7, "ipam.exclude[1]" },
+	{ "value: ipam.exclude bad entry, imds source",
+	  IPAM("\"source\":\"imds\",\"exclude\":[\"nope\"]"), CNI_CMD_ADD, 7, "ipam.exclude" },
+	{ "value: exclude removes every address",
+	  IPAM("\"source\":\"static\",\"addresses\":[\"10.1.0.10-10.1.0.20\"],\"exclude\":[\"10.1.0.0/24\"]"),
+	  CNI_CMD_ADD, 7, "ipam.exclude" },
+	{ "value: ipam.cooldownSeconds negative", IPAM_STATIC("\"cooldownSeconds\":-1"),
+	  CNI_CMD_ADD, 7, "ipam.cooldownSeconds" },
+	{ "value: ipam.cooldownSeconds over a day", IPAM_STATIC("\"cooldownSeconds\":86401"),
+	  CNI_CMD_ADD, 7, "ipam.cooldownSeconds" },
+	{ "value: internetMark \"0\"", ACCT("\"internetMark\":\"0\""), CNI_CMD_ADD, 7,
+	  "accounting.internetMark" },
+	{ "value: retainSeconds -1", ACCT("\"retainSeconds\":-1"), CNI_CMD_ADD, 7,
+	  "accounting.retainSeconds" },
+	{ "value: retainSeconds past 30 days", ACCT("\"retainSeconds\":2592001"), CNI_CMD_ADD, 7,
+	  "accounting.retainSeconds" },
+	{ "type: retainSeconds string", ACCT("\"retainSeconds\":\"1h\""), CNI_CMD_ADD, 7,
+	  "accounting.retainSeconds" },
+	{ "value: internetMark 0", ACCT("\"internetMark\":0"), CNI_CMD_ADD, 7,
+	  "accounting.internetMark" },
+	{ "value: internetMark \"0x4000\"", ACCT("\"internetMark\":\"0x4000\""), CNI_CMD_ADD, 7,
+	  "accounting.internetMark" },
+	{ "value: internetMark 0x4000 as a number", ACCT("\"internetMark\":16384"), CNI_CMD_ADD, 7,
+	  "accounting.internetMark" },
+	{ "value: internetMark \"0x8000\"", ACCT("\"internetMark\":\"0x8000\""), CNI_CMD_ADD, 7,
+	  "accounting.internetMark" },
+	{ "value: internetMark \"0x1c000\"", ACCT("\"internetMark\":\"0x1c000\""), CNI_CMD_ADD, 7,
+	  "accounting.internetMark" },
+	{ "value: internetMark \"junk\"", ACCT("\"internetMark\":\"junk\""), CNI_CMD_ADD, 7,
+	  "accounting.internetMark" },
+	{ "value: internetMark \"0x10000junk\"", ACCT("\"internetMark\":\"0x10000junk\""),
+	  CNI_CMD_ADD, 7, "accounting.internetMark" },
+	{ "value: internetMark empty", ACCT("\"internetMark\":\"\""), CNI_CMD_ADD, 7,
+	  "accounting.internetMark" },
+	{ "value: internetMark over 32 bits", ACCT("\"internetMark\":\"0x100000000\""), CNI_CMD_ADD,
+	  7, "accounting.internetMark" },
+	{ "value: internetMark negative number", ACCT("\"internetMark\":-1"), CNI_CMD_ADD, 7,
+	  "accounting.internetMark" },
+	{ "value: internetMark number over 32 bits", ACCT("\"internetMark\":4294967296"),
+	  CNI_CMD_ADD, 7, "accounting.internetMark" },
 
 	/* ---- not a JSON object: 6 ---- */
 	{ "decode: malformed", "{\"cniVersion\":", CNI_CMD_ADD, 6, "JSON" },
@@ -305,7 +492,8 @@ static const struct bad_case bad_cases[] = {
 	{ "decode: number top level", "42", CNI_CMD_ADD, 6, "configuration" },
 	{ "decode: null top level", "null", CNI_CMD_ADD, 6, "configuration" },
 	{ "decode: whitespace only", "   \n", CNI_CMD_ADD, 6, "configuration" },
-	{ "decode: single-quoted strings are not JSON", "{'cniVersion':'1.1.0','name':'net'," IPAM_OK "}", CNI_CMD_ADD, 6, "JSON" },
+	{ "decode: single-quoted strings are not JSON",
+	  "{'cniVersion':'1.1.0','name':'net'," IPAM_OK "}", CNI_CMD_ADD, 6, "JSON" },
 	{ "decode: trailing comma is not JSON", HEAD "," IPAM_OK ",}", CNI_CMD_ADD, 6, "JSON" },
 
 	/* ---- a key twice in one object: 7, naming it (json-c would keep the last) ---- */
@@ -319,22 +507,24 @@ static const struct bad_case bad_cases[] = {
 
 /* ---- valid configs ---- */
 
-#define FULL_BODY                                                                          \
-	"\"mtu\":1500,\"uplink\":\"eth0\",\"internalCIDRs\":[\"10.0.0.0/8\"],"              \
-	"\"masquerade\":true,\"dataDir\":\"/run/tollgate\","                                \
-	"\"logFile\":\"/var/log/tollgate.log\","                                            \
-	"\"ipam\":{\"source\":\"%s\",\"imdsURL\":\"http://169.254.169.254\","               \
-	"\"addresses\":[\"10.1.0.10-10.1.0.40\",\"10.1.0.64/28\"],"                        \
-	"\"exclude\":[\"10.1.0.11\"],\"cooldownSeconds\":45},"                              \
-	"\"accounting\":{\"enabled\":true,\"perPod\":false,\"internetMark\":\"0x10000\"},"  \
-	"\"shaping\":{\"internetEgress\":{\"node\":\"10G\",\"namespaceDefault\":\"2G\","     \
-	"\"podDefault\":\"1G\",\"namespaces\":{\"datasets\":\"5G\"}},"                      \
+#define FULL_BODY                                                                              \
+	"\"mtu\":1500,\"uplink\":\"eth0\",\"internalCIDRs\":[\"10.0.0.0/8\"],"                 \
+	"\"masquerade\":true,\"dataDir\":\"/run/tollgate\","                                   \
+	"\"logFile\":\"/var/log/tollgate.log\","                                               \
+	"\"ipam\":{\"source\":\"%s\",\"imdsURL\":\"http://169.254.169.254\","                  \
+	"\"addresses\":[\"10.1.0.10-10.1.0.40\",\"10.1.0.64/28\"],"                            \
+	"\"exclude\":[\"10.1.0.11\"],\"cooldownSeconds\":45},"                                 \
+	"\"accounting\":{\"enabled\":true,\"perPod\":false,\"internetMark\":\"0x10000\"},"     \
+	"\"shaping\":{\"internetEgress\":{\"node\":\"10G\",\"namespaceDefault\":\"2G\","       \
+	"\"podDefault\":\"1G\",\"namespaces\":{\"datasets\":\"5G\"}},"                         \
 	"\"internetIngress\":{\"podDefault\":\"500M\",\"namespaces\":{\"datasets\":\"2G\"}}}," \
 	"\"capabilities\":{\"bandwidth\":true,\"io.kubernetes.cri.pod-annotations\":true}"
 
 static void full_config(char *buf, size_t size, const char *source)
 {
-	snprintf(buf, size, "{\"cniVersion\":\"1.1.0\",\"name\":\"tollgate\",\"type\":\"tollgate\"," FULL_BODY "}",
+	snprintf(buf, size,
+		 "{\"cniVersion\":\"1.1.0\",\"name\":\"tollgate\",\"type\":\"tollgate\"," FULL_BODY
+		 "}",
 		 source);
 }
 
@@ -407,9 +597,11 @@ static void t_full_config_as_conflist_entry_every_version(void **state)
 		struct tg_err e;
 		char json[4096];
 
-		snprintf(json, sizeof(json),
-			 "{\"cniVersion\":\"%s\",\"name\":\"tollgate\",\"type\":\"tollgate\"," FULL_BODY "}",
-			 versions[i], "static");
+		snprintf(
+			json, sizeof(json),
+			"{\"cniVersion\":\"%s\",\"name\":\"tollgate\",\"type\":\"tollgate\"," FULL_BODY
+			"}",
+			versions[i], "static");
 		assert_int_equal(parse(json, &cfg, &e), 0);
 		assert_string_equal(cfg.cni_version, versions[i]);
 		assert_int_equal(cfg.version, codes[i]);
@@ -521,8 +713,8 @@ static void t_node_access_tables_and_ports(void **state)
 	for (size_t i = 0; i < ARRAY_SIZE(denied); i++) {
 		char rc[160];
 
-		snprintf(rc, sizeof(rc), "{\"portMappings\":[{\"hostPort\":%u,\"containerPort\":80}]}",
-			 denied[i]);
+		snprintf(rc, sizeof(rc),
+			 "{\"portMappings\":[{\"hostPort\":%u,\"containerPort\":80}]}", denied[i]);
 		json_object_put(cfg.runtime_config);
 		cfg.runtime_config = json_tokener_parse(rc);
 		e = (struct tg_err){ 0 };
@@ -533,8 +725,8 @@ static void t_node_access_tables_and_ports(void **state)
 	for (size_t i = 0; i < ARRAY_SIZE(allowed); i++) {
 		char rc[160];
 
-		snprintf(rc, sizeof(rc), "{\"portMappings\":[{\"hostPort\":%u,\"containerPort\":80}]}",
-			 allowed[i]);
+		snprintf(rc, sizeof(rc),
+			 "{\"portMappings\":[{\"hostPort\":%u,\"containerPort\":80}]}", allowed[i]);
 		json_object_put(cfg.runtime_config);
 		cfg.runtime_config = json_tokener_parse(rc);
 		assert_int_equal(node_config_ports(&cfg, &ports, &e), 0);
@@ -545,7 +737,8 @@ static void t_node_access_tables_and_ports(void **state)
 	/* an operator's own list replaces the default: [] lets 22 through, "8000-8099" not 8050 */
 	assert_int_equal(parse(ACCESS("\"hostPortDeny\":[\"8000-8099\", 9000],"
 				      "\"namespaceConnections\":5000,\"newNeighboursPerSecond\":0"),
-			       &cfg, &e), 0);
+			       &cfg, &e),
+			 0);
 	assert_false(cfg.ns_connections_default);
 	assert_int_equal(cfg.access.ns_connections, 5000);
 	assert_int_equal(cfg.access.neighbours_per_second, 0);
@@ -565,9 +758,11 @@ static void t_node_access_values(void **state)
 	struct node_config cfg;
 	struct tg_err e;
 
-	assert_int_equal(parse(ACCESS("\"metadataNamespaces\":[\"kube-system\",\"id0\"],"
-				      "\"metricsNamespaces\":[\"monitoring\"],\"metricsPort\":19617"),
-			       &cfg, &e), 0);
+	assert_int_equal(
+		parse(ACCESS("\"metadataNamespaces\":[\"kube-system\",\"id0\"],"
+			     "\"metricsNamespaces\":[\"monitoring\"],\"metricsPort\":19617"),
+		      &cfg, &e),
+		0);
 	assert_int_equal(cfg.access.n_metadata_ns, 2);
 	assert_string_equal(cfg.access.metadata_ns[0], "kube-system");
 	assert_string_equal(cfg.access.metadata_ns[1], "id0");
@@ -596,7 +791,8 @@ static void t_internet_guard(void **state)
 	node_config_free(&cfg);
 	assert_int_equal(parse(GUARD("\"namespaceDefault\":20000,\"newPerSecond\":2000,"
 				     "\"namespaces\":{\"crawl\":50000,\"open\":0}"),
-			       &cfg, &e), 0);
+			       &cfg, &e),
+			 0);
 	assert_true(cfg.guard.on);
 	assert_true(cfg.guard.limits);
 	assert_int_equal(cfg.guard.new_per_second, 2000);
@@ -623,7 +819,8 @@ static void t_internet_guard(void **state)
 	assert_int_equal(cfg.guard.dst.tracked, ACCT_DST_TRACKED_DEFAULT);
 	assert_int_equal(acct_guard_concurrent(&cfg.guard, "crawl"), 0);
 	node_config_free(&cfg);
-	assert_int_equal(parse(DSTS("{\"top\":3,\"prefixLength\":32,\"tracked\":16}"), &cfg, &e), 0);
+	assert_int_equal(parse(DSTS("{\"top\":3,\"prefixLength\":32,\"tracked\":16}"), &cfg, &e),
+			 0);
 	assert_int_equal(cfg.guard.dst.top, 3);
 	assert_int_equal(cfg.guard.dst.prefix_len, 32);
 	assert_int_equal(cfg.guard.dst.tracked, 16);
@@ -653,8 +850,9 @@ static void t_empty_ipam_object_is_imds(void **state)
 
 static void t_imds_exclude_syntax_ok(void **state)
 {
-	expect_ok_cmd(IPAM("\"source\":\"imds\",\"exclude\":[\"10.1.0.4\",\"10.1.0.0/30\",\"10.1.0.8-10.1.0.9\"]"),
-		      CNI_CMD_ADD);
+	expect_ok_cmd(
+		IPAM("\"source\":\"imds\",\"exclude\":[\"10.1.0.4\",\"10.1.0.0/30\",\"10.1.0.8-10.1.0.9\"]"),
+		CNI_CMD_ADD);
 }
 
 static void t_each_version_accepted(void **state)
@@ -694,7 +892,9 @@ static void t_version_only_needs_cni_version(void **state)
 	struct tg_err e;
 
 	/* VERSION decodes only cniVersion: no name, no ipam, odd keys are fine. */
-	assert_int_equal(parse_cmd("{\"cniVersion\":\"0.4.0\",\"mtu\":\"x\"}", CNI_CMD_VERSION, &cfg, &e), 0);
+	assert_int_equal(parse_cmd("{\"cniVersion\":\"0.4.0\",\"mtu\":\"x\"}", CNI_CMD_VERSION,
+				   &cfg, &e),
+			 0);
 	assert_int_equal(cfg.version, 400);
 	node_config_free(&cfg);
 }
@@ -703,8 +903,7 @@ static void t_version_only_needs_cni_version(void **state)
 static void t_same_key_in_two_objects_ok(void **state)
 {
 	(void)state;
-	expect_ok_cmd(TOP("\"mtu\":1500,\"x\":{\"mtu\":9000,\"y\":[{\"mtu\":1}]}"),
-		      CNI_CMD_ADD);
+	expect_ok_cmd(TOP("\"mtu\":1500,\"x\":{\"mtu\":9000,\"y\":[{\"mtu\":1}]}"), CNI_CMD_ADD);
 }
 
 static void t_mtu_bounds_accepted(void **state)
@@ -725,9 +924,10 @@ static void t_null_values_mean_absent(void **state)
 	struct node_config cfg;
 	struct tg_err e;
 
-	assert_int_equal(parse(TOP("\"mtu\":null,\"masquerade\":null,\"dataDir\":null,\"internalCIDRs\":null"),
-			       &cfg, &e),
-			 0);
+	assert_int_equal(
+		parse(TOP("\"mtu\":null,\"masquerade\":null,\"dataDir\":null,\"internalCIDRs\":null"),
+		      &cfg, &e),
+		0);
 	assert_int_equal(cfg.mtu, 0);
 	assert_true(cfg.masquerade);
 	assert_string_equal(cfg.data_dir, "/run/tollgate");
@@ -741,14 +941,19 @@ static void t_budgets_accepted(void **state)
 	struct node_config cfg;
 	struct tg_err e;
 
-	expect_ok_cmd(BUDGETS(ALLOC_OK ",\"reportSeconds\":60,\"leaseSeconds\":3600,\"fallback\":\"1.5G\","
-			      "\"internetEgress\":{\"datasets\":\"20G\",\"a\":1000}"), CNI_CMD_ADD);
-	expect_ok_cmd(BUDGETS("\"allocator\":\"https://alloc.kube-system.svc:9618/\",\"reportSeconds\":1,"
-			      "\"leaseSeconds\":2"), CNI_CMD_ADD);
+	expect_ok_cmd(BUDGETS(ALLOC_OK
+			      ",\"reportSeconds\":60,\"leaseSeconds\":3600,\"fallback\":\"1.5G\","
+			      "\"internetEgress\":{\"datasets\":\"20G\",\"a\":1000}"),
+		      CNI_CMD_ADD);
+	expect_ok_cmd(
+		BUDGETS("\"allocator\":\"https://alloc.kube-system.svc:9618/\",\"reportSeconds\":1,"
+			"\"leaseSeconds\":2"),
+		CNI_CMD_ADD);
 	/* no budget needs no allocator */
 	expect_ok_cmd(BUDGETS("\"internetEgress\":{}"), CNI_CMD_ADD);
 	assert_int_equal(parse_cmd(BUDGETS(ALLOC_OK ",\"internetEgress\":{\"datasets\":\"120M\"}"),
-				   CNI_CMD_ADD, &cfg, &e), 0);
+				   CNI_CMD_ADD, &cfg, &e),
+			 0);
 	assert_int_equal(cfg.budgets.report_ms, 1000);
 	assert_int_equal(cfg.budgets.lease_ms, 10000);
 	assert_int_equal(cfg.budgets.fallback_bps, 10000000);
@@ -765,7 +970,8 @@ static void t_name_128_chars_accepted(void **state)
 
 	memset(name, 'n', 128);
 	name[128] = '\0';
-	snprintf(json, sizeof(json), "{\"cniVersion\":\"1.1.0\",\"name\":\"%s\"," IPAM_OK "}", name);
+	snprintf(json, sizeof(json), "{\"cniVersion\":\"1.1.0\",\"name\":\"%s\"," IPAM_OK "}",
+		 name);
 	assert_int_equal(parse(json, &cfg, &e), 0);
 	assert_string_equal(cfg.name, name);
 	node_config_free(&cfg);
@@ -879,13 +1085,16 @@ static void t_valid_attachments_kept(void **state)
 	struct node_config cfg;
 	struct tg_err e;
 
-	assert_int_equal(parse_cmd(TOP("\"cni.dev/valid-attachments\":[{\"containerID\":\"abc\",\"ifname\":\"eth0\"}]"),
-				   CNI_CMD_GC, &cfg, &e),
-			 0);
+	assert_int_equal(
+		parse_cmd(
+			TOP("\"cni.dev/valid-attachments\":[{\"containerID\":\"abc\",\"ifname\":\"eth0\"}]"),
+			CNI_CMD_GC, &cfg, &e),
+		0);
 	assert_non_null(cfg.valid_attachments);
 	assert_int_equal(json_object_array_length(cfg.valid_attachments), 1);
 	node_config_free(&cfg);
-	assert_int_equal(parse_cmd(TOP("\"cni.dev/valid-attachments\":[]"), CNI_CMD_GC, &cfg, &e), 0);
+	assert_int_equal(parse_cmd(TOP("\"cni.dev/valid-attachments\":[]"), CNI_CMD_GC, &cfg, &e),
+			 0);
 	assert_non_null(cfg.valid_attachments);
 	assert_int_equal(json_object_array_length(cfg.valid_attachments), 0);
 	node_config_free(&cfg);
@@ -971,7 +1180,7 @@ static int null_err_child(void *arg)
 		struct node_config cfg;
 
 		if (cni_config_read(null_err_jsons[i], strlen(null_err_jsons[i]), CNI_CMD_ADD, &cfg,
-				     NULL) >= 0)
+				    NULL) >= 0)
 			return 10 + (int)i;
 		node_config_free(&cfg);
 	}
@@ -1001,8 +1210,9 @@ static int load_conflist(const char *tail, struct node_config *cfg, struct tg_er
 	assert_true(fd >= 0);
 	f = fdopen(fd, "w");
 	assert_non_null(f);
-	fprintf(f, "{\"cniVersion\": \"1.0.0\", \"name\": \"n\", \"plugins\": [{\"type\": \"tollgate\", "
-		   "\"ipam\": {\"source\": \"static\", \"addresses\": [\"10.1.0.10\"]}}]}%s",
+	fprintf(f,
+		"{\"cniVersion\": \"1.0.0\", \"name\": \"n\", \"plugins\": [{\"type\": \"tollgate\", "
+		"\"ipam\": {\"source\": \"static\", \"addresses\": [\"10.1.0.10\"]}}]}%s",
 		tail);
 	fclose(f);
 	r = node_config_load_file(path, cfg, e);
@@ -1029,7 +1239,8 @@ static void t_conflist_file_strict(void **state)
 	node_config_free(&cfg);
 
 	memset(&e, 0, sizeof(e));
-	assert_int_equal(node_config_load_file("/nonexistent/tollgate.conflist", &cfg, &e), -ENOENT);
+	assert_int_equal(node_config_load_file("/nonexistent/tollgate.conflist", &cfg, &e),
+			 -ENOENT);
 	assert_int_equal(e.code, CNI_ERR_IO);
 	assert_non_null(strstr(e.msg, "cannot read /nonexistent/tollgate.conflist"));
 	node_config_free(&cfg);

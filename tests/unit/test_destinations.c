@@ -23,7 +23,7 @@
 #define MAX_SERIES 256
 
 struct seen_series {
-	uint32_t prefix;	/* 0: other */
+	uint32_t prefix; /* 0: other */
 	uint64_t bytes;
 };
 
@@ -102,7 +102,8 @@ static void take(struct dst_ledger *l, int64_t now_ms, unsigned top)
 	for (unsigned p = 0; p < PREFIXES; p++)
 		if (set_bytes[p]) {
 			assert_int_equal(dst_ledger_add(l, "crawl", ACCT_DIR_EGRESS,
-							0xcb000000u + (p << 8), set_bytes[p]), 0);
+							0xcb000000u + (p << 8), set_bytes[p]),
+					 0);
 			set_bytes[p] = 0;
 		}
 	dst_ledger_end(l, true);
@@ -215,8 +216,8 @@ static void t_memory_follows_the_sets(void **state)
 		dst_ledger_begin(l, t);
 		dst_ledger_set(l, "crawl", ACCT_DIR_EGRESS, 32, 10);
 		for (uint32_t k = 0; k < 1000; k++)
-			assert_int_equal(dst_ledger_add(l, "crawl", ACCT_DIR_EGRESS, 0xc6120000u + d + k,
-							100 + k),
+			assert_int_equal(dst_ledger_add(l, "crawl", ACCT_DIR_EGRESS,
+							0xc6120000u + d + k, 100 + k),
 					 0);
 		dst_ledger_end(l, true);
 		if (dst_ledger_entries(l) > most)

@@ -41,7 +41,8 @@ static void t_b64_round_trip(void **state)
 		etcd_b64_encode(in[i], strlen(in[i]), enc);
 		if (i < sizeof(want) / sizeof(want[0]))
 			assert_string_equal(enc, want[i]);
-		assert_int_equal(etcd_b64_decode(enc, strlen(enc), dec, sizeof(dec)), strlen(in[i]));
+		assert_int_equal(etcd_b64_decode(enc, strlen(enc), dec, sizeof(dec)),
+				 strlen(in[i]));
 		assert_string_equal(dec, in[i]);
 	}
 	/* not base64: a bad length, a bad character, padding inside, too long for the room */
@@ -70,11 +71,13 @@ static void t_bodies(void **state)
 	assert_string_equal(b, "{\"key\":\"L3RvbGxnYXRlL2FsbG9jYXRvci9sZWFkZXI=\"}");
 	free(b);
 	b = etcd_campaign_body(KEY, ME, 42);
-	assert_string_equal(b, "{\"compare\":[{\"key\":\"L3RvbGxnYXRlL2FsbG9jYXRvci9sZWFkZXI=\","
-			       "\"target\":\"CREATE\",\"result\":\"EQUAL\",\"create_revision\":\"0\"}],"
-			       "\"success\":[{\"request_put\":{\"key\":\"L3RvbGxnYXRlL2FsbG9jYXRvci9sZWFkZXI=\","
-			       "\"value\":\"aHR0cDovLzEwLjAuMy43Ojk2MTg=\",\"lease\":\"42\"}}],"
-			       "\"failure\":[{\"request_range\":{\"key\":\"L3RvbGxnYXRlL2FsbG9jYXRvci9sZWFkZXI=\"}}]}");
+	assert_string_equal(
+		b,
+		"{\"compare\":[{\"key\":\"L3RvbGxnYXRlL2FsbG9jYXRvci9sZWFkZXI=\","
+		"\"target\":\"CREATE\",\"result\":\"EQUAL\",\"create_revision\":\"0\"}],"
+		"\"success\":[{\"request_put\":{\"key\":\"L3RvbGxnYXRlL2FsbG9jYXRvci9sZWFkZXI=\","
+		"\"value\":\"aHR0cDovLzEwLjAuMy43Ojk2MTg=\",\"lease\":\"42\"}}],"
+		"\"failure\":[{\"request_range\":{\"key\":\"L3RvbGxnYXRlL2FsbG9jYXRvci9sZWFkZXI=\"}}]}");
 	free(b);
 }
 
@@ -86,23 +89,27 @@ static void t_split_urls(void **state)
 	size_t n = 0, bad_len = 0;
 
 	(void)state;
-	assert_int_equal(elect_split_urls("http://e1:2379/,https://e2:2379", urls, &n, &bad, &bad_len), 0);
+	assert_int_equal(
+		elect_split_urls("http://e1:2379/,https://e2:2379", urls, &n, &bad, &bad_len), 0);
 	assert_int_equal(n, 2);
 	assert_string_equal(urls[0], "http://e1:2379");
 	assert_string_equal(urls[1], "https://e2:2379");
-	assert_int_equal(elect_split_urls("http://e1:2379,,http://e3", urls, &n, &bad, &bad_len), -EINVAL);
+	assert_int_equal(elect_split_urls("http://e1:2379,,http://e3", urls, &n, &bad, &bad_len),
+			 -EINVAL);
 	assert_int_equal(bad_len, 0);
 	assert_int_equal(elect_split_urls("http://e1,ftp://e2", urls, &n, &bad, &bad_len), -EINVAL);
 	assert_int_equal(strncmp(bad, "ftp://e2", bad_len), 0);
 	assert_int_equal(elect_split_urls("http://a,http://a,http://a,http://a,http://a,http://a,"
-					  "http://a,http://a,http://a,http://a", urls, &n, &bad, &bad_len),
+					  "http://a,http://a,http://a,http://a",
+					  urls, &n, &bad, &bad_len),
 			 -E2BIG);
 }
 
 /* ---- etcd's answers, as etcd 3.4's gateway writes them ---- */
 
-#define HDR "\"header\":{\"cluster_id\":\"14841639068965178418\",\"member_id\":\"10276657743932975437\"," \
-	    "\"revision\":\"%s\",\"raft_term\":\"2\"}"
+#define HDR                                                                                           \
+	"\"header\":{\"cluster_id\":\"14841639068965178418\",\"member_id\":\"10276657743932975437\"," \
+	"\"revision\":\"%s\",\"raft_term\":\"2\"}"
 
 static char doc_buf[2048];
 static const char *doc(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -125,7 +132,8 @@ static const char *keepalive_answer(int64_t id, int ttl)
 {
 	if (ttl == 0) /* a lease that is gone: TTL left out (its zero value) */
 		return doc("{\"result\":{" HDR ",\"ID\":\"%lld\"}}", "9", (long long)id);
-	return doc("{\"result\":{" HDR ",\"ID\":\"%lld\",\"TTL\":\"%d\"}}", "9", (long long)id, ttl);
+	return doc("{\"result\":{" HDR ",\"ID\":\"%lld\",\"TTL\":\"%d\"}}", "9", (long long)id,
+		   ttl);
 }
 
 static const char *won_answer(const char *rev)
@@ -153,7 +161,8 @@ static const char *lost_answer(const char *holder, int64_t create, int64_t lease
 	char kv[512];
 
 	snprintf(kv, sizeof(kv), "%s", kv_json(holder, create, lease));
-	return doc("{" HDR ",\"responses\":[{\"response_range\":{" HDR ",\"kvs\":[%s],\"count\":\"1\"}}]}",
+	return doc("{" HDR ",\"responses\":[{\"response_range\":{" HDR
+		   ",\"kvs\":[%s],\"count\":\"1\"}}]}",
 		   "12", "12", kv);
 }
 
@@ -236,8 +245,9 @@ static void t_parsers_refuse_garbage(void **state)
 			 -EBADMSG);
 	assert_contains(why, "without a header");
 	/* lost, but no range of the key: who leads is not known */
-	assert_int_equal(etcd_parse_campaign("{\"header\":{\"revision\":\"3\"}}", 27, &won, &rev, &kv,
-					     why), -EBADMSG);
+	assert_int_equal(etcd_parse_campaign("{\"header\":{\"revision\":\"3\"}}", 27, &won, &rev,
+					     &kv, why),
+			 -EBADMSG);
 	assert_contains(why, "without the key's range");
 	d = "{\"kvs\":[{\"create_revision\":\"3\",\"value\":\"%%%\"}]}";
 	assert_int_equal(etcd_parse_range(d, strlen(d), &kv, why), -EBADMSG);
@@ -260,8 +270,12 @@ struct run {
 
 static void start(struct run *r, size_t n_urls)
 {
-	struct elect_config cfg = { .urls = { "http://e1:2379", "http://e2:2379", "http://e3:2379" },
-				    .n_urls = n_urls, .key = KEY, .advertise = ME, .ttl_s = 5 };
+	struct elect_config cfg = { .urls = { "http://e1:2379", "http://e2:2379",
+					      "http://e3:2379" },
+				    .n_urls = n_urls,
+				    .key = KEY,
+				    .advertise = ME,
+				    .ttl_s = 5 };
 
 	memset(r, 0, sizeof(*r));
 	r->now = T0;
@@ -432,9 +446,11 @@ static void t_an_ended_term_revokes_its_lease(void **state)
 	r.now += 2 * ELECT_RETRY_MS;
 	assert_int_equal(due(&r), ELECT_REVOKE);
 	/* gone already (etcd let it expire): done as well */
-	assert_int_equal(elect_answer(&r.el, r.now, 404,
-				      "{\"error\":\"etcdserver: requested lease not found\",\"code\":5}", 60,
-				      "HTTP 404"), 0);
+	assert_int_equal(
+		elect_answer(&r.el, r.now, 404,
+			     "{\"error\":\"etcdserver: requested lease not found\",\"code\":5}", 60,
+			     "HTTP 404"),
+		0);
 	assert_int_equal(r.el.revoke_id, 0);
 	assert_int_equal(due(&r), ELECT_GRANT);
 	/* a clean revoke ends it the same way */
@@ -516,7 +532,12 @@ static void t_a_retried_campaign_that_had_won(void **state)
 static void t_garbage_never_makes_a_leader(void **state)
 {
 	static const char *const junk[] = {
-		"", "{", "null", "[]", "{\"header\":{\"revision\":\"x\"}}", "{\"succeeded\":true}",
+		"",
+		"{",
+		"null",
+		"[]",
+		"{\"header\":{\"revision\":\"x\"}}",
+		"{\"succeeded\":true}",
 		"{\"error\":\"etcdserver: no leader\",\"code\":14}",
 		"{\"header\":{\"revision\":\"3\"},\"succeeded\":\"yes\"}",
 	};

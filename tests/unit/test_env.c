@@ -31,7 +31,8 @@ static void base_env(const char *cmd)
 {
 	clear_env();
 	setenv("CNI_COMMAND", cmd, 1);
-	setenv("CNI_CONTAINERID", "3f1d2c0b4a5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8", 1);
+	setenv("CNI_CONTAINERID",
+	       "3f1d2c0b4a5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8", 1);
 	setenv("CNI_NETNS", "/var/run/netns/cni-1234", 1);
 	setenv("CNI_IFNAME", "eth0", 1);
 	setenv("CNI_PATH", "/opt/cni/bin", 1);
@@ -94,8 +95,9 @@ static void t_command_each(void **state)
 	static const struct {
 		const char *name;
 		enum cni_cmd cmd;
-	} cmds[] = { { "ADD", CNI_CMD_ADD },       { "DEL", CNI_CMD_DEL }, { "CHECK", CNI_CMD_CHECK },
-		     { "STATUS", CNI_CMD_STATUS }, { "GC", CNI_CMD_GC },   { "VERSION", CNI_CMD_VERSION } };
+	} cmds[] = { { "ADD", CNI_CMD_ADD },	 { "DEL", CNI_CMD_DEL },
+		     { "CHECK", CNI_CMD_CHECK }, { "STATUS", CNI_CMD_STATUS },
+		     { "GC", CNI_CMD_GC },	 { "VERSION", CNI_CMD_VERSION } };
 
 	for (size_t i = 0; i < 6; i++) {
 		struct cni_env env;
@@ -126,8 +128,8 @@ static void t_command_empty(void **state)
 
 static void t_command_unknown(void **state)
 {
-	static const char *const bad[] = { "add", "Add", "ADD ", " ADD", "DELETE", "UPDATE", "FOO",
-					   "ADD\n" };
+	static const char *const bad[] = { "add",    "Add",    "ADD ", " ADD",
+					   "DELETE", "UPDATE", "FOO",  "ADD\n" };
 
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
 		setenv("CNI_COMMAND", bad[i], 1);
@@ -196,9 +198,9 @@ static void t_container_id_missing(void **state)
 
 static void t_container_id_invalid(void **state)
 {
-	static const char *const bad[] = { "",	     "abc/def", "/abc",	   ".hidden", "..", ".",
-					   "../etc", "-abc",	"_abc",	   "abc def", "abc;x",
-					   "abc\n",  "abc:1",	"a\\b",	   "ab*",     "é" };
+	static const char *const bad[] = { "",	     "abc/def", "/abc", ".hidden", "..",    ".",
+					   "../etc", "-abc",	"_abc", "abc def", "abc;x", "abc\n",
+					   "abc:1",  "a\\b",	"ab*",	"é" };
 
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
 		base_env("ADD");
@@ -252,8 +254,10 @@ static void t_ifname_missing(void **state)
 
 static void t_ifname_invalid(void **state)
 {
-	static const char *const bad[] = { "",	  "abcdefghijklmnop", "et/h0", "eth:0", "eth 0",
-					   ".",	  "..",		      "eth\t0", "eth0\n", " eth0" };
+	static const char *const bad[] = {
+		"",   "abcdefghijklmnop", "et/h0",  "eth:0", "eth 0", ".",
+		"..", "eth\t0",		  "eth0\n", " eth0"
+	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
 		base_env("ADD");
@@ -264,8 +268,8 @@ static void t_ifname_invalid(void **state)
 
 static void t_ifname_valid(void **state)
 {
-	static const char *const good[] = { "eth0", "net1", "abcdefghijklmno", "e", "eth0.100",
-					    "veth-pod_1" };
+	static const char *const good[] = { "eth0", "net1",	"abcdefghijklmno",
+					    "e",    "eth0.100", "veth-pod_1" };
 	struct cni_env env;
 
 	for (size_t i = 0; i < ARRAY_SIZE(good); i++) {
@@ -378,7 +382,8 @@ static void t_args_extracts_names_any_order(void **state)
 	struct cni_env env;
 
 	base_env("ADD");
-	setenv("CNI_ARGS", "K8S_POD_NAME=p.q-r;IgnoreUnknown=true;K8S_POD_NAMESPACE=kube-system", 1);
+	setenv("CNI_ARGS", "K8S_POD_NAME=p.q-r;IgnoreUnknown=true;K8S_POD_NAMESPACE=kube-system",
+	       1);
 	expect_ok(&env);
 	assert_string_equal(env.k8s_namespace, "kube-system");
 	assert_string_equal(env.pod, "p.q-r");
@@ -420,8 +425,9 @@ static void t_args_similar_keys_not_taken(void **state)
 	struct cni_env env;
 
 	base_env("ADD");
-	setenv("CNI_ARGS", "K8S_POD_NAMESPACEX=evil;K8S_POD_NAME_SUFFIX=evil;k8s_pod_name=evil;"
-			   "K8S_POD_NAMESPACE=good",
+	setenv("CNI_ARGS",
+	       "K8S_POD_NAMESPACEX=evil;K8S_POD_NAME_SUFFIX=evil;k8s_pod_name=evil;"
+	       "K8S_POD_NAMESPACE=good",
 	       1);
 	expect_ok(&env);
 	assert_string_equal(env.k8s_namespace, "good");
@@ -460,8 +466,8 @@ static void t_args_pair_without_equals(void **state)
 static void t_args_invalid_namespace(void **state)
 {
 	static const char *const bad[] = { "K8S_POD_NAMESPACE=bad/ns", "K8S_POD_NAMESPACE=../etc",
-					   "K8S_POD_NAMESPACE=a b", "K8S_POD_NAMESPACE=-ns",
-					   "K8S_POD_NAMESPACE=ns\"x", "K8S_POD_NAMESPACE=.",
+					   "K8S_POD_NAMESPACE=a b",    "K8S_POD_NAMESPACE=-ns",
+					   "K8S_POD_NAMESPACE=ns\"x",  "K8S_POD_NAMESPACE=.",
 					   "K8S_POD_NAMESPACE=ns\n" };
 
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {

@@ -40,16 +40,16 @@
 #define PAGE (1u << 20)
 
 /* A page with one thing written by `fn`, compared to `want` byte for byte. */
-#define assert_page(want, ...)                                                   \
-	do {                                                                     \
-		struct expo x_;                                                  \
-		expo_init(&x_, PAGE);                                            \
-		__VA_ARGS__;                                                     \
-		assert_false(x_.overflow);                                       \
-		assert_non_null(x_.page.p);                                         \
-		assert_string_equal(x_.page.p, (want));                             \
-		assert_int_equal(x_.page.len, strlen(want));                          \
-		expo_free(&x_);                                                  \
+#define assert_page(want, ...)                               \
+	do {                                                 \
+		struct expo x_;                              \
+		expo_init(&x_, PAGE);                        \
+		__VA_ARGS__;                                 \
+		assert_false(x_.overflow);                   \
+		assert_non_null(x_.page.p);                  \
+		assert_string_equal(x_.page.p, (want));      \
+		assert_int_equal(x_.page.len, strlen(want)); \
+		expo_free(&x_);                              \
 	} while (0)
 
 /* ---- expo_escape ---- */
@@ -101,8 +101,11 @@ static bool utf8_valid(const char *s)
 	const unsigned char *p = (const unsigned char *)s;
 
 	while (*p) {
-		int len = *p < 0x80 ? 1 : (*p & 0xe0) == 0xc0 ? 2 : (*p & 0xf0) == 0xe0 ? 3
-				      : (*p & 0xf8) == 0xf0 ? 4 : 0;
+		int len = *p < 0x80		? 1
+			  : (*p & 0xe0) == 0xc0 ? 2
+			  : (*p & 0xf0) == 0xe0 ? 3
+			  : (*p & 0xf8) == 0xf0 ? 4
+						: 0;
 
 		if (!len)
 			return false;
@@ -134,13 +137,18 @@ static void escape_cut_sweep(const char *in)
 
 static void t_escape_cut_never_overflows(void **state)
 {
-	escape_cut_sweep("abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyz"
-			 "0123456789abcdefghijklmnopqrstuvwxyz");
-	escape_cut_sweep("\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\");
-	escape_cut_sweep("\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"");
-	escape_cut_sweep("\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n");
-	escape_cut_sweep("a\\b\"c\nd a\\b\"c\nd a\\b\"c\nd a\\b\"c\nd a\\b\"c\nd a\\b\"c\nd a\\b\"c\nd "
-			 "a\\b\"c\nd a\\b\"c\nd a\\b\"c\nd a\\b\"c\nd");
+	escape_cut_sweep(
+		"abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyz"
+		"0123456789abcdefghijklmnopqrstuvwxyz");
+	escape_cut_sweep(
+		"\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\");
+	escape_cut_sweep(
+		"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"\"");
+	escape_cut_sweep(
+		"\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n\n");
+	escape_cut_sweep(
+		"a\\b\"c\nd a\\b\"c\nd a\\b\"c\nd a\\b\"c\nd a\\b\"c\nd a\\b\"c\nd a\\b\"c\nd "
+		"a\\b\"c\nd a\\b\"c\nd a\\b\"c\nd a\\b\"c\nd");
 }
 
 static void t_escape_cut_is_a_prefix(void **state)
@@ -164,8 +172,8 @@ static void t_escape_cut_is_a_prefix(void **state)
 
 		expo_escape(in, out, size);
 		if (strcmp(out, full) != 0)
-			fail_msg("size %zu (the %zu-byte escaped value fits): \"%s\" cut to \"%s\"", size,
-				 strlen(full), full, out);
+			fail_msg("size %zu (the %zu-byte escaped value fits): \"%s\" cut to \"%s\"",
+				 size, strlen(full), full, out);
 	}
 	{
 		char out[4];
@@ -256,8 +264,8 @@ static void t_sample_no_labels(void **state)
 static void t_sample_labels(void **state)
 {
 	const char *const one[] = { "collector", "nftables", NULL };
-	const char *const three[] = { "namespace", "research", "direction", "egress", "traffic",
-				      "internal", NULL };
+	const char *const three[] = { "namespace", "research", "direction", "egress",
+				      "traffic",   "internal", NULL };
 	const char *const empty_value[] = { "namespace", "", NULL };
 
 	assert_page("tollgate_collector_up{collector=\"nftables\"} 1\n",
@@ -272,8 +280,10 @@ static void t_sample_label_values_escaped(void **state)
 {
 	const char *const l[] = { "pod", "we\"ird\\na\nme", "ns", "x", NULL };
 
-	assert_page("m{pod=\"we\\\"ird\\\\na\\nme\",ns=\"x\"} 7\n", expo_sample_u64(&x_, "m", l, 7));
-	assert_page("m{pod=\"we\\\"ird\\\\na\\nme\",ns=\"x\"} 0.5\n", expo_sample(&x_, "m", l, 0.5));
+	assert_page("m{pod=\"we\\\"ird\\\\na\\nme\",ns=\"x\"} 7\n",
+		    expo_sample_u64(&x_, "m", l, 7));
+	assert_page("m{pod=\"we\\\"ird\\\\na\\nme\",ns=\"x\"} 0.5\n",
+		    expo_sample(&x_, "m", l, 0.5));
 }
 
 static void t_sample_long_label_value_stays_well_formed(void **state)
@@ -319,8 +329,10 @@ static void t_sample_float_formats(void **state)
 	assert_page("m 0.000607542\n", expo_sample(&x_, "m", NULL, 0.000607542));
 	assert_page("m 1e+20\n", expo_sample(&x_, "m", NULL, 1e20));
 	assert_page("m 1764403200.123\n", expo_sample(&x_, "m", NULL, 1764403200.123));
-	assert_page("m 1.79769313486232e+308\n", expo_sample(&x_, "m", NULL, 1.7976931348623157e308));
-	assert_page("m 4.94065645841247e-324\n", expo_sample(&x_, "m", NULL, 4.9406564584124654e-324));
+	assert_page("m 1.79769313486232e+308\n",
+		    expo_sample(&x_, "m", NULL, 1.7976931348623157e308));
+	assert_page("m 4.94065645841247e-324\n",
+		    expo_sample(&x_, "m", NULL, 4.9406564584124654e-324));
 }
 
 static void t_sample_nan_inf(void **state)
@@ -417,9 +429,9 @@ static void t_page_concatenates(void **state)
 
 	assert_page("# HELP a A.\n# TYPE a gauge\na 1\na{state=\"free\"} 2\n# HELP b B.\n"
 		    "# TYPE b counter\nb 3\n",
-		    expo_family(&x_, "a", "gauge", "A."); expo_sample(&x_, "a", NULL, 1);
-		    expo_sample_u64(&x_, "a", l, 2); expo_family(&x_, "b", "counter", "B.");
-		    expo_sample_u64(&x_, "b", NULL, 3));
+		    expo_family(&x_, "a", "gauge", "A.");
+		    expo_sample(&x_, "a", NULL, 1); expo_sample_u64(&x_, "a", l, 2);
+		    expo_family(&x_, "b", "counter", "B."); expo_sample_u64(&x_, "b", NULL, 3));
 }
 
 /* ---- buffer and limit ---- */

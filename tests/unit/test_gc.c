@@ -63,10 +63,10 @@ static void t_find_sorts_live_stale_and_unseen(void **state)
 	assert_int_equal(mkdir(empty, 0700), 0);
 	ipam_state_init(&st);
 	att(&st, "live", live);
-	att(&st, "gone", gone);		/* its directory holds live's: really gone */
-	att(&st, "inempty", inempty);	/* an empty directory: not mounted here */
-	att(&st, "missing", missing);	/* no directory at all */
-	att(&st, "nonetns", "");	/* none recorded: stale */
+	att(&st, "gone", gone);	      /* its directory holds live's: really gone */
+	att(&st, "inempty", inempty); /* an empty directory: not mounted here */
+	att(&st, "missing", missing); /* no directory at all */
+	att(&st, "nonetns", "");      /* none recorded: stale */
 	assert_int_equal(node_gc_find(&st, &g), 0);
 	assert_int_equal(g.n_stale, 2);
 	assert_string_equal(g.stale[0].container_id, "gone");
@@ -87,7 +87,7 @@ static void t_find_sorts_live_stale_and_unseen(void **state)
  */
 static struct {
 	bool armed;
-	int err;		/* stat fails with it (no /proc) */
+	int err; /* stat fails with it (no /proc) */
 	ino_t ino;
 	unsigned calls;
 } pidns;

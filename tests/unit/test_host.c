@@ -41,14 +41,14 @@ struct fake_need {
 };
 
 struct fake_elf {
-	uint16_t machine;	/* 0: this machine's */
+	uint16_t machine; /* 0: this machine's */
 	const char *interp, *soname;
 	const char *needed[8];
 	struct fake_need need[4];
 	const char *def[64];
 };
 
-#define BASE 0x10000u	/* the load's address: every dynamic pointer goes through it */
+#define BASE 0x10000u /* the load's address: every dynamic pointer goes through it */
 
 struct out {
 	unsigned char *b;
@@ -123,7 +123,8 @@ static size_t fake_elf_build(const struct fake_elf *f, unsigned char *buf, size_
 		strtab_of(&st, f->soname);
 	for (size_t i = 0; i < 4 && f->need[i].file; i++) {
 		size_t cnt = count(f->need[i].names, 8);
-		Elf64_Verneed v = { .vn_version = VER_NEED_CURRENT, .vn_cnt = (uint16_t)cnt,
+		Elf64_Verneed v = { .vn_version = VER_NEED_CURRENT,
+				    .vn_cnt = (uint16_t)cnt,
 				    .vn_file = strtab_of(&st, f->need[i].file),
 				    .vn_aux = sizeof(Elf64_Verneed) };
 
@@ -145,9 +146,13 @@ static size_t fake_elf_build(const struct fake_elf *f, unsigned char *buf, size_
 		/* entry 0: the base, named after the file */
 		const char *name = i ? f->def[i - 1] : f->soname ? f->soname : "base";
 		Elf64_Verdef d = { .vd_version = VER_DEF_CURRENT,
-				   .vd_flags = i ? 0 : VER_FLG_BASE, .vd_ndx = (uint16_t)(i + 1),
-				   .vd_cnt = 1, .vd_aux = sizeof(Elf64_Verdef),
-				   .vd_next = i < n_def ? sizeof(Elf64_Verdef) + sizeof(Elf64_Verdaux) : 0 };
+				   .vd_flags = i ? 0 : VER_FLG_BASE,
+				   .vd_ndx = (uint16_t)(i + 1),
+				   .vd_cnt = 1,
+				   .vd_aux = sizeof(Elf64_Verdef),
+				   .vd_next = i < n_def
+						      ? sizeof(Elf64_Verdef) + sizeof(Elf64_Verdaux)
+						      : 0 };
 		Elf64_Verdaux a = { .vda_name = strtab_of(&st, name) };
 
 		memcpy(vd + vd_len, &d, sizeof(d));
@@ -198,12 +203,18 @@ static size_t fake_elf_build(const struct fake_elf *f, unsigned char *buf, size_
 	eh.e_phentsize = sizeof(Elf64_Phdr);
 	eh.e_phnum = (uint16_t)n_ph;
 	memcpy(o.b, &eh, sizeof(eh));
-	ph[0] = (Elf64_Phdr){ .p_type = PT_LOAD, .p_offset = 0, .p_vaddr = BASE,
-			      .p_filesz = o.len, .p_memsz = o.len };
-	ph[1] = (Elf64_Phdr){ .p_type = PT_DYNAMIC, .p_offset = at_dyn, .p_vaddr = BASE + at_dyn,
+	ph[0] = (Elf64_Phdr){ .p_type = PT_LOAD,
+			      .p_offset = 0,
+			      .p_vaddr = BASE,
+			      .p_filesz = o.len,
+			      .p_memsz = o.len };
+	ph[1] = (Elf64_Phdr){ .p_type = PT_DYNAMIC,
+			      .p_offset = at_dyn,
+			      .p_vaddr = BASE + at_dyn,
 			      .p_filesz = n_dyn * sizeof(dyn[0]) };
 	if (f->interp)
-		ph[2] = (Elf64_Phdr){ .p_type = PT_INTERP, .p_offset = at_interp,
+		ph[2] = (Elf64_Phdr){ .p_type = PT_INTERP,
+				      .p_offset = at_interp,
 				      .p_filesz = strlen(f->interp) + 1 };
 	memcpy(o.b + at_ph, ph, n_ph * sizeof(ph[0]));
 	return o.len;
@@ -423,14 +434,17 @@ static void t_rootfs_symlinks_stay_inside(void **state)
 	mk("usr/lib/x", NULL);
 	mk("usr/lib/x/libfoo", "foo in the root");
 	mk("etc", NULL);
-	ln("usr/lib", "lib");			/* relative, as merged /usr has it */
-	ln("/lib/x/libfoo", "usr/lib/abs");	/* absolute: the root's /lib, not ours */
-	ln("../../../../../../usr/lib/x/libfoo", "etc/up");	/* climbs past the root */
+	ln("usr/lib", "lib");		    /* relative, as merged /usr has it */
+	ln("/lib/x/libfoo", "usr/lib/abs"); /* absolute: the root's /lib, not ours */
+	ln("../../../../../../usr/lib/x/libfoo", "etc/up"); /* climbs past the root */
 	ln("loop2", "etc/loop1");
 	ln("loop1", "etc/loop2");
 
 	static const char *const same[] = {
-		"/lib/x/libfoo", "usr/lib/abs", "/etc/up", "/../../usr/./lib//x/../x/libfoo",
+		"/lib/x/libfoo",
+		"usr/lib/abs",
+		"/etc/up",
+		"/../../usr/./lib//x/../x/libfoo",
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(same); i++) {
@@ -483,7 +497,8 @@ static const struct fake_elf MNL = {
 static const struct fake_elf LIBC_NEW = {
 	.soname = "libc.so.6",
 	.needed = { "ld-linux-x86-64.so.2" },
-	.def = { "GLIBC_2.2.5", "GLIBC_2.14", "GLIBC_2.31", "GLIBC_2.33", "GLIBC_2.34", "GLIBC_2.36" },
+	.def = { "GLIBC_2.2.5", "GLIBC_2.14", "GLIBC_2.31", "GLIBC_2.33", "GLIBC_2.34",
+		 "GLIBC_2.36" },
 };
 static const struct fake_elf LIBC_OLD = {
 	.soname = "libc.so.6",
@@ -572,7 +587,8 @@ static void t_host_glibc_too_old(void **state)
 	/* the path the loader finds it by: the multiarch directory, through /lib */
 	assert_contains(lacks.l[0].text, "(/lib/x86_64-linux-gnu/libc.so.6 under");
 	assert_contains(lacks.l[0].text, "needs GLIBC_2.33, GLIBC_2.34");
-	assert_contains(lacks.l[0].text, "glibc 2.34 or later (Ubuntu 22.04, Ubuntu 24.04, Debian 12, "
+	assert_contains(lacks.l[0].text,
+			"glibc 2.34 or later (Ubuntu 22.04, Ubuntu 24.04, Debian 12, "
 			"RHEL 9, Amazon Linux 2023, Azure Linux 2.0, Azure Linux 3.0)");
 	assert_contains(lacks.l[0].note, "glibc=2.31");
 }
@@ -658,12 +674,12 @@ static void t_sysctls_below_floor(void **state)
 	mk("net/ipv4/neigh/default", NULL);
 	mk("net/ipv4/ip_forward", "0\n");
 	mk("net/ipv4/neigh/default/gc_thresh1", "128\n");
-	mk("net/ipv4/neigh/default/gc_thresh2", "90000\n");	/* on its floor */
+	mk("net/ipv4/neigh/default/gc_thresh2", "90000\n"); /* on its floor */
 	/* gc_thresh3 absent, as in a network namespace other than the host's first */
 	mk("net/ipv4/conf", NULL);
 	mk("net/ipv4/conf/all", NULL);
 	mk("net/ipv4/conf/default", NULL);
-	mk("net/ipv4/conf/all/accept_source_route", "0\n");	/* its pinned value */
+	mk("net/ipv4/conf/all/accept_source_route", "0\n"); /* its pinned value */
 	/* pinned: above is as wrong as below (a fresh namespace's default is 1) */
 	mk("net/ipv4/conf/default/accept_source_route", "1\n");
 	memset(&lacks, 0, sizeof(lacks));
@@ -679,7 +695,8 @@ static void t_sysctls_below_floor(void **state)
 	assert_contains(lacks.l[1].text, "is 128, below 80000");
 	assert_contains(lacks.l[1].text, "nothing raises it");
 	assert_string_equal(lacks.l[2].key, "sysctl:net.ipv4.conf.default.accept_source_route");
-	assert_contains(lacks.l[2].text, "accept_source_route is 1, not 0, and the agent cannot set it");
+	assert_contains(lacks.l[2].text,
+			"accept_source_route is 1, not 0, and the agent cannot set it");
 	assert_contains(lacks.l[2].text, "nothing sets it (the node forwards source-routed");
 	assert_contains(lacks.l[2].note, "off its pinned value");
 	assert_contains(lacks.l[2].note, "value=1 pinned=0");

@@ -30,9 +30,12 @@ static void t_containerd_shape(void **state)
 
 	(void)state;
 	/* containerd's go-cni capitalises the keys, and sends HostIP "" */
-	assert_int_equal(parse("[{\"HostPort\":8080,\"ContainerPort\":18080,\"Protocol\":\"tcp\",\"HostIP\":\"\"},"
-			       "{\"hostPort\":53,\"containerPort\":5353,\"protocol\":\"UDP\",\"hostIP\":\"10.0.0.5\"},"
-			       "{\"hostPort\":9,\"containerPort\":9}]", &p, &e), 0);
+	assert_int_equal(
+		parse("[{\"HostPort\":8080,\"ContainerPort\":18080,\"Protocol\":\"tcp\",\"HostIP\":\"\"},"
+		      "{\"hostPort\":53,\"containerPort\":5353,\"protocol\":\"UDP\",\"hostIP\":\"10.0.0.5\"},"
+		      "{\"hostPort\":9,\"containerPort\":9}]",
+		      &p, &e),
+		0);
 	assert_int_equal(p.n, 3);
 	assert_int_equal(p.m[0].host_port, 8080);
 	assert_int_equal(p.m[0].container_port, 18080);
@@ -55,13 +58,17 @@ static void t_absent_and_duplicates(void **state)
 	assert_int_equal(p.n, 0);
 	/* the same mapping twice (two containers declaring it) counts once; 0.0.0.0 is every address */
 	assert_int_equal(parse("[{\"hostPort\":80,\"containerPort\":8080},"
-			       "{\"hostPort\":80,\"containerPort\":8080,\"hostIP\":\"0.0.0.0\"}]", &p, &e), 0);
+			       "{\"hostPort\":80,\"containerPort\":8080,\"hostIP\":\"0.0.0.0\"}]",
+			       &p, &e),
+			 0);
 	assert_int_equal(p.n, 1);
 	/* the same port on two protocols, or on two addresses, is two mappings */
 	assert_int_equal(parse("[{\"hostPort\":80,\"containerPort\":80,\"protocol\":\"tcp\"},"
 			       "{\"hostPort\":80,\"containerPort\":80,\"protocol\":\"udp\"},"
 			       "{\"hostPort\":81,\"containerPort\":81,\"hostIP\":\"10.0.0.1\"},"
-			       "{\"hostPort\":81,\"containerPort\":82,\"hostIP\":\"10.0.0.2\"}]", &p, &e), 0);
+			       "{\"hostPort\":81,\"containerPort\":82,\"hostIP\":\"10.0.0.2\"}]",
+			       &p, &e),
+			 0);
 	assert_int_equal(p.n, 4);
 }
 
@@ -75,12 +82,18 @@ static void t_refused(void **state)
 		{ "[{\"containerPort\":80}]", "runtimeConfig.portMappings[0].hostPort is missing" },
 		{ "[{\"hostPort\":80}]", "runtimeConfig.portMappings[0].containerPort is missing" },
 		{ "[{\"hostPort\":\"80\",\"containerPort\":80}]", "hostPort must be an integer" },
-		{ "[{\"hostPort\":65536,\"containerPort\":80}]", "hostPort is 65536, must be 1..65535" },
-		{ "[{\"hostPort\":80,\"containerPort\":0}]", "containerPort is 0, must be 1..65535" },
-		{ "[{\"hostPort\":80,\"containerPort\":80,\"protocol\":\"icmp\"}]", "is none of tcp, udp, sctp" },
-		{ "[{\"hostPort\":80,\"containerPort\":80,\"protocol\":6}]", "protocol must be a string" },
-		{ "[{\"hostPort\":80,\"containerPort\":80,\"hostIP\":\"fd00::1\"}]", "is not an IPv4 address" },
-		{ "[{\"hostPort\":80,\"containerPort\":80,\"hostIP\":\"127.0.0.53\"}]", "is a loopback address" },
+		{ "[{\"hostPort\":65536,\"containerPort\":80}]",
+		  "hostPort is 65536, must be 1..65535" },
+		{ "[{\"hostPort\":80,\"containerPort\":0}]",
+		  "containerPort is 0, must be 1..65535" },
+		{ "[{\"hostPort\":80,\"containerPort\":80,\"protocol\":\"icmp\"}]",
+		  "is none of tcp, udp, sctp" },
+		{ "[{\"hostPort\":80,\"containerPort\":80,\"protocol\":6}]",
+		  "protocol must be a string" },
+		{ "[{\"hostPort\":80,\"containerPort\":80,\"hostIP\":\"fd00::1\"}]",
+		  "is not an IPv4 address" },
+		{ "[{\"hostPort\":80,\"containerPort\":80,\"hostIP\":\"127.0.0.53\"}]",
+		  "is a loopback address" },
 		{ "[{\"hostPort\":80,\"containerPort\":80},{\"hostPort\":80,\"containerPort\":81,\"hostIP\":\"10.0.0.1\"}]",
 		  "runtimeConfig.portMappings[1]: hostPort 10.0.0.1:80/tcp overlaps 80/tcp, which goes to containerPort 80" },
 	};
@@ -105,13 +118,13 @@ static void t_too_many(void **state)
 
 	(void)state;
 	for (int i = 0; i <= HOSTPORT_MAX; i++)
-		snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf), "%s{\"hostPort\":%d,\"containerPort\":80}",
-			 i ? "," : "", 1000 + i);
+		snprintf(buf + strlen(buf), sizeof(buf) - strlen(buf),
+			 "%s{\"hostPort\":%d,\"containerPort\":80}", i ? "," : "", 1000 + i);
 	strcat(buf, "]");
 	assert_int_not_equal(parse(buf, &p, &e), 0);
 	assert_non_null(strstr(e.msg, "more than 32 mappings"));
 	/* the control: one fewer is taken */
-	last = strrchr(buf, '{') - 1;	/* the comma before the last entry */
+	last = strrchr(buf, '{') - 1; /* the comma before the last entry */
 	last[0] = ']';
 	last[1] = '\0';
 	assert_int_equal(parse(buf, &p, &e), 0);
@@ -125,13 +138,16 @@ static void t_round_trip(void **state)
 	json_object *o;
 
 	(void)state;
-	assert_int_equal(parse("[{\"hostPort\":8080,\"containerPort\":80,\"protocol\":\"sctp\"},"
-			       "{\"hostPort\":53,\"containerPort\":53,\"protocol\":\"udp\",\"hostIP\":\"10.0.0.5\"}]",
-			       &p, &e), 0);
+	assert_int_equal(
+		parse("[{\"hostPort\":8080,\"containerPort\":80,\"protocol\":\"sctp\"},"
+		      "{\"hostPort\":53,\"containerPort\":53,\"protocol\":\"udp\",\"hostIP\":\"10.0.0.5\"}]",
+		      &p, &e),
+		0);
 	o = hostports_to_json(&p);
-	assert_string_equal(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN),
-			    "[{\"hostPort\":8080,\"containerPort\":80,\"protocol\":\"sctp\"},"
-			    "{\"hostPort\":53,\"containerPort\":53,\"protocol\":\"udp\",\"hostIP\":\"10.0.0.5\"}]");
+	assert_string_equal(
+		json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN),
+		"[{\"hostPort\":8080,\"containerPort\":80,\"protocol\":\"sctp\"},"
+		"{\"hostPort\":53,\"containerPort\":53,\"protocol\":\"udp\",\"hostIP\":\"10.0.0.5\"}]");
 	assert_int_equal(hostports_parse(o, "state", &q, &e), 0);
 	json_object_put(o);
 	assert_int_equal(q.n, 2);
@@ -152,7 +168,7 @@ static void t_overlap(void **state)
 	char buf[HOSTPORT_STRLEN];
 
 	(void)state;
-	assert_true(hostport_overlap(&any, &one));	/* every address includes 10.0.0.1 */
+	assert_true(hostport_overlap(&any, &one)); /* every address includes 10.0.0.1 */
 	assert_true(hostport_overlap(&one, &any));
 	assert_false(hostport_overlap(&one, &other));
 	assert_false(hostport_overlap(&any, &udp));

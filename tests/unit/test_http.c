@@ -204,7 +204,7 @@ static void t_conntab_expire_bounded(void **state)
  */
 struct model_conn {
 	bool live, cut;
-	unsigned int who;	/* index of the address in pool */
+	unsigned int who; /* index of the address in pool */
 	int64_t start;
 	struct http_conn *c;
 };
@@ -255,7 +255,10 @@ static void t_conntab_model(void **state)
 				break;
 			}
 			assert_non_null(x->c);
-			*x = (struct model_conn){ .live = true, .who = x->who, .start = now, .c = x->c };
+			*x = (struct model_conn){ .live = true,
+						  .who = x->who,
+						  .start = now,
+						  .c = x->c };
 			held[x->who]++;
 			used++;
 			break;
@@ -317,8 +320,8 @@ static void t_conntab_model(void **state)
 
 static const struct listen_case {
 	const char *in;
-	int want;		/* 0 or -errno */
-	const char *addr;	/* when 0 */
+	int want;	  /* 0 or -errno */
+	const char *addr; /* when 0 */
 	uint16_t port;
 } listen_cases[] = {
 	{ "10.0.0.1:9617", 0, "10.0.0.1", 9617 },
@@ -326,7 +329,7 @@ static const struct listen_case {
 	{ "0.0.0.0:1", 0, "0.0.0.0", 1 },
 	{ "255.255.255.255:65535", 0, "255.255.255.255", 65535 },
 	{ "127.0.0.1:08080", 0, "127.0.0.1", 8080 },
-	{ "10.240.0.4", 0, "10.240.0.4", 9617 },	/* the node address alone */
+	{ "10.240.0.4", 0, "10.240.0.4", 9617 }, /* the node address alone */
 	{ "localhost:9100", 0, "127.0.0.1", 9100 },
 	{ "localhost", 0, "127.0.0.1", 9617 },
 	{ "", -EINVAL, NULL, 0 },

@@ -45,7 +45,8 @@ static char *fixture(const char *name, size_t *len)
 	snprintf(path, sizeof(path), "%s/%s", dir && *dir ? dir : "tests/fixtures/imds", name);
 	if (access(path, R_OK) != 0)
 		fail_msg("cannot open fixture %s (run from the repository root, or set "
-			 "TG_FIXTURE_DIR): %s", path, strerror(errno));
+			 "TG_FIXTURE_DIR): %s",
+			 path, strerror(errno));
 	return slurp(path, len);
 }
 
@@ -75,7 +76,8 @@ static void assert_addrs(const struct imds_network *n, const char *const *want, 
 	}
 	for (size_t i = 0; i < n_want; i++)
 		if (n->addrs[i] != ip(want[i]))
-			fail_msg("address %zu: expected %s, got %s", i, want[i], ip_str(n->addrs[i]));
+			fail_msg("address %zu: expected %s, got %s", i, want[i],
+				 ip_str(n->addrs[i]));
 }
 
 static void assert_subnet(const struct imds_network *n, const char *net, int prefix)
@@ -83,7 +85,8 @@ static void assert_subnet(const struct imds_network *n, const char *net, int pre
 	char c[CIDR4_STRLEN];
 
 	if (n->subnet.net != ip(net) || n->subnet.prefix != prefix)
-		fail_msg("subnet: expected %s/%d, got %s", net, prefix, cidr4_format(&n->subnet, c));
+		fail_msg("subnet: expected %s/%d, got %s", net, prefix,
+			 cidr4_format(&n->subnet, c));
 }
 
 static void assert_node_ip(const struct imds_network *n, const char *want)
@@ -275,8 +278,8 @@ static void t_parse_trailing_data(void **state)
 /* ---- imds_parse_network: bad answers ---- */
 
 struct bad_case {
-	const char *name;	/* the test's name */
-	const char *file;	/* fixture, or NULL for `body` */
+	const char *name; /* the test's name */
+	const char *file; /* fixture, or NULL for `body` */
 	const char *body;
 	const uint8_t *mac;	/* NULL: UPLINK_MAC */
 	const char *needles[3]; /* the message must contain each (case-sensitive) */
@@ -288,34 +291,50 @@ static const struct bad_case bad_cases[] = {
 	{ "parse_garbage_not_json", "garbage.json", NULL, NULL, { "JSON" } },
 	{ "parse_truncated_json", "truncated.json", NULL, NULL, { "JSON" } },
 	{ "parse_missing_subnet", "missing_subnet.json", NULL, NULL, { "subnet" } },
-	{ "parse_empty_ipaddress_list", "empty_ipaddress.json", NULL, NULL,
+	{ "parse_empty_ipaddress_list",
+	  "empty_ipaddress.json",
+	  NULL,
+	  NULL,
 	  { "ipAddress", "empty" } },
-	{ "parse_no_nic_with_uplink_mac", "three_nics.json", NULL, OTHER_MAC,
+	{ "parse_no_nic_with_uplink_mac",
+	  "three_nics.json",
+	  NULL,
+	  OTHER_MAC,
 	  { "000D3A000099", "MAC" } },
 	{ "parse_empty_body", NULL, "", NULL, { "JSON" } },
 	{ "parse_json_array_not_object", NULL, "[]", NULL, { "interface" } },
 	{ "parse_no_interface_list", NULL, "{\"compute\":{}}", NULL, { "interface" } },
-	{ "parse_empty_subnet_list", NULL,
+	{ "parse_empty_subnet_list",
+	  NULL,
 	  "{\"interface\":[{\"ipv4\":{\"ipAddress\":[{\"privateIpAddress\":\"10.0.0.4\"},"
 	  "{\"privateIpAddress\":\"10.0.0.5\"}],\"subnet\":[]},\"macAddress\":\"000D3AF806EC\"}]}",
-	  NULL, { "subnet" } },
-	{ "parse_subnet_without_prefix", NULL,
+	  NULL,
+	  { "subnet" } },
+	{ "parse_subnet_without_prefix",
+	  NULL,
 	  "{\"interface\":[{\"ipv4\":{\"ipAddress\":[{\"privateIpAddress\":\"10.0.0.4\"},"
 	  "{\"privateIpAddress\":\"10.0.0.5\"}],\"subnet\":[{\"address\":\"10.0.0.0\"}]},"
 	  "\"macAddress\":\"000D3AF806EC\"}]}",
-	  NULL, { "prefix" } },
-	{ "parse_prefix_out_of_range", NULL,
+	  NULL,
+	  { "prefix" } },
+	{ "parse_prefix_out_of_range",
+	  NULL,
 	  "{\"interface\":[{\"ipv4\":{\"ipAddress\":[{\"privateIpAddress\":\"10.0.0.4\"},"
 	  "{\"privateIpAddress\":\"10.0.0.5\"}],\"subnet\":[{\"address\":\"10.0.0.0\","
 	  "\"prefix\":\"33\"}]},\"macAddress\":\"000D3AF806EC\"}]}",
-	  NULL, { "prefix" } },
-	{ "parse_bad_private_ip", NULL,
+	  NULL,
+	  { "prefix" } },
+	{ "parse_bad_private_ip",
+	  NULL,
 	  "{\"interface\":[{\"ipv4\":{\"ipAddress\":[{\"privateIpAddress\":\"10.0.0.4\"},"
 	  "{\"privateIpAddress\":\"10.0.0.300\"}],\"subnet\":[{\"address\":\"10.0.0.0\","
 	  "\"prefix\":\"24\"}]},\"macAddress\":\"000D3AF806EC\"}]}",
-	  NULL, { "10.0.0.300" } },
-	{ "parse_no_ipv4", NULL,
-	  "{\"interface\":[{\"ipv6\":{\"ipAddress\":[]},\"macAddress\":\"000D3AF806EC\"}]}", NULL,
+	  NULL,
+	  { "10.0.0.300" } },
+	{ "parse_no_ipv4",
+	  NULL,
+	  "{\"interface\":[{\"ipv6\":{\"ipAddress\":[]},\"macAddress\":\"000D3AF806EC\"}]}",
+	  NULL,
 	  { "ipAddress" } },
 };
 

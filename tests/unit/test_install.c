@@ -28,7 +28,8 @@ static void t_write_file_flushes_file_then_directory(void **state)
 
 	assert_non_null(mkdtemp(dir));
 	disk_ops_arm();
-	assert_int_equal(agent_write_file(dir, "10-tollgate.conflist", text, strlen(text), 0644), 0);
+	assert_int_equal(agent_write_file(dir, "10-tollgate.conflist", text, strlen(text), 0644),
+			 0);
 	disk_ops_text(ops, sizeof(ops));
 	assert_string_equal(ops, "fsync-file rename fsync-dir");
 	snprintf(path, sizeof(path), "%s/10-tollgate.conflist", dir);

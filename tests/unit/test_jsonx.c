@@ -25,7 +25,7 @@
 struct twice_case {
 	const char *name;
 	const char *text;
-	const char *member;	/* NULL: accepted */
+	const char *member; /* NULL: accepted */
 	size_t at;
 };
 

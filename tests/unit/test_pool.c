@@ -109,10 +109,27 @@ static void t_ip4_parse_valid(void **state)
 static void t_ip4_parse_rejects(void **state)
 {
 	static const char *const bad[] = {
-		"10.1",	      "10",	     "256.0.0.1",  " 10.0.0.1", "10.0.0.1 ", "10.0.0.1\n",
-		"",	      "1.2.3.4.5",   "a.b.c.d",	   "10.0.0.-1", "0x0a.0.0.1", "10.0.0.01",
-		"10..0.1",    "10.0.0.",     ".10.0.0.1",  "10.0.0.1/32", "10.0.0.1-10.0.0.2",
-		"::1",	      "10.0.0.256",  "1.2.3.4\t",  "+1.2.3.4",
+		"10.1",
+		"10",
+		"256.0.0.1",
+		" 10.0.0.1",
+		"10.0.0.1 ",
+		"10.0.0.1\n",
+		"",
+		"1.2.3.4.5",
+		"a.b.c.d",
+		"10.0.0.-1",
+		"0x0a.0.0.1",
+		"10.0.0.01",
+		"10..0.1",
+		"10.0.0.",
+		".10.0.0.1",
+		"10.0.0.1/32",
+		"10.0.0.1-10.0.0.2",
+		"::1",
+		"10.0.0.256",
+		"1.2.3.4\t",
+		"+1.2.3.4",
 	};
 	uint32_t a = 0x12345678;
 
@@ -169,11 +186,28 @@ static void t_cidr4_parse_valid(void **state)
 static void t_cidr4_parse_rejects(void **state)
 {
 	static const char *const bad[] = {
-		"10.0.0.0/33",	  "10.0.0.1/8",	   "10.1.2.3/24",  "10.0.0.0",	   "10.0.0.0/",
-		"/8",		  "10.0.0.0/-1",   "10.0.0.0/+8",  "10.0.0.0/8x",   "10.0.0.0/ 8",
-		"10.0.0.0 /8",	  "10.0/8",	   "10.0.0.0/8/8", "",		   "/",
-		" 10.0.0.0/8",	  "10.0.0.0/8 ",   "256.0.0.0/8",  "10.0.0.0/4294967304",
-		"10.0.0.0/99999999999999999999999", "a.b.c.d/8", "0.0.0.1/0",
+		"10.0.0.0/33",
+		"10.0.0.1/8",
+		"10.1.2.3/24",
+		"10.0.0.0",
+		"10.0.0.0/",
+		"/8",
+		"10.0.0.0/-1",
+		"10.0.0.0/+8",
+		"10.0.0.0/8x",
+		"10.0.0.0/ 8",
+		"10.0.0.0 /8",
+		"10.0/8",
+		"10.0.0.0/8/8",
+		"",
+		"/",
+		" 10.0.0.0/8",
+		"10.0.0.0/8 ",
+		"256.0.0.0/8",
+		"10.0.0.0/4294967304",
+		"10.0.0.0/99999999999999999999999",
+		"a.b.c.d/8",
+		"0.0.0.1/0",
 	};
 	struct cidr4 c = { .net = 0x12345678, .prefix = 7 };
 
@@ -328,8 +362,8 @@ static void t_pool_mixed_sorted(void **state)
 	struct pool p;
 
 	pool_ok(&p, LIST("10.1.0.20", "10.1.0.1", "10.1.0.8/31", "10.1.0.5-10.1.0.6"), NULL);
-	assert_pool(&p, LIST("10.1.0.1", "10.1.0.5", "10.1.0.6", "10.1.0.8", "10.1.0.9",
-			     "10.1.0.20"));
+	assert_pool(&p,
+		    LIST("10.1.0.1", "10.1.0.5", "10.1.0.6", "10.1.0.8", "10.1.0.9", "10.1.0.20"));
 	pool_free(&p);
 }
 
@@ -337,11 +371,12 @@ static void t_pool_duplicates_merged(void **state)
 {
 	struct pool p;
 
-	pool_ok(&p, LIST("10.1.0.1-10.1.0.5", "10.1.0.3-10.1.0.8", "10.1.0.4", "10.1.0.8/32",
-			 "10.1.0.1-10.1.0.5"),
+	pool_ok(&p,
+		LIST("10.1.0.1-10.1.0.5", "10.1.0.3-10.1.0.8", "10.1.0.4", "10.1.0.8/32",
+		     "10.1.0.1-10.1.0.5"),
 		NULL);
-	assert_pool(&p, LIST("10.1.0.1", "10.1.0.2", "10.1.0.3", "10.1.0.4", "10.1.0.5",
-			     "10.1.0.6", "10.1.0.7", "10.1.0.8"));
+	assert_pool(&p, LIST("10.1.0.1", "10.1.0.2", "10.1.0.3", "10.1.0.4", "10.1.0.5", "10.1.0.6",
+			     "10.1.0.7", "10.1.0.8"));
 	pool_free(&p);
 }
 
@@ -443,12 +478,16 @@ static const struct bad_entry bad_entries[] = {
 	{ "bad: leading space", LIST(" 10.1.0.1"), NULL, "ipam.addresses[0]" },
 	{ "bad: IPv6", LIST("fd00::1"), NULL, "ipam.addresses[0]" },
 	{ "bad: exclude word", LIST("10.1.0.1"), LIST("10.1.0.1", "nope"), "ipam.exclude[1]" },
-	{ "bad: exclude reversed range", LIST("10.1.0.1"), LIST("10.1.0.5-10.1.0.4"), "ipam.exclude[0]" },
+	{ "bad: exclude reversed range", LIST("10.1.0.1"), LIST("10.1.0.5-10.1.0.4"),
+	  "ipam.exclude[0]" },
 	{ "bad: too many addresses (/15)", LIST("10.0.0.0/15"), NULL, "ipam.addresses" },
 	{ "bad: too many addresses (/8)", LIST("10.0.0.0/8"), NULL, "ipam.addresses" },
 	{ "bad: too many addresses (whole space)", LIST("0.0.0.0/0"), NULL, "ipam.addresses" },
-	{ "bad: too many addresses (range)", LIST("0.0.0.0-255.255.255.255"), NULL, "ipam.addresses" },
-	{ "bad: too many addresses (sum of entries)", LIST("10.1.0.0-10.1.127.255", "10.2.0.0-10.2.127.255", "10.3.0.0"), NULL, "ipam.addresses" },
+	{ "bad: too many addresses (range)", LIST("0.0.0.0-255.255.255.255"), NULL,
+	  "ipam.addresses" },
+	{ "bad: too many addresses (sum of entries)",
+	  LIST("10.1.0.0-10.1.127.255", "10.2.0.0-10.2.127.255", "10.3.0.0"), NULL,
+	  "ipam.addresses" },
 };
 
 static void t_pool_where_names_the_key(void **state)
@@ -469,7 +508,8 @@ static void t_pool_where_names_the_key(void **state)
 static void t_pool_non_string_entries(void **state)
 {
 	const char *docs[] = { "[\"10.0.0.1\",null]", "[7]", "[\"10.0.0.1\",[\"10.0.0.2\"]]" };
-	const char *want[] = { "ipam.addresses[1] must be a string", "ipam.addresses[0] must be a string",
+	const char *want[] = { "ipam.addresses[1] must be a string",
+			       "ipam.addresses[0] must be a string",
 			       "ipam.addresses[1] must be a string" };
 	uint32_t *pool = NULL;
 	size_t n = 0;
@@ -549,13 +589,14 @@ static void assert_ranges(json_object *arr, const char *const *want)
 		fail_msg("%zu ranges, want %zu: %s", json_object_array_length(arr), n,
 			 json_object_to_json_string(arr));
 	for (size_t i = 0; i < n; i++)
-		assert_string_equal(json_object_get_string(json_object_array_get_idx(arr, i)), want[i]);
+		assert_string_equal(json_object_get_string(json_object_array_get_idx(arr, i)),
+				    want[i]);
 }
 
 static void t_to_ranges_compacts(void **state)
 {
-	const uint32_t pool[] = { ip("10.1.0.1"), ip("10.1.0.2"), ip("10.1.0.3"), ip("10.1.0.5"),
-				  ip("10.1.0.7"), ip("10.1.0.8") };
+	const uint32_t pool[] = { ip("10.1.0.1"), ip("10.1.0.2"), ip("10.1.0.3"),
+				  ip("10.1.0.5"), ip("10.1.0.7"), ip("10.1.0.8") };
 	json_object *r = ipam_pool_to_ranges(pool, 6);
 
 	assert_ranges(r, LIST("10.1.0.1-10.1.0.3", "10.1.0.5-10.1.0.5", "10.1.0.7-10.1.0.8"));

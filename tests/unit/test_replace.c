@@ -93,7 +93,7 @@ static void t_flushes_file_renames_then_flushes_dir(void **state)
 	assert_holds(f->path, text);
 	assert_int_equal(stat(f->path, &sb), 0);
 	assert_int_equal(sb.st_mode & 07777, 0600);
-	assert_int_equal(entries(f->dir), 1);	/* no temp file left */
+	assert_int_equal(entries(f->dir), 1); /* no temp file left */
 	/* a second write, the same name again */
 	disk_ops_arm();
 	assert_int_equal(tg_file_replace(f->dir, NAME, "{}\n", 3, true), 0);
@@ -131,9 +131,9 @@ static void t_killed_writes_temp_file_is_replaced(void **state)
 
 	assert_int_equal(tg_file_replace(f->dir, NAME, "{\"old\": 1}\n", 11, true), 0);
 	for (int i = 0; i < 3; i++) {
-		write_file(f->tmp, "{\"namesp", 8);	/* a write killed mid-way */
+		write_file(f->tmp, "{\"namesp", 8); /* a write killed mid-way */
 		assert_int_equal(entries(f->dir), 2);
-		assert_holds(f->path, "{\"old\": 1}\n");	/* the file is still the old one, whole */
+		assert_holds(f->path, "{\"old\": 1}\n"); /* the file is still the old one, whole */
 	}
 	disk_ops_arm();
 	assert_int_equal(tg_file_replace(f->dir, NAME, text, strlen(text), true), 0);
@@ -155,7 +155,7 @@ static void t_planted_symlink_is_not_followed(void **state)
 	assert_int_equal(tg_file_replace(f->dir, NAME, "{}\n", 3, true), 0);
 	assert_holds(target, "keep\n");
 	assert_holds(f->path, "{}\n");
-	assert_int_equal(entries(f->dir), 2);	/* the file and the untouched target */
+	assert_int_equal(entries(f->dir), 2); /* the file and the untouched target */
 }
 
 /* A directory there cannot be removed: a name of its own, and nothing left behind. */
@@ -184,9 +184,11 @@ static void t_failure_leaves_the_file(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test_setup_teardown(t_flushes_file_renames_then_flushes_dir, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_flushes_file_renames_then_flushes_dir, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(t_not_durable_renames_only, setup, teardown),
-		cmocka_unit_test_setup_teardown(t_killed_writes_temp_file_is_replaced, setup, teardown),
+		cmocka_unit_test_setup_teardown(t_killed_writes_temp_file_is_replaced, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(t_planted_symlink_is_not_followed, setup, teardown),
 		cmocka_unit_test_setup_teardown(t_directory_at_temp_name, setup, teardown),
 		cmocka_unit_test_setup_teardown(t_failure_leaves_the_file, setup, teardown),

@@ -84,8 +84,8 @@ static void t_version_parse_supported(void **state)
 
 static void t_version_parse_unsupported(void **state)
 {
-	static const char *const bad[] = { "0.1.0", "0.2.0",  "0.5.0", "1.2.0", "2.0.0",
-					   "1.1",   "1",      "",      "v1.1.0", "1.1.0 ",
+	static const char *const bad[] = { "0.1.0",  "0.2.0",	"0.5.0",  "1.2.0",  "2.0.0",
+					   "1.1",    "1",	"",	  "v1.1.0", "1.1.0 ",
 					   " 1.1.0", "1.1.0.0", "01.1.0", "1.01.0" };
 
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
@@ -210,7 +210,8 @@ static void check_0x(const char *v)
 	assert_int_equal(json_object_get_int(get(a, "interface")), 1);
 	ifs = get(res, "interfaces");
 	assert_false(has(json_object_array_get_idx(ifs, 1), "mtu"));
-	assert_string_equal(str(json_object_array_get_idx(get(res, "routes"), 0), "gw"), "169.254.1.1");
+	assert_string_equal(str(json_object_array_get_idx(get(res, "routes"), 0), "gw"),
+			    "169.254.1.1");
 	json_object_put(res);
 }
 
@@ -256,7 +257,8 @@ static void t_result_other_address_and_ifname(void **state)
 	res = cni_result_render("1.1.0", 10100, &r);
 	a = json_object_array_get_idx(get(res, "ips"), 0);
 	assert_string_equal(str(a, "address"), "255.255.255.254/32");
-	assert_string_equal(str(json_object_array_get_idx(get(res, "interfaces"), 1), "name"), "net1");
+	assert_string_equal(str(json_object_array_get_idx(get(res, "interfaces"), 1), "name"),
+			    "net1");
 	json_object_put(res);
 }
 
@@ -358,11 +360,11 @@ static uint32_t prev_ip(const char *json, const char *ifname, int *r)
 	return a;
 }
 
-#define MULTI                                                                           \
-	"{\"cniVersion\":\"1.1.0\",\"interfaces\":["                                     \
-	"{\"name\":\"tg0123456789ab\"},{\"name\":\"eth0\",\"sandbox\":\"/x\"},"             \
-	"{\"name\":\"net1\",\"sandbox\":\"/x\"}],"                                        \
-	"\"ips\":[{\"address\":\"10.2.0.1/24\",\"interface\":2},"                          \
+#define MULTI                                                                   \
+	"{\"cniVersion\":\"1.1.0\",\"interfaces\":["                            \
+	"{\"name\":\"tg0123456789ab\"},{\"name\":\"eth0\",\"sandbox\":\"/x\"}," \
+	"{\"name\":\"net1\",\"sandbox\":\"/x\"}],"                              \
+	"\"ips\":[{\"address\":\"10.2.0.1/24\",\"interface\":2},"               \
 	"{\"address\":\"10.1.0.10/32\",\"gateway\":\"169.254.1.1\",\"interface\":1}]}"
 
 static void t_prev_picks_named_interface(void **state)
@@ -381,9 +383,10 @@ static void t_prev_without_interfaces_takes_first(void **state)
 {
 	int r;
 
-	assert_int_equal(prev_ip("{\"ips\":[{\"address\":\"10.1.0.7/32\"},{\"address\":\"10.1.0.8/32\"}]}",
-				 "eth0", &r),
-			 ip("10.1.0.7"));
+	assert_int_equal(
+		prev_ip("{\"ips\":[{\"address\":\"10.1.0.7/32\"},{\"address\":\"10.1.0.8/32\"}]}",
+			"eth0", &r),
+		ip("10.1.0.7"));
 	assert_int_equal(r, 0);
 }
 
@@ -403,11 +406,12 @@ static void t_prev_0x_shape(void **state)
 {
 	int r;
 
-	assert_int_equal(prev_ip("{\"cniVersion\":\"0.3.1\",\"interfaces\":[{\"name\":\"tgx\"},"
-				 "{\"name\":\"eth0\",\"sandbox\":\"/x\"}],"
-				 "\"ips\":[{\"version\":\"4\",\"address\":\"10.1.0.11/32\",\"interface\":1}]}",
-				 "eth0", &r),
-			 ip("10.1.0.11"));
+	assert_int_equal(
+		prev_ip("{\"cniVersion\":\"0.3.1\",\"interfaces\":[{\"name\":\"tgx\"},"
+			"{\"name\":\"eth0\",\"sandbox\":\"/x\"}],"
+			"\"ips\":[{\"version\":\"4\",\"address\":\"10.1.0.11/32\",\"interface\":1}]}",
+			"eth0", &r),
+		ip("10.1.0.11"));
 	assert_int_equal(r, 0);
 }
 
@@ -433,11 +437,12 @@ static void t_prev_skips_bad_addresses(void **state)
 	int r;
 
 	/* bad entries are skipped; a good one after them is found */
-	assert_int_equal(prev_ip("{\"ips\":[{\"address\":\"garbage/32\"},{\"address\":\"10.1.0.1\"},"
-				 "{\"address\":5},{\"gateway\":\"1.2.3.4\"},"
-				 "{\"address\":\"fd00::1/64\"},{\"address\":\"10.1.0.12/32\"}]}",
-				 "eth0", &r),
-			 ip("10.1.0.12"));
+	assert_int_equal(
+		prev_ip("{\"ips\":[{\"address\":\"garbage/32\"},{\"address\":\"10.1.0.1\"},"
+			"{\"address\":5},{\"gateway\":\"1.2.3.4\"},"
+			"{\"address\":\"fd00::1/64\"},{\"address\":\"10.1.0.12/32\"}]}",
+			"eth0", &r),
+		ip("10.1.0.12"));
 	assert_int_equal(r, 0);
 	prev_ip("{\"ips\":[{\"address\":\"garbage/32\"},{\"address\":\"10.1.0.1\"}]}", "eth0", &r);
 	assert_int_equal(r, -ENOENT);
@@ -470,22 +475,32 @@ static void t_prev_index_out_of_range(void **state)
 struct hostile {
 	const char *name;
 	const char *json;
-	int want;		/* cni_prev_result_ip's return value */
-	const char *want_ip;	/* the address it gives; NULL: none (want < 0) */
+	int want;	     /* cni_prev_result_ip's return value */
+	const char *want_ip; /* the address it gives; NULL: none (want < 0) */
 };
 
 #define HOSTILE_ONE "\"ips\":[{\"address\":\"10.1.0.1/32\",\"interface\":0}]}"
 
 static const struct hostile hostiles[] = {
-	{ "prevResult: interfaces is an object", "{\"interfaces\":{\"name\":\"eth0\"}," HOSTILE_ONE, 0, "10.1.0.1" },
-	{ "prevResult: interfaces is a string", "{\"interfaces\":\"eth0\"," HOSTILE_ONE, 0, "10.1.0.1" },
-	{ "prevResult: interface name is null", "{\"interfaces\":[{\"name\":null}]," HOSTILE_ONE, -ENOENT, NULL },
-	{ "prevResult: interface name is a number", "{\"interfaces\":[{\"name\":7}]," HOSTILE_ONE, -ENOENT, NULL },
-	{ "prevResult: interface entry is a string", "{\"interfaces\":[\"eth0\"]," HOSTILE_ONE, -ENOENT, NULL },
-	{ "prevResult: interface entry is null", "{\"interfaces\":[null]," HOSTILE_ONE, -ENOENT, NULL },
-	{ "prevResult: ips entry is a string", "{\"interfaces\":[{\"name\":\"eth0\"}],\"ips\":[\"10.1.0.1/32\"]}", -ENOENT, NULL },
-	{ "prevResult: ips entry is null", "{\"ips\":[null,{\"address\":\"10.1.0.1/32\"}]}", 0, "10.1.0.1" },
-	{ "prevResult: huge interface index", "{\"interfaces\":[{\"name\":\"eth0\"}],\"ips\":[{\"address\":\"10.1.0.1/32\",\"interface\":9223372036854775807}]}", -ENOENT, NULL },
+	{ "prevResult: interfaces is an object", "{\"interfaces\":{\"name\":\"eth0\"}," HOSTILE_ONE,
+	  0, "10.1.0.1" },
+	{ "prevResult: interfaces is a string", "{\"interfaces\":\"eth0\"," HOSTILE_ONE, 0,
+	  "10.1.0.1" },
+	{ "prevResult: interface name is null", "{\"interfaces\":[{\"name\":null}]," HOSTILE_ONE,
+	  -ENOENT, NULL },
+	{ "prevResult: interface name is a number", "{\"interfaces\":[{\"name\":7}]," HOSTILE_ONE,
+	  -ENOENT, NULL },
+	{ "prevResult: interface entry is a string", "{\"interfaces\":[\"eth0\"]," HOSTILE_ONE,
+	  -ENOENT, NULL },
+	{ "prevResult: interface entry is null", "{\"interfaces\":[null]," HOSTILE_ONE, -ENOENT,
+	  NULL },
+	{ "prevResult: ips entry is a string",
+	  "{\"interfaces\":[{\"name\":\"eth0\"}],\"ips\":[\"10.1.0.1/32\"]}", -ENOENT, NULL },
+	{ "prevResult: ips entry is null", "{\"ips\":[null,{\"address\":\"10.1.0.1/32\"}]}", 0,
+	  "10.1.0.1" },
+	{ "prevResult: huge interface index",
+	  "{\"interfaces\":[{\"name\":\"eth0\"}],\"ips\":[{\"address\":\"10.1.0.1/32\",\"interface\":9223372036854775807}]}",
+	  -ENOENT, NULL },
 	{ "prevResult: address null", "{\"ips\":[{\"address\":null}]}", -ENOENT, NULL },
 };
 

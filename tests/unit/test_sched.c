@@ -19,8 +19,11 @@
 /* IMDS sync as the agent runs it: 5 min +- 10 %, back-off 1 s .. 5 min, at most 1/s. */
 static struct sched_task sync_task(void)
 {
-	struct sched_task t = { .name = "sync", .period_ms = 300000, .jitter_pct = 10,
-				.min_gap_ms = 1000, .backoff_first_ms = 1000,
+	struct sched_task t = { .name = "sync",
+				.period_ms = 300000,
+				.jitter_pct = 10,
+				.min_gap_ms = 1000,
+				.backoff_first_ms = 1000,
 				.backoff_max_ms = 300000 };
 
 	sched_init(&t, 0);
@@ -95,7 +98,7 @@ static void t_soon_keeps_the_minimum_gap(void **state)
 	sched_soon(&t, 20000, 2000);
 	assert_int_equal(t.next_ms, 11000); /* already sooner: unchanged */
 	sched_started(&t, 11000);
-	sched_failed(&t, 11000);		/* back-off 1 s */
+	sched_failed(&t, 11000); /* back-off 1 s */
 	sched_soon(&t, 11100, 0);
 	assert_int_equal(t.next_ms, 12000);
 	/* a flood of events: never more than one start a second */

@@ -27,12 +27,20 @@ static void t_rate_valid(void **state)
 		const char *in;
 		uint64_t bps;
 	} ok[] = {
-		{ "500M", 500000000ULL }, { "1.5G", 1500000000ULL }, { "100Mi", 104857600ULL },
-		{ "10k", 10000ULL },	   { "2e9", 2000000000ULL },  { "1000", 1000ULL },
-		{ "32G", 32000000000ULL }, { "1.25k", 1250ULL },      { "+5M", 5000000ULL },
+		{ "500M", 500000000ULL },
+		{ "1.5G", 1500000000ULL },
+		{ "100Mi", 104857600ULL },
+		{ "10k", 10000ULL },
+		{ "2e9", 2000000000ULL },
+		{ "1000", 1000ULL },
+		{ "32G", 32000000000ULL },
+		{ "1.25k", 1250ULL },
+		{ "+5M", 5000000ULL },
 		/* trailing zeros past 12 digits (the product used to wrap around 64 bits) */
-		{ "1.50000000000G", 1500000000ULL }, { "1.5000000000000000000000000G", 1500000000ULL },
-		{ "0.000000001e18", 1000000000ULL }, { "2.5e3", 2500ULL },
+		{ "1.50000000000G", 1500000000ULL },
+		{ "1.5000000000000000000000000G", 1500000000ULL },
+		{ "0.000000001e18", 1000000000ULL },
+		{ "2.5e3", 2500ULL },
 	};
 	(void)state;
 	for (size_t i = 0; i < ARRAY_SIZE(ok); i++) {
@@ -46,19 +54,21 @@ static void t_rate_valid(void **state)
 
 static void t_rate_invalid(void **state)
 {
-	static const char *const bad[] = { "",	    "-5",     "0",	  "10Mbps", "1m",  "abc",
-					   "1.5",   "5 M",    "M",	  "1e",	    "1e99", "33G",
-					   "99999999999999999999", "100", "0.5k",  "1..5M",
-					   /* 1.44e17 bit/s, once accepted as 11.9 Gbit/s (a 64-bit wrap) */
-					   "0.1441152e18",
-					   /* sub-bit digits beyond those kept exactly */
-					   "1.00000000000000000000001G" };
+	static const char *const bad[] = {
+		"", "-5", "0", "10Mbps", "1m", "abc", "1.5", "5 M", "M", "1e", "1e99", "33G",
+		"99999999999999999999", "100", "0.5k", "1..5M",
+		/* 1.44e17 bit/s, once accepted as 11.9 Gbit/s (a 64-bit wrap) */
+		"0.1441152e18",
+		/* sub-bit digits beyond those kept exactly */
+		"1.00000000000000000000001G"
+	};
 	(void)state;
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
 		uint64_t v = 0;
 
 		if (rate_parse(bad[i], &v) == 0)
-			fail_msg("rate_parse(\"%s\") accepted as %llu", bad[i], (unsigned long long)v);
+			fail_msg("rate_parse(\"%s\") accepted as %llu", bad[i],
+				 (unsigned long long)v);
 	}
 }
 
@@ -83,11 +93,12 @@ static int parse(const char *json, struct node_config *cfg, struct tg_err *e)
 
 static void t_shaping_parsed(void **state)
 {
-	const char *json = BASE ",\"shaping\":{\"internetEgress\":{\"node\":\"10G\","
-			   "\"namespaceDefault\":\"2G\",\"podDefault\":1000000000,"
-			   "\"namespaces\":{\"datasets\":\"5G\"}},"
-			   "\"internetIngress\":{\"podDefault\":\"500M\",\"namespaces\":{\"datasets\":\"2G\"}},"
-			   "\"queueLatencyMs\":15}}";
+	const char *json = BASE
+		",\"shaping\":{\"internetEgress\":{\"node\":\"10G\","
+		"\"namespaceDefault\":\"2G\",\"podDefault\":1000000000,"
+		"\"namespaces\":{\"datasets\":\"5G\"}},"
+		"\"internetIngress\":{\"podDefault\":\"500M\",\"namespaces\":{\"datasets\":\"2G\"}},"
+		"\"queueLatencyMs\":15}}";
 	struct node_config cfg;
 	struct tg_err e;
 	struct shaping s;
@@ -114,10 +125,12 @@ static void t_shaping_parsed(void **state)
 static void t_bandwidth_any_case(void **state)
 {
 	static const char *const spellings[] = {
-		BASE ",\"runtimeConfig\":{\"bandwidth\":{\"ingressRate\":100000000,"
-		     "\"ingressBurst\":200000,\"egressRate\":50000000,\"egressBurst\":4294967295}}}",
-		BASE ",\"runtimeConfig\":{\"Bandwidth\":{\"IngressRate\":100000000,"
-		     "\"IngressBurst\":200000,\"EgressRate\":50000000,\"EgressBurst\":4294967295}}}",
+		BASE
+		",\"runtimeConfig\":{\"bandwidth\":{\"ingressRate\":100000000,"
+		"\"ingressBurst\":200000,\"egressRate\":50000000,\"egressBurst\":4294967295}}}",
+		BASE
+		",\"runtimeConfig\":{\"Bandwidth\":{\"IngressRate\":100000000,"
+		"\"IngressBurst\":200000,\"EgressRate\":50000000,\"EgressBurst\":4294967295}}}",
 	};
 	(void)state;
 	for (size_t i = 0; i < 2; i++) {
@@ -137,8 +150,9 @@ static void t_bandwidth_any_case(void **state)
 /* containerd's go-cni sends every key; zeros mean "no limit" for that direction. */
 static void t_bandwidth_zero_is_unset(void **state)
 {
-	const char *json = BASE ",\"runtimeConfig\":{\"bandwidth\":{\"IngressRate\":0,"
-			   "\"IngressBurst\":0,\"EgressRate\":30000000,\"EgressBurst\":4294967295}}}";
+	const char *json = BASE
+		",\"runtimeConfig\":{\"bandwidth\":{\"IngressRate\":0,"
+		"\"IngressBurst\":0,\"EgressRate\":30000000,\"EgressBurst\":4294967295}}}";
 	struct node_config cfg;
 	struct tg_err e;
 
@@ -152,10 +166,11 @@ static void t_bandwidth_zero_is_unset(void **state)
 
 static void t_annotations(void **state)
 {
-	const char *json = BASE ",\"shaping\":{\"internetEgress\":{\"podDefault\":\"1G\"}},"
-			   "\"runtimeConfig\":{\"io.kubernetes.cri.pod-annotations\":{"
-			   "\"tollgate.io/internet-egress-bandwidth\":\"50M\","
-			   "\"tollgate.io/internet-ingress-bandwidth\":\"20M\",\"other\":\"x\"}}}";
+	const char *json = BASE
+		",\"shaping\":{\"internetEgress\":{\"podDefault\":\"1G\"}},"
+		"\"runtimeConfig\":{\"io.kubernetes.cri.pod-annotations\":{"
+		"\"tollgate.io/internet-egress-bandwidth\":\"50M\","
+		"\"tollgate.io/internet-ingress-bandwidth\":\"20M\",\"other\":\"x\"}}}";
 	struct node_config cfg;
 	struct tg_err e;
 	struct shaping s;
@@ -177,12 +192,13 @@ static void resolve_with(const char *shaping, const char *egress, const char *in
 	struct tg_err e;
 
 	if (*egress || *ingress)
-		snprintf(ann, sizeof(ann),
-			 ",\"runtimeConfig\":{\"io.kubernetes.cri.pod-annotations\":{%s%s%s%s%s%s%s}}",
-			 *egress ? "\"tollgate.io/internet-egress-bandwidth\":\"" : "", egress,
-			 *egress ? "\"" : "", *egress && *ingress ? "," : "",
-			 *ingress ? "\"tollgate.io/internet-ingress-bandwidth\":\"" : "", ingress,
-			 *ingress ? "\"" : "");
+		snprintf(
+			ann, sizeof(ann),
+			",\"runtimeConfig\":{\"io.kubernetes.cri.pod-annotations\":{%s%s%s%s%s%s%s}}",
+			*egress ? "\"tollgate.io/internet-egress-bandwidth\":\"" : "", egress,
+			*egress ? "\"" : "", *egress && *ingress ? "," : "",
+			*ingress ? "\"tollgate.io/internet-ingress-bandwidth\":\"" : "", ingress,
+			*ingress ? "\"" : "");
 	snprintf(json, sizeof(json), BASE ",\"shaping\":%s%s}", shaping, ann);
 	if (parse(json, &cfg, &e) != 0)
 		fail_msg("config refused: %s (%s)", e.msg, json);
@@ -190,8 +206,8 @@ static void resolve_with(const char *shaping, const char *egress, const char *in
 	node_config_free(&cfg);
 }
 
-#define CAPS_5M                                                                          \
-	"{\"internetEgress\":{\"podDefault\":\"5M\",\"namespaceDefault\":\"20M\"},"      \
+#define CAPS_5M                                                                     \
+	"{\"internetEgress\":{\"podDefault\":\"5M\",\"namespaceDefault\":\"20M\"}," \
 	"\"internetIngress\":{\"podDefault\":\"8M\",\"namespaces\":{\"datasets\":\"5M\"}}}"
 
 /* An annotation lowers a cap, never raises it; above the cap it is ignored. */
@@ -297,9 +313,13 @@ static void t_annotations_reshape(void **state)
 	const char *json = BASE ",\"shaping\":" CAPS_5M "}";
 	struct shaping s = {
 		/* as an ADD recorded it before annotations were bounded */
-		.annot_inet_egress = 32000000000ULL, .annot_inet_ingress = 32000000000ULL,
-		.inet_egress_bps = 32000000000ULL, .inet_ingress_bps = 32000000000ULL,
-		.ns_egress_bps = 20000000ULL, .ns_class = 3, .pod_class = 0x800,
+		.annot_inet_egress = 32000000000ULL,
+		.annot_inet_ingress = 32000000000ULL,
+		.inet_egress_bps = 32000000000ULL,
+		.inet_ingress_bps = 32000000000ULL,
+		.ns_egress_bps = 20000000ULL,
+		.ns_class = 3,
+		.pod_class = 0x800,
 	};
 	struct node_config cfg;
 	struct tg_err e;
@@ -324,7 +344,8 @@ static void t_bad_inputs(void **state)
 	static const struct {
 		const char *json, *names;
 	} bad[] = {
-		{ BASE ",\"shaping\":{\"internetEgress\":{\"node\":\"-1G\"}}}", "internetEgress.node" },
+		{ BASE ",\"shaping\":{\"internetEgress\":{\"node\":\"-1G\"}}}",
+		  "internetEgress.node" },
 		{ BASE ",\"shaping\":{\"internetEgress\":{\"podDefault\":0}}}", "podDefault" },
 		{ BASE ",\"shaping\":{\"internetEgress\":{\"namespaceDefault\":\"10Mbps\"}}}",
 		  "namespaceDefault" },
@@ -335,13 +356,16 @@ static void t_bad_inputs(void **state)
 		{ BASE ",\"shaping\":{\"internetIngress\":{\"podDefault\":true}}}", "podDefault" },
 		{ BASE ",\"shaping\":{\"queueLatencyMs\":0}}", "queueLatencyMs" },
 		{ BASE ",\"shaping\":[]}", "shaping" },
-		{ BASE ",\"runtimeConfig\":{\"bandwidth\":{\"ingressBurst\":1000}}}", "ingressRate" },
+		{ BASE ",\"runtimeConfig\":{\"bandwidth\":{\"ingressBurst\":1000}}}",
+		  "ingressRate" },
 		{ BASE ",\"runtimeConfig\":{\"bandwidth\":{\"egressRate\":-5}}}", "egressRate" },
-		{ BASE ",\"runtimeConfig\":{\"bandwidth\":{\"egressRate\":\"abc\"}}}", "egressRate" },
+		{ BASE ",\"runtimeConfig\":{\"bandwidth\":{\"egressRate\":\"abc\"}}}",
+		  "egressRate" },
 		{ BASE ",\"runtimeConfig\":{\"bandwidth\":{\"ingressRate\":1000000,"
 		       "\"ingressBurst\":9999999999}}}",
 		  "ingressBurst" },
-		{ BASE ",\"runtimeConfig\":{\"bandwidth\":{\"ingressRate\":1000000,\"ingressBurst\":-1}}}",
+		{ BASE
+		  ",\"runtimeConfig\":{\"bandwidth\":{\"ingressRate\":1000000,\"ingressBurst\":-1}}}",
 		  "ingressBurst" },
 		{ BASE ",\"runtimeConfig\":{\"bandwidth\":7}}", "bandwidth" },
 		{ BASE ",\"runtimeConfig\":{\"io.kubernetes.cri.pod-annotations\":{"
@@ -372,7 +396,8 @@ static void t_classes(void **state)
 	for (int i = 0; i < 3; i++) {
 		a[i].ip = 0x0a010000u + (uint32_t)i;
 		snprintf(a[i].container_id, sizeof(a[i].container_id), "c%d", i);
-		snprintf(a[i].k8s_namespace, sizeof(a[i].k8s_namespace), "%s", i < 2 ? "research" : "datasets");
+		snprintf(a[i].k8s_namespace, sizeof(a[i].k8s_namespace), "%s",
+			 i < 2 ? "research" : "datasets");
 		a[i].shaping.inet_egress_bps = 100000000ULL;
 	}
 	st.att = a;
@@ -398,10 +423,14 @@ static void t_classes(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(t_rate_valid),	       cmocka_unit_test(t_rate_invalid),
-		cmocka_unit_test(t_rate_format),       cmocka_unit_test(t_shaping_parsed),
-		cmocka_unit_test(t_bandwidth_any_case), cmocka_unit_test(t_annotations),
-		cmocka_unit_test(t_bad_inputs),	       cmocka_unit_test(t_classes),
+		cmocka_unit_test(t_rate_valid),
+		cmocka_unit_test(t_rate_invalid),
+		cmocka_unit_test(t_rate_format),
+		cmocka_unit_test(t_shaping_parsed),
+		cmocka_unit_test(t_bandwidth_any_case),
+		cmocka_unit_test(t_annotations),
+		cmocka_unit_test(t_bad_inputs),
+		cmocka_unit_test(t_classes),
 		cmocka_unit_test(t_bandwidth_zero_is_unset),
 		cmocka_unit_test(t_annotations_only_lower),
 		cmocka_unit_test(t_annotations_egress_bounds),

@@ -111,25 +111,38 @@ static void rich_state(struct ipam_state *st)
 	 * Kubernetes limit; the others none.
 	 */
 	st->att[0].shaping = (struct shaping){
-		.ingress_bps = 20000000, .ingress_burst = 160001,
-		.egress_bps = 30000000, .egress_burst = 240002,
-		.annot_inet_egress = 50000000, .annot_inet_ingress = 40000000,
-		.inet_ingress_bps = 45000000, .inet_egress_bps = 55000000,
-		.ns_egress_bps = 200000000, .node_egress_bps = 10000000000ULL,
+		.ingress_bps = 20000000,
+		.ingress_burst = 160001,
+		.egress_bps = 30000000,
+		.egress_burst = 240002,
+		.annot_inet_egress = 50000000,
+		.annot_inet_ingress = 40000000,
+		.inet_ingress_bps = 45000000,
+		.inet_egress_bps = 55000000,
+		.ns_egress_bps = 200000000,
+		.node_egress_bps = 10000000000ULL,
 		.budget_fallback_bps = 10000000,
-		.ns_class = 0x0002, .pod_class = 0x8003,
+		.ns_class = 0x0002,
+		.pod_class = 0x8003,
 	};
 	st->att[1].shaping = (struct shaping){ .egress_bps = 70000000, .egress_burst = 8750 };
 	/* hostPorts: every protocol, on every address and on one */
-	st->att[0].ports = (struct hostports){ .n = 3, .m = {
-		{ .host_port = 8080, .container_port = 80, .proto = IPPROTO_TCP },
-		{ .host_port = 53, .container_port = 5353, .proto = IPPROTO_UDP, .host_ip = ip("10.0.0.5") },
-		{ .host_port = 9, .container_port = 9, .proto = IPPROTO_SCTP } } };
+	st->att[0].ports = (struct hostports){
+		.n = 3,
+		.m = { { .host_port = 8080, .container_port = 80, .proto = IPPROTO_TCP },
+		       { .host_port = 53,
+			 .container_port = 5353,
+			 .proto = IPPROTO_UDP,
+			 .host_ip = ip("10.0.0.5") },
+		       { .host_port = 9, .container_port = 9, .proto = IPPROTO_SCTP } }
+	};
 	st->cooling = calloc(2, sizeof(*st->cooling));
 	assert_non_null(st->cooling);
-	st->cooling[0] = (struct ipam_cooling){ .ip = ip("10.1.0.14"), .released_ms = 5000 - 100,
+	st->cooling[0] = (struct ipam_cooling){ .ip = ip("10.1.0.14"),
+						.released_ms = 5000 - 100,
 						.released_wall_ms = T0 - 100 };
-	st->cooling[1] = (struct ipam_cooling){ .ip = ip("10.1.0.66"), .released_ms = 5000,
+	st->cooling[1] = (struct ipam_cooling){ .ip = ip("10.1.0.66"),
+						.released_ms = 5000,
 						.released_wall_ms = T0 };
 	st->n_cooling = 2;
 	/* what IMDS sync keeps beside the pool: addresses seen once, the node's own, its subnet */
@@ -233,8 +246,8 @@ static void t_json_shape(void **state)
 	/* the wall clock, for earlier readers; the boot clock, which the cool-down runs on */
 	assert_true(json_object_object_get_ex(json_object_array_get_idx(arr, 0), "releasedMs", &v));
 	assert_int_equal(json_object_get_int64(v), T0 - 100);
-	assert_true(json_object_object_get_ex(json_object_array_get_idx(arr, 0), "releasedBootMs",
-					      &v));
+	assert_true(
+		json_object_object_get_ex(json_object_array_get_idx(arr, 0), "releasedBootMs", &v));
 	assert_int_equal(json_object_get_int64(v), 5000 - 100);
 	assert_true(json_object_object_get_ex(j, "attachments", &arr));
 	assert_int_equal(json_object_array_length(arr), 4);
@@ -270,18 +283,28 @@ static const struct bad_doc bad_docs[] = {
 	{ "from_json: no attachments", "{\"version\":1}" },
 	{ "from_json: attachments object", "{\"version\":1,\"attachments\":{}}" },
 	{ "from_json: attachment not object", "{\"version\":1,\"attachments\":[5]}" },
-	{ "from_json: attachment bad ip", "{\"version\":1,\"attachments\":[{\"containerId\":\"a\",\"ifname\":\"eth0\",\"ip\":\"10.1.0.300\"}]}" },
-	{ "from_json: attachment ip number", "{\"version\":1,\"attachments\":[{\"containerId\":\"a\",\"ifname\":\"eth0\",\"ip\":167837706}]}" },
-	{ "from_json: attachment without ip", "{\"version\":1,\"attachments\":[{\"containerId\":\"a\",\"ifname\":\"eth0\"}]}" },
-	{ "from_json: attachment without containerId", "{\"version\":1,\"attachments\":[{\"ifname\":\"eth0\",\"ip\":\"10.1.0.1\"}]}" },
-	{ "from_json: attachment ifname too long", "{\"version\":1,\"attachments\":[{\"containerId\":\"a\",\"ifname\":\"abcdefghijklmnop\",\"ip\":\"10.1.0.1\"}]}" },
-	{ "from_json: attachment created negative", "{\"version\":1,\"attachments\":[{\"containerId\":\"a\",\"ifname\":\"eth0\",\"ip\":\"10.1.0.1\",\"created\":-1}]}" },
-	{ "from_json: attachment created string", "{\"version\":1,\"attachments\":[{\"containerId\":\"a\",\"ifname\":\"eth0\",\"ip\":\"10.1.0.1\",\"created\":\"now\"}]}" },
-	{ "from_json: pool addresses bad", "{\"version\":1,\"pool\":{\"addresses\":[\"10.1.0.1-x\"]},\"attachments\":[]}" },
+	{ "from_json: attachment bad ip",
+	  "{\"version\":1,\"attachments\":[{\"containerId\":\"a\",\"ifname\":\"eth0\",\"ip\":\"10.1.0.300\"}]}" },
+	{ "from_json: attachment ip number",
+	  "{\"version\":1,\"attachments\":[{\"containerId\":\"a\",\"ifname\":\"eth0\",\"ip\":167837706}]}" },
+	{ "from_json: attachment without ip",
+	  "{\"version\":1,\"attachments\":[{\"containerId\":\"a\",\"ifname\":\"eth0\"}]}" },
+	{ "from_json: attachment without containerId",
+	  "{\"version\":1,\"attachments\":[{\"ifname\":\"eth0\",\"ip\":\"10.1.0.1\"}]}" },
+	{ "from_json: attachment ifname too long",
+	  "{\"version\":1,\"attachments\":[{\"containerId\":\"a\",\"ifname\":\"abcdefghijklmnop\",\"ip\":\"10.1.0.1\"}]}" },
+	{ "from_json: attachment created negative",
+	  "{\"version\":1,\"attachments\":[{\"containerId\":\"a\",\"ifname\":\"eth0\",\"ip\":\"10.1.0.1\",\"created\":-1}]}" },
+	{ "from_json: attachment created string",
+	  "{\"version\":1,\"attachments\":[{\"containerId\":\"a\",\"ifname\":\"eth0\",\"ip\":\"10.1.0.1\",\"created\":\"now\"}]}" },
+	{ "from_json: pool addresses bad",
+	  "{\"version\":1,\"pool\":{\"addresses\":[\"10.1.0.1-x\"]},\"attachments\":[]}" },
 	{ "from_json: pool not object", "{\"version\":1,\"pool\":[],\"attachments\":[]}" },
 	{ "from_json: cooling not array", "{\"version\":1,\"cooling\":{},\"attachments\":[]}" },
-	{ "from_json: cooling bad ip", "{\"version\":1,\"cooling\":[{\"ip\":\"x\",\"releasedMs\":1}],\"attachments\":[]}" },
-	{ "from_json: cooling element not object", "{\"version\":1,\"cooling\":[\"10.1.0.1\"],\"attachments\":[]}" },
+	{ "from_json: cooling bad ip",
+	  "{\"version\":1,\"cooling\":[{\"ip\":\"x\",\"releasedMs\":1}],\"attachments\":[]}" },
+	{ "from_json: cooling element not object",
+	  "{\"version\":1,\"cooling\":[\"10.1.0.1\"],\"attachments\":[]}" },
 	{ "from_json: lastIp bad", "{\"version\":1,\"lastIp\":\"10.1\",\"attachments\":[]}" },
 	{ "from_json: bootId number", "{\"version\":1,\"bootId\":7,\"attachments\":[]}" },
 };
@@ -706,7 +729,8 @@ struct corrupt {
 
 static const struct corrupt corrupts[] = {
 	{ "corrupt: garbage", "this is not json\n" },
-	{ "corrupt: binary", "\x7f" "ELF\x02\x01\x01\x00\x00\x00" },
+	{ "corrupt: binary", "\x7f"
+			     "ELF\x02\x01\x01\x00\x00\x00" },
 	{ "corrupt: empty file", "" },
 	{ "corrupt: truncated", NULL },
 	/* a later version is not corrupt (test_store_versions.c); 0 was never written */
@@ -714,7 +738,8 @@ static const struct corrupt corrupts[] = {
 	{ "corrupt: attachment with bad ip",
 	  "{\"version\":1,\"attachments\":[{\"containerId\":\"a\",\"ifname\":\"eth0\",\"ip\":\"10.1.0.999\"}]}\n" },
 	{ "corrupt: trailing garbage", "{\"version\":1,\"attachments\":[]}\nxyz" },
-	{ "corrupt: two documents", "{\"version\":1,\"attachments\":[]}{\"version\":1,\"attachments\":[]}" },
+	{ "corrupt: two documents",
+	  "{\"version\":1,\"attachments\":[]}{\"version\":1,\"attachments\":[]}" },
 	/* json-c would keep the last: a store written twice over is not trusted */
 	{ "corrupt: a member twice", "{\"version\":1,\"attachments\":[],\"attachments\":[]}\n" },
 	{ "corrupt: top-level array", "[{\"version\":1,\"attachments\":[]}]\n" },
@@ -917,8 +942,6 @@ static void t_concurrent_writers(void **state)
 	ipam_store_close(&s);
 }
 
-
-
 /* A dataDir or network directory others can write to is refused, naming it; a sticky one is not. */
 static void t_open_refuses_dirs_others_can_write(void **state)
 {
@@ -1068,7 +1091,8 @@ static void t_cache_follows_updates(void **state)
 		add_att(&st, cid, "eth0", "10.9.0.0");
 		st.att[st.n_att - 1].ip += (uint32_t)round;
 		if (round % 3 == 2)
-			ipam_release(&st, st.att[st.n_att / 2].container_id, "eth0", T0, true, NULL);
+			ipam_release(&st, st.att[st.n_att / 2].container_id, "eth0", T0, true,
+				     NULL);
 		locked_save(&s, &st);
 		assert_int_equal(ipam_store_load(&s, &parsed, NULL), 0);
 		assert_state_equal(&st, &parsed);
@@ -1184,20 +1208,20 @@ static void t_cache_only_on_tmpfs(void **state)
  * both numbers together.
  */
 #define PINNED_LAYOUT 5
-#define PINNED_ATT_TEXT                                                                    \
+#define PINNED_ATT_TEXT                                                                          \
 	"{\"containerId\":\"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\"," \
-	"\"ifname\":\"eth0\",\"ip\":\"10.1.0.10\",\"netns\":\"/var/run/netns/cni-"            \
-	"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\",\"namespace\":"   \
-	"\"team-0123456789abcdef0123456789abcdef0123456789abcdef0123456789\",\"pod\":"       \
-	"\"trainer-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef-0\","     \
-	"\"hostVeth\":\"tg000000000001\",\"created\":1700000001,\"shaping\":{\"ingressRate\":"\
-	"20000000,\"ingressBurst\":160001,\"egressRate\":30000000,\"egressBurst\":240002,"    \
-	"\"annotationInternetEgress\":50000000,\"annotationInternetIngress\":40000000,"       \
-	"\"internetIngress\":45000000,\"internetEgress\":55000000,\"namespaceInternetEgress\":"\
-	"200000000,\"nodeInternetEgress\":10000000000,\"budgetFallback\":10000000,"             \
-	"\"namespaceClass\":2,\"podClass\":32771},\"ports\":[{\"hostPort\":8080,"              \
-	"\"containerPort\":80,\"protocol\":\"tcp\"},{\"hostPort\":53,\"containerPort\":5353,"  \
-	"\"protocol\":\"udp\",\"hostIP\":\"10.0.0.5\"},{\"hostPort\":9,\"containerPort\":9,"    \
+	"\"ifname\":\"eth0\",\"ip\":\"10.1.0.10\",\"netns\":\"/var/run/netns/cni-"               \
+	"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\",\"namespace\":"      \
+	"\"team-0123456789abcdef0123456789abcdef0123456789abcdef0123456789\",\"pod\":"           \
+	"\"trainer-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef-0\","        \
+	"\"hostVeth\":\"tg000000000001\",\"created\":1700000001,\"shaping\":{\"ingressRate\":"   \
+	"20000000,\"ingressBurst\":160001,\"egressRate\":30000000,\"egressBurst\":240002,"       \
+	"\"annotationInternetEgress\":50000000,\"annotationInternetIngress\":40000000,"          \
+	"\"internetIngress\":45000000,\"internetEgress\":55000000,\"namespaceInternetEgress\":"  \
+	"200000000,\"nodeInternetEgress\":10000000000,\"budgetFallback\":10000000,"              \
+	"\"namespaceClass\":2,\"podClass\":32771},\"ports\":[{\"hostPort\":8080,"                \
+	"\"containerPort\":80,\"protocol\":\"tcp\"},{\"hostPort\":53,\"containerPort\":5353,"    \
+	"\"protocol\":\"udp\",\"hostIP\":\"10.0.0.5\"},{\"hostPort\":9,\"containerPort\":9,"     \
 	"\"protocol\":\"sctp\"}]}"
 #define PINNED_ATT_SIZE 1368
 
@@ -1257,7 +1281,8 @@ int main(void)
 	ADD_DISK(t_durable_on_disk);
 	ADD_TMPFS(t_not_durable_on_tmpfs);
 	for (size_t i = 0; i < ARRAY_SIZE(corrupts); i++)
-		add_test_fixture(corrupts[i].name, t_corrupt, setup, fx_teardown, (void *)&corrupts[i]);
+		add_test_fixture(corrupts[i].name, t_corrupt, setup, fx_teardown,
+				 (void *)&corrupts[i]);
 	ADD_STORE(t_unreadable_is_an_error);
 	ADD_STORE(t_symlink_not_followed);
 	ADD_STORE(t_concurrent_writers);

@@ -33,15 +33,15 @@
 /* ---- the fixtures ---- */
 
 enum layout {
-	INDENTED,	/* JSON_C_TO_STRING_PRETTY, until 58c0033 */
-	ONE_LINE,	/* JSON_C_TO_STRING_PLAIN, 58c0033 until 313ff53 */
-	LINE_PER_ATT,	/* the head, then one attachment per line: 313ff53 on, the current one */
+	INDENTED,     /* JSON_C_TO_STRING_PRETTY, until 58c0033 */
+	ONE_LINE,     /* JSON_C_TO_STRING_PLAIN, 58c0033 until 313ff53 */
+	LINE_PER_ATT, /* the head, then one attachment per line: 313ff53 on, the current one */
 };
 
 struct fixture {
 	const char *file;
-	bool imds;	/* pool from IMDS syncs: pending, nodeIp, subnet (2de77bb on) */
-	bool shaping;	/* attachments[].shaping (22bbd21 on) */
+	bool imds;	     /* pool from IMDS syncs: pending, nodeIp, subnet (2de77bb on) */
+	bool shaping;	     /* attachments[].shaping (22bbd21 on) */
 	bool pending_member; /* pool.pending written (2de77bb on), even when empty */
 	enum layout layout;
 };
@@ -80,16 +80,25 @@ static void expect_shaping(struct shaping *s, size_t i)
 {
 	memset(s, 0, sizeof(*s));
 	if (i == 0) {
-		*s = (struct shaping){ .ingress_bps = 10000000, .ingress_burst = 800000,
-				       .egress_bps = 20000000, .egress_burst = 1600000,
-				       .inet_ingress_bps = 8000000, .inet_egress_bps = 5000000,
-				       .ns_egress_bps = 50000000, .node_egress_bps = 200000000,
-				       .ns_class = 0x1d3c, .pod_class = 0x8a41 };
+		*s = (struct shaping){ .ingress_bps = 10000000,
+				       .ingress_burst = 800000,
+				       .egress_bps = 20000000,
+				       .egress_burst = 1600000,
+				       .inet_ingress_bps = 8000000,
+				       .inet_egress_bps = 5000000,
+				       .ns_egress_bps = 50000000,
+				       .node_egress_bps = 200000000,
+				       .ns_class = 0x1d3c,
+				       .pod_class = 0x8a41 };
 	} else if (i == 1) {
-		*s = (struct shaping){ .annot_inet_egress = 2000000, .annot_inet_ingress = 3000000,
-				       .inet_ingress_bps = 3000000, .inet_egress_bps = 2000000,
-				       .ns_egress_bps = 50000000, .node_egress_bps = 200000000,
-				       .ns_class = 0x1d3c, .pod_class = 0x9e07 };
+		*s = (struct shaping){ .annot_inet_egress = 2000000,
+				       .annot_inet_ingress = 3000000,
+				       .inet_ingress_bps = 3000000,
+				       .inet_egress_bps = 2000000,
+				       .ns_egress_bps = 50000000,
+				       .node_egress_bps = 200000000,
+				       .ns_class = 0x1d3c,
+				       .pod_class = 0x9e07 };
 	}
 }
 
@@ -150,7 +159,7 @@ static void assert_fixture_state(const struct fixture *fx, const struct ipam_sta
 		assert_int_equal(a->created, pods[i].created);
 		expect_shaping(&want, fx->shaping ? i : SIZE_MAX);
 		assert_shaping_equal(&want, &a->shaping, i);
-		assert_false(a->reshape_pending);	/* no earlier format had it */
+		assert_false(a->reshape_pending); /* no earlier format had it */
 	}
 }
 
@@ -197,7 +206,7 @@ static void assert_current_format(const char *text, size_t len, size_t n_att)
 	assert_memory_equal(p - 15, "\"attachments\":[\n", 16);
 	for (size_t i = 0; i < n_att; i++) {
 		const char *end = strchr(p + 1, '\n');
-		size_t n = (size_t)(end - p - 1) - (i + 1 < n_att);	/* without the "," */
+		size_t n = (size_t)(end - p - 1) - (i + 1 < n_att); /* without the "," */
 		char *line = strndup(p + 1, n);
 		json_object *o = json_tokener_parse(line);
 
@@ -376,7 +385,7 @@ static void t_fixture_replaces_a_cached_store(void **state)
 	ipam_state_free(&st);
 	/* cppcheck-suppress unreadVariable ; kept for _cleanup_free_ to free */
 	text = put_fixture(f, "v1-2de77bb.json", &len);
-	assert_false(locked_load(&s, &st));	/* parsed, not from the cache */
+	assert_false(locked_load(&s, &st)); /* parsed, not from the cache */
 	assert_fixture_state(&fixtures[1], &st);
 	/* migrated on the next write, the cache with it: the next locked load uses it */
 	assert_int_equal(ipam_store_update(&s, &st, changed, NULL, &e), 0);
@@ -445,9 +454,11 @@ static const struct {
 	int want;
 	const char *says;
 } versions[] = {
-	{ "version 2: a later release", "2", -EPROTO, "format version 2, newer than format version 1" },
+	{ "version 2: a later release", "2", -EPROTO,
+	  "format version 2, newer than format version 1" },
 	{ "version 1001: a later release", "1001", -EPROTO, "format version 1001, newer" },
-	{ "version 0: never written", "0", -EBADMSG, "state.version 0 is no version Tollgate ever wrote" },
+	{ "version 0: never written", "0", -EBADMSG,
+	  "state.version 0 is no version Tollgate ever wrote" },
 	{ "version -1: never written", "-1", -EBADMSG, "state.version -1 is no version" },
 	{ "version 1.5: not a version", "1.5", -EBADMSG, "state.version must be an integer" },
 	{ "version \"1\": not a version", "\"1\"", -EBADMSG, "state.version must be an integer" },
