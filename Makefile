@@ -167,7 +167,7 @@ LOAD_BIN := $(BUILD)/alloc_load
 # Benchmarks in C (tests/bench/bench_*.c), built with the rest, run by hand.
 BENCH_BIN := $(patsubst tests/bench/%.c,$(BUILD)/%,$(wildcard tests/bench/bench_*.c))
 
-.PHONY: all bins release clean install test unit demo bench chaos deps san fuzz fuzz-targets image lint lint-objs
+.PHONY: all bins release clean install test unit demo bench chaos deps san fuzz fuzz-targets image lint lint-objs format
 all: $(BINS) $(UNIT_BIN) $(KTEST_BIN) $(BENCH_BIN) $(LOAD_BIN)
 # The four binaries alone (`make ARCH=arm64 bins`: what the image takes).
 bins: $(BINS)
@@ -273,8 +273,13 @@ CPPCHECK := cppcheck -j2 --quiet --std=c11 --enable=warning,performance,portabil
 	    --template='{file}:{line}: {severity}: {message} [{id}]'
 # Every file whose first line is a sh/bash shebang, and the sourced libraries
 # (first line `# shellcheck shell=bash`).
+# Every C file of the tree, in the house style (.clang-format): `make format` rewrites them.
+C_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null || find . -path './build*' -prune -o -name '*.[ch]' -print)
 SH_SCRIPTS = $(shell find . -path ./.git -prune -o -path './build*' -prune -o -type f -print | \
 	       while read -r f; do head -n1 "$$f" | grep -qE '^\#!.*\<(ba)?sh\>|^\# shellcheck shell=' && echo "$$f"; done | sort)
+
+format:
+	clang-format -i $(C_FILES)
 
 lint: deps
 	$(MAKE) ANALYZE=1 lint-objs
@@ -282,6 +287,8 @@ lint: deps
 	$(Q)$(CPPCHECK) $(CPPCHECK_DIRS)
 	@echo "  SHELLCHECK $(words $(SH_SCRIPTS)) scripts"
 	$(Q)shellcheck -x $(SH_SCRIPTS)
+	@echo "  CLANG-FORMAT $(words $(C_FILES)) files"
+	$(Q)clang-format --dry-run --Werror $(C_FILES)
 
 # libFuzzer targets (tests/fuzz/fuzz_*.c): the config, CNI_ARGS and the
 # environment, prevResult, rates (differential, against exact rationals),

@@ -6,7 +6,7 @@ set -eu
 PKGS="build-essential pkg-config iproute2 nftables
 iperf3 jq containernetworking-plugins valgrind procps iputils-ping iptables python3 python3-yaml
 curl conntrack prometheus clang podman containerd runc busybox-static util-linux
-cppcheck shellcheck etcd-server openssl buildah qemu-user-static crossbuild-essential-arm64
+cppcheck shellcheck clang-format etcd-server openssl buildah qemu-user-static crossbuild-essential-arm64
 python3-grpcio python3-grpc-tools
 qemu-system-arm cpio"
 # The libraries, for the host's architecture and for arm64 beside it (Debian
