@@ -73,7 +73,7 @@ static void flow_of(const struct nf_conntrack *ct, struct node_ct_flow *f)
 
 static bool local_to(const struct locals *l, uint32_t ip)
 {
-	/* The mappings on every address leave these to the node (accounting/rules.c). */
+	/* The mappings on every address leave these to the node (accounting/hostports.c). */
 	if ((ip >> 24) == 127 || (ip >> 16) == 0xa9fe)
 		return false;
 	for (size_t i = 0; i < l->n; i++)
