@@ -72,7 +72,10 @@
 #                            deadlines; test_declare_commits, which needs
 #                            100 commits in 12 s; test_guard, which counts
 #                            connections against newPerSecond; and test_runtimes
-#                            and test_deploy, which start real runtimes)
+#                            and test_deploy, which start real runtimes;
+#                            test_failpoints, the longest, and
+#                            test_destinations, which both lost their timing
+#                            beside another file)
 #
 # tests/chaos/run.sh sources this file for its runner (everything down to
 # run_summary: the counting is one code): it sets RUN_NAME and
