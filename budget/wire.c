@@ -158,26 +158,6 @@ static int bad(struct tg_err *e, int neg_errno, const char *fmt, ...)
 	return tg_fail(e, CNI_ERR_DECODE, neg_errno, "%s", msg);
 }
 
-static const char *type_name(json_object *v)
-{
-	switch (json_object_get_type(v)) {
-	case json_type_boolean:
-		return "a boolean";
-	case json_type_double:
-		return "a fraction";
-	case json_type_int:
-		return "an integer";
-	case json_type_object:
-		return "an object";
-	case json_type_array:
-		return "an array";
-	case json_type_string:
-		return "a string";
-	default:
-		return "null";
-	}
-}
-
 /* "budgets[3].applied", or "applied" at the top. */
 struct member {
 	char path[48];
@@ -199,7 +179,7 @@ static int get(json_object *obj, const char *where, const char *key, json_type w
 		return bad(e, -EINVAL, "%s: missing", member(&m, where, key));
 	if (!json_object_is_type(v, want))
 		return bad(e, -EINVAL, "%s: must be %s, not %s", member(&m, where, key), want_name,
-			   type_name(v));
+			   jx_type_name(v, true));
 	*ret = v;
 	return 0;
 }
@@ -334,7 +314,7 @@ static int parse_doc(const char *text, size_t len, const char *what, json_object
 	if (r < 0)
 		return bad(e, -EINVAL, "%s is not JSON: %s at byte %zu", what, pe.why, pe.at);
 	if (!json_object_is_type(root, json_type_object)) {
-		r = bad(e, -EINVAL, "%s must be an object, not %s", what, type_name(root));
+		r = bad(e, -EINVAL, "%s must be an object, not %s", what, jx_type_name(root, true));
 		goto fail;
 	}
 	r = get(root, "", "version", json_type_int, "an integer", &v, e);
@@ -370,7 +350,7 @@ static int get_entries(json_object *root, const char *key, json_object **ret, si
 	for (size_t i = 0; i < n; i++)
 		if (!json_object_is_type(json_object_array_get_idx(arr, i), json_type_object))
 			return bad(e, -EINVAL, "%s[%zu]: must be an object, not %s", key, i,
-				   type_name(json_object_array_get_idx(arr, i)));
+				   jx_type_name(json_object_array_get_idx(arr, i), true));
 	*ret = arr;
 	*ret_n = n;
 	return 0;

@@ -6,14 +6,15 @@
 
 #include "lib/jsonx.h"
 
-static const char *type_name(json_type t)
+const char *jx_type_name(json_object *v, bool exact)
 {
-	switch (t) {
+	switch (json_object_get_type(v)) {
 	case json_type_boolean:
 		return "a boolean";
 	case json_type_double:
+		return exact ? "a fraction" : "a number";
 	case json_type_int:
-		return "a number";
+		return exact ? "an integer" : "a number";
 	case json_type_object:
 		return "an object";
 	case json_type_array:
@@ -68,7 +69,7 @@ static int wrong_type(struct tg_err *e, const char *where, const char *key, cons
 		      json_object *v)
 {
 	return tg_fail(e, CNI_ERR_CONFIG, -EINVAL, "%s%s%s must be %s, not %s", where,
-		       *where ? "." : "", key, want, type_name(json_object_get_type(v)));
+		       *where ? "." : "", key, want, jx_type_name(v, false));
 }
 
 int jx_string(json_object *obj, const char *where, const char *key, const char **ret,
@@ -146,8 +147,7 @@ int jx_string_array(json_object *obj, const char *where, const char *key, json_o
 		if (!json_object_is_type(el, json_type_string))
 			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
 				       "%s%s%s[%zu] must be a string, not %s", where,
-				       *where ? "." : "", key, i,
-				       type_name(json_object_get_type(el)));
+				       *where ? "." : "", key, i, jx_type_name(el, false));
 	}
 	*ret = v;
 	return 1;

@@ -72,6 +72,13 @@ json_object *jx_read_file(const char *path);
  */
 int jx_fail_twice(struct tg_err *e, const struct jx_parse_error *pe);
 
+/*
+ * What a JSON value is, for a message: "a string", "an object"... exact:
+ * numbers as "an integer" or "a fraction" (the wire format's exact reading
+ * tells them apart), else both "a number".
+ */
+const char *jx_type_name(json_object *v, bool exact);
+
 /* A peer's bytes in a message: printable ASCII only ('"' too is not), cut at size - 4. */
 const char *jx_shown(char *dst, size_t size, const char *s, size_t n);
 #define JX_SHOWN(s, n) jx_shown((char[52]){ 0 }, 52, (s), (n))
