@@ -21,6 +21,7 @@
 
 #include "agent/agent.h"
 #include "lib/cleanup.h"
+#include "lib/replace.h"
 #include "lib/util.h"
 
 #define PLUGIN_MAX (64 << 20)
@@ -38,19 +39,16 @@ int agent_write_file(const char *dir, const char *name, const void *buf, size_t 
 	fd = mkostemp(tmp, O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	r = write_all(fd, buf, len);
-	if (r == 0 && fchmod(fd, mode) < 0)
+	/* the mode first: the temp name is private, and the file appears whole */
+	if (fchmod(fd, mode) < 0) {
 		r = -errno;
-	if (r == 0 && fsync(fd) < 0)
-		r = -errno;
-	if (close(fd) < 0 && r == 0)
-		r = -errno;
-	if (r == 0 && rename(tmp, path) < 0)
-		r = -errno;
-	if (r < 0) {
+		close(fd);
 		unlink(tmp);
 		return r;
 	}
+	r = tg_file_commit(fd, tmp, path, buf, len, true);
+	if (r < 0)
+		return r;
 	/* The rename itself lasts only once the directory is on disk too. */
 	return sync_dir(dir);
 }

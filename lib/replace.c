@@ -21,6 +21,22 @@ bool tg_dir_durable(const char *dir)
 		 (sfs.f_type == TMPFS_MAGIC || sfs.f_type == RAMFS_MAGIC));
 }
 
+int tg_file_commit(int fd, const char *tmp, const char *path, const void *buf, size_t len,
+		   bool durable)
+{
+	int r = write_all(fd, buf, len);
+
+	if (r == 0 && durable && fsync(fd) < 0)
+		r = -errno;
+	if (close(fd) < 0 && r == 0)
+		r = -errno;
+	if (r == 0 && rename(tmp, path) < 0)
+		r = -errno;
+	if (r < 0)
+		unlink(tmp);
+	return r;
+}
+
 int tg_file_replace(const char *dir, const char *name, const void *buf, size_t len, bool durable)
 {
 	char path[PATH_MAX], tmp[PATH_MAX + 8];
@@ -42,17 +58,9 @@ int tg_file_replace(const char *dir, const char *name, const void *buf, size_t l
 	}
 	if (fd < 0)
 		return -errno;
-	r = write_all(fd, buf, len);
-	if (r == 0 && durable && fsync(fd) < 0)
-		r = -errno;
-	if (close(fd) < 0 && r == 0)
-		r = -errno;
-	if (r == 0 && rename(tmp, path) < 0)
-		r = -errno;
-	if (r < 0) {
-		unlink(tmp);
+	r = tg_file_commit(fd, tmp, path, buf, len, durable);
+	if (r < 0)
 		return r;
-	}
 	if (durable) {
 		_cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 

@@ -23,6 +23,13 @@
 /* Whether dir is on a filesystem that outlives the boot (not tmpfs, not ramfs). */
 bool tg_dir_durable(const char *dir);
 /*
+ * The end of a replacement: buf written to fd (the temp file tmp, open for
+ * writing), flushed when durable, closed and renamed over path; on failure
+ * tmp is removed. 0 or a negative errno. Callers flush the directory.
+ */
+int tg_file_commit(int fd, const char *tmp, const char *path, const void *buf, size_t len,
+		   bool durable);
+/*
  * dir/name replaced with buf (mode 0600). durable: fsync of the temp file
  * before the rename and of dir after it. 0 or a negative errno; on failure
  * dir/name is as it was and the temp file is gone.
