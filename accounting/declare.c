@@ -540,6 +540,17 @@ static unsigned repairs_total(const struct acct_repairs *rep)
 	return rep->table + rep->sets + rep->chains + rep->rules + rep->internal;
 }
 
+/* What a comparison built and read, either of them NULL. */
+static void want_seen_free(struct want *w, struct seen *s)
+{
+	if (w)
+		acct_rule_list_free(&w->rules);
+	free(w);
+	if (s)
+		free(s->guards);
+	free(s);
+}
+
 int acct_declare(const struct acct_config *cfg, const struct acct_pod *all, size_t n_all,
 		 unsigned flags, struct acct_repairs *ret, struct tg_err *e)
 {
@@ -614,12 +625,7 @@ out:
 		*ret = rep;
 	acct_batch_free(bt);
 	acct_nft_close(&c);
-	if (w)
-		acct_rule_list_free(&w->rules);
-	free(w);
-	if (s)
-		free(s->guards);
-	free(s);
+	want_seen_free(w, s);
 	return r < 0 ? r : repairs_total(&rep) > 0;
 }
 
@@ -645,11 +651,6 @@ int acct_declared(const struct acct_config *cfg)
 		right = right && chain_right(w, s, i);
 	r = s->table && right && internal_right(w, s) && s->arp_right && !s->old_prerouting;
 out:
-	if (w)
-		acct_rule_list_free(&w->rules);
-	free(w);
-	if (s)
-		free(s->guards);
-	free(s);
+	want_seen_free(w, s);
 	return r;
 }
