@@ -72,7 +72,7 @@ struct agent_counted_ns {
 	int64_t empty_since_ms;
 };
 
-/* One budgeted namespace with pods on this node (agent/budget.c). */
+/* One budgeted namespace with pods on this node (agent/grants_*.c). */
 struct agent_budget_ns {
 	char ns[BUDGET_NS_MAX + 1];
 	uint16_t ns_class; /* its class on tollgate-inet */
@@ -241,7 +241,7 @@ bool agent_lacks_blocking(const struct agent_lacks *l);
 int agent_pool_size(struct agent *a, size_t *ret);
 
 /*
- * ---- cluster budgets, a node's side (budget.c) ----
+ * ---- cluster budgets, a node's side (grants_report.c, grants_store.c, grants_apply.c) ----
  * Their clock is time_boot_ms() (CLOCK_BOOTTIME): leases outlive a restart of the agent.
  */
 

@@ -56,6 +56,31 @@ void agent_usage(FILE *f);
 
 #define AGENT_REPORT_TIMEOUT_MS 1000 /* a report's whole life */
 
+/*
+ * ---- cluster budgets, a node's side: between grants_report.c (the task,
+ * the reports and answers), grants_store.c (what the node holds, and
+ * budgets.json) and grants_apply.c (the classes read, the ceils applied) ----
+ */
+
+/* The namespace's entry, or NULL. */
+struct agent_budget_ns *agent_budgets_find_ns(struct agent_budgets *b, const char *ns);
+/* The budgeted namespaces with pods on this node, from the store: 0, or a negative errno with e. */
+int agent_budgets_refresh_namespaces(struct agent *a, struct tg_err *e);
+/* Leases that ran out: min(grant, safe share) from now on. */
+void agent_budgets_age_leases(struct agent_budgets *b, int64_t now_ms);
+/* budgets.json written (dirty cleared when it was). */
+void agent_budgets_save_state(struct agent *a, int64_t now_ms);
+/*
+ * After a restart: the grants whose leases still run (same boot, CLOCK_BOOTTIME)
+ * come back as they were, a lease that ran out meanwhile as expired.
+ */
+void agent_budgets_restore_state(struct agent *a, int64_t now_ms);
+/* Whether a class's use flipped since the last report (grants_apply.c: FLIP_IDLE_SHARE). */
+bool agent_budgets_probe_flipped(struct agent *a, int64_t now_ms);
+/* Reads the classes (with_counters: a report's counters too) and applies every ceil. */
+int agent_budgets_read_and_apply(struct agent *a, bool with_counters, int64_t now_ms,
+				 struct agent_notes *notes, struct tg_err *e);
+
 /* ---- the daemon (setup.c, loop.c) ---- */
 
 struct app {

@@ -4,8 +4,11 @@
 
 /*
  * Between the allocator's files: the policy read from the
- * config (policy.c), the process set up and torn down (setup.c), the HTTP
- * side, reports and the metrics page (serve.c), and the loop (loop.c).
+ * config (policy.c), the allocation state under it (state.c), the process
+ * set up and torn down (setup.c), the HTTP side, reports and the metrics
+ * page (serve.c), the election's side (leader.c) and the loop (loop.c).
+ * Calls go one way, never back: setup.c to loop.c, serve.c and leader.c;
+ * loop.c and serve.c to leader.c; those to state.c, and it to policy.c.
  */
 
 #include <limits.h>
@@ -93,6 +96,8 @@ struct app {
 
 #define ALLOC_REFUSED_LOG_MS 10000
 
+/* ---- the allocation state under the policy in force (state.c) ---- */
+
 /*
  * The config read and taken (at start: `first`, and a failure is the end;
  * later, a failure keeps the policy in force and is counted). 1 when the
@@ -104,6 +109,10 @@ int alloc_reload(struct app *app, bool first);
 int alloc_arm_rounds(struct app *app);
 /* One allocation round, timed. */
 void alloc_round(struct app *app);
+/* A new allocation state for the policy in force (a new term learns anew). 0 or -ENOMEM. */
+int alloc_relearn(struct app *app);
+
+/* ---- the process (setup.c) ---- */
 
 /* Process, config, HTTP server: 0, or the exit status (said in the log). */
 int alloc_setup(struct app *app, const struct alloc_cli *cli);
@@ -128,8 +137,6 @@ void alloc_elect_stop(struct app *app);
 bool alloc_leading(struct app *app);
 /* A report answered with grants, in the term's record. */
 void alloc_term_granted(struct app *app);
-/* A new allocation state for the policy in force (a new term learns anew). 0 or -ENOMEM. */
-int alloc_relearn(struct app *app);
 
 /* The loop until SIGTERM or SIGINT: 0, or a negative errno when the loop itself failed. */
 int alloc_loop(struct app *app);

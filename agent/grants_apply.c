@@ -1,0 +1,233 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The kernel's side of a node's cluster budgets (agent/internal.h): the
+ * budgeted namespaces' classes on tollgate-inet read (one dump), for a
+ * report's counters or a look between reports, and each class's ceil put
+ * where its state says (one netlink change per change, no pod touched).
+ * The ceil of each state is budget/'s.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include <netlink/route/tc.h>
+
+#include "agent/internal.h"
+#include "budget/budget.h"
+#include "lib/nl.h"
+#include "lib/nl_cleanup.h"
+#include "lib/util.h"
+#include "shaper/shaper.h"
+
+/*
+ * A class that sent at least this share of its ceil over a period ran at it;
+ * so did one whose pods' queues hold a standing backlog (TCP under a ceil
+ * that just moved may send less than it, yet wants more). Overlimits say
+ * nothing here: HTB counts one whenever a burst goes past the class's
+ * cburst, far below its ceil. The share stays well above 1 / the
+ * allocator's margin (budget/alloc.c: a class is granted 1.1 x what it
+ * sends, 0.91): a class that got what it asked for must not look held
+ * back. TCP held by a ceil sends 0.997 of it and more.
+ */
+#define SATURATED_SHARE 0.97
+#define SATURATED_BACKLOG (4 * 1514)
+
+/* The ceil a namespace's state asks for, bytes/s. */
+static uint64_t wanted_ceil(const struct agent *a, const struct agent_budget_ns *n)
+{
+	return budget_node_ceil(n->state, n->grant, n->safe_share, a->cfg.budgets.fallback_bps / 8,
+				n->limit);
+}
+
+struct class_read {
+	struct agent_budgets *b;
+	int64_t now_ms;
+};
+
+/* One class of tollgate-inet's dump: a budgeted namespace's counters and ceil. */
+static void on_class(const struct shaper_stats *st, void *arg)
+{
+	struct class_read *cr = arg;
+
+	for (size_t i = 0; i < cr->b->n; i++) {
+		struct agent_budget_ns *n = &cr->b->ns[i];
+
+		if (st->parent == (uint32_t)TC_HANDLE(1, n->ns_class))
+			n->backlog += st->backlog; /* one of its pods' classes */
+		if (st->classid != (uint32_t)TC_HANDLE(1, n->ns_class))
+			continue;
+		n->present = true;
+		n->kernel_ceil = st->ceil_bps / 8;
+		if (n->counted && st->bytes >= n->bytes && cr->now_ms > n->at_ms) {
+			uint64_t sent = st->bytes - n->bytes;
+			uint64_t interval = (uint64_t)(cr->now_ms - n->at_ms);
+
+			n->sent = sent;
+			n->interval_ms = (uint32_t)(interval > UINT32_MAX ? UINT32_MAX : interval);
+			n->saturated = (double)sent * 1000 >=
+				       SATURATED_SHARE * (double)n->kernel_ceil * (double)interval;
+		} else {
+			n->sent = 0;
+			n->interval_ms = 0;
+			n->saturated = false;
+		}
+		n->bytes = n->probe_bytes = st->bytes;
+		n->overlimits = st->overlimits;
+		n->at_ms = n->probe_ms = cr->now_ms;
+		n->counted = true;
+	}
+}
+
+/*
+ * Between reports, a look at the classes every quarter period: a class
+ * that was saturated at the last report and now sends less than half its
+ * ceil (its traffic stopped), or one that was not and now runs at its
+ * ceil (its traffic came, or a lower grant holds it), is worth telling the
+ * allocator now rather than at the next period: capacity changes hands a
+ * period sooner.
+ */
+#define FLIP_IDLE_SHARE 0.5
+
+struct probe_read {
+	struct agent_budgets *b;
+	int64_t now_ms;
+	uint64_t *backlog; /* per namespace, of its pods' classes */
+	uint64_t *sent;
+	int64_t *interval;
+};
+
+static void on_probe(const struct shaper_stats *st, void *arg)
+{
+	struct probe_read *pr = arg;
+
+	for (size_t i = 0; i < pr->b->n; i++) {
+		struct agent_budget_ns *n = &pr->b->ns[i];
+
+		if (st->parent == (uint32_t)TC_HANDLE(1, n->ns_class))
+			pr->backlog[i] += st->backlog;
+		if (st->classid != (uint32_t)TC_HANDLE(1, n->ns_class) || !n->counted)
+			continue;
+		if (st->bytes >= n->probe_bytes && pr->now_ms > n->probe_ms) {
+			pr->sent[i] = st->bytes - n->probe_bytes;
+			pr->interval[i] = pr->now_ms - n->probe_ms;
+		}
+		n->probe_bytes = st->bytes;
+		n->probe_ms = pr->now_ms;
+	}
+}
+
+/* The loop's netlink socket, opened on first use (and after a failure). */
+static int budget_sock(struct agent_budgets *b, struct nl_sock **ret)
+{
+	int r = b->sk ? 0 : tg_nl_route_open(&b->sk);
+
+	*ret = b->sk;
+	return r;
+}
+
+/* After a failed exchange: what is left unread on it goes with it. */
+static void budget_sock_drop(struct agent_budgets *b)
+{
+	nl_socket_free(b->sk);
+	b->sk = NULL;
+}
+
+/* Whether a class's use flipped since the last report (see FLIP_IDLE_SHARE). */
+bool agent_budgets_probe_flipped(struct agent *a, int64_t now_ms)
+{
+	struct agent_budgets *b = &a->budgets;
+	struct nl_sock *sk;
+	uint64_t backlog[BUDGET_PER_REPORT_MAX] = { 0 }, sent[BUDGET_PER_REPORT_MAX] = { 0 };
+	int64_t interval[BUDGET_PER_REPORT_MAX] = { 0 };
+	struct probe_read pr = { .b = b,
+				 .now_ms = now_ms,
+				 .backlog = backlog,
+				 .sent = sent,
+				 .interval = interval };
+	bool flipped = false;
+	int ifb;
+
+	if (b->n > BUDGET_PER_REPORT_MAX || budget_sock(b, &sk) < 0)
+		return false;
+	ifb = shaper_inet_ifindex(sk);
+	if (!ifb)
+		return false;
+	if (shaper_dump_classes(sk, ifb, on_probe, &pr) < 0) {
+		budget_sock_drop(b);
+		return false;
+	}
+	for (size_t i = 0; i < b->n; i++) {
+		const struct agent_budget_ns *n = &b->ns[i];
+		double at_ceil = (double)n->kernel_ceil * (double)interval[i];
+
+		if (!n->counted || n->leaving || interval[i] <= 0)
+			continue;
+		if (n->saturated)
+			flipped |= (double)sent[i] * 1000 < FLIP_IDLE_SHARE * at_ceil;
+		else
+			flipped |= (double)sent[i] * 1000 >= SATURATED_SHARE * at_ceil ||
+				   backlog[i] >= SATURATED_BACKLOG;
+	}
+	return flipped;
+}
+
+/* Each class's ceil to what its state asks for: one change where it differs. */
+static void apply_ceils(struct agent *a, struct nl_sock *sk, int ifb, struct agent_notes *notes)
+{
+	struct agent_budgets *b = &a->budgets;
+	int mtu = a->cfg.mtu ? a->cfg.mtu : 1500;
+
+	for (size_t i = 0; i < b->n; i++) {
+		struct agent_budget_ns *n = &b->ns[i];
+		uint64_t want = wanted_ceil(a, n);
+		int r;
+
+		if (!n->present || n->kernel_ceil == want)
+			continue;
+		r = shaper_ns_set_ceil(sk, ifb, n->ns_class, want * 8, mtu);
+		if (r < 0) {
+			b->ceil_failures++;
+			agent_note(notes,
+				   "msg=\"budget: setting a namespace's ceil failed\" namespace=%s "
+				   "ceil_bytes_per_second=%llu err=%s",
+				   LOGFMT_Q(n->ns), (unsigned long long)want,
+				   LOGFMT_Q(strerror(-r)));
+			continue;
+		}
+		n->kernel_ceil = want;
+		b->ceil_changes++;
+		b->dirty = true;
+	}
+}
+
+/* Reads the classes (with_counters: a report's counters too) and applies every ceil. */
+int agent_budgets_read_and_apply(struct agent *a, bool with_counters, int64_t now_ms,
+				 struct agent_notes *notes, struct tg_err *e)
+{
+	struct agent_budgets *b = &a->budgets;
+	struct nl_sock *sk;
+	struct class_read cr = { .b = b, .now_ms = now_ms };
+	int ifb, r = budget_sock(b, &sk);
+
+	if (r < 0)
+		return tg_fail(e, CNI_ERR_IO, r, "netlink: %s", strerror(-r));
+	ifb = shaper_inet_ifindex(sk);
+	if (!ifb)
+		return 0; /* no tollgate-inet yet: the declaration makes it */
+	if (with_counters) {
+		for (size_t i = 0; i < b->n; i++) {
+			b->ns[i].present = false;
+			b->ns[i].backlog = 0;
+		}
+		r = shaper_dump_classes(sk, ifb, on_class, &cr);
+		if (r < 0) {
+			budget_sock_drop(b);
+			return tg_fail(e, CNI_ERR_IO, r, "reading the classes of %s: %s",
+				       SHAPER_INET_IFB, strerror(-r));
+		}
+		for (size_t i = 0; i < b->n; i++)
+			if (b->ns[i].interval_ms && b->ns[i].backlog >= SATURATED_BACKLOG)
+				b->ns[i].saturated = true;
+	}
+	apply_ceils(a, sk, ifb, notes);
+	return 0;
+}

@@ -1,0 +1,266 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * What a node holds of cluster budgets (agent/internal.h): its budgeted
+ * namespaces with pods here, read from the store, and their leases.
+ *
+ * What it holds survives a restart of the agent in <dataDir>/<network>/
+ * budgets.json (leases on CLOCK_BOOTTIME): a rolling update does not drop
+ * every node to its fallback at once. `tollgate-ipam status` reads it too.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <json-c/json.h>
+
+#include "agent/internal.h"
+#include "budget/budget.h"
+#include "lib/cleanup.h"
+#include "lib/jsonx.h"
+#include "lib/replace.h"
+#include "lib/util.h"
+#include "shaper/shaper.h"
+#define BUDGET_STATE_FILE "budgets.json"
+
+struct agent_budget_ns *agent_budgets_find_ns(struct agent_budgets *b, const char *ns)
+{
+	for (size_t i = 0; i < b->n; i++)
+		if (strcmp(b->ns[i].ns, ns) == 0)
+			return &b->ns[i];
+	return NULL;
+}
+
+static struct agent_budget_ns *add_ns(struct agent_budgets *b, const char *ns)
+{
+	struct agent_budget_ns *n = agent_budgets_find_ns(b, ns), *grown;
+
+	if (n)
+		return n;
+	if (b->n == b->cap) {
+		size_t cap = b->cap ? 2 * b->cap : 8;
+
+		grown = realloc(b->ns, cap * sizeof(*grown));
+		if (!grown)
+			return NULL;
+		b->ns = grown;
+		b->cap = cap;
+	}
+	n = &b->ns[b->n++];
+	*n = (struct agent_budget_ns){ .state = BUDGET_FALLBACK };
+	snprintf(n->ns, sizeof(n->ns), "%s", ns);
+	return n;
+}
+
+/*
+ * The budgeted namespaces that have pods on this node, from the store: each
+ * one's class, pods and own caps; read again only when the store was
+ * replaced or the config changed. Namespaces gone from the node (or from
+ * the config's budgets) are dropped.
+ */
+int agent_budgets_refresh_namespaces(struct agent *a, struct tg_err *e)
+{
+	struct agent_budgets *b = &a->budgets;
+	struct ipam_state st = { 0 };
+	struct ipam_store store;
+	size_t keep = 0;
+	int r = ipam_store_open_readonly(&store, a->cfg.data_dir, a->cfg.name, e), changed;
+
+	if (r < 0)
+		return r;
+	if (b->cfg_hash != a->cfg_hash)
+		b->store.looked = false; /* which namespaces have budgets may have changed */
+	changed = ipam_store_stamp_changed(&store, &b->store);
+	if (changed < 0) {
+		ipam_store_close(&store);
+		return tg_fail(e, CNI_ERR_IO, changed, "the store: %s", strerror(-changed));
+	}
+	if (changed && b->store.present) {
+		r = ipam_store_load(&store, &st, e);
+		if (r < 0) {
+			ipam_store_close(&store);
+			b->store.looked = false; /* again at the next tick */
+			ipam_state_free(&st);
+			return r;
+		}
+	}
+	ipam_store_close(&store);
+	if (changed) {
+		b->cfg_hash = a->cfg_hash;
+		for (size_t i = 0; i < b->n; i++)
+			b->ns[i].pods = 0;
+	}
+	for (size_t i = 0; i < st.n_att; i++) {
+		const struct ipam_attachment *att = &st.att[i];
+		const struct shaping *s = &att->shaping;
+		struct agent_budget_ns *n;
+		uint64_t cap;
+
+		if (!s->budget_fallback_bps || !s->ns_class ||
+		    !node_config_budget(&a->cfg, att->k8s_namespace))
+			continue;
+		n = add_ns(b, att->k8s_namespace);
+		if (!n) {
+			ipam_state_free(&st);
+			b->store.looked = false;
+			return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+		}
+		n->ns_class = s->ns_class;
+		n->pods++;
+		cap = shaping_min_cap(s->ns_egress_bps, s->node_egress_bps);
+		n->limit = (cap ? cap : SHAPER_LINE_BPS) / 8;
+	}
+	ipam_state_free(&st);
+	/*
+	 * A namespace whose last pod left: said once more in a report (no
+	 * pod, nothing applied) so that the allocator frees its share at
+	 * once; its class, empty until gc retires it, goes down to the
+	 * fallback meanwhile, like a class a new pod's ADD would make.
+	 */
+	for (size_t i = 0; i < b->n; i++) {
+		struct agent_budget_ns *n = &b->ns[i];
+
+		if (n->pods == 0 && n->leaving)
+			continue; /* said: gone */
+		if (n->pods == 0 && !n->leaving) {
+			n->leaving = true;
+			n->state = BUDGET_FALLBACK;
+			n->grant = n->safe_share = 0;
+			n->nodes = 0;
+		} else {
+			n->leaving = false;
+		}
+		b->ns[keep++] = *n;
+	}
+	if (keep != b->n)
+		b->dirty = true;
+	b->n = keep;
+	return 0;
+}
+
+/* Leases that ran out: min(grant, safe share) from now on. */
+void agent_budgets_age_leases(struct agent_budgets *b, int64_t now_ms)
+{
+	for (size_t i = 0; i < b->n; i++) {
+		struct agent_budget_ns *n = &b->ns[i];
+
+		if (n->state == BUDGET_GRANTED && now_ms >= n->lease_until_ms) {
+			n->state = BUDGET_LEASE_EXPIRED;
+			b->lease_expiries++;
+			b->dirty = true;
+		}
+	}
+}
+
+/* ---- budgets.json: what the node holds, for a restart and for tollgate-ipam ---- */
+
+static void state_path(const struct agent *a, char *buf, size_t size)
+{
+	snprintf(buf, size, "%s/%s", a->cfg.data_dir, a->cfg.name);
+}
+
+void agent_budgets_save_state(struct agent *a, int64_t now_ms)
+{
+	struct agent_budgets *b = &a->budgets;
+	_cleanup_json_ json_object *o = json_object_new_object();
+	json_object *arr = json_object_new_array();
+	char dir[PATH_MAX + 256];
+	const char *text;
+
+	if (!o || !arr) {
+		json_object_put(arr);
+		return;
+	}
+	jx_add(o, "version", json_object_new_int(1));
+	jx_add(o, "node", json_object_new_string(a->opt.node_name ? a->opt.node_name : ""));
+	jx_add(o, "allocator", json_object_new_string(a->cfg.budgets.allocator));
+	jx_add(o, "bootMs", json_object_new_int64(now_ms));
+	jx_add(o, "epoch", json_object_new_int64((int64_t)b->epoch_seen));
+	jx_add(o, "updated", json_object_new_int64((int64_t)time(NULL)));
+	for (size_t i = 0; i < b->n; i++) {
+		const struct agent_budget_ns *n = &b->ns[i];
+		json_object *e = json_object_new_object();
+
+		jx_add(e, "namespace", json_object_new_string(n->ns));
+		jx_add(e, "state", json_object_new_string(budget_state_names[n->state]));
+		jx_add(e, "grant", json_object_new_int64((int64_t)n->grant));
+		jx_add(e, "safeShare", json_object_new_int64((int64_t)n->safe_share));
+		jx_add(e, "nodes", json_object_new_int64(n->nodes));
+		jx_add(e, "applied", json_object_new_int64((int64_t)n->kernel_ceil));
+		jx_add(e, "limit", json_object_new_int64((int64_t)n->limit));
+		jx_add(e, "leaseUntilBootMs", json_object_new_int64(n->lease_until_ms));
+		jx_add(e, "pods", json_object_new_int64(n->pods));
+		json_object_array_add(arr, e);
+	}
+	jx_add(o, "namespaces", arr);
+	text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY);
+	state_path(a, dir, sizeof(dir));
+	/* Only this node's one agent writes it: one writer, the store's fixed temp name. */
+	if (tg_file_replace(dir, BUDGET_STATE_FILE, text, strlen(text), tg_dir_durable(dir)) == 0)
+		b->dirty = false;
+}
+
+/*
+ * After a restart: the grants whose leases still run (same boot, CLOCK_BOOTTIME)
+ * come back as they were, a lease that ran out meanwhile as expired.
+ */
+void agent_budgets_restore_state(struct agent *a, int64_t now_ms)
+{
+	struct agent_budgets *b = &a->budgets;
+	char dir[PATH_MAX + 256], path[PATH_MAX + 300];
+	_cleanup_json_ json_object *o = NULL;
+	json_object *arr, *v;
+	int64_t boot_ms = 0;
+
+	state_path(a, dir, sizeof(dir));
+	snprintf(path, sizeof(path), "%s/%s", dir, BUDGET_STATE_FILE);
+	o = jx_read_file(path);
+	if (!o || !json_object_object_get_ex(o, "namespaces", &arr) ||
+	    !json_object_is_type(arr, json_type_array))
+		return;
+	/* a file from before this boot says nothing of this one */
+	if (json_object_object_get_ex(o, "bootMs", &v))
+		boot_ms = json_object_get_int64(v);
+	if (boot_ms <= 0 || boot_ms > now_ms)
+		return;
+	/* the newest term seen outlives a restart: a deposed leader's answer stays refused */
+	if (json_object_object_get_ex(o, "epoch", &v) && json_object_get_int64(v) > 0)
+		b->epoch_seen = (uint64_t)json_object_get_int64(v);
+	for (size_t i = 0; i < json_object_array_length(arr); i++) {
+		json_object *e = json_object_array_get_idx(arr, i), *f;
+		const char *ns, *state;
+		struct agent_budget_ns *n;
+
+		if (!json_object_object_get_ex(e, "namespace", &f) ||
+		    !json_object_is_type(f, json_type_string))
+			continue;
+		ns = json_object_get_string(f);
+		if (strlen(ns) > BUDGET_NS_MAX || !node_config_budget(&a->cfg, ns))
+			continue;
+		if (!json_object_object_get_ex(e, "state", &f))
+			continue;
+		state = json_object_get_string(f);
+		n = add_ns(b, ns);
+		if (!n)
+			return;
+		n->state = BUDGET_FALLBACK;
+		for (int s = 0; s < BUDGET_STATES; s++)
+			if (state && strcmp(state, budget_state_names[s]) == 0)
+				n->state = (enum budget_state)s;
+#define GET_U64(key, dst)                                                          \
+	if (json_object_object_get_ex(e, key, &f) && json_object_get_int64(f) > 0) \
+	dst = (uint64_t)json_object_get_int64(f)
+		GET_U64("grant", n->grant);
+		GET_U64("safeShare", n->safe_share);
+		GET_U64("limit", n->limit);
+#undef GET_U64
+		if (json_object_object_get_ex(e, "nodes", &f))
+			n->nodes = (uint32_t)json_object_get_int64(f);
+		if (json_object_object_get_ex(e, "leaseUntilBootMs", &f))
+			n->lease_until_ms = json_object_get_int64(f);
+		n->pods = 1; /* until the store says */
+	}
+	agent_budgets_age_leases(b, now_ms);
+}
