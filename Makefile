@@ -153,12 +153,12 @@ PRODUCT_OBJ := $(sort $(PLUGIN_OBJ) $(IPAM_OBJ) $(AGENT_OBJ) $(ALLOC_OBJ))
 ifeq ($(ANALYZE),1)
 # gcc 12's analyzer does not count memory reached through a pointer held in
 # another struct as reachable: an allocation stored there, in an element of
-# ex->series (exporter/collect.c set_labels: s->labels) or in the struct a
+# ex->series (exporter/series.c set_labels: s->labels) or in the struct a
 # callback's context points to (node/reshape.c reshape_update: r->before), is
 # reported leaked at the store itself (a 15-line reproducer shows the same).
 # Both are freed by their owners (series_clear, node_reshape_free); every
 # other analyzer check stays on for these two files.
-$(BUILD)/obj/exporter/collect.o $(BUILD)/obj/node/reshape.o: SANFLAGS += -Wno-analyzer-malloc-leak
+$(BUILD)/obj/exporter/series.o $(BUILD)/obj/node/reshape.o: SANFLAGS += -Wno-analyzer-malloc-leak
 endif
 
 BINS := $(BUILD)/tollgate $(BUILD)/tollgate-ipam $(BUILD)/tollgate-agent $(BUILD)/tollgate-allocator

@@ -24,7 +24,7 @@
  * that just moved may send less than it, yet wants more). Overlimits say
  * nothing here: HTB counts one whenever a burst goes past the class's
  * cburst, far below its ceil. The share stays well above 1 / the
- * allocator's margin (budget/alloc.c: a class is granted 1.1 x what it
+ * allocator's margin (budget/report.c: a class is granted 1.1 x what it
  * sends, 0.91): a class that got what it asked for must not look held
  * back. TCP held by a ceil sends 0.997 of it and more.
  */

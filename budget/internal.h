@@ -4,8 +4,11 @@
 
 /* What budget/'s files share, and what its tests look into. */
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "budget/budget.h"
 
 /* ---- the water-fill (fill.c) ---- */
 
@@ -102,5 +105,120 @@ void names_ref(struct names *t, uint32_t id);
 /* Frees the name when no budget holds it any more. */
 void names_unref(struct names *t, uint32_t id);
 void names_free(struct names *t);
+
+/* ---- the allocator's state (alloc.c, slots.c, report.c, round.c) ---- */
+
+#define NONE UINT32_MAX
+
+/* A node's report of one budget: what a report reads and writes. */
+struct bnode {
+	int64_t heard_ms;    /* its last report: its last grant's start, our clock */
+	uint32_t prev, next; /* in its list, by heard_ms: live or expired */
+	uint32_t id;	     /* its name in a->names */
+	uint32_t applied;    /* the ceil it reported in force */
+	uint32_t rate;	     /* its last measured rate */
+	uint32_t grant;	     /* the last grant sent */
+	uint32_t safe;	     /* the safe share sent with it */
+	uint32_t committed;  /* what it may be applying now */
+	uint32_t after;	     /* ... once the lease of the last grant ran out */
+	uint32_t safe_held;  /* the safe share it may hold */
+	bool expired;	     /* committed is `after` already */
+};
+
+#define HOT_FRESH 1 /* no round since it came: no target yet */
+#define HOT_MOVED 2 /* its demand moved its share since the last round */
+
+/* What a round reads and writes of every node: dense, small. */
+struct bhot {
+	uint32_t demand, limit;
+	uint32_t target; /* its fair share at the last round */
+	uint16_t weight; /* max(1, pods) */
+	uint16_t flags;
+};
+
+/* Nodes in the order they were last heard: aging looks at the oldest only. */
+struct blist {
+	uint32_t head, tail;
+};
+
+struct bslot {
+	char ns[BUDGET_NS_MAX + 1];
+	uint64_t budget;
+	uint64_t cap;	     /* budget x (1 - reserve): targets and increases */
+	uint64_t safe_total; /* budget x safe_fraction: what safe shares add up to */
+	struct bnode *node;
+	struct bhot *hot;
+	size_t n, alloc;
+	uint32_t *index_of; /* by name id: index in node[] + 1, 0: none */
+	size_t n_index;
+	struct blist live, expired; /* a lease running; past it */
+	/* sums over node[], kept as they change */
+	uint64_t committed, safe_held, granted, demand, usage;
+	/* what nodes first heard since the start said of the allocator before */
+	bool held_before;		 /* one of them held a grant (of the one before) */
+	uint64_t first_safe;		 /* the safe shares they held */
+	uint64_t held_total;		 /* the most safe_total was since the start */
+	uint64_t phantom;		 /* as of the last report or round (for the views) */
+	double level;			 /* the last round's fair share per unit of weight */
+	double level_demand, level_left; /* of each water-fill, where it starts next */
+	bool contended;			 /* at the last round: the demands exceeded cap */
+};
+
+struct budget_alloc {
+	struct budget_params p;
+	int64_t start_ms;
+	int64_t last_ms; /* the latest time a report or round came with */
+	struct bslot *b;
+	size_t nb;
+	uint32_t *ns_slot; /* open addressing: budget index + 1 */
+	size_t ns_mask;
+	struct names names;
+	/* a round's scratch, for as many nodes as the largest budget has */
+	struct fill_range *range;
+	struct fill_hinge *hinge;
+	size_t scratch;
+	uint64_t seed;
+	/* early reports asked for in the current period (at most as many as nodes) */
+	int64_t early_since;
+	uint32_t early_asked;
+};
+
+static inline uint64_t min64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
+static inline uint64_t max64(uint64_t a, uint64_t b)
+{
+	return a > b ? a : b;
+}
+
+/* libm's fmin/fmax: not linked by every binary that carries this module */
+static inline double dmin(double a, double b)
+{
+	return a < b ? a : b;
+}
+
+static inline double dmax(double a, double b)
+{
+	return a > b ? a : b;
+}
+
+/* budgets by namespace (alloc.c) */
+size_t ns_home(const char *ns, size_t mask);
+struct bslot *find_budget(const struct budget_alloc *a, const char *ns);
+
+/* the nodes of one budget (slots.c) */
+void list_unlink(struct bslot *b, uint32_t i);
+void list_append(struct bslot *b, uint32_t i);
+int node_add(struct budget_alloc *a, struct bslot *b, uint32_t id, size_t *ret);
+void node_drop(struct budget_alloc *a, struct bslot *b, size_t i);
+void slot_release(struct budget_alloc *a, struct bslot *b);
+
+/* capacity nodes not heard since the start may be using (report.c) */
+uint64_t phantom(const struct budget_alloc *a, const struct bslot *b, int64_t now_ms);
+
+/* a round of one budget: its nodes aged, their targets (round.c) */
+void round_budget(struct budget_alloc *a, struct bslot *b, int64_t now_ms);
 
 #endif

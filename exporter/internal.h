@@ -11,6 +11,7 @@
 #include "accounting/accounting.h"
 #include "exporter/exporter.h"
 #include "ipam/ipam.h"
+#include "ipam/store.h"
 
 /* The shaper collector (tc.c): the HTB classes Tollgate made for the store's pods. */
 struct tc_collector;
@@ -75,5 +76,70 @@ size_t dst_ledger_entries(const struct dst_ledger *l);
 /* "203.0.113.0/24" */
 #define DST_LABEL_MAX 24
 void dst_prefix_label(uint32_t prefix, uint8_t prefix_len, char ret[DST_LABEL_MAX]);
+
+/*
+ * The scrape's state (collect.c): one series per nftables counter, kept
+ * across scrapes (series.c), and the IPAM store read on change (store.c).
+ */
+enum series_kind {
+	SERIES_OTHER,
+	SERIES_NS,
+	SERIES_POD,
+	SERIES_HOST,
+	SERIES_SPOOFED,
+	SERIES_METADATA_DROP,
+	SERIES_AGENT_DROP,
+	SERIES_INVALID_DROP,
+	SERIES_NEIGHBOUR_DROP,
+	SERIES_ARP_DROP,
+	SERIES_REFUSED
+};
+
+struct series {
+	char name[ACCT_COUNTER_NAME_MAX];
+	size_t name_len;
+	enum series_kind kind;
+	enum acct_class cls;
+	char *labels; /* {...} as written after the family name; NULL: not shown */
+	size_t labels_len;
+	uint64_t labels_store; /* store generation they were written for (pods only) */
+	uint64_t id;	       /* the kernel object read last (acct_counter_sample.id) */
+	uint64_t last_bytes, last_packets, off_bytes, off_packets;
+	uint64_t bytes, packets; /* this scrape, with offsets */
+	uint64_t seen;		 /* scrape generation */
+};
+
+struct exporter {
+	char data_dir[2048];
+	char network[160];
+	struct ipam_state state;
+	const struct ipam_attachment **by_veth; /* state's attachments sorted by host veth */
+	struct ipam_store_stamp state_stamp;	/* of the state loaded */
+	uint64_t store_generation;		/* bumped on every store load */
+	struct acct_reader *reader;
+	struct tc_collector *tc;
+	struct dst_ledger *dst; /* internetGuard.destinations */
+	struct series *series;	/* dense; index[] maps names to positions */
+	size_t n_series, cap_series;
+	uint32_t *index; /* open addressing: position + 1, 0 = empty */
+	size_t index_cap;
+	uint32_t *order; /* this scrape's series, in the kernel's order */
+	size_t n_order, cap_order;
+	size_t n_prev; /* order[] entries still valid from the last scrape */
+	int read_err;
+	uint64_t generation;
+	int64_t cooldown_ms; /* the config's: what "cooling" means */
+};
+
+/* The series (series.c): the counters read into them, their labels and pods. */
+void series_clear(struct exporter *ex);
+const struct series *series_find(const struct exporter *ex, const char *name);
+void series_compact(struct exporter *ex);
+void relabel_pods(struct exporter *ex);
+int read_counters(struct exporter *ex);
+
+/* The store (store.c): state.json re-read when it was replaced, pods by host veth. */
+int refresh_store(struct exporter *ex);
+const struct ipam_attachment *by_veth(const struct exporter *ex, const char *veth);
 
 #endif
