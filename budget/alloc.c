@@ -53,28 +53,6 @@ void budget_alloc_set_report_ms(struct budget_alloc *a, int64_t report_ms)
 	a->p.report_ms = report_ms;
 }
 
-bool budget_alloc_learning(const struct budget_alloc *a, int64_t now_ms)
-{
-	return now_ms - a->start_ms < a->p.lease_ms;
-}
-
-/* ---- budgets by namespace ---- */
-
-size_t ns_home(const char *ns, size_t mask)
-{
-	return (size_t)hash_fnv1a64(ns, strlen(ns), FNV1A64_INIT) & mask;
-}
-
-struct bslot *find_budget(const struct budget_alloc *a, const char *ns)
-{
-	if (!a->ns_slot)
-		return NULL;
-	for (size_t i = ns_home(ns, a->ns_mask); a->ns_slot[i]; i = (i + 1) & a->ns_mask)
-		if (strcmp(a->b[a->ns_slot[i] - 1].ns, ns) == 0)
-			return &a->b[a->ns_slot[i] - 1];
-	return NULL;
-}
-
 /* ---- the allocator ---- */
 
 struct budget_alloc *budget_alloc_new(const struct budget_params *p, int64_t now_ms)

@@ -204,7 +204,7 @@ static inline double dmax(double a, double b)
 	return a > b ? a : b;
 }
 
-/* budgets by namespace (alloc.c) */
+/* budgets by namespace (slots.c) */
 size_t ns_home(const char *ns, size_t mask);
 struct bslot *find_budget(const struct budget_alloc *a, const char *ns);
 

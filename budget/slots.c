@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * The nodes of one budget (budget/alloc.c): dense arrays indexed by name
- * id, and the two lists, live and expired, in the order they were heard.
+ * id, and the two lists, live and expired, in the order they were heard;
+ * and the budgets by namespace. The lowest of the allocation's files: it
+ * calls none of the others.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "budget/internal.h"
+#include "lib/util.h"
 
 static struct blist *list_of(struct bslot *b, const struct bnode *nd)
 {
@@ -144,4 +147,26 @@ void slot_release(struct budget_alloc *a, struct bslot *b)
 	free(b->hot);
 	free(b->index_of);
 	memset(b, 0, sizeof(*b));
+}
+
+bool budget_alloc_learning(const struct budget_alloc *a, int64_t now_ms)
+{
+	return now_ms - a->start_ms < a->p.lease_ms;
+}
+
+/* ---- budgets by namespace ---- */
+
+size_t ns_home(const char *ns, size_t mask)
+{
+	return (size_t)hash_fnv1a64(ns, strlen(ns), FNV1A64_INIT) & mask;
+}
+
+struct bslot *find_budget(const struct budget_alloc *a, const char *ns)
+{
+	if (!a->ns_slot)
+		return NULL;
+	for (size_t i = ns_home(ns, a->ns_mask); a->ns_slot[i]; i = (i + 1) & a->ns_mask)
+		if (strcmp(a->b[a->ns_slot[i] - 1].ns, ns) == 0)
+			return &a->b[a->ns_slot[i] - 1];
+	return NULL;
 }

@@ -181,11 +181,6 @@ out:
 
 /* ---- internetGuard.destinations (the ledger: destinations.c) ---- */
 
-int exporter_take_destinations(struct exporter *ex)
-{
-	return dst_ledger_take(ex->dst, time_mono_ms());
-}
-
 /* A namespace's internet bytes in a direction, as this scrape read its counter. */
 static bool ns_internet_total(const char *ns, enum acct_dir dir, uint64_t *ret, void *arg)
 {

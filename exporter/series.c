@@ -280,6 +280,12 @@ void relabel_pods(struct exporter *ex)
 			classify(ex, s);
 	}
 }
+/* The ledger's new destinations taken in (destinations.c), before the counters are read. */
+int exporter_take_destinations(struct exporter *ex)
+{
+	return dst_ledger_take(ex->dst, time_mono_ms());
+}
+
 /*
  * One read of every counter (a scrape's generation): what a take found
  * before it is in what this read finds. 0 or a negative errno.
