@@ -273,10 +273,13 @@ int acct_pod_add(const struct acct_config *cfg, const struct acct_pod *pod, stru
  * another pod take the port, an address rests its cool-down before anyone
  * gets it again. Anything already gone is fine. With `keep`, the nftables socket is handed back open: closing it
  * waits out the kernel's RCU grace period for the deletion, so a caller
- * closes it (acct_conn_close) after its own slow work.
+ * closes it (acct_conn_close) after its own slow work. A kernel without
+ * nf_tables holds no element to remove: that is success, and `warn` (may
+ * be NULL) says so for the caller to pass on.
  */
 struct acct_conn;
-int acct_pod_del(const struct acct_pod *pod, struct acct_conn **keep, struct tg_err *e);
+int acct_pod_del(const struct acct_pod *pod, struct acct_conn **keep, struct tg_err *warn,
+		 struct tg_err *e);
 void acct_conn_close(struct acct_conn *held);
 /*
  * Takes the mappings of `gone` out of the hostPort maps (by key; an absent

@@ -230,7 +230,8 @@ void acct_conn_close(struct acct_conn *held)
 	free(held);
 }
 
-int acct_pod_del(const struct acct_pod *pod, struct acct_conn **keep, struct tg_err *e)
+int acct_pod_del(const struct acct_pod *pod, struct acct_conn **keep, struct tg_err *warn,
+		 struct tg_err *e)
 {
 	struct acct_nft_conn c = { 0 };
 	struct tg_err oe = { 0 };
@@ -249,7 +250,7 @@ int acct_pod_del(const struct acct_pod *pod, struct acct_conn **keep, struct tg_
 		 * attachment may go (a failed ADD undoes its record, a DEL
 		 * releases the address).
 		 */
-		fprintf(stderr, "tollgate: %s: no nftables element of %s to remove\n", oe.msg,
+		tg_fail(warn, CNI_ERR_IO, r, "%s: no nftables element of %s to remove", oe.msg,
 			pod->host_veth && pod->host_veth[0] ? pod->host_veth : "the pod");
 		acct_batch_free(bt);
 		return 0;

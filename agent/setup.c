@@ -195,11 +195,10 @@ int agent_setup(struct app *app, const struct agent_cli *cli)
 		app->hc.deadline_ms = (unsigned int)cli->deadline_ms;
 	r = http_parse_listen(cli->listen, HTTP_DEFAULT_PORT, &app->hc.addr);
 	if (r < 0) {
-		int status;
-		const char *why = http_listen_problem(r, &status);
+		char why[320];
+		int status = http_listen_explain(r, cli->listen, why, sizeof(why));
 
-		fprintf(stderr, "tollgate-agent: --listen \"%s\"%s%s\n", cli->listen,
-			why ? why : ": ", why ? "" : strerror(-r));
+		fprintf(stderr, "tollgate-agent: %s\n", why);
 		if (r == -EINVAL)
 			agent_usage(stderr);
 		return status;

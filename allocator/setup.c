@@ -86,11 +86,10 @@ int alloc_setup(struct app *app, const struct alloc_cli *cli)
 	http_config_defaults(&app->hc);
 	r = http_parse_listen(cli->listen, BUDGET_DEFAULT_PORT, &app->hc.addr);
 	if (r < 0) {
-		int status;
-		const char *why = http_listen_problem(r, &status);
+		char why[320];
+		int status = http_listen_explain(r, cli->listen, why, sizeof(why));
 
-		fprintf(stderr, "tollgate-allocator: --listen \"%s\"%s%s\n", cli->listen,
-			why ? why : ": ", why ? "" : strerror(-r));
+		fprintf(stderr, "tollgate-allocator: %s\n", why);
 		if (r == -EINVAL)
 			alloc_usage(stderr);
 		return status;

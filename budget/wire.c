@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -374,8 +375,9 @@ static int get_state(json_object *obj, const char *where, enum budget_state *ret
 		   where, JX_SHOWN(s, n));
 }
 
-static int parse_usage(json_object *o, const char *where, struct budget_usage *u, struct tg_err *e)
+static int parse_usage(json_object *o, const char *where, void *elem, struct tg_err *e)
 {
+	struct budget_usage *u = elem;
 	uint64_t interval;
 	json_object *v;
 	int r;
@@ -397,8 +399,9 @@ static int parse_usage(json_object *o, const char *where, struct budget_usage *u
 	return 0;
 }
 
-static int parse_grant(json_object *o, const char *where, struct budget_grant *g, struct tg_err *e)
+static int parse_grant(json_object *o, const char *where, void *elem, struct tg_err *e)
 {
+	struct budget_grant *g = elem;
 	int r;
 
 	if ((r = get_ns(o, where, g->ns, e)) < 0 ||
@@ -409,13 +412,54 @@ static int parse_grant(json_object *o, const char *where, struct budget_grant *g
 	return 0;
 }
 
+/*
+ * The array `key` of the document: n entries of `size` bytes (allocated,
+ * *ret), each parsed by fn, no namespace (at ns_off in an entry) named
+ * twice.
+ */
+static int parse_entries(json_object *root, const char *key, size_t size, size_t ns_off,
+			 int (*fn)(json_object *o, const char *where, void *elem, struct tg_err *e),
+			 void **ret, size_t *ret_n, struct tg_err *e)
+{
+	struct ns_set *seen = NULL;
+	char *all = NULL;
+	json_object *arr = NULL;
+	size_t n = 0, first;
+	int r = get_entries(root, key, &arr, &n, e);
+
+	if (r < 0)
+		return r;
+	seen = ns_set_new(n);
+	all = calloc(n ? n : 1, size);
+	if (!seen || !all)
+		r = -ENOMEM;
+	for (size_t i = 0; i < n && r == 0; i++) {
+		const char *ns = all + i * size + ns_off;
+		char where[32];
+
+		snprintf(where, sizeof(where), "%s[%zu]", key, i);
+		r = fn(json_object_array_get_idx(arr, i), where, all + i * size, e);
+		if (r == 0 && ns_seen(seen, ns, i, &first))
+			r = bad(e, -EINVAL, "%s.namespace: \"%s\" again (%s[%zu] has it)", where,
+				ns, key, first);
+	}
+	if (r == 0) {
+		*ret = all;
+		*ret_n = n;
+		all = NULL;
+	}
+	free(all);
+	free(seen);
+	return r;
+}
+
 int budget_report_parse(const char *text, size_t len, struct budget_report *ret, struct tg_err *e)
 {
 	struct budget_report rep = { 0 };
-	json_object *root, *arr;
-	struct ns_set *seen = NULL;
+	void *use = NULL;
+	json_object *root;
 	const char *node;
-	size_t node_len, first;
+	size_t node_len;
 	int r;
 
 	r = parse_doc(text, len, "a report", &root, e);
@@ -433,33 +477,12 @@ int budget_report_parse(const char *text, size_t len, struct budget_report *ret,
 	memcpy(rep.node, node, node_len);
 	rep.node[node_len] = '\0';
 	if ((r = get_uint(root, "", "seq", UINT64_MAX, &rep.seq, e)) < 0 ||
-	    (r = get_entries(root, "budgets", &arr, &rep.n, e)) < 0)
+	    (r = parse_entries(root, "budgets", sizeof(*rep.use), offsetof(struct budget_usage, ns),
+			       parse_usage, &use, &rep.n, e)) < 0)
 		goto out;
-	seen = ns_set_new(rep.n);
-	rep.use = calloc(rep.n ? rep.n : 1, sizeof(*rep.use));
-	if (!seen || !rep.use) {
-		r = -ENOMEM;
-		goto out;
-	}
-	for (size_t i = 0; i < rep.n; i++) {
-		char where[32];
-
-		snprintf(where, sizeof(where), "budgets[%zu]", i);
-		r = parse_usage(json_object_array_get_idx(arr, i), where, &rep.use[i], e);
-		if (r < 0)
-			goto out;
-		if (ns_seen(seen, rep.use[i].ns, i, &first)) {
-			r = bad(e, -EINVAL, "%s.namespace: \"%s\" again (budgets[%zu] has it)",
-				where, rep.use[i].ns, first);
-			goto out;
-		}
-	}
+	rep.use = use;
 	*ret = rep;
-	rep.use = NULL;
-	r = 0;
 out:
-	free(rep.use);
-	free(seen);
 	json_object_put(root);
 	return r;
 }
@@ -467,10 +490,9 @@ out:
 int budget_answer_parse(const char *text, size_t len, struct budget_answer *ret, struct tg_err *e)
 {
 	struct budget_answer ans = { 0 };
-	json_object *root, *arr;
-	struct ns_set *seen = NULL;
 	uint64_t lease, next = 0;
-	size_t first;
+	void *g = NULL;
+	json_object *root;
 	int r;
 
 	r = parse_doc(text, len, "an answer", &root, e);
@@ -481,39 +503,19 @@ int budget_answer_parse(const char *text, size_t len, struct budget_answer *ret,
 	     (r = get_uint(root, "", "nextReportMs", BUDGET_INTERVAL_MAX_MS, &next, e)) < 0) ||
 	    (json_object_object_get_ex(root, "epoch", NULL) &&
 	     (r = get_uint(root, "", "epoch", BUDGET_EPOCH_MAX, &ans.epoch, e)) < 0) ||
-	    (r = get_entries(root, "grants", &arr, &ans.n, e)) < 0)
+	    (r = parse_entries(root, "grants", sizeof(*ans.g), offsetof(struct budget_grant, ns),
+			       parse_grant, &g, &ans.n, e)) < 0)
 		goto out;
+	ans.g = g;
 	if (lease == 0) {
 		r = bad(e, -ERANGE, "leaseMs: 0: a grant must last");
+		free(ans.g);
 		goto out;
 	}
 	ans.lease_ms = (int64_t)lease;
 	ans.next_report_ms = (int64_t)next;
-	seen = ns_set_new(ans.n);
-	ans.g = calloc(ans.n ? ans.n : 1, sizeof(*ans.g));
-	if (!seen || !ans.g) {
-		r = -ENOMEM;
-		goto out;
-	}
-	for (size_t i = 0; i < ans.n; i++) {
-		char where[32];
-
-		snprintf(where, sizeof(where), "grants[%zu]", i);
-		r = parse_grant(json_object_array_get_idx(arr, i), where, &ans.g[i], e);
-		if (r < 0)
-			goto out;
-		if (ns_seen(seen, ans.g[i].ns, i, &first)) {
-			r = bad(e, -EINVAL, "%s.namespace: \"%s\" again (grants[%zu] has it)",
-				where, ans.g[i].ns, first);
-			goto out;
-		}
-	}
 	*ret = ans;
-	ans.g = NULL;
-	r = 0;
 out:
-	free(ans.g);
-	free(seen);
 	json_object_put(root);
 	return r;
 }

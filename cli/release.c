@@ -20,7 +20,11 @@
 static int teardown_attachment(struct nl_sock *sk, const struct ipam_attachment *a)
 {
 	struct tg_err e = { 0 };
-	int r = sk ? node_pod_del(sk, a, &e) : -ENOTCONN;
+	struct tg_err note = { 0 };
+	int r = sk ? node_pod_del(sk, a, &note, &e) : -ENOTCONN;
+
+	if (tg_err_set(&note))
+		fprintf(stderr, "tollgate-ipam: %s: %s\n", a->container_id, note.msg);
 
 	if (r < 0)
 		fprintf(stderr, "tollgate-ipam: %s: %s\n", a->container_id,

@@ -213,12 +213,15 @@ static int orphan_fn(struct ipam_state *st, void *p, struct tg_err *e)
 	return 0;
 }
 
-/* Entries left in the conntrack table: the runtime logs stderr; the call still succeeds. */
-static void flows_report(const char *cmd, const struct cni_env *env, const struct tg_err *flows)
+/*
+ * What succeeded with a caveat (conntrack entries left, no nf_tables to
+ * clear): the runtime logs stderr; the call still succeeds.
+ */
+static void note_report(const char *cmd, const struct cni_env *env, const struct tg_err *note)
 {
-	if (tg_err_set(flows))
+	if (tg_err_set(note))
 		fprintf(stderr, "tollgate: %s of %.64s/%s: %s\n", cmd, env->container_id,
-			env->ifname, flows->msg);
+			env->ifname, note->msg);
 }
 
 static json_object *add_result_json(const struct node_config *cfg, const struct cni_env *env,
@@ -292,6 +295,7 @@ int cmd_add(const struct cni_env *env, const struct node_config *cfg, cni_emit_f
 	struct assign_ctx ac = { .cfg = cfg };
 	struct node_uplink up = { 0 };
 	struct node_pod pod;
+	struct tg_err note = { 0 };
 	json_object *res;
 	int r;
 
@@ -327,8 +331,10 @@ int cmd_add(const struct cni_env *env, const struct node_config *cfg, cni_emit_f
 	json_object_put(res);
 	if (r == 0)
 		goto out;
-	if (!ac.existing)
-		node_pod_del(s.sk, &ac.got, NULL);
+	if (!ac.existing) {
+		node_pod_del(s.sk, &ac.got, &note, NULL);
+		note_report("ADD", env, &note);
+	}
 undo:
 	/* node_pod_add took its objects back; a new address goes back too. */
 	if (!ac.existing) {
@@ -339,7 +345,7 @@ undo:
 
 		store_update(&s, cfg, release_fn, &rc, NULL);
 		node_conn_close(rc.held);
-		flows_report("ADD", env, &rc.flows);
+		note_report("ADD", env, &rc.flows);
 	}
 out:
 	session_end(&s);
@@ -355,7 +361,7 @@ int cmd_del(const struct cni_env *env, const struct node_config *cfg, char ret_i
 				  .cool = true };
 	struct ipam_attachment gone = { 0 };
 	const struct ipam_attachment *a;
-	struct tg_err why = { 0 };
+	struct tg_err why = { 0 }, note = { 0 };
 	bool unreadable = false;
 	int64_t t;
 	int r, first;
@@ -404,7 +410,7 @@ int cmd_del(const struct cni_env *env, const struct node_config *cfg, char ret_i
 				"address are left (%s)\n",
 				env->container_id, env->ifname, oe.msg);
 		node_conn_close(oc.held);
-		flows_report("DEL", env, &oc.flows);
+		note_report("DEL", env, &oc.flows);
 		if (oc.removed)
 			ip4_format(gone.ip, ret_ip);
 		gone.ip = 0; /* the rest goes by the container's names */
@@ -418,7 +424,8 @@ int cmd_del(const struct cni_env *env, const struct node_config *cfg, char ret_i
 	if (r < 0)
 		goto out;
 	/* Every step runs; the first error is the one reported. */
-	first = node_pod_del(s.sk, &gone, e);
+	first = node_pod_del(s.sk, &gone, &note, e);
+	note_report("DEL", env, &note);
 	/*
 	 * The address goes back to the pool only once its objects are gone:
 	 * released next to a live veth or class, it would reach another pod
@@ -429,7 +436,7 @@ int cmd_del(const struct cni_env *env, const struct node_config *cfg, char ret_i
 		if (r == 0)
 			r = store_update(&s, cfg, release_fn, &rc, e);
 		node_conn_close(rc.held);
-		flows_report("DEL", env, &rc.flows);
+		note_report("DEL", env, &rc.flows);
 		if (r == 0)
 			r = TG_FAILPOINT("del.release.after", e);
 		if (r < 0)
@@ -647,7 +654,12 @@ int cmd_gc(const struct node_config *cfg, struct tg_err *e)
 	if (r < 0)
 		goto out;
 	for (size_t i = 0; i < gc.n_stale; i++) {
-		r = node_pod_del(s.sk, &gc.stale[i], e);
+		struct tg_err note = { 0 };
+
+		r = node_pod_del(s.sk, &gc.stale[i], &note, e);
+		if (tg_err_set(&note))
+			fprintf(stderr, "tollgate: GC of %.64s/%s: %s\n", gc.stale[i].container_id,
+				gc.stale[i].ifname, note.msg);
 		if (r < 0 && !first)
 			first = r;
 		/* Kept (not released) when its teardown failed: the next GC tries again. */

@@ -160,12 +160,12 @@ void http_get_stats(const struct http_server *srv, struct http_stats *ret);
  */
 int http_parse_listen(const char *s, uint16_t default_port, struct sockaddr_in *ret);
 /*
- * What is wrong with a --listen that http_parse_listen refused with r: the
- * words that follow `--listen "<value>"` in the caller's message (": the
- * name has no IPv4 address"), and in *ret_status the exit status: 2 for a
- * usage error (the caller then prints its usage for -EINVAL), 1 for a name
- * that cannot be resolved now.
+ * What is wrong with the --listen value `s` that http_parse_listen refused
+ * with r, written to buf (`--listen "s": the name has no IPv4 address`)
+ * for the daemon's message; returns the exit status: 2 for a usage error
+ * (the caller then prints its usage for -EINVAL), 1 for a name that cannot
+ * be resolved now.
  */
-const char *http_listen_problem(int r, int *ret_status);
+int http_listen_explain(int r, const char *s, char *buf, size_t size);
 
 #endif

@@ -126,9 +126,8 @@ int http_parse_listen(const char *s, uint16_t default_port, struct sockaddr_in *
 	return 0;
 }
 
-const char *http_listen_problem(int r, int *ret_status)
+static const char *listen_problem(int r)
 {
-	*ret_status = r == -EAFNOSUPPORT || r == -EINVAL ? 2 : 1;
 	switch (r) {
 	case -EAFNOSUPPORT:
 		return ": IPv6 is not served; give an IPv4 address or a name with one";
@@ -139,7 +138,15 @@ const char *http_listen_problem(int r, int *ret_status)
 	case -EINVAL:
 		return " is not ADDR:PORT, :PORT or HOST:PORT (port 1-65535)";
 	default:
-		/* strerror's text, after ": " */
 		return NULL;
 	}
+}
+
+int http_listen_explain(int r, const char *s, char *buf, size_t size)
+{
+	const char *why = listen_problem(r);
+
+	/* another error: strerror's text, after ": " */
+	snprintf(buf, size, "--listen \"%s\"%s%s", s, why ? why : ": ", why ? "" : strerror(-r));
+	return r == -EAFNOSUPPORT || r == -EINVAL ? 2 : 1;
 }

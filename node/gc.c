@@ -145,7 +145,8 @@ int node_gc_collect(struct nl_sock *sk, struct ipam_store *store, struct ipam_st
 		struct tg_err pe = { 0 };
 
 		/* Kept when its teardown fails: its address must not go to another pod. */
-		if (node_pod_del(sk, &g->stale[i], &pe) < 0) {
+		/* no warning to pass on: without nf_tables the agent's declaration fails first */
+		if (node_pod_del(sk, &g->stale[i], NULL, &pe) < 0) {
 			g->kept++;
 			if (on_error)
 				on_error(ctx, &g->stale[i], pe.msg);

@@ -157,9 +157,12 @@ int node_pod_check(struct nl_sock *sk, const struct node_config *cfg, const stru
  * counters, its shaping (IFB, its class on tollgate-inet; its namespace's
  * class stays for node_retire) and its veth. Works from the derived names alone when the record
  * is all but empty (DEL without a store entry). Anything already gone is
- * fine; every step runs and the first error is returned.
+ * fine; every step runs and the first error is returned. `warn` (may be
+ * NULL): what succeeded with a caveat (acct_pod_del's), for the caller to
+ * report.
  */
-int node_pod_del(struct nl_sock *sk, const struct ipam_attachment *a, struct tg_err *e);
+int node_pod_del(struct nl_sock *sk, const struct ipam_attachment *a, struct tg_err *warn,
+		 struct tg_err *e);
 /*
  * The mappings of `old` that the attachment no longer has (by key and
  * value), taken out: a repeated ADD's, under the store's lock, before the

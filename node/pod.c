@@ -91,7 +91,7 @@ int node_pod_add(struct nl_sock *sk, const struct node_config *cfg, const struct
 undo:
 	/* Put the node back as it was: what this call made goes, in reverse. */
 	if (!repeated)
-		acct_pod_del(&me, NULL, NULL);
+		acct_pod_del(&me, NULL, NULL, NULL);
 	shaper_pod_del(sk, a->host_veth, &a->shaping, NULL);
 	plumb_del(sk, a->host_veth, NULL);
 	return r;
@@ -135,7 +135,8 @@ int node_pod_check(struct nl_sock *sk, const struct node_config *cfg, const stru
 	return r < 0 ? r : 0;
 }
 
-int node_pod_del(struct nl_sock *sk, const struct ipam_attachment *a, struct tg_err *e)
+int node_pod_del(struct nl_sock *sk, const struct ipam_attachment *a, struct tg_err *warn,
+		 struct tg_err *e)
 {
 	struct acct_pod me = node_acct_pod(a);
 	struct acct_conn *held = NULL;
@@ -145,7 +146,7 @@ int node_pod_del(struct nl_sock *sk, const struct ipam_attachment *a, struct tg_
 
 	first = TG_FAILPOINT("del.nft.before", e);
 	if (a->ip && first == 0)
-		first = acct_pod_del(&me, &held, e);
+		first = acct_pod_del(&me, &held, warn, e);
 	if (first == 0)
 		first = TG_FAILPOINT("del.nft.after", e);
 	t = step_done(STEP_NFT, t);
@@ -182,7 +183,7 @@ int node_pod_forget(const struct ipam_attachment *a, struct acct_conn **keep, st
 {
 	struct acct_pod me = node_acct_pod(a);
 	char ip[IP4_STRLEN];
-	int r = a->ip ? acct_pod_del(&me, keep, e) : 0;
+	int r = a->ip ? acct_pod_del(&me, keep, warn, e) : 0;
 
 	if (r < 0)
 		return r;
