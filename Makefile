@@ -167,7 +167,8 @@ LOAD_BIN := $(BUILD)/alloc_load
 # Benchmarks in C (tests/bench/bench_*.c), built with the rest, run by hand.
 BENCH_BIN := $(patsubst tests/bench/%.c,$(BUILD)/%,$(wildcard tests/bench/bench_*.c))
 
-.PHONY: all bins release clean install test unit demo bench chaos deps san fuzz fuzz-targets image lint lint-objs format
+.PHONY: all bins release clean install test unit demo bench chaos deps san fuzz fuzz-targets image lint lint-objs format \
+	test-builds test-build-plain test-build-san test-build-arm64 test-build-fuzz
 all: $(BINS) $(UNIT_BIN) $(KTEST_BIN) $(BENCH_BIN) $(LOAD_BIN)
 # The four binaries alone (`make ARCH=arm64 bins`: what the image takes).
 bins: $(BINS)
@@ -342,11 +343,22 @@ install: $(BINS)
 	install -m 0755 $(BUILD)/tollgate-agent $(DESTDIR)$(PREFIX)/bin/tollgate-agent
 	install -m 0755 $(BUILD)/tollgate-allocator $(DESTDIR)$(PREFIX)/bin/tollgate-allocator
 
+# The four trees `make test` needs, built side by side on every core (one
+# jobserver: at most JOBS compilers at once, whichever tree they are for).
+JOBS ?= $(shell nproc)
+test-builds:
+	$(MAKE) -j$(JOBS) test-build-plain test-build-san test-build-arm64 test-build-fuzz
+test-build-plain:
+	+$(MAKE) all
+test-build-san:
+	+$(MAKE) SAN=1 all
+test-build-arm64:
+	+$(MAKE) ARCH=arm64 all
+test-build-fuzz:
+	+$(MAKE) FUZZ=1 fuzz-targets
+
 test: deps
-	$(MAKE) all
-	$(MAKE) SAN=1 all
-	$(MAKE) ARCH=arm64 all
-	$(MAKE) FUZZ=1 fuzz-targets
+	$(MAKE) test-builds
 	TG_FUZZ_DIR=build-fuzz tests/run.sh build build-san
 
 demo: deps

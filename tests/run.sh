@@ -34,10 +34,11 @@
 # TG_BOTH=1 runs every integration file against every build dir, as
 # before (TG_SAN_EXCLUDE still holds).
 #
-# Files outside TG_SERIAL run two at a time (TG_JOBS), each in throwaway
-# namespaces of its own (lib.sh's per-run prefix), its output to a log of
-# its own printed whole when it ends; the files that measure rates, timing
-# or memory, and those that start real runtimes, run alone after them.
+# Files outside TG_SERIAL run two at a time (TG_JOBS), whichever build they
+# run against, each in throwaway namespaces of its own (lib.sh's per-run
+# prefix), its output to a log of its own printed whole when it ends; the
+# files that measure rates, timing or memory, and those that start real
+# runtimes, run alone after them.
 #
 # Env: TG_TEST_FILTER=regex  run only files whose name matches
 #      TG_TEST_TIMEOUT=secs  per-file time limit (default 300)
@@ -63,6 +64,8 @@
 #                            cases' cmocka binaries of each build; test_runner)
 #      TG_BOTH=1             every integration file against every build dir
 #      TG_JOBS=n             files run at once outside TG_SERIAL (default 2; 1: one by one)
+#      TG_LONG=regex         files that start first among those run side by side
+#                            (default: the longest of them, about a minute each)
 #      TG_SERIAL=regex       files that run alone (default: those that measure
 #                            rates, timing or memory: test_shaping_rates,
 #                            test_node_state, test_budget_agent,
@@ -293,6 +296,7 @@ SAN_EXCLUDE=${TG_SAN_EXCLUDE-test_shaping_rates|test_node_state|test_budget_agen
 EVERY_BUILD=${TG_EVERY_BUILD-test_failpoints|test_kernel_cases|test_runner}
 SERIAL=${TG_SERIAL-test_shaping_rates|test_node_state|test_budget_agent|test_metrics_http|test_cri|test_allocator\.sh|test_allocator_ha|test_ipam_cli|test_declare_commits|test_guard|test_runtimes|test_deploy|test_failpoints|test_destinations}
 JOBS=${TG_JOBS:-2}
+LONG=${TG_LONG-test_arm64\.sh|test_badinput|test_chaos_short|test_shaping\.sh|test_accounting}
 HOST_BEFORE=$(bash tests/host_dirs.sh)
 
 # The build an integration file runs in once: the first sanitizer build,
@@ -324,6 +328,10 @@ run_here() {
 	return 1
 }
 
+# Unit binaries, build by build; the integration files of every build
+# gathered: those that may share the machine (POOL), the others (ALONE), as
+# "build<TAB>dir<TAB>file".
+POOL=() ALONE=()
 for build in "$@"; do
 	bdir=$build
 	case $bdir in /*) ;; *) bdir=$ROOT/$bdir ;; esac
@@ -338,24 +346,34 @@ for build in "$@"; do
 		CMOCKA_MESSAGE_OUTPUT=TAP run_one "tests/$(basename "$u") [$build]" "$u"
 	done
 	[ "$units" -gt 0 ] || run_fail "$build/tests/unit_*" "no unit test binaries (run make)"
-	# the files that may share the machine first, TG_JOBS at a time; then,
-	# alone, the others
-	alone=()
 	for t in "${TG_TEST_DIR:-tests/integration}"/test_*.sh; do
 		[ -f "$t" ] || continue
 		[ -z "$FILTER" ] || [[ $t =~ $FILTER ]] || continue
 		run_here "$t" "$build" || continue
 		if [ "$JOBS" -le 1 ] || { [ -n "$SERIAL" ] && [[ $t =~ $SERIAL ]]; }; then
-			alone+=("$t")
-			continue
+			ALONE+=("$build"$'\t'"$bdir"$'\t'"$t")
+		elif [ -n "$LONG" ] && [[ $t =~ $LONG ]]; then
+			# the longest start first: the pool ends when its last file does
+			POOL=("$build"$'\t'"$bdir"$'\t'"$t" "${POOL[@]}")
+		else
+			POOL+=("$build"$'\t'"$bdir"$'\t'"$t")
 		fi
-		run_reap $((JOBS - 1))
-		TOLLGATE_BIN_DIR=$bdir run_bg "$t [$build]" bash "$t"
 	done
-	run_reap 0
-	for t in "${alone[@]}"; do
-		TOLLGATE_BIN_DIR=$bdir run_one "$t [$build]" bash "$t"
-	done
+done
+# the files that may share the machine first, TG_JOBS at a time, whatever
+# their build; then, alone, the others
+echo "##### integration files: ${#POOL[@]} side by side ($JOBS at a time), ${#ALONE[@]} alone"
+for e in "${POOL[@]}"; do
+	IFS=$'\t' read -r build bdir t <<<"$e"
+	run_reap $((JOBS - 1))
+	RUN_BUILD=$build
+	TOLLGATE_BIN_DIR=$bdir run_bg "$t [$build]" bash "$t"
+done
+run_reap 0
+for e in "${ALONE[@]}"; do
+	IFS=$'\t' read -r build bdir t <<<"$e"
+	RUN_BUILD=$build
+	TOLLGATE_BIN_DIR=$bdir run_one "$t [$build]" bash "$t"
 done
 
 # The libFuzzer targets, briefly (make test builds them into build-fuzz)
