@@ -363,6 +363,14 @@ done
 # the files that may share the machine first, TG_JOBS at a time, whatever
 # their build; then, alone, the others
 echo "##### integration files: ${#POOL[@]} side by side ($JOBS at a time), ${#ALONE[@]} alone"
+# The libFuzzer targets, briefly (make test builds them into build-fuzz), as
+# the pool's first member: they measure nothing
+if [ -n "${TG_FUZZ_DIR:-}" ] && { [ -z "$FILTER" ] || [[ fuzz =~ $FILTER ]]; }; then
+	RUN_BUILD=$TG_FUZZ_DIR
+	fuzz_s=${FUZZ_SECONDS:-3}
+	FUZZ_SECONDS=$fuzz_s run_bg "tests/fuzz/run.sh [$TG_FUZZ_DIR, $fuzz_s s each]" \
+		tests/fuzz/run.sh "$TG_FUZZ_DIR"
+fi
 for e in "${POOL[@]}"; do
 	IFS=$'\t' read -r build bdir t <<<"$e"
 	run_reap $((JOBS - 1))
@@ -375,14 +383,6 @@ for e in "${ALONE[@]}"; do
 	RUN_BUILD=$build
 	TOLLGATE_BIN_DIR=$bdir run_one "$t [$build]" bash "$t"
 done
-
-# The libFuzzer targets, briefly (make test builds them into build-fuzz)
-RUN_BUILD=${TG_FUZZ_DIR:-}
-if [ -n "${TG_FUZZ_DIR:-}" ] && { [ -z "$FILTER" ] || [[ fuzz =~ $FILTER ]]; }; then
-	fuzz_s=${FUZZ_SECONDS:-3}
-	FUZZ_SECONDS=$fuzz_s run_one "tests/fuzz/run.sh [$TG_FUZZ_DIR, $fuzz_s s each]" \
-		tests/fuzz/run.sh "$TG_FUZZ_DIR"
-fi
 
 # Nothing of the run may reach the host's runtime and CNI directories
 RUN_BUILD=host
