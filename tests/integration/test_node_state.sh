@@ -41,10 +41,20 @@ CONF=$(sconf "$SH")
 NODE_CEIL=100Mbit
 
 # cni CMD SHORT CID K8SNS CONF OUTPREFIX: one plugin run with output files of
-# its own (OUTPREFIX.out, .err), safe to run in parallel with others
+# its own (OUTPREFIX.out, .err), safe to run in parallel with others. The
+# netns path and CNI_ARGS are netns_path's and k8s_args's, spelled out: no
+# subshell, no process but the plugin's (the churn runs it hundreds of times,
+# on a machine where every fork counts)
 cni() {
-	tg_exec CNI_COMMAND="$1" CNI_CONTAINERID="$3" CNI_IFNAME=eth0 CNI_NETNS="$(netns_path "$2")" \
-		CNI_PATH="$TOLLGATE_BIN_DIR" CNI_ARGS="$(k8s_args "$4" "$2" "$3")" <<<"$5" >"$6.out" 2>"$6.err"
+	tg_exec CNI_COMMAND="$1" CNI_CONTAINERID="$3" CNI_IFNAME=eth0 CNI_NETNS="$TG_NETNS_DIR/$TG_ID-$2" \
+		CNI_PATH="$TOLLGATE_BIN_DIR" \
+		CNI_ARGS="IgnoreUnknown=1;K8S_POD_NAMESPACE=$4;K8S_POD_NAME=$2;K8S_POD_INFRA_CONTAINER_ID=$3;K8S_POD_UID=00000000-0000-4000-8000-${3:0:12}" \
+		<<<"$5" >"$6.out" 2>"$6.err"
+}
+# cids_for SHORT...: cid_for of each SHORT, one a line, from one process
+cids_for() {
+	python3 -c 'import hashlib, sys
+for n in sys.argv[2:]: print(hashlib.sha256((sys.argv[1] + "/" + n).encode()).hexdigest())' "$TG_ID" "$@"
 }
 # cni_fail OP OUTPREFIX RC: one line describing a failed run
 cni_fail() { echo "$1 rc=$3: $(head -c 300 "$2.out" | tr '\n' ' ') $(head -c 200 "$2.err" | tr '\n' ' ')"; }
@@ -62,14 +72,18 @@ pod_classes() { awk "$HEXMINOR"' $1 == "class" && minor($3) >= 32768 { print $3 
 # tree_problems NSCLASS < CLASSES: prints what is wrong with a dump of the
 # IFB's classes: 1:1 at the root of 1:, every namespace class (minor
 # 0x0002..0x7ffe) under 1:1, every pod class (minor >= 0x8000) under a
-# namespace class of the same dump (under NSCLASS when given), nothing else
+# namespace class of the same dump (under NSCLASS when given), nothing else.
+# With a second argument "count", the number of pod classes comes first, on a
+# line of its own (what pod_classes | wc -l says, without two more processes).
 tree_problems() {
-	awk -v want="${1:-}" "$HEXMINOR"'
+	awk -v want="${1:-}" -v count="${2:-}" "$HEXMINOR"'
 		$1 == "class" {
 			id = $3; par = ($4 == "root") ? "root" : $5
 			n++; ids[n] = id; parent[id] = par; seen[id] = 1
+			if (minor(id) >= 32768) npods++
 		}
 		END {
+			if (count != "") print npods + 0
 			if (!("1:1" in seen)) print "no node class 1:1"
 			for (i = 1; i <= n; i++) {
 				id = ids[i]; p = parent[id]; m = minor(id)
@@ -211,12 +225,14 @@ STAY_NC=$(sh_ns_class stay) STAY_PC=$(sh_pod_class stay)
 # ID each cycle); failures in $TG_TMP/SHORT.fail, "ADDS DELS" (successful
 # runs) in $TG_TMP/SHORT.done at the end
 churn_worker() {
-	local s=$1 c cid adds=0 dels=0 rc f=$TG_TMP/$1
+	local s=$1 c cid adds=0 dels=0 rc f=$TG_TMP/$1 names=() cids=()
 	trap 'exit 143' TERM # killed by the cleanup: after the run in progress (reaped here)
 	: >"$f.fail"
 	rm -f "$f.done"
+	for ((c = 1; c <= $3; c++)); do names+=("$s-$2-$c"); done
+	mapfile -t cids < <(cids_for "${names[@]}")
 	for ((c = 1; c <= $3; c++)); do
-		cid=$(cid_for "$s-$2-$c")
+		cid=${cids[c - 1]}
 		cni ADD "$s" "$cid" "$2" "$CONF" "$f"
 		rc=$?
 		if [ "$rc" = 0 ]; then adds=$((adds + 1)); else cni_fail "ADD #$c" "$f" "$rc" >>"$f.fail"; fi
@@ -252,9 +268,10 @@ churn_run() {
 		fi
 		dump=$(ifb_classes)
 		samples=$((samples + 1))
-		np=$(pod_classes <<<"$dump" | wc -l)
+		prob=$(tree_problems "$want" count <<<"$dump")
+		np=${prob%%$'\n'*}
+		if [[ $prob == *$'\n'* ]]; then prob=${prob#*$'\n'}; else prob=""; fi
 		[ "$np" -gt "$max_pods" ] && max_pods=$np
-		prob=$(tree_problems "$want" <<<"$dump")
 		if [ -n "$prob" ]; then
 			bad_samples=$((bad_samples + 1))
 			[ "$bad_samples" -le 2 ] && { diag "sample $samples: $prob"; diag "$dump"; }
@@ -542,14 +559,17 @@ for ((i = 1; i <= 30; i++)); do pod_ns_add "$(printf 'c%02d' "$i")" || tap_bail 
 # churn_loop: rounds of 30 ADDs then 30 DELs until $TG_TMP/churn.stop exists
 # (at most 10 rounds); "ROUNDS RUNS FAILED" in $TG_TMP/churn.done
 churn_loop() {
-	local r i s cid runs=0 failed=0 rc f=$TG_TMP/churn
+	local r i s cid runs=0 failed=0 rc f=$TG_TMP/churn names cids
 	trap 'exit 143' TERM # killed by the cleanup: after the run in progress (reaped here)
 	: >"$f.fail"
 	for ((r = 1; r <= 10; r++)); do
+		names=()
+		for ((i = 1; i <= 30; i++)); do printf -v s 'c%02d' "$i"; names+=("$s-$r"); done
+		mapfile -t cids < <(cids_for "${names[@]}")
 		for op in ADD DEL; do
 			for ((i = 1; i <= 30; i++)); do
-				s=$(printf 'c%02d' "$i")
-				cid=$(cid_for "$s-$r")
+				printf -v s 'c%02d' "$i"
+				cid=${cids[i - 1]}
 				cni "$op" "$s" "$cid" churn2 "$CONF" "$f"
 				rc=$?
 				runs=$((runs + 1))
