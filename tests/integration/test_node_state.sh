@@ -32,6 +32,7 @@ set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/shaping_lib.sh"
 sh_start
+STATE_FILE=$(tg_state_file)
 
 CYCLES=${TG_NODE_CYCLES:-60}
 WORKERS=4
@@ -126,29 +127,68 @@ filter_summary() {
 		"entries $(grep -cE ' order [0-9]+ ' <<<"$f") | redirects $(grep -c 'Egress Redirect to device tollgate-inet' <<<"$f")"
 }
 
+# pod_class_ids POD: POD_PC and POD_NC, the pod's pod and namespace class ids
+# ("1:hex", empty if none), as sh_pod_class and sh_ns_class read them from
+# state.json, with one jq for both
+pod_class_ids() {
+	local p n
+	read -r p n <<<"$(jq -r --arg c "${POD_CID[$1]}" \
+		'[.attachments // [] | .[] | select(.containerId == $c) | .shaping // {}] | .[0] // {}
+		 | "\(.podClass // 0) \(.namespaceClass // 0)"' "$STATE_FILE" 2>/dev/null)"
+	POD_PC="" POD_NC=""
+	[[ ${p:-} =~ ^[0-9]+$ ]] && [ "$p" != 0 ] && printf -v POD_PC '1:%x' "$p"
+	[[ ${n:-} =~ ^[0-9]+$ ]] && [ "$n" != 0 ] && printf -v POD_NC '1:%x' "$n"
+	return 0
+}
+# ifb_dump: the IFB's classes, then its qdiscs (one tc process); dump_class
+# CLASSID and dump_leaf PARENT read it (in $DUMP) as class_line and leaf_limit
+# read the kernel: the class's line, the limit of the bfifo under PARENT
+ifb_dump() { DUMP=$(printf 'class show dev %s\nqdisc show dev %s\n' "$UPQ" "$UPQ" | ip netns exec "$TG_NODE" tc -batch - 2>/dev/null); }
+dump_class() {
+	local l a b c
+	while IFS= read -r l; do
+		read -r a b c _ <<<"$l"
+		[ "$a" = class ] && [ "$c" = "$1" ] && echo "$l"
+	done <<<"$DUMP"
+}
+dump_leaf() {
+	local l a b c d e
+	while IFS= read -r l; do
+		read -r a b c d e _ <<<"$l"
+		[ "$a $b $d $e" = "qdisc bfifo parent $1" ] && [[ $l =~ \ limit\ ([0-9]+[KMG]?b) ]] && echo "${BASH_REMATCH[1]}"
+	done <<<"$DUMP"
+}
+# ceil_of LINE: the ceil of a class line (class_ceil's)
+ceil_of() { [[ $1 =~ .*\ ceil\ ([0-9.]+[KMG]?bit) ]] && echo "${BASH_REMATCH[1]}"; }
+
 # pod_tree POD: the pod's namespace class hangs under 1:1 with the namespace
 # ceil, its pod class under the namespace class with the pod ceil, 1:1 at the
-# root with the node ceil (t_fail for each miss)
+# root with the node ceil (t_fail for each miss); one read of the kernel's
+# classes and qdiscs, one of state.json
 pod_tree() {
-	local pc nc
-	pc=$(sh_pod_class "$1") nc=$(sh_ns_class "$1")
+	local pc nc l11 lnc lpc
+	pod_class_ids "$1"
+	pc=$POD_PC nc=$POD_NC
 	if [ -z "$pc" ] || [ -z "$nc" ]; then
 		t_fail "$1: no pod/namespace class in state.json ($(sh_att_shaping "$1"))"
 		return
 	fi
-	class_line "$UPQ" 1:1 | grep -q '^class htb 1:1 root ' || t_fail "no node class 1:1 at the root: '$(class_line "$UPQ" 1:1)'"
-	t_expect "node class 1:1 ceil" "$(class_ceil "$UPQ" 1:1)" "$NODE_CEIL"
-	class_line "$UPQ" "$nc" | grep -q " parent 1:1 " || t_fail "$1: namespace class $nc not under 1:1: '$(class_line "$UPQ" "$nc")'"
-	t_expect "$1: namespace class ceil" "$(class_ceil "$UPQ" "$nc")" 50Mbit
-	class_line "$UPQ" "$pc" | grep -q " parent $nc " || t_fail "$1: pod class $pc not under $nc: '$(class_line "$UPQ" "$pc")'"
-	t_expect "$1: pod class ceil" "$(class_ceil "$UPQ" "$pc")" 20Mbit
-	[ -n "$(leaf_limit "$UPQ" "$pc")" ] || t_fail "$1: no bfifo leaf under $pc"
+	ifb_dump
+	l11=$(dump_class 1:1) lnc=$(dump_class "$nc") lpc=$(dump_class "$pc")
+	[[ $l11 == "class htb 1:1 root "* ]] || t_fail "no node class 1:1 at the root: '$l11'"
+	t_expect "node class 1:1 ceil" "$(ceil_of "$l11")" "$NODE_CEIL"
+	[[ $lnc == *" parent 1:1 "* ]] || t_fail "$1: namespace class $nc not under 1:1: '$lnc'"
+	t_expect "$1: namespace class ceil" "$(ceil_of "$lnc")" 50Mbit
+	[[ $lpc == *" parent $nc "* ]] || t_fail "$1: pod class $pc not under $nc: '$lpc'"
+	t_expect "$1: pod class ceil" "$(ceil_of "$lpc")" 20Mbit
+	[ -n "$(dump_leaf "$pc")" ] || t_fail "$1: no bfifo leaf under $pc"
 }
 # pings_class POD: 10 pings to the internet host; prints "REPLIES BYTES"
 # (BYTES: what the pod's class on tollgate-inet sent meanwhile)
 pings_class() {
 	local pc b0 b1 n
-	pc=$(sh_pod_class "$1")
+	pod_class_ids "$1"
+	pc=$POD_PC
 	b0=$(class_bytes "$UPQ" "$pc")
 	n=$(ip netns exec "$TG_ID-$1" ping -n -c 10 -i 0.05 -W 1 "$TG_INET_IP" 2>/dev/null | grep -c 'bytes from')
 	b1=$(class_bytes "$UPQ" "$pc")
@@ -162,19 +202,27 @@ shaped_traffic() {
 	[ "$b" -ge 784 ] || t_fail "$1: its class on $UPQ sent $b bytes for $n pings (>= 784 expected: traffic not shaped)"
 }
 
-# node_chain_names: table inet tollgate's chains, but the namespaces' guard chains
-node_chain_names() {
-	ip netns exec "$TG_NODE" nft -j list chains inet 2>/dev/null |
-		jq -r '.nftables[] | .chain // empty | select(.table == "tollgate") | .name | select(startswith("guard_") | not)' | sort
-}
-
-# node_chains_text: every node-wide chain of table inet tollgate with its rules (no handles;
-# not the namespaces' guard chains, which come with a namespace's first pod)
+# node_chains_text: every node-wide chain of table inet tollgate with its
+# rules (no handles; not the namespaces' guard chains guard_*, which come with
+# a namespace's first pod), by name, each as `nft list chain` prints it; read
+# from one `nft list table` (not one nft process per chain). With -a, the
+# rules' handles too (the table's header as `nft -a list chain` prints it:
+# without the table's).
 node_chains_text() {
-	local c
-	for c in $(node_chain_names); do
-		ip netns exec "$TG_NODE" nft list chain inet tollgate "$c"
-	done
+	ip netns exec "$TG_NODE" nft "$@" list table inet tollgate 2>/dev/null | awk '
+		/^table / { hdr = $0; sub(/ # handle [0-9]+$/, "", hdr); next }
+		/^\tchain / { name = $2; body = hdr "\n" $0 "\n"; inchain = 1; next }
+		inchain {
+			body = body $0 "\n"
+			if ($0 == "\t}") {
+				inchain = 0
+				if (name !~ /^guard_/) { n++; names[n] = name; blocks[name] = body "}\n" }
+			}
+		}
+		END {
+			for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (names[j] < names[i]) { t = names[i]; names[i] = names[j]; names[j] = t }
+			for (i = 1; i <= n; i++) printf "%s", blocks[names[i]]
+		}'
 }
 
 # ============================================================ first ADDs
@@ -460,13 +508,8 @@ mon_stop() {
 }
 # ifb_root: the IFB's root qdisc (direct_packets_stat masked: a stray packet moves it)
 ifb_root() { ip netns exec "$TG_NODE" tc qdisc show dev "$UPQ" | grep ' root ' | sed -E 's/direct_packets_stat [0-9]+/direct_packets_stat N/'; }
-# node_chains: every chain of table inet tollgate with its rules' handles
-node_chains() {
-	local c
-	for c in $(node_chain_names); do
-		ip netns exec "$TG_NODE" nft -a list chain inet tollgate "$c"
-	done
-}
+# node_chains: every node-wide chain of table inet tollgate with its rules' handles
+node_chains() { node_chains_text -a; }
 if spod_ns mon1 mona "$SH"; then
 	before_chains=$(node_chains)
 	before_filters=$(uplink_filters)
@@ -556,18 +599,26 @@ sect "rate under churn"
 # until the measurement is over.
 t_begin "rate: a 20M pod cap holds (16..22 Mbit/s) while 30 other shaped pods are ADDed and DELed"
 for ((i = 1; i <= 30; i++)); do pod_ns_add "$(printf 'c%02d' "$i")" || tap_bail "netns c$i"; done
-# churn_loop: rounds of 30 ADDs then 30 DELs until $TG_TMP/churn.stop exists
-# (at most 10 rounds); "ROUNDS RUNS FAILED" in $TG_TMP/churn.done
+# churn_loop: rounds of 30 ADDs then the DELs of those pods until
+# $TG_TMP/churn.stop exists (at most 10 rounds); "ROUNDS RUNS FAILED" in
+# $TG_TMP/churn.done. Once it exists, and at least 60 runs (a whole round)
+# were made, a round ADDs no further pod: it DELs the ones it ADDed and ends
+# (not a whole round of churn after the measurement).
 churn_loop() {
-	local r i s cid runs=0 failed=0 rc f=$TG_TMP/churn names cids
+	local r i s cid runs=0 failed=0 rc f=$TG_TMP/churn names cids added
 	trap 'exit 143' TERM # killed by the cleanup: after the run in progress (reaped here)
 	: >"$f.fail"
 	for ((r = 1; r <= 10; r++)); do
 		names=()
 		for ((i = 1; i <= 30; i++)); do printf -v s 'c%02d' "$i"; names+=("$s-$r"); done
 		mapfile -t cids < <(cids_for "${names[@]}")
+		added=30
 		for op in ADD DEL; do
-			for ((i = 1; i <= 30; i++)); do
+			for ((i = 1; i <= added; i++)); do
+				if [ "$op" = ADD ] && [ "$runs" -ge 60 ] && [ -e "$f.stop" ]; then
+					added=$((i - 1))
+					break
+				fi
 				printf -v s 'c%02d' "$i"
 				cid=${cids[i - 1]}
 				cni "$op" "$s" "$cid" churn2 "$CONF" "$f"
