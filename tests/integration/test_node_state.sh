@@ -198,8 +198,31 @@ pings_class() {
 shaped_traffic() {
 	local n b
 	read -r n b <<<"$(pings_class "$1")"
-	[ "$n" -ge 8 ] || t_fail "$1: $n of 10 pings to the internet host answered"
-	[ "$b" -ge 784 ] || t_fail "$1: its class on $UPQ sent $b bytes for $n pings (>= 784 expected: traffic not shaped)"
+	shaped_verdict "$1" "$n" "$b"
+}
+shaped_verdict() { # POD REPLIES BYTES
+	[ "$2" -ge 8 ] || t_fail "$1: $2 of 10 pings to the internet host answered"
+	[ "$3" -ge 784 ] || t_fail "$1: its class on $UPQ sent $3 bytes for $2 pings (>= 784 expected: traffic not shaped)"
+}
+# shaped_start POD ... shaped_end POD: shaped_traffic in two halves, for
+# checks that only read the node to run while the pings (half a second)
+# are on their way: the class's bytes read before them and after them
+PING_PID="" PING_PC="" PING_B0=""
+shaped_start() {
+	pod_class_ids "$1"
+	PING_PC=$POD_PC
+	PING_B0=$(class_bytes "$UPQ" "$PING_PC")
+	ip netns exec "$TG_ID-$1" ping -n -c 10 -i 0.05 -W 1 "$TG_INET_IP" >"$TG_TMP/ping.out" 2>/dev/null &
+	PING_PID=$!
+	SH_PIDS+=("$PING_PID")
+}
+shaped_end() {
+	local n b1
+	wait "$PING_PID"
+	sh_forget_pid "$PING_PID"
+	n=$(grep -c 'bytes from' "$TG_TMP/ping.out")
+	b1=$(class_bytes "$UPQ" "$PING_PC")
+	shaped_verdict "$1" "$n" "$((${b1:-0} - ${PING_B0:-0}))"
 }
 
 # node_chains_text: every node-wide chain of table inet tollgate with its
@@ -404,14 +427,15 @@ repair_case() {
 	eval "$*" || t_fail "test setup: '$*' failed"
 	diag "$name: classes $(ifb_classes | awk '{print $3}' | tr '\n' ' ')| qdiscs $(ip netns exec "$TG_NODE" tc qdisc show dev "$UPQ" 2>&1 | tr '\n' ' ')"
 	if spod_ns "$p" repair "$SH"; then
+		shaped_start "$p" # the pings go while the node is read
 		pod_tree "$p"
-		shaped_traffic "$p"
 		t_expect "uplink filters" "$(filter_summary)" "pass 0a000000/ff000000 | entries 2 | redirects 1"
 		t_expect "set internal" "$(nft_internal)" "10.0.0.0/8"
 		d=$(snap_diff "$BASE_CHAINS" "$(node_chains_text)")
 		[ -z "$d" ] || { t_fail "the table's chains differ from a declared node's"; diag "$(head -n 20 <<<"$d")"; }
 		prob=$(ifb_classes | tree_problems)
 		[ -z "$prob" ] || t_fail "class tree: $(tr '\n' ';' <<<"$prob")"
+		shaped_end "$p"
 		scheck "$p" || t_fail "CHECK after the repair: rc=$TG_RC ${TG_OUT:0:300}"
 		sdel "$p" || t_fail "DEL rc=$TG_RC ${TG_OUT:0:300}"
 	else
