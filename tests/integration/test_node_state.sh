@@ -32,6 +32,7 @@ set -u
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/shaping_lib.sh"
 sh_start
+STATE_FILE=$(tg_state_file)
 
 CYCLES=${TG_NODE_CYCLES:-60}
 WORKERS=4
@@ -41,10 +42,20 @@ CONF=$(sconf "$SH")
 NODE_CEIL=100Mbit
 
 # cni CMD SHORT CID K8SNS CONF OUTPREFIX: one plugin run with output files of
-# its own (OUTPREFIX.out, .err), safe to run in parallel with others
+# its own (OUTPREFIX.out, .err), safe to run in parallel with others. The
+# netns path and CNI_ARGS are netns_path's and k8s_args's, spelled out: no
+# subshell, no process but the plugin's (the churn runs it hundreds of times,
+# on a machine where every fork counts)
 cni() {
-	tg_exec CNI_COMMAND="$1" CNI_CONTAINERID="$3" CNI_IFNAME=eth0 CNI_NETNS="$(netns_path "$2")" \
-		CNI_PATH="$TOLLGATE_BIN_DIR" CNI_ARGS="$(k8s_args "$4" "$2" "$3")" <<<"$5" >"$6.out" 2>"$6.err"
+	tg_exec CNI_COMMAND="$1" CNI_CONTAINERID="$3" CNI_IFNAME=eth0 CNI_NETNS="$TG_NETNS_DIR/$TG_ID-$2" \
+		CNI_PATH="$TOLLGATE_BIN_DIR" \
+		CNI_ARGS="IgnoreUnknown=1;K8S_POD_NAMESPACE=$4;K8S_POD_NAME=$2;K8S_POD_INFRA_CONTAINER_ID=$3;K8S_POD_UID=00000000-0000-4000-8000-${3:0:12}" \
+		<<<"$5" >"$6.out" 2>"$6.err"
+}
+# cids_for SHORT...: cid_for of each SHORT, one a line, from one process
+cids_for() {
+	python3 -c 'import hashlib, sys
+for n in sys.argv[2:]: print(hashlib.sha256((sys.argv[1] + "/" + n).encode()).hexdigest())' "$TG_ID" "$@"
 }
 # cni_fail OP OUTPREFIX RC: one line describing a failed run
 cni_fail() { echo "$1 rc=$3: $(head -c 300 "$2.out" | tr '\n' ' ') $(head -c 200 "$2.err" | tr '\n' ' ')"; }
@@ -62,14 +73,18 @@ pod_classes() { awk "$HEXMINOR"' $1 == "class" && minor($3) >= 32768 { print $3 
 # tree_problems NSCLASS < CLASSES: prints what is wrong with a dump of the
 # IFB's classes: 1:1 at the root of 1:, every namespace class (minor
 # 0x0002..0x7ffe) under 1:1, every pod class (minor >= 0x8000) under a
-# namespace class of the same dump (under NSCLASS when given), nothing else
+# namespace class of the same dump (under NSCLASS when given), nothing else.
+# With a second argument "count", the number of pod classes comes first, on a
+# line of its own (what pod_classes | wc -l says, without two more processes).
 tree_problems() {
-	awk -v want="${1:-}" "$HEXMINOR"'
+	awk -v want="${1:-}" -v count="${2:-}" "$HEXMINOR"'
 		$1 == "class" {
 			id = $3; par = ($4 == "root") ? "root" : $5
 			n++; ids[n] = id; parent[id] = par; seen[id] = 1
+			if (minor(id) >= 32768) npods++
 		}
 		END {
+			if (count != "") print npods + 0
 			if (!("1:1" in seen)) print "no node class 1:1"
 			for (i = 1; i <= n; i++) {
 				id = ids[i]; p = parent[id]; m = minor(id)
@@ -112,29 +127,68 @@ filter_summary() {
 		"entries $(grep -cE ' order [0-9]+ ' <<<"$f") | redirects $(grep -c 'Egress Redirect to device tollgate-inet' <<<"$f")"
 }
 
+# pod_class_ids POD: POD_PC and POD_NC, the pod's pod and namespace class ids
+# ("1:hex", empty if none), as sh_pod_class and sh_ns_class read them from
+# state.json, with one jq for both
+pod_class_ids() {
+	local p n
+	read -r p n <<<"$(jq -r --arg c "${POD_CID[$1]}" \
+		'[.attachments // [] | .[] | select(.containerId == $c) | .shaping // {}] | .[0] // {}
+		 | "\(.podClass // 0) \(.namespaceClass // 0)"' "$STATE_FILE" 2>/dev/null)"
+	POD_PC="" POD_NC=""
+	[[ ${p:-} =~ ^[0-9]+$ ]] && [ "$p" != 0 ] && printf -v POD_PC '1:%x' "$p"
+	[[ ${n:-} =~ ^[0-9]+$ ]] && [ "$n" != 0 ] && printf -v POD_NC '1:%x' "$n"
+	return 0
+}
+# ifb_dump: the IFB's classes, then its qdiscs (one tc process); dump_class
+# CLASSID and dump_leaf PARENT read it (in $DUMP) as class_line and leaf_limit
+# read the kernel: the class's line, the limit of the bfifo under PARENT
+ifb_dump() { DUMP=$(printf 'class show dev %s\nqdisc show dev %s\n' "$UPQ" "$UPQ" | ip netns exec "$TG_NODE" tc -batch - 2>/dev/null); }
+dump_class() {
+	local l a b c
+	while IFS= read -r l; do
+		read -r a b c _ <<<"$l"
+		[ "$a" = class ] && [ "$c" = "$1" ] && echo "$l"
+	done <<<"$DUMP"
+}
+dump_leaf() {
+	local l a b c d e
+	while IFS= read -r l; do
+		read -r a b c d e _ <<<"$l"
+		[ "$a $b $d $e" = "qdisc bfifo parent $1" ] && [[ $l =~ \ limit\ ([0-9]+[KMG]?b) ]] && echo "${BASH_REMATCH[1]}"
+	done <<<"$DUMP"
+}
+# ceil_of LINE: the ceil of a class line (class_ceil's)
+ceil_of() { [[ $1 =~ .*\ ceil\ ([0-9.]+[KMG]?bit) ]] && echo "${BASH_REMATCH[1]}"; }
+
 # pod_tree POD: the pod's namespace class hangs under 1:1 with the namespace
 # ceil, its pod class under the namespace class with the pod ceil, 1:1 at the
-# root with the node ceil (t_fail for each miss)
+# root with the node ceil (t_fail for each miss); one read of the kernel's
+# classes and qdiscs, one of state.json
 pod_tree() {
-	local pc nc
-	pc=$(sh_pod_class "$1") nc=$(sh_ns_class "$1")
+	local pc nc l11 lnc lpc
+	pod_class_ids "$1"
+	pc=$POD_PC nc=$POD_NC
 	if [ -z "$pc" ] || [ -z "$nc" ]; then
 		t_fail "$1: no pod/namespace class in state.json ($(sh_att_shaping "$1"))"
 		return
 	fi
-	class_line "$UPQ" 1:1 | grep -q '^class htb 1:1 root ' || t_fail "no node class 1:1 at the root: '$(class_line "$UPQ" 1:1)'"
-	t_expect "node class 1:1 ceil" "$(class_ceil "$UPQ" 1:1)" "$NODE_CEIL"
-	class_line "$UPQ" "$nc" | grep -q " parent 1:1 " || t_fail "$1: namespace class $nc not under 1:1: '$(class_line "$UPQ" "$nc")'"
-	t_expect "$1: namespace class ceil" "$(class_ceil "$UPQ" "$nc")" 50Mbit
-	class_line "$UPQ" "$pc" | grep -q " parent $nc " || t_fail "$1: pod class $pc not under $nc: '$(class_line "$UPQ" "$pc")'"
-	t_expect "$1: pod class ceil" "$(class_ceil "$UPQ" "$pc")" 20Mbit
-	[ -n "$(leaf_limit "$UPQ" "$pc")" ] || t_fail "$1: no bfifo leaf under $pc"
+	ifb_dump
+	l11=$(dump_class 1:1) lnc=$(dump_class "$nc") lpc=$(dump_class "$pc")
+	[[ $l11 == "class htb 1:1 root "* ]] || t_fail "no node class 1:1 at the root: '$l11'"
+	t_expect "node class 1:1 ceil" "$(ceil_of "$l11")" "$NODE_CEIL"
+	[[ $lnc == *" parent 1:1 "* ]] || t_fail "$1: namespace class $nc not under 1:1: '$lnc'"
+	t_expect "$1: namespace class ceil" "$(ceil_of "$lnc")" 50Mbit
+	[[ $lpc == *" parent $nc "* ]] || t_fail "$1: pod class $pc not under $nc: '$lpc'"
+	t_expect "$1: pod class ceil" "$(ceil_of "$lpc")" 20Mbit
+	[ -n "$(dump_leaf "$pc")" ] || t_fail "$1: no bfifo leaf under $pc"
 }
 # pings_class POD: 10 pings to the internet host; prints "REPLIES BYTES"
 # (BYTES: what the pod's class on tollgate-inet sent meanwhile)
 pings_class() {
 	local pc b0 b1 n
-	pc=$(sh_pod_class "$1")
+	pod_class_ids "$1"
+	pc=$POD_PC
 	b0=$(class_bytes "$UPQ" "$pc")
 	n=$(ip netns exec "$TG_ID-$1" ping -n -c 10 -i 0.05 -W 1 "$TG_INET_IP" 2>/dev/null | grep -c 'bytes from')
 	b1=$(class_bytes "$UPQ" "$pc")
@@ -144,23 +198,54 @@ pings_class() {
 shaped_traffic() {
 	local n b
 	read -r n b <<<"$(pings_class "$1")"
-	[ "$n" -ge 8 ] || t_fail "$1: $n of 10 pings to the internet host answered"
-	[ "$b" -ge 784 ] || t_fail "$1: its class on $UPQ sent $b bytes for $n pings (>= 784 expected: traffic not shaped)"
+	shaped_verdict "$1" "$n" "$b"
+}
+shaped_verdict() { # POD REPLIES BYTES
+	[ "$2" -ge 8 ] || t_fail "$1: $2 of 10 pings to the internet host answered"
+	[ "$3" -ge 784 ] || t_fail "$1: its class on $UPQ sent $3 bytes for $2 pings (>= 784 expected: traffic not shaped)"
+}
+# shaped_start POD ... shaped_end POD: shaped_traffic in two halves, for
+# checks that only read the node to run while the pings (half a second)
+# are on their way: the class's bytes read before them and after them
+PING_PID="" PING_PC="" PING_B0=""
+shaped_start() {
+	pod_class_ids "$1"
+	PING_PC=$POD_PC
+	PING_B0=$(class_bytes "$UPQ" "$PING_PC")
+	ip netns exec "$TG_ID-$1" ping -n -c 10 -i 0.05 -W 1 "$TG_INET_IP" >"$TG_TMP/ping.out" 2>/dev/null &
+	PING_PID=$!
+	SH_PIDS+=("$PING_PID")
+}
+shaped_end() {
+	local n b1
+	wait "$PING_PID"
+	sh_forget_pid "$PING_PID"
+	n=$(grep -c 'bytes from' "$TG_TMP/ping.out")
+	b1=$(class_bytes "$UPQ" "$PING_PC")
+	shaped_verdict "$1" "$n" "$((${b1:-0} - ${PING_B0:-0}))"
 }
 
-# node_chain_names: table inet tollgate's chains, but the namespaces' guard chains
-node_chain_names() {
-	ip netns exec "$TG_NODE" nft -j list chains inet 2>/dev/null |
-		jq -r '.nftables[] | .chain // empty | select(.table == "tollgate") | .name | select(startswith("guard_") | not)' | sort
-}
-
-# node_chains_text: every node-wide chain of table inet tollgate with its rules (no handles;
-# not the namespaces' guard chains, which come with a namespace's first pod)
+# node_chains_text: every node-wide chain of table inet tollgate with its
+# rules (no handles; not the namespaces' guard chains guard_*, which come with
+# a namespace's first pod), by name, each as `nft list chain` prints it; read
+# from one `nft list table` (not one nft process per chain). With -a, the
+# rules' handles too (the table's header as `nft -a list chain` prints it:
+# without the table's).
 node_chains_text() {
-	local c
-	for c in $(node_chain_names); do
-		ip netns exec "$TG_NODE" nft list chain inet tollgate "$c"
-	done
+	ip netns exec "$TG_NODE" nft "$@" list table inet tollgate 2>/dev/null | awk '
+		/^table / { hdr = $0; sub(/ # handle [0-9]+$/, "", hdr); next }
+		/^\tchain / { name = $2; body = hdr "\n" $0 "\n"; inchain = 1; next }
+		inchain {
+			body = body $0 "\n"
+			if ($0 == "\t}") {
+				inchain = 0
+				if (name !~ /^guard_/) { n++; names[n] = name; blocks[name] = body "}\n" }
+			}
+		}
+		END {
+			for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (names[j] < names[i]) { t = names[i]; names[i] = names[j]; names[j] = t }
+			for (i = 1; i <= n; i++) printf "%s", blocks[names[i]]
+		}'
 }
 
 # ============================================================ first ADDs
@@ -211,12 +296,14 @@ STAY_NC=$(sh_ns_class stay) STAY_PC=$(sh_pod_class stay)
 # ID each cycle); failures in $TG_TMP/SHORT.fail, "ADDS DELS" (successful
 # runs) in $TG_TMP/SHORT.done at the end
 churn_worker() {
-	local s=$1 c cid adds=0 dels=0 rc f=$TG_TMP/$1
+	local s=$1 c cid adds=0 dels=0 rc f=$TG_TMP/$1 names=() cids=()
 	trap 'exit 143' TERM # killed by the cleanup: after the run in progress (reaped here)
 	: >"$f.fail"
 	rm -f "$f.done"
+	for ((c = 1; c <= $3; c++)); do names+=("$s-$2-$c"); done
+	mapfile -t cids < <(cids_for "${names[@]}")
 	for ((c = 1; c <= $3; c++)); do
-		cid=$(cid_for "$s-$2-$c")
+		cid=${cids[c - 1]}
 		cni ADD "$s" "$cid" "$2" "$CONF" "$f"
 		rc=$?
 		if [ "$rc" = 0 ]; then adds=$((adds + 1)); else cni_fail "ADD #$c" "$f" "$rc" >>"$f.fail"; fi
@@ -252,9 +339,10 @@ churn_run() {
 		fi
 		dump=$(ifb_classes)
 		samples=$((samples + 1))
-		np=$(pod_classes <<<"$dump" | wc -l)
+		prob=$(tree_problems "$want" count <<<"$dump")
+		np=${prob%%$'\n'*}
+		if [[ $prob == *$'\n'* ]]; then prob=${prob#*$'\n'}; else prob=""; fi
 		[ "$np" -gt "$max_pods" ] && max_pods=$np
-		prob=$(tree_problems "$want" <<<"$dump")
 		if [ -n "$prob" ]; then
 			bad_samples=$((bad_samples + 1))
 			[ "$bad_samples" -le 2 ] && { diag "sample $samples: $prob"; diag "$dump"; }
@@ -339,14 +427,15 @@ repair_case() {
 	eval "$*" || t_fail "test setup: '$*' failed"
 	diag "$name: classes $(ifb_classes | awk '{print $3}' | tr '\n' ' ')| qdiscs $(ip netns exec "$TG_NODE" tc qdisc show dev "$UPQ" 2>&1 | tr '\n' ' ')"
 	if spod_ns "$p" repair "$SH"; then
+		shaped_start "$p" # the pings go while the node is read
 		pod_tree "$p"
-		shaped_traffic "$p"
 		t_expect "uplink filters" "$(filter_summary)" "pass 0a000000/ff000000 | entries 2 | redirects 1"
 		t_expect "set internal" "$(nft_internal)" "10.0.0.0/8"
 		d=$(snap_diff "$BASE_CHAINS" "$(node_chains_text)")
 		[ -z "$d" ] || { t_fail "the table's chains differ from a declared node's"; diag "$(head -n 20 <<<"$d")"; }
 		prob=$(ifb_classes | tree_problems)
 		[ -z "$prob" ] || t_fail "class tree: $(tr '\n' ';' <<<"$prob")"
+		shaped_end "$p"
 		scheck "$p" || t_fail "CHECK after the repair: rc=$TG_RC ${TG_OUT:0:300}"
 		sdel "$p" || t_fail "DEL rc=$TG_RC ${TG_OUT:0:300}"
 	else
@@ -443,13 +532,8 @@ mon_stop() {
 }
 # ifb_root: the IFB's root qdisc (direct_packets_stat masked: a stray packet moves it)
 ifb_root() { ip netns exec "$TG_NODE" tc qdisc show dev "$UPQ" | grep ' root ' | sed -E 's/direct_packets_stat [0-9]+/direct_packets_stat N/'; }
-# node_chains: every chain of table inet tollgate with its rules' handles
-node_chains() {
-	local c
-	for c in $(node_chain_names); do
-		ip netns exec "$TG_NODE" nft -a list chain inet tollgate "$c"
-	done
-}
+# node_chains: every node-wide chain of table inet tollgate with its rules' handles
+node_chains() { node_chains_text -a; }
 if spod_ns mon1 mona "$SH"; then
 	before_chains=$(node_chains)
 	before_filters=$(uplink_filters)
@@ -539,17 +623,28 @@ sect "rate under churn"
 # until the measurement is over.
 t_begin "rate: a 20M pod cap holds (16..22 Mbit/s) while 30 other shaped pods are ADDed and DELed"
 for ((i = 1; i <= 30; i++)); do pod_ns_add "$(printf 'c%02d' "$i")" || tap_bail "netns c$i"; done
-# churn_loop: rounds of 30 ADDs then 30 DELs until $TG_TMP/churn.stop exists
-# (at most 10 rounds); "ROUNDS RUNS FAILED" in $TG_TMP/churn.done
+# churn_loop: rounds of 30 ADDs then the DELs of those pods until
+# $TG_TMP/churn.stop exists (at most 10 rounds); "ROUNDS RUNS FAILED" in
+# $TG_TMP/churn.done. Once it exists, and at least 60 runs (a whole round)
+# were made, a round ADDs no further pod: it DELs the ones it ADDed and ends
+# (not a whole round of churn after the measurement).
 churn_loop() {
-	local r i s cid runs=0 failed=0 rc f=$TG_TMP/churn
+	local r i s cid runs=0 failed=0 rc f=$TG_TMP/churn names cids added
 	trap 'exit 143' TERM # killed by the cleanup: after the run in progress (reaped here)
 	: >"$f.fail"
 	for ((r = 1; r <= 10; r++)); do
+		names=()
+		for ((i = 1; i <= 30; i++)); do printf -v s 'c%02d' "$i"; names+=("$s-$r"); done
+		mapfile -t cids < <(cids_for "${names[@]}")
+		added=30
 		for op in ADD DEL; do
-			for ((i = 1; i <= 30; i++)); do
-				s=$(printf 'c%02d' "$i")
-				cid=$(cid_for "$s-$r")
+			for ((i = 1; i <= added; i++)); do
+				if [ "$op" = ADD ] && [ "$runs" -ge 60 ] && [ -e "$f.stop" ]; then
+					added=$((i - 1))
+					break
+				fi
+				printf -v s 'c%02d' "$i"
+				cid=${cids[i - 1]}
 				cni "$op" "$s" "$cid" churn2 "$CONF" "$f"
 				rc=$?
 				runs=$((runs + 1))
