@@ -141,15 +141,29 @@ declare -A HIT=()
 want() { [[ $1 =~ ${FP_SCENARIOS:-.} ]]; }
 
 # ---------------------------------------------------------- snapshots
-# tc_dump: every device's qdiscs, classes and filters in the node.
+# tc_dump: every device's qdiscs, classes and filters in the node. One tc
+# per device (-batch: its classes, then its filters on ingress, egress and
+# root), one awk over it all: it sorts the qdisc lines and each device's
+# class lines and keeps each device's filters in the kernel's order.
 tc_dump() {
 	ip netns exec "$TG_NODE" sh -c '
-		tc qdisc show | sed -E "s/(qdisc bfifo )[0-9a-f]+:/\\1N:/" | sort
+		tc qdisc show
 		for d in $(ls /sys/class/net | sort); do
 			echo "# $d"
-			tc class show dev "$d" | sed -E "s/ leaf [0-9a-f]+:/ leaf N:/" | sort
-			for k in ingress egress root; do tc filter show dev "$d" $k 2>/dev/null; done
-		done'
+			printf "%s\n" "class show dev $d" "filter show dev $d ingress" \
+				"filter show dev $d egress" "filter show dev $d root" | tc -force -batch - 2>/dev/null
+		done' | awk '
+		function flush(   i, j, t) { # s[1..n], sorted
+			for (i = 2; i <= n; i++)
+				for (j = i; j > 1 && s[j - 1] > s[j]; j--) { t = s[j]; s[j] = s[j - 1]; s[j - 1] = t }
+			for (i = 1; i <= n; i++) print s[i]
+			n = 0
+		}
+		/^# / { flush(); print; dev = 1; next }
+		!dev { sub(/qdisc bfifo [0-9a-f]+:/, "qdisc bfifo N:"); s[++n] = $0; next }
+		/^class / { sub(/ leaf [0-9a-f]+:/, " leaf N:"); s[++n] = $0; next }
+		{ flush(); print }
+		END { flush() }'
 }
 # snap [pod...]: the node (tg_snapshot, tc, the store file's bytes) and the
 # links, addresses and routes of these pods' namespaces.
