@@ -164,25 +164,29 @@ want() {
 section() { [ -z "${FP_WORKER:-}" ] || exec >"$FP_WORKER/$1.tap" 2>&1; }
 
 # ---------------------------------------------------------- snapshots
-# tc_dump: every device's qdiscs, classes and filters in the node. One tc
-# per device (-batch: its classes, then its filters on ingress, egress and
-# root), one awk over it all: it sorts the qdisc lines and each device's
-# class lines and keeps each device's filters in the kernel's order.
+# tc_dump: every device's qdiscs, classes and filters in the node, from one
+# tc -batch: the qdiscs, then for each device its classes and its filters
+# on ingress, egress and root. Each device's part starts where tc reports
+# the device "@NAME" missing (its stderr, unbuffered, joins its stdout, which
+# tc flushes after each command). One awk sorts the qdisc lines and each
+# device's class lines and keeps each device's filters in the kernel's order.
 tc_dump() {
-	ip netns exec "$TG_NODE" sh -c '
-		tc qdisc show
-		for d in $(ls /sys/class/net | sort); do
-			echo "# $d"
-			printf "%s\n" "class show dev $d" "filter show dev $d ingress" \
-				"filter show dev $d egress" "filter show dev $d root" | tc -force -batch - 2>/dev/null
-		done' | awk '
+	local d
+	{
+		echo "qdisc show"
+		for d in $(ip -n "$TG_NODE" -o link show | awk -F': ' '{sub(/@.*/, "", $2); print $2}' | sort); do
+			printf '%s\n' "class show dev @$d" "class show dev $d" \
+				"filter show dev $d ingress" "filter show dev $d egress" "filter show dev $d root"
+		done
+	} | tc -n "$TG_NODE" -force -batch - 2>&1 | awk '
 		function flush(   i, j, t) { # s[1..n], sorted
 			for (i = 2; i <= n; i++)
 				for (j = i; j > 1 && s[j - 1] > s[j]; j--) { t = s[j]; s[j] = s[j - 1]; s[j - 1] = t }
 			for (i = 1; i <= n; i++) print s[i]
 			n = 0
 		}
-		/^# / { flush(); print; dev = 1; next }
+		/^Cannot find device "@.*"$/ { flush(); sub(/^Cannot find device "@/, "# "); sub(/"$/, ""); print; dev = 1; next }
+		/^Command failed -:[0-9]+$/ { next }
 		!dev { sub(/qdisc bfifo [0-9a-f]+:/, "qdisc bfifo N:"); s[++n] = $0; next }
 		/^class / { sub(/ leaf [0-9a-f]+:/, " leaf N:"); s[++n] = $0; next }
 		{ flush(); print }
