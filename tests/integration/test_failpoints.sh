@@ -53,6 +53,8 @@
 # TOLLGATE_FAILPOINT=list build-san/tollgate lists them.
 #
 # Standalone: TOLLGATE_BIN_DIR=build-san bash tests/integration/test_failpoints.sh
+# FP_JOBS=N: the scenarios walked by N workers at once (default 3; 1: one
+# after the other, in the file's own process).
 # shellcheck disable=SC2016,SC1091  # jq filters with $vars
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -235,6 +237,26 @@ point_problem() { # POINT: why the last run is not a proper failure at POINT (em
 armed() { TG_EXTRA_ENV=(TOLLGATE_FAILPOINT="$1"); }
 # shellcheck disable=SC2034  # read by lib.sh's tg_exec
 unarmed() { TG_EXTRA_ENV=(); }
+# v_add CONF, v_del CONF: pod_add v fp CONF and pod_del v CONF as the walk's
+# loops run them, once or twice per point: the same plugin run (its
+# environment and config), with v's container ID and CNI_ARGS worked out
+# once, and without pod_add's parsing of the result (nothing here reads v's
+# address or veth).
+V_CID=$(cid_for v)
+V_ADD_ARGS=$(k8s_args fp v "$V_CID")
+V_DEL_ARGS=$(k8s_args default v "$V_CID")
+v_add() {
+	local path
+	path=$TG_NETNS_DIR/$TG_ID-v # netns_path v
+	[ -e "$path" ] || pod_ns_add v || return 1
+	tg_run ADD "$V_CID" eth0 "$path" "$V_ADD_ARGS" <<<"$1"
+}
+v_del() {
+	local path
+	path=$TG_NETNS_DIR/$TG_ID-v # netns_path v
+	[ -e "$path" ] || path=""
+	tg_run DEL "$V_CID" eth0 "$path" "$V_DEL_ARGS" <<<"$1"
+}
 
 # ---------------------------------------------------- the walk, in workers
 # Each worker is a run of this file with a topology of its own (lib.sh's
@@ -331,11 +353,11 @@ t_begin "ADD: a failure at any point leaves the node byte-identical"
 n=0 base=$(norm <<<"$S0") # normalised
 for p in "${PLUGIN_POINTS[@]}"; do
 	armed "$p"
-	pod_add v fp "$CONF_KEEP"
+	v_add "$CONF_KEEP"
 	unarmed
 	if [ "$TG_RC" -eq 0 ]; then
 		# not on ADD's path: the pod goes again; its address rests in cool-down
-		pod_del v "$CONF_KEEP" || t_fail "$p: DEL after an ADD that passed: rc=$TG_RC"
+		v_del "$CONF_KEEP" || t_fail "$p: DEL after an ADD that passed: rc=$TG_RC"
 		base=$(snap k v | norm)
 		continue
 	fi
@@ -348,7 +370,7 @@ for p in "${PLUGIN_POINTS[@]}"; do
 		t_fail "$p: the node changed"
 		diag "$p: $d"
 		# go on from a clean node
-		pod_del v "$CONF_KEEP" >/dev/null
+		v_del "$CONF_KEEP" >/dev/null
 		base=$(snap k v | norm)
 	fi
 done
@@ -364,15 +386,15 @@ if want del; then
 t_begin "DEL: after a failure at any point, a rerun removes everything"
 n=0
 for p in "${PLUGIN_POINTS[@]}"; do
-	pod_add v fp "$CONF" || { t_fail "$p: ADD rc=$TG_RC"; tg_diag_last; break; }
+	v_add "$CONF" || { t_fail "$p: ADD rc=$TG_RC"; tg_diag_last; break; }
 	armed "$p"
-	pod_del v "$CONF"
+	v_del "$CONF"
 	unarmed
 	if [ "$TG_RC" -ne 0 ] || grep -qF "failpoint $p:" <<<"$TG_OUT$TG_ERR"; then
 		HIT[$p]=1
 		n=$((n + 1))
 		[ "$TG_RC" -eq 0 ] || [ -z "$(point_problem "$p")" ] || t_fail "$p: $(point_problem "$p")"
-		pod_del v "$CONF" || { t_fail "$p: the rerun DEL failed: rc=$TG_RC"; tg_diag_last; }
+		v_del "$CONF" || { t_fail "$p: the rerun DEL failed: rc=$TG_RC"; tg_diag_last; }
 	fi
 	d=$(diff_of "$S0C" "$(snap k v | norm_cool)")
 	[ -z "$d" ] || { t_fail "$p: not as if the pod had never existed"; diag "$p: $d"; }
@@ -384,20 +406,20 @@ fi
 # --------------------------------------------------------- the plugin's GC
 section gc
 if want gc; then
-gc_conf() { jq -c --arg c "${POD_CID[k]}" '.["cni.dev/valid-attachments"]=[{containerID: $c, ifname: "eth0"}]' <<<"$CONF"; }
+GC_CONF=$(jq -c --arg c "${POD_CID[k]}" '.["cni.dev/valid-attachments"]=[{containerID: $c, ifname: "eth0"}]' <<<"$CONF")
 t_begin "GC: after a failure at any point, a rerun collects the pod"
 n=0
 for p in "${PLUGIN_POINTS[@]}"; do
-	pod_add v fp "$CONF" || { t_fail "$p: ADD rc=$TG_RC"; tg_diag_last; break; }
+	v_add "$CONF" || { t_fail "$p: ADD rc=$TG_RC"; tg_diag_last; break; }
 	armed "$p"
-	tg_run GC "" "" "" <<<"$(gc_conf)"
+	tg_run GC "" "" "" <<<"$GC_CONF"
 	unarmed
 	if [ "$TG_RC" -ne 0 ]; then
 		HIT[$p]=1
 		n=$((n + 1))
 		why=$(point_problem "$p")
 		[ -z "$why" ] || t_fail "$p: $why"
-		tg_run GC "" "" "" <<<"$(gc_conf)" || { t_fail "$p: the rerun GC failed: rc=$TG_RC"; tg_diag_last; }
+		tg_run GC "" "" "" <<<"$GC_CONF" || { t_fail "$p: the rerun GC failed: rc=$TG_RC"; tg_diag_last; }
 	fi
 	d=$(diff_of "$S0C" "$(snap k v | norm_cool)")
 	[ -z "$d" ] || { t_fail "$p: not as if the pod had never existed"; diag "$p: $d"; }
@@ -413,7 +435,7 @@ if want ipamgc; then
 t_begin "tollgate-ipam gc: after a failure at any point, a rerun collects the pod"
 n=0
 for p in "${IPAM_POINTS[@]}"; do
-	pod_add v fp "$CONF" || { t_fail "$p: ADD rc=$TG_RC"; tg_diag_last; break; }
+	v_add "$CONF" || { t_fail "$p: ADD rc=$TG_RC"; tg_diag_last; break; }
 	pod_ns_del v # its netns is gone: gc's to collect
 	IPAM TOLLGATE_FAILPOINT="$p" gc >"$TG_TMP/gc.out" 2>"$TG_TMP/gc.err"
 	rc=$?
@@ -451,8 +473,8 @@ unshape_node() {
 }
 t_begin "node declaration: after a failure at any point, the next ADD converges"
 unshape_node
-pod_add v fp "$CONF_KEEP" || { t_fail "ADD on a bare node: rc=$TG_RC"; tg_diag_last; }
-pod_del v "$CONF_KEEP" || t_fail "DEL rc=$TG_RC"
+v_add "$CONF_KEEP" || { t_fail "ADD on a bare node: rc=$TG_RC"; tg_diag_last; }
+v_del "$CONF_KEEP" || t_fail "DEL rc=$TG_RC"
 SD=$(snap k v | norm_decl)
 d=$(snap_diff "$(norm_decl <<<"$S0")" "$SD")
 [ -z "$d" ] || { t_fail "a bare node's first ADD does not declare the node as before"; diag "$d"; }
@@ -462,7 +484,7 @@ for p in "${PLUGIN_POINTS[@]}"; do
 	unshape_node
 	STORE_BEFORE=$(cat "$STATE")
 	armed "$p"
-	pod_add v fp "$CONF_KEEP"
+	v_add "$CONF_KEEP"
 	unarmed
 	if [ "$TG_RC" -ne 0 ]; then
 		HIT[$p]=1
@@ -471,9 +493,9 @@ for p in "${PLUGIN_POINTS[@]}"; do
 		[ -z "$why" ] || t_fail "$p: $why"
 		[ "$(cat "$STATE")" = "$STORE_BEFORE" ] || t_fail "$p: the store changed"
 		if node_links_tg | grep -qv "^${POD_VETH[k]}\$"; then t_fail "$p: a veth was left: $(node_links_tg)"; fi
-		pod_add v fp "$CONF_KEEP" || { t_fail "$p: the rerun ADD failed: rc=$TG_RC"; tg_diag_last; }
+		v_add "$CONF_KEEP" || { t_fail "$p: the rerun ADD failed: rc=$TG_RC"; tg_diag_last; }
 	fi
-	pod_del v "$CONF_KEEP" || t_fail "$p: DEL rc=$TG_RC"
+	v_del "$CONF_KEEP" || t_fail "$p: DEL rc=$TG_RC"
 	d=$(diff_of "$SD" "$(snap k v | norm_decl)")
 	[ -z "$d" ] || { t_fail "$p: not converged"; diag "$p: $d"; }
 done
