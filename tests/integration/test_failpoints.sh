@@ -53,6 +53,8 @@
 # TOLLGATE_FAILPOINT=list build-san/tollgate lists them.
 #
 # Standalone: TOLLGATE_BIN_DIR=build-san bash tests/integration/test_failpoints.sh
+# FP_JOBS=N: the scenarios walked by N workers at once (default 3; 1: one
+# after the other, in the file's own process).
 # shellcheck disable=SC2016,SC1091  # jq filters with $vars
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -60,9 +62,16 @@ tg_require
 tg_traps
 
 has_failpoints() { [ -n "$(TOLLGATE_FAILPOINT=list "$1/tollgate" 2>/dev/null | grep -E '^add\.' | head -1)" ]; }
+# The walk runs in FP_JOBS (default 3) workers at once: runs of this file
+# (FP_WORKER=DIR) that each walk some of the scenarios (FP_ONLY) with a
+# topology of their own (see "the walk, in workers" below). FP_JOBS=1 walks
+# them all in this process, one after the other.
+fp_parallel() { [ -z "${FP_WORKER:-}" ] && [ "${FP_JOBS:-3}" -gt 1 ]; }
+# a worker: the production build's checks are its parent's
+prod_checks() { [ -z "${FP_WORKER:-}" ] && ! has_failpoints "$TOLLGATE_BIN_DIR"; }
 
 # ------------------------------------------------- the production build
-if ! has_failpoints "$TOLLGATE_BIN_DIR"; then
+if prod_checks; then
 	FP_DIR=$TG_ROOT/build-san
 	t_begin "production binaries hold no failpoint code or name"
 	if ! has_failpoints "$FP_DIR"; then
@@ -83,8 +92,12 @@ fi
 FP_DIR=${FP_DIR:-$TOLLGATE_BIN_DIR}
 has_failpoints "$FP_DIR" || tap_bail "no failpoint build to walk ($FP_DIR): run make SAN=1"
 
+# the workers build their own: this process needs one for the production
+# build's checks, or when it walks the points itself
+if prod_checks || ! fp_parallel; then
 t_begin topology
 topo_up || tap_bail "could not build the namespace topology"
+fi
 
 CONF=$(tg_conf '.accounting={enabled: true, perPod: true}
 	| .shaping={internetEgress: {node: "1G", namespaceDefault: "500M", podDefault: "100M"},
@@ -104,7 +117,7 @@ IPAM() { # [VAR=value...] ARGS...: tollgate-ipam (the failpoint build's) in the 
 }
 STATE=$(tg_state_file)
 
-if ! has_failpoints "$TOLLGATE_BIN_DIR"; then
+if prod_checks; then
 	t_begin "the production plugin ignores TOLLGATE_FAILPOINT"
 	pod_add k fp "$CONF" || { t_fail "keeper ADD rc=$TG_RC"; tg_diag_last; }
 	before=$(tg_snapshot)
@@ -138,18 +151,48 @@ mapfile -t PLUGIN_POINTS < <(TOLLGATE_FAILPOINT=list "$FP_DIR/tollgate")
 mapfile -t IPAM_POINTS < <(TOLLGATE_FAILPOINT=list "$FP_DIR/tollgate-ipam")
 declare -A HIT=()
 # FP_SCENARIOS=regex (by hand): only the matching scenarios (add del gc ipamgc declare reshape sync)
-want() { [[ $1 =~ ${FP_SCENARIOS:-.} ]]; }
+wanted() { [[ $1 =~ ${FP_SCENARIOS:-.} ]]; }
+# want SCENARIO: this process walks it (a worker: the ones it was given;
+# with workers: none, they walk them)
+want() {
+	if [ -n "${FP_WORKER:-}" ]; then
+		[[ " $FP_ONLY " == *" $1 "* ]]
+	else
+		! fp_parallel && wanted "$1"
+	fi
+}
+# section NAME: a worker's output from here on goes to its file NAME.tap
+# (printed by its parent in the order of the sections)
+section() { [ -z "${FP_WORKER:-}" ] || exec >"$FP_WORKER/$1.tap" 2>&1; }
 
 # ---------------------------------------------------------- snapshots
-# tc_dump: every device's qdiscs, classes and filters in the node.
+# tc_dump: every device's qdiscs, classes and filters in the node, from one
+# tc -batch: the qdiscs, then for each device its classes and its filters
+# on ingress, egress and root. Each device's part starts where tc reports
+# the device "@NAME" missing (its stderr, unbuffered, joins its stdout, which
+# tc flushes after each command). One awk sorts the qdisc lines and each
+# device's class lines and keeps each device's filters in the kernel's order.
 tc_dump() {
-	ip netns exec "$TG_NODE" sh -c '
-		tc qdisc show | sed -E "s/(qdisc bfifo )[0-9a-f]+:/\\1N:/" | sort
-		for d in $(ls /sys/class/net | sort); do
-			echo "# $d"
-			tc class show dev "$d" | sed -E "s/ leaf [0-9a-f]+:/ leaf N:/" | sort
-			for k in ingress egress root; do tc filter show dev "$d" $k 2>/dev/null; done
-		done'
+	local d
+	{
+		echo "qdisc show"
+		for d in $(ip -n "$TG_NODE" -o link show | awk -F': ' '{sub(/@.*/, "", $2); print $2}' | sort); do
+			printf '%s\n' "class show dev @$d" "class show dev $d" \
+				"filter show dev $d ingress" "filter show dev $d egress" "filter show dev $d root"
+		done
+	} | tc -n "$TG_NODE" -force -batch - 2>&1 | awk '
+		function flush(   i, j, t) { # s[1..n], sorted
+			for (i = 2; i <= n; i++)
+				for (j = i; j > 1 && s[j - 1] > s[j]; j--) { t = s[j]; s[j] = s[j - 1]; s[j - 1] = t }
+			for (i = 1; i <= n; i++) print s[i]
+			n = 0
+		}
+		/^Cannot find device "@.*"$/ { flush(); sub(/^Cannot find device "@/, "# "); sub(/"$/, ""); print; dev = 1; next }
+		/^Command failed -:[0-9]+$/ { next }
+		!dev { sub(/qdisc bfifo [0-9a-f]+:/, "qdisc bfifo N:"); s[++n] = $0; next }
+		/^class / { sub(/ leaf [0-9a-f]+:/, " leaf N:"); s[++n] = $0; next }
+		{ flush(); print }
+		END { flush() }'
 }
 # snap [pod...]: the node (tg_snapshot, tc, the store file's bytes) and the
 # links, addresses and routes of these pods' namespaces.
@@ -173,10 +216,17 @@ snap() {
 # norm: the kernel's own picks (see the header)
 norm() { sed -E 's/(qdisc bfifo )[0-9a-f]+:/\1N:/; s/(^|[[:space:]])index [0-9]+ ref/\1index N ref/; s/direct_packets_stat [0-9]+/direct_packets_stat N/'; }
 # without the store's cool-down list (DEL, GC: a released address rests there)
-norm_cool() { norm | sed -E 's/"cooling":\[[^]]*\]/"cooling":[..]/; s/"lastIp":"[0-9.]+"/"lastIp":N/'; }
+# (norm's expressions and these, in one sed)
+norm_cool() {
+	sed -E 's/(qdisc bfifo )[0-9a-f]+:/\1N:/; s/(^|[[:space:]])index [0-9]+ ref/\1index N ref/; s/direct_packets_stat [0-9]+/direct_packets_stat N/
+		s/"cooling":\[[^]]*\]/"cooling":[..]/; s/"lastIp":"[0-9.]+"/"lastIp":N/'
+}
 # declaration: u32 handles, and the lines sorted (a link brought up again
 # gets its routes listed last)
 norm_decl() { norm_cool | sed -E 's/ fh [0-9a-f:]+/ fh N/' | sort; }
+# diff_of A B: snap_diff A B, empty when A and B are equal (diff runs only
+# when they differ)
+diff_of() { [ "$1" = "$2" ] || snap_diff "$1" "$2"; }
 
 point_problem() { # POINT: why the last run is not a proper failure at POINT (empty when it is)
 	local why
@@ -187,8 +237,104 @@ point_problem() { # POINT: why the last run is not a proper failure at POINT (em
 armed() { TG_EXTRA_ENV=(TOLLGATE_FAILPOINT="$1"); }
 # shellcheck disable=SC2034  # read by lib.sh's tg_exec
 unarmed() { TG_EXTRA_ENV=(); }
+# v_add CONF, v_del CONF: pod_add v fp CONF and pod_del v CONF as the walk's
+# loops run them, once or twice per point: the same plugin run (its
+# environment and config), with v's container ID and CNI_ARGS worked out
+# once, and without pod_add's parsing of the result (nothing here reads v's
+# address or veth).
+V_CID=$(cid_for v)
+V_ADD_ARGS=$(k8s_args fp v "$V_CID")
+V_DEL_ARGS=$(k8s_args default v "$V_CID")
+v_add() {
+	local path
+	path=$TG_NETNS_DIR/$TG_ID-v # netns_path v
+	[ -e "$path" ] || pod_ns_add v || return 1
+	tg_run ADD "$V_CID" eth0 "$path" "$V_ADD_ARGS" <<<"$1"
+}
+v_del() {
+	local path
+	path=$TG_NETNS_DIR/$TG_ID-v # netns_path v
+	[ -e "$path" ] || path=""
+	tg_run DEL "$V_CID" eth0 "$path" "$V_DEL_ARGS" <<<"$1"
+}
+
+# ---------------------------------------------------- the walk, in workers
+# Each worker is a run of this file with a topology of its own (lib.sh's
+# per-run prefix: its own namespaces, tmp dir, store and node tables) that
+# sets up the node below and walks its scenarios; its output goes to a file
+# per section (FP_WORKER/NAME.tap), the points it reached to FP_WORKER/hit.
+# Here their output is printed in the order of the sections, as one process
+# walking them all prints it: the node's check once (a worker's failure when
+# one has one, the others' failures as diagnostics), then each scenario's.
+# The coverage check below takes the union of the points they reached. A
+# worker that stops before its end stops this file there too (no end mark).
+# The scenarios go to the least loaded worker, the costliest first (FP_COST:
+# their relative walk times, FP_BY_COST: the scenarios by it).
+FP_ORDER=(add del gc ipamgc declare reshape sync)
+declare -A FP_COST=([add]=6 [del]=7 [gc]=8 [ipamgc]=7 [declare]=3 [reshape]=7 [sync]=1)
+FP_BY_COST=(gc del ipamgc reshape add declare sync)
+fp_print() { # FILE: its lines, the TAP ones counted
+	local l
+	[ -f "$1" ] || return 0
+	while IFS= read -r l; do
+		case $l in
+		"ok - "*) TAP_PASS=$((TAP_PASS + 1)) ;;
+		"not ok - "*) TAP_FAIL=$((TAP_FAIL + 1)) ;;
+		esac
+		printf '%s\n' "$l"
+	done <"$1"
+}
+fp_walk() {
+	local jobs=${FP_JOBS:-3} dir s w min keep=("${TG_PIDS[@]}") nodes=() pick f stopped=0
+	local -a load=() only=() pids=() rcs=()
+	local -A owner=()
+	[ -n "$TG_TMP" ] || TG_TMP=$(mktemp -d "${TG_TMP_BASE:-/dev/shm}/tollgate-it.XXXXXX") || tap_bail "no tmp dir"
+	dir=$TG_TMP/walk
+	for ((w = 0; w < jobs; w++)); do load[w]=0 only[w]=""; done
+	for s in "${FP_BY_COST[@]}"; do
+		wanted "$s" || continue
+		min=0
+		for ((w = 1; w < jobs; w++)); do [ "${load[w]}" -ge "${load[min]}" ] || min=$w; done
+		load[min]=$((load[min] + FP_COST[$s])) only[min]+=" $s" owner[$s]=$min
+	done
+	for ((w = 0; w < jobs; w++)); do
+		[ -n "${only[w]}" ] || continue
+		mkdir -p "$dir/$w" || tap_bail "no tmp dir"
+		FP_WORKER=$dir/$w FP_ONLY=${only[w]} FP_DIR=$FP_DIR TOLLGATE_BIN_DIR=$TOLLGATE_BIN_DIR \
+			bash "$0" >"$dir/$w/node.tap" 2>&1 </dev/null &
+		pids[w]=$!
+		TG_PIDS+=("$!") # ended with this process
+	done
+	for w in "${!pids[@]}"; do
+		wait "${pids[w]}"
+		rcs[w]=$?
+	done
+	TG_PIDS=("${keep[@]}")
+	for w in "${!pids[@]}"; do nodes+=("$dir/$w/node.tap"); done
+	pick=${nodes[0]}
+	for f in "${nodes[@]}"; do grep -q '^not ok - ' "$f" && { pick=$f; break; }; done
+	fp_print "$pick"
+	for f in "${nodes[@]}"; do
+		[ "$f" = "$pick" ] || ! grep -q '^not ok - ' "$f" || diag "another worker: $(grep '^not ok - ' "$f")"
+	done
+	for s in "${FP_ORDER[@]}"; do
+		[ -n "${owner[$s]:-}" ] && fp_print "$dir/${owner[$s]}/$s.tap"
+	done
+	for w in "${!pids[@]}"; do
+		if grep -qx "# tollgate-tap: end of .*" "$dir/$w/end.tap" 2>/dev/null; then
+			while read -r s; do HIT[$s]=1; done <"$dir/$w/hit"
+		else
+			diag "the worker walking${only[w]} stopped early (exit status ${rcs[w]})"
+			stopped=1
+		fi
+	done
+	[ "$stopped" -eq 0 ] || exit 1
+}
 
 # ----------------------------------------------------------- the node
+if fp_parallel; then
+	fp_walk
+else
 t_begin "a shaped, accounted node with one pod"
 pod_add k fp "$CONF" || { t_fail "keeper ADD rc=$TG_RC"; tg_diag_last; }
 ip -n "$TG_NODE" link show tollgate-inet >/dev/null 2>&1 || t_fail "no tollgate-inet"
@@ -197,32 +343,35 @@ ip -n "$TG_NODE" link show "ti${POD_VETH[k]#tg}" >/dev/null 2>&1 || t_fail "the 
 t_end
 [ -e "$(netns_path v)" ] || pod_ns_add v
 S0=$(snap k v)
+S0C=$(norm_cool <<<"$S0")
+fi
 
 # ------------------------------------------------------------------ ADD
+section add
 if want add; then
 t_begin "ADD: a failure at any point leaves the node byte-identical"
-n=0 base=$S0
+n=0 base=$(norm <<<"$S0") # normalised
 for p in "${PLUGIN_POINTS[@]}"; do
 	armed "$p"
-	pod_add v fp "$CONF_KEEP"
+	v_add "$CONF_KEEP"
 	unarmed
 	if [ "$TG_RC" -eq 0 ]; then
 		# not on ADD's path: the pod goes again; its address rests in cool-down
-		pod_del v "$CONF_KEEP" || t_fail "$p: DEL after an ADD that passed: rc=$TG_RC"
-		base=$(snap k v)
+		v_del "$CONF_KEEP" || t_fail "$p: DEL after an ADD that passed: rc=$TG_RC"
+		base=$(snap k v | norm)
 		continue
 	fi
 	HIT[$p]=1
 	n=$((n + 1))
 	why=$(point_problem "$p")
 	[ -z "$why" ] || t_fail "$p: $why"
-	d=$(snap_diff "$(norm <<<"$base")" "$(snap k v | norm)")
+	d=$(diff_of "$base" "$(snap k v | norm)")
 	if [ -n "$d" ]; then
 		t_fail "$p: the node changed"
 		diag "$p: $d"
 		# go on from a clean node
-		pod_del v "$CONF_KEEP" >/dev/null
-		base=$(snap k v)
+		v_del "$CONF_KEEP" >/dev/null
+		base=$(snap k v | norm)
 	fi
 done
 diag "ADD: $n points reached"
@@ -231,22 +380,23 @@ t_end
 fi
 
 # ------------------------------------------------------------------ DEL
+section del
 if want del; then
 # The node where v never existed (norm_cool: the store's cool-down list).
 t_begin "DEL: after a failure at any point, a rerun removes everything"
 n=0
 for p in "${PLUGIN_POINTS[@]}"; do
-	pod_add v fp "$CONF" || { t_fail "$p: ADD rc=$TG_RC"; tg_diag_last; break; }
+	v_add "$CONF" || { t_fail "$p: ADD rc=$TG_RC"; tg_diag_last; break; }
 	armed "$p"
-	pod_del v "$CONF"
+	v_del "$CONF"
 	unarmed
 	if [ "$TG_RC" -ne 0 ] || grep -qF "failpoint $p:" <<<"$TG_OUT$TG_ERR"; then
 		HIT[$p]=1
 		n=$((n + 1))
 		[ "$TG_RC" -eq 0 ] || [ -z "$(point_problem "$p")" ] || t_fail "$p: $(point_problem "$p")"
-		pod_del v "$CONF" || { t_fail "$p: the rerun DEL failed: rc=$TG_RC"; tg_diag_last; }
+		v_del "$CONF" || { t_fail "$p: the rerun DEL failed: rc=$TG_RC"; tg_diag_last; }
 	fi
-	d=$(snap_diff "$(norm_cool <<<"$S0")" "$(snap k v | norm_cool)")
+	d=$(diff_of "$S0C" "$(snap k v | norm_cool)")
 	[ -z "$d" ] || { t_fail "$p: not as if the pod had never existed"; diag "$p: $d"; }
 done
 diag "DEL: $n points reached"
@@ -254,23 +404,24 @@ t_end
 fi
 
 # --------------------------------------------------------- the plugin's GC
+section gc
 if want gc; then
-gc_conf() { jq -c --arg c "${POD_CID[k]}" '.["cni.dev/valid-attachments"]=[{containerID: $c, ifname: "eth0"}]' <<<"$CONF"; }
+GC_CONF=$(jq -c --arg c "${POD_CID[k]}" '.["cni.dev/valid-attachments"]=[{containerID: $c, ifname: "eth0"}]' <<<"$CONF")
 t_begin "GC: after a failure at any point, a rerun collects the pod"
 n=0
 for p in "${PLUGIN_POINTS[@]}"; do
-	pod_add v fp "$CONF" || { t_fail "$p: ADD rc=$TG_RC"; tg_diag_last; break; }
+	v_add "$CONF" || { t_fail "$p: ADD rc=$TG_RC"; tg_diag_last; break; }
 	armed "$p"
-	tg_run GC "" "" "" <<<"$(gc_conf)"
+	tg_run GC "" "" "" <<<"$GC_CONF"
 	unarmed
 	if [ "$TG_RC" -ne 0 ]; then
 		HIT[$p]=1
 		n=$((n + 1))
 		why=$(point_problem "$p")
 		[ -z "$why" ] || t_fail "$p: $why"
-		tg_run GC "" "" "" <<<"$(gc_conf)" || { t_fail "$p: the rerun GC failed: rc=$TG_RC"; tg_diag_last; }
+		tg_run GC "" "" "" <<<"$GC_CONF" || { t_fail "$p: the rerun GC failed: rc=$TG_RC"; tg_diag_last; }
 	fi
-	d=$(snap_diff "$(norm_cool <<<"$S0")" "$(snap k v | norm_cool)")
+	d=$(diff_of "$S0C" "$(snap k v | norm_cool)")
 	[ -z "$d" ] || { t_fail "$p: not as if the pod had never existed"; diag "$p: $d"; }
 done
 diag "GC: $n points reached"
@@ -279,11 +430,12 @@ t_end
 fi
 
 # ----------------------------------------------------- tollgate-ipam gc
+section ipamgc
 if want ipamgc; then
 t_begin "tollgate-ipam gc: after a failure at any point, a rerun collects the pod"
 n=0
 for p in "${IPAM_POINTS[@]}"; do
-	pod_add v fp "$CONF" || { t_fail "$p: ADD rc=$TG_RC"; tg_diag_last; break; }
+	v_add "$CONF" || { t_fail "$p: ADD rc=$TG_RC"; tg_diag_last; break; }
 	pod_ns_del v # its netns is gone: gc's to collect
 	IPAM TOLLGATE_FAILPOINT="$p" gc >"$TG_TMP/gc.out" 2>"$TG_TMP/gc.err"
 	rc=$?
@@ -296,7 +448,7 @@ for p in "${IPAM_POINTS[@]}"; do
 		t_fail "$p: exit status $rc without naming the point: $(cat "$TG_TMP/gc.err")"
 	fi
 	pod_ns_add v
-	d=$(snap_diff "$(norm_cool <<<"$S0")" "$(snap k v | norm_cool)")
+	d=$(diff_of "$S0C" "$(snap k v | norm_cool)")
 	[ -z "$d" ] || { t_fail "$p: not as if the pod had never existed"; diag "$p: $d"; }
 done
 diag "tollgate-ipam gc: $n points reached"
@@ -308,6 +460,7 @@ fi
 # Node-wide state gone (the table, tollgate-inet's tree, state and stamp,
 # the uplink's steering, ip_forward): the next ADD declares it; failing there, that ADD leaves the
 # pod's objects and the store as they were; a clean ADD then converges.
+section declare
 if want declare; then
 unshape_node() {
 	ip netns exec "$TG_NODE" nft delete table inet tollgate 2>/dev/null
@@ -320,8 +473,8 @@ unshape_node() {
 }
 t_begin "node declaration: after a failure at any point, the next ADD converges"
 unshape_node
-pod_add v fp "$CONF_KEEP" || { t_fail "ADD on a bare node: rc=$TG_RC"; tg_diag_last; }
-pod_del v "$CONF_KEEP" || t_fail "DEL rc=$TG_RC"
+v_add "$CONF_KEEP" || { t_fail "ADD on a bare node: rc=$TG_RC"; tg_diag_last; }
+v_del "$CONF_KEEP" || t_fail "DEL rc=$TG_RC"
 SD=$(snap k v | norm_decl)
 d=$(snap_diff "$(norm_decl <<<"$S0")" "$SD")
 [ -z "$d" ] || { t_fail "a bare node's first ADD does not declare the node as before"; diag "$d"; }
@@ -331,7 +484,7 @@ for p in "${PLUGIN_POINTS[@]}"; do
 	unshape_node
 	STORE_BEFORE=$(cat "$STATE")
 	armed "$p"
-	pod_add v fp "$CONF_KEEP"
+	v_add "$CONF_KEEP"
 	unarmed
 	if [ "$TG_RC" -ne 0 ]; then
 		HIT[$p]=1
@@ -340,10 +493,10 @@ for p in "${PLUGIN_POINTS[@]}"; do
 		[ -z "$why" ] || t_fail "$p: $why"
 		[ "$(cat "$STATE")" = "$STORE_BEFORE" ] || t_fail "$p: the store changed"
 		if node_links_tg | grep -qv "^${POD_VETH[k]}\$"; then t_fail "$p: a veth was left: $(node_links_tg)"; fi
-		pod_add v fp "$CONF_KEEP" || { t_fail "$p: the rerun ADD failed: rc=$TG_RC"; tg_diag_last; }
+		v_add "$CONF_KEEP" || { t_fail "$p: the rerun ADD failed: rc=$TG_RC"; tg_diag_last; }
 	fi
-	pod_del v "$CONF_KEEP" || t_fail "$p: DEL rc=$TG_RC"
-	d=$(snap_diff "$SD" "$(snap k v | norm_decl)")
+	v_del "$CONF_KEEP" || t_fail "$p: DEL rc=$TG_RC"
+	d=$(diff_of "$SD" "$(snap k v | norm_decl)")
 	[ -z "$d" ] || { t_fail "$p: not converged"; diag "$p: $d"; }
 done
 diag "declaration: $n points reached"
@@ -355,6 +508,7 @@ fi
 # where every class of the pods holds A's caps or B's (none missing: a pod is
 # never unshaped), and an unarmed reshape converges to what a clean one
 # made; back to A after.
+section reshape
 if want reshape; then
 jq -c '{cniVersion, name, plugins: [.]}' <<<"$CONF" >"$TG_TMP/a.conflist"
 jq -c '{cniVersion, name, plugins: [.shaping.internetEgress.namespaceDefault = "300M"
@@ -411,7 +565,7 @@ for p in "${IPAM_POINTS[@]}"; do
 	elif [ "$rc" -ne 0 ]; then
 		t_fail "$p: exit status $rc without naming the point: $(cat "$TG_TMP/rs.err")"
 	fi
-	d=$(snap_diff "$SB" "$(snap k v | norm_cool)")
+	d=$(diff_of "$SB" "$(snap k v | norm_cool)")
 	[ -z "$d" ] || { t_fail "$p: not converged"; diag "$p: $d"; }
 	reshape a.conflist || t_fail "$p: back to A: $(cat "$TG_TMP/rs.err")"
 done
@@ -422,6 +576,7 @@ fi
 # --------------------------------------------------------------------- sync
 # A pool from an IMDS document (the node's uplink carries the document's MAC)
 # into a store of its own, made anew by each run.
+section sync
 if want sync; then
 ip -n "$TG_NODE" link set eth0 address 00:0d:3a:f8:06:ec
 SYNC_STATE=$TG_TMP/data/fpsync/state.json
@@ -448,7 +603,7 @@ for p in "${IPAM_POINTS[@]}"; do
 	elif [ "$rc" -ne 0 ]; then
 		t_fail "$p: exit status $rc without naming the point: $(cat "$TG_TMP/sync.err")"
 	fi
-	d=$(snap_diff "$SS" "$(norm_sync)")
+	d=$(diff_of "$SS" "$(norm_sync)")
 	[ -z "$d" ] || { t_fail "$p: not converged"; diag "$p: $d"; }
 done
 diag "sync: $n points reached"
@@ -456,7 +611,9 @@ t_end
 fi
 
 # ----------------------------------------------------------------- coverage
-if [ -z "${FP_SCENARIOS:-}" ]; then
+section end
+[ -z "${FP_WORKER:-}" ] || printf '%s\n' "${!HIT[@]}" >"$FP_WORKER/hit"
+if [ -z "${FP_SCENARIOS:-}" ] && [ -z "${FP_WORKER:-}" ]; then
 t_begin "every failpoint is reached by a scenario"
 missed=()
 for p in "${PLUGIN_POINTS[@]}" "${IPAM_POINTS[@]}"; do
