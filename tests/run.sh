@@ -74,11 +74,10 @@
 #                            failover; test_ipam_cli, which times IMDS
 #                            deadlines; test_declare_commits, which needs
 #                            100 commits in 12 s; test_guard, which counts
-#                            connections against newPerSecond; and test_runtimes
-#                            and test_deploy, which start real runtimes;
-#                            test_failpoints, the longest, and
-#                            test_destinations, which both lost their timing
-#                            beside another file)
+#                            connections against newPerSecond;
+#                            test_failpoints, which walks its points in three
+#                            workers of its own, and test_destinations, whose
+#                            100,000 datagrams must all go out)
 #
 # tests/chaos/run.sh sources this file for its runner (everything down to
 # run_summary: the counting is one code): it sets RUN_NAME and
@@ -294,9 +293,9 @@ export TG_RUN_BUILDS="$*"
 FILTER=${TG_TEST_FILTER:-}
 SAN_EXCLUDE=${TG_SAN_EXCLUDE-test_shaping_rates|test_node_state|test_budget_agent|test_metrics_http|test_valgrind|test_arm64|test_cri}
 EVERY_BUILD=${TG_EVERY_BUILD-test_failpoints|test_kernel_cases|test_runner}
-SERIAL=${TG_SERIAL-test_shaping_rates|test_node_state|test_budget_agent|test_metrics_http|test_cri|test_allocator\.sh|test_allocator_ha|test_ipam_cli|test_declare_commits|test_guard|test_runtimes|test_deploy|test_failpoints|test_destinations}
+SERIAL=${TG_SERIAL-test_shaping_rates|test_node_state|test_budget_agent|test_metrics_http|test_cri|test_allocator\.sh|test_allocator_ha|test_ipam_cli|test_declare_commits|test_guard|test_failpoints|test_destinations}
 JOBS=${TG_JOBS:-2}
-LONG=${TG_LONG-test_arm64\.sh|test_badinput|test_chaos_short|test_shaping\.sh|test_accounting}
+LONG=${TG_LONG-test_arm64\.sh|test_badinput|test_deploy|test_chaos_short|test_shaping\.sh|test_accounting}
 HOST_BEFORE=$(bash tests/host_dirs.sh)
 
 # The build an integration file runs in once: the first sanitizer build,
@@ -331,7 +330,7 @@ run_here() {
 # Unit binaries, build by build; the integration files of every build
 # gathered: those that may share the machine (POOL), the others (ALONE), as
 # "build<TAB>dir<TAB>file".
-POOL=() ALONE=()
+POOL=() POOL_LONG=() ALONE=()
 for build in "$@"; do
 	bdir=$build
 	case $bdir in /*) ;; *) bdir=$ROOT/$bdir ;; esac
@@ -354,7 +353,7 @@ for build in "$@"; do
 			ALONE+=("$build"$'\t'"$bdir"$'\t'"$t")
 		elif [ -n "$LONG" ] && [[ $t =~ $LONG ]]; then
 			# the longest start first: the pool ends when its last file does
-			POOL=("$build"$'\t'"$bdir"$'\t'"$t" "${POOL[@]}")
+			POOL_LONG+=("$build"$'\t'"$bdir"$'\t'"$t")
 		else
 			POOL+=("$build"$'\t'"$bdir"$'\t'"$t")
 		fi
@@ -362,6 +361,7 @@ for build in "$@"; do
 done
 # the files that may share the machine first, TG_JOBS at a time, whatever
 # their build; then, alone, the others
+POOL=("${POOL_LONG[@]}" "${POOL[@]}")
 echo "##### integration files: ${#POOL[@]} side by side ($JOBS at a time), ${#ALONE[@]} alone"
 # The libFuzzer targets, briefly (make test builds them into build-fuzz), as
 # the pool's first member: they measure nothing
