@@ -74,7 +74,9 @@
 #                            failover; test_ipam_cli, which times IMDS
 #                            deadlines; test_declare_commits, which needs
 #                            100 commits in 12 s; test_guard, which counts
-#                            connections against newPerSecond;
+#                            connections against newPerSecond; test_runtimes
+#                            and test_deploy, which start real runtimes and
+#                            took longer beside another file than alone;
 #                            test_failpoints, which walks its points in three
 #                            workers of its own, and test_destinations, whose
 #                            100,000 datagrams must all go out)
@@ -293,9 +295,9 @@ export TG_RUN_BUILDS="$*"
 FILTER=${TG_TEST_FILTER:-}
 SAN_EXCLUDE=${TG_SAN_EXCLUDE-test_shaping_rates|test_node_state|test_budget_agent|test_metrics_http|test_valgrind|test_arm64|test_cri}
 EVERY_BUILD=${TG_EVERY_BUILD-test_failpoints|test_kernel_cases|test_runner}
-SERIAL=${TG_SERIAL-test_shaping_rates|test_node_state|test_budget_agent|test_metrics_http|test_cri|test_allocator\.sh|test_allocator_ha|test_ipam_cli|test_declare_commits|test_guard|test_failpoints|test_destinations}
+SERIAL=${TG_SERIAL-test_shaping_rates|test_node_state|test_budget_agent|test_metrics_http|test_cri|test_allocator\.sh|test_allocator_ha|test_ipam_cli|test_declare_commits|test_guard|test_runtimes|test_deploy|test_failpoints|test_destinations}
 JOBS=${TG_JOBS:-2}
-LONG=${TG_LONG-test_arm64\.sh|test_badinput|test_deploy|test_chaos_short|test_shaping\.sh|test_accounting}
+LONG=${TG_LONG-test_arm64\.sh|test_badinput|test_chaos_short|test_shaping\.sh|test_accounting}
 HOST_BEFORE=$(bash tests/host_dirs.sh)
 
 # The build an integration file runs in once: the first sanitizer build,
