@@ -238,6 +238,17 @@ wait_for() {
 	done
 }
 
+# wait_for_ms MS CMD...: wait_for with its bound in milliseconds (where a
+# fixed sleep of less than a second, or not of whole seconds, stood)
+wait_for_ms() {
+	local end=$((${EPOCHREALTIME/[.,]/} / 1000 + $1))
+	shift
+	until "$@"; do
+		[ $((${EPOCHREALTIME/[.,]/} / 1000)) -ge "$end" ] && return 1
+		sleep 0.05
+	done
+}
+
 # tg_imds_start NETNS PORT [ARGS...]: the fake IMDS (fake_imds.py ARGS) on
 # 127.0.0.1:PORT in NETNS, in the background (killed on exit, as every PID of
 # TG_PIDS); returns once it accepts connections, bails showing its stderr

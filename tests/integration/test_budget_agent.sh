@@ -75,17 +75,6 @@ state_is() { [ "$(metric tollgate_budget_state "namespace=\"datasets\",state=\"$
 ctl() { printf '%s\n' "$1" >"$CTL"; }
 # now_ms: the wall clock in milliseconds
 now_ms() { local t=${EPOCHREALTIME/[.,]/}; echo $((t / 1000)); }
-# wait_ms MS CMD...: poll CMD until it succeeds or MS milliseconds pass (the
-# bound of a fixed sleep it replaces: wait_for counts whole seconds)
-wait_ms() {
-	local end=$(($(now_ms) + $1))
-	shift
-	while :; do
-		"$@" && return 0
-		[ "$(now_ms)" -ge "$end" ] && return 1
-		sleep 0.05
-	done
-}
 # sleep_until_ms T: sleep until the wall clock reads T (ms)
 sleep_until_ms() {
 	local left=$(($1 - $(now_ms)))
@@ -199,7 +188,7 @@ t_begin "reshape and reconcile leave the grant in place, and CHECK accepts it"
 # reconcile (the agent's one loop serves /metrics between them: a count it
 # shows is of whole declarations), 2.5 s at most
 decl=$(metric tollgate_agent_declarations_total 'result="ok"')
-wait_ms 2500 metric_at_least tollgate_agent_declarations_total 'result="ok"' $((${decl:-0} + 2))
+wait_for_ms 2500 metric_at_least tollgate_agent_declarations_total 'result="ok"' $((${decl:-0} + 2))
 t_expect "ceil" "$(ns_ceil d1)" 20000000
 tg_run CHECK "${POD_CID[d1]}" eth0 "${POD_NETNS[d1]}" "$(k8s_args datasets d1 "${POD_CID[d1]}")" <<<"$(jq -c --argjson r "${POD_RESULT[d1]}" '.prevResult=$r' <<<"$CONF")" ||
 	t_fail "CHECK: $TG_OUT"
@@ -241,13 +230,13 @@ t_begin "an answer's nextReportMs brings the next report sooner, never sooner th
 # (1.2 s at most: the fixed wait this replaces), whose answer already says it
 ctl '{"mode": "grant", "nextReportMs": 300, "grants": {"datasets": {"grant": 2500000, "safeShare": 500000, "nodes": 3}}}'
 n=$(wc -l <"$RLOG")
-wait_ms 1200 more_reports "$n"
+wait_for_ms 1200 more_reports "$n"
 n0=$(wc -l <"$RLOG"); sleep 3; n1=$(wc -l <"$RLOG")
 diag "nextReportMs 300: $((n1 - n0)) reports in 3 s; intervals $(intervals "$n0" | tr '\n' ' ')"
 if [ $((n1 - n0)) -lt 7 ] || [ $((n1 - n0)) -gt 12 ]; then t_fail "$((n1 - n0)) reports in 3 s, want about 10"; fi
 ctl '{"mode": "grant", "nextReportMs": 1, "grants": {"datasets": {"grant": 2500000, "safeShare": 500000, "nodes": 3}}}'
 n=$(wc -l <"$RLOG")
-wait_ms 1200 more_reports "$n"
+wait_for_ms 1200 more_reports "$n"
 n0=$(wc -l <"$RLOG"); sleep 2; n1=$(wc -l <"$RLOG")
 diag "nextReportMs 1: $((n1 - n0)) reports in 2 s"
 if [ $((n1 - n0)) -lt 12 ] || [ $((n1 - n0)) -gt 22 ]; then t_fail "$((n1 - n0)) reports in 2 s, want about 20 (one every 100 ms)"; fi
@@ -257,7 +246,7 @@ ctl '{"mode": "grant", "grants": {"datasets": {"grant": 2500000, "safeShare": 50
 # the second report logged after the change was sent after it: its answer has
 # no nextReportMs
 n=$(wc -l <"$RLOG")
-wait_ms 1200 more_reports $((n + 1))
+wait_for_ms 1200 more_reports $((n + 1))
 n0=$(wc -l <"$RLOG"); sleep 3; n1=$(wc -l <"$RLOG")
 if [ $((n1 - n0)) -lt 2 ] || [ $((n1 - n0)) -gt 4 ]; then t_fail "without it: $((n1 - n0)) reports in 3 s, want 3"; fi
 t_end
@@ -320,7 +309,7 @@ t_begin "a slow allocator never blocks the loop"
 n=$(wc -l <"$RLOG")
 ctl '{"mode": "slow", "delay": 5}'
 # until a report hangs (1.5 s at most)
-wait_ms 1500 logged_since "$n" '.mode == "slow"'
+wait_for_ms 1500 logged_since "$n" '.mode == "slow"'
 worst=0
 for _ in $(seq 10); do
 	ms=$(ip netns exec "$TG_NODE" curl -s -o /dev/null -w '%{time_total}' --max-time 3 "http://127.0.0.1:$PORT/metrics" |
@@ -342,9 +331,9 @@ for mode in garbage version2 oversize close; do
 	# its refusal of this very answer (garbage, version 2), or sent the
 	# report after it (the others: it logs no line per answer)
 	case $mode in
-	garbage) wait_ms 2500 alog_since "$na" 'refused" err="an answer is not JSON' ;;
-	version2) wait_ms 2500 alog_since "$na" 'refused" err="version: 2 is not a version' ;;
-	*) wait_ms 2500 logged_after "$n" "$mode" ;;
+	garbage) wait_for_ms 2500 alog_since "$na" 'refused" err="an answer is not JSON' ;;
+	version2) wait_for_ms 2500 alog_since "$na" 'refused" err="version: 2 is not a version' ;;
+	*) wait_for_ms 2500 logged_after "$n" "$mode" ;;
 	esac
 	after=$(metric tollgate_budget_reports_total 'result="error"')
 	[ "${after:-0}" -gt "${before:-0}" ] || t_fail "not counted: $before -> $after"
@@ -361,7 +350,7 @@ t_expect "epoch seen" "$(metric tollgate_budget_epoch '')" 9
 stale0=$(metric tollgate_budget_reports_total 'result="stale"')
 ctl '{"mode": "grant", "leaseMs": 4000, "epoch": 8, "grants": {"datasets": {"grant": 5000000, "safeShare": 500000, "nodes": 3}}}'
 # until two of its answers were taken as stale, 2.5 s at most
-wait_ms 2500 metric_at_least tollgate_budget_reports_total 'result="stale"' $((${stale0:-0} + 2))
+wait_for_ms 2500 metric_at_least tollgate_budget_reports_total 'result="stale"' $((${stale0:-0} + 2))
 t_expect "ceil under epoch 8's answers" "$(ns_ceil d1)" 20000000
 stale1=$(metric tollgate_budget_reports_total 'result="stale"')
 [ "${stale1:-0}" -ge $((${stale0:-0} + 2)) ] || t_fail "stale answers not counted: $stale0 -> $stale1"
@@ -392,7 +381,7 @@ wait_for 5 sh_port "$LPORT" || t_fail "the second allocator did not start"
 # be counted stale (a followed one is not, and sends the report on at once)
 stale0=$(metric tollgate_budget_reports_total 'result="stale"')
 ctl '{"mode": "redirect", "leader": "http://127.0.0.1:'"$LPORT"'", "epoch": 3}'
-wait_ms 2500 metric_at_least tollgate_budget_reports_total 'result="stale"' $((${stale0:-0} + 2))
+wait_for_ms 2500 metric_at_least tollgate_budget_reports_total 'result="stale"' $((${stale0:-0} + 2))
 [ ! -s "$RLOG2" ] || t_fail "an epoch-3 redirect was followed"
 ctl '{"mode": "redirect", "leader": "http://127.0.0.1:'"$LPORT"'", "epoch": 11}'
 wait_for 5 ceil_is d1 24000000 || t_fail "the leader's grant not applied: ceil $(ns_ceil d1)"
@@ -421,7 +410,7 @@ printf '{"namesp' >"$BUDGETS.tmp"
 ctl '{"mode": "close"}'
 agent_start || t_fail "restart"
 # until its first report failed (counters start at 0), 1.5 s at most
-wait_ms 1500 metric_at_least tollgate_budget_reports_total 'result="error"' 1
+wait_for_ms 1500 metric_at_least tollgate_budget_reports_total 'result="error"' 1
 state_is granted || t_fail "after the restart: $(metrics | grep tollgate_budget_state)"
 t_expect "ceil" "$(ns_ceil d1)" 30000000
 t_end
