@@ -238,9 +238,25 @@ bool budget_alloc_learning(const struct budget_alloc *a, int64_t now_ms);
 /* ---- a node's side: what it applies ---- */
 
 /*
+ * What a namespace never granted on a node (it just arrived, or came back
+ * after it left) applies until the allocator answers for it: 10 kbit/s,
+ * what the allocator's reserve can prove free for thousands of nodes
+ * joining at once. The config's fallback only once the allocator has gone
+ * unanswered for budgets.fallbackAfterSeconds (BUDGET_FALLBACK_AFTER_MS by
+ * default): a bound beyond the budget, which the budget alerts report.
+ */
+#define BUDGET_JOIN_RATE 1250ULL
+#define BUDGET_FALLBACK_AFTER_MS 300000
+/*
+ * The ceil of a namespace never granted (budget_node_ceil's `fallback`):
+ * the join rate until `unanswered_ms` (since the later of its arrival and
+ * the node's last answered report) reaches after_ms, then `fallback`.
+ */
+uint64_t budget_node_fallback(uint64_t fallback, int64_t unanswered_ms, int64_t after_ms);
+/*
  * The ceil a node applies for one budget, bytes/s: the grant while its lease
  * runs, min(grant, safe share) once it ran out, the fallback when it never
- * had one; never above `limit` (the node's own caps).
+ * had one (budget_node_fallback's); never above `limit` (the node's own caps).
  */
 uint64_t budget_node_ceil(enum budget_state st, uint64_t grant, uint64_t safe_share,
 			  uint64_t fallback, uint64_t limit);

@@ -21,3 +21,10 @@ uint64_t budget_node_ceil(enum budget_state st, uint64_t grant, uint64_t safe_sh
 	}
 	return limit && c > limit ? limit : c;
 }
+
+uint64_t budget_node_fallback(uint64_t fallback, int64_t unanswered_ms, int64_t after_ms)
+{
+	if (unanswered_ms >= after_ms)
+		return fallback;
+	return fallback < BUDGET_JOIN_RATE ? fallback : BUDGET_JOIN_RATE;
+}
