@@ -52,7 +52,9 @@ static uint32_t rate32(uint64_t v)
  * Such a node keeps applying what the allocator before gave it: its grant
  * until that lease ran out (within one lease of the start, while this one
  * is still learning and raises nothing), then min(grant, safe share) for as
- * long as it stays silent. Safe shares are handed out as grants are, a rise
+ * long as it stays silent, its agent alive (an agent dead across the
+ * restart keeps its grant: a bound this allocator cannot know, documented
+ * in docs/budgets.md beside the others). Safe shares are handed out as grants are, a rise
  * only out of room nobody holds (safe_for), so all the safe shares held add
  * up to at most safe_total, whatever the restarts before: those of the
  * nodes not heard from yet add up to at most safe_total less what the
@@ -171,7 +173,7 @@ static int64_t node_report(struct budget_alloc *a, struct bslot *b, size_t i,
 {
 	struct bnode *nd = &b->node[i];
 	struct bhot *h = &b->hot[i];
-	uint32_t applied = rate32(u->applied), safe_rep = rate32(u->safe_share), g, s, keep, was;
+	uint32_t applied = rate32(u->applied), safe_rep = rate32(u->safe_share), g, s, was;
 	bool measured = u->interval_ms > 0, learning = budget_alloc_learning(a, now_ms);
 	uint64_t ph, target;
 
@@ -218,13 +220,6 @@ static int64_t node_report(struct budget_alloc *a, struct bslot *b, size_t i,
 		b->safe_held += s - safe_rep;
 		nd->safe_held = s;
 	}
-	/*
-	 * Once this lease has run out it applies min(g, s) if the answer
-	 * arrived, else what it holds now once its own older lease has:
-	 * min(applied, the safe share it reported). A fallback is no lease.
-	 */
-	keep = u->state == BUDGET_FALLBACK || !safe_rep || safe_rep > applied ? applied : safe_rep;
-	nd->after = (uint32_t)max64(min64(g, s), keep);
 	b->granted = b->granted - nd->grant + g;
 	nd->grant = g;
 	nd->safe = s;
