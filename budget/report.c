@@ -112,11 +112,23 @@ static uint32_t demand_next(const struct budget_alloc *a, const struct bslot *b,
  * leaves goes to the others a report sooner.
  */
 static uint32_t grant_for(const struct budget_alloc *a, const struct bslot *b, const struct bhot *h,
-			  uint32_t applied, bool learning, uint64_t ph, uint64_t *ret_target)
+			  uint32_t applied, bool joining, bool learning, uint64_t ph,
+			  uint64_t *ret_target)
 {
 	uint64_t target, used, room;
 
 	target = min64(h->flags & HOT_FRESH ? applied : h->target, h->limit);
+	/*
+	 * A namespace never granted on the node (it just arrived, or its
+	 * fallback took over while the allocator was away) keeps only what is
+	 * free beside it, and the join rate out of the reserve: a wave of
+	 * joiners is not ratified over the budget.
+	 */
+	if (joining) {
+		used = b->committed - applied + ph;
+		room = b->cap > used ? b->cap - used : 0;
+		target = min64(target, max64(room, min64(BUDGET_JOIN_RATE, applied)));
+	}
 	if (b->contended && !(h->flags & HOT_FRESH))
 		target = min64(target, max64(h->demand, min64(a->p.min_grant, b->cap / b->n)));
 	*ret_target = target;
@@ -210,7 +222,8 @@ static int64_t node_report(struct budget_alloc *a, struct bslot *b, size_t i,
 
 	ph = phantom(a, b, now_ms);
 	b->phantom = ph;
-	g = grant_for(a, b, h, applied, learning, ph, &target);
+	g = grant_for(a, b, h, applied, first && u->state == BUDGET_FALLBACK, learning, ph,
+		      &target);
 	s = safe_for(b, safe_rep, ph);
 	if (g > applied) {
 		b->committed += g - applied;

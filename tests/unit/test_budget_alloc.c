@@ -606,6 +606,63 @@ static void t_silent_node_keeps_what_it_held_until_forgotten(void **state)
 	budget_alloc_free(a);
 }
 
+/*
+ * Nodes that join at a high fallback (their agents sat unanswered past
+ * fallbackAfterSeconds) while the budget is in use: each first answer
+ * leaves a joiner only what is free (the join rate out of the reserve at
+ * least), never ratifying its fallback; a node that held grants before
+ * (state granted) keeps what it holds as before.
+ */
+static void t_joiners_at_fallback_keep_only_what_is_free(void **state)
+{
+	struct budget_alloc *a = alloc_one(100 * MB, 0);
+	struct node n[12];
+	int64_t now = T_LEARNED;
+	char name[8];
+
+	for (int i = 0; i < 12; i++) {
+		snprintf(name, sizeof(name), "n%d", i);
+		n[i] = node_new(name, i < 2 ? MB : 25 * MB);
+		n[i].demand = 200 * MB;
+	}
+	run(a, n, 2, &now, 40);
+	assert_true(sum_applied(n, 2) >= 94 * MB);
+	/* ten join at once at 25 MB/s each: each first answer cuts it to the join rate */
+	budget_alloc_round(a, now);
+	for (int i = 2; i < 12; i++) {
+		assert_true(report(a, &n[i], now + i, true) <= BUDGET_JOIN_RATE);
+		assert_true(n[i].applied <= BUDGET_JOIN_RATE);
+	}
+	assert_true(sum_applied(n, 12) <= 95 * MB + 10 * BUDGET_JOIN_RATE);
+	/* and from there they rise only as the first two give capacity up */
+	for (int p = 0; p < 30; p++) {
+		run(a, n, 12, &now, 1);
+		assert_true(sum_applied(n, 12) <= 100 * MB);
+	}
+	assert_true(n[11].applied >= 7 * MB);
+	/* a node that held a grant before (a new allocator hears it) is not cut */
+	{
+		struct budget_alloc *b = alloc_one(100 * MB, now);
+		struct node held = n[0];
+		uint64_t was = held.applied;
+
+		budget_alloc_round(b, now + 20000);
+		report(b, &held, now + 20000, true);
+		assert_int_equal(held.applied, was);
+		budget_alloc_free(b);
+	}
+	/* the control: the same join with a state of granted is taken as it is */
+	{
+		struct node late = node_new("late", 25 * MB);
+
+		late.st = BUDGET_GRANTED;
+		late.safe = 25 * MB;
+		late.nodes = 12;
+		assert_int_equal(report(a, &late, now, false), 25 * MB);
+	}
+	budget_alloc_free(a);
+}
+
 /* Silent past the lease: all it held still counts; past forget_ms: gone. */
 static void t_silent_node_counts_at_its_grant_then_is_forgotten(void **state)
 {
@@ -1020,6 +1077,8 @@ int main(void)
 		 t_early_reports, NULL);
 	add_test("an increase waits until the decrease it comes from is applied",
 		 t_decrease_before_increase, NULL);
+	add_test("nodes joining at a high fallback keep only what is free",
+		 t_joiners_at_fallback_keep_only_what_is_free, NULL);
 	add_test("a silent node keeps what it held until it is forgotten",
 		 t_silent_node_keeps_what_it_held_until_forgotten, NULL);
 	add_test("a silent node counts at its grant past its lease, then is forgotten",
