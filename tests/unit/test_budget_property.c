@@ -57,7 +57,9 @@
  * most the budget. A shrink cannot act at once: until the sum has first
  * come within the new capacity (budget less the reserve, which nodes
  * joining at the join rate use before they are heard), the bound is the
- * old budget; the test checks that it does come within.
+ * old budget; the test checks that it does come within, in forget_ms (of
+ * the shrink, or of the last instant one of the last three holes below
+ * was open).
  *
  * The bound has documented holes, each a node that the allocator cannot
  * know of, or what arrives faster than the reserve can prove free, or the
@@ -199,6 +201,7 @@ struct world {
 	int64_t stopped_last[NB];
 	uint64_t crowd[NB]; /* the sixth's: the most the unheard joiners were beyond the reserve */
 	int64_t crowd_last[NB];
+	int64_t holes_last[NB]; /* the fourth to sixth last open */
 	int64_t unreachable_until;
 	int64_t wave_at; /* INT64_MAX: none due */
 	int wave_n;
@@ -583,8 +586,17 @@ static void check(struct world *w)
 		if (w->shrunk_from[k] &&
 		    sum <= (uint64_t)((double)w->budget[k] * (1 - w->p.reserve)))
 			w->shrunk_from[k] = 0;
-		/* a shrink is absorbed within forget_ms (the slowest: a node silent throughout) */
-		if (w->shrunk_from[k] && w->now - w->shrunk_at[k] > w->p.forget_ms + 20000)
+		/*
+		 * A shrink is absorbed within forget_ms (the slowest: a node silent
+		 * throughout) of the shrink, or of the last instant the fourth to
+		 * sixth holes were open (a dead agent unseen by a new allocator
+		 * keeps its grant until it is forgotten: their own deadlines).
+		 */
+		if (w->at_config[k] || w->stopped[k] || w->crowd[k] || config || stopped[k] ||
+		    crowd)
+			w->holes_last[k] = w->now;
+		if (w->shrunk_from[k] &&
+		    w->now - max_t(w->shrunk_at[k], w->holes_last[k]) > w->p.forget_ms + 20000)
 			violation(
 				w, k,
 				"t=%lld: %s still at %llu, over its budget %llu since its shrink at "
@@ -670,12 +682,16 @@ static bool unheard(const struct agent *n)
 
 static void restart(struct world *w)
 {
-	/* the second hole: a node silent since a shrink, across this restart */
+	/*
+	 * The second hole: a node silent since a shrink, across this restart
+	 * (cut off, its agent stopped, or every node while the allocator is
+	 * unreachable).
+	 */
 	for (int k = 0; k < NB; k++) {
 		if (w->now >= w->lowered_until[k])
 			continue;
 		for (int i = 0; i < w->hi; i++)
-			if (w->n[i].alive && unheard(&w->n[i]) &&
+			if (w->n[i].alive && (unheard(&w->n[i]) || unreachable(w)) &&
 			    w->n[i].b[k].st != BUDGET_FALLBACK &&
 			    w->n[i].b[k].answer_sent <= w->shrunk_at[k]) {
 				if (w->guard_until[k] != w->lowered_until[k])
