@@ -76,12 +76,14 @@
  *     restart until forget_ms after the shrink, the bound is the budget
  *     before it;
  *   - a new allocator keeps capacity back for nodes it has not heard only
- *     when a node it heard says it held a grant: if every node it hears is
- *     new (or one whose namespace just left), it takes the cluster for a
- *     new one, and a node silent (or its agent dead or stalled) since
- *     before it started holds what it held unseen. So from such a restart,
- *     for forget_ms, the bound is the budget plus what those silent nodes
- *     may apply then (it only falls);
+ *     when a node it heard says it held a grant: if the first nodes it
+ *     hears past its learning are all new (or ones whose namespace just
+ *     left), it takes the cluster for a new one, and a node that held a
+ *     grant and that it has not heard yet (cut off, its agent stopped, or
+ *     slower to report once the allocator is reachable again) holds what
+ *     it holds unseen. So from then until forget_ms after the restart, the
+ *     bound is the budget plus what those nodes may apply then (it only
+ *     falls);
  *   - a namespace never granted on a node that nothing answered for
  *     FALLBACK_AFTER_MS applies the config's fallback, which no bound
  *     covers (the budget alerts report it). Here FALLBACK_AFTER_MS is
@@ -195,6 +197,7 @@ struct world {
 	int64_t guard_until[NB];
 	uint64_t unseen[NB]; /* the third hole's: more than the budget, until */
 	int64_t unseen_until[NB];
+	bool pending[NB];	/* a new allocator has not heard a node that held a grant yet */
 	uint64_t at_config[NB]; /* the fourth's: the fallbacks of nodes that went to it */
 	int64_t at_config_last[NB];
 	uint64_t stopped[NB]; /* the fifth's: what stopped agents hold beyond their safe share */
@@ -352,6 +355,45 @@ static bool unreachable(const struct world *w)
 	return w->now < w->unreachable_until;
 }
 
+/*
+ * The third hole, as a new allocator decides it: it keeps capacity back
+ * for the nodes it has not heard once one it heard says it held a grant;
+ * if the first it hears past its learning are all new, it grants as in a
+ * new cluster, and the nodes that held grants and that it has not heard
+ * (cut off, stopped, or slower to report after the allocator was
+ * unreachable) hold what they hold unseen.
+ */
+static void unseen_hole(struct world *w, const struct agent *n)
+{
+	for (int k = 0; k < NB; k++) {
+		const struct held *h = &n->b[k];
+		uint64_t silent = 0;
+
+		if (!w->pending[k] || h->gone)
+			continue;
+		if (h->st != BUDGET_FALLBACK || h->nodes || h->safe ||
+		    w->now - w->restart_at >= w->p.forget_ms) {
+			w->pending[k] = false;
+			continue;
+		}
+		if (budget_alloc_learning(w->a, w->now))
+			continue; /* it grants only what nodes hold */
+		w->pending[k] = false;
+		for (int i = 0; i < w->hi; i++) {
+			const struct agent *o = &w->n[i];
+
+			if (o->alive && !o->b[k].gone && o->b[k].st != BUDGET_FALLBACK &&
+			    !o->b[k].heard)
+				silent += may_apply(o, k, w->now);
+		}
+		if (silent) {
+			w->unseen[k] = silent;
+			w->unseen_until[k] = w->restart_at + w->p.forget_ms;
+			w->unseen_restarts++;
+		}
+	}
+}
+
 static void send_report(struct world *w, struct agent *n)
 {
 	struct budget_usage use[NB];
@@ -413,6 +455,7 @@ static void send_report(struct world *w, struct agent *n)
 				n->has[k] = true;
 			}
 	budget_answer_free(&ans);
+	unseen_hole(w, n);
 	/* on its way for up to 2.5 s (past the timeout: given up on), or lost */
 	delay = (int64_t)below(w, 100) < 90 ? (int64_t)below(w, 300) : (int64_t)below(w, 2500);
 	n->arrive = chance(w, 30000) ? INT64_MAX : w->now + delay;
@@ -700,28 +743,12 @@ static void restart(struct world *w)
 				w->guard_until[k] = w->lowered_until[k];
 			}
 	}
-	/* the third: only new nodes to hear from, and silent ones that held grants */
+	/*
+	 * The third: decided when the new allocator hears its first nodes
+	 * (unseen_hole); the fifth: agents stopped across the restart.
+	 */
 	for (int k = 0; k < NB; k++) {
-		bool held = false;
-		uint64_t silent = 0;
-
-		for (int i = 0; i < w->hi; i++) {
-			const struct agent *n = &w->n[i];
-
-			if (!n->alive || n->b[k].gone || n->b[k].st == BUDGET_FALLBACK)
-				continue;
-			if (unheard(n))
-				silent += may_apply(n, k, w->now);
-			else
-				held = true;
-		}
-		if (!held && silent) {
-			w->unseen[k] = silent;
-			w->unseen_until[k] = w->now + w->p.forget_ms;
-			w->unseen_restarts++;
-			continue;
-		}
-		/* the fifth: agents stopped across the restart */
+		w->pending[k] = true;
 		for (int i = 0; i < w->hi; i++)
 			if (w->n[i].alive)
 				stopped_unseen(w, &w->n[i], k);
