@@ -108,6 +108,10 @@
  *     it does, the bound is the budget plus the most the unheard joiners
  *     were beyond the reserve, until the sum is back within the budget
  *     (within forget_ms).
+ *
+ * The control: the same world whose nodes apply the config's fallback at
+ * once, as agents did before the join rate, with no hole for it, and a
+ * wave joining a minute in: the check must see the bound broken (~20x).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -130,7 +134,7 @@
 #define ROUND_MS 1000
 #define TIMEOUT_MS 2000 /* the agent's client gives up on an answer */
 /* the nodes' budgets.fallbackAfterSeconds: past the unreachable periods modelled */
-#define FALLBACK_AFTER_MS 240000
+#define FALLBACK_AFTER_MS 240000 /* below the default: met before forget_ms */
 #define UNREACHABLE_MAX_MS 180000
 
 #define EVENTS_DEFAULT 1000000
@@ -257,10 +261,18 @@ static enum budget_state state_at(const struct held *h, int64_t now)
 	return h->st;
 }
 
+/*
+ * The control: nodes apply the config's fallback at once (fallbackAfter
+ * 0), as agents did before the join rate, with no hole to excuse it; a
+ * wave joins a minute in; its first violation is not printed.
+ */
+static bool control;
+static int64_t fallback_after = FALLBACK_AFTER_MS;
+
 /* When a namespace never granted goes from the join rate to the config's fallback. */
 static int64_t config_at(const struct agent *n, const struct held *h)
 {
-	return max_t(h->arrived, n->last_answered) + FALLBACK_AFTER_MS;
+	return max_t(h->arrived, n->last_answered) + fallback_after;
 }
 
 /* The ceil the (running) agent has set: its lease checked, its fallback timed. */
@@ -268,7 +280,7 @@ static uint64_t ceil_at(const struct agent *n, int k, int64_t now)
 {
 	const struct held *h = &n->b[k];
 	int64_t unanswered = now - max_t(h->arrived, n->last_answered);
-	uint64_t fb = budget_node_fallback(FALLBACK[k], unanswered, FALLBACK_AFTER_MS);
+	uint64_t fb = budget_node_fallback(FALLBACK[k], unanswered, fallback_after);
 
 	return budget_node_ceil(state_at(h, now), h->grant, h->safe, fb, n->limit);
 }
@@ -284,7 +296,7 @@ static bool at_config(const struct agent *n, int k, int64_t now)
 {
 	const struct held *h = &n->b[k];
 
-	if (!n->alive || h->gone)
+	if (!n->alive || h->gone || control)
 		return false;
 	if (n->frozen)
 		return n->kconfig[k];
@@ -564,7 +576,7 @@ __attribute__((format(printf, 3, 4))) static void violation(struct world *w, int
 	va_list ap;
 	char msg[256];
 
-	if (w->violations++)
+	if (w->violations++ || control)
 		return;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
@@ -603,7 +615,7 @@ static void check(struct world *w)
 			stopped[k] |= n->b[k].stopped;
 			/* at the join rate out of the reserve, before it is heard */
 			if (!n->b[k].heard && !c && n->b[k].st == BUDGET_FALLBACK)
-				joining[k] += m;
+				joining[k] += m < BUDGET_JOIN_RATE ? m : BUDGET_JOIN_RATE;
 		}
 	}
 	for (int k = 0; k < NB; k++) {
@@ -1080,6 +1092,10 @@ static void run_world(uint64_t seed, unsigned long events, struct world *w)
 	w->rnd = seed;
 	w->wave_at = INT64_MAX;
 	w->dump_at = getenv("TG_BUDGET_DUMP") ? strtoul(getenv("TG_BUDGET_DUMP"), NULL, 10) : 0;
+	if (control) {
+		w->wave_at = 60000;
+		w->wave_n = 200;
+	}
 	budget_params_defaults(&w->p);
 	memcpy(w->budget, BUDGET, sizeof(w->budget));
 	w->a = budget_alloc_new(&w->p, 0);
@@ -1131,9 +1147,32 @@ static void t_sum_of_what_nodes_may_apply_stays_within_the_budget(void **state)
 		    w->unreachable > 0 && w->ns_back > 0);
 }
 
+/*
+ * The control: the same world with nodes that apply the config's fallback
+ * at once (a tenth of the budget), as agents did before the join rate.
+ * The join waves overshoot, and the check sees it.
+ */
+static void t_control_the_config_fallback_at_once_overshoots(void **state)
+{
+	static struct world world;
+
+	control = true;
+	fallback_after = 0;
+	run_world(0x70116a7e, 100000, &world);
+	control = false;
+	fallback_after = FALLBACK_AFTER_MS;
+	print_message("# control, the config's fallback at once: worst ratio %.4f, %lu events "
+		      "over the bound of %lu, %lu join waves\n",
+		      world.worst, world.violations, world.events, world.waves);
+	assert_true(world.violations > 0);
+	assert_true(world.worst > 1.5);
+}
+
 int main(void)
 {
 	add_test("the sum of what nodes may apply stays within the budget through random events",
 		 t_sum_of_what_nodes_may_apply_stays_within_the_budget, NULL);
+	add_test("control: nodes at the config's fallback at once overshoot, and the check sees it",
+		 t_control_the_config_fallback_at_once_overshoots, NULL);
 	return run_group("budget_property");
 }
