@@ -103,11 +103,13 @@
  *     until they are heard or gone and the sum is back within the budget
  *     (within forget_ms);
  *   - the reserve holds the join rate of reserve / BUDGET_JOIN_RATE
- *     namespaces arriving at once and not heard yet (560 for web here, 168
- *     once it shrank to 30 %): a larger wave overshoots by the rest. While
- *     it does, the bound is the budget plus the most the unheard joiners
- *     were beyond the reserve, until the sum is back within the budget
- *     (within forget_ms).
+ *     namespaces arriving at once (560 for web here, 168 once it shrank to
+ *     30 %): before their first answer, and after it while the allocator,
+ *     with nothing free beside them, keeps them at the join rate until the
+ *     others' decreases make room (within a lease here). A larger wave
+ *     overshoots by the rest. While it does, the bound is the budget plus
+ *     the most the joiners were beyond the reserve, until the sum is back
+ *     within the budget (within forget_ms).
  *
  * The control: the same world whose nodes apply the config's fallback at
  * once, as agents did before the join rate, with no hole for it, and a
@@ -152,6 +154,7 @@ struct held {
 	int64_t lease_end;   /* from when it sent the request answered */
 	int64_t answer_sent; /* when it sent that request */
 	int64_t arrived;     /* the namespace on the node: its class made */
+	int64_t first_grant; /* its first answer (INT64_MIN: none yet) */
 	int64_t back_at;     /* gone: when its pods come back (INT64_MAX: not soon) */
 	uint64_t demand;     /* what its pods want */
 	bool gone;	     /* the namespace has no pod on the node: it sends nothing */
@@ -339,6 +342,7 @@ static struct held fresh(struct world *w, int k)
 {
 	return (struct held){ .st = BUDGET_FALLBACK,
 			      .arrived = w->now,
+			      .first_grant = INT64_MIN,
 			      .back_at = INT64_MAX,
 			      .demand = random_demand(w, k) };
 }
@@ -480,6 +484,8 @@ static void answer_arrives(struct world *w, struct agent *n)
 	for (int k = 0; k < NB; k++) {
 		if (!n->has[k])
 			continue;
+		if (n->b[k].st == BUDGET_FALLBACK)
+			n->b[k].first_grant = w->now;
 		n->b[k].st = BUDGET_GRANTED;
 		n->b[k].grant = n->ans[k].grant;
 		n->b[k].safe = n->ans[k].safe_share;
@@ -613,8 +619,14 @@ static void check(struct world *w)
 			n->b[k].at_config = c;
 			configs[k] |= c;
 			stopped[k] |= n->b[k].stopped;
-			/* at the join rate out of the reserve, before it is heard */
-			if (!n->b[k].heard && !c && n->b[k].st == BUDGET_FALLBACK)
+			/*
+			 * At the join rate out of the reserve: before its first
+			 * answer, and kept at it (nothing free beside it) until
+			 * the others' decreases make room, within a lease
+			 */
+			if (!c && (n->b[k].st == BUDGET_FALLBACK ||
+				   (n->b[k].grant <= BUDGET_JOIN_RATE &&
+				    w->now - n->b[k].first_grant < w->p.lease_ms)))
 				joining[k] += m < BUDGET_JOIN_RATE ? m : BUDGET_JOIN_RATE;
 		}
 	}
