@@ -4,13 +4,14 @@
  * sum of what the nodes may be applying is at most the budget.
  *
  * A seeded PRNG drives a simulated cluster of up to NODES_MAX nodes through
- * 1,000,000 events (~2 s, ~5 s under ASan and UBSan; TG_BUDGET_EVENTS sets
- * another count, TG_BUDGET_SEED another world, TG_BUDGET_DUMP=N prints
- * what every node holds at event N, to follow a violation): reports, answers delayed, lost or given up on, nodes
- * joining, leaving, going silent and coming back, leases running out as
- * time passes, the allocator restarting (a new one, which learns), demands
- * jumping, the budget shrinking and growing back, a namespace's last pod
- * leaving a node and pods coming back; and the failures an agent meets:
+ * 1,000,000 events (~1.5 s, ~4 s under ASan and UBSan; TG_BUDGET_EVENTS
+ * sets another count, TG_BUDGET_SEED another world, TG_BUDGET_DUMP=N
+ * prints what every node holds at event N, to follow a violation):
+ * reports, answers delayed, lost or given up on, nodes joining, leaving,
+ * going silent and coming back, leases running out as time passes, the
+ * allocator restarting (a new one, which learns), demands jumping, the
+ * budget shrinking and growing back, a namespace's last pod leaving a node
+ * and pods coming back; and the failures an agent meets:
  *
  *   - an agent dies (SIGKILL, OOM, a crash loop, a DaemonSet rollout whose
  *     new pod is slow to start): the node's kernel keeps the ceil the agent
@@ -19,21 +20,25 @@
  *     process starts after a while (1 s to 4 min): it reads the kernel's
  *     ceil and reports it as applied, with the state, safe share and node
  *     count it kept in budgets.json; either it checks its lease first
- *     (lowering the ceil if it ran out) or it reports first;
+ *     (lowering the ceil if it ran out) or it reports first. Half the
+ *     time the agent is the one whose node applies the most of a budget,
+ *     and the others then want it all;
  *   - an agent stalls (SIGSTOP, CPU throttling, a long task in its loop)
  *     for 0.5 to 3 leases: the kernel keeps its ceil throughout; on resume
  *     the agent's first act is the lease check (it lowers to
  *     budget_node_ceil(BUDGET_LEASE_EXPIRED, ...) if the lease ran out),
  *     then it takes an answer that arrived meanwhile only if its client's
- *     timeout had not passed, and reports;
- *   - a join wave: 100 to 450 nodes join at once, with a high config
+ *     timeout had not passed, and reports (its victims chosen as deaths');
+ *   - a join wave: 100 to 450 nodes join at once (removed after 20 to 60
+ *     s; at most NODES_MAX in all), with a high config
  *     fallback (a tenth of the budget per node), once the nodes there are
  *     have wanted more than the budget for a while (the budget in full use);
  *   - a namespace leaves a node (its last pod goes: the node reports it
  *     once with no pod and nothing applied) and, half the time, comes back
  *     within 5 s;
  *   - the allocator unreachable (every report times out) for 1 to 3
- *     minutes, and nodes joining meanwhile.
+ *     minutes (a tenth of the time longer: the fourth hole below), and 1
+ *     to 40 nodes joining at once meanwhile.
  *
  * The nodes behave as the agent does:
  *
