@@ -21,6 +21,8 @@
  *     ceil and reports it as applied, with the state, safe share and node
  *     count it kept in budgets.json; either it checks its lease first
  *     (lowering the ceil if it ran out) or it reports first. Half the
+ *     rollouts stop it with SIGTERM first: it lowers its granted classes
+ *     to their safe share (and keeps them so in budgets.json). Half the
  *     time the agent is the one whose node applies the most of a budget,
  *     and the others then want it all;
  *   - an agent stalls (SIGSTOP, CPU throttling, a long task in its loop)
@@ -230,7 +232,7 @@ struct world {
 	unsigned long util_n;
 	unsigned long restarts, shrinks, joins, leaves, silences, lost, ns_left, unseen_restarts;
 	unsigned long lowered_restarts, deaths, comebacks, stalls, waves, wave_joins, unreachable,
-		ns_back, config_holes, stopped_holes, crowd_holes;
+		ns_back, config_holes, stopped_holes, crowd_holes, terms;
 	int most_alive;
 	int64_t restart_at;
 };
@@ -909,9 +911,6 @@ static void perturb(struct world *w)
 		n = victim(w, n, k);
 		if (!n->alive || n->frozen)
 			break;
-		freeze(w, n);
-		n->dead = true;
-		n->waiting = false; /* its answer reaches no one */
 		switch (below(w, 10)) {
 		case 0 ... 2:
 			n->resume_at = INT64_MAX;
@@ -921,8 +920,18 @@ static void perturb(struct world *w)
 			break;
 		default: /* a rollout's new pod, slow to start */
 			n->resume_at = w->now + 10000 + (int64_t)below(w, 230000);
+			if (below(w, 2))
+				break; /* killed past its grace period */
+			/* SIGTERM: its granted classes lowered to their safe share, and kept so */
+			for (int j = 0; j < NB; j++)
+				if (n->b[j].st == BUDGET_GRANTED)
+					n->b[j].st = BUDGET_LEASE_EXPIRED;
+			w->terms++;
 			break;
 		}
+		freeze(w, n);
+		n->dead = true;
+		n->waiting = false; /* its answer reaches no one */
 		w->deaths++;
 		break;
 	case 870 ... 929: /* the agent stalls for 0.5 to 3 leases */
@@ -1140,16 +1149,17 @@ static void t_sum_of_what_nodes_may_apply_stays_within_the_budget(void **state)
 		"events (%.1f simulated hours; mean "
 		"use of the budget %.2f; %lu restarts, %lu shrinks, %lu joins, %lu leaves, "
 		"%lu silences, %lu namespaces leaving a node and %lu coming back, %lu answers "
-		"lost; %lu agents dead (%lu came back), %lu stalled, %lu join waves (%lu nodes, "
-		"at most %d at once), %lu periods unreachable; the holes: %lu restarts after a "
+		"lost; %lu agents dead (%lu came back, %lu SIGTERMed), %lu stalled, %lu join "
+		"waves (%lu nodes, at most %d at once), %lu periods unreachable; the holes: %lu restarts after a "
 		"shrink, %lu with only new nodes to hear, %lu nodes at the config's fallback, %lu "
 		"agents stopped unseen by a new allocator, %lu times more joiners than the reserve "
 		"holds)\n",
 		w->worst, w->worst_plain, w->events, (double)w->now / 3.6e6,
 		w->util_sum / (double)w->util_n, w->restarts, w->shrinks, w->joins, w->leaves,
-		w->silences, w->ns_left, w->ns_back, w->lost, w->deaths, w->comebacks, w->stalls,
-		w->waves, w->wave_joins, w->most_alive, w->unreachable, w->lowered_restarts,
-		w->unseen_restarts, w->config_holes, w->stopped_holes, w->crowd_holes);
+		w->silences, w->ns_left, w->ns_back, w->lost, w->deaths, w->comebacks, w->terms,
+		w->stalls, w->waves, w->wave_joins, w->most_alive, w->unreachable,
+		w->lowered_restarts, w->unseen_restarts, w->config_holes, w->stopped_holes,
+		w->crowd_holes);
 	if (w->worst > 1.0)
 		print_message(
 			"# the worst: %s at event %lu, t=%lld ms; %lu events over the bound\n",
