@@ -344,6 +344,13 @@ static void t_node_ceil(void **state)
 	assert_int_equal(budget_node_ceil(BUDGET_LEASE_EXPIRED, 500, 100, 7, 80), 80);
 	assert_int_equal(budget_node_ceil(BUDGET_FALLBACK, 500, 100, 7, 0), 7);
 	assert_int_equal(budget_node_ceil(BUDGET_FALLBACK, 500, 100, 7, 5), 5);
+	/* never granted: the join rate until unanswered for after_ms, then the fallback */
+	assert_int_equal(budget_node_fallback(1250000, 0, 300000), BUDGET_JOIN_RATE);
+	assert_int_equal(budget_node_fallback(1250000, 299999, 300000), BUDGET_JOIN_RATE);
+	assert_int_equal(budget_node_fallback(1250000, 300000, 300000), 1250000);
+	/* a fallback below the join rate is never raised to it; after 0: at once */
+	assert_int_equal(budget_node_fallback(100, 0, 300000), 100);
+	assert_int_equal(budget_node_fallback(1250000, 0, 0), 1250000);
 }
 
 /* Learning: for one lease a new allocator grants what a node holds, never more. */
