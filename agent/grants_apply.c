@@ -38,8 +38,7 @@
  * fallbackAfterSeconds; one whose last pod left, at the join rate too (a
  * pod that comes back starts there, as on a node it never was on).
  */
-static uint64_t wanted_ceil(const struct agent *a, const struct agent_budget_ns *n,
-			    int64_t now_ms)
+static uint64_t wanted_ceil(const struct agent *a, const struct agent_budget_ns *n, int64_t now_ms)
 {
 	const struct budget_policy *p = &a->cfg.budgets;
 	uint64_t fallback = n->leaving ? BUDGET_JOIN_RATE
