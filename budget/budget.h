@@ -175,8 +175,9 @@ void budget_params_defaults(struct budget_params *p);
 struct budget_alloc;
 
 /*
- * A new allocator at `now_ms`: for one lease it is learning (it grants each
- * node only what that node reports holding), and until forget_ms it keeps
+ * A new allocator at `now_ms`. Its start is the first report it hears:
+ * from then, for one lease it is learning (it grants each node only what
+ * that node reports holding), and until forget_ms it keeps
  * back what nodes it has not heard from yet may still apply (the safe
  * shares the allocator before handed out, less those the nodes heard say
  * they hold). NULL on -ENOMEM.
@@ -235,7 +236,7 @@ struct budget_view {
 };
 /* Up to max budgets into ret, in the config's order; returns how many there are. */
 size_t budget_alloc_views(const struct budget_alloc *a, struct budget_view *ret, size_t max);
-/* Still learning (within one lease of the start). */
+/* Still learning (no report heard yet, or within one lease of the first). */
 bool budget_alloc_learning(const struct budget_alloc *a, int64_t now_ms);
 
 /* ---- a node's side: what it applies ---- */

@@ -276,6 +276,17 @@ int budget_alloc_report(struct budget_alloc *a, const struct budget_report *r, i
 	size_t n = 0;
 
 	a->last_ms = now_ms > a->last_ms ? now_ms : a->last_ms;
+	/*
+	 * It starts with the first report it hears, for learning and for what
+	 * it keeps back: one started during an outage hears the nodes that
+	 * hold grants only once the outage ends, and learns from then on
+	 * (else a node that joined meanwhile, heard first, would be granted
+	 * what they hold).
+	 */
+	if (!a->heard) {
+		a->heard = true;
+		a->start_ms = now_ms;
+	}
 	if (r->n) {
 		g = calloc(r->n, sizeof(*g));
 		if (!g)

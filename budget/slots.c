@@ -151,7 +151,7 @@ void slot_release(struct budget_alloc *a, struct bslot *b)
 
 bool budget_alloc_learning(const struct budget_alloc *a, int64_t now_ms)
 {
-	return now_ms - a->start_ms < a->p.lease_ms;
+	return !a->heard || now_ms - a->start_ms < a->p.lease_ms;
 }
 
 /* ---- budgets by namespace ---- */

@@ -163,7 +163,7 @@ t_expect "n1's grant (it applied 1000000, wants more)" "$g" 1000000
 t_expect "lease" "$(answer_field .leaseMs)" $((LEASE_S * 1000))
 g=$(node n2 1 datasets 500000 500000)
 t_expect "n2's grant (it applied 500000)" "$g" 500000
-# the learning is over only a lease after the start
+# the learning is over only a lease after its first report
 ((SECONDS - T0 < LEASE_S)) || diag "note: the checks above ran $((SECONDS - T0)) s after the start"
 t_end
 

@@ -224,7 +224,8 @@ struct node {
 	uint64_t demand; /* what its pods would send, bytes/s */
 };
 
-static struct budget_alloc *alloc_one(uint64_t budget, int64_t now)
+/* An allocator that has heard nothing yet: it has not started learning. */
+static struct budget_alloc *alloc_cold(uint64_t budget, int64_t now)
 {
 	struct budget_params p;
 	struct budget_def d = { .ns = "datasets", .budget = budget };
@@ -236,6 +237,22 @@ static struct budget_alloc *alloc_one(uint64_t budget, int64_t now)
 	a = budget_alloc_new(&p, now);
 	assert_non_null(a);
 	assert_int_equal(budget_alloc_set(a, &d, 1), 0);
+	return a;
+}
+
+/*
+ * An allocator whose first report (a node with no budget) came at `now`:
+ * it learns until now + lease (T_LEARNED for now = 0).
+ */
+static struct budget_alloc *alloc_one(uint64_t budget, int64_t now)
+{
+	struct budget_alloc *a = alloc_cold(budget, now);
+	struct budget_report r = { .node = "warm-up", .seq = 1 };
+	struct budget_answer ans;
+
+	assert_int_equal(budget_alloc_report(a, &r, now, &ans), 0);
+	assert_int_equal(ans.n, 0);
+	budget_answer_free(&ans);
 	return a;
 }
 
@@ -356,14 +373,18 @@ static void t_node_ceil(void **state)
 /* Learning: for one lease a new allocator grants what a node holds, never more. */
 static void t_learning_grants_what_is_held(void **state)
 {
-	struct budget_alloc *a = alloc_one(100 * MB, 0);
+	struct budget_alloc *a = alloc_cold(100 * MB, 0);
 	struct node n = node_new("n1", 2 * MB);
 
 	n.demand = 90 * MB;
+	/* it learns from the first report it hears, however late that comes */
 	assert_true(budget_alloc_learning(a, 0));
+	assert_true(budget_alloc_learning(a, 60000));
+	budget_alloc_round(a, 0);
+	assert_int_equal(report(a, &n, 0, true), 2 * MB);
 	assert_true(budget_alloc_learning(a, 9999));
 	assert_false(budget_alloc_learning(a, 10000));
-	for (int64_t t = 0; t < 10000; t += 1000) {
+	for (int64_t t = 1000; t < 10000; t += 1000) {
 		budget_alloc_round(a, t);
 		assert_int_equal(report(a, &n, t, true), 2 * MB);
 	}
@@ -375,6 +396,40 @@ static void t_learning_grants_what_is_held(void **state)
 		report(a, &n, t, true);
 	}
 	assert_int_equal(n.applied, 95 * MB);
+	budget_alloc_free(a);
+}
+
+/*
+ * An allocator started during an outage: the first node it hears, a minute
+ * on, is one that joined meanwhile; it learns from then, so a node that
+ * held a grant before and reports a moment later is counted before the
+ * joiner may rise into its capacity.
+ */
+static void t_learning_starts_with_the_first_report(void **state)
+{
+	struct budget_alloc *a = alloc_cold(100 * MB, 0);
+	struct node joiner = node_new("joiner", BUDGET_JOIN_RATE);
+	struct node old = node_new("old", 80 * MB);
+
+	joiner.demand = old.demand = 200 * MB;
+	old.st = BUDGET_LEASE_EXPIRED;
+	old.safe = 80 * MB;
+	old.nodes = 1;
+	/* learning: the joiner keeps what it holds, however often it reports */
+	for (int64_t t = 60000; t < 64000; t += 500) {
+		budget_alloc_round(a, t);
+		assert_int_equal(report(a, &joiner, t, true), BUDGET_JOIN_RATE);
+	}
+	/* the node that held a grant before the outage comes through */
+	budget_alloc_round(a, 64000);
+	report(a, &old, 64000, true);
+	assert_true(joiner.applied + old.applied <= 100 * MB);
+	for (int64_t t = 65000; t < 100000; t += 1000) {
+		budget_alloc_round(a, t);
+		report(a, &joiner, t, true);
+		report(a, &old, t + 1, true);
+		assert_true(joiner.applied + old.applied <= 100 * MB);
+	}
 	budget_alloc_free(a);
 }
 
@@ -1075,6 +1130,8 @@ int main(void)
 		 t_fill_matches_reference, NULL);
 	add_test("the defaults are those documented", t_params_defaults, NULL);
 	add_test("a node's ceil follows its state and its caps", t_node_ceil, NULL);
+	add_test("a new allocator learns from its first report, however late",
+		 t_learning_starts_with_the_first_report, NULL);
 	add_test("a new allocator grants only what is held for one lease",
 		 t_learning_grants_what_is_held, NULL);
 	add_test("capacity is kept back for nodes not yet heard after a start",
