@@ -161,6 +161,14 @@ def check_daemonset(d):
     if (env.get("NODE_IP", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
             != "status.hostIP"):
         p.append("NODE_IP does not come from status.hostIP")
+    # budget reports: the allocator's Service name resolved, and the Node's name
+    if pod.get("hostNetwork") and pod.get("dnsPolicy") != "ClusterFirstWithHostNet":
+        p.append("dnsPolicy is %r: on the host network only ClusterFirstWithHostNet resolves "
+                 "budgets.allocator's Service name" % pod.get("dnsPolicy", "ClusterFirst"))
+    node = flag(cmd, "--node-name") or ""
+    m = re.fullmatch(r"\$\((\w+)\)", node)
+    if not m or ((env.get(m.group(1)) or {}).get("valueFrom") or {}).get("fieldRef", {}).get("fieldPath") != "spec.nodeName":
+        p.append("--node-name %r is not $(VAR) with VAR from spec.nodeName (the downward API)" % node)
     for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
         g = (c.get(probe) or {}).get("httpGet") or {}
         if g.get("path") != path:

@@ -173,7 +173,7 @@ copy_edit base/daemonset.yaml 's/configMap: { name: tollgate }/configMap: { name
 refused "a DaemonSet mounting another ConfigMap" "$TG_TMP/copy.yaml" generated
 t_end
 
-t_begin "the DaemonSet: hostNetwork, system-node-critical, every taint, linux; mounts, probes, resources; NET_ADMIN alone; a rollout a tenth of the nodes at a time, no surge"
+t_begin "the DaemonSet: hostNetwork with ClusterFirstWithHostNet, --node-name from spec.nodeName, system-node-critical, every taint, linux; mounts, probes, resources; NET_ADMIN alone; a rollout a tenth of the nodes at a time, no surge"
 out=$(check daemonset 2>&1) || t_fail "$(tr '\n' ';' <<<"$out")"
 t_expect "maxUnavailable" "$(python3 -c 'import sys, yaml
 print(next(d for d in yaml.safe_load_all(open(sys.argv[1])) if d["kind"] == "DaemonSet")["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"])' "$BASE")" 10%
@@ -187,6 +187,12 @@ copy_edit base/daemonset.yaml 's|{ name: host-root, mountPath: /host/root, readO
 refused "the host's / mounted writable" "$TG_TMP/copy.yaml" daemonset
 copy_edit base/daemonset.yaml 's|--host-root=/host/root|--host-root=/host|'
 refused "--host-root where the host's / is not" "$TG_TMP/copy.yaml" daemonset
+copy_edit base/daemonset.yaml '/dnsPolicy: ClusterFirstWithHostNet/d'
+refused "the host network without ClusterFirstWithHostNet" "$TG_TMP/copy.yaml" daemonset
+copy_edit base/daemonset.yaml '/- --node-name=/d'
+refused "no --node-name" "$TG_TMP/copy.yaml" daemonset
+copy_edit base/daemonset.yaml 's/fieldPath: spec.nodeName/fieldPath: metadata.name/'
+refused "--node-name from the pod's name" "$TG_TMP/copy.yaml" daemonset
 t_end
 
 t_begin "the DaemonSet's flags are the agent's own"
@@ -430,6 +436,7 @@ while IFS= read -r w; do
 	--cni-bin-dir=/host/opt/cni/bin) w=--cni-bin-dir=$CNIBIN ;;
 	--plugin=*) w=--plugin=$TOLLGATE_BIN_DIR/tollgate ;;
 	--host-root=/host/root) w=--host-root=/ ;; # this machine is the host
+	'--node-name=$(NODE_NAME)') w=--node-name=deploy-node-0 ;;
 	*/*) tap_bail "the DaemonSet's argument '$w' has a path this test does not map" ;;
 	esac
 	ARGS+=("$w")
