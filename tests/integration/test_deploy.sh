@@ -80,7 +80,10 @@ for t in "$AGENT" "$ALLOCATOR" "$IPAM" "$(command -v promtool)" "$(command -v se
 		exit 1
 	fi
 done
-python3 -c 'import yaml' 2>/dev/null || {
+# the interpreter itself, once: a version manager's shim in front of it costs
+# a second or more a call on a busy machine, and the checks make many
+PY=$(python3 -c 'import sys; print(sys.executable)' 2>/dev/null) || PY=python3
+"$PY" -c 'import yaml' 2>/dev/null || {
 	echo "not ok - preconditions: python3-yaml not installed (make deps)"
 	exit 1
 }
@@ -108,8 +111,8 @@ render() { # DIR OUT: kubectl kustomize DIR into OUT, which must say nothing on 
 }
 BASE=$TG_TMP/base.yaml
 OVR=$TG_TMP/overlay.yaml
-check() { python3 "$CHECK" --deploy "$DEPLOY" "$BASE" "$@"; }
-checkr() { python3 "$CHECK" --deploy "$DEPLOY" "$@"; } # RENDERED CHECK ...
+check() { "$PY" "$CHECK" --deploy "$DEPLOY" "$BASE" "$@"; }
+checkr() { "$PY" "$CHECK" --deploy "$DEPLOY" "$@"; } # RENDERED CHECK ...
 # A copy of deploy/ to break: copy_edit FILE SED-EXPR [overlay] renders the
 # copy's base into $TG_TMP/copy.yaml when FILE is the base's, and its example
 # overlay into $TG_TMP/copy-overlay.yaml when FILE is a component's or
@@ -220,7 +223,7 @@ t_end
 
 t_begin "the DaemonSet: hostNetwork with ClusterFirstWithHostNet, --node-name from spec.nodeName, system-node-critical, every taint, linux; mounts, probes, resources; NET_ADMIN alone; a rollout a tenth of the nodes at a time, no surge"
 out=$(check daemonset 2>&1) || t_fail "$(tr '\n' ';' <<<"$out")"
-t_expect "maxUnavailable" "$(python3 -c 'import sys, yaml
+t_expect "maxUnavailable" "$("$PY" -c 'import sys, yaml
 print(next(d for d in yaml.safe_load_all(open(sys.argv[1])) if d["kind"] == "DaemonSet")["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"])' "$BASE")" 10%
 copy_edit base/daemonset.yaml 's/maxUnavailable: 10%/maxUnavailable: 100%/'
 refused "every node's agent at once" "$TG_TMP/copy.yaml" daemonset
@@ -329,7 +332,7 @@ out=$(check runbook "$RUNBOOK" 2>&1) || t_fail "$(tr '\n' ';' <<<"$out")"
 out=$(checkr "$BUD" runbook "$RUNBOOK" 2>&1) || t_fail "components/budgets: $(tr '\n' ';' <<<"$out")"
 # the check has teeth: a runbook with every alert's heading is taken, one without one is not
 check rules "$TG_TMP/alerts.yaml"
-python3 -c 'import sys, yaml
+"$PY" -c 'import sys, yaml
 for g in yaml.safe_load(open(sys.argv[1]))["groups"]:
     for r in g["rules"]:
         if "alert" in r: print("### %s\n\nWhat to do.\n" % r["alert"])' "$TG_TMP/alerts.yaml" >"$TG_TMP/runbook.md"
@@ -385,7 +388,7 @@ t_end
 
 # ============================================================ rules and dashboard
 set_expr() { # IN OUT RULE EXPR: the rules file IN with RULE's (alert or record) expression replaced
-	python3 -c 'import sys, yaml
+	"$PY" -c 'import sys, yaml
 src, dst, name, expr = sys.argv[1:]
 r = yaml.safe_load(open(src))
 n = 0
@@ -405,7 +408,7 @@ check rules "$TG_TMP/rules/base.yaml" || t_fail "cannot extract the base's rules
 out=$(promtool check rules "$TG_TMP/rules/base.yaml" 2>&1) || t_fail "check rules (base): $out"
 cp "$DEPLOY/tests/rules_test.yaml" "$TG_TMP/rules/"
 out=$(cd "$TG_TMP/rules" && promtool check rules rules.yaml 2>&1) || t_fail "check rules: $out"
-n=$(python3 -c 'import sys, yaml; print(sum(len(g["rules"]) for g in yaml.safe_load(open(sys.argv[1]))["groups"]))' \
+n=$("$PY" -c 'import sys, yaml; print(sum(len(g["rules"]) for g in yaml.safe_load(open(sys.argv[1]))["groups"]))' \
 	"$TG_TMP/rules/rules.yaml")
 grep -q "SUCCESS: $n rules found" <<<"$out" || t_fail "check rules: $out (expected $n rules)"
 if out=$(cd "$TG_TMP/rules" && promtool test rules rules_test.yaml 2>&1); then
@@ -415,7 +418,7 @@ else
 fi
 checkr "$OVR" rules "$TG_TMP/rules/overlay.yaml" || t_fail "cannot extract the overlay's rules"
 out=$(promtool check rules "$TG_TMP/rules/overlay.yaml" 2>&1) || t_fail "check rules (overlay): $out"
-n=$(python3 -c 'import sys, yaml; print(sum(len(g["rules"]) for g in yaml.safe_load(open(sys.argv[1]))["groups"]))' \
+n=$("$PY" -c 'import sys, yaml; print(sum(len(g["rules"]) for g in yaml.safe_load(open(sys.argv[1]))["groups"]))' \
 	"$TG_TMP/rules/overlay.yaml")
 grep -q "SUCCESS: $n rules found" <<<"$out" || t_fail "check rules (overlay): $out (expected $n rules)"
 grep -q 'name: tollgate.budgets' "$TG_TMP/rules/overlay.yaml" || t_fail "the overlay's rules have no budgets group"
@@ -497,7 +500,7 @@ DNSLOG=$TG_TMP/dns.log
 : >"$DNSLOG"
 zone="$SVC:$ALLOC_IP"
 for i in 0 1 2; do zone+=",tollgate-etcd-$i.tollgate-etcd.kube-system.svc.cluster.local:$ETCD_IP"; done
-ip netns exec "$TG_PEER" python3 "$CHECK" dns-serve "$DNSLOG" "$CLUSTER_DNS=$zone" "$NODE_DNS=" 2>"$TG_TMP/dns.err" &
+ip netns exec "$TG_PEER" "$PY" "$CHECK" dns-serve "$DNSLOG" "$CLUSTER_DNS=$zone" "$NODE_DNS=" 2>"$TG_TMP/dns.err" &
 TG_PIDS+=("$!")
 wait_for 10 grep -q '^# serving$' "$DNSLOG" || tap_bail "the DNS server did not start: $(cat "$TG_TMP/dns.err")"
 # the node's /etc/resolv.conf, as a cloud's DHCP writes it
@@ -616,7 +619,7 @@ t_begin "the installed conflist at 1.0.0, the plugin alone: a host port reaches 
 pod_add web team-a "$WEB_CONF" || t_fail "tollgate ADD rc=$TG_RC $TG_OUT"
 t_expect "result cniVersion" "$(jq -r .cniVersion <<<"$TG_OUT")" 1.0.0
 # a one-line HTTP answer (http.server would look the address up in DNS first)
-ip netns exec "$TG_ID-web" python3 -c '
+ip netns exec "$TG_ID-web" "$PY" -c '
 import socket, sys
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -751,7 +754,7 @@ options ndots:5"
 printf '%s\n' "${ARGS[@]}" | grep -qxF -- "--node-name=$NODE_NAME" || t_fail "no --node-name=$NODE_NAME in: ${ARGS[*]}"
 printf '%s\n' "${ARGS[@]}" | grep -qxF -- "--listen=10.0.0.4:9617" || t_fail "no --listen=\$(NODE_IP):9617 in: ${ARGS[*]}"
 # the reports on the wire, as they reach the allocator's node
-ip netns exec "$TG_PEER" python3 "$CHECK" sniff eth0 20 '"node" ?: ?"([^"]*)"' >"$TG_TMP/sniff.out" 2>&1 &
+ip netns exec "$TG_PEER" "$PY" "$CHECK" sniff eth0 20 '"node" ?: ?"([^"]*)"' >"$TG_TMP/sniff.out" 2>&1 &
 SNIFF_PID=$!
 TG_PIDS+=("$SNIFF_PID")
 ALOG=$TG_TMP/agent-budgets.log
