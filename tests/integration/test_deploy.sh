@@ -738,6 +738,8 @@ wait_for 5 installed || t_fail "the overlay's conflist was not installed"
 pod_add ds1 datasets "$(jq -c '.plugins[0] + {name: .name, cniVersion: .cniVersion}' "$NETD/10-tollgate.conflist")" ||
 	t_fail "ADD ds1: rc=$TG_RC $TG_OUT"
 wait_for 10 reports_failing || t_fail "no failed report: $(grep -i budget "$ALOG" | tail -2)"
+grep -qi 'msg="budget: the allocator did not answer.* err=".*resolv' "$ALOG" ||
+	t_fail "the agent does not say it could not resolve the allocator: $(grep -i budget "$ALOG" | tail -2)"
 grep -q "^$NODE_DNS tollgate-allocator.kube-system.svc[.a-z]* 1 NXDOMAIN$" "$DNSLOG" ||
 	t_fail "the node's resolver was not asked for the Service: $(tail -3 "$DNSLOG")"
 grep -q "^$CLUSTER_DNS tollgate-allocator" "$DNSLOG" && t_fail "the cluster DNS was asked for the Service"
