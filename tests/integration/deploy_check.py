@@ -34,6 +34,21 @@ objects (the dashboard).
                                             (recorded names excluded); one a line
   deploy_check.py --deploy DIR RENDERED undefined
                                             recorded names (level:metric:op) read but not recorded
+  deploy_check.py --deploy DIR RENDERED no-budgets
+                                            a rendering without components/budgets: no allocator,
+                                            no rule reading its or the budgets' series, no budgets
+                                            block; DIR/dashboard.json reads none of them either
+  deploy_check.py RENDERED kubelet-command KIND/NAME CONTAINER [--field PATH=VALUE]...
+                                            the container's command and args as kubelet runs
+                                            them: $(VAR) expanded from its env, fieldRefs from
+                                            the --field values; one word a line
+  deploy_check.py RENDERED kubelet-resolv KIND/NAME NAMESPACE CLUSTER-DNS NODE-RESOLV-CONF
+                                            the resolv.conf kubelet writes for its dnsPolicy
+  deploy_check.py dns-serve LOG ADDR=NAME:IP,...  [...]
+                                            a DNS server on ADDR:53 (UDP) answering those names
+                                            and NXDOMAIN for others; each query logged to LOG
+  deploy_check.py sniff IFNAME SECONDS PATTERN
+                                            the first group of PATTERN in a packet on IFNAME
 
 Problems are printed one a line; the exit status is 1 when there are any.
 """
@@ -56,6 +71,8 @@ UP_LABEL = "tollgate"
 UP_VALUES = {"tollgate": "agent", ALLOCATOR: "allocator"}
 BILLING_RULE = "namespace:tollgate_namespace_bytes:increase1h"
 GENERATED_RE = r"tollgate-[a-z0-9]{10}"
+# Grafana dashboards, relative to deploy/: the base's and components/budgets'
+DASHBOARDS = ("dashboard.json", "components/budgets/dashboard.json")
 
 _DOCS = {}
 
@@ -161,6 +178,14 @@ def check_daemonset(d):
     if (env.get("NODE_IP", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
             != "status.hostIP"):
         p.append("NODE_IP does not come from status.hostIP")
+    # budget reports: the allocator's Service name resolved, and the Node's name
+    if pod.get("hostNetwork") and pod.get("dnsPolicy") != "ClusterFirstWithHostNet":
+        p.append("dnsPolicy is %r: on the host network only ClusterFirstWithHostNet resolves "
+                 "budgets.allocator's Service name" % pod.get("dnsPolicy", "ClusterFirst"))
+    node = flag(cmd, "--node-name") or ""
+    m = re.fullmatch(r"\$\((\w+)\)", node)
+    if not m or ((env.get(m.group(1)) or {}).get("valueFrom") or {}).get("fieldRef", {}).get("fieldPath") != "spec.nodeName":
+        p.append("--node-name %r is not $(VAR) with VAR from spec.nodeName (the downward API)" % node)
     for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
         g = (c.get(probe) or {}).get("httpGet") or {}
         if g.get("path") != path:
@@ -468,7 +493,10 @@ def check_monitoring(d, release=RELEASE, runbook_base=RUNBOOK_BASE):
                          "the agent's" % lbl)
     named = load_named(d)
     apm, dep = named.get(("PodMonitor", ALLOCATOR)), named.get(("Deployment", ALLOCATOR))
-    if apm is None or dep is None:
+    if dep is None:
+        if apm is not None:
+            p.append("a PodMonitor %s without the allocator's Deployment" % ALLOCATOR)
+    elif apm is None:
         p.append("no PodMonitor %s for the allocator's Deployment" % ALLOCATOR)
     else:
         alabels = dep["spec"]["template"]["metadata"]["labels"]
@@ -495,17 +523,50 @@ def check_monitoring(d, release=RELEASE, runbook_base=RUNBOOK_BASE):
                     p.append("alert %s has no summary" % r["alert"])
     need = {"pool exhausted": "TollgatePoolExhausted", "sync stale": "TollgatePoolSyncStale",
             "collector down": "TollgateCollectorDown", "repairs": "TollgateRepairsHappening",
-            "spoofing": "TollgateSpoofingSeen", "allocator down": "TollgateAllocatorDown",
-            "nodes without a live grant": "TollgateBudgetNodesDegraded",
-            "budget saturated": "TollgateBudgetSaturated"}
+            "spoofing": "TollgateSpoofingSeen"}
+    budgets = {"allocator down": "TollgateAllocatorDown",
+               "nodes without a live grant": "TollgateBudgetNodesDegraded",
+               "budget saturated": "TollgateBudgetSaturated"}
+    if dep is not None:
+        need.update(budgets)
     alerts = {r["alert"] for g in pr["spec"]["groups"] for r in g["rules"] if "alert" in r}
     for what, name in need.items():
         if name not in alerts:
             p.append("no %s alert (%s)" % (what, name))
+    if dep is None:
+        p += check_no_budgets(d)
     p += check_selector_labels(d, release)
     p += check_up_label(d)
     p += check_runbook_urls(d, runbook_base)
     p += check_billing(d)
+    return p
+
+
+BUDGET_METRIC_RE = r"\b(tollgate_allocator_\w+|tollgate_budget_\w+)"
+
+
+def check_no_budgets(d, deploy=None):
+    """a rendering without components/budgets: no allocator, no alert or rule reading
+    the allocator's or the budgets' series, no budgets block; the base's dashboard
+    (deploy/dashboard.json) reads none either"""
+    p = []
+    for x in docs(d):
+        if x["metadata"]["name"].startswith(ALLOCATOR):
+            p.append("%s/%s without components/budgets" % (x["kind"], x["metadata"]["name"]))
+    for g in load_all(d)["PrometheusRule"]["spec"]["groups"]:
+        for r in g["rules"]:
+            m = re.search(BUDGET_METRIC_RE, str(r["expr"]))
+            if m:
+                p.append("%s reads %s without components/budgets" % (r.get("alert") or r.get("record"), m.group(1)))
+    entry = next(e for e in json.loads(agents_configmap(d)["data"][CONFLIST_KEY])["plugins"]
+                 if e["type"] == "tollgate")
+    if "budgets" in entry:
+        p.append("the conflist has a budgets block without components/budgets (no allocator answers it)")
+    if deploy:
+        with open(os.path.join(deploy, "dashboard.json")) as fh:
+            m = re.search(BUDGET_METRIC_RE, fh.read())
+        if m:
+            p.append("deploy/dashboard.json reads %s (the budgets' rows are components/budgets' dashboard)" % m.group(1))
     return p
 
 
@@ -530,7 +591,8 @@ def check_up_label(d):
     for name, value in UP_VALUES.items():
         pm = named.get(("PodMonitor", name))
         if pm is None:
-            p.append("no PodMonitor %s" % name)
+            if name != ALLOCATOR or ("Deployment", ALLOCATOR) in named:
+                p.append("no PodMonitor %s" % name)
             continue
         for ep in pm["spec"]["podMetricsEndpoints"]:
             if not any(r.get("targetLabel") == UP_LABEL and r.get("replacement") == value
@@ -625,7 +687,8 @@ def check_generated(d):
     for kind, wname in (("DaemonSet", "tollgate"), ("Deployment", ALLOCATOR)):
         w = named.get((kind, wname))
         if w is None:
-            p.append("no %s %s" % (kind, wname))
+            if kind == "DaemonSet":  # the allocator: components/budgets
+                p.append("no %s %s" % (kind, wname))
             continue
         refs = [v["configMap"]["name"] for v in w["spec"]["template"]["spec"].get("volumes", [])
                 if "configMap" in v]
@@ -647,9 +710,15 @@ def dashboard_queries(deploy):
     """(exprs, metric names of the template variables' label_values())"""
     if not deploy:
         raise SystemExit("--deploy DIR is needed: the dashboard is DIR/dashboard.json")
-    with open(os.path.join(deploy, "dashboard.json")) as fh:
-        dash = json.load(fh)
     exprs, var_metrics = [], []
+    for path in DASHBOARDS:
+        with open(os.path.join(deploy, path)) as fh:
+            dash = json.load(fh)
+        dashboard_queries_of(dash, exprs, var_metrics)
+    return exprs, var_metrics
+
+
+def dashboard_queries_of(dash, exprs, var_metrics):
 
     def walk(panels):
         for pn in panels:
@@ -667,7 +736,6 @@ def dashboard_queries(deploy):
             var_metrics.append(m.group(1))
         else:
             exprs.append(q)
-    return exprs, var_metrics
 
 
 def grafana_subst(expr):
@@ -720,6 +788,154 @@ def referenced(d, deploy):
     return recorded, names
 
 
+# ---- what kubelet gives a container (tests/integration/test_deploy.sh runs them so)
+
+def workload(d, ref):
+    kind, name = ref.split("/", 1)
+    w = load_named(d).get((kind, name))
+    if w is None:
+        raise SystemExit("no %s in %s" % (ref, d))
+    return w
+
+
+def expand(s, env):
+    """Kubernetes' $(VAR) expansion: a defined VAR is replaced, $$ is a literal $,
+    anything else is left as written"""
+    out, i = [], 0
+    while i < len(s):
+        if s.startswith("$$", i):
+            out.append("$")
+            i += 2
+            continue
+        m = re.match(r"\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)", s[i:])
+        if m and m.group(1) in env:
+            out.append(env[m.group(1)])
+            i += m.end()
+            continue
+        out.append(s[i])
+        i += 1
+    return "".join(out)
+
+
+def container_env(c, fields):
+    """the container's environment as kubelet sets it: values (expanded against
+    the variables before them) and fieldRefs from FIELDS (path -> value)"""
+    env = {}
+    for e in c.get("env", []):
+        if "value" in e:
+            env[e["name"]] = expand(e["value"], env)
+            continue
+        ref = ((e.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
+        if ref is None:
+            raise SystemExit("env %s: only value and fieldRef are known here" % e["name"])
+        if ref not in fields:
+            raise SystemExit("env %s: fieldRef %s has no value (--field %s=VALUE)" % (e["name"], ref, ref))
+        env[e["name"]] = fields[ref]
+    return env
+
+
+def kubelet_command(d, ref, container, fields):
+    """the container's command and args as kubelet runs them, one word a line;
+    then `--` and the environment, NAME=VALUE a line"""
+    w = workload(d, ref)
+    c = next(x for x in w["spec"]["template"]["spec"]["containers"] if x["name"] == container)
+    env = container_env(c, fields)
+    words = [expand(x, env) for x in c.get("command", []) + c.get("args", [])]
+    return words, env
+
+
+def kubelet_resolv(d, ref, namespace, cluster_dns, node_resolv, domain="cluster.local"):
+    """/etc/resolv.conf as kubelet writes it for the pod's dnsPolicy: ClusterFirst
+    (off the host network) and ClusterFirstWithHostNet: the cluster DNS, the
+    namespace's search domains then the node's, ndots:5; ClusterFirst on the host
+    network, and Default: the node's own"""
+    pod = workload(d, ref)["spec"]["template"]["spec"]
+    policy = pod.get("dnsPolicy", "ClusterFirst")
+    with open(node_resolv) as fh:
+        node = fh.read()
+    if policy == "Default" or (policy == "ClusterFirst" and pod.get("hostNetwork")):
+        return node
+    if policy not in ("ClusterFirst", "ClusterFirstWithHostNet"):
+        raise SystemExit("dnsPolicy %s is not known here" % policy)
+    search = ["%s.svc.%s" % (namespace, domain), "svc.%s" % domain, domain]
+    for line in node.splitlines():
+        f = line.split()
+        if f and f[0] in ("search", "domain"):
+            search += [x for x in f[1:] if x not in search]
+    return "search %s\nnameserver %s\noptions ndots:5\n" % (" ".join(search), cluster_dns)
+
+
+def dns_serve(specs, log):
+    """A DNS server on UDP, for the test's cluster: SPEC is ADDR=NAME:IP,NAME:IP...
+    (names without the final dot); A for those names, an empty answer for
+    their other types, NXDOMAIN for every other name. "# serving" in LOG once
+    it listens, then one line a query: ADDR NAME TYPE RCODE."""
+    import select
+    import socket
+    import struct
+    socks = {}
+    for spec in specs:
+        addr, _, recs = spec.partition("=")
+        zone = {}
+        for r in filter(None, recs.split(",")):
+            n, _, ip = r.rpartition(":")
+            zone[n.lower().rstrip(".")] = socket.inet_aton(ip)
+        sk = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sk.bind((addr, 53))
+        socks[sk] = (addr, zone)
+    out = open(log, "a", buffering=1)
+    out.write("# serving\n")
+    while True:
+        for sk in select.select(list(socks), [], [])[0]:
+            q, peer = sk.recvfrom(512)
+            addr, zone = socks[sk]
+            if len(q) < 12:
+                continue
+            qid, flags = struct.unpack("!HH", q[:4])
+            labels, i = [], 12
+            while i < len(q) and q[i]:
+                labels.append(q[i + 1:i + 1 + q[i]].decode("ascii", "replace"))
+                i += 1 + q[i]
+            if i + 5 > len(q):
+                continue
+            qtype = struct.unpack("!H", q[i + 1:i + 3])[0]
+            question = q[12:i + 5]
+            name = ".".join(labels).lower()
+            rd = flags & 0x0100
+            if name in zone:
+                rcode, ans = 0, []
+                if qtype == 1:
+                    ans = [b"\xc0\x0c" + struct.pack("!HHIH", 1, 1, 5, 4) + zone[name]]
+            else:
+                rcode, ans = 3, []
+            hdr = struct.pack("!HHHHHH", qid, 0x8400 | rd | 0x0080 | rcode, 1, len(ans), 0, 0)
+            sk.sendto(hdr + question + b"".join(ans), peer)
+            out.write("%s %s %d %s\n" % (addr, name, qtype, "NXDOMAIN" if rcode else "NOERROR"))
+
+
+def sniff(ifname, seconds, pattern):
+    """Reads the packets IFNAME carries for up to SECONDS; prints the first match
+    of the regular expression PATTERN in a packet (its first group), status 1
+    when none matched"""
+    import socket
+    import time
+    rx = re.compile(pattern.encode())
+    sk = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+    sk.bind((ifname, 0))
+    end = time.monotonic() + float(seconds)
+    while time.monotonic() < end:
+        sk.settimeout(max(0.05, end - time.monotonic()))
+        try:
+            pkt = sk.recv(65535)
+        except socket.timeout:
+            break
+        m = rx.search(pkt)
+        if m:
+            print(m.group(1).decode("ascii", "replace"))
+            return 0
+    return 1
+
+
 def main():
     args = sys.argv[1:]
     opts = {}
@@ -732,7 +948,18 @@ def main():
     if len(args) < 2:
         print(__doc__, file=sys.stderr)
         return 2
+    if args[0] == "dns-serve":  # dns-serve LOG SPEC...
+        dns_serve(args[2:], args[1])
+        return 0
+    if args[0] == "sniff":  # sniff IFNAME SECONDS PATTERN
+        return sniff(*args[1:4])
     d, what, rest = args[0], args[1], args[2:]
+    fields = {}
+    while "--field" in rest:
+        i = rest.index("--field")
+        k, _, v = rest[i + 1].partition("=")
+        fields[k] = v
+        del rest[i:i + 2]
     while rest and rest[0].startswith("--") and len(rest) >= 2:
         opts[rest[0]] = rest[1]
         rest = rest[2:]
@@ -779,6 +1006,13 @@ def main():
         with open(rest[0], "w") as fh:
             yaml.safe_dump({"groups": [{"name": "dashboard", "rules": rules}]}, fh, sort_keys=False)
         print(len(rules))
+    elif what == "kubelet-command":  # KIND/NAME CONTAINER [--field PATH=VALUE]...
+        words, env = kubelet_command(d, rest[0], rest[1], fields)
+        print("\n".join(words))
+    elif what == "kubelet-resolv":  # KIND/NAME NAMESPACE CLUSTER-DNS NODE-RESOLV-CONF
+        sys.stdout.write(kubelet_resolv(d, *rest[:4]))
+    elif what == "no-budgets":
+        problems = check_no_budgets(d, deploy)
     elif what == "names":
         _, names = referenced(d, deploy)
         print("\n".join(sorted(n for n in names if ":" not in n)))

@@ -1,43 +1,60 @@
 #!/usr/bin/env bash
 # deploy/ is a kustomize base (deploy/base, rendered by `kubectl kustomize
-# deploy/`) with an example overlay (deploy/overlays/example) and two etcd
-# components; every check below reads what kustomize renders.
+# deploy/`) with an example overlay (deploy/overlays/example), the budgets
+# component (deploy/components/budgets) and two etcd components; every check
+# below reads what kustomize renders.
 #
-# The base and the overlay render without a word on stderr; the agents'
-# ConfigMap is generated from the conflist (tollgate-<hash>, immutable) and
-# the DaemonSet and the allocator's Deployment mount it by that name; a
-# changed conflist gets another name and both follow it (a copy of deploy/
-# rendered with an edited conflist). The DaemonSet rolls out a bounded share
-# of the nodes at a time. The allocator's Deployment (three replicas electing
-# on etcd, the agents' ConfigMap, no capability) and its Service, which
-# budgets.allocator names; components/etcd's members, and components/etcd-tls
-# over the base (https, certificates in a Secret, the rest the base's). The
-# PodMonitors and the PrometheusRule: the release label kube-prometheus-stack
-# selects by, the tollgate="agent|allocator" label on `up` that the down
-# alerts select by (no rule matches on job), every alert's runbook_url and
-# its heading in docs/runbook.md, the hourly-increase billing rule. The
-# overlay's conflist, budgets, Prometheus label and runbook base show in its
-# rendering; both conflists are ones the plugin takes. The rules pass
-# `promtool check rules` and `promtool test rules` (deploy/tests/rules_test.yaml:
-# bills through a scale-in and a reboot, and the raw sum that drops); every
-# dashboard query parses; every metric the rules and the dashboard read is one
-# the agent or the allocator serves (the agent's budget families once a budget
-# is set: a ConfigMap with one is swapped in at the end, and both daemons take it).
-# Each check is shown refusing a broken copy.
+# The base, the base with components/budgets and the overlay render without
+# a word on stderr; the agents' ConfigMap is generated from the conflist
+# (tollgate-<hash>, immutable) and the DaemonSet (and, with budgets, the
+# allocator's Deployment) mount it by that name; a changed conflist gets
+# another name and the workloads follow it (a copy of deploy/ rendered with
+# an edited conflist). Without components/budgets there is no allocator, no
+# rule or alert on its or the budgets' series, no budgets block and no
+# budget panel on deploy/dashboard.json; the component's conflist is the
+# base's plus its budgets block. The DaemonSet: ClusterFirstWithHostNet on
+# the host network, --node-name=$(NODE_NAME) from spec.nodeName, a bounded
+# share of the nodes at a time. The allocator's Deployment (three replicas
+# electing on etcd, the agents' ConfigMap, no capability) and its Service,
+# which budgets.allocator names; components/etcd's members, and
+# components/etcd-tls over the base with budgets (https, certificates in a
+# Secret, the rest the component's). The PodMonitors and the PrometheusRule:
+# the release label kube-prometheus-stack selects by, the
+# tollgate="agent|allocator" label on `up` that the down alerts select by (no
+# rule matches on job), every alert's runbook_url and its heading in
+# docs/runbook.md, the hourly-increase billing rule. The overlay's conflist,
+# budgets, Prometheus label and runbook base show in its rendering; every
+# conflist is one the plugin takes. The rules pass `promtool check rules` and
+# `promtool test rules` (deploy/tests/rules_test.yaml: bills through a
+# scale-in and a reboot, and the raw sum that drops); every query of both
+# dashboards parses; every metric the rules and the dashboards read is one
+# the agent or the allocator serves. Each check is shown refusing a broken
+# copy.
 #
-# Then the DaemonSet's agent for real, in a throwaway node namespace with a
-# fake IMDS: its exact command line (paths mapped to the test's directories),
-# its confinement as the runtime gives it (CAP_NET_ADMIN alone, no_new_privs,
-# root filesystem and /proc/sys read-only, in a private mount namespace):
-# ready without deploy/90-tollgate.conf's sysctls, saying once that it left
-# each (the plugin on the host raises ip_forward; a new namespace's
-# conf.default.accept_source_route is 1, off its pinned 0), and with them set, silent
-# about it; the installed conflist at 1.0.0, the plugin alone, forwards a
-# host port into a pod (runtimeConfig.portMappings, as the runtime passes it
-# for the capability the conflist declares). And the
-# Deployment's allocator, its command word for word, as the runtime confines
-# it (nobody, no capability, no_new_privs, a read-only root), reading the
-# same ConfigMap.
+# Then the rendered containers run as kubelet would run them (the command
+# with $(VAR) expanded from the env, the env's fieldRefs given values, the
+# resolv.conf the pod's dnsPolicy gives bind-mounted on /etc/resolv.conf, the
+# ConfigMap mounted with kubelet's ..data link; only host paths and the IMDS
+# address mapped into the test's), in throwaway namespaces: a node, and a
+# peer standing for the rest of the cluster (the allocator's pod, its etcd,
+# the cluster DNS and the node's own resolver, a small DNS server of
+# deploy_check.py's). The base's agent under the runtime's confinement
+# (CAP_NET_ADMIN alone, no_new_privs, root filesystem and /proc/sys
+# read-only, in a private mount namespace): ready without
+# deploy/90-tollgate.conf's sysctls, saying once that it left each (the
+# plugin on the host raises ip_forward; a new namespace's
+# conf.default.accept_source_route is 1, off its pinned 0), and with them
+# set, silent about it; the installed conflist at 1.0.0, the plugin alone,
+# forwards a host port into a pod (runtimeConfig.portMappings, as the
+# runtime passes it for the capability the conflist declares). Then the
+# example overlay's (components/budgets): its allocator as nobody with no
+# capability, finding etcd by its members' names through the cluster DNS and
+# leading; a pod of the budgeted namespace on the node; the agent of a copy
+# without dnsPolicy (the node's resolv.conf) never resolves budgets.allocator
+# and is never answered (the control); the overlay's agent resolves it
+# through the cluster DNS and is: the namespace "granted" on its /metrics,
+# the allocator counting the report and the node, the reports on the wire
+# naming the node as spec.nodeName says.
 #
 # Standalone: TOLLGATE_BIN_DIR=build bash tests/integration/test_deploy.sh
 # shellcheck disable=SC2016,SC1091,SC2034  # TG_BIN: read by lib.sh
@@ -54,18 +71,19 @@ AGENT=$TOLLGATE_BIN_DIR/tollgate-agent
 IPAM=$TOLLGATE_BIN_DIR/tollgate-ipam
 FIX=$TG_ROOT/tests/fixtures/imds
 IMDS_PORT=18084
-PORT=19618
 HOSTPORT=18080
 
 ALLOCATOR=$TOLLGATE_BIN_DIR/tollgate-allocator
-APORT=19620
 for t in "$AGENT" "$ALLOCATOR" "$IPAM" "$(command -v promtool)" "$(command -v setpriv)" "$(command -v unshare)"; do
 	if [ ! -x "$t" ]; then
 		echo "not ok - preconditions: ${t:-promtool, setpriv or unshare} not found (make deps; make)"
 		exit 1
 	fi
 done
-python3 -c 'import yaml' 2>/dev/null || {
+# the interpreter itself, once: a version manager's shim in front of it costs
+# a second or more a call on a busy machine, and the checks make many
+PY=$(python3 -c 'import sys; print(sys.executable)' 2>/dev/null) || PY=python3
+"$PY" -c 'import yaml' 2>/dev/null || {
 	echo "not ok - preconditions: python3-yaml not installed (make deps)"
 	exit 1
 }
@@ -93,18 +111,20 @@ render() { # DIR OUT: kubectl kustomize DIR into OUT, which must say nothing on 
 }
 BASE=$TG_TMP/base.yaml
 OVR=$TG_TMP/overlay.yaml
-check() { python3 "$CHECK" --deploy "$DEPLOY" "$BASE" "$@"; }
-checkr() { python3 "$CHECK" --deploy "$DEPLOY" "$@"; } # RENDERED CHECK ...
-# A copy of deploy/ to break: copy_edit FILE SED-EXPR renders the copy's base
-# into $TG_TMP/copy.yaml and its example overlay into $TG_TMP/copy-overlay.yaml
-# (FILE relative to deploy/; every call starts from a fresh copy).
+check() { "$PY" "$CHECK" --deploy "$DEPLOY" "$BASE" "$@"; }
+checkr() { "$PY" "$CHECK" --deploy "$DEPLOY" "$@"; } # RENDERED CHECK ...
+# A copy of deploy/ to break: copy_edit FILE SED-EXPR [overlay] renders the
+# copy's base into $TG_TMP/copy.yaml when FILE is the base's, and its example
+# overlay into $TG_TMP/copy-overlay.yaml when FILE is a component's or
+# `overlay` is given (FILE relative to deploy/; every call starts from a
+# fresh copy).
 copy_edit() {
 	rm -rf "$TG_TMP/copy"
 	cp -a "$DEPLOY" "$TG_TMP/copy"
 	sed -i "$2" "$TG_TMP/copy/$1"
 	cmp -s "$DEPLOY/$1" "$TG_TMP/copy/$1" && t_fail "teeth: '$2' changed nothing in $1"
-	render "$TG_TMP/copy" "$TG_TMP/copy.yaml"
-	render "$TG_TMP/copy/overlays/example" "$TG_TMP/copy-overlay.yaml"
+	case $1 in base/*) render "$TG_TMP/copy" "$TG_TMP/copy.yaml" ;; esac
+	case $1:${3:-} in base/*:) ;; *) render "$TG_TMP/copy/overlays/example" "$TG_TMP/copy-overlay.yaml" ;; esac
 }
 refused() { # WHAT RENDERED CHECK [ARGS]: the check must refuse RENDERED
 	local what=$1
@@ -125,30 +145,55 @@ overlay_of() { # DIR BASE COMPONENT...: a kustomization in DIR of BASE and the c
 }
 
 # ============================================================ the manifests, rendered
-t_begin "kubectl kustomize renders the base and the overlay: every object whole; the base without etcd, the overlay with its own; JSON files parse"
+BUD=$TG_TMP/budgets.yaml
+t_begin "kubectl kustomize renders the base, the base with components/budgets and the overlay: every object whole; the base without allocator or etcd, the overlay with both; JSON files parse"
 render "$DEPLOY" "$BASE"
 render "$OVERLAY" "$OVR"
+# the base and the budgets component alone, as an overlay listing only it
+overlay_of "$TG_TMP/bud" "$DEPLOY/base" "$DEPLOY/components/budgets"
+render "$TG_TMP/bud" "$BUD"
 out=$(check parse 2>&1) || t_fail "$out"
-for want in "DaemonSet/tollgate" "PodMonitor/tollgate" "PrometheusRule/tollgate" \
-	"Deployment/tollgate-allocator" "Service/tollgate-allocator" "PodMonitor/tollgate-allocator" \
-	"PodDisruptionBudget/tollgate-allocator"; do
+for want in "DaemonSet/tollgate" "PodMonitor/tollgate" "PrometheusRule/tollgate"; do
 	grep -qxF "$want" <<<"$out" || t_fail "the base has no $want"
 done
 grep -qxE 'ConfigMap/tollgate-[a-z0-9]{10}' <<<"$out" || t_fail "the base has no generated ConfigMap tollgate-<hash>"
 grep -q "tollgate-etcd" <<<"$out" && t_fail "the base holds etcd (components/etcd is optional)"
+grep -q "tollgate-allocator" <<<"$out" && t_fail "the base holds the allocator (components/budgets is optional)"
 base_objs=$(grep -vE '^ConfigMap/' <<<"$out")
+bud_objs="Deployment/tollgate-allocator Service/tollgate-allocator PodMonitor/tollgate-allocator PodDisruptionBudget/tollgate-allocator"
+out=$(checkr "$BUD" parse 2>&1) || t_fail "base and budgets: $out"
+for want in $base_objs $bud_objs; do
+	grep -qxF "$want" <<<"$out" || t_fail "the base with components/budgets has no $want"
+done
 out=$(checkr "$OVR" parse 2>&1) || t_fail "overlay: $out"
-for want in $base_objs "StatefulSet/tollgate-etcd" "Service/tollgate-etcd" \
+for want in $base_objs $bud_objs "StatefulSet/tollgate-etcd" "Service/tollgate-etcd" \
 	"PodDisruptionBudget/tollgate-etcd" "NetworkPolicy/tollgate-etcd"; do
 	grep -qxF "$want" <<<"$out" || t_fail "the overlay has no $want"
 done
-for f in "$DEPLOY/dashboard.json" "$DEPLOY/base/10-tollgate.conflist" "$OVERLAY/10-tollgate.conflist"; do
+for f in "$DEPLOY/dashboard.json" "$DEPLOY/components/budgets/dashboard.json" "$DEPLOY/base/10-tollgate.conflist" \
+	"$DEPLOY/components/budgets/10-tollgate.conflist" "$OVERLAY/10-tollgate.conflist"; do
 	jq -e . "$f" >/dev/null 2>&1 || t_fail "$f is not JSON"
 done
-# the old paths are links to the base's files, never copies that could drift
-for f in daemonset.yaml allocator.yaml podmonitor.yaml prometheusrule.yaml 10-tollgate.conflist; do
-	{ [ -L "$DEPLOY/$f" ] && [ "$DEPLOY/$f" -ef "$DEPLOY/base/$f" ]; } || t_fail "deploy/$f is not a link to deploy/base/$f"
+# the old paths are links to the files, never copies that could drift
+for f in daemonset.yaml podmonitor.yaml prometheusrule.yaml 10-tollgate.conflist allocator.yaml; do
+	d=base
+	[ "$f" = allocator.yaml ] && d=components/budgets
+	{ [ -L "$DEPLOY/$f" ] && [ "$DEPLOY/$f" -ef "$DEPLOY/$d/$f" ]; } || t_fail "deploy/$f is not a link to deploy/$d/$f"
 done
+t_end
+
+t_begin "without components/budgets: no allocator, no alert or rule on the allocator's or the budgets' series, no budgets block, no budget panel; components/budgets' conflist is the base's with its budgets block"
+out=$(check no-budgets 2>&1) || t_fail "$(tr '\n' ';' <<<"$out")"
+refused "the base with components/budgets" "$BUD" no-budgets
+refused "the overlay" "$OVR" no-budgets
+copy_edit base/prometheusrule.yaml 's/expr: tollgate_collector_up == 0/expr: tollgate_collector_up == 0 or tollgate_budget_state == 2/'
+refused "an alert on the budgets' series in the base" "$TG_TMP/copy.yaml" no-budgets
+# the component's conflist drifts from the base's nowhere but in its budgets block
+t_expect "components/budgets' conflist without its budgets block" \
+	"$(jq -S 'del(.plugins[].budgets)' "$DEPLOY/components/budgets/10-tollgate.conflist")" "$(jq -S . "$DEPLOY/base/10-tollgate.conflist")"
+t_expect "components/budgets' budgets block" \
+	"$(checkr "$BUD" conflist | jq -c '.plugins[] | select(.type == "tollgate") | .budgets | {allocator, internetEgress}')" \
+	'{"allocator":"http://tollgate-allocator.kube-system.svc:9618","internetEgress":{}}'
 t_end
 
 t_begin "the agents' ConfigMap: generated from the conflist (tollgate-<hash>, immutable), mounted by that name by the DaemonSet and the allocator; another conflist, another name, both following"
@@ -168,14 +213,17 @@ name2=$(head -1 <<<"$name2")
 [ "$name2" != "$CM_NAME" ] || t_fail "an edited conflist kept the ConfigMap's name $CM_NAME: no rollout"
 [[ $name2 =~ ^tollgate-[a-z0-9]{10}$ ]] || t_fail "the edited copy's ConfigMap is '$name2'"
 t_expect "the edited copy's pool source" "$(checkr "$TG_TMP/copy.yaml" conflist | jq -r '.plugins[0].ipam.source')" static
+# with components/budgets: its own ConfigMap, the DaemonSet and the allocator on it
+out=$(checkr "$BUD" generated 2>&1) || t_fail "base and budgets: $(tr '\n' ';' <<<"$out")"
+[ "$(head -1 <<<"$out")" != "$CM_NAME" ] || t_fail "components/budgets left the base's ConfigMap"
 # the check has teeth: a DaemonSet naming a ConfigMap the generator does not make
 copy_edit base/daemonset.yaml 's/configMap: { name: tollgate }/configMap: { name: tollgate-conf }/'
 refused "a DaemonSet mounting another ConfigMap" "$TG_TMP/copy.yaml" generated
 t_end
 
-t_begin "the DaemonSet: hostNetwork, system-node-critical, every taint, linux; mounts, probes, resources; NET_ADMIN alone; a rollout a tenth of the nodes at a time, no surge"
+t_begin "the DaemonSet: hostNetwork with ClusterFirstWithHostNet, --node-name from spec.nodeName, system-node-critical, every taint, linux; mounts, probes, resources; NET_ADMIN alone; a rollout a tenth of the nodes at a time, no surge"
 out=$(check daemonset 2>&1) || t_fail "$(tr '\n' ';' <<<"$out")"
-t_expect "maxUnavailable" "$(python3 -c 'import sys, yaml
+t_expect "maxUnavailable" "$("$PY" -c 'import sys, yaml
 print(next(d for d in yaml.safe_load_all(open(sys.argv[1])) if d["kind"] == "DaemonSet")["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"])' "$BASE")" 10%
 copy_edit base/daemonset.yaml 's/maxUnavailable: 10%/maxUnavailable: 100%/'
 refused "every node's agent at once" "$TG_TMP/copy.yaml" daemonset
@@ -187,6 +235,12 @@ copy_edit base/daemonset.yaml 's|{ name: host-root, mountPath: /host/root, readO
 refused "the host's / mounted writable" "$TG_TMP/copy.yaml" daemonset
 copy_edit base/daemonset.yaml 's|--host-root=/host/root|--host-root=/host|'
 refused "--host-root where the host's / is not" "$TG_TMP/copy.yaml" daemonset
+copy_edit base/daemonset.yaml '/dnsPolicy: ClusterFirstWithHostNet/d'
+refused "the host network without ClusterFirstWithHostNet" "$TG_TMP/copy.yaml" daemonset
+copy_edit base/daemonset.yaml '/- --node-name=/d'
+refused "no --node-name" "$TG_TMP/copy.yaml" daemonset
+copy_edit base/daemonset.yaml 's/fieldPath: spec.nodeName/fieldPath: metadata.name/'
+refused "--node-name from the pod's name" "$TG_TMP/copy.yaml" daemonset
 t_end
 
 t_begin "the DaemonSet's flags are the agent's own"
@@ -200,16 +254,16 @@ done < <(check agent-args)
 t_end
 
 t_begin "the allocator: three replicas electing on etcd, a node each, a PodDisruptionBudget; the agents' ConfigMap, nobody, no capability, probes; its Service is budgets.allocator"
-out=$(check allocator 2>&1) || t_fail "$(tr '\n' ';' <<<"$out")"
+out=$(checkr "$BUD" allocator 2>&1) || t_fail "$(tr '\n' ';' <<<"$out")"
 # the checker has teeth: replicas without the election, two on one node, or a capability, are refused
-copy_edit base/allocator.yaml '/- --etcd=/d'
-refused "three replicas without --etcd" "$TG_TMP/copy.yaml" allocator
-copy_edit base/allocator.yaml 's/topologyKey: kubernetes.io\/hostname/topologyKey: kubernetes.io\/os/'
-refused "replicas sharing a node" "$TG_TMP/copy.yaml" allocator
-copy_edit base/allocator.yaml 's/capabilities: { drop: \[ALL\] }/capabilities: { drop: [ALL], add: [NET_ADMIN] }/'
-refused "a capability" "$TG_TMP/copy.yaml" allocator
-copy_edit base/allocator.yaml 's/maxUnavailable: 1$/maxUnavailable: 3/'
-refused "a disruption budget of every replica" "$TG_TMP/copy.yaml" allocator
+copy_edit components/budgets/allocator.yaml '/- --etcd=/d'
+refused "three replicas without --etcd" "$TG_TMP/copy-overlay.yaml" allocator
+copy_edit components/budgets/allocator.yaml 's/topologyKey: kubernetes.io\/hostname/topologyKey: kubernetes.io\/os/'
+refused "replicas sharing a node" "$TG_TMP/copy-overlay.yaml" allocator
+copy_edit components/budgets/allocator.yaml 's/capabilities: { drop: \[ALL\] }/capabilities: { drop: [ALL], add: [NET_ADMIN] }/'
+refused "a capability" "$TG_TMP/copy-overlay.yaml" allocator
+copy_edit components/budgets/allocator.yaml 's/maxUnavailable: 1$/maxUnavailable: 3/'
+refused "a disruption budget of every replica" "$TG_TMP/copy-overlay.yaml" allocator
 t_end
 
 TLS=$TG_TMP/tls.yaml
@@ -218,15 +272,15 @@ out=$(checkr "$OVR" etcd 2>&1) || t_fail "$(tr '\n' ';' <<<"$out")"
 copy_edit components/etcd/etcd.yaml 's/tollgate-etcd-2=http:\/\/tollgate-etcd-2/tollgate-etcd-2=http:\/\/tollgate-etcd-9/'
 refused "a wrong --initial-cluster" "$TG_TMP/copy-overlay.yaml" etcd
 # an overlay of the base with the TLS component, as a cluster's own would be
-overlay_of "$TG_TMP/tls" "$DEPLOY/base" "$DEPLOY/components/etcd-tls"
+overlay_of "$TG_TMP/tls" "$DEPLOY/base" "$DEPLOY/components/budgets" "$DEPLOY/components/etcd-tls"
 render "$TG_TMP/tls" "$TLS"
-out=$(checkr "$TLS" etcd-tls "$BASE" 2>&1) || t_fail "$(tr '\n' ';' <<<"$out")"
+out=$(checkr "$TLS" etcd-tls "$BUD" 2>&1) || t_fail "$(tr '\n' ';' <<<"$out")"
 out=$(checkr "$TLS" allocator 2>&1) || t_fail "the patched allocator: $(tr '\n' ';' <<<"$out")"
 copy_edit components/etcd-tls/allocator-etcd-tls.yaml 's/--etcd-key=\/etc\/tollgate-etcd/--etcd-key=\/tmp/'
-overlay_of "$TG_TMP/copy/overlays/tls" "$TG_TMP/copy/base" "$TG_TMP/copy/components/etcd-tls"
+overlay_of "$TG_TMP/copy/overlays/tls" "$TG_TMP/copy/base" "$TG_TMP/copy/components/budgets" "$TG_TMP/copy/components/etcd-tls"
 render "$TG_TMP/copy/overlays/tls" "$TG_TMP/copy-tls.yaml"
-refused "a key outside the Secret" "$TG_TMP/copy-tls.yaml" etcd-tls "$BASE"
-refused "the overlay's own etcd for a cluster's" "$OVR" etcd-tls "$BASE"
+refused "a key outside the Secret" "$TG_TMP/copy-tls.yaml" etcd-tls "$BUD"
+refused "the overlay's own etcd for a cluster's" "$OVR" etcd-tls "$BUD"
 # every flag of the members is one Debian's etcd knows
 if [ -x /usr/bin/etcd ]; then
 	while IFS= read -r w; do
@@ -242,7 +296,7 @@ t_begin "the Deployment's flags are the allocator's own (and components/etcd-tls
 while IFS= read -r w; do
 	case $w in --*) ;; *) continue ;; esac
 	"$ALLOCATOR" --help | grep -qE -- "(^|[[ ])${w%%=*}([] =]|\$)" || t_fail "tollgate-allocator --help does not know ${w%%=*}"
-done < <(check allocator-args)
+done < <(checkr "$BUD" allocator-args)
 n=0
 while IFS= read -r w; do
 	case $w in --*) ;; *) continue ;; esac
@@ -255,7 +309,10 @@ t_end
 
 t_begin "PodMonitors (honorLabels, node label, the target's namespace dropped, tollgate= on up alone; the allocator's), release labels, alerts (severity, summary, runbook_url, up selected without job), the billing rule"
 out=$(check monitoring 2>&1) || t_fail "$(tr '\n' ';' <<<"$out")"
+out=$(checkr "$BUD" monitoring 2>&1) || t_fail "base and budgets: $(tr '\n' ';' <<<"$out")"
 refused "the base's release label for another" "$BASE" monitoring --release prometheus
+copy_edit components/budgets/podmonitor.yaml 's/replacement: allocator/replacement: node/'
+refused "the allocator's targets without tollgate=allocator" "$TG_TMP/copy-overlay.yaml" monitoring --release prometheus --runbook-base https://runbooks.example.internal/tollgate
 copy_edit base/podmonitor.yaml '0,/replacement: agent/s//replacement: node/'
 refused "agents' targets without tollgate=agent" "$TG_TMP/copy.yaml" monitoring
 copy_edit base/podmonitor.yaml '0,/- regex: tollgate/s//- regex: tollgate_x/'
@@ -272,9 +329,10 @@ t_end
 
 t_begin "every alert's runbook_url anchor is a heading in docs/runbook.md"
 out=$(check runbook "$RUNBOOK" 2>&1) || t_fail "$(tr '\n' ';' <<<"$out")"
+out=$(checkr "$BUD" runbook "$RUNBOOK" 2>&1) || t_fail "components/budgets: $(tr '\n' ';' <<<"$out")"
 # the check has teeth: a runbook with every alert's heading is taken, one without one is not
 check rules "$TG_TMP/alerts.yaml"
-python3 -c 'import sys, yaml
+"$PY" -c 'import sys, yaml
 for g in yaml.safe_load(open(sys.argv[1]))["groups"]:
     for r in g["rules"]:
         if "alert" in r: print("### %s\n\nWhat to do.\n" % r["alert"])' "$TG_TMP/alerts.yaml" >"$TG_TMP/runbook.md"
@@ -296,8 +354,8 @@ t_expect "overlay budgets" "$(jq -c "$TGE | .budgets | {fallback, internetEgress
 t_expect "overlay metricsNamespaces" "$(jq -c "$TGE | .nodeAccess.metricsNamespaces" "$TG_TMP/overlay.conflist")" '["prometheus"]'
 # the rest is the base's: a copy drifting from it would hide a change of the base
 strip="($TGE) |= (del(.ipam.exclude) | del(.budgets.fallback) | del(.budgets.internetEgress) | del(.nodeAccess.metricsNamespaces))"
-[ "$(jq -S "$strip" "$TG_TMP/overlay.conflist")" = "$(check conflist | jq -S "$strip")" ] ||
-	t_fail "the overlay's conflist differs from the base's beyond its changes: $(diff <(check conflist | jq -S "$strip") <(jq -S "$strip" "$TG_TMP/overlay.conflist") | head -6 | tr '\n' ' ')"
+[ "$(jq -S "$strip" "$TG_TMP/overlay.conflist")" = "$(checkr "$BUD" conflist | jq -S "$strip")" ] ||
+	t_fail "the overlay's conflist differs from components/budgets' beyond its changes: $(diff <(checkr "$BUD" conflist | jq -S "$strip") <(jq -S "$strip" "$TG_TMP/overlay.conflist") | head -6 | tr '\n' ' ')"
 OV_RB=https://runbooks.example.internal/tollgate
 out=$(checkr "$OVR" monitoring --release prometheus --runbook-base "$OV_RB" 2>&1) || t_fail "$(tr '\n' ';' <<<"$out")"
 refused "the overlay as the base (its release label and runbooks unchanged)" "$OVR" monitoring
@@ -307,7 +365,7 @@ done
 t_end
 
 t_begin "the plugin takes the rendered conflists (base, overlay, the static-pool copy); a wrong rate it refuses"
-for r in "$BASE" "$OVR"; do
+for r in "$BASE" "$BUD" "$OVR"; do
 	checkr "$r" conflist >"$TG_TMP/v.conflist"
 	out=$("$IPAM" validate "$TG_TMP/v.conflist" 2>&1) || t_fail "$(basename "$r"): $out"
 done
@@ -330,7 +388,7 @@ t_end
 
 # ============================================================ rules and dashboard
 set_expr() { # IN OUT RULE EXPR: the rules file IN with RULE's (alert or record) expression replaced
-	python3 -c 'import sys, yaml
+	"$PY" -c 'import sys, yaml
 src, dst, name, expr = sys.argv[1:]
 r = yaml.safe_load(open(src))
 n = 0
@@ -342,12 +400,15 @@ for g in r["groups"]:
 assert n == 1, "%s: %d rules" % (name, n)
 yaml.safe_dump(r, open(dst, "w"), sort_keys=False)' "$@"
 }
-t_begin "promtool check rules and promtool test rules on the PrometheusRule's spec (base and overlay); the tests refuse the raw sum and a job-bound agent alert"
+t_begin "promtool check rules and promtool test rules on the PrometheusRule's spec (base, base with components/budgets, overlay); the tests refuse the raw sum and a job-bound agent alert"
 mkdir -p "$TG_TMP/rules"
-check rules "$TG_TMP/rules/rules.yaml" || t_fail "cannot extract the rules"
+# the base's rules and components/budgets' (rules_test.yaml tests both)
+checkr "$BUD" rules "$TG_TMP/rules/rules.yaml" || t_fail "cannot extract the rules"
+check rules "$TG_TMP/rules/base.yaml" || t_fail "cannot extract the base's rules"
+out=$(promtool check rules "$TG_TMP/rules/base.yaml" 2>&1) || t_fail "check rules (base): $out"
 cp "$DEPLOY/tests/rules_test.yaml" "$TG_TMP/rules/"
 out=$(cd "$TG_TMP/rules" && promtool check rules rules.yaml 2>&1) || t_fail "check rules: $out"
-n=$(python3 -c 'import sys, yaml; print(sum(len(g["rules"]) for g in yaml.safe_load(open(sys.argv[1]))["groups"]))' \
+n=$("$PY" -c 'import sys, yaml; print(sum(len(g["rules"]) for g in yaml.safe_load(open(sys.argv[1]))["groups"]))' \
 	"$TG_TMP/rules/rules.yaml")
 grep -q "SUCCESS: $n rules found" <<<"$out" || t_fail "check rules: $out (expected $n rules)"
 if out=$(cd "$TG_TMP/rules" && promtool test rules rules_test.yaml 2>&1); then
@@ -357,7 +418,10 @@ else
 fi
 checkr "$OVR" rules "$TG_TMP/rules/overlay.yaml" || t_fail "cannot extract the overlay's rules"
 out=$(promtool check rules "$TG_TMP/rules/overlay.yaml" 2>&1) || t_fail "check rules (overlay): $out"
+n=$("$PY" -c 'import sys, yaml; print(sum(len(g["rules"]) for g in yaml.safe_load(open(sys.argv[1]))["groups"]))' \
+	"$TG_TMP/rules/overlay.yaml")
 grep -q "SUCCESS: $n rules found" <<<"$out" || t_fail "check rules (overlay): $out (expected $n rules)"
+grep -q 'name: tollgate.budgets' "$TG_TMP/rules/overlay.yaml" || t_fail "the overlay's rules have no budgets group"
 # the checker has teeth: a broken expression and a wrong expectation fail
 printf 'groups:\n- name: x\n  rules:\n  - record: a:b:c\n    expr: sum by (namespace (x)\n' >"$TG_TMP/rules/broken.yaml"
 promtool check rules "$TG_TMP/rules/broken.yaml" >/dev/null 2>&1 && t_fail "promtool accepted a broken expression"
@@ -385,19 +449,43 @@ n=$(check dashboard-rules "$TG_TMP/rules/dashboard.yaml") || t_fail "cannot read
 [ "${n:-0}" -ge 10 ] || t_fail "only ${n:-0} queries found"
 out=$(promtool check rules "$TG_TMP/rules/dashboard.yaml" 2>&1) || t_fail "$out"
 grep -q "SUCCESS: $n rules found" <<<"$out" || t_fail "$out"
-undefined=$(check undefined)
+undefined=$(checkr "$OVR" undefined)
 [ -z "$undefined" ] || t_fail "read but never recorded: $(tr '\n' ' ' <<<"$undefined")"
-jq -e '.panels | length > 0 and all(.[]; .type == "row" or (.targets | length > 0))' "$DEPLOY/dashboard.json" >/dev/null ||
-	t_fail "a panel without a query"
+for f in "$DEPLOY/dashboard.json" "$DEPLOY/components/budgets/dashboard.json"; do
+	jq -e '.panels | length > 0 and all(.[]; .type == "row" or (.targets | length > 0))' "$f" >/dev/null ||
+		t_fail "$f: a panel without a query"
+done
+t_expect "the dashboards' uids" "$(jq -r .uid "$DEPLOY/dashboard.json" "$DEPLOY/components/budgets/dashboard.json" | sort -u | wc -l)" 2
 t_end
 rm -rf "$TG_TMP"
 TG_TMP=""
 
-# ============================================================ the agent, as the DaemonSet runs it
+# ============================================================ the containers, as kubelet runs them
+# Every daemon runs the rendered container's command as kubelet would: $(VAR)
+# expanded from its env, the env's fieldRefs from the values below, the
+# resolv.conf its dnsPolicy gives, the ConfigMap's conflist as kubelet mounts
+# it (only the host's paths and the IMDS address moved into the test's).
+#
+#   node netns (the node; hostNetwork)            peer netns (another node: pods and services)
+#   eth0 10.0.0.1, 10.0.0.4 (status.hostIP)       10.2.0.5   the allocator's pod (status.podIP)
+#   tollgate-agent $(NODE_IP):9617                10.2.0.6   its etcd (one member for the three names)
+#   fake IMDS 127.0.0.1                           10.2.0.10  the cluster DNS: tollgate-allocator.kube-system
+#   pods 10.1.0.x                                            .svc.cluster.local -> 10.2.0.5 (its Service,
+#                                                            kube-proxy's work done), the etcd names -> 10.2.0.6
+#                                                 10.2.0.53  the node's own resolver (the cloud's): it knows
+#                                                            no cluster name
+NODE_NAME=aks-deploy-vmss000007 # spec.nodeName: not this host's name, so --node-name shows
+CLUSTER_DNS=10.2.0.10 NODE_DNS=10.2.0.53 ETCD_IP=10.2.0.6 ALLOC_IP=$TG_PEER_POD_IP
+AGENT_FIELDS=(--field spec.nodeName="$NODE_NAME" --field status.hostIP=10.0.0.4 --field status.podIP=10.0.0.4
+	--field metadata.namespace=kube-system --field metadata.name=tollgate-x7k2p)
+ALLOC_FIELDS=(--field spec.nodeName=aks-deploy-vmss000001 --field status.hostIP=10.0.1.1
+	--field status.podIP="$ALLOC_IP" --field metadata.namespace=kube-system --field metadata.name=tollgate-allocator-5d9f-x2)
+SVC=tollgate-allocator.kube-system.svc.cluster.local
 t_begin topology
 topo_up || tap_bail "could not build the namespace topology"
-BASE=$TG_TMP/base.yaml
+BASE=$TG_TMP/base.yaml OVR=$TG_TMP/overlay.yaml
 render "$DEPLOY" "$BASE" || tap_bail "kubectl kustomize $DEPLOY failed"
+render "$OVERLAY" "$OVR" || tap_bail "kubectl kustomize $OVERLAY failed"
 ip -n "$TG_NODE" link set eth0 address 00:0d:3a:f8:06:ec || tap_bail "cannot set the MAC"
 ip -n "$TG_NODE" addr add 10.0.0.4/24 dev eth0 || tap_bail "cannot add 10.0.0.4"
 # the fabric learnt the node's old MAC in topo_up
@@ -405,51 +493,81 @@ ip -n "$TG_FABRIC" neigh flush dev node0
 ILOG=$TG_TMP/imds.log
 : >"$ILOG"
 tg_imds_start "$TG_NODE" "$IMDS_PORT" --fixture "$FIX/one_nic.json" --log "$ILOG"
+for a in "$ETCD_IP" "$CLUSTER_DNS" "$NODE_DNS"; do
+	ip -n "$TG_PEER" addr add "$a/32" dev lo || tap_bail "cannot add $a to the peer"
+done
+DNSLOG=$TG_TMP/dns.log
+: >"$DNSLOG"
+zone="$SVC:$ALLOC_IP"
+for i in 0 1 2; do zone+=",tollgate-etcd-$i.tollgate-etcd.kube-system.svc.cluster.local:$ETCD_IP"; done
+ip netns exec "$TG_PEER" "$PY" "$CHECK" dns-serve "$DNSLOG" "$CLUSTER_DNS=$zone" "$NODE_DNS=" 2>"$TG_TMP/dns.err" &
+TG_PIDS+=("$!")
+wait_for 10 grep -q '^# serving$' "$DNSLOG" || tap_bail "the DNS server did not start: $(cat "$TG_TMP/dns.err")"
+# the node's /etc/resolv.conf, as a cloud's DHCP writes it
+printf 'nameserver %s\nsearch internal.cloudapp.net\n' "$NODE_DNS" >"$TG_TMP/node-resolv.conf"
 t_end
 
-# The ConfigMap's conflist as kubelet mounts it (..data symlink), with only the
-# host's paths and the IMDS address moved into the test's.
-CM=$TG_TMP/etc-tollgate NETD=$TG_TMP/net.d CNIBIN=$TG_TMP/cni-bin ALOG=$TG_TMP/agent.log
-mkdir -p "$CM/..v1" "$NETD" "$CNIBIN"
-check conflist | jq --arg dd "$TG_TMP/data" --arg lf "$TG_TMP/tollgate.log" \
-	--arg u "http://127.0.0.1:$IMDS_PORT" \
-	'(.plugins[] | select(.type == "tollgate")) |= (.dataDir = $dd | .logFile = $lf | .ipam.imdsURL = $u)' \
-	>"$CM/..v1/10-tollgate.conflist"
-ln -s ..v1 "$CM/..data"
-ln -s ..data/10-tollgate.conflist "$CM/10-tollgate.conflist"
+NETD=$TG_TMP/net.d CNIBIN=$TG_TMP/cni-bin ALOG=$TG_TMP/agent.log
+mkdir -p "$NETD" "$CNIBIN"
+mount_conflist() { # RENDERED DIR: the rendering's ConfigMap as kubelet mounts it in DIR (..data link)
+	mkdir -p "$2/..v1"
+	checkr "$1" conflist | jq --arg dd "$TG_TMP/data" --arg lf "$TG_TMP/tollgate.log" \
+		--arg u "http://127.0.0.1:$IMDS_PORT" \
+		'(.plugins[] | select(.type == "tollgate")) |= (.dataDir = $dd | .logFile = $lf | .ipam.imdsURL = $u)' \
+		>"$2/..v1/10-tollgate.conflist"
+	ln -sfn ..v1 "$2/..data"
+	ln -sfn ..data/10-tollgate.conflist "$2/10-tollgate.conflist"
+}
+CM=$TG_TMP/etc-tollgate
+mount_conflist "$BASE" "$CM"
 NET=$(jq -r .name "$CM/10-tollgate.conflist")
 
-# The container's command, word for word, its paths mapped.
+# agent_args RENDERED: the DaemonSet's agent command as kubelet runs it (ARGS),
+# its paths mapped, and the resolv.conf its dnsPolicy gives ($TG_TMP/agent-resolv.conf)
 ARGS=()
-while IFS= read -r w; do
-	case $w in
-	tollgate-agent) w=$AGENT ;;
-	--config=/etc/tollgate/*) w=--config=$CM/${w#--config=/etc/tollgate/} ;;
-	--listen='$(NODE_IP)':9617) w=--listen=127.0.0.1:$PORT ;;
-	--cni-conf-dir=/host/etc/cni/net.d) w=--cni-conf-dir=$NETD ;;
-	--cni-bin-dir=/host/opt/cni/bin) w=--cni-bin-dir=$CNIBIN ;;
-	--plugin=*) w=--plugin=$TOLLGATE_BIN_DIR/tollgate ;;
-	--host-root=/host/root) w=--host-root=/ ;; # this machine is the host
-	*/*) tap_bail "the DaemonSet's argument '$w' has a path this test does not map" ;;
-	esac
-	ARGS+=("$w")
-done < <(check agent-args)
+agent_args() {
+	local w
+	ARGS=()
+	while IFS= read -r w; do
+		case $w in
+		tollgate-agent) w=$AGENT ;;
+		--config=/etc/tollgate/*) w=--config=$CM/${w#--config=/etc/tollgate/} ;;
+		--cni-conf-dir=/host/etc/cni/net.d) w=--cni-conf-dir=$NETD ;;
+		--cni-bin-dir=/host/opt/cni/bin) w=--cni-bin-dir=$CNIBIN ;;
+		--plugin=*) w=--plugin=$TOLLGATE_BIN_DIR/tollgate ;;
+		--host-root=/host/root) w=--host-root=/ ;; # this machine is the host
+		*'$('*) tap_bail "the DaemonSet's argument '$w' names a variable its env does not set" ;;
+		*/*) tap_bail "the DaemonSet's argument '$w' has a path this test does not map" ;;
+		esac
+		ARGS+=("$w")
+	done < <(checkr "$1" kubelet-command DaemonSet/tollgate agent "${AGENT_FIELDS[@]}")
+	[ "${#ARGS[@]}" -ge 5 ] || tap_bail "no agent command in $1"
+	checkr "$1" kubelet-resolv DaemonSet/tollgate kube-system "$CLUSTER_DNS" "$TG_TMP/node-resolv.conf" \
+		>"$TG_TMP/agent-resolv.conf" || tap_bail "no resolv.conf for $1's DaemonSet"
+}
+agent_args "$BASE"
 
 # The runtime's confinement: a mount namespace of its own whose root and
 # /proc/sys are read-only (the test's directories are on /dev/shm, as the
-# DaemonSet's are host mounts), the bounding set CAP_NET_ADMIN alone,
-# no_new_privs (allowPrivilegeEscalation: false).
+# DaemonSet's are host mounts) and whose /etc/resolv.conf is the pod's, the
+# bounding set CAP_NET_ADMIN alone, no_new_privs (allowPrivilegeEscalation: false).
 AGENT_PID=""
 agent_start() {
 	ip netns exec "$TG_NODE" unshare -m --propagation private sh -c '
+		mount --bind "$1" /etc/resolv.conf && shift &&
 		mount -o remount,bind,ro / &&
 		mount --bind /proc/sys /proc/sys && mount -o remount,bind,ro /proc/sys &&
 		exec setpriv --bounding-set -all,+net_admin --inh-caps -all --no-new-privs "$@"' \
-		agent "${ARGS[@]}" 2>>"$ALOG" &
+		agent "$TG_TMP/agent-resolv.conf" "${ARGS[@]}" 2>>"$ALOG" &
 	AGENT_PID=$!
 	TG_PIDS+=("$AGENT_PID")
 }
-http_get() { ip netns exec "$TG_NODE" curl -s -o "$TG_TMP/http.out" -w '%{http_code}' --max-time 2 "http://127.0.0.1:$PORT$1"; }
+agent_stop() {
+	kill -TERM "$AGENT_PID" 2>/dev/null
+	wait "$AGENT_PID" 2>/dev/null
+}
+# the agent listens where the DaemonSet says: $(NODE_IP):9617
+http_get() { ip netns exec "$TG_NODE" curl -s -o "$TG_TMP/http.out" -w '%{http_code}' --max-time 2 "http://10.0.0.4:9617$1"; }
 ready() { [ "$(http_get /readyz)" = 200 ]; }
 up() { [ "$(http_get /healthz)" = 200 ]; }
 
@@ -490,94 +608,6 @@ http_get /readyz >/dev/null
 t_expect "/readyz body" "$(cat "$TG_TMP/http.out")" ready
 t_end
 
-# The Deployment's command, word for word, its paths mapped; as the runtime
-# confines it: nobody, no capability at all, no_new_privs, a read-only root.
-# Its etcd: one member in the node's namespace, for the election's key (the
-# members of deploy/etcd.yaml are mapped to it).
-EPORT=$((APORT + 100))
-ip netns exec "$TG_NODE" env -i PATH="$TG_PATH" /usr/bin/etcd --name deploy-test \
-	--data-dir "$TG_TMP/etcd.data" --listen-client-urls "http://127.0.0.1:$EPORT" \
-	--advertise-client-urls "http://127.0.0.1:$EPORT" --listen-peer-urls "http://127.0.0.1:$((EPORT + 1))" \
-	--initial-advertise-peer-urls "http://127.0.0.1:$((EPORT + 1))" \
-	--initial-cluster "deploy-test=http://127.0.0.1:$((EPORT + 1))" >"$TG_TMP/etcd.log" 2>&1 &
-TG_PIDS+=("$!")
-AARGS=()
-while IFS= read -r w; do
-	case $w in
-	tollgate-allocator) w=$ALLOCATOR ;;
-	--config=/etc/tollgate/*) w=--config=$CM/${w#--config=/etc/tollgate/} ;;
-	--listen=:9618) w=--listen=127.0.0.1:$APORT ;;
-	--etcd=http://tollgate-etcd-0.*) w=--etcd=http://127.0.0.1:$EPORT ;;
-	'--advertise=http://$(POD_IP):9618') w=--advertise=http://127.0.0.1:$APORT ;;
-	--election-key=/tollgate/*) ;;
-	*/*) tap_bail "the Deployment's argument '$w' has a path this test does not map" ;;
-	esac
-	AARGS+=("$w")
-done < <(check allocator-args)
-ALLOC_LOG=$TG_TMP/allocator.log
-t_begin "the Deployment's allocator: as nobody, without a capability, ready on the agents' ConfigMap"
-ip netns exec "$TG_NODE" unshare -m --propagation private sh -c '
-	mount -o remount,bind,ro / &&
-	exec setpriv --reuid 65534 --regid 65534 --clear-groups --bounding-set -all --inh-caps -all \
-		--no-new-privs "$@"' allocator "${AARGS[@]}" 2>>"$ALLOC_LOG" &
-ALLOC_PID=$!
-TG_PIDS+=("$ALLOC_PID")
-alloc_get() { ip netns exec "$TG_NODE" curl -s -o "$TG_TMP/alloc.out" -w '%{http_code}' --max-time 2 "http://127.0.0.1:$APORT$1"; }
-alloc_ready() { [ "$(alloc_get /readyz)" = 200 ]; }
-wait_for 10 alloc_ready || t_fail "not ready within 10 s: $(tail -3 "$ALLOC_LOG")"
-t_expect "uid" "$(awk '/^Uid:/ { print $2 }' "/proc/$ALLOC_PID/status" 2>/dev/null)" 65534
-t_expect "CapEff" "$(awk '/^CapEff/ { print $2 }' "/proc/$ALLOC_PID/status" 2>/dev/null)" 0000000000000000
-t_expect "CapBnd" "$(awk '/^CapBnd/ { print $2 }' "/proc/$ALLOC_PID/status" 2>/dev/null)" 0000000000000000
-grep -q '^NoNewPrivs:[[:space:]]*1' "/proc/$ALLOC_PID/status" || t_fail "no_new_privs not set"
-grep -q 'msg="starting"' "$ALLOC_LOG" || t_fail "no start-up record: $(tail -3 "$ALLOC_LOG")"
-t_end
-
-BUDGET_NAMES=()
-t_begin "every metric the rules and the dashboard read is served by the agent or the allocator"
-[ "$(http_get /metrics)" = 200 ] || t_fail "/metrics: $(cat "$TG_TMP/http.out")"
-awk '$1 == "#" && $2 == "TYPE" { print $3 }' "$TG_TMP/http.out" | sort -u >"$TG_TMP/served"
-[ "$(wc -l <"$TG_TMP/served")" -ge 40 ] || t_fail "only $(wc -l <"$TG_TMP/served") families served"
-[ "$(alloc_get /metrics)" = 200 ] || t_fail "the allocator's /metrics: $(cat "$TG_TMP/alloc.out")"
-awk '$1 == "#" && $2 == "TYPE" { print $3 }' "$TG_TMP/alloc.out" | sort -u >"$TG_TMP/alloc.served"
-[ "$(wc -l <"$TG_TMP/alloc.served")" -ge 10 ] || t_fail "the allocator serves only $(wc -l <"$TG_TMP/alloc.served") families"
-n=0
-while IFS= read -r m; do
-	n=$((n + 1))
-	[ "$m" = up ] && continue # Prometheus's own, per target
-	grep -qxF "$m" "$TG_TMP/served" && continue
-	grep -qxF "$m" "$TG_TMP/alloc.served" && continue
-	# served once internetGuard is set: tests/integration/test_guard.sh reads it
-	[ "$m" = tollgate_namespace_connections_refused_total ] && continue
-	# the agent's budget families: served once a budget is set (checked below)
-	if [[ $m == tollgate_budget_* ]]; then
-		BUDGET_NAMES+=("$m")
-		continue
-	fi
-	t_fail "$m is not served"
-done < <(check names)
-[ "$n" -ge 10 ] || t_fail "only $n names read by the rules and the dashboard"
-grep -q '^tollgate_collector_up{collector="nftables"} 1$' "$TG_TMP/http.out" || t_fail "nftables collector down"
-grep -q '^tollgate_agent_ready 1$' "$TG_TMP/http.out" || t_fail "tollgate_agent_ready is not 1"
-alloc_leads() { [ "$(alloc_get /metrics)" = 200 ] && grep -q '^tollgate_allocator_leader 1$' "$TG_TMP/alloc.out"; }
-wait_for 10 alloc_leads || t_fail "tollgate_allocator_leader is not 1: $(grep 'msg="etcd' "$ALLOC_LOG" | tail -2)"
-t_end
-
-t_begin "every binary says its build (--version: version, commit, kind), and tollgate_build_info carries the same"
-COMMIT=$(git -C "$TG_ROOT" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
-for b in tollgate tollgate-ipam tollgate-agent tollgate-allocator; do
-	out=$("$TOLLGATE_BIN_DIR/$b" --version 2>&1)
-	t_expect "$b --version's exit status" "$?" 0
-	[[ $out =~ ^$b\ ([0-9][0-9.]*)\ \(commit\ ([0-9a-f]+|unknown)\;\ .+\)$ ]] || { t_fail "$b --version: $out"; continue; }
-	VER=${BASH_REMATCH[1]}
-	# a build from an older checkout would say another commit (make rebuilds lib/version.o when it moves)
-	t_expect "$b's commit" "${BASH_REMATCH[2]}" "$COMMIT"
-done
-grep -qxF "tollgate_build_info{version=\"$VER\",commit=\"$COMMIT\"} 1" "$TG_TMP/http.out" ||
-	t_fail "the agent's build_info: $(grep '^tollgate_build_info' "$TG_TMP/http.out")"
-grep -qxF "tollgate_build_info{version=\"$VER\",commit=\"$COMMIT\"} 1" "$TG_TMP/alloc.out" ||
-	t_fail "the allocator's build_info: $(grep '^tollgate_build_info' "$TG_TMP/alloc.out")"
-t_end
-
 # ------------------------------------------------------------ the installed conflist at 1.0.0
 TG_BIN=$CNIBIN/tollgate
 entry() { # INDEX: the list's entry as a runtime hands it to the plugin
@@ -589,7 +619,7 @@ t_begin "the installed conflist at 1.0.0, the plugin alone: a host port reaches 
 pod_add web team-a "$WEB_CONF" || t_fail "tollgate ADD rc=$TG_RC $TG_OUT"
 t_expect "result cniVersion" "$(jq -r .cniVersion <<<"$TG_OUT")" 1.0.0
 # a one-line HTTP answer (http.server would look the address up in DNS first)
-ip netns exec "$TG_ID-web" python3 -c '
+ip netns exec "$TG_ID-web" "$PY" -c '
 import socket, sys
 s = socket.socket()
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -627,23 +657,156 @@ r=$(cni_error_problem 7)
 [ -z "$r" ] || t_fail "$r"
 t_end
 
-# The shipped ConfigMap sets no budget: one set (its allocator the test's),
-# swapped in as kubelet swaps a ConfigMap, reaches both daemons.
-t_begin "a budget in the ConfigMap: the allocator takes it, the agent serves the budget families the rules read"
-mkdir -p "$CM/..v2"
-jq --arg u "http://127.0.0.1:$APORT" '(.plugins[] | select(.type == "tollgate") | .budgets) |=
-	(.allocator = $u | .internetEgress = {"team-a": "1G"})' "$CM/..v1/10-tollgate.conflist" >"$CM/..v2/10-tollgate.conflist"
-ln -sfn ..v2 "$CM/..data_tmp"
-mv -T "$CM/..data_tmp" "$CM/..data"
-alloc_budget() { [ "$(alloc_get /metrics)" = 200 ] && grep -qx 'tollgate_allocator_budget_bytes_per_second{namespace="team-a"} 125000000' "$TG_TMP/alloc.out"; }
-wait_for 10 alloc_budget || t_fail "the allocator did not take the budget: $(tail -2 "$ALLOC_LOG")"
-agent_budget() { [ "$(http_get /metrics)" = 200 ] && grep -q '^# TYPE tollgate_budget_state gauge' "$TG_TMP/http.out"; }
-wait_for 10 agent_budget || t_fail "the agent serves no budget family: $(tail -2 "$ALOG")"
-awk '$1 == "#" && $2 == "TYPE" { print $3 }' "$TG_TMP/http.out" | sort -u >"$TG_TMP/served.budgets"
-[ "${#BUDGET_NAMES[@]}" -ge 1 ] || t_fail "the rules and the dashboard read no budget family of the agent"
-for m in "${BUDGET_NAMES[@]}"; do
-	grep -qxF "$m" "$TG_TMP/served.budgets" || t_fail "$m is not served"
+# ------------------------------------------------------------ budgets: the example overlay (components/budgets)
+# The overlay's ConfigMap, mounted for the allocator and the agents alike; its
+# budgets block as written (datasets budgeted, budgets.allocator the Service).
+CM=$TG_TMP/etc-tollgate-budgets
+mount_conflist "$OVR" "$CM"
+t_expect "the overlay's budgets.allocator" "$(jq -r '.plugins[] | select(.type == "tollgate") | .budgets.allocator' "$CM/10-tollgate.conflist")" \
+	"http://tollgate-allocator.kube-system.svc:9618"
+
+# Its etcd: one member standing for the three the allocator names (the cluster
+# DNS answers their names with its address).
+ip netns exec "$TG_PEER" env -i PATH="$TG_PATH" /usr/bin/etcd --name deploy-test \
+	--data-dir "$TG_TMP/etcd.data" --listen-client-urls "http://$ETCD_IP:2379" \
+	--advertise-client-urls "http://$ETCD_IP:2379" --listen-peer-urls "http://$ETCD_IP:2380" \
+	--initial-advertise-peer-urls "http://$ETCD_IP:2380" \
+	--initial-cluster "deploy-test=http://$ETCD_IP:2380" >"$TG_TMP/etcd.log" 2>&1 &
+TG_PIDS+=("$!")
+# The Deployment's command as kubelet runs it, only the ConfigMap's path mapped:
+# it listens on the pod's :9618, finds etcd by the members' names and
+# advertises $(POD_IP).
+AARGS=()
+while IFS= read -r w; do
+	case $w in
+	tollgate-allocator) w=$ALLOCATOR ;;
+	--config=/etc/tollgate/*) w=--config=$CM/${w#--config=/etc/tollgate/} ;;
+	--etcd=* | --advertise=* | --election-key=*) ;; # URLs and a key, not paths
+	*'$('*) tap_bail "the Deployment's argument '$w' names a variable its env does not set" ;;
+	*/*) tap_bail "the Deployment's argument '$w' has a path this test does not map" ;;
+	esac
+	AARGS+=("$w")
+done < <(checkr "$OVR" kubelet-command Deployment/tollgate-allocator allocator "${ALLOC_FIELDS[@]}")
+checkr "$OVR" kubelet-resolv Deployment/tollgate-allocator kube-system "$CLUSTER_DNS" "$TG_TMP/node-resolv.conf" \
+	>"$TG_TMP/alloc-resolv.conf" || tap_bail "no resolv.conf for the allocator"
+ALLOC_LOG=$TG_TMP/allocator.log
+alloc_get() { ip netns exec "$TG_PEER" curl -s -o "$TG_TMP/alloc.out" -w '%{http_code}' --max-time 2 "http://$ALLOC_IP:9618$1"; }
+alloc_ready() { [ "$(alloc_get /readyz)" = 200 ]; }
+alloc_leads() { [ "$(alloc_get /metrics)" = 200 ] && grep -q '^tollgate_allocator_leader 1$' "$TG_TMP/alloc.out"; }
+# metric_in FILE NAME{LABELS}: the sample's value ("" when absent)
+metric_in() { awk -v m="$2" '$1 == m { print $2; exit }' "$1"; }
+t_begin "the overlay's allocator as kubelet runs the Deployment's container: nobody, no capability, etcd found by its members' names through the cluster DNS, leading"
+t_expect "the allocator's resolv.conf (ClusterFirst)" "$(cat "$TG_TMP/alloc-resolv.conf")" "search kube-system.svc.cluster.local svc.cluster.local cluster.local internal.cloudapp.net
+nameserver $CLUSTER_DNS
+options ndots:5"
+ip netns exec "$TG_PEER" unshare -m --propagation private sh -c '
+	mount --bind "$1" /etc/resolv.conf && shift &&
+	mount -o remount,bind,ro / &&
+	exec setpriv --reuid 65534 --regid 65534 --clear-groups --bounding-set -all --inh-caps -all \
+		--no-new-privs "$@"' allocator "$TG_TMP/alloc-resolv.conf" "${AARGS[@]}" 2>>"$ALLOC_LOG" &
+ALLOC_PID=$!
+TG_PIDS+=("$ALLOC_PID")
+wait_for 10 alloc_ready || t_fail "not ready within 10 s: $(tail -3 "$ALLOC_LOG")"
+t_expect "uid" "$(awk '/^Uid:/ { print $2 }' "/proc/$ALLOC_PID/status" 2>/dev/null)" 65534
+t_expect "CapEff" "$(awk '/^CapEff/ { print $2 }' "/proc/$ALLOC_PID/status" 2>/dev/null)" 0000000000000000
+t_expect "CapBnd" "$(awk '/^CapBnd/ { print $2 }' "/proc/$ALLOC_PID/status" 2>/dev/null)" 0000000000000000
+grep -q '^NoNewPrivs:[[:space:]]*1' "/proc/$ALLOC_PID/status" || t_fail "no_new_privs not set"
+grep -q 'msg="starting"' "$ALLOC_LOG" || t_fail "no start-up record: $(tail -3 "$ALLOC_LOG")"
+wait_for 15 alloc_leads || t_fail "tollgate_allocator_leader is not 1: $(grep 'msg="etcd' "$ALLOC_LOG" | tail -2)"
+grep -q "^$CLUSTER_DNS tollgate-etcd-0.tollgate-etcd.kube-system.svc.cluster.local 1 NOERROR$" "$DNSLOG" ||
+	t_fail "the allocator did not look its etcd up in the cluster DNS: $(tail -3 "$DNSLOG")"
+t_end
+
+# A pod of the budgeted namespace on the node, ADDed with the conflist the
+# agent installed (what the runtime hands the plugin).
+agent_metric() { [ "$(http_get /metrics)" = 200 ] && metric_in "$TG_TMP/http.out" "$1"; }
+GRANTED='tollgate_budget_state{namespace="datasets",state="granted"}'
+REP_ERR='tollgate_budget_reports_total{result="error"}'
+reports_failing() { [ "$(agent_metric "$REP_ERR")" -ge 2 ] 2>/dev/null; }
+alloc_ok() { [ "$(alloc_get /metrics)" = 200 ] && metric_in "$TG_TMP/alloc.out" 'tollgate_allocator_reports_total{result="ok"}'; }
+installed() { cmp -s "$NETD/10-tollgate.conflist" "$CM/10-tollgate.conflist"; }
+
+t_begin "control: the DaemonSet without dnsPolicy (ClusterFirst: on the host network, the node's resolv.conf) cannot resolve budgets.allocator; the namespace is never granted"
+agent_stop
+copy_edit base/daemonset.yaml '/dnsPolicy: ClusterFirstWithHostNet/d' overlay
+agent_args "$TG_TMP/copy-overlay.yaml"
+cmp -s "$TG_TMP/agent-resolv.conf" "$TG_TMP/node-resolv.conf" || t_fail "the copy's resolv.conf is not the node's: $(cat "$TG_TMP/agent-resolv.conf")"
+ALOG=$TG_TMP/agent-nodns.log
+agent_start
+wait_for 40 ready || t_fail "not ready within 40 s: $(tail -3 "$ALOG")"
+wait_for 5 installed || t_fail "the overlay's conflist was not installed"
+pod_add ds1 datasets "$(jq -c '.plugins[0] + {name: .name, cniVersion: .cniVersion}' "$NETD/10-tollgate.conflist")" ||
+	t_fail "ADD ds1: rc=$TG_RC $TG_OUT"
+wait_for 10 reports_failing || t_fail "no failed report: $(grep -i budget "$ALOG" | tail -2)"
+grep -qi 'msg="budget: the allocator did not answer.* err=".*resolv' "$ALOG" ||
+	t_fail "the agent does not say it could not resolve the allocator: $(grep -i budget "$ALOG" | tail -2)"
+grep -q "^$NODE_DNS tollgate-allocator.kube-system.svc[.a-z]* 1 NXDOMAIN$" "$DNSLOG" ||
+	t_fail "the node's resolver was not asked for the Service: $(tail -3 "$DNSLOG")"
+grep -q "^$CLUSTER_DNS tollgate-allocator" "$DNSLOG" && t_fail "the cluster DNS was asked for the Service"
+t_expect "datasets granted" "$(agent_metric "$GRANTED")" 0
+t_expect "reports the allocator answered" "$(alloc_ok)" 0
+agent_stop
+t_end
+
+t_begin "the overlay's DaemonSet as kubelet runs it: budgets.allocator resolved through the cluster DNS, the report answered: datasets granted on $NODE_NAME"
+agent_args "$OVR"
+t_expect "the agent's resolv.conf (ClusterFirstWithHostNet)" "$(cat "$TG_TMP/agent-resolv.conf")" "search kube-system.svc.cluster.local svc.cluster.local cluster.local internal.cloudapp.net
+nameserver $CLUSTER_DNS
+options ndots:5"
+printf '%s\n' "${ARGS[@]}" | grep -qxF -- "--node-name=$NODE_NAME" || t_fail "no --node-name=$NODE_NAME in: ${ARGS[*]}"
+printf '%s\n' "${ARGS[@]}" | grep -qxF -- "--listen=10.0.0.4:9617" || t_fail "no --listen=\$(NODE_IP):9617 in: ${ARGS[*]}"
+# the reports on the wire, as they reach the allocator's node
+ip netns exec "$TG_PEER" "$PY" "$CHECK" sniff eth0 20 '"node" ?: ?"([^"]*)"' >"$TG_TMP/sniff.out" 2>&1 &
+SNIFF_PID=$!
+TG_PIDS+=("$SNIFF_PID")
+ALOG=$TG_TMP/agent-budgets.log
+agent_start
+granted() { [ "$(agent_metric "$GRANTED")" = 1 ]; }
+wait_for 20 granted || t_fail "datasets not granted: $(grep '^tollgate_budget_state{namespace="datasets"' "$TG_TMP/http.out" | tr '\n' ' ') $(grep -i budget "$ALOG" | tail -2)"
+[ "$(alloc_ok)" -ge 1 ] 2>/dev/null || t_fail "the allocator answered no report"
+t_expect "the allocator's nodes holding datasets" "$(metric_in "$TG_TMP/alloc.out" 'tollgate_allocator_nodes{namespace="datasets"}')" 1
+grep -q "^$CLUSTER_DNS $SVC 1 NOERROR$" "$DNSLOG" || t_fail "the cluster DNS did not answer $SVC: $(tail -3 "$DNSLOG")"
+wait "$SNIFF_PID"
+t_expect "the node the reports name" "$(cat "$TG_TMP/sniff.out")" "$NODE_NAME"
+t_expect "the node budgets.json keeps" "$(jq -r .node "$TG_TMP/data/$NET/budgets.json" 2>/dev/null)" "$NODE_NAME"
+t_end
+
+t_begin "every metric the rules and the dashboards read is served by the agent or the allocator"
+[ "$(http_get /metrics)" = 200 ] || t_fail "/metrics: $(cat "$TG_TMP/http.out")"
+awk '$1 == "#" && $2 == "TYPE" { print $3 }' "$TG_TMP/http.out" | sort -u >"$TG_TMP/served"
+[ "$(wc -l <"$TG_TMP/served")" -ge 40 ] || t_fail "only $(wc -l <"$TG_TMP/served") families served"
+[ "$(alloc_get /metrics)" = 200 ] || t_fail "the allocator's /metrics: $(cat "$TG_TMP/alloc.out")"
+awk '$1 == "#" && $2 == "TYPE" { print $3 }' "$TG_TMP/alloc.out" | sort -u >"$TG_TMP/alloc.served"
+[ "$(wc -l <"$TG_TMP/alloc.served")" -ge 10 ] || t_fail "the allocator serves only $(wc -l <"$TG_TMP/alloc.served") families"
+n=0
+while IFS= read -r m; do
+	n=$((n + 1))
+	[ "$m" = up ] && continue # Prometheus's own, per target
+	grep -qxF "$m" "$TG_TMP/served" && continue
+	grep -qxF "$m" "$TG_TMP/alloc.served" && continue
+	# served once internetGuard is set: tests/integration/test_guard.sh reads it
+	[ "$m" = tollgate_namespace_connections_refused_total ] && continue
+	t_fail "$m is not served"
+done < <(checkr "$OVR" names)
+[ "$n" -ge 10 ] || t_fail "only $n names read by the rules and the dashboards"
+grep -q '^tollgate_collector_up{collector="nftables"} 1$' "$TG_TMP/http.out" || t_fail "nftables collector down"
+grep -q '^tollgate_agent_ready 1$' "$TG_TMP/http.out" || t_fail "tollgate_agent_ready is not 1"
+t_end
+
+t_begin "every binary says its build (--version: version, commit, kind), and tollgate_build_info carries the same"
+COMMIT=$(git -C "$TG_ROOT" rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+for b in tollgate tollgate-ipam tollgate-agent tollgate-allocator; do
+	out=$("$TOLLGATE_BIN_DIR/$b" --version 2>&1)
+	t_expect "$b --version's exit status" "$?" 0
+	[[ $out =~ ^$b\ ([0-9][0-9.]*)\ \(commit\ ([0-9a-f]+|unknown)\;\ .+\)$ ]] || { t_fail "$b --version: $out"; continue; }
+	VER=${BASH_REMATCH[1]}
+	# a build from an older checkout would say another commit (make rebuilds lib/version.o when it moves)
+	t_expect "$b's commit" "${BASH_REMATCH[2]}" "$COMMIT"
 done
+grep -qxF "tollgate_build_info{version=\"$VER\",commit=\"$COMMIT\"} 1" "$TG_TMP/http.out" ||
+	t_fail "the agent's build_info: $(grep '^tollgate_build_info' "$TG_TMP/http.out")"
+grep -qxF "tollgate_build_info{version=\"$VER\",commit=\"$COMMIT\"} 1" "$TG_TMP/alloc.out" ||
+	t_fail "the allocator's build_info: $(grep '^tollgate_build_info' "$TG_TMP/alloc.out")"
 t_end
 
 t_begin "SIGTERM: the agent and the allocator exit 0"
