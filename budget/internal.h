@@ -167,7 +167,7 @@ struct budget_alloc {
 	struct budget_params p;
 	int64_t start_ms; /* its first report heard (its creation until then) */
 	bool heard;	  /* a report has come */
-	int64_t last_ms; /* the latest time a report or round came with */
+	int64_t last_ms;  /* the latest time a report or round came with */
 	struct bslot *b;
 	size_t nb;
 	uint32_t *ns_slot; /* open addressing: budget index + 1 */
