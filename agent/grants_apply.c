@@ -33,6 +33,21 @@
 #define SATURATED_BACKLOG (4 * 1514)
 
 /*
+ * A standing backlog says a class wants more only while it also sends: a
+ * class stalled (its ceil's token debt, a peer that does not answer) holds
+ * packets it is not sending, and must not ask for a share it cannot use.
+ */
+#define BACKLOG_SENT_SHARE 0.5
+
+static bool backlogged(const struct agent_budget_ns *n, uint64_t backlog, uint64_t sent,
+		       int64_t interval_ms)
+{
+	return interval_ms > 0 && backlog >= SATURATED_BACKLOG &&
+	       (double)sent * 1000 >=
+		       BACKLOG_SENT_SHARE * (double)n->kernel_ceil * (double)interval_ms;
+}
+
+/*
  * The ceil a namespace's state asks for, bytes/s. Never granted, it sends
  * at the join rate until the allocator has gone unanswered for
  * fallbackAfterSeconds; one whose last pod left, at the join rate too (a
@@ -179,7 +194,7 @@ bool agent_budgets_probe_flipped(struct agent *a, int64_t now_ms)
 			flipped |= (double)sent[i] * 1000 < FLIP_IDLE_SHARE * at_ceil;
 		else
 			flipped |= (double)sent[i] * 1000 >= SATURATED_SHARE * at_ceil ||
-				   backlog[i] >= SATURATED_BACKLOG;
+				   backlogged(n, backlog[i], sent[i], interval[i]);
 	}
 	return flipped;
 }
@@ -241,7 +256,8 @@ int agent_budgets_read_and_apply(struct agent *a, bool with_counters, int64_t no
 				       SHAPER_INET_IFB, strerror(-r));
 		}
 		for (size_t i = 0; i < b->n; i++)
-			if (b->ns[i].interval_ms && b->ns[i].backlog >= SATURATED_BACKLOG)
+			if (backlogged(&b->ns[i], b->ns[i].backlog, b->ns[i].sent,
+				       b->ns[i].interval_ms))
 				b->ns[i].saturated = true;
 	}
 	apply_ceils(a, sk, ifb, now_ms, notes);

@@ -78,7 +78,15 @@ struct shaper_step {
 	uint64_t rate_bps;   /* 0: 1% of the ceiling */
 	uint64_t ceil_bps;   /* a class's ceiling, a queue's class's */
 	uint64_t burst_bits; /* 0: derived from the ceiling */
-	bool listed;	     /* one of shaper_pod_classes' */
+	/*
+	 * The bucket of the guaranteed rate; 0: the burst. A pod's class under
+	 * a budgeted namespace keeps one packet: what a leaf sends out of its
+	 * own rate passes whatever its parent's ceil and is charged to the
+	 * parent as debt, and a burst's worth of it at a join rate's ceil is a
+	 * debt of tens of seconds that stalls the class after it is granted.
+	 */
+	uint64_t rate_burst_bits;
+	bool listed; /* one of shaper_pod_classes' */
 	/*
 	 * A namespace class under a cluster budget: made at start_bps when
 	 * missing, never replaced (its ceil is the grant, the agent's), and
@@ -103,7 +111,8 @@ struct rtnl_class;
 /* ifindex of a device ("" or NULL: the default route's), 0 when missing. */
 int shaper_ifindex(struct nl_sock *sk, const char *name);
 int shaper_put_class(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t id,
-		     uint64_t rate_bps, uint64_t ceil_bps, uint64_t burst_bits, int mtu);
+		     uint64_t rate_bps, uint64_t ceil_bps, uint64_t burst_bits,
+		     uint64_t rate_burst_bits, int mtu);
 int shaper_put_class_flags(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t id,
 			   uint64_t rate_bps, uint64_t ceil_bps, uint64_t burst_bits, int mtu,
 			   int flags);

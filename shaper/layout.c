@@ -136,6 +136,7 @@ int shaper_pod_steps(const char *host_veth, const struct shaping *s,
 		k->point = SHAPER_AT_INET;
 		if (s->budget_fallback_bps) {
 			k[-1].rate_bps = shaping_min_cap(SHAPER_BUDGET_POD_RATE_BPS, ceil.pod_inet);
+			k[-1].rate_burst_bits = 1; /* a packet (internal.h) */
 			/*
 			 * Its queue is sized for what a grant lets through, not the
 			 * pod's own cap: a grant far below it would turn a queue of

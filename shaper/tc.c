@@ -63,16 +63,30 @@ static uint32_t clamp32(uint64_t v, uint64_t lo, uint64_t hi)
  * packets) keep accuracy at high rates without letting short transfers run
  * unshaped; quanta follow the ceiling so siblings share evenly.
  */
+static int put_htb_class(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t id,
+			 uint64_t rate_bps, uint64_t ceil_bps, uint64_t burst_bits,
+			 uint64_t rate_burst_bits, int mtu, int flags);
+
 int shaper_put_class(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t id,
-		     uint64_t rate_bps, uint64_t ceil_bps, uint64_t burst_bits, int mtu)
+		     uint64_t rate_bps, uint64_t ceil_bps, uint64_t burst_bits,
+		     uint64_t rate_burst_bits, int mtu)
 {
-	return shaper_put_class_flags(sk, ifindex, parent, id, rate_bps, ceil_bps, burst_bits, mtu,
-				      NLM_F_CREATE | NLM_F_REPLACE);
+	return put_htb_class(sk, ifindex, parent, id, rate_bps, ceil_bps, burst_bits,
+			     rate_burst_bits, mtu, NLM_F_CREATE | NLM_F_REPLACE);
 }
 
 int shaper_put_class_flags(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t id,
 			   uint64_t rate_bps, uint64_t ceil_bps, uint64_t burst_bits, int mtu,
 			   int flags)
+{
+	return put_htb_class(sk, ifindex, parent, id, rate_bps, ceil_bps, burst_bits, 0, mtu,
+			     flags);
+}
+
+/* rate_burst_bits: the guaranteed rate's bucket (at least a packet); 0: the burst */
+static int put_htb_class(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t id,
+			 uint64_t rate_bps, uint64_t ceil_bps, uint64_t burst_bits,
+			 uint64_t rate_burst_bits, int mtu, int flags)
 {
 	_cleanup_class_ struct rtnl_class *c = rtnl_class_alloc();
 	uint32_t ceil = bytes_per_s(ceil_bps);
@@ -94,7 +108,7 @@ int shaper_put_class_flags(struct nl_sock *sk, int ifindex, uint32_t parent, uin
 		return r;
 	rtnl_htb_set_rate(c, rate);
 	rtnl_htb_set_ceil(c, ceil);
-	rtnl_htb_set_rbuffer(c, burst);
+	rtnl_htb_set_rbuffer(c, rate_burst_bits ? clamp32(rate_burst_bits / 8, pkt, burst) : burst);
 	rtnl_htb_set_cbuffer(c, burst);
 	rtnl_htb_set_quantum(c, clamp32(ceil / 1000, pkt, 200000));
 	return tg_nl_to_errno(rtnl_class_add(sk, c, flags));
@@ -361,7 +375,7 @@ static int make_step(struct nl_sock *sk, const struct shaper_step *st, struct st
 			r = r == -EEXIST ? 0 : r;
 		} else {
 			r = shaper_put_class(sk, d->ifindex, parent, id, st->rate_bps, st->ceil_bps,
-					     st->burst_bits, mtu);
+					     st->burst_bits, st->rate_burst_bits, mtu);
 		}
 		return r < 0 ? tc_fail(e, r, "adding class %x:%x (%s %s %s) under %x:%x on %s",
 				       id >> 16, id & 0xffff, shaper_level_what[st->level],

@@ -152,6 +152,13 @@ t_begin "a budgeted namespace's pod class is guaranteed 8 kbit/s and borrows the
 t_expect "pod class rate" "$(rate_of tollgate-inet "$(minor d1 podClass)")" 8000
 t_expect "pod class ceil" "$(ceil_of tollgate-inet "$(minor d1 podClass)")" 500000000
 t_expect "research pod class rate (1% of its ceil)" "$(rate_of tollgate-inet "$(minor r1 podClass)")" 5000000
+# its own rate's bucket is one packet: what it sends out of it passes the
+# namespace's ceil and is charged there as debt (the control: research's is
+# the usual burst, far above)
+rburst() { tc -n "$TG_NODE" class show dev tollgate-inet classid "$1" | grep -oE ' burst [0-9]+b' | tr -dc 0-9; }
+b=$(rburst "$(minor d1 podClass)") rb=$(rburst "$(minor r1 podClass)")
+if [ "${b:-0}" -lt 1000 ] || [ "${b:-0}" -gt 1600 ]; then t_fail "datasets pod class burst ${b}b, want one packet"; fi
+[ "${rb:-0}" -gt 10000 ] || t_fail "control: research pod class burst ${rb}b"
 t_end
 
 # ---- a grant ----
