@@ -173,11 +173,15 @@ node_means() { # T0 T1 NODES: "nI MEAN ..." (Mbit/s)
 # all_demand KIND: every base node's demand
 all_demand() { for i in $BASE; do demand "$i" "$1"; done; }
 
-# held I: node I's grant >= 0.7 B (HELD_G, bytes/s) and the last 2 s used
-# >= 0.9 B
+# tc_bits RATE: tc's "86515Kbit" in bit/s
+tc_bits() { awk -v r="$1" 'BEGIN { n = r + 0; u = r; sub(/^[0-9.]+/, "", u)
+	m = u == "Kbit" ? 1e3 : u == "Mbit" ? 1e6 : u == "Gbit" ? 1e9 : u == "bit" ? 1 : 0; printf "%.0f", n * m }'; }
+# held I: node I's grant (HELD_G, bytes/s) and its class ceil in the
+# kernel >= 0.7 B, and the last 2 s used >= 0.9 B
 held() {
 	HELD_G=$(agent_metric "$1" "$GRANT")
 	sh_ge "$((${HELD_G:-0} * 8))" "$((B_BITS * 7 / 10))" || return 1
+	sh_ge "$(tc_bits "$(class_ceil_of "$1")")" "$((B_BITS * 7 / 10))" || return 1
 	stats "$(at "$EPOCHREALTIME" -2.5)" "$EPOCHREALTIME"
 	sh_ge "$ST_MEAN" "$((B_BITS * 9 / 10))" || { sleep 0.3; return 1; }
 }
@@ -190,7 +194,7 @@ hold_most() {
 	wait_for 30 held "$i" && ok=1
 	g=$HELD_G
 	if [ "$ok" = 1 ]; then
-		diag "before: node$i holds $(mbit "$((g * 8))") Mbit/s, the aggregate $(mbit "$ST_MEAN") Mbit/s over the last 2 s; $(load_now)"
+		diag "before: node$i holds $(mbit "$((g * 8))") Mbit/s (class ceil $(class_ceil_of "$i")), the aggregate $(mbit "$ST_MEAN") Mbit/s over the last 2 s; $(load_now)"
 	else
 		diag "before: node$i did not come to hold most of the budget within 30 s (grant $(mbit "$((${g:-0} * 8))") Mbit/s, aggregate $(mbit "${ST_MEAN/nan/0}")); $(grants_line)"
 	fi
