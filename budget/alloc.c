@@ -7,7 +7,9 @@
  * to at most the budget. Per budget the allocator keeps that sum, as it
  * knows it, incrementally (`committed`): a node that reported applying x
  * and was answered g may be applying max(x, g) (the answer may be on its
- * way) until the grant's lease runs out, then what it falls to. A node's
+ * way), and goes on counting so while it is silent, lease or not (an agent
+ * that is dead or stopped lowers nothing in its kernel), until it is
+ * forgotten. A node's
  * report settles its last answer: it reports what it applies, and an
  * answer it did not get is one its client gave up on, never to be applied
  * later. Each new grant is then decided at once, in O(1):

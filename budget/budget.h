@@ -196,13 +196,16 @@ void budget_alloc_set_report_ms(struct budget_alloc *a, int64_t report_ms);
  * answer built from the last round's fair shares, each grant clamped so
  * that the sum of what every node may be applying stays within the budget
  * (a grant above what the node holds only out of capacity nobody else may
- * be using; the budget's reserve is never granted: nodes that join apply
- * their fallback out of it before they are heard). The answer's arrays
+ * be using; the budget's reserve is never granted: namespaces that arrive
+ * on a node apply the join rate out of it before they are heard). The answer's arrays
  * are the caller's (budget_answer_free). 0, or -ENOMEM (what was recorded
  * stays, counted as if its answer had been sent).
  *
- * The sum holds for every node the allocator knows of. Three it cannot: a
- * node silent past forget_ms still applies its safe share; one silent
+ * The sum holds for every node the allocator knows of. Four it cannot: a
+ * node silent past forget_ms still applies what it held (its grant when
+ * its agent is dead, its safe share when the agent is cut off); a node
+ * whose agent is dead across an allocator's restart holds its grant where
+ * the new allocator counts its safe share; one silent
  * since before a budget was lowered holds a share of the old budget, which
  * an allocator started since does not know; and when every node a new
  * allocator hears is new (none says it held a grant), it takes the
@@ -211,8 +214,8 @@ void budget_alloc_set_report_ms(struct budget_alloc *a, int64_t report_ms);
 int budget_alloc_report(struct budget_alloc *a, const struct budget_report *r, int64_t now_ms,
 			struct budget_answer *ret);
 /*
- * A round: leases and silences aged (a node silent past its lease counts
- * at min(grant, safe share), past forget_ms not at all), then each budget's
+ * A round: silences aged (a node silent past its lease still counts at
+ * all it may apply, past forget_ms not at all), then each budget's
  * weighted max-min water-fill over the nodes' demands recomputed. Cost:
  * linear in nodes x budgets.
  */

@@ -120,9 +120,8 @@ struct bnode {
 	uint32_t grant;	     /* the last grant sent */
 	uint32_t safe;	     /* the safe share sent with it */
 	uint32_t committed;  /* what it may be applying now */
-	uint32_t after;	     /* ... once the lease of the last grant ran out */
 	uint32_t safe_held;  /* the safe share it may hold */
-	bool expired;	     /* committed is `after` already */
+	bool expired;	     /* silent past its lease (on the expired list) */
 };
 
 #define HOT_FRESH 1 /* no round since it came: no target yet */

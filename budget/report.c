@@ -52,7 +52,9 @@ static uint32_t rate32(uint64_t v)
  * Such a node keeps applying what the allocator before gave it: its grant
  * until that lease ran out (within one lease of the start, while this one
  * is still learning and raises nothing), then min(grant, safe share) for as
- * long as it stays silent. Safe shares are handed out as grants are, a rise
+ * long as it stays silent, its agent alive (an agent dead across the
+ * restart keeps its grant: a bound this allocator cannot know, documented
+ * in docs/budgets.md beside the others). Safe shares are handed out as grants are, a rise
  * only out of room nobody holds (safe_for), so all the safe shares held add
  * up to at most safe_total, whatever the restarts before: those of the
  * nodes not heard from yet add up to at most safe_total less what the
@@ -110,11 +112,23 @@ static uint32_t demand_next(const struct budget_alloc *a, const struct bslot *b,
  * leaves goes to the others a report sooner.
  */
 static uint32_t grant_for(const struct budget_alloc *a, const struct bslot *b, const struct bhot *h,
-			  uint32_t applied, bool learning, uint64_t ph, uint64_t *ret_target)
+			  uint32_t applied, bool joining, bool learning, uint64_t ph,
+			  uint64_t *ret_target)
 {
 	uint64_t target, used, room;
 
 	target = min64(h->flags & HOT_FRESH ? applied : h->target, h->limit);
+	/*
+	 * A namespace never granted on the node (it just arrived, or its
+	 * fallback took over while the allocator was away) keeps only what is
+	 * free beside it, and the join rate out of the reserve: a wave of
+	 * joiners is not ratified over the budget.
+	 */
+	if (joining) {
+		used = b->committed - applied + ph;
+		room = b->cap > used ? b->cap - used : 0;
+		target = min64(target, max64(room, min64(BUDGET_JOIN_RATE, applied)));
+	}
 	if (b->contended && !(h->flags & HOT_FRESH))
 		target = min64(target, max64(h->demand, min64(a->p.min_grant, b->cap / b->n)));
 	*ret_target = target;
@@ -171,7 +185,7 @@ static int64_t node_report(struct budget_alloc *a, struct bslot *b, size_t i,
 {
 	struct bnode *nd = &b->node[i];
 	struct bhot *h = &b->hot[i];
-	uint32_t applied = rate32(u->applied), safe_rep = rate32(u->safe_share), g, s, keep, was;
+	uint32_t applied = rate32(u->applied), safe_rep = rate32(u->safe_share), g, s, was;
 	bool measured = u->interval_ms > 0, learning = budget_alloc_learning(a, now_ms);
 	uint64_t ph, target;
 
@@ -208,7 +222,8 @@ static int64_t node_report(struct budget_alloc *a, struct bslot *b, size_t i,
 
 	ph = phantom(a, b, now_ms);
 	b->phantom = ph;
-	g = grant_for(a, b, h, applied, learning, ph, &target);
+	g = grant_for(a, b, h, applied, first && u->state == BUDGET_FALLBACK, learning, ph,
+		      &target);
 	s = safe_for(b, safe_rep, ph);
 	if (g > applied) {
 		b->committed += g - applied;
@@ -218,13 +233,6 @@ static int64_t node_report(struct budget_alloc *a, struct bslot *b, size_t i,
 		b->safe_held += s - safe_rep;
 		nd->safe_held = s;
 	}
-	/*
-	 * Once this lease has run out it applies min(g, s) if the answer
-	 * arrived, else what it holds now once its own older lease has:
-	 * min(applied, the safe share it reported). A fallback is no lease.
-	 */
-	keep = u->state == BUDGET_FALLBACK || !safe_rep || safe_rep > applied ? applied : safe_rep;
-	nd->after = (uint32_t)max64(min64(g, s), keep);
 	b->granted = b->granted - nd->grant + g;
 	nd->grant = g;
 	nd->safe = s;

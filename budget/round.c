@@ -9,9 +9,12 @@
 #include "budget/internal.h"
 
 /*
- * Silent past its lease a node applies `after` (nor can it use more until
- * it is heard again: its demand with it); past forget_ms it is gone. Both
- * lists are oldest first: only the nodes that change state are looked at.
+ * Silent past its lease a node is counted at all it may still apply: its
+ * kernel keeps the ceil it was given when its agent is dead, stopped or
+ * stalled (nothing lowers it), so what it holds stays committed until it
+ * is forgotten, past forget_ms. Its demand is what it holds: nothing more
+ * goes to a node that is not heard. Both lists are oldest first: only the
+ * nodes that change state are looked at.
  */
 static void age(struct budget_alloc *a, struct bslot *b, int64_t now_ms)
 {
@@ -23,11 +26,9 @@ static void age(struct budget_alloc *a, struct bslot *b, int64_t now_ms)
 		struct bhot *h = &b->hot[i];
 
 		list_unlink(b, i);
-		b->committed -= nd->committed - nd->after;
-		nd->committed = nd->after;
-		if (h->demand > nd->after) {
-			b->demand -= h->demand - nd->after;
-			h->demand = nd->after;
+		if (h->demand > nd->committed) {
+			b->demand -= h->demand - nd->committed;
+			h->demand = nd->committed;
 		}
 		nd->expired = true;
 		list_append(b, i);
