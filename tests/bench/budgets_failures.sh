@@ -66,7 +66,7 @@ fi
 if [ "$JOINERS" -lt 1 ] || [ "$JOINERS" -gt 20 ]; then tap_bail "TG_BUDGETS_JOINERS: 1 to 20"; fi
 LATE_JOINERS=4
 HEAVY_STREAMS=2 LIGHT_BITS=5000000
-LOAD_SECONDS=870
+LOAD_SECONDS=1180
 JOIN_FALLBACK_CONF=30M # B/4
 HALF_CONF=60M HALF_BITS=$((B_BITS / 2))
 BOUND=$((B_BITS * 105 / 100))
@@ -106,7 +106,7 @@ topo >"$TG_TMP/topo.err" 2>&1 || tap_bail "could not build the topology: $(tail 
 t_end
 
 t_begin "the internet host: a sink for TCP and UDP, its counters read every 100 ms"
-meter_start 880 || tap_bail "inet_meter.py serve did not start: $(cat "$TG_TMP/meter.err")"
+meter_start 1190 || tap_bail "inet_meter.py serve did not start: $(cat "$TG_TMP/meter.err")"
 wait_for 5 test -s "$METER_OUT" || t_fail "no counter read within 5 s: $(cat "$TG_TMP/meter.err")"
 t_end
 
@@ -144,7 +144,7 @@ sample_nodes() { # NODES
 	mv "$SAMPLE_LIST.tmp" "$SAMPLE_LIST"
 }
 sample_nodes "$BASE"
-daemon "$ALLOC_NS" "$PY" "$METER" sample --nodes "$SAMPLE_LIST" --out "$SAMPLES" --seconds 880 \
+daemon "$ALLOC_NS" "$PY" "$METER" sample --nodes "$SAMPLE_LIST" --out "$SAMPLES" --seconds 1190 \
 	--alloc "$ALLOC_NS=$ALLOC_URL/metrics" --netns-dir "$TG_NETNS_DIR" 2>>"$TG_TMP/sample.err"
 
 # timeline T0 T1 [NAMES] [STEP]: the diagnosis lines of [T0, T1]

@@ -572,8 +572,8 @@ def main():
     a = p.parse_args()
     if a.cmd == "load" and (a.tcp > 0) == (a.udp_bps > 0):
         p.error("load: one of --tcp N or --udp-bps R")
-    if getattr(a, "seconds", 1) > 900:
-        p.error("--seconds: at most 900")
+    if getattr(a, "seconds", 1) > 1200:
+        p.error("--seconds: at most 1200")
     return {"serve": cmd_serve, "load": cmd_load, "nogso": cmd_nogso, "stats": cmd_stats, "windows": cmd_windows,
             "fair": cmd_fair, "converge": cmd_converge, "sample": cmd_sample,
             "timeline": cmd_timeline}[a.cmd](a)
