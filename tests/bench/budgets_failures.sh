@@ -25,22 +25,24 @@
 #      mean >= 0.9 B from then on (demand exceeds B)
 #   2. a node holding most of the budget (node1) has its agent SIGKILLed (its
 #      class keeps its ceil: the kernel is not touched), and nodes 2-6 then
-#      want everything: no 1 s window above 1.05 B for lease + 10 s
+#      want everything: no 1 s window above 1.05 B for lease + 10 s; and,
+#      that the bound is not held by wasting the budget, the aggregate's
+#      mean >= 0.9 B from lease + 3 s on
 #   3. the same with node1's agent SIGSTOPped for lease + 3 s, then SIGCONTed
-#   4. JOINERS nodes (20, TG_BUDGETS_JOINERS) join at once while the budget
-#      is fully used: agents started together, then every pod ADDed at once
-#      with its two TCP streams already trying (they send the instant the
-#      pod's network exists): no window above 1.05 B until lease + 10 s
-#      after the last ADD
-#   5. the allocator unreachable for UNREACH_S s (60; its port dropped in its
-#      own namespace) while the budget is fully used, and 4 nodes join 10 s
-#      into it: no window above 1.05 B from the cut to lease + 10 s after
-#      the allocator is back
-#   6. a policy edit B -> B/2 (every agent's and the allocator's conflist
+#   4. a policy edit B -> B/2 (every agent's and the allocator's conflist
 #      swapped through ..data, as kubelet swaps a ConfigMap): the aggregate
 #      <= 1.05 B/2 in every window from two report periods + 5 s after the
 #      edit on, and every agent's and the allocator's process unchanged
 #      (same PID, same start time)
+#   5. the allocator unreachable for UNREACH_S s (60; its port dropped in its
+#      own namespace) while the budget is fully used, and 4 nodes join 10 s
+#      into it: no window above 1.05 B from the cut to lease + 10 s after
+#      the allocator is back
+#   6. JOINERS nodes (20, TG_BUDGETS_JOINERS) join at once while the budget
+#      is fully used: agents started together, then every pod ADDed at once
+#      with its two TCP streams already trying (they send the instant the
+#      pod's network exists): no window above 1.05 B until lease + 10 s
+#      after the last ADD
 # The machine's load (uptime) is printed beside each figure: the traffic is
 # real and the machine may be shared.
 #
@@ -250,13 +252,16 @@ s_shift() {
 figure "utilisation after a shift (node1 busy, nodes 2-6 light; to node2; then both): busy nodes within 10 % of the max-min share within 5 s, aggregate >= 0.9 B" s_shift
 
 # ---------------------------------------------------------------- 2-3. agent death, stall
+# ceil_most: node1's class ceil (tc_before) >= 0.7 B
+ceil_most() { tc_before=$(class_ceil_of 1) && sh_ge "$(tc_bits "$tc_before")" "$((B_BITS * 7 / 10))"; }
 # failed_agent HOW: node1 holds most; its agent SIGKILLed (kill) or
 # SIGSTOPped for lease + 3 s (stop); nodes 2-6 then busy: no window above
 # 1.05 B for lease + 10 s
 failed_agent() {
 	local how=$1 t0 t1 tc_before tc_after
 	hold_most 1
-	tc_before=$(class_ceil_of 1)
+	# the kill lands while node1's class is at most of the budget (grants move)
+	wait_for 20 ceil_most || diag "$how: node1's class ceil $tc_before, below 0.7 B, at the $how"
 	t0=$EPOCHREALTIME
 	if [ "$how" = kill ]; then
 		stop_pid "${AGENT_PID[1]}" KILL
@@ -283,6 +288,11 @@ failed_agent() {
 	diag "$how: per node, mean Mbit/s from the $how on: $(node_means "$t0" "$t1" "$BASE")"
 	timeline "$(at "$t0" -1)" "$t1"
 	sh_le "$ST_MAX" "$BOUND" || t_fail "aggregate max $(mbit "$ST_MAX") Mbit/s > 1.05 B within lease + 10 s of node1's agent's $how"
+	# the control: the bound is not held by wasting the budget (nodes 2-6
+	# want more than B; what node1's class still sends counts)
+	stats "$(at "$t0" $((LEASE_S + 3)))" "$t1"
+	diag "$how: from lease + 3 s on, aggregate $(stats_line) (bound: mean >= $(mbit $((B_BITS * 9 / 10))))"
+	sh_ge "$ST_MEAN" "$((B_BITS * 9 / 10))" || t_fail "the budget wasted after node1's agent's $how: mean aggregate $(mbit "$ST_MEAN") Mbit/s < 0.9 B from lease + 3 s on"
 	# back to the start: node1's agent running, nodes 2-6 light
 	if [ "$how" = kill ]; then
 		agent_start 1 || t_fail "cannot restart node1's agent"
@@ -294,6 +304,46 @@ s_kill() { failed_agent kill; }
 s_stop() { failed_agent stop; }
 figure "node1 holding most of the budget has its agent SIGKILLed (its class keeps its ceil), nodes 2-6 then busy: no 1 s window above 1.05 B for lease + 10 s" s_kill
 figure "node1 holding most of the budget has its agent SIGSTOPped for lease + 3 s then SIGCONTed, nodes 2-6 busy meanwhile: no 1 s window above 1.05 B for lease + 10 s" s_stop
+
+# ---------------------------------------------------------------- 6. policy edit
+# set_budget CONF: every base agent's conflist and the allocator's swapped
+# for ones with datasets' budget CONF
+set_budget() {
+	local i
+	for i in $BASE; do cm_put "$TG_TMP/n$i/cm" < <(B_CONF=$1 conflist "$i") || t_fail "cannot swap node $i's conflist"; done
+	cm_put "$ALLOC_CM" < <(shipped_conf "$1") || t_fail "cannot swap the allocator's conflist"
+}
+start_time() { awk '{ sub(/.*\) /, ""); split($0, f, " "); print f[20] }' "/proc/$1/stat" 2>/dev/null; }
+s_policy() {
+	local i t0 t1 bound_t pids_before="" pids_after="" half_bound=$((HALF_BITS * 105 / 100)) settled
+	hold_most 1
+	stats "$(at "$EPOCHREALTIME" -3)" "$EPOCHREALTIME"
+	diag "before the edit: aggregate $(stats_line) (control: above 1.05 B/2 = $(mbit "$half_bound"))"
+	sh_ge "$ST_MEAN" "$half_bound" || t_fail "before the edit the aggregate was already <= 1.05 B/2: the edit would show nothing"
+	for i in $BASE; do pids_before+="node$i ${AGENT_PID[$i]}@$(start_time "${AGENT_PID[$i]}") "; done
+	pids_before+="allocator $ALLOC_PID@$(start_time "$ALLOC_PID")"
+	t0=$EPOCHREALTIME
+	set_budget "$HALF_CONF"
+	bound_t=$((2 * REPORT_S + 5))
+	sleep $((bound_t + TAIL))
+	settle
+	t1=$EPOCHREALTIME
+	for i in $BASE; do pids_after+="node$i ${AGENT_PID[$i]}@$(start_time "${AGENT_PID[$i]}") "; done
+	pids_after+="allocator $ALLOC_PID@$(start_time "$ALLOC_PID")"
+	settled=$(meter_py windows --from "$t0" --to "$t1" | awk -v b="$half_bound" -v t0="$t0" '$3 > b { l = $2 - t0 } END { printf "%.1f", l + 0 }')
+	stats "$(at "$t0" "$bound_t")" "$t1"
+	diag "policy edit $B_CONF -> $HALF_CONF: every window <= 1.05 B/2 ($(mbit "$half_bound") Mbit/s) from +$settled s on (bound $bound_t s); from +$bound_t s: aggregate $(stats_line)"
+	diag "processes before: $pids_before"
+	diag "processes after:  $pids_after"
+	timeline "$(at "$t0" -1)" "$t1"
+	sh_le "$ST_MAX" "$half_bound" || t_fail "aggregate max $(mbit "$ST_MAX") Mbit/s > 1.05 B/2 from two report periods + 5 s after the edit (every window <= it only from +$settled s)"
+	t_expect "agent and allocator processes (PID@start time)" "$pids_after" "$pids_before"
+	for i in $BASE; do kill -0 "${AGENT_PID[$i]}" 2>/dev/null || t_fail "node $i's agent is gone"; done
+	# back to B for a second try
+	set_budget "$B_CONF"
+	sleep 3
+}
+figure "a policy edit B -> B/2 (conflists swapped through ..data): aggregate <= 1.05 B/2 within two report periods + 5 s, every agent's process unchanged" s_policy
 
 # ---------------------------------------------------------------- 4-5. joins
 # join_add I: pod d<I> ADDed on node I by its installed plugin (its netns
@@ -338,44 +388,42 @@ join() {
 	done
 	diag "$JOINED pods ADDed in $(awk -v a="$JOIN_T" -v b="$JOIN_END" 'BEGIN { printf "%.1f", b - a }') s"
 }
-# leave NODES: their demand stops, their pods are DELeted, their agents
-# SIGTERMed; the allocator forgets them (a lease)
+# used: the last 1.5 s used >= 0.9 B
+used() { stats "$(at "$EPOCHREALTIME" -1.5)" "$EPOCHREALTIME"; sh_ge "$ST_MEAN" "$((B_BITS * 9 / 10))" || { sleep 0.3; return 1; }; }
+# leave NODES: as a node is drained: their demand stops, their pods are
+# DELeted, and two report periods later their agents are SIGTERMed. Then
+# how long until the base nodes (node1 busy) use >= 0.9 B again (a figure,
+# not a check: what the nodes that left still hold in the allocator's
+# count), at most 30 s
 leave() {
-	local i
+	local i t0 back
 	for i in $1; do demand "$i" none; done
 	for i in $1; do
 		on_node "$i"
 		pod_del "d$i" "$NODE_CONF" >/dev/null 2>&1
+	done
+	sleep $((2 * REPORT_S + 1))
+	for i in $1; do
 		stop_pid "${AGENT_PID[$i]}"
 		unset "AGENT_PID[$i]"
 	done
 	sample_nodes "$BASE"
-	sleep $((LEASE_S + 2))
+	t0=$EPOCHREALTIME
+	for i in $BASE; do [ "$i" = 1 ] || demand "$i" light; done
+	demand 1 heavy
+	wait_for 30 used
+	back=$(meter_py windows --from "$t0" --to "$EPOCHREALTIME" | awk -v b="$B_BITS" -v t0="$t0" '$3 >= 0.9 * b { printf "%.1f", $2 - t0; exit }')
+	diag "after the nodes left (pods DELeted, agents SIGTERMed $((2 * REPORT_S + 1)) s later): the base nodes use >= 0.9 B again after ${back:-more than 30} s; $(grants_line); $(alloc_line)"
+}
+alloc_line() {
+	local m f out=""
+	m=$(alloc_get /metrics)
+	for f in granted committed demand usage; do out+="$f $(mbit "$(($(metric_of "$m" "$(am "$f")" | grep -E '^[0-9]+$' || echo 0) * 8))"), "; done
+	echo "allocator: ${out%, } (Mbit/s)"
 }
 nodes_from() { seq -s ' ' "$1" $(($1 + $2 - 1)); }
 names_of() { local i out=""; for i in $1; do out+="n$i,"; done; echo "${out%,}"; }
 
-s_wave() {
-	local nodes t0 t1
-	nodes=$(nodes_from $(($1 == 1 ? 11 : 31)) "$JOINERS")
-	hold_most 1
-	t0=$EPOCHREALTIME
-	join "$nodes" "$(nodes_from $(($1 == 1 ? 11 : 31)) 2)"
-	sleep $((LEASE_S + 10))
-	settle
-	t1=$EPOCHREALTIME
-	stats "$t0" "$t1"
-	diag "join wave of $JOINED nodes: aggregate $(stats_line); $(over "$t0" "$t1" "$BOUND") (from the agents' start; the ADDs began at +$(awk -v a="$t0" -v b="$JOIN_T" 'BEGIN { printf "%.1f", b - a }') s)"
-	local mx=$ST_MAX
-	stats "$JOIN_T" "$t1" "$(names_of "$nodes")"
-	diag "the $JOINED joining nodes together: $(stats_line)"
-	diag "per base node, mean Mbit/s: $(node_means "$JOIN_T" "$t1" "$BASE")"
-	timeline "$(at "$JOIN_T" -1)" "$t1" "n1,n2,n3,n4,n5,n6,$(names_of "$(nodes_from $(($1 == 1 ? 11 : 31)) 2)")"
-	[ "$JOINED" -eq "$JOINERS" ] || t_fail "only $JOINED of $JOINERS pods came up"
-	sh_le "$mx" "$BOUND" || t_fail "aggregate max $(mbit "$mx") Mbit/s > 1.05 B as $JOINED nodes joined"
-	leave "$nodes"
-}
-figure "$JOINERS nodes join at once (fallback $JOIN_FALLBACK_CONF each) while the budget is fully used: no 1 s window above 1.05 B" s_wave
 
 s_unreach() {
 	local nodes t0 t1 tr
@@ -409,45 +457,27 @@ s_unreach() {
 }
 figure "the allocator unreachable for ${UNREACH_S} s (its port dropped) while the budget is fully used and $LATE_JOINERS nodes join (fallback $JOIN_FALLBACK_CONF): no 1 s window above 1.05 B" s_unreach
 
-# ---------------------------------------------------------------- 6. policy edit
-# set_budget CONF: every base agent's conflist and the allocator's swapped
-# for ones with datasets' budget CONF
-set_budget() {
-	local i
-	for i in $BASE; do cm_put "$TG_TMP/n$i/cm" < <(B_CONF=$1 conflist "$i") || t_fail "cannot swap node $i's conflist"; done
-	cm_put "$ALLOC_CM" < <(shipped_conf "$1") || t_fail "cannot swap the allocator's conflist"
-}
-start_time() { awk '{ sub(/.*\) /, ""); split($0, f, " "); print f[20] }' "/proc/$1/stat" 2>/dev/null; }
-s_policy() {
-	local i t0 t1 bound_t pids_before="" pids_after="" half_bound=$((HALF_BITS * 105 / 100)) settled
+s_wave() {
+	local nodes t0 t1
+	nodes=$(nodes_from $(($1 == 1 ? 11 : 31)) "$JOINERS")
 	hold_most 1
-	stats "$(at "$EPOCHREALTIME" -3)" "$EPOCHREALTIME"
-	diag "before the edit: aggregate $(stats_line) (control: above 1.05 B/2 = $(mbit "$half_bound"))"
-	sh_ge "$ST_MEAN" "$half_bound" || t_fail "before the edit the aggregate was already <= 1.05 B/2: the edit would show nothing"
-	for i in $BASE; do pids_before+="node$i ${AGENT_PID[$i]}@$(start_time "${AGENT_PID[$i]}") "; done
-	pids_before+="allocator $ALLOC_PID@$(start_time "$ALLOC_PID")"
 	t0=$EPOCHREALTIME
-	set_budget "$HALF_CONF"
-	bound_t=$((2 * REPORT_S + 5))
-	sleep $((bound_t + TAIL))
+	join "$nodes" "$(nodes_from $(($1 == 1 ? 11 : 31)) 2)"
+	sleep $((LEASE_S + 10))
 	settle
 	t1=$EPOCHREALTIME
-	for i in $BASE; do pids_after+="node$i ${AGENT_PID[$i]}@$(start_time "${AGENT_PID[$i]}") "; done
-	pids_after+="allocator $ALLOC_PID@$(start_time "$ALLOC_PID")"
-	settled=$(meter_py windows --from "$t0" --to "$t1" | awk -v b="$half_bound" -v t0="$t0" '$3 > b { l = $2 - t0 } END { printf "%.1f", l + 0 }')
-	stats "$(at "$t0" "$bound_t")" "$t1"
-	diag "policy edit $B_CONF -> $HALF_CONF: every window <= 1.05 B/2 ($(mbit "$half_bound") Mbit/s) from +$settled s on (bound $bound_t s); from +$bound_t s: aggregate $(stats_line)"
-	diag "processes before: $pids_before"
-	diag "processes after:  $pids_after"
-	timeline "$(at "$t0" -1)" "$t1"
-	sh_le "$ST_MAX" "$half_bound" || t_fail "aggregate max $(mbit "$ST_MAX") Mbit/s > 1.05 B/2 from two report periods + 5 s after the edit (every window <= it only from +$settled s)"
-	t_expect "agent and allocator processes (PID@start time)" "$pids_after" "$pids_before"
-	for i in $BASE; do kill -0 "${AGENT_PID[$i]}" 2>/dev/null || t_fail "node $i's agent is gone"; done
-	# back to B for a second try
-	set_budget "$B_CONF"
-	sleep 3
+	stats "$t0" "$t1"
+	diag "join wave of $JOINED nodes: aggregate $(stats_line); $(over "$t0" "$t1" "$BOUND") (from the agents' start; the ADDs began at +$(awk -v a="$t0" -v b="$JOIN_T" 'BEGIN { printf "%.1f", b - a }') s)"
+	local mx=$ST_MAX
+	stats "$JOIN_T" "$t1" "$(names_of "$nodes")"
+	diag "the $JOINED joining nodes together: $(stats_line)"
+	diag "per base node, mean Mbit/s: $(node_means "$JOIN_T" "$t1" "$BASE")"
+	timeline "$(at "$JOIN_T" -1)" "$t1" "n1,n2,n3,n4,n5,n6,$(names_of "$(nodes_from $(($1 == 1 ? 11 : 31)) 2)")"
+	[ "$JOINED" -eq "$JOINERS" ] || t_fail "only $JOINED of $JOINERS pods came up"
+	sh_le "$mx" "$BOUND" || t_fail "aggregate max $(mbit "$mx") Mbit/s > 1.05 B as $JOINED nodes joined"
+	leave "$nodes"
 }
-figure "a policy edit B -> B/2 (conflists swapped through ..data): aggregate <= 1.05 B/2 within two report periods + 5 s, every agent's process unchanged" s_policy
+figure "$JOINERS nodes join at once (fallback $JOIN_FALLBACK_CONF each) while the budget is fully used: no 1 s window above 1.05 B" s_wave
 
 # ---------------------------------------------------------------- the end
 all_demand none
