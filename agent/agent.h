@@ -82,6 +82,8 @@ struct agent_budget_ns {
 	uint64_t grant, safe_share; /* bytes/s, from the last answer */
 	uint32_t nodes;
 	int64_t lease_until_ms; /* CLOCK_BOOTTIME */
+	int64_t fallback_since_ms; /* CLOCK_BOOTTIME: never granted since (state fallback) */
+	bool fallback_on;	   /* ... and unanswered past fallbackAfterSeconds */
 	bool present;		/* its class was in the last dump */
 	bool leaving;		/* no pod left: said once more, then dropped */
 	uint64_t kernel_ceil;	/* bytes/s: the class's ceil as read or last set */
@@ -92,6 +94,8 @@ struct agent_budget_ns {
 	uint64_t sent;
 	uint32_t interval_ms;
 	uint64_t backlog; /* bytes queued in its pods' classes at the dump */
+	uint64_t floor;	  /* bytes/s: its pods' classes' guaranteed rates, which HTB
+			   * lets through whatever the ceil: what it applies at least */
 	bool saturated;
 	/* the counters at the last look between reports */
 	uint64_t probe_bytes;
@@ -121,6 +125,7 @@ struct agent_budgets {
 	uint64_t answers_stale, redirects;
 	int64_t stale_since_ms; /* answers of older terms only, since (0: none) */
 	uint64_t ceil_changes, ceil_failures, lease_expiries;
+	struct lease_guard *guard; /* ends leases in the kernel on time (lease_guard.h) */
 };
 
 /*
@@ -263,6 +268,12 @@ void agent_budgets_tick(struct agent *a, int64_t now_ms, double rnd, struct agen
 void agent_budgets_store_changed(struct agent *a, int64_t now_ms);
 /* The report's answer, once the client has it: grants applied at once. */
 void agent_budgets_answer(struct agent *a, int64_t now_ms, struct agent_notes *notes);
+/*
+ * On SIGTERM: every granted namespace down to what a lease that ran out
+ * leaves (min(grant, safe share)) before the agent exits, so that a node
+ * whose agent does not come back holds no more than its safe share.
+ */
+void agent_budgets_stop(struct agent *a, int64_t now_ms, struct agent_notes *notes);
 void agent_budgets_free(struct agent *a);
 
 struct expo;

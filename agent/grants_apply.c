@@ -31,11 +31,22 @@
 #define SATURATED_SHARE 0.97
 #define SATURATED_BACKLOG (4 * 1514)
 
-/* The ceil a namespace's state asks for, bytes/s. */
-static uint64_t wanted_ceil(const struct agent *a, const struct agent_budget_ns *n)
+/*
+ * The ceil a namespace's state asks for, bytes/s. Never granted, it sends
+ * at the join rate until the allocator has gone unanswered for
+ * fallbackAfterSeconds; one whose last pod left, at the join rate too (a
+ * pod that comes back starts there, as on a node it never was on).
+ */
+static uint64_t wanted_ceil(const struct agent *a, const struct agent_budget_ns *n,
+			    int64_t now_ms)
 {
-	return budget_node_ceil(n->state, n->grant, n->safe_share, a->cfg.budgets.fallback_bps / 8,
-				n->limit);
+	const struct budget_policy *p = &a->cfg.budgets;
+	uint64_t fallback = n->leaving ? BUDGET_JOIN_RATE
+				       : budget_node_fallback(p->fallback_bps / 8,
+							      now_ms - n->fallback_since_ms,
+							      p->fallback_after_ms);
+
+	return budget_node_ceil(n->state, n->grant, n->safe_share, fallback, n->limit);
 }
 
 struct class_read {
@@ -51,8 +62,11 @@ static void on_class(const struct shaper_stats *st, void *arg)
 	for (size_t i = 0; i < cr->b->n; i++) {
 		struct agent_budget_ns *n = &cr->b->ns[i];
 
-		if (st->parent == (uint32_t)TC_HANDLE(1, n->ns_class))
-			n->backlog += st->backlog; /* one of its pods' classes */
+		if (st->parent == (uint32_t)TC_HANDLE(1, n->ns_class)) {
+			/* one of its pods' classes */
+			n->backlog += st->backlog;
+			n->floor += st->rate_bps / 8;
+		}
 		if (st->classid != (uint32_t)TC_HANDLE(1, n->ns_class))
 			continue;
 		n->present = true;
@@ -171,14 +185,15 @@ bool agent_budgets_probe_flipped(struct agent *a, int64_t now_ms)
 }
 
 /* Each class's ceil to what its state asks for: one change where it differs. */
-static void apply_ceils(struct agent *a, struct nl_sock *sk, int ifb, struct agent_notes *notes)
+static void apply_ceils(struct agent *a, struct nl_sock *sk, int ifb, int64_t now_ms,
+			struct agent_notes *notes)
 {
 	struct agent_budgets *b = &a->budgets;
 	int mtu = a->cfg.mtu ? a->cfg.mtu : 1500;
 
 	for (size_t i = 0; i < b->n; i++) {
 		struct agent_budget_ns *n = &b->ns[i];
-		uint64_t want = wanted_ceil(a, n);
+		uint64_t want = wanted_ceil(a, n, now_ms);
 		int r;
 
 		if (!n->present || n->kernel_ceil == want)
@@ -217,6 +232,7 @@ int agent_budgets_read_and_apply(struct agent *a, bool with_counters, int64_t no
 		for (size_t i = 0; i < b->n; i++) {
 			b->ns[i].present = false;
 			b->ns[i].backlog = 0;
+			b->ns[i].floor = 0;
 		}
 		r = shaper_dump_classes(sk, ifb, on_class, &cr);
 		if (r < 0) {
@@ -228,6 +244,6 @@ int agent_budgets_read_and_apply(struct agent *a, bool with_counters, int64_t no
 			if (b->ns[i].interval_ms && b->ns[i].backlog >= SATURATED_BACKLOG)
 				b->ns[i].saturated = true;
 	}
-	apply_ceils(a, sk, ifb, notes);
+	apply_ceils(a, sk, ifb, now_ms, notes);
 	return 0;
 }

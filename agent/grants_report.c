@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "agent/internal.h"
+#include "agent/lease_guard.h"
 #include "budget/budget.h"
 #include "lib/nl_cleanup.h"
 #include "lib/util.h"
@@ -81,7 +82,8 @@ static int build_report(struct agent *a, char **ret, size_t *ret_len)
 			.sent_bytes = n->sent,
 			.interval_ms = n->interval_ms,
 			.saturated = n->saturated,
-			.applied = n->kernel_ceil,
+			/* HTB lets its pods' guaranteed rates through whatever the ceil */
+			.applied = n->kernel_ceil > n->floor ? n->kernel_ceil : n->floor,
 			.limit = n->limit,
 			.state = n->state,
 			.pods = n->pods,
@@ -92,6 +94,31 @@ static int build_report(struct agent *a, char **ret, size_t *ret_len)
 		rep.n++;
 	}
 	return budget_report_build(&rep, ret, ret_len);
+}
+
+/*
+ * The leases that run, handed to the lease guard: each granted class's
+ * ceil once its lease ends, lowered by the guard's thread on time.
+ */
+static void guard_leases(struct agent *a)
+{
+	struct agent_budgets *b = &a->budgets;
+	struct lease_guard_entry e[LEASE_GUARD_MAX];
+	size_t k = 0;
+
+	for (size_t i = 0; i < b->n && k < LEASE_GUARD_MAX; i++) {
+		const struct agent_budget_ns *n = &b->ns[i];
+
+		if (n->state != BUDGET_GRANTED || !n->ns_class)
+			continue;
+		e[k++] = (struct lease_guard_entry){
+			.ns_class = n->ns_class,
+			.until_ms = n->lease_until_ms,
+			.after = budget_node_ceil(BUDGET_LEASE_EXPIRED, n->grant, n->safe_share, 0,
+						  n->limit),
+		};
+	}
+	lease_guard_set(b->guard, e, k);
 }
 
 /* ---- the task ---- */
@@ -105,22 +132,25 @@ int64_t agent_budgets_next_ms(const struct agent *a)
 		return INT64_MAX;
 	if (b->sent_ms && b->probe_ms < next)
 		next = b->probe_ms;
-	/* a lease ends on time, not at the next report: the allocator counts on it */
-	for (size_t i = 0; i < b->n; i++)
-		if (b->ns[i].state == BUDGET_GRANTED && b->ns[i].lease_until_ms < next)
-			next = b->ns[i].lease_until_ms;
+	/* a lease ends on time, not at the next report; a fallback starts on time */
+	for (size_t i = 0; i < b->n; i++) {
+		const struct agent_budget_ns *n = &b->ns[i];
+		int64_t at = n->fallback_since_ms + a->cfg.budgets.fallback_after_ms;
+
+		if (n->state == BUDGET_GRANTED && n->lease_until_ms < next)
+			next = n->lease_until_ms;
+		if (n->state == BUDGET_FALLBACK && !n->leaving && !n->fallback_on && at < next)
+			next = at;
+	}
 	return next;
 }
 
-/* Leases that ran out between reports: their ceils go down now. */
+/* Leases that ran out between reports: their ceils go down now (a fallback's up). */
 static void expire_due(struct agent *a, int64_t now_ms, struct agent_notes *notes)
 {
-	struct agent_budgets *b = &a->budgets;
-	uint64_t before = b->lease_expiries;
 	struct tg_err e = { 0 };
 
-	agent_budgets_age_leases(b, now_ms);
-	if (b->lease_expiries == before)
+	if (!agent_budgets_age_leases(a, now_ms))
 		return;
 	if (agent_budgets_read_and_apply(a, false, now_ms, notes, &e) < 0)
 		agent_note(notes,
@@ -155,12 +185,13 @@ void agent_budgets_tick(struct agent *a, int64_t now_ms, double rnd, struct agen
 		b->restored = true;
 		agent_budgets_restore_state(a, now_ms);
 	}
-	if (agent_budgets_refresh_namespaces(a, &e) < 0) {
+	if (agent_budgets_refresh_namespaces(a, now_ms, &e) < 0) {
 		agent_note(notes, "msg=\"budget: the store could not be read\" err=%s",
 			   LOGFMT_Q(e.msg));
 		return;
 	}
-	agent_budgets_age_leases(b, now_ms);
+	agent_budgets_age_leases(a, now_ms);
+	guard_leases(a);
 	if (agent_budgets_read_and_apply(a, true, now_ms, notes, &e) < 0)
 		agent_note(notes, "msg=\"budget: the classes could not be read\" err=%s",
 			   LOGFMT_Q(e.msg));
@@ -324,7 +355,9 @@ void agent_budgets_answer(struct agent *a, int64_t now_ms, struct agent_notes *n
 		b->dirty = true;
 	}
 	budget_answer_free(&ans);
-	agent_budgets_age_leases(b, now_ms);
+	agent_budgets_age_leases(a, now_ms);
+	/* the guard knows of the renewed leases before the new ceils go in */
+	guard_leases(a);
 	if (agent_budgets_read_and_apply(a, false, now_ms, notes, &e) < 0)
 		agent_note(notes, "msg=\"budget: a grant could not be applied\" err=%s",
 			   LOGFMT_Q(e.msg));
@@ -332,8 +365,38 @@ void agent_budgets_answer(struct agent *a, int64_t now_ms, struct agent_notes *n
 		agent_budgets_save_state(a, now_ms);
 }
 
+void agent_budgets_stop(struct agent *a, int64_t now_ms, struct agent_notes *notes)
+{
+	struct agent_budgets *b = &a->budgets;
+	struct tg_err e = { 0 };
+	size_t lowered = 0;
+
+	if (!agent_budgets_enabled(a))
+		return;
+	for (size_t i = 0; i < b->n; i++) {
+		struct agent_budget_ns *n = &b->ns[i];
+
+		if (n->state == BUDGET_GRANTED) {
+			n->state = BUDGET_LEASE_EXPIRED;
+			b->dirty = true;
+			lowered++;
+		}
+	}
+	if (!lowered)
+		return;
+	if (agent_budgets_read_and_apply(a, true, now_ms, notes, &e) < 0)
+		agent_note(notes, "msg=\"budget: stopping, the ceils could not be lowered\" err=%s",
+			   LOGFMT_Q(e.msg));
+	else
+		agent_note(notes, "msg=\"budget: stopping; granted namespaces lowered to their safe "
+				  "share\" namespaces=%zu",
+			   lowered);
+	agent_budgets_save_state(a, now_ms);
+}
+
 void agent_budgets_free(struct agent *a)
 {
+	lease_guard_stop(a->budgets.guard);
 	httpc_free(a->budgets.client);
 	nl_socket_free(a->budgets.sk);
 	free(a->budgets.ns);
@@ -348,6 +411,7 @@ void agent_budgets_render(const struct agent *a, struct expo *x)
 	static const char grant[] = "tollgate_budget_grant_bytes_per_second";
 	static const char state[] = "tollgate_budget_state";
 	static const char ceil[] = "tollgate_budget_ceil_bytes_per_second";
+	uint64_t fired, failed;
 
 	if (!agent_budgets_enabled(a))
 		return;
@@ -391,10 +455,12 @@ void agent_budgets_render(const struct agent *a, struct expo *x)
 	expo_family(
 		x, "tollgate_budget_ceil_changes_total", "counter",
 		"Changes of a budgeted namespace's ceil (one netlink change each), and failures.");
+	lease_guard_counts(b->guard, &fired, &failed);
 	expo_sample_u64(x, "tollgate_budget_ceil_changes_total",
-			(const char *const[]){ "result", "ok", NULL }, b->ceil_changes);
+			(const char *const[]){ "result", "ok", NULL }, b->ceil_changes + fired);
 	expo_sample_u64(x, "tollgate_budget_ceil_changes_total",
-			(const char *const[]){ "result", "error", NULL }, b->ceil_failures);
+			(const char *const[]){ "result", "error", NULL },
+			b->ceil_failures + failed);
 	expo_family(x, "tollgate_budget_lease_expiries_total", "counter",
 		    "Grants whose lease ran out without renewal.");
 	expo_sample_u64(x, "tollgate_budget_lease_expiries_total", (const char *const[]){ NULL },

@@ -33,7 +33,7 @@ struct agent_budget_ns *agent_budgets_find_ns(struct agent_budgets *b, const cha
 	return NULL;
 }
 
-static struct agent_budget_ns *add_ns(struct agent_budgets *b, const char *ns)
+static struct agent_budget_ns *add_ns(struct agent_budgets *b, const char *ns, int64_t now_ms)
 {
 	struct agent_budget_ns *n = agent_budgets_find_ns(b, ns), *grown;
 
@@ -49,7 +49,7 @@ static struct agent_budget_ns *add_ns(struct agent_budgets *b, const char *ns)
 		b->cap = cap;
 	}
 	n = &b->ns[b->n++];
-	*n = (struct agent_budget_ns){ .state = BUDGET_FALLBACK };
+	*n = (struct agent_budget_ns){ .state = BUDGET_FALLBACK, .fallback_since_ms = now_ms };
 	snprintf(n->ns, sizeof(n->ns), "%s", ns);
 	return n;
 }
@@ -60,7 +60,7 @@ static struct agent_budget_ns *add_ns(struct agent_budgets *b, const char *ns)
  * replaced or the config changed. Namespaces gone from the node (or from
  * the config's budgets) are dropped.
  */
-int agent_budgets_refresh_namespaces(struct agent *a, struct tg_err *e)
+int agent_budgets_refresh_namespaces(struct agent *a, int64_t now_ms, struct tg_err *e)
 {
 	struct agent_budgets *b = &a->budgets;
 	struct ipam_state st = { 0 };
@@ -101,7 +101,7 @@ int agent_budgets_refresh_namespaces(struct agent *a, struct tg_err *e)
 		if (!s->budget_fallback_bps || !s->ns_class ||
 		    !node_config_budget(&a->cfg, att->k8s_namespace))
 			continue;
-		n = add_ns(b, att->k8s_namespace);
+		n = add_ns(b, att->k8s_namespace, now_ms);
 		if (!n) {
 			ipam_state_free(&st);
 			b->store.looked = false;
@@ -129,8 +129,11 @@ int agent_budgets_refresh_namespaces(struct agent *a, struct tg_err *e)
 			n->state = BUDGET_FALLBACK;
 			n->grant = n->safe_share = 0;
 			n->nodes = 0;
-		} else {
+		} else if (n->leaving) {
+			/* back before it was dropped: it arrives again */
 			n->leaving = false;
+			n->fallback_since_ms = now_ms;
+			n->fallback_on = false;
 		}
 		b->ns[keep++] = *n;
 	}
@@ -140,18 +143,27 @@ int agent_budgets_refresh_namespaces(struct agent *a, struct tg_err *e)
 	return 0;
 }
 
-/* Leases that ran out: min(grant, safe share) from now on. */
-void agent_budgets_age_leases(struct agent_budgets *b, int64_t now_ms)
+bool agent_budgets_age_leases(struct agent *a, int64_t now_ms)
 {
+	struct agent_budgets *b = &a->budgets;
+	int64_t after = a->cfg.budgets.fallback_after_ms;
+	bool due = false;
+
 	for (size_t i = 0; i < b->n; i++) {
 		struct agent_budget_ns *n = &b->ns[i];
 
 		if (n->state == BUDGET_GRANTED && now_ms >= n->lease_until_ms) {
 			n->state = BUDGET_LEASE_EXPIRED;
 			b->lease_expiries++;
-			b->dirty = true;
+			b->dirty = due = true;
+		}
+		if (n->state == BUDGET_FALLBACK && !n->leaving && !n->fallback_on &&
+		    now_ms - n->fallback_since_ms >= after) {
+			n->fallback_on = true;
+			due = true;
 		}
 	}
+	return due;
 }
 
 /* ---- budgets.json: what the node holds, for a restart and for tollgate-ipam ---- */
@@ -191,6 +203,7 @@ void agent_budgets_save_state(struct agent *a, int64_t now_ms)
 		jx_add(e, "applied", json_object_new_int64((int64_t)n->kernel_ceil));
 		jx_add(e, "limit", json_object_new_int64((int64_t)n->limit));
 		jx_add(e, "leaseUntilBootMs", json_object_new_int64(n->lease_until_ms));
+		jx_add(e, "fallbackSinceBootMs", json_object_new_int64(n->fallback_since_ms));
 		jx_add(e, "pods", json_object_new_int64(n->pods));
 		json_object_array_add(arr, e);
 	}
@@ -242,7 +255,7 @@ void agent_budgets_restore_state(struct agent *a, int64_t now_ms)
 		if (!json_object_object_get_ex(e, "state", &f))
 			continue;
 		state = json_object_get_string(f);
-		n = add_ns(b, ns);
+		n = add_ns(b, ns, now_ms);
 		if (!n)
 			return;
 		n->state = BUDGET_FALLBACK;
@@ -260,7 +273,11 @@ void agent_budgets_restore_state(struct agent *a, int64_t now_ms)
 			n->nodes = (uint32_t)json_object_get_int64(f);
 		if (json_object_object_get_ex(e, "leaseUntilBootMs", &f))
 			n->lease_until_ms = json_object_get_int64(f);
+		/* never granted: its time without an answer goes on from where it was */
+		if (json_object_object_get_ex(e, "fallbackSinceBootMs", &f) &&
+		    json_object_get_int64(f) > 0 && json_object_get_int64(f) <= now_ms)
+			n->fallback_since_ms = json_object_get_int64(f);
 		n->pods = 1; /* until the store says */
 	}
-	agent_budgets_age_leases(b, now_ms);
+	agent_budgets_age_leases(a, now_ms);
 }

@@ -65,9 +65,13 @@ void agent_usage(FILE *f);
 /* The namespace's entry, or NULL. */
 struct agent_budget_ns *agent_budgets_find_ns(struct agent_budgets *b, const char *ns);
 /* The budgeted namespaces with pods on this node, from the store: 0, or a negative errno with e. */
-int agent_budgets_refresh_namespaces(struct agent *a, struct tg_err *e);
+int agent_budgets_refresh_namespaces(struct agent *a, int64_t now_ms, struct tg_err *e);
 /* Leases that ran out: min(grant, safe share) from now on. */
-void agent_budgets_age_leases(struct agent_budgets *b, int64_t now_ms);
+/*
+ * Leases that ran out go to lease-expired, and a namespace never granted
+ * whose fallback time came takes its fallback: true when a ceil is to change.
+ */
+bool agent_budgets_age_leases(struct agent *a, int64_t now_ms);
 /* budgets.json written (dirty cleared when it was). */
 void agent_budgets_save_state(struct agent *a, int64_t now_ms);
 /*

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "agent/internal.h"
+#include "agent/lease_guard.h"
 #include "lib/cleanup.h"
 #include "lib/cniops.h"
 #include "lib/util.h"
@@ -553,6 +554,20 @@ int agent_once(struct app *app)
 
 int agent_loop(struct app *app)
 {
+	struct agent_notes notes = { 0 };
+	int r;
+
 	start_up(app);
-	return serve(app) < 0 ? 1 : 0;
+	/* a sleeping thread until a lease runs: started whatever the budgets, which a reload may set */
+	if (!app->a.opt.metrics_only &&
+	    (r = lease_guard_start(&app->a.budgets.guard, app->a.cfg.mtu ? app->a.cfg.mtu : 1500)) < 0)
+		tg_log(TG_LOG_ERROR,
+		       "msg=\"budget: the lease guard did not start; leases end with the loop\" err=%s",
+		       LOGFMT_Q(strerror(-r)));
+	r = serve(app);
+	if (r == 0 && !app->a.opt.metrics_only) {
+		agent_budgets_stop(&app->a, time_boot_ms(), &notes);
+		agent_log_notes(&notes);
+	}
+	return r < 0 ? 1 : 0;
 }

@@ -28,6 +28,8 @@ int main(int argc, char **argv)
 	 * on what is alive (docs/metrics.md, "Memory bound").
 	 */
 	mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+	/* the lease guard's thread allocates little: no arena of its own */
+	mallopt(M_ARENA_MAX, 1);
 	r = agent_parse_options(argc, argv, &cli);
 	if (r != AGENT_RUN)
 		return r;

@@ -52,6 +52,7 @@ struct budget_policy {
 	int64_t report_ms;     /* reportSeconds */
 	int64_t lease_ms;      /* leaseSeconds */
 	uint64_t fallback_bps; /* a node never granted (default 10M) */
+	int64_t fallback_after_ms; /* ... once unanswered this long (fallbackAfterSeconds) */
 	json_object *egress;   /* internetEgress {ns: rate}, validated; NULL: none */
 };
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "budget/budget.h"
 #include "config/config.h"
 #include "config/internal.h"
 #include "lib/jsonx.h"
@@ -144,18 +145,20 @@ int config_parse_budgets(json_object *root, struct node_config *cfg, struct tg_e
 {
 	struct budget_policy *b = &cfg->budgets;
 	json_object *o = NULL;
-	int64_t report_s = 1, lease_s = 10;
+	int64_t report_s = 1, lease_s = 10, after_s = BUDGET_FALLBACK_AFTER_MS / 1000;
 	int r;
 
 	b->report_ms = 1000;
 	b->lease_ms = 10000;
 	b->fallback_bps = BUDGET_FALLBACK_DEFAULT_BPS;
+	b->fallback_after_ms = BUDGET_FALLBACK_AFTER_MS;
 	if ((r = jx_object(root, "", "budgets", &o, e)) <= 0)
 		return r;
 	if (jx_string(o, "budgets", "allocator", &b->allocator, e) < 0 ||
 	    jx_int(o, "budgets", "reportSeconds", 1, 60, &report_s, e) < 0 ||
 	    jx_int(o, "budgets", "leaseSeconds", 2, 3600, &lease_s, e) < 0 ||
 	    get_rate(o, "budgets", "fallback", &b->fallback_bps, e) < 0 ||
+	    jx_int(o, "budgets", "fallbackAfterSeconds", 0, 86400, &after_s, e) < 0 ||
 	    jx_object(o, "budgets", "internetEgress", &b->egress, e) < 0)
 		return -EINVAL;
 	if (lease_s < 2 * report_s)
@@ -166,6 +169,7 @@ int config_parse_budgets(json_object *root, struct node_config *cfg, struct tg_e
 			(long long)lease_s, (long long)report_s);
 	b->report_ms = report_s * 1000;
 	b->lease_ms = lease_s * 1000;
+	b->fallback_after_ms = after_s * 1000;
 	if (b->allocator && strncmp(b->allocator, "http://", 7) != 0 &&
 	    strncmp(b->allocator, "https://", 8) != 0)
 		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,

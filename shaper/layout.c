@@ -10,6 +10,7 @@
 
 #include <linux/pkt_sched.h>
 
+#include "budget/budget.h"
 #include "lib/cleanup.h"
 #include "lib/util.h"
 #include "shaper/internal.h"
@@ -120,8 +121,13 @@ int shaper_pod_steps(const char *host_veth, const struct shaping *s,
 			       SHAPER_NAMESPACE, "egress", "internet", ceil.ns);
 		k->point = SHAPER_AT_NS_CLASS;
 		if (s->budget_fallback_bps) {
+			/*
+			 * A namespace arriving on the node sends at the join rate
+			 * until the allocator answers for it (the agent then
+			 * moves the ceil): never more than can be proven free.
+			 */
 			k->budgeted = true;
-			k->start_bps = shaping_min_cap(s->budget_fallback_bps, ceil.ns);
+			k->start_bps = shaping_min_cap(BUDGET_JOIN_RATE * 8, ceil.ns);
 		}
 		k = class_step(c++, SHAPER_INET_IFB, TC_HANDLE(1, s->pod_class),
 			       TC_HANDLE(1, s->ns_class), SHAPER_POD, "egress", "internet",

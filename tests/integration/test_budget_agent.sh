@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # A node's side of cluster budgets, against an allocator that does what the
 # test says (fake_allocator.py: grants, slow answers, garbage, errors):
-#   - an ADD makes a budgeted namespace's class at the fallback ceil, its
+#   - an ADD makes a budgeted namespace's class at the join rate (10 kbit/s:
+#     never more than the allocator can prove free before it answers), its
 #     pods' classes guaranteed only 8 kbit/s (they borrow the rest)
 #   - a grant becomes the namespace class's ceil; reshape and reconcile
 #     leave it there; CHECK accepts it; the report says what the node holds
-#   - a lease that is not renewed falls to min(grant, safe share), on time
+#   - a lease that is not renewed falls to min(grant, safe share), on time,
+#     even while the agent's loop is held (waiting on the store's lock: the
+#     lease guard's thread lowers it); a SIGTERM lowers it before the exit,
+#     a SIGKILLed agent's restart keeps it
 #   - a slow allocator costs a report its timeout and never the loop:
 #     /metrics answers at once and /readyz stays ready
 #   - answers that are garbage, of version 2 or too big are refused and
@@ -14,7 +18,8 @@
 #     temp file of a budgets.json write killed before its rename is
 #     replaced by the next write (one fixed name), never kept beside it
 #   - a bad budgets config on reload keeps the one in force
-#   - an allocator that never answers leaves the node on its fallback
+#   - an allocator that never answers leaves a new node at the join rate
+#     until budgets.fallbackAfterSeconds, then on its fallback
 #   - an answer's nextReportMs brings the next report sooner (never sooner
 #     than a tenth of the period); a class whose traffic comes or stops is
 #     reported within a quarter period
@@ -134,11 +139,11 @@ ip netns exec "$TG_NODE" python3 "$(dirname "$0")/fake_allocator.py" --port "$LP
 LEADER_PID=$!
 TG_PIDS+=("$LEADER_PID")
 
-# ---- the ADD path: a budgeted namespace's class at the fallback ----
-t_begin "an ADD makes a budgeted namespace's class at the fallback ceil"
+# ---- the ADD path: a budgeted namespace's class at the join rate ----
+t_begin "an ADD makes a budgeted namespace's class at the join rate (10 kbit/s), not its fallback"
 pod_add d1 datasets "$CONF" || t_fail "ADD d1: $TG_OUT $TG_ERR"
 pod_add r1 research "$CONF" || t_fail "ADD r1: $TG_OUT $TG_ERR"
-t_expect "datasets class ceil" "$(ns_ceil d1)" 10000000
+t_expect "datasets class ceil" "$(ns_ceil d1)" 10000
 t_expect "research class ceil (no budget: its cap)" "$(ns_ceil r1)" 1000000000
 t_expect "recorded fallback" "$(att d1 | jq -r '.shaping.budgetFallback // 0')" 10000000
 t_expect "research records none" "$(att r1 | jq -r '.shaping.budgetFallback // 0')" 0
@@ -344,7 +349,8 @@ done
 
 # ---- replicas with leader election: terms and redirects ----
 t_begin "an answer of an older term than one seen is never applied"
-ctl '{"mode": "grant", "leaseMs": 4000, "epoch": 9, "grants": {"datasets": {"grant": 2500000, "safeShare": 500000, "nodes": 3}}}'
+# (a lease of 8 s: it outlives the stale answers' seconds whatever the load)
+ctl '{"mode": "grant", "leaseMs": 8000, "epoch": 9, "grants": {"datasets": {"grant": 2500000, "safeShare": 500000, "nodes": 3}}}'
 wait_for 5 ceil_is d1 20000000 || t_fail "epoch 9's grant not applied: ceil $(ns_ceil d1)"
 t_expect "epoch seen" "$(metric tollgate_budget_epoch '')" 9
 stale0=$(metric tollgate_budget_reports_total 'result="stale"')
@@ -355,7 +361,7 @@ t_expect "ceil under epoch 8's answers" "$(ns_ceil d1)" 20000000
 stale1=$(metric tollgate_budget_reports_total 'result="stale"')
 [ "${stale1:-0}" -ge $((${stale0:-0} + 2)) ] || t_fail "stale answers not counted: $stale0 -> $stale1"
 # control: the same answer of a newer term is applied
-ctl '{"mode": "grant", "leaseMs": 4000, "epoch": 10, "grants": {"datasets": {"grant": 5000000, "safeShare": 500000, "nodes": 3}}}'
+ctl '{"mode": "grant", "leaseMs": 8000, "epoch": 10, "grants": {"datasets": {"grant": 5000000, "safeShare": 500000, "nodes": 3}}}'
 wait_for 5 ceil_is d1 40000000 || t_fail "epoch 10's grant not applied: ceil $(ns_ceil d1)"
 t_expect "epoch seen" "$(metric tollgate_budget_epoch '')" 10
 t_expect "budgets.json keeps it" "$(jq .epoch "$BUDGETS")" 10
@@ -401,10 +407,19 @@ grep -q 'reporting to the leader' "$ALOG" || t_fail "the agent's log does not sa
 t_end
 
 # ---- restarts ----
-t_begin "the agent's restart keeps a grant whose lease still runs"
+t_begin "a SIGTERM lowers a granted namespace to its safe share before the agent exits"
 ctl '{"mode": "grant", "leaseMs": 30000, "grants": {"datasets": {"grant": 3750000, "safeShare": 500000, "nodes": 3}}}'
-wait_for 5 state_is granted || t_fail "not granted again"
+wait_for 5 ceil_is d1 30000000 || t_fail "control: not granted again: ceil $(ns_ceil d1)"
 agent_stop
+t_expect "ceil after SIGTERM" "$(ns_ceil d1)" 4000000
+t_expect "budgets.json state" "$(jq -r '.namespaces[0].state' "$BUDGETS")" lease-expired
+grep -q 'lowered to their safe share' "$ALOG" || t_fail "the agent's log does not say so"
+t_end
+
+t_begin "the agent's restart after a crash (SIGKILL) keeps a grant whose lease still runs"
+agent_start || t_fail "start"
+wait_for 5 ceil_is d1 30000000 || t_fail "not granted again: ceil $(ns_ceil d1)"
+kill -KILL "$AGENT_PID" 2>/dev/null; wait "$AGENT_PID" 2>/dev/null
 # a write of budgets.json killed before its rename left its temp file, torn
 printf '{"namesp' >"$BUDGETS.tmp"
 ctl '{"mode": "close"}'
@@ -425,6 +440,26 @@ state_is granted || t_fail "state: $(metrics | grep tollgate_budget_state)"
 conflist "$CONF" >"$CM/tmp" && mv "$CM/tmp" "$CM/tollgate.conflist"
 t_end
 
+t_begin "a lease ends in the kernel on time while the agent's loop waits on the store's lock"
+ctl '{"mode": "grant", "leaseMs": 4000, "grants": {"datasets": {"grant": 3750000, "safeShare": 500000, "nodes": 3}}}'
+wait_for 5 ceil_is d1 30000000 || t_fail "control: not granted: ceil $(ns_ceil d1)"
+# the loop's next declaration (every second here) waits on the lock, and so does all it does
+flock "$TG_TMP/data/$TG_NETNAME/lock" sleep 9 &
+HOLDER=$!
+TG_PIDS+=("$HOLDER")
+t0=$(now_ms)
+wait_for 7 ceil_is d1 4000000 || t_fail "the lease did not end while the loop waited: ceil $(ns_ceil d1)"
+took=$(($(now_ms) - t0))
+# the control: the loop was held all along (its /metrics goes unanswered)
+code=$(ip netns exec "$TG_NODE" curl -s -o /dev/null -w '%{http_code}' --max-time 0.5 "http://127.0.0.1:$PORT/metrics")
+[ "$code" = 000 ] || t_fail "control: the loop answered /metrics ($code): it was not held"
+kill -0 "$HOLDER" 2>/dev/null || t_fail "control: the lock's holder ended early"
+diag "lowered ${took} ms after the lock was taken (lease 4 s, renewed up to a period before)"
+[ "$took" -le 6000 ] || t_fail "lowered after $took ms: later than the lease"
+kill "$HOLDER" 2>/dev/null; wait "$HOLDER" 2>/dev/null
+wait_for 5 ceil_is d1 30000000 || t_fail "not granted again after the lock: ceil $(ns_ceil d1)"
+t_end
+
 t_begin "budgets.json: a killed write's temp file is replaced by the next write, not kept"
 budget_files() { find "$(dirname "$BUDGETS")" -maxdepth 1 -name '*budgets.json*' -printf '%f\n' | sort | tr '\n' ' '; }
 gone() { [ ! -e "$BUDGETS.tmp" ]; }
@@ -432,16 +467,22 @@ wait_for 5 gone || t_fail "budgets.json.tmp still there: $(budget_files)"
 t_expect "files" "$(budget_files)" "budgets.json "
 jq -e '.namespaces | length == 1' "$BUDGETS" >/dev/null || t_fail "budgets.json: $(head -c 200 "$BUDGETS")"
 t_end
-
-t_begin "an allocator that never answers leaves a new node on its fallback, and the node ready"
+t_begin "an allocator that never answers leaves a new node at the join rate, then on its fallback after fallbackAfterSeconds, and the node ready"
 agent_stop
 kill "$ALLOC_PID" 2>/dev/null; wait "$ALLOC_PID" 2>/dev/null
 rm -f "$BUDGETS"
+conflist "$(jq -c '.budgets.fallbackAfterSeconds = 3' <<<"$CONF")" >"$CM/tmp" && mv "$CM/tmp" "$CM/tollgate.conflist"
 tc -n "$TG_NODE" class change dev tollgate-inet parent 1:1 classid "$(minor d1 namespaceClass)" htb rate 300kbit ceil 30Mbit
+t0=$(now_ms)
 agent_start || t_fail "start"
 wait_for 5 state_is fallback || t_fail "state: $(metrics | grep tollgate_budget_state)"
-wait_for 3 ceil_is d1 10000000 ||
-	t_fail "ceil $(ns_ceil d1), want the fallback 10000000"
+wait_for 2 ceil_is d1 10000 ||
+	t_fail "ceil $(ns_ceil d1), want the join rate 10000 (the agent lowers a class it finds above it)"
+wait_for 6 ceil_is d1 10000000 ||
+	t_fail "ceil $(ns_ceil d1), want the fallback 10000000 after fallbackAfterSeconds"
+took=$(($(now_ms) - t0))
+[ "$took" -ge 2500 ] || t_fail "the fallback came after $took ms, before fallbackAfterSeconds (3 s)"
+
 t_expect "readyz" "$(ip netns exec "$TG_NODE" curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/readyz")" 200
 ip netns exec "${TG_ID}-d1" ping -c1 -W2 "$TG_INET_IP" >/dev/null || t_fail "the pod cannot reach the internet host"
 t_end
