@@ -43,6 +43,10 @@
 #      with its two TCP streams already trying (they send the instant the
 #      pod's network exists): no window above 1.05 B until lease + 10 s
 #      after the last ADD
+# After 5 and 6 the nodes that joined leave as a drained node does (pods
+# DELeted, agents SIGTERMed two report periods later); how long until the
+# base nodes use >= 0.9 B again is printed (what those nodes still hold in
+# the allocator's count), not checked.
 # The machine's load (uptime) is printed beside each figure: the traffic is
 # real and the machine may be shared.
 #
