@@ -463,6 +463,13 @@ s_unreach() {
 }
 figure "the allocator unreachable for ${UNREACH_S} s (its port dropped) while the budget is fully used and $LATE_JOINERS nodes join (fallback $JOIN_FALLBACK_CONF): no 1 s window above 1.05 B" s_unreach
 
+# joiner_state I: what holds a joining node's pod back, if anything: its
+# classes and queues on tollgate-inet (tc -s), its TCP streams (ss -ti)
+joiner_state() {
+	diag "node$1's classes and queues: $(tc -n "$(node_ns "$1")" -s class show dev tollgate-inet 2>&1 | tr -s ' \n' ' ' | cut -c1-900)"
+	diag "node$1's qdiscs: $(tc -n "$(node_ns "$1")" -s qdisc show dev tollgate-inet 2>&1 | tr -s ' \n' ' ' | cut -c1-600)"
+	diag "pod d$1's TCP streams: $(ip netns exec "$TG_ID-d$1" ss -tin dst "$INET_IP" 2>&1 | tr -s ' \n' ' ' | cut -c1-700)"
+}
 s_wave() {
 	local nodes t0 t1
 	nodes=$(nodes_from $(($1 == 1 ? 11 : 31)) "$JOINERS")
@@ -480,6 +487,7 @@ s_wave() {
 	diag "the $JOINED joining nodes together: $(stats_line)"
 	diag "per base node, mean Mbit/s: $(node_means "$JOIN_T" "$t1" "$BASE")"
 	timeline "$(at "$JOIN_T" -1)" "$t1" "n1,n2,n3,n4,n5,n6,$(names_of "$(nodes_from $(($1 == 1 ? 11 : 31)) 2)")"
+	joiner_state "${nodes%% *}"
 	[ "$JOINED" -eq "$JOINERS" ] || t_fail "only $JOINED of $JOINERS pods came up"
 	[ "$hold" = 1 ] || t_fail "precondition: the budget was not fully used before the wave (the bound was not put to the test)"
 	sh_le "$mx" "$BOUND" || t_fail "aggregate max $(mbit "$mx") Mbit/s > 1.05 B as $JOINED nodes joined"
