@@ -81,12 +81,12 @@ struct agent_budget_ns {
 	enum budget_state state;
 	uint64_t grant, safe_share; /* bytes/s, from the last answer */
 	uint32_t nodes;
-	int64_t lease_until_ms; /* CLOCK_BOOTTIME */
+	int64_t lease_until_ms;	   /* CLOCK_BOOTTIME */
 	int64_t fallback_since_ms; /* CLOCK_BOOTTIME: never granted since (state fallback) */
 	bool fallback_on;	   /* ... and unanswered past fallbackAfterSeconds */
-	bool present;		/* its class was in the last dump */
-	bool leaving;		/* no pod left: said once more, then dropped */
-	uint64_t kernel_ceil;	/* bytes/s: the class's ceil as read or last set */
+	bool present;		   /* its class was in the last dump */
+	bool leaving;		   /* no pod left: said once more, then dropped */
+	uint64_t kernel_ceil;	   /* bytes/s: the class's ceil as read or last set */
 	/* the class's counters at the last report, and what they said */
 	bool counted;
 	uint64_t bytes, overlimits;

@@ -388,8 +388,9 @@ void agent_budgets_stop(struct agent *a, int64_t now_ms, struct agent_notes *not
 		agent_note(notes, "msg=\"budget: stopping, the ceils could not be lowered\" err=%s",
 			   LOGFMT_Q(e.msg));
 	else
-		agent_note(notes, "msg=\"budget: stopping; granted namespaces lowered to their safe "
-				  "share\" namespaces=%zu",
+		agent_note(notes,
+			   "msg=\"budget: stopping; granted namespaces lowered to their safe "
+			   "share\" namespaces=%zu",
 			   lowered);
 	agent_budgets_save_state(a, now_ms);
 }

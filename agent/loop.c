@@ -560,7 +560,8 @@ int agent_loop(struct app *app)
 	start_up(app);
 	/* a sleeping thread until a lease runs: started whatever the budgets, which a reload may set */
 	if (!app->a.opt.metrics_only &&
-	    (r = lease_guard_start(&app->a.budgets.guard, app->a.cfg.mtu ? app->a.cfg.mtu : 1500)) < 0)
+	    (r = lease_guard_start(&app->a.budgets.guard, app->a.cfg.mtu ? app->a.cfg.mtu : 1500)) <
+		    0)
 		tg_log(TG_LOG_ERROR,
 		       "msg=\"budget: the lease guard did not start; leases end with the loop\" err=%s",
 		       LOGFMT_Q(strerror(-r)));

@@ -44,7 +44,7 @@ void budget_params_defaults(struct budget_params *p)
 	*p = (struct budget_params){
 		.lease_ms = 10000,
 		.forget_ms = 300000,
-		.reserve = 0.05,
+		.reserve = 0.02,
 		.safe_fraction = 0.9,
 		.min_grant = 1250, /* 10 kbit/s */
 	};

@@ -13,29 +13,24 @@
 
 /*
  * The demand estimate, per report. A class that ran at its ceil wants more
- * than it gets, by an amount nobody measured: it asks for a quarter more
- * than the most of (its estimate, its rate, its ceil), and at least its
- * fair share more (PROBE_SHARE of the last round's level x its weight;
- * PROBE_STEP min_grants when there is no level yet): the next round then
- * gives it its whole share, where x1.25 alone takes ~15 reports from a tiny
- * grant. Its estimate keeps growing while it is held back (by decrease
- * before increase or by its share), so that it takes what frees up at
- * once. A class below its ceil needs what it used plus a tenth (MARGIN: it
- * stays unsaturated through the ups and downs of its traffic, so that it
- * does not probe again: the agent calls a class saturated from 0.97 of its
- * ceil, 0.91 here; a margin near 1 / that share has every light node probe
- * every other report). In a contended budget that is its estimate at once
- * (what it leaves is the others'); otherwise the estimate comes down from
- * at most its ceil, giving up at most 40 % of the rest a report (DECAY: a
- * class that paused for a second keeps most of its grant; one that stopped
- * gives it back in ~5 reports). Measured in tests/unit/test_budget_alloc.c:
- * six nodes reach their max-min fair shares (within 10 %) in 8 report
- * periods from the start, 2 after the demand moved.
+ * than it gets, by an amount nobody measured: it asks for all it could use
+ * (its limit, the node's own caps), and the water-fill decides its share:
+ * the next round gives it its whole max-min share at once, and the budget
+ * counts as contended from that round on, so that the others' unused
+ * grants come back in the same answers. A class below its ceil needs what
+ * it used plus MARGIN (it stays unsaturated through the ups and downs of
+ * its traffic, so that it does not ask for everything again: the agent
+ * calls a class saturated from 0.9 of its ceil, 0.87 here; a margin near
+ * 1 / that share has every light node flip every other report). In a
+ * contended budget that is its estimate at once (what it leaves is the
+ * others'); otherwise the estimate comes down from at most its ceil,
+ * giving up at most 40 % of the rest a report (DECAY: a class that paused
+ * for a second keeps most of its grant; one that stopped gives it back in
+ * ~5 reports). Measured in tests/unit/test_budget_alloc.c: six nodes reach
+ * their max-min fair shares (within 10 %) in 5 report periods from the
+ * start, 2 after the demand moved.
  */
-#define PROBE_UP 1.25
-#define PROBE_STEP 8
-#define PROBE_SHARE 1.0
-#define MARGIN 1.1
+#define MARGIN 1.15
 #define DECAY 0.6
 
 static uint32_t rate32(uint64_t v)
@@ -89,11 +84,7 @@ static uint32_t demand_next(const struct budget_alloc *a, const struct bslot *b,
 	double least = (double)min64(a->p.min_grant, h->limit), d = h->demand;
 
 	if (measured && saturated) {
-		double base = dmax(dmax(d, rate), applied);
-		double step = dmax(PROBE_STEP * (double)a->p.min_grant,
-				   PROBE_SHARE * b->level * h->weight);
-
-		d = dmax(base * PROBE_UP, base + step);
+		d = h->limit;
 	} else if (measured && b->contended) {
 		/* others are held back: what it leaves unused is theirs at once */
 		d = rate * MARGIN;

@@ -48,12 +48,12 @@ struct shaping_policy {
  * config; the wire and budget/ speak bytes/s.
  */
 struct budget_policy {
-	const char *allocator; /* the allocator's base URL; NULL: no budgets */
-	int64_t report_ms;     /* reportSeconds */
-	int64_t lease_ms;      /* leaseSeconds */
-	uint64_t fallback_bps; /* a node never granted (default 10M) */
+	const char *allocator;	   /* the allocator's base URL; NULL: no budgets */
+	int64_t report_ms;	   /* reportSeconds */
+	int64_t lease_ms;	   /* leaseSeconds */
+	uint64_t fallback_bps;	   /* a node never granted (default 10M) */
 	int64_t fallback_after_ms; /* ... once unanswered this long (fallbackAfterSeconds) */
-	json_object *egress;   /* internetEgress {ns: rate}, validated; NULL: none */
+	json_object *egress;	   /* internetEgress {ns: rate}, validated; NULL: none */
 };
 
 /* nodeAccess.hostPortDeny: ports of the node's own services that no hostPort takes. */

@@ -231,6 +231,8 @@ static struct budget_alloc *alloc_one(uint64_t budget, int64_t now)
 	struct budget_alloc *a;
 
 	budget_params_defaults(&p);
+	/* the figures of the cases below are for a 5 % reserve (95 MB/s of 100 granted) */
+	p.reserve = 0.05;
 	a = budget_alloc_new(&p, now);
 	assert_non_null(a);
 	assert_int_equal(budget_alloc_set(a, &d, 1), 0);
@@ -326,7 +328,7 @@ static void t_params_defaults(void **state)
 	budget_params_defaults(&p);
 	assert_int_equal(p.lease_ms, 10000);
 	assert_int_equal(p.forget_ms, 300000);
-	assert_true(p.reserve == 0.05);
+	assert_true(p.reserve == 0.02);
 	assert_true(p.safe_fraction == 0.9);
 	assert_int_equal(p.min_grant, 1250);
 }
@@ -342,6 +344,13 @@ static void t_node_ceil(void **state)
 	assert_int_equal(budget_node_ceil(BUDGET_LEASE_EXPIRED, 500, 100, 7, 80), 80);
 	assert_int_equal(budget_node_ceil(BUDGET_FALLBACK, 500, 100, 7, 0), 7);
 	assert_int_equal(budget_node_ceil(BUDGET_FALLBACK, 500, 100, 7, 5), 5);
+	/* never granted: the join rate until unanswered for after_ms, then the fallback */
+	assert_int_equal(budget_node_fallback(1250000, 0, 300000), BUDGET_JOIN_RATE);
+	assert_int_equal(budget_node_fallback(1250000, 299999, 300000), BUDGET_JOIN_RATE);
+	assert_int_equal(budget_node_fallback(1250000, 300000, 300000), 1250000);
+	/* a fallback below the join rate is never raised to it; after 0: at once */
+	assert_int_equal(budget_node_fallback(100, 0, 300000), 100);
+	assert_int_equal(budget_node_fallback(1250000, 0, 0), 1250000);
 }
 
 /* Learning: for one lease a new allocator grants what a node holds, never more. */

@@ -198,6 +198,15 @@ static const struct bad_case bad_cases[] = {
 	  CNI_CMD_ADD, 7, "budgets.fallback" },
 	{ "value: budgets.fallback negative", BUDGETS(ALLOC_OK ",\"fallback\":-1"), CNI_CMD_ADD, 7,
 	  "budgets.fallback" },
+	{ "value: budgets.fallbackAfterSeconds 86401",
+	  BUDGETS(ALLOC_OK ",\"fallbackAfterSeconds\":86401"), CNI_CMD_ADD, 7,
+	  "budgets.fallbackAfterSeconds" },
+	{ "value: budgets.fallbackAfterSeconds negative",
+	  BUDGETS(ALLOC_OK ",\"fallbackAfterSeconds\":-1"), CNI_CMD_ADD, 7,
+	  "budgets.fallbackAfterSeconds" },
+	{ "type: budgets.fallbackAfterSeconds string",
+	  BUDGETS(ALLOC_OK ",\"fallbackAfterSeconds\":\"300\""), CNI_CMD_ADD, 7,
+	  "budgets.fallbackAfterSeconds" },
 	{ "type: budgets.internetEgress array", BUDGETS(ALLOC_OK ",\"internetEgress\":[]"),
 	  CNI_CMD_ADD, 7, "budgets.internetEgress" },
 	{ "value: budgets.internetEgress rate zero",
@@ -943,8 +952,10 @@ static void t_budgets_accepted(void **state)
 
 	expect_ok_cmd(BUDGETS(ALLOC_OK
 			      ",\"reportSeconds\":60,\"leaseSeconds\":3600,\"fallback\":\"1.5G\","
+			      "\"fallbackAfterSeconds\":86400,"
 			      "\"internetEgress\":{\"datasets\":\"20G\",\"a\":1000}"),
 		      CNI_CMD_ADD);
+	expect_ok_cmd(BUDGETS(ALLOC_OK ",\"fallbackAfterSeconds\":0"), CNI_CMD_ADD);
 	expect_ok_cmd(
 		BUDGETS("\"allocator\":\"https://alloc.kube-system.svc:9618/\",\"reportSeconds\":1,"
 			"\"leaseSeconds\":2"),
@@ -957,6 +968,7 @@ static void t_budgets_accepted(void **state)
 	assert_int_equal(cfg.budgets.report_ms, 1000);
 	assert_int_equal(cfg.budgets.lease_ms, 10000);
 	assert_int_equal(cfg.budgets.fallback_bps, 10000000);
+	assert_int_equal(cfg.budgets.fallback_after_ms, 300000);
 	assert_int_equal(node_config_budget(&cfg, "datasets"), 120000000);
 	assert_int_equal(node_config_budget(&cfg, "research"), 0);
 	node_config_free(&cfg);
