@@ -10,7 +10,8 @@
 #       agent SIGKILLed or SIGSTOPped while it holds most of the budget, a
 #       wave of nodes joining, the allocator unreachable for a minute while
 #       nodes join, utilisation after demand shifts, a budget edit
-# They take about two and about eight minutes and need a quiet machine, so
+# They take about three and seven minutes (up to fourteen when figures miss:
+# a missed figure is measured again) and need a quiet machine, so
 # they are measurements (make bench), not tests: each figure is printed with
 # PASS (ok) or MISS (not ok).
 #
