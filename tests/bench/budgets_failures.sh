@@ -78,6 +78,7 @@ HALF_CONF=60M HALF_BITS=$((B_BITS / 2))
 BOUND=$((B_BITS * 105 / 100))
 TAIL=4
 BASE="1 2 3 4 5 6"
+AGENT_CM_SWAP=1 # the agents' conflists mounted as kubelet mounts a ConfigMap (6)
 NODES_ALL=$BASE
 ALLOC_NS=$TG_ID-alloc
 

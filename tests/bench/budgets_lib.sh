@@ -212,10 +212,16 @@ conflist() {
 			.ipam = {source: "static", addresses: [$pool], cooldownSeconds: 0})'
 }
 declare -A AGENT_PID=()
-agent_start() { # I
+# agent_start I: node I's agent, its conflist a plain file ($TG_TMP/nI/cm/),
+# or with AGENT_CM_SWAP set a ConfigMap mount (cm_put: swapped later)
+agent_start() {
 	local i=$1 d=$TG_TMP/n$1
 	mkdir -p "$d/cm" "$d/net.d" "$d/bin"
-	cm_put "$d/cm" < <(conflist "$i") || return 1
+	if [ -n "${AGENT_CM_SWAP:-}" ]; then
+		cm_put "$d/cm" < <(conflist "$i") || return 1
+	else
+		conflist "$i" >"$d/cm/10-tollgate.conflist" || return 1
+	fi
 	daemon "$(node_ns "$i")" "$AGENT" --config "$d/cm/10-tollgate.conflist" \
 		--listen "$(node_ip "$i"):9617" --cni-conf-dir "$d/net.d" --cni-bin-dir "$d/bin" \
 		--plugin "$TOLLGATE_BIN_DIR/tollgate" --node-name "node$i" --page-cache-ms 0 2>>"$d/agent.log"
