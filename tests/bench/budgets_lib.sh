@@ -22,7 +22,8 @@
 # 4; the agents' budgets.allocator is $ALLOC_URL (http://10.0.0.200:9618).
 #
 # Functions (see each): budgets_require; fabric_link, topo_fabric_nodes,
-# topo_inet, topo_reach; meter_start; shipped_conf, conflist, agent_start,
+# topo_node, topo_node_late, topo_inet, topo_reach; meter_start;
+# shipped_conf, cm_put, conflist, agent_start,
 # in_node, agent_get, readyz_code, agent_ready, metric_of, agent_metric,
 # node_budget; on_node, pod_up, pod_down, ns_classid, class_ceil_of; demand,
 # demand_spec, meter_py, settle, stats, stats_line, converge, sh_le, sh_ge,
@@ -106,16 +107,29 @@ fabric_link() {
 }
 # topo_fabric_nodes: the fabric and the nodes of NODES_ALL on it
 topo_fabric_nodes() {
-	local i ns
+	local i
 	_tg_netns_add "$FAB" || return 1
 	_tg_sysctl "$FAB" net.ipv4.ip_forward 1 || return 1
-	for i in $NODES_ALL; do
-		ns=$(node_ns "$i")
-		_tg_netns_add "$ns" || return 1
-		_tg_sysctl "$ns" net.ipv4.ip_forward 0 # the agent's job
-		fabric_link "v$i" "$ns" "$(node_ip "$i")" || return 1
-		ip -n "$FAB" route add "10.0.$i.0/27" via "$(node_ip "$i")" dev "v$i" || return 1
-	done
+	for i in $NODES_ALL; do topo_node "$i" || return 1; done
+}
+# topo_node I: node I on the fabric (I in 1..199)
+topo_node() {
+	local i=$1 ns
+	ns=$(node_ns "$i")
+	_tg_netns_add "$ns" || return 1
+	_tg_sysctl "$ns" net.ipv4.ip_forward 0 # the agent's job
+	fabric_link "v$i" "$ns" "$(node_ip "$i")" || return 1
+	ip -n "$FAB" route add "10.0.$i.0/27" via "$(node_ip "$i")" dev "v$i" || return 1
+}
+# topo_node_late I: node I added to a running world: on the fabric, and
+# counted by the internet host's meter (counter nI, its rule ahead of
+# "other")
+topo_node_late() {
+	topo_node "$1" || return 1
+	ip netns exec "$INET" nft -f - <<-EOF
+		add counter inet tgmeter n$1
+		insert rule inet tgmeter input ip saddr $(node_ip "$1") meta l4proto { tcp, udp } th dport { $TCP_PORT, $UDP_PORT } counter name n$1 accept
+	EOF
 }
 # topo_inet: the internet host and its meter: what each node's pods send to
 # the sink ports
@@ -167,11 +181,29 @@ meter_start() {
 # ---------------------------------------------------------------- agents
 # shipped_conf BUDGET: the shipped conflist (its tollgate entry) with the
 # budgets block: what the ConfigMap holds, and what the allocator reads
+# (budgets.fallbackAfterSeconds too when FALLBACK_AFTER_S is set)
 shipped_conf() {
-	jq --arg url "$ALLOC_URL" --argjson rs "$REPORT_S" --argjson ls "$LEASE_S" --arg fb "$FALLBACK_CONF" --arg b "$1" '
+	jq --arg url "$ALLOC_URL" --argjson rs "$REPORT_S" --argjson ls "$LEASE_S" --arg fb "$FALLBACK_CONF" --arg b "$1" \
+		--arg fa "${FALLBACK_AFTER_S:-}" '
 		.plugins |= map(select(.type == "tollgate")) |
 		.plugins[0].budgets = {allocator: $url, reportSeconds: $rs, leaseSeconds: $ls, fallback: $fb,
-		                       internetEgress: {datasets: $b}}' "$CONFLIST"
+		                       internetEgress: {datasets: $b}} |
+		if $fa != "" then .plugins[0].budgets.fallbackAfterSeconds = ($fa | tonumber) else . end' "$CONFLIST"
+}
+# cm_put DIR: stdin becomes DIR/10-tollgate.conflist as kubelet mounts a
+# ConfigMap and swaps a new version in: DIR/..<stamp>/ holds the file,
+# DIR/..data -> ..<stamp> renamed into place at once, DIR/10-tollgate.conflist
+# -> ..data/10-tollgate.conflist (the watchers see one rename, the readers
+# never a half-written file). Call it in the main shell (CM_SEQ counts).
+CM_SEQ=0
+cm_put() {
+	local d=$1 v
+	CM_SEQ=$((CM_SEQ + 1))
+	v=..v$CM_SEQ
+	mkdir -p "$d/$v" || return 1
+	cat >"$d/$v/10-tollgate.conflist" && [ -s "$d/$v/10-tollgate.conflist" ] || return 1
+	ln -sfn "$v" "$d/..data_tmp" && mv -T "$d/..data_tmp" "$d/..data" || return 1
+	[ -L "$d/10-tollgate.conflist" ] || ln -s ..data/10-tollgate.conflist "$d/10-tollgate.conflist"
 }
 # conflist I: that conflist made node I's (own dataDir and log, a static pool)
 conflist() {
@@ -180,10 +212,16 @@ conflist() {
 			.ipam = {source: "static", addresses: [$pool], cooldownSeconds: 0})'
 }
 declare -A AGENT_PID=()
-agent_start() { # I
+# agent_start I: node I's agent, its conflist a plain file ($TG_TMP/nI/cm/),
+# or with AGENT_CM_SWAP set a ConfigMap mount (cm_put: swapped later)
+agent_start() {
 	local i=$1 d=$TG_TMP/n$1
 	mkdir -p "$d/cm" "$d/net.d" "$d/bin"
-	conflist "$i" >"$d/cm/10-tollgate.conflist" || return 1
+	if [ -n "${AGENT_CM_SWAP:-}" ]; then
+		cm_put "$d/cm" < <(conflist "$i") || return 1
+	else
+		conflist "$i" >"$d/cm/10-tollgate.conflist" || return 1
+	fi
 	daemon "$(node_ns "$i")" "$AGENT" --config "$d/cm/10-tollgate.conflist" \
 		--listen "$(node_ip "$i"):9617" --cni-conf-dir "$d/net.d" --cni-bin-dir "$d/bin" \
 		--plugin "$TOLLGATE_BIN_DIR/tollgate" --node-name "node$i" --page-cache-ms 0 2>>"$d/agent.log"
@@ -246,7 +284,7 @@ demand() {
 	stop_pid "${LOAD_PID[$i]:-}"
 	LOAD_PID[$i]="" DEMAND[$i]=$kind
 	case $kind in
-	heavy) args=(--port "$TCP_PORT" --tcp "$HEAVY_STREAMS") ;;
+	heavy) args=(--port "$TCP_PORT" --tcp "$HEAVY_STREAMS" ${LOAD_RETRY:+--retry}) ;;
 	light) args=(--port "$UDP_PORT" --udp-bps "$LIGHT_BITS") ;;
 	none) return 0 ;;
 	esac
@@ -274,12 +312,13 @@ stats() {
 	read -r _m ST_MEAN _p ST_P99 _x ST_MAX _n ST_MIN _n ST_N <<<"$(meter_py stats --from "$1" --to "$2" "${names[@]}")"
 }
 stats_line() { echo "mean $(mbit "$ST_MEAN"), p99 $(mbit "$ST_P99"), max $(mbit "$ST_MAX"), min $(mbit "$ST_MIN") Mbit/s over $ST_N windows of 1 s"; }
-# converge T0 T1: CONV_AFTER (seconds or "never") and CONV_LAST (per node:
-# rate/share over the last window), against the fair shares of B for the
-# demand in force
+# converge T0 T1 [NAMES]: CONV_AFTER (seconds or "never") and CONV_LAST (per
+# node: rate/share over the last window), against the fair shares of B for
+# the demand in force (with NAMES, "n1,n2", only those nodes must be within)
 converge() {
-	local out
-	out=$(meter_py converge --from "$1" --to "$2" --budget "$B_BITS" --demand "$(demand_spec)" --tol 0.1)
+	local out only=()
+	[ -n "${3:-}" ] && only=(--only "$3")
+	out=$(meter_py converge --from "$1" --to "$2" --budget "$B_BITS" --demand "$(demand_spec)" --tol 0.1 "${only[@]}")
 	CONV_AFTER=$(awk '{ print $2 }' <<<"$out")
 	CONV_LAST=$(cut -d' ' -f3- <<<"$out" | awk '{ for (i = 1; i <= NF; i++) { split($i, a, "[=/]"); printf "%s %s/%s  ", a[1], sprintf("%.1f", a[2] / 1e6), sprintf("%.1f", a[3] / 1e6) } }')
 }

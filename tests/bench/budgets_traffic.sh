@@ -23,7 +23,10 @@
 #   1. the allocator unreachable from the start (the fabric drops what goes
 #      to it): every node at its fallback (state, metric, class ceil), a heavy
 #      node held to it on the wire, pods reach the internet and each other,
-#      every /readyz stays 200
+#      every /readyz stays 200. (An agent that knows
+#      budgets.fallbackAfterSeconds holds a namespace never granted at the
+#      join rate until the allocator has gone unanswered that long: the run
+#      sets it to 1 s, and the fallback is awaited for up to 5 s.)
 #   2. the allocator starts; skewed demand (node1 heavy, nodes 2-6 light):
 #      every node within 10% of its max-min fair share of B within lease + 5 s;
 #      the allocator's usage equals the internet host's figure within 2%
@@ -84,6 +87,10 @@ diag "budget B = $B_CONF ($B_BITS bit/s) for datasets, fallback $FALLBACK_CONF, 
 
 ALLOC_NS=$TG_ID-alloc
 NODES_ALL="1 2 3 4 5 6 7"
+if grep -q fallbackAfterSeconds "$AGENT" && grep -q fallbackAfterSeconds "$ALLOC"; then
+	FALLBACK_AFTER_S=1
+	diag "budgets.fallbackAfterSeconds $FALLBACK_AFTER_S (the agents know it)"
+fi
 tg_traps
 
 # ---------------------------------------------------------------- topology
@@ -178,6 +185,8 @@ readyz_all() {
 }
 F_T0=$EPOCHREALTIME
 for _ in 1 2 3 4; do readyz_all; sleep 0.5; done
+at_fallback() { [ "$(node_budget "$1" | cut -d' ' -f1)" = fallback ]; }
+for i in 1 2 3 4 5 6; do wait_for 5 at_fallback "$i"; done
 for i in 1 2 3 4 5 6; do
 	read -r st g c < <(node_budget "$i")
 	t_expect "node $i state" "$st" fallback
