@@ -193,6 +193,22 @@ static inline uint64_t max64(uint64_t a, uint64_t b)
 	return a > b ? a : b;
 }
 
+/*
+ * The least a node's share is: min_grant, or FLOOR_SHARE of an even split
+ * of cap where that is more, never more than the even split. A node held
+ * at a few kbit/s cannot show that it wants more: TCP through such a ceil
+ * stalls for seconds on HTB's token debt and its own back-off, reports
+ * neither bytes nor saturation, and stays there.
+ */
+#define FLOOR_SHARE 0.05
+
+static inline uint64_t node_floor(const struct budget_alloc *a, const struct bslot *b)
+{
+	uint64_t even = b->n ? b->cap / b->n : b->cap;
+
+	return min64(max64(a->p.min_grant, (uint64_t)((double)even * FLOOR_SHARE)), even);
+}
+
 /* libm's fmin/fmax: not linked by every binary that carries this module */
 static inline double dmin(double a, double b)
 {

@@ -81,7 +81,7 @@ static uint32_t demand_next(const struct budget_alloc *a, const struct bslot *b,
 			    const struct bhot *h, uint32_t rate, uint32_t applied, bool measured,
 			    bool saturated)
 {
-	double least = (double)min64(a->p.min_grant, h->limit), d = h->demand;
+	double least = (double)min64(node_floor(a, b), h->limit), d = h->demand;
 
 	if (measured && saturated) {
 		d = h->limit;
@@ -121,7 +121,7 @@ static uint32_t grant_for(const struct budget_alloc *a, const struct bslot *b, c
 		target = min64(target, max64(room, min64(BUDGET_JOIN_RATE, applied)));
 	}
 	if (b->contended && !(h->flags & HOT_FRESH))
-		target = min64(target, max64(h->demand, min64(a->p.min_grant, b->cap / b->n)));
+		target = min64(target, max64(h->demand, node_floor(a, b)));
 	*ret_target = target;
 	/* for a lease after the start it gets at most what it holds */
 	if (target <= applied || learning)

@@ -39,9 +39,9 @@ static void age(struct budget_alloc *a, struct bslot *b, int64_t now_ms)
 
 /*
  * A round of one budget: its nodes aged, and each one's target: the
- * water-fill of cap over the demands, each node at least the floor
- * (min_grant; when cap cannot give every node that, an even cap / nodes,
- * so the floors still fit). When the demands leave some of cap over, it
+ * water-fill of cap over the demands, each node at least its floor
+ * (node_floor: min_grant or a twentieth of an even split; never more than
+ * an even cap / nodes, so the floors still fit). When the demands leave some of cap over, it
  * goes out by weight too, up to each node's limit: a node then has room
  * to grow before its demand is measured. One pass over the nodes ages them
  * and feeds the water-fill; one more writes the targets.
@@ -59,7 +59,7 @@ void round_budget(struct budget_alloc *a, struct bslot *b, int64_t now_ms)
 	n = b->n;
 	if (n == 0)
 		return;
-	least = (uint32_t)min64(a->p.min_grant, b->cap / n);
+	least = (uint32_t)node_floor(a, b);
 	/* from uncontended to contended: the level is near the leftover's */
 	sums = fill_sums_start(b->level_demand > 0 ? b->level_demand : b->level_left);
 	for (i = 0; i < n; i++) {
