@@ -574,6 +574,20 @@ else
 	wait_for 15 both_follow
 	result $? "both nodes take their grants from the new leader (tollgate_budget_epoch $new_epoch); no grant of the old term is applied again"
 	btable
+	say ""
+	say "node-b2's agent is SIGKILLed (an OOM kill, say): nothing lowers its class, which keeps"
+	say "its grant in the kernel. fetch-b1 downloads hard again; the allocator counts node-b2 at"
+	say "all it held for as long as it is silent, so none of it goes to node-b1:"
+	kill -KILL "${BAGENT[2]}"
+	bstop "${BAGENT[2]}"
+	bload 1 heavy
+	bload 2 heavy
+	t_kill=$EPOCHREALTIME
+	sleep 8 # past the lease (4 s) and a few reports
+	most=$(python3 "$METER" stats --file "$TG_TMP/meter.txt" --from "$t_kill" --to "$EPOCHREALTIME" | awk '{ print $6 }')
+	awk -v s="${most:-x}" 'BEGIN { exit !(s ~ /^[0-9.]+$/ && s <= 1.05 * 40e6) }'
+	result $? "both nodes together, for the 8 s after the kill: at most $BUDGET_CONF (+5%) at the internet host in every 1 s (the most: $(awk -v s="${most:-0}" 'BEGIN { printf "%.1f", s / 1e6 }') Mbit/s)"
+	btable
 	for i in 1 2; do
 		bstop "${BLOAD[$i]}"
 		TG_NODE=$TG_ID-b$i TG_BIN=$TG_TMP/b$i/bin/tollgate
