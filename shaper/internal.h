@@ -114,8 +114,8 @@ int shaper_put_class(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t 
 		     uint64_t rate_bps, uint64_t ceil_bps, uint64_t burst_bits,
 		     uint64_t rate_burst_bits, int mtu);
 int shaper_put_class_flags(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t id,
-			   uint64_t rate_bps, uint64_t ceil_bps, uint64_t burst_bits, int mtu,
-			   int flags);
+			   uint64_t rate_bps, uint64_t ceil_bps, uint64_t burst_bits,
+			   uint64_t rate_burst_bits, int mtu, int flags);
 int shaper_put_htb_root(struct nl_sock *sk, int ifindex, uint32_t defcls);
 int shaper_put_leaf_queue(struct nl_sock *sk, int ifindex, uint32_t classid, uint64_t ceil_bps,
 			  uint32_t queue_ms, int mtu);

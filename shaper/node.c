@@ -307,7 +307,7 @@ static int set_alias(struct nl_sock *sk, int ifindex, const char *alias)
 static int put_node_class(struct nl_sock *sk, const struct shaper_node *n, int ifb, int flags)
 {
 	return shaper_put_class_flags(sk, ifb, TC_HANDLE(1, 0), TC_HANDLE(1, 1), n->node_ceil_bps,
-				      n->node_ceil_bps, 0, n->mtu, flags);
+				      n->node_ceil_bps, 0, 0, n->mtu, flags);
 }
 
 /*

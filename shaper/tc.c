@@ -61,32 +61,21 @@ static uint32_t clamp32(uint64_t v, uint64_t lo, uint64_t hi)
  * An HTB class: `ceil_bps` is the cap; the guaranteed rate is 1% of it unless
  * `rate_bps` says otherwise. Bursts of 4 ms at the ceiling (at least two
  * packets) keep accuracy at high rates without letting short transfers run
- * unshaped; quanta follow the ceiling so siblings share evenly.
+ * unshaped; quanta follow the ceiling so siblings share evenly. The
+ * guaranteed rate's own bucket is rate_burst_bits (at least a packet; 0:
+ * the burst).
  */
-static int put_htb_class(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t id,
-			 uint64_t rate_bps, uint64_t ceil_bps, uint64_t burst_bits,
-			 uint64_t rate_burst_bits, int mtu, int flags);
-
 int shaper_put_class(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t id,
 		     uint64_t rate_bps, uint64_t ceil_bps, uint64_t burst_bits,
 		     uint64_t rate_burst_bits, int mtu)
 {
-	return put_htb_class(sk, ifindex, parent, id, rate_bps, ceil_bps, burst_bits,
-			     rate_burst_bits, mtu, NLM_F_CREATE | NLM_F_REPLACE);
+	return shaper_put_class_flags(sk, ifindex, parent, id, rate_bps, ceil_bps, burst_bits,
+				      rate_burst_bits, mtu, NLM_F_CREATE | NLM_F_REPLACE);
 }
 
 int shaper_put_class_flags(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t id,
-			   uint64_t rate_bps, uint64_t ceil_bps, uint64_t burst_bits, int mtu,
-			   int flags)
-{
-	return put_htb_class(sk, ifindex, parent, id, rate_bps, ceil_bps, burst_bits, 0, mtu,
-			     flags);
-}
-
-/* rate_burst_bits: the guaranteed rate's bucket (at least a packet); 0: the burst */
-static int put_htb_class(struct nl_sock *sk, int ifindex, uint32_t parent, uint32_t id,
-			 uint64_t rate_bps, uint64_t ceil_bps, uint64_t burst_bits,
-			 uint64_t rate_burst_bits, int mtu, int flags)
+			   uint64_t rate_bps, uint64_t ceil_bps, uint64_t burst_bits,
+			   uint64_t rate_burst_bits, int mtu, int flags)
 {
 	_cleanup_class_ struct rtnl_class *c = rtnl_class_alloc();
 	uint32_t ceil = bytes_per_s(ceil_bps);
@@ -371,7 +360,8 @@ static int make_step(struct nl_sock *sk, const struct shaper_step *st, struct st
 			/* Under a budget its ceil is the grant: the agent's, never a reshape's. */
 			r = shaper_put_class_flags(sk, d->ifindex, parent, id, st->rate_bps,
 						   st->budgeted ? st->start_bps : st->ceil_bps,
-						   st->burst_bits, mtu, NLM_F_CREATE | NLM_F_EXCL);
+						   st->burst_bits, 0, mtu,
+						   NLM_F_CREATE | NLM_F_EXCL);
 			r = r == -EEXIST ? 0 : r;
 		} else {
 			r = shaper_put_class(sk, d->ifindex, parent, id, st->rate_bps, st->ceil_bps,
@@ -432,7 +422,7 @@ int shaper_ns_set_ceil(struct nl_sock *sk, int inet_ifb, uint16_t ns_class, uint
 {
 	/* NLM_F_REPLACE without NLM_F_CREATE: a change of the class that is there, or -ENOENT. */
 	return shaper_put_class_flags(sk, inet_ifb, TC_HANDLE(1, 1), TC_HANDLE(1, ns_class), 0,
-				      ceil_bps, 0, mtu, NLM_F_REPLACE);
+				      ceil_bps, 0, 0, mtu, NLM_F_REPLACE);
 }
 
 int shaper_pod_add(struct nl_sock *sk, const char *host_veth, int inet_ifb, uint32_t group,
