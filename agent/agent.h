@@ -126,6 +126,7 @@ struct agent_budgets {
 	int64_t stale_since_ms; /* answers of older terms only, since (0: none) */
 	uint64_t ceil_changes, ceil_failures, lease_expiries;
 	struct lease_guard *guard; /* ends leases in the kernel on time (lease_guard.h) */
+	uint64_t guard_fired;	   /* its lowerings the loop has taken into account */
 };
 
 /*

@@ -12,6 +12,7 @@
 #include <netlink/route/tc.h>
 
 #include "agent/internal.h"
+#include "agent/lease_guard.h"
 #include "budget/budget.h"
 #include "lib/nl.h"
 #include "lib/nl_cleanup.h"
@@ -199,12 +200,25 @@ bool agent_budgets_probe_flipped(struct agent *a, int64_t now_ms)
 	return flipped;
 }
 
-/* Each class's ceil to what its state asks for: one change where it differs. */
+/*
+ * Each class's ceil to what its state asks for: one change where it
+ * differs. When the lease guard lowered a class since the last look, what
+ * the loop believes of the ceils is stale (a renewal that crossed it would
+ * look applied): every class is put again.
+ */
 static void apply_ceils(struct agent *a, struct nl_sock *sk, int ifb, int64_t now_ms,
 			struct agent_notes *notes)
 {
 	struct agent_budgets *b = &a->budgets;
 	int mtu = a->cfg.mtu ? a->cfg.mtu : 1500;
+	uint64_t fired, failed;
+
+	lease_guard_counts(b->guard, &fired, &failed);
+	if (fired != b->guard_fired) {
+		b->guard_fired = fired;
+		for (size_t i = 0; i < b->n; i++)
+			b->ns[i].kernel_ceil = 0;
+	}
 
 	for (size_t i = 0; i < b->n; i++) {
 		struct agent_budget_ns *n = &b->ns[i];
