@@ -80,7 +80,6 @@ TAIL=4
 BASE="1 2 3 4 5 6"
 AGENT_CM_SWAP=1 # the agents' conflists mounted as kubelet mounts a ConfigMap (6)
 NODES_ALL=$BASE
-ALLOC_NS=$TG_ID-alloc
 
 load_now() { uptime | sed 's/.*load average: /load average /'; }
 diag "budget B = $B_CONF ($B_BITS bit/s) for datasets, reportSeconds $REPORT_S, leaseSeconds $LEASE_S, fallback $FALLBACK_CONF (the joining nodes' $JOIN_FALLBACK_CONF); light nodes $(mbit "$LIGHT_BITS") Mbit/s UDP, heavy nodes $HEAVY_STREAMS TCP streams; $JOINERS nodes in the join wave, the allocator unreachable ${UNREACH_S} s; $(nproc) CPUs, $(load_now)"
@@ -102,14 +101,7 @@ t_begin "topology: six nodes, an allocator and an internet host on a simulated c
 TG_TMP=$(mktemp -d "${TG_TMP_BASE:-/dev/shm}/tollgate-it.XXXXXX") || tap_bail "mktemp"
 chmod 755 "$TG_TMP"
 METER_OUT=$TG_TMP/meter.txt
-topo() {
-	topo_fabric_nodes || return 1
-	_tg_netns_add "$ALLOC_NS" || return 1
-	fabric_link valloc "$ALLOC_NS" "$ALLOC_IP" || return 1
-	topo_inet || return 1
-	topo_reach "$ALLOC_IP" "the allocator's address"
-}
-topo >"$TG_TMP/topo.err" 2>&1 || tap_bail "could not build the topology: $(tail -3 "$TG_TMP/topo.err")"
+topo_world >"$TG_TMP/topo.err" 2>&1 || tap_bail "could not build the topology: $(tail -3 "$TG_TMP/topo.err")"
 t_end
 
 t_begin "the internet host: a sink for TCP and UDP, its counters read every 100 ms"

@@ -59,6 +59,7 @@ mbit() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1e6 }'; }
 FAB=$TG_ID-fab
 INET=$TG_INET
 INET_IP=$TG_INET_IP
+ALLOC_NS=$TG_ID-alloc
 ALLOC_IP=10.0.0.200
 ALLOC_PORT=9618
 ALLOC_URL=http://$ALLOC_IP:$ALLOC_PORT
@@ -170,6 +171,16 @@ topo_reach() {
 # (METER_PID; METER_UNTIL, in $SECONDS' count), reads appended to
 # $METER_OUT; status 1 when it is not ready within 10 s (its stderr is
 # $TG_TMP/meter.err)
+# topo_world: the fabric and its nodes, the allocator's namespace on it, the
+# internet host, each reachable (not in a subshell: the namespaces it makes
+# are recorded for the cleanup)
+topo_world() {
+	topo_fabric_nodes || return 1
+	_tg_netns_add "$ALLOC_NS" || return 1
+	fabric_link valloc "$ALLOC_NS" "$ALLOC_IP" || return 1
+	topo_inet || return 1
+	topo_reach "$ALLOC_IP" "the allocator's address"
+}
 meter_start() {
 	rm -f "$TG_TMP/meter.ready"
 	daemon "$INET" "$PY" "$METER" serve --tcp-port "$TCP_PORT" --udp-port "$UDP_PORT" --table tgmeter \

@@ -85,7 +85,6 @@ if [ "$SHORT" = 1 ]; then TAIL=2; else TAIL=4; fi
 
 diag "budget B = $B_CONF ($B_BITS bit/s) for datasets, fallback $FALLBACK_CONF, reportSeconds $REPORT_S, leaseSeconds $LEASE_S; light nodes $(mbit "$LIGHT_BITS") Mbit/s UDP, heavy nodes $HEAVY_STREAMS TCP streams$([ "$SHORT" = 1 ] && echo "; short phases (tail $TAIL s)")"
 
-ALLOC_NS=$TG_ID-alloc
 NODES_ALL="1 2 3 4 5 6 7"
 if grep -q fallbackAfterSeconds "$AGENT" && grep -q fallbackAfterSeconds "$ALLOC"; then
 	FALLBACK_AFTER_S=1
@@ -98,15 +97,8 @@ t_begin "topology: seven nodes, an allocator and an internet host on a simulated
 TG_TMP=$(mktemp -d "${TG_TMP_BASE:-/dev/shm}/tollgate-it.XXXXXX") || tap_bail "mktemp"
 chmod 755 "$TG_TMP"
 METER_OUT=$TG_TMP/meter.txt
-topo() {
-	topo_fabric_nodes || return 1
-	_tg_netns_add "$ALLOC_NS" || return 1
-	fabric_link valloc "$ALLOC_NS" "$ALLOC_IP" || return 1
-	topo_inet || return 1
-	topo_reach "$ALLOC_IP" "the allocator's address"
-}
 # (not in a subshell: the namespaces it makes are recorded for the cleanup)
-topo >"$TG_TMP/topo.err" 2>&1 || tap_bail "could not build the topology: $(tail -3 "$TG_TMP/topo.err")"
+topo_world >"$TG_TMP/topo.err" 2>&1 || tap_bail "could not build the topology: $(tail -3 "$TG_TMP/topo.err")"
 t_end
 
 # The allocator is unreachable until phase 2: the fabric drops its traffic
