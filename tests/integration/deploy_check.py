@@ -7,8 +7,9 @@ objects (the dashboard).
 
   deploy_check.py RENDERED parse            every object loads; prints Kind/name, one a line
   deploy_check.py RENDERED generated        the agents' ConfigMap is generated (tollgate-HASH,
-                                            immutable) and the DaemonSet and the allocator's
-                                            Deployment mount it; prints its name
+                                            immutable) and the DaemonSet mounts it; the
+                                            allocator's Deployment mounts its policy's alone;
+                                            prints the agents' ConfigMap's name
   deploy_check.py RENDERED daemonset        what the DaemonSet must hold; prints each problem
   deploy_check.py RENDERED monitoring [--release R] [--runbook-base URL]
                                             PodMonitors and PrometheusRule: selectors, labels,
@@ -17,8 +18,13 @@ objects (the dashboard).
   deploy_check.py RENDERED runbook FILE     every alert has a heading of its name in FILE
                                             (docs/runbook.md), the anchor its runbook_url names
   deploy_check.py RENDERED conflist         the ConfigMap's conflist, as its bytes
+  deploy_check.py RENDERED policy           the allocator's policy (tollgate-allocator-policy's
+                                            policy.json), as its bytes
   deploy_check.py RENDERED agent-args       the agent container's command, one word a line
-  deploy_check.py RENDERED allocator        what the allocator's Deployment and Service must hold
+  deploy_check.py RENDERED allocator        what the allocator's Deployment and Service must hold,
+                                            its policy's ConfigMap (one name, not immutable,
+                                            mounted as a directory where --policy points) and
+                                            the conflist's budgets block (how to reach it alone)
   deploy_check.py RENDERED allocator-args   the allocator container's command, one word a line
   deploy_check.py RENDERED etcd             components/etcd: three members the allocator's --etcd names
   deploy_check.py RENDERED etcd-args        the etcd container's command, one word a line
@@ -44,6 +50,9 @@ objects (the dashboard).
                                             the --field values; one word a line
   deploy_check.py RENDERED kubelet-resolv KIND/NAME NAMESPACE CLUSTER-DNS NODE-RESOLV-CONF
                                             the resolv.conf kubelet writes for its dnsPolicy
+  deploy_check.py RENDERED kubelet-configmaps KIND/NAME CONTAINER
+                                            the container's ConfigMap mounts: MOUNTPATH NAME
+                                            SUBPATH (- for a directory mount), one a line
   deploy_check.py dns-serve LOG ADDR=NAME:IP,...  [...]
                                             a DNS server on ADDR:53 (UDP) answering those names
                                             and NXDOMAIN for others; each query logged to LOG
@@ -62,6 +71,11 @@ import yaml
 ETCD = "tollgate-etcd"
 CONFLIST_KEY = "10-tollgate.conflist"
 ALLOCATOR = "tollgate-allocator"
+# the allocator's policy: a ConfigMap of its own, one name (edited in place)
+POLICY_CM = "tollgate-allocator-policy"
+POLICY_KEY = "policy.json"
+# what the conflist's budgets block may hold: how to reach the allocator
+BUDGETS_KEYS = {"allocator", "reportSeconds", "leaseSeconds", "fallback", "fallbackAfterSeconds"}
 # what a default kube-prometheus-stack install selects PodMonitors and rules by
 RELEASE = "kube-prometheus-stack"
 RUNBOOK_BASE = "https://github.com/tollgate-cni/tollgate/blob/main/docs/runbook.md"
@@ -96,6 +110,11 @@ def agents_configmap(rendered):
     if len(cms) != 1:
         raise SystemExit("%d ConfigMaps hold %s, expected one" % (len(cms), CONFLIST_KEY))
     return cms[0]
+
+
+def policy_configmap(rendered):
+    """the allocator's policy's ConfigMap, or None"""
+    return load_named(rendered).get(("ConfigMap", POLICY_CM))
 
 
 def load_all(rendered):
@@ -349,19 +368,17 @@ def check_allocator(d):
     res = c.get("resources") or {}
     if "cpu" not in (res.get("requests") or {}) or "memory" not in (res.get("limits") or {}):
         p.append("no cpu request or memory limit")
-    # the agents' ConfigMap, mounted where --config points
+    # its policy: a ConfigMap of its own, mounted as a directory where --policy points
+    pol, polp = check_policy(d, dep)
+    p += polp
+    if flag(cmd, "--config") is not None:
+        p.append("--config %r: the allocator reads its policy (--policy), not the agents' conflist"
+                 % flag(cmd, "--config"))
     vols = {v["name"]: v for v in pod["volumes"]}
-    cfg = flag(cmd, "--config")
-    mount = None
-    for m in c.get("volumeMounts", []):
-        v = vols.get(m["name"], {})
+    for v in vols.values():
         if (v.get("configMap") or {}).get("name") == cm["metadata"]["name"]:
-            mount = m
-    if mount is None:
-        p.append("the ConfigMap %s is not mounted: the allocator reads the agents' config"
-                 % cm["metadata"]["name"])
-    elif cfg != mount["mountPath"].rstrip("/") + "/" + CONFLIST_KEY:
-        p.append("--config %r is not the ConfigMap's %s under %s" % (cfg, CONFLIST_KEY, mount["mountPath"]))
+            p.append("the allocator mounts the agents' ConfigMap %s: a conflist edit would roll it, "
+                     "and it reads nothing there" % cm["metadata"]["name"])
     # the Service: where budgets.allocator points
     if any(labels.get(k) != v for k, v in (svc["spec"].get("selector") or {}).items()) or \
             not svc["spec"].get("selector"):
@@ -371,10 +388,108 @@ def check_allocator(d):
         p.append("the Service's port does not target the allocator's")
     conflist = json.loads(cm["data"][CONFLIST_KEY])
     entry = next(e for e in conflist["plugins"] if e["type"] == "tollgate")
+    budgets = entry.get("budgets") or {}
     want = "http://%s.%s.svc:%d" % (ALLOCATOR, svc["metadata"]["namespace"], sp[0]["port"] if sp else 0)
-    got = (entry.get("budgets") or {}).get("allocator")
+    got = budgets.get("allocator")
     if got != want:
         p.append("the ConfigMap's budgets.allocator is %r, the Service is %s" % (got, want))
+    extra = sorted(set(budgets) - BUDGETS_KEYS)
+    if extra:
+        p.append("the conflist's budgets block holds %s: budgets are the allocator's policy (%s), "
+                 "the block only how to reach it" % (", ".join(extra), POLICY_CM))
+    if pol is not None:
+        # the period the allocator assumes is the nodes' own; its lease one they take
+        if pol.get("reportSeconds", 1) != budgets.get("reportSeconds", 1):
+            p.append("the policy's reportSeconds %r is not the conflist's budgets.reportSeconds %r"
+                     % (pol.get("reportSeconds", 1), budgets.get("reportSeconds", 1)))
+        if pol.get("leaseSeconds", 10) > budgets.get("leaseSeconds", 10):
+            p.append("the policy's leaseSeconds %r is longer than the conflist's budgets.leaseSeconds %r "
+                     "(the longest lease a node takes)" % (pol.get("leaseSeconds", 10), budgets.get("leaseSeconds", 10)))
+    return p
+
+
+RATE_RE = r"[0-9]+(\.[0-9]+)?[kKMGTP]?"
+
+
+def check_policy(d, dep):
+    """the allocator's policy: the ConfigMap POLICY_CM (that name: edited in place, so
+    not generated with a hash suffix, and not immutable), policy.json in it of the
+    policy file's shape; mounted as a directory (no subPath: kubelet updates only a
+    directory mount when the ConfigMap changes), read-only, --policy the file in it.
+    Returns (the policy, or None; problems)"""
+    p = []
+    cm = policy_configmap(d)
+    if cm is None:
+        gen = [x["metadata"]["name"] for x in docs(d) if x["kind"] == "ConfigMap"
+               and POLICY_KEY in (x.get("data") or {})]
+        return None, ["no ConfigMap %s%s" % (POLICY_CM, " (but %s: a hash suffix, so an edit is a new "
+                                                       "ConfigMap and a rollout)" % ", ".join(gen) if gen else "")]
+    if cm["metadata"].get("namespace") != dep["metadata"].get("namespace"):
+        p.append("the ConfigMap %s is not in the allocator's namespace" % POLICY_CM)
+    if cm.get("immutable"):
+        p.append("the ConfigMap %s is immutable: a policy edit could never reach the running allocator"
+                 % POLICY_CM)
+    pol = None
+    try:
+        pol = json.loads((cm.get("data") or {})[POLICY_KEY])
+    except (KeyError, ValueError) as e:
+        p.append("the ConfigMap %s has no %s that parses: %s" % (POLICY_CM, POLICY_KEY, e))
+    if pol is not None:
+        p += policy_shape(pol)
+    c = allocator_container(dep)
+    cmd = c["command"] + c.get("args", [])
+    path = flag(cmd, "--policy")
+    vols = {v["name"]: v for v in dep["spec"]["template"]["spec"].get("volumes", [])}
+    mounts = [m for m in c.get("volumeMounts", [])
+              if (vols.get(m["name"], {}).get("configMap") or {}).get("name") == POLICY_CM]
+    if not mounts:
+        p.append("the ConfigMap %s is not mounted in the allocator's container" % POLICY_CM)
+    for m in mounts:
+        if m.get("subPath") or m.get("subPathExpr"):
+            p.append("%s is mounted with subPath at %s: kubelet never updates a subPath mount, so a "
+                     "policy edit would wait for the pod's restart" % (POLICY_CM, m["mountPath"]))
+        if not m.get("readOnly"):
+            p.append("%s is mounted writable" % POLICY_CM)
+        items = vols[m["name"]]["configMap"].get("items")
+        if items is not None and {"key": POLICY_KEY, "path": POLICY_KEY} not in items:
+            p.append("the volume's items do not put %s at %s" % (POLICY_KEY, POLICY_KEY))
+    if path is None:
+        p.append("no --policy: the allocator has no policy to grant from")
+    elif mounts and not any(path == m["mountPath"].rstrip("/") + "/" + POLICY_KEY for m in mounts):
+        p.append("--policy %r is not %s in the directory %s is mounted at (%s)"
+                 % (path, POLICY_KEY, POLICY_CM, ", ".join(m["mountPath"] for m in mounts)))
+    return pol, p
+
+
+def policy_shape(pol):
+    """what the allocator takes (docs/budgets.md): the same keys, in range; the allocator
+    itself is the judge (tests/integration/test_deploy.sh runs it on the overlay's)"""
+    p = []
+    if not isinstance(pol, dict):
+        return ["the policy is not a JSON object"]
+    extra = sorted(set(pol) - {"version", "reportSeconds", "leaseSeconds", "namespaces"})
+    if extra:
+        p.append("the policy has keys the allocator refuses: %s" % ", ".join(extra))
+    if pol.get("version") != 1:
+        p.append("the policy's version is %r, not 1" % pol.get("version"))
+    rs, ls = pol.get("reportSeconds", 1), pol.get("leaseSeconds", 10)
+    if not (isinstance(rs, int) and 1 <= rs <= 60):
+        p.append("reportSeconds %r is not 1 to 60" % rs)
+    elif not (isinstance(ls, int) and 2 <= ls <= 3600 and ls >= 2 * rs):
+        p.append("leaseSeconds %r is not 2 to 3600 and at least twice reportSeconds" % ls)
+    ns = pol.get("namespaces")
+    if not isinstance(ns, dict) or not ns:
+        p.append("the policy budgets no namespace (namespaces is %r)" % ns)
+        return p
+    for name, b in ns.items():
+        if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", name):
+            p.append("namespace %r is not a DNS label" % name)
+        if not isinstance(b, dict) or set(b) != {"internetEgress"}:
+            p.append("namespace %s: %r, expected {\"internetEgress\": RATE} alone" % (name, b))
+            continue
+        r = b["internetEgress"]
+        if not (isinstance(r, int) and r > 0 or isinstance(r, str) and re.fullmatch(RATE_RE, r)):
+            p.append("namespace %s: internetEgress %r is not a rate" % (name, r))
     return p
 
 
@@ -453,7 +568,7 @@ def check_etcd_tls(d, base):
         path = flag(pcmd, f) or ""
         if not any(path.startswith(mp.rstrip("/") + "/") and "secret" in v for mp, v in mounts.items()):
             p.append("%s %r is not in a mounted Secret" % (f, path))
-    for w in ("--advertise", "--election-key", "--config", "--listen"):
+    for w in ("--advertise", "--election-key", "--policy", "--listen"):
         if flag(pcmd, w) != flag(bcmd, w):
             p.append("%s differs from the base's" % w)
     # the patch adds to the pod; it takes nothing of the base's away
@@ -684,17 +799,20 @@ def check_generated(d):
     if cm["metadata"].get("namespace") != "kube-system":
         p.append("the ConfigMap is not in kube-system")
     named = load_named(d)
-    for kind, wname in (("DaemonSet", "tollgate"), ("Deployment", ALLOCATOR)):
+    dep = named.get(("Deployment", ALLOCATOR))
+    # the agents mount the conflist; the allocator (components/budgets) its policy alone
+    for kind, wname, want in (("DaemonSet", "tollgate", name), ("Deployment", ALLOCATOR, POLICY_CM)):
         w = named.get((kind, wname))
         if w is None:
-            if kind == "DaemonSet":  # the allocator: components/budgets
+            if kind == "DaemonSet":
                 p.append("no %s %s" % (kind, wname))
             continue
         refs = [v["configMap"]["name"] for v in w["spec"]["template"]["spec"].get("volumes", [])
                 if "configMap" in v]
-        if refs != [name]:
-            p.append("%s %s mounts ConfigMaps %r, not %s" % (kind, wname, refs, name))
-    others = [x["metadata"]["name"] for x in docs(d) if x["kind"] == "ConfigMap" and x is not cm]
+        if refs != [want]:
+            p.append("%s %s mounts ConfigMaps %r, not %s" % (kind, wname, refs, want))
+    others = [x["metadata"]["name"] for x in docs(d) if x["kind"] == "ConfigMap" and x is not cm
+              and not (dep is not None and x["metadata"]["name"] == POLICY_CM)]
     if others:
         p.append("other ConfigMaps: %s" % ", ".join(others))
     return name, p
@@ -865,6 +983,19 @@ def kubelet_resolv(d, ref, namespace, cluster_dns, node_resolv, domain="cluster.
     return "search %s\nnameserver %s\noptions ndots:5\n" % (" ".join(search), cluster_dns)
 
 
+def kubelet_configmaps(d, ref, container):
+    """the container's ConfigMap mounts: "MOUNTPATH NAME SUBPATH" (- for a directory)"""
+    pod = workload(d, ref)["spec"]["template"]["spec"]
+    c = next(x for x in pod["containers"] if x["name"] == container)
+    vols = {v["name"]: v for v in pod.get("volumes", [])}
+    out = []
+    for m in c.get("volumeMounts", []):
+        cmn = (vols.get(m["name"], {}).get("configMap") or {}).get("name")
+        if cmn:
+            out.append("%s %s %s" % (m["mountPath"], cmn, m.get("subPath") or "-"))
+    return out
+
+
 def dns_serve(specs, log):
     """A DNS server on UDP, for the test's cluster: SPEC is ADDR=NAME:IP,NAME:IP...
     (names without the final dot); A for those names, an empty answer for
@@ -984,6 +1115,11 @@ def main():
         problems = check_runbook(d, rest[0])
     elif what == "conflist":
         sys.stdout.write(load_all(d)["ConfigMap"]["data"][CONFLIST_KEY])
+    elif what == "policy":
+        cm = policy_configmap(d)
+        if cm is None:
+            raise SystemExit("no ConfigMap %s in %s" % (POLICY_CM, d))
+        sys.stdout.write(cm["data"][POLICY_KEY])
     elif what == "agent-args":
         print("\n".join(agent_container(load_all(d)["DaemonSet"])["command"]))
     elif what == "allocator":
@@ -1011,6 +1147,9 @@ def main():
         print("\n".join(words))
     elif what == "kubelet-resolv":  # KIND/NAME NAMESPACE CLUSTER-DNS NODE-RESOLV-CONF
         sys.stdout.write(kubelet_resolv(d, *rest[:4]))
+    elif what == "kubelet-configmaps":  # KIND/NAME CONTAINER
+        for line in kubelet_configmaps(d, rest[0], rest[1]):
+            print(line)
     elif what == "no-budgets":
         problems = check_no_budgets(d, deploy)
     elif what == "names":

@@ -6,16 +6,19 @@
 #
 # The base, the base with components/budgets and the overlay render without
 # a word on stderr; the agents' ConfigMap is generated from the conflist
-# (tollgate-<hash>, immutable) and the DaemonSet (and, with budgets, the
-# allocator's Deployment) mount it by that name; a changed conflist gets
-# another name and the workloads follow it (a copy of deploy/ rendered with
-# an edited conflist). Without components/budgets there is no allocator, no
-# rule or alert on its or the budgets' series, no budgets block and no
-# budget panel on deploy/dashboard.json; the component's conflist is the
-# base's plus its budgets block. The DaemonSet: ClusterFirstWithHostNet on
+# (tollgate-<hash>, immutable) and the DaemonSet mounts it by that name; a
+# changed conflist gets another name and the DaemonSet follows it (a copy of
+# deploy/ rendered with an edited conflist). Without components/budgets
+# there is no allocator, no policy, no rule or alert on its or the budgets'
+# series, no budgets block and no budget panel on deploy/dashboard.json; the
+# component's conflist is the base's plus its budgets block, which holds how
+# to reach the allocator and no budget. The DaemonSet: ClusterFirstWithHostNet on
 # the host network, --node-name=$(NODE_NAME) from spec.nodeName, a bounded
 # share of the nodes at a time. The allocator's Deployment (three replicas
-# electing on etcd, the agents' ConfigMap, no capability) and its Service,
+# electing on etcd, no capability; its policy a ConfigMap of its own,
+# tollgate-allocator-policy, one name and not immutable, mounted as a
+# directory where --policy points, never the agents' ConfigMap; the policy's
+# reportSeconds the conflist's) and its Service,
 # which budgets.allocator names; components/etcd's members, and
 # components/etcd-tls over the base with budgets (https, certificates in a
 # Secret, the rest the component's). The PodMonitors and the PrometheusRule:
@@ -48,8 +51,14 @@
 # forwards a host port into a pod (runtimeConfig.portMappings, as the
 # runtime passes it for the capability the conflist declares). Then the
 # example overlay's (components/budgets): its allocator as nobody with no
-# capability, finding etcd by its members' names through the cluster DNS and
-# leading; a pod of the budgeted namespace on the node; the agent of a copy
+# capability, its policy's ConfigMap mounted as kubelet mounts it (a
+# directory, the ..data link), finding etcd by its members' names through
+# the cluster DNS and leading; a report answered with the policy's budgets
+# (the answer's "policy", bytes/s) and, once it names that policy, without
+# them; the ConfigMap edited as kubelet applies an edit (..data swapped): the
+# next answer carries the new budget, the same process; an invalid edit
+# refused and counted, the policy in force kept; a pod of the budgeted
+# namespace on the node; the agent of a copy
 # without dnsPolicy (the node's resolv.conf) never resolves budgets.allocator
 # and is never answered (the control); the overlay's agent resolves it
 # through the cluster DNS and is: the namespace "granted" on its /metrics,
@@ -113,18 +122,27 @@ BASE=$TG_TMP/base.yaml
 OVR=$TG_TMP/overlay.yaml
 check() { "$PY" "$CHECK" --deploy "$DEPLOY" "$BASE" "$@"; }
 checkr() { "$PY" "$CHECK" --deploy "$DEPLOY" "$@"; } # RENDERED CHECK ...
-# A copy of deploy/ to break: copy_edit FILE SED-EXPR [overlay] renders the
-# copy's base into $TG_TMP/copy.yaml when FILE is the base's, and its example
+# A copy of deploy/ to break: copy_edit FILE SED-EXPR [overlay|budgets] renders
+# the copy's base into $TG_TMP/copy.yaml when FILE is the base's, its example
 # overlay into $TG_TMP/copy-overlay.yaml when FILE is a component's or
-# `overlay` is given (FILE relative to deploy/; every call starts from a
-# fresh copy).
+# `overlay` is given, and with `budgets` its base with components/budgets
+# alone into $TG_TMP/copy-bud.yaml (the overlay replaces that component's
+# conflist and policy with its own) (FILE relative to deploy/; every call
+# starts from a fresh copy).
 copy_edit() {
 	rm -rf "$TG_TMP/copy"
 	cp -a "$DEPLOY" "$TG_TMP/copy"
 	sed -i "$2" "$TG_TMP/copy/$1"
 	cmp -s "$DEPLOY/$1" "$TG_TMP/copy/$1" && t_fail "teeth: '$2' changed nothing in $1"
 	case $1 in base/*) render "$TG_TMP/copy" "$TG_TMP/copy.yaml" ;; esac
-	case $1:${3:-} in base/*:) ;; *) render "$TG_TMP/copy/overlays/example" "$TG_TMP/copy-overlay.yaml" ;; esac
+	case $1:${3:-} in
+	base/*:) ;;
+	*:budgets)
+		overlay_of "$TG_TMP/copy/overlays/bud" "$TG_TMP/copy/base" "$TG_TMP/copy/components/budgets"
+		render "$TG_TMP/copy/overlays/bud" "$TG_TMP/copy-bud.yaml"
+		;;
+	*) render "$TG_TMP/copy/overlays/example" "$TG_TMP/copy-overlay.yaml" ;;
+	esac
 }
 refused() { # WHAT RENDERED CHECK [ARGS]: the check must refuse RENDERED
 	local what=$1
@@ -171,8 +189,14 @@ for want in $base_objs $bud_objs "StatefulSet/tollgate-etcd" "Service/tollgate-e
 	grep -qxF "$want" <<<"$out" || t_fail "the overlay has no $want"
 done
 for f in "$DEPLOY/dashboard.json" "$DEPLOY/components/budgets/dashboard.json" "$DEPLOY/base/10-tollgate.conflist" \
-	"$DEPLOY/components/budgets/10-tollgate.conflist" "$OVERLAY/10-tollgate.conflist"; do
+	"$DEPLOY/components/budgets/10-tollgate.conflist" "$OVERLAY/10-tollgate.conflist" \
+	"$DEPLOY/components/budgets/policy.json" "$OVERLAY/policy.json"; do
 	jq -e . "$f" >/dev/null 2>&1 || t_fail "$f is not JSON"
+done
+# the overlay's files at its top are links into its components
+for f in 10-tollgate.conflist:conflist policy.json:policy; do
+	{ [ -L "$OVERLAY/${f%%:*}" ] && [ "$OVERLAY/${f%%:*}" -ef "$OVERLAY/${f#*:}/${f%%:*}" ]; } ||
+		t_fail "overlays/example/${f%%:*} is not a link to ${f#*:}/${f%%:*}"
 done
 # the old paths are links to the files, never copies that could drift
 for f in daemonset.yaml podmonitor.yaml prometheusrule.yaml 10-tollgate.conflist allocator.yaml; do
@@ -191,12 +215,15 @@ refused "an alert on the budgets' series in the base" "$TG_TMP/copy.yaml" no-bud
 # the component's conflist drifts from the base's nowhere but in its budgets block
 t_expect "components/budgets' conflist without its budgets block" \
 	"$(jq -S 'del(.plugins[].budgets)' "$DEPLOY/components/budgets/10-tollgate.conflist")" "$(jq -S . "$DEPLOY/base/10-tollgate.conflist")"
+# how to reach the allocator, and no budget: those are the allocator's policy
 t_expect "components/budgets' budgets block" \
-	"$(checkr "$BUD" conflist | jq -c '.plugins[] | select(.type == "tollgate") | .budgets | {allocator, internetEgress}')" \
-	'{"allocator":"http://tollgate-allocator.kube-system.svc:9618","internetEgress":{}}'
+	"$(checkr "$BUD" conflist | jq -c '.plugins[] | select(.type == "tollgate") | .budgets | {allocator, keys: keys}')" \
+	'{"allocator":"http://tollgate-allocator.kube-system.svc:9618","keys":["allocator","fallback","leaseSeconds","reportSeconds"]}'
+t_expect "components/budgets' policy" "$(checkr "$BUD" policy | jq -c '{version, namespaces}')" \
+	'{"version":1,"namespaces":{"datasets":{"internetEgress":"20G"}}}'
 t_end
 
-t_begin "the agents' ConfigMap: generated from the conflist (tollgate-<hash>, immutable), mounted by that name by the DaemonSet and the allocator; another conflist, another name, both following"
+t_begin "the agents' ConfigMap: generated from the conflist (tollgate-<hash>, immutable), mounted by that name by the DaemonSet (the allocator mounts its policy's alone); another conflist, another name, the DaemonSet following"
 CM_NAME=$(check generated 2>&1) || t_fail "$(tr '\n' ';' <<<"$CM_NAME")"
 CM_NAME=$(head -1 <<<"$CM_NAME")
 check conflist | cmp -s - "$DEPLOY/base/10-tollgate.conflist" || t_fail "the ConfigMap's conflist is not deploy/base/10-tollgate.conflist"
@@ -204,7 +231,7 @@ check conflist | cmp -s - "$DEPLOY/base/10-tollgate.conflist" || t_fail "the Con
 cp -a "$DEPLOY" "$TG_TMP/copy"
 render "$TG_TMP/copy" "$TG_TMP/copy.yaml"
 t_expect "an unedited copy's ConfigMap" "$(checkr "$TG_TMP/copy.yaml" generated 2>&1 | head -1)" "$CM_NAME"
-# ... an edited conflist (a static pool), another name, and both workloads on it
+# ... an edited conflist (a static pool), another name, and the DaemonSet on it
 jq '(.plugins[] | select(.type == "tollgate") | .ipam) |= {source: "static", addresses: ["10.1.0.10-10.1.0.40"], exclude: ["10.1.0.11"]}' \
 	"$DEPLOY/base/10-tollgate.conflist" >"$TG_TMP/copy/base/10-tollgate.conflist"
 render "$TG_TMP/copy" "$TG_TMP/copy.yaml"
@@ -213,12 +240,15 @@ name2=$(head -1 <<<"$name2")
 [ "$name2" != "$CM_NAME" ] || t_fail "an edited conflist kept the ConfigMap's name $CM_NAME: no rollout"
 [[ $name2 =~ ^tollgate-[a-z0-9]{10}$ ]] || t_fail "the edited copy's ConfigMap is '$name2'"
 t_expect "the edited copy's pool source" "$(checkr "$TG_TMP/copy.yaml" conflist | jq -r '.plugins[0].ipam.source')" static
-# with components/budgets: its own ConfigMap, the DaemonSet and the allocator on it
+# with components/budgets: its own ConfigMap, the DaemonSet on it, the allocator on its policy's
 out=$(checkr "$BUD" generated 2>&1) || t_fail "base and budgets: $(tr '\n' ';' <<<"$out")"
 [ "$(head -1 <<<"$out")" != "$CM_NAME" ] || t_fail "components/budgets left the base's ConfigMap"
-# the check has teeth: a DaemonSet naming a ConfigMap the generator does not make
+# the check has teeth: a DaemonSet naming a ConfigMap the generator does not make,
+# an allocator on the agents' ConfigMap (every conflist edit would roll it)
 copy_edit base/daemonset.yaml 's/configMap: { name: tollgate }/configMap: { name: tollgate-conf }/'
 refused "a DaemonSet mounting another ConfigMap" "$TG_TMP/copy.yaml" generated
+copy_edit components/budgets/allocator.yaml 's/configMap: { name: tollgate-allocator-policy }/configMap: { name: tollgate }/'
+refused "an allocator mounting the agents' ConfigMap" "$TG_TMP/copy-overlay.yaml" generated
 t_end
 
 t_begin "the DaemonSet: hostNetwork with ClusterFirstWithHostNet, --node-name from spec.nodeName, system-node-critical, every taint, linux; mounts, probes, resources; NET_ADMIN alone; a rollout a tenth of the nodes at a time, no surge"
@@ -253,8 +283,30 @@ done < <(check agent-args)
 "$AGENT" --help | grep -q 'endpoints: /metrics, /healthz, /readyz' || t_fail "the agent does not list /healthz and /readyz"
 t_end
 
-t_begin "the allocator: three replicas electing on etcd, a node each, a PodDisruptionBudget; the agents' ConfigMap, nobody, no capability, probes; its Service is budgets.allocator"
+t_begin "the allocator: three replicas electing on etcd, a node each, a PodDisruptionBudget; nobody, no capability, probes; its Service is budgets.allocator; its policy a ConfigMap of its own, edited in place, mounted as a directory where --policy points; the conflist's budgets block how to reach it alone"
 out=$(checkr "$BUD" allocator 2>&1) || t_fail "$(tr '\n' ';' <<<"$out")"
+t_expect "the allocator's --policy" "$(checkr "$BUD" allocator-args | grep -- '^--policy')" --policy=/etc/tollgate-allocator/policy.json
+t_expect "its ConfigMap mounts (MOUNTPATH NAME SUBPATH)" \
+	"$(checkr "$BUD" kubelet-configmaps Deployment/tollgate-allocator allocator)" "/etc/tollgate-allocator tollgate-allocator-policy -"
+# the policy's checks have teeth: a subPath mount (kubelet never updates it),
+# --policy outside the mount, the conflist again, a hashed or immutable
+# ConfigMap (an edit would need a rollout, or never reach the pods), a budget
+# back in the conflist, a policy whose period is not the nodes'
+copy_edit components/budgets/allocator.yaml \
+	's|{ name: policy, mountPath: /etc/tollgate-allocator, readOnly: true }|{ name: policy, mountPath: /etc/tollgate-allocator/policy.json, subPath: policy.json, readOnly: true }|'
+refused "the policy mounted with subPath" "$TG_TMP/copy-overlay.yaml" allocator
+copy_edit components/budgets/allocator.yaml 's|--policy=/etc/tollgate-allocator/policy.json|--policy=/etc/tollgate/policy.json|'
+refused "--policy outside the policy's mount" "$TG_TMP/copy-overlay.yaml" allocator
+copy_edit components/budgets/allocator.yaml 's|--policy=/etc/tollgate-allocator/policy.json|--config=/etc/tollgate/10-tollgate.conflist|'
+refused "--config instead of --policy" "$TG_TMP/copy-overlay.yaml" allocator
+copy_edit components/budgets/kustomization.yaml '/disableNameSuffixHash: true/d' budgets
+refused "a policy ConfigMap with a hash suffix" "$TG_TMP/copy-bud.yaml" allocator
+copy_edit components/budgets/kustomization.yaml 's/^\( *\)disableNameSuffixHash: true/&\n\1immutable: true/' budgets
+refused "an immutable policy ConfigMap" "$TG_TMP/copy-bud.yaml" allocator
+copy_edit components/budgets/10-tollgate.conflist 's/"fallback": "10M"/"fallback": "10M", "internetEgress": {}/' budgets
+refused "budgets.internetEgress in the conflist" "$TG_TMP/copy-bud.yaml" allocator
+copy_edit components/budgets/policy.json 's/"reportSeconds": 1,/"reportSeconds": 2,/' budgets
+refused "a policy assuming another report period" "$TG_TMP/copy-bud.yaml" allocator
 # the checker has teeth: replicas without the election, two on one node, or a capability, are refused
 copy_edit components/budgets/allocator.yaml '/- --etcd=/d'
 refused "three replicas without --etcd" "$TG_TMP/copy-overlay.yaml" allocator
@@ -341,7 +393,7 @@ sed -i '/^### TollgateAgentDown$/d' "$TG_TMP/runbook.md"
 refused "a runbook without TollgateAgentDown's heading" "$BASE" runbook "$TG_TMP/runbook.md"
 t_end
 
-t_begin "the example overlay: its conflist (another ConfigMap, both workloads on it), pool and budgets; the Prometheus label; the runbook base; the base's checks hold"
+t_begin "the example overlay: its conflist (another ConfigMap, the DaemonSet on it), pool and budgets block; its policy (the allocator's ConfigMap); the Prometheus label; the runbook base; the base's checks hold"
 name_ov=$(checkr "$OVR" generated 2>&1) || t_fail "$(tr '\n' ';' <<<"$name_ov")"
 name_ov=$(head -1 <<<"$name_ov")
 [ "$name_ov" != "$CM_NAME" ] || t_fail "the overlay's ConfigMap has the base's name"
@@ -349,11 +401,14 @@ checkr "$OVR" conflist >"$TG_TMP/overlay.conflist"
 cmp -s "$TG_TMP/overlay.conflist" "$OVERLAY/10-tollgate.conflist" || t_fail "the overlay's ConfigMap is not its 10-tollgate.conflist"
 TGE='.plugins[] | select(.type == "tollgate")'
 t_expect "overlay ipam" "$(jq -c "$TGE | .ipam | {source, exclude}" "$TG_TMP/overlay.conflist")" '{"source":"imds","exclude":["10.1.0.250"]}'
-t_expect "overlay budgets" "$(jq -c "$TGE | .budgets | {fallback, internetEgress}" "$TG_TMP/overlay.conflist")" \
-	'{"fallback":"50M","internetEgress":{"datasets":"20G","crawl":"2G"}}'
+t_expect "overlay budgets" "$(jq -c "$TGE | .budgets | {fallback, keys: keys}" "$TG_TMP/overlay.conflist")" \
+	'{"fallback":"50M","keys":["allocator","fallback","leaseSeconds","reportSeconds"]}'
+checkr "$OVR" policy | cmp -s - "$OVERLAY/policy.json" || t_fail "the overlay's tollgate-allocator-policy is not its policy.json"
+t_expect "overlay policy" "$(checkr "$OVR" policy | jq -c .namespaces)" \
+	'{"datasets":{"internetEgress":"20G"},"crawl":{"internetEgress":"2G"}}'
 t_expect "overlay metricsNamespaces" "$(jq -c "$TGE | .nodeAccess.metricsNamespaces" "$TG_TMP/overlay.conflist")" '["prometheus"]'
 # the rest is the base's: a copy drifting from it would hide a change of the base
-strip="($TGE) |= (del(.ipam.exclude) | del(.budgets.fallback) | del(.budgets.internetEgress) | del(.nodeAccess.metricsNamespaces))"
+strip="($TGE) |= (del(.ipam.exclude) | del(.budgets.fallback) | del(.nodeAccess.metricsNamespaces))"
 [ "$(jq -S "$strip" "$TG_TMP/overlay.conflist")" = "$(checkr "$BUD" conflist | jq -S "$strip")" ] ||
 	t_fail "the overlay's conflist differs from components/budgets' beyond its changes: $(diff <(checkr "$BUD" conflist | jq -S "$strip") <(jq -S "$strip" "$TG_TMP/overlay.conflist") | head -6 | tr '\n' ' ')"
 OV_RB=https://runbooks.example.internal/tollgate
@@ -375,6 +430,11 @@ out=$("$IPAM" validate "$TG_TMP/v.conflist" 2>&1) || t_fail "a static pool: $out
 jq "($TGE | .budgets.fallback) = \"10Mbps\"" "$OVERLAY/10-tollgate.conflist" >"$TG_TMP/v.conflist"
 out=$("$IPAM" validate "$TG_TMP/v.conflist" 2>&1) && t_fail "validate took fallback 10Mbps: $out"
 grep -q 'budgets.fallback' <<<"$out" || t_fail "the refusal does not name the key: $out"
+# an overlay of an older release, its budgets still in the conflist: refused, pointing at the policy
+jq "($TGE | .budgets.internetEgress) = {datasets: \"20G\"}" "$OVERLAY/10-tollgate.conflist" >"$TG_TMP/v.conflist"
+out=$("$IPAM" validate "$TG_TMP/v.conflist" 2>&1) && t_fail "validate took budgets.internetEgress: $out"
+{ grep -q 'internetEgress' <<<"$out" && grep -qi 'policy' <<<"$out"; } ||
+	t_fail "the refusal of budgets.internetEgress does not point at the allocator's policy: $out"
 t_end
 
 t_begin "the ConfigMap's conflist says cniVersion 1.0.0, every plugin at it"
@@ -658,12 +718,32 @@ r=$(cni_error_problem 7)
 t_end
 
 # ------------------------------------------------------------ budgets: the example overlay (components/budgets)
-# The overlay's ConfigMap, mounted for the allocator and the agents alike; its
-# budgets block as written (datasets budgeted, budgets.allocator the Service).
+# The overlay's ConfigMap, mounted for the agents; its budgets block as
+# written (budgets.allocator the Service). The allocator mounts its policy's.
 CM=$TG_TMP/etc-tollgate-budgets
 mount_conflist "$OVR" "$CM"
 t_expect "the overlay's budgets.allocator" "$(jq -r '.plugins[] | select(.type == "tollgate") | .budgets.allocator' "$CM/10-tollgate.conflist")" \
 	"http://tollgate-allocator.kube-system.svc:9618"
+# The allocator's policy ConfigMap as kubelet mounts a directory: the files
+# in ..<stamp>/, ..data a link to it, policy.json a link into ..data. An edit
+# of the ConfigMap is a new ..<stamp>/, ..data swapped to it by rename, the
+# old one removed (kubelet's atomic writer): mount_policy STAMP FILE.
+PCM=$TG_TMP/etc-tollgate-allocator
+mount_policy() {
+	local old
+	old=$(readlink "$PCM/..data" 2>/dev/null)
+	mkdir -p "$PCM/..$1"
+	cp "$2" "$PCM/..$1/policy.json" && chmod 644 "$PCM/..$1/policy.json"
+	ln -sfn "..$1" "$PCM/..data_tmp" && mv -T "$PCM/..data_tmp" "$PCM/..data"
+	[ -L "$PCM/policy.json" ] || ln -s ..data/policy.json "$PCM/policy.json"
+	[ -z "$old" ] || rm -rf "${PCM:?}/$old"
+}
+checkr "$OVR" policy >"$TG_TMP/policy-v1.json" || tap_bail "no policy in the overlay's rendering"
+mount_policy v1 "$TG_TMP/policy-v1.json"
+# where the Deployment mounts it: a directory (kubelet updates no subPath mount)
+read -r PMOUNT pname psub < <(checkr "$OVR" kubelet-configmaps Deployment/tollgate-allocator allocator)
+{ [ "$pname" = tollgate-allocator-policy ] && [ "$psub" = - ]; } ||
+	tap_bail "the allocator does not mount tollgate-allocator-policy as a directory: $PMOUNT $pname $psub"
 
 # Its etcd: one member standing for the three the allocator names (the cluster
 # DNS answers their names with its address).
@@ -673,14 +753,14 @@ ip netns exec "$TG_PEER" env -i PATH="$TG_PATH" /usr/bin/etcd --name deploy-test
 	--initial-advertise-peer-urls "http://$ETCD_IP:2380" \
 	--initial-cluster "deploy-test=http://$ETCD_IP:2380" >"$TG_TMP/etcd.log" 2>&1 &
 TG_PIDS+=("$!")
-# The Deployment's command as kubelet runs it, only the ConfigMap's path mapped:
+# The Deployment's command as kubelet runs it, only the policy's mount mapped:
 # it listens on the pod's :9618, finds etcd by the members' names and
 # advertises $(POD_IP).
 AARGS=()
 while IFS= read -r w; do
 	case $w in
 	tollgate-allocator) w=$ALLOCATOR ;;
-	--config=/etc/tollgate/*) w=--config=$CM/${w#--config=/etc/tollgate/} ;;
+	--policy="$PMOUNT"/*) w=--policy=$PCM/${w#--policy="$PMOUNT"/} ;;
 	--etcd=* | --advertise=* | --election-key=*) ;; # URLs and a key, not paths
 	*'$('*) tap_bail "the Deployment's argument '$w' names a variable its env does not set" ;;
 	*/*) tap_bail "the Deployment's argument '$w' has a path this test does not map" ;;
@@ -689,6 +769,8 @@ while IFS= read -r w; do
 done < <(checkr "$OVR" kubelet-command Deployment/tollgate-allocator allocator "${ALLOC_FIELDS[@]}")
 checkr "$OVR" kubelet-resolv Deployment/tollgate-allocator kube-system "$CLUSTER_DNS" "$TG_TMP/node-resolv.conf" \
 	>"$TG_TMP/alloc-resolv.conf" || tap_bail "no resolv.conf for the allocator"
+printf '%s\n' "${AARGS[@]}" | grep -qxF -- "--policy=$PCM/policy.json" ||
+	tap_bail "the Deployment's --policy is not policy.json in its ConfigMap's mount ($PMOUNT): ${AARGS[*]}"
 ALLOC_LOG=$TG_TMP/allocator.log
 alloc_get() { ip netns exec "$TG_PEER" curl -s -o "$TG_TMP/alloc.out" -w '%{http_code}' --max-time 2 "http://$ALLOC_IP:9618$1"; }
 alloc_ready() { [ "$(alloc_get /readyz)" = 200 ]; }
@@ -715,6 +797,66 @@ grep -q 'msg="starting"' "$ALLOC_LOG" || t_fail "no start-up record: $(tail -3 "
 wait_for 15 alloc_leads || t_fail "tollgate_allocator_leader is not 1: $(grep 'msg="etcd' "$ALLOC_LOG" | tail -2)"
 grep -q "^$CLUSTER_DNS tollgate-etcd-0.tollgate-etcd.kube-system.svc.cluster.local 1 NOERROR$" "$DNSLOG" ||
 	t_fail "the allocator did not look its etcd up in the cluster DNS: $(tail -3 "$DNSLOG")"
+t_end
+
+# probe [POLICY-ID]: a report of a node holding no budget ("deploy-probe"),
+# naming POLICY-ID as the policy it last heard; the status printed, the
+# answer in $TG_TMP/answer
+PSEQ=0
+probe() {
+	PSEQ=$((PSEQ + 1))
+	jq -nc --arg id "${1:-}" --argjson s "$PSEQ" \
+		'{version: 1, node: "deploy-probe", seq: $s, budgets: []} + (if $id == "" then {} else {policy: $id} end)' \
+		>"$TG_TMP/probe.json"
+	ip netns exec "$TG_PEER" curl -s -o "$TG_TMP/answer" -w '%{http_code}' --max-time 2 -H 'Content-Type: application/json' \
+		-H 'Expect:' --data-binary "@$TG_TMP/probe.json" "http://$ALLOC_IP:9618/v1/report"
+}
+# the answer's policy, namespaces sorted: {"id":..,"namespaces":[..]} ("null": none)
+answer_policy() { jq -c '.policy | if . == null then null else .namespaces |= sort_by(.namespace) end' "$TG_TMP/answer" 2>/dev/null || echo "not JSON"; }
+answer_ns() { jq -c '[.policy.namespaces // [] | sort_by(.namespace)[] | {(.namespace): .internetEgress}] | add' "$TG_TMP/answer" 2>/dev/null; }
+reloads() { [ "$(alloc_get /metrics)" = 200 ] && metric_in "$TG_TMP/alloc.out" "tollgate_allocator_policy_reloads_total{result=\"$1\"}"; }
+alive() { [ -r "/proc/$ALLOC_PID/status" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$ALLOC_PID/status"; }
+POLICY_ID=""
+t_begin "the allocator answers a report with the mounted policy's budgets (bytes/s), and leaves them out once the report names that policy"
+t_expect "report" "$(probe)" 200
+t_expect "the answer's budgets (20G, 2G)" "$(answer_ns)" '{"crawl":250000000,"datasets":2500000000}'
+POLICY_ID=$(jq -r '.policy.id // empty' "$TG_TMP/answer" 2>/dev/null)
+[[ $POLICY_ID =~ ^[0-9a-f]{16}$ ]] || t_fail "the answer's policy id is '$POLICY_ID': $(head -c 300 "$TG_TMP/answer")"
+t_expect "report naming policy $POLICY_ID" "$(probe "$POLICY_ID")" 200
+t_expect "the answer's policy, the node holding it" "$(answer_policy)" null
+# the control: another id is answered with the policy again
+t_expect "report naming policy 0000000000000000" "$(probe 0000000000000000)" 200
+t_expect "the answer's policy id" "$(jq -r '.policy.id' "$TG_TMP/answer" 2>/dev/null)" "$POLICY_ID"
+t_end
+
+t_begin "the policy's ConfigMap edited (kubelet swaps ..data): datasets 20G -> 10G in the next answers, the same allocator process; an invalid edit refused and counted, the policy in force kept"
+ok0=$(reloads ok) err0=$(reloads error)
+{ [ -n "$ok0" ] && [ -n "$err0" ]; } || t_fail "no tollgate_allocator_policy_reloads_total{result=ok|error}: $(grep reloads "$TG_TMP/alloc.out")"
+jq '.namespaces.datasets.internetEgress = "10G"' "$TG_TMP/policy-v1.json" >"$TG_TMP/policy-v2.json"
+mount_policy v2 "$TG_TMP/policy-v2.json"
+{ [ ! -e "$PCM/..v1" ] && [ "$(readlink "$PCM/..data")" = ..v2 ]; } || t_fail "the mount was not swapped as kubelet swaps it: $(ls -a "$PCM")"
+new_policy() { [ "$(probe "$POLICY_ID")" = 200 ] && [ "$(answer_ns)" = '{"crawl":250000000,"datasets":1250000000}' ]; }
+wait_for 10 new_policy || t_fail "no answer with datasets at 10G (1250000000 B/s) within 10 s: $(answer_policy)"
+ID2=$(jq -r '.policy.id // empty' "$TG_TMP/answer" 2>/dev/null)
+{ [[ $ID2 =~ ^[0-9a-f]{16}$ ]] && [ "$ID2" != "$POLICY_ID" ]; } || t_fail "the new policy's id is '$ID2' (was $POLICY_ID)"
+alive || t_fail "the allocator (PID $ALLOC_PID) is gone"
+t_expect "policy reloads ok" "$(reloads ok)" $((ok0 + 1))
+grep -qi 'policy' <(tail -5 "$ALLOC_LOG") || t_fail "the allocator does not log the new policy: $(tail -3 "$ALLOC_LOG")"
+# an invalid edit (a key this version does not take): refused whole, counted, 10G stays
+jq '.namespaces.datasets.internetIngress = "5G"' "$TG_TMP/policy-v2.json" >"$TG_TMP/policy-v3.json"
+mount_policy v3 "$TG_TMP/policy-v3.json"
+refused_once() { [ "$(reloads error)" = $((err0 + 1)) ]; }
+wait_for 10 refused_once || t_fail "tollgate_allocator_policy_reloads_total{result=\"error\"} is $(reloads error), not $((err0 + 1))"
+grep -q 'internetIngress' "$ALLOC_LOG" || t_fail "the refusal does not name internetIngress: $(tail -3 "$ALLOC_LOG")"
+t_expect "report" "$(probe)" 200
+t_expect "the policy in force (10G)" "$(answer_ns)" '{"crawl":250000000,"datasets":1250000000}'
+t_expect "its id" "$(jq -r '.policy.id' "$TG_TMP/answer" 2>/dev/null)" "$ID2"
+t_expect "policy reloads ok" "$(reloads ok)" $((ok0 + 1))
+alive || t_fail "the allocator (PID $ALLOC_PID) is gone"
+# the rendered policy again, for the agents below
+mount_policy v4 "$TG_TMP/policy-v1.json"
+back() { [ "$(probe "$ID2")" = 200 ] && [ "$(answer_ns)" = '{"crawl":250000000,"datasets":2500000000}' ]; }
+wait_for 10 back || t_fail "the rendered policy was not taken again: $(answer_policy)"
 t_end
 
 # A pod of the budgeted namespace on the node, ADDed with the conflist the
