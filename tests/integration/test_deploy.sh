@@ -58,12 +58,13 @@
 # them; the ConfigMap edited as kubelet applies an edit (..data swapped): the
 # next answer carries the new budget, the same process; an invalid edit
 # refused and counted, the policy in force kept; a pod of the budgeted
-# namespace on the node; the agent of a copy
-# without dnsPolicy (the node's resolv.conf) never resolves budgets.allocator
-# and is never answered (the control); the overlay's agent resolves it
-# through the cluster DNS and is: the namespace "granted" on its /metrics,
-# the allocator counting the report and the node, the reports on the wire
-# naming the node as spec.nodeName says.
+# namespace on the node; the agent of a copy without dnsPolicy (the node's
+# resolv.conf) never resolves budgets.allocator and is never answered (the
+# control), the namespace held at the join rate (no policy heard); the
+# overlay's agent resolves it through the cluster DNS and is: the namespace
+# "granted" on its /metrics, the allocator counting the report and the node,
+# the reports on the wire naming the node as spec.nodeName says, the policy
+# heard kept in budgets.json.
 #
 # Standalone: TOLLGATE_BIN_DIR=build bash tests/integration/test_deploy.sh
 # shellcheck disable=SC2016,SC1091,SC2034  # TG_BIN: read by lib.sh
@@ -874,6 +875,7 @@ copy_edit base/daemonset.yaml '/dnsPolicy: ClusterFirstWithHostNet/d' overlay
 agent_args "$TG_TMP/copy-overlay.yaml"
 cmp -s "$TG_TMP/agent-resolv.conf" "$TG_TMP/node-resolv.conf" || t_fail "the copy's resolv.conf is not the node's: $(cat "$TG_TMP/agent-resolv.conf")"
 ALOG=$TG_TMP/agent-nodns.log
+ok0=$(alloc_ok) # the reports above, the probes'
 agent_start
 wait_for 40 ready || t_fail "not ready within 40 s: $(tail -3 "$ALOG")"
 wait_for 5 installed || t_fail "the overlay's conflist was not installed"
@@ -886,7 +888,9 @@ grep -q "^$NODE_DNS tollgate-allocator.kube-system.svc[.a-z]* 1 NXDOMAIN$" "$DNS
 	t_fail "the node's resolver was not asked for the Service: $(tail -3 "$DNSLOG")"
 grep -q "^$CLUSTER_DNS tollgate-allocator" "$DNSLOG" && t_fail "the cluster DNS was asked for the Service"
 t_expect "datasets granted" "$(agent_metric "$GRANTED")" 0
-t_expect "reports the allocator answered" "$(alloc_ok)" 0
+# a node that has heard no policy cannot tell budgeted namespaces: held at the join rate
+t_expect "datasets' ceil, no policy heard" "$(agent_metric 'tollgate_budget_ceil_bytes_per_second{namespace="datasets"}')" 1250
+t_expect "reports the allocator answered" "$(alloc_ok)" "$ok0"
 agent_stop
 t_end
 
@@ -905,12 +909,16 @@ ALOG=$TG_TMP/agent-budgets.log
 agent_start
 granted() { [ "$(agent_metric "$GRANTED")" = 1 ]; }
 wait_for 20 granted || t_fail "datasets not granted: $(grep '^tollgate_budget_state{namespace="datasets"' "$TG_TMP/http.out" | tr '\n' ' ') $(grep -i budget "$ALOG" | tail -2)"
-[ "$(alloc_ok)" -ge 1 ] 2>/dev/null || t_fail "the allocator answered no report"
+[ "$(alloc_ok)" -gt "$ok0" ] 2>/dev/null || t_fail "the allocator answered no report"
 t_expect "the allocator's nodes holding datasets" "$(metric_in "$TG_TMP/alloc.out" 'tollgate_allocator_nodes{namespace="datasets"}')" 1
 grep -q "^$CLUSTER_DNS $SVC 1 NOERROR$" "$DNSLOG" || t_fail "the cluster DNS did not answer $SVC: $(tail -3 "$DNSLOG")"
 wait "$SNIFF_PID"
 t_expect "the node the reports name" "$(cat "$TG_TMP/sniff.out")" "$NODE_NAME"
 t_expect "the node budgets.json keeps" "$(jq -r .node "$TG_TMP/data/$NET/budgets.json" 2>/dev/null)" "$NODE_NAME"
+# and the policy it heard: the overlay's, as the allocator answered it
+t_expect "the policy budgets.json keeps" \
+	"$(jq -c '.policy | {id, namespaces: (.namespaces | sort_by(.namespace))}' "$TG_TMP/data/$NET/budgets.json" 2>/dev/null)" \
+	"{\"id\":\"$POLICY_ID\",\"namespaces\":[{\"namespace\":\"crawl\",\"internetEgress\":250000000},{\"namespace\":\"datasets\",\"internetEgress\":2500000000}]}"
 t_end
 
 t_begin "every metric the rules and the dashboards read is served by the agent or the allocator"
