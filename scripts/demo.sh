@@ -7,8 +7,10 @@
 # a policy change to a running pod, the kernel objects and store Tollgate
 # keeps; then two more nodes sharing one namespace's cluster budget through
 # two tollgate-allocator replicas electing a leader on etcd, their grants
-# moving when the demand moves, and the leader SIGKILLed while the other
-# takes over; then everything deleted.
+# moving when the demand moves, the budget lowered by an edit of the
+# allocator's policy (its ConfigMap, as kubelet updates it) with nothing
+# restarted, and the leader SIGKILLed while the other takes over; then
+# everything deleted.
 #
 #   pod research/train-0   pod research/train-1   pod datasets/fetch-0
 #          \                       |                      /
@@ -387,7 +389,22 @@ fi
 section "Cluster budgets: two more nodes share datasets' 40M through tollgate-allocator"
 ALLOC_BIN=$TOLLGATE_BIN_DIR/tollgate-allocator
 METER=$TG_LIB_DIR/inet_meter.py
-BUDGET_CONF=40M
+BUDGET_CONF=40M BUDGET_BPS=40e6
+# policy_write STAMP BUDGET: the allocator's policy (datasets budgeted at
+# BUDGET; the lease it grants the nodes' 4 s) as kubelet mounts its ConfigMap:
+# policy.json -> ..data/policy.json, ..data -> ..STAMP; an edit is a new
+# ..STAMP, ..data swapped to it by rename, the old one removed
+PDIR=$TG_TMP/allocator-policy
+policy_write() {
+	local old
+	old=$(readlink "$PDIR/..data" 2>/dev/null)
+	mkdir -p "$PDIR/..$1"
+	jq -n --arg b "$2" '{version: 1, reportSeconds: 1, leaseSeconds: 4, namespaces: {datasets: {internetEgress: $b}}}' \
+		>"$PDIR/..$1/policy.json"
+	ln -sfn "..$1" "$PDIR/..data_tmp" && mv -T "$PDIR/..data_tmp" "$PDIR/..data"
+	[ -L "$PDIR/policy.json" ] || ln -s ..data/policy.json "$PDIR/policy.json"
+	[ -z "$old" ] || rm -rf "${PDIR:?}/$old"
+}
 # bnode_up I: node b<I> (10.0.<I+1>.1, pool 10.3.<I>.0/28) on the fabric, its agent
 # reporting to the allocator as node-b<I>
 bnode_up() {
@@ -404,9 +421,8 @@ bnode_up() {
 	mkdir -p "$d/net.d" "$d/bin"
 	tg_conf '.name = "tollgate" | .dataDir = $dd | .logFile = $lf
 		| .ipam = {source: "static", addresses: [$pool], cooldownSeconds: 0}
-		| .budgets = {allocator: "http://10.0.4.100:9618", reportSeconds: 1, leaseSeconds: 4, fallback: "10M",
-		              internetEgress: {datasets: $b}}' \
-		--arg dd "$d/data" --arg lf "$d/tollgate.log" --arg pool "10.3.$i.2-10.3.$i.9" --arg b "$BUDGET_CONF" |
+		| .budgets = {allocator: "http://10.0.4.100:9618", reportSeconds: 1, leaseSeconds: 4, fallback: "10M"}' \
+		--arg dd "$d/data" --arg lf "$d/tollgate.log" --arg pool "10.3.$i.2-10.3.$i.9" |
 		jq '{cniVersion, name, plugins: [del(.cniVersion, .name)]}' >"$d/10-tollgate.conflist"
 	ip netns exec "$ns" "$AGENT_BIN" --config "$d/10-tollgate.conflist" --listen "$ip:9617" \
 		--cni-conf-dir "$d/net.d" --cni-bin-dir "$d/bin" --plugin "$TOLLGATE_BIN_DIR/tollgate" \
@@ -462,7 +478,12 @@ else
 	say "A budget caps one namespace's internet egress across the cluster: datasets gets $BUDGET_CONF"
 	say "in all, split by the allocator between the nodes where it runs, by demand. Each agent"
 	say "reports every second; each answer is a grant (a lease of 4 s here), applied as the"
-	say "ceil of datasets' class on the node's tollgate-inet."
+	say "ceil of datasets' class on the node's tollgate-inet. The budgets are the allocator's"
+	say "policy, a ConfigMap of its own; the answers carry them, and the nodes' conflists say"
+	say "only where the allocator is:"
+	policy_write v1 "$BUDGET_CONF"
+	say "$ cat policy.json   (the allocator's ConfigMap, mounted as kubelet mounts it)"
+	jq -c . "$PDIR/policy.json" | sed 's/^/    /'
 	_tg_netns_add "$TG_ID-alloc" || die "netns"
 	ip -n "$TG_FABRIC" link add balloc type veth peer name eth0 netns "$TG_ID-alloc" || die "the allocator's link"
 	ip -n "$TG_FABRIC" addr add 10.0.4.254/24 dev balloc
@@ -482,7 +503,8 @@ else
 		}
 	EOF
 	bnode_up 1 && bnode_up 2 || die "could not build the budget nodes"
-	cp "$TG_TMP/b1/10-tollgate.conflist" "$TG_TMP/allocator.conflist"
+	say "$ jq .plugins[0].budgets 10-tollgate.conflist   (node-b1's and node-b2's)"
+	jq -c '.plugins[0].budgets' "$TG_TMP/b1/10-tollgate.conflist" | sed 's/^/    /'
 	say "Two replicas elect a leader on etcd (one member here; three in a cluster): only the"
 	say "leader grants, the other answers the nodes with where the leader is."
 	ip netns exec "$TG_ID-alloc" env -i PATH="$PATH" etcd --name demo --data-dir "$TG_TMP/etcd.data" \
@@ -493,8 +515,8 @@ else
 	ETCD_PID=$!
 	declare -A APID=()
 	for r in 1 2; do
-		say "$ tollgate-allocator --config allocator.conflist --listen 10.0.4.$r:9618 --etcd http://127.0.0.1:2379 --advertise http://10.0.4.$r:9618 --election-ttl 3"
-		ip netns exec "$TG_ID-alloc" "$ALLOC_BIN" --config "$TG_TMP/allocator.conflist" --listen "10.0.4.$r:9618" \
+		say "$ tollgate-allocator --policy policy.json --listen 10.0.4.$r:9618 --etcd http://127.0.0.1:2379 --advertise http://10.0.4.$r:9618 --election-ttl 3"
+		ip netns exec "$TG_ID-alloc" "$ALLOC_BIN" --policy "$PDIR/policy.json" --listen "10.0.4.$r:9618" \
 			--etcd http://127.0.0.1:2379 --advertise "http://10.0.4.$r:9618" --election-ttl 3 2>"$TG_TMP/allocator$r.log" &
 		TG_PIDS+=("$!")
 		APID[$r]=$!
@@ -555,10 +577,44 @@ else
 	sleep 2
 	btable
 	sum=$(python3 "$METER" stats --file "$TG_TMP/meter.txt" --from "$(awk -v t="$EPOCHREALTIME" 'BEGIN { printf "%.6f", t - 4 }')" --to "$EPOCHREALTIME" | awk '{ print $6 }')
-	awk -v s="${sum:-x}" 'BEGIN { exit !(s ~ /^[0-9.]+$/ && s <= 1.05 * 40e6) }'
+	awk -v s="${sum:-x}" -v b="$BUDGET_BPS" 'BEGIN { exit !(s ~ /^[0-9.]+$/ && s <= 1.05 * b) }'
 	result $? "both nodes together: at most $BUDGET_CONF (+5%) at the internet host over the last 4 s (the most in 1 s: $(awk -v s="${sum:-0}" 'BEGIN { printf "%.1f", s / 1e6 }') Mbit/s)"
 	say "$ curl http://10.0.4.$LEAD:9618/metrics   (the leading tollgate-allocator)"
 	aget "$LEAD" | grep -E '^tollgate_allocator_(leader|epoch|budget|granted|usage|nodes)' | sed 's/^/    /'
+	say ""
+	say "The budget is edited: datasets 40M -> 20M in the allocator's policy. The ConfigMap is"
+	say "updated; kubelet swaps its ..data link; both replicas re-read it, and the nodes hear"
+	say "the new budget in their next answers. Nothing restarts:"
+	pids() { printf 'agents node-b1 %s node-b2 %s, allocators 10.0.4.1 %s 10.0.4.2 %s' \
+		"${BAGENT[1]}" "${BAGENT[2]}" "${APID[1]}" "${APID[2]}"; }
+	running() {
+		local p
+		for p in "${BAGENT[@]}" "${APID[@]}"; do
+			[ -r "/proc/$p/status" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$p/status" || return 1
+		done
+	}
+	pids_before=$(pids)
+	say "  PIDs before: $pids_before"
+	policy_write v2 20M
+	BUDGET_CONF=20M BUDGET_BPS=20e6
+	say "$ cat policy.json"
+	jq -c . "$PDIR/policy.json" | sed 's/^/    /'
+	t_edit=$EPOCHREALTIME
+	# both nodes together within 20M (+5%) in every 1 s window of the last 2 s
+	under() {
+		local now=$EPOCHREALTIME most
+		awk -v a="$t_edit" -v b="$now" 'BEGIN { exit !(b - a >= 2) }' || { sleep 0.5; return 1; }
+		most=$(python3 "$METER" stats --file "$TG_TMP/meter.txt" --from "$(awk -v t="$now" 'BEGIN { printf "%.6f", t - 2 }')" --to "$now" | awk '{ print $6 }')
+		awk -v s="${most:-x}" 'BEGIN { exit !(s ~ /^[0-9.]+$/ && s <= 1.05 * 20e6) }' || { sleep 0.5; return 1; }
+	}
+	wait_for 10 under
+	result $? "both nodes together: at most 20M (+5%) at the internet host in every 1 s of the 2 s from $(awk -v a="$t_edit" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a - 2 }') s after the edit"
+	r_ok=""
+	for r in 1 2; do r_ok+=" $(ametric "$r" 'tollgate_allocator_policy_reloads_total{result="ok"}')"; done
+	say "  PIDs after:  $(pids)"
+	[ "$(pids)" = "$pids_before" ] && running && [ "$r_ok" = " 1 1" ]
+	result $? "the same agents and allocators, running; each replica took the new policy once (policy reloads ok:$r_ok)"
+	btable
 	say ""
 	say "The leading replica is SIGKILLed (its pod is gone: the Service drops it):"
 	OTHER=$((3 - LEAD)) old_epoch=$(ametric "$LEAD" tollgate_allocator_epoch)
@@ -585,7 +641,7 @@ else
 	t_kill=$EPOCHREALTIME
 	sleep 8 # past the lease (4 s) and a few reports
 	most=$(python3 "$METER" stats --file "$TG_TMP/meter.txt" --from "$t_kill" --to "$EPOCHREALTIME" | awk '{ print $6 }')
-	awk -v s="${most:-x}" 'BEGIN { exit !(s ~ /^[0-9.]+$/ && s <= 1.05 * 40e6) }'
+	awk -v s="${most:-x}" -v b="$BUDGET_BPS" 'BEGIN { exit !(s ~ /^[0-9.]+$/ && s <= 1.05 * b) }'
 	result $? "both nodes together, for the 8 s after the kill: at most $BUDGET_CONF (+5%) at the internet host in every 1 s (the most: $(awk -v s="${most:-0}" 'BEGIN { printf "%.1f", s / 1e6 }') Mbit/s)"
 	btable
 	for i in 1 2; do
