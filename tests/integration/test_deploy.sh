@@ -292,7 +292,8 @@ t_expect "its ConfigMap mounts (MOUNTPATH NAME SUBPATH)" \
 # the policy's checks have teeth: a subPath mount (kubelet never updates it),
 # --policy outside the mount, the conflist again, a hashed or immutable
 # ConfigMap (an edit would need a rollout, or never reach the pods), a budget
-# back in the conflist, a policy whose period is not the nodes'
+# back in the conflist, a policy whose period is not the nodes', one the
+# allocator would refuse
 copy_edit components/budgets/allocator.yaml \
 	's|{ name: policy, mountPath: /etc/tollgate-allocator, readOnly: true }|{ name: policy, mountPath: /etc/tollgate-allocator/policy.json, subPath: policy.json, readOnly: true }|'
 refused "the policy mounted with subPath" "$TG_TMP/copy-overlay.yaml" allocator
@@ -308,6 +309,8 @@ copy_edit components/budgets/10-tollgate.conflist 's/"fallback": "10M"/"fallback
 refused "budgets.internetEgress in the conflist" "$TG_TMP/copy-bud.yaml" allocator
 copy_edit components/budgets/policy.json 's/"reportSeconds": 1,/"reportSeconds": 2,/' budgets
 refused "a policy assuming another report period" "$TG_TMP/copy-bud.yaml" allocator
+copy_edit components/budgets/policy.json 's/"internetEgress"/"internetIngress"/' budgets
+refused "a policy of a key this version does not take" "$TG_TMP/copy-bud.yaml" allocator
 # the checker has teeth: replicas without the election, two on one node, or a capability, are refused
 copy_edit components/budgets/allocator.yaml '/- --etcd=/d'
 refused "three replicas without --etcd" "$TG_TMP/copy-overlay.yaml" allocator
