@@ -296,10 +296,12 @@ for f in tollgate_build_info tollgate_allocator_leader tollgate_allocator_learni
 	tollgate_allocator_usage_bytes_per_second tollgate_allocator_safe_share_bytes_per_second \
 	tollgate_allocator_nodes tollgate_allocator_reports_total tollgate_allocator_rounds_total \
 	tollgate_allocator_round_duration_seconds tollgate_allocator_policy_reloads_total \
+	tollgate_allocator_policy_info \
 	tollgate_http_connections; do
 	grep -q "^# TYPE $f " "$TG_TMP/metrics.prom" || t_fail "no family $f"
 done
 t_expect "leader" "$(mval tollgate_allocator_leader)" 1
+t_expect "the policy in force" "$(mval "tollgate_allocator_policy_info{policy=\"$POLICY_ID\",budgets=\"2\"}")" 1
 t_expect "build_info" "$(grep -c '^tollgate_build_info{version="[^"]*",commit="[^"]*"} 1$' "$TG_TMP/metrics.prom")" 1
 t_expect "budget datasets" "$(mval 'tollgate_allocator_budget_bytes_per_second{namespace="datasets"}')" "$DATASETS"
 t_expect "budget crawl" "$(mval 'tollgate_allocator_budget_bytes_per_second{namespace="crawl"}')" "$CRAWL"

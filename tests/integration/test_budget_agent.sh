@@ -169,6 +169,7 @@ t_expect "policy kept" "$(jq -r '.policy.id' "$BUDGETS")" "$POLICY_ID"
 t_expect "its budgets" "$(jq -c '.policy.namespaces' "$BUDGETS")" '[{"namespace":"datasets","internetEgress":15000000}]'
 wait_for 3 sh -c "tail -1 '$RLOG' | jq -e '.report.policy == \"$POLICY_ID\"' >/dev/null" ||
 	t_fail "reports do not name the policy held: $(tail -1 "$RLOG")"
+t_expect "policy metric" "$(metric tollgate_budget_policy_info "policy=\"$POLICY_ID\",budgets=\"1\"")" 1
 t_end
 ALOG_MARK=$(wc -l <"$ALOG") # what the agent logs from here on
 
@@ -543,6 +544,7 @@ wait_for 5 state_is fallback || t_fail "state: $(metrics | grep tollgate_budget_
 wait_for 2 ceil_is d1 10000 ||
 	t_fail "ceil $(ns_ceil d1), want the join rate 10000 (the agent lowers a class it finds above it)"
 t_expect "research (no policy heard)" "$(ns_ceil r1)" 10000
+t_expect "policy metric (none heard)" "$(metric tollgate_budget_policy_info 'policy="",budgets="0"')" 1
 wait_for 6 ceil_is d1 10000000 ||
 	t_fail "ceil $(ns_ceil d1), want the fallback 10000000 after fallbackAfterSeconds"
 took=$(($(now_ms) - t0))
