@@ -593,8 +593,11 @@ else
 			[ -r "/proc/$p/status" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$p/status" || return 1
 		done
 	}
-	pids_before=$(pids)
+	# bpolicy I: the id of the policy node-b<I> holds (tollgate_budget_policy_info)
+	bpolicy() { bget "$1" /metrics | sed -n 's/^tollgate_budget_policy_info{policy="\([0-9a-f]*\)".*/\1/p'; }
+	pids_before=$(pids) pol_before="node-b1 $(bpolicy 1), node-b2 $(bpolicy 2)"
 	say "  PIDs before: $pids_before"
+	say "  policy held: $pol_before"
 	policy_write v2 20M
 	BUDGET_CONF=20M BUDGET_BPS=20e6
 	say "$ cat policy.json"
@@ -612,8 +615,11 @@ else
 	r_ok=""
 	for r in 1 2; do r_ok+=" $(ametric "$r" 'tollgate_allocator_policy_reloads_total{result="ok"}')"; done
 	say "  PIDs after:  $(pids)"
-	[ "$(pids)" = "$pids_before" ] && running && [ "$r_ok" = " 1 1" ]
-	result $? "the same agents and allocators, running; each replica took the new policy once (policy reloads ok:$r_ok)"
+	new_id=$(aget "$LEAD" | sed -n 's/^tollgate_allocator_policy_info{policy="\([0-9a-f]*\)".*/\1/p')
+	say "  policy held: node-b1 $(bpolicy 1), node-b2 $(bpolicy 2) (in force: $new_id)"
+	[ "$(pids)" = "$pids_before" ] && running && [ "$r_ok" = " 1 1" ] &&
+		[ "$(bpolicy 1) $(bpolicy 2)" = "$new_id $new_id" ] && [ "$pol_before" != "node-b1 $new_id, node-b2 $new_id" ]
+	result $? "the same agents and allocators, running; each replica took the new policy once (policy reloads ok:$r_ok), both nodes hold it"
 	btable
 	say ""
 	say "The leading replica is SIGKILLed (its pod is gone: the Service drops it):"

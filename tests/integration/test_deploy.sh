@@ -845,6 +845,8 @@ ID2=$(jq -r '.policy.id // empty' "$TG_TMP/answer" 2>/dev/null)
 { [[ $ID2 =~ ^[0-9a-f]{16}$ ]] && [ "$ID2" != "$POLICY_ID" ]; } || t_fail "the new policy's id is '$ID2' (was $POLICY_ID)"
 alive || t_fail "the allocator (PID $ALLOC_PID) is gone"
 t_expect "policy reloads ok" "$(reloads ok)" $((ok0 + 1))
+t_expect "the policy in force (tollgate_allocator_policy_info)" \
+	"$(metric_in "$TG_TMP/alloc.out" "tollgate_allocator_policy_info{policy=\"$ID2\",budgets=\"2\"}")" 1
 grep -qi 'policy' <(tail -5 "$ALLOC_LOG") || t_fail "the allocator does not log the new policy: $(tail -3 "$ALLOC_LOG")"
 # an invalid edit (a key this version does not take): refused whole, counted, 10G stays
 jq '.namespaces.datasets.internetIngress = "5G"' "$TG_TMP/policy-v2.json" >"$TG_TMP/policy-v3.json"
@@ -892,7 +894,10 @@ grep -q "^$NODE_DNS tollgate-allocator.kube-system.svc[.a-z]* 1 NXDOMAIN$" "$DNS
 grep -q "^$CLUSTER_DNS tollgate-allocator" "$DNSLOG" && t_fail "the cluster DNS was asked for the Service"
 t_expect "datasets granted" "$(agent_metric "$GRANTED")" 0
 # a node that has heard no policy cannot tell budgeted namespaces: held at the join rate
-t_expect "datasets' ceil, no policy heard" "$(agent_metric 'tollgate_budget_ceil_bytes_per_second{namespace="datasets"}')" 1250
+join_rate() { [ "$(agent_metric 'tollgate_budget_ceil_bytes_per_second{namespace="datasets"}')" = 1250 ]; }
+wait_for 10 join_rate ||
+	t_fail "datasets' ceil with no policy heard is $(agent_metric 'tollgate_budget_ceil_bytes_per_second{namespace="datasets"}'), not the join rate 1250: $(grep -i budget "$ALOG" | tail -2)"
+t_expect "the policy the node holds" "$(agent_metric 'tollgate_budget_policy_info{policy="",budgets="0"}')" 1
 t_expect "reports the allocator answered" "$(alloc_ok)" "$ok0"
 agent_stop
 t_end
@@ -919,6 +924,7 @@ wait "$SNIFF_PID"
 t_expect "the node the reports name" "$(cat "$TG_TMP/sniff.out")" "$NODE_NAME"
 t_expect "the node budgets.json keeps" "$(jq -r .node "$TG_TMP/data/$NET/budgets.json" 2>/dev/null)" "$NODE_NAME"
 # and the policy it heard: the overlay's, as the allocator answered it
+t_expect "the policy the node holds" "$(agent_metric "tollgate_budget_policy_info{policy=\"$POLICY_ID\",budgets=\"2\"}")" 1
 t_expect "the policy budgets.json keeps" \
 	"$(jq -c '.policy | {id, namespaces: (.namespaces | sort_by(.namespace))}' "$TG_TMP/data/$NET/budgets.json" 2>/dev/null)" \
 	"{\"id\":\"$POLICY_ID\",\"namespaces\":[{\"namespace\":\"crawl\",\"internetEgress\":250000000},{\"namespace\":\"datasets\",\"internetEgress\":2500000000}]}"
