@@ -612,6 +612,9 @@ else
 	}
 	wait_for 10 under
 	result $? "both nodes together: at most 20M (+5%) at the internet host in every 1 s of the 2 s from $(awk -v a="$t_edit" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a - 2 }') s after the edit"
+	say "  at the internet host, both nodes together, the 1 s ending at (s after the edit):"
+	python3 "$METER" windows --file "$TG_TMP/meter.txt" --from "$(awk -v t="$t_edit" 'BEGIN { printf "%.6f", t - 2 }')" --to "$EPOCHREALTIME" |
+		awk -v e="$t_edit" 'BEGIN { nxt = -1 } { d = $2 - e; if (d >= nxt) { printf "    %+5.1f s  %5.1f Mbit/s\n", d, $3 / 1e6; nxt = d + 0.5 } }'
 	r_ok=""
 	for r in 1 2; do r_ok+=" $(ametric "$r" 'tollgate_allocator_policy_reloads_total{result="ok"}')"; done
 	say "  PIDs after:  $(pids)"
