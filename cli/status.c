@@ -215,10 +215,12 @@ static void status_print(json_object *o)
 	printf("max-pods   %lld (pool) + hostNetwork pods (--max-pods counts those too; they need "
 	       "no address)\n",
 	       (long long)jx_get_int(o, "maxPodsFromPool"));
-	if (jx_get(o, "budgetPolicy"))
-		printf("policy     %s: the allocator's, %lld budgets\n",
-		       jx_get_str(jx_get(o, "budgetPolicy"), "id"),
-		       (long long)jx_get_int(jx_get(o, "budgetPolicy"), "budgets"));
+	if (jx_get(o, "budgetPolicy")) {
+		long long n = (long long)jx_get_int(jx_get(o, "budgetPolicy"), "budgets");
+
+		printf("policy     %s: the allocator's, %lld budget%s\n",
+		       jx_get_str(jx_get(o, "budgetPolicy"), "id"), n, n == 1 ? "" : "s");
+	}
 	for (size_t i = 0; i < json_object_array_length(budgets); i++) {
 		char line[256];
 

@@ -238,7 +238,7 @@ t_end
 t_begin "tollgate-ipam status and show print the budget"
 out=$(IPAM status)
 grep -q '^budget     datasets: granted 20.0M (lease' <<<"$out" || t_fail "status: $out"
-grep -qx "policy     $POLICY_ID: the allocator's, 1 budgets" <<<"$out" || t_fail "status, the policy: $out"
+grep -qx "policy     $POLICY_ID: the allocator's, 1 budget" <<<"$out" || t_fail "status, the policy: $out"
 t_expect "status --json's policy" "$(IPAM --json status | jq -c .budgetPolicy)" "{\"id\":\"$POLICY_ID\",\"budgets\":1}"
 out=$(IPAM show "datasets/d1")
 grep -q '^budget      datasets: granted' <<<"$out" || t_fail "show: $out"
