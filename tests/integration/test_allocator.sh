@@ -417,6 +417,17 @@ t_expect "--config" "$?" 2
 grep -q -- "--policy FILE" <<<"$out" || t_fail "--config: $out"
 t_end
 
+t_begin "--check judges a policy file as the running allocator does: one line, exit 0 or 1"
+policy >"$TG_TMP/good.json"
+out=$(A "$ALLOC" --check --policy "$TG_TMP/good.json")
+t_expect "accepted: exit" "$?" 0
+grep -q "^$TG_TMP/good.json: accepted (policy [0-9a-f]\{16\}, 2 budgets, lease 2 s, reports every 1 s)$" <<<"$out" || t_fail "accepted: $out"
+policy '.namespaces.crawl = {internetEgres: "1M"}' >"$TG_TMP/bad.json"
+out=$(A "$ALLOC" --check --policy "$TG_TMP/bad.json")
+t_expect "refused: exit" "$?" 1
+t_expect "refused: the line" "$out" "$TG_TMP/bad.json: refused (error 7): namespaces[\"crawl\"].\"internetEgres\" is not a key of namespaces[\"crawl\"]"
+t_end
+
 t_begin "SIGTERM: the allocator exits 0"
 kill -TERM "$ALLOC_PID"
 wait "$ALLOC_PID"

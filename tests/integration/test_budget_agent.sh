@@ -238,6 +238,8 @@ t_end
 t_begin "tollgate-ipam status and show print the budget"
 out=$(IPAM status)
 grep -q '^budget     datasets: granted 20.0M (lease' <<<"$out" || t_fail "status: $out"
+grep -qx "policy     $POLICY_ID: the allocator's, 1 budget" <<<"$out" || t_fail "status, the policy: $out"
+t_expect "status --json's policy" "$(IPAM --json status | jq -c .budgetPolicy)" "{\"id\":\"$POLICY_ID\",\"budgets\":1}"
 out=$(IPAM show "datasets/d1")
 grep -q '^budget      datasets: granted' <<<"$out" || t_fail "show: $out"
 [ "$(IPAM --json show "research/r1" | jq '.budgets | length')" = 0 ] || t_fail "research shows a budget"
@@ -541,9 +543,10 @@ tc -n "$TG_NODE" class change dev tollgate-inet parent 1:1 classid "$(minor d1 n
 t0=$(now_ms)
 agent_start || t_fail "start"
 wait_for 5 state_is fallback || t_fail "state: $(metrics | grep tollgate_budget_state)"
-wait_for 2 ceil_is d1 10000 ||
-	t_fail "ceil $(ns_ceil d1), want the join rate 10000 (the agent lowers a class it finds above it)"
-t_expect "research (no policy heard)" "$(ns_ceil r1)" 10000
+# research too: with no policy heard, the node cannot know it has no budget
+both_join() { ceil_is d1 10000 && ceil_is r1 10000; }
+wait_for 2 both_join ||
+	t_fail "ceils $(ns_ceil d1) and research's $(ns_ceil r1), want the join rate 10000 (the agent lowers a class it finds above it)"
 t_expect "policy metric (none heard)" "$(metric tollgate_budget_policy_info 'policy="",budgets="0"')" 1
 wait_for 6 ceil_is d1 10000000 ||
 	t_fail "ceil $(ns_ceil d1), want the fallback 10000000 after fallbackAfterSeconds"
