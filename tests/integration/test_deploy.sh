@@ -27,7 +27,8 @@
 # rule matches on job), every alert's runbook_url and its heading in
 # docs/runbook.md, the hourly-increase billing rule. The overlay's conflist,
 # budgets, Prometheus label and runbook base show in its rendering; every
-# conflist is one the plugin takes. The rules pass `promtool check rules` and
+# conflist is one the plugin takes, every policy one the allocator takes
+# (--check). The rules pass `promtool check rules` and
 # `promtool test rules` (deploy/tests/rules_test.yaml: bills through a
 # scale-in and a reboot, and the raw sum that drops); every query of both
 # dashboards parses; every metric the rules and the dashboards read is one
@@ -439,6 +440,17 @@ jq "($TGE | .budgets.internetEgress) = {datasets: \"20G\"}" "$OVERLAY/10-tollgat
 out=$("$IPAM" validate "$TG_TMP/v.conflist" 2>&1) && t_fail "validate took budgets.internetEgress: $out"
 { grep -q 'internetEgress' <<<"$out" && grep -qi 'policy' <<<"$out"; } ||
 	t_fail "the refusal of budgets.internetEgress does not point at the allocator's policy: $out"
+t_end
+
+t_begin "the allocator takes the rendered policies (components/budgets', the overlay's) as it would at a reload (--check); one it would refuse, it refuses"
+for r in "$BUD" "$OVR"; do
+	checkr "$r" policy >"$TG_TMP/p.json" || t_fail "no policy in $(basename "$r")"
+	out=$("$ALLOCATOR" --check --policy "$TG_TMP/p.json" 2>&1) || t_fail "$(basename "$r"): $out"
+	grep -q ': accepted (policy [0-9a-f]\{16\}, ' <<<"$out" || t_fail "$(basename "$r"): $out"
+done
+checkr "$OVR" policy | jq '.namespaces.datasets.internetIngress = "1G"' >"$TG_TMP/p.json"
+out=$("$ALLOCATOR" --check --policy "$TG_TMP/p.json" 2>&1) && t_fail "--check took internetIngress: $out"
+grep -q 'refused.*internetIngress' <<<"$out" || t_fail "the refusal does not name the key: $out"
 t_end
 
 t_begin "the ConfigMap's conflist says cniVersion 1.0.0, every plugin at it"
