@@ -176,6 +176,9 @@ report() {
     done
     echo
     for n in "${NOTES[@]}"; do echo "- $n"; done
+    for n in "${RAN[@]}"; do
+        echo "- $n nodes: ${R[$n,policy_answers]:-?} answers carried the policy (a node names the policy it heard in its next reports: about one a node)"
+    done
     echo "- a generator near a whole core or lagging by more than a few ms is the bottleneck of its row: its latencies are the generator's as much as the allocator's"
     echo
     if [[ -n $ROUND_OUT ]]; then
