@@ -103,7 +103,7 @@ endif
 # apart from them: each daemon's and the plugin's main.c (its binary's own),
 # the pool from IMDS (ipam/imds.c, node/sync.c: never in the plugin), and the
 # failpoints (lib/failpoint.c: test builds alone).
-MODULES  := lib ipam accounting shaper config node budget http httpc etcd exporter \
+MODULES  := lib ipam accounting budget shaper config node http httpc etcd exporter \
 	    cni cli agent allocator
 obj_of    = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 MAIN_SRC := cni/main.c agent/main.c allocator/main.c
@@ -117,20 +117,20 @@ IMDS_OBJ := $(call obj_of,$(IMDS_SRC)) $(OBJ_httpc)
 LIB_NODE_OBJ := $(call obj_of,lib/nl.c lib/extack.c lib/sysctls.c lib/cniops.c lib/steps.c \
 		lib/rootfs.c lib/elf.c)
 
-# The layers below the node's binaries: addresses, accounting, shaping, the
+# The layers below the node's binaries: addresses, accounting, budgets' wire
+# and arithmetic (which namespaces the policy heard budgets), shaping, the
 # config, the node's kernel objects.
-NODE_OBJ := $(foreach m,lib ipam accounting shaper config node,$(OBJ_$(m)))
+NODE_OBJ := $(foreach m,lib ipam accounting budget shaper config node,$(OBJ_$(m)))
 # Each binary's link: what it calls.
-# The plugin: no HTTP code (budget/ as ever, though it calls none of it).
-CORE_OBJ := $(NODE_OBJ) $(OBJ_budget)
-PLUGIN_OBJ := $(BUILD)/obj/cni/main.o $(OBJ_cni) $(CORE_OBJ)
-# tollgate-ipam: the node's layers and the pool from IMDS, no budgets.
+# The plugin: no HTTP code.
+PLUGIN_OBJ := $(BUILD)/obj/cni/main.o $(OBJ_cni) $(NODE_OBJ)
+# tollgate-ipam: the node's layers and the pool from IMDS.
 IPAM_OBJ := $(OBJ_cli) $(IMDS_OBJ) $(NODE_OBJ)
 # The node agent: its budget reports, metrics page and the HTTP client too.
-AGENT_OBJ := $(BUILD)/obj/agent/main.o $(OBJ_agent) $(OBJ_budget) $(OBJ_httpc) $(OBJ_exporter) \
+AGENT_OBJ := $(BUILD)/obj/agent/main.o $(OBJ_agent) $(OBJ_httpc) $(OBJ_exporter) \
 	     $(OBJ_http) $(IMDS_OBJ) $(NODE_OBJ)
-# The allocator makes no netlink call: the config's parser (and the address
-# lists it checks), budget/, its page written by the exporter's text writer
+# The allocator makes no netlink call: the policy file's parser (config/,
+# and the address lists it checks), budget/, its page written by the exporter's text writer
 # (nothing of its collectors), http/, and etcd over libcurl (leader election).
 ALLOC_OBJ := $(BUILD)/obj/allocator/main.o $(OBJ_allocator) $(OBJ_budget) $(OBJ_config) \
 	     $(BUILD)/obj/ipam/pool.o $(filter-out $(LIB_NODE_OBJ),$(OBJ_lib)) \
@@ -251,7 +251,7 @@ $(BUILD)/tests/ktest_%: tests/kernel/ktest_%.c $(TEST_OBJ)
 	@echo "  KTEST   $@"
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(PKG_LIBS) $(CMOCKA_LIBS) $(CURL_LIBS) $(MHD_LIBS)
 
-$(BUILD)/bench_%: tests/bench/bench_%.c $(CORE_OBJ)
+$(BUILD)/bench_%: tests/bench/bench_%.c $(NODE_OBJ)
 	@echo "  BENCH   $@"
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(PKG_LIBS)
 
@@ -308,7 +308,7 @@ $(BUILD)/fuzz_http: $(OBJ_http)
 # etcd's answers, as the allocator's election reads them.
 $(BUILD)/fuzz_etcd: $(OBJ_etcd)
 
-$(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(OBJ_cni) $(CORE_OBJ) $(IMDS_OBJ)
+$(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(OBJ_cni) $(NODE_OBJ) $(IMDS_OBJ)
 	@echo "  FUZZ    $@"
 	$(Q)$(CC) $(filter-out -MMD -MP,$(CFLAGS)) -fsanitize=address,undefined,fuzzer -o $@ $(filter %.c %.o,$^) $(PKG_LIBS) $(CURL_LIBS) $(UNIT_EXTRA_LIBS)
 

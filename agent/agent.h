@@ -125,6 +125,14 @@ struct agent_budgets {
 	uint64_t answers_stale, redirects;
 	int64_t stale_since_ms; /* answers of older terms only, since (0: none) */
 	uint64_t ceil_changes, ceil_failures, lease_expiries;
+	/*
+	 * The allocator's policy as last heard (budgets.json keeps it): which
+	 * namespaces have budgets (the config's budgets.heard points here).
+	 * policy_new: heard since the running pods were last reshaped.
+	 */
+	struct budget_set heard;
+	bool heard_looked, policy_new;
+	char scanned[BUDGET_POLICY_ID_LEN + 1]; /* the policy the store was last read under */
 	struct lease_guard *guard; /* ends leases in the kernel on time (lease_guard.h) */
 	uint64_t guard_fired;	   /* its lowerings the loop has taken into account */
 };

@@ -23,7 +23,7 @@ bool agent_budgets_enabled(const struct agent *a)
 {
 	const struct budget_policy *p = &a->cfg.budgets;
 
-	return a->cfg_ok && p->allocator && p->egress && json_object_object_length(p->egress) > 0;
+	return a->cfg_ok && p->allocator;
 }
 
 /*
@@ -67,6 +67,7 @@ static int build_report(struct agent *a, char **ret, size_t *ret_len)
 	struct budget_report rep = { .seq = ++b->seq, .use = use };
 
 	snprintf(rep.node, sizeof(rep.node), "%s", a->opt.node_name);
+	memcpy(rep.policy, b->heard.id, sizeof(rep.policy));
 	for (size_t i = 0; i < b->n && rep.n < BUDGET_PER_REPORT_MAX; i++) {
 		const struct agent_budget_ns *n = &b->ns[i];
 
@@ -256,6 +257,29 @@ void agent_budgets_store_changed(struct agent *a, int64_t now_ms)
 	report_by(a, now_ms + 20, now_ms);
 }
 
+/*
+ * A policy other than the one held: taken (the answer's arrays move into
+ * the node's), kept in budgets.json, and the running pods reshaped to it
+ * (agent_budgets_policy_new). Namespaces that got a budget go to the join
+ * rate until their next answer; those that lost one leave the budgets.
+ */
+static void heard(struct agent *a, struct budget_set *policy, int64_t now_ms,
+		  struct agent_notes *notes)
+{
+	struct agent_budgets *b = &a->budgets;
+
+	if (strcmp(policy->id, b->heard.id) == 0)
+		return;
+	agent_note(notes, "msg=\"budget: the allocator's policy\" policy=%s was=%s budgets=%zu",
+		   policy->id, b->heard.id[0] ? b->heard.id : "none", policy->n);
+	budget_set_free(&b->heard);
+	b->heard = *policy;
+	*policy = (struct budget_set){ 0 };
+	b->policy_new = b->dirty = true;
+	/* the namespaces as this policy has them, at once */
+	report_by(a, now_ms, now_ms);
+}
+
 void agent_budgets_answer(struct agent *a, int64_t now_ms, struct agent_notes *notes)
 {
 	struct agent_budgets *b = &a->budgets;
@@ -331,6 +355,8 @@ void agent_budgets_answer(struct agent *a, int64_t now_ms, struct agent_notes *n
 			   (unsigned long long)b->reports_failed_logged);
 	b->reports_failed_logged = 0;
 	b->reports_ok++;
+	if (ans.policy.id[0])
+		heard(a, &ans.policy, now_ms, notes);
 	/* the allocator wants to hear sooner while grants move: never over the period */
 	if (ans.next_report_ms > 0) {
 		int64_t period = a->cfg.budgets.report_ms;
@@ -401,6 +427,7 @@ void agent_budgets_free(struct agent *a)
 	httpc_free(a->budgets.client);
 	nl_socket_free(a->budgets.sk);
 	free(a->budgets.ns);
+	budget_set_free(&a->budgets.heard);
 	memset(&a->budgets, 0, sizeof(a->budgets));
 }
 

@@ -23,7 +23,6 @@
 #include "lib/replace.h"
 #include "lib/util.h"
 #include "shaper/shaper.h"
-#define BUDGET_STATE_FILE "budgets.json"
 
 struct agent_budget_ns *agent_budgets_find_ns(struct agent_budgets *b, const char *ns)
 {
@@ -70,7 +69,7 @@ int agent_budgets_refresh_namespaces(struct agent *a, int64_t now_ms, struct tg_
 
 	if (r < 0)
 		return r;
-	if (b->cfg_hash != a->cfg_hash)
+	if (b->cfg_hash != a->cfg_hash || strcmp(b->scanned, b->heard.id) != 0)
 		b->store.looked = false; /* which namespaces have budgets may have changed */
 	changed = ipam_store_stamp_changed(&store, &b->store);
 	if (changed < 0) {
@@ -89,6 +88,7 @@ int agent_budgets_refresh_namespaces(struct agent *a, int64_t now_ms, struct tg_
 	ipam_store_close(&store);
 	if (changed) {
 		b->cfg_hash = a->cfg_hash;
+		memcpy(b->scanned, b->heard.id, sizeof(b->scanned));
 		for (size_t i = 0; i < b->n; i++)
 			b->ns[i].pods = 0;
 	}
@@ -98,8 +98,9 @@ int agent_budgets_refresh_namespaces(struct agent *a, int64_t now_ms, struct tg_
 		struct agent_budget_ns *n;
 		uint64_t cap;
 
-		if (!s->budget_fallback_bps || !s->ns_class ||
-		    !node_config_budget(&a->cfg, att->k8s_namespace))
+		/* by the policy in force, not the pod's record, which a reshape brings after */
+		if (!shaping_inet_egress(s) || !s->ns_class ||
+		    !node_config_budgeted(&a->cfg, att->k8s_namespace))
 			continue;
 		n = add_ns(b, att->k8s_namespace, now_ms);
 		if (!n) {
@@ -124,6 +125,9 @@ int agent_budgets_refresh_namespaces(struct agent *a, int64_t now_ms, struct tg_
 
 		if (n->pods == 0 && n->leaving)
 			continue; /* said: gone */
+		/* its budget is gone: its class is the namespace's own again (the reshape's) */
+		if (n->pods == 0 && !node_config_budgeted(&a->cfg, n->ns))
+			continue;
 		if (n->pods == 0 && !n->leaving) {
 			n->leaving = true;
 			n->state = BUDGET_FALLBACK;
@@ -208,10 +212,12 @@ void agent_budgets_save_state(struct agent *a, int64_t now_ms)
 		json_object_array_add(arr, e);
 	}
 	jx_add(o, "namespaces", arr);
+	if (b->heard.id[0])
+		jx_add(o, "policy", budget_policy_to_json(&b->heard));
 	text = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PRETTY);
 	state_path(a, dir, sizeof(dir));
 	/* Only this node's one agent writes it: one writer, the store's fixed temp name. */
-	if (tg_file_replace(dir, BUDGET_STATE_FILE, text, strlen(text), tg_dir_durable(dir)) == 0)
+	if (tg_file_replace(dir, BUDGET_NODE_FILE, text, strlen(text), tg_dir_durable(dir)) == 0)
 		b->dirty = false;
 }
 
@@ -228,7 +234,7 @@ void agent_budgets_restore_state(struct agent *a, int64_t now_ms)
 	int64_t boot_ms = 0;
 
 	state_path(a, dir, sizeof(dir));
-	snprintf(path, sizeof(path), "%s/%s", dir, BUDGET_STATE_FILE);
+	snprintf(path, sizeof(path), "%s/%s", dir, BUDGET_NODE_FILE);
 	o = jx_read_file(path);
 	if (!o || !json_object_object_get_ex(o, "namespaces", &arr) ||
 	    !json_object_is_type(arr, json_type_array))
@@ -250,7 +256,7 @@ void agent_budgets_restore_state(struct agent *a, int64_t now_ms)
 		    !json_object_is_type(f, json_type_string))
 			continue;
 		ns = json_object_get_string(f);
-		if (strlen(ns) > BUDGET_NS_MAX || !node_config_budget(&a->cfg, ns))
+		if (strlen(ns) > BUDGET_NS_MAX || !node_config_budgeted(&a->cfg, ns))
 			continue;
 		if (!json_object_object_get_ex(e, "state", &f))
 			continue;

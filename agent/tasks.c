@@ -82,6 +82,12 @@ int agent_load_config(struct agent *a, struct tg_err *e)
 		node_config_free(&a->cfg);
 	a->cfg = cfg;
 	a->cfg_ok = true;
+	/* which namespaces have budgets: the policy last heard, from budgets.json at start */
+	a->cfg.budgets.heard = &a->budgets.heard;
+	if (!a->budgets.heard_looked && a->cfg.budgets.allocator) {
+		a->budgets.heard_looked = true;
+		node_budgets_heard(&a->cfg, &a->budgets.heard);
+	}
 	a->cfg_hash = hash;
 	free(a->cfg_text);
 	a->cfg_text = TAKE_PTR(text);

@@ -28,7 +28,7 @@
 /* ---- the command line (options.c) ---- */
 
 struct alloc_cli {
-	const char *config_path;
+	const char *policy_path;
 	const char *listen;	      /* ADDR:PORT, :PORT, HOST:PORT, or an address or name */
 	unsigned int max_connections; /* nodes' kept-alive connections, and a few more */
 	unsigned int per_client;      /* connections one address may hold */

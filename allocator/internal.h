@@ -3,12 +3,12 @@
 #define TG_ALLOCATOR_INTERNAL_H
 
 /*
- * Between the allocator's files: the policy read from the
- * config (policy.c), the allocation state under it (state.c), the process
+ * Between the allocator's files: the allocation state under the policy
+ * (state.c, the policy file read by config/), the process
  * set up and torn down (setup.c), the HTTP side, reports and the metrics
  * page (serve.c), the election's side (leader.c) and the loop (loop.c).
  * Calls go one way, never back: setup.c to loop.c, serve.c and leader.c;
- * loop.c and serve.c to leader.c; those to state.c, and it to policy.c.
+ * loop.c and serve.c to leader.c; those to state.c.
  */
 
 #include <limits.h>
@@ -20,26 +20,14 @@
 #include "allocator/allocator.h"
 #include "allocator/elect.h"
 #include "budget/budget.h"
+#include "config/config.h"
 #include "exporter/exporter.h"
 #include "http/http.h"
 
-/* ---- what the allocator takes from the config (policy.c) ---- */
+/* ---- the policy (its file: config/config.h, struct alloc_policy) ---- */
 
 /* The round's period: a quarter of the nodes' report period, never under this. */
 #define ALLOC_ROUND_MIN_MS 100
-
-struct alloc_policy {
-	struct budget_def *defs; /* budgets.internetEgress, bytes/s, in the config's order */
-	size_t n;
-	int64_t lease_ms;   /* budgets.leaseSeconds */
-	int64_t report_ms;  /* budgets.reportSeconds */
-	bool has_allocator; /* budgets.allocator is set (the nodes know where to report) */
-};
-
-/* The policy of a conflist's bytes (read from path); 0, or a negative errno with e. */
-int alloc_policy_load(const char *path, const char *text, size_t len, struct alloc_policy *ret,
-		      struct tg_err *e);
-void alloc_policy_free(struct alloc_policy *p);
 int64_t alloc_round_ms(const struct alloc_policy *p);
 
 /* ---- the process ---- */
@@ -67,7 +55,7 @@ struct app {
 	struct alloc_policy pol;
 	char *tried_text; /* the last bytes read, taken or refused */
 	struct budget_alloc *ba;
-	struct budget_view *views; /* room for pol.n */
+	struct budget_view *views; /* room for pol.budgets.n */
 	struct http_config hc;
 	struct http_server *http;
 	struct expo page;
@@ -75,8 +63,8 @@ struct app {
 	char reason[640];	   /* the last 400's text */
 	int64_t refused_logged_ms; /* refused reports are logged once per ALLOC_REFUSED_LOG_MS */
 	uint64_t refused_since_log;
-	int inotify_fd, config_wd, timer_fd;
-	char config_dir[PATH_MAX];
+	int inotify_fd, policy_wd, timer_fd;
+	char policy_dir[PATH_MAX];
 	sigset_t sigs;
 	int64_t round_ms; /* the timer's period in force */
 	struct alloc_stats stats;

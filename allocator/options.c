@@ -14,7 +14,7 @@
 
 void alloc_usage(FILE *f)
 {
-	fputs("usage: tollgate-allocator --config FILE [--listen ADDR:PORT|:PORT]\n"
+	fputs("usage: tollgate-allocator --policy FILE [--listen ADDR:PORT|:PORT]\n"
 	      "                          [--max-connections N] [--per-client N]\n"
 	      "                          [--deadline-ms MS] [--log-level L]\n"
 	      "defaults: --listen :9618, --max-connections 25000 (one per node, kept alive;\n"
@@ -27,6 +27,7 @@ void alloc_usage(FILE *f)
 	      "          replicas campaign on an etcd lease (the v3 JSON gateway); only the\n"
 	      "          leader grants, the others answer with its --advertise URL.\n"
 	      "          --election-key /tollgate/allocator/leader, --election-ttl 5 (2 to 60)\n"
+	      "       --policy: the budgets (docs/budgets.md), re-read when it changes\n"
 	      "       tollgate-allocator --version\n"
 	      "endpoints: POST /v1/report, /metrics, /healthz, /readyz, /\n",
 	      f);
@@ -94,6 +95,7 @@ static int check_election(const struct alloc_cli *cli)
 int alloc_parse_options(int argc, char **argv, struct alloc_cli *ret)
 {
 	static const struct option opts[] = {
+		{ "policy", required_argument, NULL, 'p' },
 		{ "config", required_argument, NULL, 'c' },
 		{ "listen", required_argument, NULL, 'l' },
 		{ "max-connections", required_argument, NULL, 'M' },
@@ -126,9 +128,14 @@ int alloc_parse_options(int argc, char **argv, struct alloc_cli *ret)
 	bool election_opt = false;
 	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (opt) {
-		case 'c':
-			cli->config_path = optarg;
+		case 'p':
+			cli->policy_path = optarg;
 			break;
+		case 'c':
+			fprintf(stderr,
+				"tollgate-allocator: --config: the budgets live in the allocator's "
+				"own policy file now: --policy FILE (docs/budgets.md)\n");
+			return 2;
 		case 'l':
 			cli->listen = optarg;
 			break;
@@ -202,9 +209,9 @@ int alloc_parse_options(int argc, char **argv, struct alloc_cli *ret)
 			return 2;
 		}
 	}
-	if (optind < argc || !cli->config_path) {
-		if (!cli->config_path)
-			fprintf(stderr, "tollgate-allocator: --config is required\n");
+	if (optind < argc || !cli->policy_path) {
+		if (!cli->policy_path)
+			fprintf(stderr, "tollgate-allocator: --policy is required\n");
 		else
 			fprintf(stderr, "tollgate-allocator: unexpected argument \"%s\"\n",
 				argv[optind]);

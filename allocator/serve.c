@@ -18,7 +18,7 @@
 #include "lib/version.h"
 
 static const char text_type[] = "text/plain; charset=utf-8";
-static const char json_type[] = "application/json";
+static const char json_ctype[] = "application/json";
 
 static const char index_html[] =
 	"<!DOCTYPE html>\n<html><head><title>Tollgate allocator</title></head><body>\n"
@@ -57,7 +57,7 @@ static void not_leading(struct app *app, struct http_reply *ret)
 			app->redirect = text;
 			app->stats.reports[ALLOC_REPORT_REDIRECTED]++;
 			*ret = (struct http_reply){ .status = 307,
-						    .content_type = json_type,
+						    .content_type = json_ctype,
 						    .body = text,
 						    .len = len,
 						    .location = app->el.leader };
@@ -160,10 +160,14 @@ static void post(void *cls, const char *path, const char *body, size_t len, stru
 		return;
 	}
 	r = budget_alloc_report(app->ba, &rep, time_mono_ms(), &ans);
-	budget_report_free(&rep);
 	ans.epoch = app->elect_on ? (uint64_t)app->el.epoch : 0;
+	/* the policy when the node holds another: borrowed for the text, never freed here */
+	if (strcmp(rep.policy, app->pol.budgets.id) != 0)
+		ans.policy = app->pol.budgets;
+	budget_report_free(&rep);
 	if (r == 0) {
 		r = budget_answer_build(&ans, &text, &tlen);
+		ans.policy = (struct budget_set){ 0 };
 		budget_answer_free(&ans);
 	}
 	if (r < 0) {
@@ -180,7 +184,7 @@ static void post(void *cls, const char *path, const char *body, size_t len, stru
 	free(app->answer);
 	app->answer = text;
 	*ret = (struct http_reply){ .status = 200,
-				    .content_type = json_type,
+				    .content_type = json_ctype,
 				    .body = text,
 				    .len = tlen };
 }
@@ -270,11 +274,11 @@ static void render(struct app *app, struct expo *x)
 {
 	static const char *const version[] = { "version", tg_build_version, "commit",
 					       tg_build_commit, NULL };
-	size_t n = budget_alloc_views(app->ba, app->views, app->pol.n);
+	size_t n = budget_alloc_views(app->ba, app->views, app->pol.budgets.n);
 	struct http_stats st;
 
-	if (n > app->pol.n)
-		n = app->pol.n;
+	if (n > app->pol.budgets.n)
+		n = app->pol.budgets.n;
 	http_get_stats(app->http, &st);
 	expo_family(x, "tollgate_build_info", "gauge", "The running build; always 1.");
 	expo_sample_u64(x, "tollgate_build_info", version, 1);
@@ -323,15 +327,15 @@ static void render(struct app *app, struct expo *x)
 	expo_family(x, "tollgate_allocator_round_duration_seconds", "gauge",
 		    "How long the last allocation round took.");
 	expo_sample(x, "tollgate_allocator_round_duration_seconds", NULL, app->stats.round_seconds);
-	expo_family(x, "tollgate_allocator_config_reloads_total", "counter",
-		    "Config changes read, by result: ok, or error (the config in force stays).");
+	expo_family(x, "tollgate_allocator_policy_reloads_total", "counter",
+		    "Policy file changes read, by result: ok, or error (refused whole: the policy in force stays).");
 	{
 		static const char *const ok[] = { "result", "ok", NULL };
 		static const char *const err[] = { "result", "error", NULL };
 
-		expo_sample_u64(x, "tollgate_allocator_config_reloads_total", ok,
+		expo_sample_u64(x, "tollgate_allocator_policy_reloads_total", ok,
 				app->stats.reloads - app->stats.reload_errors);
-		expo_sample_u64(x, "tollgate_allocator_config_reloads_total", err,
+		expo_sample_u64(x, "tollgate_allocator_policy_reloads_total", err,
 				app->stats.reload_errors);
 	}
 	exporter_render_http(x, &st);

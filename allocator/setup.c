@@ -56,22 +56,22 @@ static unsigned int raise_nofile(unsigned int want)
 }
 
 /* The directory: kubelet replaces a ConfigMap's file by swapping a symlink there. */
-static void watch_config(struct app *app)
+static void watch_policy(struct app *app)
 {
 	char copy[PATH_MAX];
 
-	snprintf(copy, sizeof(copy), "%s", app->cli.config_path);
-	snprintf(app->config_dir, sizeof(app->config_dir), "%s", dirname(copy));
+	snprintf(copy, sizeof(copy), "%s", app->cli.policy_path);
+	snprintf(app->policy_dir, sizeof(app->policy_dir), "%s", dirname(copy));
 	app->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	if (app->inotify_fd >= 0)
-		app->config_wd = inotify_add_watch(app->inotify_fd, app->config_dir,
+		app->policy_wd = inotify_add_watch(app->inotify_fd, app->policy_dir,
 						   IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE |
 							   IN_DELETE | IN_ATTRIB);
-	if (app->config_wd < 0)
+	if (app->policy_wd < 0)
 		tg_log(TG_LOG_WARN,
-		       "msg=\"cannot watch the config's directory; SIGHUP re-reads\" "
+		       "msg=\"cannot watch the policy's directory; SIGHUP re-reads\" "
 		       "dir=%s err=\"%m\"",
-		       LOGFMT_Q(app->config_dir));
+		       LOGFMT_Q(app->policy_dir));
 }
 
 int alloc_setup(struct app *app, const struct alloc_cli *cli)
@@ -80,7 +80,7 @@ int alloc_setup(struct app *app, const struct alloc_cli *cli)
 	int r;
 
 	memset(app, 0, sizeof(*app));
-	app->inotify_fd = app->config_wd = app->timer_fd = -1;
+	app->inotify_fd = app->policy_wd = app->timer_fd = -1;
 	app->cli = *cli;
 	tg_log_set_level(cli->log_level);
 	http_config_defaults(&app->hc);
@@ -110,7 +110,7 @@ int alloc_setup(struct app *app, const struct alloc_cli *cli)
 	sigaddset(&app->sigs, SIGHUP);
 	sigprocmask(SIG_BLOCK, &app->sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	watch_config(app);
+	watch_policy(app);
 	app->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 	if (app->timer_fd < 0 || (r = alloc_arm_rounds(app)) < 0) {
 		tg_log(TG_LOG_ERROR, "msg=\"cannot arm the round's timer\" err=\"%m\"");
@@ -128,9 +128,9 @@ int alloc_setup(struct app *app, const struct alloc_cli *cli)
 		return 1;
 	}
 	tg_log(TG_LOG_INFO,
-	       "msg=\"starting\" config=%s listen=%s budgets=%zu lease_ms=%lld "
+	       "msg=\"starting\" policy=%s listen=%s budgets=%zu lease_ms=%lld "
 	       "round_ms=%lld max_connections=%u per_client=%u version=%s",
-	       LOGFMT_Q(cli->config_path), LOGFMT_Q(cli->listen), app->pol.n,
+	       LOGFMT_Q(cli->policy_path), LOGFMT_Q(cli->listen), app->pol.budgets.n,
 	       (long long)app->pol.lease_ms, (long long)app->round_ms, conns, cli->per_client,
 	       TG_VERSION);
 	if (app->elect_on)

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * The allocation state under the policy in force (allocator/internal.h):
- * the config re-read and taken, a new state when the lease changes or a
+ * the policy file re-read and taken, a new state when the lease changes or a
  * term starts, the round's timer armed for the policy's period, and the
  * rounds themselves. Below the set-up, the loop and the election: it
  * calls none of them.
@@ -33,7 +33,7 @@ int alloc_relearn(struct app *app)
 {
 	struct budget_alloc *ba = new_state(&app->pol);
 
-	if (!ba || budget_alloc_set(ba, app->pol.defs, app->pol.n) < 0) {
+	if (!ba || budget_alloc_set(ba, app->pol.budgets.d, app->pol.budgets.n) < 0) {
 		budget_alloc_free(ba);
 		return -ENOMEM;
 	}
@@ -42,9 +42,11 @@ int alloc_relearn(struct app *app)
 	return 0;
 }
 
-static bool same_budgets(const struct alloc_policy *a, const struct alloc_policy *b)
+int64_t alloc_round_ms(const struct alloc_policy *p)
 {
-	return a->n == b->n && memcmp(a->defs, b->defs, a->n * sizeof(*a->defs)) == 0;
+	int64_t ms = p->report_ms / 4;
+
+	return ms < ALLOC_ROUND_MIN_MS ? ALLOC_ROUND_MIN_MS : ms;
 }
 
 int alloc_reload(struct app *app, bool first)
@@ -58,9 +60,9 @@ int alloc_reload(struct app *app, bool first)
 	bool lease_changed;
 	int r;
 
-	r = read_file(app->cli.config_path, NODE_CONFIG_MAX, &text, &len);
+	r = read_file(app->cli.policy_path, NODE_CONFIG_MAX, &text, &len);
 	if (r < 0) {
-		tg_fail(&e, CNI_ERR_IO, r, "cannot read %s: %s", app->cli.config_path,
+		tg_fail(&e, CNI_ERR_IO, r, "cannot read %s: %s", app->cli.policy_path,
 			strerror(-r));
 		goto refused;
 	}
@@ -70,10 +72,10 @@ int alloc_reload(struct app *app, bool first)
 	}
 	free(app->tried_text);
 	app->tried_text = text;
-	r = alloc_policy_load(app->cli.config_path, text, len, &pol, &e);
+	r = alloc_policy_load_text(app->cli.policy_path, text, len, &pol, &e);
 	if (r < 0)
 		goto refused;
-	views = realloc(app->views, (pol.n ? pol.n : 1) * sizeof(*views));
+	views = realloc(app->views, (pol.budgets.n ? pol.budgets.n : 1) * sizeof(*views));
 	if (!views) {
 		alloc_policy_free(&pol);
 		r = tg_fail(&e, CNI_ERR_IO, -ENOMEM, "out of memory");
@@ -93,7 +95,7 @@ int alloc_reload(struct app *app, bool first)
 			goto refused;
 		}
 	}
-	r = budget_alloc_set(ba ? ba : app->ba, pol.defs, pol.n);
+	r = budget_alloc_set(ba ? ba : app->ba, pol.budgets.d, pol.budgets.n);
 	if (r < 0) {
 		budget_alloc_free(ba);
 		alloc_policy_free(&pol);
@@ -108,30 +110,27 @@ int alloc_reload(struct app *app, bool first)
 	if (!first) {
 		app->stats.reloads++;
 		tg_log(TG_LOG_INFO,
-		       "msg=\"config changed\" path=%s budgets=%zu "
-		       "lease_ms=%lld report_ms=%lld%s%s",
-		       LOGFMT_Q(app->cli.config_path), pol.n, (long long)pol.lease_ms,
-		       (long long)pol.report_ms,
-		       same_budgets(&pol, &app->pol) ? " budgets_unchanged" : "",
+		       "msg=\"policy changed\" path=%s policy=%s was=%s budgets=%zu "
+		       "lease_ms=%lld report_ms=%lld%s",
+		       LOGFMT_Q(app->cli.policy_path), pol.budgets.id, app->pol.budgets.id,
+		       pol.budgets.n, (long long)pol.lease_ms, (long long)pol.report_ms,
 		       lease_changed ? " relearning" : "");
 	}
-	if (!pol.has_allocator)
-		tg_log(TG_LOG_WARN, "msg=\"budgets.allocator is not set: no node reports here\"");
-	else if (!pol.n)
-		tg_log(TG_LOG_WARN, "msg=\"budgets.internetEgress is empty: nothing to allocate\"");
+	if (!pol.budgets.n)
+		tg_log(TG_LOG_WARN, "msg=\"the policy has no budgets: nothing to allocate\"");
 	alloc_policy_free(&app->pol);
 	app->pol = pol;
 	return 1;
 refused:
 	if (first) {
-		tg_log(TG_LOG_ERROR, "msg=\"cannot load the config\" path=%s err=%s",
-		       LOGFMT_Q(app->cli.config_path), LOGFMT_Q(e.msg));
+		tg_log(TG_LOG_ERROR, "msg=\"cannot load the policy\" path=%s err=%s",
+		       LOGFMT_Q(app->cli.policy_path), LOGFMT_Q(e.msg));
 		return r;
 	}
 	app->stats.reloads++;
 	app->stats.reload_errors++;
-	tg_log(TG_LOG_ERROR, "msg=\"config not reloaded; the one in force stays\" path=%s err=%s",
-	       LOGFMT_Q(app->cli.config_path), LOGFMT_Q(e.msg));
+	tg_log(TG_LOG_ERROR, "msg=\"policy refused; the one in force stays\" path=%s err=%s",
+	       LOGFMT_Q(app->cli.policy_path), LOGFMT_Q(e.msg));
 	return r;
 }
 

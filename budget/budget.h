@@ -14,14 +14,22 @@
  * The protocol: every reportSeconds each agent POSTs one report to
  * /v1/report, and the answer carries its grants:
  *
- *   report {"version":1,"node":"n1","seq":42,
+ *   report {"version":1,"node":"n1","seq":42,"policy":"5f0c2a9e81d3b447",
  *           "budgets":[{"namespace":"datasets","sentBytes":1250000,
  *                       "intervalMs":1000,"saturated":true,"applied":1250000,
  *                       "limit":125000000,"state":"granted","pods":3,
  *                       "safeShare":900000,"nodes":6}]}
  *   answer {"version":1,"leaseMs":10000,"nextReportMs":260,
  *           "grants":[{"namespace":"datasets","grant":1500000,
- *                      "safeShare":900000,"nodes":6}]}
+ *                      "safeShare":900000,"nodes":6}],
+ *           "policy":{"id":"5f0c2a9e81d3b447",
+ *                     "namespaces":[{"namespace":"datasets",
+ *                                    "internetEgress":2500000000}]}}
+ *
+ * policy (optional both ways): a report names the policy the node holds;
+ * the answer carries the allocator's whole policy (the budgets, bytes/s)
+ * when that is not the one in force, so a node learns which of its
+ * namespaces are budgeted, and an edit reaches it in its next answer.
  *
  * applied: the ceil in force on the node (bytes/s); limit: the most the node
  * would apply (its own caps: namespace and node); state: the node's state
@@ -51,14 +59,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <json-c/json.h>
+
 #include "lib/err.h"
 
 #define BUDGET_WIRE_VERSION 1
 #define BUDGET_REPORT_PATH "/v1/report"
-#define BUDGET_BODY_MAX (64 << 10) /* bytes of one report or answer */
-#define BUDGET_NODE_MAX 253	   /* a node name: a DNS subdomain */
-#define BUDGET_NS_MAX 63	   /* a namespace: a DNS label */
-#define BUDGET_PER_REPORT_MAX 256  /* budgets in one report or answer */
+#define BUDGET_BODY_MAX (64 << 10)    /* bytes of one report */
+#define BUDGET_ANSWER_MAX (256 << 10) /* of one answer (with a policy) */
+#define BUDGET_NODE_MAX 253	      /* a node name: a DNS subdomain */
+#define BUDGET_NS_MAX 63	      /* a namespace: a DNS label */
+#define BUDGET_PER_REPORT_MAX 256     /* budgets in one report or answer */
 #define BUDGET_DEFAULT_PORT 9618
 /*
  * What the parsers accept, so the most either side may write: a rate of one
@@ -72,6 +83,8 @@
 #define BUDGET_LEASE_MAX_MS 3600000
 #define BUDGET_URL_MAX 255	   /* a leader's URL in a redirect */
 #define BUDGET_EPOCH_MAX INT64_MAX /* etcd's revisions are int64 */
+/* A cluster budget, bytes/s: 1 Pbit/s. */
+#define BUDGET_TOTAL_MAX 125000000000000ULL
 
 /* A node's state for one budget (tollgate_budget_state's label). */
 enum budget_state {
@@ -82,6 +95,51 @@ enum budget_state {
 #define BUDGET_STATES 3
 extern const char
 	*const budget_state_names[BUDGET_STATES]; /* "fallback", "granted", "lease-expired" */
+
+/* ---- the policy: which namespaces have budgets ---- */
+
+struct budget_def {
+	char ns[BUDGET_NS_MAX + 1];
+	uint64_t budget; /* bytes/s across the cluster */
+};
+
+/*
+ * The budgets of the allocator's policy file, as answers carry them to the
+ * nodes and the nodes keep them (budgets.json): sorted by namespace, named
+ * by an id that changes when they do (a digest of what they say, not of
+ * how the file is written), so a node hears them again only after an edit.
+ */
+#define BUDGET_POLICY_NS_MAX 1024
+#define BUDGET_POLICY_ID_LEN 16
+struct budget_set {
+	char id[BUDGET_POLICY_ID_LEN + 1]; /* "": none (heard) */
+	struct budget_def *d;
+	size_t n;
+};
+/*
+ * Sorts s->d by namespace and names it (its id). -EINVAL with e naming the
+ * namespace written twice.
+ */
+int budget_set_seal(struct budget_set *s, struct tg_err *e);
+/* The namespace's budget, NULL: none. */
+const struct budget_def *budget_set_find(const struct budget_set *s, const char *ns);
+/* A copy (ret's own arrays): 0 or -ENOMEM. */
+int budget_set_copy(const struct budget_set *s, struct budget_set *ret);
+void budget_set_free(struct budget_set *s);
+/*
+ * The policy object of an answer ({"id":..., "namespaces":[...]}), for the
+ * node's own file too: written, and read as strictly as from the wire (its
+ * id checked against its namespaces). from_json: 0, -EINVAL or -ENOMEM
+ * with e; to_json: NULL on -ENOMEM.
+ */
+int budget_policy_from_json(json_object *o, struct budget_set *ret, struct tg_err *e);
+json_object *budget_policy_to_json(const struct budget_set *s);
+/*
+ * What a node holds of its budgets, in <dataDir>/<network>/: written by
+ * its agent (grants, leases and the policy heard); the plugin and
+ * tollgate-ipam read it.
+ */
+#define BUDGET_NODE_FILE "budgets.json"
 
 /* ---- the wire format ---- */
 
@@ -102,6 +160,7 @@ struct budget_usage {
 struct budget_report {
 	char node[BUDGET_NODE_MAX + 1];
 	uint64_t seq;
+	char policy[BUDGET_POLICY_ID_LEN + 1]; /* the policy's id the node holds; "": none */
 	struct budget_usage *use;
 	size_t n;
 };
@@ -119,6 +178,12 @@ struct budget_answer {
 	uint64_t epoch;		/* the granting leader's term; 0: no election */
 	struct budget_grant *g;
 	size_t n;
+	/*
+	 * The policy in force, when the report named another (id ""): none.
+	 * Parsed, the answer's own; built, the caller's (never freed by
+	 * budget_answer_free when the caller clears it first).
+	 */
+	struct budget_set policy;
 };
 
 /* A replica that does not lead: where the leader is. */
@@ -153,11 +218,6 @@ void budget_report_free(struct budget_report *r);
 void budget_answer_free(struct budget_answer *a);
 
 /* ---- the allocation arithmetic (the allocator's state) ---- */
-
-struct budget_def {
-	char ns[BUDGET_NS_MAX + 1];
-	uint64_t budget; /* bytes/s across the cluster */
-};
 
 struct budget_params {
 	int64_t lease_ms;     /* a grant's life without renewal */

@@ -74,7 +74,12 @@ int budget_report_build(const struct budget_report *r, char **ret, size_t *ret_l
 
 	buf_printf(&b, "{\"version\":%d,\"node\":", BUDGET_WIRE_VERSION);
 	put_str(&b, r->node, sizeof(r->node));
-	buf_printf(&b, ",\"seq\":%" PRIu64 ",\"budgets\":[", r->seq);
+	buf_printf(&b, ",\"seq\":%" PRIu64, r->seq);
+	if (r->policy[0]) {
+		buf_printf(&b, ",\"policy\":");
+		put_str(&b, r->policy, sizeof(r->policy));
+	}
+	buf_printf(&b, ",\"budgets\":[");
 	for (size_t i = 0; i < r->n; i++) {
 		const struct budget_usage *u = &r->use[i];
 
@@ -112,7 +117,21 @@ int budget_answer_build(const struct budget_answer *a, char **ret, size_t *ret_l
 			   "}",
 			   g->grant, g->safe_share, g->nodes);
 	}
-	buf_printf(&b, "]}");
+	buf_printf(&b, "]");
+	if (a->policy.id[0]) {
+		buf_printf(&b, ",\"policy\":{\"id\":");
+		put_str(&b, a->policy.id, sizeof(a->policy.id));
+		buf_printf(&b, ",\"namespaces\":[");
+		for (size_t i = 0; i < a->policy.n; i++) {
+			const struct budget_def *d = &a->policy.d[i];
+
+			buf_printf(&b, "%s{\"namespace\":", i ? "," : "");
+			put_str(&b, d->ns, sizeof(d->ns));
+			buf_printf(&b, ",\"internetEgress\":%" PRIu64 "}", d->budget);
+		}
+		buf_printf(&b, "]}");
+	}
+	buf_printf(&b, "}");
 	return done(&b, ret, ret_len);
 }
 
@@ -142,6 +161,7 @@ void budget_answer_free(struct budget_answer *a)
 	free(a->g);
 	a->g = NULL;
 	a->n = 0;
+	budget_set_free(&a->policy);
 }
 
 /* ---- reading ---- */
@@ -294,7 +314,7 @@ static bool ns_seen(struct ns_set *set, const char *ns, size_t at, size_t *ret_f
  * The whole document: size, then JSON read exactly (no member twice, no
  * number past 64 bits: lib/jsonx.h), then an object of this version.
  */
-static int parse_doc(const char *text, size_t len, const char *what, json_object **ret,
+static int parse_doc(const char *text, size_t len, size_t max, const char *what, json_object **ret,
 		     struct tg_err *e)
 {
 	struct jx_parse_error pe;
@@ -302,8 +322,8 @@ static int parse_doc(const char *text, size_t len, const char *what, json_object
 	int64_t version;
 	int r;
 
-	if (len > BUDGET_BODY_MAX)
-		return bad(e, -EINVAL, "%s of %zu bytes: at most %d", what, len, BUDGET_BODY_MAX);
+	if (len > max)
+		return bad(e, -EINVAL, "%s of %zu bytes: at most %zu", what, len, max);
 	r = jx_parse_ex(text, len, JX_EXACT, &root, &pe);
 	if (r == -ENOMEM)
 		return r;
@@ -334,23 +354,24 @@ fail:
 	return r;
 }
 
-/* The array `key` of objects, at most BUDGET_PER_REPORT_MAX. */
-static int get_entries(json_object *root, const char *key, json_object **ret, size_t *ret_n,
-		       struct tg_err *e)
+/* The array `key` (named `path` in messages) of at most max objects. */
+static int get_entries(json_object *root, const char *path, const char *key, size_t max,
+		       json_object **ret, size_t *ret_n, struct tg_err *e)
 {
 	json_object *arr;
 	size_t n;
-	int r = get(root, "", key, json_type_array, "an array", &arr, e);
+	int r = get(root, path, key, json_type_array, "an array", &arr, e);
 
 	if (r < 0)
 		return r;
 	n = json_object_array_length(arr);
-	if (n > BUDGET_PER_REPORT_MAX)
-		return bad(e, -EINVAL, "%s: %zu entries, at most %d", key, n,
-			   BUDGET_PER_REPORT_MAX);
+	if (n > max)
+		return bad(e, -EINVAL, "%s%s%s: %zu entries, at most %zu", path, *path ? "." : "",
+			   key, n, max);
 	for (size_t i = 0; i < n; i++)
 		if (!json_object_is_type(json_object_array_get_idx(arr, i), json_type_object))
-			return bad(e, -EINVAL, "%s[%zu]: must be an object, not %s", key, i,
+			return bad(e, -EINVAL, "%s%s%s[%zu]: must be an object, not %s", path,
+				   *path ? "." : "", key, i,
 				   jx_type_name(json_object_array_get_idx(arr, i), true));
 	*ret = arr;
 	*ret_n = n;
@@ -412,12 +433,44 @@ static int parse_grant(json_object *o, const char *where, void *elem, struct tg_
 	return 0;
 }
 
+static int parse_def(json_object *o, const char *where, void *elem, struct tg_err *e)
+{
+	struct budget_def *d = elem;
+	int r;
+
+	if ((r = get_ns(o, where, d->ns, e)) < 0 ||
+	    (r = get_uint(o, where, "internetEgress", BUDGET_TOTAL_MAX, &d->budget, e)) < 0)
+		return r;
+	if (d->budget == 0)
+		return bad(e, -ERANGE, "%s.internetEgress: 0: a budget must let something through",
+			   where);
+	return 0;
+}
+
+/* A policy's id: BUDGET_POLICY_ID_LEN lowercase hex digits. */
+static int get_policy_id(json_object *obj, const char *where, const char *key,
+			 char ret[BUDGET_POLICY_ID_LEN + 1], struct tg_err *e)
+{
+	const char *s;
+	size_t n;
+	int r = get_str(obj, where, key, &s, &n, e);
+
+	if (r < 0)
+		return r;
+	if (n != BUDGET_POLICY_ID_LEN || strspn(s, "0123456789abcdef") != n)
+		return bad(e, -EINVAL, "%s%s%s: \"%s\" is not a policy id (%d hex digits)", where,
+			   *where ? "." : "", key, JX_SHOWN(s, n), BUDGET_POLICY_ID_LEN);
+	memcpy(ret, s, n + 1);
+	return 0;
+}
+
 /*
  * The array `key` of the document: n entries of `size` bytes (allocated,
  * *ret), each parsed by fn, no namespace (at ns_off in an entry) named
  * twice.
  */
-static int parse_entries(json_object *root, const char *key, size_t size, size_t ns_off,
+static int parse_entries(json_object *root, const char *path, const char *key, size_t max,
+			 size_t size, size_t ns_off,
 			 int (*fn)(json_object *o, const char *where, void *elem, struct tg_err *e),
 			 void **ret, size_t *ret_n, struct tg_err *e)
 {
@@ -425,7 +478,7 @@ static int parse_entries(json_object *root, const char *key, size_t size, size_t
 	char *all = NULL;
 	json_object *arr = NULL;
 	size_t n = 0, first;
-	int r = get_entries(root, key, &arr, &n, e);
+	int r = get_entries(root, path, key, max, &arr, &n, e);
 
 	if (r < 0)
 		return r;
@@ -435,13 +488,13 @@ static int parse_entries(json_object *root, const char *key, size_t size, size_t
 		r = -ENOMEM;
 	for (size_t i = 0; i < n && r == 0; i++) {
 		const char *ns = all + i * size + ns_off;
-		char where[32];
+		char where[48];
 
-		snprintf(where, sizeof(where), "%s[%zu]", key, i);
+		snprintf(where, sizeof(where), "%s%s%s[%zu]", path, *path ? "." : "", key, i);
 		r = fn(json_object_array_get_idx(arr, i), where, all + i * size, e);
 		if (r == 0 && ns_seen(seen, ns, i, &first))
-			r = bad(e, -EINVAL, "%s.namespace: \"%s\" again (%s[%zu] has it)", where,
-				ns, key, first);
+			r = bad(e, -EINVAL, "%s.namespace: \"%s\" again (%s%s%s[%zu] has it)",
+				where, ns, path, *path ? "." : "", key, first);
 	}
 	if (r == 0) {
 		*ret = all;
@@ -453,6 +506,37 @@ static int parse_entries(json_object *root, const char *key, size_t size, size_t
 	return r;
 }
 
+/*
+ * An answer's policy: its namespaces read like every entry, then sealed
+ * here, and the id the allocator gave them must be the one they have (a
+ * node acts on what it checked, not on a name).
+ */
+int budget_policy_from_json(json_object *o, struct budget_set *ret, struct tg_err *e)
+{
+	struct budget_set set = { 0 };
+	char id[BUDGET_POLICY_ID_LEN + 1];
+	void *d = NULL;
+	int r;
+
+	if (!json_object_is_type(o, json_type_object))
+		return bad(e, -EINVAL, "policy: must be an object, not %s", jx_type_name(o, true));
+	if ((r = get_policy_id(o, "policy", "id", id, e)) < 0 ||
+	    (r = parse_entries(o, "policy", "namespaces", BUDGET_POLICY_NS_MAX, sizeof(*set.d),
+			       offsetof(struct budget_def, ns), parse_def, &d, &set.n, e)) < 0)
+		return r;
+	set.d = d;
+	r = budget_set_seal(&set, e);
+	if (r == 0 && strcmp(set.id, id) != 0)
+		r = bad(e, -EINVAL, "policy.id: \"%s\" is not the id of its namespaces (%s)", id,
+			set.id);
+	if (r < 0) {
+		budget_set_free(&set);
+		return r;
+	}
+	*ret = set;
+	return 0;
+}
+
 int budget_report_parse(const char *text, size_t len, struct budget_report *ret, struct tg_err *e)
 {
 	struct budget_report rep = { 0 };
@@ -462,7 +546,7 @@ int budget_report_parse(const char *text, size_t len, struct budget_report *ret,
 	size_t node_len;
 	int r;
 
-	r = parse_doc(text, len, "a report", &root, e);
+	r = parse_doc(text, len, BUDGET_BODY_MAX, "a report", &root, e);
 	if (r < 0)
 		return r;
 	if ((r = get_str(root, "", "node", &node, &node_len, e)) < 0)
@@ -477,8 +561,11 @@ int budget_report_parse(const char *text, size_t len, struct budget_report *ret,
 	memcpy(rep.node, node, node_len);
 	rep.node[node_len] = '\0';
 	if ((r = get_uint(root, "", "seq", UINT64_MAX, &rep.seq, e)) < 0 ||
-	    (r = parse_entries(root, "budgets", sizeof(*rep.use), offsetof(struct budget_usage, ns),
-			       parse_usage, &use, &rep.n, e)) < 0)
+	    (json_object_object_get_ex(root, "policy", NULL) &&
+	     (r = get_policy_id(root, "", "policy", rep.policy, e)) < 0) ||
+	    (r = parse_entries(root, "", "budgets", BUDGET_PER_REPORT_MAX, sizeof(*rep.use),
+			       offsetof(struct budget_usage, ns), parse_usage, &use, &rep.n, e)) <
+		    0)
 		goto out;
 	rep.use = use;
 	*ret = rep;
@@ -492,10 +579,10 @@ int budget_answer_parse(const char *text, size_t len, struct budget_answer *ret,
 	struct budget_answer ans = { 0 };
 	uint64_t lease, next = 0;
 	void *g = NULL;
-	json_object *root;
+	json_object *root, *v;
 	int r;
 
-	r = parse_doc(text, len, "an answer", &root, e);
+	r = parse_doc(text, len, BUDGET_ANSWER_MAX, "an answer", &root, e);
 	if (r < 0)
 		return r;
 	if ((r = get_uint(root, "", "leaseMs", BUDGET_LEASE_MAX_MS, &lease, e)) < 0 ||
@@ -503,12 +590,15 @@ int budget_answer_parse(const char *text, size_t len, struct budget_answer *ret,
 	     (r = get_uint(root, "", "nextReportMs", BUDGET_INTERVAL_MAX_MS, &next, e)) < 0) ||
 	    (json_object_object_get_ex(root, "epoch", NULL) &&
 	     (r = get_uint(root, "", "epoch", BUDGET_EPOCH_MAX, &ans.epoch, e)) < 0) ||
-	    (r = parse_entries(root, "grants", sizeof(*ans.g), offsetof(struct budget_grant, ns),
-			       parse_grant, &g, &ans.n, e)) < 0)
+	    (r = parse_entries(root, "", "grants", BUDGET_PER_REPORT_MAX, sizeof(*ans.g),
+			       offsetof(struct budget_grant, ns), parse_grant, &g, &ans.n, e)) < 0)
 		goto out;
 	ans.g = g;
-	if (lease == 0) {
+	if (lease == 0)
 		r = bad(e, -ERANGE, "leaseMs: 0: a grant must last");
+	else if (json_object_object_get_ex(root, "policy", &v))
+		r = budget_policy_from_json(v, &ans.policy, e);
+	if (r < 0) {
 		free(ans.g);
 		goto out;
 	}
@@ -546,7 +636,7 @@ int budget_redirect_parse(const char *text, size_t len, struct budget_redirect *
 	size_t url_len;
 	int r;
 
-	r = parse_doc(text, len, "a redirect", &root, e);
+	r = parse_doc(text, len, BUDGET_BODY_MAX, "a redirect", &root, e);
 	if (r < 0)
 		return r;
 	if ((r = get_str(root, "", "leader", &url, &url_len, e)) < 0 ||

@@ -13,6 +13,7 @@
 #include "lib/jsonx.h"
 #include "lib/steps.h"
 #include "lib/util.h"
+#include "node/node.h"
 
 /*
  * For the node daemon's metrics: the operation by command and result code,
@@ -85,6 +86,7 @@ int cni_run(FILE *in, FILE *out)
 	_cleanup_json_ json_object *result = NULL;
 	char ip[IP4_STRLEN] = "";
 	struct shaping shaping = { 0 }; /* ADD's and CHECK's pod, for the log line */
+	struct budget_set heard = { 0 };
 	const char *version = NULL;
 	int64_t t0 = time_mono_ns(), t_step;
 	size_t len = 0;
@@ -115,6 +117,9 @@ int cni_run(FILE *in, FILE *out)
 	r = cni_config_read(text, len, env.cmd, &cfg, &err);
 	if (cfg.version > 0)
 		version = cfg.cni_version;
+	/* which namespaces have budgets: the allocator's policy as the agent last heard it */
+	if (r == 0 && cfg.budgets.allocator && (env.cmd == CNI_CMD_ADD || env.cmd == CNI_CMD_CHECK))
+		cfg.budgets.heard = node_budgets_heard(&cfg, &heard);
 	step_done(STEP_CONFIG, t0);
 	if (r < 0)
 		goto done;
@@ -167,5 +172,6 @@ done:
 	if (env.cmd_name && env.cmd != CNI_CMD_VERSION && cfg.name && cfg.data_dir[0])
 		record_operation(&cfg, env.cmd, r < 0 ? err.code : 0, t0);
 	node_config_free(&cfg);
+	budget_set_free(&heard);
 	return r < 0 ? 1 : 0;
 }

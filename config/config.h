@@ -21,6 +21,7 @@
 #include <json-c/json.h>
 
 #include "accounting/accounting.h"
+#include "budget/budget.h"
 #include "lib/err.h"
 #include "lib/hostport.h"
 #include "lib/ip4.h"
@@ -43,17 +44,19 @@ struct shaping_policy {
 };
 
 /*
- * budgets.* : cluster budgets (DESIGN "Cluster budgets"). The allocator reads
- * the same keys from the same ConfigMap. Rates bits/s as everywhere in the
- * config; the wire and budget/ speak bytes/s.
+ * budgets.* : how the node reaches the cluster budgets' allocator (DESIGN
+ * "Cluster budgets"). Which namespaces have budgets is the allocator's
+ * policy, heard in its answers: `heard` (the agent's, or budgets.json's
+ * for the plugin; NULL or id "": none heard yet). Rates bits/s as
+ * everywhere in the config; the wire and budget/ speak bytes/s.
  */
 struct budget_policy {
 	const char *allocator;	   /* the allocator's base URL; NULL: no budgets */
 	int64_t report_ms;	   /* reportSeconds */
-	int64_t lease_ms;	   /* leaseSeconds */
+	int64_t lease_ms;	   /* leaseSeconds: the longest lease the node takes */
 	uint64_t fallback_bps;	   /* a node never granted (default 10M) */
 	int64_t fallback_after_ms; /* ... once unanswered this long (fallbackAfterSeconds) */
-	json_object *egress;	   /* internetEgress {ns: rate}, validated; NULL: none */
+	const struct budget_set *heard; /* the caller's */
 };
 
 /* nodeAccess.hostPortDeny: ports of the node's own services that no hostPort takes. */
@@ -126,8 +129,13 @@ int node_config_load_file(const char *path, struct node_config *cfg, struct tg_e
  */
 void node_config_verdict(FILE *f, const char *path, int r, const struct node_config *cfg,
 			 const struct tg_err *e);
-/* A namespace's cluster budget, bits/s; 0 when it has none. */
-uint64_t node_config_budget(const struct node_config *cfg, const char *ns);
+/*
+ * Whether a namespace's internet egress is under a cluster budget on this
+ * node: the policy heard says so, or the node reports to an allocator and
+ * has heard none yet (it cannot know, so it holds every namespace to what
+ * the allocator can prove free until the first answer says).
+ */
+bool node_config_budgeted(const struct node_config *cfg, const char *ns);
 /*
  * node_config_load_file for a conflist's bytes already read (len of them),
  * named `path` in messages: the node daemon validates exactly the bytes it
@@ -135,5 +143,25 @@ uint64_t node_config_budget(const struct node_config *cfg, const char *ns);
  */
 int node_config_load_text(const char *path, const char *text, size_t len, struct node_config *cfg,
 			  struct tg_err *e);
+
+/*
+ * The allocator's policy file (tollgate-allocator --policy; DESIGN "Cluster
+ * budgets"):
+ *   {"version": 1, "reportSeconds": 1, "leaseSeconds": 10,
+ *    "namespaces": {"datasets": {"internetEgress": "20G"}}}
+ * Parsed with no kernel code (the allocator links none). Every key known
+ * (a misspelt one, or one this version does not enforce, is refused, never
+ * ignored), rates as in the conflist up to 1 Pbit/s, at most
+ * BUDGET_POLICY_NS_MAX namespaces. A refusal is CNI code 6 (not JSON) or 7
+ * with e naming the file and the key.
+ */
+struct alloc_policy {
+	struct budget_set budgets; /* namespaces.*.internetEgress, bytes/s, sealed */
+	int64_t report_ms;	   /* reportSeconds: the nodes' period (the rounds' is a quarter) */
+	int64_t lease_ms;	   /* leaseSeconds: a grant's lease */
+};
+int alloc_policy_load_text(const char *path, const char *text, size_t len,
+			   struct alloc_policy *ret, struct tg_err *e);
+void alloc_policy_free(struct alloc_policy *p);
 
 #endif

@@ -158,9 +158,17 @@ int config_parse_budgets(json_object *root, struct node_config *cfg, struct tg_e
 	    jx_int(o, "budgets", "reportSeconds", 1, 60, &report_s, e) < 0 ||
 	    jx_int(o, "budgets", "leaseSeconds", 2, 3600, &lease_s, e) < 0 ||
 	    get_rate(o, "budgets", "fallback", &b->fallback_bps, e) < 0 ||
-	    jx_int(o, "budgets", "fallbackAfterSeconds", 0, 86400, &after_s, e) < 0 ||
-	    jx_object(o, "budgets", "internetEgress", &b->egress, e) < 0)
+	    jx_int(o, "budgets", "fallbackAfterSeconds", 0, 86400, &after_s, e) < 0)
 		return -EINVAL;
+	if (json_object_object_get_ex(o, "internetEgress", NULL))
+		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+			       "budgets.internetEgress: budgets live in the allocator's policy "
+			       "file (tollgate-allocator --policy), not in the conflist, which "
+			       "says only how to reach the allocator");
+	if (!b->allocator)
+		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+			       "budgets.allocator is missing: the allocator's URL is what the "
+			       "budgets block is for");
 	if (lease_s < 2 * report_s)
 		return tg_fail(
 			e, CNI_ERR_CONFIG, -EINVAL,
@@ -178,23 +186,6 @@ int config_parse_budgets(json_object *root, struct node_config *cfg, struct tg_e
 	if (b->allocator && (strlen(b->allocator) > 512 || strpbrk(b->allocator, " \t\r\n")))
 		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
 			       "budgets.allocator is not a URL (blanks, or over 512 characters)");
-	if (!b->egress)
-		return 0;
-	json_object_object_foreach(b->egress, k, v)
-	{
-		(void)v;
-		if (!k8s_dns_label(k, strlen(k)))
-			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
-				       "budgets.internetEgress[\"%.64s\"] is not a namespace name "
-				       "(a DNS label: a-z, 0-9 and '-', at most 63 characters)",
-				       k);
-	}
-	if (check_rate_map(b->egress, "budgets.internetEgress", e) < 0)
-		return -EINVAL;
-	if (json_object_object_length(b->egress) > 0 && !b->allocator)
-		return tg_fail(
-			e, CNI_ERR_CONFIG, -EINVAL,
-			"budgets.allocator is missing: budgets.internetEgress needs an allocator");
 	return 0;
 }
 
@@ -286,12 +277,11 @@ int config_parse_guard(json_object *root, struct node_config *cfg, struct tg_err
 	return 0;
 }
 
-uint64_t node_config_budget(const struct node_config *cfg, const char *ns)
+bool node_config_budgeted(const struct node_config *cfg, const char *ns)
 {
-	json_object *v;
-	uint64_t bps = 0;
+	const struct budget_set *h = cfg->budgets.heard;
 
-	if (cfg->budgets.egress && json_object_object_get_ex(cfg->budgets.egress, ns, &v) && v)
-		rate_from_json(v, "", &bps, NULL); /* validated when the config was parsed */
-	return bps;
+	if (!cfg->budgets.allocator)
+		return false;
+	return !h || !h->id[0] || budget_set_find(h, ns) != NULL;
 }

@@ -23,6 +23,11 @@ static const struct {
 
 int rate_parse(const char *s, uint64_t *ret_bps)
 {
+	return rate_parse_max(s, RATE_MAX_BPS, ret_bps);
+}
+
+int rate_parse_max(const char *s, uint64_t max_bps, uint64_t *ret_bps)
+{
 	uint64_t whole = 0, frac = 0, frac_div = 1, mult = 0;
 	unsigned __int128 scaled, value;
 	const char *p = s;
@@ -83,7 +88,7 @@ int rate_parse(const char *s, uint64_t *ret_bps)
 	if (scaled % frac_div)
 		return -EINVAL; /* a fraction of a bit per second */
 	value = (unsigned __int128)whole * mult + scaled / frac_div;
-	if (value < RATE_MIN_BPS || value > RATE_MAX_BPS)
+	if (value < RATE_MIN_BPS || value > max_bps)
 		return -ERANGE;
 	*ret_bps = (uint64_t)value;
 	return 0;
@@ -91,6 +96,13 @@ int rate_parse(const char *s, uint64_t *ret_bps)
 
 int rate_from_json(json_object *v, const char *where, uint64_t *ret_bps, struct tg_err *e)
 {
+	return rate_from_json_max(v, where, RATE_MAX_BPS, ret_bps, e);
+}
+
+int rate_from_json_max(json_object *v, const char *where, uint64_t max_bps, uint64_t *ret_bps,
+		       struct tg_err *e)
+{
+	char most[32];
 	int r;
 
 	if (json_object_is_type(v, json_type_int)) {
@@ -98,12 +110,11 @@ int rate_from_json(json_object *v, const char *where, uint64_t *ret_bps, struct 
 
 		errno = 0;
 		n = json_object_get_int64(v);
-		if (errno || n < (int64_t)RATE_MIN_BPS || (uint64_t)n > RATE_MAX_BPS)
+		if (errno || n < (int64_t)RATE_MIN_BPS || (uint64_t)n > max_bps)
 			return tg_fail(e, CNI_ERR_CONFIG, -ERANGE,
 				       "%s is %s bit/s: rates must be %llu..%llu bit/s", where,
 				       json_object_to_json_string(v),
-				       (unsigned long long)RATE_MIN_BPS,
-				       (unsigned long long)RATE_MAX_BPS);
+				       (unsigned long long)RATE_MIN_BPS, (unsigned long long)max_bps);
 		*ret_bps = (uint64_t)n;
 		return 0;
 	}
@@ -111,10 +122,11 @@ int rate_from_json(json_object *v, const char *where, uint64_t *ret_bps, struct 
 		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
 			       "%s must be a rate in bit/s (an integer, or a string like \"500M\")",
 			       where);
-	r = rate_parse(json_object_get_string(v), ret_bps);
+	r = rate_parse_max(json_object_get_string(v), max_bps, ret_bps);
 	if (r == -ERANGE)
-		return tg_fail(e, CNI_ERR_CONFIG, r, "%s \"%.32s\" is out of range (1k..32G bit/s)",
-			       where, json_object_get_string(v));
+		return tg_fail(e, CNI_ERR_CONFIG, r, "%s \"%.32s\" is out of range (1k..%s bit/s)",
+			       where, json_object_get_string(v),
+			       rate_format(max_bps, most, sizeof(most)));
 	if (r < 0)
 		return tg_fail(
 			e, CNI_ERR_CONFIG, r,
@@ -126,7 +138,12 @@ int rate_from_json(json_object *v, const char *where, uint64_t *ret_bps, struct 
 
 const char *rate_format(uint64_t bps, char *buf, size_t size)
 {
-	if (bps >= 1000000000ULL && bps % 10000000ULL == 0)
+	if (bps >= 1000000000000ULL && bps % 10000000000ULL == 0)
+		snprintf(buf, size,
+			 "%g"
+			 "T",
+			 (double)bps / 1e12);
+	else if (bps >= 1000000000ULL && bps % 10000000ULL == 0)
 		snprintf(buf, size,
 			 "%g"
 			 "G",

@@ -22,8 +22,12 @@
  * fractional digits (-EINVAL past them), exponents up to e18 (-ERANGE).
  */
 int rate_parse(const char *s, uint64_t *ret_bps);
+/* The same up to max_bps rather than RATE_MAX_BPS (a cluster-wide budget). */
+int rate_parse_max(const char *s, uint64_t max_bps, uint64_t *ret_bps);
 /* The same from a JSON string or integer; errors (code 7) name `where`. */
 int rate_from_json(json_object *v, const char *where, uint64_t *ret_bps, struct tg_err *e);
+int rate_from_json_max(json_object *v, const char *where, uint64_t max_bps, uint64_t *ret_bps,
+		       struct tg_err *e);
 /* "1.5G", "100M", "64k" or plain bits, for messages and the CLI. */
 const char *rate_format(uint64_t bps, char *buf, size_t size);
 

@@ -123,7 +123,7 @@ bool node_shapes_inet(const struct node_config *cfg)
 
 	return p->node_egress || p->ns_egress_default || p->pod_egress_default ||
 	       (p->ns_egress && json_object_object_length(p->ns_egress) > 0) ||
-	       (cfg->budgets.egress && json_object_object_length(cfg->budgets.egress) > 0);
+	       cfg->budgets.allocator;
 }
 
 static void shaper_node_of(const struct node_config *cfg, const struct node_uplink *up,

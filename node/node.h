@@ -118,6 +118,14 @@ int node_state_refresh(struct ipam_state *st, const struct node_config *cfg, int
 /* A pod's shaping for this request: its runtimeConfig and annotations, and the caps they give. */
 void node_shaping_request(const struct node_config *cfg, const char *k8s_namespace,
 			  struct shaping *ret);
+/*
+ * The allocator's policy as this node's agent last heard it (BUDGET_NODE_FILE
+ * in the network's data directory), into ret; ret when there is one, NULL
+ * when none was heard (no file, or one that does not hold a valid policy):
+ * what node_config_budgeted's `heard` takes.
+ */
+const struct budget_set *node_budgets_heard(const struct node_config *cfg,
+					    struct budget_set *ret);
 /* Uplink classes for a pod with internet egress shaping (under the store lock); -ENOSPC: full. */
 int node_shaping_classes(const struct ipam_state *st, struct ipam_attachment *a);
 

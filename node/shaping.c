@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/cleanup.h"
+#include "lib/jsonx.h"
 #include "lib/rate.h"
 #include "node/internal.h"
 #include "shaper/shaper.h"
@@ -31,7 +33,7 @@ void node_shaping_resolve(const struct node_config *cfg, const char *ns, struct 
 	uint64_t v;
 
 	s->node_egress_bps = c->node_egress;
-	s->budget_fallback_bps = node_config_budget(cfg, ns) ? cfg->budgets.fallback_bps : 0;
+	s->budget_fallback_bps = node_config_budgeted(cfg, ns) ? cfg->budgets.fallback_bps : 0;
 	v = ns_rate(c->ns_egress, ns);
 	s->ns_egress_bps = v ? v : c->ns_egress_default;
 	/* The egress cap in effect is the smallest of the pod's, its namespace's and the node's. */
@@ -43,6 +45,21 @@ void node_shaping_resolve(const struct node_config *cfg, const char *ns, struct 
 	s->inet_ingress_bps = v ? v : c->pod_ingress_default;
 	if (shaping_inet_ingress_source(s).annotation)
 		s->inet_ingress_bps = s->annot_inet_ingress;
+}
+
+const struct budget_set *node_budgets_heard(const struct node_config *cfg,
+					    struct budget_set *ret)
+{
+	_cleanup_json_ json_object *o = NULL;
+	char path[PATH_MAX + 300];
+	json_object *p;
+
+	snprintf(path, sizeof(path), "%s/%s/%s", cfg->data_dir, cfg->name, BUDGET_NODE_FILE);
+	o = jx_read_file(path);
+	if (!o || !json_object_object_get_ex(o, "policy", &p) ||
+	    budget_policy_from_json(p, ret, NULL) < 0)
+		return NULL;
+	return ret;
 }
 
 void node_shaping_request(const struct node_config *cfg, const char *ns, struct shaping *ret)

@@ -589,8 +589,16 @@ static void t_oversized_document_is_refused(void **state)
 	assert_int_equal(e.code, CNI_ERR_DECODE);
 	assert_contains(e.msg, "a report of 65537 bytes: at most 65536");
 	memset(&e, 0, sizeof(e));
-	assert_int_equal(budget_answer_parse(big, BUDGET_BODY_MAX + 1, &a, &e), -EINVAL);
-	assert_contains(e.msg, "an answer of 65537 bytes");
+	/* an answer may be larger (it can carry the policy) */
+	{
+		char *huge = malloc(BUDGET_ANSWER_MAX + 1);
+
+		assert_non_null(huge);
+		memset(huge, ' ', BUDGET_ANSWER_MAX + 1);
+		assert_int_equal(budget_answer_parse(huge, BUDGET_ANSWER_MAX + 1, &a, &e), -EINVAL);
+		assert_contains(e.msg, "an answer of 262145 bytes: at most 262144");
+		free(huge);
+	}
 	/* at the limit it is read */
 	assert_int_equal(budget_report_parse(big, BUDGET_BODY_MAX, &r, &e), 0);
 	budget_report_free(&r);
@@ -711,6 +719,147 @@ static void t_bad_redirects_are_refused(void **state)
 	}
 }
 
+/* A policy of n namespaces "ns-<i>" of budget (i + 1) x 1000, sealed. */
+static void policy_of(struct budget_set *set, size_t n)
+{
+	struct tg_err e = { 0 };
+
+	set->d = calloc(n ? n : 1, sizeof(*set->d));
+	assert_non_null(set->d);
+	set->n = n;
+	for (size_t i = 0; i < n; i++) {
+		snprintf(set->d[i].ns, sizeof(set->d[i].ns), "ns-%zu", i);
+		set->d[i].budget = (i + 1) * 1000;
+	}
+	assert_int_equal(budget_set_seal(set, &e), 0);
+}
+
+/*
+ * The policy both ways: a report names the one it holds, an answer carries
+ * one whole; the largest policy fits an answer with the most grants.
+ */
+static void t_policy_round_trip(void **state)
+{
+	struct budget_report r = { .node = "n1", .seq = 1 }, rb;
+	struct budget_grant g[BUDGET_PER_REPORT_MAX];
+	struct budget_answer a = { .lease_ms = 10000 }, back;
+	struct tg_err e = { 0 };
+	size_t len;
+	char *text;
+
+	(void)state;
+	/* none held: no member */
+	assert_int_equal(budget_report_build(&r, &text, &len), 0);
+	assert_null(strstr(text, "policy"));
+	assert_int_equal(budget_report_parse(text, len, &rb, &e), 0);
+	assert_string_equal(rb.policy, "");
+	budget_report_free(&rb);
+	free(text);
+	snprintf(r.policy, sizeof(r.policy), "0123456789abcdef");
+	assert_int_equal(budget_report_build(&r, &text, &len), 0);
+	assert_non_null(strstr(text, "\"seq\":1,\"policy\":\"0123456789abcdef\","));
+	assert_int_equal(budget_report_parse(text, len, &rb, &e), 0);
+	assert_string_equal(rb.policy, "0123456789abcdef");
+	budget_report_free(&rb);
+	free(text);
+
+	policy_of(&a.policy, 2);
+	assert_int_equal(budget_answer_build(&a, &text, &len), 0);
+	{
+		char want[256];
+
+		snprintf(want, sizeof(want),
+			 "\"grants\":[],\"policy\":{\"id\":\"%s\",\"namespaces\":["
+			 "{\"namespace\":\"ns-0\",\"internetEgress\":1000},"
+			 "{\"namespace\":\"ns-1\",\"internetEgress\":2000}]}}",
+			 a.policy.id);
+		assert_non_null(strstr(text, want));
+	}
+	assert_int_equal(budget_answer_parse(text, len, &back, &e), 0);
+	assert_string_equal(back.policy.id, a.policy.id);
+	assert_int_equal(back.policy.n, 2);
+	assert_int_equal(back.policy.d[1].budget, 2000);
+	budget_answer_free(&back);
+	free(text);
+	budget_set_free(&a.policy);
+
+	/* the most namespaces a policy has, the most grants, the longest names */
+	policy_of(&a.policy, BUDGET_POLICY_NS_MAX);
+	for (size_t i = 0; i < BUDGET_POLICY_NS_MAX; i++) {
+		memset(a.policy.d[i].ns, 'a', BUDGET_NS_MAX);
+		snprintf(a.policy.d[i].ns + BUDGET_NS_MAX - 5, 6, "%05zu", i);
+		a.policy.d[i].budget = BUDGET_TOTAL_MAX;
+	}
+	assert_int_equal(budget_set_seal(&a.policy, &e), 0);
+	for (size_t i = 0; i < BUDGET_PER_REPORT_MAX; i++) {
+		g[i] = (struct budget_grant){ .grant = BUDGET_RATE_MAX,
+					      .safe_share = BUDGET_RATE_MAX,
+					      .nodes = BUDGET_NODES_MAX };
+		memcpy(g[i].ns, a.policy.d[i].ns, sizeof(g[i].ns));
+	}
+	a.g = g;
+	a.n = BUDGET_PER_REPORT_MAX;
+	a.next_report_ms = BUDGET_INTERVAL_MAX_MS;
+	a.epoch = BUDGET_EPOCH_MAX;
+	assert_int_equal(budget_answer_build(&a, &text, &len), 0);
+	assert_true(len <= BUDGET_ANSWER_MAX);
+	assert_int_equal(budget_answer_parse(text, len, &back, &e), 0);
+	assert_int_equal(back.policy.n, BUDGET_POLICY_NS_MAX);
+	budget_answer_free(&back);
+	free(text);
+	budget_set_free(&a.policy);
+}
+
+/* A policy a node must not act on: refused whole, the answer with it. */
+static void t_bad_policies_are_refused(void **state)
+{
+	static const struct {
+		const char *policy, *msg;
+	} bad[] = {
+		{ "[]", "policy: must be an object" },
+		{ "{\"namespaces\":[]}", "policy.id: missing" },
+		{ "{\"id\":\"0123\",\"namespaces\":[]}", "is not a policy id" },
+		{ "{\"id\":\"0123456789ABCDEF\",\"namespaces\":[]}", "is not a policy id" },
+		{ "{\"id\":\"0123456789abcdef\"}", "policy.namespaces: missing" },
+		{ "{\"id\":\"0123456789abcdef\",\"namespaces\":[]}",
+		  "is not the id of its namespaces" },
+		{ "{\"id\":\"0123456789abcdef\",\"namespaces\":[{\"namespace\":\"a\",\"internetEgress\":0}]}",
+		  "policy.namespaces[0].internetEgress: 0" },
+		{ "{\"id\":\"0123456789abcdef\",\"namespaces\":[{\"namespace\":\"a\",\"internetEgress\":"
+		  "125000000000001}]}",
+		  "policy.namespaces[0].internetEgress" },
+		{ "{\"id\":\"0123456789abcdef\",\"namespaces\":[{\"namespace\":\"A\",\"internetEgress\":1}]}",
+		  "policy.namespaces[0].namespace" },
+		{ "{\"id\":\"0123456789abcdef\",\"namespaces\":[{\"namespace\":\"a\",\"internetEgress\":1},"
+		  "{\"namespace\":\"a\",\"internetEgress\":2}]}",
+		  "policy.namespaces[1].namespace: \"a\" again (policy.namespaces[0] has it)" },
+	};
+	struct tg_err e = { 0 };
+	struct budget_answer a;
+	char doc[512];
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		snprintf(doc, sizeof(doc),
+			 "{\"version\":1,\"leaseMs\":1,\"grants\":[],\"policy\":%s}",
+			 bad[i].policy);
+		memset(&e, 0, sizeof(e));
+		if (budget_answer_parse(doc, strlen(doc), &a, &e) == 0 ||
+		    !strstr(e.msg, bad[i].msg))
+			fail_msg("policy %zu: %s: \"%s\"", i, doc, e.msg);
+	}
+	/* a report's id */
+	snprintf(doc, sizeof(doc),
+		 "{\"version\":1,\"node\":\"n\",\"seq\":1,\"policy\":7,\"budgets\":[]}");
+	{
+		struct budget_report r;
+
+		memset(&e, 0, sizeof(e));
+		assert_true(budget_report_parse(doc, strlen(doc), &r, &e) < 0);
+		assert_contains(e.msg, "policy: must be a string");
+	}
+}
+
 int main(void)
 {
 	add_test("a report written and read back is the same", t_report_round_trip, NULL);
@@ -739,6 +888,10 @@ int main(void)
 		 t_epoch_and_redirect, NULL);
 	add_test("a redirect the agent must not follow is refused", t_bad_redirects_are_refused,
 		 NULL);
+	add_test("a report names its policy, an answer carries one whole, the largest fits",
+		 t_policy_round_trip, NULL);
+	add_test("a policy a node must not act on is refused with its answer",
+		 t_bad_policies_are_refused, NULL);
 	for (size_t i = 0; i < ARRAY_SIZE(raw_cases); i++)
 		add_test(raw_cases[i].name, t_raw, (void *)&raw_cases[i]);
 	for (size_t i = 0; i < ARRAY_SIZE(bad_cases); i++)

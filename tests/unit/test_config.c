@@ -207,19 +207,11 @@ static const struct bad_case bad_cases[] = {
 	{ "type: budgets.fallbackAfterSeconds string",
 	  BUDGETS(ALLOC_OK ",\"fallbackAfterSeconds\":\"300\""), CNI_CMD_ADD, 7,
 	  "budgets.fallbackAfterSeconds" },
-	{ "type: budgets.internetEgress array", BUDGETS(ALLOC_OK ",\"internetEgress\":[]"),
-	  CNI_CMD_ADD, 7, "budgets.internetEgress" },
-	{ "value: budgets.internetEgress rate zero",
-	  BUDGETS(ALLOC_OK ",\"internetEgress\":{\"datasets\":\"0\"}"), CNI_CMD_ADD, 7,
-	  "budgets.internetEgress[\"datasets\"]" },
-	{ "value: budgets.internetEgress rate overflow",
-	  BUDGETS(ALLOC_OK ",\"internetEgress\":{\"datasets\":\"99999999999G\"}"), CNI_CMD_ADD, 7,
-	  "budgets.internetEgress[\"datasets\"]" },
-	{ "value: budgets.internetEgress upper-case namespace",
-	  BUDGETS(ALLOC_OK ",\"internetEgress\":{\"Datasets\":\"1G\"}"), CNI_CMD_ADD, 7,
-	  "budgets.internetEgress[\"Datasets\"]" },
-	{ "missing: budgets.allocator with a budget",
-	  BUDGETS("\"internetEgress\":{\"datasets\":\"1G\"}"), CNI_CMD_ADD, 7,
+	/* budgets are the allocator's policy, not the conflist's */
+	{ "moved: budgets.internetEgress",
+	  BUDGETS(ALLOC_OK ",\"internetEgress\":{\"datasets\":\"1G\"}"), CNI_CMD_ADD, 7,
+	  "tollgate-allocator --policy" },
+	{ "missing: budgets.allocator", BUDGETS("\"reportSeconds\":1"), CNI_CMD_ADD, 7,
 	  "budgets.allocator" },
 
 	/* ---- internetGuard ---- */
@@ -952,26 +944,181 @@ static void t_budgets_accepted(void **state)
 
 	expect_ok_cmd(BUDGETS(ALLOC_OK
 			      ",\"reportSeconds\":60,\"leaseSeconds\":3600,\"fallback\":\"1.5G\","
-			      "\"fallbackAfterSeconds\":86400,"
-			      "\"internetEgress\":{\"datasets\":\"20G\",\"a\":1000}"),
+			      "\"fallbackAfterSeconds\":86400"),
 		      CNI_CMD_ADD);
 	expect_ok_cmd(BUDGETS(ALLOC_OK ",\"fallbackAfterSeconds\":0"), CNI_CMD_ADD);
 	expect_ok_cmd(
 		BUDGETS("\"allocator\":\"https://alloc.kube-system.svc:9618/\",\"reportSeconds\":1,"
 			"\"leaseSeconds\":2"),
 		CNI_CMD_ADD);
-	/* no budget needs no allocator */
-	expect_ok_cmd(BUDGETS("\"internetEgress\":{}"), CNI_CMD_ADD);
-	assert_int_equal(parse_cmd(BUDGETS(ALLOC_OK ",\"internetEgress\":{\"datasets\":\"120M\"}"),
-				   CNI_CMD_ADD, &cfg, &e),
-			 0);
+	assert_int_equal(parse_cmd(BUDGETS(ALLOC_OK), CNI_CMD_ADD, &cfg, &e), 0);
 	assert_int_equal(cfg.budgets.report_ms, 1000);
 	assert_int_equal(cfg.budgets.lease_ms, 10000);
 	assert_int_equal(cfg.budgets.fallback_bps, 10000000);
 	assert_int_equal(cfg.budgets.fallback_after_ms, 300000);
-	assert_int_equal(node_config_budget(&cfg, "datasets"), 120000000);
-	assert_int_equal(node_config_budget(&cfg, "research"), 0);
 	node_config_free(&cfg);
+}
+
+/*
+ * Which namespaces are budgeted: the policy heard; before any, every one
+ * (the node cannot know); without an allocator, none.
+ */
+static void t_budgeted_by_policy_heard(void **state)
+{
+	struct budget_def d[2] = { { .ns = "web", .budget = 1000 },
+				   { .ns = "datasets", .budget = 2500000000ULL } };
+	struct budget_set heard = { .d = d, .n = 2 }, none = { 0 };
+	struct node_config cfg;
+	struct tg_err e;
+
+	(void)state;
+	assert_int_equal(parse_cmd(BUDGETS(ALLOC_OK), CNI_CMD_ADD, &cfg, &e), 0);
+	assert_true(node_config_budgeted(&cfg, "research"));
+	cfg.budgets.heard = &none;
+	assert_true(node_config_budgeted(&cfg, "research"));
+	assert_int_equal(budget_set_seal(&heard, &e), 0);
+	cfg.budgets.heard = &heard;
+	assert_true(node_config_budgeted(&cfg, "datasets"));
+	assert_true(node_config_budgeted(&cfg, "web"));
+	assert_false(node_config_budgeted(&cfg, "research"));
+	assert_false(node_config_budgeted(&cfg, "dataset"));
+	cfg.budgets.allocator = NULL;
+	assert_false(node_config_budgeted(&cfg, "datasets"));
+	node_config_free(&cfg);
+}
+
+/* ---- the allocator's policy file ---- */
+
+static int load_policy(const char *text, struct alloc_policy *p, struct tg_err *e)
+{
+	memset(e, 0, sizeof(*e));
+	return alloc_policy_load_text("policy.json", text, strlen(text), p, e);
+}
+
+static void t_policy_accepted(void **state)
+{
+	struct alloc_policy p, q;
+	struct tg_err e;
+
+	(void)state;
+	assert_int_equal(load_policy("{\"version\":1,\"reportSeconds\":2,\"leaseSeconds\":4,"
+				     "\"namespaces\":{\"web\":{\"internetEgress\":8000},"
+				     "\"datasets\":{\"internetEgress\":\"40G\"},"
+				     "\"big\":{\"internetEgress\":\"1000T\"}}}",
+				     &p, &e),
+			 0);
+	assert_int_equal(p.report_ms, 2000);
+	assert_int_equal(p.lease_ms, 4000);
+	assert_int_equal(p.budgets.n, 3);
+	/* sorted by namespace, bytes/s */
+	assert_string_equal(p.budgets.d[0].ns, "big");
+	assert_true(p.budgets.d[0].budget == BUDGET_TOTAL_MAX);
+	assert_string_equal(p.budgets.d[1].ns, "datasets");
+	assert_true(p.budgets.d[1].budget == 5000000000ULL);
+	assert_string_equal(p.budgets.d[2].ns, "web");
+	assert_int_equal(p.budgets.d[2].budget, 1000);
+	assert_int_equal(strlen(p.budgets.id), BUDGET_POLICY_ID_LEN);
+	/* the id is of what it says, not of how it is written */
+	assert_int_equal(load_policy("{ \"namespaces\": {\"datasets\": {\"internetEgress\": "
+				     "40000000000}, \"big\":{\"internetEgress\":\"1000T\"},"
+				     "\"web\":{\"internetEgress\":\"8k\"}}, \"version\": 1 }",
+				     &q, &e),
+			 0);
+	assert_string_equal(p.budgets.id, q.budgets.id);
+	assert_int_equal(q.report_ms, 1000);
+	assert_int_equal(q.lease_ms, 10000);
+	alloc_policy_free(&q);
+	/* ... and changes with any budget */
+	assert_int_equal(load_policy("{\"version\":1,\"namespaces\":{\"web\":{\"internetEgress\":"
+				     "8000},\"datasets\":{\"internetEgress\":\"20G\"},"
+				     "\"big\":{\"internetEgress\":\"1000T\"}}}",
+				     &q, &e),
+			 0);
+	assert_string_not_equal(p.budgets.id, q.budgets.id);
+	assert_non_null(budget_set_find(&q.budgets, "web"));
+	assert_null(budget_set_find(&q.budgets, "we"));
+	alloc_policy_free(&q);
+	alloc_policy_free(&p);
+	/* no budgets at all is a policy too */
+	assert_int_equal(load_policy("{\"version\":1}", &p, &e), 0);
+	assert_int_equal(p.budgets.n, 0);
+	assert_int_equal(strlen(p.budgets.id), BUDGET_POLICY_ID_LEN);
+	alloc_policy_free(&p);
+}
+
+/* Each refusal: code, and the text that names the key. */
+static void t_policy_refused(void **state)
+{
+	static const struct {
+		const char *text;
+		int code;
+		const char *names;
+	} bad[] = {
+		{ "", 6, "not valid JSON" },
+		{ "[]", 6, "not a JSON object" },
+		{ "{\"version\":1} x", 6, "at byte 14" },
+		{ "{\"version\":1,\"version\":1}", 7, "twice" },
+		{ "{}", 7, "version is missing" },
+		{ "{\"version\":2}", 7, "version" },
+		{ "{\"version\":1,\"namespace\":{}}", 7, "\"namespace\" is not a key" },
+		{ "{\"version\":1,\"destinations\":{}}", 7, "destinations: destination budgets" },
+		{ "{\"version\":1,\"reportSeconds\":0}", 7, "reportSeconds" },
+		{ "{\"version\":1,\"leaseSeconds\":3601}", 7, "leaseSeconds" },
+		{ "{\"version\":1,\"reportSeconds\":6}", 7, "at least twice reportSeconds" },
+		{ "{\"version\":1,\"namespaces\":[]}", 7, "namespaces" },
+		{ "{\"version\":1,\"namespaces\":{\"Web\":{\"internetEgress\":\"1G\"}}}", 7,
+		  "namespaces[\"Web\"] is not a namespace name" },
+		{ "{\"version\":1,\"namespaces\":{\"web\":\"1G\"}}", 7,
+		  "namespaces[\"web\"] must be an object" },
+		{ "{\"version\":1,\"namespaces\":{\"web\":{}}}", 7,
+		  "namespaces[\"web\"] has no budget" },
+		{ "{\"version\":1,\"namespaces\":{\"web\":{\"internetEgres\":\"1G\"}}}", 7,
+		  "namespaces[\"web\"].\"internetEgres\" is not a key" },
+		{ "{\"version\":1,\"namespaces\":{\"web\":{\"internetEgress\":\"1G\","
+		  "\"internetIngress\":\"1G\"}}}",
+		  7, "namespaces[\"web\"].internetIngress: download budgets are not enforced" },
+		{ "{\"version\":1,\"namespaces\":{\"web\":{\"internetEgress\":\"abc\"}}}", 7,
+		  "namespaces[\"web\"].internetEgress \"abc\" is not a rate" },
+		{ "{\"version\":1,\"namespaces\":{\"web\":{\"internetEgress\":0}}}", 7,
+		  "namespaces[\"web\"].internetEgress" },
+		{ "{\"version\":1,\"namespaces\":{\"web\":{\"internetEgress\":\"1001T\"}}}", 7,
+		  "out of range (1k..1000T bit/s)" },
+	};
+	struct alloc_policy p;
+	struct tg_err e;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		int r = load_policy(bad[i].text, &p, &e);
+
+		if (r == 0 || e.code != bad[i].code || !strstr(e.msg, bad[i].names) ||
+		    strncmp(e.msg, "policy.json", 11) != 0)
+			fail_msg("policy %zu (%s): r=%d code=%d msg=\"%s\"", i, bad[i].text, r,
+				 e.code, e.msg);
+	}
+}
+
+/* At most BUDGET_POLICY_NS_MAX namespaces: the most one answer carries. */
+static void t_policy_namespaces_bounded(void **state)
+{
+	size_t size = 64 + (BUDGET_POLICY_NS_MAX + 1) * 48;
+	char *text = malloc(size), *p = text;
+	struct alloc_policy pol;
+	struct tg_err e;
+
+	(void)state;
+	assert_non_null(text);
+	p += sprintf(p, "{\"version\":1,\"namespaces\":{");
+	for (int i = 0; i < BUDGET_POLICY_NS_MAX; i++)
+		p += sprintf(p, "%s\"ns-%d\":{\"internetEgress\":\"1G\"}", i ? "," : "", i);
+	strcpy(p, "}}");
+	assert_int_equal(load_policy(text, &pol, &e), 0);
+	assert_int_equal(pol.budgets.n, BUDGET_POLICY_NS_MAX);
+	alloc_policy_free(&pol);
+	sprintf(p, ",\"ns-x\":{\"internetEgress\":\"1G\"}}}");
+	assert_int_equal(load_policy(text, &pol, &e), -E2BIG);
+	assert_non_null(strstr(e.msg, "at most 1024"));
+	free(text);
 }
 
 static void t_name_128_chars_accepted(void **state)
@@ -1281,6 +1428,10 @@ int main(void)
 	ADD(t_null_values_mean_absent);
 	ADD(t_name_128_chars_accepted);
 	ADD(t_budgets_accepted);
+	ADD(t_budgeted_by_policy_heard);
+	ADD(t_policy_accepted);
+	ADD(t_policy_refused);
+	ADD(t_policy_namespaces_bounded);
 	ADD(t_internet_mark_forms);
 	ADD(t_cooldown_bounds);
 	ADD(t_unknown_keys_ignored);

@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: Apache-2.0
+/* The policy's budgets as the nodes hear them (budget/budget.h, struct budget_set). */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "budget/budget.h"
+#include "lib/jsonx.h"
+#include "lib/util.h"
+
+static int by_ns(const void *a, const void *b)
+{
+	return strcmp(((const struct budget_def *)a)->ns, ((const struct budget_def *)b)->ns);
+}
+
+int budget_set_seal(struct budget_set *s, struct tg_err *e)
+{
+	uint64_t h = FNV1A64_INIT;
+
+	if (s->n)
+		qsort(s->d, s->n, sizeof(*s->d), by_ns);
+	for (size_t i = 0; i < s->n; i++) {
+		uint64_t v = s->d[i].budget;
+		unsigned char le[8];
+
+		if (i && strcmp(s->d[i - 1].ns, s->d[i].ns) == 0)
+			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL, "namespace \"%s\" twice",
+				       s->d[i].ns);
+		/* the name with its NUL, then the budget's 8 bytes (little end first) */
+		for (int k = 0; k < 8; k++)
+			le[k] = (unsigned char)(v >> (8 * k));
+		h = hash_fnv1a64(s->d[i].ns, strlen(s->d[i].ns) + 1, h);
+		h = hash_fnv1a64(le, sizeof(le), h);
+	}
+	snprintf(s->id, sizeof(s->id), "%016" PRIx64, h);
+	return 0;
+}
+
+const struct budget_def *budget_set_find(const struct budget_set *s, const char *ns)
+{
+	struct budget_def key;
+
+	if (!s || !s->n || strlen(ns) > BUDGET_NS_MAX)
+		return NULL;
+	snprintf(key.ns, sizeof(key.ns), "%s", ns);
+	return bsearch(&key, s->d, s->n, sizeof(*s->d), by_ns);
+}
+
+int budget_set_copy(const struct budget_set *s, struct budget_set *ret)
+{
+	struct budget_set c = *s;
+
+	c.d = malloc((s->n ? s->n : 1) * sizeof(*c.d));
+	if (!c.d)
+		return -ENOMEM;
+	if (s->n)
+		memcpy(c.d, s->d, s->n * sizeof(*c.d));
+	*ret = c;
+	return 0;
+}
+
+void budget_set_free(struct budget_set *s)
+{
+	if (!s)
+		return;
+	free(s->d);
+	*s = (struct budget_set){ 0 };
+}
+
+json_object *budget_policy_to_json(const struct budget_set *s)
+{
+	json_object *o = json_object_new_object(), *arr = json_object_new_array();
+
+	if (!o || !arr) {
+		json_object_put(o);
+		json_object_put(arr);
+		return NULL;
+	}
+	jx_add(o, "id", json_object_new_string(s->id));
+	for (size_t i = 0; i < s->n; i++) {
+		json_object *d = json_object_new_object();
+
+		jx_add(d, "namespace", json_object_new_string(s->d[i].ns));
+		jx_add(d, "internetEgress", json_object_new_int64((int64_t)s->d[i].budget));
+		json_object_array_add(arr, d);
+	}
+	jx_add(o, "namespaces", arr);
+	return o;
+}
