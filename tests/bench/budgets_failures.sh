@@ -57,7 +57,7 @@
 # Run by tests/bench/bench_budgets.sh (make bench); standalone:
 #   TOLLGATE_BIN_DIR=build bash tests/bench/budgets_failures.sh
 # TG_BUDGETS_SHORT=1: a short variant (8 joiners, 20 s unreachable, no
-# repeat), about two minutes.
+# repeat), about four and a half minutes (274 s on 2 shared CPUs).
 # shellcheck disable=SC1091,SC2153,SC2034  # lib.sh globals
 set -u
 export LC_NUMERIC=C # EPOCHREALTIME with a decimal point
