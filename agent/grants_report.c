@@ -476,6 +476,16 @@ void agent_budgets_render(const struct agent *a, struct expo *x)
 			(const char *const[]){ "result", "redirected", NULL }, b->redirects);
 	expo_sample_u64(x, "tollgate_budget_reports_total",
 			(const char *const[]){ "result", "stale", NULL }, b->answers_stale);
+	expo_family(x, "tollgate_budget_policy_info", "gauge",
+		    "1 for the allocator's policy this node holds (policy=\"\": none heard yet, "
+		    "every namespace held to the join rate until it is) and its budgets.");
+	{
+		char n[16];
+
+		snprintf(n, sizeof(n), "%zu", b->heard.n);
+		expo_sample_u64(x, "tollgate_budget_policy_info",
+				(const char *const[]){ "policy", b->heard.id, "budgets", n, NULL }, 1);
+	}
 	expo_family(x, "tollgate_budget_epoch", "gauge",
 		    "The newest allocator term this node has seen (0: no leader election); an "
 		    "answer of an older one is never applied.");

@@ -397,6 +397,11 @@ static void run_budgets(struct app *app)
 	agent_budgets_answer(&app->a, now, &notes);
 	agent_budgets_tick(&app->a, now, uniform(), &notes);
 	agent_log_notes(&notes);
+	/* a new policy: the running pods' classes follow which namespaces it budgets */
+	if (app->a.budgets.policy_new) {
+		app->a.budgets.policy_new = false;
+		run_policy(app);
+	}
 }
 
 static int next_wait_ms(struct app *app)

@@ -10,11 +10,15 @@
 #include "allocator/allocator.h"
 #include "allocator/elect.h"
 #include "budget/budget.h"
+#include "config/config.h"
+#include "lib/cleanup.h"
+#include "lib/util.h"
 #include "lib/version.h"
 
 void alloc_usage(FILE *f)
 {
 	fputs("usage: tollgate-allocator --policy FILE [--listen ADDR:PORT|:PORT]\n"
+	      "       tollgate-allocator --check --policy FILE   (judge the file, exit 0 or 1)\n"
 	      "                          [--max-connections N] [--per-client N]\n"
 	      "                          [--deadline-ms MS] [--log-level L]\n"
 	      "defaults: --listen :9618, --max-connections 25000 (one per node, kept alive;\n"
@@ -31,6 +35,38 @@ void alloc_usage(FILE *f)
 	      "       tollgate-allocator --version\n"
 	      "endpoints: POST /v1/report, /metrics, /healthz, /readyz, /\n",
 	      f);
+}
+
+/*
+ * --check: the policy file judged as a running allocator would judge it,
+ * one line on stdout (for CI before a ConfigMap ships); 0 accepted, 1 not.
+ */
+static int check_policy(const char *path)
+{
+	_cleanup_free_ char *text = NULL;
+	struct alloc_policy p;
+	struct tg_err e = { 0 };
+	size_t len = 0;
+	int r = read_file(path, NODE_CONFIG_MAX, &text, &len);
+
+	if (r < 0) {
+		printf("%s: refused: cannot read it: %s\n", path, strerror(-r));
+		return 1;
+	}
+	if (alloc_policy_load_text(path, text, len, &p, &e) < 0) {
+		size_t n = strlen(path);
+		/* the message names the file first: said once */
+		const char *msg = strncmp(e.msg, path, n) == 0 && e.msg[n] == ':' ? e.msg + n + 2
+										  : e.msg;
+
+		printf("%s: refused (error %d): %s\n", path, e.code, msg);
+		return 1;
+	}
+	printf("%s: accepted (policy %s, %zu budgets, lease %lld s, reports every %lld s)\n", path,
+	       p.budgets.id, p.budgets.n, (long long)(p.lease_ms / 1000),
+	       (long long)(p.report_ms / 1000));
+	alloc_policy_free(&p);
+	return 0;
 }
 
 /* A decimal in [lo, hi], nothing else. */
@@ -109,6 +145,7 @@ int alloc_parse_options(int argc, char **argv, struct alloc_cli *ret)
 		{ "etcd-ca", required_argument, NULL, 'a' },
 		{ "etcd-cert", required_argument, NULL, 'e' },
 		{ "etcd-key", required_argument, NULL, 'k' },
+		{ "check", no_argument, NULL, 'k' + 256 },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -125,7 +162,7 @@ int alloc_parse_options(int argc, char **argv, struct alloc_cli *ret)
 		.election_key = ELECT_DEFAULT_KEY,
 		.election_ttl_s = ELECT_DEFAULT_TTL_S,
 	};
-	bool election_opt = false;
+	bool election_opt = false, check = false;
 	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'p':
@@ -198,6 +235,9 @@ int alloc_parse_options(int argc, char **argv, struct alloc_cli *ret)
 			}
 			election_opt = true;
 			break;
+		case 'k' + 256:
+			check = true;
+			break;
 		case 'h':
 			alloc_usage(stdout);
 			return 0;
@@ -218,6 +258,8 @@ int alloc_parse_options(int argc, char **argv, struct alloc_cli *ret)
 		alloc_usage(stderr);
 		return 2;
 	}
+	if (check)
+		return check_policy(cli->policy_path);
 	if (!cli->etcd && election_opt) {
 		/* a replica that believed it led alone beside others would overgrant */
 		fprintf(stderr,

@@ -282,6 +282,18 @@ static void render(struct app *app, struct expo *x)
 	http_get_stats(app->http, &st);
 	expo_family(x, "tollgate_build_info", "gauge", "The running build; always 1.");
 	expo_sample_u64(x, "tollgate_build_info", version, 1);
+	expo_family(x, "tollgate_allocator_policy_info", "gauge",
+		    "1 for the policy in force: its id (what answers carry to the nodes, and "
+		    "tollgate_budget_policy_info shows each node holds) and its budgets.");
+	{
+		char count[16];
+
+		snprintf(count, sizeof(count), "%zu", app->pol.budgets.n);
+		expo_sample_u64(x, "tollgate_allocator_policy_info",
+				(const char *const[]){ "policy", app->pol.budgets.id, "budgets",
+						       count, NULL },
+				1);
+	}
 	expo_family(x, "tollgate_allocator_leader", "gauge",
 		    "1 when this replica grants (without leader election: always).");
 	expo_sample_u64(x, "tollgate_allocator_leader", NULL, alloc_leading(app));

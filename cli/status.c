@@ -8,6 +8,7 @@
 
 #include <netlink/netlink.h>
 
+#include "budget/budget.h"
 #include "cli/cli.h"
 #include "lib/cleanup.h"
 #include "lib/ip4.h"
@@ -68,7 +69,7 @@ static json_object *budgets_json(const struct cli *c, const char *only_ns)
 	json_object *arr = json_object_new_array(), *ns = NULL;
 	int64_t now = time_boot_ms();
 
-	snprintf(path, sizeof(path), "%s/%s/budgets.json", c->data_dir, c->network);
+	snprintf(path, sizeof(path), "%s/%s/%s", c->data_dir, c->network, BUDGET_NODE_FILE);
 	f = jx_read_file(path);
 	if (!f || !json_object_object_get_ex(f, "namespaces", &ns) ||
 	    !json_object_is_type(ns, json_type_array))
@@ -93,6 +94,27 @@ static json_object *budgets_json(const struct cli *c, const char *only_ns)
 		json_object_array_add(arr, b);
 	}
 	return arr;
+}
+
+/*
+ * The allocator's policy the agent last heard ({"id", "budgets": how many};
+ * null before it heard one, or without budgets.json).
+ */
+static json_object *policy_json(const struct cli *c)
+{
+	char path[PATH_MAX + 300];
+	_cleanup_json_ json_object *f = NULL;
+	json_object *p, *o, *nss;
+
+	snprintf(path, sizeof(path), "%s/%s/%s", c->data_dir, c->network, BUDGET_NODE_FILE);
+	f = jx_read_file(path);
+	if (!f || !json_object_object_get_ex(f, "policy", &p) ||
+	    !json_object_object_get_ex(p, "namespaces", &nss))
+		return NULL;
+	o = json_object_new_object();
+	json_object_object_add(o, "id", json_object_new_string(jx_get_str(p, "id")));
+	add_int(o, "budgets", (int64_t)json_object_array_length(nss));
+	return o;
 }
 
 /* Bytes/s as Mbit/s for people: grants are rarely round numbers. */
@@ -160,6 +182,7 @@ static json_object *status_json(struct cli *c)
 	json_object_object_add(o, "subnet", json_object_new_string(cidr));
 	json_object_object_add(o, "warnings", status_warnings(&n, stale));
 	json_object_object_add(o, "budgets", budgets_json(c, NULL));
+	json_object_object_add(o, "budgetPolicy", policy_json(c));
 	return o;
 }
 
@@ -192,6 +215,12 @@ static void status_print(json_object *o)
 	printf("max-pods   %lld (pool) + hostNetwork pods (--max-pods counts those too; they need "
 	       "no address)\n",
 	       (long long)jx_get_int(o, "maxPodsFromPool"));
+	if (jx_get(o, "budgetPolicy")) {
+		long long n = (long long)jx_get_int(jx_get(o, "budgetPolicy"), "budgets");
+
+		printf("policy     %s: the allocator's, %lld budget%s\n",
+		       jx_get_str(jx_get(o, "budgetPolicy"), "id"), n, n == 1 ? "" : "s");
+	}
 	for (size_t i = 0; i < json_object_array_length(budgets); i++) {
 		char line[256];
 

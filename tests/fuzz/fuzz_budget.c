@@ -34,7 +34,8 @@ static void report(const char *text, size_t size)
 	/* what was read is written back within the cap, and reads the same */
 	if (len > BUDGET_BODY_MAX || budget_report_parse(out, len, &again, &e) != 0)
 		abort();
-	if (strcmp(r.node, again.node) != 0 || r.seq != again.seq || r.n != again.n)
+	if (strcmp(r.node, again.node) != 0 || r.seq != again.seq || r.n != again.n ||
+	    strcmp(r.policy, again.policy) != 0)
 		abort();
 	for (size_t i = 0; i < r.n; i++)
 		if (!usage_equal(&r.use[i], &again.use[i]))
@@ -55,11 +56,17 @@ static void answer(const char *text, size_t size)
 		return;
 	if (budget_answer_build(&a, &out, &len) != 0)
 		abort();
-	if (len > BUDGET_BODY_MAX || budget_answer_parse(out, len, &again, &e) != 0)
+	if (len > BUDGET_ANSWER_MAX || budget_answer_parse(out, len, &again, &e) != 0)
 		abort();
 	if (a.lease_ms != again.lease_ms || a.next_report_ms != again.next_report_ms ||
-	    a.epoch != again.epoch || a.n != again.n)
+	    a.epoch != again.epoch || a.n != again.n ||
+	    strcmp(a.policy.id, again.policy.id) != 0 || a.policy.n != again.policy.n)
 		abort();
+	for (size_t i = 0; i < a.policy.n; i++)
+		if (strcmp(a.policy.d[i].ns, again.policy.d[i].ns) != 0 ||
+		    a.policy.d[i].budget != again.policy.d[i].budget ||
+		    (i && strcmp(a.policy.d[i - 1].ns, a.policy.d[i].ns) >= 0))
+			abort();
 	for (size_t i = 0; i < a.n; i++)
 		if (strcmp(a.g[i].ns, again.g[i].ns) != 0 || a.g[i].grant != again.g[i].grant ||
 		    a.g[i].safe_share != again.g[i].safe_share || a.g[i].nodes != again.g[i].nodes)

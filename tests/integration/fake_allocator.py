@@ -19,7 +19,11 @@ The control file (JSON, re-read at every request; every key optional):
                               does not lead answers
    "grants": {"datasets": {"grant": 1250000, "safeShare": 500000, "nodes": 3}},
    "leaseMs": 4000, "nextReportMs": 300, "delay": 5, "status": 500,
-   "epoch": 7 (the answer's term; absent: none), "leader": "http://..."}
+   "epoch": 7 (the answer's term; absent: none), "leader": "http://...",
+   "policy": {"datasets": 15000000} (the budgets, bytes/s, the answers carry
+             as the real allocator's do: whole, when the report names another
+             id; absent: {"datasets": 15000000}; null: none carried),
+   "policyId": "..." (the id to say instead of the right one)}
 
 Every report received is appended to --log as one JSON line:
   {"t": <unix time>, "mode": "...", "report": <the report as sent>}
@@ -30,6 +34,17 @@ import json
 import os
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+def policy_id(budgets):
+    """The id tollgate-allocator gives a policy (budget/set.c): FNV-1a 64 over
+    each namespace in order, its name, a NUL and its budget's 8 bytes, little
+    end first."""
+    h = 0xcbf29ce484222325
+    for ns, budget in sorted(budgets.items()):
+        for b in ns.encode() + b"\0" + int(budget).to_bytes(8, "little"):
+            h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return "%016x" % h
 
 
 def control(path):
@@ -91,6 +106,12 @@ class Handler(BaseHTTPRequestHandler):
             answer["nextReportMs"] = c["nextReportMs"]
         if "epoch" in c:
             answer["epoch"] = c["epoch"]
+        budgets = c.get("policy", {"datasets": 15000000})
+        if budgets is not None:
+            pid = c.get("policyId", policy_id(budgets))
+            if not isinstance(report, dict) or report.get("policy") != pid:
+                answer["policy"] = {"id": pid, "namespaces": [
+                    {"namespace": ns, "internetEgress": b} for ns, b in sorted(budgets.items())]}
         self.send(200, json.dumps(answer).encode())
 
 

@@ -22,7 +22,7 @@
 #   +---------------------------------------------------------------+
 #   | alloc ($TG_ID-alloc), lo only                                  |
 #   |   tollgate-allocator --listen 127.0.0.1:9618                   |
-#   |   the conflist: $TG_TMP/cm/10-tollgate.conflist -> ..data/...  |
+#   |   the policy: $TG_TMP/cm/policy.json -> ..data/...              |
 #   |   budgets: datasets 80M (10 MB/s), crawl 16M (2 MB/s);         |
 #   |            reportSeconds 1, leaseSeconds 2                     |
 #   |   "nodes" n1, n2, ...: curl in the same namespace               |
@@ -51,24 +51,22 @@ LOG=$TG_TMP/alloc.log
 ALLOC_PID=""
 
 A() { ip netns exec "$NS" "$@"; }
-# conflist [JQ_FILTER]: the shared conflist, its tollgate entry edited by the filter
-conflist() {
-	jq -n '{cniVersion: "1.0.0", name: "tollgate", plugins: [{
-		type: "tollgate", ipam: {source: "static", addresses: ["10.1.0.10-10.1.0.20"]},
-		budgets: {allocator: "http://tollgate-allocator.kube-system.svc:9618", reportSeconds: 1,
-			  leaseSeconds: 2, fallback: "10M", internetEgress: {datasets: "80M", crawl: "16M"}}}]}' |
-		jq "(.plugins[0]) |= (${1:-.})"
+# policy [JQ_FILTER]: the allocator's policy file, edited by the filter
+policy() {
+	jq -n '{version: 1, reportSeconds: 1, leaseSeconds: 2,
+		namespaces: {datasets: {internetEgress: "80M"}, crawl: {internetEgress: "16M"}}}' |
+		jq "${1:-.}"
 }
 # cm_swap NAME TEXT: a new ConfigMap version, swapped in through ..data as kubelet does
 cm_swap() {
 	mkdir -p "$CM/..$1"
-	printf '%s\n' "$2" >"$CM/..$1/10-tollgate.conflist"
+	printf '%s\n' "$2" >"$CM/..$1/policy.json"
 	ln -sfn "..$1" "$CM/..data_tmp"
 	mv -T "$CM/..data_tmp" "$CM/..data"
 }
 mkdir -p "$CM"
-cm_swap v1 "$(conflist)"
-ln -s ..data/10-tollgate.conflist "$CM/10-tollgate.conflist"
+cm_swap v1 "$(policy)"
+ln -s ..data/policy.json "$CM/policy.json"
 
 # entry NS SENT APPLIED SATURATED STATE [SAFE NODES]: one budget of a report (a
 # second's worth); SAFE and NODES: what the node's last answer said (0: none)
@@ -127,7 +125,7 @@ num() { [[ $1 =~ ^[0-9]+$ ]]; }
 
 start_alloc() {
 	# `ip netns exec` execs the allocator: $! is its PID
-	ip netns exec "$NS" "$ALLOC" --config "$CM/10-tollgate.conflist" --listen 127.0.0.1:9618 2>>"$LOG" &
+	ip netns exec "$NS" "$ALLOC" --policy "$CM/policy.json" --listen 127.0.0.1:9618 2>>"$LOG" &
 	ALLOC_PID=$!
 	TG_PIDS+=("$ALLOC_PID")
 }
@@ -204,6 +202,19 @@ metrics
 grep -q 'namespace="other"' "$TG_TMP/metrics.prom" && t_fail "a series for namespace other"
 t_end
 
+t_begin "an answer carries the policy whole when the report names another one (or none), not when it names the one in force"
+code=$(post "$(report n3 2 "$(entry crawl 100000 100000 false fallback)")")
+t_expect "status" "$code" 200
+POLICY_ID=$(answer_field '.policy.id')
+[[ $POLICY_ID =~ ^[0-9a-f]{16}$ ]] || t_fail "the policy's id: $POLICY_ID"
+t_expect "its budgets, bytes/s" "$(answer_field '[.policy.namespaces[] | "\(.namespace)=\(.internetEgress)"] | join(",")')" \
+	"crawl=$CRAWL,datasets=$DATASETS"
+code=$(post "$(report n3 3 "$(entry crawl 100000 100000 false fallback)" | jq -c --arg p "$POLICY_ID" '.policy = $p')")
+t_expect "the one in force named: none carried" "$(answer_field 'has("policy")')" false
+code=$(post "$(report n3 4 "$(entry crawl 100000 100000 false fallback)" | jq -c '.policy = "0123456789abcdef"')")
+t_expect "another named: carried" "$(answer_field '.policy.id')" "$POLICY_ID"
+t_end
+
 # ============================================================ bad reports
 t_begin "malformed JSON, an oversized body, version 2 and wrong types get 400 saying why, counted, changing nothing"
 # On an allocator of their own, whose leases (a minute) outlast the check:
@@ -220,8 +231,8 @@ BAD_WHAT=("truncated JSON" "not JSON" "version 2" "sentBytes a string" "saturate
 	"a bad node name" "a namespace twice" "an array for a report" "a 70 kB body")
 BAD_WHY=("json" "json" "version" "sentBytes" "saturated" "applied" "node" "datasets|twice" "." "65536")
 head -c 1048576 /dev/zero | tr '\0' ' ' >"$TG_TMP/huge"
-conflist '.budgets.leaseSeconds = 60' >"$TG_TMP/long.conflist"
-ip netns exec "$NS" "$ALLOC" --config "$TG_TMP/long.conflist" --listen 127.0.0.1:9619 2>>"$LOG" &
+policy '.leaseSeconds = 60' >"$TG_TMP/long.json"
+ip netns exec "$NS" "$ALLOC" --policy "$TG_TMP/long.json" --listen 127.0.0.1:9619 2>>"$LOG" &
 BAD_PID=$!
 TG_PIDS+=("$BAD_PID")
 MAIN_URL=$URL URL=http://127.0.0.1:9619
@@ -284,11 +295,13 @@ for f in tollgate_build_info tollgate_allocator_leader tollgate_allocator_learni
 	tollgate_allocator_committed_bytes_per_second tollgate_allocator_demand_bytes_per_second \
 	tollgate_allocator_usage_bytes_per_second tollgate_allocator_safe_share_bytes_per_second \
 	tollgate_allocator_nodes tollgate_allocator_reports_total tollgate_allocator_rounds_total \
-	tollgate_allocator_round_duration_seconds tollgate_allocator_config_reloads_total \
+	tollgate_allocator_round_duration_seconds tollgate_allocator_policy_reloads_total \
+	tollgate_allocator_policy_info \
 	tollgate_http_connections; do
 	grep -q "^# TYPE $f " "$TG_TMP/metrics.prom" || t_fail "no family $f"
 done
 t_expect "leader" "$(mval tollgate_allocator_leader)" 1
+t_expect "the policy in force" "$(mval "tollgate_allocator_policy_info{policy=\"$POLICY_ID\",budgets=\"2\"}")" 1
 t_expect "build_info" "$(grep -c '^tollgate_build_info{version="[^"]*",commit="[^"]*"} 1$' "$TG_TMP/metrics.prom")" 1
 t_expect "budget datasets" "$(mval 'tollgate_allocator_budget_bytes_per_second{namespace="datasets"}')" "$DATASETS"
 t_expect "budget crawl" "$(mval 'tollgate_allocator_budget_bytes_per_second{namespace="crawl"}')" "$CRAWL"
@@ -299,7 +312,7 @@ dm=$(mval 'tollgate_allocator_demand_bytes_per_second{namespace="datasets"}')
 num "$dm" && [ "$dm" -gt 0 ] || t_fail "demand datasets: $dm"
 ss=$(mval 'tollgate_allocator_safe_share_bytes_per_second{namespace="datasets"}')
 t_expect "safe share datasets (budget x 0.9 / 2 nodes)" "$ss" $((DATASETS * 9 / 10 / 2))
-t_expect "reports ok (2 + 10 + 1 + 2)" "$(mval 'tollgate_allocator_reports_total{result="ok"}')" 15
+t_expect "reports ok (2 + 10 + 1 + 3 + 2)" "$(mval 'tollgate_allocator_reports_total{result="ok"}')" 18
 rd=$(mval tollgate_allocator_round_duration_seconds)
 [[ $rd =~ ^[0-9.e+-]+$ ]] || t_fail "round duration: $rd"
 [ "$(mval tollgate_allocator_rounds_total)" -gt 0 ] 2>/dev/null || t_fail "no round ran"
@@ -316,15 +329,19 @@ t_end
 # ============================================================ config
 t_begin "a ConfigMap swapped in (..data) is taken without a signal; an edit it cannot see waits for SIGHUP"
 metrics
-r0=$(mval 'tollgate_allocator_config_reloads_total{result="ok"}')
-cm_swap v2 "$(conflist '.budgets.internetEgress.crawl = "24M"')"
+r0=$(mval 'tollgate_allocator_policy_reloads_total{result="ok"}')
+cm_swap v2 "$(policy '.namespaces.crawl.internetEgress = "24M"')"
 wait_for 5 sh -c "ip netns exec $NS curl -s --max-time 1 $URL/metrics | grep -qx 'tollgate_allocator_budget_bytes_per_second{namespace=\"crawl\"} 3000000'" ||
 	t_fail "the swapped ConfigMap (crawl 24M) was not taken within 5 s"
 metrics
-t_expect "reloads ok" "$(mval 'tollgate_allocator_config_reloads_total{result="ok"}')" $((r0 + 1))
-grep -q 'msg="config changed"' "$LOG" || t_fail "no log record of the change"
+t_expect "reloads ok" "$(mval 'tollgate_allocator_policy_reloads_total{result="ok"}')" $((r0 + 1))
+grep -q 'msg="policy changed"' "$LOG" || t_fail "no log record of the change"
+# a node that holds the old policy hears the new one in its next answer
+code=$(post "$(report n3 5 "$(entry crawl 100000 100000 false fallback)" | jq -c --arg p "$POLICY_ID" '.policy = $p')")
+t_expect "the edit carried" "$(answer_field '[.policy.namespaces[] | select(.namespace == "crawl") | .internetEgress][0]')" 3000000
+[ "$(answer_field '.policy.id')" != "$POLICY_ID" ] || t_fail "the edited policy has the old id"
 # in place, under ..v2: the watch on the ConfigMap's directory does not see it
-conflist '.budgets.internetEgress.datasets = "16M" | .budgets.internetEgress.crawl = "24M"' >"$CM/..v2/10-tollgate.conflist"
+policy '.namespaces.datasets.internetEgress = "16M" | .namespaces.crawl.internetEgress = "24M"' >"$CM/..v2/policy.json"
 sleep 1
 metrics
 t_expect "budget datasets before SIGHUP" "$(mval 'tollgate_allocator_budget_bytes_per_second{namespace="datasets"}')" "$DATASETS"
@@ -358,38 +375,57 @@ c=$(mval 'tollgate_allocator_committed_bytes_per_second{namespace="datasets"}')
 le "$c" "$SMALL" || t_fail "committed $c > the new budget $SMALL once the nodes applied their grants"
 t_end
 
-t_begin "a bad config on reload keeps the one in force: counted, logged, the budgets unchanged"
+t_begin "a bad policy on reload keeps the one in force: counted, logged, the budgets unchanged"
 metrics
-e0=$(mval 'tollgate_allocator_config_reloads_total{result="error"}')
-ok0=$(mval 'tollgate_allocator_config_reloads_total{result="ok"}')
-cm_swap v3 "$(conflist '.budgets.internetEgress.datasets = "fast"')"
-wait_for 5 sh -c "ip netns exec $NS curl -s --max-time 1 $URL/metrics | grep -qx 'tollgate_allocator_config_reloads_total{result=\"error\"} $((e0 + 1))'" ||
-	t_fail "the bad config was not counted within 5 s"
+e0=$(mval 'tollgate_allocator_policy_reloads_total{result="error"}')
+ok0=$(mval 'tollgate_allocator_policy_reloads_total{result="ok"}')
+cm_swap v3 "$(policy '.namespaces.datasets.internetEgress = "fast"')"
+wait_for 5 sh -c "ip netns exec $NS curl -s --max-time 1 $URL/metrics | grep -qx 'tollgate_allocator_policy_reloads_total{result=\"error\"} $((e0 + 1))'" ||
+	t_fail "the bad policy was not counted within 5 s"
 kill -HUP "$ALLOC_PID" # the same bad bytes: not counted twice
-cm_swap v4 '{"cniVersion": "1.0.0", "name": "tollgate", "plugins": [{"type": "tollgate"'
+cm_swap v4 '{"version": 1, "namespaces": {"datasets": {'
+sleep 1
+# a misspelt key is refused, never ignored
+cm_swap v5 "$(policy '.namespaces.crawl = {internetEgres: "1M"}')"
 sleep 1
 metrics
-t_expect "reload errors (the bad rate, then bad JSON)" "$(mval 'tollgate_allocator_config_reloads_total{result="error"}')" $((e0 + 2))
-t_expect "reloads ok" "$(mval 'tollgate_allocator_config_reloads_total{result="ok"}')" "$ok0"
+t_expect "reload errors (the bad rate, bad JSON, the misspelt key)" "$(mval 'tollgate_allocator_policy_reloads_total{result="error"}')" $((e0 + 3))
+t_expect "reloads ok" "$(mval 'tollgate_allocator_policy_reloads_total{result="ok"}')" "$ok0"
 t_expect "budget datasets" "$(mval 'tollgate_allocator_budget_bytes_per_second{namespace="datasets"}')" "$SMALL"
 t_expect "budget crawl" "$(mval 'tollgate_allocator_budget_bytes_per_second{namespace="crawl"}')" 3000000
-[ "$(grep -c 'msg="config not reloaded; the one in force stays"' "$LOG")" -eq 2 ] ||
-	t_fail "expected 2 log records of a refused config: $(grep -c 'config not reloaded' "$LOG")"
-grep 'config not reloaded' "$LOG" | head -1 | grep -q 'datasets' || t_fail "the record does not name the bad key"
+[ "$(grep -c 'msg="policy refused; the one in force stays"' "$LOG")" -eq 3 ] ||
+	t_fail "expected 3 log records of a refused policy: $(grep -c 'policy refused' "$LOG")"
+grep 'policy refused' "$LOG" | head -1 | grep -q 'datasets' || t_fail "the record does not name the bad key"
+grep 'policy refused' "$LOG" | tail -1 | grep -q 'internetEgres' || t_fail "the record does not name the misspelt key"
 g=$(node n1 13 datasets "$h1" "$h1")
 num "$g" || t_fail "reports are not answered after a bad config: $g"
 t_end
 
 # ============================================================ options, stop
-t_begin "the election's flags without --etcd, and no --config: usage errors (exit 2); test_allocator_ha.sh runs the election"
+t_begin "the election's flags without --etcd, no --policy, and the old --config: usage errors (exit 2); test_allocator_ha.sh runs the election"
 for o in --election-key=/tollgate/leader --advertise=http://10.0.0.1:9618 --election-ttl=5; do
-	out=$(A "$ALLOC" --config "$CM/10-tollgate.conflist" "$o" 2>&1)
+	out=$(A "$ALLOC" --policy "$CM/policy.json" "$o" 2>&1)
 	rc=$?
 	t_expect "$o exit status" "$rc" 2
 	grep -q "need --etcd" <<<"$out" || t_fail "$o: $out"
 done
 out=$(A "$ALLOC" --listen :9619 2>&1)
-t_expect "without --config" "$?" 2
+t_expect "without --policy" "$?" 2
+grep -q -- "--policy is required" <<<"$out" || t_fail "without --policy: $out"
+out=$(A "$ALLOC" --config "$CM/policy.json" 2>&1)
+t_expect "--config" "$?" 2
+grep -q -- "--policy FILE" <<<"$out" || t_fail "--config: $out"
+t_end
+
+t_begin "--check judges a policy file as the running allocator does: one line, exit 0 or 1"
+policy >"$TG_TMP/good.json"
+out=$(A "$ALLOC" --check --policy "$TG_TMP/good.json")
+t_expect "accepted: exit" "$?" 0
+grep -q "^$TG_TMP/good.json: accepted (policy [0-9a-f]\{16\}, 2 budgets, lease 2 s, reports every 1 s)$" <<<"$out" || t_fail "accepted: $out"
+policy '.namespaces.crawl = {internetEgres: "1M"}' >"$TG_TMP/bad.json"
+out=$(A "$ALLOC" --check --policy "$TG_TMP/bad.json")
+t_expect "refused: exit" "$?" 1
+t_expect "refused: the line" "$out" "$TG_TMP/bad.json: refused (error 7): namespaces[\"crawl\"].\"internetEgres\" is not a key of namespaces[\"crawl\"]"
 t_end
 
 t_begin "SIGTERM: the allocator exits 0"

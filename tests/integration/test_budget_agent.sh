@@ -48,7 +48,9 @@ RLOG=$TG_TMP/alloc.log
 ALOG=$TG_TMP/agent.log
 CONF=$(tg_conf '.shaping={internetEgress: {namespaceDefault: "1G", podDefault: "500M"}}
 	| .budgets={allocator: "http://127.0.0.1:\($port)", reportSeconds: 1, leaseSeconds: 4,
-	            fallback: "10M", internetEgress: {datasets: "120M"}}' --argjson port "$APORT")
+	            fallback: "10M"}' --argjson port "$APORT")
+# the allocator's policy (fake_allocator.py's default): datasets has a budget of 120M
+POLICY_ID=$(python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); from fake_allocator import policy_id; print(policy_id({"datasets": 15000000}))' "$(dirname "$0")")
 conflist() { jq -c '{cniVersion, name, plugins: [.]}' <<<"$1"; }
 CM=$TG_TMP/cm
 mkdir -p "$CM"
@@ -140,25 +142,13 @@ LEADER_PID=$!
 TG_PIDS+=("$LEADER_PID")
 
 # ---- the ADD path: a budgeted namespace's class at the join rate ----
-t_begin "an ADD makes a budgeted namespace's class at the join rate (10 kbit/s), not its fallback"
+t_begin "before the node has heard a policy, an ADD holds every namespace at the join rate (10 kbit/s): it cannot know which have budgets"
 pod_add d1 datasets "$CONF" || t_fail "ADD d1: $TG_OUT $TG_ERR"
 pod_add r1 research "$CONF" || t_fail "ADD r1: $TG_OUT $TG_ERR"
 t_expect "datasets class ceil" "$(ns_ceil d1)" 10000
-t_expect "research class ceil (no budget: its cap)" "$(ns_ceil r1)" 1000000000
+t_expect "research class ceil" "$(ns_ceil r1)" 10000
 t_expect "recorded fallback" "$(att d1 | jq -r '.shaping.budgetFallback // 0')" 10000000
-t_expect "research records none" "$(att r1 | jq -r '.shaping.budgetFallback // 0')" 0
-t_end
-t_begin "a budgeted namespace's pod class is guaranteed 8 kbit/s and borrows the rest"
-t_expect "pod class rate" "$(rate_of tollgate-inet "$(minor d1 podClass)")" 8000
-t_expect "pod class ceil" "$(ceil_of tollgate-inet "$(minor d1 podClass)")" 500000000
-t_expect "research pod class rate (1% of its ceil)" "$(rate_of tollgate-inet "$(minor r1 podClass)")" 5000000
-# its own rate's bucket is one packet: what it sends out of it passes the
-# namespace's ceil and is charged there as debt (the control: research's is
-# the usual burst, far above)
-rburst() { tc -n "$TG_NODE" class show dev tollgate-inet classid "$1" | grep -oE ' burst [0-9]+b' | tr -dc 0-9; }
-b=$(rburst "$(minor d1 podClass)") rb=$(rburst "$(minor r1 podClass)")
-if [ "${b:-0}" -lt 1000 ] || [ "${b:-0}" -gt 1600 ]; then t_fail "datasets pod class burst ${b}b, want one packet"; fi
-[ "${rb:-0}" -gt 10000 ] || t_fail "control: research pod class burst ${rb}b"
+t_expect "research too" "$(att r1 | jq -r '.shaping.budgetFallback // 0')" 10000000
 t_end
 
 # ---- a grant ----
@@ -170,7 +160,30 @@ wait_for 5 ceil_is d1 20000000 ||
 	t_fail "ceil $(ns_ceil d1), want 20000000 (2500000 B/s); log: $(tail -3 "$ALOG")"
 state_is granted || t_fail "state not granted: $(metrics | grep tollgate_budget_state)"
 t_expect "grant metric" "$(metric tollgate_budget_grant_bytes_per_second 'namespace="datasets"')" 2500000
-t_expect "research untouched" "$(ns_ceil r1)" 1000000000
+t_end
+t_begin "the first answer's policy: research has no budget and gets its cap back, the policy is kept in budgets.json"
+research_free() { ceil_is r1 1000000000 && [ "$(att r1 | jq -r '.shaping.budgetFallback // 0')" = 0 ]; }
+wait_for 3 research_free ||
+	t_fail "research: ceil $(ns_ceil r1), recorded $(att r1 | jq -c .shaping.budgetFallback)"
+t_expect "policy kept" "$(jq -r '.policy.id' "$BUDGETS")" "$POLICY_ID"
+t_expect "its budgets" "$(jq -c '.policy.namespaces' "$BUDGETS")" '[{"namespace":"datasets","internetEgress":15000000}]'
+wait_for 3 sh -c "tail -1 '$RLOG' | jq -e '.report.policy == \"$POLICY_ID\"' >/dev/null" ||
+	t_fail "reports do not name the policy held: $(tail -1 "$RLOG")"
+t_expect "policy metric" "$(metric tollgate_budget_policy_info "policy=\"$POLICY_ID\",budgets=\"1\"")" 1
+t_end
+ALOG_MARK=$(wc -l <"$ALOG") # what the agent logs from here on
+
+t_begin "a budgeted namespace's pod class is guaranteed 8 kbit/s and borrows the rest"
+t_expect "pod class rate" "$(rate_of tollgate-inet "$(minor d1 podClass)")" 8000
+t_expect "pod class ceil" "$(ceil_of tollgate-inet "$(minor d1 podClass)")" 500000000
+t_expect "research pod class rate (1% of its ceil)" "$(rate_of tollgate-inet "$(minor r1 podClass)")" 5000000
+# its own rate's bucket is one packet: what it sends out of it passes the
+# namespace's ceil and is charged there as debt (the control: research's is
+# the usual burst, far above)
+rburst() { tc -n "$TG_NODE" class show dev tollgate-inet classid "$1" | grep -oE ' burst [0-9]+b' | tr -dc 0-9; }
+b=$(rburst "$(minor d1 podClass)") rb=$(rburst "$(minor r1 podClass)")
+if [ "${b:-0}" -lt 1000 ] || [ "${b:-0}" -gt 1600 ]; then t_fail "datasets pod class burst ${b}b, want one packet"; fi
+[ "${rb:-0}" -gt 10000 ] || t_fail "control: research pod class burst ${rb}b"
 t_end
 
 # the 5 s window of "reports come once per reportSeconds" opens here; the
@@ -204,7 +217,7 @@ wait_for_ms 2500 metric_at_least tollgate_agent_declarations_total 'result="ok"'
 t_expect "ceil" "$(ns_ceil d1)" 20000000
 tg_run CHECK "${POD_CID[d1]}" eth0 "${POD_NETNS[d1]}" "$(k8s_args datasets d1 "${POD_CID[d1]}")" <<<"$(jq -c --argjson r "${POD_RESULT[d1]}" '.prevResult=$r' <<<"$CONF")" ||
 	t_fail "CHECK: $TG_OUT"
-grep -q 'reshaped' "$ALOG" && t_fail "a reshape ran: $(grep reshaped "$ALOG" | tail -1)"
+tail -n +"$((ALOG_MARK + 1))" "$ALOG" | grep -q 'reshaped' && t_fail "a reshape ran: $(grep reshaped "$ALOG" | tail -1)"
 t_end
 
 t_begin "a class set above its cap by hand is drift"
@@ -225,6 +238,8 @@ t_end
 t_begin "tollgate-ipam status and show print the budget"
 out=$(IPAM status)
 grep -q '^budget     datasets: granted 20.0M (lease' <<<"$out" || t_fail "status: $out"
+grep -qx "policy     $POLICY_ID: the allocator's, 1 budget" <<<"$out" || t_fail "status, the policy: $out"
+t_expect "status --json's policy" "$(IPAM --json status | jq -c .budgetPolicy)" "{\"id\":\"$POLICY_ID\",\"budgets\":1}"
 out=$(IPAM show "datasets/d1")
 grep -q '^budget      datasets: granted' <<<"$out" || t_fail "show: $out"
 [ "$(IPAM --json show "research/r1" | jq '.budgets | length')" = 0 ] || t_fail "research shows a budget"
@@ -413,6 +428,43 @@ wait_for 5 ceil_is d1 30000000 || t_fail "back to budgets.allocator: ceil $(ns_c
 grep -q 'reporting to the leader' "$ALOG" || t_fail "the agent's log does not say it followed the leader"
 t_end
 
+# ---- the policy ----
+t_begin "a policy edit reaches the running node: a namespace given a budget takes its grant, one whose budget is gone gets its cap back; nothing restarts"
+pid0=$AGENT_PID
+ctl '{"mode": "grant", "leaseMs": 4000, "epoch": 12, "policy": {"datasets": 15000000, "research": 5000000, "batch": 1000000},
+      "grants": {"datasets": {"grant": 3750000, "safeShare": 500000, "nodes": 3}, "research": {"grant": 1250000, "safeShare": 500000, "nodes": 3}}}'
+research_granted() { ceil_is r1 10000000 && [ "$(att r1 | jq -r '.shaping.budgetFallback // 0')" = 10000000 ]; }
+wait_for 5 research_granted ||
+	t_fail "research: ceil $(ns_ceil r1), recorded $(att r1 | jq -c .shaping.budgetFallback)"
+t_expect "research pod class rate" "$(rate_of tollgate-inet "$(minor r1 podClass)")" 8000
+t_expect "budgets kept" "$(jq -c '[.policy.namespaces[].namespace]' "$BUDGETS")" '["batch","datasets","research"]'
+# an ADD reads the policy the agent heard: batch (budgeted, no grant yet) at the join rate, web (none) at its cap
+pod_add b1 batch "$CONF" || t_fail "ADD b1: $TG_OUT $TG_ERR"
+pod_add w1 web "$CONF" || t_fail "ADD w1: $TG_OUT $TG_ERR"
+t_expect "batch class ceil" "$(ns_ceil b1)" 10000
+t_expect "web class ceil" "$(ns_ceil w1)" 1000000000
+t_expect "web records no budget" "$(att w1 | jq -r '.shaping.budgetFallback // 0')" 0
+# an answer whose policy does not add up (its id is not its budgets') is refused whole
+errors=$(metric tollgate_budget_reports_total 'result="error"')
+ctl '{"mode": "grant", "leaseMs": 4000, "epoch": 12, "policy": {"datasets": 15000000}, "policyId": "0000000000000000",
+      "grants": {"datasets": {"grant": 3750000, "safeShare": 500000, "nodes": 3}, "research": {"grant": 1250000, "safeShare": 500000, "nodes": 3}}}'
+wait_for 3 metric_at_least tollgate_budget_reports_total 'result="error"' $((${errors:-0} + 2)) ||
+	t_fail "answers not refused: $(metrics | grep tollgate_budget_reports_total)"
+t_expect "research still budgeted" "$(ns_ceil r1)" 10000000
+grep -q 'is not the id of its namespaces' "$ALOG" || t_fail "the refusal is not logged"
+# research's budget is gone
+ctl '{"mode": "grant", "leaseMs": 4000, "epoch": 12, "grants": {"datasets": {"grant": 3750000, "safeShare": 500000, "nodes": 3}}}'
+wait_for 5 research_free ||
+	t_fail "research: ceil $(ns_ceil r1), recorded $(att r1 | jq -c .shaping.budgetFallback)"
+t_expect "research pod class rate" "$(rate_of tollgate-inet "$(minor r1 podClass)")" 5000000
+t_expect "batch, no longer budgeted" "$(ns_ceil b1)" 1000000000
+t_expect "datasets' grant" "$(ns_ceil d1)" 30000000
+t_expect "the agent's PID" "$AGENT_PID" "$pid0"
+kill -0 "$pid0" 2>/dev/null || t_fail "the agent is gone"
+pod_del b1 "$CONF" || t_fail "DEL b1: $TG_OUT"
+pod_del w1 "$CONF" || t_fail "DEL w1: $TG_OUT"
+t_end
+
 # ---- restarts ----
 t_begin "a SIGTERM lowers a granted namespace to its safe share before the agent exits"
 ctl '{"mode": "grant", "leaseMs": 30000, "grants": {"datasets": {"grant": 3750000, "safeShare": 500000, "nodes": 3}}}'
@@ -435,6 +487,9 @@ agent_start || t_fail "restart"
 wait_for_ms 1500 metric_at_least tollgate_budget_reports_total 'result="error"' 1
 state_is granted || t_fail "after the restart: $(metrics | grep tollgate_budget_state)"
 t_expect "ceil" "$(ns_ceil d1)" 30000000
+# the policy heard comes back from budgets.json: research, not budgeted, keeps its cap
+# while the allocator does not answer (the control below: without the file it is held)
+t_expect "research's ceil" "$(ns_ceil r1)" 1000000000
 t_end
 
 t_begin "a bad budgets config on reload keeps the one in force"
@@ -451,7 +506,12 @@ t_begin "a lease ends in the kernel on time while the agent's loop waits on the 
 ctl '{"mode": "grant", "leaseMs": 4000, "grants": {"datasets": {"grant": 3750000, "safeShare": 500000, "nodes": 3}}}'
 wait_for 5 ceil_is d1 30000000 || t_fail "control: not granted: ceil $(ns_ceil d1)"
 # the loop's next declaration (every second here) waits on the lock, and so does all it does
-flock "$TG_TMP/data/$TG_NETNAME/lock" sleep 9 &
+# (one process holds it: the subshell becomes the sleep, so killing it frees the lock)
+(
+	exec 9<>"$TG_TMP/data/$TG_NETNAME/lock"
+	flock 9
+	exec sleep 9
+) &
 HOLDER=$!
 TG_PIDS+=("$HOLDER")
 t0=$(now_ms)
@@ -483,8 +543,11 @@ tc -n "$TG_NODE" class change dev tollgate-inet parent 1:1 classid "$(minor d1 n
 t0=$(now_ms)
 agent_start || t_fail "start"
 wait_for 5 state_is fallback || t_fail "state: $(metrics | grep tollgate_budget_state)"
-wait_for 2 ceil_is d1 10000 ||
-	t_fail "ceil $(ns_ceil d1), want the join rate 10000 (the agent lowers a class it finds above it)"
+# research too: with no policy heard, the node cannot know it has no budget
+both_join() { ceil_is d1 10000 && ceil_is r1 10000; }
+wait_for 2 both_join ||
+	t_fail "ceils $(ns_ceil d1) and research's $(ns_ceil r1), want the join rate 10000 (the agent lowers a class it finds above it)"
+t_expect "policy metric (none heard)" "$(metric tollgate_budget_policy_info 'policy="",budgets="0"')" 1
 wait_for 6 ceil_is d1 10000000 ||
 	t_fail "ceil $(ns_ceil d1), want the fallback 10000000 after fallbackAfterSeconds"
 took=$(($(now_ms) - t0))
