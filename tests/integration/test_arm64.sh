@@ -204,11 +204,9 @@ t_end
 
 # ------------------------------------------------------------ the allocator
 t_begin "arm64 tollgate-allocator serves its page and answers a node's report"
-CM=$TG_TMP/alloc
-mkdir -p "$CM"
-jq '.plugins[0].budgets.allocator = "http://127.0.0.1:19628" |
-	.plugins[0].budgets.internetEgress = {"team-a": "100M"}' "$good" >"$CM/10-tollgate.conflist"
-ip netns exec "$TG_NODE" "$QEMU" "$A64/tollgate-allocator" --config "$CM/10-tollgate.conflist" \
+POLICY=$TG_TMP/policy.json
+jq -n '{version: 1, namespaces: {"team-a": {internetEgress: "100M"}}}' >"$POLICY" || t_fail "cannot write the policy"
+ip netns exec "$TG_NODE" "$QEMU" "$A64/tollgate-allocator" --policy "$POLICY" \
 	--listen 127.0.0.1:19628 2>>"$TG_TMP/alloc.log" &
 TG_PIDS+=("$!")
 AURL=http://127.0.0.1:19628
@@ -234,6 +232,9 @@ t_expect "report: HTTP status" "$code" 200
 g=$(jq -r '[.grants[] | select(.namespace == "team-a") | .grant][0] // "none"' "$TG_TMP/answer" 2>/dev/null)
 # while it learns, a node is granted what it applied (test_allocator.sh)
 t_expect "team-a's grant" "$g" 1000000
+# the report named no policy: the answer carries the one in force (bytes/s)
+t_expect "the answer's policy" "$(jq -c '.policy | [(.id | test("^[0-9a-f]{16}$")), .namespaces]' "$TG_TMP/answer" 2>/dev/null)" \
+	'[true,[{"namespace":"team-a","internetEgress":12500000}]]'
 t_end
 
 tap_done
