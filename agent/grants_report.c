@@ -484,7 +484,8 @@ void agent_budgets_render(const struct agent *a, struct expo *x)
 
 		snprintf(n, sizeof(n), "%zu", b->heard.n);
 		expo_sample_u64(x, "tollgate_budget_policy_info",
-				(const char *const[]){ "policy", b->heard.id, "budgets", n, NULL }, 1);
+				(const char *const[]){ "policy", b->heard.id, "budgets", n, NULL },
+				1);
 	}
 	expo_family(x, "tollgate_budget_epoch", "gauge",
 		    "The newest allocator term this node has seen (0: no leader election); an "

@@ -339,8 +339,9 @@ static void render(struct app *app, struct expo *x)
 	expo_family(x, "tollgate_allocator_round_duration_seconds", "gauge",
 		    "How long the last allocation round took.");
 	expo_sample(x, "tollgate_allocator_round_duration_seconds", NULL, app->stats.round_seconds);
-	expo_family(x, "tollgate_allocator_policy_reloads_total", "counter",
-		    "Policy file changes read, by result: ok, or error (refused whole: the policy in force stays).");
+	expo_family(
+		x, "tollgate_allocator_policy_reloads_total", "counter",
+		"Policy file changes read, by result: ok, or error (refused whole: the policy in force stays).");
 	{
 		static const char *const ok[] = { "result", "ok", NULL };
 		static const char *const err[] = { "result", "error", NULL };

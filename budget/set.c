@@ -40,7 +40,7 @@ int budget_set_seal(struct budget_set *s, struct tg_err *e)
 
 const struct budget_def *budget_set_find(const struct budget_set *s, const char *ns)
 {
-	struct budget_def key;
+	struct budget_def key = { .budget = 0 };
 
 	if (!s || !s->n || strlen(ns) > BUDGET_NS_MAX)
 		return NULL;

@@ -33,8 +33,7 @@ static const char *not_yet(const char *key)
 }
 
 /* Every member of o one of keys[] (NULL-terminated), else a refusal naming it. */
-static int known_keys(json_object *o, const char *where, const char *const *keys,
-		      struct tg_err *e)
+static int known_keys(json_object *o, const char *where, const char *const *keys, struct tg_err *e)
 {
 	json_object_object_foreach(o, k, v)
 	{
@@ -110,7 +109,8 @@ static int parse(json_object *root, struct alloc_policy *p, struct tg_err *e)
 
 	if (!json_object_object_get_ex(root, "version", NULL))
 		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL, "version is missing (this one reads 1)");
-	if (jx_int(root, "", "version", 1, 1, &version, e) < 0 || known_keys(root, "", keys, e) < 0 ||
+	if (jx_int(root, "", "version", 1, 1, &version, e) < 0 ||
+	    known_keys(root, "", keys, e) < 0 ||
 	    jx_int(root, "", "reportSeconds", 1, 60, &report_s, e) < 0 ||
 	    jx_int(root, "", "leaseSeconds", 2, 3600, &lease_s, e) < 0)
 		return -EINVAL;
@@ -127,8 +127,8 @@ static int parse(json_object *root, struct alloc_policy *p, struct tg_err *e)
 	return budget_set_seal(&p->budgets, e);
 }
 
-int alloc_policy_load_text(const char *path, const char *text, size_t len,
-			   struct alloc_policy *ret, struct tg_err *e)
+int alloc_policy_load_text(const char *path, const char *text, size_t len, struct alloc_policy *ret,
+			   struct tg_err *e)
 {
 	_cleanup_json_ json_object *root = NULL;
 	struct alloc_policy p = { 0 };

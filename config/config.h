@@ -51,11 +51,11 @@ struct shaping_policy {
  * everywhere in the config; the wire and budget/ speak bytes/s.
  */
 struct budget_policy {
-	const char *allocator;	   /* the allocator's base URL; NULL: no budgets */
-	int64_t report_ms;	   /* reportSeconds */
-	int64_t lease_ms;	   /* leaseSeconds: the longest lease the node takes */
-	uint64_t fallback_bps;	   /* a node never granted (default 10M) */
-	int64_t fallback_after_ms; /* ... once unanswered this long (fallbackAfterSeconds) */
+	const char *allocator;		/* the allocator's base URL; NULL: no budgets */
+	int64_t report_ms;		/* reportSeconds */
+	int64_t lease_ms;		/* leaseSeconds: the longest lease the node takes */
+	uint64_t fallback_bps;		/* a node never granted (default 10M) */
+	int64_t fallback_after_ms;	/* ... once unanswered this long (fallbackAfterSeconds) */
 	const struct budget_set *heard; /* the caller's */
 };
 
@@ -160,8 +160,8 @@ struct alloc_policy {
 	int64_t report_ms;	   /* reportSeconds: the nodes' period (the rounds' is a quarter) */
 	int64_t lease_ms;	   /* leaseSeconds: a grant's lease */
 };
-int alloc_policy_load_text(const char *path, const char *text, size_t len,
-			   struct alloc_policy *ret, struct tg_err *e);
+int alloc_policy_load_text(const char *path, const char *text, size_t len, struct alloc_policy *ret,
+			   struct tg_err *e);
 void alloc_policy_free(struct alloc_policy *p);
 
 #endif

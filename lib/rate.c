@@ -114,7 +114,8 @@ int rate_from_json_max(json_object *v, const char *where, uint64_t max_bps, uint
 			return tg_fail(e, CNI_ERR_CONFIG, -ERANGE,
 				       "%s is %s bit/s: rates must be %llu..%llu bit/s", where,
 				       json_object_to_json_string(v),
-				       (unsigned long long)RATE_MIN_BPS, (unsigned long long)max_bps);
+				       (unsigned long long)RATE_MIN_BPS,
+				       (unsigned long long)max_bps);
 		*ret_bps = (uint64_t)n;
 		return 0;
 	}

@@ -124,8 +124,7 @@ void node_shaping_request(const struct node_config *cfg, const char *k8s_namespa
  * when none was heard (no file, or one that does not hold a valid policy):
  * what node_config_budgeted's `heard` takes.
  */
-const struct budget_set *node_budgets_heard(const struct node_config *cfg,
-					    struct budget_set *ret);
+const struct budget_set *node_budgets_heard(const struct node_config *cfg, struct budget_set *ret);
 /* Uplink classes for a pod with internet egress shaping (under the store lock); -ENOSPC: full. */
 int node_shaping_classes(const struct ipam_state *st, struct ipam_attachment *a);
 

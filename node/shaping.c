@@ -47,8 +47,7 @@ void node_shaping_resolve(const struct node_config *cfg, const char *ns, struct 
 		s->inet_ingress_bps = s->annot_inet_ingress;
 }
 
-const struct budget_set *node_budgets_heard(const struct node_config *cfg,
-					    struct budget_set *ret)
+const struct budget_set *node_budgets_heard(const struct node_config *cfg, struct budget_set *ret)
 {
 	_cleanup_json_ json_object *o = NULL;
 	char path[PATH_MAX + 300];

@@ -3,15 +3,17 @@
  * The allocator's load: N nodes, each reporting its budgeted namespaces
  * once a second to one tollgate-allocator, as agents do (one kept-alive
  * HTTP/1.1 connection per node, POST /v1/report, the grants it answers
- * applied in the next report). The nodes' reports are spread evenly over
- * each second. For tests/bench/bench_allocator.sh.
+ * applied in the next report, the id of the policy it last heard named in
+ * the next report, so that only a node's first answer carries the policy).
+ * The nodes' reports are spread evenly over each second. For
+ * tests/bench/bench_allocator.sh.
  *
  *   alloc_load --url http://ADDR:PORT --nodes N [--seconds D] [--warmup W]
  *              [--namespaces K] [--per-node P] [--src-base A.B.C.D]
  *              [--pid PID] [--targets]
  *
  * Node i reports namespaces ns(P*i) .. ns(P*i+P-1) (of K, "ns000".."ns<K-1>",
- * which the allocator's config budgets) from source address src-base + i
+ * which the allocator's policy budgets) from source address src-base + i
  * (the bench makes the whole range local: each simulated node has an
  * address of its own, as nodes do). After W seconds of warm-up (connections
  * made, the allocator past its learning lease) it measures D seconds: each
@@ -21,7 +23,9 @@
  * each against the 7,500-node targets (p99 <= 50 ms, <= 1 core, <= 200 MiB).
  * First one line for scripts ("result key=value ..."), then the same for
  * people, with the generator's own CPU and how late it sent reports, so
- * that a run the generator could not keep up with shows as one. Exits 1
+ * that a run the generator could not keep up with shows as one, and how
+ * many answers carried the policy (each node's first, and one after each
+ * policy change). Exits 1
  * when fewer than 99 % of the due reports were answered.
  *
  * libcurl's multi handle keeps its connections and host names in hash
@@ -54,7 +58,9 @@
 #define MAX_PER_NODE 8
 #define GROUP 200 /* nodes per multi handle (each holds 2 descriptors of its own) */
 #define BODY_MAX 2048
-#define ANSWER_MAX 2048
+#define ANSWER_MAX 2048	       /* an answer's buffer, kept between reports */
+#define ANSWER_LIMIT (1 << 20) /* one carrying the policy grows it up to this */
+#define POLICY_ID_MAX 32
 
 struct ns_state {
 	int ns;
@@ -76,8 +82,9 @@ struct node {
 	struct curl_slist *resolve;
 	char url[96], src[48];
 	char body[BODY_MAX];
-	char answer[ANSWER_MAX];
-	size_t answer_len;
+	char *answer; /* answer_cap bytes, NUL-terminated */
+	size_t answer_len, answer_cap;
+	char policy[POLICY_ID_MAX + 1]; /* the policy id last heard; "": none */
 	bool busy;
 	int64_t due_us;	 /* when the report in flight was due */
 	int64_t last_us; /* when the last report was sent (its interval) */
@@ -100,6 +107,7 @@ static struct {
 	double *lat_ms;
 	size_t n_lat, cap_lat;
 	uint64_t ok, http_errors, curl_errors, bad_answers, skipped;
+	uint64_t policy_answers; /* answers that carried a policy, warm-up too */
 	int64_t max_lag_us;
 } st;
 
@@ -119,17 +127,49 @@ static uint32_t rnd(uint32_t *x)
 	return *x;
 }
 
+/* The answer so far, grown as it arrives (past ANSWER_LIMIT the rest is dropped: not JSON). */
 static size_t on_data(char *p, size_t size, size_t nmemb, void *cls)
 {
 	struct node *n = cls;
 	size_t len = size * nmemb;
 
-	if (n->answer_len + len >= sizeof(n->answer))
-		len = sizeof(n->answer) - 1 - n->answer_len;
+	if (n->answer_len + len >= n->answer_cap) {
+		size_t cap = n->answer_cap;
+		char *a;
+
+		while (cap <= n->answer_len + len && cap < ANSWER_LIMIT)
+			cap *= 2;
+		a = cap > n->answer_cap ? realloc(n->answer, cap) : NULL;
+		if (a) {
+			n->answer = a;
+			n->answer_cap = cap;
+		}
+		if (n->answer_len + len >= n->answer_cap)
+			len = n->answer_cap - 1 - n->answer_len;
+	}
 	memcpy(n->answer + n->answer_len, p, len);
 	n->answer_len += len;
 	n->answer[n->answer_len] = '\0';
 	return size * nmemb;
+}
+
+/* The policy id an answer carries ("policy": {"id": ...}), into the node's next reports. */
+static void take_policy(struct node *n, json_object *root)
+{
+	json_object *policy, *id;
+	const char *s;
+	size_t len;
+
+	if (!json_object_object_get_ex(root, "policy", &policy) ||
+	    !json_object_object_get_ex(policy, "id", &id) ||
+	    !json_object_is_type(id, json_type_string))
+		return;
+	s = json_object_get_string(id);
+	len = strlen(s);
+	if (!len || len > POLICY_ID_MAX || strspn(s, "0123456789abcdef") != len)
+		return;
+	memcpy(n->policy, s, len + 1);
+	st.policy_answers++;
 }
 
 /* The grants of an answer, into the node's namespaces. False when it is not one. */
@@ -140,6 +180,7 @@ static bool take_answer(struct node *n, unsigned int per_node)
 
 	if (!root)
 		return false;
+	take_policy(n, root);
 	if (json_object_object_get_ex(root, "grants", &grants) &&
 	    json_object_is_type(grants, json_type_array)) {
 		ok = true;
@@ -182,9 +223,10 @@ static size_t build_report(struct node *n, unsigned int idx, unsigned int per_no
 
 	n->last_us = now;
 	w = snprintf(n->body, sizeof(n->body),
-		     "{\"version\":1,\"node\":\"node-%05u\",\"seq\":%llu,"
+		     "{\"version\":1,\"node\":\"node-%05u\",\"seq\":%llu,%s%s%s"
 		     "\"budgets\":[",
-		     idx, (unsigned long long)++n->seq);
+		     idx, (unsigned long long)++n->seq, n->policy[0] ? "\"policy\":\"" : "",
+		     n->policy, n->policy[0] ? "\"," : "");
 	len = (size_t)w;
 	for (unsigned int j = 0; j < per_node; j++) {
 		const struct ns_state *u = &n->use[j];
@@ -218,8 +260,11 @@ static int setup_node(struct node *n, unsigned int i, const struct opts *o, stru
 	snprintf(pin, sizeof(pin), "n%u.alloc:%u:%s", i, port, host);
 	n->resolve = curl_slist_append(NULL, pin);
 	n->h = curl_easy_init();
-	if (!n->resolve || !n->h)
+	n->answer = malloc(ANSWER_MAX);
+	n->answer_cap = ANSWER_MAX;
+	if (!n->resolve || !n->h || !n->answer)
 		return -ENOMEM;
+	n->answer[0] = '\0';
 	for (unsigned int j = 0; j < o->per_node; j++) {
 		n->use[j].ns = (int)((o->per_node * i + j) % o->namespaces);
 		/* 1 to 30 MB/s: some nodes below their fair share, some far above */
@@ -302,6 +347,17 @@ static void finish(CURLM *m, unsigned int per_node, int64_t measure_from, int64_
 		} else if (counted) {
 			st.ok++;
 			record((double)(t - n->due_us) / 1000.0);
+		}
+		if (n->answer_cap >
+		    ANSWER_MAX) { /* one that carried the policy: back to the usual size */
+			char *a = realloc(n->answer, ANSWER_MAX);
+
+			if (a) {
+				n->answer = a;
+				n->answer_cap = ANSWER_MAX;
+				n->answer_len = 0;
+				a[0] = '\0';
+			}
 		}
 		curl_multi_remove_handle(m, msg->easy_handle);
 		n->busy = false;
@@ -642,17 +698,21 @@ int main(int argc, char **argv)
 		/* one line for scripts, then the same for people */
 		printf("result nodes=%u namespaces_per_node=%u budgets=%u seconds=%u reports=%llu "
 		       "expected=%llu errors=%llu skipped=%llu max_lag_ms=%.1f p50_ms=%.3f "
-		       "p99_ms=%.3f max_ms=%.3f cpu_cores=%.3f rss_kb=%ld generator_cores=%.3f\n",
+		       "p99_ms=%.3f max_ms=%.3f cpu_cores=%.3f rss_kb=%ld generator_cores=%.3f "
+		       "policy_answers=%llu\n",
 		       o.nodes, o.per_node, o.namespaces, o.seconds, (unsigned long long)st.ok,
 		       (unsigned long long)expected,
 		       (unsigned long long)(st.http_errors + st.curl_errors + st.bad_answers),
 		       (unsigned long long)st.skipped, (double)st.max_lag_us / 1000.0, p50, p99,
-		       max, cores, hwm, gen_cores);
+		       max, cores, hwm, gen_cores, (unsigned long long)st.policy_answers);
 		printf("  %llu of %llu reports answered, %llu errors, %llu not sent (the node's last "
 		       "still out), generator lag up to %.1f ms, generator CPU %.3f cores\n",
 		       (unsigned long long)st.ok, (unsigned long long)expected,
 		       (unsigned long long)(st.http_errors + st.curl_errors + st.bad_answers),
 		       (unsigned long long)st.skipped, (double)st.max_lag_us / 1000.0, gen_cores);
+		printf("  %llu answers carried the policy (%u nodes; a node names the policy it "
+		       "heard in its next reports)\n",
+		       (unsigned long long)st.policy_answers, o.nodes);
 		printf("  report latency: p50 %.2f ms, p99 %.2f ms%s, max %.2f ms\n", p50, p99,
 		       verdict(t, n && p99 <= 50.0), max);
 		if (cores >= 0)
@@ -666,6 +726,7 @@ int main(int argc, char **argv)
 			curl_multi_remove_handle(nodes[i].g->m, nodes[i].h);
 		curl_easy_cleanup(nodes[i].h);
 		curl_slist_free_all(nodes[i].resolve);
+		free(nodes[i].answer);
 	}
 	for (unsigned int k = 0; k < n_groups; k++)
 		curl_multi_cleanup(groups[k].m);

@@ -15,8 +15,9 @@
 # Everything runs in two fresh network namespaces named <run>-* (<run> =
 # tga<hex>, unique to this run); the root namespace is never touched:
 #   <run>-alloc   eth0 10.63.0.1/30; tollgate-allocator on 10.63.0.1:9618,
-#                 the config budgets ns000..ns099 at 20G each, reportSeconds 1,
-#                 leaseSeconds 2; 10.64.0.0/16 routed via 10.63.0.2
+#                 its policy (--policy) budgets ns000..ns099 at 20G each,
+#                 reportSeconds 1, leaseSeconds 2; 10.64.0.0/16 routed via
+#                 10.63.0.2
 #   <run>-gen     eth0 10.63.0.2/30; 10.64.0.0/16 local (a route of type local
 #                 on lo): node i reports from 10.64.0.1 + i, an address of its
 #                 own, as nodes have (and no source address runs out of ports)
@@ -94,13 +95,11 @@ ip -n "$GEN" route add local 10.64.0.0/16 dev lo table local || die "the nodes' 
 # a reconnect burst of every node must not end in SYN cookies
 ip netns exec "$ANS" sh -c 'echo 4096 > /proc/sys/net/core/somaxconn; echo 8192 > /proc/sys/net/ipv4/tcp_max_syn_backlog'
 
+# the allocator's policy file
 python3 -c '
-import json, sys
-ns = {"ns%03d" % i: "20G" for i in range(100)}
-print(json.dumps({"cniVersion": "1.0.0", "name": "tollgate", "plugins": [{"type": "tollgate",
-    "ipam": {"source": "static", "addresses": ["10.1.0.10"]},
-    "budgets": {"allocator": "http://10.63.0.1:9618", "reportSeconds": 1, "leaseSeconds": 2,
-                "internetEgress": ns}}]}))' >"$WORK/10-tollgate.conflist" || die "config"
+import json
+ns = {"ns%03d" % i: {"internetEgress": "20G"} for i in range(100)}
+print(json.dumps({"version": 1, "reportSeconds": 1, "leaseSeconds": 2, "namespaces": ns}))' >"$WORK/policy.json" || die "policy"
 
 CPUS=$(nproc)
 HARD=$(ulimit -Hn)
@@ -120,7 +119,7 @@ for asked in $SIZES; do
     ((n == asked)) || NOTES+=("$asked nodes asked, $n run: the open-file hard limit is $HARD (raising it needs CAP_SYS_RESOURCE)")
     log "$n nodes: $WARMUP s warm-up, $SECS s measured"
     # `ip netns exec` execs the allocator: $! is its PID
-    ip netns exec "$ANS" "$ALLOC_BIN" --config "$WORK/10-tollgate.conflist" \
+    ip netns exec "$ANS" "$ALLOC_BIN" --policy "$WORK/policy.json" \
         --listen "10.63.0.1:$PORT" 2>"$WORK/alloc-$n.log" &
     ALLOC_PID=$!
     for _ in $(seq 50); do up && break; sleep 0.1; done
@@ -177,6 +176,9 @@ report() {
     done
     echo
     for n in "${NOTES[@]}"; do echo "- $n"; done
+    for n in "${RAN[@]}"; do
+        echo "- $n nodes: ${R[$n,policy_answers]:-?} answers carried the policy (a node names the policy it heard in its next reports: about one a node)"
+    done
     echo "- a generator near a whole core or lagging by more than a few ms is the bottleneck of its row: its latencies are the generator's as much as the allocator's"
     echo
     if [[ -n $ROUND_OUT ]]; then

@@ -29,11 +29,15 @@
 #      that the bound is not held by wasting the budget, the aggregate's
 #      mean >= 0.9 B from lease + 3 s on
 #   3. the same with node1's agent SIGSTOPped for lease + 3 s, then SIGCONTed
-#   4. a policy edit B -> B/2 (every agent's and the allocator's conflist
-#      swapped through ..data, as kubelet swaps a ConfigMap): the aggregate
-#      <= 1.05 B/2 in every window from two report periods + 5 s after the
-#      edit on, and every agent's and the allocator's process unchanged
-#      (same PID, same start time)
+#   4. a policy edit B -> B/2 while nodes 1-3 are busy (demand above B):
+#      the allocator's policy file swapped through ..data, as kubelet swaps
+#      a ConfigMap (the agents' conflists untouched: they hear the new
+#      budget in the allocator's answers): the aggregate <= 1.05 B/2 in
+#      every window from two report periods + 5 s after the edit on, for
+#      POLICY_S s (10), and every agent's and the allocator's process
+#      unchanged (alive, same PID, same start time). The control: the
+#      windows just before the edit are above 1.05 B/2 (the same check
+#      fails on them)
 #   5. the allocator unreachable for UNREACH_S s (60; its port dropped in its
 #      own namespace) while the budget is fully used, and 4 nodes join 10 s
 #      into it: no window above 1.05 B from the cut to lease + 10 s after
@@ -53,7 +57,7 @@
 # Run by tests/bench/bench_budgets.sh (make bench); standalone:
 #   TOLLGATE_BIN_DIR=build bash tests/bench/budgets_failures.sh
 # TG_BUDGETS_SHORT=1: a short variant (8 joiners, 20 s unreachable, no
-# repeat), about two minutes.
+# repeat), about four and a half minutes (274 s on 2 shared CPUs).
 # shellcheck disable=SC1091,SC2153,SC2034  # lib.sh globals
 set -u
 export LC_NUMERIC=C # EPOCHREALTIME with a decimal point
@@ -78,7 +82,8 @@ HALF_CONF=60M HALF_BITS=$((B_BITS / 2))
 BOUND=$((B_BITS * 105 / 100))
 TAIL=4
 BASE="1 2 3 4 5 6"
-AGENT_CM_SWAP=1 # the agents' conflists mounted as kubelet mounts a ConfigMap (6)
+AGENT_CM_SWAP=1 # the agents' conflists mounted as kubelet mounts a ConfigMap
+POLICY_S=10     # how long the edit's bound is measured
 NODES_ALL=$BASE
 
 load_now() { uptime | sed 's/.*load average: /load average /'; }
@@ -110,11 +115,11 @@ wait_for 5 test -s "$METER_OUT" || t_fail "no counter read within 5 s: $(cat "$T
 t_end
 
 ALLOC_PID=""
-ALLOC_CM=$TG_TMP/alloc-cm
+ALLOC_CM=$TG_TMP/alloc-cm # the allocator's ConfigMap mount: policy.json
 alloc_get() { timeout -k 1 5 ip netns exec "$ALLOC_NS" curl -s --max-time "${CURL_MAX:-2}" "$ALLOC_URL$1"; }
 alloc_up() { [ -n "$(alloc_get /metrics)" ]; }
 alloc_start() {
-	daemon "$ALLOC_NS" "$ALLOC" --config "$ALLOC_CM/10-tollgate.conflist" --listen "$ALLOC_IP:$ALLOC_PORT" 2>>"$TG_TMP/allocator.log"
+	daemon "$ALLOC_NS" "$ALLOC" --policy "$ALLOC_CM/policy.json" --listen "$ALLOC_IP:$ALLOC_PORT" 2>>"$TG_TMP/allocator.log"
 	ALLOC_PID=$!
 	wait_for 10 alloc_up
 }
@@ -122,7 +127,7 @@ am() { echo "tollgate_allocator_${1}_bytes_per_second{namespace=\"datasets\"}"; 
 
 t_begin "the allocator and six agents turn ready, a pod of datasets on each node (ADDed through its installed plugin)"
 mkdir -p "$ALLOC_CM"
-cm_put "$ALLOC_CM" < <(shipped_conf "$B_CONF") || tap_bail "cannot write the allocator's conflist"
+cm_put "$ALLOC_CM" policy.json < <(policy_json "$B_CONF") || tap_bail "cannot write the allocator's policy"
 alloc_start || tap_bail "the allocator did not serve /metrics within 10 s: $(tail -3 "$TG_TMP/allocator.log")"
 for i in $BASE; do agent_start "$i" || tap_bail "cannot derive node $i's conflist from $CONFLIST"; done
 for i in $BASE; do
@@ -184,6 +189,8 @@ held() {
 	stats "$(at "$EPOCHREALTIME" -2.5)" "$EPOCHREALTIME"
 	sh_ge "$ST_MEAN" "$((B_BITS * 9 / 10))" || { sleep 0.3; return 1; }
 }
+# used: the last 1.5 s used >= 0.9 B
+used() { stats "$(at "$EPOCHREALTIME" -1.5)" "$EPOCHREALTIME"; sh_ge "$ST_MEAN" "$((B_BITS * 9 / 10))" || { sleep 0.3; return 1; }; }
 # hold_most I: node I busy, the other base nodes light, until node I holds
 # most of the budget (held, at most 40 s; HOLD_OK 1 when it did)
 hold_most() {
@@ -302,45 +309,74 @@ s_stop() { failed_agent stop; }
 figure "node1 holding most of the budget has its agent SIGKILLed (its class keeps its ceil), nodes 2-6 then busy: no 1 s window above 1.05 B for lease + 10 s" s_kill
 figure "node1 holding most of the budget has its agent SIGSTOPped for lease + 3 s then SIGCONTed, nodes 2-6 busy meanwhile: no 1 s window above 1.05 B for lease + 10 s" s_stop
 
-# ---------------------------------------------------------------- 6. policy edit
-# set_budget CONF: every base agent's conflist and the allocator's swapped
-# for ones with datasets' budget CONF
-set_budget() {
-	local i
-	for i in $BASE; do cm_put "$TG_TMP/n$i/cm" < <(B_CONF=$1 conflist "$i") || t_fail "cannot swap node $i's conflist"; done
-	cm_put "$ALLOC_CM" < <(shipped_conf "$1") || t_fail "cannot swap the allocator's conflist"
-}
+# ---------------------------------------------------------------- 4. policy edit
+# set_budget CONF: the allocator's policy swapped for one with datasets'
+# budget CONF, as kubelet swaps its ConfigMap (..data); the agents'
+# conflists are not touched
+set_budget() { cm_put "$ALLOC_CM" policy.json < <(policy_json "$1") || t_fail "cannot swap the allocator's policy"; }
 start_time() { awk '{ sub(/.*\) /, ""); split($0, f, " "); print f[20] }' "/proc/$1/stat" 2>/dev/null; }
+# procs: "nodeI PID@START ... allocator PID@START", the base agents' and the
+# allocator's processes (PID and start time: a PID reused is told apart)
+procs() {
+	local i out=""
+	for i in $BASE; do out+="node$i ${AGENT_PID[$i]}@$(start_time "${AGENT_PID[$i]}") "; done
+	echo "${out}allocator $ALLOC_PID@$(start_time "$ALLOC_PID")"
+}
+alloc_metric() { metric_of "$(alloc_get /metrics)" "$1"; }
+RELOADS_OK='tollgate_allocator_policy_reloads_total{result="ok"}'
+RELOADS_ERR='tollgate_allocator_policy_reloads_total{result="error"}'
+# s_policy: nodes 1-3 busy, 4-6 light (demand above B) and the budget used;
+# the allocator's policy edited B -> B/2 at t0: every 1 s window at the
+# internet host <= 1.05 B/2 from t0 + 2 report periods + 5 s for POLICY_S s;
+# every agent and the allocator the same processes, alive. The control: the
+# 3 s before t0, every window above 1.05 B/2 (the check fails there)
 s_policy() {
-	local i t0 t1 bound_t pids_before="" pids_after="" half_bound=$((HALF_BITS * 105 / 100)) settled
-	hold_most 1
-	stats "$(at "$EPOCHREALTIME" -3)" "$EPOCHREALTIME"
-	diag "before the edit: aggregate $(stats_line) (control: above 1.05 B/2 = $(mbit "$half_bound"))"
-	sh_ge "$ST_MEAN" "$half_bound" || t_fail "before the edit the aggregate was already <= 1.05 B/2: the edit would show nothing"
-	for i in $BASE; do pids_before+="node$i ${AGENT_PID[$i]}@$(start_time "${AGENT_PID[$i]}") "; done
-	pids_before+="allocator $ALLOC_PID@$(start_time "$ALLOC_PID")"
+	local i t0 t1 tb pre post before after budget0 budget1 r0 r1 e0 e1 settled back
+	local half_bound=$((HALF_BITS * 105 / 100)) bound_t=$((2 * REPORT_S + 5))
+	for i in $BASE; do
+		case $i in 1 | 2 | 3) demand "$i" heavy ;; *) demand "$i" light ;; esac
+	done
+	wait_for 40 used || diag "the aggregate did not reach 0.9 B within 40 s: $(grants_line)"
+	sleep 3
+	settle
+	before=$(procs)
+	budget0=$(alloc_metric "$(am budget)") r0=$(alloc_metric "$RELOADS_OK") e0=$(alloc_metric "$RELOADS_ERR")
 	t0=$EPOCHREALTIME
 	set_budget "$HALF_CONF"
-	bound_t=$((2 * REPORT_S + 5))
-	sleep $((bound_t + TAIL))
+	# the control: the 3 s before the edit, with the check of the edit's bound
+	stats "$(at "$t0" -3)" "$t0"
+	pre="$(stats_line); $(over "$(at "$t0" -3)" "$t0" "$half_bound")"
+	sh_ge "$ST_MIN" "$half_bound" ||
+		t_fail "control: a window of the 3 s before the edit at $(mbit "$ST_MIN") Mbit/s, not above 1.05 B/2 ($(mbit "$half_bound")): the edit's check could not fail"
+	sleep $((bound_t + POLICY_S))
 	settle
 	t1=$EPOCHREALTIME
-	for i in $BASE; do pids_after+="node$i ${AGENT_PID[$i]}@$(start_time "${AGENT_PID[$i]}") "; done
-	pids_after+="allocator $ALLOC_PID@$(start_time "$ALLOC_PID")"
+	after=$(procs)
+	budget1=$(alloc_metric "$(am budget)") r1=$(alloc_metric "$RELOADS_OK") e1=$(alloc_metric "$RELOADS_ERR")
+	tb=$(at "$t0" "$bound_t")
 	settled=$(meter_py windows --from "$t0" --to "$t1" | awk -v b="$half_bound" -v t0="$t0" '$3 > b { l = $2 - t0 } END { printf "%.1f", l + 0 }')
-	stats "$(at "$t0" "$bound_t")" "$t1"
-	diag "policy edit $B_CONF -> $HALF_CONF: every window <= 1.05 B/2 ($(mbit "$half_bound") Mbit/s) from +$settled s on (bound $bound_t s); from +$bound_t s: aggregate $(stats_line)"
-	diag "processes before: $pids_before"
-	diag "processes after:  $pids_after"
-	timeline "$(at "$t0" -1)" "$t1"
+	stats "$tb" "$t1"
+	post="$(stats_line); $(over "$tb" "$t1" "$half_bound")"
+	diag "policy edit $B_CONF -> $HALF_CONF (bound 1.05 B/2 = $(mbit "$half_bound") Mbit/s): the 3 s before the edit (control): aggregate $pre"
+	diag "policy edit: from +$bound_t s (two report periods + 5 s) to +$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }') s: aggregate $post; the last window above the bound ended at +$settled s"
+	diag "policy edit: per node, mean Mbit/s from +$bound_t s: $(node_means "$tb" "$t1" "$BASE")"
+	diag "policy edit: the allocator's budget metric $(mbit "$((${budget0:-0} * 8))") -> $(mbit "$((${budget1:-0} * 8))") Mbit/s, policy reloads ok ${r0:-?} -> ${r1:-?}, error ${e0:-?} -> ${e1:-?}; $(grants_line)"
+	diag "processes before: $before"
+	diag "processes after:  $after"
+	timeline "$(at "$t0" -2)" "$t1"
 	sh_le "$ST_MAX" "$half_bound" || t_fail "aggregate max $(mbit "$ST_MAX") Mbit/s > 1.05 B/2 from two report periods + 5 s after the edit (every window <= it only from +$settled s)"
-	t_expect "agent and allocator processes (PID@start time)" "$pids_after" "$pids_before"
-	for i in $BASE; do kill -0 "${AGENT_PID[$i]}" 2>/dev/null || t_fail "node $i's agent is gone"; done
-	# back to B for a second try
+	t_expect "the allocator's budget for datasets after the edit (bytes/s)" "${budget1:-}" "$((HALF_BITS / 8))"
+	t_expect "agent and allocator processes (PID@start time)" "$after" "$before"
+	for i in $BASE; do kill -0 "${AGENT_PID[$i]}" 2>/dev/null || t_fail "node $i's agent (PID ${AGENT_PID[$i]}) is gone: $(tail -2 "$TG_TMP/n$i/agent.log")"; done
+	kill -0 "$ALLOC_PID" 2>/dev/null || t_fail "the allocator (PID $ALLOC_PID) is gone: $(tail -2 "$TG_TMP/allocator.log")"
+	# back to B (how long until the budget is used again: a figure)
+	t0=$EPOCHREALTIME
 	set_budget "$B_CONF"
-	sleep 3
+	wait_for 20 used
+	back=$(meter_py windows --from "$t0" --to "$EPOCHREALTIME" | awk -v b="$B_BITS" -v t0="$t0" '$3 >= 0.9 * b { printf "%.1f", $2 - t0; exit }')
+	diag "policy edit back to $B_CONF: the aggregate >= 0.9 B again after ${back:-more than 20} s"
 }
-figure "a policy edit B -> B/2 (conflists swapped through ..data): aggregate <= 1.05 B/2 within two report periods + 5 s, every agent's process unchanged" s_policy
+figure "a policy edit B -> B/2 (the allocator's policy swapped through ..data), nodes 1-3 busy: aggregate <= 1.05 B/2 from two report periods + 5 s on, every agent's and the allocator's process unchanged" s_policy
 
 # ---------------------------------------------------------------- 4-5. joins
 # join_add I: pod d<I> ADDed on node I by its installed plugin (its netns
@@ -385,8 +421,6 @@ join() {
 	done
 	diag "$JOINED pods ADDed in $(awk -v a="$JOIN_T" -v b="$JOIN_END" 'BEGIN { printf "%.1f", b - a }') s"
 }
-# used: the last 1.5 s used >= 0.9 B
-used() { stats "$(at "$EPOCHREALTIME" -1.5)" "$EPOCHREALTIME"; sh_ge "$ST_MEAN" "$((B_BITS * 9 / 10))" || { sleep 0.3; return 1; }; }
 # leave NODES: as a node is drained: their demand stops, their pods are
 # DELeted, and two report periods later their agents are SIGTERMed. Then
 # how long until the base nodes (node1 busy) use >= 0.9 B again (a figure,

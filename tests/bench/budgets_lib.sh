@@ -18,12 +18,14 @@
 #   inet ($TG_INET) 203.0.113.10, route 10.0.0.0/24 only; table inet
 #     tgmeter: counter nI per node (ip saddr 10.0.0.I), "other" for the rest
 #
-# Budget B = 120M for datasets, fallback 10M, reportSeconds 1, leaseSeconds
-# 4; the agents' budgets.allocator is $ALLOC_URL (http://10.0.0.200:9618).
+# Budget B = 120M for datasets (the allocator's policy file, policy_json),
+# fallback 10M, reportSeconds 1, leaseSeconds 4; the agents' conflists say
+# only how to reach the allocator: budgets.allocator is $ALLOC_URL
+# (http://10.0.0.200:9618).
 #
 # Functions (see each): budgets_require; fabric_link, topo_fabric_nodes,
 # topo_node, topo_node_late, topo_inet, topo_reach; meter_start;
-# shipped_conf, cm_put, conflist, agent_start,
+# shipped_conf, policy_json, policy_put, cm_put, conflist, agent_start,
 # in_node, agent_get, readyz_code, agent_ready, metric_of, agent_metric,
 # node_budget; on_node, pod_up, pod_down, ns_classid, class_ceil_of; demand,
 # demand_spec, meter_py, settle, stats, stats_line, converge, sh_le, sh_ge,
@@ -190,35 +192,48 @@ meter_start() {
 }
 
 # ---------------------------------------------------------------- agents
-# shipped_conf BUDGET: the shipped conflist (its tollgate entry) with the
-# budgets block: what the ConfigMap holds, and what the allocator reads
-# (budgets.fallbackAfterSeconds too when FALLBACK_AFTER_S is set)
+# shipped_conf: the shipped conflist (its tollgate entry) with the budgets
+# block, what the nodes' ConfigMap holds: how to reach the allocator, the
+# period, the longest lease, the fallback (budgets.fallbackAfterSeconds too
+# when FALLBACK_AFTER_S is set). The budgets themselves are the allocator's
+# (policy_json).
 shipped_conf() {
-	jq --arg url "$ALLOC_URL" --argjson rs "$REPORT_S" --argjson ls "$LEASE_S" --arg fb "$FALLBACK_CONF" --arg b "$1" \
+	jq --arg url "$ALLOC_URL" --argjson rs "$REPORT_S" --argjson ls "$LEASE_S" --arg fb "$FALLBACK_CONF" \
 		--arg fa "${FALLBACK_AFTER_S:-}" '
 		.plugins |= map(select(.type == "tollgate")) |
-		.plugins[0].budgets = {allocator: $url, reportSeconds: $rs, leaseSeconds: $ls, fallback: $fb,
-		                       internetEgress: {datasets: $b}} |
+		.plugins[0].budgets = {allocator: $url, reportSeconds: $rs, leaseSeconds: $ls, fallback: $fb} |
 		if $fa != "" then .plugins[0].budgets.fallbackAfterSeconds = ($fa | tonumber) else . end' "$CONFLIST"
 }
-# cm_put DIR: stdin becomes DIR/10-tollgate.conflist as kubelet mounts a
-# ConfigMap and swaps a new version in: DIR/..<stamp>/ holds the file,
-# DIR/..data -> ..<stamp> renamed into place at once, DIR/10-tollgate.conflist
-# -> ..data/10-tollgate.conflist (the watchers see one rename, the readers
-# never a half-written file). Call it in the main shell (CM_SEQ counts).
+# policy_json BUDGET: the allocator's policy file (tollgate-allocator
+# --policy) with datasets' internet egress budget BUDGET ("120M"), the
+# nodes' period and lease
+policy_json() {
+	jq -n --argjson rs "$REPORT_S" --argjson ls "$LEASE_S" --arg b "$1" \
+		'{version: 1, reportSeconds: $rs, leaseSeconds: $ls, namespaces: {datasets: {internetEgress: $b}}}'
+}
+# policy_put FILE BUDGET: FILE becomes policy_json BUDGET at once (a file
+# beside it, renamed over it: the allocator never reads half a file)
+policy_put() {
+	policy_json "$2" >"$1.tmp" && [ -s "$1.tmp" ] && mv -f "$1.tmp" "$1"
+}
+# cm_put DIR [KEY]: stdin becomes DIR/KEY (10-tollgate.conflist by default)
+# as kubelet mounts a ConfigMap and swaps a new version in: DIR/..<stamp>/
+# holds the file, DIR/..data -> ..<stamp> renamed into place at once,
+# DIR/KEY -> ..data/KEY (the watchers see one rename, the readers never a
+# half-written file). Call it in the main shell (CM_SEQ counts).
 CM_SEQ=0
 cm_put() {
-	local d=$1 v
+	local d=$1 k=${2:-10-tollgate.conflist} v
 	CM_SEQ=$((CM_SEQ + 1))
 	v=..v$CM_SEQ
 	mkdir -p "$d/$v" || return 1
-	cat >"$d/$v/10-tollgate.conflist" && [ -s "$d/$v/10-tollgate.conflist" ] || return 1
+	cat >"$d/$v/$k" && [ -s "$d/$v/$k" ] || return 1
 	ln -sfn "$v" "$d/..data_tmp" && mv -T "$d/..data_tmp" "$d/..data" || return 1
-	[ -L "$d/10-tollgate.conflist" ] || ln -s ..data/10-tollgate.conflist "$d/10-tollgate.conflist"
+	[ -L "$d/$k" ] || ln -s "..data/$k" "$d/$k"
 }
 # conflist I: that conflist made node I's (own dataDir and log, a static pool)
 conflist() {
-	shipped_conf "$B_CONF" | jq --arg dd "$TG_TMP/n$1/data" --arg lf "$TG_TMP/n$1/tollgate.log" --arg pool "10.0.$1.2-10.0.$1.30" '
+	shipped_conf | jq --arg dd "$TG_TMP/n$1/data" --arg lf "$TG_TMP/n$1/tollgate.log" --arg pool "10.0.$1.2-10.0.$1.30" '
 		.plugins[0] |= (.dataDir = $dd | .logFile = $lf |
 			.ipam = {source: "static", addresses: [$pool], cooldownSeconds: 0})'
 }

@@ -17,11 +17,14 @@
 # streams have small send buffers (32 KiB): when a sender stops, the kernel
 # would otherwise send what autotuned buffers hold for seconds after the
 # demand has moved. B = 120 Mbit/s
-# for datasets, fallback 10M, reportSeconds 1, leaseSeconds 4; no other cap
+# for datasets (the allocator's policy file: the nodes' conflists say only
+# how to reach the allocator, and the nodes learn the budget from its
+# answers), fallback 10M, reportSeconds 1, leaseSeconds 4; no other cap
 # (a budget alone makes the namespace's class).
 #
 #   1. the allocator unreachable from the start (the fabric drops what goes
-#      to it): every node at its fallback (state, metric, class ceil), a heavy
+#      to it; no node has heard a policy, so datasets is held as a budgeted
+#      namespace): every node at its fallback (state, metric, class ceil), a heavy
 #      node held to it on the wire, pods reach the internet and each other,
 #      every /readyz stays 200. (An agent that knows
 #      budgets.fallbackAfterSeconds holds a namespace never granted at the
@@ -36,8 +39,8 @@
 #   6. the allocator SIGKILLed: every lease runs out (lease-expired, ceil =
 #      min(grant, safe share)), the aggregate stays <= 1.05 B; restarted, the
 #      aggregate is back to >= 0.9 B within lease + 5 s
-#   7. control: the allocator restarted with a budget of 100G (granting all
-#      it is asked for): the same pods then send more than 1.2 B, so the
+#   7. control: the allocator restarted with a policy of 30G for datasets
+#      (granting all it is asked for): the same pods then send more than 1.2 B, so the
 #      traffic can exceed B and the bounds above mean something
 # Over phases 2-6: the p99 of the aggregate over 1 s windows <= 1.05 B, and
 # its mean >= 0.9 B (demand exceeds B throughout). The figures are TAP
@@ -86,7 +89,7 @@ if [ "$SHORT" = 1 ]; then TAIL=2; else TAIL=4; fi
 diag "budget B = $B_CONF ($B_BITS bit/s) for datasets, fallback $FALLBACK_CONF, reportSeconds $REPORT_S, leaseSeconds $LEASE_S; light nodes $(mbit "$LIGHT_BITS") Mbit/s UDP, heavy nodes $HEAVY_STREAMS TCP streams$([ "$SHORT" = 1 ] && echo "; short phases (tail $TAIL s)")"
 
 NODES_ALL="1 2 3 4 5 6 7"
-if grep -q fallbackAfterSeconds "$AGENT" && grep -q fallbackAfterSeconds "$ALLOC"; then
+if grep -q fallbackAfterSeconds "$AGENT"; then
 	FALLBACK_AFTER_S=1
 	diag "budgets.fallbackAfterSeconds $FALLBACK_AFTER_S (the agents know it)"
 fi
@@ -210,13 +213,13 @@ for i in 1 2 3 4 5 6; do kill -0 "${AGENT_PID[$i]}" 2>/dev/null || t_fail "node 
 t_end
 
 # ---------------------------------------------------------------- 2. allocator starts
-shipped_conf "$B_CONF" >"$TG_TMP/allocator.conflist"
-shipped_conf "$CONTROL_CONF" >"$TG_TMP/allocator-control.conflist"
+policy_put "$TG_TMP/allocator-policy.json" "$B_CONF" || tap_bail "cannot write the allocator's policy"
+policy_put "$TG_TMP/allocator-policy-control.json" "$CONTROL_CONF" || tap_bail "cannot write the control policy"
 ALLOC_PID=""
 alloc_get() { timeout -k 1 5 ip netns exec "$ALLOC_NS" curl -s --max-time 2 "$ALLOC_URL$1"; }
 alloc_up() { [ -n "$(alloc_get /metrics)" ]; }
-alloc_start() { # CONFIG
-	daemon "$ALLOC_NS" "$ALLOC" --config "$1" --listen "$ALLOC_IP:$ALLOC_PORT" 2>>"$TG_TMP/allocator.log"
+alloc_start() { # POLICY
+	daemon "$ALLOC_NS" "$ALLOC" --policy "$1" --listen "$ALLOC_IP:$ALLOC_PORT" 2>>"$TG_TMP/allocator.log"
 	ALLOC_PID=$!
 	wait_for 10 alloc_up
 }
@@ -226,7 +229,7 @@ ALLOC_NODES='tollgate_allocator_nodes{namespace="datasets"}'
 
 t_begin "the allocator starts, skewed demand (node1 heavy, nodes 2-6 light): every node within 10% of its max-min fair share of B within lease + 5 s"
 ip netns exec "$FAB" nft delete table ip tgcut || t_fail "cannot reconnect the allocator"
-alloc_start "$TG_TMP/allocator.conflist" || t_fail "the allocator did not serve /metrics within 10 s: $(tail -3 "$TG_TMP/allocator.log")"
+alloc_start "$TG_TMP/allocator-policy.json" || t_fail "the allocator did not serve /metrics within 10 s: $(tail -3 "$TG_TMP/allocator.log")"
 run_phase "skewed" $((LEASE_S + 5))
 A_T0=$PHASE_T0 A_CONV=$CONV_AFTER
 t_end
@@ -325,7 +328,7 @@ sh_le "$ST_MAX" "$((B_BITS * 105 / 100))" || t_fail "aggregate max $(mbit "$ST_M
 t_end
 
 t_begin "allocator restarted: the aggregate is back to >= 0.9 B within lease + 5 s and stays <= 1.05 B"
-alloc_start "$TG_TMP/allocator.conflist" || t_fail "the allocator did not serve /metrics within 10 s: $(tail -3 "$TG_TMP/allocator.log")"
+alloc_start "$TG_TMP/allocator-policy.json" || t_fail "the allocator did not serve /metrics within 10 s: $(tail -3 "$TG_TMP/allocator.log")"
 R_T0=$EPOCHREALTIME
 sleep $((LEASE_S + 5 + TAIL))
 settle
@@ -365,7 +368,7 @@ t_end
 t_begin "control: with the allocator granting all it is asked for, the same pods send more than 1.2 B"
 stop_pid "$ALLOC_PID" TERM
 ALLOC_PID=""
-alloc_start "$TG_TMP/allocator-control.conflist" || t_fail "the allocator did not serve /metrics within 10 s: $(tail -3 "$TG_TMP/allocator.log")"
+alloc_start "$TG_TMP/allocator-policy-control.json" || t_fail "the allocator did not serve /metrics within 10 s: $(tail -3 "$TG_TMP/allocator.log")"
 C_T0=$EPOCHREALTIME
 # until a window passes 1.2 B (the heavy node's grant grows report by
 # report), at most lease + 20 s

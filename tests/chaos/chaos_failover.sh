@@ -7,9 +7,10 @@
 # The world (tests/bench/budgets_lib.sh, as tests/bench/budgets_traffic.sh):
 # six nodes on a simulated cloud fabric, each with its tollgate-agent
 # --node-name nodeN and one pod of namespace "datasets" ADDed through the
-# node's installed plugin; B = 120M for datasets, fallback 10M, reportSeconds
-# 1, leaseSeconds 4; nodes 1 and 4 heavy (8 TCP streams each), nodes 2, 3, 5
-# and 6 light (3 Mbit/s of UDP): demand exceeds B throughout. The internet
+# node's installed plugin; B = 120M for datasets (the replicas' policy
+# file, --policy), fallback 10M, reportSeconds 1, leaseSeconds 4; nodes 1
+# and 4 heavy (8 TCP streams each), nodes 2, 3, 5 and 6 light (3 Mbit/s of
+# UDP): demand exceeds B throughout. The internet
 # host counts what each node's pods send it every 100 ms. Six nodes, not
 # seven: with three etcd members, three allocators, the meter and the
 # senders, two cores carry six agents and still answer every probe on time.
@@ -295,14 +296,14 @@ svc_set() {
 nft_cut() { local s=$1; shift; ip netns exec "$FAB" nft add element ip tgcut "$s" "{ $(IFS=,; echo "$*") }"; }
 nft_heal() { local s=$1; shift; ip netns exec "$FAB" nft delete element ip tgcut "$s" "{ $(IFS=,; echo "$*") }"; }
 
-# alloc_start K [CONFIG]: replica K (a log of its own per run, listed in
+# alloc_start K [POLICY]: replica K (a log of its own per run, listed in
 # alloc.runs), serving /readyz within 10 s; then back in the Service
 alloc_start() {
-	local k=$1 conf=${2:-$TG_TMP/allocator.conflist}
+	local k=$1 policy=${2:-$TG_TMP/allocator-policy.json}
 	A_RUNS[k]=$((A_RUNS[k] + 1))
 	A_LOG[k]=$TG_TMP/alloc$k.run${A_RUNS[k]}.log
 	echo "$k ${A_LOG[k]}" >>"$TG_TMP/alloc.runs"
-	daemon "${A_NS[k]}" "$ALLOC" --config "$conf" --listen "${A_IP[k]}:$ALLOC_PORT" --etcd "$ETCD_URLS" \
+	daemon "${A_NS[k]}" "$ALLOC" --policy "$policy" --listen "${A_IP[k]}:$ALLOC_PORT" --etcd "$ETCD_URLS" \
 		--advertise "http://${A_IP[k]}:$ALLOC_PORT" --election-ttl "$ELECTION_TTL" 2>"${A_LOG[k]}"
 	A_PID[k]=$!
 	event "start replica $k"
@@ -463,8 +464,8 @@ for i in $NODES_ALL; do [ -n "${POD_IP[d$i]:-}" ] || tap_bail "cannot continue w
 te
 
 # ---------------------------------------------------------------- replicas
-shipped_conf "$B_CONF" >"$TG_TMP/allocator.conflist"
-shipped_conf "$CONTROL_CONF" >"$TG_TMP/allocator-control.conflist"
+policy_put "$TG_TMP/allocator-policy.json" "$B_CONF" || tap_bail "cannot write the replicas' policy"
+policy_put "$TG_TMP/allocator-policy-control.json" "$CONTROL_CONF" || tap_bail "cannot write the control policy"
 : >"$TG_TMP/alloc.runs"
 : >"$TG_TMP/alloc.kills"
 touch "$TG_TMP/sampling"
@@ -803,7 +804,7 @@ te
 t_begin "control: the replicas restarted with a budget of $CONTROL_CONF, the same pods send more than 1.2 B"
 traffic_ensure 60
 for k in 1 2 3; do alloc_kill "$k" TERM; done
-for k in 1 2 3; do alloc_start "$k" "$TG_TMP/allocator-control.conflist" || tf "replica $k did not serve within 10 s"; done
+for k in 1 2 3; do alloc_start "$k" "$TG_TMP/allocator-policy-control.json" || tf "replica $k did not serve within 10 s"; done
 ms_now
 C_T0=$REPLY
 over() { stats "$(ts "$C_T0")" "$EPOCHREALTIME"; sh_ge "$ST_MAX" "$((B_BITS * 12 / 10))" || { sleep 0.5; return 1; }; }

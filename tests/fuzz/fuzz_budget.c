@@ -59,8 +59,8 @@ static void answer(const char *text, size_t size)
 	if (len > BUDGET_ANSWER_MAX || budget_answer_parse(out, len, &again, &e) != 0)
 		abort();
 	if (a.lease_ms != again.lease_ms || a.next_report_ms != again.next_report_ms ||
-	    a.epoch != again.epoch || a.n != again.n ||
-	    strcmp(a.policy.id, again.policy.id) != 0 || a.policy.n != again.policy.n)
+	    a.epoch != again.epoch || a.n != again.n || strcmp(a.policy.id, again.policy.id) != 0 ||
+	    a.policy.n != again.policy.n)
 		abort();
 	for (size_t i = 0; i < a.policy.n; i++)
 		if (strcmp(a.policy.d[i].ns, again.policy.d[i].ns) != 0 ||

@@ -52,8 +52,7 @@ t_end
 
 CONF=$(tg_conf '.ipam = {source: "imds", imdsURL: "http://127.0.0.1:\($iport)", cooldownSeconds: 0}
 	| .shaping = {internetEgress: {namespaceDefault: "1G", podDefault: "500M"}}
-	| .budgets = {allocator: "http://127.0.0.1:\($aport)", reportSeconds: 1, leaseSeconds: 4,
-	              fallback: "10M", internetEgress: {datasets: "120M"}}' \
+	| .budgets = {allocator: "http://127.0.0.1:\($aport)", reportSeconds: 1, leaseSeconds: 4, fallback: "10M"}' \
 	--argjson iport "$IMDS_PORT" --argjson aport "$APORT")
 mkdir -p "$TG_TMP/cm"
 jq -c '{cniVersion, name, plugins: [.]}' <<<"$CONF" >"$TG_TMP/cm/tollgate.conflist"

@@ -428,6 +428,15 @@ t_expect "refused: exit" "$?" 1
 t_expect "refused: the line" "$out" "$TG_TMP/bad.json: refused (error 7): namespaces[\"crawl\"].\"internetEgres\" is not a key of namespaces[\"crawl\"]"
 t_end
 
+t_begin "the allocator links no netlink library and none of the node's code: its policy parser pulls in no kernel code"
+needed=$(readelf -d "$ALLOC" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p' | tr '\n' ' ')
+grep -qE 'libnl|libmnl|libnftnl|libnetfilter' <<<"$needed" && t_fail "it needs $needed"
+grep -q 'libcurl' <<<"$needed" || t_fail "control: the libraries it needs were not read: $needed"
+node_syms=$(nm "$ALLOC" | grep -cE ' [TtDdBb] (node_config_|shaper_|acct_|plumb_|nl_|rtnl_|nftnl_)')
+t_expect "node, shaper, accounting and netlink symbols" "$node_syms" 0
+[ "$(nm "$ALLOC" | grep -cE ' T alloc_policy_load_text$')" = 1 ] || t_fail "control: the policy parser's symbol is not seen"
+t_end
+
 t_begin "SIGTERM: the allocator exits 0"
 kill -TERM "$ALLOC_PID"
 wait "$ALLOC_PID"

@@ -59,16 +59,16 @@ diag "etcd: $ETCD_URLS"
 t_end
 [ -z "$T_ERRS" ] || tap_bail "cannot continue without the topology"
 
-CONF=$TG_TMP/allocator.conflist
-tg_conf '.budgets = {allocator: "http://10.0.0.21:9618", reportSeconds: 1, leaseSeconds: $ls,
-	fallback: "10M", internetEgress: {datasets: "120M"}}' --argjson ls "$LEASE_S" |
-	jq -c '{cniVersion, name, plugins: [.]}' >"$CONF"
+# the replicas' policy file (--policy): datasets' budget, the nodes' period and lease
+POLICY=$TG_TMP/policy.json
+jq -n --argjson ls "$LEASE_S" '{version: 1, reportSeconds: 1, leaseSeconds: $ls,
+	namespaces: {datasets: {internetEgress: "120M"}}}' >"$POLICY" || tap_bail "cannot write the policy"
 
 C() { timeout -k 1 10 ip netns exec "$CLI" "$@"; }
 alloc_start() { # I [ETCD_URLS]: replica I, its log appended to $TG_TMP/aI.log
 	local i=$1 urls=${2:-$ETCD_URLS}
 	echo "# --- start $(date -u +%FT%T.%3NZ)" >>"$TG_TMP/a$i.log"
-	ip netns exec "$(a_ns "$i")" "$ALLOC" --config "$CONF" --listen "$(a_ip "$i"):9618" \
+	ip netns exec "$(a_ns "$i")" "$ALLOC" --policy "$POLICY" --listen "$(a_ip "$i"):9618" \
 		--etcd "$urls" --advertise "$(a_url "$i")" --election-ttl "$TTL" 2>>"$TG_TMP/a$i.log" &
 	A_PID[i]=$!
 	TG_PIDS+=("$!")
@@ -120,7 +120,7 @@ t_begin "bad election flags are refused (exit 2, the flag named) before anything
 bad_flags() { # WANT-MESSAGE ARGS...
 	local want=$1 out rc
 	shift
-	out=$(C "$ALLOC" --config "$CONF" "$@" 2>&1); rc=$?
+	out=$(C "$ALLOC" --policy "$POLICY" "$@" 2>&1); rc=$?
 	[ "$rc" = 2 ] || t_fail "$* exited $rc"
 	grep -qF -- "$want" <<<"$out" || t_fail "$*: no '$want' in: $out"
 }
@@ -341,7 +341,7 @@ for i in 5 6; do fabric_attach "$FAB" "$(a_ns "$i")" "alloc$i" "$(a_ip "$i")" 10
 alloc_tls() { # I ARGS...: replica I on the TLS member
 	local i=$1
 	shift
-	ip netns exec "$(a_ns "$i")" "$ALLOC" --config "$CONF" --listen "$(a_ip "$i"):9618" \
+	ip netns exec "$(a_ns "$i")" "$ALLOC" --policy "$POLICY" --listen "$(a_ip "$i"):9618" \
 		--etcd "https://$TLS_IP:2379" --advertise "$(a_url "$i")" --election-ttl "$TTL" "$@" 2>>"$TG_TMP/a$i.log" &
 	A_PID[i]=$!
 	TG_PIDS+=("$!")
