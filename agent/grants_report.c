@@ -322,6 +322,9 @@ void agent_budgets_answer(struct agent *a, int64_t now_ms, struct agent_notes *n
 			   LOGFMT_Q(e.msg));
 		return;
 	}
+	/* never a longer lease than this node's config takes (budgets.leaseSeconds) */
+	if (ans.lease_ms > a->cfg.budgets.lease_ms)
+		ans.lease_ms = a->cfg.budgets.lease_ms;
 	if (ans.epoch && ans.epoch < b->epoch_seen) {
 		/*
 		 * A deposed leader's late answer: its grants are not this term's.

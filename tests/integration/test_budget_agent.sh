@@ -47,7 +47,7 @@ CTL=$TG_TMP/alloc.control
 RLOG=$TG_TMP/alloc.log
 ALOG=$TG_TMP/agent.log
 CONF=$(tg_conf '.shaping={internetEgress: {namespaceDefault: "1G", podDefault: "500M"}}
-	| .budgets={allocator: "http://127.0.0.1:\($port)", reportSeconds: 1, leaseSeconds: 4,
+	| .budgets={allocator: "http://127.0.0.1:\($port)", reportSeconds: 1, leaseSeconds: 30,
 	            fallback: "10M"}' --argjson port "$APORT")
 # the allocator's policy (fake_allocator.py's default): datasets has a budget of 120M
 POLICY_ID=$(python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); from fake_allocator import policy_id; print(policy_id({"datasets": 15000000}))' "$(dirname "$0")")
@@ -490,6 +490,13 @@ t_expect "ceil" "$(ns_ceil d1)" 30000000
 # the policy heard comes back from budgets.json: research, not budgeted, keeps its cap
 # while the allocator does not answer (the control below: without the file it is held)
 t_expect "research's ceil" "$(ns_ceil r1)" 1000000000
+t_end
+
+t_begin "an answer's lease is cut to the node's own budgets.leaseSeconds (30 s)"
+ctl '{"mode": "grant", "leaseMs": 600000, "grants": {"datasets": {"grant": 3750000, "safeShare": 500000, "nodes": 3}}}'
+lease_left() { jq -r '(.namespaces[] | select(.namespace == "datasets") | .leaseUntilBootMs) - .bootMs' "$BUDGETS"; }
+cut_lease() { local l; l=$(lease_left); [ "${l:-0}" -gt 25000 ] && [ "${l:-0}" -le 30000 ]; }
+wait_for 4 cut_lease || t_fail "the lease left after a 600 s answer: $(lease_left) ms"
 t_end
 
 t_begin "a bad budgets config on reload keeps the one in force"
