@@ -123,8 +123,6 @@ struct budget_set {
 int budget_set_seal(struct budget_set *s, struct tg_err *e);
 /* The namespace's budget, NULL: none. */
 const struct budget_def *budget_set_find(const struct budget_set *s, const char *ns);
-/* A copy (ret's own arrays): 0 or -ENOMEM. */
-int budget_set_copy(const struct budget_set *s, struct budget_set *ret);
 void budget_set_free(struct budget_set *s);
 /*
  * The policy object of an answer ({"id":..., "namespaces":[...]}), for the

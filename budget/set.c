@@ -48,19 +48,6 @@ const struct budget_def *budget_set_find(const struct budget_set *s, const char 
 	return bsearch(&key, s->d, s->n, sizeof(*s->d), by_ns);
 }
 
-int budget_set_copy(const struct budget_set *s, struct budget_set *ret)
-{
-	struct budget_set c = *s;
-
-	c.d = malloc((s->n ? s->n : 1) * sizeof(*c.d));
-	if (!c.d)
-		return -ENOMEM;
-	if (s->n)
-		memcpy(c.d, s->d, s->n * sizeof(*c.d));
-	*ret = c;
-	return 0;
-}
-
 void budget_set_free(struct budget_set *s)
 {
 	if (!s)
