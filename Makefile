@@ -133,7 +133,7 @@ AGENT_OBJ := $(BUILD)/obj/agent/main.o $(OBJ_agent) $(OBJ_httpc) $(OBJ_exporter)
 # alone: nothing of the conflist), budget/, its page written by the exporter's text writer
 # (nothing of its collectors), http/, and etcd over libcurl (leader election).
 ALLOC_OBJ := $(BUILD)/obj/allocator/main.o $(OBJ_allocator) $(OBJ_budget) \
-	     $(call obj_of,config/alloc_policy.c) $(filter-out $(LIB_NODE_OBJ),$(OBJ_lib)) \
+	     $(call obj_of,config/alloc_policy.c config/read.c) $(filter-out $(LIB_NODE_OBJ),$(OBJ_lib)) \
 	     $(call obj_of,exporter/expo.c exporter/http_metrics.c) $(OBJ_http) $(OBJ_httpc) $(OBJ_etcd)
 # The tests' and benchmarks' objects: every module but the binaries' own front ends.
 TEST_OBJ := $(foreach m,$(filter-out cli allocator,$(MODULES)),$(OBJ_$(m))) $(IMDS_OBJ)

@@ -10,6 +10,7 @@
 
 #include "budget/budget.h"
 #include "config/config.h"
+#include "config/internal.h"
 #include "lib/cleanup.h"
 #include "lib/jsonx.h"
 #include "lib/k8sname.h"
@@ -132,27 +133,12 @@ int alloc_policy_load_text(const char *path, const char *text, size_t len, struc
 {
 	_cleanup_json_ json_object *root = NULL;
 	struct alloc_policy p = { 0 };
-	struct jx_parse_error pe;
 	struct tg_err pe_err = { 0 };
 	int r;
 
-	if (len > NODE_CONFIG_MAX)
-		return tg_fail(e, CNI_ERR_DECODE, -E2BIG, "%s is larger than 1 MiB", path);
-	r = jx_parse(text, len, &root, &pe);
-	if (r == -ENOMEM)
-		return tg_fail(e, CNI_ERR_IO, r, "out of memory");
-	if (r < 0 && pe.twice) {
-		jx_fail_twice(&pe_err, &pe);
-		return tg_fail(e, pe_err.code, r, "%s: %s", path, pe_err.msg);
-	}
-	if (r < 0 && pe.trailing)
-		return tg_fail(e, CNI_ERR_DECODE, r, "%s has trailing data at byte %zu", path,
-			       pe.at);
+	r = config_read_object(path, text, len, &root, e);
 	if (r < 0)
-		return tg_fail(e, CNI_ERR_DECODE, r, "%s is not valid JSON: %s at byte %zu", path,
-			       pe.why, pe.at);
-	if (!json_object_is_type(root, json_type_object))
-		return tg_fail(e, CNI_ERR_DECODE, -EBADMSG, "%s is not a JSON object", path);
+		return r;
 	r = parse(root, &p, &pe_err);
 	if (r < 0) {
 		alloc_policy_free(&p);

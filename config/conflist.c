@@ -321,27 +321,13 @@ int node_config_load_text(const char *path, const char *file, size_t len, struct
 {
 	_cleanup_json_ json_object *root = NULL;
 	json_object *plugins, *entry = NULL, *v;
-	struct jx_parse_error pe;
 	const char *text;
 	int r;
 
 	memset(cfg, 0, sizeof(*cfg));
-	if (len > NODE_CONFIG_MAX)
-		return tg_fail(e, CNI_ERR_DECODE, -E2BIG, "%s is larger than 1 MiB", path);
-	/* as strict as a config on stdin: one document, nothing but blanks after it */
-	r = jx_parse(file, len, &root, &pe);
-	if (r == -ENOMEM)
-		return tg_fail(e, CNI_ERR_IO, r, "out of memory");
-	if (r < 0 && pe.twice)
-		return jx_fail_twice(e, &pe);
-	if (r < 0 && pe.trailing)
-		return tg_fail(e, CNI_ERR_DECODE, r, "%s has trailing data at byte %zu", path,
-			       pe.at);
+	r = config_read_object(path, file, len, &root, e);
 	if (r < 0)
-		return tg_fail(e, CNI_ERR_DECODE, r, "%s is not valid JSON: %s at byte %zu", path,
-			       pe.why, pe.at);
-	if (!json_object_is_type(root, json_type_object))
-		return tg_fail(e, CNI_ERR_DECODE, -EBADMSG, "%s is not a JSON object", path);
+		return r;
 	if (json_object_object_get_ex(root, "plugins", &plugins) &&
 	    json_object_is_type(plugins, json_type_array)) {
 		for (size_t i = 0; i < json_object_array_length(plugins) && !entry; i++) {

@@ -24,6 +24,13 @@ struct node_config;
 #define NODE_LOG_MAX_BYTES_MIN 4096
 #define NODE_LOG_MAX_BYTES_MAX (1LL << 30)
 
+/*
+ * A file's bytes (named path in messages) as one JSON object, read as
+ * strictly as a config on stdin: at most NODE_CONFIG_MAX, one document, no
+ * member twice. Code 6 (or 7 for a member twice) with e; *ret the caller's.
+ */
+int config_read_object(const char *path, const char *text, size_t len, json_object **ret,
+		       struct tg_err *e);
 /* config/policy.c: accounting, shaping, budgets, internetGuard. */
 int config_parse_accounting(json_object *root, struct node_config *cfg, struct tg_err *e);
 int config_parse_shaping(json_object *root, struct node_config *cfg, struct tg_err *e);
