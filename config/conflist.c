@@ -170,33 +170,16 @@ static int parse_ipam(json_object *root, struct node_config *cfg, struct tg_err 
 
 int node_config_decode(const char *text, size_t len, struct node_config *cfg, struct tg_err *e)
 {
-	struct jx_parse_error pe;
 	json_object *root;
 	int r;
 
 	memset(cfg, 0, sizeof(*cfg));
 	if (len == 0)
 		return tg_fail(e, CNI_ERR_DECODE, -ENODATA, "no network configuration on stdin");
-	if (len > NODE_CONFIG_MAX)
-		return tg_fail(e, CNI_ERR_DECODE, -E2BIG,
-			       "the network configuration is larger than %d bytes",
-			       NODE_CONFIG_MAX);
-	r = jx_parse(text, len, &root, &pe);
-	if (r == -ENOMEM)
-		return tg_fail(e, CNI_ERR_IO, r, "out of memory");
-	if (r < 0 && pe.twice)
-		return jx_fail_twice(e, &pe);
-	if (r < 0 && pe.trailing)
-		return tg_fail(e, CNI_ERR_DECODE, r,
-			       "the network configuration has trailing data at byte %zu", pe.at);
+	r = config_read_object("the network configuration", text, len, &root, e);
 	if (r < 0)
-		return tg_fail(e, CNI_ERR_DECODE, r,
-			       "the network configuration is not valid JSON: %s at byte %zu",
-			       pe.why, pe.at);
+		return r;
 	cfg->root = root;
-	if (!json_object_is_type(root, json_type_object))
-		return tg_fail(e, CNI_ERR_DECODE, -EBADMSG,
-			       "the network configuration must be a JSON object");
 
 	if ((r = jx_string(root, "", "cniVersion", &cfg->cni_version, e)) < 0)
 		return r;

@@ -25,9 +25,10 @@ struct node_config;
 #define NODE_LOG_MAX_BYTES_MAX (1LL << 30)
 
 /*
- * A file's bytes (named path in messages) as one JSON object, read as
- * strictly as a config on stdin: at most NODE_CONFIG_MAX, one document, no
- * member twice. Code 6 (or 7 for a member twice) with e; *ret the caller's.
+ * A config's bytes (named `path` in messages: a file, or "the network
+ * configuration" on stdin) as one JSON object, read strictly: at most
+ * NODE_CONFIG_MAX, one document, no member twice. Code 6 (or 7 for a
+ * member twice) with e; *ret the caller's.
  */
 int config_read_object(const char *path, const char *text, size_t len, json_object **ret,
 		       struct tg_err *e);

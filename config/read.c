@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-/* A config file's JSON, read strictly (config/internal.h): the conflist's and the allocator's policy's. */
+/* A config's JSON, read strictly (config/internal.h): stdin's, a conflist's, the allocator's policy's. */
 #include <errno.h>
 
 #include "config/config.h"
@@ -15,7 +15,7 @@ int config_read_object(const char *path, const char *text, size_t len, json_obje
 
 	if (len > NODE_CONFIG_MAX)
 		return tg_fail(e, CNI_ERR_DECODE, -E2BIG, "%s is larger than 1 MiB", path);
-	/* as strict as a config on stdin: one document, nothing but blanks after it */
+	/* one document, nothing but blanks after it */
 	r = jx_parse(text, len, &root, &pe);
 	if (r == -ENOMEM)
 		return tg_fail(e, CNI_ERR_IO, r, "out of memory");
