@@ -82,6 +82,9 @@ CURL_CFLAGS = $(eval CURL_CFLAGS := $$(call pkg_query,--cflags,libcurl))$(CURL_C
 CURL_LIBS = $(eval CURL_LIBS := $$(call pkg_query,--libs,libcurl))$(CURL_LIBS)
 # The metrics endpoint's HTTP server (libmicrohttpd): the daemons', never the plugin's.
 MHD_LIBS = $(eval MHD_LIBS := $$(call pkg_query,--libs,libmicrohttpd))$(MHD_LIBS)
+# The nodes' tokens verified (auth/): libcjose's JWS and JWK over OpenSSL's
+# libcrypto (libcurl's TLS library here); the allocator's alone.
+AUTH_LIBS = $(eval AUTH_LIBS := $$(call pkg_query,--libs,cjose libcrypto))$(AUTH_LIBS)
 
 WARN     := -Wall -Wextra -Werror -Wmissing-prototypes -Wshadow -Wformat=2 -Wvla \
             -Wno-unused-parameter
@@ -103,7 +106,7 @@ endif
 # apart from them: each daemon's and the plugin's main.c (its binary's own),
 # the pool from IMDS (ipam/imds.c, node/sync.c: never in the plugin), and the
 # failpoints (lib/failpoint.c: test builds alone).
-MODULES  := lib ipam accounting budget shaper config node http httpc etcd exporter \
+MODULES  := lib ipam accounting budget shaper config node http httpc etcd auth exporter \
 	    cni cli agent allocator
 obj_of    = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 MAIN_SRC := cni/main.c agent/main.c allocator/main.c
@@ -134,9 +137,11 @@ AGENT_OBJ := $(BUILD)/obj/agent/main.o $(OBJ_agent) $(OBJ_httpc) $(OBJ_exporter)
 # (nothing of its collectors), http/, and etcd over libcurl (leader election).
 ALLOC_OBJ := $(BUILD)/obj/allocator/main.o $(OBJ_allocator) $(OBJ_budget) \
 	     $(call obj_of,config/alloc_policy.c config/read.c) $(filter-out $(LIB_NODE_OBJ),$(OBJ_lib)) \
-	     $(call obj_of,exporter/expo.c exporter/http_metrics.c) $(OBJ_http) $(OBJ_httpc) $(OBJ_etcd)
-# The tests' and benchmarks' objects: every module but the binaries' own front ends.
-TEST_OBJ := $(foreach m,$(filter-out cli allocator,$(MODULES)),$(OBJ_$(m))) $(IMDS_OBJ)
+	     $(call obj_of,exporter/expo.c exporter/http_metrics.c) $(OBJ_http) $(OBJ_httpc) $(OBJ_etcd) \
+	     $(OBJ_auth)
+# The tests' and benchmarks' objects: every module but the binaries' own front
+# ends and auth/ (its libraries are the allocator's: its tests link it themselves).
+TEST_OBJ := $(foreach m,$(filter-out cli allocator auth,$(MODULES)),$(OBJ_$(m))) $(IMDS_OBJ)
 
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit_%,$(UNIT_SRC))
@@ -214,7 +219,7 @@ $(BUILD)/tollgate-agent: $(AGENT_OBJ)
 
 $(BUILD)/tollgate-allocator: $(ALLOC_OBJ)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(JSON_BIN_LIBS) $(MHD_LIBS) $(CURL_LIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(JSON_BIN_LIBS) $(MHD_LIBS) $(CURL_LIBS) $(AUTH_LIBS)
 
 $(BUILD)/alloc_load: tests/bench/alloc_load.c
 	@mkdir -p $(dir $@)
@@ -240,6 +245,9 @@ $(BUILD)/tests/unit_test_store: UNIT_EXTRA_LIBS := -Wl,--wrap=fsync -Wl,--wrap=r
 $(BUILD)/tests/unit_test_install: UNIT_EXTRA_LIBS := -Wl,--wrap=fsync -Wl,--wrap=rename
 # ... and of a file replaced whole (lib/replace.h: state.json, budgets.json).
 $(BUILD)/tests/unit_test_replace: UNIT_EXTRA_LIBS := -Wl,--wrap=fsync -Wl,--wrap=rename
+# auth/ is the allocator's, outside TEST_OBJ: its test links it and its libraries.
+$(BUILD)/tests/unit_test_auth: $(OBJ_auth)
+$(BUILD)/tests/unit_test_auth: UNIT_EXTRA_LIBS = $(AUTH_LIBS)
 
 $(BUILD)/tests/unit_%: tests/unit/%.c $(TEST_OBJ)
 	@mkdir -p $(dir $@)

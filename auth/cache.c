@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * Tokens verified (auth/auth.h), by their SHA-256: a report whose token was
+ * verified before costs a digest and a lookup, not a signature check. Only
+ * verified tokens get in, so an attacker adds nothing here; the table holds
+ * at most `max` (each node's token, and its next one while kubelet rotates).
+ * Open addressing, linear probing, at most half full; no deletion but a
+ * rebuild that drops what has expired.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+
+#include "auth/auth.h"
+
+struct entry {
+	bool used;
+	unsigned char digest[32];
+	struct auth_identity id;
+};
+
+struct auth_cache {
+	size_t max, n, mask;
+	struct entry *slot;
+};
+
+static bool digest_of(const char *token, size_t len, unsigned char md[32])
+{
+	unsigned int n = 0;
+
+	return EVP_Digest(token, len, md, &n, EVP_sha256(), NULL) == 1 && n == 32;
+}
+
+static size_t home(const struct auth_cache *c, const unsigned char md[32])
+{
+	size_t h;
+
+	memcpy(&h, md, sizeof(h)); /* SHA-256's bytes are as good as any hash */
+	return h & c->mask;
+}
+
+struct auth_cache *auth_cache_new(size_t max)
+{
+	struct auth_cache *c = calloc(1, sizeof(*c));
+	size_t slots = 16;
+
+	if (!c || !max)
+		goto fail;
+	while (slots < 2 * max)
+		slots *= 2;
+	c->slot = calloc(slots, sizeof(*c->slot));
+	if (!c->slot)
+		goto fail;
+	c->max = max;
+	c->mask = slots - 1;
+	return c;
+fail:
+	free(c);
+	return NULL;
+}
+
+void auth_cache_free(struct auth_cache *c)
+{
+	if (!c)
+		return;
+	free(c->slot);
+	free(c);
+}
+
+size_t auth_cache_count(const struct auth_cache *c)
+{
+	return c ? c->n : 0;
+}
+
+void auth_cache_clear(struct auth_cache *c)
+{
+	memset(c->slot, 0, (c->mask + 1) * sizeof(*c->slot));
+	c->n = 0;
+}
+
+static struct entry *lookup(struct auth_cache *c, const unsigned char md[32])
+{
+	for (size_t i = home(c, md);; i = (i + 1) & c->mask) {
+		if (!c->slot[i].used || memcmp(c->slot[i].digest, md, 32) == 0)
+			return &c->slot[i];
+	}
+}
+
+const struct auth_identity *auth_cache_find(struct auth_cache *c, const char *token, size_t len,
+					    int64_t now)
+{
+	unsigned char md[32];
+	struct entry *e;
+
+	if (!c->n || !digest_of(token, len, md))
+		return NULL;
+	e = lookup(c, md);
+	return e->used && now < e->id.exp ? &e->id : NULL;
+}
+
+/*
+ * Puts every entry again, but those expired at now and (with drop_first)
+ * the one that expires first: room for one more.
+ */
+static void rebuild(struct auth_cache *c, int64_t now, bool drop_first)
+{
+	size_t slots = c->mask + 1, first = slots;
+	struct entry *old = c->slot, *fresh = calloc(slots, sizeof(*fresh));
+
+	if (!fresh) {
+		auth_cache_clear(c); /* no memory to sort them out: verify them again */
+		return;
+	}
+	for (size_t i = 0; drop_first && i < slots; i++)
+		if (old[i].used && now < old[i].id.exp &&
+		    (first == slots || old[i].id.exp < old[first].id.exp))
+			first = i;
+	c->slot = fresh;
+	c->n = 0;
+	for (size_t i = 0; i < slots; i++) {
+		if (!old[i].used || now >= old[i].id.exp || i == first)
+			continue;
+		*lookup(c, old[i].digest) = old[i];
+		c->n++;
+	}
+	free(old);
+}
+
+int auth_cache_put(struct auth_cache *c, const char *token, size_t len,
+		   const struct auth_identity *id, int64_t now)
+{
+	unsigned char md[32];
+	struct entry *e;
+
+	if (!digest_of(token, len, md))
+		return -ENOMEM;
+	e = lookup(c, md);
+	if (!e->used) {
+		if (c->n >= c->max) {
+			rebuild(c, now, true);
+			e = lookup(c, md);
+		}
+		c->n++;
+	}
+	e->used = true;
+	memcpy(e->digest, md, 32);
+	e->id = *id;
+	return 0;
+}
