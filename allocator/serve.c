@@ -128,9 +128,11 @@ static void refused(struct app *app, enum alloc_report_result why, struct http_r
 				    .len = n };
 }
 
-static void post(void *cls, const char *path, const char *body, size_t len, struct http_reply *ret)
+static void post(void *cls, const struct http_request *req, struct http_reply *ret)
 {
 	struct app *app = cls;
+	const char *path = req->path, *body = req->body;
+	size_t len = req->len;
 	struct budget_report rep;
 	struct budget_answer ans;
 	struct tg_err e = { 0 };
