@@ -75,8 +75,12 @@ NFCT_LIBS = $(eval NFCT_LIBS := $$(call pkg_query,--libs,libnetfilter_conntrack)
 # (callgrind: 604k -> 242k per start). libmnl and libnetfilter_conntrack
 # ship no static archive.
 BIN_LIBS = -Wl,-Bstatic -lnl-route-3 -lnl-3 -lnftnl -ljson-c -Wl,-Bdynamic -lmnl $(NFCT_LIBS) -lpthread -lm
-# ... and a binary that makes no netlink call (the allocator) json-c alone.
-JSON_BIN_LIBS := -Wl,-Bstatic -ljson-c -Wl,-Bdynamic -lpthread -lm
+# The allocator (no netlink call) links json-c as a shared library: libcjose's
+# jansson names its functions as json-c does (json_object_get, ...), and
+# only the two libraries' symbol versions (JSONC_0.14, libjansson.so.4) keep
+# each caller on its own; a static json-c's unversioned copies would take
+# jansson's calls too.
+JSON_BIN_LIBS := -ljson-c -lpthread -lm
 # Only the daemons and tollgate-ipam talk HTTP: the plugin binary never links libcurl.
 CURL_CFLAGS = $(eval CURL_CFLAGS := $$(call pkg_query,--cflags,libcurl))$(CURL_CFLAGS)
 CURL_LIBS = $(eval CURL_LIBS := $$(call pkg_query,--libs,libcurl))$(CURL_LIBS)
@@ -84,7 +88,13 @@ CURL_LIBS = $(eval CURL_LIBS := $$(call pkg_query,--libs,libcurl))$(CURL_LIBS)
 MHD_LIBS = $(eval MHD_LIBS := $$(call pkg_query,--libs,libmicrohttpd))$(MHD_LIBS)
 # The nodes' tokens verified (auth/): libcjose's JWS and JWK over OpenSSL's
 # libcrypto (libcurl's TLS library here); the allocator's alone.
+# libcjose-dev installs for one architecture at a time (scripts/deps.sh):
+# arm64 links libcjose0's library by name, with the host's headers.
+ifeq ($(ARCH),$(HOST_ARCH))
 AUTH_LIBS = $(eval AUTH_LIBS := $$(call pkg_query,--libs,cjose libcrypto))$(AUTH_LIBS)
+else
+AUTH_LIBS = $(eval AUTH_LIBS := -l:libcjose.so.0 $$(call pkg_query,--libs,jansson libcrypto))$(AUTH_LIBS)
+endif
 
 WARN     := -Wall -Wextra -Werror -Wmissing-prototypes -Wshadow -Wformat=2 -Wvla \
             -Wno-unused-parameter

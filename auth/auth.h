@@ -103,9 +103,9 @@ struct auth_cache;
 /* At most max tokens (a power of two is not needed); NULL without memory. */
 struct auth_cache *auth_cache_new(size_t max);
 void auth_cache_free(struct auth_cache *c);
-/* The identity of a token verified before and not expired at now; NULL: none. */
-const struct auth_identity *auth_cache_find(struct auth_cache *c, const char *token, size_t len,
-					    int64_t now);
+/* Whether token was verified before and has not expired at now; *ret (may be NULL) its identity. */
+bool auth_cache_find(struct auth_cache *c, const char *token, size_t len, int64_t now,
+		     struct auth_identity *ret);
 /*
  * Remembers a verified token. When full, an expired entry or else the one
  * that expires first makes room. 0 or -ENOMEM.

@@ -8,6 +8,7 @@
  * rebuild that drops what has expired.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,9 +17,9 @@
 #include "auth/auth.h"
 
 struct entry {
-	bool used;
 	unsigned char digest[32];
-	struct auth_identity id;
+	int64_t exp;
+	char *node; /* NULL: a free slot */
 };
 
 struct auth_cache {
@@ -61,10 +62,17 @@ fail:
 	return NULL;
 }
 
+static void free_names(struct entry *slot, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(slot[i].node);
+}
+
 void auth_cache_free(struct auth_cache *c)
 {
 	if (!c)
 		return;
+	free_names(c->slot, c->mask + 1);
 	free(c->slot);
 	free(c);
 }
@@ -76,28 +84,47 @@ size_t auth_cache_count(const struct auth_cache *c)
 
 void auth_cache_clear(struct auth_cache *c)
 {
-	memset(c->slot, 0, (c->mask + 1) * sizeof(*c->slot));
+	size_t slots = c->mask + 1;
+	struct entry *fresh;
+
+	if (!c->n)
+		return;
+	free_names(c->slot, slots);
+	/* fresh zero pages rather than writing every slot: a large table costs nothing idle */
+	fresh = calloc(slots, sizeof(*fresh));
+	if (fresh) {
+		free(c->slot);
+		c->slot = fresh;
+	} else {
+		memset(c->slot, 0, slots * sizeof(*c->slot));
+	}
 	c->n = 0;
 }
 
 static struct entry *lookup(struct auth_cache *c, const unsigned char md[32])
 {
 	for (size_t i = home(c, md);; i = (i + 1) & c->mask) {
-		if (!c->slot[i].used || memcmp(c->slot[i].digest, md, 32) == 0)
+		if (!c->slot[i].node || memcmp(c->slot[i].digest, md, 32) == 0)
 			return &c->slot[i];
 	}
 }
 
-const struct auth_identity *auth_cache_find(struct auth_cache *c, const char *token, size_t len,
-					    int64_t now)
+bool auth_cache_find(struct auth_cache *c, const char *token, size_t len, int64_t now,
+		     struct auth_identity *ret)
 {
 	unsigned char md[32];
 	struct entry *e;
 
 	if (!c->n || !digest_of(token, len, md))
-		return NULL;
+		return false;
 	e = lookup(c, md);
-	return e->used && now < e->id.exp ? &e->id : NULL;
+	if (!e->node || now >= e->exp)
+		return false;
+	if (ret) {
+		snprintf(ret->node, sizeof(ret->node), "%s", e->node);
+		ret->exp = e->exp;
+	}
+	return true;
 }
 
 /*
@@ -114,14 +141,18 @@ static void rebuild(struct auth_cache *c, int64_t now, bool drop_first)
 		return;
 	}
 	for (size_t i = 0; drop_first && i < slots; i++)
-		if (old[i].used && now < old[i].id.exp &&
-		    (first == slots || old[i].id.exp < old[first].id.exp))
+		if (old[i].node && now < old[i].exp &&
+		    (first == slots || old[i].exp < old[first].exp))
 			first = i;
 	c->slot = fresh;
 	c->n = 0;
 	for (size_t i = 0; i < slots; i++) {
-		if (!old[i].used || now >= old[i].id.exp || i == first)
+		if (!old[i].node)
 			continue;
+		if (now >= old[i].exp || i == first) {
+			free(old[i].node);
+			continue;
+		}
 		*lookup(c, old[i].digest) = old[i];
 		c->n++;
 	}
@@ -133,19 +164,23 @@ int auth_cache_put(struct auth_cache *c, const char *token, size_t len,
 {
 	unsigned char md[32];
 	struct entry *e;
+	char *node = strdup(id->node);
 
-	if (!digest_of(token, len, md))
+	if (!node || !digest_of(token, len, md)) {
+		free(node);
 		return -ENOMEM;
+	}
 	e = lookup(c, md);
-	if (!e->used) {
+	if (!e->node) {
 		if (c->n >= c->max) {
 			rebuild(c, now, true);
 			e = lookup(c, md);
 		}
 		c->n++;
 	}
-	e->used = true;
+	free(e->node);
+	e->node = node;
 	memcpy(e->digest, md, 32);
-	e->id = *id;
+	e->exp = id->exp;
 	return 0;
 }

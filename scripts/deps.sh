@@ -14,9 +14,12 @@ qemu-system-arm cpio"
 # named with its architecture: a bare name matches either one's install.
 LIBS="libnl-3-dev libnl-route-3-dev libnftnl-dev libmnl-dev libnetfilter-conntrack-dev
 libjson-c-dev libxxhash-dev libmicrohttpd-dev libcurl4-openssl-dev libcmocka-dev libgmp-dev
-libcjose-dev libjansson-dev libssl-dev"
+libjansson-dev libssl-dev"
 NATIVE=$(dpkg --print-architecture)
 for p in $LIBS; do PKGS="$PKGS $p:$NATIVE $p:arm64"; done
+# libcjose-dev is one architecture's at a time (no Multi-Arch): the host's;
+# arm64 links its runtime library (libcjose0) with the host's headers.
+PKGS="$PKGS libcjose-dev:$NATIVE libcjose0:arm64"
 # `kubectl kustomize` renders deploy/: Debian's kubernetes-client, unless the
 # machine already has a kubectl of its own (the two packages clash on /usr/bin/kubectl).
 command -v kubectl >/dev/null 2>&1 || PKGS="$PKGS kubernetes-client"

@@ -303,19 +303,20 @@ static void test_key_sets(void **state)
 static void test_cache(void **state)
 {
 	struct auth_cache *c = auth_cache_new(3);
-	struct auth_identity id = { .node = "n1", .exp = NOW + 100 };
+	struct auth_identity id = { .node = "n1", .exp = NOW + 100 }, got = { 0 };
 	char tok[4][8] = { "tok-a", "tok-b", "tok-c", "tok-d" };
 
 	(void)state;
 	assert_non_null(c);
-	assert_null(auth_cache_find(c, tok[0], 5, NOW));
+	assert_false(auth_cache_find(c, tok[0], 5, NOW, &got));
 	assert_int_equal(auth_cache_put(c, tok[0], 5, &id, NOW), 0);
-	assert_string_equal(auth_cache_find(c, tok[0], 5, NOW)->node, "n1");
+	assert_true(auth_cache_find(c, tok[0], 5, NOW, &got));
+	assert_string_equal(got.node, "n1");
 	/* another token of the same node is another entry; a prefix is not the token */
-	assert_null(auth_cache_find(c, tok[0], 4, NOW));
-	assert_null(auth_cache_find(c, tok[1], 5, NOW));
+	assert_false(auth_cache_find(c, tok[0], 4, NOW, NULL));
+	assert_false(auth_cache_find(c, tok[1], 5, NOW, NULL));
 	/* expired: not found */
-	assert_null(auth_cache_find(c, tok[0], 5, NOW + 100));
+	assert_false(auth_cache_find(c, tok[0], 5, NOW + 100, NULL));
 	/* full: the one that expires first makes room */
 	id.exp = NOW + 50;
 	assert_int_equal(auth_cache_put(c, tok[1], 5, &id, NOW), 0);
@@ -324,13 +325,13 @@ static void test_cache(void **state)
 	assert_int_equal(auth_cache_count(c), 3);
 	assert_int_equal(auth_cache_put(c, tok[3], 5, &id, NOW), 0);
 	assert_int_equal(auth_cache_count(c), 3);
-	assert_null(auth_cache_find(c, tok[1], 5, NOW));
-	assert_non_null(auth_cache_find(c, tok[0], 5, NOW));
-	assert_non_null(auth_cache_find(c, tok[3], 5, NOW));
+	assert_false(auth_cache_find(c, tok[1], 5, NOW, NULL));
+	assert_true(auth_cache_find(c, tok[0], 5, NOW, NULL));
+	assert_true(auth_cache_find(c, tok[3], 5, NOW, NULL));
 	/* a new key set: every token verified again */
 	auth_cache_clear(c);
 	assert_int_equal(auth_cache_count(c), 0);
-	assert_null(auth_cache_find(c, tok[3], 5, NOW));
+	assert_false(auth_cache_find(c, tok[3], 5, NOW, NULL));
 	auth_cache_free(c);
 }
 
