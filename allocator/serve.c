@@ -49,12 +49,18 @@ static const char no_leader[] =
 
 static void not_leading(struct app *app, struct http_reply *ret)
 {
-	struct budget_redirect d = { .epoch = (uint64_t)app->el.leader_epoch };
+	struct alloc_elect_view v;
+	struct budget_redirect d;
 	size_t len;
 	char *text;
 
-	if (app->el.leader_known && budget_leader_url_ok(app->el.leader, strlen(app->el.leader))) {
-		snprintf(d.leader, sizeof(d.leader), "%s", app->el.leader);
+	alloc_elect_view(app, &v);
+	d = (struct budget_redirect){ .epoch = (uint64_t)v.leader_epoch };
+	/* (this replica's own term, not yet taken up by the loop: no redirect to itself) */
+	if (v.leader_known && !v.leading && budget_leader_url_ok(v.leader, strlen(v.leader))) {
+		snprintf(d.leader, sizeof(d.leader), "%s", v.leader);
+		/* the header is added once this returns: kept here till then */
+		snprintf(app->redirect_to, sizeof(app->redirect_to), "%s", v.leader);
 		if (budget_redirect_build(&d, &text, &len) == 0) {
 			free(app->redirect);
 			app->redirect = text;
@@ -63,7 +69,7 @@ static void not_leading(struct app *app, struct http_reply *ret)
 						    .content_type = json_ctype,
 						    .body = text,
 						    .len = len,
-						    .location = app->el.leader };
+						    .location = app->redirect_to };
 			return;
 		}
 	}
@@ -206,7 +212,7 @@ static void post(void *cls, const struct http_request *req, struct http_reply *r
 		return;
 	}
 	r = budget_alloc_report(app->ba, &rep, time_mono_ms(), &ans);
-	ans.epoch = app->elect_on ? (uint64_t)app->el.epoch : 0;
+	ans.epoch = app->elect_on ? (uint64_t)app->term.epoch : 0;
 	/* the policy when the node holds another: borrowed for the text, never freed here */
 	if (strcmp(rep.policy, app->pol.budgets.id) != 0)
 		ans.policy = app->pol.budgets;
@@ -294,8 +300,10 @@ static uint64_t view_value(const struct budget_view *v, enum view_field f)
 /* Leader election's families (--etcd only). */
 static void render_election(struct app *app, struct expo *x)
 {
-	const struct elect *el = &app->el;
+	struct alloc_elect_view v;
+	const struct alloc_elect_view *el = &v;
 
+	alloc_elect_view(app, &v);
 	expo_family(x, "tollgate_allocator_epoch", "gauge",
 		    "The term of the leader this replica knows of (the election key's revision in "
 		    "etcd; grants carry it); 0: none known.");
