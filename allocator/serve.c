@@ -384,7 +384,8 @@ static void render(struct app *app, struct expo *x)
 		    "(over the wire's limit, the HTTP server's 413s included), version (one this "
 		    "allocator does not speak), redirected (to the leader), no-leader, "
 		    "unauthenticated (no valid token of the agents', 401), forbidden (a token of "
-		    "another node, 403) or busy (no room for more bodies in flight, 503); only ok "
+		    "another node, 403) or busy (no room for more bodies in flight, or a new node "
+		    "past --max-nodes: 503); only ok "
 		    "changes anything.");
 	for (int i = 0; i < ALLOC_REPORT_RESULTS; i++) {
 		const char *labels[] = { "result", result_names[i], NULL };
