@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+#include <curl/curl.h>
 
 #include "tests/kernel/http_srv.h"
 #include "tests/unit/group.h"
@@ -818,6 +819,328 @@ static void t_server_bodies_cap(void **state)
 		close(u[i]);
 }
 
+/* ---- TLS ---- */
+
+/*
+ * Certificates minted for the run with openssl: two CAs, and a server
+ * certificate from each for 127.0.0.1 (subjectAltName IP), in a directory
+ * removed at the end.
+ */
+static char tls_dir[64];
+
+static const char MINT[] =
+	"set -e; cd '%s'; printf 'subjectAltName=IP:127.0.0.1\\n' > san.ext; "
+	"for n in 1 2; do "
+	"openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 "
+	"-keyout ca$n.key -out ca$n.pem -subj /CN=tollgate-test-ca$n; "
+	"openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
+	"-keyout srv$n.key -out srv$n.csr -subj /CN=tollgate-test-server; "
+	"openssl x509 -req -in srv$n.csr -CA ca$n.pem -CAkey ca$n.key -CAcreateserial "
+	"-days 2 -extfile san.ext -out srv$n.pem; "
+	"done >/dev/null 2>&1";
+
+static const char *tls_file(const char *name)
+{
+	static char paths[8][128];
+	static int next;
+	char *p = paths[next++ % 8];
+
+	if (!tls_dir[0]) {
+		char cmd[sizeof(MINT) + 64];
+
+		snprintf(tls_dir, sizeof(tls_dir), "/tmp/tg-ktest-tls-XXXXXX");
+		assert_non_null(mkdtemp(tls_dir));
+		snprintf(cmd, sizeof(cmd), MINT, tls_dir);
+		assert_int_equal(system(cmd), 0);
+	}
+	snprintf(p, 128, "%s/%s", tls_dir, name);
+	return p;
+}
+
+static void copy_file(const char *from, const char *to)
+{
+	char buf[8192];
+	FILE *in = fopen(from, "r"), *out = fopen(to, "w");
+	size_t n;
+
+	assert_non_null(in);
+	assert_non_null(out);
+	while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
+		assert_int_equal(fwrite(buf, 1, n, out), n);
+	fclose(in);
+	assert_int_equal(fclose(out), 0);
+}
+
+static void tls_on(struct srv_fx *f, const char *cert, const char *key)
+{
+	f->cfg.tls_cert_file = tls_file(cert);
+	f->cfg.tls_key_file = tls_file(key);
+}
+
+struct fetched {
+	CURLcode code;
+	long status;
+	long connects; /* new connections it took (0: one reused) */
+	char body[1024];
+	size_t len;
+	char err[CURL_ERROR_SIZE];
+};
+
+static size_t fetched_write(char *data, size_t size, size_t n, void *cls)
+{
+	struct fetched *r = cls;
+	size_t k = size * n;
+
+	if (k > sizeof(r->body) - 1 - r->len)
+		k = sizeof(r->body) - 1 - r->len;
+	memcpy(r->body + r->len, data, k);
+	r->len += k;
+	r->body[r->len] = '\0';
+	return size * n;
+}
+
+/*
+ * libcurl fetches https://127.0.0.1:port/path (POSTs `post` when not NULL,
+ * with `auth` as its Authorization) trusting only the CA file `ca`, while
+ * the server is driven; through `m`, whose connections outlive the call.
+ */
+static void fetch(struct srv_fx *f, CURLM *m, const char *ca, const char *path, const char *post,
+		  const char *auth, struct fetched *ret)
+{
+	CURL *h = curl_easy_init();
+	struct curl_slist *hdrs = NULL;
+	char url[128], hdr[256];
+	int running = 1, left;
+	int64_t end = mono_ms() + 5000;
+	CURLMsg *msg;
+
+	memset(ret, 0, sizeof(*ret));
+	ret->code = CURLE_OPERATION_TIMEDOUT;
+	assert_non_null(h);
+	snprintf(url, sizeof(url), "https://127.0.0.1:%u%s", f->port, path);
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_CAINFO, ca);
+	curl_easy_setopt(h, CURLOPT_CAPATH, NULL);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 4000L);
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, ret->err);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, fetched_write);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, ret);
+	if (post) {
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, post);
+		if (auth) {
+			snprintf(hdr, sizeof(hdr), "Authorization: %s", auth);
+			hdrs = curl_slist_append(hdrs, hdr);
+		}
+		hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
+		curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+	}
+	assert_int_equal(curl_multi_add_handle(m, h), CURLM_OK);
+	while (running && mono_ms() < end) {
+		curl_multi_perform(m, &running);
+		if (!running)
+			break;
+		curl_multi_wait(m, NULL, 0, 5, NULL);
+		turn(f, 5);
+	}
+	while ((msg = curl_multi_info_read(m, &left)))
+		if (msg->msg == CURLMSG_DONE && msg->easy_handle == h)
+			ret->code = msg->data.result;
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &ret->status);
+	curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &ret->connects);
+	curl_multi_remove_handle(m, h);
+	curl_easy_cleanup(h);
+	curl_slist_free_all(hdrs);
+}
+
+/*
+ * Over TLS: a client trusting the CA gets the page and its POST through
+ * (the callback told it came over TLS, with its Authorization); one
+ * trusting another CA fails its handshake and gets nothing; plain HTTP on
+ * the TLS port gets no page (and nothing collected).
+ */
+static void t_tls_serves(void **state)
+{
+	struct srv_fx *f = *state;
+	struct http_stats st;
+	struct fetched r;
+	CURLM *m = curl_multi_init();
+	char buf[1024];
+	int fd;
+
+	NEED_NETNS();
+	assert_non_null(m);
+	f->cfg.post = fx_post;
+	tls_on(f, "srv1.pem", "srv1.key");
+	start(f);
+	fetch(f, m, tls_file("ca1.pem"), "/healthz", NULL, NULL, &r);
+	assert_int_equal(r.code, CURLE_OK);
+	assert_int_equal(r.status, 200);
+	assert_string_equal(r.body, "ok\n");
+	fetch(f, m, tls_file("ca1.pem"), "/v1/report", "{\"a\":1}", "Bearer tls.token", &r);
+	assert_int_equal(r.code, CURLE_OK);
+	assert_int_equal(r.status, 200);
+	assert_string_equal(r.body, "post 1: 7 bytes\n");
+	assert_int_equal(r.connects, 0); /* kept alive */
+	assert_true(f->post_tls);
+	assert_string_equal(f->post_auth, "Bearer tls.token");
+	assert_memory_equal(f->post_body, "{\"a\":1}", 7);
+	/* the wrong CA: refused in the handshake, nothing served */
+	fetch(f, m, tls_file("ca2.pem"), "/v1/report", "{}", "Bearer x", &r);
+	assert_int_equal(r.code, CURLE_PEER_FAILED_VERIFICATION);
+	assert_int_equal(r.status, 0);
+	assert_int_equal(f->posts, 1);
+	/* plain HTTP: no answer of HTTP, no page collected; the server closes */
+	fd = client(f, "127.0.0.1");
+	say(fd, GET_METRICS);
+	assert_true(read_all(f, fd, buf, sizeof(buf), 2000));
+	assert_null(strstr(buf, "HTTP/1."));
+	close(fd);
+	assert_int_equal(f->collects, 0);
+	/* ...while the page itself is there over TLS */
+	fetch(f, m, tls_file("ca1.pem"), "/metrics", NULL, NULL, &r);
+	assert_int_equal(r.code, CURLE_OK);
+	assert_string_equal(r.body, "page 1\n");
+	curl_multi_cleanup(m);
+	drive(f, 50);
+	http_get_stats(f->srv, &st);
+	assert_int_equal(st.connections, 0);
+}
+
+/*
+ * The limits over TLS: a client that connects and never finishes its
+ * handshake (silent, or a ClientHello begun) is cut at the deadline; the
+ * per-client limit refuses at accept as for plain HTTP; a request within
+ * the deadline is served (the control: the cut is the deadline's).
+ */
+static void t_tls_limits(void **state)
+{
+	struct srv_fx *f = *state;
+	struct http_stats st;
+	struct fetched r;
+	CURLM *m = curl_multi_init();
+	int64_t t0, cut[2] = { 0, 0 };
+	int a, b, c;
+	char ch;
+
+	NEED_NETNS();
+	assert_non_null(m);
+	f->cfg.deadline_ms = 300;
+	f->cfg.per_client = 2;
+	tls_on(f, "srv1.pem", "srv1.key");
+	start(f);
+	fetch(f, m, tls_file("ca1.pem"), "/healthz", NULL, NULL, &r);
+	assert_int_equal(r.code, CURLE_OK);
+	curl_multi_cleanup(m);
+	drive(f, 50);
+	a = client(f, "127.0.0.5");
+	b = client(f, "127.0.0.5");
+	c = client(f, "127.0.0.5"); /* the third: over per_client */
+	t0 = mono_ms();
+	/* a TLS record header and a few bytes of a ClientHello, never the rest */
+	assert_int_equal(send(b, "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", 11, MSG_NOSIGNAL),
+			 11);
+	while ((!cut[0] || !cut[1]) && mono_ms() - t0 < 2000) {
+		int fds[2] = { a, b };
+
+		for (int i = 0; i < 2; i++) {
+			ssize_t n = recv(fds[i], &ch, 1, 0);
+
+			if (!cut[i] && (n == 0 || (n < 0 && errno == ECONNRESET)))
+				cut[i] = mono_ms();
+		}
+		turn(f, 10);
+	}
+	assert_true(cut[0] && cut[1]);
+	for (int i = 0; i < 2; i++) {
+		assert_true(cut[i] - t0 >= 280);
+		assert_true(cut[i] - t0 < 600);
+	}
+	drive(f, 20);
+	http_get_stats(f->srv, &st);
+	assert_int_equal(st.deadline_closed, 2);
+	assert_int_equal(st.refused_client, 1);
+	assert_int_equal(st.connections, 0);
+	close(a);
+	close(b);
+	close(c);
+}
+
+/*
+ * http_tls_reload: the same descriptor; a connection kept alive from before
+ * is served the request it brings, then closed; every new one gets the new
+ * certificate (a client trusting only the old CA fails, one trusting the
+ * new CA succeeds). A reload with a broken key fails, says which file, and
+ * the certificate of before is still served.
+ */
+static void t_tls_reload(void **state)
+{
+	struct srv_fx *f = *state;
+	struct http_stats st;
+	struct fetched r;
+	CURLM *m = curl_multi_init();
+	char cert[128], key[128], err[256];
+	int fd0;
+	FILE *fp;
+
+	NEED_NETNS();
+	assert_non_null(m);
+	snprintf(cert, sizeof(cert), "%s", tls_file("cur.pem"));
+	snprintf(key, sizeof(key), "%s", tls_file("cur.key"));
+	copy_file(tls_file("srv1.pem"), cert);
+	copy_file(tls_file("srv1.key"), key);
+	f->cfg.tls_cert_file = cert;
+	f->cfg.tls_key_file = key;
+	f->cfg.tls_err = err;
+	f->cfg.tls_err_size = sizeof(err);
+	f->cfg.deadline_ms = 3000;
+	f->cfg.post = fx_post;
+	start(f);
+	fd0 = http_fd(f->srv);
+	fetch(f, m, tls_file("ca1.pem"), "/healthz", NULL, NULL, &r);
+	assert_int_equal(r.code, CURLE_OK);
+	assert_int_equal(r.connects, 1);
+	copy_file(tls_file("srv2.pem"), cert);
+	copy_file(tls_file("srv2.key"), key);
+	assert_int_equal(http_tls_reload(f->srv), 0);
+	assert_string_equal(err, "");
+	assert_int_equal(http_fd(f->srv), fd0);
+	/* the kept-alive connection: its request served, then closed */
+	fetch(f, m, tls_file("ca1.pem"), "/v1/report", "{}", "Bearer old", &r);
+	assert_int_equal(r.code, CURLE_OK);
+	assert_int_equal(r.status, 200);
+	assert_int_equal(r.connects, 0);
+	assert_string_equal(f->post_auth, "Bearer old");
+	drive(f, 50);
+	http_get_stats(f->srv, &st);
+	assert_int_equal(st.connections, 0);
+	/* new connections: the new certificate */
+	fetch(f, m, tls_file("ca1.pem"), "/healthz", NULL, NULL, &r);
+	assert_int_equal(r.code, CURLE_PEER_FAILED_VERIFICATION);
+	fetch(f, m, tls_file("ca2.pem"), "/healthz", NULL, NULL, &r);
+	assert_int_equal(r.code, CURLE_OK);
+	assert_int_equal(r.connects, 1);
+	/* a broken key: refused, named, the current certificate kept */
+	fp = fopen(key, "w");
+	assert_non_null(fp);
+	fputs("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n", fp);
+	fclose(fp);
+	assert_int_equal(http_tls_reload(f->srv), -EBADMSG);
+	assert_contains(err, key);
+	fetch(f, m, tls_file("ca2.pem"), "/healthz", NULL, NULL, &r);
+	assert_int_equal(r.code, CURLE_OK);
+	assert_int_equal(r.connects, 0); /* kept alive across the failed reload */
+	/* a missing file: the same */
+	assert_int_equal(unlink(cert), 0);
+	assert_int_equal(http_tls_reload(f->srv), -ENOENT);
+	assert_contains(err, cert);
+	curl_multi_cleanup(m);
+	drive(f, 50);
+	http_get_stats(f->srv, &st);
+	assert_int_equal(st.connections, 0);
+	unlink(key);
+}
+
 static void t_server_collect_fails(void **state)
 {
 	struct srv_fx *f = *state;
@@ -844,6 +1167,8 @@ static void t_server_collect_fails(void **state)
 
 int main(void)
 {
+	int r;
+
 	add_test_fixture("t_server_page_shared", t_server_page_shared, setup_srv, teardown_srv,
 			 NULL);
 	add_test_fixture("t_server_cache_expires", t_server_cache_expires, setup_srv, teardown_srv,
@@ -878,5 +1203,18 @@ int main(void)
 	add_test_fixture("t_server_bodies_held_as_arrived", t_server_bodies_held_as_arrived,
 			 setup_srv, teardown_srv, NULL);
 	add_test_fixture("t_server_bodies_cap", t_server_bodies_cap, setup_srv, teardown_srv, NULL);
-	return run_group("http server in a network namespace");
+	add_test_fixture("t_tls_serves", t_tls_serves, setup_srv, teardown_srv, NULL);
+	add_test_fixture("t_tls_limits", t_tls_limits, setup_srv, teardown_srv, NULL);
+	add_test_fixture("t_tls_reload", t_tls_reload, setup_srv, teardown_srv, NULL);
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	r = run_group("http server in a network namespace");
+	if (tls_dir[0]) {
+		char cmd[128];
+
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tls_dir);
+		if (system(cmd) != 0)
+			r = 1;
+	}
+	curl_global_cleanup();
+	return r;
 }
