@@ -878,7 +878,9 @@ static int read_pem(const struct http_server *srv, const char *what, const char 
 			path, label_end);
 		goto out;
 	}
-	*ret = buf;
+	/* kept as long as the daemon: no more than the file */
+	p = realloc(buf, len + 1);
+	*ret = p ? p : buf;
 	buf = NULL;
 	r = 0;
 out:
