@@ -595,6 +595,10 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 	*socket_context = NULL;
 }
 
+/* libmicrohttpd's messages are printf formats of its own */
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+	__attribute__((format(printf, 2, 0)));
+
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	struct http_server *srv = cls;
