@@ -901,7 +901,8 @@ static size_t fetched_write(char *data, size_t size, size_t n, void *cls)
 
 /*
  * libcurl fetches https://127.0.0.1:port/path (POSTs `post` when not NULL,
- * with `auth` as its Authorization) trusting only the CA file `ca`, while
+ * with `auth` as its Authorization; a GET sends `auth` as a header line of
+ * its own) trusting only the CA file `ca`, while
  * the server is driven; through `m`, whose connections outlive the call.
  */
 static void fetch(struct srv_fx *f, CURLM *m, const char *ca, const char *path, const char *post,
@@ -933,8 +934,11 @@ static void fetch(struct srv_fx *f, CURLM *m, const char *ca, const char *path, 
 			hdrs = curl_slist_append(hdrs, hdr);
 		}
 		hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
-		curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+	} else if (auth) {
+		hdrs = curl_slist_append(hdrs, auth); /* a GET's: a header line of its own */
 	}
+	if (hdrs)
+		curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
 	assert_int_equal(curl_multi_add_handle(m, h), CURLM_OK);
 	while (running && mono_ms() < end) {
 		curl_multi_perform(m, &running);
@@ -957,8 +961,11 @@ static void fetch(struct srv_fx *f, CURLM *m, const char *ca, const char *path, 
  * Over TLS: a client trusting the CA gets the page and its POST through
  * (the callback told it came over TLS, with its Authorization); one
  * trusting another CA fails its handshake and gets nothing; plain HTTP on
- * the TLS port gets no page (and nothing collected).
+ * the TLS port gets no page (and nothing collected). The page is shared and
+ * request_memory bounds the headers over TLS as in plain.
  */
+static char big_header[20100];
+
 static void t_tls_serves(void **state)
 {
 	struct srv_fx *f = *state;
@@ -970,6 +977,8 @@ static void t_tls_serves(void **state)
 
 	NEED_NETNS();
 	assert_non_null(m);
+	memcpy(big_header, "X-Big: ", 7);
+	memset(big_header + 7, 'b', 20000);
 	f->cfg.post = fx_post;
 	tls_on(f, "srv1.pem", "srv1.key");
 	start(f);
@@ -997,10 +1006,17 @@ static void t_tls_serves(void **state)
 	assert_null(strstr(buf, "HTTP/1."));
 	close(fd);
 	assert_int_equal(f->collects, 0);
-	/* ...while the page itself is there over TLS */
-	fetch(f, m, tls_file("ca1.pem"), "/metrics", NULL, NULL, &r);
+	/* ...while the page itself is there over TLS, collected once per window */
+	for (int i = 0; i < 3; i++) {
+		fetch(f, m, tls_file("ca1.pem"), "/metrics", NULL, NULL, &r);
+		assert_int_equal(r.code, CURLE_OK);
+		assert_string_equal(r.body, "page 1\n");
+	}
+	assert_int_equal(f->collects, 1);
+	/* request_memory holds over TLS: 20 kB of headers are refused */
+	fetch(f, m, tls_file("ca1.pem"), "/healthz", NULL, big_header, &r);
 	assert_int_equal(r.code, CURLE_OK);
-	assert_string_equal(r.body, "page 1\n");
+	assert_int_equal(r.status, 431);
 	curl_multi_cleanup(m);
 	drive(f, 50);
 	http_get_stats(f->srv, &st);
