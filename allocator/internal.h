@@ -162,8 +162,11 @@ bool alloc_trust_url(const char *jwks);
 /* From the command line; a --jwks file read now. 0, -ENOMEM or -EINVAL (said in the log). */
 int alloc_trust_setup(struct app *app);
 void alloc_trust_free(struct app *app);
-/* A --jwks file read again (its directory changed, SIGHUP): 1 a new set, 0 the same, -errno. */
-int alloc_trust_reload(struct app *app);
+/*
+ * A --jwks file read again (its directory changed, SIGHUP): 1 a new set, 0
+ * the same, -errno. A URL's: fetched at once on SIGHUP (hup).
+ */
+int alloc_trust_reload(struct app *app, bool hup);
 /* A --jwks URL's client, its sockets in epfd; the first fetch due now. 0 or -ENOMEM. */
 int alloc_trust_start(struct app *app, int epfd);
 bool alloc_trust_has_socket(const struct app *app, int fd);

@@ -40,7 +40,7 @@ static void reload(struct app *app, bool hup)
 		tg_log(TG_LOG_INFO, "msg=\"SIGHUP: the config is unchanged\"");
 	if (r > 0 && alloc_arm_rounds(app) < 0)
 		tg_log(TG_LOG_ERROR, "msg=\"cannot re-arm the round's timer\" err=\"%m\"");
-	alloc_trust_reload(app);
+	alloc_trust_reload(app, hup);
 	tls = alloc_tls_digest(app);
 	if (!app->cli.tls_cert || !tls || tls == app->tls_digest)
 		return;

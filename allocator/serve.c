@@ -112,6 +112,7 @@ static void refused(struct app *app, enum alloc_report_result why, struct http_r
 	static const unsigned int status[ALLOC_REPORT_RESULTS] = {
 		[ALLOC_REPORT_UNAUTHENTICATED] = 401,
 		[ALLOC_REPORT_FORBIDDEN] = 403,
+		[ALLOC_REPORT_BUSY] = 503,
 	};
 	int64_t now = time_mono_ms();
 	size_t n;
@@ -133,6 +134,8 @@ static void refused(struct app *app, enum alloc_report_result why, struct http_r
 				    .content_type = text_type,
 				    .body = app->reason,
 				    .len = n };
+	if (why == ALLOC_REPORT_BUSY)
+		ret->retry_after_s = 10;
 	if (why == ALLOC_REPORT_UNAUTHENTICATED)
 		ret->www_authenticate = "Bearer realm=\"" AUTH_AUDIENCE
 					"\", error=\"invalid_token\"";
@@ -212,6 +215,14 @@ static void post(void *cls, const struct http_request *req, struct http_reply *r
 		r = budget_answer_build(&ans, &text, &tlen);
 		ans.policy = (struct budget_set){ 0 };
 		budget_answer_free(&ans);
+	}
+	if (r == -ENOSPC) {
+		snprintf(app->reason, sizeof(app->reason) - 1,
+			 "busy: the allocator remembers %u nodes, its --max-nodes, and this one is "
+			 "not among them",
+			 app->cli.max_nodes);
+		refused(app, ALLOC_REPORT_BUSY, ret);
+		return;
 	}
 	if (r < 0) {
 		app->stats.report_failures++;
