@@ -134,6 +134,7 @@ struct app {
 };
 
 #define ALLOC_REFUSED_LOG_MS 10000
+#define ALLOC_BODIES_BYTES (32u << 20) /* report bodies in flight, all clients together */
 
 /* ---- the allocation state under the policy in force (state.c) ---- */
 

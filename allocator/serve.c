@@ -418,6 +418,14 @@ static void render(struct app *app, struct expo *x)
 		expo_sample_u64(x, "tollgate_allocator_policy_reloads_total", err,
 				app->stats.reload_errors);
 	}
+	expo_family(x, "tollgate_allocator_report_bodies_bytes", "gauge",
+		    "Bytes held now by report bodies being received, by client: proven (a token "
+		    "verified before) or unproven (at most a quarter of the cap).");
+	expo_sample_u64(x, "tollgate_allocator_report_bodies_bytes",
+			(const char *const[]){ "client", "proven", NULL },
+			st.bodies_bytes - st.unproven_bytes);
+	expo_sample_u64(x, "tollgate_allocator_report_bodies_bytes",
+			(const char *const[]){ "client", "unproven", NULL }, st.unproven_bytes);
 	alloc_trust_render(app, x);
 	exporter_render_http(x, &st);
 }
@@ -465,6 +473,13 @@ void alloc_http_config(struct app *app, struct http_config *hc)
 	hc->max_body = 2 * BUDGET_BODY_MAX;
 	hc->admit = admit;
 	hc->admit_cls = app;
+	/*
+	 * Bodies in flight: a node's report is a few hundred bytes, so these
+	 * hold thousands at once; strangers (no token verified before) hold at
+	 * most a quarter, so that a flood of them never keeps the nodes out.
+	 */
+	hc->max_bodies_bytes = ALLOC_BODIES_BYTES;
+	hc->unproven_bodies_bytes = ALLOC_BODIES_BYTES / 4;
 	hc->tls_cert_file = app->cli.tls_cert;
 	hc->tls_key_file = app->cli.tls_key;
 	hc->collect = collect;
