@@ -283,15 +283,19 @@ int acct_put_service_ok(struct acct_batch *bt, const struct acct_config *cfg,
 	return r ? -ENOMEM : 0;
 }
 
-/* reg1 = the value, 4 bytes in register dreg (a part of a concatenation) */
-static struct nftnl_expr *immediate_to(uint32_t dreg, uint32_t value)
+/*
+ * Register dreg = len bytes of data, the rest of its 4 zeroed by the
+ * kernel: a part of a concatenation, as long as its type is (so that `nft
+ * list` reads it as one).
+ */
+static struct nftnl_expr *immediate_to(uint32_t dreg, const void *data, uint32_t len)
 {
 	struct nftnl_expr *ex = nftnl_expr_alloc("immediate");
 
 	if (!ex)
 		return NULL;
 	nftnl_expr_set_u32(ex, NFTNL_EXPR_IMM_DREG, dreg);
-	nftnl_expr_set(ex, NFTNL_EXPR_IMM_DATA, &value, sizeof(value));
+	nftnl_expr_set(ex, NFTNL_EXPR_IMM_DATA, data, len);
 	return ex;
 }
 
@@ -334,8 +338,10 @@ static struct nftnl_rule *to_service_rule(const char *chain, const char *prefix,
 }
 
 /*
- * In to_service: <th dport | ct original proto-dst> LOW[-HIGH] ip saddr .
- * tcp . <entry> != @service_ok goto service_deny. One rule a range and
+ * In to_service: meta l4proto tcp <tcp dport | ct original proto-dst>
+ * LOW[-HIGH] ip saddr . meta l4proto . <entry> != @service_ok goto service_deny
+ * (the protocol again, which the jump checked, so that `nft list` reads the
+ * port as one). One rule a range and
  * a way of seeing the port: a Service's port translated to the entry's,
  * and the entry's translated to another, both meet it.
  */
@@ -343,16 +349,18 @@ static struct nftnl_rule *service_port_rule(const struct acct_port_range *pr, si
 					    bool original)
 {
 	struct nftnl_rule *r = acct_rule_new(ACCT_CHAIN_TO_SERVICE);
-	uint16_t lo = htons(pr->lo), hi = htons(pr->hi);
-	uint32_t tcp = IPPROTO_TCP, idx = htons((uint16_t)entry);
+	uint16_t lo = htons(pr->lo), hi = htons(pr->hi), idx = htons((uint16_t)entry);
+	uint8_t tcp = IPPROTO_TCP;
 
 	if (!r)
 		return NULL;
+	acct_rule_add(r, acct_expr_meta(NFT_META_L4PROTO));
+	acct_rule_add(r, acct_expr_cmp_eq(&tcp, sizeof(tcp)));
 	if (original)
 		acct_rule_add(r, ct_original_dport());
 	else
-		acct_rule_add(r, acct_expr_payload_to(NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2,
-						      NFT_REG_1));
+		acct_rule_add(r,
+			      acct_expr_payload_to(NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, NFT_REG_1));
 	if (pr->lo == pr->hi) {
 		acct_rule_add(r, acct_expr_cmp_eq(&lo, sizeof(lo)));
 	} else {
@@ -361,8 +369,8 @@ static struct nftnl_rule *service_port_rule(const struct acct_port_range *pr, si
 		acct_rule_add(r, acct_expr_cmp(NFT_CMP_LTE, &hi, sizeof(hi)));
 	}
 	acct_rule_add(r, acct_expr_ip_to(12, NFT_REG32_00));
-	acct_rule_add(r, immediate_to(NFT_REG32_01, tcp));
-	acct_rule_add(r, immediate_to(NFT_REG32_02, idx));
+	acct_rule_add(r, acct_expr_meta_to(NFT_META_L4PROTO, NFT_REG32_01)); /* tcp */
+	acct_rule_add(r, immediate_to(NFT_REG32_02, &idx, sizeof(idx)));
 	acct_rule_add(r, acct_expr_lookup(ACCT_SET_SERVICE_OK, ACCT_ID_SERVICE_OK, true));
 	acct_rule_add(r, acct_expr_verdict(NFT_GOTO, ACCT_CHAIN_SERVICE_DENY));
 	return r;
@@ -371,8 +379,8 @@ static struct nftnl_rule *service_port_rule(const struct acct_port_range *pr, si
 /* In service_deny: [counter name ip saddr map @agent_drop] drop (the metrics port's counter). */
 static struct nftnl_rule *service_deny_rule(bool counted)
 {
-	return deny_rule(ACCT_CHAIN_SERVICE_DENY, DENY_ALWAYS,
-			 counted ? ACCT_MAP_AGENT_DROP : NULL, ACCT_ID_AGENT_DROP);
+	return deny_rule(ACCT_CHAIN_SERVICE_DENY, DENY_ALWAYS, counted ? ACCT_MAP_AGENT_DROP : NULL,
+			 ACCT_ID_AGENT_DROP);
 }
 
 static int service_rules(struct acct_rule_list *list, const struct acct_config *cfg)
@@ -387,9 +395,9 @@ static int service_rules(struct acct_rule_list *list, const struct acct_config *
 	for (size_t i = 0; i < a->n_services; i++)
 		for (size_t k = 0; k < a->services[i].n_ports; k++)
 			for (int original = 0; original < 2; original++)
-				r |= acct_rule_list_add(
-					list, service_port_rule(&a->services[i].ports[k], i,
-								original));
+				r |= acct_rule_list_add(list,
+							service_port_rule(&a->services[i].ports[k],
+									  i, original));
 	/* a pod without an element in @agent_drop (none should be) meets the uncounted rule */
 	r |= acct_rule_list_add(list, service_deny_rule(true));
 	r |= acct_rule_list_add(list, service_deny_rule(false));

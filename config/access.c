@@ -27,9 +27,8 @@ static int parse_ns_list(json_object *o, const char *where, const char *key, con
 		return r;
 	n = json_object_array_length(arr);
 	if (n > ACCT_ACCESS_NS_MAX)
-		return tg_fail(e, CNI_ERR_CONFIG, -E2BIG,
-			       "%s.%s lists more than %d namespaces", where, key,
-			       ACCT_ACCESS_NS_MAX);
+		return tg_fail(e, CNI_ERR_CONFIG, -E2BIG, "%s.%s lists more than %d namespaces",
+			       where, key, ACCT_ACCESS_NS_MAX);
 	for (size_t i = 0; i < n; i++) {
 		const char *s = json_object_get_string(json_object_array_get_idx(arr, i));
 
@@ -53,8 +52,8 @@ static const struct node_port_range port_deny_default[] = {
 };
 
 /* <where>[i]: a port (a number) or a range ("30000-32767"). */
-static int parse_port_range(json_object *v, const char *where, size_t i, struct node_port_range *ret,
-			    struct tg_err *e)
+static int parse_port_range(json_object *v, const char *where, size_t i,
+			    struct node_port_range *ret, struct tg_err *e)
 {
 	unsigned long lo, hi;
 	const char *s;
@@ -108,8 +107,8 @@ static int parse_port_deny(json_object *acc, struct node_config *cfg, struct tg_
 			       "nodeAccess.hostPortDeny lists more than %d entries",
 			       NODE_PORT_DENY_MAX);
 	for (size_t i = 0; i < n; i++)
-		if (parse_port_range(json_object_array_get_idx(arr, i), "nodeAccess.hostPortDeny", i,
-				     &cfg->port_deny[i], e) < 0)
+		if (parse_port_range(json_object_array_get_idx(arr, i), "nodeAccess.hostPortDeny",
+				     i, &cfg->port_deny[i], e) < 0)
 			return -EINVAL;
 	cfg->n_port_deny = n;
 	return 0;
@@ -141,7 +140,8 @@ static int parse_service_ports(json_object *ent, const char *where, struct acct_
 			return -EINVAL;
 		/* one entry a port: who may reach it is one list */
 		for (size_t j = 0; j <= a->n_services; j++)
-			for (size_t k = 0; k < (j < a->n_services ? a->services[j].n_ports : i); k++)
+			for (size_t k = 0; k < (j < a->n_services ? a->services[j].n_ports : i);
+			     k++)
 				if (pr.lo <= a->services[j].ports[k].hi &&
 				    a->services[j].ports[k].lo <= pr.hi)
 					return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,

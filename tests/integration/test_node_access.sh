@@ -321,6 +321,12 @@ t_end
 t_begin "servicePorts declared (agent --once): an unlisted pod's first packet to 9618 is dropped, on a peer, the node, through both Services; counted"
 N "$AGENT" --config "$TG_TMP/services.conflist" --once --listen 127.0.0.1:9699 >/dev/null 2>"$TG_TMP/once.err" ||
 	t_fail "agent --once: $(tail -n 3 "$TG_TMP/once.err")"
+# each entry's ports matched as translated and as first addressed (nft's own reading of the rules)
+N nft list chain inet tollgate to_service >"$TG_TMP/to_service.nft" 2>&1 || t_fail "no chain to_service"
+for m in "tcp dport 9618" "ct original proto-dst 9618" "tcp dport 2379-2380" "ct original proto-dst 2379-2380"; do
+	grep -q "$m ip saddr . meta l4proto . .* != @service_ok goto service_deny" "$TG_TMP/to_service.nft" ||
+		t_fail "to_service has no rule '$m': $(cat "$TG_TMP/to_service.nft")"
+done
 before=$(ctr inet ns_tenant_agent_dropped)
 start=$(date +%s%N)
 t_expect "tenant -> 10.0.1.1:9618, :2379" "$(svc_try tenant 10.0.1.1 9618 2379)" "no: timed out no: timed out"
