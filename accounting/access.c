@@ -283,11 +283,7 @@ int acct_put_service_ok(struct acct_batch *bt, const struct acct_config *cfg,
 	return r ? -ENOMEM : 0;
 }
 
-/*
- * Register dreg = len bytes of data, the rest of its 4 zeroed by the
- * kernel: a part of a concatenation, as long as its type is (so that `nft
- * list` reads it as one).
- */
+/* Register dreg = len bytes of data, the rest of its 4 zeroed by the kernel: a part of a concatenation. */
 static struct nftnl_expr *immediate_to(uint32_t dreg, const void *data, uint32_t len)
 {
 	struct nftnl_expr *ex = nftnl_expr_alloc("immediate");
@@ -410,7 +406,6 @@ int acct_access_rules(struct acct_rule_list *list, const struct acct_config *cfg
 	int r = access_rules(list, cfg);
 
 	r |= service_rules(list, cfg);
-
 	/* a pod without an element in @invalid_drop (none should be) meets the uncounted rule */
 	for (int counted = 1; counted >= 0; counted--) {
 		r |= acct_rule_list_add(list, invalid_rule("forward", prefix, counted));
