@@ -2,17 +2,22 @@
 /*
  * nodeAccess' rules in table inet tollgate: what pods reach of the node and
  * the cloud's metadata (chains to_cloud and to_agent, reached from
- * from_pod and, once translated, from forward and input), the drop of
+ * from_pod and, once translated, from forward and input), the control
+ * plane's ports (chains to_service and service_deny, from forward and
+ * input: servicePorts), the drop of
  * conntrack-invalid packets from pods, and the rate of a namespace's new
  * on-link next hops. The pods' elements they look up: pods.c.
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <netinet/in.h>
 #include <linux/netfilter.h>
 #include <linux/netfilter/nf_tables.h>
 #include <linux/netfilter/nf_conntrack_common.h>
+#include <libnftnl/expr.h>
 #include <libnftnl/rule.h>
 
 #include "accounting/internal.h"
@@ -240,11 +245,167 @@ static int access_rules(struct acct_rule_list *list, const struct acct_config *c
 	return r ? -ENOMEM : 0;
 }
 
+/*
+ * nodeAccess.servicePorts. A pod's element of @service_ok: its address .
+ * tcp . the entry's index (in the port's place) for each entry whose
+ * namespaces hold the pod's; index, not port, so that a removal needs no
+ * config (acct_service_ok_elem with every index).
+ */
+static size_t service_ok_key(uint32_t ip, size_t entry, uint8_t ret[ACCT_HOSTPORT_KEY_MAX])
+{
+	uint32_t be = htonl(ip);
+	uint16_t idx = htons((uint16_t)entry);
+
+	memset(ret, 0, ACCT_HOSTPORT_KEY_MAX);
+	memcpy(ret, &be, 4);
+	ret[4] = IPPROTO_TCP;
+	memcpy(ret + 8, &idx, 2);
+	return 12;
+}
+
+int acct_service_ok_elem(struct acct_batch *bt, uint16_t type, uint32_t ip, size_t entry)
+{
+	uint8_t key[ACCT_HOSTPORT_KEY_MAX];
+	size_t n = service_ok_key(ip, entry, key);
+
+	return acct_put_elem_key(bt, type, ACCT_SET_SERVICE_OK, key, n, NULL, NULL, 0, false);
+}
+
+int acct_put_service_ok(struct acct_batch *bt, const struct acct_config *cfg,
+			const struct acct_pod *p)
+{
+	const struct acct_access *a = &cfg->access;
+	int r = 0;
+
+	for (size_t i = 0; i < a->n_services; i++)
+		if (acct_ns_listed(a->services[i].ns, a->services[i].n_ns, p->k8s_namespace))
+			r |= acct_service_ok_elem(bt, NFT_MSG_NEWSETELEM, p->ip, i);
+	return r ? -ENOMEM : 0;
+}
+
+/* Register dreg = len bytes of data, the rest of its 4 zeroed by the kernel: a part of a concatenation. */
+static struct nftnl_expr *immediate_to(uint32_t dreg, const void *data, uint32_t len)
+{
+	struct nftnl_expr *ex = nftnl_expr_alloc("immediate");
+
+	if (!ex)
+		return NULL;
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_IMM_DREG, dreg);
+	nftnl_expr_set(ex, NFTNL_EXPR_IMM_DATA, data, len);
+	return ex;
+}
+
+/* reg1 = ct original proto-dst: the port the connection was first addressed to, before any DNAT */
+static struct nftnl_expr *ct_original_dport(void)
+{
+	struct nftnl_expr *ex = nftnl_expr_alloc("ct");
+
+	if (!ex)
+		return NULL;
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_CT_KEY, NFT_CT_PROTO_DST);
+	nftnl_expr_set_u8(ex, NFTNL_EXPR_CT_DIR, 0); /* IP_CT_DIR_ORIGINAL */
+	nftnl_expr_set_u32(ex, NFTNL_EXPR_CT_DREG, NFT_REG_1);
+	return ex;
+}
+
+/*
+ * In forward (to an internal address) and input (to the node's own):
+ * iifname "<prefix>*" meta l4proto tcp ct state new [ip daddr @internal]
+ * jump to_service. A connection's first packet, after DNAT: its port as
+ * translated and as first addressed are both there to see.
+ */
+static struct nftnl_rule *to_service_rule(const char *chain, const char *prefix, bool internal)
+{
+	struct nftnl_rule *r = acct_rule_new(chain);
+	uint8_t tcp = IPPROTO_TCP;
+
+	if (!r)
+		return NULL;
+	acct_match_pod_link(r, prefix);
+	acct_rule_add(r, acct_expr_meta(NFT_META_L4PROTO));
+	acct_rule_add(r, acct_expr_cmp_eq(&tcp, sizeof(tcp)));
+	acct_match_ct_new(r);
+	if (internal) {
+		acct_rule_add(r, acct_expr_ip(16));
+		acct_rule_add(r, acct_expr_lookup(ACCT_SET_INTERNAL, ACCT_ID_INTERNAL, false));
+	}
+	acct_rule_add(r, acct_expr_verdict(NFT_JUMP, ACCT_CHAIN_TO_SERVICE));
+	return r;
+}
+
+/*
+ * In to_service: meta l4proto tcp <tcp dport | ct original proto-dst>
+ * LOW[-HIGH] ip saddr . meta l4proto . <entry> != @service_ok goto service_deny
+ * (the protocol again, which the jump checked, so that `nft list` reads the
+ * port as one). One rule a range and
+ * a way of seeing the port: a Service's port translated to the entry's,
+ * and the entry's translated to another, both meet it.
+ */
+static struct nftnl_rule *service_port_rule(const struct acct_port_range *pr, size_t entry,
+					    bool original)
+{
+	struct nftnl_rule *r = acct_rule_new(ACCT_CHAIN_TO_SERVICE);
+	uint16_t lo = htons(pr->lo), hi = htons(pr->hi), idx = htons((uint16_t)entry);
+	uint8_t tcp = IPPROTO_TCP;
+
+	if (!r)
+		return NULL;
+	acct_rule_add(r, acct_expr_meta(NFT_META_L4PROTO));
+	acct_rule_add(r, acct_expr_cmp_eq(&tcp, sizeof(tcp)));
+	if (original)
+		acct_rule_add(r, ct_original_dport());
+	else
+		acct_rule_add(r,
+			      acct_expr_payload_to(NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2, NFT_REG_1));
+	if (pr->lo == pr->hi) {
+		acct_rule_add(r, acct_expr_cmp_eq(&lo, sizeof(lo)));
+	} else {
+		/* network order compares as the numbers do: cmp is a memcmp */
+		acct_rule_add(r, acct_expr_cmp(NFT_CMP_GTE, &lo, sizeof(lo)));
+		acct_rule_add(r, acct_expr_cmp(NFT_CMP_LTE, &hi, sizeof(hi)));
+	}
+	acct_rule_add(r, acct_expr_ip_to(12, NFT_REG32_00));
+	acct_rule_add(r, acct_expr_meta_to(NFT_META_L4PROTO, NFT_REG32_01)); /* tcp */
+	acct_rule_add(r, immediate_to(NFT_REG32_02, &idx, sizeof(idx)));
+	acct_rule_add(r, acct_expr_lookup(ACCT_SET_SERVICE_OK, ACCT_ID_SERVICE_OK, true));
+	acct_rule_add(r, acct_expr_verdict(NFT_GOTO, ACCT_CHAIN_SERVICE_DENY));
+	return r;
+}
+
+/* In service_deny: [counter name ip saddr map @agent_drop] drop (the metrics port's counter). */
+static struct nftnl_rule *service_deny_rule(bool counted)
+{
+	return deny_rule(ACCT_CHAIN_SERVICE_DENY, DENY_ALWAYS, counted ? ACCT_MAP_AGENT_DROP : NULL,
+			 ACCT_ID_AGENT_DROP);
+}
+
+static int service_rules(struct acct_rule_list *list, const struct acct_config *cfg)
+{
+	const struct acct_access *a = &cfg->access;
+	int r = 0;
+
+	if (!a->n_services)
+		return 0;
+	r |= acct_rule_list_add(list, to_service_rule("forward", cfg->pod_link_prefix, true));
+	r |= acct_rule_list_add(list, to_service_rule("input", cfg->pod_link_prefix, false));
+	for (size_t i = 0; i < a->n_services; i++)
+		for (size_t k = 0; k < a->services[i].n_ports; k++)
+			for (int original = 0; original < 2; original++)
+				r |= acct_rule_list_add(list,
+							service_port_rule(&a->services[i].ports[k],
+									  i, original));
+	/* a pod without an element in @agent_drop (none should be) meets the uncounted rule */
+	r |= acct_rule_list_add(list, service_deny_rule(true));
+	r |= acct_rule_list_add(list, service_deny_rule(false));
+	return r ? -ENOMEM : 0;
+}
+
 int acct_access_rules(struct acct_rule_list *list, const struct acct_config *cfg)
 {
 	const char *prefix = cfg->pod_link_prefix;
 	int r = access_rules(list, cfg);
 
+	r |= service_rules(list, cfg);
 	/* a pod without an element in @invalid_drop (none should be) meets the uncounted rule */
 	for (int counted = 1; counted >= 0; counted--) {
 		r |= acct_rule_list_add(list, invalid_rule("forward", prefix, counted));

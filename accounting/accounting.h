@@ -105,6 +105,22 @@ extern const char *const acct_class_traffic[ACCT_CLASSES];   /* "internal", "int
 #define ACCT_ACCESS_NS_MAX 64
 #define ACCT_IMDS_ADDR 0xa9fea9feu	 /* 169.254.169.254 */
 #define ACCT_WIRESERVER_ADDR 0xa83f8110u /* 168.63.129.16 */
+/*
+ * nodeAccess.servicePorts: the control plane's ports (the allocator's,
+ * etcd's), each entry's TCP ports reachable on internal and the node's own
+ * addresses, before and after DNAT, only from pods of its namespaces.
+ */
+#define ACCT_SERVICE_PORTS_MAX 8  /* entries */
+#define ACCT_SERVICE_RANGES_MAX 8 /* ports and ranges of one entry */
+struct acct_port_range {
+	uint16_t lo, hi;
+};
+struct acct_service_port {
+	struct acct_port_range ports[ACCT_SERVICE_RANGES_MAX];
+	size_t n_ports;
+	const char *ns[ACCT_ACCESS_NS_MAX]; /* none: no pod reaches them */
+	size_t n_ns;
+};
 struct acct_access {
 	const char *metadata_ns[ACCT_ACCESS_NS_MAX]; /* reach IMDS and the WireServer */
 	size_t n_metadata_ns;
@@ -114,6 +130,8 @@ struct acct_access {
 	uint16_t metrics_port;
 	uint32_t ns_connections; /* a namespace's tracked connections on the node; 0: no ceiling */
 	uint32_t neighbours_per_second; /* a namespace's new on-link next hops a second; 0: any */
+	struct acct_service_port services[ACCT_SERVICE_PORTS_MAX]; /* servicePorts */
+	size_t n_services;
 };
 /* The ceiling of a namespace's tracked connections when the config names none: a quarter of the table. */
 #define ACCT_NS_CONNECTIONS_SHARE 4

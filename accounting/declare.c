@@ -90,11 +90,26 @@ static uint64_t hash_list(const char *const *list, size_t n, uint64_t h)
 	return hash_fnv1a64(&n, sizeof(n), h);
 }
 
+/* servicePorts' entries: their ports and (what @service_ok's elements follow) namespaces. */
+static uint64_t services_hash(const struct acct_access *a, uint64_t h)
+{
+	for (size_t i = 0; i < a->n_services; i++) {
+		const struct acct_service_port *sp = &a->services[i];
+
+		h = hash_fnv1a64(sp->ports, sp->n_ports * sizeof(sp->ports[0]), h);
+		h = hash_fnv1a64(&sp->n_ports, sizeof(sp->n_ports), h);
+		h = hash_list(sp->ns, sp->n_ns, h);
+	}
+	return hash_fnv1a64(&a->n_services, sizeof(a->n_services), h);
+}
+
 /*
  * What nodeAccess puts into a chain's stamp: from_pod's jump to to_agent
  * follows metricsPort; to_cloud and to_agent stand for who is let through
  * (their sets' elements), so a changed list redoes them and, with them,
- * the elements of every pod (acct_declare).
+ * the elements of every pod (acct_declare); to_service the same for
+ * servicePorts, and forward's and input's jumps to it follow whether there
+ * are any.
  */
 static uint64_t access_hash(const struct acct_config *cfg, const char *chain, uint64_t h)
 {
@@ -109,6 +124,13 @@ static uint64_t access_hash(const struct acct_config *cfg, const char *chain, ui
 		h = hash_list(a->metadata_ns, a->n_metadata_ns, h);
 	if (strcmp(chain, ACCT_CHAIN_TO_AGENT) == 0)
 		h = hash_list(a->metrics_ns, a->n_metrics_ns, h);
+	if (strcmp(chain, ACCT_CHAIN_TO_SERVICE) == 0)
+		h = services_hash(a, h);
+	if (strcmp(chain, "forward") == 0 || strcmp(chain, "input") == 0) {
+		uint8_t any = a->n_services > 0;
+
+		h = hash_fnv1a64(&any, sizeof(any), h);
+	}
 	return h;
 }
 
@@ -517,7 +539,8 @@ static int put_difference(struct acct_batch *bt, const struct acct_config *cfg,
 		rep->chains++;
 	}
 	*ret_access_redo = redo[chain_index(ACCT_CHAIN_TO_CLOUD)] ||
-			   redo[chain_index(ACCT_CHAIN_TO_AGENT)];
+			   redo[chain_index(ACCT_CHAIN_TO_AGENT)] ||
+			   redo[chain_index(ACCT_CHAIN_TO_SERVICE)];
 	for (int c = 0; c < ACCT_TABLE_CHAINS; c++) {
 		if (!redo[c])
 			continue;
@@ -597,12 +620,13 @@ int acct_declare(const struct acct_config *cfg, const struct acct_pod *all, size
 	r = lost < 0 ? lost : 0;
 	/*
 	 * Who nodeAccess lets through follows the config's lists: when they
-	 * changed (to_cloud or to_agent redone), or every pod goes back in
+	 * changed (to_cloud, to_agent or to_service redone), or every pod goes back in
 	 * anyway, the allowed sets are made again from the store in this batch.
 	 */
 	if (r == 0 && lost == 0 && (access_redo || (flags & ACCT_DECLARE_PODS))) {
 		acct_table_flush_set(bt, ACCT_SET_METADATA_OK);
 		acct_table_flush_set(bt, ACCT_SET_AGENT_OK);
+		acct_table_flush_set(bt, ACCT_SET_SERVICE_OK);
 		for (size_t i = 0; i < n_all && r == 0 && !(flags & ACCT_DECLARE_PODS); i++)
 			r = acct_put_pod_access(bt, cfg, &all[i]);
 	}

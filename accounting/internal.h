@@ -35,6 +35,12 @@
 #define ACCT_MAP_INVALID_DROP "invalid_drop"
 #define ACCT_MAP_NEIGHBOUR_DROP "neighbour_drop"
 /*
+ * nodeAccess.servicePorts: pod address . tcp . entry index, for each entry
+ * listing the pod's namespace (typed as a hostPort's key, ipv4_addr .
+ * inet_proto . inet_service; the index in the port's place).
+ */
+#define ACCT_SET_SERVICE_OK "service_ok"
+/*
  * The neighbour table is one per node: @nexthops holds the next hops the
  * node resolved lately (which cost the table nothing new), and a pod's
  * element of @nexthop_limit names its namespace's limit of new ones
@@ -258,6 +264,7 @@ enum {
 	ACCT_ID_NEIGHBOUR_DROP,
 	ACCT_ID_NEXTHOP_LIMIT,
 	ACCT_ID_NEXTHOPS,
+	ACCT_ID_SERVICE_OK,
 };
 
 struct acct_set_def {
@@ -270,7 +277,7 @@ struct acct_set_def {
 	uint32_t size;	    /* at most this many elements (0: no bound) */
 	uint32_t timeout_s; /* its elements' default timeout (NFT_SET_TIMEOUT) */
 };
-#define ACCT_TABLE_SETS 27
+#define ACCT_TABLE_SETS 28
 extern const struct acct_set_def acct_table_sets[ACCT_TABLE_SETS];
 
 struct acct_chain_def {
@@ -279,7 +286,7 @@ struct acct_chain_def {
 	uint32_t hook;
 	int32_t prio;
 };
-#define ACCT_TABLE_CHAINS 16
+#define ACCT_TABLE_CHAINS 18
 extern const struct acct_chain_def acct_table_chains[ACCT_TABLE_CHAINS];
 
 /*
@@ -317,6 +324,14 @@ extern const struct acct_chain_def acct_table_chains[ACCT_TABLE_CHAINS];
  */
 #define ACCT_CHAIN_TO_CLOUD "to_cloud"
 #define ACCT_CHAIN_TO_AGENT "to_agent"
+/*
+ * servicePorts: forward (to an internal address) and input jump to
+ * to_service for a pod's new TCP connections; a port of an entry whose
+ * @service_ok element the pod lacks, as translated or as first addressed,
+ * goes to service_deny, which counts it in @agent_drop and drops it.
+ */
+#define ACCT_CHAIN_TO_SERVICE "to_service"
+#define ACCT_CHAIN_SERVICE_DENY "service_deny"
 
 /* Table arp tollgate (arp.c): its one chain drops ARP from pods' links. */
 #define ACCT_ARP_CHAIN "input"
@@ -333,10 +348,10 @@ int acct_arp_put(struct acct_batch *bt, const struct acct_config *cfg);
  * that a node declared by an older layout is declared again. Change it with
  * every change of a rule (tests/unit/test_accounting.c checks it moves).
  */
-#define ACCT_TABLE_LAYOUT "tollgate-table/16"
+#define ACCT_TABLE_LAYOUT "tollgate-table/17"
 
 /* Every rule the config asks for, in chain order. */
-#define ACCT_TABLE_RULES_MAX 100
+#define ACCT_TABLE_RULES_MAX 240 /* 2 * 8 * 8 of them servicePorts' at most */
 struct acct_rule_list {
 	struct nftnl_rule *r[ACCT_TABLE_RULES_MAX];
 	size_t n;
@@ -418,6 +433,11 @@ int acct_put_pod(struct acct_batch *bt, const struct acct_config *cfg, const str
 /* Only its elements of @metadata_ok and @agent_ok, as cfg's lists say (a declaration re-derives them). */
 int acct_put_pod_access(struct acct_batch *bt, const struct acct_config *cfg,
 			const struct acct_pod *p);
+/* Its elements of @service_ok, as cfg's servicePorts say (access.c). */
+int acct_put_service_ok(struct acct_batch *bt, const struct acct_config *cfg,
+			const struct acct_pod *p);
+/* One element of @service_ok (NEWSETELEM; removals: every entry < ACCT_SERVICE_PORTS_MAX). */
+int acct_service_ok_elem(struct acct_batch *bt, uint16_t type, uint32_t ip, size_t entry);
 void acct_set_add_key(struct nftnl_set *s, uint32_t ip_host, bool interval_end);
 /* A set element's key: a link name (zero-padded, as `meta iifname` loads it), then an address. */
 #define ACCT_KEY_LINK_LEN 16

@@ -78,6 +78,7 @@ int acct_put_pod_access(struct acct_batch *bt, const struct acct_config *cfg,
 		r |= acct_put_elem(bt, NFT_MSG_NEWSETELEM, ACCT_SET_METADATA_OK, p->ip, NULL);
 	if (acct_ns_listed(a->metrics_ns, a->n_metrics_ns, p->k8s_namespace))
 		r |= acct_put_elem(bt, NFT_MSG_NEWSETELEM, ACCT_SET_AGENT_OK, p->ip, NULL);
+	r |= acct_put_service_ok(bt, cfg, p);
 	return r ? -ENOMEM : 0;
 }
 
@@ -198,6 +199,8 @@ static int put_pod_removal(struct acct_batch *bt, const struct acct_pod *p, uint
 	}
 	STEP(acct_put_elem(bt, del_elem, ACCT_SET_METADATA_OK, p->ip, NULL));
 	STEP(acct_put_elem(bt, del_elem, ACCT_SET_AGENT_OK, p->ip, NULL));
+	for (size_t k = 0; k < ACCT_SERVICE_PORTS_MAX; k++)
+		STEP(acct_service_ok_elem(bt, del_elem, p->ip, k));
 	for (int d = 0; d < ACCT_DROPS; d++)
 		STEP(acct_put_elem(bt, del_elem, acct_drop_maps[d], p->ip, NULL));
 	STEP(acct_put_elem(bt, del_elem, ACCT_MAP_NEXTHOP_LIMIT, p->ip, NULL));

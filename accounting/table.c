@@ -44,6 +44,8 @@ const struct acct_chain_def acct_table_chains[ACCT_TABLE_CHAINS] = {
 	{ ACCT_CHAIN_SPOOFED, NULL, 0, 0 },
 	{ ACCT_CHAIN_TO_CLOUD, NULL, 0, 0 },
 	{ ACCT_CHAIN_TO_AGENT, NULL, 0, 0 },
+	{ ACCT_CHAIN_TO_SERVICE, NULL, 0, 0 },
+	{ ACCT_CHAIN_SERVICE_DENY, NULL, 0, 0 },
 	{ "forward", "filter", NF_INET_FORWARD, -150 },
 	{ "input", "filter", NF_INET_LOCAL_IN, -150 },
 	{ "output", "route", NF_INET_LOCAL_OUT, -150 },	     /* route: a new mark re-routes */
@@ -186,6 +188,7 @@ const struct acct_set_def acct_table_sets[ACCT_TABLE_SETS] = {
 	VERDICTS(ACCT_MAP_GUARD_IN, ACCT_ID_GUARD_IN, NFT_SET_MAP, ACCT_KEY_ADDR),
 	PLAIN(ACCT_MAP_HOSTPORT, ACCT_ID_HOSTPORT, NFT_SET_MAP, ACCT_KEY_HOSTPORT),
 	PLAIN(ACCT_MAP_HOSTPORT_IP, ACCT_ID_HOSTPORT_IP, NFT_SET_MAP, ACCT_KEY_HOSTPORT_IP),
+	PLAIN(ACCT_SET_SERVICE_OK, ACCT_ID_SERVICE_OK, 0, ACCT_KEY_HOSTPORT_IP),
 };
 
 int acct_table_put_set(struct acct_batch *bt, const struct acct_set_def *d)

@@ -102,8 +102,9 @@ static const struct {
 	  "the sender's namespace." },
 	{ SERIES_AGENT_DROP, false, "tollgate_namespace_metrics_port_dropped_packets_total",
 	  "TCP packets from pods of namespaces not in nodeAccess.metricsNamespaces to "
-	  "nodeAccess.metricsPort of the node or of an internal address, dropped; by the sender's "
-	  "namespace." },
+	  "nodeAccess.metricsPort of the node or of an internal address, and first packets to a "
+	  "port of nodeAccess.servicePorts from pods of namespaces its entry does not list, "
+	  "dropped; by the sender's namespace." },
 	{ SERIES_INVALID_DROP, false, "tollgate_namespace_invalid_dropped_packets_total",
 	  "Packets from pods that conntrack could not place in a connection (state invalid: a "
 	  "SYN|FIN, an out-of-window segment), dropped before the guard, the counters and the "

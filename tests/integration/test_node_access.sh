@@ -2,7 +2,8 @@
 # nodeAccess: what a tenant root in its own pod can reach of the node and of
 # the cloud. A pod floods the node with forged ARP requests; it asks IMDS
 # and the WireServer for tokens; it opens the agents' port on its own node
-# and on a peer's; it forges a reply of another pod's connection. Each
+# and on a peer's, and the control plane's ports (the allocator's, etcd's),
+# directly and through a Service; it forges a reply of another pod's connection. Each
 # attack is checked for what it did (neighbour entries, HTTP answers, TCP
 # connections, conntrack entries) and for the counter that says it was
 # stopped, with a control that shows the check can see the attack succeed.
@@ -17,7 +18,10 @@
 #      \-- inet 203.0.113.10, lo 169.254.169.254 (HTTP :80), lo 168.63.129.16
 #          (HTTP :80, echo :53 UDP and TCP): the cloud, in a throwaway netns
 #
-# Config: nodeAccess {metadataNamespaces: [monitoring], metricsNamespaces: [monitoring]}.
+# Config: nodeAccess {metadataNamespaces: [monitoring], metricsNamespaces: [monitoring]};
+# then servicePorts as shipped (9618: monitoring, 2379-2380: kube-system),
+# with listeners on the peer (10.0.1.1) and the node and two "Services"
+# (DNAT in the node) translating to and away from a guarded port.
 #
 # Standalone: TOLLGATE_BIN_DIR=build bash tests/integration/test_node_access.sh
 # shellcheck disable=SC2016,SC2015,SC1091  # jq filters with $vars; a && b || t_fail: t_fail on either
@@ -273,6 +277,97 @@ t_expect "mon -> 10.96.0.21" "$(http mon 10.96.0.21)" 200
 N nft delete table ip tgtest_svc || t_fail "cannot delete the Services' DNAT"
 t_end
 
+# ---------------------------------------------------------------- control plane's ports
+# servicePorts as shipped: the allocator's port for monitoring, etcd's for
+# kube-system. Echo listeners on a peer's address (10.0.1.1: 9618, 2379, and 9700,
+# a port no entry names) and on the node's own (9618); two "Services" in the
+# node: 10.96.0.30:80 -> 10.0.1.1:9618 (translated to a guarded port) and
+# 10.96.0.31:9618 -> 10.0.1.1:9700 (a guarded port translated away).
+SVC_PORTS='[{ports: [9618], namespaces: ["monitoring"]}, {ports: ["2379-2380"], namespaces: ["kube-system"]}]'
+SCONF=$(tg_conf ".nodeAccess = {metadataNamespaces: [\"monitoring\"], metricsNamespaces: [\"monitoring\"], servicePorts: $SVC_PORTS}")
+jq -n --argjson p "$SCONF" '{cniVersion: $p.cniVersion, name: $p.name, plugins: [$p | del(.cniVersion, .name)]}' \
+	>"$TG_TMP/services.conflist"
+# svc_try POD ADDR PORT...: net_try's answer for each, space-separated
+svc_try() {
+	local p=$1 a=$2 out="" port
+	shift 2
+	for port in "$@"; do out+="$(try "$p" tcp "$a" "$port") "; done
+	echo "${out% }"
+}
+t_begin "servicePorts absent: any pod reaches 9618 and 2379 on a peer and the node, direct and through a Service"
+# echo servers (an HTTP server looks its own name up first, which in a netns without DNS takes seconds)
+ip netns exec "$TG_PEER" "$PY" "$TG_LIB_DIR/cloud_serve.py" --echo 10.0.1.1:9618 --echo 10.0.1.1:2379 \
+	--echo 10.0.1.1:9700 >"$TG_TMP/svc-peer.out" 2>"$TG_TMP/svc-peer.err" &
+TG_PIDS+=("$!")
+(exec ip netns exec "$TG_NODE" "$PY" "$TG_LIB_DIR/cloud_serve.py" --echo "$TG_NODE_IP:9618" \
+	>"$TG_TMP/svc-node.out" 2>"$TG_TMP/svc-node.err") &
+TG_PIDS+=("$!")
+wait_for 10 grep -q ready "$TG_TMP/svc-peer.out" || t_fail "peer listeners: $(cat "$TG_TMP/svc-peer.err")"
+wait_for 10 grep -q ready "$TG_TMP/svc-node.out" || t_fail "node listener: $(cat "$TG_TMP/svc-node.err")"
+printf '%s\n' "table ip tgtest_svc {" \
+	"  chain pre {" \
+	"    type nat hook prerouting priority -100;" \
+	"    ip daddr 10.96.0.30 tcp dport 80 dnat to 10.0.1.1:9618" \
+	"    ip daddr 10.96.0.31 tcp dport 9618 dnat to 10.0.1.1:9700" \
+	"  }" "}" >"$TG_TMP/svc.nft"
+N nft -f "$TG_TMP/svc.nft" || t_fail "cannot add the Services' DNAT"
+t_expect "tenant -> 10.0.1.1:9618, :2379" "$(svc_try tenant 10.0.1.1 9618 2379)" "ok ok"
+t_expect "tenant -> $TG_NODE_IP:9618" "$(try tenant tcp "$TG_NODE_IP" 9618)" ok
+t_expect "tenant -> 10.96.0.30:80 (-> :9618)" "$(try tenant tcp 10.96.0.30 80)" ok
+t_expect "tenant -> 10.96.0.31:9618 (-> :9700)" "$(try tenant tcp 10.96.0.31 9618)" ok
+t_expect "chain to_service's rules" "$(N nft -j list chain inet tollgate to_service 2>/dev/null | jq '[.nftables[] | .rule? // empty] | length')" 0
+t_end
+
+t_begin "servicePorts declared (agent --once): an unlisted pod's first packet to 9618 is dropped, on a peer, the node, through both Services; counted"
+N "$AGENT" --config "$TG_TMP/services.conflist" --once --listen 127.0.0.1:9699 >/dev/null 2>"$TG_TMP/once.err" ||
+	t_fail "agent --once: $(tail -n 3 "$TG_TMP/once.err")"
+# each entry's ports matched as translated and as first addressed (nft's own reading of the rules)
+N nft list chain inet tollgate to_service >"$TG_TMP/to_service.nft" 2>&1 || t_fail "no chain to_service"
+for m in "tcp dport 9618" "ct original proto-dst 9618" "tcp dport 2379-2380" "ct original proto-dst 2379-2380"; do
+	grep -q "$m ip saddr . meta l4proto . .* != @service_ok goto service_deny" "$TG_TMP/to_service.nft" ||
+		t_fail "to_service has no rule '$m': $(cat "$TG_TMP/to_service.nft")"
+done
+before=$(ctr inet ns_tenant_agent_dropped)
+start=$(date +%s%N)
+t_expect "tenant -> 10.0.1.1:9618, :2379" "$(svc_try tenant 10.0.1.1 9618 2379)" "no: timed out no: timed out"
+t_expect "tenant -> $TG_NODE_IP:9618" "$(try tenant tcp "$TG_NODE_IP" 9618)" "no: timed out"
+t_expect "tenant -> 10.96.0.30:80 (translated to :9618)" "$(try tenant tcp 10.96.0.30 80)" "no: timed out"
+t_expect "tenant -> 10.96.0.31:9618 (translated to :9700)" "$(try tenant tcp 10.96.0.31 9618)" "no: timed out"
+ms=$((($(date +%s%N) - start) / 1000000))
+after=$(ctr inet ns_tenant_agent_dropped)
+# one packet each, the SYN: net_try gives up after 0.5 s, before the first retransmission
+t_expect "ns_tenant_agent_dropped grew by" "$((after - before))" 5
+[ "$ms" -lt 5000 ] || t_fail "five refused connects took $ms ms"
+t_expect "exported" "$(metric "$(nsmetric metrics_port tenant)")" "$after"
+t_expect "tenant -> 10.0.1.1:9700 (no entry's port)" "$(try tenant tcp 10.0.1.1 9700)" ok
+t_expect "tenant -> $TG_NODE_IP:22 (another port: refused by the node, not dropped)" \
+	"$(try tenant tcp "$TG_NODE_IP" 22)" "no: Connection refused"
+t_expect "ns_tenant_agent_dropped after the other ports" "$(ctr inet ns_tenant_agent_dropped)" "$after"
+t_end
+
+t_begin "each entry its own list: monitoring reaches 9618 (everywhere) but not etcd's 2379; a kube-system pod ADDed now the reverse"
+before=$(ctr inet ns_monitoring_agent_dropped)
+t_expect "mon -> 10.0.1.1:9618, :2379" "$(svc_try mon 10.0.1.1 9618 2379)" "ok no: timed out"
+t_expect "mon -> $TG_NODE_IP:9618" "$(try mon tcp "$TG_NODE_IP" 9618)" ok
+t_expect "mon -> 10.96.0.30:80, 10.96.0.31:9618" "$(try mon tcp 10.96.0.30 80) $(try mon tcp 10.96.0.31 9618)" "ok ok"
+t_expect "ns_monitoring_agent_dropped grew by" "$(($(ctr inet ns_monitoring_agent_dropped) - before))" 1
+pod_add sys kube-system "$SCONF" || t_fail "ADD sys: $TG_OUT"
+t_expect "sys -> 10.0.1.1:2379, :9618" "$(svc_try sys 10.0.1.1 2379 9618)" "ok no: timed out"
+t_expect "ns_kube-system_agent_dropped" "$(ctr inet ns_kube-system_agent_dropped)" 1
+t_end
+
+t_begin "servicePorts gone again (agent --once): the same connections succeed"
+N "$AGENT" --config "$TG_TMP/back.conflist" --once --listen 127.0.0.1:9699 >/dev/null 2>"$TG_TMP/once.err" ||
+	t_fail "agent --once: $(tail -n 3 "$TG_TMP/once.err")"
+t_expect "tenant -> 10.0.1.1:9618, 10.96.0.30:80, 10.96.0.31:9618" \
+	"$(try tenant tcp 10.0.1.1 9618) $(try tenant tcp 10.96.0.30 80) $(try tenant tcp 10.96.0.31 9618)" "ok ok ok"
+t_expect "elements of set service_ok" "$(nft_set_count service_ok)" 0
+N "$AGENT" --config "$TG_TMP/services.conflist" --once --listen 127.0.0.1:9699 >/dev/null 2>"$TG_TMP/once.err" ||
+	t_fail "agent --once: $(tail -n 3 "$TG_TMP/once.err")"
+t_expect "elements of set service_ok, declared again (mon, sys)" "$(nft_set_count service_ok)" 2
+N nft delete table ip tgtest_svc || t_fail "cannot delete the Services' DNAT"
+t_end
+
 # ---------------------------------------------------------------- conntrack
 ct_entry() { # the node's conntrack entry of victim's UDP flow to the peer pod
 	N conntrack -L -p udp --orig-src "${POD_IP[victim]}" --orig-dst "$TG_PEER_POD_IP" --dport 7777 2>/dev/null
@@ -306,8 +401,8 @@ t_end
 
 # ---------------------------------------------------------------- DEL
 t_begin "DEL takes the pods' nodeAccess elements; the namespaces keep their counters"
-for p in tenant victim mon; do pod_del "$p" "$CONF" || t_fail "DEL $p: $TG_OUT"; done
-for s in metadata_ok agent_ok; do t_expect "elements of set $s" "$(nft_set_count "$s")" 0; done
+for p in tenant victim mon sys; do pod_del "$p" "$CONF" || t_fail "DEL $p: $TG_OUT"; done
+for s in metadata_ok agent_ok service_ok; do t_expect "elements of set $s" "$(nft_set_count "$s")" 0; done
 for s in metadata_drop agent_drop; do t_expect "elements of map $s" "$(map_count "$s")" 0; done
 [ "$(ctr inet ns_tenant_metadata_dropped)" != - ] || t_fail "ns_tenant_metadata_dropped went with the pods"
 t_end

@@ -10,6 +10,9 @@
  * kernel), and what only the fake can show or only needs no table:
  *
  * - the rules' bytes pin ACCT_TABLE_LAYOUT; spoofed-packet counter names parse back;
+ * - servicePorts: forward and input jump to to_service, where each range of
+ *   each entry is matched twice (as translated, as first addressed), and the
+ *   largest config fits the rule list;
  * - the reader takes only Tollgate's counters even from a kernel that does
  *   not filter the dump, and reads again after a commit interrupted a read;
  * - an expression that cannot be allocated (nftnl_expr_alloc wrapped at link
@@ -46,7 +49,26 @@
  * change, ACCT_TABLE_LAYOUT must change too (rule stamps are made from it, not from
  * the rules), or nodes declared by the old layout would keep the old rules.
  */
-#define LAYOUT_RULES_HASH 0x70b7aaf1e7c73448ULL
+#define LAYOUT_RULES_HASH 0x6718c47fdb6239e3ULL
+
+/* The shipped servicePorts: 9618 for monitoring, 2379-2380 for kube-system. */
+static const char *const services_mon[] = { "monitoring" };
+static const char *const services_sys[] = { "kube-system" };
+static void with_services(struct acct_config *cfg)
+{
+	struct acct_access *a = &cfg->access;
+
+	memset(a->services, 0, sizeof(a->services));
+	a->services[0].ports[0] = (struct acct_port_range){ 9618, 9618 };
+	a->services[0].n_ports = 1;
+	a->services[0].ns[0] = services_mon[0];
+	a->services[0].n_ns = 1;
+	a->services[1].ports[0] = (struct acct_port_range){ 2379, 2380 };
+	a->services[1].n_ports = 1;
+	a->services[1].ns[0] = services_sys[0];
+	a->services[1].n_ns = 1;
+	a->n_services = 2;
+}
 
 static uint64_t rules_hash(const struct acct_config *cfg, uint64_t h)
 {
@@ -108,7 +130,10 @@ static void t_layout_version_follows_rules(void **state)
 	cfg.internet_mark = 0;
 	cfg.inet_ingress_classid = 0;
 	h = rules_hash(&cfg, h);
-	if (h != LAYOUT_RULES_HASH || strcmp(ACCT_TABLE_LAYOUT, "tollgate-table/16") != 0)
+	/* nodeAccess.servicePorts: the allocator's port and etcd's range */
+	with_services(&cfg);
+	h = rules_hash(&cfg, h);
+	if (h != LAYOUT_RULES_HASH || strcmp(ACCT_TABLE_LAYOUT, "tollgate-table/17") != 0)
 		fail_msg("the rules changed (hash %#llx): give ACCT_TABLE_LAYOUT a new version and "
 			 "record both here",
 			 (unsigned long long)h);
@@ -152,6 +177,7 @@ static void t_rules_fail_whole_on_allocation_failure(void **state)
 	cfg.guard.on = cfg.guard.limits = true;
 	cfg.access.metrics_filter = true;
 	cfg.access.metrics_port = 9617;
+	with_services(&cfg);
 	/* control: counted without a failure, every rule built */
 	expr_calls = 0;
 	expr_fail_at = ~0u;
@@ -169,6 +195,63 @@ static void t_rules_fail_whole_on_allocation_failure(void **state)
 	/* and the next build, without a failure, is whole again (nothing stale) */
 	rules_with_failure(&cfg, 0, &r);
 	assert_int_equal(r, 0);
+}
+
+/* How many of the rules go to chain `chain`. */
+static size_t rules_in(const struct acct_rule_list *w, const char *chain)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < w->n; i++)
+		n += strcmp(nftnl_rule_get_str(w->r[i], NFTNL_RULE_CHAIN), chain) == 0;
+	return n;
+}
+
+/*
+ * servicePorts: forward and input jump to to_service; there, each range of
+ * each entry twice (the port as translated, as first addressed), every one
+ * going to service_deny (counted, then not). Without entries, none of it.
+ */
+static void t_service_port_rules(void **state)
+{
+	struct acct_config cfg = config();
+	struct acct_rule_list w, none;
+	size_t fwd, in;
+
+	(void)state;
+	assert_int_equal(acct_table_rules(&cfg, &none), 0);
+	assert_int_equal(rules_in(&none, "to_service"), 0);
+	assert_int_equal(rules_in(&none, "service_deny"), 0);
+	fwd = rules_in(&none, "forward");
+	in = rules_in(&none, "input");
+	with_services(&cfg);
+	cfg.access.services[1].ports[1] = (struct acct_port_range){ 6443, 6443 };
+	cfg.access.services[1].n_ports = 2;
+	assert_int_equal(acct_table_rules(&cfg, &w), 0);
+	assert_int_equal(rules_in(&w, "forward"), fwd + 1);
+	assert_int_equal(rules_in(&w, "input"), in + 1);
+	assert_int_equal(rules_in(&w, "to_service"), 2 * 3);
+	assert_int_equal(rules_in(&w, "service_deny"), 2);
+	assert_int_equal(w.n, none.n + 2 + 6 + 2);
+	acct_rule_list_free(&w);
+	/* the most a config may ask: every entry with every range, and room to spare */
+	for (size_t i = 0; i < ACCT_SERVICE_PORTS_MAX; i++) {
+		cfg.access.services[i].n_ports = ACCT_SERVICE_RANGES_MAX;
+		for (size_t k = 0; k < ACCT_SERVICE_RANGES_MAX; k++)
+			cfg.access.services[i].ports[k] =
+				(struct acct_port_range){ (uint16_t)(1000 + 10 * i + k),
+							  (uint16_t)(1000 + 10 * i + k) };
+	}
+	cfg.access.n_services = ACCT_SERVICE_PORTS_MAX;
+	cfg.access.metrics_filter = true;
+	cfg.guard.on = cfg.guard.limits = true;
+	cfg.access.ns_connections = 65536;
+	cfg.access.neighbours_per_second = 200;
+	assert_int_equal(acct_table_rules(&cfg, &w), 0);
+	assert_int_equal(rules_in(&w, "to_service"),
+			 2 * ACCT_SERVICE_PORTS_MAX * ACCT_SERVICE_RANGES_MAX);
+	acct_rule_list_free(&w);
+	acct_rule_list_free(&none);
 }
 
 /* Table arp tollgate's one rule drops ARP from pods: short of its iifname match, all ARP. */
@@ -340,6 +423,7 @@ int main(void)
 		cmocka_unit_test(t_layout_version_follows_rules),
 		cmocka_unit_test(t_rules_fail_whole_on_allocation_failure),
 		cmocka_unit_test(t_arp_rule_fails_whole_on_allocation_failure),
+		cmocka_unit_test(t_service_port_rules),
 		cmocka_unit_test(t_spoofed_names_round_trip),
 		cmocka_unit_test(t_ranges_have),
 		cmocka_unit_test(t_refused_names_round_trip),

@@ -326,6 +326,64 @@ static const struct bad_case bad_cases[] = {
 	{ "value: nodeAccess.metricsNamespaces 64 characters",
 	  ACCESS("\"metricsNamespaces\":[\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"]"),
 	  CNI_CMD_ADD, 7, "nodeAccess.metricsNamespaces[0]" },
+#define SVC(v) ACCESS("\"servicePorts\":" v)
+#define SVC1(kv) SVC("[{" kv "}]")
+	{ "type: nodeAccess.servicePorts object", SVC("{}"), CNI_CMD_ADD, 7,
+	  "nodeAccess.servicePorts must be an array" },
+	{ "type: nodeAccess.servicePorts entry a port", SVC("[9618]"), CNI_CMD_ADD, 7,
+	  "nodeAccess.servicePorts[0] must be" },
+	{ "unknown: nodeAccess.servicePorts entry key",
+	  SVC1("\"ports\":[9618],\"namespaces\":[],\"namespace\":\"x\""), CNI_CMD_ADD, 7,
+	  "nodeAccess.servicePorts[0]: unknown key \"namespace\"" },
+	{ "missing: nodeAccess.servicePorts ports", SVC1("\"namespaces\":[\"monitoring\"]"),
+	  CNI_CMD_ADD, 7, "nodeAccess.servicePorts[0].ports is missing" },
+	{ "missing: nodeAccess.servicePorts namespaces", SVC1("\"ports\":[9618]"), CNI_CMD_ADD, 7,
+	  "nodeAccess.servicePorts[0].namespaces is missing" },
+	{ "value: nodeAccess.servicePorts ports empty", SVC1("\"ports\":[],\"namespaces\":[]"),
+	  CNI_CMD_ADD, 7, "nodeAccess.servicePorts[0].ports must be a non-empty array" },
+	{ "type: nodeAccess.servicePorts ports a number", SVC1("\"ports\":9618,\"namespaces\":[]"),
+	  CNI_CMD_ADD, 7, "nodeAccess.servicePorts[0].ports must be a non-empty array" },
+	{ "value: nodeAccess.servicePorts port 0", SVC1("\"ports\":[0],\"namespaces\":[]"),
+	  CNI_CMD_ADD, 7, "nodeAccess.servicePorts[0].ports[0]: 0 is not a port" },
+	{ "value: nodeAccess.servicePorts port 65536",
+	  SVC1("\"ports\":[9618,65536],\"namespaces\":[]"), CNI_CMD_ADD, 7,
+	  "nodeAccess.servicePorts[0].ports[1]: 65536 is not a port" },
+	{ "value: nodeAccess.servicePorts range reversed",
+	  SVC1("\"ports\":[\"2380-2379\"],\"namespaces\":[]"), CNI_CMD_ADD, 7,
+	  "nodeAccess.servicePorts[0].ports[0]: \"2380-2379\" is not a range" },
+	{ "value: nodeAccess.servicePorts range text",
+	  SVC1("\"ports\":[\"etcd\"],\"namespaces\":[]"), CNI_CMD_ADD, 7,
+	  "nodeAccess.servicePorts[0].ports[0]: \"etcd\" is not a range" },
+	{ "type: nodeAccess.servicePorts port bool", SVC1("\"ports\":[true],\"namespaces\":[]"),
+	  CNI_CMD_ADD, 7, "nodeAccess.servicePorts[0].ports[0] must be a port" },
+	{ "value: nodeAccess.servicePorts nine ports",
+	  SVC1("\"ports\":[1,2,3,4,5,6,7,8,9],\"namespaces\":[]"), CNI_CMD_ADD, 7,
+	  "nodeAccess.servicePorts[0].ports lists more than 8" },
+	{ "value: nodeAccess.servicePorts overlap in an entry",
+	  SVC1("\"ports\":[\"2379-2380\",2380],\"namespaces\":[]"), CNI_CMD_ADD, 7,
+	  "nodeAccess.servicePorts[0].ports[1] (2380-2380) overlaps "
+	  "nodeAccess.servicePorts[0].ports[0]" },
+	{ "value: nodeAccess.servicePorts overlap across entries",
+	  SVC("[{\"ports\":[9618],\"namespaces\":[]},"
+	      "{\"ports\":[\"9000-9999\"],\"namespaces\":[]}]"),
+	  CNI_CMD_ADD, 7,
+	  "nodeAccess.servicePorts[1].ports[0] (9000-9999) overlaps "
+	  "nodeAccess.servicePorts[0].ports[0]" },
+	{ "type: nodeAccess.servicePorts namespaces a string",
+	  SVC1("\"ports\":[9618],\"namespaces\":\"monitoring\""), CNI_CMD_ADD, 7,
+	  "nodeAccess.servicePorts[0].namespaces must be an array of strings" },
+	{ "value: nodeAccess.servicePorts namespace underscore",
+	  SVC1("\"ports\":[9618],\"namespaces\":[\"ok\",\"kube_system\"]"), CNI_CMD_ADD, 7,
+	  "nodeAccess.servicePorts[0].namespaces[1] \"kube_system\" is not a namespace name" },
+	{ "value: nodeAccess.servicePorts nine entries",
+	  SVC("[{\"ports\":[1],\"namespaces\":[]},{\"ports\":[2],\"namespaces\":[]},"
+	      "{\"ports\":[3],\"namespaces\":[]},{\"ports\":[4],\"namespaces\":[]},"
+	      "{\"ports\":[5],\"namespaces\":[]},{\"ports\":[6],\"namespaces\":[]},"
+	      "{\"ports\":[7],\"namespaces\":[]},{\"ports\":[8],\"namespaces\":[]},"
+	      "{\"ports\":[9],\"namespaces\":[]}]"),
+	  CNI_CMD_ADD, 7, "nodeAccess.servicePorts lists more than 8 entries" },
+#undef SVC1
+#undef SVC
 
 	/* ---- missing required keys ---- */
 	{ "missing: cniVersion", "{\"name\":\"net\"," IPAM_OK "}", CNI_CMD_ADD, 7, "cniVersion" },
@@ -751,6 +809,65 @@ static void t_node_access_tables_and_ports(void **state)
 	node_config_free(&cfg);
 	assert_int_equal(parse(ACCESS("\"hostPortDeny\":[]"), &cfg, &e), 0);
 	assert_int_equal(cfg.n_port_deny, 0);
+	node_config_free(&cfg);
+}
+
+/* nodeAccess.servicePorts: absent, the shipped value, eight entries, an empty list. */
+static void t_node_access_service_ports(void **state)
+{
+	struct node_config cfg;
+	struct tg_err e;
+	const struct acct_service_port *sp;
+
+	(void)state;
+	assert_int_equal(parse(MINIMAL, &cfg, &e), 0);
+	assert_int_equal(cfg.access.n_services, 0);
+	node_config_free(&cfg);
+	assert_int_equal(parse(ACCESS("\"metricsNamespaces\":[\"monitoring\"]"), &cfg, &e), 0);
+	assert_int_equal(cfg.access.n_services, 0);
+	node_config_free(&cfg);
+	assert_int_equal(
+		parse(ACCESS("\"servicePorts\":["
+			     "{\"ports\":[9618],\"namespaces\":[\"monitoring\"]},"
+			     "{\"namespaces\":[\"kube-system\",\"etcd\"],\"ports\":[\"2379-2380\"]}]"),
+		      &cfg, &e),
+		0);
+	assert_int_equal(cfg.access.n_services, 2);
+	sp = &cfg.access.services[0];
+	assert_int_equal(sp->n_ports, 1);
+	assert_int_equal(sp->ports[0].lo, 9618);
+	assert_int_equal(sp->ports[0].hi, 9618);
+	assert_int_equal(sp->n_ns, 1);
+	assert_string_equal(sp->ns[0], "monitoring");
+	sp = &cfg.access.services[1];
+	assert_int_equal(sp->n_ports, 1);
+	assert_int_equal(sp->ports[0].lo, 2379);
+	assert_int_equal(sp->ports[0].hi, 2380);
+	assert_int_equal(sp->n_ns, 2);
+	assert_string_equal(sp->ns[0], "kube-system");
+	assert_string_equal(sp->ns[1], "etcd");
+	/* metricsNamespaces stays unset: the two are separate */
+	assert_false(cfg.access.metrics_filter);
+	node_config_free(&cfg);
+	/* eight entries (the most), one with eight ports and ranges; an empty list: no pod */
+	assert_int_equal(
+		parse(ACCESS("\"servicePorts\":["
+			     "{\"ports\":[1,2,3,4,5,6,\"7-8\",\"9-9\"],\"namespaces\":[]},"
+			     "{\"ports\":[20],\"namespaces\":[]},{\"ports\":[30],\"namespaces\":[]},"
+			     "{\"ports\":[40],\"namespaces\":[]},{\"ports\":[50],\"namespaces\":[]},"
+			     "{\"ports\":[60],\"namespaces\":[]},{\"ports\":[70],\"namespaces\":[]},"
+			     "{\"ports\":[\"65534-65535\"],\"namespaces\":[\"a\"]}]"),
+		      &cfg, &e),
+		0);
+	assert_int_equal(cfg.access.n_services, 8);
+	assert_int_equal(cfg.access.services[0].n_ports, 8);
+	assert_int_equal(cfg.access.services[0].ports[6].lo, 7);
+	assert_int_equal(cfg.access.services[0].ports[6].hi, 8);
+	assert_int_equal(cfg.access.services[0].n_ns, 0);
+	assert_int_equal(cfg.access.services[7].ports[0].hi, 65535);
+	node_config_free(&cfg);
+	assert_int_equal(parse(ACCESS("\"servicePorts\":[]"), &cfg, &e), 0);
+	assert_int_equal(cfg.access.n_services, 0);
 	node_config_free(&cfg);
 }
 
@@ -1416,6 +1533,7 @@ int main(void)
 	ADD(t_defaults);
 	ADD(t_node_access_defaults);
 	ADD(t_node_access_values);
+	ADD(t_node_access_service_ports);
 	ADD(t_node_access_tables_and_ports);
 	ADD(t_internet_guard);
 	ADD(t_ipam_source_defaults_to_imds_without_addresses);
