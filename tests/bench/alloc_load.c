@@ -680,7 +680,8 @@ static int parse(int argc, char **argv, struct opts *o)
  *           fast as they are taken, kept alive.
  * Raw non-blocking sockets on one epoll set. Prints one line for scripts
  * ("flood key=value ...": requests sent and answers by status, per kind;
- * connections made, refused, closed by the allocator) and exits 0.
+ * connections made, refused, closed by the allocator; its own CPU seconds)
+ * and exits 0.
  */
 
 #define FLOOD_SLOW_LEN 65536
@@ -1032,9 +1033,10 @@ static int flood_main(const struct opts *o)
 			flood_event(evs[i].data.ptr, evs[i].events);
 	}
 	printf("flood seconds=%.1f sources=%u connections=%u connects=%llu connect_errors=%llu "
-	       "resets=%llu",
+	       "resets=%llu cpu_seconds=%.2f",
 	       (double)(now_us() - t0) / 1e6, o->sources, total, (unsigned long long)fl.connects,
-	       (unsigned long long)fl.connect_errors, (unsigned long long)fl.resets);
+	       (unsigned long long)fl.connect_errors, (unsigned long long)fl.resets,
+	       self_seconds());
 	for (int k = 0; k < F_KINDS; k++) {
 		printf(" %s_sent=%llu %s_closed=%llu", flood_kind[k],
 		       (unsigned long long)fl.sent[k], flood_kind[k],
