@@ -22,7 +22,9 @@
  * seconds) and its peak RSS (VmHWM). --targets prints PASS or MISS beside
  * each against the 7,500-node targets (p99 <= 50 ms, <= 1 core, <= 200 MiB).
  * First one line for scripts ("result key=value ..."), then the same for
- * people, with the generator's own CPU and how late it sent reports, so
+ * people, with the generator's own CPU, how late it sent reports and how
+ * long the allocator and the generator waited for a CPU (alloc_wait,
+ * generator_wait: seconds per second, from /proc/PID/schedstat), so
  * that a run the generator could not keep up with shows as one, and how
  * many answers carried the policy (each node's first, and one after each
  * policy change). Exits 1
@@ -429,7 +431,7 @@ static int cmp_double(const void *a, const void *b)
  * The allocator's /proc/PID/stat and status, opened before the nodes'
  * connections take every descriptor the limit allows.
  */
-static int stat_fd = -1, status_fd = -1;
+static int stat_fd = -1, status_fd = -1, sched_fd = -1, self_sched_fd = -1;
 
 static ssize_t read_proc(int fd, char *buf, size_t size)
 {
@@ -453,6 +455,21 @@ static double cpu_seconds(void)
 	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &stt) != 2)
 		return -1;
 	return (double)(ut + stt) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/*
+ * Seconds a process waited for a CPU while runnable (the second field of
+ * /proc/PID/schedstat): a process slow for want of a CPU (the machine
+ * busy) rather than for its own work shows here. -1: not known.
+ */
+static double wait_seconds(int fd)
+{
+	char buf[256];
+	unsigned long long run, wait;
+
+	if (read_proc(fd, buf, sizeof(buf)) <= 0 || sscanf(buf, "%llu %llu", &run, &wait) != 2)
+		return -1;
+	return (double)wait / 1e9;
 }
 
 static double self_seconds(void)
@@ -1070,6 +1087,7 @@ int main(int argc, char **argv)
 	unsigned int port, cursor = 0, n_groups;
 	int64_t t0, measure_from, measure_to, end, round_us = 0;
 	double cpu0 = -1, cpu1 = -1, gen0 = 0, gen1 = 0, elapsed;
+	double wait0 = 0, wait1 = 0, gwait0 = 0, gwait1 = 0; /* run-queue waits */
 	struct group *groups;
 	char **tokens = NULL, *tokens_buf = NULL;
 
@@ -1104,11 +1122,14 @@ int main(int argc, char **argv)
 		stat_fd = open(path, O_RDONLY | O_CLOEXEC);
 		snprintf(path, sizeof(path), "/proc/%d/status", o.pid);
 		status_fd = open(path, O_RDONLY | O_CLOEXEC);
+		snprintf(path, sizeof(path), "/proc/%d/schedstat", o.pid);
+		sched_fd = open(path, O_RDONLY | O_CLOEXEC);
 		if (stat_fd < 0 || status_fd < 0) {
 			fprintf(stderr, "alloc_load: --pid %d: %m\n", o.pid);
 			return 1;
 		}
 	}
+	self_sched_fd = open("/proc/self/schedstat", O_RDONLY | O_CLOEXEC);
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	headers = curl_slist_append(headers, "Content-Type: application/json");
 	headers = curl_slist_append(headers, "Expect:");
@@ -1150,10 +1171,14 @@ int main(int argc, char **argv)
 		if (cpu0 < 0 && now >= measure_from) {
 			cpu0 = o.pid ? cpu_seconds() : 0;
 			gen0 = self_seconds();
+			wait0 = wait_seconds(sched_fd);
+			gwait0 = wait_seconds(self_sched_fd);
 		}
 		if (cpu1 < 0 && now >= measure_to) {
 			cpu1 = o.pid ? cpu_seconds() : 0;
 			gen1 = self_seconds();
+			wait1 = wait_seconds(sched_fd);
+			gwait1 = wait_seconds(self_sched_fd);
 		}
 		if (now >= end ||
 		    (t0 + round_us + (int64_t)cursor * 1000000 / o.nodes >= measure_to && !st.busy))
@@ -1213,6 +1238,8 @@ int main(int argc, char **argv)
 
 		cpu1 = o.pid ? cpu_seconds() : 0;
 		gen1 = self_seconds();
+		wait1 = wait_seconds(sched_fd);
+		gwait1 = wait_seconds(self_sched_fd);
 		if (now > measure_from)
 			elapsed = (double)(now - measure_from) / 1e6;
 	}
@@ -1238,17 +1265,23 @@ int main(int argc, char **argv)
 		printf("result nodes=%u namespaces_per_node=%u budgets=%u seconds=%u reports=%llu "
 		       "expected=%llu errors=%llu skipped=%llu max_lag_ms=%.1f p50_ms=%.3f "
 		       "p99_ms=%.3f max_ms=%.3f cpu_cores=%.3f rss_kb=%ld generator_cores=%.3f "
-		       "policy_answers=%llu\n",
+		       "policy_answers=%llu alloc_wait=%.3f generator_wait=%.3f\n",
 		       o.nodes, o.per_node, o.namespaces, o.seconds, (unsigned long long)st.ok,
 		       (unsigned long long)expected,
 		       (unsigned long long)(st.http_errors + st.curl_errors + st.bad_answers),
 		       (unsigned long long)st.skipped, (double)st.max_lag_us / 1000.0, p50, p99,
-		       max, cores, hwm, gen_cores, (unsigned long long)st.policy_answers);
+		       max, cores, hwm, gen_cores, (unsigned long long)st.policy_answers,
+		       wait0 >= 0 && wait1 >= 0 ? (wait1 - wait0) / elapsed : -1,
+		       gwait0 >= 0 && gwait1 >= 0 ? (gwait1 - gwait0) / elapsed : -1);
 		printf("  %llu of %llu reports answered, %llu errors, %llu not sent (the node's last "
 		       "still out), generator lag up to %.1f ms, generator CPU %.3f cores\n",
 		       (unsigned long long)st.ok, (unsigned long long)expected,
 		       (unsigned long long)(st.http_errors + st.curl_errors + st.bad_answers),
 		       (unsigned long long)st.skipped, (double)st.max_lag_us / 1000.0, gen_cores);
+		printf("  waiting for a CPU while runnable, per second measured: the allocator %.3f s, "
+		       "the generator %.3f s\n",
+		       wait0 >= 0 && wait1 >= 0 ? (wait1 - wait0) / elapsed : -1,
+		       gwait0 >= 0 && gwait1 >= 0 ? (gwait1 - gwait0) / elapsed : -1);
 		printf("  %llu answers carried the policy (%u nodes; a node names the policy it "
 		       "heard in its next reports)\n",
 		       (unsigned long long)st.policy_answers, o.nodes);

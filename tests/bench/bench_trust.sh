@@ -44,6 +44,9 @@
 #   BENCH_TRUST_AUTH=1        0: the allocator with --insecure-no-auth, the
 #                             control that shows the grants' targets can fail
 #                             (the flood's invented nodes are then taken)
+#   BENCH_TRUST_NICE=0        the allocator's, the nodes' and the flood's nice
+#                             value (e.g. -5: the three ahead of whatever else
+#                             the machine runs, as on a node of their own)
 #   BENCH_STRICT=1            exit 1 (after the report) when a stated target is missed; 0: report only
 #   BENCH_REPORT=FILE         also write the markdown report to FILE
 # shellcheck disable=SC2317  # cleanup runs from the EXIT trap
@@ -65,6 +68,7 @@ SOURCES=${BENCH_TRUST_SOURCES:-50}
 SPAM=${BENCH_TRUST_SPAM:-8} SLOW=${BENCH_TRUST_SLOW:-40} BIG=${BENCH_TRUST_BIG:-8}
 BUDGET=${BENCH_TRUST_BUDGET:-2G}
 AUTH=${BENCH_TRUST_AUTH:-1}
+NICE=${BENCH_TRUST_NICE:-0}
 PORT=9618
 KEY=/tollgate/allocator/leader
 
@@ -84,6 +88,7 @@ done
 ((N >= 10 && N <= 20000)) || die "BENCH_TRUST_NODES is 10 to 20000"
 ((SECS >= 3 && WARMUP >= 3)) || die "BENCH_TRUST_SECONDS and BENCH_TRUST_WARMUP are at least 3"
 ((SOURCES >= 1 && SOURCES <= 250)) || die "BENCH_TRUST_SOURCES is 1 to 250"
+if ! [[ $NICE =~ ^-?[0-9]+$ ]] || ((NICE < -20 || NICE > 19)); then die "BENCH_TRUST_NICE is -20 to 19"; fi
 
 RUN=tgt$(printf '%04x%04x' "$(($$ & 0xffff))" "$RANDOM")
 ANS=$RUN-alloc GEN=$RUN-gen FLD=$RUN-flood ETC=$RUN-etcd
@@ -163,7 +168,7 @@ key_rev() {
 
 TRUST=(--jwks "$WORK/issuer/jwks.json")
 ((AUTH)) || TRUST=(--insecure-no-auth)
-ip netns exec "$ANS" "$ALLOC_BIN" --policy "$WORK/policy.json" "${TRUST[@]}" \
+ip netns exec "$ANS" nice -n "$NICE" "$ALLOC_BIN" --policy "$WORK/policy.json" "${TRUST[@]}" \
     --listen ":$PORT" --etcd http://10.63.2.2:2379 --advertise "http://10.63.0.1:$PORT" \
     --election-ttl 5 --election-key "$KEY" 2>"$WORK/alloc.log" &
 ALLOC_PID=$!
@@ -178,11 +183,19 @@ metrics >"$WORK/metrics-start" || die "no /metrics"
 # ---------------------------------------------------------------- the phases
 declare -A R=()
 genuine() { # PHASE: the genuine nodes' WARMUP + SECS seconds
-    ip netns exec "$GEN" "$LOAD_BIN" --url "http://10.63.0.1:$PORT" --nodes "$N" \
+    local s0 s1
+    s0=$(head -1 /proc/stat)
+    ip netns exec "$GEN" nice -n "$NICE" "$LOAD_BIN" --url "http://10.63.0.1:$PORT" --nodes "$N" \
         --seconds "$SECS" --warmup "$WARMUP" --namespaces 100 --per-node 3 --src-base 10.64.0.1 \
         --pid "$ALLOC_PID" --tokens "$WORK/tokens" --grants "$WORK/grants-$1" \
         >"$WORK/load-$1.out" 2>"$WORK/load-$1.err"
     local rc=$? line kv
+    s1=$(head -1 /proc/stat)
+    # the machine's idle share over the phase (idle + iowait of /proc/stat's cpu line)
+    R[$1,idle_pct]=$(awk -v a="$s0" -v b="$s1" 'BEGIN {
+        n = split(a, x, " "); split(b, y, " "); t = 0
+        for (i = 2; i <= n; i++) t += y[i] - x[i]
+        printf "%.0f", t > 0 ? 100 * (y[5] - x[5] + y[6] - x[6]) / t : 0 }')
     cat "$WORK/load-$1.out" >&2
     line=$(grep '^result ' "$WORK/load-$1.out")
     [[ -n $line ]] || die "alloc_load printed no result in phase $1 (exit $rc): $(tail -3 "$WORK/load-$1.err")"
@@ -193,7 +206,7 @@ genuine() { # PHASE: the genuine nodes' WARMUP + SECS seconds
 log "phase calm: $N nodes, $WARMUP s warm-up, $SECS s measured"
 genuine calm
 log "phase flood: $SOURCES addresses x ($SPAM spam + $SLOW slow + $BIG big) connections"
-ip netns exec "$FLD" "$LOAD_BIN" --flood --url "http://10.63.1.1:$PORT" --src-base 10.66.0.1 \
+ip netns exec "$FLD" nice -n "$NICE" "$LOAD_BIN" --flood --url "http://10.63.1.1:$PORT" --src-base 10.66.0.1 \
     --sources "$SOURCES" --spam "$SPAM" --slow "$SLOW" --big "$BIG" --kid "$KID" \
     --seconds $((WARMUP + SECS + 60)) >"$WORK/flood.out" 2>"$WORK/flood.err" &
 FLOOD_PID=$!
@@ -250,15 +263,18 @@ report() {
     local p
     echo "## tollgate-allocator under a flood ($(date -u +%Y-%m-%dT%H:%MZ), kernel $(uname -r), $(nproc) CPUs, load avg $LOAD_START at start, $LOAD_END at end, ${ELAPSED}s)"
     echo
-    echo "allocator: \`$ALLOC_BIN\` with ${TRUST[0]} ($( ((AUTH)) && echo "each report's token checked" || echo "THE CONTROL: every report taken for the node it names")) and leader election (one etcd member, --election-ttl 5); $N genuine nodes, each reporting 3 of 100 budgets ($BUDGET each) once a second with its own token; ${WARMUP} s warm-up, ${SECS} s measured per phase. The flood: $SOURCES addresses x ($SPAM spam + $SLOW slow + $BIG big) connections = $((SOURCES * (SPAM + SLOW + BIG))), all on the same CPUs as the allocator and the nodes."
+    echo "allocator: \`$ALLOC_BIN\` with ${TRUST[0]} ($( ((AUTH)) && echo "each report's token checked" || echo "THE CONTROL: every report taken for the node it names")) and leader election (one etcd member, --election-ttl 5); $N genuine nodes, each reporting 3 of 100 budgets ($BUDGET each) once a second with its own token; ${WARMUP} s warm-up, ${SECS} s measured per phase. The flood: $SOURCES addresses x ($SPAM spam + $SLOW slow + $BIG big) connections = $((SOURCES * (SPAM + SLOW + BIG))), all on the same CPUs as the allocator and the nodes; nice $NICE for the three."
     echo
-    echo "| phase | genuine answered 200 / due | errors | p50 | p99 | max | allocator CPU | generator lag |"
-    echo "|---|---|---|---|---|---|---|---|"
+    echo "| phase | genuine answered 200 / due | errors | not sent (the last still out) | p50 | p99 | max | allocator CPU | allocator waiting for a CPU | generator CPU, lag, waiting for a CPU | machine idle |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|"
     for p in calm flood calm2; do
-        printf '| %s | %s / %s (%s %%) | %s | %s ms | %s ms | %s ms | %s cores | %s ms |\n' "$p" \
-            "${R[$p,reports]}" "${R[$p,expected]}" "${R[$p,ok_pct]}" "${R[$p,errors]}" \
-            "${R[$p,p50_ms]}" "${R[$p,p99_ms]}" "${R[$p,max_ms]}" "${R[$p,cpu_cores]}" "${R[$p,max_lag_ms]}"
+        printf '| %s | %s / %s (%s %%) | %s | %s | %s ms | %s ms | %s ms | %s cores | %s s/s | %s cores, %s ms, %s s/s | %s %% |\n' "$p" \
+            "${R[$p,reports]}" "${R[$p,expected]}" "${R[$p,ok_pct]}" "${R[$p,errors]}" "${R[$p,skipped]}" \
+            "${R[$p,p50_ms]}" "${R[$p,p99_ms]}" "${R[$p,max_ms]}" "${R[$p,cpu_cores]}" "${R[$p,alloc_wait]}" \
+            "${R[$p,generator_cores]}" "${R[$p,max_lag_ms]}" "${R[$p,generator_wait]}" "${R[$p,idle_pct]}"
     done
+    echo
+    echo "(Waiting for a CPU: seconds per second measured that the process was runnable and not running, /proc/PID/schedstat; a phase where it is high measured the machine's load as much as the allocator.)"
     echo
     echo "The flood ($(f1 "${F[seconds]}") s, from 2 s before the flood phase's warm-up to its end): ${F[connects]} connections made (${F[connect_errors]} failed, ${F[resets]} reset while sending); the flood's own CPU $(awk -v c="${F[cpu_seconds]}" -v s="${F[seconds]}" 'BEGIN { printf "%.2f", c / s }') cores."
     echo
