@@ -195,7 +195,7 @@ genuine() { # PHASE: the genuine nodes' WARMUP + SECS seconds
     R[$1,idle_pct]=$(awk -v a="$s0" -v b="$s1" 'BEGIN {
         n = split(a, x, " "); split(b, y, " "); t = 0
         for (i = 2; i <= n; i++) t += y[i] - x[i]
-        printf "%.0f", t > 0 ? 100 * (y[5] - x[5] + y[6] - x[6]) / t : 0 }')
+        printf "%.0f", (t > 0) ? 100 * (y[5] - x[5] + y[6] - x[6]) / t : 0 }')
     cat "$WORK/load-$1.out" >&2
     line=$(grep '^result ' "$WORK/load-$1.out")
     [[ -n $line ]] || die "alloc_load printed no result in phase $1 (exit $rc): $(tail -3 "$WORK/load-$1.err")"
