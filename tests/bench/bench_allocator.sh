@@ -38,6 +38,8 @@
 #   BENCH_ALLOC_SECONDS=15               measured seconds per size
 #   BENCH_ALLOC_WARMUP=4                 warm-up seconds per size
 #   BENCH_ALLOC_AUTH=1                   0: no run with --jwks (the cost of trust not measured)
+#   BENCH_ALLOC_NICE=0                   the allocator's and the generator's nice value (e.g. -5:
+#                                        both ahead of whatever else a shared machine runs)
 #   BENCH_STRICT=1          exit 1 (after the report) when a stated target is missed; 0: report only
 #   BENCH_REPORT=FILE       also write the markdown report to FILE
 # shellcheck disable=SC2317  # cleanup runs from the EXIT trap
@@ -55,6 +57,7 @@ SIZES=${BENCH_ALLOC_NODES:-1000 7500 20000}
 SECS=${BENCH_ALLOC_SECONDS:-15}
 WARMUP=${BENCH_ALLOC_WARMUP:-4}
 AUTH=${BENCH_ALLOC_AUTH:-1}
+NICE=${BENCH_ALLOC_NICE:-0}
 SA_TOKEN=$ROOT/tests/integration/sa_token.py
 TARGET_N=7500
 PORT=9618
@@ -67,6 +70,7 @@ log() { printf 'bench_allocator: %s\n' "$*" >&2; }
 [[ -x $ALLOC_BIN ]] || die "$ALLOC_BIN not found (run make first)"
 [[ -x $LOAD_BIN ]] || die "$LOAD_BIN not found (run make first)"
 for t in ip jq curl python3; do command -v "$t" >/dev/null 2>&1 || die "'$t' missing (make deps)"; done
+if ! [[ $NICE =~ ^-?[0-9]+$ ]] || ((NICE < -20 || NICE > 19)); then die "BENCH_ALLOC_NICE is -20 to 19"; fi
 if ((AUTH)); then
     /usr/bin/python3 -c 'import jwt, cryptography' 2>/dev/null ||
         die "python3-jwt and python3-cryptography missing (make deps; BENCH_ALLOC_AUTH=0 skips the runs with tokens)"
@@ -140,14 +144,14 @@ run() {
     shift 2
     log "$n nodes, $*: $WARMUP s warm-up, $SECS s measured"
     # `ip netns exec` execs the allocator: $! is its PID
-    ip netns exec "$ANS" "$ALLOC_BIN" --policy "$WORK/policy.json" "$@" \
+    ip netns exec "$ANS" nice -n "$NICE" "$ALLOC_BIN" --policy "$WORK/policy.json" "$@" \
         --listen "10.63.0.1:$PORT" 2>"$WORK/alloc-$k.log" &
     ALLOC_PID=$!
     for _ in $(seq 50); do up && break; sleep 0.1; done
     up || die "the allocator did not start: $(tail -3 "$WORK/alloc-$k.log")"
     ((n != TARGET_N)) || targets=(--targets)
     [[ $1 == --jwks ]] && tokens=(--tokens "$WORK/tokens")
-    ip netns exec "$GEN" "$LOAD_BIN" --url "http://10.63.0.1:$PORT" --nodes "$n" \
+    ip netns exec "$GEN" nice -n "$NICE" "$LOAD_BIN" --url "http://10.63.0.1:$PORT" --nodes "$n" \
         --seconds "$SECS" --warmup "$WARMUP" --namespaces 100 --per-node 3 --src-base 10.64.0.1 \
         --pid "$ALLOC_PID" "${targets[@]}" "${tokens[@]}" >"$WORK/load-$k.out" 2>"$WORK/load-$k.err"
     rc=$?
@@ -194,7 +198,7 @@ report() {
     local n
     echo "## tollgate-allocator benchmark ($(date -u +%Y-%m-%dT%H:%MZ), kernel $(uname -r), $CPUS CPUs, load avg $LOAD_START at start, $LOAD_END at end, ${ELAPSED}s)"
     echo
-    echo "allocator: \`$ALLOC_BIN\`, the generator beside it on the same CPUs; 100 budgets; each node reports 3 of them once a second (spread over the second), one kept-alive connection and one source address per node; ${WARMUP} s warm-up, ${SECS} s measured per size."
+    echo "allocator: \`$ALLOC_BIN\`, the generator beside it on the same CPUs (nice $NICE for both); 100 budgets; each node reports 3 of them once a second (spread over the second), one kept-alive connection and one source address per node; ${WARMUP} s warm-up, ${SECS} s measured per size."
     echo
     echo "| nodes | reports answered / due | errors | not sent | report p50 | report p99 | max | allocator CPU | peak RSS (VmHWM) | last round | generator CPU, lag |"
     echo "|---|---|---|---|---|---|---|---|---|---|---|"
