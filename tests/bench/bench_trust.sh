@@ -24,7 +24,7 @@
 #
 # Usage: tests/bench/bench_trust.sh [BIN_DIR]   (default $TOLLGATE_BIN_DIR or build)
 #
-# Namespaces <run>-* (<run> = tgt<hex>, unique to this run); the root
+# Namespaces <run>-* (<run> = tgf<hex>, unique to this run); the root
 # namespace is never touched:
 #   <run>-alloc  eth0 10.63.0.1/30 (nodes), eth1 10.63.1.1/30 (flood), eth2
 #                10.63.2.1/30 (etcd); tollgate-allocator on :9618
@@ -90,7 +90,7 @@ done
 ((SOURCES >= 1 && SOURCES <= 250)) || die "BENCH_TRUST_SOURCES is 1 to 250"
 if ! [[ $NICE =~ ^-?[0-9]+$ ]] || ((NICE < -20 || NICE > 19)); then die "BENCH_TRUST_NICE is -20 to 19"; fi
 
-RUN=tgt$(printf '%04x%04x' "$(($$ & 0xffff))" "$RANDOM")
+RUN=tgf$(printf '%04x%04x' "$(($$ & 0xffff))" "$RANDOM")
 ANS=$RUN-alloc GEN=$RUN-gen FLD=$RUN-flood ETC=$RUN-etcd
 WORK=$(mktemp -d /dev/shm/tollgate-bench-trust.XXXXXX 2>/dev/null || mktemp -d /tmp/tollgate-bench-trust.XXXXXX) || die "mktemp failed"
 ALLOC_PID="" ETCD_PID="" FLOOD_PID=""
