@@ -215,7 +215,7 @@ kill -0 "$FLOOD_PID" 2>/dev/null || die "the flood exited: $(tail -3 "$WORK/floo
 metrics >"$WORK/metrics-flood-start" || log "no /metrics as the flood starts"
 # etcd's wait for a CPU over the flood phase (a leader that loses its term
 # because etcd answered late is not the allocator's doing)
-sched_wait() { awk '{ print $2 / 1e9 }' "/proc/$1/schedstat" 2>/dev/null || echo 0; }
+sched_wait() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ w += $2 } END { print w / 1e9 }'; }
 EW0=$(sched_wait "$ETCD_PID") ET0=$EPOCHREALTIME
 genuine flood
 ETCD_WAIT=$(awk -v a="$EW0" -v b="$(sched_wait "$ETCD_PID")" -v t0="$ET0" -v t1="$EPOCHREALTIME" 'BEGIN { printf "%.3f", (b - a) / (t1 - t0) }')
