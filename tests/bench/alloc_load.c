@@ -1001,6 +1001,7 @@ static int flood_main(const struct opts *o)
 	    inet_pton(AF_INET, o->src_base, &fl.src0.sin_addr) != 1 || !conns) {
 		fprintf(stderr,
 			"alloc_load: --url is http://ADDR:PORT, --src-base an IPv4 address\n");
+		free(conns);
 		return 2;
 	}
 	setrlimit(RLIMIT_NOFILE, &rl);
@@ -1011,8 +1012,10 @@ static int flood_main(const struct opts *o)
 	fl.rnd = (uint32_t)getpid() * 2654435761u | 1;
 	fl.kid = o->kid;
 	ep = epoll_create1(EPOLL_CLOEXEC);
-	if (ep < 0)
+	if (ep < 0) {
+		free(conns);
 		return 1;
+	}
 	for (unsigned int i = 0; i < total; i++) {
 		unsigned int k = i % per;
 
