@@ -21,6 +21,8 @@
  * --pid, the allocator's CPU (utime + stime of /proc/PID/stat over the D
  * seconds) and its peak RSS (VmHWM). --targets prints PASS or MISS beside
  * each against the 7,500-node targets (p99 <= 50 ms, <= 1 core, <= 200 MiB).
+ * p99_sent_ms is the p99 from the moment each report was handed to libcurl
+ * instead (what the generator's own lateness adds is left out).
  * First one line for scripts ("result key=value ..."), then the same for
  * people, with the generator's own CPU, how late it sent reports and how
  * long the allocator and the generator waited for a CPU (alloc_wait,
@@ -94,6 +96,7 @@ struct node {
 	char policy[POLICY_ID_MAX + 1]; /* the policy id last heard; "": none */
 	bool busy;
 	int64_t due_us;	 /* when the report in flight was due */
+	int64_t sent_us; /* when it was handed to libcurl (late when the generator is) */
 	int64_t last_us; /* when the last report was sent (its interval) */
 	uint64_t seq;
 	struct ns_state use[MAX_PER_NODE];
@@ -115,8 +118,8 @@ struct opts {
 static int ep = -1;
 
 static struct {
-	unsigned int busy; /* reports in flight */
-	double *lat_ms;
+	unsigned int busy;	  /* reports in flight */
+	double *lat_ms, *sent_ms; /* from the moment due; from the moment sent */
 	size_t n_lat, cap_lat;
 	uint64_t ok, http_errors, curl_errors, bad_answers, skipped;
 	uint64_t policy_answers; /* answers that carried a policy, warm-up too */
@@ -326,12 +329,13 @@ static void start(struct node *n, unsigned int idx, const struct opts *o, int64_
 	n->busy = true;
 	st.busy++;
 	n->due_us = due;
+	n->sent_us = now_us();
 	curl_multi_add_handle(n->g->m, n->h);
 	/* sent now, not when the group's timer next comes round */
 	curl_multi_socket_action(n->g->m, CURL_SOCKET_TIMEOUT, 0, &running);
 }
 
-static void record(double ms)
+static void record(double ms, double sent_ms)
 {
 	if (st.n_lat == st.cap_lat) {
 		size_t cap = st.cap_lat ? 2 * st.cap_lat : 65536;
@@ -340,8 +344,13 @@ static void record(double ms)
 		if (!p)
 			return;
 		st.lat_ms = p;
+		p = realloc(st.sent_ms, cap * sizeof(*p));
+		if (!p)
+			return;
+		st.sent_ms = p;
 		st.cap_lat = cap;
 	}
+	st.sent_ms[st.n_lat] = sent_ms;
 	st.lat_ms[st.n_lat++] = ms;
 }
 
@@ -375,7 +384,7 @@ static void finish(CURLM *m, unsigned int per_node, int64_t measure_from, int64_
 			st.bad_answers += counted;
 		} else if (counted) {
 			st.ok++;
-			record((double)(t - n->due_us) / 1000.0);
+			record((double)(t - n->due_us) / 1000.0, (double)(t - n->sent_us) / 1000.0);
 		}
 		if (n->answer_cap >
 		    ANSWER_MAX) { /* one that carried the policy: back to the usual size */
@@ -1249,7 +1258,7 @@ int main(int argc, char **argv)
 
 	{
 		size_t n = st.n_lat;
-		double p50 = 0, p99 = 0, max = 0, cores = -1;
+		double p50 = 0, p99 = 0, max = 0, cores = -1, p99_sent = 0;
 		long hwm = o.pid ? status_kb("VmHWM") : -1;
 		uint64_t expected = (uint64_t)o.nodes * o.seconds;
 		bool t = o.targets;
@@ -1259,6 +1268,8 @@ int main(int argc, char **argv)
 			p50 = st.lat_ms[(size_t)floor(0.50 * (double)(n - 1))];
 			p99 = st.lat_ms[(size_t)floor(0.99 * (double)(n - 1))];
 			max = st.lat_ms[n - 1];
+			qsort(st.sent_ms, n, sizeof(double), cmp_double);
+			p99_sent = st.sent_ms[(size_t)floor(0.99 * (double)(n - 1))];
 		}
 		double gen_cores = (gen1 - gen0) / elapsed;
 
@@ -1268,14 +1279,14 @@ int main(int argc, char **argv)
 		printf("result nodes=%u namespaces_per_node=%u budgets=%u seconds=%u reports=%llu "
 		       "expected=%llu errors=%llu skipped=%llu max_lag_ms=%.1f p50_ms=%.3f "
 		       "p99_ms=%.3f max_ms=%.3f cpu_cores=%.3f rss_kb=%ld generator_cores=%.3f "
-		       "policy_answers=%llu alloc_wait=%.3f generator_wait=%.3f\n",
+		       "policy_answers=%llu alloc_wait=%.3f generator_wait=%.3f p99_sent_ms=%.3f\n",
 		       o.nodes, o.per_node, o.namespaces, o.seconds, (unsigned long long)st.ok,
 		       (unsigned long long)expected,
 		       (unsigned long long)(st.http_errors + st.curl_errors + st.bad_answers),
 		       (unsigned long long)st.skipped, (double)st.max_lag_us / 1000.0, p50, p99,
 		       max, cores, hwm, gen_cores, (unsigned long long)st.policy_answers,
 		       wait0 >= 0 && wait1 >= 0 ? (wait1 - wait0) / elapsed : -1,
-		       gwait0 >= 0 && gwait1 >= 0 ? (gwait1 - gwait0) / elapsed : -1);
+		       gwait0 >= 0 && gwait1 >= 0 ? (gwait1 - gwait0) / elapsed : -1, p99_sent);
 		printf("  %llu of %llu reports answered, %llu errors, %llu not sent (the node's last "
 		       "still out), generator lag up to %.1f ms, generator CPU %.3f cores\n",
 		       (unsigned long long)st.ok, (unsigned long long)expected,
@@ -1314,6 +1325,7 @@ int main(int argc, char **argv)
 	curl_global_cleanup();
 	free(nodes);
 	free(st.lat_ms);
+	free(st.sent_ms);
 	free(tokens);
 	free(tokens_buf);
 	/* every report answered: the figures mean something */
