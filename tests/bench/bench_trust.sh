@@ -270,16 +270,16 @@ report() {
     echo
     echo "allocator: \`$ALLOC_BIN\` with ${TRUST[0]} ($( ((AUTH)) && echo "each report's token checked" || echo "THE CONTROL: every report taken for the node it names")) and leader election (one etcd member, --election-ttl 5); $N genuine nodes, each reporting 3 of 100 budgets ($BUDGET each) once a second with its own token; ${WARMUP} s warm-up, ${SECS} s measured per phase. The flood: $SOURCES addresses x ($SPAM spam + $SLOW slow + $BIG big) connections = $((SOURCES * (SPAM + SLOW + BIG))), all on the same CPUs as the allocator and the nodes; nice $NICE for the three."
     echo
-    echo "| phase | genuine answered 200 / due | errors | not sent (the last still out) | p50 | p99 | max | allocator CPU | allocator waiting for a CPU | generator CPU, lag, waiting for a CPU | machine idle |"
-    echo "|---|---|---|---|---|---|---|---|---|---|---|"
+    echo "| phase | genuine answered 200 / due | errors | not sent (the last still out) | p50 | p99 | p99 from the send | max | allocator CPU | allocator waiting for a CPU | generator CPU, lag, waiting for a CPU | machine idle |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
     for p in calm flood calm2; do
-        printf '| %s | %s / %s (%s %%) | %s | %s | %s ms | %s ms | %s ms | %s cores | %s s/s | %s cores, %s ms, %s s/s | %s %% |\n' "$p" \
+        printf '| %s | %s / %s (%s %%) | %s | %s | %s ms | %s ms | %s ms | %s ms | %s cores | %s s/s | %s cores, %s ms, %s s/s | %s %% |\n' "$p" \
             "${R[$p,reports]}" "${R[$p,expected]}" "${R[$p,ok_pct]}" "${R[$p,errors]}" "${R[$p,skipped]}" \
-            "${R[$p,p50_ms]}" "${R[$p,p99_ms]}" "${R[$p,max_ms]}" "${R[$p,cpu_cores]}" "${R[$p,alloc_wait]}" \
+            "${R[$p,p50_ms]}" "${R[$p,p99_ms]}" "${R[$p,p99_sent_ms]}" "${R[$p,max_ms]}" "${R[$p,cpu_cores]}" "${R[$p,alloc_wait]}" \
             "${R[$p,generator_cores]}" "${R[$p,max_lag_ms]}" "${R[$p,generator_wait]}" "${R[$p,idle_pct]}"
     done
     echo
-    echo "(Waiting for a CPU: seconds per second measured that the process was runnable and not running, /proc/PID/schedstat; a phase where it is high measured the machine's load as much as the allocator.)"
+    echo "(p50, p99, max: from the moment a report was due, the target's measure; p99 from the send: from the moment the generator handed it to libcurl, without the generator's own lateness. Waiting for a CPU: seconds per second measured that the process was runnable and not running, /proc/PID/schedstat; a phase where it is high measured the machine's load as much as the allocator.)"
     echo
     echo "The flood ($(f1 "${F[seconds]}") s, from 2 s before the flood phase's warm-up to its end): ${F[connects]} connections made (${F[connect_errors]} failed, ${F[resets]} reset while sending); the flood's own CPU $(awk -v c="${F[cpu_seconds]}" -v s="${F[seconds]}" 'BEGIN { printf "%.2f", c / s }') cores."
     echo
