@@ -101,12 +101,17 @@ void auth_cache_clear(struct auth_cache *c)
 	c->n = 0;
 }
 
-static struct entry *lookup(struct auth_cache *c, const unsigned char md[32])
+static size_t slot_of(const struct auth_cache *c, const unsigned char md[32])
 {
 	for (size_t i = home(c, md);; i = (i + 1) & c->mask) {
 		if (!c->slot[i].node || memcmp(c->slot[i].digest, md, 32) == 0)
-			return &c->slot[i];
+			return i;
 	}
+}
+
+static struct entry *lookup(struct auth_cache *c, const unsigned char md[32])
+{
+	return &c->slot[slot_of(c, md)];
 }
 
 bool auth_cache_find(struct auth_cache *c, const char *token, size_t len, int64_t now,
@@ -163,24 +168,25 @@ int auth_cache_put(struct auth_cache *c, const char *token, size_t len,
 		   const struct auth_identity *id, int64_t now)
 {
 	unsigned char md[32];
-	struct entry *e;
-	char *node = strdup(id->node);
+	size_t i;
 
-	if (!node || !digest_of(token, len, md)) {
-		free(node);
+	if (!digest_of(token, len, md))
 		return -ENOMEM;
-	}
-	e = lookup(c, md);
-	if (!e->node) {
+	i = slot_of(c, md);
+	if (!c->slot[i].node) {
 		if (c->n >= c->max) {
 			rebuild(c, now, true);
-			e = lookup(c, md);
+			i = slot_of(c, md);
 		}
 		c->n++;
 	}
-	free(e->node);
-	e->node = node;
-	memcpy(e->digest, md, 32);
-	e->exp = id->exp;
+	free(c->slot[i].node);
+	c->slot[i].node = strdup(id->node);
+	if (!c->slot[i].node) {
+		c->n--;
+		return -ENOMEM;
+	}
+	memcpy(c->slot[i].digest, md, 32);
+	c->slot[i].exp = id->exp;
 	return 0;
 }

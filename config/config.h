@@ -51,13 +51,13 @@ struct shaping_policy {
  * everywhere in the config; the wire and budget/ speak bytes/s.
  */
 struct budget_policy {
-	const char *allocator;		/* the allocator's base URL; NULL: no budgets */
-	int64_t report_ms;		/* reportSeconds */
-	int64_t lease_ms;		/* leaseSeconds: the longest lease the node takes */
-	uint64_t fallback_bps;		/* a node never granted (default 10M) */
-	int64_t fallback_after_ms;	/* ... once unanswered this long (fallbackAfterSeconds) */
-	const char *token_file;		/* tokenFile: the agent's projected token; NULL: none sent */
-	const char *ca_file;		/* caFile: what signed the allocator's certificate */
+	const char *allocator;	   /* the allocator's base URL; NULL: no budgets */
+	int64_t report_ms;	   /* reportSeconds */
+	int64_t lease_ms;	   /* leaseSeconds: the longest lease the node takes */
+	uint64_t fallback_bps;	   /* a node never granted (default 10M) */
+	int64_t fallback_after_ms; /* ... once unanswered this long (fallbackAfterSeconds) */
+	const char *token_file;	   /* tokenFile: the agent's projected token; NULL: none sent */
+	const char *ca_file;	   /* caFile: what signed the allocator's certificate */
 	const struct budget_set *heard; /* the caller's */
 };
 

@@ -142,7 +142,7 @@ static void check(const struct auth_keys *k, cjose_jwk_t *key, const char *alg, 
 
 static void test_accepts_and_refuses_each_claim(void **state)
 {
-	struct auth_keys *k = keys_of("", rsa, ec, NULL);
+	struct auth_keys *k = keys_of("", rsa, ec, (cjose_jwk_t *)NULL);
 	char c[2048];
 
 	(void)state;
@@ -203,7 +203,7 @@ static void test_accepts_and_refuses_each_claim(void **state)
 
 static void test_no_algorithm_confusion(void **state)
 {
-	struct auth_keys *k = keys_of("", rsa, NULL);
+	struct auth_keys *k = keys_of("", rsa, (cjose_jwk_t *)NULL);
 	char c[2048], tok[4096], *h, *p, *s;
 	char *good;
 	size_t hlen = 0;
@@ -259,7 +259,7 @@ static void test_key_sets(void **state)
 
 	(void)state;
 	/* a JWK's "alg" binds the key to it */
-	k = keys_of(",\"alg\":\"RS256\",\"use\":\"sig\"", rsa, NULL);
+	k = keys_of(",\"alg\":\"RS256\",\"use\":\"sig\"", rsa, (cjose_jwk_t *)NULL);
 	{
 		char c[2048];
 
@@ -271,7 +271,7 @@ static void test_key_sets(void **state)
 		      AUTH_ALGORITHM);
 	}
 	/* the set's id follows its keys, not their order of arrival alone */
-	k2 = keys_of("", rsa, ec, NULL);
+	k2 = keys_of("", rsa, ec, (cjose_jwk_t *)NULL);
 	assert_string_not_equal(auth_keys_id(k), auth_keys_id(k2));
 	auth_keys_free(k2);
 	auth_keys_free(k);
