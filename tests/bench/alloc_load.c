@@ -21,8 +21,12 @@
  * --pid, the allocator's CPU (utime + stime of /proc/PID/stat over the D
  * seconds) and its peak RSS (VmHWM). --targets prints PASS or MISS beside
  * each against the 7,500-node targets (p99 <= 50 ms, <= 1 core, <= 200 MiB).
+ * p99_sent_ms is the p99 from the moment each report was handed to libcurl
+ * instead (what the generator's own lateness adds is left out).
  * First one line for scripts ("result key=value ..."), then the same for
- * people, with the generator's own CPU and how late it sent reports, so
+ * people, with the generator's own CPU, how late it sent reports and how
+ * long the allocator and the generator waited for a CPU (alloc_wait,
+ * generator_wait: seconds per second, from /proc/PID/schedstat), so
  * that a run the generator could not keep up with shows as one, and how
  * many answers carried the policy (each node's first, and one after each
  * policy change). Exits 1
@@ -42,6 +46,9 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -49,6 +56,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -80,6 +88,7 @@ struct node {
 	CURL *h;
 	struct group *g;
 	struct curl_slist *resolve;
+	struct curl_slist *headers; /* with --tokens: the node's own, its token in them */
 	char url[96], src[48];
 	char body[BODY_MAX];
 	char *answer; /* answer_cap bytes, NUL-terminated */
@@ -87,6 +96,7 @@ struct node {
 	char policy[POLICY_ID_MAX + 1]; /* the policy id last heard; "": none */
 	bool busy;
 	int64_t due_us;	 /* when the report in flight was due */
+	int64_t sent_us; /* when it was handed to libcurl (late when the generator is) */
 	int64_t last_us; /* when the last report was sent (its interval) */
 	uint64_t seq;
 	struct ns_state use[MAX_PER_NODE];
@@ -98,13 +108,18 @@ struct opts {
 	const char *src_base;
 	int pid;
 	bool targets;
+	const char *tokens; /* one token per line, node i's on line i */
+	const char *grants; /* where the last grants go, one "node namespace grant" a line */
+	bool flood;
+	unsigned int sources, spam, slow, big; /* the flood's (flood.c) */
+	const char *kid;
 };
 
 static int ep = -1;
 
 static struct {
-	unsigned int busy; /* reports in flight */
-	double *lat_ms;
+	unsigned int busy;	  /* reports in flight */
+	double *lat_ms, *sent_ms; /* from the moment due; from the moment sent */
 	size_t n_lat, cap_lat;
 	uint64_t ok, http_errors, curl_errors, bad_answers, skipped;
 	uint64_t policy_answers; /* answers that carried a policy, warm-up too */
@@ -249,10 +264,27 @@ static size_t build_report(struct node *n, unsigned int idx, unsigned int per_no
 }
 
 static int setup_node(struct node *n, unsigned int i, const struct opts *o, struct in_addr src,
-		      const char *host, unsigned int port, struct curl_slist *headers)
+		      const char *host, unsigned int port, struct curl_slist *headers,
+		      const char *token)
 {
 	char pin[128];
 	uint32_t seed = 2463534242u ^ (i * 2654435761u);
+
+	if (token) {
+		size_t len = strlen(token) + 32;
+		char *h = malloc(len);
+
+		if (!h)
+			return -ENOMEM;
+		snprintf(h, len, "Authorization: Bearer %s", token);
+		n->headers = curl_slist_append(NULL, "Content-Type: application/json");
+		n->headers = curl_slist_append(n->headers, "Expect:");
+		n->headers = curl_slist_append(n->headers, h);
+		free(h);
+		if (!n->headers)
+			return -ENOMEM;
+		headers = n->headers;
+	}
 
 	src.s_addr = htonl(ntohl(src.s_addr) + i);
 	snprintf(n->src, sizeof(n->src), "host!%s", inet_ntoa(src));
@@ -297,12 +329,13 @@ static void start(struct node *n, unsigned int idx, const struct opts *o, int64_
 	n->busy = true;
 	st.busy++;
 	n->due_us = due;
+	n->sent_us = now_us();
 	curl_multi_add_handle(n->g->m, n->h);
 	/* sent now, not when the group's timer next comes round */
 	curl_multi_socket_action(n->g->m, CURL_SOCKET_TIMEOUT, 0, &running);
 }
 
-static void record(double ms)
+static void record(double ms, double sent_ms)
 {
 	if (st.n_lat == st.cap_lat) {
 		size_t cap = st.cap_lat ? 2 * st.cap_lat : 65536;
@@ -311,8 +344,13 @@ static void record(double ms)
 		if (!p)
 			return;
 		st.lat_ms = p;
+		p = realloc(st.sent_ms, cap * sizeof(*p));
+		if (!p)
+			return;
+		st.sent_ms = p;
 		st.cap_lat = cap;
 	}
+	st.sent_ms[st.n_lat] = sent_ms;
 	st.lat_ms[st.n_lat++] = ms;
 }
 
@@ -346,7 +384,7 @@ static void finish(CURLM *m, unsigned int per_node, int64_t measure_from, int64_
 			st.bad_answers += counted;
 		} else if (counted) {
 			st.ok++;
-			record((double)(t - n->due_us) / 1000.0);
+			record((double)(t - n->due_us) / 1000.0, (double)(t - n->sent_us) / 1000.0);
 		}
 		if (n->answer_cap >
 		    ANSWER_MAX) { /* one that carried the policy: back to the usual size */
@@ -402,7 +440,7 @@ static int cmp_double(const void *a, const void *b)
  * The allocator's /proc/PID/stat and status, opened before the nodes'
  * connections take every descriptor the limit allows.
  */
-static int stat_fd = -1, status_fd = -1;
+static int stat_fd = -1, status_fd = -1, sched_fd = -1, self_sched_fd = -1;
 
 static ssize_t read_proc(int fd, char *buf, size_t size)
 {
@@ -426,6 +464,21 @@ static double cpu_seconds(void)
 	    sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &stt) != 2)
 		return -1;
 	return (double)(ut + stt) / (double)sysconf(_SC_CLK_TCK);
+}
+
+/*
+ * Seconds a process waited for a CPU while runnable (the second field of
+ * /proc/PID/schedstat): a process slow for want of a CPU (the machine
+ * busy) rather than for its own work shows here. -1: not known.
+ */
+static double wait_seconds(int fd)
+{
+	char buf[256];
+	unsigned long long run, wait;
+
+	if (read_proc(fd, buf, sizeof(buf)) <= 0 || sscanf(buf, "%llu %llu", &run, &wait) != 2)
+		return -1;
+	return (double)wait / 1e9;
 }
 
 static double self_seconds(void)
@@ -459,8 +512,74 @@ static void usage(FILE *f)
 {
 	fputs("usage: alloc_load --url http://ADDR:PORT --nodes N [--seconds D] [--warmup W]\n"
 	      "                  [--namespaces K] [--per-node P] [--src-base A.B.C.D] [--pid PID]\n"
-	      "                  [--targets]\n",
+	      "                  [--targets] [--tokens FILE] [--grants FILE]\n"
+	      "       alloc_load --flood --url http://ADDR:PORT [--seconds D] [--src-base A.B.C.D]\n"
+	      "                  [--sources S] [--spam C] [--slow C] [--big C] [--kid KID]\n",
 	      f);
+}
+
+/*
+ * --tokens FILE: its lines (at most `want`), trailing blanks cut, into a
+ * malloc'ed array of pointers into one malloc'ed buffer (*ret_buf).
+ */
+static char **read_tokens(const char *path, unsigned int want, char **ret_buf)
+{
+	FILE *f = fopen(path, "r");
+	char **lines = calloc(want, sizeof(*lines)), *buf = NULL, *p;
+	size_t cap = 0;
+	ssize_t len;
+	unsigned int n = 0;
+
+	if (!f || !lines) {
+		fprintf(stderr, "alloc_load: --tokens %s: %m\n", path);
+		goto fail;
+	}
+	len = getdelim(&buf, &cap, '\0', f);
+	if (len <= 0) {
+		fprintf(stderr, "alloc_load: --tokens %s: empty\n", path);
+		goto fail;
+	}
+	for (p = buf; n < want && *p; n++) {
+		char *end = strchr(p, '\n'), *next = end ? end + 1 : p + strlen(p);
+
+		if (!end)
+			end = next;
+		while (end > p && (end[-1] == ' ' || end[-1] == '\r'))
+			end--;
+		*end = '\0';
+		lines[n] = p;
+		p = next;
+	}
+	if (n < want) {
+		fprintf(stderr, "alloc_load: --tokens %s: %u lines, %u nodes\n", path, n, want);
+		goto fail;
+	}
+	fclose(f);
+	*ret_buf = buf;
+	return lines;
+fail:
+	if (f)
+		fclose(f);
+	free(buf);
+	free(lines);
+	return NULL;
+}
+
+/* --grants FILE: each node's last grant of each of its namespaces ("node-00001 ns003 1250000"). */
+static void write_grants(const char *path, const struct node *nodes, const struct opts *o)
+{
+	FILE *f = fopen(path, "w");
+
+	if (!f) {
+		fprintf(stderr, "alloc_load: --grants %s: %m\n", path);
+		return;
+	}
+	for (unsigned int i = 0; i < o->nodes; i++)
+		for (unsigned int j = 0; j < o->per_node; j++)
+			fprintf(f, "node-%05u ns%03d %llu\n", i, nodes[i].use[j].ns,
+				(unsigned long long)nodes[i].use[j].grant);
+	if (fclose(f) != 0)
+		fprintf(stderr, "alloc_load: --grants %s: %m\n", path);
 }
 
 static int parse(int argc, char **argv, struct opts *o)
@@ -475,6 +594,14 @@ static int parse(int argc, char **argv, struct opts *o)
 		{ "src-base", required_argument, NULL, 's' },
 		{ "pid", required_argument, NULL, 'P' },
 		{ "targets", no_argument, NULL, 't' },
+		{ "tokens", required_argument, NULL, 'T' },
+		{ "grants", required_argument, NULL, 'G' },
+		{ "flood", no_argument, NULL, 'F' },
+		{ "sources", required_argument, NULL, 'S' },
+		{ "spam", required_argument, NULL, '1' },
+		{ "slow", required_argument, NULL, '2' },
+		{ "big", required_argument, NULL, '3' },
+		{ "kid", required_argument, NULL, 'K' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -483,7 +610,11 @@ static int parse(int argc, char **argv, struct opts *o)
 			    .warmup = 3,
 			    .namespaces = 100,
 			    .per_node = 3,
-			    .src_base = "10.64.0.1" };
+			    .src_base = "10.64.0.1",
+			    .sources = 50,
+			    .spam = 8,
+			    .slow = 40,
+			    .big = 8 };
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
 		case 'u':
@@ -513,16 +644,447 @@ static int parse(int argc, char **argv, struct opts *o)
 		case 't':
 			o->targets = true;
 			break;
+		case 'T':
+			o->tokens = optarg;
+			break;
+		case 'G':
+			o->grants = optarg;
+			break;
+		case 'F':
+			o->flood = true;
+			break;
+		case 'S':
+			o->sources = (unsigned int)strtoul(optarg, NULL, 10);
+			break;
+		case '1':
+			o->spam = (unsigned int)strtoul(optarg, NULL, 10);
+			break;
+		case '2':
+			o->slow = (unsigned int)strtoul(optarg, NULL, 10);
+			break;
+		case '3':
+			o->big = (unsigned int)strtoul(optarg, NULL, 10);
+			break;
+		case 'K':
+			o->kid = optarg;
+			break;
 		default:
 			usage(stderr);
 			return -1;
 		}
+	}
+	if (o->flood) {
+		if (!o->url || !o->seconds || !o->sources || o->sources > 4096 ||
+		    o->spam + o->slow + o->big == 0 || o->spam + o->slow + o->big > 1024) {
+			usage(stderr);
+			return -1;
+		}
+		return 0;
 	}
 	if (!o->url || !o->nodes || o->nodes > 60000 || !o->seconds || !o->namespaces ||
 	    !o->per_node || o->per_node > MAX_PER_NODE || o->per_node > o->namespaces) {
 		usage(stderr);
 		return -1;
 	}
+	return 0;
+}
+
+/*
+ * --flood: what a tenant (or anything on the node network) can throw at the
+ * allocator's port, from S source addresses (src-base + 0 .. S-1), each
+ * holding, for D seconds or until SIGTERM or SIGINT:
+ *   C_spam  connections sending reports of invented nodes (random names),
+ *           alternately without a token and with a forged one (a token's
+ *           shape: the issuer's key id with --kid, a claim set the allocator
+ *           would take, a jti of its own so that no cache knows it, and a
+ *           signature of random bytes), each sent as soon as the last is
+ *           answered, kept alive;
+ *   C_slow  connections announcing a 64 KiB body (Content-Length: 65536),
+ *           every other one trickling a byte a second, the rest sending
+ *           nothing after the headers; reopened when the allocator closes them;
+ *   C_big   connections sending 128 KiB reports (twice the wire's limit) as
+ *           fast as they are taken, kept alive.
+ * Raw non-blocking sockets on one epoll set. Prints one line for scripts
+ * ("flood key=value ...": requests sent and answers by status, per kind;
+ * connections made, refused, closed by the allocator; its own CPU seconds)
+ * and exits 0.
+ */
+
+#define FLOOD_SLOW_LEN 65536
+#define FLOOD_BIG_LEN 131072
+#define FLOOD_IN_MAX 8192
+
+enum { F_SPAM, F_SLOW, F_BIG, F_KINDS };
+static const char *const flood_kind[F_KINDS] = { "spam", "slow", "big" };
+/* answers counted by status: 200 401 403 408 413 431 503, the rest */
+static const int flood_codes[] = { 200, 401, 403, 408, 413, 431, 503, 0 };
+#define F_CODES (sizeof(flood_codes) / sizeof(flood_codes[0]))
+
+struct fconn {
+	int fd, kind;
+	unsigned int src, seq;
+	bool connecting;
+	char *out; /* the request being sent (malloc'ed), out_len bytes */
+	size_t out_len, out_off;
+	size_t trickle_left; /* slow: body bytes still to trickle (0: silent) */
+	int64_t next_us;     /* slow: when the next byte goes; 0: none */
+	char in[FLOOD_IN_MAX];
+	size_t in_len;
+};
+
+static struct {
+	uint64_t sent[F_KINDS], answers[F_KINDS][F_CODES], connects, connect_errors,
+		closed[F_KINDS], resets;
+	uint32_t rnd;
+	struct sockaddr_in dst, src0;
+	const char *kid;
+} fl;
+
+static volatile sig_atomic_t flood_stop;
+
+static void flood_signal(int sig)
+{
+	(void)sig;
+	flood_stop = 1;
+}
+
+static void b64url(char *dst, const unsigned char *src, size_t len)
+{
+	static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+	size_t i;
+
+	for (i = 0; i + 2 < len; i += 3) {
+		uint32_t v = (uint32_t)src[i] << 16 | (uint32_t)src[i + 1] << 8 | src[i + 2];
+
+		*dst++ = a[v >> 18];
+		*dst++ = a[(v >> 12) & 63];
+		*dst++ = a[(v >> 6) & 63];
+		*dst++ = a[v & 63];
+	}
+	if (i < len) {
+		uint32_t v = (uint32_t)src[i] << 16 | (i + 1 < len ? (uint32_t)src[i + 1] << 8 : 0);
+
+		*dst++ = a[v >> 18];
+		*dst++ = a[(v >> 12) & 63];
+		if (i + 1 < len)
+			*dst++ = a[(v >> 6) & 63];
+	}
+	*dst = '\0';
+}
+
+/* A forged token: the issuer's kid (--kid), claims the allocator takes, a random signature. */
+static void forged_token(char *buf, size_t size, const char *node)
+{
+	char head[256], claims[640], h64[400], c64[900], s64[400];
+	unsigned char sig[256];
+	long now = (long)time(NULL);
+	int n;
+
+	n = snprintf(head, sizeof(head), "{\"alg\":\"RS256\",\"kid\":\"%s\"}",
+		     fl.kid ? fl.kid : "forged");
+	b64url(h64, (const unsigned char *)head, (size_t)n);
+	n = snprintf(
+		claims, sizeof(claims),
+		"{\"aud\":[\"tollgate-allocator\"],\"exp\":%ld,\"iat\":%ld,\"nbf\":%ld,"
+		"\"iss\":\"https://kubernetes.default.svc.cluster.local\",\"jti\":\"%08x%08x\","
+		"\"kubernetes.io\":{\"namespace\":\"kube-system\",\"node\":{\"name\":\"%s\","
+		"\"uid\":\"%08x\"},\"pod\":{\"name\":\"tollgate-x\",\"uid\":\"%08x\"},"
+		"\"serviceaccount\":{\"name\":\"tollgate\",\"uid\":\"%08x\"}},"
+		"\"sub\":\"system:serviceaccount:kube-system:tollgate\"}",
+		now + 3600, now, now, rnd(&fl.rnd), rnd(&fl.rnd), node, rnd(&fl.rnd), rnd(&fl.rnd),
+		rnd(&fl.rnd));
+	b64url(c64, (const unsigned char *)claims, (size_t)n);
+	for (size_t i = 0; i < sizeof(sig); i++)
+		sig[i] = (unsigned char)rnd(&fl.rnd);
+	b64url(s64, sig, sizeof(sig));
+	snprintf(buf, size, "%s.%s.%s", h64, c64, s64);
+}
+
+/* The connection's next request, into c->out. */
+static int flood_request(struct fconn *c)
+{
+	char node[32], auth[1800] = "", body[1024];
+	size_t cap;
+	int blen, n;
+
+	snprintf(node, sizeof(node), "evil-%08x", rnd(&fl.rnd));
+	if (c->kind == F_SPAM && (c->seq & 1)) {
+		char tok[1700];
+
+		forged_token(tok, sizeof(tok), node);
+		snprintf(auth, sizeof(auth), "Authorization: Bearer %s\r\n", tok);
+	}
+	c->seq++;
+	/* a report a node would send, claiming all it can */
+	blen = snprintf(body, sizeof(body),
+			"{\"version\":1,\"node\":\"%s\",\"seq\":%u,\"budgets\":[{\"namespace\":"
+			"\"ns000\",\"sentBytes\":125000000,\"intervalMs\":1000,\"saturated\":true,"
+			"\"applied\":125000000,\"limit\":125000000,\"state\":\"granted\",\"pods\":"
+			"50,\"safeShare\":0,\"nodes\":0}]}",
+			node, c->seq);
+	cap = 2048 + (c->kind == F_BIG ? FLOOD_BIG_LEN : (size_t)blen);
+	free(c->out);
+	c->out = malloc(cap);
+	if (!c->out)
+		return -ENOMEM;
+	n = snprintf(c->out, cap,
+		     "POST /v1/report HTTP/1.1\r\nHost: allocator\r\nContent-Type: "
+		     "application/json\r\n%sContent-Length: %d\r\n\r\n",
+		     auth,
+		     c->kind == F_SLOW	? FLOOD_SLOW_LEN
+		     : c->kind == F_BIG ? FLOOD_BIG_LEN
+					: blen);
+	c->out_len = (size_t)n;
+	c->out_off = 0;
+	if (c->kind == F_SPAM) {
+		memcpy(c->out + n, body, (size_t)blen);
+		c->out_len += (size_t)blen;
+	} else if (c->kind == F_BIG) {
+		/* the report, padded with blanks after its closing brace to 128 KiB */
+		memcpy(c->out + n, body, (size_t)blen);
+		memset(c->out + n + blen, ' ', FLOOD_BIG_LEN - (size_t)blen);
+		c->out_len += FLOOD_BIG_LEN;
+	} else {
+		/* every other slow connection trickles, the rest say nothing more */
+		c->trickle_left = (c->src + c->seq) & 1 ? FLOOD_SLOW_LEN : 0;
+		c->next_us = 0;
+	}
+	fl.sent[c->kind]++;
+	return 0;
+}
+
+static void flood_want(struct fconn *c, bool out)
+{
+	struct epoll_event ev = { .events = EPOLLIN | (out ? EPOLLOUT : 0), .data.ptr = c };
+
+	epoll_ctl(ep, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+static void flood_open(struct fconn *c)
+{
+	struct sockaddr_in src = fl.src0;
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLOUT, .data.ptr = c };
+	int one = 1;
+
+	c->in_len = 0;
+	c->connecting = true;
+	c->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (c->fd < 0) {
+		fl.connect_errors++;
+		return;
+	}
+	setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	src.sin_addr.s_addr = htonl(ntohl(fl.src0.sin_addr.s_addr) + c->src);
+	if (bind(c->fd, (struct sockaddr *)&src, sizeof(src)) < 0 ||
+	    (connect(c->fd, (struct sockaddr *)&fl.dst, sizeof(fl.dst)) < 0 &&
+	     errno != EINPROGRESS) ||
+	    flood_request(c) < 0) {
+		fl.connect_errors++;
+		close(c->fd);
+		c->fd = -1;
+		return;
+	}
+	fl.connects++;
+	epoll_ctl(ep, EPOLL_CTL_ADD, c->fd, &ev);
+}
+
+static void flood_close(struct fconn *c)
+{
+	if (c->fd >= 0) {
+		epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, NULL);
+		close(c->fd);
+	}
+	c->fd = -1;
+	c->next_us = 0;
+}
+
+/* Sends what is pending; false when the connection is gone. */
+static bool flood_send(struct fconn *c)
+{
+	while (c->out_off < c->out_len) {
+		ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				flood_want(c, true);
+				return true;
+			}
+			fl.resets++;
+			return false;
+		}
+		c->out_off += (size_t)n;
+	}
+	flood_want(c, false);
+	if (c->kind == F_SLOW && c->trickle_left && !c->next_us)
+		c->next_us = now_us() + 1000000;
+	return true;
+}
+
+/* Answers in c->in: each one counted, and the next request started. False: closed. */
+static bool flood_answers(struct fconn *c)
+{
+	for (;;) {
+		char *end = memmem(c->in, c->in_len, "\r\n\r\n", 4), *cl;
+		size_t head, body = 0, k;
+		int code = 0;
+		bool close_it;
+
+		if (!end)
+			return c->in_len < sizeof(c->in) - 1;
+		head = (size_t)(end - c->in) + 4;
+		c->in[c->in_len] = '\0';
+		sscanf(c->in, "HTTP/1.%*d %d", &code);
+		cl = strcasestr(c->in, "\r\nContent-Length:");
+		if (cl && cl < end)
+			body = strtoul(cl + 17, NULL, 10);
+		if (head + body > c->in_len)
+			return head + body < sizeof(c->in); /* the rest to come */
+		close_it = (k = (size_t)(end - c->in), memmem(c->in, k, "Connection: close", 17)) ||
+			   memmem(c->in, k, "connection: close", 17);
+		for (k = 0; k < F_CODES - 1 && flood_codes[k] != code; k++)
+			;
+		fl.answers[c->kind][k]++;
+		memmove(c->in, c->in + head + body, c->in_len - head - body);
+		c->in_len -= head + body;
+		if (close_it || c->kind == F_SLOW)
+			return false;
+		if (flood_request(c) < 0 || !flood_send(c))
+			return false;
+	}
+}
+
+static void flood_event(struct fconn *c, uint32_t events)
+{
+	if (c->connecting && (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
+		int err = 0;
+		socklen_t len = sizeof(err);
+
+		getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &len);
+		if (err) {
+			fl.connect_errors++;
+			flood_close(c);
+			return;
+		}
+		c->connecting = false;
+	}
+	if (!c->connecting && (events & EPOLLOUT) && !flood_send(c)) {
+		flood_close(c);
+		return;
+	}
+	if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
+		for (;;) {
+			ssize_t n = recv(c->fd, c->in + c->in_len, sizeof(c->in) - 1 - c->in_len,
+					 MSG_DONTWAIT);
+
+			if (n > 0) {
+				c->in_len += (size_t)n;
+				if (!flood_answers(c)) {
+					flood_close(c);
+					return;
+				}
+				continue;
+			}
+			if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+				break;
+			/* closed by the allocator (EOF or reset) */
+			fl.closed[c->kind]++;
+			flood_close(c);
+			return;
+		}
+	}
+}
+
+static int flood_main(const struct opts *o)
+{
+	unsigned int per = o->spam + o->slow + o->big, total = o->sources * per;
+	struct fconn *conns = calloc(total, sizeof(*conns));
+	struct rlimit rl = { .rlim_cur = total + 256, .rlim_max = total + 256 };
+	char host[64];
+	unsigned int port;
+	int64_t end = now_us() + (int64_t)o->seconds * 1000000, t0 = now_us();
+	struct sigaction sa = { .sa_handler = flood_signal };
+
+	if (sscanf(o->url, "http://%63[0-9.]:%u", host, &port) != 2 ||
+	    inet_pton(AF_INET, host, &fl.dst.sin_addr) != 1 ||
+	    inet_pton(AF_INET, o->src_base, &fl.src0.sin_addr) != 1 || !conns) {
+		fprintf(stderr,
+			"alloc_load: --url is http://ADDR:PORT, --src-base an IPv4 address\n");
+		free(conns);
+		return 2;
+	}
+	setrlimit(RLIMIT_NOFILE, &rl);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	fl.dst.sin_family = fl.src0.sin_family = AF_INET;
+	fl.dst.sin_port = htons((uint16_t)port);
+	fl.rnd = (uint32_t)getpid() * 2654435761u | 1;
+	fl.kid = o->kid;
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	if (ep < 0) {
+		free(conns);
+		return 1;
+	}
+	for (unsigned int i = 0; i < total; i++) {
+		unsigned int k = i % per;
+
+		conns[i] = (struct fconn){ .fd = -1,
+					   .src = i / per,
+					   .kind = k < o->spam		   ? F_SPAM
+						   : k < o->spam + o->slow ? F_SLOW
+									   : F_BIG };
+	}
+	while (!flood_stop) {
+		struct epoll_event evs[256];
+		int64_t now = now_us();
+		int n;
+
+		if (now >= end)
+			break;
+		/* reopened at once: as fast as it can */
+		for (unsigned int i = 0; i < total; i++) {
+			struct fconn *c = &conns[i];
+
+			if (c->fd < 0)
+				flood_open(c);
+			else if (c->next_us && now >= c->next_us && c->trickle_left) {
+				if (send(c->fd, "{", 1, MSG_NOSIGNAL | MSG_DONTWAIT) == 1) {
+					c->trickle_left--;
+					c->next_us = now + 1000000;
+				} else if (errno != EAGAIN) {
+					fl.closed[F_SLOW]++;
+					flood_close(c);
+				}
+			}
+		}
+		n = epoll_wait(ep, evs, 256, 20);
+		for (int i = 0; i < n; i++)
+			flood_event(evs[i].data.ptr, evs[i].events);
+	}
+	printf("flood seconds=%.1f sources=%u connections=%u connects=%llu connect_errors=%llu "
+	       "resets=%llu cpu_seconds=%.2f",
+	       (double)(now_us() - t0) / 1e6, o->sources, total, (unsigned long long)fl.connects,
+	       (unsigned long long)fl.connect_errors, (unsigned long long)fl.resets,
+	       self_seconds());
+	for (int k = 0; k < F_KINDS; k++) {
+		printf(" %s_sent=%llu %s_closed=%llu", flood_kind[k],
+		       (unsigned long long)fl.sent[k], flood_kind[k],
+		       (unsigned long long)fl.closed[k]);
+		for (size_t j = 0; j < F_CODES; j++)
+			if (flood_codes[j])
+				printf(" %s_%d=%llu", flood_kind[k], flood_codes[j],
+				       (unsigned long long)fl.answers[k][j]);
+			else
+				printf(" %s_other=%llu", flood_kind[k],
+				       (unsigned long long)fl.answers[k][j]);
+	}
+	printf("\n");
+	for (unsigned int i = 0; i < total; i++) {
+		flood_close(&conns[i]);
+		free(conns[i].out);
+	}
+	free(conns);
+	close(ep);
 	return 0;
 }
 
@@ -537,9 +1099,15 @@ int main(int argc, char **argv)
 	unsigned int port, cursor = 0, n_groups;
 	int64_t t0, measure_from, measure_to, end, round_us = 0;
 	double cpu0 = -1, cpu1 = -1, gen0 = 0, gen1 = 0, elapsed;
+	double wait0 = 0, wait1 = 0, gwait0 = 0, gwait1 = 0; /* run-queue waits */
 	struct group *groups;
+	char **tokens = NULL, *tokens_buf = NULL;
 
 	if (parse(argc, argv, &o) < 0)
+		return 2;
+	if (o.flood)
+		return flood_main(&o);
+	if (o.tokens && !(tokens = read_tokens(o.tokens, o.nodes, &tokens_buf)))
 		return 2;
 	if (sscanf(o.url, "http://%63[0-9.]:%u", host, &port) != 2 ||
 	    inet_pton(AF_INET, o.src_base, &src) != 1) {
@@ -566,11 +1134,14 @@ int main(int argc, char **argv)
 		stat_fd = open(path, O_RDONLY | O_CLOEXEC);
 		snprintf(path, sizeof(path), "/proc/%d/status", o.pid);
 		status_fd = open(path, O_RDONLY | O_CLOEXEC);
+		snprintf(path, sizeof(path), "/proc/%d/schedstat", o.pid);
+		sched_fd = open(path, O_RDONLY | O_CLOEXEC);
 		if (stat_fd < 0 || status_fd < 0) {
 			fprintf(stderr, "alloc_load: --pid %d: %m\n", o.pid);
 			return 1;
 		}
 	}
+	self_sched_fd = open("/proc/self/schedstat", O_RDONLY | O_CLOEXEC);
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	headers = curl_slist_append(headers, "Content-Type: application/json");
 	headers = curl_slist_append(headers, "Expect:");
@@ -594,7 +1165,8 @@ int main(int argc, char **argv)
 		curl_multi_setopt(g->m, CURLMOPT_TIMERDATA, g);
 	}
 	for (unsigned int i = 0; i < o.nodes; i++) {
-		if (setup_node(&nodes[i], i, &o, src, host, port, headers) < 0)
+		if (setup_node(&nodes[i], i, &o, src, host, port, headers,
+			       tokens ? tokens[i] : NULL) < 0)
 			return 1;
 		nodes[i].g = &groups[i / GROUP];
 	}
@@ -611,10 +1183,14 @@ int main(int argc, char **argv)
 		if (cpu0 < 0 && now >= measure_from) {
 			cpu0 = o.pid ? cpu_seconds() : 0;
 			gen0 = self_seconds();
+			wait0 = wait_seconds(sched_fd);
+			gwait0 = wait_seconds(self_sched_fd);
 		}
 		if (cpu1 < 0 && now >= measure_to) {
 			cpu1 = o.pid ? cpu_seconds() : 0;
 			gen1 = self_seconds();
+			wait1 = wait_seconds(sched_fd);
+			gwait1 = wait_seconds(self_sched_fd);
 		}
 		if (now >= end ||
 		    (t0 + round_us + (int64_t)cursor * 1000000 / o.nodes >= measure_to && !st.busy))
@@ -674,13 +1250,15 @@ int main(int argc, char **argv)
 
 		cpu1 = o.pid ? cpu_seconds() : 0;
 		gen1 = self_seconds();
+		wait1 = wait_seconds(sched_fd);
+		gwait1 = wait_seconds(self_sched_fd);
 		if (now > measure_from)
 			elapsed = (double)(now - measure_from) / 1e6;
 	}
 
 	{
 		size_t n = st.n_lat;
-		double p50 = 0, p99 = 0, max = 0, cores = -1;
+		double p50 = 0, p99 = 0, max = 0, cores = -1, p99_sent = 0;
 		long hwm = o.pid ? status_kb("VmHWM") : -1;
 		uint64_t expected = (uint64_t)o.nodes * o.seconds;
 		bool t = o.targets;
@@ -690,6 +1268,8 @@ int main(int argc, char **argv)
 			p50 = st.lat_ms[(size_t)floor(0.50 * (double)(n - 1))];
 			p99 = st.lat_ms[(size_t)floor(0.99 * (double)(n - 1))];
 			max = st.lat_ms[n - 1];
+			qsort(st.sent_ms, n, sizeof(double), cmp_double);
+			p99_sent = st.sent_ms[(size_t)floor(0.99 * (double)(n - 1))];
 		}
 		double gen_cores = (gen1 - gen0) / elapsed;
 
@@ -699,17 +1279,23 @@ int main(int argc, char **argv)
 		printf("result nodes=%u namespaces_per_node=%u budgets=%u seconds=%u reports=%llu "
 		       "expected=%llu errors=%llu skipped=%llu max_lag_ms=%.1f p50_ms=%.3f "
 		       "p99_ms=%.3f max_ms=%.3f cpu_cores=%.3f rss_kb=%ld generator_cores=%.3f "
-		       "policy_answers=%llu\n",
+		       "policy_answers=%llu alloc_wait=%.3f generator_wait=%.3f p99_sent_ms=%.3f\n",
 		       o.nodes, o.per_node, o.namespaces, o.seconds, (unsigned long long)st.ok,
 		       (unsigned long long)expected,
 		       (unsigned long long)(st.http_errors + st.curl_errors + st.bad_answers),
 		       (unsigned long long)st.skipped, (double)st.max_lag_us / 1000.0, p50, p99,
-		       max, cores, hwm, gen_cores, (unsigned long long)st.policy_answers);
+		       max, cores, hwm, gen_cores, (unsigned long long)st.policy_answers,
+		       wait0 >= 0 && wait1 >= 0 ? (wait1 - wait0) / elapsed : -1,
+		       gwait0 >= 0 && gwait1 >= 0 ? (gwait1 - gwait0) / elapsed : -1, p99_sent);
 		printf("  %llu of %llu reports answered, %llu errors, %llu not sent (the node's last "
 		       "still out), generator lag up to %.1f ms, generator CPU %.3f cores\n",
 		       (unsigned long long)st.ok, (unsigned long long)expected,
 		       (unsigned long long)(st.http_errors + st.curl_errors + st.bad_answers),
 		       (unsigned long long)st.skipped, (double)st.max_lag_us / 1000.0, gen_cores);
+		printf("  waiting for a CPU while runnable, per second measured: the allocator %.3f s, "
+		       "the generator %.3f s\n",
+		       wait0 >= 0 && wait1 >= 0 ? (wait1 - wait0) / elapsed : -1,
+		       gwait0 >= 0 && gwait1 >= 0 ? (gwait1 - gwait0) / elapsed : -1);
 		printf("  %llu answers carried the policy (%u nodes; a node names the policy it "
 		       "heard in its next reports)\n",
 		       (unsigned long long)st.policy_answers, o.nodes);
@@ -721,11 +1307,14 @@ int main(int argc, char **argv)
 			printf("  allocator peak RSS (VmHWM): %.1f MiB%s\n", (double)hwm / 1024.0,
 			       verdict(t, hwm <= 200 * 1024));
 	}
+	if (o.grants)
+		write_grants(o.grants, nodes, &o);
 	for (unsigned int i = 0; i < o.nodes; i++) {
 		if (nodes[i].busy)
 			curl_multi_remove_handle(nodes[i].g->m, nodes[i].h);
 		curl_easy_cleanup(nodes[i].h);
 		curl_slist_free_all(nodes[i].resolve);
+		curl_slist_free_all(nodes[i].headers);
 		free(nodes[i].answer);
 	}
 	for (unsigned int k = 0; k < n_groups; k++)
@@ -736,6 +1325,9 @@ int main(int argc, char **argv)
 	curl_global_cleanup();
 	free(nodes);
 	free(st.lat_ms);
+	free(st.sent_ms);
+	free(tokens);
+	free(tokens_buf);
 	/* every report answered: the figures mean something */
 	return st.ok >= (uint64_t)o.nodes * o.seconds * 99 / 100 ? 0 : 1;
 }

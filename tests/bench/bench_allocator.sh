@@ -9,6 +9,11 @@
 # own metric); the targets at 7,500 nodes: p99 <= 50 ms, <= 1 core, peak
 # RSS <= 200 MiB. Then the one-round time of 7,500 nodes x 100 budgets, when
 # budget/'s own benchmark (BIN_DIR/bench_budget_round) is built.
+# The cost of trust: each size is run twice, with --insecure-no-auth (the
+# table above) and with --jwks, each node then sending its own
+# service-account token (tests/integration/sa_token.py mint-many; alloc_load
+# --tokens): CPU per report, p99 and peak RSS side by side with their ratio,
+# and the same targets at 7,500 nodes with authentication on.
 #
 # Usage: tests/bench/bench_allocator.sh [BIN_DIR]   (default $TOLLGATE_BIN_DIR or build)
 #
@@ -32,6 +37,9 @@
 #   BENCH_ALLOC_NODES="1000 7500 20000"  the sizes
 #   BENCH_ALLOC_SECONDS=15               measured seconds per size
 #   BENCH_ALLOC_WARMUP=4                 warm-up seconds per size
+#   BENCH_ALLOC_AUTH=1                   0: no run with --jwks (the cost of trust not measured)
+#   BENCH_ALLOC_NICE=0                   the allocator's and the generator's nice value (e.g. -5:
+#                                        both ahead of whatever else a shared machine runs)
 #   BENCH_STRICT=1          exit 1 (after the report) when a stated target is missed; 0: report only
 #   BENCH_REPORT=FILE       also write the markdown report to FILE
 # shellcheck disable=SC2317  # cleanup runs from the EXIT trap
@@ -48,6 +56,9 @@ ROUND_BIN=$BIN_DIR/bench_budget_round
 SIZES=${BENCH_ALLOC_NODES:-1000 7500 20000}
 SECS=${BENCH_ALLOC_SECONDS:-15}
 WARMUP=${BENCH_ALLOC_WARMUP:-4}
+AUTH=${BENCH_ALLOC_AUTH:-1}
+NICE=${BENCH_ALLOC_NICE:-0}
+SA_TOKEN=$ROOT/tests/integration/sa_token.py
 TARGET_N=7500
 PORT=9618
 
@@ -59,6 +70,11 @@ log() { printf 'bench_allocator: %s\n' "$*" >&2; }
 [[ -x $ALLOC_BIN ]] || die "$ALLOC_BIN not found (run make first)"
 [[ -x $LOAD_BIN ]] || die "$LOAD_BIN not found (run make first)"
 for t in ip jq curl python3; do command -v "$t" >/dev/null 2>&1 || die "'$t' missing (make deps)"; done
+if ! [[ $NICE =~ ^-?[0-9]+$ ]] || ((NICE < -20 || NICE > 19)); then die "BENCH_ALLOC_NICE is -20 to 19"; fi
+if ((AUTH)); then
+    /usr/bin/python3 -c 'import jwt, cryptography' 2>/dev/null ||
+        die "python3-jwt and python3-cryptography missing (make deps; BENCH_ALLOC_AUTH=0 skips the runs with tokens)"
+fi
 ((SECS >= 3 && WARMUP >= 3)) || die "BENCH_ALLOC_SECONDS and BENCH_ALLOC_WARMUP are at least 3"
 for n in $SIZES; do
     if ! [[ $n =~ ^[0-9]+$ ]] || ((n < 10 || n > 60000)); then die "bad size '$n'"; fi
@@ -114,36 +130,54 @@ fit() {
 declare -A R=()
 NOTES=() RAN=()
 up() { ip netns exec "$ANS" curl -sf -o /dev/null --max-time 1 "http://10.63.0.1:$PORT/readyz"; }
-for asked in $SIZES; do
-    n=$(fit "$asked")
-    ((n == asked)) || NOTES+=("$asked nodes asked, $n run: the open-file hard limit is $HARD (raising it needs CAP_SYS_RESOURCE)")
-    log "$n nodes: $WARMUP s warm-up, $SECS s measured"
+if ((AUTH)); then
+    most=0
+    for asked in $SIZES; do n=$(fit "$asked"); ((n > most)) && most=$n; done
+    log "minting $most service-account tokens (the issuer's, as the API server makes them)"
+    /usr/bin/python3 "$SA_TOKEN" keygen "$WORK/issuer" || die "keygen failed"
+    /usr/bin/python3 "$SA_TOKEN" mint-many "$WORK/issuer" --count "$most" --format 'node-%05d' >"$WORK/tokens" ||
+        die "mint-many failed"
+fi
+# run N KEY TRUST...: one size, the allocator started with TRUST; figures in R[KEY,...]
+run() {
+    local n=$1 k=$2 rc arc line kv targets=() tokens=()
+    shift 2
+    log "$n nodes, $*: $WARMUP s warm-up, $SECS s measured"
     # `ip netns exec` execs the allocator: $! is its PID
-    ip netns exec "$ANS" "$ALLOC_BIN" --policy "$WORK/policy.json" --insecure-no-auth \
-        --listen "10.63.0.1:$PORT" 2>"$WORK/alloc-$n.log" &
+    ip netns exec "$ANS" nice -n "$NICE" "$ALLOC_BIN" --policy "$WORK/policy.json" "$@" \
+        --listen "10.63.0.1:$PORT" 2>"$WORK/alloc-$k.log" &
     ALLOC_PID=$!
     for _ in $(seq 50); do up && break; sleep 0.1; done
-    up || die "the allocator did not start: $(tail -3 "$WORK/alloc-$n.log")"
-    targets=()
+    up || die "the allocator did not start: $(tail -3 "$WORK/alloc-$k.log")"
     ((n != TARGET_N)) || targets=(--targets)
-    ip netns exec "$GEN" "$LOAD_BIN" --url "http://10.63.0.1:$PORT" --nodes "$n" \
+    [[ $1 == --jwks ]] && tokens=(--tokens "$WORK/tokens")
+    ip netns exec "$GEN" nice -n "$NICE" "$LOAD_BIN" --url "http://10.63.0.1:$PORT" --nodes "$n" \
         --seconds "$SECS" --warmup "$WARMUP" --namespaces 100 --per-node 3 --src-base 10.64.0.1 \
-        --pid "$ALLOC_PID" "${targets[@]}" >"$WORK/load-$n.out" 2>"$WORK/load-$n.err"
+        --pid "$ALLOC_PID" "${targets[@]}" "${tokens[@]}" >"$WORK/load-$k.out" 2>"$WORK/load-$k.err"
     rc=$?
-    cat "$WORK/load-$n.out" >&2
-    ip netns exec "$ANS" curl -sf --max-time 3 "http://10.63.0.1:$PORT/metrics" >"$WORK/metrics-$n" ||
-        log "no /metrics after the $n-node run"
+    cat "$WORK/load-$k.out" >&2
+    ip netns exec "$ANS" curl -sf --max-time 3 "http://10.63.0.1:$PORT/metrics" >"$WORK/metrics-$k" ||
+        log "no /metrics after the $k run"
     kill -TERM "$ALLOC_PID"
     wait "$ALLOC_PID"
     arc=$?
     ALLOC_PID=""
-    line=$(grep '^result ' "$WORK/load-$n.out")
-    [[ -n $line ]] || die "alloc_load printed no result (exit $rc): $(tail -3 "$WORK/load-$n.err")"
-    for kv in ${line#result }; do R[$n,${kv%%=*}]=${kv#*=}; done
-    R[$n,round_ms]=$(awk '$1 == "tollgate_allocator_round_duration_seconds" { printf "%.3f", $2 * 1000 }' "$WORK/metrics-$n")
-    R[$n,served]=$(awk '$1 == "tollgate_allocator_reports_total{result=\"ok\"}" { print $2 }' "$WORK/metrics-$n")
-    R[$n,exit]=$arc
-    R[$n,load_rc]=$rc
+    line=$(grep '^result ' "$WORK/load-$k.out")
+    [[ -n $line ]] || die "alloc_load printed no result (exit $rc): $(tail -3 "$WORK/load-$k.err")"
+    for kv in ${line#result }; do R[$k,${kv%%=*}]=${kv#*=}; done
+    R[$k,round_ms]=$(awk '$1 == "tollgate_allocator_round_duration_seconds" { printf "%.3f", $2 * 1000 }' "$WORK/metrics-$k")
+    R[$k,served]=$(awk '$1 == "tollgate_allocator_reports_total{result=\"ok\"}" { print $2 }' "$WORK/metrics-$k")
+    R[$k,verified]=$(awk '$1 == "tollgate_allocator_auth_verifications_total" { print $2 }' "$WORK/metrics-$k")
+    # CPU per report answered, in microseconds
+    R[$k,cpu_us]=$(awk -v c="${R[$k,cpu_cores]}" -v s="$SECS" -v r="${R[$k,reports]}" 'BEGIN { printf "%.1f", r ? c * s * 1e6 / r : 0 }')
+    R[$k,exit]=$arc
+    R[$k,load_rc]=$rc
+}
+for asked in $SIZES; do
+    n=$(fit "$asked")
+    ((n == asked)) || NOTES+=("$asked nodes asked, $n run: the open-file hard limit is $HARD (raising it needs CAP_SYS_RESOURCE)")
+    run "$n" "$n" --insecure-no-auth
+    ((AUTH)) && run "$n" "$n+auth" --jwks "$WORK/issuer/jwks.json"
     RAN+=("$n")
 done
 
@@ -155,6 +189,7 @@ fi
 
 # ---------------------------------------------------------------- report
 f1() { awk -v a="$1" 'BEGIN { printf "%.1f", a }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else printf "-" }'; }
 chk() { awk "BEGIN { print (($1) ? \"PASS\" : \"MISS\") }"; }
 ELAPSED=$(awk -v a="$T_START" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.0f", b - a }')
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -163,7 +198,7 @@ report() {
     local n
     echo "## tollgate-allocator benchmark ($(date -u +%Y-%m-%dT%H:%MZ), kernel $(uname -r), $CPUS CPUs, load avg $LOAD_START at start, $LOAD_END at end, ${ELAPSED}s)"
     echo
-    echo "allocator: \`$ALLOC_BIN\`, the generator beside it on the same CPUs; 100 budgets; each node reports 3 of them once a second (spread over the second), one kept-alive connection and one source address per node; ${WARMUP} s warm-up, ${SECS} s measured per size."
+    echo "allocator: \`$ALLOC_BIN\`, the generator beside it on the same CPUs (nice $NICE for both); 100 budgets; each node reports 3 of them once a second (spread over the second), one kept-alive connection and one source address per node; ${WARMUP} s warm-up, ${SECS} s measured per size."
     echo
     echo "| nodes | reports answered / due | errors | not sent | report p50 | report p99 | max | allocator CPU | peak RSS (VmHWM) | last round | generator CPU, lag |"
     echo "|---|---|---|---|---|---|---|---|---|---|---|"
@@ -181,6 +216,22 @@ report() {
     done
     echo "- a generator near a whole core or lagging by more than a few ms is the bottleneck of its row: its latencies are the generator's as much as the allocator's"
     echo
+    if ((AUTH)); then
+        echo "The cost of trust: the same load, each report with its node's token (\`--jwks\`; each token's RS256 signature checked once, then a lookup), against \`--insecure-no-auth\` (the table above):"
+        echo
+        echo "| nodes | CPU per report, no auth | with tokens | ratio | p99, no auth | with tokens | ratio | peak RSS, no auth | with tokens | ratio | answered with tokens | signatures checked |"
+        echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+        for n in "${RAN[@]}"; do
+            a=$n+auth
+            printf '| %s | %s us | %s us | %s | %s ms | %s ms | %s | %s MiB | %s MiB | %s | %s / %s | %s |\n' "$n" \
+                "${R[$n,cpu_us]}" "${R[$a,cpu_us]}" "$(ratio "${R[$a,cpu_us]}" "${R[$n,cpu_us]}")" \
+                "${R[$n,p99_ms]}" "${R[$a,p99_ms]}" "$(ratio "${R[$a,p99_ms]}" "${R[$n,p99_ms]}")" \
+                "$(f1 "$(awk -v k="${R[$n,rss_kb]}" 'BEGIN { print k / 1024 }')")" \
+                "$(f1 "$(awk -v k="${R[$a,rss_kb]}" 'BEGIN { print k / 1024 }')")" \
+                "$(ratio "${R[$a,rss_kb]}" "${R[$n,rss_kb]}")" "${R[$a,reports]}" "${R[$a,expected]}" "${R[$a,verified]:-?}"
+        done
+        echo
+    fi
     if [[ -n $ROUND_OUT ]]; then
         echo "One allocation round, 7,500 nodes x 100 budgets (\`$ROUND_BIN\`):"
         echo
@@ -200,6 +251,15 @@ report() {
         echo "| allocator CPU <= 1 core | ${R[$n,cpu_cores]} cores | $(chk "${R[$n,cpu_cores]} >= 0 && ${R[$n,cpu_cores]} <= 1") |"
         echo "| allocator peak RSS <= 200 MiB | $(f1 "$(awk -v k="${R[$n,rss_kb]}" 'BEGIN { print k / 1024 }')") MiB | $(chk "${R[$n,rss_kb]} > 0 && ${R[$n,rss_kb]} <= 204800") |"
         echo "| the allocator exits 0 on SIGTERM | exit ${R[$n,exit]} | $(chk "${R[$n,exit]} == 0") |"
+    fi
+    n=$TARGET_N+auth
+    if [[ -n ${R[$n,p99_ms]:-} ]]; then
+        echo "| with tokens: every due report answered, no error | ${R[$n,reports]} / ${R[$n,expected]}, ${R[$n,errors]} errors | $(chk "${R[$n,reports]} == ${R[$n,expected]} && ${R[$n,errors]} == 0") |"
+        echo "| with tokens: report p99 <= 50 ms | ${R[$n,p99_ms]} ms | $(chk "${R[$n,p99_ms]} <= 50") |"
+        echo "| with tokens: allocator CPU <= 1 core | ${R[$n,cpu_cores]} cores | $(chk "${R[$n,cpu_cores]} >= 0 && ${R[$n,cpu_cores]} <= 1") |"
+        echo "| with tokens: allocator peak RSS <= 200 MiB | $(f1 "$(awk -v k="${R[$n,rss_kb]}" 'BEGIN { print k / 1024 }')") MiB | $(chk "${R[$n,rss_kb]} > 0 && ${R[$n,rss_kb]} <= 204800") |"
+        echo "| with tokens: each node's token checked once (signatures checked = nodes) | ${R[$n,verified]:-?} | $(chk "${R[$n,verified]:-0} == $TARGET_N") |"
+        echo "| with tokens: the allocator exits 0 on SIGTERM | exit ${R[$n,exit]} | $(chk "${R[$n,exit]} == 0") |"
     fi
 }
 report | tee "$WORK/report.md"

@@ -5,6 +5,9 @@
   sa_token.py keygen DIR [--ec]          the issuer's signing key (DIR/issuer.key)
                                          and its JWKS (DIR/jwks.json)
   sa_token.py mint DIR --node NAME [...]  a bound token of a pod on NAME, on stdout
+  sa_token.py mint-many DIR --count N [--format node-%05d] [...]
+                                         N tokens, one a line: line i is node
+                                         FORMAT % i's (a benchmark's nodes)
 
 The API server signs with RS256 (an RSA key) or ES256 (a P-256 key); its
 key id is the base64url SHA-256 of the public key's DER SubjectPublicKeyInfo
@@ -73,8 +76,8 @@ def keygen(a):
     os.rename(tmp, os.path.join(a.dir, "jwks.json"))
 
 
-def mint(a):
-    key = load_key(a.dir)
+def mint(a, key=None):
+    key = key or load_key(a.dir)
     now = int(time.time()) + a.skew
     alg = "ES256" if isinstance(key, ec.EllipticCurvePrivateKey) else "RS256"
     claims = {
@@ -93,6 +96,14 @@ def mint(a):
                                 headers={"kid": a.kid or kid_of(key.public_key())}))
 
 
+def mint_many(a):
+    key = load_key(a.dir)
+    for i in range(a.count):
+        a.node = a.format % i
+        mint(a, key)
+        sys.stdout.write("\n")
+
+
 def main():
     p = argparse.ArgumentParser()
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -100,9 +111,20 @@ def main():
     k.add_argument("dir")
     k.add_argument("--ec", action="store_true")
     k.add_argument("--also", action="append")
-    m = sub.add_parser("mint")
+    for name in ("mint", "mint-many"):
+        m = sub.add_parser(name)
+        mint_args(m)
+        if name == "mint":
+            m.add_argument("--node", default="")
+        else:
+            m.add_argument("--count", type=int, required=True)
+            m.add_argument("--format", default="node-%05d", help="node i's name: FORMAT %% i")
+    a = p.parse_args()
+    {"keygen": keygen, "mint": mint, "mint-many": mint_many}[a.cmd](a)
+
+
+def mint_args(m):
     m.add_argument("dir")
-    m.add_argument("--node", default="")
     m.add_argument("--namespace", default="kube-system")
     m.add_argument("--account", default="tollgate")
     m.add_argument("--pod")
@@ -111,8 +133,6 @@ def main():
     m.add_argument("--ttl", type=int, default=3600)
     m.add_argument("--skew", type=int, default=0, help="seconds added to now")
     m.add_argument("--kid")
-    a = p.parse_args()
-    keygen(a) if a.cmd == "keygen" else mint(a)
 
 
 if __name__ == "__main__":
