@@ -147,16 +147,16 @@ static void refused(struct app *app, enum alloc_report_result why, struct http_r
 					"\", error=\"invalid_token\"";
 }
 
-/* The node the request's token proves (trust.c); without --jwks, any. false: refused. */
-static bool authenticated(struct app *app, const struct http_request *req,
-			  struct auth_identity *ret, struct http_reply *reply)
+/* The node an Authorization header's token proves (trust.c); without --jwks, any. false: refused. */
+static bool authenticated(struct app *app, const char *authorization, struct auth_identity *ret,
+			  struct http_reply *reply)
 {
 	char why[256];
 	enum auth_result r;
 
 	if (!app->trust.on)
 		return true;
-	r = alloc_trust_verify(app, req->authorization, ret, why, sizeof(why));
+	r = alloc_trust_verify(app, authorization, ret, why, sizeof(why));
 	if (r == AUTH_OK)
 		return true;
 	snprintf(app->reason, sizeof(app->reason) - 1, "unauthenticated (%s): %s",
@@ -181,7 +181,7 @@ static void post(void *cls, const struct http_request *req, struct http_reply *r
 	if (strcmp(path, BUDGET_REPORT_PATH) != 0)
 		return; /* 404 */
 	/* before a byte of the body is parsed: a stranger's report costs a lookup */
-	if (!authenticated(app, req, &who, ret))
+	if (!authenticated(app, req->authorization, &who, ret))
 		return;
 	if (len > BUDGET_BODY_MAX) {
 		snprintf(app->reason, sizeof(app->reason) - 1,
@@ -451,13 +451,23 @@ static int collect(void *cls, char **ret_buf, size_t *ret_len)
 	return 0;
 }
 
-/* Before a body is read: a token verified before is a node's, and finds room first. */
+/*
+ * Before a byte of a report's body is read: its token verified (or found
+ * verified before). A stranger's report is refused here, its body never
+ * read: a flood of them costs a header and at most a signature each.
+ */
 static int admit(void *cls, const char *path, const char *authorization,
-		 const struct sockaddr_in *peer)
+		 const struct sockaddr_in *peer, struct http_reply *refusal)
 {
-	(void)path;
+	struct app *app = cls;
+	struct auth_identity who;
+
 	(void)peer;
-	return alloc_trust_proven(cls, authorization) ? 1 : 0;
+	if (!app->trust.on || strcmp(path, BUDGET_REPORT_PATH) != 0)
+		return 0;
+	if (authenticated(app, authorization, &who, refusal))
+		return 1;
+	return -1;
 }
 
 void alloc_http_config(struct app *app, struct http_config *hc)

@@ -129,11 +129,14 @@ typedef void (*http_route_fn)(void *cls, const char *path, struct http_reply *re
 typedef void (*http_post_fn)(void *cls, const struct http_request *req, struct http_reply *ret);
 /*
  * Called once a POST's headers are in, before any of its body is read:
- * 1: the client is proven (e.g. its token verified before), 0: not yet,
- * -1: refuse now (403, the body never read). See "all bodies together".
+ * 1: the client is proven (e.g. its token verified), 0: not yet, -1:
+ * refuse now, the body never read and the connection closed after the
+ * answer: *refusal (its status, body, WWW-Authenticate, Retry-After; the
+ * body copied when this returns), or 403 when it is left with status 0.
+ * See "all bodies together".
  */
 typedef int (*http_admit_fn)(void *cls, const char *path, const char *authorization,
-			     const struct sockaddr_in *peer);
+			     const struct sockaddr_in *peer, struct http_reply *refusal);
 /*
  * Collects a new page: a malloc'ed buffer the server then owns and frees.
  * Returns 0, or a negative errno (the request gets 500).
@@ -186,7 +189,7 @@ struct http_stats {
 	uint64_t cache_hits;	  /* requests answered with a page collected earlier */
 	uint64_t body_too_large;  /* POSTs refused with 413 */
 	uint64_t bodies_refused;  /* POSTs refused with 503: no room left for their bodies */
-	uint64_t admit_refused;	  /* POSTs the admit callback refused (403) */
+	uint64_t admit_refused;	  /* POSTs the admit callback refused (its answer, or 403) */
 	size_t bodies_bytes;	  /* held now by the bodies being received */
 	size_t unproven_bytes;	  /* of those, by clients not proven */
 	unsigned int connections; /* open now */

@@ -422,12 +422,23 @@ static enum MHD_Result post_begin(struct http_server *srv, struct MHD_Connection
 	if (n > srv->cfg.max_body)
 		return too_large(srv, conn, req_cls);
 	if (srv->cfg.admit) {
+		struct http_reply no = { 0 };
+
 		peer_of(conn, &peer);
-		proven = srv->cfg.admit(srv->cfg.admit_cls, url, authorization_of(conn), &peer);
+		proven =
+			srv->cfg.admit(srv->cfg.admit_cls, url, authorization_of(conn), &peer, &no);
 		if (proven < 0) {
+			const struct reply_headers h = { .www_authenticate = no.www_authenticate,
+							 .retry_after_s = no.retry_after_s,
+							 .close = true };
+
 			srv->stats.admit_refused++;
 			*req_cls = &answered;
-			return QUEUE_TEXT(srv, conn, MHD_HTTP_FORBIDDEN, "forbidden\n");
+			if (!no.status)
+				return QUEUE_TEXT(srv, conn, MHD_HTTP_FORBIDDEN, "forbidden\n");
+			return queue_reply(srv, conn, no.status,
+					   no.content_type ? no.content_type : text_type,
+					   no.body ? no.body : "", no.body ? no.len : 0, true, &h);
 		}
 	}
 	b = calloc(1, sizeof(*b));

@@ -105,7 +105,7 @@ static inline void fx_post(void *cls, const struct http_request *req, struct htt
 
 /* Answers admit_as; "Bearer proven" is always proven, "Bearer refused" refused. */
 static inline int fx_admit(void *cls, const char *path, const char *authorization,
-			   const struct sockaddr_in *peer)
+			   const struct sockaddr_in *peer, struct http_reply *refusal)
 {
 	struct srv_fx *f = cls;
 
@@ -118,6 +118,13 @@ static inline int fx_admit(void *cls, const char *path, const char *authorizatio
 		return 1;
 	if (authorization && strcmp(authorization, "Bearer refused") == 0)
 		return -1;
+	if (authorization && strcmp(authorization, "Bearer stranger") == 0) {
+		*refusal = (struct http_reply){ .status = 401,
+						.body = "who are you\n",
+						.len = 12,
+						.www_authenticate = "Bearer realm=\"test\"" };
+		return -1;
+	}
 	return f->admit_as;
 }
 

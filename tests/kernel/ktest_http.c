@@ -642,6 +642,17 @@ static void t_server_admit_refused(void **state)
 	http_get_stats(f->srv, &st);
 	assert_int_equal(st.admit_refused, 1);
 	assert_int_equal(st.bodies_bytes, 0);
+	/* the callback's own refusal: its status, headers and body, the body never read */
+	fd = client(f, "127.0.0.1");
+	post_head(fd, "/v1/report", 50000, "Authorization: Bearer stranger\r\n");
+	assert_true(read_all(f, fd, buf, sizeof(buf), 2000));
+	assert_contains(buf, "HTTP/1.1 401");
+	assert_contains(buf, "WWW-Authenticate: Bearer realm=\"test\"");
+	assert_contains(buf, "who are you");
+	close(fd);
+	assert_int_equal(f->posts, 0);
+	http_get_stats(f->srv, &st);
+	assert_int_equal(st.admit_refused, 2);
 }
 
 /*
