@@ -8,9 +8,12 @@ objects (the dashboard).
   deploy_check.py RENDERED parse            every object loads; prints Kind/name, one a line
   deploy_check.py RENDERED generated        the agents' ConfigMap is generated (tollgate-HASH,
                                             immutable) and the DaemonSet mounts it; the
-                                            allocator's Deployment mounts its policy's alone;
+                                            allocator's StatefulSet mounts its policy's alone;
                                             prints the agents' ConfigMap's name
-  deploy_check.py RENDERED daemonset        what the DaemonSet must hold; prints each problem
+  deploy_check.py RENDERED daemonset        what the DaemonSet must hold (with a budgets block: its
+                                            ServiceAccount, the projected token where tokenFile
+                                            points, the allocator's CA from a ConfigMap where
+                                            caFile points, no Secret); prints each problem
   deploy_check.py RENDERED monitoring [--release R] [--runbook-base URL]
                                             PodMonitors and PrometheusRule: selectors, labels,
                                             the `up` label, alerts' severity, summary and
@@ -21,12 +24,22 @@ objects (the dashboard).
   deploy_check.py RENDERED policy           the allocator's policy (tollgate-allocator-policy's
                                             policy.json), as its bytes
   deploy_check.py RENDERED agent-args       the agent container's command, one word a line
-  deploy_check.py RENDERED allocator        what the allocator's Deployment and Service must hold,
+  deploy_check.py RENDERED allocator        what the allocator's StatefulSet and Services must hold,
                                             its policy's ConfigMap (one name, not immutable,
-                                            mounted as a directory where --policy points) and
-                                            the conflist's budgets block (how to reach it alone)
+                                            mounted as a directory where --policy points), its
+                                            trust (HTTPS from its Secret, the JWKS read with its
+                                            own token under the issuer's discovery alone, an
+                                            issuer, its own name advertised, etcd over https with
+                                            a client certificate) and the conflist's budgets
+                                            block (how to reach it alone)
   deploy_check.py RENDERED allocator-args   the allocator container's command, one word a line
-  deploy_check.py RENDERED etcd             components/etcd: three members the allocator's --etcd names
+  deploy_check.py RENDERED etcd             components/etcd: three members the allocator's --etcd names,
+                                            TLS with client and peer certificates, probes on
+                                            the metrics port
+  deploy_check.py RENDERED certificates     components/cert-manager: every Secret mounted is a
+                                            Certificate's, the serving one names the Service and
+                                            every replica, two CAs, etcd's server one clientAuth
+  deploy_check.py RENDERED cert-spec SECRET the Certificate of SECRET (names, usages) as JSON
   deploy_check.py RENDERED etcd-args        the etcd container's command, one word a line
   deploy_check.py RENDERED etcd-tls BASE    components/etcd-tls over the base (BASE, rendered):
                                             https, certificates in a mounted Secret, the rest
@@ -50,6 +63,9 @@ objects (the dashboard).
                                             the --field values; one word a line
   deploy_check.py RENDERED kubelet-resolv KIND/NAME NAMESPACE CLUSTER-DNS NODE-RESOLV-CONF
                                             the resolv.conf kubelet writes for its dnsPolicy
+  deploy_check.py RENDERED kubelet-mounts KIND/NAME CONTAINER
+                                            the files its Secret, ConfigMap and projected
+                                            mounts hold: PATH KIND NAME KEY, one a line
   deploy_check.py RENDERED kubelet-configmaps KIND/NAME CONTAINER
                                             the container's ConfigMap mounts: MOUNTPATH NAME
                                             SUBPATH (- for a directory mount), one a line
@@ -58,6 +74,14 @@ objects (the dashboard).
                                             and NXDOMAIN for others; each query logged to LOG
   deploy_check.py sniff IFNAME SECONDS PATTERN
                                             the first group of PATTERN in a packet on IFNAME
+  deploy_check.py mint-key DIR              a service-account signing key and its JWKS, as the
+                                            API server's (DIR/sa.key, DIR/jwks.json); prints the kid
+  deploy_check.py mint-token DIR key=value...
+                                            a bound service-account token signed with DIR's key
+                                            (iss, aud, namespace, sa, pod, node, ttl, age)
+  deploy_check.py api-serve ADDR:PORT CERT KEY TOKEN-FILE JWKS LOG
+                                            the API server's /openid/v1/jwks over HTTPS, to the
+                                            bearer of TOKEN-FILE's token alone
 
 Problems are printed one a line; the exit status is 1 when there are any.
 """
