@@ -14,14 +14,24 @@
 # component's conflist is the base's plus its budgets block, which holds how
 # to reach the allocator and no budget. The DaemonSet: ClusterFirstWithHostNet on
 # the host network, --node-name=$(NODE_NAME) from spec.nodeName, a bounded
-# share of the nodes at a time. The allocator's Deployment (three replicas
-# electing on etcd, no capability; its policy a ConfigMap of its own,
+# share of the nodes at a time. With components/budgets the agents' credentials:
+# their ServiceAccount bound to nothing, the projected token of audience
+# tollgate-allocator where budgets.tokenFile points, the allocator's CA from a
+# ConfigMap where budgets.caFile points, no Secret. The allocator's
+# StatefulSet (three replicas electing on etcd, no capability; HTTPS from the
+# Secret tollgate-allocator-tls, the reports' tokens checked against the API
+# server's JWKS read with its own token under the issuer's discovery alone,
+# its own name under the headless Service advertised, etcd over https with a
+# client certificate; its policy a ConfigMap of its own,
 # tollgate-allocator-policy, one name and not immutable, mounted as a
 # directory where --policy points, never the agents' ConfigMap; the policy's
 # reportSeconds the conflist's) and its Service,
-# which budgets.allocator names; components/etcd's members, and
+# which budgets.allocator names; components/etcd's members (TLS, client and
+# peer certificates required, probes on the metrics port), and
 # components/etcd-tls over the base with budgets (https, certificates in a
-# Secret, the rest the component's). The PodMonitors and the PrometheusRule:
+# Secret, the rest the component's); components/cert-manager's Certificates
+# (every Secret mounted issued, the serving one naming the Service and every
+# replica, two CAs, etcd's server certificate clientAuth too). The PodMonitors and the PrometheusRule:
 # the release label kube-prometheus-stack selects by, the
 # tollgate="agent|allocator" label on `up` that the down alerts select by (no
 # rule matches on job), every alert's runbook_url and its heading in
@@ -51,10 +61,16 @@
 # set, silent about it; the installed conflist at 1.0.0, the plugin alone,
 # forwards a host port into a pod (runtimeConfig.portMappings, as the
 # runtime passes it for the capability the conflist declares). Then the
-# example overlay's (components/budgets): its allocator as nobody with no
+# example overlay's (components/budgets): its Secrets, ConfigMaps and tokens
+# made as their issuers would (openssl from the overlay's Certificates, tokens
+# signed as the API server signs them, its JWKS served by a stand-in API
+# server to the allocator's own token); its allocator as nobody with no
 # capability, its policy's ConfigMap mounted as kubelet mounts it (a
-# directory, the ..data link), finding etcd by its members' names through
-# the cluster DNS and leading; a report answered with the policy's budgets
+# directory, the ..data link), finding etcd (TLS, client certificates) by its
+# members' names through the cluster DNS and leading; reports refused without
+# a valid token (401) or for another node (403), counted; HTTPS for the
+# Service's and the replica's own name, refused for another name or CA; an
+# election key written without etcd's certificate refused; a report answered with the policy's budgets
 # (the answer's "policy", bytes/s) and, once it names that policy, without
 # them; the ConfigMap edited as kubelet applies an edit (..data swapped): the
 # next answer carries the new budget, the same process; an invalid edit
@@ -62,10 +78,10 @@
 # namespace on the node; the agent of a copy without dnsPolicy (the node's
 # resolv.conf) never resolves budgets.allocator and is never answered (the
 # control), the namespace held at the join rate (no policy heard); the
-# overlay's agent resolves it through the cluster DNS and is: the namespace
-# "granted" on its /metrics, the allocator counting the report and the node,
-# the reports on the wire naming the node as spec.nodeName says, the policy
-# heard kept in budgets.json.
+# overlay's agent resolves it through the cluster DNS and is, over TLS with its
+# projected token: the namespace "granted" on its /metrics, the allocator
+# counting the report and the node, the Service's name in the handshake and
+# no report readable on the wire, the policy heard kept in budgets.json.
 #
 # Standalone: TOLLGATE_BIN_DIR=build bash tests/integration/test_deploy.sh
 # shellcheck disable=SC2016,SC1091,SC2034  # TG_BIN: read by lib.sh
