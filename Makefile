@@ -75,13 +75,26 @@ NFCT_LIBS = $(eval NFCT_LIBS := $$(call pkg_query,--libs,libnetfilter_conntrack)
 # (callgrind: 604k -> 242k per start). libmnl and libnetfilter_conntrack
 # ship no static archive.
 BIN_LIBS = -Wl,-Bstatic -lnl-route-3 -lnl-3 -lnftnl -ljson-c -Wl,-Bdynamic -lmnl $(NFCT_LIBS) -lpthread -lm
-# ... and a binary that makes no netlink call (the allocator) json-c alone.
-JSON_BIN_LIBS := -Wl,-Bstatic -ljson-c -Wl,-Bdynamic -lpthread -lm
+# The allocator (no netlink call) links json-c as a shared library: libcjose's
+# jansson names its functions as json-c does (json_object_get, ...), and
+# only the two libraries' symbol versions (JSONC_0.14, libjansson.so.4) keep
+# each caller on its own; a static json-c's unversioned copies would take
+# jansson's calls too.
+JSON_BIN_LIBS := -ljson-c -lpthread -lm
 # Only the daemons and tollgate-ipam talk HTTP: the plugin binary never links libcurl.
 CURL_CFLAGS = $(eval CURL_CFLAGS := $$(call pkg_query,--cflags,libcurl))$(CURL_CFLAGS)
 CURL_LIBS = $(eval CURL_LIBS := $$(call pkg_query,--libs,libcurl))$(CURL_LIBS)
 # The metrics endpoint's HTTP server (libmicrohttpd): the daemons', never the plugin's.
 MHD_LIBS = $(eval MHD_LIBS := $$(call pkg_query,--libs,libmicrohttpd))$(MHD_LIBS)
+# The nodes' tokens verified (auth/): libcjose's JWS and JWK over OpenSSL's
+# libcrypto (libcurl's TLS library here); the allocator's alone.
+# libcjose-dev installs for one architecture at a time (scripts/deps.sh):
+# arm64 links libcjose0's library by name, with the host's headers.
+ifeq ($(ARCH),$(HOST_ARCH))
+AUTH_LIBS = $(eval AUTH_LIBS := $$(call pkg_query,--libs,cjose libcrypto))$(AUTH_LIBS)
+else
+AUTH_LIBS = $(eval AUTH_LIBS := -l:libcjose.so.0 $$(call pkg_query,--libs,jansson libcrypto))$(AUTH_LIBS)
+endif
 
 WARN     := -Wall -Wextra -Werror -Wmissing-prototypes -Wshadow -Wformat=2 -Wvla \
             -Wno-unused-parameter
@@ -103,7 +116,7 @@ endif
 # apart from them: each daemon's and the plugin's main.c (its binary's own),
 # the pool from IMDS (ipam/imds.c, node/sync.c: never in the plugin), and the
 # failpoints (lib/failpoint.c: test builds alone).
-MODULES  := lib ipam accounting budget shaper config node http httpc etcd exporter \
+MODULES  := lib ipam accounting budget shaper config node http httpc etcd auth exporter \
 	    cni cli agent allocator
 obj_of    = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 MAIN_SRC := cni/main.c agent/main.c allocator/main.c
@@ -134,9 +147,11 @@ AGENT_OBJ := $(BUILD)/obj/agent/main.o $(OBJ_agent) $(OBJ_httpc) $(OBJ_exporter)
 # (nothing of its collectors), http/, and etcd over libcurl (leader election).
 ALLOC_OBJ := $(BUILD)/obj/allocator/main.o $(OBJ_allocator) $(OBJ_budget) \
 	     $(call obj_of,config/alloc_policy.c config/read.c) $(filter-out $(LIB_NODE_OBJ),$(OBJ_lib)) \
-	     $(call obj_of,exporter/expo.c exporter/http_metrics.c) $(OBJ_http) $(OBJ_httpc) $(OBJ_etcd)
-# The tests' and benchmarks' objects: every module but the binaries' own front ends.
-TEST_OBJ := $(foreach m,$(filter-out cli allocator,$(MODULES)),$(OBJ_$(m))) $(IMDS_OBJ)
+	     $(call obj_of,exporter/expo.c exporter/http_metrics.c) $(OBJ_http) $(OBJ_httpc) $(OBJ_etcd) \
+	     $(OBJ_auth)
+# The tests' and benchmarks' objects: every module but the binaries' own front
+# ends and auth/ (its libraries are the allocator's: its tests link it themselves).
+TEST_OBJ := $(foreach m,$(filter-out cli allocator auth,$(MODULES)),$(OBJ_$(m))) $(IMDS_OBJ)
 
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit_%,$(UNIT_SRC))
@@ -214,7 +229,7 @@ $(BUILD)/tollgate-agent: $(AGENT_OBJ)
 
 $(BUILD)/tollgate-allocator: $(ALLOC_OBJ)
 	@echo "  LD      $@"
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(JSON_BIN_LIBS) $(MHD_LIBS) $(CURL_LIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(JSON_BIN_LIBS) $(MHD_LIBS) $(CURL_LIBS) $(AUTH_LIBS)
 
 $(BUILD)/alloc_load: tests/bench/alloc_load.c
 	@mkdir -p $(dir $@)
@@ -240,6 +255,9 @@ $(BUILD)/tests/unit_test_store: UNIT_EXTRA_LIBS := -Wl,--wrap=fsync -Wl,--wrap=r
 $(BUILD)/tests/unit_test_install: UNIT_EXTRA_LIBS := -Wl,--wrap=fsync -Wl,--wrap=rename
 # ... and of a file replaced whole (lib/replace.h: state.json, budgets.json).
 $(BUILD)/tests/unit_test_replace: UNIT_EXTRA_LIBS := -Wl,--wrap=fsync -Wl,--wrap=rename
+# auth/ is the allocator's, outside TEST_OBJ: its test links it and its libraries.
+$(BUILD)/tests/unit_test_auth: $(OBJ_auth)
+$(BUILD)/tests/unit_test_auth: UNIT_EXTRA_LIBS = $(AUTH_LIBS)
 
 $(BUILD)/tests/unit_%: tests/unit/%.c $(TEST_OBJ)
 	@mkdir -p $(dir $@)

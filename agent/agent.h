@@ -117,6 +117,10 @@ struct agent_budgets {
 	uint64_t seq;
 	bool restored, dirty; /* budgets.json read; to be written */
 	uint64_t reports_ok, reports_failed, answers_rejected, reports_failed_logged;
+	uint64_t token_unreadable; /* reports sent without the node's token: it could not be read */
+	uint64_t token_logged;	   /* ... in the stretch that runs (logged at its first) */
+	uint64_t reports_refused;  /* answered 401 or 403: the node's token was not taken */
+	uint64_t reports_refused_logged;
 	/* replicas with leader election: the leader reported to, and the newest term seen */
 	char leader[BUDGET_URL_MAX + 1]; /* "": budgets.allocator (the Service) */
 	uint64_t epoch_seen;		 /* an answer of an older term is never applied */

@@ -43,20 +43,70 @@ static void report_by(struct agent *a, int64_t at_ms, int64_t now_ms)
 		b->next_ms = at_ms;
 }
 
-/* To the leader a redirect named, else to budgets.allocator (the replicas' Service). */
-static int post_report(struct agent *a, const char *body, size_t len)
+/*
+ * The Authorization header of a report: the node's projected token
+ * (budgets.tokenFile), read at each report, since kubelet rotates it in
+ * place. 0 with *ret filled ("" without tokenFile), or -errno (a token that
+ * cannot be read: the report goes without it and is refused).
+ */
+static int token_header(struct agent *a, char *ret, size_t size)
 {
-	const struct agent_budgets *b = &a->budgets;
+	const char *path = a->cfg.budgets.token_file;
+	char *tok = NULL;
+	size_t len = 0, s = 0;
+	int r;
+
+	ret[0] = '\0';
+	if (!path)
+		return 0;
+	r = read_file(path, AGENT_TOKEN_MAX, &tok, &len);
+	if (r < 0)
+		return r;
+	while (s < len && (tok[s] == ' ' || tok[s] == '\n' || tok[s] == '\r' || tok[s] == '\t'))
+		s++;
+	while (len > s && (tok[len - 1] == ' ' || tok[len - 1] == '\n' || tok[len - 1] == '\r' ||
+			   tok[len - 1] == '\t'))
+		len--;
+	if (len == s || memchr(tok + s, '\n', len - s) || memchr(tok + s, '\r', len - s)) {
+		free(tok);
+		return -EBADMSG;
+	}
+	snprintf(ret, size, "Authorization: Bearer %.*s", (int)(len - s), tok + s);
+	free(tok);
+	return 0;
+}
+
+/* To the leader a redirect named, else to budgets.allocator (the replicas' Service). */
+static int post_report(struct agent *a, const char *body, size_t len, struct agent_notes *notes)
+{
+	struct agent_budgets *b = &a->budgets;
 	const char *base = b->leader[0] ? b->leader : a->cfg.budgets.allocator;
 	size_t n = strlen(base);
-	char url[BUDGET_URL_MAX + 64];
+	char url[BUDGET_URL_MAX + 64], auth[AGENT_TOKEN_MAX + 32];
+	int r;
 
 	while (n && base[n - 1] == '/')
 		n--;
 	if (n + sizeof(BUDGET_REPORT_PATH) > sizeof(url))
 		return -ENAMETOOLONG;
 	snprintf(url, sizeof(url), "%.*s%s", (int)n, base, BUDGET_REPORT_PATH);
-	return httpc_post(b->client, url, body, len, AGENT_REPORT_TIMEOUT_MS);
+	/* the allocator proves itself with a certificate caFile's CA signed (the system's without) */
+	r = httpc_set_tls(b->client, &(struct httpc_tls){ .ca_file = a->cfg.budgets.ca_file });
+	if (r < 0)
+		return r;
+	r = token_header(a, auth, sizeof(auth));
+	if (r < 0) {
+		b->token_unreadable++;
+		if (b->token_logged++ == 0)
+			agent_note(notes,
+				   "msg=\"budget: the node's token cannot be read: the allocator "
+				   "will refuse the reports\" path=%s err=%s",
+				   LOGFMT_Q(a->cfg.budgets.token_file), LOGFMT_Q(strerror(-r)));
+	} else {
+		b->token_logged = 0;
+	}
+	return httpc_post(b->client, url, body, len, auth[0] ? auth : NULL,
+			  AGENT_REPORT_TIMEOUT_MS);
 }
 
 /* The report of this period: one entry per budgeted namespace with pods here. */
@@ -202,7 +252,7 @@ void agent_budgets_tick(struct agent *a, int64_t now_ms, double rnd, struct agen
 		return;
 	if (build_report(a, &body, &len) < 0)
 		return;
-	r = post_report(a, body, len);
+	r = post_report(a, body, len, notes);
 	free(body);
 	if (r < 0) {
 		b->reports_failed++;
@@ -233,6 +283,16 @@ static void redirected(struct agent *a, const char *body, size_t len, int64_t no
 	}
 	if (d.epoch < b->epoch_seen) {
 		b->answers_stale++;
+		return;
+	}
+	/* from https, only to https: the leader proves itself as the Service did */
+	if (strncmp(a->cfg.budgets.allocator, "https://", 8) == 0 &&
+	    strncmp(d.leader, "https://", 8) != 0) {
+		b->answers_rejected++;
+		agent_note(notes,
+			   "msg=\"budget: a redirect to a leader without TLS was refused\" "
+			   "leader=%s",
+			   LOGFMT_Q(d.leader));
 		return;
 	}
 	b->redirects++;
@@ -297,6 +357,21 @@ void agent_budgets_answer(struct agent *a, int64_t now_ms, struct agent_notes *n
 		redirected(a, body, len, now_ms, notes);
 		return;
 	}
+	if (r < 0 && (status == 401 || status == 403)) {
+		/* this node's credentials, not the allocator: said once per stretch */
+		b->reports_refused++;
+		if (b->reports_refused_logged++ == 0)
+			agent_note(notes,
+				   "msg=\"budget: the allocator refused this node's token\" "
+				   "status=%ld token=%s answer=%s",
+				   status,
+				   LOGFMT_Q(a->cfg.budgets.token_file
+						    ? a->cfg.budgets.token_file
+						    : "(none: budgets.tokenFile)"),
+				   LOGFMT_Q(len ? body : ""));
+		return;
+	}
+	b->reports_refused_logged = 0;
 	if (r < 0 && b->leader[0]) {
 		/* the leader reported to is gone or no longer leads: the Service finds the next */
 		agent_note(notes,
@@ -372,12 +447,17 @@ void agent_budgets_answer(struct agent *a, int64_t now_ms, struct agent_notes *n
 	}
 	for (size_t i = 0; i < ans.n; i++) {
 		struct agent_budget_ns *n = agent_budgets_find_ns(b, ans.g[i].ns);
+		const struct budget_def *def;
 
 		if (!n || n->leaving)
 			continue;
 		/* the lease runs from when the report left: it never outlives the allocator's view */
 		n->state = BUDGET_GRANTED;
 		n->grant = ans.g[i].grant;
+		/* never more than the whole budget of the policy held */
+		def = budget_set_find(&b->heard, n->ns);
+		if (def && n->grant > def->budget)
+			n->grant = def->budget;
 		n->safe_share = ans.g[i].safe_share;
 		n->nodes = ans.g[i].nodes;
 		n->lease_until_ms = b->sent_ms + ans.lease_ms;
@@ -469,7 +549,8 @@ void agent_budgets_render(const struct agent *a, struct expo *x)
 	expo_family(x, "tollgate_budget_reports_total", "counter",
 		    "Reports to the allocator, by result (error: no answer, an HTTP error, or an "
 		    "answer refused; redirected: a replica that does not lead named the leader; "
-		    "stale: an answer of an older term than one seen, not applied).");
+		    "stale: an answer of an older term than one seen, not applied; refused: the "
+		    "allocator did not take this node's token, 401 or 403).");
 	expo_sample_u64(x, "tollgate_budget_reports_total",
 			(const char *const[]){ "result", "ok", NULL }, b->reports_ok);
 	expo_sample_u64(x, "tollgate_budget_reports_total",
@@ -479,6 +560,8 @@ void agent_budgets_render(const struct agent *a, struct expo *x)
 			(const char *const[]){ "result", "redirected", NULL }, b->redirects);
 	expo_sample_u64(x, "tollgate_budget_reports_total",
 			(const char *const[]){ "result", "stale", NULL }, b->answers_stale);
+	expo_sample_u64(x, "tollgate_budget_reports_total",
+			(const char *const[]){ "result", "refused", NULL }, b->reports_refused);
 	expo_family(x, "tollgate_budget_policy_info", "gauge",
 		    "1 for the allocator's policy this node holds (policy=\"\": none heard yet, "
 		    "every namespace held to the join rate until it is) and its budgets.");

@@ -55,6 +55,7 @@ void agent_usage(FILE *f);
 /* ---- the budget reports: sent with httpc/httpc.h in the loop ---- */
 
 #define AGENT_REPORT_TIMEOUT_MS 1000 /* a report's whole life */
+#define AGENT_TOKEN_MAX 8192	     /* bytes of budgets.tokenFile */
 
 /*
  * ---- cluster budgets, a node's side: between grants_report.c (the task,

@@ -21,6 +21,7 @@
  * others answer reports with where the leader is.
  */
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "lib/log.h"
@@ -40,6 +41,13 @@ struct alloc_cli {
 	const char *advertise; /* this replica's URL, as the nodes reach it */
 	unsigned int election_ttl_s;
 	const char *etcd_ca, *etcd_cert, *etcd_key;
+	/* who may report: jwks NULL only with insecure_no_auth */
+	const char *jwks;		  /* the issuer's keys: a file, or a URL */
+	const char *jwks_ca, *jwks_token; /* a URL's CA, and the bearer token it wants */
+	const char *issuer;		  /* the service-account issuer (tokens' iss) */
+	const char *agent_account;	  /* "<namespace>:<name>": the agents' service account */
+	bool insecure_no_auth;		  /* every report taken for the node it names */
+	const char *tls_cert, *tls_key;	  /* serve HTTPS; NULL: plain HTTP */
 };
 
 #define ALLOC_DEFAULT_MAX_CONNECTIONS 25000

@@ -19,6 +19,7 @@
 
 #include "allocator/allocator.h"
 #include "allocator/elect.h"
+#include "auth/auth.h"
 #include "budget/budget.h"
 #include "config/config.h"
 #include "exporter/exporter.h"
@@ -39,6 +40,9 @@ enum alloc_report_result {
 	ALLOC_REPORT_VERSION,	 /* a version this allocator does not speak */
 	ALLOC_REPORT_REDIRECTED, /* a follower's: answered with the leader's URL (307) */
 	ALLOC_REPORT_NO_LEADER,	 /* a follower's that knows no leader (503) */
+	ALLOC_REPORT_UNAUTHENTICATED, /* no valid token of the agents' (401) */
+	ALLOC_REPORT_FORBIDDEN,	      /* a valid token of another node than the report's (403) */
+	ALLOC_REPORT_BUSY,	      /* bodies in flight at their cap (the HTTP server's 503s) */
 	ALLOC_REPORT_RESULTS
 };
 
@@ -50,8 +54,29 @@ struct alloc_stats {
 	uint64_t reloads, reload_errors;
 };
 
+/* Who may report (trust.c); on: --jwks given. */
+#define ALLOC_TOKENS_MAX 262144	     /* tokens remembered: two per node of a large cluster */
+#define ALLOC_JWKS_REFRESH_MS 300000 /* a URL's set fetched again */
+#define ALLOC_JWKS_RETRY_MS 30000    /* ... after a failure */
+#define ALLOC_JWKS_UNKNOWN_MS 10000  /* ... at most this often for a key it does not have */
+#define ALLOC_JWKS_TIMEOUT_MS 10000
+struct alloc_trust {
+	bool on, url;
+	char subject[320];
+	struct auth_want want;
+	struct auth_keys *keys;	  /* NULL: none yet (a URL not fetched): every report refused */
+	struct auth_cache *cache; /* tokens verified */
+	struct httpc *client;	  /* a URL's */
+	int64_t fetch_ms;	  /* the next fetch (monotonic) */
+	int64_t unknown_fetch_ms; /* the last one a key not in the set asked for */
+	bool fetch_failing;
+	uint64_t refused[AUTH_RESULTS], verified, cache_hits, forbidden;
+	uint64_t jwks_loads, jwks_errors;
+};
+
 struct app {
 	struct alloc_cli cli;
+	struct alloc_trust trust;
 	struct alloc_policy pol;
 	char *tried_text; /* the last bytes read, taken or refused */
 	struct budget_alloc *ba;
@@ -78,8 +103,10 @@ struct app {
 		uint64_t answers; /* reports answered with grants */
 		int64_t first_grant_unix_ms, last_grant_unix_ms;
 	} term;
-	char *redirect; /* the last redirect's text */
-	int etcd_said;	/* what the log last said of etcd: -1 nothing, 0 down, 1 up */
+	char *redirect;	     /* the last redirect's text */
+	char tls_err[512];   /* why the TLS files were refused */
+	uint64_t tls_digest; /* of the TLS files served */
+	int etcd_said;	     /* what the log last said of etcd: -1 nothing, 0 down, 1 up */
 };
 
 #define ALLOC_REFUSED_LOG_MS 10000
@@ -105,6 +132,8 @@ int alloc_relearn(struct app *app);
 /* Process, config, HTTP server: 0, or the exit status (said in the log). */
 int alloc_setup(struct app *app, const struct alloc_cli *cli);
 void alloc_teardown(struct app *app);
+/* A digest of --tls-cert's and --tls-key's bytes; 0 without TLS or when one cannot be read. */
+uint64_t alloc_tls_digest(const struct app *app);
 /* The HTTP server's callbacks and its config (serve.c). */
 void alloc_http_config(struct app *app, struct http_config *hc);
 /* ---- leader election (leader.c) ---- */
@@ -125,6 +154,32 @@ void alloc_elect_stop(struct app *app);
 bool alloc_leading(struct app *app);
 /* A report answered with grants, in the term's record. */
 void alloc_term_granted(struct app *app);
+
+/* ---- who may report (trust.c) ---- */
+
+/* Whether --jwks is a URL (else a file). */
+bool alloc_trust_url(const char *jwks);
+/* From the command line; a --jwks file read now. 0, -ENOMEM or -EINVAL (said in the log). */
+int alloc_trust_setup(struct app *app);
+void alloc_trust_free(struct app *app);
+/* A --jwks file read again (its directory changed, SIGHUP): 1 a new set, 0 the same, -errno. */
+int alloc_trust_reload(struct app *app);
+/* A --jwks URL's client, its sockets in epfd; the first fetch due now. 0 or -ENOMEM. */
+int alloc_trust_start(struct app *app, int epfd);
+bool alloc_trust_has_socket(const struct app *app, int fd);
+void alloc_trust_socket(struct app *app, int fd, uint32_t events);
+/* Answers taken, the next fetch started when due. */
+void alloc_trust_run(struct app *app);
+int alloc_trust_timeout_ms(const struct app *app);
+/*
+ * The node an Authorization header's token proves: AUTH_OK with *ret, or
+ * why not (counted).
+ */
+enum auth_result alloc_trust_verify(struct app *app, const char *authorization,
+				    struct auth_identity *ret, char *why, size_t size);
+/* Whether the header's token was verified before (the HTTP server's admission). */
+bool alloc_trust_proven(struct app *app, const char *authorization);
+void alloc_trust_render(struct app *app, struct expo *x);
 
 /* The loop until SIGTERM or SIGINT: 0, or a negative errno when the loop itself failed. */
 int alloc_loop(struct app *app);

@@ -153,7 +153,7 @@ void alloc_elect_run(struct app *app)
 	r = elect_due(&app->el, time_mono_ms(), &req);
 	if (r <= 0)
 		return;
-	r = httpc_post(app->etcd, req.url, req.body, strlen(req.body), req.timeout_ms);
+	r = httpc_post(app->etcd, req.url, req.body, strlen(req.body), NULL, req.timeout_ms);
 	free(req.body);
 	if (r < 0)
 		elect_answer(&app->el, time_mono_ms(), 0, NULL, 0, strerror(-r));

@@ -17,6 +17,7 @@
 
 #include "allocator/internal.h"
 #include "lib/cleanup.h"
+#include "lib/util.h"
 
 static void drain(int fd)
 {
@@ -26,15 +27,34 @@ static void drain(int fd)
 	}
 }
 
-/* A change of the config's directory, or SIGHUP: a new policy is taken, its timer armed. */
+/*
+ * A change in a watched directory, or SIGHUP: a new policy is taken and its
+ * timer armed, a new key set taken, new TLS files served.
+ */
 static void reload(struct app *app, bool hup)
 {
 	int r = alloc_reload(app, false);
+	uint64_t tls;
 
 	if (r == 0 && hup)
 		tg_log(TG_LOG_INFO, "msg=\"SIGHUP: the config is unchanged\"");
 	if (r > 0 && alloc_arm_rounds(app) < 0)
 		tg_log(TG_LOG_ERROR, "msg=\"cannot re-arm the round's timer\" err=\"%m\"");
+	alloc_trust_reload(app);
+	tls = alloc_tls_digest(app);
+	if (!app->cli.tls_cert || !tls || tls == app->tls_digest)
+		return;
+	r = http_tls_reload(app->http);
+	if (r < 0) {
+		tg_log(TG_LOG_ERROR,
+		       "msg=\"the new TLS files were refused; the certificate in force stays\" "
+		       "err=%s",
+		       LOGFMT_Q(app->tls_err[0] ? app->tls_err : strerror(-r)));
+		return;
+	}
+	app->tls_digest = tls;
+	tg_log(TG_LOG_INFO, "msg=\"serving the new TLS certificate\" cert=%s",
+	       LOGFMT_Q(app->cli.tls_cert));
 }
 
 static int add(int ep, int fd)
@@ -57,12 +77,19 @@ int alloc_loop(struct app *app)
 	    (r = add(ep, app->inotify_fd)) < 0 || (r = add(ep, app->timer_fd)) < 0)
 		return r;
 	/* the election's etcd client: its sockets join this set as libcurl opens them */
-	if ((r = alloc_elect_start(app, ep)) < 0)
+	if ((r = alloc_elect_start(app, ep)) < 0 || (r = alloc_trust_start(app, ep)) < 0)
 		return r;
 	for (;;) {
 		int wait = http_timeout_ms(app->http), e = alloc_elect_timeout_ms(app);
-		int n = epoll_wait(ep, evs, 8, e >= 0 && (wait < 0 || e < wait) ? e : wait);
+		int t = alloc_trust_timeout_ms(app), n;
+
+		if (e >= 0 && (wait < 0 || e < wait))
+			wait = e;
+		if (t >= 0 && (wait < 0 || t < wait))
+			wait = t;
 		bool changed = false, hup = false;
+
+		n = epoll_wait(ep, evs, 8, wait);
 
 		if (n < 0 && errno != EINTR)
 			return -errno;
@@ -91,11 +118,14 @@ int alloc_loop(struct app *app)
 				/* late rounds are not made up: one round sees every report */
 				if (read(fd, &expired, sizeof(expired)) == (ssize_t)sizeof(expired))
 					alloc_round(app);
+			} else if (alloc_trust_has_socket(app, fd)) {
+				alloc_trust_socket(app, fd, evs[i].events);
 			} else if (fd != http_fd(app->http)) {
 				alloc_elect_socket(app, fd, evs[i].events);
 			}
 		}
 		alloc_elect_run(app);
+		alloc_trust_run(app);
 		if (changed)
 			reload(app, hup);
 		http_run(app->http);

@@ -9,6 +9,7 @@
 
 #include "allocator/allocator.h"
 #include "allocator/elect.h"
+#include "allocator/internal.h"
 #include "budget/budget.h"
 #include "config/config.h"
 #include "lib/cleanup.h"
@@ -31,6 +32,16 @@ void alloc_usage(FILE *f)
 	      "          replicas campaign on an etcd lease (the v3 JSON gateway); only the\n"
 	      "          leader grants, the others answer with its --advertise URL.\n"
 	      "          --election-key /tollgate/allocator/leader, --election-ttl 5 (2 to 60)\n"
+	      "       who may report: --jwks FILE|URL [--jwks-ca FILE] [--jwks-token FILE]\n"
+	      "                        [--issuer URL] [--agent-account NAMESPACE:NAME]\n"
+	      "          each report carries its node's bound service-account token (audience\n"
+	      "          " AUTH_AUDIENCE "), checked against the issuer's keys: the JWKS\n"
+	      "          document the API server publishes at /openid/v1/jwks, a file or an\n"
+	      "          https:// URL (its CA and a bearer token for it: --jwks-ca, --jwks-token).\n"
+	      "          --issuer " AUTH_DEFAULT_ISSUER ",\n"
+	      "          --agent-account kube-system:tollgate (the DaemonSet's ServiceAccount).\n"
+	      "          --insecure-no-auth instead: every report taken for the node it names\n"
+	      "       TLS: --tls-cert FILE --tls-key FILE (PEM; re-read when they change)\n"
 	      "       --policy: the budgets (docs/budgets.md), re-read when it changes\n"
 	      "       tollgate-allocator --version\n"
 	      "endpoints: POST /v1/report, /metrics, /healthz, /readyz, /\n",
@@ -128,6 +139,70 @@ static int check_election(const struct alloc_cli *cli)
 	return 0;
 }
 
+/* A name of Kubernetes' (a namespace's or a ServiceAccount's): a DNS subdomain. */
+static bool k8s_name_ok(const char *s, size_t n)
+{
+	if (!n || n > 253 || s[0] == '-' || s[0] == '.')
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-' ||
+		      s[i] == '.'))
+			return false;
+	return true;
+}
+
+/* Who may report: --jwks (or, knowingly, --insecure-no-auth) and what goes with it. */
+static int check_trust(const struct alloc_cli *cli)
+{
+	const char *colon = strchr(cli->agent_account, ':');
+
+	if (!cli->jwks && !cli->insecure_no_auth) {
+		fprintf(stderr,
+			"tollgate-allocator: --jwks is required: each report's service-account "
+			"token is checked against the issuer's keys (--insecure-no-auth takes every "
+			"report for the node it names: tests only)\n");
+		return -EINVAL;
+	}
+	if (cli->jwks && cli->insecure_no_auth) {
+		fprintf(stderr, "tollgate-allocator: --jwks and --insecure-no-auth exclude each "
+				"other\n");
+		return -EINVAL;
+	}
+	if (cli->jwks && strncmp(cli->jwks, "http://", 7) == 0) {
+		fprintf(stderr,
+			"tollgate-allocator: --jwks \"%s\": the issuer's keys come over "
+			"https:// only (whoever answers a plain request decides who may "
+			"report)\n",
+			cli->jwks);
+		return -EINVAL;
+	}
+	if ((cli->jwks_ca || cli->jwks_token) && (!cli->jwks || !alloc_trust_url(cli->jwks))) {
+		fprintf(stderr, "tollgate-allocator: --jwks-ca and --jwks-token are for a --jwks "
+				"URL\n");
+		return -EINVAL;
+	}
+	if (!colon || !k8s_name_ok(cli->agent_account, (size_t)(colon - cli->agent_account)) ||
+	    !k8s_name_ok(colon + 1, strlen(colon + 1))) {
+		fprintf(stderr,
+			"tollgate-allocator: --agent-account \"%s\" is not NAMESPACE:NAME (the "
+			"agents' ServiceAccount)\n",
+			cli->agent_account);
+		return -EINVAL;
+	}
+	if (strncmp(cli->issuer, "https://", 8) != 0 || strlen(cli->issuer) > 512) {
+		fprintf(stderr,
+			"tollgate-allocator: --issuer \"%.64s\" is not an https:// URL (the "
+			"cluster's service-account issuer)\n",
+			cli->issuer);
+		return -EINVAL;
+	}
+	if (!cli->tls_cert != !cli->tls_key) {
+		fprintf(stderr, "tollgate-allocator: --tls-cert and --tls-key go together\n");
+		return -EINVAL;
+	}
+	return 0;
+}
+
 int alloc_parse_options(int argc, char **argv, struct alloc_cli *ret)
 {
 	static const struct option opts[] = {
@@ -146,6 +221,14 @@ int alloc_parse_options(int argc, char **argv, struct alloc_cli *ret)
 		{ "etcd-cert", required_argument, NULL, 'e' },
 		{ "etcd-key", required_argument, NULL, 'k' },
 		{ "check", no_argument, NULL, 'k' + 256 },
+		{ "jwks", required_argument, NULL, 'j' + 256 },
+		{ "jwks-ca", required_argument, NULL, 'c' + 256 },
+		{ "jwks-token", required_argument, NULL, 't' + 256 },
+		{ "issuer", required_argument, NULL, 'i' + 256 },
+		{ "agent-account", required_argument, NULL, 'a' + 256 },
+		{ "insecure-no-auth", no_argument, NULL, 'n' + 256 },
+		{ "tls-cert", required_argument, NULL, 'C' + 256 },
+		{ "tls-key", required_argument, NULL, 'K' + 256 },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -161,6 +244,8 @@ int alloc_parse_options(int argc, char **argv, struct alloc_cli *ret)
 		.log_level = TG_LOG_INFO,
 		.election_key = ELECT_DEFAULT_KEY,
 		.election_ttl_s = ELECT_DEFAULT_TTL_S,
+		.issuer = AUTH_DEFAULT_ISSUER,
+		.agent_account = "kube-system:tollgate",
 	};
 	bool election_opt = false, check = false;
 	while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -238,6 +323,30 @@ int alloc_parse_options(int argc, char **argv, struct alloc_cli *ret)
 		case 'k' + 256:
 			check = true;
 			break;
+		case 'j' + 256:
+			cli->jwks = optarg;
+			break;
+		case 'c' + 256:
+			cli->jwks_ca = optarg;
+			break;
+		case 't' + 256:
+			cli->jwks_token = optarg;
+			break;
+		case 'i' + 256:
+			cli->issuer = optarg;
+			break;
+		case 'a' + 256:
+			cli->agent_account = optarg;
+			break;
+		case 'n' + 256:
+			cli->insecure_no_auth = true;
+			break;
+		case 'C' + 256:
+			cli->tls_cert = optarg;
+			break;
+		case 'K' + 256:
+			cli->tls_key = optarg;
+			break;
 		case 'h':
 			alloc_usage(stdout);
 			return 0;
@@ -267,6 +376,8 @@ int alloc_parse_options(int argc, char **argv, struct alloc_cli *ret)
 		return 2;
 	}
 	if (cli->etcd && check_election(cli) < 0)
+		return 2;
+	if (check_trust(cli) < 0)
 		return 2;
 	return ALLOC_RUN;
 }

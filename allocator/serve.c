@@ -34,6 +34,9 @@ static const char *const result_names[ALLOC_REPORT_RESULTS] = {
 	[ALLOC_REPORT_VERSION] = "version",
 	[ALLOC_REPORT_REDIRECTED] = "redirected",
 	[ALLOC_REPORT_NO_LEADER] = "no-leader",
+	[ALLOC_REPORT_UNAUTHENTICATED] = "unauthenticated",
+	[ALLOC_REPORT_FORBIDDEN] = "forbidden",
+	[ALLOC_REPORT_BUSY] = "busy",
 };
 
 /*
@@ -106,6 +109,10 @@ static void route(void *cls, const char *path, struct http_reply *ret)
  */
 static void refused(struct app *app, enum alloc_report_result why, struct http_reply *ret)
 {
+	static const unsigned int status[ALLOC_REPORT_RESULTS] = {
+		[ALLOC_REPORT_UNAUTHENTICATED] = 401,
+		[ALLOC_REPORT_FORBIDDEN] = 403,
+	};
 	int64_t now = time_mono_ms();
 	size_t n;
 
@@ -122,17 +129,41 @@ static void refused(struct app *app, enum alloc_report_result why, struct http_r
 	n = strlen(app->reason);
 	if (n + 1 < sizeof(app->reason))
 		app->reason[n++] = '\n';
-	*ret = (struct http_reply){ .status = 400,
+	*ret = (struct http_reply){ .status = status[why] ? status[why] : 400,
 				    .content_type = text_type,
 				    .body = app->reason,
 				    .len = n };
+	if (why == ALLOC_REPORT_UNAUTHENTICATED)
+		ret->www_authenticate = "Bearer realm=\"" AUTH_AUDIENCE
+					"\", error=\"invalid_token\"";
 }
 
-static void post(void *cls, const char *path, const char *body, size_t len, struct http_reply *ret)
+/* The node the request's token proves (trust.c); without --jwks, any. false: refused. */
+static bool authenticated(struct app *app, const struct http_request *req,
+			  struct auth_identity *ret, struct http_reply *reply)
+{
+	char why[256];
+	enum auth_result r;
+
+	if (!app->trust.on)
+		return true;
+	r = alloc_trust_verify(app, req->authorization, ret, why, sizeof(why));
+	if (r == AUTH_OK)
+		return true;
+	snprintf(app->reason, sizeof(app->reason) - 1, "unauthenticated (%s): %s",
+		 auth_result_names[r], why);
+	refused(app, ALLOC_REPORT_UNAUTHENTICATED, reply);
+	return false;
+}
+
+static void post(void *cls, const struct http_request *req, struct http_reply *ret)
 {
 	struct app *app = cls;
+	const char *path = req->path, *body = req->body;
+	size_t len = req->len;
 	struct budget_report rep;
 	struct budget_answer ans;
+	struct auth_identity who = { 0 };
 	struct tg_err e = { 0 };
 	char *text;
 	size_t tlen;
@@ -140,6 +171,9 @@ static void post(void *cls, const char *path, const char *body, size_t len, stru
 
 	if (strcmp(path, BUDGET_REPORT_PATH) != 0)
 		return; /* 404 */
+	/* before a byte of the body is parsed: a stranger's report costs a lookup */
+	if (!authenticated(app, req, &who, ret))
+		return;
 	if (len > BUDGET_BODY_MAX) {
 		snprintf(app->reason, sizeof(app->reason) - 1,
 			 "report of %zu bytes: at most %d are read", len, BUDGET_BODY_MAX);
@@ -151,6 +185,15 @@ static void post(void *cls, const char *path, const char *body, size_t len, stru
 		snprintf(app->reason, sizeof(app->reason) - 1, "%s",
 			 e.msg[0] ? e.msg : strerror(-r));
 		refused(app, r == -EPROTO ? ALLOC_REPORT_VERSION : ALLOC_REPORT_MALFORMED, ret);
+		return;
+	}
+	/* a node speaks for itself alone */
+	if (app->trust.on && strcmp(rep.node, who.node) != 0) {
+		snprintf(app->reason, sizeof(app->reason) - 1,
+			 "forbidden: the token is node \"%s\"'s, the report speaks for \"%.253s\"",
+			 who.node, rep.node);
+		budget_report_free(&rep);
+		refused(app, ALLOC_REPORT_FORBIDDEN, ret);
 		return;
 	}
 	/* asked at the answer itself: a term whose renewal is late grants nothing more */
@@ -320,7 +363,9 @@ static void render(struct app *app, struct expo *x)
 	expo_family(x, "tollgate_allocator_reports_total", "counter",
 		    "Reports received, by result: ok (answered with grants), malformed, oversized "
 		    "(over the wire's limit, the HTTP server's 413s included), version (one this "
-		    "allocator does not speak), redirected (to the leader) or no-leader; only ok "
+		    "allocator does not speak), redirected (to the leader), no-leader, "
+		    "unauthenticated (no valid token of the agents', 401), forbidden (a token of "
+		    "another node, 403) or busy (no room for more bodies in flight, 503); only ok "
 		    "changes anything.");
 	for (int i = 0; i < ALLOC_REPORT_RESULTS; i++) {
 		const char *labels[] = { "result", result_names[i], NULL };
@@ -328,6 +373,8 @@ static void render(struct app *app, struct expo *x)
 
 		if (i == ALLOC_REPORT_OVERSIZED)
 			v += st.body_too_large;
+		if (i == ALLOC_REPORT_BUSY)
+			v += st.bodies_refused;
 		expo_sample_u64(x, "tollgate_allocator_reports_total", labels, v);
 	}
 	expo_family(x, "tollgate_allocator_report_failures_total", "counter",
@@ -351,6 +398,7 @@ static void render(struct app *app, struct expo *x)
 		expo_sample_u64(x, "tollgate_allocator_policy_reloads_total", err,
 				app->stats.reload_errors);
 	}
+	alloc_trust_render(app, x);
 	exporter_render_http(x, &st);
 }
 
@@ -375,6 +423,15 @@ static int collect(void *cls, char **ret_buf, size_t *ret_len)
 	return 0;
 }
 
+/* Before a body is read: a token verified before is a node's, and finds room first. */
+static int admit(void *cls, const char *path, const char *authorization,
+		 const struct sockaddr_in *peer)
+{
+	(void)path;
+	(void)peer;
+	return alloc_trust_proven(cls, authorization) ? 1 : 0;
+}
+
 void alloc_http_config(struct app *app, struct http_config *hc)
 {
 	hc->route = route;
@@ -386,6 +443,10 @@ void alloc_http_config(struct app *app, struct http_config *hc)
 	 * answered 400 saying so; one far over is refused unread (413).
 	 */
 	hc->max_body = 2 * BUDGET_BODY_MAX;
+	hc->admit = admit;
+	hc->admit_cls = app;
+	hc->tls_cert_file = app->cli.tls_cert;
+	hc->tls_key_file = app->cli.tls_key;
 	hc->collect = collect;
 	hc->collect_cls = app;
 	hc->page_type = "text/plain; version=0.0.4; charset=utf-8";

@@ -55,23 +55,62 @@ static unsigned int raise_nofile(unsigned int want)
 	return want;
 }
 
-/* The directory: kubelet replaces a ConfigMap's file by swapping a symlink there. */
-static void watch_policy(struct app *app)
+/*
+ * A file's directory: kubelet replaces a ConfigMap's or Secret's files by
+ * swapping a symlink there. Any change there re-reads every file the
+ * allocator reads (each taken only when its bytes changed).
+ */
+static int watch_dir(struct app *app, const char *file, const char *what)
+{
+	char copy[PATH_MAX], dir[PATH_MAX];
+	int wd;
+
+	snprintf(copy, sizeof(copy), "%s", file);
+	snprintf(dir, sizeof(dir), "%s", dirname(copy));
+	wd = app->inotify_fd < 0 ? -1
+				 : inotify_add_watch(app->inotify_fd, dir,
+						     IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE |
+							     IN_DELETE | IN_ATTRIB);
+	if (wd < 0)
+		tg_log(TG_LOG_WARN,
+		       "msg=\"cannot watch the %s's directory; SIGHUP re-reads\" "
+		       "dir=%s err=\"%m\"",
+		       what, LOGFMT_Q(dir));
+	return wd;
+}
+
+static void watch_files(struct app *app)
 {
 	char copy[PATH_MAX];
 
 	snprintf(copy, sizeof(copy), "%s", app->cli.policy_path);
 	snprintf(app->policy_dir, sizeof(app->policy_dir), "%s", dirname(copy));
 	app->inotify_fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-	if (app->inotify_fd >= 0)
-		app->policy_wd = inotify_add_watch(app->inotify_fd, app->policy_dir,
-						   IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE |
-							   IN_DELETE | IN_ATTRIB);
-	if (app->policy_wd < 0)
-		tg_log(TG_LOG_WARN,
-		       "msg=\"cannot watch the policy's directory; SIGHUP re-reads\" "
-		       "dir=%s err=\"%m\"",
-		       LOGFMT_Q(app->policy_dir));
+	app->policy_wd = watch_dir(app, app->cli.policy_path, "policy");
+	if (app->cli.jwks && !alloc_trust_url(app->cli.jwks))
+		watch_dir(app, app->cli.jwks, "issuer keys");
+	if (app->cli.tls_cert) {
+		watch_dir(app, app->cli.tls_cert, "TLS certificate");
+		watch_dir(app, app->cli.tls_key, "TLS key");
+	}
+}
+
+/* A digest of the TLS files' bytes (0: none, or unreadable): a reload only when it moves. */
+uint64_t alloc_tls_digest(const struct app *app)
+{
+	const char *f[2] = { app->cli.tls_cert, app->cli.tls_key };
+	uint64_t h = FNV1A64_INIT;
+
+	for (size_t i = 0; i < 2; i++) {
+		char *text = NULL;
+		size_t len = 0;
+
+		if (!f[i] || read_file(f[i], 1u << 20, &text, &len) < 0)
+			return 0;
+		h = hash_fnv1a64(text, len, h);
+		free(text);
+	}
+	return h;
 }
 
 int alloc_setup(struct app *app, const struct alloc_cli *cli)
@@ -103,6 +142,15 @@ int alloc_setup(struct app *app, const struct alloc_cli *cli)
 	}
 	if (alloc_reload(app, true) < 0)
 		return 1;
+	r = alloc_trust_setup(app);
+	if (r == -ENOMEM)
+		tg_log(TG_LOG_ERROR, "msg=\"out of memory\"");
+	if (r < 0)
+		return 1;
+	if (!app->trust.on)
+		tg_log(TG_LOG_WARN, "msg=\"--insecure-no-auth: every report is taken for the node "
+				    "it names; any pod that reaches this port can steer the "
+				    "budgets\"");
 	alloc_elect_init(app);
 	sigemptyset(&app->sigs);
 	sigaddset(&app->sigs, SIGTERM);
@@ -110,7 +158,7 @@ int alloc_setup(struct app *app, const struct alloc_cli *cli)
 	sigaddset(&app->sigs, SIGHUP);
 	sigprocmask(SIG_BLOCK, &app->sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	watch_policy(app);
+	watch_files(app);
 	app->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 	if (app->timer_fd < 0 || (r = alloc_arm_rounds(app)) < 0) {
 		tg_log(TG_LOG_ERROR, "msg=\"cannot arm the round's timer\" err=\"%m\"");
@@ -121,18 +169,22 @@ int alloc_setup(struct app *app, const struct alloc_cli *cli)
 	app->hc.per_client = cli->per_client;
 	app->hc.deadline_ms = cli->deadline_ms;
 	alloc_http_config(app, &app->hc);
+	app->hc.tls_err = app->tls_err;
+	app->hc.tls_err_size = sizeof(app->tls_err);
+	app->tls_digest = alloc_tls_digest(app);
 	r = http_start(&app->hc, &app->http);
 	if (r < 0) {
 		tg_log(TG_LOG_ERROR, "msg=\"cannot listen\" listen=%s err=%s",
-		       LOGFMT_Q(cli->listen), LOGFMT_Q(strerror(-r)));
+		       LOGFMT_Q(cli->listen),
+		       LOGFMT_Q(app->tls_err[0] ? app->tls_err : strerror(-r)));
 		return 1;
 	}
 	tg_log(TG_LOG_INFO,
 	       "msg=\"starting\" policy=%s listen=%s budgets=%zu lease_ms=%lld "
-	       "round_ms=%lld max_connections=%u per_client=%u version=%s",
+	       "round_ms=%lld max_connections=%u per_client=%u tls=%s auth=%s version=%s",
 	       LOGFMT_Q(cli->policy_path), LOGFMT_Q(cli->listen), app->pol.budgets.n,
 	       (long long)app->pol.lease_ms, (long long)app->round_ms, conns, cli->per_client,
-	       TG_VERSION);
+	       cli->tls_cert ? "on" : "off", cli->jwks ? "jwks" : "none", TG_VERSION);
 	if (app->elect_on)
 		tg_log(TG_LOG_INFO,
 		       "msg=\"leader election: no grant until this replica leads\" "
@@ -146,6 +198,7 @@ void alloc_teardown(struct app *app)
 {
 	alloc_elect_stop(app);
 	http_free(app->http);
+	alloc_trust_free(app);
 	expo_free(&app->page);
 	if (app->inotify_fd >= 0)
 		close(app->inotify_fd);

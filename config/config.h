@@ -56,6 +56,8 @@ struct budget_policy {
 	int64_t lease_ms;		/* leaseSeconds: the longest lease the node takes */
 	uint64_t fallback_bps;		/* a node never granted (default 10M) */
 	int64_t fallback_after_ms;	/* ... once unanswered this long (fallbackAfterSeconds) */
+	const char *token_file;		/* tokenFile: the agent's projected token; NULL: none sent */
+	const char *ca_file;		/* caFile: what signed the allocator's certificate */
 	const struct budget_set *heard; /* the caller's */
 };
 

@@ -158,7 +158,9 @@ int config_parse_budgets(json_object *root, struct node_config *cfg, struct tg_e
 	    jx_int(o, "budgets", "reportSeconds", 1, 60, &report_s, e) < 0 ||
 	    jx_int(o, "budgets", "leaseSeconds", 2, 3600, &lease_s, e) < 0 ||
 	    get_rate(o, "budgets", "fallback", &b->fallback_bps, e) < 0 ||
-	    jx_int(o, "budgets", "fallbackAfterSeconds", 0, 86400, &after_s, e) < 0)
+	    jx_int(o, "budgets", "fallbackAfterSeconds", 0, 86400, &after_s, e) < 0 ||
+	    jx_string(o, "budgets", "tokenFile", &b->token_file, e) < 0 ||
+	    jx_string(o, "budgets", "caFile", &b->ca_file, e) < 0)
 		return -EINVAL;
 	if (json_object_object_get_ex(o, "internetEgress", NULL))
 		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
@@ -186,6 +188,21 @@ int config_parse_budgets(json_object *root, struct node_config *cfg, struct tg_e
 	if (b->allocator && (strlen(b->allocator) > 512 || strpbrk(b->allocator, " \t\r\n")))
 		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
 			       "budgets.allocator is not a URL (blanks, or over 512 characters)");
+	/* the token proves the node: never sent where anyone on the path reads it */
+	if (b->token_file && strncmp(b->allocator, "https://", 8) != 0)
+		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+			       "budgets.tokenFile needs an https:// budgets.allocator: the node's "
+			       "token is not sent in the clear");
+	if (b->ca_file && strncmp(b->allocator, "https://", 8) != 0)
+		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+			       "budgets.caFile is for an https:// budgets.allocator");
+	if (b->token_file && (b->token_file[0] != '/' || strlen(b->token_file) >= 4096))
+		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+			       "budgets.tokenFile \"%.64s\" is not an absolute path",
+			       b->token_file);
+	if (b->ca_file && (b->ca_file[0] != '/' || strlen(b->ca_file) >= 4096))
+		return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
+			       "budgets.caFile \"%.64s\" is not an absolute path", b->ca_file);
 	return 0;
 }
 

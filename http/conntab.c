@@ -242,6 +242,14 @@ void conntab_restart(struct conntab *t, struct http_conn *c, int64_t now_ms)
 	order_insert(t, c);
 }
 
+void conntab_cut(struct conntab *t, struct http_conn *c)
+{
+	if (!c || c->fd < 0 || c->cut)
+		return;
+	order_unlink(t, c);
+	c->cut = true;
+}
+
 unsigned int conntab_expire(struct conntab *t, int64_t now_ms, unsigned int deadline_ms, int *fds,
 			    unsigned int max)
 {

@@ -75,6 +75,8 @@ struct http_conn *conntab_find(struct conntab *t, int fd);
 void conntab_remove(struct conntab *t, struct http_conn *c);
 /* A response ended: the next request's deadline starts now. */
 void conntab_restart(struct conntab *t, struct http_conn *c, int64_t now_ms);
+/* Marks c cut (its deadline no longer runs): the caller shuts it down. */
+void conntab_cut(struct conntab *t, struct http_conn *c);
 /*
  * Marks the connections past their deadline as cut and writes up to `max`
  * of their fds into `fds` (the rest come on the next call). Returns how many.

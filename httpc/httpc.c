@@ -23,7 +23,8 @@ struct httpc {
 	CURLM *multi;
 	CURL *easy;
 	struct curl_slist *headers;
-	struct curl_slist *get_headers; /* the running GET's own */
+	struct curl_slist *get_headers;	 /* the running GET's own */
+	struct curl_slist *post_headers; /* the running POST's, with its extra header */
 	int epfd;
 	int socks[HTTPC_SOCKS_MAX]; /* the sockets libcurl has in the loop's set */
 	size_t n_socks;
@@ -126,6 +127,7 @@ void httpc_free(struct httpc *c)
 		curl_multi_cleanup(c->multi);
 	curl_slist_free_all(c->headers);
 	curl_slist_free_all(c->get_headers);
+	curl_slist_free_all(c->post_headers);
 	for (size_t i = 0; i < 3; i++)
 		free(c->tls[i]);
 	free(c->user_agent);
@@ -204,14 +206,25 @@ static int start(struct httpc *c, const char *url, struct curl_slist *headers, i
 	return 0;
 }
 
-int httpc_post(struct httpc *c, const char *url, const char *body, size_t len, int timeout_ms)
+int httpc_post(struct httpc *c, const char *url, const char *body, size_t len, const char *header,
+	       int timeout_ms)
 {
+	struct curl_slist *h = c->headers;
+
 	if (c->busy)
 		return -EBUSY;
+	curl_slist_free_all(c->post_headers);
+	c->post_headers = NULL;
+	if (header) {
+		c->post_headers = curl_slist_append(NULL, "Content-Type: application/json");
+		if (!c->post_headers || !curl_slist_append(c->post_headers, header))
+			return -ENOMEM;
+		h = c->post_headers;
+	}
 	curl_easy_setopt(c->easy, CURLOPT_NOPROXY, NULL);
 	curl_easy_setopt(c->easy, CURLOPT_POSTFIELDSIZE, (long)len);
 	curl_easy_setopt(c->easy, CURLOPT_COPYPOSTFIELDS, body);
-	return start(c, url, c->headers, timeout_ms);
+	return start(c, url, h, timeout_ms);
 }
 
 int httpc_get(struct httpc *c, const char *url, const char *header, int timeout_ms)
@@ -357,7 +370,8 @@ int httpc_request_sync(const struct httpc_sync *req, struct httpc_answer *ret)
 		r = httpc_set_tls(c, req->tls);
 	if (r == 0) {
 		c->connect_timeout_ms = req->connect_timeout_ms;
-		r = req->body ? httpc_post(c, req->url, req->body, req->len, req->timeout_ms)
+		r = req->body ? httpc_post(c, req->url, req->body, req->len, req->header,
+					   req->timeout_ms)
 			      : httpc_get(c, req->url, req->header, req->timeout_ms);
 	}
 	if (r < 0)

@@ -39,8 +39,12 @@ void httpc_free(struct httpc *c);
 /* TLS files for https:// URLs (copied); 0 or -ENOMEM. */
 int httpc_set_tls(struct httpc *c, const struct httpc_tls *tls);
 bool httpc_busy(const struct httpc *c);
-/* POSTs body (JSON) to url; -EBUSY while one runs, -ENAMETOOLONG, -EIO. */
-int httpc_post(struct httpc *c, const char *url, const char *body, size_t len, int timeout_ms);
+/*
+ * POSTs body (JSON) to url, with one extra header ("Authorization: Bearer
+ * ..."; NULL: none); -EBUSY while one runs, -ENAMETOOLONG, -ENOMEM, -EIO.
+ */
+int httpc_post(struct httpc *c, const char *url, const char *body, size_t len, const char *header,
+	       int timeout_ms);
 /*
  * GETs url, with one extra header ("Metadata: true"; NULL: none), never
  * through a proxy (IMDS is link-local); -EBUSY while one runs,
@@ -76,7 +80,7 @@ struct httpc_sync {
 	const char *user_agent;
 	const char *body; /* POSTed (JSON); NULL: a GET (never through a proxy) */
 	size_t len;
-	const char *header;	     /* a GET's one extra header; NULL: none */
+	const char *header;	     /* one extra header; NULL: none */
 	const struct httpc_tls *tls; /* NULL: none */
 	int timeout_ms;
 	int connect_timeout_ms; /* 0: timeout_ms */

@@ -515,8 +515,8 @@ else
 	ETCD_PID=$!
 	declare -A APID=()
 	for r in 1 2; do
-		say "$ tollgate-allocator --policy policy.json --listen 10.0.4.$r:9618 --etcd http://127.0.0.1:2379 --advertise http://10.0.4.$r:9618 --election-ttl 3"
-		ip netns exec "$TG_ID-alloc" "$ALLOC_BIN" --policy "$PDIR/policy.json" --listen "10.0.4.$r:9618" \
+		say "$ tollgate-allocator --policy policy.json --insecure-no-auth --listen 10.0.4.$r:9618 --etcd http://127.0.0.1:2379 --advertise http://10.0.4.$r:9618 --election-ttl 3"
+		ip netns exec "$TG_ID-alloc" "$ALLOC_BIN" --policy "$PDIR/policy.json" --insecure-no-auth --listen "10.0.4.$r:9618" \
 			--etcd http://127.0.0.1:2379 --advertise "http://10.0.4.$r:9618" --election-ttl 3 2>"$TG_TMP/allocator$r.log" &
 		TG_PIDS+=("$!")
 		APID[$r]=$!

@@ -7,15 +7,19 @@ PKGS="build-essential pkg-config iproute2 nftables
 iperf3 jq containernetworking-plugins valgrind procps iputils-ping iptables python3 python3-yaml
 curl conntrack prometheus clang podman containerd runc busybox-static util-linux
 cppcheck shellcheck clang-format etcd-server openssl buildah qemu-user-static crossbuild-essential-arm64
-python3-grpcio python3-grpc-tools
+python3-grpcio python3-grpc-tools python3-jwt python3-cryptography
 qemu-system-arm cpio"
 # The libraries, for the host's architecture and for arm64 beside it (Debian
 # multiarch: `make ARCH=arm64`, its tests under qemu-aarch64-static). Each is
 # named with its architecture: a bare name matches either one's install.
 LIBS="libnl-3-dev libnl-route-3-dev libnftnl-dev libmnl-dev libnetfilter-conntrack-dev
-libjson-c-dev libxxhash-dev libmicrohttpd-dev libcurl4-openssl-dev libcmocka-dev libgmp-dev"
+libjson-c-dev libxxhash-dev libmicrohttpd-dev libcurl4-openssl-dev libcmocka-dev libgmp-dev
+libjansson-dev libssl-dev"
 NATIVE=$(dpkg --print-architecture)
 for p in $LIBS; do PKGS="$PKGS $p:$NATIVE $p:arm64"; done
+# libcjose-dev is one architecture's at a time (no Multi-Arch): the host's;
+# arm64 links its runtime library (libcjose0) with the host's headers.
+PKGS="$PKGS libcjose-dev:$NATIVE libcjose0:arm64"
 # `kubectl kustomize` renders deploy/: Debian's kubernetes-client, unless the
 # machine already has a kubectl of its own (the two packages clash on /usr/bin/kubectl).
 command -v kubectl >/dev/null 2>&1 || PKGS="$PKGS kubernetes-client"

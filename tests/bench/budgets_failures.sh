@@ -119,7 +119,7 @@ ALLOC_CM=$TG_TMP/alloc-cm # the allocator's ConfigMap mount: policy.json
 alloc_get() { timeout -k 1 5 ip netns exec "$ALLOC_NS" curl -s --max-time "${CURL_MAX:-2}" "$ALLOC_URL$1"; }
 alloc_up() { [ -n "$(alloc_get /metrics)" ]; }
 alloc_start() {
-	daemon "$ALLOC_NS" "$ALLOC" --policy "$ALLOC_CM/policy.json" --listen "$ALLOC_IP:$ALLOC_PORT" 2>>"$TG_TMP/allocator.log"
+	daemon "$ALLOC_NS" "$ALLOC" --policy "$ALLOC_CM/policy.json" --insecure-no-auth --listen "$ALLOC_IP:$ALLOC_PORT" 2>>"$TG_TMP/allocator.log"
 	ALLOC_PID=$!
 	wait_for 10 alloc_up
 }

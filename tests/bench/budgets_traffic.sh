@@ -219,7 +219,7 @@ ALLOC_PID=""
 alloc_get() { timeout -k 1 5 ip netns exec "$ALLOC_NS" curl -s --max-time 2 "$ALLOC_URL$1"; }
 alloc_up() { [ -n "$(alloc_get /metrics)" ]; }
 alloc_start() { # POLICY
-	daemon "$ALLOC_NS" "$ALLOC" --policy "$1" --listen "$ALLOC_IP:$ALLOC_PORT" 2>>"$TG_TMP/allocator.log"
+	daemon "$ALLOC_NS" "$ALLOC" --policy "$1" --insecure-no-auth --listen "$ALLOC_IP:$ALLOC_PORT" 2>>"$TG_TMP/allocator.log"
 	ALLOC_PID=$!
 	wait_for 10 alloc_up
 }

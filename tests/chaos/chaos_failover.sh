@@ -303,7 +303,7 @@ alloc_start() {
 	A_RUNS[k]=$((A_RUNS[k] + 1))
 	A_LOG[k]=$TG_TMP/alloc$k.run${A_RUNS[k]}.log
 	echo "$k ${A_LOG[k]}" >>"$TG_TMP/alloc.runs"
-	daemon "${A_NS[k]}" "$ALLOC" --policy "$policy" --listen "${A_IP[k]}:$ALLOC_PORT" --etcd "$ETCD_URLS" \
+	daemon "${A_NS[k]}" "$ALLOC" --policy "$policy" --insecure-no-auth --listen "${A_IP[k]}:$ALLOC_PORT" --etcd "$ETCD_URLS" \
 		--advertise "http://${A_IP[k]}:$ALLOC_PORT" --election-ttl "$ELECTION_TTL" 2>"${A_LOG[k]}"
 	A_PID[k]=$!
 	event "start replica $k"

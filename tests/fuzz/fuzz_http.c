@@ -54,9 +54,11 @@ static void route(void *cls, const char *path, struct http_reply *ret)
 }
 
 /* The body's bytes are all there, within bounds, NUL after them. */
-static void post(void *cls, const char *path, const char *body, size_t len, struct http_reply *ret)
+static void post(void *cls, const struct http_request *req, struct http_reply *ret)
 {
 	static char reply[64];
+	const char *path = req->path, *body = req->body;
+	size_t len = req->len;
 	int n;
 
 	(void)cls;

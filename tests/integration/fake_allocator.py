@@ -26,12 +26,17 @@ The control file (JSON, re-read at every request; every key optional):
    "policyId": "..." (the id to say instead of the right one)}
 
 Every report received is appended to --log as one JSON line:
-  {"t": <unix time>, "mode": "...", "report": <the report as sent>}
+  {"t": <unix time>, "mode": "...", "report": <the report as sent>,
+   "authorization": <the Authorization header, or null>}
+
+With --tls-cert and --tls-key it serves HTTPS (a replica, or an impostor
+whose certificate another CA signed).
 """
 
 import argparse
 import json
 import os
+import ssl
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -81,7 +86,8 @@ class Handler(BaseHTTPRequestHandler):
             report = None
         with open(self.server.log, "a") as f:
             f.write(json.dumps({"t": time.time(), "mode": mode, "path": self.path,
-                                "report": report}) + "\n")
+                                "report": report,
+                                "authorization": self.headers.get("Authorization")}) + "\n")
         if mode == "close":
             self.close_connection = True
             return
@@ -121,8 +127,14 @@ def main():
     p.add_argument("--bind", default="127.0.0.1")
     p.add_argument("--log", required=True)
     p.add_argument("--control", required=True)
+    p.add_argument("--tls-cert")
+    p.add_argument("--tls-key")
     a = p.parse_args()
     srv = ThreadingHTTPServer((a.bind, a.port), Handler)
+    if a.tls_cert:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(a.tls_cert, a.tls_key)
+        srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
     srv.daemon_threads = True
     srv.log = a.log
     srv.control = a.control

@@ -68,7 +68,7 @@ C() { timeout -k 1 10 ip netns exec "$CLI" "$@"; }
 alloc_start() { # I [ETCD_URLS]: replica I, its log appended to $TG_TMP/aI.log
 	local i=$1 urls=${2:-$ETCD_URLS}
 	echo "# --- start $(date -u +%FT%T.%3NZ)" >>"$TG_TMP/a$i.log"
-	ip netns exec "$(a_ns "$i")" "$ALLOC" --policy "$POLICY" --listen "$(a_ip "$i"):9618" \
+	ip netns exec "$(a_ns "$i")" "$ALLOC" --policy "$POLICY" --insecure-no-auth --listen "$(a_ip "$i"):9618" \
 		--etcd "$urls" --advertise "$(a_url "$i")" --election-ttl "$TTL" 2>>"$TG_TMP/a$i.log" &
 	A_PID[i]=$!
 	TG_PIDS+=("$!")
@@ -120,7 +120,7 @@ t_begin "bad election flags are refused (exit 2, the flag named) before anything
 bad_flags() { # WANT-MESSAGE ARGS...
 	local want=$1 out rc
 	shift
-	out=$(C "$ALLOC" --policy "$POLICY" "$@" 2>&1); rc=$?
+	out=$(C "$ALLOC" --policy "$POLICY" --insecure-no-auth "$@" 2>&1); rc=$?
 	[ "$rc" = 2 ] || t_fail "$* exited $rc"
 	grep -qF -- "$want" <<<"$out" || t_fail "$*: no '$want' in: $out"
 }
@@ -341,7 +341,7 @@ for i in 5 6; do fabric_attach "$FAB" "$(a_ns "$i")" "alloc$i" "$(a_ip "$i")" 10
 alloc_tls() { # I ARGS...: replica I on the TLS member
 	local i=$1
 	shift
-	ip netns exec "$(a_ns "$i")" "$ALLOC" --policy "$POLICY" --listen "$(a_ip "$i"):9618" \
+	ip netns exec "$(a_ns "$i")" "$ALLOC" --policy "$POLICY" --insecure-no-auth --listen "$(a_ip "$i"):9618" \
 		--etcd "https://$TLS_IP:2379" --advertise "$(a_url "$i")" --election-ttl "$TTL" "$@" 2>>"$TG_TMP/a$i.log" &
 	A_PID[i]=$!
 	TG_PIDS+=("$!")

@@ -208,7 +208,7 @@ t_end
 t_begin "arm64 tollgate-allocator serves its page and answers a node's report"
 POLICY=$TG_TMP/policy.json
 jq -n '{version: 1, namespaces: {"team-a": {internetEgress: "100M"}}}' >"$POLICY" || t_fail "cannot write the policy"
-ip netns exec "$TG_NODE" "$QEMU" "$A64/tollgate-allocator" --policy "$POLICY" \
+ip netns exec "$TG_NODE" "$QEMU" "$A64/tollgate-allocator" --policy "$POLICY" --insecure-no-auth \
 	--listen 127.0.0.1:19628 2>>"$TG_TMP/alloc.log" &
 TG_PIDS+=("$!")
 AURL=http://127.0.0.1:19628

@@ -41,7 +41,15 @@ struct srv_fx {
 	char post_path[64];
 	char *post_body;
 	size_t post_len;
-	bool post_nul; /* the body had its NUL after len */
+	bool post_nul;	     /* the body had its NUL after len */
+	char post_auth[128]; /* its Authorization ("(none)": none) */
+	struct sockaddr_in post_peer;
+	bool post_tls;
+	/* what the admit callback answers (admit_as) and was asked, and how often */
+	int admit_as;
+	int admits;
+	char admit_auth[128];
+	struct sockaddr_in admit_peer;
 	char reply[64];
 };
 
@@ -58,13 +66,18 @@ static inline void fx_route(void *cls, const char *path, struct http_reply *ret)
 }
 
 /* Records the body; answers "post N: LEN bytes" from a buffer it overwrites on the next call. */
-static inline void fx_post(void *cls, const char *path, const char *body, size_t len,
-			   struct http_reply *ret)
+static inline void fx_post(void *cls, const struct http_request *req, struct http_reply *ret)
 {
 	struct srv_fx *f = cls;
+	const char *path = req->path, *body = req->body;
+	size_t len = req->len;
 	int n;
 
 	f->posts++;
+	snprintf(f->post_auth, sizeof(f->post_auth), "%s",
+		 req->authorization ? req->authorization : "(none)");
+	f->post_peer = req->peer;
+	f->post_tls = req->tls;
 	snprintf(f->post_path, sizeof(f->post_path), "%s", path);
 	free(f->post_body);
 	f->post_body = malloc(len ? len : 1);
@@ -79,6 +92,24 @@ static inline void fx_post(void *cls, const char *path, const char *body, size_t
 				    .content_type = "application/json",
 				    .body = f->reply,
 				    .len = (size_t)n };
+}
+
+/* Answers admit_as; "Bearer proven" is always proven, "Bearer refused" refused. */
+static inline int fx_admit(void *cls, const char *path, const char *authorization,
+			   const struct sockaddr_in *peer)
+{
+	struct srv_fx *f = cls;
+
+	(void)path;
+	f->admits++;
+	snprintf(f->admit_auth, sizeof(f->admit_auth), "%s",
+		 authorization ? authorization : "(none)");
+	f->admit_peer = *peer;
+	if (authorization && strcmp(authorization, "Bearer proven") == 0)
+		return 1;
+	if (authorization && strcmp(authorization, "Bearer refused") == 0)
+		return -1;
+	return f->admit_as;
 }
 
 static inline int fx_collect(void *cls, char **ret_buf, size_t *ret_len)
@@ -160,6 +191,7 @@ static inline int setup_srv(void **state)
 	f->cfg.collect_cls = f;
 	f->cfg.page_type = "text/plain; version=0.0.4";
 	f->cfg.post_cls = f;
+	f->cfg.admit_cls = f;
 	return 0;
 }
 

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -407,13 +408,10 @@ static void bc_route(void *cls, const char *path, struct http_reply *ret)
 	(void)ret;
 }
 
-static void bc_post(void *cls, const char *path, const char *body, size_t len,
-		    struct http_reply *ret)
+static void bc_post(void *cls, const struct http_request *req, struct http_reply *ret)
 {
 	(void)cls;
-	(void)path;
-	(void)body;
-	(void)len;
+	(void)req;
 	(void)ret;
 }
 
@@ -445,6 +443,79 @@ static void t_server_bad_config(void **state)
 	assert_null(s);
 }
 
+/*
+ * TLS files that cannot be served: refused before anything listens, with
+ * an errno for each kind of fault and a message that names the file.
+ */
+static void t_server_bad_tls(void **state)
+{
+	char dir[] = "/tmp/tg-http-tls-XXXXXX", cert[64], key[64], none[64], err[256];
+	struct http_server *s = NULL;
+	struct http_config c;
+	FILE *fp;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(cert, sizeof(cert), "%s/cert.pem", dir);
+	snprintf(key, sizeof(key), "%s/key.pem", dir);
+	snprintf(none, sizeof(none), "%s/none.pem", dir);
+	http_config_defaults(&c);
+	c.route = bc_route;
+	c.collect = bc_collect;
+	c.addr.sin_port = 0;
+	c.tls_err = err;
+	c.tls_err_size = sizeof(err);
+
+	/* one without the other */
+	c.tls_cert_file = cert;
+	assert_int_equal(http_start(&c, &s), -EINVAL);
+	assert_contains(err, "needs its key");
+	/* missing */
+	c.tls_key_file = key;
+	assert_int_equal(http_start(&c, &s), -ENOENT);
+	assert_contains(err, "TLS certificate ");
+	assert_contains(err, cert);
+	assert_contains(err, "No such file");
+	/* not PEM */
+	fp = fopen(cert, "w");
+	assert_non_null(fp);
+	fputs("hello\n", fp);
+	fclose(fp);
+	assert_int_equal(http_start(&c, &s), -EBADMSG);
+	assert_contains(err, cert);
+	assert_contains(err, "not PEM");
+	/* a certificate block, but not a certificate; the key missing first */
+	fp = fopen(cert, "w");
+	assert_non_null(fp);
+	fputs("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n", fp);
+	fclose(fp);
+	assert_int_equal(http_start(&c, &s), -ENOENT);
+	assert_contains(err, "TLS key ");
+	assert_contains(err, key);
+	fp = fopen(key, "w");
+	assert_non_null(fp);
+	fputs("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n", fp);
+	fclose(fp);
+	/* both look like PEM: GnuTLS' refusal, naming both */
+	assert_int_equal(http_start(&c, &s), -EBADMSG);
+	assert_contains(err, cert);
+	assert_contains(err, key);
+	assert_contains(err, "refused");
+	/* a directory is not a file */
+	c.tls_key_file = dir;
+	assert_int_equal(http_start(&c, &s), -EINVAL);
+	assert_contains(err, "not a regular file");
+	/* a plain server leaves the message empty */
+	c.tls_cert_file = c.tls_key_file = NULL;
+	c.reserve = c.max_connections;
+	assert_int_equal(http_start(&c, &s), -EINVAL);
+	assert_string_equal(err, "");
+	assert_null(s);
+	unlink(cert);
+	unlink(key);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	for (size_t i = 0; i < ARRAY_SIZE(admit_cases); i++)
@@ -460,5 +531,6 @@ int main(void)
 				 NULL, NULL, (void *)&listen_cases[i]);
 	ADD(t_listen_long_and_no_default);
 	ADD(t_server_bad_config);
+	ADD(t_server_bad_tls);
 	return run_group("http");
 }
