@@ -133,7 +133,9 @@ def docs(rendered):
     """every object of the rendering, in order"""
     if rendered not in _DOCS:
         fh = sys.stdin if rendered == "-" else open(rendered)
-        _DOCS[rendered] = [x for x in yaml.safe_load_all(fh) if x is not None]
+        # libyaml's loader where there is one: the tests read renderings many times
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        _DOCS[rendered] = [x for x in yaml.load_all(fh, Loader=loader) if x is not None]
     return _DOCS[rendered]
 
 
@@ -639,6 +641,15 @@ def check_allocator_trust(d, dep):
         roles = sorted(r for _, _, r in bindings_of(d, sa, ns))
         if roles != ["system:service-account-issuer-discovery"]:
             p.append("the allocator's ServiceAccount is bound to %r: the issuer's discovery alone" % roles)
+    # the agents' account: the DaemonSet's (the allocator's default is kube-system:tollgate)
+    ds = load_named(d).get(("DaemonSet", "tollgate"))
+    if ds is not None and flag(cmd, "--insecure-no-auth") is None:
+        want = "%s:%s" % (ds["metadata"].get("namespace"),
+                          ds["spec"]["template"]["spec"].get("serviceAccountName", "default"))
+        got = flag(cmd, "--agent-account") or "kube-system:" + AGENT_SA
+        if got != want:
+            p.append("--agent-account is %s, the agents' ServiceAccount is %s: every report would be refused"
+                     % (got, want))
     iss = flag(cmd, "--issuer")
     if iss is None:
         p.append("no --issuer: the default is kubeadm's, say the cluster's")

@@ -168,6 +168,13 @@ refused() { # WHAT RENDERED CHECK [ARGS]: the check must refuse RENDERED
 	checkr "$@" >/dev/null 2>&1 && t_fail "the $2 check took $what"
 	return 0
 }
+# broken RENDERED SED-EXPR: RENDERED edited into $TG_TMP/bad.yaml, for a
+# check's teeth where the break is one of the rendering itself (no render)
+broken() {
+	sed "$2" "$1" >"$TG_TMP/bad.yaml"
+	cmp -s "$1" "$TG_TMP/bad.yaml" && t_fail "teeth: '$2' changed nothing in $(basename "$1")"
+	return 0
+}
 overlay_of() { # DIR BASE COMPONENT...: a kustomization in DIR of BASE and the components (paths relative, as kustomize wants)
 	local dir=$1 base=$2 c
 	shift 2
@@ -306,24 +313,25 @@ t_expect "the overlay's agent mounts (PATH KIND NAME KEY)" "$(checkr "$OVR" kube
 t_expect "the base's agent mounts no credentials" "$(check kubelet-mounts DaemonSet/tollgate agent | grep -c /var/run/secrets/)" 0
 # the check has teeth: the API server's audience (an API credential), the
 # token elsewhere than tokenFile, the CA from a Secret (every node could read
-# it whole), the ServiceAccount bound to a role or not named, the allocator
-# reached over plain HTTP
-copy_edit components/budgets/daemonset-budgets.yaml 's/audience: tollgate-allocator/audience: https:\/\/kubernetes.default.svc.cluster.local/'
-refused "a token of the API server's audience" "$TG_TMP/copy-overlay.yaml" daemonset
-copy_edit components/budgets/daemonset-budgets.yaml 's/path: token$/path: sa-token/'
-refused "a token where tokenFile does not point" "$TG_TMP/copy-overlay.yaml" daemonset
-copy_edit components/budgets/daemonset-budgets.yaml 's/- configMap:/- secret:/'
-refused "the CA from a Secret" "$TG_TMP/copy-overlay.yaml" daemonset
-copy_edit components/budgets/daemonset-budgets.yaml 's/name: tollgate-allocator-ca/name: tollgate-allocator-tls/'
-refused "the CA from another ConfigMap" "$TG_TMP/copy-overlay.yaml" daemonset
-copy_edit components/budgets/daemonset-budgets.yaml '/serviceAccountName: tollgate/d'
-refused "the default ServiceAccount" "$TG_TMP/copy-overlay.yaml" daemonset
-copy_edit components/budgets/agent-serviceaccount.yaml '$a ---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: { name: tollgate-view }\nroleRef: { apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: view }\nsubjects: [{ kind: ServiceAccount, name: tollgate, namespace: kube-system }]'
-refused "the agents' ServiceAccount bound to a role" "$TG_TMP/copy-overlay.yaml" daemonset
-copy_edit components/budgets/10-tollgate.conflist 's/"allocator": "https:/"allocator": "http:/' budgets
-refused "the allocator over plain HTTP" "$TG_TMP/copy-bud.yaml" daemonset
-copy_edit components/budgets/10-tollgate.conflist 's/"caFile": "\/var\/run\/secrets\/tollgate\/ca.crt"/"caFile": "\/etc\/ssl\/certs\/ca-certificates.crt"/' budgets
-refused "caFile outside the agent's mounts" "$TG_TMP/copy-bud.yaml" daemonset
+# it whole) or another ConfigMap, the ServiceAccount bound to a role or not
+# named, the allocator reached over plain HTTP, caFile outside the mounts
+B=$TG_TMP/bad.yaml
+broken "$OVR" 's/audience: tollgate-allocator$/audience: https:\/\/kubernetes.default.svc.cluster.local/'
+refused "a token of the API server's audience" "$B" daemonset
+broken "$OVR" '/audience: tollgate-allocator$/,/path: token$/s/path: token$/path: sa-token/'
+refused "a token where tokenFile does not point" "$B" daemonset
+broken "$OVR" '/audience: tollgate-allocator$/,/name: tollgate-allocator-ca$/s/- configMap:/- secret:/'
+refused "the CA from a Secret" "$B" daemonset
+broken "$OVR" '/audience: tollgate-allocator$/,/name: tollgate-allocator-ca$/s/name: tollgate-allocator-ca$/name: tollgate-allocator-tls/'
+refused "the CA from another ConfigMap" "$B" daemonset
+broken "$OVR" '/serviceAccountName: tollgate$/d'
+refused "the default ServiceAccount" "$B" daemonset
+broken "$OVR" '$a ---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: { name: tollgate-view }\nroleRef: { apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: view }\nsubjects: [{ kind: ServiceAccount, name: tollgate, namespace: kube-system }]'
+refused "the agents' ServiceAccount bound to a role" "$B" daemonset
+broken "$OVR" 's/"allocator": "https:/"allocator": "http:/'
+refused "the allocator over plain HTTP" "$B" daemonset
+broken "$OVR" 's/"caFile": "\/var\/run\/secrets\/tollgate\/ca.crt"/"caFile": "\/etc\/ssl\/certs\/ca-certificates.crt"/'
+refused "caFile outside the agent's mounts" "$B" daemonset
 t_end
 
 t_begin "the DaemonSet's flags are the agent's own"
@@ -374,28 +382,31 @@ copy_edit components/budgets/allocator.yaml 's/maxUnavailable: 1$/maxUnavailable
 refused "a disruption budget of every replica" "$TG_TMP/copy-overlay.yaml" allocator
 # trust: HTTPS with the Secret's certificate, reports checked against the
 # API server's keys read with the pod's own token by an account that may read
-# nothing else, the replica's own name advertised, etcd over https with the
-# client certificate; each shown refused when broken
-copy_edit components/budgets/allocator.yaml 's/- --jwks=.*/- --insecure-no-auth/'
-refused "--insecure-no-auth instead of --jwks" "$TG_TMP/copy-overlay.yaml" allocator
-copy_edit components/budgets/allocator.yaml 's|--tls-key=/etc/tollgate-allocator-tls/tls.key|--tls-key=/tmp/tls.key|'
-refused "a serving key outside the Secret" "$TG_TMP/copy-overlay.yaml" allocator
-copy_edit components/budgets/allocator.yaml 's|{ name: tls, mountPath: /etc/tollgate-allocator-tls, readOnly: true }|{ name: tls, mountPath: /etc/tollgate-allocator-tls/tls.crt, subPath: tls.crt, readOnly: true }|'
-refused "the certificate mounted with subPath (no renewal reaches it)" "$TG_TMP/copy-overlay.yaml" allocator
-copy_edit components/budgets/allocator.yaml 's|--advertise=https://$(POD_NAME).tollgate-allocator-peers.kube-system.svc:9618|--advertise=https://$(POD_IP):9618|'
-refused "the pod's IP advertised" "$TG_TMP/copy-overlay.yaml" allocator
-copy_edit components/budgets/allocator.yaml 's/publishNotReadyAddresses: true/publishNotReadyAddresses: false/'
-refused "replica names published only when ready" "$TG_TMP/copy-overlay.yaml" allocator
-copy_edit components/budgets/allocator.yaml 's/scheme: HTTPS/scheme: HTTP/'
-refused "probes over plain HTTP" "$TG_TMP/copy-overlay.yaml" allocator
-copy_edit components/budgets/allocator.yaml 's|--jwks-ca=/var/run/secrets/kubernetes.io/serviceaccount/ca.crt|--jwks-ca=/etc/tollgate-allocator-tls/ca.crt|'
-refused "the JWKS verified with the allocator's own CA" "$TG_TMP/copy-overlay.yaml" allocator
-copy_edit components/budgets/allocator.yaml 's/name: system:service-account-issuer-discovery/name: cluster-admin/'
-refused "the allocator's account bound to cluster-admin" "$TG_TMP/copy-overlay.yaml" allocator
-copy_edit components/budgets/allocator.yaml '0,/--etcd=https:/s//--etcd=http:/'
-refused "etcd over plain HTTP" "$TG_TMP/copy-overlay.yaml" allocator
-copy_edit components/budgets/allocator.yaml 's|--etcd-key=/etc/tollgate-etcd/tls.key|--etcd-key=/etc/tollgate-allocator-tls/tls.key|'
-refused "etcd's client key from the serving Secret" "$TG_TMP/copy-overlay.yaml" allocator
+# nothing else and taken from the agents' account alone, the replica's own
+# name advertised, etcd over https with the client certificate; each shown
+# refused when broken (in the rendering: no render each)
+broken "$OVR" 's/- --jwks=.*/- --insecure-no-auth/'
+refused "--insecure-no-auth instead of --jwks" "$B" allocator
+broken "$OVR" 's|--tls-key=/etc/tollgate-allocator-tls/tls.key|--tls-key=/tmp/tls.key|'
+refused "a serving key outside the Secret" "$B" allocator
+broken "$OVR" 's|mountPath: /etc/tollgate-allocator-tls$|mountPath: /etc/tollgate-allocator-tls/tls.crt\n          subPath: tls.crt|'
+refused "the certificate mounted with subPath (no renewal reaches it)" "$B" allocator
+broken "$OVR" 's|--advertise=https://$(POD_NAME).tollgate-allocator-peers.kube-system.svc:9618|--advertise=https://$(POD_IP):9618|'
+refused "the pod's IP advertised" "$B" allocator
+broken "$OVR" '/^  name: tollgate-allocator-peers$/,/publishNotReadyAddresses/s/publishNotReadyAddresses: true/publishNotReadyAddresses: false/'
+refused "replica names published only when ready" "$B" allocator
+broken "$OVR" 's/scheme: HTTPS$/scheme: HTTP/'
+refused "probes over plain HTTP" "$B" allocator
+broken "$OVR" 's|--jwks-ca=/var/run/secrets/kubernetes.io/serviceaccount/ca.crt|--jwks-ca=/etc/tollgate-allocator-tls/ca.crt|'
+refused "the JWKS verified with the allocator's own CA" "$B" allocator
+broken "$OVR" 's/--agent-account=kube-system:tollgate$/--agent-account=kube-system:default/'
+refused "another account than the agents'" "$B" allocator
+broken "$OVR" 's/name: system:service-account-issuer-discovery$/name: cluster-admin/'
+refused "the allocator's account bound to cluster-admin" "$B" allocator
+broken "$OVR" 's|--etcd=https:|--etcd=http:|'
+refused "etcd over plain HTTP" "$B" allocator
+broken "$OVR" 's|--etcd-key=/etc/tollgate-etcd/tls.key|--etcd-key=/etc/tollgate-allocator-tls/tls.key|'
+refused "etcd's client key from the serving Secret" "$B" allocator
 t_end
 
 TLS=$TG_TMP/tls.yaml
@@ -403,14 +414,14 @@ t_begin "components/etcd: three members on three nodes, a quorum kept through dr
 out=$(checkr "$OVR" etcd 2>&1) || t_fail "$(tr '\n' ';' <<<"$out")"
 copy_edit components/etcd/etcd.yaml 's/tollgate-etcd-2=https:\/\/tollgate-etcd-2/tollgate-etcd-2=https:\/\/tollgate-etcd-9/'
 refused "a wrong --initial-cluster" "$TG_TMP/copy-overlay.yaml" etcd
-copy_edit components/etcd/etcd.yaml '/- --client-cert-auth/d'
-refused "members taking clients without a certificate" "$TG_TMP/copy-overlay.yaml" etcd
-copy_edit components/etcd/etcd.yaml '/- --peer-client-cert-auth/d'
-refused "members taking peers without a certificate" "$TG_TMP/copy-overlay.yaml" etcd
-copy_edit components/etcd/etcd.yaml 's|--listen-client-urls=https://|--listen-client-urls=http://|'
-refused "members serving plain HTTP" "$TG_TMP/copy-overlay.yaml" etcd
-copy_edit components/etcd/etcd.yaml 's/httpGet: { path: \/health, port: 2381 }/httpGet: { path: \/health, port: 2379 }/'
-refused "probes on the client port (kubelet has no certificate)" "$TG_TMP/copy-overlay.yaml" etcd
+broken "$OVR" '/- --client-cert-auth$/d'
+refused "members taking clients without a certificate" "$TG_TMP/bad.yaml" etcd
+broken "$OVR" '/- --peer-client-cert-auth$/d'
+refused "members taking peers without a certificate" "$TG_TMP/bad.yaml" etcd
+broken "$OVR" 's|--listen-client-urls=https://|--listen-client-urls=http://|'
+refused "members serving plain HTTP" "$TG_TMP/bad.yaml" etcd
+broken "$OVR" 's/^\( *\)port: 2381$/\1port: 2379/'
+refused "probes on the client port (kubelet has no certificate)" "$TG_TMP/bad.yaml" etcd
 # an overlay of the base with the TLS component, as a cluster's own would be
 overlay_of "$TG_TMP/tls" "$DEPLOY/base" "$DEPLOY/components/budgets" "$DEPLOY/components/etcd-tls"
 render "$TG_TMP/tls" "$TLS"
@@ -450,14 +461,16 @@ t_end
 t_begin "components/cert-manager: every Secret the allocator and etcd mount is a Certificate's; the serving one names the Service and every replica, no IP; the allocator's CA signs it alone; etcd's server certificate serves clientAuth and names the members"
 out=$(checkr "$OVR" certificates 2>&1) || t_fail "$(tr '\n' ';' <<<"$out")"
 refused "components/budgets without components/cert-manager" "$BUD" certificates
+# the serving certificate drops its wildcard in the source (the check reads
+# the Certificate kustomize renders); the others in the rendering
 copy_edit components/cert-manager/certificates.yaml '/- "\*.tollgate-allocator-peers.kube-system.svc"$/d'
 refused "a serving certificate without the replicas' names" "$TG_TMP/copy-overlay.yaml" certificates
-copy_edit components/cert-manager/certificates.yaml '/^  name: tollgate-etcd-server$/,/issuerRef/s/issuerRef: { name: tollgate-etcd-ca/issuerRef: { name: tollgate-allocator-ca/'
-refused "etcd's server certificate from the allocator's CA" "$TG_TMP/copy-overlay.yaml" certificates
-copy_edit components/cert-manager/certificates.yaml '/^  name: tollgate-etcd-server$/,/usages/s/usages: \[server auth, client auth,/usages: [server auth,/'
-refused "etcd's server certificate without clientAuth" "$TG_TMP/copy-overlay.yaml" certificates
-copy_edit components/cert-manager/certificates.yaml '/^  name: tollgate-allocator-tls$/,/issuerRef/s/kind: Issuer/kind: ClusterIssuer/'
-refused "a ClusterIssuer" "$TG_TMP/copy-overlay.yaml" certificates
+broken "$OVR" '/^  name: tollgate-etcd-server$/,/^    name: tollgate-etcd-ca$/s/name: tollgate-etcd-ca$/name: tollgate-allocator-ca/'
+refused "etcd's server certificate from the allocator's CA" "$TG_TMP/bad.yaml" certificates
+broken "$OVR" '/^  name: tollgate-etcd-server$/,/^  - client auth$/{/^  - client auth$/d}'
+refused "etcd's server certificate without clientAuth" "$TG_TMP/bad.yaml" certificates
+broken "$OVR" '/^  name: tollgate-allocator-tls$/,/kind: Issuer$/s/kind: Issuer$/kind: ClusterIssuer/'
+refused "a ClusterIssuer" "$TG_TMP/bad.yaml" certificates
 t_end
 
 t_begin "PodMonitors (honorLabels, node label, the target's namespace dropped, tollgate= on up alone; the allocator's), release labels, alerts (severity, summary, runbook_url, up selected without job), the billing rule"
@@ -466,10 +479,10 @@ out=$(checkr "$BUD" monitoring 2>&1) || t_fail "base and budgets: $(tr '\n' ';' 
 refused "the base's release label for another" "$BASE" monitoring --release prometheus
 copy_edit components/budgets/podmonitor.yaml 's/replacement: allocator/replacement: node/'
 refused "the allocator's targets without tollgate=allocator" "$TG_TMP/copy-overlay.yaml" monitoring --release prometheus --runbook-base https://runbooks.example.internal/tollgate
-copy_edit components/budgets/podmonitor.yaml '/scheme: https/d'
-refused "the allocator scraped over plain HTTP" "$TG_TMP/copy-overlay.yaml" monitoring --release prometheus --runbook-base https://runbooks.example.internal/tollgate
-copy_edit components/budgets/podmonitor.yaml 's/serverName: tollgate-allocator.kube-system.svc/insecureSkipVerify: true/'
-refused "the allocator's certificate not verified" "$TG_TMP/copy-overlay.yaml" monitoring --release prometheus --runbook-base https://runbooks.example.internal/tollgate
+broken "$OVR" '/scheme: https$/d'
+refused "the allocator scraped over plain HTTP" "$TG_TMP/bad.yaml" monitoring --release prometheus --runbook-base https://runbooks.example.internal/tollgate
+broken "$OVR" 's/serverName: tollgate-allocator.kube-system.svc/insecureSkipVerify: true/'
+refused "the allocator's certificate not verified" "$TG_TMP/bad.yaml" monitoring --release prometheus --runbook-base https://runbooks.example.internal/tollgate
 copy_edit base/podmonitor.yaml '0,/replacement: agent/s//replacement: node/'
 refused "agents' targets without tollgate=agent" "$TG_TMP/copy.yaml" monitoring
 copy_edit base/podmonitor.yaml '0,/- regex: tollgate/s//- regex: tollgate_x/'
@@ -991,7 +1004,7 @@ while IFS= read -r w; do
 	case $w in
 	tollgate-allocator) w=$ALLOCATOR ;;
 	--policy="$PMOUNT"/*) w=--policy=$PCM/${w#--policy="$PMOUNT"/} ;;
-	--etcd=* | --advertise=* | --election-key=* | --jwks=https://* | --issuer=*) ;; # URLs and a key, not paths
+	--etcd=* | --advertise=* | --election-key=* | --jwks=https://* | --issuer=* | --agent-account=*) ;; # URLs, a key, an account
 	*'$('*) tap_bail "the StatefulSet's argument '$w' names a variable its env does not set" ;;
 	--*=/*)
 		[ -e "$AROOT/${w#*=}" ] || tap_bail "the StatefulSet's argument '$w' names a file none of its mounts holds"
