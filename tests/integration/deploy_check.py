@@ -74,6 +74,7 @@ objects (the dashboard).
                                             and NXDOMAIN for others; each query logged to LOG
   deploy_check.py sniff IFNAME SECONDS PATTERN
                                             the first group of PATTERN in a packet on IFNAME
+                                            ("# sniffing" on stderr once it reads them)
   deploy_check.py mint-key DIR              a service-account signing key and its JWKS, as the
                                             API server's (DIR/sa.key, DIR/jwks.json); prints the kid
   deploy_check.py mint-token DIR key=value...
@@ -1578,6 +1579,7 @@ def sniff(ifname, seconds, pattern):
     rx = re.compile(pattern.encode())
     sk = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
     sk.bind((ifname, 0))
+    print("# sniffing", file=sys.stderr, flush=True)
     end = time.monotonic() + float(seconds)
     while time.monotonic() < end:
         sk.settimeout(max(0.05, end - time.monotonic()))

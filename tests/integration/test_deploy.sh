@@ -1218,11 +1218,15 @@ printf '%s\n' "${ARGS[@]}" | grep -qxF -- "--listen=10.0.0.4:9617" || t_fail "no
 # the reports on the wire, as they reach the allocator's node: the Service's
 # name in the TLS handshake (SNI), and no report in clear (the control: the
 # same sniffer finds the name)
-ip netns exec "$TG_PEER" "$PY" "$CHECK" sniff eth0 20 '(tollgate-allocator\.kube-system\.svc)' >"$TG_TMP/sniff-sni.out" 2>&1 &
+# (the handshake is once a kept-alive connection: both sniff before the agent starts)
+ip netns exec "$TG_PEER" "$PY" "$CHECK" sniff eth0 20 '(tollgate-allocator\.kube-system\.svc)' \
+	>"$TG_TMP/sniff-sni.out" 2>"$TG_TMP/sniff-sni.err" &
 SNIFF_PID=$!
-ip netns exec "$TG_PEER" "$PY" "$CHECK" sniff eth0 20 '"node" ?: ?"([^"]*)"' >"$TG_TMP/sniff.out" 2>&1 &
+ip netns exec "$TG_PEER" "$PY" "$CHECK" sniff eth0 20 '"node" ?: ?"([^"]*)"' >"$TG_TMP/sniff.out" 2>"$TG_TMP/sniff.err" &
 SNIFF2_PID=$!
 TG_PIDS+=("$SNIFF_PID" "$SNIFF2_PID")
+wait_for 10 grep -q '^# sniffing$' "$TG_TMP/sniff-sni.err" || t_fail "the sniffer did not start: $(cat "$TG_TMP/sniff-sni.err")"
+wait_for 10 grep -q '^# sniffing$' "$TG_TMP/sniff.err" || t_fail "the sniffer did not start: $(cat "$TG_TMP/sniff.err")"
 ALOG=$TG_TMP/agent-budgets.log
 agent_start
 granted() { [ "$(agent_metric "$GRANTED")" = 1 ]; }
