@@ -75,6 +75,9 @@ objects (the dashboard).
   deploy_check.py sniff IFNAME SECONDS PATTERN
                                             the first group of PATTERN in a packet on IFNAME
                                             ("# sniffing" on stderr once it reads them)
+  deploy_check.py teeth -                   lines WHAT<TAB>RENDERED<TAB>CHECK [ARGS] on stdin (daemonset,
+                                            allocator, etcd, certificates, monitoring): each
+                                            judged in this one process; WHAT<TAB>refused|taken
   deploy_check.py mint-key DIR              a service-account signing key and its JWKS, as the
                                             API server's (DIR/sa.key, DIR/jwks.json); prints the kid
   deploy_check.py mint-token DIR key=value...
@@ -1594,6 +1597,26 @@ def sniff(ifname, seconds, pattern):
     return 1
 
 
+CHECKS = {"daemonset": check_daemonset, "allocator": check_allocator, "etcd": check_etcd,
+          "certificates": check_certificates}
+
+
+def teeth(lines):
+    """each line "WHAT<TAB>RENDERED<TAB>CHECK [--release R] [--runbook-base URL]": the check
+    run on RENDERED in this one process; prints "WHAT<TAB>refused" or "WHAT<TAB>taken" """
+    for line in lines:
+        if not line.strip():
+            continue
+        what, rendered, check = line.rstrip("\n").split("\t")
+        words = check.split()
+        opts = dict(zip(words[1::2], words[2::2]))
+        if words[0] == "monitoring":
+            p = check_monitoring(rendered, opts.get("--release", RELEASE), opts.get("--runbook-base", RUNBOOK_BASE))
+        else:
+            p = CHECKS[words[0]](rendered)
+        print("%s\t%s" % (what, "refused" if p else "taken"), flush=True)
+
+
 def main():
     args = sys.argv[1:]
     opts = {}
@@ -1611,6 +1634,9 @@ def main():
         return 0
     if args[0] == "sniff":  # sniff IFNAME SECONDS PATTERN
         return sniff(*args[1:4])
+    if args[0] == "teeth":  # teeth - (lines on stdin)
+        teeth(sys.stdin)
+        return 0
     if args[0] == "mint-key":  # mint-key DIR
         print(mint_key(args[1]))
         return 0

@@ -168,12 +168,27 @@ refused() { # WHAT RENDERED CHECK [ARGS]: the check must refuse RENDERED
 	checkr "$@" >/dev/null 2>&1 && t_fail "the $2 check took $what"
 	return 0
 }
-# broken RENDERED SED-EXPR: RENDERED edited into $TG_TMP/bad.yaml, for a
-# check's teeth where the break is one of the rendering itself (no render)
-broken() {
-	sed "$2" "$1" >"$TG_TMP/bad.yaml"
-	cmp -s "$1" "$TG_TMP/bad.yaml" && t_fail "teeth: '$2' changed nothing in $(basename "$1")"
-	return 0
+# tooth WHAT RENDERED SED-EXPR CHECK [ARGS]: a copy of RENDERED broken by
+# SED-EXPR, which CHECK must refuse: a check's teeth where the break is one
+# of the rendering itself (no render each); teeth_judge has every tooth since
+# the last judged in one process (deploy_check.py teeth)
+TEETH=()
+tooth() {
+	local what=$1 r=$2 expr=$3 f
+	shift 3
+	f=$TG_TMP/bad-${#TEETH[@]}.yaml
+	sed "$expr" "$r" >"$f"
+	cmp -s "$r" "$f" && t_fail "teeth: '$expr' changed nothing in $(basename "$r")"
+	TEETH+=("$what	$f	$*")
+}
+teeth_judge() {
+	local what verdict n=0
+	while IFS=$'\t' read -r what verdict; do
+		n=$((n + 1))
+		[ "$verdict" = refused ] || t_fail "the check took $what"
+	done < <(printf '%s\n' "${TEETH[@]}" | "$PY" "$CHECK" teeth -)
+	t_expect "teeth judged" "$n" "${#TEETH[@]}"
+	TEETH=()
 }
 overlay_of() { # DIR BASE COMPONENT...: a kustomization in DIR of BASE and the components (paths relative, as kustomize wants)
 	local dir=$1 base=$2 c
@@ -315,23 +330,15 @@ t_expect "the base's agent mounts no credentials" "$(check kubelet-mounts Daemon
 # token elsewhere than tokenFile, the CA from a Secret (every node could read
 # it whole) or another ConfigMap, the ServiceAccount bound to a role or not
 # named, the allocator reached over plain HTTP, caFile outside the mounts
-B=$TG_TMP/bad.yaml
-broken "$OVR" 's/audience: tollgate-allocator$/audience: https:\/\/kubernetes.default.svc.cluster.local/'
-refused "a token of the API server's audience" "$B" daemonset
-broken "$OVR" '/audience: tollgate-allocator$/,/path: token$/s/path: token$/path: sa-token/'
-refused "a token where tokenFile does not point" "$B" daemonset
-broken "$OVR" '/audience: tollgate-allocator$/,/name: tollgate-allocator-ca$/s/- configMap:/- secret:/'
-refused "the CA from a Secret" "$B" daemonset
-broken "$OVR" '/audience: tollgate-allocator$/,/name: tollgate-allocator-ca$/s/name: tollgate-allocator-ca$/name: tollgate-allocator-tls/'
-refused "the CA from another ConfigMap" "$B" daemonset
-broken "$OVR" '/serviceAccountName: tollgate$/d'
-refused "the default ServiceAccount" "$B" daemonset
-broken "$OVR" '$a ---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: { name: tollgate-view }\nroleRef: { apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: view }\nsubjects: [{ kind: ServiceAccount, name: tollgate, namespace: kube-system }]'
-refused "the agents' ServiceAccount bound to a role" "$B" daemonset
-broken "$OVR" 's/"allocator": "https:/"allocator": "http:/'
-refused "the allocator over plain HTTP" "$B" daemonset
-broken "$OVR" 's/"caFile": "\/var\/run\/secrets\/tollgate\/ca.crt"/"caFile": "\/etc\/ssl\/certs\/ca-certificates.crt"/'
-refused "caFile outside the agent's mounts" "$B" daemonset
+tooth "a token of the API server's audience" "$OVR" 's/audience: tollgate-allocator$/audience: https:\/\/kubernetes.default.svc.cluster.local/' daemonset
+tooth "a token where tokenFile does not point" "$OVR" '/audience: tollgate-allocator$/,/path: token$/s/path: token$/path: sa-token/' daemonset
+tooth "the CA from a Secret" "$OVR" '/audience: tollgate-allocator$/,/name: tollgate-allocator-ca$/s/- configMap:/- secret:/' daemonset
+tooth "the CA from another ConfigMap" "$OVR" '/audience: tollgate-allocator$/,/name: tollgate-allocator-ca$/s/name: tollgate-allocator-ca$/name: tollgate-allocator-tls/' daemonset
+tooth "the default ServiceAccount" "$OVR" '/serviceAccountName: tollgate$/d' daemonset
+tooth "the agents' ServiceAccount bound to a role" "$OVR" '$a ---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: { name: tollgate-view }\nroleRef: { apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: view }\nsubjects: [{ kind: ServiceAccount, name: tollgate, namespace: kube-system }]' daemonset
+tooth "the allocator over plain HTTP" "$OVR" 's/"allocator": "https:/"allocator": "http:/' daemonset
+tooth "caFile outside the agent's mounts" "$OVR" 's/"caFile": "\/var\/run\/secrets\/tollgate\/ca.crt"/"caFile": "\/etc\/ssl\/certs\/ca-certificates.crt"/' daemonset
+teeth_judge
 t_end
 
 t_begin "the DaemonSet's flags are the agent's own"
@@ -385,28 +392,18 @@ refused "a disruption budget of every replica" "$TG_TMP/copy-overlay.yaml" alloc
 # nothing else and taken from the agents' account alone, the replica's own
 # name advertised, etcd over https with the client certificate; each shown
 # refused when broken (in the rendering: no render each)
-broken "$OVR" 's/- --jwks=.*/- --insecure-no-auth/'
-refused "--insecure-no-auth instead of --jwks" "$B" allocator
-broken "$OVR" 's|--tls-key=/etc/tollgate-allocator-tls/tls.key|--tls-key=/tmp/tls.key|'
-refused "a serving key outside the Secret" "$B" allocator
-broken "$OVR" 's|mountPath: /etc/tollgate-allocator-tls$|mountPath: /etc/tollgate-allocator-tls/tls.crt\n          subPath: tls.crt|'
-refused "the certificate mounted with subPath (no renewal reaches it)" "$B" allocator
-broken "$OVR" 's|--advertise=https://$(POD_NAME).tollgate-allocator-peers.kube-system.svc:9618|--advertise=https://$(POD_IP):9618|'
-refused "the pod's IP advertised" "$B" allocator
-broken "$OVR" '/^  name: tollgate-allocator-peers$/,/publishNotReadyAddresses/s/publishNotReadyAddresses: true/publishNotReadyAddresses: false/'
-refused "replica names published only when ready" "$B" allocator
-broken "$OVR" 's/scheme: HTTPS$/scheme: HTTP/'
-refused "probes over plain HTTP" "$B" allocator
-broken "$OVR" 's|--jwks-ca=/var/run/secrets/kubernetes.io/serviceaccount/ca.crt|--jwks-ca=/etc/tollgate-allocator-tls/ca.crt|'
-refused "the JWKS verified with the allocator's own CA" "$B" allocator
-broken "$OVR" 's/--agent-account=kube-system:tollgate$/--agent-account=kube-system:default/'
-refused "another account than the agents'" "$B" allocator
-broken "$OVR" 's/name: system:service-account-issuer-discovery$/name: cluster-admin/'
-refused "the allocator's account bound to cluster-admin" "$B" allocator
-broken "$OVR" 's|--etcd=https:|--etcd=http:|'
-refused "etcd over plain HTTP" "$B" allocator
-broken "$OVR" 's|--etcd-key=/etc/tollgate-etcd/tls.key|--etcd-key=/etc/tollgate-allocator-tls/tls.key|'
-refused "etcd's client key from the serving Secret" "$B" allocator
+tooth "--insecure-no-auth instead of --jwks" "$OVR" 's/- --jwks=.*/- --insecure-no-auth/' allocator
+tooth "a serving key outside the Secret" "$OVR" 's|--tls-key=/etc/tollgate-allocator-tls/tls.key|--tls-key=/tmp/tls.key|' allocator
+tooth "the certificate mounted with subPath (no renewal reaches it)" "$OVR" 's|mountPath: /etc/tollgate-allocator-tls$|mountPath: /etc/tollgate-allocator-tls/tls.crt\n          subPath: tls.crt|' allocator
+tooth "the pod's IP advertised" "$OVR" 's|--advertise=https://$(POD_NAME).tollgate-allocator-peers.kube-system.svc:9618|--advertise=https://$(POD_IP):9618|' allocator
+tooth "replica names published only when ready" "$OVR" '/^  name: tollgate-allocator-peers$/,/publishNotReadyAddresses/s/publishNotReadyAddresses: true/publishNotReadyAddresses: false/' allocator
+tooth "probes over plain HTTP" "$OVR" 's/scheme: HTTPS$/scheme: HTTP/' allocator
+tooth "the JWKS verified with the allocator's own CA" "$OVR" 's|--jwks-ca=/var/run/secrets/kubernetes.io/serviceaccount/ca.crt|--jwks-ca=/etc/tollgate-allocator-tls/ca.crt|' allocator
+tooth "another account than the agents'" "$OVR" 's/--agent-account=kube-system:tollgate$/--agent-account=kube-system:default/' allocator
+tooth "the allocator's account bound to cluster-admin" "$OVR" 's/name: system:service-account-issuer-discovery$/name: cluster-admin/' allocator
+tooth "etcd over plain HTTP" "$OVR" 's|--etcd=https:|--etcd=http:|' allocator
+tooth "etcd's client key from the serving Secret" "$OVR" 's|--etcd-key=/etc/tollgate-etcd/tls.key|--etcd-key=/etc/tollgate-allocator-tls/tls.key|' allocator
+teeth_judge
 t_end
 
 TLS=$TG_TMP/tls.yaml
@@ -414,14 +411,10 @@ t_begin "components/etcd: three members on three nodes, a quorum kept through dr
 out=$(checkr "$OVR" etcd 2>&1) || t_fail "$(tr '\n' ';' <<<"$out")"
 copy_edit components/etcd/etcd.yaml 's/tollgate-etcd-2=https:\/\/tollgate-etcd-2/tollgate-etcd-2=https:\/\/tollgate-etcd-9/'
 refused "a wrong --initial-cluster" "$TG_TMP/copy-overlay.yaml" etcd
-broken "$OVR" '/- --client-cert-auth$/d'
-refused "members taking clients without a certificate" "$TG_TMP/bad.yaml" etcd
-broken "$OVR" '/- --peer-client-cert-auth$/d'
-refused "members taking peers without a certificate" "$TG_TMP/bad.yaml" etcd
-broken "$OVR" 's|--listen-client-urls=https://|--listen-client-urls=http://|'
-refused "members serving plain HTTP" "$TG_TMP/bad.yaml" etcd
-broken "$OVR" 's/^\( *\)port: 2381$/\1port: 2379/'
-refused "probes on the client port (kubelet has no certificate)" "$TG_TMP/bad.yaml" etcd
+tooth "members taking clients without a certificate" "$OVR" '/- --client-cert-auth$/d' etcd
+tooth "members taking peers without a certificate" "$OVR" '/- --peer-client-cert-auth$/d' etcd
+tooth "members serving plain HTTP" "$OVR" 's|--listen-client-urls=https://|--listen-client-urls=http://|' etcd
+tooth "probes on the client port (kubelet has no certificate)" "$OVR" 's/^\( *\)port: 2381$/\1port: 2379/' etcd
 # an overlay of the base with the TLS component, as a cluster's own would be
 overlay_of "$TG_TMP/tls" "$DEPLOY/base" "$DEPLOY/components/budgets" "$DEPLOY/components/etcd-tls"
 render "$TG_TMP/tls" "$TLS"
@@ -441,6 +434,7 @@ if [ -x /usr/bin/etcd ]; then
 else
 	t_fail "/usr/bin/etcd missing (make deps: etcd-server)"
 fi
+teeth_judge
 t_end
 
 t_begin "the StatefulSet's flags are the allocator's own (and components/etcd-tls's)"
@@ -465,12 +459,10 @@ refused "components/budgets without components/cert-manager" "$BUD" certificates
 # the Certificate kustomize renders); the others in the rendering
 copy_edit components/cert-manager/certificates.yaml '/- "\*.tollgate-allocator-peers.kube-system.svc"$/d'
 refused "a serving certificate without the replicas' names" "$TG_TMP/copy-overlay.yaml" certificates
-broken "$OVR" '/^  name: tollgate-etcd-server$/,/^    name: tollgate-etcd-ca$/s/name: tollgate-etcd-ca$/name: tollgate-allocator-ca/'
-refused "etcd's server certificate from the allocator's CA" "$TG_TMP/bad.yaml" certificates
-broken "$OVR" '/^  name: tollgate-etcd-server$/,/^  - client auth$/{/^  - client auth$/d}'
-refused "etcd's server certificate without clientAuth" "$TG_TMP/bad.yaml" certificates
-broken "$OVR" '/^  name: tollgate-allocator-tls$/,/kind: Issuer$/s/kind: Issuer$/kind: ClusterIssuer/'
-refused "a ClusterIssuer" "$TG_TMP/bad.yaml" certificates
+tooth "etcd's server certificate from the allocator's CA" "$OVR" '/^  name: tollgate-etcd-server$/,/^    name: tollgate-etcd-ca$/s/name: tollgate-etcd-ca$/name: tollgate-allocator-ca/' certificates
+tooth "etcd's server certificate without clientAuth" "$OVR" '/^  name: tollgate-etcd-server$/,/^  - client auth$/{/^  - client auth$/d}' certificates
+tooth "a ClusterIssuer" "$OVR" '/^  name: tollgate-allocator-tls$/,/kind: Issuer$/s/kind: Issuer$/kind: ClusterIssuer/' certificates
+teeth_judge
 t_end
 
 t_begin "PodMonitors (honorLabels, node label, the target's namespace dropped, tollgate= on up alone; the allocator's), release labels, alerts (severity, summary, runbook_url, up selected without job), the billing rule"
@@ -479,10 +471,8 @@ out=$(checkr "$BUD" monitoring 2>&1) || t_fail "base and budgets: $(tr '\n' ';' 
 refused "the base's release label for another" "$BASE" monitoring --release prometheus
 copy_edit components/budgets/podmonitor.yaml 's/replacement: allocator/replacement: node/'
 refused "the allocator's targets without tollgate=allocator" "$TG_TMP/copy-overlay.yaml" monitoring --release prometheus --runbook-base https://runbooks.example.internal/tollgate
-broken "$OVR" '/scheme: https$/d'
-refused "the allocator scraped over plain HTTP" "$TG_TMP/bad.yaml" monitoring --release prometheus --runbook-base https://runbooks.example.internal/tollgate
-broken "$OVR" 's/serverName: tollgate-allocator.kube-system.svc/insecureSkipVerify: true/'
-refused "the allocator's certificate not verified" "$TG_TMP/bad.yaml" monitoring --release prometheus --runbook-base https://runbooks.example.internal/tollgate
+tooth "the allocator scraped over plain HTTP" "$OVR" '/scheme: https$/d' monitoring --release prometheus --runbook-base https://runbooks.example.internal/tollgate
+tooth "the allocator's certificate not verified" "$OVR" 's/serverName: tollgate-allocator.kube-system.svc/insecureSkipVerify: true/' monitoring --release prometheus --runbook-base https://runbooks.example.internal/tollgate
 copy_edit base/podmonitor.yaml '0,/replacement: agent/s//replacement: node/'
 refused "agents' targets without tollgate=agent" "$TG_TMP/copy.yaml" monitoring
 copy_edit base/podmonitor.yaml '0,/- regex: tollgate/s//- regex: tollgate_x/'
@@ -495,6 +485,7 @@ copy_edit base/prometheusrule.yaml 's/runbook.md#tollgatepoolexhausted/runbook.m
 refused "a runbook_url of another anchor" "$TG_TMP/copy.yaml" monitoring
 copy_edit base/prometheusrule.yaml 's/(increase(tollgate_namespace_bytes_total\[1h\]))$/(tollgate_namespace_bytes_total)/'
 refused "bills from the raw counters' sum" "$TG_TMP/copy.yaml" monitoring
+teeth_judge
 t_end
 
 t_begin "every alert's runbook_url anchor is a heading in docs/runbook.md"
