@@ -325,6 +325,9 @@ $(BUILD)/fuzz_http: UNIT_EXTRA_LIBS = $(MHD_LIBS)
 $(BUILD)/fuzz_http: $(OBJ_http)
 # etcd's answers, as the allocator's election reads them.
 $(BUILD)/fuzz_etcd: $(OBJ_etcd)
+# A stranger's token and the issuer's keys, as the allocator reads them.
+$(BUILD)/fuzz_auth: UNIT_EXTRA_LIBS = $(AUTH_LIBS)
+$(BUILD)/fuzz_auth: $(OBJ_auth)
 
 $(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(OBJ_cni) $(NODE_OBJ) $(IMDS_OBJ)
 	@echo "  FUZZ    $@"

@@ -34,6 +34,7 @@ struct alloc_cli {
 	unsigned int max_connections; /* nodes' kept-alive connections, and a few more */
 	unsigned int per_client;      /* connections one address may hold */
 	unsigned int deadline_ms;     /* a request's whole life (and a kept-alive idle one's) */
+	unsigned int max_nodes;	      /* nodes remembered at most: a new one past them is refused */
 	enum tg_log_level log_level;
 	/* leader election: etcd NULL without */
 	const char *etcd; /* comma-separated client URLs */
@@ -53,6 +54,7 @@ struct alloc_cli {
 #define ALLOC_DEFAULT_MAX_CONNECTIONS 25000
 #define ALLOC_DEFAULT_PER_CLIENT 64
 #define ALLOC_DEFAULT_DEADLINE_MS 5000
+#define ALLOC_DEFAULT_MAX_NODES 200000
 
 /* What alloc_parse_options returns when the allocator goes on. */
 #define ALLOC_RUN (-1)

@@ -12,6 +12,7 @@
  */
 
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -74,6 +75,17 @@ struct alloc_trust {
 	uint64_t jwks_loads, jwks_errors;
 };
 
+/* The election as the loop sees it (leader.c publishes it after each step). */
+struct alloc_elect_view {
+	bool leading;
+	int64_t lead_until_ms, epoch;
+	bool leader_known;
+	int64_t leader_epoch;
+	char leader[ETCD_VALUE_MAX + 1];
+	bool etcd_ok;
+	struct elect_stats stats;
+};
+
 struct app {
 	struct alloc_cli cli;
 	struct alloc_trust trust;
@@ -93,23 +105,36 @@ struct app {
 	sigset_t sigs;
 	int64_t round_ms; /* the timer's period in force */
 	struct alloc_stats stats;
-	/* leader election (leader.c); elect_on false: the only replica, always leading */
+	/*
+	 * leader election (leader.c); elect_on false: the only replica, always
+	 * leading. The machine (el) and its etcd client run on a thread of
+	 * their own (the lease renewed on time, however busy the loop); the
+	 * loop reads elv under el_mu and takes role changes from el_pipe.
+	 */
 	bool elect_on;
 	struct elect el;
 	struct httpc *etcd;
+	pthread_t el_thread;
+	bool el_running;
+	int el_ep, el_stop, el_pipe[2];
+	pthread_mutex_t el_mu;
+	struct alloc_elect_view elv;
+	bool term_on; /* the loop has taken up the term in app->term (a WON it read) */
 	char etcd_urls[ELECT_URLS_MAX][ELECT_URL_MAX + 1];
 	struct alloc_term { /* this replica's term in force, or its last */
 		int64_t epoch;
 		uint64_t answers; /* reports answered with grants */
 		int64_t first_grant_unix_ms, last_grant_unix_ms;
 	} term;
-	char *redirect;	     /* the last redirect's text */
-	char tls_err[512];   /* why the TLS files were refused */
-	uint64_t tls_digest; /* of the TLS files served */
-	int etcd_said;	     /* what the log last said of etcd: -1 nothing, 0 down, 1 up */
+	char *redirect;			      /* the last redirect's text */
+	char redirect_to[ETCD_VALUE_MAX + 1]; /* ... and its Location */
+	char tls_err[512];		      /* why the TLS files were refused */
+	uint64_t tls_digest;		      /* of the TLS files served */
+	int etcd_said; /* what the log last said of etcd: -1 nothing, 0 down, 1 up */
 };
 
 #define ALLOC_REFUSED_LOG_MS 10000
+#define ALLOC_BODIES_BYTES (32u << 20) /* report bodies in flight, all clients together */
 
 /* ---- the allocation state under the policy in force (state.c) ---- */
 
@@ -140,14 +165,14 @@ void alloc_http_config(struct app *app, struct http_config *hc);
 
 /* The etcd URLs and the machine, from the command line (before the loop). */
 void alloc_elect_init(struct app *app);
-/* The etcd client, its sockets in epfd. 0 or -ENOMEM. */
-int alloc_elect_start(struct app *app, int epfd);
-/* One of the etcd client's sockets is ready. */
-void alloc_elect_socket(struct app *app, int fd, uint32_t events);
-/* Timers, answers, the next request; a change of role is taken here. */
-void alloc_elect_run(struct app *app);
-/* How long the loop may wait for the election; -1: no limit. */
-int alloc_elect_timeout_ms(const struct app *app);
+/* The election's thread and its etcd client. 0 or -errno. */
+int alloc_elect_start(struct app *app);
+/* The descriptor the loop watches for role changes (-1 without --etcd). */
+int alloc_elect_fd(const struct app *app);
+/* Role changes the thread posted, taken up (a new term's state, the records). */
+void alloc_elect_changes(struct app *app);
+/* The election's state now, for the page and the redirects. */
+void alloc_elect_view(struct app *app, struct alloc_elect_view *ret);
 /* A clean shutdown: a leader revokes its lease (a follower takes over at once). */
 void alloc_elect_stop(struct app *app);
 /* Whether this replica grants now (always without --etcd). */
@@ -162,8 +187,11 @@ bool alloc_trust_url(const char *jwks);
 /* From the command line; a --jwks file read now. 0, -ENOMEM or -EINVAL (said in the log). */
 int alloc_trust_setup(struct app *app);
 void alloc_trust_free(struct app *app);
-/* A --jwks file read again (its directory changed, SIGHUP): 1 a new set, 0 the same, -errno. */
-int alloc_trust_reload(struct app *app);
+/*
+ * A --jwks file read again (its directory changed, SIGHUP): 1 a new set, 0
+ * the same, -errno. A URL's: fetched at once on SIGHUP (hup).
+ */
+int alloc_trust_reload(struct app *app, bool hup);
 /* A --jwks URL's client, its sockets in epfd; the first fetch due now. 0 or -ENOMEM. */
 int alloc_trust_start(struct app *app, int epfd);
 bool alloc_trust_has_socket(const struct app *app, int fd);

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
- * The allocator's event loop (allocator/internal.h). One thread: epoll over
- * a signalfd (TERM and INT end it, HUP re-reads the config), an inotify
- * watch on the config's directory, the round's timerfd, the HTTP server and
- * the election's etcd client (its sockets, libcurl's); the wait ends at the
- * next deadline of either.
+ * The allocator's event loop (allocator/internal.h): epoll over a signalfd
+ * (TERM and INT end it, HUP re-reads the files), an inotify watch on the
+ * files' directories, the round's timerfd, the HTTP server, the role
+ * changes the election's thread posts, and the --jwks URL's client; the
+ * wait ends at the next deadline of either.
  */
 #include <errno.h>
 #include <signal.h>
@@ -17,7 +17,10 @@
 
 #include "allocator/internal.h"
 #include "lib/cleanup.h"
+#include "lib/failpoint.h"
 #include "lib/util.h"
+
+#define ALLOC_STALL_MS 8000 /* allocator.loop.stall's */
 
 static void drain(int fd)
 {
@@ -40,7 +43,7 @@ static void reload(struct app *app, bool hup)
 		tg_log(TG_LOG_INFO, "msg=\"SIGHUP: the config is unchanged\"");
 	if (r > 0 && alloc_arm_rounds(app) < 0)
 		tg_log(TG_LOG_ERROR, "msg=\"cannot re-arm the round's timer\" err=\"%m\"");
-	alloc_trust_reload(app);
+	alloc_trust_reload(app, hup);
 	tls = alloc_tls_digest(app);
 	if (!app->cli.tls_cert || !tls || tls == app->tls_digest)
 		return;
@@ -77,14 +80,12 @@ int alloc_loop(struct app *app)
 	    (r = add(ep, app->inotify_fd)) < 0 || (r = add(ep, app->timer_fd)) < 0)
 		return r;
 	/* the election's etcd client: its sockets join this set as libcurl opens them */
-	if ((r = alloc_elect_start(app, ep)) < 0 || (r = alloc_trust_start(app, ep)) < 0)
+	if ((r = alloc_elect_start(app)) < 0 || (r = add(ep, alloc_elect_fd(app))) < 0 ||
+	    (r = alloc_trust_start(app, ep)) < 0)
 		return r;
 	for (;;) {
-		int wait = http_timeout_ms(app->http), e = alloc_elect_timeout_ms(app);
-		int t = alloc_trust_timeout_ms(app), n;
+		int wait = http_timeout_ms(app->http), t = alloc_trust_timeout_ms(app), n;
 
-		if (e >= 0 && (wait < 0 || e < wait))
-			wait = e;
 		if (t >= 0 && (wait < 0 || t < wait))
 			wait = t;
 		bool changed = false, hup = false;
@@ -118,14 +119,16 @@ int alloc_loop(struct app *app)
 				/* late rounds are not made up: one round sees every report */
 				if (read(fd, &expired, sizeof(expired)) == (ssize_t)sizeof(expired))
 					alloc_round(app);
+			} else if (fd == alloc_elect_fd(app)) {
+				alloc_elect_changes(app);
 			} else if (alloc_trust_has_socket(app, fd)) {
 				alloc_trust_socket(app, fd, evs[i].events);
-			} else if (fd != http_fd(app->http)) {
-				alloc_elect_socket(app, fd, evs[i].events);
 			}
 		}
-		alloc_elect_run(app);
 		alloc_trust_run(app);
+		/* test builds: the loop held, as a flood of reports would hold it (the lease is not) */
+		if (TG_FAILPOINT("allocator.loop.stall", NULL) < 0)
+			usleep(ALLOC_STALL_MS * 1000);
 		if (changed)
 			reload(app, hup);
 		http_run(app->http);

@@ -21,11 +21,12 @@ void alloc_usage(FILE *f)
 	fputs("usage: tollgate-allocator --policy FILE [--listen ADDR:PORT|:PORT]\n"
 	      "       tollgate-allocator --check --policy FILE   (judge the file, exit 0 or 1)\n"
 	      "                          [--max-connections N] [--per-client N]\n"
-	      "                          [--deadline-ms MS] [--log-level L]\n"
+	      "                          [--deadline-ms MS] [--max-nodes N] [--log-level L]\n"
 	      "defaults: --listen :9618, --max-connections 25000 (one per node, kept alive;\n"
 	      "          at most the open-file limit allows), --per-client 64 (connections\n"
 	      "          one address may hold), --deadline-ms 5000 (a request's whole life,\n"
-	      "          and a kept-alive connection's idle time), --log-level info\n"
+	      "          and a kept-alive connection's idle time), --max-nodes 200000 (nodes\n"
+	      "          remembered; a new one past them is refused, 503), --log-level info\n"
 	      "       leader election: --etcd URL[,URL...] --advertise URL\n"
 	      "                        [--election-key KEY] [--election-ttl SECONDS]\n"
 	      "                        [--etcd-ca FILE] [--etcd-cert FILE --etcd-key FILE]\n"
@@ -212,6 +213,7 @@ int alloc_parse_options(int argc, char **argv, struct alloc_cli *ret)
 		{ "max-connections", required_argument, NULL, 'M' },
 		{ "per-client", required_argument, NULL, 'C' },
 		{ "deadline-ms", required_argument, NULL, 'T' },
+		{ "max-nodes", required_argument, NULL, 'N' },
 		{ "log-level", required_argument, NULL, 'v' },
 		{ "etcd", required_argument, NULL, 'E' },
 		{ "election-key", required_argument, NULL, 'K' },
@@ -241,6 +243,7 @@ int alloc_parse_options(int argc, char **argv, struct alloc_cli *ret)
 		.max_connections = ALLOC_DEFAULT_MAX_CONNECTIONS,
 		.per_client = ALLOC_DEFAULT_PER_CLIENT,
 		.deadline_ms = ALLOC_DEFAULT_DEADLINE_MS,
+		.max_nodes = ALLOC_DEFAULT_MAX_NODES,
 		.log_level = TG_LOG_INFO,
 		.election_key = ELECT_DEFAULT_KEY,
 		.election_ttl_s = ELECT_DEFAULT_TTL_S,
@@ -272,6 +275,13 @@ int alloc_parse_options(int argc, char **argv, struct alloc_cli *ret)
 			if (parse_uint(optarg, 1, 1000000, &cli->per_client) < 0) {
 				fprintf(stderr,
 					"tollgate-allocator: --per-client is 1 to 1000000\n");
+				return 2;
+			}
+			break;
+		case 'N':
+			if (parse_uint(optarg, 1, BUDGET_NODES_MAX, &cli->max_nodes) < 0) {
+				fprintf(stderr, "tollgate-allocator: --max-nodes is 1 to %d\n",
+					BUDGET_NODES_MAX);
 				return 2;
 			}
 			break;

@@ -49,12 +49,18 @@ static const char no_leader[] =
 
 static void not_leading(struct app *app, struct http_reply *ret)
 {
-	struct budget_redirect d = { .epoch = (uint64_t)app->el.leader_epoch };
+	struct alloc_elect_view v;
+	struct budget_redirect d;
 	size_t len;
 	char *text;
 
-	if (app->el.leader_known && budget_leader_url_ok(app->el.leader, strlen(app->el.leader))) {
-		snprintf(d.leader, sizeof(d.leader), "%s", app->el.leader);
+	alloc_elect_view(app, &v);
+	d = (struct budget_redirect){ .epoch = (uint64_t)v.leader_epoch };
+	/* (this replica's own term, not yet taken up by the loop: no redirect to itself) */
+	if (v.leader_known && !v.leading && budget_leader_url_ok(v.leader, strlen(v.leader))) {
+		snprintf(d.leader, sizeof(d.leader), "%s", v.leader);
+		/* the header is added once this returns: kept here till then */
+		snprintf(app->redirect_to, sizeof(app->redirect_to), "%s", v.leader);
 		if (budget_redirect_build(&d, &text, &len) == 0) {
 			free(app->redirect);
 			app->redirect = text;
@@ -63,7 +69,7 @@ static void not_leading(struct app *app, struct http_reply *ret)
 						    .content_type = json_ctype,
 						    .body = text,
 						    .len = len,
-						    .location = app->el.leader };
+						    .location = app->redirect_to };
 			return;
 		}
 	}
@@ -112,6 +118,7 @@ static void refused(struct app *app, enum alloc_report_result why, struct http_r
 	static const unsigned int status[ALLOC_REPORT_RESULTS] = {
 		[ALLOC_REPORT_UNAUTHENTICATED] = 401,
 		[ALLOC_REPORT_FORBIDDEN] = 403,
+		[ALLOC_REPORT_BUSY] = 503,
 	};
 	int64_t now = time_mono_ms();
 	size_t n;
@@ -133,6 +140,8 @@ static void refused(struct app *app, enum alloc_report_result why, struct http_r
 				    .content_type = text_type,
 				    .body = app->reason,
 				    .len = n };
+	if (why == ALLOC_REPORT_BUSY)
+		ret->retry_after_s = 10;
 	if (why == ALLOC_REPORT_UNAUTHENTICATED)
 		ret->www_authenticate = "Bearer realm=\"" AUTH_AUDIENCE
 					"\", error=\"invalid_token\"";
@@ -203,7 +212,7 @@ static void post(void *cls, const struct http_request *req, struct http_reply *r
 		return;
 	}
 	r = budget_alloc_report(app->ba, &rep, time_mono_ms(), &ans);
-	ans.epoch = app->elect_on ? (uint64_t)app->el.epoch : 0;
+	ans.epoch = app->elect_on ? (uint64_t)app->term.epoch : 0;
 	/* the policy when the node holds another: borrowed for the text, never freed here */
 	if (strcmp(rep.policy, app->pol.budgets.id) != 0)
 		ans.policy = app->pol.budgets;
@@ -212,6 +221,14 @@ static void post(void *cls, const struct http_request *req, struct http_reply *r
 		r = budget_answer_build(&ans, &text, &tlen);
 		ans.policy = (struct budget_set){ 0 };
 		budget_answer_free(&ans);
+	}
+	if (r == -ENOSPC) {
+		snprintf(app->reason, sizeof(app->reason) - 1,
+			 "busy: the allocator remembers %u nodes, its --max-nodes, and this one is "
+			 "not among them",
+			 app->cli.max_nodes);
+		refused(app, ALLOC_REPORT_BUSY, ret);
+		return;
 	}
 	if (r < 0) {
 		app->stats.report_failures++;
@@ -283,8 +300,10 @@ static uint64_t view_value(const struct budget_view *v, enum view_field f)
 /* Leader election's families (--etcd only). */
 static void render_election(struct app *app, struct expo *x)
 {
-	const struct elect *el = &app->el;
+	struct alloc_elect_view v;
+	const struct alloc_elect_view *el = &v;
 
+	alloc_elect_view(app, &v);
 	expo_family(x, "tollgate_allocator_epoch", "gauge",
 		    "The term of the leader this replica knows of (the election key's revision in "
 		    "etcd; grants carry it); 0: none known.");
@@ -365,7 +384,8 @@ static void render(struct app *app, struct expo *x)
 		    "(over the wire's limit, the HTTP server's 413s included), version (one this "
 		    "allocator does not speak), redirected (to the leader), no-leader, "
 		    "unauthenticated (no valid token of the agents', 401), forbidden (a token of "
-		    "another node, 403) or busy (no room for more bodies in flight, 503); only ok "
+		    "another node, 403) or busy (no room for more bodies in flight, or a new node "
+		    "past --max-nodes: 503); only ok "
 		    "changes anything.");
 	for (int i = 0; i < ALLOC_REPORT_RESULTS; i++) {
 		const char *labels[] = { "result", result_names[i], NULL };
@@ -398,6 +418,14 @@ static void render(struct app *app, struct expo *x)
 		expo_sample_u64(x, "tollgate_allocator_policy_reloads_total", err,
 				app->stats.reload_errors);
 	}
+	expo_family(x, "tollgate_allocator_report_bodies_bytes", "gauge",
+		    "Bytes held now by report bodies being received, by client: proven (a token "
+		    "verified before) or unproven (at most a quarter of the cap).");
+	expo_sample_u64(x, "tollgate_allocator_report_bodies_bytes",
+			(const char *const[]){ "client", "proven", NULL },
+			st.bodies_bytes - st.unproven_bytes);
+	expo_sample_u64(x, "tollgate_allocator_report_bodies_bytes",
+			(const char *const[]){ "client", "unproven", NULL }, st.unproven_bytes);
 	alloc_trust_render(app, x);
 	exporter_render_http(x, &st);
 }
@@ -445,6 +473,13 @@ void alloc_http_config(struct app *app, struct http_config *hc)
 	hc->max_body = 2 * BUDGET_BODY_MAX;
 	hc->admit = admit;
 	hc->admit_cls = app;
+	/*
+	 * Bodies in flight: a node's report is a few hundred bytes, so these
+	 * hold thousands at once; strangers (no token verified before) hold at
+	 * most a quarter, so that a flood of them never keeps the nodes out.
+	 */
+	hc->max_bodies_bytes = ALLOC_BODIES_BYTES;
+	hc->unproven_bodies_bytes = ALLOC_BODIES_BYTES / 4;
 	hc->tls_cert_file = app->cli.tls_cert;
 	hc->tls_key_file = app->cli.tls_key;
 	hc->collect = collect;

@@ -16,11 +16,12 @@
 #include "lib/util.h"
 
 /* A new allocation state (learning for one lease) for the policy's lease. */
-static struct budget_alloc *new_state(const struct alloc_policy *pol)
+static struct budget_alloc *new_state(const struct alloc_policy *pol, uint32_t max_nodes)
 {
 	struct budget_params p;
 
 	budget_params_defaults(&p);
+	p.max_nodes = max_nodes;
 	p.lease_ms = pol->lease_ms;
 	p.report_ms = pol->report_ms;
 	/* a node is forgotten well after its lease ran out, never before */
@@ -31,7 +32,7 @@ static struct budget_alloc *new_state(const struct alloc_policy *pol)
 
 int alloc_relearn(struct app *app)
 {
-	struct budget_alloc *ba = new_state(&app->pol);
+	struct budget_alloc *ba = new_state(&app->pol, app->cli.max_nodes);
 
 	if (!ba || budget_alloc_set(ba, app->pol.budgets.d, app->pol.budgets.n) < 0) {
 		budget_alloc_free(ba);
@@ -88,7 +89,7 @@ int alloc_reload(struct app *app, bool first)
 	 */
 	lease_changed = !app->ba || pol.lease_ms != app->pol.lease_ms;
 	if (lease_changed) {
-		ba = new_state(&pol);
+		ba = new_state(&pol, app->cli.max_nodes);
 		if (!ba) {
 			alloc_policy_free(&pol);
 			r = tg_fail(&e, CNI_ERR_IO, -ENOMEM, "out of memory");

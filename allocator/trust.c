@@ -56,15 +56,21 @@ static int take_keys(struct app *app, const char *text, size_t len, const char *
 	return 1;
 }
 
-int alloc_trust_reload(struct app *app)
+int alloc_trust_reload(struct app *app, bool hup)
 {
 	struct alloc_trust *t = &app->trust;
 	char *text = NULL;
 	size_t len = 0;
 	int r;
 
-	if (!t->on || t->url)
+	if (!t->on)
 		return 0;
+	if (t->url) {
+		/* SIGHUP: the operator's way to have a URL's set now */
+		if (hup)
+			t->fetch_ms = time_mono_ms();
+		return 0;
+	}
 	r = read_file(app->cli.jwks, AUTH_JWKS_MAX, &text, &len);
 	if (r < 0) {
 		t->jwks_errors++;
@@ -96,7 +102,7 @@ int alloc_trust_setup(struct app *app)
 	if (!t->cache)
 		return -ENOMEM;
 	/* a file must be there at the start: a typo in the path is found now, not by the nodes */
-	if (!t->url && alloc_trust_reload(app) < 0)
+	if (!t->url && alloc_trust_reload(app, false) < 0)
 		return -EINVAL;
 	return 0;
 }

@@ -45,12 +45,60 @@ const struct auth_key *auth_keys_find(const struct auth_keys *k, const char *kid
 	return NULL;
 }
 
+/*
+ * A base64url string of from..to bytes once decoded. libcjose asserts (the
+ * process ends) on some malformed key material, so what reaches it is
+ * checked first.
+ */
+static bool b64u_ok(json_object *jk, const char *key, size_t from, size_t to)
+{
+	const char *v = jx_get_string(jk, key);
+	size_t n;
+
+	if (!v)
+		return false;
+	n = strlen(v);
+	if (n % 4 == 1 || n * 3 / 4 < from || n * 3 / 4 > to)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!((v[i] >= 'A' && v[i] <= 'Z') || (v[i] >= 'a' && v[i] <= 'z') ||
+		      (v[i] >= '0' && v[i] <= '9') || v[i] == '-' || v[i] == '_'))
+			return false;
+	return true;
+}
+
+/* The public members of an RSA key (2048 to 8192 bits) or an EC key of a NIST curve. */
+static const char *material_wrong(json_object *jk)
+{
+	const char *kty = jx_get_string(jk, "kty"), *crv = jx_get_string(jk, "crv");
+	size_t c;
+
+	if (jx_get(jk, "d") || jx_get(jk, "p") || jx_get(jk, "k"))
+		return "holds private or symmetric key material";
+	if (kty && strcmp(kty, "RSA") == 0)
+		return b64u_ok(jk, "n", 256, 1024) && b64u_ok(jk, "e", 1, 8)
+			       ? NULL
+			       : "n and e are not a 2048- to 8192-bit RSA key in base64url";
+	if (!kty || strcmp(kty, "EC") != 0)
+		return "its kty is neither RSA nor EC (the issuer signs with RSA or EC keys)";
+	c = !crv			? 0
+	    : strcmp(crv, "P-256") == 0 ? 32
+	    : strcmp(crv, "P-384") == 0 ? 48
+	    : strcmp(crv, "P-521") == 0 ? 66
+					: 0;
+	if (!c)
+		return "crv is not P-256, P-384 or P-521";
+	return b64u_ok(jk, "x", c, c + 1) && b64u_ok(jk, "y", c, c + 1)
+		       ? NULL
+		       : "x and y are not a point of its curve in base64url";
+}
+
 /* One member of "keys": imported, or skipped (0) when it is not a signing key. */
 static int take_key(struct auth_keys *k, json_object *jk, size_t i, struct tg_err *e)
 {
 	const char *kid = jx_get_string(jk, "kid"), *use = jx_get_string(jk, "use");
 	const char *alg = jx_get_string(jk, "alg");
-	const char *text;
+	const char *text, *why;
 	cjose_err cerr = { 0 };
 	cjose_jwk_t *jwk;
 	struct auth_key *key;
@@ -74,6 +122,9 @@ static int take_key(struct auth_keys *k, json_object *jk, size_t i, struct tg_er
 	if (k->n == AUTH_KEYS_MAX)
 		return tg_fail(e, CNI_ERR_DECODE, -E2BIG, "more than %d signing keys",
 			       AUTH_KEYS_MAX);
+	if ((why = material_wrong(jk)))
+		return tg_fail(e, CNI_ERR_DECODE, -EINVAL, "keys[%zu] (kid \"%.64s\"): %s", i, kid,
+			       why);
 	text = json_object_to_json_string_ext(jk, JSON_C_TO_STRING_PLAIN);
 	jwk = cjose_jwk_import(text, strlen(text), &cerr);
 	if (!jwk)

@@ -227,6 +227,7 @@ struct budget_params {
 					 * below nodes x min_grant is split evenly) */
 	int64_t report_ms;    /* the nodes' period; > 0: answers ask for early
 					 * reports while grants move (nextReportMs) */
+	uint32_t max_nodes;   /* nodes remembered at most; 0: BUDGET_NODES_MAX */
 };
 void budget_params_defaults(struct budget_params *p);
 
@@ -257,8 +258,9 @@ void budget_alloc_set_report_ms(struct budget_alloc *a, int64_t report_ms);
  * (a grant above what the node holds only out of capacity nobody else may
  * be using; the budget's reserve is never granted: namespaces that arrive
  * on a node apply the join rate out of it before they are heard). The answer's arrays
- * are the caller's (budget_answer_free). 0, or -ENOMEM (what was recorded
- * stays, counted as if its answer had been sent).
+ * are the caller's (budget_answer_free). 0, -ENOSPC (a node not known
+ * while max_nodes are: nothing recorded, it is not remembered), or -ENOMEM
+ * (what was recorded stays, counted as if its answer had been sent).
  *
  * The sum holds for every node the allocator knows of. Four it cannot: a
  * node silent past forget_ms still applies what it held (its grant when

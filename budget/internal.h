@@ -96,6 +96,7 @@ struct names {
 	uint32_t *slot;		 /* open addressing: id + 1, 0 empty */
 	uint32_t mask;		 /* slots - 1 */
 	uint32_t used;		 /* names in the slots */
+	uint64_t seed;		 /* the hash's key, random: no sender picks names that collide */
 };
 
 uint32_t names_find(const struct names *t, const char *name);

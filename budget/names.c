@@ -7,14 +7,23 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 #include "budget/budget.h"
 #include "budget/internal.h"
 #include "lib/util.h"
 
+/*
+ * Keyed by a random seed: names come from the nodes (authenticated, but a
+ * node picks its own name), and a fixed hash would let names be chosen to
+ * land on one probe chain.
+ */
 static uint32_t home(const struct names *t, const char *name)
 {
-	return (uint32_t)hash_fnv1a64(name, strlen(name), FNV1A64_INIT) & t->mask;
+	return (uint32_t)XXH3_64bits_withSeed(name, strlen(name), t->seed) & t->mask;
 }
 
 uint32_t names_find(const struct names *t, const char *name)
@@ -43,6 +52,8 @@ static int grow_slots(struct names *t)
 
 	if (n == 0)
 		return -ENOMEM;
+	if (!old && getrandom(&t->seed, sizeof(t->seed), GRND_NONBLOCK) != sizeof(t->seed))
+		t->seed = (uint64_t)time_mono_ns() ^ (uint64_t)(uintptr_t)t;
 	t->slot = calloc(n, sizeof(*t->slot));
 	if (!t->slot) {
 		t->slot = old;

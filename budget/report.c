@@ -275,6 +275,10 @@ int budget_alloc_report(struct budget_alloc *a, const struct budget_report *r, i
 	int64_t soon = 0;
 	size_t n = 0;
 
+	/* a node it does not know, when it knows all it may: refused, never remembered */
+	if (id == NAME_NONE &&
+	    a->names.used >= (a->p.max_nodes ? a->p.max_nodes : (uint32_t)BUDGET_NODES_MAX))
+		return -ENOSPC;
 	a->last_ms = now_ms > a->last_ms ? now_ms : a->last_ms;
 	/*
 	 * It starts with the first report it hears, for learning and for what

@@ -31,7 +31,8 @@
  * - memory: `request_memory` bytes for the request line and headers of a
  *   connection (more gets 414 or 431), and no copy of the page: every
  *   response of one page sends the same buffer. Over TLS, GnuTLS's session
- *   state besides (its record buffers: some 40 KiB a connection at most).
+ *   state besides: 500 kept-alive connections that had each made one
+ *   request held 16.7 KiB each in plain HTTP, 27.3 KiB over TLS (VmRSS).
  * - work: the page is collected at most once per `cache_ms`; requests within
  *   that window share it (and a failed collection answers 500 for as long).
  *   At most `max_pages` pages are alive (the cached one and older ones still

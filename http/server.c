@@ -595,6 +595,10 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 	*socket_context = NULL;
 }
 
+/* libmicrohttpd's messages are printf formats of its own */
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+	__attribute__((format(printf, 2, 0)));
+
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	struct http_server *srv = cls;
@@ -878,7 +882,9 @@ static int read_pem(const struct http_server *srv, const char *what, const char 
 			path, label_end);
 		goto out;
 	}
-	*ret = buf;
+	/* kept as long as the daemon: no more than the file */
+	p = realloc(buf, len + 1);
+	*ret = p ? p : buf;
 	buf = NULL;
 	r = 0;
 out:

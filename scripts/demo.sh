@@ -6,8 +6,10 @@
 # and to an "internet" host, the agent repairing a flushed table and applying
 # a policy change to a running pod, the kernel objects and store Tollgate
 # keeps; then two more nodes sharing one namespace's cluster budget through
-# two tollgate-allocator replicas electing a leader on etcd, their grants
-# moving when the demand moves, the budget lowered by an edit of the
+# two tollgate-allocator replicas electing a leader on etcd (over TLS, each
+# report proven by its node's service-account token), their grants moving
+# when the demand moves, forged reports refused and counted while the
+# honest nodes' grants stay, the budget lowered by an edit of the
 # allocator's policy (its ConfigMap, as kubelet updates it) with nothing
 # restarted, and the leader SIGKILLed while the other takes over; then
 # everything deleted.
@@ -421,8 +423,10 @@ bnode_up() {
 	mkdir -p "$d/net.d" "$d/bin"
 	tg_conf '.name = "tollgate" | .dataDir = $dd | .logFile = $lf
 		| .ipam = {source: "static", addresses: [$pool], cooldownSeconds: 0}
-		| .budgets = {allocator: "http://10.0.4.100:9618", reportSeconds: 1, leaseSeconds: 4, fallback: "10M"}' \
-		--arg dd "$d/data" --arg lf "$d/tollgate.log" --arg pool "10.3.$i.2-10.3.$i.9" |
+		| .budgets = {allocator: "https://10.0.4.100:9618", reportSeconds: 1, leaseSeconds: 4, fallback: "10M",
+		              tokenFile: $tok, caFile: $ca}' \
+		--arg dd "$d/data" --arg lf "$d/tollgate.log" --arg pool "10.3.$i.2-10.3.$i.9" \
+		--arg tok "$d/token/token" --arg ca "$PKI/ca.crt" |
 		jq '{cniVersion, name, plugins: [del(.cniVersion, .name)]}' >"$d/10-tollgate.conflist"
 	ip netns exec "$ns" "$AGENT_BIN" --config "$d/10-tollgate.conflist" --listen "$ip:9617" \
 		--cni-conf-dir "$d/net.d" --cni-bin-dir "$d/bin" --plugin "$TOLLGATE_BIN_DIR/tollgate" \
@@ -480,10 +484,40 @@ else
 	say "reports every second; each answer is a grant (a lease of 4 s here), applied as the"
 	say "ceil of datasets' class on the node's tollgate-inet. The budgets are the allocator's"
 	say "policy, a ConfigMap of its own; the answers carry them, and the nodes' conflists say"
-	say "only where the allocator is:"
+	say "only where the allocator is and how a node proves itself:"
 	policy_write v1 "$BUDGET_CONF"
 	say "$ cat policy.json   (the allocator's ConfigMap, mounted as kubelet mounts it)"
 	jq -c . "$PDIR/policy.json" | sed 's/^/    /'
+	say ""
+	say "Tenants reach every address of the cluster network, the allocator's port included."
+	say "So each report carries its node's bound service-account token (kubelet projects it"
+	say "into the agent's pod with audience tollgate-allocator, and rotates it), which the"
+	say "allocator checks offline against the cluster's service-account issuer keys (the JWKS"
+	say "the API server publishes at /openid/v1/jwks), over TLS the agents verify. Here"
+	say "sa_token.py signs as the API server does, and openssl makes a CA and the allocator's"
+	say "certificate (its Service's and replicas' addresses):"
+	PKI=$TG_TMP/pki ISS=$TG_TMP/issuer
+	MINT=$TG_LIB_DIR/sa_token.py PY=/usr/bin/python3 # Debian's python3-jwt and python3-cryptography
+	mkdir -p "$PKI"
+	pki() { openssl "$@" >>"$PKI/openssl.log" 2>&1; }
+	pki req -x509 -newkey rsa:2048 -nodes -keyout "$PKI/ca.key" -out "$PKI/ca.crt" -days 1 -subj "/CN=tollgate-demo-ca" &&
+		pki req -newkey rsa:2048 -nodes -keyout "$PKI/tls.key" -out "$PKI/tls.csr" -subj "/CN=tollgate-allocator" &&
+		pki x509 -req -in "$PKI/tls.csr" -CA "$PKI/ca.crt" -CAkey "$PKI/ca.key" -CAcreateserial -days 1 -out "$PKI/tls.crt" \
+			-extfile <(printf 'subjectAltName=DNS:tollgate-allocator.kube-system.svc,IP:10.0.4.100,IP:10.0.4.1,IP:10.0.4.2\nextendedKeyUsage=serverAuth\n') ||
+		die "openssl: $(tail -3 "$PKI/openssl.log")"
+	"$PY" "$MINT" keygen "$ISS" || die "sa_token.py keygen (python3-jwt, python3-cryptography: scripts/deps.sh)"
+	for i in 1 2; do
+		mkdir -p "$TG_TMP/b$i/token"
+		"$PY" "$MINT" mint "$ISS" --node "node-b$i" >"$TG_TMP/b$i/token/token" || die "sa_token.py mint"
+	done
+	say "$ openssl x509 -noout -ext subjectAltName -in tls.crt"
+	openssl x509 -noout -ext subjectAltName -in "$PKI/tls.crt" | sed 's/^ */    /'
+	say "$ jq -c '.keys[] | {kty, alg, kid}' jwks.json   (the issuer's keys: tollgate-allocator --jwks)"
+	jq -c '.keys[] | {kty, alg, kid}' "$ISS/jwks.json" | sed 's/^/    /'
+	say "node-b1's token (its claims; signed RS256 by the issuer's key):"
+	jq -cR 'split(".")[1] | gsub("-"; "+") | gsub("_"; "/") | @base64d | fromjson
+		| {iss, aud, sub, node: .["kubernetes.io"].node.name, exp: (.exp | todate)}' "$TG_TMP/b1/token/token" |
+		sed 's/^/    /'
 	_tg_netns_add "$TG_ID-alloc" || die "netns"
 	ip -n "$TG_FABRIC" link add balloc type veth peer name eth0 netns "$TG_ID-alloc" || die "the allocator's link"
 	ip -n "$TG_FABRIC" addr add 10.0.4.254/24 dev balloc
@@ -503,7 +537,7 @@ else
 		}
 	EOF
 	bnode_up 1 && bnode_up 2 || die "could not build the budget nodes"
-	say "$ jq .plugins[0].budgets 10-tollgate.conflist   (node-b1's and node-b2's)"
+	say "$ jq .plugins[0].budgets 10-tollgate.conflist   (node-b1's; node-b2's names its own token)"
 	jq -c '.plugins[0].budgets' "$TG_TMP/b1/10-tollgate.conflist" | sed 's/^/    /'
 	say "Two replicas elect a leader on etcd (one member here; three in a cluster): only the"
 	say "leader grants, the other answers the nodes with where the leader is."
@@ -515,13 +549,14 @@ else
 	ETCD_PID=$!
 	declare -A APID=()
 	for r in 1 2; do
-		say "$ tollgate-allocator --policy policy.json --insecure-no-auth --listen 10.0.4.$r:9618 --etcd http://127.0.0.1:2379 --advertise http://10.0.4.$r:9618 --election-ttl 3"
-		ip netns exec "$TG_ID-alloc" "$ALLOC_BIN" --policy "$PDIR/policy.json" --insecure-no-auth --listen "10.0.4.$r:9618" \
-			--etcd http://127.0.0.1:2379 --advertise "http://10.0.4.$r:9618" --election-ttl 3 2>"$TG_TMP/allocator$r.log" &
+		say "$ tollgate-allocator --policy policy.json --jwks jwks.json --tls-cert tls.crt --tls-key tls.key --listen 10.0.4.$r:9618 --etcd http://127.0.0.1:2379 --advertise https://10.0.4.$r:9618 --election-ttl 3"
+		ip netns exec "$TG_ID-alloc" "$ALLOC_BIN" --policy "$PDIR/policy.json" --jwks "$ISS/jwks.json" \
+			--tls-cert "$PKI/tls.crt" --tls-key "$PKI/tls.key" --listen "10.0.4.$r:9618" \
+			--etcd http://127.0.0.1:2379 --advertise "https://10.0.4.$r:9618" --election-ttl 3 2>"$TG_TMP/allocator$r.log" &
 		TG_PIDS+=("$!")
 		APID[$r]=$!
 	done
-	aget() { ip netns exec "$TG_ID-alloc" curl -s --max-time 2 "http://10.0.4.$1:9618/metrics"; }
+	aget() { ip netns exec "$TG_ID-alloc" curl -s --max-time 2 --cacert "$PKI/ca.crt" "https://10.0.4.$1:9618/metrics"; }
 	ametric() { aget "$1" | awk -v m="$2" '$1 == m { print $2; exit }'; }
 	leader_of() { local r; for r in "$@"; do [ "$(ametric "$r" tollgate_allocator_leader)" = 1 ] && { echo "$r"; return 0; }; done; return 1; }
 	wait_for 10 leader_of 1 2 >/dev/null
@@ -579,8 +614,63 @@ else
 	sum=$(python3 "$METER" stats --file "$TG_TMP/meter.txt" --from "$(awk -v t="$EPOCHREALTIME" 'BEGIN { printf "%.6f", t - 4 }')" --to "$EPOCHREALTIME" | awk '{ print $6 }')
 	awk -v s="${sum:-x}" -v b="$BUDGET_BPS" 'BEGIN { exit !(s ~ /^[0-9.]+$/ && s <= 1.05 * b) }'
 	result $? "both nodes together: at most $BUDGET_CONF (+5%) at the internet host over the last 4 s (the most in 1 s: $(awk -v s="${sum:-0}" 'BEGIN { printf "%.1f", s / 1e6 }') Mbit/s)"
-	say "$ curl http://10.0.4.$LEAD:9618/metrics   (the leading tollgate-allocator)"
+	say "$ curl https://10.0.4.$LEAD:9618/metrics   (the leading tollgate-allocator)"
 	aget "$LEAD" | grep -E '^tollgate_allocator_(leader|epoch|budget|granted|usage|nodes)' | sed 's/^/    /'
+	say ""
+	say "Forged reports. A tenant pod on node-b1 (datasets/fetch-b1) reaches the leader's port"
+	say "like anything on the cluster network and claims node-b1's datasets is starved; then"
+	say "node-b1's own token (what root on node-b1 can read) speaks for node-b2:"
+	FURL=https://10.0.4.$LEAD:9618/v1/report
+	# forge NODE: a report for NODE as the wire has it, datasets saturated at 90 MB/s
+	forge() {
+		jq -nc --arg n "$1" '{version: 1, node: $n, seq: 1, budgets: [{namespace: "datasets", sentBytes: 90000000,
+			intervalMs: 1000, saturated: true, applied: 15000000, limit: 0, state: "granted", pods: 1,
+			safeShare: 0, nodes: 0}]}'
+	}
+	# forged NETNS NODE [CURL-ARGS...]: POSTs forge NODE to the leader; the HTTP status
+	forged() {
+		local ns=$1 node=$2
+		shift 2
+		ip netns exec "$ns" curl -s -D "$TG_TMP/forged.hdr" -o "$TG_TMP/forged.out" -w '%{http_code}' --max-time 3 \
+			--cacert "$PKI/ca.crt" -X POST -H 'Content-Type: application/json' --data "$(forge "$node")" "$@" "$FURL"
+	}
+	answer() { head -n 1 "$TG_TMP/forged.out"; }
+	challenge() { tr -d '\r' <"$TG_TMP/forged.hdr" | sed -n 's/^[Ww][Ww][Ww]-[Aa]uthenticate: //p'; }
+	anodes() { ametric "$LEAD" 'tollgate_allocator_nodes{namespace="datasets"}'; }
+	# reports_total{result=R} and auth_refusals_total{reason=R} on the leader
+	arep() { ametric "$LEAD" "tollgate_allocator_reports_total{result=\"$1\"}"; }
+	aref() { ametric "$LEAD" "tollgate_allocator_auth_refusals_total{reason=\"$1\"}"; }
+	g1=$(bgrant 1) g2=$(bgrant 2) n0=$(anodes)
+	un0=$(arep unauthenticated) fb0=$(arep forbidden) ok0=$(arep ok) ma0=$(aref malformed) su0=$(aref subject)
+	code=$(forged "$TG_ID-fetchb1" node-b1)
+	say "$ curl -X POST $FURL --data '{\"node\": \"node-b1\", ... \"saturated\": true}'   (from datasets/fetch-b1, no token)"
+	say "    $code; WWW-Authenticate: $(challenge)"
+	say "    $(answer)"
+	[ "$code" = 401 ] && challenge | grep -q 'error="invalid_token"'
+	result $? "a report without a token: 401, with the Bearer challenge"
+	TENANT=$("$PY" "$MINT" mint "$ISS" --node node-b1 --namespace datasets --account default)
+	code=$(forged "$TG_ID-fetchb1" node-b1 -H "Authorization: Bearer $TENANT")
+	say "$ curl ... -H 'Authorization: Bearer <datasets' default ServiceAccount's token, audience tollgate-allocator>'"
+	say "    $code; $(answer)"
+	[ "$code" = 401 ]
+	result $? "a token the tenant can have projected for itself, of its own ServiceAccount: 401"
+	code=$(forged "$TG_ID-b1" node-b2 -H "Authorization: Bearer $(cat "$TG_TMP/b1/token/token")")
+	say "$ curl ... --data '{\"node\": \"node-b2\", ...}' -H 'Authorization: Bearer <node-b1's token>'   (from node-b1)"
+	say "    $code; $(answer)"
+	[ "$code" = 403 ]
+	result $? "node-b1's valid token speaking for node-b2: 403"
+	sleep 2 # two report periods: the honest nodes' next answers
+	say "$ curl https://10.0.4.$LEAD:9618/metrics | grep -E 'reports_total|auth_'   (refusal reasons that are not 0)"
+	aget "$LEAD" | grep -E '^tollgate_allocator_(reports_total|auth_)' | grep -Ev '^tollgate_allocator_auth_refusals_total\{.*\} 0$' |
+		sed 's/^/    /'
+	[ "$(arep unauthenticated)" = $((un0 + 2)) ] && [ "$(arep forbidden)" = $((fb0 + 1)) ] &&
+		[ "$(aref malformed)" = $((ma0 + 1)) ] && [ "$(aref subject)" = $((su0 + 1)) ] && [ "$(arep ok)" -gt "$ok0" ]
+	result $? "counted: unauthenticated +2 (malformed +1: no token; subject +1: not the agents' ServiceAccount), forbidden +1; the agents' reports still taken (ok +$(($(arep ok) - ok0)))"
+	h1=$(bgrant 1) h2=$(bgrant 2) n1=$(anodes) rf="$(bget 1 /metrics | awk '$1 == "tollgate_budget_reports_total{result=\"refused\"}" { print $2 }') $(bget 2 /metrics | awk '$1 == "tollgate_budget_reports_total{result=\"refused\"}" { print $2 }')"
+	# within 20 %: a grant follows the measured demand, which moves a little from one second to the next
+	near() { awk -v a="${1:-0}" -v b="${2:-x}" 'BEGIN { exit !(b ~ /^[0-9]+$/ && a > 0 && (b - a) <= a / 5 && (a - b) <= a / 5) }'; }
+	[ "$n1" = "$n0" ] && [ "$n1" = 2 ] && near "$g1" "$h1" && near "$g2" "$h2" && [ "$rf" = "0 0" ]
+	result $? "the honest nodes' grants stay: node-b1 $(awk -v a="${g1:-0}" -v b="${h1:-0}" 'BEGIN { printf "%.1f -> %.1f", a * 8 / 1e6, b * 8 / 1e6 }') Mbit/s, node-b2 $(awk -v a="${g2:-0}" -v b="${h2:-0}" 'BEGIN { printf "%.1f -> %.1f", a * 8 / 1e6, b * 8 / 1e6 }') Mbit/s; nodes holding datasets' grants $n0 -> $n1; their reports refused: $rf"
 	say ""
 	say "The budget is edited: datasets 40M -> 20M in the allocator's policy. The ConfigMap is"
 	say "updated; kubelet swaps its ..data link; both replicas re-read it, and the nodes hear"

@@ -238,6 +238,35 @@ alloc_start "$old" || t_fail "restart a$old"
 L=$LEADER
 t_end
 
+t_begin "the leader's loop held for 8 s, as a flood of reports would hold it: its lease renewed on the election's own thread, nobody takes over, the same term goes on"
+if ! TOLLGATE_FAILPOINT=list "$ALLOC" 2>/dev/null | grep -qx allocator.loop.stall; then
+	t_fail "this build has no failpoints (the sanitizer build has): the loop cannot be held"
+else
+	for i in 1 2 3; do alloc_stop "$i" TERM; done
+	# the 25th turn of the loop (a few seconds in: after it leads) sleeps 8 s
+	export TOLLGATE_FAILPOINT=allocator.loop.stall@25
+	alloc_start 1 || t_fail "a1 does not serve"
+	unset TOLLGATE_FAILPOINT
+	wait_for 5 code_is 1 200 || t_fail "a1 does not lead"
+	read -r rev0 val0 < <(key_kv)
+	for i in 2 3; do alloc_start "$i" || t_fail "a$i does not serve"; done
+	wait_for 20 code_is 1 000 || t_fail "a1's loop was never held"
+	t_held=$(ms_now)
+	sleep $((TTL + 2)) # past the lease, had nobody renewed it
+	read -r rev val < <(key_kv)
+	t_expect "the key's term $((TTL + 2)) s into the hold" "$rev" "$rev0"
+	t_expect "the key's holder" "$val" "$val0"
+	for i in 2 3; do t_expect "a$i during the hold" "$(code_of "$i")" 307; done
+	wait_for 8 code_is 1 200 || t_fail "a1 does not grant again after the hold"
+	diag "a1's loop held for about $(($(ms_now) - t_held)) ms"
+	t_expect "a1's epoch after the hold" "$(a_metric 1 tollgate_allocator_epoch)" "$rev0"
+	grep -q 'msg="stopped leading"' <(sed -n '/--- start/h; //!H; ${x;p}' "$TG_TMP/a1.log") &&
+		t_fail "a1 stopped leading: $(grep 'stopped leading' "$TG_TMP/a1.log" | tail -1)"
+	read -r rev _ < <(key_kv)
+	L=1
+fi
+t_end
+
 # ---------------------------------------------------------------- the leader cut from etcd
 t_begin "the leader cut from etcd (not from the nodes): it stops granting before its lease can expire, before another grants"
 old=$L

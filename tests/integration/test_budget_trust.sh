@@ -19,6 +19,11 @@
 #     a report or a token (the control: the impostor with the right CA's
 #     certificate is reported to); a redirect from https to http:// is
 #     refused
+#   - --jwks a URL (the API server's /openid/v1/jwks, with --jwks-ca and
+#     --jwks-token): the keys fetched with the allocator's own token; a
+#     token of a key the issuer added since (a rotation) is refused once,
+#     fetches the set again, and is taken at the next report; a key gone
+#     from the set takes its tokens with it
 #
 # Standalone: TOLLGATE_BIN_DIR=build bash tests/integration/test_budget_trust.sh
 # shellcheck disable=SC2016,SC1091
@@ -198,7 +203,7 @@ echo '{"mode": "grant"}' >"$TG_TMP/impostor.control"
 fake replica "$FPORT" replica
 fake impostor "$IPORT" impostor
 port_up() { ip netns exec "$TG_NODE" ss -Hltn "sport = :$1" | grep -q .; }
-{ wait_for 10 port_up "$FPORT" && wait_for 10 port_up "$IPORT"; } || tap_bail "the fakes do not listen"
+{ wait_for 20 port_up "$FPORT" && wait_for 20 port_up "$IPORT"; } || tap_bail "the fakes do not listen"
 
 t_begin "a redirect to an impostor (another CA's certificate): no report and no token ever reach it"
 conf "https://$TG_NODE_IP:$FPORT" >"$CM/tollgate.conflist.new" && mv "$CM/tollgate.conflist.new" "$CM/tollgate.conflist"
@@ -220,6 +225,59 @@ t_begin "a redirect from https:// to an http:// leader is refused"
 kill "${FAKE_PID[impostor]}" && wait "${FAKE_PID[impostor]}" 2>/dev/null # the agent goes back to the replica
 printf '{"mode": "redirect", "leader": "http://%s:%s", "epoch": 100}\n' "$TG_NODE_IP" "$IPORT" >"$TG_TMP/replica.control"
 wait_for 5 grep -q 'a redirect to a leader without TLS was refused' "$GLOG" || t_fail "not refused: $(tail -2 "$GLOG")"
+t_end
+
+# ---------------------------------------------------------------- --jwks URL
+IPORT2=19655 APORT2=19656
+echo "the-allocators-own-token" >"$TG_TMP/alloc-sa-token"
+cp "$ISS/jwks.json" "$TG_TMP/served-jwks.json"
+ip netns exec "$TG_NODE" "$PY" "$(dirname "$0")/issuer_serve.py" --bind "$TG_NODE_IP" --port "$IPORT2" \
+	--jwks "$TG_TMP/served-jwks.json" --token "$TG_TMP/alloc-sa-token" --cert "$PKI/replica.crt" \
+	--key "$PKI/replica.key" --log "$TG_TMP/issuer.log" >/dev/null 2>&1 &
+TG_PIDS+=("$!")
+wait_for 20 port_up "$IPORT2" || tap_bail "the issuer does not listen"
+ip netns exec "$TG_NODE" "$ALLOC" --policy "$POLICY" --listen "$TG_NODE_IP:$APORT2" \
+	--jwks "https://$TG_NODE_IP:$IPORT2/openid/v1/jwks" --jwks-ca "$PKI/ca.crt" \
+	--jwks-token "$TG_TMP/alloc-sa-token" --tls-cert "$PKI/allocator.crt" --tls-key "$PKI/allocator.key" 2>>"$TG_TMP/allocator2.log" &
+ALLOC2_PID=$!
+TG_PIDS+=("$!")
+AURL2=https://$TG_NODE_IP:$APORT2
+a2_metric() { ACURL "$AURL2/metrics" | awk -v n="$1" '$1 == n { print $2; exit }'; }
+post2() { # NODE TOKEN -> the HTTP status
+	ip netns exec "$TG_PEER" curl -s -o "$TG_TMP/post.out" -w '%{http_code}' --max-time 3 --cacert "$PKI/ca.crt" \
+		-X POST --data "$(report "$1")" -H "Authorization: Bearer $2" "$AURL2/v1/report"
+}
+keys_are() { [ "$(a2_metric tollgate_allocator_auth_keys)" = "$1" ]; }
+
+t_begin "--jwks URL: the issuer's keys fetched with the allocator's own token, and a node's token taken"
+wait_for 10 keys_are 1 || t_fail "no keys fetched: $(tail -3 "$TG_TMP/allocator2.log")"
+t_expect "fetches, all with the allocator's token" "$(jq -r .authorized "$TG_TMP/issuer.log" | sort -u)" true
+t_expect "node-c's report" "$(post2 node-c "$(mint --node node-c)")" 200
+t_end
+
+t_begin "the issuer rotates: a token of its new key is refused once, the set fetched again, then taken"
+ROT=$TG_TMP/rotated
+"$PY" "$MINT" keygen "$ROT" --also "$ISS" || t_fail "keygen"
+cp "$ROT/jwks.json" "$TG_TMP/served-jwks.json"
+fetches=$(grep -c . "$TG_TMP/issuer.log")
+tok=$("$PY" "$MINT" mint "$ROT" --node node-c)
+t_expect "the first report with the new key's token" "$(post2 node-c "$tok")" 401
+grep -q 'unknown-key' "$TG_TMP/post.out" || t_fail "not refused for its key: $(cat "$TG_TMP/post.out")"
+fetched_again() { [ "$(grep -c . "$TG_TMP/issuer.log")" -gt "$fetches" ] && keys_are 2; }
+wait_for 5 fetched_again || t_fail "the set was not fetched again"
+t_expect "the next report" "$(post2 node-c "$tok")" 200
+t_end
+
+t_begin "a key gone from the set takes its tokens with it: SIGHUP fetches the set at once"
+old=$(mint --node node-d)
+t_expect "node-d with the old key, still listed" "$(post2 node-d "$old")" 200
+"$PY" "$MINT" keygen "$TG_TMP/rotated2" || t_fail "keygen"
+cp "$TG_TMP/rotated2/jwks.json" "$TG_TMP/served-jwks.json"
+# (a key it does not know fetches the set at most once per 10 s: the operator's SIGHUP now)
+kill -HUP "$ALLOC2_PID"
+wait_for 5 keys_are 1 || t_fail "the new set was not taken"
+t_expect "node-d's old-key token, verified and remembered before" "$(post2 node-d "$old")" 401
+t_expect "a token of the new key" "$(post2 node-d "$("$PY" "$MINT" mint "$TG_TMP/rotated2" --node node-d)")" 200
 t_end
 
 tap_done

@@ -85,6 +85,15 @@ static inline void fx_post(void *cls, const struct http_request *req, struct htt
 	memcpy(f->post_body, body, len);
 	f->post_len = len;
 	f->post_nul = body[len] == '\0';
+	if (strcmp(path, "/v1/auth") == 0) {
+		*ret = (struct http_reply){ .status = 401,
+					    .www_authenticate = "Bearer realm=\"tollgate\"" };
+		return;
+	}
+	if (strcmp(path, "/v1/busy") == 0) {
+		*ret = (struct http_reply){ .status = 503, .retry_after_s = 7 };
+		return;
+	}
 	if (strcmp(path, "/v1/report") != 0)
 		return; /* 404 */
 	n = snprintf(f->reply, sizeof(f->reply), "post %d: %zu bytes\n", f->posts, len);

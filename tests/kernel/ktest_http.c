@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+#include <curl/curl.h>
 
 #include "tests/kernel/http_srv.h"
 #include "tests/unit/group.h"
@@ -555,6 +556,607 @@ static void t_server_post_trickle_deadline(void **state)
 	assert_int_equal(f->posts, 0);
 }
 
+/* ---- the request, admission, bodies held ---- */
+
+/*
+ * The post callback gets the Authorization header, the client's address
+ * and port, and that it came in plain; admit was asked the same before the
+ * body. A reply's Retry-After and WWW-Authenticate go out as headers, and a
+ * plain reply has neither.
+ */
+static void t_server_post_request(void **state)
+{
+	struct srv_fx *f = *state;
+	struct sockaddr_in me;
+	socklen_t len = sizeof(me);
+	char buf[1024];
+	int fd;
+
+	NEED_NETNS();
+	f->cfg.post = fx_post;
+	f->cfg.admit = fx_admit;
+	start(f);
+	fd = client(f, "127.0.0.7");
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&me, &len), 0);
+	post_head(fd, "/v1/report", 2, "Authorization: Bearer abc.def-1\r\nConnection: close\r\n");
+	say(fd, "{}");
+	assert_true(read_all(f, fd, buf, sizeof(buf), 2000));
+	assert_contains(buf, "HTTP/1.1 200");
+	assert_not_contains(buf, "Retry-After");
+	assert_not_contains(buf, "WWW-Authenticate");
+	close(fd);
+	assert_int_equal(f->admits, 1);
+	assert_string_equal(f->admit_auth, "Bearer abc.def-1");
+	assert_int_equal(f->admit_peer.sin_addr.s_addr, me.sin_addr.s_addr);
+	assert_string_equal(f->post_auth, "Bearer abc.def-1");
+	assert_int_equal(f->post_peer.sin_family, AF_INET);
+	assert_int_equal(f->post_peer.sin_addr.s_addr, me.sin_addr.s_addr);
+	assert_int_equal(f->post_peer.sin_port, me.sin_port);
+	assert_false(f->post_tls);
+	/* no header: NULL */
+	fd = client(f, "127.0.0.7");
+	post_head(fd, "/v1/report", 2, "Connection: close\r\n");
+	say(fd, "{}");
+	assert_true(read_all(f, fd, buf, sizeof(buf), 2000));
+	assert_contains(buf, "HTTP/1.1 200");
+	close(fd);
+	assert_string_equal(f->post_auth, "(none)");
+	assert_string_equal(f->admit_auth, "(none)");
+	/* the reply's own headers */
+	fd = client(f, "127.0.0.7");
+	post_head(fd, "/v1/auth", 2, "Connection: close\r\n");
+	say(fd, "{}");
+	assert_true(read_all(f, fd, buf, sizeof(buf), 2000));
+	assert_contains(buf, "HTTP/1.1 401");
+	assert_contains(buf, "\r\nWWW-Authenticate: Bearer realm=\"tollgate\"\r\n");
+	close(fd);
+	fd = client(f, "127.0.0.7");
+	post_head(fd, "/v1/busy", 2, "Connection: close\r\n");
+	say(fd, "{}");
+	assert_true(read_all(f, fd, buf, sizeof(buf), 2000));
+	assert_contains(buf, "HTTP/1.1 503");
+	assert_contains(buf, "\r\nRetry-After: 7\r\n");
+	close(fd);
+	assert_int_equal(f->posts, 4);
+}
+
+/* admit -1: 403 before the body, which is never read nor handed to the callback. */
+static void t_server_admit_refused(void **state)
+{
+	struct srv_fx *f = *state;
+	struct http_stats st;
+	char buf[1024];
+	int fd;
+
+	NEED_NETNS();
+	f->cfg.post = fx_post;
+	f->cfg.admit = fx_admit;
+	start(f);
+	fd = client(f, "127.0.0.1");
+	post_head(fd, "/v1/report", 50000, "Authorization: Bearer refused\r\n");
+	/* answered and closed without a byte of the body sent */
+	assert_true(read_all(f, fd, buf, sizeof(buf), 2000));
+	assert_contains(buf, "HTTP/1.1 403");
+	close(fd);
+	assert_int_equal(f->posts, 0);
+	http_get_stats(f->srv, &st);
+	assert_int_equal(st.admit_refused, 1);
+	assert_int_equal(st.bodies_bytes, 0);
+}
+
+/*
+ * 150 connections announce 64 KiB bodies: nothing is held until bytes
+ * come, then 1 KiB each for their first 10 bytes (where the whole
+ * announced length was allocated up front before: 9.8 MB); a body that
+ * arrives grows with it; a short one holds its length; all of it goes
+ * when the connections do.
+ */
+static void t_server_bodies_held_as_arrived(void **state)
+{
+	enum { N = 150 };
+	struct srv_fx *f = *state;
+	struct http_stats st;
+	static char big[40000];
+	int fds[N], small;
+
+	NEED_NETNS();
+	f->cfg.post = fx_post;
+	f->cfg.max_connections = N + 10;
+	f->cfg.per_client = N + 10;
+	f->cfg.reserve = 1;
+	start(f);
+	for (int i = 0; i < N; i++) {
+		fds[i] = client(f, "127.0.0.1");
+		post_head(fds[i], "/v1/report", 65536, NULL);
+		if (i % 16 == 0)
+			drive(f, 5);
+	}
+	drive(f, 200);
+	http_get_stats(f->srv, &st);
+	assert_int_equal(st.connections, N);
+	assert_int_equal(st.bodies_bytes, 0);
+	for (int i = 0; i < N; i++)
+		say(fds[i], "0123456789");
+	drive(f, 200);
+	http_get_stats(f->srv, &st);
+	assert_int_equal(st.bodies_bytes, (size_t)N * 1024);
+	assert_int_equal(st.unproven_bytes, st.bodies_bytes);
+	/* the stat follows what arrives: one body takes 40 kB more */
+	memset(big, 'x', sizeof(big));
+	say_all(f, fds[0], big, sizeof(big));
+	drive(f, 100);
+	http_get_stats(f->srv, &st);
+	assert_true(st.bodies_bytes >= (size_t)(N - 1) * 1024 + 40010);
+	assert_true(st.bodies_bytes <= (size_t)(N - 1) * 1024 + 65536);
+	/* a body of 10 bytes never holds more than 10 */
+	small = client(f, "127.0.0.1");
+	post_head(small, "/v1/report", 10, NULL);
+	drive(f, 50);
+	say(small, "01234");
+	{
+		size_t before = st.bodies_bytes;
+
+		drive(f, 100);
+		http_get_stats(f->srv, &st);
+		assert_int_equal(st.bodies_bytes, before + 10);
+	}
+	close(small);
+	for (int i = 0; i < N; i++)
+		close(fds[i]);
+	drive(f, 200);
+	http_get_stats(f->srv, &st);
+	assert_int_equal(st.connections, 0);
+	assert_int_equal(st.bodies_bytes, 0);
+	assert_int_equal(st.unproven_bytes, 0);
+	assert_int_equal(f->posts, 0);
+}
+
+/* n unproven clients (127.0.0.2) each announce 4096 and send 1000 bytes: 1 KiB held each. */
+static void hold_unproven(struct srv_fx *f, int *fds, int n)
+{
+	char part[1000];
+
+	memset(part, 'u', sizeof(part));
+	for (int i = 0; i < n; i++) {
+		fds[i] = client(f, "127.0.0.2");
+		post_head(fds[i], "/v1/report", 4096, NULL);
+		drive(f, 10);
+		say_all(f, fds[i], part, sizeof(part));
+	}
+	drive(f, 100);
+}
+
+/* A proven client's 4096-byte report; returns what it was answered. */
+static void post_proven(struct srv_fx *f, char *buf, size_t size)
+{
+	char body[4096];
+	int fd = client(f, "127.0.0.3");
+
+	pattern(body, sizeof(body), 9);
+	post_head(fd, "/v1/report", sizeof(body),
+		  "Authorization: Bearer proven\r\nConnection: close\r\n");
+	drive(f, 20);
+	/* a refused one is closed before its body: what is not sent is not waited for */
+	for (size_t off = 0; off < sizeof(body); off += 1024) {
+		if (send(fd, body + off, 1024, MSG_NOSIGNAL) != 1024)
+			break;
+		drive(f, 5);
+	}
+	assert_true(read_all(f, fd, buf, size, 2000));
+	close(fd);
+}
+
+/*
+ * All bodies 8 KiB, the unproven ones 4 KiB: four unproven clients fill
+ * their share; a fifth is answered 503 Retry-After: 1 at once and closed;
+ * a proven client's report still goes through whole; one of the four that
+ * grows past the share is dropped and answered 503 at its end. Control: with
+ * no admit callback nobody is proven, and the same report is refused.
+ */
+static void t_server_bodies_cap(void **state)
+{
+	struct srv_fx *f = *state;
+	struct http_stats st;
+	char buf[1024], rest[3096];
+	int u[5];
+
+	NEED_NETNS();
+	f->cfg.post = fx_post;
+	f->cfg.admit = fx_admit;
+	f->cfg.max_body = 4096;
+	f->cfg.max_bodies_bytes = 8192;
+	f->cfg.unproven_bodies_bytes = 4096;
+	start(f);
+	hold_unproven(f, u, 4);
+	http_get_stats(f->srv, &st);
+	assert_int_equal(st.unproven_bytes, 4096);
+	assert_int_equal(st.bodies_bytes, 4096);
+	assert_int_equal(st.bodies_refused, 0);
+	/* the fifth: no room for its first bytes */
+	u[4] = client(f, "127.0.0.2");
+	post_head(u[4], "/v1/report", 4096, NULL);
+	assert_true(read_all(f, u[4], buf, sizeof(buf), 2000));
+	assert_contains(buf, "HTTP/1.1 503");
+	assert_contains(buf, "\r\nRetry-After: 1\r\n");
+	close(u[4]);
+	http_get_stats(f->srv, &st);
+	assert_int_equal(st.bodies_refused, 1);
+	/* the proven one: 4096 bytes beside the unproven 4096 */
+	post_proven(f, buf, sizeof(buf));
+	assert_contains(buf, "HTTP/1.1 200");
+	assert_contains(buf, "post 1: 4096 bytes");
+	assert_int_equal(f->post_len, 4096);
+	assert_string_equal(f->post_auth, "Bearer proven");
+	/* one of the four grows past the share: dropped, 503 at its end */
+	memset(rest, 'u', sizeof(rest));
+	say_all(f, u[0], rest, sizeof(rest));
+	assert_true(read_all(f, u[0], buf, sizeof(buf), 2000));
+	assert_contains(buf, "HTTP/1.1 503");
+	assert_contains(buf, "\r\nRetry-After: 1\r\n");
+	close(u[0]);
+	http_get_stats(f->srv, &st);
+	assert_int_equal(st.bodies_refused, 2);
+	assert_int_equal(st.unproven_bytes, 3072);
+	assert_int_equal(f->posts, 1);
+	for (int i = 1; i < 4; i++)
+		close(u[i]);
+	drive(f, 100);
+	http_get_stats(f->srv, &st);
+	assert_int_equal(st.bodies_bytes, 0);
+
+	/* control: nobody proven, the same report finds the share full */
+	http_free(f->srv);
+	f->srv = NULL;
+	f->cfg.admit = NULL;
+	start(f);
+	hold_unproven(f, u, 4);
+	post_proven(f, buf, sizeof(buf));
+	assert_contains(buf, "HTTP/1.1 503");
+	assert_int_equal(f->posts, 1);
+	http_get_stats(f->srv, &st);
+	assert_int_equal(st.bodies_refused, 1);
+	for (int i = 0; i < 4; i++)
+		close(u[i]);
+}
+
+/* ---- TLS ---- */
+
+/*
+ * Certificates minted for the run with openssl: two CAs, and a server
+ * certificate from each for 127.0.0.1 (subjectAltName IP), in a directory
+ * removed at the end.
+ */
+static char tls_dir[64];
+
+static const char MINT[] =
+	"set -e; cd '%s'; printf 'subjectAltName=IP:127.0.0.1\\n' > san.ext; "
+	"for n in 1 2; do "
+	"openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 "
+	"-keyout ca$n.key -out ca$n.pem -subj /CN=tollgate-test-ca$n; "
+	"openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
+	"-keyout srv$n.key -out srv$n.csr -subj /CN=tollgate-test-server; "
+	"openssl x509 -req -in srv$n.csr -CA ca$n.pem -CAkey ca$n.key -CAcreateserial "
+	"-days 2 -extfile san.ext -out srv$n.pem; "
+	"done >/dev/null 2>&1";
+
+static const char *tls_file(const char *name)
+{
+	static char paths[8][128];
+	static int next;
+	char *p = paths[next++ % 8];
+
+	if (!tls_dir[0]) {
+		char cmd[sizeof(MINT) + 64];
+
+		snprintf(tls_dir, sizeof(tls_dir), "/tmp/tg-ktest-tls-XXXXXX");
+		assert_non_null(mkdtemp(tls_dir));
+		snprintf(cmd, sizeof(cmd), MINT, tls_dir);
+		assert_int_equal(system(cmd), 0);
+	}
+	snprintf(p, 128, "%s/%s", tls_dir, name);
+	return p;
+}
+
+static void copy_file(const char *from, const char *to)
+{
+	char buf[8192];
+	FILE *in = fopen(from, "r"), *out = fopen(to, "w");
+	size_t n;
+
+	assert_non_null(in);
+	assert_non_null(out);
+	while ((n = fread(buf, 1, sizeof(buf), in)) > 0)
+		assert_int_equal(fwrite(buf, 1, n, out), n);
+	fclose(in);
+	assert_int_equal(fclose(out), 0);
+}
+
+static void tls_on(struct srv_fx *f, const char *cert, const char *key)
+{
+	f->cfg.tls_cert_file = tls_file(cert);
+	f->cfg.tls_key_file = tls_file(key);
+}
+
+struct fetched {
+	CURLcode code;
+	long status;
+	long connects; /* new connections it took (0: one reused) */
+	char body[1024];
+	size_t len;
+	char err[CURL_ERROR_SIZE];
+};
+
+static size_t fetched_write(char *data, size_t size, size_t n, void *cls)
+{
+	struct fetched *r = cls;
+	size_t k = size * n;
+
+	if (k > sizeof(r->body) - 1 - r->len)
+		k = sizeof(r->body) - 1 - r->len;
+	memcpy(r->body + r->len, data, k);
+	r->len += k;
+	r->body[r->len] = '\0';
+	return size * n;
+}
+
+/*
+ * libcurl fetches https://127.0.0.1:port/path (POSTs `post` when not NULL,
+ * with `auth` as its Authorization; a GET sends `auth` as a header line of
+ * its own) trusting only the CA file `ca`, while
+ * the server is driven; through `m`, whose connections outlive the call.
+ */
+static void fetch(struct srv_fx *f, CURLM *m, const char *ca, const char *path, const char *post,
+		  const char *auth, struct fetched *ret)
+{
+	CURL *h = curl_easy_init();
+	struct curl_slist *hdrs = NULL;
+	char url[128], hdr[256];
+	int running = 1, left;
+	int64_t end = mono_ms() + 5000;
+	CURLMsg *msg;
+
+	memset(ret, 0, sizeof(*ret));
+	ret->code = CURLE_OPERATION_TIMEDOUT;
+	assert_non_null(h);
+	snprintf(url, sizeof(url), "https://127.0.0.1:%u%s", f->port, path);
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_CAINFO, ca);
+	curl_easy_setopt(h, CURLOPT_CAPATH, NULL);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 4000L);
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, ret->err);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, fetched_write);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, ret);
+	if (post) {
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, post);
+		if (auth) {
+			snprintf(hdr, sizeof(hdr), "Authorization: %s", auth);
+			hdrs = curl_slist_append(hdrs, hdr);
+		}
+		hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
+	} else if (auth) {
+		hdrs = curl_slist_append(hdrs, auth); /* a GET's: a header line of its own */
+	}
+	if (hdrs)
+		curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+	assert_int_equal(curl_multi_add_handle(m, h), CURLM_OK);
+	while (running && mono_ms() < end) {
+		curl_multi_perform(m, &running);
+		if (!running)
+			break;
+		curl_multi_wait(m, NULL, 0, 5, NULL);
+		turn(f, 5);
+	}
+	while ((msg = curl_multi_info_read(m, &left)))
+		if (msg->msg == CURLMSG_DONE && msg->easy_handle == h)
+			ret->code = msg->data.result;
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &ret->status);
+	curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &ret->connects);
+	curl_multi_remove_handle(m, h);
+	curl_easy_cleanup(h);
+	curl_slist_free_all(hdrs);
+}
+
+/*
+ * Over TLS: a client trusting the CA gets the page and its POST through
+ * (the callback told it came over TLS, with its Authorization); one
+ * trusting another CA fails its handshake and gets nothing; plain HTTP on
+ * the TLS port gets no page (and nothing collected). The page is shared and
+ * request_memory bounds the headers over TLS as in plain.
+ */
+static char big_header[20100];
+
+static void t_tls_serves(void **state)
+{
+	struct srv_fx *f = *state;
+	struct http_stats st;
+	struct fetched r;
+	CURLM *m = curl_multi_init();
+	char buf[1024];
+	int fd;
+
+	NEED_NETNS();
+	assert_non_null(m);
+	memcpy(big_header, "X-Big: ", 7);
+	memset(big_header + 7, 'b', 20000);
+	f->cfg.post = fx_post;
+	tls_on(f, "srv1.pem", "srv1.key");
+	start(f);
+	fetch(f, m, tls_file("ca1.pem"), "/healthz", NULL, NULL, &r);
+	assert_int_equal(r.code, CURLE_OK);
+	assert_int_equal(r.status, 200);
+	assert_string_equal(r.body, "ok\n");
+	fetch(f, m, tls_file("ca1.pem"), "/v1/report", "{\"a\":1}", "Bearer tls.token", &r);
+	assert_int_equal(r.code, CURLE_OK);
+	assert_int_equal(r.status, 200);
+	assert_string_equal(r.body, "post 1: 7 bytes\n");
+	assert_int_equal(r.connects, 0); /* kept alive */
+	assert_true(f->post_tls);
+	assert_string_equal(f->post_auth, "Bearer tls.token");
+	assert_memory_equal(f->post_body, "{\"a\":1}", 7);
+	/* the wrong CA: refused in the handshake, nothing served */
+	fetch(f, m, tls_file("ca2.pem"), "/v1/report", "{}", "Bearer x", &r);
+	assert_int_equal(r.code, CURLE_PEER_FAILED_VERIFICATION);
+	assert_int_equal(r.status, 0);
+	assert_int_equal(f->posts, 1);
+	/* plain HTTP: no answer of HTTP, no page collected; the server closes */
+	fd = client(f, "127.0.0.1");
+	say(fd, GET_METRICS);
+	assert_true(read_all(f, fd, buf, sizeof(buf), 2000));
+	assert_null(strstr(buf, "HTTP/1."));
+	close(fd);
+	assert_int_equal(f->collects, 0);
+	/* ...while the page itself is there over TLS, collected once per window */
+	for (int i = 0; i < 3; i++) {
+		fetch(f, m, tls_file("ca1.pem"), "/metrics", NULL, NULL, &r);
+		assert_int_equal(r.code, CURLE_OK);
+		assert_string_equal(r.body, "page 1\n");
+	}
+	assert_int_equal(f->collects, 1);
+	/* request_memory holds over TLS: 20 kB of headers are refused */
+	fetch(f, m, tls_file("ca1.pem"), "/healthz", NULL, big_header, &r);
+	assert_int_equal(r.code, CURLE_OK);
+	assert_int_equal(r.status, 431);
+	curl_multi_cleanup(m);
+	drive(f, 50);
+	http_get_stats(f->srv, &st);
+	assert_int_equal(st.connections, 0);
+}
+
+/*
+ * The limits over TLS: a client that connects and never finishes its
+ * handshake (silent, or a ClientHello begun) is cut at the deadline; the
+ * per-client limit refuses at accept as for plain HTTP; a request within
+ * the deadline is served (the control: the cut is the deadline's).
+ */
+static void t_tls_limits(void **state)
+{
+	struct srv_fx *f = *state;
+	struct http_stats st;
+	struct fetched r;
+	CURLM *m = curl_multi_init();
+	int64_t t0, cut[2] = { 0, 0 };
+	int a, b, c;
+	char ch;
+
+	NEED_NETNS();
+	assert_non_null(m);
+	f->cfg.deadline_ms = 300;
+	f->cfg.per_client = 2;
+	tls_on(f, "srv1.pem", "srv1.key");
+	start(f);
+	fetch(f, m, tls_file("ca1.pem"), "/healthz", NULL, NULL, &r);
+	assert_int_equal(r.code, CURLE_OK);
+	curl_multi_cleanup(m);
+	drive(f, 50);
+	a = client(f, "127.0.0.5");
+	b = client(f, "127.0.0.5");
+	c = client(f, "127.0.0.5"); /* the third: over per_client */
+	t0 = mono_ms();
+	/* a TLS record header and a few bytes of a ClientHello, never the rest */
+	assert_int_equal(send(b, "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", 11, MSG_NOSIGNAL),
+			 11);
+	while ((!cut[0] || !cut[1]) && mono_ms() - t0 < 2000) {
+		int fds[2] = { a, b };
+
+		for (int i = 0; i < 2; i++) {
+			ssize_t n = recv(fds[i], &ch, 1, 0);
+
+			if (!cut[i] && (n == 0 || (n < 0 && errno == ECONNRESET)))
+				cut[i] = mono_ms();
+		}
+		turn(f, 10);
+	}
+	assert_true(cut[0] && cut[1]);
+	for (int i = 0; i < 2; i++) {
+		assert_true(cut[i] - t0 >= 280);
+		assert_true(cut[i] - t0 < 600);
+	}
+	drive(f, 20);
+	http_get_stats(f->srv, &st);
+	assert_int_equal(st.deadline_closed, 2);
+	assert_int_equal(st.refused_client, 1);
+	assert_int_equal(st.connections, 0);
+	close(a);
+	close(b);
+	close(c);
+}
+
+/*
+ * http_tls_reload: the same descriptor; a connection kept alive from before
+ * is served the request it brings, then closed; every new one gets the new
+ * certificate (a client trusting only the old CA fails, one trusting the
+ * new CA succeeds). A reload with a broken key fails, says which file, and
+ * the certificate of before is still served.
+ */
+static void t_tls_reload(void **state)
+{
+	struct srv_fx *f = *state;
+	struct http_stats st;
+	struct fetched r;
+	CURLM *m = curl_multi_init();
+	char cert[128], key[128], err[256];
+	int fd0;
+	FILE *fp;
+
+	NEED_NETNS();
+	assert_non_null(m);
+	snprintf(cert, sizeof(cert), "%s", tls_file("cur.pem"));
+	snprintf(key, sizeof(key), "%s", tls_file("cur.key"));
+	copy_file(tls_file("srv1.pem"), cert);
+	copy_file(tls_file("srv1.key"), key);
+	f->cfg.tls_cert_file = cert;
+	f->cfg.tls_key_file = key;
+	f->cfg.tls_err = err;
+	f->cfg.tls_err_size = sizeof(err);
+	f->cfg.deadline_ms = 3000;
+	f->cfg.post = fx_post;
+	start(f);
+	fd0 = http_fd(f->srv);
+	fetch(f, m, tls_file("ca1.pem"), "/healthz", NULL, NULL, &r);
+	assert_int_equal(r.code, CURLE_OK);
+	assert_int_equal(r.connects, 1);
+	copy_file(tls_file("srv2.pem"), cert);
+	copy_file(tls_file("srv2.key"), key);
+	assert_int_equal(http_tls_reload(f->srv), 0);
+	assert_string_equal(err, "");
+	assert_int_equal(http_fd(f->srv), fd0);
+	/* the kept-alive connection: its request served, then closed */
+	fetch(f, m, tls_file("ca1.pem"), "/v1/report", "{}", "Bearer old", &r);
+	assert_int_equal(r.code, CURLE_OK);
+	assert_int_equal(r.status, 200);
+	assert_int_equal(r.connects, 0);
+	assert_string_equal(f->post_auth, "Bearer old");
+	drive(f, 50);
+	http_get_stats(f->srv, &st);
+	assert_int_equal(st.connections, 0);
+	/* new connections: the new certificate */
+	fetch(f, m, tls_file("ca1.pem"), "/healthz", NULL, NULL, &r);
+	assert_int_equal(r.code, CURLE_PEER_FAILED_VERIFICATION);
+	fetch(f, m, tls_file("ca2.pem"), "/healthz", NULL, NULL, &r);
+	assert_int_equal(r.code, CURLE_OK);
+	assert_int_equal(r.connects, 1);
+	/* a broken key: refused, named, the current certificate kept */
+	fp = fopen(key, "w");
+	assert_non_null(fp);
+	fputs("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n", fp);
+	fclose(fp);
+	assert_int_equal(http_tls_reload(f->srv), -EBADMSG);
+	assert_contains(err, key);
+	fetch(f, m, tls_file("ca2.pem"), "/healthz", NULL, NULL, &r);
+	assert_int_equal(r.code, CURLE_OK);
+	assert_int_equal(r.connects, 0); /* kept alive across the failed reload */
+	/* a missing file: the same */
+	assert_int_equal(unlink(cert), 0);
+	assert_int_equal(http_tls_reload(f->srv), -ENOENT);
+	assert_contains(err, cert);
+	curl_multi_cleanup(m);
+	drive(f, 50);
+	http_get_stats(f->srv, &st);
+	assert_int_equal(st.connections, 0);
+	unlink(key);
+}
+
 static void t_server_collect_fails(void **state)
 {
 	struct srv_fx *f = *state;
@@ -581,6 +1183,8 @@ static void t_server_collect_fails(void **state)
 
 int main(void)
 {
+	int r;
+
 	add_test_fixture("t_server_page_shared", t_server_page_shared, setup_srv, teardown_srv,
 			 NULL);
 	add_test_fixture("t_server_cache_expires", t_server_cache_expires, setup_srv, teardown_srv,
@@ -608,5 +1212,25 @@ int main(void)
 			 teardown_srv, NULL);
 	add_test_fixture("t_server_post_trickle_deadline", t_server_post_trickle_deadline,
 			 setup_srv, teardown_srv, NULL);
-	return run_group("http server in a network namespace");
+	add_test_fixture("t_server_post_request", t_server_post_request, setup_srv, teardown_srv,
+			 NULL);
+	add_test_fixture("t_server_admit_refused", t_server_admit_refused, setup_srv, teardown_srv,
+			 NULL);
+	add_test_fixture("t_server_bodies_held_as_arrived", t_server_bodies_held_as_arrived,
+			 setup_srv, teardown_srv, NULL);
+	add_test_fixture("t_server_bodies_cap", t_server_bodies_cap, setup_srv, teardown_srv, NULL);
+	add_test_fixture("t_tls_serves", t_tls_serves, setup_srv, teardown_srv, NULL);
+	add_test_fixture("t_tls_limits", t_tls_limits, setup_srv, teardown_srv, NULL);
+	add_test_fixture("t_tls_reload", t_tls_reload, setup_srv, teardown_srv, NULL);
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	r = run_group("http server in a network namespace");
+	if (tls_dir[0]) {
+		char cmd[128];
+
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tls_dir);
+		if (system(cmd) != 0)
+			r = 1;
+	}
+	curl_global_cleanup();
+	return r;
 }

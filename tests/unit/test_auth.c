@@ -244,6 +244,13 @@ static void test_no_algorithm_confusion(void **state)
 	auth_keys_free(k);
 }
 
+/* 345 base64url characters: no whole number of bytes */
+#define N5 "AAAAA"
+#define N345                                                                                      \
+	N5 N5 N5 N5 N5 N5 N5 N5 N5 N5 N5 N5 N5 N5 N5 N5 N5 N5 N5 N5 N5 N5 N5 N5 N5 N5 N5 N5 N5 N5 \
+		N5 N5 N5 N5 N5 N5 N5 N5 N5 N5 N5 N5 N5 N5 N5 N5 N5 N5 N5 N5 N5 N5 N5 N5 N5 N5 N5  \
+			N5 N5 N5 N5 N5 N5 N5 N5 N5 N5 N5 N5
+
 static void test_key_sets(void **state)
 {
 	struct tg_err e = { 0 };
@@ -277,6 +284,12 @@ static void test_key_sets(void **state)
 		{ "{\"keys\":[{\"kty\":\"RSA\",\"kid\":\"x\",\"n\":\"!!\",\"e\":\"AQAB\"}]}",
 		  "keys[0]" },
 		{ "{\"keys\":[1]}", "not an object" },
+		/* a modulus that is no base64url (libcjose asserts on such) */
+		{ "{\"keys\":[{\"kty\":\"RSA\",\"kid\":\"x\",\"e\":\"AQAB\",\"n\":\"" N345 "\"}]}",
+		  "not a 2048- to 8192-bit RSA key" },
+		{ "{\"keys\":[{\"kty\":\"EC\",\"kid\":\"x\",\"crv\":\"P-256\",\"x\":\"AAAA\",\"y\":\"AAAA\"}]}",
+		  "not a point" },
+		{ "{\"keys\":[{\"kty\":\"EC\",\"kid\":\"x\",\"crv\":\"secp256k1\"}]}", "crv" },
 		{ "{\"keys\":", "not JSON" },
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {

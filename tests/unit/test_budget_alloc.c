@@ -1122,9 +1122,44 @@ static void t_six_nodes_converge_to_fair_shares(void **state)
 	budget_alloc_free(a);
 }
 
+/* max_nodes: a node it does not know, once it knows that many, is refused and not remembered. */
+static void t_max_nodes(void **state)
+{
+	struct budget_params p;
+	struct budget_def d = { .ns = "datasets", .budget = 100000000 };
+	struct budget_alloc *a;
+	struct node n[3] = { node_new("n1", 1250000), node_new("n2", 1250000),
+			     node_new("n3", 1250000) };
+	struct budget_view v;
+
+	(void)state;
+	budget_params_defaults(&p);
+	p.max_nodes = 2;
+	a = budget_alloc_new(&p, 0);
+	assert_non_null(a);
+	assert_int_equal(budget_alloc_set(a, &d, 1), 0);
+	for (int k = 0; k < 2; k++)
+		report(a, &n[k], 1000, true);
+	{
+		struct budget_usage u = usage_of(&n[2], "datasets", 1000);
+		struct budget_report r = { .node = "n3", .seq = 1, .use = &u, .n = 1 };
+		struct budget_answer ans;
+
+		assert_int_equal(budget_alloc_report(a, &r, 1000, &ans), -ENOSPC);
+	}
+	budget_alloc_round(a, 1500);
+	v = view(a);
+	assert_int_equal(v.nodes, 2);
+	/* the two it knows go on reporting */
+	report(a, &n[0], 2000, true);
+	report(a, &n[1], 2000, true);
+	budget_alloc_free(a);
+}
+
 int main(void)
 {
 	add_test("equal demands get equal shares", t_fill_equal_demand, NULL);
+	add_test("a node past max_nodes is refused and not remembered", t_max_nodes, NULL);
 	add_test("small demands are met and the rest split evenly", t_fill_skewed_demand, NULL);
 	add_test("shares follow the weights", t_fill_weights, NULL);
 	add_test("demand below the capacity is met in full", t_fill_below_capacity, NULL);
