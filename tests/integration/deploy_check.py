@@ -78,11 +78,6 @@ objects (the dashboard).
   deploy_check.py teeth -                   lines WHAT<TAB>RENDERED<TAB>CHECK [ARGS] on stdin (daemonset,
                                             allocator, etcd, certificates, monitoring): each
                                             judged in this one process; WHAT<TAB>refused|taken
-  deploy_check.py mint-key DIR              a service-account signing key and its JWKS, as the
-                                            API server's (DIR/sa.key, DIR/jwks.json); prints the kid
-  deploy_check.py mint-token DIR key=value...
-                                            a bound service-account token signed with DIR's key
-                                            (iss, aud, namespace, sa, pod, node, ttl, age)
   deploy_check.py api-serve ADDR:PORT CERT KEY TOKEN-FILE JWKS LOG
                                             the API server's /openid/v1/jwks over HTTPS, to the
                                             bearer of TOKEN-FILE's token alone
@@ -1272,7 +1267,6 @@ def check_certificates(d):
         return p + ["no Certificate for %s" % ALLOC_TLS]
     names = srv["spec"].get("dnsNames") or []
     c = allocator_container(dep)
-    ns = dep["metadata"].get("namespace")
     entry = next(e for e in json.loads(agents_configmap(d)["data"][CONFLIST_KEY])["plugins"] if e["type"] == "tollgate")
     host = re.sub(r"^https://([^:/]+).*", r"\1", (entry.get("budgets") or {}).get("allocator", ""))
     if not dns_covers(names, host):
@@ -1327,65 +1321,7 @@ def cert_spec(d, secret):
     return {k: sp.get(k) for k in ("commonName", "dnsNames", "ipAddresses", "usages", "isCA")}
 
 
-# ---- what the API server does for tokens (tests only: python3-cryptography)
-
-def b64u(b):
-    import base64
-    return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
-
-
-def mint_key(out):
-    """an RSA key as the API server signs service-account tokens with (OUT/sa.key) and the
-    JWKS it publishes at /openid/v1/jwks (OUT/jwks.json): kid = base64url(SHA-256(DER
-    SubjectPublicKeyInfo)), as kube-apiserver derives it"""
-    import hashlib
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric import rsa
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    os.makedirs(out, exist_ok=True)
-    with open(os.path.join(out, "sa.key"), "wb") as fh:
-        fh.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                   serialization.NoEncryption()))
-    pub = key.public_key()
-    spki = pub.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
-    n = pub.public_numbers()
-    jwk = {"use": "sig", "kty": "RSA", "kid": b64u(hashlib.sha256(spki).digest()), "alg": "RS256",
-           "n": b64u(n.n.to_bytes((n.n.bit_length() + 7) // 8, "big")),
-           "e": b64u(n.e.to_bytes((n.e.bit_length() + 7) // 8, "big"))}
-    with open(os.path.join(out, "jwks.json"), "w") as fh:
-        json.dump({"keys": [jwk]}, fh)
-    return jwk["kid"]
-
-
-def mint_token(keydir, args):
-    """a bound service-account token as kube-apiserver signs one for a pod's projected
-    volume: RS256, the key's kid; iss, aud, exp, iat, nbf, jti, sub and kubernetes.io
-    (namespace, serviceaccount, pod, node: name and uid each). ARGS: key=value of iss,
-    aud, namespace, sa, pod, node, ttl (seconds), age (seconds since issued)"""
-    import time
-    import uuid
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import padding
-    a = {"aud": AUDIENCE, "namespace": "kube-system", "sa": AGENT_SA, "pod": "tollgate-x7k2p",
-         "ttl": "3600", "age": "0"}
-    a.update(x.split("=", 1) for x in args)
-    with open(os.path.join(keydir, "sa.key"), "rb") as fh:
-        key = serialization.load_pem_private_key(fh.read(), None)
-    with open(os.path.join(keydir, "jwks.json")) as fh:
-        kid = json.load(fh)["keys"][0]["kid"]
-    now = int(time.time()) - int(a["age"])
-    uid = lambda: str(uuid.uuid4())  # noqa: E731
-    kio = {"namespace": a["namespace"], "serviceaccount": {"name": a["sa"], "uid": uid()},
-           "pod": {"name": a["pod"], "uid": uid()}}
-    if a.get("node"):
-        kio["node"] = {"name": a["node"], "uid": uid()}
-    claims = {"aud": [a["aud"]], "exp": now + int(a["ttl"]), "iat": now, "iss": a["iss"], "jti": uid(),
-              "kubernetes.io": kio, "nbf": now, "sub": "system:serviceaccount:%s:%s" % (a["namespace"], a["sa"])}
-    head = b64u(json.dumps({"alg": "RS256", "kid": kid}, separators=(",", ":")).encode())
-    body = b64u(json.dumps(claims, separators=(",", ":")).encode())
-    sig = key.sign(("%s.%s" % (head, body)).encode(), padding.PKCS1v15(), hashes.SHA256())
-    return "%s.%s.%s" % (head, body, b64u(sig))
-
+# ---- the API server's JWKS endpoint (the tokens: sa_token.py)
 
 def api_serve(addr, cert, key, token_file, jwks, log):
     """the API server's /openid/v1/jwks over HTTPS (CERT, KEY) at ADDR:PORT, to a client
@@ -1636,12 +1572,6 @@ def main():
         return sniff(*args[1:4])
     if args[0] == "teeth":  # teeth - (lines on stdin)
         teeth(sys.stdin)
-        return 0
-    if args[0] == "mint-key":  # mint-key DIR
-        print(mint_key(args[1]))
-        return 0
-    if args[0] == "mint-token":  # mint-token DIR key=value...
-        print(mint_token(args[1], args[2:]))
         return 0
     if args[0] == "api-serve":  # api-serve ADDR:PORT CERT KEY TOKEN-FILE JWKS LOG
         api_serve(*args[1:7])

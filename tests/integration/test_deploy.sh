@@ -649,7 +649,7 @@ TG_TMP=""
 # The Secrets, ConfigMaps and tokens kubelet would mount are made here as
 # their issuers make them: the certificates with openssl from what the
 # overlay's cert-manager Certificates say (names, usages), the tokens signed
-# as the API server signs a projected token (deploy_check.py mint-token), the
+# as the API server signs a projected token (sa_token.py), the
 # JWKS as it publishes its keys, served by a stand-in API server that wants
 # the allocator's own token.
 #
@@ -902,16 +902,17 @@ mkdir -p "$STORE/configMap/kube-root-ca.crt" "$STORE/configMap/tollgate-allocato
 cp "$PKI/cluster-ca.crt" "$STORE/configMap/kube-root-ca.crt/ca.crt"
 cp "$PKI/allocator-ca.crt" "$STORE/configMap/tollgate-allocator-ca/ca.crt"
 # the service-account issuer: its key, its JWKS; the issuer URL the allocator is given
-KID=$("$PY" "$CHECK" mint-key "$PKI/sa") || tap_bail "cannot mint the service-account key"
+SA_TOKEN=$TG_LIB_DIR/sa_token.py
+"$SA_TOKEN" keygen "$PKI/sa" || tap_bail "cannot make the service-account key"
 ISSUER=$(checkr "$OVR" kubelet-command StatefulSet/tollgate-allocator allocator "${ALLOC_FIELDS[@]}" | sed -n 's/^--issuer=//p')
 [ -n "$ISSUER" ] || tap_bail "the allocator's rendered command has no --issuer"
-mint() { "$PY" "$CHECK" mint-token "$PKI/sa" iss="$ISSUER" "$@"; }
+mint() { "$SA_TOKEN" mint "$PKI/sa" --iss "$ISSUER" "$@"; }
 # tokens as kubelet would project them: the agent's (audience tollgate-allocator,
 # its node), the allocator's own for the API server (its audience), and a
 # report prober's of a node holding no budget
-if ! { mint node="$NODE_NAME" >"$PKI/agent.token" &&
-	mint aud="$ISSUER" sa=tollgate-allocator pod=tollgate-allocator-0 node=aks-deploy-vmss000001 >"$PKI/allocator.token" &&
-	mint node=deploy-probe pod=tollgate-probe >"$PKI/probe.token"; }; then
+if ! { mint --node "$NODE_NAME" --pod tollgate-x7k2p >"$PKI/agent.token" &&
+	mint --aud "$ISSUER" --account tollgate-allocator --pod tollgate-allocator-0 --node aks-deploy-vmss000001 >"$PKI/allocator.token" &&
+	mint --node deploy-probe --pod tollgate-probe >"$PKI/probe.token"; }; then
 	tap_bail "cannot mint the tokens"
 fi
 # root-WORKLOAD: the files kubelet would mount in the container, at their paths
@@ -1070,11 +1071,11 @@ grep -q '^GET /openid/v1/jwks 200$' "$APILOG" || t_fail "the allocator did not r
 code=$(ip netns exec "$TG_PEER" curl -s -o /dev/null -w '%{http_code}' --max-time 2 --cacert "$PKI/cluster-ca.crt" \
 	--resolve "kubernetes.default.svc:443:$API_IP" https://kubernetes.default.svc/openid/v1/jwks)
 t_expect "the JWKS without the allocator's token" "$code" 401
-"$PY" "$CHECK" mint-key "$PKI/forged" >/dev/null || t_fail "cannot mint a second key"
-"$PY" "$CHECK" mint-token "$PKI/forged" iss="$ISSUER" node=deploy-probe >"$PKI/forged.token"
-mint node=deploy-probe iss=https://kubernetes.default.svc.other >"$PKI/issuer.token"
-mint node=deploy-probe aud="$ISSUER" >"$PKI/audience.token"
-mint node=deploy-probe age=7200 >"$PKI/expired.token"
+"$SA_TOKEN" keygen "$PKI/forged" || t_fail "cannot make a second key"
+"$SA_TOKEN" mint "$PKI/forged" --iss "$ISSUER" --node deploy-probe >"$PKI/forged.token"
+mint --node deploy-probe --iss https://kubernetes.default.svc.other >"$PKI/issuer.token"
+mint --node deploy-probe --aud "$ISSUER" >"$PKI/audience.token"
+mint --node deploy-probe --skew -7200 >"$PKI/expired.token"
 t_expect "no token" "$(PTOKEN="" probe)" 401
 for t in forged issuer audience expired; do
 	t_expect "a token of $t" "$(PTOKEN=$PKI/$t.token probe)" 401
