@@ -8,9 +8,12 @@ objects (the dashboard).
   deploy_check.py RENDERED parse            every object loads; prints Kind/name, one a line
   deploy_check.py RENDERED generated        the agents' ConfigMap is generated (tollgate-HASH,
                                             immutable) and the DaemonSet mounts it; the
-                                            allocator's Deployment mounts its policy's alone;
+                                            allocator's StatefulSet mounts its policy's alone;
                                             prints the agents' ConfigMap's name
-  deploy_check.py RENDERED daemonset        what the DaemonSet must hold; prints each problem
+  deploy_check.py RENDERED daemonset        what the DaemonSet must hold (with a budgets block: its
+                                            ServiceAccount, the projected token where tokenFile
+                                            points, the allocator's CA from a ConfigMap where
+                                            caFile points, no Secret); prints each problem
   deploy_check.py RENDERED monitoring [--release R] [--runbook-base URL]
                                             PodMonitors and PrometheusRule: selectors, labels,
                                             the `up` label, alerts' severity, summary and
@@ -21,12 +24,22 @@ objects (the dashboard).
   deploy_check.py RENDERED policy           the allocator's policy (tollgate-allocator-policy's
                                             policy.json), as its bytes
   deploy_check.py RENDERED agent-args       the agent container's command, one word a line
-  deploy_check.py RENDERED allocator        what the allocator's Deployment and Service must hold,
+  deploy_check.py RENDERED allocator        what the allocator's StatefulSet and Services must hold,
                                             its policy's ConfigMap (one name, not immutable,
-                                            mounted as a directory where --policy points) and
-                                            the conflist's budgets block (how to reach it alone)
+                                            mounted as a directory where --policy points), its
+                                            trust (HTTPS from its Secret, the JWKS read with its
+                                            own token under the issuer's discovery alone, an
+                                            issuer, its own name advertised, etcd over https with
+                                            a client certificate) and the conflist's budgets
+                                            block (how to reach it alone)
   deploy_check.py RENDERED allocator-args   the allocator container's command, one word a line
-  deploy_check.py RENDERED etcd             components/etcd: three members the allocator's --etcd names
+  deploy_check.py RENDERED etcd             components/etcd: three members the allocator's --etcd names,
+                                            TLS with client and peer certificates, probes on
+                                            the metrics port
+  deploy_check.py RENDERED certificates     components/cert-manager: every Secret mounted is a
+                                            Certificate's, the serving one names the Service and
+                                            every replica, two CAs, etcd's server one clientAuth
+  deploy_check.py RENDERED cert-spec SECRET the Certificate of SECRET (names, usages) as JSON
   deploy_check.py RENDERED etcd-args        the etcd container's command, one word a line
   deploy_check.py RENDERED etcd-tls BASE    components/etcd-tls over the base (BASE, rendered):
                                             https, certificates in a mounted Secret, the rest
@@ -50,6 +63,9 @@ objects (the dashboard).
                                             the --field values; one word a line
   deploy_check.py RENDERED kubelet-resolv KIND/NAME NAMESPACE CLUSTER-DNS NODE-RESOLV-CONF
                                             the resolv.conf kubelet writes for its dnsPolicy
+  deploy_check.py RENDERED kubelet-mounts KIND/NAME CONTAINER
+                                            the files its Secret, ConfigMap and projected
+                                            mounts hold: PATH KIND NAME KEY, one a line
   deploy_check.py RENDERED kubelet-configmaps KIND/NAME CONTAINER
                                             the container's ConfigMap mounts: MOUNTPATH NAME
                                             SUBPATH (- for a directory mount), one a line
@@ -58,6 +74,13 @@ objects (the dashboard).
                                             and NXDOMAIN for others; each query logged to LOG
   deploy_check.py sniff IFNAME SECONDS PATTERN
                                             the first group of PATTERN in a packet on IFNAME
+                                            ("# sniffing" on stderr once it reads them)
+  deploy_check.py teeth -                   lines WHAT<TAB>RENDERED<TAB>CHECK [ARGS] on stdin (daemonset,
+                                            allocator, etcd, certificates, monitoring): each
+                                            judged in this one process; WHAT<TAB>refused|taken
+  deploy_check.py api-serve ADDR:PORT CERT KEY TOKEN-FILE JWKS LOG
+                                            the API server's /openid/v1/jwks over HTTPS, to the
+                                            bearer of TOKEN-FILE's token alone
 
 Problems are printed one a line; the exit status is 1 when there are any.
 """
@@ -71,11 +94,25 @@ import yaml
 ETCD = "tollgate-etcd"
 CONFLIST_KEY = "10-tollgate.conflist"
 ALLOCATOR = "tollgate-allocator"
+# a StatefulSet: each replica has a name of its own under the headless Service
+# PEERS, the name a follower's redirect names and the serving certificate covers
+ALLOC_KIND = "StatefulSet"
+PEERS = "tollgate-allocator-peers"
+# the allocator's serving certificate, and the agents' copy of its CA
+ALLOC_TLS = "tollgate-allocator-tls"
+ALLOC_CA_CM = "tollgate-allocator-ca"
+ETCD_CLIENT = "tollgate-etcd-client"
+# the audience of the agents' tokens (fixed by the allocator)
+AUDIENCE = "tollgate-allocator"
+AGENT_SA = "tollgate"
+JWKS_URL = "https://kubernetes.default.svc/openid/v1/jwks"
+SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 # the allocator's policy: a ConfigMap of its own, one name (edited in place)
 POLICY_CM = "tollgate-allocator-policy"
 POLICY_KEY = "policy.json"
 # what the conflist's budgets block may hold: how to reach the allocator
-BUDGETS_KEYS = {"allocator", "reportSeconds", "leaseSeconds", "fallback", "fallbackAfterSeconds"}
+BUDGETS_KEYS = {"allocator", "reportSeconds", "leaseSeconds", "fallback", "fallbackAfterSeconds",
+                "tokenFile", "caFile"}
 # what a default kube-prometheus-stack install selects PodMonitors and rules by
 RELEASE = "kube-prometheus-stack"
 RUNBOOK_BASE = "https://github.com/tollgate-cni/tollgate/blob/main/docs/runbook.md"
@@ -95,7 +132,9 @@ def docs(rendered):
     """every object of the rendering, in order"""
     if rendered not in _DOCS:
         fh = sys.stdin if rendered == "-" else open(rendered)
-        _DOCS[rendered] = [x for x in yaml.safe_load_all(fh) if x is not None]
+        # libyaml's loader where there is one: the tests read renderings many times
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        _DOCS[rendered] = [x for x in yaml.load_all(fh, Loader=loader) if x is not None]
     return _DOCS[rendered]
 
 
@@ -165,11 +204,10 @@ def check_daemonset(d):
         p.append("no toleration of every taint (operator: Exists, no key, no effect)")
     if pod.get("automountServiceAccountToken") is not False:
         p.append("automountServiceAccountToken is not false (the agent never calls the API server)")
-    if pod.get("serviceAccountName", "default") != "default":
-        p.append("a ServiceAccount of its own, which nothing needs")
     if len(pod["containers"]) != 1:
         p.append("%d containers, expected the agent alone" % len(pod["containers"]))
     c = agent_container(ds)
+    p += check_agent_credentials(d, ds, c, next(e for e in conflist["plugins"] if e["type"] == "tollgate"))
     sc = c.get("securityContext") or {}
     caps = sc.get("capabilities") or {}
     if caps.get("add") != ["NET_ADMIN"]:
@@ -291,14 +329,134 @@ def check_daemonset(d):
     return p
 
 
+def mounted_files(pod, c):
+    """what the container's mounts put where: {path: (kind, source, key)} for every
+    file of a Secret, ConfigMap or projected volume that names its items or is a
+    token ("token", audience, "") ; {mountPath + "/": (kind, source, None)} for a
+    whole Secret or ConfigMap"""
+    vols = {v["name"]: v for v in pod.get("volumes", [])}
+    out = {}
+    for m in c.get("volumeMounts", []):
+        v = vols.get(m["name"], {})
+        mp = m["mountPath"].rstrip("/") + "/"
+        srcs = []
+        if "projected" in v:
+            srcs = v["projected"].get("sources") or []
+        elif "secret" in v or "configMap" in v:
+            srcs = [v]
+        for src in srcs:
+            if "serviceAccountToken" in src:
+                t = src["serviceAccountToken"]
+                out[mp + t.get("path", "")] = ("token", t.get("audience"), t.get("expirationSeconds", 3600),
+                                               m.get("readOnly", False))
+                continue
+            for kind, name_key in (("secret", "secretName"), ("configMap", "name")):
+                if kind not in src:
+                    continue
+                name = src[kind].get(name_key) or src[kind].get("name")
+                items = src[kind].get("items")
+                if items is None:
+                    out[mp] = (kind, name, None, m.get("readOnly", False))
+                else:
+                    for it in items:
+                        out[mp + it["path"]] = (kind, name, it["key"], m.get("readOnly", False))
+    return out
+
+
+def file_source(files, path):
+    """(kind, name, key, readOnly) of the file PATH in mounted_files' map, or None"""
+    if path in files:
+        return files[path]
+    for mp, src in files.items():
+        if mp.endswith("/") and path.startswith(mp) and "/" not in path[len(mp):]:
+            return (src[0], src[1], path[len(mp):], src[3])
+    return None
+
+
+def bindings_of(d, sa, ns):
+    """the RoleBindings and ClusterRoleBindings naming ServiceAccount NS/SA: [(kind, name, role)]"""
+    out = []
+    for x in docs(d):
+        if x["kind"] not in ("RoleBinding", "ClusterRoleBinding"):
+            continue
+        for sub in x.get("subjects") or []:
+            if sub.get("kind") == "ServiceAccount" and sub.get("name") == sa and sub.get("namespace", ns) == ns:
+                out.append((x["kind"], x["metadata"]["name"], (x.get("roleRef") or {}).get("name")))
+    return out
+
+
+def check_agent_credentials(d, ds, c, entry):
+    """with a budgets block: the agents' ServiceAccount (tollgate, bound to nothing), the
+    projected token of the allocator's audience where budgets.tokenFile points, the
+    allocator's CA from a ConfigMap where budgets.caFile points, no Secret mounted (its
+    node could read it whole); without one, none of it"""
+    p = []
+    pod = ds["spec"]["template"]["spec"]
+    ns = ds["metadata"].get("namespace")
+    budgets = entry.get("budgets")
+    sa = pod.get("serviceAccountName", "default")
+    files = mounted_files(pod, c)
+    tokens = {k: v for k, v in files.items() if v[0] == "token"}
+    for v in pod.get("volumes", []):
+        secs = [v["secret"].get("secretName")] if "secret" in v else \
+            [x["secret"].get("name") for x in (v.get("projected") or {}).get("sources") or [] if "secret" in x]
+        for name in secs:
+            p.append("the DaemonSet mounts the Secret %s: every node's kubelet could read it whole" % name)
+    if budgets is None:
+        if sa != "default":
+            p.append("a ServiceAccount of its own (%s) without a budgets block: nothing needs it" % sa)
+        if tokens:
+            p.append("a service-account token mounted without a budgets block: nothing reads it")
+        return p
+    if sa != AGENT_SA:
+        p.append("serviceAccountName is %r, not %s: the token would name another identity" % (sa, AGENT_SA))
+    sao = load_named(d).get(("ServiceAccount", sa))
+    if sao is None or sao["metadata"].get("namespace") != ns:
+        p.append("no ServiceAccount %s in %s: kubelet cannot issue the agents' token" % (sa, ns))
+    elif sao.get("automountServiceAccountToken") is not False:
+        p.append("the ServiceAccount %s automounts an API token" % sa)
+    for kind, name, role in bindings_of(d, sa, ns):
+        p.append("%s %s binds the agents' ServiceAccount to %s: their token is the allocator's alone"
+                 % (kind, name, role))
+    url, tf, cf = budgets.get("allocator") or "", budgets.get("tokenFile"), budgets.get("caFile")
+    if not url.startswith("https://"):
+        p.append("budgets.allocator %r is not https: the agent could not tell the allocator from a pod" % url)
+    if not tf:
+        p.append("no budgets.tokenFile: the allocator refuses every report")
+    else:
+        t = tokens.get(tf)
+        if t is None:
+            p.append("budgets.tokenFile %r is no projected serviceAccountToken of the agent's mounts (%s)"
+                     % (tf, ", ".join(sorted(tokens)) or "none"))
+        else:
+            if t[1] != AUDIENCE:
+                p.append("the token's audience is %r, not %s: the allocator refuses any other, and the API "
+                         "server's own would make it an API credential" % (t[1], AUDIENCE))
+            if not 600 <= t[2] <= 3600:
+                p.append("the token lives %rs: kubelet's bounds are 600 s up, and a stolen one should "
+                         "not outlive an hour" % t[2])
+            if not t[3]:
+                p.append("the token's volume is mounted writable")
+    if not cf:
+        p.append("no budgets.caFile: the agent could not verify the allocator")
+    else:
+        src = file_source(files, cf)
+        if src is None:
+            p.append("budgets.caFile %r is in none of the agent's mounts" % cf)
+        elif src[0] != "configMap" or src[1] != ALLOC_CA_CM or src[2] != "ca.crt":
+            p.append("budgets.caFile %r is %s %s's %s, not the ConfigMap %s's ca.crt" % (cf, src[0], src[1], src[2],
+                                                                                      ALLOC_CA_CM))
+    return p
+
+
 def check_allocator(d):
     named = load_named(d)
-    dep = named.get(("Deployment", ALLOCATOR))
+    dep = named.get((ALLOC_KIND, ALLOCATOR))
     svc = named.get(("Service", ALLOCATOR))
     cm = load_all(d)["ConfigMap"]
     p = []
     if dep is None or svc is None:
-        return ["no Deployment and Service %s" % ALLOCATOR]
+        return ["no %s and Service %s" % (ALLOC_KIND, ALLOCATOR)]
     for obj in (dep, svc):
         if obj["metadata"].get("namespace") != "kube-system":
             p.append("%s %s is not in kube-system" % (obj["kind"], ALLOCATOR))
@@ -308,9 +466,10 @@ def check_allocator(d):
         p.append("replicas is %r: three, so that one lost still leaves a choice" % spec.get("replicas"))
     if spec.get("replicas", 1) > 1 and not (flag(cmd, "--etcd") and flag(cmd, "--advertise")):
         p.append("replicas without --etcd and --advertise: each would grant the whole budget")
-    strat = spec.get("strategy") or {}
-    if strat.get("type") != "RollingUpdate" or (strat.get("rollingUpdate") or {}).get("maxSurge") != 0:
-        p.append("strategy is not RollingUpdate with maxSurge 0 (a node each: no fourth replica)")
+    if (spec.get("updateStrategy") or {}).get("type", "RollingUpdate") != "RollingUpdate":
+        p.append("updateStrategy is not RollingUpdate: a new image would reach no replica")
+    if spec.get("podManagementPolicy") != "Parallel":
+        p.append("podManagementPolicy is not Parallel: replica N waits for N-1 to be ready")
     anti = (((spec["template"]["spec"].get("affinity") or {}).get("podAntiAffinity") or {})
             .get("requiredDuringSchedulingIgnoredDuringExecution") or [])
     if not any(t.get("topologyKey") == "kubernetes.io/hostname" and
@@ -324,9 +483,24 @@ def check_allocator(d):
         p.append("the PodDisruptionBudget lets %r go at once" % pdb["spec"].get("maxUnavailable"))
     adv = flag(cmd, "--advertise") or ""
     env = {e["name"]: e for e in allocator_container(dep).get("env", [])}
-    m = re.fullmatch(r"http://\$\((\w+)\):(\d+)", adv)
-    if not m or ((env.get(m.group(1)) or {}).get("valueFrom") or {}).get("fieldRef", {}).get("fieldPath") != "status.podIP":
-        p.append("--advertise %r is not http://$(VAR):PORT with VAR the pod's IP (the nodes reach the leader there)" % adv)
+    ns = dep["metadata"].get("namespace")
+    m = re.fullmatch(r"https://\$\((\w+)\)\.([a-z0-9-]+)\.([a-z0-9-]+)\.svc:(\d+)", adv)
+    if not m or ((env.get(m.group(1)) or {}).get("valueFrom") or {}).get("fieldRef", {}).get("fieldPath") != "metadata.name":
+        p.append("--advertise %r is not https://$(VAR).SERVICE.NAMESPACE.svc:PORT with VAR the pod's name (the "
+                 "replica's own name, which the serving certificate covers; a pod IP it cannot)" % adv)
+    elif m.group(2) != spec.get("serviceName") or m.group(3) != ns:
+        p.append("--advertise names %s.%s, the StatefulSet's pods are named under %s.%s"
+                 % (m.group(2), m.group(3), spec.get("serviceName"), ns))
+    peers = named.get(("Service", spec.get("serviceName") or ""))
+    if peers is None or peers["spec"].get("clusterIP") != "None":
+        p.append("serviceName %r is no headless Service: the replicas' names would not resolve"
+                 % spec.get("serviceName"))
+    else:
+        if peers["spec"].get("publishNotReadyAddresses") is not True:
+            p.append("%s: publishNotReadyAddresses is not true (a new leader is named before it is ready)"
+                     % spec.get("serviceName"))
+        if any(tpl_labels(dep).get(k) != v for k, v in (peers["spec"].get("selector") or {"": None}).items()):
+            p.append("%s does not select the allocator's pods" % spec.get("serviceName"))
     tpl = spec["template"]
     pod = tpl["spec"]
     labels = tpl["metadata"]["labels"]
@@ -335,9 +509,10 @@ def check_allocator(d):
     if pod.get("hostNetwork"):
         p.append("hostNetwork: the allocator needs none")
     if pod.get("automountServiceAccountToken") is not False:
-        p.append("automountServiceAccountToken is not false (it never calls the API server)")
+        p.append("automountServiceAccountToken is not false (its one API token is the volume it names)")
     if len(pod["containers"]) != 1:
         p.append("%d containers, expected the allocator alone" % len(pod["containers"]))
+    p += check_allocator_trust(d, dep)
     psc = pod.get("securityContext") or {}
     c = allocator_container(dep)
     sc = c.get("securityContext") or {}
@@ -359,12 +534,12 @@ def check_allocator(d):
     listen = flag(cmd, "--listen") or ":9618"
     port = int(listen.rsplit(":", 1)[1])
     ports = {pt.get("name"): pt.get("containerPort") for pt in c.get("ports", [])}
-    if ports.get("http") != port:
-        p.append("container port 'http' is %r, the allocator listens on %r" % (ports.get("http"), port))
+    if ports.get("https") != port:
+        p.append("container port 'https' is %r, the allocator listens on %r" % (ports.get("https"), port))
     for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
         g = (c.get(probe) or {}).get("httpGet") or {}
-        if g.get("path") != path or g.get("port") != port:
-            p.append("%s is not httpGet %s on port %r" % (probe, path, port))
+        if g.get("path") != path or g.get("port") != port or g.get("scheme") != "HTTPS":
+            p.append("%s is not httpGet %s on port %r, scheme HTTPS (it serves nothing else)" % (probe, path, port))
     res = c.get("resources") or {}
     if "cpu" not in (res.get("requests") or {}) or "memory" not in (res.get("limits") or {}):
         p.append("no cpu request or memory limit")
@@ -384,12 +559,12 @@ def check_allocator(d):
             not svc["spec"].get("selector"):
         p.append("the Service's selector does not match the allocator's pods")
     sp = svc["spec"].get("ports") or []
-    if len(sp) != 1 or sp[0].get("targetPort") not in ("http", port):
+    if len(sp) != 1 or sp[0].get("targetPort") not in ("https", port):
         p.append("the Service's port does not target the allocator's")
     conflist = json.loads(cm["data"][CONFLIST_KEY])
     entry = next(e for e in conflist["plugins"] if e["type"] == "tollgate")
     budgets = entry.get("budgets") or {}
-    want = "http://%s.%s.svc:%d" % (ALLOCATOR, svc["metadata"]["namespace"], sp[0]["port"] if sp else 0)
+    want = "https://%s.%s.svc:%d" % (ALLOCATOR, svc["metadata"]["namespace"], sp[0]["port"] if sp else 0)
     got = budgets.get("allocator")
     if got != want:
         p.append("the ConfigMap's budgets.allocator is %r, the Service is %s" % (got, want))
@@ -405,6 +580,92 @@ def check_allocator(d):
         if pol.get("leaseSeconds", 10) > budgets.get("leaseSeconds", 10):
             p.append("the policy's leaseSeconds %r is longer than the conflist's budgets.leaseSeconds %r "
                      "(the longest lease a node takes)" % (pol.get("leaseSeconds", 10), budgets.get("leaseSeconds", 10)))
+    return p
+
+
+def tpl_labels(w):
+    return w["spec"]["template"]["metadata"].get("labels") or {}
+
+
+def check_allocator_trust(d, dep):
+    """HTTPS with the Secret ALLOC_TLS's certificate (a directory mount: renewals reach
+    it); the reports' tokens checked against the API server's JWKS, read with the pod's
+    own token (a projected volume: a token and kube-root-ca.crt) by a ServiceAccount
+    bound to the issuer's discovery alone, and an issuer; etcd over https with the
+    client certificate of the Secret ETCD_CLIENT; never --insecure-no-auth"""
+    p = []
+    pod = dep["spec"]["template"]["spec"]
+    c = allocator_container(dep)
+    cmd = c["command"] + c.get("args", [])
+    ns = dep["metadata"].get("namespace")
+    files = mounted_files(pod, c)
+    if any(w.split("=", 1)[0] == "--insecure-no-auth" for w in cmd):
+        p.append("--insecure-no-auth: every pod could report for any node")
+
+    def in_secret(f, secret, key):
+        path = flag(cmd, f)
+        src = file_source(files, path or "")
+        if path is None:
+            p.append("no %s" % f)
+        elif src is None or src[:3] != ("secret", secret, key):
+            p.append("%s %r is not %s in the Secret %s's mount (%s)" % (f, path, key, secret, src))
+    in_secret("--tls-cert", ALLOC_TLS, "tls.crt")
+    in_secret("--tls-key", ALLOC_TLS, "tls.key")
+    for m in c.get("volumeMounts", []):
+        if m.get("subPath") or m.get("subPathExpr"):
+            p.append("%s is mounted with subPath: kubelet never updates it (a renewed certificate, an "
+                     "edited policy would wait for a restart)" % m["mountPath"])
+    # the tokens' keys and issuer
+    jwks = flag(cmd, "--jwks")
+    if jwks is None:
+        p.append("no --jwks: the allocator would take reports unauthenticated (or refuse to start)")
+    elif jwks != JWKS_URL:
+        if jwks.startswith("/") and file_source(files, jwks) is None:
+            p.append("--jwks %r is in none of the allocator's mounts" % jwks)
+        elif not jwks.startswith("/"):
+            p.append("--jwks is %r, not the API server's %s" % (jwks, JWKS_URL))
+    if jwks == JWKS_URL:
+        tok = files.get(flag(cmd, "--jwks-token") or "")
+        if tok is None or tok[0] != "token":
+            p.append("--jwks-token %r is no projected serviceAccountToken of the pod" % flag(cmd, "--jwks-token"))
+        elif tok[1] not in (None, ""):
+            p.append("--jwks-token's audience is %r: the API server takes its own alone" % tok[1])
+        ca = file_source(files, flag(cmd, "--jwks-ca") or "")
+        if ca is None or ca[:3] != ("configMap", "kube-root-ca.crt", "ca.crt"):
+            p.append("--jwks-ca %r is not kube-root-ca.crt's ca.crt (the API server's CA)" % flag(cmd, "--jwks-ca"))
+        sa = pod.get("serviceAccountName", "default")
+        sao = load_named(d).get(("ServiceAccount", sa))
+        if sa == "default" or sao is None or sao["metadata"].get("namespace") != ns:
+            p.append("serviceAccountName %r is not a ServiceAccount of the allocator's own in %s" % (sa, ns))
+        roles = sorted(r for _, _, r in bindings_of(d, sa, ns))
+        if roles != ["system:service-account-issuer-discovery"]:
+            p.append("the allocator's ServiceAccount is bound to %r: the issuer's discovery alone" % roles)
+    # the agents' account: the DaemonSet's (the allocator's default is kube-system:tollgate)
+    ds = load_named(d).get(("DaemonSet", "tollgate"))
+    if ds is not None and flag(cmd, "--insecure-no-auth") is None:
+        want = "%s:%s" % (ds["metadata"].get("namespace"),
+                          ds["spec"]["template"]["spec"].get("serviceAccountName", "default"))
+        got = flag(cmd, "--agent-account") or "kube-system:" + AGENT_SA
+        if got != want:
+            p.append("--agent-account is %s, the agents' ServiceAccount is %s: every report would be refused"
+                     % (got, want))
+    iss = flag(cmd, "--issuer")
+    if iss is None:
+        p.append("no --issuer: the default is kubeadm's, say the cluster's")
+    else:
+        env = {e["name"]: e.get("value") for e in c.get("env", [])}
+        m = re.fullmatch(r"\$\((\w+)\)", iss)
+        val = env.get(m.group(1)) if m else iss
+        if not (val or "").startswith("https://"):
+            p.append("--issuer %r is %r, not an https URL" % (iss, val))
+    # etcd: https, the client certificate
+    etcd = flag(cmd, "--etcd")
+    if etcd is not None:
+        if not all(u.startswith("https://") for u in etcd.split(",")):
+            p.append("--etcd %r is not https: whoever reaches etcd could write the election key" % etcd)
+        in_secret("--etcd-ca", ETCD_CLIENT, "ca.crt")
+        in_secret("--etcd-cert", ETCD_CLIENT, "tls.crt")
+        in_secret("--etcd-key", ETCD_CLIENT, "tls.key")
     return p
 
 
@@ -501,7 +762,7 @@ def check_etcd(d):
     """components/etcd: a 3-member cluster the allocator's --etcd names"""
     named = load_named(d)
     sts, svc = named.get(("StatefulSet", ETCD)), named.get(("Service", ETCD))
-    dep = named.get(("Deployment", ALLOCATOR))
+    dep = named.get((ALLOC_KIND, ALLOCATOR))
     p = []
     if sts is None or svc is None:
         return ["no StatefulSet and Service %s" % ETCD]
@@ -521,19 +782,41 @@ def check_etcd(d):
     pdb = named.get(("PodDisruptionBudget", ETCD))
     if pdb is None or pdb["spec"].get("minAvailable") != 2:
         p.append("no PodDisruptionBudget keeping two members (the quorum)")
-    cmd = etcd_container(sts)["command"]
+    ec = etcd_container(sts)
+    cmd = ec["command"]
     dom = "%s.%s.svc" % (ETCD, ns)
-    want_peers = ",".join("%s-%d=http://%s-%d.%s:2380" % (ETCD, i, ETCD, i, dom) for i in range(3))
+    want_peers = ",".join("%s-%d=https://%s-%d.%s:2380" % (ETCD, i, ETCD, i, dom) for i in range(3))
     if flag(cmd, "--initial-cluster") != want_peers:
         p.append("--initial-cluster is %r, the members are %s" % (flag(cmd, "--initial-cluster"), want_peers))
-    if flag(cmd, "--advertise-client-urls") != "http://$(POD_NAME).%s:2379" % dom:
-        p.append("--advertise-client-urls is not the member's own name")
+    if flag(cmd, "--advertise-client-urls") != "https://$(POD_NAME).%s:2379" % dom:
+        p.append("--advertise-client-urls is not the member's own name, https")
+    for f in ("--listen-client-urls", "--listen-peer-urls", "--initial-advertise-peer-urls"):
+        if not all(u.startswith("https://") for u in (flag(cmd, f) or "").split(",")):
+            p.append("%s %r is not https" % (f, flag(cmd, f)))
+    # TLS with client certificates, clients and peers, the files in Secrets
+    for b in ("--client-cert-auth", "--peer-client-cert-auth"):
+        if b not in cmd and flag(cmd, b) != "true":
+            p.append("no %s: anyone reaching the port could write the election key" % b)
+    files = mounted_files(sts["spec"]["template"]["spec"], ec)
+    for f in ("--trusted-ca-file", "--cert-file", "--key-file", "--peer-trusted-ca-file",
+              "--peer-cert-file", "--peer-key-file"):
+        src = file_source(files, flag(cmd, f) or "")
+        if src is None or src[0] != "secret":
+            p.append("%s %r is in no mounted Secret" % (f, flag(cmd, f)))
+    # the probes: plain HTTP on the metrics port (kubelet has no client certificate)
+    murl = flag(cmd, "--listen-metrics-urls") or ""
+    mport = int(murl.rsplit(":", 1)[1]) if re.fullmatch(r"http://[^/]+:\d+", murl) else None
+    for probe in ("readinessProbe", "livenessProbe"):
+        g = (ec.get(probe) or {}).get("httpGet") or {}
+        if g.get("path") != "/health" or g.get("port") != mport or g.get("scheme", "HTTP") != "HTTP":
+            p.append("%s is not httpGet /health on --listen-metrics-urls' port %r: the client port wants "
+                     "a certificate kubelet does not have" % (probe, mport))
     mounts = {m["mountPath"] for m in etcd_container(sts).get("volumeMounts", [])}
     if flag(cmd, "--data-dir") not in mounts:
         p.append("--data-dir is not on the member's volume")
     if dep is not None:
         urls = (flag(allocator_container(dep)["command"], "--etcd") or "").split(",")
-        want = ["http://%s-%d.%s:2379" % (ETCD, i, dom) for i in range(3)]
+        want = ["https://%s-%d.%s:2379" % (ETCD, i, dom) for i in range(3)]
         if urls != want:
             p.append("the allocator's --etcd is %r, the members are %s" % (urls, want))
     netpol = named.get(("NetworkPolicy", ETCD))
@@ -548,9 +831,9 @@ def check_etcd_tls(d, base):
     """components/etcd-tls over the base: https, its certificates under a Secret's mount,
     every other flag and mount the base's; no etcd of Tollgate's own"""
     named, bnamed = load_named(d), load_named(base)
-    dep, bdep = named.get(("Deployment", ALLOCATOR)), bnamed.get(("Deployment", ALLOCATOR))
+    dep, bdep = named.get((ALLOC_KIND, ALLOCATOR)), bnamed.get((ALLOC_KIND, ALLOCATOR))
     if dep is None or bdep is None:
-        return ["no Deployment %s in both renderings" % ALLOCATOR]
+        return ["no %s %s in both renderings" % (ALLOC_KIND, ALLOCATOR)]
     p = []
     if ("StatefulSet", ETCD) in named:
         p.append("the StatefulSet %s is there too: the TLS component is for a cluster's own etcd" % ETCD)
@@ -607,12 +890,12 @@ def check_monitoring(d, release=RELEASE, runbook_base=RUNBOOK_BASE):
                 p.append("the target's %r is not dropped: series without Tollgate's own would get "
                          "the agent's" % lbl)
     named = load_named(d)
-    apm, dep = named.get(("PodMonitor", ALLOCATOR)), named.get(("Deployment", ALLOCATOR))
+    apm, dep = named.get(("PodMonitor", ALLOCATOR)), named.get((ALLOC_KIND, ALLOCATOR))
     if dep is None:
         if apm is not None:
-            p.append("a PodMonitor %s without the allocator's Deployment" % ALLOCATOR)
+            p.append("a PodMonitor %s without the allocator's %s" % (ALLOCATOR, ALLOC_KIND))
     elif apm is None:
-        p.append("no PodMonitor %s for the allocator's Deployment" % ALLOCATOR)
+        p.append("no PodMonitor %s for the allocator's %s" % (ALLOCATOR, ALLOC_KIND))
     else:
         alabels = dep["spec"]["template"]["metadata"]["labels"]
         if any(alabels.get(k) != v for k, v in apm["spec"]["selector"]["matchLabels"].items()):
@@ -629,6 +912,23 @@ def check_monitoring(d, release=RELEASE, runbook_base=RUNBOOK_BASE):
             for lbl in ("namespace", "pod"):
                 if not any(re.fullmatch(rx, lbl) for rx in dropped):
                     p.append("the allocator's PodMonitor keeps the target's %r" % lbl)
+            # https, verified with the serving certificate's CA by a name it covers
+            if ep.get("scheme") != "https":
+                p.append("the allocator's PodMonitor scrapes with scheme %r: it serves https alone"
+                         % ep.get("scheme", "http"))
+            tc = ep.get("tlsConfig") or {}
+            ca = (tc.get("ca") or {}).get("secret") or {}
+            if tc.get("insecureSkipVerify"):
+                p.append("the allocator's PodMonitor skips verifying its certificate")
+            if (ca.get("name"), ca.get("key")) != (ALLOC_TLS, "ca.crt"):
+                p.append("the allocator's PodMonitor verifies with %r, not %s's ca.crt" % (ca, ALLOC_TLS))
+            if tc.get("keySecret") or tc.get("cert"):
+                p.append("the allocator's PodMonitor presents a client certificate (the operator would copy "
+                         "a key into the Prometheus)")
+            want_sn = "%s.%s.svc" % (ALLOCATOR, dep["metadata"].get("namespace"))
+            if tc.get("serverName") != want_sn:
+                p.append("the allocator's PodMonitor checks the name %r, not the Service's %s (the target is a "
+                         "pod IP, which the certificate does not name)" % (tc.get("serverName"), want_sn))
     for g in pr["spec"]["groups"]:
         for r in g["rules"]:
             if "alert" in r:
@@ -668,6 +968,8 @@ def check_no_budgets(d, deploy=None):
     for x in docs(d):
         if x["metadata"]["name"].startswith(ALLOCATOR):
             p.append("%s/%s without components/budgets" % (x["kind"], x["metadata"]["name"]))
+        elif x["kind"] == "ServiceAccount" or x["apiVersion"].startswith("cert-manager.io/"):
+            p.append("%s/%s without components/budgets" % (x["kind"], x["metadata"]["name"]))
     for g in load_all(d)["PrometheusRule"]["spec"]["groups"]:
         for r in g["rules"]:
             m = re.search(BUDGET_METRIC_RE, str(r["expr"]))
@@ -706,7 +1008,7 @@ def check_up_label(d):
     for name, value in UP_VALUES.items():
         pm = named.get(("PodMonitor", name))
         if pm is None:
-            if name != ALLOCATOR or ("Deployment", ALLOCATOR) in named:
+            if name != ALLOCATOR or (ALLOC_KIND, ALLOCATOR) in named:
                 p.append("no PodMonitor %s" % name)
             continue
         for ep in pm["spec"]["podMetricsEndpoints"]:
@@ -799,9 +1101,9 @@ def check_generated(d):
     if cm["metadata"].get("namespace") != "kube-system":
         p.append("the ConfigMap is not in kube-system")
     named = load_named(d)
-    dep = named.get(("Deployment", ALLOCATOR))
+    dep = named.get((ALLOC_KIND, ALLOCATOR))
     # the agents mount the conflist; the allocator (components/budgets) its policy alone
-    for kind, wname, want in (("DaemonSet", "tollgate", name), ("Deployment", ALLOCATOR, POLICY_CM)):
+    for kind, wname, want in (("DaemonSet", "tollgate", name), (ALLOC_KIND, ALLOCATOR, POLICY_CM)):
         w = named.get((kind, wname))
         if w is None:
             if kind == "DaemonSet":
@@ -906,6 +1208,159 @@ def referenced(d, deploy):
     return recorded, names
 
 
+# ---- the certificates (components/cert-manager)
+
+def dns_covers(names, host):
+    """a certificate naming NAMES is valid for HOST (RFC 6125: a wildcard stands for
+    one whole left-most label)"""
+    for n in names:
+        if n == host:
+            return True
+        if n.startswith("*.") and "." in host and host.split(".", 1)[1] == n[2:] and host.split(".", 1)[0]:
+            return True
+    return False
+
+
+def certificates(d):
+    """{secretName: Certificate}"""
+    return {x["spec"]["secretName"]: x for x in docs(d)
+            if x["kind"] == "Certificate" and x["apiVersion"].startswith("cert-manager.io/")}
+
+
+def issuer_ca(d, cert):
+    """the secret of the CA the Certificate's Issuer signs with (None: not a CA Issuer)"""
+    ref = cert["spec"].get("issuerRef") or {}
+    iss = load_named(d).get((ref.get("kind", "Issuer"), ref.get("name")))
+    return ((iss or {}).get("spec") or {}).get("ca", {}).get("secretName")
+
+
+def check_certificates(d):
+    """every Secret the allocator and etcd mount is a Certificate's; the serving one names the
+    Service (budgets.allocator) and any replica (--advertise) and no IP; two CAs, the
+    allocator's signing its serving certificate alone; etcd's server certificate serves
+    clientAuth too and names the members the allocator's --etcd names; namespaced
+    Issuers; a renewal before each end"""
+    p = []
+    named = load_named(d)
+    certs = certificates(d)
+    dep, sts = named.get((ALLOC_KIND, ALLOCATOR)), named.get(("StatefulSet", ETCD))
+    for w in (dep, sts):
+        if w is None:
+            continue
+        for v in w["spec"]["template"]["spec"].get("volumes", []):
+            sec = (v.get("secret") or {}).get("secretName")
+            if sec and sec not in certs:
+                p.append("%s mounts the Secret %s, which no Certificate issues" % (w["metadata"]["name"], sec))
+    for sec, cert in certs.items():
+        ref = cert["spec"].get("issuerRef") or {}
+        if ref.get("kind", "Issuer") != "Issuer":
+            p.append("Certificate %s is issued by a %s: an Issuer keeps the CA's key in %s"
+                     % (cert["metadata"]["name"], ref.get("kind"), cert["metadata"].get("namespace")))
+        if (ref.get("kind", "Issuer"), ref.get("name")) not in named:
+            p.append("Certificate %s names the Issuer %s, which is not there" % (cert["metadata"]["name"], ref.get("name")))
+        if not cert["spec"].get("renewBefore"):
+            p.append("Certificate %s has no renewBefore" % cert["metadata"]["name"])
+    srv = certs.get(ALLOC_TLS)
+    if dep is None:
+        return p
+    if srv is None:
+        return p + ["no Certificate for %s" % ALLOC_TLS]
+    names = srv["spec"].get("dnsNames") or []
+    c = allocator_container(dep)
+    entry = next(e for e in json.loads(agents_configmap(d)["data"][CONFLIST_KEY])["plugins"] if e["type"] == "tollgate")
+    host = re.sub(r"^https://([^:/]+).*", r"\1", (entry.get("budgets") or {}).get("allocator", ""))
+    if not dns_covers(names, host):
+        p.append("the serving certificate %r does not name %s (budgets.allocator)" % (names, host))
+    adv = flag(c["command"], "--advertise") or ""
+    for i in range(dep["spec"].get("replicas", 1)):
+        h = re.sub(r"^https://([^:/]+).*", r"\1", adv.replace("$(POD_NAME)", "%s-%d" % (ALLOCATOR, i)))
+        if not dns_covers(names, h):
+            p.append("the serving certificate %r does not name replica %d (%s): an agent would refuse its "
+                     "redirect" % (names, i, h))
+    if srv["spec"].get("ipAddresses"):
+        p.append("the serving certificate names IPs: a pod's address is not the allocator's")
+    if "server auth" not in (srv["spec"].get("usages") or []):
+        p.append("the serving certificate's usages lack server auth")
+    ca = issuer_ca(d, srv)
+    if ca is None or not (certs.get(ca) or {}).get("spec", {}).get("isCA"):
+        p.append("the serving certificate's Issuer is not a CA Issuer of a Certificate of the rendering")
+    others = sorted(s for s, x in certs.items() if s != ALLOC_TLS and issuer_ca(d, x) == ca)
+    if ca and others:
+        p.append("the allocator's CA (%s) also signs %s: an agent would take those for the allocator"
+                 % (ca, ", ".join(others)))
+    if sts is not None:
+        ec = etcd_container(sts)
+        files = mounted_files(sts["spec"]["template"]["spec"], ec)
+        cmd = ec["command"]
+        src = file_source(files, flag(cmd, "--cert-file") or "")
+        es = certs.get(src[1]) if src else None
+        if es is None:
+            p.append("etcd's --cert-file is no Certificate's")
+        else:
+            if not {"server auth", "client auth"} <= set(es["spec"].get("usages") or []):
+                p.append("etcd's server certificate is not server auth and client auth (its JSON gateway is a "
+                         "client of its own gRPC server with it)")
+            for u in (flag(c["command"], "--etcd") or "").split(","):
+                h = re.sub(r"^https://([^:/]+).*", r"\1", u)
+                if not dns_covers(es["spec"].get("dnsNames") or [], h):
+                    p.append("etcd's server certificate does not name %s (the allocator's --etcd)" % h)
+        cl = certs.get(ETCD_CLIENT)
+        if cl is None or "client auth" not in (cl["spec"].get("usages") or []):
+            p.append("no client-auth Certificate for %s" % ETCD_CLIENT)
+        elif es is not None and issuer_ca(d, cl) != issuer_ca(d, es):
+            p.append("the allocator's client certificate and etcd's are of two CAs: etcd would refuse it")
+    return p
+
+
+def cert_spec(d, secret):
+    """what to mint for SECRET: the Certificate's commonName, dnsNames, ipAddresses, usages"""
+    cert = certificates(d).get(secret)
+    if cert is None:
+        raise SystemExit("no Certificate for %s in %s" % (secret, d))
+    sp = cert["spec"]
+    return {k: sp.get(k) for k in ("commonName", "dnsNames", "ipAddresses", "usages", "isCA")}
+
+
+# ---- the API server's JWKS endpoint (the tokens: sa_token.py)
+
+def api_serve(addr, cert, key, token_file, jwks, log):
+    """the API server's /openid/v1/jwks over HTTPS (CERT, KEY) at ADDR:PORT, to a client
+    whose bearer token is TOKEN_FILE's (re-read each time); 401 to any other, 404 for
+    another path. "# serving" in LOG, then a line a request: METHOD PATH STATUS"""
+    import http.server
+    import ssl
+    host, port = addr.rsplit(":", 1)
+    out = open(log, "a", buffering=1)
+
+    class H(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            with open(token_file) as fh:
+                want = "Bearer " + fh.read().strip()
+            if self.headers.get("Authorization") != want:
+                code, body = 401, b'{"kind":"Status","code":401}'
+            elif self.path != "/openid/v1/jwks":
+                code, body = 404, b'{"kind":"Status","code":404}'
+            else:
+                with open(jwks, "rb") as fh:
+                    code, body = 200, fh.read()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/jwk-set+json" if code == 200 else "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            out.write("GET %s %d\n" % (self.path, code))
+
+        def log_message(self, *a):
+            pass
+
+    srv = http.server.ThreadingHTTPServer((host, int(port)), H)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+    out.write("# serving\n")
+    srv.serve_forever()
+
+
 # ---- what kubelet gives a container (tests/integration/test_deploy.sh runs them so)
 
 def workload(d, ref):
@@ -996,6 +1451,16 @@ def kubelet_configmaps(d, ref, container):
     return out
 
 
+def kubelet_mounts(d, ref, container):
+    """every file the container's Secret, ConfigMap and projected mounts hold, as
+    mounted_files says: "PATH KIND NAME KEY" (a token: "PATH token AUDIENCE -"; a whole
+    Secret or ConfigMap: its directory, with a / and KEY -)"""
+    pod = workload(d, ref)["spec"]["template"]["spec"]
+    c = next(x for x in pod["containers"] if x["name"] == container)
+    return ["%s %s %s %s" % (path, src[0], src[1] or "-", src[2] if src[0] != "token" and src[2] else "-")
+            for path, src in sorted(mounted_files(pod, c).items())]
+
+
 def dns_serve(specs, log):
     """A DNS server on UDP, for the test's cluster: SPEC is ADDR=NAME:IP,NAME:IP...
     (names without the final dot); A for those names, an empty answer for
@@ -1053,6 +1518,7 @@ def sniff(ifname, seconds, pattern):
     rx = re.compile(pattern.encode())
     sk = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
     sk.bind((ifname, 0))
+    print("# sniffing", file=sys.stderr, flush=True)
     end = time.monotonic() + float(seconds)
     while time.monotonic() < end:
         sk.settimeout(max(0.05, end - time.monotonic()))
@@ -1065,6 +1531,26 @@ def sniff(ifname, seconds, pattern):
             print(m.group(1).decode("ascii", "replace"))
             return 0
     return 1
+
+
+CHECKS = {"daemonset": check_daemonset, "allocator": check_allocator, "etcd": check_etcd,
+          "certificates": check_certificates}
+
+
+def teeth(lines):
+    """each line "WHAT<TAB>RENDERED<TAB>CHECK [--release R] [--runbook-base URL]": the check
+    run on RENDERED in this one process; prints "WHAT<TAB>refused" or "WHAT<TAB>taken" """
+    for line in lines:
+        if not line.strip():
+            continue
+        what, rendered, check = line.rstrip("\n").split("\t")
+        words = check.split()
+        opts = dict(zip(words[1::2], words[2::2]))
+        if words[0] == "monitoring":
+            p = check_monitoring(rendered, opts.get("--release", RELEASE), opts.get("--runbook-base", RUNBOOK_BASE))
+        else:
+            p = CHECKS[words[0]](rendered)
+        print("%s\t%s" % (what, "refused" if p else "taken"), flush=True)
 
 
 def main():
@@ -1084,6 +1570,12 @@ def main():
         return 0
     if args[0] == "sniff":  # sniff IFNAME SECONDS PATTERN
         return sniff(*args[1:4])
+    if args[0] == "teeth":  # teeth - (lines on stdin)
+        teeth(sys.stdin)
+        return 0
+    if args[0] == "api-serve":  # api-serve ADDR:PORT CERT KEY TOKEN-FILE JWKS LOG
+        api_serve(*args[1:7])
+        return 0
     d, what, rest = args[0], args[1], args[2:]
     fields = {}
     while "--field" in rest:
@@ -1131,7 +1623,7 @@ def main():
     elif what == "etcd-args":
         print("\n".join(etcd_container(load_named(d)[("StatefulSet", ETCD)])["command"]))
     elif what == "allocator-args":
-        print("\n".join(allocator_container(load_named(d)[("Deployment", ALLOCATOR)])["command"]))
+        print("\n".join(allocator_container(load_named(d)[(ALLOC_KIND, ALLOCATOR)])["command"]))
     elif what == "rules":
         with open(rest[0], "w") as fh:
             yaml.safe_dump(load_all(d)["PrometheusRule"]["spec"], fh, sort_keys=False)
@@ -1147,6 +1639,13 @@ def main():
         print("\n".join(words))
     elif what == "kubelet-resolv":  # KIND/NAME NAMESPACE CLUSTER-DNS NODE-RESOLV-CONF
         sys.stdout.write(kubelet_resolv(d, *rest[:4]))
+    elif what == "kubelet-mounts":  # KIND/NAME CONTAINER
+        for line in kubelet_mounts(d, rest[0], rest[1]):
+            print(line)
+    elif what == "certificates":
+        problems = check_certificates(d)
+    elif what == "cert-spec":  # SECRET
+        print(json.dumps(cert_spec(d, rest[0])))
     elif what == "kubelet-configmaps":  # KIND/NAME CONTAINER
         for line in kubelet_configmaps(d, rest[0], rest[1]):
             print(line)

@@ -14,14 +14,24 @@
 # component's conflist is the base's plus its budgets block, which holds how
 # to reach the allocator and no budget. The DaemonSet: ClusterFirstWithHostNet on
 # the host network, --node-name=$(NODE_NAME) from spec.nodeName, a bounded
-# share of the nodes at a time. The allocator's Deployment (three replicas
-# electing on etcd, no capability; its policy a ConfigMap of its own,
+# share of the nodes at a time. With components/budgets the agents' credentials:
+# their ServiceAccount bound to nothing, the projected token of audience
+# tollgate-allocator where budgets.tokenFile points, the allocator's CA from a
+# ConfigMap where budgets.caFile points, no Secret. The allocator's
+# StatefulSet (three replicas electing on etcd, no capability; HTTPS from the
+# Secret tollgate-allocator-tls, the reports' tokens checked against the API
+# server's JWKS read with its own token under the issuer's discovery alone,
+# its own name under the headless Service advertised, etcd over https with a
+# client certificate; its policy a ConfigMap of its own,
 # tollgate-allocator-policy, one name and not immutable, mounted as a
 # directory where --policy points, never the agents' ConfigMap; the policy's
 # reportSeconds the conflist's) and its Service,
-# which budgets.allocator names; components/etcd's members, and
+# which budgets.allocator names; components/etcd's members (TLS, client and
+# peer certificates required, probes on the metrics port), and
 # components/etcd-tls over the base with budgets (https, certificates in a
-# Secret, the rest the component's). The PodMonitors and the PrometheusRule:
+# Secret, the rest the component's); components/cert-manager's Certificates
+# (every Secret mounted issued, the serving one naming the Service and every
+# replica, two CAs, etcd's server certificate clientAuth too). The PodMonitors and the PrometheusRule:
 # the release label kube-prometheus-stack selects by, the
 # tollgate="agent|allocator" label on `up` that the down alerts select by (no
 # rule matches on job), every alert's runbook_url and its heading in
@@ -51,10 +61,16 @@
 # set, silent about it; the installed conflist at 1.0.0, the plugin alone,
 # forwards a host port into a pod (runtimeConfig.portMappings, as the
 # runtime passes it for the capability the conflist declares). Then the
-# example overlay's (components/budgets): its allocator as nobody with no
+# example overlay's (components/budgets): its Secrets, ConfigMaps and tokens
+# made as their issuers would (openssl from the overlay's Certificates, tokens
+# signed as the API server signs them, its JWKS served by a stand-in API
+# server to the allocator's own token); its allocator as nobody with no
 # capability, its policy's ConfigMap mounted as kubelet mounts it (a
-# directory, the ..data link), finding etcd by its members' names through
-# the cluster DNS and leading; a report answered with the policy's budgets
+# directory, the ..data link), finding etcd (TLS, client certificates) by its
+# members' names through the cluster DNS and leading; reports refused without
+# a valid token (401) or for another node (403), counted; HTTPS for the
+# Service's and the replica's own name, refused for another name or CA; an
+# election key written without etcd's certificate refused; a report answered with the policy's budgets
 # (the answer's "policy", bytes/s) and, once it names that policy, without
 # them; the ConfigMap edited as kubelet applies an edit (..data swapped): the
 # next answer carries the new budget, the same process; an invalid edit
@@ -62,10 +78,10 @@
 # namespace on the node; the agent of a copy without dnsPolicy (the node's
 # resolv.conf) never resolves budgets.allocator and is never answered (the
 # control), the namespace held at the join rate (no policy heard); the
-# overlay's agent resolves it through the cluster DNS and is: the namespace
-# "granted" on its /metrics, the allocator counting the report and the node,
-# the reports on the wire naming the node as spec.nodeName says, the policy
-# heard kept in budgets.json.
+# overlay's agent resolves it through the cluster DNS and is, over TLS with its
+# projected token: the namespace "granted" on its /metrics, the allocator
+# counting the report and the node, the Service's name in the handshake and
+# no report readable on the wire, the policy heard kept in budgets.json.
 #
 # Standalone: TOLLGATE_BIN_DIR=build bash tests/integration/test_deploy.sh
 # shellcheck disable=SC2016,SC1091,SC2034  # TG_BIN: read by lib.sh
@@ -152,6 +168,28 @@ refused() { # WHAT RENDERED CHECK [ARGS]: the check must refuse RENDERED
 	checkr "$@" >/dev/null 2>&1 && t_fail "the $2 check took $what"
 	return 0
 }
+# tooth WHAT RENDERED SED-EXPR CHECK [ARGS]: a copy of RENDERED broken by
+# SED-EXPR, which CHECK must refuse: a check's teeth where the break is one
+# of the rendering itself (no render each); teeth_judge has every tooth since
+# the last judged in one process (deploy_check.py teeth)
+TEETH=()
+tooth() {
+	local what=$1 r=$2 expr=$3 f
+	shift 3
+	f=$TG_TMP/bad-${#TEETH[@]}.yaml
+	sed "$expr" "$r" >"$f"
+	cmp -s "$r" "$f" && t_fail "teeth: '$expr' changed nothing in $(basename "$r")"
+	TEETH+=("$what	$f	$*")
+}
+teeth_judge() {
+	local what verdict n=0
+	while IFS=$'\t' read -r what verdict; do
+		n=$((n + 1))
+		[ "$verdict" = refused ] || t_fail "the check took $what"
+	done < <(printf '%s\n' "${TEETH[@]}" | "$PY" "$CHECK" teeth -)
+	t_expect "teeth judged" "$n" "${#TEETH[@]}"
+	TEETH=()
+}
 overlay_of() { # DIR BASE COMPONENT...: a kustomization in DIR of BASE and the components (paths relative, as kustomize wants)
 	local dir=$1 base=$2 c
 	shift 2
@@ -180,14 +218,19 @@ grep -qxE 'ConfigMap/tollgate-[a-z0-9]{10}' <<<"$out" || t_fail "the base has no
 grep -q "tollgate-etcd" <<<"$out" && t_fail "the base holds etcd (components/etcd is optional)"
 grep -q "tollgate-allocator" <<<"$out" && t_fail "the base holds the allocator (components/budgets is optional)"
 base_objs=$(grep -vE '^ConfigMap/' <<<"$out")
-bud_objs="Deployment/tollgate-allocator Service/tollgate-allocator PodMonitor/tollgate-allocator PodDisruptionBudget/tollgate-allocator"
+bud_objs="StatefulSet/tollgate-allocator Service/tollgate-allocator Service/tollgate-allocator-peers PodMonitor/tollgate-allocator
+PodDisruptionBudget/tollgate-allocator ServiceAccount/tollgate ServiceAccount/tollgate-allocator
+ClusterRoleBinding/tollgate-allocator-issuer-discovery"
 out=$(checkr "$BUD" parse 2>&1) || t_fail "base and budgets: $out"
 for want in $base_objs $bud_objs; do
 	grep -qxF "$want" <<<"$out" || t_fail "the base with components/budgets has no $want"
 done
 out=$(checkr "$OVR" parse 2>&1) || t_fail "overlay: $out"
 for want in $base_objs $bud_objs "StatefulSet/tollgate-etcd" "Service/tollgate-etcd" \
-	"PodDisruptionBudget/tollgate-etcd" "NetworkPolicy/tollgate-etcd"; do
+	"PodDisruptionBudget/tollgate-etcd" "NetworkPolicy/tollgate-etcd" Issuer/tollgate-selfsigned \
+	Certificate/tollgate-allocator-ca Issuer/tollgate-allocator-ca Certificate/tollgate-allocator-tls \
+	Certificate/tollgate-etcd-ca Issuer/tollgate-etcd-ca Certificate/tollgate-etcd-server \
+	Certificate/tollgate-etcd-peer Certificate/tollgate-etcd-client; do
 	grep -qxF "$want" <<<"$out" || t_fail "the overlay has no $want"
 done
 for f in "$DEPLOY/dashboard.json" "$DEPLOY/components/budgets/dashboard.json" "$DEPLOY/base/10-tollgate.conflist" \
@@ -220,7 +263,7 @@ t_expect "components/budgets' conflist without its budgets block" \
 # how to reach the allocator, and no budget: those are the allocator's policy
 t_expect "components/budgets' budgets block" \
 	"$(checkr "$BUD" conflist | jq -c '.plugins[] | select(.type == "tollgate") | .budgets | {allocator, keys: keys}')" \
-	'{"allocator":"http://tollgate-allocator.kube-system.svc:9618","keys":["allocator","fallback","leaseSeconds","reportSeconds"]}'
+	'{"allocator":"https://tollgate-allocator.kube-system.svc:9618","keys":["allocator","caFile","fallback","leaseSeconds","reportSeconds","tokenFile"]}'
 t_expect "components/budgets' policy" "$(checkr "$BUD" policy | jq -c '{version, namespaces}')" \
 	'{"version":1,"namespaces":{"datasets":{"internetEgress":"20G"}}}'
 t_end
@@ -275,6 +318,29 @@ copy_edit base/daemonset.yaml 's/fieldPath: spec.nodeName/fieldPath: metadata.na
 refused "--node-name from the pod's name" "$TG_TMP/copy.yaml" daemonset
 t_end
 
+t_begin "the agents' credentials for the allocator (components/budgets): the ServiceAccount tollgate, bound to nothing; the projected token of audience tollgate-allocator where budgets.tokenFile points; the allocator's CA from a ConfigMap where budgets.caFile points; no Secret; none of it without budgets"
+for r in "$BUD" "$OVR"; do
+	out=$(checkr "$r" daemonset 2>&1) || t_fail "$(basename "$r"): $(tr '\n' ';' <<<"$out")"
+done
+t_expect "the overlay's agent mounts (PATH KIND NAME KEY)" "$(checkr "$OVR" kubelet-mounts DaemonSet/tollgate agent | grep /var/run/secrets/)" \
+	"/var/run/secrets/tollgate/ca.crt configMap tollgate-allocator-ca ca.crt
+/var/run/secrets/tollgate/token token tollgate-allocator -"
+t_expect "the base's agent mounts no credentials" "$(check kubelet-mounts DaemonSet/tollgate agent | grep -c /var/run/secrets/)" 0
+# the check has teeth: the API server's audience (an API credential), the
+# token elsewhere than tokenFile, the CA from a Secret (every node could read
+# it whole) or another ConfigMap, the ServiceAccount bound to a role or not
+# named, the allocator reached over plain HTTP, caFile outside the mounts
+tooth "a token of the API server's audience" "$OVR" 's/audience: tollgate-allocator$/audience: https:\/\/kubernetes.default.svc.cluster.local/' daemonset
+tooth "a token where tokenFile does not point" "$OVR" '/audience: tollgate-allocator$/,/path: token$/s/path: token$/path: sa-token/' daemonset
+tooth "the CA from a Secret" "$OVR" '/audience: tollgate-allocator$/,/name: tollgate-allocator-ca$/s/- configMap:/- secret:/' daemonset
+tooth "the CA from another ConfigMap" "$OVR" '/audience: tollgate-allocator$/,/name: tollgate-allocator-ca$/s/name: tollgate-allocator-ca$/name: tollgate-allocator-tls/' daemonset
+tooth "the default ServiceAccount" "$OVR" '/serviceAccountName: tollgate$/d' daemonset
+tooth "the agents' ServiceAccount bound to a role" "$OVR" '$a ---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: { name: tollgate-view }\nroleRef: { apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: view }\nsubjects: [{ kind: ServiceAccount, name: tollgate, namespace: kube-system }]' daemonset
+tooth "the allocator over plain HTTP" "$OVR" 's/"allocator": "https:/"allocator": "http:/' daemonset
+tooth "caFile outside the agent's mounts" "$OVR" 's/"caFile": "\/var\/run\/secrets\/tollgate\/ca.crt"/"caFile": "\/etc\/ssl\/certs\/ca-certificates.crt"/' daemonset
+teeth_judge
+t_end
+
 t_begin "the DaemonSet's flags are the agent's own"
 while IFS= read -r w; do
 	case $w in --*) ;; *) continue ;; esac
@@ -289,7 +355,7 @@ t_begin "the allocator: three replicas electing on etcd, a node each, a PodDisru
 out=$(checkr "$BUD" allocator 2>&1) || t_fail "$(tr '\n' ';' <<<"$out")"
 t_expect "the allocator's --policy" "$(checkr "$BUD" allocator-args | grep -- '^--policy')" --policy=/etc/tollgate-allocator/policy.json
 t_expect "its ConfigMap mounts (MOUNTPATH NAME SUBPATH)" \
-	"$(checkr "$BUD" kubelet-configmaps Deployment/tollgate-allocator allocator)" "/etc/tollgate-allocator tollgate-allocator-policy -"
+	"$(checkr "$BUD" kubelet-configmaps StatefulSet/tollgate-allocator allocator)" "/etc/tollgate-allocator tollgate-allocator-policy -"
 # the policy's checks have teeth: a subPath mount (kubelet never updates it),
 # --policy outside the mount, the conflist again, a hashed or immutable
 # ConfigMap (an edit would need a rollout, or never reach the pods), a budget
@@ -321,13 +387,34 @@ copy_edit components/budgets/allocator.yaml 's/capabilities: { drop: \[ALL\] }/c
 refused "a capability" "$TG_TMP/copy-overlay.yaml" allocator
 copy_edit components/budgets/allocator.yaml 's/maxUnavailable: 1$/maxUnavailable: 3/'
 refused "a disruption budget of every replica" "$TG_TMP/copy-overlay.yaml" allocator
+# trust: HTTPS with the Secret's certificate, reports checked against the
+# API server's keys read with the pod's own token by an account that may read
+# nothing else and taken from the agents' account alone, the replica's own
+# name advertised, etcd over https with the client certificate; each shown
+# refused when broken (in the rendering: no render each)
+tooth "--insecure-no-auth instead of --jwks" "$OVR" 's/- --jwks=.*/- --insecure-no-auth/' allocator
+tooth "a serving key outside the Secret" "$OVR" 's|--tls-key=/etc/tollgate-allocator-tls/tls.key|--tls-key=/tmp/tls.key|' allocator
+tooth "the certificate mounted with subPath (no renewal reaches it)" "$OVR" 's|mountPath: /etc/tollgate-allocator-tls$|mountPath: /etc/tollgate-allocator-tls/tls.crt\n          subPath: tls.crt|' allocator
+tooth "the pod's IP advertised" "$OVR" 's|--advertise=https://$(POD_NAME).tollgate-allocator-peers.kube-system.svc:9618|--advertise=https://$(POD_IP):9618|' allocator
+tooth "replica names published only when ready" "$OVR" '/^  name: tollgate-allocator-peers$/,/publishNotReadyAddresses/s/publishNotReadyAddresses: true/publishNotReadyAddresses: false/' allocator
+tooth "probes over plain HTTP" "$OVR" 's/scheme: HTTPS$/scheme: HTTP/' allocator
+tooth "the JWKS verified with the allocator's own CA" "$OVR" 's|--jwks-ca=/var/run/secrets/kubernetes.io/serviceaccount/ca.crt|--jwks-ca=/etc/tollgate-allocator-tls/ca.crt|' allocator
+tooth "another account than the agents'" "$OVR" 's/--agent-account=kube-system:tollgate$/--agent-account=kube-system:default/' allocator
+tooth "the allocator's account bound to cluster-admin" "$OVR" 's/name: system:service-account-issuer-discovery$/name: cluster-admin/' allocator
+tooth "etcd over plain HTTP" "$OVR" 's|--etcd=https:|--etcd=http:|' allocator
+tooth "etcd's client key from the serving Secret" "$OVR" 's|--etcd-key=/etc/tollgate-etcd/tls.key|--etcd-key=/etc/tollgate-allocator-tls/tls.key|' allocator
+teeth_judge
 t_end
 
 TLS=$TG_TMP/tls.yaml
 t_begin "components/etcd: three members on three nodes, a quorum kept through drains, the allocator's --etcd names them; components/etcd-tls over the base is whole"
 out=$(checkr "$OVR" etcd 2>&1) || t_fail "$(tr '\n' ';' <<<"$out")"
-copy_edit components/etcd/etcd.yaml 's/tollgate-etcd-2=http:\/\/tollgate-etcd-2/tollgate-etcd-2=http:\/\/tollgate-etcd-9/'
+copy_edit components/etcd/etcd.yaml 's/tollgate-etcd-2=https:\/\/tollgate-etcd-2/tollgate-etcd-2=https:\/\/tollgate-etcd-9/'
 refused "a wrong --initial-cluster" "$TG_TMP/copy-overlay.yaml" etcd
+tooth "members taking clients without a certificate" "$OVR" '/- --client-cert-auth$/d' etcd
+tooth "members taking peers without a certificate" "$OVR" '/- --peer-client-cert-auth$/d' etcd
+tooth "members serving plain HTTP" "$OVR" 's|--listen-client-urls=https://|--listen-client-urls=http://|' etcd
+tooth "probes on the client port (kubelet has no certificate)" "$OVR" 's/^\( *\)port: 2381$/\1port: 2379/' etcd
 # an overlay of the base with the TLS component, as a cluster's own would be
 overlay_of "$TG_TMP/tls" "$DEPLOY/base" "$DEPLOY/components/budgets" "$DEPLOY/components/etcd-tls"
 render "$TG_TMP/tls" "$TLS"
@@ -347,9 +434,10 @@ if [ -x /usr/bin/etcd ]; then
 else
 	t_fail "/usr/bin/etcd missing (make deps: etcd-server)"
 fi
+teeth_judge
 t_end
 
-t_begin "the Deployment's flags are the allocator's own (and components/etcd-tls's)"
+t_begin "the StatefulSet's flags are the allocator's own (and components/etcd-tls's)"
 while IFS= read -r w; do
 	case $w in --*) ;; *) continue ;; esac
 	"$ALLOCATOR" --help | grep -qE -- "(^|[[ ])${w%%=*}([] =]|\$)" || t_fail "tollgate-allocator --help does not know ${w%%=*}"
@@ -364,12 +452,27 @@ done < <(checkr "$TLS" allocator-args)
 "$ALLOCATOR" --help | grep -q 'endpoints: POST /v1/report, /metrics, /healthz, /readyz' || t_fail "the allocator does not list its endpoints"
 t_end
 
+t_begin "components/cert-manager: every Secret the allocator and etcd mount is a Certificate's; the serving one names the Service and every replica, no IP; the allocator's CA signs it alone; etcd's server certificate serves clientAuth and names the members"
+out=$(checkr "$OVR" certificates 2>&1) || t_fail "$(tr '\n' ';' <<<"$out")"
+refused "components/budgets without components/cert-manager" "$BUD" certificates
+# the serving certificate drops its wildcard in the source (the check reads
+# the Certificate kustomize renders); the others in the rendering
+copy_edit components/cert-manager/certificates.yaml '/- "\*.tollgate-allocator-peers.kube-system.svc"$/d'
+refused "a serving certificate without the replicas' names" "$TG_TMP/copy-overlay.yaml" certificates
+tooth "etcd's server certificate from the allocator's CA" "$OVR" '/^  name: tollgate-etcd-server$/,/^    name: tollgate-etcd-ca$/s/name: tollgate-etcd-ca$/name: tollgate-allocator-ca/' certificates
+tooth "etcd's server certificate without clientAuth" "$OVR" '/^  name: tollgate-etcd-server$/,/^  - client auth$/{/^  - client auth$/d}' certificates
+tooth "a ClusterIssuer" "$OVR" '/^  name: tollgate-allocator-tls$/,/kind: Issuer$/s/kind: Issuer$/kind: ClusterIssuer/' certificates
+teeth_judge
+t_end
+
 t_begin "PodMonitors (honorLabels, node label, the target's namespace dropped, tollgate= on up alone; the allocator's), release labels, alerts (severity, summary, runbook_url, up selected without job), the billing rule"
 out=$(check monitoring 2>&1) || t_fail "$(tr '\n' ';' <<<"$out")"
 out=$(checkr "$BUD" monitoring 2>&1) || t_fail "base and budgets: $(tr '\n' ';' <<<"$out")"
 refused "the base's release label for another" "$BASE" monitoring --release prometheus
 copy_edit components/budgets/podmonitor.yaml 's/replacement: allocator/replacement: node/'
 refused "the allocator's targets without tollgate=allocator" "$TG_TMP/copy-overlay.yaml" monitoring --release prometheus --runbook-base https://runbooks.example.internal/tollgate
+tooth "the allocator scraped over plain HTTP" "$OVR" '/scheme: https$/d' monitoring --release prometheus --runbook-base https://runbooks.example.internal/tollgate
+tooth "the allocator's certificate not verified" "$OVR" 's/serverName: tollgate-allocator.kube-system.svc/insecureSkipVerify: true/' monitoring --release prometheus --runbook-base https://runbooks.example.internal/tollgate
 copy_edit base/podmonitor.yaml '0,/replacement: agent/s//replacement: node/'
 refused "agents' targets without tollgate=agent" "$TG_TMP/copy.yaml" monitoring
 copy_edit base/podmonitor.yaml '0,/- regex: tollgate/s//- regex: tollgate_x/'
@@ -382,6 +485,7 @@ copy_edit base/prometheusrule.yaml 's/runbook.md#tollgatepoolexhausted/runbook.m
 refused "a runbook_url of another anchor" "$TG_TMP/copy.yaml" monitoring
 copy_edit base/prometheusrule.yaml 's/(increase(tollgate_namespace_bytes_total\[1h\]))$/(tollgate_namespace_bytes_total)/'
 refused "bills from the raw counters' sum" "$TG_TMP/copy.yaml" monitoring
+teeth_judge
 t_end
 
 t_begin "every alert's runbook_url anchor is a heading in docs/runbook.md"
@@ -407,7 +511,7 @@ cmp -s "$TG_TMP/overlay.conflist" "$OVERLAY/10-tollgate.conflist" || t_fail "the
 TGE='.plugins[] | select(.type == "tollgate")'
 t_expect "overlay ipam" "$(jq -c "$TGE | .ipam | {source, exclude}" "$TG_TMP/overlay.conflist")" '{"source":"imds","exclude":["10.1.0.250"]}'
 t_expect "overlay budgets" "$(jq -c "$TGE | .budgets | {fallback, keys: keys}" "$TG_TMP/overlay.conflist")" \
-	'{"fallback":"50M","keys":["allocator","fallback","leaseSeconds","reportSeconds"]}'
+	'{"fallback":"50M","keys":["allocator","caFile","fallback","leaseSeconds","reportSeconds","tokenFile"]}'
 checkr "$OVR" policy | cmp -s - "$OVERLAY/policy.json" || t_fail "the overlay's tollgate-allocator-policy is not its policy.json"
 t_expect "overlay policy" "$(checkr "$OVR" policy | jq -c .namespaces)" \
 	'{"datasets":{"internetEgress":"20G"},"crawl":{"internetEgress":"2G"}}'
@@ -542,21 +646,33 @@ TG_TMP=""
 # resolv.conf its dnsPolicy gives, the ConfigMap's conflist as kubelet mounts
 # it (only the host's paths and the IMDS address moved into the test's).
 #
+# The Secrets, ConfigMaps and tokens kubelet would mount are made here as
+# their issuers make them: the certificates with openssl from what the
+# overlay's cert-manager Certificates say (names, usages), the tokens signed
+# as the API server signs a projected token (sa_token.py), the
+# JWKS as it publishes its keys, served by a stand-in API server that wants
+# the allocator's own token.
+#
 #   node netns (the node; hostNetwork)            peer netns (another node: pods and services)
 #   eth0 10.0.0.1, 10.0.0.4 (status.hostIP)       10.2.0.5   the allocator's pod (status.podIP)
 #   tollgate-agent $(NODE_IP):9617                10.2.0.6   its etcd (one member for the three names)
 #   fake IMDS 127.0.0.1                           10.2.0.10  the cluster DNS: tollgate-allocator.kube-system
 #   pods 10.1.0.x                                            .svc.cluster.local -> 10.2.0.5 (its Service,
-#                                                            kube-proxy's work done), the etcd names -> 10.2.0.6
+#                                                            kube-proxy's work done), the replica's own name
+#                                                            -> 10.2.0.5, the etcd names -> 10.2.0.6,
+#                                                            kubernetes.default.svc.cluster.local -> 10.2.0.1
+#                                                 10.2.0.1   the API server: /openid/v1/jwks on :443
 #                                                 10.2.0.53  the node's own resolver (the cloud's): it knows
 #                                                            no cluster name
 NODE_NAME=aks-deploy-vmss000007 # spec.nodeName: not this host's name, so --node-name shows
-CLUSTER_DNS=10.2.0.10 NODE_DNS=10.2.0.53 ETCD_IP=10.2.0.6 ALLOC_IP=$TG_PEER_POD_IP
+CLUSTER_DNS=10.2.0.10 NODE_DNS=10.2.0.53 ETCD_IP=10.2.0.6 ALLOC_IP=$TG_PEER_POD_IP API_IP=10.2.0.1
 AGENT_FIELDS=(--field spec.nodeName="$NODE_NAME" --field status.hostIP=10.0.0.4 --field status.podIP=10.0.0.4
 	--field metadata.namespace=kube-system --field metadata.name=tollgate-x7k2p)
 ALLOC_FIELDS=(--field spec.nodeName=aks-deploy-vmss000001 --field status.hostIP=10.0.1.1
-	--field status.podIP="$ALLOC_IP" --field metadata.namespace=kube-system --field metadata.name=tollgate-allocator-5d9f-x2)
+	--field status.podIP="$ALLOC_IP" --field metadata.namespace=kube-system --field metadata.name=tollgate-allocator-0)
 SVC=tollgate-allocator.kube-system.svc.cluster.local
+# the replica's own name, as --advertise names it
+PEER_NAME=tollgate-allocator-0.tollgate-allocator-peers.kube-system.svc
 t_begin topology
 topo_up || tap_bail "could not build the namespace topology"
 BASE=$TG_TMP/base.yaml OVR=$TG_TMP/overlay.yaml
@@ -569,12 +685,12 @@ ip -n "$TG_FABRIC" neigh flush dev node0
 ILOG=$TG_TMP/imds.log
 : >"$ILOG"
 tg_imds_start "$TG_NODE" "$IMDS_PORT" --fixture "$FIX/one_nic.json" --log "$ILOG"
-for a in "$ETCD_IP" "$CLUSTER_DNS" "$NODE_DNS"; do
+for a in "$ETCD_IP" "$CLUSTER_DNS" "$NODE_DNS" "$API_IP"; do
 	ip -n "$TG_PEER" addr add "$a/32" dev lo || tap_bail "cannot add $a to the peer"
 done
 DNSLOG=$TG_TMP/dns.log
 : >"$DNSLOG"
-zone="$SVC:$ALLOC_IP"
+zone="$SVC:$ALLOC_IP,$PEER_NAME.cluster.local:$ALLOC_IP,kubernetes.default.svc.cluster.local:$API_IP"
 for i in 0 1 2; do zone+=",tollgate-etcd-$i.tollgate-etcd.kube-system.svc.cluster.local:$ETCD_IP"; done
 ip netns exec "$TG_PEER" "$PY" "$CHECK" dns-serve "$DNSLOG" "$CLUSTER_DNS=$zone" "$NODE_DNS=" 2>"$TG_TMP/dns.err" &
 TG_PIDS+=("$!")
@@ -587,9 +703,12 @@ NETD=$TG_TMP/net.d CNIBIN=$TG_TMP/cni-bin ALOG=$TG_TMP/agent.log
 mkdir -p "$NETD" "$CNIBIN"
 mount_conflist() { # RENDERED DIR: the rendering's ConfigMap as kubelet mounts it in DIR (..data link)
 	mkdir -p "$2/..v1"
+	# the agent's credentials (budgets.tokenFile, caFile) where the test's
+	# kubelet mounts them: under $AGENT_ROOT
 	checkr "$1" conflist | jq --arg dd "$TG_TMP/data" --arg lf "$TG_TMP/tollgate.log" \
-		--arg u "http://127.0.0.1:$IMDS_PORT" \
-		'(.plugins[] | select(.type == "tollgate")) |= (.dataDir = $dd | .logFile = $lf | .ipam.imdsURL = $u)' \
+		--arg u "http://127.0.0.1:$IMDS_PORT" --arg r "$TG_TMP/root-agent" \
+		'(.plugins[] | select(.type == "tollgate")) |= (.dataDir = $dd | .logFile = $lf | .ipam.imdsURL = $u
+		| if .budgets then .budgets.tokenFile |= $r + . | .budgets.caFile |= $r + . else . end)' \
 		>"$2/..v1/10-tollgate.conflist"
 	ln -sfn ..v1 "$2/..data"
 	ln -sfn ..data/10-tollgate.conflist "$2/10-tollgate.conflist"
@@ -739,7 +858,100 @@ t_end
 CM=$TG_TMP/etc-tollgate-budgets
 mount_conflist "$OVR" "$CM"
 t_expect "the overlay's budgets.allocator" "$(jq -r '.plugins[] | select(.type == "tollgate") | .budgets.allocator' "$CM/10-tollgate.conflist")" \
-	"http://tollgate-allocator.kube-system.svc:9618"
+	"https://tollgate-allocator.kube-system.svc:9618"
+
+# ------------------------------------------------------------ what the cluster's issuers would make
+# The certificates, as cert-manager would issue them from the overlay's
+# Certificates (their dnsNames, ipAddresses and usages; a CA each for the
+# allocator and etcd), the API server's own CA and serving certificate, the
+# service-account signing key and its JWKS, and the tokens kubelet would
+# project. Each Secret and ConfigMap is a directory of its keys in $STORE.
+PKI=$TG_TMP/pki STORE=$TG_TMP/store
+mkdir -p "$PKI" "$STORE"
+pki() { openssl "$@" >>"$PKI/openssl.log" 2>&1; }
+mkca() { # NAME: a CA (P-256, as the Certificates' privateKey says)
+	pki req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$PKI/$1.key" -out "$PKI/$1.crt" \
+		-days 2 -subj "/CN=$1" -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign,cRLSign
+}
+mkcert() { # CA SECRET SPEC-JSON: SECRET's tls.crt, tls.key, ca.crt, signed by CA as SPEC says
+	local ext san eku
+	san=$(jq -r '[(.dnsNames // [])[] | "DNS:" + .] + [(.ipAddresses // [])[] | "IP:" + .] | join(",")' <<<"$3")
+	eku=$(jq -r '[(.usages // [])[] | {"server auth": "serverAuth", "client auth": "clientAuth"}[.] // empty] | join(",")' <<<"$3")
+	ext="basicConstraints=CA:FALSE${san:+
+subjectAltName=$san}${eku:+
+extendedKeyUsage=$eku}"
+	mkdir -p "$STORE/secret/$2"
+	pki req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$STORE/secret/$2/tls.key" \
+		-out "$PKI/$2.csr" -subj "/CN=$(jq -r '.commonName // "x"' <<<"$3")" &&
+		pki x509 -req -in "$PKI/$2.csr" -CA "$PKI/$1.crt" -CAkey "$PKI/$1.key" -CAcreateserial -days 1 \
+			-extfile <(printf '%s\n' "$ext") -out "$STORE/secret/$2/tls.crt" &&
+		cp "$PKI/$1.crt" "$STORE/secret/$2/ca.crt"
+}
+spec_of() { checkr "$OVR" cert-spec "$1" || tap_bail "no Certificate for $1 in the overlay"; }
+if ! { mkca allocator-ca && mkca etcd-ca && mkca cluster-ca &&
+	mkcert allocator-ca tollgate-allocator-tls "$(spec_of tollgate-allocator-tls)" &&
+	mkcert etcd-ca tollgate-etcd-server "$(spec_of tollgate-etcd-server)" &&
+	mkcert etcd-ca tollgate-etcd-client "$(spec_of tollgate-etcd-client)" &&
+	mkcert cluster-ca apiserver '{"commonName": "kube-apiserver", "usages": ["server auth"],
+		"dnsNames": ["kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"]}'; }; then
+	tap_bail "openssl: $(tail -3 "$PKI/openssl.log")"
+fi
+# the ConfigMaps: the cluster's CA (kube-root-ca.crt, in every namespace) and
+# the agents' copy of the allocator's CA (docs/budgets.md, "Deploying")
+mkdir -p "$STORE/configMap/kube-root-ca.crt" "$STORE/configMap/tollgate-allocator-ca"
+cp "$PKI/cluster-ca.crt" "$STORE/configMap/kube-root-ca.crt/ca.crt"
+cp "$PKI/allocator-ca.crt" "$STORE/configMap/tollgate-allocator-ca/ca.crt"
+# the service-account issuer: its key, its JWKS; the issuer URL the allocator is given
+SA_TOKEN=$TG_LIB_DIR/sa_token.py
+"$SA_TOKEN" keygen "$PKI/sa" || tap_bail "cannot make the service-account key"
+ISSUER=$(checkr "$OVR" kubelet-command StatefulSet/tollgate-allocator allocator "${ALLOC_FIELDS[@]}" | sed -n 's/^--issuer=//p')
+[ -n "$ISSUER" ] || tap_bail "the allocator's rendered command has no --issuer"
+mint() { "$SA_TOKEN" mint "$PKI/sa" --iss "$ISSUER" "$@"; }
+# tokens as kubelet would project them: the agent's (audience tollgate-allocator,
+# its node), the allocator's own for the API server (its audience), and a
+# report prober's of a node holding no budget
+if ! { mint --node "$NODE_NAME" --pod tollgate-x7k2p >"$PKI/agent.token" &&
+	mint --aud "$ISSUER" --account tollgate-allocator --pod tollgate-allocator-0 --node aks-deploy-vmss000001 >"$PKI/allocator.token" &&
+	mint --node deploy-probe --pod tollgate-probe >"$PKI/probe.token"; }; then
+	tap_bail "cannot mint the tokens"
+fi
+# root-WORKLOAD: the files kubelet would mount in the container, at their paths
+# under it (as the rendering's volumes and mounts say); chgrp nobody, 0440:
+# the pod's fsGroup and defaultMode
+kubelet_root() { # RENDERED KIND/NAME CONTAINER ROOT TOKEN...: TOKEN is AUDIENCE=FILE ("-" the API server's)
+	local rendered=$1 ref=$2 ctr=$3 root=$4 path kind name key src t
+	shift 4
+	while read -r path kind name key; do
+		case $kind in
+		token)
+			src=""
+			for t; do [ "${t%%=*}" = "$name" ] && src=${t#*=}; done
+			[ -n "$src" ] || tap_bail "$ref: no token of audience $name here"
+			;;
+		configMap | secret)
+			src=$STORE/$kind/$name
+			[ "$key" = - ] || src=$src/$key
+			[ "$name" = tollgate-allocator-policy ] && continue # mount_policy's
+			[[ $name =~ ^tollgate-[a-z0-9]{10}$ ]] && continue # the conflist: mount_conflist's
+			;;
+		esac
+		[ -e "$src" ] || tap_bail "$ref mounts $kind $name $key at $path: the test has no such thing"
+		mkdir -p "$(dirname "$root$path")"
+		if [ -d "$src" ]; then cp -rT "$src" "$root$path"; else cp "$src" "$root$path"; fi
+	done < <(checkr "$rendered" kubelet-mounts "$ref" "$ctr")
+	chgrp -R 65534 "$root" && chmod -R g+rX,o-rwx "$root"
+}
+kubelet_root "$OVR" DaemonSet/tollgate agent "$TG_TMP/root-agent" "tollgate-allocator=$PKI/agent.token"
+kubelet_root "$OVR" StatefulSet/tollgate-allocator allocator "$TG_TMP/root-allocator" "-=$PKI/allocator.token"
+t_expect "the agent's credentials" "$(cd "$TG_TMP/root-agent" && find . -type f | sort | tr '\n' ' ')" \
+	"./var/run/secrets/tollgate/ca.crt ./var/run/secrets/tollgate/token "
+# the API server: the JWKS to whoever brings the allocator's token
+APILOG=$TG_TMP/api.log
+: >"$APILOG"
+ip netns exec "$TG_PEER" "$PY" "$CHECK" api-serve "$API_IP:443" "$STORE/secret/apiserver/tls.crt" \
+	"$STORE/secret/apiserver/tls.key" "$PKI/allocator.token" "$PKI/sa/jwks.json" "$APILOG" 2>"$TG_TMP/api.err" &
+TG_PIDS+=("$!")
+wait_for 10 grep -q '^# serving$' "$APILOG" || tap_bail "the API server did not start: $(cat "$TG_TMP/api.err")"
 # The allocator's policy ConfigMap as kubelet mounts a directory: the files
 # in ..<stamp>/, ..data a link to it, policy.json a link into ..data. An edit
 # of the ConfigMap is a new ..<stamp>/, ..data swapped to it by rename, the
@@ -756,44 +968,59 @@ mount_policy() {
 }
 checkr "$OVR" policy >"$TG_TMP/policy-v1.json" || tap_bail "no policy in the overlay's rendering"
 mount_policy v1 "$TG_TMP/policy-v1.json"
-# where the Deployment mounts it: a directory (kubelet updates no subPath mount)
-read -r PMOUNT pname psub < <(checkr "$OVR" kubelet-configmaps Deployment/tollgate-allocator allocator)
+# where the StatefulSet mounts it: a directory (kubelet updates no subPath mount)
+read -r PMOUNT pname psub < <(checkr "$OVR" kubelet-configmaps StatefulSet/tollgate-allocator allocator)
 { [ "$pname" = tollgate-allocator-policy ] && [ "$psub" = - ]; } ||
 	tap_bail "the allocator does not mount tollgate-allocator-policy as a directory: $PMOUNT $pname $psub"
 
 # Its etcd: one member standing for the three the allocator names (the cluster
-# DNS answers their names with its address).
+# DNS answers their names with its address), serving TLS with the server
+# certificate and taking a client only with a certificate of etcd's CA, as
+# components/etcd's members do (its peer port, unused by one member, on
+# loopback).
+ES=$STORE/secret/tollgate-etcd-server
 ip netns exec "$TG_PEER" env -i PATH="$TG_PATH" /usr/bin/etcd --name deploy-test \
-	--data-dir "$TG_TMP/etcd.data" --listen-client-urls "http://$ETCD_IP:2379" \
-	--advertise-client-urls "http://$ETCD_IP:2379" --listen-peer-urls "http://$ETCD_IP:2380" \
-	--initial-advertise-peer-urls "http://$ETCD_IP:2380" \
-	--initial-cluster "deploy-test=http://$ETCD_IP:2380" >"$TG_TMP/etcd.log" 2>&1 &
+	--data-dir "$TG_TMP/etcd.data" --listen-client-urls "https://$ETCD_IP:2379" \
+	--advertise-client-urls "https://$ETCD_IP:2379" --listen-peer-urls "http://127.0.0.1:2380" \
+	--initial-advertise-peer-urls "http://127.0.0.1:2380" --initial-cluster "deploy-test=http://127.0.0.1:2380" \
+	--client-cert-auth --trusted-ca-file "$ES/ca.crt" --cert-file "$ES/tls.crt" --key-file "$ES/tls.key" \
+	>"$TG_TMP/etcd.log" 2>&1 &
 TG_PIDS+=("$!")
-# The Deployment's command as kubelet runs it, only the policy's mount mapped:
-# it listens on the pod's :9618, finds etcd by the members' names and
-# advertises $(POD_IP).
+# The StatefulSet's command as kubelet runs it, its mounts' paths mapped
+# under root-allocator (the policy's to mount_policy's directory): it serves
+# HTTPS on the pod's :9618, finds etcd by the members' names, reads the JWKS
+# from the API server and advertises its own name.
+AROOT=$TG_TMP/root-allocator
 AARGS=()
 while IFS= read -r w; do
 	case $w in
 	tollgate-allocator) w=$ALLOCATOR ;;
 	--policy="$PMOUNT"/*) w=--policy=$PCM/${w#--policy="$PMOUNT"/} ;;
-	--etcd=* | --advertise=* | --election-key=*) ;; # URLs and a key, not paths
-	*'$('*) tap_bail "the Deployment's argument '$w' names a variable its env does not set" ;;
-	*/*) tap_bail "the Deployment's argument '$w' has a path this test does not map" ;;
+	--etcd=* | --advertise=* | --election-key=* | --jwks=https://* | --issuer=* | --agent-account=*) ;; # URLs, a key, an account
+	*'$('*) tap_bail "the StatefulSet's argument '$w' names a variable its env does not set" ;;
+	--*=/*)
+		[ -e "$AROOT/${w#*=}" ] || tap_bail "the StatefulSet's argument '$w' names a file none of its mounts holds"
+		w=${w%%=*}=$AROOT/${w#*=}
+		;;
+	*/*) tap_bail "the StatefulSet's argument '$w' has a path this test does not map" ;;
 	esac
 	AARGS+=("$w")
-done < <(checkr "$OVR" kubelet-command Deployment/tollgate-allocator allocator "${ALLOC_FIELDS[@]}")
-checkr "$OVR" kubelet-resolv Deployment/tollgate-allocator kube-system "$CLUSTER_DNS" "$TG_TMP/node-resolv.conf" \
+done < <(checkr "$OVR" kubelet-command StatefulSet/tollgate-allocator allocator "${ALLOC_FIELDS[@]}")
+checkr "$OVR" kubelet-resolv StatefulSet/tollgate-allocator kube-system "$CLUSTER_DNS" "$TG_TMP/node-resolv.conf" \
 	>"$TG_TMP/alloc-resolv.conf" || tap_bail "no resolv.conf for the allocator"
 printf '%s\n' "${AARGS[@]}" | grep -qxF -- "--policy=$PCM/policy.json" ||
-	tap_bail "the Deployment's --policy is not policy.json in its ConfigMap's mount ($PMOUNT): ${AARGS[*]}"
+	tap_bail "the StatefulSet's --policy is not policy.json in its ConfigMap's mount ($PMOUNT): ${AARGS[*]}"
 ALLOC_LOG=$TG_TMP/allocator.log
-alloc_get() { ip netns exec "$TG_PEER" curl -s -o "$TG_TMP/alloc.out" -w '%{http_code}' --max-time 2 "http://$ALLOC_IP:9618$1"; }
+# the allocator over HTTPS, by its Service's name (which kube-proxy would
+# send to the pod), its certificate verified with the agents' CA
+ASVC=tollgate-allocator.kube-system.svc
+acurl() { ip netns exec "$TG_PEER" curl -s --max-time 2 --cacert "$PKI/allocator-ca.crt" --resolve "$ASVC:9618:$ALLOC_IP" --resolve "$PEER_NAME:9618:$ALLOC_IP" "$@"; }
+alloc_get() { acurl -o "$TG_TMP/alloc.out" -w '%{http_code}' "https://$ASVC:9618$1"; }
 alloc_ready() { [ "$(alloc_get /readyz)" = 200 ]; }
 alloc_leads() { [ "$(alloc_get /metrics)" = 200 ] && grep -q '^tollgate_allocator_leader 1$' "$TG_TMP/alloc.out"; }
 # metric_in FILE NAME{LABELS}: the sample's value ("" when absent)
 metric_in() { awk -v m="$2" '$1 == m { print $2; exit }' "$1"; }
-t_begin "the overlay's allocator as kubelet runs the Deployment's container: nobody, no capability, etcd found by its members' names through the cluster DNS, leading"
+t_begin "the overlay's allocator as kubelet runs the StatefulSet's container: nobody, no capability, etcd found by its members' names through the cluster DNS, leading"
 t_expect "the allocator's resolv.conf (ClusterFirst)" "$(cat "$TG_TMP/alloc-resolv.conf")" "search kube-system.svc.cluster.local svc.cluster.local cluster.local internal.cloudapp.net
 nameserver $CLUSTER_DNS
 options ndots:5"
@@ -816,22 +1043,81 @@ grep -q "^$CLUSTER_DNS tollgate-etcd-0.tollgate-etcd.kube-system.svc.cluster.loc
 t_end
 
 # probe [POLICY-ID]: a report of a node holding no budget ("deploy-probe"),
-# naming POLICY-ID as the policy it last heard; the status printed, the
-# answer in $TG_TMP/answer
+# naming POLICY-ID as the policy it last heard, with deploy-probe's token
+# (PTOKEN: another file, PNODE: another node reported, "" for no token); the
+# status printed, the answer in $TG_TMP/answer
 PSEQ=0
 probe() {
+	local tok=${PTOKEN-$PKI/probe.token}
 	PSEQ=$((PSEQ + 1))
-	jq -nc --arg id "${1:-}" --argjson s "$PSEQ" \
-		'{version: 1, node: "deploy-probe", seq: $s, budgets: []} + (if $id == "" then {} else {policy: $id} end)' \
+	jq -nc --arg id "${1:-}" --argjson s "$PSEQ" --arg n "${PNODE:-deploy-probe}" \
+		'{version: 1, node: $n, seq: $s, budgets: []} + (if $id == "" then {} else {policy: $id} end)' \
 		>"$TG_TMP/probe.json"
-	ip netns exec "$TG_PEER" curl -s -o "$TG_TMP/answer" -w '%{http_code}' --max-time 2 -H 'Content-Type: application/json' \
-		-H 'Expect:' --data-binary "@$TG_TMP/probe.json" "http://$ALLOC_IP:9618/v1/report"
+	acurl -o "$TG_TMP/answer" -w '%{http_code}' -H 'Content-Type: application/json' -H 'Expect:' \
+		${tok:+-H "Authorization: Bearer $(cat "$tok")"} --data-binary "@$TG_TMP/probe.json" "https://$ASVC:9618/v1/report"
 }
 # the answer's policy, namespaces sorted: {"id":..,"namespaces":[..]} ("null": none)
 answer_policy() { jq -c '.policy | if . == null then null else .namespaces |= sort_by(.namespace) end' "$TG_TMP/answer" 2>/dev/null || echo "not JSON"; }
 answer_ns() { jq -c '[.policy.namespaces // [] | sort_by(.namespace)[] | {(.namespace): .internetEgress}] | add' "$TG_TMP/answer" 2>/dev/null; }
 reloads() { [ "$(alloc_get /metrics)" = 200 ] && metric_in "$TG_TMP/alloc.out" "tollgate_allocator_policy_reloads_total{result=\"$1\"}"; }
 alive() { [ -r "/proc/$ALLOC_PID/status" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$ALLOC_PID/status"; }
+results() { [ "$(alloc_get /metrics)" = 200 ] && metric_in "$TG_TMP/alloc.out" "tollgate_allocator_reports_total{result=\"$1\"}"; }
+
+t_begin "reports are taken with a token the API server would sign for that node alone: none, a forged key, another issuer or audience, an expired one refused (401); another node's (403); each counted, the JWKS read from the API server with the pod's own token"
+unauth0=$(results unauthenticated) forb0=$(results forbidden)
+t_expect "a report with deploy-probe's token" "$(probe)" 200
+grep -q '^GET /openid/v1/jwks 200$' "$APILOG" || t_fail "the allocator did not read the JWKS with its token: $(tail -3 "$APILOG") $(grep -i jwks "$ALLOC_LOG" | tail -2)"
+# the control: the API server refuses a client without the allocator's token
+code=$(ip netns exec "$TG_PEER" curl -s -o /dev/null -w '%{http_code}' --max-time 2 --cacert "$PKI/cluster-ca.crt" \
+	--resolve "kubernetes.default.svc:443:$API_IP" https://kubernetes.default.svc/openid/v1/jwks)
+t_expect "the JWKS without the allocator's token" "$code" 401
+"$SA_TOKEN" keygen "$PKI/forged" || t_fail "cannot make a second key"
+"$SA_TOKEN" mint "$PKI/forged" --iss "$ISSUER" --node deploy-probe >"$PKI/forged.token"
+mint --node deploy-probe --iss https://kubernetes.default.svc.other >"$PKI/issuer.token"
+mint --node deploy-probe --aud "$ISSUER" >"$PKI/audience.token"
+mint --node deploy-probe --skew -7200 >"$PKI/expired.token"
+t_expect "no token" "$(PTOKEN="" probe)" 401
+for t in forged issuer audience expired; do
+	t_expect "a token of $t" "$(PTOKEN=$PKI/$t.token probe)" 401
+done
+t_expect "deploy-probe's token reporting for $NODE_NAME" "$(PNODE=$NODE_NAME probe)" 403
+t_expect "refusals counted unauthenticated" "$(results unauthenticated)" $((${unauth0:-0} + 5))
+t_expect "refusals counted forbidden" "$(results forbidden)" $((${forb0:-0} + 1))
+t_end
+
+t_begin "the allocator serves HTTPS alone, with a certificate the agents' CA vouches for, for the Service's name and the replica's own (--advertise); a name it does not hold, or another CA, refused"
+t_expect "--advertise" "$(printf '%s\n' "${AARGS[@]}" | grep -- '^--advertise=')" "--advertise=https://$PEER_NAME:9618"
+acurl -o /dev/null -w '%{http_code}' "https://$PEER_NAME:9618/readyz" >"$TG_TMP/code"
+t_expect "the advertised name, verified" "$(cat "$TG_TMP/code")" 200
+acurl -o /dev/null --resolve "tollgate-allocator-0.elsewhere.kube-system.svc:9618:$ALLOC_IP" \
+	"https://tollgate-allocator-0.elsewhere.kube-system.svc:9618/readyz"
+t_expect "curl's status for a name the certificate does not hold" "$?" 60
+ip netns exec "$TG_PEER" curl -s -o /dev/null --max-time 2 --cacert "$PKI/etcd-ca.crt" --resolve "$ASVC:9618:$ALLOC_IP" "https://$ASVC:9618/readyz"
+t_expect "curl's status trusting etcd's CA" "$?" 60
+code=$(ip netns exec "$TG_PEER" curl -s -o /dev/null -w '%{http_code}' --max-time 2 "http://$ALLOC_IP:9618/readyz")
+case $code in 000 | 400) ;; *) t_fail "plain HTTP on the port is answered $code" ;; esac
+t_end
+
+t_begin "etcd takes a client with a certificate of its CA alone: an election key written without one is refused, the leader's stays"
+EC=$STORE/secret/tollgate-etcd-client
+b64() { printf '%s' "$1" | base64 -w0; }
+ekey=$(b64 /tollgate/allocator/leader)
+ecurl() { ip netns exec "$TG_PEER" curl -s --max-time 2 --cacert "$PKI/etcd-ca.crt" --resolve "tollgate-etcd-0.tollgate-etcd.kube-system.svc:2379:$ETCD_IP" "$@"; }
+ecurl -o /dev/null -X POST -d "{\"key\": \"$ekey\", \"value\": \"$(b64 https://10.9.9.9:9618)\"}" \
+	https://tollgate-etcd-0.tollgate-etcd.kube-system.svc:2379/v3/kv/put
+rc=$?
+[ "$rc" != 0 ] || t_fail "etcd took a put without a client certificate"
+leader_urls() { # every value under the election key, decoded
+	ecurl --cert "$EC/tls.crt" --key "$EC/tls.key" -X POST \
+		-d "{\"key\": \"$ekey\", \"range_end\": \"$(b64 /tollgate/allocator/leades)\"}" \
+		https://tollgate-etcd-0.tollgate-etcd.kube-system.svc:2379/v3/kv/range | jq -r '.kvs[]?.value | @base64d'
+}
+held=$(leader_urls)
+grep -qF "https://$PEER_NAME:9618" <<<"$held" || t_fail "the election key does not hold the leader's advertised name: $held"
+grep -qF 10.9.9.9 <<<"$held" && t_fail "the forged election key is in etcd: $held"
+t_expect "the allocator leads" "$(alloc_leads && echo yes)" yes
+t_end
+
 POLICY_ID=""
 t_begin "the allocator answers a report with the mounted policy's budgets (bytes/s), and leaves them out once the report names that policy"
 t_expect "report" "$(probe)" 200
@@ -914,17 +1200,25 @@ t_expect "reports the allocator answered" "$(alloc_ok)" "$ok0"
 agent_stop
 t_end
 
-t_begin "the overlay's DaemonSet as kubelet runs it: budgets.allocator resolved through the cluster DNS, the report answered: datasets granted on $NODE_NAME"
+t_begin "the overlay's DaemonSet as kubelet runs it: budgets.allocator resolved through the cluster DNS, reached over TLS (its name in the handshake, no report readable on the wire), the report taken with the projected token: datasets granted on $NODE_NAME"
 agent_args "$OVR"
 t_expect "the agent's resolv.conf (ClusterFirstWithHostNet)" "$(cat "$TG_TMP/agent-resolv.conf")" "search kube-system.svc.cluster.local svc.cluster.local cluster.local internal.cloudapp.net
 nameserver $CLUSTER_DNS
 options ndots:5"
 printf '%s\n' "${ARGS[@]}" | grep -qxF -- "--node-name=$NODE_NAME" || t_fail "no --node-name=$NODE_NAME in: ${ARGS[*]}"
 printf '%s\n' "${ARGS[@]}" | grep -qxF -- "--listen=10.0.0.4:9617" || t_fail "no --listen=\$(NODE_IP):9617 in: ${ARGS[*]}"
-# the reports on the wire, as they reach the allocator's node
-ip netns exec "$TG_PEER" "$PY" "$CHECK" sniff eth0 20 '"node" ?: ?"([^"]*)"' >"$TG_TMP/sniff.out" 2>&1 &
+# the reports on the wire, as they reach the allocator's node: the Service's
+# name in the TLS handshake (SNI), and no report in clear (the control: the
+# same sniffer finds the name)
+# (the handshake is once a kept-alive connection: both sniff before the agent starts)
+ip netns exec "$TG_PEER" "$PY" "$CHECK" sniff eth0 20 '(tollgate-allocator\.kube-system\.svc)' \
+	>"$TG_TMP/sniff-sni.out" 2>"$TG_TMP/sniff-sni.err" &
 SNIFF_PID=$!
-TG_PIDS+=("$SNIFF_PID")
+ip netns exec "$TG_PEER" "$PY" "$CHECK" sniff eth0 20 '"node" ?: ?"([^"]*)"' >"$TG_TMP/sniff.out" 2>"$TG_TMP/sniff.err" &
+SNIFF2_PID=$!
+TG_PIDS+=("$SNIFF_PID" "$SNIFF2_PID")
+wait_for 10 grep -q '^# sniffing$' "$TG_TMP/sniff-sni.err" || t_fail "the sniffer did not start: $(cat "$TG_TMP/sniff-sni.err")"
+wait_for 10 grep -q '^# sniffing$' "$TG_TMP/sniff.err" || t_fail "the sniffer did not start: $(cat "$TG_TMP/sniff.err")"
 ALOG=$TG_TMP/agent-budgets.log
 agent_start
 granted() { [ "$(agent_metric "$GRANTED")" = 1 ]; }
@@ -932,8 +1226,11 @@ wait_for 20 granted || t_fail "datasets not granted: $(grep '^tollgate_budget_st
 [ "$(alloc_ok)" -gt "$ok0" ] 2>/dev/null || t_fail "the allocator answered no report"
 t_expect "the allocator's nodes holding datasets" "$(metric_in "$TG_TMP/alloc.out" 'tollgate_allocator_nodes{namespace="datasets"}')" 1
 grep -q "^$CLUSTER_DNS $SVC 1 NOERROR$" "$DNSLOG" || t_fail "the cluster DNS did not answer $SVC: $(tail -3 "$DNSLOG")"
-wait "$SNIFF_PID"
-t_expect "the node the reports name" "$(cat "$TG_TMP/sniff.out")" "$NODE_NAME"
+wait "$SNIFF_PID" "$SNIFF2_PID"
+t_expect "the name in the handshake" "$(cat "$TG_TMP/sniff-sni.out")" tollgate-allocator.kube-system.svc
+t_expect "reports readable on the wire" "$(cat "$TG_TMP/sniff.out")" ""
+t_expect "the allocator's reports refused since the probes" "$(results unauthenticated) $(results forbidden)" \
+	"$((${unauth0:-0} + 5)) $((${forb0:-0} + 1))"
 t_expect "the node budgets.json keeps" "$(jq -r .node "$TG_TMP/data/$NET/budgets.json" 2>/dev/null)" "$NODE_NAME"
 # and the policy it heard: the overlay's, as the allocator answered it
 t_expect "the policy the node holds" "$(agent_metric "tollgate_budget_policy_info{policy=\"$POLICY_ID\",budgets=\"2\"}")" 1
