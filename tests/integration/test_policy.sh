@@ -143,8 +143,8 @@ tc -n "$TG_NODE" class change dev tollgate-inet classid "$(minor p1 podClass)" p
 tc -n "$TG_NODE" class del dev "${POD_VETH[p2]}" classid 1:2 || t_fail "cannot delete p2's class 1:2"
 tc -n "$TG_NODE" class change dev tollgate-inet classid "$(minor p1 namespaceClass)" parent 1:1 \
 	htb rate 1Mbit ceil 9Mbit || t_fail "cannot change the namespace's class"
-t_expect "p1 after the change by hand" "$(pod_egress p1) $(ns_egress p1)" "7Mbit 9Mbit"
-t_expect "p2 after the deletion by hand" "$(pod_ingress p2)" ""
+# (read back now, the changes may already be undone: the agent's timer runs
+# every second; the repairs counted below, 0 until now, show they were seen)
 back() { [ "$(caps p1)" = "$CAPS_A" ] && [ "$(caps p2)" = "$CAPS_A" ]; }
 wait_for 10 back || t_fail "not put back: p1 $(caps p1), p2 $(caps p2): $(tail -3 "$ALOG")"
 n=$(metric "$REPAIRS")
