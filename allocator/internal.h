@@ -135,6 +135,7 @@ struct app {
 
 #define ALLOC_REFUSED_LOG_MS 10000
 #define ALLOC_BODIES_BYTES (32u << 20) /* report bodies in flight, all clients together */
+#define ALLOC_REFUSALS_PER_CLIENT 20   /* reports refused a second before an address is benched */
 
 /* ---- the allocation state under the policy in force (state.c) ---- */
 

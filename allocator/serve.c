@@ -489,6 +489,11 @@ void alloc_http_config(struct app *app, struct http_config *hc)
 	 * most a quarter, so that a flood of them never keeps the nodes out.
 	 */
 	hc->max_bodies_bytes = ALLOC_BODIES_BYTES;
+	/*
+	 * A node's report is refused once in a while (a token not rotated):
+	 * an address refused more than this a second is a flood, benched.
+	 */
+	hc->refusals_per_client = ALLOC_REFUSALS_PER_CLIENT;
 	hc->unproven_bodies_bytes = ALLOC_BODIES_BYTES / 4;
 	hc->tls_cert_file = app->cli.tls_cert;
 	hc->tls_key_file = app->cli.tls_key;

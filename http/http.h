@@ -148,6 +148,14 @@ typedef void (*http_log_fn)(void *cls, const char *fmt, va_list ap);
 struct http_config {
 	struct sockaddr_in addr;
 	unsigned int max_connections, per_client, reserve;
+	/*
+	 * Requests an address may have refused by the admit callback in a
+	 * second; past them its connections are closed at accept until the
+	 * next second ends, before libmicrohttpd or TLS spends anything on
+	 * them (a client the callback proves is never refused, so never
+	 * benched). 0: no limit.
+	 */
+	unsigned int refusals_per_client;
 	unsigned int
 		backlog; /* listen(2)'s; 0: HTTP_DEFAULT_BACKLOG (the kernel caps it at somaxconn) */
 	unsigned int deadline_ms;
@@ -183,6 +191,7 @@ struct http_stats {
 	uint64_t accepted;
 	uint64_t refused_client;  /* the address held per_client connections */
 	uint64_t refused_reserve; /* only the reserve was left and the address held one */
+	uint64_t refused_benched; /* the address earned more than refusals_per_client */
 	uint64_t deadline_closed; /* shut down at their deadline */
 	uint64_t collections;	  /* pages collected (the one being collected included) */
 	uint64_t collection_failures;

@@ -86,4 +86,29 @@ unsigned int conntab_expire(struct conntab *t, int64_t now_ms, unsigned int dead
 /* When the next deadline falls (INT64_MAX: none); cut connections have none. */
 int64_t conntab_next_deadline(const struct conntab *t, unsigned int deadline_ms);
 
+/*
+ * Strikes: the addresses whose requests the admit callback refused, each
+ * counted over a window of HTTP_STRIKE_WINDOW_MS. One that earns more than
+ * `limit` in a window is benched until the window after: its connections
+ * are closed at accept, before libmicrohttpd (or TLS) spends anything on
+ * them. A fixed table of HTTP_STRIKES_MAX addresses: a new one takes the
+ * slot of its bucket whose window is oldest (a flood of addresses forgets
+ * the quietest, never grows the table). Pure: the clock is a parameter.
+ */
+#define HTTP_STRIKES_MAX 4096
+#define HTTP_STRIKE_WINDOW_MS 1000
+struct http_strike {
+	uint32_t addr; /* 0: free */
+	uint32_t n;    /* refusals in the window */
+	int64_t window_ms;
+	int64_t benched_until_ms;
+};
+struct strikes {
+	struct http_strike slot[HTTP_STRIKES_MAX];
+};
+/* One more refusal for addr at now; true when it is benched from now. */
+bool strikes_add(struct strikes *s, uint32_t addr, unsigned int limit, int64_t now_ms);
+/* Whether addr's connections are closed at accept now. */
+bool strikes_benched(const struct strikes *s, uint32_t addr, int64_t now_ms);
+
 #endif

@@ -86,8 +86,9 @@ struct http_server {
 	bool listen_armed;
 	int64_t accept_rest_ms; /* 0, or no accepting until then */
 	struct conntab conns;
-	struct page *page; /* the cached page (holds a reference) */
-	bool failed;	   /* the last collection failed, at failed_ms */
+	struct strikes *strikes; /* with refusals_per_client */
+	struct page *page;	 /* the cached page (holds a reference) */
+	bool failed;		 /* the last collection failed, at failed_ms */
 	int64_t failed_ms;
 	struct http_stats stats;
 };
@@ -433,6 +434,9 @@ static enum MHD_Result post_begin(struct http_server *srv, struct MHD_Connection
 							 .close = true };
 
 			srv->stats.admit_refused++;
+			if (srv->strikes)
+				strikes_add(srv->strikes, peer.sin_addr.s_addr,
+					    srv->cfg.refusals_per_client, time_mono_ms());
 			*req_cls = &answered;
 			if (!no.status)
 				return QUEUE_TEXT(srv, conn, MHD_HTTP_FORBIDDEN, "forbidden\n");
@@ -656,6 +660,11 @@ static void admit(struct http_server *srv, int fd, const struct sockaddr_in *sa)
 	 */
 	if (c)
 		conntab_remove(&srv->conns, c);
+	if (srv->strikes && strikes_benched(srv->strikes, sa->sin_addr.s_addr, time_mono_ms())) {
+		srv->stats.refused_benched++;
+		close(fd);
+		return;
+	}
 	held = conntab_held(&srv->conns, sa->sin_addr.s_addr);
 
 	switch (http_admit(cfg->max_connections, cfg->per_client, cfg->reserve, srv->conns.used,
@@ -1090,6 +1099,10 @@ int http_start(const struct http_config *cfg, struct http_server **ret)
 	r = conntab_init(&srv->conns, cfg->max_connections);
 	if (r < 0)
 		goto fail;
+	if (cfg->refusals_per_client && !(srv->strikes = calloc(1, sizeof(*srv->strikes)))) {
+		r = -ENOMEM;
+		goto fail;
+	}
 	srv->epfd = epoll_create1(EPOLL_CLOEXEC);
 	if (srv->epfd < 0) {
 		r = -errno;
@@ -1132,5 +1145,6 @@ void http_free(struct http_server *srv)
 	if (srv->epfd >= 0)
 		close(srv->epfd);
 	conntab_free(&srv->conns);
+	free(srv->strikes);
 	free(srv);
 }

@@ -656,6 +656,41 @@ static void t_server_admit_refused(void **state)
 }
 
 /*
+ * refusals_per_client 2: a third refusal in a second benches the address:
+ * its next connection is closed at accept, before any byte is answered.
+ */
+static void t_server_benched(void **state)
+{
+	struct srv_fx *f = *state;
+	struct http_stats st;
+	char buf[1024];
+	int fd;
+
+	NEED_NETNS();
+	f->cfg.post = fx_post;
+	f->cfg.admit = fx_admit;
+	f->cfg.refusals_per_client = 2;
+	start(f);
+	for (int i = 0; i < 3; i++) {
+		fd = client(f, "127.0.0.1");
+		post_head(fd, "/v1/report", 100, "Authorization: Bearer refused\r\n");
+		assert_true(read_all(f, fd, buf, sizeof(buf), 2000));
+		assert_contains(buf, "HTTP/1.1 403");
+		close(fd);
+	}
+	fd = client(f, "127.0.0.1");
+	post_head(fd, "/v1/report", 100, "Authorization: Bearer proven\r\n");
+	/* closed with nothing said: no status line */
+	read_all(f, fd, buf, sizeof(buf), 2000);
+	assert_null(strstr(buf, "HTTP/1.1"));
+	close(fd);
+	http_get_stats(f->srv, &st);
+	assert_int_equal(st.admit_refused, 3);
+	assert_int_equal(st.refused_benched, 1);
+	assert_int_equal(f->posts, 0);
+}
+
+/*
  * 150 connections announce 64 KiB bodies: nothing is held until bytes
  * come, then 1 KiB each for their first 10 bytes (where the whole
  * announced length was allocated up front before: 9.8 MB); a body that
@@ -1225,6 +1260,7 @@ int main(void)
 			 setup_srv, teardown_srv, NULL);
 	add_test_fixture("t_server_post_request", t_server_post_request, setup_srv, teardown_srv,
 			 NULL);
+	add_test_fixture("t_server_benched", t_server_benched, setup_srv, teardown_srv, NULL);
 	add_test_fixture("t_server_admit_refused", t_server_admit_refused, setup_srv, teardown_srv,
 			 NULL);
 	add_test_fixture("t_server_bodies_held_as_arrived", t_server_bodies_held_as_arrived,

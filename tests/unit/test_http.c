@@ -516,6 +516,42 @@ static void t_server_bad_tls(void **state)
 	rmdir(dir);
 }
 
+/*
+ * Strikes: an address refused more than the limit in a second is benched
+ * for the rest of it and the next; another address is not; a flood of
+ * addresses fills the fixed table and forgets the quietest.
+ */
+static void t_strikes(void **state)
+{
+	struct strikes *k = calloc(1, sizeof(*k));
+	const uint32_t a = htonl(0x0a000001), b = htonl(0x0a000002);
+
+	(void)state;
+	assert_non_null(k);
+	for (int i = 0; i < 3; i++)
+		assert_false(strikes_add(k, a, 3, 1000 + i));
+	assert_false(strikes_benched(k, a, 1003));
+	assert_true(strikes_add(k, a, 3, 1004)); /* the 4th in its second */
+	assert_true(strikes_benched(k, a, 1005));
+	assert_true(strikes_benched(k, a, 2999));
+	assert_false(strikes_benched(k, a, 3000));
+	assert_false(strikes_benched(k, b, 1005));
+	/* refusals spread over seconds never bench */
+	for (int i = 0; i < 10; i++)
+		assert_false(strikes_add(k, b, 3, 10000 + i * 400));
+	assert_false(strikes_benched(k, b, 14000));
+	/* no limit: never */
+	for (int i = 0; i < 100; i++)
+		assert_false(strikes_add(k, b, 0, 20000));
+	/* 100,000 addresses through the table: bounded, and a benched one among the newest holds */
+	for (uint32_t i = 0; i < 100000; i++)
+		strikes_add(k, htonl(0x0b000000 + i), 1, 30000);
+	for (int i = 0; i < 3; i++)
+		strikes_add(k, a, 1, 30001);
+	assert_true(strikes_benched(k, a, 30002));
+	free(k);
+}
+
 int main(void)
 {
 	for (size_t i = 0; i < ARRAY_SIZE(admit_cases); i++)
@@ -526,6 +562,7 @@ int main(void)
 	ADD(t_conntab_restart);
 	ADD(t_conntab_expire_bounded);
 	ADD(t_conntab_model);
+	ADD(t_strikes);
 	for (size_t i = 0; i < ARRAY_SIZE(listen_cases); i++)
 		add_test_fixture(listen_cases[i].in[0] ? listen_cases[i].in : "(empty)", t_listen,
 				 NULL, NULL, (void *)&listen_cases[i]);
