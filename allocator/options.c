@@ -13,6 +13,7 @@
 #include "budget/budget.h"
 #include "config/config.h"
 #include "lib/cleanup.h"
+#include "lib/k8sname.h"
 #include "lib/util.h"
 #include "lib/version.h"
 
@@ -140,18 +141,6 @@ static int check_election(const struct alloc_cli *cli)
 	return 0;
 }
 
-/* A name of Kubernetes' (a namespace's or a ServiceAccount's): a DNS subdomain. */
-static bool k8s_name_ok(const char *s, size_t n)
-{
-	if (!n || n > 253 || s[0] == '-' || s[0] == '.')
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-' ||
-		      s[i] == '.'))
-			return false;
-	return true;
-}
-
 /* Who may report: --jwks (or, knowingly, --insecure-no-auth) and what goes with it. */
 static int check_trust(const struct alloc_cli *cli)
 {
@@ -182,8 +171,9 @@ static int check_trust(const struct alloc_cli *cli)
 				"URL\n");
 		return -EINVAL;
 	}
-	if (!colon || !k8s_name_ok(cli->agent_account, (size_t)(colon - cli->agent_account)) ||
-	    !k8s_name_ok(colon + 1, strlen(colon + 1))) {
+	/* a namespace is a DNS label, a ServiceAccount's name a DNS subdomain */
+	if (!colon || !k8s_dns_label(cli->agent_account, (size_t)(colon - cli->agent_account)) ||
+	    !k8s_dns_subdomain(colon + 1, strlen(colon + 1))) {
 		fprintf(stderr,
 			"tollgate-allocator: --agent-account \"%s\" is not NAMESPACE:NAME (the "
 			"agents' ServiceAccount)\n",

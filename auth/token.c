@@ -17,6 +17,7 @@
 #include "auth/auth.h"
 #include "auth/internal.h"
 #include "lib/jsonx.h"
+#include "lib/k8sname.h"
 #include "lib/util.h"
 
 const char *const auth_result_names[AUTH_RESULTS] = {
@@ -105,20 +106,6 @@ static int seconds_claim(json_object *claims, const char *key, int64_t *ret)
 	return 1;
 }
 
-/* A node's name as Kubernetes allows it: a DNS subdomain. */
-static bool node_name_ok(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (!n || n > AUTH_NODE_MAX)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-' ||
-		      s[i] == '.'))
-			return false;
-	return true;
-}
-
 static enum auth_result check_claims(json_object *c, const struct auth_want *w, int64_t now,
 				     struct auth_identity *ret, char *why, size_t size)
 {
@@ -148,7 +135,7 @@ static enum auth_result check_claims(json_object *c, const struct auth_want *w, 
 			   sub ? sub : "(none)", w->subject);
 	jnode = json_object_is_type(k8s, json_type_object) ? jx_get(k8s, "node") : NULL;
 	node = json_object_is_type(jnode, json_type_object) ? jx_get_string(jnode, "name") : NULL;
-	if (!node || !node_name_ok(node))
+	if (!node || !k8s_dns_subdomain(node, strlen(node)))
 		return say(AUTH_NO_NODE, why, size,
 			   "no node name (kubernetes.io.node.name): not a pod's bound token");
 	snprintf(ret->node, sizeof(ret->node), "%s", node);
