@@ -23,7 +23,10 @@ static const struct {
 	{ "internetEgress", offsetof(struct shaping, inet_egress_bps), true },
 	{ "namespaceInternetEgress", offsetof(struct shaping, ns_egress_bps), true },
 	{ "nodeInternetEgress", offsetof(struct shaping, node_egress_bps), true },
+	{ "namespaceInternetIngress", offsetof(struct shaping, ns_ingress_bps), true },
+	{ "nodeInternetIngress", offsetof(struct shaping, node_ingress_bps), true },
 	{ "budgetFallback", offsetof(struct shaping, budget_fallback_bps), true },
+	{ "budgetIngressFallback", offsetof(struct shaping, budget_in_fallback_bps), true },
 };
 
 static uint64_t key_value(const struct shaping *s, size_t i)
@@ -45,6 +48,8 @@ json_object *shaping_to_json(const struct shaping *s)
 		jx_add(o, "namespaceClass", json_object_new_int(s->ns_class));
 		jx_add(o, "podClass", json_object_new_int(s->pod_class));
 	}
+	if (s->inet_in_tree)
+		jx_add(o, "internetIngressTree", json_object_new_boolean(true));
 	return o;
 }
 
@@ -66,7 +71,7 @@ int shaping_from_json(json_object *o, const char *where, struct shaping *s, stru
 	if (jx_int(o, where, "podClass", 0, 0xffff, &v, e) < 0)
 		return -EBADMSG;
 	s->pod_class = (uint16_t)v;
-	return 0;
+	return jx_bool(o, where, "internetIngressTree", &s->inet_in_tree, e) < 0 ? -EBADMSG : 0;
 }
 
 json_object *shaping_view_json(const struct shaping *s)

@@ -23,6 +23,8 @@ struct shaping {
 	uint64_t inet_egress_bps;  /* pod -> internet */
 	uint64_t ns_egress_bps;	   /* its namespace's internet egress cap */
 	uint64_t node_egress_bps;  /* the node's internet egress cap */
+	uint64_t ns_ingress_bps;   /* its namespace's internet ingress (download) cap */
+	uint64_t node_ingress_bps; /* the node's internet ingress cap */
 	/*
 	 * Under a cluster budget (budgets.internetEgress): the ceil its
 	 * namespace's class starts at when this pod's ADD makes it (the
@@ -30,7 +32,19 @@ struct shaping {
 	 * agent's to set. 0: the namespace has no budget.
 	 */
 	uint64_t budget_fallback_bps;
-	uint16_t ns_class, pod_class; /* uplink HTB minors, 0 when unused */
+	/* The same for downloads (budgets' internetIngress): tollgate-inet-in's namespace class. */
+	uint64_t budget_in_fallback_bps;
+	/*
+	 * The minors of its namespace's and its own classes, the same on both
+	 * trees (tollgate-inet and tollgate-inet-in), 0 when unused.
+	 */
+	uint16_t ns_class, pod_class;
+	/*
+	 * Its downloads are shaped on tollgate-inet-in; false in a record
+	 * written before that tree existed (the host veth's class 1:2), which
+	 * a reshape moves over.
+	 */
+	bool inet_in_tree;
 };
 
 static inline bool shaping_pod_ingress(const struct shaping *s)

@@ -41,6 +41,7 @@
 
 #define SHAPER_INET_INGRESS_CLASS 0x00010002u /* 1:2 on the host veth */
 #define SHAPER_INET_IFB "tollgate-inet"	      /* the uplink's internet traffic, shaped */
+#define SHAPER_INET_IN_IFB "tollgate-inet-in" /* the pods' internet downloads, shaped */
 #define SHAPER_LINE_BPS 32000000000ULL	      /* "unlimited": the most HTB takes via libnl */
 #define SHAPER_NS_CLASS_MAX 0x7ffe	      /* the last namespace class; pods' follow */
 
@@ -145,6 +146,8 @@ int shaper_pod_change(struct nl_sock *sk, const char *host_veth, uint32_t group,
 		      int mtu, struct tg_err *e);
 /* tollgate-inet's ifindex, 0 when it is missing. */
 int shaper_inet_ifindex(struct nl_sock *sk);
+/* tollgate-inet-in's ifindex, 0 when it is missing. */
+int shaper_inet_in_ifindex(struct nl_sock *sk);
 /*
  * A budgeted namespace's class on tollgate-inet (ifindex inet_ifb) to
  * ceil_bps, its grant: one change in place (its guaranteed rate 1% of it,

@@ -417,6 +417,11 @@ int shaper_inet_ifindex(struct nl_sock *sk)
 	return shaper_ifindex(sk, SHAPER_INET_IFB);
 }
 
+int shaper_inet_in_ifindex(struct nl_sock *sk)
+{
+	return shaper_ifindex(sk, SHAPER_INET_IN_IFB);
+}
+
 int shaper_ns_set_ceil(struct nl_sock *sk, int inet_ifb, uint16_t ns_class, uint64_t ceil_bps,
 		       int mtu)
 {

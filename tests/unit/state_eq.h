@@ -29,9 +29,11 @@
 struct compared_shaping {
 	uint64_t ingress_bps, ingress_burst, egress_bps, egress_burst;
 	uint64_t annot_inet_egress, annot_inet_ingress;
-	uint64_t inet_ingress_bps, inet_egress_bps, ns_egress_bps, node_egress_bps,
-		budget_fallback_bps;
+	uint64_t inet_ingress_bps, inet_egress_bps, ns_egress_bps, node_egress_bps;
+	uint64_t ns_ingress_bps, node_ingress_bps;
+	uint64_t budget_fallback_bps, budget_in_fallback_bps;
 	uint16_t ns_class, pod_class;
+	bool inet_in_tree;
 };
 struct compared_attachment {
 	char container_id[IPAM_CONTAINER_ID_MAX + 1];
@@ -98,6 +100,10 @@ static inline void assert_shaping_equal(const struct shaping *x, const struct sh
 	assert_field_equal(x, y, "attachment", i, ns_egress_bps);
 	assert_field_equal(x, y, "attachment", i, node_egress_bps);
 	assert_field_equal(x, y, "attachment", i, budget_fallback_bps);
+	assert_field_equal(x, y, "attachment", i, ns_ingress_bps);
+	assert_field_equal(x, y, "attachment", i, node_ingress_bps);
+	assert_field_equal(x, y, "attachment", i, budget_in_fallback_bps);
+	assert_field_equal(x, y, "attachment", i, inet_in_tree);
 	assert_field_equal(x, y, "attachment", i, ns_class);
 	assert_field_equal(x, y, "attachment", i, pod_class);
 }
