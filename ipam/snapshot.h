@@ -23,7 +23,7 @@
  * a cache of another layout is never read (tests/unit/test_store.c pins the
  * text to this number).
  */
-#define IPAM_SNAPSHOT_LAYOUT 5
+#define IPAM_SNAPSHOT_LAYOUT 6
 
 struct ipam_snapshot {
 	char *json;	/* state.json as read; the texts point into it */

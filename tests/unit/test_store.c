@@ -1207,7 +1207,7 @@ static void t_cache_only_on_tmpfs(void **state)
  * IPAM_SNAPSHOT_LAYOUT, so that no cache of the old layout is read. Update
  * both numbers together.
  */
-#define PINNED_LAYOUT 5
+#define PINNED_LAYOUT 6
 #define PINNED_ATT_TEXT                                                                          \
 	"{\"containerId\":\"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\"," \
 	"\"ifname\":\"eth0\",\"ip\":\"10.1.0.10\",\"netns\":\"/var/run/netns/cni-"               \
@@ -1223,7 +1223,7 @@ static void t_cache_only_on_tmpfs(void **state)
 	"\"containerPort\":80,\"protocol\":\"tcp\"},{\"hostPort\":53,\"containerPort\":5353,"    \
 	"\"protocol\":\"udp\",\"hostIP\":\"10.0.0.5\"},{\"hostPort\":9,\"containerPort\":9,"     \
 	"\"protocol\":\"sctp\"}]}"
-#define PINNED_ATT_SIZE 1368
+#define PINNED_ATT_SIZE 1392
 
 static void t_cache_layout_follows_the_text(void **state)
 {
