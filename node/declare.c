@@ -166,17 +166,14 @@ static int restore_classes(struct nl_sock *sk, const struct node_config *cfg,
 {
 	for (size_t i = 0; st && i < st->n_att; i++) {
 		const struct ipam_attachment *a = &st->att[i];
-		struct shaping inet = a->shaping;
+		const struct shaping inet = a->shaping;
 
 		if ((!shaping_inet_egress(&inet) && !shaping_inet_ingress(&inet)) ||
 		    !inet.pod_class)
 			continue;
 		/* Only the part on the node's IFBs: the pod's own devices kept theirs. */
-		inet.ingress_bps = inet.egress_bps = 0;
-		if (!shaping_inet_ingress(&inet))
-			inet.inet_ingress_bps = 0;
-		if (shaper_pod_add(sk, a->host_veth, ifb, node_link_group(a), &inet,
-				   cfg->shaping.queue_ms, up ? up->mtu : 1500, e) < 0)
+		if (shaper_pod_restore(sk, a->host_veth, ifb, &inet, cfg->shaping.queue_ms,
+				       up ? up->mtu : 1500, e) < 0)
 			return -EIO;
 		(*restored)++;
 	}

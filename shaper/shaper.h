@@ -141,6 +141,12 @@ int shaper_retire_classes(struct nl_sock *sk, const uint16_t *keep, const uint16
 int shaper_pod_add(struct nl_sock *sk, const char *host_veth, int inet_ifb, uint32_t group,
 		   const struct shaping *s, uint32_t queue_ms, int mtu, struct tg_err *e);
 /*
+ * Puts back the pod's classes on the node's IFBs only (after a root was made
+ * anew): its own devices, which may not exist yet, are left as they are.
+ */
+int shaper_pod_restore(struct nl_sock *sk, const char *host_veth, int inet_ifb,
+		       const struct shaping *s, uint32_t queue_ms, int mtu, struct tg_err *e);
+/*
  * A running pod's classes from `old` (as recorded; NULL: unknown) to `s`, make
  * before break: every class of `s` is changed in place or made (the
  * namespace's too: a reshape owns its rate), and only then what `s` no longer

@@ -399,14 +399,24 @@ static int make_step(struct nl_sock *sk, const struct shaper_step *st, struct st
  * is ours is kept, so a step that finds its object there changes it without
  * a moment in which the pod is not shaped.
  */
+static bool on_node_ifb(const struct shaper_step *st)
+{
+	return strcmp(st->dev, SHAPER_INET_IFB) == 0 || strcmp(st->dev, SHAPER_INET_IN_IFB) == 0;
+}
+
 static int put_steps(struct nl_sock *sk, const char *host_veth, int inet_ifb, uint32_t group,
 		     const struct shaping *s, uint32_t queue_ms, int mtu, bool own_ns,
-		     struct tg_err *e)
+		     bool node_only, struct tg_err *e)
 {
 	struct shaper_step st[SHAPER_POD_STEPS_MAX];
 	struct step_devs devs = { .n = 0 };
-	int n = shaper_pod_steps(host_veth, s, st), r;
+	int n = shaper_pod_steps(host_veth, s, st), r, k = 0;
 
+	/* Only the classes on the node's IFBs: the pod's own devices are left as they are. */
+	for (int i = 0; i < n; i++)
+		if (!node_only || on_node_ifb(&st[i]))
+			st[k++] = st[i];
+	n = k;
 	r = resolve_devs(sk, st, n, inet_ifb, &devs, e);
 	for (int i = 0; i < n && r == 0; i++) {
 		r = make_step(sk, &st[i], &devs, group, queue_ms, mtu, own_ns, e);
@@ -437,7 +447,13 @@ int shaper_ns_set_ceil(struct nl_sock *sk, int inet_ifb, uint16_t ns_class, uint
 int shaper_pod_add(struct nl_sock *sk, const char *host_veth, int inet_ifb, uint32_t group,
 		   const struct shaping *s, uint32_t queue_ms, int mtu, struct tg_err *e)
 {
-	return put_steps(sk, host_veth, inet_ifb, group, s, queue_ms, mtu, false, e);
+	return put_steps(sk, host_veth, inet_ifb, group, s, queue_ms, mtu, false, false, e);
+}
+
+int shaper_pod_restore(struct nl_sock *sk, const char *host_veth, int inet_ifb,
+		       const struct shaping *s, uint32_t queue_ms, int mtu, struct tg_err *e)
+{
+	return put_steps(sk, host_veth, inet_ifb, 0, s, queue_ms, mtu, false, true, e);
 }
 
 /* Deletes the filters of one priority under `parent` (0 when there are none). */
@@ -512,7 +528,7 @@ int shaper_pod_change(struct nl_sock *sk, const char *host_veth, uint32_t group,
 
 	/* Make: the new caps over the old classes, in place. */
 	if ((phases & SHAPER_MAKE) && shaping_any(s)) {
-		r = put_steps(sk, host_veth, 0, group, s, queue_ms, mtu, true, e);
+		r = put_steps(sk, host_veth, 0, group, s, queue_ms, mtu, true, false, e);
 		if (r < 0)
 			return r;
 	}
