@@ -282,8 +282,8 @@ static const struct {
 static const char *const level_names[LEVELS] = { "pod", "namespace", "node" };
 static const char *const level_help[LEVELS] = {
 	" Per pod, by direction and traffic (all, internet, internal).",
-	" Per namespace: the internet egress cap its pods share.",
-	" The node's internet egress cap.",
+	" Per namespace and direction: the internet cap its pods share.",
+	" The node's internet cap, by direction.",
 };
 
 static void render(const struct tc_collector *tc, struct expo *x)
@@ -303,7 +303,9 @@ static void render(const struct tc_collector *tc, struct expo *x)
 						      "direction", row->direction,
 						      "traffic",   row->traffic,
 						      NULL };
-				const char *ns[] = { "namespace", row->k8s_namespace, NULL };
+				const char *ns[] = { "namespace", row->k8s_namespace, "direction",
+						     row->direction, NULL };
+				const char *node[] = { "direction", row->direction, NULL };
 				const uint64_t vals[VALUES] = { row->st.bytes, row->st.packets,
 								row->st.drops, row->st.overlimits,
 								row->st.ceil_bps / 8 };
@@ -315,7 +317,7 @@ static void render(const struct tc_collector *tc, struct expo *x)
 				expo_sample_u64(x, family,
 						lv == SHAPER_POD	 ? pod
 						: lv == SHAPER_NAMESPACE ? ns
-									 : NULL,
+									 : node,
 						vals[v]);
 			}
 		}
