@@ -12,12 +12,15 @@
  *   map pod_<class> { type ipv4_addr : counter; }       pod address -> its own (accounting.perPod)
  *   counter ns_<namespace>_<class>, host_<class>, pod_<host veth>_<class>
  *   map egress_class { type ipv4_addr : classid; }     pod -> its uplink HTB class
+ *   map ingress_class { type ipv4_addr : classid; }    pod -> its class on tollgate-inet-in
  *   chain prerouting: a pod's link (named <prefix>*) jumps to from_pod;
  *     chains from_pod, output: internet-bound packets get internetMark
  *   chain forward: jumps to fwd_egress (classified by destination) and
  *     fwd_ingress (by source), which go to fwd_*_internal on @internal: one
  *     interval lookup per direction; `meta priority` picks the shaper's HTB
- *     class there (see shaper.h)
+ *     class there (see shaper.h); in fwd_ingress a pod's element of
+ *     @ingress_class also gives its downloads internetMark, which its veth
+ *     steers into tollgate-inet-in
  *   chains fwd_*, input, output: counting; chain postrouting: masquerade
  *   set pod_src { type ifname . ipv4_addr; }            host link . the pod's address
  *   map spoofed_<family> { type ifname : counter; }     host link -> ns_<namespace>_spoofed_<family>
@@ -337,6 +340,14 @@ int acct_keep_namespaces(const char *const *names, size_t n, struct tg_err *e);
  * cfg says, 0 when not, negative on error.
  */
 int acct_pod_check(const struct acct_pod *pod, const struct acct_config *cfg, struct tg_err *e);
+/*
+ * The pod's element of @ingress_class made what pod->ingress_classid says
+ * (a reshape): another value replaced in one transaction, so that no
+ * packet of the pod goes without a class; 0 deletes it (its downloads go
+ * back to its veth's class); nothing is written when it is right already.
+ * -ENOENT (through e) when the table lacks the map.
+ */
+int acct_pod_ingress_class(const struct acct_pod *pod, struct tg_err *e);
 /*
  * Pods' elements against the store (`all`: every attachment it holds): reads
  * each per-pod set and map once, puts back every pod missing from one and
