@@ -336,8 +336,9 @@ int acct_retire_namespaces(const char *const *names, size_t n, size_t *ret_retir
 int acct_keep_namespaces(const char *const *names, size_t n, struct tg_err *e);
 /*
  * 1 when the pod's elements (anti-spoofing's and nodeAccess' too: in
- * @metadata_ok and @agent_ok exactly when cfg lists its namespace) are as
- * cfg says, 0 when not, negative on error.
+ * @metadata_ok and @agent_ok exactly when cfg lists its namespace; in
+ * @ingress_class with its ingress_classid, or not at all for 0) are as
+ * cfg and the pod say, 0 when not, negative on error.
  */
 int acct_pod_check(const struct acct_pod *pod, const struct acct_config *cfg, struct tg_err *e);
 /*
@@ -350,9 +351,12 @@ int acct_pod_check(const struct acct_pod *pod, const struct acct_config *cfg, st
 int acct_pod_ingress_class(const struct acct_pod *pod, struct tg_err *e);
 /*
  * Pods' elements against the store (`all`: every attachment it holds): reads
- * each per-pod set and map once, puts back every pod missing from one and
- * takes out every address no pod holds, in one atomic batch. *ret_added,
- * *ret_removed: the pods put back and the stray addresses removed.
+ * each per-pod set and map once, puts back every pod missing from one,
+ * makes each pod's element of @ingress_class its record's (another value
+ * replaced, none for 0) and takes out every address no pod holds, in one
+ * atomic batch. *ret_added, *ret_removed: the pods put back (and download
+ * classes put in or right), and the stray addresses (and classes a record
+ * does not have) removed.
  */
 int acct_pods_reconcile(const struct acct_config *cfg, const struct acct_pod *all, size_t n_all,
 			unsigned *ret_added, unsigned *ret_removed, struct tg_err *e);
