@@ -14,8 +14,8 @@
  * - another internalCIDRs list, or perPod turned over, writes only what differs;
  * - a pod's element of @ingress_class follows its record through the ADD,
  *   the check, a reshape (replaced, deleted for 0), a repeated ADD and the
- *   DEL; the store's reconciliation and a declaration putting pods back make
- *   the map what the records say;
+ *   DEL; the store's reconciliation, a declaration putting pods back and
+ *   one of a table that predates the map make it what the records say;
  * - packets forwarded from an internet address to a pod with an element
  *   leave the forward hook with its class as priority and the internet
  *   mark's bit set (the mark's other bits kept), those to a pod without one
@@ -245,6 +245,16 @@ static void t_download_class_reconcile(void **state)
 	if (acct_declare(&cfg, all, 3, ACCT_DECLARE_PODS, &rep, &e) < 0)
 		fail_msg("declaration putting pods back: %s", e.msg);
 	assert_classes("10.1.0.5:1:5,10.1.0.7:1:4");
+	/* a table of before the map (no rule names it): declared again, the classes come back in */
+	ns_sh("nft flush chain inet " ACCT_TABLE " fwd_ingress && nft delete map inet " ACCT_TABLE
+	      " " ACCT_MAP_INGRESS_CLASS);
+	assert_int_equal(acct_declared(&cfg), 0);
+	assert_int_equal(acct_declare(&cfg, all, 3, 0, &rep, &e), 1);
+	assert_int_equal(rep.sets, 1);
+	assert_int_equal(acct_declared(&cfg), 1);
+	assert_classes("10.1.0.5:1:5,10.1.0.7:1:4");
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(acct_pod_check(&all[i], &cfg, &e), 1);
 }
 
 /* ---- packets ---- */
