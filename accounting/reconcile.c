@@ -274,8 +274,11 @@ static bool ip_in(const uint32_t *v, size_t n, uint32_t ip)
 /* A map's keys sorted, its values (vals[i] is ips[i]'s) kept alongside. */
 static int sort_classes(uint32_t *ips, uint32_t *vals, size_t n, struct tg_err *e)
 {
-	uint64_t *pairs = calloc(n + 1, sizeof(*pairs));
+	uint64_t *pairs;
 
+	if (!ips || !vals || !n)
+		return 0;
+	pairs = calloc(n, sizeof(*pairs));
 	if (!pairs)
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
 	for (size_t i = 0; i < n; i++)
