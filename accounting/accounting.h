@@ -202,9 +202,9 @@ struct acct_pod {
 	const char *host_veth;	 /* its host link: what it may send from; names its own counters */
 	uint32_t egress_classid; /* uplink HTB class of its internet traffic, 0: none */
 	/*
-	 * tollgate-inet-in's class of its internet downloads (0: none): its
+	 * tollgate-inetdl's class of its internet downloads (0: none): its
 	 * element of @ingress_class gives the packets that priority and the
-	 * internet mark, which the pod's veth steers into tollgate-inet-in.
+	 * internet mark, which the pod's veth steers into tollgate-inetdl.
 	 */
 	uint32_t ingress_classid;
 	const struct hostports *ports; /* its hostPorts; NULL: none */
