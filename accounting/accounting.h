@@ -12,7 +12,7 @@
  *   map pod_<class> { type ipv4_addr : counter; }       pod address -> its own (accounting.perPod)
  *   counter ns_<namespace>_<class>, host_<class>, pod_<host veth>_<class>
  *   map egress_class { type ipv4_addr : classid; }     pod -> its uplink HTB class
- *   map ingress_class { type ipv4_addr : classid; }    pod -> its class on tollgate-inet-in
+ *   map ingress_class { type ipv4_addr : classid; }    pod -> its class on tollgate-inetdl
  *   chain prerouting: a pod's link (named <prefix>*) jumps to from_pod;
  *     chains from_pod, output: internet-bound packets get internetMark
  *   chain forward: jumps to fwd_egress (classified by destination) and
@@ -20,7 +20,7 @@
  *     interval lookup per direction; `meta priority` picks the shaper's HTB
  *     class there (see shaper.h); in fwd_ingress a pod's element of
  *     @ingress_class also gives its downloads internetMark, which its veth
- *     steers into tollgate-inet-in
+ *     steers into tollgate-inetdl
  *   chains fwd_*, input, output: counting; chain postrouting: masquerade
  *   set pod_src { type ifname . ipv4_addr; }            host link . the pod's address
  *   map spoofed_<family> { type ifname : counter; }     host link -> ns_<namespace>_spoofed_<family>

@@ -27,9 +27,9 @@
 #define ACCT_SET_MASQ "masq"
 #define ACCT_MAP_EGRESS_CLASS "egress_class"
 /*
- * A pod's address -> tollgate-inet-in's class of its internet downloads:
+ * A pod's address -> tollgate-inetdl's class of its internet downloads:
  * fwd_ingress gives a matched packet that priority and the internet mark
- * (which the pod's veth steers into tollgate-inet-in) in one rule.
+ * (which the pod's veth steers into tollgate-inetdl) in one rule.
  */
 #define ACCT_MAP_INGRESS_CLASS "ingress_class"
 #define ACCT_SET_POD_SRC "pod_src"

@@ -648,7 +648,7 @@ int acct_pod_check(const struct acct_pod *pod, const struct acct_config *cfg, st
 	/* Its new internet connections pass its namespace's guard. */
 	if (r == 1 && cfg->guard.on)
 		r = acct_guard_elem_right(&c, pod);
-	/* Its downloads in tollgate-inet-in's class it was given, or in none. */
+	/* Its downloads in tollgate-inetdl's class it was given, or in none. */
 	if (r == 1)
 		r = ingress_class_right(&c, pod);
 	/* Its hostPorts reach it. */

@@ -94,7 +94,7 @@ static struct nftnl_rule *inet_ingress_class_rule(uint32_t classid)
  * In fwd_ingress, after inet_ingress_class_rule: `meta priority set ip daddr
  * map @ingress_class meta mark set meta mark | M`. A pod without an element
  * stops the rule at the lookup: neither is set. Priority and mark come from
- * one element, so the pod's downloads move to tollgate-inet-in (the mark
+ * one element, so the pod's downloads move to tollgate-inetdl (the mark
  * steers them there from its veth, the priority picks the class) in the
  * transaction that adds it, and back to its veth's class in the one that
  * deletes it; a packet matched by both rules leaves with this one's priority.
@@ -243,7 +243,7 @@ int acct_table_rules(const struct acct_config *cfg, struct acct_rule_list *list)
 	r |= acct_rule_list_add(list, inet_egress_class_rule());
 	if (cfg->inet_ingress_classid)
 		r |= acct_rule_list_add(list, inet_ingress_class_rule(cfg->inet_ingress_classid));
-	/* after it: a pod in tollgate-inet-in's tree leaves with that tree's class */
+	/* after it: a pod in tollgate-inetdl's tree leaves with that tree's class */
 	if (cfg->internet_mark)
 		r |= acct_rule_list_add(list, inet_ingress_tree_rule(cfg->internet_mark));
 	if (cfg->enabled) {

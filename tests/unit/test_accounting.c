@@ -358,7 +358,7 @@ static long fwd_ingress_rule_on(const struct acct_rule_list *w, const char *set)
 }
 
 /*
- * Downloads of a pod in tollgate-inet-in's tree: fwd_ingress' rule after
+ * Downloads of a pod in tollgate-inetdl's tree: fwd_ingress' rule after
  * the pods' veth class (ip daddr @pods meta priority set 1:2) is `meta
  * priority set ip daddr map @ingress_class meta mark set meta mark | M`:
  * the lookup's result in the priority, then the mark's bit set and every
