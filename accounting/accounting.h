@@ -290,7 +290,10 @@ int acct_declare(const struct acct_config *cfg, const struct acct_pod *all, size
 int acct_declared(const struct acct_config *cfg);
 /*
  * Adds the pod's elements and counters (additions only, on a declared
- * table). -ENOENT when the table lacks a set this config uses.
+ * table; but its element of @ingress_class, which is made what
+ * pod->ingress_classid says: another value replaced in the same
+ * transaction, deleted for 0). -ENOENT when the table lacks a set this
+ * config uses.
  */
 int acct_pod_add(const struct acct_config *cfg, const struct acct_pod *pod, struct tg_err *e);
 /*

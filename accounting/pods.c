@@ -188,16 +188,20 @@ int acct_pod_add(const struct acct_config *cfg, const struct acct_pod *pod, stru
 	if (r == 0) {
 		/* The namespace's first pod on the node brings its guard chain. */
 		int missing = cfg->guard.on && acct_guard_chain_exists(&c, pod->k8s_namespace) != 1;
-		bool stale = false;
+		uint32_t have;
+		/*
+		 * A download class of before (a repeated ADD, a reshape): the
+		 * kernel does not replace an element of another value, and one
+		 * the pod no longer has must go.
+		 */
+		bool stale = ingress_class_get(&c, pod->ip, &have) == 1 &&
+			     have != pod->ingress_classid;
 
 		for (int tries = 0; tries < 3; tries++) {
-			uint32_t have;
-
-			/* Only additions: nothing the kernel must wait on before or after. */
+			/* Only additions (but a stale class): nothing the kernel must wait on. */
 			acct_batch_start(bt);
 			r = missing ? acct_guard_put_chain(bt, cfg, pod->k8s_namespace, true, false)
 				    : 0;
-			/* but a download class of before, which the kernel does not replace */
 			if (r == 0 && stale)
 				r = acct_put_ingress_class(bt, NFT_MSG_DELSETELEM, pod->ip, 0);
 			if (r == 0)
@@ -207,6 +211,11 @@ int acct_pod_add(const struct acct_config *cfg, const struct acct_pod *pod, stru
 				r = acct_hostport_put(bt, NFT_MSG_NEWSETELEM, pod, false);
 			if (r == 0)
 				r = acct_batch_send(&c, bt, why, sizeof(why));
+			/* The stale class deleted meanwhile: nothing to take out. */
+			if (r == -ENOENT && stale && ingress_class_get(&c, pod->ip, &have) == 0) {
+				stale = false;
+				continue;
+			}
 			if (r != -EEXIST)
 				break;
 			/* A concurrent ADD of the same namespace made the chain first: it is there. */
@@ -214,7 +223,7 @@ int acct_pod_add(const struct acct_config *cfg, const struct acct_pod *pod, stru
 				missing = 0;
 				continue;
 			}
-			/* A repeated ADD whose download class changed meanwhile: the old one goes. */
+			/* Another class put in since the read: it goes too. */
 			if (stale || !pod->ingress_classid ||
 			    ingress_class_get(&c, pod->ip, &have) != 1 ||
 			    have == pod->ingress_classid)

@@ -13,9 +13,10 @@
  *
  * - another internalCIDRs list, or perPod turned over, writes only what differs;
  * - a pod's element of @ingress_class follows its record through the ADD,
- *   the check, a reshape (replaced, deleted for 0), a repeated ADD and the
- *   DEL; the store's reconciliation, a declaration putting pods back and
- *   one of a table that predates the map make it what the records say;
+ *   the check, a reshape (replaced, deleted for 0), a repeated ADD (the
+ *   same) and the DEL; the store's reconciliation, a declaration putting
+ *   pods back and one of a table that predates the map make it what the
+ *   records say;
  * - packets forwarded from an internet address to a pod with an element
  *   leave the forward hook with its class as priority and the internet
  *   mark's bit set (the mark's other bits kept), those to a pod without one
@@ -189,6 +190,15 @@ static void t_download_class_element(void **state)
 	assert_int_equal(acct_pod_ingress_class(&b, &e), 0);
 	assert_classes("10.1.0.5:1:9");
 	assert_int_equal(acct_pod_ingress_class(&b, &e), 0);
+	assert_int_equal(acct_pod_check(&b, &cfg, &e), 1);
+	/* and by an ADD whose record has 0 (a reshape out of the tree) */
+	b.ingress_classid = 0x10003;
+	assert_int_equal(acct_pod_add(&cfg, &b, &e), 0);
+	assert_classes("10.1.0.5:1:9,10.1.0.6:1:3");
+	b.ingress_classid = 0;
+	assert_int_equal(acct_pod_add(&cfg, &b, &e), 0);
+	assert_classes("10.1.0.5:1:9");
+	assert_int_equal(acct_pod_add(&cfg, &b, &e), 0);
 	assert_int_equal(acct_pod_check(&b, &cfg, &e), 1);
 	/* the DEL takes it with the pod's other elements */
 	assert_int_equal(acct_pod_del(&a, NULL, NULL, &e), 0);
