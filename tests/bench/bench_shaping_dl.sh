@@ -326,9 +326,43 @@ pps_run() { # variant round -> appends "round variant pps loss% sender-cpu-us-pe
         sleep 0.5
     done
 }
+# Both at once, both senders pinned to one CPU (their receivers free): the same
+# moment's machine for both, the same CPU shared by the scheduler between them.
+# The forwarding to each pod runs in softirq in its own sender's context, so each
+# sender's share of the CPU buys packets at its own path's cost; the ratio of the
+# two rates is the ratio of the two costs, paired in time. -> "round together-VARIANT pps loss% 0"
+PIN=$(($(nproc) - 1))
+pps_together() { # round
+    local r=$1 v js out try ok
+    for try in 1 2; do
+        declare -A tp=()
+        for v in new off; do
+            js=$WORK/ipf/pps-$r-$v-together.json
+            taskset -c "$PIN" timeout -k 2 $((PPS_T + 15)) ip netns exec "$NWAN" iperf3 -c "${PIP[$v]}" -B "${PEER_OF[$v]}" \
+                -p "$PORT" -u -l 64 -b 0 -w 2M -t "$PPS_T" -J --connect-timeout 3000 >"$js" 2>"$js.err" &
+            tp[$v]=$!; PIDS+=("${tp[$v]}")
+        done
+        for v in new off; do wait "${tp[$v]}"; pid_forget "${tp[$v]}"; done
+        ok=1 out=()
+        for v in new off; do
+            js=$WORK/ipf/pps-$r-$v-together.json
+            out+=("$(jq -r '.end.sum as $s | if (.error // "") != "" or ($s.seconds // 0) <= 0 or ($s.packets // 0) <= 0 then empty
+                else "\(($s.packets - $s.lost_packets) / $s.seconds) \($s.lost_percent) 0" end' "$js" 2>/dev/null)")
+            [[ -n ${out[-1]} ]] || ok=0
+        done
+        if ((ok)); then
+            printf '%s together-new %s\n%s together-off %s\n' "$r" "${out[0]}" "$r" "${out[1]}" >>"$WORK/pps"
+            return 0
+        fi
+        NOTES+=("pps together round $r: an iperf3 failed$([[ $try == 1 ]] && echo ", retried")")
+        sleep 0.5
+    done
+}
 for v in new off; do pps_run "$v" 0; done   # warm-up, not counted
+pps_together 0
 for ((r = 1; r <= PPS_R; r++)); do
     for v in $( ((r % 2)) && echo "new off" || echo "off new"); do pps_run "$v" "$r"; done
+    pps_together "$r"
 done
 for v in new off; do
     stop_pid "${PSRV[$v]}"
@@ -375,11 +409,21 @@ saturate() { # variant cap
         [[ $try == 2 ]] && return 0
         iperf_server "$NWAN" "$WAN_IP"
     done
-    jq -r --arg v "$v" --arg c "$cap" '"\($v) retrans_\($c) \(.server_output_json.end.sum_sent.retransmits // "NaN")",
-        "\($v) goodput_\($c) \(.end.sum_received.bits_per_second)"' "$base.json" >>"$RAWF"
-    awk -v v="$v" -v c="$cap" -v idle="$idle" 'match($0, /time=[0-9.]+/) { printf "%s rtt_%s %.3f\n", v, c, substr($0, RSTART + 5, RLENGTH - 5) - idle }
-        /packets transmitted/ { for (i = 1; i <= NF; i++) if ($i ~ /%$/) { l = $i; sub("%", "", l); printf "%s ploss_%s %s\n", v, c, l } }' \
-        "$base.ping" >>"$RAWF"
+    # the shaper's drops: the pod's bfifo (fresh with the pod: the only one under a
+    # class on tollgate-inetdl, the one under 1:2 on the pod's own veth)
+    local dev=$HOSTVETH
+    [[ $v == new ]] && dev=tollgate-inetdl
+    {
+        tc -n "${NODE_OF[$v]}" -s qdisc show dev "$dev" | awk -v v="$v" -v c="$cap" '
+            /^qdisc bfifo/ { b = 1; next } /^qdisc/ { b = 0 }
+            b && /Sent/ { for (i = 1; i <= NF; i++) if ($i == "(dropped") { d = $(i + 1); sub(",", "", d); t += d } }
+            END { printf "%s drops_%s %d\n", v, c, t }'
+        jq -r --arg v "$v" --arg c "$cap" '"\($v) retrans_\($c) \(.server_output_json.end.sum_sent.retransmits // "NaN")",
+            "\($v) goodput_\($c) \(.end.sum_received.bits_per_second)"' "$base.json"
+        awk -v v="$v" -v c="$cap" -v idle="$idle" 'match($0, /time=[0-9.]+/) { printf "%s rtt_%s %.3f\n", v, c, substr($0, RSTART + 5, RLENGTH - 5) - idle }
+            /packets transmitted/ { for (i = 1; i <= NF; i++) if ($i ~ /%$/) { l = $i; sub("%", "", l); printf "%s ploss_%s %s\n", v, c, l } }' \
+            "$base.ping"
+    } >>"$RAWF"
 }
 iperf_server "$NWAN" "$WAN_IP"
 for ((ROUND = 1; ROUND <= R; ROUND++)); do
@@ -441,30 +485,41 @@ report() {
     echo
     echo "### 64-byte pps of internal traffic to a pod: download cap on vs off"
     echo
-    echo "iperf3 -u -l 64 -b 0 -w 2M -t $PPS_T from the wan netns (10.240.k.1, inside internalCIDRs) to an iperf3 server in the pod; received pps = (packets - lost) / seconds at the server. On: a pod on a node with internetIngress.podDefault $(mbit $ADD_CAP)M (its veth's egress hook: clsact + cls_bpf, checked); off: a pod on a node without internetIngress (no filter, checked). $PPS_R paired rounds (order alternating) after one warm-up pair."
+    echo "iperf3 -u -l 64 -b 0 -w 2M -t $PPS_T from the wan netns (10.240.k.1, inside internalCIDRs) to an iperf3 server in the pod; received pps = (packets - lost) / seconds at the server. On: a pod on a node with internetIngress.podDefault $(mbit $ADD_CAP)M (its veth's egress hook: clsact + cls_bpf, checked); off: a pod on a node without internetIngress (no filter, checked). $PPS_R rounds after one warm-up round; each round: on and off one after the other (order alternating), then on and off at once with both senders pinned to CPU $PIN (the receivers unpinned)."
+    echo "The target is read on the runs at once: both rates come from the same moment of the machine and the same CPU, shared between the two senders by the scheduler; the forwarding to each pod runs in softirq in its own sender's context, so the ratio of the rates is the ratio of the per-packet costs. One after the other, each run meets the machine's load of its own 2 s (the spread shows it)."
     echo
-    awk '
+    echo "| metric | on (cap set) | off (no internetIngress) | ratio on/off: median (IQR) | n | target | status | IQR clear of target |"
+    echo "|---|---|---|---|---|---|---|---|"
+    local pre
+    for pre in together- ""; do
+        awk -v pre="$pre" '
         function sortv(a, c,   i, j, t) { for (i = 2; i <= c; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j+1] = a[j]; a[j+1] = t } }
         function q(a, c, p,   r, b, i) { if (!c) return "nan"; for (i = 1; i <= c; i++) b[i] = a[i]; sortv(b, c); r = int(p * c); if (r < p * c) r++; if (r < 1) r = 1; return b[r] }
         $1 >= 1 { x[$2, $1] = $3; l[$2, $1] = $4; u[$2, $1] = $5; h[$2, $1] = 1; if ($1 > rmax) rmax = $1 }
         END {
+            on = pre "new"; off = pre "off"
             for (r = 1; r <= rmax; r++) {
-                if (h["new", r] && h["off", r] && x["off", r] > 0) {
-                    P[++n] = x["new", r] / x["off", r]; A[n] = x["new", r]; B[n] = x["off", r]; LA[n] = l["new", r]; LB[n] = l["off", r]
-                    UA[n] = u["new", r]; UB[n] = u["off", r]; C[n] = u["new", r] > 0 ? u["off", r] / u["new", r] : 0
+                if (h[on, r] && h[off, r] && x[off, r] > 0) {
+                    P[++n] = x[on, r] / x[off, r]; A[n] = x[on, r]; B[n] = x[off, r]; LA[n] = l[on, r]; LB[n] = l[off, r]
+                    UA[n] = u[on, r]; UB[n] = u[off, r]; C[n] = u[on, r] > 0 ? u[off, r] / u[on, r] : 0
                 }
             }
             m = q(P, n, 0.5); lo = q(P, n, 0.25); hi = q(P, n, 0.75)
-            print "| metric | on (cap set) | off (no internetIngress) | ratio on/off: median (IQR) | n | target | status | IQR clear of target |"
-            print "|---|---|---|---|---|---|---|---|"
-            if (!n) { print "| received pps | n/a | n/a | n/a | 0 | >= 0.97 | MISS | - |"; exit }
-            printf "| received kpps, median (min–max) | %.1f (%.1f–%.1f) | %.1f (%.1f–%.1f) | %.3f (%.3f–%.3f) | %d | >= 0.97 | %s | %s |\n",
-                q(A, n, 0.5) / 1e3, q(A, n, 0) / 1e3, q(A, n, 1) / 1e3, q(B, n, 0.5) / 1e3, q(B, n, 0) / 1e3, q(B, n, 1) / 1e3,
-                m, lo, hi, n, (m >= 0.97) ? "PASS" : "MISS", (lo >= 0.97 || hi < 0.97) ? "yes" : "no (within noise)"
-            printf "| loss at the receiver, median | %.1f %% | %.1f %% | | | | | |\n", q(LA, n, 0.5), q(LB, n, 0.5)
-            printf "| sender CPU per packet sent, median (min–max) | %.2f µs (%.2f–%.2f) | %.2f µs (%.2f–%.2f) | capacity at equal CPU, off÷on CPU: %.3f (%.3f–%.3f) | %d | (info) | | |\n",
-                q(UA, n, 0.5), q(UA, n, 0), q(UA, n, 1), q(UB, n, 0.5), q(UB, n, 0), q(UB, n, 1), q(C, n, 0.5), q(C, n, 0.25), q(C, n, 0.75), n
+            lab = pre == "" ? "one after the other" : "at once, one CPU"
+            if (!n) { printf "| received pps, %s | n/a | n/a | n/a | 0 | %s | %s | - |\n", lab, pre == "" ? "(info)" : ">= 0.97", pre == "" ? "" : "MISS"; exit }
+            if (pre == "")
+                printf "| received kpps, %s: median (min–max) | %.1f (%.1f–%.1f) | %.1f (%.1f–%.1f) | %.3f (%.3f–%.3f) | %d | (info) | | |\n", lab,
+                    q(A, n, 0.5) / 1e3, q(A, n, 0) / 1e3, q(A, n, 1) / 1e3, q(B, n, 0.5) / 1e3, q(B, n, 0) / 1e3, q(B, n, 1) / 1e3, m, lo, hi, n
+            else
+                printf "| received kpps, %s: median (min–max) | %.1f (%.1f–%.1f) | %.1f (%.1f–%.1f) | %.3f (%.3f–%.3f) | %d | >= 0.97 | %s | %s |\n", lab,
+                    q(A, n, 0.5) / 1e3, q(A, n, 0) / 1e3, q(A, n, 1) / 1e3, q(B, n, 0.5) / 1e3, q(B, n, 0) / 1e3, q(B, n, 1) / 1e3,
+                    m, lo, hi, n, (m >= 0.97) ? "PASS" : "MISS", (lo >= 0.97 || hi < 0.97) ? "yes" : "no (within noise)"
+            printf "| loss at the receiver, %s: median | %.1f %% | %.1f %% | | | | | |\n", lab, q(LA, n, 0.5), q(LB, n, 0.5)
+            if (pre == "")
+                printf "| sender CPU per packet sent, %s: median (min–max) | %.2f µs (%.2f–%.2f) | %.2f µs (%.2f–%.2f) | capacity at equal CPU, off÷on CPU: %.3f (%.3f–%.3f) | %d | (info) | | |\n", lab,
+                    q(UA, n, 0.5), q(UA, n, 0), q(UA, n, 1), q(UB, n, 0.5), q(UB, n, 0), q(UB, n, 1), q(C, n, 0.5), q(C, n, 0.25), q(C, n, 0.75), n
         }' "$WORK/pps"
+    done
     echo
     echo "### A capped download at saturation: new vs old"
     echo
@@ -479,6 +534,7 @@ report() {
             $2 == "rtt_" c { rt[$1, ++nr[$1]] = $3 }
             $2 == "retrans_" c && $3 != "NaN" { rs[$1] += $3; rl[$1] = rl[$1] (rl[$1] == "" ? "" : ", ") $3; nrs[$1]++ }
             $2 == "goodput_" c { g[$1, ++ng[$1]] = $3 / c }
+            $2 == "drops_" c { ds[$1] += $3; dl[$1] = dl[$1] (dl[$1] == "" ? "" : ", ") $3 }
             $2 == "ploss_" c { pl[$1] += $3; npl[$1]++ }
             $2 == "idle_" c { id[$1, ++ni[$1]] = $3 }
             END {
@@ -499,6 +555,7 @@ report() {
                 st = (nrs["new"] && nrs["old"] && rs["new"] <= rs["old"] * 1.1) ? "PASS" : "MISS"
                 printf "| %sM | sender TCP retransmits, sum over %d / %d runs (each) | %d (%s) | %d (%s) | new <= old × 1.1 | %s |\n", m, nrs["new"], nrs["old"],
                     rs["new"], rl["new"], rs["old"], rl["old"], st
+                printf "| %sM | the pod bfifo'"'"'s drops, sum (each) | %d (%s) | %d (%s) | | |\n", m, ds["new"], dl["new"], ds["old"], dl["old"]
                 printf "| %sM | pings lost under load, mean | %.1f %% | %.1f %% | | |\n", m, npl["new"] ? pl["new"] / npl["new"] : 0, npl["old"] ? pl["old"] / npl["old"] : 0
             }' "$RAWF"
     done
