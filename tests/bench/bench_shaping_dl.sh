@@ -38,9 +38,11 @@
 #    round, the on/off ratio per round; target: median >= 0.97. Control: the
 #    filter is checked present on the "on" veth and absent on the "off" one.
 # 3. A capped download saturated (iperf3 -R, the wan host sending to the pod) at
-#    each rate of BENCH_DL_RATES, new layout vs old, fresh pod per measurement
-#    (full buckets), BENCH_DL_ROUNDS rounds, order rotating: ping RTT added
-#    under load (pings every 20 ms from 1.0 s to the end - 0.5 s, minus the
+#    each rate of BENCH_DL_RATES, new layout vs old side by side: per round and
+#    rate a fresh pod on nnew and one on nold, both downloading at once (each
+#    from its own iperf3 server on the wan host; which starts first alternates),
+#    so that both meet the same moments of the machine; BENCH_DL_ROUNDS rounds:
+#    ping RTT added under load (pings every 20 ms from 1.0 s to the end - 0.5 s, minus the
 #    same pod's idle median; p50 and p99 over every ping of every round) and
 #    the sender's TCP retransmits (the wan host's socket: the iperf3 server's
 #    own sum_sent, fetched with --get-server-output). Targets: retransmits new <= old x 1.1 (sum over rounds),
@@ -52,11 +54,11 @@
 #   BENCH_DL_OLD_REV=1b96bab     git revision of the old layout's plugin
 #   BENCH_DL_OLD_BIN=PATH        use this old plugin instead of building it
 #                                (else built once into BIN_DIR/bench-old-<rev>/)
-#   BENCH_DL_ADD_N=20            ADD pairs
+#   BENCH_DL_ADD_N=40            ADD pairs
 #   BENCH_DL_PPS_ROUNDS=10       pps rounds (each: on and off)
 #   BENCH_DL_PPS_SECS=2          iperf3 -t of a pps run
 #   BENCH_DL_RATES="10000000 100000000"   download caps in bits/s
-#   BENCH_DL_ROUNDS=3            saturation rounds (each: every rate x new, old)
+#   BENCH_DL_ROUNDS=5            saturation rounds (each: every rate, new and old at once)
 #   BENCH_DL_SECONDS=4           iperf3 -t of a saturation run (>= 3)
 #   BENCH_REPORT=FILE            also write the markdown report to FILE
 #   BENCH_RAW=DIR                also copy the raw samples to DIR
@@ -90,11 +92,11 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 bench_start "${1:-}"
 OLD_REV=${BENCH_DL_OLD_REV:-1b96bab}
 OLD_BIN=${BENCH_DL_OLD_BIN:-}
-ADD_N=${BENCH_DL_ADD_N:-20}
+ADD_N=${BENCH_DL_ADD_N:-40}
 PPS_R=${BENCH_DL_PPS_ROUNDS:-10}
 PPS_T=${BENCH_DL_PPS_SECS:-2}
 RATES=${BENCH_DL_RATES:-10000000 100000000}
-R=${BENCH_DL_ROUNDS:-3}
+R=${BENCH_DL_ROUNDS:-5}
 DUR=${BENCH_DL_SECONDS:-4}
 WAN_IP=203.0.113.1
 PORT=5201
@@ -258,19 +260,19 @@ pod_down() { # variant
 # has_steer NODE VETH: the veth's egress hook holds a bpf filter
 has_steer() { tc -n "$1" filter show dev "$2" egress 2>/dev/null | grep -q ' bpf '; }
 
-SRV_PID=""
-iperf_server() { # netns address: (re)start the one iperf3 server there
-    [[ -n $SRV_PID ]] && stop_pid "$SRV_PID"
-    ip netns exec "$1" iperf3 -s -J -B "$2" -p "$PORT" >"$WORK/ipf/server.log" 2>&1 </dev/null &
-    SRV_PID=$!
-    PIDS+=("$SRV_PID")
-    local k
+declare -A SRV=()   # port -> iperf3 server pid
+iperf_server() { # netns address port: (re)start the iperf3 server on that port
+    local ns=$1 addr=$2 port=$3 k
+    [[ -n ${SRV[$port]:-} ]] && stop_pid "${SRV[$port]}"
+    ip netns exec "$ns" iperf3 -s -J -B "$addr" -p "$port" >>"$WORK/ipf/server-$port.log" 2>&1 </dev/null &
+    SRV[$port]=$!
+    PIDS+=("${SRV[$port]}")
     for ((k = 0; k < 150; k++)); do
-        ip netns exec "$1" ss -Hltn "sport = :$PORT" 2>/dev/null | grep -q . && return 0
-        kill -0 "$SRV_PID" 2>/dev/null || break
+        ip netns exec "$ns" ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && return 0
+        kill -0 "${SRV[$port]}" 2>/dev/null || break
         sleep 0.02
     done
-    die "iperf3 server did not start in $1: $(tail -c 500 "$WORK/ipf/server.log")"
+    die "iperf3 server did not start in $ns: $(tail -c 500 "$WORK/ipf/server-$port.log")"
 }
 
 # ---------------------------------------------------------------- 64 B pps
@@ -388,56 +390,82 @@ check_cap() {
     [[ $out == *" leaf "*" ceil $(mbit "$cap")Mbit "* || ($v == old && $out == *" rate $(mbit "$cap")Mbit "*) ]] ||
         cni_fail "$v: no leaf class capped at $(mbit "$cap")Mbit: $out"
 }
-saturate() { # variant cap
-    local v=$1 cap=$2 base=$WORK/ipf/sat-$PODK ts ipid ppid rc idle
-    ip netns exec "$POD" ping -n -c 20 -i 0.01 -W 1 "$WAN_IP" >"$base.idle" 2>&1
-    idle=$(grep -o 'time=[0-9.]*' "$base.idle" | cut -d= -f2 | median_of)
-    [[ $idle != NaN ]] || cni_fail "$v: pod $POD cannot ping $WAN_IP" "$base.idle"
-    sample "$v" "idle_$cap" "$idle"
+# Both layouts at once: the new one's pod on nnew and the old one's on nold, each
+# capped at the same rate, each downloading from its own iperf3 server on the wan
+# host, the pings beside them: the same moments of the machine for both.
+declare -A SPOD=() SVETH=() SPK=() SCID=() SARGS=() SIDLE=() SPORT=([new]=5202 [old]=5203)
+saturate() { # cap first-variant second-variant
+    local cap=$1 v base ts rc try ok
+    local -A ipid=() ppid=()
+    for v in new old; do
+        base=$WORK/ipf/sat-${SPK[$v]}
+        ip netns exec "${SPOD[$v]}" ping -n -c 20 -i 0.01 -W 1 "$WAN_IP" >"$base.idle" 2>&1
+        SIDLE[$v]=$(grep -o 'time=[0-9.]*' "$base.idle" | cut -d= -f2 | median_of)
+        [[ ${SIDLE[$v]} != NaN ]] || cni_fail "$v: pod ${SPOD[$v]} cannot ping $WAN_IP" "$base.idle"
+        sample "$v" "idle_$cap" "${SIDLE[$v]}"
+    done
     for try in 1 2; do
-        ip netns exec "$POD" timeout $((DUR + 20)) iperf3 -c "$WAN_IP" -p "$PORT" -t "$DUR" -J -R \
-            --connect-timeout 3000 --get-server-output >"$base.json" 2>"$base.err" &
-        ipid=$!; PIDS+=("$ipid")
+        for v in "$2" "$3"; do
+            base=$WORK/ipf/sat-${SPK[$v]}
+            ip netns exec "${SPOD[$v]}" timeout $((DUR + 20)) iperf3 -c "$WAN_IP" -p "${SPORT[$v]}" -t "$DUR" -J -R \
+                --connect-timeout 3000 --get-server-output >"$base.json" 2>"$base.err" &
+            ipid[$v]=$!; PIDS+=("${ipid[$v]}")
+        done
         ts=$(now_us)
         sleep_until $((ts + 1000000))
-        ip netns exec "$POD" ping -n -i 0.02 -c $(((DUR * 1000 - 1500) / 20)) -W 1 "$WAN_IP" >"$base.ping" 2>&1 &
-        ppid=$!; PIDS+=("$ppid")
-        wait "$ipid"; rc=$?; pid_forget "$ipid"
-        wait "$ppid"; pid_forget "$ppid"
-        [[ $rc == 0 ]] && grep -q '"sum_received"' "$base.json" && break
-        NOTES+=("$v $(mbit "$cap")M round $ROUND: iperf3 failed (rc $rc: $(jq -r '.error // empty' "$base.json" 2>/dev/null) $(head -c 200 "$base.err"))$([[ $try == 1 ]] && echo ", server restarted, retried")")
+        for v in "$2" "$3"; do
+            ip netns exec "${SPOD[$v]}" ping -n -i 0.02 -c $(((DUR * 1000 - 1500) / 20)) -W 1 "$WAN_IP" >"$WORK/ipf/sat-${SPK[$v]}.ping" 2>&1 &
+            ppid[$v]=$!; PIDS+=("${ppid[$v]}")
+        done
+        ok=1
+        for v in new old; do
+            wait "${ipid[$v]}"; rc=$?; pid_forget "${ipid[$v]}"
+            wait "${ppid[$v]}"; pid_forget "${ppid[$v]}"
+            base=$WORK/ipf/sat-${SPK[$v]}
+            [[ $rc == 0 ]] && grep -q '"sum_received"' "$base.json" && continue
+            ok=0
+            NOTES+=("$v $(mbit "$cap")M round $ROUND: iperf3 failed (rc $rc: $(jq -r '.error // empty' "$base.json" 2>/dev/null) $(head -c 200 "$base.err"))$([[ $try == 1 ]] && echo ", both runs again")")
+        done
+        ((ok)) && break
         [[ $try == 2 ]] && return 0
-        iperf_server "$NWAN" "$WAN_IP"
+        for v in new old; do iperf_server "$NWAN" "$WAN_IP" "${SPORT[$v]}"; done
     done
-    # the shaper's drops: the pod's bfifo (fresh with the pod: the only one under a
-    # class on tollgate-inetdl, the one under 1:2 on the pod's own veth)
-    local dev=$HOSTVETH
-    [[ $v == new ]] && dev=tollgate-inetdl
-    {
-        tc -n "${NODE_OF[$v]}" -s qdisc show dev "$dev" | awk -v v="$v" -v c="$cap" '
-            /^qdisc bfifo/ { b = 1; next } /^qdisc/ { b = 0 }
-            b && /Sent/ { for (i = 1; i <= NF; i++) if ($i == "(dropped") { d = $(i + 1); sub(",", "", d); t += d } }
-            END { printf "%s drops_%s %d\n", v, c, t }'
-        jq -r --arg v "$v" --arg c "$cap" '"\($v) retrans_\($c) \(.server_output_json.end.sum_sent.retransmits // "NaN")",
-            "\($v) goodput_\($c) \(.end.sum_received.bits_per_second)"' "$base.json"
-        awk -v v="$v" -v c="$cap" -v idle="$idle" 'match($0, /time=[0-9.]+/) { printf "%s rtt_%s %.3f\n", v, c, substr($0, RSTART + 5, RLENGTH - 5) - idle }
-            /packets transmitted/ { for (i = 1; i <= NF; i++) if ($i ~ /%$/) { l = $i; sub("%", "", l); printf "%s ploss_%s %s\n", v, c, l } }' \
-            "$base.ping"
-    } >>"$RAWF"
+    for v in new old; do
+        base=$WORK/ipf/sat-${SPK[$v]}
+        # the shaper's drops: the pod's bfifo (fresh with the pod: the only one under a
+        # class on tollgate-inetdl, the one under 1:2 on the pod's own veth)
+        local dev=${SVETH[$v]}
+        [[ $v == new ]] && dev=tollgate-inetdl
+        {
+            tc -n "${NODE_OF[$v]}" -s qdisc show dev "$dev" | awk -v v="$v" -v c="$cap" '
+                /^qdisc bfifo/ { b = 1; next } /^qdisc/ { b = 0 }
+                b && /Sent/ { for (i = 1; i <= NF; i++) if ($i == "(dropped") { d = $(i + 1); sub(",", "", d); t += d } }
+                END { printf "%s drops_%s %d\n", v, c, t }'
+            jq -r --arg v "$v" --arg c "$cap" '"\($v) retrans_\($c) \(.server_output_json.end.sum_sent.retransmits // "NaN")",
+                "\($v) goodput_\($c) \(.end.sum_received.bits_per_second)"' "$base.json"
+            awk -v v="$v" -v c="$cap" -v idle="${SIDLE[$v]}" 'match($0, /time=[0-9.]+/) { printf "%s rtt_%s %.3f\n", v, c, substr($0, RSTART + 5, RLENGTH - 5) - idle }
+                /packets transmitted/ { for (i = 1; i <= NF; i++) if ($i ~ /%$/) { l = $i; sub("%", "", l); printf "%s ploss_%s %s\n", v, c, l } }' \
+                "$base.ping"
+        } >>"$RAWF"
+    done
 }
-iperf_server "$NWAN" "$WAN_IP"
+for v in new old; do iperf_server "$NWAN" "$WAN_IP" "${SPORT[$v]}"; done
 for ((ROUND = 1; ROUND <= R; ROUND++)); do
     for rate in $RATES; do
-        for v in $( ((ROUND % 2)) && echo "new old" || echo "old new"); do
-            log "round $ROUND/$R: $v at $(mbit "$rate") Mbit/s"
+        log "round $ROUND/$R: new and old at once at $(mbit "$rate") Mbit/s"
+        for v in new old; do
             pod_up "$v" "$rate"
             check_cap "$v" "$rate"
-            saturate "$v" "$rate"
+            SPOD[$v]=$POD SVETH[$v]=$HOSTVETH SPK[$v]=$PODK SCID[$v]=$CID SARGS[$v]=$PODARGS
+        done
+        if ((ROUND % 2)); then saturate "$rate" new old; else saturate "$rate" old new; fi
+        for v in new old; do
+            POD=${SPOD[$v]} PODK=${SPK[$v]} CID=${SCID[$v]} PODARGS=${SARGS[$v]}
             pod_down "$v"
         done
     done
 done
-stop_pid "$SRV_PID"
+for v in new old; do stop_pid "${SRV[${SPORT[$v]}]}"; done
 for v in new old off; do
     left=$(ip -n "${NODE_OF[$v]}" -o link show | awk -F': ' '{ sub(/@.*/, "", $2); if ($2 != "lo" && $2 != "eth0" && $2 !~ /^tollgate-/) printf " %s", $2 }')
     [[ -n $left ]] && NOTES+=("after every DEL, links remain in ${v}'s node:$left")
@@ -523,7 +551,7 @@ report() {
     echo
     echo "### A capped download at saturation: new vs old"
     echo
-    echo "iperf3 -R -t $DUR (one TCP flow, wan host -> pod), a fresh pod per run, $R rounds per rate, order alternating. Added RTT: pings pod -> 203.0.113.1 every 20 ms from 1.0 s to $DUR s - 0.5 s, minus the same pod's idle median (20 pings); p50/p99 over every ping of every round. Retransmits: the sender's (the wan host's socket: the iperf3 server's own sum_sent, --get-server-output), summed over the rounds. Goodput: iperf3 receiver."
+    echo "iperf3 -R -t $DUR (one TCP flow, wan host -> pod). Per round and rate, a fresh pod under each layout (new on one node, old on another), both downloading at once from two iperf3 servers on the wan host (which starts first alternates): the same moments of the machine for both; $R rounds. Added RTT: pings pod -> 203.0.113.1 every 20 ms from 1.0 s to $DUR s - 0.5 s, minus the same pod's idle median (20 pings); p50/p99 over every ping of every round. Retransmits: the sender's (the wan host's socket: the iperf3 server's own sum_sent, --get-server-output), summed over the rounds. Goodput: iperf3 receiver."
     echo
     echo "| cap | metric | new (tollgate-inetdl) | old (veth 1:2) | target | status |"
     echo "|---|---|---|---|---|---|"
@@ -553,9 +581,9 @@ report() {
                 st = (p99["new"] != "nan" && p99["old"] != "nan" && p99["new"] <= p99["old"] * 1.1) ? "PASS" : "MISS"
                 printf "| %sM | added RTT under load, p99 | %.2f ms | %.2f ms | new <= old × 1.1 | %s |\n", m, p99["new"], p99["old"], st
                 st = (nrs["new"] && nrs["old"] && rs["new"] <= rs["old"] * 1.1) ? "PASS" : "MISS"
-                printf "| %sM | sender TCP retransmits, sum over %d / %d runs (each) | %d (%s) | %d (%s) | new <= old × 1.1 | %s |\n", m, nrs["new"], nrs["old"],
+                printf "| %sM | sender TCP retransmits, sum over %d / %d runs (each run) | %d (%s) | %d (%s) | new <= old × 1.1 | %s |\n", m, nrs["new"], nrs["old"],
                     rs["new"], rl["new"], rs["old"], rl["old"], st
-                printf "| %sM | the pod bfifo'"'"'s drops, sum (each) | %d (%s) | %d (%s) | | |\n", m, ds["new"], dl["new"], ds["old"], dl["old"]
+                printf "| %sM | drops at the pod'"'"'s bfifo, sum (each run) | %d (%s) | %d (%s) | | |\n", m, ds["new"], dl["new"], ds["old"], dl["old"]
                 printf "| %sM | pings lost under load, mean | %.1f %% | %.1f %% | | |\n", m, npl["new"] ? pl["new"] / npl["new"] : 0, npl["old"] ? pl["old"] / npl["old"] : 0
             }' "$RAWF"
     done
