@@ -178,13 +178,15 @@ log "run $RUN, work dir $WORK"
 two_nodes "$NWAN" "$NNEW" "$NOLD" "$WAN_IP"
 netns_batch add "$NOFF"
 node_uplink "$NWAN" "$NOFF" 2 10.3.0.0/22
-declare -A NODE_OF=([new]=$NNEW [old]=$NOLD [off]=$NOFF)
-declare -A BIN_OF=([new]=$WORK/bin/tollgate-new [old]=$WORK/bin/tollgate-old [off]=$WORK/bin/tollgate-new)
+# off2: a second pod of noff (the pps runs' A/A control)
+declare -A NODE_OF=([new]=$NNEW [old]=$NOLD [off]=$NOFF [off2]=$NOFF)
+declare -A BIN_OF=([new]=$WORK/bin/tollgate-new [old]=$WORK/bin/tollgate-old [off]=$WORK/bin/tollgate-new [off2]=$WORK/bin/tollgate-new)
 declare -A NET_OF=([new]=10.1.0.0/22 [old]=10.2.0.0/22 [off]=10.3.0.0/22)
-declare -A PEER_OF=([new]=10.240.0.1 [old]=10.240.1.1 [off]=10.240.2.1)
+declare -A PEER_OF=([new]=10.240.0.1 [old]=10.240.1.1 [off]=10.240.2.1 [off2]=10.240.2.1)
 
 # conf VARIANT CAP(bits/s, 0: no internetIngress) -> path of that config
 conf() {
+    [[ $1 == off2 ]] && set -- off "$2"   # the same node's config
     local f=$WORK/conf.$1.$2
     [[ -f $f ]] || jq -cn --arg dd "$WORK/data-$1" --arg lf "$WORK/tollgate-$1.log" --arg net "${NET_OF[$1]}" \
         --argjson cap "$2" '{cniVersion: "1.0.0", name: "tgdl", type: "tollgate", mtu: 1500, uplink: "eth0",
@@ -278,8 +280,8 @@ iperf_server() { # netns address port: (re)start the iperf3 server on that port
 # ---------------------------------------------------------------- 64 B pps
 log "pps: $PPS_R rounds of ${PPS_T}s, internal peer -> pod, download cap on (nnew) vs off (noff)"
 declare -A PPOD=() PIP=() PSRV=() PK=() PCID=() PARGS=()
-for v in new off; do
-    if [[ $v == new ]]; then pod_up new $ADD_CAP; else pod_up off 0; fi
+for v in new off off2; do
+    if [[ $v == new ]]; then pod_up new $ADD_CAP; else pod_up "$v" 0; fi
     PPOD[$v]=$POD PIP[$v]=$PODIP
     PK[$v]=$PODK PCID[$v]=$CID PARGS[$v]=$PODARGS
     if [[ $v == new ]]; then
@@ -290,7 +292,7 @@ for v in new off; do
     ip netns exec "$POD" iperf3 -s -B "$PODIP" -p "$PORT" >"$WORK/ipf/pps-$v.srv" 2>&1 </dev/null &
     PSRV[$v]=$!; PIDS+=("${PSRV[$v]}")
 done
-for v in new off; do
+for v in new off off2; do
     for ((k = 0; k < 150; k++)); do
         ip netns exec "${PPOD[$v]}" ss -Hltn "sport = :$PORT" 2>/dev/null | grep -q . && break
         sleep 0.02
@@ -332,41 +334,44 @@ pps_run() { # variant round -> appends "round variant pps loss% sender-cpu-us-pe
 # moment's machine for both, the same CPU shared by the scheduler between them.
 # The forwarding to each pod runs in softirq in its own sender's context, so each
 # sender's share of the CPU buys packets at its own path's cost; the ratio of the
-# two rates is the ratio of the two costs, paired in time. -> "round together-VARIANT pps loss% 0"
+# two rates is the ratio of the two costs, paired in time. The same between two
+# uncapped pods (A/A) shows what the method reads where there is no difference.
 PIN=$(($(nproc) - 1))
-pps_together() { # round
-    local r=$1 v js out try ok
+pps_together() { # round tag variant-a variant-b -> "round TAG-VARIANT pps loss% 0" for both
+    local r=$1 tag=$2 v js out try ok
+    shift 2
     for try in 1 2; do
         declare -A tp=()
-        for v in new off; do
-            js=$WORK/ipf/pps-$r-$v-together.json
+        for v in "$@"; do
+            js=$WORK/ipf/pps-$r-$v-$tag.json
             taskset -c "$PIN" timeout -k 2 $((PPS_T + 15)) ip netns exec "$NWAN" iperf3 -c "${PIP[$v]}" -B "${PEER_OF[$v]}" \
                 -p "$PORT" -u -l 64 -b 0 -w 2M -t "$PPS_T" -J --connect-timeout 3000 >"$js" 2>"$js.err" &
             tp[$v]=$!; PIDS+=("${tp[$v]}")
         done
-        for v in new off; do wait "${tp[$v]}"; pid_forget "${tp[$v]}"; done
+        for v in "$@"; do wait "${tp[$v]}"; pid_forget "${tp[$v]}"; done
         ok=1 out=()
-        for v in new off; do
-            js=$WORK/ipf/pps-$r-$v-together.json
+        for v in "$@"; do
+            js=$WORK/ipf/pps-$r-$v-$tag.json
             out+=("$(jq -r '.end.sum as $s | if (.error // "") != "" or ($s.seconds // 0) <= 0 or ($s.packets // 0) <= 0 then empty
                 else "\(($s.packets - $s.lost_packets) / $s.seconds) \($s.lost_percent) 0" end' "$js" 2>/dev/null)")
             [[ -n ${out[-1]} ]] || ok=0
         done
         if ((ok)); then
-            printf '%s together-new %s\n%s together-off %s\n' "$r" "${out[0]}" "$r" "${out[1]}" >>"$WORK/pps"
+            printf '%s %s-%s %s\n%s %s-%s %s\n' "$r" "$tag" "$1" "${out[0]}" "$r" "$tag" "$2" "${out[1]}" >>"$WORK/pps"
             return 0
         fi
-        NOTES+=("pps together round $r: an iperf3 failed$([[ $try == 1 ]] && echo ", retried")")
+        NOTES+=("pps $tag round $r: an iperf3 failed$([[ $try == 1 ]] && echo ", retried")")
         sleep 0.5
     done
 }
 for v in new off; do pps_run "$v" 0; done   # warm-up, not counted
-pps_together 0
+pps_together 0 together new off
 for ((r = 1; r <= PPS_R; r++)); do
     for v in $( ((r % 2)) && echo "new off" || echo "off new"); do pps_run "$v" "$r"; done
-    pps_together "$r"
+    if ((r % 2)); then pps_together "$r" together new off; else pps_together "$r" together off new; fi
+    ((r % 2)) && pps_together "$r" aa off2 off   # the A/A control, every other round
 done
-for v in new off; do
+for v in new off off2; do
     stop_pid "${PSRV[$v]}"
     PODK=${PK[$v]} CID=${PCID[$v]} PODARGS=${PARGS[$v]} POD=${PPOD[$v]}
     pod_down "$v"
@@ -513,19 +518,19 @@ report() {
     echo
     echo "### 64-byte pps of internal traffic to a pod: download cap on vs off"
     echo
-    echo "iperf3 -u -l 64 -b 0 -w 2M -t $PPS_T from the wan netns (10.240.k.1, inside internalCIDRs) to an iperf3 server in the pod; received pps = (packets - lost) / seconds at the server. On: a pod on a node with internetIngress.podDefault $(mbit $ADD_CAP)M (its veth's egress hook: clsact + cls_bpf, checked); off: a pod on a node without internetIngress (no filter, checked). $PPS_R rounds after one warm-up round; each round: on and off one after the other (order alternating), then on and off at once with both senders pinned to CPU $PIN (the receivers unpinned)."
+    echo "iperf3 -u -l 64 -b 0 -w 2M -t $PPS_T from the wan netns (10.240.k.1, inside internalCIDRs) to an iperf3 server in the pod; received pps = (packets - lost) / seconds at the server. On: a pod on a node with internetIngress.podDefault $(mbit $ADD_CAP)M (its veth's egress hook: clsact + cls_bpf, checked); off: a pod on a node without internetIngress (no filter, checked). $PPS_R rounds after one warm-up round; each round: on and off one after the other (order alternating), then on and off at once with both senders pinned to CPU $PIN (the receivers unpinned); every other round, two uncapped pods of the off node at once the same way (A/A control)."
     echo "The target is read on the runs at once: both rates come from the same moment of the machine and the same CPU, shared between the two senders by the scheduler; the forwarding to each pod runs in softirq in its own sender's context, so the ratio of the rates is the ratio of the per-packet costs. One after the other, each run meets the machine's load of its own 2 s (the spread shows it)."
     echo
-    echo "| metric | on (cap set) | off (no internetIngress) | ratio on/off: median (IQR) | n | target | status | IQR clear of target |"
+    echo "| metric | on (cap set; A/A: a second uncapped pod) | off (no internetIngress) | ratio on/off: median (IQR) | n | target | status | IQR clear of target |"
     echo "|---|---|---|---|---|---|---|---|"
-    local pre
-    for pre in together- ""; do
-        awk -v pre="$pre" '
+    local spec on off lab mode
+    for spec in "together-new together-off target at once, one CPU" "aa-off2 aa-off control A/A: two uncapped pods, at once, one CPU" "new off info one after the other"; do
+        read -r on off mode lab <<<"$spec"
+        awk -v on="$on" -v off="$off" -v mode="$mode" -v lab="$lab" '
         function sortv(a, c,   i, j, t) { for (i = 2; i <= c; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] > t; j--) a[j+1] = a[j]; a[j+1] = t } }
         function q(a, c, p,   r, b, i) { if (!c) return "nan"; for (i = 1; i <= c; i++) b[i] = a[i]; sortv(b, c); r = int(p * c); if (r < p * c) r++; if (r < 1) r = 1; return b[r] }
         $1 >= 1 { x[$2, $1] = $3; l[$2, $1] = $4; u[$2, $1] = $5; h[$2, $1] = 1; if ($1 > rmax) rmax = $1 }
         END {
-            on = pre "new"; off = pre "off"
             for (r = 1; r <= rmax; r++) {
                 if (h[on, r] && h[off, r] && x[off, r] > 0) {
                     P[++n] = x[on, r] / x[off, r]; A[n] = x[on, r]; B[n] = x[off, r]; LA[n] = l[on, r]; LB[n] = l[off, r]
@@ -533,17 +538,16 @@ report() {
                 }
             }
             m = q(P, n, 0.5); lo = q(P, n, 0.25); hi = q(P, n, 0.75)
-            lab = pre == "" ? "one after the other" : "at once, one CPU"
-            if (!n) { printf "| received pps, %s | n/a | n/a | n/a | 0 | %s | %s | - |\n", lab, pre == "" ? "(info)" : ">= 0.97", pre == "" ? "" : "MISS"; exit }
-            if (pre == "")
-                printf "| received kpps, %s: median (min–max) | %.1f (%.1f–%.1f) | %.1f (%.1f–%.1f) | %.3f (%.3f–%.3f) | %d | (info) | | |\n", lab,
-                    q(A, n, 0.5) / 1e3, q(A, n, 0) / 1e3, q(A, n, 1) / 1e3, q(B, n, 0.5) / 1e3, q(B, n, 0) / 1e3, q(B, n, 1) / 1e3, m, lo, hi, n
+            if (!n) { printf "| received pps, %s | n/a | n/a | n/a | 0 | %s | %s | - |\n", lab, mode == "target" ? ">= 0.97" : "(" mode ")", mode == "target" ? "MISS" : ""; exit }
+            if (mode != "target")
+                printf "| received kpps, %s: median (min–max) | %.1f (%.1f–%.1f) | %.1f (%.1f–%.1f) | %.3f (%.3f–%.3f) | %d | (%s) | | |\n", lab,
+                    q(A, n, 0.5) / 1e3, q(A, n, 0) / 1e3, q(A, n, 1) / 1e3, q(B, n, 0.5) / 1e3, q(B, n, 0) / 1e3, q(B, n, 1) / 1e3, m, lo, hi, n, mode
             else
                 printf "| received kpps, %s: median (min–max) | %.1f (%.1f–%.1f) | %.1f (%.1f–%.1f) | %.3f (%.3f–%.3f) | %d | >= 0.97 | %s | %s |\n", lab,
                     q(A, n, 0.5) / 1e3, q(A, n, 0) / 1e3, q(A, n, 1) / 1e3, q(B, n, 0.5) / 1e3, q(B, n, 0) / 1e3, q(B, n, 1) / 1e3,
                     m, lo, hi, n, (m >= 0.97) ? "PASS" : "MISS", (lo >= 0.97 || hi < 0.97) ? "yes" : "no (within noise)"
             printf "| loss at the receiver, %s: median | %.1f %% | %.1f %% | | | | | |\n", lab, q(LA, n, 0.5), q(LB, n, 0.5)
-            if (pre == "")
+            if (mode == "info")
                 printf "| sender CPU per packet sent, %s: median (min–max) | %.2f µs (%.2f–%.2f) | %.2f µs (%.2f–%.2f) | capacity at equal CPU, off÷on CPU: %.3f (%.3f–%.3f) | %d | (info) | | |\n", lab,
                     q(UA, n, 0.5), q(UA, n, 0), q(UA, n, 1), q(UB, n, 0.5), q(UB, n, 0), q(UB, n, 1), q(C, n, 0.5), q(C, n, 0.25), q(C, n, 0.75), n
         }' "$WORK/pps"
