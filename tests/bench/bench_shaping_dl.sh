@@ -53,7 +53,7 @@
 # Knobs (env):
 #   BENCH_DL_OLD_REV=1b96bab     git revision of the old layout's plugin
 #   BENCH_DL_OLD_BIN=PATH        use this old plugin instead of building it
-#                                (else built once into BIN_DIR/bench-old-<rev>/)
+#                                (else built once into BIN_DIR/bench-old-<commit>/)
 #   BENCH_DL_ADD_N=40            ADD pairs
 #   BENCH_DL_PPS_ROUNDS=10       pps rounds (each: on and off)
 #   BENCH_DL_PPS_SECS=2          iperf3 -t of a pps run
