@@ -278,6 +278,7 @@ sh_tc_snapshot() {
 # ------------------------------------------------------------ pods and classes
 # shellcheck disable=SC2034  # read by the test scripts
 UPQ=tollgate-inet # where the internet egress classes live (shaper.h)
+# shellcheck disable=SC2034  # read by the test scripts
 DLQ=tollgate-inetdl # ... and the internet ingress (download) classes
 # shellcheck disable=SC2034  # the servers of FLOWs: "$PEER 5201" (internal), "$INET 5201" (internet)
 PEER="$TG_PEER $TG_PEER_POD_IP" INET="$TG_INET $TG_INET_IP"
