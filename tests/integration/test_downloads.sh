@@ -35,7 +35,7 @@
 # retransmissions and the leaves' drops are printed beside them. A miss is
 # measured once more (the machine is shared) and listed at the end.
 #
-# About a minute: 64 s on this 2-core machine at a load average of 12-15.
+# About a minute: 57-65 s on a 2-core machine at a load average of 8-15.
 #
 # Standalone: CI=true TOLLGATE_BIN_DIR=build bash tests/integration/test_downloads.sh
 # shellcheck disable=SC2016,SC2015,SC1091,SC2034  # jq filters with $vars; SH_* read by shaping_lib.sh
