@@ -128,8 +128,8 @@ int node_pod_check(struct nl_sock *sk, const struct node_config *cfg, const stru
 		r = tg_fail(
 			e, TG_ERR_DRIFT, -ENOENT,
 			"drift: the elements of %s in table inet tollgate (sets pods, masq, "
-			"pod_src, metadata_ok, agent_ok, maps ns_egress_internal, metadata_drop, "
-			"agent_drop, hostport, hostport_ip) do not match the config (masquerade "
+			"pod_src, metadata_ok, agent_ok, maps ns_egress_internal, ingress_class, "
+			"metadata_drop, agent_drop, hostport, hostport_ip) do not match the config (masquerade "
 			"%s, nodeAccess) or the pod's hostPorts",
 			ip4_format(p->a->ip, ip), cfg->masquerade ? "true" : "false");
 	return r < 0 ? r : 0;
@@ -253,10 +253,9 @@ int node_pod_reshape(struct nl_sock *sk, const struct node_config *cfg,
 	 * in place before the old class goes.
 	 */
 	if (shaper_ingress_classid(old) != shaper_ingress_classid(now)) {
-		struct acct_config acct = node_acct_config(cfg);
 		struct acct_pod me = node_acct_pod(a);
 
-		if (acct_pod_add(&acct, &me, e) < 0)
+		if (acct_pod_ingress_class(&me, e) < 0)
 			return -EIO;
 	}
 	return shaper_pod_change(sk, a->host_veth, node_link_group(a), old, now,
