@@ -310,7 +310,8 @@ diag "all at the sender $(dl_rate 5201 5202 5203 5204 5205); nsa $(dl_mean 5201 
 t_end
 
 # ------------------------------------------------------------ one pod alone; annotations; internal downloads
-# One run: a1 alone in nsa beside a4, b1 alone in nsb, a5 in nsc; meanwhile a1
+# One run: a1 and a4 in nsa (30M of its 50M), b1 alone in nsb, a5 alone in
+# nsc, each the only flow of its pod class; meanwhile a1
 # downloads from the peer too, its download class full, and so does u1, a
 # pod with no internetIngress (internal downloads paced at 300M: a capped
 # pod's internal traffic in its 20M class could not keep up).
@@ -328,7 +329,7 @@ dl_try alone chk_one_run "$TG_INET $TG_PEER" "$(CT a1 a4 a5 b1)" \
 	"a1 $PEER 5211 $DL_INT" "u1 $PEER 5212 $DL_INT"
 dl_report "alone" 5201 5202 5203 5204 5211 5212
 diag "node: a1 ${SH_RATE[0]}, a4 ${SH_RATE[1]}, a5 ${SH_RATE[2]}, b1 ${SH_RATE[3]} Mbit/s IP (HTB); retransmitted ${SH_RETR[*]}; skbs dropped by the leaves so far: $(dl_drops "${DL_PODS[@]}")"
-t_begin "alone: a1 alone in nsa gets min(pod 20M, nsa 50M) = 20 Mbit/s +- 5% at the sender, b1 alone in nsb min(pod 20M, nsb 15M) = 15 +- 5%"
+t_begin "one pod alone: a1 (nsa, 30M of its 50M in use) gets min(pod 20M, nsa 50M) = 20 Mbit/s +- 5% at the sender, b1 alone in nsb min(pod 20M, nsb 15M) = 15 +- 5%"
 dl_fail chk_alone
 t_end
 t_begin "annotations only lower: a4 annotated 10M gets 10 Mbit/s +- 5% at the sender, a5 annotated 32G its 20M +- 5%"
