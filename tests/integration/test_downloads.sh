@@ -311,10 +311,10 @@ t_end
 
 # ------------------------------------------------------------ one pod alone; annotations; internal downloads
 # One run: a1 and a4 in nsa (30M of its 50M), b1 alone in nsb, a5 alone in
-# nsc, each the only flow of its pod class; meanwhile a1
-# downloads from the peer too, its download class full, and so does u1, a
-# pod with no internetIngress (internal downloads paced at 300M: a capped
-# pod's internal traffic in its 20M class could not keep up).
+# nsc, each the only flow of its pod class; meanwhile a1 downloads from the
+# peer too, its download class full, and so does u1, a pod with no
+# internetIngress (internal downloads paced at 300M: a capped pod's internal
+# traffic in its 20M class could not keep up).
 sect "alone, annotations, internal"
 chk_alone() { verdict "$(chk5 a1 "$(dl_mean 5201)" 20)$(chk5 b1 "$(dl_mean 5204)" 15)"; }
 chk_annot() { verdict "$(chk5 "a4 (10M)" "$(dl_mean 5202)" 10)$(chk5 "a5 (32G)" "$(dl_mean 5203)" 20)"; }
