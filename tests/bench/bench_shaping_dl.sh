@@ -33,10 +33,14 @@
 #    wan netns (source 10.240.<k>.1, inside internalCIDRs, so never the
 #    internet's) to a pod on nnew (download cap set: its veth has the clsact and
 #    the cls_bpf filter) and to a pod on noff (no internetIngress: no filter),
-#    BENCH_DL_PPS_ROUNDS paired rounds of BENCH_DL_PPS_SECS s, the order
-#    alternating; received pps (iperf3 server in the pod: packets - lost) per
-#    round, the on/off ratio per round; target: median >= 0.97. Control: the
-#    filter is checked present on the "on" veth and absent on the "off" one.
+#    BENCH_DL_PPS_ROUNDS rounds of BENCH_DL_PPS_SECS s runs; received pps
+#    (iperf3 server in the pod: packets - lost). Per round: on and off one
+#    after the other (order alternating; information), then on and off at
+#    once, both senders pinned to one CPU (the target: the median of the
+#    per-round on/off ratios >= 0.97), and every other round two pods of noff
+#    at once the same way (A/A control: what the method reads with no
+#    difference). Control: the filter is checked present on the "on" veth and
+#    absent on the "off" ones.
 # 3. A capped download saturated (iperf3 -R, the wan host sending to the pod) at
 #    each rate of BENCH_DL_RATES, new layout vs old side by side: per round and
 #    rate a fresh pod on nnew and one on nold, both downloading at once (each
