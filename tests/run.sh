@@ -72,8 +72,7 @@
 #      TG_BOTH=1             every integration file against every build dir
 #      TG_JOBS=n             files run at once outside TG_SERIAL (default 2; 1: one by one)
 #      TG_LONG=regex         files that start first among those run side by side
-#                            (default: the longest of them, about a minute or
-#                            more each, test_failpoints the longest)
+#                            (default: the longest of them, about a minute each)
 #      TG_SERIAL=regex       files that run alone (default: those that measure
 #                            rates, timing or memory: test_shaping_rates,
 #                            test_node_state, test_budget_agent,
@@ -85,11 +84,11 @@
 #                            connections against newPerSecond; test_runtimes
 #                            and test_deploy, which start real runtimes and
 #                            took longer beside another file than alone;
-#                            and test_destinations, whose 100,000 datagrams
-#                            must all go out). test_failpoints, which checks
-#                            that each failure leaves the node clean and has
-#                            no clock, shares the machine: it walks its points
-#                            in three workers of its own
+#                            test_failpoints, which walks its points in three
+#                            workers of its own (beside another file on a
+#                            loaded machine it came within a second of its
+#                            300 s limit); and test_destinations, whose
+#                            100,000 datagrams must all go out)
 #
 # tests/chaos/run.sh sources this file for its runner (everything down to
 # run_summary: the counting is one code): it sets RUN_NAME and
@@ -330,9 +329,9 @@ export TG_RUN_BUILDS="$*"
 FILTER=${TG_TEST_FILTER:-}
 SAN_EXCLUDE=${TG_SAN_EXCLUDE-test_shaping_rates|test_node_state|test_budget_agent|test_metrics_http|test_valgrind|test_arm64|test_cri}
 EVERY_BUILD=${TG_EVERY_BUILD-test_failpoints|test_kernel_cases}
-SERIAL=${TG_SERIAL-test_shaping_rates|test_node_state|test_budget_agent|test_metrics_http|test_cri|test_allocator\.sh|test_allocator_ha|test_ipam_cli|test_declare_commits|test_guard|test_runtimes|test_deploy|test_destinations}
+SERIAL=${TG_SERIAL-test_shaping_rates|test_node_state|test_budget_agent|test_metrics_http|test_cri|test_allocator\.sh|test_allocator_ha|test_ipam_cli|test_declare_commits|test_guard|test_runtimes|test_deploy|test_failpoints|test_destinations}
 JOBS=${TG_JOBS:-2}
-LONG=${TG_LONG-test_failpoints|test_arm64\.sh|test_badinput|test_chaos_short|test_shaping\.sh|test_accounting}
+LONG=${TG_LONG-test_arm64\.sh|test_badinput|test_chaos_short|test_shaping\.sh|test_accounting}
 LATE_BUILD=${TG_LATE_BUILD:-}
 LATE_FILES=${TG_LATE_FILES-test_arm64|tests/fuzz/}
 HOST_BEFORE=$(bash tests/host_dirs.sh)
