@@ -46,6 +46,13 @@
 #                            tests/integration/test_runner.sh points it elsewhere)
 #      TG_FUZZ_DIR=dir       also run every libFuzzer target of dir for FUZZ_SECONDS
 #                            (default 3) each; `make test` passes build-fuzz
+#      TG_LATE_BUILD=cmd     a build run beside the unit tests and the first files
+#                            of the pool, as one of its TG_JOBS (`make test`: the
+#                            arm64 and fuzz trees, which only TG_LATE_FILES use);
+#                            its output follows when it ends, and a failure is a
+#                            failed check of its own
+#      TG_LATE_FILES=regex   the files that start only once TG_LATE_BUILD ended
+#                            (default: test_arm64, test_arm64_vm and the fuzz run)
 #      TG_SAN_EXCLUDE=regex  integration files run against the plain build only
 #                            (default: test_shaping_rates, test_downloads and
 #                            test_node_state, whose rate measurements and churn
@@ -62,7 +69,7 @@
 #                            (default: test_failpoints, which checks the plain
 #                            build holds no failpoint and walks the points in
 #                            the sanitizer build; test_kernel_cases, the kernel
-#                            cases' cmocka binaries of each build; test_runner)
+#                            cases' cmocka binaries of each build)
 #      TG_BOTH=1             every integration file against every build dir
 #      TG_JOBS=n             files run at once outside TG_SERIAL (default 2; 1: one by one)
 #      TG_LONG=regex         files that start first among those run side by side
@@ -79,7 +86,9 @@
 #                            and test_deploy, which start real runtimes and
 #                            took longer beside another file than alone;
 #                            test_failpoints, which walks its points in three
-#                            workers of its own, and test_destinations, whose
+#                            workers of its own (beside another file on a
+#                            loaded machine it came within a second of its
+#                            300 s limit); and test_destinations, whose
 #                            100,000 datagrams must all go out)
 #
 # tests/chaos/run.sh sources this file for its runner (everything down to
@@ -203,7 +212,9 @@ run_tally() {
 }
 
 # Files running in the background (run_bg): label, build, log, start, pid.
-BG_LABEL=() BG_BUILD=() BG_LOG=() BG_T0=() BG_PID=()
+BG_LABEL=() BG_BUILD=() BG_LOG=() BG_T0=() BG_PID=() BG_KIND=()
+# 1 while the late build (TG_LATE_BUILD) runs
+LATE_RUNNING=0
 
 # run_bg LABEL CMD... : start one test file in the background, its output to
 # a log of its own (LOG.rc: its exit status, once it ended); run_reap prints
@@ -216,8 +227,25 @@ run_bg() {
 		timeout -k 10 "$TIMEOUT" "$@" >"$log" 2>&1 </dev/null
 		echo $? >"$log.rc.tmp" && mv "$log.rc.tmp" "$log.rc"
 	) &
-	BG_PID+=($!) BG_LABEL+=("$label") BG_BUILD+=("$RUN_BUILD") BG_LOG+=("$log") BG_T0+=("$SECONDS")
+	BG_PID+=($!) BG_LABEL+=("$label") BG_BUILD+=("$RUN_BUILD") BG_LOG+=("$log") BG_T0+=("$SECONDS") BG_KIND+=(file)
 	echo "# started: $label (its output follows when it ends)"
+}
+
+# run_bg_build CMD: the late build (TG_LATE_BUILD) in the background, one of
+# the files run at once while it lasts (no time limit: a build never had
+# one); run_reap prints its output when it ends. A failure is a failed check
+# of its own; a success counts nothing (the trees it built are the files'
+# to check).
+run_bg_build() {
+	local log
+	log=$(mktemp /tmp/tollgate-run.XXXXXX)
+	(
+		bash -c "$1" >"$log" 2>&1 </dev/null
+		echo $? >"$log.rc.tmp" && mv "$log.rc.tmp" "$log.rc"
+	) &
+	BG_PID+=($!) BG_LABEL+=("build: $1") BG_BUILD+=("") BG_LOG+=("$log") BG_T0+=("$SECONDS") BG_KIND+=(build)
+	LATE_RUNNING=1
+	echo "# started: build: $1 (${LATE_FILES:-no file} waits for it; its output follows when it ends)"
 }
 
 # run_reap N: wait until at most N background files run, printing and
@@ -232,10 +260,16 @@ run_reap() {
 			echo "=== ${BG_LABEL[$i]}"
 			cat "$log"
 			RUN_BUILD=${BG_BUILD[$i]}
-			run_tally "${BG_LABEL[$i]}" "${BG_LABEL[$i]%% \[*}" "$log" "$(cat "$log.rc")" \
-				$((SECONDS - BG_T0[i]))
+			if [ "${BG_KIND[$i]}" = build ]; then
+				LATE_RUNNING=0
+				echo "--- ${BG_LABEL[$i]}: exit status $(cat "$log.rc") in $((SECONDS - BG_T0[i]))s"
+				[ "$(cat "$log.rc")" = 0 ] || run_fail "${BG_LABEL[$i]}" "exit status $(cat "$log.rc")"
+			else
+				run_tally "${BG_LABEL[$i]}" "${BG_LABEL[$i]%% \[*}" "$log" "$(cat "$log.rc")" \
+					$((SECONDS - BG_T0[i]))
+			fi
 			rm -f "$log" "$log.rc"
-			unset "BG_LOG[$i]" "BG_LABEL[$i]" "BG_BUILD[$i]" "BG_T0[$i]" "BG_PID[$i]"
+			unset "BG_LOG[$i]" "BG_LABEL[$i]" "BG_BUILD[$i]" "BG_T0[$i]" "BG_PID[$i]" "BG_KIND[$i]"
 		done
 		RUN_BUILD=$keep_build
 		[ "${#BG_LOG[@]}" -gt "$1" ] || return 0
@@ -295,10 +329,12 @@ run_summary() {
 export TG_RUN_BUILDS="$*"
 FILTER=${TG_TEST_FILTER:-}
 SAN_EXCLUDE=${TG_SAN_EXCLUDE-test_shaping_rates|test_downloads|test_node_state|test_budget_agent|test_metrics_http|test_valgrind|test_arm64|test_cri}
-EVERY_BUILD=${TG_EVERY_BUILD-test_failpoints|test_kernel_cases|test_runner}
+EVERY_BUILD=${TG_EVERY_BUILD-test_failpoints|test_kernel_cases}
 SERIAL=${TG_SERIAL-test_shaping_rates|test_downloads|test_node_state|test_budget_agent|test_metrics_http|test_cri|test_allocator\.sh|test_allocator_ha|test_ipam_cli|test_declare_commits|test_guard|test_runtimes|test_deploy|test_failpoints|test_destinations}
 JOBS=${TG_JOBS:-2}
 LONG=${TG_LONG-test_arm64\.sh|test_badinput|test_chaos_short|test_shaping\.sh|test_accounting}
+LATE_BUILD=${TG_LATE_BUILD:-}
+LATE_FILES=${TG_LATE_FILES-test_arm64|tests/fuzz/}
 HOST_BEFORE=$(bash tests/host_dirs.sh)
 
 # The build an integration file runs in once: the first sanitizer build,
@@ -329,6 +365,11 @@ run_here() {
 	echo "# $1 [$2]: $why"
 	return 1
 }
+
+# The late build first: it runs beside the unit tests (one core) and the
+# first files of the pool
+T_START=$SECONDS
+[ -z "$LATE_BUILD" ] || run_bg_build "$LATE_BUILD"
 
 # Unit binaries, build by build; the integration files of every build
 # gathered: those that may share the machine (POOL), the others (ALONE), as
@@ -362,30 +403,49 @@ for build in "$@"; do
 		fi
 	done
 done
+T_UNITS=$SECONDS
 # the files that may share the machine first, TG_JOBS at a time, whatever
 # their build; then, alone, the others
 POOL=("${POOL_LONG[@]}" "${POOL[@]}")
-echo "##### integration files: ${#POOL[@]} side by side ($JOBS at a time), ${#ALONE[@]} alone"
 # The libFuzzer targets, briefly (make test builds them into build-fuzz), as
 # the pool's first member: they measure nothing
 if [ -n "${TG_FUZZ_DIR:-}" ] && { [ -z "$FILTER" ] || [[ fuzz =~ $FILTER ]]; }; then
-	RUN_BUILD=$TG_FUZZ_DIR
-	fuzz_s=${FUZZ_SECONDS:-3}
-	FUZZ_SECONDS=$fuzz_s run_bg "tests/fuzz/run.sh [$TG_FUZZ_DIR, $fuzz_s s each]" \
-		tests/fuzz/run.sh "$TG_FUZZ_DIR"
+	POOL=("$TG_FUZZ_DIR"$'\t-\t'"tests/fuzz/run.sh" "${POOL[@]}")
 fi
-for e in "${POOL[@]}"; do
-	IFS=$'\t' read -r build bdir t <<<"$e"
+echo "##### integration files: ${#POOL[@]} side by side ($JOBS at a time), ${#ALONE[@]} alone"
+# Each free place goes to the first file in order that may start: one of
+# TG_LATE_FILES waits while the late build runs (the others pass it by)
+while [ "${#POOL[@]}" -gt 0 ]; do
 	run_reap $((JOBS - 1))
+	next=""
+	for i in "${!POOL[@]}"; do
+		IFS=$'\t' read -r build bdir t <<<"${POOL[$i]}"
+		if [ "$LATE_RUNNING" = 1 ] && [ -n "$LATE_FILES" ] && [[ $t =~ $LATE_FILES ]]; then continue; fi
+		next=$i
+		break
+	done
+	if [ -z "$next" ]; then
+		sleep 0.5
+		continue
+	fi
+	unset "POOL[$next]"
 	RUN_BUILD=$build
-	TOLLGATE_BIN_DIR=$bdir run_bg "$t [$build]" bash "$t"
+	if [ "$t" = tests/fuzz/run.sh ]; then
+		fuzz_s=${FUZZ_SECONDS:-3}
+		FUZZ_SECONDS=$fuzz_s run_bg "tests/fuzz/run.sh [$TG_FUZZ_DIR, $fuzz_s s each]" \
+			tests/fuzz/run.sh "$TG_FUZZ_DIR"
+	else
+		TOLLGATE_BIN_DIR=$bdir run_bg "$t [$build]" bash "$t"
+	fi
 done
 run_reap 0
+T_POOL=$SECONDS
 for e in "${ALONE[@]}"; do
 	IFS=$'\t' read -r build bdir t <<<"$e"
 	RUN_BUILD=$build
 	TOLLGATE_BIN_DIR=$bdir run_one "$t [$build]" bash "$t"
 done
+T_ALONE=$SECONDS
 
 # Nothing of the run may reach the host's runtime and CNI directories
 RUN_BUILD=host
@@ -397,6 +457,7 @@ else
 	run_fail "host: the runtime and CNI directories changed during the run" "$(head -c 2000 <<<"$host_diff")"
 fi
 
+echo "##### time: unit tests $((T_UNITS - T_START)) s, side by side $((T_POOL - T_UNITS)) s, alone $((T_ALONE - T_POOL)) s"
 notes=()
 [ -z "$FILTER" ] || notes+=("narrowed: TG_TEST_FILTER='$FILTER' (not every test file ran)")
 [ -z "${FP_SCENARIOS:-}" ] || notes+=("narrowed: FP_SCENARIOS='$FP_SCENARIOS' (not every failpoint scenario ran)")

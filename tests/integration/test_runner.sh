@@ -39,7 +39,7 @@ run_runner() {
 	local out=$1
 	shift
 	(cd "$F" && env TG_TEST_DIR="$F/it" TG_TEST_FILTER="${FILTER:-}" FP_SCENARIOS="${FPS:-}" \
-		TG_FUZZ_DIR= TG_SAN_EXCLUDE="${SAN_EXCLUDE:-}" TG_BOTH="${BOTH:-0}" \
+		TG_FUZZ_DIR= TG_LATE_BUILD= TG_SAN_EXCLUDE="${SAN_EXCLUDE:-}" TG_BOTH="${BOTH:-0}" \
 		bash "$TG_ROOT/tests/run.sh" "$@") >"$out" 2>&1
 }
 last() { tail -n 1 "$1"; }
