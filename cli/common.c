@@ -65,8 +65,7 @@ void shaping_line(json_object *sh, char *buf, size_t size)
 	char a[24], b[24], c[24], g[24], d[24], f[24];
 
 	snprintf(buf, size,
-		 "internet egress %s (namespace %s), internet ingress %s (namespace %s), pod %s "
-		 "in / %s out",
+		 "internet egress %s (namespace %s), ingress %s (namespace %s), pod %s in / %s out",
 		 rate_or_dash(sh, "internetEgress", a, sizeof(a)),
 		 rate_or_dash(sh, "namespaceInternetEgress", b, sizeof(b)),
 		 rate_or_dash(sh, "internetIngress", c, sizeof(c)),
