@@ -17,10 +17,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "budget/budget.h"
+
 struct lease_guard_entry {
-	uint16_t ns_class; /* on tollgate-inet */
-	int64_t until_ms;  /* CLOCK_BOOTTIME */
-	uint64_t after;	   /* bytes/s: the ceil once it ran out */
+	uint16_t ns_class;   /* on its direction's IFB */
+	enum budget_dir dir; /* egress: tollgate-inet; ingress: tollgate-inet-in */
+	int64_t until_ms;    /* CLOCK_BOOTTIME */
+	uint64_t after;	     /* bytes/s: the ceil once it ran out */
 };
 
 struct lease_guard;

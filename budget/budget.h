@@ -3,7 +3,10 @@
 #define TG_BUDGET_H
 
 /*
- * Cluster budgets: one namespace's internet egress capped across every node.
+ * Cluster budgets: one namespace's internet traffic in one direction
+ * (uploads, egress; downloads, ingress) capped across every node. A budget
+ * is keyed by (namespace, direction): the two directions of one namespace
+ * are two budgets, allocated independently.
  * This module is the one place that knows the wire format (/v1/ reports and
  * their answers) and the allocation arithmetic; tollgate-allocator and
  * tollgate-agent both call it, neither reimplements it. Pure: no I/O, no
@@ -18,18 +21,34 @@
  *           "budgets":[{"namespace":"datasets","sentBytes":1250000,
  *                       "intervalMs":1000,"saturated":true,"applied":1250000,
  *                       "limit":125000000,"state":"granted","pods":3,
- *                       "safeShare":900000,"nodes":6}]}
+ *                       "safeShare":900000,"nodes":6},
+ *                      {"namespace":"datasets","direction":"ingress",
+ *                       "sentBytes":5000000,...}]}
  *   answer {"version":1,"leaseMs":10000,"nextReportMs":260,
  *           "grants":[{"namespace":"datasets","grant":1500000,
- *                      "safeShare":900000,"nodes":6}],
+ *                      "safeShare":900000,"nodes":6},
+ *                     {"namespace":"datasets","direction":"ingress",
+ *                      "grant":4000000,"safeShare":3000000,"nodes":6}],
  *           "policy":{"id":"5f0c2a9e81d3b447",
  *                     "namespaces":[{"namespace":"datasets",
- *                                    "internetEgress":2500000000}]}}
+ *                                    "internetEgress":2500000000,
+ *                                    "internetIngress":5000000000}]}}
+ *
+ * direction (optional, absent: "egress"): "egress" or "ingress", in each
+ * report entry and grant; a namespace may appear once per direction.
+ * sentBytes is what its class passed in that direction (to the internet,
+ * or from it). A policy entry carries internetEgress, internetIngress or
+ * both. An agent or allocator that predates directions writes none and
+ * reads every entry as egress, so uploads work across versions; one of
+ * them refuses an answer whose policy has an entry without
+ * internetEgress (an ingress budget alone): upgrade the agents before
+ * giving a namespace a download budget. A policy of uploads only keeps
+ * the id it had before directions.
  *
  * policy (optional both ways): a report names the policy the node holds;
  * the answer carries the allocator's whole policy (the budgets, bytes/s)
  * when that is not the one in force, so a node learns which of its
- * namespaces are budgeted, and an edit reaches it in its next answer.
+ * namespaces are budgeted in which direction, and an edit reaches it in its next answer.
  *
  * applied: the ceil in force on the node (bytes/s); limit: the most the node
  * would apply (its own caps: namespace and node); state: the node's state
@@ -96,16 +115,30 @@ enum budget_state {
 extern const char
 	*const budget_state_names[BUDGET_STATES]; /* "fallback", "granted", "lease-expired" */
 
-/* ---- the policy: which namespaces have budgets ---- */
+/* A budget's direction: a namespace's uploads or its downloads (0: egress). */
+enum budget_dir {
+	BUDGET_EGRESS,	/* pods -> internet: the class on tollgate-inet */
+	BUDGET_INGRESS, /* internet -> pods: the class on tollgate-inet-in */
+};
+#define BUDGET_DIRS 2
+extern const char *const budget_dir_names[BUDGET_DIRS]; /* "egress", "ingress" */
+/* The policy's key of a direction: "internetEgress", "internetIngress". */
+extern const char *const budget_dir_keys[BUDGET_DIRS];
+/* The direction of name (n bytes): 0, or -EINVAL when it names none. */
+int budget_dir_parse(const char *name, size_t n, enum budget_dir *ret);
+
+/* ---- the policy: which namespaces have budgets, in which direction ---- */
 
 struct budget_def {
 	char ns[BUDGET_NS_MAX + 1];
+	enum budget_dir dir;
 	uint64_t budget; /* bytes/s across the cluster */
 };
 
 /*
  * The budgets of the allocator's policy file, as answers carry them to the
- * nodes and the nodes keep them (budgets.json): sorted by namespace, named
+ * nodes and the nodes keep them (budgets.json): sorted by namespace, then
+ * direction (egress first), named
  * by an id that changes when they do (a digest of what they say, not of
  * how the file is written), so a node hears them again only after an edit.
  */
@@ -117,12 +150,14 @@ struct budget_set {
 	size_t n;
 };
 /*
- * Sorts s->d by namespace and names it (its id). -EINVAL with e naming the
- * namespace written twice.
+ * Sorts s->d by (namespace, direction) and names it (its id: the digest of
+ * an egress budget is what it was before directions, an ingress budget
+ * adds its own). -EINVAL with e naming the budget written twice.
  */
 int budget_set_seal(struct budget_set *s, struct tg_err *e);
-/* The namespace's budget, NULL: none. */
-const struct budget_def *budget_set_find(const struct budget_set *s, const char *ns);
+/* The budget of the namespace in that direction, NULL: none. */
+const struct budget_def *budget_set_find(const struct budget_set *s, const char *ns,
+					 enum budget_dir dir);
 void budget_set_free(struct budget_set *s);
 /*
  * The policy object of an answer ({"id":..., "namespaces":[...]}), for the
@@ -143,7 +178,8 @@ json_object *budget_policy_to_json(const struct budget_set *s);
 
 struct budget_usage {
 	char ns[BUDGET_NS_MAX + 1];
-	uint64_t sent_bytes;  /* to the internet since the last report */
+	enum budget_dir dir;
+	uint64_t sent_bytes;  /* in its direction since the last report */
 	uint32_t interval_ms; /* the time those bytes took; 0: first report */
 	bool saturated;	      /* the class ran at its ceil */
 	uint64_t applied;     /* the ceil in force, bytes/s */
@@ -165,6 +201,7 @@ struct budget_report {
 
 struct budget_grant {
 	char ns[BUDGET_NS_MAX + 1];
+	enum budget_dir dir;
 	uint64_t grant;	     /* bytes/s */
 	uint64_t safe_share; /* budget x 0.9 / nodes, bytes/s */
 	uint32_t nodes;	     /* nodes holding grants of this budget */
@@ -203,7 +240,7 @@ bool budget_leader_url_ok(const char *s, size_t n);
  * Strict parsers (any bytes: a hostile peer writes them): a document over
  * BUDGET_BODY_MAX, not JSON, of another version, with a member of the wrong
  * type or out of range (BUDGET_*_MAX), a bad name, a member missing or
- * written twice, or a namespace twice is -EINVAL (an unknown version
+ * written twice, or a (namespace, direction) twice is -EINVAL (an unknown version
  * -EPROTO), with e (code CNI_ERR_DECODE) naming the member and its index
  * ("budgets[3].applied: ..."). Unknown members are ignored. On success the
  * caller frees with *_free; on failure nothing is left to free.
@@ -244,9 +281,10 @@ struct budget_alloc;
 struct budget_alloc *budget_alloc_new(const struct budget_params *p, int64_t now_ms);
 void budget_alloc_free(struct budget_alloc *a);
 /*
- * The budgets (the config's, on start and on every reload): a budget that
- * goes away releases its nodes; one that shrinks takes capacity back
- * decrease before increase. 0, -EINVAL (a namespace twice), -ENOMEM.
+ * The budgets (the config's, on start and on every reload), each a
+ * (namespace, direction): a budget that goes away releases its nodes; one
+ * that shrinks takes capacity back decrease before increase. 0, -EINVAL (a
+ * budget twice), -ENOMEM.
  */
 int budget_alloc_set(struct budget_alloc *a, const struct budget_def *d, size_t n);
 /* The nodes' report period (budget_params.report_ms), on a reload. */
@@ -285,6 +323,7 @@ void budget_alloc_round(struct budget_alloc *a, int64_t now_ms);
 /* One budget as the allocator sees it (its metrics, `tollgate-allocator` logs). */
 struct budget_view {
 	char ns[BUDGET_NS_MAX + 1];
+	enum budget_dir dir;
 	uint64_t budget;
 	uint64_t granted;    /* sum of the grants last sent */
 	uint64_t committed;  /* sum of what nodes may be applying (with what is kept
