@@ -84,11 +84,16 @@
 
 #define BUDGET_WIRE_VERSION 1
 #define BUDGET_REPORT_PATH "/v1/report"
-#define BUDGET_BODY_MAX (64 << 10)    /* bytes of one report */
+#define BUDGET_BODY_MAX (160 << 10)   /* bytes of one report */
 #define BUDGET_ANSWER_MAX (256 << 10) /* of one answer (with a policy) */
 #define BUDGET_NODE_MAX 253	      /* a node name: a DNS subdomain */
 #define BUDGET_NS_MAX 63	      /* a namespace: a DNS label */
-#define BUDGET_PER_REPORT_MAX 256     /* budgets in one report or answer */
+/*
+ * Budgets in one report or answer: a node's namespaces (at most 256 with
+ * budgets) in both directions. The version before directions took 256
+ * and 64 KiB: what a node reports of uploads alone still fits them.
+ */
+#define BUDGET_PER_REPORT_MAX 512
 #define BUDGET_DEFAULT_PORT 9618
 /*
  * What the parsers accept, so the most either side may write: a rate of one
