@@ -239,8 +239,9 @@ t_begin "tollgate-ipam status and show print the budget"
 out=$(IPAM status)
 grep -q '^budget     datasets egress: granted 20.0M (lease' <<<"$out" || t_fail "status: $out"
 grep -qx "policy     $POLICY_ID: the allocator's, 1 budget" <<<"$out" || t_fail "status, the policy: $out"
-t_expect "status --json's policy" "$(IPAM --json status | jq -c .budgetPolicy)" "{\"id\":\"$POLICY_ID\",\"budgets\":1}"
-t_expect "status --json's budget is the uploads'" "$(IPAM --json status | jq -c '[.budgets[] | [.namespace, .direction]]')" '[["datasets","egress"]]'
+js=$(IPAM --json status)
+t_expect "status --json's policy" "$(jq -c .budgetPolicy <<<"$js")" "{\"id\":\"$POLICY_ID\",\"budgets\":1}"
+t_expect "status --json's budget is the uploads'" "$(jq -c '[.budgets[] | [.namespace, .direction]]' <<<"$js")" '[["datasets","egress"]]'
 out=$(IPAM show "datasets/d1")
 grep -q '^budget      datasets egress: granted' <<<"$out" || t_fail "show: $out"
 [ "$(IPAM --json show "research/r1" | jq '.budgets | length')" = 0 ] || t_fail "research shows a budget"
