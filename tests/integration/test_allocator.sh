@@ -221,15 +221,15 @@ t_begin "malformed JSON, an oversized body, version 2 and wrong types get 400 sa
 # with 2 s leases a node's demand ages between the two snapshots on a slow
 # machine, and "changing nothing" would be read against time, not the reports.
 good=$(report mallory 1 "$(entry datasets 99000000 99000000 true granted)")
-pad=$(head -c 70000 /dev/zero | tr '\0' ' ')
+pad=$(head -c 170000 /dev/zero | tr '\0' ' ')
 BAD_BODY=("${good:0:40}" "not json at all" "$(jq -c '.version = 2' <<<"$good")"
 	"$(jq -c '.budgets[0].sentBytes = "lots"' <<<"$good")" "$(jq -c '.budgets[0].saturated = 1' <<<"$good")"
 	"$(jq -c '.budgets[0].applied = -5' <<<"$good")" "$(jq -c '.node = "Mallory!"' <<<"$good")"
 	"$(jq -c '.budgets = [.budgets[0], .budgets[0]]' <<<"$good")" "$(jq -c '.budgets' <<<"$good")"
 	"${good%\}}${pad}}")
 BAD_WHAT=("truncated JSON" "not JSON" "version 2" "sentBytes a string" "saturated a number" "applied negative"
-	"a bad node name" "a namespace twice" "an array for a report" "a 70 kB body")
-BAD_WHY=("json" "json" "version" "sentBytes" "saturated" "applied" "node" "datasets|twice" "." "65536")
+	"a bad node name" "a namespace twice" "an array for a report" "a 170 kB body")
+BAD_WHY=("json" "json" "version" "sentBytes" "saturated" "applied" "node" "datasets|twice" "." "163840")
 head -c 1048576 /dev/zero | tr '\0' ' ' >"$TG_TMP/huge"
 policy '.leaseSeconds = 60' >"$TG_TMP/long.json"
 ip netns exec "$NS" "$ALLOC" --policy "$TG_TMP/long.json" --insecure-no-auth --listen 127.0.0.1:9619 2>>"$LOG" &
@@ -250,7 +250,7 @@ for i in "${!BAD_BODY[@]}"; do
 	codes+=("$(post "${BAD_BODY[$i]}")")
 	cp "$TG_TMP/answer" "$TG_TMP/answer.$i"
 done
-# far over the wire's 64 KiB: refused before it is read
+# far over the wire's 160 KiB: refused before it is read
 code=$(A curl -s -o "$TG_TMP/answer" -w '%{http_code}' --max-time 5 --data-binary "@$TG_TMP/huge" "$URL/v1/report")
 t_expect "a 1 MiB body" "$code" 413
 sleep 0.1
