@@ -498,7 +498,6 @@ static int parse_grant(json_object *o, const char *where, void *elem, struct tg_
 /* A policy entry: one namespace, the budget of each direction it has (0: none). */
 struct policy_entry {
 	char ns[BUDGET_NS_MAX + 1];
-	enum budget_dir dir; /* unused: the entries' duplicates are by name */
 	uint64_t budget[BUDGET_DIRS];
 };
 
@@ -546,8 +545,10 @@ static int get_policy_id(json_object *obj, const char *where, const char *key,
 /*
  * The array `key` of the document: n entries of `size` bytes (allocated,
  * *ret), each parsed by fn, no (namespace, direction) (at ns_off and
- * dir_off in an entry) named twice.
+ * dir_off in an entry; dir_off NO_DIR: an entry of every direction, named
+ * once) named twice.
  */
+#define NO_DIR SIZE_MAX
 static int parse_entries(json_object *root, const char *path, const char *key, size_t max,
 			 size_t size, size_t ns_off, size_t dir_off,
 			 int (*fn)(json_object *o, const char *where, void *elem, struct tg_err *e),
@@ -574,7 +575,9 @@ static int parse_entries(json_object *root, const char *path, const char *key, s
 		r = fn(json_object_array_get_idx(arr, i), where, all + i * size, e);
 		if (r < 0)
 			break;
-		memcpy(&dir, all + i * size + dir_off, sizeof(dir));
+		dir = BUDGET_EGRESS;
+		if (dir_off != NO_DIR)
+			memcpy(&dir, all + i * size + dir_off, sizeof(dir));
 		if (ns_seen(seen, ns, dir, i, &first))
 			r = bad(e, -EINVAL, "%s.namespace: \"%s\"%s%s again (%s%s%s[%zu] has it)",
 				where, ns, dir == BUDGET_INGRESS ? " " : "",
@@ -609,8 +612,8 @@ int budget_policy_from_json(json_object *o, struct budget_set *ret, struct tg_er
 		return bad(e, -EINVAL, "policy: must be an object, not %s", jx_type_name(o, true));
 	if ((r = get_policy_id(o, "policy", "id", id, e)) < 0 ||
 	    (r = parse_entries(o, "policy", "namespaces", BUDGET_POLICY_NS_MAX, sizeof(*p),
-			       offsetof(struct policy_entry, ns),
-			       offsetof(struct policy_entry, dir), parse_def, &d, &n, e)) < 0)
+			       offsetof(struct policy_entry, ns), NO_DIR, parse_def, &d, &n, e)) <
+		    0)
 		return r;
 	/* each entry's directions, a budget each */
 	p = d;

@@ -206,7 +206,7 @@ int __wrap_httpc_take(struct httpc *c, long *ret_status, const char **ret_body, 
 void __wrap_httpc_free(struct httpc *c);
 void __wrap_httpc_free(struct httpc *c)
 {
-	assert_true(c == NULL || c == FAKE_CLIENT);
+	(void)c; /* the fake client: nothing to free */
 }
 
 /* ---- the node: a store of two namespaces' pods, the policy heard ---- */

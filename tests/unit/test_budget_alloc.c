@@ -1164,6 +1164,15 @@ struct dnode {
 	struct node e, i;
 };
 
+/* A node's downloads of "datasets" as a report entry. */
+static struct budget_usage usage_in(const struct node *n)
+{
+	struct budget_usage u = usage_of(n, "datasets", 1000);
+
+	u.dir = BUDGET_INGRESS;
+	return u;
+}
+
 /*
  * One report of both directions of a node (the uploads only when !with_in);
  * each answer's grant applied to its direction. The uploads' grant into
@@ -1172,12 +1181,10 @@ struct dnode {
 static void report_both(struct budget_alloc *a, struct dnode *n, int64_t now, bool with_in,
 			uint64_t *ret_e, uint64_t *ret_i)
 {
-	struct budget_usage u[2] = { usage_of(&n->e, "datasets", 1000),
-				     usage_of(&n->i, "datasets", 1000) };
+	struct budget_usage u[2] = { usage_of(&n->e, "datasets", 1000), usage_in(&n->i) };
 	struct budget_report r = { .seq = 1, .use = u, .n = with_in ? 2 : 1 };
 	struct budget_answer ans;
 
-	u[1].dir = BUDGET_INGRESS;
 	snprintf(r.node, sizeof(r.node), "%s", n->e.name);
 	assert_int_equal(budget_alloc_report(a, &r, now, &ans), 0);
 	*ret_e = *ret_i = 0;
