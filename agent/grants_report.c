@@ -115,7 +115,7 @@ static int build_report(struct agent *a, char **ret, size_t *ret_len)
 {
 	struct agent_budgets *b = &a->budgets;
 	struct budget_usage use[BUDGET_PER_REPORT_MAX];
-	struct budget_report rep = { .seq = ++b->seq, .use = use };
+	struct budget_report rep = { .seq = ++b->seq, .directions = true, .use = use };
 
 	snprintf(rep.node, sizeof(rep.node), "%s", a->opt.node_name);
 	memcpy(rep.policy, b->heard.id, sizeof(rep.policy));

@@ -213,9 +213,16 @@ static void post(void *cls, const struct http_request *req, struct http_reply *r
 	}
 	r = budget_alloc_report(app->ba, &rep, time_mono_ms(), &ans);
 	ans.epoch = app->elect_on ? (uint64_t)app->term.epoch : 0;
-	/* the policy when the node holds another: borrowed for the text, never freed here */
-	if (strcmp(rep.policy, app->pol.budgets.id) != 0)
-		ans.policy = app->pol.budgets;
+	/*
+	 * the policy when the node holds another: borrowed for the text, never
+	 * freed here; to a node that predates directions, its uploads alone
+	 */
+	{
+		const struct budget_set *p = rep.directions ? &app->pol.budgets : &app->pol.uploads;
+
+		if (strcmp(rep.policy, p->id) != 0)
+			ans.policy = *p;
+	}
 	budget_report_free(&rep);
 	if (r == 0) {
 		r = budget_answer_build(&ans, &text, &tlen);

@@ -39,11 +39,12 @@
  * sentBytes is what its class passed in that direction (to the internet,
  * or from it). A policy entry carries internetEgress, internetIngress or
  * both. An agent or allocator that predates directions writes none and
- * reads every entry as egress, so uploads work across versions; one of
- * them refuses an answer whose policy has an entry without
- * internetEgress (an ingress budget alone): upgrade the agents before
- * giving a namespace a download budget. A policy of uploads only keeps
- * the id it had before directions.
+ * reads every entry as egress, so uploads work across versions. A report
+ * of this version says "directions":true; to a node whose report does not
+ * (one that predates directions, which would refuse a policy with download
+ * budgets: the id it computes leaves them out) the allocator sends the
+ * policy's uploads alone, whose id is the one that version computes. A
+ * policy of uploads only keeps the id it had before directions.
  *
  * policy (optional both ways): a report names the policy the node holds;
  * the answer carries the allocator's whole policy (the budgets, bytes/s)
@@ -165,6 +166,12 @@ const struct budget_def *budget_set_find(const struct budget_set *s, const char 
 					 enum budget_dir dir);
 void budget_set_free(struct budget_set *s);
 /*
+ * The uploads' budgets of s alone, sealed: the policy as a node that
+ * predates directions holds it (its id the one that version computes).
+ * 0 or -ENOMEM.
+ */
+int budget_set_uploads(const struct budget_set *s, struct budget_set *ret);
+/*
  * The policy object of an answer ({"id":..., "namespaces":[...]}), for the
  * node's own file too: written, and read as strictly as from the wire (its
  * id checked against its namespaces). from_json: 0, -EINVAL or -ENOMEM
@@ -199,6 +206,7 @@ struct budget_usage {
 struct budget_report {
 	char node[BUDGET_NODE_MAX + 1];
 	uint64_t seq;
+	bool directions; /* "directions":true: the node takes download budgets */
 	char policy[BUDGET_POLICY_ID_LEN + 1]; /* the policy's id the node holds; "": none */
 	struct budget_usage *use;
 	size_t n;

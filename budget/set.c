@@ -70,6 +70,25 @@ const struct budget_def *budget_set_find(const struct budget_set *s, const char 
 	return bsearch(&key, s->d, s->n, sizeof(*s->d), by_ns);
 }
 
+int budget_set_uploads(const struct budget_set *s, struct budget_set *ret)
+{
+	struct budget_set u = { .d = calloc(s->n ? s->n : 1, sizeof(*u.d)) };
+	struct tg_err e = { 0 };
+
+	if (!u.d)
+		return -ENOMEM;
+	for (size_t i = 0; i < s->n; i++)
+		if (s->d[i].dir == BUDGET_EGRESS)
+			u.d[u.n++] = s->d[i];
+	/* a subset of a sealed set: sorted, each once */
+	if (budget_set_seal(&u, &e) < 0) {
+		budget_set_free(&u);
+		return -EINVAL;
+	}
+	*ret = u;
+	return 0;
+}
+
 void budget_set_free(struct budget_set *s)
 {
 	if (!s)

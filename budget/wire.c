@@ -109,6 +109,8 @@ int budget_report_build(const struct budget_report *r, char **ret, size_t *ret_l
 		buf_printf(&b, ",\"policy\":");
 		put_str(&b, r->policy, sizeof(r->policy));
 	}
+	if (r->directions)
+		buf_printf(&b, ",\"directions\":true");
 	buf_printf(&b, ",\"budgets\":[");
 	for (size_t i = 0; i < r->n; i++) {
 		const struct budget_usage *u = &r->use[i];
@@ -648,7 +650,7 @@ int budget_report_parse(const char *text, size_t len, struct budget_report *ret,
 {
 	struct budget_report rep = { 0 };
 	void *use = NULL;
-	json_object *root;
+	json_object *root, *v;
 	const char *node;
 	size_t node_len;
 	int r;
@@ -670,12 +672,16 @@ int budget_report_parse(const char *text, size_t len, struct budget_report *ret,
 	if ((r = get_uint(root, "", "seq", UINT64_MAX, &rep.seq, e)) < 0 ||
 	    (json_object_object_get_ex(root, "policy", NULL) &&
 	     (r = get_policy_id(root, "", "policy", rep.policy, e)) < 0) ||
+	    (json_object_object_get_ex(root, "directions", NULL) &&
+	     (r = get(root, "", "directions", json_type_boolean, "true or false", &v, e)) < 0) ||
 	    (r = parse_entries(root, "", "budgets", BUDGET_PER_REPORT_MAX, sizeof(*rep.use),
 			       offsetof(struct budget_usage, ns),
 			       offsetof(struct budget_usage, dir), parse_usage, &use, &rep.n, e)) <
 		    0)
 		goto out;
 	rep.use = use;
+	rep.directions = json_object_object_get_ex(root, "directions", &v) &&
+			 json_object_get_boolean(v);
 	*ret = rep;
 out:
 	json_object_put(root);

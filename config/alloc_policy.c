@@ -133,7 +133,12 @@ static int parse(json_object *root, struct alloc_policy *p, struct tg_err *e)
 	r = parse_namespaces(root, &p->budgets, e);
 	if (r < 0)
 		return r;
-	return budget_set_seal(&p->budgets, e);
+	r = budget_set_seal(&p->budgets, e);
+	if (r < 0)
+		return r;
+	if (budget_set_uploads(&p->budgets, &p->uploads) < 0)
+		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+	return 0;
 }
 
 int alloc_policy_load_text(const char *path, const char *text, size_t len, struct alloc_policy *ret,
@@ -160,5 +165,6 @@ int alloc_policy_load_text(const char *path, const char *text, size_t len, struc
 void alloc_policy_free(struct alloc_policy *p)
 {
 	budget_set_free(&p->budgets);
+	budget_set_free(&p->uploads);
 	*p = (struct alloc_policy){ 0 };
 }

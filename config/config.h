@@ -160,8 +160,10 @@ int node_config_load_text(const char *path, const char *text, size_t len, struct
  */
 struct alloc_policy {
 	struct budget_set budgets; /* namespaces.*.internet{Egress,Ingress}, bytes/s, sealed */
-	int64_t report_ms;	   /* reportSeconds: the nodes' period (the rounds' is a quarter) */
-	int64_t lease_ms;	   /* leaseSeconds: a grant's lease */
+	/* its uploads alone: what a node that predates directions is sent */
+	struct budget_set uploads;
+	int64_t report_ms; /* reportSeconds: the nodes' period (the rounds' is a quarter) */
+	int64_t lease_ms;  /* leaseSeconds: a grant's lease */
 };
 int alloc_policy_load_text(const char *path, const char *text, size_t len, struct alloc_policy *ret,
 			   struct tg_err *e);

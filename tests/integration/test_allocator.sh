@@ -401,6 +401,35 @@ g=$(node n1 13 datasets "$h1" "$h1")
 num "$g" || t_fail "reports are not answered after a bad config: $g"
 t_end
 
+t_begin "a download budget: its own budget, grants and series; a node that predates directions is sent the uploads alone"
+cm_swap v6 "$(policy '.namespaces.datasets.internetEgress = "16M" | .namespaces.crawl.internetEgress = "24M" | .namespaces.datasets.internetIngress = "40M"')"
+wait_for 5 sh -c "ip netns exec $NS curl -s --max-time 1 $URL/metrics | grep -qx 'tollgate_allocator_budget_bytes_per_second{namespace=\"datasets\",direction=\"ingress\"} 5000000'" ||
+	t_fail "the download budget (40M) was not taken within 5 s"
+metrics
+t_expect "the uploads' budget beside it" "$(mval 'tollgate_allocator_budget_bytes_per_second{namespace="datasets",direction="egress"}')" "$SMALL"
+# a report of both directions of datasets: a grant each, the download's marked
+down=$(entry datasets 4000000 1250 true fallback | jq -c '.direction = "ingress"')
+code=$(post "$(report n7 1 "$(entry datasets 100000 100000 false fallback)" "$down" | jq -c '.directions = true')")
+t_expect "both directions' report" "$code" 200
+t_expect "the grants' directions" "$(answer_field '[.grants[] | [.namespace, (.direction // "egress")]] | sort | tojson')" '[["datasets","egress"],["datasets","ingress"]]'
+t_expect "the whole policy to a node that takes directions" "$(answer_field '[.policy.namespaces[] | select(.namespace == "datasets") | .internetIngress][0]')" 5000000
+ID_ALL=$(answer_field '.policy.id')
+# the same node as the previous version writes it: no "directions", no "direction"
+code=$(post "$(report n8 1 "$(entry datasets 100000 100000 false fallback)")")
+t_expect "an old node's report" "$code" 200
+t_expect "its policy: the uploads alone" "$(answer_field '[.policy.namespaces[] | keys[]] | unique | tojson')" '["internetEgress","namespace"]'
+ID_UP=$(answer_field '.policy.id')
+[ "$ID_UP" != "$ID_ALL" ] || t_fail "the uploads' policy has the whole one's id ($ID_ALL)"
+t_expect "its grants: the uploads'" "$(answer_field '[.grants[] | (.direction // "egress")] | tojson')" '["egress"]'
+# holding that id it is sent no policy again; a node of this version holding it is sent the whole
+post "$(report n8 2 "$(entry datasets 100000 100000 false fallback)" | jq -c --arg p "$ID_UP" '.policy = $p')" >/dev/null
+t_expect "no policy again to the old node" "$(answer_field '.policy // "none"')" none
+post "$(report n7 2 "$(entry datasets 100000 100000 false fallback)" | jq -c --arg p "$ID_UP" '.policy = $p | .directions = true')" >/dev/null
+t_expect "the whole policy to a node of this version holding the uploads' id" "$(answer_field '.policy.id')" "$ID_ALL"
+metrics
+t_expect "nodes holding datasets' downloads" "$(mval 'tollgate_allocator_nodes{namespace="datasets",direction="ingress"}')" 1
+t_end
+
 # ============================================================ options, stop
 t_begin "the election's flags without --etcd, no --policy, and the old --config: usage errors (exit 2); test_allocator_ha.sh runs the election"
 for o in --election-key=/tollgate/leader --advertise=http://10.0.0.1:9618 --election-ttl=5; do

@@ -442,6 +442,8 @@ static void t_counters_and_report(void **state)
 	assert_int_equal(fclass_find(0, WEB_CLASS)->ceil_bps, BUDGET_JOIN_RATE * 8);
 	assert_non_null(H.posted);
 	assert_contains(H.posted, "\"direction\":\"ingress\"");
+	/* it takes download budgets: the allocator sends it the whole policy */
+	assert_contains(H.posted, "\"directions\":true");
 	assert_int_equal(budget_report_parse(H.posted, strlen(H.posted), &r, &e), 0);
 	assert_int_equal(r.n, 3);
 	for (size_t i = 0; i < r.n; i++) {

@@ -506,6 +506,8 @@ static const struct bad bad_cases[] = {
 	  "\"ingress\",\"direction\":\"egress\"", -EINVAL, "budgets[1]: a member written twice" },
 	{ "a grant's unknown direction is refused", 'a', 'g', "direction", "\"up\"", -EINVAL,
 	  "grants[1].direction: \"up\" is not one of egress, ingress" },
+	{ "directions written as a number is refused", 'r', 't', "directions", "1", -EINVAL,
+	  "directions: must be true or false, not an integer" },
 };
 
 static void t_bad(void **state)
@@ -917,13 +919,16 @@ static void t_directions_round_trip(void **state)
 	use[1].dir = BUDGET_INGRESS;
 	use[1].applied = 5000000;
 	use[2].dir = BUDGET_INGRESS;
+	r.directions = true;
 	assert_int_equal(budget_report_build(&r, &text, &len), 0);
+	assert_contains(text, "\"seq\":7,\"directions\":true,\"budgets\":[");
 	assert_contains(text, "{\"namespace\":\"datasets\",\"sentBytes\":1250000,");
 	assert_contains(text, "{\"namespace\":\"datasets\",\"direction\":\"ingress\","
 			      "\"sentBytes\":9000000,");
 	assert_contains(text, "{\"namespace\":\"web\",\"direction\":\"ingress\",");
 	assert_null(strstr(text, "egress"));
 	assert_int_equal(budget_report_parse(text, len, &rb, &e), 0);
+	assert_true(rb.directions);
 	assert_int_equal(rb.n, 3);
 	for (size_t i = 0; i < 3; i++)
 		assert_usage_equal(&rb.use[i], &use[i]);
@@ -979,6 +984,8 @@ static void t_entries_without_direction_are_egress(void **state)
 
 	(void)state;
 	assert_int_equal(budget_report_parse(old_report, strlen(old_report), &r, &e), 0);
+	/* a node of that version: sent the policy's uploads alone */
+	assert_false(r.directions);
 	assert_int_equal(r.n, 2);
 	assert_int_equal(r.use[0].dir, BUDGET_EGRESS);
 	assert_int_equal(r.use[0].sent_bytes, 1250000);
@@ -1177,6 +1184,20 @@ static void t_policy_id_by_direction(void **state)
 	assert_string_not_equal(s_down.id, s_both.id);
 	assert_int_equal(budget_set_seal(&s_twice, &e), -EINVAL);
 	assert_contains(e.msg, "namespace \"datasets\" twice for internetIngress");
+	/* the uploads alone: what a node that predates directions holds, by its id */
+	{
+		struct budget_set up_only;
+
+		assert_int_equal(budget_set_uploads(&s_both, &up_only), 0);
+		assert_int_equal(up_only.n, 1);
+		assert_int_equal(up_only.d[0].dir, BUDGET_EGRESS);
+		assert_string_equal(up_only.id, "1c255cfce2da5129");
+		budget_set_free(&up_only);
+		assert_int_equal(budget_set_uploads(&s_down, &up_only), 0);
+		assert_int_equal(up_only.n, 0);
+		assert_string_not_equal(up_only.id, s_down.id);
+		budget_set_free(&up_only);
+	}
 }
 
 int main(void)

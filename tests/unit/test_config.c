@@ -1218,6 +1218,12 @@ static void t_policy_ingress(void **state)
 		    1000000000ULL);
 	assert_null(budget_set_find(&p.budgets, "mirror", BUDGET_EGRESS));
 	assert_null(budget_set_find(&p.budgets, "web", BUDGET_INGRESS));
+	/* the uploads alone, for nodes that predate directions */
+	assert_int_equal(p.uploads.n, 2);
+	assert_string_equal(p.uploads.d[0].ns, "datasets");
+	assert_string_equal(p.uploads.d[1].ns, "web");
+	assert_int_equal(p.uploads.d[1].dir, BUDGET_EGRESS);
+	assert_string_not_equal(p.uploads.id, p.budgets.id);
 
 	/* uploads only: the id of before directions */
 	assert_int_equal(load_policy("{\"version\":1,\"namespaces\":{\"web\":{\"internetEgress\":"
@@ -1230,6 +1236,7 @@ static void t_policy_ingress(void **state)
 	h = hash_fnv1a64(le, sizeof(le), h);
 	snprintf(old_id, sizeof(old_id), "%016" PRIx64, h);
 	assert_string_equal(q.budgets.id, old_id);
+	assert_string_equal(q.uploads.id, old_id);
 	alloc_policy_free(&q);
 	/* a download budget added: another id; the same rate as an upload: another id again */
 	assert_int_equal(load_policy("{\"version\":1,\"namespaces\":{\"web\":{\"internetEgress\":"
