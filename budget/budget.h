@@ -18,6 +18,7 @@
  * /v1/report, and the answer carries its grants:
  *
  *   report {"version":1,"node":"n1","seq":42,"policy":"5f0c2a9e81d3b447",
+ *           "directions":true,
  *           "budgets":[{"namespace":"datasets","sentBytes":1250000,
  *                       "intervalMs":1000,"saturated":true,"applied":1250000,
  *                       "limit":125000000,"state":"granted","pods":3,

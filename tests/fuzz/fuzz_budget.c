@@ -35,7 +35,7 @@ static void report(const char *text, size_t size)
 	if (len > BUDGET_BODY_MAX || budget_report_parse(out, len, &again, &e) != 0)
 		abort();
 	if (strcmp(r.node, again.node) != 0 || r.seq != again.seq || r.n != again.n ||
-	    strcmp(r.policy, again.policy) != 0)
+	    r.directions != again.directions || strcmp(r.policy, again.policy) != 0)
 		abort();
 	for (size_t i = 0; i < r.n; i++)
 		if (!usage_equal(&r.use[i], &again.use[i]))
