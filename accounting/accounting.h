@@ -12,12 +12,15 @@
  *   map pod_<class> { type ipv4_addr : counter; }       pod address -> its own (accounting.perPod)
  *   counter ns_<namespace>_<class>, host_<class>, pod_<host veth>_<class>
  *   map egress_class { type ipv4_addr : classid; }     pod -> its uplink HTB class
+ *   map ingress_class { type ipv4_addr : classid; }    pod -> its class on tollgate-inetdl
  *   chain prerouting: a pod's link (named <prefix>*) jumps to from_pod;
  *     chains from_pod, output: internet-bound packets get internetMark
  *   chain forward: jumps to fwd_egress (classified by destination) and
  *     fwd_ingress (by source), which go to fwd_*_internal on @internal: one
  *     interval lookup per direction; `meta priority` picks the shaper's HTB
- *     class there (see shaper.h)
+ *     class there (see shaper.h); in fwd_ingress a pod's element of
+ *     @ingress_class also gives its downloads internetMark, which its veth
+ *     steers into tollgate-inetdl
  *   chains fwd_*, input, output: counting; chain postrouting: masquerade
  *   set pod_src { type ifname . ipv4_addr; }            host link . the pod's address
  *   map spoofed_<family> { type ifname : counter; }     host link -> ns_<namespace>_spoofed_<family>
@@ -198,6 +201,12 @@ struct acct_pod {
 	const char *k8s_namespace; /* "" when the runtime did not say */
 	const char *host_veth;	 /* its host link: what it may send from; names its own counters */
 	uint32_t egress_classid; /* uplink HTB class of its internet traffic, 0: none */
+	/*
+	 * tollgate-inetdl's class of its internet downloads (0: none): its
+	 * element of @ingress_class gives the packets that priority and the
+	 * internet mark, which the pod's veth steers into tollgate-inetdl.
+	 */
+	uint32_t ingress_classid;
 	const struct hostports *ports; /* its hostPorts; NULL: none */
 };
 
@@ -281,7 +290,10 @@ int acct_declare(const struct acct_config *cfg, const struct acct_pod *all, size
 int acct_declared(const struct acct_config *cfg);
 /*
  * Adds the pod's elements and counters (additions only, on a declared
- * table). -ENOENT when the table lacks a set this config uses.
+ * table; but its element of @ingress_class, which is made what
+ * pod->ingress_classid says: another value replaced in the same
+ * transaction, deleted for 0). -ENOENT when the table lacks a set this
+ * config uses.
  */
 int acct_pod_add(const struct acct_config *cfg, const struct acct_pod *pod, struct tg_err *e);
 /*
@@ -327,15 +339,27 @@ int acct_retire_namespaces(const char *const *names, size_t n, size_t *ret_retir
 int acct_keep_namespaces(const char *const *names, size_t n, struct tg_err *e);
 /*
  * 1 when the pod's elements (anti-spoofing's and nodeAccess' too: in
- * @metadata_ok and @agent_ok exactly when cfg lists its namespace) are as
- * cfg says, 0 when not, negative on error.
+ * @metadata_ok and @agent_ok exactly when cfg lists its namespace; in
+ * @ingress_class with its ingress_classid, or not at all for 0) are as
+ * cfg and the pod say, 0 when not, negative on error.
  */
 int acct_pod_check(const struct acct_pod *pod, const struct acct_config *cfg, struct tg_err *e);
 /*
+ * The pod's element of @ingress_class made what pod->ingress_classid says
+ * (a reshape): another value replaced in one transaction, so that no
+ * packet of the pod goes without a class; 0 deletes it (its downloads go
+ * back to its veth's class); nothing is written when it is right already.
+ * -ENOENT (through e) when the table lacks the map.
+ */
+int acct_pod_ingress_class(const struct acct_pod *pod, struct tg_err *e);
+/*
  * Pods' elements against the store (`all`: every attachment it holds): reads
- * each per-pod set and map once, puts back every pod missing from one and
- * takes out every address no pod holds, in one atomic batch. *ret_added,
- * *ret_removed: the pods put back and the stray addresses removed.
+ * each per-pod set and map once, puts back every pod missing from one,
+ * makes each pod's element of @ingress_class its record's (another value
+ * replaced, none for 0) and takes out every address no pod holds, in one
+ * atomic batch. *ret_added, *ret_removed: the pods put back (and download
+ * classes put in or right), and the stray addresses (and classes a record
+ * does not have) removed.
  */
 int acct_pods_reconcile(const struct acct_config *cfg, const struct acct_pod *all, size_t n_all,
 			unsigned *ret_added, unsigned *ret_removed, struct tg_err *e);

@@ -633,13 +633,21 @@ int acct_declare(const struct acct_config *cfg, const struct acct_pod *all, size
 	if (r == 0 && cfg->guard.on)
 		r = put_guards(bt, cfg, all, n_all, s, &rep);
 	/* Sets made anew lost their elements: every pod goes back in, from the store. */
-	if (r == 0 && (lost > 0 || (flags & ACCT_DECLARE_PODS)))
+	if (r == 0 && (lost > 0 || (flags & ACCT_DECLARE_PODS))) {
+		/*
+		 * A kept @ingress_class may hold another class than a record's
+		 * (a NEWSETELEM of another value fails the batch): it is made
+		 * again from the store in this transaction, strays gone too.
+		 */
+		if (s->table)
+			acct_table_flush_set(bt, ACCT_MAP_INGRESS_CLASS);
 		for (size_t i = 0; i < n_all && r == 0; i++) {
 			r = acct_put_pod(bt, cfg, &all[i]);
 			/* the store's mappings win over any element left in a map that was kept */
 			if (r == 0)
 				r = acct_hostport_put(bt, NFT_MSG_NEWSETELEM, &all[i], true);
 		}
+	}
 	if (r == 0 && (repairs_total(&rep) || (flags & ACCT_DECLARE_PODS && n_all)))
 		r = acct_batch_send(&c, bt, why, sizeof(why));
 	if (r < 0)

@@ -26,6 +26,12 @@
 #define ACCT_SET_PODS "pods"
 #define ACCT_SET_MASQ "masq"
 #define ACCT_MAP_EGRESS_CLASS "egress_class"
+/*
+ * A pod's address -> tollgate-inetdl's class of its internet downloads:
+ * fwd_ingress gives a matched packet that priority and the internet mark
+ * (which the pod's veth steers into tollgate-inetdl) in one rule.
+ */
+#define ACCT_MAP_INGRESS_CLASS "ingress_class"
 #define ACCT_SET_POD_SRC "pod_src"
 /* nodeAccess: who may reach what (pods of listed namespaces), and whose drop counts where. */
 #define ACCT_SET_METADATA_OK "metadata_ok"
@@ -265,6 +271,7 @@ enum {
 	ACCT_ID_NEXTHOP_LIMIT,
 	ACCT_ID_NEXTHOPS,
 	ACCT_ID_SERVICE_OK,
+	ACCT_ID_INGRESS_CLASS,
 };
 
 struct acct_set_def {
@@ -277,7 +284,7 @@ struct acct_set_def {
 	uint32_t size;	    /* at most this many elements (0: no bound) */
 	uint32_t timeout_s; /* its elements' default timeout (NFT_SET_TIMEOUT) */
 };
-#define ACCT_TABLE_SETS 28
+#define ACCT_TABLE_SETS 29
 extern const struct acct_set_def acct_table_sets[ACCT_TABLE_SETS];
 
 struct acct_chain_def {
@@ -348,7 +355,7 @@ int acct_arp_put(struct acct_batch *bt, const struct acct_config *cfg);
  * that a node declared by an older layout is declared again. Change it with
  * every change of a rule (tests/unit/test_accounting.c checks it moves).
  */
-#define ACCT_TABLE_LAYOUT "tollgate-table/17"
+#define ACCT_TABLE_LAYOUT "tollgate-table/18"
 
 /* Every rule the config asks for, in chain order. */
 #define ACCT_TABLE_RULES_MAX 240 /* 2 * 8 * 8 of them servicePorts' at most */
@@ -423,13 +430,19 @@ void acct_table_flush_set(struct acct_batch *bt, const char *set);
 int acct_table_put_internal(struct acct_batch *bt, const struct acct_config *cfg);
 int acct_table_put_host_counters(struct acct_batch *bt);
 /*
- * Batch room: the skeleton, and one pod's 16 to 26 elements and 8 to 12
+ * Batch room: the skeleton, and one pod's 16 to 27 elements and 8 to 12
  * counters (about 3,500 bytes with perPod and a 63-character namespace).
  */
 #define ACCT_BATCH_BASE (128 * 1024)
 #define ACCT_BATCH_PER_POD 6144
 /* One pod's elements and counters (pods.c). */
 int acct_put_pod(struct acct_batch *bt, const struct acct_config *cfg, const struct acct_pod *p);
+/*
+ * Its element of @ingress_class: NEWSETELEM with `classid`, or another
+ * message (DELSETELEM, DESTROYSETELEM) by key alone. The kernel keeps an
+ * element of another value (-EEXIST): a change deletes it first.
+ */
+int acct_put_ingress_class(struct acct_batch *bt, uint16_t type, uint32_t ip, uint32_t classid);
 /* Only its elements of @metadata_ok and @agent_ok, as cfg's lists say (a declaration re-derives them). */
 int acct_put_pod_access(struct acct_batch *bt, const struct acct_config *cfg,
 			const struct acct_pod *p);

@@ -25,6 +25,50 @@ static int put_class_elem(struct acct_batch *bt, const struct acct_pod *p)
 				 &classid, sizeof(classid), true);
 }
 
+/*
+ * Its element of @ingress_class (NEWSETELEM with its classid, or any other
+ * message by key). The kernel does not replace an element of another value
+ * (-EEXIST): a change deletes the old one first, in the same transaction
+ * (acct_pod_ingress_class, acct_pods_reconcile).
+ */
+int acct_put_ingress_class(struct acct_batch *bt, uint16_t type, uint32_t ip, uint32_t classid)
+{
+	uint8_t key[ACCT_KEY_MAX];
+	size_t n = acct_set_key_of(ACCT_KEY_ADDR, NULL, ip, key);
+	bool put = type == NFT_MSG_NEWSETELEM;
+
+	/* the classid host-endian, as meta priority holds it */
+	return acct_put_elem_key(bt, type, ACCT_MAP_INGRESS_CLASS, key, n, NULL,
+				 put ? &classid : NULL, put ? sizeof(classid) : 0, false);
+}
+
+static int class_of_elem(struct nftnl_set_elem *el, void *p)
+{
+	uint32_t len = 0;
+	const void *data = nftnl_set_elem_get(el, NFTNL_SET_ELEM_DATA, &len);
+
+	if (data && len == sizeof(uint32_t))
+		memcpy(p, data, sizeof(uint32_t));
+	return 0;
+}
+
+static int class_of_cb(const struct nlmsghdr *nlh, void *p)
+{
+	return acct_foreach_elem(nlh, class_of_elem, p);
+}
+
+/* 1 with the pod's classid in @ingress_class (0 when unreadable), 0 when it has none, or <0. */
+static int ingress_class_get(struct acct_nft_conn *c, uint32_t ip, uint32_t *ret)
+{
+	struct acct_elem_query q = { .set = ACCT_MAP_INGRESS_CLASS };
+	int r;
+
+	*ret = 0;
+	q.key_len = acct_set_key_of(ACCT_KEY_ADDR, NULL, ip, q.key);
+	r = acct_nft_get_elem(c, &q, class_of_cb, ret);
+	return r == 0 ? 1 : r == -ENOENT ? 0 : r;
+}
+
 static bool link_ok(const struct acct_pod *p)
 {
 	return p->host_veth && p->host_veth[0] && strlen(p->host_veth) < ACCT_KEY_LINK_LEN;
@@ -108,6 +152,8 @@ int acct_put_pod(struct acct_batch *bt, const struct acct_config *cfg, const str
 	r |= acct_put_elem(bt, NFT_MSG_NEWSETELEM, ACCT_SET_PODS, p->ip, NULL);
 	if (p->egress_classid)
 		r |= put_class_elem(bt, p);
+	if (p->ingress_classid)
+		r |= acct_put_ingress_class(bt, NFT_MSG_NEWSETELEM, p->ip, p->ingress_classid);
 	if (cfg->masquerade)
 		r |= acct_put_elem(bt, NFT_MSG_NEWSETELEM, ACCT_SET_MASQ, p->ip, NULL);
 	/* its namespace's chain is there already (acct_pod_add, acct_declare) */
@@ -142,12 +188,22 @@ int acct_pod_add(const struct acct_config *cfg, const struct acct_pod *pod, stru
 	if (r == 0) {
 		/* The namespace's first pod on the node brings its guard chain. */
 		int missing = cfg->guard.on && acct_guard_chain_exists(&c, pod->k8s_namespace) != 1;
+		uint32_t have;
+		/*
+		 * A download class of before (a repeated ADD, a reshape): the
+		 * kernel does not replace an element of another value, and one
+		 * the pod no longer has must go.
+		 */
+		bool stale = ingress_class_get(&c, pod->ip, &have) == 1 &&
+			     have != pod->ingress_classid;
 
-		for (int tries = 0; tries < 2; tries++) {
-			/* Only additions: nothing the kernel must wait on before or after. */
+		for (int tries = 0; tries < 3; tries++) {
+			/* Only additions (but a stale class): nothing the kernel must wait on. */
 			acct_batch_start(bt);
 			r = missing ? acct_guard_put_chain(bt, cfg, pod->k8s_namespace, true, false)
 				    : 0;
+			if (r == 0 && stale)
+				r = acct_put_ingress_class(bt, NFT_MSG_DELSETELEM, pod->ip, 0);
 			if (r == 0)
 				r = acct_put_pod(bt, cfg, pod);
 			/* no `take`: a hostPort element of another address fails the ADD (-EEXIST) */
@@ -155,10 +211,24 @@ int acct_pod_add(const struct acct_config *cfg, const struct acct_pod *pod, stru
 				r = acct_hostport_put(bt, NFT_MSG_NEWSETELEM, pod, false);
 			if (r == 0)
 				r = acct_batch_send(&c, bt, why, sizeof(why));
-			/* A concurrent ADD of the same namespace made the chain first: it is there. */
-			if (r != -EEXIST || !missing)
+			/* The stale class deleted meanwhile: nothing to take out. */
+			if (r == -ENOENT && stale && ingress_class_get(&c, pod->ip, &have) == 0) {
+				stale = false;
+				continue;
+			}
+			if (r != -EEXIST)
 				break;
-			missing = 0;
+			/* A concurrent ADD of the same namespace made the chain first: it is there. */
+			if (missing) {
+				missing = 0;
+				continue;
+			}
+			/* Another class put in since the read: it goes too. */
+			if (stale || !pod->ingress_classid ||
+			    ingress_class_get(&c, pod->ip, &have) != 1 ||
+			    have == pod->ingress_classid)
+				break;
+			stale = true;
 		}
 		acct_nft_close(&c);
 		if (r == -ENOENT)
@@ -207,6 +277,7 @@ static int put_pod_removal(struct acct_batch *bt, const struct acct_pod *p, uint
 	STEP(acct_put_elem(bt, del_elem, ACCT_SET_MASQ, p->ip, NULL));
 	STEP(acct_put_elem(bt, del_elem, ACCT_SET_PODS, p->ip, NULL));
 	STEP(acct_put_elem(bt, del_elem, ACCT_MAP_EGRESS_CLASS, p->ip, NULL));
+	STEP(acct_put_elem(bt, del_elem, ACCT_MAP_INGRESS_CLASS, p->ip, NULL));
 	for (int d = 0; d < ACCT_DIRS; d++)
 		STEP(acct_guard_put_elem(bt, del_elem, p, d));
 	for (int c = 0; c < ACCT_CLASSES; c++) {
@@ -496,6 +567,67 @@ static int elem_as(struct acct_nft_conn *c, const char *set, uint32_t ip, bool w
 	return r < 0 ? r : r == (want ? 1 : 0);
 }
 
+/* 1 when the pod's element of @ingress_class is its classid (none for 0), 0 when not, or <0. */
+static int ingress_class_right(struct acct_nft_conn *c, const struct acct_pod *p)
+{
+	uint32_t have;
+	int r = ingress_class_get(c, p->ip, &have);
+
+	if (r < 0)
+		return r;
+	return p->ingress_classid ? r == 1 && have == p->ingress_classid : r == 0;
+}
+
+int acct_pod_ingress_class(const struct acct_pod *pod, struct tg_err *e)
+{
+	struct acct_nft_conn c = { 0 };
+	struct acct_batch *bt = acct_batch_new(4096);
+	char why[256] = "";
+	int r;
+
+	if (!bt)
+		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+	r = acct_nft_open(&c, 0, e);
+	if (r < 0) {
+		acct_batch_free(bt);
+		return r;
+	}
+	/* Read, then write the difference; a concurrent writer in between: read again. */
+	for (int tries = 0; tries < 3; tries++) {
+		uint32_t have;
+
+		r = ingress_class_get(&c, pod->ip, &have);
+		if (r < 0 || (r == 1 && have == pod->ingress_classid) ||
+		    (r == 0 && !pod->ingress_classid)) {
+			r = r < 0 ? r : 0;
+			break;
+		}
+		/* the old value out and the new in, in one transaction: no packet sees neither */
+		acct_batch_start(bt);
+		if (r == 1)
+			r = acct_put_ingress_class(bt, NFT_MSG_DELSETELEM, pod->ip, 0);
+		else
+			r = 0;
+		if (r == 0 && pod->ingress_classid)
+			r = acct_put_ingress_class(bt, NFT_MSG_NEWSETELEM, pod->ip,
+						   pod->ingress_classid);
+		if (r == 0)
+			r = acct_batch_send(&c, bt, why, sizeof(why));
+		if (r != -ENOENT && r != -EEXIST)
+			break;
+	}
+	acct_nft_close(&c);
+	acct_batch_free(bt);
+	if (r == -ENOENT && pod->ingress_classid)
+		return tg_fail(e, CNI_ERR_IO, r,
+			       "nftables: table inet " ACCT_TABLE
+			       " lacks map " ACCT_MAP_INGRESS_CLASS);
+	if (r < 0)
+		return acct_nft_fail(
+			e, r, "setting the pod's download class in table inet " ACCT_TABLE, why);
+	return 0;
+}
+
 int acct_pod_check(const struct acct_pod *pod, const struct acct_config *cfg, struct tg_err *e)
 {
 	const struct acct_access *a = &cfg->access;
@@ -525,6 +657,9 @@ int acct_pod_check(const struct acct_pod *pod, const struct acct_config *cfg, st
 	/* Its new internet connections pass its namespace's guard. */
 	if (r == 1 && cfg->guard.on)
 		r = acct_guard_elem_right(&c, pod);
+	/* Its downloads in tollgate-inetdl's class it was given, or in none. */
+	if (r == 1)
+		r = ingress_class_right(&c, pod);
 	/* Its hostPorts reach it. */
 	if (r == 1)
 		r = acct_hostport_check(&c, pod);

@@ -21,12 +21,19 @@
 
 struct dump_ctx {
 	uint32_t *ips;
+	uint32_t *vals; /* a map's 4-byte values alongside (NULL: keys only) */
 	size_t n, cap;
 	int err;
 };
 
 static bool ips_grow(struct dump_ctx *d)
 {
+	size_t cap = d->cap;
+
+	if (d->vals && !array_grow(&d->vals, &cap, d->n, sizeof(*d->vals), 64)) {
+		d->err = -ENOMEM;
+		return false;
+	}
 	if (array_grow(&d->ips, &d->cap, d->n, sizeof(*d->ips), 64))
 		return true;
 	d->err = -ENOMEM;
@@ -44,6 +51,13 @@ static int collect_elem(struct nftnl_set_elem *el, void *p)
 	if (!ips_grow(d))
 		return -1;
 	memcpy(&be, key, 4);
+	if (d->vals) {
+		const void *data = nftnl_set_elem_get(el, NFTNL_SET_ELEM_DATA, &len);
+
+		d->vals[d->n] = 0;
+		if (data && len == sizeof(uint32_t))
+			memcpy(&d->vals[d->n], data, sizeof(uint32_t));
+	}
 	d->ips[d->n++] = ntohl(be);
 	return 0;
 }
@@ -83,23 +97,37 @@ static struct nlmsghdr *build_elems_dump(char *buf, const void *set)
 	return nlh;
 }
 
-int acct_list_set(const char *set, uint32_t **ret, size_t *ret_n, struct tg_err *e)
+/* A set's keys, and with ret_vals a map's values alongside. */
+static int list_elems(const char *set, uint32_t **ret, uint32_t **ret_vals, size_t *ret_n,
+		      struct tg_err *e)
 {
 	struct dump_ctx d = { 0 };
 	int r;
 
 	d.ips = malloc(64 * sizeof(*d.ips));
-	if (!d.ips)
+	d.vals = ret_vals ? malloc(64 * sizeof(*d.vals)) : NULL;
+	if (!d.ips || (ret_vals && !d.vals)) {
+		free(d.ips);
+		free(d.vals);
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+	}
 	d.cap = 64;
 	r = open_and_dump(build_elems_dump, set, collect_elems_cb, &d, &d.err);
 	if (r < 0) {
 		free(d.ips);
+		free(d.vals);
 		return r == -ENOENT ? r : acct_nft_fail(e, r, "listing a set", set);
 	}
 	*ret = d.ips;
+	if (ret_vals)
+		*ret_vals = d.vals;
 	*ret_n = d.n;
 	return 0;
+}
+
+int acct_list_set(const char *set, uint32_t **ret, size_t *ret_n, struct tg_err *e)
+{
+	return list_elems(set, ret, NULL, ret_n, e);
 }
 
 /* The interval set's elements: each start, and each range's end (the first address past it). */
@@ -231,19 +259,78 @@ static int cmp_ip(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
 static bool ip_in(const uint32_t *v, size_t n, uint32_t ip)
 {
 	return n && bsearch(&ip, v, n, sizeof(*v), cmp_ip);
+}
+
+/* A map's keys sorted, its values (vals[i] is ips[i]'s) kept alongside. */
+static int sort_classes(uint32_t *ips, uint32_t *vals, size_t n, struct tg_err *e)
+{
+	uint64_t *pairs;
+
+	if (!ips || !vals || !n)
+		return 0;
+	pairs = calloc(n, sizeof(*pairs));
+	if (!pairs)
+		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++)
+		pairs[i] = (uint64_t)ips[i] << 32 | vals[i];
+	qsort(pairs, n, sizeof(*pairs), cmp_u64);
+	for (size_t i = 0; i < n; i++) {
+		ips[i] = (uint32_t)(pairs[i] >> 32);
+		vals[i] = (uint32_t)pairs[i];
+	}
+	free(pairs);
+	return 0;
+}
+
+/*
+ * The pod's element of @ingress_class against its record (ips and vals:
+ * the map as read, sorted): another value, or one where the record has 0,
+ * deleted; its classid put in where it is missing or was another, unless
+ * acct_put_pod puts it (a pod not `whole`). Into bt when given; counted
+ * either way (a class put right is one added, one deleted for 0 one removed).
+ */
+static int put_class_right(struct acct_batch *bt, const struct acct_pod *p, const uint32_t *ips,
+			   const uint32_t *vals, size_t n, bool whole, unsigned *added,
+			   unsigned *removed)
+{
+	const uint32_t *at = n ? bsearch(&p->ip, ips, n, sizeof(*ips), cmp_ip) : NULL;
+	bool wrong = at && vals[at - ips] != p->ingress_classid;
+	int r = 0;
+
+	if (wrong) {
+		if (bt)
+			r = acct_put_ingress_class(bt, NFT_MSG_DELSETELEM, p->ip, 0);
+		*removed += !p->ingress_classid;
+	}
+	if (r == 0 && whole && p->ingress_classid && (!at || wrong)) {
+		if (bt)
+			r = acct_put_ingress_class(bt, NFT_MSG_NEWSETELEM, p->ip,
+						   p->ingress_classid);
+		(*added)++;
+	}
+	return r ? -ENOMEM : 0;
 }
 
 /*
  * The per-pod sets and maps keyed by a pod's address, each read once: those
  * every pod is in (@pods, the namespace counter maps, nodeAccess' drop maps,
  * @guard_ns and @guard_in with the guard on),
- * @masq and @egress_class, and nodeAccess' passes, which a pod is in exactly
- * when the config lists its namespace.
+ * @masq, @egress_class and @ingress_class (read with its values: a pod is in
+ * it with its record's class, or not when that is 0), and nodeAccess'
+ * passes, which a pod is in exactly when the config lists its namespace.
  */
-#define RS_NS 3
+#define RS_INGRESS 3
+#define RS_NS 4
 #define RS_DROP (RS_NS + ACCT_CLASSES)
 #define RS_KEY (RS_DROP + ACCT_DROPS) /* @nexthop_limit */
 #define RS_GUARD (RS_KEY + 1)	      /* every pod's, with the guard on */
@@ -253,8 +340,9 @@ static bool ip_in(const uint32_t *v, size_t n, uint32_t ip)
 int acct_pods_reconcile(const struct acct_config *cfg, const struct acct_pod *all, size_t n_all,
 			unsigned *ret_added, unsigned *ret_removed, struct tg_err *e)
 {
-	const char *sets[RECONCILE_SETS] = { ACCT_SET_PODS, ACCT_SET_MASQ, ACCT_MAP_EGRESS_CLASS };
-	uint32_t *have[RECONCILE_SETS] = { 0 }, *want;
+	const char *sets[RECONCILE_SETS] = { ACCT_SET_PODS, ACCT_SET_MASQ, ACCT_MAP_EGRESS_CLASS,
+					     ACCT_MAP_INGRESS_CLASS };
+	uint32_t *have[RECONCILE_SETS] = { 0 }, *want, *classes = NULL;
 	size_t n_have[RECONCILE_SETS] = { 0 };
 	struct acct_nft_conn c = { 0 };
 	struct acct_batch *bt = NULL;
@@ -278,10 +366,12 @@ int acct_pods_reconcile(const struct acct_config *cfg, const struct acct_pod *al
 		want[i] = all[i].ip;
 	qsort(want, n_all, sizeof(*want), cmp_ip);
 	for (int k = 0; r == 0 && k < RECONCILE_SETS; k++) {
-		r = acct_list_set(sets[k], &have[k], &n_have[k], e);
+		r = list_elems(sets[k], &have[k], k == RS_INGRESS ? &classes : NULL, &n_have[k], e);
 		if (r == -ENOENT)
 			r = tg_fail(e, CNI_ERR_IO, r,
 				    "nftables: table inet " ACCT_TABLE " lacks %s", sets[k]);
+		else if (r == 0 && k == RS_INGRESS)
+			r = sort_classes(have[k], classes, n_have[k], e);
 		else if (r == 0 && have[k])
 			qsort(have[k], n_have[k], sizeof(*have[k]), cmp_ip);
 	}
@@ -327,7 +417,10 @@ int acct_pods_reconcile(const struct acct_config *cfg, const struct acct_pod *al
 			for (int k = RS_NS; k < RS_OK; k++)
 				whole = whole && (ip_in(have[k], n_have[k], all[i].ip) ||
 						  (k >= RS_GUARD && !cfg->guard.on));
-			if (!whole) {
+			/* its download class: another one out first, then its own in */
+			r = put_class_right(bt, &all[i], have[RS_INGRESS], classes,
+					    n_have[RS_INGRESS], whole, &added, &removed);
+			if (!whole && r == 0) {
 				if (bt)
 					r = acct_put_pod(bt, cfg, &all[i]); /* its passes too */
 				added++;
@@ -397,6 +490,7 @@ int acct_pods_reconcile(const struct acct_config *cfg, const struct acct_pod *al
 out:
 	for (int k = 0; k < RECONCILE_SETS; k++)
 		free(have[k]);
+	free(classes);
 	free(want);
 	acct_batch_free(bt);
 	return r;

@@ -90,6 +90,31 @@ static struct nftnl_rule *inet_ingress_class_rule(uint32_t classid)
 	return r;
 }
 
+/*
+ * In fwd_ingress, after inet_ingress_class_rule: `meta priority set ip daddr
+ * map @ingress_class meta mark set meta mark | M`. A pod without an element
+ * stops the rule at the lookup: neither is set. Priority and mark come from
+ * one element, so the pod's downloads move to tollgate-inetdl (the mark
+ * steers them there from its veth, the priority picks the class) in the
+ * transaction that adds it, and back to its veth's class in the one that
+ * deletes it; a packet matched by both rules leaves with this one's priority.
+ */
+static struct nftnl_rule *inet_ingress_tree_rule(uint32_t mark)
+{
+	struct nftnl_rule *r = acct_rule_new(ACCT_CHAIN_FWD_INGRESS);
+
+	if (!r)
+		return NULL;
+	acct_rule_add(r, acct_expr_ip(16));
+	acct_rule_add(r, acct_expr_map(ACCT_MAP_INGRESS_CLASS, ACCT_ID_INGRESS_CLASS, NFT_REG_1,
+				       NFT_REG_1));
+	acct_rule_add(r, acct_expr_meta_set(NFT_META_PRIORITY));
+	acct_rule_add(r, acct_expr_meta(NFT_META_MARK));
+	acct_rule_add(r, acct_expr_bitwise32(~mark, mark));
+	acct_rule_add(r, acct_expr_meta_set(NFT_META_MARK));
+	return r;
+}
+
 /* In fwd_egress (destination not internal): meta priority set ip saddr map @egress_class */
 static struct nftnl_rule *inet_egress_class_rule(void)
 {
@@ -218,6 +243,9 @@ int acct_table_rules(const struct acct_config *cfg, struct acct_rule_list *list)
 	r |= acct_rule_list_add(list, inet_egress_class_rule());
 	if (cfg->inet_ingress_classid)
 		r |= acct_rule_list_add(list, inet_ingress_class_rule(cfg->inet_ingress_classid));
+	/* after it: a pod in tollgate-inetdl's tree leaves with that tree's class */
+	if (cfg->internet_mark)
+		r |= acct_rule_list_add(list, inet_ingress_tree_rule(cfg->internet_mark));
 	if (cfg->enabled) {
 		r |= add_fwd_counting(list, acct_ns_maps, ACCT_ID_NS_MAPS);
 		if (cfg->per_pod)

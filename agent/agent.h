@@ -75,7 +75,7 @@ struct agent_counted_ns {
 /*
  * One budget of a namespace with pods on this node (agent/grants_*.c): its
  * uploads (its class on tollgate-inet) or its downloads (the class of the
- * same minor on tollgate-inet-in), each direction an entry of its own.
+ * same minor on tollgate-inetdl), each direction an entry of its own.
  */
 struct agent_budget_ns {
 	char ns[BUDGET_NS_MAX + 1];

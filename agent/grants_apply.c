@@ -2,7 +2,7 @@
 /*
  * The kernel's side of a node's cluster budgets (agent/internal.h): the
  * budgeted namespaces' classes read (one dump per direction: uploads on
- * tollgate-inet, downloads on tollgate-inet-in, the same minors on both),
+ * tollgate-inet, downloads on tollgate-inetdl, the same minors on both),
  * for a report's counters or a look between reports, and each class's ceil
  * put where its state says (one netlink change per change, no pod
  * touched). The ceil of each state is budget/'s. A direction whose IFB is

@@ -3,7 +3,7 @@
  * A node's side of cluster budgets (agent.h): every reportSeconds (+-10 %)
  * it reads its budgeted namespaces from the store (grants_store.c) and
  * their classes from the kernel (grants_apply.c: uploads on tollgate-inet,
- * downloads on tollgate-inet-in, each (namespace, direction) a budget), ages
+ * downloads on tollgate-inetdl, each (namespace, direction) a budget), ages
  * leases, puts each class's ceil where its state says, and reports to the
  * allocator; an answer's grants are applied the moment it arrives. The
  * arithmetic (the ceil of each state, the wire format) is budget/'s.
@@ -541,7 +541,7 @@ void agent_budgets_render(const struct agent *a, struct expo *x)
 	expo_family(
 		x, ceil, "gauge",
 		"The ceil in force on the namespace's internet class in one direction (on "
-		"tollgate-inet or tollgate-inet-in): the grant, the safe share after a lease ran "
+		"tollgate-inet or tollgate-inetdl): the grant, the safe share after a lease ran "
 		"out, or the fallback.");
 	for (size_t i = 0; i < b->n; i++)
 		expo_sample_u64(x, ceil,

@@ -61,7 +61,7 @@ static struct agent_budget_ns *add_ns(struct agent_budgets *b, const char *ns, e
  * The pod's namespace class in one direction when that direction is under
  * a budget, else 0; *ret_limit its own caps there, bytes/s. Uploads: its
  * class on tollgate-inet. Downloads: the class of the same minor on
- * tollgate-inet-in, once its record says its downloads are shaped there.
+ * tollgate-inetdl, once its record says its downloads are shaped there.
  */
 static uint16_t budgeted_class(const struct agent *a, const struct ipam_attachment *att,
 			       enum budget_dir dir, uint64_t *ret_limit)
@@ -77,7 +77,7 @@ static uint16_t budgeted_class(const struct agent *a, const struct ipam_attachme
 			return 0;
 		cap = shaping_min_cap(s->ns_egress_bps, s->node_egress_bps);
 	} else {
-		if (!s->inet_in_tree)
+		if (!shaping_inet_ingress(s))
 			return 0;
 		cap = shaping_min_cap(s->ns_ingress_bps, s->node_ingress_bps);
 	}

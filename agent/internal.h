@@ -66,7 +66,7 @@ void agent_usage(FILE *f);
 /* The namespace's entry in that direction, or NULL. */
 struct agent_budget_ns *agent_budgets_find_ns(struct agent_budgets *b, const char *ns,
 					      enum budget_dir dir);
-/* The ifindex of a direction's IFB (tollgate-inet, tollgate-inet-in), 0: missing. */
+/* The ifindex of a direction's IFB (tollgate-inet, tollgate-inetdl), 0: missing. */
 int agent_budgets_ifindex(struct nl_sock *sk, enum budget_dir dir);
 /* The budgeted namespaces with pods on this node, from the store: 0, or a negative errno with e. */
 int agent_budgets_refresh_namespaces(struct agent *a, int64_t now_ms, struct tg_err *e);

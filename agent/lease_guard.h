@@ -21,7 +21,7 @@
 
 struct lease_guard_entry {
 	uint16_t ns_class;   /* on its direction's IFB */
-	enum budget_dir dir; /* egress: tollgate-inet; ingress: tollgate-inet-in */
+	enum budget_dir dir; /* egress: tollgate-inet; ingress: tollgate-inetdl */
 	int64_t until_ms;    /* CLOCK_BOOTTIME */
 	uint64_t after;	     /* bytes/s: the ceil once it ran out */
 };

@@ -125,7 +125,7 @@ extern const char
 /* A budget's direction: a namespace's uploads or its downloads (0: egress). */
 enum budget_dir {
 	BUDGET_EGRESS,	/* pods -> internet: the class on tollgate-inet */
-	BUDGET_INGRESS, /* internet -> pods: the class on tollgate-inet-in */
+	BUDGET_INGRESS, /* internet -> pods: the class on tollgate-inetdl */
 };
 #define BUDGET_DIRS 2
 extern const char *const budget_dir_names[BUDGET_DIRS]; /* "egress", "ingress" */

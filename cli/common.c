@@ -62,13 +62,15 @@ static const char *rate_or_dash(json_object *o, const char *key, char *buf, size
 
 void shaping_line(json_object *sh, char *buf, size_t size)
 {
-	char a[24], b[24], c[24], d[24], f[24];
+	char a[24], b[24], c[24], g[24], d[24], f[24];
 
 	snprintf(buf, size,
-		 "internet egress %s (namespace %s), internet ingress %s, pod %s in / %s out",
+		 "internet egress %s (namespace %s), internet ingress %s (namespace %s), pod %s "
+		 "in / %s out",
 		 rate_or_dash(sh, "internetEgress", a, sizeof(a)),
 		 rate_or_dash(sh, "namespaceInternetEgress", b, sizeof(b)),
 		 rate_or_dash(sh, "internetIngress", c, sizeof(c)),
+		 rate_or_dash(sh, "namespaceInternetIngress", g, sizeof(g)),
 		 rate_or_dash(sh, "ingressRate", d, sizeof(d)),
 		 rate_or_dash(sh, "egressRate", f, sizeof(f)));
 }

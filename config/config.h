@@ -38,9 +38,11 @@ struct shaping_policy {
 	uint64_t ns_egress_default;   /* internetEgress.namespaceDefault */
 	uint64_t pod_egress_default;  /* internetEgress.podDefault */
 	json_object *ns_egress;	      /* internetEgress.namespaces {ns: rate}, validated */
+	uint64_t node_ingress;	      /* internetIngress.node */
+	uint64_t ns_ingress_default;  /* internetIngress.namespaceDefault */
 	uint64_t pod_ingress_default; /* internetIngress.podDefault */
-	json_object *ns_ingress; /* internetIngress.namespaces: per-pod cap in that namespace */
-	uint32_t queue_ms;	 /* queueLatencyMs: leaf queues hold this much at the rate */
+	json_object *ns_ingress;      /* internetIngress.namespaces {ns: rate}, validated */
+	uint32_t queue_ms;	      /* queueLatencyMs: leaf queues hold this much at the rate */
 };
 
 /*

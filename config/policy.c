@@ -128,7 +128,11 @@ int config_parse_shaping(json_object *root, struct node_config *cfg, struct tg_e
 			return -EINVAL;
 	}
 	if (in) {
-		if (get_rate(in, "shaping.internetIngress", "podDefault",
+		if (get_rate(in, "shaping.internetIngress", "node", &cfg->shaping.node_ingress, e) <
+			    0 ||
+		    get_rate(in, "shaping.internetIngress", "namespaceDefault",
+			     &cfg->shaping.ns_ingress_default, e) < 0 ||
+		    get_rate(in, "shaping.internetIngress", "podDefault",
 			     &cfg->shaping.pod_ingress_default, e) < 0 ||
 		    jx_object(in, "shaping.internetIngress", "namespaces", &cfg->shaping.ns_ingress,
 			      e) < 0)

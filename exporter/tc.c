@@ -96,8 +96,8 @@ static struct tc_dev *find_dev(struct tc_dev *devs, size_t n, const char *name)
  */
 static int list_devices(struct tc_collector *tc, const struct ipam_state *st, uint64_t store)
 {
-	struct tc_dev *devs = calloc(3 * st->n_att + 1, sizeof(*devs));
-	size_t n = 0, inet_listed = 0;
+	struct tc_dev *devs = calloc(3 * st->n_att + 2, sizeof(*devs));
+	size_t n = 0, inet_listed = 0, in_listed = 0;
 
 	if (!devs)
 		return -ENOMEM;
@@ -106,10 +106,11 @@ static int list_devices(struct tc_collector *tc, const struct ipam_state *st, ui
 		int k = shaper_pod_classes(st->att[i].host_veth, &st->att[i].shaping, cls);
 
 		for (int j = 0; j < k; j++) {
-			bool inet = strcmp(cls[j].dev, SHAPER_INET_IFB) == 0;
+			bool inet = strcmp(cls[j].dev, SHAPER_INET_IFB) == 0,
+			     in = strcmp(cls[j].dev, SHAPER_INET_IN_IFB) == 0;
 
-			/* A pod's classes of one device come together; tollgate-inet once. */
-			if ((inet && inet_listed++) ||
+			/* A pod's classes of one device come together; the node's IFBs once. */
+			if ((inet && inet_listed++) || (in && in_listed++) ||
 			    (j && strcmp(cls[j].dev, cls[j - 1].dev) == 0))
 				continue;
 			memcpy(devs[n++].name, cls[j].dev, IFNAMSIZ);
@@ -200,15 +201,21 @@ static void add_row(struct tc_collector *tc, const struct ipam_attachment *a,
 	row->st = *st;
 }
 
+static bool node_ifb(const char *dev)
+{
+	return strcmp(dev, SHAPER_INET_IFB) == 0 || strcmp(dev, SHAPER_INET_IN_IFB) == 0;
+}
+
 /*
- * The uplink's IFB: the node's class once, each namespace's once and each
- * pod's, in one dump. Listed only when a pod shapes its internet egress.
+ * One of the node's IFBs (tollgate-inet: uploads, tollgate-inetdl:
+ * downloads): the node's class once, each namespace's once and each pod's,
+ * in one dump. Listed only when a pod shapes its internet traffic that way.
  */
-static int read_internet_egress(struct tc_collector *tc, const struct ipam_state *st)
+static int read_node_ifb(struct tc_collector *tc, const struct ipam_state *st, const char *ifb)
 {
 	uint64_t ns_seen[(SHAPER_NS_CLASS_MAX + 64) / 64] = { 0 };
 	int node_seen = 0;
-	int r = read_device(tc, SHAPER_INET_IFB);
+	int r = read_device(tc, ifb);
 
 	if (r < 0 || !tc->n_classes)
 		return r;
@@ -220,7 +227,7 @@ static int read_internet_egress(struct tc_collector *tc, const struct ipam_state
 		for (int j = 0; j < n; j++) {
 			uint16_t minor = (uint16_t)cls[j].classid;
 
-			if (strcmp(cls[j].dev, SHAPER_INET_IFB) != 0)
+			if (strcmp(cls[j].dev, ifb) != 0)
 				continue;
 			if (cls[j].level == SHAPER_NODE && node_seen++)
 				continue;
@@ -244,7 +251,7 @@ static int read_pod(struct tc_collector *tc, const struct ipam_attachment *a)
 	int n = shaper_pod_classes(a->host_veth, &a->shaping, cls), r;
 
 	for (int j = 0; j < n; j++) {
-		if (strcmp(cls[j].dev, SHAPER_INET_IFB) == 0)
+		if (node_ifb(cls[j].dev))
 			continue;
 		/* Classes of one device come together: one dump serves them. */
 		if (!j || strcmp(cls[j].dev, cls[j - 1].dev) != 0) {
@@ -275,8 +282,8 @@ static const struct {
 static const char *const level_names[LEVELS] = { "pod", "namespace", "node" };
 static const char *const level_help[LEVELS] = {
 	" Per pod, by direction and traffic (all, internet, internal).",
-	" Per namespace: the internet egress cap its pods share.",
-	" The node's internet egress cap.",
+	" Per namespace and direction: the internet cap its pods share.",
+	" The node's internet cap, by direction.",
 };
 
 static void render(const struct tc_collector *tc, struct expo *x)
@@ -296,7 +303,9 @@ static void render(const struct tc_collector *tc, struct expo *x)
 						      "direction", row->direction,
 						      "traffic",   row->traffic,
 						      NULL };
-				const char *ns[] = { "namespace", row->k8s_namespace, NULL };
+				const char *ns[] = { "namespace", row->k8s_namespace, "direction",
+						     row->direction, NULL };
+				const char *node[] = { "direction", row->direction, NULL };
 				const uint64_t vals[VALUES] = { row->st.bytes, row->st.packets,
 								row->st.drops, row->st.overlimits,
 								row->st.ceil_bps / 8 };
@@ -308,7 +317,7 @@ static void render(const struct tc_collector *tc, struct expo *x)
 				expo_sample_u64(x, family,
 						lv == SHAPER_POD	 ? pod
 						: lv == SHAPER_NAMESPACE ? ns
-									 : NULL,
+									 : node,
 						vals[v]);
 			}
 		}
@@ -325,7 +334,9 @@ int tc_collect(struct tc_collector *tc, const struct ipam_state *st, uint64_t st
 		return r;
 	if ((!tc->devs || tc->devs_store != store) && (r = list_devices(tc, st, store)) < 0)
 		return r;
-	r = read_internet_egress(tc, st);
+	r = read_node_ifb(tc, st, SHAPER_INET_IFB);
+	if (r == 0)
+		r = read_node_ifb(tc, st, SHAPER_INET_IN_IFB);
 	for (size_t i = 0; i < st->n_att && r == 0; i++)
 		r = read_pod(tc, &st->att[i]);
 	if (r < 0) {

@@ -48,8 +48,8 @@ json_object *shaping_to_json(const struct shaping *s)
 		jx_add(o, "namespaceClass", json_object_new_int(s->ns_class));
 		jx_add(o, "podClass", json_object_new_int(s->pod_class));
 	}
-	if (s->inet_in_tree)
-		jx_add(o, "internetIngressTree", json_object_new_boolean(true));
+	if (s->inet_in_mark)
+		jx_add(o, "internetIngressMark", json_object_new_int64(s->inet_in_mark));
 	return o;
 }
 
@@ -71,7 +71,11 @@ int shaping_from_json(json_object *o, const char *where, struct shaping *s, stru
 	if (jx_int(o, where, "podClass", 0, 0xffff, &v, e) < 0)
 		return -EBADMSG;
 	s->pod_class = (uint16_t)v;
-	return jx_bool(o, where, "internetIngressTree", &s->inet_in_tree, e) < 0 ? -EBADMSG : 0;
+	v = 0;
+	if (jx_int(o, where, "internetIngressMark", 0, UINT32_MAX, &v, e) < 0)
+		return -EBADMSG;
+	s->inet_in_mark = (uint32_t)v;
+	return 0;
 }
 
 json_object *shaping_view_json(const struct shaping *s)

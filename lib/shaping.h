@@ -32,24 +32,32 @@ struct shaping {
 	 * agent's to set. 0: the namespace has no budget.
 	 */
 	uint64_t budget_fallback_bps;
-	/* The same for downloads (budgets' internetIngress): tollgate-inet-in's namespace class. */
+	/* The same for downloads (budgets' internetIngress): tollgate-inetdl's namespace class. */
 	uint64_t budget_in_fallback_bps;
 	/*
 	 * The minors of its namespace's and its own classes, the same on both
-	 * trees (tollgate-inet and tollgate-inet-in), 0 when unused.
+	 * trees (tollgate-inet and tollgate-inetdl), 0 when unused.
 	 */
 	uint16_t ns_class, pod_class;
 	/*
-	 * Its downloads are shaped on tollgate-inet-in; false in a record
-	 * written before that tree existed (the host veth's class 1:2), which
-	 * a reshape moves over.
+	 * Its downloads are shaped on tollgate-inetdl, steered there by this
+	 * mark (the config's internetMark, which nftables gives them); 0: not,
+	 * or a record written before that tree existed (the host veth's class
+	 * 1:2), which a reshape moves over.
 	 */
-	bool inet_in_tree;
+	uint32_t inet_in_mark;
 };
 
+/* A root HTB on the host veth: a whole-pod limit, or a download cap of the older layout. */
 static inline bool shaping_pod_ingress(const struct shaping *s)
 {
-	return s->ingress_bps || s->inet_ingress_bps;
+	return s->ingress_bps || (!s->inet_in_mark && s->inet_ingress_bps);
+}
+
+/* Its downloads go through tollgate-inetdl (its caps, or a budget, say so). */
+static inline bool shaping_inet_ingress(const struct shaping *s)
+{
+	return s->inet_in_mark != 0;
 }
 
 static inline bool shaping_inet_egress(const struct shaping *s)
@@ -60,7 +68,8 @@ static inline bool shaping_inet_egress(const struct shaping *s)
 
 static inline bool shaping_any(const struct shaping *s)
 {
-	return shaping_pod_ingress(s) || s->egress_bps || shaping_inet_egress(s);
+	return shaping_pod_ingress(s) || s->egress_bps || shaping_inet_egress(s) ||
+	       shaping_inet_ingress(s);
 }
 
 /* The smaller of two caps, where 0 is none. */
@@ -104,10 +113,16 @@ static inline struct shaping_source shaping_inet_egress_source(const struct shap
 				s->node_egress_bps));
 }
 
-/* Internet ingress: a namespace's setting is the cap of each of its pods. */
+/*
+ * Internet ingress: the pod's class under its namespace's, under the node's
+ * (a record of the older layout: the pod's own cap alone).
+ */
 static inline struct shaping_source shaping_inet_ingress_source(const struct shaping *s)
 {
-	return shaping_source_of(s->annot_inet_ingress, s->inet_ingress_bps);
+	return shaping_source_of(
+		s->annot_inet_ingress,
+		shaping_min_cap(shaping_min_cap(s->inet_ingress_bps, s->ns_ingress_bps),
+				s->node_ingress_bps));
 }
 
 /* ---- as JSON (shaping.c): the one place that names the record's keys ---- */

@@ -113,6 +113,7 @@ struct acct_pod node_acct_pod(const struct ipam_attachment *a)
 		.k8s_namespace = a->k8s_namespace,
 		.host_veth = a->host_veth,
 		.egress_classid = shaper_egress_classid(&a->shaping),
+		.ingress_classid = shaper_ingress_classid(&a->shaping),
 		.ports = &a->ports,
 	};
 }
@@ -126,8 +127,23 @@ bool node_shapes_inet(const struct node_config *cfg)
 	       cfg->budgets.allocator;
 }
 
+bool node_shapes_inet_in(const struct node_config *cfg)
+{
+	const struct shaping_policy *p = &cfg->shaping;
+
+	return p->node_ingress || p->ns_ingress_default || p->pod_ingress_default ||
+	       (p->ns_ingress && json_object_object_length(p->ns_ingress) > 0) ||
+	       cfg->budgets.allocator;
+}
+
+unsigned node_inet_needs(const struct shaping *s)
+{
+	return (shaping_inet_egress(s) ? NODE_DECLARE_INET : 0) |
+	       (shaping_inet_ingress(s) ? NODE_DECLARE_INET_IN : 0);
+}
+
 static void shaper_node_of(const struct node_config *cfg, const struct node_uplink *up,
-			   struct shaper_node *ret)
+			   unsigned flags, struct shaper_node *ret)
 {
 	*ret = (struct shaper_node){
 		.uplink = up ? up->ifindex : 0,
@@ -136,24 +152,28 @@ static void shaper_node_of(const struct node_config *cfg, const struct node_upli
 		.node_ceil_bps = cfg->shaping.node_egress ? cfg->shaping.node_egress
 							  : SHAPER_LINE_BPS,
 		.mtu = up ? up->mtu : 1500,
+		.egress = node_shapes_inet(cfg) || (flags & NODE_DECLARE_INET),
+		.ingress = node_shapes_inet_in(cfg) || (flags & NODE_DECLARE_INET_IN),
+		.in_ceil_bps = cfg->shaping.node_ingress ? cfg->shaping.node_ingress
+							 : SHAPER_LINE_BPS,
 	};
 }
 
-/* After the root was made anew: every pod's classes on tollgate-inet go back in. */
+/* After a root was made anew: every pod's classes on the node's IFBs go back in. */
 static int restore_classes(struct nl_sock *sk, const struct node_config *cfg,
 			   const struct node_uplink *up, const struct ipam_state *st, int ifb,
 			   unsigned *restored, struct tg_err *e)
 {
 	for (size_t i = 0; st && i < st->n_att; i++) {
 		const struct ipam_attachment *a = &st->att[i];
-		struct shaping inet = a->shaping;
+		const struct shaping inet = a->shaping;
 
-		if (!shaping_inet_egress(&inet) || !inet.pod_class)
+		if ((!shaping_inet_egress(&inet) && !shaping_inet_ingress(&inet)) ||
+		    !inet.pod_class)
 			continue;
-		/* Only the part on tollgate-inet: the pod's own devices kept theirs. */
-		inet.ingress_bps = inet.inet_ingress_bps = inet.egress_bps = 0;
-		if (shaper_pod_add(sk, a->host_veth, ifb, node_link_group(a), &inet,
-				   cfg->shaping.queue_ms, up ? up->mtu : 1500, e) < 0)
+		/* Only the part on the node's IFBs: the pod's own devices kept theirs. */
+		if (shaper_pod_restore(sk, a->host_veth, ifb, &inet, cfg->shaping.queue_ms,
+				       up ? up->mtu : 1500, e) < 0)
 			return -EIO;
 		(*restored)++;
 	}
@@ -203,10 +223,11 @@ int node_declare(struct nl_sock *sk, const struct node_config *cfg, const struct
 					&rep.nft.pods_removed, e);
 	if (r >= 0)
 		r = TG_FAILPOINT("declare.nft.after", e);
-	if (r >= 0 && (node_shapes_inet(cfg) || (flags & NODE_DECLARE_INET))) {
+	if (r >= 0 && (node_shapes_inet(cfg) || node_shapes_inet_in(cfg) ||
+		       (flags & (NODE_DECLARE_INET | NODE_DECLARE_INET_IN)))) {
 		struct shaper_node sn;
 
-		shaper_node_of(cfg, up, &sn);
+		shaper_node_of(cfg, up, flags, &sn);
 		r = shaper_node_declare(sk, &sn, flags & NODE_DECLARE_RESTORE ? SHAPER_RESTORE : 0,
 					&rep.tc, &lost, &ifb, e);
 		if (r >= 0)
@@ -251,7 +272,7 @@ int node_declare_from_store(struct nl_sock *sk, const struct node_config *cfg,
  * ip_forward, the table's rules and set internal, and with `inet` the path.
  */
 static int node_probe(struct nl_sock *sk, const struct node_config *cfg,
-		      const struct node_uplink *up, bool inet, int *ret_ifb)
+		      const struct node_uplink *up, unsigned inet, int *ret_ifb)
 {
 	struct acct_config acct = node_acct_config(cfg);
 	int r = sysctl_set(&tg_sysctl_floors[0], true); /* ip_forward */
@@ -261,7 +282,7 @@ static int node_probe(struct nl_sock *sk, const struct node_config *cfg,
 	if (r == 0 && inet) {
 		struct shaper_node sn;
 
-		shaper_node_of(cfg, up, &sn);
+		shaper_node_of(cfg, up, inet, &sn);
 		r = shaper_node_declare(sk, &sn, SHAPER_PROBE, NULL, NULL, ret_ifb, NULL);
 		r = r == 0 || r == 2 ? r : 1;
 	}
@@ -306,13 +327,14 @@ static int declare_from_store_now(struct nl_sock *sk, const struct node_config *
 }
 
 int node_ensure(struct nl_sock *sk, const struct node_config *cfg, const struct node_uplink *up,
-		const struct ipam_state *st, bool need_inet, int *ret_ifb, struct tg_err *e)
+		const struct ipam_state *st, unsigned need_inet, int *ret_ifb, struct tg_err *e)
 {
-	bool inet = need_inet || node_shapes_inet(cfg);
+	unsigned inet = need_inet | (node_shapes_inet(cfg) ? NODE_DECLARE_INET : 0) |
+			(node_shapes_inet_in(cfg) ? NODE_DECLARE_INET_IN : 0);
 	int64_t t0 = time_mono_ns();
 	int r, fd;
 
-	unsigned flags = inet ? NODE_DECLARE_INET : 0;
+	unsigned flags = inet;
 
 	*ret_ifb = 0;
 	r = node_probe(sk, cfg, up, inet, ret_ifb);
@@ -344,19 +366,28 @@ int node_ensure(struct nl_sock *sk, const struct node_config *cfg, const struct 
 int node_retire(struct nl_sock *sk, const struct ipam_state *st, unsigned *ret_retired,
 		struct tg_err *e)
 {
-	uint16_t *keep = calloc(2 * st->n_att + 1, sizeof(*keep));
-	size_t n = 0;
+	uint16_t *keep = calloc(4 * st->n_att + 1, sizeof(*keep)), *keep_in;
+	size_t n = 0, n_in = 0;
 	int r;
 
 	if (!keep)
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+	keep_in = keep + 2 * st->n_att;
 	for (size_t i = 0; i < st->n_att; i++) {
-		if (st->att[i].shaping.ns_class)
-			keep[n++] = st->att[i].shaping.ns_class;
-		if (st->att[i].shaping.pod_class)
-			keep[n++] = st->att[i].shaping.pod_class;
+		const struct shaping *s = &st->att[i].shaping;
+
+		if (!s->pod_class)
+			continue;
+		if (shaping_inet_egress(s)) {
+			keep[n++] = s->ns_class;
+			keep[n++] = s->pod_class;
+		}
+		if (shaping_inet_ingress(s)) {
+			keep_in[n_in++] = s->ns_class;
+			keep_in[n_in++] = s->pod_class;
+		}
 	}
-	r = shaper_retire_classes(sk, keep, n, ret_retired);
+	r = shaper_retire_classes(sk, keep, keep_in, n, n_in, ret_retired);
 	free(keep);
 	return r < 0 ? tg_fail_kernel(e, r, "tc: retiring classes of %s", SHAPER_INET_IFB) : 0;
 }

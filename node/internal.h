@@ -54,6 +54,7 @@ static inline uint32_t node_link_group(const struct ipam_attachment *a)
 /* The "tg" of node_veth_name's host ends (node.h). */
 #define NODE_VETH_PREFIX "tg"
 #define NODE_DECLARE_INET 1u	/* the internet-shaping path even if the config shapes none */
+#define NODE_DECLARE_INET_IN 16u /* tollgate-inetdl even if the config shapes no downloads */
 #define NODE_DECLARE_RESTORE 4u /* the class tree was broken: every pod's classes put back */
 /*
  * Declares what every pod of the node shares, as cfg says: sysctls
@@ -73,12 +74,14 @@ int node_declare(struct nl_sock *sk, const struct node_config *cfg, const struct
 /*
  * The plugin's: probes (reads only) and, when something is missing or was
  * declared for another config, declares under the node's lock
- * (<dataDir>/node.lock) so concurrent first ADDs do it once. need_inet: this
- * pod needs the internet-shaping path. *ret_ifb: tollgate-inet's ifindex
+ * (<dataDir>/node.lock) so concurrent first ADDs do it once. need_inet: the
+ * paths this pod needs (node_inet_needs). *ret_ifb: tollgate-inet's ifindex
  * when the path is declared.
  */
 int node_ensure(struct nl_sock *sk, const struct node_config *cfg, const struct node_uplink *up,
-		const struct ipam_state *st, bool need_inet, int *ret_ifb, struct tg_err *e);
+		const struct ipam_state *st, unsigned need_inet, int *ret_ifb, struct tg_err *e);
+/* What a pod's shaping needs of the node: NODE_DECLARE_INET, NODE_DECLARE_INET_IN. */
+unsigned node_inet_needs(const struct shaping *s);
 
 /*
  * Deletes tollgate-inet's namespace classes that no attachment of `st` uses

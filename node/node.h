@@ -78,6 +78,8 @@ struct node_repairs {
 };
 /* Whether the config shapes internet egress at all (else the path waits for a pod that needs it). */
 bool node_shapes_inet(const struct node_config *cfg);
+/* ... and downloads (tollgate-inetdl). */
+bool node_shapes_inet_in(const struct node_config *cfg);
 /* The flags of a declaration (more inside the node layer: node/internal.h). */
 #define NODE_DECLARE_PODS 2u /* every attachment's nft elements put (back) in */
 /*

@@ -36,7 +36,7 @@ int node_pod_add(struct nl_sock *sk, const struct node_config *cfg, const struct
 	const struct ipam_attachment *a = p->a;
 	struct acct_config acct = node_acct_config(cfg);
 	struct acct_pod me = node_acct_pod(a);
-	bool inet = shaping_inet_egress(&a->shaping);
+	unsigned inet = node_inet_needs(&a->shaping);
 	struct plumb_req rq;
 	int r, inet_ifb = 0;
 	int64_t t;
@@ -128,8 +128,8 @@ int node_pod_check(struct nl_sock *sk, const struct node_config *cfg, const stru
 		r = tg_fail(
 			e, TG_ERR_DRIFT, -ENOENT,
 			"drift: the elements of %s in table inet tollgate (sets pods, masq, "
-			"pod_src, metadata_ok, agent_ok, maps ns_egress_internal, metadata_drop, "
-			"agent_drop, hostport, hostport_ip) do not match the config (masquerade "
+			"pod_src, metadata_ok, agent_ok, maps ns_egress_internal, ingress_class, "
+			"metadata_drop, agent_drop, hostport, hostport_ip) do not match the config (masquerade "
 			"%s, nodeAccess) or the pod's hostPorts",
 			ip4_format(p->a->ip, ip), cfg->masquerade ? "true" : "false");
 	return r < 0 ? r : 0;
@@ -235,17 +235,31 @@ int node_pod_reshape(struct nl_sock *sk, const struct node_config *cfg,
 	 */
 	if (TG_FAILPOINT("reshape.pod.before", e) < 0)
 		return -EIO;
-	if (shaping_inet_egress(now)) {
+	if (shaping_inet_egress(now) || shaping_inet_ingress(now)) {
 		int inet_ifb = 0;
 
-		/* A policy may shape internet egress for the first time: the path first. */
-		if (node_ensure(sk, cfg, up, NULL, true, &inet_ifb, e) < 0)
+		/* A policy may shape internet traffic for the first time: the path first. */
+		if (node_ensure(sk, cfg, up, NULL, node_inet_needs(now), &inet_ifb, e) < 0)
 			return -EIO;
 	}
 	if (TG_FAILPOINT("reshape.pod.tc.before", e) < 0)
 		return -EIO;
+	if (shaper_pod_change(sk, a->host_veth, node_link_group(a), old, now, cfg->shaping.queue_ms,
+			      up ? up->mtu : 1500, SHAPER_MAKE, e) < 0)
+		return -EIO;
+	/*
+	 * A download class that moves (from the veth's own to tollgate-inetdl,
+	 * or between classes) moves with the pod's element of @ingress_class:
+	 * in place before the old class goes.
+	 */
+	if (shaper_ingress_classid(old) != shaper_ingress_classid(now)) {
+		struct acct_pod me = node_acct_pod(a);
+
+		if (acct_pod_ingress_class(&me, e) < 0)
+			return -EIO;
+	}
 	return shaper_pod_change(sk, a->host_veth, node_link_group(a), old, now,
-				 cfg->shaping.queue_ms, up ? up->mtu : 1500, e) < 0
+				 cfg->shaping.queue_ms, up ? up->mtu : 1500, SHAPER_BREAK, e) < 0
 		       ? -EIO
 		       : 0;
 }

@@ -176,7 +176,8 @@ int node_reconcile(struct nl_sock *sk, const struct node_config *cfg, struct ipa
 		if (shaper_pod_check(sk, a->host_veth, &a->shaping, NULL) == 0)
 			continue;
 		if (shaper_pod_change(sk, a->host_veth, node_link_group(a), &a->shaping,
-				      &a->shaping, cfg->shaping.queue_ms, up.mtu, &pe) == 0) {
+				      &a->shaping, cfg->shaping.queue_ms, up.mtu, SHAPER_CHANGE,
+				      &pe) == 0) {
 			rc->repaired++;
 			continue;
 		}

@@ -43,11 +43,17 @@ void node_shaping_resolve(const struct node_config *cfg, const char *ns, struct 
 	s->inet_egress_bps = c->pod_egress_default;
 	if (shaping_inet_egress_source(s).annotation)
 		s->inet_egress_bps = s->annot_inet_egress;
-	/* A namespace entry under internetIngress is the cap of each of its pods. */
+	/* Downloads nest the same way, on tollgate-inetdl. */
+	s->node_ingress_bps = c->node_ingress;
 	v = ns_rate(c->ns_ingress, ns);
-	s->inet_ingress_bps = v ? v : c->pod_ingress_default;
+	s->ns_ingress_bps = v ? v : c->ns_ingress_default;
+	s->inet_ingress_bps = c->pod_ingress_default;
 	if (shaping_inet_ingress_source(s).annotation)
 		s->inet_ingress_bps = s->annot_inet_ingress;
+	s->inet_in_mark = s->inet_ingress_bps || s->ns_ingress_bps || s->node_ingress_bps ||
+					  s->budget_in_fallback_bps
+				  ? cfg->internet_mark
+				  : 0;
 }
 
 const struct budget_set *node_budgets_heard(const struct node_config *cfg, struct budget_set *ret)
@@ -77,7 +83,7 @@ int node_shaping_classes(const struct ipam_state *st, struct ipam_attachment *a)
 	size_t n = 0;
 	int r;
 
-	if (!shaping_inet_egress(&a->shaping))
+	if (!shaping_inet_egress(&a->shaping) && !shaping_inet_ingress(&a->shaping))
 		return shaper_classes_assign(&a->shaping, a->k8s_namespace, a->ip, NULL, 0);
 	others = malloc((st->n_att + 1) * sizeof(*others));
 	if (!others)

@@ -14,7 +14,7 @@
 # restarted, and the leader SIGKILLed while the other takes over; then
 # everything deleted.
 #
-#   pod research/train-0   pod research/train-1   pod datasets/fetch-0
+#   pod research/train-0   pod research/train-1   pod datasets/fetch-0, fetch-1
 #          \                       |                      /
 #           `---- veth tg* ---- node 10.0.0.1 ---- veth tg* ----'
 #                                  | eth0
@@ -56,13 +56,15 @@ say "fabric $TG_FABRIC: routes 10.1.0.0/24 -> 10.0.0.1, 10.2.0.0/24 -> 10.0.1.1"
 say "plugin $TG_BIN"
 
 TG_NETNAME=tollgate
-# The datasets namespace may send at most 50 Mbit/s to the internet; nothing else is capped.
+# The datasets namespace may send at most 50 Mbit/s to the internet and its pods download
+# at most 40 Mbit/s together; nothing else is capped.
 # nodeAccess: no namespace reaches the cloud's metadata; only "monitoring" reaches the agents' port.
 # internetGuard: a namespace's pods hold at most 20 connections to the internet at once,
 # and each namespace's internet bytes are counted by outside /24 (its top 3 exported).
 APORT=$((20000 + RANDOM % 20000))
 policy() {
-	tg_conf '.shaping = {internetEgress: {namespaces: {datasets: $cap}}}
+	tg_conf '.shaping = {internetEgress: {namespaces: {datasets: $cap}},
+		            internetIngress: {namespaces: {datasets: "40M"}}}
 		| .nodeAccess = {metadataNamespaces: [], metricsNamespaces: ["monitoring"], metricsPort: $port}
 		| .internetGuard = {connections: {namespaceDefault: 20},
 		                    destinations: {top: 3, prefixLength: 24}}' \
@@ -108,7 +110,7 @@ sed 's/^/    /' "$AGENT_LOG"
 show ls -l "$NETD" "$CNIBIN"
 TG_BIN=$CNIBIN/tollgate
 CONF=$(policy 50M | jq .)
-PODS=("research/train-0" "research/train-1" "datasets/fetch-0")
+PODS=("research/train-0" "research/train-1" "datasets/fetch-0" "datasets/fetch-1")
 declare -A SHORT=()
 
 section "ADD the pods, as kubelet/containerd would"
@@ -301,6 +303,40 @@ say "$ curl http://127.0.0.1:$APORT/metrics | grep tollgate_shaper_   (the same 
 agent_get /metrics |
 	grep -E '^tollgate_shaper_(node|namespace|pod)_(sent_bytes_total|dropped_packets_total|limit_bytes_per_second)' |
 	sed 's/^/    /'
+
+section "Downloads: datasets' pods share its 40M download cap on the node; internal downloads at full speed"
+# downloads_to NETNS...: the internet host sends to each pod at once for 2 s; Mbit/s each pod received
+downloads_to() {
+	local i port pids=() outs=()
+	i=0
+	for ns in "$@"; do
+		port=$((30000 + RANDOM % 20000))
+		ip netns exec "$TG_INET" iperf3 -s -1 -B "$TG_INET_IP" -p "$port" >/dev/null 2>&1 &
+		TG_PIDS+=("$!")
+		pids+=("$!")
+		for _ in $(seq 50); do
+			ip netns exec "$TG_INET" ss -ltn 2>/dev/null | grep -q ":$port " && break
+			sleep 0.1
+		done
+		ip netns exec "$ns" iperf3 -c "$TG_INET_IP" -p "$port" -R -t 2 -J >"$TG_TMP/dl-$i.json" 2>/dev/null &
+		pids+=("$!")
+		outs+=("$TG_TMP/dl-$i.json")
+		i=$((i + 1))
+	done
+	for i in "${pids[@]}"; do wait "$i" 2>/dev/null; done
+	for i in "${outs[@]}"; do
+		jq -r '.end.sum_received.bits_per_second // 0' "$i" 2>/dev/null | awk '{ printf "%.1f ", $1 / 1e6 }'
+	done
+}
+F1=${SHORT[datasets/fetch-1]}
+read -r d0 d1 <<<"$(downloads_to "$TG_ID-$C" "$TG_ID-$F1")"
+say "  internet host -> datasets/fetch-0 and datasets/fetch-1 at once: $d0 + $d1 Mbit/s (datasets' cap 40M, together)"
+read -r d0 <<<"$(downloads_to "$TG_ID-$C")"
+say "  internet host -> datasets/fetch-0 alone:                        $d0 Mbit/s (the whole 40M is its to use)"
+say "  research/train-0 -> datasets/fetch-0 (internal download):       $(iperf_to "$TG_ID-$A" "$TG_ID-$C" "${POD_IP[$C]}") Mbit/s (not capped)"
+say "Each pod's veth steers only its internet downloads (marked by nftables) to tollgate-inetdl:"
+show ip netns exec "$TG_NODE" tc filter show dev "${POD_VETH[$C]}" egress
+show ip netns exec "$TG_NODE" tc -s class show dev tollgate-inetdl
 
 section "hostPort: a pod's port on the node's address, mapped by Tollgate itself (no portmap)"
 WEB_CONF=$(jq -c '. + {runtimeConfig: {portMappings: [{hostPort: 8080, containerPort: 80, protocol: "tcp"}]}}' <<<"$CONF")

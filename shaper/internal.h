@@ -43,6 +43,9 @@ struct shaper_ceilings {
 	uint64_t node;	      /* tollgate-inet 1:1 */
 	uint64_t ns;	      /* tollgate-inet 1:<ns> */
 	uint64_t pod_inet;    /* tollgate-inet 1:<pod>: pod -> internet */
+	uint64_t node_in;     /* tollgate-inetdl 1:1 */
+	uint64_t ns_in;	      /* tollgate-inetdl 1:<ns> */
+	uint64_t pod_in;      /* tollgate-inetdl 1:<pod>: internet -> pod */
 };
 void shaper_ceilings(const struct shaping *s, struct shaper_ceilings *ret);
 
@@ -58,6 +61,7 @@ enum shaper_obj {
 	SHAPER_OBJ_CLASS,    /* HTB class `id` under `parent` */
 	SHAPER_OBJ_QUEUE,    /* the bfifo leaf of class `id` */
 	SHAPER_OBJ_REDIRECT, /* the ingress of `dev`: every packet mirred to `to` */
+	SHAPER_OBJ_STEER, /* the egress of `dev`: packets with the internet mark mirred to `to` */
 	SHAPER_OBJ_DECLARED, /* a class the node's declaration makes: listed, never made here */
 };
 /* The failpoint checked once a step is made (test builds). */
@@ -68,11 +72,14 @@ enum shaper_point {
 	SHAPER_AT_EGRESS,   /* tc.pod.egress.after */
 	SHAPER_AT_NS_CLASS, /* tc.pod.ns-class.after */
 	SHAPER_AT_INET,	    /* tc.pod.inet.after */
+	SHAPER_AT_INET_IN,  /* tc.pod.inet-in.after */
+	SHAPER_AT_STEER,    /* tc.pod.steer.after */
 };
 struct shaper_step {
 	enum shaper_obj obj;
 	char dev[IFNAMSIZ];
-	char to[IFNAMSIZ]; /* SHAPER_OBJ_REDIRECT: the IFB */
+	char to[IFNAMSIZ]; /* SHAPER_OBJ_REDIRECT, SHAPER_OBJ_STEER: the IFB */
+	uint32_t mark;	   /* SHAPER_OBJ_STEER: the mark it steers by */
 	uint32_t id;
 	uint32_t parent;     /* as the kernel reports it: TC_H_ROOT for a top class */
 	uint64_t rate_bps;   /* 0: 1% of the ceiling */
@@ -98,7 +105,7 @@ struct shaper_step {
 	const char *direction, *traffic;
 	enum shaper_point point;
 };
-#define SHAPER_POD_STEPS_MAX 16
+#define SHAPER_POD_STEPS_MAX 24
 /* The steps of one pod's shaping; returns how many. */
 int shaper_pod_steps(const char *host_veth, const struct shaping *s,
 		     struct shaper_step ret[SHAPER_POD_STEPS_MAX]);
@@ -134,6 +141,21 @@ struct shaper_u32 {
 	int redirect;	    /* mirred egress redirect to this ifindex; 0: pass */
 };
 int shaper_put_u32(struct nl_sock *sk, const struct shaper_u32 *f, int flags);
+
+/* ---- a host veth's clsact (steer.c) ---- */
+#define SHAPER_CLSACT_INGRESS TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_INGRESS)
+#define SHAPER_CLSACT_EGRESS TC_H_MAKE(TC_H_CLSACT, TC_H_MIN_EGRESS)
+/* The veth's clsact, kept when it is there. */
+int shaper_put_clsact(struct nl_sock *sk, int ifindex);
+/*
+ * The veth's egress hook: every IPv4 packet whose mark has all of `mark`
+ * mirred to ifb (its downloads to tollgate-inetdl), replaced in place.
+ */
+int shaper_put_steer(struct nl_sock *sk, int ifindex, uint32_t mark, int ifb);
+/* Removes it (0 when it is not there). */
+int shaper_del_steer(struct nl_sock *sk, int ifindex);
+/* 1 when the veth's egress hook steers to ifb, 0 when not, or a negative errno. */
+int shaper_steer_check(struct nl_sock *sk, int ifindex, int ifb);
 void shaper_fill_stats(struct rtnl_class *c, struct shaper_stats *st);
 
 #endif

@@ -17,7 +17,7 @@
 
 uint32_t shaper_egress_classid(const struct shaping *s)
 {
-	return s->pod_class ? TC_HANDLE(1, s->pod_class) : 0;
+	return shaping_inet_egress(s) && s->pod_class ? TC_HANDLE(1, s->pod_class) : 0;
 }
 
 void shaper_ceilings(const struct shaping *s, struct shaper_ceilings *ret)
@@ -27,6 +27,14 @@ void shaper_ceilings(const struct shaping *s, struct shaper_ceilings *ret)
 	ret->node = s->node_egress_bps ? s->node_egress_bps : SHAPER_LINE_BPS;
 	ret->ns = shaping_min_cap(s->ns_egress_bps, ret->node);
 	ret->pod_inet = shaping_min_cap(s->inet_egress_bps, ret->ns);
+	ret->node_in = s->node_ingress_bps ? s->node_ingress_bps : SHAPER_LINE_BPS;
+	ret->ns_in = shaping_min_cap(s->ns_ingress_bps, ret->node_in);
+	ret->pod_in = shaping_min_cap(s->inet_ingress_bps, ret->ns_in);
+}
+
+uint32_t shaper_ingress_classid(const struct shaping *s)
+{
+	return shaping_inet_ingress(s) && s->pod_class ? TC_HANDLE(1, s->pod_class) : 0;
 }
 
 void shaper_ifb_name(const char *host_veth, char ret[IFNAMSIZ])
@@ -70,6 +78,45 @@ static struct shaper_step *queue_step(struct shaper_step *c, const struct shaper
 	return c;
 }
 
+/*
+ * Downloads: the namespace's class and the pod's on tollgate-inetdl (the
+ * same minors as on tollgate-inet), then the veth's steering, which sends
+ * them there only once nftables marks the pod's packets: the classes are in
+ * place before the first packet comes.
+ */
+static struct shaper_step *inet_ingress_steps(struct shaper_step *c, const char *host_veth,
+					      const struct shaping *s,
+					      const struct shaper_ceilings *ceil)
+{
+	struct shaper_step *k;
+
+	k = class_step(c++, SHAPER_INET_IN_IFB, TC_HANDLE(1, s->ns_class), TC_HANDLE(1, 1),
+		       SHAPER_NAMESPACE, "ingress", "internet", ceil->ns_in);
+	if (s->budget_in_fallback_bps) {
+		k->budgeted = true;
+		k->start_bps = shaping_min_cap(BUDGET_JOIN_RATE * 8, ceil->ns_in);
+	}
+	k = class_step(c++, SHAPER_INET_IN_IFB, TC_HANDLE(1, s->pod_class),
+		       TC_HANDLE(1, s->ns_class), SHAPER_POD, "ingress", "internet", ceil->pod_in);
+	k = queue_step(c++, k);
+	k->point = SHAPER_AT_INET_IN;
+	if (s->budget_in_fallback_bps) {
+		/* As for uploads (see there): a packet's own rate, a queue sized for grants. */
+		k[-1].rate_bps = shaping_min_cap(SHAPER_BUDGET_POD_RATE_BPS, ceil->pod_in);
+		k[-1].rate_burst_bits = 1;
+		k->ceil_bps = shaping_min_cap(SHAPER_BUDGET_QUEUE_X * s->budget_in_fallback_bps,
+					      ceil->pod_in);
+	}
+	k = add_step(c++, SHAPER_OBJ_STEER, host_veth, 0, 0);
+	snprintf(k->to, sizeof(k->to), "%s", SHAPER_INET_IN_IFB);
+	k->mark = s->inet_in_mark;
+	k->point = SHAPER_AT_STEER;
+	k = class_step(c++, SHAPER_INET_IN_IFB, TC_HANDLE(1, 1), TC_H_ROOT, SHAPER_NODE, "ingress",
+		       "internet", ceil->node_in);
+	k->obj = SHAPER_OBJ_DECLARED;
+	return c;
+}
+
 int shaper_pod_steps(const char *host_veth, const struct shaping *s,
 		     struct shaper_step ret[SHAPER_POD_STEPS_MAX])
 {
@@ -86,9 +133,12 @@ int shaper_pod_steps(const char *host_veth, const struct shaping *s,
 		k->rate_bps = ceil.to_pod;
 		k->burst_bits = s->ingress_burst;
 		k->listed = s->ingress_bps != 0;
-		k = class_step(c++, host_veth, SHAPER_INET_INGRESS_CLASS, TC_HANDLE(1, 1),
-			       SHAPER_POD, "ingress", "internet", ceil.to_pod_inet);
-		k = queue_step(c++, k);
+		if (!shaping_inet_ingress(s) && s->inet_ingress_bps) {
+			/* A record of the older layout: downloads capped on the veth itself. */
+			k = class_step(c++, host_veth, SHAPER_INET_INGRESS_CLASS, TC_HANDLE(1, 1),
+				       SHAPER_POD, "ingress", "internet", ceil.to_pod_inet);
+			k = queue_step(c++, k);
+		}
 		if (s->ingress_bps) {
 			k = class_step(c++, host_veth, TC_HANDLE(1, 3), TC_HANDLE(1, 1), SHAPER_POD,
 				       "ingress", "internal", ceil.to_pod);
@@ -149,6 +199,8 @@ int shaper_pod_steps(const char *host_veth, const struct shaping *s,
 			       "egress", "internet", ceil.node);
 		k->obj = SHAPER_OBJ_DECLARED;
 	}
+	if (shaping_inet_ingress(s))
+		c = inet_ingress_steps(c, host_veth, s, &ceil);
 	return (int)(c - ret);
 }
 
@@ -210,7 +262,7 @@ static uint16_t free_id(const struct shaper_class_holder *others, size_t n, uint
 int shaper_classes_assign(struct shaping *s, const char *k8s_namespace, uint32_t ip,
 			  const struct shaper_class_holder *others, size_t n)
 {
-	if (!shaping_inet_egress(s)) {
+	if (!shaping_inet_egress(s) && !shaping_inet_ingress(s)) {
 		s->ns_class = s->pod_class = 0;
 		return 0;
 	}

@@ -268,16 +268,27 @@ static void stamp_of(const struct shaper_node *n, int ifb, char ret[64])
 	snprintf(ret, 64, "tollgate declared %016llx", (unsigned long long)h);
 }
 
+/* tollgate-inetdl's: its node class and MTU are all it is declared from. */
+static void stamp_in_of(const struct shaper_node *n, int ifb, char ret[64])
+{
+	uint64_t h = hash_fnv1a64("tollgate-inetdl/1", 17, FNV1A64_INIT);
+
+	h = hash_fnv1a64(&ifb, sizeof(ifb), h);
+	h = hash_fnv1a64(&n->in_ceil_bps, sizeof(n->in_ceil_bps), h);
+	h = hash_fnv1a64(&n->mtu, sizeof(n->mtu), h);
+	snprintf(ret, 64, "tollgate declared %016llx", (unsigned long long)h);
+}
+
 struct ifb_seen {
 	int ifindex;  /* 0: missing */
 	bool up, htb; /* admin up; root qdisc is HTB */
 	char alias[128];
 };
 
-static int read_ifb(struct nl_sock *sk, struct ifb_seen *ret)
+static int read_ifb(struct nl_sock *sk, const char *name, struct ifb_seen *ret)
 {
 	_cleanup_link_ struct rtnl_link *l = NULL;
-	int r = tg_nl_to_errno(rtnl_link_get_kernel(sk, 0, SHAPER_INET_IFB, &l));
+	int r = tg_nl_to_errno(rtnl_link_get_kernel(sk, 0, name, &l));
 
 	memset(ret, 0, sizeof(*ret));
 	if (r == -ENODEV || r == -ENOENT)
@@ -304,10 +315,10 @@ static int set_alias(struct nl_sock *sk, int ifindex, const char *alias)
 }
 
 /* Adds class 1:1 where it is missing: EEXIST (the usual answer) changes nothing. */
-static int put_node_class(struct nl_sock *sk, const struct shaper_node *n, int ifb, int flags)
+static int put_node_class(struct nl_sock *sk, uint64_t ceil_bps, int mtu, int ifb, int flags)
 {
-	return shaper_put_class_flags(sk, ifb, TC_HANDLE(1, 0), TC_HANDLE(1, 1), n->node_ceil_bps,
-				      n->node_ceil_bps, 0, 0, n->mtu, flags);
+	return shaper_put_class_flags(sk, ifb, TC_HANDLE(1, 0), TC_HANDLE(1, 1), ceil_bps,
+				      ceil_bps, 0, 0, mtu, flags);
 }
 
 /*
@@ -316,7 +327,7 @@ static int put_node_class(struct nl_sock *sk, const struct shaper_node *n, int i
  * missing), is deleted and made anew: its classes are gone then (*lost),
  * and the caller puts every pod's back.
  */
-static int declare_root(struct nl_sock *sk, const struct shaper_node *n, int ifb, bool htb,
+static int declare_root(struct nl_sock *sk, uint64_t ceil_bps, int mtu, int ifb, bool htb,
 			struct shaper_repairs *rep, bool *lost)
 {
 	_cleanup_nl_cache_ struct nl_cache *cache = NULL;
@@ -330,13 +341,13 @@ static int declare_root(struct nl_sock *sk, const struct shaper_node *n, int ifb
 			stray |= rtnl_tc_get_parent(TC_CAST(o)) == TC_H_ROOT &&
 				 rtnl_tc_get_handle(TC_CAST(o)) != TC_HANDLE(1, 1);
 		right = one && rtnl_tc_get_parent(TC_CAST(one)) == TC_H_ROOT &&
-			(uint64_t)rtnl_htb_get_ceil(one) == n->node_ceil_bps / 8;
+			(uint64_t)rtnl_htb_get_ceil(one) == ceil_bps / 8;
 	}
 	if (htb && !stray && right)
 		return 0;
 	if (htb && !stray) {
 		/* 1:1 missing or at another ceiling: put it right in place. */
-		r = put_node_class(sk, n, ifb, NLM_F_CREATE | NLM_F_REPLACE);
+		r = put_node_class(sk, ceil_bps, mtu, ifb, NLM_F_CREATE | NLM_F_REPLACE);
 		if (r == 0) {
 			rep->node_class++;
 			return 1;
@@ -348,7 +359,7 @@ static int declare_root(struct nl_sock *sk, const struct shaper_node *n, int ifb
 	if (r == 0)
 		r = shaper_put_htb_root(sk, ifb, 0);
 	if (r == 0)
-		r = put_node_class(sk, n, ifb, NLM_F_CREATE | NLM_F_EXCL);
+		r = put_node_class(sk, ceil_bps, mtu, ifb, NLM_F_CREATE | NLM_F_EXCL);
 	return r < 0 ? r : 1;
 }
 
@@ -358,6 +369,26 @@ static int declare_root(struct nl_sock *sk, const struct shaper_node *n, int ifb
  * SHAPER_RESTORE: classes made meanwhile at the top, or lost with an old
  * root, are put right).
  */
+/* tollgate-inetdl as declared (1: not), adding a 1:1 a kill left out (2). */
+static int probe_in_path(struct nl_sock *sk, const struct shaper_node *n, int *ret_ifb)
+{
+	struct ifb_seen ib;
+	char stamp[64];
+	int r = read_ifb(sk, SHAPER_INET_IN_IFB, &ib);
+
+	if (r < 0)
+		return r;
+	stamp_in_of(n, ib.ifindex, stamp);
+	if (!ib.ifindex || !ib.up || !ib.htb || strcmp(ib.alias, stamp) != 0)
+		return 1;
+	r = put_node_class(sk, n->in_ceil_bps, n->mtu, ib.ifindex, NLM_F_CREATE | NLM_F_EXCL);
+	if (r < 0 && r != -EEXIST)
+		return r;
+	if (ret_ifb)
+		*ret_ifb = ib.ifindex;
+	return r == 0 ? 2 : 0;
+}
+
 static int probe_inet_path(struct nl_sock *sk, const struct shaper_node *n, int *ret_ifb)
 {
 	struct steer want[STEER_MAX];
@@ -365,7 +396,7 @@ static int probe_inet_path(struct nl_sock *sk, const struct shaper_node *n, int 
 	struct ifb_seen ib;
 	char stamp[64];
 	size_t k;
-	int r = read_ifb(sk, &ib);
+	int r = read_ifb(sk, SHAPER_INET_IFB, &ib);
 
 	if (r < 0)
 		return r;
@@ -381,7 +412,8 @@ static int probe_inet_path(struct nl_sock *sk, const struct shaper_node *n, int 
 		if (steer_equal(&fs.prio[i], want, k) && fs.prio[1 - i].n == 0 &&
 		    !fs.prio[1 - i].foreign) {
 			/* A root left without 1:1 would nest namespaces at the top. */
-			r = put_node_class(sk, n, ib.ifindex, NLM_F_CREATE | NLM_F_EXCL);
+			r = put_node_class(sk, n->node_ceil_bps, n->mtu, ib.ifindex,
+					   NLM_F_CREATE | NLM_F_EXCL);
 			if (r < 0 && r != -EEXIST)
 				return r;
 			*ret_ifb = ib.ifindex;
@@ -390,96 +422,188 @@ static int probe_inet_path(struct nl_sock *sk, const struct shaper_node *n, int 
 	return 1;
 }
 
-int shaper_node_declare(struct nl_sock *sk, const struct shaper_node *n, unsigned flags,
-			struct shaper_repairs *rep, bool *ret_lost, int *ret_ifb, struct tg_err *e)
+/* The worse of two probes: an error, then 1 (redeclare), then 2 (restore), then 0. */
+static int probe_worse(int a, int b)
 {
-	struct shaper_repairs local = { 0 };
-	struct ifb_seen ib;
-	bool lost = false;
-	char stamp[64];
-	int ifb = 0, r, wrote = 0;
+	if (a < 0 || b < 0)
+		return a < 0 ? a : b;
+	return a == 1 || b == 1 ? 1 : a > b ? a : b;
+}
 
-	if (!rep)
-		rep = &local;
-	if (ret_ifb)
-		*ret_ifb = 0;
-	if (n->uplink <= 0)
-		return tg_fail(e, CNI_ERR_CONFIG, -ENODEV,
-			       "tc: internet shaping needs an uplink (none is configured and "
-			       "there is no default route)");
-	if (flags & SHAPER_PROBE) {
-		r = probe_inet_path(sk, n, ret_ifb ? ret_ifb : &ifb);
-		return r < 0 ? tc_fail(e, r, "reading %s and the uplink's filters", SHAPER_INET_IFB)
-			     : r;
-	}
-	r = read_ifb(sk, &ib);
+/*
+ * tollgate-inetdl, its root and node class: one declaration of the same
+ * kind as tollgate-inet's, without steering (each pod's veth steers its own).
+ */
+static int declare_in_path(struct nl_sock *sk, const struct shaper_node *n, unsigned flags,
+			   struct shaper_repairs *rep, bool *lost, int *ret_ifb, bool *stamped,
+			   struct tg_err *e)
+{
+	struct ifb_seen ib;
+	char stamp[64];
+	int r = read_ifb(sk, SHAPER_INET_IN_IFB, &ib), wrote = 0;
+
 	if (r == 0 && (!ib.ifindex || !ib.up)) {
 		rep->ifb++;
 		wrote = 1;
-		r = shaper_ensure_ifb(sk, SHAPER_INET_IFB, n->mtu, 0, &ib.ifindex);
+		r = shaper_ensure_ifb(sk, SHAPER_INET_IN_IFB, n->mtu, 0, &ib.ifindex);
+	}
+	if (r < 0)
+		return tc_fail(e, r, "creating %s", SHAPER_INET_IN_IFB);
+	stamp_in_of(n, ib.ifindex, stamp);
+	*lost |= (flags & SHAPER_RESTORE) || strcmp(ib.alias, stamp) != 0;
+	r = declare_root(sk, n->in_ceil_bps, n->mtu, ib.ifindex, ib.htb, rep, lost);
+	if (r < 0)
+		return tc_fail(e, r, "declaring the HTB root and node class of %s",
+			       SHAPER_INET_IN_IFB);
+	wrote |= r;
+	*stamped = strcmp(ib.alias, stamp) == 0;
+	*ret_ifb = ib.ifindex;
+	return wrote;
+}
+
+/* Stamps one IFB (or takes its stamp off while classes are to be put back). */
+static int put_stamp(struct nl_sock *sk, const char *name, int ifb, const char *alias,
+		     const char *stamp, bool clear, struct tg_err *e)
+{
+	int r = 0;
+
+	if (clear)
+		r = alias[0] ? set_alias(sk, ifb, "") : 0;
+	else if (strcmp(alias, stamp) != 0)
+		r = set_alias(sk, ifb, stamp);
+	return r < 0 ? tc_fail(e, r, "marking %s declared", name) : 0;
+}
+
+/* tollgate-inet, its root and node class, and the uplink's steering. */
+static int declare_out_path(struct nl_sock *sk, const struct shaper_node *n, unsigned flags,
+			    struct shaper_repairs *rep, bool *lost, struct ifb_seen *ib,
+			    struct tg_err *e)
+{
+	char stamp[64];
+	int r = read_ifb(sk, SHAPER_INET_IFB, ib), wrote = 0;
+
+	if (r == 0 && (!ib->ifindex || !ib->up)) {
+		rep->ifb++;
+		wrote = 1;
+		r = shaper_ensure_ifb(sk, SHAPER_INET_IFB, n->mtu, 0, &ib->ifindex);
 	}
 	if (r < 0)
 		return tc_fail(e, r, "creating %s", SHAPER_INET_IFB);
 	if ((r = TG_FAILPOINT("tc.node.ifb.after", e)) < 0)
 		return r;
-	ifb = ib.ifindex;
 	/*
 	 * Without this declaration's stamp, an earlier one may have been cut
 	 * short after it made the root anew: the classes it lost are put back.
 	 */
-	stamp_of(n, ifb, stamp);
-	lost = (flags & SHAPER_RESTORE) || strcmp(ib.alias, stamp) != 0;
-	r = declare_root(sk, n, ifb, ib.htb, rep, &lost);
+	stamp_of(n, ib->ifindex, stamp);
+	*lost |= (flags & SHAPER_RESTORE) || strcmp(ib->alias, stamp) != 0;
+	r = declare_root(sk, n->node_ceil_bps, n->mtu, ib->ifindex, ib->htb, rep, lost);
 	if (r < 0)
 		return tc_fail(e, r, "declaring the HTB root and node class of %s",
 			       SHAPER_INET_IFB);
 	wrote |= r;
 	if ((r = TG_FAILPOINT("tc.node.root.after", e)) < 0)
 		return r;
-	r = declare_steering(sk, n, ifb, rep);
+	r = declare_steering(sk, n, ib->ifindex, rep);
 	if (r < 0)
 		return tc_fail(e, r, "steering internet traffic of the uplink to %s",
 			       SHAPER_INET_IFB);
 	wrote |= r;
 	if ((r = TG_FAILPOINT("tc.node.steer.after", e)) < 0)
 		return r;
+	return wrote;
+}
+
+int shaper_node_declare(struct nl_sock *sk, const struct shaper_node *n, unsigned flags,
+			struct shaper_repairs *rep, bool *ret_lost, int *ret_ifb, struct tg_err *e)
+{
+	struct shaper_repairs local = { 0 };
+	struct ifb_seen out = { 0 }, in = { 0 };
+	bool lost = false, clear;
+	char stamp[64];
+	int ifb = 0, r = 0, wrote = 0;
+
+	if (!rep)
+		rep = &local;
+	if (ret_ifb)
+		*ret_ifb = 0;
+	if (n->egress && n->uplink <= 0)
+		return tg_fail(e, CNI_ERR_CONFIG, -ENODEV,
+			       "tc: internet shaping needs an uplink (none is configured and "
+			       "there is no default route)");
+	if (flags & SHAPER_PROBE) {
+		if (n->egress)
+			r = probe_inet_path(sk, n, ret_ifb ? ret_ifb : &ifb);
+		if (r >= 0 && n->ingress)
+			r = probe_worse(r, probe_in_path(sk, n, NULL));
+		return r < 0 ? tc_fail(e, r, "reading %s, %s and the uplink's filters",
+				       SHAPER_INET_IFB, SHAPER_INET_IN_IFB)
+			     : r;
+	}
+	if (n->egress) {
+		r = declare_out_path(sk, n, flags, rep, &lost, &out, e);
+		if (r < 0)
+			return r;
+		wrote |= r;
+	}
+	if (n->ingress) {
+		bool stamped;
+
+		r = declare_in_path(sk, n, flags, rep, &lost, &in.ifindex, &stamped, e);
+		if (r < 0)
+			return r;
+		wrote |= r;
+		read_ifb(sk, SHAPER_INET_IN_IFB, &in);
+	}
 	/*
-	 * Last, the stamp: a declaration cut short leaves none, and the next
+	 * Last, the stamps: a declaration cut short leaves none, and the next
 	 * one does it again. With classes to put back, the caller stamps once
 	 * they are (shaper_node_stamp); until then no stamp stays.
 	 */
-	if (lost && ret_lost)
-		r = ib.alias[0] ? set_alias(sk, ifb, "") : 0;
-	else
-		r = strcmp(ib.alias, stamp) != 0 ? set_alias(sk, ifb, stamp) : 0;
+	clear = lost && ret_lost;
+	if (n->egress) {
+		stamp_of(n, out.ifindex, stamp);
+		r = put_stamp(sk, SHAPER_INET_IFB, out.ifindex, out.alias, stamp, clear, e);
+	}
+	if (r == 0 && n->ingress) {
+		stamp_in_of(n, in.ifindex, stamp);
+		r = put_stamp(sk, SHAPER_INET_IN_IFB, in.ifindex, in.alias, stamp, clear, e);
+	}
 	if (r < 0)
-		return tc_fail(e, r, "marking %s declared", SHAPER_INET_IFB);
+		return r;
 	if (ret_lost)
 		*ret_lost = lost;
 	if (ret_ifb)
-		*ret_ifb = ifb;
+		*ret_ifb = out.ifindex;
 	return wrote ? 1 : 0;
 }
 
 int shaper_node_stamp(struct nl_sock *sk, const struct shaper_node *n, int ifb, struct tg_err *e)
 {
 	char stamp[64];
-	int r;
+	int r = 0, in;
 
-	stamp_of(n, ifb, stamp);
-	r = set_alias(sk, ifb, stamp);
-	return r < 0 ? tc_fail(e, r, "marking %s declared", SHAPER_INET_IFB) : 0;
+	if (n->egress) {
+		stamp_of(n, ifb, stamp);
+		r = set_alias(sk, ifb, stamp);
+		if (r < 0)
+			return tc_fail(e, r, "marking %s declared", SHAPER_INET_IFB);
+	}
+	in = n->ingress ? shaper_ifindex(sk, SHAPER_INET_IN_IFB) : 0;
+	if (in) {
+		stamp_in_of(n, in, stamp);
+		r = set_alias(sk, in, stamp);
+	}
+	return r < 0 ? tc_fail(e, r, "marking %s declared", SHAPER_INET_IN_IFB) : 0;
 }
 
-int shaper_retire_classes(struct nl_sock *sk, const uint16_t *keep, size_t n_keep,
-			  unsigned *ret_retired)
+/* Retires the classes of one IFB whose minor is not kept. */
+static int retire_on(struct nl_sock *sk, const char *name, const uint16_t *keep, size_t n_keep,
+		     unsigned *retired)
 {
 	_cleanup_nl_cache_ struct nl_cache *cache = NULL;
-	int ifb = shaper_ifindex(sk, SHAPER_INET_IFB), r;
-	unsigned retired = 0;
+	int ifb = shaper_ifindex(sk, name), r;
 
-	if (ret_retired)
-		*ret_retired = 0;
 	if (!ifb)
 		return 0;
 	r = tg_nl_to_errno(rtnl_class_alloc_cache(sk, ifb, &cache));
@@ -497,10 +621,21 @@ int shaper_retire_classes(struct nl_sock *sk, const uint16_t *keep, size_t n_kee
 			for (size_t i = 0; i < n_keep && !kept; i++)
 				kept = keep[i] == minor;
 			if (!kept && shaper_del_class(sk, ifb, id) == 0)
-				retired++;
+				(*retired)++;
 		}
 	}
+	return 0;
+}
+
+int shaper_retire_classes(struct nl_sock *sk, const uint16_t *keep, const uint16_t *keep_in,
+			  size_t n_keep, size_t n_keep_in, unsigned *ret_retired)
+{
+	unsigned retired = 0;
+	int r = retire_on(sk, SHAPER_INET_IFB, keep, n_keep, &retired);
+
+	if (r == 0)
+		r = retire_on(sk, SHAPER_INET_IN_IFB, keep_in, n_keep_in, &retired);
 	if (ret_retired)
 		*ret_retired = retired;
-	return 0;
+	return r;
 }

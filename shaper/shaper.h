@@ -41,12 +41,14 @@
 
 #define SHAPER_INET_INGRESS_CLASS 0x00010002u /* 1:2 on the host veth */
 #define SHAPER_INET_IFB "tollgate-inet"	      /* the uplink's internet traffic, shaped */
-#define SHAPER_INET_IN_IFB "tollgate-inet-in" /* the pods' internet downloads, shaped */
+#define SHAPER_INET_IN_IFB "tollgate-inetdl"  /* the pods' internet downloads, shaped */
 #define SHAPER_LINE_BPS 32000000000ULL	      /* "unlimited": the most HTB takes via libnl */
 #define SHAPER_NS_CLASS_MAX 0x7ffe	      /* the last namespace class; pods' follow */
 
 /* The classid nftables gives a pod's internet-bound packets: 1:<pod class>, 0: none. */
 uint32_t shaper_egress_classid(const struct shaping *s);
+/* ... and its downloads (on tollgate-inetdl), 0: none. */
+uint32_t shaper_ingress_classid(const struct shaping *s);
 
 /* Who holds uplink classes already (every other shaped attachment). */
 struct shaper_class_holder {
@@ -74,7 +76,7 @@ struct shaper_class {
 	uint64_t ceil_bps;     /* what its ceiling must be */
 	bool budgeted;	       /* a budget's namespace class: ceil_bps is its most */
 };
-#define SHAPER_POD_CLASSES_MAX 7
+#define SHAPER_POD_CLASSES_MAX 10
 /*
  * The classes of one pod's shaping, the pod's own first, then (with internet
  * egress shaping) its namespace's and the node's. Returns how many.
@@ -91,6 +93,9 @@ struct shaper_node {
 	size_t n_internal;
 	uint64_t node_ceil_bps; /* class 1:1; SHAPER_LINE_BPS: none */
 	int mtu;
+	bool egress;		/* tollgate-inet and the uplink's steering */
+	bool ingress;		/* tollgate-inetdl */
+	uint64_t in_ceil_bps;	/* its class 1:1; SHAPER_LINE_BPS: none */
 };
 /* What a declaration wrote, by object. */
 struct shaper_repairs {
@@ -116,13 +121,14 @@ int shaper_node_declare(struct nl_sock *sk, const struct shaper_node *n, unsigne
 /* Marks tollgate-inet (ifb) declared from n, once the lost classes are back. */
 int shaper_node_stamp(struct nl_sock *sk, const struct shaper_node *n, int ifb, struct tg_err *e);
 /*
- * Deletes the classes of tollgate-inet whose minor is not in `keep` (the
- * namespace and pod classes of every attachment): namespaces that have no pod
+ * Deletes the classes of tollgate-inet whose minor is not in `keep`, and of
+ * tollgate-inetdl not in `keep_in` (the namespace and pod classes of every
+ * attachment shaped in that direction): namespaces that have no pod
  * left, and leaks. The caller holds the store's lock, so no ADD can be
  * attaching under a class deleted here.
  */
-int shaper_retire_classes(struct nl_sock *sk, const uint16_t *keep, size_t n_keep,
-			  unsigned *ret_retired);
+int shaper_retire_classes(struct nl_sock *sk, const uint16_t *keep, const uint16_t *keep_in,
+			  size_t n_keep, size_t n_keep_in, unsigned *ret_retired);
 
 /*
  * Installs (or replaces) the pod's qdiscs, classes and filters, on a node
@@ -135,18 +141,29 @@ int shaper_retire_classes(struct nl_sock *sk, const uint16_t *keep, size_t n_kee
 int shaper_pod_add(struct nl_sock *sk, const char *host_veth, int inet_ifb, uint32_t group,
 		   const struct shaping *s, uint32_t queue_ms, int mtu, struct tg_err *e);
 /*
+ * Puts back the pod's classes on the node's IFBs only (after a root was made
+ * anew): its own devices, which may not exist yet, are left as they are.
+ */
+int shaper_pod_restore(struct nl_sock *sk, const char *host_veth, int inet_ifb,
+		       const struct shaping *s, uint32_t queue_ms, int mtu, struct tg_err *e);
+/*
  * A running pod's classes from `old` (as recorded; NULL: unknown) to `s`, make
  * before break: every class of `s` is changed in place or made (the
  * namespace's too: a reshape owns its rate), and only then what `s` no longer
  * has is removed. A failure midway leaves each class at its old caps or its
- * new ones, never the pod without; a rerun finishes the change.
+ * new ones, never the pod without; a rerun finishes the change. In two
+ * phases where the pod's nftables elements change between them (a download
+ * class moved from its veth to tollgate-inetdl).
  */
+#define SHAPER_MAKE 1u	/* the classes of s made or changed in place */
+#define SHAPER_BREAK 2u /* what s no longer has removed (once nftables points at the new) */
+#define SHAPER_CHANGE (SHAPER_MAKE | SHAPER_BREAK)
 int shaper_pod_change(struct nl_sock *sk, const char *host_veth, uint32_t group,
 		      const struct shaping *old, const struct shaping *s, uint32_t queue_ms,
-		      int mtu, struct tg_err *e);
+		      int mtu, unsigned phases, struct tg_err *e);
 /* tollgate-inet's ifindex, 0 when it is missing. */
 int shaper_inet_ifindex(struct nl_sock *sk);
-/* tollgate-inet-in's ifindex, 0 when it is missing. */
+/* tollgate-inetdl's ifindex, 0 when it is missing. */
 int shaper_inet_in_ifindex(struct nl_sock *sk);
 /*
  * A budgeted namespace's class on tollgate-inet (ifindex inet_ifb) to

@@ -28,8 +28,6 @@
 #include "lib/util.h"
 #include "shaper/internal.h"
 
-#define INGRESS_HANDLE 0xffff0000u
-
 /* Failures read "tc: <what>: <strerror>". */
 #define tc_fail(e, r, fmt, ...) tg_fail_kernel(e, r, "tc: " fmt, ##__VA_ARGS__)
 
@@ -233,28 +231,22 @@ int shaper_put_u32(struct nl_sock *sk, const struct shaper_u32 *f, int flags)
 	return tg_nl_to_errno(rtnl_cls_add(sk, cls, flags));
 }
 
-/* tgX ingress: every packet from the pod goes through the IFB (redirected, then shaped). */
+/*
+ * tgX's ingress hook (its clsact, which also steers downloads): every packet
+ * from the pod goes through the IFB (redirected, then shaped).
+ */
 static int redirect_to_ifb(struct nl_sock *sk, int ifindex, int ifb_index)
 {
-	_cleanup_qdisc_ struct rtnl_qdisc *q = rtnl_qdisc_alloc();
 	/* 800::800, fixed: a repeat replaces it */
 	struct shaper_u32 f = { .ifindex = ifindex,
-				.parent = INGRESS_HANDLE,
+				.parent = SHAPER_CLSACT_INGRESS,
 				.handle = 0x80000800u,
 				.prio = 1,
 				.protocol = ETH_P_ALL,
 				.redirect = ifb_index };
-	int r;
+	int r = shaper_put_clsact(sk, ifindex);
 
-	if (!q)
-		return -ENOMEM;
-	rtnl_tc_set_ifindex(TC_CAST(q), ifindex);
-	rtnl_tc_set_parent(TC_CAST(q), TC_H_INGRESS);
-	rtnl_tc_set_handle(TC_CAST(q), INGRESS_HANDLE);
-	r = rtnl_tc_set_kind(TC_CAST(q), "ingress");
-	if (r == 0)
-		r = rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_REPLACE);
-	return r < 0 ? tg_nl_to_errno(r) : shaper_put_u32(sk, &f, NLM_F_CREATE | NLM_F_REPLACE);
+	return r < 0 ? r : shaper_put_u32(sk, &f, NLM_F_CREATE | NLM_F_REPLACE);
 }
 
 /* The devices a pod's steps name, each looked up once. */
@@ -264,7 +256,7 @@ struct step_dev {
 	bool made; /* by a step (the pod's IFB): found once that step ran */
 };
 struct step_devs {
-	struct step_dev d[3]; /* the host veth, the pod's IFB, tollgate-inet */
+	struct step_dev d[4]; /* the host veth, the pod's IFB, tollgate-inet, tollgate-inetdl */
 	size_t n;
 };
 
@@ -306,7 +298,7 @@ static int resolve_devs(struct nl_sock *sk, const struct shaper_step *st, int n,
 			d->ifindex = shaper_ifindex(sk, dev);
 		if (d->ifindex)
 			continue;
-		if (strcmp(dev, SHAPER_INET_IFB) == 0)
+		if (strcmp(dev, SHAPER_INET_IFB) == 0 || strcmp(dev, SHAPER_INET_IN_IFB) == 0)
 			return tg_fail(e, CNI_ERR_IO, -ENODEV, "tc: %s is missing", dev);
 		return tg_fail(e, CNI_ERR_IO, -ENODEV, "tc: host veth %s is missing", dev);
 	}
@@ -328,6 +320,10 @@ static int step_point(enum shaper_point fp, struct tg_err *e)
 		return TG_FAILPOINT("tc.pod.ns-class.after", e);
 	case SHAPER_AT_INET:
 		return TG_FAILPOINT("tc.pod.inet.after", e);
+	case SHAPER_AT_INET_IN:
+		return TG_FAILPOINT("tc.pod.inet-in.after", e);
+	case SHAPER_AT_STEER:
+		return TG_FAILPOINT("tc.pod.steer.after", e);
 	}
 	return 0;
 }
@@ -383,6 +379,14 @@ static int make_step(struct nl_sock *sk, const struct shaper_step *st, struct st
 		return r < 0 ? tc_fail(e, r, "redirecting traffic from the pod on %s to %s",
 				       st->dev, st->to)
 			     : 0;
+	case SHAPER_OBJ_STEER:
+		to = dev_slot(v, st->to);
+		r = to && to->ifindex ? shaper_put_clsact(sk, d->ifindex) : -ENODEV;
+		if (r == 0)
+			r = shaper_put_steer(sk, d->ifindex, st->mark, to->ifindex);
+		return r < 0 ? tc_fail(e, r, "steering downloads to the pod on %s to %s", st->dev,
+				       st->to)
+			     : 0;
 	case SHAPER_OBJ_DECLARED:
 		return 0;
 	}
@@ -395,14 +399,24 @@ static int make_step(struct nl_sock *sk, const struct shaper_step *st, struct st
  * is ours is kept, so a step that finds its object there changes it without
  * a moment in which the pod is not shaped.
  */
+static bool on_node_ifb(const struct shaper_step *st)
+{
+	return strcmp(st->dev, SHAPER_INET_IFB) == 0 || strcmp(st->dev, SHAPER_INET_IN_IFB) == 0;
+}
+
 static int put_steps(struct nl_sock *sk, const char *host_veth, int inet_ifb, uint32_t group,
 		     const struct shaping *s, uint32_t queue_ms, int mtu, bool own_ns,
-		     struct tg_err *e)
+		     bool node_only, struct tg_err *e)
 {
 	struct shaper_step st[SHAPER_POD_STEPS_MAX];
 	struct step_devs devs = { .n = 0 };
-	int n = shaper_pod_steps(host_veth, s, st), r;
+	int n = shaper_pod_steps(host_veth, s, st), r, k = 0;
 
+	/* Only the classes on the node's IFBs: the pod's own devices are left as they are. */
+	for (int i = 0; i < n; i++)
+		if (!node_only || on_node_ifb(&st[i]))
+			st[k++] = st[i];
+	n = k;
 	r = resolve_devs(sk, st, n, inet_ifb, &devs, e);
 	for (int i = 0; i < n && r == 0; i++) {
 		r = make_step(sk, &st[i], &devs, group, queue_ms, mtu, own_ns, e);
@@ -433,26 +447,47 @@ int shaper_ns_set_ceil(struct nl_sock *sk, int inet_ifb, uint16_t ns_class, uint
 int shaper_pod_add(struct nl_sock *sk, const char *host_veth, int inet_ifb, uint32_t group,
 		   const struct shaping *s, uint32_t queue_ms, int mtu, struct tg_err *e)
 {
-	return put_steps(sk, host_veth, inet_ifb, group, s, queue_ms, mtu, false, e);
+	return put_steps(sk, host_veth, inet_ifb, group, s, queue_ms, mtu, false, false, e);
 }
 
-int shaper_pod_change(struct nl_sock *sk, const char *host_veth, uint32_t group,
-		      const struct shaping *old, const struct shaping *s, uint32_t queue_ms,
-		      int mtu, struct tg_err *e)
+int shaper_pod_restore(struct nl_sock *sk, const char *host_veth, int inet_ifb,
+		       const struct shaping *s, uint32_t queue_ms, int mtu, struct tg_err *e)
 {
-	int veth, r;
+	return put_steps(sk, host_veth, inet_ifb, 0, s, queue_ms, mtu, false, true, e);
+}
 
-	/* Make: the new caps over the old classes, in place. */
-	if (shaping_any(s)) {
-		r = put_steps(sk, host_veth, 0, group, s, queue_ms, mtu, true, e);
-		if (r < 0)
-			return r;
-	}
-	r = TG_FAILPOINT("tc.pod.change.after", e);
-	if (r < 0)
-		return r;
-	/* Break: what the new caps no longer have goes, now that they are in force. */
-	veth = shaper_ifindex(sk, host_veth);
+/* Deletes the filters of one priority under `parent` (0 when there are none). */
+static int del_filters(struct nl_sock *sk, int ifindex, uint32_t parent, uint16_t prio,
+		       uint16_t protocol)
+{
+	_cleanup_cls_ struct rtnl_cls *cls = rtnl_cls_alloc();
+	int r;
+
+	if (!cls)
+		return -ENOMEM;
+	rtnl_tc_set_ifindex(TC_CAST(cls), ifindex);
+	rtnl_tc_set_parent(TC_CAST(cls), parent);
+	rtnl_cls_set_prio(cls, prio);
+	rtnl_cls_set_protocol(cls, protocol);
+	r = tg_nl_to_errno(rtnl_cls_delete(sk, cls, 0));
+	return r == -ENOENT || r == -EINVAL || r == -ENODEV ? 0 : r;
+}
+
+/* The pod's class on one of the node's IFBs. */
+static int del_node_class(struct nl_sock *sk, const char *ifb, uint16_t minor, struct tg_err *e)
+{
+	int dev = shaper_ifindex(sk, ifb), r;
+
+	r = dev && minor ? shaper_del_class(sk, dev, TC_HANDLE(1, minor)) : 0;
+	return r < 0 ? tc_fail(e, r, "deleting class 1:%x on %s", minor, ifb) : 0;
+}
+
+/* Break: what `s` no longer has goes, now that its own objects are in force. */
+static int break_old(struct nl_sock *sk, const char *host_veth, const struct shaping *old,
+		     const struct shaping *s, struct tg_err *e)
+{
+	int veth = shaper_ifindex(sk, host_veth), r = 0;
+
 	if (veth && !shaping_pod_ingress(s)) {
 		r = shaper_del_qdisc(sk, veth, TC_H_ROOT);
 		if (r < 0)
@@ -460,21 +495,49 @@ int shaper_pod_change(struct nl_sock *sk, const char *host_veth, uint32_t group,
 	}
 	if (!s->egress_bps) {
 		/* The redirect first, so that no packet is sent to an IFB that is going. */
-		r = veth ? shaper_del_qdisc(sk, veth, TC_H_INGRESS) : 0;
+		if (veth)
+			r = shaping_inet_ingress(s)
+				    ? del_filters(sk, veth, SHAPER_CLSACT_INGRESS, 1, ETH_P_ALL)
+				    : shaper_del_qdisc(sk, veth, TC_H_CLSACT);
 		if (r < 0)
-			return tc_fail(e, r, "removing the ingress qdisc of %s", host_veth);
+			return tc_fail(e, r, "removing the redirect of %s", host_veth);
 		r = shaper_pod_del(sk, host_veth, NULL, e);
 		if (r < 0)
 			return r;
 	}
-	if (old && old->pod_class && old->pod_class != s->pod_class) {
-		int up = shaper_ifindex(sk, SHAPER_INET_IFB);
-
-		r = up ? shaper_del_class(sk, up, TC_HANDLE(1, old->pod_class)) : 0;
+	if (veth && !shaping_inet_ingress(s) && s->egress_bps) {
+		r = shaper_del_steer(sk, veth);
 		if (r < 0)
-			return tc_fail(e, r, "deleting class 1:%x on the uplink", old->pod_class);
+			return tc_fail(e, r, "removing the steering of downloads on %s", host_veth);
 	}
-	return 0;
+	if (!old)
+		return 0;
+	if (shaping_inet_egress(old) && (!shaping_inet_egress(s) || old->pod_class != s->pod_class))
+		r = del_node_class(sk, SHAPER_INET_IFB, old->pod_class, e);
+	if (r == 0 && shaping_inet_ingress(old) &&
+	    (!shaping_inet_ingress(s) || old->pod_class != s->pod_class))
+		r = del_node_class(sk, SHAPER_INET_IN_IFB, old->pod_class, e);
+	return r;
+}
+
+int shaper_pod_change(struct nl_sock *sk, const char *host_veth, uint32_t group,
+		      const struct shaping *old, const struct shaping *s, uint32_t queue_ms,
+		      int mtu, unsigned phases, struct tg_err *e)
+{
+	int r;
+
+	/* Make: the new caps over the old classes, in place. */
+	if ((phases & SHAPER_MAKE) && shaping_any(s)) {
+		r = put_steps(sk, host_veth, 0, group, s, queue_ms, mtu, true, false, e);
+		if (r < 0)
+			return r;
+	}
+	if (!(phases & SHAPER_BREAK))
+		return 0;
+	r = TG_FAILPOINT("tc.pod.change.after", e);
+	if (r < 0)
+		return r;
+	return break_old(sk, host_veth, old, s, e);
 }
 
 int shaper_del_class(struct nl_sock *sk, int ifindex, uint32_t id)
@@ -508,22 +571,25 @@ int shaper_pod_del(struct nl_sock *sk, const char *host_veth, const struct shapi
 		if (r < 0 && r != -ENODEV && r != -ENOENT)
 			first = tc_fail(e, r, "deleting %s", ifb);
 	}
-	if (s && s->pod_class) {
-		int up = shaper_ifindex(sk, SHAPER_INET_IFB);
+	/*
+	 * Its classes on the node's IFBs; the namespace's class stays: another
+	 * ADD may be attaching its pod under it right now. shaper_retire_classes
+	 * removes it once the store says the namespace has no pod left.
+	 */
+	for (int i = 0; s && s->pod_class && i < 2; i++) {
+		const char *ifb_name = i ? SHAPER_INET_IN_IFB : SHAPER_INET_IFB;
+		int up;
 
-		if (up) {
-			r = TG_FAILPOINT("tc.pod.del.class.before", e);
-			if (r == 0)
-				r = shaper_del_class(sk, up, TC_HANDLE(1, s->pod_class));
-			if (r < 0 && !first)
-				first = tc_fail(e, r, "deleting class 1:%x on the uplink",
-						s->pod_class);
-			/*
-			 * The namespace's class stays: another ADD may be attaching
-			 * its pod under it right now. shaper_retire_classes removes
-			 * it once the store says the namespace has no pod left.
-			 */
-		}
+		if (!(i ? shaping_inet_ingress(s) : shaping_inet_egress(s)))
+			continue;
+		up = shaper_ifindex(sk, ifb_name);
+		if (!up)
+			continue;
+		r = TG_FAILPOINT("tc.pod.del.class.before", e);
+		if (r == 0)
+			r = shaper_del_class(sk, up, TC_HANDLE(1, s->pod_class));
+		if (r < 0 && !first)
+			first = tc_fail(e, r, "deleting class 1:%x on %s", s->pod_class, ifb_name);
 	}
 	return first;
 }
@@ -685,6 +751,16 @@ int shaper_pod_check(struct nl_sock *sk, const char *host_veth, const struct sha
 				parent & 0xffff, c->parent >> 16, c->parent & 0xffff);
 	}
 	view_free(&v);
+	if (r == 0 && shaping_inet_ingress(s)) {
+		int veth = shaper_ifindex(sk, host_veth);
+
+		r = veth ? shaper_steer_check(sk, veth, 0) : 0;
+		if (r == 0)
+			return tg_fail(e, TG_ERR_DRIFT, -ENOENT,
+				       "drift: the steering of downloads on %s to %s is missing",
+				       host_veth, SHAPER_INET_IN_IFB);
+		r = r < 0 ? tc_fail(e, r, "reading the filters of %s", host_veth) : 0;
+	}
 	return r;
 }
 

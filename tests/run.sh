@@ -47,9 +47,10 @@
 #      TG_FUZZ_DIR=dir       also run every libFuzzer target of dir for FUZZ_SECONDS
 #                            (default 3) each; `make test` passes build-fuzz
 #      TG_SAN_EXCLUDE=regex  integration files run against the plain build only
-#                            (default: test_shaping_rates and test_node_state,
-#                            whose rate measurements and churn timing mean nothing
-#                            at ASan's speed; test_budget_agent, which times the
+#                            (default: test_shaping_rates, test_downloads and
+#                            test_node_state, whose rate measurements and churn
+#                            timing mean nothing at ASan's speed;
+#                            test_budget_agent, which times the
 #                            agent's reports against its period; test_metrics_http,
 #                            which bounds the agent's RSS; test_shaping drives the
 #                            shaping code under ASan without measuring a rate; and
@@ -68,7 +69,7 @@
 #                            (default: the longest of them, about a minute each)
 #      TG_SERIAL=regex       files that run alone (default: those that measure
 #                            rates, timing or memory: test_shaping_rates,
-#                            test_node_state, test_budget_agent,
+#                            test_downloads, test_node_state, test_budget_agent,
 #                            test_metrics_http, test_cri; test_allocator, whose
 #                            leases last 2 s; test_allocator_ha, which times a
 #                            failover; test_ipam_cli, which times IMDS
@@ -293,9 +294,9 @@ run_summary() {
 # Every build dir of this run, for the files that divide work between them
 export TG_RUN_BUILDS="$*"
 FILTER=${TG_TEST_FILTER:-}
-SAN_EXCLUDE=${TG_SAN_EXCLUDE-test_shaping_rates|test_node_state|test_budget_agent|test_metrics_http|test_valgrind|test_arm64|test_cri}
+SAN_EXCLUDE=${TG_SAN_EXCLUDE-test_shaping_rates|test_downloads|test_node_state|test_budget_agent|test_metrics_http|test_valgrind|test_arm64|test_cri}
 EVERY_BUILD=${TG_EVERY_BUILD-test_failpoints|test_kernel_cases|test_runner}
-SERIAL=${TG_SERIAL-test_shaping_rates|test_node_state|test_budget_agent|test_metrics_http|test_cri|test_allocator\.sh|test_allocator_ha|test_ipam_cli|test_declare_commits|test_guard|test_runtimes|test_deploy|test_failpoints|test_destinations}
+SERIAL=${TG_SERIAL-test_shaping_rates|test_downloads|test_node_state|test_budget_agent|test_metrics_http|test_cri|test_allocator\.sh|test_allocator_ha|test_ipam_cli|test_declare_commits|test_guard|test_runtimes|test_deploy|test_failpoints|test_destinations}
 JOBS=${TG_JOBS:-2}
 LONG=${TG_LONG-test_arm64\.sh|test_badinput|test_chaos_short|test_shaping\.sh|test_accounting}
 HOST_BEFORE=$(bash tests/host_dirs.sh)

@@ -331,9 +331,10 @@ TC_VALUES = {"sent_bytes_total": "bytes", "sent_packets_total": "packets",
 
 def cmd_compare_tc(a):
     """Every tollgate_shaper_* sample must equal the value `tc -s class show`
-    gives for its class: node 1:1 and namespace/pod internet egress classes on
-    tollgate-inet, a pod's ingress classes 1:1/1:2/1:3 on its host veth, its
-    egress class 1:1 on its IFB. --tc DEV=TEXT, once per device."""
+    gives for its class: node 1:1 and namespace/pod internet classes on
+    tollgate-inet (egress) and tollgate-inetdl (ingress), a pod's ingress
+    classes 1:1/1:3 on its host veth, its egress class 1:1 on its IFB.
+    --tc DEV=TEXT, once per device."""
     with open(a.metrics) as f:
         met = parse_metrics(f.read())
     tc = {}
@@ -354,27 +355,28 @@ def cmd_compare_tc(a):
         if what not in TC_VALUES:
             problems.append("unknown family %s" % name)
             continue
+        node_ifb = "tollgate-inetdl" if labels.get("direction") == "ingress" else "tollgate-inet"
         if level == "node":
-            dev, handle = "tollgate-inet", "1:1"
+            dev, handle = node_ifb, "1:1"
         elif level == "namespace":
             att = next((x for x in atts if x.get("namespace", "") == labels.get("namespace")
                         and (x.get("shaping") or {}).get("namespaceClass")), None)
             if not att:
                 problems.append("%s: no shaped pod of that namespace in the store" % key_str((name, lset)))
                 continue
-            dev, handle = "tollgate-inet", "1:%x" % att["shaping"]["namespaceClass"]
+            dev, handle = node_ifb, "1:%x" % att["shaping"]["namespaceClass"]
         else:
             att = by_pod.get((labels.get("namespace", ""), labels.get("pod", "")))
             if not att:
                 problems.append("%s: pod not in the store" % key_str((name, lset)))
                 continue
             veth, d, t = att["hostVeth"], labels.get("direction"), labels.get("traffic")
-            if (d, t) == ("egress", "internet"):
-                dev, handle = "tollgate-inet", "1:%x" % (att.get("shaping") or {}).get("podClass", 0)
+            if t == "internet":
+                dev, handle = node_ifb, "1:%x" % (att.get("shaping") or {}).get("podClass", 0)
             elif (d, t) == ("egress", "all"):
                 dev, handle = "ti" + veth[2:], "1:1"
-            elif d == "ingress" and t in ("all", "internet", "internal"):
-                dev, handle = veth, {"all": "1:1", "internet": "1:2", "internal": "1:3"}[t]
+            elif d == "ingress" and t in ("all", "internal"):
+                dev, handle = veth, {"all": "1:1", "internal": "1:3"}[t]
             else:
                 problems.append("%s: unexpected direction/traffic" % key_str((name, lset)))
                 continue

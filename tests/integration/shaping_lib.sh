@@ -25,9 +25,11 @@
 #                              L2 bytes and one packet per GSO segment, so IP
 #                              bytes = bytes - 14 x packets
 #            nft/NAME          a named counter of table inet tollgate (IP bytes)
-#   FLOW     "POD SRV_NS SRV_IP PORT [R]"  iperf3 client in the pod's netns
-#            ($TG_ID-POD), server started here with -1 in SRV_NS bound to
-#            SRV_IP; R = reverse (server sends, i.e. traffic to the pod)
+#   FLOW     "POD SRV_NS SRV_IP PORT [R|-] [ARG...]"  iperf3 client in the
+#            pod's netns ($TG_ID-POD), server started here with -1 in SRV_NS
+#            bound to SRV_IP; R = reverse (server sends, i.e. traffic to the
+#            pod), - = not; ARGs: more arguments of the client ("-b 100M"
+#            paces the flow's sender, with R the server)
 #
 # Every process started here is killed by its PID (never by name) and reaped:
 # sh_cleanup (EXIT trap) kills the ones still running, then tears the topology
@@ -130,7 +132,7 @@ sh_sample() {
 # the jumps of an in-order byte count when a retransmission fills a hole.
 sh_rx_ns() { # FLOW -> "NETNS MATCH"
 	local pod sns sip port rev
-	read -r pod sns sip port rev <<<"$1"
+	read -r pod sns sip port rev _ <<<"$1"
 	if [ "${rev:-}" = R ]; then echo "$TG_ID-$pod tcp sport $port"; else echo "$sns tcp dport $port"; fi
 }
 # sh_rx_setup FLOW...: (re)makes table inet tgrx in each receiving namespace
@@ -175,7 +177,7 @@ sh_measure() {
 	flows=("$@")
 	SH_RATE=() SH_GOOD=() SH_RETR=() SH_RXGOOD=() SH_MSS=()
 	local -a ra rb
-	local i f pod sns sip port rev pid n=${#ctrs[@]}
+	local i f pod sns sip port rev more pid n=${#ctrs[@]}
 	for ((i = 0; i < n; i++)); do SH_RATE[i]=NA; done # until measured
 	for i in "${!flows[@]}"; do SH_GOOD[i]=err SH_RETR[i]="?" SH_RXGOOD[i]=NA SH_MSS[i]=1448; done
 	for i in "${!flows[@]}"; do
@@ -189,9 +191,9 @@ sh_measure() {
 	done
 	sh_rx_setup "${flows[@]}"
 	for i in "${!flows[@]}"; do
-		read -r pod sns sip port rev <<<"${flows[i]}"
-		f=()
-		[ "${rev:-}" = R ] && f=(-R)
+		read -r pod sns sip port rev more <<<"${flows[i]}"
+		read -r -a f <<<"${more:-}"
+		[ "${rev:-}" = R ] && f+=(-R)
 		ip netns exec "$TG_ID-$pod" iperf3 -c "$sip" -p "$port" -t "$SH_DURATION" --connect-timeout 2000 \
 			-J "${f[@]}" >"$TG_TMP/cli-$i.json" 2>"$TG_TMP/cli-$i.err" &
 		cli+=("$!")
@@ -276,6 +278,8 @@ sh_tc_snapshot() {
 # ------------------------------------------------------------ pods and classes
 # shellcheck disable=SC2034  # read by the test scripts
 UPQ=tollgate-inet # where the internet egress classes live (shaper.h)
+# shellcheck disable=SC2034  # read by the test scripts
+DLQ=tollgate-inetdl # ... and the internet ingress (download) classes
 # shellcheck disable=SC2034  # the servers of FLOWs: "$PEER 5201" (internal), "$INET 5201" (internet)
 PEER="$TG_PEER $TG_PEER_POD_IP" INET="$TG_INET $TG_INET_IP"
 CAPS='{"bandwidth": true, "io.kubernetes.cri.pod-annotations": true}'

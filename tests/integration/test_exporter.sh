@@ -441,8 +441,10 @@ if check_page shaped; then
 	t_expect "s1 internet egress limit" "$(mval shaped "$(shk s1 egress internet limit_bytes_per_second)")" 12500000
 	t_expect "s1 egress limit" "$(mval shaped "$(shk s1 egress all limit_bytes_per_second)")" 3750000
 	t_expect "s1 ingress limit" "$(mval shaped "$(shk s1 ingress all limit_bytes_per_second)")" 5000000
-	t_expect "namespace limit" "$(mval shaped 'tollgate_shaper_namespace_limit_bytes_per_second{namespace="shaped"}')" 25000000
-	t_expect "node limit" "$(mval shaped tollgate_shaper_node_limit_bytes_per_second)" 37500000
+	t_expect "namespace limit" "$(mval shaped 'tollgate_shaper_namespace_limit_bytes_per_second{direction="egress",namespace="shaped"}')" 25000000
+	t_expect "node limit" "$(mval shaped 'tollgate_shaper_node_limit_bytes_per_second{direction="egress"}')" 37500000
+	t_expect "s1 internet ingress limit" "$(mval shaped "$(shk s1 ingress internet limit_bytes_per_second)")" 6250000
+	t_expect "no download namespace limit (none configured)" "$(mval shaped 'tollgate_shaper_namespace_limit_bytes_per_second{direction="ingress",namespace="shaped"}')" absent
 	got=$(mval shaped "$(shk s1 egress internet sent_packets_total)")
 	[ "$got" -ge "$SH_COUNT" ] 2>/dev/null || t_fail "s1 internet egress class sent $got packets, expected >= $SH_COUNT"
 	got=$(mval shaped "$(shk s1 egress internet)")
@@ -457,7 +459,7 @@ tc_json() { N tc -s class show dev "$1" 2>/dev/null; }
 # tc_compare NAME: scrape into NAME while the classes' counters stand still
 # and compare every tollgate_shaper_* sample with tc; prints compare-tc's JSON
 tc_compare() {
-	local devs=(tollgate-inet "${POD_VETH[s1]}" "ti${POD_VETH[s1]#tg}" "${POD_VETH[s2]}") d same
+	local devs=(tollgate-inet tollgate-inetdl "${POD_VETH[s1]}" "ti${POD_VETH[s1]#tg}" "${POD_VETH[s2]}") d same
 	local -A before=() after=()
 	for _ in 1 2 3 4 5; do
 		for d in "${devs[@]}"; do before[$d]=$(tc_json "$d"); done
@@ -477,8 +479,10 @@ tc_compare() {
 		sleep 0.2
 	done
 }
-# tc_check NAME: tc_compare, failing the test on any difference; expects 45 values:
-# node + namespace + s1 (5 classes) + s2 (2 classes): 9 classes x (4 counters + a limit)
+# tc_check NAME: tc_compare, failing the test on any difference; expects 53 values:
+# node + namespace on each of tollgate-inet and tollgate-inetdl, s1 (5 classes:
+# veth 1:1, 1:3, its IFB's 1:1, one on each node IFB), s2 (2): 11 classes x 4
+# counters, and 9 limits (no download cap is set for the node or namespace)
 tc_check() {
 	local res
 	res=$(tc_compare "$1")
@@ -487,7 +491,7 @@ tc_check() {
 		return
 	fi
 	[ "$(jq -r .n_problems <<<"$res")" = 0 ] || t_fail "$(jq -r '.problems | join("; ")' <<<"$res")"
-	t_expect "values compared" "$(jq -r .compared <<<"$res")" 45
+	t_expect "values compared" "$(jq -r .compared <<<"$res")" 53
 }
 t_begin "every tollgate_shaper_* value equals tc -s class show for the same class"
 tc_check tccmp

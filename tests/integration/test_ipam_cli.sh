@@ -615,7 +615,7 @@ if pod_add sh1 shaped "$SCONF"; then
 	before=$(inet_classes)
 	ip -n "$TG_NODE" link show "$ifb" >/dev/null 2>&1 || t_fail "no IFB $ifb after ADD"
 	ipam show "${POD_IP[sh1]}"
-	grep -q "internet egress 100M (namespace -), internet ingress -, pod - in / 30M out" <<<"$IPAM_OUT" ||
+	grep -q "internet egress 100M (namespace -), internet ingress - (namespace -), pod - in / 30M out" <<<"$IPAM_OUT" ||
 		t_fail "show's shaping line: $(grep shaping <<<"$IPAM_OUT")"
 	ipam release "${POD_IP[sh1]}" --force
 	t_expect "release --force rc" "$IPAM_RC" 0
@@ -674,7 +674,7 @@ if pod_add rs1 reshaped "$SCONF" && pod_add rs2 reshaped "$SCONF" && pod_ns_del 
 	t_expect "reshape rc" "$IPAM_RC" 0
 	[ "$IPAM_RC" = 0 ] || ipam_diag
 	# the pod's own egressRate (runtimeConfig, recorded at ADD) stays
-	grep -q "internet egress - (namespace 50M), internet ingress -, pod - in / 30M out" <<<"$IPAM_OUT" ||
+	grep -q "internet egress - (namespace 50M), internet ingress - (namespace -), pod - in / 30M out" <<<"$IPAM_OUT" ||
 		t_fail "reshape output: $IPAM_OUT"
 	grep -q "^2 of [0-9]* pods reshaped" <<<"$IPAM_OUT" || t_fail "other pods changed: $IPAM_OUT"
 	grep -q "^1 pods gone meanwhile" <<<"$IPAM_OUT" || t_fail "rs2 not reported gone: $IPAM_OUT"

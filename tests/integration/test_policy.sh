@@ -64,7 +64,7 @@ ceil_of() {
 att() { jq -c --arg ip "${POD_IP[$1]}" '.attachments[] | select(.ip == $ip)' "$STATE"; }
 minor() { printf '1:%x' "$(att "$1" | jq -r ".shaping.$2")"; }
 pod_egress() { ceil_of tollgate-inet "$(minor "$1" podClass)"; }  # pod -> internet
-pod_ingress() { ceil_of "${POD_VETH[$1]}" 1:2; }                    # internet -> pod
+pod_ingress() { ceil_of tollgate-inetdl "$(minor "$1" podClass)"; } # internet -> pod
 ns_egress() { ceil_of tollgate-inet "$(minor "$1" namespaceClass)"; }      # the pod's namespace
 caps() { echo "$(pod_egress "$1") $(pod_ingress "$1") $(ns_egress "$1")"; }
 CAPS_A="100Mbit 200Mbit 500Mbit"
@@ -140,7 +140,8 @@ t_expect "repairs while nothing drifted" "$(metric "$REPAIRS")" 0
 t_expect "p1 before" "$(caps p1)" "$CAPS_A"
 tc -n "$TG_NODE" class change dev tollgate-inet classid "$(minor p1 podClass)" parent "$(minor p1 namespaceClass)" \
 	htb rate 1Mbit ceil 7Mbit || t_fail "cannot change p1's class"
-tc -n "$TG_NODE" class del dev "${POD_VETH[p2]}" classid 1:2 || t_fail "cannot delete p2's class 1:2"
+tc -n "$TG_NODE" class change dev tollgate-inetdl classid "$(minor p2 podClass)" parent "$(minor p2 namespaceClass)" \
+	htb rate 1Mbit ceil 3Mbit || t_fail "cannot change p2's download class"
 tc -n "$TG_NODE" class change dev tollgate-inet classid "$(minor p1 namespaceClass)" parent 1:1 \
 	htb rate 1Mbit ceil 9Mbit || t_fail "cannot change the namespace's class"
 # (read back now, the changes may already be undone: the agent's timer runs

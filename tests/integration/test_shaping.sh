@@ -27,7 +27,7 @@ sh_start
 sect "classification"
 # A pod with internet caps both ways pings the peer (internal) and the
 # internet host: only the internet pings (and their replies) go through the
-# pod's uplink class and its internet ingress class 1:2 on the host veth.
+# pod's uplink class and its download class on tollgate-inetdl.
 t_begin "internal traffic goes through no internet class; internet traffic does, both ways"
 # pings_through POD DST CLASS...: sends 10 pings, prints "replies d1 d2 ..."
 # (d: bytes each class "DEV/CLASSID" sent meanwhile)
@@ -43,16 +43,16 @@ pings_through() {
 if spod_ns iso iso '{"internetEgress": {"podDefault": "100M"}, "internetIngress": {"podDefault": "100M"}}'; then
 	pc=$(sh_pod_class iso) v=${POD_VETH[iso]}
 	t_expect "pod's uplink class ceil" "$(class_ceil "$UPQ" "$pc")" 100Mbit
-	t_expect "internet ingress class 1:2 ceil" "$(class_ceil "$v" 1:2)" 100Mbit
-	read -r n d_up d_in <<<"$(pings_through iso "$TG_PEER_POD_IP" "$UPQ/$pc" "$v/1:2")"
+	t_expect "internet ingress class ceil" "$(class_ceil "$DLQ" "$pc")" 100Mbit
+	read -r n d_up d_in <<<"$(pings_through iso "$TG_PEER_POD_IP" "$UPQ/$pc" "$DLQ/$pc")"
 	t_expect "replies from the peer" "$n" 10
 	t_expect "bytes the uplink class sent for pings to the peer" "$d_up" 0
-	t_expect "bytes class 1:2 sent for the peer's replies" "$d_in" 0
-	read -r n d_up d_in <<<"$(pings_through iso "$TG_INET_IP" "$UPQ/$pc" "$v/1:2")"
+	t_expect "bytes the download class sent for the peer's replies" "$d_in" 0
+	read -r n d_up d_in <<<"$(pings_through iso "$TG_INET_IP" "$UPQ/$pc" "$DLQ/$pc")"
 	t_expect "replies from the internet host" "$n" 10
 	# 10 echo requests / replies of 84 IP bytes + 14 Ethernet each
 	[ "${d_up:-0}" -ge 980 ] || t_fail "the uplink class sent $d_up bytes for 10 pings to the internet (>= 980 expected)"
-	[ "${d_in:-0}" -ge 980 ] || t_fail "class 1:2 sent $d_in bytes for 10 replies from the internet (>= 980 expected)"
+	[ "${d_in:-0}" -ge 980 ] || t_fail "the download class sent $d_in bytes for 10 replies from the internet (>= 980 expected)"
 	sdel iso || t_fail "DEL rc=$TG_RC $TG_OUT"
 else
 	t_fail "ADD rc=$TG_RC $TG_OUT"
@@ -140,10 +140,10 @@ AN_RC='{"io.kubernetes.cri.pod-annotations": {"tollgate.io/internet-egress-bandw
 if spod_ns annot annot "$AN_SH" "$AN_RC" && spod_ns plainannot annot "$AN_SH"; then
 	t_expect "annotated pod: uplink class ceil" "$(class_ceil "$UPQ" "$(sh_pod_class annot)")" 50Mbit
 	t_expect "annotated pod: leaf bfifo limit (50M x 20 ms = 125000b, raised to the 192 KiB floor)" "$(leaf_limit "$UPQ" "$(sh_pod_class annot)")" 192Kb
-	t_expect "annotated pod: class 1:2 ceil on the host veth" "$(class_ceil "${POD_VETH[annot]}" 1:2)" 20Mbit
+	t_expect "annotated pod: download class ceil on tollgate-inetdl" "$(class_ceil "$DLQ" "$(sh_pod_class annot)")" 20Mbit
 	t_expect "annotated pod: state internetEgress" "$(sh_att_shaping annot | jq '.internetEgress')" 50000000
 	t_expect "pod without annotation: uplink class ceil" "$(class_ceil "$UPQ" "$(sh_pod_class plainannot)")" 100Mbit
-	t_expect "pod without annotation: class 1:2 ceil" "$(class_ceil "${POD_VETH[plainannot]}" 1:2)" 100Mbit
+	t_expect "pod without annotation: download class ceil" "$(class_ceil "$DLQ" "$(sh_pod_class plainannot)")" 100Mbit
 else
 	t_fail "ADD rc=$TG_RC $TG_OUT"
 fi
@@ -379,10 +379,10 @@ if spod_ns above capped "$AB_SH" "$(an_rc 32G 32G)"; then
 	has "ADD's stderr" "$TG_ERR" "$AB_WARN_E"
 	has "ADD's stderr" "$TG_ERR" "$AB_WARN_I"
 	t_expect "uplink class ceil (namespace cap 5M)" "$(class_ceil "$UPQ" "$(sh_pod_class above)")" 5Mbit
-	t_expect "class 1:2 ceil on the host veth" "$(class_ceil "${POD_VETH[above]}" 1:2)" 8Mbit
+	t_expect "download class ceil on tollgate-inetdl" "$(class_ceil "$DLQ" "$(sh_pod_class above)")" 8Mbit
 	t_expect "state: caps and annotations" \
 		"$(sh_att_shaping above | jq -c '[.internetEgress, .internetIngress, .annotationInternetEgress, .annotationInternetIngress]')" \
-		"[10000000,8000000,32000000000,32000000000]"
+		"[10000000,100000000,32000000000,32000000000]"
 	l=$(log_last ADD above)
 	has "ADD's log line" "$l" " inet_egress=5M(config) inet_ingress=8M(config) warning=\""
 	has "ADD's log line" "$l" "$AB_WARN_E; $AB_WARN_I"
@@ -405,7 +405,7 @@ t_begin "annotations below the caps (2M) apply, without a warning; CHECK and sho
 if spod_ns below capped "$AB_SH" "$(an_rc 2M 2M)"; then
 	t_expect "ADD's stderr" "$TG_ERR" ""
 	t_expect "uplink class ceil" "$(class_ceil "$UPQ" "$(sh_pod_class below)")" 2Mbit
-	t_expect "class 1:2 ceil on the host veth" "$(class_ceil "${POD_VETH[below]}" 1:2)" 2Mbit
+	t_expect "download class ceil on tollgate-inetdl" "$(class_ceil "$DLQ" "$(sh_pod_class below)")" 2Mbit
 	t_expect "state: caps" "$(sh_att_shaping below | jq -c '[.internetEgress, .internetIngress]')" "[2000000,2000000]"
 	l=$(log_last ADD below)
 	has "ADD's log line" "$l" " inet_egress=2M(annotation) inet_ingress=2M(annotation) result=ok"
@@ -427,15 +427,15 @@ if [ -n "${POD_IP[above]:-}" ] && [ -n "${POD_IP[below]:-}" ]; then
 	has "reshape's output" "$out" "2 of 2 pods reshaped"
 	for p in above below; do
 		t_expect "$p: uplink class ceil" "$(class_ceil "$UPQ" "$(sh_pod_class "$p")")" 1Mbit
-		t_expect "$p: class 1:2 ceil" "$(class_ceil "${POD_VETH[$p]}" 1:2)" 1Mbit
+		t_expect "$p: download class ceil" "$(class_ceil "$DLQ" "$(sh_pod_class "$p")")" 1Mbit
 	done
 	# the runtime still sends the old config: the store and it disagree
 	scheck below
 	r=$(cni_error_problem 100)
 	[ -z "$r" ] || t_fail "CHECK below with the old config: $r"
-	has "CHECK's error" "$TG_OUT" "the pod's internet ingress cap is 1M, its config gives 2M (annotation)"
+	has "CHECK's error" "$TG_OUT" "the pod's internet ingress cap is 100M, its config gives 2M (annotation)"
 	scheck above
-	has "CHECK's error" "$TG_OUT" "the pod's internet ingress cap is 1M, its config gives 8M (config; the annotation 32G is above the cap 8M: ignored)"
+	has "CHECK's error" "$TG_OUT" "the pod's internet egress cap is 1M, its config gives 10M (config; the annotation 32G is above the cap 5M: ignored)"
 	# with the new config CHECK passes and logs the config's caps and the warning
 	POD_CONF[below]=$(sconf "$AB_SH_LOW" "$(an_rc 2M 2M)")
 	scheck below || t_fail "CHECK below with the new config rc=$TG_RC $TG_OUT"

@@ -10,6 +10,7 @@
  * (tests/unit/netns.h): run by hand it never touches the host's links.
  */
 #include <errno.h>
+#include <linux/if_ether.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -30,17 +31,19 @@
 #include "tests/unit/netns.h"
 
 /*
- * A host veth that already carries a clsact (another tool's BPF programs,
- * say): the kernel refuses the ingress qdisc the pod's egress shaping puts
- * there, and says why. That text ends the step's message and reaches the
- * CNI error object.
+ * A host veth whose clsact already holds another tool's filter where the
+ * pod's egress shaping puts its redirect (priority 1 of the ingress hook,
+ * another protocol): the kernel refuses the redirect, and says why. That
+ * text ends the step's message and reaches the CNI error object.
  */
 static void t_kernel_text_reaches_cni_error(void **state)
 {
 	_cleanup_nl_sock_ struct nl_sock *sk = NULL;
-	_cleanup_qdisc_ struct rtnl_qdisc *q = NULL;
 	_cleanup_json_ json_object *obj = NULL;
 	struct shaping s = { .egress_bps = 10000000 };
+	struct shaper_u32 other = { .parent = SHAPER_CLSACT_INGRESS,
+				    .prio = 1,
+				    .protocol = ETH_P_IP };
 	struct tg_err e = { 0 };
 	json_object *msg;
 	char want[600];
@@ -51,13 +54,9 @@ static void t_kernel_text_reaches_cni_error(void **state)
 	assert_int_equal(tg_nl_route_open(&sk), 0);
 	/* The "host veth": an IFB will do, tc treats it alike. */
 	assert_int_equal(shaper_ensure_ifb(sk, "tg00000000beef", 1500, 0, &idx), 0);
-	q = rtnl_qdisc_alloc();
-	assert_non_null(q);
-	rtnl_tc_set_ifindex(TC_CAST(q), idx);
-	rtnl_tc_set_parent(TC_CAST(q), TC_H_CLSACT);
-	rtnl_tc_set_handle(TC_CAST(q), 0xffff0000u);
-	assert_int_equal(rtnl_tc_set_kind(TC_CAST(q), "clsact"), 0);
-	assert_int_equal(rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_EXCL), 0);
+	assert_int_equal(shaper_put_clsact(sk, idx), 0);
+	other.ifindex = idx;
+	assert_int_equal(shaper_put_u32(sk, &other, NLM_F_CREATE | NLM_F_EXCL), 0);
 
 	r = shaper_pod_add(sk, "tg00000000beef", 0, 0, &s, 50, 1500, &e);
 	assert_true(r < 0);

@@ -33,7 +33,7 @@ struct compared_shaping {
 	uint64_t ns_ingress_bps, node_ingress_bps;
 	uint64_t budget_fallback_bps, budget_in_fallback_bps;
 	uint16_t ns_class, pod_class;
-	bool inet_in_tree;
+	uint32_t inet_in_mark;
 };
 struct compared_attachment {
 	char container_id[IPAM_CONTAINER_ID_MAX + 1];
@@ -103,7 +103,7 @@ static inline void assert_shaping_equal(const struct shaping *x, const struct sh
 	assert_field_equal(x, y, "attachment", i, ns_ingress_bps);
 	assert_field_equal(x, y, "attachment", i, node_ingress_bps);
 	assert_field_equal(x, y, "attachment", i, budget_in_fallback_bps);
-	assert_field_equal(x, y, "attachment", i, inet_in_tree);
+	assert_field_equal(x, y, "attachment", i, inet_in_mark);
 	assert_field_equal(x, y, "attachment", i, ns_class);
 	assert_field_equal(x, y, "attachment", i, pod_class);
 }

@@ -10,6 +10,8 @@
  * kernel), and what only the fake can show or only needs no table:
  *
  * - the rules' bytes pin ACCT_TABLE_LAYOUT; spoofed-packet counter names parse back;
+ * - fwd_ingress gives a pod's downloads its @ingress_class priority and the
+ *   internet mark in one rule, after the veth's class;
  * - servicePorts: forward and input jump to to_service, where each range of
  *   each entry is matched twice (as translated, as first addressed), and the
  *   largest config fits the rule list;
@@ -39,6 +41,7 @@
 #include <linux/netfilter.h>
 #include <linux/netfilter/nf_tables.h>
 #include <linux/netfilter/nfnetlink.h>
+#include <libnftnl/expr.h>
 #include <libnftnl/rule.h>
 #include <libnftnl/table.h>
 #include "tests/unit/fake_nfnl.h"
@@ -49,7 +52,7 @@
  * change, ACCT_TABLE_LAYOUT must change too (rule stamps are made from it, not from
  * the rules), or nodes declared by the old layout would keep the old rules.
  */
-#define LAYOUT_RULES_HASH 0x6718c47fdb6239e3ULL
+#define LAYOUT_RULES_HASH 0x4d8fcd0f0d9c67baULL
 
 /* The shipped servicePorts: 9618 for monitoring, 2379-2380 for kube-system. */
 static const char *const services_mon[] = { "monitoring" };
@@ -133,7 +136,7 @@ static void t_layout_version_follows_rules(void **state)
 	/* nodeAccess.servicePorts: the allocator's port and etcd's range */
 	with_services(&cfg);
 	h = rules_hash(&cfg, h);
-	if (h != LAYOUT_RULES_HASH || strcmp(ACCT_TABLE_LAYOUT, "tollgate-table/17") != 0)
+	if (h != LAYOUT_RULES_HASH || strcmp(ACCT_TABLE_LAYOUT, "tollgate-table/18") != 0)
 		fail_msg("the rules changed (hash %#llx): give ACCT_TABLE_LAYOUT a new version and "
 			 "record both here",
 			 (unsigned long long)h);
@@ -252,6 +255,190 @@ static void t_service_port_rules(void **state)
 			 2 * ACCT_SERVICE_PORTS_MAX * ACCT_SERVICE_RANGES_MAX);
 	acct_rule_list_free(&w);
 	acct_rule_list_free(&none);
+}
+
+/* One expression of a rule, as the download-class test reads it back. */
+struct expr_seen {
+	char name[16];
+	uint32_t a, b, c, d; /* per kind: see expr_of */
+	char set[32];
+	uint32_t mask, xor;
+};
+
+static int expr_of(struct nftnl_expr *ex, void *p)
+{
+	struct expr_seen **at = p;
+	struct expr_seen *x = (*at)++;
+	const char *name = nftnl_expr_get_str(ex, NFTNL_EXPR_NAME);
+	uint32_t len = 0;
+	const void *v;
+
+	snprintf(x->name, sizeof(x->name), "%s", name);
+	if (strcmp(name, "payload") == 0) {
+		x->a = nftnl_expr_get_u32(ex, NFTNL_EXPR_PAYLOAD_BASE);
+		x->b = nftnl_expr_get_u32(ex, NFTNL_EXPR_PAYLOAD_OFFSET);
+		x->c = nftnl_expr_get_u32(ex, NFTNL_EXPR_PAYLOAD_LEN);
+		x->d = nftnl_expr_get_u32(ex, NFTNL_EXPR_PAYLOAD_DREG);
+	} else if (strcmp(name, "lookup") == 0) {
+		snprintf(x->set, sizeof(x->set), "%s",
+			 nftnl_expr_get_str(ex, NFTNL_EXPR_LOOKUP_SET));
+		x->a = nftnl_expr_get_u32(ex, NFTNL_EXPR_LOOKUP_SREG);
+		x->b = nftnl_expr_is_set(ex, NFTNL_EXPR_LOOKUP_DREG)
+			       ? nftnl_expr_get_u32(ex, NFTNL_EXPR_LOOKUP_DREG)
+			       : 0;
+		x->c = nftnl_expr_is_set(ex, NFTNL_EXPR_LOOKUP_FLAGS)
+			       ? nftnl_expr_get_u32(ex, NFTNL_EXPR_LOOKUP_FLAGS)
+			       : 0;
+		x->d = nftnl_expr_get_u32(ex, NFTNL_EXPR_LOOKUP_SET_ID);
+	} else if (strcmp(name, "meta") == 0) {
+		x->a = nftnl_expr_get_u32(ex, NFTNL_EXPR_META_KEY);
+		x->b = nftnl_expr_is_set(ex, NFTNL_EXPR_META_SREG)
+			       ? nftnl_expr_get_u32(ex, NFTNL_EXPR_META_SREG)
+			       : 0;
+		x->c = nftnl_expr_is_set(ex, NFTNL_EXPR_META_DREG)
+			       ? nftnl_expr_get_u32(ex, NFTNL_EXPR_META_DREG)
+			       : 0;
+	} else if (strcmp(name, "bitwise") == 0) {
+		x->a = nftnl_expr_get_u32(ex, NFTNL_EXPR_BITWISE_SREG);
+		x->b = nftnl_expr_get_u32(ex, NFTNL_EXPR_BITWISE_DREG);
+		x->c = nftnl_expr_get_u32(ex, NFTNL_EXPR_BITWISE_LEN);
+		v = nftnl_expr_get(ex, NFTNL_EXPR_BITWISE_MASK, &len);
+		if (v && len == 4)
+			memcpy(&x->mask, v, 4);
+		v = nftnl_expr_get(ex, NFTNL_EXPR_BITWISE_XOR, &len);
+		if (v && len == 4)
+			memcpy(&x->xor, v, 4);
+	} else if (strcmp(name, "cmp") == 0) {
+		x->a = nftnl_expr_get_u32(ex, NFTNL_EXPR_CMP_SREG);
+		x->b = nftnl_expr_get_u32(ex, NFTNL_EXPR_CMP_OP);
+		v = nftnl_expr_get(ex, NFTNL_EXPR_CMP_DATA, &len);
+		if (v && len >= 1)
+			x->c = *(const uint8_t *)v;
+	} else if (strcmp(name, "immediate") == 0) {
+		x->a = nftnl_expr_get_u32(ex, NFTNL_EXPR_IMM_DREG);
+		v = nftnl_expr_get(ex, NFTNL_EXPR_IMM_DATA, &len);
+		if (v && len == 4)
+			memcpy(&x->b, v, 4);
+	}
+	return 0;
+}
+
+/* A rule's expressions, at most 10 of them; how many it has. */
+static size_t exprs_of(struct nftnl_rule *r, struct expr_seen ret[10])
+{
+	struct expr_seen *at = ret;
+	struct nftnl_expr_iter *it = nftnl_expr_iter_create(r);
+	struct nftnl_expr *ex;
+
+	assert_non_null(it);
+	memset(ret, 0, 10 * sizeof(*ret));
+	while ((ex = nftnl_expr_iter_next(it)) != NULL) {
+		assert_true(at < ret + 10);
+		expr_of(ex, &at);
+	}
+	nftnl_expr_iter_destroy(it);
+	return (size_t)(at - ret);
+}
+
+/* The index of fwd_ingress's rule whose lookup names `set` (-1: none). */
+static long fwd_ingress_rule_on(const struct acct_rule_list *w, const char *set)
+{
+	for (size_t i = 0; i < w->n; i++) {
+		struct expr_seen x[10];
+		size_t n;
+
+		if (strcmp(nftnl_rule_get_str(w->r[i], NFTNL_RULE_CHAIN), "fwd_ingress") != 0)
+			continue;
+		n = exprs_of(w->r[i], x);
+		for (size_t k = 0; k < n; k++)
+			if (strcmp(x[k].name, "lookup") == 0 && strcmp(x[k].set, set) == 0)
+				return (long)i;
+	}
+	return -1;
+}
+
+/*
+ * Downloads of a pod in tollgate-inetdl's tree: fwd_ingress' rule after
+ * the pods' veth class (ip daddr @pods meta priority set 1:2) is `meta
+ * priority set ip daddr map @ingress_class meta mark set meta mark | M`:
+ * the lookup's result in the priority, then the mark's bit set and every
+ * other kept, all in one rule (a miss stops it before either). Without an
+ * internet mark there is no rule: a priority of the tree on the veth
+ * would name a class the veth does not have.
+ */
+static void t_download_class_rule(void **state)
+{
+	struct acct_config cfg = config();
+	struct acct_rule_list w;
+	struct expr_seen x[10];
+	long veth, tree;
+	size_t n;
+
+	(void)state;
+	assert_int_equal(acct_table_rules(&cfg, &w), 0);
+	veth = fwd_ingress_rule_on(&w, "pods");
+	tree = fwd_ingress_rule_on(&w, "ingress_class");
+	assert_true(veth >= 0);
+	assert_true(tree > veth);
+	/* the next rule of fwd_ingress after the veth's class */
+	for (long i = veth + 1; i < tree; i++)
+		assert_string_not_equal(nftnl_rule_get_str(w.r[i], NFTNL_RULE_CHAIN),
+					"fwd_ingress");
+	/* control: the veth's rule reads back as what it is */
+	n = exprs_of(w.r[veth], x);
+	assert_int_equal(n, 6);
+	assert_string_equal(x[4].name, "immediate");
+	assert_int_equal(x[4].b, cfg.inet_ingress_classid);
+	assert_string_equal(x[5].name, "meta");
+	assert_int_equal(x[5].a, NFT_META_PRIORITY);
+	n = exprs_of(w.r[tree], x);
+	assert_int_equal(n, 8);
+	/* meta nfproto ipv4 */
+	assert_string_equal(x[0].name, "meta");
+	assert_int_equal(x[0].a, NFT_META_NFPROTO);
+	assert_string_equal(x[1].name, "cmp");
+	assert_int_equal(x[1].b, NFT_CMP_EQ);
+	assert_int_equal(x[1].c, NFPROTO_IPV4);
+	/* ip daddr -> reg 1 */
+	assert_string_equal(x[2].name, "payload");
+	assert_int_equal(x[2].a, NFT_PAYLOAD_NETWORK_HEADER);
+	assert_int_equal(x[2].b, 16);
+	assert_int_equal(x[2].c, 4);
+	assert_int_equal(x[2].d, NFT_REG_1);
+	/* map @ingress_class reg 1 -> reg 1, not inverted */
+	assert_string_equal(x[3].name, "lookup");
+	assert_int_equal(x[3].a, NFT_REG_1);
+	assert_int_equal(x[3].b, NFT_REG_1);
+	assert_int_equal(x[3].c, 0);
+	assert_int_equal(x[3].d, ACCT_ID_INGRESS_CLASS);
+	/* meta priority set reg 1 */
+	assert_string_equal(x[4].name, "meta");
+	assert_int_equal(x[4].a, NFT_META_PRIORITY);
+	assert_int_equal(x[4].b, NFT_REG_1);
+	/* meta mark -> reg 1, (reg & ~M) ^ M, meta mark set reg 1 */
+	assert_string_equal(x[5].name, "meta");
+	assert_int_equal(x[5].a, NFT_META_MARK);
+	assert_int_equal(x[5].c, NFT_REG_1);
+	assert_string_equal(x[6].name, "bitwise");
+	assert_int_equal(x[6].a, NFT_REG_1);
+	assert_int_equal(x[6].b, NFT_REG_1);
+	assert_int_equal(x[6].c, 4);
+	assert_int_equal(x[6].mask, ~cfg.internet_mark);
+	assert_int_equal(x[6].xor, cfg.internet_mark);
+	assert_string_equal(x[7].name, "meta");
+	assert_int_equal(x[7].a, NFT_META_MARK);
+	assert_int_equal(x[7].b, NFT_REG_1);
+	acct_rule_list_free(&w);
+	/* a config without the veth's class still has it; without a mark, none */
+	cfg.inet_ingress_classid = 0;
+	assert_int_equal(acct_table_rules(&cfg, &w), 0);
+	assert_int_equal(fwd_ingress_rule_on(&w, "pods"), -1);
+	assert_true(fwd_ingress_rule_on(&w, "ingress_class") >= 0);
+	acct_rule_list_free(&w);
+	cfg.internet_mark = 0;
+	assert_int_equal(acct_table_rules(&cfg, &w), 0);
+	assert_int_equal(fwd_ingress_rule_on(&w, "ingress_class"), -1);
+	acct_rule_list_free(&w);
 }
 
 /* Table arp tollgate's one rule drops ARP from pods: short of its iifname match, all ARP. */
@@ -424,6 +611,7 @@ int main(void)
 		cmocka_unit_test(t_rules_fail_whole_on_allocation_failure),
 		cmocka_unit_test(t_arp_rule_fails_whole_on_allocation_failure),
 		cmocka_unit_test(t_service_port_rules),
+		cmocka_unit_test(t_download_class_rule),
 		cmocka_unit_test(t_spoofed_names_round_trip),
 		cmocka_unit_test(t_ranges_have),
 		cmocka_unit_test(t_refused_names_round_trip),

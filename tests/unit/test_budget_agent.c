@@ -4,10 +4,10 @@
  * agent/lease_guard.c), against a fake kernel and a fake allocator cut in
  * at link time (shaper/'s class reads and ceils, the netlink socket, the
  * HTTP client): a namespace's uploads are its class on tollgate-inet, its
- * downloads the class of the same minor on tollgate-inet-in; each is read,
+ * downloads the class of the same minor on tollgate-inetdl; each is read,
  * reported, granted, set, lowered by the lease guard, kept in budgets.json
  * and shown on /metrics as a budget of its own, and a download grant never
- * touches the uploads' class. A node without tollgate-inet-in (or a class
+ * touches the uploads' class. A node without tollgate-inetdl (or a class
  * gone) reports and sets nothing there.
  */
 #include <errno.h>
@@ -53,7 +53,7 @@ struct fclass {
 };
 
 static struct fkernel {
-	bool inet_in; /* tollgate-inet-in exists */
+	bool inet_in; /* tollgate-inetdl exists */
 	struct fclass cls[2][CLASSES];
 	size_t n[2];
 	unsigned sets[2]; /* ceils changed on each */
@@ -243,10 +243,10 @@ static void pod(struct ipam_attachment *att, const char *id, uint32_t ip, const 
 					 .budget_in_fallback_bps = in_tree ? 10 * MB : 0,
 					 .ns_class = ns_class,
 					 .pod_class = pod_class,
-					 .inet_in_tree = in_tree };
+					 .inet_in_mark = in_tree ? 0x10000 : 0 };
 }
 
-/* datasets: two pods, downloads on tollgate-inet-in; web: one, downloads not there yet. */
+/* datasets: two pods, downloads on tollgate-inetdl; web: one, downloads not there yet. */
 static void store_write(struct fx *f)
 {
 	struct ipam_attachment att[3];
@@ -378,7 +378,7 @@ static void answer(struct agent *a, const char *body, int64_t now_ms)
 /*
  * From the store: datasets in both directions (one class minor, its caps
  * per direction), web's uploads alone (its downloads are not on
- * tollgate-inet-in yet, whatever the policy).
+ * tollgate-inetdl yet, whatever the policy).
  */
 static void t_namespaces_per_direction(void **state)
 {
@@ -468,7 +468,7 @@ static void t_counters_and_report(void **state)
 
 /*
  * An answer's grants, each to its direction's class: the downloads' on
- * tollgate-inet-in, the uploads' on tollgate-inet; a later answer that
+ * tollgate-inetdl, the uploads' on tollgate-inet; a later answer that
  * moves the download grant alone changes nothing on tollgate-inet; a
  * grant over the policy's download budget or the namespace's download
  * cap is held to them.
@@ -614,7 +614,7 @@ static void t_budgets_json_per_direction(void **state)
 }
 
 /*
- * No tollgate-inet-in on the node (before its tree is declared): the
+ * No tollgate-inetdl on the node (before its tree is declared): the
  * downloads' entries have no class present, are neither reported nor set,
  * and nothing fails; the uploads go on. A download class gone between
  * the dump and the change (-ENOENT) is a missing class, not a failure.
@@ -718,7 +718,7 @@ static void t_metrics_carry_direction(void **state)
 
 /*
  * The lease guard lowers each lease on its own direction's IFB; one on a
- * node without tollgate-inet-in is neither a lowering nor a failure.
+ * node without tollgate-inetdl is neither a lowering nor a failure.
  */
 static void t_lease_guard_per_direction(void **state)
 {
@@ -744,7 +744,7 @@ static void t_lease_guard_per_direction(void **state)
 	assert_int_equal(fclass_find(0, NS_CLASS)->ceil_bps, 3 * MB * 8);
 	assert_int_equal(fclass_find(1, NS_CLASS)->ceil_bps, 7 * MB * 8);
 
-	/* without tollgate-inet-in: the upload's lowered, the download's nothing */
+	/* without tollgate-inetdl: the upload's lowered, the download's nothing */
 	K.inet_in = false;
 	e[0].after = 2 * MB;
 	e[1].after = 1 * MB;
@@ -781,7 +781,7 @@ int main(void)
 			 t_grants_to_their_trees, setup, teardown, NULL);
 	add_test_fixture("budgets.json keeps each budget's direction and reads back",
 			 t_budgets_json_per_direction, setup, teardown, NULL);
-	add_test_fixture("without tollgate-inet-in the downloads are neither reported nor set",
+	add_test_fixture("without tollgate-inetdl the downloads are neither reported nor set",
 			 t_missing_download_tree, setup, teardown, NULL);
 	add_test_fixture("stopping lowers the granted budgets of both directions",
 			 t_stop_lowers_both_directions, setup, teardown, NULL);

@@ -97,7 +97,8 @@ static void t_shaping_parsed(void **state)
 		",\"shaping\":{\"internetEgress\":{\"node\":\"10G\","
 		"\"namespaceDefault\":\"2G\",\"podDefault\":1000000000,"
 		"\"namespaces\":{\"datasets\":\"5G\"}},"
-		"\"internetIngress\":{\"podDefault\":\"500M\",\"namespaces\":{\"datasets\":\"2G\"}},"
+		"\"internetIngress\":{\"node\":\"20G\",\"namespaceDefault\":\"4G\","
+		"\"podDefault\":\"500M\",\"namespaces\":{\"datasets\":\"2G\"}},"
 		"\"queueLatencyMs\":15}}";
 	struct node_config cfg;
 	struct tg_err e;
@@ -109,15 +110,22 @@ static void t_shaping_parsed(void **state)
 	assert_int_equal(cfg.shaping.ns_egress_default, 2000000000ULL);
 	assert_int_equal(cfg.shaping.pod_egress_default, 1000000000ULL);
 	assert_int_equal(cfg.shaping.pod_ingress_default, 500000000ULL);
+	assert_int_equal(cfg.shaping.ns_ingress_default, 4000000000ULL);
+	assert_int_equal(cfg.shaping.node_ingress, 20000000000ULL);
 	assert_int_equal(cfg.shaping.queue_ms, 15);
 	/* The namespace override wins over the default; other namespaces get the default. */
 	node_shaping_request(&cfg, "datasets", &s);
 	assert_int_equal(s.ns_egress_bps, 5000000000ULL);
-	assert_int_equal(s.inet_ingress_bps, 2000000000ULL);
+	/* Downloads nest like uploads: the namespace's entry caps its pods together. */
+	assert_int_equal(s.ns_ingress_bps, 2000000000ULL);
+	assert_int_equal(s.inet_ingress_bps, 500000000ULL);
+	assert_int_equal(s.node_ingress_bps, 20000000000ULL);
+	assert_int_equal(s.inet_in_mark, 0x10000);
 	assert_int_equal(s.inet_egress_bps, 1000000000ULL);
 	assert_int_equal(s.node_egress_bps, 10000000000ULL);
 	node_shaping_request(&cfg, "research", &s);
 	assert_int_equal(s.ns_egress_bps, 2000000000ULL);
+	assert_int_equal(s.ns_ingress_bps, 4000000000ULL);
 	assert_int_equal(s.inet_ingress_bps, 500000000ULL);
 	node_config_free(&cfg);
 }
@@ -220,7 +228,8 @@ static void t_annotations_only_lower(void **state)
 	/* Above the caps: the pod is shaped as without the annotation. */
 	resolve_with(CAPS_5M, "32G", "32G", "datasets", &s);
 	assert_int_equal(s.inet_egress_bps, 5000000ULL);
-	assert_int_equal(s.inet_ingress_bps, 5000000ULL);
+	assert_int_equal(s.inet_ingress_bps, 8000000ULL); /* its own; the namespace's 5M above */
+	assert_int_equal(s.ns_ingress_bps, 5000000ULL);
 	assert_int_equal(s.annot_inet_egress, 32000000000ULL);
 	eg = shaping_inet_egress_source(&s);
 	in = shaping_inet_ingress_source(&s);
@@ -250,10 +259,11 @@ static void t_annotations_only_lower(void **state)
 	assert_true(shaping_inet_egress_source(&s).annotation);
 	assert_true(shaping_inet_ingress_source(&s).annotation);
 
-	/* No annotation: the config; the namespace's internetIngress entry, else podDefault. */
+	/* No annotation: the config; podDefault under the namespace's internetIngress entry. */
 	resolve_with(CAPS_5M, "", "", "datasets", &s);
 	assert_int_equal(s.inet_egress_bps, 5000000ULL);
-	assert_int_equal(s.inet_ingress_bps, 5000000ULL);
+	assert_int_equal(s.inet_ingress_bps, 8000000ULL);
+	assert_int_equal(shaping_inet_ingress_source(&s).cap_bps, 5000000ULL);
 	eg = shaping_inet_egress_source(&s);
 	assert_false(eg.annotation);
 	assert_false(eg.ignored);
@@ -264,7 +274,7 @@ static void t_annotations_only_lower(void **state)
 
 	/* The namespace's ingress entry (5M) bounds, not podDefault (8M). */
 	resolve_with(CAPS_5M, "", "6M", "datasets", &s);
-	assert_int_equal(s.inet_ingress_bps, 5000000ULL);
+	assert_int_equal(s.inet_ingress_bps, 8000000ULL);
 	assert_true(shaping_inet_ingress_source(&s).ignored);
 	resolve_with(CAPS_5M, "", "6M", "research", &s);
 	assert_int_equal(s.inet_ingress_bps, 6000000ULL);
@@ -332,7 +342,8 @@ static void t_annotations_reshape(void **state)
 	node_shaping_resolve(&cfg, "datasets", &s);
 	node_config_free(&cfg);
 	assert_int_equal(s.inet_egress_bps, 5000000ULL);
-	assert_int_equal(s.inet_ingress_bps, 5000000ULL);
+	assert_int_equal(s.inet_ingress_bps, 8000000ULL);
+	assert_int_equal(s.ns_ingress_bps, 5000000ULL);
 	assert_int_equal(s.annot_inet_egress, 32000000000ULL);
 	assert_int_equal(s.pod_class, 0x800);
 	assert_true(shaping_inet_egress_source(&s).ignored);
