@@ -257,6 +257,11 @@ $(BUILD)/tests/unit_test_store: UNIT_EXTRA_LIBS := -Wl,--wrap=fsync -Wl,--wrap=r
 $(BUILD)/tests/unit_test_install: UNIT_EXTRA_LIBS := -Wl,--wrap=fsync -Wl,--wrap=rename
 # ... and of a file replaced whole (lib/replace.h: state.json, budgets.json).
 $(BUILD)/tests/unit_test_replace: UNIT_EXTRA_LIBS := -Wl,--wrap=fsync -Wl,--wrap=rename
+# A node's budgets against a fake kernel and allocator: shaper/'s reads and ceils,
+# the netlink socket and the HTTP client cut at link time.
+$(BUILD)/tests/unit_test_budget_agent: UNIT_EXTRA_LIBS := $(foreach f,tg_nl_route_open \
+	shaper_inet_ifindex shaper_inet_in_ifindex shaper_dump_classes shaper_ns_set_ceil \
+	httpc_set_tls httpc_busy httpc_post httpc_take httpc_free,-Wl,--wrap=$(f))
 # auth/ is the allocator's, outside TEST_OBJ: its test links it and its libraries.
 $(BUILD)/tests/unit_test_auth: $(OBJ_auth)
 $(BUILD)/tests/unit_test_auth: UNIT_EXTRA_LIBS = $(AUTH_LIBS)

@@ -72,10 +72,15 @@ struct agent_counted_ns {
 	int64_t empty_since_ms;
 };
 
-/* One budgeted namespace with pods on this node (agent/grants_*.c). */
+/*
+ * One budget of a namespace with pods on this node (agent/grants_*.c): its
+ * uploads (its class on tollgate-inet) or its downloads (the class of the
+ * same minor on tollgate-inetdl), each direction an entry of its own.
+ */
 struct agent_budget_ns {
 	char ns[BUDGET_NS_MAX + 1];
-	uint16_t ns_class; /* its class on tollgate-inet */
+	enum budget_dir dir;
+	uint16_t ns_class; /* its class's minor on its direction's IFB */
 	uint32_t pods;
 	uint64_t limit; /* bytes/s: its own caps on this node */
 	enum budget_state state;

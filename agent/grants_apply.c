@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 /*
  * The kernel's side of a node's cluster budgets (agent/internal.h): the
- * budgeted namespaces' classes on tollgate-inet read (one dump), for a
- * report's counters or a look between reports, and each class's ceil put
- * where its state says (one netlink change per change, no pod touched).
- * The ceil of each state is budget/'s.
+ * budgeted namespaces' classes read (one dump per direction: uploads on
+ * tollgate-inet, downloads on tollgate-inetdl, the same minors on both),
+ * for a report's counters or a look between reports, and each class's ceil
+ * put where its state says (one netlink change per change, no pod
+ * touched). The ceil of each state is budget/'s. A direction whose IFB is
+ * missing (not declared yet, or a node without a download tree) has no
+ * class present: it is neither reported nor set, as a missing class.
  */
+#include <errno.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -65,12 +69,23 @@ static uint64_t wanted_ceil(const struct agent *a, const struct agent_budget_ns 
 	return budget_node_ceil(n->state, n->grant, n->safe_share, fallback, n->limit);
 }
 
+int agent_budgets_ifindex(struct nl_sock *sk, enum budget_dir dir)
+{
+	return dir == BUDGET_INGRESS ? shaper_inet_in_ifindex(sk) : shaper_inet_ifindex(sk);
+}
+
+static const char *dir_ifb(enum budget_dir dir)
+{
+	return dir == BUDGET_INGRESS ? SHAPER_INET_IN_IFB : SHAPER_INET_IFB;
+}
+
 struct class_read {
 	struct agent_budgets *b;
+	enum budget_dir dir; /* the IFB dumped */
 	int64_t now_ms;
 };
 
-/* One class of tollgate-inet's dump: a budgeted namespace's counters and ceil. */
+/* One class of a direction's IFB: a budgeted namespace's counters and ceil. */
 static void on_class(const struct shaper_stats *st, void *arg)
 {
 	struct class_read *cr = arg;
@@ -78,6 +93,8 @@ static void on_class(const struct shaper_stats *st, void *arg)
 	for (size_t i = 0; i < cr->b->n; i++) {
 		struct agent_budget_ns *n = &cr->b->ns[i];
 
+		if (n->dir != cr->dir)
+			continue;
 		if (st->parent == (uint32_t)TC_HANDLE(1, n->ns_class)) {
 			/* one of its pods' classes */
 			n->backlog += st->backlog;
@@ -119,6 +136,7 @@ static void on_class(const struct shaper_stats *st, void *arg)
 
 struct probe_read {
 	struct agent_budgets *b;
+	enum budget_dir dir;
 	int64_t now_ms;
 	uint64_t *backlog; /* per namespace, of its pods' classes */
 	uint64_t *sent;
@@ -132,6 +150,8 @@ static void on_probe(const struct shaper_stats *st, void *arg)
 	for (size_t i = 0; i < pr->b->n; i++) {
 		struct agent_budget_ns *n = &pr->b->ns[i];
 
+		if (n->dir != pr->dir)
+			continue;
 		if (st->parent == (uint32_t)TC_HANDLE(1, n->ns_class))
 			pr->backlog[i] += st->backlog;
 		if (st->classid != (uint32_t)TC_HANDLE(1, n->ns_class) || !n->counted)
@@ -174,16 +194,19 @@ bool agent_budgets_probe_flipped(struct agent *a, int64_t now_ms)
 				 .sent = sent,
 				 .interval = interval };
 	bool flipped = false;
-	int ifb;
 
 	if (b->n > BUDGET_PER_REPORT_MAX || budget_sock(b, &sk) < 0)
 		return false;
-	ifb = shaper_inet_ifindex(sk);
-	if (!ifb)
-		return false;
-	if (shaper_dump_classes(sk, ifb, on_probe, &pr) < 0) {
-		budget_sock_drop(b);
-		return false;
+	for (int d = 0; d < BUDGET_DIRS; d++) {
+		int ifb = agent_budgets_ifindex(sk, (enum budget_dir)d);
+
+		pr.dir = (enum budget_dir)d;
+		if (!ifb)
+			continue;
+		if (shaper_dump_classes(sk, ifb, on_probe, &pr) < 0) {
+			budget_sock_drop(b);
+			return false;
+		}
 	}
 	for (size_t i = 0; i < b->n; i++) {
 		const struct agent_budget_ns *n = &b->ns[i];
@@ -201,40 +224,35 @@ bool agent_budgets_probe_flipped(struct agent *a, int64_t now_ms)
 }
 
 /*
- * Each class's ceil to what its state asks for: one change where it
- * differs. When the lease guard lowered a class since the last look, what
- * the loop believes of the ceils is stale (a renewal that crossed it would
- * look applied): every class is put again.
+ * Each class of one direction's IFB (ifindex ifb) to what its state asks
+ * for: one change where it differs. A class gone since the dump (-ENOENT)
+ * is a missing class: its namespace's next pod makes it.
  */
-static void apply_ceils(struct agent *a, struct nl_sock *sk, int ifb, int64_t now_ms,
-			struct agent_notes *notes)
+static void apply_ceils(struct agent *a, struct nl_sock *sk, enum budget_dir dir, int ifb,
+			int64_t now_ms, struct agent_notes *notes)
 {
 	struct agent_budgets *b = &a->budgets;
 	int mtu = a->cfg.mtu ? a->cfg.mtu : 1500;
-	uint64_t fired, failed;
-
-	lease_guard_counts(b->guard, &fired, &failed);
-	if (fired != b->guard_fired) {
-		b->guard_fired = fired;
-		for (size_t i = 0; i < b->n; i++)
-			b->ns[i].kernel_ceil = 0;
-	}
 
 	for (size_t i = 0; i < b->n; i++) {
 		struct agent_budget_ns *n = &b->ns[i];
 		uint64_t want = wanted_ceil(a, n, now_ms);
 		int r;
 
-		if (!n->present || n->kernel_ceil == want)
+		if (n->dir != dir || !n->present || n->kernel_ceil == want)
 			continue;
 		r = shaper_ns_set_ceil(sk, ifb, n->ns_class, want * 8, mtu);
+		if (r == -ENOENT) {
+			n->present = false;
+			continue;
+		}
 		if (r < 0) {
 			b->ceil_failures++;
 			agent_note(notes,
 				   "msg=\"budget: setting a namespace's ceil failed\" namespace=%s "
-				   "ceil_bytes_per_second=%llu err=%s",
-				   LOGFMT_Q(n->ns), (unsigned long long)want,
-				   LOGFMT_Q(strerror(-r)));
+				   "direction=%s ceil_bytes_per_second=%llu err=%s",
+				   LOGFMT_Q(n->ns), budget_dir_names[n->dir],
+				   (unsigned long long)want, LOGFMT_Q(strerror(-r)));
 			continue;
 		}
 		n->kernel_ceil = want;
@@ -250,30 +268,49 @@ int agent_budgets_read_and_apply(struct agent *a, bool with_counters, int64_t no
 	struct agent_budgets *b = &a->budgets;
 	struct nl_sock *sk;
 	struct class_read cr = { .b = b, .now_ms = now_ms };
-	int ifb, r = budget_sock(b, &sk);
+	uint64_t fired, failed;
+	int r = budget_sock(b, &sk);
 
 	if (r < 0)
 		return tg_fail(e, CNI_ERR_IO, r, "netlink: %s", strerror(-r));
-	ifb = shaper_inet_ifindex(sk);
-	if (!ifb)
-		return 0; /* no tollgate-inet yet: the declaration makes it */
-	if (with_counters) {
+	/*
+	 * When the lease guard lowered a class since the last look, what the
+	 * loop believes of the ceils is stale (a renewal that crossed it would
+	 * look applied): every class is put again.
+	 */
+	lease_guard_counts(b->guard, &fired, &failed);
+	if (fired != b->guard_fired) {
+		b->guard_fired = fired;
+		for (size_t i = 0; i < b->n; i++)
+			b->ns[i].kernel_ceil = 0;
+	}
+	if (with_counters)
 		for (size_t i = 0; i < b->n; i++) {
 			b->ns[i].present = false;
 			b->ns[i].backlog = 0;
 			b->ns[i].floor = 0;
 		}
-		r = shaper_dump_classes(sk, ifb, on_class, &cr);
-		if (r < 0) {
-			budget_sock_drop(b);
-			return tg_fail(e, CNI_ERR_IO, r, "reading the classes of %s: %s",
-				       SHAPER_INET_IFB, strerror(-r));
+	for (int d = 0; d < BUDGET_DIRS; d++) {
+		enum budget_dir dir = (enum budget_dir)d;
+		int ifb = agent_budgets_ifindex(sk, dir);
+
+		if (!ifb)
+			continue; /* no such IFB yet: the declaration makes it */
+		if (with_counters) {
+			cr.dir = dir;
+			r = shaper_dump_classes(sk, ifb, on_class, &cr);
+			if (r < 0) {
+				budget_sock_drop(b);
+				return tg_fail(e, CNI_ERR_IO, r, "reading the classes of %s: %s",
+					       dir_ifb(dir), strerror(-r));
+			}
+			for (size_t i = 0; i < b->n; i++)
+				if (b->ns[i].dir == dir &&
+				    backlogged(&b->ns[i], b->ns[i].backlog, b->ns[i].sent,
+					       b->ns[i].interval_ms))
+					b->ns[i].saturated = true;
 		}
-		for (size_t i = 0; i < b->n; i++)
-			if (backlogged(&b->ns[i], b->ns[i].backlog, b->ns[i].sent,
-				       b->ns[i].interval_ms))
-				b->ns[i].saturated = true;
+		apply_ceils(a, sk, dir, ifb, now_ms, notes);
 	}
-	apply_ceils(a, sk, ifb, now_ms, notes);
 	return 0;
 }

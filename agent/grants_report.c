@@ -2,7 +2,8 @@
 /*
  * A node's side of cluster budgets (agent.h): every reportSeconds (+-10 %)
  * it reads its budgeted namespaces from the store (grants_store.c) and
- * their classes on tollgate-inet from the kernel (grants_apply.c), ages
+ * their classes from the kernel (grants_apply.c: uploads on tollgate-inet,
+ * downloads on tollgate-inetdl, each (namespace, direction) a budget), ages
  * leases, puts each class's ceil where its state says, and reports to the
  * allocator; an answer's grants are applied the moment it arrives. The
  * arithmetic (the ceil of each state, the wire format) is budget/'s.
@@ -114,7 +115,7 @@ static int build_report(struct agent *a, char **ret, size_t *ret_len)
 {
 	struct agent_budgets *b = &a->budgets;
 	struct budget_usage use[BUDGET_PER_REPORT_MAX];
-	struct budget_report rep = { .seq = ++b->seq, .use = use };
+	struct budget_report rep = { .seq = ++b->seq, .directions = true, .use = use };
 
 	snprintf(rep.node, sizeof(rep.node), "%s", a->opt.node_name);
 	memcpy(rep.policy, b->heard.id, sizeof(rep.policy));
@@ -122,7 +123,8 @@ static int build_report(struct agent *a, char **ret, size_t *ret_len)
 		const struct agent_budget_ns *n = &b->ns[i];
 
 		if (n->leaving) {
-			use[rep.n] = (struct budget_usage){ .state = BUDGET_FALLBACK };
+			use[rep.n] =
+				(struct budget_usage){ .dir = n->dir, .state = BUDGET_FALLBACK };
 			snprintf(use[rep.n].ns, sizeof(use[rep.n].ns), "%s", n->ns);
 			rep.n++;
 			continue;
@@ -130,6 +132,7 @@ static int build_report(struct agent *a, char **ret, size_t *ret_len)
 		if (!n->present)
 			continue;
 		use[rep.n] = (struct budget_usage){
+			.dir = n->dir,
 			.sent_bytes = n->sent,
 			.interval_ms = n->interval_ms,
 			.saturated = n->saturated,
@@ -164,6 +167,7 @@ static void guard_leases(struct agent *a)
 			continue;
 		e[k++] = (struct lease_guard_entry){
 			.ns_class = n->ns_class,
+			.dir = n->dir,
 			.until_ms = n->lease_until_ms,
 			.after = budget_node_ceil(BUDGET_LEASE_EXPIRED, n->grant, n->safe_share, 0,
 						  n->limit),
@@ -446,7 +450,7 @@ void agent_budgets_answer(struct agent *a, int64_t now_ms, struct agent_notes *n
 			b->next_ms = soon;
 	}
 	for (size_t i = 0; i < ans.n; i++) {
-		struct agent_budget_ns *n = agent_budgets_find_ns(b, ans.g[i].ns);
+		struct agent_budget_ns *n = agent_budgets_find_ns(b, ans.g[i].ns, ans.g[i].dir);
 		const struct budget_def *def;
 
 		if (!n || n->leaving)
@@ -455,7 +459,7 @@ void agent_budgets_answer(struct agent *a, int64_t now_ms, struct agent_notes *n
 		n->state = BUDGET_GRANTED;
 		n->grant = ans.g[i].grant;
 		/* never more than the whole budget of the policy held */
-		def = budget_set_find(&b->heard, n->ns);
+		def = budget_set_find(&b->heard, n->ns, n->dir);
 		if (def && n->grant > def->budget)
 			n->grant = def->budget;
 		n->safe_share = ans.g[i].safe_share;
@@ -498,8 +502,8 @@ void agent_budgets_stop(struct agent *a, int64_t now_ms, struct agent_notes *not
 			   LOGFMT_Q(e.msg));
 	else
 		agent_note(notes,
-			   "msg=\"budget: stopping; granted namespaces lowered to their safe "
-			   "share\" namespaces=%zu",
+			   "msg=\"budget: stopping; granted budgets lowered to their safe "
+			   "share\" budgets=%zu",
 			   lowered);
 	agent_budgets_save_state(a, now_ms);
 }
@@ -527,25 +531,33 @@ void agent_budgets_render(const struct agent *a, struct expo *x)
 	if (!agent_budgets_enabled(a))
 		return;
 	expo_family(x, grant, "gauge",
-		    "The grant this node holds of its namespace's cluster budget (0: none yet).");
+		    "The grant this node holds of its namespace's cluster budget in one direction "
+		    "(egress: uploads, ingress: downloads; 0: none yet).");
 	for (size_t i = 0; i < b->n; i++)
-		expo_sample_u64(x, grant, (const char *const[]){ "namespace", b->ns[i].ns, NULL },
+		expo_sample_u64(x, grant,
+				(const char *const[]){ "namespace", b->ns[i].ns, "direction",
+						       budget_dir_names[b->ns[i].dir], NULL },
 				b->ns[i].grant);
 	expo_family(
 		x, ceil, "gauge",
-		"The ceil in force on the namespace's internet class: the grant, the safe share "
-		"after a lease ran out, or the fallback.");
+		"The ceil in force on the namespace's internet class in one direction (on "
+		"tollgate-inet or tollgate-inetdl): the grant, the safe share after a lease ran "
+		"out, or the fallback.");
 	for (size_t i = 0; i < b->n; i++)
-		expo_sample_u64(x, ceil, (const char *const[]){ "namespace", b->ns[i].ns, NULL },
+		expo_sample_u64(x, ceil,
+				(const char *const[]){ "namespace", b->ns[i].ns, "direction",
+						       budget_dir_names[b->ns[i].dir], NULL },
 				b->ns[i].kernel_ceil);
 	expo_family(x, state, "gauge",
-		    "1 for the state each budgeted namespace is in on this node.");
+		    "1 for the state each budgeted namespace's direction is in on this node.");
 	for (size_t i = 0; i < b->n; i++)
 		for (int s = 0; s < BUDGET_STATES; s++)
-			expo_sample_u64(x, state,
-					(const char *const[]){ "namespace", b->ns[i].ns, "state",
-							       budget_state_names[s], NULL },
-					b->ns[i].state == (enum budget_state)s);
+			expo_sample_u64(
+				x, state,
+				(const char *const[]){ "namespace", b->ns[i].ns, "direction",
+						       budget_dir_names[b->ns[i].dir], "state",
+						       budget_state_names[s], NULL },
+				b->ns[i].state == (enum budget_state)s);
 	expo_family(x, "tollgate_budget_reports_total", "counter",
 		    "Reports to the allocator, by result (error: no answer, an HTTP error, or an "
 		    "answer refused; redirected: a replica that does not lead named the leader; "

@@ -24,17 +24,19 @@
 #include "lib/util.h"
 #include "shaper/shaper.h"
 
-struct agent_budget_ns *agent_budgets_find_ns(struct agent_budgets *b, const char *ns)
+struct agent_budget_ns *agent_budgets_find_ns(struct agent_budgets *b, const char *ns,
+					      enum budget_dir dir)
 {
 	for (size_t i = 0; i < b->n; i++)
-		if (strcmp(b->ns[i].ns, ns) == 0)
+		if (b->ns[i].dir == dir && strcmp(b->ns[i].ns, ns) == 0)
 			return &b->ns[i];
 	return NULL;
 }
 
-static struct agent_budget_ns *add_ns(struct agent_budgets *b, const char *ns, int64_t now_ms)
+static struct agent_budget_ns *add_ns(struct agent_budgets *b, const char *ns, enum budget_dir dir,
+				      int64_t now_ms)
 {
-	struct agent_budget_ns *n = agent_budgets_find_ns(b, ns), *grown;
+	struct agent_budget_ns *n = agent_budgets_find_ns(b, ns, dir), *grown;
 
 	if (n)
 		return n;
@@ -48,16 +50,46 @@ static struct agent_budget_ns *add_ns(struct agent_budgets *b, const char *ns, i
 		b->cap = cap;
 	}
 	n = &b->ns[b->n++];
-	*n = (struct agent_budget_ns){ .state = BUDGET_FALLBACK, .fallback_since_ms = now_ms };
+	*n = (struct agent_budget_ns){ .dir = dir,
+				       .state = BUDGET_FALLBACK,
+				       .fallback_since_ms = now_ms };
 	snprintf(n->ns, sizeof(n->ns), "%s", ns);
 	return n;
 }
 
 /*
- * The budgeted namespaces that have pods on this node, from the store: each
- * one's class, pods and own caps; read again only when the store was
- * replaced or the config changed. Namespaces gone from the node (or from
- * the config's budgets) are dropped.
+ * The pod's namespace class in one direction when that direction is under
+ * a budget, else 0; *ret_limit its own caps there, bytes/s. Uploads: its
+ * class on tollgate-inet. Downloads: the class of the same minor on
+ * tollgate-inetdl, once its record says its downloads are shaped there.
+ */
+static uint16_t budgeted_class(const struct agent *a, const struct ipam_attachment *att,
+			       enum budget_dir dir, uint64_t *ret_limit)
+{
+	const struct shaping *s = &att->shaping;
+	uint64_t cap;
+
+	/* by the policy in force, not the pod's record, which a reshape brings after */
+	if (!s->ns_class || !node_config_budgeted(&a->cfg, att->k8s_namespace, dir))
+		return 0;
+	if (dir == BUDGET_EGRESS) {
+		if (!shaping_inet_egress(s))
+			return 0;
+		cap = shaping_min_cap(s->ns_egress_bps, s->node_egress_bps);
+	} else {
+		if (!shaping_inet_ingress(s))
+			return 0;
+		cap = shaping_min_cap(s->ns_ingress_bps, s->node_ingress_bps);
+	}
+	*ret_limit = (cap ? cap : SHAPER_LINE_BPS) / 8;
+	return s->ns_class;
+}
+
+/*
+ * The budgets of namespaces that have pods on this node, from the store:
+ * each one's class, pods and own caps, per direction; read again only when
+ * the store was replaced or the config changed. Budgets gone from the node
+ * (or from the policy) are dropped.
  */
 int agent_budgets_refresh_namespaces(struct agent *a, int64_t now_ms, struct tg_err *e)
 {
@@ -94,24 +126,24 @@ int agent_budgets_refresh_namespaces(struct agent *a, int64_t now_ms, struct tg_
 	}
 	for (size_t i = 0; i < st.n_att; i++) {
 		const struct ipam_attachment *att = &st.att[i];
-		const struct shaping *s = &att->shaping;
-		struct agent_budget_ns *n;
-		uint64_t cap;
 
-		/* by the policy in force, not the pod's record, which a reshape brings after */
-		if (!shaping_inet_egress(s) || !s->ns_class ||
-		    !node_config_budgeted(&a->cfg, att->k8s_namespace))
-			continue;
-		n = add_ns(b, att->k8s_namespace, now_ms);
-		if (!n) {
-			ipam_state_free(&st);
-			b->store.looked = false;
-			return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+		for (int d = 0; d < BUDGET_DIRS; d++) {
+			struct agent_budget_ns *n;
+			uint64_t limit = 0;
+			uint16_t cls = budgeted_class(a, att, (enum budget_dir)d, &limit);
+
+			if (!cls)
+				continue;
+			n = add_ns(b, att->k8s_namespace, (enum budget_dir)d, now_ms);
+			if (!n) {
+				ipam_state_free(&st);
+				b->store.looked = false;
+				return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+			}
+			n->ns_class = cls;
+			n->pods++;
+			n->limit = limit;
 		}
-		n->ns_class = s->ns_class;
-		n->pods++;
-		cap = shaping_min_cap(s->ns_egress_bps, s->node_egress_bps);
-		n->limit = (cap ? cap : SHAPER_LINE_BPS) / 8;
 	}
 	ipam_state_free(&st);
 	/*
@@ -126,7 +158,7 @@ int agent_budgets_refresh_namespaces(struct agent *a, int64_t now_ms, struct tg_
 		if (n->pods == 0 && n->leaving)
 			continue; /* said: gone */
 		/* its budget is gone: its class is the namespace's own again (the reshape's) */
-		if (n->pods == 0 && !node_config_budgeted(&a->cfg, n->ns))
+		if (n->pods == 0 && !node_config_budgeted(&a->cfg, n->ns, n->dir))
 			continue;
 		if (n->pods == 0 && !n->leaving) {
 			n->leaving = true;
@@ -200,6 +232,7 @@ void agent_budgets_save_state(struct agent *a, int64_t now_ms)
 		json_object *e = json_object_new_object();
 
 		jx_add(e, "namespace", json_object_new_string(n->ns));
+		jx_add(e, "direction", json_object_new_string(budget_dir_names[n->dir]));
 		jx_add(e, "state", json_object_new_string(budget_state_names[n->state]));
 		jx_add(e, "grant", json_object_new_int64((int64_t)n->grant));
 		jx_add(e, "safeShare", json_object_new_int64((int64_t)n->safe_share));
@@ -250,18 +283,25 @@ void agent_budgets_restore_state(struct agent *a, int64_t now_ms)
 	for (size_t i = 0; i < json_object_array_length(arr); i++) {
 		json_object *e = json_object_array_get_idx(arr, i), *f;
 		const char *ns, *state;
+		enum budget_dir bdir = BUDGET_EGRESS;
 		struct agent_budget_ns *n;
 
 		if (!json_object_object_get_ex(e, "namespace", &f) ||
 		    !json_object_is_type(f, json_type_string))
 			continue;
 		ns = json_object_get_string(f);
-		if (strlen(ns) > BUDGET_NS_MAX || !node_config_budgeted(&a->cfg, ns))
+		/* a file from before directions holds uploads only */
+		if (json_object_object_get_ex(e, "direction", &f) &&
+		    (!json_object_is_type(f, json_type_string) ||
+		     budget_dir_parse(json_object_get_string(f),
+				      (size_t)json_object_get_string_len(f), &bdir) < 0))
+			continue;
+		if (strlen(ns) > BUDGET_NS_MAX || !node_config_budgeted(&a->cfg, ns, bdir))
 			continue;
 		if (!json_object_object_get_ex(e, "state", &f))
 			continue;
 		state = json_object_get_string(f);
-		n = add_ns(b, ns, now_ms);
+		n = add_ns(b, ns, bdir, now_ms);
 		if (!n)
 			return;
 		n->state = BUDGET_FALLBACK;

@@ -63,8 +63,11 @@ void agent_usage(FILE *f);
  * budgets.json) and grants_apply.c (the classes read, the ceils applied) ----
  */
 
-/* The namespace's entry, or NULL. */
-struct agent_budget_ns *agent_budgets_find_ns(struct agent_budgets *b, const char *ns);
+/* The namespace's entry in that direction, or NULL. */
+struct agent_budget_ns *agent_budgets_find_ns(struct agent_budgets *b, const char *ns,
+					      enum budget_dir dir);
+/* The ifindex of a direction's IFB (tollgate-inet, tollgate-inetdl), 0: missing. */
+int agent_budgets_ifindex(struct nl_sock *sk, enum budget_dir dir);
 /* The budgeted namespaces with pods on this node, from the store: 0, or a negative errno with e. */
 int agent_budgets_refresh_namespaces(struct agent *a, int64_t now_ms, struct tg_err *e);
 /* Leases that ran out: min(grant, safe share) from now on. */

@@ -63,8 +63,12 @@ static void lower(struct lease_guard *g, struct nl_sock **sk, const struct lease
 		*sk = NULL;
 		r = -ENOMEM;
 	} else {
-		ifb = shaper_inet_ifindex(*sk);
+		ifb = e->dir == BUDGET_INGRESS ? shaper_inet_in_ifindex(*sk)
+					       : shaper_inet_ifindex(*sk);
 		r = ifb ? shaper_ns_set_ceil(*sk, ifb, e->ns_class, e->after * 8, g->mtu) : -ENODEV;
+		/* a download tree or class that is not there holds nothing to lower */
+		if (e->dir == BUDGET_INGRESS && (r == -ENODEV || r == -ENOENT))
+			return;
 	}
 	if (r < 0 && *sk) {
 		/* what is left unread on it goes with it */

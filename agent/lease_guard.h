@@ -17,10 +17,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "budget/budget.h"
+
 struct lease_guard_entry {
-	uint16_t ns_class; /* on tollgate-inet */
-	int64_t until_ms;  /* CLOCK_BOOTTIME */
-	uint64_t after;	   /* bytes/s: the ceil once it ran out */
+	uint16_t ns_class;   /* on its direction's IFB */
+	enum budget_dir dir; /* egress: tollgate-inet; ingress: tollgate-inetdl */
+	int64_t until_ms;    /* CLOCK_BOOTTIME */
+	uint64_t after;	     /* bytes/s: the ceil once it ran out */
 };
 
 struct lease_guard;
@@ -28,7 +31,7 @@ struct lease_guard;
 /* The thread started (mtu: for the class's burst). 0 or a negative errno. */
 int lease_guard_start(struct lease_guard **ret, int mtu);
 /* The leases that run now, replacing the last ones (at most LEASE_GUARD_MAX). */
-#define LEASE_GUARD_MAX 256
+#define LEASE_GUARD_MAX BUDGET_PER_REPORT_MAX
 void lease_guard_set(struct lease_guard *g, const struct lease_guard_entry *e, size_t n);
 /* Leases it ended, and lowerings that failed (for the metrics). */
 void lease_guard_counts(struct lease_guard *g, uint64_t *ret_fired, uint64_t *ret_failed);

@@ -3,8 +3,8 @@
 #define TG_ALLOCATOR_H
 
 /*
- * tollgate-allocator: splits each namespace's cluster-wide internet budget
- * across the nodes by demand (budget/budget.h does the arithmetic and the
+ * tollgate-allocator: splits each namespace's cluster-wide internet budgets
+ * (uploads and downloads, each its own) across the nodes by demand (budget/budget.h does the arithmetic and the
  * wire format) and answers every node's report with its grants.
  *
  *   tollgate-allocator --config FILE [--listen ADDR:PORT] [--max-connections N]

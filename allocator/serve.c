@@ -213,9 +213,16 @@ static void post(void *cls, const struct http_request *req, struct http_reply *r
 	}
 	r = budget_alloc_report(app->ba, &rep, time_mono_ms(), &ans);
 	ans.epoch = app->elect_on ? (uint64_t)app->term.epoch : 0;
-	/* the policy when the node holds another: borrowed for the text, never freed here */
-	if (strcmp(rep.policy, app->pol.budgets.id) != 0)
-		ans.policy = app->pol.budgets;
+	/*
+	 * the policy when the node holds another: borrowed for the text, never
+	 * freed here; to a node that predates directions, its uploads alone
+	 */
+	{
+		const struct budget_set *p = rep.directions ? &app->pol.budgets : &app->pol.uploads;
+
+		if (strcmp(rep.policy, p->id) != 0)
+			ans.policy = *p;
+	}
 	budget_report_free(&rep);
 	if (r == 0) {
 		r = budget_answer_build(&ans, &text, &tlen);
@@ -251,7 +258,11 @@ static void post(void *cls, const struct http_request *req, struct http_reply *r
 
 /* ---- the metrics page ---- */
 
-/* The per-budget families: one sample per namespace of the config, in its order. */
+/*
+ * The per-budget families: one sample per budget of the config, in its
+ * order, labelled by namespace and direction (egress: uploads, ingress:
+ * downloads; the two are separate budgets and never add up).
+ */
 enum view_field { V_BUDGET, V_GRANTED, V_COMMITTED, V_DEMAND, V_USAGE, V_SAFE_SHARE, V_NODES };
 
 static const struct view_family {
@@ -259,7 +270,9 @@ static const struct view_family {
 	enum view_field field;
 } view_families[] = {
 	{ "tollgate_allocator_budget_bytes_per_second",
-	  "A namespace's cluster-wide internet egress budget (budgets.internetEgress).", V_BUDGET },
+	  "A namespace's cluster-wide internet budget in one direction (the policy's "
+	  "internetEgress: direction egress; internetIngress: direction ingress).",
+	  V_BUDGET },
 	{ "tollgate_allocator_granted_bytes_per_second",
 	  "Sum of the grants last sent to the nodes.", V_GRANTED },
 	{ "tollgate_allocator_committed_bytes_per_second",
@@ -374,7 +387,8 @@ static void render(struct app *app, struct expo *x)
 
 		expo_family(x, vf->name, "gauge", vf->help);
 		for (size_t i = 0; i < n; i++) {
-			const char *const labels[] = { "namespace", app->views[i].ns, NULL };
+			const char *const labels[] = { "namespace", app->views[i].ns, "direction",
+						       budget_dir_names[app->views[i].dir], NULL };
 
 			expo_sample_u64(x, vf->name, labels, view_value(&app->views[i], vf->field));
 		}

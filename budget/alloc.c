@@ -27,7 +27,11 @@
  * nodes that have just joined apply (the config's fallback) before their
  * first report is counted, and rounding.
  *
- * Here: the allocator made, its budgets set by namespace, viewed and
+ * A budget is a (namespace, direction): a namespace's uploads and its
+ * downloads are two budgets with nodes, sums and rounds of their own, and
+ * nothing here looks at a budget's direction but to find it.
+ *
+ * Here: the allocator made, its budgets set by (namespace, direction), viewed and
  * freed. A budget's nodes are in slots.c, a node's report (its demand and
  * grant) in report.c, the round in round.c.
  */
@@ -111,16 +115,22 @@ int budget_alloc_set(struct budget_alloc *a, const struct budget_def *d, size_t 
 
 		memcpy(nb[k].ns, d[k].ns, sizeof(nb[k].ns));
 		nb[k].ns[BUDGET_NS_MAX] = '\0';
+		nb[k].dir = d[k].dir;
 		nb[k].live = nb[k].expired = (struct blist){ NONE, NONE };
-		for (i = ns_home(nb[k].ns, mask); slot[i]; i = (i + 1) & mask)
-			if (strcmp(nb[slot[i] - 1].ns, nb[k].ns) == 0) {
+		if ((unsigned)nb[k].dir >= BUDGET_DIRS) {
+			r = -EINVAL;
+			goto fail;
+		}
+		for (i = ns_home(nb[k].ns, nb[k].dir, mask); slot[i]; i = (i + 1) & mask)
+			if (nb[slot[i] - 1].dir == nb[k].dir &&
+			    strcmp(nb[slot[i] - 1].ns, nb[k].ns) == 0) {
 				r = -EINVAL;
 				goto fail;
 			}
 		slot[i] = (uint32_t)k + 1;
 	}
 	for (k = 0; k < n; k++) {
-		struct bslot *old = find_budget(a, nb[k].ns);
+		struct bslot *old = find_budget(a, nb[k].ns, nb[k].dir);
 
 		if (old) {
 			changed[k] = old->budget != d[k].budget;
@@ -163,6 +173,7 @@ size_t budget_alloc_views(const struct budget_alloc *a, struct budget_view *ret,
 		const struct bslot *b = &a->b[k];
 
 		memcpy(ret[k].ns, b->ns, sizeof(ret[k].ns));
+		ret[k].dir = b->dir;
 		ret[k].budget = b->budget;
 		ret[k].granted = b->granted;
 		ret[k].committed = b->committed + b->phantom;

@@ -3,7 +3,10 @@
 #define TG_BUDGET_H
 
 /*
- * Cluster budgets: one namespace's internet egress capped across every node.
+ * Cluster budgets: one namespace's internet traffic in one direction
+ * (uploads, egress; downloads, ingress) capped across every node. A budget
+ * is keyed by (namespace, direction): the two directions of one namespace
+ * are two budgets, allocated independently.
  * This module is the one place that knows the wire format (/v1/ reports and
  * their answers) and the allocation arithmetic; tollgate-allocator and
  * tollgate-agent both call it, neither reimplements it. Pure: no I/O, no
@@ -15,21 +18,39 @@
  * /v1/report, and the answer carries its grants:
  *
  *   report {"version":1,"node":"n1","seq":42,"policy":"5f0c2a9e81d3b447",
+ *           "directions":true,
  *           "budgets":[{"namespace":"datasets","sentBytes":1250000,
  *                       "intervalMs":1000,"saturated":true,"applied":1250000,
  *                       "limit":125000000,"state":"granted","pods":3,
- *                       "safeShare":900000,"nodes":6}]}
+ *                       "safeShare":900000,"nodes":6},
+ *                      {"namespace":"datasets","direction":"ingress",
+ *                       "sentBytes":5000000,...}]}
  *   answer {"version":1,"leaseMs":10000,"nextReportMs":260,
  *           "grants":[{"namespace":"datasets","grant":1500000,
- *                      "safeShare":900000,"nodes":6}],
+ *                      "safeShare":900000,"nodes":6},
+ *                     {"namespace":"datasets","direction":"ingress",
+ *                      "grant":4000000,"safeShare":3000000,"nodes":6}],
  *           "policy":{"id":"5f0c2a9e81d3b447",
  *                     "namespaces":[{"namespace":"datasets",
- *                                    "internetEgress":2500000000}]}}
+ *                                    "internetEgress":2500000000,
+ *                                    "internetIngress":5000000000}]}}
+ *
+ * direction (optional, absent: "egress"): "egress" or "ingress", in each
+ * report entry and grant; a namespace may appear once per direction.
+ * sentBytes is what its class passed in that direction (to the internet,
+ * or from it). A policy entry carries internetEgress, internetIngress or
+ * both. An agent or allocator that predates directions writes none and
+ * reads every entry as egress, so uploads work across versions. A report
+ * of this version says "directions":true; to a node whose report does not
+ * (one that predates directions, which would refuse a policy with download
+ * budgets: the id it computes leaves them out) the allocator sends the
+ * policy's uploads alone, whose id is the one that version computes. A
+ * policy of uploads only keeps the id it had before directions.
  *
  * policy (optional both ways): a report names the policy the node holds;
  * the answer carries the allocator's whole policy (the budgets, bytes/s)
  * when that is not the one in force, so a node learns which of its
- * namespaces are budgeted, and an edit reaches it in its next answer.
+ * namespaces are budgeted in which direction, and an edit reaches it in its next answer.
  *
  * applied: the ceil in force on the node (bytes/s); limit: the most the node
  * would apply (its own caps: namespace and node); state: the node's state
@@ -65,11 +86,16 @@
 
 #define BUDGET_WIRE_VERSION 1
 #define BUDGET_REPORT_PATH "/v1/report"
-#define BUDGET_BODY_MAX (64 << 10)    /* bytes of one report */
+#define BUDGET_BODY_MAX (160 << 10)   /* bytes of one report */
 #define BUDGET_ANSWER_MAX (256 << 10) /* of one answer (with a policy) */
 #define BUDGET_NODE_MAX 253	      /* a node name: a DNS subdomain */
 #define BUDGET_NS_MAX 63	      /* a namespace: a DNS label */
-#define BUDGET_PER_REPORT_MAX 256     /* budgets in one report or answer */
+/*
+ * Budgets in one report or answer: a node's namespaces (at most 256 with
+ * budgets) in both directions. The version before directions took 256
+ * and 64 KiB: what a node reports of uploads alone still fits them.
+ */
+#define BUDGET_PER_REPORT_MAX 512
 #define BUDGET_DEFAULT_PORT 9618
 /*
  * What the parsers accept, so the most either side may write: a rate of one
@@ -96,16 +122,30 @@ enum budget_state {
 extern const char
 	*const budget_state_names[BUDGET_STATES]; /* "fallback", "granted", "lease-expired" */
 
-/* ---- the policy: which namespaces have budgets ---- */
+/* A budget's direction: a namespace's uploads or its downloads (0: egress). */
+enum budget_dir {
+	BUDGET_EGRESS,	/* pods -> internet: the class on tollgate-inet */
+	BUDGET_INGRESS, /* internet -> pods: the class on tollgate-inetdl */
+};
+#define BUDGET_DIRS 2
+extern const char *const budget_dir_names[BUDGET_DIRS]; /* "egress", "ingress" */
+/* The policy's key of a direction: "internetEgress", "internetIngress". */
+extern const char *const budget_dir_keys[BUDGET_DIRS];
+/* The direction of name (n bytes): 0, or -EINVAL when it names none. */
+int budget_dir_parse(const char *name, size_t n, enum budget_dir *ret);
+
+/* ---- the policy: which namespaces have budgets, in which direction ---- */
 
 struct budget_def {
 	char ns[BUDGET_NS_MAX + 1];
+	enum budget_dir dir;
 	uint64_t budget; /* bytes/s across the cluster */
 };
 
 /*
  * The budgets of the allocator's policy file, as answers carry them to the
- * nodes and the nodes keep them (budgets.json): sorted by namespace, named
+ * nodes and the nodes keep them (budgets.json): sorted by namespace, then
+ * direction (egress first), named
  * by an id that changes when they do (a digest of what they say, not of
  * how the file is written), so a node hears them again only after an edit.
  */
@@ -117,13 +157,21 @@ struct budget_set {
 	size_t n;
 };
 /*
- * Sorts s->d by namespace and names it (its id). -EINVAL with e naming the
- * namespace written twice.
+ * Sorts s->d by (namespace, direction) and names it (its id: the digest of
+ * an egress budget is what it was before directions, an ingress budget
+ * adds its own). -EINVAL with e naming the budget written twice.
  */
 int budget_set_seal(struct budget_set *s, struct tg_err *e);
-/* The namespace's budget, NULL: none. */
-const struct budget_def *budget_set_find(const struct budget_set *s, const char *ns);
+/* The budget of the namespace in that direction, NULL: none. */
+const struct budget_def *budget_set_find(const struct budget_set *s, const char *ns,
+					 enum budget_dir dir);
 void budget_set_free(struct budget_set *s);
+/*
+ * The uploads' budgets of s alone, sealed: the policy as a node that
+ * predates directions holds it (its id the one that version computes).
+ * 0 or -ENOMEM.
+ */
+int budget_set_uploads(const struct budget_set *s, struct budget_set *ret);
 /*
  * The policy object of an answer ({"id":..., "namespaces":[...]}), for the
  * node's own file too: written, and read as strictly as from the wire (its
@@ -143,7 +191,8 @@ json_object *budget_policy_to_json(const struct budget_set *s);
 
 struct budget_usage {
 	char ns[BUDGET_NS_MAX + 1];
-	uint64_t sent_bytes;  /* to the internet since the last report */
+	enum budget_dir dir;
+	uint64_t sent_bytes;  /* in its direction since the last report */
 	uint32_t interval_ms; /* the time those bytes took; 0: first report */
 	bool saturated;	      /* the class ran at its ceil */
 	uint64_t applied;     /* the ceil in force, bytes/s */
@@ -158,6 +207,7 @@ struct budget_usage {
 struct budget_report {
 	char node[BUDGET_NODE_MAX + 1];
 	uint64_t seq;
+	bool directions; /* "directions":true: the node takes download budgets */
 	char policy[BUDGET_POLICY_ID_LEN + 1]; /* the policy's id the node holds; "": none */
 	struct budget_usage *use;
 	size_t n;
@@ -165,6 +215,7 @@ struct budget_report {
 
 struct budget_grant {
 	char ns[BUDGET_NS_MAX + 1];
+	enum budget_dir dir;
 	uint64_t grant;	     /* bytes/s */
 	uint64_t safe_share; /* budget x 0.9 / nodes, bytes/s */
 	uint32_t nodes;	     /* nodes holding grants of this budget */
@@ -203,7 +254,7 @@ bool budget_leader_url_ok(const char *s, size_t n);
  * Strict parsers (any bytes: a hostile peer writes them): a document over
  * BUDGET_BODY_MAX, not JSON, of another version, with a member of the wrong
  * type or out of range (BUDGET_*_MAX), a bad name, a member missing or
- * written twice, or a namespace twice is -EINVAL (an unknown version
+ * written twice, or a (namespace, direction) twice is -EINVAL (an unknown version
  * -EPROTO), with e (code CNI_ERR_DECODE) naming the member and its index
  * ("budgets[3].applied: ..."). Unknown members are ignored. On success the
  * caller frees with *_free; on failure nothing is left to free.
@@ -244,9 +295,10 @@ struct budget_alloc;
 struct budget_alloc *budget_alloc_new(const struct budget_params *p, int64_t now_ms);
 void budget_alloc_free(struct budget_alloc *a);
 /*
- * The budgets (the config's, on start and on every reload): a budget that
- * goes away releases its nodes; one that shrinks takes capacity back
- * decrease before increase. 0, -EINVAL (a namespace twice), -ENOMEM.
+ * The budgets (the config's, on start and on every reload), each a
+ * (namespace, direction): a budget that goes away releases its nodes; one
+ * that shrinks takes capacity back decrease before increase. 0, -EINVAL (a
+ * budget twice), -ENOMEM.
  */
 int budget_alloc_set(struct budget_alloc *a, const struct budget_def *d, size_t n);
 /* The nodes' report period (budget_params.report_ms), on a reload. */
@@ -285,6 +337,7 @@ void budget_alloc_round(struct budget_alloc *a, int64_t now_ms);
 /* One budget as the allocator sees it (its metrics, `tollgate-allocator` logs). */
 struct budget_view {
 	char ns[BUDGET_NS_MAX + 1];
+	enum budget_dir dir;
 	uint64_t budget;
 	uint64_t granted;    /* sum of the grants last sent */
 	uint64_t committed;  /* sum of what nodes may be applying (with what is kept

@@ -143,6 +143,7 @@ struct blist {
 
 struct bslot {
 	char ns[BUDGET_NS_MAX + 1];
+	enum budget_dir dir; /* with ns, the budget's key */
 	uint64_t budget;
 	uint64_t cap;	     /* budget x (1 - reserve): targets and increases */
 	uint64_t safe_total; /* budget x safe_fraction: what safe shares add up to */
@@ -171,7 +172,7 @@ struct budget_alloc {
 	int64_t last_ms;  /* the latest time a report or round came with */
 	struct bslot *b;
 	size_t nb;
-	uint32_t *ns_slot; /* open addressing: budget index + 1 */
+	uint32_t *ns_slot; /* open addressing by (namespace, direction): budget index + 1 */
 	size_t ns_mask;
 	struct names names;
 	/* a round's scratch, for as many nodes as the largest budget has */
@@ -221,9 +222,9 @@ static inline double dmax(double a, double b)
 	return a > b ? a : b;
 }
 
-/* budgets by namespace (slots.c) */
-size_t ns_home(const char *ns, size_t mask);
-struct bslot *find_budget(const struct budget_alloc *a, const char *ns);
+/* budgets by (namespace, direction) (slots.c) */
+size_t ns_home(const char *ns, enum budget_dir dir, size_t mask);
+struct bslot *find_budget(const struct budget_alloc *a, const char *ns, enum budget_dir dir);
 
 /* the nodes of one budget (slots.c) */
 void list_unlink(struct bslot *b, uint32_t i);

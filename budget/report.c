@@ -234,6 +234,7 @@ static int64_t node_report(struct budget_alloc *a, struct bslot *b, size_t i,
 	list_append(b, (uint32_t)i);
 
 	memcpy(ret->ns, b->ns, sizeof(ret->ns));
+	ret->dir = b->dir;
 	ret->grant = g;
 	ret->safe_share = s;
 	ret->nodes = (uint32_t)min64(b->n, BUDGET_NODES_MAX);
@@ -297,7 +298,7 @@ int budget_alloc_report(struct budget_alloc *a, const struct budget_report *r, i
 			return -ENOMEM;
 	}
 	for (size_t k = 0; k < r->n; k++) {
-		struct bslot *b = find_budget(a, r->use[k].ns);
+		struct bslot *b = find_budget(a, r->use[k].ns, r->use[k].dir);
 		bool first = false;
 		size_t i;
 

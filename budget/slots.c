@@ -154,19 +154,24 @@ bool budget_alloc_learning(const struct budget_alloc *a, int64_t now_ms)
 	return !a->heard || now_ms - a->start_ms < a->p.lease_ms;
 }
 
-/* ---- budgets by namespace ---- */
+/* ---- budgets by (namespace, direction): each direction its own budget ---- */
 
-size_t ns_home(const char *ns, size_t mask)
+size_t ns_home(const char *ns, enum budget_dir dir, size_t mask)
 {
-	return (size_t)hash_fnv1a64(ns, strlen(ns), FNV1A64_INIT) & mask;
+	unsigned char d = (unsigned char)dir;
+
+	return (size_t)hash_fnv1a64(&d, 1, hash_fnv1a64(ns, strlen(ns), FNV1A64_INIT)) & mask;
 }
 
-struct bslot *find_budget(const struct budget_alloc *a, const char *ns)
+struct bslot *find_budget(const struct budget_alloc *a, const char *ns, enum budget_dir dir)
 {
 	if (!a->ns_slot)
 		return NULL;
-	for (size_t i = ns_home(ns, a->ns_mask); a->ns_slot[i]; i = (i + 1) & a->ns_mask)
-		if (strcmp(a->b[a->ns_slot[i] - 1].ns, ns) == 0)
-			return &a->b[a->ns_slot[i] - 1];
+	for (size_t i = ns_home(ns, dir, a->ns_mask); a->ns_slot[i]; i = (i + 1) & a->ns_mask) {
+		struct bslot *b = &a->b[a->ns_slot[i] - 1];
+
+		if (b->dir == dir && strcmp(b->ns, ns) == 0)
+			return b;
+	}
 	return NULL;
 }

@@ -24,6 +24,26 @@ const char *const budget_state_names[BUDGET_STATES] = {
 	[BUDGET_LEASE_EXPIRED] = "lease-expired",
 };
 
+const char *const budget_dir_names[BUDGET_DIRS] = {
+	[BUDGET_EGRESS] = "egress",
+	[BUDGET_INGRESS] = "ingress",
+};
+
+const char *const budget_dir_keys[BUDGET_DIRS] = {
+	[BUDGET_EGRESS] = "internetEgress",
+	[BUDGET_INGRESS] = "internetIngress",
+};
+
+int budget_dir_parse(const char *name, size_t n, enum budget_dir *ret)
+{
+	for (int i = 0; i < BUDGET_DIRS; i++)
+		if (strlen(budget_dir_names[i]) == n && memcmp(budget_dir_names[i], name, n) == 0) {
+			*ret = (enum budget_dir)i;
+			return 0;
+		}
+	return -EINVAL;
+}
+
 /* ---- writing ---- */
 
 /*
@@ -68,6 +88,16 @@ static const char *state_name(enum budget_state st)
 	return (unsigned)st < BUDGET_STATES ? budget_state_names[st] : budget_state_names[0];
 }
 
+/*
+ * An entry's direction: written for downloads only, so that an upload's
+ * entry is what a peer that predates directions reads.
+ */
+static void put_dir(struct buf *b, enum budget_dir dir)
+{
+	if (dir == BUDGET_INGRESS)
+		buf_printf(b, ",\"direction\":\"%s\"", budget_dir_names[BUDGET_INGRESS]);
+}
+
 int budget_report_build(const struct budget_report *r, char **ret, size_t *ret_len)
 {
 	struct buf b = { 0 };
@@ -79,12 +109,15 @@ int budget_report_build(const struct budget_report *r, char **ret, size_t *ret_l
 		buf_printf(&b, ",\"policy\":");
 		put_str(&b, r->policy, sizeof(r->policy));
 	}
+	if (r->directions)
+		buf_printf(&b, ",\"directions\":true");
 	buf_printf(&b, ",\"budgets\":[");
 	for (size_t i = 0; i < r->n; i++) {
 		const struct budget_usage *u = &r->use[i];
 
 		buf_printf(&b, "%s{\"namespace\":", i ? "," : "");
 		put_str(&b, u->ns, sizeof(u->ns));
+		put_dir(&b, u->dir);
 		buf_printf(&b,
 			   ",\"sentBytes\":%" PRIu64 ",\"intervalMs\":%" PRIu32 ",\"saturated\":%s"
 			   ",\"applied\":%" PRIu64 ",\"limit\":%" PRIu64 ",\"state\":\"%s\""
@@ -112,6 +145,7 @@ int budget_answer_build(const struct budget_answer *a, char **ret, size_t *ret_l
 
 		buf_printf(&b, "%s{\"namespace\":", i ? "," : "");
 		put_str(&b, g->ns, sizeof(g->ns));
+		put_dir(&b, g->dir);
 		buf_printf(&b,
 			   ",\"grant\":%" PRIu64 ",\"safeShare\":%" PRIu64 ",\"nodes\":%" PRIu32
 			   "}",
@@ -122,13 +156,21 @@ int budget_answer_build(const struct budget_answer *a, char **ret, size_t *ret_l
 		buf_printf(&b, ",\"policy\":{\"id\":");
 		put_str(&b, a->policy.id, sizeof(a->policy.id));
 		buf_printf(&b, ",\"namespaces\":[");
+		/* one entry a namespace: its directions' budgets (the set is sorted) */
 		for (size_t i = 0; i < a->policy.n; i++) {
 			const struct budget_def *d = &a->policy.d[i];
+			bool same = i && strcmp(a->policy.d[i - 1].ns, d->ns) == 0;
 
-			buf_printf(&b, "%s{\"namespace\":", i ? "," : "");
-			put_str(&b, d->ns, sizeof(d->ns));
-			buf_printf(&b, ",\"internetEgress\":%" PRIu64 "}", d->budget);
+			if (!same) {
+				buf_printf(&b, "%s{\"namespace\":", i ? "}," : "");
+				put_str(&b, d->ns, sizeof(d->ns));
+			}
+			buf_printf(&b, ",\"%s\":%" PRIu64,
+				   budget_dir_keys[(unsigned)d->dir < BUDGET_DIRS ? d->dir : 0],
+				   d->budget);
 		}
+		if (a->policy.n)
+			buf_printf(&b, "}");
 		buf_printf(&b, "]}");
 	}
 	buf_printf(&b, "}");
@@ -279,6 +321,7 @@ struct ns_set {
 	size_t mask;
 	struct {
 		const char *ns;
+		enum budget_dir dir;
 		size_t at;
 	} slot[];
 };
@@ -296,16 +339,18 @@ static struct ns_set *ns_set_new(size_t n)
 	return set;
 }
 
-static bool ns_seen(struct ns_set *set, const char *ns, size_t at, size_t *ret_first)
+static bool ns_seen(struct ns_set *set, const char *ns, enum budget_dir dir, size_t at,
+		    size_t *ret_first)
 {
-	size_t i = (size_t)hash_fnv1a64(ns, strlen(ns), FNV1A64_INIT) & set->mask;
+	size_t i = (size_t)hash_fnv1a64(ns, strlen(ns), FNV1A64_INIT + dir) & set->mask;
 
 	for (; set->slot[i].ns; i = (i + 1) & set->mask)
-		if (strcmp(set->slot[i].ns, ns) == 0) {
+		if (set->slot[i].dir == dir && strcmp(set->slot[i].ns, ns) == 0) {
 			*ret_first = set->slot[i].at;
 			return true;
 		}
 	set->slot[i].ns = ns;
+	set->slot[i].dir = dir;
 	set->slot[i].at = at;
 	return false;
 }
@@ -396,6 +441,25 @@ static int get_state(json_object *obj, const char *where, enum budget_state *ret
 		   where, JX_SHOWN(s, n));
 }
 
+/* "direction", optional: absent, the entry is egress (a peer that predates directions). */
+static int get_dir(json_object *obj, const char *where, enum budget_dir *ret, struct tg_err *e)
+{
+	const char *s;
+	size_t n;
+	int r;
+
+	*ret = BUDGET_EGRESS;
+	if (!json_object_object_get_ex(obj, "direction", NULL))
+		return 0;
+	r = get_str(obj, where, "direction", &s, &n, e);
+	if (r < 0)
+		return r;
+	if (budget_dir_parse(s, n, ret) < 0)
+		return bad(e, -EINVAL, "%s.direction: \"%s\" is not one of egress, ingress", where,
+			   JX_SHOWN(s, n));
+	return 0;
+}
+
 static int parse_usage(json_object *o, const char *where, void *elem, struct tg_err *e)
 {
 	struct budget_usage *u = elem;
@@ -403,7 +467,7 @@ static int parse_usage(json_object *o, const char *where, void *elem, struct tg_
 	json_object *v;
 	int r;
 
-	if ((r = get_ns(o, where, u->ns, e)) < 0 ||
+	if ((r = get_ns(o, where, u->ns, e)) < 0 || (r = get_dir(o, where, &u->dir, e)) < 0 ||
 	    (r = get_uint(o, where, "sentBytes", UINT64_MAX, &u->sent_bytes, e)) < 0 ||
 	    (r = get_uint(o, where, "intervalMs", BUDGET_INTERVAL_MAX_MS, &interval, e)) < 0 ||
 	    (r = get(o, where, "saturated", json_type_boolean, "true or false", &v, e)) < 0)
@@ -425,7 +489,7 @@ static int parse_grant(json_object *o, const char *where, void *elem, struct tg_
 	struct budget_grant *g = elem;
 	int r;
 
-	if ((r = get_ns(o, where, g->ns, e)) < 0 ||
+	if ((r = get_ns(o, where, g->ns, e)) < 0 || (r = get_dir(o, where, &g->dir, e)) < 0 ||
 	    (r = get_uint(o, where, "grant", BUDGET_RATE_MAX, &g->grant, e)) < 0 ||
 	    (r = get_uint(o, where, "safeShare", BUDGET_RATE_MAX, &g->safe_share, e)) < 0 ||
 	    (r = get_u32(o, where, "nodes", BUDGET_NODES_MAX, &g->nodes, e)) < 0)
@@ -433,17 +497,33 @@ static int parse_grant(json_object *o, const char *where, void *elem, struct tg_
 	return 0;
 }
 
+/* A policy entry: one namespace, the budget of each direction it has (0: none). */
+struct policy_entry {
+	char ns[BUDGET_NS_MAX + 1];
+	uint64_t budget[BUDGET_DIRS];
+};
+
 static int parse_def(json_object *o, const char *where, void *elem, struct tg_err *e)
 {
-	struct budget_def *d = elem;
+	struct policy_entry *p = elem;
+	bool any = false;
 	int r;
 
-	if ((r = get_ns(o, where, d->ns, e)) < 0 ||
-	    (r = get_uint(o, where, "internetEgress", BUDGET_TOTAL_MAX, &d->budget, e)) < 0)
+	if ((r = get_ns(o, where, p->ns, e)) < 0)
 		return r;
-	if (d->budget == 0)
-		return bad(e, -ERANGE, "%s.internetEgress: 0: a budget must let something through",
-			   where);
+	for (int d = 0; d < BUDGET_DIRS; d++) {
+		if (!json_object_object_get_ex(o, budget_dir_keys[d], NULL))
+			continue;
+		r = get_uint(o, where, budget_dir_keys[d], BUDGET_TOTAL_MAX, &p->budget[d], e);
+		if (r < 0)
+			return r;
+		if (p->budget[d] == 0)
+			return bad(e, -ERANGE, "%s.%s: 0: a budget must let something through",
+				   where, budget_dir_keys[d]);
+		any = true;
+	}
+	if (!any)
+		return bad(e, -EINVAL, "%s: no budget (internetEgress or internetIngress)", where);
 	return 0;
 }
 
@@ -466,11 +546,13 @@ static int get_policy_id(json_object *obj, const char *where, const char *key,
 
 /*
  * The array `key` of the document: n entries of `size` bytes (allocated,
- * *ret), each parsed by fn, no namespace (at ns_off in an entry) named
- * twice.
+ * *ret), each parsed by fn, no (namespace, direction) (at ns_off and
+ * dir_off in an entry; dir_off NO_DIR: an entry of every direction, named
+ * once) named twice.
  */
+#define NO_DIR SIZE_MAX
 static int parse_entries(json_object *root, const char *path, const char *key, size_t max,
-			 size_t size, size_t ns_off,
+			 size_t size, size_t ns_off, size_t dir_off,
 			 int (*fn)(json_object *o, const char *where, void *elem, struct tg_err *e),
 			 void **ret, size_t *ret_n, struct tg_err *e)
 {
@@ -488,13 +570,21 @@ static int parse_entries(json_object *root, const char *path, const char *key, s
 		r = -ENOMEM;
 	for (size_t i = 0; i < n && r == 0; i++) {
 		const char *ns = all + i * size + ns_off;
+		enum budget_dir dir;
 		char where[48];
 
 		snprintf(where, sizeof(where), "%s%s%s[%zu]", path, *path ? "." : "", key, i);
 		r = fn(json_object_array_get_idx(arr, i), where, all + i * size, e);
-		if (r == 0 && ns_seen(seen, ns, i, &first))
-			r = bad(e, -EINVAL, "%s.namespace: \"%s\" again (%s%s%s[%zu] has it)",
-				where, ns, path, *path ? "." : "", key, first);
+		if (r < 0)
+			break;
+		dir = BUDGET_EGRESS;
+		if (dir_off != NO_DIR)
+			memcpy(&dir, all + i * size + dir_off, sizeof(dir));
+		if (ns_seen(seen, ns, dir, i, &first))
+			r = bad(e, -EINVAL, "%s.namespace: \"%s\"%s%s again (%s%s%s[%zu] has it)",
+				where, ns, dir == BUDGET_INGRESS ? " " : "",
+				dir == BUDGET_INGRESS ? budget_dir_names[dir] : "", path,
+				*path ? "." : "", key, first);
 	}
 	if (r == 0) {
 		*ret = all;
@@ -515,16 +605,35 @@ int budget_policy_from_json(json_object *o, struct budget_set *ret, struct tg_er
 {
 	struct budget_set set = { 0 };
 	char id[BUDGET_POLICY_ID_LEN + 1];
+	struct policy_entry *p;
 	void *d = NULL;
+	size_t n = 0;
 	int r;
 
 	if (!json_object_is_type(o, json_type_object))
 		return bad(e, -EINVAL, "policy: must be an object, not %s", jx_type_name(o, true));
 	if ((r = get_policy_id(o, "policy", "id", id, e)) < 0 ||
-	    (r = parse_entries(o, "policy", "namespaces", BUDGET_POLICY_NS_MAX, sizeof(*set.d),
-			       offsetof(struct budget_def, ns), parse_def, &d, &set.n, e)) < 0)
+	    (r = parse_entries(o, "policy", "namespaces", BUDGET_POLICY_NS_MAX, sizeof(*p),
+			       offsetof(struct policy_entry, ns), NO_DIR, parse_def, &d, &n, e)) <
+		    0)
 		return r;
-	set.d = d;
+	/* each entry's directions, a budget each */
+	p = d;
+	set.d = calloc(n ? 2 * n : 1, sizeof(*set.d));
+	if (!set.d) {
+		free(p);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++)
+		for (int k = 0; k < BUDGET_DIRS; k++)
+			if (p[i].budget[k]) {
+				struct budget_def *def = &set.d[set.n++];
+
+				memcpy(def->ns, p[i].ns, sizeof(def->ns));
+				def->dir = (enum budget_dir)k;
+				def->budget = p[i].budget[k];
+			}
+	free(p);
 	r = budget_set_seal(&set, e);
 	if (r == 0 && strcmp(set.id, id) != 0)
 		r = bad(e, -EINVAL, "policy.id: \"%s\" is not the id of its namespaces (%s)", id,
@@ -541,7 +650,7 @@ int budget_report_parse(const char *text, size_t len, struct budget_report *ret,
 {
 	struct budget_report rep = { 0 };
 	void *use = NULL;
-	json_object *root;
+	json_object *root, *v;
 	const char *node;
 	size_t node_len;
 	int r;
@@ -563,11 +672,16 @@ int budget_report_parse(const char *text, size_t len, struct budget_report *ret,
 	if ((r = get_uint(root, "", "seq", UINT64_MAX, &rep.seq, e)) < 0 ||
 	    (json_object_object_get_ex(root, "policy", NULL) &&
 	     (r = get_policy_id(root, "", "policy", rep.policy, e)) < 0) ||
+	    (json_object_object_get_ex(root, "directions", NULL) &&
+	     (r = get(root, "", "directions", json_type_boolean, "true or false", &v, e)) < 0) ||
 	    (r = parse_entries(root, "", "budgets", BUDGET_PER_REPORT_MAX, sizeof(*rep.use),
-			       offsetof(struct budget_usage, ns), parse_usage, &use, &rep.n, e)) <
+			       offsetof(struct budget_usage, ns),
+			       offsetof(struct budget_usage, dir), parse_usage, &use, &rep.n, e)) <
 		    0)
 		goto out;
 	rep.use = use;
+	rep.directions = json_object_object_get_ex(root, "directions", &v) &&
+			 json_object_get_boolean(v);
 	*ret = rep;
 out:
 	json_object_put(root);
@@ -591,7 +705,8 @@ int budget_answer_parse(const char *text, size_t len, struct budget_answer *ret,
 	    (json_object_object_get_ex(root, "epoch", NULL) &&
 	     (r = get_uint(root, "", "epoch", BUDGET_EPOCH_MAX, &ans.epoch, e)) < 0) ||
 	    (r = parse_entries(root, "", "grants", BUDGET_PER_REPORT_MAX, sizeof(*ans.g),
-			       offsetof(struct budget_grant, ns), parse_grant, &g, &ans.n, e)) < 0)
+			       offsetof(struct budget_grant, ns),
+			       offsetof(struct budget_grant, dir), parse_grant, &g, &ans.n, e)) < 0)
 		goto out;
 	ans.g = g;
 	if (lease == 0)

@@ -57,12 +57,17 @@ static void add_int(json_object *o, const char *key, int64_t v)
 	json_object_object_add(o, key, json_object_new_int64(v));
 }
 
+/* Budgets of both directions, for budgets_json's `dirs`. */
+#define DIRS_ALL ((1u << BUDGET_EGRESS) | (1u << BUDGET_INGRESS))
+
 /*
  * The node's cluster budgets as the agent last wrote them (budgets.json in
- * the store's directory): each namespace's state, grant and ceil, and how
- * long its lease has left. An empty array when the agent reports none.
+ * the store's directory): each namespace's direction (egress: uploads,
+ * ingress: downloads; an entry written before directions is egress), state,
+ * grant and ceil, and how long its lease has left; only the directions in
+ * the mask dirs. An empty array when the agent reports none.
  */
-static json_object *budgets_json(const struct cli *c, const char *only_ns)
+static json_object *budgets_json(const struct cli *c, const char *only_ns, unsigned dirs)
 {
 	char path[PATH_MAX + 300];
 	_cleanup_json_ json_object *f = NULL;
@@ -77,12 +82,20 @@ static json_object *budgets_json(const struct cli *c, const char *only_ns)
 	for (size_t i = 0; i < json_object_array_length(ns); i++) {
 		json_object *e = json_object_array_get_idx(ns, i), *b;
 		int64_t until = jx_get_int(e, "leaseUntilBootMs");
+		const char *d = jx_get_str(e, "direction");
+		enum budget_dir dir = BUDGET_EGRESS;
 
 		if (only_ns && strcmp(jx_get_str(e, "namespace"), only_ns) != 0)
+			continue;
+		if (d[0] && budget_dir_parse(d, strlen(d), &dir) < 0)
+			continue;
+		if (!(dirs & (1u << dir)))
 			continue;
 		b = json_object_new_object();
 		json_object_object_add(b, "namespace",
 				       json_object_new_string(jx_get_str(e, "namespace")));
+		json_object_object_add(b, "direction",
+				       json_object_new_string(budget_dir_names[dir]));
 		json_object_object_add(b, "state", json_object_new_string(jx_get_str(e, "state")));
 		add_int(b, "grantBytesPerSecond", jx_get_int(e, "grant"));
 		add_int(b, "ceilBytesPerSecond", jx_get_int(e, "applied"));
@@ -97,14 +110,16 @@ static json_object *budgets_json(const struct cli *c, const char *only_ns)
 }
 
 /*
- * The allocator's policy the agent last heard ({"id", "budgets": how many};
- * null before it heard one, or without budgets.json).
+ * The allocator's policy the agent last heard ({"id", "budgets": how many,
+ * a namespace's uploads and downloads two}; null before it heard one, or
+ * without budgets.json).
  */
 static json_object *policy_json(const struct cli *c)
 {
 	char path[PATH_MAX + 300];
 	_cleanup_json_ json_object *f = NULL;
 	json_object *p, *o, *nss;
+	int64_t n = 0;
 
 	snprintf(path, sizeof(path), "%s/%s/%s", c->data_dir, c->network, BUDGET_NODE_FILE);
 	f = jx_read_file(path);
@@ -113,7 +128,11 @@ static json_object *policy_json(const struct cli *c)
 		return NULL;
 	o = json_object_new_object();
 	json_object_object_add(o, "id", json_object_new_string(jx_get_str(p, "id")));
-	add_int(o, "budgets", (int64_t)json_object_array_length(nss));
+	for (size_t i = 0; i < json_object_array_length(nss); i++)
+		for (int d = 0; d < BUDGET_DIRS; d++)
+			n += json_object_object_get_ex(json_object_array_get_idx(nss, i),
+						       budget_dir_keys[d], NULL);
+	add_int(o, "budgets", n);
 	return o;
 }
 
@@ -123,7 +142,10 @@ static void mbit(int64_t bytes_per_s, char *buf, size_t size)
 	snprintf(buf, size, "%.1fM", (double)bytes_per_s * 8 / 1e6);
 }
 
-/* "datasets: granted 120.0M (lease 8.2 s left), ceil 120.0M, 6 nodes hold grants" */
+/*
+ * "datasets egress: granted 120.0M (lease 8.2 s left), ceil 120.0M, 6 nodes
+ * hold grants"
+ */
 static void budget_line(json_object *b, char *buf, size_t size)
 {
 	char grant[24], ceil[24];
@@ -131,12 +153,13 @@ static void budget_line(json_object *b, char *buf, size_t size)
 	mbit(jx_get_int(b, "grantBytesPerSecond"), grant, sizeof(grant));
 	mbit(jx_get_int(b, "ceilBytesPerSecond"), ceil, sizeof(ceil));
 	if (strcmp(jx_get_str(b, "state"), "fallback") == 0)
-		snprintf(buf, size, "%s: fallback (never granted), ceil %s",
-			 jx_get_str(b, "namespace"), ceil);
+		snprintf(buf, size, "%s %s: fallback (never granted), ceil %s",
+			 jx_get_str(b, "namespace"), jx_get_str(b, "direction"), ceil);
 	else
 		snprintf(buf, size,
-			 "%s: %s %s (lease %.1f s left), ceil %s, %lld nodes hold grants",
-			 jx_get_str(b, "namespace"), jx_get_str(b, "state"), grant,
+			 "%s %s: %s %s (lease %.1f s left), ceil %s, %lld nodes hold grants",
+			 jx_get_str(b, "namespace"), jx_get_str(b, "direction"),
+			 jx_get_str(b, "state"), grant,
 			 (double)jx_get_int(b, "leaseRemainingMs") / 1000, ceil,
 			 (long long)jx_get_int(b, "nodes"));
 }
@@ -181,7 +204,7 @@ static json_object *status_json(struct cli *c)
 	json_object_object_add(o, "nodeIp", json_object_new_string(ip));
 	json_object_object_add(o, "subnet", json_object_new_string(cidr));
 	json_object_object_add(o, "warnings", status_warnings(&n, stale));
-	json_object_object_add(o, "budgets", budgets_json(c, NULL));
+	json_object_object_add(o, "budgets", budgets_json(c, NULL, DIRS_ALL));
 	json_object_object_add(o, "budgetPolicy", policy_json(c));
 	return o;
 }
@@ -435,9 +458,13 @@ int show_main(struct cli *c)
 	json_object_object_add(o, "kernel", k);
 	json_object_object_add(o, "shaping", show_shaping(a));
 	json_object_object_add(o, "ports", hostports_to_json(&a->ports));
-	json_object_object_add(o, "budgets",
-			       a->shaping.budget_fallback_bps ? budgets_json(c, a->k8s_namespace)
-							      : json_object_new_array());
+	/* the directions its record has under a budget */
+	json_object_object_add(
+		o, "budgets",
+		budgets_json(c, a->k8s_namespace,
+			     (a->shaping.budget_fallback_bps ? 1u << BUDGET_EGRESS : 0) |
+				     (a->shaping.budget_in_fallback_bps ? 1u << BUDGET_INGRESS
+									: 0)));
 	if (c->json)
 		jx_print(stdout, o, JSON_C_TO_STRING_PRETTY);
 	else

@@ -25,9 +25,6 @@
  */
 static const char *not_yet(const char *key)
 {
-	if (strcmp(key, "internetIngress") == 0)
-		return "download budgets are not enforced by this version (uploads: "
-		       "internetEgress)";
 	if (strcmp(key, "destinations") == 0)
 		return "destination budgets are not enforced by this version";
 	return NULL;
@@ -55,9 +52,10 @@ static int known_keys(json_object *o, const char *where, const char *const *keys
 	return 0;
 }
 
+/* A namespace's budgets: internetEgress (uploads), internetIngress (downloads), or both. */
 static int parse_namespaces(json_object *root, struct budget_set *set, struct tg_err *e)
 {
-	static const char *const ns_keys[] = { "internetEgress", NULL };
+	static const char *const ns_keys[] = { "internetEgress", "internetIngress", NULL };
 	json_object *nss = NULL;
 	size_t n;
 	int r;
@@ -68,14 +66,13 @@ static int parse_namespaces(json_object *root, struct budget_set *set, struct tg
 	if (n > BUDGET_POLICY_NS_MAX)
 		return tg_fail(e, CNI_ERR_CONFIG, -E2BIG, "namespaces: %zu budgets, at most %d", n,
 			       BUDGET_POLICY_NS_MAX);
-	set->d = calloc(n ? n : 1, sizeof(*set->d));
+	set->d = calloc(n ? BUDGET_DIRS * n : 1, sizeof(*set->d));
 	if (!set->d)
 		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
 	json_object_object_foreach(nss, ns, o)
 	{
 		char where[96];
-		json_object *v;
-		uint64_t bps;
+		bool any = false;
 
 		snprintf(where, sizeof(where), "namespaces[\"%.63s\"]", ns);
 		if (!k8s_dns_label(ns, strlen(ns)))
@@ -85,18 +82,29 @@ static int parse_namespaces(json_object *root, struct budget_set *set, struct tg
 				       ns);
 		if (!o || !json_object_is_type(o, json_type_object))
 			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
-				       "%s must be an object like {\"internetEgress\": \"20G\"}",
+				       "%s must be an object like {\"internetIngress\": \"40G\", "
+				       "\"internetEgress\": \"20G\"}",
 				       where);
 		if (known_keys(o, where, ns_keys, e) < 0)
 			return -EINVAL;
-		if (!json_object_object_get_ex(o, "internetEgress", &v))
+		for (int d = 0; d < BUDGET_DIRS; d++) {
+			char key[128];
+			json_object *v;
+			uint64_t bps;
+
+			if (!json_object_object_get_ex(o, budget_dir_keys[d], &v))
+				continue;
+			snprintf(key, sizeof(key), "%s.%s", where, budget_dir_keys[d]);
+			if (rate_from_json_max(v, key, POLICY_RATE_MAX_BPS, &bps, e) < 0)
+				return -EINVAL;
+			snprintf(set->d[set->n].ns, sizeof(set->d[set->n].ns), "%s", ns);
+			set->d[set->n].dir = (enum budget_dir)d;
+			set->d[set->n++].budget = bps / 8;
+			any = true;
+		}
+		if (!any)
 			return tg_fail(e, CNI_ERR_CONFIG, -EINVAL,
-				       "%s has no budget (internetEgress)", where);
-		strcat(where, ".internetEgress");
-		if (rate_from_json_max(v, where, POLICY_RATE_MAX_BPS, &bps, e) < 0)
-			return -EINVAL;
-		snprintf(set->d[set->n].ns, sizeof(set->d[set->n].ns), "%s", ns);
-		set->d[set->n++].budget = bps / 8;
+				       "%s has no budget (internetEgress, internetIngress)", where);
 	}
 	return 0;
 }
@@ -125,7 +133,12 @@ static int parse(json_object *root, struct alloc_policy *p, struct tg_err *e)
 	r = parse_namespaces(root, &p->budgets, e);
 	if (r < 0)
 		return r;
-	return budget_set_seal(&p->budgets, e);
+	r = budget_set_seal(&p->budgets, e);
+	if (r < 0)
+		return r;
+	if (budget_set_uploads(&p->budgets, &p->uploads) < 0)
+		return tg_fail(e, CNI_ERR_IO, -ENOMEM, "out of memory");
+	return 0;
 }
 
 int alloc_policy_load_text(const char *path, const char *text, size_t len, struct alloc_policy *ret,
@@ -152,5 +165,6 @@ int alloc_policy_load_text(const char *path, const char *text, size_t len, struc
 void alloc_policy_free(struct alloc_policy *p)
 {
 	budget_set_free(&p->budgets);
+	budget_set_free(&p->uploads);
 	*p = (struct alloc_policy){ 0 };
 }

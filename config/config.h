@@ -134,12 +134,13 @@ int node_config_load_file(const char *path, struct node_config *cfg, struct tg_e
 void node_config_verdict(FILE *f, const char *path, int r, const struct node_config *cfg,
 			 const struct tg_err *e);
 /*
- * Whether a namespace's internet egress is under a cluster budget on this
- * node: the policy heard says so, or the node reports to an allocator and
- * has heard none yet (it cannot know, so it holds every namespace to what
- * the allocator can prove free until the first answer says).
+ * Whether a namespace's internet traffic in one direction (uploads,
+ * BUDGET_EGRESS; downloads, BUDGET_INGRESS) is under a cluster budget on
+ * this node: the policy heard says so, or the node reports to an allocator
+ * and has heard none yet (it cannot know, so it holds every namespace to
+ * what the allocator can prove free until the first answer says).
  */
-bool node_config_budgeted(const struct node_config *cfg, const char *ns);
+bool node_config_budgeted(const struct node_config *cfg, const char *ns, enum budget_dir dir);
 /*
  * node_config_load_file for a conflist's bytes already read (len of them),
  * named `path` in messages: the node daemon validates exactly the bytes it
@@ -152,7 +153,7 @@ int node_config_load_text(const char *path, const char *text, size_t len, struct
  * The allocator's policy file (tollgate-allocator --policy; DESIGN "Cluster
  * budgets"):
  *   {"version": 1, "reportSeconds": 1, "leaseSeconds": 10,
- *    "namespaces": {"datasets": {"internetEgress": "20G"}}}
+ *    "namespaces": {"datasets": {"internetEgress": "20G", "internetIngress": "40G"}}}
  * Parsed with no kernel code (the allocator links none). Every key known
  * (a misspelt one, or one this version does not enforce, is refused, never
  * ignored), rates as in the conflist up to 1 Pbit/s, at most
@@ -160,9 +161,11 @@ int node_config_load_text(const char *path, const char *text, size_t len, struct
  * with e naming the file and the key.
  */
 struct alloc_policy {
-	struct budget_set budgets; /* namespaces.*.internetEgress, bytes/s, sealed */
-	int64_t report_ms;	   /* reportSeconds: the nodes' period (the rounds' is a quarter) */
-	int64_t lease_ms;	   /* leaseSeconds: a grant's lease */
+	struct budget_set budgets; /* namespaces.*.internet{Egress,Ingress}, bytes/s, sealed */
+	/* its uploads alone: what a node that predates directions is sent */
+	struct budget_set uploads;
+	int64_t report_ms; /* reportSeconds: the nodes' period (the rounds' is a quarter) */
+	int64_t lease_ms;  /* leaseSeconds: a grant's lease */
 };
 int alloc_policy_load_text(const char *path, const char *text, size_t len, struct alloc_policy *ret,
 			   struct tg_err *e);

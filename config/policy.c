@@ -298,11 +298,11 @@ int config_parse_guard(json_object *root, struct node_config *cfg, struct tg_err
 	return 0;
 }
 
-bool node_config_budgeted(const struct node_config *cfg, const char *ns)
+bool node_config_budgeted(const struct node_config *cfg, const char *ns, enum budget_dir dir)
 {
 	const struct budget_set *h = cfg->budgets.heard;
 
 	if (!cfg->budgets.allocator)
 		return false;
-	return !h || !h->id[0] || budget_set_find(h, ns) != NULL;
+	return !h || !h->id[0] || budget_set_find(h, ns, dir) != NULL;
 }

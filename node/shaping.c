@@ -33,7 +33,10 @@ void node_shaping_resolve(const struct node_config *cfg, const char *ns, struct 
 	uint64_t v;
 
 	s->node_egress_bps = c->node_egress;
-	s->budget_fallback_bps = node_config_budgeted(cfg, ns) ? cfg->budgets.fallback_bps : 0;
+	s->budget_fallback_bps =
+		node_config_budgeted(cfg, ns, BUDGET_EGRESS) ? cfg->budgets.fallback_bps : 0;
+	s->budget_in_fallback_bps =
+		node_config_budgeted(cfg, ns, BUDGET_INGRESS) ? cfg->budgets.fallback_bps : 0;
 	v = ns_rate(c->ns_egress, ns);
 	s->ns_egress_bps = v ? v : c->ns_egress_default;
 	/* The egress cap in effect is the smallest of the pod's, its namespace's and the node's. */

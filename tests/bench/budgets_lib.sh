@@ -261,9 +261,9 @@ agent_ready() { [ "$(readyz_code "$1")" = 200 ]; }
 # metric_of TEXT NAME{LABELS}: the sample's value ("" when absent)
 metric_of() { awk -v m="$2" '$1 == m { print $2; exit }' <<<"$1"; }
 agent_metric() { metric_of "$(agent_get "$1" /metrics)" "$2"; }
-GRANT='tollgate_budget_grant_bytes_per_second{namespace="datasets"}'
-CEIL='tollgate_budget_ceil_bytes_per_second{namespace="datasets"}'
-state_m() { echo "tollgate_budget_state{namespace=\"datasets\",state=\"$1\"}"; }
+GRANT='tollgate_budget_grant_bytes_per_second{namespace="datasets",direction="egress"}'
+CEIL='tollgate_budget_ceil_bytes_per_second{namespace="datasets",direction="egress"}'
+state_m() { echo "tollgate_budget_state{namespace=\"datasets\",direction=\"egress\",state=\"$1\"}"; }
 # node_budget I: "STATE GRANT CEIL" (bytes/s) from node I's metrics
 node_budget() {
 	local m s st=none

@@ -223,9 +223,9 @@ alloc_start() { # POLICY
 	ALLOC_PID=$!
 	wait_for 10 alloc_up
 }
-USAGE='tollgate_allocator_usage_bytes_per_second{namespace="datasets"}'
-ALLOC_GRANTED='tollgate_allocator_granted_bytes_per_second{namespace="datasets"}'
-ALLOC_NODES='tollgate_allocator_nodes{namespace="datasets"}'
+USAGE='tollgate_allocator_usage_bytes_per_second{namespace="datasets",direction="egress"}'
+ALLOC_GRANTED='tollgate_allocator_granted_bytes_per_second{namespace="datasets",direction="egress"}'
+ALLOC_NODES='tollgate_allocator_nodes{namespace="datasets",direction="egress"}'
 
 t_begin "the allocator starts, skewed demand (node1 heavy, nodes 2-6 light): every node within 10% of its max-min fair share of B within lease + 5 s"
 ip netns exec "$FAB" nft delete table ip tgcut || t_fail "cannot reconnect the allocator"
@@ -361,7 +361,7 @@ t_begin "tollgate-ipam status prints the node's budget: granted, with its lease 
 r=$(ip netns exec "$(node_ns 7)" "$IPAM_BIN" --data-dir "$TG_TMP/n7/data" --network tollgate status 2>&1)
 line=$(grep '^budget ' <<<"$r")
 diag "node7: $line"
-[[ $line == *"datasets: granted "* ]] || t_fail "no 'budget ... datasets: granted' line: $(tr '\n' ' ' <<<"$r" | cut -c1-300)"
+[[ $line == *"datasets egress: granted "* ]] || t_fail "no 'budget ... datasets egress: granted' line: $(tr '\n' ' ' <<<"$r" | cut -c1-300)"
 t_end
 
 # ---------------------------------------------------------------- 7. control

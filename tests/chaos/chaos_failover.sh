@@ -209,7 +209,7 @@ agents_scrape() {
 	done
 	timeout -k 1 5 ip netns exec "$FAB" curl -s -Z --no-progress-meter --max-time 1 "${args[@]}" 2>/dev/null
 	out=$(awk -v g="$GRANT" -v c="$CEIL" '
-		index($1, "tollgate_budget_state{namespace=\"datasets\",state=\"") == 1 && $2 == 1 { x = $1; sub(/.*state="/, "", x); sub(/".*/, "", x); s[FILENAME] = x }
+		index($1, "tollgate_budget_state{namespace=\"datasets\",direction=\"egress\",state=\"") == 1 && $2 == 1 { x = $1; sub(/.*state="/, "", x); sub(/".*/, "", x); s[FILENAME] = x }
 		$1 == "tollgate_budget_epoch" { e[FILENAME] = $2 }
 		$1 == g { gr[FILENAME] = $2 }
 		$1 == c { ce[FILENAME] = $2 }

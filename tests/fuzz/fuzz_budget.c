@@ -14,7 +14,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static bool usage_equal(const struct budget_usage *a, const struct budget_usage *b)
 {
-	return strcmp(a->ns, b->ns) == 0 && a->sent_bytes == b->sent_bytes &&
+	return strcmp(a->ns, b->ns) == 0 && a->dir == b->dir && a->sent_bytes == b->sent_bytes &&
 	       a->interval_ms == b->interval_ms && a->saturated == b->saturated &&
 	       a->applied == b->applied && a->limit == b->limit && a->state == b->state &&
 	       a->pods == b->pods && a->safe_share == b->safe_share && a->nodes == b->nodes;
@@ -35,7 +35,7 @@ static void report(const char *text, size_t size)
 	if (len > BUDGET_BODY_MAX || budget_report_parse(out, len, &again, &e) != 0)
 		abort();
 	if (strcmp(r.node, again.node) != 0 || r.seq != again.seq || r.n != again.n ||
-	    strcmp(r.policy, again.policy) != 0)
+	    r.directions != again.directions || strcmp(r.policy, again.policy) != 0)
 		abort();
 	for (size_t i = 0; i < r.n; i++)
 		if (!usage_equal(&r.use[i], &again.use[i]))
@@ -62,13 +62,18 @@ static void answer(const char *text, size_t size)
 	    a.epoch != again.epoch || a.n != again.n || strcmp(a.policy.id, again.policy.id) != 0 ||
 	    a.policy.n != again.policy.n)
 		abort();
+	/* sorted by (namespace, direction), each once */
 	for (size_t i = 0; i < a.policy.n; i++)
 		if (strcmp(a.policy.d[i].ns, again.policy.d[i].ns) != 0 ||
+		    a.policy.d[i].dir != again.policy.d[i].dir ||
 		    a.policy.d[i].budget != again.policy.d[i].budget ||
-		    (i && strcmp(a.policy.d[i - 1].ns, a.policy.d[i].ns) >= 0))
+		    (i && (strcmp(a.policy.d[i - 1].ns, a.policy.d[i].ns) > 0 ||
+			   (strcmp(a.policy.d[i - 1].ns, a.policy.d[i].ns) == 0 &&
+			    a.policy.d[i - 1].dir >= a.policy.d[i].dir))))
 			abort();
 	for (size_t i = 0; i < a.n; i++)
-		if (strcmp(a.g[i].ns, again.g[i].ns) != 0 || a.g[i].grant != again.g[i].grant ||
+		if (strcmp(a.g[i].ns, again.g[i].ns) != 0 || a.g[i].dir != again.g[i].dir ||
+		    a.g[i].grant != again.g[i].grant ||
 		    a.g[i].safe_share != again.g[i].safe_share || a.g[i].nodes != again.g[i].nodes)
 			abort();
 	budget_answer_free(&again);

@@ -745,12 +745,14 @@ def policy_shape(pol):
     for name, b in ns.items():
         if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", name):
             p.append("namespace %r is not a DNS label" % name)
-        if not isinstance(b, dict) or set(b) != {"internetEgress"}:
-            p.append("namespace %s: %r, expected {\"internetEgress\": RATE} alone" % (name, b))
+        dirs = {"internetEgress", "internetIngress"}
+        if not isinstance(b, dict) or not b or set(b) - dirs:
+            p.append("namespace %s: %r, expected {\"internetEgress\": RATE, \"internetIngress\": "
+                     "RATE} (either or both) alone" % (name, b))
             continue
-        r = b["internetEgress"]
-        if not (isinstance(r, int) and r > 0 or isinstance(r, str) and re.fullmatch(RATE_RE, r)):
-            p.append("namespace %s: internetEgress %r is not a rate" % (name, r))
+        for k, r in sorted(b.items()):
+            if not (isinstance(r, int) and r > 0 or isinstance(r, str) and re.fullmatch(RATE_RE, r)):
+                p.append("namespace %s: %s %r is not a rate" % (name, k, r))
     return p
 
 

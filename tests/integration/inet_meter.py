@@ -274,7 +274,7 @@ def cmd_nogso(a):
 
 # ----------------------------------------------------------------- sample
 CLONE_NEWNET = 0x40000000
-DS = '{namespace="datasets"}'
+DS = '{namespace="datasets",direction="egress"}'
 
 
 def metrics_of(text):
@@ -327,7 +327,7 @@ def cmd_sample(a):
                 m = metrics_of(get(ns, url))
                 st = "none"
                 for s in ("granted", "lease-expired", "fallback"):
-                    if m.get('tollgate_budget_state{namespace="datasets",state="%s"}' % s) == "1":
+                    if m.get('tollgate_budget_state{namespace="datasets",direction="egress",state="%s"}' % s) == "1":
                         st = s
                 tc = "?"
                 try:

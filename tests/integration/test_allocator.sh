@@ -187,10 +187,10 @@ if num "$g1" && num "$g2"; then
 	diag "datasets ($DATASETS B/s): n1 $g1, n2 $g2"
 fi
 metrics
-t_expect "nodes holding datasets grants" "$(mval 'tollgate_allocator_nodes{namespace="datasets"}')" 2
-c=$(mval 'tollgate_allocator_committed_bytes_per_second{namespace="datasets"}')
+t_expect "nodes holding datasets grants" "$(mval 'tollgate_allocator_nodes{namespace="datasets",direction="egress"}')" 2
+c=$(mval 'tollgate_allocator_committed_bytes_per_second{namespace="datasets",direction="egress"}')
 le "$c" "$DATASETS" || t_fail "committed $c > the budget $DATASETS"
-gr=$(mval 'tollgate_allocator_granted_bytes_per_second{namespace="datasets"}')
+gr=$(mval 'tollgate_allocator_granted_bytes_per_second{namespace="datasets",direction="egress"}')
 t_expect "granted (the sum of the last grants)" "$gr" "$((g1 + g2))"
 t_end
 
@@ -221,15 +221,15 @@ t_begin "malformed JSON, an oversized body, version 2 and wrong types get 400 sa
 # with 2 s leases a node's demand ages between the two snapshots on a slow
 # machine, and "changing nothing" would be read against time, not the reports.
 good=$(report mallory 1 "$(entry datasets 99000000 99000000 true granted)")
-pad=$(head -c 70000 /dev/zero | tr '\0' ' ')
+pad=$(head -c 170000 /dev/zero | tr '\0' ' ')
 BAD_BODY=("${good:0:40}" "not json at all" "$(jq -c '.version = 2' <<<"$good")"
 	"$(jq -c '.budgets[0].sentBytes = "lots"' <<<"$good")" "$(jq -c '.budgets[0].saturated = 1' <<<"$good")"
 	"$(jq -c '.budgets[0].applied = -5' <<<"$good")" "$(jq -c '.node = "Mallory!"' <<<"$good")"
 	"$(jq -c '.budgets = [.budgets[0], .budgets[0]]' <<<"$good")" "$(jq -c '.budgets' <<<"$good")"
 	"${good%\}}${pad}}")
 BAD_WHAT=("truncated JSON" "not JSON" "version 2" "sentBytes a string" "saturated a number" "applied negative"
-	"a bad node name" "a namespace twice" "an array for a report" "a 70 kB body")
-BAD_WHY=("json" "json" "version" "sentBytes" "saturated" "applied" "node" "datasets|twice" "." "65536")
+	"a bad node name" "a namespace twice" "an array for a report" "a 170 kB body")
+BAD_WHY=("json" "json" "version" "sentBytes" "saturated" "applied" "node" "datasets|twice" "." "163840")
 head -c 1048576 /dev/zero | tr '\0' ' ' >"$TG_TMP/huge"
 policy '.leaseSeconds = 60' >"$TG_TMP/long.json"
 ip netns exec "$NS" "$ALLOC" --policy "$TG_TMP/long.json" --insecure-no-auth --listen 127.0.0.1:9619 2>>"$LOG" &
@@ -250,7 +250,7 @@ for i in "${!BAD_BODY[@]}"; do
 	codes+=("$(post "${BAD_BODY[$i]}")")
 	cp "$TG_TMP/answer" "$TG_TMP/answer.$i"
 done
-# far over the wire's 64 KiB: refused before it is read
+# far over the wire's 160 KiB: refused before it is read
 code=$(A curl -s -o "$TG_TMP/answer" -w '%{http_code}' --max-time 5 --data-binary "@$TG_TMP/huge" "$URL/v1/report")
 t_expect "a 1 MiB body" "$code" 413
 sleep 0.1
@@ -268,7 +268,7 @@ t_expect "reports_total{result=malformed}" "$(mval 'tollgate_allocator_reports_t
 t_expect "reports_total{result=oversized}" "$(mval 'tollgate_allocator_reports_total{result="oversized"}')" $((big0 + 2))
 t_expect "reports_total{result=version}" "$(mval 'tollgate_allocator_reports_total{result="version"}')" $((ver0 + 1))
 grep -q 'msg="report refused" result=malformed' "$LOG" || t_fail "no log record of a refused report"
-t_expect "nodes (the good report's only)" "$(mval 'tollgate_allocator_nodes{namespace="datasets"}')" 1
+t_expect "nodes (the good report's only)" "$(mval 'tollgate_allocator_nodes{namespace="datasets",direction="egress"}')" 1
 kill "$BAD_PID" 2>/dev/null
 wait "$BAD_PID" 2>/dev/null
 URL=$MAIN_URL
@@ -303,14 +303,14 @@ done
 t_expect "leader" "$(mval tollgate_allocator_leader)" 1
 t_expect "the policy in force" "$(mval "tollgate_allocator_policy_info{policy=\"$POLICY_ID\",budgets=\"2\"}")" 1
 t_expect "build_info" "$(grep -c '^tollgate_build_info{version="[^"]*",commit="[^"]*"} 1$' "$TG_TMP/metrics.prom")" 1
-t_expect "budget datasets" "$(mval 'tollgate_allocator_budget_bytes_per_second{namespace="datasets"}')" "$DATASETS"
-t_expect "budget crawl" "$(mval 'tollgate_allocator_budget_bytes_per_second{namespace="crawl"}')" "$CRAWL"
-t_expect "usage datasets (3 MB + 1.5 MB in a second)" "$(mval 'tollgate_allocator_usage_bytes_per_second{namespace="datasets"}')" 4500000
-t_expect "usage crawl (n3: 100 kB in a second)" "$(mval 'tollgate_allocator_usage_bytes_per_second{namespace="crawl"}')" 100000
-t_expect "granted datasets" "$(mval 'tollgate_allocator_granted_bytes_per_second{namespace="datasets"}')" "$((g1 + g2))"
-dm=$(mval 'tollgate_allocator_demand_bytes_per_second{namespace="datasets"}')
+t_expect "budget datasets" "$(mval 'tollgate_allocator_budget_bytes_per_second{namespace="datasets",direction="egress"}')" "$DATASETS"
+t_expect "budget crawl" "$(mval 'tollgate_allocator_budget_bytes_per_second{namespace="crawl",direction="egress"}')" "$CRAWL"
+t_expect "usage datasets (3 MB + 1.5 MB in a second)" "$(mval 'tollgate_allocator_usage_bytes_per_second{namespace="datasets",direction="egress"}')" 4500000
+t_expect "usage crawl (n3: 100 kB in a second)" "$(mval 'tollgate_allocator_usage_bytes_per_second{namespace="crawl",direction="egress"}')" 100000
+t_expect "granted datasets" "$(mval 'tollgate_allocator_granted_bytes_per_second{namespace="datasets",direction="egress"}')" "$((g1 + g2))"
+dm=$(mval 'tollgate_allocator_demand_bytes_per_second{namespace="datasets",direction="egress"}')
 num "$dm" && [ "$dm" -gt 0 ] || t_fail "demand datasets: $dm"
-ss=$(mval 'tollgate_allocator_safe_share_bytes_per_second{namespace="datasets"}')
+ss=$(mval 'tollgate_allocator_safe_share_bytes_per_second{namespace="datasets",direction="egress"}')
 t_expect "safe share datasets (budget x 0.9 / 2 nodes)" "$ss" $((DATASETS * 9 / 10 / 2))
 t_expect "reports ok (2 + 10 + 1 + 3 + 2)" "$(mval 'tollgate_allocator_reports_total{result="ok"}')" 18
 rd=$(mval tollgate_allocator_round_duration_seconds)
@@ -331,7 +331,7 @@ t_begin "a ConfigMap swapped in (..data) is taken without a signal; an edit it c
 metrics
 r0=$(mval 'tollgate_allocator_policy_reloads_total{result="ok"}')
 cm_swap v2 "$(policy '.namespaces.crawl.internetEgress = "24M"')"
-wait_for 5 sh -c "ip netns exec $NS curl -s --max-time 1 $URL/metrics | grep -qx 'tollgate_allocator_budget_bytes_per_second{namespace=\"crawl\"} 3000000'" ||
+wait_for 5 sh -c "ip netns exec $NS curl -s --max-time 1 $URL/metrics | grep -qx 'tollgate_allocator_budget_bytes_per_second{namespace=\"crawl\",direction=\"egress\"} 3000000'" ||
 	t_fail "the swapped ConfigMap (crawl 24M) was not taken within 5 s"
 metrics
 t_expect "reloads ok" "$(mval 'tollgate_allocator_policy_reloads_total{result="ok"}')" $((r0 + 1))
@@ -344,13 +344,13 @@ t_expect "the edit carried" "$(answer_field '[.policy.namespaces[] | select(.nam
 policy '.namespaces.datasets.internetEgress = "16M" | .namespaces.crawl.internetEgress = "24M"' >"$CM/..v2/policy.json"
 sleep 1
 metrics
-t_expect "budget datasets before SIGHUP" "$(mval 'tollgate_allocator_budget_bytes_per_second{namespace="datasets"}')" "$DATASETS"
+t_expect "budget datasets before SIGHUP" "$(mval 'tollgate_allocator_budget_bytes_per_second{namespace="datasets",direction="egress"}')" "$DATASETS"
 t_end
 
 t_begin "SIGHUP with a shrunken budget: the new budget in force, the nodes' grants lowered within it"
 kill -HUP "$ALLOC_PID"
 SMALL=2000000 # 16M
-wait_for 5 sh -c "ip netns exec $NS curl -s --max-time 1 $URL/metrics | grep -qx 'tollgate_allocator_budget_bytes_per_second{namespace=\"datasets\"} $SMALL'" ||
+wait_for 5 sh -c "ip netns exec $NS curl -s --max-time 1 $URL/metrics | grep -qx 'tollgate_allocator_budget_bytes_per_second{namespace=\"datasets\",direction=\"egress\"} $SMALL'" ||
 	t_fail "SIGHUP did not take the shrunken budget within 5 s"
 h1=$(node n1 9 datasets 3000000 "$g1")
 h2=$(node n2 8 datasets 1500000 "$g2")
@@ -364,14 +364,14 @@ else
 fi
 # until the nodes report the lower grants applied, what they gave up still counts
 metrics
-le "$(mval 'tollgate_allocator_committed_bytes_per_second{namespace="datasets"}')" $((g1 + g2)) ||
+le "$(mval 'tollgate_allocator_committed_bytes_per_second{namespace="datasets",direction="egress"}')" $((g1 + g2)) ||
 	t_fail "committed above what the nodes held before"
 for seq in 10 11 12; do
 	h1=$(node n1 "$seq" datasets "$h1" "$h1")
 	h2=$(node n2 "$seq" datasets "$h2" "$h2")
 done
 metrics
-c=$(mval 'tollgate_allocator_committed_bytes_per_second{namespace="datasets"}')
+c=$(mval 'tollgate_allocator_committed_bytes_per_second{namespace="datasets",direction="egress"}')
 le "$c" "$SMALL" || t_fail "committed $c > the new budget $SMALL once the nodes applied their grants"
 t_end
 
@@ -391,14 +391,43 @@ sleep 1
 metrics
 t_expect "reload errors (the bad rate, bad JSON, the misspelt key)" "$(mval 'tollgate_allocator_policy_reloads_total{result="error"}')" $((e0 + 3))
 t_expect "reloads ok" "$(mval 'tollgate_allocator_policy_reloads_total{result="ok"}')" "$ok0"
-t_expect "budget datasets" "$(mval 'tollgate_allocator_budget_bytes_per_second{namespace="datasets"}')" "$SMALL"
-t_expect "budget crawl" "$(mval 'tollgate_allocator_budget_bytes_per_second{namespace="crawl"}')" 3000000
+t_expect "budget datasets" "$(mval 'tollgate_allocator_budget_bytes_per_second{namespace="datasets",direction="egress"}')" "$SMALL"
+t_expect "budget crawl" "$(mval 'tollgate_allocator_budget_bytes_per_second{namespace="crawl",direction="egress"}')" 3000000
 [ "$(grep -c 'msg="policy refused; the one in force stays"' "$LOG")" -eq 3 ] ||
 	t_fail "expected 3 log records of a refused policy: $(grep -c 'policy refused' "$LOG")"
 grep 'policy refused' "$LOG" | head -1 | grep -q 'datasets' || t_fail "the record does not name the bad key"
 grep 'policy refused' "$LOG" | tail -1 | grep -q 'internetEgres' || t_fail "the record does not name the misspelt key"
 g=$(node n1 13 datasets "$h1" "$h1")
 num "$g" || t_fail "reports are not answered after a bad config: $g"
+t_end
+
+t_begin "a download budget: its own budget, grants and series; a node that predates directions is sent the uploads alone"
+cm_swap v6 "$(policy '.namespaces.datasets.internetEgress = "16M" | .namespaces.crawl.internetEgress = "24M" | .namespaces.datasets.internetIngress = "40M"')"
+wait_for 5 sh -c "ip netns exec $NS curl -s --max-time 1 $URL/metrics | grep -qx 'tollgate_allocator_budget_bytes_per_second{namespace=\"datasets\",direction=\"ingress\"} 5000000'" ||
+	t_fail "the download budget (40M) was not taken within 5 s"
+metrics
+t_expect "the uploads' budget beside it" "$(mval 'tollgate_allocator_budget_bytes_per_second{namespace="datasets",direction="egress"}')" "$SMALL"
+# a report of both directions of datasets: a grant each, the download's marked
+down=$(entry datasets 4000000 1250 true fallback | jq -c '.direction = "ingress"')
+code=$(post "$(report n7 1 "$(entry datasets 100000 100000 false fallback)" "$down" | jq -c '.directions = true')")
+t_expect "both directions' report" "$code" 200
+t_expect "the grants' directions" "$(answer_field '[.grants[] | [.namespace, (.direction // "egress")]] | sort | tojson')" '[["datasets","egress"],["datasets","ingress"]]'
+t_expect "the whole policy to a node that takes directions" "$(answer_field '[.policy.namespaces[] | select(.namespace == "datasets") | .internetIngress][0]')" 5000000
+ID_ALL=$(answer_field '.policy.id')
+# the same node as the previous version writes it: no "directions", no "direction"
+code=$(post "$(report n8 1 "$(entry datasets 100000 100000 false fallback)")")
+t_expect "an old node's report" "$code" 200
+t_expect "its policy: the uploads alone" "$(answer_field '[.policy.namespaces[] | keys[]] | unique | tojson')" '["internetEgress","namespace"]'
+ID_UP=$(answer_field '.policy.id')
+[ "$ID_UP" != "$ID_ALL" ] || t_fail "the uploads' policy has the whole one's id ($ID_ALL)"
+t_expect "its grants: the uploads'" "$(answer_field '[.grants[] | (.direction // "egress")] | tojson')" '["egress"]'
+# holding that id it is sent no policy again; a node of this version holding it is sent the whole
+post "$(report n8 2 "$(entry datasets 100000 100000 false fallback)" | jq -c --arg p "$ID_UP" '.policy = $p')" >/dev/null
+t_expect "no policy again to the old node" "$(answer_field '.policy // "none"')" none
+post "$(report n7 2 "$(entry datasets 100000 100000 false fallback)" | jq -c --arg p "$ID_UP" '.policy = $p | .directions = true')" >/dev/null
+t_expect "the whole policy to a node of this version holding the uploads' id" "$(answer_field '.policy.id')" "$ID_ALL"
+metrics
+t_expect "nodes holding datasets' downloads" "$(mval 'tollgate_allocator_nodes{namespace="datasets",direction="ingress"}')" 1
 t_end
 
 # ============================================================ options, stop

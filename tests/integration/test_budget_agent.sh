@@ -78,7 +78,7 @@ metrics() { ip netns exec "$TG_NODE" curl -s --max-time 2 "http://127.0.0.1:$POR
 metric() { # NAME LABELS-REGEX -> value (empty: none)
 	metrics | awk -v n="$1" -v l="$2" '$1 ~ ("^" n) && $1 ~ l {print $2; exit}'
 }
-state_is() { [ "$(metric tollgate_budget_state "namespace=\"datasets\",state=\"$1\"")" = 1 ]; }
+state_is() { [ "$(metric tollgate_budget_state "namespace=\"datasets\",direction=\"egress\",state=\"$1\"")" = 1 ]; }
 ctl() { printf '%s\n' "$1" >"$CTL"; }
 # now_ms: the wall clock in milliseconds
 now_ms() { local t=${EPOCHREALTIME/[.,]/}; echo $((t / 1000)); }
@@ -159,7 +159,7 @@ t_begin "a grant becomes the namespace class's ceil within two reports"
 wait_for 5 ceil_is d1 20000000 ||
 	t_fail "ceil $(ns_ceil d1), want 20000000 (2500000 B/s); log: $(tail -3 "$ALOG")"
 state_is granted || t_fail "state not granted: $(metrics | grep tollgate_budget_state)"
-t_expect "grant metric" "$(metric tollgate_budget_grant_bytes_per_second 'namespace="datasets"')" 2500000
+t_expect "grant metric" "$(metric tollgate_budget_grant_bytes_per_second 'namespace="datasets",direction="egress"')" 2500000
 t_end
 t_begin "the first answer's policy: research has no budget and gets its cap back, the policy is kept in budgets.json"
 research_free() { ceil_is r1 1000000000 && [ "$(att r1 | jq -r '.shaping.budgetFallback // 0')" = 0 ]; }
@@ -237,11 +237,13 @@ t_end
 
 t_begin "tollgate-ipam status and show print the budget"
 out=$(IPAM status)
-grep -q '^budget     datasets: granted 20.0M (lease' <<<"$out" || t_fail "status: $out"
+grep -q '^budget     datasets egress: granted 20.0M (lease' <<<"$out" || t_fail "status: $out"
 grep -qx "policy     $POLICY_ID: the allocator's, 1 budget" <<<"$out" || t_fail "status, the policy: $out"
-t_expect "status --json's policy" "$(IPAM --json status | jq -c .budgetPolicy)" "{\"id\":\"$POLICY_ID\",\"budgets\":1}"
+js=$(IPAM --json status)
+t_expect "status --json's policy" "$(jq -c .budgetPolicy <<<"$js")" "{\"id\":\"$POLICY_ID\",\"budgets\":1}"
+t_expect "status --json's budget is the uploads'" "$(jq -c '[.budgets[] | [.namespace, .direction]]' <<<"$js")" '[["datasets","egress"]]'
 out=$(IPAM show "datasets/d1")
-grep -q '^budget      datasets: granted' <<<"$out" || t_fail "show: $out"
+grep -q '^budget      datasets egress: granted' <<<"$out" || t_fail "show: $out"
 [ "$(IPAM --json show "research/r1" | jq '.budgets | length')" = 0 ] || t_fail "research shows a budget"
 t_end
 

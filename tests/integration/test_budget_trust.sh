@@ -134,8 +134,8 @@ post() {
 	ip netns exec "$ns" curl -s -o "$TG_TMP/post.out" -w '%{http_code}' --max-time 3 --cacert "$PKI/ca.crt" \
 		-X POST -H 'Content-Type: application/json' --data "$(report "$node")" "$@" "$AURL/v1/report"
 }
-nodes() { ACURL "$AURL/metrics" | awk '$1 == "tollgate_allocator_nodes{namespace=\"datasets\"}" { print $2 }'; }
-demand() { ACURL "$AURL/metrics" | awk '$1 == "tollgate_allocator_demand_bytes_per_second{namespace=\"datasets\"}" { print $2 }'; }
+nodes() { ACURL "$AURL/metrics" | awk '$1 == "tollgate_allocator_nodes{namespace=\"datasets\",direction=\"egress\"}" { print $2 }'; }
+demand() { ACURL "$AURL/metrics" | awk '$1 == "tollgate_allocator_demand_bytes_per_second{namespace=\"datasets\",direction=\"egress\"}" { print $2 }'; }
 
 t_begin "forged reports from a host of the node network: refused (401/403), counted, and nothing moves"
 nodes0=$(nodes) demand0=$(demand) un0=$(a_metric 'tollgate_allocator_reports_total{result="unauthenticated"}')

@@ -376,8 +376,8 @@ copy_edit components/budgets/10-tollgate.conflist 's/"fallback": "10M"/"fallback
 refused "budgets.internetEgress in the conflist" "$TG_TMP/copy-bud.yaml" allocator
 copy_edit components/budgets/policy.json 's/"reportSeconds": 1,/"reportSeconds": 2,/' budgets
 refused "a policy assuming another report period" "$TG_TMP/copy-bud.yaml" allocator
-copy_edit components/budgets/policy.json 's/"internetEgress"/"internetIngress"/' budgets
-refused "a policy of a key this version does not take" "$TG_TMP/copy-bud.yaml" allocator
+copy_edit components/budgets/policy.json 's/"internetEgress"/"internetEgres"/' budgets
+refused "a policy of a key the allocator does not know" "$TG_TMP/copy-bud.yaml" allocator
 # the checker has teeth: replicas without the election, two on one node, or a capability, are refused
 copy_edit components/budgets/allocator.yaml '/- --etcd=/d'
 refused "three replicas without --etcd" "$TG_TMP/copy-overlay.yaml" allocator
@@ -552,9 +552,13 @@ for r in "$BUD" "$OVR"; do
 	out=$("$ALLOCATOR" --check --policy "$TG_TMP/p.json" 2>&1) || t_fail "$(basename "$r"): $out"
 	grep -q ': accepted (policy [0-9a-f]\{16\}, ' <<<"$out" || t_fail "$(basename "$r"): $out"
 done
+# a download budget beside the upload one is a policy too
 checkr "$OVR" policy | jq '.namespaces.datasets.internetIngress = "1G"' >"$TG_TMP/p.json"
-out=$("$ALLOCATOR" --check --policy "$TG_TMP/p.json" 2>&1) && t_fail "--check took internetIngress: $out"
-grep -q 'refused.*internetIngress' <<<"$out" || t_fail "the refusal does not name the key: $out"
+out=$("$ALLOCATOR" --check --policy "$TG_TMP/p.json" 2>&1) || t_fail "--check refused internetIngress: $out"
+grep -q ': accepted (policy [0-9a-f]\{16\}, ' <<<"$out" || t_fail "internetIngress: $out"
+checkr "$OVR" policy | jq '.destinations = {prefixLength: 24}' >"$TG_TMP/p.json"
+out=$("$ALLOCATOR" --check --policy "$TG_TMP/p.json" 2>&1) && t_fail "--check took destinations: $out"
+grep -q 'refused.*destinations' <<<"$out" || t_fail "the refusal does not name the key: $out"
 t_end
 
 t_begin "the ConfigMap's conflist says cniVersion 1.0.0, every plugin at it"
@@ -1147,11 +1151,11 @@ t_expect "the policy in force (tollgate_allocator_policy_info)" \
 	"$(metric_in "$TG_TMP/alloc.out" "tollgate_allocator_policy_info{policy=\"$ID2\",budgets=\"2\"}")" 1
 grep -qi 'policy' <(tail -5 "$ALLOC_LOG") || t_fail "the allocator does not log the new policy: $(tail -3 "$ALLOC_LOG")"
 # an invalid edit (a key this version does not take): refused whole, counted, 10G stays
-jq '.namespaces.datasets.internetIngress = "5G"' "$TG_TMP/policy-v2.json" >"$TG_TMP/policy-v3.json"
+jq '.destinations = {prefixLength: 24}' "$TG_TMP/policy-v2.json" >"$TG_TMP/policy-v3.json"
 mount_policy v3 "$TG_TMP/policy-v3.json"
 refused_once() { [ "$(reloads error)" = $((err0 + 1)) ]; }
 wait_for 10 refused_once || t_fail "tollgate_allocator_policy_reloads_total{result=\"error\"} is $(reloads error), not $((err0 + 1))"
-grep -q 'internetIngress' "$ALLOC_LOG" || t_fail "the refusal does not name internetIngress: $(tail -3 "$ALLOC_LOG")"
+grep -q 'destinations' "$ALLOC_LOG" || t_fail "the refusal does not name destinations: $(tail -3 "$ALLOC_LOG")"
 t_expect "report" "$(probe)" 200
 t_expect "the policy in force (10G)" "$(answer_ns)" '{"crawl":250000000,"datasets":1250000000}'
 t_expect "its id" "$(jq -r '.policy.id' "$TG_TMP/answer" 2>/dev/null)" "$ID2"
@@ -1166,7 +1170,7 @@ t_end
 # A pod of the budgeted namespace on the node, ADDed with the conflist the
 # agent installed (what the runtime hands the plugin).
 agent_metric() { [ "$(http_get /metrics)" = 200 ] && metric_in "$TG_TMP/http.out" "$1"; }
-GRANTED='tollgate_budget_state{namespace="datasets",state="granted"}'
+GRANTED='tollgate_budget_state{namespace="datasets",direction="egress",state="granted"}'
 REP_ERR='tollgate_budget_reports_total{result="error"}'
 reports_failing() { [ "$(agent_metric "$REP_ERR")" -ge 2 ] 2>/dev/null; }
 alloc_ok() { [ "$(alloc_get /metrics)" = 200 ] && metric_in "$TG_TMP/alloc.out" 'tollgate_allocator_reports_total{result="ok"}'; }
@@ -1192,9 +1196,9 @@ grep -q "^$NODE_DNS tollgate-allocator.kube-system.svc[.a-z]* 1 NXDOMAIN$" "$DNS
 grep -q "^$CLUSTER_DNS tollgate-allocator" "$DNSLOG" && t_fail "the cluster DNS was asked for the Service"
 t_expect "datasets granted" "$(agent_metric "$GRANTED")" 0
 # a node that has heard no policy cannot tell budgeted namespaces: held at the join rate
-join_rate() { [ "$(agent_metric 'tollgate_budget_ceil_bytes_per_second{namespace="datasets"}')" = 1250 ]; }
+join_rate() { [ "$(agent_metric 'tollgate_budget_ceil_bytes_per_second{namespace="datasets",direction="egress"}')" = 1250 ]; }
 wait_for 10 join_rate ||
-	t_fail "datasets' ceil with no policy heard is $(agent_metric 'tollgate_budget_ceil_bytes_per_second{namespace="datasets"}'), not the join rate 1250: $(grep -i budget "$ALOG" | tail -2)"
+	t_fail "datasets' ceil with no policy heard is $(agent_metric 'tollgate_budget_ceil_bytes_per_second{namespace="datasets",direction="egress"}'), not the join rate 1250: $(grep -i budget "$ALOG" | tail -2)"
 t_expect "the policy the node holds" "$(agent_metric 'tollgate_budget_policy_info{policy="",budgets="0"}')" 1
 t_expect "reports the allocator answered" "$(alloc_ok)" "$ok0"
 agent_stop
@@ -1224,7 +1228,7 @@ agent_start
 granted() { [ "$(agent_metric "$GRANTED")" = 1 ]; }
 wait_for 20 granted || t_fail "datasets not granted: $(grep '^tollgate_budget_state{namespace="datasets"' "$TG_TMP/http.out" | tr '\n' ' ') $(grep -i budget "$ALOG" | tail -2)"
 [ "$(alloc_ok)" -gt "$ok0" ] 2>/dev/null || t_fail "the allocator answered no report"
-t_expect "the allocator's nodes holding datasets" "$(metric_in "$TG_TMP/alloc.out" 'tollgate_allocator_nodes{namespace="datasets"}')" 1
+t_expect "the allocator's nodes holding datasets" "$(metric_in "$TG_TMP/alloc.out" 'tollgate_allocator_nodes{namespace="datasets",direction="egress"}')" 1
 grep -q "^$CLUSTER_DNS $SVC 1 NOERROR$" "$DNSLOG" || t_fail "the cluster DNS did not answer $SVC: $(tail -3 "$DNSLOG")"
 wait "$SNIFF_PID" "$SNIFF2_PID"
 t_expect "the name in the handshake" "$(cat "$TG_TMP/sniff-sni.out")" tollgate-allocator.kube-system.svc

@@ -6,8 +6,9 @@
  * node's rise waits until the node it comes from has reported the lower
  * grant applied, or its lease ran out); leases and forgetting; learning
  * after a start and the reserve for nodes not heard from yet; budgets
- * changed, shrunk, removed; min_grant; namespaces without a budget; and
- * convergence of six nodes to their max-min fair shares.
+ * changed, shrunk, removed; min_grant; namespaces without a budget;
+ * convergence of six nodes to their max-min fair shares; and a namespace's
+ * two directions as two budgets that never change each other's grants.
  */
 #include <errno.h>
 #include <math.h>
@@ -1156,6 +1157,222 @@ static void t_max_nodes(void **state)
 	budget_alloc_free(a);
 }
 
+/* ---- a namespace's two directions: two budgets ---- */
+
+/* One node's two entries of "datasets": its uploads (e) and its downloads (i). */
+struct dnode {
+	struct node e, i;
+};
+
+/* A node's downloads of "datasets" as a report entry. */
+static struct budget_usage usage_in(const struct node *n)
+{
+	struct budget_usage u = usage_of(n, "datasets", 1000);
+
+	u.dir = BUDGET_INGRESS;
+	return u;
+}
+
+/*
+ * One report of both directions of a node (the uploads only when !with_in);
+ * each answer's grant applied to its direction. The uploads' grant into
+ * *ret_e, the downloads' into *ret_i (0: none in the answer).
+ */
+static void report_both(struct budget_alloc *a, struct dnode *n, int64_t now, bool with_in,
+			uint64_t *ret_e, uint64_t *ret_i)
+{
+	struct budget_usage u[2] = { usage_of(&n->e, "datasets", 1000), usage_in(&n->i) };
+	struct budget_report r = { .seq = 1, .use = u, .n = with_in ? 2 : 1 };
+	struct budget_answer ans;
+
+	snprintf(r.node, sizeof(r.node), "%s", n->e.name);
+	assert_int_equal(budget_alloc_report(a, &r, now, &ans), 0);
+	*ret_e = *ret_i = 0;
+	for (size_t k = 0; k < ans.n; k++) {
+		struct node *d = ans.g[k].dir == BUDGET_INGRESS ? &n->i : &n->e;
+
+		assert_string_equal(ans.g[k].ns, "datasets");
+		*(ans.g[k].dir == BUDGET_INGRESS ? ret_i : ret_e) = ans.g[k].grant;
+		d->grant = ans.g[k].grant;
+		d->safe = ans.g[k].safe_share;
+		d->nodes = ans.g[k].nodes;
+		d->st = BUDGET_GRANTED;
+		d->applied = budget_node_ceil(d->st, d->grant, d->safe, 0, d->limit);
+	}
+	budget_answer_free(&ans);
+}
+
+/*
+ * The same nodes' uploads reported to an allocator of the uploads' budget
+ * alone, and with their downloads to one that also has a download budget
+ * of the namespace (heavy demand, coming and going): every upload grant is
+ * the same in both, for 40 periods; the downloads' grants stay within
+ * their own budget and differ from the uploads' (the control: the two are
+ * not one budget counted twice).
+ */
+static void t_directions_are_independent(void **state)
+{
+	struct budget_def only[1] = { { .ns = "datasets", .budget = 100 * MB } };
+	struct budget_def both[2] = {
+		{ .ns = "datasets", .budget = 100 * MB },
+		{ .ns = "datasets", .dir = BUDGET_INGRESS, .budget = 30 * MB }
+	};
+	struct budget_params p;
+	struct budget_alloc *a, *b;
+	struct node alone[3];
+	struct dnode n[3];
+	struct budget_view v[4];
+	int64_t now = 0;
+	bool differs = false;
+
+	(void)state;
+	budget_params_defaults(&p);
+	a = budget_alloc_new(&p, 0);
+	b = budget_alloc_new(&p, 0);
+	assert_non_null(a);
+	assert_non_null(b);
+	assert_int_equal(budget_alloc_set(a, only, 1), 0);
+	assert_int_equal(budget_alloc_set(b, both, 2), 0);
+	for (int k = 0; k < 3; k++) {
+		char name[8];
+
+		snprintf(name, sizeof(name), "n%d", k);
+		alone[k] = node_new(name, 1250);
+		n[k].e = node_new(name, 1250);
+		n[k].i = node_new(name, 1250);
+		alone[k].demand = n[k].e.demand = (uint64_t)(k + 1) * 20 * MB;
+		n[k].i.demand = 50 * MB;
+	}
+	for (int period = 0; period < 40; period++) {
+		uint64_t in_sum = 0;
+
+		/* the downloads come and go; the uploads' demand moves too, the same in both */
+		if (period == 15)
+			for (int k = 0; k < 3; k++)
+				alone[k].demand = n[k].e.demand = (uint64_t)(3 - k) * 30 * MB;
+		for (int k = 0; k < 3; k++)
+			n[k].i.demand = period >= 20 && period < 30 ? MB
+								    : (uint64_t)(k + 1) * 40 * MB;
+		budget_alloc_round(a, now);
+		budget_alloc_round(b, now);
+		for (int k = 0; k < 3; k++) {
+			uint64_t ge, gi;
+			uint64_t g = report(a, &alone[k], now + k, true);
+
+			report_both(b, &n[k], now + k, true, &ge, &gi);
+			if (g != ge)
+				fail_msg("period %d, node %d: the uploads' grant is %llu with a "
+					 "download budget, %llu without",
+					 period, k, (unsigned long long)ge, (unsigned long long)g);
+			assert_true(gi > 0);
+			differs |= gi != ge;
+			in_sum += n[k].i.applied;
+		}
+		assert_true(in_sum <= 30 * MB);
+		now += 1000;
+	}
+	assert_true(differs);
+	/* two budgets, each with its own sums */
+	assert_int_equal(budget_alloc_views(b, v, 4), 2);
+	assert_string_equal(v[0].ns, "datasets");
+	assert_int_equal(v[0].dir, BUDGET_EGRESS);
+	assert_int_equal(v[1].dir, BUDGET_INGRESS);
+	assert_true(v[0].budget == 100 * MB);
+	assert_true(v[1].budget == 30 * MB);
+	assert_true(v[1].committed <= 30 * MB);
+	assert_int_equal(v[0].nodes, 3);
+	assert_int_equal(v[1].nodes, 3);
+	budget_alloc_free(a);
+	budget_alloc_free(b);
+}
+
+/*
+ * A direction without a budget gets no grant, the other does; a node's
+ * downloads that leave the node free their share and leave its uploads
+ * held; a download budget removed leaves the uploads' nodes as they were.
+ */
+static void t_direction_without_budget_and_leaving(void **state)
+{
+	struct budget_def up[1] = { { .ns = "datasets", .budget = 100 * MB } };
+	struct budget_def down[1] = {
+		{ .ns = "datasets", .dir = BUDGET_INGRESS, .budget = 50 * MB }
+	};
+	struct budget_def both[2] = { up[0], down[0] };
+	struct budget_params p;
+	struct budget_alloc *a;
+	struct dnode n = { 0 };
+	struct budget_view v[2];
+	uint64_t ge, gi;
+	int64_t now = T_LEARNED;
+
+	(void)state;
+	budget_params_defaults(&p);
+	a = budget_alloc_new(&p, 0);
+	assert_non_null(a);
+	n.e = node_new("n1", 1250);
+	n.i = node_new("n1", 1250);
+	n.e.demand = n.i.demand = 10 * MB;
+	/* downloads alone budgeted: the uploads' entry gets nothing */
+	assert_int_equal(budget_alloc_set(a, down, 1), 0);
+	report_both(a, &n, 0, true, &ge, &gi);
+	assert_int_equal(ge, 0);
+	assert_true(gi > 0);
+	/* uploads alone: the downloads' entry gets nothing, and its node is let go */
+	assert_int_equal(budget_alloc_set(a, up, 1), 0);
+	report_both(a, &n, 1000, true, &ge, &gi);
+	assert_true(ge > 0);
+	assert_int_equal(gi, 0);
+	/* both */
+	assert_int_equal(budget_alloc_set(a, both, 2), 0);
+	for (int k = 0; k < 5; k++, now += 1000) {
+		budget_alloc_round(a, now);
+		report_both(a, &n, now, true, &ge, &gi);
+	}
+	assert_int_equal(budget_alloc_views(a, v, 2), 2);
+	assert_int_equal(v[0].nodes, 1);
+	assert_int_equal(v[1].nodes, 1);
+	/* the downloads leave the node (no pod, nothing applied): freed at once, uploads held */
+	n.i.pods = 0;
+	n.i.applied = 0;
+	report_both(a, &n, now, true, &ge, &gi);
+	assert_true(ge > 0);
+	assert_int_equal(gi, 0);
+	assert_int_equal(budget_alloc_views(a, v, 2), 2);
+	assert_int_equal(v[0].nodes, 1);
+	assert_int_equal(v[1].nodes, 0);
+	assert_int_equal(v[1].committed, 0);
+	/* the download budget removed: the uploads' node and its grant stay */
+	{
+		uint64_t committed = v[0].committed, granted = v[0].granted;
+
+		assert_int_equal(budget_alloc_set(a, up, 1), 0);
+		assert_int_equal(budget_alloc_views(a, v, 2), 1);
+		assert_int_equal(v[0].dir, BUDGET_EGRESS);
+		assert_int_equal(v[0].nodes, 1);
+		assert_int_equal(v[0].committed, committed);
+		assert_int_equal(v[0].granted, granted);
+	}
+	budget_alloc_free(a);
+}
+
+/* A budget twice in one direction is refused; a namespace in both directions is not. */
+static void t_budget_twice_in_one_direction_is_refused(void **state)
+{
+	struct budget_alloc *a = alloc_one(100 * MB, 0);
+	struct budget_def twice[3] = { { .ns = "a", .dir = BUDGET_INGRESS, .budget = 1 },
+				       { .ns = "a", .budget = 2 },
+				       { .ns = "a", .dir = BUDGET_INGRESS, .budget = 3 } };
+	struct budget_def bad_dir = { .ns = "a", .dir = (enum budget_dir)7, .budget = 1 };
+
+	(void)state;
+	assert_int_equal(budget_alloc_set(a, twice, 3), -EINVAL);
+	assert_int_equal(budget_alloc_set(a, &bad_dir, 1), -EINVAL);
+	assert_string_equal(view(a).ns, "datasets");
+	assert_int_equal(budget_alloc_set(a, twice, 2), 0);
+	assert_int_equal(budget_alloc_views(a, NULL, 0), 2);
+	budget_alloc_free(a);
+}
+
 int main(void)
 {
 	add_test("equal demands get equal shares", t_fill_equal_demand, NULL);
@@ -1205,6 +1422,12 @@ int main(void)
 	add_test("a namespace twice in the budgets is refused and changes nothing",
 		 t_namespace_twice_in_budgets_is_refused, NULL);
 	add_test("many nodes of many budgets come and go", t_many_nodes_and_budgets, NULL);
+	add_test("a namespace's download budget never changes its upload grants",
+		 t_directions_are_independent, NULL);
+	add_test("a direction without a budget gets nothing; one leaving keeps the other",
+		 t_direction_without_budget_and_leaving, NULL);
+	add_test("a budget twice in one direction is refused, a namespace in both is not",
+		 t_budget_twice_in_one_direction_is_refused, NULL);
 	add_test("six nodes converge to their max-min fair shares, and again when demand moves",
 		 t_six_nodes_converge_to_fair_shares, NULL);
 	return run_group("budget_alloc");

@@ -3,8 +3,10 @@
  * The /v1/ wire format of cluster budgets: a report and an answer written
  * and read back are the same; every document the parsers refuse (too big,
  * not JSON, another version, a member missing, twice, of the wrong type or
- * out of range, a bad name, a namespace twice, too many entries) is refused
- * with CNI_ERR_DECODE and a message that names the member and its index.
+ * out of range, a bad name, a namespace twice in one direction, too many
+ * entries) is refused with CNI_ERR_DECODE and a message that names the
+ * member and its index. A budget's direction round trips; an entry without
+ * one (what a peer that predates directions writes) is egress.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -162,6 +164,7 @@ static struct budget_usage usage(const char *ns, uint64_t sent, bool sat, enum b
 static void assert_usage_equal(const struct budget_usage *a, const struct budget_usage *b)
 {
 	assert_string_equal(a->ns, b->ns);
+	assert_int_equal(a->dir, b->dir);
 	assert_int_equal(a->sent_bytes, b->sent_bytes);
 	assert_int_equal(a->interval_ms, b->interval_ms);
 	assert_int_equal(a->saturated, b->saturated);
@@ -319,7 +322,10 @@ static void t_unknown_members_are_ignored(void **state)
 	budget_report_free(&r);
 }
 
-/* The largest of everything: 256 budgets of 63-character names from a 253-character node. */
+/*
+ * The largest of everything: 512 budgets of 63-character names from a
+ * 253-character node, each a download's (the longer entry).
+ */
 static void t_largest_report_parses(void **state)
 {
 	struct budget_usage *use = calloc(BUDGET_PER_REPORT_MAX, sizeof(*use));
@@ -336,6 +342,7 @@ static void t_largest_report_parses(void **state)
 		memset(use[i].ns, 'z', BUDGET_NS_MAX);
 		snprintf(use[i].ns, sizeof(use[i].ns), "%03zu", i);
 		use[i].ns[3] = 'z';
+		use[i].dir = BUDGET_INGRESS;
 	}
 	assert_int_equal(budget_report_build(&r, &text, &len), 0);
 	assert_true(len <= BUDGET_BODY_MAX);
@@ -485,6 +492,22 @@ static const struct bad bad_cases[] = {
 	  -EINVAL, "grants[1].namespace: \"datasets\" again (grants[0] has it)" },
 	{ "a grant for a bad namespace is refused", 'a', 'g', "namespace", "\"-x\"", -EINVAL,
 	  "grants[1].namespace: \"-x\" is not a namespace" },
+	{ "an unknown direction is refused", 'r', 'u', "direction", "\"download\"", -EINVAL,
+	  "budgets[1].direction: \"download\" is not one of egress, ingress" },
+	{ "a direction in capitals is refused", 'r', 'u', "direction", "\"Ingress\"", -EINVAL,
+	  "budgets[1].direction: \"Ingress\"" },
+	{ "a direction written as a number is refused", 'r', 'u', "direction", "1", -EINVAL,
+	  "budgets[1].direction: must be a string, not an integer" },
+	{ "a direction of null is refused", 'r', 'u', "direction", "null", -EINVAL,
+	  "budgets[1].direction: must be a string, not null" },
+	{ "an empty direction is refused", 'r', 'u', "direction", "\"\"", -EINVAL,
+	  "budgets[1].direction: \"\" is not one of" },
+	{ "a direction twice in a budget is refused", 'r', 'u', "direction",
+	  "\"ingress\",\"direction\":\"egress\"", -EINVAL, "budgets[1]: a member written twice" },
+	{ "a grant's unknown direction is refused", 'a', 'g', "direction", "\"up\"", -EINVAL,
+	  "grants[1].direction: \"up\" is not one of egress, ingress" },
+	{ "directions written as a number is refused", 'r', 't', "directions", "1", -EINVAL,
+	  "directions: must be true or false, not an integer" },
 };
 
 static void t_bad(void **state)
@@ -587,7 +610,7 @@ static void t_oversized_document_is_refused(void **state)
 	memcpy(big, rep, len);
 	assert_int_equal(budget_report_parse(big, BUDGET_BODY_MAX + 1, &r, &e), -EINVAL);
 	assert_int_equal(e.code, CNI_ERR_DECODE);
-	assert_contains(e.msg, "a report of 65537 bytes: at most 65536");
+	assert_contains(e.msg, "a report of 163841 bytes: at most 163840");
 	memset(&e, 0, sizeof(e));
 	/* an answer may be larger (it can carry the policy) */
 	{
@@ -618,7 +641,7 @@ static void t_too_many_budgets_are_refused(void **state)
 		p += sprintf(p, "%s{}", i ? "," : "");
 	sprintf(p, "]}");
 	assert_int_equal(budget_report_parse(doc, strlen(doc), &r, &e), -EINVAL);
-	assert_contains(e.msg, "budgets: 257 entries, at most 256");
+	assert_contains(e.msg, "budgets: 513 entries, at most 512");
 	free(doc);
 }
 
@@ -783,19 +806,24 @@ static void t_policy_round_trip(void **state)
 	free(text);
 	budget_set_free(&a.policy);
 
-	/* the most namespaces a policy has, the most grants, the longest names */
-	policy_of(&a.policy, BUDGET_POLICY_NS_MAX);
-	for (size_t i = 0; i < BUDGET_POLICY_NS_MAX; i++) {
+	/*
+	 * the most namespaces a policy has, each with a budget in both
+	 * directions, the most grants (downloads'), the longest names
+	 */
+	policy_of(&a.policy, 2 * BUDGET_POLICY_NS_MAX);
+	for (size_t i = 0; i < 2 * BUDGET_POLICY_NS_MAX; i++) {
 		memset(a.policy.d[i].ns, 'a', BUDGET_NS_MAX);
-		snprintf(a.policy.d[i].ns + BUDGET_NS_MAX - 5, 6, "%05zu", i);
+		snprintf(a.policy.d[i].ns + BUDGET_NS_MAX - 5, 6, "%05zu", i / 2);
+		a.policy.d[i].dir = i % 2 ? BUDGET_INGRESS : BUDGET_EGRESS;
 		a.policy.d[i].budget = BUDGET_TOTAL_MAX;
 	}
 	assert_int_equal(budget_set_seal(&a.policy, &e), 0);
 	for (size_t i = 0; i < BUDGET_PER_REPORT_MAX; i++) {
-		g[i] = (struct budget_grant){ .grant = BUDGET_RATE_MAX,
+		g[i] = (struct budget_grant){ .dir = BUDGET_INGRESS,
+					      .grant = BUDGET_RATE_MAX,
 					      .safe_share = BUDGET_RATE_MAX,
 					      .nodes = BUDGET_NODES_MAX };
-		memcpy(g[i].ns, a.policy.d[i].ns, sizeof(g[i].ns));
+		memcpy(g[i].ns, a.policy.d[2 * i].ns, sizeof(g[i].ns));
 	}
 	a.g = g;
 	a.n = BUDGET_PER_REPORT_MAX;
@@ -804,7 +832,7 @@ static void t_policy_round_trip(void **state)
 	assert_int_equal(budget_answer_build(&a, &text, &len), 0);
 	assert_true(len <= BUDGET_ANSWER_MAX);
 	assert_int_equal(budget_answer_parse(text, len, &back, &e), 0);
-	assert_int_equal(back.policy.n, BUDGET_POLICY_NS_MAX);
+	assert_int_equal(back.policy.n, 2 * BUDGET_POLICY_NS_MAX);
 	budget_answer_free(&back);
 	free(text);
 	budget_set_free(&a.policy);
@@ -860,6 +888,318 @@ static void t_bad_policies_are_refused(void **state)
 	}
 }
 
+/*
+ * One namespace in both directions: two entries, each with its own numbers,
+ * the download's marked "direction":"ingress" and the upload's written as
+ * before directions (no member), so that a peer of the previous version
+ * reads the uploads it knows.
+ */
+static void t_directions_round_trip(void **state)
+{
+	struct budget_usage use[3] = {
+		usage("datasets", 1250000, true, BUDGET_GRANTED),
+		usage("datasets", 9000000, false, BUDGET_LEASE_EXPIRED),
+		usage("web", 0, false, BUDGET_FALLBACK),
+	};
+	struct budget_grant g[2] = {
+		{ .ns = "datasets", .grant = 1500000, .safe_share = 900000, .nodes = 6 },
+		{ .ns = "datasets",
+		  .dir = BUDGET_INGRESS,
+		  .grant = 4000000,
+		  .safe_share = 3000000,
+		  .nodes = 5 },
+	};
+	struct budget_report r = { .node = "n1", .seq = 7, .use = use, .n = 3 }, rb;
+	struct budget_answer a = { .lease_ms = 10000, .g = g, .n = 2 }, ab;
+	struct tg_err e = { 0 };
+	size_t len;
+	char *text;
+
+	(void)state;
+	use[1].dir = BUDGET_INGRESS;
+	use[1].applied = 5000000;
+	use[2].dir = BUDGET_INGRESS;
+	r.directions = true;
+	assert_int_equal(budget_report_build(&r, &text, &len), 0);
+	assert_contains(text, "\"seq\":7,\"directions\":true,\"budgets\":[");
+	assert_contains(text, "{\"namespace\":\"datasets\",\"sentBytes\":1250000,");
+	assert_contains(text, "{\"namespace\":\"datasets\",\"direction\":\"ingress\","
+			      "\"sentBytes\":9000000,");
+	assert_contains(text, "{\"namespace\":\"web\",\"direction\":\"ingress\",");
+	assert_null(strstr(text, "egress"));
+	assert_int_equal(budget_report_parse(text, len, &rb, &e), 0);
+	assert_true(rb.directions);
+	assert_int_equal(rb.n, 3);
+	for (size_t i = 0; i < 3; i++)
+		assert_usage_equal(&rb.use[i], &use[i]);
+	budget_report_free(&rb);
+	free(text);
+
+	assert_int_equal(budget_answer_build(&a, &text, &len), 0);
+	assert_string_equal(text, "{\"version\":1,\"leaseMs\":10000,\"grants\":["
+				  "{\"namespace\":\"datasets\",\"grant\":1500000,"
+				  "\"safeShare\":900000,\"nodes\":6},"
+				  "{\"namespace\":\"datasets\",\"direction\":\"ingress\","
+				  "\"grant\":4000000,\"safeShare\":3000000,\"nodes\":5}]}");
+	assert_int_equal(budget_answer_parse(text, len, &ab, &e), 0);
+	assert_int_equal(ab.n, 2);
+	for (size_t i = 0; i < 2; i++) {
+		assert_string_equal(ab.g[i].ns, g[i].ns);
+		assert_int_equal(ab.g[i].dir, g[i].dir);
+		assert_int_equal(ab.g[i].grant, g[i].grant);
+		assert_int_equal(ab.g[i].safe_share, g[i].safe_share);
+		assert_int_equal(ab.g[i].nodes, g[i].nodes);
+	}
+	budget_answer_free(&ab);
+	free(text);
+}
+
+/*
+ * What an agent and an allocator of the version before directions write:
+ * every entry without "direction", read as egress; "egress" written out
+ * is the same.
+ */
+static void t_entries_without_direction_are_egress(void **state)
+{
+	static const char old_report[] =
+		"{\"version\":1,\"node\":\"n1\",\"seq\":42,\"policy\":\"5f0c2a9e81d3b447\","
+		"\"budgets\":[{\"namespace\":\"datasets\",\"sentBytes\":1250000,"
+		"\"intervalMs\":1000,\"saturated\":true,\"applied\":1250000,"
+		"\"limit\":125000000,\"state\":\"granted\",\"pods\":3,"
+		"\"safeShare\":900000,\"nodes\":6},{\"namespace\":\"web\",\"direction\":"
+		"\"egress\",\"sentBytes\":1,\"intervalMs\":1000,\"saturated\":false,"
+		"\"applied\":1,\"limit\":1,\"state\":\"granted\",\"pods\":1,"
+		"\"safeShare\":1,\"nodes\":1}]}";
+	static const char old_answer[] =
+		"{\"version\":1,\"leaseMs\":10000,\"grants\":[{\"namespace\":\"datasets\","
+		"\"grant\":1500000,\"safeShare\":900000,\"nodes\":6}],"
+		"\"policy\":{\"id\":\"%s\",\"namespaces\":[{\"namespace\":\"datasets\","
+		"\"internetEgress\":2500000000}]}}";
+	struct budget_def d = { .ns = "datasets", .budget = 2500000000ULL };
+	struct budget_set set = { .d = &d, .n = 1 };
+	struct budget_report r;
+	struct budget_answer a;
+	struct tg_err e = { 0 };
+	char doc[1024];
+
+	(void)state;
+	assert_int_equal(budget_report_parse(old_report, strlen(old_report), &r, &e), 0);
+	/* a node of that version: sent the policy's uploads alone */
+	assert_false(r.directions);
+	assert_int_equal(r.n, 2);
+	assert_int_equal(r.use[0].dir, BUDGET_EGRESS);
+	assert_int_equal(r.use[0].sent_bytes, 1250000);
+	assert_int_equal(r.use[1].dir, BUDGET_EGRESS);
+	budget_report_free(&r);
+	assert_int_equal(budget_set_seal(&set, &e), 0);
+	snprintf(doc, sizeof(doc), old_answer, set.id);
+	assert_int_equal(budget_answer_parse(doc, strlen(doc), &a, &e), 0);
+	assert_int_equal(a.n, 1);
+	assert_int_equal(a.g[0].dir, BUDGET_EGRESS);
+	assert_int_equal(a.policy.n, 1);
+	assert_int_equal(a.policy.d[0].dir, BUDGET_EGRESS);
+	assert_true(a.policy.d[0].budget == 2500000000ULL);
+	budget_answer_free(&a);
+}
+
+/*
+ * A (namespace, direction) twice is refused, in whatever way the direction
+ * is written; the same namespace in the two directions is not.
+ */
+static void t_budget_twice_in_one_direction(void **state)
+{
+	static const struct {
+		const char *a, *b, *msg; /* the two entries' direction members */
+	} cases[] = {
+		{ "", ",\"direction\":\"egress\"",
+		  "budgets[1].namespace: \"datasets\" again (budgets[0] has it)" },
+		{ ",\"direction\":\"ingress\"", ",\"direction\":\"ingress\"",
+		  "budgets[1].namespace: \"datasets\" ingress again (budgets[0] has it)" },
+		{ ",\"direction\":\"ingress\"", "", NULL },
+		{ ",\"direction\":\"egress\"", ",\"direction\":\"ingress\"", NULL },
+	};
+	static const char entry[] =
+		"{\"namespace\":\"datasets\"%s,\"sentBytes\":1,\"intervalMs\":1000,"
+		"\"saturated\":false,\"applied\":1,\"limit\":1,\"state\":\"granted\","
+		"\"pods\":1,\"safeShare\":1,\"nodes\":1}";
+	static const char grant[] = "{\"namespace\":\"datasets\"%s,\"grant\":1,\"safeShare\":1,"
+				    "\"nodes\":1}";
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		char e0[512], e1[512], doc[1200];
+		struct budget_report r;
+		struct budget_answer a;
+		struct tg_err e = { 0 };
+		int got;
+
+		snprintf(e0, sizeof(e0), entry, cases[i].a);
+		snprintf(e1, sizeof(e1), entry, cases[i].b);
+		snprintf(doc, sizeof(doc),
+			 "{\"version\":1,\"node\":\"n1\",\"seq\":1,\"budgets\":[%s,%s]}", e0, e1);
+		got = budget_report_parse(doc, strlen(doc), &r, &e);
+		if (!cases[i].msg) {
+			if (got != 0)
+				fail_msg("case %zu: %s: %s", i, doc, e.msg);
+			assert_int_not_equal(r.use[0].dir, r.use[1].dir);
+			budget_report_free(&r);
+		} else {
+			assert_int_equal(got, -EINVAL);
+			assert_contains(e.msg, cases[i].msg);
+		}
+		snprintf(e0, sizeof(e0), grant, cases[i].a);
+		snprintf(e1, sizeof(e1), grant, cases[i].b);
+		snprintf(doc, sizeof(doc), "{\"version\":1,\"leaseMs\":1,\"grants\":[%s,%s]}", e0,
+			 e1);
+		memset(&e, 0, sizeof(e));
+		got = budget_answer_parse(doc, strlen(doc), &a, &e);
+		if (!cases[i].msg) {
+			if (got != 0)
+				fail_msg("case %zu: %s: %s", i, doc, e.msg);
+			assert_int_not_equal(a.g[0].dir, a.g[1].dir);
+			budget_answer_free(&a);
+		} else {
+			assert_int_equal(got, -EINVAL);
+			assert_contains(e.msg, "grants[1].namespace: \"datasets\"");
+		}
+	}
+}
+
+/*
+ * A policy with download budgets: one entry a namespace with the budget of
+ * each direction it has, read back into one budget a direction; the id
+ * is the same on both sides, and budgets.json's form (to_json) reads back
+ * the same.
+ */
+static void t_policy_directions_round_trip(void **state)
+{
+	struct budget_def d[4] = {
+		{ .ns = "web", .budget = 1000 },
+		{ .ns = "datasets", .dir = BUDGET_INGRESS, .budget = 5000000000ULL },
+		{ .ns = "datasets", .budget = 2500000000ULL },
+		{ .ns = "mirror", .dir = BUDGET_INGRESS, .budget = 125000000 },
+	};
+	struct budget_answer a = { .lease_ms = 10000 }, back;
+	struct budget_set again = { 0 };
+	struct tg_err e = { 0 };
+	json_object *o;
+	char want[512];
+	size_t len;
+	char *text;
+
+	(void)state;
+	a.policy = (struct budget_set){ .d = d, .n = 4 };
+	assert_int_equal(budget_set_seal(&a.policy, &e), 0);
+	assert_int_equal(budget_answer_build(&a, &text, &len), 0);
+	snprintf(want, sizeof(want),
+		 "\"policy\":{\"id\":\"%s\",\"namespaces\":["
+		 "{\"namespace\":\"datasets\",\"internetEgress\":2500000000,"
+		 "\"internetIngress\":5000000000},"
+		 "{\"namespace\":\"mirror\",\"internetIngress\":125000000},"
+		 "{\"namespace\":\"web\",\"internetEgress\":1000}]}}",
+		 a.policy.id);
+	assert_contains(text, want);
+	assert_int_equal(budget_answer_parse(text, len, &back, &e), 0);
+	assert_string_equal(back.policy.id, a.policy.id);
+	assert_int_equal(back.policy.n, 4);
+	for (size_t i = 0; i < 4; i++) {
+		assert_string_equal(back.policy.d[i].ns, a.policy.d[i].ns);
+		assert_int_equal(back.policy.d[i].dir, a.policy.d[i].dir);
+		assert_true(back.policy.d[i].budget == a.policy.d[i].budget);
+	}
+	assert_null(budget_set_find(&back.policy, "mirror", BUDGET_EGRESS));
+	assert_true(budget_set_find(&back.policy, "mirror", BUDGET_INGRESS)->budget == 125000000);
+	budget_answer_free(&back);
+	free(text);
+
+	o = budget_policy_to_json(&a.policy);
+	assert_non_null(o);
+	assert_int_equal(json_object_array_length(json_object_object_get(o, "namespaces")), 3);
+	assert_int_equal(budget_policy_from_json(o, &again, &e), 0);
+	assert_string_equal(again.id, a.policy.id);
+	assert_int_equal(again.n, 4);
+	budget_set_free(&again);
+	json_object_put(o);
+}
+
+/* Policies a node must not act on, of download budgets. */
+static void t_bad_direction_policies_are_refused(void **state)
+{
+	static const struct {
+		const char *policy, *msg;
+	} bad[] = {
+		{ "{\"id\":\"0123456789abcdef\",\"namespaces\":[{\"namespace\":\"a\"}]}",
+		  "policy.namespaces[0]: no budget (internetEgress or internetIngress)" },
+		{ "{\"id\":\"0123456789abcdef\",\"namespaces\":[{\"namespace\":\"a\","
+		  "\"internetIngress\":0}]}",
+		  "policy.namespaces[0].internetIngress: 0" },
+		{ "{\"id\":\"0123456789abcdef\",\"namespaces\":[{\"namespace\":\"a\","
+		  "\"internetIngress\":\"1G\"}]}",
+		  "policy.namespaces[0].internetIngress: must be an integer" },
+		{ "{\"id\":\"0123456789abcdef\",\"namespaces\":[{\"namespace\":\"a\","
+		  "\"internetIngress\":125000000000001}]}",
+		  "policy.namespaces[0].internetIngress" },
+		/* a namespace is one entry, whatever its directions */
+		{ "{\"id\":\"0123456789abcdef\",\"namespaces\":[{\"namespace\":\"a\","
+		  "\"internetEgress\":1},{\"namespace\":\"a\",\"internetIngress\":2}]}",
+		  "policy.namespaces[1].namespace: \"a\" again (policy.namespaces[0] has it)" },
+	};
+	struct tg_err e = { 0 };
+	struct budget_answer a;
+	char doc[512];
+
+	(void)state;
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		snprintf(doc, sizeof(doc),
+			 "{\"version\":1,\"leaseMs\":1,\"grants\":[],\"policy\":%s}",
+			 bad[i].policy);
+		memset(&e, 0, sizeof(e));
+		if (budget_answer_parse(doc, strlen(doc), &a, &e) == 0 ||
+		    !strstr(e.msg, bad[i].msg))
+			fail_msg("policy %zu: %s: \"%s\"", i, doc, e.msg);
+	}
+}
+
+/* A policy id tells the two directions apart, and uploads keep theirs. */
+static void t_policy_id_by_direction(void **state)
+{
+	struct budget_def up = { .ns = "datasets", .budget = 1000 },
+			  down = { .ns = "datasets", .dir = BUDGET_INGRESS, .budget = 1000 },
+			  both[2] = { { .ns = "datasets", .budget = 1000 },
+				      { .ns = "datasets", .dir = BUDGET_INGRESS, .budget = 1000 } },
+			  twice[2] = { { .ns = "datasets", .dir = BUDGET_INGRESS, .budget = 1 },
+				       { .ns = "datasets", .dir = BUDGET_INGRESS, .budget = 2 } };
+	struct budget_set s_up = { .d = &up, .n = 1 }, s_down = { .d = &down, .n = 1 },
+			  s_both = { .d = both, .n = 2 }, s_twice = { .d = twice, .n = 2 };
+	struct tg_err e = { 0 };
+
+	(void)state;
+	assert_int_equal(budget_set_seal(&s_up, &e), 0);
+	assert_int_equal(budget_set_seal(&s_down, &e), 0);
+	assert_int_equal(budget_set_seal(&s_both, &e), 0);
+	/* what the version before directions named it: FNV-1a of "datasets", NUL, 1000 in 8 bytes little end first */
+	assert_string_equal(s_up.id, "1c255cfce2da5129");
+	assert_string_not_equal(s_up.id, s_down.id);
+	assert_string_not_equal(s_up.id, s_both.id);
+	assert_string_not_equal(s_down.id, s_both.id);
+	assert_int_equal(budget_set_seal(&s_twice, &e), -EINVAL);
+	assert_contains(e.msg, "namespace \"datasets\" twice for internetIngress");
+	/* the uploads alone: what a node that predates directions holds, by its id */
+	{
+		struct budget_set up_only;
+
+		assert_int_equal(budget_set_uploads(&s_both, &up_only), 0);
+		assert_int_equal(up_only.n, 1);
+		assert_int_equal(up_only.d[0].dir, BUDGET_EGRESS);
+		assert_string_equal(up_only.id, "1c255cfce2da5129");
+		budget_set_free(&up_only);
+		assert_int_equal(budget_set_uploads(&s_down, &up_only), 0);
+		assert_int_equal(up_only.n, 0);
+		assert_string_not_equal(up_only.id, s_down.id);
+		budget_set_free(&up_only);
+	}
+}
+
 int main(void)
 {
 	add_test("a report written and read back is the same", t_report_round_trip, NULL);
@@ -892,6 +1232,18 @@ int main(void)
 		 t_policy_round_trip, NULL);
 	add_test("a policy a node must not act on is refused with its answer",
 		 t_bad_policies_are_refused, NULL);
+	add_test("a namespace's two directions round trip as two budgets", t_directions_round_trip,
+		 NULL);
+	add_test("an entry without a direction (the previous version's) is egress",
+		 t_entries_without_direction_are_egress, NULL);
+	add_test("a namespace twice in one direction is refused, once a direction is not",
+		 t_budget_twice_in_one_direction, NULL);
+	add_test("a policy's download budgets round trip, one entry a namespace",
+		 t_policy_directions_round_trip, NULL);
+	add_test("a policy of download budgets a node must not act on is refused",
+		 t_bad_direction_policies_are_refused, NULL);
+	add_test("a policy's id tells the directions apart; uploads keep theirs",
+		 t_policy_id_by_direction, NULL);
 	for (size_t i = 0; i < ARRAY_SIZE(raw_cases); i++)
 		add_test(raw_cases[i].name, t_raw, (void *)&raw_cases[i]);
 	for (size_t i = 0; i < ARRAY_SIZE(bad_cases); i++)

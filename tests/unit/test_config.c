@@ -7,6 +7,7 @@
  * input that is not a JSON object is error 6; unsupported cniVersions are 1.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -24,6 +25,7 @@
 #include "accounting/internal.h"
 #include "cni/internal.h"
 #include "config/config.h"
+#include "lib/util.h"
 #include "node/node.h"
 
 /* ---- helpers ---- */
@@ -1077,30 +1079,42 @@ static void t_budgets_accepted(void **state)
 }
 
 /*
- * Which namespaces are budgeted: the policy heard; before any, every one
- * (the node cannot know); without an allocator, none.
+ * Which namespaces are budgeted, per direction: the policy heard; before
+ * any, every one in both directions (the node cannot know); without an
+ * allocator, none.
  */
 static void t_budgeted_by_policy_heard(void **state)
 {
-	struct budget_def d[2] = { { .ns = "web", .budget = 1000 },
-				   { .ns = "datasets", .budget = 2500000000ULL } };
-	struct budget_set heard = { .d = d, .n = 2 }, none = { 0 };
+	struct budget_def d[3] = {
+		{ .ns = "web", .budget = 1000 },
+		{ .ns = "datasets", .budget = 2500000000ULL },
+		{ .ns = "mirror", .dir = BUDGET_INGRESS, .budget = 5000000000ULL },
+	};
+	struct budget_set heard = { .d = d, .n = 3 }, none = { 0 };
 	struct node_config cfg;
 	struct tg_err e;
 
 	(void)state;
 	assert_int_equal(parse_cmd(BUDGETS(ALLOC_OK), CNI_CMD_ADD, &cfg, &e), 0);
-	assert_true(node_config_budgeted(&cfg, "research"));
+	assert_true(node_config_budgeted(&cfg, "research", BUDGET_EGRESS));
+	assert_true(node_config_budgeted(&cfg, "research", BUDGET_INGRESS));
 	cfg.budgets.heard = &none;
-	assert_true(node_config_budgeted(&cfg, "research"));
+	assert_true(node_config_budgeted(&cfg, "research", BUDGET_EGRESS));
+	assert_true(node_config_budgeted(&cfg, "research", BUDGET_INGRESS));
 	assert_int_equal(budget_set_seal(&heard, &e), 0);
 	cfg.budgets.heard = &heard;
-	assert_true(node_config_budgeted(&cfg, "datasets"));
-	assert_true(node_config_budgeted(&cfg, "web"));
-	assert_false(node_config_budgeted(&cfg, "research"));
-	assert_false(node_config_budgeted(&cfg, "dataset"));
+	assert_true(node_config_budgeted(&cfg, "datasets", BUDGET_EGRESS));
+	assert_false(node_config_budgeted(&cfg, "datasets", BUDGET_INGRESS));
+	assert_true(node_config_budgeted(&cfg, "web", BUDGET_EGRESS));
+	/* a download budget alone: the namespace's uploads are not budgeted */
+	assert_true(node_config_budgeted(&cfg, "mirror", BUDGET_INGRESS));
+	assert_false(node_config_budgeted(&cfg, "mirror", BUDGET_EGRESS));
+	assert_false(node_config_budgeted(&cfg, "research", BUDGET_EGRESS));
+	assert_false(node_config_budgeted(&cfg, "research", BUDGET_INGRESS));
+	assert_false(node_config_budgeted(&cfg, "dataset", BUDGET_EGRESS));
 	cfg.budgets.allocator = NULL;
-	assert_false(node_config_budgeted(&cfg, "datasets"));
+	assert_false(node_config_budgeted(&cfg, "datasets", BUDGET_EGRESS));
+	assert_false(node_config_budgeted(&cfg, "mirror", BUDGET_INGRESS));
 	node_config_free(&cfg);
 }
 
@@ -1152,14 +1166,94 @@ static void t_policy_accepted(void **state)
 				     &q, &e),
 			 0);
 	assert_string_not_equal(p.budgets.id, q.budgets.id);
-	assert_non_null(budget_set_find(&q.budgets, "web"));
-	assert_null(budget_set_find(&q.budgets, "we"));
+	assert_non_null(budget_set_find(&q.budgets, "web", BUDGET_EGRESS));
+	assert_null(budget_set_find(&q.budgets, "web", BUDGET_INGRESS));
+	assert_null(budget_set_find(&q.budgets, "we", BUDGET_EGRESS));
 	alloc_policy_free(&q);
 	alloc_policy_free(&p);
 	/* no budgets at all is a policy too */
 	assert_int_equal(load_policy("{\"version\":1}", &p, &e), 0);
 	assert_int_equal(p.budgets.n, 0);
 	assert_int_equal(strlen(p.budgets.id), BUDGET_POLICY_ID_LEN);
+	alloc_policy_free(&p);
+}
+
+/*
+ * Download budgets: namespaces.<ns>.internetIngress, alone or beside
+ * internetEgress, each (namespace, direction) a budget of its own; the id
+ * changes when one is added, and a policy of uploads only keeps the id it
+ * had before directions (the digest of name, NUL, budget).
+ */
+static void t_policy_ingress(void **state)
+{
+	struct alloc_policy p, q;
+	struct tg_err e;
+	unsigned char le[8];
+	uint64_t h = FNV1A64_INIT, v = 1000;
+	char old_id[BUDGET_POLICY_ID_LEN + 1];
+
+	(void)state;
+	assert_int_equal(load_policy("{\"version\":1,\"namespaces\":{\"web\":{\"internetEgress\":"
+				     "8000},\"datasets\":{\"internetIngress\":\"40G\","
+				     "\"internetEgress\":\"8G\"},\"mirror\":{\"internetIngress\":"
+				     "\"1G\"}}}",
+				     &p, &e),
+			 0);
+	assert_int_equal(p.budgets.n, 4);
+	/* sorted by namespace, then direction: egress first */
+	assert_string_equal(p.budgets.d[0].ns, "datasets");
+	assert_int_equal(p.budgets.d[0].dir, BUDGET_EGRESS);
+	assert_true(p.budgets.d[0].budget == 1000000000ULL);
+	assert_string_equal(p.budgets.d[1].ns, "datasets");
+	assert_int_equal(p.budgets.d[1].dir, BUDGET_INGRESS);
+	assert_true(p.budgets.d[1].budget == 5000000000ULL);
+	assert_string_equal(p.budgets.d[2].ns, "mirror");
+	assert_int_equal(p.budgets.d[2].dir, BUDGET_INGRESS);
+	assert_int_equal(p.budgets.d[2].budget, 125000000);
+	assert_string_equal(p.budgets.d[3].ns, "web");
+	assert_int_equal(p.budgets.d[3].dir, BUDGET_EGRESS);
+	assert_true(budget_set_find(&p.budgets, "datasets", BUDGET_INGRESS)->budget ==
+		    5000000000ULL);
+	assert_true(budget_set_find(&p.budgets, "datasets", BUDGET_EGRESS)->budget ==
+		    1000000000ULL);
+	assert_null(budget_set_find(&p.budgets, "mirror", BUDGET_EGRESS));
+	assert_null(budget_set_find(&p.budgets, "web", BUDGET_INGRESS));
+	/* the uploads alone, for nodes that predate directions */
+	assert_int_equal(p.uploads.n, 2);
+	assert_string_equal(p.uploads.d[0].ns, "datasets");
+	assert_string_equal(p.uploads.d[1].ns, "web");
+	assert_int_equal(p.uploads.d[1].dir, BUDGET_EGRESS);
+	assert_string_not_equal(p.uploads.id, p.budgets.id);
+
+	/* uploads only: the id of before directions */
+	assert_int_equal(load_policy("{\"version\":1,\"namespaces\":{\"web\":{\"internetEgress\":"
+				     "8000}}}",
+				     &q, &e),
+			 0);
+	for (int k = 0; k < 8; k++)
+		le[k] = (unsigned char)(v >> (8 * k));
+	h = hash_fnv1a64("web", 4, h);
+	h = hash_fnv1a64(le, sizeof(le), h);
+	snprintf(old_id, sizeof(old_id), "%016" PRIx64, h);
+	assert_string_equal(q.budgets.id, old_id);
+	assert_string_equal(q.uploads.id, old_id);
+	alloc_policy_free(&q);
+	/* a download budget added: another id; the same rate as an upload: another id again */
+	assert_int_equal(load_policy("{\"version\":1,\"namespaces\":{\"web\":{\"internetEgress\":"
+				     "8000,\"internetIngress\":8000}}}",
+				     &q, &e),
+			 0);
+	assert_string_not_equal(q.budgets.id, old_id);
+	assert_int_equal(q.budgets.n, 2);
+	memcpy(old_id, q.budgets.id, sizeof(old_id));
+	alloc_policy_free(&q);
+	assert_int_equal(load_policy("{\"version\":1,\"namespaces\":{\"web\":{\"internetIngress\":"
+				     "8000}}}",
+				     &q, &e),
+			 0);
+	assert_string_not_equal(q.budgets.id, old_id);
+	assert_string_not_equal(q.budgets.id, p.budgets.id);
+	alloc_policy_free(&q);
 	alloc_policy_free(&p);
 }
 
@@ -1191,9 +1285,18 @@ static void t_policy_refused(void **state)
 		  "namespaces[\"web\"] has no budget" },
 		{ "{\"version\":1,\"namespaces\":{\"web\":{\"internetEgres\":\"1G\"}}}", 7,
 		  "namespaces[\"web\"].\"internetEgres\" is not a key" },
+		{ "{\"version\":1,\"namespaces\":{\"web\":{\"internetIngress\":\"abc\"}}}", 7,
+		  "namespaces[\"web\"].internetIngress \"abc\" is not a rate" },
+		{ "{\"version\":1,\"namespaces\":{\"web\":{\"internetIngress\":0}}}", 7,
+		  "namespaces[\"web\"].internetIngress" },
 		{ "{\"version\":1,\"namespaces\":{\"web\":{\"internetEgress\":\"1G\","
-		  "\"internetIngress\":\"1G\"}}}",
-		  7, "namespaces[\"web\"].internetIngress: download budgets are not enforced" },
+		  "\"internetIngress\":\"1001T\"}}}",
+		  7, "out of range (1k..1000T bit/s)" },
+		{ "{\"version\":1,\"namespaces\":{\"web\":{\"internetIngres\":\"1G\"}}}", 7,
+		  "namespaces[\"web\"].\"internetIngres\" is not a key" },
+		{ "{\"version\":1,\"namespaces\":{\"web\":{\"internetIngress\":\"1G\"}},"
+		  "\"destinations\":{\"prefixLength\":24}}",
+		  7, "destinations: destination budgets are not enforced by this version" },
 		{ "{\"version\":1,\"namespaces\":{\"web\":{\"internetEgress\":\"abc\"}}}", 7,
 		  "namespaces[\"web\"].internetEgress \"abc\" is not a rate" },
 		{ "{\"version\":1,\"namespaces\":{\"web\":{\"internetEgress\":0}}}", 7,
@@ -1551,6 +1654,7 @@ int main(void)
 	ADD(t_budgeted_by_policy_heard);
 	ADD(t_policy_accepted);
 	ADD(t_policy_refused);
+	ADD(t_policy_ingress);
 	ADD(t_policy_namespaces_bounded);
 	ADD(t_internet_mark_forms);
 	ADD(t_cooldown_bounds);
