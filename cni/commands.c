@@ -485,7 +485,8 @@ static int shaping_drift(const struct shaping *want, const struct shaping *got, 
 		{ "node internet egress cap", want->node_egress_bps, got->node_egress_bps, NULL },
 		{ "namespace internet ingress cap", want->ns_ingress_bps, got->ns_ingress_bps,
 		  NULL },
-		{ "node internet ingress cap", want->node_ingress_bps, got->node_ingress_bps, NULL },
+		{ "node internet ingress cap", want->node_ingress_bps, got->node_ingress_bps,
+		  NULL },
 	};
 
 	for (size_t i = 0; i < ARRAY_SIZE(caps); i++) {

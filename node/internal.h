@@ -53,9 +53,9 @@ static inline uint32_t node_link_group(const struct ipam_attachment *a)
 /* ---- node-wide state, inside the node layer (node.h has the public flags) ---- */
 /* The "tg" of node_veth_name's host ends (node.h). */
 #define NODE_VETH_PREFIX "tg"
-#define NODE_DECLARE_INET 1u	/* the internet-shaping path even if the config shapes none */
+#define NODE_DECLARE_INET 1u	 /* the internet-shaping path even if the config shapes none */
 #define NODE_DECLARE_INET_IN 16u /* tollgate-inetdl even if the config shapes no downloads */
-#define NODE_DECLARE_RESTORE 4u /* the class tree was broken: every pod's classes put back */
+#define NODE_DECLARE_RESTORE 4u	 /* the class tree was broken: every pod's classes put back */
 /*
  * Declares what every pod of the node shares, as cfg says: sysctls
  * (ip_forward, neighbour table sizes: raised, never lowered;

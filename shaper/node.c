@@ -317,8 +317,8 @@ static int set_alias(struct nl_sock *sk, int ifindex, const char *alias)
 /* Adds class 1:1 where it is missing: EEXIST (the usual answer) changes nothing. */
 static int put_node_class(struct nl_sock *sk, uint64_t ceil_bps, int mtu, int ifb, int flags)
 {
-	return shaper_put_class_flags(sk, ifb, TC_HANDLE(1, 0), TC_HANDLE(1, 1), ceil_bps,
-				      ceil_bps, 0, 0, mtu, flags);
+	return shaper_put_class_flags(sk, ifb, TC_HANDLE(1, 0), TC_HANDLE(1, 1), ceil_bps, ceil_bps,
+				      0, 0, mtu, flags);
 }
 
 /*

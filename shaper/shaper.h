@@ -93,9 +93,9 @@ struct shaper_node {
 	size_t n_internal;
 	uint64_t node_ceil_bps; /* class 1:1; SHAPER_LINE_BPS: none */
 	int mtu;
-	bool egress;		/* tollgate-inet and the uplink's steering */
-	bool ingress;		/* tollgate-inetdl */
-	uint64_t in_ceil_bps;	/* its class 1:1; SHAPER_LINE_BPS: none */
+	bool egress;	      /* tollgate-inet and the uplink's steering */
+	bool ingress;	      /* tollgate-inetdl */
+	uint64_t in_ceil_bps; /* its class 1:1; SHAPER_LINE_BPS: none */
 };
 /* What a declaration wrote, by object. */
 struct shaper_repairs {

@@ -93,13 +93,12 @@ static int parse(const char *json, struct node_config *cfg, struct tg_err *e)
 
 static void t_shaping_parsed(void **state)
 {
-	const char *json = BASE
-		",\"shaping\":{\"internetEgress\":{\"node\":\"10G\","
-		"\"namespaceDefault\":\"2G\",\"podDefault\":1000000000,"
-		"\"namespaces\":{\"datasets\":\"5G\"}},"
-		"\"internetIngress\":{\"node\":\"20G\",\"namespaceDefault\":\"4G\","
-		"\"podDefault\":\"500M\",\"namespaces\":{\"datasets\":\"2G\"}},"
-		"\"queueLatencyMs\":15}}";
+	const char *json = BASE ",\"shaping\":{\"internetEgress\":{\"node\":\"10G\","
+				"\"namespaceDefault\":\"2G\",\"podDefault\":1000000000,"
+				"\"namespaces\":{\"datasets\":\"5G\"}},"
+				"\"internetIngress\":{\"node\":\"20G\",\"namespaceDefault\":\"4G\","
+				"\"podDefault\":\"500M\",\"namespaces\":{\"datasets\":\"2G\"}},"
+				"\"queueLatencyMs\":15}}";
 	struct node_config cfg;
 	struct tg_err e;
 	struct shaping s;
