@@ -243,12 +243,19 @@ inet_cls=$(sh_hexcls "$(attachment team-b inet | jq -r '.shaping.podClass // 0')
 if [ -z "$inet_cls" ]; then
 	t_fail "team-b/inet has no internet egress class"
 else
-	sh_measure "tc/$cap_ifb/1:1 tc/tollgate-inet/$inet_cls" \
-		"p-capped $TG_PEER $TG_PEER_POD_IP 5301" "p-inet $TG_INET $TG_INET_IP 5302" ||
-		t_fail "iperf3 did not run"
-	diag "capped: ${SH_RATE[0]} Mbit/s (cap 10), inet: ${SH_RATE[1]} Mbit/s (cap 20)"
-	sh_within "${SH_RATE[0]}" 10 0.05 || t_fail "capped's egress ${SH_RATE[0]} Mbit/s, not within 5 % of 10"
-	sh_within "${SH_RATE[1]}" 20 0.05 || t_fail "inet's internet egress ${SH_RATE[1]} Mbit/s, not within 5 % of 20"
+	# a miss is measured once more (a TCP flow's loss recovery can leave a
+	# window below its cap), as the shaping suites do; both attempts must miss to fail
+	for attempt in 1 2; do
+		sh_measure "tc/$cap_ifb/1:1 tc/tollgate-inet/$inet_cls" \
+			"p-capped $TG_PEER $TG_PEER_POD_IP 5301" "p-inet $TG_INET $TG_INET_IP 5302" ||
+			{ t_fail "iperf3 did not run"; break; }
+		diag "capped: ${SH_RATE[0]} Mbit/s (cap 10), inet: ${SH_RATE[1]} Mbit/s (cap 20)"
+		why=""
+		sh_within "${SH_RATE[0]}" 10 0.05 || why="capped's egress ${SH_RATE[0]} Mbit/s, not within 5 % of 10"
+		sh_within "${SH_RATE[1]}" 20 0.05 || why="${why:+$why; }inet's internet egress ${SH_RATE[1]} Mbit/s, not within 5 % of 20"
+		[ -n "$why" ] || break
+		[ "$attempt" = 2 ] && t_fail "$why (and on the first attempt)"
+	done
 fi
 t_end
 
